@@ -1,0 +1,194 @@
+import { DurableObject } from 'cloudflare:workers'
+import type { RunConfig } from '../../src/schemas/run-config.ts'
+import type { RubricStatus, StepStatus } from '../../src/schemas/status.ts'
+import type { Env } from '../../workers/env.ts'
+import { loadRunConfig } from '../../workers/runs/store.ts'
+import { MetaStore } from '../meta-store.ts'
+import { instanceName } from '../names.ts'
+
+type StepRow = { step: number; status: Exclude<StepStatus, 'idle'>; rollouts: number }
+
+interface Waiter {
+  isDone: () => boolean
+  resolve: (done: boolean) => void
+}
+
+/**
+ * One per run: the step counter, which instances took part in each step and with how many distinct
+ * rollouts, step completion, and the waiters of `/rubric_status/wait` and sync-mode `/score`.
+ * A closed step's updates run from an alarm, never inside the request that closed it.
+ */
+export class RunCoordinator extends DurableObject<Env> {
+  private readonly sql: SqlStorage
+  private readonly meta: MetaStore
+  private readonly waiters = new Set<Waiter>()
+  private config: RunConfig | undefined
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env)
+    this.sql = ctx.storage.sql
+    this.meta = new MetaStore(this.sql)
+    this.sql.exec(`
+      CREATE TABLE IF NOT EXISTS steps (step INTEGER PRIMARY KEY, status TEXT NOT NULL, rollouts INTEGER NOT NULL DEFAULT 0,
+        opened_at TEXT NOT NULL, closed_at TEXT, updated_at TEXT);
+      CREATE TABLE IF NOT EXISTS members (step INTEGER NOT NULL, instance_id TEXT NOT NULL, rollout_id TEXT NOT NULL,
+        PRIMARY KEY (step, instance_id, rollout_id));
+      CREATE TABLE IF NOT EXISTS step_instances (step INTEGER NOT NULL, instance_id TEXT NOT NULL, rubric_version INTEGER NOT NULL,
+        rollouts INTEGER NOT NULL DEFAULT 0, updated INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (step, instance_id));
+    `)
+  }
+
+  /**
+   * Counts a rollout into the collecting step, once per (instance, rollout id), and closes the step
+   * when the run's `rollouts_per_step` is reached. Returns the step the rollout belongs to.
+   */
+  async admit(runId: string, instanceId: string, rolloutId: string, rubricVersion: number): Promise<{ step: number }> {
+    const config = await this.runConfig(runId)
+    const step = this.collectingStep()
+    this.sql.exec(`INSERT OR IGNORE INTO steps (step, status, opened_at) VALUES (?, 'collecting', ?)`, step, new Date().toISOString())
+    const added = this.sql.exec('INSERT OR IGNORE INTO members (step, instance_id, rollout_id) VALUES (?, ?, ?)', step, instanceId, rolloutId).rowsWritten
+    if (added > 0) {
+      this.sql.exec('UPDATE steps SET rollouts = rollouts + 1 WHERE step = ?', step)
+      this.sql.exec(
+        `INSERT INTO step_instances (step, instance_id, rubric_version, rollouts) VALUES (?, ?, ?, 1)
+         ON CONFLICT (step, instance_id) DO UPDATE SET rollouts = rollouts + 1, rubric_version = max(rubric_version, excluded.rubric_version)`,
+        step, instanceId, rubricVersion,
+      )
+      this.noteVersion(rubricVersion)
+      const rollouts = this.sql.exec<{ rollouts: number }>('SELECT rollouts FROM steps WHERE step = ?', step).one().rollouts
+      if (config.rollouts_per_step !== null && rollouts >= config.rollouts_per_step) await this.closeStep(step)
+    }
+    return { step }
+  }
+
+  /** The trainer's "step done": closes the collecting step, or `noop` when the run closes steps by count. */
+  async complete(runId: string): Promise<{ status: 'complete' | 'noop'; step: number; closed: boolean }> {
+    const config = await this.runConfig(runId)
+    const step = this.collectingStep()
+    if (config.rollouts_per_step !== null) return { status: 'noop', step, closed: false }
+    const row = this.stepRow(step)
+    if (!row || row.rollouts === 0) return { status: 'complete', step, closed: false }
+    await this.closeStep(step)
+    return { status: 'complete', step, closed: true }
+  }
+
+  /** Where the run stands, without waiting. */
+  async status(runId: string): Promise<RubricStatus> {
+    const config = await this.runConfig(runId)
+    const reported = this.reportedStep()
+    const instances = reported
+      ? this.sql
+          .exec<{ instance_id: string; rubric_version: number; rollouts: number; updated: number }>(
+            'SELECT instance_id, rubric_version, rollouts, updated FROM step_instances WHERE step = ? ORDER BY instance_id', reported.step,
+          )
+          .toArray()
+      : []
+    return {
+      run_id: runId,
+      step: reported?.step ?? 0,
+      status: reported?.status ?? 'idle',
+      rubric_version: this.meta.number('max_version', 1),
+      instances: instances.map(({ instance_id, rubric_version, rollouts }) => ({ instance_id, rubric_version, rollouts })),
+      pending: reported?.status === 'updating' ? instances.filter((row) => row.updated === 0).length : 0,
+      rollouts: reported?.rollouts ?? 0,
+      mode: config.mode,
+    }
+  }
+
+  /** Every instance that has taken part in the run, with its newest known rubric version. */
+  async instances(): Promise<{ instance_id: string; rubric_version: number; rollouts: number }[]> {
+    return this.sql
+      .exec<{ instance_id: string; rubric_version: number; rollouts: number }>(
+        'SELECT instance_id, max(rubric_version) AS rubric_version, sum(rollouts) AS rollouts FROM step_instances GROUP BY instance_id ORDER BY instance_id',
+      )
+      .toArray()
+  }
+
+  /**
+   * Waits until the step the trainer is waiting on has finished updating: the oldest updating step,
+   * else the collecting step if it has rollouts. Returns at once when nothing is pending.
+   */
+  async waitForUpdate(runId: string, timeoutMs: number): Promise<{ done: boolean; status: RubricStatus }> {
+    const updating = this.sql.exec<{ step: number }>(`SELECT step FROM steps WHERE status = 'updating' ORDER BY step LIMIT 1`).toArray()[0]
+    const collecting = this.stepRow(this.collectingStep())
+    const target = updating?.step ?? (collecting && collecting.rollouts > 0 ? collecting.step : undefined)
+    const done = target === undefined ? true : await this.waitForStep(target, timeoutMs)
+    return { done, status: await this.status(runId) }
+  }
+
+  /** Resolves true once `step` is updated, false when `timeoutMs` passes first. */
+  async waitForStep(step: number, timeoutMs: number): Promise<boolean> {
+    const isDone = () => this.stepRow(step)?.status === 'updated'
+    if (isDone()) return true
+    return new Promise<boolean>((resolve) => {
+      const waiter: Waiter = {
+        isDone,
+        resolve: (done) => {
+          clearTimeout(timer)
+          this.waiters.delete(waiter)
+          resolve(done)
+        },
+      }
+      const timer = setTimeout(() => waiter.resolve(false), timeoutMs)
+      this.waiters.add(waiter)
+    })
+  }
+
+  /** Runs the updates of closed steps, instance by instance; safe to run again after a failure or reset. */
+  override async alarm(): Promise<void> {
+    const runId = this.meta.get('run_id')
+    if (!runId) return
+    const updating = this.sql.exec<{ step: number }>(`SELECT step FROM steps WHERE status = 'updating' ORDER BY step`).toArray()
+    for (const { step } of updating) {
+      const pending = this.sql.exec<{ instance_id: string }>('SELECT instance_id FROM step_instances WHERE step = ? AND updated = 0', step).toArray()
+      for (const { instance_id } of pending) {
+        const instance = this.env.RUBRIC_INSTANCE.getByName(instanceName(runId, instance_id))
+        const { rubricVersion } = await instance.applyStepUpdate({ runId, instanceId: instance_id }, step)
+        this.sql.exec('UPDATE step_instances SET updated = 1, rubric_version = ? WHERE step = ? AND instance_id = ?', rubricVersion, step, instance_id)
+        this.noteVersion(rubricVersion)
+      }
+      this.sql.exec(`UPDATE steps SET status = 'updated', updated_at = ? WHERE step = ?`, new Date().toISOString(), step)
+      this.wakeWaiters()
+    }
+  }
+
+  private async closeStep(step: number): Promise<void> {
+    this.sql.exec(`UPDATE steps SET status = 'updating', closed_at = ? WHERE step = ? AND status = 'collecting'`, new Date().toISOString(), step)
+    this.meta.set('collecting_step', step + 1)
+    await this.ctx.storage.setAlarm(Date.now())
+  }
+
+  private collectingStep(): number {
+    return this.meta.number('collecting_step', 0)
+  }
+
+  /** The step `/rubric_status` describes: an updating one first, then the collecting one, then the last updated. */
+  private reportedStep(): StepRow | undefined {
+    const updating = this.sql.exec<StepRow>(`SELECT step, status, rollouts FROM steps WHERE status = 'updating' ORDER BY step LIMIT 1`).toArray()[0]
+    if (updating) return updating
+    const collecting = this.stepRow(this.collectingStep())
+    if (collecting && collecting.rollouts > 0) return collecting
+    return this.sql.exec<StepRow>(`SELECT step, status, rollouts FROM steps WHERE status = 'updated' ORDER BY step DESC LIMIT 1`).toArray()[0]
+  }
+
+  private stepRow(step: number): StepRow | undefined {
+    return this.sql.exec<StepRow>('SELECT step, status, rollouts FROM steps WHERE step = ?', step).toArray()[0]
+  }
+
+  private wakeWaiters(): void {
+    for (const waiter of this.waiters) if (waiter.isDone()) waiter.resolve(true)
+  }
+
+  private noteVersion(version: number): void {
+    if (version > this.meta.number('max_version', 1)) this.meta.set('max_version', version)
+  }
+
+  private async runConfig(runId: string): Promise<RunConfig> {
+    if (this.config) return this.config
+    const config = await loadRunConfig(this.env.DB, runId)
+    if (!config) throw new Error(`run "${runId}" does not exist`)
+    if (!this.meta.get('run_id')) this.meta.set('run_id', runId)
+    return (this.config = config)
+  }
+
+}

@@ -1,0 +1,132 @@
+import { jsonrepair } from 'jsonrepair'
+import { z } from 'zod'
+import { canonicalJson, sha256Hex } from '../../hash/index.ts'
+import { withRetry, type RetryPolicy } from '../../llm/retry.ts'
+import { LlmError, type ChatModel, type ChatRequest } from '../../llm/types.ts'
+import { promptTemplate, renderPrompt, type Locale } from '../../prompts/index.ts'
+import type { Rollout, TrainingMetadata } from '../../schemas/rollout.ts'
+import type { Rubric } from '../../schemas/rubric.ts'
+import type { CriterionGrade } from '../../schemas/score.ts'
+import { rewardFromGrades } from '../../scoring/index.ts'
+
+export interface ScorerInput {
+  rubrics: Rubric[]
+  rollout: Rollout
+  metadata: TrainingMetadata
+  gradeMax: number
+  locale: Locale
+}
+
+export interface Judgement {
+  score: number
+  criteria: CriterionGrade[]
+}
+
+const ScorerReply = z.object({
+  grades: z.array(z.object({ rubric_id: z.string(), grade: z.number(), reason: z.string().optional() })),
+})
+
+/**
+ * The one chat request that grades every rubric for a rollout. The stable part (instructions, scale,
+ * rubrics) comes first for prefix caching; rollout text sits inside data markers whose boundary is a
+ * hash of that text, so the text cannot forge its own closing marker.
+ * @example const request = await buildScorerRequest({ rubrics, rollout, metadata, gradeMax: 10, locale: 'en' })
+ */
+export async function buildScorerRequest(input: ScorerInput): Promise<ChatRequest> {
+  const { rubrics, rollout, metadata, gradeMax, locale } = input
+  const boundary = (await sha256Hex(`${rollout.input}\u0000${rollout.output}\u0000${rollout.supplemental_context ?? ''}`)).slice(0, 16)
+  const system = renderPrompt(locale, 'scorer.system', { grade_max: gradeMax, boundary })
+  const user = renderPrompt(locale, 'scorer.user', {
+    boundary,
+    rubrics: rubrics.map((rubric) => `- ${rubric.id} (weight ${rubric.weight}): ${rubric.text}`).join('\n'),
+    goal: metadata.high_level_goal,
+    model_size: metadata.model_size,
+    current_step: metadata.current_step,
+    total_steps: metadata.total_steps,
+    input: rollout.input,
+    reference: rollout.supplemental_context ?? '',
+    output: rollout.output,
+  })
+  return {
+    role: 'scorer',
+    messages: [
+      { role: 'system', content: system },
+      { role: 'user', content: user },
+    ],
+    task: { kind: 'score', rubrics, rollout, grade_max: gradeMax },
+    json: true,
+  }
+}
+
+/**
+ * Reads a scorer reply: repairs malformed JSON, then demands exactly one integer grade on the
+ * 0..gradeMax scale for every rubric. Anything else is an `invalid_reply`, never a silent 0.
+ * @example parseScorerReply('{"grades":[{"rubric_id":"a","grade":7}]}', [rubricA], 10)
+ */
+export function parseScorerReply(text: string, rubrics: readonly Rubric[], gradeMax: number): CriterionGrade[] {
+  const parsed = ScorerReply.safeParse(parseLenientJson(text))
+  if (!parsed.success) throw new LlmError('invalid_reply', `scorer reply has the wrong shape: ${z.prettifyError(parsed.error)}`)
+  const byId = new Map<string, { grade: number; reason?: string | undefined }>()
+  for (const entry of parsed.data.grades) {
+    if (byId.has(entry.rubric_id)) throw new LlmError('invalid_reply', `scorer graded rubric "${entry.rubric_id}" twice`)
+    byId.set(entry.rubric_id, entry)
+  }
+  return rubrics.map((rubric) => {
+    const entry = byId.get(rubric.id)
+    if (!entry) throw new LlmError('invalid_reply', `scorer gave no grade for rubric "${rubric.id}"`)
+    if (!Number.isInteger(entry.grade) || entry.grade < 0 || entry.grade > gradeMax) {
+      throw new LlmError('invalid_reply', `scorer grade ${entry.grade} for "${rubric.id}" is not an integer in 0..${gradeMax}`)
+    }
+    return { rubric_id: rubric.id, grade: entry.grade, weight: rubric.weight, ...(entry.reason ? { reason: entry.reason.slice(0, 500) } : {}) }
+  })
+}
+
+/**
+ * Parses JSON a model wrote: strips code fences and prose around the object, repairs what jsonrepair can.
+ * @example parseLenientJson('```json\n{"a": 1,}\n```') // { a: 1 }
+ */
+export function parseLenientJson(text: string): unknown {
+  const fenced = text.match(/```(?:json)?\s*([\s\S]*?)```/)
+  const candidate = (fenced?.[1] ?? text).trim()
+  const start = candidate.indexOf('{')
+  const body = start >= 0 ? candidate.slice(start) : candidate
+  try {
+    return JSON.parse(body)
+  } catch {
+    try {
+      return JSON.parse(jsonrepair(body))
+    } catch {
+      throw new LlmError('invalid_reply', `reply is not JSON and could not be repaired: ${JSON.stringify(text.slice(0, 120))}`)
+    }
+  }
+}
+
+/**
+ * Grades a rollout: one call, parsed and validated, retried with backoff on transport failures and invalid replies.
+ * @example const { score, criteria } = await judgeRollout(model, input, { maxAttempts: 4 })
+ */
+export async function judgeRollout(model: ChatModel, input: ScorerInput, retry: Partial<RetryPolicy> = {}): Promise<Judgement> {
+  const request = await buildScorerRequest(input)
+  return withRetry(async () => {
+    const reply = await model.complete(request)
+    const criteria = parseScorerReply(reply.text, input.rubrics, input.gradeMax)
+    return { score: rewardFromGrades(criteria, input.gradeMax), criteria }
+  }, retry)
+}
+
+/**
+ * The key of a judgement in the score cache, without the rubric version (the instance adds that):
+ * the same model, prompt templates, scale and rollout content always map to the same key.
+ * @example const key = await judgementKey(model.id, 'en', 10, rollout, metadata)
+ */
+export async function judgementKey(modelId: string, locale: Locale, gradeMax: number, rollout: Rollout, metadata: TrainingMetadata): Promise<string> {
+  return sha256Hex(
+    canonicalJson({
+      model: modelId,
+      prompts: [promptTemplate(locale, 'scorer.system'), promptTemplate(locale, 'scorer.user')],
+      grade_max: gradeMax,
+      rollout: { input: rollout.input, output: rollout.output, supplemental_context: rollout.supplemental_context ?? '' },
+      metadata,
+    }),
+  )
+}

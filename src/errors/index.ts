@@ -1,0 +1,43 @@
+/** Stable, machine-readable error codes and the HTTP status each maps to. */
+export const ERROR_STATUS = {
+  invalid_request: 400,
+  invalid_json: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  run_not_found: 404,
+  run_exists: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  llm_unavailable: 503,
+  internal: 500,
+} as const
+export type ErrorCode = keyof typeof ERROR_STATUS
+
+export interface AppErrorOptions {
+  details?: unknown
+  retryAfterSeconds?: number
+  /** Overrides the code's usual status, e.g. 502 for a model that answered but never validly. */
+  status?: number
+}
+
+/**
+ * An error a caller can act on: a stable `code`, a message a person understands, optional details.
+ * @example throw new AppError('run_not_found', 'no run named "grpo-1"')
+ */
+export class AppError extends Error {
+  readonly status: number
+  readonly details: unknown
+  readonly retryAfterSeconds: number | undefined
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    options: AppErrorOptions = {},
+  ) {
+    super(message)
+    this.name = 'AppError'
+    this.status = options.status ?? ERROR_STATUS[code]
+    this.details = options.details
+    this.retryAfterSeconds = options.retryAfterSeconds
+  }
+}

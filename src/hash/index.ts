@@ -1,0 +1,30 @@
+const encoder = new TextEncoder()
+
+/**
+ * Hex SHA-256 of a string, with Web Crypto (Workers and Node alike).
+ * @example await sha256Hex('abc') // 'ba7816bf…'
+ */
+export async function sha256Hex(text: string): Promise<string> {
+  const digest = await crypto.subtle.digest('SHA-256', encoder.encode(text))
+  return [...new Uint8Array(digest)].map((byte) => byte.toString(16).padStart(2, '0')).join('')
+}
+
+/**
+ * JSON with object keys sorted at every depth, so equal values always hash alike.
+ * @example canonicalJson({ b: 1, a: [2, { d: 3, c: 4 }] }) // '{"a":[2,{"c":4,"d":3}],"b":1}'
+ */
+export function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, item: unknown) =>
+    item && typeof item === 'object' && !Array.isArray(item)
+      ? Object.fromEntries(Object.entries(item as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : item,
+  )
+}
+
+/**
+ * The stable instance id of a prompt in `per_instance` mode: the same input always lands in the same instance.
+ * @example await instanceIdForInput('What is 2+2?') // 'in-3f1c…' (16 hex digits)
+ */
+export async function instanceIdForInput(input: string): Promise<string> {
+  return `in-${(await sha256Hex(input)).slice(0, 16)}`
+}

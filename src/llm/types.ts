@@ -1,0 +1,62 @@
+import type { AgentRole } from '../schemas/run-config.ts'
+import type { Rollout } from '../schemas/rollout.ts'
+import type { Rubric } from '../schemas/rubric.ts'
+
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant'
+  content: string
+}
+
+/**
+ * What an agent knows about its task in structured form. Real models read `messages`;
+ * the mock backend reads this, so its heuristics never have to parse prompt text.
+ */
+export type AgentTask = { kind: 'score'; rubrics: Rubric[]; rollout: Rollout; grade_max: number }
+
+export interface ChatRequest {
+  role: AgentRole
+  messages: ChatMessage[]
+  task: AgentTask
+  /** Ask the server for a JSON object reply when it supports it. */
+  json: boolean
+  signal?: AbortSignal
+}
+
+export interface ChatUsage {
+  prompt_tokens: number
+  completion_tokens: number
+}
+
+export interface ChatResponse {
+  text: string
+  model: string
+  usage: ChatUsage
+}
+
+/** The LLM port. Adapters: mock (heuristic), openai (any OpenAI-compatible server), workers-ai. */
+export interface ChatModel {
+  /** A stable name of backend + model, part of every cache key. */
+  readonly id: string
+  complete(request: ChatRequest): Promise<ChatResponse>
+}
+
+export type LlmFailure = 'rate_limited' | 'server_error' | 'timeout' | 'network' | 'bad_request' | 'invalid_reply'
+
+/**
+ * A failed LLM call, classified so retry policy never has to read message strings.
+ * @example throw new LlmError('rate_limited', 'HTTP 429', 2)
+ */
+export class LlmError extends Error {
+  constructor(
+    readonly kind: LlmFailure,
+    message: string,
+    readonly retryAfterSeconds?: number,
+  ) {
+    super(message)
+    this.name = 'LlmError'
+  }
+
+  get retryable(): boolean {
+    return this.kind !== 'bad_request'
+  }
+}

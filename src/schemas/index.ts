@@ -1,0 +1,6 @@
+export { Rollout, TrainingMetadata, ScoreRequest } from './rollout.ts'
+export { Rubric, RubricSeed, RubricSnapshot } from './rubric.ts'
+export { CriterionGrade, ScoreResult, gradeScale } from './score.ts'
+export { AGENT_ROLES, AgentSettings, RunConfig, CreateRunRequest, agentSettingsFor } from './run-config.ts'
+export type { AgentRole, PartialAgentSettings, RunConfigInput } from './run-config.ts'
+export { StepStatus, RubricStatus } from './status.ts'

@@ -1,0 +1,39 @@
+import { z } from 'zod'
+
+/**
+ * One policy sample to be judged: the prompt it answered and the answer it gave.
+ * @example Rollout.parse({ id: 'r1', input: 'What is 2+2?', output: '4', supplemental_context: '4' })
+ */
+export const Rollout = z.object({
+  id: z.string().min(1).max(256),
+  input: z.string().max(200_000),
+  output: z.string().max(200_000),
+  /** Reference answer or grading notes; shown to the judge as data, never as instructions. */
+  supplemental_context: z.string().max(200_000).nullish(),
+  metadata: z.record(z.string(), z.unknown()).nullish(),
+})
+export type Rollout = z.infer<typeof Rollout>
+
+/**
+ * Where the trainer is: the judge weighs an answer differently at step 5 of 1000 than at step 900.
+ * @example TrainingMetadata.parse({ high_level_goal: 'math', model_size: '7B', current_step: 0, total_steps: 10 })
+ */
+export const TrainingMetadata = z.object({
+  high_level_goal: z.string().max(10_000),
+  model_size: z.string().max(200),
+  current_step: z.number().int().nonnegative(),
+  total_steps: z.number().int().positive(),
+  other_context: z.string().max(50_000).nullish(),
+})
+export type TrainingMetadata = z.infer<typeof TrainingMetadata>
+
+/**
+ * The body of `POST /score`.
+ * @example ScoreRequest.parse({ rollout, metadata, instance_id: 'q-17' })
+ */
+export const ScoreRequest = z.object({
+  rollout: Rollout,
+  metadata: TrainingMetadata,
+  instance_id: z.string().min(1).max(128).regex(/^[\w.:-]+$/, 'letters, digits, and . _ : - only').optional(),
+})
+export type ScoreRequest = z.infer<typeof ScoreRequest>

@@ -1,0 +1,95 @@
+import { z } from 'zod'
+import { RubricSeed } from './rubric.ts'
+
+/** Every LLM role in the system; each may have its own model and endpoint. */
+export const AGENT_ROLES = ['scorer', 'analyzer', 'summarizer', 'meta_summarizer', 'query_generator', 'updater'] as const
+export type AgentRole = (typeof AGENT_ROLES)[number]
+
+/**
+ * How one role reaches its model. `auto` means `openai` when a base URL is set, else `mock`.
+ * API keys are never stored here: `api_key_env` names the environment variable or wrangler secret.
+ * @example AgentSettings.parse({ backend: 'openai', model: 'Qwen/Qwen3-8B', base_url: 'http://gpu-1:8000/v1', api_key_env: 'VLLM_KEY' })
+ */
+export const AgentSettings = z.object({
+  backend: z.enum(['auto', 'mock', 'openai', 'workers-ai']).default('auto'),
+  model: z.string().min(1).max(200).default('mock-heuristic-1'),
+  base_url: z.url({ protocol: /^https?$/ }).optional(),
+  api_key_env: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'an environment variable name such as OPENAI_API_KEY').optional(),
+  temperature: z.number().min(0).max(2).default(0),
+  max_tokens: z.number().int().positive().max(32_768).default(1_024),
+  seed: z.number().int().optional(),
+  timeout_ms: z.number().int().positive().max(300_000).default(60_000),
+  max_attempts: z.number().int().min(1).max(10).default(4),
+  /** Highest number of this role's calls in flight at once within one Worker invocation. */
+  concurrency: z.number().int().min(1).max(64).default(4),
+})
+export type AgentSettings = z.infer<typeof AgentSettings>
+
+const PartialAgentSettings = AgentSettings.partial()
+export type PartialAgentSettings = z.infer<typeof PartialAgentSettings>
+
+/**
+ * A run: one training job's rubric configuration and its step policy.
+ * @example RunConfig.parse({ anchor_rubrics: [{ text: 'Correct final answer.' }] })
+ */
+export const RunConfig = z.object({
+  mode: z.enum(['async', 'sync']).default('async'),
+  rubrics_mode: z.enum(['global', 'per_instance']).default('global'),
+  anchor_rubrics: z.array(RubricSeed).max(50).default([]),
+  adaptive_rubrics: z.array(RubricSeed).max(50).default([]),
+  /** Seed adaptive rubrics for named instances (per_instance mode); others start from `adaptive_rubrics`. */
+  instance_rubrics: z.record(z.string(), z.array(RubricSeed).max(50)).default({}),
+  /** Close a step automatically after this many distinct rollouts; null means the trainer calls /complete. */
+  rollouts_per_step: z.number().int().positive().nullable().default(null),
+  /** Rubrics are updated on steps 0, N, 2N, … */
+  rubric_update_frequency: z.number().int().positive().default(1),
+  chunk_size: z.number().int().positive().max(1_000).default(16),
+  grade_max: z.number().int().min(1).max(100).default(10),
+  locale: z.enum(['en', 'zh']).default('en'),
+  agents: z.object({
+    default: AgentSettings.default(AgentSettings.parse({})),
+    ...Object.fromEntries(AGENT_ROLES.map((role) => [role, PartialAgentSettings.optional()])) as {
+      [K in AgentRole]: z.ZodOptional<typeof PartialAgentSettings>
+    },
+  }).default({ default: AgentSettings.parse({}) }),
+  /** Highest number of LLM calls in flight at once, all roles together, within one Worker invocation. */
+  max_concurrent_llm_calls: z.number().int().min(1).max(6).default(6),
+  /** The longest `/rubric_status/wait` may hold a request. */
+  max_wait_s: z.number().int().min(1).max(900).default(300),
+  /** `open` lets requests without a token use the run; otherwise a run token or the admin token is required. */
+  access: z.enum(['token', 'open']).default('token'),
+}).superRefine((config, ctx) => {
+  const seeds = [config.anchor_rubrics, config.adaptive_rubrics, ...Object.values(config.instance_rubrics)]
+  if (config.anchor_rubrics.length + config.adaptive_rubrics.length === 0 && Object.keys(config.instance_rubrics).length === 0) {
+    ctx.addIssue({ code: 'custom', path: ['anchor_rubrics'], message: 'a run needs at least one anchor or adaptive rubric' })
+  }
+  for (const list of seeds) {
+    const ids = list.map((seed) => seed.id).filter((id): id is string => id !== undefined)
+    const repeated = ids.find((id, index) => ids.indexOf(id) !== index)
+    if (repeated) ctx.addIssue({ code: 'custom', path: ['anchor_rubrics'], message: `rubric id "${repeated}" is used twice` })
+  }
+})
+export type RunConfig = z.infer<typeof RunConfig>
+export type RunConfigInput = z.input<typeof RunConfig>
+
+/**
+ * The body of `POST /runs`.
+ * @example CreateRunRequest.parse({ run_id: 'grpo-0412', config: { mode: 'sync', anchor_rubrics: [{ text: 'Correct.' }] } })
+ */
+export const CreateRunRequest = z.object({
+  run_id: z.string().min(1).max(64).regex(/^[a-z0-9][a-z0-9_-]*$/, 'lower-case letters, digits, _ and - only').optional(),
+  config: RunConfig,
+})
+export type CreateRunRequest = z.infer<typeof CreateRunRequest>
+
+/**
+ * The settings one role actually uses: the defaults, then `agents.default`, then the role's own overrides.
+ * @example agentSettingsFor(config, 'scorer').model
+ */
+export function agentSettingsFor(config: RunConfig, role: AgentRole): AgentSettings {
+  return AgentSettings.parse({ ...config.agents.default, ...stripUndefined(config.agents[role] ?? {}) })
+}
+
+function stripUndefined<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>
+}

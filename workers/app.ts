@@ -1,0 +1,42 @@
+import { Hono } from 'hono'
+import { bodyLimit } from 'hono/body-limit'
+import { requestId } from 'hono/request-id'
+import { AppError } from '../src/errors/index.ts'
+import type { AppEnv } from './env.ts'
+import { identifyCaller, resolveRun } from './middleware/auth.ts'
+import { renderError } from './middleware/errors.ts'
+import { healthRoutes } from './routes/health.ts'
+import { rubricRoutes } from './routes/rubrics.ts'
+import { runAdminRoutes, runInfoRoutes } from './routes/runs.ts'
+import { scoreRoute } from './routes/score.ts'
+import { stepRoutes } from './routes/steps.ts'
+
+export const MAX_BODY_BYTES = 1024 * 1024
+
+/**
+ * The routes every run serves, mounted twice: at `/` (the run of the caller's token, else the
+ * default run — what an AMARIS-style client expects) and at `/runs/:runId/`.
+ */
+const runApi = new Hono<AppEnv>()
+  .use('*', resolveRun())
+  .route('/', scoreRoute)
+  .route('/', stepRoutes)
+  .route('/', rubricRoutes)
+  .route('/', runInfoRoutes)
+
+/**
+ * Builds the Worker's Hono app.
+ * @example export default { fetch: createApp().fetch }
+ */
+export function createApp() {
+  return new Hono<AppEnv>()
+    .use('*', requestId())
+    .use('*', bodyLimit({ maxSize: MAX_BODY_BYTES, onError: () => { throw new AppError('payload_too_large', 'the request body is larger than 1 MiB') } }))
+    .use('*', identifyCaller())
+    .route('/', healthRoutes)
+    .route('/', runAdminRoutes)
+    .route('/runs/:runId', runApi)
+    .route('/', runApi)
+    .notFound((c) => c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` }, request_id: c.get('requestId') }, 404))
+    .onError(renderError)
+}

@@ -1,0 +1,30 @@
+import type { RubricInstance } from '../durable-objects/rubric-instance/index.ts'
+import type { RunCoordinator } from '../durable-objects/run-coordinator/index.ts'
+import type { RunConfig } from '../src/schemas/run-config.ts'
+import type { WorkersAiBinding } from '../src/llm/workers-ai.ts'
+
+/** The Worker's bindings, vars and secrets (wrangler.toml; secrets via `wrangler secret put` or .dev.vars). */
+export interface Env {
+  DB: D1Database
+  RUN_COORDINATOR: DurableObjectNamespace<RunCoordinator>
+  RUBRIC_INSTANCE: DurableObjectNamespace<RubricInstance>
+  /** `local` under `npm start`; anything else is treated as production. */
+  DEPLOYMENT?: string
+  /** Bearer token for admin routes; a secret. */
+  ADMIN_TOKEN?: string
+  AI?: WorkersAiBinding
+}
+
+/** Hono's generic for this app: typed bindings and the per-request variables middleware sets. */
+export interface AppEnv {
+  Bindings: Env
+  Variables: {
+    requestId: string
+    /** Set by the auth middleware: who is calling. */
+    principal: Principal
+    /** Set by the run middleware: the run this request addresses. */
+    run: { id: string; config: RunConfig }
+  }
+}
+
+export type Principal = { kind: 'admin' } | { kind: 'run'; runId: string } | { kind: 'anonymous' }

@@ -1,0 +1,27 @@
+import type { Context } from 'hono'
+import { HTTPException } from 'hono/http-exception'
+import { AppError } from '../../src/errors/index.ts'
+import type { AppEnv } from '../env.ts'
+
+/**
+ * The one place errors become HTTP: `{error: {code, message, details?}, request_id}` with the code's status.
+ * Unknown errors are a 500 `internal` whose message reveals nothing; they are logged with the request id.
+ * @example app.onError(renderError)
+ */
+export function renderError(error: Error, c: Context<AppEnv>): Response {
+  const requestId = c.get('requestId') ?? 'unknown'
+  const appError = toAppError(error)
+  if (appError.status >= 500 && appError.code === 'internal') console.error(`[${requestId}]`, error)
+  if (appError.retryAfterSeconds !== undefined) c.header('retry-after', String(Math.ceil(appError.retryAfterSeconds)))
+  const body = { error: { code: appError.code, message: appError.message, ...(appError.details === undefined ? {} : { details: appError.details }) }, request_id: requestId }
+  return c.json(body, appError.status as 400)
+}
+
+function toAppError(error: Error): AppError {
+  if (error instanceof AppError) return error
+  if (error instanceof HTTPException) {
+    if (error.status === 413) return new AppError('payload_too_large', 'the request body is larger than 1 MiB')
+    return new AppError(error.status === 404 ? 'not_found' : 'invalid_request', error.message || 'bad request', { status: error.status })
+  }
+  return new AppError('internal', 'internal error; the request id identifies it in the logs')
+}

@@ -1,0 +1,26 @@
+import { Hono } from 'hono'
+import { ScoreRequest } from '../../src/schemas/rollout.ts'
+import type { ScoreResult } from '../../src/schemas/score.ts'
+import type { AppEnv } from '../env.ts'
+import { jsonBody } from '../middleware/json-body.ts'
+import { requestModels } from '../scoring/models.ts'
+import { persistRequestRecords } from '../scoring/persist.ts'
+import { scoreRollout } from '../scoring/score-rollout.ts'
+
+/** `POST /score` — grade one rollout against its instance's current rubrics. */
+export const scoreRoute = new Hono<AppEnv>().post('/score', jsonBody(ScoreRequest), async (c) => {
+  const run = c.get('run')
+  const requestId = c.get('requestId')
+  const models = requestModels(c.env, run.config)
+  let score: ScoreResult | undefined
+  try {
+    score = await scoreRollout({ env: c.env, run, scorer: models.forRole('scorer'), requestId }, c.get('body'))
+    return c.json(score)
+  } finally {
+    c.executionCtx.waitUntil(
+      persistRequestRecords(c.env.DB, { runId: run.id, requestId, calls: models.calls, ...(score ? { score } : {}) }).catch((error) =>
+        console.error(`[${requestId}] could not persist score records`, error),
+      ),
+    )
+  }
+})

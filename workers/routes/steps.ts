@@ -1,0 +1,34 @@
+import { Hono } from 'hono'
+import { AppError } from '../../src/errors/index.ts'
+import { coordinatorName } from '../../durable-objects/names.ts'
+import type { AppEnv } from '../env.ts'
+
+/** Used when `/rubric_status/wait` names no timeout. */
+const DEFAULT_WAIT_S = 30
+
+/**
+ * Step control: `POST /complete`, `GET /rubric_status`, `GET /rubric_status/wait?timeout_s=N`.
+ * The wait is clamped to the run's `max_wait_s` (300 s unless configured); on timeout it answers 202.
+ */
+export const stepRoutes = new Hono<AppEnv>()
+  .post('/complete', async (c) => {
+    const run = c.get('run')
+    const coordinator = c.env.RUN_COORDINATOR.getByName(coordinatorName(run.id))
+    return c.json(await coordinator.complete(run.id))
+  })
+  .get('/rubric_status', async (c) => {
+    const run = c.get('run')
+    return c.json(await c.env.RUN_COORDINATOR.getByName(coordinatorName(run.id)).status(run.id))
+  })
+  .get('/rubric_status/wait', async (c) => {
+    const run = c.get('run')
+    const raw = c.req.query('timeout_s')
+    const requested = raw === undefined ? DEFAULT_WAIT_S : Number(raw)
+    if (!Number.isFinite(requested) || requested < 0) {
+      throw new AppError('invalid_request', `timeout_s must be a number of seconds ≥ 0 (got "${raw}")`)
+    }
+    const timeoutS = Math.min(requested, run.config.max_wait_s)
+    const { done, status } = await c.env.RUN_COORDINATOR.getByName(coordinatorName(run.id)).waitForUpdate(run.id, timeoutS * 1_000)
+    if (done) return c.json({ ...status, status: 'updated' as const, mode: run.config.mode, waited_s_max: timeoutS })
+    return c.json({ ...status, mode: run.config.mode, waited_s_max: timeoutS, timed_out: true }, 202)
+  })

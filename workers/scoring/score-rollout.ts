@@ -1,0 +1,108 @@
+import { judgeRollout, judgementKey, type Judgement } from '../../src/agents/scorer/index.ts'
+import { AppError } from '../../src/errors/index.ts'
+import { instanceIdForInput } from '../../src/hash/index.ts'
+import { LlmError } from '../../src/llm/index.ts'
+import type { ScoreRequest } from '../../src/schemas/rollout.ts'
+import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
+import type { RunConfig } from '../../src/schemas/run-config.ts'
+import type { ScoreResult } from '../../src/schemas/score.ts'
+import { coordinatorName, instanceName } from '../../durable-objects/names.ts'
+import type { Preparation, RubricInstance } from '../../durable-objects/rubric-instance/index.ts'
+import type { Env } from '../env.ts'
+import type { RoleModel } from './models.ts'
+
+export interface ScoreContext {
+  env: Env
+  run: { id: string; config: RunConfig }
+  scorer: RoleModel
+  requestId: string
+}
+
+/**
+ * The `/score` flow: resolve the instance → ask it for an earlier score, a cached judgement or the
+ * rubric snapshot → judge with the LLM only when needed → record once per (step, rollout id).
+ * In sync mode, hold the answer until the step's update is done and re-judge on newer rubrics.
+ * @example const result = await scoreRollout(ctx, { rollout, metadata })
+ */
+export async function scoreRollout(ctx: ScoreContext, request: ScoreRequest): Promise<ScoreResult> {
+  const { env, run, requestId } = ctx
+  const instanceId = await resolveInstanceId(run.config, request)
+  const address = { runId: run.id, instanceId }
+  const instance = env.RUBRIC_INSTANCE.getByName(instanceName(run.id, instanceId))
+  const key = await judgementKey(ctx.scorer.signature, run.config.locale, run.config.grade_max, request.rollout, request.metadata)
+
+  const prepared: Preparation = await instance.prepare(address, request.rollout.id, key)
+  if (prepared.kind === 'recorded') return toResult(ctx, instanceId, prepared.entry, { duplicate: true })
+  const cached = prepared.kind === 'cached'
+  const judgement = cached ? prepared.judgement : await judge(ctx, prepared.snapshot, request)
+  const { entry, duplicate } = await instance.record(address, request.rollout, {
+    judgementKey: key,
+    rubricVersion: prepared.snapshot.version,
+    judgement,
+    cached,
+  })
+  const result = toResult(ctx, instanceId, entry, { duplicate })
+  if (run.config.mode === 'sync' && !duplicate) return settleSync(ctx, request, result, instance, address)
+  return result
+}
+
+async function settleSync(
+  ctx: ScoreContext,
+  request: ScoreRequest,
+  result: ScoreResult,
+  instance: DurableObjectStub<RubricInstance>,
+  address: { runId: string; instanceId: string },
+): Promise<ScoreResult> {
+  const coordinator = ctx.env.RUN_COORDINATOR.getByName(coordinatorName(ctx.run.id))
+  const updated = await coordinator.waitForStep(result.step, ctx.run.config.max_wait_s * 1_000)
+  if (!updated) return { ...result, update_pending: true }
+  const snapshot: RubricSnapshot = await instance.snapshot(address)
+  if (snapshot.version === result.rubric_version) return result
+  const judgement = await judge(ctx, snapshot, request)
+  return { ...result, score: judgement.score, criteria: judgement.criteria, rubric_version: snapshot.version, cached: false }
+}
+
+async function judge(ctx: ScoreContext, snapshot: RubricSnapshot, request: ScoreRequest): Promise<Judgement> {
+  const { settings, model } = ctx.scorer
+  try {
+    return await judgeRollout(
+      model,
+      { rubrics: snapshot.rubrics, rollout: request.rollout, metadata: request.metadata, gradeMax: ctx.run.config.grade_max, locale: ctx.run.config.locale },
+      { maxAttempts: settings.max_attempts, maxDelayMs: Math.min(8_000, settings.timeout_ms) },
+    )
+  } catch (error) {
+    if (!(error instanceof LlmError)) throw error
+    const invalid = error.kind === 'invalid_reply'
+    throw new AppError('llm_unavailable', `the scoring model failed after ${settings.max_attempts} attempts: ${error.message}`, {
+      status: invalid ? 502 : 503,
+      details: { failure: error.kind, attempts: settings.max_attempts },
+      ...(invalid ? {} : { retryAfterSeconds: error.retryAfterSeconds ?? 5 }),
+    })
+  }
+}
+
+async function resolveInstanceId(config: RunConfig, request: ScoreRequest): Promise<string> {
+  if (config.rubrics_mode === 'global') return 'global'
+  return request.instance_id ?? instanceIdForInput(request.rollout.input)
+}
+
+function toResult(
+  ctx: ScoreContext,
+  instanceId: string,
+  entry: { rollout_id: string; step: number; rubric_version: number; score: number; criteria: ScoreResult['criteria']; cached: boolean },
+  flags: { duplicate: boolean },
+): ScoreResult {
+  return {
+    score: entry.score,
+    rubric_version: entry.rubric_version,
+    instance_id: instanceId,
+    criteria: entry.criteria,
+    request_id: ctx.requestId,
+    run_id: ctx.run.id,
+    rollout_id: entry.rollout_id,
+    step: entry.step,
+    grade_max: ctx.run.config.grade_max,
+    duplicate: flags.duplicate,
+    cached: entry.cached,
+  }
+}
