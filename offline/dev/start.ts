@@ -1,0 +1,37 @@
+/**
+ * `npm start`: serve the Worker locally on embedded defaults (mock LLM, local D1 and Durable Objects,
+ * the default run open). Writes a random ADMIN_TOKEN to .dev.vars on first start, applies the D1
+ * migrations, then runs `wrangler dev --local` on 127.0.0.1:$PORT (8787 unless set).
+ */
+import { spawn, spawnSync } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+
+const root = fileURLToPath(new URL('../../', import.meta.url))
+const port = process.env.PORT ?? '8787'
+const env = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false' }
+
+/**
+ * Returns the local admin token, creating .dev.vars with a fresh one when it has none.
+ * @example const token = ensureAdminToken('/repo/.dev.vars')
+ */
+export function ensureAdminToken(path: string): { token: string; created: boolean } {
+  const current = existsSync(path) ? readFileSync(path, 'utf8') : ''
+  const existing = current.match(/^ADMIN_TOKEN=(.+)$/m)?.[1]?.trim()
+  if (existing) return { token: existing, created: false }
+  const token = `rh_admin_${randomBytes(24).toString('hex')}`
+  writeFileSync(path, `${current}${current && !current.endsWith('\n') ? '\n' : ''}ADMIN_TOKEN=${token}\n`, { mode: 0o600 })
+  return { token, created: true }
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const { token, created } = ensureAdminToken(`${root}.dev.vars`)
+  console.log(created ? `Wrote a new local admin token to .dev.vars: ${token}` : `Local admin token (from .dev.vars): ${token}`)
+  const migrate = spawnSync('npx', ['wrangler', 'd1', 'migrations', 'apply', 'reward-harness', '--local'], { cwd: root, env, stdio: ['ignore', 'inherit', 'inherit'] })
+  if (migrate.status !== 0) process.exit(migrate.status ?? 1)
+  console.log(`Serving on http://127.0.0.1:${port} (mock LLM, default run open). Ctrl-C stops.`)
+  const dev = spawn('npx', ['wrangler', 'dev', '--local', '--ip', '127.0.0.1', '--port', port, '--var', 'DEPLOYMENT:local', '--show-interactive-dev-session=false'], { cwd: root, env, stdio: 'inherit' })
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => dev.kill(signal))
+  dev.on('exit', (code) => process.exit(code ?? 0))
+}

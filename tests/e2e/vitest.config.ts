@@ -1,0 +1,15 @@
+import path from 'node:path'
+import { defineConfig } from 'vitest/config'
+
+export default defineConfig({
+  root: path.join(import.meta.dirname, '../..'),
+  test: {
+    name: 'e2e',
+    environment: 'node',
+    include: ['tests/e2e/**/*.test.ts'],
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+    // One wrangler dev at a time: the machine has 2 cores.
+    fileParallelism: false,
+  },
+})
