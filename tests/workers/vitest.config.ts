@@ -20,6 +20,7 @@ export default defineConfig(async () => {
     ],
     test: {
       name: 'workers',
+      root,
       include: ['tests/workers/**/*.test.ts'],
       setupFiles: ['./tests/workers/apply-migrations.ts'],
     },

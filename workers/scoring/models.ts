@@ -1,6 +1,7 @@
-import { createChatModel, instrumentChatModel, pLimit, type ChatModel, type LlmCallRecord } from '../../src/llm/index.ts'
+import { AppError } from '../../src/errors/index.ts'
+import { createChatModel, instrumentChatModel, LlmError, pLimit, type ChatModel, type LlmCallRecord } from '../../src/llm/index.ts'
 import { canonicalJson } from '../../src/hash/index.ts'
-import { agentSettingsFor, type AgentRole, type AgentSettings, type RunConfig } from '../../src/schemas/run-config.ts'
+import { AGENT_ROLES, agentSettingsFor, type AgentRole, type AgentSettings, type RunConfig } from '../../src/schemas/run-config.ts'
 import type { Env } from '../env.ts'
 
 /** Adapters are stateless, so one per distinct settings is kept per isolate (the openai client is built once). */
@@ -26,11 +27,25 @@ export function requestModels(env: Env, config: RunConfig) {
     const signature = canonicalJson({ backend: settings.backend, model: settings.model, base_url: settings.base_url ?? null, temperature: settings.temperature, max_tokens: settings.max_tokens, seed: settings.seed ?? null })
     let adapter = adapters.get(signature)
     if (!adapter) {
-      adapter = createChatModel(settings, { secrets: env as unknown as Record<string, unknown>, ...(env.AI ? { ai: env.AI } : {}) })
+      try {
+        adapter = createChatModel(settings, { secrets: env as unknown as Record<string, unknown>, ...(env.AI ? { ai: env.AI } : {}) })
+      } catch (error) {
+        if (error instanceof LlmError) throw new AppError('llm_unavailable', `the ${role} model is not usable: ${error.message}`)
+        throw error
+      }
       adapters.set(signature, adapter)
     }
     const model = instrumentChatModel(adapter, { role, log: calls, roleLimit: pLimit(settings.concurrency), totalLimit })
     return { model, settings, signature: `${adapter.id}|${signature}` }
   }
   return { forRole, calls }
+}
+
+/**
+ * The secrets a run's config names (`api_key_env`) that this Worker does not have.
+ * @example missingSecrets(env, config) // ['SCORER_KEY']
+ */
+export function missingSecrets(env: Env, config: RunConfig): string[] {
+  const names = AGENT_ROLES.map((role) => agentSettingsFor(config, role).api_key_env).filter((name): name is string => name !== undefined)
+  return [...new Set(names)].filter((name) => typeof (env as unknown as Record<string, unknown>)[name] !== 'string')
 }

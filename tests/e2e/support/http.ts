@@ -1,0 +1,43 @@
+/**
+ * What `callJson` returns: the status, headers and parsed JSON body (undefined when the body is not JSON).
+ * @example const answer: JsonAnswer<{ score: number }> = await callJson(url)
+ */
+export interface JsonAnswer<T = any> {
+  status: number
+  headers: Headers
+  body: T
+}
+
+/**
+ * One real HTTP request to the Worker with an optional bearer token and JSON body; never throws on non-2xx.
+ * @example const { status, body } = await callJson(`${dev.baseUrl}/score`, { method: 'POST', token, body: request })
+ */
+export async function callJson<T = any>(
+  url: string,
+  init: { method?: string; token?: string; body?: unknown; timeoutMs?: number } = {},
+): Promise<JsonAnswer<T>> {
+  const response = await fetch(url, {
+    method: init.method ?? (init.body === undefined ? 'GET' : 'POST'),
+    headers: {
+      accept: 'application/json',
+      ...(init.body === undefined ? {} : { 'content-type': 'application/json' }),
+      ...(init.token ? { authorization: `Bearer ${init.token}` } : {}),
+    },
+    ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
+    signal: AbortSignal.timeout(init.timeoutMs ?? 30_000),
+  })
+  const text = await response.text()
+  let body: T
+  try {
+    body = JSON.parse(text) as T
+  } catch {
+    body = undefined as T
+  }
+  return { status: response.status, headers: response.headers, body }
+}
+
+/**
+ * Training metadata the e2e tests send with every rollout.
+ * @example await callJson(`${base}/score`, { body: { rollout, metadata: METADATA } })
+ */
+export const METADATA = { high_level_goal: 'math', model_size: '7B', current_step: 0, total_steps: 10 } as const

@@ -1,0 +1,49 @@
+import { exports } from 'cloudflare:workers'
+import type { RunConfigInput } from '../../src/schemas/run-config.ts'
+
+export const ADMIN_TOKEN = 'test-admin-token'
+
+export const METADATA = { high_level_goal: 'math', model_size: '7B', current_step: 0, total_steps: 10 }
+
+/**
+ * Sends a request to the Worker under test (real workerd, real DOs and D1).
+ * @example const res = await call('POST', '/score', { body: { rollout, metadata } })
+ */
+export async function call(method: string, path: string, options: { body?: unknown; token?: string; headers?: Record<string, string>; raw?: BodyInit } = {}) {
+  const headers: Record<string, string> = { ...(options.headers ?? {}) }
+  if (options.body !== undefined) headers['content-type'] ??= 'application/json'
+  if (options.token) headers.authorization = `Bearer ${options.token}`
+  const response = await exports.default.fetch(new Request(`http://worker.test${path}`, {
+    method,
+    headers,
+    ...(options.raw !== undefined ? { body: options.raw } : options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
+  }))
+  const text = await response.text()
+  let json: any
+  try {
+    json = JSON.parse(text)
+  } catch {
+    json = undefined
+  }
+  return { status: response.status, json, text, headers: response.headers }
+}
+
+let runCounter = 0
+
+/**
+ * Creates a run through the admin API and returns its id and token.
+ * @example const run = await createRun({ anchor_rubrics: [{ text: 'Correct.' }] })
+ */
+export async function createRun(config: RunConfigInput, runId = `t-${Date.now().toString(36)}-${++runCounter}`) {
+  const res = await call('POST', '/runs', { token: ADMIN_TOKEN, body: { run_id: runId, config } })
+  if (res.status !== 201) throw new Error(`could not create run: ${res.status} ${res.text}`)
+  return { runId: res.json.run_id as string, token: res.json.token as string }
+}
+
+/**
+ * A rollout with sensible defaults.
+ * @example rollout('r1', { output: '5' })
+ */
+export function rollout(id: string, overrides: Partial<{ input: string; output: string; supplemental_context: string }> = {}) {
+  return { id, input: 'What is 2+2?', output: '4', supplemental_context: '4', ...overrides }
+}
