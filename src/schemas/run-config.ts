@@ -25,7 +25,12 @@ export const AgentSettings = z.object({
 })
 export type AgentSettings = z.infer<typeof AgentSettings>
 
-const PartialAgentSettings = AgentSettings.partial()
+/** A role's overrides: every field optional and without defaults, so only what is set overrides `agents.default`. */
+const PartialAgentSettings = z.object(
+  Object.fromEntries(
+    Object.entries(AgentSettings.shape).map(([key, field]) => [key, (field instanceof z.ZodDefault ? field.unwrap() : field).optional()]),
+  ) as unknown as { [K in keyof typeof AgentSettings.shape]: z.ZodOptional<z.ZodType<z.infer<typeof AgentSettings>[K]>> },
+)
 export type PartialAgentSettings = z.infer<typeof PartialAgentSettings>
 
 /**

@@ -1,0 +1,62 @@
+import { readFileSync } from 'node:fs'
+import { describe, expect, it } from 'vitest'
+import defaultRun from '../../config/default-run.json'
+import { renderPromptModule } from '../../offline/prompts/bundle-prompts.ts'
+import { canonicalJson, instanceIdForInput } from '../../src/hash/index.ts'
+import { renderPrompt } from '../../src/prompts/index.ts'
+import { initialRubrics } from '../../src/rubrics/index.ts'
+import { agentSettingsFor, RunConfig } from '../../src/schemas/run-config.ts'
+
+describe('RunConfig', () => {
+  it('parses the checked-in default run', () => {
+    const config = RunConfig.parse(defaultRun)
+    expect(config).toMatchObject({ mode: 'async', rubrics_mode: 'global', rollouts_per_step: null, access: 'token' })
+    expect(config.anchor_rubrics.length).toBeGreaterThan(0)
+  })
+
+  it('lets a role override the default agent settings field by field', () => {
+    const config = RunConfig.parse({
+      anchor_rubrics: [{ text: 'x' }],
+      agents: { default: { model: 'base', temperature: 0.2 }, scorer: { model: 'judge-large' } },
+    })
+    expect(agentSettingsFor(config, 'scorer')).toMatchObject({ model: 'judge-large', temperature: 0.2 })
+    expect(agentSettingsFor(config, 'updater')).toMatchObject({ model: 'base', temperature: 0.2 })
+  })
+
+  it('refuses a run with no rubrics and repeated rubric ids, naming the field', () => {
+    const empty = RunConfig.safeParse({})
+    expect(empty.success).toBe(false)
+    expect(empty.error?.issues[0]?.path).toEqual(['anchor_rubrics'])
+    const repeated = RunConfig.safeParse({ anchor_rubrics: [{ id: 'a', text: 'x' }, { id: 'a', text: 'y' }] })
+    expect(repeated.error?.issues[0]?.message).toContain('"a" is used twice')
+  })
+})
+
+describe('initialRubrics', () => {
+  it('numbers unnamed rubrics and uses an instance seed when the config has one', () => {
+    const config = RunConfig.parse({ anchor_rubrics: [{ text: 'A' }], adaptive_rubrics: [{ text: 'B' }], instance_rubrics: { q7: [{ id: 'q7-x', text: 'C' }] } })
+    expect(initialRubrics(config, 'global', 't').map((r) => [r.id, r.is_anchor])).toEqual([['anchor-1', true], ['adaptive-1', false]])
+    expect(initialRubrics(config, 'q7', 't').map((r) => r.id)).toEqual(['anchor-1', 'q7-x'])
+  })
+})
+
+describe('prompts', () => {
+  it('has a generated prompts/index.ts in sync with the .txt files (run `npm run prompts`)', () => {
+    expect(readFileSync(new URL('../../prompts/index.ts', import.meta.url), 'utf8')).toBe(renderPromptModule())
+  })
+
+  it('refuses to render a template with a missing value', () => {
+    expect(() => renderPrompt('en', 'scorer.system', { grade_max: 10 })).toThrow(/boundary/)
+  })
+})
+
+describe('hashing', () => {
+  it('canonicalJson sorts keys at every depth', () => {
+    expect(canonicalJson({ b: 1, a: [2, { d: 3, c: 4 }] })).toBe('{"a":[2,{"c":4,"d":3}],"b":1}')
+  })
+
+  it('maps the same input to the same instance id, and different inputs apart', async () => {
+    expect(await instanceIdForInput('What is 2+2?')).toBe(await instanceIdForInput('What is 2+2?'))
+    expect(await instanceIdForInput('What is 2+2?')).not.toBe(await instanceIdForInput('What is 3+3?'))
+  })
+})

@@ -1,0 +1,168 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { buildScorerRequest, judgeRollout } from '../../src/agents/scorer/index.ts'
+import { createChatModel, instrumentChatModel, LlmError, OpenAIChatModel, parseRetryAfter, pLimit, withRetry, type LlmCallRecord } from '../../src/llm/index.ts'
+import { AgentSettings } from '../../src/schemas/run-config.ts'
+import type { Rubric } from '../../src/schemas/rubric.ts'
+import { gradeAllRubrics, startLlmStub, type LlmStub } from '../support/llm-stub.ts'
+
+const RUBRICS: Rubric[] = [
+  { id: 'a1', text: 'Correct.', weight: 2, is_anchor: true, version: 1, created_at: '2026-01-01T00:00:00.000Z', metadata: {} },
+  { id: 'd1', text: 'Concise.', weight: 1, is_anchor: false, version: 1, created_at: '2026-01-01T00:00:00.000Z', metadata: {} },
+]
+const INPUT = {
+  rubrics: RUBRICS,
+  rollout: { id: 'r1', input: 'What is 2+2?', output: '4' },
+  metadata: { high_level_goal: 'math', model_size: '7B', current_step: 0, total_steps: 10 },
+  gradeMax: 10,
+  locale: 'en' as const,
+}
+const noSleep = async () => {}
+
+let stub: LlmStub
+beforeAll(async () => {
+  stub = await startLlmStub()
+})
+afterAll(() => stub.close())
+beforeEach(() => {
+  stub.requests.length = 0
+  stub.respondWith(gradeAllRubrics(7))
+})
+
+const model = (overrides: Partial<{ timeoutMs: number; seed: number }> = {}) =>
+  new OpenAIChatModel({ baseURL: stub.baseUrl, apiKey: 'k', model: 'stub-model', temperature: 0, maxTokens: 256, timeoutMs: 2_000, ...overrides })
+
+async function failureOf(promise: Promise<unknown>): Promise<LlmError> {
+  try {
+    await promise
+  } catch (error) {
+    return error as LlmError
+  }
+  throw new Error('expected a failure')
+}
+
+describe('OpenAIChatModel against an OpenAI-compatible stub', () => {
+  it('sends the model, temperature, seed and a JSON response format, and reads content and usage', async () => {
+    const request = await buildScorerRequest(INPUT)
+    const reply = await model({ seed: 42 }).complete(request)
+    expect(JSON.parse(reply.text).grades).toHaveLength(2)
+    expect(reply.usage).toEqual({ prompt_tokens: 100, completion_tokens: 20 })
+    expect(stub.requests[0]).toMatchObject({ model: 'stub-model', temperature: 0, seed: 42, max_tokens: 256, response_format: { type: 'json_object' } })
+  })
+
+  it('classifies 429 with its Retry-After, 500, a hang and a broken body', async () => {
+    const request = await buildScorerRequest(INPUT)
+    stub.script({ kind: 'status', status: 429, retryAfterSeconds: 3 })
+    expect(await failureOf(model().complete(request))).toMatchObject({ kind: 'rate_limited', retryAfterSeconds: 3 })
+    stub.script({ kind: 'status', status: 500 })
+    expect(await failureOf(model().complete(request))).toMatchObject({ kind: 'server_error' })
+    stub.script({ kind: 'hang' })
+    expect(await failureOf(model({ timeoutMs: 200 }).complete(request))).toMatchObject({ kind: 'timeout' })
+    stub.script({ kind: 'broken-body' })
+    const broken = await failureOf(model().complete(request))
+    expect(['invalid_reply', 'network']).toContain(broken.kind)
+    stub.script({ kind: 'status', status: 400 })
+    const refused = await failureOf(model().complete(request))
+    expect(refused.kind).toBe('bad_request')
+    expect(refused.retryable).toBe(false)
+  })
+
+  it('makes exactly one HTTP request per call (SDK retries are off)', async () => {
+    stub.script({ kind: 'status', status: 503 })
+    await failureOf(model().complete(await buildScorerRequest(INPUT)))
+    expect(stub.requests).toHaveLength(1)
+  })
+})
+
+describe('judgeRollout with retries', () => {
+  it('retries a non-JSON reply and a 500, then succeeds', async () => {
+    stub.script({ kind: 'content', text: 'Sure! The answer looks right.' }, { kind: 'status', status: 500 })
+    const judgement = await judgeRollout(model(), INPUT, { maxAttempts: 4, sleep: noSleep })
+    expect(judgement.score).toBeCloseTo(0.7)
+    expect(stub.requests).toHaveLength(3)
+  })
+
+  it('repairs a truncated-but-repairable reply without another call', async () => {
+    stub.script({ kind: 'content', text: '{"grades":[{"rubric_id":"a1","grade":10},{"rubric_id":"d1","grade":4}' })
+    const judgement = await judgeRollout(model(), INPUT, { maxAttempts: 4, sleep: noSleep })
+    expect(judgement.criteria.map((c) => c.grade)).toEqual([10, 4])
+    expect(stub.requests).toHaveLength(1)
+  })
+
+  it('gives up after maxAttempts with the last failure, never a score', async () => {
+    stub.script(...Array.from({ length: 3 }, () => ({ kind: 'status' as const, status: 500 })))
+    const failure = await failureOf(judgeRollout(model(), INPUT, { maxAttempts: 3, sleep: noSleep }))
+    expect(failure).toBeInstanceOf(LlmError)
+    expect(failure.kind).toBe('server_error')
+    expect(stub.requests).toHaveLength(3)
+  })
+
+  it('waits what Retry-After asks (capped), and counts every attempt in the call log', async () => {
+    stub.script({ kind: 'status', status: 429, retryAfterSeconds: 2 }, { kind: 'status', status: 429, retryAfterSeconds: 120 })
+    const waits: number[] = []
+    const log: LlmCallRecord[] = []
+    const counted = instrumentChatModel(model(), { role: 'scorer', log, roleLimit: pLimit(2), totalLimit: pLimit(6) })
+    await judgeRollout(counted, INPUT, { maxAttempts: 4, maxDelayMs: 30_000, sleep: async (ms) => void waits.push(ms) })
+    expect(waits).toEqual([2_000, 30_000])
+    expect(log.map((call) => call.outcome)).toEqual(['rate_limited', 'rate_limited', 'ok'])
+    expect(log[2]).toMatchObject({ role: 'scorer', prompt_tokens: 100, completion_tokens: 20 })
+  })
+})
+
+describe('withRetry and parseRetryAfter', () => {
+  it('does not retry a request the server refused', async () => {
+    let attempts = 0
+    await expect(withRetry(async () => {
+      attempts++
+      throw new LlmError('bad_request', 'no')
+    }, { maxAttempts: 5, sleep: noSleep })).rejects.toThrow('no')
+    expect(attempts).toBe(1)
+  })
+
+  it('reads delta seconds and HTTP dates', () => {
+    expect(parseRetryAfter('7')).toBe(7)
+    expect(parseRetryAfter(new Date(10_000).toUTCString(), 4_000)).toBe(6)
+    expect(parseRetryAfter('soon')).toBeUndefined()
+    expect(parseRetryAfter(null)).toBeUndefined()
+  })
+})
+
+describe('instrumentChatModel concurrency caps', () => {
+  it('never has more calls in flight than the role cap', async () => {
+    let inFlight = 0
+    let peak = 0
+    const slow = {
+      id: 'slow',
+      complete: async () => {
+        peak = Math.max(peak, ++inFlight)
+        await new Promise((resolve) => setTimeout(resolve, 5))
+        inFlight--
+        return { text: '{}', model: 'slow', usage: { prompt_tokens: 0, completion_tokens: 0 } }
+      },
+    }
+    const capped = instrumentChatModel(slow, { role: 'scorer', log: [], roleLimit: pLimit(2), totalLimit: pLimit(6) })
+    const request = await buildScorerRequest(INPUT)
+    await Promise.all(Array.from({ length: 8 }, () => capped.complete(request)))
+    expect(peak).toBe(2)
+  })
+})
+
+describe('createChatModel', () => {
+  it('picks the mock without a base URL and openai with one', () => {
+    expect(createChatModel(AgentSettings.parse({}), { secrets: {} }).id).toBe('mock:mock-heuristic-1')
+    expect(createChatModel(AgentSettings.parse({ base_url: 'http://127.0.0.1:1/v1', model: 'q' }), { secrets: {} }).id).toBe('openai:http://127.0.0.1:1/v1#q')
+  })
+
+  it('refuses a named secret that is not set, and the workers-ai backend without its binding', () => {
+    expect(() => createChatModel(AgentSettings.parse({ backend: 'openai', base_url: 'http://x.test/v1', api_key_env: 'MY_KEY' }), { secrets: {} })).toThrow(/MY_KEY/)
+    expect(() => createChatModel(AgentSettings.parse({ backend: 'workers-ai' }), { secrets: {} })).toThrow(/AI binding/)
+  })
+
+  it('sends the workers-ai request through the binding', async () => {
+    const seen: unknown[] = []
+    const ai = { run: async (modelName: string, input: Record<string, unknown>) => (seen.push([modelName, input]), { response: '{"grades":[]}' }) }
+    const workersAi = createChatModel(AgentSettings.parse({ backend: 'workers-ai', model: '@cf/meta/llama-3.1-8b-instruct' }), { secrets: {}, ai })
+    const reply = await workersAi.complete(await buildScorerRequest(INPUT))
+    expect(reply.text).toBe('{"grades":[]}')
+    expect(seen[0]).toEqual(['@cf/meta/llama-3.1-8b-instruct', expect.objectContaining({ temperature: 0, max_tokens: 1024 })])
+  })
+})
