@@ -43,3 +43,19 @@ export const llmCalls = sqliteTable('llm_calls', {
   requestId: text('request_id'),
   createdAt: text('created_at').notNull(),
 }, (t) => [index('llm_calls_run_idx').on(t.runId, t.createdAt)])
+
+/**
+ * Long-term memory: analyses, batch and meta summaries and rubric updates, per run and instance.
+ * Ids are derived from (kind, run, instance, step, subject), so a retried job writes the same row once.
+ */
+export const memoryDocuments = sqliteTable('memory_documents', {
+  id: text('id').primaryKey(),
+  runId: text('run_id').notNull(),
+  instanceId: text('instance_id').notNull(),
+  kind: text('kind').notNull(),
+  step: integer('step').notNull(),
+  subject: text('subject'),
+  text: text('text').notNull(),
+  data: text('data', { mode: 'json' }).notNull(),
+  createdAt: text('created_at').notNull(),
+}, (t) => [index('memory_run_instance_kind_step_idx').on(t.runId, t.instanceId, t.kind, t.step)])

@@ -49,6 +49,14 @@ export const RunConfig = z.object({
   /** Rubrics are updated on steps 0, N, 2N, … */
   rubric_update_frequency: z.number().int().positive().default(1),
   chunk_size: z.number().int().positive().max(1_000).default(16),
+  /** How long a closed step waits for its analyses before it summarises what it has; late ones count into the next step. */
+  analysis_deadline_s: z.number().min(0).max(900).default(60),
+  /** Static memory: the last N batch summaries always shown to the updater. */
+  static_memory_steps: z.number().int().min(0).max(50).default(3),
+  /** Dynamic memory: documents retrieved per query. */
+  dynamic_memory_limit_per_query: z.number().int().min(0).max(20).default(3),
+  /** Most memory-search queries the QueryGenerator may ask for one update. */
+  max_queries: z.number().int().min(1).max(10).default(4),
   grade_max: z.number().int().min(1).max(100).default(10),
   locale: z.enum(['en', 'zh']).default('en'),
   agents: z.object({
