@@ -5,6 +5,8 @@ export default defineConfig({
   root: path.join(import.meta.dirname, '../..'),
   test: {
     name: 'e2e',
+    // Inside a workspace, vitest resolves a project's `include` against `test.root` (the top-level root is ignored).
+    root: path.join(import.meta.dirname, '../..'),
     environment: 'node',
     include: ['tests/e2e/**/*.test.ts'],
     testTimeout: 60_000,

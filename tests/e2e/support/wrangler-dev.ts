@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
+import { rmSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -20,6 +21,10 @@ const PROBE_INTERVAL_MS = 100
 /** Output lines kept for error messages. */
 const LOG_LINES = 200
 
+/**
+ * A running `wrangler dev`: where it listens, its admin token, and how to stop it.
+ * @example const { baseUrl, adminToken, stop } = await startWranglerDev()
+ */
 export interface WranglerDev {
   /** e.g. `http://127.0.0.1:40123` */
   baseUrl: string
@@ -31,6 +36,10 @@ export interface WranglerDev {
   stop(): Promise<void>
 }
 
+/**
+ * Options of `startWranglerDev`.
+ * @example await startWranglerDev({ vars: { OPENAI_API_KEY: 'sk-test' } })
+ */
 export interface WranglerDevOptions {
   /** Extra `--var NAME:value` pairs (DEPLOYMENT and ADMIN_TOKEN are always set). */
   vars?: Record<string, string>
@@ -63,6 +72,19 @@ export async function startWranglerDev(options: WranglerDevOptions = {}): Promis
 
 class EarlyExitError extends Error {}
 
+/** Servers still running, killed (with their state removed) if the test process exits without calling stop(). */
+const live = new Map<number, string>()
+process.once('exit', () => {
+  for (const [pid, stateDir] of live) {
+    try {
+      process.kill(-pid, 'SIGKILL')
+    } catch {
+      // Already gone.
+    }
+    rmSync(stateDir, { recursive: true, force: true })
+  }
+})
+
 async function launch(stateDir: string, port: number, options: WranglerDevOptions): Promise<WranglerDev> {
   const adminToken = `rh_e2e_admin_${randomBytes(16).toString('hex')}`
   const vars = { ...options.vars, DEPLOYMENT: 'local', ADMIN_TOKEN: adminToken }
@@ -73,6 +95,7 @@ async function launch(stateDir: string, port: number, options: WranglerDevOption
   const child = spawn('npx', args, { cwd: ROOT, env: WRANGLER_ENV, detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
   const log = collectOutput(child)
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+  live.set(child.pid!, stateDir)
   let stopped = false
   const stop = async () => {
     if (stopped) return
@@ -114,6 +137,7 @@ async function killGroup(child: ChildProcess, exited: Promise<unknown>): Promise
   const timer = setTimeout(() => signal('SIGKILL'), 5_000)
   await exited
   clearTimeout(timer)
+  live.delete(child.pid!)
   // workerd can outlive its parent for a moment; make sure no member of the group survives.
   signal('SIGKILL')
 }

@@ -1,0 +1,206 @@
+/**
+ * The scorer against a real OpenAI-compatible server (the stub) through a real `wrangler dev`:
+ * what the model is sent, how malformed replies are repaired, which faults are retried, what the
+ * trainer sees when every attempt fails, and the score cache.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { startLlmStub, type ChatCompletionBody, type LlmStub, type StubFault } from '../support/llm-stub.ts'
+import { callJson, METADATA } from './support/http.ts'
+import { startWranglerDev, type WranglerDev } from './support/wrangler-dev.ts'
+
+const TIMEOUT_MS = 1_500
+const MAX_ATTEMPTS = 3
+
+const ANCHORS = [
+  { id: 'anchor-arith', text: 'The final number equals the exact arithmetic result the prompt asks for.', weight: 2 },
+  { id: 'anchor-format', text: 'The answer ends with one line of the form "Answer: <number>".', weight: 1 },
+]
+const ADAPTIVE = [
+  { id: 'adaptive-steps', text: 'Each intermediate product is written out before the final result.', weight: 1 },
+  // No id: the service names it.
+  { text: 'The answer does not restate the question word for word.', weight: 0.5 },
+]
+
+let dev: WranglerDev
+let stub: LlmStub
+let token: string
+let runId: string
+/** Rubric ids and weights as the run reports them, anchors first. */
+let rubrics: { id: string; text: string; weight: number }[]
+
+let serial = 0
+/** A rollout whose content is unique in this file, so the score cache never answers unless a test wants it to. */
+function freshRollout(tag: string) {
+  const n = 1_000 + ++serial
+  return {
+    id: `${tag}-${n}`,
+    input: `Compute 17 * ${n}. (${tag})`,
+    output: `17 * ${n} = ${17 * n}\nAnswer: ${17 * n}`,
+    supplemental_context: String(17 * n),
+  }
+}
+
+const score = (rollout: ReturnType<typeof freshRollout>) => callJson(`${dev.baseUrl}/score`, { token, body: { rollout, metadata: METADATA }, timeoutMs: 45_000 })
+const rubricStatus = async () => {
+  const { status, body } = await callJson(`${dev.baseUrl}/rubric_status`, { token })
+  expect(status).toBe(200)
+  expect(body.run_id).toBe(runId)
+  return body as { rollouts: number; step: number; status: string }
+}
+
+/** A reply grading every rubric of the run: `gradeFor` maps a rubric id to its grade. */
+const replyGrading = (gradeFor: (id: string) => number) => JSON.stringify({ grades: rubrics.map((r) => ({ rubric_id: r.id, grade: gradeFor(r.id), reason: 'scripted' })) })
+
+const expectedScore = (gradeFor: (id: string) => number, gradeMax = 10) =>
+  rubrics.reduce((sum, r) => sum + r.weight * gradeFor(r.id), 0) / (rubrics.reduce((sum, r) => sum + r.weight, 0) * gradeMax)
+
+beforeAll(async () => {
+  stub = await startLlmStub()
+  dev = await startWranglerDev()
+  const created = await callJson(`${dev.baseUrl}/runs`, {
+    token: dev.adminToken,
+    body: {
+      config: {
+        anchor_rubrics: ANCHORS,
+        adaptive_rubrics: ADAPTIVE,
+        agents: { scorer: { backend: 'openai', base_url: stub.baseUrl, model: 'stub-model', timeout_ms: TIMEOUT_MS, max_attempts: MAX_ATTEMPTS } },
+      },
+    },
+  })
+  expect(created.status, JSON.stringify(created.body)).toBe(201)
+  token = created.body.token
+  runId = created.body.run_id
+  const listed = await callJson(`${dev.baseUrl}/rubrics`, { token })
+  expect(listed.status).toBe(200)
+  rubrics = [...listed.body.anchor_rubrics, ...listed.body.adaptive_rubrics]
+  expect(rubrics.map((r) => r.text)).toEqual([...ANCHORS, ...ADAPTIVE].map((r) => r.text))
+})
+
+afterAll(async () => {
+  await dev?.stop()
+  await stub?.close()
+})
+
+describe('scorer prompt', () => {
+  it('holds every anchor and adaptive rubric, and the rollout inside the data markers', async () => {
+    const rollout = freshRollout('prompt')
+    const before = stub.requests.length
+    const answer = await score(rollout)
+    expect(answer.status, JSON.stringify(answer.body)).toBe(200)
+    expect(stub.requests.length - before).toBe(1)
+
+    const request = stub.requests.at(-1) as ChatCompletionBody
+    expect(request.model).toBe('stub-model')
+    const prompt = request.messages.map((m) => m.content).join('\n')
+    for (const rubric of [...ANCHORS, ...ADAPTIVE]) expect(prompt).toContain(rubric.text)
+    for (const rubric of rubrics) expect(prompt).toContain(rubric.id)
+
+    const user = request.messages.find((m) => m.role === 'user')!.content
+    const blocks = [...user.matchAll(/<<<DATA-([0-9A-Za-z]+)\n([\s\S]*?)\nDATA-\1>>>/g)]
+    expect(blocks.map((b) => b[2])).toEqual([rollout.input, rollout.supplemental_context, rollout.output])
+    // Outside the markers the rollout's text never appears.
+    expect(user.replace(/<<<DATA-([0-9A-Za-z]+)\n[\s\S]*?\nDATA-\1>>>/g, '')).not.toContain(rollout.output)
+
+    // The stub grades every listed rubric 7 → the reward is 0.7 whatever the weights.
+    expect(answer.body.score).toBeCloseTo(0.7, 10)
+    expect(answer.body.criteria.map((c: { rubric_id: string }) => c.rubric_id)).toEqual(rubrics.map((r) => r.id))
+    expect(answer.body).toMatchObject({ run_id: runId, rollout_id: rollout.id, cached: false, duplicate: false })
+  })
+})
+
+describe('malformed replies', () => {
+  it('repairs a fenced JSON reply with a trailing comma in exactly one call', async () => {
+    const grades: Record<string, number> = { [rubrics[0]!.id]: 10, [rubrics[1]!.id]: 5, [rubrics[2]!.id]: 8, [rubrics[3]!.id]: 0 }
+    const gradeFor = (id: string) => grades[id]!
+    const broken = '```json\n' + replyGrading(gradeFor).replace(/\]\}$/, '],}') + '\n```'
+    expect(() => JSON.parse(broken)).toThrow()
+    stub.script({ kind: 'content', text: broken })
+
+    const before = stub.requests.length
+    const answer = await score(freshRollout('repair'))
+    expect(answer.status, JSON.stringify(answer.body)).toBe(200)
+    expect(stub.requests.length - before).toBe(1)
+    expect(answer.body.score).toBeCloseTo(expectedScore(gradeFor), 10)
+    expect(Object.fromEntries(answer.body.criteria.map((c: { rubric_id: string; grade: number }) => [c.rubric_id, c.grade]))).toEqual(grades)
+  })
+})
+
+describe('one failed attempt, then a good reply', () => {
+  const cases: [string, StubFault][] = [
+    ['a reply that is not JSON', { kind: 'content', text: 'I would give this answer a solid seven out of ten.' }],
+    ['429 with Retry-After: 0', { kind: 'status', status: 429, retryAfterSeconds: 0 }],
+    ['500', { kind: 'status', status: 500 }],
+    ['a hang past timeout_ms', { kind: 'hang' }],
+    ['a 200 whose body is not JSON', { kind: 'broken-body' }],
+  ]
+  it.each(cases)('%s → 200 after two calls', async (_name, fault) => {
+    stub.script(fault)
+    const before = stub.requests.length
+    const counted = (await rubricStatus()).rollouts
+    const started = Date.now()
+    const answer = await score(freshRollout('transient'))
+    expect(answer.status, JSON.stringify(answer.body)).toBe(200)
+    expect(stub.requests.length - before).toBe(2)
+    expect(answer.body.score).toBeCloseTo(0.7, 10)
+    expect(answer.body.cached).toBe(false)
+    if (fault.kind === 'hang') expect(Date.now() - started).toBeGreaterThanOrEqual(TIMEOUT_MS - 100)
+    expect((await rubricStatus()).rollouts).toBe(counted + 1)
+  })
+})
+
+describe('every attempt fails', () => {
+  const cases: { name: string; fault: StubFault; expectedStatus: number }[] = [
+    { name: 'three 500s', fault: { kind: 'status', status: 500 }, expectedStatus: 503 },
+    { name: 'three non-JSON replies', fault: { kind: 'content', text: 'Sorry, I cannot grade this.' }, expectedStatus: 502 },
+  ]
+  it.each(cases)('$name → $expectedStatus llm_unavailable, not counted; a later retry of the id is counted once', async ({ fault, expectedStatus }) => {
+    stub.script(...Array.from({ length: MAX_ATTEMPTS }, () => fault))
+    const rollout = freshRollout('exhausted')
+    const counted = (await rubricStatus()).rollouts
+    const before = stub.requests.length
+
+    const failed = await score(rollout)
+    expect(failed.status, JSON.stringify(failed.body)).toBe(expectedStatus)
+    expect(stub.requests.length - before).toBe(MAX_ATTEMPTS)
+    expect(failed.body.error.code).toBe('llm_unavailable')
+    expect(failed.body.error.message).toEqual(expect.any(String))
+    expect(failed.body.error.message.length).toBeGreaterThan(0)
+    expect(failed.body).not.toHaveProperty('score')
+    if (expectedStatus === 503) expect(failed.headers.get('retry-after')).toMatch(/^\d+$/)
+    expect((await rubricStatus()).rollouts).toBe(counted)
+
+    // The stub is healthy again: the trainer's retry of the same rollout succeeds and counts once.
+    const retried = await score(rollout)
+    expect(retried.status, JSON.stringify(retried.body)).toBe(200)
+    expect(retried.body).toMatchObject({ rollout_id: rollout.id, duplicate: false, cached: false })
+    expect(stub.requests.length - before).toBe(MAX_ATTEMPTS + 1)
+    expect((await rubricStatus()).rollouts).toBe(counted + 1)
+
+    const again = await score(rollout)
+    expect(again.status).toBe(200)
+    expect(again.body).toMatchObject({ rollout_id: rollout.id, duplicate: true, score: retried.body.score })
+    expect(stub.requests.length - before).toBe(MAX_ATTEMPTS + 1)
+    expect((await rubricStatus()).rollouts).toBe(counted + 1)
+  })
+})
+
+describe('score cache', () => {
+  it('answers identical content under a new rollout id from the cache without calling the model', async () => {
+    const gradeFor = (id: string) => (id === rubrics[0]!.id ? 9 : 3)
+    stub.script({ kind: 'content', text: replyGrading(gradeFor) })
+    const first = freshRollout('cache')
+    const before = stub.requests.length
+
+    const original = await score(first)
+    expect(original.status, JSON.stringify(original.body)).toBe(200)
+    expect(original.body.cached).toBe(false)
+    expect(original.body.score).toBeCloseTo(expectedScore(gradeFor), 10)
+    expect(stub.requests.length - before).toBe(1)
+
+    const twin = await score({ ...first, id: `${first.id}-twin` })
+    expect(twin.status, JSON.stringify(twin.body)).toBe(200)
+    expect(twin.body).toMatchObject({ rollout_id: `${first.id}-twin`, cached: true, duplicate: false, score: original.body.score, rubric_version: original.body.rubric_version })
+    expect(twin.body.criteria).toEqual(original.body.criteria)
+    expect(stub.requests.length - before).toBe(1)
+  })
+})
