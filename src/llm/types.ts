@@ -1,6 +1,8 @@
+import type { AnalysisRecord, BatchSummary, TrainingStage } from '../schemas/agents.ts'
 import type { AgentRole } from '../schemas/run-config.ts'
-import type { Rollout } from '../schemas/rollout.ts'
+import type { Rollout, TrainingMetadata } from '../schemas/rollout.ts'
 import type { Rubric } from '../schemas/rubric.ts'
+import type { CriterionGrade } from '../schemas/score.ts'
 
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant'
@@ -11,7 +13,18 @@ export interface ChatMessage {
  * What an agent knows about its task in structured form. Real models read `messages`;
  * the mock backend reads this, so its heuristics never have to parse prompt text.
  */
-export type AgentTask = { kind: 'score'; rubrics: Rubric[]; rollout: Rollout; grade_max: number }
+export type AgentTask =
+  | { kind: 'score'; rubrics: Rubric[]; rollout: Rollout; grade_max: number }
+  /** Analyzer: one graded rollout, with the rubric snapshot it was graded against. */
+  | { kind: 'analyze'; rollout: Rollout; metadata: TrainingMetadata; rubrics: Rubric[]; score: number; criteria: CriterionGrade[]; grade_max: number }
+  /** Summarizer: the analyses of one step (or one chunk of it). */
+  | { kind: 'summarize'; step: number; rubrics: Rubric[]; analyses: AnalysisRecord[] }
+  /** MetaSummarizer: the chunk summaries of one step, to consolidate. */
+  | { kind: 'meta_summarize'; step: number; rubrics: Rubric[]; summaries: BatchSummary[] }
+  /** QueryGenerator: memory queries for a step summary, at most `max_queries`. */
+  | { kind: 'generate_queries'; summary: BatchSummary; rubrics: Rubric[]; max_queries: number }
+  /** Updater: the next adaptive rubric set. `memories` is the already formatted memory block. */
+  | { kind: 'update_rubrics'; rubrics: Rubric[]; summary: BatchSummary; memories: string; step: number; stage: TrainingStage }
 
 export interface ChatRequest {
   role: AgentRole

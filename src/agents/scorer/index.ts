@@ -1,13 +1,15 @@
-import { jsonrepair } from 'jsonrepair'
 import { z } from 'zod'
 import { canonicalJson, sha256Hex } from '../../hash/index.ts'
-import { withRetry, type RetryPolicy } from '../../llm/retry.ts'
+import type { RetryPolicy } from '../../llm/retry.ts'
 import { LlmError, type ChatModel, type ChatRequest } from '../../llm/types.ts'
 import { promptTemplate, renderPrompt, type Locale } from '../../prompts/index.ts'
 import type { Rollout, TrainingMetadata } from '../../schemas/rollout.ts'
 import type { Rubric } from '../../schemas/rubric.ts'
 import type { CriterionGrade } from '../../schemas/score.ts'
 import { rewardFromGrades } from '../../scoring/index.ts'
+import { dataBoundary, parseLenientJson, runAgent } from '../run-agent.ts'
+
+export { parseLenientJson }
 
 export interface ScorerInput {
   rubrics: Rubric[]
@@ -34,7 +36,7 @@ const ScorerReply = z.object({
  */
 export async function buildScorerRequest(input: ScorerInput): Promise<ChatRequest> {
   const { rubrics, rollout, metadata, gradeMax, locale } = input
-  const boundary = (await sha256Hex(`${rollout.input}\u0000${rollout.output}\u0000${rollout.supplemental_context ?? ''}`)).slice(0, 16)
+  const boundary = await dataBoundary(rollout.input, rollout.output, rollout.supplemental_context ?? '')
   const system = renderPrompt(locale, 'scorer.system', { grade_max: gradeMax, boundary })
   const user = renderPrompt(locale, 'scorer.user', {
     boundary,
@@ -82,34 +84,13 @@ export function parseScorerReply(text: string, rubrics: readonly Rubric[], grade
 }
 
 /**
- * Parses JSON a model wrote: strips code fences and prose around the object, repairs what jsonrepair can.
- * @example parseLenientJson('```json\n{"a": 1,}\n```') // { a: 1 }
- */
-export function parseLenientJson(text: string): unknown {
-  const fenced = text.match(/```(?:json)?\s*([\s\S]*?)```/)
-  const candidate = (fenced?.[1] ?? text).trim()
-  const start = candidate.indexOf('{')
-  const body = start >= 0 ? candidate.slice(start) : candidate
-  try {
-    return JSON.parse(body)
-  } catch {
-    try {
-      return JSON.parse(jsonrepair(body))
-    } catch {
-      throw new LlmError('invalid_reply', `reply is not JSON and could not be repaired: ${JSON.stringify(text.slice(0, 120))}`)
-    }
-  }
-}
-
-/**
  * Grades a rollout: one call, parsed and validated, retried with backoff on transport failures and invalid replies.
  * @example const { score, criteria } = await judgeRollout(model, input, { maxAttempts: 4 })
  */
 export async function judgeRollout(model: ChatModel, input: ScorerInput, retry: Partial<RetryPolicy> = {}): Promise<Judgement> {
   const request = await buildScorerRequest(input)
-  return withRetry(async () => {
-    const reply = await model.complete(request)
-    const criteria = parseScorerReply(reply.text, input.rubrics, input.gradeMax)
+  return runAgent(model, request, (text) => {
+    const criteria = parseScorerReply(text, input.rubrics, input.gradeMax)
     return { score: rewardFromGrades(criteria, input.gradeMax), criteria }
   }, retry)
 }

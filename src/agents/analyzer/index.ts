@@ -1,0 +1,74 @@
+import type { RetryPolicy } from '../../llm/retry.ts'
+import type { ChatModel, ChatRequest } from '../../llm/types.ts'
+import { renderPrompt, type Locale } from '../../prompts/index.ts'
+import { Analysis, trainingStage } from '../../schemas/agents.ts'
+import type { Rollout, TrainingMetadata } from '../../schemas/rollout.ts'
+import type { Rubric } from '../../schemas/rubric.ts'
+import type { CriterionGrade } from '../../schemas/score.ts'
+import { dataBoundary, formatScore, orNone, parseReplyAs, rubricLines, runAgent, stageLabel } from '../run-agent.ts'
+
+export interface AnalyzerInput {
+  rollout: Rollout
+  metadata: TrainingMetadata
+  /** The rubric snapshot the rollout was scored against: anchors and adaptive rubrics. */
+  rubrics: Rubric[]
+  /** The reward in [0, 1]. */
+  score: number
+  criteria: CriterionGrade[]
+  gradeMax: number
+  locale: Locale
+}
+
+/**
+ * The Analyzer's request for one scored rollout. Instructions (system) and the rubric snapshot come
+ * first; the rollout, the reference and the judge's reasons sit inside data markers whose tag is a
+ * hash of that text.
+ * @example const request = await buildAnalyzerRequest({ rollout, metadata, rubrics, score: 0.8, criteria, gradeMax: 10, locale: 'en' })
+ */
+export async function buildAnalyzerRequest(input: AnalyzerInput): Promise<ChatRequest> {
+  const { rollout, metadata, rubrics, score, criteria, gradeMax, locale } = input
+  const reasons = criteria.map((grade) => `${grade.rubric_id}: ${grade.reason ?? ''}`).join('\n')
+  const boundary = await dataBoundary(rollout.input, rollout.output, rollout.supplemental_context ?? '', reasons)
+  const user = renderPrompt(locale, 'analyzer.user', {
+    rubrics: rubricLines(rubrics, locale),
+    goal: metadata.high_level_goal,
+    model_size: metadata.model_size,
+    current_step: metadata.current_step,
+    total_steps: metadata.total_steps,
+    stage: stageLabel(locale, trainingStage(metadata.current_step, metadata.total_steps)),
+    score: formatScore(score),
+    grade_max: gradeMax,
+    grades: orNone(locale, criteria.map((grade) => `- ${grade.rubric_id}: ${grade.grade}/${gradeMax}`).join('\n')),
+    boundary,
+    reasons: orNone(locale, reasons),
+    input: rollout.input,
+    reference: rollout.supplemental_context ?? '',
+    output: rollout.output,
+  })
+  return {
+    role: 'analyzer',
+    messages: [
+      { role: 'system', content: renderPrompt(locale, 'analyzer.system', {}) },
+      { role: 'user', content: user },
+    ],
+    task: { kind: 'analyze', rollout, metadata, rubrics, score, criteria, grade_max: gradeMax },
+    json: true,
+  }
+}
+
+/**
+ * Reads an Analyzer reply: repaired JSON validated as `Analysis` (an unflagged verdict gets severity
+ * `none`); anything else is an `invalid_reply`.
+ * @example parseAnalyzerReply('```json\n{"overall_assessment": "ok", …}\n```')
+ */
+export function parseAnalyzerReply(text: string): Analysis {
+  return parseReplyAs(Analysis, text, 'analyzer')
+}
+
+/**
+ * Analyses one scored rollout: one call, retried on transport failures and invalid replies.
+ * @example const analysis = await runAnalyzer(model, input, { maxAttempts: 4 })
+ */
+export async function runAnalyzer(model: ChatModel, input: AnalyzerInput, retry: Partial<RetryPolicy> = {}): Promise<Analysis> {
+  return runAgent(model, await buildAnalyzerRequest(input), parseAnalyzerReply, retry)
+}

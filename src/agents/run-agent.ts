@@ -1,0 +1,122 @@
+import { jsonrepair } from 'jsonrepair'
+import { z } from 'zod'
+import { sha256Hex } from '../hash/index.ts'
+import { withRetry, type RetryPolicy } from '../llm/retry.ts'
+import { LlmError, type ChatModel, type ChatRequest } from '../llm/types.ts'
+import type { Locale } from '../prompts/index.ts'
+import type { TrainingStage } from '../schemas/agents.ts'
+import type { Rubric } from '../schemas/rubric.ts'
+
+/**
+ * Parses JSON a model wrote: strips code fences and prose around the object, repairs what jsonrepair can.
+ * @example parseLenientJson('```json\n{"a": 1,}\n```') // { a: 1 }
+ */
+export function parseLenientJson(text: string): unknown {
+  const fenced = text.match(/```(?:json)?\s*([\s\S]*?)```/)
+  const candidate = (fenced?.[1] ?? text).trim()
+  const start = candidate.indexOf('{')
+  const body = start >= 0 ? candidate.slice(start) : candidate
+  try {
+    return JSON.parse(body)
+  } catch {
+    try {
+      return JSON.parse(jsonrepair(body))
+    } catch {
+      throw new LlmError('invalid_reply', `reply is not JSON and could not be repaired: ${JSON.stringify(text.slice(0, 120))}`)
+    }
+  }
+}
+
+/**
+ * Reads an agent's reply into `schema`: lenient JSON (fences, trailing commas, prose before or after
+ * the object), then validation. Anything that does not fit is an `invalid_reply`, which `runAgent` retries.
+ * @example parseReplyAs(QueryList, '```json\n{"queries": ["a",]}\n```', 'query generator') // { queries: ['a'] }
+ */
+export function parseReplyAs<S extends z.ZodType>(schema: S, text: string, agent: string): z.output<S> {
+  const parsed = schema.safeParse(parseAgentJson(text))
+  if (!parsed.success) throw new LlmError('invalid_reply', `${agent} reply has the wrong shape: ${z.prettifyError(parsed.error)}`)
+  return parsed.data
+}
+
+function parseAgentJson(text: string): unknown {
+  let value: unknown
+  let failure: unknown
+  try {
+    value = parseLenientJson(text)
+    if (isObject(value)) return value
+  } catch (error) {
+    failure = error
+  }
+  // Prose after the object ("{…} Hope this helps!") either defeats the repair or turns the reply into
+  // a list of values; cut at the last brace and try once more.
+  const end = text.lastIndexOf('}')
+  if (end >= 0) {
+    try {
+      const trimmed = parseLenientJson(text.slice(0, end + 1))
+      if (isObject(trimmed)) return trimmed
+    } catch {
+      // fall through to the first outcome
+    }
+  }
+  if (failure !== undefined) throw failure
+  return value
+}
+
+const isObject = (value: unknown): boolean => typeof value === 'object' && value !== null && !Array.isArray(value)
+
+/**
+ * One agent call: complete → parse (repair + validate) → retry invalid replies and transport
+ * failures with backoff. The request is built once; every attempt sends the same prompt.
+ * @example const analysis = await runAgent(model, request, parseAnalyzerReply, { maxAttempts: 3 })
+ */
+export async function runAgent<T>(model: ChatModel, request: ChatRequest, parse: (text: string) => T, retry: Partial<RetryPolicy> = {}): Promise<T> {
+  return withRetry(async () => parse((await model.complete(request)).text), retry)
+}
+
+/**
+ * The tag of a request's data markers (`<<<DATA-<tag>` … `DATA-<tag>>>`): the first 16 hex digits of
+ * a hash of all untrusted text the request carries, so that text cannot forge its own closing marker.
+ * @example const boundary = await dataBoundary(rollout.input, rollout.output)
+ */
+export async function dataBoundary(...parts: string[]): Promise<string> {
+  return (await sha256Hex(parts.join('\u0000'))).slice(0, 16)
+}
+
+const LABELS = {
+  en: { anchor: 'anchor', adaptive: 'adaptive', none: '(none)', early: 'early', middle: 'middle', late: 'late' },
+  zh: { anchor: '锚定', adaptive: '自适应', none: '（无）', early: '早期', middle: '中期', late: '后期' },
+} as const satisfies Record<Locale, Record<string, string>>
+
+/**
+ * Rubrics as prompt lines, `- <id> (<kind>, weight <w>): <text>`; a localised "(none)" for an empty list.
+ * @example rubricLines([anchor], 'en') // '- a1 (anchor, weight 2): The final answer is correct.'
+ */
+export function rubricLines(rubrics: readonly Rubric[], locale: Locale): string {
+  const labels = LABELS[locale]
+  if (rubrics.length === 0) return labels.none
+  return rubrics.map((rubric) => `- ${rubric.id} (${rubric.is_anchor ? labels.anchor : labels.adaptive}, weight ${rubric.weight}): ${rubric.text}`).join('\n')
+}
+
+/**
+ * The localised name of a training stage.
+ * @example stageLabel('zh', 'early') // '早期'
+ */
+export function stageLabel(locale: Locale, stage: TrainingStage): string {
+  return LABELS[locale][stage]
+}
+
+/**
+ * `text`, or the localised "(none)" when it is blank: an empty data block reads as nothing forgotten.
+ * @example orNone('en', '') // '(none)'
+ */
+export function orNone(locale: Locale, text: string): string {
+  return text.trim() ? text : LABELS[locale].none
+}
+
+/**
+ * A score in [0, 1] as prompts show it.
+ * @example formatScore(0.8333) // '0.833'
+ */
+export function formatScore(score: number): string {
+  return score.toFixed(3)
+}

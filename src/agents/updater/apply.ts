@@ -1,0 +1,144 @@
+import { z } from 'zod'
+import { RubricUpdate } from '../../schemas/agents.ts'
+import type { Rubric } from '../../schemas/rubric.ts'
+
+/** The most adaptive rubrics one instance may hold. */
+export const MAX_ADAPTIVE_RUBRICS = 50
+/** Bounds of an adaptive rubric's weight; proposals outside are brought inside and logged. */
+export const MIN_RUBRIC_WEIGHT = 0.1
+export const MAX_RUBRIC_WEIGHT = 10
+const MAX_TEXT_CHARS = 4_000
+const RUBRIC_ID = /^[\w.:-]{1,128}$/
+
+/** Adaptive rubric ids by what happened to them. */
+export interface RubricDiff {
+  added: string[]
+  removed: string[]
+  /** Text changed (the weight may have changed too). */
+  modified: string[]
+  /** Only the weight changed. */
+  reweighted: string[]
+}
+
+export interface AppliedRubricUpdate {
+  /** False when the update was malformed or left no adaptive rubric: `rubrics` is then `current` as it was. */
+  accepted: boolean
+  /** The anchors, unchanged and in their order, then the new adaptive set. */
+  rubrics: Rubric[]
+  /** Every part of the proposal that was refused or adjusted, and why. */
+  refused: string[]
+  diff: RubricDiff
+}
+
+/**
+ * Applies an Updater proposal to an instance's rubrics, pure and deterministic. `final_adaptive` is
+ * the authority for the new adaptive set; `modifications` are checked only for anchor ids. Anchors
+ * come back as the very same objects. Refused and logged: modifications naming an anchor, entries
+ * reusing an anchor id or repeating an anchor's text, blank or over-long texts, non-positive weights,
+ * repeated texts, entries beyond 50. Adjusted and logged: weights outside 0.1..10, missing or
+ * malformed ids (a new id is derived from the text, so the same text always gets the same id).
+ * An unchanged rubric keeps its object; a changed or new one takes `version` and `createdAt`.
+ * @example const { accepted, rubrics, refused, diff } = applyRubricUpdate(current, update, { version: 3, createdAt: new Date().toISOString() })
+ */
+export function applyRubricUpdate(current: readonly Rubric[], update: RubricUpdate, options: { version: number; createdAt: string }): AppliedRubricUpdate {
+  const anchors = current.filter((rubric) => rubric.is_anchor)
+  const previous = current.filter((rubric) => !rubric.is_anchor)
+  const keepPrevious = (refused: string[]): AppliedRubricUpdate => ({
+    accepted: false,
+    rubrics: [...current],
+    refused,
+    diff: { added: [], removed: [], modified: [], reweighted: [] },
+  })
+
+  const parsed = RubricUpdate.safeParse(update)
+  if (!parsed.success) return keepPrevious([`the update is malformed; the previous version stays in force: ${z.prettifyError(parsed.error)}`])
+  const { modifications, final_adaptive: proposals } = parsed.data
+
+  const refused: string[] = []
+  const anchorIds = new Set(anchors.map((anchor) => anchor.id))
+  const anchorByText = new Map(anchors.map((anchor) => [normaliseText(anchor.text), anchor.id]))
+  for (const modification of modifications) {
+    if (modification.rubric_id !== undefined && anchorIds.has(modification.rubric_id)) {
+      refused.push(`modification ${modification.op} touches anchor '${modification.rubric_id}'`)
+    }
+  }
+
+  const previousById = new Map(previous.map((rubric) => [rubric.id, rubric]))
+  const previousByText = new Map(previous.map((rubric) => [normaliseText(rubric.text), rubric]))
+  const usedIds = new Set<string>(anchorIds)
+  const textOwners = new Map<string, string>()
+  const next: Rubric[] = []
+  const diff: RubricDiff = { added: [], removed: [], modified: [], reweighted: [] }
+
+  proposals.forEach((proposal, index) => {
+    const label = proposal.id ? `'${proposal.id}'` : `#${index + 1}`
+    const text = proposal.text.trim()
+    const key = normaliseText(text)
+    if (proposal.id !== undefined && anchorIds.has(proposal.id)) return void refused.push(`final_adaptive entry reuses anchor id '${proposal.id}'`)
+    if (!text) return void refused.push(`final_adaptive entry ${label} has no text`)
+    if (text.length > MAX_TEXT_CHARS) return void refused.push(`final_adaptive entry ${label} is longer than ${MAX_TEXT_CHARS} characters`)
+    const anchorTwin = anchorByText.get(key)
+    if (anchorTwin !== undefined) return void refused.push(`final_adaptive entry ${label} repeats anchor '${anchorTwin}'`)
+    const twin = textOwners.get(key)
+    if (twin !== undefined) return void refused.push(`final_adaptive entry ${label} repeats the text of '${twin}'`)
+    if (!Number.isFinite(proposal.weight) || proposal.weight <= 0) return void refused.push(`final_adaptive entry ${label} has weight ${proposal.weight}, which is not positive`)
+    if (next.length >= MAX_ADAPTIVE_RUBRICS) return void refused.push(`final_adaptive entry ${label} exceeds the limit of ${MAX_ADAPTIVE_RUBRICS} adaptive rubrics`)
+
+    const weight = Math.min(MAX_RUBRIC_WEIGHT, Math.max(MIN_RUBRIC_WEIGHT, proposal.weight))
+    if (weight !== proposal.weight) refused.push(`weight ${proposal.weight} of ${label} brought to ${weight} (allowed ${MIN_RUBRIC_WEIGHT}..${MAX_RUBRIC_WEIGHT})`)
+    const id = chooseId(proposal.id, key, previousByText, usedIds, refused, label)
+    usedIds.add(id)
+    textOwners.set(key, id)
+
+    const before = previousById.get(id)
+    if (!before) {
+      diff.added.push(id)
+      next.push({ id, text, weight, is_anchor: false, version: options.version, created_at: options.createdAt, metadata: { origin: 'updater' } })
+    } else if (before.text === text && before.weight === weight) {
+      next.push(before)
+    } else {
+      ;(before.text === text ? diff.reweighted : diff.modified).push(id)
+      next.push({ ...before, text, weight, version: options.version, created_at: options.createdAt })
+    }
+  })
+
+  if (next.length === 0) return keepPrevious([...refused, 'the final adaptive set is empty; the previous version stays in force'])
+  const kept = new Set(next.map((rubric) => rubric.id))
+  diff.removed = previous.filter((rubric) => !kept.has(rubric.id)).map((rubric) => rubric.id)
+  return { accepted: true, rubrics: [...anchors, ...next], refused, diff }
+}
+
+/** The proposal's own id when usable; else the id of a previous rubric with the same text; else one derived from the text. */
+function chooseId(proposed: string | undefined, textKey: string, previousByText: Map<string, Rubric>, usedIds: Set<string>, log: string[], label: string): string {
+  if (proposed !== undefined) {
+    if (RUBRIC_ID.test(proposed) && !usedIds.has(proposed)) return proposed
+    const fallback = derivedId(textKey, previousByText, usedIds)
+    log.push(`id ${label} is ${usedIds.has(proposed) ? 'already used' : 'not a valid rubric id'}; the rubric was given id '${fallback}'`)
+    return fallback
+  }
+  return derivedId(textKey, previousByText, usedIds)
+}
+
+function derivedId(textKey: string, previousByText: Map<string, Rubric>, usedIds: Set<string>): string {
+  const same = previousByText.get(textKey)
+  if (same && !usedIds.has(same.id)) return same.id
+  const base = `adaptive-${fnv1a32(textKey)}`
+  let id = base
+  for (let suffix = 2; usedIds.has(id); suffix++) id = `${base}-${suffix}`
+  return id
+}
+
+/** Text compared as a criterion: case, spacing and end punctuation ignored. */
+function normaliseText(text: string): string {
+  return text.toLowerCase().replace(/\s+/g, ' ').trim().replace(/[\s.。!！;；]+$/u, '')
+}
+
+/** 32-bit FNV-1a of a string's UTF-16 code units, as 8 hex digits: a short, stable, synchronous name. */
+function fnv1a32(text: string): string {
+  let hash = 0x811c9dc5
+  for (let index = 0; index < text.length; index++) {
+    hash ^= text.charCodeAt(index)
+    hash = Math.imul(hash, 0x01000193) >>> 0
+  }
+  return hash.toString(16).padStart(8, '0')
+}

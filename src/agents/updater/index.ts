@@ -1,0 +1,72 @@
+import type { RetryPolicy } from '../../llm/retry.ts'
+import type { ChatModel, ChatRequest } from '../../llm/types.ts'
+import { renderPrompt, type Locale } from '../../prompts/index.ts'
+import { RubricUpdate, type BatchSummary, type TrainingStage } from '../../schemas/agents.ts'
+import type { Rubric } from '../../schemas/rubric.ts'
+import { dataBoundary, orNone, parseReplyAs, rubricLines, runAgent, stageLabel } from '../run-agent.ts'
+import { statsValues, summaryForPrompt } from '../summarizer/index.ts'
+
+export { applyRubricUpdate, MAX_ADAPTIVE_RUBRICS, MAX_RUBRIC_WEIGHT, MIN_RUBRIC_WEIGHT } from './apply.ts'
+export type { AppliedRubricUpdate, RubricDiff } from './apply.ts'
+
+export interface UpdaterInput {
+  /** The instance's rubrics in force: anchors and the current adaptive set. */
+  rubrics: Rubric[]
+  summary: BatchSummary
+  /** The retrieved memories, already formatted as one text block (empty when there are none). */
+  memories: string
+  step: number
+  stage: TrainingStage
+  /** The run's high-level goal, when known. */
+  goal?: string
+  locale: Locale
+}
+
+/**
+ * The Updater's request: instructions, anchors, the current adaptive rubrics and the step's numbers
+ * first; the step summary and the memories block (model-written text) inside data markers.
+ * @example const request = await buildUpdaterRequest({ rubrics, summary, memories, step: 4, stage: 'early', locale: 'en' })
+ */
+export async function buildUpdaterRequest(input: UpdaterInput): Promise<ChatRequest> {
+  const { rubrics, summary, memories, step, stage, goal = '', locale } = input
+  const written = summaryForPrompt(summary)
+  const boundary = await dataBoundary(written, memories)
+  const user = renderPrompt(locale, 'updater.user', {
+    anchors: rubricLines(rubrics.filter((rubric) => rubric.is_anchor), locale),
+    adaptive: rubricLines(rubrics.filter((rubric) => !rubric.is_anchor), locale),
+    goal,
+    step,
+    stage: stageLabel(locale, stage),
+    ...statsValues(summary.stats),
+    boundary,
+    summary: written,
+    memories: orNone(locale, memories),
+  })
+  return {
+    role: 'updater',
+    messages: [
+      { role: 'system', content: renderPrompt(locale, 'updater.system', {}) },
+      { role: 'user', content: user },
+    ],
+    task: { kind: 'update_rubrics', rubrics, summary, memories, step, stage },
+    json: true,
+  }
+}
+
+/**
+ * Reads an Updater reply as a `RubricUpdate` (strategy and ops case-insensitive, nulls as absent).
+ * Whether its items may be applied is `applyRubricUpdate`'s decision, item by item.
+ * @example parseUpdaterReply('{"strategy": "corrective", "consulted_memories": [], "rationale": "…", "modifications": [], "final_adaptive": []}')
+ */
+export function parseUpdaterReply(text: string): RubricUpdate {
+  return parseReplyAs(RubricUpdate, text, 'updater')
+}
+
+/**
+ * Proposes the next adaptive rubric set: one call, retried on transport failures and invalid replies.
+ * Apply the result with `applyRubricUpdate`, which keeps anchors and refuses what touches them.
+ * @example const update = await runUpdater(model, input); const next = applyRubricUpdate(rubrics, update, { version: 2, createdAt })
+ */
+export async function runUpdater(model: ChatModel, input: UpdaterInput, retry: Partial<RetryPolicy> = {}): Promise<RubricUpdate> {
+  return runAgent(model, await buildUpdaterRequest(input), parseUpdaterReply, retry)
+}
