@@ -12,3 +12,10 @@ export function coordinatorName(runId: string): string {
 export function instanceName(runId: string, instanceId: string): string {
   return `run:${runId}:inst:${instanceId}`
 }
+
+/**
+ * @example memoryIndexName('default') // 'run:default:memory'
+ */
+export function memoryIndexName(runId: string): string {
+  return `run:${runId}:memory`
+}

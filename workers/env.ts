@@ -1,13 +1,23 @@
+import type { MemoryIndex } from '../durable-objects/memory-index/index.ts'
 import type { RubricInstance } from '../durable-objects/rubric-instance/index.ts'
 import type { RunCoordinator } from '../durable-objects/run-coordinator/index.ts'
 import type { RunConfig } from '../src/schemas/run-config.ts'
 import type { WorkersAiBinding } from '../src/llm/workers-ai.ts'
+import type { AnalysisJob, StepJob } from './queues/messages.ts'
 
 /** The Worker's bindings, vars and secrets (wrangler.toml; secrets via `wrangler secret put` or .dev.vars). */
 export interface Env {
   DB: D1Database
   RUN_COORDINATOR: DurableObjectNamespace<RunCoordinator>
   RUBRIC_INSTANCE: DurableObjectNamespace<RubricInstance>
+  MEMORY_INDEX: DurableObjectNamespace<MemoryIndex>
+  ANALYSIS_QUEUE: Queue<AnalysisJob>
+  STEP_QUEUE: Queue<StepJob>
+  /** `local` (exact index in a Durable Object per run) or `vectorize` (the VECTORS binding). */
+  VECTOR_BACKEND?: string
+  /** `hashed` (deterministic local embedder) or `workers-ai`. */
+  EMBEDDER?: string
+  VECTORS?: VectorizeIndex
   /** `local` under `npm start`; anything else is treated as production. */
   DEPLOYMENT?: string
   /** Bearer token for admin routes; a secret. */

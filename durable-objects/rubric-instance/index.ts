@@ -1,7 +1,7 @@
 import { DurableObject } from 'cloudflare:workers'
 import type { Judgement } from '../../src/agents/scorer/index.ts'
 import { initialRubrics } from '../../src/rubrics/index.ts'
-import type { Rollout } from '../../src/schemas/rollout.ts'
+import type { Rollout, TrainingMetadata } from '../../src/schemas/rollout.ts'
 import type { Rubric, RubricSnapshot } from '../../src/schemas/rubric.ts'
 import type { CriterionGrade } from '../../src/schemas/score.ts'
 import type { Env } from '../../workers/env.ts'
@@ -35,6 +35,61 @@ export interface RubricVersionRecord {
   created_at: string
   step: number | null
   note: string
+  strategy: string | null
+  rationale: string | null
+  diff: Record<string, unknown> | null
+  refused: string[]
+}
+
+export type AnalysisStatus = 'pending' | 'done' | 'failed'
+
+/** What the analyzer needs about one recorded rollout. */
+export interface AnalysisInput {
+  entry: LedgerEntry
+  rollout: Rollout
+  metadata: TrainingMetadata
+  rubrics: Rubric[]
+  analysis_status: AnalysisStatus
+}
+
+/** An analysed rollout as the step's summary consumes it. */
+export interface AnalysedRollout {
+  rollout_id: string
+  step: number
+  score: number
+  document_id: string
+  hacking: boolean
+}
+
+export type StepUpdateInput =
+  | { state: 'done'; outcome: StepUpdateOutcome }
+  | { state: 'waiting'; pending: number; retryInMs: number }
+  | { state: 'ready'; snapshot: RubricSnapshot; analyses: AnalysedRollout[]; late: number; failed: number; pending: number }
+
+/** How one instance's step update ended: the counts `/rubric_status` reports. */
+export interface StepUpdateOutcome {
+  rubric_version: number
+  changed: boolean
+  analysed: number
+  late: number
+  failed: number
+  missing: number
+  hacking_flags: number
+  strategy: string | null
+  error?: string
+}
+
+export interface StepUpdateCommit {
+  /** The new full rubric set (anchors included), or undefined to keep the current version. */
+  rubrics?: Rubric[]
+  strategy: string | null
+  rationale: string | null
+  diff: Record<string, unknown> | null
+  refused: string[]
+  note: string
+  consumedRolloutIds: { step: number; rollout_id: string }[]
+  counts: Pick<StepUpdateOutcome, 'late' | 'failed' | 'missing' | 'hacking_flags'>
+  error?: string
 }
 
 /**
@@ -52,9 +107,13 @@ export class RubricInstance extends DurableObject<Env> {
     this.sql = ctx.storage.sql
     this.meta = new MetaStore(this.sql)
     this.sql.exec(`
-      CREATE TABLE IF NOT EXISTS rubric_versions (version INTEGER PRIMARY KEY, rubrics TEXT NOT NULL, created_at TEXT NOT NULL, step INTEGER, note TEXT NOT NULL);
+      CREATE TABLE IF NOT EXISTS rubric_versions (version INTEGER PRIMARY KEY, rubrics TEXT NOT NULL, created_at TEXT NOT NULL, step INTEGER, note TEXT NOT NULL,
+        strategy TEXT, rationale TEXT, diff TEXT, refused TEXT NOT NULL DEFAULT '[]');
       CREATE TABLE IF NOT EXISTS ledger (step INTEGER NOT NULL, rollout_id TEXT NOT NULL, rubric_version INTEGER NOT NULL, score REAL NOT NULL,
-        criteria TEXT NOT NULL, cached INTEGER NOT NULL, rollout TEXT NOT NULL, created_at TEXT NOT NULL, PRIMARY KEY (step, rollout_id));
+        criteria TEXT NOT NULL, cached INTEGER NOT NULL, rollout TEXT NOT NULL, metadata TEXT NOT NULL, created_at TEXT NOT NULL,
+        analysis_status TEXT NOT NULL DEFAULT 'pending', analysis_document TEXT, hacking INTEGER NOT NULL DEFAULT 0, consumed_step INTEGER,
+        PRIMARY KEY (step, rollout_id));
+      CREATE TABLE IF NOT EXISTS step_updates (step INTEGER PRIMARY KEY, outcome TEXT NOT NULL);
       CREATE TABLE IF NOT EXISTS judgements (rubric_version INTEGER NOT NULL, judgement_key TEXT NOT NULL, score REAL NOT NULL, criteria TEXT NOT NULL,
         PRIMARY KEY (rubric_version, judgement_key));
     `)
@@ -82,6 +141,7 @@ export class RubricInstance extends DurableObject<Env> {
   async record(
     address: InstanceAddress,
     rollout: Rollout,
+    metadata: TrainingMetadata,
     judged: { judgementKey: string; rubricVersion: number; judgement: Judgement; cached: boolean },
   ): Promise<{ entry: LedgerEntry; duplicate: boolean }> {
     const earlier = this.ledgerEntry(this.currentStep(), rollout.id)
@@ -94,9 +154,9 @@ export class RubricInstance extends DurableObject<Env> {
     const { step } = await coordinator.admit(address.runId, address.instanceId, rollout.id, judged.rubricVersion)
     if (step > this.currentStep()) this.meta.set('current_step', step)
     const written = this.sql.exec(
-      `INSERT OR IGNORE INTO ledger (step, rollout_id, rubric_version, score, criteria, cached, rollout, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT OR IGNORE INTO ledger (step, rollout_id, rubric_version, score, criteria, cached, rollout, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       step, rollout.id, judged.rubricVersion, judged.judgement.score, JSON.stringify(judged.judgement.criteria), judged.cached ? 1 : 0,
-      JSON.stringify(rollout), new Date().toISOString(),
+      JSON.stringify(rollout), JSON.stringify(metadata), new Date().toISOString(),
     ).rowsWritten
     return { entry: this.ledgerEntry(step, rollout.id)!, duplicate: written === 0 }
   }
@@ -110,23 +170,104 @@ export class RubricInstance extends DurableObject<Env> {
   async history(address: InstanceAddress): Promise<RubricVersionRecord[]> {
     await this.ensureRubrics(address)
     return this.sql
-      .exec<{ version: number; rubrics: string; created_at: string; step: number | null; note: string }>('SELECT * FROM rubric_versions ORDER BY version')
+      .exec<{ version: number; rubrics: string; created_at: string; step: number | null; note: string; strategy: string | null; rationale: string | null; diff: string | null; refused: string }>(
+        'SELECT * FROM rubric_versions ORDER BY version',
+      )
       .toArray()
-      .map((row) => ({ ...row, rubrics: JSON.parse(row.rubrics) }))
+      .map((row) => ({ ...row, rubrics: JSON.parse(row.rubrics), diff: row.diff === null ? null : JSON.parse(row.diff), refused: JSON.parse(row.refused) }))
+  }
+
+  /** The recorded rollout and the rubrics it was scored with, for its analysis job. */
+  async analysisInput(address: InstanceAddress, step: number, rolloutId: string): Promise<AnalysisInput | undefined> {
+    await this.ensureRubrics(address)
+    const row = this.sql
+      .exec<{ rollout: string; metadata: string; rubric_version: number; analysis_status: AnalysisStatus }>(
+        'SELECT rollout, metadata, rubric_version, analysis_status FROM ledger WHERE step = ? AND rollout_id = ?', step, rolloutId,
+      )
+      .toArray()[0]
+    const entry = this.ledgerEntry(step, rolloutId)
+    if (!row || !entry) return undefined
+    const version = this.sql.exec<{ rubrics: string }>('SELECT rubrics FROM rubric_versions WHERE version = ?', row.rubric_version).one()
+    return { entry, rollout: JSON.parse(row.rollout), metadata: JSON.parse(row.metadata), rubrics: JSON.parse(version.rubrics), analysis_status: row.analysis_status }
+  }
+
+  /** Marks a rollout's analysis done or failed, once: a redelivered job changes nothing. */
+  async recordAnalysis(step: number, rolloutId: string, outcome: { status: 'done'; documentId: string; hacking: boolean } | { status: 'failed' }): Promise<{ changed: boolean }> {
+    const written = outcome.status === 'done'
+      ? this.sql.exec(
+          `UPDATE ledger SET analysis_status = 'done', analysis_document = ?, hacking = ? WHERE step = ? AND rollout_id = ? AND analysis_status != 'done'`,
+          outcome.documentId, outcome.hacking ? 1 : 0, step, rolloutId,
+        ).rowsWritten
+      : this.sql.exec(`UPDATE ledger SET analysis_status = 'failed' WHERE step = ? AND rollout_id = ? AND analysis_status = 'pending'`, step, rolloutId).rowsWritten
+    return { changed: written > 0 }
   }
 
   /**
-   * Runs this instance's update for a closed step; idempotent, because alarms deliver at least once.
-   * The evolution pipeline plugs in here; until then the update keeps the rubrics as they are.
+   * What a closed step's update works from: the analysed rollouts of this step and earlier late ones
+   * not yet summarised. Waits (by answer, not by blocking) while analyses are pending before `deadline`.
    */
-  async applyStepUpdate(address: InstanceAddress, step: number): Promise<{ rubricVersion: number }> {
+  async stepUpdateInput(address: InstanceAddress, step: number, deadline: number): Promise<StepUpdateInput> {
     const snapshot = await this.ensureRubrics(address)
-    const done = this.meta.number('last_updated_step', -1)
-    if (step > done) {
-      this.meta.set('last_updated_step', step)
+    const done = this.sql.exec<{ outcome: string }>('SELECT outcome FROM step_updates WHERE step = ?', step).toArray()[0]
+    if (done) return { state: 'done', outcome: JSON.parse(done.outcome) }
+    const counts = this.sql
+      .exec<{ status: AnalysisStatus; n: number }>(
+        'SELECT analysis_status AS status, count(*) AS n FROM ledger WHERE step <= ? AND consumed_step IS NULL GROUP BY analysis_status', step,
+      )
+      .toArray()
+    const count = (status: AnalysisStatus) => counts.find((row) => row.status === status)?.n ?? 0
+    const now = Date.now()
+    if (count('pending') > 0 && now < deadline) return { state: 'waiting', pending: count('pending'), retryInMs: Math.min(2_000, deadline - now) }
+    const analyses = this.sql
+      .exec<{ rollout_id: string; step: number; score: number; analysis_document: string; hacking: number }>(
+        `SELECT rollout_id, step, score, analysis_document, hacking FROM ledger
+         WHERE step <= ? AND consumed_step IS NULL AND analysis_status = 'done' ORDER BY step, created_at`, step,
+      )
+      .toArray()
+      .map((row) => ({ rollout_id: row.rollout_id, step: row.step, score: row.score, document_id: row.analysis_document, hacking: row.hacking === 1 }))
+    const failed = this.sql
+      .exec<{ n: number }>(`SELECT count(*) AS n FROM ledger WHERE step <= ? AND consumed_step IS NULL AND analysis_status = 'failed'`, step)
+      .one().n
+    return { state: 'ready', snapshot, analyses, late: analyses.filter((a) => a.step < step).length, failed, pending: count('pending') }
+  }
+
+  /**
+   * Commits a closed step's update, once (alarms and queues deliver at least once): a new rubric
+   * version when the rubrics changed, the analyses it consumed, and the outcome counts.
+   */
+  async commitStepUpdate(address: InstanceAddress, step: number, commit: StepUpdateCommit): Promise<StepUpdateOutcome> {
+    const snapshot = await this.ensureRubrics(address)
+    const earlier = this.sql.exec<{ outcome: string }>('SELECT outcome FROM step_updates WHERE step = ?', step).toArray()[0]
+    if (earlier) return JSON.parse(earlier.outcome)
+    const changed = commit.rubrics !== undefined && JSON.stringify(commit.rubrics) !== JSON.stringify(snapshot.rubrics)
+    const version = changed ? snapshot.version + 1 : snapshot.version
+    const now = new Date().toISOString()
+    this.ctx.storage.transactionSync(() => {
+      if (changed) {
+        this.sql.exec(
+          'INSERT INTO rubric_versions (version, rubrics, created_at, step, note, strategy, rationale, diff, refused) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+          version, JSON.stringify(commit.rubrics), now, step, commit.note, commit.strategy, commit.rationale,
+          commit.diff === null ? null : JSON.stringify(commit.diff), JSON.stringify(commit.refused),
+        )
+      }
+      for (const consumed of commit.consumedRolloutIds) {
+        this.sql.exec('UPDATE ledger SET consumed_step = ? WHERE step = ? AND rollout_id = ? AND consumed_step IS NULL', step, consumed.step, consumed.rollout_id)
+      }
+      // Failed analyses are settled by this step too, so they are counted once.
+      this.sql.exec(`UPDATE ledger SET consumed_step = ? WHERE step <= ? AND consumed_step IS NULL AND analysis_status = 'failed'`, step, step)
+      const outcome: StepUpdateOutcome = {
+        rubric_version: version,
+        changed,
+        analysed: commit.consumedRolloutIds.length,
+        ...commit.counts,
+        strategy: commit.strategy,
+        ...(commit.error ? { error: commit.error } : {}),
+      }
+      this.sql.exec('INSERT INTO step_updates (step, outcome) VALUES (?, ?)', step, JSON.stringify(outcome))
       if (step + 1 > this.currentStep()) this.meta.set('current_step', step + 1)
-    }
-    return { rubricVersion: snapshot.version }
+    })
+    if (changed) this.cachedSnapshot = undefined
+    return JSON.parse(this.sql.exec<{ outcome: string }>('SELECT outcome FROM step_updates WHERE step = ?', step).one().outcome)
   }
 
   private async ensureRubrics(address: InstanceAddress): Promise<RubricSnapshot> {

@@ -2,9 +2,15 @@ import { DurableObject } from 'cloudflare:workers'
 import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { RubricStatus, StepStatus } from '../../src/schemas/status.ts'
 import type { Env } from '../../workers/env.ts'
+import type { StepJob } from '../../workers/queues/messages.ts'
+import type { StepUpdateOutcome } from '../rubric-instance/index.ts'
 import { loadRunConfig } from '../../workers/runs/store.ts'
 import { MetaStore } from '../meta-store.ts'
-import { instanceName } from '../names.ts'
+
+/** How often the alarm looks for step jobs that never reported back. */
+const STEP_WATCHDOG_MS = 15_000
+/** A step job silent this long past its analysis deadline is sent again. */
+const STEP_RESEND_AFTER_MS = 120_000
 
 type StepRow = { step: number; status: Exclude<StepStatus, 'idle'>; rollouts: number }
 
@@ -34,7 +40,8 @@ export class RunCoordinator extends DurableObject<Env> {
       CREATE TABLE IF NOT EXISTS members (step INTEGER NOT NULL, instance_id TEXT NOT NULL, rollout_id TEXT NOT NULL,
         PRIMARY KEY (step, instance_id, rollout_id));
       CREATE TABLE IF NOT EXISTS step_instances (step INTEGER NOT NULL, instance_id TEXT NOT NULL, rubric_version INTEGER NOT NULL,
-        rollouts INTEGER NOT NULL DEFAULT 0, updated INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (step, instance_id));
+        rollouts INTEGER NOT NULL DEFAULT 0, updated INTEGER NOT NULL DEFAULT 0, enqueued_at INTEGER, outcome TEXT,
+        PRIMARY KEY (step, instance_id));
     `)
   }
 
@@ -78,17 +85,26 @@ export class RunCoordinator extends DurableObject<Env> {
     const reported = this.reportedStep()
     const instances = reported
       ? this.sql
-          .exec<{ instance_id: string; rubric_version: number; rollouts: number; updated: number }>(
-            'SELECT instance_id, rubric_version, rollouts, updated FROM step_instances WHERE step = ? ORDER BY instance_id', reported.step,
+          .exec<{ instance_id: string; rubric_version: number; rollouts: number; updated: number; outcome: string | null }>(
+            'SELECT instance_id, rubric_version, rollouts, updated, outcome FROM step_instances WHERE step = ? ORDER BY instance_id', reported.step,
           )
           .toArray()
       : []
+    const outcomes = instances.flatMap((row) => (row.outcome ? [JSON.parse(row.outcome) as StepUpdateOutcome] : []))
+    const total = (key: 'analysed' | 'late' | 'failed' | 'missing' | 'hacking_flags') => outcomes.reduce((sum, outcome) => sum + outcome[key], 0)
     return {
       run_id: runId,
       step: reported?.step ?? 0,
       status: reported?.status ?? 'idle',
       rubric_version: this.meta.number('max_version', 1),
-      instances: instances.map(({ instance_id, rubric_version, rollouts }) => ({ instance_id, rubric_version, rollouts })),
+      instances: instances.map(({ instance_id, rubric_version, rollouts, outcome }) => ({
+        instance_id,
+        rubric_version,
+        rollouts,
+        ...(outcome ? { update: JSON.parse(outcome) as StepUpdateOutcome } : {}),
+      })),
+      analyses: { analysed: total('analysed'), late: total('late'), failed: total('failed'), missing: total('missing') },
+      hacking_flags: total('hacking_flags'),
       pending: reported?.status === 'updating' ? instances.filter((row) => row.updated === 0).length : 0,
       rollouts: reported?.rollouts ?? 0,
       mode: config.mode,
@@ -134,22 +150,48 @@ export class RunCoordinator extends DurableObject<Env> {
     })
   }
 
-  /** Runs the updates of closed steps, instance by instance; safe to run again after a failure or reset. */
+  /**
+   * Hands each closed step's instance updates to the step queue, and re-sends any that have not
+   * reported back well past their deadline (a lost message or a reset must not stall a step).
+   * Safe to run again: the step jobs are idempotent.
+   */
   override async alarm(): Promise<void> {
     const runId = this.meta.get('run_id')
     if (!runId) return
-    const updating = this.sql.exec<{ step: number }>(`SELECT step FROM steps WHERE status = 'updating' ORDER BY step`).toArray()
-    for (const { step } of updating) {
-      const pending = this.sql.exec<{ instance_id: string }>('SELECT instance_id FROM step_instances WHERE step = ? AND updated = 0', step).toArray()
-      for (const { instance_id } of pending) {
-        const instance = this.env.RUBRIC_INSTANCE.getByName(instanceName(runId, instance_id))
-        const { rubricVersion } = await instance.applyStepUpdate({ runId, instanceId: instance_id }, step)
-        this.sql.exec('UPDATE step_instances SET updated = 1, rubric_version = ? WHERE step = ? AND instance_id = ?', rubricVersion, step, instance_id)
-        this.noteVersion(rubricVersion)
-      }
-      this.sql.exec(`UPDATE steps SET status = 'updated', updated_at = ? WHERE step = ?`, new Date().toISOString(), step)
+    const config = await this.runConfig(runId)
+    const deadlineMs = config.analysis_deadline_s * 1_000
+    const now = Date.now()
+    const pending = this.sql
+      .exec<{ step: number; instance_id: string; enqueued_at: number | null; closed_at: string }>(
+        `SELECT si.step, si.instance_id, si.enqueued_at, s.closed_at FROM step_instances si JOIN steps s ON s.step = si.step
+         WHERE s.status = 'updating' AND si.updated = 0 ORDER BY si.step, si.instance_id`,
+      )
+      .toArray()
+    const jobs: { body: StepJob }[] = []
+    for (const row of pending) {
+      const deadline = Date.parse(row.closed_at) + deadlineMs
+      if (row.enqueued_at !== null && now < Math.max(row.enqueued_at, deadline) + STEP_RESEND_AFTER_MS) continue
+      jobs.push({ body: { type: 'step', runId, instanceId: row.instance_id, step: row.step, deadline } })
+      this.sql.exec('UPDATE step_instances SET enqueued_at = ? WHERE step = ? AND instance_id = ?', now, row.step, row.instance_id)
+    }
+    for (let start = 0; start < jobs.length; start += 100) await this.env.STEP_QUEUE.sendBatch(jobs.slice(start, start + 100))
+    if (pending.length > 0) await this.ctx.storage.setAlarm(now + STEP_WATCHDOG_MS)
+  }
+
+  /** An instance reports its step update done; the step is updated when every touched instance has. */
+  async instanceUpdated(runId: string, step: number, instanceId: string, outcome: StepUpdateOutcome): Promise<{ stepUpdated: boolean }> {
+    await this.runConfig(runId)
+    this.sql.exec(
+      'UPDATE step_instances SET updated = 1, rubric_version = ?, outcome = ? WHERE step = ? AND instance_id = ?',
+      outcome.rubric_version, JSON.stringify(outcome), step, instanceId,
+    )
+    this.noteVersion(outcome.rubric_version)
+    const remaining = this.sql.exec<{ n: number }>('SELECT count(*) AS n FROM step_instances WHERE step = ? AND updated = 0', step).one().n
+    if (remaining === 0) {
+      this.sql.exec(`UPDATE steps SET status = 'updated', updated_at = coalesce(updated_at, ?) WHERE step = ?`, new Date().toISOString(), step)
       this.wakeWaiters()
     }
+    return { stepUpdated: remaining === 0 }
   }
 
   private async closeStep(step: number): Promise<void> {

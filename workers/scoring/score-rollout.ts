@@ -35,7 +35,7 @@ export async function scoreRollout(ctx: ScoreContext, request: ScoreRequest): Pr
   if (prepared.kind === 'recorded') return toResult(ctx, instanceId, prepared.entry, { duplicate: true })
   const cached = prepared.kind === 'cached'
   const judgement = cached ? prepared.judgement : await judge(ctx, prepared.snapshot, request)
-  const { entry, duplicate } = await instance.record(address, request.rollout, {
+  const { entry, duplicate } = await instance.record(address, request.rollout, request.metadata, {
     judgementKey: key,
     rubricVersion: prepared.snapshot.version,
     judgement,
