@@ -151,14 +151,19 @@ export class RubricInstance extends DurableObject<Env> {
       judged.rubricVersion, judged.judgementKey, judged.judgement.score, JSON.stringify(judged.judgement.criteria),
     )
     const coordinator = this.env.RUN_COORDINATOR.getByName(coordinatorName(address.runId))
-    const { step } = await coordinator.admit(address.runId, address.instanceId, rollout.id, judged.rubricVersion)
-    if (step > this.currentStep()) this.meta.set('current_step', step)
+    const { step, nextStep } = await coordinator.admit(address.runId, address.instanceId, rollout.id, judged.rubricVersion)
+    this.openStepSync(nextStep ?? step)
     const written = this.sql.exec(
       `INSERT OR IGNORE INTO ledger (step, rollout_id, rubric_version, score, criteria, cached, rollout, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       step, rollout.id, judged.rubricVersion, judged.judgement.score, JSON.stringify(judged.judgement.criteria), judged.cached ? 1 : 0,
       JSON.stringify(rollout), JSON.stringify(metadata), new Date().toISOString(),
     ).rowsWritten
     return { entry: this.ledgerEntry(step, rollout.id)!, duplicate: written === 0 }
+  }
+
+  /** The coordinator closed a step: rollouts from now on belong to `step`. */
+  async openStep(step: number): Promise<void> {
+    this.openStepSync(step)
   }
 
   /** The rubrics in force now. */
@@ -264,7 +269,7 @@ export class RubricInstance extends DurableObject<Env> {
         ...(commit.error ? { error: commit.error } : {}),
       }
       this.sql.exec('INSERT INTO step_updates (step, outcome) VALUES (?, ?)', step, JSON.stringify(outcome))
-      if (step + 1 > this.currentStep()) this.meta.set('current_step', step + 1)
+      this.openStepSync(step + 1)
     })
     if (changed) this.cachedSnapshot = undefined
     return JSON.parse(this.sql.exec<{ outcome: string }>('SELECT outcome FROM step_updates WHERE step = ?', step).one().outcome)
@@ -297,6 +302,10 @@ export class RubricInstance extends DurableObject<Env> {
       )
       .toArray()[0]
     return row && { ...row, criteria: JSON.parse(row.criteria), cached: row.cached === 1 }
+  }
+
+  private openStepSync(step: number): void {
+    if (step > this.currentStep()) this.meta.set('current_step', step)
   }
 
   private currentStep(): number {

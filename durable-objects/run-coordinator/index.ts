@@ -6,6 +6,7 @@ import type { StepJob } from '../../workers/queues/messages.ts'
 import type { StepUpdateOutcome } from '../rubric-instance/index.ts'
 import { loadRunConfig } from '../../workers/runs/store.ts'
 import { MetaStore } from '../meta-store.ts'
+import { instanceName } from '../names.ts'
 
 /** How often the alarm looks for step jobs that never reported back. */
 const STEP_WATCHDOG_MS = 15_000
@@ -49,7 +50,7 @@ export class RunCoordinator extends DurableObject<Env> {
    * Counts a rollout into the collecting step, once per (instance, rollout id), and closes the step
    * when the run's `rollouts_per_step` is reached. Returns the step the rollout belongs to.
    */
-  async admit(runId: string, instanceId: string, rolloutId: string, rubricVersion: number): Promise<{ step: number }> {
+  async admit(runId: string, instanceId: string, rolloutId: string, rubricVersion: number): Promise<{ step: number; nextStep?: number }> {
     const config = await this.runConfig(runId)
     const step = this.collectingStep()
     this.sql.exec(`INSERT OR IGNORE INTO steps (step, status, opened_at) VALUES (?, 'collecting', ?)`, step, new Date().toISOString())
@@ -63,7 +64,10 @@ export class RunCoordinator extends DurableObject<Env> {
       )
       this.noteVersion(rubricVersion)
       const rollouts = this.sql.exec<{ rollouts: number }>('SELECT rollouts FROM steps WHERE step = ?', step).one().rollouts
-      if (config.rollouts_per_step !== null && rollouts >= config.rollouts_per_step) await this.closeStep(step)
+      if (config.rollouts_per_step !== null && rollouts >= config.rollouts_per_step) {
+        await this.closeStep(runId, step, instanceId)
+        return { step, nextStep: step + 1 }
+      }
     }
     return { step }
   }
@@ -75,7 +79,7 @@ export class RunCoordinator extends DurableObject<Env> {
     if (config.rollouts_per_step !== null) return { status: 'noop', step, closed: false }
     const row = this.stepRow(step)
     if (!row || row.rollouts === 0) return { status: 'complete', step, closed: false }
-    await this.closeStep(step)
+    await this.closeStep(runId, step)
     return { status: 'complete', step, closed: true }
   }
 
@@ -194,10 +198,21 @@ export class RunCoordinator extends DurableObject<Env> {
     return { stepUpdated: remaining === 0 }
   }
 
-  private async closeStep(step: number): Promise<void> {
+  /**
+   * Closes a step and moves every touched instance to the next one before returning, so a rollout id
+   * reused right after the close is a new rollout of the next step, not a duplicate. `closedBy` (the
+   * instance whose rollout closed the step) moves itself from `admit`'s answer.
+   */
+  private async closeStep(runId: string, step: number, closedBy?: string): Promise<void> {
     this.sql.exec(`UPDATE steps SET status = 'updating', closed_at = ? WHERE step = ? AND status = 'collecting'`, new Date().toISOString(), step)
     this.meta.set('collecting_step', step + 1)
+    const touched = this.sql.exec<{ instance_id: string }>('SELECT instance_id FROM step_instances WHERE step = ?', step).toArray()
     await this.ctx.storage.setAlarm(Date.now())
+    await Promise.all(
+      touched
+        .filter(({ instance_id }) => instance_id !== closedBy)
+        .map(({ instance_id }) => this.env.RUBRIC_INSTANCE.getByName(instanceName(runId, instance_id)).openStep(step + 1)),
+    )
   }
 
   private collectingStep(): number {

@@ -56,7 +56,7 @@ const expectedScore = (gradeFor: (id: string) => number, gradeMax = 10) =>
 
 beforeAll(async () => {
   stub = await startLlmStub()
-  dev = await startWranglerDev()
+  dev = await startWranglerDev({ vars: { KEY_A: "secret-of-run-a", KEY_B: "secret-of-run-b" } })
   const created = await callJson(`${dev.baseUrl}/runs`, {
     token: dev.adminToken,
     body: {
@@ -202,5 +202,41 @@ describe('score cache', () => {
     expect(twin.body).toMatchObject({ rollout_id: `${first.id}-twin`, cached: true, duplicate: false, score: original.body.score, rubric_version: original.body.rubric_version })
     expect(twin.body.criteria).toEqual(original.body.criteria)
     expect(stub.requests.length - before).toBe(1)
+  })
+})
+
+describe('regressions', () => {
+  it('answers a refused model request (HTTP 401) with 502 after one call and no Retry-After', async () => {
+    const before = stub.requests.length
+    stub.script({ kind: 'status', status: 401 })
+    const res = await fetch(`${dev.baseUrl}/score`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: JSON.stringify({ rollout: freshRollout('refused'), metadata: METADATA }),
+    })
+    const body = (await res.json()) as { error: { code: string; details: { attempts: number; failure: string } } }
+    expect(res.status).toBe(502)
+    expect(res.headers.get('retry-after')).toBeNull()
+    expect(body.error).toMatchObject({ code: 'llm_unavailable', details: { attempts: 1, failure: 'bad_request' } })
+    expect(stub.requests.length - before).toBe(1)
+  })
+
+  it('gives each run its own API key even when model and base URL are the same', async () => {
+    const runWithKey = async (keyEnv: string) => {
+      const created = await callJson(`${dev.baseUrl}/runs`, {
+        token: dev.adminToken,
+        body: { config: { anchor_rubrics: ANCHORS, agents: { scorer: { backend: 'openai', base_url: stub.baseUrl, model: 'stub-model', api_key_env: keyEnv } } } },
+      })
+      expect(created.status, JSON.stringify(created.body)).toBe(201)
+      return created.body.token as string
+    }
+    const tokenA = await runWithKey('KEY_A')
+    const tokenB = await runWithKey('KEY_B')
+    for (const [runToken, tag] of [[tokenA, 'key-a'], [tokenB, 'key-b']] as const) {
+      const before = stub.authorizations.length
+      const res = await callJson(`${dev.baseUrl}/score`, { token: runToken, body: { rollout: freshRollout(tag), metadata: METADATA } })
+      expect(res.status).toBe(200)
+      expect(stub.authorizations.slice(before)).toEqual([`Bearer ${tag === 'key-a' ? 'secret-of-run-a' : 'secret-of-run-b'}`])
+    }
   })
 })

@@ -22,6 +22,8 @@ export interface LlmStub {
   baseUrl: string
   /** Every chat request received, in order. */
   requests: ChatCompletionBody[]
+  /** The Authorization header of each chat request, in the same order. */
+  authorizations: (string | undefined)[]
   /** Queue answers for the next requests. */
   script(...faults: StubFault[]): void
   /** Replace the default responder (the message content for a good completion). */
@@ -49,6 +51,7 @@ export function gradeAllRubrics(grade: number) {
  */
 export async function startLlmStub(): Promise<LlmStub> {
   const requests: ChatCompletionBody[] = []
+  const authorizations: (string | undefined)[] = []
   const queue: StubFault[] = []
   let responder = gradeAllRubrics(7)
   const hanging = new Set<ServerResponse>()
@@ -60,6 +63,7 @@ export async function startLlmStub(): Promise<LlmStub> {
     for await (const chunk of req) chunks.push(chunk as Buffer)
     const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as ChatCompletionBody
     requests.push(body)
+    authorizations.push(req.headers.authorization)
     const fault = queue.shift()
     if (fault?.kind === 'hang') {
       hanging.add(res)
@@ -90,6 +94,7 @@ export async function startLlmStub(): Promise<LlmStub> {
   return {
     baseUrl: `http://127.0.0.1:${port}/v1`,
     requests,
+    authorizations,
     script: (...faults) => void queue.push(...faults),
     respondWith: (next) => void (responder = next),
     close: () =>

@@ -202,3 +202,16 @@ describe('records in D1', () => {
     })
   })
 })
+
+describe('step boundaries', () => {
+  it('treats a rollout id reused right after /complete as a new rollout of the next step, in every instance', async () => {
+    const run = await createRun({ ...BASE_RUBRICS, rubrics_mode: 'per_instance' })
+    const send = (id: string, input: string) => call('POST', '/score', { token: run.token, body: { rollout: rollout(id, { input }), metadata: METADATA } })
+    await send('0', 'What is 2+2?')
+    await send('1', 'What is 3+3?')
+    await call('POST', '/complete', { token: run.token })
+    const [again0, again1] = await Promise.all([send('0', 'What is 2+2?'), send('1', 'What is 3+3?')])
+    expect(again0.json).toMatchObject({ step: 1, duplicate: false })
+    expect(again1.json).toMatchObject({ step: 1, duplicate: false })
+  })
+})

@@ -25,7 +25,9 @@ export function requestModels(env: Env, config: RunConfig) {
   const forRole = (role: AgentRole): RoleModel => {
     const settings = agentSettingsFor(config, role)
     const signature = canonicalJson({ backend: settings.backend, model: settings.model, base_url: settings.base_url ?? null, temperature: settings.temperature, max_tokens: settings.max_tokens, seed: settings.seed ?? null })
-    let adapter = adapters.get(signature)
+    // Every setting the adapter is built from keys it, so runs never share a timeout or an API key.
+    const adapterKey = canonicalJson(settings)
+    let adapter = adapters.get(adapterKey)
     if (!adapter) {
       try {
         adapter = createChatModel(settings, { secrets: env as unknown as Record<string, unknown>, ...(env.AI ? { ai: env.AI } : {}) })
@@ -33,7 +35,7 @@ export function requestModels(env: Env, config: RunConfig) {
         if (error instanceof LlmError) throw new AppError('llm_unavailable', `the ${role} model is not usable: ${error.message}`)
         throw error
       }
-      adapters.set(signature, adapter)
+      adapters.set(adapterKey, adapter)
     }
     const model = instrumentChatModel(adapter, { role, log: calls, roleLimit: pLimit(settings.concurrency), totalLimit })
     return { model, settings, signature: `${adapter.id}|${signature}` }

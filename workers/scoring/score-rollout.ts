@@ -64,19 +64,21 @@ async function settleSync(
 
 async function judge(ctx: ScoreContext, snapshot: RubricSnapshot, request: ScoreRequest): Promise<Judgement> {
   const { settings, model } = ctx.scorer
+  let attempts = 1
   try {
     return await judgeRollout(
       model,
       { rubrics: snapshot.rubrics, rollout: request.rollout, metadata: request.metadata, gradeMax: ctx.run.config.grade_max, locale: ctx.run.config.locale },
-      { maxAttempts: settings.max_attempts, maxDelayMs: Math.min(8_000, settings.timeout_ms) },
+      { maxAttempts: settings.max_attempts, maxDelayMs: Math.min(8_000, settings.timeout_ms), onRetry: () => void attempts++ },
     )
   } catch (error) {
     if (!(error instanceof LlmError)) throw error
-    const invalid = error.kind === 'invalid_reply'
-    throw new AppError('llm_unavailable', `the scoring model failed after ${settings.max_attempts} attempts: ${error.message}`, {
-      status: invalid ? 502 : 503,
-      details: { failure: error.kind, attempts: settings.max_attempts },
-      ...(invalid ? {} : { retryAfterSeconds: error.retryAfterSeconds ?? 5 }),
+    // A refused request (bad key, unknown model) will not heal on retry: no Retry-After for it.
+    const transient = error.kind !== 'invalid_reply' && error.kind !== 'bad_request'
+    throw new AppError('llm_unavailable', `the scoring model failed after ${attempts} attempt${attempts === 1 ? '' : 's'}: ${error.message}`, {
+      status: transient ? 503 : 502,
+      details: { failure: error.kind, attempts },
+      ...(transient ? { retryAfterSeconds: error.retryAfterSeconds ?? 5 } : {}),
     })
   }
 }
