@@ -6,6 +6,7 @@ import type { AppEnv } from './env.ts'
 import { identifyCaller, resolveRun } from './middleware/auth.ts'
 import { renderError } from './middleware/errors.ts'
 import { healthRoutes } from './routes/health.ts'
+import { memoryRoutes } from './routes/memory.ts'
 import { rubricRoutes } from './routes/rubrics.ts'
 import { runAdminRoutes, runInfoRoutes } from './routes/runs.ts'
 import { scoreRoute } from './routes/score.ts'
@@ -22,6 +23,7 @@ const runApi = new Hono<AppEnv>()
   .route('/', scoreRoute)
   .route('/', stepRoutes)
   .route('/', rubricRoutes)
+  .route('/', memoryRoutes)
   .route('/', runInfoRoutes)
 
 /**

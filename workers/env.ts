@@ -18,6 +18,8 @@ export interface Env {
   /** `hashed` (deterministic local embedder) or `workers-ai`. */
   EMBEDDER?: string
   VECTORS?: VectorizeIndex
+  /** Delay of a failed queue job's first retry, in seconds (default 2; doubles per attempt). */
+  QUEUE_RETRY_BASE_S?: string
   /** `local` under `npm start`; anything else is treated as production. */
   DEPLOYMENT?: string
   /** Bearer token for admin routes; a secret. */

@@ -35,7 +35,7 @@ export class MemoryIndex extends DurableObject<Env> {
     for (const entry of entries) {
       const row = storedVectorRow(entry)
       this.sql.exec('INSERT OR REPLACE INTO vectors (id, run_id, instance_id, kind, step, vector) VALUES (?, ?, ?, ?, ?, ?)',
-        row.id, row.run_id, row.instance_id, row.kind, row.step, row.vector)
+        row.id, row.run_id, row.instance_id, row.kind, row.step, row.vector.buffer)
     }
   }
 

@@ -39,7 +39,12 @@ export class MockChatModel implements ChatModel {
 function answerTask(task: AgentTask): unknown {
   switch (task.kind) {
     case 'score':
-      return { grades: task.rubrics.map((rubric) => ({ rubric_id: rubric.id, ...gradeHeuristically(rubric.text, task.rollout, task.grade_max) })) }
+      return {
+        grades: task.rubrics.map((rubric) => ({
+          rubric_id: rubric.id,
+          ...(penalisesGaming(rubric.text) ? gradeGamingGuard(task.rollout.output, task.rubrics, task.grade_max) : gradeHeuristically(rubric.text, task.rollout, task.grade_max)),
+        })),
+      }
     case 'analyze':
       return analyzeHeuristically(task.rollout, task.metadata, task.rubrics, task.score, task.criteria, task.grade_max)
     case 'summarize':
@@ -66,6 +71,12 @@ function gradeHeuristically(rubricText: string, rollout: { id: string; input: st
       ? 0.6 * overlap(reference, output) + 0.2 * rubricHit + 0.2 * lengthAdequacy
       : 0.4 * rubricHit + 0.3 * overlap(promptWords, output) + 0.3 * lengthAdequacy
   return { grade: Math.round(quality * gradeMax), reason: `heuristic overlap ${quality.toFixed(2)}` }
+}
+
+/** A criterion that penalises gaming is met in full by an honest answer and not at all by a gamed one. */
+function gradeGamingGuard(output: string, rubrics: readonly Rubric[], gradeMax: number) {
+  const gamed = GRADER_PATTERNS.some(({ pattern }) => pattern.test(output)) || keywordStuffing(output, rubrics) !== undefined
+  return gamed ? { grade: 0, reason: 'the answer games the grader' } : { grade: gradeMax, reason: 'no attempt to game the grader' }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -110,7 +110,7 @@ describe('steps', () => {
     expect(waited.json.status).toBe('updated')
   })
 
-  it('holds a sync-mode score until the step is completed', async () => {
+  it('holds a sync-mode score until the step is updated, then answers on the newest rubrics', async () => {
     const run = await createRun({ ...BASE_RUBRICS, mode: 'sync' })
     let settled = false
     const pending = call('POST', '/score', { token: run.token, body: { rollout: rollout('sync-1'), metadata: METADATA } }).then((res) => {
@@ -122,8 +122,11 @@ describe('steps', () => {
     await call('POST', '/complete', { token: run.token })
     const res = await pending
     expect(res.status).toBe(200)
-    expect(res.json).toMatchObject({ step: 0, rubric_version: 1 })
     expect(res.json.update_pending).toBeUndefined()
+    const current = await call('GET', '/rubrics', { token: run.token })
+    expect(res.json).toMatchObject({ step: 0, rubric_version: current.json.rubric_version })
+    const currentIds = [...current.json.anchor_rubrics, ...current.json.adaptive_rubrics].map((r: { id: string }) => r.id)
+    expect(res.json.criteria.map((c: { rubric_id: string }) => c.rubric_id)).toEqual(currentIds)
   })
 })
 

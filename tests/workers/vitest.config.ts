@@ -14,7 +14,7 @@ export default defineConfig(async () => {
         wrangler: { configPath: './wrangler.toml' },
         remoteBindings: false,
         miniflare: {
-          bindings: { TEST_MIGRATIONS: migrations, ADMIN_TOKEN: 'test-admin-token', DEPLOYMENT: 'local' },
+          bindings: { TEST_MIGRATIONS: migrations, ADMIN_TOKEN: 'test-admin-token', DEPLOYMENT: 'local', QUEUE_RETRY_BASE_S: '0' },
         },
       }),
     ],
@@ -23,6 +23,7 @@ export default defineConfig(async () => {
       root,
       include: ['tests/workers/**/*.test.ts'],
       setupFiles: ['./tests/workers/apply-migrations.ts'],
+      testTimeout: 60_000,
     },
   }
 })

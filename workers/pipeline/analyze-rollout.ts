@@ -1,6 +1,7 @@
 import { runAnalyzer } from '../../src/agents/analyzer/index.ts'
 import type { Analysis } from '../../src/schemas/agents.ts'
 import { instanceName } from '../../durable-objects/names.ts'
+import type { AnalysisInput } from '../../durable-objects/rubric-instance/index.ts'
 import type { Env } from '../env.ts'
 import { memoryFor } from '../memory/backends.ts'
 import { MemoryStore } from '../memory/store.ts'
@@ -20,7 +21,7 @@ export async function analyzeRollout(env: Env, job: AnalysisJob): Promise<'analy
   if (!config) return 'gone'
   const address = { runId: job.runId, instanceId: job.instanceId }
   const instance = env.RUBRIC_INSTANCE.getByName(instanceName(job.runId, job.instanceId))
-  const input = await instance.analysisInput(address, job.step, job.rolloutId)
+  const input = (await instance.analysisInput(address, job.step, job.rolloutId)) as AnalysisInput | undefined
   if (!input) return 'gone'
   if (input.analysis_status === 'done') return 'already_done'
   const models = requestModels(env, config)

@@ -14,7 +14,7 @@ export const scoreRoute = new Hono<AppEnv>().post('/score', jsonBody(ScoreReques
   const models = requestModels(c.env, run.config)
   let score: ScoreResult | undefined
   try {
-    score = await scoreRollout({ env: c.env, run, scorer: models.forRole('scorer'), requestId }, c.get('body'))
+    score = await scoreRollout({ env: c.env, run, scorer: models.forRole('scorer'), requestId, defer: (work) => c.executionCtx.waitUntil(work) }, c.get('body'))
     return c.json(score)
   } finally {
     c.executionCtx.waitUntil(

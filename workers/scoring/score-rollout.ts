@@ -16,6 +16,8 @@ export interface ScoreContext {
   run: { id: string; config: RunConfig }
   scorer: RoleModel
   requestId: string
+  /** Work to finish after the response (the route passes `executionCtx.waitUntil`). */
+  defer: (work: Promise<unknown>) => void
 }
 
 /**
@@ -42,7 +44,14 @@ export async function scoreRollout(ctx: ScoreContext, request: ScoreRequest): Pr
     cached,
   })
   const result = toResult(ctx, instanceId, entry, { duplicate })
-  if (run.config.mode === 'sync' && !duplicate) return settleSync(ctx, request, result, instance, address)
+  if (duplicate) return result
+  const analysis = env.ANALYSIS_QUEUE.send({ type: 'analysis', runId: run.id, instanceId, step: entry.step, rolloutId: entry.rollout_id })
+  if (run.config.mode === 'sync') {
+    await analysis
+    return settleSync(ctx, request, result, instance, address)
+  }
+  // Async mode: the trainer never waits on the analysis pipeline, not even on the enqueue.
+  ctx.defer(analysis.catch((error) => console.error(`[${requestId}] could not enqueue the analysis of ${entry.rollout_id}`, error)))
   return result
 }
 
