@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { bundledTemplate, placeholdersOf, PROMPT_KEYS } from '../prompts/index.ts'
 import { RubricSeed } from './rubric.ts'
 
 /** Every LLM role in the system; each may have its own model and endpoint. */
@@ -69,9 +70,22 @@ export const RunConfig = z.object({
   max_concurrent_llm_calls: z.number().int().min(1).max(6).default(6),
   /** The longest `/rubric_status/wait` may hold a request. */
   max_wait_s: z.number().int().min(1).max(900).default(300),
+  /** Replacements for bundled prompt templates, keyed `<locale>/<name>` (e.g. `en/scorer.system`); they may use only the bundled template's placeholders. */
+  prompts: z.record(z.string(), z.string().min(1).max(50_000)).default({}),
   /** `open` lets requests without a token use the run; otherwise a run token or the admin token is required. */
   access: z.enum(['token', 'open']).default('token'),
 }).superRefine((config, ctx) => {
+  for (const [key, template] of Object.entries(config.prompts)) {
+    const bundled = bundledTemplate(key)
+    if (bundled === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['prompts', key], message: `no prompt "${key}"; one of ${PROMPT_KEYS.join(', ')}` })
+      continue
+    }
+    const allowed = new Set(placeholdersOf(bundled))
+    const unknown = placeholdersOf(template).filter((name) => !allowed.has(name))
+    if (unknown.length > 0) ctx.addIssue({ code: 'custom', path: ['prompts', key], message: `unknown placeholders ${unknown.map((n) => `{{${n}}}`).join(', ')}; "${key}" offers ${[...allowed].map((n) => `{{${n}}}`).join(', ')}` })
+    if (allowed.has('boundary') && !template.includes('{{boundary}}')) ctx.addIssue({ code: 'custom', path: ['prompts', key], message: `"${key}" must keep the {{boundary}} data markers around untrusted text` })
+  }
   const seeds = [config.anchor_rubrics, config.adaptive_rubrics, ...Object.values(config.instance_rubrics)]
   if (config.anchor_rubrics.length + config.adaptive_rubrics.length === 0 && Object.keys(config.instance_rubrics).length === 0) {
     ctx.addIssue({ code: 'custom', path: ['anchor_rubrics'], message: 'a run needs at least one anchor or adaptive rubric' })

@@ -29,7 +29,7 @@ export async function analyzeRollout(env: Env, job: AnalysisJob): Promise<'analy
   try {
     const analysis = await runAnalyzer(
       analyzer.model,
-      { rollout: input.rollout, metadata: input.metadata, rubrics: input.rubrics, score: input.entry.score, criteria: input.entry.criteria, gradeMax: config.grade_max, locale: config.locale },
+      { rollout: input.rollout, metadata: input.metadata, rubrics: input.rubrics, score: input.entry.score, criteria: input.entry.criteria, gradeMax: config.grade_max, locale: config.locale, prompts: config.prompts },
       { maxAttempts: analyzer.settings.max_attempts },
     )
     const id = await MemoryStore.documentId('analysis', job.runId, job.instanceId, job.step, job.rolloutId)

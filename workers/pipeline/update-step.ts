@@ -66,14 +66,14 @@ async function planUpdate(
     const rubrics = input.snapshot.rubrics
     const summarizer = models.forRole('summarizer')
     const { summary, chunks } = await summarizeStep(summarizer.model, records, config.chunk_size, {
-      rubrics, step: job.step, locale: config.locale, retry: { maxAttempts: summarizer.settings.max_attempts },
+      rubrics, step: job.step, locale: config.locale, prompts: config.prompts, retry: { maxAttempts: summarizer.settings.max_attempts },
       concurrency: Math.min(summarizer.settings.concurrency, config.max_concurrent_llm_calls), metaModel: models.forRole('meta_summarizer').model,
     })
     await memory.put(await summaryDocuments(job, summary, chunks))
     if (job.step % config.rubric_update_frequency !== 0) return noChange('summary only: not an update step', consumed, counts)
 
     const queryGenerator = models.forRole('query_generator')
-    const queries = await runQueryGenerator(queryGenerator.model, { summary, rubrics, maxQueries: config.max_queries, locale: config.locale }, { maxAttempts: queryGenerator.settings.max_attempts })
+    const queries = await runQueryGenerator(queryGenerator.model, { summary, rubrics, maxQueries: config.max_queries, locale: config.locale, prompts: config.prompts }, { maxAttempts: queryGenerator.settings.max_attempts })
     const instanceScope = config.rubrics_mode === 'per_instance' ? job.instanceId : undefined
     const retrieved = await retrieveMemories({
       static: await memory.recentSummaries(job.runId, instanceScope, job.step - 1, config.static_memory_steps),
@@ -90,6 +90,7 @@ async function planUpdate(
       stage: trainingStage(latest?.current_step ?? job.step, latest?.total_steps ?? Math.max(1, job.step + 1)),
       ...(latest?.high_level_goal ? { goal: latest.high_level_goal } : {}),
       locale: config.locale,
+      prompts: config.prompts,
     }, { maxAttempts: updater.settings.max_attempts })
     const applied = applyRubricUpdate(rubrics, update, { version: input.snapshot.version + 1, createdAt: new Date().toISOString() })
     const changed = applied.accepted && Object.values(applied.diff).some((ids) => ids.length > 0)

@@ -31,7 +31,7 @@ export async function scoreRollout(ctx: ScoreContext, request: ScoreRequest): Pr
   const instanceId = await resolveInstanceId(run.config, request)
   const address = { runId: run.id, instanceId }
   const instance = env.RUBRIC_INSTANCE.getByName(instanceName(run.id, instanceId))
-  const key = await judgementKey(ctx.scorer.signature, run.config.locale, run.config.grade_max, request.rollout, request.metadata)
+  const key = await judgementKey(ctx.scorer.signature, run.config.locale, run.config.grade_max, request.rollout, request.metadata, run.config.prompts)
 
   const prepared: Preparation = await instance.prepare(address, request.rollout.id, key)
   if (prepared.kind === 'recorded') return toResult(ctx, instanceId, prepared.entry, { duplicate: true })
@@ -77,7 +77,7 @@ async function judge(ctx: ScoreContext, snapshot: RubricSnapshot, request: Score
   try {
     return await judgeRollout(
       model,
-      { rubrics: snapshot.rubrics, rollout: request.rollout, metadata: request.metadata, gradeMax: ctx.run.config.grade_max, locale: ctx.run.config.locale },
+      { rubrics: snapshot.rubrics, rollout: request.rollout, metadata: request.metadata, gradeMax: ctx.run.config.grade_max, locale: ctx.run.config.locale, prompts: ctx.run.config.prompts },
       { maxAttempts: settings.max_attempts, maxDelayMs: Math.min(8_000, settings.timeout_ms), onRetry: () => void attempts++ },
     )
   } catch (error) {

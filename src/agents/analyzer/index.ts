@@ -1,6 +1,6 @@
 import type { RetryPolicy } from '../../llm/retry.ts'
 import type { ChatModel, ChatRequest } from '../../llm/types.ts'
-import { renderPrompt, type Locale } from '../../prompts/index.ts'
+import { renderPrompt, type Locale, type PromptOverrides } from '../../prompts/index.ts'
 import { Analysis, trainingStage } from '../../schemas/agents.ts'
 import type { Rollout, TrainingMetadata } from '../../schemas/rollout.ts'
 import type { Rubric } from '../../schemas/rubric.ts'
@@ -8,6 +8,8 @@ import type { CriterionGrade } from '../../schemas/score.ts'
 import { dataBoundary, formatScore, orNone, parseReplyAs, rubricLines, runAgent, stageLabel } from '../run-agent.ts'
 
 export interface AnalyzerInput {
+  /** The run's prompt overrides, keyed `<locale>/<name>` (see RunConfig.prompts). */
+  prompts?: PromptOverrides
   rollout: Rollout
   metadata: TrainingMetadata
   /** The rubric snapshot the rollout was scored against: anchors and adaptive rubrics. */
@@ -44,11 +46,11 @@ export async function buildAnalyzerRequest(input: AnalyzerInput): Promise<ChatRe
     input: rollout.input,
     reference: rollout.supplemental_context ?? '',
     output: rollout.output,
-  })
+  }, input.prompts)
   return {
     role: 'analyzer',
     messages: [
-      { role: 'system', content: renderPrompt(locale, 'analyzer.system', {}) },
+      { role: 'system', content: renderPrompt(locale, 'analyzer.system', {}, input.prompts) },
       { role: 'user', content: user },
     ],
     task: { kind: 'analyze', rollout, metadata, rubrics, score, criteria, grade_max: gradeMax },

@@ -1,13 +1,15 @@
 import pLimit from 'p-limit'
 import type { RetryPolicy } from '../../llm/retry.ts'
 import type { ChatModel, ChatRequest } from '../../llm/types.ts'
-import { renderPrompt, type Locale } from '../../prompts/index.ts'
+import { renderPrompt, type Locale, type PromptOverrides } from '../../prompts/index.ts'
 import { BatchSummaryReply, type AnalysisRecord, type BatchSummary, type ScoreStats } from '../../schemas/agents.ts'
 import type { Rubric } from '../../schemas/rubric.ts'
 import { dataBoundary, parseReplyAs, rubricLines, runAgent } from '../run-agent.ts'
 import { runSummarizer, statsValues, withStats } from '../summarizer/index.ts'
 
 export interface MetaSummarizerInput {
+  /** The run's prompt overrides, keyed `<locale>/<name>` (see RunConfig.prompts). */
+  prompts?: PromptOverrides
   /** The chunk summaries of one step, in chunk order. */
   summaries: BatchSummary[]
   rubrics: Rubric[]
@@ -50,11 +52,11 @@ export async function buildMetaSummarizerRequest(input: MetaSummarizerInput): Pr
     ...statsValues(mergeStats(summaries.map((summary) => summary.stats))),
     boundary,
     summaries: lines,
-  })
+  }, input.prompts)
   return {
     role: 'meta_summarizer',
     messages: [
-      { role: 'system', content: renderPrompt(locale, 'meta-summarizer.system', {}) },
+      { role: 'system', content: renderPrompt(locale, 'meta-summarizer.system', {}, input.prompts) },
       { role: 'user', content: user },
     ],
     task: { kind: 'meta_summarize', step, rubrics, summaries },
@@ -82,6 +84,7 @@ export async function runMetaSummarizer(model: ChatModel, input: MetaSummarizerI
 
 export interface SummarizeStepOptions {
   rubrics: Rubric[]
+  prompts?: PromptOverrides
   step: number
   locale: Locale
   retry?: Partial<RetryPolicy>
@@ -108,9 +111,9 @@ export interface StepSummary {
 export async function summarizeStep(model: ChatModel, analyses: readonly AnalysisRecord[], chunkSize: number, options: SummarizeStepOptions): Promise<StepSummary> {
   if (analyses.length === 0) throw new RangeError('summarizeStep needs at least one analysis')
   if (!Number.isInteger(chunkSize) || chunkSize < 1) throw new RangeError(`chunk size ${chunkSize} is not a positive integer`)
-  const { rubrics, step, locale, retry = {}, concurrency = 4, metaModel = model } = options
+  const { rubrics, step, locale, prompts, retry = {}, concurrency = 4, metaModel = model } = options
   const limit = pLimit(Math.max(1, concurrency))
-  const summarize = (part: AnalysisRecord[]) => limit(() => runSummarizer(model, { analyses: part, rubrics, step, locale }, retry))
+  const summarize = (part: AnalysisRecord[]) => limit(() => runSummarizer(model, { analyses: part, rubrics, step, locale, ...(prompts ? { prompts } : {}) }, retry))
   if (analyses.length <= chunkSize) return { summary: await summarize([...analyses]), chunks: [] }
 
   const chunks = await Promise.all(chunksOf([...analyses], chunkSize).map(summarize))
@@ -120,7 +123,7 @@ export async function summarizeStep(model: ChatModel, analyses: readonly Analysi
   while (level.length > 1) {
     level = await Promise.all(
       chunksOf(level, fanIn).map((group) =>
-        group.length === 1 ? Promise.resolve(group[0]!) : limit(() => runMetaSummarizer(metaModel, { summaries: group, rubrics, step, locale, rolloutIds }, retry)),
+        group.length === 1 ? Promise.resolve(group[0]!) : limit(() => runMetaSummarizer(metaModel, { summaries: group, rubrics, step, locale, rolloutIds, ...(prompts ? { prompts } : {}) }, retry)),
       ),
     )
   }

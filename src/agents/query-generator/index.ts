@@ -1,12 +1,14 @@
 import type { RetryPolicy } from '../../llm/retry.ts'
 import { LlmError, type ChatModel, type ChatRequest } from '../../llm/types.ts'
-import { renderPrompt, type Locale } from '../../prompts/index.ts'
+import { renderPrompt, type Locale, type PromptOverrides } from '../../prompts/index.ts'
 import { QueryList, type BatchSummary } from '../../schemas/agents.ts'
 import type { Rubric } from '../../schemas/rubric.ts'
 import { dataBoundary, formatScore, parseReplyAs, rubricLines, runAgent } from '../run-agent.ts'
 import { summaryForPrompt } from '../summarizer/index.ts'
 
 export interface QueryGeneratorInput {
+  /** The run's prompt overrides, keyed `<locale>/<name>` (see RunConfig.prompts). */
+  prompts?: PromptOverrides
   summary: BatchSummary
   rubrics: Rubric[]
   /** The most queries to keep; the model is asked for as many as the summary calls for, up to this. */
@@ -31,11 +33,11 @@ export async function buildQueryGeneratorRequest(input: QueryGeneratorInput): Pr
     max_queries: maxQueries,
     boundary,
     summary: written,
-  })
+  }, input.prompts)
   return {
     role: 'query_generator',
     messages: [
-      { role: 'system', content: renderPrompt(locale, 'query-generator.system', {}) },
+      { role: 'system', content: renderPrompt(locale, 'query-generator.system', {}, input.prompts) },
       { role: 'user', content: user },
     ],
     task: { kind: 'generate_queries', summary, rubrics, max_queries: maxQueries },

@@ -2,7 +2,7 @@ import { z } from 'zod'
 import { canonicalJson, sha256Hex } from '../../hash/index.ts'
 import type { RetryPolicy } from '../../llm/retry.ts'
 import { LlmError, type ChatModel, type ChatRequest } from '../../llm/types.ts'
-import { promptTemplate, renderPrompt, type Locale } from '../../prompts/index.ts'
+import { promptTemplate, renderPrompt, type Locale, type PromptOverrides } from '../../prompts/index.ts'
 import type { Rollout, TrainingMetadata } from '../../schemas/rollout.ts'
 import type { Rubric } from '../../schemas/rubric.ts'
 import type { CriterionGrade } from '../../schemas/score.ts'
@@ -12,6 +12,8 @@ import { dataBoundary, parseLenientJson, runAgent } from '../run-agent.ts'
 export { parseLenientJson }
 
 export interface ScorerInput {
+  /** The run's prompt overrides, keyed `<locale>/<name>` (see RunConfig.prompts). */
+  prompts?: PromptOverrides
   rubrics: Rubric[]
   rollout: Rollout
   metadata: TrainingMetadata
@@ -37,7 +39,7 @@ const ScorerReply = z.object({
 export async function buildScorerRequest(input: ScorerInput): Promise<ChatRequest> {
   const { rubrics, rollout, metadata, gradeMax, locale } = input
   const boundary = await dataBoundary(rollout.input, rollout.output, rollout.supplemental_context ?? '')
-  const system = renderPrompt(locale, 'scorer.system', { grade_max: gradeMax, boundary })
+  const system = renderPrompt(locale, 'scorer.system', { grade_max: gradeMax, boundary }, input.prompts)
   const user = renderPrompt(locale, 'scorer.user', {
     boundary,
     rubrics: rubrics.map((rubric) => `- ${rubric.id} (weight ${rubric.weight}): ${rubric.text}`).join('\n'),
@@ -48,7 +50,7 @@ export async function buildScorerRequest(input: ScorerInput): Promise<ChatReques
     input: rollout.input,
     reference: rollout.supplemental_context ?? '',
     output: rollout.output,
-  })
+  }, input.prompts)
   return {
     role: 'scorer',
     messages: [
@@ -100,11 +102,11 @@ export async function judgeRollout(model: ChatModel, input: ScorerInput, retry: 
  * the same model, prompt templates, scale and rollout content always map to the same key.
  * @example const key = await judgementKey(model.id, 'en', 10, rollout, metadata)
  */
-export async function judgementKey(modelId: string, locale: Locale, gradeMax: number, rollout: Rollout, metadata: TrainingMetadata): Promise<string> {
+export async function judgementKey(modelId: string, locale: Locale, gradeMax: number, rollout: Rollout, metadata: TrainingMetadata, prompts: PromptOverrides = {}): Promise<string> {
   return sha256Hex(
     canonicalJson({
       model: modelId,
-      prompts: [promptTemplate(locale, 'scorer.system'), promptTemplate(locale, 'scorer.user')],
+      prompts: [prompts[`${locale}/scorer.system`] ?? promptTemplate(locale, 'scorer.system'), prompts[`${locale}/scorer.user`] ?? promptTemplate(locale, 'scorer.user')],
       grade_max: gradeMax,
       rollout: { input: rollout.input, output: rollout.output, supplemental_context: rollout.supplemental_context ?? '' },
       metadata,

@@ -1,11 +1,13 @@
 import type { RetryPolicy } from '../../llm/retry.ts'
 import type { ChatModel, ChatRequest } from '../../llm/types.ts'
-import { renderPrompt, type Locale } from '../../prompts/index.ts'
+import { renderPrompt, type Locale, type PromptOverrides } from '../../prompts/index.ts'
 import { BatchSummaryReply, type AnalysisRecord, type BatchSummary, type ScoreStats } from '../../schemas/agents.ts'
 import type { Rubric } from '../../schemas/rubric.ts'
 import { dataBoundary, formatScore, parseReplyAs, rubricLines, runAgent } from '../run-agent.ts'
 
 export interface SummarizerInput {
+  /** The run's prompt overrides, keyed `<locale>/<name>` (see RunConfig.prompts). */
+  prompts?: PromptOverrides
   /** The analyses of one step (or one chunk of it), each with its rollout id and score. */
   analyses: AnalysisRecord[]
   rubrics: Rubric[]
@@ -45,11 +47,11 @@ export async function buildSummarizerRequest(input: SummarizerInput): Promise<Ch
     ...statsValues(stats),
     boundary,
     analyses: lines,
-  })
+  }, input.prompts)
   return {
     role: 'summarizer',
     messages: [
-      { role: 'system', content: renderPrompt(locale, 'summarizer.system', {}) },
+      { role: 'system', content: renderPrompt(locale, 'summarizer.system', {}, input.prompts) },
       { role: 'user', content: user },
     ],
     task: { kind: 'summarize', step, rubrics, analyses },

@@ -1,6 +1,6 @@
 import type { RetryPolicy } from '../../llm/retry.ts'
 import type { ChatModel, ChatRequest } from '../../llm/types.ts'
-import { renderPrompt, type Locale } from '../../prompts/index.ts'
+import { renderPrompt, type Locale, type PromptOverrides } from '../../prompts/index.ts'
 import { RubricUpdate, type BatchSummary, type TrainingStage } from '../../schemas/agents.ts'
 import type { Rubric } from '../../schemas/rubric.ts'
 import { dataBoundary, orNone, parseReplyAs, rubricLines, runAgent, stageLabel } from '../run-agent.ts'
@@ -10,6 +10,8 @@ export { applyRubricUpdate, MAX_ADAPTIVE_RUBRICS, MAX_RUBRIC_WEIGHT, MIN_RUBRIC_
 export type { AppliedRubricUpdate, RubricDiff } from './apply.ts'
 
 export interface UpdaterInput {
+  /** The run's prompt overrides, keyed `<locale>/<name>` (see RunConfig.prompts). */
+  prompts?: PromptOverrides
   /** The instance's rubrics in force: anchors and the current adaptive set. */
   rubrics: Rubric[]
   summary: BatchSummary
@@ -41,11 +43,11 @@ export async function buildUpdaterRequest(input: UpdaterInput): Promise<ChatRequ
     boundary,
     summary: written,
     memories: orNone(locale, memories),
-  })
+  }, input.prompts)
   return {
     role: 'updater',
     messages: [
-      { role: 'system', content: renderPrompt(locale, 'updater.system', {}) },
+      { role: 'system', content: renderPrompt(locale, 'updater.system', {}, input.prompts) },
       { role: 'user', content: user },
     ],
     task: { kind: 'update_rubrics', rubrics, summary, memories, step, stage },
