@@ -4,6 +4,7 @@ import { createChatModel, instrumentChatModel, LlmError, OpenAIChatModel, parseR
 import { AgentSettings } from '../../src/schemas/run-config.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'
 import { gradeAllRubrics, startLlmStub, type LlmStub } from '../support/llm-stub.ts'
+import { failureOf } from '../support/failure.ts'
 
 const RUBRICS: Rubric[] = [
   { id: 'a1', text: 'Correct.', weight: 2, is_anchor: true, version: 1, created_at: '2026-01-01T00:00:00.000Z', metadata: {} },
@@ -31,14 +32,6 @@ beforeEach(() => {
 const model = (overrides: Partial<{ timeoutMs: number; seed: number }> = {}) =>
   new OpenAIChatModel({ baseURL: stub.baseUrl, apiKey: 'k', model: 'stub-model', temperature: 0, maxTokens: 256, timeoutMs: 2_000, ...overrides })
 
-async function failureOf(promise: Promise<unknown>): Promise<LlmError> {
-  try {
-    await promise
-  } catch (error) {
-    return error as LlmError
-  }
-  throw new Error('expected a failure')
-}
 
 describe('OpenAIChatModel against an OpenAI-compatible stub', () => {
   it('sends the model, temperature, seed and a JSON response format, and reads content and usage', async () => {

@@ -3,17 +3,10 @@ import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { LlmError, withRetry } from '../../src/llm/index.ts'
 import { dotProduct, HashedNgramEmbedder, OpenAIEmbedder, WorkersAiEmbedder } from '../../src/memory/index.ts'
+import { failureOf } from '../support/failure.ts'
 
 const norm = (vector: Float32Array) => Math.sqrt(dotProduct(vector, vector))
 
-async function failureOf(promise: Promise<unknown>): Promise<LlmError> {
-  try {
-    await promise
-  } catch (error) {
-    return error as LlmError
-  }
-  throw new Error('expected a failure')
-}
 
 describe('HashedNgramEmbedder', () => {
   const embedder = new HashedNgramEmbedder()
