@@ -1,0 +1,64 @@
+/**
+ * `reward-harness`: the offline CLI. Each command lives in its own module (`commands/<name>.ts`,
+ * exporting `register(program, cli)`, see CliCommandModule) and is listed once in COMMANDS below;
+ * only the module a command line asks for is loaded. Run it as `npx reward-harness …` (offline/cli/bin.js)
+ * or `npx tsx offline/cli/index.ts …`.
+ */
+import { realpathSync } from 'node:fs'
+import { pathToFileURL } from 'node:url'
+import packageJson from '../../package.json'
+import { type CliCommandModule, type CliIo, EXIT_FAILURE, processIo, runCli } from './program.ts'
+
+/** Every command: one line each, `name: () => import('./commands/<name>.ts')`, in the order help lists them. */
+const COMMANDS = {
+  datasets: () => import('./commands/datasets.ts'),
+} satisfies Record<string, () => Promise<CliCommandModule>>
+
+/**
+ * The command modules a command line needs: the one it names, or all of them (for help, or an unknown command).
+ * @example (await loadCommands(['datasets', 'validate', 'x.json'])).length // 1
+ */
+export async function loadCommands(argv: readonly string[] = []): Promise<CliCommandModule[]> {
+  const requested = argv.find((arg) => Object.hasOwn(COMMANDS, arg)) as keyof typeof COMMANDS | undefined
+  const loaders = requested ? [COMMANDS[requested]] : Object.values(COMMANDS)
+  return Promise.all(loaders.map((load) => load()))
+}
+
+/** The version `--version` prints. */
+export const VERSION: string = packageJson.version
+
+/**
+ * Runs the CLI on `argv` (the arguments after the program name) and returns the exit code:
+ * 0 ok, 2 bad input, 1 other failures.
+ * @example process.exitCode = await main(['datasets', 'validate', 'examples/demo.json', '--json'])
+ */
+export async function main(argv: readonly string[] = process.argv.slice(2), io: CliIo = processIo): Promise<number> {
+  let modules: CliCommandModule[]
+  try {
+    modules = await loadCommands(argv)
+  } catch (error) {
+    io.err(`error: cannot load the command: ${error instanceof Error ? error.message : String(error)}\n`)
+    return EXIT_FAILURE
+  }
+  return runCli(argv, modules, io, VERSION)
+}
+
+/**
+ * True when `moduleUrl` is the script node was started with.
+ * @example if (isEntryPoint(import.meta.url)) process.exitCode = await main()
+ */
+export function isEntryPoint(moduleUrl: string): boolean {
+  const script = process.argv[1]
+  if (!script) return false
+  try {
+    return pathToFileURL(realpathSync(script)).href === moduleUrl
+  } catch {
+    return false
+  }
+}
+
+if (isEntryPoint(import.meta.url)) {
+  void main().then((code) => {
+    process.exitCode = code
+  })
+}

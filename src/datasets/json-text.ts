@@ -1,0 +1,197 @@
+/**
+ * JSON and JSON Lines from text, with syntax errors that say where they are. `JSON.parse` does the
+ * work; on failure a small scanner finds the offending line and column (engines word and place their
+ * own messages differently, and some give no position at all).
+ */
+import { DatasetError, type DatasetIssue } from './errors.ts'
+
+export type DatasetFormat = 'json' | 'jsonl'
+
+/** A parsed document: one JSON value, or one value per non-blank line with its 1-based line number. */
+export type JsonDocument = { format: 'json'; value: unknown } | { format: 'jsonl'; records: { line: number; value: unknown }[] }
+
+/**
+ * Parses `text` as JSON or JSONL. Without `format`, a text that is one JSON value is JSON, and a text
+ * whose first non-blank line is a JSON object on its own is JSONL. Throws a DatasetError naming the line.
+ * @example readJsonDocument('{"a":1}\n{"a":2}\n') // { format: 'jsonl', records: [{ line: 1, value: { a: 1 } }, { line: 2, value: { a: 2 } }] }
+ */
+export function readJsonDocument(text: string, format?: DatasetFormat, name?: string): JsonDocument {
+  const body = text.startsWith('\uFEFF') ? text.slice(1) : text
+  if (body.trim() === '') throw new DatasetError([{ place: '', reason: 'the file is empty' }], name)
+  if (format === 'jsonl') return readJsonLines(body, name)
+  if (format === 'json') return { format: 'json', value: parseJsonOrThrow(body, name) }
+  try {
+    return { format: 'json', value: JSON.parse(body) as unknown }
+  } catch {
+    if (firstLineIsObject(body)) return readJsonLines(body, name)
+    return { format: 'json', value: parseJsonOrThrow(body, name) }
+  }
+}
+
+function readJsonLines(body: string, name?: string): JsonDocument {
+  const records: { line: number; value: unknown }[] = []
+  const issues: DatasetIssue[] = []
+  body.split('\n').forEach((raw, index) => {
+    const line = raw.trim()
+    if (line === '') return
+    try {
+      records.push({ line: index + 1, value: JSON.parse(line) as unknown })
+    } catch {
+      const fault = locateJsonError(line)
+      issues.push({ place: `line ${index + 1}`, reason: `not valid JSON: ${fault.reason} at column ${fault.column + (raw.length - raw.trimStart().length)}` })
+    }
+  })
+  if (issues.length > 0) throw new DatasetError(issues, name)
+  return { format: 'jsonl', records }
+}
+
+function parseJsonOrThrow(body: string, name?: string): unknown {
+  try {
+    return JSON.parse(body) as unknown
+  } catch {
+    const fault = locateJsonError(body)
+    throw new DatasetError([{ place: `line ${fault.line}`, reason: `not valid JSON: ${fault.reason} at column ${fault.column}` }], name)
+  }
+}
+
+function firstLineIsObject(body: string): boolean {
+  const first = body.split('\n').find((line) => line.trim() !== '')?.trim() ?? ''
+  if (!first.startsWith('{')) return false
+  try {
+    const value: unknown = JSON.parse(first)
+    return typeof value === 'object' && value !== null && !Array.isArray(value)
+  } catch {
+    return false
+  }
+}
+
+/** Where and why a JSON text is invalid: 1-based line and column of the first offending character. */
+export interface JsonFault {
+  line: number
+  column: number
+  reason: string
+}
+
+class JsonSyntaxFault extends Error {
+  constructor(
+    readonly offset: number,
+    readonly reason: string,
+  ) {
+    super(reason)
+  }
+}
+
+const NUMBER = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y
+const WHITESPACE = /[ \t\n\r]*/y
+
+/**
+ * The first syntax error in a JSON text (call it only once `JSON.parse` has failed).
+ * @example locateJsonError('{"a": 1,\n "b" 2}') // { line: 2, column: 6, reason: "expected ':' after a property name, found '2'" }
+ */
+export function locateJsonError(text: string): JsonFault {
+  let at = 0
+  const found = (): string => (at >= text.length ? 'the end of the text' : `'${text[at]}'`)
+  const fail = (reason: string): never => {
+    throw new JsonSyntaxFault(at, reason)
+  }
+  const skipWhitespace = (): void => {
+    WHITESPACE.lastIndex = at
+    WHITESPACE.exec(text)
+    at = WHITESPACE.lastIndex
+  }
+  const string = (): void => {
+    at++ // opening quote
+    for (;;) {
+      if (at >= text.length) fail('unterminated string')
+      const char = text.charCodeAt(at)
+      if (char === 0x22) {
+        at++
+        return
+      }
+      if (char < 0x20) fail('unescaped control character in a string')
+      if (char === 0x5c) {
+        const escape = text[at + 1]
+        if (escape === undefined) fail('unterminated string')
+        else if (escape === 'u') {
+          if (!/^[0-9a-fA-F]{4}$/.test(text.slice(at + 2, at + 6))) fail('bad \\u escape in a string')
+          at += 6
+        } else if ('"\\/bfnrt'.includes(escape)) at += 2
+        else fail(`bad escape '\\${escape}' in a string`)
+      } else at++
+    }
+  }
+  const value = (): void => {
+    skipWhitespace()
+    const char = text[at]
+    if (char === '{') return object()
+    if (char === '[') return array()
+    if (char === '"') return string()
+    for (const literal of ['true', 'false', 'null']) {
+      if (text.startsWith(literal, at)) {
+        at += literal.length
+        return
+      }
+    }
+    NUMBER.lastIndex = at
+    if (NUMBER.exec(text)) {
+      at = NUMBER.lastIndex
+      return
+    }
+    fail(at >= text.length ? 'unexpected end of the text, expected a value' : `unexpected ${found()}, expected a value`)
+  }
+  const object = (): void => {
+    at++
+    skipWhitespace()
+    if (text[at] === '}') {
+      at++
+      return
+    }
+    for (;;) {
+      skipWhitespace()
+      if (text[at] !== '"') fail(`expected a property name in double quotes, found ${found()}`)
+      string()
+      skipWhitespace()
+      if (text[at] !== ':') fail(`expected ':' after a property name, found ${found()}`)
+      at++
+      value()
+      skipWhitespace()
+      if (text[at] === ',') at++
+      else if (text[at] === '}') {
+        at++
+        return
+      } else fail(`expected ',' or '}' after a property value, found ${found()}`)
+    }
+  }
+  const array = (): void => {
+    at++
+    skipWhitespace()
+    if (text[at] === ']') {
+      at++
+      return
+    }
+    for (;;) {
+      value()
+      skipWhitespace()
+      if (text[at] === ',') at++
+      else if (text[at] === ']') {
+        at++
+        return
+      } else fail(`expected ',' or ']' after an array element, found ${found()}`)
+    }
+  }
+
+  let offset = text.length
+  let reason = 'not valid JSON'
+  try {
+    value()
+    skipWhitespace()
+    if (at < text.length) fail(`unexpected ${found()} after the JSON value`)
+  } catch (error) {
+    if (!(error instanceof JsonSyntaxFault)) throw error
+    offset = error.offset
+    reason = error.reason
+  }
+  const before = text.slice(0, offset)
+  const line = before.split('\n').length
+  return { line, column: offset - (before.lastIndexOf('\n') + 1) + 1, reason }
+}
