@@ -2,6 +2,7 @@ import { trainingStage, type Analysis, type AnalysisRecord, type BatchSummary, t
 import type { Rollout, TrainingMetadata } from '../schemas/rollout.ts'
 import type { Rubric } from '../schemas/rubric.ts'
 import type { CriterionGrade } from '../schemas/score.ts'
+import { answerSearchInitialize, answerSearchJudge, answerSearchPropose, answerSearchVerify } from './mock-search.ts'
 import type { AgentTask, ChatModel, ChatRequest, ChatResponse } from './types.ts'
 
 const STOP_WORDS = new Set(
@@ -55,6 +56,15 @@ function answerTask(task: AgentTask): unknown {
       return queriesHeuristically(task.summary, task.max_queries)
     case 'update_rubrics':
       return updateHeuristically(task.rubrics, task.summary, task.memories, task.stage)
+    // Offline rubric search roles: see mock-search.ts.
+    case 'search_initialize':
+      return answerSearchInitialize(task)
+    case 'search_propose':
+      return answerSearchPropose(task)
+    case 'search_verify':
+      return answerSearchVerify(task)
+    case 'search_judge':
+      return answerSearchJudge(task)
   }
 }
 

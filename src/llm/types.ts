@@ -3,6 +3,7 @@ import type { AgentRole } from '../schemas/run-config.ts'
 import type { Rollout, TrainingMetadata } from '../schemas/rollout.ts'
 import type { Rubric } from '../schemas/rubric.ts'
 import type { CriterionGrade } from '../schemas/score.ts'
+import type { Criterion, MutationMode } from '../search/types.ts'
 
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant'
@@ -25,6 +26,15 @@ export type AgentTask =
   | { kind: 'generate_queries'; summary: BatchSummary; rubrics: Rubric[]; max_queries: number }
   /** Updater: the next adaptive rubric set. `memories` is the already formatted memory block. */
   | { kind: 'update_rubrics'; rubrics: Rubric[]; summary: BatchSummary; memories: string; step: number; stage: TrainingStage }
+  // Offline rubric search (src/search/roles). Candidates appear as texts only: never ids, sources or labels.
+  /** Search initializer: a first rubric for one prompt, from up to 4 unlabelled sample answers. */
+  | { kind: 'search_initialize'; prompt: string; samples: string[]; grade_max: number; seed: number }
+  /** Search proposer: `criteria` mutated in `mode`; `top` is the answer the current rubric ranks higher (not ground truth). */
+  | { kind: 'search_propose'; prompt: string; criteria: Criterion[]; mode: MutationMode; top: string; runner_up: string; seed: number }
+  /** Search verifier: integer grades 0..grade_max (null = N/A when allowed) of one extracted answer; `noise` is read by the mock only. */
+  | { kind: 'search_verify'; prompt: string; answer: string; criteria: Criterion[]; grade_max: number; allow_na: boolean; vote: number; seed: number; noise: number }
+  /** Search judge: which of two answers is better, in the order shown (`first` is "A"). */
+  | { kind: 'search_judge'; prompt: string; first: string; second: string }
 
 export interface ChatRequest {
   role: AgentRole

@@ -1,0 +1,139 @@
+/**
+ * Content extraction for the verifier (autosr §3.5): what part of the prompt and of a candidate the
+ * verifier grades. Pure functions; the judge, proposer and initializer see the raw texts.
+ *
+ * - Prompt: `identity` (default); `tag` (`<tag>…</tag>` segments, `xml` is an alias of `tag`);
+ *   `regex` (all matches of a dot-all pattern, group 1 when the pattern has groups). Segments are
+ *   trimmed, empty ones dropped, the rest joined by `join` (default a blank line); no match → the
+ *   original text.
+ * - Candidate: `answer` (default: the `<answer>` segments, else the text without `<think>` blocks,
+ *   else the original) or `identity`.
+ */
+import { z } from 'zod'
+
+const DEFAULT_JOIN = '\n\n'
+const TAG_NAME = /^[A-Za-z][\w.-]{0,63}$/
+
+export const PromptExtraction = z.preprocess(
+  (value) => (isRecord(value) && value.kind === 'xml' ? { ...value, kind: 'tag' } : value),
+  z.discriminatedUnion('kind', [
+    z.object({ kind: z.literal('identity') }),
+    z.object({
+      kind: z.literal('tag'),
+      tag: z.string().regex(TAG_NAME, 'a tag name: a letter, then letters, digits, _ . -').default('content'),
+      join: z.string().default(DEFAULT_JOIN),
+    }),
+    z.object({
+      kind: z.literal('regex'),
+      pattern: z.string().min(1).refine(isValidPattern, 'not a valid regular expression'),
+      join: z.string().default(DEFAULT_JOIN),
+    }),
+  ]),
+)
+export type PromptExtraction = z.output<typeof PromptExtraction>
+
+export const CandidateExtraction = z.object({ kind: z.enum(['answer', 'identity']) })
+export type CandidateExtraction = z.output<typeof CandidateExtraction>
+
+/** Both extractors; the default grades the whole prompt and a candidate's answer part. */
+export const ContentExtraction = z.object({
+  prompt: PromptExtraction.default({ kind: 'identity' }),
+  candidate: CandidateExtraction.default({ kind: 'answer' }),
+})
+export type ContentExtraction = z.output<typeof ContentExtraction>
+export type ContentExtractionInput = z.input<typeof ContentExtraction>
+
+/** The default extraction: the prompt as is, a candidate's `<answer>` part (else without `<think>`). */
+export const DEFAULT_EXTRACTION: ContentExtraction = { prompt: { kind: 'identity' }, candidate: { kind: 'answer' } }
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+function isValidPattern(pattern: string): boolean {
+  try {
+    new RegExp(pattern, 's')
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * The trimmed, non-empty `<tag>…</tag>` segments of `text` (case-insensitive, across lines, non-greedy), joined;
+ * the original text when there are none.
+ * @example extractTag('a <content> x </content> b <CONTENT>y</CONTENT>', 'content', ' | ') // 'x | y'
+ */
+export function extractTag(text: string, tag = 'content', join = DEFAULT_JOIN): string {
+  if (!TAG_NAME.test(tag)) throw new RangeError(`extractTag: "${tag}" is not a tag name`)
+  const name = tag.replace(/[.]/g, '\\.')
+  const segments = [...text.matchAll(new RegExp(`<${name}(?:\\s[^>]*)?>([\\s\\S]*?)</${name}\\s*>`, 'gi'))].map((match) => match[1]!)
+  return joined(segments, join) ?? text
+}
+
+/**
+ * Every match of `pattern` (compiled dot-all; group 1 when the pattern has a group), trimmed, non-empty, joined;
+ * the original text when nothing matches.
+ * @example extractRegex('Q: one\nQ: two', 'Q: (\\w+)', ',') // 'one,two'
+ */
+export function extractRegex(text: string, pattern: string, join = DEFAULT_JOIN): string {
+  const regex = new RegExp(pattern, 'gs')
+  const segments: string[] = []
+  for (const match of text.matchAll(regex)) {
+    segments.push(match.length > 1 ? (match[1] ?? '') : match[0])
+    if (match[0] === '') regex.lastIndex++
+  }
+  return joined(segments, join) ?? text
+}
+
+/**
+ * A candidate's answer: its `<answer>` segments joined by a blank line; else the text without `<think>…</think>`
+ * blocks (and without everything up to a stray `</think>` whose opening tag was in the chat template), trimmed;
+ * the original text when that leaves nothing.
+ * @example extractAnswer('<think>hmm</think> The answer is 4.') // 'The answer is 4.'
+ */
+export function extractAnswer(text: string): string {
+  const answers = joined([...text.matchAll(/<answer(?:\s[^>]*)?>([\s\S]*?)<\/answer\s*>/gi)].map((match) => match[1]!), DEFAULT_JOIN)
+  if (answers !== undefined) return answers
+  let rest = text.replace(/<think(?:\s[^>]*)?>[\s\S]*?<\/think\s*>/gi, '')
+  const stray = rest.search(/<\/think\s*>(?![\s\S]*<\/think\s*>)/i)
+  if (stray >= 0) rest = rest.slice(stray).replace(/^<\/think\s*>/i, '')
+  rest = rest.trim()
+  return rest === '' ? text : rest
+}
+
+/**
+ * The part of a prompt the verifier sees.
+ * @example extractPrompt('<content>Write a haiku.</content> (system noise)', { kind: 'tag', tag: 'content', join: '\n\n' }) // 'Write a haiku.'
+ */
+export function extractPrompt(text: string, extraction: PromptExtraction): string {
+  switch (extraction.kind) {
+    case 'identity':
+      return text
+    case 'tag':
+      return extractTag(text, extraction.tag, extraction.join)
+    case 'regex':
+      return extractRegex(text, extraction.pattern, extraction.join)
+  }
+}
+
+/**
+ * The part of a candidate the verifier grades.
+ * @example extractCandidate('<think>…</think><answer>4</answer>', { kind: 'answer' }) // '4'
+ */
+export function extractCandidate(text: string, extraction: CandidateExtraction): string {
+  return extraction.kind === 'identity' ? text : extractAnswer(text)
+}
+
+/**
+ * Reads an extraction setting (e.g. from a CLI or config file), with defaults for what is left out.
+ * @example parseExtraction({ prompt: { kind: 'xml', tag: 'question' } }).candidate // { kind: 'answer' }
+ */
+export function parseExtraction(input: unknown = {}): ContentExtraction {
+  return ContentExtraction.parse(input)
+}
+
+function joined(segments: readonly string[], join: string): string | undefined {
+  const kept = segments.map((segment) => segment.trim()).filter((segment) => segment !== '')
+  return kept.length === 0 ? undefined : kept.join(join)
+}
