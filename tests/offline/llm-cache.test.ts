@@ -1,0 +1,261 @@
+import { appendFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { LlmError, withRetry, type ChatModel, type ChatRequest, type ChatResponse } from '../../src/llm/index.ts'
+import { CACHE_FILE, CachedChatModel, EndpointPool, type PoolRequest } from '../../offline/llm/index.ts'
+import { failureOf } from '../support/failure.ts'
+import { startLlmStub, type LlmStub } from '../support/llm-stub.ts'
+
+const TASK = { kind: 'score', rubrics: [], rollout: { id: 'r1', input: 'q', output: 'a' }, grade_max: 10 } as unknown as ChatRequest['task']
+const ask = (content: string, extra: Partial<PoolRequest> = {}): PoolRequest => ({ role: 'scorer', messages: [{ role: 'user', content }], task: TASK, json: true, ...extra })
+
+/** A model that counts its calls; each call waits for `release()` when `hold` is set, and answers `answer(request)`. */
+class CountingModel implements ChatModel {
+  readonly id = 'counting:m1'
+  readonly sampling = { temperature: 0, max_tokens: 256 }
+  calls: ChatRequest[] = []
+  hold = false
+  answer: (request: ChatRequest, call: number) => string | Error = (request) => `reply to ${request.messages.at(-1)?.content}`
+  #waiting: (() => void)[] = []
+
+  async complete(request: ChatRequest): Promise<ChatResponse> {
+    this.calls.push(request)
+    const call = this.calls.length
+    if (this.hold) await new Promise<void>((resolve) => this.#waiting.push(resolve))
+    const text = this.answer(request, call)
+    if (text instanceof Error) throw text
+    return { text, model: 'm1', usage: { prompt_tokens: 50, completion_tokens: 5 } }
+  }
+
+  release(): void {
+    for (const resolve of this.#waiting.splice(0)) resolve()
+  }
+}
+
+let dir: string
+let model: CountingModel
+const open: CachedChatModel[] = []
+async function openCache(options: { flushIntervalMs?: number } = {}): Promise<CachedChatModel> {
+  const cache = await CachedChatModel.open({ dir, model, ...options })
+  open.push(cache)
+  return cache
+}
+beforeEach(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), 'llm-cache-'))
+  model = new CountingModel()
+})
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((cache) => cache.close()))
+  await rm(dir, { recursive: true, force: true })
+})
+
+describe('CachedChatModel', () => {
+  it('answers a repeated question without a call, with zero usage', async () => {
+    const cache = await openCache()
+    const first = await cache.complete(ask('what is 2+2?'))
+    const again = await cache.complete(ask('what is 2+2?'))
+    expect(first).toMatchObject({ text: 'reply to what is 2+2?', cached: false, usage: { prompt_tokens: 50, completion_tokens: 5 } })
+    expect(again).toMatchObject({ text: first.text, cached: true, usage: { prompt_tokens: 0, completion_tokens: 0 } })
+    expect(model.calls).toHaveLength(1)
+    expect(cache.stats()).toMatchObject({ hits: 1, misses: 1, joins: 0, entries: 1 })
+  })
+
+  it('keys on role, messages, seed, JSON mode, schema and sampling — not on the task mirror or the signal', async () => {
+    const cache = await openCache()
+    const base = ask('same words')
+    const variants: PoolRequest[] = [
+      base,
+      { ...base, role: 'analyzer' },
+      { ...base, account: 'verifier' },
+      { ...base, seed: 1 },
+      { ...base, seed: 2 },
+      { ...base, json: false },
+      { ...base, jsonSchema: { name: 'x', schema: { type: 'object' } } },
+      { ...base, messages: [{ role: 'system', content: 'same words' }] },
+    ]
+    expect(new Set(variants.map((request) => cache.keyOf(request))).size).toBe(variants.length)
+    expect(cache.keyOf({ ...base, task: { ...TASK, grade_max: 5 } as ChatRequest['task'], signal: new AbortController().signal })).toBe(cache.keyOf(base))
+    const hotter = await CachedChatModel.open({ dir, model, sampling: { temperature: 1, max_tokens: 256 } })
+    open.push(hotter)
+    expect(hotter.keyOf(base)).not.toBe(cache.keyOf(base))
+  })
+
+  it('shares one call among identical concurrent questions (single-flight)', async () => {
+    const cache = await openCache()
+    model.hold = true
+    const pending = Array.from({ length: 5 }, () => cache.complete(ask('popular')))
+    const other = cache.complete(ask('different'))
+    await new Promise((resolve) => setTimeout(resolve, 10))
+    expect(model.calls).toHaveLength(2)
+    model.release()
+    const replies = await Promise.all(pending)
+    expect(new Set(replies.map((reply) => reply.text))).toEqual(new Set(['reply to popular']))
+    expect(replies.every((reply) => !reply.cached)).toBe(true)
+    await other
+    expect(cache.stats()).toMatchObject({ misses: 2, joins: 4, hits: 0, entries: 2 })
+  })
+
+  it('never stores a failure; every joiner sees it and the next ask calls again', async () => {
+    const cache = await openCache()
+    model.hold = true
+    model.answer = (request, call) => (call === 1 ? new LlmError('server_error', 'boom') : `ok ${request.messages[0]!.content}`)
+    const pending = [cache.complete(ask('flaky')), cache.complete(ask('flaky'))]
+    model.release()
+    for (const failure of await Promise.all(pending.map(failureOf))) expect(failure).toMatchObject({ kind: 'server_error' })
+    model.hold = false
+    expect((await cache.complete(ask('flaky'))).text).toBe('ok flaky')
+    expect(model.calls).toHaveLength(2)
+    expect(cache.stats()).toMatchObject({ entries: 1, joins: 1 })
+  })
+
+  it("lets one caller abort its wait without cancelling the shared call", async () => {
+    const cache = await openCache()
+    model.hold = true
+    const controller = new AbortController()
+    const impatient = cache.complete(ask('slow', { signal: controller.signal }))
+    const patient = cache.complete(ask('slow'))
+    controller.abort(new Error('gave up'))
+    await expect(impatient).rejects.toThrow('gave up')
+    model.release()
+    expect((await patient).text).toBe('reply to slow')
+    expect(model.calls[0]!.signal).toBeUndefined()
+  })
+
+  it('survives a restart: the JSONL file answers the next run', async () => {
+    const first = await openCache()
+    for (const question of ['a', 'b', 'c']) await first.complete(ask(question))
+    await first.close()
+    const lines = (await readFile(path.join(dir, CACHE_FILE), 'utf8')).trim().split('\n').map((line) => JSON.parse(line))
+    expect(lines).toHaveLength(3)
+    expect(lines[0]).toMatchObject({ account: 'scorer', model_id: 'counting:m1', reply: { text: 'reply to a' } })
+    expect(JSON.stringify(lines)).not.toContain('"content"') // prompts are not stored, only keys and replies
+
+    const second = await openCache()
+    expect(second.stats()).toMatchObject({ loaded: 3, entries: 3, skipped_lines: 0 })
+    for (const question of ['a', 'b', 'c']) expect(await second.complete(ask(question))).toMatchObject({ cached: true, text: `reply to ${question}` })
+    expect(model.calls).toHaveLength(3)
+  })
+
+  it('tolerates a torn last line from a crash, cuts it off, and appends cleanly after it', async () => {
+    const first = await openCache()
+    await first.complete(ask('kept'))
+    await first.close()
+    const file = path.join(dir, CACHE_FILE)
+    await appendFile(file, '{"key":"abc","at":"2026-01-01T00:00:00Z","reply":{"text":"half a rep')
+    const second = await openCache()
+    expect(second.stats()).toMatchObject({ loaded: 1, entries: 1, skipped_lines: 1 })
+    expect((await second.complete(ask('kept'))).cached).toBe(true)
+    await second.complete(ask('new after crash'))
+    await second.close()
+    const text = await readFile(file, 'utf8')
+    expect(text.endsWith('\n')).toBe(true)
+    expect(text).not.toContain('half a rep')
+    const third = await openCache()
+    expect(third.stats()).toMatchObject({ loaded: 2, entries: 2, skipped_lines: 0 })
+  })
+
+  it('skips a corrupt line in the middle and loads the rest', async () => {
+    const cache = await openCache()
+    await cache.complete(ask('one'))
+    await cache.flush()
+    await appendFile(path.join(dir, CACHE_FILE), 'not json at all\n')
+    await cache.complete(ask('two'))
+    await cache.close()
+    const reopened = await openCache()
+    expect(reopened.stats()).toMatchObject({ loaded: 2, entries: 2, skipped_lines: 1 })
+  })
+
+  it('forgets a reply the caller found invalid, also across a restart', async () => {
+    const cache = await openCache()
+    model.answer = (_request, call) => (call === 1 ? 'Sure! Here are the grades.' : '{"grades":[]}')
+    const parse = (reply: { text: string }) => {
+      try {
+        return JSON.parse(reply.text) as unknown
+      } catch {
+        throw new LlmError('invalid_reply', 'not JSON')
+      }
+    }
+    // The retry asks the model again instead of replaying the cached bad reply.
+    const parsed = await withRetry(() => cache.completeParsed(ask('grade it'), parse), { maxAttempts: 3, sleep: async () => {} })
+    expect(parsed).toEqual({ grades: [] })
+    expect(model.calls).toHaveLength(2)
+    expect(cache.stats()).toMatchObject({ forgotten: 1, entries: 1 })
+
+    // forget with a stale reply does not evict the newer good one; without one it does.
+    expect(cache.forget(ask('grade it'), { text: 'Sure! Here are the grades.' })).toBe(false)
+    await cache.complete(ask('bad later'))
+    expect(cache.forget(ask('bad later'))).toBe(true)
+    expect(cache.forget(ask('bad later'))).toBe(false)
+    await cache.close()
+
+    const reopened = await openCache()
+    expect((await reopened.complete(ask('grade it'))).cached).toBe(true)
+    expect((await reopened.complete(ask('bad later'))).cached).toBe(false)
+    expect(model.calls).toHaveLength(4)
+  })
+
+  it('batches writes: nothing is lost on close, even within the flush interval', async () => {
+    const cache = await openCache({ flushIntervalMs: 60_000 })
+    await Promise.all(Array.from({ length: 50 }, (_, i) => cache.complete(ask(`q${i}`))))
+    expect(cache.stats().pending_writes).toBe(50)
+    await cache.close()
+    const reopened = await openCache()
+    expect(reopened.stats().entries).toBe(50)
+  })
+})
+
+describe('CachedChatModel over the endpoint pool', () => {
+  let stubs: LlmStub[]
+  beforeAll(async () => {
+    stubs = await Promise.all([startLlmStub(), startLlmStub(), startLlmStub()])
+    for (const stub of stubs) stub.respondWith((body) => `{"echo":${JSON.stringify(body.messages.at(-1)?.content)}}`)
+  })
+  afterAll(() => Promise.all(stubs.map((stub) => stub.close())))
+
+  it('repeated and concurrent identical questions cost one HTTP request each, across a resume', async () => {
+    const endpoints = stubs.map((stub) => ({ base_url: stub.baseUrl, max_concurrency: 2 }))
+    const pool = new EndpointPool({ endpoints, model: 'stub-model', seed: 5 })
+    const cache = await CachedChatModel.open({ dir, model: pool })
+    const questions = Array.from({ length: 10 }, (_, i) => `question ${i}`)
+    // Each question asked four times at once, then all of them again.
+    await Promise.all(questions.flatMap((question) => Array.from({ length: 4 }, () => cache.complete(ask(question)))))
+    await Promise.all(questions.map((question) => cache.complete(ask(question))))
+    const sent = () => stubs.reduce((sum, stub) => sum + stub.requests.length, 0)
+    expect(sent()).toBe(10)
+    expect(cache.stats()).toMatchObject({ misses: 10, joins: 30, hits: 10 })
+    expect(pool.usage().total.calls).toBe(10)
+    await cache.close()
+    await pool.close()
+
+    const resumedPool = new EndpointPool({ endpoints, model: 'stub-model', seed: 5 })
+    const resumed = await CachedChatModel.open({ dir, model: resumedPool })
+    const replies = await Promise.all(questions.map((question) => resumed.complete(ask(question))))
+    expect(replies.map((reply) => JSON.parse(reply.text).echo)).toEqual(questions)
+    expect(sent()).toBe(10)
+    // A different seed is a different question.
+    await resumed.complete(ask('question 0', { seed: 6 }))
+    expect(sent()).toBe(11)
+    await resumed.close()
+    await resumedPool.close()
+  })
+})
+
+describe('CachedChatModel file handling', () => {
+  it('starts from an empty directory that does not exist yet', async () => {
+    const nested = path.join(dir, 'a', 'b')
+    const cache = await CachedChatModel.open({ dir: nested, model })
+    open.push(cache)
+    expect(cache.file).toBe(path.join(nested, CACHE_FILE))
+    expect(cache.stats()).toMatchObject({ entries: 0, loaded: 0 })
+  })
+
+  it('reads a file whose only content is a torn line', async () => {
+    await writeFile(path.join(dir, CACHE_FILE), '{"key":"x","reply":{"te')
+    const cache = await openCache()
+    expect(cache.stats()).toMatchObject({ entries: 0, skipped_lines: 1 })
+    await cache.complete(ask('fresh'))
+    await cache.close()
+    expect((await readFile(path.join(dir, CACHE_FILE), 'utf8')).split('\n').filter(Boolean)).toHaveLength(1)
+  })
+})
