@@ -1,0 +1,155 @@
+/**
+ * The search output JSON (autosr §1.3): the best rubric per prompt with its objective and candidate scores, and
+ * the search diagnostics. `run_manifest` and `usage` are placeholders the CLI fills.
+ */
+import { z } from 'zod'
+import type { ScheduleDiagnostics } from './algorithms/mutation-schedule.ts'
+import type { PromptResult, StopReason } from './algorithms/state.ts'
+import type { SearchConfig } from './config.ts'
+import type { ObjectiveResult } from './objective.ts'
+import { SearchRubric } from './types.ts'
+
+/** One prompt's entry in `best_rubrics`. */
+export interface BestRubricEntry {
+  prompt_id: string
+  rubric: SearchRubric
+  /** The objective total of the rubric. */
+  score: number
+  best_candidate_id: string
+  /** Rubric score in [0, 1] per candidate, inserted best first (mind that integer-like ids sort numerically in JS objects). */
+  candidate_scores: Record<string, number>
+  /** The full objective breakdown, with Kendall's tau and NDCG against the ground truth. */
+  objective: ObjectiveResult
+  history: number[]
+  generations_run: number
+  stop_reason: StopReason
+}
+
+export interface MarginEntry {
+  initial_margin: number
+  final_margin: number
+  margin_delta: number
+  improved: boolean
+}
+
+export interface SearchDiagnostics {
+  mode: SearchConfig['mode']
+  iteration_scope: SearchConfig['iteration_scope'] | null
+  selection_strategy: SearchConfig['selection_strategy'] | null
+  adaptive_mutation: SearchConfig['adaptive_mutation'] | null
+  /** global_batch: the shared schedule's; prompt_local: per prompt; iterative: null. */
+  mutation_diagnostics: ScheduleDiagnostics | Record<string, ScheduleDiagnostics> | null
+  /** Mean content diversity of the populations over all generations; null for iterative. */
+  avg_diversity: number | null
+  /** Margins are signed: score(ground-truth best) − score(ground-truth runner-up) (top margin without labels). */
+  margin_improvement: {
+    global: { total_prompts: number; improved_prompts: number; improvement_rate: number }
+    per_prompt: Record<string, MarginEntry>
+  }
+  /** Means over prompts of the best rubrics' objective parts (null entries skipped). */
+  objective_summary: { total: number | null; raw_tail_acc: number | null; kendall_tau: number | null; ndcg: number | null }
+  /** global_batch: generations run, why the search stopped, and the prompts evolved per generation. */
+  generations_run: number | null
+  stop_reason: StopReason | null
+  batches: string[][] | null
+}
+
+export interface SearchOutput {
+  best_rubrics: BestRubricEntry[]
+  best_objective_scores: Record<string, number>
+  search_diagnostics: SearchDiagnostics
+  run_manifest: Record<string, unknown> | null
+  usage: Record<string, unknown> | null
+}
+
+/**
+ * What downstream tools (RM export, presets) read back from an output file; everything else passes through.
+ * @example SearchOutputFile.parse(JSON.parse(text)).best_rubrics[0].rubric
+ */
+export const SearchOutputFile = z.looseObject({
+  best_rubrics: z.array(
+    z.looseObject({
+      prompt_id: z.string().min(1),
+      rubric: SearchRubric,
+      score: z.number(),
+      best_candidate_id: z.string().optional(),
+      candidate_scores: z.record(z.string(), z.number()).optional(),
+    }),
+  ),
+  best_objective_scores: z.record(z.string(), z.number()),
+})
+
+export interface OutputInput {
+  config: SearchConfig
+  results: readonly PromptResult[]
+  /** Per prompt, candidate scores under the best rubric, best first. */
+  candidate_scores: Record<string, Array<{ candidate_id: string; score: number }>>
+  mutation_diagnostics: SearchDiagnostics['mutation_diagnostics']
+  global?: { generations_run: number; stop_reason: StopReason; batches: string[][] }
+}
+
+const mean = (values: Array<number | null>) => {
+  const present = values.filter((value): value is number => value !== null && Number.isFinite(value))
+  return present.length ? present.reduce((sum, value) => sum + value, 0) / present.length : null
+}
+
+/**
+ * Builds the output JSON from finished prompt results (entries sorted by prompt_id).
+ * @example const output = buildSearchOutput({ config, results, candidate_scores, mutation_diagnostics: null })
+ */
+export function buildSearchOutput(input: OutputInput): SearchOutput {
+  const { config } = input
+  const results = [...input.results].sort((a, b) => (a.prompt_id < b.prompt_id ? -1 : a.prompt_id > b.prompt_id ? 1 : 0))
+  const evolutionary = config.mode === 'evolutionary'
+  const perPrompt: Record<string, MarginEntry> = {}
+  for (const result of results) {
+    const delta = result.final_margin - result.initial_margin
+    perPrompt[result.prompt_id] = {
+      initial_margin: result.initial_margin,
+      final_margin: result.final_margin,
+      margin_delta: delta,
+      improved: delta > config.tie_tolerance,
+    }
+  }
+  const improved = Object.values(perPrompt).filter((entry) => entry.improved).length
+  return {
+    best_rubrics: results.map((result) => {
+      const scores = input.candidate_scores[result.prompt_id] ?? []
+      return {
+        prompt_id: result.prompt_id,
+        rubric: result.best_rubric,
+        score: result.best_total,
+        best_candidate_id: scores[0]?.candidate_id ?? '',
+        candidate_scores: Object.fromEntries(scores.map(({ candidate_id, score }) => [candidate_id, score])),
+        objective: result.best_objective,
+        history: result.history,
+        generations_run: result.generations_run,
+        stop_reason: result.stop_reason,
+      }
+    }),
+    best_objective_scores: Object.fromEntries(results.map((result) => [result.prompt_id, result.best_total])),
+    search_diagnostics: {
+      mode: config.mode,
+      iteration_scope: evolutionary ? config.iteration_scope : null,
+      selection_strategy: evolutionary ? config.selection_strategy : null,
+      adaptive_mutation: evolutionary ? config.adaptive_mutation : null,
+      mutation_diagnostics: input.mutation_diagnostics,
+      avg_diversity: evolutionary ? mean(results.flatMap((result) => result.diversity_history)) : null,
+      margin_improvement: {
+        global: { total_prompts: results.length, improved_prompts: improved, improvement_rate: results.length ? improved / results.length : 0 },
+        per_prompt: perPrompt,
+      },
+      objective_summary: {
+        total: mean(results.map((result) => result.best_total)),
+        raw_tail_acc: mean(results.map((result) => result.best_objective.raw_tail_acc)),
+        kendall_tau: mean(results.map((result) => result.best_objective.kendall_tau)),
+        ndcg: mean(results.map((result) => result.best_objective.ndcg)),
+      },
+      generations_run: input.global?.generations_run ?? null,
+      stop_reason: input.global?.stop_reason ?? null,
+      batches: input.global?.batches ?? null,
+    },
+    run_manifest: null,
+    usage: null,
+  }
+}
