@@ -24,7 +24,7 @@ import type { OpenAIChatSettings } from '../../src/llm/openai.ts'
 import { OpenAIChatModel } from '../../src/llm/openai.ts'
 import { LlmError, type ChatModel, type ChatRequest, type ChatResponse, type LlmFailure } from '../../src/llm/types.ts'
 import { parseEndpoints, type EndpointConfig, type EndpointConfigInput } from './endpoints.ts'
-import { ExtendedOpenAIChatModel, responseFormatFor, type JsonSchemaFormat } from './transport.ts'
+import { responseFormatFor, type JsonSchemaFormat } from './response-format.ts'
 
 /**
  * A `ChatRequest` with the pool's optional extras. Plain `ChatRequest`s are accepted as they are.
@@ -163,8 +163,7 @@ interface Endpoint {
   readonly config: EndpointConfig
   readonly name: string
   readonly settings: OpenAIChatSettings
-  readonly plain: OpenAIChatModel
-  extended: ExtendedOpenAIChatModel | undefined
+  readonly transport: OpenAIChatModel
   outstanding: number
   healthy: boolean
   consecutiveFailures: number
@@ -245,8 +244,7 @@ export class EndpointPool implements ChatModel {
         config,
         name: config.name ?? config.base_url,
         settings,
-        plain: new OpenAIChatModel(settings),
-        extended: undefined,
+        transport: new OpenAIChatModel(settings),
         outstanding: 0,
         healthy: true,
         consecutiveFailures: 0,
@@ -524,12 +522,7 @@ export class EndpointPool implements ChatModel {
 
   #send(endpoint: Endpoint, request: PoolRequest): Promise<ChatResponse> {
     const responseFormat = responseFormatFor(request, endpoint.config.structured_output)
-    const ownSeed = request.seed !== undefined && request.seed !== this.sampling.seed
-    if (!ownSeed && responseFormat?.type !== 'json_schema') {
-      return endpoint.plain.complete({ ...request, json: responseFormat !== undefined })
-    }
-    endpoint.extended ??= new ExtendedOpenAIChatModel(endpoint.settings)
-    return endpoint.extended.complete(request, { ...(responseFormat ? { responseFormat } : {}), ...(ownSeed ? { seed: request.seed } : {}) })
+    return endpoint.transport.complete(request, { ...(responseFormat ? { responseFormat } : {}), ...(request.seed === undefined ? {} : { seed: request.seed }) })
   }
 
   /** `GET {base_url}/models`; the failure's description, or undefined when the endpoint answered 2xx. */

@@ -2,6 +2,17 @@ import type OpenAI from 'openai'
 import { parseRetryAfter } from './retry.ts'
 import { LlmError, type ChatModel, type ChatRequest, type ChatResponse } from './types.ts'
 
+/** A `response_format` an OpenAI-compatible server takes. */
+export type ResponseFormat =
+  | { type: 'json_object' }
+  | { type: 'json_schema'; json_schema: { name: string; schema: Record<string, unknown>; strict: boolean; description?: string } }
+
+/** Per-request options beyond `ChatRequest`; unset fields fall back to the model's settings. */
+export interface RequestExtras {
+  responseFormat?: ResponseFormat
+  seed?: number
+}
+
 export interface OpenAIChatSettings {
   baseURL: string
   apiKey: string
@@ -26,12 +37,18 @@ export class OpenAIChatModel implements ChatModel {
     this.id = `openai:${settings.baseURL}#${settings.model}`
   }
 
-  async complete(request: ChatRequest): Promise<ChatResponse> {
+  /**
+   * One chat completion: exactly one HTTP request. `extras` sets a per-request JSON schema or seed.
+   * @example const reply = await model.complete(request, { seed: 3 })
+   */
+  async complete(request: ChatRequest, extras: RequestExtras = {}): Promise<ChatResponse> {
     const client = await (this.#client ??= import('openai').then(
       ({ default: OpenAI }) => new OpenAI({ baseURL: this.settings.baseURL, apiKey: this.settings.apiKey, maxRetries: 0, timeout: this.settings.timeoutMs }),
     ))
     const timeout = AbortSignal.timeout(this.settings.timeoutMs)
     const signal = request.signal ? AbortSignal.any([request.signal, timeout]) : timeout
+    const seed = extras.seed ?? this.settings.seed
+    const responseFormat = extras.responseFormat ?? (request.json ? { type: 'json_object' as const } : undefined)
     try {
       const completion = await client.chat.completions.create(
         {
@@ -39,8 +56,8 @@ export class OpenAIChatModel implements ChatModel {
           messages: request.messages,
           temperature: this.settings.temperature,
           max_tokens: this.settings.maxTokens,
-          ...(this.settings.seed === undefined ? {} : { seed: this.settings.seed }),
-          ...(request.json ? { response_format: { type: 'json_object' as const } } : {}),
+          ...(seed === undefined ? {} : { seed }),
+          ...(responseFormat ? { response_format: responseFormat } : {}),
         },
         { signal },
       )
