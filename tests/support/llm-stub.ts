@@ -1,5 +1,7 @@
+import { readdirSync, readFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import path from 'node:path'
 
 /** One scripted answer of the stub, consumed in order before the default responder applies. */
 export type StubFault =
@@ -28,7 +30,53 @@ export interface LlmStub {
   script(...faults: StubFault[]): void
   /** Replace the default responder (the message content for a good completion). */
   respondWith(responder: (body: ChatCompletionBody) => string): void
+  /**
+   * Sees every chat request (after it is recorded) before the scripted faults and the responder: it may
+   * wait (a slow model) and may answer with a fault of its own; `undefined` lets the request through.
+   * Pass `undefined` to remove it.
+   */
+  intercept(interceptor: StubInterceptor | undefined): void
   close(): Promise<void>
+}
+
+/** Runs before a request is answered; may wait, and may return a fault to answer with instead. */
+export type StubInterceptor = (body: ChatCompletionBody) => StubFault | undefined | Promise<StubFault | undefined>
+
+/** The agents of the harness, as their requests can be told apart by their system prompts. */
+export type StubAgent = 'scorer' | 'analyzer' | 'summarizer' | 'meta_summarizer' | 'query_generator' | 'updater'
+
+const PROMPT_FILES: Record<StubAgent, string> = {
+  scorer: 'scorer.system.txt',
+  analyzer: 'analyzer.system.txt',
+  summarizer: 'summarizer.system.txt',
+  meta_summarizer: 'meta-summarizer.system.txt',
+  query_generator: 'query-generator.system.txt',
+  updater: 'updater.system.txt',
+}
+
+/** Per agent, the opening of its system prompt in every locale (the text before the first placeholder). */
+let systemOpenings: [StubAgent, string][] | undefined
+function openings(): [StubAgent, string][] {
+  if (systemOpenings) return systemOpenings
+  const root = path.join(import.meta.dirname, '../../prompts')
+  const locales = readdirSync(root, { withFileTypes: true }).filter((entry) => entry.isDirectory()).map((entry) => entry.name)
+  systemOpenings = locales.flatMap((locale) =>
+    (Object.entries(PROMPT_FILES) as [StubAgent, string][]).map(([agent, file]): [StubAgent, string] => [
+      agent,
+      readFileSync(path.join(root, locale, file), 'utf8').split('{{')[0]!.trim().slice(0, 200),
+    ]),
+  )
+  return systemOpenings
+}
+
+/**
+ * Which agent sent a chat request, recognised by the opening of its system prompt (prompts/<locale>/<agent>.system.txt);
+ * `undefined` for a request no agent's prompt starts.
+ * @example stub.respondWith((body) => (agentOf(body) === 'scorer' ? grades(body) : analysis(body)))
+ */
+export function agentOf(body: ChatCompletionBody): StubAgent | undefined {
+  const system = body.messages.find((message) => message.role === 'system')?.content.trim() ?? ''
+  return openings().find(([, opening]) => opening !== '' && system.startsWith(opening))?.[0]
 }
 
 /**
@@ -54,6 +102,7 @@ export async function startLlmStub(): Promise<LlmStub> {
   const authorizations: (string | undefined)[] = []
   const queue: StubFault[] = []
   let responder = gradeAllRubrics(7)
+  let interceptor: StubInterceptor | undefined
   const hanging = new Set<ServerResponse>()
 
   const server: Server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
@@ -64,7 +113,8 @@ export async function startLlmStub(): Promise<LlmStub> {
     const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as ChatCompletionBody
     requests.push(body)
     authorizations.push(req.headers.authorization)
-    const fault = queue.shift()
+    const intercepted = interceptor ? await interceptor(body) : undefined
+    const fault = intercepted ?? queue.shift()
     if (fault?.kind === 'hang') {
       hanging.add(res)
       res.on('close', () => hanging.delete(res))
@@ -97,6 +147,7 @@ export async function startLlmStub(): Promise<LlmStub> {
     authorizations,
     script: (...faults) => void queue.push(...faults),
     respondWith: (next) => void (responder = next),
+    intercept: (next) => void (interceptor = next),
     close: () =>
       new Promise<void>((resolve) => {
         for (const res of hanging) res.destroy()

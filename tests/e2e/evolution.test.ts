@@ -1,0 +1,484 @@
+/**
+ * Online rubric evolution against a real `wrangler dev` (queues, Durable Objects, D1, the local vector
+ * index) with every agent on the stub LLM: what memory the Updater is shown (static summaries and the
+ * documents its QueryGenerator's queries retrieve), how its proposals become rubric versions (anchors
+ * untouchable, malformed replies harmless), that `/score` never waits on a slow Analyzer, and that a
+ * failing Analyzer is retried by the queue and counted once.
+ */
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { agentOf, gradeAllRubrics, startLlmStub, type ChatCompletionBody, type LlmStub, type StubAgent, type StubFault } from '../support/llm-stub.ts'
+import { callJson, METADATA } from './support/http.ts'
+import { startWranglerDev, type WranglerDev } from './support/wrangler-dev.ts'
+
+/** Every agent's attempts per call: a queue delivery of a failing job costs two stub requests. */
+const MAX_ATTEMPTS = 2
+/** Deliveries of a step job that keeps failing: 1 + `max_retries` of the step queue (wrangler.toml). */
+const STEP_DELIVERIES = 6
+
+const ANCHORS = [
+  { id: 'anchor-correct', text: 'The final number equals the reference result.', weight: 2 },
+  { id: 'anchor-format', text: 'The answer ends with one line of the form "Answer: <number>".', weight: 1 },
+]
+const ADAPTIVE = [
+  { id: 'adaptive-steps', text: 'Each intermediate product is written out.', weight: 1 },
+  { id: 'adaptive-brief', text: 'The answer is at most five lines long.', weight: 1 },
+  { id: 'adaptive-units', text: 'Units are named where the prompt names them.', weight: 1 },
+]
+
+interface Rubric { id: string; text: string; weight: number; is_anchor: boolean }
+interface MemoryDoc { id: string; kind: string; step: number; text: string; data: Record<string, any> }
+interface Run { runId: string; token: string }
+
+/** What the stub answers, per agent; each test sets the parts it needs (see `beforeEach`). */
+interface Scenario {
+  /** The QueryGenerator's queries at a step. */
+  queries(step: number): string[]
+  /** The Updater's reply (message content) at a step, given its prompt. */
+  updater(step: number, prompt: string): string
+  /** Waits before an Analyzer reply is sent. */
+  analyzerDelayMs: number
+  /** Markers whose Analyzer requests still get an HTTP 500 (one per request, counted down). */
+  analyzerFailures: Map<string, number>
+}
+let scenario: Scenario
+
+let dev: WranglerDev
+let stub: LlmStub
+
+// ---------------------------------------------------------------------------------------------
+// The stub's agents
+// ---------------------------------------------------------------------------------------------
+
+const userOf = (body: ChatCompletionBody) => body.messages.find((m) => m.role === 'user')?.content ?? ''
+/** A rollout carries `[marker <word>]` in its prompt; the Analyzer's reply repeats the word. */
+const markerIn = (text: string) => text.match(/\[marker ([a-z]+)\]/)?.[1]
+/** The step a summarizer prompt is about: `Step <n>: …`. */
+const summarizerStep = (prompt: string) => Number(prompt.match(/^Step (\d+):/m)?.[1])
+/** The step a QueryGenerator prompt is about: the summary's memory entry names it. */
+const queryStep = (prompt: string) => Number(prompt.match(/memo-step-(\d+)/)?.[1])
+/** The step an Updater prompt is about: `Training context: goal "…", step <n>, …`. */
+const updaterStep = (prompt: string) => Number(prompt.match(/^Training context: goal ".*", step (\d+),/m)?.[1])
+
+/** The Analyzer's text for a marked rollout: the marker three times, so it dominates the document's vector. */
+const analysisFor = (marker: string | undefined) => ({
+  overall_assessment: marker ? `Distinctive finding ${marker} ${marker} ${marker}.` : 'An ordinary answer.',
+  stage_performance: '',
+  reward_hacking: { flag: false, evidence: [], severity: 'none', tactics: [] },
+  advancement_strategy: '',
+  rubric_effectiveness: '',
+  observations: [],
+})
+
+/** The step's memory entry: distinctive per step, and free of every rollout marker. */
+const memoFor = (step: number) => `memo-step-${step} ledger ${['amberwell', 'birchmoor', 'cedarfell', 'dunmarsh', 'elmhollow', 'fernvale'][step % 6]}`
+const summaryFor = (step: number) => ({
+  executive_summary: `Summary of step ${step}.`,
+  systemic_patterns: [],
+  reward_hacking: { count: 0, tactics: [], examples: [] },
+  rubric_meta_evaluation: 'The rubrics separated the answers.',
+  evolution_plan: 'Keep the rubrics sharp.',
+  memory_entry: memoFor(step),
+})
+
+/** The current adaptive rubrics an Updater prompt lists: `- <id> (adaptive, weight <w>): <text>`. */
+function adaptiveIn(prompt: string): { id: string; text: string; weight: number }[] {
+  return [...prompt.matchAll(/^- ([\w.:-]+) \(adaptive, weight ([\d.]+)\): (.*)$/gm)].map((m) => ({ id: m[1]!, weight: Number(m[2]), text: m[3]! }))
+}
+
+/** A valid Updater reply that keeps the adaptive set and adds one criterion. */
+function addOne(step: number, prompt: string): string {
+  return JSON.stringify({
+    strategy: 'ADVANCEMENT',
+    consulted_memories: [],
+    rationale: `Raise the bar at step ${step}.`,
+    modifications: [{ op: 'add', text: `Criterion number ${step} holds.`, weight: 1, reason: 'stub' }],
+    final_adaptive: [...adaptiveIn(prompt), { text: `Criterion number ${step} holds.`, weight: 1 }],
+  })
+}
+
+/** The stub's interceptor: a slow or failing Analyzer, as the scenario asks; every other agent answers at once. */
+async function slowOrFailingAnalyzer(body: ChatCompletionBody): Promise<StubFault | undefined> {
+  if (agentOf(body) !== 'analyzer') return undefined
+  const marker = markerIn(userOf(body)) ?? ''
+  const failures = scenario.analyzerFailures.get(marker) ?? 0
+  if (failures > 0) {
+    scenario.analyzerFailures.set(marker, failures - 1)
+    return { kind: 'status', status: 500 }
+  }
+  if (scenario.analyzerDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, scenario.analyzerDelayMs))
+  return undefined
+}
+
+const grade = gradeAllRubrics(7)
+function reply(body: ChatCompletionBody): string {
+  const prompt = userOf(body)
+  const agent: StubAgent | undefined = agentOf(body)
+  switch (agent) {
+    case 'scorer':
+      return grade(body)
+    case 'analyzer':
+      return JSON.stringify(analysisFor(markerIn(prompt)))
+    case 'summarizer':
+    case 'meta_summarizer':
+      return JSON.stringify(summaryFor(summarizerStep(prompt)))
+    case 'query_generator':
+      return JSON.stringify({ queries: scenario.queries(queryStep(prompt)) })
+    case 'updater':
+      return scenario.updater(updaterStep(prompt), prompt)
+    default:
+      return 'unknown agent'
+  }
+}
+
+/** The stub requests of one agent since index `from`. */
+const requestsOf = (agent: StubAgent, from = 0) => stub.requests.slice(from).filter((body) => agentOf(body) === agent)
+
+// ---------------------------------------------------------------------------------------------
+// The Worker
+// ---------------------------------------------------------------------------------------------
+
+async function createRun(extra: Record<string, unknown> = {}): Promise<Run> {
+  const created = await callJson(`${dev.baseUrl}/runs`, {
+    token: dev.adminToken,
+    body: {
+      config: {
+        anchor_rubrics: ANCHORS,
+        adaptive_rubrics: ADAPTIVE,
+        analysis_deadline_s: 10,
+        rubric_update_frequency: 1,
+        static_memory_steps: 2,
+        dynamic_memory_limit_per_query: 2,
+        agents: { default: { backend: 'openai', base_url: stub.baseUrl, model: 'stub-model', max_attempts: MAX_ATTEMPTS, timeout_ms: 15_000 } },
+        ...extra,
+      },
+    },
+  })
+  expect(created.status, JSON.stringify(created.body)).toBe(201)
+  return { runId: created.body.run_id, token: created.body.token }
+}
+
+/** Scores a rollout whose prompt carries `marker`; returns the answer and its round-trip time. */
+async function score(run: Run, id: string, marker: string, step: number) {
+  const rollout = { id, input: `Compute 17 * ${step + 3} [marker ${marker}]`, output: `Answer: ${17 * (step + 3)}`, supplemental_context: String(17 * (step + 3)) }
+  const started = performance.now()
+  const answer = await callJson(`${dev.baseUrl}/score`, { token: run.token, body: { rollout, metadata: { ...METADATA, current_step: step } } })
+  const ms = performance.now() - started
+  expect(answer.status, JSON.stringify(answer.body)).toBe(200)
+  return { body: answer.body, ms }
+}
+
+/** POST /complete, then the long poll until the step's update is done. */
+async function completeStep(run: Run) {
+  const completed = await callJson(`${dev.baseUrl}/complete`, { token: run.token, method: 'POST' })
+  expect(completed.status, JSON.stringify(completed.body)).toBe(200)
+  expect(completed.body).toMatchObject({ status: 'complete', closed: true })
+  const waited = await callJson(`${dev.baseUrl}/rubric_status/wait?timeout_s=45`, { token: run.token, timeoutMs: 50_000 })
+  expect(waited.status, waited.status === 200 ? '' : stalled(waited.body)).toBe(200)
+  expect(waited.body).toMatchObject({ status: 'updated', step: completed.body.step, pending: 0 })
+  return waited.body
+}
+
+/**
+ * Why a step did not finish, for the failure message. `wrangler dev` rebuilds and reloads the Worker when a
+ * source file changes (other people edit this tree), and a reload drops the local queues' in-flight messages:
+ * the step then waits for the coordinator's resend, minutes away. That is named, so it is not taken for a Worker bug.
+ */
+function stalled(status: unknown): string {
+  const logs = dev.logs()
+  const reload = /Reloading local server/.test(logs)
+    ? 'wrangler dev reloaded the Worker during the test (a source file changed on disk), which drops queued messages; rerun on a quiet tree.\n'
+    : ''
+  return `${reload}step not updated: ${JSON.stringify(status)}\n--- wrangler dev ---\n${logs.split('\n').slice(-60).join('\n')}`
+}
+
+async function memory(run: Run, kind: string): Promise<MemoryDoc[]> {
+  const answer = await callJson(`${dev.baseUrl}/memory?kind=${kind}&limit=200`, { token: run.token })
+  expect(answer.status).toBe(200)
+  return answer.body.documents
+}
+
+async function rubrics(run: Run) {
+  const answer = await callJson(`${dev.baseUrl}/rubrics`, { token: run.token })
+  expect(answer.status).toBe(200)
+  return answer.body as { rubric_version: number; anchor_rubrics: Rubric[]; adaptive_rubrics: Rubric[] }
+}
+
+async function history(run: Run) {
+  const answer = await callJson(`${dev.baseUrl}/rubrics/history`, { token: run.token })
+  expect(answer.status).toBe(200)
+  return answer.body.versions as { version: number; step: number | null; strategy: string | null; rationale: string | null; diff: Record<string, string[]> | null; refused: string[]; rubrics: Rubric[] }[]
+}
+
+/** A memory document as the Updater prompt shows it (see formatMemoriesForPrompt). */
+const memoryBlock = (source: 'recent' | 'retrieved', doc: MemoryDoc) => `<memory source="${source}" kind="${doc.kind}" step="${doc.step}" instance="global">\n${doc.text}\n</memory>`
+
+beforeAll(async () => {
+  stub = await startLlmStub()
+  stub.respondWith(reply)
+  stub.intercept(slowOrFailingAnalyzer)
+  // Failed queue jobs are retried at once, so a step whose update keeps failing ends within the test.
+  dev = await startWranglerDev({ vars: { QUEUE_RETRY_BASE_S: '0' } })
+})
+
+afterAll(async () => {
+  await dev?.stop()
+  await stub?.close()
+})
+
+beforeEach(() => {
+  scenario = { queries: () => ['criterion'], updater: addOne, analyzerDelayMs: 0, analyzerFailures: new Map() }
+})
+
+afterEach(() => {
+  // Every request came from a known agent: a prompt that drifts from prompts/en/*.system.txt fails here, not by accident.
+  expect(stub.requests.filter((body) => agentOf(body) === undefined).map((body) => body.messages[0]?.content.slice(0, 80))).toEqual([])
+})
+
+// ---------------------------------------------------------------------------------------------
+
+describe('memory the Updater is shown', () => {
+  /** Per step, the markers of its three rollouts (each word in one analysis only). */
+  const MARKERS = [
+    ['zephyrine', 'quokkafold', 'marzipanic'],
+    ['obsidiant', 'narwhalian', 'glockenspur'],
+    ['fjordwick', 'xylophant', 'brambleton'],
+    ['tamarindo', 'pelicorne', 'vortigan'],
+  ]
+  /** Per step, the one query the QueryGenerator writes: two markers, so both retrieval slots go to their analyses. */
+  const QUERIES = ['zephyrine quokkafold', 'marzipanic obsidiant', 'narwhalian xylophant', 'glockenspur tamarindo']
+  /** Per step, the rollouts whose analyses the query names. */
+  const NAMED = [['s0-0', 's0-1'], ['s0-2', 's1-0'], ['s1-1', 's2-1'], ['s1-2', 's3-0']]
+  const markerOf = (rolloutId: string) => {
+    const [step, k] = rolloutId.slice(1).split('-').map(Number)
+    return MARKERS[step!]![k!]!
+  }
+
+  it('holds the last static_memory_steps summaries and exactly the documents the queries retrieve', async () => {
+    scenario.queries = (step) => [QUERIES[step]!]
+    const run = await createRun()
+    const prompts: string[] = []
+    for (let step = 0; step < MARKERS.length; step++) {
+      const from = stub.requests.length
+      for (const [k, marker] of MARKERS[step]!.entries()) await score(run, `s${step}-${k}`, marker, step)
+      const status = await completeStep(run)
+      expect(status.analyses).toEqual({ analysed: 3, late: 0, failed: 0, missing: 0 })
+      expect(status.instances[0].update).toMatchObject({ changed: true, strategy: 'ADVANCEMENT', analysed: 3 })
+      const updaters = requestsOf('updater', from)
+      expect(updaters).toHaveLength(1)
+      expect(requestsOf('query_generator', from)).toHaveLength(1)
+      prompts.push(userOf(updaters[0]!))
+      expect(updaterStep(prompts[step]!)).toBe(step)
+    }
+
+    const analyses = await memory(run, 'analysis')
+    expect(analyses).toHaveLength(12)
+    const analysisOf = new Map(analyses.map((doc) => [String(doc.data.rollout_id), doc]))
+    const summaries = await memory(run, 'batch_summary')
+    const summaryOf = (step: number) => summaries.find((doc) => doc.step === step)!
+    expect(summaries.map((doc) => doc.step).sort()).toEqual([0, 1, 2, 3])
+    for (const doc of summaries) expect(doc.text).toContain(memoFor(doc.step))
+
+    // Static memory: the memory entries of the previous steps' summaries, at most static_memory_steps of them, oldest first.
+    const recent = (prompt: string) => [...prompt.matchAll(/<memory source="recent" kind="batch_summary" step="(\d+)"/g)].map((m) => Number(m[1]))
+    expect(recent(prompts[0]!)).toEqual([])
+    expect(recent(prompts[1]!)).toEqual([0])
+    expect(recent(prompts[2]!)).toEqual([0, 1])
+    expect(recent(prompts[3]!)).toEqual([1, 2])
+    expect(prompts[2]).toContain(memoryBlock('recent', summaryOf(0)))
+    expect(prompts[2]).toContain(memoryBlock('recent', summaryOf(1)))
+    expect(prompts[2]).toContain(memoFor(0))
+    expect(prompts[2]).toContain(memoFor(1))
+    expect(prompts[3]).toContain(memoFor(1))
+    expect(prompts[3]).toContain(memoFor(2))
+    // Step 0 left the window of step 3 (and no query retrieves it).
+    expect(prompts[3]).not.toContain(memoFor(0))
+
+    // Dynamic memory: each step's query retrieves the analyses holding its markers and nothing else;
+    // changing the query changes what the Updater sees.
+    const updates = await memory(run, 'rubric_update')
+    expect(updates.map((doc) => doc.step).sort()).toEqual([0, 1, 2, 3])
+    for (let step = 0; step < MARKERS.length; step++) {
+      const prompt = prompts[step]!
+      const named = NAMED[step]!.map((id) => analysisOf.get(id)!)
+      for (const doc of named) expect(prompt).toContain(memoryBlock('retrieved', doc))
+      const retrieved = [...prompt.matchAll(/<memory source="retrieved" kind="(\w+)" step="\d+"/g)].map((m) => m[1])
+      expect(retrieved).toEqual(['analysis', 'analysis'])
+      for (const [id, doc] of analysisOf) {
+        if (NAMED[step]!.includes(id)) continue
+        expect(prompt, `step ${step}'s updater prompt shows the analysis of ${id}`).not.toContain(doc.text)
+        expect(prompt).not.toContain(markerOf(id))
+      }
+      const update = updates.find((doc) => doc.step === step)!
+      expect(update.data.queries).toEqual([QUERIES[step]])
+      // Best match first, so the order of the two is the index's: compare as sets.
+      expect([...update.data.retrieved].sort()).toEqual(named.map((doc) => doc.id).sort())
+    }
+    // The documents retrieved at step 2 were not shown at step 1, and the other way round.
+    expect(prompts[1]).not.toContain(analysisOf.get('s1-1')!.text)
+    expect(prompts[2]).not.toContain(analysisOf.get('s0-2')!.text)
+    expect(prompts[2]).toContain('narwhalian')
+    expect(prompts[2]).not.toContain('marzipanic')
+  })
+})
+
+describe('rubric versions from Updater replies', () => {
+  const ADDED = 'The answer states the multiplication it performed.'
+  const LEGIT = 'The answer names the operation it used.'
+  const reweightModifyRemoveAdd = JSON.stringify({
+    strategy: 'ADVANCEMENT',
+    consulted_memories: [],
+    rationale: 'Answers are clean; ask for more.',
+    modifications: [
+      { op: 'reweight', rubric_id: 'adaptive-steps', weight: 2, reason: 'matters more' },
+      { op: 'modify', rubric_id: 'adaptive-brief', text: 'The answer is at most three lines long.', reason: 'stricter' },
+      { op: 'remove', rubric_id: 'adaptive-units', reason: 'no units in these prompts' },
+      { op: 'add', text: ADDED, weight: 1.5, reason: 'new bar' },
+    ],
+    final_adaptive: [
+      { id: 'adaptive-steps', text: ADAPTIVE[0]!.text, weight: 2 },
+      { id: 'adaptive-brief', text: 'The answer is at most three lines long.', weight: 1 },
+      { text: ADDED, weight: 1.5 },
+    ],
+  })
+  /** Touches both anchors four ways, and adds one legitimate criterion. */
+  const anchorAttack = (prompt: string) => JSON.stringify({
+    strategy: 'CORRECTIVE',
+    consulted_memories: [],
+    rationale: 'Loosen the anchors.',
+    modifications: [
+      { op: 'modify', rubric_id: 'anchor-correct', text: 'Any number is fine.', reason: 'too strict' },
+      { op: 'remove', rubric_id: 'anchor-format', reason: 'formatting is irrelevant' },
+      { op: 'add', text: LEGIT, weight: 1, reason: 'clarity' },
+    ],
+    final_adaptive: [
+      ...adaptiveIn(prompt),
+      { id: 'anchor-format', text: 'Formatting does not matter.', weight: 1 },
+      { text: ANCHORS[0]!.text.toUpperCase(), weight: 3 },
+      { text: LEGIT, weight: 1 },
+    ],
+  })
+  const MALFORMED = JSON.stringify({ strategy: 'SIDEWAYS', final_adaptive: 'everything stays' })
+
+  it('turns the final adaptive set into the next version, refuses what touches an anchor, and survives a malformed reply', async () => {
+    scenario.updater = (step, prompt) => (step === 0 ? reweightModifyRemoveAdd : step === 1 ? anchorAttack(prompt) : MALFORMED)
+    const run = await createRun()
+    const initial = await rubrics(run)
+    expect(initial.rubric_version).toBe(1)
+    const anchorsJson = JSON.stringify(initial.anchor_rubrics)
+    expect(initial.anchor_rubrics.map((r) => r.text)).toEqual(ANCHORS.map((r) => r.text))
+    const pick = (list: Rubric[]) => list.map(({ id, text, weight }) => ({ id, text, weight }))
+
+    // Step 0: reweight, modify, remove and add at once.
+    await score(run, 'v-0', 'alphaone', 0)
+    const step0 = await completeStep(run)
+    expect(step0.instances[0].update).toMatchObject({ changed: true, rubric_version: 2, strategy: 'ADVANCEMENT' })
+    const v2 = await rubrics(run)
+    expect(v2.rubric_version).toBe(2)
+    expect(JSON.stringify(v2.anchor_rubrics)).toBe(anchorsJson)
+    const addedId = v2.adaptive_rubrics.find((r) => r.text === ADDED)?.id
+    expect(addedId).toMatch(/^adaptive-[0-9a-f]{8}$/)
+    expect(pick(v2.adaptive_rubrics)).toEqual([
+      { id: 'adaptive-steps', text: ADAPTIVE[0]!.text, weight: 2 },
+      { id: 'adaptive-brief', text: 'The answer is at most three lines long.', weight: 1 },
+      { id: addedId, text: ADDED, weight: 1.5 },
+    ])
+    let versions = await history(run)
+    expect(versions.map((v) => v.version)).toEqual([1, 2])
+    expect(versions[1]).toMatchObject({
+      version: 2, step: 0, strategy: 'ADVANCEMENT', rationale: 'Answers are clean; ask for more.', refused: [],
+      diff: { added: [addedId], removed: ['adaptive-units'], modified: ['adaptive-brief'], reweighted: ['adaptive-steps'] },
+    })
+
+    // The next rollout is judged on version 2: the scorer sees the new set.
+    let from = stub.requests.length
+    const scored = await score(run, 'v-1', 'betatwo', 1)
+    expect(scored.body.rubric_version).toBe(2)
+    const scorerPrompt = userOf(requestsOf('scorer', from)[0]!)
+    expect(scorerPrompt).toContain(ADDED)
+    expect(scorerPrompt).not.toContain(ADAPTIVE[2]!.text)
+
+    // Step 1: every part touching an anchor is refused, the legitimate addition is applied.
+    const step1 = await completeStep(run)
+    expect(step1.instances[0].update).toMatchObject({ changed: true, rubric_version: 3, strategy: 'CORRECTIVE' })
+    const v3 = await rubrics(run)
+    expect(v3.rubric_version).toBe(3)
+    expect(JSON.stringify(v3.anchor_rubrics)).toBe(anchorsJson)
+    const legitId = v3.adaptive_rubrics.find((r) => r.text === LEGIT)?.id
+    expect(legitId).toMatch(/^adaptive-[0-9a-f]{8}$/)
+    expect(pick(v3.adaptive_rubrics)).toEqual([...pick(v2.adaptive_rubrics), { id: legitId, text: LEGIT, weight: 1 }])
+    versions = await history(run)
+    expect(versions.map((v) => v.version)).toEqual([1, 2, 3])
+    expect(versions[2]).toMatchObject({ version: 3, step: 1, strategy: 'CORRECTIVE', diff: { added: [legitId], removed: [], modified: [], reweighted: [] } })
+    expect(versions[2]!.refused).toEqual([
+      expect.stringMatching(/modify.*anchor 'anchor-correct'/),
+      expect.stringMatching(/remove.*anchor 'anchor-format'/),
+      expect.stringMatching(/reuses anchor id 'anchor-format'/),
+      expect.stringMatching(/repeats anchor 'anchor-correct'/),
+    ])
+    // Anchors byte-for-byte identical in every version.
+    for (const version of versions) expect(JSON.stringify(version.rubrics.filter((r) => r.is_anchor)), `version ${version.version}`).toBe(anchorsJson)
+
+    // Step 2: the Updater answers malformed on every attempt of every delivery; version 3 stays, the step completes.
+    from = stub.requests.length
+    await score(run, 'v-2', 'gammathree', 2)
+    const step2 = await completeStep(run)
+    expect(step2.instances[0].update).toMatchObject({ changed: false, rubric_version: 3, analysed: 1 })
+    expect(step2.instances[0].update.error).toMatch(/updater reply has the wrong shape/)
+    // Every attempt was refused by the parser, and the step queue delivered the job until its last
+    // attempt (1 + max_retries = 6 in wrangler.toml), which committed "no change".
+    expect(requestsOf('updater', from)).toHaveLength(STEP_DELIVERIES * MAX_ATTEMPTS)
+    const v3again = await rubrics(run)
+    expect(v3again).toEqual(v3)
+    expect((await history(run)).map((v) => v.version)).toEqual([1, 2, 3])
+    expect((await score(run, 'v-3', 'deltafour', 3)).body.rubric_version).toBe(3)
+  })
+})
+
+describe('the Analyzer in the background', () => {
+  it('answers /score at once while a slow Analyzer works, and the step later counts every analysis', async () => {
+    scenario.analyzerDelayMs = 3_000
+    const run = await createRun()
+    const from = stub.requests.length
+    const markers = ['slowalpha', 'slowbravo', 'slowcharlie', 'slowdelta']
+    const times: number[] = []
+    for (const [k, marker] of markers.entries()) times.push((await score(run, `slow-${k}`, marker, 0)).ms)
+    const pending = await memory(run, 'analysis')
+    expect(pending.length, 'analyses already stored right after scoring').toBeLessThan(markers.length)
+    for (const ms of times) expect(ms).toBeLessThan(1_500)
+    expect(requestsOf('scorer', from)).toHaveLength(markers.length)
+
+    const status = await completeStep(run)
+    expect(status.analyses).toEqual({ analysed: markers.length, late: 0, failed: 0, missing: 0 })
+    expect(status.instances[0].update).toMatchObject({ analysed: markers.length, changed: true })
+    const stored = await memory(run, 'analysis')
+    expect(stored.map((doc) => doc.data.rollout_id).sort()).toEqual(markers.map((_, k) => `slow-${k}`))
+    // Each analysed once (another run's leftover analysis may share the stub, hence the filter).
+    expect(requestsOf('analyzer', from).map((body) => markerIn(userOf(body))).filter((m) => markers.includes(m!)).sort()).toEqual(markers)
+  })
+
+  it('retries a failing Analyzer through the queue and counts its analysis once', async () => {
+    // 3 failures with 2 attempts per delivery: the first delivery fails, the queue's redelivery succeeds.
+    scenario.analyzerFailures = new Map([['flakymarker', 3]])
+    const run = await createRun()
+    const from = stub.requests.length
+    await score(run, 'flaky', 'flakymarker', 0)
+    await score(run, 'steady', 'steadymarker', 0)
+    const status = await completeStep(run)
+    expect(scenario.analyzerFailures.get('flakymarker')).toBe(0)
+    const analyzerCalls = (marker: string) => requestsOf('analyzer', from).filter((body) => markerIn(userOf(body)) === marker).length
+    expect(analyzerCalls('flakymarker')).toBe(4)
+    expect(analyzerCalls('flakymarker')).toBeGreaterThan(MAX_ATTEMPTS)
+    expect(analyzerCalls('steadymarker')).toBe(1)
+    expect(status.analyses).toEqual({ analysed: 2, late: 0, failed: 0, missing: 0 })
+    expect(status.instances[0].update).toMatchObject({ analysed: 2 })
+    let stored = await memory(run, 'analysis')
+    expect(stored.map((doc) => doc.data.rollout_id).sort()).toEqual(['flaky', 'steady'])
+
+    // The next step counts only its own rollout: the retried analysis is not counted again.
+    await score(run, 'later', 'latermarker', 1)
+    const next = await completeStep(run)
+    expect(next.analyses).toEqual({ analysed: 1, late: 0, failed: 0, missing: 0 })
+    stored = await memory(run, 'analysis')
+    expect(stored.map((doc) => doc.data.rollout_id).sort()).toEqual(['flaky', 'later', 'steady'])
+  })
+})
