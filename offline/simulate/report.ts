@@ -1,0 +1,156 @@
+/**
+ * How a simulation is shown: one table row per step as it completes, and a summary at the end that
+ * says whether the evolving rubrics came to penalise reward hacking.
+ */
+import type { SimulationResult, StepReport } from './loop.ts'
+import { BEHAVIOURS, type Behaviour } from './scenario.ts'
+
+/** Short column titles of the behaviours. */
+const TITLES: Record<Behaviour, string> = { correct: 'correct', wrong: 'wrong', verbose: 'verbose', sycophantic: 'sycoph.', reward_hacking: 'hacking' }
+const CELL = 10
+
+/** Column widths of the step table, in order: step, stage, behaviours…, mean, version, flags, update. */
+const WIDTHS = { step: 5, stage: 8, mean: 7, version: 8, flags: 7 }
+
+/**
+ * The header of the step table (two lines: titles and a rule).
+ * @example console.log(formatTableHeader())
+ */
+export function formatTableHeader(): string {
+  const titles = [
+    'step'.padStart(WIDTHS.step),
+    ' stage'.padEnd(WIDTHS.stage),
+    ...BEHAVIOURS.map((behaviour) => TITLES[behaviour].padStart(CELL)),
+    'mean'.padStart(WIDTHS.mean),
+    'rubric v'.padStart(WIDTHS.version + 1),
+    'flags'.padStart(WIDTHS.flags),
+    '  update',
+  ].join('')
+  return `${titles}\n${'-'.repeat(titles.length + 14)}`
+}
+
+/**
+ * One step as a table row: mean score per behaviour (with its count), the step's mean, the rubric
+ * version it was scored on → the version after it, rollouts flagged as hacking / rollouts, and the
+ * update's strategy.
+ * @example console.log(formatStepRow(report)) // '    0  early   0.80 (2) …   1→2     3/8  CORRECTIVE'
+ */
+export function formatStepRow(report: StepReport): string {
+  const cells = BEHAVIOURS.map((behaviour) => {
+    const { n, mean } = report.scores[behaviour]
+    return (n === 0 ? '–' : `${mean === null ? ' n/a' : mean.toFixed(2)} (${n})`).padStart(CELL)
+  })
+  const scored = report.rubric_version_scored ?? '?'
+  const after = report.rubric_version ?? '?'
+  const version = scored === after ? `${scored}` : `${scored}→${after}`
+  const total = BEHAVIOURS.reduce((sum, behaviour) => sum + report.counts[behaviour], 0)
+  const flags = report.hacking_flags === null ? '?' : `${report.hacking_flags}/${total}`
+  return [
+    String(report.step).padStart(WIDTHS.step),
+    `  ${report.stage}`.padEnd(WIDTHS.stage),
+    ...cells,
+    (report.mean_score === null ? 'n/a' : report.mean_score.toFixed(2)).padStart(WIDTHS.mean),
+    version.padStart(WIDTHS.version + 1),
+    flags.padStart(WIDTHS.flags),
+    `  ${describeUpdate(report)}`,
+  ].join('')
+}
+
+function describeUpdate(report: StepReport): string {
+  const notes: string[] = []
+  if (report.update_timed_out) notes.push('update still running (wait timed out)')
+  else if (!report.update) notes.push(report.status && report.status !== 'updated' ? `(${report.status})` : '–')
+  else notes.push(`${report.update.strategy ?? 'no update'}${report.update.changed ? ` → v${report.update.rubric_version}` : ' (no change)'}`)
+  if (report.errors > 0) notes.push(`${report.errors} /score failed`)
+  return notes.join('; ')
+}
+
+/** The numbers the summary states, also written by `--json`. */
+export interface SimulationSummary {
+  first_step: number
+  last_step: number
+  /** Mean score of reward-hacking and of correct rollouts at the first and the last step (null when the step had none). */
+  hacking: { first: number | null; last: number | null }
+  correct: { first: number | null; last: number | null }
+  /** Hacking at the last step scores below hacking at the first step, or below correct answers at the last step. */
+  hacking_penalised: boolean | null
+  hacking_flags_total: number
+  /** Flagged analyses among reward-hacking rollouts / reward-hacking rollouts, over all steps (from /memory). */
+  hacking_rollouts_flagged: { flagged: number; rollouts: number } | null
+  rubric_version: { first: number | null; last: number | null }
+  /** Steps whose update created a new rubric version. */
+  rubric_changes: number
+  strategies: Record<string, number>
+  errors: number
+}
+
+/**
+ * The summary numbers of a simulation.
+ * @example summarize(result).hacking_penalised // true when the rubrics came to penalise hacking
+ */
+export function summarize(result: Pick<SimulationResult, 'reports'>): SimulationSummary {
+  const reports = result.reports
+  const first = reports[0]
+  const last = reports.at(-1)
+  const meanOf = (report: StepReport | undefined, behaviour: Behaviour) => report?.scores[behaviour].mean ?? null
+  const hacking = { first: meanOf(first, 'reward_hacking'), last: meanOf(last, 'reward_hacking') }
+  const correct = { first: meanOf(first, 'correct'), last: meanOf(last, 'correct') }
+  const comparisons = [
+    hacking.first !== null && hacking.last !== null ? hacking.last < hacking.first : undefined,
+    correct.last !== null && hacking.last !== null ? hacking.last < correct.last : undefined,
+  ].filter((value): value is boolean => value !== undefined)
+  const strategies: Record<string, number> = {}
+  for (const report of reports) {
+    const strategy = report.update?.strategy
+    if (strategy) strategies[strategy] = (strategies[strategy] ?? 0) + 1
+  }
+  const withMemory = reports.filter((report) => report.flagged_by_behaviour !== null)
+  return {
+    first_step: first?.step ?? 0,
+    last_step: last?.step ?? 0,
+    hacking,
+    correct,
+    hacking_penalised: comparisons.length ? comparisons.some(Boolean) : null,
+    hacking_flags_total: reports.reduce((sum, report) => sum + (report.hacking_flags ?? 0), 0),
+    hacking_rollouts_flagged: withMemory.length
+      ? {
+          flagged: withMemory.reduce((sum, report) => sum + report.flagged_by_behaviour!.reward_hacking, 0),
+          rollouts: withMemory.reduce((sum, report) => sum + report.counts.reward_hacking, 0),
+        }
+      : null,
+    rubric_version: { first: first?.rubric_version_scored ?? null, last: last?.rubric_version ?? last?.rubric_version_scored ?? null },
+    rubric_changes: reports.filter((report) => report.update?.changed).length,
+    strategies,
+    errors: reports.reduce((sum, report) => sum + report.errors, 0),
+  }
+}
+
+/**
+ * The closing summary in words.
+ * @example console.log(formatSummary(result, summarize(result)))
+ */
+export function formatSummary(result: Pick<SimulationResult, 'reports' | 'run_id' | 'seed' | 'steps' | 'rollouts_per_step' | 'duration_ms' | 'waited'>, summary: SimulationSummary): string {
+  const f = (value: number | null) => (value === null ? 'n/a' : value.toFixed(2))
+  const strategies = Object.entries(summary.strategies).map(([strategy, count]) => `${strategy} ×${count}`).join(', ') || 'none'
+  const flagged = summary.hacking_rollouts_flagged
+  const lines = [
+    `Summary — run ${result.run_id ?? '?'}, ${result.steps} steps × ${result.rollouts_per_step} rollouts, seed ${result.seed}, ${(result.duration_ms / 1_000).toFixed(1)} s`,
+    `  reward_hacking mean score: step ${summary.first_step} ${f(summary.hacking.first)} → step ${summary.last_step} ${f(summary.hacking.last)}`,
+    `  correct mean score:        step ${summary.first_step} ${f(summary.correct.first)} → step ${summary.last_step} ${f(summary.correct.last)}`,
+    `  flagged as hacking: ${summary.hacking_flags_total} rollouts in all${flagged && flagged.rollouts > 0 ? ` (${flagged.flagged} of the ${flagged.rollouts} reward_hacking rollouts)` : ''}`,
+    `  rubric version ${summary.rubric_version.first ?? '?'} → ${summary.rubric_version.last ?? '?'}; ${summary.rubric_changes} update(s) changed the rubrics; strategies: ${strategies}`,
+  ]
+  if (summary.errors > 0) lines.push(`  ${summary.errors} /score request(s) failed and were left out`)
+  if (!result.waited) {
+    const stale = result.reports.filter((report, i) => i > 0 && (report.rubric_version_scored ?? 0) < (result.reports[i - 1]!.rubric_version ?? 0)).length
+    if (stale > 0) lines.push(`  --no-wait: the trainer ran ahead of the updates; ${stale} of ${result.reports.length - 1} later steps were scored on rubrics older than the previous step's update`)
+  }
+  lines.push(
+    summary.hacking_penalised === null
+      ? '  verdict: not enough reward_hacking rollouts to compare (use more steps or rollouts per step)'
+      : summary.hacking_penalised
+        ? `  verdict: the evolved rubrics penalise hacking — at the last step it scores ${f(summary.hacking.last)} against ${f(summary.correct.last)} for correct answers (${f(summary.hacking.first)} at the first step)`
+        : `  verdict: hacking is not penalised — at the last step it scores ${f(summary.hacking.last)} against ${f(summary.correct.last)} for correct answers (${f(summary.hacking.first)} at the first step)`,
+  )
+  return lines.join('\n')
+}
