@@ -76,6 +76,8 @@ export interface StepUpdateOutcome {
   missing: number
   hacking_flags: number
   strategy: string | null
+  /** Parts of the updater's proposal that were refused (e.g. touching an anchor), even when no new version came of it. */
+  refused: string[]
   error?: string
 }
 
@@ -266,6 +268,7 @@ export class RubricInstance extends DurableObject<Env> {
         analysed: commit.consumedRolloutIds.length,
         ...commit.counts,
         strategy: commit.strategy,
+        refused: commit.refused,
         ...(commit.error ? { error: commit.error } : {}),
       }
       this.sql.exec('INSERT INTO step_updates (step, outcome) VALUES (?, ?)', step, JSON.stringify(outcome))

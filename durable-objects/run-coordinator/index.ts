@@ -176,9 +176,13 @@ export class RunCoordinator extends DurableObject<Env> {
       const deadline = Date.parse(row.closed_at) + deadlineMs
       if (row.enqueued_at !== null && now < Math.max(row.enqueued_at, deadline) + STEP_RESEND_AFTER_MS) continue
       jobs.push({ body: { type: 'step', runId, instanceId: row.instance_id, step: row.step, deadline } })
-      this.sql.exec('UPDATE step_instances SET enqueued_at = ? WHERE step = ? AND instance_id = ?', now, row.step, row.instance_id)
     }
-    for (let start = 0; start < jobs.length; start += 100) await this.env.STEP_QUEUE.sendBatch(jobs.slice(start, start + 100))
+    for (let start = 0; start < jobs.length; start += 100) {
+      const batch = jobs.slice(start, start + 100)
+      await this.env.STEP_QUEUE.sendBatch(batch)
+      // Marked only once sent: a failed send throws, and the alarm's retry sends the job again.
+      for (const { body } of batch) this.sql.exec('UPDATE step_instances SET enqueued_at = ? WHERE step = ? AND instance_id = ?', now, body.step, body.instanceId)
+    }
     if (pending.length > 0) await this.ctx.storage.setAlarm(now + STEP_WATCHDOG_MS)
   }
 

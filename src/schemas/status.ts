@@ -29,6 +29,7 @@ export const RubricStatus = z.object({
       missing: z.number().int(),
       hacking_flags: z.number().int(),
       strategy: z.string().nullable(),
+      refused: z.array(z.string()),
       error: z.string().optional(),
     }).optional(),
   })),

@@ -149,3 +149,20 @@ describe('async mode', () => {
     }, { timeout: 10_000, interval: 200 })
   })
 })
+
+describe('static memory', () => {
+  it('shows the updater the last static_memory_steps step summaries, also when steps are summarised in chunks', async () => {
+    const run = await createRun({ ...RUBRICS, chunk_size: 2, static_memory_steps: 2 })
+    for (let step = 0; step < 4; step++) {
+      for (const i of [1, 2, 3]) await score(run, `c${step}-${i}`, `The answer is ${3 + i}.`, 'What is 2+2?', step)
+      await completeStep(run)
+    }
+    const docs = (await call('GET', '/memory?limit=200', { token: run.token })).json.documents as { id: string; kind: string; step: number; data: Record<string, any> }[]
+    const stepSummary = (step: number) => docs.find((d) => d.kind === 'meta_summary' && d.step === step && d.data.subject === 'step')!.id
+    for (let step = 0; step < 4; step++) expect(docs.filter((d) => d.kind === 'batch_summary' && d.step === step)).toHaveLength(2)
+    const update = (step: number) => docs.find((d) => d.kind === 'rubric_update' && d.step === step)!.data
+    expect(update(0).static).toEqual([])
+    expect(update(1).static).toEqual([stepSummary(0)])
+    expect(update(3).static).toEqual([stepSummary(1), stepSummary(2)])
+  })
+})

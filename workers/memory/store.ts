@@ -14,6 +14,9 @@ export interface MemoryFilter {
   limit?: number
 }
 
+/** The subject of a step-level document (a step's summary or rubric update), as opposed to a rollout or a chunk. */
+export const STEP_SUBJECT = 'step'
+
 /** D1 binds at most 100 parameters per statement; a memory row binds 9. */
 const ROWS_PER_INSERT = 10
 
@@ -82,11 +85,20 @@ export class MemoryStore {
     return rows.map(toDocument)
   }
 
-  /** Static memory: the batch summaries of the last `steps` steps up to `step`, oldest first. */
+  /**
+   * Static memory: the step summaries of the last `steps` steps up to `step`, oldest first. A step's
+   * summary is its batch summary, or its meta summary when the step was summarised in chunks.
+   */
   async recentSummaries(runId: string, instanceId: string | undefined, step: number, steps: number): Promise<MemoryDocument[]> {
     if (steps === 0) return []
-    const conditions: SQL[] = [eq(memoryDocuments.runId, runId), eq(memoryDocuments.kind, 'batch_summary'), lte(memoryDocuments.step, step)]
+    const conditions: SQL[] = [
+      eq(memoryDocuments.runId, runId),
+      inArray(memoryDocuments.kind, ['batch_summary', 'meta_summary']),
+      eq(memoryDocuments.subject, STEP_SUBJECT),
+      lte(memoryDocuments.step, step),
+    ]
     if (instanceId !== undefined) conditions.push(eq(memoryDocuments.instanceId, instanceId))
+    // One step-level summary per (instance, step), so `steps` rows are `steps` steps.
     const rows = await drizzle(this.db).select().from(memoryDocuments).where(and(...conditions)).orderBy(desc(memoryDocuments.step)).limit(steps).all()
     return rows.map(toDocument).reverse()
   }

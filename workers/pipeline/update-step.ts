@@ -7,11 +7,12 @@ import { trainingStage, type AnalysisRecord, type BatchSummary, type RubricUpdat
 import type { MemoryDocument } from '../../src/schemas/memory.ts'
 import type { TrainingMetadata } from '../../src/schemas/rollout.ts'
 import type { RunConfig } from '../../src/schemas/run-config.ts'
+import type { Rubric } from '../../src/schemas/rubric.ts'
 import type { StepUpdateCommit, StepUpdateInput, StepUpdateOutcome } from '../../durable-objects/rubric-instance/index.ts'
 import { coordinatorName, instanceName } from '../../durable-objects/names.ts'
 import type { Env } from '../env.ts'
 import { embedderFor, memoryFor, vectorIndexFor } from '../memory/backends.ts'
-import { MemoryStore } from '../memory/store.ts'
+import { MemoryStore, STEP_SUBJECT } from '../memory/store.ts'
 import type { StepJob } from '../queues/messages.ts'
 import { loadRunConfig } from '../runs/store.ts'
 import { requestModels } from '../scoring/models.ts'
@@ -64,19 +65,15 @@ async function planUpdate(
     const records: AnalysisRecord[] = documents.map((doc) => ({ rollout_id: String(doc.data.rollout_id), score: Number(doc.data.score), analysis: doc.data.analysis as AnalysisRecord['analysis'] }))
     const latest = documents.at(-1)?.data.metadata as TrainingMetadata | undefined
     const rubrics = input.snapshot.rubrics
-    const summarizer = models.forRole('summarizer')
-    const { summary, chunks } = await summarizeStep(summarizer.model, records, config.chunk_size, {
-      rubrics, step: job.step, locale: config.locale, prompts: config.prompts, retry: { maxAttempts: summarizer.settings.max_attempts },
-      concurrency: Math.min(summarizer.settings.concurrency, config.max_concurrent_llm_calls), metaModel: models.forRole('meta_summarizer').model,
-    })
-    await memory.put(await summaryDocuments(job, summary, chunks))
+    // A redelivered job reuses the summary it already remembered, so the updater works from that one.
+    const summary = (await storedStepSummary(memory, job)) ?? (await summarizeAndRemember(memory, models, config, job, records, rubrics))
     if (job.step % config.rubric_update_frequency !== 0) return noChange('summary only: not an update step', consumed, counts)
 
     const queryGenerator = models.forRole('query_generator')
     const queries = await runQueryGenerator(queryGenerator.model, { summary, rubrics, maxQueries: config.max_queries, locale: config.locale, prompts: config.prompts }, { maxAttempts: queryGenerator.settings.max_attempts })
     const instanceScope = config.rubrics_mode === 'per_instance' ? job.instanceId : undefined
     const retrieved = await retrieveMemories({
-      static: await memory.recentSummaries(job.runId, instanceScope, job.step - 1, config.static_memory_steps),
+      static: await memory.recentSummaries(job.runId, job.instanceId, job.step - 1, config.static_memory_steps),
       queries,
       scope: { run_id: job.runId, ...(instanceScope ? { instance_id: instanceScope } : {}) },
       limitPerQuery: config.dynamic_memory_limit_per_query,
@@ -95,7 +92,7 @@ async function planUpdate(
     const applied = applyRubricUpdate(rubrics, update, { version: input.snapshot.version + 1, createdAt: new Date().toISOString() })
     const changed = applied.accepted && Object.values(applied.diff).some((ids) => ids.length > 0)
     if (applied.refused.length > 0) console.warn(`[${job.runId}/${job.instanceId} step ${job.step}] updater proposal partly refused:`, applied.refused)
-    await memory.put([await updateDocument(job, update, applied.diff, applied.refused, changed ? input.snapshot.version + 1 : input.snapshot.version, queries, retrieved.dynamic)])
+    await memory.put([await updateDocument(job, update, applied.diff, applied.refused, changed ? input.snapshot.version + 1 : input.snapshot.version, queries, retrieved)])
     return {
       ...(changed ? { rubrics: applied.rubrics } : {}),
       strategy: update.strategy,
@@ -114,6 +111,29 @@ async function planUpdate(
   }
 }
 
+async function storedStepSummary(memory: MemoryStore, job: StepJob): Promise<BatchSummary | undefined> {
+  const ids = await Promise.all((['meta_summary', 'batch_summary'] as const).map((kind) => MemoryStore.documentId(kind, job.runId, job.instanceId, job.step, STEP_SUBJECT)))
+  const [stored] = await memory.get(ids)
+  return stored?.data.summary as BatchSummary | undefined
+}
+
+async function summarizeAndRemember(
+  memory: MemoryStore,
+  models: ReturnType<typeof requestModels>,
+  config: RunConfig,
+  job: StepJob,
+  records: AnalysisRecord[],
+  rubrics: Rubric[],
+): Promise<BatchSummary> {
+  const summarizer = models.forRole('summarizer')
+  const { summary, chunks } = await summarizeStep(summarizer.model, records, config.chunk_size, {
+    rubrics, step: job.step, locale: config.locale, prompts: config.prompts, retry: { maxAttempts: summarizer.settings.max_attempts },
+    concurrency: Math.min(summarizer.settings.concurrency, config.max_concurrent_llm_calls), metaModel: models.forRole('meta_summarizer').model,
+  })
+  await memory.put(await summaryDocuments(job, summary, chunks))
+  return summary
+}
+
 function noChange(note: string, consumed: StepUpdateCommit['consumedRolloutIds'], counts: StepUpdateCommit['counts'], error?: string): StepUpdateCommit {
   return { strategy: null, rationale: null, diff: null, refused: [], note, consumedRolloutIds: consumed, counts, ...(error ? { error } : {}) }
 }
@@ -123,22 +143,22 @@ async function summaryDocuments(job: StepJob, summary: BatchSummary, chunks: Bat
   const doc = async (kind: 'batch_summary' | 'meta_summary', subject: string, body: BatchSummary): Promise<MemoryDocument> => ({
     id: await MemoryStore.documentId(kind, job.runId, job.instanceId, job.step, subject),
     run_id: job.runId, instance_id: job.instanceId, kind, step: job.step,
-    text: `Step ${job.step} summary${subject === 'step' ? '' : ` (${subject})`}: ${body.executive_summary}\n${body.memory_entry}\nPatterns: ${body.systemic_patterns.join('; ')}\nReward hacking: ${body.reward_hacking.count} (${body.reward_hacking.tactics.join(', ')})\nPlan: ${body.evolution_plan}`,
+    text: `Step ${job.step} summary${subject === STEP_SUBJECT ? '' : ` (${subject})`}: ${body.executive_summary}\n${body.memory_entry}\nPatterns: ${body.systemic_patterns.join('; ')}\nReward hacking: ${body.reward_hacking.count} (${body.reward_hacking.tactics.join(', ')})\nPlan: ${body.evolution_plan}`,
     data: { subject, summary: body },
     created_at: now,
   })
   // The step's summary is the batch summary; when the step was chunked, the chunks are batch summaries
   // of their own and the consolidation is the meta summary that stands for the step.
-  if (chunks.length === 0) return [await doc('batch_summary', 'step', summary)]
-  return Promise.all([...chunks.map((chunk, i) => doc('batch_summary', `chunk-${i + 1}`, chunk)), doc('meta_summary', 'step', summary)])
+  if (chunks.length === 0) return [await doc('batch_summary', STEP_SUBJECT, summary)]
+  return Promise.all([...chunks.map((chunk, i) => doc('batch_summary', `chunk-${i + 1}`, chunk)), doc('meta_summary', STEP_SUBJECT, summary)])
 }
 
-async function updateDocument(job: StepJob, update: RubricUpdate, diff: RubricDiff, refused: string[], version: number, queries: string[], consulted: MemoryDocument[]): Promise<MemoryDocument> {
+async function updateDocument(job: StepJob, update: RubricUpdate, diff: RubricDiff, refused: string[], version: number, queries: string[], consulted: { static: MemoryDocument[]; dynamic: MemoryDocument[] }): Promise<MemoryDocument> {
   return {
     id: await MemoryStore.documentId('rubric_update', job.runId, job.instanceId, job.step),
     run_id: job.runId, instance_id: job.instanceId, kind: 'rubric_update', step: job.step,
     text: `Step ${job.step} rubric update (${update.strategy}) → version ${version}: ${update.rationale}\nAdded ${diff.added.length}, removed ${diff.removed.length}, modified ${diff.modified.length}, reweighted ${diff.reweighted.length}.${refused.length ? `\nRefused: ${refused.join('; ')}` : ''}`,
-    data: { subject: 'step', update, diff, refused, rubric_version: version, queries, retrieved: consulted.map((doc) => doc.id) },
+    data: { subject: STEP_SUBJECT, update, diff, refused, rubric_version: version, queries, static: consulted.static.map((doc) => doc.id), retrieved: consulted.dynamic.map((doc) => doc.id) },
     created_at: new Date().toISOString(),
   }
 }
