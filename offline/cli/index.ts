@@ -12,6 +12,7 @@ import { type CliCommandModule, type CliIo, EXIT_FAILURE, processIo, runCli } fr
 /** Every command: one line each, `name: () => import('./commands/<name>.ts')`, in the order help lists them. */
 const COMMANDS = {
   datasets: () => import('./commands/datasets.ts'),
+  search: () => import('./commands/search.ts'),
 } satisfies Record<string, () => Promise<CliCommandModule>>
 
 /**

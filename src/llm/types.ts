@@ -36,8 +36,12 @@ export type AgentTask =
   /** Search judge: which of two answers is better, in the order shown (`first` is "A"). */
   | { kind: 'search_judge'; prompt: string; first: string; second: string }
 
+/** The offline rubric search's roles (src/search/roles): requests carry their own role, not an online agent's. */
+export type SearchRequestRole = 'initializer' | 'proposer' | 'verifier' | 'judge'
+
 export interface ChatRequest {
-  role: AgentRole
+  /** Who asks: an online agent, or a search role. Accounting, caches and call logs key on it. */
+  role: AgentRole | SearchRequestRole
   messages: ChatMessage[]
   task: AgentTask
   /** Ask the server for a JSON object reply when it supports it. */

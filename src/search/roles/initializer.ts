@@ -11,7 +11,7 @@ import { renderPrompt, type Locale, type PromptOverrides } from '../../prompts/i
 import { CRITERION_TYPES, SearchRubric, visibleCandidate, type Criterion, type PromptItem, type RubricInitializer } from '../types.ts'
 import { dataBlock, searchLabels, type SearchRoleOptions } from './common.ts'
 import { seededRandom, seededShuffle } from './prng.ts'
-import { criteriaFromReply, isRecord, RubricReply, SEARCH_REQUEST_ROLE, validateCriteria } from './rubric.ts'
+import { criteriaFromReply, isRecord, RubricReply, validateCriteria } from './rubric.ts'
 
 /** The key of the preset that applies to any prompt without its own (autosr §1.3). */
 export const DEFAULT_PRESET_KEY = '__default__'
@@ -55,7 +55,7 @@ export async function buildInitializerRequest(item: PromptItem, options: Request
     samples: samples.map((text, index) => `${labels.sample(index + 1)}\n${dataBlock(boundary, text)}`).join('\n\n'),
   }, options.prompts)
   return {
-    role: SEARCH_REQUEST_ROLE.initializer,
+    role: 'initializer',
     messages: [
       { role: 'system', content: renderPrompt(locale, 'search-initializer.system', { grade_max: gradeMax }, options.prompts) },
       { role: 'user', content: user },

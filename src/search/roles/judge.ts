@@ -16,7 +16,7 @@ import type { ChatModel, ChatRequest } from '../../llm/types.ts'
 import { renderPrompt, type Locale, type PromptOverrides } from '../../prompts/index.ts'
 import { visibleCandidate, type Candidate, type PreferenceDataset, type PreferenceJudge, type Preference, type PromptItem } from '../types.ts'
 import type { SearchRoleOptions } from './common.ts'
-import { isRecord, SEARCH_REQUEST_ROLE } from './rubric.ts'
+import { isRecord } from './rubric.ts'
 
 export type JudgeKind = 'llm' | 'rank' | 'quality' | 'heuristic'
 
@@ -39,7 +39,7 @@ export interface CompareInput {
 export async function buildJudgeRequest(prompt: string, first: string, second: string, options: { locale: Locale; prompts?: PromptOverrides }): Promise<ChatRequest> {
   const boundary = await dataBoundary(prompt, first, second)
   return {
-    role: SEARCH_REQUEST_ROLE.judge,
+    role: 'judge',
     messages: [
       { role: 'system', content: renderPrompt(options.locale, 'search-judge.system', {}, options.prompts) },
       { role: 'user', content: renderPrompt(options.locale, 'search-judge.user', { boundary, prompt, first, second }, options.prompts) },

@@ -15,7 +15,7 @@ import { renderPrompt, type Locale, type PromptOverrides } from '../../prompts/i
 import { SearchRubric, visibleCandidate, type Candidate, type Criterion, type MutationMode, type PromptItem, type RubricProposer } from '../types.ts'
 import type { SearchRoleOptions } from './common.ts'
 import { normalisedWeights } from './score.ts'
-import { criteriaFromReply, criteriaJson, MAX_CRITERIA, mutatedRubricId, RubricReply, sameCriteria, SEARCH_REQUEST_ROLE, validateCriteria } from './rubric.ts'
+import { criteriaFromReply, criteriaJson, MAX_CRITERIA, mutatedRubricId, RubricReply, sameCriteria, validateCriteria } from './rubric.ts'
 
 export interface ProposerOptions extends SearchRoleOptions {
   /** Refuse a child that breaks its mode's checkable contract (see `modeContractViolation`); default true. */
@@ -52,7 +52,7 @@ export async function buildProposerRequest(input: ProposalInput, options: { loca
     runner_up: runnerUp,
   }, options.prompts)
   return {
-    role: SEARCH_REQUEST_ROLE.proposer,
+    role: 'proposer',
     messages: [
       { role: 'system', content: renderPrompt(options.locale, 'search-proposer.system', { grade_max: rubric.grading_protocol.grade_max }, options.prompts) },
       { role: 'user', content: user },

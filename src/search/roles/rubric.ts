@@ -5,9 +5,8 @@
  */
 import { z } from 'zod'
 import { canonicalJson, sha256Hex } from '../../hash/index.ts'
-import { LlmError } from '../../llm/types.ts'
+import { LlmError, type SearchRequestRole } from '../../llm/types.ts'
 import type { Locale } from '../../prompts/index.ts'
-import type { AgentRole } from '../../schemas/run-config.ts'
 import { Criterion, CRITERION_TYPES, type SearchRubric } from '../types.ts'
 import { normalisedWeights } from './score.ts'
 
@@ -17,18 +16,8 @@ export const MAX_CRITERIA = 16
 const MAX_LIST_ITEMS = 12
 const MAX_ITEM_CHARS = 300
 
-export type SearchRoleName = 'initializer' | 'proposer' | 'verifier' | 'judge'
-
-/**
- * The transport role each search role's requests carry (`ChatRequest.role`, an `AgentRole`): the online role
- * doing the same kind of work. The request's `task.kind` (`search_*`) tells the search roles apart.
- */
-export const SEARCH_REQUEST_ROLE = {
-  initializer: 'updater',
-  proposer: 'updater',
-  verifier: 'scorer',
-  judge: 'scorer',
-} as const satisfies Record<SearchRoleName, AgentRole>
+/** A search role's name: also the `ChatRequest.role` its requests carry. */
+export type SearchRoleName = SearchRequestRole
 
 /**
  * The reply schema of a rubric-writing role: a JSON object, `{"rubric": {"criteria": …}}` or `{"criteria": …}`;

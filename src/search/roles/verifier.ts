@@ -12,7 +12,7 @@ import { renderPrompt, type Locale, type PromptOverrides } from '../../prompts/i
 import { visibleCandidate, type Candidate, type CriterionGrades, type PromptItem, type SearchRubric, type Verifier } from '../types.ts'
 import { searchLabels, type SearchRoleOptions } from './common.ts'
 import { DEFAULT_EXTRACTION, extractCandidate, extractPrompt, type ContentExtraction } from './extraction.ts'
-import { criteriaLines, isRecord, SEARCH_REQUEST_ROLE } from './rubric.ts'
+import { criteriaLines, isRecord } from './rubric.ts'
 
 export interface VerifierOptions extends SearchRoleOptions {
   /** What of the prompt and the candidate is graded; default the whole prompt and the candidate's answer part. */
@@ -54,7 +54,7 @@ export async function buildVerifierRequest(
     grade_max: gradeMax,
   }, options.prompts)
   return {
-    role: SEARCH_REQUEST_ROLE.verifier,
+    role: 'verifier',
     messages: [
       { role: 'system', content: renderPrompt(locale, 'search-verifier.system', { grade_max: gradeMax }, options.prompts) },
       { role: 'user', content: user },

@@ -1,0 +1,400 @@
+/**
+ * One `reward-harness search` run, end to end: dataset → backend → cached, counted role models → roles →
+ * `runSearch` with checkpoints (and `--resume`) → the output JSON with `run_manifest` and `usage`, written
+ * atomically → run records. Ctrl-C (SIGINT/SIGTERM) aborts the search through its AbortSignal; the last
+ * checkpoint stays, and the result says how to resume.
+ */
+import { readFile } from 'node:fs/promises'
+import { arch, platform } from 'node:os'
+import { canonicalJson } from '../../src/hash/index.ts'
+import { AppError } from '../../src/errors/index.ts'
+import { DatasetError, readJsonDocument } from '../../src/datasets/index.ts'
+import { configHash, hashHex, runSearch, type SearchOutput, type SearchState, type SearchStats } from '../../src/search/index.ts'
+import { createSearchRoles, DEFAULT_PRESET_KEY, parsePresetRubrics, type SearchRoleName } from '../../src/search/roles/index.ts'
+import type { SearchRubric } from '../../src/search/types.ts'
+import { loadDataset } from '../datasets/load.ts'
+import { writeFileAtomic } from './atomic.ts'
+import { createBackend, type Backend } from './backend.ts'
+import { CheckpointStore, describeChanges, loadResumeCheckpoint, type CheckpointFile } from './checkpoints.ts'
+import { SearchInputError, SearchInterrupted } from './errors.ts'
+import { SearchModels, type RoleCounters } from './models.ts'
+import { SEARCH_ROLES, type SearchCliOptions } from './options.ts'
+import { ProgressBar, ProgressTracker } from './progress.ts'
+import { gitSnapshot, newRunId, normaliseArgv, recordPaths, REPO_ROOT, replayScript, sessionIdOf, shellQuote, writeRunRecords } from './records.ts'
+
+/** Where a run reports and what it may touch besides its files. */
+export interface SearchRunEnvironment {
+  /** The CLI's arguments (after the program name), for the run records and the resume hint. */
+  argv: readonly string[]
+  cwd: string
+  /** Progress bar and notes (stderr). */
+  stderr: (text: string) => void
+  /** Draw the progress bar (stderr is a TTY and --json is off). */
+  progress: boolean
+  /** Install SIGINT/SIGTERM handlers that interrupt the run (the CLI process does). */
+  handleSignals: boolean
+  /** Where API-key variables are looked up. */
+  env: Record<string, string | undefined>
+}
+
+/** Usage of a run: per role, in total, the search engine's own counters, the reply cache and the endpoints. */
+export interface RunUsage {
+  backend: 'mock' | 'openai'
+  /** Per role: requests, cache hits, backend calls, failures, unusable replies, tokens (+ HTTP attempts on openai). */
+  roles: Record<SearchRoleName, RoleCounters & { attempts?: number; retries?: number; failures?: Record<string, number> }>
+  total: RoleCounters & { attempts?: number; retries?: number; failures?: Record<string, number> }
+  /** Role calls the engine made and its memo hits (label judges are not LLM calls). */
+  engine: SearchStats
+  cache: { dirs: string[]; hits: number; misses: number; joins: number; entries: number; forgotten: number; loaded: number } | null
+  /** Per endpoint (openai): HTTP attempts, outcomes, tokens, cap and peak in flight, health. */
+  endpoints: Record<string, Record<string, unknown>> | null
+}
+
+export interface BestRubricSummary {
+  prompt_id: string
+  rubric_id: string
+  criteria: number
+  score: number
+  best_candidate_id: string
+}
+
+/** What `--json` prints (and the text summary is made of). */
+export interface SearchRunSummary {
+  status: 'completed' | 'interrupted'
+  /** What interrupted the run (interrupted only). */
+  interrupted_by?: SearchInterrupted['by']
+  run_id: string
+  session_id: string
+  resumed_from: string | null
+  output: string | null
+  run_records: { manifest: string; replay: string }
+  checkpoints: { directory: string; latest: string | null; written: number }
+  /** The command that continues an interrupted run (interrupted only). */
+  resume_command?: string
+  backend: { resolved: 'mock' | 'openai'; models: Record<SearchRoleName, string>; judge: string }
+  config_hash: string
+  seconds: number
+  best_rubrics: BestRubricSummary[]
+  usage: RunUsage
+}
+
+/**
+ * Runs a search as the CLI does and returns its summary; throws `SearchInputError` (exit 2) for bad input,
+ * `DatasetError` (exit 2) for a bad dataset, and other errors (exit 1) for failures.
+ * @example
+ * const summary = await runSearchCommand(await readSearchOptions(opts), { argv, cwd: process.cwd(), stderr: (t) => process.stderr.write(t), progress: false, handleSignals: true, env: process.env })
+ * summary.status // 'completed'
+ */
+export async function runSearchCommand(options: SearchCliOptions, environment: SearchRunEnvironment): Promise<SearchRunSummary> {
+  const started = Date.now()
+  const createdAt = new Date(started)
+  const runId = newRunId(createdAt)
+  const loaded = await loadDataset(environment.cwd === process.cwd() ? options.datasetArg : options.dataset, options.datasetFormat ? { format: options.datasetFormat } : {})
+  const config = options.config
+  const hash = configHash(config)
+  const presets = options.presetRubrics ? await readPresets(options.presetRubrics, options.gradeMax) : null
+  if (presets && options.presetStrict && !presets.rubrics.has(DEFAULT_PRESET_KEY)) {
+    const index = loaded.dataset.prompts.findIndex((item) => !presets.rubrics.has(item.prompt_id))
+    if (index >= 0) {
+      throw new SearchInputError(
+        `--preset-strict: ${options.presetRubrics} has no rubric for prompts[${index}] (prompt_id "${loaded.dataset.prompts[index]!.prompt_id}") and no "${DEFAULT_PRESET_KEY}"`,
+      )
+    }
+  }
+
+  const resume = options.resume ? await loadResumeCheckpoint(options.resume, options.checkpointDir, environment.cwd) : null
+  const sessionId = resume?.checkpoint.session_id ?? sessionIdOf(runId)
+
+  const backend = await createBackend({
+    backend: options.backend,
+    endpoints: options.endpoints,
+    ...(options.endpointsFile ? { endpointsFile: options.endpointsFile } : {}),
+    ...(options.baseUrl ? { baseUrl: options.baseUrl } : {}),
+    ...(options.apiKeyEnv ? { apiKeyEnv: options.apiKeyEnv } : {}),
+    maxConcurrency: options.maxConcurrency,
+    ...(options.model ? { model: options.model } : {}),
+    models: options.models,
+    temperature: options.temperature,
+    maxTokens: options.maxTokens,
+    timeoutMs: options.timeoutMs,
+    maxAttempts: options.maxAttempts,
+    seed: config.seed,
+    mockNoise: options.mockNoise,
+    ...(options.mockLatencyMs ? { mockLatencyMs: options.mockLatencyMs } : {}),
+    secrets: environment.env,
+  })
+
+  const controller = new AbortController()
+  let models: SearchModels | undefined
+  const removeSignals = environment.handleSignals ? installSignalHandlers(controller, environment.stderr) : () => undefined
+  let bar: ProgressBar | undefined
+  try {
+    models = await SearchModels.open({
+      models: backend.models,
+      cacheDir: options.cacheDir,
+      signal: controller.signal,
+      onCall: (total) => {
+        if (options.abortAfterCalls !== undefined && total >= options.abortAfterCalls && !controller.signal.aborted) controller.abort(new SearchInterrupted('abort-after-calls'))
+      },
+    })
+    const roles = createSearchRoles({
+      modelsByRole: models.byRole(),
+      backend: backend.resolved === 'mock' ? 'mock' : 'llm',
+      dataset: loaded.dataset,
+      locale: options.locale,
+      gradeMax: options.gradeMax,
+      allowNa: options.allowNa,
+      numVotes: options.rubricVotes,
+      extraction: options.extraction,
+      retry: { maxAttempts: options.roleAttempts },
+      ...(presets ? { presets: { rubrics: presets.rubrics, strict: options.presetStrict } } : {}),
+      ...(backend.resolved === 'mock' && options.mockNoise > 0 ? { mockNoise: options.mockNoise } : {}),
+    })
+    const settings = runSettings(options, backend, roles.judgeChoice.kind, presets?.sha256 ?? null)
+    const settingsHash = hashHex(canonicalJson(settings))
+    if (resume) checkResumable(resume, { sha256: loaded.sha256, path: loaded.path, configHash: hash, config, settingsHash, settings })
+
+    const store = await CheckpointStore.open(options.checkpointDir, sessionId, { keep: options.keepCheckpoints })
+    const tracker = new ProgressTracker(loaded.dataset.prompts.length, config.mode === 'iterative' ? config.iterations : config.generations)
+    if (environment.progress) {
+      bar = new ProgressBar(environment.stderr, tracker, () => {
+        const { total } = models!.usage()
+        return { calls: total.calls, cache_hits: total.cache_hits }
+      })
+      bar.draw()
+    }
+
+    const paths = recordPaths(options.output, runId)
+    const normalisedArgv = normaliseArgv(environment.argv, environment.cwd)
+    const manifestOf = async (status: 'completed' | 'interrupted', stats: SearchStats) => ({
+      schema_version: '1.0',
+      kind: 'reward-harness.search-run',
+      status,
+      run_id: runId,
+      created_at_utc: createdAt.toISOString(),
+      finished_at_utc: new Date().toISOString(),
+      workspace: { repo_root: REPO_ROOT, cwd: environment.cwd },
+      dataset: { path: loaded.path, sha256: loaded.sha256, format: loaded.format, shape: loaded.shape, prompts: loaded.dataset.prompts.length, candidates: loaded.dataset.prompts.reduce((sum, item) => sum + item.candidates.length, 0) },
+      output: { path: options.output },
+      backend: {
+        requested: backend.requested,
+        resolved: backend.resolved,
+        models: backend.modelNames,
+        judge: { kind: roles.judgeChoice.kind, reason: roles.judgeChoice.reason },
+        endpoints: backend.endpoints,
+        api_key_env: backend.apiKeyEnvs,
+        api_key_present: Object.fromEntries(backend.apiKeyEnvs.map((name) => [name, Boolean(environment.env[name])])),
+        ...(backend.resolved === 'openai' ? { temperature: options.temperature, max_tokens: options.maxTokens, timeout_ms: options.timeoutMs, max_attempts: options.maxAttempts } : {}),
+        role_attempts: options.roleAttempts,
+      },
+      seed: config.seed,
+      config_snapshot: config,
+      config_hash: hash,
+      settings,
+      settings_hash: settingsHash,
+      code_snapshot: await gitSnapshot(),
+      runtime: { node_version: process.version, platform: platform(), arch: arch() },
+      command: { raw_argv: [...environment.argv], normalized_argv: normalisedArgv },
+      harness: {
+        session_id: sessionId,
+        is_resumed: resume !== null,
+        resume_source: resume?.file ?? null,
+        checkpoint_dir: store.directory,
+        checkpoints_written: store.written,
+        latest_checkpoint: store.latest,
+      },
+      cache: options.cacheDir === null ? null : { dir: options.cacheDir },
+      records: { manifest: paths.manifest, replay: paths.replay },
+      usage: usageOf(models!, backend, stats),
+    })
+    const writeRecords = async (status: 'completed' | 'interrupted', stats: SearchStats) => {
+      const manifest = await manifestOf(status, stats)
+      await writeRunRecords(paths, manifest, replayScript({ runId, argv: normalisedArgv, apiKeyEnvs: backend.apiKeyEnvs }))
+      return manifest
+    }
+    const summaryOf = (status: 'completed' | 'interrupted', stats: SearchStats, output: SearchOutput | null): SearchRunSummary => ({
+      status,
+      run_id: runId,
+      session_id: sessionId,
+      resumed_from: resume?.file ?? null,
+      output: output ? options.output : null,
+      run_records: { manifest: paths.manifest, replay: paths.replay },
+      checkpoints: { directory: store.directory, latest: store.latest, written: store.written },
+      backend: { resolved: backend.resolved, models: backend.modelNames, judge: roles.judgeChoice.kind },
+      config_hash: hash,
+      seconds: Math.round((Date.now() - started) / 100) / 10,
+      best_rubrics: (output?.best_rubrics ?? []).map((entry) => ({
+        prompt_id: entry.prompt_id,
+        rubric_id: entry.rubric.rubric_id,
+        criteria: entry.rubric.criteria.length,
+        score: entry.score,
+        best_candidate_id: entry.best_candidate_id,
+      })),
+      usage: usageOf(models!, backend, stats),
+    })
+
+    let stats: SearchStats | undefined
+    try {
+      const result = await runSearch(loaded.dataset, roles, config, {
+        signal: controller.signal,
+        ...(resume ? { resumeFrom: resume.checkpoint.state } : {}),
+        onProgress: (event) => {
+          tracker.update(event)
+          bar?.draw()
+        },
+        onCheckpoint: async (state: SearchState) => {
+          await store.save({ session_id: sessionId, run_id: runId, dataset: { path: loaded.path, sha256: loaded.sha256 }, config_hash: hash, config, settings_hash: settingsHash, settings, state })
+        },
+      })
+      stats = result.stats
+      bar?.finish()
+      if (result.status !== 'completed' || !result.output) throw new Error('the search stopped without an output')
+      await models.flush()
+      const manifest = await writeRecords('completed', result.stats)
+      const output: SearchOutput = { ...result.output, run_manifest: manifest, usage: usageOf(models, backend, result.stats) as unknown as Record<string, unknown> }
+      await writeFileAtomic(options.output, `${JSON.stringify(output, null, 2)}\n`)
+      return summaryOf('completed', result.stats, output)
+    } catch (error) {
+      bar?.finish()
+      const reason = controller.signal.aborted ? controller.signal.reason : undefined
+      if (reason instanceof SearchInterrupted) {
+        await models.settle(2_000)
+        await models.flush().catch(() => undefined)
+        const empty: SearchStats = stats ?? { verifier_calls: 0, grade_memo_hits: 0, invalid_grades: 0, judge_calls: 0, judge_memo_hits: 0, proposer_calls: 0, initializer_calls: 0 }
+        await writeRecords('interrupted', empty)
+        return {
+          ...summaryOf('interrupted', empty, null),
+          interrupted_by: reason.by,
+          resume_command: ['npx', 'reward-harness', ...normalisedArgv, '--resume', sessionId].map(shellQuote).join(' '),
+        }
+      }
+      if (error instanceof AppError && error.code === 'invalid_request' && !(error instanceof DatasetError)) throw new SearchInputError(error.message)
+      if (error instanceof DatasetError) throw error
+      const message = error instanceof Error ? error.message : String(error)
+      const hint = store.latest ? ` (the last checkpoint is kept; continue with --resume ${sessionId})` : ''
+      throw new Error(`search failed: ${message}${hint}`, { cause: error })
+    }
+  } finally {
+    bar?.finish()
+    removeSignals()
+    await models?.close().catch(() => undefined)
+    await backend.close()
+  }
+}
+
+/** The settings besides the search config that change answers: a resume must use the same ones. */
+function runSettings(options: SearchCliOptions, backend: Backend, judge: string, presetsSha256: string | null): Record<string, unknown> {
+  return {
+    backend: backend.resolved,
+    models: backend.modelNames,
+    judge,
+    temperature: backend.resolved === 'openai' ? options.temperature : null,
+    max_tokens: backend.resolved === 'openai' ? options.maxTokens : null,
+    mock_noise: backend.resolved === 'mock' ? options.mockNoise : null,
+    locale: options.locale,
+    grade_max: options.gradeMax,
+    allow_na: options.allowNa,
+    rubric_votes: options.rubricVotes,
+    extraction: options.extraction,
+    preset_rubrics: presetsSha256 === null ? null : { sha256: presetsSha256, strict: options.presetStrict },
+  }
+}
+
+function checkResumable(
+  resume: { file: string; checkpoint: CheckpointFile },
+  current: { sha256: string; path: string; configHash: string; config: object; settingsHash: string; settings: Record<string, unknown> },
+): void {
+  const { checkpoint, file } = resume
+  if (checkpoint.dataset?.sha256 !== current.sha256) {
+    throw new SearchInputError(
+      `--resume: the dataset differs from the checkpoint's (${file}): sha256 ${String(checkpoint.dataset?.sha256).slice(0, 12)}… of ${checkpoint.dataset?.path} then, ${current.sha256.slice(0, 12)}… of ${current.path} now`,
+    )
+  }
+  if (checkpoint.config_hash !== current.configHash) {
+    const changes = describeChanges(checkpoint.config as unknown as Record<string, unknown>, current.config as Record<string, unknown>)
+    throw new SearchInputError(`--resume: the search config differs from the checkpoint's (${file}): ${changes.join('; ') || 'config hash mismatch'}; run with the same settings to resume`)
+  }
+  if (checkpoint.settings_hash !== current.settingsHash) {
+    const changes = describeChanges(checkpoint.settings ?? {}, current.settings)
+    throw new SearchInputError(`--resume: the role/backend settings differ from the checkpoint's (${file}): ${changes.join('; ') || 'settings hash mismatch'}; run with the same settings to resume`)
+  }
+}
+
+async function readPresets(file: string, gradeMax: number): Promise<{ rubrics: Map<string, SearchRubric>; sha256: string }> {
+  let text: string
+  try {
+    text = await readFile(file, 'utf8')
+  } catch (error) {
+    throw new SearchInputError(`--preset-rubrics ${file}: cannot read the file (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`)
+  }
+  try {
+    const document = readJsonDocument(text, 'json', file)
+    const rubrics = parsePresetRubrics(document.format === 'json' ? document.value : undefined, { gradeMax })
+    if (rubrics.size === 0) throw new Error('no rubric found (expected {"best_rubrics": [...]}, {"rubrics": [...]} or {prompt_id: rubric})')
+    return { rubrics, sha256: hashHex(text) }
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error)
+    throw new SearchInputError(error instanceof DatasetError ? `--preset-rubrics ${message}` : `--preset-rubrics ${file}: ${message}`)
+  }
+}
+
+function usageOf(models: SearchModels, backend: Backend, stats: SearchStats): RunUsage {
+  const own = models.usage()
+  const pool = backend.poolUsage()
+  const http = (name: string) => {
+    const counters = name === '*' ? pool?.total : pool?.roles[name]
+    return pool ? { attempts: counters?.calls ?? 0, retries: counters?.retries ?? 0, failures: { ...(counters?.failures ?? {}) } as Record<string, number> } : {}
+  }
+  return {
+    backend: backend.resolved,
+    roles: Object.fromEntries(SEARCH_ROLES.map((role) => [role, { ...own.roles[role], ...http(role) }])) as RunUsage['roles'],
+    total: { ...own.total, ...http('*') },
+    engine: stats,
+    cache: own.cache
+      ? { dirs: own.cache.dirs, hits: own.cache.hits, misses: own.cache.misses, joins: own.cache.joins, entries: own.cache.entries, forgotten: own.cache.forgotten, loaded: own.cache.loaded }
+      : null,
+    endpoints: pool
+      ? Object.fromEntries(
+          Object.entries(pool.endpoints).map(([name, endpoint]) => [
+            name,
+            {
+              base_url: endpoint.base_url,
+              model: endpoint.model,
+              max_concurrency: endpoint.max_concurrency,
+              peak_outstanding: endpoint.peak_outstanding,
+              calls: endpoint.calls,
+              ok: endpoint.ok,
+              failures: endpoint.failures,
+              retries: endpoint.retries,
+              prompt_tokens: endpoint.prompt_tokens,
+              completion_tokens: endpoint.completion_tokens,
+              healthy: endpoint.healthy,
+              taken_out: endpoint.taken_out,
+              restored: endpoint.restored,
+            },
+          ]),
+        )
+      : null,
+  }
+}
+
+/**
+ * SIGINT/SIGTERM abort the run once (the last checkpoint stays); a second signal exits at once with 130.
+ * Returns the function that removes the handlers.
+ */
+function installSignalHandlers(controller: AbortController, note: (text: string) => void): () => void {
+  const handler = (signal: NodeJS.Signals) => {
+    if (controller.signal.aborted) {
+      note(`\n${signal} again: exiting now\n`)
+      process.exit(130)
+    }
+    note(`\n${signal}: stopping the search; the last checkpoint is kept (press Ctrl-C again to exit at once)\n`)
+    controller.abort(new SearchInterrupted(signal === 'SIGTERM' ? 'SIGTERM' : 'SIGINT'))
+  }
+  process.on('SIGINT', handler)
+  process.on('SIGTERM', handler)
+  return () => {
+    process.off('SIGINT', handler)
+    process.off('SIGTERM', handler)
+  }
+}
