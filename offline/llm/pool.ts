@@ -35,7 +35,7 @@ export interface PoolRequest extends ChatRequest {
   jsonSchema?: JsonSchemaFormat
   /** Sampling seed of this request; overrides the pool's `seed`. */
   seed?: number
-  /** The name this call is accounted under in `usage()`; defaults to `role` (search roles such as `verifier` are not `AgentRole`s). */
+  /** The name this call is accounted under in `usage()`; defaults to the request's `role`. */
   account?: string
 }
 
