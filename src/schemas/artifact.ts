@@ -1,0 +1,117 @@
+import { z } from 'zod'
+import { canonicalJson, sha256Hex } from '../hash/index.ts'
+import { ContentExtraction } from '../search/roles/extraction.ts'
+import { SearchRubric } from '../search/types.ts'
+
+export const ARTIFACT_SCHEMA_VERSION = '1.0'
+export const RM_API_VERSION = '1.0'
+/** The key of the rubric used for prompts an artifact has never seen. */
+export const DEFAULT_RUBRIC_KEY = '__default__'
+
+/** Where an artifact came from: enough to find and re-run the search that produced it. */
+export const ArtifactProvenance = z.object({
+  source_run_id: z.string().min(1),
+  source_session_id: z.string().min(1),
+  dataset_sha256: z.string().min(1),
+  config_hash: z.string().min(1),
+  settings_hash: z.string().min(1),
+  search_output_sha256: z.string().min(1),
+})
+export type ArtifactProvenance = z.infer<typeof ArtifactProvenance>
+
+/**
+ * Everything scoring needs to grade as the search did: the verifier model and its sampling, the
+ * prompt locale, content extraction and the grade scale.
+ */
+export const ArtifactRuntime = z.object({
+  backend: z.enum(['mock', 'openai']),
+  verifier_model: z.string().min(1),
+  temperature: z.number().min(0).max(2),
+  max_tokens: z.number().int().positive(),
+  seed: z.number().int(),
+  locale: z.enum(['en', 'zh']),
+  extraction: ContentExtraction,
+  grade_max: z.number().int().min(1).max(100),
+  allow_na: z.boolean(),
+  num_votes: z.number().int().min(1).max(15),
+})
+export type ArtifactRuntime = z.infer<typeof ArtifactRuntime>
+
+/** A rubric whose weights are all positive-or-zero with at least one positive: a usable scorer. */
+const DeployableRubric = SearchRubric.refine((rubric) => rubric.criteria.some((criterion) => criterion.weight > 0), {
+  message: 'a rubric needs at least one criterion with a positive weight',
+})
+
+/**
+ * An RM artifact without its id: what the id is the hash of.
+ * @example RmArtifactBody.parse(body)
+ */
+export const RmArtifactBody = z.object({
+  schema_version: z.literal(ARTIFACT_SCHEMA_VERSION, { message: `schema_version must be "${ARTIFACT_SCHEMA_VERSION}"` }),
+  kind: z.literal('rubric'),
+  created_at_utc: z.string().min(1),
+  provenance: ArtifactProvenance,
+  /** Per-prompt rubrics, keyed by prompt id; `__default__` (if present) serves unseen prompts. */
+  rubrics: z.record(z.string().min(1).max(256), DeployableRubric).refine((rubrics) => Object.keys(rubrics).length > 0, { message: 'an artifact needs at least one rubric' }),
+  runtime: ArtifactRuntime,
+  scoring_policy: z.object({
+    score: z.literal('weighted_mean_of_grades'),
+    normalization: z.object({ method: z.literal('identity'), range: z.tuple([z.literal(0), z.literal(1)]) }),
+  }),
+  compatibility: z.object({ artifact_type: z.literal('rm'), min_rm_api_version: z.string() }),
+})
+export type RmArtifactBody = z.infer<typeof RmArtifactBody>
+
+/**
+ * A versioned, content-addressed reward-model artifact.
+ * @example const artifact = RmArtifact.parse(JSON.parse(text)); await verifyArtifactId(artifact)
+ */
+export const RmArtifact = RmArtifactBody.extend({
+  artifact_id: z.string().regex(/^rm_[0-9a-f]{64}$/, 'artifact_id must be "rm_" and 64 hex digits'),
+})
+export type RmArtifact = z.infer<typeof RmArtifact>
+
+/**
+ * The content address of an artifact body: `rm_` + sha256 of its canonical JSON.
+ * @example const id = await artifactId(body) // 'rm_3fa1…'
+ */
+export async function artifactId(body: RmArtifactBody): Promise<string> {
+  return `rm_${await sha256Hex(canonicalJson(body))}`
+}
+
+/**
+ * True when the artifact's id is the hash of its content (it was not edited after export).
+ * @example if (!(await verifyArtifactId(artifact))) throw new Error('tampered')
+ */
+export async function verifyArtifactId(artifact: RmArtifact): Promise<boolean> {
+  const { artifact_id: id, ...body } = artifact
+  return id === (await artifactId(body))
+}
+
+/**
+ * The rubric an artifact scores a prompt with: its own, else the default, else none.
+ * @example rubricForPrompt(artifact, 'p_math_trains')
+ */
+export function rubricForPrompt(artifact: Pick<RmArtifact, 'rubrics'>, promptId: string): { rubric: SearchRubric; fallback: boolean } | undefined {
+  const own = Object.hasOwn(artifact.rubrics, promptId) ? artifact.rubrics[promptId] : undefined
+  if (own && promptId !== DEFAULT_RUBRIC_KEY) return { rubric: own, fallback: false }
+  const fallback = artifact.rubrics[DEFAULT_RUBRIC_KEY]
+  return fallback ? { rubric: fallback, fallback: true } : undefined
+}
+
+/** A deployment of an artifact to a target, kept at the edge; rollback re-activates `previous_artifact_id`. */
+export const DeployRecord = z.object({
+  deploy_id: z.string(),
+  target: z.string(),
+  artifact_id: z.string(),
+  previous_artifact_id: z.string().nullable(),
+  deployed_by: z.string(),
+  deployed_at: z.string(),
+  action: z.enum(['deploy', 'rollback']),
+  dataset_sha256: z.string(),
+  config_hash: z.string(),
+})
+export type DeployRecord = z.infer<typeof DeployRecord>
+
+/** Deployment targets are path segments: `/rm/<target>/…`. */
+export const TargetName = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'a target is 1–64 lower-case letters, digits, _ or -')
