@@ -21,10 +21,11 @@
  * ≈ 5% time overhead in async mode). The table also shows the pooled mean and median ratios.
  *
  * Flags: --steps N (5), --rollouts-per-step K (32), --concurrency C (8), --latency-ms L (50),
- * --warmup-steps W (1), --rounds R (6), --quiet-wait s (30: total time the run may spend, before its
- * modes, waiting for other processes to calm down), --out file (bench/results/step-blocking.json).
- * CPU used by workerd, by this process and by every other process is measured during each mode; other
- * processes above 0.3 cores make the figures unreliable and are reported.
+ * --warmup-steps W (1), --rounds R (6), --quiet-wait s (20: the longest wait, before each mode, for
+ * other processes to calm down), --out file (bench/results/step-blocking.json).
+ * CPU used by workerd, by this process and by every other process is measured during each mode; a mode
+ * during which other processes used 0.3 cores or more is reported as noisy, and the paired ratio is
+ * also given over the quiet rounds only (rounds whose three modes were all quiet).
  */
 import { spawn } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -95,7 +96,7 @@ export function readOptions(argv: string[]): StepBlockingOptions {
     latencyMs: number('latency-ms', 50, 0),
     warmupSteps: Math.round(number('warmup-steps', 1, 0)),
     rounds: Math.round(number('rounds', 6, 1)),
-    quietWaitS: number('quiet-wait', 30, 0),
+    quietWaitS: number('quiet-wait', 20, 0),
     out: (values.out as string | undefined) ?? join(ROOT, 'bench/results/step-blocking.json'),
   }
 }
@@ -224,6 +225,8 @@ interface Cores {
   workerd: number
   node: number
   others: number
+  /** Wall seconds the meter ran. */
+  wall_s: number
 }
 
 /** Pids of the workerd processes this Node process started (through Miniflare); Linux only, else []. */
@@ -262,7 +265,7 @@ function cpuMeter(): () => Cores {
     const node = process.cpuUsage(before.node)
     const workerd = (cpuSecondsOf(pids) - before.workerd) / wallS
     const own = (node.user + node.system) / 1e6 / wallS
-    return { workerd, node: own, others: Math.max(0, (machineBusySeconds() - before.machine) / wallS - workerd - own) }
+    return { workerd, node: own, others: Math.max(0, (machineBusySeconds() - before.machine) / wallS - workerd - own), wall_s: wallS }
   }
 }
 
@@ -403,20 +406,23 @@ interface ModeRun {
   neighbours_cores: number
   /** Cores busy while the trainer stepped. */
   cpu_cores: Cores
+  /**
+   * workerd CPU time per step (warm-up included), counting the background work that finishes after the last
+   * step: what scoring (and the pipeline) cost, unaffected by how busy the machine is.
+   */
+  workerd_cpu_ms_per_step: number
   errors: number
 }
 
 const diff = (after: Record<string, number>, before: Record<string, number>) =>
   Object.fromEntries(Object.entries(after).map(([key, value]) => [key, value - (before[key] ?? 0)])) as Record<Agent | 'unknown', number>
 
-async function measureMode(server: Server, stub: LlmStubCounter, mode: ModeKey, round: number, options: StepBlockingOptions, quietBudget: { s: number }): Promise<ModeRun> {
+async function measureMode(server: Server, stub: LlmStubCounter, mode: ModeKey, round: number, options: StepBlockingOptions): Promise<ModeRun> {
   const { worker, wait } = MODES[mode]
   const url = server.urls[worker]
   const runId = `bench-${mode.replace(/_/g, '-')}-${round}`
   const token = await createRun(url, server.adminToken, runId)
-  const waitStarted = performance.now()
-  const neighbours = quietBudget.s > 0 ? await waitForQuiet(quietBudget.s, NOISY_CORES) : 0
-  quietBudget.s -= (performance.now() - waitStarted) / 1_000
+  const neighbours = options.quietWaitS > 0 ? await waitForQuiet(options.quietWaitS, NOISY_CORES) : 0
   const before = stub.calls()
   const cpu = cpuMeter()
   const result = await runSimulation({
@@ -433,8 +439,11 @@ async function measureMode(server: Server, stub: LlmStubCounter, mode: ModeKey, 
   })
   const duringSteps = diff(stub.calls(), before)
   const cores = cpu()
-  // Let the background work of the last step finish before the next mode (not part of any figure).
+  // Let the background work of the last step finish before the next mode (not part of the step times,
+  // but part of the work the steps caused: the CPU meter keeps running).
   if (worker === 'app' && !wait) await settle(new RewardClient({ baseUrl: url, token, runId }), 600)
+  const all = cpu()
+  const stepsRun = result.reports.length
   return {
     mode,
     round,
@@ -444,6 +453,7 @@ async function measureMode(server: Server, stub: LlmStubCounter, mode: ModeKey, 
     calls_total: diff(stub.calls(), before),
     neighbours_cores: neighbours,
     cpu_cores: cores,
+    workerd_cpu_ms_per_step: (all.workerd * all.wall_s * 1_000) / Math.max(1, stepsRun),
     errors: result.reports.reduce((sum, report) => sum + report.errors, 0),
   }
 }
@@ -464,13 +474,17 @@ interface ModeFigures {
    * median, the headline figure (pairing within a round cancels the slow drifts that other processes cause).
    */
   ratio_paired: { per_round: number[]; median: number }
+  /** The same over the quiet rounds only (no mode of the round saw other processes use ≥ 0.3 cores); NaN when none was quiet. */
+  ratio_paired_quiet: { rounds: number[]; per_round: number[]; median: number }
   /** This mode's scoring phase ÷ the scoring phase of "scoring alone": how much the background pipeline slows scoring itself. */
   score_phase_ratio: number
   score_sum_ms: { mean: number }
   calls: Record<Agent | 'unknown', number>
   background_calls_during_steps: number
   /** Mean cores busy while the trainer stepped. */
-  cpu_cores: Cores
+  cpu_cores: Omit<Cores, 'wall_s'>
+  /** Mean workerd CPU ms per step, background work included (see ModeRun). */
+  workerd_cpu_ms_per_step: number
 }
 
 const meanOf = (values: readonly number[]) => values.reduce((sum, value) => sum + value, 0) / Math.max(1, values.length)
@@ -480,9 +494,9 @@ const quantileOf = (values: readonly number[], q: number) => {
 }
 
 /** A mode's mean trainer-visible step time ÷ the same round's mean scoring-alone phase, per round, and their median. */
-function pairedRatios(runs: readonly ModeRun[], mode: ModeKey): { per_round: number[]; median: number } {
+function pairedRatios(runs: readonly ModeRun[], mode: ModeKey, rounds?: ReadonlySet<number>): { per_round: number[]; median: number } {
   const perRound = runs
-    .filter((entry) => entry.mode === mode)
+    .filter((entry) => entry.mode === mode && (!rounds || rounds.has(entry.round)))
     .map((entry) => {
       const baseline = runs.find((other) => other.mode === 'scoring_alone' && other.round === entry.round)!
       const trainer = entry.steps.map((step) => (mode === 'scoring_alone' ? step.score : step.trainer))
@@ -490,8 +504,15 @@ function pairedRatios(runs: readonly ModeRun[], mode: ModeKey): { per_round: num
     })
   const sorted = [...perRound].sort((a, b) => a - b)
   const middle = sorted.length / 2
-  const median = sorted.length % 2 ? sorted[Math.floor(middle)]! : (sorted[middle - 1]! + sorted[middle]!) / 2
+  const median = sorted.length === 0 ? Number.NaN : sorted.length % 2 ? sorted[Math.floor(middle)]! : (sorted[middle - 1]! + sorted[middle]!) / 2
   return { per_round: perRound, median }
+}
+
+/** Rounds in which no mode saw other processes use NOISY_CORES or more. */
+function quietRounds(runs: readonly ModeRun[]): Set<number> {
+  const rounds = new Set(runs.map((entry) => entry.round))
+  for (const entry of runs) if (entry.cpu_cores.others >= NOISY_CORES) rounds.delete(entry.round)
+  return rounds
 }
 
 function figures(runs: readonly ModeRun[], baseline: { mean: number; p50: number }): ModeFigures[] {
@@ -516,6 +537,7 @@ function figures(runs: readonly ModeRun[], baseline: { mean: number; p50: number
       trainer_ms: { mean: meanOf(trainer), p50: quantileOf(trainer, 0.5), p90: quantileOf(trainer, 0.9) },
       ratio: meanOf(trainer) / baseline.mean,
       ratio_paired: pairedRatios(runs, mode),
+      ratio_paired_quiet: { rounds: [...quietRounds(runs)], ...pairedRatios(runs, mode, quietRounds(runs)) },
       ratio_p50: quantileOf(trainer, 0.5) / baseline.p50,
       score_phase_ratio: meanOf(score) / baseline.mean,
       score_sum_ms: { mean: meanOf(steps.map((step) => step.score_sum)) },
@@ -525,6 +547,7 @@ function figures(runs: readonly ModeRun[], baseline: { mean: number; p50: number
         node: meanOf(mine.map((entry) => entry.cpu_cores.node)),
         others: meanOf(mine.map((entry) => entry.cpu_cores.others)),
       },
+      workerd_cpu_ms_per_step: meanOf(mine.map((entry) => entry.workerd_cpu_ms_per_step)),
       background_calls_during_steps: mine.reduce((sum, entry) => sum + Object.entries(entry.calls_during_steps).filter(([agent]) => agent !== 'scorer').reduce((s, [, n]) => s + n, 0), 0),
     }
   })
@@ -536,10 +559,10 @@ function figures(runs: readonly ModeRun[], baseline: { mean: number; p50: number
  */
 export function formatTable(rows: readonly ModeFigures[]): string {
   const f0 = (value: number) => (Number.isFinite(value) ? value.toFixed(0) : 'n/a')
-  const header = `${'mode'.padEnd(32)}${'steps'.padStart(6)}${'score ms'.padStart(10)}${'complete'.padStart(10)}${'wait ms'.padStart(9)}${'step ms'.padStart(9)}${'p50'.padStart(7)}${'p90'.padStart(7)}${'ratio'.padStart(8)}${'ratio p50'.padStart(10)}${'paired'.padStart(8)}${'workerd cpu'.padStart(12)}${'other cpu'.padStart(10)}${'  target'}`
+  const header = `${'mode'.padEnd(32)}${'steps'.padStart(6)}${'score ms'.padStart(10)}${'complete'.padStart(10)}${'wait ms'.padStart(9)}${'step ms'.padStart(9)}${'p50'.padStart(7)}${'p90'.padStart(7)}${'ratio'.padStart(8)}${'ratio p50'.padStart(10)}${'paired'.padStart(8)}${'workerd cpu'.padStart(12)}${'cpu ms/step'.padStart(12)}${'other cpu'.padStart(10)}${'  target'}`
   const lines = rows.map((row) => {
     const target = row.mode === 'async_no_wait' ? `paired ≤ ${TARGET_RATIO} ${row.ratio_paired.median <= TARGET_RATIO ? 'PASS' : 'FAIL'}` : row.mode === 'scoring_alone' ? 'baseline' : '(info)'
-    return `${row.label.padEnd(32)}${String(row.steps).padStart(6)}${f0(row.score_ms.mean).padStart(10)}${(row.mode === 'scoring_alone' ? '–' : row.complete_ms.mean.toFixed(1)).padStart(10)}${(row.wait_ms ? f0(row.wait_ms.mean) : '–').padStart(9)}${f0(row.trainer_ms.mean).padStart(9)}${f0(row.trainer_ms.p50).padStart(7)}${f0(row.trainer_ms.p90).padStart(7)}${row.ratio.toFixed(3).padStart(8)}${row.ratio_p50.toFixed(3).padStart(10)}${row.ratio_paired.median.toFixed(3).padStart(8)}${(Number.isFinite(row.cpu_cores.workerd) ? row.cpu_cores.workerd.toFixed(2) : 'n/a').padStart(12)}${(Number.isFinite(row.cpu_cores.others) ? row.cpu_cores.others.toFixed(2) : 'n/a').padStart(10)}  ${target}`
+    return `${row.label.padEnd(32)}${String(row.steps).padStart(6)}${f0(row.score_ms.mean).padStart(10)}${(row.mode === 'scoring_alone' ? '–' : row.complete_ms.mean.toFixed(1)).padStart(10)}${(row.wait_ms ? f0(row.wait_ms.mean) : '–').padStart(9)}${f0(row.trainer_ms.mean).padStart(9)}${f0(row.trainer_ms.p50).padStart(7)}${f0(row.trainer_ms.p90).padStart(7)}${row.ratio.toFixed(3).padStart(8)}${row.ratio_p50.toFixed(3).padStart(10)}${row.ratio_paired.median.toFixed(3).padStart(8)}${(Number.isFinite(row.cpu_cores.workerd) ? row.cpu_cores.workerd.toFixed(2) : 'n/a').padStart(12)}${(Number.isFinite(row.workerd_cpu_ms_per_step) ? row.workerd_cpu_ms_per_step.toFixed(0) : 'n/a').padStart(12)}${(Number.isFinite(row.cpu_cores.others) ? row.cpu_cores.others.toFixed(2) : 'n/a').padStart(10)}  ${target}`
   })
   return [header, '-'.repeat(header.length + 8), ...lines].join('\n')
 }
@@ -557,11 +580,10 @@ async function main(): Promise<void> {
   try {
     log(`Miniflare: pipeline on at ${server.urls.app}, pipeline off at ${server.urls['app-off']}; stub LLM ${options.latencyMs} ms per call`)
     const runs: ModeRun[] = []
-    const quietBudget = { s: options.quietWaitS }
     for (let round = 1; round <= options.rounds; round++) {
       for (const mode of Object.keys(MODES) as ModeKey[]) {
         log(`round ${round}/${options.rounds}: ${MODES[mode].label}, ${options.warmupSteps} + ${options.steps} steps × ${options.rolloutsPerStep} rollouts`)
-        runs.push(await measureMode(server, stub, mode, round, options, quietBudget))
+        runs.push(await measureMode(server, stub, mode, round, options))
       }
     }
     const alone = runs.filter((entry) => entry.mode === 'scoring_alone').flatMap((entry) => entry.steps.map((step) => step.score))
@@ -576,7 +598,13 @@ async function main(): Promise<void> {
     console.log(formatTable(rows))
     console.log(`\nstep ms = what the trainer blocks for: the scoring phase for "scoring alone"; scoring + /complete (+ /rubric_status/wait) for the async modes.`)
     console.log(`ratio = mean step ms ÷ mean scoring phase of "scoring alone", all rounds pooled; ratio p50: the same with medians; paired: the median over rounds of (this mode's mean step ms ÷ the same round's scoring-alone mean), the figure held to the target.`)
-    console.log(`cpu = cores busy while the trainer stepped: workerd (Worker, Durable Objects, queue consumers) and every process other than this bench. Per-round paired ratios of "async, does not wait": ${noWait.ratio_paired.per_round.map((ratio) => ratio.toFixed(3)).join(', ')}.`)
+    console.log(`cpu = cores busy while the trainer stepped: workerd (Worker, Durable Objects, queue consumers) and every process other than this bench; cpu ms/step = workerd CPU time per step, including background work that ends after the last step.`)
+    console.log(`The pipeline costs workerd ${(noWait.workerd_cpu_ms_per_step - rows[0]!.workerd_cpu_ms_per_step).toFixed(0)} ms of CPU per step of ${options.rolloutsPerStep} rollouts on top of scoring's ${rows[0]!.workerd_cpu_ms_per_step.toFixed(0)} ms; with a core to spare it runs beside the trainer, on a busy machine it competes with /score.`)
+    console.log(`Per-round paired ratios of "async, does not wait": ${noWait.ratio_paired.per_round.map((ratio) => ratio.toFixed(3)).join(', ')}.`)
+    const quiet = noWait.ratio_paired_quiet
+    console.log(quiet.rounds.length
+      ? `quiet rounds (${quiet.rounds.join(', ')}): paired ratio of "async, does not wait" ${quiet.median.toFixed(3)} (${quiet.per_round.map((ratio) => ratio.toFixed(3)).join(', ')}); of "async, waits for update" ${rows.find((row) => row.mode === 'async_wait')!.ratio_paired_quiet.median.toFixed(3)}.`
+      : 'no round was quiet (other processes used ≥ 0.3 cores in every round): the figures mix in their load.')
     console.log(`async, does not wait: its scoring phase alone is ${noWait.score_phase_ratio.toFixed(3)} × scoring alone; ${noWait.background_calls_during_steps} background LLM calls (analyzer, summarizer, query generator, updater) ran while the trainer was stepping.`)
     console.log(`LLM calls per agent: ${rows.map((row) => `${row.label}: ${Object.entries(row.calls).filter(([, n]) => n > 0).map(([agent, n]) => `${agent} ${n}`).join(', ')}`).join(' | ')}`)
     const noisy = runs.filter((entry) => entry.cpu_cores.others >= NOISY_CORES)

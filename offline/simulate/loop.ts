@@ -95,7 +95,7 @@ export interface StepReport {
   /** Rollouts the analyzer flagged as reward hacking: `hacking_flags` of `/rubric_status` (after the wait). */
   hacking_flags: number | null
   hacking_flags_source: 'rubric_status' | 'memory' | null
-  /** Flagged analyses per behaviour, from `/memory?kind=analysis` (null when unreadable). */
+  /** Flagged analyses per behaviour, from `/memory?kind=analysis` (null when unreadable; the route returns at most 200 analyses per step). */
   flagged_by_behaviour: Record<Behaviour, number> | null
   update: StepUpdate | null
   timings_ms: StepTimings
