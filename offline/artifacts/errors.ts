@@ -1,0 +1,34 @@
+/**
+ * The one error of the artifact tools: an input that cannot become (or is not) a valid RM artifact. The CLI turns
+ * it into exit code 2, with every problem listed.
+ */
+
+/** What went wrong, as a stable code a script can branch on. */
+export type ArtifactErrorCode =
+  | 'unreadable_file'
+  | 'invalid_json'
+  | 'invalid_search_output'
+  | 'missing_manifest'
+  | 'invalid_manifest'
+  | 'manifest_mismatch'
+  | 'invalid_rubric'
+  | 'invalid_default_rubric'
+  | 'invalid_artifact'
+  | 'artifact_id_mismatch'
+
+/**
+ * A search output, default rubric or artifact file that export or deploy refuses; `issues` lists every problem,
+ * each naming its place (e.g. `best_rubrics[1] (prompt_id "p2").rubric.criteria[0].weight: …`).
+ * @example throw new ArtifactInputError('missing_manifest', 'out/best.json has no run_manifest', [])
+ */
+export class ArtifactInputError extends Error {
+  override name = 'ArtifactInputError'
+  /** @example new ArtifactInputError('invalid_json', 'a.json: not JSON').code // 'invalid_json' */
+  constructor(
+    readonly code: ArtifactErrorCode,
+    message: string,
+    readonly issues: readonly string[] = [],
+  ) {
+    super(message)
+  }
+}

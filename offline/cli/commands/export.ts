@@ -1,0 +1,107 @@
+/**
+ * `reward-harness export`: a search output (with its run manifest) becomes a content-addressed RM artifact. The work is
+ * in offline/artifacts (loaded only when the command runs).
+ */
+import type { Command } from 'commander'
+import type { CliContext } from '../program.ts'
+
+const HELP_AFTER = `
+The artifact (src/schemas/artifact.ts):
+  artifact_id      "rm_" + sha256 of the canonical JSON of everything else (the content address)
+  rubrics          one per prompt of the search (best_rubrics), plus "__default__" for prompts it never saw
+  provenance       source run and session ids, dataset sha256, config and settings hashes, sha256 of the search output
+  runtime          backend, verifier model, temperature, max_tokens, seed, locale, extraction, grade_max, allow_na,
+                   votes: what scoring needs to grade as the search did
+  created_at_utc   when the search finished (not now): the same search output always gives a byte-identical file
+
+--default-rubric (the "__default__" rubric):
+  best (default)   the searched rubric whose criteria generalise best: a criterion generalises when the search found
+                   the same criterion text for other prompts too; the rubric with the highest weighted share of such
+                   criteria wins (ties: higher objective score, then prompt id), and its prompt-specific criteria are
+                   dropped. With nothing shared (one prompt; rubrics with nothing in common) the rubric with the best
+                   objective score is used whole.
+  <prompt_id>      that prompt's rubric, whole
+  <file.json>      a rubric given by hand: a bare rubric {"criteria": [...]}, or a preset file whose "__default__" is used
+  none             no default: the edge refuses prompts the artifact has no rubric for
+
+Refused with exit code 2 (every problem listed):
+  no run_manifest; config_hash / settings_hash not the hash of the manifest's config_snapshot / settings; rubric
+  prompt ids that differ from the dataset's (manifest prompt count and ids; the dataset file itself when it is still
+  where the manifest says, unchanged); rubrics failing the schema (e.g. a negative weight), without a positive weight,
+  or with a criterion id used twice.
+
+Exit codes: 0 written; 1 failure (e.g. the file cannot be written); 2 refused input.
+
+Examples:
+  npx reward-harness search --dataset examples/demo.json --backend mock --output out/best.json
+  npx reward-harness export --search-output out/best.json --out out/rm.json
+  npx reward-harness export --search-output out/best.json --out out/rm.json --default-rubric rubrics/generic.json --json`
+
+interface ExportFlags {
+  searchOutput: string
+  out: string
+  defaultRubric?: string
+  datasetCheck: boolean
+}
+
+/**
+ * Adds `export` to the program.
+ * @example register(program, cli) // then: reward-harness export --search-output out/best.json --out out/rm.json
+ */
+export function register(program: Command, cli: CliContext): void {
+  program
+    .command('export')
+    .description('build a content-addressed RM artifact (per-prompt rubrics + __default__, provenance, runtime) from a search output')
+    .requiredOption('--search-output <file>', 'the output JSON of `reward-harness search` (with its run_manifest)')
+    .requiredOption('--out <file>', 'where to write the artifact JSON (written atomically; directories are created)')
+    .option('--default-rubric <best|none|prompt_id|file.json>', 'the "__default__" rubric for unseen prompts (default: best; see below)')
+    .option('--no-dataset-check', "do not compare the rubrics' prompt ids with the dataset file named by the manifest")
+    .addHelpText('after', HELP_AFTER)
+    .action(async (options: ExportFlags, command: Command) => {
+      const { exportArtifact } = await import('../../artifacts/export.ts')
+      const { failWith } = await import('../../deploy/cli-errors.ts')
+      const json = cli.json(command)
+      const result = await exportArtifact({
+        searchOutput: options.searchOutput,
+        out: options.out,
+        ...(options.defaultRubric === undefined ? {} : { defaultRubric: options.defaultRubric }),
+        checkDatasetFile: options.datasetCheck,
+      }).catch((error: unknown) => failWith(error, cli.io, json))
+      const { artifact } = result
+      const prompts = Object.keys(artifact.rubrics).filter((key) => key !== '__default__')
+      cli.print(
+        command,
+        {
+          artifact_id: artifact.artifact_id,
+          out: result.out,
+          search_output: result.search_output,
+          created_at_utc: artifact.created_at_utc,
+          prompts,
+          default_rubric: result.default_rubric,
+          provenance: artifact.provenance,
+          runtime: artifact.runtime,
+          checks: result.checks,
+        },
+        () => {
+          const def = result.default_rubric
+          const defaultText = !def
+            ? 'none (unseen prompts are refused)'
+            : def.strategy === 'best'
+              ? `best: ${def.criteria.join(', ')} from ${def.source_prompt_id} (generality ${def.generality}${def.dropped_criteria.length ? `; dropped ${def.dropped_criteria.join(', ')}` : ''})`
+              : def.strategy === 'prompt'
+                ? `the rubric of ${def.source_prompt_id}`
+                : `from ${def.source_file} (${def.criteria.join(', ')})`
+          const r = artifact.runtime
+          const rows: Array<[string, string]> = [
+            ['source run', `${artifact.provenance.source_run_id} (session ${artifact.provenance.source_session_id})`],
+            ['rubrics', `${prompts.length} prompt${prompts.length === 1 ? '' : 's'}: ${prompts.join(', ')}`],
+            ['default', defaultText],
+            ['runtime', `${r.backend} ${r.verifier_model}, temperature ${r.temperature}, max_tokens ${r.max_tokens}, seed ${r.seed}, ${r.locale}, grades 0–${r.grade_max}${r.allow_na ? ' or n/a' : ''}, ${r.num_votes} vote${r.num_votes === 1 ? '' : 's'}`],
+            ['dataset', artifact.provenance.dataset_sha256],
+            ['checks', `config and settings hashes match; prompt ids checked against ${result.checks.dataset_prompts.join(', ') || 'best_objective_scores'}${result.checks.dataset_file_note ? ` (dataset file: ${result.checks.dataset_file_note})` : ''}`],
+          ]
+          return [`wrote ${artifact.artifact_id} to ${result.out}`, ...rows.map(([key, value]) => `  ${key.padEnd(12)}${value}`)].join('\n')
+        },
+      )
+    })
+}

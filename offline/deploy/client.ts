@@ -1,0 +1,262 @@
+/**
+ * The edge's admin API for artifacts and deployments (Bearer admin token), and its RM surface:
+ *
+ *   POST /admin/artifacts                        RmArtifact → 201 {artifact_id, stored: true} | 200 {…, stored: false}
+ *   POST /admin/targets/:target/deployments      {artifact_id, deployed_by?, llm?} → 201 DeployRecord
+ *   POST /admin/targets/:target/rollback         {deployed_by?} → 201 DeployRecord | 409 nothing_to_roll_back
+ *   GET  /admin/targets/:target/deployments      → {target, active_artifact_id, deployments: [DeployRecord…] newest first}
+ *   GET  /rm/:target/healthz                     → {status, artifact_id, source_session_id, schema_version, rm_api_version}
+ *
+ * Only 429 and 503 are retried (exponential backoff with jitter, `Retry-After` honoured up to a cap): both mean the
+ * request was not acted on. Any other answer is final; a network failure or timeout is never retried (a deployment
+ * is not idempotent). Errors: EdgeHttpError (the edge answered non-2xx), EdgeNetworkError (no answer),
+ * EdgeProtocolError (a 2xx whose body is not what the contract says).
+ */
+import { z } from 'zod'
+import { DeployRecord, type RmArtifact } from '../../src/schemas/artifact.ts'
+
+/** What `POST /admin/artifacts` answers. */
+export const UploadResult = z.object({ artifact_id: z.string(), stored: z.boolean() })
+export type UploadResult = z.infer<typeof UploadResult>
+
+/** What `GET /admin/targets/:target/deployments` answers. */
+export const DeploymentList = z.object({ target: z.string(), active_artifact_id: z.string().nullable(), deployments: z.array(DeployRecord) })
+export type DeploymentList = z.infer<typeof DeploymentList>
+
+/** What `GET /rm/:target/healthz` answers. */
+export const RmHealth = z.looseObject({ status: z.string(), artifact_id: z.string(), source_session_id: z.string(), schema_version: z.string(), rm_api_version: z.string() })
+export type RmHealth = z.infer<typeof RmHealth>
+
+/** The LLM a target scores with (openai-backend artifacts): the key is named, never sent. */
+export interface DeployLlm {
+  base_url: string
+  model?: string
+  api_key_env?: string
+}
+
+/** Retry policy for 429/503. */
+export interface RetryPolicy {
+  /** Attempts in all (1 = no retry). */
+  maxAttempts: number
+  /** First backoff; doubled per retry. */
+  baseMs: number
+  /** Largest backoff (and largest Retry-After honoured). */
+  maxMs: number
+}
+
+export const DEFAULT_RETRY: RetryPolicy = { maxAttempts: 5, baseMs: 500, maxMs: 8_000 }
+export const DEFAULT_TIMEOUT_MS = 30_000
+
+export interface AdminClientOptions {
+  /** The edge's base URL, e.g. `https://rm.example.com` (a trailing slash is ignored). */
+  baseUrl: string
+  /** The admin token (Bearer). */
+  token: string
+  timeoutMs?: number
+  retry?: Partial<RetryPolicy>
+  /** For tests: the fetch to use and how to wait. */
+  fetch?: typeof fetch
+  sleep?: (ms: number) => Promise<void>
+  /** Called before each retry (e.g. to print a note). */
+  onRetry?: (info: { method: string; path: string; status: number; attempt: number; waitMs: number }) => void
+}
+
+/**
+ * The edge answered with a non-2xx status (after retries for 429/503); `code`, `message` and `details` come from its
+ * `{error: {code, message, details}}` body when it has one.
+ * @example if (error instanceof EdgeHttpError && error.status === 409) console.log(error.code) // 'nothing_to_roll_back'
+ */
+export class EdgeHttpError extends Error {
+  override name = 'EdgeHttpError'
+  /** @example new EdgeHttpError('POST', '/admin/artifacts', 400, 'invalid_artifact', 'bad', []).status // 400 */
+  constructor(
+    readonly method: string,
+    readonly path: string,
+    readonly status: number,
+    readonly code: string,
+    readonly edgeMessage: string,
+    readonly details: unknown,
+  ) {
+    super(`${method} ${path}: ${status} ${code}${edgeMessage ? `: ${edgeMessage}` : ''}`)
+  }
+
+  /** 4xx other than 429: the request itself was refused (bad input, exit 2). */
+  get refused(): boolean {
+    return this.status >= 400 && this.status < 500 && this.status !== 429
+  }
+}
+
+/**
+ * The edge could not be reached, or did not answer in time.
+ * @example throw new EdgeNetworkError('GET', '/admin/targets/prod/deployments', 'connect ECONNREFUSED 127.0.0.1:8787')
+ */
+export class EdgeNetworkError extends Error {
+  override name = 'EdgeNetworkError'
+  /** @example new EdgeNetworkError('GET', '/x', 'timeout').message // 'GET /x: timeout' */
+  constructor(
+    readonly method: string,
+    readonly path: string,
+    reason: string,
+  ) {
+    super(`${method} ${path}: ${reason}`)
+  }
+}
+
+/**
+ * A 2xx answer whose body is not what the API contract says (a different edge version, or a proxy's page).
+ * @example throw new EdgeProtocolError('POST', '/admin/artifacts', 'artifact_id: expected string')
+ */
+export class EdgeProtocolError extends Error {
+  override name = 'EdgeProtocolError'
+  /** @example new EdgeProtocolError('GET', '/x', 'not JSON').message // 'GET /x: unexpected answer: not JSON' */
+  constructor(
+    readonly method: string,
+    readonly path: string,
+    reason: string,
+  ) {
+    super(`${method} ${path}: unexpected answer: ${reason}`)
+  }
+}
+
+/**
+ * The admin API client.
+ * @example
+ * const client = new AdminClient({ baseUrl: 'http://127.0.0.1:8787', token: process.env.REWARD_HARNESS_ADMIN_TOKEN! })
+ * await client.uploadArtifact(artifact)
+ * const record = await client.deploy('prod', { artifact_id: artifact.artifact_id, deployed_by: 'ci' })
+ */
+export class AdminClient {
+  readonly baseUrl: string
+  private readonly retry: RetryPolicy
+  private readonly fetchImpl: typeof fetch
+  private readonly sleep: (ms: number) => Promise<void>
+
+  /** @example new AdminClient({ baseUrl: 'http://127.0.0.1:8787/', token: 't' }).baseUrl // 'http://127.0.0.1:8787' */
+  constructor(private readonly options: AdminClientOptions) {
+    this.baseUrl = options.baseUrl.replace(/\/+$/, '')
+    this.retry = { ...DEFAULT_RETRY, ...options.retry }
+    this.fetchImpl = options.fetch ?? fetch
+    this.sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)))
+  }
+
+  /**
+   * Uploads an artifact; `stored` is false when the edge already had it (same content, same id).
+   * @example const { stored } = await client.uploadArtifact(artifact)
+   */
+  async uploadArtifact(artifact: RmArtifact): Promise<UploadResult> {
+    const result = await this.call('POST', '/admin/artifacts', UploadResult, artifact)
+    if (result.artifact_id !== artifact.artifact_id) throw new EdgeProtocolError('POST', '/admin/artifacts', `the edge stored ${result.artifact_id}, not ${artifact.artifact_id}`)
+    return result
+  }
+
+  /**
+   * Activates an uploaded artifact on a target.
+   * @example await client.deploy('prod', { artifact_id: 'rm_…', deployed_by: 'ci', llm: { base_url: 'https://api.openai.com/v1', model: 'gpt-4o-mini', api_key_env: 'OPENAI_API_KEY' } })
+   */
+  deploy(target: string, request: { artifact_id: string; deployed_by?: string; llm?: DeployLlm }): Promise<DeployRecord> {
+    return this.call('POST', `/admin/targets/${encodeURIComponent(target)}/deployments`, DeployRecord, request)
+  }
+
+  /**
+   * Re-activates the artifact the target's active deployment replaced (EdgeHttpError 409 `nothing_to_roll_back` when none).
+   * @example const record = await client.rollback('prod', { deployed_by: 'oncall' }) // record.action === 'rollback'
+   */
+  rollback(target: string, request: { deployed_by?: string } = {}): Promise<DeployRecord> {
+    return this.call('POST', `/admin/targets/${encodeURIComponent(target)}/rollback`, DeployRecord, request)
+  }
+
+  /**
+   * A target's deployment history, newest first, and its active artifact.
+   * @example (await client.deployments('prod')).active_artifact_id
+   */
+  deployments(target: string): Promise<DeploymentList> {
+    return this.call('GET', `/admin/targets/${encodeURIComponent(target)}/deployments`, DeploymentList)
+  }
+
+  /**
+   * The RM surface's health of a target (no token needed; sent anyway).
+   * @example (await client.health('prod')).artifact_id
+   */
+  health(target: string): Promise<RmHealth> {
+    return this.call('GET', `/rm/${encodeURIComponent(target)}/healthz`, RmHealth)
+  }
+
+  private async call<T>(method: 'GET' | 'POST', path: string, schema: z.ZodType<T>, body?: unknown): Promise<T> {
+    const url = `${this.baseUrl}${path}`
+    const payload = body === undefined ? undefined : JSON.stringify(body)
+    for (let attempt = 1; ; attempt++) {
+      let response: Response
+      let text: string
+      try {
+        response = await this.fetchImpl(url, {
+          method,
+          headers: {
+            accept: 'application/json',
+            authorization: `Bearer ${this.options.token}`,
+            ...(payload === undefined ? {} : { 'content-type': 'application/json' }),
+          },
+          ...(payload === undefined ? {} : { body: payload }),
+          signal: AbortSignal.timeout(this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS),
+        })
+        text = await response.text()
+      } catch (error) {
+        throw new EdgeNetworkError(method, path, networkReason(error, this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS))
+      }
+      if ((response.status === 429 || response.status === 503) && attempt < this.retry.maxAttempts) {
+        const waitMs = backoffMs(attempt, this.retry, response.headers.get('retry-after'))
+        this.options.onRetry?.({ method, path, status: response.status, attempt, waitMs })
+        await this.sleep(waitMs)
+        continue
+      }
+      const json = parseJson(text)
+      if (!response.ok) {
+        const error = isRecord(json) && isRecord(json.error) ? json.error : {}
+        const code = typeof error.code === 'string' ? error.code : `http_${response.status}`
+        const message = typeof error.message === 'string' ? error.message : text.trim().slice(0, 300) || response.statusText
+        throw new EdgeHttpError(method, path, response.status, code, message, error.details)
+      }
+      if (json === undefined) throw new EdgeProtocolError(method, path, `${response.status} with a body that is not JSON: ${text.trim().slice(0, 200)}`)
+      const parsed = schema.safeParse(json)
+      if (!parsed.success) throw new EdgeProtocolError(method, path, parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; '))
+      return parsed.data
+    }
+  }
+}
+
+/**
+ * The wait before retry `attempt` (1-based): base·2^(attempt−1) with ±20% jitter, at least the server's `Retry-After`
+ * (seconds or an HTTP date), never more than `maxMs`.
+ * @example backoffMs(1, { maxAttempts: 5, baseMs: 500, maxMs: 8000 }, '2') // 2000
+ */
+export function backoffMs(attempt: number, policy: RetryPolicy, retryAfter: string | null, random: () => number = Math.random): number {
+  const exponential = policy.baseMs * 2 ** (attempt - 1) * (0.8 + 0.4 * random())
+  let hinted = 0
+  if (retryAfter) {
+    const seconds = Number(retryAfter)
+    if (Number.isFinite(seconds)) hinted = seconds * 1000
+    else {
+      const date = Date.parse(retryAfter)
+      if (Number.isFinite(date)) hinted = date - Date.now()
+    }
+  }
+  return Math.round(Math.min(policy.maxMs, Math.max(exponential, hinted, 0)))
+}
+
+function networkReason(error: unknown, timeoutMs: number): string {
+  if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError')) return `no answer within ${timeoutMs} ms`
+  const cause = error instanceof Error && error.cause instanceof Error ? error.cause.message : undefined
+  const message = error instanceof Error ? error.message : String(error)
+  return cause ? `${message} (${cause})` : message
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown
+  } catch {
+    return undefined
+  }
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}

@@ -1,0 +1,36 @@
+/**
+ * Deploying RM artifacts to the edge: the admin API client with retries on 429/503 (client), the deploy, rollback and
+ * deployments flows with local validation first (run), their text output (format), and how their errors become exit
+ * codes (cli-errors).
+ */
+export {
+  AdminClient,
+  backoffMs,
+  DEFAULT_RETRY,
+  DEFAULT_TIMEOUT_MS,
+  DeploymentList,
+  EdgeHttpError,
+  EdgeNetworkError,
+  EdgeProtocolError,
+  RmHealth,
+  UploadResult,
+  type AdminClientOptions,
+  type DeployLlm,
+  type RetryPolicy,
+} from './client.ts'
+export { describeFailure, failWith, formatFailure, type CliFailure } from './cli-errors.ts'
+export { formatDeploy, formatDeployments, formatRecord, shortId } from './format.ts'
+export {
+  ADMIN_TOKEN_ENV,
+  checkTarget,
+  checkUrl,
+  connect,
+  DeployInputError,
+  deployArtifact,
+  deployedBy,
+  listDeployments,
+  llmOf,
+  rollbackTarget,
+  type DeployOutcome,
+  type EdgeConnection,
+} from './run.ts'
