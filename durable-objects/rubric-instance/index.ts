@@ -64,7 +64,16 @@ export interface AnalysedRollout {
 export type StepUpdateInput =
   | { state: 'done'; outcome: StepUpdateOutcome }
   | { state: 'waiting'; pending: number; retryInMs: number }
-  | { state: 'ready'; snapshot: RubricSnapshot; analyses: AnalysedRollout[]; late: number; failed: number; pending: number }
+  | {
+      state: 'ready'
+      snapshot: RubricSnapshot
+      analyses: AnalysedRollout[]
+      late: number
+      failed: number
+      pending: number
+      /** Analyses still pending past the deadline: their jobs are sent again (they may have been lost) and count into a later step. */
+      stillPending: { step: number; rollout_id: string }[]
+    }
 
 /** How one instance's step update ended: the counts `/rubric_status` reports. */
 export interface StepUpdateOutcome {
@@ -224,7 +233,9 @@ export class RubricInstance extends DurableObject<Env> {
       .toArray()
     const count = (status: AnalysisStatus) => counts.find((row) => row.status === status)?.n ?? 0
     const now = Date.now()
-    if (count('pending') > 0 && now < deadline) return { state: 'waiting', pending: count('pending'), retryInMs: Math.min(2_000, deadline - now) }
+    // Only this step's analyses are waited for: earlier steps' late ones are taken if done, never waited on again.
+    const pendingHere = this.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM ledger WHERE step = ? AND analysis_status = 'pending'`, step).one().n
+    if (pendingHere > 0 && now < deadline) return { state: 'waiting', pending: pendingHere, retryInMs: Math.min(2_000, deadline - now) }
     const analyses = this.sql
       .exec<{ rollout_id: string; step: number; score: number; analysis_document: string; hacking: number }>(
         `SELECT rollout_id, step, score, analysis_document, hacking FROM ledger
@@ -235,7 +246,10 @@ export class RubricInstance extends DurableObject<Env> {
     const failed = this.sql
       .exec<{ n: number }>(`SELECT count(*) AS n FROM ledger WHERE step <= ? AND consumed_step IS NULL AND analysis_status = 'failed'`, step)
       .one().n
-    return { state: 'ready', snapshot, analyses, late: analyses.filter((a) => a.step < step).length, failed, pending: count('pending') }
+    const stillPending = this.sql
+      .exec<{ step: number; rollout_id: string }>(`SELECT step, rollout_id FROM ledger WHERE step <= ? AND consumed_step IS NULL AND analysis_status = 'pending'`, step)
+      .toArray()
+    return { state: 'ready', snapshot, analyses, late: analyses.filter((a) => a.step < step).length, failed, pending: count('pending'), stillPending }
   }
 
   /**

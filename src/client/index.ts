@@ -83,6 +83,17 @@ export class RewardClient {
     return this.request('GET', `/rubrics${instanceId ? `?instance_id=${encodeURIComponent(instanceId)}` : ''}`)
   }
 
+  /** Every rubric version of an instance, with the updater's strategy, rationale and diff. */
+  rubricHistory(instanceId?: string): Promise<{ versions: Record<string, unknown>[] }> {
+    return this.request('GET', `/rubrics/history${instanceId ? `?instance_id=${encodeURIComponent(instanceId)}` : ''}`)
+  }
+
+  /** The run's long-term memory; `q` makes it a semantic search. */
+  memory(filter: { kind?: string; step?: number; instance_id?: string; q?: string; limit?: number } = {}): Promise<{ documents: Record<string, unknown>[] }> {
+    const query = new URLSearchParams(Object.entries(filter).flatMap(([key, value]): [string, string][] => (value === undefined ? [] : [[key, String(value)]])))
+    return this.request('GET', `/memory${query.size > 0 ? `?${query}` : ''}`)
+  }
+
   private async request<T>(method: string, path: string, body?: unknown, timeoutMs = this.options.timeoutMs ?? 180_000): Promise<T> {
     const attempts = this.options.maxAttempts ?? 4
     for (let attempt = 1; ; attempt++) {

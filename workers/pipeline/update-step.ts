@@ -55,6 +55,11 @@ async function planUpdate(
   input: Extract<StepUpdateInput, { state: 'ready' }>,
   options: { lastAttempt: boolean },
 ): Promise<StepUpdateCommit> {
+  if (input.stillPending.length > 0) {
+    // A lost analysis message would otherwise stay pending forever; the jobs are idempotent.
+    const jobs = input.stillPending.map(({ step, rollout_id }) => ({ body: { type: 'analysis' as const, runId: job.runId, instanceId: job.instanceId, step, rolloutId: rollout_id } }))
+    for (let start = 0; start < jobs.length; start += 100) await env.ANALYSIS_QUEUE.sendBatch(jobs.slice(start, start + 100))
+  }
   const consumed = input.analyses.map(({ step, rollout_id }) => ({ step, rollout_id }))
   const counts = { late: input.late, failed: input.failed, missing: input.pending, hacking_flags: input.analyses.filter((a) => a.hacking).length }
   if (input.analyses.length === 0) return noChange('no analysed rollouts in this step', consumed, counts)
