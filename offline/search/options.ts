@@ -19,6 +19,7 @@ import {
 import { ContentExtraction } from '../../src/search/roles/extraction.ts'
 import type { SearchRoleName } from '../../src/search/roles/rubric.ts'
 import { SearchInputError } from './errors.ts'
+import type { BackendOptions } from './backend.ts'
 
 /** The four search roles, in the order reports list them. */
 export const SEARCH_ROLES = ['initializer', 'proposer', 'verifier', 'judge'] as const satisfies readonly SearchRoleName[]
@@ -214,7 +215,7 @@ export function addSearchOptions(command: Command): Command {
 export type BackendChoice = 'auto' | 'mock' | 'openai'
 
 /** Everything a search run is told by its command line, checked and resolved (paths absolute). */
-export interface SearchCliOptions {
+export interface SearchCliOptions extends Omit<BackendOptions, 'seed'> {
   /** Absolute path of the dataset. */
   dataset: string
   /** The dataset path as given (error messages name it so). */
@@ -226,20 +227,8 @@ export interface SearchCliOptions {
   configSources: Record<string, 'flag' | 'file' | 'default'>
   configFile?: string
   resume?: string
-  backend: BackendChoice
   endpoints: string[]
-  endpointsFile?: string
-  baseUrl?: string
-  apiKeyEnv?: string
-  maxConcurrency: number
-  model?: string
-  models: Partial<Record<SearchRoleName, string>>
-  temperature: number
-  maxTokens: number
-  timeoutMs: number
-  maxAttempts: number
   roleAttempts: number
-  mockNoise: number
   locale: 'en' | 'zh'
   gradeMax: number
   allowNa: boolean
