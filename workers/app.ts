@@ -5,9 +5,12 @@ import { AppError } from '../src/errors/index.ts'
 import type { AppEnv } from './env.ts'
 import { identifyCaller, resolveRun } from './middleware/auth.ts'
 import { renderError } from './middleware/errors.ts'
+import { artifactAdminRoutes } from './routes/admin-artifacts.ts'
+import { compatRoutes } from './routes/compat.ts'
 import { healthRoutes } from './routes/health.ts'
 import { memoryRoutes } from './routes/memory.ts'
 import { rubricRoutes } from './routes/rubrics.ts'
+import { rmRoutes } from './routes/rm.ts'
 import { runAdminRoutes, runInfoRoutes } from './routes/runs.ts'
 import { scoreRoute } from './routes/score.ts'
 import { stepRoutes } from './routes/steps.ts'
@@ -25,6 +28,7 @@ const runApi = new Hono<AppEnv>()
   .route('/', rubricRoutes)
   .route('/', memoryRoutes)
   .route('/', runInfoRoutes)
+  .route('/', compatRoutes)
 
 /**
  * Builds the Worker's Hono app.
@@ -37,6 +41,9 @@ export function createApp() {
     .use('*', identifyCaller())
     .route('/', healthRoutes)
     .route('/', runAdminRoutes)
+    // Before the run API, whose run resolution matches every path: artifacts and RM targets belong to no run.
+    .route('/', artifactAdminRoutes)
+    .route('/rm/:target', rmRoutes)
     .route('/runs/:runId', runApi)
     .route('/', runApi)
     .notFound((c) => c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` }, request_id: c.get('requestId') }, 404))

@@ -8,6 +8,49 @@ Example::
     client.rollouts_complete()
     client.rubric_updated()
 
+Deployed RM artifacts (``/rm/<target>/...``, the autosr RM server's API; open locally, else the ``RM_TOKEN``
+secret or the admin token) and trainer protocols over a run's online rubrics::
+
+    client.rm_score("prod", "p_math_0001", "What is 2+2?", {"candidate_id": "c1", "text": "4"})["score"]
+    client.rm_batch_score("prod", [{"prompt_id": "p1", "prompt": "Q", "candidate": {"candidate_id": "c1", "text": "A"}}])
+    client.openrlhf(query=[prompt + response], prompts=[prompt], labels=["4"])["rewards"]
+    client.score_group("What is 2+2?", ["4", "5", "four"], reference="4")["advantages"]
+
+From verl (``custom_reward_function.path=my_reward.py``, ``custom_reward_function.name=compute_score``); verl passes
+the response only, so the prompt and its id travel in ``extra_info`` (an id the artifact lacks is scored with its
+``__default__`` rubric). Every sample returns the same keys, as verl requires::
+
+    import os
+    from reward_harness_client import RewardHarnessClient
+
+    _client = RewardHarnessClient(os.environ.get("REWARD_HARNESS_URL", "http://127.0.0.1:8787"),
+                                  token=os.environ.get("REWARD_HARNESS_TOKEN"))
+
+    def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+        extra_info = extra_info or {}
+        result = _client.rm_score(
+            "prod",
+            prompt_id=str(extra_info.get("prompt_id", "auto")),
+            prompt=str(extra_info.get("question", "")),
+            candidate={"candidate_id": str(extra_info.get("index", 0)), "text": solution_str, "source": "verl"},
+        )
+        return {"score": result["score"], "fallback_rubric": float(result["fallback_rubric"])}
+
+From TRL (``GRPOTrainer(reward_funcs=[rubric_reward], ...)``): TRL calls once per batch with ``num_generations``
+consecutive completions per prompt, so score each run of equal prompts as one group (a run's online rubrics)::
+
+    def rubric_reward(prompts, completions, **kwargs):
+        texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+        asked = [p if isinstance(p, str) else "\\n\\n".join(m["content"] for m in p) for p in prompts]
+        rewards, start = [], 0
+        while start < len(texts):
+            end = start
+            while end < len(texts) and asked[end] == asked[start]:
+                end += 1
+            rewards += _client.score_group(asked[start], texts[start:end])["scores"]
+            start = end
+        return rewards
+
 Mirrors the TypeScript client (src/client/index.ts): 429 and 503 are retried honouring Retry-After,
 every other non-2xx answer raises RewardHarnessError carrying the server's error code.
 """
@@ -23,7 +66,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 __all__ = ["RewardHarnessClient", "RewardHarnessError", "parse_retry_after"]
 
@@ -90,6 +133,7 @@ class RewardHarnessClient:
         sleep: Callable[[float], None] = time.sleep,
     ):
         root = base_url.rstrip("/")
+        self.root = root
         self.base = f"{root}/runs/{urllib.parse.quote(run_id, safe='')}" if run_id else root
         self.token = token
         self.timeout = timeout
@@ -141,16 +185,77 @@ class RewardHarnessClient:
         query = f"?instance_id={urllib.parse.quote(instance_id, safe='')}" if instance_id else ""
         return self._request("GET", f"/rubrics{query}")[1]
 
-    def _request(self, method: str, path: str, body: Any = None, timeout: Optional[float] = None) -> Tuple[int, Dict[str, Any]]:
+    # -- deployed RM artifacts: /rm/<target>/... (not run-scoped) -------------------------------------------
+
+    def rm_healthz(self, target: str) -> Dict[str, Any]:
+        """The target's active artifact: ``{status, artifact_id, source_session_id, schema_version, rm_api_version}``.
+
+        Example: ``client.rm_healthz("prod")["artifact_id"]``
+        """
+        return self._request("GET", f"{_rm_path(target)}/healthz", root=True)[1]
+
+    def rm_score(self, target: str, prompt_id: str, prompt: str, candidate: Any) -> Dict[str, Any]:
+        """Scores one candidate with the target's artifact: the prompt's rubric, else its ``__default__`` rubric.
+
+        ``candidate`` is ``{"candidate_id", "text", "source"?, "metadata"?}`` or just the text.
+        The answer has ``score``, ``rubric_id``, ``fallback_rubric``, ``criteria`` and the per-vote grades.
+        Example: ``client.rm_score("prod", "p1", "What is 2+2?", {"candidate_id": "c1", "text": "4"})["score"]``
+        """
+        body = {"prompt_id": prompt_id, "prompt": prompt, "candidate": _candidate(candidate)}
+        return self._request("POST", f"{_rm_path(target)}/score", body, root=True)[1]
+
+    def rm_batch_score(self, target: str, items: List[Dict[str, Any]]) -> Dict[str, Any]:
+        """Scores many ``{prompt_id, prompt, candidate}`` items; one failing item never fails the batch.
+
+        Each of ``results`` has ``index`` and ``ok``: the score fields, or ``error_code`` and ``error_message``.
+        Example: ``[r.get("score") for r in client.rm_batch_score("prod", items)["results"]]``
+        """
+        body = {"items": [dict(item, candidate=_candidate(item.get("candidate"))) if isinstance(item, dict) else item for item in items]}
+        return self._request("POST", f"{_rm_path(target)}/batch_score", body, root=True)[1]
+
+    # -- trainer protocols over the run's online rubrics ----------------------------------------------------
+
+    def openrlhf(self, query: List[str], prompts: List[str], labels: Optional[List[Any]] = None) -> Dict[str, Any]:
+        """OpenRLHF's remote reward protocol: ``query`` = prompt + response, parallel to ``prompts`` and ``labels``.
+
+        Returns ``{"rewards": [...], "scores": [...], "extra_logs": {...}}``; empty lists give empty lists.
+        Example: ``client.openrlhf([p + r], [p], ["4"])["rewards"][0]``
+        """
+        body: Dict[str, Any] = {"query": list(query), "prompts": list(prompts)}
+        if labels is not None:
+            body["labels"] = list(labels)
+        return self._request("POST", "/compat/openrlhf", body)[1]
+
+    def slime(self, prompt: Any, response: str, label: Any = None) -> Dict[str, Any]:
+        """slime's remote reward protocol: one sample; the answer's ``score`` is the reward.
+
+        Example: ``client.slime("What is 2+2?", "4", "4")["score"]``
+        """
+        return self._request("POST", "/compat/slime", {"prompt": prompt, "response": response, "label": label})[1]
+
+    def score_group(self, prompt: Any, responses: List[str], reference: Any = None, metadata: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        """Scores a GRPO group (responses to one prompt): ``scores`` and ``advantages`` ((s - mean) / (std + 1e-6)).
+
+        Example: ``client.score_group("What is 2+2?", ["4", "5"], reference="4")["advantages"]``
+        """
+        body: Dict[str, Any] = {"prompt": prompt, "responses": list(responses)}
+        if reference is not None:
+            body["reference"] = reference
+        if metadata is not None:
+            body["metadata"] = metadata
+        return self._request("POST", "/score/group", body)[1]
+
+    def _request(self, method: str, path: str, body: Any = None, timeout: Optional[float] = None, root: bool = False) -> Tuple[int, Dict[str, Any]]:
         data = None if body is None else json.dumps(body).encode("utf-8")
         headers = {"accept": "application/json"}
         if data is not None:
             headers["content-type"] = "application/json"
         if self.token:
             headers["authorization"] = f"Bearer {self.token}"
+        url = (self.root if root else self.base) + path
         for attempt in range(1, self.max_attempts + 1):
             last = attempt >= self.max_attempts
-            request = urllib.request.Request(self.base + path, data=data, headers=headers, method=method)
+            request = urllib.request.Request(url, data=data, headers=headers, method=method)
             try:
                 with urllib.request.urlopen(request, timeout=self.timeout if timeout is None else timeout) as response:
                     return response.status, _read_json(response.read())
@@ -165,9 +270,20 @@ class RewardHarnessClient:
             except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError) as error:
                 if last:
                     reason = getattr(error, "reason", error)
-                    raise RewardHarnessError(0, "network", f"{method} {self.base + path} failed: {reason}") from error
+                    raise RewardHarnessError(0, "network", f"{method} {url} failed: {reason}") from error
                 self._sleep(_backoff_s(attempt))
         raise AssertionError("unreachable")
+
+
+def _rm_path(target: str) -> str:
+    return f"/rm/{urllib.parse.quote(target, safe='')}"
+
+
+def _candidate(candidate: Any) -> Any:
+    """A candidate as the RM API takes it; a bare text becomes ``{"candidate_id": "0", "text": text}``."""
+    if isinstance(candidate, str):
+        return {"candidate_id": "0", "text": candidate}
+    return candidate
 
 
 def _read_json(raw: bytes) -> Dict[str, Any]:

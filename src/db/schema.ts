@@ -1,4 +1,4 @@
-import { index, integer, real, sqliteTable, text } from 'drizzle-orm/sqlite-core'
+import { index, integer, primaryKey, real, sqliteTable, text } from 'drizzle-orm/sqlite-core'
 
 /** Runs created through `POST /runs`; the default run lives in config/default-run.json. */
 export const runs = sqliteTable('runs', {
@@ -59,3 +59,46 @@ export const memoryDocuments = sqliteTable('memory_documents', {
   data: text('data', { mode: 'json' }).notNull(),
   createdAt: text('created_at').notNull(),
 }, (t) => [index('memory_run_instance_kind_step_idx').on(t.runId, t.instanceId, t.kind, t.step)])
+
+/**
+ * RM artifacts uploaded through `POST /admin/artifacts`: one row per content-addressed artifact, holding the
+ * artifact minus its rubrics (`meta`); the rubrics live in `rm_artifact_rubrics`, one row per prompt id.
+ */
+export const rmArtifacts = sqliteTable('rm_artifacts', {
+  id: text('id').primaryKey(),
+  schemaVersion: text('schema_version').notNull(),
+  sourceRunId: text('source_run_id').notNull(),
+  sourceSessionId: text('source_session_id').notNull(),
+  datasetSha256: text('dataset_sha256').notNull(),
+  configHash: text('config_hash').notNull(),
+  backend: text('backend').notNull(),
+  rubricCount: integer('rubric_count').notNull(),
+  createdAtUtc: text('created_at_utc').notNull(),
+  meta: text('meta', { mode: 'json' }).notNull(),
+  storedAt: text('stored_at').notNull(),
+})
+
+/** An artifact's rubrics, addressed by (artifact id, prompt id); `__default__` serves prompts the artifact never saw. */
+export const rmArtifactRubrics = sqliteTable('rm_artifact_rubrics', {
+  artifactId: text('artifact_id').notNull().references(() => rmArtifacts.id),
+  promptId: text('prompt_id').notNull(),
+  rubric: text('rubric', { mode: 'json' }).notNull(),
+}, (t) => [primaryKey({ columns: [t.artifactId, t.promptId] })])
+
+/**
+ * Deploy records per target, append-only: the newest row of a target is its active deployment (so a deploy or a
+ * rollback is one INSERT). `llm` is the deployment's OpenAI-compatible endpoint, when it named one.
+ */
+export const rmDeployments = sqliteTable('rm_deployments', {
+  seq: integer('seq').primaryKey({ autoIncrement: true }),
+  deployId: text('deploy_id').notNull().unique(),
+  target: text('target').notNull(),
+  artifactId: text('artifact_id').notNull().references(() => rmArtifacts.id),
+  previousArtifactId: text('previous_artifact_id'),
+  deployedBy: text('deployed_by').notNull(),
+  deployedAt: text('deployed_at').notNull(),
+  action: text('action').notNull(),
+  datasetSha256: text('dataset_sha256').notNull(),
+  configHash: text('config_hash').notNull(),
+  llm: text('llm', { mode: 'json' }),
+}, (t) => [index('rm_deployments_target_seq_idx').on(t.target, t.seq)])

@@ -1,6 +1,7 @@
 import type { MiddlewareHandler } from 'hono'
 import { AppError } from '../../src/errors/index.ts'
 import { sha256Hex } from '../../src/hash/index.ts'
+import { rmEnv } from '../artifacts/env.ts'
 import type { AppEnv, Principal } from '../env.ts'
 import { DEFAULT_RUN_ID, loadRunConfig, runForToken } from '../runs/store.ts'
 
@@ -8,8 +9,10 @@ import { DEFAULT_RUN_ID, loadRunConfig, runForToken } from '../runs/store.ts'
 const tokenRuns = new Map<string, string>()
 
 /**
- * Identifies the caller from `Authorization: Bearer <token>`: the admin token, a run token, or nobody.
- * A token that is neither is a 401, never a silent fall back to anonymous.
+ * Identifies the caller from `Authorization: Bearer <token>`: the admin token, a run token, or nobody (the
+ * `RM_TOKEN` secret counts as nobody here: it opens `/rm/*` only). A token that is none of them is a 401, never a
+ * silent fall back to anonymous. Secrets are compared in constant time (`tokensEqual`); run tokens are looked up
+ * by their SHA-256, which is all D1 stores.
  * @example app.use('*', identifyCaller())
  */
 export function identifyCaller(): MiddlewareHandler<AppEnv> {
@@ -23,8 +26,11 @@ async function principalFor(env: AppEnv['Bindings'], header: string | undefined)
   if (!header) return { kind: 'anonymous' }
   const token = header.match(/^Bearer\s+(\S+)\s*$/i)?.[1]
   if (!token) throw new AppError('unauthorized', 'the Authorization header must be "Bearer <token>"')
+  if (env.ADMIN_TOKEN && (await tokensEqual(token, env.ADMIN_TOKEN))) return { kind: 'admin' }
+  // The RM token names no run: it opens `/rm/<target>/…` only (requireRmAccess checks it there).
+  const rmToken = rmEnv(env).RM_TOKEN
+  if (rmToken && (await tokensEqual(token, rmToken))) return { kind: 'anonymous' }
   const tokenHash = await sha256Hex(token)
-  if (env.ADMIN_TOKEN && tokenHash === (await sha256Hex(env.ADMIN_TOKEN))) return { kind: 'admin' }
   const runId = tokenRuns.get(tokenHash) ?? (await runForToken(env.DB, token))
   if (!runId) throw new AppError('unauthorized', 'the bearer token is not valid for any run')
   tokenRuns.set(tokenHash, runId)
@@ -56,7 +62,43 @@ export function resolveRun(): MiddlewareHandler<AppEnv> {
 }
 
 /**
- * Lets only the admin token through.
+ * Lets the RM-server surface (`/rm/<target>/…`) be called: by anyone under local development (`DEPLOYMENT=local`),
+ * otherwise with the admin token or the `RM_TOKEN` secret. Run tokens are refused (403): they belong to a run.
+ * @example rm.use('*', requireRmAccess())
+ */
+export function requireRmAccess(): MiddlewareHandler<AppEnv> {
+  return async function rmAccess(c, next) {
+    if (c.env.DEPLOYMENT === 'local') return next()
+    const principal = c.get('principal')
+    if (principal.kind === 'admin') return next()
+    const rmToken = rmEnv(c.env).RM_TOKEN
+    const token = c.req.header('authorization')?.match(/^Bearer\s+(\S+)\s*$/i)?.[1]
+    if (rmToken && token && (await tokensEqual(token, rmToken))) return next()
+    if (principal.kind === 'run') throw new AppError('forbidden', 'a run token cannot call /rm/*: use the RM_TOKEN secret or the admin token')
+    throw new AppError('unauthorized', '/rm/* needs a bearer token: the RM_TOKEN secret or the admin token')
+  }
+}
+
+/**
+ * True when two secrets are equal, in time that does not depend on where they differ: both are hashed with
+ * SHA-256 and the digests compared with `crypto.subtle.timingSafeEqual` (workerd), else a constant-time loop.
+ * @example if (await tokensEqual(presented, env.ADMIN_TOKEN)) grantAdmin()
+ */
+export async function tokensEqual(given: string, expected: string): Promise<boolean> {
+  const [a, b] = await Promise.all([digest(given), digest(expected)])
+  const subtle = crypto.subtle as SubtleCrypto & { timingSafeEqual?: (left: ArrayBufferView, right: ArrayBufferView) => boolean }
+  if (typeof subtle.timingSafeEqual === 'function') return subtle.timingSafeEqual(a, b)
+  let difference = 0
+  for (let i = 0; i < a.length; i++) difference |= a[i]! ^ b[i]!
+  return difference === 0
+}
+
+async function digest(text: string): Promise<Uint8Array> {
+  return new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(text)))
+}
+
+/**
+ * Lets only the admin token through (a run token gets 403, no token 401).
  * @example app.post('/runs', requireAdmin(), createRunHandler)
  */
 export function requireAdmin(): MiddlewareHandler<AppEnv> {
@@ -64,6 +106,8 @@ export function requireAdmin(): MiddlewareHandler<AppEnv> {
     const principal = c.get('principal')
     if (principal.kind === 'admin') return next()
     if (!c.env.ADMIN_TOKEN) throw new AppError('forbidden', 'admin routes are disabled: set the ADMIN_TOKEN secret')
-    throw new AppError(principal.kind === 'anonymous' ? 'unauthorized' : 'forbidden', 'this route needs the admin token')
+    // A run token, or the RM token (anonymous, but presented), is a valid credential for something else: 403.
+    const presented = principal.kind !== 'anonymous' || c.req.header('authorization') !== undefined
+    throw new AppError(presented ? 'forbidden' : 'unauthorized', 'this route needs the admin token')
   }
 }

@@ -1,0 +1,87 @@
+/**
+ * Which model grades for a deployed artifact: the mock (runtime backend `mock`) or an OpenAI-compatible endpoint
+ * (runtime backend `openai`) — the deployment's `llm`, else the Worker's `RM_LLM_BASE_URL` / `RM_LLM_API_KEY`,
+ * always with the artifact's verifier model, temperature, max tokens and seed.
+ */
+import { z } from 'zod'
+import { MockChatModel, OpenAIChatModel, type ChatModel } from '../../src/llm/index.ts'
+import { canonicalJson } from '../../src/hash/index.ts'
+import type { RmArtifact } from '../../src/schemas/artifact.ts'
+import type { Env } from '../env.ts'
+import { rmEnv } from './env.ts'
+import { RmError } from './errors.ts'
+
+/** How long one verifier call may take before it is retried (the verl client waits 30 s per request by default). */
+export const RM_LLM_TIMEOUT_MS = 60_000
+
+/**
+ * The endpoint a deployment names for an openai-backend artifact. `api_key_env` names a Worker secret holding the
+ * key (never the key itself); without it `RM_LLM_API_KEY` is used.
+ * @example DeploymentLlm.parse({ base_url: 'http://gpu-1:8000/v1', model: 'Qwen/Qwen3-8B', api_key_env: 'VLLM_KEY' })
+ */
+export const DeploymentLlm = z.object({
+  base_url: z.url({ protocol: /^https?$/, message: 'base_url must be an http(s) URL such as http://gpu-1:8000/v1' }),
+  model: z.string().min(1).max(200).optional(),
+  api_key_env: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'an environment variable name such as VLLM_API_KEY').optional(),
+})
+export type DeploymentLlm = z.infer<typeof DeploymentLlm>
+
+/** The OpenAI-compatible settings an artifact is served with, once resolved. */
+export interface ResolvedEndpoint {
+  baseURL: string
+  model: string
+  apiKey: string
+}
+
+/**
+ * Where an openai-backend artifact would be graded, or why it cannot be (`RmError('llm_not_configured')`).
+ * Mock-backend artifacts need no endpoint and resolve to undefined.
+ * @example resolveEndpoint(env, artifact, { base_url: 'http://gpu-1:8000/v1' }).model // the artifact's verifier model
+ */
+export function resolveEndpoint(env: Env, artifact: Pick<RmArtifact, 'runtime'>, llm: DeploymentLlm | null | undefined): ResolvedEndpoint | undefined {
+  if (artifact.runtime.backend === 'mock') return undefined
+  const vars = rmEnv(env)
+  const baseURL = llm?.base_url ?? vars.RM_LLM_BASE_URL
+  if (!baseURL) {
+    throw new RmError(
+      'llm_not_configured',
+      'the artifact grades with an OpenAI-compatible model (runtime.backend "openai") but no endpoint is configured: ' +
+        'deploy it with "llm": {"base_url": "http://…/v1"} or set the RM_LLM_BASE_URL var on the Worker',
+    )
+  }
+  if (!/^https?:\/\//.test(baseURL)) throw new RmError('llm_not_configured', `RM_LLM_BASE_URL must be an http(s) URL (got "${baseURL}")`)
+  let apiKey = vars.RM_LLM_API_KEY
+  if (llm?.api_key_env) {
+    const secret = (env as unknown as Record<string, unknown>)[llm.api_key_env]
+    if (typeof secret !== 'string' || secret === '') {
+      throw new RmError('llm_not_configured', `the deployment names api_key_env "${llm.api_key_env}", but the Worker has no such secret (set it with \`wrangler secret put ${llm.api_key_env}\`)`)
+    }
+    apiKey = secret
+  }
+  return { baseURL, model: llm?.model ?? artifact.runtime.verifier_model, apiKey: apiKey || 'not-needed' }
+}
+
+/** Adapters are stateless; one per distinct settings is kept per isolate (the openai client is built once). */
+const adapters = new Map<string, ChatModel>()
+
+/**
+ * The chat model that grades for an artifact: `MockChatModel` on the mock backend, else `OpenAIChatModel` on the
+ * resolved endpoint with the artifact's temperature, max tokens and seed.
+ * @example const model = verifierModel(env, artifact, deployment.llm)
+ */
+export function verifierModel(env: Env, artifact: Pick<RmArtifact, 'runtime'>, llm: DeploymentLlm | null | undefined): ChatModel {
+  const { runtime } = artifact
+  const endpoint = resolveEndpoint(env, artifact, llm)
+  const settings = endpoint
+    ? { backend: 'openai', ...endpoint, temperature: runtime.temperature, maxTokens: runtime.max_tokens, seed: runtime.seed, timeoutMs: RM_LLM_TIMEOUT_MS }
+    : { backend: 'mock', model: runtime.verifier_model }
+  const key = canonicalJson(settings)
+  let model = adapters.get(key)
+  if (!model) {
+    model = endpoint
+      ? new OpenAIChatModel({ baseURL: endpoint.baseURL, apiKey: endpoint.apiKey, model: endpoint.model, temperature: runtime.temperature, maxTokens: runtime.max_tokens, seed: runtime.seed, timeoutMs: RM_LLM_TIMEOUT_MS })
+      : new MockChatModel(runtime.verifier_model)
+    adapters.set(key, model)
+  }
+  return model
+}

@@ -1,0 +1,183 @@
+/**
+ * D1 storage of RM artifacts and deployments.
+ *
+ * - An artifact is one `rm_artifacts` row (everything but its rubrics) plus one `rm_artifact_rubrics` row per
+ *   prompt id. Artifacts are content-addressed and never change, so an isolate keeps the few it serves, parsed.
+ * - Deployments are append-only `rm_deployments` rows; a target's newest row is its active deployment. A deploy or
+ *   a rollback is ONE conditional INSERT that only lands while the newest row is still the one the caller read,
+ *   so two concurrent deploys cannot both claim the same `previous_artifact_id`, and a failure changes nothing.
+ */
+import { and, desc, eq } from 'drizzle-orm'
+import { drizzle } from 'drizzle-orm/d1'
+import { rmArtifactRubrics, rmArtifacts, rmDeployments } from '../../src/db/schema.ts'
+import { RmArtifact, verifyArtifactId, type DeployRecord } from '../../src/schemas/artifact.ts'
+import type { SearchRubric } from '../../src/search/types.ts'
+import type { DeploymentLlm } from './llm.ts'
+
+/** D1 binds at most 100 parameters per statement; a rubric row binds 3. */
+const RUBRIC_ROWS_PER_INSERT = 30
+/** Parsed artifacts an isolate keeps (least recently used goes first). */
+const CACHED_ARTIFACTS = 8
+
+/** A deployment as stored: the public record, its position in the target's history, and its endpoint. */
+export interface StoredDeployment extends DeployRecord {
+  seq: number
+  llm: DeploymentLlm | null
+}
+
+/**
+ * Stores a validated artifact; `stored: false` when it was already there (uploads are idempotent).
+ * @example const { stored } = await storeArtifact(env.DB, artifact) // true the first time
+ */
+export async function storeArtifact(db: D1Database, artifact: RmArtifact): Promise<{ stored: boolean }> {
+  const orm = drizzle(db)
+  const known = await orm.select({ id: rmArtifacts.id }).from(rmArtifacts).where(eq(rmArtifacts.id, artifact.artifact_id)).get()
+  if (known) return { stored: false }
+  const { artifact_id: id, rubrics, ...meta } = artifact
+  const rows = Object.entries(rubrics).map(([promptId, rubric]) => ({ artifactId: id, promptId, rubric }))
+  const insertArtifact = orm.insert(rmArtifacts).values({
+    id,
+    schemaVersion: artifact.schema_version,
+    sourceRunId: artifact.provenance.source_run_id,
+    sourceSessionId: artifact.provenance.source_session_id,
+    datasetSha256: artifact.provenance.dataset_sha256,
+    configHash: artifact.provenance.config_hash,
+    backend: artifact.runtime.backend,
+    rubricCount: rows.length,
+    createdAtUtc: artifact.created_at_utc,
+    meta,
+    storedAt: new Date().toISOString(),
+  }).onConflictDoNothing().returning({ id: rmArtifacts.id })
+  const insertRubrics = []
+  for (let start = 0; start < rows.length; start += RUBRIC_ROWS_PER_INSERT) {
+    insertRubrics.push(orm.insert(rmArtifactRubrics).values(rows.slice(start, start + RUBRIC_ROWS_PER_INSERT)).onConflictDoNothing())
+  }
+  // One batch is one transaction: the artifact never exists without all of its rubrics.
+  const [inserted] = await orm.batch([insertArtifact, ...insertRubrics])
+  return { stored: inserted.length > 0 }
+}
+
+const cache = new Map<string, Promise<RmArtifact | undefined>>()
+
+/**
+ * A stored artifact, parsed and checked against its content address; kept per isolate by id (artifacts are
+ * immutable, so the cache is never stale). Undefined when no such artifact is stored.
+ * @example const artifact = await loadArtifact(env.DB, deployment.artifact_id)
+ */
+export function loadArtifact(db: D1Database, artifactId: string): Promise<RmArtifact | undefined> {
+  const cached = cache.get(artifactId)
+  if (cached) {
+    cache.delete(artifactId)
+    cache.set(artifactId, cached)
+    return cached
+  }
+  const loading = readArtifact(db, artifactId).then(
+    (artifact) => {
+      if (!artifact) cache.delete(artifactId)
+      return artifact
+    },
+    (error: unknown) => {
+      cache.delete(artifactId)
+      throw error
+    },
+  )
+  cache.set(artifactId, loading)
+  while (cache.size > CACHED_ARTIFACTS) cache.delete(cache.keys().next().value!)
+  return loading
+}
+
+async function readArtifact(db: D1Database, artifactId: string): Promise<RmArtifact | undefined> {
+  const orm = drizzle(db)
+  const [rows, rubricRows] = await orm.batch([
+    orm.select({ meta: rmArtifacts.meta }).from(rmArtifacts).where(eq(rmArtifacts.id, artifactId)),
+    orm.select({ promptId: rmArtifactRubrics.promptId, rubric: rmArtifactRubrics.rubric }).from(rmArtifactRubrics).where(eq(rmArtifactRubrics.artifactId, artifactId)),
+  ])
+  const row = rows[0]
+  if (!row) return undefined
+  const rubrics: Record<string, SearchRubric> = {}
+  for (const { promptId, rubric } of [...rubricRows].sort((a, b) => (a.promptId < b.promptId ? -1 : a.promptId > b.promptId ? 1 : 0))) {
+    rubrics[promptId] = rubric as SearchRubric
+  }
+  const artifact = RmArtifact.parse({ ...(row.meta as object), rubrics, artifact_id: artifactId })
+  if (!(await verifyArtifactId(artifact))) throw new Error(`stored artifact ${artifactId} no longer matches its content address`)
+  return artifact
+}
+
+/**
+ * A target's active deployment (its newest record), or undefined when nothing was ever deployed there.
+ * One indexed D1 read; not cached, so a deploy or rollback takes effect for the very next request.
+ * @example const active = await activeDeployment(env.DB, 'prod')
+ */
+export async function activeDeployment(db: D1Database, target: string): Promise<StoredDeployment | undefined> {
+  const row = await drizzle(db).select().from(rmDeployments).where(eq(rmDeployments.target, target)).orderBy(desc(rmDeployments.seq)).limit(1).get()
+  return row ? toStored(row) : undefined
+}
+
+/**
+ * A target's deployment history, newest first.
+ * @example const history = await listDeployments(env.DB, 'prod', 100)
+ */
+export async function listDeployments(db: D1Database, target: string, limit: number): Promise<StoredDeployment[]> {
+  const rows = await drizzle(db).select().from(rmDeployments).where(eq(rmDeployments.target, target)).orderBy(desc(rmDeployments.seq)).limit(limit).all()
+  return rows.map(toStored)
+}
+
+/**
+ * The endpoint the newest deployment of `artifactId` on `target` used, so a rollback serves it the same way.
+ * @example const llm = await lastLlmOf(env.DB, 'prod', previousId)
+ */
+export async function lastLlmOf(db: D1Database, target: string, artifactId: string): Promise<DeploymentLlm | null> {
+  const row = await drizzle(db)
+    .select({ llm: rmDeployments.llm })
+    .from(rmDeployments)
+    .where(and(eq(rmDeployments.target, target), eq(rmDeployments.artifactId, artifactId)))
+    .orderBy(desc(rmDeployments.seq))
+    .limit(1)
+    .get()
+  return (row?.llm as DeploymentLlm | null | undefined) ?? null
+}
+
+/**
+ * Appends a deploy record if the target's newest record is still `expectedSeq` (0 = none); false when another
+ * deployment landed in between (read again and retry).
+ * @example if (!(await appendDeployment(env.DB, record, llm, active?.seq ?? 0))) retry()
+ */
+export async function appendDeployment(db: D1Database, record: DeployRecord, llm: DeploymentLlm | null, expectedSeq: number): Promise<boolean> {
+  const result = await db
+    .prepare(
+      `INSERT INTO rm_deployments (deploy_id, target, artifact_id, previous_artifact_id, deployed_by, deployed_at, action, dataset_sha256, config_hash, llm)
+       SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10
+       WHERE coalesce((SELECT max(seq) FROM rm_deployments WHERE target = ?2), 0) = ?11`,
+    )
+    .bind(
+      record.deploy_id, record.target, record.artifact_id, record.previous_artifact_id, record.deployed_by, record.deployed_at,
+      record.action, record.dataset_sha256, record.config_hash, llm === null ? null : JSON.stringify(llm), expectedSeq,
+    )
+    .run()
+  return result.meta.changes > 0
+}
+
+function toStored(row: typeof rmDeployments.$inferSelect): StoredDeployment {
+  return {
+    seq: row.seq,
+    deploy_id: row.deployId,
+    target: row.target,
+    artifact_id: row.artifactId,
+    previous_artifact_id: row.previousArtifactId,
+    deployed_by: row.deployedBy,
+    deployed_at: row.deployedAt,
+    action: row.action === 'rollback' ? 'rollback' : 'deploy',
+    dataset_sha256: row.datasetSha256,
+    config_hash: row.configHash,
+    llm: (row.llm as DeploymentLlm | null) ?? null,
+  }
+}
+
+/**
+ * The public record of a stored deployment (no sequence number, no endpoint).
+ * @example c.json(publicRecord(active))
+ */
+export function publicRecord(stored: StoredDeployment): DeployRecord {
+  const { seq: _seq, llm: _llm, ...record } = stored
+  return record
+}

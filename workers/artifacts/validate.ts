@@ -1,0 +1,73 @@
+/**
+ * Upload validation of an RM artifact: the schema (`RmArtifact`), the content address (`verifyArtifactId`), and
+ * what serving needs beyond the schema (an RM API version this Worker speaks, unique criterion ids per rubric).
+ * Every problem is named by its path, so the exporter (or a person) knows what to fix.
+ */
+import { artifactId, RM_API_VERSION, RmArtifact } from '../../src/schemas/artifact.ts'
+import { RmError } from './errors.ts'
+
+/** One problem with an uploaded artifact: where (`rubrics.p1.criteria.0.weight`) and what. */
+export interface ArtifactProblem {
+  path: string
+  message: string
+}
+
+/**
+ * Parses and checks an uploaded artifact; throws `RmError('invalid_artifact')` whose details list every problem.
+ * @example const artifact = await parseArtifactUpload(await c.req.json())
+ */
+export async function parseArtifactUpload(raw: unknown): Promise<RmArtifact> {
+  const parsed = RmArtifact.safeParse(raw)
+  if (!parsed.success) {
+    throw invalid(parsed.error.issues.map((issue) => ({ path: issue.path.map(String).join('.') || '(body)', message: issue.message })))
+  }
+  const artifact = parsed.data
+  const problems = servingProblems(artifact)
+  const { artifact_id: claimed, ...body } = artifact
+  const actual = await artifactId(body)
+  if (claimed !== actual) {
+    problems.push({ path: 'artifact_id', message: `does not match the artifact's content, which hashes to ${actual}: the artifact was changed after export` })
+  }
+  if (problems.length > 0) throw invalid(problems)
+  return artifact
+}
+
+/**
+ * What the schema cannot say but serving needs: an RM API version this Worker speaks, unique criterion ids.
+ * @example servingProblems(artifact) // [] for a servable artifact
+ */
+export function servingProblems(artifact: RmArtifact): ArtifactProblem[] {
+  const problems: ArtifactProblem[] = []
+  const wanted = artifact.compatibility.min_rm_api_version
+  if (!/^\d+(\.\d+)*$/.test(wanted)) {
+    problems.push({ path: 'compatibility.min_rm_api_version', message: `"${wanted}" is not a version such as "${RM_API_VERSION}"` })
+  } else if (compareVersions(wanted, RM_API_VERSION) > 0) {
+    problems.push({ path: 'compatibility.min_rm_api_version', message: `the artifact needs RM API ${wanted}; this Worker serves ${RM_API_VERSION}` })
+  }
+  for (const [promptId, rubric] of Object.entries(artifact.rubrics)) {
+    const ids = rubric.criteria.map((criterion) => criterion.criterion_id)
+    const repeated = ids.find((id, index) => ids.indexOf(id) !== index)
+    if (repeated !== undefined) problems.push({ path: `rubrics.${promptId}.criteria`, message: `criterion id "${repeated}" is used twice` })
+  }
+  return problems
+}
+
+/**
+ * Compares dotted numeric versions: negative, 0 or positive as `a` is older, equal or newer.
+ * @example compareVersions('1.10', '1.9') // 1
+ */
+export function compareVersions(a: string, b: string): number {
+  const left = a.split('.').map(Number)
+  const right = b.split('.').map(Number)
+  for (let i = 0; i < Math.max(left.length, right.length); i++) {
+    const delta = (left[i] ?? 0) - (right[i] ?? 0)
+    if (delta !== 0) return delta
+  }
+  return 0
+}
+
+function invalid(problems: ArtifactProblem[]): RmError {
+  const summary = problems.slice(0, 3).map((problem) => `${problem.path}: ${problem.message}`).join('; ')
+  const more = problems.length > 3 ? ` (and ${problems.length - 3} more)` : ''
+  return new RmError('invalid_artifact', `the artifact is not valid — ${summary}${more}`, problems)
+}

@@ -1,0 +1,229 @@
+import { Hono } from 'hono'
+import { z } from 'zod'
+import { AppError } from '../../src/errors/index.ts'
+import { sha256Hex } from '../../src/hash/index.ts'
+import { pLimit } from '../../src/llm/index.ts'
+import { ScoreRequest, TrainingMetadata } from '../../src/schemas/rollout.ts'
+import type { ScoreResult } from '../../src/schemas/score.ts'
+import type { AppEnv, Env } from '../env.ts'
+import { jsonBody } from '../middleware/json-body.ts'
+import { requestModels } from '../scoring/models.ts'
+import { persistRequestRecords } from '../scoring/persist.ts'
+import { scoreRollout } from '../scoring/score-rollout.ts'
+
+/** Most samples one OpenRLHF request may carry (versions up to 0.9.0 send a whole rollout batch per server). */
+export const MAX_OPENRLHF_ITEMS = 1_024
+/** Most responses one group may carry. */
+export const MAX_GROUP_SIZE = 256
+/** Rollouts of one request scored at once; LLM calls are capped separately by the run's `max_concurrent_llm_calls`. */
+const ITEM_CONCURRENCY = 16
+
+/**
+ * Training metadata for trainers that send none: OpenRLHF, slime and group callers have no such field. A request
+ * may still send a (partial) `metadata` object; what it leaves out comes from here.
+ */
+export const DEFAULT_TRAINING_METADATA: TrainingMetadata = { high_level_goal: 'general', model_size: 'unknown', current_step: 0, total_steps: 1 }
+
+const PartialMetadata = TrainingMetadata.partial().optional()
+const Text = z.string().max(200_000)
+/** A label or reference as trainers send it: text, a number, null, or anything JSON (stringified for the judge). */
+const Label = z.unknown()
+/** A prompt as text or as chat messages (slime and TRL conversational datasets). */
+const PromptInput = z.union([Text, z.array(z.object({ role: z.string(), content: z.string() }).passthrough()).max(200)])
+
+/**
+ * The body of `POST /compat/openrlhf` (OpenRLHF `--reward.remote_url` / `--remote_rm_url`): `query` is the decoded
+ * prompt+response, `prompts` the prompt, `labels` the dataset label, all parallel.
+ * @example OpenRlhfRequest.parse({ query: ['Q: 2+2? A: 4'], prompts: ['Q: 2+2? A:'], labels: ['4'] })
+ */
+export const OpenRlhfRequest = z.object({
+  query: z.array(Text).max(MAX_OPENRLHF_ITEMS),
+  prompts: z.array(Text).max(MAX_OPENRLHF_ITEMS).nullish(),
+  labels: z.array(Label).max(MAX_OPENRLHF_ITEMS).nullish(),
+  metadata: PartialMetadata,
+})
+
+/**
+ * The body of `POST /compat/slime` (slime `--rm-type remote_rm --rm-url`).
+ * @example SlimeRequest.parse({ prompt: 'What is 2+2?', response: '4', label: '4' })
+ */
+export const SlimeRequest = z.object({ prompt: PromptInput, response: Text, label: Label.optional(), metadata: PartialMetadata })
+
+/**
+ * The body of `POST /score/group`: the responses of one GRPO group to one prompt.
+ * @example GroupRequest.parse({ prompt: 'What is 2+2?', responses: ['4', '5'], reference: '4' })
+ */
+export const GroupRequest = z.object({
+  prompt: PromptInput,
+  responses: z.array(Text).min(1).max(MAX_GROUP_SIZE),
+  reference: Label.optional(),
+  metadata: PartialMetadata,
+  instance_id: ScoreRequest.shape.instance_id,
+})
+
+/**
+ * Trainer protocols over the run's online scoring core (`scoreRollout`), in the run API: the run is addressed as
+ * everywhere else (its token, the `/runs/<id>/` prefix, or the default run). Rollout ids are stable content hashes,
+ * so a trainer's retry is counted once per step.
+ * - `POST /compat/openrlhf` `{query[], prompts[], labels[]}` → `{rewards[], scores[], extra_logs: {rubric_version[],
+ *   cached[], duplicate[]}}`. The response is `query` minus its prompt prefix (when it starts with it); empty lists
+ *   are answered at once with empty lists; lists of different lengths are a 400.
+ * - `POST /compat/slime` `{prompt, response, label?}` → the `/score` result (`{score, rubric_version, criteria, …}`).
+ * - `POST /score/group` `{prompt, responses[], reference?, metadata?, instance_id?}` → `{scores[], advantages[],
+ *   rubric_version (the oldest any response was scored on), rubric_versions[], rollout_ids[], instance_id, run_id,
+ *   request_id}` with GRPO advantages; identical responses share one rollout id (and so one score).
+ * Every route takes an optional partial `metadata`; the rest comes from {@link DEFAULT_TRAINING_METADATA}.
+ * OpenRLHF and slime send no Authorization header: outside local development point them at a run with
+ * `access: "open"` (`/runs/<id>/compat/…`).
+ * @example runApi.route('/', compatRoutes) // also serves /runs/<id>/compat/openrlhf
+ */
+export const compatRoutes = new Hono<AppEnv>()
+  .post('/compat/openrlhf', jsonBody(OpenRlhfRequest), async (c) => {
+    const { query, prompts, labels, metadata } = c.get('body')
+    if (query.length === 0 && (prompts ?? []).length === 0 && (labels ?? []).length === 0) return c.json({ rewards: [], scores: [], extra_logs: {} })
+    for (const [name, list] of [['prompts', prompts], ['labels', labels]] as const) {
+      if (list && list.length !== query.length) {
+        throw new AppError('invalid_request', `query, prompts and labels must be parallel lists: query has ${query.length} items, ${name} has ${list.length}`)
+      }
+    }
+    const requests = await Promise.all(
+      query.map(async (full, index) => {
+        const prompt = prompts?.[index] ?? ''
+        const output = prompt !== '' && full.startsWith(prompt) ? full.slice(prompt.length) : full
+        return scoreRequest(`orlhf-${(await sha256Hex(full)).slice(0, 32)}`, prompt, output, labels?.[index], metadata, undefined, `query.${index}`)
+      }),
+    )
+    const results = await scoreAll(scoringScope(c), requests)
+    const scores = results.map((result) => result.score)
+    return c.json({
+      rewards: scores,
+      scores,
+      extra_logs: {
+        rubric_version: results.map((result) => result.rubric_version),
+        cached: results.map((result) => (result.cached ? 1 : 0)),
+        duplicate: results.map((result) => (result.duplicate ? 1 : 0)),
+      },
+    })
+  })
+  .post('/compat/slime', jsonBody(SlimeRequest), async (c) => {
+    const { prompt, response, label, metadata } = c.get('body')
+    const input = promptText(prompt)
+    const request = scoreRequest(`slime-${(await sha256Hex(`${input}\u0000${response}`)).slice(0, 32)}`, input, response, label, metadata)
+    const [result] = await scoreAll(scoringScope(c), [request])
+    return c.json(result!)
+  })
+  .post('/score/group', jsonBody(GroupRequest), async (c) => {
+    const { prompt, responses, reference, metadata, instance_id: instanceId } = c.get('body')
+    const input = promptText(prompt)
+    const requests = await Promise.all(
+      responses.map(async (response, index) =>
+        scoreRequest(`group-${(await sha256Hex(`${input}\u0000${response}`)).slice(0, 32)}`, input, response, reference, metadata, instanceId, `responses.${index}`),
+      ),
+    )
+    const results = await scoreAll(scoringScope(c), requests)
+    const scores = results.map((result) => result.score)
+    const versions = results.map((result) => result.rubric_version)
+    return c.json({
+      scores,
+      advantages: groupAdvantages(scores),
+      rubric_version: Math.min(...versions),
+      rubric_versions: versions,
+      rollout_ids: results.map((result) => result.rollout_id),
+      instance_id: results[0]!.instance_id,
+      run_id: c.get('run').id,
+      request_id: c.get('requestId'),
+    })
+  })
+
+/**
+ * GRPO advantages within one group: (s − mean) / (std + 1e-6), with the sample standard deviation (n − 1, as
+ * `torch.std` in TRL and verl); all zeros when the scores do not vary (or the group has one member).
+ * @example groupAdvantages([1, 0]) // [0.7071…, -0.7071…]
+ */
+export function groupAdvantages(scores: readonly number[]): number[] {
+  const n = scores.length
+  if (n < 2) return scores.map(() => 0)
+  const mean = scores.reduce((sum, score) => sum + score, 0) / n
+  const std = Math.sqrt(scores.reduce((sum, score) => sum + (score - mean) ** 2, 0) / (n - 1))
+  if (!(std > 1e-12)) return scores.map(() => 0)
+  return scores.map((score) => (score - mean) / (std + 1e-6))
+}
+
+/**
+ * Chat messages flattened to text for the judge (`role: content` per message); text stays as it is.
+ * @example promptText([{ role: 'user', content: 'Hi' }]) // 'user: Hi'
+ */
+export function promptText(prompt: z.infer<typeof PromptInput>): string {
+  return typeof prompt === 'string' ? prompt : prompt.map((message) => `${message.role}: ${message.content}`).join('\n\n')
+}
+
+function labelText(label: unknown): string | null {
+  if (label === undefined || label === null) return null
+  if (typeof label === 'string') return label === '' ? null : label
+  return JSON.stringify(label)
+}
+
+/** A `/score` request for one sample; a sample that breaks the `/score` limits is a 400 naming it. */
+function scoreRequest(
+  id: string,
+  input: string,
+  output: string,
+  label: unknown,
+  metadata: z.infer<typeof PartialMetadata>,
+  instanceId?: string,
+  where = '(body)',
+): ScoreRequest {
+  const parsed = ScoreRequest.safeParse({
+    rollout: { id, input, output, supplemental_context: labelText(label) },
+    metadata: { ...DEFAULT_TRAINING_METADATA, ...stripUndefined(metadata ?? {}) },
+    ...(instanceId === undefined ? {} : { instance_id: instanceId }),
+  })
+  if (!parsed.success) {
+    const details = parsed.error.issues.map((issue) => ({ path: `${where}: ${issue.path.join('.')}`, message: issue.message }))
+    throw new AppError('invalid_request', `${where} cannot be scored — ${details[0]?.path}: ${details[0]?.message}`, { details })
+  }
+  return parsed.data
+}
+
+/** What scoring needs of a request's context. */
+interface ScoringScope {
+  env: Env
+  run: AppEnv['Variables']['run']
+  requestId: string
+  defer: (work: Promise<unknown>) => void
+}
+
+function scoringScope(c: { env: Env; get(key: 'run'): AppEnv['Variables']['run']; get(key: 'requestId'): string; executionCtx: ExecutionContext }): ScoringScope {
+  return { env: c.env, run: c.get('run'), requestId: c.get('requestId'), defer: (work) => c.executionCtx.waitUntil(work) }
+}
+
+/**
+ * Scores every request through `scoreRollout` under one set of models (the run's LLM caps hold across the batch),
+ * in input order; the first failure fails the request (a trainer's retry re-scores only what was not recorded).
+ * Score events and LLM calls are persisted after the response.
+ */
+async function scoreAll(scope: ScoringScope, requests: readonly ScoreRequest[]): Promise<ScoreResult[]> {
+  const { env, run, requestId, defer } = scope
+  const models = requestModels(env, run.config)
+  const scorer = models.forRole('scorer')
+  const limit = pLimit(ITEM_CONCURRENCY)
+  const settled = await Promise.allSettled(requests.map((request) => limit(() => scoreRollout({ env, run, scorer, requestId, defer }, request))))
+  const scores = settled.flatMap((outcome) => (outcome.status === 'fulfilled' ? [outcome.value] : []))
+  defer(persistAll(env.DB, run.id, requestId, scores, models.calls))
+  const failure = settled.find((outcome) => outcome.status === 'rejected')
+  if (failure) throw failure.reason
+  return scores
+}
+
+async function persistAll(db: D1Database, runId: string, requestId: string, scores: readonly ScoreResult[], calls: Parameters<typeof persistRequestRecords>[1]['calls']): Promise<void> {
+  try {
+    if (scores.length === 0) return await persistRequestRecords(db, { runId, requestId, calls })
+    for (const [index, score] of scores.entries()) await persistRequestRecords(db, { runId, requestId, score, calls: index === 0 ? calls : [] })
+  } catch (error) {
+    console.error(`[${requestId}] could not persist score records`, error)
+  }
+}
+
+function stripUndefined<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, item]) => item !== undefined)) as Partial<T>
+}

@@ -1,0 +1,123 @@
+import { Hono } from 'hono'
+import { z } from 'zod'
+import { AppError } from '../../src/errors/index.ts'
+import { RM_API_VERSION, type RmArtifact } from '../../src/schemas/artifact.ts'
+import { parseTarget } from '../artifacts/deploy.ts'
+import { renderRmError, RmError } from '../artifacts/errors.ts'
+import { verifierModel } from '../artifacts/llm.ts'
+import { ArtifactScorer, RmScoreRequest } from '../artifacts/score.ts'
+import { activeDeployment, loadArtifact, type StoredDeployment } from '../artifacts/store.ts'
+import type { AppEnv, Env } from '../env.ts'
+import { requireRmAccess } from '../middleware/auth.ts'
+import { jsonBody } from '../middleware/json-body.ts'
+
+/** Most items one `batch_score` request may carry. */
+export const MAX_BATCH_ITEMS = 1_000
+
+/**
+ * The body of `POST /rm/<target>/batch_score`: items are validated one by one, so a malformed item fails alone.
+ * @example RmBatchRequest.parse({ items: [{ prompt_id: 'p1', prompt: 'Q?', candidate: { candidate_id: 'c1', text: 'A.' } }] })
+ */
+export const RmBatchRequest = z.object({ items: z.array(z.unknown()).max(MAX_BATCH_ITEMS) })
+
+/**
+ * The autosr RM server per deployment target, so its verl client works unchanged with
+ * `RMScoringClient(endpoint="<base>/rm/<target>")`. The active artifact is looked up per request (one indexed D1
+ * read), so a deploy or rollback applies to the very next request; the parsed artifact is cached per isolate.
+ * - `GET /rm/<target>/healthz` → `{status: "ok", artifact_id, source_session_id, schema_version, rm_api_version,
+ *   target, deploy_id}`; 503 `no_active_artifact` before any deployment.
+ * - `POST /rm/<target>/score` `{prompt_id, prompt, candidate: {candidate_id, text, source?, metadata?}}` →
+ *   `{request_id, artifact_id, prompt_id, candidate_id, score, rubric_id, fallback_rubric, grade_max, criteria,
+ *   majority_grades, vote_scores, per_vote_grades, variance, all_na, latency_ms}`; 404 `prompt_not_found` only when
+ *   the artifact has no `__default__` rubric; 503/502 `llm_unavailable` when the model fails.
+ * - `POST /rm/<target>/batch_score` `{items: […]}` → `{request_id, artifact_id, results, latency_ms}`, where each
+ *   result is `{index, ok: true, …score fields, latency_ms}` or `{index, ok: false, prompt_id, candidate_id,
+ *   error_code, error_message, latency_ms}`: one failing item never fails the batch.
+ * Access: open under `DEPLOYMENT=local`; otherwise the admin token or the `RM_TOKEN` secret.
+ * @example app.route('/rm/:target', rmRoutes)
+ */
+export const rmRoutes = new Hono<AppEnv>()
+  .use('*', requireRmAccess())
+  .get('/healthz', async (c) => {
+    const { deployment, artifact } = await servingArtifact(c.env, c.req.param('target'))
+    return c.json({
+      status: 'ok',
+      artifact_id: artifact.artifact_id,
+      source_session_id: artifact.provenance.source_session_id,
+      schema_version: artifact.schema_version,
+      rm_api_version: RM_API_VERSION,
+      target: deployment.target,
+      deploy_id: deployment.deploy_id,
+    })
+  })
+  .post('/score', jsonBody(RmScoreRequest), async (c) => {
+    const started = Date.now()
+    const { deployment, artifact } = await servingArtifact(c.env, c.req.param('target'))
+    const scorer = scorerFor(c.env, artifact, deployment)
+    const score = await scorer.score(c.get('body'))
+    return c.json({ request_id: c.get('requestId'), ...score, latency_ms: elapsed(started) })
+  })
+  .post('/batch_score', jsonBody(RmBatchRequest), async (c) => {
+    const started = Date.now()
+    const { deployment, artifact } = await servingArtifact(c.env, c.req.param('target'))
+    const scorer = scorerFor(c.env, artifact, deployment)
+    const requestId = c.get('requestId')
+    const results = await Promise.all(
+      c.get('body').items.map(async (raw, index) => {
+        const itemStarted = Date.now()
+        const ids = idsOf(raw)
+        const parsed = RmScoreRequest.safeParse(raw)
+        if (!parsed.success) {
+          const problems = parsed.error.issues.slice(0, 3).map((issue) => `${issue.path.join('.') || '(item)'}: ${issue.message}`).join('; ')
+          return { index, ok: false, ...ids, error_code: 'invalid_request', error_message: `the item does not match the expected shape — ${problems}`, latency_ms: elapsed(itemStarted) }
+        }
+        try {
+          return { index, ok: true, ...(await scorer.score(parsed.data)), latency_ms: elapsed(itemStarted) }
+        } catch (error) {
+          const { code, message } = itemError(error, requestId)
+          return { index, ok: false, ...ids, error_code: code, error_message: message, latency_ms: elapsed(itemStarted) }
+        }
+      }),
+    )
+    return c.json({ request_id: requestId, artifact_id: artifact.artifact_id, results, latency_ms: elapsed(started) })
+  })
+  .onError(renderRmError)
+
+/** The target's active deployment and its artifact; 503 `no_active_artifact` when nothing is deployed there. */
+async function servingArtifact(env: Env, rawTarget: string | undefined): Promise<{ deployment: StoredDeployment; artifact: RmArtifact }> {
+  const target = parseTarget(rawTarget)
+  const deployment = await activeDeployment(env.DB, target)
+  if (!deployment) {
+    throw new RmError('no_active_artifact', `target "${target}" has no active artifact: deploy one with POST /admin/targets/${target}/deployments`)
+  }
+  const artifact = await loadArtifact(env.DB, deployment.artifact_id)
+  if (!artifact) throw new Error(`the active artifact ${deployment.artifact_id} of "${target}" is not stored`)
+  return { deployment, artifact }
+}
+
+/** A scorer for this request; an endpoint that vanished since the deploy (a var removed) is a 503, not a 400. */
+function scorerFor(env: Env, artifact: RmArtifact, deployment: StoredDeployment): ArtifactScorer {
+  try {
+    return new ArtifactScorer(artifact, verifierModel(env, artifact, deployment.llm))
+  } catch (error) {
+    if (error instanceof RmError && error.code === 'llm_not_configured') throw new AppError('llm_unavailable', error.message)
+    throw error
+  }
+}
+
+function itemError(error: unknown, requestId: string): { code: string; message: string } {
+  if (error instanceof RmError || error instanceof AppError) return { code: error.code, message: error.message }
+  console.error(`[${requestId}] batch_score item failed`, error)
+  return { code: 'internal', message: 'internal error; the request id identifies it in the logs' }
+}
+
+function idsOf(raw: unknown): { prompt_id: string | null; candidate_id: string | null } {
+  const item = typeof raw === 'object' && raw !== null ? (raw as Record<string, unknown>) : {}
+  const candidate = typeof item.candidate === 'object' && item.candidate !== null ? (item.candidate as Record<string, unknown>) : {}
+  return {
+    prompt_id: typeof item.prompt_id === 'string' ? item.prompt_id : null,
+    candidate_id: typeof candidate.candidate_id === 'string' ? candidate.candidate_id : null,
+  }
+}
+
+const elapsed = (started: number) => Date.now() - started
