@@ -25,6 +25,12 @@ export interface Env {
   /** Bearer token for admin routes; a secret. */
   ADMIN_TOKEN?: string
   AI?: WorkersAiBinding
+  /** A bearer token that may call `/rm/*` in production, besides the admin token; a secret. */
+  RM_TOKEN?: string
+  /** The OpenAI-compatible endpoint of openai-backend artifacts whose deployment names none. */
+  RM_LLM_BASE_URL?: string
+  /** That endpoint's API key (a secret), unless the deployment names its own `api_key_env`. */
+  RM_LLM_API_KEY?: string
 }
 
 /** Hono's generic for this app: typed bindings and the per-request variables middleware sets. */

@@ -10,6 +10,20 @@ export const ERROR_STATUS = {
   payload_too_large: 413,
   unsupported_media_type: 415,
   llm_unavailable: 503,
+  /** The uploaded artifact fails the schema, its content address, or a serving check. */
+  invalid_artifact: 400,
+  /** A deployment names an artifact this Worker has never stored. */
+  artifact_not_found: 404,
+  /** A rollback on a target whose active deployment has no previous artifact. */
+  nothing_to_roll_back: 409,
+  /** Another deployment of the same target kept landing first; nothing changed, try again. */
+  deployment_conflict: 409,
+  /** An openai-backend artifact without a usable endpoint (deployment `llm` or `RM_LLM_BASE_URL`). */
+  llm_not_configured: 400,
+  /** `/rm/<target>/…` on a target with no active artifact. */
+  no_active_artifact: 503,
+  /** The artifact has neither a rubric for the prompt id nor a `__default__` one. */
+  prompt_not_found: 404,
   internal: 500,
 } as const
 export type ErrorCode = keyof typeof ERROR_STATUS

@@ -15,7 +15,6 @@ import type { RmArtifact } from '../../src/schemas/artifact.ts'
 import { AppError } from '../../src/errors/index.ts'
 import type { Env } from '../env.ts'
 import { randomHex } from '../runs/store.ts'
-import { RmError } from './errors.ts'
 import { DeploymentLlm, resolveEndpoint } from './llm.ts'
 import { activeDeployment, appendDeployment, lastLlmOf, loadArtifact, type StoredDeployment } from './store.ts'
 
@@ -56,7 +55,7 @@ export function parseTarget(raw: string | undefined): string {
  */
 export async function deployArtifact(env: Env, target: string, request: DeployRequest): Promise<DeployRecord> {
   const artifact = await loadArtifact(env.DB, request.artifact_id)
-  if (!artifact) throw new RmError('artifact_not_found', `no artifact "${request.artifact_id}" is stored here; upload it with POST /admin/artifacts first`)
+  if (!artifact) throw new AppError('artifact_not_found', `no artifact "${request.artifact_id}" is stored here; upload it with POST /admin/artifacts first`)
   const llm = request.llm ?? null
   resolveEndpoint(env, artifact, llm)
   return appendWithRetry(env.DB, target, llm, (active) => ({
@@ -73,11 +72,11 @@ export async function deployArtifact(env: Env, target: string, request: DeployRe
 export async function rollbackTarget(env: Env, target: string, request: RollbackRequest): Promise<DeployRecord> {
   for (let attempt = 1; attempt <= DEPLOY_ATTEMPTS; attempt++) {
     const active = await activeDeployment(env.DB, target)
-    if (!active) throw new RmError('nothing_to_roll_back', `target "${target}" has never been deployed`)
+    if (!active) throw new AppError('nothing_to_roll_back', `target "${target}" has never been deployed`)
     const previousId = active.previous_artifact_id
-    if (previousId === null) throw new RmError('nothing_to_roll_back', `the active deployment of "${target}" (${active.artifact_id}) has no previous artifact`)
+    if (previousId === null) throw new AppError('nothing_to_roll_back', `the active deployment of "${target}" (${active.artifact_id}) has no previous artifact`)
     const artifact = await loadArtifact(env.DB, previousId)
-    if (!artifact) throw new RmError('artifact_not_found', `the previous artifact "${previousId}" is no longer stored`)
+    if (!artifact) throw new AppError('artifact_not_found', `the previous artifact "${previousId}" is no longer stored`)
     const llm = await lastLlmOf(env.DB, target, previousId)
     resolveEndpoint(env, artifact, llm)
     const record: DeployRecord = { ...recordBase(target, artifact, request.deployed_by), action: 'rollback', previous_artifact_id: active.artifact_id }
@@ -108,6 +107,6 @@ function recordBase(target: string, artifact: RmArtifact, deployedBy: string | u
   }
 }
 
-function conflict(target: string): RmError {
-  return new RmError('deployment_conflict', `other deployments of "${target}" kept landing first; nothing was changed, try again`)
+function conflict(target: string): AppError {
+  return new AppError('deployment_conflict', `other deployments of "${target}" kept landing first; nothing was changed, try again`)
 }

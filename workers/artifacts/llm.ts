@@ -1,3 +1,4 @@
+import { AppError } from '../../src/errors/index.ts'
 /**
  * Which model grades for a deployed artifact: the mock (runtime backend `mock`) or an OpenAI-compatible endpoint
  * (runtime backend `openai`) — the deployment's `llm`, else the Worker's `RM_LLM_BASE_URL` / `RM_LLM_API_KEY`,
@@ -8,8 +9,6 @@ import { MockChatModel, OpenAIChatModel, type ChatModel } from '../../src/llm/in
 import { canonicalJson } from '../../src/hash/index.ts'
 import type { RmArtifact } from '../../src/schemas/artifact.ts'
 import type { Env } from '../env.ts'
-import { rmEnv } from './env.ts'
-import { RmError } from './errors.ts'
 
 /** How long one verifier call may take before it is retried (the verl client waits 30 s per request by default). */
 export const RM_LLM_TIMEOUT_MS = 60_000
@@ -34,27 +33,27 @@ export interface ResolvedEndpoint {
 }
 
 /**
- * Where an openai-backend artifact would be graded, or why it cannot be (`RmError('llm_not_configured')`).
+ * Where an openai-backend artifact would be graded, or why it cannot be (`AppError('llm_not_configured')`).
  * Mock-backend artifacts need no endpoint and resolve to undefined.
  * @example resolveEndpoint(env, artifact, { base_url: 'http://gpu-1:8000/v1' }).model // the artifact's verifier model
  */
 export function resolveEndpoint(env: Env, artifact: Pick<RmArtifact, 'runtime'>, llm: DeploymentLlm | null | undefined): ResolvedEndpoint | undefined {
   if (artifact.runtime.backend === 'mock') return undefined
-  const vars = rmEnv(env)
+  const vars = env
   const baseURL = llm?.base_url ?? vars.RM_LLM_BASE_URL
   if (!baseURL) {
-    throw new RmError(
+    throw new AppError(
       'llm_not_configured',
       'the artifact grades with an OpenAI-compatible model (runtime.backend "openai") but no endpoint is configured: ' +
         'deploy it with "llm": {"base_url": "http://…/v1"} or set the RM_LLM_BASE_URL var on the Worker',
     )
   }
-  if (!/^https?:\/\//.test(baseURL)) throw new RmError('llm_not_configured', `RM_LLM_BASE_URL must be an http(s) URL (got "${baseURL}")`)
+  if (!/^https?:\/\//.test(baseURL)) throw new AppError('llm_not_configured', `RM_LLM_BASE_URL must be an http(s) URL (got "${baseURL}")`)
   let apiKey = vars.RM_LLM_API_KEY
   if (llm?.api_key_env) {
     const secret = (env as unknown as Record<string, unknown>)[llm.api_key_env]
     if (typeof secret !== 'string' || secret === '') {
-      throw new RmError('llm_not_configured', `the deployment names api_key_env "${llm.api_key_env}", but the Worker has no such secret (set it with \`wrangler secret put ${llm.api_key_env}\`)`)
+      throw new AppError('llm_not_configured', `the deployment names api_key_env "${llm.api_key_env}", but the Worker has no such secret (set it with \`wrangler secret put ${llm.api_key_env}\`)`)
     }
     apiKey = secret
   }

@@ -14,7 +14,6 @@ import { GradeMemo, rubricKey } from '../../src/search/evaluator.ts'
 import { derivedSeed, hashHex } from '../../src/search/random.ts'
 import { LlmVerifier, meanGrades, rubricScore } from '../../src/search/roles/index.ts'
 import type { Candidate, CriterionGrades, PromptItem } from '../../src/search/types.ts'
-import { RmError } from './errors.ts'
 
 /** Verifier calls in flight at once per request: the Worker's 6 simultaneous connections. */
 export const RM_LLM_CONCURRENCY = 6
@@ -93,7 +92,7 @@ export class ArtifactScorer {
   }
 
   /**
-   * Scores one candidate. Throws `RmError('prompt_not_found')` when the artifact has neither the prompt's rubric nor
+   * Scores one candidate. Throws `AppError('prompt_not_found')` when the artifact has neither the prompt's rubric nor
    * a `__default__` one, and `AppError('llm_unavailable')` (503 transient, 502 invalid replies) when the model fails.
    * @example (await scorer.score(request)).fallback_rubric // true when the __default__ rubric was used
    */
@@ -101,7 +100,7 @@ export class ArtifactScorer {
     const { artifact } = this
     const found = rubricForPrompt(artifact, request.prompt_id)
     if (!found) {
-      throw new RmError('prompt_not_found', `prompt_id=${request.prompt_id} not found in artifact ${artifact.artifact_id}, which has no __default__ rubric`)
+      throw new AppError('prompt_not_found', `prompt_id=${request.prompt_id} not found in artifact ${artifact.artifact_id}, which has no __default__ rubric`)
     }
     const { rubric, fallback } = found
     const item: PromptItem = { prompt_id: request.prompt_id, prompt: request.prompt, candidates: [], metadata: {} }

@@ -1,10 +1,10 @@
+import { AppError } from '../../src/errors/index.ts'
 /**
  * Upload validation of an RM artifact: the schema (`RmArtifact`), the content address (`verifyArtifactId`), and
  * what serving needs beyond the schema (an RM API version this Worker speaks, unique criterion ids per rubric).
  * Every problem is named by its path, so the exporter (or a person) knows what to fix.
  */
 import { artifactId, RM_API_VERSION, RmArtifact } from '../../src/schemas/artifact.ts'
-import { RmError } from './errors.ts'
 
 /** One problem with an uploaded artifact: where (`rubrics.p1.criteria.0.weight`) and what. */
 export interface ArtifactProblem {
@@ -13,7 +13,7 @@ export interface ArtifactProblem {
 }
 
 /**
- * Parses and checks an uploaded artifact; throws `RmError('invalid_artifact')` whose details list every problem.
+ * Parses and checks an uploaded artifact; throws `AppError('invalid_artifact')` whose details list every problem.
  * @example const artifact = await parseArtifactUpload(await c.req.json())
  */
 export async function parseArtifactUpload(raw: unknown): Promise<RmArtifact> {
@@ -66,8 +66,8 @@ export function compareVersions(a: string, b: string): number {
   return 0
 }
 
-function invalid(problems: ArtifactProblem[]): RmError {
+function invalid(problems: ArtifactProblem[]): AppError {
   const summary = problems.slice(0, 3).map((problem) => `${problem.path}: ${problem.message}`).join('; ')
   const more = problems.length > 3 ? ` (and ${problems.length - 3} more)` : ''
-  return new RmError('invalid_artifact', `the artifact is not valid — ${summary}${more}`, problems)
+  return new AppError('invalid_artifact', `the artifact is not valid — ${summary}${more}`, { details: problems })
 }

@@ -1,7 +1,6 @@
 import type { MiddlewareHandler } from 'hono'
 import { AppError } from '../../src/errors/index.ts'
 import { sha256Hex } from '../../src/hash/index.ts'
-import { rmEnv } from '../artifacts/env.ts'
 import type { AppEnv, Principal } from '../env.ts'
 import { DEFAULT_RUN_ID, loadRunConfig, runForToken } from '../runs/store.ts'
 
@@ -28,7 +27,7 @@ async function principalFor(env: AppEnv['Bindings'], header: string | undefined)
   if (!token) throw new AppError('unauthorized', 'the Authorization header must be "Bearer <token>"')
   if (env.ADMIN_TOKEN && (await tokensEqual(token, env.ADMIN_TOKEN))) return { kind: 'admin' }
   // The RM token names no run: it opens `/rm/<target>/…` only (requireRmAccess checks it there).
-  const rmToken = rmEnv(env).RM_TOKEN
+  const rmToken = env.RM_TOKEN
   if (rmToken && (await tokensEqual(token, rmToken))) return { kind: 'anonymous' }
   const tokenHash = await sha256Hex(token)
   const runId = tokenRuns.get(tokenHash) ?? (await runForToken(env.DB, token))
@@ -71,7 +70,7 @@ export function requireRmAccess(): MiddlewareHandler<AppEnv> {
     if (c.env.DEPLOYMENT === 'local') return next()
     const principal = c.get('principal')
     if (principal.kind === 'admin') return next()
-    const rmToken = rmEnv(c.env).RM_TOKEN
+    const rmToken = c.env.RM_TOKEN
     const token = c.req.header('authorization')?.match(/^Bearer\s+(\S+)\s*$/i)?.[1]
     if (rmToken && token && (await tokensEqual(token, rmToken))) return next()
     if (principal.kind === 'run') throw new AppError('forbidden', 'a run token cannot call /rm/*: use the RM_TOKEN secret or the admin token')

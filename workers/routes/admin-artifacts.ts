@@ -3,7 +3,6 @@ import { z } from 'zod'
 import { AppError } from '../../src/errors/index.ts'
 import { optionalJsonBody } from '../artifacts/body.ts'
 import { deployArtifact, DeployRequest, parseTarget, rollbackTarget, RollbackRequest } from '../artifacts/deploy.ts'
-import { renderRmError, RmError } from '../artifacts/errors.ts'
 import { listDeployments, loadArtifact, publicRecord, storeArtifact } from '../artifacts/store.ts'
 import { parseArtifactUpload } from '../artifacts/validate.ts'
 import type { AppEnv } from '../env.ts'
@@ -35,7 +34,7 @@ export const artifactAdminRoutes = new Hono<AppEnv>()
   .get('/admin/artifacts/:artifactId', async (c) => {
     const id = c.req.param('artifactId')
     const artifact = /^rm_[0-9a-f]{64}$/.test(id) ? await loadArtifact(c.env.DB, id) : undefined
-    if (!artifact) throw new RmError('artifact_not_found', `no artifact "${id}" is stored here`)
+    if (!artifact) throw new AppError('artifact_not_found', `no artifact "${id}" is stored here`)
     return c.json(artifact)
   })
   .post('/admin/targets/:target/deployments', jsonBody(DeployRequest), async (c) => {
@@ -55,4 +54,3 @@ export const artifactAdminRoutes = new Hono<AppEnv>()
     // The newest record is the active deployment (see workers/artifacts/store.ts).
     return c.json({ target, active_artifact_id: history[0]?.artifact_id ?? null, deployments: history.map(publicRecord) })
   })
-  .onError(renderRmError)

@@ -3,7 +3,6 @@ import { z } from 'zod'
 import { AppError } from '../../src/errors/index.ts'
 import { RM_API_VERSION, type RmArtifact } from '../../src/schemas/artifact.ts'
 import { parseTarget } from '../artifacts/deploy.ts'
-import { renderRmError, RmError } from '../artifacts/errors.ts'
 import { verifierModel } from '../artifacts/llm.ts'
 import { ArtifactScorer, RmScoreRequest } from '../artifacts/score.ts'
 import { activeDeployment, loadArtifact, type StoredDeployment } from '../artifacts/store.ts'
@@ -81,14 +80,13 @@ export const rmRoutes = new Hono<AppEnv>()
     )
     return c.json({ request_id: requestId, artifact_id: artifact.artifact_id, results, latency_ms: elapsed(started) })
   })
-  .onError(renderRmError)
 
 /** The target's active deployment and its artifact; 503 `no_active_artifact` when nothing is deployed there. */
 async function servingArtifact(env: Env, rawTarget: string | undefined): Promise<{ deployment: StoredDeployment; artifact: RmArtifact }> {
   const target = parseTarget(rawTarget)
   const deployment = await activeDeployment(env.DB, target)
   if (!deployment) {
-    throw new RmError('no_active_artifact', `target "${target}" has no active artifact: deploy one with POST /admin/targets/${target}/deployments`)
+    throw new AppError('no_active_artifact', `target "${target}" has no active artifact: deploy one with POST /admin/targets/${target}/deployments`)
   }
   const artifact = await loadArtifact(env.DB, deployment.artifact_id)
   if (!artifact) throw new Error(`the active artifact ${deployment.artifact_id} of "${target}" is not stored`)
@@ -100,13 +98,13 @@ function scorerFor(env: Env, artifact: RmArtifact, deployment: StoredDeployment)
   try {
     return new ArtifactScorer(artifact, verifierModel(env, artifact, deployment.llm))
   } catch (error) {
-    if (error instanceof RmError && error.code === 'llm_not_configured') throw new AppError('llm_unavailable', error.message)
+    if (error instanceof AppError && error.code === 'llm_not_configured') throw new AppError('llm_unavailable', error.message)
     throw error
   }
 }
 
 function itemError(error: unknown, requestId: string): { code: string; message: string } {
-  if (error instanceof RmError || error instanceof AppError) return { code: error.code, message: error.message }
+  if (error instanceof AppError || error instanceof AppError) return { code: error.code, message: error.message }
   console.error(`[${requestId}] batch_score item failed`, error)
   return { code: 'internal', message: 'internal error; the request id identifies it in the logs' }
 }
