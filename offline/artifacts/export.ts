@@ -16,7 +16,6 @@ import { createHash } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import { z } from 'zod'
 import { datasetHash } from '../../src/datasets/index.ts'
-import { canonicalJson } from '../../src/hash/index.ts'
 import {
   ARTIFACT_SCHEMA_VERSION,
   ArtifactRuntime,
@@ -28,7 +27,8 @@ import {
   verifyArtifactId,
   type ArtifactProvenance,
 } from '../../src/schemas/artifact.ts'
-import { configHash, hashHex, SearchConfig } from '../../src/search/index.ts'
+import { configHash, SearchConfig } from '../../src/search/index.ts'
+import { settingsHash } from '../search/records.ts'
 import { ContentExtraction } from '../../src/search/roles/extraction.ts'
 import { SearchRubric } from '../../src/search/types.ts'
 import { loadDataset } from '../datasets/load.ts'
@@ -246,11 +246,11 @@ function parseManifest(raw: unknown, name: string): ManifestCore {
   return parsed.data
 }
 
-/** Recomputes both hashes with the search's own functions (configHash; hashHex of the canonical settings, as run.ts does). */
+/** Recomputes both hashes with the search's own functions (configHash, settingsHash). */
 function checkHashes(manifest: ManifestCore, name: string): Pick<ExportChecks, 'config_hash' | 'settings_hash'> {
   const config = manifest.config_snapshot as unknown as SearchConfig
   const recomputedConfig = configHash(config)
-  const recomputedSettings = hashHex(canonicalJson(manifest.settings))
+  const recomputedSettings = settingsHash(manifest.settings)
   const issues: string[] = []
   if (recomputedConfig !== manifest.config_hash) issues.push(`run_manifest.config_hash is ${manifest.config_hash}, but run_manifest.config_snapshot hashes to ${recomputedConfig}`)
   if (recomputedSettings !== manifest.settings_hash) issues.push(`run_manifest.settings_hash is ${manifest.settings_hash}, but run_manifest.settings hashes to ${recomputedSettings}`)

@@ -5,6 +5,8 @@
  */
 import { execFile } from 'node:child_process'
 import { basename, dirname, extname, join, resolve } from 'node:path'
+import { canonicalJson } from '../../src/hash/index.ts'
+import { hashHex } from '../../src/search/index.ts'
 import { writeFileAtomic } from './atomic.ts'
 
 /** The repository root: where the replay script `cd`s to before `npx reward-harness`. */
@@ -136,4 +138,13 @@ export function recordPaths(output: string, runId: string): { directory: string;
 export async function writeRunRecords(paths: { manifest: string; replay: string }, manifest: unknown, script: string): Promise<void> {
   await writeFileAtomic(paths.manifest, `${JSON.stringify(manifest, null, 2)}\n`)
   await writeFileAtomic(paths.replay, script, { mode: 0o755 })
+}
+
+/**
+ * The hash a run manifest records for its `settings` (backend, models, sampling, locale, scale, extraction):
+ * resume and export both check it.
+ * @example settingsHash({ backend: 'mock', locale: 'en' }) // '9c1e…' (16 hex digits)
+ */
+export function settingsHash(settings: unknown): string {
+  return hashHex(canonicalJson(settings))
 }

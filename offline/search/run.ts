@@ -6,7 +6,6 @@
  */
 import { readFile } from 'node:fs/promises'
 import { arch, platform } from 'node:os'
-import { canonicalJson } from '../../src/hash/index.ts'
 import { AppError } from '../../src/errors/index.ts'
 import { DatasetError, readJsonDocument } from '../../src/datasets/index.ts'
 import { configHash, hashHex, runSearch, type SearchOutput, type SearchState, type SearchStats } from '../../src/search/index.ts'
@@ -20,7 +19,7 @@ import { SearchInputError, SearchInterrupted } from './errors.ts'
 import { SearchModels, type RoleCounters } from './models.ts'
 import { SEARCH_ROLES, type SearchCliOptions } from './options.ts'
 import { ProgressBar, ProgressTracker } from './progress.ts'
-import { gitSnapshot, newRunId, normaliseArgv, recordPaths, REPO_ROOT, replayScript, sessionIdOf, shellQuote, writeRunRecords } from './records.ts'
+import { gitSnapshot, newRunId, normaliseArgv, recordPaths, REPO_ROOT, replayScript, sessionIdOf, settingsHash, shellQuote, writeRunRecords } from './records.ts'
 
 /** Where a run reports and what it may touch besides its files. */
 export interface SearchRunEnvironment {
@@ -151,8 +150,8 @@ export async function runSearchCommand(options: SearchCliOptions, environment: S
       ...(backend.resolved === 'mock' && options.mockNoise > 0 ? { mockNoise: options.mockNoise } : {}),
     })
     const settings = runSettings(options, backend, roles.judgeChoice.kind, presets?.sha256 ?? null)
-    const settingsHash = hashHex(canonicalJson(settings))
-    if (resume) checkResumable(resume, { sha256: loaded.sha256, path: loaded.path, configHash: hash, config, settingsHash, settings })
+    const settingsDigest = settingsHash(settings)
+    if (resume) checkResumable(resume, { sha256: loaded.sha256, path: loaded.path, configHash: hash, config, settingsHash: settingsDigest, settings })
 
     const store = await CheckpointStore.open(options.checkpointDir, sessionId, { keep: options.keepCheckpoints })
     const tracker = new ProgressTracker(loaded.dataset.prompts.length, config.mode === 'iterative' ? config.iterations : config.generations)
@@ -191,7 +190,7 @@ export async function runSearchCommand(options: SearchCliOptions, environment: S
       config_snapshot: config,
       config_hash: hash,
       settings,
-      settings_hash: settingsHash,
+      settings_hash: settingsDigest,
       code_snapshot: await gitSnapshot(),
       runtime: { node_version: process.version, platform: platform(), arch: arch() },
       command: { raw_argv: [...environment.argv], normalized_argv: normalisedArgv },
@@ -243,7 +242,7 @@ export async function runSearchCommand(options: SearchCliOptions, environment: S
           bar?.draw()
         },
         onCheckpoint: async (state: SearchState) => {
-          await store.save({ session_id: sessionId, run_id: runId, dataset: { path: loaded.path, sha256: loaded.sha256 }, config_hash: hash, config, settings_hash: settingsHash, settings, state })
+          await store.save({ session_id: sessionId, run_id: runId, dataset: { path: loaded.path, sha256: loaded.sha256 }, config_hash: hash, config, settings_hash: settingsDigest, settings, state })
         },
       })
       stats = result.stats
