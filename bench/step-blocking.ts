@@ -39,6 +39,7 @@ import { RewardClient } from '../src/client/index.ts'
 import { runSimulation, settle, type StepReport } from '../offline/simulate/loop.ts'
 import { simulationRunConfig } from '../offline/simulate/scenario.ts'
 import { gradeAllRubrics, type ChatCompletionBody } from '../tests/support/llm-stub.ts'
+import { cpuSecondsOf } from './harness.ts'
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url))
 const TARGET_RATIO = 1.05
@@ -243,17 +244,6 @@ function workerdPids(): number[] {
   } catch {
     return []
   }
-}
-
-/** User + system CPU seconds used so far by the pids; NaN when there are none (or off Linux). */
-function cpuSecondsOf(pids: readonly number[]): number {
-  if (pids.length === 0) return Number.NaN
-  let ticks = 0
-  for (const pid of pids) {
-    const fields = (readFileSync(`/proc/${pid}/stat`, 'utf8').match(/\) (.*)$/s)?.[1] ?? '').split(' ')
-    ticks += Number(fields[11]) + Number(fields[12])
-  }
-  return ticks / 100
 }
 
 /** Starts a CPU meter; calling the result gives the cores used since by workerd, by this Node process, and by every other process. */
