@@ -2,6 +2,7 @@ import { trainingStage, type Analysis, type AnalysisRecord, type BatchSummary, t
 import type { Rollout, TrainingMetadata } from '../schemas/rollout.ts'
 import type { Rubric } from '../schemas/rubric.ts'
 import type { CriterionGrade } from '../schemas/score.ts'
+import { answerLibraryAnalyze, answerLibraryEvolve, answerLibraryJudge, answerLibraryRoute, answerLibraryTool } from './mock-library.ts'
 import { answerSearchInitialize, answerSearchJudge, answerSearchPropose, answerSearchVerify } from './mock-search.ts'
 import type { AgentTask, ChatModel, ChatRequest, ChatResponse } from './types.ts'
 
@@ -65,6 +66,17 @@ function answerTask(task: AgentTask): unknown {
       return answerSearchVerify(task)
     case 'search_judge':
       return answerSearchJudge(task)
+    // Judge library and its evolution: see mock-library.ts.
+    case 'library_route':
+      return answerLibraryRoute(task)
+    case 'library_judge':
+      return answerLibraryJudge(task)
+    case 'library_tool':
+      return answerLibraryTool(task)
+    case 'library_analyze':
+      return answerLibraryAnalyze(task)
+    case 'library_evolve':
+      return answerLibraryEvolve(task)
   }
 }
 

@@ -35,6 +35,34 @@ export type AgentTask =
   | { kind: 'search_verify'; prompt: string; answer: string; criteria: Criterion[]; grade_max: number; allow_na: boolean; vote: number; seed: number; noise: number }
   /** Search judge: which of two answers is better, in the order shown (`first` is "A"). */
   | { kind: 'search_judge'; prompt: string; first: string; second: string }
+  // Judge library and its evolution (src/evolve). Candidates appear as texts only: never ids, sources or labels.
+  /** Library router: entries to use for an instruction (never the answers). */
+  | { kind: 'library_route'; instruction: string; entries: LibraryEntrySummary[] }
+  /** Library sub-agent, one turn: the routed skills (bodies) and tools, and the observations of earlier tool calls. */
+  | { kind: 'library_judge'; instruction: string; first: string; second: string; skills: { name: string; body: string }[]; tools: { name: string; when_to_use: string }[]; observations: { tool: string; text: string }[]; max_tool_calls: number }
+  /** A library tool run as a sub-call: its system prompt plus the same inputs the sub-agent saw, and the sub-agent's query. */
+  | { kind: 'library_tool'; tool: string; system: string; instruction: string; first: string; second: string; query: string }
+  /** Chain analyzer: judged training pairs with their chains (tool observations included) against the labels. */
+  | { kind: 'library_analyze'; entries: LibraryEntrySummary[]; results: LibraryChainResult[] }
+  /** Evolver: one add / modify / delete from the analyzer's signals; `rejected` are changes already rolled back. */
+  | { kind: 'library_evolve'; entries: LibraryEntrySummary[]; signals: unknown[]; rejected: string[] }
+
+/** An entry of the judge library as routers, analyzers and evolvers see it. */
+export interface LibraryEntrySummary {
+  name: string
+  kind: 'skill' | 'tool'
+  description: string
+}
+
+/** One judged training pair as the chain analyzer reads it. `label`/`prediction`: 'A' | 'B' | 'tie'; prediction null on a failure. */
+export interface LibraryChainResult {
+  id: string
+  instruction: string
+  label: string
+  prediction: string | null
+  correct: boolean
+  chain: string
+}
 
 /** The offline rubric search's roles (src/search/roles): requests carry their own role, not an online agent's. */
 export type SearchRequestRole = 'initializer' | 'proposer' | 'verifier' | 'judge'

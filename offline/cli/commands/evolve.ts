@@ -1,0 +1,58 @@
+/**
+ * `reward-harness evolve`: evolve a judge library (skills + tools) on a pairwise preference dataset, keeping a
+ * change only when validation accuracy holds. The work is in offline/evolve (loaded only when the command runs).
+ */
+import { type Command, Option } from 'commander'
+import { type CliContext, CliUsageError } from '../program.ts'
+
+const collect = (value: string, previous: string[] | undefined): string[] => [...(previous ?? []), value]
+
+const HELP_AFTER = `
+Outputs (under --out):
+  evolution-log.jsonl        one line per iteration: change, train/val accuracy, kept|rolled_back|skipped, failures
+  checkpoints/iter-<n>/      the library after iteration n (registry.json + skills/ + tools/)
+  checkpoints/best/          the best validated library
+  results/iter-<n>.*.jsonl   every judged item: prediction, label, chain with tool observations
+Running the same command again resumes after the last logged iteration.
+
+Example:
+  npx reward-harness evolve --dataset offline/evolve/fixtures/pairs-demo.json --out runs/lib --iterations 3 --backend mock`
+
+/**
+ * Adds `evolve` to the program.
+ * @example register(program, cli) // then: reward-harness evolve --dataset d.json --out runs/a --iterations 3
+ */
+export function register(program: Command, cli: CliContext): void {
+  program
+    .command('evolve')
+    .description('evolve a judge library of skills and tools on pairwise preference data, gated by validation accuracy')
+    .requiredOption('--dataset <file>', 'preference dataset (prompts with 2 ranked candidates)')
+    .requiredOption('--out <dir>', 'run directory (log, checkpoints, results)')
+    .option('--iterations <n>', 'evolution iterations after the baseline', '3')
+    .addOption(new Option('--backend <name>', 'mock, openai or auto').default('mock'))
+    .addOption(new Option('--endpoint <url[,key=value…]>', 'an OpenAI-compatible server (repeatable)').argParser(collect))
+    .option('--model <name>', 'model name for the endpoints')
+    .option('--seed <n>', 'split seed', '42')
+    .option('--val-fraction <f>', 'share of items held out for validation', '0.34')
+    .option('--explore-margin <m>', 'keep a change when val accuracy ≥ best − margin', '0.075')
+    .option('--prune-every <k>', 'leave-one-out pruning every k iterations (0 = never)', '0')
+    .option('--library <dir>', 'library to start from (default: empty)')
+    .option('--locale <locale>', 'prompt language: en or zh', 'en')
+    .option('--concurrency <n>', 'judgments in flight', '4')
+    .addHelpText('after', HELP_AFTER)
+    .action(async (_options: unknown, self: Command) => {
+      const { runEvolveCommand } = await import('../../evolve/cli.ts')
+      const { EvolveInputError } = await import('../../evolve/run.ts')
+      const { LibraryError } = await import('../../../src/library/index.ts')
+      const { DatasetError } = await import('../../../src/datasets/index.ts')
+      const { SearchInputError } = await import('../../search/errors.ts')
+      let summary
+      try {
+        summary = await runEvolveCommand(self.opts(), (line) => cli.io.err(`${line}\n`))
+      } catch (error) {
+        if (error instanceof EvolveInputError || error instanceof LibraryError || error instanceof DatasetError || error instanceof SearchInputError) throw new CliUsageError(error.message)
+        throw error
+      }
+      cli.print(self, summary, () => `best iteration ${summary.best_iteration} (val ${summary.best_val_accuracy.toFixed(3)}): ${summary.best_dir}\nlog: ${summary.log}`)
+    })
+}

@@ -1,0 +1,87 @@
+/** The `evolve` command's work: read the options, build the backend, run the evolution. Loaded only when the command runs. */
+import { loadDataset } from '../datasets/load.ts'
+import { MockChatModel } from '../../src/llm/mock.ts'
+import type { ChatModel } from '../../src/llm/types.ts'
+import type { Locale } from '../../src/prompts/index.ts'
+import { createBackend, MOCK_MODEL } from '../search/backend.ts'
+import { loadLibrary } from '../library/index.ts'
+import { EvolveInputError, runEvolve, type EvolveSummary } from './run.ts'
+
+export interface EvolveCliOptions {
+  dataset: string
+  out: string
+  iterations: string
+  backend: string
+  endpoint?: string[]
+  model?: string
+  seed: string
+  valFraction: string
+  exploreMargin: string
+  pruneEvery: string
+  library?: string
+  locale: string
+  concurrency: string
+}
+
+function number(name: string, text: string, check: (value: number) => boolean, rule: string): number {
+  const value = Number(text)
+  if (!Number.isFinite(value) || !check(value)) throw new EvolveInputError(`--${name} must be ${rule}, not ${JSON.stringify(text)}`)
+  return value
+}
+
+/**
+ * Runs `reward-harness evolve` with parsed commander options.
+ * @example await runEvolveCommand({ dataset: 'offline/evolve/fixtures/pairs-demo.json', out: 'runs/a', iterations: '2', backend: 'mock', seed: '42', valFraction: '0.34', exploreMargin: '0.075', pruneEvery: '0', locale: 'en', concurrency: '4' }, console.error)
+ */
+export async function runEvolveCommand(options: EvolveCliOptions, log: (line: string) => void): Promise<EvolveSummary> {
+  const iterations = number('iterations', options.iterations, (v) => Number.isInteger(v) && v >= 0, 'an integer ≥ 0')
+  const seed = number('seed', options.seed, Number.isInteger, 'an integer')
+  const valFraction = number('val-fraction', options.valFraction, (v) => v > 0 && v < 1, 'in (0, 1)')
+  const exploreMargin = number('explore-margin', options.exploreMargin, (v) => v >= 0 && v <= 1, 'in [0, 1]')
+  const pruneEvery = number('prune-every', options.pruneEvery, (v) => Number.isInteger(v) && v >= 0, 'an integer ≥ 0')
+  const concurrency = number('concurrency', options.concurrency, (v) => Number.isInteger(v) && v >= 1, 'an integer ≥ 1')
+  if (options.locale !== 'en' && options.locale !== 'zh') throw new EvolveInputError('--locale must be en or zh')
+  if (!['mock', 'openai', 'auto'].includes(options.backend)) throw new EvolveInputError('--backend must be mock, openai or auto')
+  const endpoints = options.endpoint ?? []
+  const { dataset, sha256 } = await loadDataset(options.dataset)
+  let model: ChatModel
+  let close = async () => {}
+  if (options.backend === 'mock' || (options.backend === 'auto' && endpoints.length === 0)) model = new MockChatModel(MOCK_MODEL)
+  else {
+    if (endpoints.length === 0) throw new EvolveInputError('--backend openai needs at least one --endpoint')
+    const backend = await createBackend({
+      backend: 'openai',
+      endpoints,
+      maxConcurrency: concurrency,
+      ...(options.model ? { model: options.model } : {}),
+      models: {},
+      temperature: 0,
+      maxTokens: 2048,
+      timeoutMs: 120_000,
+      maxAttempts: 3,
+      seed,
+      mockNoise: 0,
+    })
+    model = backend.models.judge
+    close = backend.close
+  }
+  try {
+    return await runEvolve({
+      model,
+      dataset,
+      datasetSha256: sha256,
+      outDir: options.out,
+      iterations,
+      seed,
+      valFraction,
+      exploreMargin,
+      pruneEvery,
+      concurrency,
+      judge: { locale: options.locale as Locale },
+      ...(options.library ? { initialLibrary: await loadLibrary(options.library) } : {}),
+      log,
+    })
+  } finally {
+    await close()
+  }
+}

@@ -1,0 +1,284 @@
+/**
+ * The evolution pipeline (RewardHarness §3, defects of §7 fixed): a seeded shuffled train/validation split, A/B
+ * swap augmentation of the training items, then per iteration: judge the training set → Chain Analyzer → Evolver
+ * (one add / modify / delete) → validate; the change is kept only when validation accuracy ≥ best − margin, else
+ * rolled back (and the Evolver is told not to repeat it). `checkpoints/iter-<n>/` is the state after iteration n,
+ * `checkpoints/best/` the best validated state. Leave-one-out pruning every `pruneEvery` iterations is gated the
+ * same way. `evolution-log.jsonl` gets one line per iteration; per-item results go to `results/iter-<n>.jsonl`.
+ * A run resumes from its log and checkpoints.
+ */
+import { appendFile, mkdir, readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import pLimit from 'p-limit'
+import { deleteEntry, emptyLibrary, entryList, type Library, libraryHash } from '../../src/library/index.ts'
+import { analyzeChains, applyChange, changeKey, type LibraryChange, pairItems, proposeChange, splitItems, swapAugment } from '../../src/evolve/index.ts'
+import { judgeWithLibrary, type JudgeOptions, type JudgeOutcome, LibraryRouter, type PairItem } from '../../src/evolve/judge.ts'
+import type { ChatModel, LibraryChainResult } from '../../src/llm/types.ts'
+import type { PreferenceDataset } from '../../src/search/types.ts'
+import { checkpoint, loadLibrary } from '../library/index.ts'
+import { writeFileAtomic } from '../search/atomic.ts'
+
+export interface EvolveOptions {
+  model: ChatModel
+  dataset: PreferenceDataset
+  /** SHA-256 of the dataset file: a resumed run must use the same data. */
+  datasetSha256: string
+  outDir: string
+  /** Evolution iterations after the baseline (iteration 0). */
+  iterations: number
+  seed?: number
+  valFraction?: number
+  exploreMargin?: number
+  /** Leave-one-out pruning every K iterations; 0 = never. */
+  pruneEvery?: number
+  /** Library to start from (a directory); empty by default. */
+  initialLibrary?: Library
+  concurrency?: number
+  judge?: JudgeOptions
+  log?: (line: string) => void
+}
+
+export type Decision = 'baseline' | 'kept' | 'rolled_back' | 'skipped'
+
+export interface EvolutionLogEntry {
+  iteration: number
+  change: { key: string; op: string; rationale: string } | null
+  decision: Decision
+  train_accuracy: number | null
+  val_accuracy: number | null
+  /** Validation accuracy of the state the iteration ends with. */
+  state_val_accuracy: number
+  best_val_accuracy: number
+  best_iteration: number
+  failures: { train: number; val: number }
+  analysis_summary?: string
+  note?: string
+  pruned?: { removed: string[]; decision: 'kept' | 'rolled_back'; val_accuracy: number } | null
+  entries: string[]
+  library_sha256: string
+  settings: { seed: number; val_fraction: number; explore_margin: number; prune_every: number; dataset_sha256: string; train: number; validation: number }
+  timestamp: string
+}
+
+export interface EvolveSummary {
+  out_dir: string
+  iterations_done: number
+  resumed_from: number | null
+  best_iteration: number
+  best_val_accuracy: number
+  best_dir: string
+  log: string
+  entries: string[]
+}
+
+export class EvolveInputError extends Error {}
+
+interface Evaluation {
+  accuracy: number
+  failures: number
+  results: (LibraryChainResult & { failure?: string })[]
+}
+
+/**
+ * Runs (or resumes) an evolution into `outDir`.
+ * @example const summary = await runEvolve({ model: new MockChatModel(), dataset, datasetSha256, outDir: 'runs/a', iterations: 3 })
+ */
+export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> {
+  const seed = options.seed ?? 42
+  const valFraction = options.valFraction ?? 0.34
+  const margin = options.exploreMargin ?? 0.075
+  const pruneEvery = options.pruneEvery ?? 0
+  const say = options.log ?? (() => {})
+  const items = pairItems(options.dataset)
+  if (items.length < 2) throw new EvolveInputError('the dataset needs at least 2 pairwise items (prompts with exactly 2 ranked candidates)')
+  const split = splitItems(items, seed, valFraction)
+  const train = swapAugment(split.train)
+  const validation = split.validation
+  const settings = { seed, val_fraction: valFraction, explore_margin: margin, prune_every: pruneEvery, dataset_sha256: options.datasetSha256, train: train.length, validation: validation.length }
+  const router = new LibraryRouter(options.model, options.judge)
+  const limit = pLimit(options.concurrency ?? 4)
+  const logPath = join(options.outDir, 'evolution-log.jsonl')
+  const checkpoints = join(options.outDir, 'checkpoints')
+  await mkdir(options.outDir, { recursive: true })
+
+  const evaluate = async (library: Library, set: readonly PairItem[]): Promise<Evaluation> => {
+    const outcomes = await Promise.all(set.map((item) => limit(async (): Promise<JudgeOutcome> => judgeWithLibrary(options.model, library, await router.route(library, item.instruction), item, options.judge))))
+    const results = set.map((item, index) => {
+      const outcome = outcomes[index]!
+      const prediction = outcome.ok ? outcome.preference : null
+      return { id: item.id, instruction: item.instruction, label: item.label, prediction, correct: prediction === item.label, chain: outcome.chain, ...(outcome.ok ? {} : { failure: outcome.failure }) }
+    })
+    const correct = results.filter((result) => result.correct).length
+    return { accuracy: set.length ? correct / set.length : 0, failures: results.filter((result) => result.prediction === null).length, results }
+  }
+  const writeResults = (iteration: number, name: string, evaluation: Evaluation) =>
+    writeFileAtomic(join(options.outDir, 'results', `iter-${iteration}.${name}.jsonl`), evaluation.results.map((result) => JSON.stringify(result)).join('\n') + '\n')
+  const append = async (entry: EvolutionLogEntry) => appendFile(logPath, JSON.stringify(entry) + '\n', 'utf8')
+
+  // Resume or baseline.
+  const previous = await readLog(logPath)
+  let current: Library
+  let currentVal: number
+  let best: number
+  let bestIteration: number
+  let start: number
+  const rejected: string[] = []
+  let resumedFrom: number | null = null
+  if (previous.length > 0) {
+    const last = previous[previous.length - 1]!
+    for (const key of ['seed', 'val_fraction', 'dataset_sha256'] as const) {
+      if (last.settings[key] !== settings[key]) throw new EvolveInputError(`cannot resume ${options.outDir}: ${key} was ${JSON.stringify(last.settings[key])}, now ${JSON.stringify(settings[key])}`)
+    }
+    current = await loadLibrary(join(checkpoints, `iter-${last.iteration}`))
+    currentVal = last.state_val_accuracy
+    best = last.best_val_accuracy
+    bestIteration = last.best_iteration
+    for (const entry of previous) if (entry.decision === 'rolled_back' && entry.change) rejected.push(entry.change.key)
+    start = last.iteration + 1
+    resumedFrom = last.iteration
+    say(`resuming after iteration ${last.iteration} (best val ${best.toFixed(3)} at iteration ${bestIteration})`)
+  } else {
+    current = options.initialLibrary ?? emptyLibrary('evolved')
+    const trainEval = await evaluate(current, train)
+    const valEval = await evaluate(current, validation)
+    await writeResults(0, 'train', trainEval)
+    await writeResults(0, 'val', valEval)
+    currentVal = best = valEval.accuracy
+    bestIteration = 0
+    await checkpoint(current, join(checkpoints, 'iter-0'))
+    await checkpoint(current, join(checkpoints, 'best'))
+    await append(await logEntry(0, null, 'baseline', trainEval.accuracy, valEval.accuracy, { train: trainEval.failures, val: valEval.failures }))
+    say(`iteration 0: baseline train ${trainEval.accuracy.toFixed(3)} val ${valEval.accuracy.toFixed(3)} (failures ${trainEval.failures}/${valEval.failures})`)
+    start = 1
+  }
+
+  async function logEntry(iteration: number, change: LibraryChange | null, decision: Decision, trainAcc: number | null, valAcc: number | null, failures: { train: number; val: number }, extra: Partial<EvolutionLogEntry> = {}): Promise<EvolutionLogEntry> {
+    return {
+      iteration,
+      change: change ? { key: changeKey(change), op: change.op, rationale: change.rationale } : null,
+      decision,
+      train_accuracy: trainAcc,
+      val_accuracy: valAcc,
+      state_val_accuracy: currentVal,
+      best_val_accuracy: best,
+      best_iteration: bestIteration,
+      failures,
+      ...extra,
+      entries: entryList(current).map((entry) => entry.name),
+      library_sha256: await libraryHash(current),
+      settings,
+      timestamp: new Date().toISOString(),
+    }
+  }
+
+  for (let iteration = start; iteration <= options.iterations; iteration++) {
+    const trainEval = await evaluate(current, train)
+    await writeResults(iteration, 'train', trainEval)
+    let change: LibraryChange | null = null
+    let decision: Decision = 'skipped'
+    let valAcc: number | null = null
+    let valFailures = 0
+    let note: string | undefined
+    let summary: string | undefined
+    try {
+      const analysis = await analyzeChains(options.model, current, trainEval.results, options.judge)
+      summary = analysis.summary
+      change = await proposeChange(options.model, current, analysis.signals, rejected, options.judge)
+    } catch (error) {
+      note = `analyzer/evolver failed: ${error instanceof Error ? error.message : String(error)}`
+    }
+    if (change && change.op !== 'none') {
+      let candidate: Library | undefined
+      try {
+        candidate = applyChange(current, change)
+      } catch (error) {
+        note = `invalid change ${changeKey(change)}: ${(error as Error).message}`
+        rejected.push(changeKey(change))
+      }
+      if (candidate) {
+        const valEval = await evaluate(candidate, validation)
+        await writeResults(iteration, 'val', valEval)
+        valAcc = valEval.accuracy
+        valFailures = valEval.failures
+        if (valAcc >= best - margin) {
+          decision = 'kept'
+          current = candidate
+          currentVal = valAcc
+          if (valAcc > best) {
+            best = valAcc
+            bestIteration = iteration
+            await checkpoint(current, join(checkpoints, 'best'))
+          }
+        } else {
+          decision = 'rolled_back'
+          rejected.push(changeKey(change))
+          note = `rolled back: val ${valAcc.toFixed(3)} < best ${best.toFixed(3)} - margin ${margin}`
+        }
+      }
+    } else if (change) note = note ?? `no change proposed: ${change.rationale}`
+
+    let pruned: EvolutionLogEntry['pruned'] = null
+    if (pruneEvery > 0 && iteration % pruneEvery === 0 && Object.keys(current.entries).length > 0) pruned = await prune(iteration)
+    await checkpoint(current, join(checkpoints, `iter-${iteration}`))
+    await append(await logEntry(iteration, change, decision, trainEval.accuracy, valAcc, { train: trainEval.failures, val: valFailures }, { ...(summary !== undefined ? { analysis_summary: summary } : {}), ...(note ? { note } : {}), pruned }))
+    say(`iteration ${iteration}: ${change ? changeKey(change) : 'no change'} → ${decision}${valAcc === null ? '' : ` (val ${valAcc.toFixed(3)}, best ${best.toFixed(3)})`}${note ? `; ${note}` : ''}`)
+  }
+
+  /** Leave-one-out: entries whose removal does not lower validation accuracy are removed together, gated like a change. */
+  async function prune(iteration: number): Promise<NonNullable<EvolutionLogEntry['pruned']>> {
+    const removable: string[] = []
+    for (const entry of entryList(current)) {
+      const ablated = await evaluate(deleteEntry(current, entry.name), validation)
+      if (ablated.accuracy >= currentVal) removable.push(entry.name)
+    }
+    if (removable.length === 0) return { removed: [], decision: 'kept', val_accuracy: currentVal }
+    const candidate = removable.reduce((library, name) => deleteEntry(library, name), current)
+    const valEval = await evaluate(candidate, validation)
+    if (valEval.accuracy >= best - margin) {
+      current = candidate
+      currentVal = valEval.accuracy
+      if (valEval.accuracy > best) {
+        best = valEval.accuracy
+        bestIteration = iteration
+        await checkpoint(current, join(checkpoints, 'best'))
+      }
+      return { removed: removable, decision: 'kept', val_accuracy: valEval.accuracy }
+    }
+    return { removed: removable, decision: 'rolled_back', val_accuracy: valEval.accuracy }
+  }
+
+  return {
+    out_dir: options.outDir,
+    iterations_done: options.iterations,
+    resumed_from: resumedFrom,
+    best_iteration: bestIteration,
+    best_val_accuracy: best,
+    best_dir: join(checkpoints, 'best'),
+    log: logPath,
+    entries: entryList(current).map((entry) => entry.name),
+  }
+}
+
+/**
+ * The entries of an evolution log; a torn last line (a crash mid-write) is ignored.
+ * @example (await readLog('runs/a/evolution-log.jsonl')).at(-1)?.best_val_accuracy
+ */
+export async function readLog(path: string): Promise<EvolutionLogEntry[]> {
+  let text: string
+  try {
+    text = await readFile(path, 'utf8')
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return []
+    throw error
+  }
+  const entries: EvolutionLogEntry[] = []
+  for (const line of text.split('\n')) {
+    if (!line.trim()) continue
+    try {
+      entries.push(JSON.parse(line) as EvolutionLogEntry)
+    } catch {
+      break
+    }
+  }
+  return entries
+}

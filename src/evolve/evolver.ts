@@ -1,0 +1,178 @@
+/**
+ * The evolution roles over a judge library (RewardHarness §3.5–3.6): the Chain Analyzer reads judged training
+ * chains (tool observations included) against their labels and proposes signals; the Evolver turns the signals
+ * into ONE change (add / modify / delete) that the pipeline applies, validates and keeps or rolls back.
+ * Also the data helpers: pairwise items from a preference dataset, a seeded split, A/B swap augmentation.
+ */
+import { z } from 'zod'
+import { dataBoundary, parseReplyAs, runAgent } from '../agents/run-agent.ts'
+import { addEntry, deleteEntry, entryList, type Library, type LibraryEntry, modifyEntry } from '../library/index.ts'
+import type { ChatModel, LibraryChainResult, LibraryEntrySummary } from '../llm/types.ts'
+import { renderPrompt } from '../prompts/index.ts'
+import type { PreferenceDataset } from '../search/types.ts'
+import type { JudgeOptions, PairItem } from './judge.ts'
+
+// ---------------------------------------------------------------------------------------------
+// Data
+
+/**
+ * The pairwise items of a preference dataset: prompts with exactly two candidates whose ranks differ (rank 1 is
+ * better) or are equal (tie). Other prompts are skipped. The first candidate is A.
+ * @example pairItems(dataset).length // 12
+ */
+export function pairItems(dataset: PreferenceDataset): PairItem[] {
+  const items: PairItem[] = []
+  for (const prompt of dataset.prompts) {
+    const [a, b] = prompt.candidates
+    if (prompt.candidates.length !== 2 || !a || !b || a.label.rank === undefined || b.label.rank === undefined) continue
+    const label = a.label.rank === b.label.rank ? 'tie' : a.label.rank < b.label.rank ? 'A' : 'B'
+    items.push({ id: prompt.prompt_id, instruction: prompt.prompt, first: a.text, second: b.text, label })
+  }
+  return items
+}
+
+/**
+ * A deterministic PRNG (mulberry32) in [0, 1).
+ * @example const next = seededRandom(7); next() // 0.…
+ */
+export function seededRandom(seed: number): () => number {
+  let state = seed >>> 0
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0
+    let t = state
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+/**
+ * A seeded shuffle, then the first `round(n × valFraction)` items (at least 1, leaving at least 1 to train) are
+ * validation and the rest training.
+ * @example const { train, validation } = splitItems(items, 42, 0.34)
+ */
+export function splitItems(items: readonly PairItem[], seed: number, valFraction: number): { train: PairItem[]; validation: PairItem[] } {
+  const shuffled = [...items]
+  const random = seededRandom(seed)
+  for (let i = shuffled.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1))
+    ;[shuffled[i], shuffled[j]] = [shuffled[j]!, shuffled[i]!]
+  }
+  const nVal = Math.min(Math.max(1, Math.round(shuffled.length * valFraction)), Math.max(0, shuffled.length - 1))
+  return { validation: shuffled.slice(0, nVal), train: shuffled.slice(nVal) }
+}
+
+/**
+ * The items plus a copy of each with A and B exchanged and the label flipped (`tie` stays); ids get `#swap`.
+ * @example swapAugment([item]).length // 2
+ */
+export function swapAugment(items: readonly PairItem[]): PairItem[] {
+  const flip = { A: 'B', B: 'A', tie: 'tie' } as const
+  return [...items, ...items.map((item) => ({ id: `${item.id}#swap`, instruction: item.instruction, first: item.second, second: item.first, label: flip[item.label] }))]
+}
+
+// ---------------------------------------------------------------------------------------------
+// Chain Analyzer
+
+const Signal = z.object({ kind: z.string(), entry: z.string().default(''), evidence: z.string().default(''), suggestion: z.string().default('') })
+const AnalyzerReply = z.object({ signals: z.array(Signal).default([]), summary: z.string().default('') })
+export type Analysis = z.infer<typeof AnalyzerReply>
+
+const summaries = (library: Library): LibraryEntrySummary[] => entryList(library).map(({ name, kind, description }) => ({ name, kind, description }))
+
+/**
+ * One analyzer call over the judged training chains. Throws an LlmError when the model fails after retries.
+ * @example const { signals, summary } = await analyzeChains(model, lib, results)
+ */
+export async function analyzeChains(model: ChatModel, library: Library, results: readonly LibraryChainResult[], options: JudgeOptions = {}): Promise<Analysis> {
+  const locale = options.locale ?? 'en'
+  const entries = summaries(library)
+  const text = results
+    .map((result) => `### ${result.id}: ${result.correct ? 'CORRECT' : 'INCORRECT'} (label ${result.label}, prediction ${result.prediction ?? 'FAILED'})\nInstruction: ${result.instruction}\n${result.chain}`)
+    .join('\n\n')
+  const entriesText = entries.length ? entries.map((entry) => `- ${entry.name} (${entry.kind}): ${entry.description}`).join('\n') : '(empty)'
+  const boundary = await dataBoundary(entriesText, text)
+  return runAgent(
+    model,
+    {
+      role: 'judge',
+      messages: [
+        { role: 'system', content: renderPrompt(locale, 'library-analyzer.system', {}) },
+        { role: 'user', content: renderPrompt(locale, 'library-analyzer.user', { boundary, entries: entriesText, results: text, correct: results.filter((result) => result.correct).length, total: results.length }) },
+      ],
+      task: { kind: 'library_analyze', entries, results: [...results] },
+      json: true,
+    },
+    (reply) => parseReplyAs(AnalyzerReply, reply, 'chain analyzer'),
+    options.retry,
+  )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Evolver
+
+const NewEntry = z.object({ name: z.string(), kind: z.enum(['skill', 'tool']), description: z.string(), when_to_use: z.string().optional(), body: z.string() })
+const ChangeReply = z.discriminatedUnion('op', [
+  z.object({ op: z.literal('add'), entry: NewEntry, rationale: z.string().default('') }),
+  z.object({ op: z.literal('modify'), name: z.string(), description: z.string().optional(), when_to_use: z.string().optional(), body: z.string().optional(), rationale: z.string().default('') }),
+  z.object({ op: z.literal('delete'), name: z.string(), rationale: z.string().default('') }),
+  z.object({ op: z.literal('none'), rationale: z.string().default('') }),
+])
+export type LibraryChange = z.infer<typeof ChangeReply>
+
+/**
+ * A short stable key of a change (`add <name>`, `modify <name>`, `delete <name>`, `none`), for the log and the
+ * list of rolled-back changes the Evolver is told not to repeat.
+ * @example changeKey({ op: 'delete', name: 'x', rationale: '' }) // 'delete x'
+ */
+export function changeKey(change: LibraryChange): string {
+  return change.op === 'none' ? 'none' : `${change.op} ${change.op === 'add' ? change.entry.name : change.name}`
+}
+
+/**
+ * One Evolver call: a change proposed from the analyzer's signals. Throws an LlmError after retries.
+ * @example const change = await proposeChange(model, lib, analysis.signals, ['add bad-skill'])
+ */
+export async function proposeChange(model: ChatModel, library: Library, signals: readonly unknown[], rejected: readonly string[], options: JudgeOptions = {}): Promise<LibraryChange> {
+  const locale = options.locale ?? 'en'
+  const entries = summaries(library)
+  const entriesText = entryList(library).map((entry) => `## ${entry.name} (${entry.kind}): ${entry.description}\n${entry.body}`).join('\n') || '(empty)'
+  const signalsText = JSON.stringify(signals, null, 2)
+  const rejectedText = rejected.length ? rejected.join('\n') : '(none)'
+  const boundary = await dataBoundary(entriesText, signalsText, rejectedText)
+  return runAgent(
+    model,
+    {
+      role: 'judge',
+      messages: [
+        { role: 'system', content: renderPrompt(locale, 'library-evolver.system', {}) },
+        { role: 'user', content: renderPrompt(locale, 'library-evolver.user', { boundary, entries: entriesText, signals: signalsText, rejected: rejectedText }) },
+      ],
+      task: { kind: 'library_evolve', entries, signals: [...signals], rejected: [...rejected] },
+      json: true,
+    },
+    (reply) => parseReplyAs(ChangeReply, reply, 'evolver'),
+    options.retry,
+  )
+}
+
+/**
+ * The library after `change` (a new object; `library` is untouched). Throws a LibraryError for an invalid change
+ * (bad name, existing name on add, unknown name on modify/delete).
+ * @example applyChange(lib, { op: 'delete', name: 'x', rationale: '' })
+ */
+export function applyChange(library: Library, change: LibraryChange): Library {
+  switch (change.op) {
+    case 'add': {
+      const entry: LibraryEntry = { name: change.entry.name, kind: change.entry.kind, description: change.entry.description, body: change.entry.body }
+      if (change.entry.when_to_use) entry.when_to_use = change.entry.when_to_use
+      return addEntry(library, entry)
+    }
+    case 'modify':
+      return modifyEntry(library, change.name, { description: change.description, when_to_use: change.when_to_use, body: change.body })
+    case 'delete':
+      return deleteEntry(library, change.name)
+    case 'none':
+      return library
+  }
+}

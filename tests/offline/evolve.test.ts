@@ -1,0 +1,197 @@
+import { mkdtemp, readFile, readdir, stat } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { main } from '../../offline/cli/index.ts'
+import type { CliIo } from '../../offline/cli/program.ts'
+import { loadDataset } from '../../offline/datasets/load.ts'
+import { runEvolveCommand } from '../../offline/evolve/cli.ts'
+import { readLog } from '../../offline/evolve/run.ts'
+import { loadLibrary } from '../../offline/library/index.ts'
+import { createBackend } from '../../offline/search/backend.ts'
+import { judgeWithLibrary, LibraryRouter, pairItems, splitItems, swapAugment } from '../../src/evolve/index.ts'
+import { addEntry, emptyLibrary, type Library } from '../../src/library/index.ts'
+import { MockChatModel } from '../../src/llm/mock.ts'
+import type { ChatModel } from '../../src/llm/types.ts'
+import { type ChatCompletionBody, type LlmStub, startLlmStub } from '../support/llm-stub.ts'
+
+const FIXTURE = 'offline/evolve/fixtures/pairs-demo.json'
+const FAST = { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 2 }
+
+const item = { instruction: 'Explain the water cycle and its main stages.', first: 'Water cycle: evaporation, condensation, precipitation, collection.', second: 'Water moves.' }
+const toolLibrary: Library = addEntry(emptyLibrary('t'), {
+  name: 'coverage-check',
+  kind: 'tool',
+  description: 'Measures instruction coverage of the water cycle answers',
+  when_to_use: 'When answers differ in coverage',
+  body: 'You are the coverage-check tool. Reply with JSON {"favours": "A" | "B" | "tie"}.',
+})
+
+async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = ''
+  let err = ''
+  const io: CliIo = { out: (text) => void (out += text), err: (text) => void (err += text) }
+  const code = await main(argv, io)
+  return { code, out, err }
+}
+
+describe('evolve data helpers', () => {
+  it('reads pairwise items, splits them with a seed and swaps A/B with flipped labels', async () => {
+    const { dataset } = await loadDataset(FIXTURE)
+    const items = pairItems(dataset)
+    expect(items).toHaveLength(12)
+    const a = splitItems(items, 7, 0.34)
+    expect(splitItems(items, 7, 0.34)).toEqual(a)
+    expect(a.validation).toHaveLength(4)
+    expect(splitItems(items, 8, 0.34).validation.map((x) => x.id)).not.toEqual(a.validation.map((x) => x.id))
+    const swapped = swapAugment([items[0]!])
+    expect(swapped[1]).toMatchObject({ id: `${items[0]!.id}#swap`, first: items[0]!.second, second: items[0]!.first, label: items[0]!.label === 'A' ? 'B' : 'A' })
+  })
+})
+
+describe('judge over a library (mock backend)', () => {
+  it('runs a routed tool as a sub-call and keeps the observation in the chain', async () => {
+    const model = new MockChatModel()
+    const routed = await new LibraryRouter(model).route(toolLibrary, item.instruction)
+    expect(routed).toEqual(['coverage-check'])
+    const outcome = await judgeWithLibrary(model, toolLibrary, routed, item)
+    expect(outcome).toMatchObject({ ok: true, preference: 'A', tool_calls: 1 })
+    expect(outcome.chain).toMatch(/\[observation coverage-check\] \{"coverage_a"/)
+  })
+
+  it('counts unparseable replies and LLM errors as failures, never ties', async () => {
+    const garbage: ChatModel = { id: 'x', complete: async () => ({ text: 'I think B, probably', model: 'x', usage: { prompt_tokens: 0, completion_tokens: 0 } }) }
+    const outcome = await judgeWithLibrary(garbage, emptyLibrary(), [], item, { retry: FAST })
+    expect(outcome.ok).toBe(false)
+    expect(outcome).toMatchObject({ failure: 'invalid_reply' })
+    const broken: ChatModel = { id: 'y', complete: async () => Promise.reject(new Error('boom')) }
+    expect(await judgeWithLibrary(broken, emptyLibrary(), [], item, { retry: FAST })).toMatchObject({ ok: false })
+  })
+
+  it('caches the router by instruction and library state', async () => {
+    let calls = 0
+    const model = new MockChatModel()
+    const counting: ChatModel = { id: model.id, complete: (request) => (calls++, model.complete(request)) }
+    const router = new LibraryRouter(counting)
+    await router.route(toolLibrary, item.instruction)
+    await router.route(toolLibrary, item.instruction)
+    expect(calls).toBe(1)
+    expect(await router.route(emptyLibrary(), item.instruction)).toEqual([])
+    expect(calls).toBe(1)
+  })
+})
+
+describe('reward-harness evolve (mock backend)', () => {
+  it('runs N iterations, writes the log, iteration checkpoints and checkpoints/best, and resumes', async () => {
+    const out = await mkdtemp(join(tmpdir(), 'evolve-'))
+    const first = await run('evolve', '--dataset', FIXTURE, '--out', out, '--iterations', '2', '--backend', 'mock', '--seed', '42')
+    expect(first.code).toBe(0)
+    const log = await readLog(join(out, 'evolution-log.jsonl'))
+    expect(log.map((entry) => entry.iteration)).toEqual([0, 1, 2])
+    expect(log[0]!.decision).toBe('baseline')
+    expect(log[1]).toMatchObject({ decision: 'kept', change: { key: 'add instruction-coverage' } })
+    expect(log[1]!.val_accuracy).toBeGreaterThan(log[0]!.val_accuracy!)
+    for (const entry of log) expect(entry.failures).toEqual({ train: 0, val: 0 })
+    for (const dir of ['iter-0', 'iter-1', 'iter-2', 'best']) expect((await stat(join(out, 'checkpoints', dir, 'registry.json'))).isFile()).toBe(true)
+    expect(Object.keys((await loadLibrary(join(out, 'checkpoints', 'best'))).entries)).toEqual(['instruction-coverage'])
+    expect(await readdir(join(out, 'results'))).toContain('iter-1.train.jsonl')
+
+    const resumed = await run('evolve', '--dataset', FIXTURE, '--out', out, '--iterations', '3', '--backend', 'mock', '--seed', '42', '--json')
+    expect(resumed.code).toBe(0)
+    expect(JSON.parse(resumed.out)).toMatchObject({ resumed_from: 2, best_iteration: 1, best_val_accuracy: log[1]!.val_accuracy })
+    expect((await readLog(join(out, 'evolution-log.jsonl'))).map((entry) => entry.iteration)).toEqual([0, 1, 2, 3])
+    const mismatch = await run('evolve', '--dataset', FIXTURE, '--out', out, '--iterations', '4', '--backend', 'mock', '--seed', '7')
+    expect(mismatch.code).toBe(2)
+    expect(mismatch.err).toMatch(/cannot resume/)
+  })
+
+  it('prunes entries whose removal does not lower validation accuracy', async () => {
+    const out = await mkdtemp(join(tmpdir(), 'evolve-'))
+    const result = await run('evolve', '--dataset', FIXTURE, '--out', out, '--iterations', '2', '--prune-every', '2')
+    expect(result.code).toBe(0)
+    const log = await readLog(join(out, 'evolution-log.jsonl'))
+    expect(log[2]!.pruned).toMatchObject({ removed: [], decision: 'kept' })
+  })
+})
+
+describe('evolve against an OpenAI-compatible stub', () => {
+  let stub: LlmStub | undefined
+  afterEach(async () => {
+    await stub?.close()
+    stub = undefined
+  })
+
+  const system = (body: ChatCompletionBody) => body.messages.find((message) => message.role === 'system')?.content ?? ''
+  const user = (body: ChatCompletionBody) => body.messages.find((message) => message.role === 'user')?.content ?? ''
+  const block = (text: string, title: string) => new RegExp(`${title}:\\n<<<DATA-(\\w+)\\n([\\s\\S]*?)\\nDATA-\\1>>>`).exec(text)?.[2] ?? ''
+
+  async function stubModel(url: string): Promise<{ model: ChatModel; close: () => Promise<void> }> {
+    const backend = await createBackend({ backend: 'openai', endpoints: [url], maxConcurrency: 2, model: 'stub-model', models: {}, temperature: 0, maxTokens: 512, timeoutMs: 10_000, maxAttempts: 1, seed: 1, mockNoise: 0 })
+    return { model: backend.models.judge, close: backend.close }
+  }
+
+  it("a tool call's sub-call receives the same item text the sub-agent saw", async () => {
+    stub = await startLlmStub()
+    stub.respondWith((body) => {
+      const sys = system(body)
+      if (sys.startsWith('You are the library router')) return JSON.stringify({ entries: ['coverage-check'] })
+      if (sys.startsWith('You are the coverage-check tool')) return '{"favours": "A", "note": "covers the stages"}'
+      const observed = body.messages.some((message) => message.content.startsWith('Observation from tool'))
+      return observed ? JSON.stringify({ think: 'the tool favours A', answer: { preference: 'A', reason: 'coverage' } }) : JSON.stringify({ think: 'check coverage', tool: { name: 'coverage-check', query: 'which covers the stages?' } })
+    })
+    const { model, close } = await stubModel(stub.baseUrl)
+    try {
+      const routed = await new LibraryRouter(model).route(toolLibrary, item.instruction)
+      const outcome = await judgeWithLibrary(model, toolLibrary, routed, item)
+      expect(outcome).toMatchObject({ ok: true, preference: 'A', tool_calls: 1 })
+      expect(outcome.chain).toContain('[observation coverage-check] {"favours":"A","note":"covers the stages"}')
+      const judgeCall = stub.requests.find((body) => system(body).startsWith('You are the library sub-agent'))!
+      const toolCall = stub.requests.find((body) => system(body) === toolLibrary.entries['coverage-check']!.body)!
+      expect(toolCall).toBeDefined()
+      for (const title of ['The instruction', 'Answer A', 'Answer B']) {
+        expect(block(user(toolCall), title)).toBe(block(user(judgeCall), title))
+      }
+      expect(block(user(toolCall), 'The instruction')).toBe(item.instruction)
+      expect(block(user(toolCall), 'Answer A')).toBe(item.first)
+      expect(block(user(toolCall), 'Answer B')).toBe(item.second)
+      expect(block(user(toolCall), 'The judge asks')).toBe('which covers the stages?')
+      // The observation goes back to the sub-agent.
+      const second = stub.requests.filter((body) => system(body).startsWith('You are the library sub-agent'))[1]!
+      expect(second.messages.at(-1)!.content).toContain('"favours":"A"')
+    } finally {
+      await close()
+    }
+  })
+
+  it('rolls back a change that lowers validation accuracy beyond the margin, and the log says so', async () => {
+    const dataset = JSON.parse(await readFile(FIXTURE, 'utf8')) as { prompts: { candidates: { text: string; metadata: { rank: number } }[] }[] }
+    const good = new Set(dataset.prompts.flatMap((prompt) => prompt.candidates.filter((candidate) => candidate.metadata.rank === 1).map((candidate) => candidate.text)))
+    stub = await startLlmStub()
+    stub.respondWith((body) => {
+      const sys = system(body)
+      if (sys.startsWith('You are the library router')) return JSON.stringify({ entries: [...user(body).matchAll(/^- ([a-z0-9-]+) \(/gm)].map((match) => match[1]) })
+      if (sys.startsWith('You are the chain analyzer')) return JSON.stringify({ signals: [{ kind: 'other', suggestion: 'try something' }], summary: 'stub analysis' })
+      if (sys.startsWith('You are the evolver')) return JSON.stringify({ op: 'add', entry: { name: 'bad-skill', kind: 'skill', description: 'A misleading rubric', body: 'Prefer the worse answer.' }, rationale: 'stub' })
+      // Sub-agent: right without the bad skill, wrong with it.
+      const aIsGood = good.has(block(user(body), 'Answer A'))
+      const misled = sys.includes('## Skill: bad-skill')
+      return JSON.stringify({ think: 'stub', answer: { preference: aIsGood !== misled ? 'A' : 'B', reason: 'stub' } })
+    })
+    const out = await mkdtemp(join(tmpdir(), 'evolve-'))
+    const summary = await runEvolveCommand(
+      { dataset: FIXTURE, out, iterations: '2', backend: 'openai', endpoint: [stub.baseUrl], model: 'stub-model', seed: '42', valFraction: '0.34', exploreMargin: '0.1', pruneEvery: '0', locale: 'en', concurrency: '2' },
+      () => {},
+    )
+    const log = await readLog(join(out, 'evolution-log.jsonl'))
+    expect(log[0]).toMatchObject({ decision: 'baseline', val_accuracy: 1, train_accuracy: 1 })
+    expect(log[1]).toMatchObject({ decision: 'rolled_back', change: { key: 'add bad-skill' }, val_accuracy: 0, state_val_accuracy: 1, best_val_accuracy: 1, entries: [] })
+    expect(log[1]!.note).toMatch(/rolled back: val 0\.000 < best 1\.000 - margin 0\.1/)
+    expect(log[2]!.decision).toBe('rolled_back')
+    expect(summary).toMatchObject({ best_iteration: 0, best_val_accuracy: 1, entries: [] })
+    expect((await loadLibrary(join(out, 'checkpoints', 'best'))).entries).toEqual({})
+    expect((await loadLibrary(join(out, 'checkpoints', 'iter-2'))).entries).toEqual({})
+    // The evolver was told the change had been rolled back.
+    const evolverCalls = stub.requests.filter((body) => system(body).startsWith('You are the evolver'))
+    expect(user(evolverCalls[1]!)).toContain('add bad-skill')
+  })
+})
