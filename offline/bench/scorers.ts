@@ -1,0 +1,293 @@
+/**
+ * Scorers for `reward-harness bench`: each gives one scalar per (prompt, candidate), or an error for that candidate.
+ * Scorers only ever see blind items (`blindItem`): prompt id and text, candidate texts under opaque ids; no labels,
+ * sources or metadata. Add a scorer kind by adding a case to `parseScorerSpec` and `createScorer`.
+ */
+import { readFile } from 'node:fs/promises'
+import { MockChatModel } from '../../src/llm/mock.ts'
+import type { ChatModel } from '../../src/llm/types.ts'
+import { RmArtifact, rubricForPrompt } from '../../src/schemas/artifact.ts'
+import { createLimiter } from '../../src/search/algorithms/concurrency.ts'
+import { createSearchRoles, LlmVerifier, meanGrades, parseExtraction, parsePresetRubrics, rubricScore } from '../../src/search/roles/index.ts'
+import { mulberry32 } from '../../src/bench/metrics.ts'
+import type { Candidate, CriterionGrades, PromptItem, SearchRubric, Verifier } from '../../src/search/types.ts'
+import { CliUsageError } from '../cli/program.ts'
+
+/** What a scorer gives for one candidate. */
+export type CandidateScore = { score: number } | { error: string }
+
+/** A scorer: scores of every candidate of every (blind) item, in order. */
+export interface BenchScorer {
+  /** e.g. `mock`, `rubric:out/best.json`. */
+  readonly name: string
+  scoreAll(items: readonly PromptItem[]): Promise<CandidateScore[][]>
+}
+
+/** A parsed `--scorer` value. */
+export type ScorerSpec =
+  | { kind: 'mock' }
+  | { kind: 'rubric'; file: string }
+  | { kind: 'artifact'; file: string }
+  | { kind: 'url'; base: string; target?: string }
+  | { kind: 'library'; dir: string }
+
+/**
+ * Parses `--scorer`: `mock`, `rubric:<file>`, `artifact:<file>`, `url:<base>[#target]`, `library:<dir>`.
+ * @example parseScorerSpec('url:http://127.0.0.1:8787#prod') // { kind: 'url', base: 'http://127.0.0.1:8787', target: 'prod' }
+ */
+export function parseScorerSpec(value: string): ScorerSpec {
+  if (value === 'mock') return { kind: 'mock' }
+  const colon = value.indexOf(':')
+  const kind = colon === -1 ? value : value.slice(0, colon)
+  const rest = colon === -1 ? '' : value.slice(colon + 1)
+  const need = (what: string) => {
+    if (!rest) throw new CliUsageError(`--scorer ${kind}: give ${what} (e.g. ${kind}:${what})`)
+    return rest
+  }
+  switch (kind) {
+    case 'rubric':
+      return { kind, file: need('<file.json>') }
+    case 'artifact':
+      return { kind, file: need('<file.json>') }
+    case 'library':
+      return { kind, dir: need('<dir>') }
+    case 'url': {
+      const spec = need('<base url>#<target>')
+      const hash = spec.indexOf('#')
+      const base = (hash === -1 ? spec : spec.slice(0, hash)).replace(/\/+$/, '')
+      const target = hash === -1 ? undefined : spec.slice(hash + 1)
+      if (!/^https?:\/\//.test(base)) throw new CliUsageError(`--scorer url: expected an http(s) base URL, got "${base}"`)
+      if (target !== undefined && !/^[a-z0-9][a-z0-9_-]{0,63}$/.test(target)) throw new CliUsageError(`--scorer url: "${target}" is not a target name`)
+      return { kind, base, ...(target === undefined ? {} : { target }) }
+    }
+    default:
+      throw new CliUsageError(`--scorer: unknown scorer "${value}" (expected mock, rubric:<file>, artifact:<file>, url:<base>#<target> or library:<dir>)`)
+  }
+}
+
+/** Options every scorer may use. */
+export interface ScorerOptions {
+  concurrency: number
+  seed: number
+  /** The model the verifier-based scorers grade with; default MockChatModel. */
+  model?: ChatModel
+  /** Bearer token for `url:` (default env RM_TOKEN). */
+  token?: string
+  /** Items per batch_score request (≤ 100). */
+  chunkSize?: number
+  fetch?: typeof fetch
+}
+
+/**
+ * The scorer a spec names. `library:` is not available yet (exit code 2).
+ * @example const scorer = await createScorer({ kind: 'mock' }, { concurrency: 4, seed: 0 })
+ */
+export async function createScorer(spec: ScorerSpec, options: ScorerOptions): Promise<BenchScorer> {
+  switch (spec.kind) {
+    case 'mock': {
+      const model = options.model ?? new MockChatModel()
+      return {
+        name: options.model ? `mock (initial rubrics and grades by ${model.id})` : 'mock',
+        async scoreAll(items) {
+          const roles = createSearchRoles({ backend: options.model ? 'llm' : 'mock', dataset: [...items], model })
+          const rubrics = new Map<string, Promise<SearchRubric>>()
+          const rubricFor = (item: PromptItem) => {
+            let rubric = rubrics.get(item.prompt_id)
+            if (!rubric) rubrics.set(item.prompt_id, (rubric = roles.initializer.initialize(item, { seed: options.seed })))
+            return rubric
+          }
+          return verifierScores(items, roles.verifier, async (item) => ({ rubric: await rubricFor(item) }), options)
+        },
+      }
+    }
+    case 'rubric': {
+      const raw = await readJson(spec.file, '--scorer rubric')
+      let rubrics: Map<string, SearchRubric>
+      try {
+        rubrics = parsePresetRubrics(raw)
+      } catch (error) {
+        throw new CliUsageError(`--scorer rubric: ${spec.file}: ${error instanceof Error ? error.message : String(error)}`)
+      }
+      if (rubrics.size === 0) throw new CliUsageError(`--scorer rubric: ${spec.file} has no rubric`)
+      const verifier = new LlmVerifier(options.model ?? new MockChatModel(), { locale: 'en' })
+      return {
+        name: `rubric:${spec.file}`,
+        scoreAll: (items) =>
+          verifierScores(
+            items,
+            verifier,
+            async (item) => {
+              const rubric = rubrics.get(item.prompt_id) ?? rubrics.get('__default__')
+              return rubric ? { rubric } : { error: `no rubric for prompt "${item.prompt_id}" and no __default__` }
+            },
+            options,
+          ),
+      }
+    }
+    case 'artifact': {
+      const parsed = RmArtifact.safeParse(await readJson(spec.file, '--scorer artifact'))
+      if (!parsed.success) throw new CliUsageError(`--scorer artifact: ${spec.file} is not an RM artifact: ${parsed.error.issues[0]?.message ?? ''}`)
+      const artifact = parsed.data
+      const verifier = new LlmVerifier(options.model ?? new MockChatModel(), { locale: artifact.runtime.locale, extraction: parseExtraction(artifact.runtime.extraction) })
+      return {
+        name: `artifact:${spec.file}`,
+        scoreAll: (items) =>
+          verifierScores(
+            items,
+            verifier,
+            async (item) => {
+              const found = rubricForPrompt(artifact, item.prompt_id)
+              return found ? { rubric: found.rubric } : { error: `the artifact has no rubric for prompt "${item.prompt_id}" and no __default__` }
+            },
+            options,
+          ),
+      }
+    }
+    case 'url':
+      return urlScorer(spec, options)
+    case 'library':
+      // Extension point: a rubric library scorer (another engineer's work) plugs in here.
+      throw new CliUsageError(`--scorer library:${spec.dir}: the library scorer is not available yet`)
+  }
+}
+
+/** Grades every candidate with `verifier` (the rubric's number of votes, mean grades, rubricScore); errors per candidate. */
+async function verifierScores(
+  items: readonly PromptItem[],
+  verifier: Verifier,
+  rubricOf: (item: PromptItem) => Promise<{ rubric: SearchRubric } | { error: string }>,
+  options: ScorerOptions,
+): Promise<CandidateScore[][]> {
+  const limit = createLimiter(Math.max(1, options.concurrency))
+  return Promise.all(
+    items.map(async (item) => {
+      let found: { rubric: SearchRubric } | { error: string }
+      try {
+        found = await rubricOf(item)
+      } catch (error) {
+        found = { error: `no rubric: ${messageOf(error)}` }
+      }
+      if ('error' in found) return item.candidates.map(() => ({ error: found.error }) as CandidateScore)
+      const { rubric } = found
+      return Promise.all(
+        item.candidates.map((candidate) =>
+          limit(async (): Promise<CandidateScore> => {
+            try {
+              const votes: CriterionGrades[] = []
+              for (let vote = 0; vote < rubric.grading_protocol.num_votes; vote++) votes.push(await verifier.grade({ item, candidate, rubric, vote, seed: options.seed + vote }))
+              return { score: rubricScore(meanGrades(votes, rubric), rubric).score }
+            } catch (error) {
+              return { error: messageOf(error) }
+            }
+          }),
+        ),
+      )
+    }),
+  )
+}
+
+/** The edge's `POST /rm/<target>/batch_score`, in chunks of ≤ 100 items; failed items (or chunks) are errors per candidate. */
+function urlScorer(spec: { base: string; target?: string }, options: ScorerOptions): BenchScorer {
+  const endpoint = spec.target === undefined ? `${spec.base}/batch_score` : `${spec.base}/rm/${spec.target}/batch_score`
+  const chunkSize = Math.min(100, Math.max(1, options.chunkSize ?? 100))
+  const doFetch = options.fetch ?? fetch
+  const token = options.token ?? process.env.RM_TOKEN
+  return {
+    name: `url:${spec.base}${spec.target === undefined ? '' : `#${spec.target}`}`,
+    async scoreAll(items) {
+      const flat = items.flatMap((item, itemIndex) =>
+        item.candidates.map((candidate, candidateIndex) => ({ itemIndex, candidateIndex, body: { prompt_id: item.prompt_id, prompt: item.prompt, candidate: { candidate_id: candidate.candidate_id, text: candidate.text } } })),
+      )
+      const results: CandidateScore[][] = items.map((item) => item.candidates.map(() => ({ error: 'not scored' })))
+      const chunks: (typeof flat)[] = []
+      for (let start = 0; start < flat.length; start += chunkSize) chunks.push(flat.slice(start, start + chunkSize))
+      const limit = createLimiter(Math.max(1, Math.min(options.concurrency, 8)))
+      await Promise.all(
+        chunks.map((chunk) =>
+          limit(async () => {
+            const scores = await postChunk(
+              doFetch,
+              endpoint,
+              token,
+              chunk.map((entry) => entry.body),
+            )
+            chunk.forEach((entry, index) => (results[entry.itemIndex]![entry.candidateIndex] = scores[index]!))
+          }),
+        ),
+      )
+      return results
+    },
+  }
+}
+
+async function postChunk(doFetch: typeof fetch, endpoint: string, token: string | undefined, items: readonly unknown[]): Promise<CandidateScore[]> {
+  const all = (error: string): CandidateScore[] => items.map(() => ({ error }))
+  let response: Response
+  try {
+    response = await doFetch(endpoint, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      body: JSON.stringify({ items }),
+    })
+  } catch (error) {
+    return all(`request failed: ${messageOf(error)}`)
+  }
+  const text = await response.text().catch(() => '')
+  if (!response.ok) return all(`HTTP ${response.status}: ${text.slice(0, 200)}`)
+  let body: { results?: unknown }
+  try {
+    body = JSON.parse(text) as { results?: unknown }
+  } catch {
+    return all('the reply is not JSON')
+  }
+  if (!Array.isArray(body.results)) return all('the reply has no results array')
+  const out = all('missing from the reply')
+  for (const [position, raw] of body.results.entries()) {
+    const result = (typeof raw === 'object' && raw !== null ? raw : {}) as Record<string, unknown>
+    const index = typeof result.index === 'number' ? result.index : position
+    if (index < 0 || index >= out.length) continue
+    if (result.ok === true && typeof result.score === 'number' && Number.isFinite(result.score)) out[index] = { score: result.score }
+    else out[index] = { error: `${typeof result.error_code === 'string' ? result.error_code : 'error'}: ${typeof result.error_message === 'string' ? result.error_message : 'no score'}` }
+  }
+  return out
+}
+
+/**
+ * What a scorer may see of an item: prompt id and text, candidate texts in dataset order under opaque ids (`c<n>`, `n`
+ * from a seeded shuffle so ids carry no order or label); no labels, sources, metadata or group.
+ * @example blindItem(item, 7).candidates[0] // { candidate_id: 'c1', text: '…', source: 'unknown', label: {}, metadata: {} }
+ */
+export function blindItem(item: PromptItem, seed: number): PromptItem {
+  const random = mulberry32((seed ^ hashString(item.prompt_id)) >>> 0)
+  const numbers = item.candidates.map((_, index) => index)
+  for (let i = numbers.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1))
+    ;[numbers[i], numbers[j]] = [numbers[j]!, numbers[i]!]
+  }
+  const candidates: Candidate[] = item.candidates.map((candidate, index) => ({ candidate_id: `c${numbers[index]}`, text: candidate.text, source: 'unknown', label: {}, metadata: {} }))
+  return { prompt_id: item.prompt_id, prompt: item.prompt, candidates, metadata: {} }
+}
+
+function hashString(text: string): number {
+  let hash = 2166136261
+  for (let i = 0; i < text.length; i++) hash = Math.imul(hash ^ text.charCodeAt(i), 16777619)
+  return hash >>> 0
+}
+
+async function readJson(file: string, what: string): Promise<unknown> {
+  let text: string
+  try {
+    text = await readFile(file, 'utf8')
+  } catch (error) {
+    throw new CliUsageError(`${what}: cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? messageOf(error)}`)
+  }
+  try {
+    return JSON.parse(text)
+  } catch (error) {
+    throw new CliUsageError(`${what}: ${file} is not JSON: ${messageOf(error)}`)
+  }
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error)
+}

@@ -1,0 +1,181 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { createServer, type IncomingMessage, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { main } from '../../offline/cli/index.ts'
+import type { CliIo } from '../../offline/cli/program.ts'
+import { blindItem, createScorer, parseScorerSpec } from '../../offline/bench/scorers.ts'
+import type { BenchReport } from '../../offline/bench/run.ts'
+
+const FIXTURES = 'tests/offline/fixtures/bench'
+
+async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = ''
+  let err = ''
+  const io: CliIo = { out: (text) => void (out += text), err: (text) => void (err += text) }
+  const code = await main(argv, io)
+  return { code, out, err }
+}
+
+async function runJson(...argv: string[]): Promise<BenchReport> {
+  const result = await run(...argv, '--json')
+  expect(result.err).toBe('')
+  expect(result.code).toBe(0)
+  return JSON.parse(result.out) as BenchReport
+}
+
+describe('reward-harness bench', () => {
+  const directory = mkdtempSync(join(tmpdir(), 'bench-test-'))
+  afterAll(() => rmSync(directory, { recursive: true, force: true }))
+
+  it('--scorer mock over an LLMBar-style JSON file prints accuracy with its interval', async () => {
+    const result = await run('bench', '--dataset', `${FIXTURES}/llmbar.json`, '--scorer', 'mock')
+    expect(result).toMatchObject({ code: 0, err: '' })
+    expect(result.out).toMatch(/pairwise accuracy \(A\/B\)\s+\d+\.\d% \[95% CI \d+\.\d–\d+\.\d\] \(n=4, ties \d+, failures 0\)/)
+    expect(result.out).toContain('pairwise accuracy (B/A)')
+    expect(result.out).toContain('swap-consistent accuracy')
+    expect(result.out).toContain('ties count as half correct')
+    const report = await runJson('bench', '--dataset', `${FIXTURES}/llmbar.json`, '--scorer', 'mock')
+    expect(report.dataset).toMatchObject({ shape: 'llmbar', items: 4, candidates: 8 })
+    expect(report.overall.pairwise!.ab.n).toBe(4)
+    expect(report.overall.pairwise!.ab.ci95).toHaveLength(2)
+    expect(report.failures.count).toBe(0)
+  })
+
+  it('--scorer mock over a JudgeBench-style JSONL file, with --out, --ties wrong and a bootstrap', async () => {
+    const out = join(directory, 'jb.json')
+    const result = await run('bench', '--dataset', `${FIXTURES}/judgebench.jsonl`, '--scorer', 'mock', '--ties', 'wrong', '--bootstrap', '50', '--seed', '3', '--out', out)
+    expect(result).toMatchObject({ code: 0, err: '' })
+    expect(result.out).toContain('ties count as wrong')
+    expect(result.out).toContain('bootstrap')
+    const report = JSON.parse(readFileSync(out, 'utf8')) as BenchReport
+    expect(report).toMatchObject({ scorer: 'mock', seed: 3, ties: 'wrong', bootstrap: 50, dataset: { shape: 'judgebench', items: 3 } })
+    expect(report.overall.pairwise!.ab.bootstrap95).toHaveLength(2)
+  })
+
+  it('rubric: (a search output and a preset file) and artifact: scorers on examples/demo.json', async () => {
+    const best = join(directory, 'best.json')
+    const rm = join(directory, 'rm.json')
+    expect((await run('search', '--dataset', 'examples/demo.json', '--backend', 'mock', '--output', best)).code).toBe(0)
+    expect((await run('export', '--search-output', best, '--out', rm)).code).toBe(0)
+    for (const scorer of [`rubric:${best}`, `rubric:${FIXTURES}/preset-rubric.json`, `artifact:${rm}`]) {
+      const report = await runJson('bench', '--dataset', 'examples/demo.json', '--scorer', scorer)
+      expect(report.scorer).toBe(scorer)
+      expect(report.overall.kway).toMatchObject({ n: 3, failures: 0 })
+      expect(report.overall.tail!.n).toBeGreaterThan(0)
+      expect(report.failures.count).toBe(0)
+    }
+    const text = await run('bench', '--dataset', 'examples/demo.json', '--scorer', `artifact:${rm}`)
+    expect(text.out).toMatch(/K-way accuracy \(>2 cands\)\s+\d+\.\d% \[95% CI/)
+  })
+
+  it('refuses bad input with exit code 2: library: (not available yet), unknown scorers, missing files, bad flags', async () => {
+    const library = await run('bench', '--dataset', 'examples/demo.json', '--scorer', 'library:lib')
+    expect(library.code).toBe(2)
+    expect(library.err).toContain('not available yet')
+    expect((await run('bench', '--dataset', 'examples/demo.json', '--scorer', 'oracle')).code).toBe(2)
+    expect((await run('bench', '--dataset', 'examples/demo.json', '--scorer', 'rubric:nope.json')).code).toBe(2)
+    expect((await run('bench', '--dataset', 'nope.json', '--scorer', 'mock')).code).toBe(2)
+    expect((await run('bench', '--dataset', 'examples/demo.json', '--scorer', 'mock', '--ties', 'maybe')).code).toBe(2)
+    const json = await run('bench', '--dataset', 'examples/demo.json', '--scorer', 'library:lib', '--json')
+    expect(JSON.parse(json.err)).toMatchObject({ error: { kind: 'bad_input', code: 'usage' } })
+  })
+
+  it('shows candidates to scorers blind: opaque ids, no labels, sources or metadata', () => {
+    const item = {
+      prompt_id: 'p',
+      prompt: 'Q?',
+      group: 'natural',
+      metadata: { secret: 1 },
+      candidates: [
+        { candidate_id: 'chosen', text: 'A', source: 'gpt', label: { rank: 1 }, metadata: { x: 1 } },
+        { candidate_id: 'rejected', text: 'B', source: 'gpt', label: { rank: 2 }, metadata: {} },
+      ],
+    }
+    const blind = blindItem(item, 0)
+    expect(blind.group).toBeUndefined()
+    expect(blind.metadata).toEqual({})
+    expect(blind.candidates.map((candidate) => candidate.text)).toEqual(['A', 'B'])
+    for (const candidate of blind.candidates) expect(candidate).toMatchObject({ candidate_id: expect.stringMatching(/^c\d$/), label: {}, source: 'unknown', metadata: {} })
+    expect(parseScorerSpec('url:http://h:1/#prod')).toEqual({ kind: 'url', base: 'http://h:1', target: 'prod' })
+  })
+
+  it('url: sends batch_score requests of at most 100 items (here 3), mapping results back by index', async () => {
+    const sizes: number[] = []
+    const fakeFetch = (async (_url: string | URL | Request, init?: RequestInit) => {
+      const { items } = JSON.parse(String(init?.body)) as { items: Array<{ candidate: { text: string } }> }
+      sizes.push(items.length)
+      const results = items.map((item, index) => ({ index, ok: true, score: Number(item.candidate.text) })).reverse()
+      return new Response(JSON.stringify({ results }), { status: 200 })
+    }) as typeof fetch
+    const scorer = await createScorer({ kind: 'url', base: 'http://x', target: 't' }, { concurrency: 2, seed: 0, chunkSize: 3, fetch: fakeFetch })
+    const items = [0, 1, 2].map((p) => ({
+      prompt_id: `p${p}`,
+      prompt: 'Q',
+      metadata: {},
+      candidates: [0, 1, 2].map((k) => ({ candidate_id: `c${k}`, text: String(p * 10 + k), source: 'unknown', label: {}, metadata: {} })),
+    }))
+    const scores = await scorer.scoreAll(items)
+    expect(sizes).toEqual([3, 3, 3])
+    expect(scores).toEqual([0, 1, 2].map((p) => [0, 1, 2].map((k) => ({ score: p * 10 + k }))))
+    const big = await createScorer({ kind: 'url', base: 'http://x', target: 't' }, { concurrency: 1, seed: 0, chunkSize: 500, fetch: fakeFetch })
+    sizes.length = 0
+    await big.scoreAll(Array.from({ length: 70 }, (_, p) => ({ ...items[0]!, prompt_id: `q${p}` })))
+    expect(sizes).toEqual([100, 100, 10])
+  })
+
+  describe('url: against a loopback batch_score stub', () => {
+    let server: Server
+    let base = ''
+    const requests: Array<{ url: string; auth: string | undefined; items: Array<{ prompt_id: string; prompt: string; candidate: Record<string, unknown> }> }> = []
+
+    beforeAll(async () => {
+      server = createServer(async (request: IncomingMessage, response) => {
+        let body = ''
+        for await (const chunk of request) body += chunk
+        const { items } = JSON.parse(body) as { items: Array<{ prompt_id: string; prompt: string; candidate: { candidate_id: string; text: string } }> }
+        requests.push({ url: request.url ?? '', auth: request.headers.authorization, items })
+        if (request.url !== '/rm/prod/batch_score') {
+          response.writeHead(404).end('{}')
+          return
+        }
+        const results = items.map((item, index) =>
+          item.candidate.text === 'Gracias means thank you in Spanish.'
+            ? { index, ok: false, prompt_id: item.prompt_id, candidate_id: item.candidate.candidate_id, error_code: 'llm_unavailable', error_message: 'stub failure' }
+            : { index, ok: true, prompt_id: item.prompt_id, candidate_id: item.candidate.candidate_id, score: Math.min(1, item.candidate.text.length / 50) },
+        )
+        response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ request_id: 'r', artifact_id: 'rm_x', results, latency_ms: 1 }))
+      })
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+      base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+    })
+    afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())))
+
+    it('scores every candidate, counts the failing item apart (not a tie), sends no labels', async () => {
+      const report = await runJson('bench', '--dataset', `${FIXTURES}/llmbar.json`, '--scorer', `url:${base}#prod`, '--token', 't0k')
+      expect(report.scorer).toBe(`url:${base}#prod`)
+      expect(report.failures).toMatchObject({ count: 1, items: 1 })
+      expect(report.failures.examples[0]!.error).toContain('llm_unavailable: stub failure')
+      expect(report.overall.pairwise!.ab).toMatchObject({ n: 3, failures: 1, ties: 0 })
+      expect(report.overall.pairwise!.swap_consistent.failures).toBe(1)
+      expect(report.overall.failed_items).toBe(1)
+      // length-as-score: item 1 right; item 2 ("yes" is better) and item 3 (the longer answer is wrong) wrong
+      expect(report.overall.pairwise!.ab.accuracy).toBeCloseTo(1 / 3)
+      const sent = requests.flatMap((request) => request.items)
+      expect(sent).toHaveLength(8)
+      expect(requests.every((request) => request.url === '/rm/prod/batch_score' && request.auth === 'Bearer t0k')).toBe(true)
+      for (const item of sent) expect(Object.keys(item.candidate).sort()).toEqual(['candidate_id', 'text'])
+      const text = await run('bench', '--dataset', `${FIXTURES}/llmbar.json`, '--scorer', `url:${base}#prod`)
+      expect(text.out).toContain('failures                    1 candidate in 1 item')
+      expect(text.out).toContain('llm_unavailable: stub failure')
+    })
+
+    it('an HTTP error fails every item of the chunk, reported as failures', async () => {
+      const report = await runJson('bench', '--dataset', `${FIXTURES}/judgebench.jsonl`, '--scorer', `url:${base}#other`)
+      expect(report.failures.count).toBe(6)
+      expect(report.overall.pairwise!.ab).toMatchObject({ n: 0, accuracy: null, failures: 3 })
+    })
+  })
+})
