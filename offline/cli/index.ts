@@ -13,6 +13,7 @@ import { type CliCommandModule, type CliIo, EXIT_FAILURE, processIo, runCli } fr
 const COMMANDS = {
   datasets: () => import('./commands/datasets.ts'),
   search: () => import('./commands/search.ts'),
+  evolve: () => import('./commands/evolve.ts'),
   export: () => import('./commands/export.ts'),
   bench: () => import('./commands/bench.ts'),
   deploy: () => import('./commands/deploy.ts'),
