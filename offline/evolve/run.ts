@@ -50,7 +50,11 @@ export interface EvolutionLogEntry {
   state_val_accuracy: number
   best_val_accuracy: number
   best_iteration: number
+  /** Content hash of checkpoints/best when this line was written; resume repairs a best dir that disagrees. */
+  best_library_sha256: string
   failures: { train: number; val: number }
+  /** Tool sub-calls made while judging (train, val). */
+  tool_calls: { train: number; val: number }
   analysis_summary?: string
   note?: string
   pruned?: { removed: string[]; decision: 'kept' | 'rolled_back'; val_accuracy: number } | null
@@ -76,6 +80,7 @@ export class EvolveInputError extends Error {}
 interface Evaluation {
   accuracy: number
   failures: number
+  toolCalls: number
   results: (LibraryChainResult & { failure?: string })[]
 }
 
@@ -109,7 +114,8 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
       return { id: item.id, instruction: item.instruction, label: item.label, prediction, correct: prediction === item.label, chain: outcome.chain, ...(outcome.ok ? {} : { failure: outcome.failure }) }
     })
     const correct = results.filter((result) => result.correct).length
-    return { accuracy: set.length ? correct / set.length : 0, failures: results.filter((result) => result.prediction === null).length, results }
+    const toolCalls = outcomes.reduce((sum, outcome) => sum + outcome.tool_calls, 0)
+    return { accuracy: set.length ? correct / set.length : 0, failures: results.filter((result) => result.prediction === null).length, toolCalls, results }
   }
   const writeResults = (iteration: number, name: string, evaluation: Evaluation) =>
     writeFileAtomic(join(options.outDir, 'results', `iter-${iteration}.${name}.jsonl`), evaluation.results.map((result) => JSON.stringify(result)).join('\n') + '\n')
@@ -124,6 +130,11 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
   let start: number
   const rejected: string[] = []
   let resumedFrom: number | null = null
+  let bestHash = ''
+  const saveBest = async (library: Library) => {
+    await checkpoint(library, join(checkpoints, 'best'))
+    bestHash = await libraryHash(library)
+  }
   if (previous.length > 0) {
     const last = previous[previous.length - 1]!
     for (const key of ['seed', 'val_fraction', 'dataset_sha256'] as const) {
@@ -133,6 +144,15 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
     currentVal = last.state_val_accuracy
     best = last.best_val_accuracy
     bestIteration = last.best_iteration
+    bestHash = last.best_library_sha256
+    // A crash between writing checkpoints/best and the log line leaves a best dir the log does not know: restore it.
+    const onDisk = await loadLibrary(join(checkpoints, 'best')).then(libraryHash, () => '')
+    if (onDisk !== bestHash) {
+      const source = await loadLibrary(join(checkpoints, `iter-${bestIteration}`))
+      if ((await libraryHash(source)) !== bestHash) throw new EvolveInputError(`cannot resume ${options.outDir}: checkpoints/best does not match the log and iter-${bestIteration} cannot restore it`)
+      await saveBest(source)
+      say(`restored checkpoints/best from iter-${bestIteration}`)
+    }
     for (const entry of previous) if (entry.decision === 'rolled_back' && entry.change) rejected.push(entry.change.key)
     start = last.iteration + 1
     resumedFrom = last.iteration
@@ -146,8 +166,8 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
     currentVal = best = valEval.accuracy
     bestIteration = 0
     await checkpoint(current, join(checkpoints, 'iter-0'))
-    await checkpoint(current, join(checkpoints, 'best'))
-    await append(await logEntry(0, null, 'baseline', trainEval.accuracy, valEval.accuracy, { train: trainEval.failures, val: valEval.failures }))
+    await saveBest(current)
+    await append(await logEntry(0, null, 'baseline', trainEval.accuracy, valEval.accuracy, { train: trainEval.failures, val: valEval.failures }, { tool_calls: { train: trainEval.toolCalls, val: valEval.toolCalls } }))
     say(`iteration 0: baseline train ${trainEval.accuracy.toFixed(3)} val ${valEval.accuracy.toFixed(3)} (failures ${trainEval.failures}/${valEval.failures})`)
     start = 1
   }
@@ -162,7 +182,9 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
       state_val_accuracy: currentVal,
       best_val_accuracy: best,
       best_iteration: bestIteration,
+      best_library_sha256: bestHash,
       failures,
+      tool_calls: { train: 0, val: 0 },
       ...extra,
       entries: entryList(current).map((entry) => entry.name),
       library_sha256: await libraryHash(current),
@@ -178,6 +200,7 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
     let decision: Decision = 'skipped'
     let valAcc: number | null = null
     let valFailures = 0
+    let valToolCalls = 0
     let note: string | undefined
     let summary: string | undefined
     try {
@@ -200,6 +223,7 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
         await writeResults(iteration, 'val', valEval)
         valAcc = valEval.accuracy
         valFailures = valEval.failures
+        valToolCalls = valEval.toolCalls
         if (valAcc >= best - margin) {
           decision = 'kept'
           current = candidate
@@ -207,7 +231,7 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
           if (valAcc > best) {
             best = valAcc
             bestIteration = iteration
-            await checkpoint(current, join(checkpoints, 'best'))
+            await saveBest(current)
           }
         } else {
           decision = 'rolled_back'
@@ -220,7 +244,7 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
     let pruned: EvolutionLogEntry['pruned'] = null
     if (pruneEvery > 0 && iteration % pruneEvery === 0 && Object.keys(current.entries).length > 0) pruned = await prune(iteration)
     await checkpoint(current, join(checkpoints, `iter-${iteration}`))
-    await append(await logEntry(iteration, change, decision, trainEval.accuracy, valAcc, { train: trainEval.failures, val: valFailures }, { ...(summary !== undefined ? { analysis_summary: summary } : {}), ...(note ? { note } : {}), pruned }))
+    await append(await logEntry(iteration, change, decision, trainEval.accuracy, valAcc, { train: trainEval.failures, val: valFailures }, { tool_calls: { train: trainEval.toolCalls, val: valToolCalls }, ...(summary !== undefined ? { analysis_summary: summary } : {}), ...(note ? { note } : {}), pruned }))
     say(`iteration ${iteration}: ${change ? changeKey(change) : 'no change'} → ${decision}${valAcc === null ? '' : ` (val ${valAcc.toFixed(3)}, best ${best.toFixed(3)})`}${note ? `; ${note}` : ''}`)
   }
 
@@ -240,7 +264,7 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
       if (valEval.accuracy > best) {
         best = valEval.accuracy
         bestIteration = iteration
-        await checkpoint(current, join(checkpoints, 'best'))
+        await saveBest(current)
       }
       return { removed: removable, decision: 'kept', val_accuracy: valEval.accuracy }
     }

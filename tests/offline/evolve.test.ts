@@ -6,8 +6,8 @@ import { main } from '../../offline/cli/index.ts'
 import type { CliIo } from '../../offline/cli/program.ts'
 import { loadDataset } from '../../offline/datasets/load.ts'
 import { runEvolveCommand } from '../../offline/evolve/cli.ts'
-import { readLog } from '../../offline/evolve/run.ts'
-import { loadLibrary } from '../../offline/library/index.ts'
+import { readLog, runEvolve } from '../../offline/evolve/run.ts'
+import { checkpoint, loadLibrary, saveLibrary } from '../../offline/library/index.ts'
 import { createBackend } from '../../offline/search/backend.ts'
 import { judgeWithLibrary, LibraryRouter, pairItems, splitItems, swapAugment } from '../../src/evolve/index.ts'
 import { addEntry, emptyLibrary, type Library } from '../../src/library/index.ts'
@@ -96,7 +96,11 @@ describe('reward-harness evolve (mock backend)', () => {
     expect(Object.keys((await loadLibrary(join(out, 'checkpoints', 'best'))).entries)).toEqual(['instruction-coverage'])
     expect(await readdir(join(out, 'results'))).toContain('iter-1.train.jsonl')
 
+    // A crash after rewriting checkpoints/best but before the log line: resume restores the logged best.
+    await checkpoint(emptyLibrary('torn'), join(out, 'checkpoints', 'best'))
     const resumed = await run('evolve', '--dataset', FIXTURE, '--out', out, '--iterations', '3', '--backend', 'mock', '--seed', '42', '--json')
+    expect(resumed.err).toContain('restored checkpoints/best from iter-1')
+    expect(Object.keys((await loadLibrary(join(out, 'checkpoints', 'best'))).entries)).toEqual(['instruction-coverage'])
     expect(resumed.code).toBe(0)
     expect(JSON.parse(resumed.out)).toMatchObject({ resumed_from: 2, best_iteration: 1, best_val_accuracy: log[1]!.val_accuracy })
     expect((await readLog(join(out, 'evolution-log.jsonl'))).map((entry) => entry.iteration)).toEqual([0, 1, 2, 3])
@@ -105,12 +109,38 @@ describe('reward-harness evolve (mock backend)', () => {
     expect(mismatch.err).toMatch(/cannot resume/)
   })
 
-  it('prunes entries whose removal does not lower validation accuracy', async () => {
+  it('prunes (leave-one-out) an entry whose removal does not lower validation accuracy, keeping the useful one', async () => {
+    const start = await mkdtemp(join(tmpdir(), 'lib-'))
+    await saveLibrary(addEntry(emptyLibrary('start'), { name: 'filler-note', kind: 'skill', description: 'General notes on tone', body: 'Be polite.' }), start)
     const out = await mkdtemp(join(tmpdir(), 'evolve-'))
-    const result = await run('evolve', '--dataset', FIXTURE, '--out', out, '--iterations', '2', '--prune-every', '2')
+    const result = await run('evolve', '--dataset', FIXTURE, '--out', out, '--iterations', '2', '--prune-every', '2', '--library', start)
     expect(result.code).toBe(0)
     const log = await readLog(join(out, 'evolution-log.jsonl'))
-    expect(log[2]!.pruned).toMatchObject({ removed: [], decision: 'kept' })
+    expect(log[0]!.entries).toEqual(['filler-note'])
+    expect(log[1]!.entries).toEqual(['filler-note', 'instruction-coverage'])
+    expect(log[2]!.pruned).toMatchObject({ removed: ['filler-note'], decision: 'kept', val_accuracy: 1 })
+    expect(Object.keys((await loadLibrary(join(out, 'checkpoints', 'iter-2'))).entries)).toEqual(['instruction-coverage'])
+  })
+
+  it('counts judge failures in the log and the per-item results, never as ties', async () => {
+    const mock = new MockChatModel()
+    const flaky: ChatModel = {
+      id: 'flaky',
+      complete: async (request) =>
+        request.task.kind === 'library_judge' && request.task.instruction.includes('photosynthesis')
+          ? { text: 'no idea', model: 'x', usage: { prompt_tokens: 0, completion_tokens: 0 } }
+          : mock.complete(request),
+    }
+    const { dataset, sha256 } = await loadDataset(FIXTURE)
+    const out = await mkdtemp(join(tmpdir(), 'evolve-'))
+    await runEvolve({ model: flaky, dataset, datasetSha256: sha256, outDir: out, iterations: 1, judge: { retry: FAST } })
+    const log = await readLog(join(out, 'evolution-log.jsonl'))
+    const failures = log[0]!.failures.train + log[0]!.failures.val
+    expect(failures).toBeGreaterThan(0)
+    const lines = [await readFile(join(out, 'results', 'iter-0.train.jsonl'), 'utf8'), await readFile(join(out, 'results', 'iter-0.val.jsonl'), 'utf8')].join('').trim().split('\n').map((line) => JSON.parse(line))
+    const failed = lines.filter((line) => line.prediction === null)
+    expect(failed).toHaveLength(failures)
+    for (const line of failed) expect(line).toMatchObject({ correct: false, failure: 'invalid_reply' })
   })
 })
 
