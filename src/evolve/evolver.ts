@@ -84,9 +84,10 @@ const summaries = (library: Library): LibraryEntrySummary[] => entryList(library
  * One analyzer call over the judged training chains. Throws an LlmError when the model fails after retries.
  * @example const { signals, summary } = await analyzeChains(model, lib, results)
  */
-export async function analyzeChains(model: ChatModel, library: Library, results: readonly LibraryChainResult[], options: JudgeOptions = {}): Promise<Analysis> {
+export async function analyzeChains(model: ChatModel, library: Library, allResults: readonly LibraryChainResult[], options: JudgeOptions & { maxChains?: number } = {}): Promise<Analysis> {
   const locale = options.locale ?? 'en'
   const entries = summaries(library)
+  const results = selectChains(allResults, options.maxChains ?? 60)
   const text = results
     .map((result) => `### ${result.id}: ${result.correct ? 'CORRECT' : 'INCORRECT'} (label ${result.label}, prediction ${result.prediction ?? 'FAILED'})\nInstruction: ${result.instruction}\n${result.chain}`)
     .join('\n\n')
@@ -106,6 +107,17 @@ export async function analyzeChains(model: ChatModel, library: Library, results:
     (reply) => parseReplyAs(AnalyzerReply, reply, 'chain analyzer'),
     options.retry,
   )
+}
+
+/**
+ * At most `max` chains for the analyzer: every incorrect one first (in order), then correct ones, so one call
+ * stays bounded on a large training set while no error goes unseen unless there are more than `max` of them.
+ * @example selectChains(results, 60).length <= 60 // true
+ */
+export function selectChains(results: readonly LibraryChainResult[], max: number): LibraryChainResult[] {
+  const wrong = results.filter((result) => !result.correct)
+  const right = results.filter((result) => result.correct)
+  return [...wrong, ...right].slice(0, Math.max(0, max))
 }
 
 // ---------------------------------------------------------------------------------------------

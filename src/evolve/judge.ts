@@ -97,8 +97,15 @@ export class LibraryRouter {
 
 const RouterReply = z.object({ entries: z.array(z.string()) })
 
+/** `a`, ` B `, `Tie`, `TIE` read as A / B / tie; anything else is refused (an invalid reply, retried then a failure). */
+const Preference = z.preprocess((value) => {
+  if (typeof value !== 'string') return value
+  const word = value.trim()
+  return word.toLowerCase() === 'tie' ? 'tie' : word.toUpperCase()
+}, z.enum(['A', 'B', 'tie']))
+
 const TurnReply = z.union([
-  z.object({ think: z.string().optional(), answer: z.object({ preference: z.enum(['A', 'B', 'tie']), reason: z.string().default('') }) }),
+  z.object({ think: z.string().optional(), answer: z.object({ preference: Preference, reason: z.string().default('') }) }),
   z.object({ think: z.string().optional(), tool: z.object({ name: z.string(), query: z.string().default('') }) }),
 ])
 type TurnReply = z.infer<typeof TurnReply>

@@ -9,7 +9,7 @@ import { runEvolveCommand } from '../../offline/evolve/cli.ts'
 import { readLog, runEvolve } from '../../offline/evolve/run.ts'
 import { checkpoint, loadLibrary, saveLibrary } from '../../offline/library/index.ts'
 import { createBackend } from '../../offline/search/backend.ts'
-import { judgeWithLibrary, LibraryRouter, pairItems, splitItems, swapAugment } from '../../src/evolve/index.ts'
+import { judgeWithLibrary, LibraryRouter, pairItems, parseTurn, selectChains, splitItems, swapAugment } from '../../src/evolve/index.ts'
 import { addEntry, emptyLibrary, type Library } from '../../src/library/index.ts'
 import { MockChatModel } from '../../src/llm/mock.ts'
 import type { ChatModel } from '../../src/llm/types.ts'
@@ -68,6 +68,14 @@ describe('judge over a library (mock backend)', () => {
     expect(await judgeWithLibrary(broken, emptyLibrary(), [], item, { retry: FAST })).toMatchObject({ ok: false })
   })
 
+  it('reads preference words leniently and keeps the analyzer input bounded, errors first', () => {
+    expect(parseTurn('{"answer": {"preference": " b ", "reason": "r"}}')).toMatchObject({ answer: { preference: 'B' } })
+    expect(parseTurn('{"answer": {"preference": "TIE"}}')).toMatchObject({ answer: { preference: 'tie' } })
+    expect(() => parseTurn('{"answer": {"preference": "both"}}')).toThrow()
+    const results = [true, false, true, false].map((correct, i) => ({ id: `r${i}`, instruction: 'x', label: 'A', prediction: correct ? 'A' : 'B', correct, chain: '' }))
+    expect(selectChains(results, 3).map((result) => result.id)).toEqual(['r1', 'r3', 'r0'])
+  })
+
   it('caches the router by instruction and library state', async () => {
     let calls = 0
     const model = new MockChatModel()
@@ -104,6 +112,9 @@ describe('reward-harness evolve (mock backend)', () => {
     expect(resumed.code).toBe(0)
     expect(JSON.parse(resumed.out)).toMatchObject({ resumed_from: 2, best_iteration: 1, best_val_accuracy: log[1]!.val_accuracy })
     expect((await readLog(join(out, 'evolution-log.jsonl'))).map((entry) => entry.iteration)).toEqual([0, 1, 2, 3])
+    const bad = await run('evolve', '--dataset', FIXTURE, '--out', out, '--val-fraction', '2')
+    expect(bad.code).toBe(2)
+    expect(bad.err).toMatch(/--val-fraction must be in \(0, 1\)/)
     const mismatch = await run('evolve', '--dataset', FIXTURE, '--out', out, '--iterations', '4', '--backend', 'mock', '--seed', '7')
     expect(mismatch.code).toBe(2)
     expect(mismatch.err).toMatch(/cannot resume/)
