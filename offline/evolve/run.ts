@@ -73,6 +73,8 @@ export interface EvolveSummary {
   best_dir: string
   log: string
   entries: string[]
+  /** Router calls (cache misses) and the ones that failed after retries (their judgments used no entries). */
+  router: { calls: number; failures: number }
 }
 
 export class EvolveInputError extends Error {}
@@ -280,6 +282,7 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
     best_dir: join(checkpoints, 'best'),
     log: logPath,
     entries: entryList(current).map((entry) => entry.name),
+    router: { calls: router.calls, failures: router.failures },
   }
 }
 

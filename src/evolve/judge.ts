@@ -1,7 +1,7 @@
 /**
  * Judging a pair over a library (RewardHarness §2, with its defects fixed):
  * - `LibraryRouter` picks entries from the instruction only; cached per (instruction, library state), so swapped
- *   copies and validation re-runs cost no extra call. A router that fails after retries uses no entries.
+ *   copies and validation re-runs cost no extra call. A router that fails after retries uses no entries for that judgment (counted, not cached).
  * - `judgeWithLibrary` runs the Sub-Agent's turn loop: each turn is a JSON object with `think` and either a
  *   `tool` call or the `answer`. A tool call really runs the tool: its SKILL.md body is the system prompt of a
  *   sub-call that receives the same instruction and answers the Sub-Agent saw, plus its query. The observation is
@@ -64,13 +64,17 @@ export class LibraryRouter {
     const key = JSON.stringify([await libraryHash(library), instruction])
     let routed = this.#cache.get(key)
     if (!routed) {
-      routed = this.#route(entries, instruction)
+      // A failed routing is not cached: the next judgment of this instruction asks again.
+      routed = this.#route(entries, instruction).then((names) => {
+        if (names === undefined) this.#cache.delete(key)
+        return names ?? []
+      })
       this.#cache.set(key, routed)
     }
     return routed
   }
 
-  async #route(entries: LibraryEntrySummary[], instruction: string): Promise<string[]> {
+  async #route(entries: LibraryEntrySummary[], instruction: string): Promise<string[] | undefined> {
     const locale = this.options.locale ?? 'en'
     const boundary = await dataBoundary(instruction)
     const request: ChatRequest = {
@@ -90,7 +94,7 @@ export class LibraryRouter {
       return entries.map((entry) => entry.name).filter((name) => chosen.has(name))
     } catch {
       this.failures++
-      return []
+      return undefined
     }
   }
 }

@@ -86,6 +86,10 @@ describe('judge over a library (mock backend)', () => {
     expect(calls).toBe(1)
     expect(await router.route(emptyLibrary(), item.instruction)).toEqual([])
     expect(calls).toBe(1)
+    const failing = new LibraryRouter({ id: 'z', complete: async () => ({ text: 'nope', model: 'z', usage: { prompt_tokens: 0, completion_tokens: 0 } }) }, { retry: FAST })
+    expect(await failing.route(toolLibrary, item.instruction)).toEqual([])
+    expect(await failing.route(toolLibrary, item.instruction)).toEqual([])
+    expect({ calls: failing.calls, failures: failing.failures }).toEqual({ calls: 2, failures: 2 })
   })
 })
 
