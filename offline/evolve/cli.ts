@@ -5,6 +5,8 @@ import type { ChatModel } from '../../src/llm/types.ts'
 import type { Locale } from '../../src/prompts/index.ts'
 import { createBackend, MOCK_MODEL } from '../search/backend.ts'
 import { loadLibrary } from '../library/index.ts'
+import { CachedChatModel, type CacheStats } from '../llm/cache.ts'
+import { join } from 'node:path'
 import { EvolveInputError, runEvolve, type EvolveSummary } from './run.ts'
 
 export interface EvolveCliOptions {
@@ -21,6 +23,9 @@ export interface EvolveCliOptions {
   library?: string
   locale: string
   concurrency: string
+  /** Reply cache directory (default `<out>/cache`); `false` (from --no-cache) turns it off. */
+  cache?: boolean
+  cacheDir?: string
 }
 
 function number(name: string, text: string, check: (value: number) => boolean, rule: string): number {
@@ -33,7 +38,7 @@ function number(name: string, text: string, check: (value: number) => boolean, r
  * Runs `reward-harness evolve` with parsed commander options.
  * @example await runEvolveCommand({ dataset: 'offline/evolve/fixtures/pairs-demo.json', out: 'runs/a', iterations: '2', backend: 'mock', seed: '42', valFraction: '0.34', exploreMargin: '0.075', pruneEvery: '0', locale: 'en', concurrency: '4' }, console.error)
  */
-export async function runEvolveCommand(options: EvolveCliOptions, log: (line: string) => void): Promise<EvolveSummary> {
+export async function runEvolveCommand(options: EvolveCliOptions, log: (line: string) => void): Promise<EvolveSummary & { cache: (CacheStats & { dir: string }) | null }> {
   const iterations = number('iterations', options.iterations, (v) => Number.isInteger(v) && v >= 0, 'an integer ≥ 0')
   const seed = number('seed', options.seed, Number.isInteger, 'an integer')
   const valFraction = number('val-fraction', options.valFraction, (v) => v > 0 && v < 1, 'in (0, 1)')
@@ -65,8 +70,14 @@ export async function runEvolveCommand(options: EvolveCliOptions, log: (line: st
     model = backend.models.judge
     close = backend.close
   }
+  let cache: CachedChatModel | undefined
+  const cacheDir = options.cacheDir ?? join(options.out, 'cache')
+  if (options.cache !== false) {
+    cache = await CachedChatModel.open({ dir: cacheDir, model })
+    model = cache
+  }
   try {
-    return await runEvolve({
+    const summary = await runEvolve({
       model,
       dataset,
       datasetSha256: sha256,
@@ -81,7 +92,9 @@ export async function runEvolveCommand(options: EvolveCliOptions, log: (line: st
       ...(options.library ? { initialLibrary: await loadLibrary(options.library) } : {}),
       log,
     })
+    return { ...summary, cache: cache ? { dir: cacheDir, ...cache.stats() } : null }
   } finally {
+    await cache?.close()
     await close()
   }
 }

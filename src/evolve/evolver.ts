@@ -5,12 +5,12 @@
  * Also the data helpers: pairwise items from a preference dataset, a seeded split, A/B swap augmentation.
  */
 import { z } from 'zod'
-import { dataBoundary, parseReplyAs, runAgent } from '../agents/run-agent.ts'
+import { dataBoundary, parseReplyAs } from '../agents/run-agent.ts'
 import { addEntry, deleteEntry, entryList, type Library, type LibraryEntry, modifyEntry } from '../library/index.ts'
 import type { ChatModel, LibraryChainResult, LibraryEntrySummary } from '../llm/types.ts'
 import { renderPrompt } from '../prompts/index.ts'
 import type { PreferenceDataset } from '../search/types.ts'
-import type { JudgeOptions, PairItem } from './judge.ts'
+import { askParsed, type JudgeOptions, type PairItem } from './judge.ts'
 
 // ---------------------------------------------------------------------------------------------
 // Data
@@ -93,7 +93,7 @@ export async function analyzeChains(model: ChatModel, library: Library, allResul
     .join('\n\n')
   const entriesText = entries.length ? entries.map((entry) => `- ${entry.name} (${entry.kind}): ${entry.description}`).join('\n') : '(empty)'
   const boundary = await dataBoundary(entriesText, text)
-  return runAgent(
+  return askParsed(
     model,
     {
       role: 'judge',
@@ -152,7 +152,7 @@ export async function proposeChange(model: ChatModel, library: Library, signals:
   const signalsText = JSON.stringify(signals, null, 2)
   const rejectedText = rejected.length ? rejected.join('\n') : '(none)'
   const boundary = await dataBoundary(entriesText, signalsText, rejectedText)
-  return runAgent(
+  return askParsed(
     model,
     {
       role: 'judge',

@@ -10,7 +10,7 @@
 import { z } from 'zod'
 import { dataBoundary, parseLenientJson, parseReplyAs, runAgent } from '../agents/run-agent.ts'
 import { entryList, type Library, libraryHash } from '../library/index.ts'
-import type { RetryPolicy } from '../llm/retry.ts'
+import { withRetry, type RetryPolicy } from '../llm/retry.ts'
 import { LlmError, type ChatMessage, type ChatModel, type ChatRequest, type LibraryEntrySummary } from '../llm/types.ts'
 import { renderPrompt, type Locale } from '../prompts/index.ts'
 
@@ -36,6 +36,22 @@ export interface JudgeOptions {
 export type JudgeOutcome =
   | { ok: true; preference: PairLabel; reason: string; chain: string; tool_calls: number; entries: string[] }
   | { ok: false; failure: string; chain: string; tool_calls: number; entries: string[] }
+
+/** A model that can drop a reply its caller could not parse (the offline reply cache): retries then ask again. */
+interface ParsingModel extends ChatModel {
+  completeParsed<T>(request: ChatRequest, parse: (reply: { text: string }) => T | Promise<T>): Promise<T>
+}
+
+/**
+ * `runAgent`, except that a model with `completeParsed` (the offline reply cache) evicts a reply that does not
+ * parse, so a retry asks the model again instead of replaying the broken reply.
+ * @example const reply = await askParsed(model, request, parseTurn, { maxAttempts: 3 })
+ */
+export async function askParsed<T>(model: ChatModel, request: ChatRequest, parse: (text: string) => T, retry?: Partial<RetryPolicy>): Promise<T> {
+  const parsing = model as Partial<ParsingModel>
+  if (typeof parsing.completeParsed !== 'function') return runAgent(model, request, parse, retry)
+  return withRetry(() => (parsing as ParsingModel).completeParsed(request, (reply) => parse(reply.text)), retry)
+}
 
 const summaries = (library: Library): LibraryEntrySummary[] => entryList(library).map(({ name, kind, description }) => ({ name, kind, description }))
 
@@ -88,7 +104,7 @@ export class LibraryRouter {
     }
     this.calls++
     try {
-      const reply = await runAgent(this.model, request, (text) => parseReplyAs(RouterReply, text, 'library router'), this.options.retry)
+      const reply = await askParsed(this.model, request, (text) => parseReplyAs(RouterReply, text, 'library router'), this.options.retry)
       const known = new Set(entries.map((entry) => entry.name))
       const chosen = new Set(reply.entries.filter((name) => known.has(name)))
       return entries.map((entry) => entry.name).filter((name) => chosen.has(name))
@@ -160,7 +176,7 @@ export async function judgeWithLibrary(model: ChatModel, library: Library, route
     let raw = ''
     let turn: TurnReply
     try {
-      turn = await runAgent(model, request, (text) => {
+      turn = await askParsed(model, request, (text) => {
         raw = text
         return parseTurn(text)
       }, options.retry)
@@ -208,7 +224,7 @@ export async function runTool(model: ChatModel, library: Library, known: string 
     json: true,
   }
   try {
-    const reply = await runAgent(model, request, (text) => text, retry)
+    const reply = await askParsed(model, request, (text) => text, retry)
     try {
       return JSON.stringify(parseLenientJson(reply))
     } catch {

@@ -124,6 +124,20 @@ describe('reward-harness evolve (mock backend)', () => {
     expect(mismatch.err).toMatch(/cannot resume/)
   })
 
+  it('answers a rerun from the reply cache: no model call', async () => {
+    const cacheDir = await mkdtemp(join(tmpdir(), 'cache-'))
+    const first = await run('evolve', '--dataset', FIXTURE, '--out', await mkdtemp(join(tmpdir(), 'evolve-')), '--iterations', '1', '--cache-dir', cacheDir, '--json')
+    expect(JSON.parse(first.out).cache).toMatchObject({ dir: cacheDir })
+    expect(JSON.parse(first.out).cache.misses).toBeGreaterThan(0)
+    const again = await run('evolve', '--dataset', FIXTURE, '--out', await mkdtemp(join(tmpdir(), 'evolve-')), '--iterations', '1', '--cache-dir', cacheDir, '--json')
+    const second = JSON.parse(again.out)
+    expect(second.cache.misses).toBe(0)
+    expect(second.cache.hits).toBeGreaterThan(0)
+    expect(second.best_val_accuracy).toBe(JSON.parse(first.out).best_val_accuracy)
+    const none = await run('evolve', '--dataset', FIXTURE, '--out', await mkdtemp(join(tmpdir(), 'evolve-')), '--iterations', '0', '--no-cache', '--json')
+    expect(JSON.parse(none.out).cache).toBeNull()
+  })
+
   it('prunes (leave-one-out) an entry whose removal does not lower validation accuracy, keeping the useful one', async () => {
     const start = await mkdtemp(join(tmpdir(), 'lib-'))
     await saveLibrary(addEntry(emptyLibrary('start'), { name: 'filler-note', kind: 'skill', description: 'General notes on tone', body: 'Be polite.' }), start)

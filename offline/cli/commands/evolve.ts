@@ -13,6 +13,7 @@ Outputs (under --out):
   checkpoints/iter-<n>/      the library after iteration n (registry.json + skills/ + tools/)
   checkpoints/best/          the best validated library
   results/iter-<n>.*.jsonl   every judged item: prediction, label, chain with tool observations
+  cache/llm-cache.jsonl      every usable model reply by content (--cache-dir, --no-cache)
 Running the same command again resumes after the last logged iteration.
 
 Example:
@@ -39,6 +40,8 @@ export function register(program: Command, cli: CliContext): void {
     .option('--library <dir>', 'library to start from (default: empty)')
     .option('--locale <locale>', 'prompt language: en or zh', 'en')
     .option('--concurrency <n>', 'judgments in flight', '4')
+    .option('--cache-dir <dir>', 'reply cache: a question asked again costs no call (default <out>/cache)')
+    .option('--no-cache', 'no reply cache')
     .addHelpText('after', HELP_AFTER)
     .action(async (_options: unknown, self: Command) => {
       const { runEvolveCommand } = await import('../../evolve/cli.ts')
