@@ -9,7 +9,7 @@ import { runEvolveCommand } from '../../offline/evolve/cli.ts'
 import { readLog, runEvolve } from '../../offline/evolve/run.ts'
 import { checkpoint, loadLibrary, saveLibrary } from '../../offline/library/index.ts'
 import { createBackend } from '../../offline/search/backend.ts'
-import { judgeWithLibrary, LibraryRouter, pairItems, parseTurn, selectChains, splitItems, swapAugment } from '../../src/evolve/index.ts'
+import { analyzeChains, judgeWithLibrary, LibraryRouter, pairItems, parseTurn, selectChains, splitItems, swapAugment } from '../../src/evolve/index.ts'
 import { addEntry, emptyLibrary, type Library } from '../../src/library/index.ts'
 import { MockChatModel } from '../../src/llm/mock.ts'
 import type { ChatModel } from '../../src/llm/types.ts'
@@ -57,6 +57,18 @@ describe('judge over a library (mock backend)', () => {
     const outcome = await judgeWithLibrary(model, toolLibrary, routed, item)
     expect(outcome).toMatchObject({ ok: true, preference: 'A', tool_calls: 1 })
     expect(outcome.chain).toMatch(/\[observation coverage-check\] \{"coverage_a"/)
+  })
+
+  it('the chain analyzer reads the chains with their tool observations against the labels', async () => {
+    const mock = new MockChatModel()
+    const seen: string[] = []
+    const capturing: ChatModel = { id: mock.id, complete: (request) => (seen.push(request.messages.map((message) => message.content).join('\n')), mock.complete(request)) }
+    const outcome = await judgeWithLibrary(mock, toolLibrary, ['coverage-check'], item)
+    if (!outcome.ok) throw new Error('expected a verdict')
+    const analysis = await analyzeChains(capturing, toolLibrary, [{ id: 'w1', instruction: item.instruction, label: 'B', prediction: outcome.preference, correct: outcome.preference === 'B', chain: outcome.chain }])
+    expect(seen[0]).toContain('[observation coverage-check]')
+    expect(seen[0]).toContain('INCORRECT (label B, prediction A)')
+    expect(analysis.signals.map((signal) => signal.kind)).toEqual(['missing_skill'])
   })
 
   it('counts unparseable replies and LLM errors as failures, never ties', async () => {
