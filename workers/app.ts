@@ -8,6 +8,7 @@ import { renderError } from './middleware/errors.ts'
 import { artifactAdminRoutes } from './routes/admin-artifacts.ts'
 import { compatRoutes } from './routes/compat.ts'
 import { healthRoutes } from './routes/health.ts'
+import { lineageRoutes } from './routes/lineage.ts'
 import { memoryRoutes } from './routes/memory.ts'
 import { rubricRoutes } from './routes/rubrics.ts'
 import { rmRoutes } from './routes/rm.ts'
@@ -43,6 +44,7 @@ export function createApp() {
     .route('/', runAdminRoutes)
     // Before the run API, whose run resolution matches every path: artifacts and RM targets belong to no run.
     .route('/', artifactAdminRoutes)
+    .route('/', lineageRoutes)
     .route('/rm/:target', rmRoutes)
     .route('/runs/:runId', runApi)
     .route('/', runApi)

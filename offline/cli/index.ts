@@ -19,6 +19,7 @@ const COMMANDS = {
   deploy: () => import('./commands/deploy.ts'),
   rollback: () => import('./commands/deploy.ts'),
   deployments: () => import('./commands/deploy.ts'),
+  lineage: () => import('./commands/lineage.ts'),
 } satisfies Record<string, () => Promise<CliCommandModule>>
 
 /**

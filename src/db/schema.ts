@@ -102,3 +102,4 @@ export const rmDeployments = sqliteTable('rm_deployments', {
   configHash: text('config_hash').notNull(),
   llm: text('llm', { mode: 'json' }),
 }, (t) => [index('rm_deployments_target_seq_idx').on(t.target, t.seq)])
+export * from './lineage-schema.ts'

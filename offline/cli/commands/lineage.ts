@@ -1,0 +1,160 @@
+/**
+ * `reward-harness lineage …`: record training-run manifests, results and eval reports, show a run's chain
+ * (artifact → deployment → training run → evals), compare runs or artifacts, and gate on regressions. The store is a
+ * local SQLite file (`--db`, default .reward-harness/lineage.sqlite) or the edge's `/lineage` API (`--url`, with
+ * REWARD_HARNESS_ADMIN_TOKEN). The work is in src/lineage and offline/lineage, loaded only when a command runs.
+ */
+import type { Command } from 'commander'
+import { CliExit, type CliContext, CliUsageError } from '../program.ts'
+
+const HELP = `
+Storage: --db <file> (default .reward-harness/lineage.sqlite), or --url <edge> to use the edge's /lineage API with
+the admin token from REWARD_HARNESS_ADMIN_TOKEN.
+
+Run references: a training run id, or "latest" = the run started last in time (among runs with evals; in a
+comparison, other than the other side).
+
+Exit codes: 0 ok (check-regression: no regression); 1 check-regression found a regression, or a failure (an edge
+unreachable, a 5xx); 2 refused input (invalid JSON or schema, a conflicting record, an unknown run, a bad --metric).
+
+Examples:
+  npx reward-harness lineage record-manifest runs/grpo-7/manifest.json
+  npx reward-harness lineage record-result runs/grpo-7/result.json
+  npx reward-harness lineage record-eval runs/grpo-7/eval-gsm8k.json
+  npx reward-harness lineage show grpo-7
+  npx reward-harness lineage compare-runs grpo-6 grpo-7 --json
+  npx reward-harness lineage compare-artifacts rm_aaa… rm_bbb…
+  npx reward-harness lineage check-regression --baseline grpo-6 --candidate latest --metric accuracy:higher:0.01 --metric loss:lower:2%`
+
+interface StoreFlags {
+  db?: string
+  url?: string
+}
+
+async function withBackend<T>(flags: StoreFlags, work: (backend: import('../../../src/lineage/compare.ts').LineageBackend) => Promise<T>): Promise<T> {
+  const { LineageInputError } = await import('../../../src/lineage/compare.ts')
+  const { LineageError } = await import('../../../src/lineage/store.ts')
+  const { EdgeLineageError } = await import('../../lineage/http.ts')
+  const { ZodError } = await import('zod')
+  let close = () => {}
+  try {
+    let backend
+    if (flags.url) {
+      if (flags.db) throw new CliUsageError('give --db or --url, not both')
+      const token = process.env.REWARD_HARNESS_ADMIN_TOKEN
+      if (!token) throw new CliUsageError('--url needs the admin token in REWARD_HARNESS_ADMIN_TOKEN')
+      const { edgeLineage } = await import('../../lineage/http.ts')
+      backend = edgeLineage(flags.url, token)
+    } else {
+      const { openLocalLineage } = await import('../../lineage/local.ts')
+      const opened = openLocalLineage(flags.db)
+      close = opened.close
+      backend = opened.backend
+    }
+    return await work(backend)
+  } catch (error) {
+    if (error instanceof ZodError) {
+      throw new CliUsageError(error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; '))
+    }
+    if (error instanceof LineageInputError || error instanceof LineageError) throw new CliUsageError(error.message)
+    if (error instanceof EdgeLineageError && error.status >= 400 && error.status < 500) throw new CliUsageError(error.message)
+    throw error
+  } finally {
+    close()
+  }
+}
+
+async function readJsonFile(file: string): Promise<unknown> {
+  const { readFile } = await import('node:fs/promises')
+  let text: string
+  try {
+    text = await readFile(file, 'utf8')
+  } catch (error) {
+    throw new CliUsageError(`cannot read ${file}: ${(error as Error).message}`)
+  }
+  try {
+    return JSON.parse(text)
+  } catch (error) {
+    throw new CliUsageError(`${file} is not valid JSON: ${(error as Error).message}`)
+  }
+}
+
+function storeOptions(command: Command): Command {
+  return command
+    .option('--db <file>', 'the local lineage SQLite file (default .reward-harness/lineage.sqlite)')
+    .option('--url <edge>', "use the edge's /lineage API instead (admin token from REWARD_HARNESS_ADMIN_TOKEN)")
+}
+
+/**
+ * Adds `lineage` and its subcommands to the program.
+ * @example register(program, cli) // then: reward-harness lineage show grpo-7
+ */
+export function register(program: Command, cli: CliContext): void {
+  if (program.commands.some((command) => command.name() === 'lineage')) return
+  const lineage = program.command('lineage').description('training-run lineage: manifests, results, evals, comparisons, regression gates').addHelpText('after', HELP)
+
+  const recorders = [
+    ['record-manifest', 'record a training-run manifest (TrainingRunManifest JSON)', 'recordManifest', 'TrainingRunManifest'],
+    ['record-result', "record a training run's result (TrainingRunResult JSON; needs the manifest)", 'recordResult', 'TrainingRunResult'],
+    ['record-eval', 'record an eval report (EvalReport JSON; needs the manifest)', 'recordEval', 'EvalReport'],
+  ] as const
+  for (const [name, description, method, schemaName] of recorders) {
+    storeOptions(lineage.command(name).description(description).argument('<file>', 'the JSON file'))
+      .action(async (file: string, flags: StoreFlags, command: Command) => {
+        const schemas = await import('../../../src/lineage/schemas.ts')
+        const raw = await readJsonFile(file)
+        const outcome = await withBackend(flags, async (backend) => {
+          // eslint-disable-next-line @typescript-eslint/no-explicit-any
+          const parsed = (schemas[schemaName] as any).parse(raw)
+          return backend[method](parsed)
+        })
+        cli.print(command, outcome, `${outcome.stored ? 'recorded' : 'already recorded (identical)'}: ${name.replace('record-', '')} of run ${outcome.run_id}`)
+      })
+  }
+
+  storeOptions(lineage.command('show').description("print a run's chain: artifact → deployment → training run → evals").argument('<run_id>', 'a run id or "latest"'))
+    .action(async (runId: string, flags: StoreFlags, command: Command) => {
+      const { resolveRunRef } = await import('../../../src/lineage/compare.ts')
+      const { formatChain } = await import('../../lineage/format.ts')
+      const chain = await withBackend(flags, (backend) => resolveRunRef(backend, runId))
+      cli.print(command, chain, () => formatChain(chain))
+    })
+
+  storeOptions(lineage.command('compare-runs').description('compare the metrics two runs share (latest eval per benchmark)').argument('<a>').argument('<b>'))
+    .action(async (a: string, b: string, flags: StoreFlags, command: Command) => {
+      const { compareRuns, resolveRunRef } = await import('../../../src/lineage/compare.ts')
+      const { formatDeltas } = await import('../../lineage/format.ts')
+      const [runA, runB] = await withBackend(flags, async (backend) => {
+        const first = await resolveRunRef(backend, a, b === 'latest' ? undefined : b)
+        return [first, await resolveRunRef(backend, b, first.run_id)] as const
+      })
+      const rows = compareRuns(runA, runB)
+      cli.print(command, { a: runA.run_id, b: runB.run_id, metrics: rows }, () => formatDeltas(runA.run_id, runB.run_id, rows))
+    })
+
+  storeOptions(lineage.command('compare-artifacts').description("compare artifacts through each one's latest succeeded run").argument('<a>').argument('<b>').argument('[more...]'))
+    .action(async (a: string, b: string, more: string[], flags: StoreFlags, command: Command) => {
+      const { compareArtifacts } = await import('../../../src/lineage/compare.ts')
+      const { formatArtifacts } = await import('../../lineage/format.ts')
+      const rows = await withBackend(flags, (backend) => compareArtifacts(backend, [a, b, ...more]))
+      cli.print(command, { artifacts: [a, b, ...more], metrics: rows }, () => formatArtifacts(rows))
+    })
+
+  storeOptions(lineage.command('check-regression').description('exit 1 when the candidate is worse than the baseline on a metric'))
+    .requiredOption('--baseline <run>', 'a run id or "latest"')
+    .requiredOption('--candidate <run>', 'a run id or "latest"')
+    .requiredOption('--metric <spec...>', 'name:higher|lower[:tolerance] (absolute, or N% of |baseline|); repeatable')
+    .action(async (flags: StoreFlags & { baseline: string; candidate: string; metric: string[] }, command: Command) => {
+      const { checkRegression, parseMetricSpec, resolveRunRef } = await import('../../../src/lineage/compare.ts')
+      const { formatRegression } = await import('../../lineage/format.ts')
+      const report = await withBackend(flags, async (backend) => {
+        const specs = flags.metric.map(parseMetricSpec)
+        const explicitCandidate = flags.candidate === 'latest' ? undefined : flags.candidate
+        const baseline = await resolveRunRef(backend, flags.baseline, explicitCandidate)
+        const candidate = await resolveRunRef(backend, flags.candidate, baseline.run_id)
+        return checkRegression(baseline, candidate, specs)
+      })
+      cli.print(command, report, () => formatRegression(report))
+      if (report.regressed) throw new CliExit(1)
+    })
+}

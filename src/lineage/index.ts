@@ -1,0 +1,3 @@
+export * from './compare.ts'
+export * from './schemas.ts'
+export * from './store.ts'

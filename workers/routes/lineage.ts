@@ -1,0 +1,87 @@
+import { drizzle } from 'drizzle-orm/d1'
+import { Hono } from 'hono'
+import { AppError } from '../../src/errors/index.ts'
+import { EvalReport, LineageId, TrainingRunManifest, TrainingRunResult } from '../../src/lineage/schemas.ts'
+import { harnessRunsOf, LineageError, listRuns, loadChain, recordEval, recordManifest, recordResult } from '../../src/lineage/store.ts'
+import type { AppEnv, Principal } from '../env.ts'
+import { jsonBody } from '../middleware/json-body.ts'
+
+/** Admin passes; a run token only for training runs whose manifest names its run (`harness_run_id`); nobody else. */
+async function requireRunAccess(db: D1Database, principal: Principal, runId: string): Promise<void> {
+  if (principal.kind === 'admin') return
+  if (principal.kind === 'anonymous') throw new AppError('unauthorized', '/lineage needs a bearer token: the admin token or a run token')
+  const owner = (await harnessRunsOf(drizzle(db), [runId])).get(runId)
+  if (owner === undefined) throw new AppError('not_found', `no training run "${runId}" is recorded`)
+  if (owner !== principal.runId) throw new AppError('forbidden', `training run "${runId}" does not belong to run "${principal.runId}"`)
+}
+
+function asAppError(error: unknown): never {
+  if (error instanceof LineageError) {
+    throw error.kind === 'conflict' ? new AppError('run_exists', error.message) : new AppError('not_found', error.message)
+  }
+  throw error
+}
+
+/**
+ * The lineage API (admin token, or the token of the harness run a training run names as `harness_run_id`):
+ * - `POST /lineage/manifests` (TrainingRunManifest) → 201 `{run_id, stored: true}`, 200 `{…, stored: false}` when
+ *   identical; 409 `run_exists` for a different manifest. A run token's manifest belongs to its run (harness_run_id
+ *   defaults to it; another value is 403).
+ * - `POST /lineage/results` (TrainingRunResult), `POST /lineage/evals` (EvalReport): same answers; 404 without the manifest.
+ * - `GET /lineage/runs/:id` → the chain (LineageChain), the deployment joined from rm_deployments when recorded.
+ * - `GET /lineage/runs?artifact_id=&dataset_version=&status=&limit=` (admin) → `{runs}` newest first by start time.
+ * Bad input → 400 `invalid_request` whose details name each field.
+ * @example app.route('/', lineageRoutes) // before the run API
+ */
+export const lineageRoutes = new Hono<AppEnv>()
+  .post('/lineage/manifests', jsonBody(TrainingRunManifest), async (c) => {
+    const principal = c.get('principal')
+    let manifest = c.get('body')
+    if (principal.kind === 'anonymous') throw new AppError('unauthorized', '/lineage needs a bearer token: the admin token or a run token')
+    if (principal.kind === 'run') {
+      if (manifest.harness_run_id !== undefined && manifest.harness_run_id !== principal.runId) {
+        throw new AppError('forbidden', `harness_run_id "${manifest.harness_run_id}" is not this token's run "${principal.runId}"`)
+      }
+      manifest = { ...manifest, harness_run_id: principal.runId }
+    }
+    const outcome = await recordManifest(drizzle(c.env.DB), manifest).catch(asAppError)
+    return c.json(outcome, outcome.stored ? 201 : 200)
+  })
+  .post('/lineage/results', jsonBody(TrainingRunResult), async (c) => {
+    const result = c.get('body')
+    await requireRunAccess(c.env.DB, c.get('principal'), result.run_id)
+    const outcome = await recordResult(drizzle(c.env.DB), result).catch(asAppError)
+    return c.json(outcome, outcome.stored ? 201 : 200)
+  })
+  .post('/lineage/evals', jsonBody(EvalReport), async (c) => {
+    const report = c.get('body')
+    await requireRunAccess(c.env.DB, c.get('principal'), report.run_id)
+    const outcome = await recordEval(drizzle(c.env.DB), report).catch(asAppError)
+    return c.json(outcome, outcome.stored ? 201 : 200)
+  })
+  .get('/lineage/runs/:id', async (c) => {
+    const runId = c.req.param('id')
+    if (!LineageId.safeParse(runId).success) throw new AppError('invalid_request', `id: "${runId}" is not a valid training run id`)
+    await requireRunAccess(c.env.DB, c.get('principal'), runId)
+    const chain = await loadChain(drizzle(c.env.DB), runId)
+    if (!chain) throw new AppError('not_found', `no training run "${runId}" is recorded`)
+    return c.json(chain)
+  })
+  .get('/lineage/runs', async (c) => {
+    const principal = c.get('principal')
+    if (principal.kind !== 'admin') throw new AppError(principal.kind === 'run' ? 'forbidden' : 'unauthorized', 'listing training runs needs the admin token')
+    const status = c.req.query('status')
+    if (status !== undefined && !['succeeded', 'failed', 'canceled'].includes(status)) throw new AppError('invalid_request', 'status: must be succeeded, failed or canceled')
+    const rawLimit = c.req.query('limit')
+    const limit = rawLimit === undefined ? 100 : Number(rawLimit)
+    if (!(Number.isInteger(limit) && limit >= 1 && limit <= 1000)) throw new AppError('invalid_request', 'limit: must be an integer from 1 to 1000')
+    const artifactId = c.req.query('artifact_id')
+    const datasetVersion = c.req.query('dataset_version')
+    const runs = await listRuns(drizzle(c.env.DB), {
+      limit,
+      ...(artifactId === undefined ? {} : { artifact_id: artifactId }),
+      ...(datasetVersion === undefined ? {} : { dataset_version: datasetVersion }),
+      ...(status === undefined ? {} : { status: status as 'succeeded' }),
+    })
+    return c.json({ runs })
+  })
