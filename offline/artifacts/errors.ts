@@ -15,6 +15,8 @@ export type ArtifactErrorCode =
   | 'invalid_default_rubric'
   | 'invalid_artifact'
   | 'artifact_id_mismatch'
+  | 'invalid_library'
+  | 'invalid_option'
 
 /**
  * A search output, default rubric or artifact file that export or deploy refuses; `issues` lists every problem,

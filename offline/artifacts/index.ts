@@ -27,3 +27,4 @@ export {
   type ExportChecks,
   type ExportResult,
 } from './export.ts'
+export { buildLibraryArtifact, exportLibraryArtifact, formatLibraryArtifact, type LibraryExportOptions, type LibraryExportResult } from './library-export.ts'

@@ -79,7 +79,7 @@ export interface ScorerOptions {
 }
 
 /**
- * The scorer a spec names. `library:` is not available yet (exit code 2).
+ * The scorer a spec names (`library:<dir>`: see `libraryScorer`).
  * @example const scorer = await createScorer({ kind: 'mock' }, { concurrency: 4, seed: 0 })
  */
 export async function createScorer(spec: ScorerSpec, options: ScorerOptions): Promise<BenchScorer> {
@@ -146,8 +146,84 @@ export async function createScorer(spec: ScorerSpec, options: ScorerOptions): Pr
     case 'url':
       return urlScorer(spec, options)
     case 'library':
-      // Extension point: a rubric library scorer (another engineer's work) plugs in here.
-      throw new CliUsageError(`--scorer library:${spec.dir}: the library scorer is not available yet`)
+      return libraryScorer(spec.dir, options)
+  }
+}
+
+/** A `library:<dir>` scorer: the scorer plus the judgments that failed (counted apart, never read as ties). */
+export interface LibraryBenchScorer extends BenchScorer {
+  readonly stats: { judgments: number; failures: number }
+}
+
+/**
+ * `library:<dir>`: the judge library in `dir` (offline/library; e.g. `<evolve out>/checkpoints/best`) judges every
+ * pair of candidates of an item with its Router + Sub-Agent (src/evolve/judge.ts) in BOTH orders. A candidate's score
+ * is its win rate over the judged orders of all its pairs (win 1, tie 0.5, loss 0). A failed judgment is counted in
+ * `stats.failures` and left out — never a tie; a candidate none of whose judgments succeeded gets an error.
+ * @example const scorer = await libraryScorer('runs/a/checkpoints/best', { concurrency: 4, seed: 0 })
+ */
+export async function libraryScorer(dir: string, options: ScorerOptions): Promise<LibraryBenchScorer> {
+  const { loadLibrary } = await import('../library/index.ts')
+  const { judgeWithLibrary, LibraryRouter } = await import('../../src/evolve/judge.ts')
+  const { stat } = await import('node:fs/promises')
+  const { join } = await import('node:path')
+  const hasRegistry = await stat(join(dir, 'registry.json')).then((s) => s.isFile(), () => false)
+  if (!hasRegistry) {
+    throw new CliUsageError(
+      `--scorer library:${dir}: ${dir} is not a judge library (no registry.json), so a library scorer is not available yet for it: ` +
+        'run `reward-harness evolve --out <run>` and use library:<run>/checkpoints/best',
+    )
+  }
+  let library: Awaited<ReturnType<typeof loadLibrary>>
+  try {
+    library = await loadLibrary(dir)
+  } catch (error) {
+    throw new CliUsageError(`--scorer library:${dir}: ${messageOf(error)}`)
+  }
+  const model = options.model ?? new MockChatModel()
+  const router = new LibraryRouter(model)
+  const stats = { judgments: 0, failures: 0 }
+  const limit = createLimiter(Math.max(1, options.concurrency))
+  return {
+    name: `library:${dir}`,
+    stats,
+    async scoreAll(items) {
+      return Promise.all(
+        items.map(async (item): Promise<CandidateScore[]> => {
+          const n = item.candidates.length
+          const totals = item.candidates.map(() => ({ sum: 0, judged: 0, failed: 0 }))
+          if (n < 2) return item.candidates.map(() => ({ error: 'the library judge is pairwise: an item needs at least two candidates' }))
+          let routed: string[]
+          try {
+            routed = await router.route(library, item.prompt)
+          } catch {
+            routed = []
+          }
+          const jobs: Array<[number, number]> = []
+          for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) if (i !== j) jobs.push([i, j])
+          await Promise.all(
+            jobs.map(([a, b]) =>
+              limit(async () => {
+                const outcome = await judgeWithLibrary(model, library, routed, { instruction: item.prompt, first: item.candidates[a]!.text, second: item.candidates[b]!.text })
+                stats.judgments++
+                if (!outcome.ok) {
+                  stats.failures++
+                  totals[a]!.failed++
+                  totals[b]!.failed++
+                  return
+                }
+                const valueA = outcome.preference === 'tie' ? 0.5 : outcome.preference === 'A' ? 1 : 0
+                totals[a]!.sum += valueA
+                totals[a]!.judged++
+                totals[b]!.sum += 1 - valueA
+                totals[b]!.judged++
+              }),
+            ),
+          )
+          return totals.map((total) => (total.judged === 0 ? { error: `every library judgment of this candidate failed (${total.failed})` } : { score: total.sum / total.judged }))
+        }),
+      )
+    },
   }
 }
 

@@ -115,3 +115,112 @@ export type DeployRecord = z.infer<typeof DeployRecord>
 
 /** Deployment targets are path segments: `/rm/<target>/…`. */
 export const TargetName = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'a target is 1–64 lower-case letters, digits, _ or -')
+
+/** One judge-library entry as shipped in a library artifact: its SKILL.md parts and that document's sha256. */
+export const LibraryArtifactEntry = z.object({
+  name: z.string().regex(/^[a-z0-9]+(-[a-z0-9]+)*$/, 'an entry name is lowercase kebab-case'),
+  kind: z.enum(['skill', 'tool']),
+  description: z.string().min(1),
+  when_to_use: z.string().min(1).optional(),
+  body: z.string().min(1),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/, 'sha256 is 64 hex digits'),
+})
+export type LibraryArtifactEntry = z.infer<typeof LibraryArtifactEntry>
+
+/** Where a library artifact came from: the library directory's registry and, when found, its evolution log. */
+export const LibraryArtifactProvenance = z.object({
+  library_id: z.string().min(1),
+  /** sha256 of the canonical JSON of the library's schema-v2 registry (names, kinds, paths, per-entry hashes). */
+  registry_sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  /** The library-state hash the evolution log records (`libraryHash`). */
+  library_sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  evolution_log_sha256: z.string().nullable(),
+  best_iteration: z.number().int().nonnegative().nullable(),
+  best_val_accuracy: z.number().min(0).max(1).nullable(),
+  iterations: z.number().int().nonnegative().nullable(),
+  dataset_sha256: z.string().nullable(),
+})
+export type LibraryArtifactProvenance = z.infer<typeof LibraryArtifactProvenance>
+
+/** What judging with the library needs: the judge model and its sampling, the prompt locale, the tool-call budget. */
+export const LibraryArtifactRuntime = z.object({
+  backend: z.enum(['mock', 'openai']),
+  model: z.string().min(1),
+  locale: z.enum(['en', 'zh']),
+  temperature: z.number().min(0).max(2),
+  max_tokens: z.number().int().positive(),
+  seed: z.number().int(),
+  max_tool_calls: z.number().int().min(0).max(16),
+})
+export type LibraryArtifactRuntime = z.infer<typeof LibraryArtifactRuntime>
+
+/**
+ * A judge-library artifact without its id. Scoring policy (RewardHarness §4.5, a documented design choice): the
+ * library judge is pairwise, so a response's scalar reward is its win rate against a reference response, judged in
+ * both orders (win 1, tie 0.5, loss 0; failed orders are left out and counted, never read as ties).
+ * @example LibraryArtifactBody.parse(body)
+ */
+export const LibraryArtifactBody = z.object({
+  schema_version: z.literal(ARTIFACT_SCHEMA_VERSION, { message: `schema_version must be "${ARTIFACT_SCHEMA_VERSION}"` }),
+  kind: z.literal('library'),
+  created_at_utc: z.string().min(1),
+  entries: z.array(LibraryArtifactEntry).refine((entries) => new Set(entries.map((entry) => entry.name)).size === entries.length, { message: 'entry names must be unique' }),
+  provenance: LibraryArtifactProvenance,
+  runtime: LibraryArtifactRuntime,
+  scoring_policy: z.object({
+    score: z.literal('pairwise_win_rate_vs_reference'),
+    orders: z.literal('both'),
+    outcome_values: z.object({ win: z.literal(1), tie: z.literal(0.5), loss: z.literal(0) }),
+    normalization: z.object({ method: z.literal('identity'), range: z.tuple([z.literal(0), z.literal(1)]) }),
+  }),
+  compatibility: z.object({ artifact_type: z.literal('rm'), min_rm_api_version: z.string() }),
+})
+export type LibraryArtifactBody = z.infer<typeof LibraryArtifactBody>
+
+/**
+ * A content-addressed judge-library artifact (`kind: 'library'`).
+ * @example const artifact = LibraryArtifact.parse(JSON.parse(text))
+ */
+export const LibraryArtifact = LibraryArtifactBody.extend({
+  artifact_id: z.string().regex(/^rm_[0-9a-f]{64}$/, 'artifact_id must be "rm_" and 64 hex digits'),
+})
+export type LibraryArtifact = z.infer<typeof LibraryArtifact>
+
+/**
+ * Any artifact the edge serves: the rubric kind (`RmArtifact`) or the library kind, told apart by `kind`.
+ * @example const artifact = AnyRmArtifact.parse(raw); if (artifact.kind === 'library') artifact.entries
+ */
+export const AnyRmArtifact = z.discriminatedUnion('kind', [RmArtifact, LibraryArtifact])
+export type AnyRmArtifact = z.infer<typeof AnyRmArtifact>
+/** Any artifact body (without its id). */
+export type AnyRmArtifactBody = RmArtifactBody | LibraryArtifactBody
+
+/**
+ * The content address of any artifact body (rubric or library): `rm_` + sha256 of its canonical JSON.
+ * @example const id = await anyArtifactId(libraryBody)
+ */
+export async function anyArtifactId(body: AnyRmArtifactBody): Promise<string> {
+  return `rm_${await sha256Hex(canonicalJson(body))}`
+}
+
+/**
+ * True when any artifact's id is the hash of its content.
+ * @example if (!(await verifyAnyArtifactId(artifact))) throw new Error('tampered')
+ */
+export async function verifyAnyArtifactId(artifact: AnyRmArtifact): Promise<boolean> {
+  const { artifact_id: id, ...body } = artifact
+  return id === (await anyArtifactId(body as AnyRmArtifactBody))
+}
+
+/**
+ * The provenance fields deploy records and storage columns carry, for either kind.
+ * @example artifactOrigin(artifact).dataset_sha256
+ */
+export function artifactOrigin(artifact: AnyRmArtifact): { source_run_id: string; source_session_id: string; dataset_sha256: string; config_hash: string } {
+  if (artifact.kind === 'rubric') {
+    const { source_run_id, source_session_id, dataset_sha256, config_hash } = artifact.provenance
+    return { source_run_id, source_session_id, dataset_sha256, config_hash }
+  }
+  const p = artifact.provenance
+  return { source_run_id: `library:${p.library_id}`, source_session_id: p.evolution_log_sha256 ?? 'none', dataset_sha256: p.dataset_sha256 ?? 'unknown', config_hash: p.registry_sha256 }
+}

@@ -10,8 +10,7 @@
  *   with; its record's `previous_artifact_id` is the artifact rolled back from, so a second rollback undoes the first.
  */
 import { z } from 'zod'
-import { TargetName, type DeployRecord } from '../../src/schemas/artifact.ts'
-import type { RmArtifact } from '../../src/schemas/artifact.ts'
+import { artifactOrigin, TargetName, type AnyRmArtifact, type DeployRecord } from '../../src/schemas/artifact.ts'
 import { AppError } from '../../src/errors/index.ts'
 import type { Env } from '../env.ts'
 import { randomHex } from '../runs/store.ts'
@@ -94,7 +93,7 @@ async function appendWithRetry(db: D1Database, target: string, llm: DeploymentLl
   throw conflict(target)
 }
 
-function recordBase(target: string, artifact: RmArtifact, deployedBy: string | undefined): Omit<DeployRecord, 'action' | 'previous_artifact_id'> {
+function recordBase(target: string, artifact: AnyRmArtifact, deployedBy: string | undefined): Omit<DeployRecord, 'action' | 'previous_artifact_id'> {
   const now = new Date()
   return {
     deploy_id: `deploy_${now.toISOString().replace(/[-:.]/g, '')}_${randomHex(4)}`,
@@ -102,8 +101,8 @@ function recordBase(target: string, artifact: RmArtifact, deployedBy: string | u
     artifact_id: artifact.artifact_id,
     deployed_by: deployedBy ?? 'unknown',
     deployed_at: now.toISOString(),
-    dataset_sha256: artifact.provenance.dataset_sha256,
-    config_hash: artifact.provenance.config_hash,
+    dataset_sha256: artifactOrigin(artifact).dataset_sha256,
+    config_hash: artifactOrigin(artifact).config_hash,
   }
 }
 

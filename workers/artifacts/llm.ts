@@ -7,7 +7,7 @@ import { AppError } from '../../src/errors/index.ts'
 import { z } from 'zod'
 import { MockChatModel, OpenAIChatModel, type ChatModel } from '../../src/llm/index.ts'
 import { canonicalJson } from '../../src/hash/index.ts'
-import type { RmArtifact } from '../../src/schemas/artifact.ts'
+import type { AnyRmArtifact } from '../../src/schemas/artifact.ts'
 import type { Env } from '../env.ts'
 
 /** How long one verifier call may take before it is retried (the verl client waits 30 s per request by default). */
@@ -37,7 +37,7 @@ export interface ResolvedEndpoint {
  * Mock-backend artifacts need no endpoint and resolve to undefined.
  * @example resolveEndpoint(env, artifact, { base_url: 'http://gpu-1:8000/v1' }).model // the artifact's verifier model
  */
-export function resolveEndpoint(env: Env, artifact: Pick<RmArtifact, 'runtime'>, llm: DeploymentLlm | null | undefined): ResolvedEndpoint | undefined {
+export function resolveEndpoint(env: Env, artifact: Pick<AnyRmArtifact, 'runtime'>, llm: DeploymentLlm | null | undefined): ResolvedEndpoint | undefined {
   if (artifact.runtime.backend === 'mock') return undefined
   const vars = env
   const baseURL = llm?.base_url ?? vars.RM_LLM_BASE_URL
@@ -57,7 +57,7 @@ export function resolveEndpoint(env: Env, artifact: Pick<RmArtifact, 'runtime'>,
     }
     apiKey = secret
   }
-  return { baseURL, model: llm?.model ?? artifact.runtime.verifier_model, apiKey: apiKey || 'not-needed' }
+  return { baseURL, model: llm?.model ?? runtimeModel(artifact.runtime), apiKey: apiKey || 'not-needed' }
 }
 
 /** Adapters are stateless; one per distinct settings is kept per isolate (the openai client is built once). */
@@ -68,19 +68,28 @@ const adapters = new Map<string, ChatModel>()
  * resolved endpoint with the artifact's temperature, max tokens and seed.
  * @example const model = verifierModel(env, artifact, deployment.llm)
  */
-export function verifierModel(env: Env, artifact: Pick<RmArtifact, 'runtime'>, llm: DeploymentLlm | null | undefined): ChatModel {
+export function verifierModel(env: Env, artifact: Pick<AnyRmArtifact, 'runtime'>, llm: DeploymentLlm | null | undefined): ChatModel {
   const { runtime } = artifact
+  const modelName = runtimeModel(runtime)
   const endpoint = resolveEndpoint(env, artifact, llm)
   const settings = endpoint
     ? { backend: 'openai', ...endpoint, temperature: runtime.temperature, maxTokens: runtime.max_tokens, seed: runtime.seed, timeoutMs: RM_LLM_TIMEOUT_MS }
-    : { backend: 'mock', model: runtime.verifier_model }
+    : { backend: 'mock', model: modelName }
   const key = canonicalJson(settings)
   let model = adapters.get(key)
   if (!model) {
     model = endpoint
       ? new OpenAIChatModel({ baseURL: endpoint.baseURL, apiKey: endpoint.apiKey, model: endpoint.model, temperature: runtime.temperature, maxTokens: runtime.max_tokens, seed: runtime.seed, timeoutMs: RM_LLM_TIMEOUT_MS })
-      : new MockChatModel(runtime.verifier_model)
+      : new MockChatModel(modelName)
     adapters.set(key, model)
   }
   return model
+}
+
+/**
+ * The model an artifact's runtime names: `verifier_model` (rubric kind) or `model` (library kind).
+ * @example runtimeModel(artifact.runtime) // 'mock-verifier'
+ */
+export function runtimeModel(runtime: AnyRmArtifact['runtime']): string {
+  return 'verifier_model' in runtime ? runtime.verifier_model : runtime.model
 }

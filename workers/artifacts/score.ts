@@ -28,6 +28,8 @@ export const RM_LLM_ATTEMPTS = 3
 export const RmScoreRequest = z.object({
   prompt_id: z.string().max(256),
   prompt: z.string().max(200_000),
+  /** A reference response: library artifacts score the candidate against it (rubric artifacts ignore it). */
+  reference: z.string().max(200_000).optional(),
   candidate: z.object({
     candidate_id: z.string().max(256),
     text: z.string().max(200_000),

@@ -10,7 +10,7 @@
 import { and, desc, eq } from 'drizzle-orm'
 import { drizzle } from 'drizzle-orm/d1'
 import { rmArtifactRubrics, rmArtifacts, rmDeployments } from '../../src/db/schema.ts'
-import { RmArtifact, verifyArtifactId, type DeployRecord } from '../../src/schemas/artifact.ts'
+import { AnyRmArtifact, artifactOrigin, verifyAnyArtifactId, type DeployRecord } from '../../src/schemas/artifact.ts'
 import type { SearchRubric } from '../../src/search/types.ts'
 import type { DeploymentLlm } from './llm.ts'
 
@@ -29,19 +29,27 @@ export interface StoredDeployment extends DeployRecord {
  * Stores a validated artifact; `stored: false` when it was already there (uploads are idempotent).
  * @example const { stored } = await storeArtifact(env.DB, artifact) // true the first time
  */
-export async function storeArtifact(db: D1Database, artifact: RmArtifact): Promise<{ stored: boolean }> {
+export async function storeArtifact(db: D1Database, artifact: AnyRmArtifact): Promise<{ stored: boolean }> {
   const orm = drizzle(db)
   const known = await orm.select({ id: rmArtifacts.id }).from(rmArtifacts).where(eq(rmArtifacts.id, artifact.artifact_id)).get()
   if (known) return { stored: false }
-  const { artifact_id: id, rubrics, ...meta } = artifact
-  const rows = Object.entries(rubrics).map(([promptId, rubric]) => ({ artifactId: id, promptId, rubric }))
+  // A library artifact has no rubric rows: its entries travel in `meta`.
+  const { artifact_id: id, ...rest } = artifact
+  let meta: object = rest
+  let rows: { artifactId: string; promptId: string; rubric: SearchRubric }[] = []
+  if (rest.kind === 'rubric') {
+    const { rubrics, ...withoutRubrics } = rest
+    meta = withoutRubrics
+    rows = Object.entries(rubrics).map(([promptId, rubric]) => ({ artifactId: id, promptId, rubric }))
+  }
+  const origin = artifactOrigin(artifact)
   const insertArtifact = orm.insert(rmArtifacts).values({
     id,
     schemaVersion: artifact.schema_version,
-    sourceRunId: artifact.provenance.source_run_id,
-    sourceSessionId: artifact.provenance.source_session_id,
-    datasetSha256: artifact.provenance.dataset_sha256,
-    configHash: artifact.provenance.config_hash,
+    sourceRunId: origin.source_run_id,
+    sourceSessionId: origin.source_session_id,
+    datasetSha256: origin.dataset_sha256,
+    configHash: origin.config_hash,
     backend: artifact.runtime.backend,
     rubricCount: rows.length,
     createdAtUtc: artifact.created_at_utc,
@@ -57,14 +65,14 @@ export async function storeArtifact(db: D1Database, artifact: RmArtifact): Promi
   return { stored: inserted.length > 0 }
 }
 
-const cache = new Map<string, Promise<RmArtifact | undefined>>()
+const cache = new Map<string, Promise<AnyRmArtifact | undefined>>()
 
 /**
  * A stored artifact, parsed and checked against its content address; kept per isolate by id (artifacts are
  * immutable, so the cache is never stale). Undefined when no such artifact is stored.
  * @example const artifact = await loadArtifact(env.DB, deployment.artifact_id)
  */
-export function loadArtifact(db: D1Database, artifactId: string): Promise<RmArtifact | undefined> {
+export function loadArtifact(db: D1Database, artifactId: string): Promise<AnyRmArtifact | undefined> {
   const cached = cache.get(artifactId)
   if (cached) {
     cache.delete(artifactId)
@@ -86,7 +94,7 @@ export function loadArtifact(db: D1Database, artifactId: string): Promise<RmArti
   return loading
 }
 
-async function readArtifact(db: D1Database, artifactId: string): Promise<RmArtifact | undefined> {
+async function readArtifact(db: D1Database, artifactId: string): Promise<AnyRmArtifact | undefined> {
   const orm = drizzle(db)
   const [rows, rubricRows] = await orm.batch([
     orm.select({ meta: rmArtifacts.meta }).from(rmArtifacts).where(eq(rmArtifacts.id, artifactId)),
@@ -98,8 +106,9 @@ async function readArtifact(db: D1Database, artifactId: string): Promise<RmArtif
   for (const { promptId, rubric } of [...rubricRows].sort((a, b) => (a.promptId < b.promptId ? -1 : a.promptId > b.promptId ? 1 : 0))) {
     rubrics[promptId] = rubric as SearchRubric
   }
-  const artifact = RmArtifact.parse({ ...(row.meta as object), rubrics, artifact_id: artifactId })
-  if (!(await verifyArtifactId(artifact))) throw new Error(`stored artifact ${artifactId} no longer matches its content address`)
+  const meta = row.meta as { kind?: unknown }
+  const artifact = AnyRmArtifact.parse(meta.kind === 'library' ? { ...meta, artifact_id: artifactId } : { ...meta, rubrics, artifact_id: artifactId })
+  if (!(await verifyAnyArtifactId(artifact))) throw new Error(`stored artifact ${artifactId} no longer matches its content address`)
   return artifact
 }
 

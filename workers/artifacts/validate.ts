@@ -1,10 +1,10 @@
 import { AppError } from '../../src/errors/index.ts'
 /**
- * Upload validation of an RM artifact: the schema (`RmArtifact`), the content address (`verifyArtifactId`), and
+ * Upload validation of an RM artifact (rubric or library kind): the schema (`AnyRmArtifact`), the content address (`verifyArtifactId`), and
  * what serving needs beyond the schema (an RM API version this Worker speaks, unique criterion ids per rubric).
  * Every problem is named by its path, so the exporter (or a person) knows what to fix.
  */
-import { artifactId, RM_API_VERSION, RmArtifact } from '../../src/schemas/artifact.ts'
+import { AnyRmArtifact, anyArtifactId, RM_API_VERSION } from '../../src/schemas/artifact.ts'
 
 /** One problem with an uploaded artifact: where (`rubrics.p1.criteria.0.weight`) and what. */
 export interface ArtifactProblem {
@@ -16,15 +16,15 @@ export interface ArtifactProblem {
  * Parses and checks an uploaded artifact; throws `AppError('invalid_artifact')` whose details list every problem.
  * @example const artifact = await parseArtifactUpload(await c.req.json())
  */
-export async function parseArtifactUpload(raw: unknown): Promise<RmArtifact> {
-  const parsed = RmArtifact.safeParse(raw)
+export async function parseArtifactUpload(raw: unknown): Promise<AnyRmArtifact> {
+  const parsed = AnyRmArtifact.safeParse(raw)
   if (!parsed.success) {
     throw invalid(parsed.error.issues.map((issue) => ({ path: issue.path.map(String).join('.') || '(body)', message: issue.message })))
   }
   const artifact = parsed.data
   const problems = servingProblems(artifact)
   const { artifact_id: claimed, ...body } = artifact
-  const actual = await artifactId(body)
+  const actual = await anyArtifactId(body)
   if (claimed !== actual) {
     problems.push({ path: 'artifact_id', message: `does not match the artifact's content, which hashes to ${actual}: the artifact was changed after export` })
   }
@@ -36,13 +36,18 @@ export async function parseArtifactUpload(raw: unknown): Promise<RmArtifact> {
  * What the schema cannot say but serving needs: an RM API version this Worker speaks, unique criterion ids.
  * @example servingProblems(artifact) // [] for a servable artifact
  */
-export function servingProblems(artifact: RmArtifact): ArtifactProblem[] {
+export function servingProblems(artifact: AnyRmArtifact): ArtifactProblem[] {
   const problems: ArtifactProblem[] = []
   const wanted = artifact.compatibility.min_rm_api_version
   if (!/^\d+(\.\d+)*$/.test(wanted)) {
     problems.push({ path: 'compatibility.min_rm_api_version', message: `"${wanted}" is not a version such as "${RM_API_VERSION}"` })
   } else if (compareVersions(wanted, RM_API_VERSION) > 0) {
     problems.push({ path: 'compatibility.min_rm_api_version', message: `the artifact needs RM API ${wanted}; this Worker serves ${RM_API_VERSION}` })
+  }
+  if (artifact.kind === 'library') {
+    const tools = artifact.entries.filter((entry) => entry.kind === 'tool' && !entry.when_to_use)
+    for (const tool of tools) problems.push({ path: `entries.${tool.name}.when_to_use`, message: 'a tool entry needs when_to_use' })
+    return problems
   }
   for (const [promptId, rubric] of Object.entries(artifact.rubrics)) {
     const ids = rubric.criteria.map((criterion) => criterion.criterion_id)

@@ -1,9 +1,10 @@
 import { Hono } from 'hono'
 import { z } from 'zod'
 import { AppError } from '../../src/errors/index.ts'
-import { RM_API_VERSION, type RmArtifact } from '../../src/schemas/artifact.ts'
+import { artifactOrigin, RM_API_VERSION, type AnyRmArtifact } from '../../src/schemas/artifact.ts'
 import { parseTarget } from '../artifacts/deploy.ts'
 import { verifierModel } from '../artifacts/llm.ts'
+import { LibraryArtifactScorer } from '../artifacts/library.ts'
 import { ArtifactScorer, RmScoreRequest } from '../artifacts/score.ts'
 import { activeDeployment, loadArtifact, type StoredDeployment } from '../artifacts/store.ts'
 import type { AppEnv, Env } from '../env.ts'
@@ -29,6 +30,12 @@ export const RmBatchRequest = z.object({ items: z.array(z.unknown()).max(MAX_BAT
  *   `{request_id, artifact_id, prompt_id, candidate_id, score, rubric_id, fallback_rubric, grade_max, criteria,
  *   majority_grades, vote_scores, per_vote_grades, variance, all_na, latency_ms}`; 404 `prompt_not_found` only when
  *   the artifact has no `__default__` rubric; 503/502 `llm_unavailable` when the model fails.
+ *   A LIBRARY artifact (`kind: "library"`) needs a reference response (`reference`, or `candidate.metadata.reference`;
+ *   else 400 `invalid_request`) and answers `{request_id, artifact_id, artifact_kind: "library", prompt_id,
+ *   candidate_id, score, scoring: "pairwise_win_rate_vs_reference", reference_source, orders, failures, consistent,
+ *   latency_ms}`: `score` ∈ [0, 1] is the candidate's win rate against the reference judged in both orders (win 1,
+ *   tie 0.5, loss 0; failed orders left out and counted; all failed → `llm_unavailable`) — the GRPO scalar of
+ *   RewardHarness §4.5; group normalisation is the trainer's.
  * - `POST /rm/<target>/batch_score` `{items: […]}` → `{request_id, artifact_id, results, latency_ms}`, where each
  *   result is `{index, ok: true, …score fields, latency_ms}` or `{index, ok: false, prompt_id, candidate_id,
  *   error_code, error_message, latency_ms}`: one failing item never fails the batch.
@@ -42,7 +49,8 @@ export const rmRoutes = new Hono<AppEnv>()
     return c.json({
       status: 'ok',
       artifact_id: artifact.artifact_id,
-      source_session_id: artifact.provenance.source_session_id,
+      artifact_kind: artifact.kind,
+      source_session_id: artifactOrigin(artifact).source_session_id,
       schema_version: artifact.schema_version,
       rm_api_version: RM_API_VERSION,
       target: deployment.target,
@@ -82,7 +90,7 @@ export const rmRoutes = new Hono<AppEnv>()
   })
 
 /** The target's active deployment and its artifact; 503 `no_active_artifact` when nothing is deployed there. */
-async function servingArtifact(env: Env, rawTarget: string | undefined): Promise<{ deployment: StoredDeployment; artifact: RmArtifact }> {
+async function servingArtifact(env: Env, rawTarget: string | undefined): Promise<{ deployment: StoredDeployment; artifact: AnyRmArtifact }> {
   const target = parseTarget(rawTarget)
   const deployment = await activeDeployment(env.DB, target)
   if (!deployment) {
@@ -93,10 +101,15 @@ async function servingArtifact(env: Env, rawTarget: string | undefined): Promise
   return { deployment, artifact }
 }
 
-/** A scorer for this request; an endpoint that vanished since the deploy (a var removed) is a 503, not a 400. */
-function scorerFor(env: Env, artifact: RmArtifact, deployment: StoredDeployment): ArtifactScorer {
+/**
+ * A scorer for this request — rubric artifacts grade with their rubric, library artifacts judge the candidate against
+ * the request's reference in both orders (workers/artifacts/library.ts); an endpoint that vanished since the deploy
+ * (a var removed) is a 503, not a 400.
+ */
+function scorerFor(env: Env, artifact: AnyRmArtifact, deployment: StoredDeployment): { score(request: RmScoreRequest): Promise<object & { score: number }> } {
   try {
-    return new ArtifactScorer(artifact, verifierModel(env, artifact, deployment.llm))
+    const model = verifierModel(env, artifact, deployment.llm)
+    return artifact.kind === 'library' ? new LibraryArtifactScorer(artifact, model) : new ArtifactScorer(artifact, model)
   } catch (error) {
     if (error instanceof AppError && error.code === 'llm_not_configured') throw new AppError('llm_unavailable', error.message)
     throw error

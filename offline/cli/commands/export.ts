@@ -1,6 +1,7 @@
 /**
- * `reward-harness export`: a search output (with its run manifest) becomes a content-addressed RM artifact. The work is
- * in offline/artifacts (loaded only when the command runs).
+ * `reward-harness export`: a search output (with its run manifest) becomes a content-addressed RM artifact, or
+ * (`--library <dir>`) a judge-library checkpoint becomes a library artifact. The work is in offline/artifacts (loaded
+ * only when the command runs).
  */
 import type { Command } from 'commander'
 import type { CliContext } from '../program.ts'
@@ -30,29 +31,59 @@ Refused with exit code 2 (every problem listed):
   where the manifest says, unchanged); rubrics failing the schema (e.g. a negative weight), without a positive weight,
   or with a criterion id used twice.
 
+--library <dir> (a judge-library artifact, kind "library", instead of a rubric one):
+  entries          every skill and tool of the library (name, kind, description, when_to_use, body, sha256)
+  provenance       library id, registry and library hashes; from the evolution log (<dir>/../../evolution-log.jsonl
+                   or --evolution-log): its sha256, best iteration, validation accuracy, iterations, dataset sha256
+  runtime          --backend (mock), --model (the mock model), --locale (en), --temperature (0), --max-tokens (2048),
+                   --seed (the log's seed, else 0), --max-tool-calls (3)
+  scoring          the edge scores a response against a reference response ("reference" or
+                   candidate.metadata.reference) with the library judge in both orders: win 1, tie 0.5, loss 0,
+                   averaged (failed orders left out) — a scalar in [0, 1] for GRPO (RewardHarness §4.5)
+
 Exit codes: 0 written; 1 failure (e.g. the file cannot be written); 2 refused input.
 
 Examples:
   npx reward-harness search --dataset examples/demo.json --backend mock --output out/best.json
   npx reward-harness export --search-output out/best.json --out out/rm.json
-  npx reward-harness export --search-output out/best.json --out out/rm.json --default-rubric rubrics/generic.json --json`
+  npx reward-harness export --search-output out/best.json --out out/rm.json --default-rubric rubrics/generic.json --json
+  npx reward-harness evolve --dataset offline/evolve/fixtures/pairs-demo.json --out runs/a --iterations 2 --backend mock
+  npx reward-harness export --library runs/a/checkpoints/best --out out/library-rm.json`
 
 interface ExportFlags {
-  searchOutput: string
+  searchOutput?: string
+  library?: string
   out: string
   defaultRubric?: string
   datasetCheck: boolean
+  evolutionLog?: string
+  backend?: string
+  model?: string
+  locale?: string
+  temperature?: string
+  maxTokens?: string
+  seed?: string
+  maxToolCalls?: string
 }
 
 /**
  * Adds `export` to the program.
- * @example register(program, cli) // then: reward-harness export --search-output out/best.json --out out/rm.json
+ * @example register(program, cli) // then: reward-harness export --search-output out/best.json --out out/rm.json (or --library runs/a/checkpoints/best)
  */
 export function register(program: Command, cli: CliContext): void {
   program
     .command('export')
-    .description('build a content-addressed RM artifact (per-prompt rubrics + __default__, provenance, runtime) from a search output')
-    .requiredOption('--search-output <file>', 'the output JSON of `reward-harness search` (with its run_manifest)')
+    .description('build a content-addressed RM artifact (per-prompt rubrics + __default__, provenance, runtime) from a search output, or a library artifact from a judge library')
+    .option('--search-output <file>', 'the output JSON of `reward-harness search` (with its run_manifest)')
+    .option('--library <dir>', 'a judge-library directory (e.g. <evolve out>/checkpoints/best): export a library artifact instead')
+    .option('--evolution-log <file>', '--library: the evolution log (default <dir>/../../evolution-log.jsonl when present)')
+    .option('--backend <mock|openai>', '--library: the backend the edge judges with (default mock)')
+    .option('--model <name>', '--library: the judge model (required with --backend openai)')
+    .option('--locale <en|zh>', '--library: prompt locale (default en)')
+    .option('--temperature <t>', '--library: sampling temperature (default 0)')
+    .option('--max-tokens <n>', '--library: max tokens per judge call (default 2048)')
+    .option('--seed <n>', "--library: seed (default the evolution log's)")
+    .option('--max-tool-calls <n>', '--library: tool calls per judgment (default 3)')
     .requiredOption('--out <file>', 'where to write the artifact JSON (written atomically; directories are created)')
     .option('--default-rubric <best|none|prompt_id|file.json>', 'the "__default__" rubric for unseen prompts (default: best; see below)')
     .option('--no-dataset-check', "do not compare the rubrics' prompt ids with the dataset file named by the manifest")
@@ -60,9 +91,20 @@ export function register(program: Command, cli: CliContext): void {
     .action(async (options: ExportFlags, command: Command) => {
       const { exportArtifact } = await import('../../artifacts/export.ts')
       const { failWith } = await import('../../deploy/cli-errors.ts')
+      const { ArtifactInputError } = await import('../../artifacts/errors.ts')
       const json = cli.json(command)
+      if (options.searchOutput === undefined && options.library === undefined) {
+        failWith(new ArtifactInputError('invalid_option', "required option '--search-output <file>' not specified (or give --library <dir> for a library artifact)"), cli.io, json)
+      }
+      if (options.searchOutput !== undefined && options.library !== undefined) {
+        failWith(new ArtifactInputError('invalid_option', 'give one of --search-output <file> and --library <dir>, not both'), cli.io, json)
+      }
+      if (options.library !== undefined) {
+        await exportLibrary(options as ExportFlags & { library: string }, command, cli, json)
+        return
+      }
       const result = await exportArtifact({
-        searchOutput: options.searchOutput,
+        searchOutput: options.searchOutput!,
         out: options.out,
         ...(options.defaultRubric === undefined ? {} : { defaultRubric: options.defaultRubric }),
         checkDatasetFile: options.datasetCheck,
@@ -104,4 +146,51 @@ export function register(program: Command, cli: CliContext): void {
         },
       )
     })
+}
+
+async function exportLibrary(options: ExportFlags & { library: string }, command: Command, cli: CliContext, json: boolean): Promise<void> {
+  const { exportLibraryArtifact } = await import('../../artifacts/library-export.ts')
+  const { failWith } = await import('../../deploy/cli-errors.ts')
+  const pick = <K extends keyof ExportFlags>(key: K) => (options[key] === undefined ? {} : { [key]: options[key] })
+  const result = await exportLibraryArtifact({
+    library: options.library,
+    out: options.out,
+    ...pick('evolutionLog'),
+    ...pick('backend'),
+    ...pick('model'),
+    ...pick('locale'),
+    ...pick('temperature'),
+    ...pick('maxTokens'),
+    ...pick('seed'),
+    ...pick('maxToolCalls'),
+  }).catch((error: unknown) => failWith(error, cli.io, json))
+  const { artifact } = result
+  cli.print(
+    command,
+    {
+      artifact_id: artifact.artifact_id,
+      kind: artifact.kind,
+      out: result.out,
+      library: result.library_dir,
+      evolution_log: result.evolution_log,
+      created_at_utc: artifact.created_at_utc,
+      entries: artifact.entries.map((entry) => ({ name: entry.name, kind: entry.kind, sha256: entry.sha256 })),
+      provenance: artifact.provenance,
+      runtime: artifact.runtime,
+      notes: result.notes,
+    },
+    () => {
+      const p = artifact.provenance
+      const r = artifact.runtime
+      const rows: Array<[string, string]> = [
+        ['library', `${p.library_id}: ${artifact.entries.map((entry) => `${entry.name} (${entry.kind})`).join(', ')}`],
+        ['registry', p.registry_sha256],
+        ['evolution', result.evolution_log ? `${result.evolution_log}: best iteration ${p.best_iteration ?? '?'}, val accuracy ${p.best_val_accuracy ?? '?'}, ${p.iterations ?? '?'} iterations` : 'no evolution log'],
+        ['runtime', `${r.backend} ${r.model}, ${r.locale}, temperature ${r.temperature}, max_tokens ${r.max_tokens}, seed ${r.seed}, ${r.max_tool_calls} tool calls`],
+        ['scoring', 'win rate vs a reference response, both orders (win 1, tie 0.5, loss 0)'],
+        ...result.notes.map((note): [string, string] => ['note', note]),
+      ]
+      return [`wrote ${artifact.artifact_id} to ${result.out}`, ...rows.map(([key, value]) => `  ${key.padEnd(12)}${value}`)].join('\n')
+    },
+  )
 }
