@@ -22,6 +22,7 @@ import {
   artifactId,
   DEFAULT_RUBRIC_KEY,
   RM_API_VERSION,
+  AnyRmArtifact,
   RmArtifact,
   RmArtifactBody,
   verifyArtifactId,
@@ -201,7 +202,7 @@ export async function exportArtifact(options: { searchOutput: string; out: strin
  * that is the hash of the content (an artifact edited after export is refused).
  * @example const artifact = await readArtifactFile('out/rm.json') // throws ArtifactInputError when invalid
  */
-export async function readArtifactFile(path: string): Promise<RmArtifact> {
+export async function readArtifactFile(path: string): Promise<AnyRmArtifact> {
   let text: string
   try {
     text = await readFile(path, 'utf8')
@@ -221,11 +222,11 @@ export async function readArtifactFile(path: string): Promise<RmArtifact> {
  * Checks a parsed artifact document: the schema, and its id against its content.
  * @example const artifact = await checkArtifact(JSON.parse(text), 'rm.json')
  */
-export async function checkArtifact(document: unknown, name: string): Promise<RmArtifact> {
-  const parsed = RmArtifact.safeParse(document)
+export async function checkArtifact(document: unknown, name: string): Promise<AnyRmArtifact> {
+  const parsed = AnyRmArtifact.safeParse(document)
   if (!parsed.success) throw new ArtifactInputError('invalid_artifact', `${name}: not a valid RM artifact`, issuesOf(parsed.error, (path) => pathText(path)))
   const artifact = parsed.data
-  const duplicates = Object.entries(artifact.rubrics).flatMap(([key, rubric]) => duplicateCriteria(rubric).map((id) => `rubrics.${key}.criteria: criterion id "${id}" is used twice`))
+  const duplicates = artifact.kind !== 'rubric' ? [] : Object.entries(artifact.rubrics).flatMap(([key, rubric]) => duplicateCriteria(rubric).map((id) => `rubrics.${key}.criteria: criterion id "${id}" is used twice`))
   if (duplicates.length) throw new ArtifactInputError('invalid_artifact', `${name}: not a valid RM artifact`, duplicates)
   if (!(await verifyArtifactId(artifact))) {
     const { artifact_id: _id, ...body } = artifact

@@ -16,7 +16,7 @@ import { join, resolve } from 'node:path'
 import { canonicalJson, sha256Hex } from '../../src/hash/index.ts'
 import { buildRegistry, entryList, libraryHash, type Library } from '../../src/library/index.ts'
 import {
-  anyArtifactId,
+  artifactId,
   ARTIFACT_SCHEMA_VERSION,
   LibraryArtifact,
   LibraryArtifactBody,
@@ -122,7 +122,7 @@ export async function buildLibraryArtifact(
     scoring_policy: { score: 'pairwise_win_rate_vs_reference', orders: 'both', outcome_values: { win: 1, tie: 0.5, loss: 0 }, normalization: { method: 'identity', range: [0, 1] } },
     compatibility: { artifact_type: 'rm', min_rm_api_version: RM_API_VERSION },
   })
-  return LibraryArtifact.parse({ ...body, artifact_id: await anyArtifactId(body) })
+  return LibraryArtifact.parse({ ...body, artifact_id: await artifactId(body) })
 }
 
 /**

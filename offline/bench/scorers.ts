@@ -170,7 +170,7 @@ export async function libraryScorer(dir: string, options: ScorerOptions): Promis
   const hasRegistry = await stat(join(dir, 'registry.json')).then((s) => s.isFile(), () => false)
   if (!hasRegistry) {
     throw new CliUsageError(
-      `--scorer library:${dir}: ${dir} is not a judge library (no registry.json), so a library scorer is not available yet for it: ` +
+      `--scorer library:${dir}: ${dir} is not a judge library (no registry.json): ` +
         'run `reward-harness evolve --out <run>` and use library:<run>/checkpoints/best',
     )
   }

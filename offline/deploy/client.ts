@@ -13,7 +13,7 @@
  * EdgeProtocolError (a 2xx whose body is not what the contract says).
  */
 import { z } from 'zod'
-import { DeployRecord, type RmArtifact } from '../../src/schemas/artifact.ts'
+import { DeployRecord, type AnyRmArtifact } from '../../src/schemas/artifact.ts'
 
 /** What `POST /admin/artifacts` answers. */
 export const UploadResult = z.object({ artifact_id: z.string(), stored: z.boolean() })
@@ -143,7 +143,7 @@ export class AdminClient {
    * Uploads an artifact; `stored` is false when the edge already had it (same content, same id).
    * @example const { stored } = await client.uploadArtifact(artifact)
    */
-  async uploadArtifact(artifact: RmArtifact): Promise<UploadResult> {
+  async uploadArtifact(artifact: AnyRmArtifact): Promise<UploadResult> {
     const result = await this.call('POST', '/admin/artifacts', UploadResult, artifact)
     if (result.artifact_id !== artifact.artifact_id) throw new EdgeProtocolError('POST', '/admin/artifacts', `the edge stored ${result.artifact_id}, not ${artifact.artifact_id}`)
     return result

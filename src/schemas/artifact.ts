@@ -72,10 +72,10 @@ export const RmArtifact = RmArtifactBody.extend({
 export type RmArtifact = z.infer<typeof RmArtifact>
 
 /**
- * The content address of an artifact body: `rm_` + sha256 of its canonical JSON.
+ * The content address of an artifact body (rubric or library): `rm_` + sha256 of its canonical JSON.
  * @example const id = await artifactId(body) // 'rm_3fa1…'
  */
-export async function artifactId(body: RmArtifactBody): Promise<string> {
+export async function artifactId(body: AnyRmArtifactBody): Promise<string> {
   return `rm_${await sha256Hex(canonicalJson(body))}`
 }
 
@@ -83,9 +83,9 @@ export async function artifactId(body: RmArtifactBody): Promise<string> {
  * True when the artifact's id is the hash of its content (it was not edited after export).
  * @example if (!(await verifyArtifactId(artifact))) throw new Error('tampered')
  */
-export async function verifyArtifactId(artifact: RmArtifact): Promise<boolean> {
+export async function verifyArtifactId(artifact: AnyRmArtifact): Promise<boolean> {
   const { artifact_id: id, ...body } = artifact
-  return id === (await artifactId(body))
+  return id === (await artifactId(body as AnyRmArtifactBody))
 }
 
 /**
@@ -194,23 +194,6 @@ export const AnyRmArtifact = z.discriminatedUnion('kind', [RmArtifact, LibraryAr
 export type AnyRmArtifact = z.infer<typeof AnyRmArtifact>
 /** Any artifact body (without its id). */
 export type AnyRmArtifactBody = RmArtifactBody | LibraryArtifactBody
-
-/**
- * The content address of any artifact body (rubric or library): `rm_` + sha256 of its canonical JSON.
- * @example const id = await anyArtifactId(libraryBody)
- */
-export async function anyArtifactId(body: AnyRmArtifactBody): Promise<string> {
-  return `rm_${await sha256Hex(canonicalJson(body))}`
-}
-
-/**
- * True when any artifact's id is the hash of its content.
- * @example if (!(await verifyAnyArtifactId(artifact))) throw new Error('tampered')
- */
-export async function verifyAnyArtifactId(artifact: AnyRmArtifact): Promise<boolean> {
-  const { artifact_id: id, ...body } = artifact
-  return id === (await anyArtifactId(body as AnyRmArtifactBody))
-}
 
 /**
  * The provenance fields deploy records and storage columns carry, for either kind.

@@ -71,10 +71,10 @@ describe('reward-harness bench', () => {
     expect(text.out).toMatch(/K-way accuracy \(>2 cands\)\s+\d+\.\d% \[95% CI/)
   })
 
-  it('refuses bad input with exit code 2: library: (not available yet), unknown scorers, missing files, bad flags', async () => {
+  it('refuses bad input with exit code 2: a library: that is not a library, unknown scorers, missing files, bad flags', async () => {
     const library = await run('bench', '--dataset', 'examples/demo.json', '--scorer', 'library:lib')
     expect(library.code).toBe(2)
-    expect(library.err).toContain('not available yet')
+    expect(library.err).toContain('is not a judge library (no registry.json)')
     expect((await run('bench', '--dataset', 'examples/demo.json', '--scorer', 'oracle')).code).toBe(2)
     expect((await run('bench', '--dataset', 'examples/demo.json', '--scorer', 'rubric:nope.json')).code).toBe(2)
     expect((await run('bench', '--dataset', 'nope.json', '--scorer', 'mock')).code).toBe(2)

@@ -6,7 +6,7 @@ import { exportLibraryArtifact } from '../../offline/artifacts/library-export.ts
 import { main } from '../../offline/cli/index.ts'
 import type { CliIo } from '../../offline/cli/program.ts'
 import { readLog } from '../../offline/evolve/run.ts'
-import { AnyRmArtifact, LibraryArtifact, RmArtifact, verifyAnyArtifactId } from '../../src/schemas/artifact.ts'
+import { AnyRmArtifact, LibraryArtifact, RmArtifact, verifyArtifactId } from '../../src/schemas/artifact.ts'
 
 const FIXTURE = 'offline/evolve/fixtures/pairs-demo.json'
 
@@ -39,7 +39,7 @@ describe('export --library (an evolved judge library → a library artifact)', (
     expect(parsed.kind).toBe('library')
     expect(LibraryArtifact.safeParse(parsed).success).toBe(true)
     expect(RmArtifact.safeParse(parsed).success).toBe(false)
-    expect(await verifyAnyArtifactId(parsed)).toBe(true)
+    expect(await verifyArtifactId(parsed)).toBe(true)
 
     const artifact = first.artifact
     expect(artifact.entries.map((entry) => entry.name)).toContain('instruction-coverage')
@@ -60,7 +60,7 @@ describe('export --library (an evolved judge library → a library artifact)', (
 
     // A change to any entry changes the id: the content address covers the bodies.
     const tampered = { ...parsed, entries: parsed.kind === 'library' ? parsed.entries.map((entry) => ({ ...entry, body: entry.body + 'x' })) : [] }
-    expect(await verifyAnyArtifactId(AnyRmArtifact.parse(tampered))).toBe(false)
+    expect(await verifyArtifactId(AnyRmArtifact.parse(tampered))).toBe(false)
   })
 
   it('runs from the CLI (--json) and refuses bad input with exit code 2', async () => {

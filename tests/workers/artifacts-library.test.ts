@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { entryHash, type LibraryEntry } from '../../src/library/index.ts'
-import { anyArtifactId, LibraryArtifactBody, type LibraryArtifact } from '../../src/schemas/artifact.ts'
+import { artifactId, LibraryArtifactBody, type LibraryArtifact } from '../../src/schemas/artifact.ts'
 import { ADMIN_TOKEN, call } from './helpers.ts'
 
 const SKILL: LibraryEntry = {
@@ -38,7 +38,7 @@ async function makeLibraryArtifact(entries: LibraryEntry[], note = 'base'): Prom
     scoring_policy: { score: 'pairwise_win_rate_vs_reference', orders: 'both', outcome_values: { win: 1, tie: 0.5, loss: 0 }, normalization: { method: 'identity', range: [0, 1] } },
     compatibility: { artifact_type: 'rm', min_rm_api_version: '1.0' },
   })
-  return { ...body, artifact_id: await anyArtifactId(body) }
+  return { ...body, artifact_id: await artifactId(body) }
 }
 
 const PROMPT = 'Explain how photosynthesis converts sunlight into chemical energy in plants.'

@@ -10,7 +10,7 @@
 import { and, desc, eq } from 'drizzle-orm'
 import { drizzle } from 'drizzle-orm/d1'
 import { rmArtifactRubrics, rmArtifacts, rmDeployments } from '../../src/db/schema.ts'
-import { AnyRmArtifact, artifactOrigin, verifyAnyArtifactId, type DeployRecord } from '../../src/schemas/artifact.ts'
+import { AnyRmArtifact, artifactOrigin, verifyArtifactId, type DeployRecord } from '../../src/schemas/artifact.ts'
 import type { SearchRubric } from '../../src/search/types.ts'
 import type { DeploymentLlm } from './llm.ts'
 
@@ -108,7 +108,7 @@ async function readArtifact(db: D1Database, artifactId: string): Promise<AnyRmAr
   }
   const meta = row.meta as { kind?: unknown }
   const artifact = AnyRmArtifact.parse(meta.kind === 'library' ? { ...meta, artifact_id: artifactId } : { ...meta, rubrics, artifact_id: artifactId })
-  if (!(await verifyAnyArtifactId(artifact))) throw new Error(`stored artifact ${artifactId} no longer matches its content address`)
+  if (!(await verifyArtifactId(artifact))) throw new Error(`stored artifact ${artifactId} no longer matches its content address`)
   return artifact
 }
 

@@ -4,7 +4,7 @@ import { AppError } from '../../src/errors/index.ts'
  * what serving needs beyond the schema (an RM API version this Worker speaks, unique criterion ids per rubric).
  * Every problem is named by its path, so the exporter (or a person) knows what to fix.
  */
-import { AnyRmArtifact, anyArtifactId, RM_API_VERSION } from '../../src/schemas/artifact.ts'
+import { AnyRmArtifact, artifactId, RM_API_VERSION } from '../../src/schemas/artifact.ts'
 
 /** One problem with an uploaded artifact: where (`rubrics.p1.criteria.0.weight`) and what. */
 export interface ArtifactProblem {
@@ -24,7 +24,7 @@ export async function parseArtifactUpload(raw: unknown): Promise<AnyRmArtifact> 
   const artifact = parsed.data
   const problems = servingProblems(artifact)
   const { artifact_id: claimed, ...body } = artifact
-  const actual = await anyArtifactId(body)
+  const actual = await artifactId(body)
   if (claimed !== actual) {
     problems.push({ path: 'artifact_id', message: `does not match the artifact's content, which hashes to ${actual}: the artifact was changed after export` })
   }
