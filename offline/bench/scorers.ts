@@ -9,7 +9,7 @@ import type { ChatModel } from '../../src/llm/types.ts'
 import { RmArtifact, rubricForPrompt } from '../../src/schemas/artifact.ts'
 import { createLimiter } from '../../src/search/algorithms/concurrency.ts'
 import { createSearchRoles, LlmVerifier, meanGrades, parseExtraction, parsePresetRubrics, rubricScore } from '../../src/search/roles/index.ts'
-import { mulberry32 } from '../../src/bench/metrics.ts'
+import { mulberry32 } from '../../src/search/random.ts'
 import type { Candidate, CriterionGrades, PromptItem, SearchRubric, Verifier } from '../../src/search/types.ts'
 import { CliUsageError } from '../cli/program.ts'
 

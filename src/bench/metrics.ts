@@ -9,6 +9,8 @@
  * - failures (a scorer error on any candidate an item needs) counted and reported apart, never as ties.
  */
 
+import { mulberry32 } from '../search/random.ts'
+
 /** How a tie (equal scores) counts: half a correct answer, or wrong. Ties are always counted and reported. */
 export type TiePolicy = 'half' | 'wrong'
 
@@ -319,20 +321,6 @@ function quantile(sorted: readonly number[], q: number): number {
   return sorted[low]! + (sorted[high]! - sorted[low]!) * (position - low)
 }
 
-/**
- * A small seeded PRNG (mulberry32) returning floats in [0, 1).
- * @example const random = mulberry32(7); random() // the same number for the same seed
- */
-export function mulberry32(seed: number): () => number {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 /**
  * An outcome's credit (1, 0.5 or 0; null for a failure) under a tie policy.

@@ -11,6 +11,7 @@ import type { ChatModel, LibraryChainResult, LibraryEntrySummary } from '../llm/
 import { renderPrompt } from '../prompts/index.ts'
 import type { PreferenceDataset } from '../search/types.ts'
 import { askParsed, type JudgeOptions, type PairItem } from './judge.ts'
+import { mulberry32 } from '../search/random.ts'
 
 // ---------------------------------------------------------------------------------------------
 // Data
@@ -31,20 +32,6 @@ export function pairItems(dataset: PreferenceDataset): PairItem[] {
   return items
 }
 
-/**
- * A deterministic PRNG (mulberry32) in [0, 1).
- * @example const next = seededRandom(7); next() // 0.…
- */
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 /**
  * A seeded shuffle, then the first `round(n × valFraction)` items (at least 1, leaving at least 1 to train) are
@@ -53,7 +40,7 @@ export function seededRandom(seed: number): () => number {
  */
 export function splitItems(items: readonly PairItem[], seed: number, valFraction: number): { train: PairItem[]; validation: PairItem[] } {
   const shuffled = [...items]
-  const random = seededRandom(seed)
+  const random = mulberry32(seed)
   for (let i = shuffled.length - 1; i > 0; i--) {
     const j = Math.floor(random() * (i + 1))
     ;[shuffled[i], shuffled[j]] = [shuffled[j]!, shuffled[i]!]

@@ -171,3 +171,19 @@ export class Rng {
     return pool.slice(0, take)
   }
 }
+
+/**
+ * A tiny PRNG (mulberry32) returning floats in [0, 1): for mocks and samplers that need a sequence, not a
+ * checkpointable state (use {@link Rng} for those).
+ * @example const random = mulberry32(7); random() // the same number for the same seed
+ */
+export function mulberry32(seed: number): () => number {
+  let state = seed >>> 0
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0
+    let t = state
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296
+  }
+}

@@ -3,6 +3,7 @@
  * (mulberry32) seeded from named parts. Synchronous, so the mock chat model can use it while answering.
  * Not for anything adversarial.
  */
+import { mulberry32 } from '../random.ts'
 
 /**
  * FNV-1a over the UTF-16 code units of `text`, finished with a murmur-style avalanche.
@@ -32,14 +33,7 @@ export function hex8(text: string): string {
  * @example const random = seededRandom('propose', 7); random() // the same number on every run
  */
 export function seededRandom(...parts: Array<string | number>): () => number {
-  let state = hash32(parts.map(String).join('\u001f'))
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296
-  }
+  return mulberry32(hash32(parts.map(String).join('\u001f')))
 }
 
 /**
