@@ -1,4 +1,4 @@
-export { Rollout, TrainingMetadata, ScoreRequest } from './rollout.ts'
+export { InstanceId, Rollout, TrainingMetadata, ScoreRequest } from './rollout.ts'
 export { Rubric, RubricSeed, RubricSnapshot } from './rubric.ts'
 export { CriterionGrade, ScoreResult, gradeScale } from './score.ts'
 export { AGENT_ROLES, AgentSettings, RunConfig, CreateRunRequest, agentSettingsFor } from './run-config.ts'

@@ -28,12 +28,18 @@ export const TrainingMetadata = z.object({
 export type TrainingMetadata = z.infer<typeof TrainingMetadata>
 
 /**
+ * An instance id as clients may send it: the body of `/score`, and the `instance_id` query of the read routes.
+ * @example InstanceId.parse('q-17')
+ */
+export const InstanceId = z.string().min(1).max(128).regex(/^[\w.:-]+$/, 'letters, digits, and . _ : - only')
+
+/**
  * The body of `POST /score`.
  * @example ScoreRequest.parse({ rollout, metadata, instance_id: 'q-17' })
  */
 export const ScoreRequest = z.object({
   rollout: Rollout,
   metadata: TrainingMetadata,
-  instance_id: z.string().min(1).max(128).regex(/^[\w.:-]+$/, 'letters, digits, and . _ : - only').optional(),
+  instance_id: InstanceId.optional(),
 })
 export type ScoreRequest = z.infer<typeof ScoreRequest>

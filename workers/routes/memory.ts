@@ -1,6 +1,7 @@
 import { Hono } from 'hono'
 import { AppError } from '../../src/errors/index.ts'
 import { MemoryKind } from '../../src/schemas/memory.ts'
+import { checkInstanceId } from './rubrics.ts'
 import type { AppEnv } from '../env.ts'
 import { memoryFor } from '../memory/backends.ts'
 
@@ -20,7 +21,7 @@ export const memoryRoutes = new Hono<AppEnv>().get('/memory', async (c) => {
   if (stepNumber !== undefined && !(Number.isInteger(stepNumber) && stepNumber >= 0)) throw new AppError('invalid_request', `step must be an integer ≥ 0 (got "${step}")`)
   const count = limit === undefined ? 50 : Number(limit)
   if (!(Number.isInteger(count) && count >= 1 && count <= MAX_DOCUMENTS)) throw new AppError('invalid_request', `limit must be an integer from 1 to ${MAX_DOCUMENTS}`)
-  if (instanceId !== undefined && !/^[\w.:-]{1,128}$/.test(instanceId)) throw new AppError('invalid_request', 'instance_id may hold letters, digits, and . _ : - only')
+  checkInstanceId(instanceId)
   const memory = memoryFor(c.env, run.id)
   if (q !== undefined && q.trim() !== '') {
     const hits = await memory.search({

@@ -1,6 +1,7 @@
 import { Hono } from 'hono'
 import { AppError } from '../../src/errors/index.ts'
 import { coordinatorName, instanceName } from '../../durable-objects/names.ts'
+import { InstanceId } from '../../src/schemas/rollout.ts'
 import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
 import type { RubricVersionRecord } from '../../durable-objects/rubric-instance/index.ts'
 import type { AppEnv } from '../env.ts'
@@ -44,13 +45,21 @@ export const rubricRoutes = new Hono<AppEnv>()
 
 /** The instance a rubric read addresses: `global` in global mode; the given id in per_instance mode. */
 function resolveInstance(run: AppEnv['Variables']['run'], requested: string | undefined): string {
-  if (requested !== undefined && !/^[\w.:-]{1,128}$/.test(requested)) {
-    throw new AppError('invalid_request', 'instance_id may hold letters, digits, and . _ : - only (at most 128)')
-  }
+  checkInstanceId(requested)
   if (run.config.rubrics_mode === 'global') {
     if (requested !== undefined && requested !== 'global') throw new AppError('not_found', `run "${run.id}" is in global mode: its only instance is "global"`)
     return 'global'
   }
   if (requested === undefined) throw new AppError('invalid_request', 'instance_id is required in per_instance mode')
   return requested
+}
+
+/**
+ * Refuses an `instance_id` query that the `/score` body would refuse too (one rule: `InstanceId`).
+ * @example checkInstanceId(c.req.query('instance_id'))
+ */
+export function checkInstanceId(instanceId: string | undefined): void {
+  if (instanceId !== undefined && !InstanceId.safeParse(instanceId).success) {
+    throw new AppError('invalid_request', 'instance_id may hold letters, digits, and . _ : - only (at most 128)')
+  }
 }
