@@ -8,7 +8,7 @@ import { MemoryStore } from '../memory/store.ts'
 import type { AnalysisJob } from '../queues/messages.ts'
 import { loadRunConfig } from '../runs/store.ts'
 import { requestModels } from '../scoring/models.ts'
-import { persistRequestRecords } from '../scoring/persist.ts'
+import { writeRecords } from '../scoring/persist.ts'
 
 /**
  * The background half of `/score`: the Analyzer reads one recorded rollout, the analysis becomes a
@@ -46,7 +46,7 @@ export async function analyzeRollout(env: Env, job: AnalysisJob): Promise<'analy
     await instance.recordAnalysis(job.step, job.rolloutId, { status: 'done', documentId: id, hacking: analysis.reward_hacking.flag })
     return 'analysed'
   } finally {
-    await persistRequestRecords(env.DB, { runId: job.runId, requestId: `analysis:${job.step}:${job.rolloutId}`, calls: models.calls })
+    await writeRecords(env.DB, [{ runId: job.runId, requestId: `analysis:${job.step}:${job.rolloutId}`, calls: models.calls }])
   }
 }
 

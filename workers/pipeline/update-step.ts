@@ -16,7 +16,7 @@ import { MemoryStore, STEP_SUBJECT } from '../memory/store.ts'
 import type { StepJob } from '../queues/messages.ts'
 import { loadRunConfig } from '../runs/store.ts'
 import { requestModels } from '../scoring/models.ts'
-import { persistRequestRecords } from '../scoring/persist.ts'
+import { writeRecords } from '../scoring/persist.ts'
 
 export type StepJobResult = { state: 'waiting'; retryInMs: number } | { state: 'done'; outcome: StepUpdateOutcome }
 
@@ -112,7 +112,7 @@ async function planUpdate(
     if (!options.lastAttempt) throw error
     return noChange('update failed; the previous rubrics stay in force', consumed, counts, String((error as Error).message ?? error))
   } finally {
-    await persistRequestRecords(env.DB, { runId: job.runId, requestId: `step:${job.step}:${job.instanceId}`, calls: models.calls })
+    await writeRecords(env.DB, [{ runId: job.runId, requestId: `step:${job.step}:${job.instanceId}`, calls: models.calls }])
   }
 }
 

@@ -8,7 +8,7 @@ import type { ScoreResult } from '../../src/schemas/score.ts'
 import type { AppEnv, Env } from '../env.ts'
 import { jsonBody } from '../middleware/json-body.ts'
 import { requestModels } from '../scoring/models.ts'
-import { persistRequestRecords } from '../scoring/persist.ts'
+import { scoreRecords } from '../scoring/persist.ts'
 import { scoreRollout } from '../scoring/score-rollout.ts'
 
 /** Most samples one OpenRLHF request may carry (versions up to 0.9.0 send a whole rollout batch per server). */
@@ -209,19 +209,10 @@ async function scoreAll(scope: ScoringScope, requests: readonly ScoreRequest[]):
   const limit = pLimit(ITEM_CONCURRENCY)
   const settled = await Promise.allSettled(requests.map((request) => limit(() => scoreRollout({ env, run, scorer, requestId, defer }, request))))
   const scores = settled.flatMap((outcome) => (outcome.status === 'fulfilled' ? [outcome.value] : []))
-  defer(persistAll(env.DB, run.id, requestId, scores, models.calls))
+  scoreRecords.add(env.DB, { runId: run.id, requestId, scores, calls: models.calls }, defer)
   const failure = settled.find((outcome) => outcome.status === 'rejected')
   if (failure) throw failure.reason
   return scores
-}
-
-async function persistAll(db: D1Database, runId: string, requestId: string, scores: readonly ScoreResult[], calls: Parameters<typeof persistRequestRecords>[1]['calls']): Promise<void> {
-  try {
-    if (scores.length === 0) return await persistRequestRecords(db, { runId, requestId, calls })
-    for (const [index, score] of scores.entries()) await persistRequestRecords(db, { runId, requestId, score, calls: index === 0 ? calls : [] })
-  } catch (error) {
-    console.error(`[${requestId}] could not persist score records`, error)
-  }
 }
 
 function stripUndefined<T extends object>(value: T): Partial<T> {

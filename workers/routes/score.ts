@@ -4,7 +4,7 @@ import type { ScoreResult } from '../../src/schemas/score.ts'
 import type { AppEnv } from '../env.ts'
 import { jsonBody } from '../middleware/json-body.ts'
 import { requestModels } from '../scoring/models.ts'
-import { persistRequestRecords } from '../scoring/persist.ts'
+import { scoreRecords } from '../scoring/persist.ts'
 import { scoreRollout } from '../scoring/score-rollout.ts'
 
 /** `POST /score` — grade one rollout against its instance's current rubrics. */
@@ -17,10 +17,6 @@ export const scoreRoute = new Hono<AppEnv>().post('/score', jsonBody(ScoreReques
     score = await scoreRollout({ env: c.env, run, scorer: models.forRole('scorer'), requestId, defer: (work) => c.executionCtx.waitUntil(work) }, c.get('body'))
     return c.json(score)
   } finally {
-    c.executionCtx.waitUntil(
-      persistRequestRecords(c.env.DB, { runId: run.id, requestId, calls: models.calls, ...(score ? { score } : {}) }).catch((error) =>
-        console.error(`[${requestId}] could not persist score records`, error),
-      ),
-    )
+    scoreRecords.add(c.env.DB, { runId: run.id, requestId, calls: models.calls, ...(score ? { scores: [score] } : {}) }, (work) => c.executionCtx.waitUntil(work))
   }
 })
