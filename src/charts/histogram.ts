@@ -1,0 +1,78 @@
+import { escapeXml } from './escape.ts'
+import { type ChartFrame, PALETTE, axes, bottomMargin, frameSize, isFiniteNumber, leftMargin, noDataChart, openSvg, px } from './frame.ts'
+import { formatTick, formatValue, isDegenerate, linearScale, niceDomain, validDomain } from './scale.ts'
+
+const DEFAULT_BINS = 10
+
+/**
+ * Counts `values` into `bins` equal bins over `domain` (the last bin includes its upper edge).
+ * Values outside the domain or not finite are returned as `skipped`, not forced into an edge bin.
+ * @example binValues([0, 0.5, 1], 2, [0, 1]) // { counts: [1, 2], skipped: 0 }
+ */
+export function binValues(values: number[], bins: number, domain: [number, number]): { counts: number[]; skipped: number } {
+  const counts = new Array<number>(bins).fill(0)
+  const [low, high] = domain
+  let skipped = 0
+  for (const value of values) {
+    if (!isFiniteNumber(value) || value < low || value > high) {
+      skipped++
+      continue
+    }
+    const index = high === low ? 0 : Math.min(bins - 1, Math.floor(((value - low) / (high - low)) * bins))
+    counts[index]!++
+  }
+  return { counts, skipped }
+}
+
+/**
+ * Histogram of values (e.g. scores in [0,1]) in `bins` bins (default 10) over `domain` (default:
+ * the values' own range). Values outside the domain are left out and said so under the title.
+ * @example histogram({ title: 'Scores', values: [0.1, 0.4, 0.45, 0.9], bins: 5, domain: [0, 1], xLabel: 'score' })
+ */
+export function histogram(options: ChartFrame & { values: number[]; bins?: number; domain?: [number, number] }): string {
+  const finite = (options.values ?? []).filter(isFiniteNumber)
+  if (finite.length === 0) return noDataChart('histogram', options)
+  const bins = Number.isInteger(options.bins) && options.bins! >= 1 ? Math.min(options.bins!, 200) : DEFAULT_BINS
+  let domain = validDomain(options.domain) ?? [Math.min(...finite), Math.max(...finite)]
+  if (isDegenerate(domain[0], domain[1])) domain = niceDomain(domain[0], domain[1]).domain
+  const { counts, skipped } = binValues(options.values ?? [], bins, domain)
+  const shown = counts.reduce((sum, count) => sum + count, 0)
+  if (shown === 0) return noDataChart('histogram', options, `No values inside [${formatValue(domain[0])}, ${formatValue(domain[1])}]`)
+
+  const { width, height } = frameSize(options)
+  const y = niceDomain(0, Math.max(...counts), { integers: true })
+  const x = niceDomain(domain[0], domain[1], { exact: true, count: Math.max(2, Math.floor(width / 80)) })
+  const yTickLabels = y.ticks.map((tick) => formatTick(tick, y.step))
+  const area = { left: leftMargin(yTickLabels, options.yLabel), top: 54, right: width - 20, bottom: height - bottomMargin(options.xLabel) }
+  const xScale = linearScale(domain, [area.left, area.right])
+  const yScale = linearScale(y.domain, [area.bottom, area.top])
+  const binWidth = (domain[1] - domain[0]) / bins
+
+  const parts = [
+    openSvg('histogram', options, width, height),
+    `<text x="${px(width / 2)}" y="38" text-anchor="middle" fill="#6b7280">${escapeXml(
+      `n = ${shown}` + (skipped > 0 ? `, ${skipped} outside [${formatValue(domain[0])}, ${formatValue(domain[1])}] or not numbers, not shown` : ''),
+    )}</text>`,
+    axes({
+      area,
+      height,
+      xLabel: options.xLabel,
+      yLabel: options.yLabel,
+      xTicks: x.ticks.map((tick) => ({ at: xScale(tick), label: formatTick(tick, x.step) })),
+      yTicks: y.ticks.map((tick, index) => ({ at: yScale(tick), label: yTickLabels[index]! })),
+    }),
+  ]
+  counts.forEach((count, index) => {
+    if (count === 0) return
+    const from = domain[0] + binWidth * index
+    const left = xScale(from)
+    const right = xScale(from + binWidth)
+    const topY = yScale(count)
+    parts.push(
+      `<rect x="${px(left + 0.5)}" y="${px(topY)}" width="${px(Math.max(1, right - left - 1))}" height="${px(area.bottom - topY)}" fill="${PALETTE[0]}" fill-opacity="0.85">` +
+        `<title>${escapeXml(`[${formatValue(from)}, ${formatValue(from + binWidth)}${index === bins - 1 ? ']' : ')'}: ${count}`)}</title></rect>`,
+    )
+  })
+  parts.push('</svg>')
+  return parts.join('')
+}

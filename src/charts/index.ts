@@ -1,0 +1,11 @@
+/**
+ * Dependency-free SVG chart builders (strings in, strings out) for the offline reports and the
+ * Worker dashboard alike: `lineChart`, `barChart`, `histogram`. Every chart is a complete
+ * `<svg role="img" data-chart="line|bar|histogram" aria-label=…>` with a `<title>`, all text
+ * XML-escaped, and a readable "No data" state for empty input.
+ */
+export { barChart, type ChartBar } from './bar.ts'
+export { escapeXml } from './escape.ts'
+export type { ChartFrame, ChartKind } from './frame.ts'
+export { histogram } from './histogram.ts'
+export { type ChartPoint, type ChartSeries, lineChart } from './line.ts'
