@@ -1,6 +1,7 @@
 import { Hono } from 'hono'
 import { AppError } from '../../src/errors/index.ts'
 import { coordinatorName } from '../../durable-objects/names.ts'
+import { againAfterReset } from '../../durable-objects/reset.ts'
 import type { AppEnv } from '../env.ts'
 
 /** Used when `/rubric_status/wait` names no timeout. */
@@ -28,7 +29,9 @@ export const stepRoutes = new Hono<AppEnv>()
       throw new AppError('invalid_request', `timeout_s must be a number of seconds ≥ 0 (got "${raw}")`)
     }
     const timeoutS = Math.min(requested, run.config.max_wait_s)
-    const { done, status } = await c.env.RUN_COORDINATOR.getByName(coordinatorName(run.id)).waitForUpdate(run.id, timeoutS * 1_000)
+    const deadline = Date.now() + timeoutS * 1_000
+    // A reset of the coordinator (a deploy) drops its waiters: wait again, on a fresh stub, for what is left of the time.
+    const { done, status } = await againAfterReset(() => c.env.RUN_COORDINATOR.getByName(coordinatorName(run.id)).waitForUpdate(run.id, Math.max(0, deadline - Date.now())))
     if (done) return c.json({ ...status, status: 'updated' as const, mode: run.config.mode, waited_s_max: timeoutS })
     return c.json({ ...status, mode: run.config.mode, waited_s_max: timeoutS, timed_out: true }, 202)
   })

@@ -7,6 +7,7 @@ import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
 import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { ScoreResult } from '../../src/schemas/score.ts'
 import { coordinatorName, instanceName } from '../../durable-objects/names.ts'
+import { againAfterReset } from '../../durable-objects/reset.ts'
 import type { Preparation, RubricInstance } from '../../durable-objects/rubric-instance/index.ts'
 import type { Env } from '../env.ts'
 import type { RoleModel } from './models.ts'
@@ -30,25 +31,26 @@ export async function scoreRollout(ctx: ScoreContext, request: ScoreRequest): Pr
   const { env, run, requestId } = ctx
   const instanceId = await resolveInstanceId(run.config, request)
   const address = { runId: run.id, instanceId }
-  const instance = env.RUBRIC_INSTANCE.getByName(instanceName(run.id, instanceId))
+  // A reset of the instance (a deploy) breaks the stub in hand; prepare and record are idempotent, so they are made again on a fresh one.
+  const fresh = () => env.RUBRIC_INSTANCE.getByName(instanceName(run.id, instanceId))
   const key = await judgementKey(ctx.scorer.signature, run.config.locale, run.config.grade_max, request.rollout, request.metadata, run.config.prompts)
 
-  const prepared: Preparation = await instance.prepare(address, request.rollout.id, key)
+  const prepared = await againAfterReset<Preparation>(() => fresh().prepare(address, request.rollout.id, key))
   if (prepared.kind === 'recorded') return toResult(ctx, instanceId, prepared.entry, { duplicate: true })
   const cached = prepared.kind === 'cached'
   const judgement = cached ? prepared.judgement : await judge(ctx, prepared.snapshot, request)
-  const { entry, duplicate } = await instance.record(address, request.rollout, request.metadata, {
+  const { entry, duplicate } = await againAfterReset(() => fresh().record(address, request.rollout, request.metadata, {
     judgementKey: key,
     rubricVersion: prepared.snapshot.version,
     judgement,
     cached,
-  })
+  }))
   const result = toResult(ctx, instanceId, entry, { duplicate })
   if (duplicate) return result
   const analysis = env.ANALYSIS_QUEUE.send({ type: 'analysis', runId: run.id, instanceId, step: entry.step, rolloutId: entry.rollout_id })
   if (run.config.mode === 'sync') {
     await analysis
-    return settleSync(ctx, request, result, instance, address)
+    return settleSync(ctx, request, result, fresh(), address)
   }
   // Async mode: the trainer never waits on the analysis pipeline, not even on the enqueue.
   ctx.defer(analysis.catch((error) => console.error(`[${requestId}] could not enqueue the analysis of ${entry.rollout_id}`, error)))
@@ -62,8 +64,9 @@ async function settleSync(
   instance: DurableObjectStub<RubricInstance>,
   address: { runId: string; instanceId: string },
 ): Promise<ScoreResult> {
-  const coordinator = ctx.env.RUN_COORDINATOR.getByName(coordinatorName(ctx.run.id))
-  const updated = await coordinator.waitForStep(result.step, ctx.run.config.max_wait_s * 1_000)
+  const deadline = Date.now() + ctx.run.config.max_wait_s * 1_000
+  // A reset of the coordinator drops its waiters: wait again, on a fresh stub, for what is left of the time.
+  const updated = await againAfterReset(() => ctx.env.RUN_COORDINATOR.getByName(coordinatorName(ctx.run.id)).waitForStep(result.step, Math.max(0, deadline - Date.now())))
   if (!updated) return { ...result, update_pending: true }
   const snapshot: RubricSnapshot = await instance.snapshot(address)
   if (snapshot.version === result.rubric_version) return result
