@@ -5,6 +5,7 @@ import { AppError } from '../src/errors/index.ts'
 import type { AppEnv } from './env.ts'
 import { identifyCaller, resolveRun } from './middleware/auth.ts'
 import { renderError } from './middleware/errors.ts'
+import { dashboardRoutes } from './dashboard/index.ts'
 import { artifactAdminRoutes } from './routes/admin-artifacts.ts'
 import { compatRoutes } from './routes/compat.ts'
 import { healthRoutes } from './routes/health.ts'
@@ -45,6 +46,8 @@ export function createApp() {
     // Before the run API, whose run resolution matches every path: artifacts and RM targets belong to no run.
     .route('/', artifactAdminRoutes)
     .route('/', lineageRoutes)
+    // `GET /` serves a browser the dashboard (API clients get JSON) and `/dashboard/*` its pages; before the run API too.
+    .route('/', dashboardRoutes)
     .route('/rm/:target', rmRoutes)
     .route('/runs/:runId', runApi)
     .route('/', runApi)

@@ -15,6 +15,17 @@ const STEP_RESEND_AFTER_MS = 120_000
 
 type StepRow = { step: number; status: Exclude<StepStatus, 'idle'>; rollouts: number }
 
+/** One step as the dashboard's timeline shows it (`RunCoordinator.timeline`). */
+export interface StepTimelineEntry {
+  step: number
+  status: Exclude<StepStatus, 'idle'>
+  rollouts: number
+  opened_at: string
+  closed_at: string | null
+  updated_at: string | null
+  instances: { instance_id: string; rubric_version: number; rollouts: number; update: StepUpdateOutcome | null }[]
+}
+
 interface Waiter {
   isDone: () => boolean
   resolve: (done: boolean) => void
@@ -113,6 +124,31 @@ export class RunCoordinator extends DurableObject<Env> {
       rollouts: reported?.rollouts ?? 0,
       mode: config.mode,
     }
+  }
+
+  /**
+   * Every step of the run, oldest first (at most the newest `limit`), with each touched instance's rollouts and
+   * update outcome: the dashboard's step timeline. A read only.
+   */
+  async timeline(limit = 200): Promise<StepTimelineEntry[]> {
+    const steps = this.sql
+      .exec<{ step: number; status: StepTimelineEntry['status']; rollouts: number; opened_at: string; closed_at: string | null; updated_at: string | null }>(
+        'SELECT step, status, rollouts, opened_at, closed_at, updated_at FROM steps ORDER BY step DESC LIMIT ?', limit,
+      )
+      .toArray()
+      .reverse()
+    const first = steps[0]?.step ?? 0
+    const instances = this.sql
+      .exec<{ step: number; instance_id: string; rubric_version: number; rollouts: number; outcome: string | null }>(
+        'SELECT step, instance_id, rubric_version, rollouts, outcome FROM step_instances WHERE step >= ? ORDER BY step, instance_id', first,
+      )
+      .toArray()
+    return steps.map((row) => ({
+      ...row,
+      instances: instances
+        .filter((instance) => instance.step === row.step)
+        .map(({ instance_id, rubric_version, rollouts, outcome }) => ({ instance_id, rubric_version, rollouts, update: outcome ? (JSON.parse(outcome) as StepUpdateOutcome) : null })),
+    }))
   }
 
   /** Every instance that has taken part in the run, with its newest known rubric version. */

@@ -21,7 +21,12 @@ export function identifyCaller(): MiddlewareHandler<AppEnv> {
   }
 }
 
-async function principalFor(env: AppEnv['Bindings'], header: string | undefined): Promise<Principal> {
+/**
+ * Who an `Authorization` header value speaks for (see `identifyCaller`); a token that is no known secret throws 401.
+ * The dashboard calls it with the token of its login cookie, so both surfaces accept exactly the same tokens.
+ * @example const principal = await principalFor(c.env, `Bearer ${token}`)
+ */
+export async function principalFor(env: AppEnv['Bindings'], header: string | undefined): Promise<Principal> {
   if (!header) return { kind: 'anonymous' }
   const token = header.match(/^Bearer\s+(\S+)\s*$/i)?.[1]
   if (!token) throw new AppError('unauthorized', 'the Authorization header must be "Bearer <token>"')

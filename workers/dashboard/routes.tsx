@@ -1,0 +1,119 @@
+import type { Context } from 'hono'
+import { Hono } from 'hono'
+import { csrf } from 'hono/csrf'
+import { HTTPException } from 'hono/http-exception'
+import { AppError } from '../../src/errors/index.ts'
+import { MemoryKind } from '../../src/schemas/memory.ts'
+import { principalFor, resolveRun } from '../middleware/auth.ts'
+import { checkInstanceId } from '../routes/rubrics.ts'
+import { loadRunDashboard, loadTargets, visibleRuns } from './data.ts'
+import { dashboardViewer, endSession, pageHeaders, safeNext, startSession, type DashboardEnv } from './session.ts'
+import { ErrorPage } from './views/error.tsx'
+import { HomePage } from './views/home.tsx'
+import { canSeeTargets } from './views/layout.tsx'
+import { LoginPage } from './views/login.tsx'
+import { RunPage } from './views/run.tsx'
+import { TargetsPage } from './views/targets.tsx'
+
+/** What `GET /` tells a client that did not ask for HTML (API clients send `accept: application/json` or nothing). */
+const SERVICE_INDEX = {
+  service: 'reward-harness',
+  dashboard: 'GET / with Accept: text/html (a browser) opens the dashboard',
+  endpoints: ['GET /healthz', 'POST /score', 'POST /complete', 'GET /rubric_status', 'GET /rubric_status/wait', 'GET /rubrics', 'GET /rubrics/history', 'GET /memory', 'GET /run', 'POST /runs'],
+} as const
+
+/**
+ * The pages under `/dashboard/`: login and logout, a run's page, and the artifacts and deployments of every target.
+ * Errors render as pages; a missing or invalid token is the login form (401), never data.
+ */
+const pages = new Hono<DashboardEnv>()
+  .use('*', pageHeaders(), dashboardViewer())
+  .get('/', (c) => c.redirect('/', 302))
+  .get('/login', (c) => c.html(<LoginPage next={safeNext(c.req.query('next'))} />))
+  .post('/login', csrf(), async (c) => {
+    const form = await c.req.parseBody()
+    const next = safeNext(form.next)
+    const token = typeof form.token === 'string' ? form.token.trim() : ''
+    if (token === '') return c.html(<LoginPage next={next} error="Enter the admin token or a run token." />, 400)
+    const principal = await principalFor(c.env, `Bearer ${token}`).catch((error: unknown) => {
+      if (error instanceof AppError && error.code === 'unauthorized') return undefined
+      throw error
+    })
+    // The RM token is valid for /rm/* only: it names no run, so it opens nothing here.
+    if (principal === undefined || principal.kind === 'anonymous') {
+      return c.html(<LoginPage next={next} error="That token is neither the admin token nor a run token." />, 401)
+    }
+    startSession(c, token)
+    return c.redirect(next, 303)
+  })
+  .post('/logout', csrf(), (c) => {
+    endSession(c)
+    return c.redirect('/dashboard/login', 303)
+  })
+  .get('/targets', async (c) => {
+    const viewer = c.get('viewer')
+    if (!canSeeTargets(viewer)) {
+      if (viewer.principal.kind === 'anonymous') throw new AppError('unauthorized', 'Artifacts and deployments need the admin token.')
+      throw new AppError('forbidden', 'Artifacts and deployments belong to no run: they need the admin token, not a run token.')
+    }
+    return c.html(<TargetsPage viewer={viewer} {...await loadTargets(c.env.DB)} />)
+  })
+  .get('/runs/:runId', resolveRun(), async (c) => {
+    const { q, kind, instance } = c.req.query()
+    if (kind !== undefined && kind !== '' && !MemoryKind.safeParse(kind).success) {
+      throw new AppError('invalid_request', `kind must be one of ${MemoryKind.options.join(', ')}`)
+    }
+    checkInstanceId(instance === '' ? undefined : instance)
+    const data = await loadRunDashboard(c.env, c.get('run'), {
+      ...(instance ? { instance } : {}),
+      memory: { ...(q?.trim() ? { q: q.trim() } : {}), ...(kind ? { kind: kind as MemoryKind } : {}) },
+    })
+    return c.html(<RunPage viewer={c.get('viewer')} data={data} />)
+  })
+  .all('*', (c) => {
+    throw new AppError('not_found', `There is no dashboard page at ${new URL(c.req.url).pathname}.`)
+  })
+  .onError(renderPageError)
+
+/**
+ * The dashboard, mounted at `/` before the run API: `GET /` (the runs index for a browser, a small JSON index for
+ * anyone else) and the pages under `/dashboard/`.
+ * @example app.route('/', dashboardRoutes)
+ */
+export const dashboardRoutes = new Hono<DashboardEnv>()
+  .get(
+    '/',
+    // Content negotiation: only a client asking for HTML gets the dashboard; API clients keep getting JSON.
+    async (c, next) => (/\btext\/html\b/i.test(c.req.header('accept') ?? '') ? next() : c.json({ ...SERVICE_INDEX, request_id: c.get('requestId') })),
+    pageHeaders(),
+    dashboardViewer(),
+    async (c) => {
+      const viewer = c.get('viewer')
+      if (viewer.principal.kind === 'anonymous' && !viewer.local) throw new AppError('unauthorized', 'The dashboard needs the admin token or a run token.')
+      return c.html(<HomePage viewer={viewer} runs={await visibleRuns(c.env, viewer.principal)} />)
+    },
+  )
+  .route('/dashboard', pages)
+  .onError(renderPageError)
+
+/**
+ * Errors as pages: 401 is the login form (it returns to the page asked for), anything else an error page with the
+ * code and the request id. Unknown errors are a 500 that reveals nothing and is logged, as in the API.
+ * @example pages.onError(renderPageError)
+ */
+function renderPageError(error: Error, c: Context<DashboardEnv>): Response | Promise<Response> {
+  const requestId = c.get('requestId') ?? 'unknown'
+  const viewer = c.get('viewer')
+  const url = new URL(c.req.url)
+  if (error instanceof AppError && error.code === 'unauthorized') {
+    const next = c.req.method === 'GET' ? safeNext(url.pathname + url.search) : '/'
+    return c.html(<LoginPage next={next} message={error.message} />, 401)
+  }
+  if (error instanceof AppError) return c.html(<ErrorPage status={error.status} code={error.code} message={error.message} requestId={requestId} viewer={viewer} />, error.status as 400)
+  if (error instanceof HTTPException) {
+    const code = error.status === 403 ? 'forbidden' : error.status === 413 ? 'payload_too_large' : 'invalid_request'
+    return c.html(<ErrorPage status={error.status} code={code} message={error.message || 'The request was refused.'} requestId={requestId} viewer={viewer} />, error.status)
+  }
+  console.error(`[${requestId}]`, error)
+  return c.html(<ErrorPage status={500} code="internal" message="Internal error; the request id identifies it in the logs." requestId={requestId} viewer={viewer} />, 500)
+}
