@@ -578,7 +578,7 @@ export interface RpcFlow {
 /**
  * Reads the Durable Object RPCs and queue sends of one async-mode `/score` of a fresh rollout from the
  * source: stub calls in `scoreRollout` (workers/scoring/score-rollout.ts) and, recursively, inside the
- * called Durable Object methods; then the same for the queued analysis job (`analyzeRollout`).
+ * called Durable Object methods; then the same for a batch of queued analysis jobs (`analyzeRollouts`).
  * Conditional calls (a step closing, sync mode) are not on this path and are not listed.
  * @example scoreRpcFlow().requestPath // ['Worker→RubricInstance.prepare', 'Worker→RubricInstance.record', 'RubricInstance→RunCoordinator.admit']
  */
@@ -606,7 +606,7 @@ export function scoreRpcFlow(): RpcFlow {
   const read = (path: string) => (existsSync(join(ROOT, path)) ? readFileSync(join(ROOT, path), 'utf8') : '')
   const flow: RpcFlow = { requestPath: [], queueSends: [], analysisJob: [] }
   scan('Worker', bodyOf(read('workers/scoring/score-rollout.ts'), 'export async function scoreRollout('), 0, flow.requestPath, flow.queueSends)
-  const analysis = bodyOf(read('workers/pipeline/analyze-rollout.ts'), 'export async function analyzeRollout(')
+  const analysis = bodyOf(read('workers/pipeline/analyze-rollout.ts'), 'export async function analyzeRollouts(')
   scan('Consumer', analysis, 0, flow.analysisJob)
   if (/memoryFor\(/.test(analysis)) {
     const index = bodyOf(read('workers/memory/backends.ts'), 'export function vectorIndexFor(')

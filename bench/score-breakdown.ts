@@ -34,30 +34,8 @@ const CONSTANT_JUDGEMENT = 'score: 0.7, criteria: prepared.snapshot.rubrics.map(
 /** Each variant removes or replaces one piece of the /score path in a copy of the bundle. */
 const PIECES: Record<string, Omit<Variant, 'name'>> = {
   'no-d1-persist': {
-    description: 'drop the per-request D1 batch (score event + llm call rows) in waitUntil',
-    patches: [{ find: /async function persistRequestRecords\(\w+, \w+\) \{/, replace: '$& return;' }],
-  },
-  'd1-batched': {
-    description: 'D1 rows buffered and written 50 requests at a time, one json_each INSERT per table (no drizzle per request)',
-    patches: [
-      {
-        find: /async function persistRequestRecords\(db, records\) \{[\s\S]*?\n\}\n(?=__name\(persistRequestRecords)/,
-        replace: `async function persistRequestRecords(db, records) {
-  const outbox = (globalThis.__benchOutbox ??= { events: [], calls: [] });
-  const s = records.score;
-  if (s) outbox.events.push([records.runId, s.instance_id, s.rollout_id, s.step, s.rubric_version, s.score, JSON.stringify(s.criteria), s.cached ? 1 : 0, s.duplicate ? 1 : 0, records.requestId, new Date().toISOString()]);
-  for (const c of records.calls) outbox.calls.push([records.runId, c.role, c.model, c.outcome, c.latency_ms, c.prompt_tokens, c.completion_tokens, records.requestId, c.at]);
-  if (outbox.events.length < 50) return;
-  const events = outbox.events.splice(0), calls = outbox.calls.splice(0);
-  const pick = (n) => Array.from({ length: n }, (_, i) => \`value->>\${i}\`).join(", ");
-  await db.batch([
-    db.prepare(\`INSERT INTO score_events (run_id, instance_id, rollout_id, step, rubric_version, score, criteria, cached, duplicate, request_id, created_at) SELECT \${pick(11)} FROM json_each(?)\`).bind(JSON.stringify(events)),
-    db.prepare(\`INSERT INTO llm_calls (run_id, role, model, outcome, latency_ms, prompt_tokens, completion_tokens, request_id, created_at) SELECT \${pick(9)} FROM json_each(?)\`).bind(JSON.stringify(calls)),
-  ]);
-}
-`,
-      },
-    ],
+    description: 'drop the D1 rows (score event + llm call rows) that the isolate outbox writes in batches',
+    patches: [{ find: /  add\(db, records, defer\) \{/, replace: '$& return;' }],
   },
   'no-analysis-enqueue': {
     description: 'no analysis job per scored rollout (no queue send, so no background analyzer, memory and D1 work)',
@@ -74,26 +52,6 @@ const PIECES: Record<string, Omit<Variant, 'name'>> = {
   'no-judge': {
     description: 'constant judgement instead of judge() (no prompt build, model call, reply parse)',
     patches: [{ find: /const judgement = (\w+) \? prepared\.judgement : await judge\(ctx, prepared\.snapshot, request\);/, replace: `const judgement = $1 ? prepared.judgement : { ${CONSTANT_JUDGEMENT} };` }],
-  },
-  'memo-agent-settings': {
-    description: 'memoize agentSettingsFor per (config, role) instead of a zod parse per request',
-    patches: [
-      {
-        find: /function agentSettingsFor\((\w+), (\w+)\) \{\n  return (AgentSettings\.parse\([^\n]*\));/,
-        replace: 'function agentSettingsFor($1, $2) {\n  const memo = (globalThis.__benchSettings ??= new WeakMap()); let byRole = memo.get($1); if (!byRole) memo.set($1, byRole = new Map()); if (!byRole.has($2)) byRole.set($2, $3); return byRole.get($2);',
-      },
-    ],
-  },
-  'memo-meta': {
-    description: 'MetaStore keeps its values in memory (a DO is the only writer of its storage)',
-    patches: [
-      { find: /  get\(key\) \{\n    return (this\.sql\.exec\("SELECT value FROM meta WHERE key = \?", key\)\.toArray\(\)\[0\]\?\.value);\n  \}/, replace: '  get(key) {\n    const memo = (this.__memo ??= new Map()); if (!memo.has(key)) memo.set(key, $1); return memo.get(key);\n  }' },
-      { find: /  set\(key, value\) \{\n/, replace: '$&    (this.__memo ??= new Map()).set(key, String(value));\n' },
-    ],
-  },
-  'lean-record': {
-    description: 'RubricInstance.record builds its answer from its inputs instead of re-reading the ledger row',
-    patches: [{ find: /return \{ entry: this\.ledgerEntry\(step, rollout\.id\), duplicate: written === 0 \};/, replace: 'return written === 0 ? { entry: this.ledgerEntry(step, rollout.id), duplicate: true } : { entry: { step, rollout_id: rollout.id, rubric_version: judged.rubricVersion, score: judged.judgement.score, criteria: judged.judgement.criteria, cached: judged.cached }, duplicate: false };' }],
   },
   'no-admit': {
     description: 'skip the RubricInstance→RunCoordinator.admit RPC (and its 7 SQL statements)',
@@ -147,11 +105,8 @@ export function allVariants(): Variant[] {
     { name: 'baseline', description: 'the Worker as built', patches: [] },
     ...Object.entries(PIECES).map(([name, piece]) => ({ name, ...piece })),
     combine('no-do-rpcs', 'skip prepare and record (no Durable Object on the request path)', ['no-prepare-rpc', 'no-record-rpc']),
-    combine('proposed', 'D1 writes batched off the request path (≈ no-d1-persist) + memo-agent-settings + memo-meta + lean-record', ['no-d1-persist', 'memo-agent-settings', 'memo-meta', 'lean-record']),
-    combine('proposed-batched', 'proposed, with the D1 writes really batched (d1-batched) instead of dropped', ['d1-batched', 'memo-agent-settings', 'memo-meta', 'lean-record']),
-    combine('floor-2-rpcs', '2 no-op RPCs + the app: rpc-transport-only + no-d1-persist + no-analysis-enqueue + no-judge + no-judgement-key + memo-agent-settings', ['rpc-transport-only', 'no-d1-persist', 'no-analysis-enqueue', 'no-judge', 'no-judgement-key', 'memo-agent-settings']),
+    combine('floor-2-rpcs', '2 no-op RPCs + the app: rpc-transport-only + no-d1-persist + no-analysis-enqueue + no-judge + no-judgement-key', ['rpc-transport-only', 'no-d1-persist', 'no-analysis-enqueue', 'no-judge', 'no-judgement-key']),
     { name: 'baseline-again', description: 'the Worker as built, measured again (drift check)', patches: [] },
-    combine('proposed+admit', 'proposed + admits batched off the request path (≈ no-admit)', ['no-d1-persist', 'memo-agent-settings', 'memo-meta', 'lean-record', 'no-admit']),
   ]
 }
 

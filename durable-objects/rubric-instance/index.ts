@@ -43,6 +43,15 @@ export interface RubricVersionRecord {
 
 export type AnalysisStatus = 'pending' | 'done' | 'failed'
 
+/** A rollout in an instance's ledger. */
+export interface RolloutKey {
+  step: number
+  rollout_id: string
+}
+
+/** How one rollout's analysis ended. */
+export type AnalysisOutcome = RolloutKey & ({ status: 'done'; documentId: string; hacking: boolean } | { status: 'failed' })
+
 /** What the analyzer needs about one recorded rollout. */
 export interface AnalysisInput {
   entry: LedgerEntry
@@ -169,7 +178,9 @@ export class RubricInstance extends DurableObject<Env> {
       step, rollout.id, judged.rubricVersion, judged.judgement.score, JSON.stringify(judged.judgement.criteria), judged.cached ? 1 : 0,
       JSON.stringify(rollout), JSON.stringify(metadata), new Date().toISOString(),
     ).rowsWritten
-    return { entry: this.ledgerEntry(step, rollout.id)!, duplicate: written === 0 }
+    if (written === 0) return { entry: this.ledgerEntry(step, rollout.id)!, duplicate: true }
+    const { judgement } = judged
+    return { entry: { rollout_id: rollout.id, step, rubric_version: judged.rubricVersion, score: judgement.score, criteria: judgement.criteria, cached: judged.cached }, duplicate: false }
   }
 
   /** The coordinator closed a step: rollouts from now on belong to `step`. */
@@ -193,29 +204,46 @@ export class RubricInstance extends DurableObject<Env> {
       .map((row) => ({ ...row, rubrics: JSON.parse(row.rubrics), diff: row.diff === null ? null : JSON.parse(row.diff), refused: JSON.parse(row.refused) }))
   }
 
-  /** The recorded rollout and the rubrics it was scored with, for its analysis job. */
-  async analysisInput(address: InstanceAddress, step: number, rolloutId: string): Promise<AnalysisInput | undefined> {
+  /** The recorded rollouts and the rubrics each was scored with, for their analysis jobs; unknown ones are left out. */
+  async analysisInputs(address: InstanceAddress, keys: readonly RolloutKey[]): Promise<AnalysisInput[]> {
     await this.ensureRubrics(address)
-    const row = this.sql
-      .exec<{ rollout: string; metadata: string; rubric_version: number; analysis_status: AnalysisStatus }>(
-        'SELECT rollout, metadata, rubric_version, analysis_status FROM ledger WHERE step = ? AND rollout_id = ?', step, rolloutId,
-      )
-      .toArray()[0]
-    const entry = this.ledgerEntry(step, rolloutId)
-    if (!row || !entry) return undefined
-    const version = this.sql.exec<{ rubrics: string }>('SELECT rubrics FROM rubric_versions WHERE version = ?', row.rubric_version).one()
-    return { entry, rollout: JSON.parse(row.rollout), metadata: JSON.parse(row.metadata), rubrics: JSON.parse(version.rubrics), analysis_status: row.analysis_status }
+    const rubricsByVersion = new Map<number, Rubric[]>()
+    return keys.flatMap(({ step, rollout_id }) => {
+      const row = this.sql
+        .exec<{ rollout: string; metadata: string; rubric_version: number; analysis_status: AnalysisStatus }>(
+          'SELECT rollout, metadata, rubric_version, analysis_status FROM ledger WHERE step = ? AND rollout_id = ?', step, rollout_id,
+        )
+        .toArray()[0]
+      const entry = this.ledgerEntry(step, rollout_id)
+      if (!row || !entry) return []
+      let rubrics = rubricsByVersion.get(row.rubric_version)
+      if (!rubrics) {
+        rubrics = JSON.parse(this.sql.exec<{ rubrics: string }>('SELECT rubrics FROM rubric_versions WHERE version = ?', row.rubric_version).one().rubrics) as Rubric[]
+        rubricsByVersion.set(row.rubric_version, rubrics)
+      }
+      return [{ entry, rollout: JSON.parse(row.rollout), metadata: JSON.parse(row.metadata), rubrics, analysis_status: row.analysis_status }]
+    })
   }
 
-  /** Marks a rollout's analysis done or failed, once: a redelivered job changes nothing. */
-  async recordAnalysis(step: number, rolloutId: string, outcome: { status: 'done'; documentId: string; hacking: boolean } | { status: 'failed' }): Promise<{ changed: boolean }> {
-    const written = outcome.status === 'done'
-      ? this.sql.exec(
-          `UPDATE ledger SET analysis_status = 'done', analysis_document = ?, hacking = ? WHERE step = ? AND rollout_id = ? AND analysis_status != 'done'`,
-          outcome.documentId, outcome.hacking ? 1 : 0, step, rolloutId,
-        ).rowsWritten
-      : this.sql.exec(`UPDATE ledger SET analysis_status = 'failed' WHERE step = ? AND rollout_id = ? AND analysis_status = 'pending'`, step, rolloutId).rowsWritten
-    return { changed: written > 0 }
+  /** The recorded rollout and the rubrics it was scored with. */
+  async analysisInput(address: InstanceAddress, step: number, rolloutId: string): Promise<AnalysisInput | undefined> {
+    return (await this.analysisInputs(address, [{ step, rollout_id: rolloutId }]))[0]
+  }
+
+  /** Marks rollouts' analyses done or failed, each once: a redelivered job changes nothing. Returns how many changed. */
+  async recordAnalyses(outcomes: readonly AnalysisOutcome[]): Promise<{ changed: number }> {
+    let changed = 0
+    this.ctx.storage.transactionSync(() => {
+      for (const outcome of outcomes) {
+        changed += outcome.status === 'done'
+          ? this.sql.exec(
+              `UPDATE ledger SET analysis_status = 'done', analysis_document = ?, hacking = ? WHERE step = ? AND rollout_id = ? AND analysis_status != 'done'`,
+              outcome.documentId, outcome.hacking ? 1 : 0, outcome.step, outcome.rollout_id,
+            ).rowsWritten
+          : this.sql.exec(`UPDATE ledger SET analysis_status = 'failed' WHERE step = ? AND rollout_id = ? AND analysis_status = 'pending'`, outcome.step, outcome.rollout_id).rowsWritten
+      }
+    })
+    return { changed }
   }
 
   /**
@@ -263,31 +291,37 @@ export class RubricInstance extends DurableObject<Env> {
     const changed = commit.rubrics !== undefined && JSON.stringify(commit.rubrics) !== JSON.stringify(snapshot.rubrics)
     const version = changed ? snapshot.version + 1 : snapshot.version
     const now = new Date().toISOString()
-    this.ctx.storage.transactionSync(() => {
-      if (changed) {
-        this.sql.exec(
-          'INSERT INTO rubric_versions (version, rubrics, created_at, step, note, strategy, rationale, diff, refused) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
-          version, JSON.stringify(commit.rubrics), now, step, commit.note, commit.strategy, commit.rationale,
-          commit.diff === null ? null : JSON.stringify(commit.diff), JSON.stringify(commit.refused),
-        )
-      }
-      for (const consumed of commit.consumedRolloutIds) {
-        this.sql.exec('UPDATE ledger SET consumed_step = ? WHERE step = ? AND rollout_id = ? AND consumed_step IS NULL', step, consumed.step, consumed.rollout_id)
-      }
-      // Failed analyses are settled by this step too, so they are counted once.
-      this.sql.exec(`UPDATE ledger SET consumed_step = ? WHERE step <= ? AND consumed_step IS NULL AND analysis_status = 'failed'`, step, step)
-      const outcome: StepUpdateOutcome = {
-        rubric_version: version,
-        changed,
-        analysed: commit.consumedRolloutIds.length,
-        ...commit.counts,
-        strategy: commit.strategy,
-        refused: commit.refused,
-        ...(commit.error ? { error: commit.error } : {}),
-      }
-      this.sql.exec('INSERT INTO step_updates (step, outcome) VALUES (?, ?)', step, JSON.stringify(outcome))
-      this.openStepSync(step + 1)
-    })
+    try {
+      this.ctx.storage.transactionSync(() => {
+        if (changed) {
+          this.sql.exec(
+            'INSERT INTO rubric_versions (version, rubrics, created_at, step, note, strategy, rationale, diff, refused) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+            version, JSON.stringify(commit.rubrics), now, step, commit.note, commit.strategy, commit.rationale,
+            commit.diff === null ? null : JSON.stringify(commit.diff), JSON.stringify(commit.refused),
+          )
+        }
+        for (const consumed of commit.consumedRolloutIds) {
+          this.sql.exec('UPDATE ledger SET consumed_step = ? WHERE step = ? AND rollout_id = ? AND consumed_step IS NULL', step, consumed.step, consumed.rollout_id)
+        }
+        // Failed analyses are settled by this step too, so they are counted once.
+        this.sql.exec(`UPDATE ledger SET consumed_step = ? WHERE step <= ? AND consumed_step IS NULL AND analysis_status = 'failed'`, step, step)
+        const outcome: StepUpdateOutcome = {
+          rubric_version: version,
+          changed,
+          analysed: commit.consumedRolloutIds.length,
+          ...commit.counts,
+          strategy: commit.strategy,
+          refused: commit.refused,
+          ...(commit.error ? { error: commit.error } : {}),
+        }
+        this.sql.exec('INSERT INTO step_updates (step, outcome) VALUES (?, ?)', step, JSON.stringify(outcome))
+        this.openStepSync(step + 1)
+      })
+    } catch (error) {
+      // The rollback may have undone a step the meta store remembers.
+      this.meta.forget()
+      throw error
+    }
     if (changed) this.cachedSnapshot = undefined
     return JSON.parse(this.sql.exec<{ outcome: string }>('SELECT outcome FROM step_updates WHERE step = ?', step).one().outcome)
   }

@@ -114,8 +114,15 @@ export type CreateRunRequest = z.infer<typeof CreateRunRequest>
  * @example agentSettingsFor(config, 'scorer').model
  */
 export function agentSettingsFor(config: RunConfig, role: AgentRole): AgentSettings {
-  return AgentSettings.parse({ ...config.agents.default, ...stripUndefined(config.agents[role] ?? {}) })
+  let byRole = settingsMemo.get(config)
+  if (!byRole) settingsMemo.set(config, (byRole = new Map()))
+  let settings = byRole.get(role)
+  if (!settings) byRole.set(role, (settings = AgentSettings.parse({ ...config.agents.default, ...stripUndefined(config.agents[role] ?? {}) })))
+  return settings
 }
+
+/** Run configs are parsed once and never changed, so each role's settings are worked out once per config. */
+const settingsMemo = new WeakMap<RunConfig, Map<AgentRole, AgentSettings>>()
 
 function stripUndefined<T extends object>(value: T): Partial<T> {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>

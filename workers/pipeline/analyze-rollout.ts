@@ -6,48 +6,77 @@ import type { Env } from '../env.ts'
 import { memoryFor } from '../memory/backends.ts'
 import { MemoryStore } from '../memory/store.ts'
 import type { AnalysisJob } from '../queues/messages.ts'
+import type { MemoryDocument } from '../../src/schemas/memory.ts'
 import { loadRunConfig } from '../runs/store.ts'
 import { requestModels } from '../scoring/models.ts'
 import { writeRecords } from '../scoring/persist.ts'
+import { pLimit } from '../../src/llm/index.ts'
+
+/** Workers allow 6 open connections per invocation. */
+export const ANALYSES_IN_FLIGHT = 6
+
+/** How one analysis job ended: analysed now, analysed before (a redelivery), its rollout gone, or an error to retry. */
+export type AnalysisJobResult = 'analysed' | 'already_done' | 'gone' | { error: unknown }
 
 /**
- * The background half of `/score`: the Analyzer reads one recorded rollout, the analysis becomes a
- * memory document, and the instance marks it done. Idempotent: a redelivered job finds the analysis
- * done and does nothing; a failed one throws so the queue retries it (then dead-letters it).
- * @example await analyzeRollout(env, { type: 'analysis', runId: 'default', instanceId: 'global', step: 0, rolloutId: 'r1' })
+ * The background half of `/score`, for a batch of jobs of one run × instance: the Analyzer reads each
+ * recorded rollout, the analyses become memory documents, and the instance marks them done — one
+ * Durable Object read, one memory write and one DO write for the whole batch. Idempotent: a redelivered
+ * job finds its analysis done and does nothing; a failed one gets `{ error }` so the queue retries it alone.
+ * @example const [result] = await analyzeRollouts(env, [{ type: 'analysis', runId: 'default', instanceId: 'global', step: 0, rolloutId: 'r1' }])
  */
-export async function analyzeRollout(env: Env, job: AnalysisJob): Promise<'analysed' | 'already_done' | 'gone'> {
-  const config = await loadRunConfig(env.DB, job.runId)
-  if (!config) return 'gone'
-  const address = { runId: job.runId, instanceId: job.instanceId }
-  const instance = env.RUBRIC_INSTANCE.getByName(instanceName(job.runId, job.instanceId))
-  const input = (await instance.analysisInput(address, job.step, job.rolloutId)) as AnalysisInput | undefined
-  if (!input) return 'gone'
-  if (input.analysis_status === 'done') return 'already_done'
+export async function analyzeRollouts(env: Env, jobs: readonly AnalysisJob[], options: { inFlight?: ReturnType<typeof pLimit> } = {}): Promise<AnalysisJobResult[]> {
+  const inFlight = options.inFlight ?? pLimit(ANALYSES_IN_FLIGHT)
+  const [first] = jobs
+  if (!first) return []
+  const { runId, instanceId } = first
+  if (jobs.some((job) => job.runId !== runId || job.instanceId !== instanceId)) throw new Error('analyzeRollouts takes the jobs of one run × instance')
+  const config = await loadRunConfig(env.DB, runId)
+  if (!config) return jobs.map(() => 'gone')
+  const instance = env.RUBRIC_INSTANCE.getByName(instanceName(runId, instanceId))
+  const inputs = (await instance.analysisInputs({ runId, instanceId }, jobs.map((job) => ({ step: job.step, rollout_id: job.rolloutId })))) as AnalysisInput[]
+  const inputOf = new Map(inputs.map((input) => [`${input.entry.step}\u0000${input.entry.rollout_id}`, input]))
   const models = requestModels(env, config)
   const analyzer = models.forRole('analyzer')
+  const now = new Date().toISOString()
   try {
-    const analysis = await runAnalyzer(
-      analyzer.model,
-      { rollout: input.rollout, metadata: input.metadata, rubrics: input.rubrics, score: input.entry.score, criteria: input.entry.criteria, gradeMax: config.grade_max, locale: config.locale, prompts: config.prompts },
-      { maxAttempts: analyzer.settings.max_attempts },
-    )
-    const id = await MemoryStore.documentId('analysis', job.runId, job.instanceId, job.step, job.rolloutId)
-    await memoryFor(env, job.runId).put([{
-      id,
-      run_id: job.runId,
-      instance_id: job.instanceId,
-      kind: 'analysis',
-      step: job.step,
-      text: analysisText(job.rolloutId, input.entry.score, analysis),
-      data: { subject: job.rolloutId, rollout_id: job.rolloutId, score: input.entry.score, metadata: input.metadata, analysis },
-      created_at: new Date().toISOString(),
-    }])
-    await instance.recordAnalysis(job.step, job.rolloutId, { status: 'done', documentId: id, hacking: analysis.reward_hacking.flag })
-    return 'analysed'
+    const settled = await Promise.all(jobs.map(async (job): Promise<AnalysisJobResult | MemoryDocument> => {
+      const input = inputOf.get(`${job.step}\u0000${job.rolloutId}`)
+      if (!input) return 'gone'
+      if (input.analysis_status === 'done') return 'already_done'
+      try {
+        const analysis = await inFlight(() => runAnalyzer(
+          analyzer.model,
+          { rollout: input.rollout, metadata: input.metadata, rubrics: input.rubrics, score: input.entry.score, criteria: input.entry.criteria, gradeMax: config.grade_max, locale: config.locale, prompts: config.prompts },
+          { maxAttempts: analyzer.settings.max_attempts },
+        ))
+        return {
+          id: await MemoryStore.documentId('analysis', runId, instanceId, job.step, job.rolloutId),
+          run_id: runId,
+          instance_id: instanceId,
+          kind: 'analysis',
+          step: job.step,
+          text: analysisText(job.rolloutId, input.entry.score, analysis),
+          data: { subject: job.rolloutId, rollout_id: job.rolloutId, score: input.entry.score, metadata: input.metadata, analysis },
+          created_at: now,
+        }
+      } catch (error) {
+        return { error }
+      }
+    }))
+    const documents = settled.filter(isDocument)
+    await memoryFor(env, runId).put(documents)
+    await instance.recordAnalyses(documents.map((doc) => ({
+      step: doc.step, rollout_id: doc.data.rollout_id as string, status: 'done', documentId: doc.id, hacking: (doc.data.analysis as Analysis).reward_hacking.flag,
+    })))
+    return settled.map((result) => (isDocument(result) ? 'analysed' : result))
   } finally {
-    await writeRecords(env.DB, [{ runId: job.runId, requestId: `analysis:${job.step}:${job.rolloutId}`, calls: models.calls }])
+    await writeRecords(env.DB, [{ runId, requestId: `analysis:${first.step}:${jobs.map((job) => job.rolloutId).join(',')}`.slice(0, 200), calls: models.calls }])
   }
+}
+
+function isDocument(result: AnalysisJobResult | MemoryDocument): result is MemoryDocument {
+  return typeof result === 'object' && 'id' in result
 }
 
 /** The text an analysis is remembered and searched by. */

@@ -24,9 +24,7 @@ export function requestModels(env: Env, config: RunConfig) {
   const totalLimit = pLimit(config.max_concurrent_llm_calls)
   const forRole = (role: AgentRole): RoleModel => {
     const settings = agentSettingsFor(config, role)
-    const signature = canonicalJson({ backend: settings.backend, model: settings.model, base_url: settings.base_url ?? null, temperature: settings.temperature, max_tokens: settings.max_tokens, seed: settings.seed ?? null })
-    // Every setting the adapter is built from keys it, so runs never share a timeout or an API key.
-    const adapterKey = canonicalJson(settings)
+    const { signature, adapterKey } = keysOf(settings)
     let adapter = adapters.get(adapterKey)
     if (!adapter) {
       try {
@@ -41,6 +39,22 @@ export function requestModels(env: Env, config: RunConfig) {
     return { model, settings, signature: `${adapter.id}|${signature}` }
   }
   return { forRole, calls }
+}
+
+/** Settings objects are memoized per run config (agentSettingsFor), so their keys are worked out once. */
+const settingsKeys = new WeakMap<AgentSettings, { signature: string; adapterKey: string }>()
+
+function keysOf(settings: AgentSettings): { signature: string; adapterKey: string } {
+  let keys = settingsKeys.get(settings)
+  if (!keys) {
+    keys = {
+      signature: canonicalJson({ backend: settings.backend, model: settings.model, base_url: settings.base_url ?? null, temperature: settings.temperature, max_tokens: settings.max_tokens, seed: settings.seed ?? null }),
+      // Every setting the adapter is built from keys it, so runs never share a timeout or an API key.
+      adapterKey: canonicalJson(settings),
+    }
+    settingsKeys.set(settings, keys)
+  }
+  return keys
 }
 
 /**
