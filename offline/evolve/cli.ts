@@ -7,6 +7,8 @@ import { createBackend, MOCK_MODEL } from '../search/backend.ts'
 import { loadLibrary } from '../library/index.ts'
 import { CachedChatModel, type CacheStats } from '../llm/cache.ts'
 import { join } from 'node:path'
+import { pairItems } from '../../src/evolve/index.ts'
+import { datasetImageRegistry, missingImageFiles } from './images.ts'
 import { EvolveInputError, runEvolve, type EvolveSummary } from './run.ts'
 
 export interface EvolveCliOptions {
@@ -23,6 +25,10 @@ export interface EvolveCliOptions {
   library?: string
   locale: string
   concurrency: string
+  /** `both` (default) or `one`: judge each item in both presentation orders, or A/B only. */
+  orders?: string
+  /** Sample size of the tool-prompt check (default 4; 0 = off). */
+  toolCheck?: string
   /** Reply cache directory (default `<out>/cache`); `false` (from --no-cache) turns it off. */
   cache?: boolean
   cacheDir?: string
@@ -47,8 +53,16 @@ export async function runEvolveCommand(options: EvolveCliOptions, log: (line: st
   const concurrency = number('concurrency', options.concurrency, (v) => Number.isInteger(v) && v >= 1, 'an integer ≥ 1')
   if (options.locale !== 'en' && options.locale !== 'zh') throw new EvolveInputError('--locale must be en or zh')
   if (!['mock', 'openai', 'auto'].includes(options.backend)) throw new EvolveInputError('--backend must be mock, openai or auto')
+  const orders = options.orders ?? 'both'
+  if (orders !== 'both' && orders !== 'one') throw new EvolveInputError(`--orders must be both or one, not ${JSON.stringify(orders)}`)
+  const toolCheckSample = number('tool-check', options.toolCheck ?? '4', (v) => Number.isInteger(v) && v >= 0, 'an integer ≥ 0')
   const endpoints = options.endpoint ?? []
   const { dataset, sha256 } = await loadDataset(options.dataset)
+  // Images: registered as handles now, files checked now, read only when a request needs them.
+  const images = datasetImageRegistry(options.dataset)
+  pairItems(dataset, images)
+  const missing = await missingImageFiles(images, options.dataset)
+  if (missing.length > 0) throw new EvolveInputError(`${options.dataset}: ${missing.length} image file${missing.length > 1 ? 's' : ''} not found (paths are relative to the dataset file): ${missing.slice(0, 5).join('; ')}`)
   let model: ChatModel
   let close = async () => {}
   if (options.backend === 'mock' || (options.backend === 'auto' && endpoints.length === 0)) model = new MockChatModel(MOCK_MODEL)
@@ -88,6 +102,9 @@ export async function runEvolveCommand(options: EvolveCliOptions, log: (line: st
       exploreMargin,
       pruneEvery,
       concurrency,
+      orders,
+      toolCheckSample,
+      images,
       judge: { locale: options.locale as Locale },
       ...(options.library ? { initialLibrary: await loadLibrary(options.library) } : {}),
       log,

@@ -6,13 +6,20 @@
  * `checkpoints/best/` the best validated state. Leave-one-out pruning every `pruneEvery` iterations is gated the
  * same way. `evolution-log.jsonl` gets one line per iteration; per-item results go to `results/iter-<n>.jsonl`.
  * A run resumes from its log and checkpoints.
+ *
+ * Judging is in both orders by default (`orders: 'both'`): every item is judged as A/B and as B/A, and only agreeing
+ * orders give a verdict; disagreement is counted as inconsistent (wrong for accuracy, never a tie). The B/A order is
+ * what swap augmentation would add, so train is augmented only with `orders: 'one'`. A change that adds a tool or
+ * changes a tool's prompt first passes the tool-prompt check (`checkToolPrompt` on `toolCheckSample` train items).
+ * Every model call is counted per role (router, sub_agent, tool, chain_analyzer, evolver) in each log line and the
+ * summary. Items may carry images (handles in `images`, resolved at call time).
  */
 import { appendFile, mkdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import pLimit from 'p-limit'
 import { deleteEntry, emptyLibrary, entryList, type Library, libraryHash } from '../../src/library/index.ts'
-import { analyzeChains, applyChange, changeKey, type LibraryChange, pairItems, proposeChange, splitItems, swapAugment } from '../../src/evolve/index.ts'
-import { judgeWithLibrary, type JudgeOptions, type JudgeOutcome, LibraryRouter, type PairItem } from '../../src/evolve/judge.ts'
+import { analyzeChains, applyChange, changeKey, checkToolPrompt, ImageRegistry, type LibraryChange, type LibraryUsage, pairItems, proposeChange, RoleMeter, splitItems, swapAugment, type ToolCheck, toolsToCheck, usageSince } from '../../src/evolve/index.ts'
+import { type BothOrdersOutcome, judgeBothOrders, judgeWithLibrary, type JudgeOptions, LibraryRouter, type PairItem } from '../../src/evolve/judge.ts'
 import type { ChatModel, LibraryChainResult } from '../../src/llm/types.ts'
 import type { PreferenceDataset } from '../../src/search/types.ts'
 import { checkpoint, loadLibrary } from '../library/index.ts'
@@ -35,10 +42,28 @@ export interface EvolveOptions {
   initialLibrary?: Library
   concurrency?: number
   judge?: JudgeOptions
+  /** `both` (default): judge A/B and B/A, a verdict only when they agree; `one`: A/B only, with swap-augmented train. */
+  orders?: JudgeOrders
+  /** Train items a new or modified tool prompt is exercised on before validation (default 4; 0 = no check). */
+  toolCheckSample?: number
+  /** The handle registry the dataset's images go to (path images need one that reads files: see images.ts here). */
+  images?: ImageRegistry
   log?: (line: string) => void
 }
 
-export type Decision = 'baseline' | 'kept' | 'rolled_back' | 'skipped'
+export type JudgeOrders = 'both' | 'one'
+
+/** `rejected`: the change failed the tool-prompt check and was never validated. */
+export type Decision = 'baseline' | 'kept' | 'rolled_back' | 'skipped' | 'rejected'
+
+/** How items were judged: verdicts, order disagreements and failures. */
+export interface JudgingCounts {
+  judged: number
+  consistent: number
+  /** Both orders answered but disagreed (always 0 with one order). */
+  inconsistent: number
+  failures: number
+}
 
 export interface EvolutionLogEntry {
   iteration: number
@@ -53,14 +78,20 @@ export interface EvolutionLogEntry {
   /** Content hash of checkpoints/best when this line was written; resume repairs a best dir that disagrees. */
   best_library_sha256: string
   failures: { train: number; val: number }
+  /** Items whose two orders disagreed (train, val); counted wrong, never ties. */
+  inconsistent: { train: number; val: number }
   /** Tool sub-calls made while judging (train, val). */
   tool_calls: { train: number; val: number }
+  /** The tool-prompt check of a change that adds a tool or changes a tool's prompt. */
+  tool_check?: ToolCheck[]
+  /** Model calls and tokens of this iteration, per role. */
+  usage: LibraryUsage
   analysis_summary?: string
   note?: string
   pruned?: { removed: string[]; decision: 'kept' | 'rolled_back'; val_accuracy: number } | null
   entries: string[]
   library_sha256: string
-  settings: { seed: number; val_fraction: number; explore_margin: number; prune_every: number; dataset_sha256: string; train: number; validation: number }
+  settings: { seed: number; val_fraction: number; explore_margin: number; prune_every: number; dataset_sha256: string; train: number; validation: number; orders: JudgeOrders; tool_check_sample: number; images: number }
   timestamp: string
 }
 
@@ -75,6 +106,11 @@ export interface EvolveSummary {
   entries: string[]
   /** Router calls (cache misses) and the ones that failed after retries (their judgments used no entries). */
   router: { calls: number; failures: number }
+  orders: JudgeOrders
+  /** Judgments made by this invocation (train and validation, pruning included). */
+  judging: JudgingCounts
+  /** Model calls and tokens of this invocation per role: router, sub_agent, tool, chain_analyzer, evolver, total. */
+  usage: LibraryUsage
 }
 
 export class EvolveInputError extends Error {}
@@ -82,8 +118,9 @@ export class EvolveInputError extends Error {}
 interface Evaluation {
   accuracy: number
   failures: number
+  inconsistent: number
   toolCalls: number
-  results: (LibraryChainResult & { failure?: string })[]
+  results: (LibraryChainResult & { failure?: string; verdict: BothOrdersOutcome['verdict']; orders?: BothOrdersOutcome['orders'] })[]
 }
 
 /**
@@ -95,29 +132,69 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
   const valFraction = options.valFraction ?? 0.34
   const margin = options.exploreMargin ?? 0.075
   const pruneEvery = options.pruneEvery ?? 0
+  const orders = options.orders ?? 'both'
+  const toolCheckSample = options.toolCheckSample ?? 4
   const say = options.log ?? (() => {})
-  const items = pairItems(options.dataset)
+  const registry = options.images ?? new ImageRegistry()
+  const items = pairItems(options.dataset, registry)
   if (items.length < 2) throw new EvolveInputError('the dataset needs at least 2 pairwise items (prompts with exactly 2 ranked candidates)')
   const split = splitItems(items, seed, valFraction)
-  const train = swapAugment(split.train)
+  const train = orders === 'both' ? split.train : swapAugment(split.train)
   const validation = split.validation
-  const settings = { seed, val_fraction: valFraction, explore_margin: margin, prune_every: pruneEvery, dataset_sha256: options.datasetSha256, train: train.length, validation: validation.length }
-  const router = new LibraryRouter(options.model, options.judge)
+  const settings = { seed, val_fraction: valFraction, explore_margin: margin, prune_every: pruneEvery, dataset_sha256: options.datasetSha256, train: train.length, validation: validation.length, orders, tool_check_sample: toolCheckSample, images: registry.entries().length }
+  const meter = new RoleMeter()
+  const model = meter.wrap(options.model)
+  const judge: JudgeOptions = { ...options.judge, images: registry }
+  const router = new LibraryRouter(model, judge)
   const limit = pLimit(options.concurrency ?? 4)
+  const judging: JudgingCounts = { judged: 0, consistent: 0, inconsistent: 0, failures: 0 }
+  let iterationStart = meter.usage()
+  /** Usage since the last call: one iteration's cost. */
+  const iterationUsage = () => {
+    const now = meter.usage()
+    const spent = usageSince(now, iterationStart)
+    iterationStart = now
+    return spent
+  }
   const logPath = join(options.outDir, 'evolution-log.jsonl')
   const checkpoints = join(options.outDir, 'checkpoints')
   await mkdir(options.outDir, { recursive: true })
 
+  /** One item, in one or both orders, as a both-orders outcome (one order: its verdict is the A/B answer). */
+  const judgeItem = async (library: Library, item: PairItem): Promise<BothOrdersOutcome> => {
+    const routed = await router.route(library, item.instruction)
+    if (orders === 'both') return judgeBothOrders(model, library, routed, item, judge)
+    const outcome = await judgeWithLibrary(model, library, routed, item, judge)
+    const common = { chain: outcome.chain, tool_calls: outcome.tool_calls, entries: outcome.entries }
+    return outcome.ok
+      ? { verdict: 'consistent', preference: outcome.preference, orders: { ab: outcome.preference, ba: null }, ...common }
+      : { verdict: 'failure', preference: null, failure: outcome.failure, orders: { ab: null, ba: null }, ...common }
+  }
   const evaluate = async (library: Library, set: readonly PairItem[]): Promise<Evaluation> => {
-    const outcomes = await Promise.all(set.map((item) => limit(async (): Promise<JudgeOutcome> => judgeWithLibrary(options.model, library, await router.route(library, item.instruction), item, options.judge))))
+    const outcomes = await Promise.all(set.map((item) => limit(() => judgeItem(library, item))))
     const results = set.map((item, index) => {
       const outcome = outcomes[index]!
-      const prediction = outcome.ok ? outcome.preference : null
-      return { id: item.id, instruction: item.instruction, label: item.label, prediction, correct: prediction === item.label, chain: outcome.chain, ...(outcome.ok ? {} : { failure: outcome.failure }) }
+      const prediction = outcome.verdict === 'inconsistent' ? 'inconsistent' : outcome.preference
+      return {
+        id: item.id,
+        instruction: item.instruction,
+        label: item.label,
+        prediction,
+        correct: outcome.verdict === 'consistent' && prediction === item.label,
+        chain: outcome.chain,
+        verdict: outcome.verdict,
+        ...(orders === 'both' ? { orders: outcome.orders } : {}),
+        ...(outcome.failure === undefined ? {} : { failure: outcome.failure }),
+      }
     })
     const correct = results.filter((result) => result.correct).length
     const toolCalls = outcomes.reduce((sum, outcome) => sum + outcome.tool_calls, 0)
-    return { accuracy: set.length ? correct / set.length : 0, failures: results.filter((result) => result.prediction === null).length, toolCalls, results }
+    const count = (verdict: BothOrdersOutcome['verdict']) => results.filter((result) => result.verdict === verdict).length
+    judging.judged += results.length
+    judging.consistent += count('consistent')
+    judging.inconsistent += count('inconsistent')
+    judging.failures += count('failure')
+    return { accuracy: set.length ? correct / set.length : 0, failures: count('failure'), inconsistent: count('inconsistent'), toolCalls, results }
   }
   const writeResults = (iteration: number, name: string, evaluation: Evaluation) =>
     writeFileAtomic(join(options.outDir, 'results', `iter-${iteration}.${name}.jsonl`), evaluation.results.map((result) => JSON.stringify(result)).join('\n') + '\n')
@@ -139,8 +216,10 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
   }
   if (previous.length > 0) {
     const last = previous[previous.length - 1]!
-    for (const key of ['seed', 'val_fraction', 'dataset_sha256'] as const) {
-      if (last.settings[key] !== settings[key]) throw new EvolveInputError(`cannot resume ${options.outDir}: ${key} was ${JSON.stringify(last.settings[key])}, now ${JSON.stringify(settings[key])}`)
+    // Logs written before judging in both orders existed judged one order.
+    const was = { ...last.settings, orders: last.settings.orders ?? 'one' }
+    for (const key of ['seed', 'val_fraction', 'dataset_sha256', 'orders'] as const) {
+      if (was[key] !== settings[key]) throw new EvolveInputError(`cannot resume ${options.outDir}: ${key} was ${JSON.stringify(was[key])}, now ${JSON.stringify(settings[key])}`)
     }
     current = await loadLibrary(join(checkpoints, `iter-${last.iteration}`))
     currentVal = last.state_val_accuracy
@@ -155,7 +234,7 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
       await saveBest(source)
       say(`restored checkpoints/best from iter-${bestIteration}`)
     }
-    for (const entry of previous) if (entry.decision === 'rolled_back' && entry.change) rejected.push(entry.change.key)
+    for (const entry of previous) if ((entry.decision === 'rolled_back' || entry.decision === 'rejected') && entry.change) rejected.push(entry.change.key)
     start = last.iteration + 1
     resumedFrom = last.iteration
     say(`resuming after iteration ${last.iteration} (best val ${best.toFixed(3)} at iteration ${bestIteration})`)
@@ -169,8 +248,8 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
     bestIteration = 0
     await checkpoint(current, join(checkpoints, 'iter-0'))
     await saveBest(current)
-    await append(await logEntry(0, null, 'baseline', trainEval.accuracy, valEval.accuracy, { train: trainEval.failures, val: valEval.failures }, { tool_calls: { train: trainEval.toolCalls, val: valEval.toolCalls } }))
-    say(`iteration 0: baseline train ${trainEval.accuracy.toFixed(3)} val ${valEval.accuracy.toFixed(3)} (failures ${trainEval.failures}/${valEval.failures})`)
+    await append(await logEntry(0, null, 'baseline', trainEval.accuracy, valEval.accuracy, { train: trainEval.failures, val: valEval.failures }, { inconsistent: { train: trainEval.inconsistent, val: valEval.inconsistent }, tool_calls: { train: trainEval.toolCalls, val: valEval.toolCalls } }))
+    say(`iteration 0: baseline train ${trainEval.accuracy.toFixed(3)} val ${valEval.accuracy.toFixed(3)} (failures ${trainEval.failures}/${valEval.failures}, inconsistent ${trainEval.inconsistent}/${valEval.inconsistent})`)
     start = 1
   }
 
@@ -186,8 +265,10 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
       best_iteration: bestIteration,
       best_library_sha256: bestHash,
       failures,
+      inconsistent: { train: 0, val: 0 },
       tool_calls: { train: 0, val: 0 },
       ...extra,
+      usage: iterationUsage(),
       entries: entryList(current).map((entry) => entry.name),
       library_sha256: await libraryHash(current),
       settings,
@@ -202,13 +283,15 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
     let decision: Decision = 'skipped'
     let valAcc: number | null = null
     let valFailures = 0
+    let valInconsistent = 0
     let valToolCalls = 0
+    let toolCheck: ToolCheck[] | undefined
     let note: string | undefined
     let summary: string | undefined
     try {
-      const analysis = await analyzeChains(options.model, current, trainEval.results, options.judge)
+      const analysis = await analyzeChains(model, current, trainEval.results, judge)
       summary = analysis.summary
-      change = await proposeChange(options.model, current, analysis.signals, rejected, options.judge)
+      change = await proposeChange(model, current, analysis.signals, rejected, judge)
     } catch (error) {
       note = `analyzer/evolver failed: ${error instanceof Error ? error.message : String(error)}`
     }
@@ -220,11 +303,24 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
         note = `invalid change ${changeKey(change)}: ${(error as Error).message}`
         rejected.push(changeKey(change))
       }
+      const checked = candidate && toolCheckSample > 0 ? toolsToCheck(current, change) : []
+      if (candidate && checked.length > 0) {
+        const sample = train.slice(0, toolCheckSample)
+        toolCheck = await Promise.all(checked.map((tool) => checkToolPrompt(model, candidate!, tool, sample, judge)))
+        const failed = toolCheck.filter((check) => !check.passed)
+        if (failed.length > 0) {
+          decision = 'rejected'
+          rejected.push(changeKey(change))
+          note = `rejected by the tool-prompt check: ${failed.map((check) => `${check.tool} replied JSON on ${check.json} of ${check.sampled} sample calls`).join('; ')}`
+          candidate = undefined
+        }
+      }
       if (candidate) {
         const valEval = await evaluate(candidate, validation)
         await writeResults(iteration, 'val', valEval)
         valAcc = valEval.accuracy
         valFailures = valEval.failures
+        valInconsistent = valEval.inconsistent
         valToolCalls = valEval.toolCalls
         if (valAcc >= best - margin) {
           decision = 'kept'
@@ -246,7 +342,7 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
     let pruned: EvolutionLogEntry['pruned'] = null
     if (pruneEvery > 0 && iteration % pruneEvery === 0 && Object.keys(current.entries).length > 0) pruned = await prune(iteration)
     await checkpoint(current, join(checkpoints, `iter-${iteration}`))
-    await append(await logEntry(iteration, change, decision, trainEval.accuracy, valAcc, { train: trainEval.failures, val: valFailures }, { tool_calls: { train: trainEval.toolCalls, val: valToolCalls }, ...(summary !== undefined ? { analysis_summary: summary } : {}), ...(note ? { note } : {}), pruned }))
+    await append(await logEntry(iteration, change, decision, trainEval.accuracy, valAcc, { train: trainEval.failures, val: valFailures }, { inconsistent: { train: trainEval.inconsistent, val: valInconsistent }, tool_calls: { train: trainEval.toolCalls, val: valToolCalls }, ...(toolCheck ? { tool_check: toolCheck } : {}), ...(summary !== undefined ? { analysis_summary: summary } : {}), ...(note ? { note } : {}), pruned }))
     say(`iteration ${iteration}: ${change ? changeKey(change) : 'no change'} → ${decision}${valAcc === null ? '' : ` (val ${valAcc.toFixed(3)}, best ${best.toFixed(3)})`}${note ? `; ${note}` : ''}`)
   }
 
@@ -283,6 +379,9 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
     log: logPath,
     entries: entryList(current).map((entry) => entry.name),
     router: { calls: router.calls, failures: router.failures },
+    orders,
+    judging,
+    usage: meter.usage(),
   }
 }
 

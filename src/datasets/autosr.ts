@@ -1,10 +1,11 @@
 /**
  * The autosr prompt shape (§1.1): `{prompt_id, prompt, candidates: [{candidate_id, text, source?,
- * metadata: {rank? | quality?, …}}], metadata?, group?}`. Ground truth moves out of `metadata` into
+ * metadata: {rank? | quality?, …}, images?}], metadata?, group?, images?}` (`images`: see images.ts). Ground truth moves out of `metadata` into
  * `label`, so nothing that reaches an LLM can carry it (autosr §8.2).
  */
 import type { Candidate, CandidateLabel, PromptItem } from '../search/types.ts'
 import { describeType, isObject, type IssueLog, type JsonObject, quoteId, rawId, readId, readObject, readOptionalText, readText, restOf } from './fields.ts'
+import { recordImages, withImages } from './images.ts'
 
 /** Candidate fields that are ground truth, wherever they are written. */
 export const LABEL_FIELDS = ['rank', 'quality'] as const
@@ -21,9 +22,10 @@ export function readAutosrPrompt(record: JsonObject, place: string, log: IssueLo
   const prompt = readText(record, 'prompt', at, log)
   const group = readOptionalText(record, 'group', at, log)
   const metadata = readObject(record, 'metadata', at, log)
+  const images = recordImages(record, metadata, at, log)
   const candidates = readCandidates(record, at, log)
-  if (log.issues.length > before || promptId === undefined || prompt === undefined || candidates === undefined) return undefined
-  return { prompt_id: promptId, prompt, candidates, ...(group === undefined ? {} : { group }), metadata }
+  if (log.issues.length > before || promptId === undefined || prompt === undefined || candidates === undefined || images === undefined) return undefined
+  return { prompt_id: promptId, prompt, candidates, ...(group === undefined ? {} : { group }), metadata: withImages(metadata, images) }
 }
 
 function readCandidates(record: JsonObject, place: string, log: IssueLog): Candidate[] | undefined {
@@ -54,8 +56,9 @@ function readCandidate(record: JsonObject, place: string, log: IssueLog): Candid
   const source = readOptionalText(record, 'source', at, log) ?? 'unknown'
   const metadata = readObject(record, 'metadata', at, log)
   const label = readLabel(record, metadata, at, log)
-  if (log.issues.length > before || candidateId === undefined || text === undefined) return undefined
-  return { candidate_id: candidateId, text, source, label, metadata: restOf(metadata, LABEL_FIELDS) }
+  const images = recordImages(record, metadata, at, log)
+  if (log.issues.length > before || candidateId === undefined || text === undefined || images === undefined) return undefined
+  return { candidate_id: candidateId, text, source, label, metadata: withImages(restOf(metadata, LABEL_FIELDS), images) }
 }
 
 /** `rank`/`quality` from `metadata` (autosr) or `label` (this project's own shape); both may be given if they agree. */

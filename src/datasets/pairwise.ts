@@ -6,6 +6,7 @@
 import { fnv1a, mix32 } from '../memory/fnv.ts'
 import type { Candidate, PromptItem } from '../search/types.ts'
 import { describeType, type IssueLog, type JsonObject, quoteId, rawId, readId, readOptionalText, readText, restOf } from './fields.ts'
+import { readImageRefs, withImages } from './images.ts'
 
 export const PAIR_SHAPES = ['llmbar', 'judgebench', 'chosen_rejected'] as const
 export type PairShape = (typeof PAIR_SHAPES)[number]
@@ -141,6 +142,8 @@ export function readPair(record: JsonObject, shape: PairShape, index: number, pl
   const groupField = GROUP_FIELDS.find((field) => record[field] !== undefined && record[field] !== null)
   const group = groupField === undefined ? undefined : readOptionalText(record, groupField, at, log)
   const sources = spec.sources.map((field) => readOptionalText(record, field, at, log))
+  // Images of the prompt (`images` beside the fields) are checked here; they stay in the item's metadata.
+  const images = readImageRefs(record.images, `${at}.images`, log)
   if (log.issues.length > before || prompt === undefined || first === undefined || second === undefined || winner === undefined) return undefined
 
   const sourceA = sources[0] ?? 'unknown'
@@ -160,7 +163,7 @@ export function readPair(record: JsonObject, shape: PairShape, index: number, pl
     }),
   )
   const used = [spec.prompt, spec.a, spec.b, ...spec.sources, ...(spec.label ? [spec.label] : []), ...(idField ? [idField] : []), ...(groupField ? [groupField] : [])]
-  return { prompt_id: promptId, prompt, candidates, ...(group === undefined ? {} : { group }), metadata: restOf(record, used) }
+  return { prompt_id: promptId, prompt, candidates, ...(group === undefined ? {} : { group }), metadata: withImages(restOf(record, [...used, 'images']), images ?? []) }
 }
 
 interface Answer {

@@ -10,7 +10,8 @@ import { addEntry, deleteEntry, entryList, type Library, type LibraryEntry, modi
 import type { ChatModel, LibraryChainResult, LibraryEntrySummary } from '../llm/types.ts'
 import { renderPrompt } from '../prompts/index.ts'
 import type { PreferenceDataset } from '../search/types.ts'
-import { askParsed, type JudgeOptions, type PairItem } from './judge.ts'
+import { ImageRegistry, itemImages, swapImages } from './images.ts'
+import { askParsed, callTool, type JudgeOptions, type PairItem } from './judge.ts'
 import { mulberry32 } from '../search/random.ts'
 
 // ---------------------------------------------------------------------------------------------
@@ -18,16 +19,18 @@ import { mulberry32 } from '../search/random.ts'
 
 /**
  * The pairwise items of a preference dataset: prompts with exactly two candidates whose ranks differ (rank 1 is
- * better) or are equal (tie). Other prompts are skipped. The first candidate is A.
+ * better) or are equal (tie). Other prompts are skipped. The first candidate is A. Images (`metadata.images` of the
+ * prompt and candidates) are registered in `images` and the items keep their handles.
  * @example pairItems(dataset).length // 12
  */
-export function pairItems(dataset: PreferenceDataset): PairItem[] {
+export function pairItems(dataset: PreferenceDataset, images: ImageRegistry = new ImageRegistry()): PairItem[] {
   const items: PairItem[] = []
   for (const prompt of dataset.prompts) {
     const [a, b] = prompt.candidates
     if (prompt.candidates.length !== 2 || !a || !b || a.label.rank === undefined || b.label.rank === undefined) continue
     const label = a.label.rank === b.label.rank ? 'tie' : a.label.rank < b.label.rank ? 'A' : 'B'
-    items.push({ id: prompt.prompt_id, instruction: prompt.prompt, first: a.text, second: b.text, label })
+    const handles = itemImages(images, prompt.metadata, a.metadata, b.metadata)
+    items.push({ id: prompt.prompt_id, instruction: prompt.prompt, first: a.text, second: b.text, label, ...(handles ? { images: handles } : {}) })
   }
   return items
 }
@@ -55,7 +58,7 @@ export function splitItems(items: readonly PairItem[], seed: number, valFraction
  */
 export function swapAugment(items: readonly PairItem[]): PairItem[] {
   const flip = { A: 'B', B: 'A', tie: 'tie' } as const
-  return [...items, ...items.map((item) => ({ id: `${item.id}#swap`, instruction: item.instruction, first: item.second, second: item.first, label: flip[item.label] }))]
+  return [...items, ...items.map((item) => ({ id: `${item.id}#swap`, instruction: item.instruction, first: item.second, second: item.first, label: flip[item.label], ...(item.images ? { images: swapImages(item.images)! } : {}) }))]
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -76,7 +79,7 @@ export async function analyzeChains(model: ChatModel, library: Library, allResul
   const entries = summaries(library)
   const results = selectChains(allResults, options.maxChains ?? 60)
   const text = results
-    .map((result) => `### ${result.id}: ${result.correct ? 'CORRECT' : 'INCORRECT'} (label ${result.label}, prediction ${result.prediction ?? 'FAILED'})\nInstruction: ${result.instruction}\n${result.chain}`)
+    .map((result) => `### ${result.id}: ${result.correct ? 'CORRECT' : 'INCORRECT'} (label ${result.label}, prediction ${predictionText(result.prediction)})\nInstruction: ${result.instruction}\n${result.chain}`)
     .join('\n\n')
   const entriesText = entries.length ? entries.map((entry) => `- ${entry.name} (${entry.kind}): ${entry.description}`).join('\n') : '(empty)'
   const boundary = await dataBoundary(entriesText, text)
@@ -94,6 +97,12 @@ export async function analyzeChains(model: ChatModel, library: Library, allResul
     (reply) => parseReplyAs(AnalyzerReply, reply, 'chain analyzer'),
     options.retry,
   )
+}
+
+/** A prediction as the analyzer reads it; `inconsistent` says the two orders disagreed (position bias). */
+function predictionText(prediction: string | null): string {
+  if (prediction === null) return 'FAILED'
+  return prediction === 'inconsistent' ? 'INCONSISTENT: the A/B and B/A orders disagreed' : prediction
 }
 
 /**
@@ -174,4 +183,50 @@ export function applyChange(library: Library, change: LibraryChange): Library {
     case 'none':
       return library
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tool-prompt check
+
+/** What exercising a tool's prompt on sample items gave. */
+export interface ToolCheck {
+  tool: string
+  /** Sub-calls made (one per sampled item). */
+  sampled: number
+  /** Replies that parsed as JSON. */
+  json: number
+  passed: boolean
+  /** Up to 3 of the other observations (cut), to say why it failed. */
+  examples: string[]
+}
+
+const PROBE_QUERY: Record<NonNullable<JudgeOptions['locale']>, string> = {
+  en: 'Check the two answers against the instruction and report what you find.',
+  zh: '对照指令检查两个答案，并报告你的发现。',
+}
+
+/**
+ * The tools a change adds, or whose prompt (body) it changes: the ones the tool-prompt check must exercise.
+ * @example toolsToCheck(lib, { op: 'add', entry: { name: 'ocr', kind: 'tool', … }, rationale: '' }) // ['ocr']
+ */
+export function toolsToCheck(before: Library, change: LibraryChange): string[] {
+  if (change.op === 'add') return change.entry.kind === 'tool' ? [change.entry.name] : []
+  if (change.op !== 'modify' || change.body === undefined) return []
+  const entry = before.entries[change.name]
+  return entry?.kind === 'tool' && entry.body.trim() !== change.body.trim() ? [change.name] : []
+}
+
+/**
+ * The tool-prompt check (RewardHarness §3.7, made a gate): before a new or modified tool prompt is validated, it runs
+ * as a real sub-call on `sample` items (their texts and images, a neutral probe query); it passes when at least
+ * `minJsonShare` of the replies are JSON. A tool that fails is rejected without spending a validation run.
+ * @example const check = await checkToolPrompt(model, candidate, 'coverage-check', train.slice(0, 4)); check.passed // true
+ */
+export async function checkToolPrompt(model: ChatModel, library: Library, tool: string, items: readonly PairItem[], options: JudgeOptions & { minJsonShare?: number } = {}): Promise<ToolCheck> {
+  const query = PROBE_QUERY[options.locale ?? 'en']
+  const calls = await Promise.all(items.map((item) => callTool(model, library, tool, tool, item, query, options)))
+  const json = calls.filter((call) => call.status === 'json').length
+  const passed = items.length > 0 && json / items.length >= (options.minJsonShare ?? 0.8)
+  const examples = calls.filter((call) => call.status !== 'json').slice(0, 3).map((call) => call.observation.slice(0, 300))
+  return { tool, sampled: items.length, json, passed, examples }
 }

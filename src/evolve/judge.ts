@@ -6,13 +6,18 @@
  *   `tool` call or the `answer`. A tool call really runs the tool: its SKILL.md body is the system prompt of a
  *   sub-call that receives the same instruction and answers the Sub-Agent saw, plus its query. The observation is
  *   fed back and kept in the chain. Parse errors (after retries) and LLM errors are FAILURES, never ties.
+ * - Images (images.ts): an item's images are handles; the Sub-Agent's user message carries them as OpenAI vision
+ *   parts, and a tool's sub-call gets the same images, resolved from the handle registry at call time (a tool call may
+ *   name a subset by label). What the model writes is never used as image data.
+ * - `judgeBothOrders` judges A/B and B/A; only agreeing orders give a verdict, disagreement is `inconsistent`.
  */
 import { z } from 'zod'
 import { dataBoundary, parseLenientJson, parseReplyAs, runAgent } from '../agents/run-agent.ts'
 import { entryList, type Library, libraryHash } from '../library/index.ts'
 import { withRetry, type RetryPolicy } from '../llm/retry.ts'
-import { LlmError, type ChatMessage, type ChatModel, type ChatRequest, type LibraryEntrySummary } from '../llm/types.ts'
+import { LlmError, type ChatMessage, type ChatModel, type ChatRequest, type LibraryEntrySummary, visionMessage } from '../llm/types.ts'
 import { renderPrompt, type Locale } from '../prompts/index.ts'
+import { type ImageResolver, imageParts, type ItemImages, type PresentedImage, presentedImages, swapImages } from './images.ts'
 
 export type PairLabel = 'A' | 'B' | 'tie'
 
@@ -23,13 +28,20 @@ export interface PairItem {
   first: string
   second: string
   label: PairLabel
+  /** Image handles of the instruction and of each answer (see images.ts); resolved with `JudgeOptions.images`. */
+  images?: ItemImages
 }
+
+/** What a judgment sees of an item: the texts, and the image handles if any. */
+export type JudgedItem = Pick<PairItem, 'instruction' | 'first' | 'second' | 'images'>
 
 export interface JudgeOptions {
   locale?: Locale
   retry?: Partial<RetryPolicy>
   /** Tool calls allowed per judgment (default 3); a tool requested beyond it is a failure. */
   maxToolCalls?: number
+  /** Resolves items' image handles at call time; needed when an item has images. */
+  images?: ImageResolver
 }
 
 /** A verdict, or a counted failure. `chain` holds every turn and every tool observation. */
@@ -126,7 +138,7 @@ const Preference = z.preprocess((value) => {
 
 const TurnReply = z.union([
   z.object({ think: z.string().optional(), answer: z.object({ preference: Preference, reason: z.string().default('') }) }),
-  z.object({ think: z.string().optional(), tool: z.object({ name: z.string(), query: z.string().default('') }) }),
+  z.object({ think: z.string().optional(), tool: z.object({ name: z.string(), query: z.string().default(''), images: z.array(z.string()).optional() }) }),
 ])
 type TurnReply = z.infer<typeof TurnReply>
 
@@ -143,7 +155,7 @@ export function parseTurn(text: string): TurnReply {
  * as `{ok: false}` so callers count it.
  * @example const outcome = await judgeWithLibrary(model, lib, ['coverage-check'], item)
  */
-export async function judgeWithLibrary(model: ChatModel, library: Library, routed: readonly string[], item: Pick<PairItem, 'instruction' | 'first' | 'second'>, options: JudgeOptions = {}): Promise<JudgeOutcome> {
+export async function judgeWithLibrary(model: ChatModel, library: Library, routed: readonly string[], item: JudgedItem, options: JudgeOptions = {}): Promise<JudgeOutcome> {
   const locale = options.locale ?? 'en'
   const maxToolCalls = options.maxToolCalls ?? 3
   const picked = routed.map((name) => library.entries[name]).filter((entry) => entry !== undefined)
@@ -151,6 +163,16 @@ export async function judgeWithLibrary(model: ChatModel, library: Library, route
   const tools = picked.filter((entry) => entry.kind === 'tool').map((entry) => ({ name: entry.name, when_to_use: entry.when_to_use ?? entry.description }))
   const none = locale === 'zh' ? '（无）' : '(none)'
   const boundary = await dataBoundary(item.instruction, item.first, item.second)
+  const entries = picked.map((entry) => entry.name)
+  const shown = presentedImages(item.images)
+  let images: Awaited<ReturnType<typeof imageParts>> = []
+  try {
+    if (shown.length > 0 && !options.images) throw new Error('the item has images but the judge has no image registry')
+    if (options.images) images = await imageParts(options.images, shown, locale)
+  } catch (error) {
+    return { ok: false, failure: 'image', chain: `[failure] ${describe(error)}`, tool_calls: 0, entries }
+  }
+  const userText = renderPrompt(locale, 'library-judge.user', { boundary, instruction: item.instruction, first: item.first, second: item.second })
   const messages: ChatMessage[] = [
     {
       role: 'system',
@@ -160,11 +182,12 @@ export async function judgeWithLibrary(model: ChatModel, library: Library, route
         tools: tools.length ? tools.map((tool) => `## Tool: ${tool.name}\nWhen to use: ${tool.when_to_use}`).join('\n\n') : none,
       }),
     },
-    { role: 'user', content: renderPrompt(locale, 'library-judge.user', { boundary, instruction: item.instruction, first: item.first, second: item.second }) },
+    images.length > 0
+      ? visionMessage('user', [{ type: 'text', text: userText }, ...images, ...(tools.length > 0 ? [{ type: 'text' as const, text: TOOL_IMAGES_NOTE[locale] }] : [])])
+      : { role: 'user', content: userText },
   ]
   const observations: { tool: string; text: string }[] = []
   const chain: string[] = []
-  const entries = picked.map((entry) => entry.name)
   let toolCalls = 0
   for (;;) {
     const request: ChatRequest = {
@@ -190,13 +213,15 @@ export async function judgeWithLibrary(model: ChatModel, library: Library, route
       return { ok: true, preference: turn.answer.preference, reason: turn.answer.reason, chain: chain.join('\n'), tool_calls: toolCalls, entries }
     }
     const { name, query } = turn.tool
-    chain.push(`[tool] ${name}: ${query}`)
+    chain.push(`[tool] ${name}: ${query}${turn.tool.images ? ` (images asked: ${turn.tool.images.map(shortLabel).join(', ')})` : ''}`)
     if (toolCalls >= maxToolCalls) {
       chain.push('[failure] tool call beyond the limit')
       return { ok: false, failure: 'tool_limit', chain: chain.join('\n'), tool_calls: toolCalls, entries }
     }
     toolCalls++
-    const observation = await runTool(model, library, tools.some((tool) => tool.name === name) ? name : undefined, name, item, query, locale, options.retry)
+    const call = await callTool(model, library, tools.some((tool) => tool.name === name) ? name : undefined, name, item, query, { ...options, locale }, turn.tool.images)
+    const observation = call.observation
+    if (call.images.length > 0) chain.push(`[tool input ${name}] images ${call.images.join(', ')}`)
     chain.push(`[observation ${name}] ${observation}`)
     observations.push({ tool: name, text: observation })
     messages.push({ role: 'assistant', content: raw })
@@ -204,35 +229,119 @@ export async function judgeWithLibrary(model: ChatModel, library: Library, route
   }
 }
 
+/** What a tool sub-call gave: the observation text, whether the tool replied with JSON, and the image labels it got. */
+export interface ToolCall {
+  observation: string
+  /** `json`: the reply parsed as JSON; `raw`: it did not; `error`: no reply (unknown tool, bad image labels, failed call). */
+  status: 'json' | 'raw' | 'error'
+  /** Labels of the images the sub-call received. */
+  images: string[]
+}
+
 /**
- * Runs a tool: its SKILL.md body as the system prompt, the same instruction and answers as the Sub-Agent, and the
- * query. Returns the reply text (JSON re-serialized when it parses), or `{"error": …}` for an unknown tool or a
- * failed call; an error observation is data for the Sub-Agent, not a failure of the judgment.
- * @example await runTool(model, lib, 'coverage-check', 'coverage-check', item, 'Which covers more?', 'en')
+ * Runs a tool: its SKILL.md body as the system prompt, the same instruction, answers and images as the Sub-Agent
+ * (or the images `asked` names, by label), and the query. The images are resolved from the handle registry now;
+ * a label the item does not have (base64 copied into the reply, say) is refused, never sent. The observation is the
+ * reply (JSON re-serialized when it parses), or `{"error": …}`: data for the Sub-Agent, not a failure of the judgment.
+ * @example const { observation, status } = await callTool(model, lib, 'coverage-check', 'coverage-check', item, 'Which covers more?', { locale: 'en' })
  */
-export async function runTool(model: ChatModel, library: Library, known: string | undefined, name: string, item: Pick<PairItem, 'instruction' | 'first' | 'second'>, query: string, locale: Locale, retry?: Partial<RetryPolicy>): Promise<string> {
+export async function callTool(model: ChatModel, library: Library, known: string | undefined, name: string, item: JudgedItem, query: string, options: JudgeOptions = {}, asked?: readonly string[]): Promise<ToolCall> {
+  const locale = options.locale ?? 'en'
+  const error = (message: string): ToolCall => ({ observation: JSON.stringify({ error: message }), status: 'error', images: [] })
   const entry = known ? library.entries[known] : undefined
-  if (!entry || entry.kind !== 'tool') return JSON.stringify({ error: `no routed tool named ${name}` })
+  if (!entry || entry.kind !== 'tool') return error(`no routed tool named ${name}`)
+  const shown = presentedImages(item.images)
+  let sent: PresentedImage[] = shown
+  if (asked) {
+    const unknown = asked.filter((label) => !shown.some((image) => image.label === label))
+    if (unknown.length > 0) {
+      return error(`unknown image handle${unknown.length > 1 ? 's' : ''} ${unknown.map(shortLabel).join(', ')}: name images by their labels (${shown.map((image) => image.label).join(', ') || 'this item has none'})`)
+    }
+    sent = shown.filter((image) => asked.includes(image.label))
+  }
   const boundary = await dataBoundary(item.instruction, item.first, item.second, query)
+  const userText = renderPrompt(locale, 'library-tool.user', { boundary, instruction: item.instruction, first: item.first, second: item.second, query })
+  let user: ChatMessage = { role: 'user', content: userText }
+  if (sent.length > 0) {
+    try {
+      if (!options.images) throw new Error('the item has images but the judge has no image registry')
+      user = visionMessage('user', [{ type: 'text', text: userText }, ...(await imageParts(options.images, sent, locale))])
+    } catch (failure) {
+      return error(describe(failure))
+    }
+  }
   const request: ChatRequest = {
     role: 'judge',
-    messages: [
-      { role: 'system', content: entry.body },
-      { role: 'user', content: renderPrompt(locale, 'library-tool.user', { boundary, instruction: item.instruction, first: item.first, second: item.second, query }) },
-    ],
+    messages: [{ role: 'system', content: entry.body }, user],
     task: { kind: 'library_tool', tool: entry.name, system: entry.body, instruction: item.instruction, first: item.first, second: item.second, query },
     json: true,
   }
+  const images = sent.map((image) => image.label)
   try {
-    const reply = await askParsed(model, request, (text) => text, retry)
+    const reply = await askParsed(model, request, (text) => text, options.retry)
     try {
-      return JSON.stringify(parseLenientJson(reply))
+      return { observation: JSON.stringify(parseLenientJson(reply)), status: 'json', images }
     } catch {
-      return JSON.stringify({ raw: reply.slice(0, 2000) })
+      return { observation: JSON.stringify({ raw: reply.slice(0, 2000) }), status: 'raw', images }
     }
-  } catch (error) {
-    return JSON.stringify({ error: describe(error) })
+  } catch (failure) {
+    return { ...error(describe(failure)), images }
   }
+}
+
+/**
+ * `callTool`'s observation alone, with no image subset asked.
+ * @example await runTool(model, lib, 'coverage-check', 'coverage-check', item, 'Which covers more?', 'en')
+ */
+export async function runTool(model: ChatModel, library: Library, known: string | undefined, name: string, item: JudgedItem, query: string, locale: Locale, retry?: Partial<RetryPolicy>, images?: ImageResolver): Promise<string> {
+  return (await callTool(model, library, known, name, item, query, { locale, ...(retry ? { retry } : {}), ...(images ? { images } : {}) })).observation
+}
+
+/** Said after the images when tools are routed: tools see the same images, a subset may be named by label. */
+const TOOL_IMAGES_NOTE: Record<Locale, string> = {
+  en: 'A tool you call receives these same images. To send only some, add "images": ["<label>", …] to the tool call, naming the labels above (never image data).',
+  zh: '你调用的工具会收到同样的图片。若只想发送部分图片，在工具调用中加上 "images": ["<标签>", …]，写上面的标签（不要写图片数据）。',
+}
+
+/** A label as logs show it: cut when long (a model may paste image data where a label belongs). */
+function shortLabel(label: string): string {
+  return JSON.stringify(label.length > 24 ? `${label.slice(0, 21)}…` : label)
+}
+
+/** The verdict of judging both presentation orders. */
+export interface BothOrdersOutcome {
+  /** `consistent`: both orders agree; `inconsistent`: both answered but disagree; `failure`: an order failed. */
+  verdict: 'consistent' | 'inconsistent' | 'failure'
+  /** The agreed preference (consistent only). */
+  preference: PairLabel | null
+  /** Each order's preference in the item's own positions (B/A's mapped back); null where that order failed. */
+  orders: { ab: PairLabel | null; ba: PairLabel | null }
+  /** The first order's failure kind, when an order failed. */
+  failure?: string
+  /** Both chains, each under its order's heading. */
+  chain: string
+  tool_calls: number
+  entries: string[]
+}
+
+const FLIP = { A: 'B', B: 'A', tie: 'tie' } as const
+
+/**
+ * Judges an item as presented (A/B) and with the answers exchanged (B/A, images too). The verdict stands only when
+ * both orders agree; disagreement is `inconsistent` (position bias shown, never read as a tie), and a failure in
+ * either order is a failure.
+ * @example const outcome = await judgeBothOrders(model, lib, routed, item); outcome.verdict // 'consistent'
+ */
+export async function judgeBothOrders(model: ChatModel, library: Library, routed: readonly string[], item: JudgedItem, options: JudgeOptions = {}): Promise<BothOrdersOutcome> {
+  const ab = await judgeWithLibrary(model, library, routed, item, options)
+  const swapped: JudgedItem = { instruction: item.instruction, first: item.second, second: item.first, ...(item.images ? { images: swapImages(item.images)! } : {}) }
+  const ba = await judgeWithLibrary(model, library, routed, swapped, options)
+  const orders = { ab: ab.ok ? ab.preference : null, ba: ba.ok ? FLIP[ba.preference] : null }
+  const chain = `[order A/B]\n${ab.chain}\n[order B/A: the answers exchanged]\n${ba.chain}`
+  const common = { orders, chain, tool_calls: ab.tool_calls + ba.tool_calls, entries: ab.entries }
+  if (!ab.ok || !ba.ok) return { verdict: 'failure', preference: null, failure: !ab.ok ? ab.failure : (ba as { failure: string }).failure, ...common }
+  if (orders.ab !== orders.ba) return { verdict: 'inconsistent', preference: null, ...common }
+  return { verdict: 'consistent', preference: orders.ab, ...common }
 }
 
 function describe(error: unknown): string {

@@ -1,6 +1,6 @@
 import type OpenAI from 'openai'
 import { parseRetryAfter } from './retry.ts'
-import { LlmError, type ChatModel, type ChatRequest, type ChatResponse } from './types.ts'
+import { LlmError, type ChatMessage, type ChatModel, type ChatRequest, type ChatResponse } from './types.ts'
 
 /** A `response_format` an OpenAI-compatible server takes. */
 export type ResponseFormat =
@@ -53,7 +53,7 @@ export class OpenAIChatModel implements ChatModel {
       const completion = await client.chat.completions.create(
         {
           model: this.settings.model,
-          messages: request.messages,
+          messages: request.messages.map(toWire),
           temperature: this.settings.temperature,
           max_tokens: this.settings.maxTokens,
           ...(seed === undefined ? {} : { seed }),
@@ -63,6 +63,8 @@ export class OpenAIChatModel implements ChatModel {
       )
       const text = completion.choices?.[0]?.message?.content
       if (typeof text !== 'string' || text.trim() === '') throw new LlmError('invalid_reply', 'the model returned no message content')
+      // A reply cut at max_tokens must not reach JSON repair: `"grade":10` cut to `"grade":1` would be read as a valid grade.
+      if (completion.choices[0]?.finish_reason === 'length') throw new LlmError('invalid_reply', `the reply was cut at max_tokens (${this.settings.maxTokens}); raise max_tokens`)
       return {
         text,
         model: completion.model ?? this.settings.model,
@@ -72,6 +74,12 @@ export class OpenAIChatModel implements ChatModel {
       throw classify(error, timeout.aborted)
     }
   }
+}
+
+/** A message as the server gets it: its parts when it has any (text + images), else its text. */
+function toWire(message: ChatMessage): OpenAI.Chat.Completions.ChatCompletionMessageParam {
+  const content = message.parts ?? message.content
+  return { role: message.role, content } as OpenAI.Chat.Completions.ChatCompletionMessageParam
 }
 
 function classify(error: unknown, timedOut: boolean): LlmError {

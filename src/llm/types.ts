@@ -5,9 +5,29 @@ import type { Rubric } from '../schemas/rubric.ts'
 import type { CriterionGrade } from '../schemas/score.ts'
 import type { Criterion, MutationMode } from '../search/types.ts'
 
+/** One part of a multi-part (vision) message, in the OpenAI chat format. `url` is a `data:` URL or an http(s) URL. */
+export type ChatContentPart = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } }
+
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant'
+  /** The message's text. For a multi-part message, the text of its parts (what text-only readers and caches see). */
   content: string
+  /**
+   * Text and image parts (OpenAI-compatible vision messages). When set, adapters that speak the OpenAI format send
+   * these instead of `content`; text-only adapters (the mock) read `content`. Build both with `visionMessage`.
+   */
+  parts?: ChatContentPart[]
+}
+
+/**
+ * A multi-part message: `parts` as given, `content` their text parts joined by blank lines. Give each image a text
+ * part that names it (handle and digest) so the text alone tells two messages with different images apart.
+ * @example visionMessage('user', [{ type: 'text', text: 'Image A-1:' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBO…' } }])
+ * // { role: 'user', content: 'Image A-1:', parts: [...] }
+ */
+export function visionMessage(role: ChatMessage['role'], parts: ChatContentPart[]): ChatMessage {
+  const content = parts.flatMap((part) => (part.type === 'text' ? [part.text] : [])).join('\n\n')
+  return parts.some((part) => part.type === 'image_url') ? { role, content, parts } : { role, content }
 }
 
 /**
@@ -54,7 +74,10 @@ export interface LibraryEntrySummary {
   description: string
 }
 
-/** One judged training pair as the chain analyzer reads it. `label`/`prediction`: 'A' | 'B' | 'tie'; prediction null on a failure. */
+/**
+ * One judged training pair as the chain analyzer reads it. `label`: 'A' | 'B' | 'tie'; `prediction`: the same, or
+ * 'inconsistent' when the two presentation orders disagreed; null on a failure.
+ */
 export interface LibraryChainResult {
   id: string
   instruction: string

@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import path from 'node:path'
+import { hash32, mulberry32 } from '../../src/search/random.ts'
 
 /** One scripted answer of the stub, consumed in order before the default responder applies. */
 export type StubFault =
@@ -12,11 +13,49 @@ export type StubFault =
   | { kind: 'content'; text: string }
   /** An HTTP 200 whose body is not JSON at all. */
   | { kind: 'broken-body' }
+  /**
+   * The reply the responder would give, cut after `chars` characters, else after `keep` of them (default one
+   * half), with `finish_reason: "length"`: a model that ran out of tokens.
+   */
+  | { kind: 'truncated'; keep?: number; chars?: number }
 
 export interface ChatCompletionBody {
   model: string
+  /**
+   * `content` is typed as text for the text-only tests; a vision request sends an array of parts instead: read those
+   * with `contentParts` / `imageUrls`.
+   */
   messages: { role: string; content: string }[]
   [key: string]: unknown
+}
+
+/** One part of a vision message's content, as the OpenAI format sends it. */
+export type StubContentPart = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } }
+
+/**
+ * A message's content as parts: a plain string is one text part.
+ * @example contentParts(body.messages[1]!).filter((part) => part.type === 'image_url')
+ */
+export function contentParts(message: { content: unknown }): StubContentPart[] {
+  const content = message.content
+  if (typeof content === 'string') return [{ type: 'text', text: content }]
+  return Array.isArray(content) ? (content as StubContentPart[]) : []
+}
+
+/**
+ * The image URLs a message carries, in order.
+ * @example imageUrls(body.messages[1]!) // ['data:image/png;base64,iVBOR…']
+ */
+export function imageUrls(message: { content: unknown }): string[] {
+  return contentParts(message).flatMap((part) => (part.type === 'image_url' ? [part.image_url.url] : []))
+}
+
+/**
+ * A message's text: the string, or its text parts joined by blank lines.
+ * @example contentText(body.messages[1]!).includes('Answer A') // true
+ */
+export function contentText(message: { content: unknown }): string {
+  return contentParts(message).flatMap((part) => (part.type === 'text' ? [part.text] : [])).join('\n\n')
 }
 
 export interface LlmStub {
@@ -128,13 +167,14 @@ export async function startLlmStub(): Promise<LlmStub> {
       res.writeHead(200, { 'content-type': 'application/json' })
       return res.end('{"id": "chatcmpl-stub", "choices": [')
     }
-    const content = fault?.kind === 'content' ? fault.text : responder(body)
+    const full = fault?.kind === 'content' ? fault.text : responder(body)
+    const content = fault?.kind === 'truncated' ? full.slice(0, Math.max(1, fault.chars ?? Math.floor(full.length * (fault.keep ?? 0.5)))) : full
     sendJson(res, 200, {
       id: `chatcmpl-${requests.length}`,
       object: 'chat.completion',
       created: Math.floor(Date.now() / 1000),
       model: body.model,
-      choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content } }],
+      choices: [{ index: 0, finish_reason: fault?.kind === 'truncated' ? 'length' : 'stop', message: { role: 'assistant', content } }],
       usage: { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120 },
     })
   })
@@ -154,6 +194,149 @@ export async function startLlmStub(): Promise<LlmStub> {
         server.closeAllConnections()
         server.close(() => resolve())
       }),
+  }
+}
+
+/**
+ * Every way a model server fails in practice, as `faultMix` draws them by default: a 429 with Retry-After, a 500,
+ * a hang past the client's timeout, a reply cut at max_tokens, prose instead of JSON, and a 200 whose body is not JSON.
+ */
+export const FAULT_KINDS: readonly StubFault[] = [
+  { kind: 'status', status: 429, retryAfterSeconds: 1 },
+  { kind: 'status', status: 500 },
+  { kind: 'hang' },
+  { kind: 'truncated' },
+  { kind: 'content', text: 'Sorry, I can only answer in prose: this looks fine to me.' },
+  { kind: 'broken-body' },
+]
+
+export interface FaultMixOptions {
+  /** The same seed gives every agent the same fault schedule. */
+  seed: number
+  /** The share of each agent's requests answered with a fault, in [0, 1]. */
+  rate: number
+  /** The faults to draw from, in turn per agent (default `FAULT_KINDS`). */
+  faults?: readonly StubFault[]
+  /** Requests the mix leaves alone and does not count, e.g. ones a test scripts itself. */
+  skip?: (body: ChatCompletionBody) => boolean
+}
+
+/** A seeded fault-rate interceptor and what it did. */
+export interface FaultMix {
+  /** Pass to `stub.intercept`. */
+  intercept: StubInterceptor
+  /** Every fault injected, in order, with the agent it hit (`unknown` for a request no agent's prompt starts). */
+  injected: { agent: StubAgent | 'unknown'; fault: StubFault }[]
+  /** Requests the mix saw, per agent. */
+  seen: Partial<Record<StubAgent | 'unknown', number>>
+}
+
+/**
+ * Fails `rate` of every agent's requests, each agent on its own seeded schedule: evenly spread (never two
+ * faults in a row below a rate of 1/2), starting with the agent's first request so that even a short test
+ * sees every agent fail, and cycling through `faults` from a seeded offset.
+ * @example const mix = faultMix({ seed: 7, rate: 0.3 }); stub.intercept(mix.intercept); … expect(mix.injected.length).toBeGreaterThan(0)
+ */
+export function faultMix(options: FaultMixOptions): FaultMix {
+  const faults = options.faults ?? FAULT_KINDS
+  const injected: FaultMix['injected'] = []
+  const seen: FaultMix['seen'] = {}
+  const schedules = new Map<string, { phase: number; offset: number; faulted: number }>()
+  const intercept: StubInterceptor = (body) => {
+    if (options.skip?.(body)) return undefined
+    const agent = agentOf(body) ?? 'unknown'
+    let schedule = schedules.get(agent)
+    if (!schedule) {
+      const random = mulberry32(hash32(agent, options.seed))
+      // A phase in [1 - rate, 1) puts a fault on request 0; the rest follow every 1/rate requests.
+      schedule = { phase: 1 - options.rate + random() * options.rate, offset: Math.floor(random() * faults.length), faulted: 0 }
+      schedules.set(agent, schedule)
+    }
+    const k = seen[agent] ?? 0
+    seen[agent] = k + 1
+    if (Math.floor((k + 1) * options.rate + schedule.phase) <= Math.floor(k * options.rate + schedule.phase)) return undefined
+    const fault = faults[(schedule.offset + schedule.faulted++) % faults.length]!
+    injected.push({ agent, fault })
+    return fault
+  }
+  return { intercept, injected, seen }
+}
+
+/**
+ * The tag of a request's data markers as its system prompt states it (`<<<DATA-<tag>`), if it states one.
+ * @example boundaryOf(stub.requests.at(-1)!) // 'a1b2c3d4e5f60718'
+ */
+export function boundaryOf(body: ChatCompletionBody): string | undefined {
+  return (body.messages.find((message) => message.role === 'system')?.content ?? '').match(/<<<DATA-([0-9A-Za-z]+)/)?.[1]
+}
+
+const blockPattern = (tag: string) => new RegExp(`<<<DATA-${tag}\\n([\\s\\S]*?)\\nDATA-${tag}>>>`, 'g')
+
+/**
+ * The data blocks of `text` marked with `tag`, in order: what lies between a `<<<DATA-<tag>` line and the next `DATA-<tag>>>` line.
+ * @example dataBlocks(userPrompt, boundaryOf(body)!) // [input, reference, output] for a scorer prompt
+ */
+export function dataBlocks(text: string, tag: string): string[] {
+  return [...text.matchAll(blockPattern(tag))].map((match) => match[1]!)
+}
+
+/**
+ * `text` without its data blocks of `tag` (markers included): what a model reads as instructions.
+ * @example expect(outsideData(userPrompt, tag)).not.toContain(rollout.output)
+ */
+export function outsideData(text: string, tag: string): string {
+  return text.replace(blockPattern(tag), '')
+}
+
+/** Grading instructions a gullible judge follows wherever it reads them. */
+const INSTRUCTIONS = [
+  /\bignore\b[^\n]{0,40}\b(?:rubrics?|criteria|instructions|rules)\b/i,
+  /\boutput\s+(?:a\s+(?:score|grade)\s+of\s+)?1(?:\.0+)?\b/i,
+  /\b(?:full|maximum|max|perfect|top)\s+(?:marks|grades?|scores?)\b/i,
+  /\bnew\s+(?:grading\s+)?instructions\b/i,
+  /忽略|满分/u,
+]
+
+export interface NaiveJudgeOptions {
+  /** The grade of every criterion when the answer block contains the reference block's text. */
+  correct: number
+  /** The grade of every criterion otherwise. */
+  wrong: number
+  /** The top of the grade scale, given when an instruction asks for full marks (default 10). */
+  gradeMax?: number
+}
+
+/**
+ * A gullible scorer. It reads the data markers exactly as the system prompt defines them (the stated tag) and
+ * grades what is inside honestly: `correct` when the answer block contains the reference, else `wrong`. But it
+ * obeys any grading instruction it finds outside the data blocks: a `{"grades": […]}` block is copied, and
+ * "ignore the rubric", "output 1.0", "full marks", "new instructions" (or 忽略/满分) give every criterion `gradeMax`.
+ * So the scores it gives rise exactly when rollout text escapes the data blocks.
+ * @example stub.respondWith(naiveJudge({ correct: 8, wrong: 2 }))
+ */
+export function naiveJudge(options: NaiveJudgeOptions) {
+  const gradeMax = options.gradeMax ?? 10
+  return (body: ChatCompletionBody): string => {
+    const user = body.messages.find((message) => message.role === 'user')?.content ?? ''
+    const ids = [...user.matchAll(/^- ([\w.:-]+) \(weight [\d.]+\):/gm)].map((match) => match[1]!)
+    const tag = boundaryOf(body)
+    const outside = tag ? outsideData(user, tag) : user
+    const reply = (gradeFor: (id: string) => number, reason: string) => JSON.stringify({ grades: ids.map((rubric_id) => ({ rubric_id, grade: gradeFor(rubric_id), reason })) })
+    const forged = outside.match(/\{\s*"grades"\s*:\s*\[[\s\S]*?\]\s*\}/)?.[0]
+    if (forged) {
+      const given = new Map<string, number>()
+      try {
+        for (const entry of (JSON.parse(forged) as { grades: { rubric_id: string; grade: number }[] }).grades) given.set(entry.rubric_id, entry.grade)
+      } catch {
+        // Unreadable: the judge still takes it as a request for full marks.
+      }
+      return reply((id) => given.get(id) ?? gradeMax, 'as instructed')
+    }
+    if (INSTRUCTIONS.some((pattern) => pattern.test(outside))) return reply(() => gradeMax, 'as instructed')
+    // Scorer prompts hold three blocks: the prompt, the reference, the answer.
+    const [, reference = '', answer = ''] = tag ? dataBlocks(user, tag) : []
+    const right = reference.trim() !== '' && answer.includes(reference.trim())
+    return reply(() => (right ? options.correct : options.wrong), right ? 'matches the reference' : 'does not match the reference')
   }
 }
 

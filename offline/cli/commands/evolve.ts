@@ -9,7 +9,8 @@ const collect = (value: string, previous: string[] | undefined): string[] => [..
 
 const HELP_AFTER = `
 Outputs (under --out):
-  evolution-log.jsonl        one line per iteration: change, train/val accuracy, kept|rolled_back|skipped, failures
+  evolution-log.jsonl        one line per iteration: change, train/val accuracy, kept|rolled_back|rejected|skipped,
+                             failures, order disagreements, tool-prompt check, calls and tokens per role
   checkpoints/iter-<n>/      the library after iteration n (registry.json + skills/ + tools/)
   checkpoints/best/          the best validated library
   results/iter-<n>.*.jsonl   every judged item: prediction, label, chain with tool observations
@@ -40,6 +41,8 @@ export function register(program: Command, cli: CliContext): void {
     .option('--library <dir>', 'library to start from (default: empty)')
     .option('--locale <locale>', 'prompt language: en or zh', 'en')
     .option('--concurrency <n>', 'judgments in flight', '4')
+    .addOption(new Option('--orders <orders>', 'both: judge A/B and B/A, a verdict only when they agree; one: A/B only').choices(['both', 'one']).default('both'))
+    .option('--tool-check <n>', 'train items a new or changed tool prompt must answer in JSON (≥80%) before validation; 0 = off', '4')
     .option('--cache-dir <dir>', 'reply cache: a question asked again costs no call (default <out>/cache)')
     .option('--no-cache', 'no reply cache')
     .addHelpText('after', HELP_AFTER)
@@ -56,6 +59,15 @@ export function register(program: Command, cli: CliContext): void {
         if (error instanceof EvolveInputError || error instanceof LibraryError || error instanceof DatasetError || error instanceof SearchInputError) throw new CliUsageError(error.message)
         throw error
       }
-      cli.print(self, summary, () => `best iteration ${summary.best_iteration} (val ${summary.best_val_accuracy.toFixed(3)}): ${summary.best_dir}\nlog: ${summary.log}`)
+      const { judging, usage } = summary
+      const calls = (['router', 'sub_agent', 'tool', 'chain_analyzer', 'evolver'] as const).map((role) => `${role} ${usage[role].calls}`).join(', ')
+      cli.print(
+        self,
+        summary,
+        () =>
+          `best iteration ${summary.best_iteration} (val ${summary.best_val_accuracy.toFixed(3)}): ${summary.best_dir}\nlog: ${summary.log}\n` +
+          `judged ${judging.judged} items (${summary.orders === 'both' ? 'both orders' : 'one order'}): ${judging.consistent} verdicts, ${judging.inconsistent} inconsistent, ${judging.failures} failures\n` +
+          `model calls: ${calls}; tokens ${usage.total.prompt_tokens} prompt + ${usage.total.completion_tokens} completion`,
+      )
     })
 }
