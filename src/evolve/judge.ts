@@ -242,7 +242,7 @@ export interface ToolCall {
  * Runs a tool: its SKILL.md body as the system prompt, the same instruction, answers and images as the Sub-Agent
  * (or the images `asked` names, by label), and the query. The images are resolved from the handle registry now;
  * a label the item does not have (base64 copied into the reply, say) is refused, never sent. The observation is the
- * reply (JSON re-serialized when it parses), or `{"error": …}`: data for the Sub-Agent, not a failure of the judgment.
+ * reply (a JSON object re-serialized; anything else as `{"raw": …}`), or `{"error": …}`: data for the Sub-Agent, not a failure of the judgment.
  * @example const { observation, status } = await callTool(model, lib, 'coverage-check', 'coverage-check', item, 'Which covers more?', { locale: 'en' })
  */
 export async function callTool(model: ChatModel, library: Library, known: string | undefined, name: string, item: JudgedItem, query: string, options: JudgeOptions = {}, asked?: readonly string[]): Promise<ToolCall> {
@@ -279,11 +279,15 @@ export async function callTool(model: ChatModel, library: Library, known: string
   const images = sent.map((image) => image.label)
   try {
     const reply = await askParsed(model, request, (text) => text, options.retry)
+    let parsed: unknown
     try {
-      return { observation: JSON.stringify(parseLenientJson(reply)), status: 'json', images }
+      parsed = parseLenientJson(reply)
     } catch {
-      return { observation: JSON.stringify({ raw: reply.slice(0, 2000) }), status: 'raw', images }
+      parsed = undefined
     }
+    // Only a JSON object counts: the lenient parser's repair turns plain prose into a JSON string.
+    if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) return { observation: JSON.stringify(parsed), status: 'json', images }
+    return { observation: JSON.stringify({ raw: reply.slice(0, 2000) }), status: 'raw', images }
   } catch (failure) {
     return { ...error(describe(failure)), images }
   }
