@@ -32,7 +32,7 @@ const ROLLOUT_EXCERPT_CHARS = 800
 const MAX_TARGETS = 100
 const MAX_ARTIFACTS = 100
 /** Memory documents the browser shows per page. */
-export const MEMORY_PAGE = 30
+export const MEMORY_PAGE = 15
 
 /** One row of the runs index. */
 export interface RunSummary {

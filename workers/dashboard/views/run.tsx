@@ -4,13 +4,15 @@ import type { StepTimelineEntry } from '../../../durable-objects/run-coordinator
 import { histogram, lineChart } from '../../../src/charts/index.ts'
 import type { Rubric } from '../../../src/schemas/rubric.ts'
 import { MemoryKind } from '../../../src/schemas/memory.ts'
-import type { RunDashboard, StepScores } from '../data.ts'
+import type { HackingFlag, RunDashboard, StepScores } from '../data.ts'
 import { diffRubricVersions, type DiffPart } from '../rubric-diff.ts'
 import { runHref } from './home.tsx'
 import { Chart, formatDuration, formatScore, formatTime, Layout, Section, type ViewerInfo } from './layout.tsx'
 
 /** Characters of a memory document shown before "show all". */
-const DOC_PREVIEW_CHARS = 600
+const DOC_PREVIEW_CHARS = 320
+/** Flagged rollouts shown before "show more". */
+const FLAGS_SHOWN = 5
 
 /**
  * One run: overview, score charts, step timeline, rubric versions with diffs and the updater's rationale,
@@ -77,7 +79,7 @@ const ScoresSection: FC<{ data: RunDashboard }> = ({ data }) => {
   })
   const trend = lineChart({
     title: 'Mean score per step',
-    width: 720,
+    width: 1080,
     height: 300,
     xLabel: 'step',
     yLabel: 'score',
@@ -303,42 +305,60 @@ const RubricTable: FC<{ rubrics: Rubric[] }> = ({ rubrics }) => (
   </table>
 )
 
-const HackingSection: FC<{ data: RunDashboard }> = ({ data }) => (
-  <Section id="hacking" title="Reward hacking" note="rollouts the analyzer flagged, newest first, with its evidence">
-    {data.hacking.length === 0 ? (
-      <p class="empty">No rollout has been flagged as reward hacking.</p>
-    ) : (
-      data.hacking.map((flag) => (
-        <div class="flag" data-flag={flag.rollout_id}>
-          <div class="flag-head">
-            <span class={`pill ${flag.severity === 'high' ? 'bad' : 'warn'}`}>{flag.severity}</span>
-            <code>{flag.rollout_id}</code>
-            <span class="note">
-              step {flag.step} · instance {flag.instance_id} · score {formatScore(flag.score)}
-            </span>
-            {flag.tactics.map((tactic) => (
-              <span class="pill">{tactic}</span>
-            ))}
-          </div>
-          <div>{flag.assessment}</div>
-          {flag.evidence.length > 0 && (
-            <ul class="evidence">
-              {flag.evidence.map((item) => (
-                <li>{item}</li>
+const HackingSection: FC<{ data: RunDashboard }> = ({ data }) => {
+  const shown = data.hacking.slice(0, FLAGS_SHOWN)
+  const more = data.hacking.slice(FLAGS_SHOWN)
+  return (
+    <Section id="hacking" title="Reward hacking" note={`${data.hacking.length} newest rollouts the analyzer flagged, with its evidence`}>
+      {data.hacking.length === 0 ? (
+        <p class="empty">No rollout has been flagged as reward hacking.</p>
+      ) : (
+        <>
+          {shown.map((flag) => (
+            <FlagCard flag={flag} />
+          ))}
+          {more.length > 0 && (
+            <details class="more">
+              <summary>{more.length} more flagged rollouts</summary>
+              {more.map((flag) => (
+                <FlagCard flag={flag} />
               ))}
-            </ul>
-          )}
-          {flag.rollout && (
-            <details>
-              <summary>The rollout's output{flag.rollout.truncated ? ' (first 800 characters)' : ''}</summary>
-              <div class="note">Prompt: {flag.rollout.input.slice(0, 300)}</div>
-              <blockquote>{flag.rollout.output}</blockquote>
             </details>
           )}
-        </div>
-      ))
+        </>
+      )}
+    </Section>
+  )
+}
+
+const FlagCard: FC<{ flag: HackingFlag }> = ({ flag }) => (
+  <div class="flag" data-flag={flag.rollout_id}>
+    <div class="flag-head">
+      <span class={`pill ${flag.severity === 'high' ? 'bad' : 'warn'}`}>{flag.severity}</span>
+      <code>{flag.rollout_id}</code>
+      <span class="note">
+        step {flag.step} · instance {flag.instance_id} · score {formatScore(flag.score)}
+      </span>
+      {flag.tactics.map((tactic) => (
+        <span class="pill">{tactic}</span>
+      ))}
+    </div>
+    <div>{flag.assessment}</div>
+    {flag.evidence.length > 0 && (
+      <ul class="evidence">
+        {flag.evidence.map((item) => (
+          <li>{item}</li>
+        ))}
+      </ul>
     )}
-  </Section>
+    {flag.rollout && (
+      <details>
+        <summary>The rollout's output{flag.rollout.truncated ? ' (first 800 characters)' : ''}</summary>
+        <div class="note">Prompt: {flag.rollout.input.slice(0, 300)}</div>
+        <blockquote>{flag.rollout.output}</blockquote>
+      </details>
+    )}
+  </div>
 )
 
 const MemorySection: FC<{ data: RunDashboard }> = ({ data }) => {
@@ -373,7 +393,9 @@ const MemorySection: FC<{ data: RunDashboard }> = ({ data }) => {
             {doc.text.length > DOC_PREVIEW_CHARS ? (
               <details>
                 <summary>
-                  <span class="doc-text">{doc.text.slice(0, DOC_PREVIEW_CHARS)}…</span>
+                  <span class="doc-text preview">
+                    {doc.text.slice(0, DOC_PREVIEW_CHARS)}… <span class="show-all">show all</span>
+                  </span>
                 </summary>
                 <p class="doc-text">{doc.text}</p>
               </details>

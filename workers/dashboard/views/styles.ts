@@ -21,9 +21,10 @@ h3 { font-size: 14px; margin: 0 0 6px; }
 .top-nav { display: flex; gap: 18px; flex: 1; }
 .who { display: flex; align-items: center; gap: 10px; font-size: 13px; }
 main { max-width: 1180px; margin: 0 auto; padding: 20px 24px 60px; }
+main.wide { max-width: 1320px; }
 .page-head { display: flex; flex-wrap: wrap; align-items: center; gap: 10px 14px; margin-bottom: 14px; }
 .crumbs { color: var(--muted); font-size: 13px; margin-bottom: 4px; }
-.card { background: var(--card); border: 1px solid var(--line); border-radius: 10px; padding: 16px 18px; margin: 14px 0; box-shadow: 0 1px 2px rgba(0,0,0,.03); }
+.card { scroll-margin-top: 8px; background: var(--card); border: 1px solid var(--line); border-radius: 10px; padding: 16px 18px; margin: 14px 0; box-shadow: 0 1px 2px rgba(0,0,0,.03); }
 .card-head { display: flex; align-items: baseline; justify-content: space-between; gap: 12px; margin-bottom: 10px; }
 .note { color: var(--muted); font-size: 12.5px; }
 .stats { display: grid; grid-template-columns: repeat(auto-fit, minmax(150px, 1fr)); gap: 12px; margin: 14px 0; }
@@ -31,7 +32,7 @@ main { max-width: 1180px; margin: 0 auto; padding: 20px 24px 60px; }
 .stat .label { color: var(--muted); font-size: 12px; text-transform: uppercase; letter-spacing: .4px; }
 .stat .value { font-size: 22px; font-weight: 650; margin-top: 2px; }
 .stat .sub { color: var(--muted); font-size: 12px; }
-.section-nav { position: sticky; top: 0; z-index: 2; display: flex; flex-wrap: wrap; gap: 6px; padding: 8px 0; background: var(--bg); }
+.section-nav { display: flex; flex-wrap: wrap; gap: 6px; padding: 8px 0; background: var(--bg); }
 .section-nav a { padding: 4px 10px; border-radius: 999px; background: var(--card); border: 1px solid var(--line); font-size: 13px; }
 table { width: 100%; border-collapse: collapse; font-size: 13px; }
 th, td { text-align: left; padding: 6px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
@@ -71,6 +72,11 @@ blockquote { margin: 6px 0; padding: 6px 10px; border-left: 3px solid #fdba74; b
 .doc:last-child { border-bottom: 0; }
 .doc-head { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; margin-bottom: 4px; }
 .doc-text { white-space: pre-wrap; word-break: break-word; margin: 0; }
+.more { margin-top: 10px; }
+.doc details > summary { color: inherit; list-style: none; }
+.doc details > summary::-webkit-details-marker { display: none; }
+.show-all { color: var(--accent); white-space: nowrap; }
+.doc details[open] .preview { display: none; }
 form.search { display: flex; flex-wrap: wrap; gap: 8px; margin-bottom: 10px; }
 input[type=text], input[type=password], input[type=search], select { padding: 7px 10px; border: 1px solid #d1d5db; border-radius: 6px; font: inherit; background: #fff; }
 input[type=search] { flex: 1; min-width: 220px; }
