@@ -14,5 +14,7 @@ export default defineConfig({
     hookTimeout: 180_000,
     // One wrangler dev and one Chromium at a time: the machine has 2 cores.
     fileParallelism: false,
+    // After the other projects (group 0), so its wrangler dev never runs beside the e2e project's.
+    sequence: { groupOrder: 1 },
   },
 })
