@@ -20,6 +20,7 @@ const COMMANDS = {
   rollback: () => import('./commands/deploy.ts'),
   deployments: () => import('./commands/deploy.ts'),
   lineage: () => import('./commands/lineage.ts'),
+  report: () => import('./commands/report.ts'),
 } satisfies Record<string, () => Promise<CliCommandModule>>
 
 /**

@@ -148,7 +148,7 @@ export function bottomMargin(xLabel: string | undefined): number {
 export interface LegendItem {
   name: string
   colour: string
-  shape: 'line' | 'dot'
+  shape: 'line' | 'dashed' | 'dot'
 }
 
 /**
@@ -172,8 +172,8 @@ export function legend(items: LegendItem[], width: number, top: number): { svg: 
     const y = top + row * rowHeight + 10
     const colour = escapeXml(item.colour)
     parts.push(
-      item.shape === 'line'
-        ? `<path d="M${px(x)} ${px(y - 4)}h18" stroke="${colour}" stroke-width="2.5"/>`
+      item.shape !== 'dot'
+        ? `<path d="M${px(x)} ${px(y - 4)}h18" stroke="${colour}" stroke-width="2.5"${item.shape === 'dashed' ? ' stroke-dasharray="7 5"' : ''}/>`
         : `<circle cx="${px(x + 9)}" cy="${px(y - 4)}" r="4" fill="${colour}"/>`,
     )
     parts.push(`<text x="${px(x + 24)}" y="${px(y)}" fill="${TEXT_COLOUR}">${escapeXml(label)}</text>`)

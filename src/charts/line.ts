@@ -26,6 +26,8 @@ export interface ChartSeries {
   color?: string
   /** `line` (default) joins the points; `points` draws markers only, e.g. events over a line. */
   mode?: 'line' | 'points'
+  /** Draws the line dashed, so a secondary series (e.g. "best so far") stays visible over the one it equals. */
+  dashed?: boolean
 }
 
 /** Markers on line series stop being drawn past this many points, where they would only blur the line. */
@@ -41,6 +43,7 @@ export function lineChart(options: ChartFrame & { series: ChartSeries[]; yDomain
     name: String(entry.name ?? ''),
     colour: entry.color ?? PALETTE[index % PALETTE.length]!,
     mode: entry.mode === 'points' ? ('points' as const) : ('line' as const),
+    dashed: entry.dashed === true,
     points: (entry.points ?? []).filter((point) => isFiniteNumber(point?.x) && isFiniteNumber(point?.y)).sort((a, b) => a.x - b.x),
   }))
   const all = series.flatMap((entry) => entry.points)
@@ -58,7 +61,7 @@ export function lineChart(options: ChartFrame & { series: ChartSeries[]; yDomain
 
   const top = 34
   const legendBlock = legend(
-    series.map((entry) => ({ name: entry.name, colour: entry.colour, shape: entry.mode === 'points' ? 'dot' : 'line' })),
+    series.map((entry) => ({ name: entry.name, colour: entry.colour, shape: entry.mode === 'points' ? 'dot' : entry.dashed ? 'dashed' : 'line' })),
     width,
     top,
   )
@@ -91,7 +94,8 @@ export function lineChart(options: ChartFrame & { series: ChartSeries[]; yDomain
     parts.push(`<g data-series="${name}">`)
     if (entry.mode === 'line' && entry.points.length > 1) {
       const d = entry.points.map((point, index) => `${index === 0 ? 'M' : 'L'}${px(xScale(point.x))} ${px(yScale(point.y))}`).join('')
-      parts.push(`<path d="${d}" fill="none" stroke="${colour}" stroke-width="2.5" stroke-linejoin="round" stroke-linecap="round"/>`)
+      const dash = entry.dashed ? ' stroke-dasharray="7 5"' : ''
+      parts.push(`<path d="${d}" fill="none" stroke="${colour}" stroke-width="2.5"${dash} stroke-linejoin="round" stroke-linecap="round"/>`)
     }
     const marked = entry.mode === 'points' || entry.points.length <= MAX_MARKED_POINTS
     if (marked) {

@@ -121,6 +121,12 @@ describe('lineChart', () => {
     expect(svg).toMatch(/<g data-series="rolled back"><circle [^>]*r="5" fill="#D55E00"/)
   })
 
+  it('draws a dashed series dashed, in the legend too', () => {
+    const svg = lineChart({ title: 'Best', series: [{ name: 'best so far', dashed: true, points: [{ x: 0, y: 0.5 }, { x: 1, y: 0.6 }] }] })
+    expect(svg).toMatch(/<g data-series="best so far"><path [^>]*stroke-dasharray="7 5"/)
+    expect(svg).toMatch(/data-part="legend"><path [^>]*stroke-dasharray="7 5"/)
+  })
+
   it('draws a single point as a marker', () => {
     const svg = lineChart({ title: 'One', series: [{ name: 'a', points: [{ x: 3, y: 0.25 }] }] })
     expect(count(svg, /<circle/g)).toBe(1)

@@ -1,0 +1,134 @@
+/**
+ * The report of an evolution log: validation accuracy per iteration with the kept and rolled-back changes
+ * marked, the change log, and the final library's entries (read from the run's checkpoints when present).
+ */
+import { lineChart } from '../../src/charts/index.ts'
+import { entryList } from '../../src/library/index.ts'
+import type { LoadedLibrary } from './detect.ts'
+import { CHART_SIZE, figure, html, keyValues, num, pct, type ReportBody, type SafeHtml, table } from './html.ts'
+import type { EvolutionLogLine } from './schemas.ts'
+
+/** Marker colours: green for kept, vermillion for rolled back (Okabe–Ito, readable with colour-vision deficiencies). */
+const KEPT_COLOUR = '#009E73'
+const TRAIN_COLOUR = '#9CA3AF'
+const VALIDATION_COLOUR = '#0072B2'
+const BEST_COLOUR = '#E69F00'
+const ROLLED_BACK_COLOUR = '#D55E00'
+
+const DECISION_LABELS: Record<string, string> = { baseline: 'baseline', kept: 'kept', rolled_back: 'rolled back', skipped: 'skipped' }
+
+const decisionBadge = (decision: string) => html`<span class="badge ${decision}">${DECISION_LABELS[decision] ?? decision}</span>`
+
+/**
+ * The chart series of an evolution: the library's validation accuracy after each iteration, the best so far,
+ * train accuracy, and the candidate changes' validation accuracy as kept / rolled-back markers.
+ * @example evolutionSeries(log).find((series) => series.name === 'rolled back')?.points
+ */
+export function evolutionSeries(log: EvolutionLogLine[]) {
+  const at = (pick: (line: EvolutionLogLine) => number | null | undefined) =>
+    log.flatMap((line) => {
+      const y = pick(line)
+      return typeof y === 'number' ? [{ x: line.iteration, y }] : []
+    })
+  const marked = (decision: string) => at((line) => (line.decision === decision ? line.val_accuracy : null))
+  // Drawn in this order: train under validation, the dashed best-so-far over it (they are often equal).
+  return [
+    { name: 'train', color: TRAIN_COLOUR, points: at((line) => line.train_accuracy) },
+    { name: 'validation (library in use)', color: VALIDATION_COLOUR, points: at((line) => line.state_val_accuracy) },
+    { name: 'best validation so far', color: BEST_COLOUR, dashed: true, points: at((line) => line.best_val_accuracy) },
+    { name: 'kept change', mode: 'points' as const, color: KEPT_COLOUR, points: marked('kept') },
+    { name: 'rolled back', mode: 'points' as const, color: ROLLED_BACK_COLOUR, points: marked('rolled_back') },
+  ]
+}
+
+/**
+ * The sections of an evolution report.
+ * @example const body = evolveReport(log, finalLibrary, bestLibrary)
+ */
+export function evolveReport(log: EvolutionLogLine[], finalLibrary: LoadedLibrary | null, bestLibrary: LoadedLibrary | null): ReportBody {
+  const last = log.at(-1)!
+  const count = (decision: string) => log.filter((line) => line.decision === decision).length
+  const settings = last.settings ?? {}
+  const chart = lineChart({
+    title: 'Validation accuracy per iteration',
+    ...CHART_SIZE,
+    xLabel: 'iteration',
+    yLabel: 'accuracy',
+    yDomain: [0, 1],
+    series: evolutionSeries(log),
+  })
+
+  const changeRows = log.map((line) => [
+    line.iteration,
+    decisionBadge(line.decision),
+    line.change ? html`<code>${line.change.key}</code>` : html`<span class="muted">—</span>`,
+    html`${line.change?.rationale ?? ''}${line.note && !line.note.endsWith(line.change?.rationale ?? '\u0000') ? html`<span class="ci">${line.note}</span>` : ''}${line.pruned ? html`<span class="ci">pruning: ${line.pruned.removed.length ? line.pruned.removed.join(', ') : 'nothing removable'} → ${DECISION_LABELS[line.pruned.decision] ?? line.pruned.decision} (val ${pct(line.pruned.val_accuracy)})</span>` : ''}`,
+    pct(line.train_accuracy),
+    pct(line.val_accuracy),
+    pct(line.best_val_accuracy),
+    line.failures ? `${line.failures.train} / ${line.failures.val}` : '—',
+    line.entries.length,
+  ])
+  const changeLog = table({
+    headers: ['iteration', 'decision', 'change', 'rationale / note', 'train', 'val (candidate)', 'best val', 'failures (train / val)', 'entries'],
+    numeric: [0, 4, 5, 6, 7, 8],
+    rows: changeRows,
+  })
+
+  const sections = [
+    {
+      id: 'accuracy',
+      title: 'Validation accuracy per iteration',
+      body: figure(
+        chart,
+        `Lines: the validation accuracy of the library in use after each iteration, the best so far, and train accuracy. Markers: a proposed change's validation accuracy, green when kept, vermillion when rolled back (a change is kept when it reaches best − ${num(settings.explore_margin as number | undefined)}).`,
+      ),
+    },
+    { id: 'changes', title: `Change log (${log.length} iteration${log.length === 1 ? '' : 's'})`, body: changeLog },
+    { id: 'library', title: `Final library (${last.entries.length} entr${last.entries.length === 1 ? 'y' : 'ies'})`, body: librarySection(last, finalLibrary, bestLibrary) },
+    {
+      id: 'settings',
+      title: 'Run settings',
+      body: keyValues([
+        ['seed', String(settings.seed ?? '—')],
+        ['validation share', typeof settings.val_fraction === 'number' ? pct(settings.val_fraction) : '—'],
+        ['explore margin', num(settings.explore_margin as number | undefined)],
+        ['pruning', settings.prune_every ? `every ${String(settings.prune_every)} iterations` : 'off'],
+        ['items (train with swaps / validation)', `${String(settings.train ?? '—')} / ${String(settings.validation ?? '—')}`],
+        ['dataset sha256', html`<code>${String(settings.dataset_sha256 ?? '—')}</code>`],
+        ['first → last line (UTC)', `${log[0]!.timestamp ?? '—'} → ${last.timestamp ?? '—'}`],
+      ]),
+    },
+  ]
+  return {
+    kind: 'evolve',
+    label: 'evolution log',
+    title: 'Judge library evolution',
+    subtitle: `${log.length} iteration${log.length === 1 ? '' : 's'} logged, best at iteration ${last.best_iteration}`,
+    tiles: [
+      { label: 'best validation accuracy', value: pct(last.best_val_accuracy), hint: `iteration ${last.best_iteration}` },
+      { label: 'baseline validation', value: pct(log.find((line) => line.decision === 'baseline')?.val_accuracy ?? log[0]!.state_val_accuracy) },
+      { label: 'kept / rolled back', value: `${count('kept')} / ${count('rolled_back')}`, hint: `${count('skipped')} skipped` },
+      { label: 'entries in the final library', value: last.entries.length },
+    ],
+    sections,
+    charts: 1,
+  }
+}
+
+function librarySection(last: EvolutionLogLine, finalLibrary: LoadedLibrary | null, bestLibrary: LoadedLibrary | null): SafeHtml {
+  if (last.entries.length === 0) return html`<p class="empty">The library ended empty.</p>`
+  const entries = finalLibrary ? entryList(finalLibrary.library) : []
+  const cards = finalLibrary
+    ? entries.map(
+        (entry) =>
+          html`<div class="card"><h3><code>${entry.name}</code> <span class="badge baseline">${entry.kind}</span></h3><p>${entry.description}</p>${entry.when_to_use ? html`<p class="muted">When to use: ${entry.when_to_use}</p>` : ''}<details><summary>${entry.kind === 'tool' ? 'System prompt' : 'Rubric'}</summary><pre>${entry.body}</pre></details></div>`,
+      )
+    : html`<p class="muted">Entries: ${last.entries.join(', ')}. (checkpoints/iter-${last.iteration} was not found next to the log, so only their names are known.)</p>`
+  const where = finalLibrary ? html`<p class="muted">From <code>${finalLibrary.dir}</code>.</p>` : ''
+  const best =
+    bestLibrary && last.best_library_sha256 !== undefined && last.best_library_sha256 !== last.library_sha256
+      ? html`<p class="muted">The best validated library (iteration ${last.best_iteration}) is in <code>${bestLibrary.dir}</code>: ${Object.keys(bestLibrary.library.entries).join(', ') || 'empty'}.</p>`
+      : ''
+  return html`${where}${cards}${best}`
+}
