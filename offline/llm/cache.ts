@@ -168,7 +168,8 @@ export class CachedChatModel implements ChatModel {
       KEY_VERSION,
       this.id,
       poolRequest.account ?? poolRequest.role,
-      poolRequest.messages.map((message) => [message.role, message.content]),
+      // Parts (images) join the key only when present, so every text-only key stays what it was.
+      poolRequest.messages.map((message) => [message.role, message.content, ...(message.parts ? [message.parts] : [])]),
       {
         temperature: this.#sampling?.temperature ?? null,
         max_tokens: this.#sampling?.max_tokens ?? null,

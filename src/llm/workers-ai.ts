@@ -23,7 +23,8 @@ export class WorkersAiChatModel implements ChatModel {
     let result: unknown
     try {
       result = await this.ai.run(this.model, {
-        messages: request.messages,
+        // Workers AI text models take plain `{role, content}`; image parts are not forwarded.
+        messages: request.messages.map(({ role, content }) => ({ role, content })),
         temperature: this.options.temperature,
         max_tokens: this.options.maxTokens,
         ...(this.options.seed === undefined ? {} : { seed: this.options.seed }),

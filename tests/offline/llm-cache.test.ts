@@ -73,6 +73,9 @@ describe('CachedChatModel', () => {
       { ...base, json: false },
       { ...base, jsonSchema: { name: 'x', schema: { type: 'object' } } },
       { ...base, messages: [{ role: 'system', content: 'same words' }] },
+      // Same text, different images: two requests, never one cached reply.
+      { ...base, messages: [{ role: 'user', content: 'same words', parts: [{ type: 'text', text: 'same words' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] }] },
+      { ...base, messages: [{ role: 'user', content: 'same words', parts: [{ type: 'text', text: 'same words' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,BBBB' } }] }] },
     ]
     expect(new Set(variants.map((request) => cache.keyOf(request))).size).toBe(variants.length)
     expect(cache.keyOf({ ...base, task: { ...TASK, grade_max: 5 } as ChatRequest['task'], signal: new AbortController().signal })).toBe(cache.keyOf(base))
