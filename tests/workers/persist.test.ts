@@ -7,7 +7,7 @@ const scoreOf = (runId: string, rolloutId: string, score: number): ScoreResult =
   score, rubric_version: 2, instance_id: 'global', criteria: [{ rubric_id: 'a', grade: 7, weight: 1 }], request_id: `req-${rolloutId}`,
   run_id: runId, rollout_id: rolloutId, step: 3, grade_max: 10, duplicate: false, cached: true,
 })
-const call = { role: 'scorer', model: 'stub:m', outcome: 'ok', latency_ms: 12, prompt_tokens: 100, completion_tokens: 20, at: '2026-11-22T00:00:00.000Z' } as const
+const call = { attempt: 1, role: 'scorer', model: 'stub:m', outcome: 'ok', latency_ms: 12, prompt_tokens: 100, completion_tokens: 20, at: '2026-11-22T00:00:00.000Z' } as const
 
 async function rowsOf(runId: string) {
   const events = await env.DB.prepare('SELECT rollout_id, step, rubric_version, score, criteria, cached, duplicate, request_id FROM score_events WHERE run_id = ? ORDER BY rollout_id').bind(runId).all()
