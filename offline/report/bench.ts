@@ -94,7 +94,7 @@ export function benchReport(results: Array<{ file: string; result: BenchResultIn
     })
     const labels = [...new Set(leaves.map((row) => headline(row.metrics)?.label).filter(Boolean))]
     charts.push({
-      svg: barChart({ ...CHART_SIZE, title: `${labels.length === 1 ? `${labels[0]} accuracy` : 'Headline accuracy'} by subset`, yLabel: 'accuracy', yDomain: [0, 1], bars }),
+      svg: barChart({ ...CHART_SIZE, title: `${labels.length === 1 ? `${labels[0]![0]!.toUpperCase()}${labels[0]!.slice(1)} accuracy` : 'Headline accuracy'} by subset`, yLabel: 'accuracy', yDomain: [0, 1], bars }),
       caption: `One bar per subset (${labels.join(', ') || 'no accuracy'}); whiskers are Wilson 95% intervals.`,
     })
   }

@@ -6,7 +6,7 @@
  */
 import { readdir, readFile, stat } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
-import type { Library } from '../../src/library/index.ts'
+import { type Library, libraryHash } from '../../src/library/index.ts'
 import { loadLibrary } from '../library/index.ts'
 import { ReportInputError } from './errors.ts'
 import { BenchResultInput, EvolutionLogLine, firstIssue, SearchOutputInput } from './schemas.ts'
@@ -148,16 +148,25 @@ function classifyLines(text: string, shown: string): Classified {
   return log.length ? { kind: 'evolve', log } : { kind: null, why: 'no JSON lines' }
 }
 
-/** An evolution log plus the libraries `evolve` checkpointed next to it, when they are there. */
+/**
+ * An evolution log plus the libraries `evolve` checkpointed next to it, each only when its content hash is the
+ * one the log's last line recorded (a missing, stale or foreign checkpoint is left out rather than shown as final).
+ */
 async function evolveInput(file: string, log: EvolutionLogLine[]): Promise<ReportInput> {
   const checkpoints = join(dirname(file), 'checkpoints')
-  const load = async (name: string): Promise<LoadedLibrary | null> => {
+  const load = async (name: string, sha256: string | undefined, names: string[] | null): Promise<LoadedLibrary | null> => {
     const dir = join(checkpoints, name)
-    return loadLibrary(dir).then(
-      (library) => ({ dir, library }),
-      () => null,
-    )
+    const library = await loadLibrary(dir).catch(() => null)
+    if (!library) return null
+    const matches = sha256 ? (await libraryHash(library)) === sha256 : names !== null && Object.keys(library.entries).sort().join() === [...names].sort().join()
+    return matches ? { dir, library } : null
   }
   const last = log.at(-1)!
-  return { kind: 'evolve', path: file, log, finalLibrary: await load(`iter-${last.iteration}`), bestLibrary: await load('best') }
+  return {
+    kind: 'evolve',
+    path: file,
+    log,
+    finalLibrary: await load(`iter-${last.iteration}`, last.library_sha256, last.entries),
+    bestLibrary: await load('best', last.best_library_sha256, null),
+  }
 }

@@ -15,7 +15,7 @@ const VALIDATION_COLOUR = '#0072B2'
 const BEST_COLOUR = '#E69F00'
 const ROLLED_BACK_COLOUR = '#D55E00'
 
-const DECISION_LABELS: Record<string, string> = { baseline: 'baseline', kept: 'kept', rolled_back: 'rolled back', skipped: 'skipped' }
+const DECISION_LABELS: Record<string, string> = { baseline: 'baseline', kept: 'kept', rolled_back: 'rolled back', skipped: 'skipped', rejected: 'rejected' }
 
 const decisionBadge = (decision: string) => html`<span class="badge ${decision}">${DECISION_LABELS[decision] ?? decision}</span>`
 
@@ -48,6 +48,7 @@ export function evolutionSeries(log: EvolutionLogLine[]) {
 export function evolveReport(log: EvolutionLogLine[], finalLibrary: LoadedLibrary | null, bestLibrary: LoadedLibrary | null): ReportBody {
   const last = log.at(-1)!
   const count = (decision: string) => log.filter((line) => line.decision === decision).length
+  const iterations = log.length - count('baseline')
   const settings = last.settings ?? {}
   const chart = lineChart({
     title: 'Validation accuracy per iteration',
@@ -66,13 +67,15 @@ export function evolveReport(log: EvolutionLogLine[], finalLibrary: LoadedLibrar
     pct(line.train_accuracy),
     pct(line.val_accuracy),
     pct(line.best_val_accuracy),
-    line.failures ? `${line.failures.train} / ${line.failures.val}` : '—',
+    html`${line.failures ? `${line.failures.train} / ${line.failures.val}` : '—'}${line.inconsistent && line.inconsistent.train + line.inconsistent.val > 0 ? html`<span class="ci">${line.inconsistent.train} / ${line.inconsistent.val} inconsistent</span>` : ''}`,
     line.entries.length,
   ])
   const changeLog = table({
-    headers: ['iteration', 'decision', 'change', 'rationale / note', 'train', 'val (candidate)', 'best val', 'failures (train / val)', 'entries'],
+    headers: ['iteration', 'decision', 'change', 'rationale / note', 'train', 'val', 'best val', 'failures', 'entries'],
     numeric: [0, 4, 5, 6, 7, 8],
     rows: changeRows,
+    className: 'changes',
+    caption: 'val: the proposed library’s validation accuracy; failures: judgments that failed (train / val), and items whose two orders disagreed (inconsistent); neither is ever counted as a tie.',
   })
 
   const sections = [
@@ -84,7 +87,8 @@ export function evolveReport(log: EvolutionLogLine[], finalLibrary: LoadedLibrar
         `Lines: the validation accuracy of the library in use after each iteration, the best so far, and train accuracy. Markers: a proposed change's validation accuracy, green when kept, vermillion when rolled back (a change is kept when it reaches best − ${num(settings.explore_margin as number | undefined)}).`,
       ),
     },
-    { id: 'changes', title: `Change log (${log.length} iteration${log.length === 1 ? '' : 's'})`, body: changeLog },
+    { id: 'changes', title: `Change log (iterations ${log[0]!.iteration}–${last.iteration})`, body: changeLog },
+    ...(log.some((line) => line.usage) ? [{ id: 'calls', title: 'Calls', body: callsSection(log) }] : []),
     { id: 'library', title: `Final library (${last.entries.length} entr${last.entries.length === 1 ? 'y' : 'ies'})`, body: librarySection(last, finalLibrary, bestLibrary) },
     {
       id: 'settings',
@@ -94,6 +98,7 @@ export function evolveReport(log: EvolutionLogLine[], finalLibrary: LoadedLibrar
         ['validation share', typeof settings.val_fraction === 'number' ? pct(settings.val_fraction) : '—'],
         ['explore margin', num(settings.explore_margin as number | undefined)],
         ['pruning', settings.prune_every ? `every ${String(settings.prune_every)} iterations` : 'off'],
+        ['presentation orders', settings.orders === undefined ? '—' : settings.orders === 'both' ? 'both (A/B and B/A)' : String(settings.orders)],
         ['items (train with swaps / validation)', `${String(settings.train ?? '—')} / ${String(settings.validation ?? '—')}`],
         ['dataset sha256', html`<code>${String(settings.dataset_sha256 ?? '—')}</code>`],
         ['first → last line (UTC)', `${log[0]!.timestamp ?? '—'} → ${last.timestamp ?? '—'}`],
@@ -104,11 +109,11 @@ export function evolveReport(log: EvolutionLogLine[], finalLibrary: LoadedLibrar
     kind: 'evolve',
     label: 'evolution log',
     title: 'Judge library evolution',
-    subtitle: `${log.length} iteration${log.length === 1 ? '' : 's'} logged, best at iteration ${last.best_iteration}`,
+    subtitle: `${iterations} iteration${iterations === 1 ? '' : 's'} after the baseline, best at iteration ${last.best_iteration}`,
     tiles: [
       { label: 'best validation accuracy', value: pct(last.best_val_accuracy), hint: `iteration ${last.best_iteration}` },
       { label: 'baseline validation', value: pct(log.find((line) => line.decision === 'baseline')?.val_accuracy ?? log[0]!.state_val_accuracy) },
-      { label: 'kept / rolled back', value: `${count('kept')} / ${count('rolled_back')}`, hint: `${count('skipped')} skipped` },
+      { label: 'kept / rolled back', value: `${count('kept')} / ${count('rolled_back')}`, hint: `${count('skipped')} skipped${count('rejected') ? `, ${count('rejected')} rejected` : ''}` },
       { label: 'entries in the final library', value: last.entries.length },
     ],
     sections,
@@ -124,11 +129,40 @@ function librarySection(last: EvolutionLogLine, finalLibrary: LoadedLibrary | nu
         (entry) =>
           html`<div class="card"><h3><code>${entry.name}</code> <span class="badge baseline">${entry.kind}</span></h3><p>${entry.description}</p>${entry.when_to_use ? html`<p class="muted">When to use: ${entry.when_to_use}</p>` : ''}<details><summary>${entry.kind === 'tool' ? 'System prompt' : 'Rubric'}</summary><pre>${entry.body}</pre></details></div>`,
       )
-    : html`<p class="muted">Entries: ${last.entries.join(', ')}. (checkpoints/iter-${last.iteration} was not found next to the log, so only their names are known.)</p>`
+    : html`<p class="muted">Entries: ${last.entries.join(', ')}. (No checkpoints/iter-${last.iteration} with the content hash the log recorded is next to the log, so only their names are known.)</p>`
   const where = finalLibrary ? html`<p class="muted">From <code>${finalLibrary.dir}</code>.</p>` : ''
   const best =
     bestLibrary && last.best_library_sha256 !== undefined && last.best_library_sha256 !== last.library_sha256
       ? html`<p class="muted">The best validated library (iteration ${last.best_iteration}) is in <code>${bestLibrary.dir}</code>: ${Object.keys(bestLibrary.library.entries).join(', ') || 'empty'}.</p>`
       : ''
   return html`${where}${cards}${best}`
+}
+
+const USAGE_COLUMNS = [
+  ['calls', 'calls'],
+  ['ok', 'ok'],
+  ['failures', 'failed'],
+  ['invalid_replies', 'unusable replies'],
+  ['cached', 'from cache'],
+  ['prompt_tokens', 'prompt tokens'],
+  ['completion_tokens', 'completion tokens'],
+] as const
+
+/** Model calls per role summed over the logged iterations (the baseline included). */
+function callsSection(log: EvolutionLogLine[]): SafeHtml {
+  const totals = new Map<string, Record<string, number>>()
+  for (const line of log) {
+    for (const [role, counters] of Object.entries(line.usage ?? {})) {
+      const sum = totals.get(role) ?? {}
+      for (const [key] of USAGE_COLUMNS) if (typeof counters[key] === 'number') sum[key] = (sum[key] ?? 0) + (counters[key] as number)
+      totals.set(role, sum)
+    }
+  }
+  const roles = [...totals.keys()].filter((role) => role !== 'total')
+  const row = (name: SafeHtml | string, sum: Record<string, number> | undefined) => [name, ...USAGE_COLUMNS.map(([key]) => num(sum?.[key]))]
+  return html`<p class="muted">Summed over the logged iterations. A reply from the cache costs no call and no tokens.</p>${table({
+    headers: ['role', ...USAGE_COLUMNS.map(([, label]) => label)],
+    numeric: USAGE_COLUMNS.map((_, index) => index + 1),
+    rows: [...roles.map((role) => row(role.replaceAll('_', ' '), totals.get(role))), ...(totals.has('total') ? [row(html`<strong>total</strong>`, totals.get('total'))] : [])],
+  })}`
 }

@@ -128,12 +128,14 @@ const STYLE = `
 :root{--ink:#1f2937;--muted:#6b7280;--line:#e5e7eb;--bg:#f3f4f6;--card:#fff;--accent:#0072B2;--good:#047857;--bad:#b91c1c;--warn:#92400e}
 *{box-sizing:border-box}
 body{margin:0;background:var(--bg);color:var(--ink);font:15px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif}
-header{background:#111827;color:#f9fafb;padding:28px 32px 24px}
+header{background:#111827;color:#f9fafb;padding:28px 0 24px}
+.wrap{max-width:1080px;margin:0 auto;padding:0 24px}
 header .kind{display:inline-block;font-size:12px;letter-spacing:.06em;text-transform:uppercase;background:var(--accent);color:#fff;border-radius:999px;padding:2px 10px}
 header h1{margin:10px 0 4px;font-size:26px;line-height:1.25}
 header .source{color:#d1d5db;font-size:13px;word-break:break-all}
 header .subtitle{color:#e5e7eb;margin-top:4px}
-nav{display:flex;flex-wrap:wrap;gap:6px 18px;padding:10px 32px;background:#fff;border-bottom:1px solid var(--line);font-size:14px}
+nav{padding:10px 0;background:#fff;border-bottom:1px solid var(--line);font-size:14px}
+nav .wrap{display:flex;flex-wrap:wrap;gap:6px 18px}
 nav a{color:var(--accent);text-decoration:none}
 main{max-width:1080px;margin:0 auto;padding:24px 24px 48px}
 section{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:20px 24px;margin:0 0 20px}
@@ -159,6 +161,9 @@ tbody tr:nth-child(even) td{background:#fcfcfd}
 dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:4px 16px;margin:0;font-size:14px}
 dl.kv dt{color:var(--muted)}
 dl.kv dd{margin:0;word-break:break-word}
+td code{white-space:nowrap}
+table.changes td:nth-child(4){min-width:13em}
+table.changes th,table.changes td{padding:6px 7px}
 code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:13px}
 pre{white-space:pre-wrap;word-break:break-word;background:#f9fafb;border:1px solid var(--line);border-radius:6px;padding:10px 12px;font-size:13px;margin:8px 0}
 details{margin:8px 0}
@@ -167,6 +172,7 @@ summary{cursor:pointer}
 .badge.kept,.badge.ok{background:#d1fae5;color:var(--good)}
 .badge.rolled_back,.badge.bad{background:#fee2e2;color:var(--bad)}
 .badge.skipped{background:#f3f4f6;color:var(--muted)}
+.badge.rejected{background:#fef3c7;color:var(--warn)}
 .badge.baseline{background:#dbeafe;color:#1e40af}
 .muted{color:var(--muted)}
 .card{border:1px solid var(--line);border-radius:8px;padding:12px 16px;margin:12px 0}
@@ -174,6 +180,7 @@ summary{cursor:pointer}
 .failures{border-left:4px solid var(--bad)}
 .empty{color:var(--muted);font-style:italic}
 footer{color:var(--muted);font-size:13px;text-align:center;padding:0 0 32px}
+@media (min-width:1600px){.wrap,main{max-width:1560px}.charts{flex-direction:row;flex-wrap:wrap}figure.chart{flex:1 1 600px}}
 @media print{body{background:#fff}header{color:#000;background:#fff}nav{display:none}section{break-inside:avoid}}
 `
 
@@ -194,8 +201,8 @@ export function renderPage(body: ReportBody, source: string): string {
 <style>${trustedHtml(STYLE)}</style>
 </head>
 <body data-report-kind="${body.kind}">
-<header><span class="kind">${body.label}</span><h1>${body.title}</h1>${body.subtitle ? html`<div class="subtitle">${body.subtitle}</div>` : ''}<div class="source">${source}</div></header>
-<nav>${body.sections.map((section) => html`<a href="#${section.id}">${section.title}</a>`)}</nav>
+<header><div class="wrap"><span class="kind">${body.label}</span><h1>${body.title}</h1>${body.subtitle ? html`<div class="subtitle">${body.subtitle}</div>` : ''}<div class="source">${source}</div></div></header>
+<nav><div class="wrap">${body.sections.map((section) => html`<a href="#${section.id}">${section.title}</a>`)}</div></nav>
 <main>
 ${tiles(body.tiles)}
 ${body.sections.map((section) => html`<section id="${section.id}"><h2>${section.title}</h2>${section.body}</section>\n`)}

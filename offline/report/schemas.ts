@@ -67,6 +67,10 @@ export const EvolutionLogLine = z.looseObject({
   best_iteration: z.number(),
   best_library_sha256: z.string().optional(),
   failures: z.looseObject({ train: z.number(), val: z.number() }).optional(),
+  /** Items whose two presentation orders disagreed (train, val): wrong, never ties. */
+  inconsistent: z.looseObject({ train: z.number(), val: z.number() }).optional(),
+  /** Model calls and tokens of the iteration per role (router, sub_agent, tool, chain_analyzer, evolver, total). */
+  usage: z.record(z.string(), z.record(z.string(), z.unknown())).optional(),
   tool_calls: z.looseObject({ train: z.number(), val: z.number() }).optional(),
   analysis_summary: z.string().optional(),
   note: z.string().optional(),

@@ -133,7 +133,7 @@ describe('reward-harness report', () => {
     it('charts validation accuracy per iteration with the kept change marked, the change log and the final library (mock backend)', async () => {
       const out = join(directory, 'evolve-mock')
       expect((await run('evolve', '--dataset', 'offline/evolve/fixtures/pairs-demo.json', '--out', out, '--iterations', '3', '--backend', 'mock')).code).toBe(0)
-      const log = (await readFile(join(out, 'evolution-log.jsonl'), 'utf8')).trim().split('\n').map((line) => JSON.parse(line) as { decision: string; entries: string[]; change: { key: string } | null })
+      const log = (await readFile(join(out, 'evolution-log.jsonl'), 'utf8')).trim().split('\n').map((line) => JSON.parse(line) as { decision: string; entries: string[]; change: { key: string } | null; usage: { total: { calls: number } } })
       const result = await run('report', out, '--out', join(directory, 'evolve.html'))
       expect(result.out).toContain(`detected evolution log: ${join(out, 'evolution-log.jsonl')}`)
       const html = await readFile(join(directory, 'evolve.html'), 'utf8')
@@ -147,6 +147,17 @@ describe('reward-harness report', () => {
       expect(html.match(/<span class="badge kept">kept<\/span>/g)).toHaveLength(kept.length)
       for (const line of kept) expect(html).toContain(`<code>${line.change!.key}</code>`)
       for (const name of log.at(-1)!.entries) expect(html).toContain(`<code>${name}</code> <span class="badge baseline">skill</span>`)
+      const calls = log.reduce((sum, line) => sum + line.usage.total.calls, 0)
+      expect(calls).toBeGreaterThan(0)
+      expect(/<section id="calls">[\s\S]*?<\/section>/.exec(html)![0]).toContain(`<td><strong>total</strong></td><td class="num">${calls.toLocaleString('en-US')}</td>`)
+
+      // The log alone (no checkpoints beside it): the entries are named, never taken from some other library.
+      const alone = join(directory, 'log-alone')
+      await mkdir(alone, { recursive: true })
+      await writeFile(join(alone, 'evolution-log.jsonl'), await readFile(join(out, 'evolution-log.jsonl')))
+      const { html: bare } = await report(join(alone, 'evolution-log.jsonl'), join(directory, 'evolve-alone.html'))
+      expect(bare).not.toContain('<span class="badge baseline">skill</span>')
+      expect(textOf(bare)).toContain(`Entries: ${log.at(-1)!.entries.join(', ')}. (No checkpoints/iter-3 with the content hash the log recorded`)
     })
 
     it('marks a rolled-back change and escapes what the model wrote (openai backend on a loopback stub)', async () => {
