@@ -8,6 +8,17 @@ export const MAX_ADAPTIVE_RUBRICS = 50
 export const MIN_RUBRIC_WEIGHT = 0.1
 export const MAX_RUBRIC_WEIGHT = 10
 const MAX_TEXT_CHARS = 4_000
+
+/**
+ * Rubric texts reach the scorer as instructions, and the Updater reads hostile rollouts through memory:
+ * a text that carries data markers or tells the grader what score to give is an injection, not a criterion.
+ */
+const GRADER_INSTRUCTIONS: { pattern: RegExp; reason: string }[] = [
+  { pattern: /<<<|>>>|\bDATA-[0-9a-f]{4,}/i, reason: 'contains a data marker' },
+  { pattern: /\bignore\b[^.!?\n]{0,40}\b(?:rubrics?|criteri(?:a|on)|instructions?|rules?|above|previous)\b/i, reason: 'tells the grader to ignore its instructions' },
+  { pattern: /\b(?:give|award|assign|output|return)\s+(?:every|all|any|each)\s+(?:answers?|responses?|rollouts?)\b[^.!?\n]{0,30}\b(?:full|max(?:imum)?|perfect|top|highest|10|1\.0)\b/i, reason: 'fixes the grade of every answer' },
+  { pattern: /\b(?:always|unconditionally)\s+(?:give|award|assign|output|return|grade)\b/i, reason: 'fixes the grade unconditionally' },
+]
 const RUBRIC_ID = /^[\w.:-]{1,128}$/
 
 /** Adaptive rubric ids by what happened to them. */
@@ -77,6 +88,8 @@ export function applyRubricUpdate(current: readonly Rubric[], update: RubricUpda
     if (proposal.id !== undefined && anchorIds.has(proposal.id)) return void refused.push(`final_adaptive entry reuses anchor id '${proposal.id}'`)
     if (!text) return void refused.push(`final_adaptive entry ${label} has no text`)
     if (text.length > MAX_TEXT_CHARS) return void refused.push(`final_adaptive entry ${label} is longer than ${MAX_TEXT_CHARS} characters`)
+    const poison = GRADER_INSTRUCTIONS.find(({ pattern }) => pattern.test(text))
+    if (poison) return void refused.push(`final_adaptive entry ${label} ${poison.reason}: rubric texts sit outside the scorer's data blocks`)
     const anchorTwin = anchorByText.get(key)
     if (anchorTwin !== undefined) return void refused.push(`final_adaptive entry ${label} repeats anchor '${anchorTwin}'`)
     const twin = textOwners.get(key)
