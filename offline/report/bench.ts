@@ -168,15 +168,13 @@ function settingsSection(results: Array<{ file: string; result: BenchResultInput
     ])
   }
   return table({
-    headers: ['result file', 'dataset', 'items', 'candidates', 'scorer', 'model', 'seed', 'ties', 'bootstrap', 'elapsed'],
-    numeric: [2, 3, 6, 8],
+    headers: ['result file · dataset', 'items', 'candidates', 'scorer · model', 'seed', 'ties', 'bootstrap', 'elapsed'],
+    numeric: [1, 2, 4, 6],
     rows: results.map(({ file, result }) => [
-      html`<code>${basename(file)}</code>`,
-      html`<code>${result.dataset.path}</code>`,
+      html`<code>${basename(file)}</code><span class="ci path">${result.dataset.path}</span>`,
       result.dataset.items,
       result.dataset.candidates,
-      result.scorer,
-      result.model ?? '—',
+      html`${result.scorer}<span class="ci">${result.model ?? '—'}</span>`,
       String(result.seed ?? '—'),
       result.ties ?? '—',
       result.bootstrap ? num(result.bootstrap) : 'none',

@@ -38,7 +38,7 @@ export function evolutionSeries(log: EvolutionLogLine[]) {
     { name: 'best validation so far', color: BEST_COLOUR, dashed: true, points: at((line) => line.best_val_accuracy) },
     { name: 'kept change', mode: 'points' as const, color: KEPT_COLOUR, points: marked('kept') },
     { name: 'rolled back', mode: 'points' as const, color: ROLLED_BACK_COLOUR, points: marked('rolled_back') },
-  ]
+  ].filter((series) => series.mode !== 'points' || series.points.length > 0) // no legend entry for a marker never drawn
 }
 
 /**

@@ -162,6 +162,7 @@ dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:4px 16px;margin:0;f
 dl.kv dt{color:var(--muted)}
 dl.kv dd{margin:0;word-break:break-word}
 td code{white-space:nowrap}
+.path{word-break:break-all}
 table.changes td:nth-child(4){min-width:13em}
 table.changes th,table.changes td{padding:6px 7px}
 code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:13px}
