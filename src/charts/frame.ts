@@ -61,7 +61,10 @@ export function fitText(text: string, maxWidth: number, fontSize = FONT_SIZE): s
   return `${chars.join('')}…`
 }
 
-/** Width and height the frame asks for, with silly values replaced by the defaults. */
+/**
+ * Width and height the frame asks for, with silly values replaced by the defaults.
+ * @example frameSize({ title: 't', width: -5 }) // { width: 640, height: 320 }
+ */
 export function frameSize(frame: ChartFrame): { width: number; height: number } {
   const usable = (value: number | undefined, fallback: number, min: number) =>
     value !== undefined && Number.isFinite(value) && value >= min ? value : fallback
@@ -133,13 +136,19 @@ export function axes(options: { area: PlotArea; xTicks: Tick[]; yTicks: Tick[]; 
   return parts.join('')
 }
 
-/** Left margin wide enough for the widest y tick label (and the rotated y title). */
+/**
+ * Left margin wide enough for the widest y tick label (and the rotated y title).
+ * @example leftMargin(['0.0', '0.5', '1.0'], 'accuracy') // 56
+ */
 export function leftMargin(yTickLabels: string[], yLabel: string | undefined): number {
   const widest = Math.max(0, ...yTickLabels.map((label) => textWidth(label)))
   return Math.max(36, widest + 14) + (yLabel ? 20 : 0)
 }
 
-/** Bottom margin for the x tick labels (and the x title). */
+/**
+ * Bottom margin for the x tick labels (and the x title).
+ * @example bottomMargin('generation') // 46
+ */
 export function bottomMargin(xLabel: string | undefined): number {
   return 26 + (xLabel ? 20 : 0)
 }
