@@ -47,7 +47,8 @@ export function niceDomain(
     lo = (lo + hi) / 2
     hi = lo
     const pad = options.integers ? 1 : Math.abs(lo) > 1e-100 ? Math.abs(lo) * 0.1 : 0.5
-    lo -= pad
+    // A lone whole number at or above 0 (step 0, iteration 0) grows upwards only: no meaningless "-1" tick.
+    if (!(options.integers && lo >= 0)) lo -= pad
     hi += pad
   }
   let step = niceStep(hi - lo, count)

@@ -203,6 +203,11 @@ describe('scale', () => {
     expect(niceDomain(0.13, 0.87)).toMatchObject({ domain: [0, 1], ticks: [0, 0.2, 0.4, 0.6, 0.8, 1] })
     expect(niceDomain(0, 3, { integers: true }).ticks).toEqual([0, 1, 2, 3])
   })
+
+  it('gives a lone whole step an axis that starts at it, with no negative tick', () => {
+    expect(niceDomain(0, 0, { integers: true })).toMatchObject({ domain: [0, 1], ticks: [0, 1] })
+    expect(niceDomain(-2, -2, { integers: true }).ticks).toEqual([-3, -2, -1])
+  })
 })
 
 describe('properties', () => {
