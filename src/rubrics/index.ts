@@ -7,7 +7,8 @@ import { RubricSeed, type Rubric } from '../schemas/rubric.ts'
  * @example initialRubrics(config, 'global', '2026-01-01T00:00:00.000Z')
  */
 export function initialRubrics(config: RunConfig, instanceId: string, createdAt: string): Rubric[] {
-  const adaptive = config.instance_rubrics[instanceId] ?? config.adaptive_rubrics
+  // hasOwn: an instance id such as "constructor" must not find Object.prototype's member.
+  const adaptive = (Object.hasOwn(config.instance_rubrics, instanceId) ? config.instance_rubrics[instanceId] : undefined) ?? config.adaptive_rubrics
   const build = (seeds: readonly RubricSeed[], isAnchor: boolean): Rubric[] =>
     seeds.map((raw, index) => {
       const seed = RubricSeed.parse(raw)

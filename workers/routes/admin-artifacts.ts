@@ -48,7 +48,7 @@ export const artifactAdminRoutes = new Hono<AppEnv>()
   .get('/admin/targets/:target/deployments', async (c) => {
     const target = parseTarget(c.req.param('target'))
     const raw = c.req.query('limit')
-    const limit = raw === undefined ? DEFAULT_HISTORY : Number(raw)
+    const limit = raw === undefined ? DEFAULT_HISTORY : /^\d{1,9}$/.test(raw) ? Number(raw) : NaN
     if (!(Number.isInteger(limit) && limit >= 1 && limit <= 1_000)) throw new AppError('invalid_request', `limit must be an integer from 1 to 1000 (got "${raw}")`)
     const history = await listDeployments(c.env.DB, target, limit)
     // The newest record is the active deployment (see workers/artifacts/store.ts).

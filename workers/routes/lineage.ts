@@ -73,7 +73,7 @@ export const lineageRoutes = new Hono<AppEnv>()
     const status = c.req.query('status')
     if (status !== undefined && !['succeeded', 'failed', 'canceled'].includes(status)) throw new AppError('invalid_request', 'status: must be succeeded, failed or canceled')
     const rawLimit = c.req.query('limit')
-    const limit = rawLimit === undefined ? 100 : Number(rawLimit)
+    const limit = rawLimit === undefined ? 100 : /^\d{1,9}$/.test(rawLimit) ? Number(rawLimit) : NaN
     if (!(Number.isInteger(limit) && limit >= 1 && limit <= 1000)) throw new AppError('invalid_request', 'limit: must be an integer from 1 to 1000')
     const artifactId = c.req.query('artifact_id')
     const datasetVersion = c.req.query('dataset_version')

@@ -24,7 +24,8 @@ export const stepRoutes = new Hono<AppEnv>()
   .get('/rubric_status/wait', async (c) => {
     const run = c.get('run')
     const raw = c.req.query('timeout_s')
-    const requested = raw === undefined ? DEFAULT_WAIT_S : Number(raw)
+    // A decimal number (exponent allowed: Python may send 1e-05); Number() alone would read '', ' ' and '0x10'.
+    const requested = raw === undefined ? DEFAULT_WAIT_S : /^\+?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i.test(raw) ? Number(raw) : NaN
     if (!Number.isFinite(requested) || requested < 0) {
       throw new AppError('invalid_request', `timeout_s must be a number of seconds ≥ 0 (got "${raw}")`)
     }
