@@ -4,6 +4,7 @@ import { requestId } from 'hono/request-id'
 import { AppError } from '../src/errors/index.ts'
 import type { AppEnv } from './env.ts'
 import { identifyCaller, resolveRun } from './middleware/auth.ts'
+import { rateLimit } from './middleware/rate-limit.ts'
 import { renderError } from './middleware/errors.ts'
 import { dashboardRoutes } from './dashboard/index.ts'
 import { artifactAdminRoutes } from './routes/admin-artifacts.ts'
@@ -41,6 +42,7 @@ export function createApp() {
     .use('*', requestId())
     .use('*', bodyLimit({ maxSize: MAX_BODY_BYTES, onError: () => { throw new AppError('payload_too_large', 'the request body is larger than 1 MiB') } }))
     .use('*', identifyCaller())
+    .use('*', rateLimit())
     .route('/', healthRoutes)
     .route('/', runAdminRoutes)
     // Before the run API, whose run resolution matches every path: artifacts and RM targets belong to no run.

@@ -27,6 +27,14 @@ export interface Env {
   AI?: WorkersAiBinding
   /** A bearer token that may call `/rm/*` in production, besides the admin token; a secret. */
   RM_TOKEN?: string
+  /** Per-caller request limits (workers/middleware/rate-limit.ts): run tokens and anonymous callers of `standard` runs. */
+  RATE_LIMITER?: RateLimit
+  /** The same for runs whose config says `"rate_limit": "high"`. */
+  RATE_LIMITER_HIGH?: RateLimit
+  /** The admin token's own limit, apart from every run. */
+  ADMIN_RATE_LIMITER?: RateLimit
+  /** The bindings' period in seconds (10 unless set), for `Retry-After`. */
+  RATE_LIMIT_PERIOD_S?: string
   /** The OpenAI-compatible endpoint of openai-backend artifacts whose deployment names none. */
   RM_LLM_BASE_URL?: string
   /** That endpoint's API key (a secret), unless the deployment names its own `api_key_env`. */

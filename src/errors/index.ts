@@ -8,6 +8,8 @@ export const ERROR_STATUS = {
   run_not_found: 404,
   run_exists: 409,
   payload_too_large: 413,
+  /** The caller used up its rate limit for the current window; `Retry-After` says when to come back. */
+  rate_limited: 429,
   unsupported_media_type: 415,
   llm_unavailable: 503,
   /** The uploaded artifact fails the schema, its content address, or a serving check. */

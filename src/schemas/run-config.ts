@@ -74,6 +74,8 @@ export const RunConfig = z.object({
   prompts: z.record(z.string(), z.string().min(1).max(50_000)).default({}),
   /** `open` lets requests without a token use the run; otherwise a run token or the admin token is required. */
   access: z.enum(['token', 'open']).default('token'),
+  /** Requests per caller: `standard` (the RATE_LIMITER binding), `high` (RATE_LIMITER_HIGH) or `off` (no limit). */
+  rate_limit: z.enum(['standard', 'high', 'off']).default('standard'),
 }).superRefine((config, ctx) => {
   for (const [key, template] of Object.entries(config.prompts)) {
     const bundled = bundledTemplate(key)

@@ -15,6 +15,16 @@ export default defineConfig(async () => {
         remoteBindings: false,
         miniflare: {
           bindings: { TEST_MIGRATIONS: migrations, ADMIN_TOKEN: 'test-admin-token', DEPLOYMENT: 'local', QUEUE_RETRY_BASE_S: '0' },
+          // Limits no test reaches, so suites that fire many requests are not throttled; rate-limit.test.ts swaps in the
+          // TEST_* ones (tiny, 10 s windows) to see 429s deterministically.
+          ratelimits: {
+            RATE_LIMITER: { simple: { limit: 1_000_000, period: 10 } },
+            RATE_LIMITER_HIGH: { simple: { limit: 1_000_000, period: 10 } },
+            ADMIN_RATE_LIMITER: { simple: { limit: 1_000_000, period: 10 } },
+            TEST_RATE_LIMITER: { simple: { limit: 3, period: 10 } },
+            TEST_RATE_LIMITER_HIGH: { simple: { limit: 6, period: 10 } },
+            TEST_ADMIN_RATE_LIMITER: { simple: { limit: 5, period: 10 } },
+          },
         },
       }),
     ],

@@ -1,0 +1,78 @@
+import type { MiddlewareHandler } from 'hono'
+import { AppError } from '../../src/errors/index.ts'
+import { sha256Hex } from '../../src/hash/index.ts'
+import type { RunConfig } from '../../src/schemas/run-config.ts'
+import type { AppEnv, Env } from '../env.ts'
+import { DEFAULT_RUN_ID, loadRunConfig } from '../runs/store.ts'
+
+/** The window of the rate-limit bindings when `RATE_LIMIT_PERIOD_S` does not say (the bindings offer 10 or 60 s). */
+export const DEFAULT_RATE_LIMIT_PERIOD_S = 10
+
+/** Health probes are never limited: a load balancer must always see whether the Worker is up. */
+const UNLIMITED_PATHS = /^(\/rm\/[^/]+)?\/healthz\/?$/
+
+/**
+ * Limits requests per caller with the Workers rate-limiting bindings (no Durable Object round trip on the hot path):
+ * - the admin token counts against `ADMIN_RATE_LIMITER`, apart from everyone else;
+ * - a run token (or the RM token) against its run's tier, keyed by the SHA-256 of the token;
+ * - a caller without a token against the tier of the run it addresses (`/runs/<id>/…`, else the default run), keyed
+ *   by its IP (`CF-Connecting-IP`).
+ * A run's `rate_limit` picks the tier: `standard` (`RATE_LIMITER`), `high` (`RATE_LIMITER_HIGH`) or `off`. An
+ * unbound tier is not limited. Over the limit: 429 `rate_limited` with `Retry-After` (seconds to the window's end).
+ * `/healthz` and `/rm/<target>/healthz` are never limited. Runs after `identifyCaller`, which sets the principal.
+ * @example app.use('*', identifyCaller()).use('*', rateLimit())
+ */
+export function rateLimit(): MiddlewareHandler<AppEnv> {
+  return async function limitRate(c, next) {
+    if (UNLIMITED_PATHS.test(c.req.path)) return next()
+    const principal = c.get('principal')
+    let limiter: RateLimit | undefined
+    let key: string
+    if (principal.kind === 'admin') {
+      limiter = c.env.ADMIN_RATE_LIMITER
+      key = 'admin'
+    } else {
+      const runId = principal.kind === 'run' ? principal.runId : (runInPath(c.req.path) ?? DEFAULT_RUN_ID)
+      limiter = limiterFor(c.env, await loadRunConfig(c.env.DB, runId).catch(() => undefined))
+      if (!limiter) return next()
+      const token = c.req.header('authorization')?.match(/^Bearer\s+(\S+)\s*$/i)?.[1]
+      // A hash, so no token is ever handed to the limiter; anonymous callers share their IP's budget.
+      key = token ? `token:${await sha256Hex(token)}` : `ip:${c.req.header('cf-connecting-ip') ?? 'unknown'}`
+    }
+    if (limiter && !(await limiter.limit({ key })).success) {
+      const retryAfterSeconds = secondsToWindowEnd(periodOf(c.env))
+      throw new AppError('rate_limited', `too many requests from this caller: wait ${retryAfterSeconds} s (Retry-After) and try again`, { retryAfterSeconds })
+    }
+    return next()
+  }
+}
+
+/** The binding of a run's tier; undefined for `off` or an unbound tier. An unknown run gets the standard tier. */
+function limiterFor(env: Env, config: RunConfig | undefined): RateLimit | undefined {
+  const tier = config?.rate_limit ?? 'standard'
+  if (tier === 'off') return undefined
+  return tier === 'high' ? env.RATE_LIMITER_HIGH : env.RATE_LIMITER
+}
+
+function runInPath(path: string): string | undefined {
+  const segment = path.match(/^\/runs\/([^/]+)/)?.[1]
+  if (segment === undefined) return undefined
+  try {
+    return decodeURIComponent(segment)
+  } catch {
+    return undefined
+  }
+}
+
+function periodOf(env: Env): number {
+  const period = Number(env.RATE_LIMIT_PERIOD_S ?? DEFAULT_RATE_LIMIT_PERIOD_S)
+  return Number.isInteger(period) && period > 0 ? period : DEFAULT_RATE_LIMIT_PERIOD_S
+}
+
+/**
+ * Whole seconds until the current fixed window of `periodS` seconds ends (at least 1): when the caller's budget is back.
+ * @example secondsToWindowEnd(10, 1_700_000_003_500) // 7
+ */
+export function secondsToWindowEnd(periodS: number, now = Date.now()): number {
+  return Math.max(1, Math.ceil((periodS * 1_000 - (now % (periodS * 1_000))) / 1_000))
+}
