@@ -183,6 +183,8 @@ export async function startBench(bundles: Bundles, options: { stub: StubKind; st
         scriptPath: options.workerScript ?? bundles.workerScript,
         modulesRoot: dirname(options.workerScript ?? bundles.workerScript),
         bindings: { ...bundles.workerOptions.bindings, DEPLOYMENT: 'local', ADMIN_TOKEN: adminToken },
+        // The rate limiter still runs on every request, but one bench client must never be refused.
+        ratelimits: Object.fromEntries(Object.keys(bundles.workerOptions.ratelimits ?? {}).map((name) => [name, { simple: { limit: 1_000_000_000, period: 10 } }])),
         outboundService: options.stub === 'node' ? nodeStub : 'llm-stub',
       },
       { ...common, name: 'bare', scriptPath: bundles.bareScript, modulesRoot: dirname(bundles.bareScript), routes: [`${BARE_HOST}/*`] },
