@@ -3,7 +3,7 @@
  * file is refused with the field named), everything else passes through untouched.
  */
 import { z } from 'zod'
-import { SearchRubric } from '../../src/search/types.ts'
+import { BestRubricFields } from '../../src/search/output.ts'
 
 const Interval = z.tuple([z.number(), z.number()]).nullable()
 const Counts = z.record(z.string(), z.unknown())
@@ -11,12 +11,7 @@ const Counts = z.record(z.string(), z.unknown())
 /** One search output (`reward-harness search --output`). */
 export const SearchOutputInput = z.looseObject({
   best_rubrics: z.array(
-    z.looseObject({
-      prompt_id: z.string().min(1),
-      rubric: SearchRubric,
-      score: z.number(),
-      best_candidate_id: z.string().optional(),
-      candidate_scores: z.record(z.string(), z.number()).optional(),
+    BestRubricFields.extend({
       objective: z.looseObject({ raw_tail_acc: z.number().nullish(), kendall_tau: z.number().nullish(), ndcg: z.number().nullish(), signed_top_margin: z.number().nullish() }).optional(),
       history: z.array(z.number()).optional(),
       generations_run: z.number().optional(),

@@ -62,20 +62,21 @@ export interface SearchOutput {
   usage: Record<string, unknown> | null
 }
 
+/** The fields every reader of a `best_rubrics` entry relies on; the rest passes through. */
+export const BestRubricFields = z.looseObject({
+  prompt_id: z.string().min(1),
+  rubric: SearchRubric,
+  score: z.number(),
+  best_candidate_id: z.string().optional(),
+  candidate_scores: z.record(z.string(), z.number()).optional(),
+})
+
 /**
  * What downstream tools (RM export, presets) read back from an output file; everything else passes through.
  * @example SearchOutputFile.parse(JSON.parse(text)).best_rubrics[0].rubric
  */
 export const SearchOutputFile = z.looseObject({
-  best_rubrics: z.array(
-    z.looseObject({
-      prompt_id: z.string().min(1),
-      rubric: SearchRubric,
-      score: z.number(),
-      best_candidate_id: z.string().optional(),
-      candidate_scores: z.record(z.string(), z.number()).optional(),
-    }),
-  ),
+  best_rubrics: z.array(BestRubricFields),
   best_objective_scores: z.record(z.string(), z.number()),
 })
 

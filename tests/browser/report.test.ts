@@ -11,20 +11,16 @@ import path from 'node:path'
 import { pathToFileURL } from 'node:url'
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { main } from '../../offline/cli/index.ts'
-import type { CliIo } from '../../offline/cli/program.ts'
+import { runCli, SHARED_DATASETS } from '../support/cli.ts'
 import { launchChromium, SCREENSHOT_DIR } from './support/chromium.ts'
 
-const LLMBAR = '/work/shared/datasets/llmbar'
+const LLMBAR = `${SHARED_DATASETS}/llmbar`
 
 let directory: string
 let browser: Browser
 
 async function run(...argv: string[]): Promise<string> {
-  let out = ''
-  let err = ''
-  const io: CliIo = { out: (text) => void (out += text), err: (text) => void (err += text) }
-  const code = await main(argv, io)
+  const { code, out, err } = await runCli(...argv)
   if (code !== 0) throw new Error(`reward-harness ${argv.join(' ')} exited ${code}: ${err}`)
   return out
 }

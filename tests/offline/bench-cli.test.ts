@@ -4,20 +4,13 @@ import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { main } from '../../offline/cli/index.ts'
-import type { CliIo } from '../../offline/cli/program.ts'
 import { blindItem, createScorer, parseScorerSpec } from '../../offline/bench/scorers.ts'
 import type { BenchReport } from '../../offline/bench/run.ts'
+import { runCli } from '../support/cli.ts'
 
 const FIXTURES = 'tests/offline/fixtures/bench'
 
-async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = ''
-  let err = ''
-  const io: CliIo = { out: (text) => void (out += text), err: (text) => void (err += text) }
-  const code = await main(argv, io)
-  return { code, out, err }
-}
+const run = runCli
 
 async function runJson(...argv: string[]): Promise<BenchReport> {
   const result = await run(...argv, '--json')

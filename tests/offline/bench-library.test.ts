@@ -3,22 +3,15 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { beforeAll, describe, expect, it } from 'vitest'
 import { createScorer, libraryScorer, parseScorerSpec } from '../../offline/bench/scorers.ts'
-import { main } from '../../offline/cli/index.ts'
-import type { CliIo } from '../../offline/cli/program.ts'
 import { saveLibrary } from '../../offline/library/index.ts'
 import { addEntry, emptyLibrary } from '../../src/library/index.ts'
 import type { ChatModel } from '../../src/llm/types.ts'
 import type { PromptItem } from '../../src/search/types.ts'
+import { runCli } from '../support/cli.ts'
 
 const FIXTURE = 'offline/evolve/fixtures/pairs-demo.json'
 
-async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = ''
-  let err = ''
-  const io: CliIo = { out: (text) => void (out += text), err: (text) => void (err += text) }
-  const code = await main(argv, io)
-  return { code, out, err }
-}
+const run = runCli
 
 const item: PromptItem = {
   prompt_id: 'p1',

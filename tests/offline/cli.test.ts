@@ -4,21 +4,16 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Command } from 'commander'
 import { afterAll, describe, expect, it } from 'vitest'
-import { loadCommands, main, VERSION } from '../../offline/cli/index.ts'
-import { buildProgram, type CliIo } from '../../offline/cli/program.ts'
+import { loadCommands, VERSION } from '../../offline/cli/index.ts'
+import { buildProgram } from '../../offline/cli/program.ts'
 import { parseDataset } from '../../src/datasets/index.ts'
+import { runCli } from '../support/cli.ts'
 
 const ROOT = join(import.meta.dirname, '../..')
 const FIXTURES = 'tests/offline/fixtures/datasets'
 
 /** Runs the CLI in this process, capturing what it prints. */
-async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = ''
-  let err = ''
-  const io: CliIo = { out: (text) => void (out += text), err: (text) => void (err += text) }
-  const code = await main(argv, io)
-  return { code, out, err }
-}
+const run = runCli
 
 /** Runs a script with node (and the tsx hooks when asked), as a user's shell would. */
 function spawnNode(args: string[]): Promise<{ code: number; out: string; err: string }> {

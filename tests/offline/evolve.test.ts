@@ -2,8 +2,6 @@ import { mkdtemp, readFile, readdir, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { main } from '../../offline/cli/index.ts'
-import type { CliIo } from '../../offline/cli/program.ts'
 import { loadDataset } from '../../offline/datasets/load.ts'
 import { runEvolveCommand } from '../../offline/evolve/cli.ts'
 import { readLog, runEvolve } from '../../offline/evolve/run.ts'
@@ -14,6 +12,7 @@ import { addEntry, emptyLibrary, type Library } from '../../src/library/index.ts
 import { MockChatModel } from '../../src/llm/mock.ts'
 import type { ChatModel } from '../../src/llm/types.ts'
 import { type ChatCompletionBody, type LlmStub, startLlmStub } from '../support/llm-stub.ts'
+import { runCli } from '../support/cli.ts'
 
 const FIXTURE = 'offline/evolve/fixtures/pairs-demo.json'
 const FAST = { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 2 }
@@ -27,13 +26,7 @@ const toolLibrary: Library = addEntry(emptyLibrary('t'), {
   body: 'You are the coverage-check tool. Reply with JSON {"favours": "A" | "B" | "tie"}.',
 })
 
-async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = ''
-  let err = ''
-  const io: CliIo = { out: (text) => void (out += text), err: (text) => void (err += text) }
-  const code = await main(argv, io)
-  return { code, out, err }
-}
+const run = runCli
 
 describe('evolve data helpers', () => {
   it('reads pairwise items, splits them with a seed and swaps A/B with flipped labels', async () => {

@@ -3,20 +3,13 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { beforeAll, describe, expect, it } from 'vitest'
 import { exportLibraryArtifact } from '../../offline/artifacts/library-export.ts'
-import { main } from '../../offline/cli/index.ts'
-import type { CliIo } from '../../offline/cli/program.ts'
 import { readLog } from '../../offline/evolve/run.ts'
 import { AnyRmArtifact, LibraryArtifact, RmArtifact, verifyArtifactId } from '../../src/schemas/artifact.ts'
+import { runCli } from '../support/cli.ts'
 
 const FIXTURE = 'offline/evolve/fixtures/pairs-demo.json'
 
-async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = ''
-  let err = ''
-  const io: CliIo = { out: (text) => void (out += text), err: (text) => void (err += text) }
-  const code = await main(argv, io)
-  return { code, out, err }
-}
+const run = runCli
 
 describe('export --library (an evolved judge library → a library artifact)', () => {
   let runDir = ''

@@ -4,22 +4,15 @@ import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { main } from '../../offline/cli/index.ts'
-import type { CliIo } from '../../offline/cli/program.ts'
 import { objectiveByGeneration } from '../../offline/report/search.ts'
 import { type ChatCompletionBody, type LlmStub, startLlmStub } from '../support/llm-stub.ts'
+import { runCli, SHARED_DATASETS } from '../support/cli.ts'
 
-const LLMBAR = '/work/shared/datasets/llmbar'
+const LLMBAR = `${SHARED_DATASETS}/llmbar`
 const PLANTED = '<script>alert("pwned")</script>'
 const ESCAPED = '&lt;script&gt;alert(&quot;pwned&quot;)&lt;/script&gt;'
 
-async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = ''
-  let err = ''
-  const io: CliIo = { out: (text) => void (out += text), err: (text) => void (err += text) }
-  const code = await main(argv, io)
-  return { code, out, err }
-}
+const run = runCli
 
 /** Runs `report` and returns the page; the run must succeed. */
 async function report(input: string, out: string): Promise<{ html: string; out: string }> {
