@@ -93,6 +93,20 @@ describe('rate limiting per caller', () => {
     expect((await send('GET', '/rubric_status', { ip: '203.0.113.8' })).status).toBe(200)
   })
 
+  it('throttles guessed tokens per IP: unknown tokens are 401 until the budget is spent, then 429', async () => {
+    await clearOfWindowEdge()
+    for (let i = 1; i <= LIMIT.standard; i++) {
+      const res = await send('GET', '/rubric_status', { token: `rh_guess-${i}`, ip: '203.0.113.20' })
+      expect(res.status).toBe(401)
+      expect(res.json.error.code).toBe('unauthorized')
+    }
+    expectRateLimited(await send('GET', '/rubric_status', { token: 'rh_guess-last', ip: '203.0.113.20' }))
+    // Another address still gets its plain 401, and a valid token from the throttled address is not refused.
+    expect((await send('GET', '/rubric_status', { token: 'rh_guess-other', ip: '203.0.113.21' })).status).toBe(401)
+    const run = await createRun(RUBRICS)
+    expect((await send('GET', '/rubric_status', { token: run.token, ip: '203.0.113.20' })).status).toBe(200)
+  })
+
   it('never limits /healthz, not even for a caller over its limit', async () => {
     await clearOfWindowEdge()
     await exhaust(LIMIT.standard, () => send('GET', '/run', { ip: '203.0.113.9' }))

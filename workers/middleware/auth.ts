@@ -3,6 +3,7 @@ import { AppError } from '../../src/errors/index.ts'
 import { sha256Hex } from '../../src/hash/index.ts'
 import type { AppEnv, Principal } from '../env.ts'
 import { DEFAULT_RUN_ID, loadRunConfig, runForToken } from '../runs/store.ts'
+import { countRefusedCredential } from './rate-limit.ts'
 
 /** Run tokens are never revoked in place, so an isolate may remember which run a token hash belongs to. */
 const tokenRuns = new Map<string, string>()
@@ -16,7 +17,14 @@ const tokenRuns = new Map<string, string>()
  */
 export function identifyCaller(): MiddlewareHandler<AppEnv> {
   return async function identify(c, next) {
-    c.set('principal', await principalFor(c.env, c.req.header('authorization')))
+    let principal: Principal
+    try {
+      principal = await principalFor(c.env, c.req.header('authorization'))
+    } catch (error) {
+      if (error instanceof AppError && error.code === 'unauthorized') await countRefusedCredential(c.env, c.req.header('cf-connecting-ip'))
+      throw error
+    }
+    c.set('principal', principal)
     await next()
   }
 }

@@ -64,6 +64,19 @@ function runInPath(path: string): string | undefined {
   }
 }
 
+/**
+ * Counts a refused credential against its IP in the standard limiter, so guessing tokens is throttled like any other
+ * traffic (the rate limiter proper runs after `identifyCaller`, which refuses unknown tokens first). Throws
+ * `rate_limited` once the IP's budget is spent.
+ * @example if (!runId) { await countRefusedCredential(c.env, c.req.header('cf-connecting-ip')); throw unauthorized }
+ */
+export async function countRefusedCredential(env: Env, ip: string | undefined): Promise<void> {
+  const limiter = env.RATE_LIMITER
+  if (!limiter || (await limiter.limit({ key: `refused:${ip ?? 'unknown'}` })).success) return
+  const retryAfterSeconds = secondsToWindowEnd(periodOf(env))
+  throw new AppError('rate_limited', `too many refused credentials from this address: wait ${retryAfterSeconds} s (Retry-After) and try again`, { retryAfterSeconds })
+}
+
 function periodOf(env: Env): number {
   const period = Number(env.RATE_LIMIT_PERIOD_S ?? DEFAULT_RATE_LIMIT_PERIOD_S)
   return Number.isInteger(period) && period > 0 ? period : DEFAULT_RATE_LIMIT_PERIOD_S
