@@ -54,7 +54,7 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
   const bootstrap = options.bootstrap ?? 0
   const spec = parseScorerSpec(options.scorer)
   const loaded = await loadDataset(options.dataset)
-  const scorer = await createScorer(spec, { concurrency: options.concurrency ?? 4, seed, ...pick(options) })
+  const scorer = await createScorer(spec, { concurrency: options.concurrency ?? 4, seed, datasetPath: options.dataset, ...pick(options) })
   const prompts = loaded.dataset.prompts
   const scores = await scorer.scoreAll(prompts.map((item) => blindItem(item, seed)))
   const items: ScoredItem[] = prompts.map((item, itemIndex) => ({

@@ -76,6 +76,8 @@ export interface ScorerOptions {
   /** Items per batch_score request (≤ 100). */
   chunkSize?: number
   fetch?: typeof fetch
+  /** The dataset file: `path` images of its items are read relative to it (`library:` judges with images). */
+  datasetPath?: string
 }
 
 /**
@@ -165,6 +167,8 @@ export interface LibraryBenchScorer extends BenchScorer {
 export async function libraryScorer(dir: string, options: ScorerOptions): Promise<LibraryBenchScorer> {
   const { loadLibrary } = await import('../library/index.ts')
   const { judgeWithLibrary, LibraryRouter } = await import('../../src/evolve/judge.ts')
+  const { ImageRegistry, itemImages } = await import('../../src/evolve/images.ts')
+  const { datasetImageRegistry } = await import('../evolve/images.ts')
   const { stat } = await import('node:fs/promises')
   const { join } = await import('node:path')
   const hasRegistry = await stat(join(dir, 'registry.json')).then((s) => s.isFile(), () => false)
@@ -184,6 +188,7 @@ export async function libraryScorer(dir: string, options: ScorerOptions): Promis
   const router = new LibraryRouter(model)
   const stats = { judgments: 0, failures: 0 }
   const limit = createLimiter(Math.max(1, options.concurrency))
+  const registry = options.datasetPath ? datasetImageRegistry(options.datasetPath) : new ImageRegistry()
   return {
     name: `library:${dir}`,
     stats,
@@ -204,7 +209,9 @@ export async function libraryScorer(dir: string, options: ScorerOptions): Promis
           await Promise.all(
             jobs.map(([a, b]) =>
               limit(async () => {
-                const outcome = await judgeWithLibrary(model, library, routed, { instruction: item.prompt, first: item.candidates[a]!.text, second: item.candidates[b]!.text })
+                const [first, second] = [item.candidates[a]!, item.candidates[b]!]
+                const images = itemImages(registry, item.metadata, first.metadata, second.metadata)
+                const outcome = await judgeWithLibrary(model, library, routed, { instruction: item.prompt, first: first.text, second: second.text, ...(images ? { images } : {}) }, { images: registry })
                 stats.judgments++
                 if (!outcome.ok) {
                   stats.failures++
@@ -330,7 +337,7 @@ async function postChunk(doFetch: typeof fetch, endpoint: string, token: string 
 
 /**
  * What a scorer may see of an item: prompt id and text, candidate texts in dataset order under opaque ids (`c<n>`, `n`
- * from a seeded shuffle so ids carry no order or label); no labels, sources, metadata or group.
+ * from a seeded shuffle so ids carry no order or label), and their images; no labels, sources, other metadata or group.
  * @example blindItem(item, 7).candidates[0] // { candidate_id: 'c1', text: '…', source: 'unknown', label: {}, metadata: {} }
  */
 export function blindItem(item: PromptItem, seed: number): PromptItem {
@@ -340,8 +347,13 @@ export function blindItem(item: PromptItem, seed: number): PromptItem {
     const j = Math.floor(random() * (i + 1))
     ;[numbers[i], numbers[j]] = [numbers[j]!, numbers[i]!]
   }
-  const candidates: Candidate[] = item.candidates.map((candidate, index) => ({ candidate_id: `c${numbers[index]}`, text: candidate.text, source: 'unknown', label: {}, metadata: {} }))
-  return { prompt_id: item.prompt_id, prompt: item.prompt, candidates, metadata: {} }
+  const candidates: Candidate[] = item.candidates.map((candidate, index) => ({ candidate_id: `c${numbers[index]}`, text: candidate.text, source: 'unknown', label: {}, metadata: imagesOnly(candidate.metadata) }))
+  return { prompt_id: item.prompt_id, prompt: item.prompt, candidates, metadata: imagesOnly(item.metadata) }
+}
+
+/** Images are part of what is judged, not a label: the only metadata a blind item keeps. */
+function imagesOnly(metadata: Record<string, unknown>): Record<string, unknown> {
+  return Array.isArray(metadata.images) ? { images: metadata.images } : {}
 }
 
 function hashString(text: string): number {

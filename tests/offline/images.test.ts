@@ -4,7 +4,9 @@ import { join } from 'node:path'
 import { crc32, deflateSync } from 'node:zlib'
 import { afterEach, describe, expect, it } from 'vitest'
 import { loadDataset } from '../../offline/datasets/load.ts'
+import { runBench } from '../../offline/bench/run.ts'
 import { runEvolveCommand } from '../../offline/evolve/cli.ts'
+import { saveLibrary } from '../../offline/library/index.ts'
 import { datasetImageRegistry } from '../../offline/evolve/images.ts'
 import { readLog } from '../../offline/evolve/run.ts'
 import { createBackend } from '../../offline/search/backend.ts'
@@ -238,6 +240,36 @@ describe('images through an OpenAI-compatible vision stub', () => {
     expect(summary.usage.tool.calls).toBe(toolCalls.length)
     // Per-item results keep handles' labels out of the data: the chains name images by label only.
     expect(await readFile(join(out, 'results', 'iter-0.val.jsonl'), 'utf8')).not.toContain('base64')
+  })
+
+  it('bench --scorer library: judges each ordered pair with the images of the instruction and of both answers', async () => {
+    const { file, images, good } = await imageDataset(2)
+    const libDir = await mkdtemp(join(tmpdir(), 'bench-images-lib-'))
+    await saveLibrary(toolLibrary, libDir)
+    stub = await startLlmStub()
+    // The judge sees only pictures that tell the edits apart: it prefers the answer whose image is a good edit.
+    stub.respondWith((body) => {
+      if (system(body).startsWith('You are the library router')) return JSON.stringify({ entries: [] })
+      const [, a] = imageUrls(userMessage(body))
+      return JSON.stringify({ think: 'compare the edits', answer: { preference: good.has(a ?? '') ? 'A' : 'B', reason: 'by the images' } })
+    })
+    const { model, close } = await stubModel(stub.baseUrl)
+    try {
+      const report = await runBench({ dataset: file, scorer: `library:${libDir}`, seed: 0, concurrency: 1, model })
+      expect(report.overall.pairwise!.ab.accuracy).toBe(1)
+      expect(report.failures.count).toBe(0)
+      const judged = stub.requests.filter(isSubAgent)
+      expect(judged).toHaveLength(4) // 2 items × both orders
+      const url = (name: string) => dataUrl(images.get(name)!)
+      for (const request of judged) {
+        const [source, ...answers] = imageUrls(userMessage(request))
+        const item = source === url('src-1.png') ? 1 : source === url('src-2.png') ? 2 : 0
+        expect(item, 'the instruction image comes first').toBeGreaterThan(0)
+        expect(answers.sort()).toEqual([url(`good-${item}.png`), url(`bad-${item}.png`)].sort())
+      }
+    } finally {
+      await close()
+    }
   })
 
   it('refuses a dataset whose image files are missing, before any model call', async () => {
