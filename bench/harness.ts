@@ -596,9 +596,13 @@ export function scoreRpcFlow(): RpcFlow {
   const scan = (caller: string, body: string, depth: number, into: string[], sends?: string[]) => {
     const stubs = new Map<string, string>()
     for (const match of body.matchAll(/const (\w+) = (?:this\.|ctx\.)?env\.(\w+)\.(?:getByName|get)\(/g)) stubs.set(match[1]!, classOf.get(match[2]!) ?? match[2]!)
+    // A stub factory (`const fresh = () => env.NS.getByName(…)`, for calls made again after a reset): `fresh().method(`.
+    const factories = new Map<string, string>()
+    for (const match of body.matchAll(/const (\w+) = \(\) => (?:this\.|ctx\.)?env\.(\w+)\.(?:getByName|get)\(/g)) factories.set(match[1]!, classOf.get(match[2]!) ?? match[2]!)
     for (const match of body.matchAll(/(?:this\.|ctx\.)?env\.(\w+)\.send\(/g)) sends?.push(`${caller}→${match[1]}.send`)
-    for (const match of body.matchAll(/await (\w+)\.(\w+)\(/g)) {
-      const className = stubs.get(match[1]!)
+    const calls = [...body.matchAll(/await (\w+)\.(\w+)\(/g), ...body.matchAll(/\b(\w+)\(\)\.(\w+)\(/g)].sort((a, b) => a.index! - b.index!)
+    for (const match of calls) {
+      const className = stubs.get(match[1]!) ?? factories.get(match[1]!)
       if (!className) continue
       into.push(`${caller}→${className}.${match[2]}`)
       const source = classFiles.get(className)
