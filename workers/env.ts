@@ -53,4 +53,5 @@ export interface AppEnv {
   }
 }
 
-export type Principal = { kind: 'admin' } | { kind: 'run'; runId: string } | { kind: 'anonymous' }
+/** Who is calling; a run token's SHA-256 (all D1 stores of it) rides along so no later step hashes it again. */
+export type Principal = { kind: 'admin' } | { kind: 'run'; runId: string; tokenHash: string } | { kind: 'anonymous' }

@@ -6,6 +6,7 @@
  * them back to handles. Nothing the model writes is ever used as image data.
  */
 import type { ImageRef } from '../datasets/images.ts'
+import { toHex } from '../hash/index.ts'
 import type { ChatContentPart } from '../llm/types.ts'
 import type { Locale } from '../prompts/index.ts'
 
@@ -142,7 +143,7 @@ function base64(bytes: Uint8Array): string {
 
 async function sha256Of(bytes: Uint8Array): Promise<string> {
   const digest = await crypto.subtle.digest('SHA-256', bytes as Uint8Array<ArrayBuffer>)
-  return [...new Uint8Array(digest)].map((byte) => byte.toString(16).padStart(2, '0')).join('')
+  return toHex(new Uint8Array(digest))
 }
 
 /** An image as the model sees it: its label in the presentation, whose it is, and its registry handle. */

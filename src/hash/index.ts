@@ -5,8 +5,15 @@ const encoder = new TextEncoder()
  * @example await sha256Hex('abc') // 'ba7816bf…'
  */
 export async function sha256Hex(text: string): Promise<string> {
-  const digest = await crypto.subtle.digest('SHA-256', encoder.encode(text))
-  return [...new Uint8Array(digest)].map((byte) => byte.toString(16).padStart(2, '0')).join('')
+  return toHex(new Uint8Array(await crypto.subtle.digest('SHA-256', encoder.encode(text))))
+}
+
+/**
+ * Lowercase hex of bytes.
+ * @example toHex(new Uint8Array([0, 255])) // '00ff'
+ */
+export function toHex(bytes: Uint8Array): string {
+  return [...bytes].map((byte) => byte.toString(16).padStart(2, '0')).join('')
 }
 
 /**

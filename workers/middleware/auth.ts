@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from 'hono'
 import { AppError } from '../../src/errors/index.ts'
-import { sha256Hex } from '../../src/hash/index.ts'
+import { toHex } from '../../src/hash/index.ts'
 import type { AppEnv, Principal } from '../env.ts'
 import { DEFAULT_RUN_ID, loadRunConfig, runForToken } from '../runs/store.ts'
 import { countRefusedCredential } from './rate-limit.ts'
@@ -38,15 +38,17 @@ export async function principalFor(env: AppEnv['Bindings'], header: string | und
   if (!header) return { kind: 'anonymous' }
   const token = header.match(/^Bearer\s+(\S+)\s*$/i)?.[1]
   if (!token) throw new AppError('unauthorized', 'the Authorization header must be "Bearer <token>"')
-  if (env.ADMIN_TOKEN && (await tokensEqual(token, env.ADMIN_TOKEN))) return { kind: 'admin' }
+  // One digest of the presented token serves every comparison and the run-token lookup.
+  const presented = await digest(token)
+  if (env.ADMIN_TOKEN && digestsEqual(presented, await secretDigest(env.ADMIN_TOKEN))) return { kind: 'admin' }
   // The RM token names no run: it opens `/rm/<target>/…` only (requireRmAccess checks it there).
   const rmToken = env.RM_TOKEN
-  if (rmToken && (await tokensEqual(token, rmToken))) return { kind: 'anonymous' }
-  const tokenHash = await sha256Hex(token)
+  if (rmToken && digestsEqual(presented, await secretDigest(rmToken))) return { kind: 'anonymous' }
+  const tokenHash = toHex(presented)
   const runId = tokenRuns.get(tokenHash) ?? (await runForToken(env.DB, token))
   if (!runId) throw new AppError('unauthorized', 'the bearer token is not valid for any run')
   tokenRuns.set(tokenHash, runId)
-  return { kind: 'run', runId }
+  return { kind: 'run', runId, tokenHash }
 }
 
 /**
@@ -97,12 +99,24 @@ export function requireRmAccess(): MiddlewareHandler<AppEnv> {
  * @example if (await tokensEqual(presented, env.ADMIN_TOKEN)) grantAdmin()
  */
 export async function tokensEqual(given: string, expected: string): Promise<boolean> {
-  const [a, b] = await Promise.all([digest(given), digest(expected)])
+  return digestsEqual(await digest(given), await secretDigest(expected))
+}
+
+function digestsEqual(a: Uint8Array, b: Uint8Array): boolean {
   const subtle = crypto.subtle as SubtleCrypto & { timingSafeEqual?: (left: ArrayBufferView, right: ArrayBufferView) => boolean }
   if (typeof subtle.timingSafeEqual === 'function') return subtle.timingSafeEqual(a, b)
   let difference = 0
   for (let i = 0; i < a.length; i++) difference |= a[i]! ^ b[i]!
   return difference === 0
+}
+
+/** The Worker's secrets do not change while an isolate lives, so each is digested once. */
+const secretDigests = new Map<string, Promise<Uint8Array>>()
+
+function secretDigest(secret: string): Promise<Uint8Array> {
+  let known = secretDigests.get(secret)
+  if (!known) secretDigests.set(secret, (known = digest(secret)))
+  return known
 }
 
 async function digest(text: string): Promise<Uint8Array> {

@@ -35,9 +35,9 @@ export function rateLimit(): MiddlewareHandler<AppEnv> {
       const runId = principal.kind === 'run' ? principal.runId : (runInPath(c.req.path) ?? DEFAULT_RUN_ID)
       limiter = limiterFor(c.env, await loadRunConfig(c.env.DB, runId).catch(() => undefined))
       if (!limiter) return next()
-      const token = c.req.header('authorization')?.match(/^Bearer\s+(\S+)\s*$/i)?.[1]
-      // A hash, so no token is ever handed to the limiter; anonymous callers share their IP's budget.
-      key = token ? `token:${await sha256Hex(token)}` : `ip:${c.req.header('cf-connecting-ip') ?? 'unknown'}`
+      const token = principal.kind === 'run' ? undefined : c.req.header('authorization')?.match(/^Bearer\s+(\S+)\s*$/i)?.[1]
+      // A hash, so no token is ever handed to the limiter (a run token's was taken by identifyCaller); anonymous callers share their IP's budget.
+      key = principal.kind === 'run' ? `token:${principal.tokenHash}` : token ? `token:${await sha256Hex(token)}` : `ip:${c.req.header('cf-connecting-ip') ?? 'unknown'}`
     }
     if (limiter && !(await limiter.limit({ key })).success) {
       const retryAfterSeconds = secondsToWindowEnd(periodOf(c.env))

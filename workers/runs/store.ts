@@ -2,7 +2,7 @@ import { eq } from 'drizzle-orm'
 import { drizzle } from 'drizzle-orm/d1'
 import defaultRunJson from '../../config/default-run.json'
 import { runs, runTokens } from '../../src/db/schema.ts'
-import { sha256Hex } from '../../src/hash/index.ts'
+import { sha256Hex, toHex } from '../../src/hash/index.ts'
 import { RunConfig } from '../../src/schemas/run-config.ts'
 
 export const DEFAULT_RUN_ID = 'default'
@@ -61,5 +61,5 @@ export async function runForToken(db: D1Database, token: string): Promise<string
  * @example randomHex(16) // 32 hex digits
  */
 export function randomHex(bytes: number): string {
-  return [...crypto.getRandomValues(new Uint8Array(bytes))].map((byte) => byte.toString(16).padStart(2, '0')).join('')
+  return toHex(crypto.getRandomValues(new Uint8Array(bytes)))
 }
