@@ -11,7 +11,7 @@ import { request as httpRequest } from 'node:http'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import autocannon from 'autocannon'
-import { Miniflare, Response as MiniflareResponse, type Request as MiniflareRequest, type WorkerOptions } from 'miniflare'
+import { Log, LogLevel, Miniflare, Response as MiniflareResponse, type Request as MiniflareRequest, type WorkerOptions } from 'miniflare'
 import { unstable_getMiniflareWorkerOptions, unstable_readConfig, unstable_splitSqlQuery } from 'wrangler'
 import { gradeAllRubrics, type ChatCompletionBody } from '../tests/support/llm-stub.ts'
 
@@ -168,6 +168,8 @@ export async function startBench(bundles: Bundles, options: { stub: StubKind; st
   }
   const common = { modules: true, compatibilityDate: bundles.compatibilityDate, compatibilityFlags: bundles.compatibilityFlags }
   const mf = new Miniflare({
+    // BENCH_LOG=warn|info|debug shows workerd's own messages (isolate restarts, uncaught errors) during a bench.
+    ...(process.env.BENCH_LOG ? { log: new Log(LogLevel[process.env.BENCH_LOG.toUpperCase() as 'WARN' | 'INFO' | 'DEBUG'] ?? LogLevel.WARN) } : {}),
     host: '127.0.0.1',
     port: 0,
     cf: false,
@@ -334,6 +336,8 @@ export interface Measurement {
   requests2xx: number
   non2xx: number
   errors: number
+  /** What the errors were (socket error code or message → count). */
+  errorKinds: Record<string, number>
   timeouts: number
   statusCodes: Record<string, number>
   /** 2xx responses per second over the measured window. */
@@ -379,6 +383,7 @@ export async function measure(
   options: { connections: number; durationS: number; warmupS: number; outputChars: number; idleCapS?: number; budget?: IdleBudget },
 ): Promise<Measurement> {
   const idleCapS = options.idleCapS ?? 15
+  let errorKinds: Record<string, number> = {}
   const fire = (durationS: number, onLatency?: (ms: number) => void) => {
     const instance = autocannon({
       url,
@@ -395,11 +400,16 @@ export async function measure(
       ],
     })
     if (onLatency) instance.on('response', (_client: unknown, status: number, _bytes: number, ms: number) => status < 300 && onLatency(ms))
+    instance.on('reqError', (error: Error & { code?: string }) => {
+      const kind = error.code ?? error.message
+      errorKinds[kind] = (errorKinds[kind] ?? 0) + 1
+    })
     return instance
   }
   if (options.warmupS > 0) await fire(options.warmupS)
   const settle = options.warmupS > 0 ? await waitWithin(options.budget, idleCapS) : { waitedS: 0, drained: true }
   const latencies: number[] = []
+  errorKinds = {}
   const workerd = workerdPids()
   const cpuBefore = { workerd: cpuSecondsOf(workerd), node: process.cpuUsage(), machine: machineBusySeconds() }
   const started = performance.now()
@@ -423,6 +433,7 @@ export async function measure(
     requests2xx: result['2xx'],
     non2xx: result.non2xx,
     errors: result.errors,
+    errorKinds,
     timeouts: result.timeouts,
     statusCodes: Object.fromEntries(Object.entries(result.statusCodeStats).map(([code, stats]) => [code, stats.count])),
     rps: result['2xx'] / windowS,

@@ -212,7 +212,7 @@ async function main(): Promise<void> {
     console.log(`stub LLM scorer calls logged in D1: ${scorerCalls}${options.stub === 'node' ? ` (the Node stub answered ${stubCalls} during the load phases)` : ''}; score events in D1: ${JSON.stringify(events)}`)
     const noisy = [...throughput, ...latency].filter((row) => row.cpu.other >= NOISY_CORES)
     if (noisy.length) console.log(`WARNING: other processes used ≥ ${NOISY_CORES} cores during: ${noisy.map((row) => `${row.label} @${row.connections}c (${f2(row.cpu.other)})`).join('; ')} — rerun on a quiet machine for reliable figures`)
-    if (failed.length) console.log(`WARNING: non-2xx or errors in: ${failed.map((row) => `${row.label} ${JSON.stringify(row.statusCodes)} errors=${row.errors} timeouts=${row.timeouts}`).join('; ')}`)
+    if (failed.length) console.log(`WARNING: non-2xx or errors in: ${failed.map((row) => `${row.label} ${JSON.stringify(row.statusCodes)} errors=${row.errors} ${JSON.stringify(row.errorKinds)} timeouts=${row.timeouts}`).join('; ')}`)
     console.log(`\nrun time ${runS.toFixed(1)} s; JSON: ${relative(process.cwd(), options.out)}`)
 
     mkdirSync(dirname(options.out), { recursive: true })
