@@ -35,11 +35,11 @@ const CONSTANT_JUDGEMENT = 'score: 0.7, criteria: prepared.snapshot.rubrics.map(
 const PIECES: Record<string, Omit<Variant, 'name'>> = {
   'no-d1-persist': {
     description: 'drop the D1 rows (score event + llm call rows) that the isolate outbox writes in batches',
-    patches: [{ find: /  add\(db, records, defer\) \{/, replace: '$& return;' }],
+    patches: [{ find: /write: writeRecords \}\)/, replace: 'write: async () => {} })' }],
   },
   'no-analysis-enqueue': {
-    description: 'no analysis job per scored rollout (no queue send, so no background analyzer, memory and D1 work)',
-    patches: [{ find: /const analysis = env\.ANALYSIS_QUEUE\.send\([^;]*\);/, replace: 'const analysis = Promise.resolve();' }],
+    description: 'no analysis job per scored rollout (nothing into the queue outbox, so no background analyzer, memory and D1 work)',
+    patches: [{ find: /\w+\.add\(env\.ANALYSIS_QUEUE, \w+, ctx\.defer\);/, replace: '' }],
   },
   'no-zod-body': {
     description: 'skip the zod validation of the request body (JSON.parse kept)',

@@ -1,7 +1,8 @@
 import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
 import type { ScoreResult } from '../../src/schemas/score.ts'
-import { RecordOutbox, writeRecords } from '../../workers/scoring/persist.ts'
+import { Outbox } from '../../workers/outbox/index.ts'
+import { writeRecords, type RequestRecords } from '../../workers/scoring/persist.ts'
 
 const scoreOf = (runId: string, rolloutId: string, score: number): ScoreResult => ({
   score, rubric_version: 2, instance_id: 'global', criteria: [{ rubric_id: 'a', grade: 7, weight: 1 }], request_id: `req-${rolloutId}`,
@@ -30,7 +31,7 @@ describe('D1 records', () => {
 
   it('holds rows until the flush delay, then writes them together inside the deferred work', async () => {
     const runId = 'persist-delay'
-    const outbox = new RecordOutbox({ maxRecords: 100, flushAfterMs: 50 })
+    const outbox = new Outbox<D1Database, RequestRecords>({ what: 'records', maxItems: 100, flushAfterMs: 50, write: writeRecords })
     const deferred: Promise<unknown>[] = []
     for (const id of ['a', 'b', 'c']) outbox.add(env.DB, { runId, requestId: id, scores: [scoreOf(runId, id, 0.5)], calls: [call] }, (work) => deferred.push(work))
     expect(deferred).toHaveLength(1)
@@ -41,14 +42,15 @@ describe('D1 records', () => {
     expect(calls).toHaveLength(3)
   })
 
-  it('writes at once when maxRecords are waiting, and skips requests that produced nothing', async () => {
+  it('writes at once when maxItems are waiting; a request that produced nothing adds no row', async () => {
     const runId = 'persist-full'
-    const outbox = new RecordOutbox({ maxRecords: 2, flushAfterMs: 60_000 })
+    const outbox = new Outbox<D1Database, RequestRecords>({ what: 'records', maxItems: 3, flushAfterMs: 60_000, write: writeRecords })
     const deferred: Promise<unknown>[] = []
     outbox.add(env.DB, { runId, requestId: 'empty', calls: [] }, (work) => deferred.push(work))
-    expect(deferred).toHaveLength(0)
     outbox.add(env.DB, { runId, requestId: 'x', scores: [scoreOf(runId, 'x', 1)], calls: [] }, (work) => deferred.push(work))
     outbox.add(env.DB, { runId, requestId: 'y', calls: [call] }, (work) => deferred.push(work))
+    // The first add scheduled the (minute-long) timer; the third filled the outbox and wrote at once.
+    expect(deferred).toHaveLength(2)
     await deferred[1]
     const { events, calls } = await rowsOf(runId)
     expect(events.map((row) => row.rollout_id)).toEqual(['x'])

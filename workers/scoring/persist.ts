@@ -1,5 +1,6 @@
 import type { LlmCallRecord } from '../../src/llm/index.ts'
 import type { ScoreResult } from '../../src/schemas/score.ts'
+import { Outbox } from '../outbox/index.ts'
 
 /** What one request (or queue job) did: the scores it served and every LLM call it made. */
 export interface RequestRecords {
@@ -8,9 +9,6 @@ export interface RequestRecords {
   scores?: readonly ScoreResult[]
   calls: readonly LlmCallRecord[]
 }
-
-/** Extends the life of the invocation until the promise settles (`executionCtx.waitUntil`). */
-export type Defer = (work: Promise<unknown>) => void
 
 const SCORE_EVENT_COLUMNS = ['run_id', 'instance_id', 'rollout_id', 'step', 'rubric_version', 'score', 'criteria', 'cached', 'duplicate', 'request_id', 'created_at']
 const LLM_CALL_COLUMNS = ['run_id', 'role', 'model', 'outcome', 'latency_ms', 'prompt_tokens', 'completion_tokens', 'request_id', 'created_at']
@@ -40,49 +38,5 @@ function insertRows(db: D1Database, table: string, columns: readonly string[], r
   return db.prepare(`INSERT INTO ${table} (${columns.join(', ')}) SELECT ${values} FROM json_each(?)`).bind(JSON.stringify(rows))
 }
 
-/**
- * Rows waiting for D1, shared by the requests one isolate serves: a request adds its rows and returns;
- * they are written together once `maxRecords` are waiting or `flushAfterMs` after the first of them,
- * always inside some request's `waitUntil`, so no row waits on a request that may never come.
- * Writing per request cost more CPU than the rest of `/score` (BENCHMARKS.md, issue 2).
- */
-export class RecordOutbox {
-  private waiting: RequestRecords[] = []
-  private db: D1Database | undefined
-  private scheduled = false
-
-  constructor(private readonly options: { maxRecords: number; flushAfterMs: number }) {}
-
-  /**
-   * Queues one request's records; `defer` keeps the invocation alive until they are written.
-   * @example outbox.add(env.DB, { runId, requestId, scores: [score], calls }, (p) => c.executionCtx.waitUntil(p))
-   */
-  add(db: D1Database, records: RequestRecords, defer: Defer): void {
-    if ((records.scores?.length ?? 0) === 0 && records.calls.length === 0) return
-    this.db = db
-    this.waiting.push(records)
-    if (this.waiting.length >= this.options.maxRecords) {
-      defer(this.flush())
-    } else if (!this.scheduled) {
-      this.scheduled = true
-      defer(new Promise((resolve) => setTimeout(resolve, this.options.flushAfterMs)).then(() => this.flush()))
-    }
-  }
-
-  /** Writes everything waiting now. Never throws: a failed write is logged with what it lost. */
-  async flush(): Promise<void> {
-    this.scheduled = false
-    const batch = this.waiting
-    const db = this.db
-    this.waiting = []
-    if (!db || batch.length === 0) return
-    try {
-      await writeRecords(db, batch)
-    } catch (error) {
-      console.error(`could not write ${batch.length} request records to D1`, error)
-    }
-  }
-}
-
-/** The isolate's outbox for `/score` and the compatible scoring surfaces. */
-export const scoreRecords = new RecordOutbox({ maxRecords: 64, flushAfterMs: 100 })
+/** The isolate's outbox of D1 rows for `/score` and the compatible scoring surfaces. */
+export const scoreRecords = new Outbox<D1Database, RequestRecords>({ what: 'request records to D1', maxItems: 64, flushAfterMs: 100, write: writeRecords })

@@ -10,7 +10,19 @@ import { coordinatorName, instanceName } from '../../durable-objects/names.ts'
 import { againAfterReset } from '../../durable-objects/reset.ts'
 import type { Preparation, RubricInstance } from '../../durable-objects/rubric-instance/index.ts'
 import type { Env } from '../env.ts'
+import { Outbox } from '../outbox/index.ts'
+import type { AnalysisJob } from '../queues/messages.ts'
 import type { RoleModel } from './models.ts'
+
+/** Analysis jobs of async-mode scores, sent to the queue in batches (one send per job cost 0.3 ms of a /score's 1.9). */
+export const analysisJobs = new Outbox<Queue<AnalysisJob>, AnalysisJob>({
+  what: 'analysis jobs',
+  maxItems: 64,
+  flushAfterMs: 100,
+  write: async (queue, jobs) => {
+    await queue.sendBatch(jobs.map((body) => ({ body })))
+  },
+})
 
 export interface ScoreContext {
   env: Env
@@ -28,7 +40,7 @@ export interface ScoreContext {
  * @example const result = await scoreRollout(ctx, { rollout, metadata })
  */
 export async function scoreRollout(ctx: ScoreContext, request: ScoreRequest): Promise<ScoreResult> {
-  const { env, run, requestId } = ctx
+  const { env, run } = ctx
   const instanceId = await resolveInstanceId(run.config, request)
   const address = { runId: run.id, instanceId }
   // A reset of the instance (a deploy) breaks the stub in hand; prepare and record are idempotent, so they are made again on a fresh one.
@@ -47,13 +59,14 @@ export async function scoreRollout(ctx: ScoreContext, request: ScoreRequest): Pr
   }))
   const result = toResult(ctx, instanceId, entry, { duplicate })
   if (duplicate) return result
-  const analysis = env.ANALYSIS_QUEUE.send({ type: 'analysis', runId: run.id, instanceId, step: entry.step, rolloutId: entry.rollout_id })
+  const job: AnalysisJob = { type: 'analysis', runId: run.id, instanceId, step: entry.step, rolloutId: entry.rollout_id }
   if (run.config.mode === 'sync') {
-    await analysis
+    await env.ANALYSIS_QUEUE.send(job)
     return settleSync(ctx, request, result, fresh(), address)
   }
-  // Async mode: the trainer never waits on the analysis pipeline, not even on the enqueue.
-  ctx.defer(analysis.catch((error) => console.error(`[${requestId}] could not enqueue the analysis of ${entry.rollout_id}`, error)))
+  // Async mode: the trainer never waits on the analysis pipeline, not even on the enqueue. A job lost with its
+  // isolate before the batch went out is sent again by the step update once the analysis deadline passes.
+  analysisJobs.add(env.ANALYSIS_QUEUE, job, ctx.defer)
   return result
 }
 
