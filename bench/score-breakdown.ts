@@ -41,6 +41,10 @@ const PIECES: Record<string, Omit<Variant, 'name'>> = {
     description: 'no analysis job per scored rollout (nothing into the queue outbox, so no background analyzer, memory and D1 work)',
     patches: [{ find: /\w+\.add\(env\.ANALYSIS_QUEUE, \w+, ctx\.defer\);/, replace: '' }],
   },
+  'analysis-send-each': {
+    description: 'each /score sends its analysis job itself (queue.send in waitUntil) instead of through the batching outbox',
+    patches: [{ find: /(\w+)\.add\(env\.ANALYSIS_QUEUE, (\w+), ctx\.defer\);/, replace: 'ctx.defer(env.ANALYSIS_QUEUE.send($2));' }],
+  },
   'no-zod-body': {
     description: 'skip the zod validation of the request body (JSON.parse kept)',
     patches: [{ find: /const parsed = schema\.safeParse\((\w+)\);/, replace: 'const parsed = { success: true, data: $1 };' }],
