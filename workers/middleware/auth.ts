@@ -30,13 +30,21 @@ export function identifyCaller(): MiddlewareHandler<AppEnv> {
 }
 
 /**
+ * The token of an `Authorization: Bearer <token>` header value, or undefined for any other value.
+ * @example bearerToken('Bearer rh_abc') // 'rh_abc'
+ */
+export function bearerToken(header: string | undefined): string | undefined {
+  return header?.match(/^Bearer\s+(\S+)\s*$/i)?.[1]
+}
+
+/**
  * Who an `Authorization` header value speaks for (see `identifyCaller`); a token that is no known secret throws 401.
  * The dashboard calls it with the token of its login cookie, so both surfaces accept exactly the same tokens.
  * @example const principal = await principalFor(c.env, `Bearer ${token}`)
  */
 export async function principalFor(env: AppEnv['Bindings'], header: string | undefined): Promise<Principal> {
   if (!header) return { kind: 'anonymous' }
-  const token = header.match(/^Bearer\s+(\S+)\s*$/i)?.[1]
+  const token = bearerToken(header)
   if (!token) throw new AppError('unauthorized', 'the Authorization header must be "Bearer <token>"')
   // One digest of the presented token serves every comparison and the run-token lookup.
   const presented = await digest(token)
@@ -86,7 +94,7 @@ export function requireRmAccess(): MiddlewareHandler<AppEnv> {
     const principal = c.get('principal')
     if (principal.kind === 'admin') return next()
     const rmToken = c.env.RM_TOKEN
-    const token = c.req.header('authorization')?.match(/^Bearer\s+(\S+)\s*$/i)?.[1]
+    const token = bearerToken(c.req.header('authorization'))
     if (rmToken && token && (await tokensEqual(token, rmToken))) return next()
     if (principal.kind === 'run') throw new AppError('forbidden', 'a run token cannot call /rm/*: use the RM_TOKEN secret or the admin token')
     throw new AppError('unauthorized', '/rm/* needs a bearer token: the RM_TOKEN secret or the admin token')

@@ -8,6 +8,7 @@ import { parseArtifactUpload } from '../artifacts/validate.ts'
 import type { AppEnv } from '../env.ts'
 import { requireAdmin } from '../middleware/auth.ts'
 import { jsonBody } from '../middleware/json-body.ts'
+import { integerQuery } from './query.ts'
 
 /** Deploy records `GET …/deployments` returns unless `?limit=` says otherwise (at most 1000). */
 const DEFAULT_HISTORY = 100
@@ -47,9 +48,7 @@ export const artifactAdminRoutes = new Hono<AppEnv>()
   })
   .get('/admin/targets/:target/deployments', async (c) => {
     const target = parseTarget(c.req.param('target'))
-    const raw = c.req.query('limit')
-    const limit = raw === undefined ? DEFAULT_HISTORY : /^\d{1,9}$/.test(raw) ? Number(raw) : NaN
-    if (!(Number.isInteger(limit) && limit >= 1 && limit <= 1_000)) throw new AppError('invalid_request', `limit must be an integer from 1 to 1000 (got "${raw}")`)
+    const limit = integerQuery(c.req.query('limit'), 'limit', { fallback: DEFAULT_HISTORY, min: 1, max: 1_000 })
     const history = await listDeployments(c.env.DB, target, limit)
     // The newest record is the active deployment (see workers/artifacts/store.ts).
     return c.json({ target, active_artifact_id: history[0]?.artifact_id ?? null, deployments: history.map(publicRecord) })

@@ -5,6 +5,7 @@ import { EvalReport, LineageId, TrainingRunManifest, TrainingRunResult } from '.
 import { harnessRunsOf, LineageError, listRuns, loadChain, recordEval, recordManifest, recordResult } from '../../src/lineage/store.ts'
 import type { AppEnv, Principal } from '../env.ts'
 import { jsonBody } from '../middleware/json-body.ts'
+import { integerQuery } from './query.ts'
 
 /** Admin passes; a run token only for training runs whose manifest names its run (`harness_run_id`); nobody else. */
 async function requireRunAccess(db: D1Database, principal: Principal, runId: string): Promise<void> {
@@ -72,9 +73,7 @@ export const lineageRoutes = new Hono<AppEnv>()
     if (principal.kind !== 'admin') throw new AppError(principal.kind === 'run' ? 'forbidden' : 'unauthorized', 'listing training runs needs the admin token')
     const status = c.req.query('status')
     if (status !== undefined && !['succeeded', 'failed', 'canceled'].includes(status)) throw new AppError('invalid_request', 'status: must be succeeded, failed or canceled')
-    const rawLimit = c.req.query('limit')
-    const limit = rawLimit === undefined ? 100 : /^\d{1,9}$/.test(rawLimit) ? Number(rawLimit) : NaN
-    if (!(Number.isInteger(limit) && limit >= 1 && limit <= 1000)) throw new AppError('invalid_request', 'limit: must be an integer from 1 to 1000')
+    const limit = integerQuery(c.req.query('limit'), 'limit', { fallback: 100, min: 1, max: 1_000 })
     const artifactId = c.req.query('artifact_id')
     const datasetVersion = c.req.query('dataset_version')
     const runs = await listRuns(drizzle(c.env.DB), {

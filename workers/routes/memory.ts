@@ -4,6 +4,7 @@ import { MemoryKind } from '../../src/schemas/memory.ts'
 import { checkInstanceId } from './rubrics.ts'
 import type { AppEnv } from '../env.ts'
 import { memoryFor } from '../memory/backends.ts'
+import { integerQuery } from './query.ts'
 
 const MAX_DOCUMENTS = 200
 
@@ -17,11 +18,8 @@ export const memoryRoutes = new Hono<AppEnv>().get('/memory', async (c) => {
   if (kind !== undefined && !MemoryKind.safeParse(kind).success) {
     throw new AppError('invalid_request', `kind must be one of ${MemoryKind.options.join(', ')} (got "${kind}")`)
   }
-  // Digits only: Number() would read '', ' ' and '0x1' as numbers.
-  const stepNumber = step === undefined ? undefined : /^\d{1,9}$/.test(step) ? Number(step) : NaN
-  if (stepNumber !== undefined && !(Number.isInteger(stepNumber) && stepNumber >= 0)) throw new AppError('invalid_request', `step must be an integer ≥ 0 (got "${step}")`)
-  const count = limit === undefined ? 50 : /^\d{1,9}$/.test(limit) ? Number(limit) : NaN
-  if (!(Number.isInteger(count) && count >= 1 && count <= MAX_DOCUMENTS)) throw new AppError('invalid_request', `limit must be an integer from 1 to ${MAX_DOCUMENTS}`)
+  const stepNumber = integerQuery(step, 'step', { fallback: undefined, min: 0 })
+  const count = integerQuery(limit, 'limit', { fallback: 50, min: 1, max: MAX_DOCUMENTS })
   checkInstanceId(instanceId)
   const memory = memoryFor(c.env, run.id)
   if (q !== undefined && q.trim() !== '') {
