@@ -15,14 +15,9 @@ const STEP_MAX_ATTEMPTS = 6
  */
 export async function handleQueueBatch(batch: MessageBatch<AnalysisJob | StepJob>, env: Env): Promise<void> {
   const deadLetters = batch.queue.endsWith('-dlq')
-  const settle = async (message: Message<AnalysisJob | StepJob>, outcome: Promise<unknown>) => {
-    try {
-      await outcome
-      message.ack()
-    } catch (error) {
-      console.error(`[queue ${batch.queue}] ${message.body.type} job failed (attempt ${message.attempts})`, error)
-      message.retry({ delaySeconds: Math.min(30, retryBaseSeconds(env) * 2 ** (message.attempts - 1)) })
-    }
+  const fail = (message: Message<AnalysisJob | StepJob>, error: unknown) => {
+    console.error(`[queue ${batch.queue}] ${message.body.type} job failed (attempt ${message.attempts})`, error)
+    message.retry({ delaySeconds: Math.min(30, retryBaseSeconds(env) * 2 ** (message.attempts - 1)) })
   }
   const analyses = batch.messages.filter((message): message is Message<AnalysisJob> => message.body.type === 'analysis')
   const steps = batch.messages.filter((message): message is Message<StepJob> => message.body.type === 'step')
@@ -30,12 +25,20 @@ export async function handleQueueBatch(batch: MessageBatch<AnalysisJob | StepJob
   await Promise.all([
     ...groupByInstance(analyses).map(async (group) => {
       const jobs = group.map((message) => message.body)
-      const results = deadLetters ? markAnalysesFailed(env, jobs) : analyzeRollouts(env, jobs, { inFlight })
       // A job's own failure retries that message alone; a failure of the whole group retries every one of them.
-      const outcomes = await results.then((each) => each.map((result) => (typeof result === 'object' ? Promise.reject(result.error) : Promise.resolve())), (error) => jobs.map(() => Promise.reject(error)))
-      await Promise.all(group.map((message, i) => settle(message, outcomes[i]!)))
+      let results: AnalysisJobResult[]
+      try {
+        results = await (deadLetters ? markAnalysesFailed(env, jobs) : analyzeRollouts(env, jobs, { inFlight }))
+      } catch (error) {
+        results = jobs.map(() => ({ error }))
+      }
+      group.forEach((message, i) => {
+        const result = results[i]!
+        if (typeof result === 'object') fail(message, result.error)
+        else message.ack()
+      })
     }),
-    ...steps.map((message) => settle(message, stepJob(env, message, deadLetters))),
+    ...steps.map((message) => stepJob(env, message, deadLetters).then(() => message.ack(), (error) => fail(message, error))),
   ])
 }
 
