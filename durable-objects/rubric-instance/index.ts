@@ -210,12 +210,12 @@ export class RubricInstance extends DurableObject<Env> {
     const rubricsByVersion = new Map<number, Rubric[]>()
     return keys.flatMap(({ step, rollout_id }) => {
       const row = this.sql
-        .exec<{ rollout: string; metadata: string; rubric_version: number; analysis_status: AnalysisStatus }>(
-          'SELECT rollout, metadata, rubric_version, analysis_status FROM ledger WHERE step = ? AND rollout_id = ?', step, rollout_id,
+        .exec<LedgerRow & { rollout: string; metadata: string; analysis_status: AnalysisStatus }>(
+          'SELECT step, rollout_id, rubric_version, score, criteria, cached, rollout, metadata, analysis_status FROM ledger WHERE step = ? AND rollout_id = ?', step, rollout_id,
         )
         .toArray()[0]
-      const entry = this.ledgerEntry(step, rollout_id)
-      if (!row || !entry) return []
+      if (!row) return []
+      const entry = toLedgerEntry(row)
       let rubrics = rubricsByVersion.get(row.rubric_version)
       if (!rubrics) {
         rubrics = JSON.parse(this.sql.exec<{ rubrics: string }>('SELECT rubrics FROM rubric_versions WHERE version = ?', row.rubric_version).one().rubrics) as Rubric[]
@@ -348,11 +348,9 @@ export class RubricInstance extends DurableObject<Env> {
 
   private ledgerEntry(step: number, rolloutId: string): LedgerEntry | undefined {
     const row = this.sql
-      .exec<{ step: number; rollout_id: string; rubric_version: number; score: number; criteria: string; cached: number }>(
-        'SELECT step, rollout_id, rubric_version, score, criteria, cached FROM ledger WHERE step = ? AND rollout_id = ?', step, rolloutId,
-      )
+      .exec<LedgerRow>('SELECT step, rollout_id, rubric_version, score, criteria, cached FROM ledger WHERE step = ? AND rollout_id = ?', step, rolloutId)
       .toArray()[0]
-    return row && { ...row, criteria: JSON.parse(row.criteria), cached: row.cached === 1 }
+    return row && toLedgerEntry(row)
   }
 
   private openStepSync(step: number): void {
@@ -363,4 +361,11 @@ export class RubricInstance extends DurableObject<Env> {
     return this.meta.number('current_step', 0)
   }
 
+}
+
+/** A ledger row's entry columns as SQLite returns them. */
+type LedgerRow = { step: number; rollout_id: string; rubric_version: number; score: number; criteria: string; cached: number }
+
+function toLedgerEntry(row: LedgerRow): LedgerEntry {
+  return { step: row.step, rollout_id: row.rollout_id, rubric_version: row.rubric_version, score: row.score, criteria: JSON.parse(row.criteria), cached: row.cached === 1 }
 }
