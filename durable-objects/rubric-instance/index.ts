@@ -225,11 +225,6 @@ export class RubricInstance extends DurableObject<Env> {
     })
   }
 
-  /** The recorded rollout and the rubrics it was scored with. */
-  async analysisInput(address: InstanceAddress, step: number, rolloutId: string): Promise<AnalysisInput | undefined> {
-    return (await this.analysisInputs(address, [{ step, rollout_id: rolloutId }]))[0]
-  }
-
   /** Marks rollouts' analyses done or failed, each once: a redelivered job changes nothing. Returns how many changed. */
   async recordAnalyses(outcomes: readonly AnalysisOutcome[]): Promise<{ changed: number }> {
     let changed = 0

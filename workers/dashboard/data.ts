@@ -215,13 +215,23 @@ async function hackingFlags(env: Env, runId: string): Promise<HackingFlag[]> {
     .orderBy(desc(memoryDocuments.step), desc(memoryDocuments.createdAt))
     .limit(MAX_HACKING_FLAGS)
     .all()
-  return Promise.all(rows.map(async (row) => {
-    const data = row.data as { rollout_id?: unknown; score?: unknown; analysis?: Analysis }
+  const rolloutIdOf = (row: (typeof rows)[number]) => {
+    const data = row.data as { rollout_id?: unknown }
+    return typeof data.rollout_id === 'string' ? data.rollout_id : (row.subject ?? '')
+  }
+  // The flagged rollouts' texts: one Durable Object read per instance, not one per flag.
+  const keyOf = (instanceId: string, step: number, rolloutId: string) => `${instanceId}\u0000${step}\u0000${rolloutId}`
+  const inputs = new Map<string, AnalysisInput>()
+  await Promise.all([...new Set(rows.map((row) => row.instanceId))].map(async (instanceId) => {
+    const keys = rows.filter((row) => row.instanceId === instanceId).map((row) => ({ step: row.step, rollout_id: rolloutIdOf(row) }))
+    const found = (await env.RUBRIC_INSTANCE.getByName(instanceName(runId, instanceId)).analysisInputs({ runId, instanceId }, keys)) as AnalysisInput[]
+    for (const input of found) inputs.set(keyOf(instanceId, input.entry.step, input.entry.rollout_id), input)
+  }))
+  return rows.map((row) => {
+    const data = row.data as { score?: unknown; analysis?: Analysis }
     const verdict = data.analysis?.reward_hacking
-    const rolloutId = typeof data.rollout_id === 'string' ? data.rollout_id : (row.subject ?? '')
-    // The RPC stub's type of a union answer collapses to never; the cast restores the method's own type.
-    const input = (await env.RUBRIC_INSTANCE.getByName(instanceName(runId, row.instanceId))
-      .analysisInput({ runId, instanceId: row.instanceId }, row.step, rolloutId)) as AnalysisInput | undefined
+    const rolloutId = rolloutIdOf(row)
+    const input = inputs.get(keyOf(row.instanceId, row.step, rolloutId))
     const output = input?.rollout.output ?? ''
     return {
       document_id: row.id,
@@ -235,7 +245,7 @@ async function hackingFlags(env: Env, runId: string): Promise<HackingFlag[]> {
       assessment: data.analysis?.overall_assessment ?? row.text,
       rollout: input ? { input: input.rollout.input, output: output.slice(0, ROLLOUT_EXCERPT_CHARS), truncated: output.length > ROLLOUT_EXCERPT_CHARS } : null,
     }
-  }))
+  })
 }
 
 async function llmCallGroups(db: D1Database, runId: string): Promise<LlmCallGroup[]> {
