@@ -1,3 +1,5 @@
+import { applySchema } from './schema.ts'
+
 /**
  * A key/value table inside a Durable Object's SQLite storage, for the handful of scalars each object keeps.
  * Values are remembered in memory after the first read: the object is the only writer of its storage.
@@ -7,7 +9,7 @@ export class MetaStore {
   private readonly remembered = new Map<string, string | undefined>()
 
   constructor(private readonly sql: SqlStorage) {
-    sql.exec('CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)')
+    applySchema(sql, { meta: { columns: { key: 'TEXT PRIMARY KEY', value: 'TEXT NOT NULL' } } })
   }
 
   get(key: string): string | undefined {

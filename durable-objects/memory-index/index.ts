@@ -3,6 +3,7 @@ import { ExactVectorIndex, storedVectorRow, type StoredVectorRow } from '../../s
 import type { VectorEntry, VectorMatch, VectorQueryOptions } from '../../src/memory/vector-index.ts'
 import type { Env } from '../../workers/env.ts'
 import { MetaStore } from '../meta-store.ts'
+import { applySchema } from '../schema.ts'
 
 /**
  * One per run: the exact cosine index of the run's memory, for local development and tests
@@ -18,8 +19,9 @@ export class MemoryIndex extends DurableObject<Env> {
     super(ctx, env)
     this.sql = ctx.storage.sql
     this.meta = new MetaStore(this.sql)
-    this.sql.exec(`CREATE TABLE IF NOT EXISTS vectors (id TEXT PRIMARY KEY, run_id TEXT NOT NULL, instance_id TEXT NOT NULL, kind TEXT NOT NULL,
-      step INTEGER NOT NULL, vector BLOB NOT NULL)`)
+    applySchema(this.sql, {
+      vectors: { columns: { id: 'TEXT PRIMARY KEY', run_id: 'TEXT NOT NULL', instance_id: 'TEXT NOT NULL', kind: 'TEXT NOT NULL', step: 'INTEGER NOT NULL', vector: 'BLOB NOT NULL' } },
+    })
     const dimensions = this.meta.get('dimensions')
     if (dimensions !== undefined) {
       this.index = new ExactVectorIndex({ dimensions: Number(dimensions), capacity: this.sql.exec<{ n: number }>('SELECT count(*) AS n FROM vectors').one().n })

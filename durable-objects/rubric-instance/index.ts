@@ -7,6 +7,7 @@ import type { CriterionGrade } from '../../src/schemas/score.ts'
 import type { Env } from '../../workers/env.ts'
 import { loadRunConfig } from '../../workers/runs/store.ts'
 import { MetaStore } from '../meta-store.ts'
+import { applySchema, type TableSchema } from '../schema.ts'
 import { coordinatorName } from '../names.ts'
 
 /** One rollout's first score in a step: what every later request for the same id gets back. */
@@ -112,6 +113,31 @@ export interface StepUpdateCommit {
   error?: string
 }
 
+/** Metadata for ledger rows written before the ledger kept it: a neutral value every reader accepts. */
+const UNKNOWN_METADATA = JSON.stringify({ high_level_goal: '', model_size: '', current_step: 0, total_steps: 1 })
+
+const INSTANCE_TABLES: Record<string, TableSchema> = {
+  rubric_versions: {
+    columns: {
+      version: 'INTEGER PRIMARY KEY', rubrics: 'TEXT NOT NULL', created_at: 'TEXT NOT NULL', step: 'INTEGER', note: 'TEXT NOT NULL',
+      strategy: 'TEXT', rationale: 'TEXT', diff: 'TEXT', refused: "TEXT NOT NULL DEFAULT '[]'",
+    },
+  },
+  ledger: {
+    columns: {
+      step: 'INTEGER NOT NULL', rollout_id: 'TEXT NOT NULL', rubric_version: 'INTEGER NOT NULL', score: 'REAL NOT NULL', criteria: 'TEXT NOT NULL',
+      cached: 'INTEGER NOT NULL', rollout: 'TEXT NOT NULL', metadata: `TEXT NOT NULL DEFAULT '${UNKNOWN_METADATA}'`, created_at: 'TEXT NOT NULL',
+      analysis_status: "TEXT NOT NULL DEFAULT 'pending'", analysis_document: 'TEXT', hacking: 'INTEGER NOT NULL DEFAULT 0', consumed_step: 'INTEGER',
+    },
+    constraints: ['PRIMARY KEY (step, rollout_id)'],
+  },
+  step_updates: { columns: { step: 'INTEGER PRIMARY KEY', outcome: 'TEXT NOT NULL' } },
+  judgements: {
+    columns: { rubric_version: 'INTEGER NOT NULL', judgement_key: 'TEXT NOT NULL', score: 'REAL NOT NULL', criteria: 'TEXT NOT NULL' },
+    constraints: ['PRIMARY KEY (rubric_version, judgement_key)'],
+  },
+}
+
 /**
  * One run × instance: its rubric set with full version history, the rollout ledger of each step,
  * and the score cache. No LLM call happens in here: the Worker judges between `prepare` and `record`.
@@ -126,17 +152,7 @@ export class RubricInstance extends DurableObject<Env> {
     super(ctx, env)
     this.sql = ctx.storage.sql
     this.meta = new MetaStore(this.sql)
-    this.sql.exec(`
-      CREATE TABLE IF NOT EXISTS rubric_versions (version INTEGER PRIMARY KEY, rubrics TEXT NOT NULL, created_at TEXT NOT NULL, step INTEGER, note TEXT NOT NULL,
-        strategy TEXT, rationale TEXT, diff TEXT, refused TEXT NOT NULL DEFAULT '[]');
-      CREATE TABLE IF NOT EXISTS ledger (step INTEGER NOT NULL, rollout_id TEXT NOT NULL, rubric_version INTEGER NOT NULL, score REAL NOT NULL,
-        criteria TEXT NOT NULL, cached INTEGER NOT NULL, rollout TEXT NOT NULL, metadata TEXT NOT NULL, created_at TEXT NOT NULL,
-        analysis_status TEXT NOT NULL DEFAULT 'pending', analysis_document TEXT, hacking INTEGER NOT NULL DEFAULT 0, consumed_step INTEGER,
-        PRIMARY KEY (step, rollout_id));
-      CREATE TABLE IF NOT EXISTS step_updates (step INTEGER PRIMARY KEY, outcome TEXT NOT NULL);
-      CREATE TABLE IF NOT EXISTS judgements (rubric_version INTEGER NOT NULL, judgement_key TEXT NOT NULL, score REAL NOT NULL, criteria TEXT NOT NULL,
-        PRIMARY KEY (rubric_version, judgement_key));
-    `)
+    applySchema(this.sql, INSTANCE_TABLES)
   }
 
   /**

@@ -6,6 +6,7 @@ import type { StepJob } from '../../workers/queues/messages.ts'
 import type { StepUpdateOutcome } from '../rubric-instance/index.ts'
 import { loadRunConfig } from '../../workers/runs/store.ts'
 import { MetaStore } from '../meta-store.ts'
+import { applySchema, type TableSchema } from '../schema.ts'
 import { instanceName } from '../names.ts'
 
 /** How often the alarm looks for step jobs that never reported back. */
@@ -24,6 +25,23 @@ export interface StepTimelineEntry {
   closed_at: string | null
   updated_at: string | null
   instances: { instance_id: string; rubric_version: number; rollouts: number; update: StepUpdateOutcome | null }[]
+}
+
+const COORDINATOR_TABLES: Record<string, TableSchema> = {
+  steps: {
+    columns: { step: 'INTEGER PRIMARY KEY', status: 'TEXT NOT NULL', rollouts: 'INTEGER NOT NULL DEFAULT 0', opened_at: 'TEXT NOT NULL', closed_at: 'TEXT', updated_at: 'TEXT' },
+  },
+  members: {
+    columns: { step: 'INTEGER NOT NULL', instance_id: 'TEXT NOT NULL', rollout_id: 'TEXT NOT NULL' },
+    constraints: ['PRIMARY KEY (step, instance_id, rollout_id)'],
+  },
+  step_instances: {
+    columns: {
+      step: 'INTEGER NOT NULL', instance_id: 'TEXT NOT NULL', rubric_version: 'INTEGER NOT NULL', rollouts: 'INTEGER NOT NULL DEFAULT 0',
+      updated: 'INTEGER NOT NULL DEFAULT 0', enqueued_at: 'INTEGER', outcome: 'TEXT',
+    },
+    constraints: ['PRIMARY KEY (step, instance_id)'],
+  },
 }
 
 interface Waiter {
@@ -46,15 +64,7 @@ export class RunCoordinator extends DurableObject<Env> {
     super(ctx, env)
     this.sql = ctx.storage.sql
     this.meta = new MetaStore(this.sql)
-    this.sql.exec(`
-      CREATE TABLE IF NOT EXISTS steps (step INTEGER PRIMARY KEY, status TEXT NOT NULL, rollouts INTEGER NOT NULL DEFAULT 0,
-        opened_at TEXT NOT NULL, closed_at TEXT, updated_at TEXT);
-      CREATE TABLE IF NOT EXISTS members (step INTEGER NOT NULL, instance_id TEXT NOT NULL, rollout_id TEXT NOT NULL,
-        PRIMARY KEY (step, instance_id, rollout_id));
-      CREATE TABLE IF NOT EXISTS step_instances (step INTEGER NOT NULL, instance_id TEXT NOT NULL, rubric_version INTEGER NOT NULL,
-        rollouts INTEGER NOT NULL DEFAULT 0, updated INTEGER NOT NULL DEFAULT 0, enqueued_at INTEGER, outcome TEXT,
-        PRIMARY KEY (step, instance_id));
-    `)
+    applySchema(this.sql, COORDINATOR_TABLES)
   }
 
   /**
