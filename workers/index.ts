@@ -8,4 +8,4 @@ export { RunCoordinator } from '../durable-objects/run-coordinator/index.ts'
 
 const app = createApp()
 
-export default { fetch: app.fetch, queue: handleQueueBatch } satisfies ExportedHandler<Env, import('./queues/messages.ts').AnalysisJob | import('./queues/messages.ts').StepJob>
+export default { fetch: app.fetch, queue: handleQueueBatch } satisfies ExportedHandler<Env, import('./queues/messages.ts').AnalysisJob | import('./queues/messages.ts').SingleAnalysisJob | import('./queues/messages.ts').StepJob>

@@ -9,7 +9,7 @@ import { createExecutionContext, createMessageBatch, getQueueResult, runInDurabl
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { coordinatorName, instanceName } from '../../durable-objects/names.ts'
 import { handleQueueBatch } from '../../workers/queues/consumer.ts'
-import type { AnalysisJob, StepJob } from '../../workers/queues/messages.ts'
+import type { AnalysisJob, SingleAnalysisJob, StepJob } from '../../workers/queues/messages.ts'
 import { METADATA, call, createRun, rollout } from './helpers.ts'
 
 const RUBRICS = {
@@ -57,10 +57,10 @@ const memory = async (run: Run, kind: string) =>
 const history = async (run: Run) => (await call('GET', '/rubrics/history', { token: run.token })).json.versions as { version: number; step: number | null }[]
 
 /** Delivers `bodies` to the consumer as one batch of `queue` (each its own message id), as the runtime would. */
-async function deliver<T extends AnalysisJob | StepJob>(queue: string, bodies: T[], tag: string) {
+async function deliver<T extends AnalysisJob | SingleAnalysisJob | StepJob>(queue: string, bodies: T[], tag: string) {
   const batch = createMessageBatch<T>(queue, bodies.map((body, i) => ({ id: `${tag}-${i}`, timestamp: new Date(), attempts: 1, body })))
   const ctx = createExecutionContext()
-  await handleQueueBatch(batch as MessageBatch<AnalysisJob | StepJob>, env)
+  await handleQueueBatch(batch as MessageBatch<AnalysisJob | SingleAnalysisJob | StepJob>, env)
   return getQueueResult(batch, ctx)
 }
 
@@ -105,10 +105,12 @@ describe('queue redelivery', () => {
     const run = await createRun(RUBRICS)
     const hack = await scoreOk(run, 'dup-hack', HACK)
     await scoreOk(run, 'dup-plain')
-    const job = (rolloutId: string): AnalysisJob => ({ type: 'analysis', runId: run.runId, instanceId: hack.instance_id, step: 0, rolloutId })
+    const job = (...rolloutIds: string[]): AnalysisJob => ({ type: 'analysis', runId: run.runId, instanceId: hack.instance_id, rollouts: rolloutIds.map((rollout_id) => ({ step: 0, rollout_id })) })
+    // An earlier release's job (one rollout, no list), still queued at a deploy.
+    const single: SingleAnalysisJob = { type: 'analysis', runId: run.runId, instanceId: hack.instance_id, step: 0, rolloutId: 'dup-plain' }
     // The real queue delivers each job too: these copies race it.
-    const concurrent = await deliver('reward-harness-analysis', [job('dup-hack'), job('dup-hack'), job('dup-plain'), job('dup-plain')], 'twice')
-    expect(concurrent.explicitAcks.sort()).toEqual(['twice-0', 'twice-1', 'twice-2', 'twice-3'])
+    const concurrent = await deliver('reward-harness-analysis', [job('dup-hack', 'dup-plain'), job('dup-hack'), single], 'twice')
+    expect(concurrent.explicitAcks.sort()).toEqual(['twice-0', 'twice-1', 'twice-2'])
     expect(concurrent.retryMessages).toEqual([])
     const later = await deliver('reward-harness-analysis', [job('dup-hack')], 'later')
     expect(later.explicitAcks).toEqual(['later-0'])
@@ -123,7 +125,7 @@ describe('queue redelivery', () => {
     const run = await createRun(RUBRICS)
     const first = await scoreOk(run, 'dl-ok')
     await vi.waitFor(async () => expect(await memory(run, 'analysis')).toHaveLength(1), { timeout: 10_000, interval: 100 })
-    const job: AnalysisJob = { type: 'analysis', runId: run.runId, instanceId: first.instance_id, step: 0, rolloutId: 'dl-ok' }
+    const job: AnalysisJob = { type: 'analysis', runId: run.runId, instanceId: first.instance_id, rollouts: [{ step: 0, rollout_id: 'dl-ok' }] }
     await deliver('reward-harness-analysis-dlq', [job, job], 'late-dlq')
     // A rollout whose analysis never ran (its message was lost) and is then dead-lettered twice.
     await runInDurableObject(instanceOf(run), (_instance, state) => {
@@ -133,7 +135,7 @@ describe('queue redelivery', () => {
         JSON.stringify(rollout('dl-lost')), JSON.stringify(METADATA), new Date().toISOString(),
       )
     })
-    const lost: AnalysisJob = { ...job, rolloutId: 'dl-lost' }
+    const lost: AnalysisJob = { ...job, rollouts: [{ step: 0, rollout_id: 'dl-lost' }] }
     await deliver('reward-harness-analysis-dlq', [lost], 'dlq-a')
     await deliver('reward-harness-analysis-dlq', [lost], 'dlq-b')
     const done = await completeAndWait(run)

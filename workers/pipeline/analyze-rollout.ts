@@ -1,11 +1,10 @@
 import { runAnalyzer } from '../../src/agents/analyzer/index.ts'
 import type { Analysis } from '../../src/schemas/agents.ts'
 import { instanceName } from '../../durable-objects/names.ts'
-import type { AnalysisInput } from '../../durable-objects/rubric-instance/index.ts'
+import type { AnalysisInput, InstanceAddress, RolloutKey } from '../../durable-objects/rubric-instance/index.ts'
 import type { Env } from '../env.ts'
 import { memoryFor } from '../memory/backends.ts'
 import { MemoryStore } from '../memory/store.ts'
-import type { AnalysisJob } from '../queues/messages.ts'
 import type { MemoryDocument } from '../../src/schemas/memory.ts'
 import { loadRunConfig } from '../runs/store.ts'
 import { requestModels } from '../scoring/models.ts'
@@ -15,33 +14,32 @@ import { pLimit } from '../../src/llm/index.ts'
 /** Workers allow 6 open connections per invocation. */
 export const ANALYSES_IN_FLIGHT = 6
 
-/** How one analysis job ended: analysed now, analysed before (a redelivery), its rollout gone, or an error to retry. */
+/** How one rollout's analysis ended: analysed now, analysed before (a redelivery), its rollout gone, or an error to retry. */
 export type AnalysisJobResult = 'analysed' | 'already_done' | 'gone' | { error: unknown }
 
 /**
- * The background half of `/score`, for a batch of jobs of one run × instance: the Analyzer reads each
- * recorded rollout, the analyses become memory documents, and the instance marks them done — one
- * Durable Object read, one memory write and one DO write for the whole batch. Idempotent: a redelivered
- * job finds its analysis done and does nothing; a failed one gets `{ error }` so the queue retries it alone.
- * @example const [result] = await analyzeRollouts(env, [{ type: 'analysis', runId: 'default', instanceId: 'global', step: 0, rolloutId: 'r1' }])
+ * The background half of `/score`, for rollouts of one run × instance: the Analyzer reads each recorded
+ * rollout, the analyses become memory documents, and the instance marks them done — one Durable Object
+ * read, one memory write and one DO write for them all. Idempotent: a redelivered rollout finds its
+ * analysis done and does nothing; a failed one gets `{ error }` so the queue retries its job.
+ * @example const [result] = await analyzeRollouts(env, { runId: 'default', instanceId: 'global' }, [{ step: 0, rollout_id: 'r1' }])
  */
-export async function analyzeRollouts(env: Env, jobs: readonly AnalysisJob[], options: { inFlight?: ReturnType<typeof pLimit> } = {}): Promise<AnalysisJobResult[]> {
+export async function analyzeRollouts(env: Env, address: InstanceAddress, rollouts: readonly RolloutKey[], options: { inFlight?: ReturnType<typeof pLimit> } = {}): Promise<AnalysisJobResult[]> {
   const inFlight = options.inFlight ?? pLimit(ANALYSES_IN_FLIGHT)
-  const [first] = jobs
+  const [first] = rollouts
   if (!first) return []
-  const { runId, instanceId } = first
-  if (jobs.some((job) => job.runId !== runId || job.instanceId !== instanceId)) throw new Error('analyzeRollouts takes the jobs of one run × instance')
+  const { runId, instanceId } = address
   const config = await loadRunConfig(env.DB, runId)
-  if (!config) return jobs.map(() => 'gone')
+  if (!config) return rollouts.map(() => 'gone')
   const instance = env.RUBRIC_INSTANCE.getByName(instanceName(runId, instanceId))
-  const inputs = (await instance.analysisInputs({ runId, instanceId }, jobs.map((job) => ({ step: job.step, rollout_id: job.rolloutId })))) as AnalysisInput[]
+  const inputs = (await instance.analysisInputs(address, rollouts)) as AnalysisInput[]
   const inputOf = new Map(inputs.map((input) => [`${input.entry.step}\u0000${input.entry.rollout_id}`, input]))
   const models = requestModels(env, config)
   const analyzer = models.forRole('analyzer')
   const now = new Date().toISOString()
   try {
-    const settled = await Promise.all(jobs.map(async (job): Promise<AnalysisJobResult | MemoryDocument> => {
-      const input = inputOf.get(`${job.step}\u0000${job.rolloutId}`)
+    const settled = await Promise.all(rollouts.map(async ({ step, rollout_id: rolloutId }): Promise<AnalysisJobResult | MemoryDocument> => {
+      const input = inputOf.get(`${step}\u0000${rolloutId}`)
       if (!input) return 'gone'
       if (input.analysis_status === 'done') return 'already_done'
       try {
@@ -51,13 +49,13 @@ export async function analyzeRollouts(env: Env, jobs: readonly AnalysisJob[], op
           { maxAttempts: analyzer.settings.max_attempts },
         ))
         return {
-          id: await MemoryStore.documentId('analysis', runId, instanceId, job.step, job.rolloutId),
+          id: await MemoryStore.documentId('analysis', runId, instanceId, step, rolloutId),
           run_id: runId,
           instance_id: instanceId,
           kind: 'analysis',
-          step: job.step,
-          text: analysisText(job.rolloutId, input.entry.score, analysis),
-          data: { subject: job.rolloutId, rollout_id: job.rolloutId, score: input.entry.score, metadata: input.metadata, analysis },
+          step,
+          text: analysisText(rolloutId, input.entry.score, analysis),
+          data: { subject: rolloutId, rollout_id: rolloutId, score: input.entry.score, metadata: input.metadata, analysis },
           created_at: now,
         }
       } catch (error) {
@@ -71,7 +69,7 @@ export async function analyzeRollouts(env: Env, jobs: readonly AnalysisJob[], op
     })))
     return settled.map((result) => (isDocument(result) ? 'analysed' : result))
   } finally {
-    await writeRecords(env.DB, [{ runId, requestId: `analysis:${first.step}:${jobs.map((job) => job.rolloutId).join(',')}`.slice(0, 200), calls: models.calls }])
+    await writeRecords(env.DB, [{ runId, requestId: `analysis:${first.step}:${rollouts.map((key) => key.rollout_id).join(',')}`.slice(0, 200), calls: models.calls }])
   }
 }
 

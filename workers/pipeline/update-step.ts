@@ -13,7 +13,7 @@ import { coordinatorName, instanceName } from '../../durable-objects/names.ts'
 import type { Env } from '../env.ts'
 import { embedderFor, memoryFor, vectorIndexFor } from '../memory/backends.ts'
 import { MemoryStore, STEP_SUBJECT } from '../memory/store.ts'
-import type { StepJob } from '../queues/messages.ts'
+import { analysisJobs, type StepJob } from '../queues/messages.ts'
 import { loadRunConfig } from '../runs/store.ts'
 import { requestModels } from '../scoring/models.ts'
 import { writeRecords } from '../scoring/persist.ts'
@@ -57,7 +57,7 @@ async function planUpdate(
 ): Promise<StepUpdateCommit> {
   if (input.stillPending.length > 0) {
     // A lost analysis message would otherwise stay pending forever; the jobs are idempotent.
-    const jobs = input.stillPending.map(({ step, rollout_id }) => ({ body: { type: 'analysis' as const, runId: job.runId, instanceId: job.instanceId, step, rolloutId: rollout_id } }))
+    const jobs = analysisJobs(job.runId, job.instanceId, input.stillPending).map((body) => ({ body }))
     for (let start = 0; start < jobs.length; start += 100) await env.ANALYSIS_QUEUE.sendBatch(jobs.slice(start, start + 100))
   }
   const consumed = input.analyses.map(({ step, rollout_id }) => ({ step, rollout_id }))

@@ -1,9 +1,12 @@
 import { pLimit } from '../../src/llm/index.ts'
 import { instanceName } from '../../durable-objects/names.ts'
+import type { InstanceAddress, RolloutKey } from '../../durable-objects/rubric-instance/index.ts'
 import type { Env } from '../env.ts'
 import { ANALYSES_IN_FLIGHT, analyzeRollouts, type AnalysisJobResult } from '../pipeline/analyze-rollout.ts'
 import { abandonInstanceStep, updateInstanceStep } from '../pipeline/update-step.ts'
-import type { AnalysisJob, StepJob } from './messages.ts'
+import { rolloutsOf, type AnalysisJob, type SingleAnalysisJob, type StepJob } from './messages.ts'
+
+type QueuedJob = AnalysisJob | SingleAnalysisJob | StepJob
 
 /** Attempts a step job gets before its last one commits "no change" (matches max_retries = 5 in wrangler.toml). */
 const STEP_MAX_ATTEMPTS = 6
@@ -13,30 +16,33 @@ const STEP_MAX_ATTEMPTS = 6
  * Every job is idempotent, so at-least-once delivery never double-counts.
  * @example export default { fetch: app.fetch, queue: handleQueueBatch }
  */
-export async function handleQueueBatch(batch: MessageBatch<AnalysisJob | StepJob>, env: Env): Promise<void> {
+export async function handleQueueBatch(batch: MessageBatch<QueuedJob>, env: Env): Promise<void> {
   const deadLetters = batch.queue.endsWith('-dlq')
-  const fail = (message: Message<AnalysisJob | StepJob>, error: unknown) => {
+  const fail = (message: Message<QueuedJob>, error: unknown) => {
     console.error(`[queue ${batch.queue}] ${message.body.type} job failed (attempt ${message.attempts})`, error)
     message.retry({ delaySeconds: Math.min(30, retryBaseSeconds(env) * 2 ** (message.attempts - 1)) })
   }
-  const analyses = batch.messages.filter((message): message is Message<AnalysisJob> => message.body.type === 'analysis')
+  const analyses = batch.messages.filter((message): message is Message<AnalysisJob | SingleAnalysisJob> => message.body.type === 'analysis')
   const steps = batch.messages.filter((message): message is Message<StepJob> => message.body.type === 'step')
   const inFlight = pLimit(ANALYSES_IN_FLIGHT)
   await Promise.all([
     ...groupByInstance(analyses).map(async (group) => {
-      const jobs = group.map((message) => message.body)
-      // A job's own failure retries that message alone; a failure of the whole group retries every one of them.
+      const address = { runId: group[0]!.body.runId, instanceId: group[0]!.body.instanceId }
+      const rollouts = group.map((message) => rolloutsOf(message.body))
+      // A rollout's failure retries its message alone (its analysed rollouts are skipped then); a failure of the whole group retries all.
       let results: AnalysisJobResult[]
       try {
-        results = await (deadLetters ? markAnalysesFailed(env, jobs) : analyzeRollouts(env, jobs, { inFlight }))
+        results = await (deadLetters ? markAnalysesFailed(env, address, rollouts.flat()) : analyzeRollouts(env, address, rollouts.flat(), { inFlight }))
       } catch (error) {
-        results = jobs.map(() => ({ error }))
+        results = rollouts.flat().map(() => ({ error }))
       }
-      group.forEach((message, i) => {
-        const result = results[i]!
-        if (typeof result === 'object') fail(message, result.error)
+      let next = 0
+      for (const [index, message] of group.entries()) {
+        const own = results.slice(next, (next += rollouts[index]!.length))
+        const failure = own.find((result): result is { error: unknown } => typeof result === 'object')
+        if (failure) fail(message, failure.error)
         else message.ack()
-      })
+      }
     }),
     ...steps.map((message) => stepJob(env, message, deadLetters).then(() => message.ack(), (error) => fail(message, error))),
   ])
@@ -50,8 +56,8 @@ async function stepJob(env: Env, message: Message<StepJob>, deadLetters: boolean
   if (result.state === 'waiting') await env.STEP_QUEUE.send(job, { delaySeconds: Math.max(1, Math.ceil(result.retryInMs / 1_000)) })
 }
 
-function groupByInstance(messages: readonly Message<AnalysisJob>[]): Message<AnalysisJob>[][] {
-  const groups = new Map<string, Message<AnalysisJob>[]>()
+function groupByInstance<Job extends AnalysisJob | SingleAnalysisJob>(messages: readonly Message<Job>[]): Message<Job>[][] {
+  const groups = new Map<string, Message<Job>[]>()
   for (const message of messages) {
     const key = `${message.body.runId}\u0000${message.body.instanceId}`
     groups.set(key, [...(groups.get(key) ?? []), message])
@@ -65,8 +71,8 @@ function retryBaseSeconds(env: Env): number {
   return Number.isFinite(base) && base >= 0 ? base : 2
 }
 
-async function markAnalysesFailed(env: Env, jobs: readonly AnalysisJob[]): Promise<AnalysisJobResult[]> {
-  const { runId, instanceId } = jobs[0]!
-  await env.RUBRIC_INSTANCE.getByName(instanceName(runId, instanceId)).recordAnalyses(jobs.map((job) => ({ step: job.step, rollout_id: job.rolloutId, status: 'failed' })))
-  return jobs.map(() => 'analysed')
+async function markAnalysesFailed(env: Env, address: InstanceAddress, rollouts: readonly RolloutKey[]): Promise<AnalysisJobResult[]> {
+  const instance = env.RUBRIC_INSTANCE.getByName(instanceName(address.runId, address.instanceId))
+  await instance.recordAnalyses(rollouts.map((key) => ({ ...key, status: 'failed' })))
+  return rollouts.map(() => 'analysed')
 }

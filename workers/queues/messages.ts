@@ -1,5 +1,15 @@
-/** Analyse one recorded rollout (sent by `/score`, consumed in the background). */
+import type { RolloutKey } from '../../durable-objects/rubric-instance/index.ts'
+
+/** Analyse recorded rollouts of one run × instance (sent by `/score` in bundles, consumed in the background). */
 export interface AnalysisJob {
+  type: 'analysis'
+  runId: string
+  instanceId: string
+  rollouts: RolloutKey[]
+}
+
+/** An earlier release's analysis job, one rollout each: still in the queue when a deploy lands, so still read. */
+export interface SingleAnalysisJob {
   type: 'analysis'
   runId: string
   instanceId: string
@@ -15,4 +25,27 @@ export interface StepJob {
   step: number
   /** Epoch ms after which the update stops waiting for pending analyses. */
   deadline: number
+}
+
+/** Rollouts per analysis message: one consumer invocation's connections (6), and a sixth of the queue operations. */
+export const ROLLOUTS_PER_ANALYSIS_JOB = 6
+
+/**
+ * The analysis jobs for rollouts of one run × instance, at most ROLLOUTS_PER_ANALYSIS_JOB rollouts each.
+ * @example analysisJobs('default', 'global', [{ step: 0, rollout_id: 'r1' }]) // [{ type: 'analysis', …, rollouts: [{ step: 0, rollout_id: 'r1' }] }]
+ */
+export function analysisJobs(runId: string, instanceId: string, rollouts: readonly RolloutKey[]): AnalysisJob[] {
+  const jobs: AnalysisJob[] = []
+  for (let start = 0; start < rollouts.length; start += ROLLOUTS_PER_ANALYSIS_JOB) {
+    jobs.push({ type: 'analysis', runId, instanceId, rollouts: rollouts.slice(start, start + ROLLOUTS_PER_ANALYSIS_JOB) })
+  }
+  return jobs
+}
+
+/**
+ * The rollouts a queued analysis job names, whichever release sent it.
+ * @example rolloutsOf({ type: 'analysis', runId: 'default', instanceId: 'global', step: 0, rolloutId: 'r1' }) // [{ step: 0, rollout_id: 'r1' }]
+ */
+export function rolloutsOf(job: AnalysisJob | SingleAnalysisJob): RolloutKey[] {
+  return 'rollouts' in job ? job.rollouts : [{ step: job.step, rollout_id: job.rolloutId }]
 }
