@@ -2,7 +2,9 @@ import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
 import type { ScoreResult } from '../../src/schemas/score.ts'
 import { Outbox } from '../../workers/outbox/index.ts'
+import type { AnalysisJob } from '../../workers/queues/messages.ts'
 import { writeRecords, type RequestRecords } from '../../workers/scoring/persist.ts'
+import { pendingAnalyses } from '../../workers/scoring/score-rollout.ts'
 
 const scoreOf = (runId: string, rolloutId: string, score: number): ScoreResult => ({
   score, rubric_version: 2, instance_id: 'global', criteria: [{ rubric_id: 'a', grade: 7, weight: 1 }], request_id: `req-${rolloutId}`,
@@ -55,5 +57,26 @@ describe('D1 records', () => {
     const { events, calls } = await rowsOf(runId)
     expect(events.map((row) => row.rollout_id)).toEqual(['x'])
     expect(calls.map((row) => row.request_id)).toEqual(['y'])
+  })
+})
+
+describe('analysis job outbox', () => {
+  it('sends the waiting rollouts as jobs of one instance each, at most 6 rollouts per job, in one sendBatch', async () => {
+    const sent: { body: AnalysisJob }[][] = []
+    const queue = { sendBatch: async (messages: { body: AnalysisJob }[]) => void sent.push(messages) } as unknown as Queue<AnalysisJob>
+    const single = (instanceId: string, rolloutId: string): AnalysisJob => ({ type: 'analysis', runId: 'bundle-run', instanceId, rollouts: [{ step: 2, rollout_id: rolloutId }] })
+    const deferred: Promise<unknown>[] = []
+    // Interleaved, as concurrent /score calls of two instances add them.
+    for (let i = 0; i < 8; i++) pendingAnalyses.add(queue, single('i-a', `a${i}`), (work) => deferred.push(work))
+    for (let i = 0; i < 3; i++) pendingAnalyses.add(queue, single('i-b', `b${i}`), (work) => deferred.push(work))
+    await Promise.all(deferred)
+    expect(sent).toHaveLength(1)
+    const jobs = sent[0]!.map(({ body }) => body)
+    expect(jobs.map((job) => [job.instanceId, job.rollouts.map((key) => key.rollout_id)])).toEqual([
+      ['i-a', ['a0', 'a1', 'a2', 'a3', 'a4', 'a5']],
+      ['i-a', ['a6', 'a7']],
+      ['i-b', ['b0', 'b1', 'b2']],
+    ])
+    expect(jobs.every((job) => job.type === 'analysis' && job.runId === 'bundle-run' && job.rollouts.every((key) => key.step === 2))).toBe(true)
   })
 })
