@@ -612,7 +612,7 @@ export function scoreRpcFlow(): RpcFlow {
     for (const match of body.matchAll(/const (\w+) = \(\) => (?:this\.|ctx\.)?env\.(\w+)\.(?:getByName|get)\(/g)) factories.set(match[1]!, classOf.get(match[2]!) ?? match[2]!)
     // An awaited send is sync mode's; async mode hands its job to an isolate outbox (`outbox.add(env.QUEUE, …)`).
     for (const match of body.matchAll(/(?<!await )(?:this\.|ctx\.)?env\.(\w+)\.send\(/g)) sends?.push(`${caller}→${match[1]}.send`)
-    for (const match of body.matchAll(/\w+\.add\((?:this\.|ctx\.)?env\.(\w+),/g)) sends?.push(`${caller}→${match[1]} through the isolate outbox (sendBatch, 64 jobs or 100 ms at a time)`)
+    for (const match of body.matchAll(/\w+\.add\((?:this\.|ctx\.)?env\.(\w+),/g)) sends?.push(`${caller}→${match[1]} through the isolate outbox (64 rollouts or 100 ms at a time, one sendBatch of jobs of up to 6 rollouts of one instance)`)
     const calls = [...body.matchAll(/await (\w+)\.(\w+)\(/g), ...body.matchAll(/\b(\w+)\(\)\.(\w+)\(/g)].sort((a, b) => a.index! - b.index!)
     for (const match of calls) {
       const className = stubs.get(match[1]!) ?? factories.get(match[1]!)

@@ -207,7 +207,7 @@ async function main(): Promise<void> {
     console.log(`\nDurable Object RPCs per /score (async mode, fresh rollout), read from the code: ${rpcFlow.requestPath.length} on the request path`)
     for (const call of rpcFlow.requestPath) console.log(`  ${call}`)
     console.log(`  after the response (waitUntil): ${[...rpcFlow.queueSends, 'D1 rows (score event + LLM calls) into the isolate outbox, written 64 requests or 100 ms at a time'].join(', ')}`)
-    console.log(`  then, per queue batch (up to 6 analysis jobs of up to 6 rollouts each) of one instance: ${rpcFlow.analysisJob.length} RPCs (${rpcFlow.analysisJob.join(', ')}) + one analyzer LLM call per rollout + one memory write and one D1 call-log write`)
+    console.log(`  then, per analysis job (up to 6 rollouts of one instance; one job per consumer invocation): ${rpcFlow.analysisJob.length} RPCs (${rpcFlow.analysisJob.join(', ')}) + one analyzer LLM call per rollout + one memory write and one D1 call-log write`)
     console.log('  + 1 outbound LLM fetch per /score for the stub run')
     console.log(`stub LLM scorer calls logged in D1: ${scorerCalls}${options.stub === 'node' ? ` (the Node stub answered ${stubCalls} during the load phases)` : ''}; score events in D1: ${JSON.stringify(events)}`)
     const noisy = [...throughput, ...latency].filter((row) => row.cpu.other >= NOISY_CORES)
