@@ -25,7 +25,7 @@ import { verifyArtifactId } from '../../src/schemas/artifact.ts'
 import { MAX_JSON_DEPTH } from '../../workers/middleware/json-body.ts'
 import { GroupRequest, OpenRlhfRequest, SlimeRequest } from '../../workers/routes/compat.ts'
 import { RmBatchRequest } from '../../workers/routes/rm.ts'
-import { ADMIN_TOKEN, METADATA, createRun, rollout } from './helpers.ts'
+import { ADMIN_TOKEN, METADATA, answerOf, createRun, requestOf, rollout, type CallOptions } from './helpers.ts'
 
 /** Fixed so CI is reproducible; change it (or pass fast-check's printed seed/path to fc.assert) to explore or replay. */
 const SEED = 0x8a_2026
@@ -156,20 +156,11 @@ const app = createApp()
  * `helpers.call`, but through the app's own fetch: `exports.default.fetch` gets slower with every request a file has
  * made (about 0.1 ms more each), which would make this file quadratic.
  */
-async function call(method: string, path: string, options: { raw?: BodyInit; token?: string; headers?: Record<string, string> } = {}) {
-  const headers: Record<string, string> = { ...(options.headers ?? {}) }
-  if (options.token) headers.authorization = `Bearer ${options.token}`
+async function call(method: string, path: string, options: CallOptions = {}) {
   const ctx = createExecutionContext()
-  const response = await app.fetch(new Request(`http://worker.test${path}`, { method, headers, ...(options.raw !== undefined ? { body: options.raw } : {}) }), env, ctx)
-  const text = await response.text()
+  const answer = await answerOf(await app.fetch(requestOf(method, path, options), env, ctx))
   await waitOnExecutionContext(ctx)
-  let json: any
-  try {
-    json = JSON.parse(text)
-  } catch {
-    json = undefined
-  }
-  return { status: response.status, json, text, headers: response.headers }
+  return answer
 }
 
 /** Sends raw bytes or text; fails the property if the Worker takes longer than HANG_MS. */

@@ -5,19 +5,42 @@ export const ADMIN_TOKEN = 'test-admin-token'
 
 export const METADATA = { high_level_goal: 'math', model_size: '7B', current_step: 0, total_steps: 10 }
 
+/** What a test request sends: a JSON `body`, or `raw` bytes as they are; `token` becomes the bearer. */
+export interface CallOptions {
+  body?: unknown
+  token?: string
+  headers?: Record<string, string>
+  raw?: BodyInit
+}
+
 /**
  * Sends a request to the Worker under test (real workerd, real DOs and D1).
  * @example const res = await call('POST', '/score', { body: { rollout, metadata } })
  */
-export async function call(method: string, path: string, options: { body?: unknown; token?: string; headers?: Record<string, string>; raw?: BodyInit } = {}) {
+export async function call(method: string, path: string, options: CallOptions = {}) {
+  return answerOf(await exports.default.fetch(requestOf(method, path, options)))
+}
+
+/**
+ * The Request `call` sends.
+ * @example await app.fetch(requestOf('GET', '/healthz'), env, ctx)
+ */
+export function requestOf(method: string, path: string, options: CallOptions = {}): Request {
   const headers: Record<string, string> = { ...(options.headers ?? {}) }
   if (options.body !== undefined) headers['content-type'] ??= 'application/json'
   if (options.token) headers.authorization = `Bearer ${options.token}`
-  const response = await exports.default.fetch(new Request(`http://worker.test${path}`, {
+  return new Request(`http://worker.test${path}`, {
     method,
     headers,
     ...(options.raw !== undefined ? { body: options.raw } : options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
-  }))
+  })
+}
+
+/**
+ * A response as tests read it: status, body text, the body parsed when it is JSON, headers.
+ * @example const { status, json } = await answerOf(response)
+ */
+export async function answerOf(response: Response) {
   const text = await response.text()
   let json: any
   try {

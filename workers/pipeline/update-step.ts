@@ -13,7 +13,7 @@ import { coordinatorName, instanceName } from '../../durable-objects/names.ts'
 import type { Env } from '../env.ts'
 import { embedderFor, memoryFor, vectorIndexFor } from '../memory/backends.ts'
 import { MemoryStore, STEP_SUBJECT } from '../memory/store.ts'
-import { analysisJobs, type StepJob } from '../queues/messages.ts'
+import { sendAnalysisJobs, type StepJob } from '../queues/messages.ts'
 import { loadRunConfig } from '../runs/store.ts'
 import { requestModels } from '../scoring/models.ts'
 import { writeRecords } from '../scoring/persist.ts'
@@ -57,8 +57,7 @@ async function planUpdate(
 ): Promise<StepUpdateCommit> {
   if (input.stillPending.length > 0) {
     // A lost analysis message would otherwise stay pending forever; the jobs are idempotent.
-    const jobs = analysisJobs(job.runId, job.instanceId, input.stillPending).map((body) => ({ body }))
-    for (let start = 0; start < jobs.length; start += 100) await env.ANALYSIS_QUEUE.sendBatch(jobs.slice(start, start + 100))
+    await sendAnalysisJobs(env.ANALYSIS_QUEUE, [{ type: 'analysis', runId: job.runId, instanceId: job.instanceId, rollouts: input.stillPending }])
   }
   const consumed = input.analyses.map(({ step, rollout_id }) => ({ step, rollout_id }))
   const counts = { late: input.late, failed: input.failed, missing: input.pending, hacking_flags: input.analyses.filter((a) => a.hacking).length }

@@ -4,7 +4,7 @@ import type { InstanceAddress, RolloutKey } from '../../durable-objects/rubric-i
 import type { Env } from '../env.ts'
 import { ANALYSES_IN_FLIGHT, analyzeRollouts, type AnalysisJobResult } from '../pipeline/analyze-rollout.ts'
 import { abandonInstanceStep, updateInstanceStep } from '../pipeline/update-step.ts'
-import { rolloutsOf, type AnalysisJob, type SingleAnalysisJob, type StepJob } from './messages.ts'
+import { groupByInstance, rolloutsOf, type AnalysisJob, type SingleAnalysisJob, type StepJob } from './messages.ts'
 
 type QueuedJob = AnalysisJob | SingleAnalysisJob | StepJob
 
@@ -26,15 +26,16 @@ export async function handleQueueBatch(batch: MessageBatch<QueuedJob>, env: Env)
   const steps = batch.messages.filter((message): message is Message<StepJob> => message.body.type === 'step')
   const inFlight = pLimit(ANALYSES_IN_FLIGHT)
   await Promise.all([
-    ...groupByInstance(analyses).map(async (group) => {
+    ...groupByInstance(analyses, (message) => message.body).map(async (group) => {
       const address = { runId: group[0]!.body.runId, instanceId: group[0]!.body.instanceId }
       const rollouts = group.map((message) => rolloutsOf(message.body))
+      const all = rollouts.flat()
       // A rollout's failure retries its message alone (its analysed rollouts are skipped then); a failure of the whole group retries all.
       let results: AnalysisJobResult[]
       try {
-        results = await (deadLetters ? markAnalysesFailed(env, address, rollouts.flat()) : analyzeRollouts(env, address, rollouts.flat(), { inFlight }))
+        results = await (deadLetters ? markAnalysesFailed(env, address, all) : analyzeRollouts(env, address, all, { inFlight }))
       } catch (error) {
-        results = rollouts.flat().map(() => ({ error }))
+        results = all.map(() => ({ error }))
       }
       let next = 0
       for (const [index, message] of group.entries()) {
@@ -54,15 +55,6 @@ async function stepJob(env: Env, message: Message<StepJob>, deadLetters: boolean
   const result = await updateInstanceStep(env, job, { lastAttempt: message.attempts >= STEP_MAX_ATTEMPTS })
   // Waiting for analyses is not a failure: re-send with a delay rather than spend a retry.
   if (result.state === 'waiting') await env.STEP_QUEUE.send(job, { delaySeconds: Math.max(1, Math.ceil(result.retryInMs / 1_000)) })
-}
-
-function groupByInstance<Job extends AnalysisJob | SingleAnalysisJob>(messages: readonly Message<Job>[]): Message<Job>[][] {
-  const groups = new Map<string, Message<Job>[]>()
-  for (const message of messages) {
-    const key = `${message.body.runId}\u0000${message.body.instanceId}`
-    groups.set(key, [...(groups.get(key) ?? []), message])
-  }
-  return [...groups.values()]
 }
 
 /** `QUEUE_RETRY_BASE_S` (default 2): the first retry's delay; each later one doubles. */

@@ -11,7 +11,7 @@ import { againAfterReset } from '../../durable-objects/reset.ts'
 import type { Preparation, RubricInstance } from '../../durable-objects/rubric-instance/index.ts'
 import type { Env } from '../env.ts'
 import { Outbox } from '../outbox/index.ts'
-import { analysisJobs, type AnalysisJob } from '../queues/messages.ts'
+import { sendAnalysisJobs, type AnalysisJob } from '../queues/messages.ts'
 import type { RoleModel } from './models.ts'
 
 /**
@@ -22,15 +22,7 @@ export const pendingAnalyses = new Outbox<Queue<AnalysisJob>, AnalysisJob>({
   what: 'analysis jobs',
   maxItems: 64,
   flushAfterMs: 100,
-  write: async (queue, jobs) => {
-    const byInstance = new Map<string, AnalysisJob[]>()
-    for (const job of jobs) {
-      const key = `${job.runId}\u0000${job.instanceId}`
-      byInstance.set(key, [...(byInstance.get(key) ?? []), job])
-    }
-    const messages = [...byInstance.values()].flatMap((group) => analysisJobs(group[0]!.runId, group[0]!.instanceId, group.flatMap((job) => job.rollouts)))
-    for (let start = 0; start < messages.length; start += 100) await queue.sendBatch(messages.slice(start, start + 100).map((body) => ({ body })))
-  },
+  write: sendAnalysisJobs,
 })
 
 export interface ScoreContext {
