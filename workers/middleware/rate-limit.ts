@@ -40,10 +40,7 @@ export function rateLimit(): MiddlewareHandler<AppEnv> {
       // A hash, so no token is ever handed to the limiter (a run token's was taken by identifyCaller); anonymous callers share their IP's budget.
       key = principal.kind === 'run' ? `token:${principal.tokenHash}` : token ? `token:${await sha256Hex(token)}` : `ip:${c.req.header('cf-connecting-ip') ?? 'unknown'}`
     }
-    if (limiter && !(await limiter.limit({ key })).success) {
-      const retryAfterSeconds = secondsToWindowEnd(periodOf(c.env))
-      throw new AppError('rate_limited', `too many requests from this caller: wait ${retryAfterSeconds} s (Retry-After) and try again`, { retryAfterSeconds })
-    }
+    if (limiter && !(await limiter.limit({ key })).success) throw rateLimited(c.env, 'too many requests from this caller')
     return next()
   }
 }
@@ -74,8 +71,13 @@ function runInPath(path: string): string | undefined {
 export async function countRefusedCredential(env: Env, ip: string | undefined): Promise<void> {
   const limiter = env.RATE_LIMITER
   if (!limiter || (await limiter.limit({ key: `refused:${ip ?? 'unknown'}` })).success) return
+  throw rateLimited(env, 'too many refused credentials from this address')
+}
+
+/** The 429 for a spent budget, with the seconds to the window's end as Retry-After. */
+function rateLimited(env: Env, what: string): AppError {
   const retryAfterSeconds = secondsToWindowEnd(periodOf(env))
-  throw new AppError('rate_limited', `too many refused credentials from this address: wait ${retryAfterSeconds} s (Retry-After) and try again`, { retryAfterSeconds })
+  return new AppError('rate_limited', `${what}: wait ${retryAfterSeconds} s (Retry-After) and try again`, { retryAfterSeconds })
 }
 
 function periodOf(env: Env): number {
