@@ -116,7 +116,31 @@ export default {
 }
 `
 
-export type StubKind = 'node' | 'worker'
+export type StubKind = 'node' | 'worker' | 'process'
+
+/**
+ * Starts bench/loopback-llm-stub.ts in a child Node process on 127.0.0.1; resolves with its base URL, a call
+ * counter and a stop function.
+ * @example const stub = await startLoopbackStub(); … ; stub.stop()
+ */
+export async function startLoopbackStub(): Promise<{ baseUrl: string; calls: () => Promise<number>; stop: () => void }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/loopback-llm-stub.ts')], { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, STUB_GRADE: String(STUB_GRADE) } })
+  const stop = () => void child.kill()
+  const forget = onInterrupt(stop)
+  const port = await new Promise<number>((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`the loopback stub LLM exited with ${code} before listening`)))
+    child.stdout!.once('data', (chunk: Buffer) => resolve((JSON.parse(chunk.toString('utf8')) as { port: number }).port))
+  })
+  const origin = `http://127.0.0.1:${port}`
+  return {
+    baseUrl: `${origin}/v1`,
+    calls: async () => Number(await (await fetch(`${origin}/calls`)).text()),
+    stop: () => {
+      forget()
+      stop()
+    },
+  }
+}
 
 export type StorageKind = 'memory' | 'disk'
 
@@ -135,8 +159,10 @@ export interface BenchServer {
   /** e.g. http://127.0.0.1:40123 */
   url: string
   adminToken: string
-  /** Chat completions the Node stub has answered (the `node` stub only). */
-  stubCalls: () => number
+  /** The stub LLM's base URL, for the scorer of a bench run (`stubRunConfig(server.stubBaseUrl)`). */
+  stubBaseUrl: string
+  /** Chat completions the stub has answered (the `node` and `process` stubs; 0 for `worker`). */
+  stubCalls: () => Promise<number>
   dispose: () => Promise<void>
 }
 
@@ -144,11 +170,13 @@ export interface BenchServer {
  * Starts one Miniflare (one workerd process) on 127.0.0.1 serving the Worker under test with its Durable
  * Objects (SQLite-backed) and D1 (migrations applied), plus the bare worker on Host `bare.bench`.
  * `stub: 'node'` answers the Worker's outbound fetches with a Node function (Miniflare `outboundService`);
- * `stub: 'worker'` answers them from a second worker inside workerd. `storage` picks where the SQLite
+ * `stub: 'worker'` answers them from a second worker inside workerd; `stub: 'process'` is an HTTP server on
+ * loopback in a child Node process, which the Worker fetches directly (no outboundService). `storage` picks where the SQLite
  * files of Durable Objects and D1 live (see `storageRoot`).
  * @example const server = await startBench(bundles, { stub: 'node', storage: 'memory' })
  */
 export async function startBench(bundles: Bundles, options: { stub: StubKind; storage: StorageKind; workerScript?: string; inspectorPort?: number }): Promise<BenchServer> {
+  const loopback = options.stub === 'process' ? await startLoopbackStub() : undefined
   const persistRoot = storageRoot(options.storage)
   const forgetCleanup = onInterrupt(() => rmSync(persistRoot, { recursive: true, force: true }))
   const adminToken = `rh_admin_${randomBytes(24).toString('hex')}`
@@ -187,7 +215,7 @@ export async function startBench(bundles: Bundles, options: { stub: StubKind; st
         bindings: { ...bundles.workerOptions.bindings, DEPLOYMENT: 'local', ADMIN_TOKEN: adminToken },
         // The rate limiter still runs on every request, but one bench client must never be refused.
         ratelimits: Object.fromEntries(Object.keys(bundles.workerOptions.ratelimits ?? {}).map((name) => [name, { simple: { limit: 1_000_000_000, period: 10 } }])),
-        outboundService: options.stub === 'node' ? nodeStub : 'llm-stub',
+        ...(loopback ? {} : { outboundService: options.stub === 'node' ? nodeStub : 'llm-stub' }),
       },
       { ...common, name: 'bare', scriptPath: bundles.bareScript, modulesRoot: dirname(bundles.bareScript), routes: [`${BARE_HOST}/*`] },
       { ...common, name: 'llm-stub', script: IN_WORKERD_STUB },
@@ -199,6 +227,7 @@ export async function startBench(bundles: Bundles, options: { stub: StubKind; st
     await applyMigrations(mf)
   } catch (error) {
     forgetCleanup()
+    loopback?.stop()
     await mf.dispose().catch(() => undefined)
     rmSync(persistRoot, { recursive: true, force: true })
     throw error
@@ -207,9 +236,11 @@ export async function startBench(bundles: Bundles, options: { stub: StubKind; st
     mf,
     url,
     adminToken,
-    stubCalls: () => calls,
+    stubBaseUrl: loopback?.baseUrl ?? STUB_BASE_URL,
+    stubCalls: async () => (loopback ? loopback.calls() : calls),
     dispose: async () => {
       forgetCleanup()
+      loopback?.stop()
       await mf.dispose()
       rmSync(persistRoot, { recursive: true, force: true })
     },
@@ -267,13 +298,13 @@ export async function applyMigrations(mf: Miniflare): Promise<number> {
  * The default run's rubrics (config/default-run.json) in a run whose scorer calls the stub LLM.
  * @example const config = stubRunConfig()
  */
-export function stubRunConfig(): Record<string, unknown> {
+export function stubRunConfig(baseUrl = STUB_BASE_URL): Record<string, unknown> {
   const defaults = JSON.parse(readFileSync(join(ROOT, 'config/default-run.json'), 'utf8')) as Record<string, unknown>
   const { $comment: _comment, ...config } = defaults
   return {
     ...config,
     access: 'token',
-    agents: { default: { backend: 'mock', model: 'mock-heuristic-1' }, scorer: { backend: 'openai', base_url: STUB_BASE_URL, model: 'stub' } },
+    agents: { default: { backend: 'mock', model: 'mock-heuristic-1' }, scorer: { backend: 'openai', base_url: baseUrl, model: 'stub' } },
   }
 }
 

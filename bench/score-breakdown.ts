@@ -160,7 +160,7 @@ async function measureVariant(bundles: Bundles, variant: Variant, workDir: strin
   try {
     const target: LoadTarget =
       options.target === 'stub'
-        ? { label: variant.name, path: '/runs/bench-stub/score', headers: { authorization: `Bearer ${await createRun(server, 'bench-stub', stubRunConfig())}` }, prefix: 'stub' }
+        ? { label: variant.name, path: '/runs/bench-stub/score', headers: { authorization: `Bearer ${await createRun(server, 'bench-stub', stubRunConfig(server.stubBaseUrl))}` }, prefix: 'stub' }
         : options.target === 'bare'
           ? { label: variant.name, path: '/score', headers: { host: BARE_HOST }, prefix: 'bare' }
           : { label: variant.name, path: '/score', prefix: 'mock' }

@@ -29,7 +29,7 @@ export async function profileScore(options: { target: 'mock' | 'stub' | 'bare'; 
   const inspectorPort = await freePort()
   const server = await startBench(bundles, { stub: 'node', storage: 'memory', inspectorPort })
   try {
-    const token = await createRun(server, 'bench-stub', stubRunConfig())
+    const token = await createRun(server, 'bench-stub', stubRunConfig(server.stubBaseUrl))
     const targets: Record<string, LoadTarget> = {
       mock: { label: '/score mock', path: '/score', prefix: 'mock' },
       stub: { label: '/score stub', path: '/runs/bench-stub/score', headers: { authorization: `Bearer ${token}` }, prefix: 'stub' },

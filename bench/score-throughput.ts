@@ -30,6 +30,11 @@ const TARGETS = { ratio: 0.8, addedP50Ms: 2, addedP99Ms: 10 }
 /** Other processes using this many cores or more during a measurement make it unreliable. */
 const NOISY_CORES = 0.3
 const STUB_RUN_ID = 'bench-stub'
+const STUB_DESCRIPTIONS: Record<StubKind, string> = {
+  worker: 'a worker inside workerd, as the outboundService',
+  process: 'an HTTP server on loopback in a child Node process, fetched directly',
+  node: 'a Node function in this process, as the outboundService',
+}
 
 export interface ThroughputOptions {
   durationS: number
@@ -70,7 +75,7 @@ export function readOptions(argv: string[]): ThroughputOptions {
   }
   const durationS = number(values.duration, 'BENCH_DURATION', 10)
   const stub = (values.stub ?? process.env.BENCH_STUB ?? 'worker') as StubKind
-  if (stub !== 'node' && stub !== 'worker') throw new Error('--stub must be node or worker')
+  if (stub !== 'node' && stub !== 'worker' && stub !== 'process') throw new Error('--stub must be worker, process or node')
   const storage = (values.storage ?? process.env.BENCH_STORAGE ?? 'memory') as StorageKind
   if (storage !== 'memory' && storage !== 'disk') throw new Error('--storage must be memory or disk')
   return {
@@ -128,10 +133,10 @@ async function main(): Promise<void> {
   try {
     log(`building the Worker and the bare reference worker into ${buildDir}`)
     const bundles = await buildBundles(buildDir)
-    log(`built in ${(bundles.buildMs / 1_000).toFixed(1)} s; starting Miniflare (stub LLM: ${options.stub === 'node' ? 'Node function' : 'worker inside workerd'} as the outboundService)`)
+    log(`built in ${(bundles.buildMs / 1_000).toFixed(1)} s; starting Miniflare (stub LLM: ${STUB_DESCRIPTIONS[options.stub]})`)
     server = await startBench(bundles, { stub: options.stub, storage: options.storage })
     const url = server.url
-    const token = await createRun(server, STUB_RUN_ID, stubRunConfig())
+    const token = await createRun(server, STUB_RUN_ID, stubRunConfig(server.stubBaseUrl))
     const targets = {
       bare: { label: 'bare Hono handler', path: '/score', headers: { host: BARE_HOST }, prefix: 'bare' },
       stub: { label: '/score, stub LLM (openai backend)', path: `/runs/${STUB_RUN_ID}/score`, headers: { authorization: `Bearer ${token}` }, prefix: 'stub' },
@@ -139,13 +144,13 @@ async function main(): Promise<void> {
     } satisfies Record<string, LoadTarget>
 
     // Sanity: each target answers, the stub run really goes through the stub LLM, nothing comes from a cache.
-    const callsBefore = server.stubCalls()
+    const callsBefore = await server.stubCalls()
     const stubCheck = await scoreOnce(server.url, targets.stub, options.outputChars)
     const criteria = stubCheck.criteria as { grade: number }[]
     if (stubCheck.cached !== false || stubCheck.duplicate !== false || !criteria.every((c) => c.grade === STUB_GRADE)) {
       throw new Error(`the stub run did not score through the stub LLM: ${JSON.stringify(stubCheck)}`)
     }
-    if (options.stub === 'node' && server.stubCalls() !== callsBefore + 1) throw new Error('the stub LLM was not called exactly once for a fresh rollout')
+    if (options.stub !== 'worker' && (await server.stubCalls()) !== callsBefore + 1) throw new Error('the stub LLM was not called exactly once for a fresh rollout')
     const mockCheck = await scoreOnce(server.url, targets.mock, options.outputChars)
     if (mockCheck.cached !== false || mockCheck.duplicate !== false) throw new Error(`the mock run answered from a cache: ${JSON.stringify(mockCheck)}`)
     await scoreOnce(server.url, targets.bare, options.outputChars)
@@ -165,13 +170,13 @@ async function main(): Promise<void> {
       log(`${target.label}: ${connections} connection(s), warm-up ${options.warmupS} s + ${durationS} s${notes.length ? ` (${notes.join('; ')})` : ''}`)
       return measure(url, target, { connections, durationS, warmupS: options.warmupS, outputChars: options.outputChars, idleCapS: connections > 1 ? 10 : 0, budget })
     }
-    const stubCallsAtStart = server.stubCalls()
+    const stubCallsAtStart = await server.stubCalls()
     // Latency first: at 1 connection the background work keeps up, so nothing is left over from saturation.
     const latency: Measurement[] = []
     for (const target of [targets.bare, targets.stub, targets.mock]) latency.push(await load(target, 1, options.latencyDurationS))
     const throughput: Measurement[] = []
     for (const target of [targets.bare, targets.stub, targets.mock]) throughput.push(await load(target, options.connections, options.durationS))
-    const stubCalls = server.stubCalls() - stubCallsAtStart
+    const stubCalls = (await server.stubCalls()) - stubCallsAtStart
 
     // Every /score wrote a score event in waitUntil; they tell whether anything was cached or duplicate.
     await new Promise((resolve) => setTimeout(resolve, 500))
@@ -209,7 +214,7 @@ async function main(): Promise<void> {
     console.log(`  after the response (waitUntil): ${[...rpcFlow.queueSends, 'D1 rows (score event + LLM calls) into the isolate outbox, written 64 requests or 100 ms at a time'].join(', ')}`)
     console.log(`  then, per analysis job (up to 6 rollouts of one instance; one job per consumer invocation): ${rpcFlow.analysisJob.length} RPCs (${rpcFlow.analysisJob.join(', ')}) + one analyzer LLM call per rollout + one memory write and one D1 call-log write`)
     console.log('  + 1 outbound LLM fetch per /score for the stub run')
-    console.log(`stub LLM scorer calls logged in D1: ${scorerCalls}${options.stub === 'node' ? ` (the Node stub answered ${stubCalls} during the load phases)` : ''}; score events in D1: ${JSON.stringify(events)}`)
+    console.log(`stub LLM scorer calls logged in D1: ${scorerCalls}${options.stub !== 'worker' ? ` (the ${options.stub} stub answered ${stubCalls} during the load phases)` : ''}; score events in D1: ${JSON.stringify(events)}`)
     const noisy = [...throughput, ...latency].filter((row) => row.cpu.other >= NOISY_CORES)
     if (noisy.length) console.log(`WARNING: other processes used ≥ ${NOISY_CORES} cores during: ${noisy.map((row) => `${row.label} @${row.connections}c (${f2(row.cpu.other)})`).join('; ')} — rerun on a quiet machine for reliable figures`)
     if (failed.length) console.log(`WARNING: non-2xx or errors in: ${failed.map((row) => `${row.label} ${JSON.stringify(row.statusCodes)} errors=${row.errors} ${JSON.stringify(row.errorKinds)} timeouts=${row.timeouts}`).join('; ')}`)
@@ -238,7 +243,7 @@ async function main(): Promise<void> {
             added_p99_mock: added.mock.p99 <= TARGETS.addedP99Ms,
           },
           do_rpcs_per_score: { request_path: rpcFlow.requestPath.length, ...rpcFlow },
-          stub_llm_calls: { logged_in_d1: scorerCalls, answered_by_node_stub: options.stub === 'node' ? stubCalls : null },
+          stub_llm_calls: { logged_in_d1: scorerCalls, answered_by_stub: options.stub !== 'worker' ? stubCalls : null },
           score_events: events,
           run_s: runS,
         },

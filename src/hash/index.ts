@@ -13,8 +13,12 @@ export async function sha256Hex(text: string): Promise<string> {
  * @example toHex(new Uint8Array([0, 255])) // '00ff'
  */
 export function toHex(bytes: Uint8Array): string {
-  return [...bytes].map((byte) => byte.toString(16).padStart(2, '0')).join('')
+  let hex = ''
+  for (const byte of bytes) hex += HEX_OF_BYTE[byte]
+  return hex
 }
+
+const HEX_OF_BYTE = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, '0'))
 
 /**
  * JSON with object keys sorted at every depth, so equal values always hash alike.

@@ -1,10 +1,8 @@
 import type { MiddlewareHandler } from 'hono'
 import { AppError } from '../../src/errors/index.ts'
-import { sha256Hex } from '../../src/hash/index.ts'
 import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { AppEnv, Env } from '../env.ts'
 import { DEFAULT_RUN_ID, loadRunConfig } from '../runs/store.ts'
-import { bearerToken } from './auth.ts'
 
 /** The window of the rate-limit bindings when `RATE_LIMIT_PERIOD_S` does not say (the bindings offer 10 or 60 s). */
 export const DEFAULT_RATE_LIMIT_PERIOD_S = 10
@@ -36,9 +34,9 @@ export function rateLimit(): MiddlewareHandler<AppEnv> {
       const runId = principal.kind === 'run' ? principal.runId : (runInPath(c.req.path) ?? DEFAULT_RUN_ID)
       limiter = limiterFor(c.env, await loadRunConfig(c.env.DB, runId).catch(() => undefined))
       if (!limiter) return next()
-      const token = principal.kind === 'run' ? undefined : bearerToken(c.req.header('authorization'))
-      // A hash, so no token is ever handed to the limiter (a run token's was taken by identifyCaller); anonymous callers share their IP's budget.
-      key = principal.kind === 'run' ? `token:${principal.tokenHash}` : token ? `token:${await sha256Hex(token)}` : `ip:${c.req.header('cf-connecting-ip') ?? 'unknown'}`
+      // A hash (taken by identifyCaller), so no token is ever handed to the limiter; anonymous callers share their IP's budget.
+      const tokenHash = principal.kind === 'run' ? principal.tokenHash : principal.rmTokenHash
+      key = tokenHash ? `token:${tokenHash}` : `ip:${c.req.header('cf-connecting-ip') ?? 'unknown'}`
     }
     if (limiter && !(await limiter.limit({ key })).success) throw rateLimited(c.env, 'too many requests from this caller')
     return next()

@@ -48,11 +48,11 @@ export async function createRun(db: D1Database, runId: string, config: RunConfig
 }
 
 /**
- * The run a bearer token is scoped to, or undefined for an unknown token.
- * @example const runId = await runForToken(env.DB, 'rh_…')
+ * The run a bearer token is scoped to, by the token's SHA-256 in hex, or undefined for an unknown token.
+ * @example const runId = await runForTokenHash(env.DB, await sha256Hex('rh_…'))
  */
-export async function runForToken(db: D1Database, token: string): Promise<string | undefined> {
-  const row = await drizzle(db).select({ runId: runTokens.runId }).from(runTokens).where(eq(runTokens.tokenHash, await sha256Hex(token))).get()
+export async function runForTokenHash(db: D1Database, tokenHash: string): Promise<string | undefined> {
+  const row = await drizzle(db).select({ runId: runTokens.runId }).from(runTokens).where(eq(runTokens.tokenHash, tokenHash)).get()
   return row?.runId
 }
 
