@@ -3,13 +3,13 @@
  * file is refused with the field named), everything else passes through untouched.
  */
 import { z } from 'zod'
-import { BestRubricFields } from '../../src/search/output.ts'
+import { BestRubricFields, SearchOutputFile } from '../../src/search/output.ts'
 
 const Interval = z.tuple([z.number(), z.number()]).nullable()
 const Counts = z.record(z.string(), z.unknown())
 
 /** One search output (`reward-harness search --output`). */
-export const SearchOutputInput = z.looseObject({
+export const SearchOutputInput = SearchOutputFile.extend({
   best_rubrics: z.array(
     BestRubricFields.extend({
       objective: z.looseObject({ raw_tail_acc: z.number().nullish(), kendall_tau: z.number().nullish(), ndcg: z.number().nullish(), signed_top_margin: z.number().nullish() }).optional(),
@@ -18,7 +18,6 @@ export const SearchOutputInput = z.looseObject({
       stop_reason: z.string().optional(),
     }),
   ),
-  best_objective_scores: z.record(z.string(), z.number()),
   search_diagnostics: z
     .looseObject({
       mode: z.string().nullish(),

@@ -16,7 +16,7 @@ export interface OutboxOptions<Sink, Item> {
  * returns; they are written together once `maxItems` are waiting or `flushAfterMs` after the first of them, always
  * inside some request's `waitUntil`, so no item waits on a request that may never come. One write per request cost
  * more CPU than the rest of `/score` (BENCHMARKS.md, issue 2).
- * @example const jobs = new Outbox({ what: 'analysis jobs', maxItems: 64, flushAfterMs: 100, write: (queue, items) => queue.sendBatch(items.map((body) => ({ body }))) })
+ * @example const jobs = new Outbox({ what: 'analysis jobs', maxItems: 64, flushAfterMs: 100, write: sendAnalysisJobs })
  */
 export class Outbox<Sink, Item> {
   private waiting: Item[] = []
@@ -27,7 +27,7 @@ export class Outbox<Sink, Item> {
 
   /**
    * Queues one item for `sink`; `defer` keeps the invocation alive until it is written.
-   * @example outbox.add(env.DB, records, (work) => c.executionCtx.waitUntil(work))
+   * @example jobs.add(env.ANALYSIS_QUEUE, job, (work) => c.executionCtx.waitUntil(work))
    */
   add(sink: Sink, item: Item, defer: Defer): void {
     this.sink = sink
