@@ -12,6 +12,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { artifactId, DEFAULT_RUBRIC_KEY, type DeployRecord, type RmArtifact } from '../../src/schemas/artifact.ts'
+import { contentText, imageUrls, startLlmStub, type ChatCompletionBody } from '../support/llm-stub.ts'
+import { makeLibraryArtifact } from '../support/library-artifact.ts'
 import { callJson } from './support/http.ts'
 import { startWranglerDev, type WranglerDev } from './support/wrangler-dev.ts'
 
@@ -192,4 +194,51 @@ describe('search → export → deploy → score, rollback, history (wrangler de
     expect(wrongToken.err).toContain('the edge refused the admin token')
     expect(await health()).toEqual(before)
   }, 120_000)
+
+  it('a library artifact on an OpenAI-compatible endpoint judges with the request\'s images: both orders, swapped with the answers', async () => {
+    const pixel = (byte: number) => `data:image/png;base64,${Buffer.from([0x89, 0x50, 0x4e, 0x47, byte]).toString('base64')}`
+    const [source, goodEdit, badEdit] = [pixel(1), pixel(2), pixel(3)]
+    const stub = await startLlmStub()
+    const system = (body: ChatCompletionBody) => body.messages.find((message) => message.role === 'system')?.content ?? ''
+    const user = (body: ChatCompletionBody) => body.messages.find((message) => message.role === 'user')!
+    // A judge that decides from the pixels only: both answers' texts are the same.
+    stub.respondWith((body) => {
+      if (system(body).startsWith('You are the library router')) return JSON.stringify({ entries: ['visual-edit'] })
+      const shownAsA = imageUrls(user(body))[1]
+      return JSON.stringify({ think: 'compared the edits', answer: { preference: shownAsA === goodEdit ? 'A' : 'B', reason: 'stub' } })
+    })
+    try {
+      const artifact = await makeLibraryArtifact(
+        [{ name: 'visual-edit', kind: 'skill', description: 'Judge photo edits by the pictures', body: 'Prefer the edit whose picture does what the instruction asks.\n' }],
+        { note: 'vision', runtime: { backend: 'openai', model: 'stub-vlm' } },
+      )
+      expect((await callJson(`${dev.baseUrl}/admin/artifacts`, { token: dev.adminToken, body: artifact })).status).toBe(201)
+      const deployed = await callJson(`${dev.baseUrl}/admin/targets/vision/deployments`, { token: dev.adminToken, body: { artifact_id: artifact.artifact_id, deployed_by: 'e2e', llm: { base_url: stub.baseUrl } } })
+      expect(deployed.status, JSON.stringify(deployed.body)).toBe(201)
+
+      const request = (candidateImage: string, referenceImage: string) => ({
+        prompt_id: 'edit-1',
+        prompt: 'Remove the red car from the photo.',
+        images: [{ data_url: source }],
+        reference: 'The edited photo.',
+        reference_images: [{ data_url: referenceImage }],
+        candidate: { candidate_id: 'c1', text: 'The edited photo.', images: [{ data_url: candidateImage }] },
+      })
+      const good = await callJson(`${dev.baseUrl}/rm/vision/score`, { body: request(goodEdit, badEdit) })
+      expect(good.status, JSON.stringify(good.body)).toBe(200)
+      expect(good.body).toMatchObject({ artifact_kind: 'library', score: 1, failures: 0, consistent: true })
+      const judged = stub.requests.filter((body) => system(body).startsWith('You are the library sub-agent'))
+      const shown = judged.map((body) => imageUrls(user(body)))
+      expect(shown).toHaveLength(2)
+      expect(shown).toEqual(expect.arrayContaining([[source, goodEdit, badEdit], [source, badEdit, goodEdit]]))
+      for (const body of judged) expect(contentText(user(body))).toMatch(/Image instruction-1 \(of the instruction, sha256 [0-9a-f]{12}\):/)
+      const router = stub.requests.find((body) => system(body).startsWith('You are the library router'))!
+      expect(router.messages.every((message) => typeof message.content === 'string')).toBe(true)
+
+      const bad = await callJson(`${dev.baseUrl}/rm/vision/score`, { body: request(badEdit, goodEdit) })
+      expect(bad.body).toMatchObject({ score: 0, failures: 0, consistent: true })
+    } finally {
+      await stub.close()
+    }
+  })
 })

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { entryHash, type LibraryEntry } from '../../src/library/index.ts'
-import { artifactId, LibraryArtifactBody, type LibraryArtifact } from '../../src/schemas/artifact.ts'
+import type { LibraryEntry } from '../../src/library/index.ts'
+import { makeLibraryArtifact } from '../support/library-artifact.ts'
 import { ADMIN_TOKEN, call } from './helpers.ts'
 
 const SKILL: LibraryEntry = {
@@ -15,30 +15,6 @@ const TOOL: LibraryEntry = {
   description: 'Measures how much of the instruction each answer covers',
   when_to_use: 'When the answers differ in which parts of the instruction they address',
   body: 'You measure instruction coverage. Reply with JSON {"coverage_a": number, "coverage_b": number, "favours": "A" | "B" | "tie"}.\n',
-}
-
-/** A library artifact as `export --library` writes it (mock backend), content-addressed. */
-async function makeLibraryArtifact(entries: LibraryEntry[], note = 'base'): Promise<LibraryArtifact> {
-  const body = LibraryArtifactBody.parse({
-    schema_version: '1.0',
-    kind: 'library',
-    created_at_utc: '2026-11-22T08:00:00.000Z',
-    entries: await Promise.all(entries.map(async (entry) => ({ ...entry, sha256: await entryHash(entry) }))),
-    provenance: {
-      library_id: `lib-${note}`,
-      registry_sha256: 'e'.repeat(64),
-      library_sha256: 'f'.repeat(64),
-      evolution_log_sha256: null,
-      best_iteration: 1,
-      best_val_accuracy: 0.75,
-      iterations: 2,
-      dataset_sha256: 'a'.repeat(64),
-    },
-    runtime: { backend: 'mock', model: 'mock-heuristic-1', locale: 'en', temperature: 0, max_tokens: 2048, seed: 42, max_tool_calls: 3 },
-    scoring_policy: { score: 'pairwise_win_rate_vs_reference', orders: 'both', outcome_values: { win: 1, tie: 0.5, loss: 0 }, normalization: { method: 'identity', range: [0, 1] } },
-    compatibility: { artifact_type: 'rm', min_rm_api_version: '1.0' },
-  })
-  return { ...body, artifact_id: await artifactId(body) }
 }
 
 const PROMPT = 'Explain how photosynthesis converts sunlight into chemical energy in plants.'
@@ -93,9 +69,36 @@ describe('library artifacts at the edge', () => {
     expect(batch.json.results[1]).toMatchObject({ index: 1, ok: false, error_code: 'invalid_request' })
   })
 
+  it('takes url and data_url images for the prompt, the candidate and the reference; refuses paths, non-images and more than 8', async () => {
+    const artifact = await makeLibraryArtifact([SKILL], { note: 'images' })
+    expect((await upload(artifact)).status).toBe(201)
+    expect((await deploy('lib-images', artifact.artifact_id)).status).toBe(201)
+    const withImages = {
+      prompt_id: 'pair-img',
+      prompt: PROMPT,
+      images: [{ url: 'https://images.example/leaf.png' }],
+      reference: BAD,
+      reference_images: [{ data_url: 'data:image/png;base64,iVBORw0KGgo=' }],
+      candidate: { candidate_id: 'c-img', text: GOOD, images: [{ data_url: 'data:image/png;base64,iVBORw0KGgoA' }] },
+    }
+    const scored = await score('lib-images', withImages)
+    expect(scored.status).toBe(200)
+    expect(scored.json).toMatchObject({ score: 1, failures: 0 })
+
+    const path = await score('lib-images', { ...withImages, candidate: { ...withImages.candidate, images: [{ path: 'img/leaf.png' }] } })
+    expect(path.status).toBe(400)
+    expect(path.json.error.code).toBe('invalid_request')
+    expect(JSON.stringify(path.json.error)).toMatch(/candidate\.images\.0.*cannot read a path/)
+    const tooMany = await score('lib-images', { ...withImages, images: Array.from({ length: 9 }, (_, i) => ({ url: `https://images.example/${i}.png` })) })
+    expect(tooMany.status).toBe(400)
+    const notImage = await score('lib-images', { ...withImages, images: [{ data_url: 'data:text/html;base64,PGI+' }] })
+    expect(notImage.status).toBe(400)
+
+  })
+
   it('rolls back between a library and another library artifact, and refuses a tampered one', async () => {
-    const first = await makeLibraryArtifact([SKILL], 'one')
-    const second = await makeLibraryArtifact([SKILL, TOOL], 'two')
+    const first = await makeLibraryArtifact([SKILL], { note: 'one' })
+    const second = await makeLibraryArtifact([SKILL, TOOL], { note: 'two' })
     expect((await upload(first)).status).toBe(201)
     expect((await upload(second)).status).toBe(201)
     const target = 'lib-roll'

@@ -333,6 +333,20 @@ describe('openai-backend artifacts', () => {
   })
 })
 
+describe('images', () => {
+  it('a rubric artifact grades text only: a request with images is refused (400), not scored without them', async () => {
+    const { target } = await deployed({ note: 'images' })
+    const body = { prompt_id: 'p_math', prompt: 'What is 2+2?', candidate: { candidate_id: 'c1', text: MOCK_SOLUTION } }
+    for (const images of [{ images: [{ url: 'https://images.example/sum.png' }] }, { reference_images: [{ url: 'https://images.example/ref.png' }] }]) {
+      const refused = await call('POST', `/rm/${target}/score`, { body: { ...body, ...images } })
+      expectError(refused, 400, 'invalid_request')
+      expect(refused.json.error.message).toMatch(/rubric artifact: its verifier grades text only/)
+    }
+    const candidateImages = await call('POST', `/rm/${target}/batch_score`, { body: { items: [{ ...body, candidate: { ...body.candidate, images: [{ url: 'https://images.example/c.png' }] } }, body] } })
+    expect(candidateImages.json.results.map((result: { ok: boolean; error_code?: string }) => [result.ok, result.error_code])).toEqual([[false, 'invalid_request'], [true, undefined]])
+  })
+})
+
 describe('who may call', () => {
   it('refuses run tokens on every admin route (403) and anonymous callers (401)', async () => {
     const run = await createRun({ anchor_rubrics: [{ text: 'Correct.' }] })

@@ -13,11 +13,13 @@
  * advantages ((r − mean) / (std + ε) over a GRPO group) are left to the trainer, as §4.5 recommends.
  */
 import { AppError } from '../../src/errors/index.ts'
+import { ImageRegistry, type ImageResolver, type ItemImages } from '../../src/evolve/images.ts'
 import { judgeWithLibrary, LibraryRouter, type JudgeOutcome } from '../../src/evolve/judge.ts'
 import type { Library } from '../../src/library/index.ts'
 import type { ChatModel } from '../../src/llm/index.ts'
 import type { LibraryArtifact } from '../../src/schemas/artifact.ts'
 import { createLimiter, type Limiter } from '../../src/search/algorithms/concurrency.ts'
+import type { RequestImage } from './images.ts'
 
 /** The value of one judged order for the candidate. */
 export const OUTCOME_VALUE = { win: 1, tie: 0.5, loss: 0 } as const
@@ -59,9 +61,19 @@ function outcomeOf(result: JudgeOutcome, candidateSide: 'A' | 'B'): PairOutcome 
   return result.preference === candidateSide ? 'win' : 'loss'
 }
 
+/** Image handles of a judged instruction, the candidate and each opponent, and what resolves them at call time. */
+export interface WinRateImages {
+  resolver: ImageResolver
+  instruction: string[]
+  candidate: string[]
+  /** One list per opponent, in the order of `opponents`. */
+  opponents: string[][]
+}
+
 /**
  * Judges `candidate` against each opponent in both orders with the library's judge and returns its win rate.
- * Failures are counted apart and excluded from the mean (never ties).
+ * Failures are counted apart and excluded from the mean (never ties). With `images`, the Sub-Agent and its tools see
+ * each side's images beside its text, swapped with the answers in the second order.
  * @example
  * const router = new LibraryRouter(model)
  * const { score } = await libraryWinRate(model, router, lib, 'Explain X', 'X is…', ['A reference answer'])
@@ -73,24 +85,35 @@ export async function libraryWinRate(
   instruction: string,
   candidate: string,
   opponents: readonly string[],
-  options: { locale?: 'en' | 'zh'; maxToolCalls?: number; limit?: Limiter; retry?: { maxAttempts?: number; baseDelayMs?: number; maxDelayMs?: number } } = {},
+  options: { locale?: 'en' | 'zh'; maxToolCalls?: number; limit?: Limiter; retry?: { maxAttempts?: number; baseDelayMs?: number; maxDelayMs?: number }; images?: WinRateImages } = {},
 ): Promise<WinRate> {
   const limit = options.limit ?? createLimiter(4)
-  const judgeOptions = { ...(options.locale ? { locale: options.locale } : {}), ...(options.maxToolCalls === undefined ? {} : { maxToolCalls: options.maxToolCalls }), ...(options.retry ? { retry: options.retry } : {}) }
+  const { images } = options
+  const judgeOptions = {
+    ...(options.locale ? { locale: options.locale } : {}),
+    ...(options.maxToolCalls === undefined ? {} : { maxToolCalls: options.maxToolCalls }),
+    ...(options.retry ? { retry: options.retry } : {}),
+    ...(images ? { images: images.resolver } : {}),
+  }
+  const shown = (first: string[], second: string[]): { images?: ItemImages } => (images ? { images: { instruction: images.instruction, first, second } } : {})
   let routed: string[]
   try {
     routed = await router.route(library, instruction)
   } catch {
     routed = []
   }
-  const jobs = opponents.flatMap((opponent) => [
-    { order: 'candidate_first' as const, first: candidate, second: opponent, side: 'A' as const },
-    { order: 'candidate_second' as const, first: opponent, second: candidate, side: 'B' as const },
-  ])
+  const jobs = opponents.flatMap((opponent, index) => {
+    const candidateImages = images?.candidate ?? []
+    const opponentImages = images?.opponents[index] ?? []
+    return [
+      { order: 'candidate_first' as const, first: candidate, second: opponent, side: 'A' as const, ...shown(candidateImages, opponentImages) },
+      { order: 'candidate_second' as const, first: opponent, second: candidate, side: 'B' as const, ...shown(opponentImages, candidateImages) },
+    ]
+  })
   const orders = await Promise.all(
     jobs.map((job) =>
       limit(async (): Promise<JudgedOrder> => {
-        const result = await judgeWithLibrary(model, library, routed, { instruction, first: job.first, second: job.second }, judgeOptions)
+        const result = await judgeWithLibrary(model, library, routed, { instruction, first: job.first, second: job.second, ...(job.images ? { images: job.images } : {}) }, judgeOptions)
         const outcome = outcomeOf(result, job.side)
         return { order: job.order, ok: result.ok, outcome, failure: result.ok ? null : result.failure, tool_calls: result.tool_calls, entries: result.entries }
       }),
@@ -101,12 +124,14 @@ export async function libraryWinRate(
   return { score, orders, failures: orders.length - judged.length }
 }
 
-/** The request shape the library scorer reads (RmScoreRequest with its optional reference). */
+/** The request shape the library scorer reads (RmScoreRequest with its optional reference and images). */
 export interface LibraryScoreRequest {
   prompt_id: string
   prompt: string
   reference?: string | undefined
-  candidate: { candidate_id: string; text: string; metadata?: Record<string, unknown> | undefined }
+  images?: RequestImage[] | undefined
+  reference_images?: RequestImage[] | undefined
+  candidate: { candidate_id: string; text: string; metadata?: Record<string, unknown> | undefined; images?: RequestImage[] | undefined }
 }
 
 /** What scoring one candidate with a library artifact gives. */
@@ -177,6 +202,7 @@ export class LibraryArtifactScorer {
       maxToolCalls: artifact.runtime.max_tool_calls,
       limit: this.limit,
       retry: { maxAttempts: 3, maxDelayMs: 4_000 },
+      ...requestImages(request),
     })
     if (result.score === null) {
       const kinds = [...new Set(result.orders.map((order) => order.failure ?? 'error'))]
@@ -203,3 +229,12 @@ export class LibraryArtifactScorer {
   }
 }
 
+
+/** The request's images as registry handles (a registry per request: url and data_url images only), if it has any. */
+function requestImages(request: LibraryScoreRequest): { images?: WinRateImages } {
+  const lists = [request.images ?? [], request.candidate.images ?? [], request.reference_images ?? []]
+  if (lists.every((list) => list.length === 0)) return {}
+  const registry = new ImageRegistry()
+  const [instruction, candidate, reference] = lists.map((list) => list.map((ref) => registry.add(ref))) as [string[], string[], string[]]
+  return { images: { resolver: registry, instruction, candidate, opponents: [reference] } }
+}

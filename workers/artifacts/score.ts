@@ -14,6 +14,7 @@ import { GradeMemo, rubricKey } from '../../src/search/evaluator.ts'
 import { derivedSeed, hashHex } from '../../src/search/random.ts'
 import { LlmVerifier, meanGrades, rubricScore } from '../../src/search/roles/index.ts'
 import type { Candidate, CriterionGrades, PromptItem } from '../../src/search/types.ts'
+import { RequestImages } from './images.ts'
 
 /** Verifier calls in flight at once per request: the Worker's 6 simultaneous connections. */
 export const RM_LLM_CONCURRENCY = 6
@@ -22,7 +23,7 @@ export const RM_LLM_ATTEMPTS = 3
 
 /**
  * The body of `POST /rm/<target>/score` (one item of `batch_score`), as the reference verl client sends it.
- * Extra fields are accepted and ignored.
+ * Extra fields are accepted and ignored. Images (workers/artifacts/images.ts) are read by library artifacts only.
  * @example RmScoreRequest.parse({ prompt_id: 'p1', prompt: 'Q?', candidate: { candidate_id: 'c1', text: 'A.', source: 'verl' } })
  */
 export const RmScoreRequest = z.object({
@@ -30,11 +31,16 @@ export const RmScoreRequest = z.object({
   prompt: z.string().max(200_000),
   /** A reference response: library artifacts score the candidate against it (rubric artifacts ignore it). */
   reference: z.string().max(200_000).optional(),
+  /** The prompt's images. */
+  images: RequestImages.optional(),
+  /** The reference response's images (library artifacts). */
+  reference_images: RequestImages.optional(),
   candidate: z.object({
     candidate_id: z.string().max(256),
     text: z.string().max(200_000),
     source: z.string().max(256).optional(),
     metadata: z.record(z.string(), z.unknown()).optional(),
+    images: RequestImages.optional(),
   }),
 })
 export type RmScoreRequest = z.infer<typeof RmScoreRequest>
@@ -105,6 +111,12 @@ export class ArtifactScorer {
       throw new AppError('prompt_not_found', `prompt_id=${request.prompt_id} not found in artifact ${artifact.artifact_id}, which has no __default__ rubric`)
     }
     const { rubric, fallback } = found
+    if (request.images?.length || request.candidate.images?.length || request.reference_images?.length) {
+      throw new AppError(
+        'invalid_request',
+        `artifact ${artifact.artifact_id} is a rubric artifact: its verifier grades text only (its rubric was searched on text), so it cannot score images; send them to a library artifact, or leave them out`,
+      )
+    }
     const item: PromptItem = { prompt_id: request.prompt_id, prompt: request.prompt, candidates: [], metadata: {} }
     const candidate: Candidate = {
       candidate_id: request.candidate.candidate_id,
