@@ -269,42 +269,128 @@ async function verifierScores(
   )
 }
 
-/** The edge's `POST /rm/<target>/batch_score`, in chunks of ≤ 100 items; failed items (or chunks) are errors per candidate. */
+/**
+ * The edge's `POST /rm/<target>/batch_score`, in chunks of ≤ 100 items; failed items (or chunks) are errors per
+ * candidate. A rubric target scores each candidate. A library target (its `/healthz` says `artifact_kind: "library"`)
+ * is pairwise: each pair of an item's candidates is sent once, one as the candidate and the other as the reference,
+ * with their images; the edge judges both orders, and each candidate's score is its win rate over the judged orders
+ * of all its pairs, as `library:<dir>` computes it offline.
+ */
 function urlScorer(spec: { base: string; target?: string }, options: ScorerOptions): BenchScorer {
-  const endpoint = spec.target === undefined ? `${spec.base}/batch_score` : `${spec.base}/rm/${spec.target}/batch_score`
+  const root = spec.target === undefined ? spec.base : `${spec.base}/rm/${spec.target}`
   const chunkSize = Math.min(100, Math.max(1, options.chunkSize ?? 100))
   const doFetch = options.fetch ?? fetch
   const token = options.token ?? process.env.RM_TOKEN
+  const post = async (bodies: readonly unknown[]): Promise<EdgeResult[]> => {
+    const chunks: unknown[][] = []
+    for (let start = 0; start < bodies.length; start += chunkSize) chunks.push(bodies.slice(start, start + chunkSize))
+    const limit = createLimiter(Math.max(1, Math.min(options.concurrency, 8)))
+    return (await Promise.all(chunks.map((chunk) => limit(() => postChunk(doFetch, `${root}/batch_score`, token, chunk))))).flat()
+  }
   return {
     name: `url:${spec.base}${spec.target === undefined ? '' : `#${spec.target}`}`,
     async scoreAll(items) {
-      const flat = items.flatMap((item, itemIndex) =>
-        item.candidates.map((candidate, candidateIndex) => ({ itemIndex, candidateIndex, body: { prompt_id: item.prompt_id, prompt: item.prompt, candidate: { candidate_id: candidate.candidate_id, text: candidate.text } } })),
-      )
-      const results: CandidateScore[][] = items.map((item) => item.candidates.map(() => ({ error: 'not scored' })))
-      const chunks: (typeof flat)[] = []
-      for (let start = 0; start < flat.length; start += chunkSize) chunks.push(flat.slice(start, start + chunkSize))
-      const limit = createLimiter(Math.max(1, Math.min(options.concurrency, 8)))
-      await Promise.all(
-        chunks.map((chunk) =>
-          limit(async () => {
-            const scores = await postChunk(
-              doFetch,
-              endpoint,
-              token,
-              chunk.map((entry) => entry.body),
-            )
-            chunk.forEach((entry, index) => (results[entry.itemIndex]![entry.candidateIndex] = scores[index]!))
-          }),
-        ),
-      )
-      return results
+      if ((await artifactKind(doFetch, root, token)) === 'library') return libraryWinRates(items, post, options.datasetPath)
+      const flat = items.flatMap((item) => item.candidates.map((candidate) => ({ prompt_id: item.prompt_id, prompt: item.prompt, candidate: { candidate_id: candidate.candidate_id, text: candidate.text } })))
+      const scores = await post(flat)
+      let next = 0
+      return items.map((item) => item.candidates.map(() => scoreOf(scores[next++]!)))
     },
   }
 }
 
-async function postChunk(doFetch: typeof fetch, endpoint: string, token: string | undefined, items: readonly unknown[]): Promise<CandidateScore[]> {
-  const all = (error: string): CandidateScore[] => items.map(() => ({ error }))
+/** One item's result from `batch_score`: the edge's result object, or why there is none. */
+type EdgeResult = { ok: true; score: number; orders?: unknown } | { error: string }
+
+function scoreOf(result: EdgeResult): CandidateScore {
+  return 'error' in result ? result : { score: result.score }
+}
+
+/** The kind of the target's active artifact from its `/healthz`; undefined when it does not say (older edges). */
+async function artifactKind(doFetch: typeof fetch, root: string, token: string | undefined): Promise<string | undefined> {
+  try {
+    const response = await doFetch(`${root}/healthz`, { headers: token ? { authorization: `Bearer ${token}` } : {} })
+    if (!response.ok) return undefined
+    const body = (await response.json()) as { artifact_kind?: unknown }
+    return typeof body.artifact_kind === 'string' ? body.artifact_kind : undefined
+  } catch {
+    return undefined
+  }
+}
+
+const OUTCOME_VALUE: Record<string, number> = { win: 1, tie: 0.5, loss: 0 }
+
+/** Every pair of each item's candidates sent once to a library target; win rates over the judged orders. */
+async function libraryWinRates(items: readonly PromptItem[], post: (bodies: readonly unknown[]) => Promise<EdgeResult[]>, datasetPath: string | undefined): Promise<CandidateScore[][]> {
+  const { ImageRegistry } = await import('../../src/evolve/images.ts')
+  const { datasetImageRegistry } = await import('../evolve/images.ts')
+  const registry = datasetPath ? datasetImageRegistry(datasetPath) : new ImageRegistry()
+  const imagesOf = async (metadata: Record<string, unknown>) => {
+    const refs = Array.isArray(metadata.images) ? (metadata.images as Parameters<typeof registry.add>[0][]) : []
+    const urls = await Promise.all(refs.map(async (ref) => (await registry.resolve(registry.add(ref))).url))
+    return urls.map((url) => (url.startsWith('data:') ? { data_url: url } : { url }))
+  }
+  const pairs: Array<{ item: number; a: number; b: number; body: unknown }> = []
+  const unusable = new Map<number, string>()
+  for (const [index, item] of items.entries()) {
+    let promptImages: unknown[]
+    let candidateImages: unknown[][]
+    try {
+      promptImages = await imagesOf(item.metadata)
+      candidateImages = await Promise.all(item.candidates.map((candidate) => imagesOf(candidate.metadata)))
+    } catch (error) {
+      unusable.set(index, messageOf(error))
+      continue
+    }
+    const withImages = (key: string, images: unknown[]) => (images.length ? { [key]: images } : {})
+    for (let a = 0; a < item.candidates.length; a++) {
+      for (let b = a + 1; b < item.candidates.length; b++) {
+        const [candidate, reference] = [item.candidates[a]!, item.candidates[b]!]
+        pairs.push({
+          item: index,
+          a,
+          b,
+          body: {
+            prompt_id: item.prompt_id,
+            prompt: item.prompt,
+            ...withImages('images', promptImages),
+            reference: reference.text,
+            ...withImages('reference_images', candidateImages[b]!),
+            candidate: { candidate_id: candidate.candidate_id, text: candidate.text, ...withImages('images', candidateImages[a]!) },
+          },
+        })
+      }
+    }
+  }
+  const results = await post(pairs.map((pair) => pair.body))
+  const totals = items.map((item) => item.candidates.map(() => ({ sum: 0, judged: 0, errors: [] as string[] })))
+  pairs.forEach((pair, index) => {
+    const result = results[index]!
+    const [a, b] = [totals[pair.item]![pair.a]!, totals[pair.item]![pair.b]!]
+    const orders = 'error' in result || !Array.isArray(result.orders) ? [] : (result.orders as Array<{ outcome?: unknown }>)
+    const values = orders.flatMap((order) => (typeof order.outcome === 'string' && order.outcome in OUTCOME_VALUE ? [OUTCOME_VALUE[order.outcome]!] : []))
+    if (values.length === 0) {
+      const error = 'error' in result ? result.error : 'the library judged no order of this pair'
+      a.errors.push(error)
+      b.errors.push(error)
+      return
+    }
+    for (const value of values) {
+      a.sum += value
+      b.sum += 1 - value
+    }
+    a.judged += values.length
+    b.judged += values.length
+  })
+  return items.map((item, index) =>
+    item.candidates.length < 2 || unusable.has(index)
+      ? item.candidates.map(() => ({ error: unusable.get(index) ?? 'the library judge is pairwise: an item needs at least two candidates' }))
+      : totals[index]!.map((total) => (total.judged === 0 ? { error: total.errors[0] ?? 'not judged' } : { score: total.sum / total.judged })),
+  )
+}
+
+async function postChunk(doFetch: typeof fetch, endpoint: string, token: string | undefined, items: readonly unknown[]): Promise<EdgeResult[]> {
+  const all = (error: string): EdgeResult[] => items.map(() => ({ error }))
   let response: Response
   try {
     response = await doFetch(endpoint, {
@@ -329,7 +415,7 @@ async function postChunk(doFetch: typeof fetch, endpoint: string, token: string 
     const result = (typeof raw === 'object' && raw !== null ? raw : {}) as Record<string, unknown>
     const index = typeof result.index === 'number' ? result.index : position
     if (index < 0 || index >= out.length) continue
-    if (result.ok === true && typeof result.score === 'number' && Number.isFinite(result.score)) out[index] = { score: result.score }
+    if (result.ok === true && typeof result.score === 'number' && Number.isFinite(result.score)) out[index] = { ok: true, score: result.score, orders: result.orders }
     else out[index] = { error: `${typeof result.error_code === 'string' ? result.error_code : 'error'}: ${typeof result.error_message === 'string' ? result.error_message : 'no score'}` }
   }
   return out

@@ -195,6 +195,29 @@ describe('search → export → deploy → score, rollback, history (wrangler de
     expect(await health()).toEqual(before)
   }, 120_000)
 
+  it('evolve → export --library → deploy → bench url: gives the scores and accuracy of bench library: on the same library', async () => {
+    const dataset = 'offline/evolve/fixtures/pairs-demo.json'
+    const evolved = await cli(['evolve', '--dataset', dataset, '--out', join(work, 'lib'), '--iterations', '1', '--backend', 'mock', '--json'])
+    expect(evolved.code, evolved.err).toBe(0)
+    const libraryDir = join(work, 'lib', 'checkpoints', 'best')
+    const artifactFile = join(work, 'lib-rm.json')
+    const exported = await cli(['export', '--library', libraryDir, '--out', artifactFile, '--json'])
+    expect(exported.code, exported.err).toBe(0)
+    const deployed = await cli(['deploy', '--artifact', artifactFile, '--target', 'lib', '--url', dev.baseUrl, '--json'])
+    expect(deployed.code, deployed.err).toBe(0)
+
+    const edge = await cli(['bench', '--dataset', dataset, '--scorer', `url:${dev.baseUrl}#lib`, '--json'])
+    expect(edge.code, edge.err).toBe(0)
+    const offline = await cli(['bench', '--dataset', dataset, '--scorer', `library:${libraryDir}`, '--json'])
+    expect(offline.code, offline.err).toBe(0)
+    const [atEdge, local] = [JSON.parse(edge.out), JSON.parse(offline.out)]
+    expect(atEdge.failures.count).toBe(0)
+    expect(atEdge.overall.pairwise.ab.n).toBeGreaterThan(0)
+    expect(atEdge.overall.pairwise).toEqual(local.overall.pairwise)
+    // Per candidate, the edge's win rate over both orders of its pair is the offline judge's.
+    expect(atEdge.scores).toEqual(local.scores)
+  })
+
   it('a library artifact on an OpenAI-compatible endpoint judges with the request\'s images: both orders, swapped with the answers', async () => {
     const pixel = (byte: number) => `data:image/png;base64,${Buffer.from([0x89, 0x50, 0x4e, 0x47, byte]).toString('base64')}`
     const [source, goodEdit, badEdit] = [pixel(1), pixel(2), pixel(3)]

@@ -128,8 +128,25 @@ describe('reward-harness bench', () => {
       server = createServer(async (request: IncomingMessage, response) => {
         let body = ''
         for await (const chunk of request) body += chunk
-        const { items } = JSON.parse(body) as { items: Array<{ prompt_id: string; prompt: string; candidate: { candidate_id: string; text: string } }> }
+        if (request.method === 'GET') {
+          // Only the library target says what it serves; the others answer as an edge without artifact_kind would.
+          if (request.url === '/rm/lib/healthz') response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'ok', artifact_kind: 'library' }))
+          else response.writeHead(404).end('{}')
+          return
+        }
+        const { items } = JSON.parse(body) as { items: Array<{ prompt_id: string; prompt: string; reference?: string; candidate: { candidate_id: string; text: string } }> }
         requests.push({ url: request.url ?? '', auth: request.headers.authorization, items })
+        if (request.url === '/rm/lib/batch_score') {
+          // A length judge over both orders; the second order of a pair whose reference is "yes" fails; France fails.
+          const results = items.map((item, index) => {
+            if (item.prompt.includes('France')) return { index, ok: false, error_code: 'llm_unavailable', error_message: 'stub failure' }
+            const outcome = item.candidate.text.length > item.reference!.length ? 'win' : 'loss'
+            const orders = [{ order: 'candidate_first', outcome }, { order: 'candidate_second', outcome: item.reference === 'yes' || item.candidate.text === 'yes' ? null : outcome }]
+            return { index, ok: true, score: outcome === 'win' ? 1 : 0, orders }
+          })
+          response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ results }))
+          return
+        }
         if (request.url !== '/rm/prod/batch_score') {
           response.writeHead(404).end('{}')
           return
@@ -163,6 +180,24 @@ describe('reward-harness bench', () => {
       const text = await run('bench', '--dataset', `${FIXTURES}/llmbar.json`, '--scorer', `url:${base}#prod`)
       expect(text.out).toContain('failures                    1 candidate in 1 item')
       expect(text.out).toContain('llm_unavailable: stub failure')
+    })
+
+    it('a library target (healthz says so) gets each pair once, the other candidate as the reference; win rates over the judged orders', async () => {
+      const before = requests.length
+      const report = await runJson('bench', '--dataset', `${FIXTURES}/llmbar.json`, '--scorer', `url:${base}#lib`)
+      const sent = requests.slice(before).flatMap((request) => request.items)
+      expect(sent).toHaveLength(4)
+      const dataset = JSON.parse(readFileSync(`${FIXTURES}/llmbar.json`, 'utf8')) as Array<{ input: string; output_1: string; output_2: string }>
+      for (const item of sent) {
+        const source = dataset.find((entry) => entry.input === item.prompt)!
+        expect([item.candidate.text, item.reference].sort()).toEqual([source.output_1, source.output_2].sort())
+        expect(Object.keys(item.candidate).sort()).toEqual(['candidate_id', 'text'])
+      }
+      // Length wins: right on the colours and Spanish items, wrong on "yes" (judged in one order only); France failed.
+      expect(report.failures).toMatchObject({ count: 2, items: 1 })
+      expect(report.failures.examples[0]!.error).toContain('llm_unavailable: stub failure')
+      expect(report.overall.pairwise!.ab).toMatchObject({ n: 3, failures: 1, ties: 0 })
+      expect(report.overall.pairwise!.ab.accuracy).toBeCloseTo(2 / 3)
     })
 
     it('an HTTP error fails every item of the chunk, reported as failures', async () => {

@@ -12,8 +12,10 @@ Scorers (one scalar per prompt and candidate; candidates are shown without label
   rubric:<file>      a search output (best_rubrics) or a preset rubric file; per-prompt rubric, else "__default__"
   artifact:<file>    an RM artifact (reward-harness export): its rubric for the prompt, else its "__default__"
   url:<base>#<target>  the edge's POST <base>/rm/<target>/batch_score (chunks of ≤ 100 items; token: --token or RM_TOKEN);
-                     url:<base> without #target posts to <base>/batch_score
-  library:<dir>      not available yet (exit code 2)
+                     url:<base> without #target posts to <base>/batch_score. A library target (its /healthz says
+                     artifact_kind "library") gets each pair once, one candidate as the other's reference, with images
+  library:<dir>      a judge library (reward-harness evolve: <out>/checkpoints/best): every pair judged in both orders
+                     with the dataset's images; a candidate's score is its win rate over the judged orders
 
 Metrics:
   pairwise A/B, B/A  2-candidate items, judged in both presentation orders (for a scalar scorer the order matters only
@@ -55,7 +57,7 @@ export function register(program: Command, cli: CliContext): void {
     .command('bench')
     .description('measure a scorer on a preference dataset: pairwise (both orders), swap-consistent, K-way and tail accuracy with 95% intervals')
     .requiredOption('--dataset <file>', 'the dataset (autosr, LLMBar, JudgeBench or chosen/rejected; JSON or JSONL)')
-    .requiredOption('--scorer <spec>', 'mock | rubric:<file> | artifact:<file> | url:<base>#<target> (see below)')
+    .requiredOption('--scorer <spec>', 'mock | rubric:<file> | artifact:<file> | url:<base>#<target> | library:<dir> (see below)')
     .option('--out <file.json>', 'also write the JSON report to this file')
     .option('--concurrency <n>', 'scorer calls in flight at once', '4')
     .option('--seed <n>', 'seed of the verifier, the opaque candidate ids and the bootstrap', '0')
