@@ -122,7 +122,7 @@ describe('reward-harness bench', () => {
   describe('url: against a loopback batch_score stub', () => {
     let server: Server
     let base = ''
-    const requests: Array<{ url: string; auth: string | undefined; items: Array<{ prompt_id: string; prompt: string; candidate: Record<string, unknown> }> }> = []
+    const requests: Array<{ url: string; auth: string | undefined; items: Array<{ prompt_id: string; prompt: string; reference?: string; candidate: Record<string, unknown> }> }> = []
 
     beforeAll(async () => {
       server = createServer(async (request: IncomingMessage, response) => {
