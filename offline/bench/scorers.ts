@@ -306,10 +306,12 @@ function scoreOf(result: EdgeResult): CandidateScore {
   return 'error' in result ? result : { score: result.score }
 }
 
+const HEALTHZ_TIMEOUT_MS = 10_000
+
 /** The kind of the target's active artifact from its `/healthz`; undefined when it does not say (older edges). */
 async function artifactKind(doFetch: typeof fetch, root: string, token: string | undefined): Promise<string | undefined> {
   try {
-    const response = await doFetch(`${root}/healthz`, { headers: token ? { authorization: `Bearer ${token}` } : {} })
+    const response = await doFetch(`${root}/healthz`, { headers: token ? { authorization: `Bearer ${token}` } : {}, signal: AbortSignal.timeout(HEALTHZ_TIMEOUT_MS) })
     if (!response.ok) return undefined
     const body = (await response.json()) as { artifact_kind?: unknown }
     return typeof body.artifact_kind === 'string' ? body.artifact_kind : undefined

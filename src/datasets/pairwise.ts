@@ -3,7 +3,7 @@
  * LLMBar `{input, output_1, output_2, label: 1|2}`, JudgeBench `{pair_id, question, response_A,
  * response_B, label: "A>B"|"B>A", source, response_model}` and RewardBench-style `{prompt, chosen, rejected}`.
  */
-import { fnv1a, mix32 } from '../memory/fnv.ts'
+import { fnv1a, mix32 } from '../hash/index.ts'
 import type { Candidate, PromptItem } from '../search/types.ts'
 import { describeType, type IssueLog, type JsonObject, quoteId, rawId, readId, readOptionalText, readText, restOf } from './fields.ts'
 import { readImageRefs, withImages } from './images.ts'

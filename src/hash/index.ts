@@ -1,3 +1,5 @@
+export { FNV_OFFSET, fnv1a, mix32 } from './fnv.ts'
+
 const encoder = new TextEncoder()
 
 /**

@@ -1,5 +1,5 @@
 import type { Embedder } from './embedder.ts'
-import { fnv1a, mix32 } from './fnv.ts'
+import { fnv1a, mix32 } from '../hash/index.ts'
 import { normalizeInPlace } from './vector-math.ts'
 
 const WORD = /[\p{L}\p{N}]+/gu

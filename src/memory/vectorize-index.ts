@@ -1,5 +1,5 @@
 import { chunk } from './chunk.ts'
-import { fnv1a, mix32 } from './fnv.ts'
+import { fnv1a, mix32 } from '../hash/index.ts'
 import type { VectorEntry, VectorFilter, VectorIndex, VectorMatch, VectorQueryOptions } from './vector-index.ts'
 
 /** Vectorize's filter syntax, as far as this adapter uses it. */

@@ -204,6 +204,8 @@ describe('reward-harness report', () => {
     beforeAll(async () => {
       // A batch_score endpoint that fails one candidate, with markup in its error message.
       server = createServer(async (request, response) => {
+        // An edge whose /healthz names no artifact kind: a rubric target.
+        if (request.method === 'GET') return void response.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}')
         let body = ''
         for await (const chunk of request) body += chunk
         const { items } = JSON.parse(body) as { items: Array<{ prompt_id: string; candidate: { candidate_id: string; text: string } }> }

@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { fnv1a } from '../../hash/index.ts'
 import { RubricUpdate } from '../../schemas/agents.ts'
 import type { Rubric } from '../../schemas/rubric.ts'
 
@@ -148,10 +149,5 @@ function normaliseText(text: string): string {
 
 /** 32-bit FNV-1a of a string's UTF-16 code units, as 8 hex digits: a short, stable, synchronous name. */
 function fnv1a32(text: string): string {
-  let hash = 0x811c9dc5
-  for (let index = 0; index < text.length; index++) {
-    hash ^= text.charCodeAt(index)
-    hash = Math.imul(hash, 0x01000193) >>> 0
-  }
-  return hash.toString(16).padStart(8, '0')
+  return fnv1a(text).toString(16).padStart(8, '0')
 }

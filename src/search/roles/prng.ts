@@ -3,6 +3,7 @@
  * (mulberry32) seeded from named parts. Synchronous, so the mock chat model can use it while answering.
  * Not for anything adversarial.
  */
+import { fnv1a, mix32 } from '../../hash/index.ts'
 import { mulberry32 } from '../random.ts'
 
 /**
@@ -10,14 +11,7 @@ import { mulberry32 } from '../random.ts'
  * @example hash32('abc') === hash32('abc') // true
  */
 export function hash32(text: string): number {
-  let h = 0x811c9dc5
-  for (let i = 0; i < text.length; i++) {
-    h ^= text.charCodeAt(i)
-    h = Math.imul(h, 0x01000193)
-  }
-  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b)
-  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35)
-  return (h ^ (h >>> 16)) >>> 0
+  return mix32(fnv1a(text))
 }
 
 /**
