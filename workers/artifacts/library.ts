@@ -229,7 +229,6 @@ export class LibraryArtifactScorer {
   }
 }
 
-
 /** The request's images as registry handles (a registry per request: url and data_url images only), if it has any. */
 function requestImages(request: LibraryScoreRequest): { images?: WinRateImages } {
   const lists = [request.images ?? [], request.candidate.images ?? [], request.reference_images ?? []]
