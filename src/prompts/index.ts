@@ -16,7 +16,10 @@ export function placeholdersOf(template: string): string[] {
   return [...new Set([...template.matchAll(/\{\{(\w+)\}\}/g)].map((match) => match[1]!))]
 }
 
-/** The bundled template of a `<locale>/<name>` key, or undefined when there is none. */
+/**
+ * The bundled template of a `<locale>/<name>` key, or undefined when there is none.
+ * @example bundledTemplate('en/scorer.system')?.includes('{{grade_max}}') // true
+ */
 export function bundledTemplate(key: string): string | undefined {
   const [locale, name] = key.split('/') as [Locale, PromptName]
   return (PROMPT_TEMPLATES[locale] as Record<string, string> | undefined)?.[name]
@@ -41,7 +44,10 @@ export function renderPrompt(
   })
 }
 
-/** The template text itself, for cache keys: a changed prompt must never reuse an old judgement. */
+/**
+ * The template text itself, for cache keys: a changed prompt must never reuse an old judgement.
+ * @example const key = await sha256Hex(promptTemplate('en', 'scorer.user'))
+ */
 export function promptTemplate(locale: Locale, name: PromptName): string {
   return PROMPT_TEMPLATES[locale][name]
 }

@@ -40,7 +40,10 @@ export async function updateInstanceStep(env: Env, job: StepJob, options: { last
   return { state: 'done', outcome }
 }
 
-/** Reports a step job that exhausted its retries as done with no change, so the step completes. */
+/**
+ * Reports a step job that exhausted its retries as done with no change, so the step completes.
+ * @example await abandonInstanceStep(env, message.body, 'the updater failed 4 times')
+ */
 export async function abandonInstanceStep(env: Env, job: StepJob, reason: string): Promise<void> {
   const address = { runId: job.runId, instanceId: job.instanceId }
   const instance = env.RUBRIC_INSTANCE.getByName(instanceName(job.runId, job.instanceId))
