@@ -92,6 +92,7 @@ function pick(options: BenchOptions): Partial<ScorerOptions> {
     ...(options.model ? { model: options.model } : {}),
     ...(options.token ? { token: options.token } : {}),
     ...(options.chunkSize ? { chunkSize: options.chunkSize } : {}),
+    ...(options.requestTimeoutMs ? { requestTimeoutMs: options.requestTimeoutMs } : {}),
     ...(options.fetch ? { fetch: options.fetch } : {}),
   }
 }

@@ -75,6 +75,8 @@ export interface ScorerOptions {
   token?: string
   /** Items per batch_score request (≤ 100). */
   chunkSize?: number
+  /** How long `url:` waits for each batch_score answer (default 300 s); then its items are failures. */
+  requestTimeoutMs?: number
   fetch?: typeof fetch
   /** The dataset file: `path` images of its items are read relative to it (`library:` judges with images). */
   datasetPath?: string
@@ -281,11 +283,12 @@ function urlScorer(spec: { base: string; target?: string }, options: ScorerOptio
   const chunkSize = Math.min(100, Math.max(1, options.chunkSize ?? 100))
   const doFetch = options.fetch ?? fetch
   const token = options.token ?? process.env.RM_TOKEN
+  const timeoutMs = options.requestTimeoutMs ?? 300_000
   const post = async (bodies: readonly unknown[]): Promise<EdgeResult[]> => {
     const chunks: unknown[][] = []
     for (let start = 0; start < bodies.length; start += chunkSize) chunks.push(bodies.slice(start, start + chunkSize))
     const limit = createLimiter(Math.max(1, Math.min(options.concurrency, 8)))
-    return (await Promise.all(chunks.map((chunk) => limit(() => postChunk(doFetch, `${root}/batch_score`, token, chunk))))).flat()
+    return (await Promise.all(chunks.map((chunk) => limit(() => postChunk(doFetch, `${root}/batch_score`, token, chunk, timeoutMs))))).flat()
   }
   return {
     name: `url:${spec.base}${spec.target === undefined ? '' : `#${spec.target}`}`,
@@ -319,6 +322,8 @@ async function artifactKind(doFetch: typeof fetch, root: string, token: string |
     return undefined
   }
 }
+
+const timedOut = (error: unknown) => error instanceof DOMException && error.name === 'TimeoutError'
 
 const OUTCOME_VALUE: Record<string, number> = { win: 1, tie: 0.5, loss: 0 }
 
@@ -391,7 +396,7 @@ async function libraryWinRates(items: readonly PromptItem[], post: (bodies: read
   )
 }
 
-async function postChunk(doFetch: typeof fetch, endpoint: string, token: string | undefined, items: readonly unknown[]): Promise<EdgeResult[]> {
+async function postChunk(doFetch: typeof fetch, endpoint: string, token: string | undefined, items: readonly unknown[], timeoutMs: number): Promise<EdgeResult[]> {
   const all = (error: string): EdgeResult[] => items.map(() => ({ error }))
   let response: Response
   try {
@@ -399,11 +404,13 @@ async function postChunk(doFetch: typeof fetch, endpoint: string, token: string 
       method: 'POST',
       headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
       body: JSON.stringify({ items }),
+      signal: AbortSignal.timeout(timeoutMs),
     })
   } catch (error) {
-    return all(`request failed: ${messageOf(error)}`)
+    return all(timedOut(error) ? `no answer within ${timeoutMs / 1_000} s` : `request failed: ${messageOf(error)}`)
   }
-  const text = await response.text().catch(() => '')
+  const text = await response.text().catch((error: unknown) => (timedOut(error) ? undefined : ''))
+  if (text === undefined) return all(`no answer within ${timeoutMs / 1_000} s`)
   if (!response.ok) return all(`HTTP ${response.status}: ${text.slice(0, 200)}`)
   let body: { results?: unknown }
   try {

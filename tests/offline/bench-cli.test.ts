@@ -136,6 +136,10 @@ describe('reward-harness bench', () => {
         }
         const { items } = JSON.parse(body) as { items: Array<{ prompt_id: string; prompt: string; reference?: string; candidate: { candidate_id: string; text: string } }> }
         requests.push({ url: request.url ?? '', auth: request.headers.authorization, items })
+        if (request.url === '/rm/slow/batch_score') {
+          setTimeout(() => response.writeHead(200, { 'content-type': 'application/json' }).end('{"results":[]}'), 1_500)
+          return
+        }
         if (request.url === '/rm/lib/batch_score') {
           // A length judge over both orders; the second order of a pair whose reference is "yes" fails; France fails.
           const results = items.map((item, index) => {
@@ -198,6 +202,16 @@ describe('reward-harness bench', () => {
       expect(report.failures.examples[0]!.error).toContain('llm_unavailable: stub failure')
       expect(report.overall.pairwise!.ab).toMatchObject({ n: 3, failures: 1, ties: 0 })
       expect(report.overall.pairwise!.ab.accuracy).toBeCloseTo(2 / 3)
+    })
+
+    it('an edge that does not answer within --request-timeout fails the chunk\'s items, and the bench still reports', async () => {
+      const report = await runJson('bench', '--dataset', `${FIXTURES}/llmbar.json`, '--scorer', `url:${base}#slow`, '--request-timeout', '0.2')
+      expect(report.failures.count).toBe(8)
+      expect(report.failures.examples[0]!.error).toBe('no answer within 0.2 s')
+      expect(report.overall.pairwise!.ab).toMatchObject({ n: 0, failures: 4 })
+      const refused = await run('bench', '--dataset', `${FIXTURES}/llmbar.json`, '--scorer', `url:${base}#slow`, '--request-timeout', '0')
+      expect(refused.code).toBe(2)
+      expect(refused.err).toContain('--request-timeout')
     })
 
     it('an HTTP error fails every item of the chunk, reported as failures', async () => {

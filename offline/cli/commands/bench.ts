@@ -43,6 +43,7 @@ interface BenchFlags {
   bootstrap: string
   group?: string
   token?: string
+  requestTimeout: string
   llmBaseUrl?: string
   llmModel?: string
   llmApiKey?: string
@@ -65,6 +66,7 @@ export function register(program: Command, cli: CliContext): void {
     .option('--bootstrap <n>', 'bootstrap resamples for percentile intervals (0 = none)', '0')
     .option('--group <name>', 'group of prompts that have none', 'all')
     .option('--token <token>', 'bearer token for url: (default: env RM_TOKEN)')
+    .option('--request-timeout <s>', 'url: seconds to wait for each batch_score answer before its items count as failures', '300')
     .option('--llm-base-url <url>', 'grade mock/rubric/artifact with an OpenAI-compatible model at this base URL (with --llm-model) instead of the mock model')
     .option('--llm-model <name>', 'the model for --llm-base-url')
     .option('--llm-api-key <key>', 'API key for --llm-base-url (default: env OPENAI_API_KEY, else "none")')
@@ -73,6 +75,8 @@ export function register(program: Command, cli: CliContext): void {
       const concurrency = integer(options.concurrency, '--concurrency', 1)
       const seed = integer(options.seed, '--seed', 0)
       const bootstrap = integer(options.bootstrap, '--bootstrap', 0)
+      const requestTimeoutS = Number(options.requestTimeout)
+      if (!(requestTimeoutS > 0)) throw new CliUsageError(`--request-timeout: expected a number of seconds > 0, got "${options.requestTimeout}"`)
       if (options.ties !== 'half' && options.ties !== 'wrong') throw new CliUsageError(`--ties: expected half or wrong, got "${options.ties}"`)
       if (Boolean(options.llmBaseUrl) !== Boolean(options.llmModel)) throw new CliUsageError('--llm-base-url and --llm-model go together')
       const model = options.llmBaseUrl && options.llmModel ? await openAiModel(options.llmBaseUrl, options.llmModel, options.llmApiKey ?? process.env.OPENAI_API_KEY ?? 'none') : undefined
@@ -86,6 +90,7 @@ export function register(program: Command, cli: CliContext): void {
         ties: options.ties,
         ...(options.group ? { group: options.group } : {}),
         ...(options.token ? { token: options.token } : {}),
+        requestTimeoutMs: requestTimeoutS * 1_000,
         ...(model ? { model } : {}),
       })
       const written = options.out ? await writeReport(report, options.out) : undefined
