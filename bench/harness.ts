@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url'
 import autocannon from 'autocannon'
 import { Log, LogLevel, Miniflare, Response as MiniflareResponse, type Request as MiniflareRequest, type WorkerOptions } from 'miniflare'
 import { unstable_getMiniflareWorkerOptions, unstable_readConfig, unstable_splitSqlQuery } from 'wrangler'
-import { gradeAllRubrics, type ChatCompletionBody } from '../tests/support/llm-stub.ts'
+import { chatCompletion, gradeAllRubrics, type ChatCompletionBody } from '../tests/support/llm-stub.ts'
 
 export const ROOT = fileURLToPath(new URL('../', import.meta.url))
 
@@ -185,14 +185,7 @@ export async function startBench(bundles: Bundles, options: { stub: StubKind; st
   const nodeStub = async (request: MiniflareRequest): Promise<MiniflareResponse> => {
     const body = (await request.json()) as ChatCompletionBody
     calls++
-    return MiniflareResponse.json({
-      id: `chatcmpl-${calls}`,
-      object: 'chat.completion',
-      created: 0,
-      model: body.model,
-      choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: judge(body) } }],
-      usage: { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120 },
-    })
+    return MiniflareResponse.json(chatCompletion(body, judge(body), calls))
   }
   const common = { modules: true, compatibilityDate: bundles.compatibilityDate, compatibilityFlags: bundles.compatibilityFlags }
   const mf = new Miniflare({

@@ -5,7 +5,7 @@
  * @example node --import tsx bench/loopback-llm-stub.ts
  */
 import { createServer } from 'node:http'
-import { gradeAllRubrics, type ChatCompletionBody } from '../tests/support/llm-stub.ts'
+import { chatCompletion, gradeAllRubrics, type ChatCompletionBody } from '../tests/support/llm-stub.ts'
 
 const judge = gradeAllRubrics(Number(process.env.STUB_GRADE ?? 7))
 let calls = 0
@@ -17,14 +17,7 @@ const server = createServer(async (req, res) => {
   const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as ChatCompletionBody
   calls++
   res.writeHead(200, { 'content-type': 'application/json' })
-  res.end(JSON.stringify({
-    id: `chatcmpl-${calls}`,
-    object: 'chat.completion',
-    created: 0,
-    model: body.model,
-    choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: judge(body) } }],
-    usage: { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120 },
-  }))
+  res.end(JSON.stringify(chatCompletion(body, judge(body), calls)))
 })
 server.keepAliveTimeout = 60_000
 server.listen(0, '127.0.0.1', () => {

@@ -132,6 +132,21 @@ export function gradeAllRubrics(grade: number) {
 }
 
 /**
+ * An OpenAI chat completion answering `body` with `content` (fixed token counts).
+ * @example res.end(JSON.stringify(chatCompletion(body, '{"grades": []}', 1)))
+ */
+export function chatCompletion(body: ChatCompletionBody, content: string, n: number, finishReason: 'stop' | 'length' = 'stop') {
+  return {
+    id: `chatcmpl-${n}`,
+    object: 'chat.completion',
+    created: Math.floor(Date.now() / 1000),
+    model: body.model,
+    choices: [{ index: 0, finish_reason: finishReason, message: { role: 'assistant', content } }],
+    usage: { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120 },
+  }
+}
+
+/**
  * An OpenAI-compatible chat server on 127.0.0.1 with an ephemeral port, with injectable faults.
  * Serves `POST /v1/chat/completions` and `GET /v1/models`.
  * @example const stub = await startLlmStub(); stub.script({ kind: 'status', status: 429, retryAfterSeconds: 0 })
@@ -169,14 +184,7 @@ export async function startLlmStub(): Promise<LlmStub> {
     }
     const full = fault?.kind === 'content' ? fault.text : responder(body)
     const content = fault?.kind === 'truncated' ? full.slice(0, Math.max(1, fault.chars ?? Math.floor(full.length * (fault.keep ?? 0.5)))) : full
-    sendJson(res, 200, {
-      id: `chatcmpl-${requests.length}`,
-      object: 'chat.completion',
-      created: Math.floor(Date.now() / 1000),
-      model: body.model,
-      choices: [{ index: 0, finish_reason: fault?.kind === 'truncated' ? 'length' : 'stop', message: { role: 'assistant', content } }],
-      usage: { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120 },
-    })
+    sendJson(res, 200, chatCompletion(body, content, requests.length, fault?.kind === 'truncated' ? 'length' : 'stop'))
   })
   server.keepAliveTimeout = 1_000
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
