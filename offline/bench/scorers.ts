@@ -325,11 +325,10 @@ async function artifactKind(doFetch: typeof fetch, root: string, token: string |
 
 const timedOut = (error: unknown) => error instanceof DOMException && error.name === 'TimeoutError'
 
-const OUTCOME_VALUE: Record<string, number> = { win: 1, tie: 0.5, loss: 0 }
-
 /** Every pair of each item's candidates sent once to a library target; win rates over the judged orders. */
 async function libraryWinRates(items: readonly PromptItem[], post: (bodies: readonly unknown[]) => Promise<EdgeResult[]>, datasetPath: string | undefined): Promise<CandidateScore[][]> {
   const { ImageRegistry } = await import('../../src/evolve/images.ts')
+  const { OUTCOME_VALUE } = await import('../../src/evolve/judge.ts')
   const { datasetImageRegistry } = await import('../evolve/images.ts')
   const registry = datasetPath ? datasetImageRegistry(datasetPath) : new ImageRegistry()
   const imagesOf = async (metadata: Record<string, unknown>) => {
@@ -375,7 +374,7 @@ async function libraryWinRates(items: readonly PromptItem[], post: (bodies: read
     const result = results[index]!
     const [a, b] = [totals[pair.item]![pair.a]!, totals[pair.item]![pair.b]!]
     const orders = 'error' in result || !Array.isArray(result.orders) ? [] : (result.orders as Array<{ outcome?: unknown }>)
-    const values = orders.flatMap((order) => (typeof order.outcome === 'string' && order.outcome in OUTCOME_VALUE ? [OUTCOME_VALUE[order.outcome]!] : []))
+    const values = orders.flatMap((order) => (typeof order.outcome === 'string' && Object.hasOwn(OUTCOME_VALUE, order.outcome) ? [OUTCOME_VALUE[order.outcome as keyof typeof OUTCOME_VALUE]] : []))
     if (values.length === 0) {
       const error = 'error' in result ? result.error : 'the library judged no order of this pair'
       a.errors.push(error)

@@ -44,6 +44,10 @@ export interface JudgeOptions {
   images?: ImageResolver
 }
 
+/** What one judged order is worth to the answer it was judged for, in a win rate: win 1, tie 0.5, loss 0. */
+export const OUTCOME_VALUE = { win: 1, tie: 0.5, loss: 0 } as const
+export type OrderOutcome = keyof typeof OUTCOME_VALUE
+
 /** A verdict, or a counted failure. `chain` holds every turn and every tool observation. */
 export type JudgeOutcome =
   | { ok: true; preference: PairLabel; reason: string; chain: string; tool_calls: number; entries: string[] }

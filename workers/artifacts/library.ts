@@ -14,22 +14,19 @@
  */
 import { AppError } from '../../src/errors/index.ts'
 import { ImageRegistry, type ImageResolver, type ItemImages } from '../../src/evolve/images.ts'
-import { judgeWithLibrary, LibraryRouter, type JudgeOutcome } from '../../src/evolve/judge.ts'
+import { judgeWithLibrary, LibraryRouter, OUTCOME_VALUE, type JudgeOutcome, type OrderOutcome } from '../../src/evolve/judge.ts'
 import type { Library } from '../../src/library/index.ts'
 import type { ChatModel } from '../../src/llm/index.ts'
 import type { LibraryArtifact } from '../../src/schemas/artifact.ts'
 import { createLimiter, type Limiter } from '../../src/search/algorithms/concurrency.ts'
 import type { RequestImage } from './images.ts'
 
-/** The value of one judged order for the candidate. */
-export const OUTCOME_VALUE = { win: 1, tie: 0.5, loss: 0 } as const
-export type PairOutcome = keyof typeof OUTCOME_VALUE
 
 /** One judged order: which side the candidate was on, and what the judge said (or why it failed). */
 export interface JudgedOrder {
   order: 'candidate_first' | 'candidate_second'
   ok: boolean
-  outcome: PairOutcome | null
+  outcome: OrderOutcome | null
   failure: string | null
   tool_calls: number
   entries: string[]
@@ -55,7 +52,7 @@ export function libraryOf(artifact: Pick<LibraryArtifact, 'entries' | 'provenanc
   return { id: artifact.provenance.library_id, status: 'active', entries }
 }
 
-function outcomeOf(result: JudgeOutcome, candidateSide: 'A' | 'B'): PairOutcome | null {
+function outcomeOf(result: JudgeOutcome, candidateSide: 'A' | 'B'): OrderOutcome | null {
   if (!result.ok) return null
   if (result.preference === 'tie') return 'tie'
   return result.preference === candidateSide ? 'win' : 'loss'
