@@ -3,7 +3,8 @@
  * what does each piece of POST /score cost? Builds the Worker once, then for every variant copies the
  * bundle, rewrites one piece out of it (no source file changes), serves the copy from a fresh Miniflare and
  * measures req/s and workerd CPU per request at 64 connections plus p50/p99 at 1 connection. The gain of
- * a variant over the baseline is what that piece costs (or what a proposed change would save).
+ * a variant over the baseline is what that piece costs (or what a proposed change would save). Every round
+ * also loads the bare Hono handler (row `bare`, column `÷bare`: the ratio issue 2 holds to 0.8).
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -27,6 +28,8 @@ export interface Variant {
   patches: Patch[]
   /** The targets this variant means something for (all when absent). */
   targets?: BreakdownOptions['target'][]
+  /** Load the bare Hono handler instead of the target (the reference row). */
+  bare?: true
 }
 
 const CONSTANT_JUDGEMENT = 'score: 0.7, criteria: prepared.snapshot.rubrics.map((r) => ({ rubric_id: r.id, grade: 7, weight: r.weight }))'
@@ -63,14 +66,14 @@ const PIECES: Record<string, Omit<Variant, 'name'>> = {
   },
   'no-prepare-rpc': {
     description: 'skip the Worker→RubricInstance.prepare RPC (rubric snapshot cached in the isolate)',
-    patches: [{ find: /const prepared = await instance\.prepare\(address, request\.rollout\.id, key\);/, replace: 'const prepared = { kind: "fresh", snapshot: globalThis.__benchSnapshot ??= await instance.snapshot(address) };' }],
+    patches: [{ find: /const prepared = await againAfterReset\(\(\) => fresh\(\)\.prepare\(address, request\.rollout\.id, key\)\);/, replace: 'const prepared = { kind: "fresh", snapshot: globalThis.__benchSnapshot ??= await fresh().snapshot(address) };' }],
   },
   'no-record-rpc': {
     description: 'skip the Worker→RubricInstance.record RPC (and so admit): nothing is recorded',
     patches: [
       {
-        find: /const \{ entry, duplicate \} = await instance\.record\(/,
-        replace: 'const { entry, duplicate } = ((...args) => { const j = args.at(-1); return { entry: { rollout_id: request.rollout.id, step: 0, rubric_version: j.rubricVersion, score: j.judgement.score, criteria: j.judgement.criteria, cached: j.cached }, duplicate: false }; })(',
+        find: /const \{ entry, duplicate \} = await againAfterReset\(\(\) => fresh\(\)\.record\(/,
+        replace: 'const { entry, duplicate } = ((f) => f())(() => ((...args) => { const j = args.at(-1); return { entry: { rollout_id: request.rollout.id, step: 0, rubric_version: j.rubricVersion, score: j.judgement.score, criteria: j.judgement.criteria, cached: j.cached }, duplicate: false }; })(',
       },
     ],
   },
@@ -107,9 +110,14 @@ const combine = (name: string, description: string, parts: string[]): Variant =>
 export function allVariants(): Variant[] {
   return [
     { name: 'baseline', description: 'the Worker as built', patches: [] },
+    { name: 'bare', description: 'the bare Hono handler: parses the same body, answers a constant (the runtime\'s limit here)', patches: [], bare: true },
     ...Object.entries(PIECES).map(([name, piece]) => ({ name, ...piece })),
     combine('no-do-rpcs', 'skip prepare and record (no Durable Object on the request path)', ['no-prepare-rpc', 'no-record-rpc']),
     combine('floor-2-rpcs', '2 no-op RPCs + the app: rpc-transport-only + no-d1-persist + no-analysis-enqueue + no-judge + no-judgement-key', ['rpc-transport-only', 'no-d1-persist', 'no-analysis-enqueue', 'no-judge', 'no-judgement-key']),
+    // The issue's own probe (one Durable Object round trip per request), then the same plus judging: the least a /score can be.
+    combine('floor-1-rpc', '1 no-op RPC + the app: floor-2-rpcs without the prepare RPC (snapshot cached in the isolate)', ['rpc-transport-only', 'no-prepare-rpc', 'no-d1-persist', 'no-analysis-enqueue', 'no-judge', 'no-judgement-key']),
+    combine('floor-1-rpc-judge', '1 no-op RPC + judging (prompt, LLM call, reply parsing) + the app: no SQL, no D1 rows, no analysis', ['rpc-transport-only', 'no-prepare-rpc', 'no-d1-persist', 'no-analysis-enqueue', 'no-judgement-key']),
+    { ...combine('floor-1-rpc-fetch-judge', 'floor-1-rpc-judge with the LLM called by plain fetch instead of the openai SDK', ['rpc-transport-only', 'no-prepare-rpc', 'no-d1-persist', 'no-analysis-enqueue', 'no-judgement-key', 'fetch-llm-client']), targets: ['stub'] },
     { name: 'baseline-again', description: 'the Worker as built, measured again (drift check)', patches: [] },
   ]
 }
@@ -159,9 +167,9 @@ async function measureVariant(bundles: Bundles, variant: Variant, workDir: strin
   const server = await startBench(bundles, { stub: 'node', storage: options.storage, workerScript: script })
   try {
     const target: LoadTarget =
-      options.target === 'stub'
+      options.target === 'stub' && !variant.bare
         ? { label: variant.name, path: '/runs/bench-stub/score', headers: { authorization: `Bearer ${await createRun(server, 'bench-stub', stubRunConfig(server.stubBaseUrl))}` }, prefix: 'stub' }
-        : options.target === 'bare'
+        : options.target === 'bare' || variant.bare
           ? { label: variant.name, path: '/score', headers: { host: BARE_HOST }, prefix: 'bare' }
           : { label: variant.name, path: '/score', prefix: 'mock' }
     await scoreOnce(server.url, target)
@@ -212,7 +220,7 @@ export async function runBreakdown(options: BreakdownOptions): Promise<VariantRe
     const bundles = await buildBundles(workDir)
     const variants = allVariants()
       .filter((variant) => !variant.targets || variant.targets.includes(options.target))
-      .filter((variant) => variant.name === 'baseline' || options.only.length === 0 || options.only.includes(variant.name))
+      .filter((variant) => variant.name === 'baseline' || variant.name === 'bare' || options.only.length === 0 || options.only.includes(variant.name))
     const runs = new Map<string, VariantResult[]>()
     for (let round = 1; round <= options.rounds; round++) {
       for (const variant of variants) {
@@ -241,9 +249,10 @@ export async function runBreakdown(options: BreakdownOptions): Promise<VariantRe
 function printSummary(results: readonly VariantResult[], options: BreakdownOptions): void {
   const baseline = results.find((result) => result.name === 'baseline')
   if (!baseline?.throughput || baseline.cpuMsPerRequest === undefined) return
+  const bareRps = results.find((result) => result.name === 'bare')?.throughput?.rps ?? Number.NaN
   console.log(`\n/score (${options.target}) variants — ${options.connections} connections ${options.durationS} s, 1 connection ${options.latencyS} s, storage ${options.storage}, best of ${options.rounds} round(s)`)
   console.log('all-in ms = workerd CPU per 2xx /score including the background work it caused (queue consumer, waitUntil); window ms = during the load only')
-  console.log(`${'variant'.padEnd(20)}${'req/s'.padStart(8)}${'×base'.padStart(7)}${'window ms'.padStart(11)}${'all-in ms'.padStart(11)}${'saved ms'.padStart(10)}${'p99 64c'.padStart(9)}${'p50 1c'.padStart(8)}${'p99 1c'.padStart(8)}${'d1 rows'.padStart(9)}${'other'.padStart(7)}  what changed`)
+  console.log(`${'variant'.padEnd(20)}${'req/s'.padStart(8)}${'×base'.padStart(7)}${'÷bare'.padStart(7)}${'window ms'.padStart(11)}${'all-in ms'.padStart(11)}${'saved ms'.padStart(10)}${'p99 64c'.padStart(9)}${'p50 1c'.padStart(8)}${'p99 1c'.padStart(8)}${'d1 rows'.padStart(9)}${'other'.padStart(7)}  what changed`)
   for (const result of results) {
     if (!result.throughput || result.cpuMsPerRequest === undefined) {
       console.log(`${result.name.padEnd(20)}  ${result.error ?? 'no data'}`)
@@ -251,7 +260,7 @@ function printSummary(results: readonly VariantResult[], options: BreakdownOptio
     }
     const saved = baseline.cpuMsPerRequest - result.cpuMsPerRequest
     console.log(
-      `${result.name.padEnd(20)}${result.throughput.rps.toFixed(0).padStart(8)}${(result.throughput.rps / baseline.throughput.rps).toFixed(2).padStart(7)}${(result.windowCpuMsPerRequest ?? Number.NaN).toFixed(3).padStart(11)}${result.cpuMsPerRequest.toFixed(3).padStart(11)}${saved.toFixed(3).padStart(10)}${result.throughput.latency.p99.toFixed(0).padStart(9)}${(result.latency?.latency.p50.toFixed(2) ?? '-').padStart(8)}${(result.latency?.latency.p99.toFixed(2) ?? '-').padStart(8)}${String(result.d1Rows ?? '-').padStart(9)}${result.throughput.cpu.other.toFixed(2).padStart(7)}  ${result.description}${result.error ? ` (${result.error})` : ''}`,
+      `${result.name.padEnd(20)}${result.throughput.rps.toFixed(0).padStart(8)}${(result.throughput.rps / baseline.throughput.rps).toFixed(2).padStart(7)}${(result.throughput.rps / bareRps).toFixed(2).padStart(7)}${(result.windowCpuMsPerRequest ?? Number.NaN).toFixed(3).padStart(11)}${result.cpuMsPerRequest.toFixed(3).padStart(11)}${saved.toFixed(3).padStart(10)}${result.throughput.latency.p99.toFixed(0).padStart(9)}${(result.latency?.latency.p50.toFixed(2) ?? '-').padStart(8)}${(result.latency?.latency.p99.toFixed(2) ?? '-').padStart(8)}${String(result.d1Rows ?? '-').padStart(9)}${result.throughput.cpu.other.toFixed(2).padStart(7)}  ${result.description}${result.error ? ` (${result.error})` : ''}`,
     )
   }
 }
