@@ -12,6 +12,7 @@ import { artifactId, RmArtifactBody } from '../../src/schemas/artifact.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'
 import { createApp } from '../../workers/app.ts'
 import { diffRubricVersions, diffWords, type DiffPart } from '../../workers/dashboard/index.ts'
+import { makeLibraryArtifact } from '../support/library-artifact.ts'
 import { ADMIN_TOKEN, METADATA, call, createRun, rollout } from './helpers.ts'
 
 const app = createApp()
@@ -221,11 +222,26 @@ describe('who may see what', () => {
     expect(targets.status).toBe(200)
     expect(targets.html).toContain(`data-target="${target}"`)
     expect(targets.html).toContain(`data-artifact="${artifact.artifact_id}"`)
+    expect(rowText(targets.html, `data-artifact="${artifact.artifact_id}"`)).toMatch(/rubric\s*\d+ rubrics?\s*mock/)
+    // A library artifact says what it holds (its entries), not "0 rubrics".
+    const library = await makeLibraryArtifact([
+      { name: 'coverage', kind: 'skill', description: 'Prefer the answer that covers the instruction', body: 'Judge by coverage.\n' },
+      { name: 'check', kind: 'tool', description: 'Checks coverage', when_to_use: 'Always', body: 'Reply with JSON {"favours": "A"}.\n' },
+    ], { note: 'dashboard' })
+    expect([200, 201]).toContain((await call('POST', '/admin/artifacts', { token: ADMIN_TOKEN, body: library })).status)
+    const withLibrary = await page('/dashboard/targets', { deployment: 'production', cookie: ADMIN_TOKEN })
+    expect(rowText(withLibrary.html, `data-artifact="${library.artifact_id}"`)).toMatch(/library\s*2 entries \(1 skill, 1 tool\)\s*mock/)
     expect(targets.html).toContain('dash&lt;er&gt;')
     // Locally (npm start) the page is open like the RM surface.
     expect((await page('/dashboard/targets')).status).toBe(200)
   })
 })
+
+/** The text of the table row whose opening tag carries `attribute`, tags stripped. */
+function rowText(html: string, attribute: string): string {
+  const start = html.indexOf(attribute)
+  return start < 0 ? '' : html.slice(start, html.indexOf('</tr>', start)).replace(/<[^>]+>/g, ' ').replace(/\s+/g, ' ')
+}
 
 describe('a run page after a real step on the mock backend', () => {
   let run: { runId: string; token: string }

@@ -294,8 +294,10 @@ export interface DeploymentRow {
 /** An artifact stored on this Worker. */
 export interface ArtifactSummary {
   id: string
+  kind: 'rubric' | 'library'
+  /** What it holds: "4 rubrics", or a library's "3 entries (2 skills, 1 tool)". */
+  contents: string
   backend: string
-  rubric_count: number
   source_run_id: string
   dataset_sha256: string
   created_at_utc: string
@@ -322,8 +324,17 @@ export async function loadTargets(db: D1Database, historyPerTarget = 10): Promis
   return {
     targets,
     artifacts: artifacts.map((row) => ({
-      id: row.id, backend: row.backend, rubric_count: row.rubricCount, source_run_id: row.sourceRunId,
+      id: row.id, ...artifactContents(row.meta, row.rubricCount), backend: row.backend, source_run_id: row.sourceRunId,
       dataset_sha256: row.datasetSha256, created_at_utc: row.createdAtUtc, stored_at: row.storedAt,
     })),
   }
+}
+
+/** A stored artifact's kind and contents, from its `meta` (a library's entries travel there; a rubric artifact's rubrics are rows). */
+function artifactContents(meta: unknown, rubricCount: number): Pick<ArtifactSummary, 'kind' | 'contents'> {
+  const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`
+  const { kind, entries } = (meta ?? {}) as { kind?: unknown; entries?: unknown }
+  if (kind !== 'library' || !Array.isArray(entries)) return { kind: 'rubric', contents: plural(rubricCount, 'rubric') }
+  const skills = entries.filter((entry: { kind?: unknown }) => entry.kind === 'skill').length
+  return { kind: 'library', contents: `${plural(entries.length, 'entry', 'entries')} (${plural(skills, 'skill')}, ${plural(entries.length - skills, 'tool')})` }
 }

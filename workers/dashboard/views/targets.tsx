@@ -71,8 +71,9 @@ export const TargetsPage: FC<{ viewer: ViewerInfo; targets: TargetSummary[]; art
           <thead>
             <tr>
               <th>Artifact</th>
+              <th>Kind</th>
+              <th>Contents</th>
               <th>Backend</th>
-              <th class="num">Rubrics</th>
               <th>Source run</th>
               <th>Dataset</th>
               <th>Created (UTC)</th>
@@ -85,8 +86,9 @@ export const TargetsPage: FC<{ viewer: ViewerInfo; targets: TargetSummary[]; art
                 <td>
                   <code title={artifact.id}>{shortId(artifact.id)}</code>
                 </td>
+                <td>{artifact.kind}</td>
+                <td>{artifact.contents}</td>
                 <td>{artifact.backend}</td>
-                <td class="num">{artifact.rubric_count}</td>
                 <td>{artifact.source_run_id}</td>
                 <td>
                   <code title={artifact.dataset_sha256}>{artifact.dataset_sha256.slice(0, 12)}</code>
