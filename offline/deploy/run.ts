@@ -2,6 +2,7 @@
  * The flows behind `reward-harness deploy | rollback | deployments`: read the admin token and the target, validate the
  * artifact locally (schema and content address) before anything goes over the network, upload it, activate it.
  */
+import { userInfo } from 'node:os'
 import { TargetName, type DeployRecord } from '../../src/schemas/artifact.ts'
 import { readArtifactFile } from '../artifacts/export.ts'
 import { AdminClient, type AdminClientOptions, type DeployLlm, type DeploymentList, type UploadResult } from './client.ts'
@@ -90,12 +91,21 @@ export function llmOf(options: { llmBaseUrl?: string; llmModel?: string; llmApiK
 }
 
 /**
- * Who a deployment is by: the flag, else `$USER`, else none (the edge decides).
+ * Who a deployment is by: the flag, else `$USER` / `$USERNAME`, else the account running the CLI (containers often
+ * set no `$USER`), else none (the edge decides).
  * @example deployedBy(undefined, { USER: 'alice' }) // 'alice'
  */
 export function deployedBy(flag: string | undefined, env: Record<string, string | undefined>): string | undefined {
-  const name = flag ?? env.USER ?? env.USERNAME
+  const name = flag ?? env.USER ?? env.USERNAME ?? accountName()
   return name?.trim() ? name.trim() : undefined
+}
+
+function accountName(): string | undefined {
+  try {
+    return userInfo().username
+  } catch {
+    return undefined
+  }
 }
 
 /**

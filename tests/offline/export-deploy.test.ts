@@ -8,11 +8,11 @@ import { execFile } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { tmpdir } from 'node:os'
+import { tmpdir, userInfo } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { buildArtifact } from '../../offline/artifacts/index.ts'
-import { AdminClient, backoffMs, EdgeHttpError, EdgeNetworkError, EdgeProtocolError, formatDeployments, llmOf } from '../../offline/deploy/index.ts'
+import { AdminClient, backoffMs, deployedBy, EdgeHttpError, EdgeNetworkError, EdgeProtocolError, formatDeployments, llmOf } from '../../offline/deploy/index.ts'
 import { artifactId, RmArtifact, type DeployRecord } from '../../src/schemas/artifact.ts'
 
 const ROOT = join(import.meta.dirname, '../..')
@@ -343,5 +343,12 @@ describe('the admin client (in process)', () => {
     expect(llmOf({ llmBaseUrl: 'https://x/v1/' })).toEqual({ base_url: 'https://x/v1' })
     expect(() => llmOf({ llmModel: 'm' })).toThrow('--llm-model needs --llm-base-url')
     expect(formatDeployments(list)).toBe('target prod: no active artifact, 0 deployments')
+  })
+
+  it('names who deploys: the flag, else $USER or $USERNAME, else the account running the CLI', () => {
+    expect(deployedBy('ci-bot', { USER: 'alice' })).toBe('ci-bot')
+    expect(deployedBy(undefined, { USER: ' alice ' })).toBe('alice')
+    expect(deployedBy(undefined, { USERNAME: 'bob' })).toBe('bob')
+    expect(deployedBy(undefined, {})).toBe(userInfo().username)
   })
 })
