@@ -285,15 +285,19 @@ function urlScorer(spec: { base: string; target?: string }, options: ScorerOptio
   const token = options.token ?? process.env.RM_TOKEN
   const timeoutMs = options.requestTimeoutMs ?? 300_000
   const post = async (bodies: readonly unknown[]): Promise<EdgeResult[]> => {
-    const chunks: unknown[][] = []
-    for (let start = 0; start < bodies.length; start += chunkSize) chunks.push(bodies.slice(start, start + chunkSize))
+    const { chunks, tooLarge } = chunkBodies(bodies, chunkSize)
     const limit = createLimiter(Math.max(1, Math.min(options.concurrency, 8)))
-    return (await Promise.all(chunks.map((chunk) => limit(() => postChunk(doFetch, `${root}/batch_score`, token, chunk, timeoutMs))))).flat()
+    const answered = await Promise.all(chunks.map((chunk) => limit(() => postChunk(doFetch, `${root}/batch_score`, token, chunk.map(({ body }) => body), timeoutMs))))
+    const results: EdgeResult[] = bodies.map((_, index) => (tooLarge.has(index) ? { error: `the item alone is ${tooLarge.get(index)} bytes, over the edge's 1 MiB body limit (send large images by url)` } : { error: 'not sent' }))
+    chunks.forEach((chunk, index) => chunk.forEach(({ position }, at) => (results[position] = answered[index]![at]!)))
+    return results
   }
   return {
     name: `url:${spec.base}${spec.target === undefined ? '' : `#${spec.target}`}`,
     async scoreAll(items) {
-      if ((await artifactKind(doFetch, root, token)) === 'library') return libraryWinRates(items, post, options.datasetPath)
+      const kind = await artifactKind(doFetch, root, token)
+      if (typeof kind === 'object') return items.map((item) => item.candidates.map(() => kind))
+      if (kind === 'library') return libraryWinRates(items, post, options.datasetPath)
       const flat = items.flatMap((item) => item.candidates.map((candidate) => ({ prompt_id: item.prompt_id, prompt: item.prompt, candidate: { candidate_id: candidate.candidate_id, text: candidate.text } })))
       const scores = await post(flat)
       let next = 0
@@ -310,16 +314,49 @@ function scoreOf(result: EdgeResult): CandidateScore {
 }
 
 const HEALTHZ_TIMEOUT_MS = 10_000
+/** What one batch_score body may hold: the edge's 1 MiB limit less room for the `{"items":[…]}` wrapper. */
+const MAX_CHUNK_BYTES = 1024 * 1024 - 1024
 
-/** The kind of the target's active artifact from its `/healthz`; undefined when it does not say (older edges). */
-async function artifactKind(doFetch: typeof fetch, root: string, token: string | undefined): Promise<string | undefined> {
+/** Bodies in chunks of at most `maxItems` and `MAX_CHUNK_BYTES`; a body too large on its own is left out, with its size. */
+function chunkBodies(bodies: readonly unknown[], maxItems: number): { chunks: { position: number; body: unknown }[][]; tooLarge: Map<number, number> } {
+  const chunks: { position: number; body: unknown }[][] = []
+  const tooLarge = new Map<number, number>()
+  let current: { position: number; body: unknown }[] = []
+  let bytes = 0
+  bodies.forEach((body, position) => {
+    const size = Buffer.byteLength(JSON.stringify(body)) + 1
+    if (size > MAX_CHUNK_BYTES) return void tooLarge.set(position, size)
+    if (current.length >= maxItems || bytes + size > MAX_CHUNK_BYTES) {
+      chunks.push(current)
+      current = []
+      bytes = 0
+    }
+    current.push({ position, body })
+    bytes += size
+  })
+  if (current.length > 0) chunks.push(current)
+  return { chunks, tooLarge }
+}
+
+/**
+ * The kind of the target's active artifact from its `/healthz`: undefined when it does not say (an edge from before
+ * library artifacts, or no such route: 404), an error to report for every candidate when the target cannot be read.
+ */
+async function artifactKind(doFetch: typeof fetch, root: string, token: string | undefined): Promise<string | undefined | { error: string }> {
+  let response: Response
   try {
-    const response = await doFetch(`${root}/healthz`, { headers: token ? { authorization: `Bearer ${token}` } : {}, signal: AbortSignal.timeout(HEALTHZ_TIMEOUT_MS) })
-    if (!response.ok) return undefined
-    const body = (await response.json()) as { artifact_kind?: unknown }
+    response = await doFetch(`${root}/healthz`, { headers: token ? { authorization: `Bearer ${token}` } : {}, signal: AbortSignal.timeout(HEALTHZ_TIMEOUT_MS) })
+  } catch (error) {
+    return { error: `${root}/healthz: ${timedOut(error) ? `no answer within ${HEALTHZ_TIMEOUT_MS / 1_000} s` : messageOf(error)}` }
+  }
+  if (response.status === 404) return undefined
+  const text = await response.text().catch(() => '')
+  if (!response.ok) return { error: `${root}/healthz: HTTP ${response.status}: ${text.slice(0, 200)}` }
+  try {
+    const body = JSON.parse(text) as { artifact_kind?: unknown }
     return typeof body.artifact_kind === 'string' ? body.artifact_kind : undefined
   } catch {
-    return undefined
+    return { error: `${root}/healthz: the reply is not JSON` }
   }
 }
 

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -97,7 +97,8 @@ describe('reward-harness bench', () => {
 
   it('url: sends batch_score requests of at most 100 items (here 3), mapping results back by index', async () => {
     const sizes: number[] = []
-    const fakeFetch = (async (_url: string | URL | Request, init?: RequestInit) => {
+    const fakeFetch = (async (url: string | URL | Request, init?: RequestInit) => {
+      if (String(url).endsWith('/healthz')) return new Response('{}', { status: 404 })
       const { items } = JSON.parse(String(init?.body)) as { items: Array<{ candidate: { text: string } }> }
       sizes.push(items.length)
       const results = items.map((item, index) => ({ index, ok: true, score: Number(item.candidate.text) })).reverse()
@@ -122,7 +123,7 @@ describe('reward-harness bench', () => {
   describe('url: against a loopback batch_score stub', () => {
     let server: Server
     let base = ''
-    const requests: Array<{ url: string; auth: string | undefined; items: Array<{ prompt_id: string; prompt: string; reference?: string; candidate: Record<string, unknown> }> }> = []
+    const requests: Array<{ url: string; auth: string | undefined; bytes: number; items: Array<{ prompt_id: string; prompt: string; reference?: string; candidate: Record<string, unknown> }> }> = []
 
     beforeAll(async () => {
       server = createServer(async (request: IncomingMessage, response) => {
@@ -131,11 +132,12 @@ describe('reward-harness bench', () => {
         if (request.method === 'GET') {
           // Only the library target says what it serves; the others answer as an edge without artifact_kind would.
           if (request.url === '/rm/lib/healthz') response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'ok', artifact_kind: 'library' }))
+          else if (request.url === '/rm/broken/healthz') response.writeHead(503).end('{"error":{"code":"no_active_artifact"}}')
           else response.writeHead(404).end('{}')
           return
         }
         const { items } = JSON.parse(body) as { items: Array<{ prompt_id: string; prompt: string; reference?: string; candidate: { candidate_id: string; text: string } }> }
-        requests.push({ url: request.url ?? '', auth: request.headers.authorization, items })
+        requests.push({ url: request.url ?? '', auth: request.headers.authorization, bytes: Buffer.byteLength(body), items })
         if (request.url === '/rm/slow/batch_score') {
           setTimeout(() => response.writeHead(200, { 'content-type': 'application/json' }).end('{"results":[]}'), 1_500)
           return
@@ -202,6 +204,45 @@ describe('reward-harness bench', () => {
       expect(report.failures.examples[0]!.error).toContain('llm_unavailable: stub failure')
       expect(report.overall.pairwise!.ab).toMatchObject({ n: 3, failures: 1, ties: 0 })
       expect(report.overall.pairwise!.ab.accuracy).toBeCloseTo(2 / 3)
+    })
+
+    it('a library target gets the dataset\'s images, in bodies under the edge\'s 1 MiB limit; an item too large alone fails apart', async () => {
+      const image = (kib: number, seed: number) => ({ data_url: `data:image/png;base64,${Buffer.alloc(kib * 768, seed).toString('base64')}` })
+      const prompts = [600, 600, 1_200].map((kib, index) => ({
+        prompt_id: `img-${index}`,
+        prompt: `Describe picture ${index}.`,
+        images: [image(kib, index)],
+        candidates: [
+          { candidate_id: 'long', text: 'A long and careful description.', metadata: { rank: 1 } },
+          { candidate_id: 'short', text: 'Short.', images: [image(1, 9)], metadata: { rank: 2 } },
+        ],
+      }))
+      const file = join(directory, 'images.json')
+      writeFileSync(file, JSON.stringify({ prompts }))
+      const before = requests.length
+      const report = await runJson('bench', '--dataset', file, '--scorer', `url:${base}#lib`)
+      const sent = requests.slice(before)
+      expect(sent).toHaveLength(2)
+      for (const request of sent) {
+        expect(request.bytes).toBeLessThan(1024 * 1024)
+        for (const item of request.items as unknown as Array<{ images?: { data_url: string }[]; candidate: { text: string; images?: unknown[] }; reference_images?: unknown[] }>) {
+          expect(item.images?.[0]?.data_url).toMatch(/^data:image\/png;base64,/)
+          expect((item.candidate.text === 'Short.' ? item.candidate.images : item.reference_images)).toHaveLength(1)
+        }
+      }
+      expect(report.failures).toMatchObject({ count: 2, items: 1 })
+      expect(report.failures.examples[0]).toMatchObject({ prompt_id: 'img-2' })
+      expect(report.failures.examples[0]!.error).toMatch(/over the edge's 1 MiB body limit/)
+      // The stub judges by length: the long description wins both orders of the two items that were sent.
+      expect(report.overall.pairwise!.ab).toMatchObject({ n: 2, accuracy: 1, failures: 1 })
+    })
+
+    it('a target whose /healthz fails is reported for every candidate, not scored as a rubric target', async () => {
+      const before = requests.length
+      const report = await runJson('bench', '--dataset', `${FIXTURES}/llmbar.json`, '--scorer', `url:${base}#broken`)
+      expect(requests.length).toBe(before)
+      expect(report.failures.count).toBe(8)
+      expect(report.failures.examples[0]!.error).toMatch(/\/rm\/broken\/healthz: HTTP 503/)
     })
 
     it('an edge that does not answer within --request-timeout fails the chunk\'s items, and the bench still reports', async () => {

@@ -76,7 +76,7 @@ export function register(program: Command, cli: CliContext): void {
       const seed = integer(options.seed, '--seed', 0)
       const bootstrap = integer(options.bootstrap, '--bootstrap', 0)
       const requestTimeoutS = Number(options.requestTimeout)
-      if (!(requestTimeoutS > 0)) throw new CliUsageError(`--request-timeout: expected a number of seconds > 0, got "${options.requestTimeout}"`)
+      if (!(requestTimeoutS > 0 && requestTimeoutS <= 86_400)) throw new CliUsageError(`--request-timeout: expected seconds in (0, 86400], got "${options.requestTimeout}"`)
       if (options.ties !== 'half' && options.ties !== 'wrong') throw new CliUsageError(`--ties: expected half or wrong, got "${options.ties}"`)
       if (Boolean(options.llmBaseUrl) !== Boolean(options.llmModel)) throw new CliUsageError('--llm-base-url and --llm-model go together')
       const model = options.llmBaseUrl && options.llmModel ? await openAiModel(options.llmBaseUrl, options.llmModel, options.llmApiKey ?? process.env.OPENAI_API_KEY ?? 'none') : undefined
@@ -90,7 +90,7 @@ export function register(program: Command, cli: CliContext): void {
         ties: options.ties,
         ...(options.group ? { group: options.group } : {}),
         ...(options.token ? { token: options.token } : {}),
-        requestTimeoutMs: requestTimeoutS * 1_000,
+        requestTimeoutMs: Math.ceil(requestTimeoutS * 1_000),
         ...(model ? { model } : {}),
       })
       const written = options.out ? await writeReport(report, options.out) : undefined
