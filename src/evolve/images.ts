@@ -108,7 +108,17 @@ export class ImageRegistry implements ImageResolver {
     const ref = this.#refs.get(handle)
     if (!ref) throw new ImageError(`no image with handle ${handle}`)
     if ('url' in ref) return { url: ref.url, sha256: await sha256Of(new TextEncoder().encode(ref.url)) }
-    if ('data_url' in ref) return { url: ref.data_url.replace(/\s+/g, ''), sha256: await sha256Of(new TextEncoder().encode(ref.data_url)) }
+    if ('data_url' in ref) {
+      // The digest of the bytes, as for a file: the same picture is labelled alike inline or on disk.
+      const url = ref.data_url.replace(/\s+/g, '')
+      let binary: string
+      try {
+        binary = atob(url.slice(url.indexOf(',') + 1))
+      } catch {
+        throw new ImageError(`image ${url.slice(0, 40)}…: its base64 data does not decode`)
+      }
+      return { url, sha256: await sha256Of(Uint8Array.from(binary, (char) => char.charCodeAt(0))) }
+    }
     if (!this.readFile) throw new ImageError(`image ${ref.path}: this registry cannot read files`)
     let bytes: Uint8Array
     try {

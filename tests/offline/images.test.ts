@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -111,7 +112,10 @@ describe('dataset images', () => {
     expect(reads).toEqual([])
     const resolved = await registry.resolve(handle)
     expect(resolved.url).toBe(dataUrl(png(1, 2, 3)))
-    expect(resolved.sha256).toMatch(/^[0-9a-f]{64}$/)
+    expect(resolved.sha256).toBe(createHash('sha256').update(png(1, 2, 3)).digest('hex'))
+    // The same picture inline is labelled with the same digest (of its bytes, not of the URL text).
+    expect((await registry.resolve(registry.add({ data_url: resolved.url }))).sha256).toBe(resolved.sha256)
+    await expect(registry.resolve(registry.add({ data_url: 'data:image/png;base64,abcde' }))).rejects.toThrow(/does not decode/)
     await registry.resolve(handle)
     expect(reads).toEqual(['cat.png'])
     await expect(registry.resolve(registry.add({ path: 'notes.txt' }))).rejects.toThrow(ImageError)

@@ -93,7 +93,15 @@ describe('library artifacts at the edge', () => {
     expect(tooMany.status).toBe(400)
     const notImage = await score('lib-images', { ...withImages, images: [{ data_url: 'data:text/html;base64,PGI+' }] })
     expect(notImage.status).toBe(400)
-
+    const undecodable = await score('lib-images', { ...withImages, images: [{ data_url: 'data:image/png;base64,abcde' }] })
+    expect(undecodable.status).toBe(400)
+    expect(undecodable.json.error.message).toMatch(/does not decode/)
+    // The model server fetches url images: never plain http, an IP address or a name of the operator's own network.
+    for (const url of ['http://images.example/a.png', 'https://169.254.169.254/latest/meta-data', 'https://[::1]/a.png', 'https://gpu-1/a.png', 'https://vllm.internal/a.png', 'https://a.localhost/a.png']) {
+      const refused = await score('lib-images', { ...withImages, images: [{ url }] })
+      expect(refused.status, url).toBe(400)
+      expect(refused.json.error.message).toMatch(/public host/)
+    }
   })
 
   it('rolls back between a library and another library artifact, and refuses a tampered one', async () => {

@@ -10,15 +10,41 @@ const DATA_URL = /^data:image\/[a-z0-9.+-]+;base64,[A-Za-z0-9+/=]+$/i
 export const MAX_REQUEST_IMAGES = 8
 
 /**
- * One image of a request: `{url}` or `{data_url}`.
+ * True for an https URL on a public DNS name. The model server fetches `url` images itself, so a caller must not be
+ * able to point it at the operator's own network: IP literals, single-label names and local suffixes are refused.
+ * @example isPublicHttpsUrl('https://images.example.org/a.png') // true; 'http://169.254.169.254/' → false
+ */
+export function isPublicHttpsUrl(text: string): boolean {
+  let url: URL
+  try {
+    url = new URL(text)
+  } catch {
+    return false
+  }
+  const host = url.hostname.toLowerCase()
+  if (url.protocol !== 'https:' || host.startsWith('[') || /^[\d.]+$/.test(host) || !host.includes('.')) return false
+  return !/\.(localhost|local|internal|home\.arpa)\.?$/.test(host)
+}
+
+function decodes(dataUrl: string): boolean {
+  try {
+    atob(dataUrl.slice(dataUrl.indexOf(',') + 1))
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * One image of a request: `{url}` (https, public host) or `{data_url}`.
  * @example RequestImage.parse({ url: 'https://example.org/chart.png' })
  */
 export const RequestImage = z.union(
   [
-    z.strictObject({ url: z.url({ protocol: /^https?$/ }) }),
-    z.strictObject({ data_url: z.string().regex(DATA_URL) }),
+    z.strictObject({ url: z.string().max(4_096).refine(isPublicHttpsUrl, 'an image url must be https on a public host name (no IP address, no local name): the model server fetches it') }),
+    z.strictObject({ data_url: z.string().regex(DATA_URL).refine(decodes, 'the base64 data of data_url does not decode') }),
   ],
-  { error: 'an image is {"url": "https://…"} or {"data_url": "data:image/<type>;base64,…"} (the edge cannot read a path)' },
+  { error: 'an image is {"url": "https://<public host>/…"} or {"data_url": "data:image/<type>;base64,…"} (the edge cannot read a path, and the model server is never sent to an IP address or a local name)' },
 )
 export type RequestImage = z.infer<typeof RequestImage>
 

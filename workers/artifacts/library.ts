@@ -203,7 +203,7 @@ export class LibraryArtifactScorer {
     })
     if (result.score === null) {
       const kinds = [...new Set(result.orders.map((order) => order.failure ?? 'error'))]
-      const transient = kinds.some((kind) => kind !== 'invalid_reply' && kind !== 'bad_request' && kind !== 'tool_limit' && kind !== 'error')
+      const transient = kinds.some((kind) => kind !== 'invalid_reply' && kind !== 'bad_request' && kind !== 'tool_limit' && kind !== 'image' && kind !== 'error')
       throw new AppError('llm_unavailable', `the library judge failed in both orders (${kinds.join(', ')})`, {
         status: transient ? 503 : 502,
         details: { failures: kinds },
