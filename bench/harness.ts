@@ -128,6 +128,7 @@ export async function startLoopbackStub(): Promise<{ baseUrl: string; calls: () 
   const stop = () => void child.kill()
   const forget = onInterrupt(stop)
   const port = await new Promise<number>((resolve, reject) => {
+    child.once('error', reject)
     child.once('exit', (code) => reject(new Error(`the loopback stub LLM exited with ${code} before listening`)))
     child.stdout!.once('data', (chunk: Buffer) => resolve((JSON.parse(chunk.toString('utf8')) as { port: number }).port))
   })

@@ -96,13 +96,12 @@ export function llmOf(options: { llmBaseUrl?: string; llmModel?: string; llmApiK
  * @example deployedBy(undefined, { USER: 'alice' }) // 'alice'
  */
 export function deployedBy(flag: string | undefined, env: Record<string, string | undefined>): string | undefined {
-  const name = flag ?? env.USER ?? env.USERNAME ?? accountName()
-  return name?.trim() ? name.trim() : undefined
+  return [flag, env.USER, env.USERNAME].map((name) => name?.trim()).find(Boolean) ?? accountName()
 }
 
 function accountName(): string | undefined {
   try {
-    return userInfo().username
+    return userInfo().username.trim() || undefined
   } catch {
     return undefined
   }

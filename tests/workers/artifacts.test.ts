@@ -391,6 +391,11 @@ describe('who may call', () => {
     }
     // Known as the admin token, then as the RM token, then as nothing once both secrets were rotated.
     expect((await send({ ADMIN_TOKEN: 'old-admin' }, `/admin/targets/${target}/deployments`, 'old-admin')).status).toBe(200)
+    expect((await send({ ADMIN_TOKEN: 'old-admin' }, `/admin/targets/${target}/deployments`, 'old-admin')).status).toBe(200) // now from the cache
+    // A refused token is never remembered: refused twice, then accepted once it is the admin token.
+    expectError(await send({ ADMIN_TOKEN: 'old-admin' }, `/admin/targets/${target}/deployments`, 'not-a-token'), 401, 'unauthorized')
+    expectError(await send({ ADMIN_TOKEN: 'old-admin' }, `/admin/targets/${target}/deployments`, 'not-a-token'), 401, 'unauthorized')
+    expect((await send({ ADMIN_TOKEN: 'not-a-token' }, `/admin/targets/${target}/deployments`, 'not-a-token')).status).toBe(200)
     expectError(await send({ ADMIN_TOKEN: 'new-admin', RM_TOKEN: 'old-admin' }, `/admin/targets/${target}/deployments`, 'old-admin'), 403, 'forbidden')
     expect((await send({ ADMIN_TOKEN: 'new-admin', RM_TOKEN: 'old-admin' }, `/rm/${target}/healthz`, 'old-admin')).status).toBe(200)
     expectError(await send({ ADMIN_TOKEN: 'new-admin', RM_TOKEN: 'new-rm' }, `/rm/${target}/healthz`, 'old-admin'), 401, 'unauthorized')

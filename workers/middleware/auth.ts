@@ -17,8 +17,8 @@ const MAX_KNOWN_TOKENS = 1_000
 /**
  * Identifies the caller from `Authorization: Bearer <token>`: the admin token, a run token, or nobody (the
  * `RM_TOKEN` secret counts as nobody here: it opens `/rm/*` only). A token that is none of them is a 401, never a
- * silent fall back to anonymous. Secrets are compared by SHA-256 digest in constant time; run tokens are looked up
- * by their SHA-256, which is all D1 stores.
+ * silent fall back to anonymous. A token new to the isolate is compared with the secrets by SHA-256 digest in constant
+ * time and looked up in D1 by its SHA-256 (all D1 stores); one it already identified is found in `knownTokens`.
  * @example app.use('*', identifyCaller())
  */
 export function identifyCaller(): MiddlewareHandler<AppEnv> {

@@ -35,7 +35,9 @@ export const RmBatchRequest = z.object({ items: z.array(z.unknown()).max(MAX_BAT
  *   candidate_id, score, scoring: "pairwise_win_rate_vs_reference", reference_source, orders, failures, consistent,
  *   latency_ms}`: `score` ∈ [0, 1] is the candidate's win rate against the reference judged in both orders (win 1,
  *   tie 0.5, loss 0; failed orders left out and counted; all failed → `llm_unavailable`) — the GRPO scalar of
- *   RewardHarness §4.5; group normalisation is the trainer's.
+ *   RewardHarness §4.5; group normalisation is the trainer's. Its request may carry `images`, `candidate.images` and
+ *   `reference_images` (workers/artifacts/images.ts), shown to the judge in both orders; a rubric artifact answers a
+ *   request with images 400 `invalid_request` (it grades text only).
  * - `POST /rm/<target>/batch_score` `{items: […]}` → `{request_id, artifact_id, results, latency_ms}`, where each
  *   result is `{index, ok: true, …score fields, latency_ms}` or `{index, ok: false, prompt_id, candidate_id,
  *   error_code, error_message, latency_ms}`: one failing item never fails the batch.
