@@ -59,7 +59,9 @@ export function groupByInstance<Item>(items: readonly Item[], jobOf: (item: Item
   for (const item of items) {
     const { runId, instanceId } = jobOf(item)
     const key = `${runId}\u0000${instanceId}`
-    groups.set(key, [...(groups.get(key) ?? []), item])
+    const group = groups.get(key)
+    if (group) group.push(item)
+    else groups.set(key, [item])
   }
   return [...groups.values()]
 }
