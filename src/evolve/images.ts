@@ -111,13 +111,7 @@ export class ImageRegistry implements ImageResolver {
     if ('data_url' in ref) {
       // The digest of the bytes, as for a file: the same picture is labelled alike inline or on disk.
       const url = ref.data_url.replace(/\s+/g, '')
-      let binary: string
-      try {
-        binary = atob(url.slice(url.indexOf(',') + 1))
-      } catch {
-        throw new ImageError(`image ${url.slice(0, 40)}…: its base64 data does not decode`)
-      }
-      return { url, sha256: await sha256Of(Uint8Array.from(binary, (char) => char.charCodeAt(0))) }
+      return { url, sha256: await sha256Of(dataUrlBytes(url)) }
     }
     if (!this.readFile) throw new ImageError(`image ${ref.path}: this registry cannot read files`)
     let bytes: Uint8Array
@@ -143,6 +137,20 @@ export function imageType(bytes: Uint8Array): string | undefined {
   if (starts(0x47, 0x49, 0x46, 0x38)) return 'image/gif'
   if (starts(0x52, 0x49, 0x46, 0x46) && bytes[8] === 0x57 && bytes[9] === 0x45 && bytes[10] === 0x42 && bytes[11] === 0x50) return 'image/webp'
   return undefined
+}
+
+/**
+ * The bytes a `data:…;base64,` URL carries; an ImageError when its data does not decode.
+ * @example dataUrlBytes('data:image/png;base64,iVBORw0KGgo=').length // 8
+ */
+export function dataUrlBytes(dataUrl: string): Uint8Array {
+  let binary: string
+  try {
+    binary = atob(dataUrl.slice(dataUrl.indexOf(',') + 1))
+  } catch {
+    throw new ImageError(`image ${dataUrl.slice(0, 40)}…: its base64 data does not decode`)
+  }
+  return Uint8Array.from(binary, (char) => char.charCodeAt(0))
 }
 
 function base64(bytes: Uint8Array): string {

@@ -4,6 +4,7 @@
  * fetches or an inline `data_url`, as in a dataset (src/datasets/images.ts) minus `path`.
  */
 import { z } from 'zod'
+import { dataUrlBytes } from '../../src/evolve/images.ts'
 
 const DATA_URL = /^data:image\/[a-z0-9.+-]+;base64,[A-Za-z0-9+/=]+$/i
 /** Images per list: a judge prompt with more is unlikely to be read well, and each is sent in both orders. */
@@ -28,7 +29,7 @@ export function isPublicHttpsUrl(text: string): boolean {
 
 function decodes(dataUrl: string): boolean {
   try {
-    atob(dataUrl.slice(dataUrl.indexOf(',') + 1))
+    dataUrlBytes(dataUrl)
     return true
   } catch {
     return false
@@ -53,3 +54,19 @@ export type RequestImage = z.infer<typeof RequestImage>
  * @example RequestImages.parse([{ data_url: 'data:image/png;base64,iVBORw0KGgo=' }])
  */
 export const RequestImages = z.array(RequestImage).max(MAX_REQUEST_IMAGES, `at most ${MAX_REQUEST_IMAGES} images per list`)
+
+/** The fields of a scoring request that may carry images. */
+export interface RequestWithImages {
+  images?: RequestImage[] | undefined
+  reference_images?: RequestImage[] | undefined
+  candidate: { images?: RequestImage[] | undefined }
+}
+
+/**
+ * A request's images by whose they are (empty lists when absent), and whether there are any.
+ * @example imagesOfRequest({ candidate: { images: [{ url: 'https://x.example/a.png' }] } }).any // true
+ */
+export function imagesOfRequest(request: RequestWithImages): { prompt: RequestImage[]; candidate: RequestImage[]; reference: RequestImage[]; any: boolean } {
+  const [prompt, candidate, reference] = [request.images ?? [], request.candidate.images ?? [], request.reference_images ?? []]
+  return { prompt, candidate, reference, any: prompt.length + candidate.length + reference.length > 0 }
+}

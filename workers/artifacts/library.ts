@@ -19,7 +19,7 @@ import type { Library } from '../../src/library/index.ts'
 import type { ChatModel } from '../../src/llm/index.ts'
 import type { LibraryArtifact } from '../../src/schemas/artifact.ts'
 import { createLimiter, type Limiter } from '../../src/search/algorithms/concurrency.ts'
-import type { RequestImage } from './images.ts'
+import { imagesOfRequest, type RequestImage, type RequestWithImages } from './images.ts'
 
 
 /** One judged order: which side the candidate was on, and what the judge said (or why it failed). */
@@ -122,12 +122,10 @@ export async function libraryWinRate(
 }
 
 /** The request shape the library scorer reads (RmScoreRequest with its optional reference and images). */
-export interface LibraryScoreRequest {
+export interface LibraryScoreRequest extends RequestWithImages {
   prompt_id: string
   prompt: string
   reference?: string | undefined
-  images?: RequestImage[] | undefined
-  reference_images?: RequestImage[] | undefined
   candidate: { candidate_id: string; text: string; metadata?: Record<string, unknown> | undefined; images?: RequestImage[] | undefined }
 }
 
@@ -228,9 +226,9 @@ export class LibraryArtifactScorer {
 
 /** The request's images as registry handles (a registry per request: url and data_url images only), if it has any. */
 function requestImages(request: LibraryScoreRequest): { images?: WinRateImages } {
-  const lists = [request.images ?? [], request.candidate.images ?? [], request.reference_images ?? []]
-  if (lists.every((list) => list.length === 0)) return {}
+  const images = imagesOfRequest(request)
+  if (!images.any) return {}
   const registry = new ImageRegistry()
-  const [instruction, candidate, reference] = lists.map((list) => list.map((ref) => registry.add(ref))) as [string[], string[], string[]]
-  return { images: { resolver: registry, instruction, candidate, opponents: [reference] } }
+  const handles = (refs: RequestImage[]) => refs.map((ref) => registry.add(ref))
+  return { images: { resolver: registry, instruction: handles(images.prompt), candidate: handles(images.candidate), opponents: [handles(images.reference)] } }
 }

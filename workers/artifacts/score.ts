@@ -14,7 +14,7 @@ import { GradeMemo, rubricKey } from '../../src/search/evaluator.ts'
 import { derivedSeed, hashHex } from '../../src/search/random.ts'
 import { LlmVerifier, meanGrades, rubricScore } from '../../src/search/roles/index.ts'
 import type { Candidate, CriterionGrades, PromptItem } from '../../src/search/types.ts'
-import { RequestImages } from './images.ts'
+import { imagesOfRequest, RequestImages } from './images.ts'
 
 /** Verifier calls in flight at once per request: the Worker's 6 simultaneous connections. */
 export const RM_LLM_CONCURRENCY = 6
@@ -111,7 +111,7 @@ export class ArtifactScorer {
       throw new AppError('prompt_not_found', `prompt_id=${request.prompt_id} not found in artifact ${artifact.artifact_id}, which has no __default__ rubric`)
     }
     const { rubric, fallback } = found
-    if (request.images?.length || request.candidate.images?.length || request.reference_images?.length) {
+    if (imagesOfRequest(request).any) {
       throw new AppError(
         'invalid_request',
         `artifact ${artifact.artifact_id} is a rubric artifact: its verifier grades text only (its rubric was searched on text), so it cannot score images; send them to a library artifact, or leave them out`,
