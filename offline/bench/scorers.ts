@@ -168,7 +168,7 @@ export interface LibraryBenchScorer extends BenchScorer {
  */
 export async function libraryScorer(dir: string, options: ScorerOptions): Promise<LibraryBenchScorer> {
   const { loadLibrary } = await import('../library/index.ts')
-  const { judgeWithLibrary, LibraryRouter } = await import('../../src/evolve/judge.ts')
+  const { judgeWithLibrary, LibraryRouter, OUTCOME_VALUE } = await import('../../src/evolve/judge.ts')
   const { ImageRegistry, itemImages } = await import('../../src/evolve/images.ts')
   const { datasetImageRegistry } = await import('../evolve/images.ts')
   const { stat } = await import('node:fs/promises')
@@ -198,8 +198,8 @@ export async function libraryScorer(dir: string, options: ScorerOptions): Promis
       return Promise.all(
         items.map(async (item): Promise<CandidateScore[]> => {
           const n = item.candidates.length
-          const totals = item.candidates.map(() => ({ sum: 0, judged: 0, failed: 0 }))
-          if (n < 2) return item.candidates.map(() => ({ error: 'the library judge is pairwise: an item needs at least two candidates' }))
+          if (n < 2) return item.candidates.map(() => ({ error: PAIRWISE_ONLY }))
+          const tally = new WinRateTally(n)
           let routed: string[]
           try {
             routed = await router.route(library, item.prompt)
@@ -217,19 +217,13 @@ export async function libraryScorer(dir: string, options: ScorerOptions): Promis
                 stats.judgments++
                 if (!outcome.ok) {
                   stats.failures++
-                  totals[a]!.failed++
-                  totals[b]!.failed++
-                  return
+                  return tally.failed(a, b, outcome.failure)
                 }
-                const valueA = outcome.preference === 'tie' ? 0.5 : outcome.preference === 'A' ? 1 : 0
-                totals[a]!.sum += valueA
-                totals[a]!.judged++
-                totals[b]!.sum += 1 - valueA
-                totals[b]!.judged++
+                tally.judged(a, b, OUTCOME_VALUE[outcome.preference === 'tie' ? 'tie' : outcome.preference === 'A' ? 'win' : 'loss'])
               }),
             ),
           )
-          return totals.map((total) => (total.judged === 0 ? { error: `every library judgment of this candidate failed (${total.failed})` } : { score: total.sum / total.judged }))
+          return tally.scores((failures) => `every library judgment of this candidate failed (${failures.length})`)
         }),
       )
     },
@@ -406,30 +400,50 @@ async function libraryWinRates(items: readonly PromptItem[], post: (bodies: read
     }
   }
   const results = await post(pairs.map((pair) => pair.body))
-  const totals = items.map((item) => item.candidates.map(() => ({ sum: 0, judged: 0, errors: [] as string[] })))
+  const tallies = items.map((item) => new WinRateTally(item.candidates.length))
   pairs.forEach((pair, index) => {
     const result = results[index]!
-    const [a, b] = [totals[pair.item]![pair.a]!, totals[pair.item]![pair.b]!]
+    const tally = tallies[pair.item]!
     const orders = 'error' in result || !Array.isArray(result.orders) ? [] : (result.orders as Array<{ outcome?: unknown }>)
     const values = orders.flatMap((order) => (typeof order.outcome === 'string' && Object.hasOwn(OUTCOME_VALUE, order.outcome) ? [OUTCOME_VALUE[order.outcome as keyof typeof OUTCOME_VALUE]] : []))
-    if (values.length === 0) {
-      const error = 'error' in result ? result.error : 'the library judged no order of this pair'
-      a.errors.push(error)
-      b.errors.push(error)
-      return
-    }
-    for (const value of values) {
-      a.sum += value
-      b.sum += 1 - value
-    }
-    a.judged += values.length
-    b.judged += values.length
+    if (values.length === 0) return tally.failed(pair.a, pair.b, 'error' in result ? result.error : 'the library judged no order of this pair')
+    for (const value of values) tally.judged(pair.a, pair.b, value)
   })
   return items.map((item, index) =>
     item.candidates.length < 2 || unusable.has(index)
-      ? item.candidates.map(() => ({ error: unusable.get(index) ?? 'the library judge is pairwise: an item needs at least two candidates' }))
-      : totals[index]!.map((total) => (total.judged === 0 ? { error: total.errors[0] ?? 'not judged' } : { score: total.sum / total.judged })),
+      ? item.candidates.map(() => ({ error: unusable.get(index) ?? PAIRWISE_ONLY }))
+      : tallies[index]!.scores((failures) => failures[0] ?? 'not judged'),
   )
+}
+
+const PAIRWISE_ONLY = 'the library judge is pairwise: an item needs at least two candidates'
+
+/** An item's candidates' win rates: each judged order adds its value to one side and the rest to the other. */
+class WinRateTally {
+  private readonly totals: { sum: number; judged: number; failures: string[] }[]
+
+  constructor(candidates: number) {
+    this.totals = Array.from({ length: candidates }, () => ({ sum: 0, judged: 0, failures: [] }))
+  }
+
+  /** One judged order of the pair (a, b), worth `valueForA` to a. */
+  judged(a: number, b: number, valueForA: number): void {
+    this.totals[a]!.sum += valueForA
+    this.totals[a]!.judged++
+    this.totals[b]!.sum += 1 - valueForA
+    this.totals[b]!.judged++
+  }
+
+  /** A judgment of the pair (a, b) that failed: counted apart, never a tie. */
+  failed(a: number, b: number, why: string): void {
+    this.totals[a]!.failures.push(why)
+    this.totals[b]!.failures.push(why)
+  }
+
+  /** Each candidate's win rate over its judged orders; one never judged gets `errorOf` its failures. */
+  scores(errorOf: (failures: string[]) => string): CandidateScore[] {
+    return this.totals.map((total) => (total.judged === 0 ? { error: errorOf(total.failures) } : { score: total.sum / total.judged }))
+  }
 }
 
 async function postChunk(doFetch: typeof fetch, endpoint: string, token: string | undefined, items: readonly unknown[], timeoutMs: number): Promise<EdgeResult[]> {
