@@ -103,6 +103,9 @@ const PIECES: Record<string, Omit<Variant, 'name'>> = {
 
 const combine = (name: string, description: string, parts: string[]): Variant => ({ name, description, patches: parts.flatMap((part) => PIECES[part]!.patches) })
 
+/** What every floor variant strips: the objects' SQL (RPCs answer at once), the D1 rows, the analysis job and the judgement key. */
+const FLOOR = ['rpc-transport-only', 'no-d1-persist', 'no-analysis-enqueue', 'no-judgement-key']
+
 /**
  * The variants measured, baseline first: single pieces, then combinations.
  * @example const variants = allVariants().filter((v) => v.name === 'no-d1-persist')
@@ -113,11 +116,11 @@ export function allVariants(): Variant[] {
     { name: 'bare', description: 'the bare Hono handler: parses the same body, answers a constant (the runtime\'s limit here)', patches: [], bare: true },
     ...Object.entries(PIECES).map(([name, piece]) => ({ name, ...piece })),
     combine('no-do-rpcs', 'skip prepare and record (no Durable Object on the request path)', ['no-prepare-rpc', 'no-record-rpc']),
-    combine('floor-2-rpcs', '2 no-op RPCs + the app: rpc-transport-only + no-d1-persist + no-analysis-enqueue + no-judge + no-judgement-key', ['rpc-transport-only', 'no-d1-persist', 'no-analysis-enqueue', 'no-judge', 'no-judgement-key']),
+    combine('floor-2-rpcs', '2 no-op RPCs + the app: rpc-transport-only + no-d1-persist + no-analysis-enqueue + no-judge + no-judgement-key', [...FLOOR, 'no-judge']),
     // The issue's own probe (one Durable Object round trip per request), then the same plus judging: the least a /score can be.
-    combine('floor-1-rpc', '1 no-op RPC + the app: floor-2-rpcs without the prepare RPC (snapshot cached in the isolate)', ['rpc-transport-only', 'no-prepare-rpc', 'no-d1-persist', 'no-analysis-enqueue', 'no-judge', 'no-judgement-key']),
-    combine('floor-1-rpc-judge', '1 no-op RPC + judging (prompt, LLM call, reply parsing) + the app: no SQL, no D1 rows, no analysis', ['rpc-transport-only', 'no-prepare-rpc', 'no-d1-persist', 'no-analysis-enqueue', 'no-judgement-key']),
-    { ...combine('floor-1-rpc-fetch-judge', 'floor-1-rpc-judge with the LLM called by plain fetch instead of the openai SDK', ['rpc-transport-only', 'no-prepare-rpc', 'no-d1-persist', 'no-analysis-enqueue', 'no-judgement-key', 'fetch-llm-client']), targets: ['stub'] },
+    combine('floor-1-rpc', '1 no-op RPC + the app: floor-2-rpcs without the prepare RPC (snapshot cached in the isolate)', [...FLOOR, 'no-prepare-rpc', 'no-judge']),
+    combine('floor-1-rpc-judge', '1 no-op RPC + judging (prompt, LLM call, reply parsing) + the app: no SQL, no D1 rows, no analysis', [...FLOOR, 'no-prepare-rpc']),
+    { ...combine('floor-1-rpc-fetch-judge', 'floor-1-rpc-judge with the LLM called by plain fetch instead of the openai SDK', [...FLOOR, 'no-prepare-rpc', 'fetch-llm-client']), targets: ['stub'] },
     { name: 'baseline-again', description: 'the Worker as built, measured again (drift check)', patches: [] },
   ]
 }
