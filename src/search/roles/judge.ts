@@ -168,9 +168,10 @@ export class LlmPairJudge implements PreferenceJudge {
 
   async #judge(prompt: string, left: string, right: string): Promise<Preference> {
     const { locale = 'en', prompts, retry } = this.options
-    const ask = async (first: string, second: string) =>
-      runAgent(this.model, await buildJudgeRequest(prompt, first, second, { locale, ...(prompts ? { prompts } : {}) }), parseJudgeReply, retry)
-    const [forward, backward] = await Promise.all([ask(left, right), ask(right, left)])
+    const build = (first: string, second: string) => buildJudgeRequest(prompt, first, second, { locale, ...(prompts ? { prompts } : {}) })
+    // Both requests are built before either is sent, so the model always sees A/B before B/A (not whichever digest finished first).
+    const [forwardRequest, backwardRequest] = await Promise.all([build(left, right), build(right, left)])
+    const [forward, backward] = await Promise.all([runAgent(this.model, forwardRequest, parseJudgeReply, retry), runAgent(this.model, backwardRequest, parseJudgeReply, retry)])
     const verdict = reconcile(forward, backward)
     const stats = this.#stats
     stats.pairs++
