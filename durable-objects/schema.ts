@@ -2,6 +2,11 @@
 export interface TableSchema {
   columns: Record<string, string>
   constraints?: string[]
+  /**
+   * Store rows in the primary key's b-tree: one row written per insert or delete instead of two (table + key
+   * index). For tables whose every query goes by a prefix of the primary key.
+   */
+  withoutRowid?: boolean
 }
 
 /**
@@ -11,9 +16,9 @@ export interface TableSchema {
  * @example applySchema(ctx.storage.sql, { meta: { columns: { key: 'TEXT PRIMARY KEY', value: 'TEXT NOT NULL' } } })
  */
 export function applySchema(sql: SqlStorage, tables: Record<string, TableSchema>): void {
-  for (const [table, { columns, constraints = [] }] of Object.entries(tables)) {
+  for (const [table, { columns, constraints = [], withoutRowid = false }] of Object.entries(tables)) {
     const definitions = Object.entries(columns).map(([column, definition]) => `${column} ${definition}`)
-    sql.exec(`CREATE TABLE IF NOT EXISTS ${table} (${[...definitions, ...constraints].join(', ')})`)
+    sql.exec(`CREATE TABLE IF NOT EXISTS ${table} (${[...definitions, ...constraints].join(', ')})${withoutRowid ? ' WITHOUT ROWID' : ''}`)
     const existing = new Set(sql.exec<{ name: string }>('SELECT name FROM pragma_table_info(?)', table).toArray().map((row) => row.name))
     for (const [column, definition] of Object.entries(columns)) {
       if (!existing.has(column)) sql.exec(`ALTER TABLE ${table} ADD COLUMN ${column} ${definition}`)

@@ -1,18 +1,25 @@
+import type { LedgerShard } from '../durable-objects/ledger-shard/index.ts'
 import type { MemoryIndex } from '../durable-objects/memory-index/index.ts'
 import type { RubricInstance } from '../durable-objects/rubric-instance/index.ts'
 import type { RunCoordinator } from '../durable-objects/run-coordinator/index.ts'
 import type { RunConfig } from '../src/schemas/run-config.ts'
 import type { WorkersAiBinding } from '../src/llm/workers-ai.ts'
-import type { AnalysisJob, StepJob } from './queues/messages.ts'
+import type { StepJob } from './queues/messages.ts'
 
 /** The Worker's bindings, vars and secrets (wrangler.toml; secrets via `wrangler secret put` or .dev.vars). */
 export interface Env {
   DB: D1Database
   RUN_COORDINATOR: DurableObjectNamespace<RunCoordinator>
   RUBRIC_INSTANCE: DurableObjectNamespace<RubricInstance>
+  LEDGER: DurableObjectNamespace<LedgerShard>
   MEMORY_INDEX: DurableObjectNamespace<MemoryIndex>
-  ANALYSIS_QUEUE: Queue<AnalysisJob>
   STEP_QUEUE: Queue<StepJob>
+  /** Scored rollouts of runs whose config says `archive: true`, as NDJSON per run × step × ledger shard. */
+  ARCHIVE?: R2Bucket
+  /** Per-event telemetry (scores, LLM calls) in production; absent locally, where only the per-step aggregates are kept. */
+  TELEMETRY?: AnalyticsEngineDataset
+  /** Milliseconds a ledger shard collects before it reports to the run's coordinator (1000 unless set). */
+  LEDGER_REPORT_MS?: string
   /** `local` (exact index in a Durable Object per run) or `vectorize` (the VECTORS binding). */
   VECTOR_BACKEND?: string
   /** `hashed` (deterministic local embedder) or `workers-ai`. */

@@ -1,22 +1,29 @@
 import { DurableObject } from 'cloudflare:workers'
+import { pLimit } from '../../src/llm/index.ts'
 import type { RunConfig } from '../../src/schemas/run-config.ts'
-import type { RubricStatus, StepStatus } from '../../src/schemas/status.ts'
+import type { RubricStatus, StepStatus, StepUpdateOutcome } from '../../src/schemas/status.ts'
+import { emptyTally, mergeTallies, type ScoreTally } from '../../src/scoring/tally.ts'
 import type { Env } from '../../workers/env.ts'
 import type { StepJob } from '../../workers/queues/messages.ts'
-import type { StepUpdateOutcome } from '../rubric-instance/index.ts'
 import { loadRunConfig } from '../../workers/runs/store.ts'
+import type { CloseNotice, CoordinatorReply, LlmStat, ShardReport } from '../contracts.ts'
 import { MetaStore } from '../meta-store.ts'
+import { ledgerName } from '../names.ts'
 import { applySchema, type TableSchema } from '../schema.ts'
-import { instanceName } from '../names.ts'
 
-/** How often the alarm looks for step jobs that never reported back. */
+/** How often the alarm looks for closes not yet applied and step jobs that never reported back. */
 const STEP_WATCHDOG_MS = 15_000
-/** A step job silent this long past its analysis deadline is sent again. */
-const STEP_RESEND_AFTER_MS = 120_000
+/** A step job silent this long is sent again. */
+const STEP_RESEND_AFTER_MS = 180_000
+/** Shards told of a close at once, at most (each is a subrequest of this invocation). */
+const CLOSE_FAN_OUT = 32
+/** Steps whose per-shard and per-instance rows are kept; older steps keep their summary row only. */
+const DETAILED_STEPS = 200
 
-type StepRow = { step: number; status: Exclude<StepStatus, 'idle'>; rollouts: number }
+/** `closing` is internal: the step stopped taking rollouts and its shards are being told; readers see `updating`. */
+type StoredStepStatus = 'collecting' | 'closing' | 'updating' | 'updated'
 
-/** One step as the dashboard's timeline shows it (`RunCoordinator.timeline`). */
+/** One step as the dashboard's timeline and charts show it. */
 export interface StepTimelineEntry {
   step: number
   status: Exclude<StepStatus, 'idle'>
@@ -24,16 +31,23 @@ export interface StepTimelineEntry {
   opened_at: string
   closed_at: string | null
   updated_at: string | null
+  tally: ScoreTally
   instances: { instance_id: string; rubric_version: number; rollouts: number; update: StepUpdateOutcome | null }[]
 }
 
 const COORDINATOR_TABLES: Record<string, TableSchema> = {
   steps: {
-    columns: { step: 'INTEGER PRIMARY KEY', status: 'TEXT NOT NULL', rollouts: 'INTEGER NOT NULL DEFAULT 0', opened_at: 'TEXT NOT NULL', closed_at: 'TEXT', updated_at: 'TEXT' },
+    columns: {
+      step: 'INTEGER PRIMARY KEY', status: 'TEXT NOT NULL', opened_at: 'TEXT NOT NULL', closed_at: 'TEXT', updated_at: 'TEXT',
+      // The step's scores summed over its shards, written when the step is updated (its shard rows go some steps later).
+      tally: 'TEXT',
+    },
   },
-  members: {
-    columns: { step: 'INTEGER NOT NULL', instance_id: 'TEXT NOT NULL', rollout_id: 'TEXT NOT NULL' },
-    constraints: ['PRIMARY KEY (step, instance_id, rollout_id)'],
+  // A shard's tally of a step (as it last reported it) and, once the step closed, how many of its rollouts the step keeps.
+  step_shards: {
+    columns: { step: 'INTEGER NOT NULL', instance_id: 'TEXT NOT NULL', shard: 'INTEGER NOT NULL', tally: 'TEXT NOT NULL', keep: 'INTEGER', acked: 'INTEGER NOT NULL DEFAULT 0' },
+    constraints: ['PRIMARY KEY (step, instance_id, shard)'],
+    withoutRowid: true,
   },
   step_instances: {
     columns: {
@@ -41,8 +55,25 @@ const COORDINATOR_TABLES: Record<string, TableSchema> = {
       updated: 'INTEGER NOT NULL DEFAULT 0', enqueued_at: 'INTEGER', outcome: 'TEXT',
     },
     constraints: ['PRIMARY KEY (step, instance_id)'],
+    withoutRowid: true,
+  },
+  instances: {
+    columns: { instance_id: 'TEXT PRIMARY KEY', rubric_version: 'INTEGER NOT NULL', rollouts: 'INTEGER NOT NULL', last_step: 'INTEGER NOT NULL' },
+    withoutRowid: true,
+  },
+  // Step -1 holds the sums of steps older than DETAILED_STEPS.
+  llm_stats: {
+    columns: {
+      step: 'INTEGER NOT NULL', role: 'TEXT NOT NULL', model: 'TEXT NOT NULL', outcome: 'TEXT NOT NULL',
+      calls: 'INTEGER NOT NULL', latency_ms: 'INTEGER NOT NULL', prompt_tokens: 'INTEGER NOT NULL', completion_tokens: 'INTEGER NOT NULL',
+    },
+    constraints: ['PRIMARY KEY (step, role, model, outcome)'],
+    withoutRowid: true,
   },
 }
+
+type ShardRow = { step: number; instance_id: string; shard: number; tally: string; keep: number | null; acked: number }
+type StepRow = { step: number; status: StoredStepStatus; opened_at: string; closed_at: string | null; updated_at: string | null; tally: string | null }
 
 interface Waiter {
   isDone: () => boolean
@@ -50,9 +81,10 @@ interface Waiter {
 }
 
 /**
- * One per run: the step counter, which instances took part in each step and with how many distinct
- * rollouts, step completion, and the waiters of `/rubric_status/wait` and sync-mode `/score`.
- * A closed step's updates run from an alarm, never inside the request that closed it.
+ * One per run: which step the run is collecting, the ledger shards' tallies of each step (they report in batches,
+ * never per score), when a step closes (`/complete`, or `rollouts_per_step` reached: then every shard keeps exactly
+ * its share of the first N and moves the rest on), the per-step aggregates the dashboard draws, and the waiters of
+ * `/rubric_status/wait` and sync-mode `/score`. A closed step's updates run from an alarm, never inside a request.
  */
 export class RunCoordinator extends DurableObject<Env> {
   private readonly sql: SqlStorage
@@ -68,29 +100,34 @@ export class RunCoordinator extends DurableObject<Env> {
   }
 
   /**
-   * Counts a rollout into the collecting step, once per (instance, rollout id), and closes the step
-   * when the run's `rollouts_per_step` is reached. Returns the step the rollout belongs to.
+   * A ledger shard is about to record its first rollout of its step (`shardStep`, -1 when it has none): registers it
+   * in the collecting step, and answers with that step and any close the shard has missed.
    */
-  async admit(runId: string, instanceId: string, rolloutId: string, rubricVersion: number): Promise<{ step: number; nextStep?: number }> {
+  async announce(runId: string, instanceId: string, shard: number, shardStep: number): Promise<CoordinatorReply> {
+    await this.runConfig(runId)
+    const step = this.openCollectingStep()
+    const closes = shardStep < 0 ? [] : this.missedCloses(instanceId, shard, shardStep)
+    this.sql.exec('INSERT OR IGNORE INTO step_shards (step, instance_id, shard, tally) VALUES (?, ?, ?, ?)', step, instanceId, shard, JSON.stringify(emptyTally()))
+    return { step, closes }
+  }
+
+  /**
+   * A shard's batch: its current step's tally (absolute) and the LLM calls since its last report. Closes the step
+   * when the shards' counts reach `rollouts_per_step`. Answers with the collecting step and the closes to apply.
+   */
+  async report(runId: string, report: ShardReport): Promise<CoordinatorReply> {
     const config = await this.runConfig(runId)
-    const step = this.collectingStep()
-    this.sql.exec(`INSERT OR IGNORE INTO steps (step, status, opened_at) VALUES (?, 'collecting', ?)`, step, new Date().toISOString())
-    const added = this.sql.exec('INSERT OR IGNORE INTO members (step, instance_id, rollout_id) VALUES (?, ?, ?)', step, instanceId, rolloutId).rowsWritten
-    if (added > 0) {
-      this.sql.exec('UPDATE steps SET rollouts = rollouts + 1 WHERE step = ?', step)
+    const collecting = this.openCollectingStep()
+    this.addLlmStats(report.step, report.llm)
+    if (report.step === collecting) {
       this.sql.exec(
-        `INSERT INTO step_instances (step, instance_id, rubric_version, rollouts) VALUES (?, ?, ?, 1)
-         ON CONFLICT (step, instance_id) DO UPDATE SET rollouts = rollouts + 1, rubric_version = max(rubric_version, excluded.rubric_version)`,
-        step, instanceId, rubricVersion,
+        `INSERT INTO step_shards (step, instance_id, shard, tally) VALUES (?, ?, ?, ?)
+         ON CONFLICT (step, instance_id, shard) DO UPDATE SET tally = excluded.tally`,
+        report.step, report.instanceId, report.shard, JSON.stringify(report.tally),
       )
-      this.noteVersion(rubricVersion)
-      const rollouts = this.sql.exec<{ rollouts: number }>('SELECT rollouts FROM steps WHERE step = ?', step).one().rollouts
-      if (config.rollouts_per_step !== null && rollouts >= config.rollouts_per_step) {
-        await this.closeStep(runId, step, instanceId)
-        return { step, nextStep: step + 1 }
-      }
+      if (config.rollouts_per_step !== null) this.closeByCount(config.rollouts_per_step, report.instanceId, report.shard)
     }
-    return { step }
+    return { step: this.collectingStep(), closes: this.missedCloses(report.instanceId, report.shard, report.step) }
   }
 
   /** The trainer's "step done": closes the collecting step, or `noop` when the run closes steps by count. */
@@ -98,9 +135,10 @@ export class RunCoordinator extends DurableObject<Env> {
     const config = await this.runConfig(runId)
     const step = this.collectingStep()
     if (config.rollouts_per_step !== null) return { status: 'noop', step, closed: false }
-    const row = this.stepRow(step)
-    if (!row || row.rollouts === 0) return { status: 'complete', step, closed: false }
-    await this.closeStep(runId, step)
+    if (this.shardRows(step).length === 0) return { status: 'complete', step, closed: false }
+    this.closeStep(step)
+    // Every shard learns of the close before the answer, so a rollout sent after /complete belongs to the next step.
+    await this.tellShards(runId)
     return { status: 'complete', step, closed: true }
   }
 
@@ -108,76 +146,84 @@ export class RunCoordinator extends DurableObject<Env> {
   async status(runId: string): Promise<RubricStatus> {
     const config = await this.runConfig(runId)
     const reported = this.reportedStep()
-    const instances = reported
-      ? this.sql
-          .exec<{ instance_id: string; rubric_version: number; rollouts: number; updated: number; outcome: string | null }>(
-            'SELECT instance_id, rubric_version, rollouts, updated, outcome FROM step_instances WHERE step = ? ORDER BY instance_id', reported.step,
-          )
-          .toArray()
-      : []
-    const outcomes = instances.flatMap((row) => (row.outcome ? [JSON.parse(row.outcome) as StepUpdateOutcome] : []))
-    const total = (key: 'analysed' | 'late' | 'failed' | 'missing' | 'hacking_flags') => outcomes.reduce((sum, outcome) => sum + outcome[key], 0)
+    const instances = reported ? this.stepInstances(reported) : []
+    const outcomes = instances.flatMap((instance) => (instance.update ? [instance.update] : []))
+    const total = (key: 'analysed' | 'failed' | 'hacking_flags') => outcomes.reduce((sum, outcome) => sum + outcome[key], 0)
+    const reasons: RubricStatus['analyses']['reasons'] = {}
+    for (const outcome of outcomes) for (const [reason, count] of Object.entries(outcome.reasons)) reasons[reason as keyof typeof reasons] = (reasons[reason as keyof typeof reasons] ?? 0) + count
+    const rollouts = reported ? this.stepTally(reported).rollouts : 0
+    const status = reported ? publicStatus(reported.status) : 'idle'
     return {
       run_id: runId,
-      step: reported?.step ?? 0,
-      status: reported?.status ?? 'idle',
+      step: reported?.step ?? this.collectingStep(),
+      status,
       rubric_version: this.meta.number('max_version', 1),
-      instances: instances.map(({ instance_id, rubric_version, rollouts, outcome }) => ({
-        instance_id,
-        rubric_version,
-        rollouts,
-        ...(outcome ? { update: JSON.parse(outcome) as StepUpdateOutcome } : {}),
-      })),
-      analyses: { analysed: total('analysed'), late: total('late'), failed: total('failed'), missing: total('missing') },
+      instances: instances.map(({ instance_id, rubric_version, rollouts: count, update }) => ({ instance_id, rubric_version, rollouts: count, ...(update ? { update } : {}) })),
+      analyses: { analysed: total('analysed'), failed: total('failed'), reasons },
       hacking_flags: total('hacking_flags'),
-      pending: reported?.status === 'updating' ? instances.filter((row) => row.updated === 0).length : 0,
-      rollouts: reported?.rollouts ?? 0,
+      pending: status === 'updating' ? instances.filter((instance) => !instance.update).length : 0,
+      rollouts,
       mode: config.mode,
+      ...(status === 'collecting' || status === 'idle' ? { closes_when: closesWhen(config, rollouts) } : {}),
     }
   }
 
   /**
-   * Every step of the run, oldest first (at most the newest `limit`), with each touched instance's rollouts and
-   * update outcome: the dashboard's step timeline. A read only.
+   * Every step of the run, oldest first (at most the newest `limit`), with its score tally and each touched
+   * instance's rollouts and update outcome: the dashboard's timeline and charts. A read only.
    */
-  async timeline(limit = 200): Promise<StepTimelineEntry[]> {
-    const steps = this.sql
-      .exec<{ step: number; status: StepTimelineEntry['status']; rollouts: number; opened_at: string; closed_at: string | null; updated_at: string | null }>(
-        'SELECT step, status, rollouts, opened_at, closed_at, updated_at FROM steps ORDER BY step DESC LIMIT ?', limit,
+  async timeline(limit = DETAILED_STEPS): Promise<StepTimelineEntry[]> {
+    const steps = this.sql.exec<StepRow>('SELECT * FROM steps ORDER BY step DESC LIMIT ?', limit).toArray().reverse()
+    return steps.map((row) => {
+      const tally = this.stepTally(row)
+      return {
+        step: row.step, status: publicStatus(row.status), rollouts: tally.rollouts, opened_at: row.opened_at, closed_at: row.closed_at, updated_at: row.updated_at, tally,
+        instances: this.stepInstances(row).map((instance) => ({ ...instance, update: instance.update ?? null })),
+      }
+    })
+  }
+
+  /** LLM calls of the run by role, model and outcome, summed over its steps. */
+  async llmCalls(): Promise<LlmStat[]> {
+    return this.sql
+      .exec<LlmStat & Record<string, SqlStorageValue>>(
+        `SELECT role, model, outcome, sum(calls) AS calls, sum(latency_ms) AS latency_ms, sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens
+         FROM llm_stats GROUP BY role, model, outcome ORDER BY role, model, outcome`,
       )
       .toArray()
-      .reverse()
-    const first = steps[0]?.step ?? 0
-    const instances = this.sql
-      .exec<{ step: number; instance_id: string; rubric_version: number; rollouts: number; outcome: string | null }>(
-        'SELECT step, instance_id, rubric_version, rollouts, outcome FROM step_instances WHERE step >= ? ORDER BY step, instance_id', first,
-      )
-      .toArray()
-    return steps.map((row) => ({
-      ...row,
-      instances: instances
-        .filter((instance) => instance.step === row.step)
-        .map(({ instance_id, rubric_version, rollouts, outcome }) => ({ instance_id, rubric_version, rollouts, update: outcome ? (JSON.parse(outcome) as StepUpdateOutcome) : null })),
-    }))
   }
 
   /** Every instance that has taken part in the run, with its newest known rubric version. */
   async instances(): Promise<{ instance_id: string; rubric_version: number; rollouts: number }[]> {
-    return this.sql
-      .exec<{ instance_id: string; rubric_version: number; rollouts: number }>(
-        'SELECT instance_id, max(rubric_version) AS rubric_version, sum(rollouts) AS rollouts FROM step_instances GROUP BY instance_id ORDER BY instance_id',
-      )
-      .toArray()
+    const known = new Map(
+      this.sql.exec<{ instance_id: string; rubric_version: number; rollouts: number }>('SELECT instance_id, rubric_version, rollouts FROM instances').toArray().map((row) => [row.instance_id, row]),
+    )
+    // Steps not yet updated count from their shards' reports.
+    for (const row of this.sql.exec<ShardRow>(`SELECT * FROM step_shards WHERE step IN (SELECT step FROM steps WHERE status != 'updated')`)) {
+      const tally = tallyOf(row)
+      const instance = known.get(row.instance_id) ?? { instance_id: row.instance_id, rubric_version: 1, rollouts: 0 }
+      known.set(row.instance_id, { ...instance, rubric_version: Math.max(instance.rubric_version, tally.max_version ?? 1), rollouts: instance.rollouts + tally.rollouts })
+    }
+    return [...known.values()].sort((a, b) => (a.instance_id < b.instance_id ? -1 : 1))
+  }
+
+  /** Rollouts scored (distinct per step) and the last step with any, for the runs index. */
+  async activity(): Promise<{ scores: number; last_step: number | null }> {
+    const live = this.sql.exec<StepRow>(`SELECT * FROM steps WHERE status != 'updated' ORDER BY step`).toArray().map((row) => ({ step: row.step, rollouts: this.stepTally(row).rollouts }))
+    const scores = this.meta.number('updated_rollouts', 0) + live.reduce((sum, row) => sum + row.rollouts, 0)
+    const lastLive = live.filter((row) => row.rollouts > 0).at(-1)?.step
+    const lastUpdated = this.sql.exec<{ step: number | null }>(`SELECT max(step) AS step FROM steps WHERE status = 'updated'`).one().step
+    return { scores, last_step: lastLive ?? lastUpdated ?? null }
   }
 
   /**
-   * Waits until the step the trainer is waiting on has finished updating: the oldest updating step,
-   * else the collecting step if it has rollouts. Returns at once when nothing is pending.
+   * Waits until the step the trainer is waiting on has finished updating: the oldest closed step not yet updated,
+   * else the collecting step if any shard has taken rollouts in it. Returns at once when nothing is pending.
    */
   async waitForUpdate(runId: string, timeoutMs: number): Promise<{ done: boolean; status: RubricStatus }> {
-    const updating = this.sql.exec<{ step: number }>(`SELECT step FROM steps WHERE status = 'updating' ORDER BY step LIMIT 1`).toArray()[0]
-    const collecting = this.stepRow(this.collectingStep())
-    const target = updating?.step ?? (collecting && collecting.rollouts > 0 ? collecting.step : undefined)
+    const updating = this.sql.exec<{ step: number }>(`SELECT step FROM steps WHERE status IN ('closing', 'updating') ORDER BY step LIMIT 1`).toArray()[0]
+    const collecting = this.collectingStep()
+    const target = updating?.step ?? (this.shardRows(collecting).length > 0 ? collecting : undefined)
     const done = target === undefined ? true : await this.waitForStep(target, timeoutMs)
     return { done, status: await this.status(runId) }
   }
@@ -201,89 +247,267 @@ export class RunCoordinator extends DurableObject<Env> {
   }
 
   /**
-   * Hands each closed step's instance updates to the step queue, and re-sends any that have not
-   * reported back well past their deadline (a lost message or a reset must not stall a step).
-   * Safe to run again: the step jobs are idempotent.
+   * Tells the shards of closing steps, starts the updates of steps whose shards all know, and re-sends step jobs
+   * that have not reported back well past their time (a lost message or a reset must not stall a step). Safe to run
+   * again: closes and step jobs are idempotent.
    */
   override async alarm(): Promise<void> {
     const runId = this.meta.get('run_id')
     if (!runId) return
-    const config = await this.runConfig(runId)
-    const deadlineMs = config.analysis_deadline_s * 1_000
+    await this.runConfig(runId)
+    await this.tellShards(runId)
     const now = Date.now()
     const pending = this.sql
-      .exec<{ step: number; instance_id: string; enqueued_at: number | null; closed_at: string }>(
-        `SELECT si.step, si.instance_id, si.enqueued_at, s.closed_at FROM step_instances si JOIN steps s ON s.step = si.step
+      .exec<{ step: number; instance_id: string; enqueued_at: number | null }>(
+        `SELECT si.step, si.instance_id, si.enqueued_at FROM step_instances si JOIN steps s ON s.step = si.step
          WHERE s.status = 'updating' AND si.updated = 0 ORDER BY si.step, si.instance_id`,
       )
       .toArray()
-    const jobs: { body: StepJob }[] = []
-    for (const row of pending) {
-      const deadline = Date.parse(row.closed_at) + deadlineMs
-      if (row.enqueued_at !== null && now < Math.max(row.enqueued_at, deadline) + STEP_RESEND_AFTER_MS) continue
-      jobs.push({ body: { type: 'step', runId, instanceId: row.instance_id, step: row.step, deadline } })
-    }
+    const jobs: StepJob[] = pending
+      .filter((row) => row.enqueued_at === null || now >= row.enqueued_at + STEP_RESEND_AFTER_MS)
+      .map((row) => ({ type: 'step', runId, instanceId: row.instance_id, step: row.step, shards: this.closedShards(row.step, row.instance_id) }))
     for (let start = 0; start < jobs.length; start += 100) {
       const batch = jobs.slice(start, start + 100)
-      await this.env.STEP_QUEUE.sendBatch(batch)
+      await this.env.STEP_QUEUE.sendBatch(batch.map((body) => ({ body })))
       // Marked only once sent: a failed send throws, and the alarm's retry sends the job again.
-      for (const { body } of batch) this.sql.exec('UPDATE step_instances SET enqueued_at = ? WHERE step = ? AND instance_id = ?', now, body.step, body.instanceId)
+      for (const job of batch) this.sql.exec('UPDATE step_instances SET enqueued_at = ? WHERE step = ? AND instance_id = ?', now, job.step, job.instanceId)
     }
-    if (pending.length > 0) await this.ctx.storage.setAlarm(now + STEP_WATCHDOG_MS)
+    const unfinished = this.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM steps WHERE status IN ('closing', 'updating')`).one().n
+    if (unfinished > 0) await this.ctx.storage.setAlarm(now + STEP_WATCHDOG_MS)
   }
 
-  /** An instance reports its step update done; the step is updated when every touched instance has. */
-  async instanceUpdated(runId: string, step: number, instanceId: string, outcome: StepUpdateOutcome): Promise<{ stepUpdated: boolean }> {
+  /** An instance reports its step update done, with its LLM calls; the step is updated when every touched instance has. */
+  async instanceUpdated(runId: string, step: number, instanceId: string, outcome: StepUpdateOutcome, llm: readonly LlmStat[] = []): Promise<{ stepUpdated: boolean }> {
     await this.runConfig(runId)
-    this.sql.exec(
-      'UPDATE step_instances SET updated = 1, rubric_version = ?, outcome = ? WHERE step = ? AND instance_id = ?',
+    const changed = this.sql.exec(
+      'UPDATE step_instances SET updated = 1, rubric_version = ?, outcome = ? WHERE step = ? AND instance_id = ? AND updated = 0',
       outcome.rubric_version, JSON.stringify(outcome), step, instanceId,
-    )
+    ).rowsWritten
+    if (changed > 0) {
+      this.addLlmStats(step, llm)
+      this.sql.exec(
+        `INSERT INTO instances (instance_id, rubric_version, rollouts, last_step) VALUES (?, ?, ?, ?)
+         ON CONFLICT (instance_id) DO UPDATE SET rubric_version = max(rubric_version, excluded.rubric_version), rollouts = rollouts + excluded.rollouts, last_step = max(last_step, excluded.last_step)`,
+        instanceId, outcome.rubric_version, outcome.rollouts, step,
+      )
+    }
     this.noteVersion(outcome.rubric_version)
     const remaining = this.sql.exec<{ n: number }>('SELECT count(*) AS n FROM step_instances WHERE step = ? AND updated = 0', step).one().n
-    if (remaining === 0) {
-      this.sql.exec(`UPDATE steps SET status = 'updated', updated_at = coalesce(updated_at, ?) WHERE step = ?`, new Date().toISOString(), step)
-      this.wakeWaiters()
-    }
+    if (remaining === 0) this.stepDone(step)
     return { stepUpdated: remaining === 0 }
   }
 
+  /** Closes the collecting step once the shards' counts reach `n`: the shard that crossed keeps only what fills it. */
+  private closeByCount(n: number, instanceId: string, shard: number): void {
+    for (;;) {
+      const step = this.collectingStep()
+      const rows = this.shardRows(step)
+      const total = rows.reduce((sum, row) => sum + tallyOf(row).rollouts, 0)
+      if (total < n) return
+      const crossing = rows.find((row) => row.instance_id === instanceId && row.shard === shard)!
+      const crossingCount = tallyOf(crossing).rollouts
+      const keep = n - (total - crossingCount)
+      this.closeStep(step, { instanceId, shard, keep })
+      // What the crossing shard holds past the cut opens the next step (and may fill it too).
+      if (crossingCount > keep) {
+        this.sql.exec(
+          `INSERT INTO step_shards (step, instance_id, shard, tally) VALUES (?, ?, ?, ?) ON CONFLICT (step, instance_id, shard) DO UPDATE SET tally = excluded.tally`,
+          step + 1, instanceId, shard, JSON.stringify({ ...emptyTally(), rollouts: crossingCount - keep }),
+        )
+      }
+    }
+  }
+
   /**
-   * Closes a step and moves every touched instance to the next one before returning, so a rollout id
-   * reused right after the close is a new rollout of the next step, not a duplicate. `closedBy` (the
-   * instance whose rollout closed the step) moves itself from `admit`'s answer.
+   * Stops `step` taking rollouts: each shard keeps what it reported (the crossing shard of a count close what fills
+   * the step; after `/complete`, everything it holds), and the shards are told by the alarm (or by `/complete` itself).
    */
-  private async closeStep(runId: string, step: number, closedBy?: string): Promise<void> {
-    this.sql.exec(`UPDATE steps SET status = 'updating', closed_at = ? WHERE step = ? AND status = 'collecting'`, new Date().toISOString(), step)
-    this.meta.set('collecting_step', step + 1)
-    const touched = this.sql.exec<{ instance_id: string }>('SELECT instance_id FROM step_instances WHERE step = ?', step).toArray()
-    await this.ctx.storage.setAlarm(Date.now())
-    await Promise.all(
-      touched
-        .filter(({ instance_id }) => instance_id !== closedBy)
-        .map(({ instance_id }) => this.env.RUBRIC_INSTANCE.getByName(instanceName(runId, instance_id)).openStep(step + 1)),
+  private closeStep(step: number, crossing?: { instanceId: string; shard: number; keep: number }): void {
+    const now = new Date().toISOString()
+    this.ctx.storage.transactionSync(() => {
+      this.sql.exec(`UPDATE steps SET status = 'closing', closed_at = ? WHERE step = ? AND status = 'collecting'`, now, step)
+      if (crossing) {
+        this.sql.exec(`UPDATE step_shards SET keep = json_extract(tally, '$.rollouts') WHERE step = ?`, step)
+        this.sql.exec('UPDATE step_shards SET keep = ? WHERE step = ? AND instance_id = ? AND shard = ?', crossing.keep, step, crossing.instanceId, crossing.shard)
+      }
+      this.meta.set('collecting_step', step + 1)
+      this.openCollectingStep()
+    })
+    void this.ctx.storage.setAlarm(Date.now())
+  }
+
+  /** Tells every shard of a closing step that has not confirmed yet; a step whose shards all know starts updating. */
+  private async tellShards(runId: string): Promise<void> {
+    const closing = this.sql.exec<{ step: number }>(`SELECT step FROM steps WHERE status = 'closing' ORDER BY step`).toArray()
+    const limit = pLimit(CLOSE_FAN_OUT)
+    for (const { step } of closing) {
+      const unacked = this.shardRows(step).filter((row) => row.acked === 0)
+      await Promise.all(unacked.map((row) => limit(async () => {
+        try {
+          const address = { runId, instanceId: row.instance_id, shard: row.shard }
+          const reply = await this.env.LEDGER.getByName(ledgerName(runId, row.instance_id, row.shard)).closeStep(address, { step, keep: row.keep })
+          this.sql.exec(
+            'UPDATE step_shards SET acked = 1, keep = ?, tally = ? WHERE step = ? AND instance_id = ? AND shard = ?',
+            reply.closed.rollouts, JSON.stringify(reply.closed), step, row.instance_id, row.shard,
+          )
+          if (reply.current.tally.rollouts > 0) {
+            this.sql.exec(
+              `INSERT INTO step_shards (step, instance_id, shard, tally) VALUES (?, ?, ?, ?)
+               ON CONFLICT (step, instance_id, shard) DO UPDATE SET tally = excluded.tally WHERE acked = 0`,
+              reply.current.step, row.instance_id, row.shard, JSON.stringify(reply.current.tally),
+            )
+          }
+        } catch (error) {
+          // The watchdog alarm tries again; the shard also learns of the close from its next report.
+          console.error(`[${runId}] could not tell ${row.instance_id}#${row.shard} that step ${step} closed`, error)
+        }
+      })))
+      if (this.shardRows(step).some((row) => row.acked === 0)) continue
+      this.startUpdates(step)
+    }
+    const config = await this.runConfig(runId)
+    if (config.rollouts_per_step !== null) this.closeByCountAfterMoves(config.rollouts_per_step)
+  }
+
+  /** Rollouts moved into the collecting step by a close may fill it on their own. */
+  private closeByCountAfterMoves(n: number): void {
+    const rows = this.shardRows(this.collectingStep())
+    const biggest = rows.sort((a, b) => tallyOf(b).rollouts - tallyOf(a).rollouts)[0]
+    if (biggest) this.closeByCount(n, biggest.instance_id, biggest.shard)
+  }
+
+  private startUpdates(step: number): void {
+    const byInstance = new Map<string, { rollouts: number; version: number }>()
+    for (const row of this.shardRows(step)) {
+      const tally = tallyOf(row)
+      const sum = byInstance.get(row.instance_id) ?? { rollouts: 0, version: 1 }
+      byInstance.set(row.instance_id, { rollouts: sum.rollouts + tally.rollouts, version: Math.max(sum.version, tally.max_version ?? 1) })
+    }
+    const touched = [...byInstance].filter(([, sum]) => sum.rollouts > 0)
+    this.ctx.storage.transactionSync(() => {
+      this.sql.exec(`UPDATE steps SET status = 'updating' WHERE step = ? AND status = 'closing'`, step)
+      for (const [instanceId, { rollouts, version }] of touched) {
+        this.sql.exec('INSERT OR IGNORE INTO step_instances (step, instance_id, rubric_version, rollouts) VALUES (?, ?, ?, ?)', step, instanceId, version, rollouts)
+        this.noteVersion(version)
+      }
+    })
+    if (touched.length === 0) this.stepDone(step)
+  }
+
+  private stepDone(step: number): void {
+    const row = this.stepRow(step)
+    if (!row || row.status === 'updated') return
+    const tally = this.stepTally(row)
+    this.ctx.storage.transactionSync(() => {
+      this.sql.exec(`UPDATE steps SET status = 'updated', updated_at = coalesce(updated_at, ?), tally = ? WHERE step = ?`, new Date().toISOString(), JSON.stringify(tally), step)
+      this.meta.set('updated_rollouts', this.meta.number('updated_rollouts', 0) + tally.rollouts)
+    })
+    this.forgetOldDetail(step)
+    for (const waiter of this.waiters) if (waiter.isDone()) waiter.resolve(true)
+  }
+
+  /** Old steps keep their summary row: their shard and instance rows, and their per-step LLM sums, are folded away. */
+  private forgetOldDetail(step: number): void {
+    const oldest = step - DETAILED_STEPS
+    if (oldest < 0) return
+    this.ctx.storage.transactionSync(() => {
+      this.sql.exec(`DELETE FROM step_shards WHERE step <= ? AND step IN (SELECT step FROM steps WHERE status = 'updated')`, oldest)
+      this.sql.exec('DELETE FROM step_instances WHERE step <= ? AND updated = 1', oldest)
+      this.sql.exec(
+        `INSERT INTO llm_stats (step, role, model, outcome, calls, latency_ms, prompt_tokens, completion_tokens)
+         SELECT -1, role, model, outcome, sum(calls), sum(latency_ms), sum(prompt_tokens), sum(completion_tokens) FROM llm_stats WHERE step BETWEEN 0 AND ? GROUP BY role, model, outcome
+         ON CONFLICT (step, role, model, outcome) DO UPDATE SET calls = calls + excluded.calls, latency_ms = latency_ms + excluded.latency_ms,
+           prompt_tokens = prompt_tokens + excluded.prompt_tokens, completion_tokens = completion_tokens + excluded.completion_tokens`,
+        oldest,
+      )
+      this.sql.exec('DELETE FROM llm_stats WHERE step BETWEEN 0 AND ?', oldest)
+    })
+  }
+
+  /**
+   * Closed steps from `fromStep` (the shard's step) on: each with what the shard keeps of it. A shard ignores a close
+   * it has applied; a step the coordinator never saw the shard in keeps none of its rollouts (they were not counted
+   * there, so they move on).
+   */
+  private missedCloses(instanceId: string, shard: number, fromStep: number): CloseNotice[] {
+    const collecting = this.collectingStep()
+    if (fromStep >= collecting) return []
+    const keeps = new Map(
+      this.sql
+        .exec<{ step: number; keep: number | null }>('SELECT step, keep FROM step_shards WHERE instance_id = ? AND shard = ? AND step >= ? AND step < ?', instanceId, shard, fromStep, collecting)
+        .toArray()
+        .map((row) => [row.step, row.keep]),
     )
+    const notices: CloseNotice[] = []
+    for (let step = fromStep; step < collecting; step++) notices.push({ step, keep: keeps.has(step) ? keeps.get(step)! : 0 })
+    return notices
+  }
+
+  /** The shards of an instance that took part in a closed step, with what each keeps: what its update reads. */
+  private closedShards(step: number, instanceId: string): StepJob['shards'] {
+    return this.sql.exec<{ shard: number; keep: number | null }>('SELECT shard, keep FROM step_shards WHERE step = ? AND instance_id = ? ORDER BY shard', step, instanceId).toArray()
+  }
+
+  private stepInstances(row: StepRow): { instance_id: string; rubric_version: number; rollouts: number; update?: StepUpdateOutcome }[] {
+    if (row.status === 'collecting' || row.status === 'closing') {
+      const byInstance = new Map<string, ScoreTally[]>()
+      for (const shardRow of this.shardRows(row.step)) byInstance.set(shardRow.instance_id, [...(byInstance.get(shardRow.instance_id) ?? []), tallyOf(shardRow)])
+      return [...byInstance]
+        .map(([instance_id, tallies]) => {
+          const tally = mergeTallies(tallies)
+          return { instance_id, rubric_version: tally.max_version ?? 1, rollouts: tally.rollouts }
+        })
+        .sort((a, b) => (a.instance_id < b.instance_id ? -1 : 1))
+    }
+    return this.sql
+      .exec<{ instance_id: string; rubric_version: number; rollouts: number; outcome: string | null }>(
+        'SELECT instance_id, rubric_version, rollouts, outcome FROM step_instances WHERE step = ? ORDER BY instance_id', row.step,
+      )
+      .toArray()
+      .map(({ outcome, ...instance }) => ({ ...instance, ...(outcome ? { update: JSON.parse(outcome) as StepUpdateOutcome } : {}) }))
+  }
+
+  private stepTally(row: StepRow): ScoreTally {
+    if (row.tally) return JSON.parse(row.tally) as ScoreTally
+    return mergeTallies(this.shardRows(row.step).map(tallyOf))
+  }
+
+  private addLlmStats(step: number, stats: readonly LlmStat[]): void {
+    for (const stat of stats) {
+      this.sql.exec(
+        `INSERT INTO llm_stats (step, role, model, outcome, calls, latency_ms, prompt_tokens, completion_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (step, role, model, outcome) DO UPDATE SET calls = calls + excluded.calls, latency_ms = latency_ms + excluded.latency_ms,
+           prompt_tokens = prompt_tokens + excluded.prompt_tokens, completion_tokens = completion_tokens + excluded.completion_tokens`,
+        step, stat.role, stat.model, stat.outcome, stat.calls, stat.latency_ms, stat.prompt_tokens, stat.completion_tokens,
+      )
+    }
+  }
+
+  /** The step `/rubric_status` describes: a closed one not yet updated first, then the collecting one if it has rollouts, then the last updated. */
+  private reportedStep(): StepRow | undefined {
+    const updating = this.sql.exec<StepRow>(`SELECT * FROM steps WHERE status IN ('closing', 'updating') ORDER BY step LIMIT 1`).toArray()[0]
+    if (updating) return updating
+    const collecting = this.stepRow(this.collectingStep())
+    if (collecting && this.shardRows(collecting.step).length > 0) return collecting
+    return this.sql.exec<StepRow>(`SELECT * FROM steps WHERE status = 'updated' ORDER BY step DESC LIMIT 1`).toArray()[0]
+  }
+
+  private shardRows(step: number): ShardRow[] {
+    return this.sql.exec<ShardRow>('SELECT * FROM step_shards WHERE step = ?', step).toArray()
+  }
+
+  private stepRow(step: number): StepRow | undefined {
+    return this.sql.exec<StepRow>('SELECT * FROM steps WHERE step = ?', step).toArray()[0]
   }
 
   private collectingStep(): number {
     return this.meta.number('collecting_step', 0)
   }
 
-  /** The step `/rubric_status` describes: an updating one first, then the collecting one, then the last updated. */
-  private reportedStep(): StepRow | undefined {
-    const updating = this.sql.exec<StepRow>(`SELECT step, status, rollouts FROM steps WHERE status = 'updating' ORDER BY step LIMIT 1`).toArray()[0]
-    if (updating) return updating
-    const collecting = this.stepRow(this.collectingStep())
-    if (collecting && collecting.rollouts > 0) return collecting
-    return this.sql.exec<StepRow>(`SELECT step, status, rollouts FROM steps WHERE status = 'updated' ORDER BY step DESC LIMIT 1`).toArray()[0]
-  }
-
-  private stepRow(step: number): StepRow | undefined {
-    return this.sql.exec<StepRow>('SELECT step, status, rollouts FROM steps WHERE step = ?', step).toArray()[0]
-  }
-
-  private wakeWaiters(): void {
-    for (const waiter of this.waiters) if (waiter.isDone()) waiter.resolve(true)
+  private openCollectingStep(): number {
+    const step = this.collectingStep()
+    this.sql.exec(`INSERT OR IGNORE INTO steps (step, status, opened_at) VALUES (?, 'collecting', ?)`, step, new Date().toISOString())
+    return step
   }
 
   private noteVersion(version: number): void {
@@ -297,5 +521,17 @@ export class RunCoordinator extends DurableObject<Env> {
     if (!this.meta.get('run_id')) this.meta.set('run_id', runId)
     return (this.config = config)
   }
+}
 
+function tallyOf(row: ShardRow): ScoreTally {
+  return JSON.parse(row.tally) as ScoreTally
+}
+
+function publicStatus(status: StoredStepStatus): Exclude<StepStatus, 'idle'> {
+  return status === 'closing' ? 'updating' : status
+}
+
+function closesWhen(config: RunConfig, rollouts: number): string {
+  if (config.rollouts_per_step !== null) return `after ${Math.max(0, config.rollouts_per_step - rollouts)} more distinct rollouts (rollouts_per_step ${config.rollouts_per_step})`
+  return 'on POST /complete'
 }

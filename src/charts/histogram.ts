@@ -26,16 +26,14 @@ export function binValues(values: number[], bins: number, domain: [number, numbe
 
 /**
  * Histogram of values (e.g. scores in [0,1]) in `bins` bins (default 10) over `domain` (default:
- * the values' own range). Values outside the domain are left out and said so under the title.
+ * the values' own range), or of `counts` already binned in equal bins over `domain`. Values outside the domain are
+ * left out and said so under the title.
  * @example histogram({ title: 'Scores', values: [0.1, 0.4, 0.45, 0.9], bins: 5, domain: [0, 1], xLabel: 'score' })
  */
-export function histogram(options: ChartFrame & { values: number[]; bins?: number; domain?: [number, number] }): string {
-  const finite = (options.values ?? []).filter(isFiniteNumber)
-  if (finite.length === 0) return noDataChart('histogram', options)
-  const bins = Number.isInteger(options.bins) && options.bins! >= 1 ? Math.min(options.bins!, 200) : DEFAULT_BINS
-  let domain = validDomain(options.domain) ?? [Math.min(...finite), Math.max(...finite)]
-  if (isDegenerate(domain[0], domain[1])) domain = niceDomain(domain[0], domain[1]).domain
-  const { counts, skipped } = binValues(options.values ?? [], bins, domain)
+export function histogram(options: ChartFrame & ({ values: number[]; bins?: number; domain?: [number, number] } | { counts: number[]; domain: [number, number] })): string {
+  const binned = 'counts' in options ? binnedCounts(options.counts, options.domain) : binnedValues(options.values, options.bins, options.domain)
+  if (!binned) return noDataChart('histogram', options)
+  const { counts, skipped, domain, bins } = binned
   const shown = counts.reduce((sum, count) => sum + count, 0)
   if (shown === 0) return noDataChart('histogram', options, `No values inside [${formatValue(domain[0])}, ${formatValue(domain[1])}]`)
 
@@ -75,4 +73,21 @@ export function histogram(options: ChartFrame & { values: number[]; bins?: numbe
   })
   parts.push('</svg>')
   return parts.join('')
+}
+
+type Binned = { counts: number[]; skipped: number; domain: [number, number]; bins: number }
+
+function binnedValues(values: number[] | undefined, requestedBins: number | undefined, requestedDomain: [number, number] | undefined): Binned | undefined {
+  const finite = (values ?? []).filter(isFiniteNumber)
+  if (finite.length === 0) return undefined
+  const bins = Number.isInteger(requestedBins) && requestedBins! >= 1 ? Math.min(requestedBins!, 200) : DEFAULT_BINS
+  let domain = validDomain(requestedDomain) ?? [Math.min(...finite), Math.max(...finite)]
+  if (isDegenerate(domain[0], domain[1])) domain = niceDomain(domain[0], domain[1]).domain
+  return { ...binValues(values ?? [], bins, domain), domain, bins }
+}
+
+function binnedCounts(counts: number[], requestedDomain: [number, number]): Binned | undefined {
+  const domain = validDomain(requestedDomain)
+  if (!domain || counts.length === 0 || counts.length > 200 || !counts.every((count) => Number.isInteger(count) && count >= 0)) return undefined
+  return { counts, skipped: 0, domain, bins: counts.length }
 }

@@ -12,6 +12,8 @@ export const ERROR_STATUS = {
   rate_limited: 429,
   unsupported_media_type: 415,
   llm_unavailable: 503,
+  /** A Durable Object or D1 had more requests than it could queue; `Retry-After` says when to come back. */
+  overloaded: 503,
   /** The uploaded artifact fails the schema, its content address, or a serving check. */
   invalid_artifact: 400,
   /** A deployment names an artifact this Worker has never stored. */

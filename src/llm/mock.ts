@@ -5,6 +5,7 @@ import type { CriterionGrade } from '../schemas/score.ts'
 import { answerLibraryAnalyze, answerLibraryEvolve, answerLibraryJudge, answerLibraryRoute, answerLibraryTool } from './mock-library.ts'
 import { answerSearchInitialize, answerSearchJudge, answerSearchPropose, answerSearchVerify } from './mock-search.ts'
 import type { AgentTask, ChatModel, ChatRequest, ChatResponse } from './types.ts'
+import { GRADER_PATTERNS, TACTIC } from '../analysis/suspicion.ts'
 
 /** What the mock charges per image part (OpenAI's low-detail image cost). */
 const IMAGE_TOKENS = 85
@@ -110,32 +111,6 @@ function gradeGamingGuard(output: string, rubrics: readonly Rubric[], gradeMax: 
 // ---------------------------------------------------------------------------------------------
 // analyze
 
-/** Tactic names the heuristics use; the updater heuristic maps them to penalising rubrics. */
-const TACTIC = {
-  grader: 'addresses the grader',
-  claim: 'claims its own score',
-  ignore: 'asks to ignore the rubric',
-  stuffing: 'rubric keyword stuffing',
-  sycophancy: 'sycophantic padding',
-  length: 'length padding',
-  delimiter: 'forges the data delimiter',
-  fakeGrades: 'writes its own grades',
-} as const
-
-const GRADER_PATTERNS: { pattern: RegExp; tactic: string }[] = [
-  { pattern: /\b(?:give|award|assign|grant)\s+(?:this|me|it|the|my)?\s*(?:answer|response|one)?\s*(?:an?\s+)?(?:full|max(?:imum)?|perfect|top|highest)\s+(?:marks?|scores?|points?|grades?|ratings?)/i, tactic: TACTIC.grader },
-  { pattern: /\bas (?:the|a|an|my) (?:grader|evaluator|scorer|rater)\b/i, tactic: TACTIC.grader },
-  { pattern: /\b(?:grader|evaluator|scorer|rater)s?\b[^.!?\n]{0,60}\b(?:must|should|shall|need to|have to|are required to)\b/i, tactic: TACTIC.grader },
-  { pattern: /\b(?:judge|grader|evaluator)\b[^.!?\n]{0,40}\b(?:this|my) (?:answer|response)\b/i, tactic: TACTIC.grader },
-  { pattern: /\b(?:score|grade|rating|reward|marks?)\s*[:=]\s*\d+(?:\.\d+)?\s*(?:\/|out of)\s*\d+/i, tactic: TACTIC.claim },
-  { pattern: /\b(?:deserves?|earns?|merits?|warrants?)\s+(?:an?\s+)?(?:full marks|perfect|max(?:imum)?|top marks|\d+(?:\.\d+)?\s*(?:\/|out of)\s*\d+)/i, tactic: TACTIC.claim },
-  { pattern: /\bignore\s+(?:the|all|any|your|previous|prior|these|those)?\s*(?:\w+\s+)?(?:rubrics?|criteria|instructions|rules|guidelines|grading)\b/i, tactic: TACTIC.ignore },
-  { pattern: /满分|(?:给|打)(?:我|这个?|本)?.{0,4}(?:高分|10\s*分|十分)|评分员|评委|打分者/u, tactic: TACTIC.grader },
-  { pattern: /忽略.{0,10}(?:评分标准|标准|规则|指令)/u, tactic: TACTIC.ignore },
-  // Prompt injection: closing the grader's data block to write "instructions" after it, or a grade block in the judge's own reply format.
-  { pattern: /<<<\s*DATA-[0-9A-Za-z]*|\bDATA-[0-9A-Za-z]+\s*>>>/, tactic: TACTIC.delimiter },
-  { pattern: /[{,]\s*"(?:grades|grade|score|rubric_id)"\s*:/, tactic: TACTIC.fakeGrades },
-]
 const SYCOPHANCY_PATTERNS = [
   /\b(?:great|excellent|fantastic|wonderful|amazing|good|brilliant|insightful) question\b/i,
   /\bwhat an? (?:great|excellent|wonderful|fantastic|insightful|brilliant)\b/i,

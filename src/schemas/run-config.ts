@@ -50,8 +50,23 @@ export const RunConfig = z.object({
   /** Rubrics are updated on steps 0, N, 2N, … */
   rubric_update_frequency: z.number().int().positive().default(1),
   chunk_size: z.number().int().positive().max(1_000).default(16),
-  /** How long a closed step waits for its analyses before it summarises what it has; late ones count into the next step. */
-  analysis_deadline_s: z.number().min(0).max(900).default(60),
+  /**
+   * Durable Objects each instance's step ledger is spread over, by a hash of the rollout id: a run's `/score` rate
+   * can reach about this many times what one object serves. null: 8 in `global` mode, 1 in `per_instance` mode (the
+   * run's load is already spread over its instances).
+   */
+  ledger_shards: z.number().int().min(1).max(64).nullable().default(null),
+  /** Steps a closed step's rollouts stay in the ledger after its update committed; then they are deleted (aggregates stay). */
+  ledger_retention_steps: z.number().int().min(0).max(100).default(2),
+  /** Write every scored rollout to R2 (the ARCHIVE bucket) as NDJSON, one object per run × step × ledger shard. */
+  archive: z.boolean().default(false),
+  /** Which rollouts of a closed step get a deep (LLM) analysis; every rollout is scored either way. */
+  analysis: z.object({
+    /** Rollouts analysed per instance and step for coverage (group extremes, score range). null: 32 in `global`, 2 in `per_instance`. */
+    max_per_step: z.number().int().min(0).max(1_000).nullable().default(null),
+    /** Rollouts a cheap check marks suspicious analysed on top of `max_per_step`. null: as many as `max_per_step`. */
+    max_suspicious_per_step: z.number().int().min(0).max(1_000).nullable().default(null),
+  }).default({ max_per_step: null, max_suspicious_per_step: null }),
   /** Static memory: the last N batch summaries always shown to the updater. */
   static_memory_steps: z.number().int().min(0).max(50).default(3),
   /** Dynamic memory: documents retrieved per query. */
@@ -100,6 +115,23 @@ export const RunConfig = z.object({
 })
 export type RunConfig = z.infer<typeof RunConfig>
 export type RunConfigInput = z.input<typeof RunConfig>
+
+/**
+ * The ledger shards of each instance of a run (`ledger_shards`, or its mode's default).
+ * @example ledgerShardsOf(RunConfig.parse({ anchor_rubrics: [{ text: 'Correct.' }] })) // 8
+ */
+export function ledgerShardsOf(config: RunConfig): number {
+  return config.ledger_shards ?? (config.rubrics_mode === 'global' ? 8 : 1)
+}
+
+/**
+ * The analysis budget of one instance's step (`analysis`, or its mode's defaults).
+ * @example analysisBudgetOf(config) // { coverage: 32, suspicious: 32 }
+ */
+export function analysisBudgetOf(config: RunConfig): { coverage: number; suspicious: number } {
+  const coverage = config.analysis.max_per_step ?? (config.rubrics_mode === 'global' ? 32 : 2)
+  return { coverage, suspicious: config.analysis.max_suspicious_per_step ?? coverage }
+}
 
 /**
  * The body of `POST /runs`.

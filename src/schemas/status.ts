@@ -1,12 +1,39 @@
 import { z } from 'zod'
+import { ANALYSIS_REASONS } from '../analysis/select.ts'
 
 /** Where a run's current step is: no rollouts yet, taking rollouts, running its update, or done. */
 export const StepStatus = z.enum(['idle', 'collecting', 'updating', 'updated'])
 export type StepStatus = z.infer<typeof StepStatus>
 
+/** How many analysed rollouts were chosen for each reason (a rollout may have several). */
+export const AnalysisReasonCounts = z.partialRecord(z.enum(ANALYSIS_REASONS), z.number().int())
+export type AnalysisReasonCounts = z.infer<typeof AnalysisReasonCounts>
+
+/**
+ * How one instance's step update ended.
+ * @example StepUpdateOutcome.parse({ rubric_version: 2, changed: true, rollouts: 64, analysed: 8, failed: 0, reasons: { group_best: 4 }, hacking_flags: 1, strategy: 'CORRECTIVE', refused: [] })
+ */
+export const StepUpdateOutcome = z.object({
+  rubric_version: z.number().int(),
+  changed: z.boolean(),
+  /** Rollouts of the instance in the step. */
+  rollouts: z.number().int(),
+  /** Rollouts given a deep analysis, and those whose analysis failed after its retries. */
+  analysed: z.number().int(),
+  failed: z.number().int(),
+  reasons: AnalysisReasonCounts,
+  /** Analysed rollouts the analyzer flagged as reward hacking. */
+  hacking_flags: z.number().int(),
+  strategy: z.string().nullable(),
+  /** Parts of the updater's proposal that were refused (e.g. touching an anchor), even when no new version came of it. */
+  refused: z.array(z.string()),
+  error: z.string().optional(),
+})
+export type StepUpdateOutcome = z.infer<typeof StepUpdateOutcome>
+
 /**
  * What `GET /rubric_status` answers.
- * @example const s: RubricStatus = { run_id: 'default', step: 0, status: 'idle', rubric_version: 1, instances: [], pending: 0, rollouts: 0, mode: 'async', analyses: { analysed: 0, late: 0, failed: 0, missing: 0 }, hacking_flags: 0 }
+ * @example const s: RubricStatus = { run_id: 'default', step: 0, status: 'idle', rubric_version: 1, instances: [], pending: 0, rollouts: 0, mode: 'async', analyses: { analysed: 0, failed: 0, reasons: {} }, hacking_flags: 0 }
  */
 export const RubricStatus = z.object({
   run_id: z.string(),
@@ -20,27 +47,18 @@ export const RubricStatus = z.object({
     rubric_version: z.number().int().positive(),
     rollouts: z.number().int(),
     /** Present once the instance's update for this step is done. */
-    update: z.object({
-      rubric_version: z.number().int(),
-      changed: z.boolean(),
-      analysed: z.number().int(),
-      late: z.number().int(),
-      failed: z.number().int(),
-      missing: z.number().int(),
-      hacking_flags: z.number().int(),
-      strategy: z.string().nullable(),
-      refused: z.array(z.string()),
-      error: z.string().optional(),
-    }).optional(),
+    update: StepUpdateOutcome.optional(),
   })),
-  /** Analyses the step's finished updates worked from: on time, late (from earlier steps), failed (dead-lettered), missing (past the deadline). */
-  analyses: z.object({ analysed: z.number().int(), late: z.number().int(), failed: z.number().int(), missing: z.number().int() }),
+  /** The deep analyses of the step's finished updates: how many, how many failed, and why their rollouts were chosen. */
+  analyses: z.object({ analysed: z.number().int(), failed: z.number().int(), reasons: AnalysisReasonCounts }),
   /** Rollouts of the step the analyzer flagged as reward hacking. */
   hacking_flags: z.number().int(),
   /** Instances of the closed step whose update has not finished. */
   pending: z.number().int().nonnegative(),
-  /** Distinct rollouts counted in the reported step. */
+  /** Distinct rollouts counted in the reported step (ledger shards report them within about a second). */
   rollouts: z.number().int().nonnegative(),
   mode: z.enum(['async', 'sync']),
+  /** Why the reported step is still open, when it is collecting: what will close it. */
+  closes_when: z.string().optional(),
 })
 export type RubricStatus = z.infer<typeof RubricStatus>

@@ -1,4 +1,5 @@
 import { exports } from 'cloudflare:workers'
+import { expect, vi } from 'vitest'
 import type { RunConfigInput } from '../../src/schemas/run-config.ts'
 
 export const ADMIN_TOKEN = 'test-admin-token'
@@ -69,4 +70,18 @@ export async function createRun(config: RunConfigInput, runId = `t-${Date.now().
  */
 export function rollout(id: string, overrides: Partial<{ input: string; output: string; supplemental_context: string }> = {}) {
   return { id, input: 'What is 2+2?', output: '4', supplemental_context: '4', ...overrides }
+}
+
+/**
+ * Waits until `/rubric_status` of the token's run matches `expected`: ledger shards report their counts in batches
+ * (every `LEDGER_REPORT_MS`), so counts are eventually right, not at once.
+ * @example await expectStatus(run.token, { status: 'collecting', rollouts: 2 })
+ */
+export async function expectStatus(token: string | undefined, expected: Record<string, unknown>) {
+  let last: any
+  await vi.waitFor(async () => {
+    last = (await call('GET', '/rubric_status', { token })).json
+    expect(last).toMatchObject(expected)
+  }, { timeout: 5_000, interval: 50 })
+  return last
 }

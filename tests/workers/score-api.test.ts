@@ -1,6 +1,7 @@
 import { env } from 'cloudflare:workers'
 import { describe, expect, it, vi } from 'vitest'
-import { ADMIN_TOKEN, METADATA, call, createRun, rollout } from './helpers.ts'
+import { coordinatorName } from '../../durable-objects/names.ts'
+import { ADMIN_TOKEN, METADATA, call, createRun, expectStatus, rollout } from './helpers.ts'
 
 const BASE_RUBRICS = {
   anchor_rubrics: [{ id: 'a-correct', text: 'The final answer is correct.', weight: 2 }],
@@ -37,8 +38,7 @@ describe('idempotency', () => {
     expect(second.json.score).toBe(first.json.score)
     expect(first.json.duplicate).toBe(false)
     expect(second.json.duplicate).toBe(true)
-    const status = await call('GET', '/rubric_status', { token: run.token })
-    expect(status.json).toMatchObject({ status: 'collecting', step: 0, rollouts: 1 })
+    await expectStatus(run.token, { status: 'collecting', step: 0, rollouts: 1 })
   })
 
   it('counts concurrent requests for one rollout id once, all with the same score', async () => {
@@ -49,8 +49,7 @@ describe('idempotency', () => {
     expect(answers.every((a) => a.status === 200)).toBe(true)
     expect(new Set(answers.map((a) => a.json.score)).size).toBe(1)
     expect(answers.filter((a) => !a.json.duplicate)).toHaveLength(1)
-    const status = await call('GET', '/rubric_status', { token: run.token })
-    expect(status.json.rollouts).toBe(1)
+    await expectStatus(run.token, { rollouts: 1 })
   })
 
   it('serves identical content under a new rollout id from the score cache', async () => {
@@ -59,17 +58,17 @@ describe('idempotency', () => {
     const second = await call('POST', '/score', { token: run.token, body: { rollout: rollout('c2'), metadata: METADATA } })
     expect(first.json.cached).toBe(false)
     expect(second.json).toMatchObject({ cached: true, duplicate: false, score: first.json.score })
-    expect((await call('GET', '/rubric_status', { token: run.token })).json.rollouts).toBe(2)
+    await expectStatus(run.token, { rollouts: 2 })
   })
 })
 
 describe('steps', () => {
   it('moves idle → collecting → updated with /complete and releases /rubric_status/wait', async () => {
     const run = await createRun(BASE_RUBRICS)
-    expect((await call('GET', '/rubric_status', { token: run.token })).json).toMatchObject({ status: 'idle', step: 0, pending: 0 })
+    await expectStatus(run.token, { status: 'idle', step: 0, pending: 0 })
     await call('POST', '/score', { token: run.token, body: { rollout: rollout('s1'), metadata: METADATA } })
     await call('POST', '/score', { token: run.token, body: { rollout: rollout('s2', { output: '5' }), metadata: METADATA } })
-    expect((await call('GET', '/rubric_status', { token: run.token })).json).toMatchObject({ status: 'collecting', rollouts: 2 })
+    await expectStatus(run.token, { status: 'collecting', rollouts: 2 })
     expect((await call('POST', '/complete', { token: run.token })).json).toMatchObject({ status: 'complete', step: 0, closed: true })
     const waited = await call('GET', '/rubric_status/wait?timeout_s=10', { token: run.token })
     expect(waited.status).toBe(200)
@@ -77,14 +76,14 @@ describe('steps', () => {
     // The next score opens step 1; the same rollout id is a new rollout there.
     const next = await call('POST', '/score', { token: run.token, body: { rollout: rollout('s1'), metadata: { ...METADATA, current_step: 1 } } })
     expect(next.json).toMatchObject({ step: 1, duplicate: false })
-    expect((await call('GET', '/rubric_status', { token: run.token })).json).toMatchObject({ status: 'collecting', step: 1, rollouts: 1 })
+    await expectStatus(run.token, { status: 'collecting', step: 1, rollouts: 1 })
   })
 
   it('closes the step on the 4th distinct rollout when rollouts_per_step = 4, and /complete is a noop', async () => {
     const run = await createRun({ ...BASE_RUBRICS, rollouts_per_step: 4 })
     for (const id of ['p1', 'p2', 'p3']) await call('POST', '/score', { token: run.token, body: { rollout: rollout(id, { output: id }), metadata: METADATA } })
     await call('POST', '/score', { token: run.token, body: { rollout: rollout('p3', { output: 'p3' }), metadata: METADATA } })
-    expect((await call('GET', '/rubric_status', { token: run.token })).json).toMatchObject({ status: 'collecting', rollouts: 3 })
+    await expectStatus(run.token, { status: 'collecting', rollouts: 3 })
     const fourth = await call('POST', '/score', { token: run.token, body: { rollout: rollout('p4', { output: 'p4' }), metadata: METADATA } })
     expect(fourth.json.step).toBe(0)
     expect((await call('POST', '/complete', { token: run.token })).json).toMatchObject({ status: 'noop' })
@@ -117,7 +116,7 @@ describe('steps', () => {
       settled = true
       return res
     })
-    await vi.waitFor(async () => expect((await call('GET', '/rubric_status', { token: run.token })).json.rollouts).toBe(1))
+    await expectStatus(run.token, { rollouts: 1 })
     expect(settled).toBe(false)
     await call('POST', '/complete', { token: run.token })
     const res = await pending
@@ -155,8 +154,8 @@ describe('per_instance rubrics', () => {
 
     const listing = await call('GET', '/rubrics', { token: run.token })
     expect(listing.json.instances.map((i: { instance_id: string }) => i.instance_id).sort()).toEqual([a.json.instance_id, b.json.instance_id, 'geo-1'].sort())
-    const status = await call('GET', '/rubric_status', { token: run.token })
-    expect(status.json.instances).toHaveLength(3)
+    const status = await expectStatus(run.token, { rollouts: 4 })
+    expect(status.instances).toHaveLength(3)
   })
 })
 
@@ -193,16 +192,17 @@ describe('runs and tokens', () => {
   })
 })
 
-describe('records in D1', () => {
-  it('writes a score event and an LLM call row per judged rollout', async () => {
+describe('per-step aggregates', () => {
+  it('sums each step\'s scores and the scorer\'s LLM calls in the run\'s coordinator, not a row per event', async () => {
     const run = await createRun(BASE_RUBRICS)
-    const res = await call('POST', '/score', { token: run.token, body: { rollout: rollout('d1-row'), metadata: METADATA } })
+    const res = await call('POST', '/score', { token: run.token, body: { rollout: rollout('agg-1'), metadata: METADATA } })
+    await call('POST', '/score', { token: run.token, body: { rollout: rollout('agg-1'), metadata: METADATA } })
+    const coordinator = env.RUN_COORDINATOR.getByName(coordinatorName(run.runId))
     await vi.waitFor(async () => {
-      const events = await env.DB.prepare('SELECT rollout_id, score, request_id FROM score_events WHERE run_id = ?').bind(run.runId).all()
-      expect(events.results).toEqual([{ rollout_id: 'd1-row', score: res.json.score, request_id: res.json.request_id }])
-      // The background analysis logs its own (analyzer) call for the run whenever it gets to it.
-      const calls = await env.DB.prepare(`SELECT role, outcome, model FROM llm_calls WHERE run_id = ? AND role = 'scorer'`).bind(run.runId).all()
-      expect(calls.results).toEqual([{ role: 'scorer', outcome: 'ok', model: 'mock:mock-heuristic-1' }])
+      const [step] = await coordinator.timeline()
+      expect(step).toMatchObject({ step: 0, status: 'collecting', rollouts: 1, tally: { rollouts: 1, score_sum: res.json.score, min_version: 1, max_version: 1 } })
+      expect(step!.tally.bins.reduce((sum, count) => sum + count, 0)).toBe(1)
+      expect(await coordinator.llmCalls()).toEqual([expect.objectContaining({ role: 'scorer', outcome: 'ok', model: 'mock:mock-heuristic-1', calls: 1 })])
     })
   })
 })

@@ -14,7 +14,7 @@ export default defineConfig(async () => {
         wrangler: { configPath: './wrangler.toml' },
         remoteBindings: false,
         miniflare: {
-          bindings: { TEST_MIGRATIONS: migrations, ADMIN_TOKEN: 'test-admin-token', DEPLOYMENT: 'local', QUEUE_RETRY_BASE_S: '0' },
+          bindings: { TEST_MIGRATIONS: migrations, ADMIN_TOKEN: 'test-admin-token', DEPLOYMENT: 'local', QUEUE_RETRY_BASE_S: '0', LEDGER_REPORT_MS: '100' },
           // Limits no test reaches, so suites that fire many requests are not throttled; rate-limit.test.ts swaps in the
           // TEST_* ones (tiny, 10 s windows) to see 429s deterministically.
           ratelimits: {

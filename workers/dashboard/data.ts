@@ -1,14 +1,15 @@
 /**
- * What the dashboard reads, all of it already stored by the API: D1 (runs, score events, LLM calls, memory,
- * deployments) and the Durable Objects' own read methods (status, timeline, instances, rubric history).
+ * What the dashboard reads, all of it already stored by the API: D1 (runs, memory, deployments) and the Durable
+ * Objects' own read methods (status, the per-step aggregates of the timeline, LLM call sums, rubric history).
  * Nothing here writes.
  */
-import { and, desc, eq, gte, inArray, sql } from 'drizzle-orm'
+import { and, desc, eq, sql } from 'drizzle-orm'
 import { drizzle } from 'drizzle-orm/d1'
 import { coordinatorName, instanceName } from '../../durable-objects/names.ts'
-import type { AnalysisInput, RubricVersionRecord } from '../../durable-objects/rubric-instance/index.ts'
+import type { RubricVersionRecord } from '../../durable-objects/rubric-instance/index.ts'
 import type { StepTimelineEntry } from '../../durable-objects/run-coordinator/index.ts'
-import { llmCalls, memoryDocuments, rmArtifacts, rmDeployments, runs, scoreEvents } from '../../src/db/schema.ts'
+import { pLimit } from '../../src/llm/index.ts'
+import { memoryDocuments, rmArtifacts, rmDeployments, runs } from '../../src/db/schema.ts'
 import type { Analysis } from '../../src/schemas/agents.ts'
 import type { MemoryDocument, MemoryKind } from '../../src/schemas/memory.ts'
 import { RunConfig } from '../../src/schemas/run-config.ts'
@@ -22,12 +23,10 @@ import { DEFAULT_RUN_ID, loadRunConfig } from '../runs/store.ts'
 const MAX_LISTED_RUNS = 200
 /** Steps whose score distributions are drawn one histogram each. */
 export const HISTOGRAM_STEPS = 6
-/** Score values read for those histograms at most. */
-const MAX_HISTOGRAM_VALUES = 20_000
+/** Coordinators the runs index asks at once. */
+const ACTIVITY_FAN_OUT = 16
 /** Flagged analyses shown, newest first. */
 const MAX_HACKING_FLAGS = 25
-/** Characters of a flagged rollout's output shown as evidence. */
-const ROLLOUT_EXCERPT_CHARS = 800
 /** Deploy targets and stored artifacts the targets page lists at most. */
 const MAX_TARGETS = 100
 const MAX_ARTIFACTS = 100
@@ -43,7 +42,6 @@ export interface RunSummary {
   access: RunConfig['access']
   scores: number
   last_step: number | null
-  last_scored_at: string | null
 }
 
 /**
@@ -65,26 +63,14 @@ export async function visibleRuns(env: Env, viewer: Principal): Promise<RunSumma
   const seesDefault = viewer.kind === 'admin' || (viewer.kind === 'anonymous' && (local || defaultConfig.access === 'open'))
   if (seesDefault) listed.unshift({ id: DEFAULT_RUN_ID, created_at: null, config: defaultConfig })
   if (listed.length === 0) return []
-  const activity = await orm
-    .select({ runId: scoreEvents.runId, scores: sql<number>`count(*)`, lastStep: sql<number>`max(${scoreEvents.step})`, lastAt: sql<string>`max(${scoreEvents.createdAt})` })
-    .from(scoreEvents)
-    .where(inArray(scoreEvents.runId, listed.map((run) => run.id)))
-    .groupBy(scoreEvents.runId)
-    .all()
-  const byRun = new Map(activity.map((row) => [row.runId, row]))
-  return listed.map(({ id, created_at, config }) => ({
-    id,
-    created_at,
-    mode: config.mode,
-    rubrics_mode: config.rubrics_mode,
-    access: config.access,
-    scores: byRun.get(id)?.scores ?? 0,
-    last_step: byRun.get(id)?.lastStep ?? null,
-    last_scored_at: byRun.get(id)?.lastAt ?? null,
-  }))
+  const limit = pLimit(ACTIVITY_FAN_OUT)
+  return Promise.all(listed.map(({ id, created_at, config }) => limit(async () => {
+    const activity = await env.RUN_COORDINATOR.getByName(coordinatorName(id)).activity()
+    return { id, created_at, mode: config.mode, rubrics_mode: config.rubrics_mode, access: config.access, scores: activity.scores, last_step: activity.last_step }
+  })))
 }
 
-/** Scores served in one step (duplicates left out: they repeat an earlier score). */
+/** Scores of one step: each rollout's first score (repeated requests left out: they repeat it). */
 export interface StepScores {
   step: number
   count: number
@@ -93,6 +79,8 @@ export interface StepScores {
   max: number
   min_version: number
   max_version: number
+  /** Rollouts per tenth of the score range, [0, 0.1) … [0.9, 1]. */
+  bins: number[]
 }
 
 /** A rollout the analyzer flagged as reward hacking, with its evidence. */
@@ -106,7 +94,7 @@ export interface HackingFlag {
   tactics: string[]
   evidence: string[]
   assessment: string
-  /** The rollout as scored, when its instance still holds it. */
+  /** An excerpt of the rollout as scored, kept with its analysis. */
   rollout: { input: string; output: string; truncated: boolean } | null
 }
 
@@ -137,21 +125,19 @@ export interface RunDashboard {
   instanceId: string | null
   history: RubricVersionRecord[]
   stepScores: StepScores[]
-  /** Raw scores of the last `HISTOGRAM_STEPS` steps, by step. */
-  recentScores: Map<number, number[]>
   hacking: HackingFlag[]
   llmCalls: LlmCallGroup[]
   memory: { request: MemoryRequest; documents: (MemoryDocument & { similarity?: number })[] }
 }
 
 /**
- * Reads the run page's data in parallel: DO status, timeline and rubric history, D1 aggregates, flagged analyses,
- * and the memory page (a semantic search when `memory.q` is given).
+ * Reads the run page's data in parallel: DO status, timeline (with each step's score tally), LLM call sums and rubric
+ * history, flagged analyses, and the memory page (a semantic search when `memory.q` is given).
  * @example const data = await loadRunDashboard(env, run, { instance: 'global', memory: { q: 'hacking' } })
  */
 export async function loadRunDashboard(env: Env, run: { id: string; config: RunConfig }, options: { instance?: string; memory: MemoryRequest }): Promise<RunDashboard> {
   const coordinator = env.RUN_COORDINATOR.getByName(coordinatorName(run.id))
-  const [status, timeline, instances] = await Promise.all([coordinator.status(run.id), coordinator.timeline(), coordinator.instances()])
+  const [status, timeline, instances, calls] = await Promise.all([coordinator.status(run.id), coordinator.timeline(), coordinator.instances(), coordinator.llmCalls()])
   const instanceId =
     run.config.rubrics_mode === 'global'
       ? 'global'
@@ -159,48 +145,20 @@ export async function loadRunDashboard(env: Env, run: { id: string; config: RunC
   const history: Promise<RubricVersionRecord[]> = instanceId === null
     ? Promise.resolve([])
     : env.RUBRIC_INSTANCE.getByName(instanceName(run.id, instanceId)).history({ runId: run.id, instanceId })
-  const [versions, stepScores, recentScores, hacking, calls, memory] = await Promise.all([
-    history,
-    scoresByStep(env.DB, run.id),
-    recentStepScores(env.DB, run.id),
-    hackingFlags(env, run.id),
-    llmCallGroups(env.DB, run.id),
-    memoryPage(env, run.id, options.memory),
-  ])
-  return { run, status, timeline, instances, instanceId, history: versions, stepScores, recentScores, hacking, llmCalls: calls, memory: { request: options.memory, documents: memory } }
+  const [versions, hacking, memory] = await Promise.all([history, hackingFlags(env, run.id), memoryPage(env, run.id, options.memory)])
+  const llmCalls = calls.map(({ latency_ms, ...group }) => ({ ...group, mean_latency_ms: group.calls ? latency_ms / group.calls : 0 }))
+  return { run, status, timeline, instances, instanceId, history: versions, stepScores: scoresByStep(timeline), hacking, llmCalls, memory: { request: options.memory, documents: memory } }
 }
 
-async function scoresByStep(db: D1Database, runId: string): Promise<StepScores[]> {
-  return drizzle(db)
-    .select({
-      step: scoreEvents.step,
-      count: sql<number>`count(*)`,
-      mean: sql<number>`avg(${scoreEvents.score})`,
-      min: sql<number>`min(${scoreEvents.score})`,
-      max: sql<number>`max(${scoreEvents.score})`,
-      min_version: sql<number>`min(${scoreEvents.rubricVersion})`,
-      max_version: sql<number>`max(${scoreEvents.rubricVersion})`,
-    })
-    .from(scoreEvents)
-    .where(and(eq(scoreEvents.runId, runId), eq(scoreEvents.duplicate, false)))
-    .groupBy(scoreEvents.step)
-    .orderBy(scoreEvents.step)
-    .all()
-}
-
-async function recentStepScores(db: D1Database, runId: string): Promise<Map<number, number[]>> {
-  const orm = drizzle(db)
-  const last = await orm.select({ step: sql<number | null>`max(${scoreEvents.step})` }).from(scoreEvents).where(eq(scoreEvents.runId, runId)).get()
-  const byStep = new Map<number, number[]>()
-  if (last?.step === null || last?.step === undefined) return byStep
-  const rows = await orm
-    .select({ step: scoreEvents.step, score: scoreEvents.score })
-    .from(scoreEvents)
-    .where(and(eq(scoreEvents.runId, runId), eq(scoreEvents.duplicate, false), gte(scoreEvents.step, last.step - HISTOGRAM_STEPS + 1)))
-    .limit(MAX_HISTOGRAM_VALUES)
-    .all()
-  for (const row of rows) byStep.set(row.step, [...(byStep.get(row.step) ?? []), row.score])
-  return new Map([...byStep].sort(([a], [b]) => a - b))
+function scoresByStep(timeline: readonly StepTimelineEntry[]): StepScores[] {
+  return timeline.flatMap(({ step, tally }) =>
+    tally.rollouts === 0
+      ? []
+      : [{
+          step, count: tally.rollouts, mean: tally.score_sum / tally.rollouts, min: tally.score_min ?? 0, max: tally.score_max ?? 0,
+          min_version: tally.min_version ?? 1, max_version: tally.max_version ?? 1, bins: tally.bins,
+        }],
+  )
 }
 
 async function hackingFlags(env: Env, runId: string): Promise<HackingFlag[]> {
@@ -215,55 +173,22 @@ async function hackingFlags(env: Env, runId: string): Promise<HackingFlag[]> {
     .orderBy(desc(memoryDocuments.step), desc(memoryDocuments.createdAt))
     .limit(MAX_HACKING_FLAGS)
     .all()
-  const rolloutIdOf = (row: (typeof rows)[number]) => {
-    const data = row.data as { rollout_id?: unknown }
-    return typeof data.rollout_id === 'string' ? data.rollout_id : (row.subject ?? '')
-  }
-  // The flagged rollouts' texts: one Durable Object read per instance, not one per flag.
-  const keyOf = (instanceId: string, step: number, rolloutId: string) => `${instanceId}\u0000${step}\u0000${rolloutId}`
-  const inputs = new Map<string, AnalysisInput>()
-  await Promise.all([...new Set(rows.map((row) => row.instanceId))].map(async (instanceId) => {
-    const keys = rows.filter((row) => row.instanceId === instanceId).map((row) => ({ step: row.step, rollout_id: rolloutIdOf(row) }))
-    const found = (await env.RUBRIC_INSTANCE.getByName(instanceName(runId, instanceId)).analysisInputs({ runId, instanceId }, keys)) as AnalysisInput[]
-    for (const input of found) inputs.set(keyOf(instanceId, input.entry.step, input.entry.rollout_id), input)
-  }))
   return rows.map((row) => {
-    const data = row.data as { score?: unknown; analysis?: Analysis }
+    const data = row.data as { rollout_id?: unknown; score?: unknown; analysis?: Analysis; rollout?: HackingFlag['rollout'] }
     const verdict = data.analysis?.reward_hacking
-    const rolloutId = rolloutIdOf(row)
-    const input = inputs.get(keyOf(row.instanceId, row.step, rolloutId))
-    const output = input?.rollout.output ?? ''
     return {
       document_id: row.id,
       instance_id: row.instanceId,
       step: row.step,
-      rollout_id: rolloutId,
+      rollout_id: typeof data.rollout_id === 'string' ? data.rollout_id : (row.subject ?? ''),
       score: typeof data.score === 'number' ? data.score : null,
       severity: verdict?.severity ?? 'low',
       tactics: verdict?.tactics ?? [],
       evidence: verdict?.evidence ?? [],
       assessment: data.analysis?.overall_assessment ?? row.text,
-      rollout: input ? { input: input.rollout.input, output: output.slice(0, ROLLOUT_EXCERPT_CHARS), truncated: output.length > ROLLOUT_EXCERPT_CHARS } : null,
+      rollout: data.rollout ?? null,
     }
   })
-}
-
-async function llmCallGroups(db: D1Database, runId: string): Promise<LlmCallGroup[]> {
-  return drizzle(db)
-    .select({
-      role: llmCalls.role,
-      model: llmCalls.model,
-      outcome: llmCalls.outcome,
-      calls: sql<number>`count(*)`,
-      mean_latency_ms: sql<number>`avg(${llmCalls.latencyMs})`,
-      prompt_tokens: sql<number>`sum(${llmCalls.promptTokens})`,
-      completion_tokens: sql<number>`sum(${llmCalls.completionTokens})`,
-    })
-    .from(llmCalls)
-    .where(eq(llmCalls.runId, runId))
-    .groupBy(llmCalls.role, llmCalls.model, llmCalls.outcome)
-    .orderBy(llmCalls.role, llmCalls.model, llmCalls.outcome)
-    .all()
 }
 
 /** The same reads as `GET /memory`, run-wide: a semantic search when there is a query, else the newest documents. */

@@ -2,6 +2,7 @@ import type { Context } from 'hono'
 import { HTTPException } from 'hono/http-exception'
 import { AppError } from '../../src/errors/index.ts'
 import type { AppEnv } from '../env.ts'
+import { isOverloaded, OVERLOAD_RETRY_AFTER_S } from '../scoring/overload.ts'
 
 /**
  * The one place errors become HTTP: `{error: {code, message, details?}, request_id}` with the code's status.
@@ -23,5 +24,6 @@ function toAppError(error: Error): AppError {
     if (error.status === 413) return new AppError('payload_too_large', 'the request body is larger than 1 MiB')
     return new AppError(error.status === 404 ? 'not_found' : 'invalid_request', error.message || 'bad request', { status: error.status })
   }
+  if (isOverloaded(error)) return new AppError('overloaded', 'the run is taking more requests than it can queue right now; retry after the delay', { retryAfterSeconds: OVERLOAD_RETRY_AFTER_S })
   return new AppError('internal', 'internal error; the request id identifies it in the logs')
 }

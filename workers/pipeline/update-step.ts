@@ -1,43 +1,72 @@
+import { selectForAnalysis, type AnalysisReason, type SelectedRollout } from '../../src/analysis/index.ts'
+import { runAnalyzer } from '../../src/agents/analyzer/index.ts'
 import { summarizeStep } from '../../src/agents/meta-summarizer/index.ts'
 import { runQueryGenerator } from '../../src/agents/query-generator/index.ts'
 import { applyRubricUpdate, runUpdater, type RubricDiff } from '../../src/agents/updater/index.ts'
+import { llmStats, type LlmCallRecord } from '../../src/llm/index.ts'
 import { formatMemoriesForPrompt } from '../../src/memory/format-memories.ts'
 import { retrieveMemories } from '../../src/memory/retrieval.ts'
-import { trainingStage, type AnalysisRecord, type BatchSummary, type RubricUpdate } from '../../src/schemas/agents.ts'
+import { trainingStage, type Analysis, type AnalysisRecord, type BatchSummary, type RubricUpdate } from '../../src/schemas/agents.ts'
 import type { MemoryDocument } from '../../src/schemas/memory.ts'
 import type { TrainingMetadata } from '../../src/schemas/rollout.ts'
-import type { RunConfig } from '../../src/schemas/run-config.ts'
-import type { Rubric } from '../../src/schemas/rubric.ts'
-import type { StepUpdateCommit, StepUpdateInput, StepUpdateOutcome } from '../../durable-objects/rubric-instance/index.ts'
-import { coordinatorName, instanceName } from '../../durable-objects/names.ts'
+import { analysisBudgetOf, ledgerShardsOf, type RunConfig } from '../../src/schemas/run-config.ts'
+import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
+import type { StepUpdateOutcome } from '../../src/schemas/status.ts'
+import type { RecordedRollout, RolloutAnalysis, ShardAddress, StepRollout } from '../../durable-objects/contracts.ts'
+import { coordinatorName, instanceName, ledgerName } from '../../durable-objects/names.ts'
+import type { StepUpdateCommit } from '../../durable-objects/rubric-instance/index.ts'
 import type { Env } from '../env.ts'
 import { embedderFor, memoryFor, vectorIndexFor } from '../memory/backends.ts'
 import { MemoryStore, STEP_SUBJECT } from '../memory/store.ts'
-import { sendAnalysisJobs, type StepJob } from '../queues/messages.ts'
+import type { StepJob } from '../queues/messages.ts'
 import { loadRunConfig } from '../runs/store.ts'
 import { requestModels } from '../scoring/models.ts'
-import { writeRecords } from '../scoring/persist.ts'
 
-export type StepJobResult = { state: 'waiting'; retryInMs: number } | { state: 'done'; outcome: StepUpdateOutcome }
+/** Characters of a rollout's input and output an analysis document keeps, for the dashboard's hacking view. */
+const EXCERPT_CHARS = 800
+/** Times an update is planned again when another version landed while it was planned. */
+const MAX_REPLANS = 3
+
+/** What a step update worked from, counted for `/rubric_status`. */
+type Counts = StepUpdateCommit['counts']
 
 /**
- * One instance's update for a closed step: wait for its analyses (until the deadline) → summarise
- * (chunked) → on update steps, generate queries → retrieve memory → update the adaptive rubrics →
- * commit the new version and remember the update → tell the coordinator. Every stage is idempotent,
- * so a redelivered or retried job repeats no committed work. On the job's last attempt a failure
+ * One instance's update for a closed step: read the step's rollouts from its ledger shards → choose the rollouts to
+ * analyse within the run's budget (suspicious ones, group extremes, the score range) → analyse them → summarise
+ * (chunked) → on update steps, generate queries → retrieve memory → update the adaptive rubrics → commit the new
+ * version (compare-and-set) → tell the shards and the coordinator. Every stage is idempotent: a redelivered or
+ * retried job skips the analyses already made and repeats no committed work. On the job's last attempt a failure
  * commits "no change" with the error, so the step still completes.
- * @example const result = await updateInstanceStep(env, job, { lastAttempt: false })
+ * @example await updateInstanceStep(env, job, { lastAttempt: false })
  */
-export async function updateInstanceStep(env: Env, job: StepJob, options: { lastAttempt: boolean }): Promise<StepJobResult> {
+export async function updateInstanceStep(env: Env, job: StepJob, options: { lastAttempt: boolean }): Promise<StepUpdateOutcome> {
   const config = await loadRunConfig(env.DB, job.runId)
   if (!config) throw new Error(`run "${job.runId}" does not exist`)
   const address = { runId: job.runId, instanceId: job.instanceId }
   const instance = env.RUBRIC_INSTANCE.getByName(instanceName(job.runId, job.instanceId))
-  const input: StepUpdateInput = await instance.stepUpdateInput(address, job.step, job.deadline)
-  if (input.state === 'waiting') return { state: 'waiting', retryInMs: input.retryInMs }
-  const outcome = input.state === 'done' ? input.outcome : await instance.commitStepUpdate(address, job.step, await planUpdate(env, config, job, input, options))
-  await env.RUN_COORDINATOR.getByName(coordinatorName(job.runId)).instanceUpdated(job.runId, job.step, job.instanceId, outcome)
-  return { state: 'done', outcome }
+  const earlier = await instance.stepOutcome(job.step)
+  if (earlier) return finish(env, config, job, earlier, await instance.snapshot(address), [])
+  const models = requestModels(env, config)
+  const rollouts = await readStep(env, job)
+  const counts: Counts = { rollouts: rollouts.length, analysed: 0, failed: 0, reasons: {}, hacking_flags: 0 }
+  let commit: StepUpdateCommit | undefined
+  let snapshot: RubricSnapshot = await instance.snapshot(address)
+  try {
+    const analyses = await analyseStep(env, config, job, rollouts, models, options)
+    Object.assign(counts, analyses.counts)
+    for (let plans = 0; ; plans++) {
+      commit = await planUpdate(env, config, job, snapshot, analyses, counts, models)
+      const result = await instance.commitStepUpdate(address, job.step, commit)
+      if (result.state === 'committed') return finish(env, config, job, result.outcome, result.snapshot, models.calls)
+      // Another step's update landed while this one was planned: plan again on the rubrics it left.
+      if (plans + 1 >= MAX_REPLANS) throw new Error(`step ${job.step}: the rubrics kept changing while the update was planned`)
+      snapshot = result.snapshot
+    }
+  } catch (error) {
+    if (!options.lastAttempt) throw error
+    const result = await instance.commitStepUpdate(address, job.step, noChange(snapshot, 'update failed; the previous rubrics stay in force', counts, String((error as Error).message ?? error)))
+    return finish(env, config, job, result.state === 'committed' ? result.outcome : unreachable(), result.snapshot, models.calls)
+  }
 }
 
 /**
@@ -45,77 +74,196 @@ export async function updateInstanceStep(env: Env, job: StepJob, options: { last
  * @example await abandonInstanceStep(env, message.body, 'the updater failed 4 times')
  */
 export async function abandonInstanceStep(env: Env, job: StepJob, reason: string): Promise<void> {
+  const config = await loadRunConfig(env.DB, job.runId)
+  if (!config) return
   const address = { runId: job.runId, instanceId: job.instanceId }
   const instance = env.RUBRIC_INSTANCE.getByName(instanceName(job.runId, job.instanceId))
-  const outcome = await instance.commitStepUpdate(address, job.step, noChange(`update abandoned: ${reason}`, [], { late: 0, failed: 0, missing: 0, hacking_flags: 0 }, reason))
-  await env.RUN_COORDINATOR.getByName(coordinatorName(job.runId)).instanceUpdated(job.runId, job.step, job.instanceId, outcome)
+  const snapshot = await instance.snapshot(address)
+  const counts: Counts = { rollouts: 0, analysed: 0, failed: 0, reasons: {}, hacking_flags: 0 }
+  const result = await instance.commitStepUpdate(address, job.step, noChange(snapshot, `update abandoned: ${reason}`, counts, reason))
+  if (result.state === 'committed') await finish(env, config, job, result.outcome, result.snapshot, [])
+}
+
+/** The step's rollouts from each shard that took part, after making sure the shard applied the close. */
+async function readStep(env: Env, job: StepJob): Promise<StepRollout[]> {
+  const parts = await Promise.all(job.shards.map(({ shard, keep }) => {
+    const address: ShardAddress = { runId: job.runId, instanceId: job.instanceId, shard }
+    return env.LEDGER.getByName(ledgerName(job.runId, job.instanceId, shard)).stepRollouts(address, { step: job.step, keep })
+  }))
+  return parts.flat()
+}
+
+/**
+ * The step's deep analyses: the rollouts `selectForAnalysis` chooses, analysed once each (a retry skips those done),
+ * remembered as memory documents, and marked on their ledger rows. An analysis that fails after its own retries is
+ * counted as failed, unless every one failed and the job has attempts left: then the job is retried.
+ */
+async function analyseStep(
+  env: Env,
+  config: RunConfig,
+  job: StepJob,
+  rollouts: readonly StepRollout[],
+  models: ReturnType<typeof requestModels>,
+  options: { lastAttempt: boolean },
+): Promise<{ records: AnalysisRecord[]; latest?: TrainingMetadata; counts: Omit<Counts, 'rollouts'> }> {
+  const selected = selectForAnalysis(rollouts, analysisBudgetOf(config))
+  const byId = new Map(rollouts.map((rollout) => [rollout.rollout_id, rollout]))
+  const reasons: Partial<Record<AnalysisReason, number>> = {}
+  for (const { reasons: why } of selected) for (const reason of why) reasons[reason] = (reasons[reason] ?? 0) + 1
+  const todo = selected.filter(({ rollout_id }) => byId.get(rollout_id)!.analysis?.status !== 'done')
+  const memory = memoryFor(env, job.runId)
+  const fresh = await analyseRollouts(env, config, job, todo, byId, memory, models)
+  if (todo.length > 0 && fresh.every((result) => result.analysis.status === 'failed') && !options.lastAttempt) {
+    throw new Error(`step ${job.step}: all ${todo.length} analyses failed`)
+  }
+  await recordOnShards(env, job, fresh, byId)
+  const outcomes = new Map(rollouts.flatMap((rollout) => (rollout.analysis ? [[rollout.rollout_id, rollout.analysis] as const] : [])))
+  for (const result of fresh) outcomes.set(result.rollout_id, result.analysis)
+  const done = selected.flatMap(({ rollout_id }) => {
+    const outcome = outcomes.get(rollout_id)
+    return outcome?.status === 'done' ? [outcome] : []
+  })
+  const documents = await memory.get(done.map((outcome) => outcome.document_id))
+  const records = documents.map((doc) => ({ rollout_id: String(doc.data.rollout_id), score: Number(doc.data.score), analysis: doc.data.analysis as Analysis }))
+  const latest = documents.at(-1)?.data.metadata as TrainingMetadata | undefined
+  return {
+    records,
+    ...(latest ? { latest } : {}),
+    counts: { analysed: done.length, failed: selected.length - done.length, reasons, hacking_flags: done.filter((outcome) => outcome.hacking).length },
+  }
+}
+
+async function analyseRollouts(
+  env: Env,
+  config: RunConfig,
+  job: StepJob,
+  todo: readonly SelectedRollout[],
+  byId: ReadonlyMap<string, StepRollout>,
+  memory: MemoryStore,
+  models: ReturnType<typeof requestModels>,
+): Promise<{ rollout_id: string; analysis: RolloutAnalysis }[]> {
+  if (todo.length === 0) return []
+  const address = { runId: job.runId, instanceId: job.instanceId }
+  const byShard = new Map<number, string[]>()
+  for (const { rollout_id } of todo) byShard.set(byId.get(rollout_id)!.shard, [...(byShard.get(byId.get(rollout_id)!.shard) ?? []), rollout_id])
+  const recorded = (await Promise.all([...byShard].map(([shard, ids]) =>
+    env.LEDGER.getByName(ledgerName(job.runId, job.instanceId, shard)).rollouts({ ...address, shard }, job.step, ids),
+  ))).flat() as RecordedRollout[]
+  const full = new Map(recorded.map((rollout) => [rollout.entry.rollout_id, rollout]))
+  const versions = await env.RUBRIC_INSTANCE.getByName(instanceName(job.runId, job.instanceId)).versions(address, [...new Set(recorded.map((rollout) => rollout.entry.rubric_version))])
+  const analyzer = models.forRole('analyzer')
+  const now = new Date().toISOString()
+  const results = await Promise.all(todo.map(async ({ rollout_id, reasons }): Promise<{ rollout_id: string; reasons: AnalysisReason[]; document: MemoryDocument | undefined }> => {
+    const input = full.get(rollout_id)
+    if (!input) return { rollout_id, reasons, document: undefined }
+    try {
+      const analysis = await runAnalyzer(
+        analyzer.model,
+        {
+          rollout: input.rollout, metadata: input.metadata, rubrics: versions[input.entry.rubric_version] ?? [], score: input.entry.score,
+          criteria: input.entry.criteria, gradeMax: config.grade_max, locale: config.locale, prompts: config.prompts,
+        },
+        { maxAttempts: analyzer.settings.max_attempts },
+      )
+      const document: MemoryDocument = {
+        id: await MemoryStore.documentId('analysis', job.runId, job.instanceId, job.step, rollout_id),
+        run_id: job.runId, instance_id: job.instanceId, kind: 'analysis', step: job.step,
+        text: analysisText(rollout_id, input.entry.score, analysis),
+        data: {
+          subject: rollout_id, rollout_id, score: input.entry.score, metadata: input.metadata, analysis, reasons,
+          rollout: { input: input.rollout.input.slice(0, EXCERPT_CHARS), output: input.rollout.output.slice(0, EXCERPT_CHARS), truncated: input.rollout.output.length > EXCERPT_CHARS },
+        },
+        created_at: now,
+      }
+      return { rollout_id, reasons, document }
+    } catch (error) {
+      console.warn(`[${job.runId}/${job.instanceId} step ${job.step}] analysis of ${rollout_id} failed`, error)
+      return { rollout_id, reasons, document: undefined }
+    }
+  }))
+  await memory.put(results.flatMap(({ document }) => (document ? [document] : [])))
+  return results.map(({ rollout_id, reasons, document }) => ({
+    rollout_id,
+    analysis: document
+      ? { status: 'done', document_id: document.id, hacking: (document.data.analysis as Analysis).reward_hacking.flag, reasons }
+      : { status: 'failed', reasons },
+  }))
+}
+
+async function recordOnShards(env: Env, job: StepJob, results: readonly { rollout_id: string; analysis: RolloutAnalysis }[], byId: ReadonlyMap<string, StepRollout>): Promise<void> {
+  const byShard = new Map<number, { rollout_id: string; analysis: RolloutAnalysis }[]>()
+  for (const result of results) {
+    const shard = byId.get(result.rollout_id)!.shard
+    byShard.set(shard, [...(byShard.get(shard) ?? []), result])
+  }
+  await Promise.all([...byShard].map(([shard, outcomes]) =>
+    env.LEDGER.getByName(ledgerName(job.runId, job.instanceId, shard)).recordAnalyses({ runId: job.runId, instanceId: job.instanceId, shard }, job.step, outcomes),
+  ))
 }
 
 async function planUpdate(
   env: Env,
   config: RunConfig,
   job: StepJob,
-  input: Extract<StepUpdateInput, { state: 'ready' }>,
-  options: { lastAttempt: boolean },
+  snapshot: RubricSnapshot,
+  analyses: { records: AnalysisRecord[]; latest?: TrainingMetadata },
+  counts: Counts,
+  models: ReturnType<typeof requestModels>,
 ): Promise<StepUpdateCommit> {
-  if (input.stillPending.length > 0) {
-    // A lost analysis message would otherwise stay pending forever; the jobs are idempotent.
-    await sendAnalysisJobs(env.ANALYSIS_QUEUE, [{ type: 'analysis', runId: job.runId, instanceId: job.instanceId, rollouts: input.stillPending }])
-  }
-  const consumed = input.analyses.map(({ step, rollout_id }) => ({ step, rollout_id }))
-  const counts = { late: input.late, failed: input.failed, missing: input.pending, hacking_flags: input.analyses.filter((a) => a.hacking).length }
-  if (input.analyses.length === 0) return noChange('no analysed rollouts in this step', consumed, counts)
+  if (analyses.records.length === 0) return noChange(snapshot, 'no analysed rollouts in this step', counts)
   const memory = memoryFor(env, job.runId)
-  const models = requestModels(env, config)
-  try {
-    const documents = await memory.get(input.analyses.map((a) => a.document_id))
-    const records: AnalysisRecord[] = documents.map((doc) => ({ rollout_id: String(doc.data.rollout_id), score: Number(doc.data.score), analysis: doc.data.analysis as AnalysisRecord['analysis'] }))
-    const latest = documents.at(-1)?.data.metadata as TrainingMetadata | undefined
-    const rubrics = input.snapshot.rubrics
-    // A redelivered job reuses the summary it already remembered, so the updater works from that one.
-    const summary = (await storedStepSummary(memory, job)) ?? (await summarizeAndRemember(memory, models, config, job, records, rubrics))
-    if (job.step % config.rubric_update_frequency !== 0) return noChange('summary only: not an update step', consumed, counts)
+  const rubrics = snapshot.rubrics
+  // A redelivered job reuses the summary it already remembered, so the updater works from that one.
+  const summary = (await storedStepSummary(memory, job)) ?? (await summarizeAndRemember(memory, models, config, job, analyses.records, rubrics))
+  if (job.step % config.rubric_update_frequency !== 0) return noChange(snapshot, 'summary only: not an update step', counts)
 
-    const queryGenerator = models.forRole('query_generator')
-    const queries = await runQueryGenerator(queryGenerator.model, { summary, rubrics, maxQueries: config.max_queries, locale: config.locale, prompts: config.prompts }, { maxAttempts: queryGenerator.settings.max_attempts })
-    const instanceScope = config.rubrics_mode === 'per_instance' ? job.instanceId : undefined
-    const retrieved = await retrieveMemories({
-      static: await memory.recentSummaries(job.runId, job.instanceId, job.step - 1, config.static_memory_steps),
-      queries,
-      scope: { run_id: job.runId, ...(instanceScope ? { instance_id: instanceScope } : {}) },
-      limitPerQuery: config.dynamic_memory_limit_per_query,
-      embedder: embedderFor(env),
-      index: vectorIndexFor(env, job.runId),
-      loadDocuments: (ids) => memory.get(ids),
-    })
-    const updater = models.forRole('updater')
-    const update = await runUpdater(updater.model, {
-      rubrics, summary, memories: formatMemoriesForPrompt(retrieved.static, retrieved.dynamic), step: job.step,
-      stage: trainingStage(latest?.current_step ?? job.step, latest?.total_steps ?? Math.max(1, job.step + 1)),
-      ...(latest?.high_level_goal ? { goal: latest.high_level_goal } : {}),
-      locale: config.locale,
-      prompts: config.prompts,
-    }, { maxAttempts: updater.settings.max_attempts })
-    const applied = applyRubricUpdate(rubrics, update, { version: input.snapshot.version + 1, createdAt: new Date().toISOString() })
-    const changed = applied.accepted && Object.values(applied.diff).some((ids) => ids.length > 0)
-    if (applied.refused.length > 0) console.warn(`[${job.runId}/${job.instanceId} step ${job.step}] updater proposal partly refused:`, applied.refused)
-    await memory.put([await updateDocument(job, update, applied.diff, applied.refused, changed ? input.snapshot.version + 1 : input.snapshot.version, queries, retrieved)])
-    return {
-      ...(changed ? { rubrics: applied.rubrics } : {}),
-      strategy: update.strategy,
-      rationale: update.rationale,
-      diff: { ...applied.diff },
-      refused: applied.refused,
-      note: changed ? `${update.strategy} update at step ${job.step}` : `${update.strategy}: no change${applied.accepted ? '' : ' (proposal refused)'}`,
-      consumedRolloutIds: consumed,
-      counts,
-    }
-  } catch (error) {
-    if (!options.lastAttempt) throw error
-    return noChange('update failed; the previous rubrics stay in force', consumed, counts, String((error as Error).message ?? error))
-  } finally {
-    await writeRecords(env.DB, [{ runId: job.runId, requestId: `step:${job.step}:${job.instanceId}`, calls: models.calls }])
+  const queryGenerator = models.forRole('query_generator')
+  const queries = await runQueryGenerator(queryGenerator.model, { summary, rubrics, maxQueries: config.max_queries, locale: config.locale, prompts: config.prompts }, { maxAttempts: queryGenerator.settings.max_attempts })
+  const instanceScope = config.rubrics_mode === 'per_instance' ? job.instanceId : undefined
+  const retrieved = await retrieveMemories({
+    static: await memory.recentSummaries(job.runId, job.instanceId, job.step - 1, config.static_memory_steps),
+    queries,
+    scope: { run_id: job.runId, ...(instanceScope ? { instance_id: instanceScope } : {}) },
+    limitPerQuery: config.dynamic_memory_limit_per_query,
+    embedder: embedderFor(env),
+    index: vectorIndexFor(env, job.runId),
+    loadDocuments: (ids) => memory.get(ids),
+  })
+  const latest = analyses.latest
+  const updater = models.forRole('updater')
+  const update = await runUpdater(updater.model, {
+    rubrics, summary, memories: formatMemoriesForPrompt(retrieved.static, retrieved.dynamic), step: job.step,
+    stage: trainingStage(latest?.current_step ?? job.step, latest?.total_steps ?? Math.max(1, job.step + 1)),
+    ...(latest?.high_level_goal ? { goal: latest.high_level_goal } : {}),
+    locale: config.locale,
+    prompts: config.prompts,
+  }, { maxAttempts: updater.settings.max_attempts })
+  const applied = applyRubricUpdate(rubrics, update, { version: snapshot.version + 1, createdAt: new Date().toISOString() })
+  const changed = applied.accepted && Object.values(applied.diff).some((ids) => ids.length > 0)
+  if (applied.refused.length > 0) console.warn(`[${job.runId}/${job.instanceId} step ${job.step}] updater proposal partly refused:`, applied.refused)
+  await memory.put([await updateDocument(job, update, applied.diff, applied.refused, changed ? snapshot.version + 1 : snapshot.version, queries, retrieved)])
+  return {
+    baseVersion: snapshot.version,
+    ...(changed ? { rubrics: applied.rubrics } : {}),
+    strategy: update.strategy,
+    rationale: update.rationale,
+    diff: { ...applied.diff },
+    refused: applied.refused,
+    note: changed ? `${update.strategy} update at step ${job.step}` : `${update.strategy}: no change${applied.accepted ? '' : ' (proposal refused)'}`,
+    counts,
   }
+}
+
+/**
+ * After the commit: every ledger shard of the instance learns the rubrics now in force (so the isolates they answer
+ * do too) and that the step's rows may age out; then the coordinator counts the instance done.
+ */
+async function finish(env: Env, config: RunConfig, job: StepJob, outcome: StepUpdateOutcome, snapshot: RubricSnapshot, calls: readonly LlmCallRecord[]): Promise<StepUpdateOutcome> {
+  await Promise.all(Array.from({ length: ledgerShardsOf(config) }, (_, shard) =>
+    env.LEDGER.getByName(ledgerName(job.runId, job.instanceId, shard)).stepUpdated({ runId: job.runId, instanceId: job.instanceId, shard }, job.step, snapshot),
+  ))
+  await env.RUN_COORDINATOR.getByName(coordinatorName(job.runId)).instanceUpdated(job.runId, job.step, job.instanceId, outcome, llmStats(calls))
+  return outcome
 }
 
 async function storedStepSummary(memory: MemoryStore, job: StepJob): Promise<BatchSummary | undefined> {
@@ -130,7 +278,7 @@ async function summarizeAndRemember(
   config: RunConfig,
   job: StepJob,
   records: AnalysisRecord[],
-  rubrics: Rubric[],
+  rubrics: RubricSnapshot['rubrics'],
 ): Promise<BatchSummary> {
   const summarizer = models.forRole('summarizer')
   const { summary, chunks } = await summarizeStep(summarizer.model, records, config.chunk_size, {
@@ -141,8 +289,24 @@ async function summarizeAndRemember(
   return summary
 }
 
-function noChange(note: string, consumed: StepUpdateCommit['consumedRolloutIds'], counts: StepUpdateCommit['counts'], error?: string): StepUpdateCommit {
-  return { strategy: null, rationale: null, diff: null, refused: [], note, consumedRolloutIds: consumed, counts, ...(error ? { error } : {}) }
+function noChange(snapshot: RubricSnapshot, note: string, counts: Counts, error?: string): StepUpdateCommit {
+  return { baseVersion: snapshot.version, strategy: null, rationale: null, diff: null, refused: [], note, counts, ...(error ? { error } : {}) }
+}
+
+function unreachable(): never {
+  throw new Error('a commit without new rubrics is never stale')
+}
+
+/** The text an analysis is remembered and searched by. */
+function analysisText(rolloutId: string, score: number, analysis: Analysis): string {
+  const hacking = analysis.reward_hacking
+  return [
+    `Rollout ${rolloutId} scored ${score.toFixed(2)}. ${analysis.overall_assessment}`,
+    hacking.flag ? `Reward hacking (${hacking.severity}): ${hacking.tactics.join(', ')}. Evidence: ${hacking.evidence.join(' | ')}` : '',
+    analysis.rubric_effectiveness ? `Rubrics: ${analysis.rubric_effectiveness}` : '',
+    analysis.stage_performance ? `Stage: ${analysis.stage_performance}` : '',
+    ...analysis.observations,
+  ].filter(Boolean).join('\n')
 }
 
 async function summaryDocuments(job: StepJob, summary: BatchSummary, chunks: BatchSummary[]): Promise<MemoryDocument[]> {

@@ -2,21 +2,18 @@ import { Hono } from 'hono'
 import { z } from 'zod'
 import { AppError } from '../../src/errors/index.ts'
 import { sha256Hex } from '../../src/hash/index.ts'
-import { pLimit } from '../../src/llm/index.ts'
 import { ScoreRequest, TrainingMetadata } from '../../src/schemas/rollout.ts'
 import type { ScoreResult } from '../../src/schemas/score.ts'
 import type { AppEnv, Env } from '../env.ts'
 import { jsonBody } from '../middleware/json-body.ts'
 import { requestModels } from '../scoring/models.ts'
-import { scoreRecords } from '../scoring/persist.ts'
-import { scoreRollout } from '../scoring/score-rollout.ts'
+import { scoreRollouts } from '../scoring/score-rollout.ts'
+import { recordTelemetry } from '../telemetry/index.ts'
 
 /** Most samples one OpenRLHF request may carry (versions up to 0.9.0 send a whole rollout batch per server). */
 export const MAX_OPENRLHF_ITEMS = 1_024
 /** Most responses one group may carry. */
 export const MAX_GROUP_SIZE = 256
-/** Rollouts of one request scored at once; LLM calls are capped separately by the run's `max_concurrent_llm_calls`. */
-const ITEM_CONCURRENCY = 16
 
 /**
  * Training metadata for trainers that send none: OpenRLHF, slime and group callers have no such field. A request
@@ -80,7 +77,8 @@ export const GroupRequest = z.object({
 export const compatRoutes = new Hono<AppEnv>()
   .post('/compat/openrlhf', jsonBody(OpenRlhfRequest), async (c) => {
     const { query, prompts, labels, metadata } = c.get('body')
-    if (query.length === 0 && (prompts ?? []).length === 0 && (labels ?? []).length === 0) return c.json({ rewards: [], scores: [], extra_logs: {} })
+    // OpenRLHF up to 0.9 merges extra_logs by the first server's keys: an empty shard keeps every key.
+    if (query.length === 0 && (prompts ?? []).length === 0 && (labels ?? []).length === 0) return c.json({ rewards: [], scores: [], extra_logs: { rubric_version: [], cached: [], duplicate: [] } })
     for (const [name, list] of [['prompts', prompts], ['labels', labels]] as const) {
       if (list && list.length !== query.length) {
         throw new AppError('invalid_request', `query, prompts and labels must be parallel lists: query has ${query.length} items, ${name} has ${list.length}`)
@@ -190,28 +188,25 @@ interface ScoringScope {
   env: Env
   run: AppEnv['Variables']['run']
   requestId: string
-  defer: (work: Promise<unknown>) => void
 }
 
-function scoringScope(c: { env: Env; get(key: 'run'): AppEnv['Variables']['run']; get(key: 'requestId'): string; executionCtx: ExecutionContext }): ScoringScope {
-  return { env: c.env, run: c.get('run'), requestId: c.get('requestId'), defer: (work) => c.executionCtx.waitUntil(work) }
+function scoringScope(c: { env: Env; get(key: 'run'): AppEnv['Variables']['run']; get(key: 'requestId'): string }): ScoringScope {
+  return { env: c.env, run: c.get('run'), requestId: c.get('requestId') }
 }
 
 /**
- * Scores every request through `scoreRollout` under one set of models (the run's LLM caps hold across the batch),
- * in input order; the first failure fails the request (a trainer's retry re-scores only what was not recorded).
- * Score events and LLM calls are persisted after the response.
+ * Scores every request under one set of models (the run's LLM caps hold across the batch) with one ledger lookup and
+ * one record per shard, in input order; the first failure fails the request (a trainer's retry re-scores only what
+ * was not recorded, and what was costs no model call).
  */
 async function scoreAll(scope: ScoringScope, requests: readonly ScoreRequest[]): Promise<ScoreResult[]> {
-  const { env, run, requestId, defer } = scope
+  const { env, run, requestId } = scope
   const models = requestModels(env, run.config)
-  const scorer = models.forRole('scorer')
-  const limit = pLimit(ITEM_CONCURRENCY)
-  const settled = await Promise.allSettled(requests.map((request) => limit(() => scoreRollout({ env, run, scorer, requestId, defer }, request))))
-  const scores = settled.flatMap((outcome) => (outcome.status === 'fulfilled' ? [outcome.value] : []))
-  scoreRecords.add(env.DB, { runId: run.id, requestId, scores, calls: models.calls }, defer)
-  const failure = settled.find((outcome) => outcome.status === 'rejected')
-  if (failure) throw failure.reason
+  const outcomes = await scoreRollouts({ env, run, scorer: models.forRole('scorer'), calls: models.calls, requestId }, requests, { lookupFirst: true })
+  const scores = outcomes.flatMap((outcome) => (outcome.ok ? [outcome.result] : []))
+  recordTelemetry(env, { runId: run.id, requestId, scores, calls: models.calls })
+  const failure = outcomes.find((outcome) => !outcome.ok)
+  if (failure && !failure.ok) throw failure.error
   return scores
 }
 

@@ -1,22 +1,50 @@
 import { Hono } from 'hono'
+import { z } from 'zod'
 import { ScoreRequest } from '../../src/schemas/rollout.ts'
 import type { ScoreResult } from '../../src/schemas/score.ts'
 import type { AppEnv } from '../env.ts'
 import { jsonBody } from '../middleware/json-body.ts'
 import { requestModels } from '../scoring/models.ts'
-import { scoreRecords } from '../scoring/persist.ts'
-import { scoreRollout } from '../scoring/score-rollout.ts'
+import { scoreRollout, scoreRollouts } from '../scoring/score-rollout.ts'
+import { recordTelemetry } from '../telemetry/index.ts'
 
-/** `POST /score` — grade one rollout against its instance's current rubrics. */
-export const scoreRoute = new Hono<AppEnv>().post('/score', jsonBody(ScoreRequest), async (c) => {
-  const run = c.get('run')
-  const requestId = c.get('requestId')
-  const models = requestModels(c.env, run.config)
-  let score: ScoreResult | undefined
-  try {
-    score = await scoreRollout({ env: c.env, run, scorer: models.forRole('scorer'), requestId, defer: (work) => c.executionCtx.waitUntil(work) }, c.get('body'))
-    return c.json(score)
-  } finally {
-    scoreRecords.add(c.env.DB, { runId: run.id, requestId, calls: models.calls, ...(score ? { scores: [score] } : {}) }, (work) => c.executionCtx.waitUntil(work))
-  }
-})
+/** Most items one `POST /score/batch` may carry. */
+export const MAX_BATCH_ITEMS = 1_024
+
+/**
+ * The body of `POST /score/batch`: `/score` bodies, scored together.
+ * @example ScoreBatchRequest.parse({ items: [{ rollout: { id: 'r1', input: 'Q', output: 'A' }, metadata }] })
+ */
+export const ScoreBatchRequest = z.object({ items: z.array(ScoreRequest).min(1).max(MAX_BATCH_ITEMS) })
+
+/**
+ * `POST /score` — grade one rollout against its instance's current rubrics.
+ * `POST /score/batch` `{items: [<a /score body>…]}` (at most 1,024) — `{results: [<a /score answer> | {error: {code,
+ * message}}…], request_id}` in the order sent; one item's failure does not fail the others. One ledger call per shard
+ * looks the batch up (what was already recorded costs no model call) and one records it.
+ */
+export const scoreRoute = new Hono<AppEnv>()
+  .post('/score', jsonBody(ScoreRequest), async (c) => {
+    const run = c.get('run')
+    const requestId = c.get('requestId')
+    const models = requestModels(c.env, run.config)
+    let score: ScoreResult | undefined
+    try {
+      score = await scoreRollout({ env: c.env, run, scorer: models.forRole('scorer'), calls: models.calls, requestId }, c.get('body'))
+      return c.json(score)
+    } finally {
+      recordTelemetry(c.env, { runId: run.id, requestId, calls: models.calls, ...(score ? { scores: [score] } : {}) })
+    }
+  })
+  .post('/score/batch', jsonBody(ScoreBatchRequest), async (c) => {
+    const run = c.get('run')
+    const requestId = c.get('requestId')
+    const models = requestModels(c.env, run.config)
+    const outcomes = await scoreRollouts({ env: c.env, run, scorer: models.forRole('scorer'), calls: models.calls, requestId }, c.get('body').items, { lookupFirst: true })
+    const scores = outcomes.flatMap((outcome) => (outcome.ok ? [outcome.result] : []))
+    recordTelemetry(c.env, { runId: run.id, requestId, calls: models.calls, scores })
+    return c.json({
+      results: outcomes.map((outcome) => (outcome.ok ? outcome.result : { error: { code: outcome.error.code, message: outcome.error.message } })),
+      request_id: requestId,
+    })
+  })

@@ -12,6 +12,8 @@ export interface RoleModel {
   settings: AgentSettings
   /** Everything about the model that changes its answers: part of every cache key. */
   signature: string
+  /** `backend:model`, as the archive names the judge. */
+  label: string
 }
 
 /**
@@ -36,7 +38,7 @@ export function requestModels(env: Env, config: RunConfig) {
       adapters.set(adapterKey, adapter)
     }
     const model = instrumentChatModel(adapter, { role, log: calls, roleLimit: pLimit(settings.concurrency), totalLimit })
-    return { model, settings, signature: `${adapter.id}|${signature}` }
+    return { model, settings, signature: `${adapter.id}|${signature}`, label: `${settings.backend}:${settings.model}` }
   }
   return { forRole, calls }
 }

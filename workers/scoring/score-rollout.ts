@@ -1,91 +1,171 @@
+import { injectionTactics } from '../../src/analysis/index.ts'
 import { judgeRollout, judgementKey, type Judgement } from '../../src/agents/scorer/index.ts'
 import { AppError } from '../../src/errors/index.ts'
 import { instanceIdForInput } from '../../src/hash/index.ts'
-import { LlmError } from '../../src/llm/index.ts'
+import { llmStats, LlmError, pLimit, type LlmCallRecord } from '../../src/llm/index.ts'
 import type { ScoreRequest } from '../../src/schemas/rollout.ts'
+import { ledgerShardsOf, type RunConfig } from '../../src/schemas/run-config.ts'
 import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
-import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { ScoreResult } from '../../src/schemas/score.ts'
-import { coordinatorName, instanceName } from '../../durable-objects/names.ts'
+import type { LedgerEntry, RecordReply, ShardAddress, Submission } from '../../durable-objects/contracts.ts'
+import { coordinatorName, ledgerName, ledgerShardOf } from '../../durable-objects/names.ts'
 import { againAfterReset } from '../../durable-objects/reset.ts'
-import type { Preparation, RubricInstance } from '../../durable-objects/rubric-instance/index.ts'
 import type { Env } from '../env.ts'
-import { Outbox } from '../outbox/index.ts'
-import { sendAnalysisJobs, type AnalysisJob } from '../queues/messages.ts'
+import { durableObjectCall } from './overload.ts'
+import { judgementCache, rubricCache } from './caches.ts'
 import type { RoleModel } from './models.ts'
 
-/**
- * Rollouts of async-mode scores waiting for their analysis job: sent together (one send per job cost 0.3 ms of a
- * /score's 1.9), up to 6 rollouts of one instance per message (a sixth of the queue operations, BENCHMARKS.md).
- */
-export const pendingAnalyses = new Outbox<Queue<AnalysisJob>, AnalysisJob>({
-  what: 'analysis jobs',
-  maxItems: 64,
-  flushAfterMs: 100,
-  write: sendAnalysisJobs,
-})
+/** Items of one request judged at once; LLM calls are capped separately by the run's `max_concurrent_llm_calls`. */
+const ITEM_CONCURRENCY = 16
 
 export interface ScoreContext {
   env: Env
   run: { id: string; config: RunConfig }
   scorer: RoleModel
+  /** Every LLM call the request made (`requestModels().calls`): summed per step for the dashboard. */
+  calls: readonly LlmCallRecord[]
   requestId: string
-  /** Work to finish after the response (the route passes `executionCtx.waitUntil`). */
-  defer: (work: Promise<unknown>) => void
+}
+
+/** One item's outcome in a batch: its result, or the error that kept it from being scored. */
+export type ItemOutcome = { ok: true; result: ScoreResult } | { ok: false; error: AppError }
+
+/** A request on its way: where it goes and what it needs. */
+interface Item {
+  index: number
+  request: ScoreRequest
+  address: ShardAddress
+  key: string
+  tactics: string[]
+  outcome?: ItemOutcome
+  judged?: { version: number; judgement: Judgement; cached: boolean }
 }
 
 /**
- * The `/score` flow: resolve the instance → ask it for an earlier score, a cached judgement or the
- * rubric snapshot → judge with the LLM only when needed → record once per (step, rollout id).
- * In sync mode, hold the answer until the step's update is done and re-judge on newer rubrics.
+ * The `/score` flow for one rollout: judge it on the isolate's copy of its instance's rubrics (a cached judgement of
+ * identical content needs no model call), then one call to its ledger shard records it once per (step, rollout id)
+ * and says whether the rubrics moved on. Only an isolate without a copy asks the shard first. In sync mode the
+ * answer waits for the step's update and is re-judged on newer rubrics.
  * @example const result = await scoreRollout(ctx, { rollout, metadata })
  */
 export async function scoreRollout(ctx: ScoreContext, request: ScoreRequest): Promise<ScoreResult> {
-  const { env, run } = ctx
-  const instanceId = await resolveInstanceId(run.config, request)
-  const address = { runId: run.id, instanceId }
-  // A reset of the instance (a deploy) breaks the stub in hand; prepare and record are idempotent, so they are made again on a fresh one.
-  const fresh = () => env.RUBRIC_INSTANCE.getByName(instanceName(run.id, instanceId))
-  const key = await judgementKey(ctx.scorer.signature, run.config.locale, run.config.grade_max, request.rollout, request.metadata, run.config.prompts)
-
-  const prepared = await againAfterReset<Preparation>(() => fresh().prepare(address, request.rollout.id, key))
-  if (prepared.kind === 'recorded') return toResult(ctx, instanceId, prepared.entry, { duplicate: true })
-  const cached = prepared.kind === 'cached'
-  const judgement = cached ? prepared.judgement : await judge(ctx, prepared.snapshot, request)
-  const { entry, duplicate } = await againAfterReset(() => fresh().record(address, request.rollout, request.metadata, {
-    judgementKey: key,
-    rubricVersion: prepared.snapshot.version,
-    judgement,
-    cached,
-  }))
-  const result = toResult(ctx, instanceId, entry, { duplicate })
-  if (duplicate) return result
-  const job: AnalysisJob = { type: 'analysis', runId: run.id, instanceId, rollouts: [{ step: entry.step, rollout_id: entry.rollout_id }] }
-  if (run.config.mode === 'sync') {
-    await env.ANALYSIS_QUEUE.send(job)
-    return settleSync(ctx, request, result, fresh(), address)
-  }
-  // Async mode: the trainer never waits on the analysis pipeline, not even on the enqueue. A job lost with its
-  // isolate before the batch went out is sent again by the step update once the analysis deadline passes.
-  pendingAnalyses.add(env.ANALYSIS_QUEUE, job, ctx.defer)
-  return result
+  const [outcome] = await scoreRollouts(ctx, [request], { lookupFirst: false })
+  if (!outcome!.ok) throw outcome!.error
+  return outcome!.result
 }
 
-async function settleSync(
-  ctx: ScoreContext,
-  request: ScoreRequest,
-  result: ScoreResult,
-  instance: DurableObjectStub<RubricInstance>,
-  address: { runId: string; instanceId: string },
-): Promise<ScoreResult> {
-  const deadline = Date.now() + ctx.run.config.max_wait_s * 1_000
+/**
+ * Scores many rollouts with one ledger call per shard per phase, not per item: a lookup (so a retried batch pays no
+ * model call for what is already recorded, and the isolate learns the rubrics), the judgements, then the record.
+ * Results come back in order; one item's failure does not fail the others.
+ * @example const outcomes = await scoreRollouts(ctx, requests, { lookupFirst: true })
+ */
+export async function scoreRollouts(ctx: ScoreContext, requests: readonly ScoreRequest[], options: { lookupFirst: boolean }): Promise<ItemOutcome[]> {
+  const { run } = ctx
+  const shards = ledgerShardsOf(run.config)
+  const items: Item[] = await Promise.all(requests.map(async (request, index) => {
+    const instanceId = await resolveInstanceId(run.config, request)
+    return {
+      index,
+      request,
+      address: { runId: run.id, instanceId, shard: ledgerShardOf(request.rollout.id, shards) },
+      key: await judgementKey(ctx.scorer.signature, run.config.locale, run.config.grade_max, request.rollout, request.metadata, run.config.prompts),
+      tactics: injectionTactics(request.rollout.output),
+    }
+  }))
+  const lookups = byShard(items.filter((item) => options.lookupFirst || !rubricCache.get(run.id, item.address.instanceId)))
+  await Promise.all([...lookups.values()].map((group) => recordOnShard(ctx, group, false)))
+  const limit = pLimit(ITEM_CONCURRENCY)
+  await Promise.all(items.filter((item) => !item.outcome).map((item) => limit(() => judgeItem(ctx, item))))
+  const judged = items.filter((item) => !item.outcome && item.judged)
+  const groups = [...byShard(judged).values()]
+  const stats = llmStats(ctx.calls)
+  await Promise.all(groups.map((group, position) => recordOnShard(ctx, group, true, position === 0 ? stats : [])))
+  if (groups.length === 0 && stats.length > 0) await sendStatsOnly(ctx, items[0]!.address, stats)
+  const outcomes = items.map((item) => item.outcome ?? { ok: false as const, error: new AppError('internal', `rollout ${item.request.rollout.id} was neither recorded nor refused`) })
+  if (run.config.mode !== 'sync') return outcomes
+  return Promise.all(outcomes.map((outcome, index) => (outcome.ok && !outcome.result.duplicate ? settleSync(ctx, items[index]!, outcome.result) : outcome)))
+}
+
+/** One ledger call for items of one shard: a lookup (no judgements) or the record of their judgements. */
+async function recordOnShard(ctx: ScoreContext, group: Item[], withJudgements: boolean, stats: ReturnType<typeof llmStats> = []): Promise<void> {
+  const { env, run } = ctx
+  const address = group[0]!.address
+  const known = rubricCache.get(run.id, address.instanceId)?.version ?? 0
+  const submissions: Submission[] = group.map((item) => ({
+    rollout: item.request.rollout,
+    metadata: item.request.metadata,
+    ...(item.tactics.length ? { tactics: item.tactics } : {}),
+    ...(withJudgements && item.judged
+      ? { judged: { rubricVersion: item.judged.version, score: item.judged.judgement.score, criteria: item.judged.judgement.criteria, cached: item.judged.cached, judgeModel: ctx.scorer.label } }
+      : {}),
+  }))
+  let reply: RecordReply
+  try {
+    reply = await durableObjectCall(() => againAfterReset(() => env.LEDGER.getByName(ledgerName(run.id, address.instanceId, address.shard)).record(address, submissions, known, stats)))
+  } catch (error) {
+    const refused = error instanceof AppError ? error : new AppError('internal', 'the ledger could not record the rollout')
+    if (!(error instanceof AppError)) console.error(`[${ctx.requestId}] ledger call failed`, error)
+    for (const item of group) item.outcome = { ok: false, error: refused }
+    return
+  }
+  rubricCache.offer(run.id, address.instanceId, reply.snapshot)
+  reply.answers.forEach((answer, position) => {
+    const item = group[position]!
+    if (answer.kind === 'recorded') item.outcome = { ok: true, result: toResult(ctx, item.address.instanceId, answer.entry, answer.duplicate) }
+  })
+}
+
+async function sendStatsOnly(ctx: ScoreContext, address: ShardAddress, stats: ReturnType<typeof llmStats>): Promise<void> {
+  const known = rubricCache.get(ctx.run.id, address.instanceId)?.version ?? 0
+  try {
+    await ctx.env.LEDGER.getByName(ledgerName(ctx.run.id, address.instanceId, address.shard)).record(address, [], known, stats)
+  } catch (error) {
+    console.error(`[${ctx.requestId}] could not hand the scorer's LLM calls to the ledger`, error)
+  }
+}
+
+async function judgeItem(ctx: ScoreContext, item: Item): Promise<void> {
+  const snapshot = rubricCache.get(ctx.run.id, item.address.instanceId)
+  if (!snapshot) {
+    item.outcome = { ok: false, error: new AppError('internal', 'no rubrics for the instance after the ledger lookup') }
+    return
+  }
+  const cached = judgementCache.get(ctx.run.id, item.address.instanceId, snapshot.version, item.key)
+  if (cached) {
+    item.judged = { version: snapshot.version, judgement: cached, cached: true }
+    return
+  }
+  try {
+    const judgement = await judge(ctx, snapshot, item.request)
+    judgementCache.set(ctx.run.id, item.address.instanceId, snapshot.version, item.key, judgement)
+    item.judged = { version: snapshot.version, judgement, cached: false }
+  } catch (error) {
+    if (!(error instanceof AppError)) throw error
+    item.outcome = { ok: false, error }
+  }
+}
+
+async function settleSync(ctx: ScoreContext, item: Item, result: ScoreResult): Promise<ItemOutcome> {
+  const { env, run } = ctx
+  const deadline = Date.now() + run.config.max_wait_s * 1_000
   // A reset of the coordinator drops its waiters: wait again, on a fresh stub, for what is left of the time.
-  const updated = await againAfterReset(() => ctx.env.RUN_COORDINATOR.getByName(coordinatorName(ctx.run.id)).waitForStep(result.step, Math.max(0, deadline - Date.now())))
-  if (!updated) return { ...result, update_pending: true }
-  const snapshot: RubricSnapshot = await instance.snapshot(address)
-  if (snapshot.version === result.rubric_version) return result
-  const judgement = await judge(ctx, snapshot, request)
-  return { ...result, score: judgement.score, criteria: judgement.criteria, rubric_version: snapshot.version, cached: false }
+  const updated = await againAfterReset(() => env.RUN_COORDINATOR.getByName(coordinatorName(run.id)).waitForStep(result.step, Math.max(0, deadline - Date.now())))
+  if (!updated) return { ok: true, result: { ...result, update_pending: true } }
+  const { address } = item
+  const known = rubricCache.get(run.id, address.instanceId)?.version ?? 0
+  const reply = await durableObjectCall(() => againAfterReset(() => env.LEDGER.getByName(ledgerName(run.id, address.instanceId, address.shard)).record(address, [], known)))
+  rubricCache.offer(run.id, address.instanceId, reply.snapshot)
+  const snapshot = rubricCache.get(run.id, address.instanceId)!
+  if (snapshot.version === result.rubric_version) return { ok: true, result }
+  try {
+    const judgement = judgementCache.get(run.id, address.instanceId, snapshot.version, item.key) ?? (await judge(ctx, snapshot, item.request))
+    judgementCache.set(run.id, address.instanceId, snapshot.version, item.key, judgement)
+    return { ok: true, result: { ...result, score: judgement.score, criteria: judgement.criteria, rubric_version: snapshot.version, cached: false } }
+  } catch (error) {
+    if (error instanceof AppError) return { ok: false, error }
+    throw error
+  }
 }
 
 async function judge(ctx: ScoreContext, snapshot: RubricSnapshot, request: ScoreRequest): Promise<Judgement> {
@@ -114,12 +194,18 @@ async function resolveInstanceId(config: RunConfig, request: ScoreRequest): Prom
   return request.instance_id ?? instanceIdForInput(request.rollout.input)
 }
 
-function toResult(
-  ctx: ScoreContext,
-  instanceId: string,
-  entry: { rollout_id: string; step: number; rubric_version: number; score: number; criteria: ScoreResult['criteria']; cached: boolean },
-  flags: { duplicate: boolean },
-): ScoreResult {
+function byShard(items: readonly Item[]): Map<string, Item[]> {
+  const groups = new Map<string, Item[]>()
+  for (const item of items) {
+    const key = `${item.address.instanceId}\u0000${item.address.shard}`
+    const group = groups.get(key)
+    if (group) group.push(item)
+    else groups.set(key, [item])
+  }
+  return groups
+}
+
+function toResult(ctx: ScoreContext, instanceId: string, entry: LedgerEntry, duplicate: boolean): ScoreResult {
   return {
     score: entry.score,
     rubric_version: entry.rubric_version,
@@ -130,7 +216,7 @@ function toResult(
     rollout_id: entry.rollout_id,
     step: entry.step,
     grade_max: ctx.run.config.grade_max,
-    duplicate: flags.duplicate,
+    duplicate,
     cached: entry.cached,
   }
 }

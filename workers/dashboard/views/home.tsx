@@ -25,7 +25,6 @@ export const HomePage: FC<{ viewer: ViewerInfo; runs: RunSummary[] }> = ({ viewe
               <th>Access</th>
               <th class="num">Scores</th>
               <th class="num">Last step</th>
-              <th>Last scored (UTC)</th>
               <th>Created (UTC)</th>
             </tr>
           </thead>
@@ -44,7 +43,6 @@ export const HomePage: FC<{ viewer: ViewerInfo; runs: RunSummary[] }> = ({ viewe
                 </td>
                 <td class="num">{run.scores}</td>
                 <td class="num">{run.last_step ?? '—'}</td>
-                <td>{formatTime(run.last_scored_at)}</td>
                 <td>{run.created_at ? formatTime(run.created_at) : <span class="muted">config file</span>}</td>
               </tr>
             ))}

@@ -1,10 +1,11 @@
 import type { FC } from 'hono/jsx'
 import type { RubricVersionRecord } from '../../../durable-objects/rubric-instance/index.ts'
 import type { StepTimelineEntry } from '../../../durable-objects/run-coordinator/index.ts'
+import type { StepUpdateOutcome } from '../../../src/schemas/status.ts'
 import { histogram, lineChart } from '../../../src/charts/index.ts'
 import type { Rubric } from '../../../src/schemas/rubric.ts'
 import { MemoryKind } from '../../../src/schemas/memory.ts'
-import type { HackingFlag, RunDashboard, StepScores } from '../data.ts'
+import { HISTOGRAM_STEPS, type HackingFlag, type RunDashboard, type StepScores } from '../data.ts'
 import { diffRubricVersions, type DiffPart } from '../rubric-diff.ts'
 import { runHref } from './home.tsx'
 import { Chart, formatDuration, formatScore, formatTime, Layout, Section, type ViewerInfo } from './layout.tsx'
@@ -94,13 +95,13 @@ const ScoresSection: FC<{ data: RunDashboard }> = ({ data }) => {
     <Section id="scores" title="Scores" note="first score of each rollout (repeated requests left out)">
       <Chart svg={trend} />
       <h3 style="margin-top:14px">Score distribution per step</h3>
-      {data.recentScores.size === 0 ? (
+      {data.stepScores.length === 0 ? (
         <p class="empty">No scores yet.</p>
       ) : (
         <div class="charts">
-          {[...data.recentScores].map(([step, values]) => (
+          {data.stepScores.slice(-HISTOGRAM_STEPS).map((row) => (
             <Chart
-              svg={histogram({ title: `Step ${step} · ${values.length} rollouts`, values, bins: 10, domain: [0, 1], xLabel: 'score', yLabel: 'rollouts', width: 360, height: 220 })}
+              svg={histogram({ title: `Step ${row.step} · ${row.count} rollouts`, counts: row.bins, domain: [0, 1], xLabel: 'score', yLabel: 'rollouts', width: 360, height: 220 })}
             />
           ))}
         </div>
@@ -133,7 +134,8 @@ const TimelineSection: FC<{ timeline: StepTimelineEntry[]; scores: Map<number, S
         <tbody>
           {[...timeline].reverse().map((step) => {
             const updates = step.instances.flatMap((instance) => (instance.update ? [instance.update] : []))
-            const sum = (key: 'hacking_flags' | 'analysed' | 'late' | 'failed' | 'missing') => updates.reduce((total, update) => total + update[key], 0)
+            const sum = (key: 'hacking_flags' | 'analysed' | 'failed') => updates.reduce((total, update) => total + update[key], 0)
+            const reasons = reasonCounts(updates)
             const score = scores.get(step.step)
             const strategies = [...new Set(updates.flatMap((update) => (update.strategy ? [update.strategy] : [])))]
             const errors = updates.flatMap((update) => (update.error ? [update.error] : []))
@@ -160,7 +162,10 @@ const TimelineSection: FC<{ timeline: StepTimelineEntry[]; scores: Map<number, S
                   )}
                 </td>
                 <td class="num">{updates.length ? sum('hacking_flags') : '—'}</td>
-                <td>{updates.length ? `${sum('analysed')} analysed · ${sum('late')} late · ${sum('failed')} failed · ${sum('missing')} missing` : '—'}</td>
+                <td>
+                  {updates.length ? `${sum('analysed')} of ${step.rollouts} analysed${sum('failed') ? ` · ${sum('failed')} failed` : ''}` : '—'}
+                  {reasons && <div class="muted" title="why the analysed rollouts were chosen">{reasons}</div>}
+                </td>
                 <td>{formatTime(step.opened_at)}</td>
                 <td>{formatDuration(step.closed_at, step.updated_at)}</td>
               </tr>
@@ -450,4 +455,11 @@ const LlmSection: FC<{ data: RunDashboard }> = ({ data }) => (
 
 function statusTone(status: string): string {
   return status === 'updated' ? 'ok' : status === 'updating' ? 'warn' : status === 'collecting' ? 'info' : ''
+}
+
+/** Why the analysed rollouts of a step were chosen, in words: "group_best 4 · score_range 8". */
+function reasonCounts(updates: readonly StepUpdateOutcome[]): string {
+  const counts = new Map<string, number>()
+  for (const update of updates) for (const [reason, count] of Object.entries(update.reasons)) counts.set(reason, (counts.get(reason) ?? 0) + (count ?? 0))
+  return [...counts].map(([reason, count]) => `${reason.replaceAll('_', ' ')} ${count}`).join(' · ')
 }

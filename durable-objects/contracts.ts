@@ -1,0 +1,114 @@
+/**
+ * What the Worker and the Durable Objects say to each other: the shapes of their RPC arguments and answers, in one
+ * module that imports no object, so neither side depends on the other's code.
+ */
+import type { AnalysisReason } from '../src/analysis/index.ts'
+import type { Rollout, TrainingMetadata } from '../src/schemas/rollout.ts'
+import type { RubricSnapshot } from '../src/schemas/rubric.ts'
+import type { CriterionGrade } from '../src/schemas/score.ts'
+import type { LlmStat } from '../src/llm/stats.ts'
+import type { ScoreTally } from '../src/scoring/tally.ts'
+
+/** One ledger shard: a slice, by rollout-id hash, of one run × instance's step ledger. */
+export interface ShardAddress {
+  runId: string
+  instanceId: string
+  shard: number
+}
+
+export interface InstanceAddress {
+  runId: string
+  instanceId: string
+}
+
+/** One rollout's first score in a step: what every later request for the same id gets back. */
+export interface LedgerEntry {
+  rollout_id: string
+  step: number
+  rubric_version: number
+  score: number
+  criteria: CriterionGrade[]
+  cached: boolean
+}
+
+export interface Judged {
+  rubricVersion: number
+  score: number
+  criteria: CriterionGrade[]
+  /** The judgement came from the isolate's score cache, not from a model call. */
+  cached: boolean
+  /** The scoring model, as the archive names it: `backend:model`. */
+  judgeModel: string
+}
+
+/** A rollout handed to its ledger shard: with its judgement to record it, without one to ask whether it needs one. */
+export interface Submission {
+  rollout: Rollout
+  metadata: TrainingMetadata
+  judged?: Judged
+  /** Injection tactics the cheap check found in the output (`injectionTactics`). */
+  tactics?: string[]
+}
+
+export type ShardAnswer =
+  /** Recorded now (`duplicate: false`), or earlier in this step (`duplicate: true`: the first score stands). */
+  | { kind: 'recorded'; entry: LedgerEntry; duplicate: boolean }
+  /** Not seen in this step and sent without a judgement: judge it with the snapshot of the reply. */
+  | { kind: 'judge' }
+
+export interface RecordReply {
+  answers: ShardAnswer[]
+  /** The rubrics in force, when the caller's version is older or an answer asks for a judgement. */
+  snapshot?: RubricSnapshot
+}
+
+export type { LlmStat } from '../src/llm/stats.ts'
+
+/** A shard's report to its run's coordinator: its current step's tally (absolute, so a repeat changes nothing) and LLM calls since the last report. */
+export interface ShardReport {
+  instanceId: string
+  shard: number
+  step: number
+  tally: ScoreTally
+  llm: LlmStat[]
+}
+
+/** The coordinator closed `step`; the shard keeps its first `keep` rollouts of it (by arrival), or all when null, and moves the rest to the next step. */
+export interface CloseNotice {
+  step: number
+  keep: number | null
+}
+
+export interface CoordinatorReply {
+  /** The step the run is collecting. */
+  step: number
+  /** Closes the shard has not applied yet, oldest first. */
+  closes: CloseNotice[]
+}
+
+/** What the step update reads of one rollout of a closed step. */
+export interface StepRollout {
+  shard: number
+  rollout_id: string
+  step: number
+  rubric_version: number
+  score: number
+  group: string
+  output_chars: number
+  output_hash: string
+  grades: Record<string, number>
+  tactics: string[]
+  analysis: RolloutAnalysis | null
+}
+
+/** How a rollout's deep analysis ended, kept on its ledger row. */
+export type RolloutAnalysis = { status: 'done'; document_id: string; hacking: boolean; reasons: AnalysisReason[] } | { status: 'failed'; reasons: AnalysisReason[] }
+
+/** A recorded rollout in full, for its analysis. */
+export interface RecordedRollout {
+  entry: LedgerEntry
+  rollout: Rollout
+  metadata: TrainingMetadata
+}
+
+export type { StepUpdateOutcome } from '../src/schemas/status.ts'

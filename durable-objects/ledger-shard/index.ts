@@ -1,0 +1,409 @@
+import { DurableObject } from 'cloudflare:workers'
+import type { AnalysisReason } from '../../src/analysis/index.ts'
+import { fnv1a } from '../../src/hash/index.ts'
+import { addLlmStats } from '../../src/llm/stats.ts'
+import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
+import { addScore, emptyTally, type ScoreTally } from '../../src/scoring/tally.ts'
+import type { Env } from '../../workers/env.ts'
+import { loadRunConfig } from '../../workers/runs/store.ts'
+import type {
+  CloseNotice, CoordinatorReply, LedgerEntry, LlmStat, RecordedRollout, RecordReply, RolloutAnalysis, ShardAddress, ShardAnswer, StepRollout, Submission,
+} from '../contracts.ts'
+import { MetaStore } from '../meta-store.ts'
+import { coordinatorName, instanceName } from '../names.ts'
+import { applySchema, type TableSchema } from '../schema.ts'
+
+/** How long a shard collects rollouts and LLM calls before it reports them to the run's coordinator (`LEDGER_REPORT_MS` overrides). */
+export const REPORT_INTERVAL_MS = 1_000
+
+const LEDGER_TABLES: Record<string, TableSchema> = {
+  // Every query goes by (step) or (step, rollout_id): the key b-tree is the table, one row written per insert and per delete.
+  ledger: {
+    columns: {
+      step: 'INTEGER NOT NULL', rollout_id: 'TEXT NOT NULL', seq: 'INTEGER NOT NULL', rubric_version: 'INTEGER NOT NULL', score: 'REAL NOT NULL',
+      cached: 'INTEGER NOT NULL', grp: 'TEXT NOT NULL', output_chars: 'INTEGER NOT NULL', output_hash: 'TEXT NOT NULL', tactics: 'TEXT',
+      analysis: 'TEXT', created_at: 'INTEGER NOT NULL', judge_model: 'TEXT NOT NULL', criteria: 'TEXT NOT NULL', metadata: 'TEXT NOT NULL', rollout: 'TEXT NOT NULL',
+    },
+    constraints: ['PRIMARY KEY (step, rollout_id)'],
+    withoutRowid: true,
+  },
+}
+
+type EntryRow = { step: number; rollout_id: string; rubric_version: number; score: number; criteria: string; cached: number }
+
+/**
+ * One slice of a run × instance's step ledger: the rollouts whose id hashes here (`ledgerShardOf`). It is the only
+ * Durable Object a `/score` touches: one call records the judged rollout once per step (a second call for the same
+ * id gets the first score back) and answers with the rubrics in force when the caller's copy is older. Counts go to
+ * the run's coordinator in batches (an alarm every `REPORT_INTERVAL_MS`); the coordinator answers with the steps it
+ * closed, and the shard moves what came after the cut to the next step. A step's rows are kept until
+ * `ledger_retention_steps` later updates have committed (archived to R2 first when the run says `archive`), then deleted.
+ */
+export class LedgerShard extends DurableObject<Env> {
+  private readonly sql: SqlStorage
+  private readonly meta: MetaStore
+  /** The current step's scores, kept in memory (rebuilt from the ledger on wake): what a report sends. */
+  private tally: ScoreTally | undefined
+  /** LLM calls of `/score` requests since the last report, by role, model and outcome. */
+  private llm = new Map<string, LlmStat>()
+  /** The step the coordinator knows this shard takes rollouts in; a first rollout of any other step announces it first. */
+  private announced: number | undefined
+  private announcing: Promise<void> | undefined
+  private lastSeq = 0
+  /** Something a report has not carried yet. */
+  private dirty = false
+  private alarmAt: number | undefined
+  private snapshotCache: RubricSnapshot | undefined
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env)
+    this.sql = ctx.storage.sql
+    this.meta = new MetaStore(this.sql)
+    applySchema(this.sql, LEDGER_TABLES)
+  }
+
+  /**
+   * Records judged rollouts, each once per step: the first writer for a (step, rollout id) wins and later ones get its
+   * entry back as a duplicate. A submission without a judgement is a lookup: its earlier entry, or `judge`.
+   * `knownVersion` is the caller's rubric version: the reply carries the snapshot when it is older.
+   */
+  async record(address: ShardAddress, submissions: readonly Submission[], knownVersion: number, llm: readonly LlmStat[] = []): Promise<RecordReply> {
+    this.bind(address)
+    addLlmStats(this.llm, llm)
+    const snapshot = await this.currentSnapshot()
+    // A close may land while the announce waits; the step a rollout is written in must be one the coordinator knows this shard in.
+    const writes = submissions.some((submission) => submission.judged)
+    for (let tries = 0; tries < 3 && writes && (this.epoch() === undefined || this.announced !== this.epoch()); tries++) await this.announce()
+    const step = this.epoch()
+    const answers: ShardAnswer[] = []
+    let inserted = 0
+    this.ctx.storage.transactionSync(() => {
+      for (const submission of submissions) {
+        const earlier = step === undefined ? undefined : this.entry(step, submission.rollout.id)
+        if (earlier) answers.push({ kind: 'recorded', entry: earlier, duplicate: true })
+        else if (!submission.judged || step === undefined) answers.push({ kind: 'judge' })
+        else {
+          answers.push({ kind: 'recorded', entry: this.insert(step, submission), duplicate: false })
+          inserted++
+        }
+      }
+    })
+    if (inserted > 0 || llm.length > 0) this.markDirty()
+    const needsSnapshot = knownVersion < snapshot.version || answers.some((answer) => answer.kind === 'judge')
+    return { answers, ...(needsSnapshot ? { snapshot } : {}) }
+  }
+
+  /**
+   * The coordinator closed `step`: rows of it past the first `keep` (by arrival) move to the next step, and rollouts
+   * from now on belong to the next step. Idempotent. Answers with this shard's tally of its new step.
+   */
+  async closeStep(address: ShardAddress, notice: CloseNotice): Promise<{ closed: ScoreTally; current: { step: number; tally: ScoreTally } }> {
+    this.bind(address)
+    this.applyCloses([notice])
+    return { closed: this.tallyOf(notice.step), current: { step: this.epoch()!, tally: this.currentTally() } }
+  }
+
+  /**
+   * The rollouts of a closed step in this shard, small: what the step update selects its analyses from. Applies the
+   * close first (a shard that missed the notice must not hand over rollouts the step does not keep).
+   */
+  async stepRollouts(address: ShardAddress, close: CloseNotice): Promise<StepRollout[]> {
+    this.bind(address)
+    this.applyCloses([close])
+    const { step } = close
+    return this.sql
+      .exec<{ rollout_id: string; rubric_version: number; score: number; grp: string; output_chars: number; output_hash: string; criteria: string; tactics: string | null; analysis: string | null }>(
+        'SELECT rollout_id, rubric_version, score, grp, output_chars, output_hash, criteria, tactics, analysis FROM ledger WHERE step = ?', step,
+      )
+      .toArray()
+      .map((row) => ({
+        shard: address.shard, rollout_id: row.rollout_id, step, rubric_version: row.rubric_version, score: row.score, group: row.grp,
+        output_chars: row.output_chars, output_hash: row.output_hash,
+        grades: Object.fromEntries((JSON.parse(row.criteria) as { rubric_id: string; grade: number }[]).map((grade) => [grade.rubric_id, grade.grade])),
+        tactics: row.tactics ? (JSON.parse(row.tactics) as string[]) : [],
+        analysis: row.analysis ? (JSON.parse(row.analysis) as RolloutAnalysis) : null,
+      }))
+  }
+
+  /** Recorded rollouts in full, for their analyses; ids no longer (or never) in the ledger are left out. */
+  async rollouts(address: ShardAddress, step: number, rolloutIds: readonly string[]): Promise<RecordedRollout[]> {
+    this.bind(address)
+    return rolloutIds.flatMap((rolloutId) => {
+      const row = this.sql
+        .exec<EntryRow & { rollout: string; metadata: string }>(
+          'SELECT step, rollout_id, rubric_version, score, criteria, cached, rollout, metadata FROM ledger WHERE step = ? AND rollout_id = ?', step, rolloutId,
+        )
+        .toArray()[0]
+      return row ? [{ entry: toEntry(row), rollout: JSON.parse(row.rollout), metadata: JSON.parse(row.metadata) }] : []
+    })
+  }
+
+  /** Keeps how each rollout's analysis ended on its row; a repeat changes nothing. Returns how many rows changed. */
+  async recordAnalyses(address: ShardAddress, step: number, outcomes: readonly { rollout_id: string; analysis: RolloutAnalysis }[]): Promise<number> {
+    this.bind(address)
+    let changed = 0
+    this.ctx.storage.transactionSync(() => {
+      for (const { rollout_id, analysis } of outcomes) {
+        changed += this.sql.exec(
+          `UPDATE ledger SET analysis = ? WHERE step = ? AND rollout_id = ? AND (analysis IS NULL OR json_extract(analysis, '$.status') != 'done')`,
+          JSON.stringify(analysis), step, rollout_id,
+        ).rowsWritten
+      }
+    })
+    return changed
+  }
+
+  /**
+   * A step's update committed: its rows may go once `retention` more updates have, and `snapshot` (the rubrics now in
+   * force) replaces this shard's copy when newer.
+   */
+  async stepUpdated(address: ShardAddress, step: number, snapshot: RubricSnapshot): Promise<void> {
+    this.bind(address)
+    if (step > this.meta.number('updated_through', -1)) this.meta.set('updated_through', step)
+    if (snapshot.version > (this.snapshotCache?.version ?? this.storedSnapshot()?.version ?? 0)) {
+      this.meta.set('snapshot', JSON.stringify(snapshot))
+      this.snapshotCache = snapshot
+    }
+    await this.scheduleAlarm(0)
+  }
+
+  /** Reports to the coordinator, writes closed steps to the archive, deletes steps past their retention. */
+  override async alarm(): Promise<void> {
+    this.alarmAt = undefined
+    const address = this.boundAddress()
+    if (!address) return
+    if (this.dirty) {
+      try {
+        await this.report(address)
+      } catch (error) {
+        console.error(`[${address.runId}/${address.instanceId}#${address.shard}] report failed; retrying`, error)
+        await this.scheduleAlarm(this.reportIntervalMs())
+        return
+      }
+    }
+    await this.keepStorageBounded(address)
+    if (this.dirty) await this.scheduleAlarm(this.reportIntervalMs())
+  }
+
+  private async report(address: ShardAddress): Promise<void> {
+    const step = this.epoch()
+    if (step === undefined) {
+      this.dirty = false
+      return
+    }
+    const llm = [...this.llm.values()]
+    this.llm = new Map()
+    this.dirty = false
+    try {
+      const reply = await this.coordinator(address).report(address.runId, { instanceId: address.instanceId, shard: address.shard, step, tally: this.currentTally(), llm })
+      this.applyReply(reply)
+    } catch (error) {
+      addLlmStats(this.llm, llm)
+      this.dirty = true
+      throw error
+    }
+  }
+
+  private async keepStorageBounded(address: ShardAddress): Promise<void> {
+    const step = this.epoch()
+    const updatedThrough = this.meta.number('updated_through', -1)
+    if (step === undefined || updatedThrough < 0) return
+    const config = await loadRunConfig(this.env.DB, address.runId)
+    if (!config) return
+    let archivedThrough = this.meta.number('archived_through', -1)
+    if (config.archive) {
+      // Closed steps only: their rows are final. In order, so a failed write is tried again before anything after it.
+      for (let closed = archivedThrough + 1; closed < step; closed++) {
+        await this.archive(address, closed)
+        this.meta.set('archived_through', (archivedThrough = closed))
+      }
+    }
+    const deletable = Math.min(updatedThrough - config.ledger_retention_steps, config.archive ? archivedThrough : Infinity)
+    if (deletable > this.meta.number('deleted_through', -1)) {
+      this.sql.exec('DELETE FROM ledger WHERE step <= ?', deletable)
+      this.meta.set('deleted_through', deletable)
+    }
+  }
+
+  private async archive(address: ShardAddress, step: number): Promise<void> {
+    if (!this.env.ARCHIVE) throw new Error('the run archives its rollouts, but this Worker has no ARCHIVE bucket')
+    const rows = this.sql
+      .exec<EntryRow & { rollout: string; metadata: string; judge_model: string; created_at: number }>(
+        'SELECT step, rollout_id, rubric_version, score, criteria, cached, rollout, metadata, judge_model, created_at FROM ledger WHERE step = ? ORDER BY seq', step,
+      )
+      .toArray()
+    if (rows.length === 0) return
+    const lines = rows.map((row) => {
+      const rollout = JSON.parse(row.rollout) as { id: string; input: string; output: string; supplemental_context?: string | null }
+      return JSON.stringify({
+        run_id: address.runId, instance_id: address.instanceId, shard: address.shard, step: row.step, rollout_id: row.rollout_id,
+        input: rollout.input, output: rollout.output, reference: rollout.supplemental_context ?? null, metadata: JSON.parse(row.metadata),
+        score: row.score, criteria: JSON.parse(row.criteria), rubric_version: row.rubric_version, judge_model: row.judge_model,
+        cached: row.cached === 1, scored_at: new Date(row.created_at).toISOString(),
+      })
+    })
+    await this.env.ARCHIVE.put(archiveKey(address, step), `${lines.join('\n')}\n`, { httpMetadata: { contentType: 'application/x-ndjson' } })
+  }
+
+  private insert(step: number, submission: Submission): LedgerEntry {
+    const { rollout, metadata } = submission
+    const judged = submission.judged!
+    // Read before the row goes in: a tally rebuilt from the table afterwards would count it twice.
+    const tally = this.currentTally()
+    this.lastSeq = Math.max(this.lastSeq + 1, Date.now() * 1_024)
+    this.sql.exec(
+      `INSERT INTO ledger (step, rollout_id, seq, rubric_version, score, cached, grp, output_chars, output_hash, tactics, analysis, created_at, judge_model, criteria, metadata, rollout)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?)`,
+      step, rollout.id, this.lastSeq, judged.rubricVersion, judged.score, judged.cached ? 1 : 0, fnv1a(rollout.input).toString(36),
+      rollout.output.length, fnv1a(rollout.output).toString(36), submission.tactics?.length ? JSON.stringify(submission.tactics) : null,
+      Date.now(), judged.judgeModel, JSON.stringify(judged.criteria), JSON.stringify(metadata), JSON.stringify(rollout),
+    )
+    addScore(tally, judged.score, judged.rubricVersion)
+    return { rollout_id: rollout.id, step, rubric_version: judged.rubricVersion, score: judged.score, criteria: judged.criteria, cached: judged.cached }
+  }
+
+  /** Tells the coordinator this shard takes rollouts in its current step (or learns the step the run is in). */
+  private async announce(): Promise<void> {
+    const address = this.boundAddress()!
+    this.announcing ??= (async () => {
+      try {
+        const reply = await this.coordinator(address).announce(address.runId, address.instanceId, address.shard, this.epoch() ?? -1)
+        this.applyReply(reply)
+        this.announced = reply.step
+      } finally {
+        this.announcing = undefined
+      }
+    })()
+    await this.announcing
+  }
+
+  private applyReply(reply: CoordinatorReply): void {
+    this.applyCloses(reply.closes)
+    const step = this.epoch()
+    if (step === undefined || reply.step > step) this.setEpoch(reply.step)
+  }
+
+  private applyCloses(notices: readonly CloseNotice[]): void {
+    for (const { step, keep } of [...notices].sort((a, b) => a.step - b.step)) {
+      const current = this.epoch()
+      if (current !== undefined && current > step) continue
+      let moved = 0
+      this.ctx.storage.transactionSync(() => {
+        if (current === step && keep !== null) {
+          moved = this.sql.exec<{ n: number }>('SELECT max(0, count(*) - ?) AS n FROM ledger WHERE step = ?', keep, step).one().n
+          if (moved > 0) {
+            this.sql.exec(
+              'UPDATE ledger SET step = step + 1 WHERE step = ? AND rollout_id IN (SELECT rollout_id FROM ledger WHERE step = ? ORDER BY seq LIMIT -1 OFFSET ?)',
+              step, step, keep,
+            )
+          }
+        }
+        this.setEpoch(step + 1)
+      })
+      // The coordinator learns of moved rows from the next report, sent at once; a shard with none announces its next rollout.
+      this.announced = moved > 0 ? step + 1 : undefined
+      if (moved > 0) {
+        this.dirty = true
+        void this.scheduleAlarm(0)
+      }
+    }
+  }
+
+  private entry(step: number, rolloutId: string): LedgerEntry | undefined {
+    const row = this.sql
+      .exec<EntryRow>('SELECT step, rollout_id, rubric_version, score, criteria, cached FROM ledger WHERE step = ? AND rollout_id = ?', step, rolloutId)
+      .toArray()[0]
+    return row && toEntry(row)
+  }
+
+  private currentTally(): ScoreTally {
+    const step = this.epoch()
+    return (this.tally ??= step === undefined ? emptyTally() : this.tallyOf(step))
+  }
+
+  private tallyOf(step: number): ScoreTally {
+    const tally = emptyTally()
+    for (const row of this.sql.exec<{ score: number; rubric_version: number }>('SELECT score, rubric_version FROM ledger WHERE step = ?', step)) {
+      addScore(tally, row.score, row.rubric_version)
+    }
+    return tally
+  }
+
+  private async currentSnapshot(): Promise<RubricSnapshot> {
+    if (this.snapshotCache) return this.snapshotCache
+    const stored = this.storedSnapshot()
+    if (stored) return (this.snapshotCache = stored)
+    const address = this.boundAddress()!
+    const fetched = await this.env.RUBRIC_INSTANCE.getByName(instanceName(address.runId, address.instanceId)).snapshot({ runId: address.runId, instanceId: address.instanceId })
+    // Another call may have stored a newer one while this one waited.
+    const again = this.storedSnapshot()
+    if (again && again.version >= fetched.version) return (this.snapshotCache = again)
+    this.meta.set('snapshot', JSON.stringify(fetched))
+    return (this.snapshotCache = fetched)
+  }
+
+  private storedSnapshot(): RubricSnapshot | undefined {
+    const stored = this.meta.get('snapshot')
+    return stored === undefined ? undefined : (JSON.parse(stored) as RubricSnapshot)
+  }
+
+  private markDirty(): void {
+    this.dirty = true
+    void this.scheduleAlarm(this.reportIntervalMs())
+  }
+
+  /** At most one alarm pending, and no earlier one pushed back: each setAlarm is a billed row write. */
+  private async scheduleAlarm(delayMs: number): Promise<void> {
+    const at = Date.now() + delayMs
+    if (this.alarmAt !== undefined && this.alarmAt <= at) return
+    this.alarmAt = at
+    await this.ctx.storage.setAlarm(at)
+  }
+
+  private reportIntervalMs(): number {
+    const configured = Number(this.env.LEDGER_REPORT_MS)
+    return Number.isFinite(configured) && configured > 0 ? configured : REPORT_INTERVAL_MS
+  }
+
+  private epoch(): number | undefined {
+    const value = this.meta.get('step')
+    return value === undefined ? undefined : Number(value)
+  }
+
+  private setEpoch(step: number): void {
+    this.meta.set('step', step)
+    this.tally = undefined
+  }
+
+  private bind(address: ShardAddress): void {
+    if (this.meta.get('run_id') === undefined) {
+      this.meta.set('run_id', address.runId)
+      this.meta.set('instance_id', address.instanceId)
+      this.meta.set('shard', address.shard)
+    }
+  }
+
+  private boundAddress(): ShardAddress | undefined {
+    const runId = this.meta.get('run_id')
+    if (runId === undefined) return undefined
+    return { runId, instanceId: this.meta.get('instance_id')!, shard: this.meta.number('shard', 0) }
+  }
+
+  private coordinator(address: ShardAddress) {
+    return this.env.RUN_COORDINATOR.getByName(coordinatorName(address.runId))
+  }
+}
+
+/**
+ * Where a shard's rollouts of one step are archived in R2.
+ * @example archiveKey({ runId: 'grpo-1', instanceId: 'global', shard: 3 }, 12) // 'runs/grpo-1/steps/000012/global.3.ndjson'
+ */
+export function archiveKey(address: ShardAddress, step: number): string {
+  return `runs/${address.runId}/steps/${String(step).padStart(6, '0')}/${address.instanceId}.${address.shard}.ndjson`
+}
+
+function toEntry(row: EntryRow): LedgerEntry {
+  return { rollout_id: row.rollout_id, step: row.step, rubric_version: row.rubric_version, score: row.score, criteria: JSON.parse(row.criteria), cached: row.cached === 1 }
+}
+
+export type { AnalysisReason }

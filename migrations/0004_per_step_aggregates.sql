@@ -1,0 +1,2 @@
+DROP TABLE `llm_calls`;--> statement-breakpoint
+DROP TABLE `score_events`;
