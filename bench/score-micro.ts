@@ -13,7 +13,7 @@ import { ScoreRequest } from '../src/schemas/rollout.ts'
 import { agentSettingsFor, RunConfig } from '../src/schemas/run-config.ts'
 import { requestModels } from '../workers/scoring/models.ts'
 import type { Env } from '../workers/env.ts'
-import { writeRecords } from '../workers/scoring/persist.ts'
+import { injectionTactics } from '../src/analysis/index.ts'
 import { nextScoreBody, stubRunConfig } from './harness.ts'
 
 z.config({ jitless: true })
@@ -58,12 +58,7 @@ export async function runMicro(): Promise<MicroResult[]> {
   const mock = new MockChatModel()
   const reply = (await mock.complete(chatRequest)).text
   const env = {} as Env
-  // A D1 stand-in that builds nothing and stores nothing: what remains is writeRecords' own work.
-  const statement = { bind: () => statement } as unknown as D1PreparedStatement
-  const recordingDb = { prepare: () => statement, batch: async () => [] } as unknown as D1Database
-  const scoreResult = { score: 0.7, rubric_version: 1, instance_id: 'global', criteria: [], request_id: 'x', run_id: 'default', rollout_id: request.rollout.id, step: 0, grade_max: 10, duplicate: false, cached: false }
   const criteria = parseScorerReply(reply, rubrics, 10)
-  const now = new Date().toISOString()
   const steps: [string, () => unknown][] = [
     ['JSON.parse of the body', () => JSON.parse(body)],
     ['ScoreRequest.safeParse (zod, jitless)', () => ScoreRequest.safeParse(raw)],
@@ -76,10 +71,7 @@ export async function runMicro(): Promise<MicroResult[]> {
     ['MockChatModel.complete (mock heuristics)', () => mock.complete(chatRequest)],
     ['parseScorerReply (JSON + zod)', () => parseScorerReply(reply, rubrics, 10)],
     ['JSON.stringify of the response', () => JSON.stringify({ score: 0.7, criteria, rollout_id: request.rollout.id, request_id: 'x', run_id: 'default' })],
-    [
-      'writeRecords: one request\'s D1 rows (statement building, no I/O)',
-      () => writeRecords(recordingDb, [{ runId: 'default', requestId: 'x', scores: [scoreResult], calls: [{ role: 'scorer', model: 'mock', outcome: 'ok', latency_ms: 1, prompt_tokens: 1, completion_tokens: 1, attempt: 1, at: now }] }]),
-    ],
+    ['injectionTactics (the cheap check on every output)', () => injectionTactics(request.rollout.output)],
   ]
   const results: MicroResult[] = []
   for (const [name, fn] of steps) results.push({ name, us: await timeIt(fn) })

@@ -119,7 +119,8 @@ export class RunCoordinator extends DurableObject<Env> {
     const config = await this.runConfig(runId)
     const collecting = this.openCollectingStep()
     this.addLlmStats(report.step, report.llm)
-    if (report.step === collecting) {
+    // A shard takes part in a step by announcing itself or by reporting rollouts in it, never by reporting none.
+    if (report.step === collecting && (report.tally.rollouts > 0 || this.shardRow(report.step, report.instanceId, report.shard))) {
       this.sql.exec(
         `INSERT INTO step_shards (step, instance_id, shard, tally) VALUES (?, ?, ?, ?)
          ON CONFLICT (step, instance_id, shard) DO UPDATE SET tally = excluded.tally`,
@@ -494,6 +495,10 @@ export class RunCoordinator extends DurableObject<Env> {
 
   private shardRows(step: number): ShardRow[] {
     return this.sql.exec<ShardRow>('SELECT * FROM step_shards WHERE step = ?', step).toArray()
+  }
+
+  private shardRow(step: number, instanceId: string, shard: number): ShardRow | undefined {
+    return this.sql.exec<ShardRow>('SELECT * FROM step_shards WHERE step = ? AND instance_id = ? AND shard = ?', step, instanceId, shard).toArray()[0]
   }
 
   private stepRow(step: number): StepRow | undefined {

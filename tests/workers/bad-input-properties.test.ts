@@ -4,7 +4,7 @@
  * negative / huge value or removed, `__proto__`/`constructor`/`prototype` keys, nesting past MAX_JSON_DEPTH, lone
  * surrogates, invalid UTF-8), every query parameter hostile strings, and every path id strings that look like paths.
  * Each answer must be a 4xx `{error: {code (snake_case), message}, request_id}` — never a 5xx, never a hang — and the
- * state (the victim run's /rubric_status, /rubrics, /memory and every D1 table's row count) must not move.
+ * state (the victim run's /rubric_status, /rubrics, /memory, its ledger rows and every D1 table's row count) must not move.
  *
  * Replay: the seed is fixed (SEED, printed); a failure prints fast-check's seed and path, and `fc.assert` takes
  * `{ seed, path }` to replay just that case.
@@ -24,8 +24,9 @@ import { RmScoreRequest } from '../../workers/artifacts/score.ts'
 import { verifyArtifactId } from '../../src/schemas/artifact.ts'
 import { MAX_JSON_DEPTH } from '../../workers/middleware/json-body.ts'
 import { GroupRequest, OpenRlhfRequest, SlimeRequest } from '../../workers/routes/compat.ts'
+import { ScoreBatchRequest } from '../../workers/routes/score.ts'
 import { RmBatchRequest } from '../../workers/routes/rm.ts'
-import { ADMIN_TOKEN, METADATA, answerOf, createRun, requestOf, rollout, type CallOptions } from './helpers.ts'
+import { ADMIN_TOKEN, METADATA, answerOf, createRun, ledgerRows, requestOf, rollout, type CallOptions } from './helpers.ts'
 
 /** Fixed so CI is reproducible; change it (or pass fast-check's printed seed/path to fc.assert) to explore or replay. */
 const SEED = 0x8a_2026
@@ -119,6 +120,7 @@ const ROUTES: RouteRow[] = [
   { method: 'POST', path: '/rm/:target/batch_score', auth: 'rm: open locally, else admin or RM_TOKEN', body: { schema: RmBatchRequest, sample: () => ({ items: [{ prompt_id: 'p1', prompt: 'Q?', candidate: { candidate_id: 'c1', text: 'A.' } }] }) } },
   // The run API, served at `/` (the token's run, else the default run) and at `/runs/:runId/`.
   { method: 'POST', path: '/score', auth: 'run', body: { schema: ScoreRequest, sample: () => ({ rollout: { ...rollout('bad-input-r1'), metadata: { source: 'grpo' } }, metadata: { ...METADATA, other_context: 'ctx' }, instance_id: 'global' }) } },
+  { method: 'POST', path: '/score/batch', auth: 'run', body: { schema: ScoreBatchRequest, sample: () => ({ items: [{ rollout: rollout('bad-input-b1'), metadata: METADATA }, { rollout: rollout('bad-input-b2'), metadata: METADATA, instance_id: 'global' }] }) } },
   { method: 'POST', path: '/complete', auth: 'run' },
   { method: 'GET', path: '/rubric_status', auth: 'run' },
   { method: 'GET', path: '/rubric_status/wait', auth: 'run', query: ['timeout_s'] },
@@ -199,8 +201,8 @@ async function tableCounts(): Promise<Record<string, number>> {
 
 /** What bad input must never change: cheap enough to take after every generated request. */
 async function quickState(): Promise<string> {
-  const [status, counts] = await Promise.all([call('GET', `/runs/${victim.runId}/rubric_status`, { token: victim.token }), tableCounts()])
-  return JSON.stringify({ status: status.json, counts })
+  const [status, counts, ledger] = await Promise.all([call('GET', `/runs/${victim.runId}/rubric_status`, { token: victim.token }), tableCounts(), ledgerRows(victim.runId)])
+  return JSON.stringify({ status: status.json, counts, ledger })
 }
 
 /** The full picture, taken before and after each property. */

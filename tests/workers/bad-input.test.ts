@@ -3,7 +3,7 @@ import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test'
 import { describe, expect, it } from 'vitest'
 import { createApp } from '../../workers/app.ts'
 import { MAX_JSON_DEPTH } from '../../workers/middleware/json-body.ts'
-import { ADMIN_TOKEN, METADATA, call, createRun, rollout } from './helpers.ts'
+import { ADMIN_TOKEN, METADATA, call, createRun, ledgerRows, rollout } from './helpers.ts'
 
 const RUBRICS = { anchor_rubrics: [{ text: 'The final answer is correct.' }] }
 
@@ -41,8 +41,7 @@ describe('bad input gets a clear 4xx and changes nothing', () => {
 
     const status = await call('GET', '/rubric_status', { token: run.token })
     expect(status.json).toMatchObject({ status: 'idle', rollouts: 0 })
-    const events = await env.DB.prepare('SELECT count(*) AS n FROM score_events WHERE run_id = ?').bind(run.runId).first<{ n: number }>()
-    expect(events?.n).toBe(0)
+    expect(await ledgerRows(run.runId)).toBe(0)
   })
 
   it('refuses bad query parameters and unknown routes', async () => {
@@ -106,7 +105,6 @@ describe('secrets', () => {
 describe('hand-picked bad input (issue 8): a 4xx naming the problem, nothing counted, nothing created', () => {
   const json = { 'content-type': 'application/json' }
   const scoreText = (rolloutJson: string, metadata = JSON.stringify(METADATA)) => `{"rollout":${rolloutJson},"metadata":${metadata}}`
-  const countEvents = async (runId: string) => (await env.DB.prepare('SELECT count(*) AS n FROM score_events WHERE run_id = ?').bind(runId).first<{ n: number }>())?.n
   const runExists = async (runId: string) => (await env.DB.prepare('SELECT count(*) AS n FROM runs WHERE id = ?').bind(runId).first<{ n: number }>())?.n === 1
 
   it('refuses bytes that are not UTF-8 and lone surrogates, even where the body is optional', async () => {
@@ -128,7 +126,7 @@ describe('hand-picked bad input (issue 8): a 4xx naming the problem, nothing cou
     expect((await call('POST', '/score', { token: run.token, raw: scoreText('{"id":"s4","input":"Q","output":"\\ud83d\\ude00 4"}'), headers: json })).status).toBe(200)
     // Rollback reads its (optional) body as bytes first: invalid UTF-8 there is a 400 too, not a rollback.
     expectError(await call('POST', '/admin/targets/hand-utf8/rollback', { token: ADMIN_TOKEN, raw: new Uint8Array([0x7b, 0xff, 0x7d]), headers: json }), 400, 'invalid_json')
-    expect((await call('GET', '/rubric_status', { token: run.token })).json).toMatchObject({ rollouts: 1 })
+    expect(await ledgerRows(run.runId)).toBe(1)
   })
 
   it(`refuses JSON nested deeper than ${MAX_JSON_DEPTH} levels, wherever it hides, and accepts up to the limit`, async () => {
@@ -144,7 +142,7 @@ describe('hand-picked bad input (issue 8): a 4xx naming the problem, nothing cou
     expectError(await call('POST', '/score', { token: run.token, raw: `${'['.repeat(400_000)}${']'.repeat(400_000)}`, headers: json }), 400, 'invalid_request')
     expectError(await call('POST', '/compat/slime', { token: run.token, raw: `{"prompt":"q","response":"a","label":${nested(5_000)}}`, headers: json }), 400, 'invalid_request')
     expectError(await call('POST', '/compat/openrlhf', { token: run.token, raw: `{"query":["a"],"labels":[${nested(100)}]}`, headers: json }), 400, 'invalid_request')
-    expect((await call('GET', '/rubric_status', { token: run.token })).json).toMatchObject({ rollouts: 1 })
+    expect(await ledgerRows(run.runId)).toBe(1)
   })
 
   it('refuses negative, fractional, non-numeric and infinite steps in bodies and queries', async () => {
@@ -160,7 +158,7 @@ describe('hand-picked bad input (issue 8): a 4xx naming the problem, nothing cou
       expectError(await call('GET', `/memory?step=${encodeURIComponent(step)}`, { token: run.token }), 400, 'invalid_request')
     }
     for (const limit of ['0', '', '0x10', '201', '-5']) expectError(await call('GET', `/memory?limit=${encodeURIComponent(limit)}`, { token: run.token }), 400, 'invalid_request')
-    expect(await countEvents(run.runId)).toBe(0)
+    expect(await ledgerRows(run.runId)).toBe(0)
   })
 
   it('refuses NaN, infinite, zero and negative rubric weights, creating no run', async () => {

@@ -252,7 +252,6 @@ describe('a run page after a real step on the mock backend', () => {
     run = await createRun({
       anchor_rubrics: [{ id: 'a-correct', text: 'The final answer is correct.', weight: 2 }, { id: 'a-hostile', text: HOSTILE_RUBRIC }],
       adaptive_rubrics: [{ id: 'd-steps', text: 'Shows the key steps of the calculation.' }],
-      analysis_deadline_s: 20,
     })
     await score(run, 'ok-1', 'The answer is 4 because 2 + 2 = 4.')
     await score(run, 'wrong-1', 'The answer is 5.')

@@ -1,4 +1,6 @@
-import { exports } from 'cloudflare:workers'
+import { runInDurableObject } from 'cloudflare:test'
+import { env, exports } from 'cloudflare:workers'
+import { ledgerName } from '../../durable-objects/names.ts'
 import { expect, vi } from 'vitest'
 import type { RunConfigInput } from '../../src/schemas/run-config.ts'
 
@@ -84,4 +86,19 @@ export async function expectStatus(token: string | undefined, expected: Record<s
     expect(last).toMatchObject(expected)
   }, { timeout: 5_000, interval: 50 })
   return last
+}
+
+/**
+ * Rows in the ledgers of a run's instance, read from each shard's own storage: a check that does not wait on reports.
+ * @example expect(await ledgerRows(run.runId)).toBe(0)
+ */
+export async function ledgerRows(runId: string, instanceId = 'global', shards = 8): Promise<number> {
+  let rows = 0
+  for (let shard = 0; shard < shards; shard++) {
+    rows += await runInDurableObject(env.LEDGER.getByName(ledgerName(runId, instanceId, shard)), (_instance, state) => {
+      const exists = state.storage.sql.exec(`SELECT count(*) AS n FROM sqlite_master WHERE name = 'ledger'`).one().n as number
+      return exists ? (state.storage.sql.exec('SELECT count(*) AS n FROM ledger').one().n as number) : 0
+    })
+  }
+  return rows
 }

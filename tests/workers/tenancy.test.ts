@@ -11,7 +11,7 @@ import { HashedNgramEmbedder } from '../../src/memory/hashed-ngram-embedder.ts'
 import { ExactVectorIndex } from '../../src/memory/exact-vector-index.ts'
 import { createApp } from '../../workers/app.ts'
 import { MemoryStore } from '../../workers/memory/store.ts'
-import { ADMIN_TOKEN, METADATA, call, createRun, rollout } from './helpers.ts'
+import { ADMIN_TOKEN, METADATA, call, createRun, ledgerRows, rollout } from './helpers.ts'
 
 /** Both runs get exactly this config: identical rubric texts (and ids). */
 const CONFIG = {
@@ -66,9 +66,9 @@ async function stateOfA(): Promise<string> {
     call('GET', `/runs/${a.runId}/rubric_status`, { token: a.token }),
     call('GET', `/runs/${a.runId}/rubrics?history=1`, { token: a.token }),
     call('GET', `/runs/${a.runId}/memory?limit=200`, { token: a.token }),
-    env.DB.prepare('SELECT count(*) AS n FROM score_events WHERE run_id = ?').bind(a.runId).first<{ n: number }>(),
+    ledgerRows(a.runId),
   ])
-  return JSON.stringify({ status: status.json, rubrics: rubrics.json, memory: memory.json, events: events?.n })
+  return JSON.stringify({ status: status.json, rubrics: rubrics.json, memory: memory.json, events })
 }
 
 /** A refusal that says who may call, and nothing about run A. */
