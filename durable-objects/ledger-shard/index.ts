@@ -29,6 +29,23 @@ const LEDGER_TABLES: Record<string, TableSchema> = {
   },
 }
 
+/**
+ * Every statement the ledger runs, by name: each goes by a prefix of the primary key (a test reads their query plans).
+ */
+export const LEDGER_SQL = {
+  entry: 'SELECT step, rollout_id, rubric_version, score, criteria, cached FROM ledger WHERE step = ? AND rollout_id = ?',
+  insert: `INSERT INTO ledger (step, rollout_id, seq, rubric_version, score, cached, grp, output_chars, output_hash, tactics, analysis, created_at, judge_model, criteria, metadata, rollout)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?)`,
+  stepScores: 'SELECT score, rubric_version FROM ledger WHERE step = ?',
+  stepRollouts: 'SELECT rollout_id, rubric_version, score, grp, output_chars, output_hash, criteria, tactics, analysis FROM ledger WHERE step = ?',
+  rollout: 'SELECT step, rollout_id, rubric_version, score, criteria, cached, rollout, metadata FROM ledger WHERE step = ? AND rollout_id = ?',
+  recordAnalysis: `UPDATE ledger SET analysis = ? WHERE step = ? AND rollout_id = ? AND (analysis IS NULL OR json_extract(analysis, '$.status') != 'done')`,
+  countPastCut: 'SELECT max(0, count(*) - ?) AS n FROM ledger WHERE step = ?',
+  movePastCut: 'UPDATE ledger SET step = step + 1 WHERE step = ? AND rollout_id IN (SELECT rollout_id FROM ledger WHERE step = ? ORDER BY seq LIMIT -1 OFFSET ?)',
+  archiveStep: 'SELECT step, rollout_id, rubric_version, score, criteria, cached, rollout, metadata, judge_model, created_at FROM ledger WHERE step = ? ORDER BY seq',
+  deleteThrough: 'DELETE FROM ledger WHERE step <= ?',
+} as const
+
 type EntryRow = { step: number; rollout_id: string; rubric_version: number; score: number; criteria: string; cached: number }
 
 /**
@@ -115,7 +132,7 @@ export class LedgerShard extends DurableObject<Env> {
     const { step } = close
     return this.sql
       .exec<{ rollout_id: string; rubric_version: number; score: number; grp: string; output_chars: number; output_hash: string; criteria: string; tactics: string | null; analysis: string | null }>(
-        'SELECT rollout_id, rubric_version, score, grp, output_chars, output_hash, criteria, tactics, analysis FROM ledger WHERE step = ?', step,
+        LEDGER_SQL.stepRollouts, step,
       )
       .toArray()
       .map((row) => ({
@@ -132,9 +149,7 @@ export class LedgerShard extends DurableObject<Env> {
     this.bind(address)
     return rolloutIds.flatMap((rolloutId) => {
       const row = this.sql
-        .exec<EntryRow & { rollout: string; metadata: string }>(
-          'SELECT step, rollout_id, rubric_version, score, criteria, cached, rollout, metadata FROM ledger WHERE step = ? AND rollout_id = ?', step, rolloutId,
-        )
+        .exec<EntryRow & { rollout: string; metadata: string }>(LEDGER_SQL.rollout, step, rolloutId)
         .toArray()[0]
       return row ? [{ entry: toEntry(row), rollout: JSON.parse(row.rollout), metadata: JSON.parse(row.metadata) }] : []
     })
@@ -146,10 +161,7 @@ export class LedgerShard extends DurableObject<Env> {
     let changed = 0
     this.ctx.storage.transactionSync(() => {
       for (const { rollout_id, analysis } of outcomes) {
-        changed += this.sql.exec(
-          `UPDATE ledger SET analysis = ? WHERE step = ? AND rollout_id = ? AND (analysis IS NULL OR json_extract(analysis, '$.status') != 'done')`,
-          JSON.stringify(analysis), step, rollout_id,
-        ).rowsWritten
+        changed += this.sql.exec(LEDGER_SQL.recordAnalysis, JSON.stringify(analysis), step, rollout_id).rowsWritten
       }
     })
     return changed
@@ -222,7 +234,7 @@ export class LedgerShard extends DurableObject<Env> {
     }
     const deletable = Math.min(updatedThrough - config.ledger_retention_steps, config.archive ? archivedThrough : Infinity)
     if (deletable > this.meta.number('deleted_through', -1)) {
-      this.sql.exec('DELETE FROM ledger WHERE step <= ?', deletable)
+      this.sql.exec(LEDGER_SQL.deleteThrough, deletable)
       this.meta.set('deleted_through', deletable)
     }
   }
@@ -230,9 +242,7 @@ export class LedgerShard extends DurableObject<Env> {
   private async archive(address: ShardAddress, step: number): Promise<void> {
     if (!this.env.ARCHIVE) throw new Error('the run archives its rollouts, but this Worker has no ARCHIVE bucket')
     const rows = this.sql
-      .exec<EntryRow & { rollout: string; metadata: string; judge_model: string; created_at: number }>(
-        'SELECT step, rollout_id, rubric_version, score, criteria, cached, rollout, metadata, judge_model, created_at FROM ledger WHERE step = ? ORDER BY seq', step,
-      )
+      .exec<EntryRow & { rollout: string; metadata: string; judge_model: string; created_at: number }>(LEDGER_SQL.archiveStep, step)
       .toArray()
     if (rows.length === 0) return
     const lines = rows.map((row) => {
@@ -254,8 +264,7 @@ export class LedgerShard extends DurableObject<Env> {
     const tally = this.currentTally()
     this.lastSeq = Math.max(this.lastSeq + 1, Date.now() * 1_024)
     this.sql.exec(
-      `INSERT INTO ledger (step, rollout_id, seq, rubric_version, score, cached, grp, output_chars, output_hash, tactics, analysis, created_at, judge_model, criteria, metadata, rollout)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?)`,
+      LEDGER_SQL.insert,
       step, rollout.id, this.lastSeq, judged.rubricVersion, judged.score, judged.cached ? 1 : 0, fnv1a(rollout.input).toString(36),
       rollout.output.length, fnv1a(rollout.output).toString(36), submission.tactics?.length ? JSON.stringify(submission.tactics) : null,
       Date.now(), judged.judgeModel, JSON.stringify(judged.criteria), JSON.stringify(metadata), JSON.stringify(rollout),
@@ -292,13 +301,8 @@ export class LedgerShard extends DurableObject<Env> {
       let moved = 0
       this.ctx.storage.transactionSync(() => {
         if (current === step && keep !== null) {
-          moved = this.sql.exec<{ n: number }>('SELECT max(0, count(*) - ?) AS n FROM ledger WHERE step = ?', keep, step).one().n
-          if (moved > 0) {
-            this.sql.exec(
-              'UPDATE ledger SET step = step + 1 WHERE step = ? AND rollout_id IN (SELECT rollout_id FROM ledger WHERE step = ? ORDER BY seq LIMIT -1 OFFSET ?)',
-              step, step, keep,
-            )
-          }
+          moved = this.sql.exec<{ n: number }>(LEDGER_SQL.countPastCut, keep, step).one().n
+          if (moved > 0) this.sql.exec(LEDGER_SQL.movePastCut, step, step, keep)
         }
         this.setEpoch(step + 1)
       })
@@ -313,7 +317,7 @@ export class LedgerShard extends DurableObject<Env> {
 
   private entry(step: number, rolloutId: string): LedgerEntry | undefined {
     const row = this.sql
-      .exec<EntryRow>('SELECT step, rollout_id, rubric_version, score, criteria, cached FROM ledger WHERE step = ? AND rollout_id = ?', step, rolloutId)
+      .exec<EntryRow>(LEDGER_SQL.entry, step, rolloutId)
       .toArray()[0]
     return row && toEntry(row)
   }
@@ -325,7 +329,7 @@ export class LedgerShard extends DurableObject<Env> {
 
   private tallyOf(step: number): ScoreTally {
     const tally = emptyTally()
-    for (const row of this.sql.exec<{ score: number; rubric_version: number }>('SELECT score, rubric_version FROM ledger WHERE step = ?', step)) {
+    for (const row of this.sql.exec<{ score: number; rubric_version: number }>(LEDGER_SQL.stepScores, step)) {
       addScore(tally, row.score, row.rubric_version)
     }
     return tally

@@ -143,10 +143,10 @@ export class RunCoordinator extends DurableObject<Env> {
     return { status: 'complete', step, closed: true }
   }
 
-  /** Where the run stands, without waiting. */
-  async status(runId: string): Promise<RubricStatus> {
+  /** Where the run stands (or where `step` stands), without waiting. */
+  async status(runId: string, step?: number): Promise<RubricStatus> {
     const config = await this.runConfig(runId)
-    const reported = this.reportedStep()
+    const reported = step === undefined ? this.reportedStep() : this.stepRow(step)
     const instances = reported ? this.stepInstances(reported) : []
     const outcomes = instances.flatMap((instance) => (instance.update ? [instance.update] : []))
     const total = (key: 'analysed' | 'failed' | 'hacking_flags') => outcomes.reduce((sum, outcome) => sum + outcome[key], 0)
@@ -226,7 +226,8 @@ export class RunCoordinator extends DurableObject<Env> {
     const collecting = this.collectingStep()
     const target = updating?.step ?? (this.shardRows(collecting).length > 0 ? collecting : undefined)
     const done = target === undefined ? true : await this.waitForStep(target, timeoutMs)
-    return { done, status: await this.status(runId) }
+    // Once done, the step waited on is the one to describe, though another may be collecting by now.
+    return { done, status: await this.status(runId, done ? target : undefined) }
   }
 
   /** Resolves true once `step` is updated, false when `timeoutMs` passes first. */

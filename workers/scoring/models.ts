@@ -12,7 +12,7 @@ export interface RoleModel {
   settings: AgentSettings
   /** Everything about the model that changes its answers: part of every cache key. */
   signature: string
-  /** `backend:model`, as the archive names the judge. */
+  /** The model as the archive and the call log name it: `mock:mock-heuristic-1`, `openai:Qwen/Qwen3-8B`. */
   label: string
 }
 
@@ -38,7 +38,7 @@ export function requestModels(env: Env, config: RunConfig) {
       adapters.set(adapterKey, adapter)
     }
     const model = instrumentChatModel(adapter, { role, log: calls, roleLimit: pLimit(settings.concurrency), totalLimit })
-    return { model, settings, signature: `${adapter.id}|${signature}`, label: `${settings.backend}:${settings.model}` }
+    return { model, settings, signature: `${adapter.id}|${signature}`, label: adapter.id }
   }
   return { forRole, calls }
 }

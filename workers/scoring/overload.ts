@@ -1,7 +1,7 @@
 import { AppError } from '../../src/errors/index.ts'
 
 /** Seconds a caller is told to wait after an overload: long enough for a queue of requests to drain. */
-export const OVERLOAD_RETRY_AFTER_S = 2
+export const OVERLOAD_RETRY_AFTER_S = 1
 
 /**
  * Whether a Durable Object or D1 call failed because the object or database had more requests than it could queue.

@@ -1,0 +1,163 @@
+/**
+ * The sharded step ledger on real workerd: its statements go by the primary key, a step closes at exactly
+ * `rollouts_per_step` rollouts however the shards' reports interleave, old steps leave the ledger (archived first when
+ * the run asks), batches make one ledger call per shard, and an overloaded object is a 503 the client retries.
+ */
+import { createExecutionContext, runInDurableObject } from 'cloudflare:test'
+import { env } from 'cloudflare:workers'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { LEDGER_SQL } from '../../durable-objects/ledger-shard/index.ts'
+import { coordinatorName, ledgerName, ledgerShardOf } from '../../durable-objects/names.ts'
+import { RewardClient } from '../../src/client/index.ts'
+import { createApp } from '../../workers/app.ts'
+import type { Env } from '../../workers/env.ts'
+import { METADATA, call, createRun, expectStatus, ledgerRows, rollout } from './helpers.ts'
+
+const RUBRICS = {
+  anchor_rubrics: [{ id: 'a-correct', text: 'The final answer is correct.', weight: 2 }],
+  adaptive_rubrics: [{ id: 'd-steps', text: 'Shows the key steps of the calculation.' }],
+}
+
+type Run = { runId: string; token: string }
+
+const score = (run: Run, id: string, output = `The answer is 4 (${id}).`) =>
+  call('POST', '/score', { token: run.token, body: { rollout: rollout(id, { output }), metadata: METADATA } })
+
+/** Rows per step over a global run's 8 shards, read from each shard's storage. */
+async function rowsByStep(runId: string): Promise<Record<number, number>> {
+  const counts: Record<number, number> = {}
+  for (let shard = 0; shard < 8; shard++) {
+    const rows = await runInDurableObject(env.LEDGER.getByName(ledgerName(runId, 'global', shard)), (_object, state) => {
+      const exists = state.storage.sql.exec(`SELECT count(*) AS n FROM sqlite_master WHERE name = 'ledger'`).one().n
+      return exists ? state.storage.sql.exec<{ step: number; n: number }>('SELECT step, count(*) AS n FROM ledger GROUP BY step').toArray() : []
+    })
+    for (const { step, n } of rows) counts[step] = (counts[step] ?? 0) + n
+  }
+  return counts
+}
+
+afterEach(() => {
+  vi.restoreAllMocks()
+})
+
+describe("the ledger's statements", () => {
+  it('each go by a prefix of the primary key: none scans the table', async () => {
+    const run = await createRun(RUBRICS)
+    expect((await score(run, 'plan-1')).status).toBe(200)
+    const plans = await runInDurableObject(env.LEDGER.getByName(ledgerName(run.runId, 'global', ledgerShardOf('plan-1', 8))), (_object, state) =>
+      Object.entries(LEDGER_SQL).map(([name, sql]) => {
+        const params = Array.from({ length: (sql.match(/\?/g) ?? []).length }, () => 0)
+        return { name, details: state.storage.sql.exec<{ detail: string }>(`EXPLAIN QUERY PLAN ${sql}`, ...params).toArray().map((row) => row.detail) }
+      }),
+    )
+    expect(plans.map((plan) => plan.name)).toEqual(Object.keys(LEDGER_SQL))
+    for (const { name, details } of plans) {
+      expect(details.filter((detail) => /\bSCAN ledger\b/.test(detail)), `${name}: ${details.join(' | ')}`).toEqual([])
+      if (name !== 'insert') expect(details.some((detail) => /SEARCH ledger USING PRIMARY KEY \(step[=<]/.test(detail)), `${name}: ${details.join(' | ')}`).toBe(true)
+    }
+  })
+})
+
+describe('rollouts_per_step over 8 shards', () => {
+  it('closes the step at exactly N distinct rollouts when 1.5 N arrive at once, and the rest open the next step', async () => {
+    const run = await createRun({ ...RUBRICS, rollouts_per_step: 20 })
+    const answers = await Promise.all(Array.from({ length: 30 }, (_, i) => score(run, `n-${i}`)))
+    for (const answer of answers) expect(answer.status, answer.text).toBe(200)
+    await vi.waitFor(async () => expect(await rowsByStep(run.runId)).toEqual({ 0: 20, 1: 10 }), { timeout: 5_000, interval: 100 })
+    const coordinator = env.RUN_COORDINATOR.getByName(coordinatorName(run.runId))
+    await vi.waitFor(async () => expect((await coordinator.timeline()).map(({ step, status, rollouts }) => ({ step, status, rollouts }))).toEqual([
+      { step: 0, status: 'updated', rollouts: 20 },
+      { step: 1, status: 'collecting', rollouts: 10 },
+    ]), { timeout: 10_000, interval: 100 })
+    await expectStatus(run.token, { step: 1, status: 'collecting', rollouts: 10, closes_when: 'after 10 more distinct rollouts (rollouts_per_step 20)' })
+  })
+})
+
+describe('bounded storage', () => {
+  it('deletes a step once ledger_retention_steps later updates committed, archiving every rollout to R2 once first', async () => {
+    const run = await createRun({ ...RUBRICS, ledger_retention_steps: 1, archive: true })
+    for (let step = 0; step < 4; step++) {
+      for (let i = 0; i < 3; i++) expect((await call('POST', '/score', { token: run.token, body: { rollout: rollout(`r${step}-${i}`, { output: `The answer is ${i + 3}.` }), metadata: { ...METADATA, current_step: step } } })).status).toBe(200)
+      expect((await call('POST', '/complete', { token: run.token })).json).toMatchObject({ closed: true, step })
+      expect((await call('GET', '/rubric_status/wait?timeout_s=30', { token: run.token })).json).toMatchObject({ status: 'updated', step })
+    }
+    // After step 3's update only step 3 is within one update of its own.
+    await vi.waitFor(async () => expect(await rowsByStep(run.runId)).toEqual({ 3: 3 }), { timeout: 5_000, interval: 100 })
+    const listed = await env.ARCHIVE!.list({ prefix: `runs/${run.runId}/steps/` })
+    const lines = (await Promise.all(listed.objects.map(async (object) => (await (await env.ARCHIVE!.get(object.key))!.text()).trim().split('\n')))).flat().map((line) => JSON.parse(line))
+    expect(lines.map((line) => line.rollout_id).sort()).toEqual(Array.from({ length: 4 }, (_, step) => [0, 1, 2].map((i) => `r${step}-${i}`)).flat().sort())
+    expect(lines[0]).toMatchObject({ run_id: run.runId, instance_id: 'global', input: 'What is 2+2?', reference: '4', rubric_version: expect.any(Number), judge_model: 'mock:mock-heuristic-1' })
+    expect(lines[0].criteria.length).toBe(2)
+    for (const object of listed.objects) expect(object.key).toMatch(new RegExp(`^runs/${run.runId}/steps/00000[0-3]/global\\.[0-7]\\.ndjson$`))
+  })
+})
+
+describe('POST /score/batch', () => {
+  it('answers every item in order, one failed judgement failing only its item, and a retried batch costs no model call for what was recorded', async () => {
+    let judged = 0
+    const realFetch = globalThis.fetch
+    vi.spyOn(globalThis, 'fetch').mockImplementation(async (input: RequestInfo | URL, init?: RequestInit) => {
+      const url = input instanceof Request ? input.url : String(input)
+      if (!url.startsWith('http://llm.test/batch/')) return realFetch(input, init)
+      judged++
+      const body = JSON.parse(String(init?.body ?? (input instanceof Request ? await input.text() : '{}')))
+      if (JSON.stringify(body).includes('[refuse]')) return new Response('{"error":{"message":"bad request"}}', { status: 400 })
+      const grades = RUBRICS.anchor_rubrics.concat(RUBRICS.adaptive_rubrics).map((r) => ({ rubric_id: r.id, grade: 6 }))
+      const content = JSON.stringify({ grades })
+      return new Response(JSON.stringify({ id: 'c', object: 'chat.completion', created: 0, model: 'fake', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content } }] }), { headers: { 'content-type': 'application/json' } })
+    })
+    const run = await createRun({ ...RUBRICS, agents: { scorer: { backend: 'openai', base_url: 'http://llm.test/batch/v1', model: 'fake', max_attempts: 1 } } })
+    const items = ['b-0', 'b-1', 'b-2', 'b-3'].map((id) => ({ rollout: rollout(id, { output: id === 'b-2' ? 'This one is [refuse]d.' : `The answer is 4 (${id}).` }), metadata: METADATA }))
+    const first = await call('POST', '/score/batch', { token: run.token, body: { items } })
+    expect(first.status, first.text).toBe(200)
+    expect(first.json.results.map((result: { rollout_id?: string; error?: { code: string } }) => result.rollout_id ?? result.error!.code)).toEqual(['b-0', 'b-1', 'llm_unavailable', 'b-3'])
+    expect(first.json.results[0]).toMatchObject({ score: 0.6, duplicate: false, step: 0 })
+    expect(judged).toBe(4)
+    const retried = await call('POST', '/score/batch', { token: run.token, body: { items } })
+    expect(retried.json.results.map((result: { duplicate?: boolean }) => result.duplicate ?? 'error')).toEqual([true, true, 'error', true])
+    // Only the refused item is judged again.
+    expect(judged).toBe(5)
+    expect(await ledgerRows(run.runId)).toBe(3)
+  })
+})
+
+describe('an overloaded Durable Object', () => {
+  it('is a 503 overloaded with Retry-After, not a 500, and the client\'s retry is scored once', async () => {
+    const run = await createRun(RUBRICS)
+    const app = createApp()
+    let overloads = 1
+    const ledger = new Proxy(env.LEDGER, {
+      get(target, property, receiver) {
+        if (property !== 'getByName') return Reflect.get(target, property, receiver)
+        return (name: string) => {
+          const stub = target.getByName(name)
+          return new Proxy(stub, {
+            get(object, method, stubReceiver) {
+              if (method === 'record' && overloads > 0) {
+                overloads--
+                return async () => { throw Object.assign(new Error('Durable Object is overloaded. Too many requests queued.'), { overloaded: true }) }
+              }
+              return Reflect.get(object, method, stubReceiver)
+            },
+          })
+        }
+      },
+    })
+    const patched = { ...env, LEDGER: ledger } as Env
+    const seen: { status: number; retryAfter: string | null; code?: string }[] = []
+    const client = new RewardClient({
+      baseUrl: 'http://worker.test',
+      token: run.token,
+      maxAttempts: 3,
+      fetch: async (input, init) => {
+        const response = await app.fetch(new Request(input, init), patched, createExecutionContext())
+        seen.push({ status: response.status, retryAfter: response.headers.get('retry-after'), code: response.ok ? undefined : ((await response.clone().json()) as { error: { code: string } }).error.code })
+        return response
+      },
+    })
+    const result = await client.scoreAsync(rollout('over-1'), METADATA)
+    expect(seen.map(({ status, retryAfter, code }) => [status, retryAfter, code])).toEqual([[503, '1', 'overloaded'], [200, null, undefined]])
+    expect(result).toMatchObject({ rollout_id: 'over-1', duplicate: false })
+    expect(await ledgerRows(run.runId)).toBe(1)
+  })
+})
