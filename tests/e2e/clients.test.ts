@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net'
 import { readFile } from 'node:fs/promises'
 import path from 'node:path'
 import { promisify } from 'node:util'
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest'
 import { RewardClient } from '../../src/client/index.ts'
 import { callJson, METADATA } from './support/http.ts'
 import { startWranglerDev, type WranglerDev } from './support/wrangler-dev.ts'
@@ -107,7 +107,8 @@ describe('TypeScript RewardClient', () => {
       expect(duplicate).toMatchObject({ rollout_id: 'ts-1', step, duplicate: true, score: results[0]!.score, rubric_version: results[0]!.rubric_version })
     }
 
-    expect(await client.rubricStatus()).toMatchObject({ run_id: 'default', step, status: 'collecting', rollouts: 3 })
+    // The ledger shards report their counts within a second.
+    await vi.waitFor(async () => expect(await client.rubricStatus()).toMatchObject({ run_id: 'default', step, status: 'collecting', rollouts: 3 }), { timeout: 10_000, interval: 100 })
     expect(await client.rolloutsComplete()).toEqual({ status: 'complete', step, closed: true })
     const updated = await client.rubricUpdated(60)
     expect(updated).toMatchObject({ status: 'updated', step, rollouts: 3, pending: 0 })
@@ -163,7 +164,7 @@ print(json.dumps(out))
     expect(out.no_run).toMatchObject({ status: 404, code: 'run_not_found' })
     for (const failure of [out.no_token, out.bad_rollout, out.no_run]) expect(failure.message.length).toBeGreaterThan(0)
     // The run token's run counted the rollout; the default run did not.
-    expect((await callJson(`${dev.baseUrl}/rubric_status`, { token: created.body.token })).body).toMatchObject({ run_id: created.body.run_id, rollouts: 1 })
+    await vi.waitFor(async () => expect((await callJson(`${dev.baseUrl}/rubric_status`, { token: created.body.token })).body).toMatchObject({ run_id: created.body.run_id, rollouts: 1 }), { timeout: 10_000, interval: 100 })
     expect((await callJson(`${dev.baseUrl}/rubric_status`)).body).toEqual(defaultBefore)
   })
 

@@ -261,7 +261,7 @@ describe('memory the Updater is shown', () => {
       const from = stub.requests.length
       for (const [k, marker] of MARKERS[step]!.entries()) await score(run, `s${step}-${k}`, marker, step)
       const status = await completeStep(run)
-      expect(status.analyses).toEqual({ analysed: 3, late: 0, failed: 0, missing: 0 })
+      expect(status.analyses).toMatchObject({ analysed: 3, failed: 0 })
       expect(status.instances[0].update).toMatchObject({ changed: true, strategy: 'ADVANCEMENT', analysed: 3 })
       const updaters = requestsOf('updater', from)
       expect(updaters).toHaveLength(1)
@@ -434,21 +434,21 @@ describe('rubric versions from Updater replies', () => {
   })
 })
 
-describe('the Analyzer in the background', () => {
-  it('answers /score at once while a slow Analyzer works, and the step later counts every analysis', async () => {
+describe('the Analyzer at step close', () => {
+  it('answers /score at once and analyses nothing until the step closes; then the step counts every analysis', async () => {
     scenario.analyzerDelayMs = 3_000
     const run = await createRun()
     const from = stub.requests.length
     const markers = ['slowalpha', 'slowbravo', 'slowcharlie', 'slowdelta']
     const times: number[] = []
     for (const [k, marker] of markers.entries()) times.push((await score(run, `slow-${k}`, marker, 0)).ms)
-    const pending = await memory(run, 'analysis')
-    expect(pending.length, 'analyses already stored right after scoring').toBeLessThan(markers.length)
+    expect(await memory(run, 'analysis'), 'analyses stored right after scoring').toHaveLength(0)
+    expect(requestsOf('analyzer', from)).toHaveLength(0)
     for (const ms of times) expect(ms).toBeLessThan(1_500)
     expect(requestsOf('scorer', from)).toHaveLength(markers.length)
 
     const status = await completeStep(run)
-    expect(status.analyses).toEqual({ analysed: markers.length, late: 0, failed: 0, missing: 0 })
+    expect(status.analyses).toMatchObject({ analysed: markers.length, failed: 0, reasons: { score_range: markers.length } })
     expect(status.instances[0].update).toMatchObject({ analysed: markers.length, changed: true })
     const stored = await memory(run, 'analysis')
     expect(stored.map((doc) => doc.data.rollout_id).sort()).toEqual(markers.map((_, k) => `slow-${k}`))
@@ -456,29 +456,38 @@ describe('the Analyzer in the background', () => {
     expect(requestsOf('analyzer', from).map((body) => markerIn(userOf(body))).filter((m) => markers.includes(m!)).sort()).toEqual(markers)
   })
 
-  it('retries a failing Analyzer through the queue and counts its analysis once', async () => {
-    // 3 failures with 2 attempts per delivery: the first delivery fails, the queue's redelivery succeeds.
-    scenario.analyzerFailures = new Map([['flakymarker', 3]])
+  it('retries the step job through the queue when every analysis failed, and counts each analysis once', async () => {
+    // 2 failures with 2 attempts per delivery: the first delivery's analyses all fail, the queue's redelivery succeeds.
+    scenario.analyzerFailures = new Map([['flakymarker', 2], ['flakytwo', 2]])
     const run = await createRun()
     const from = stub.requests.length
     await score(run, 'flaky', 'flakymarker', 0)
-    await score(run, 'steady', 'steadymarker', 0)
+    await score(run, 'flaky-2', 'flakytwo', 0)
     const status = await completeStep(run)
     expect(scenario.analyzerFailures.get('flakymarker')).toBe(0)
     const analyzerCalls = (marker: string) => requestsOf('analyzer', from).filter((body) => markerIn(userOf(body)) === marker).length
-    expect(analyzerCalls('flakymarker')).toBe(4)
-    expect(analyzerCalls('flakymarker')).toBeGreaterThan(MAX_ATTEMPTS)
-    expect(analyzerCalls('steadymarker')).toBe(1)
-    expect(status.analyses).toEqual({ analysed: 2, late: 0, failed: 0, missing: 0 })
+    expect(analyzerCalls('flakymarker')).toBe(MAX_ATTEMPTS + 1)
+    expect(analyzerCalls('flakytwo')).toBe(MAX_ATTEMPTS + 1)
+    expect(status.analyses).toMatchObject({ analysed: 2, failed: 0 })
     expect(status.instances[0].update).toMatchObject({ analysed: 2 })
     let stored = await memory(run, 'analysis')
-    expect(stored.map((doc) => doc.data.rollout_id).sort()).toEqual(['flaky', 'steady'])
+    expect(stored.map((doc) => doc.data.rollout_id).sort()).toEqual(['flaky', 'flaky-2'])
 
     // The next step counts only its own rollout: the retried analysis is not counted again.
     await score(run, 'later', 'latermarker', 1)
     const next = await completeStep(run)
-    expect(next.analyses).toEqual({ analysed: 1, late: 0, failed: 0, missing: 0 })
+    expect(next.analyses).toMatchObject({ analysed: 1, failed: 0 })
     stored = await memory(run, 'analysis')
-    expect(stored.map((doc) => doc.data.rollout_id).sort()).toEqual(['flaky', 'later', 'steady'])
+    expect(stored.map((doc) => doc.data.rollout_id).sort()).toEqual(['flaky', 'flaky-2', 'later'])
+  })
+
+  it('counts an analysis that keeps failing as failed and completes the step with the others', async () => {
+    scenario.analyzerFailures = new Map([['doomedmarker', 1_000]])
+    const run = await createRun()
+    await score(run, 'doomed', 'doomedmarker', 0)
+    await score(run, 'fine', 'finemarker', 0)
+    const status = await completeStep(run)
+    expect(status.analyses).toMatchObject({ analysed: 1, failed: 1 })
+    expect((await memory(run, 'analysis')).map((doc) => doc.data.rollout_id)).toEqual(['fine'])
   })
 })

@@ -3,7 +3,7 @@
  * what the model is sent, how malformed replies are repaired, which faults are retried, what the
  * trainer sees when every attempt fails, and the score cache.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { startLlmStub, type ChatCompletionBody, type LlmStub, type StubFault } from '../support/llm-stub.ts'
 import { callJson, METADATA } from './support/http.ts'
 import { startWranglerDev, type WranglerDev } from './support/wrangler-dev.ts'
@@ -40,13 +40,21 @@ function freshRollout(tag: string) {
   }
 }
 
-const score = (rollout: ReturnType<typeof freshRollout>) => callJson(`${dev.baseUrl}/score`, { token, body: { rollout, metadata: METADATA }, timeoutMs: 45_000 })
-const rubricStatus = async () => {
-  const { status, body } = await callJson(`${dev.baseUrl}/rubric_status`, { token })
-  expect(status).toBe(200)
-  expect(body.run_id).toBe(runId)
-  return body as { rollouts: number; step: number; status: string }
+/** Rollouts the Worker answered as newly recorded: what /rubric_status must count. */
+let recorded = 0
+const score = async (rollout: ReturnType<typeof freshRollout>) => {
+  const answer = await callJson(`${dev.baseUrl}/score`, { token, body: { rollout, metadata: METADATA }, timeoutMs: 45_000 })
+  if (answer.status === 200 && answer.body.duplicate === false) recorded++
+  return answer
 }
+/** Waits until /rubric_status counts every rollout recorded so far (the ledger shards report within a second). */
+const expectCounted = () =>
+  vi.waitFor(async () => {
+    const { status, body } = await callJson(`${dev.baseUrl}/rubric_status`, { token })
+    expect(status).toBe(200)
+    expect(body.run_id).toBe(runId)
+    expect(body.rollouts).toBe(recorded)
+  }, { timeout: 10_000, interval: 100 })
 
 /** A reply grading every rubric of the run: `gradeFor` maps a rubric id to its grade. */
 const replyGrading = (gradeFor: (id: string) => number) => JSON.stringify({ grades: rubrics.map((r) => ({ rubric_id: r.id, grade: gradeFor(r.id), reason: 'scripted' })) })
@@ -136,7 +144,6 @@ describe('one failed attempt, then a good reply', () => {
   it.each(cases)('%s → 200 after two calls', async (_name, fault) => {
     stub.script(fault)
     const before = stub.requests.length
-    const counted = (await rubricStatus()).rollouts
     const started = Date.now()
     const answer = await score(freshRollout('transient'))
     expect(answer.status, JSON.stringify(answer.body)).toBe(200)
@@ -144,7 +151,8 @@ describe('one failed attempt, then a good reply', () => {
     expect(answer.body.score).toBeCloseTo(0.7, 10)
     expect(answer.body.cached).toBe(false)
     if (fault.kind === 'hang') expect(Date.now() - started).toBeGreaterThanOrEqual(TIMEOUT_MS - 100)
-    expect((await rubricStatus()).rollouts).toBe(counted + 1)
+    expect(answer.body.duplicate).toBe(false)
+    await expectCounted()
   })
 })
 
@@ -156,7 +164,6 @@ describe('every attempt fails', () => {
   it.each(cases)('$name → $expectedStatus llm_unavailable, not counted; a later retry of the id is counted once', async ({ fault, expectedStatus }) => {
     stub.script(...Array.from({ length: MAX_ATTEMPTS }, () => fault))
     const rollout = freshRollout('exhausted')
-    const counted = (await rubricStatus()).rollouts
     const before = stub.requests.length
 
     const failed = await score(rollout)
@@ -167,20 +174,19 @@ describe('every attempt fails', () => {
     expect(failed.body.error.message.length).toBeGreaterThan(0)
     expect(failed.body).not.toHaveProperty('score')
     if (expectedStatus === 503) expect(failed.headers.get('retry-after')).toMatch(/^\d+$/)
-    expect((await rubricStatus()).rollouts).toBe(counted)
 
-    // The stub is healthy again: the trainer's retry of the same rollout succeeds and counts once.
+    // The stub is healthy again: the trainer's retry of the same rollout succeeds and counts once (it was not recorded before: no duplicate).
     const retried = await score(rollout)
     expect(retried.status, JSON.stringify(retried.body)).toBe(200)
     expect(retried.body).toMatchObject({ rollout_id: rollout.id, duplicate: false, cached: false })
     expect(stub.requests.length - before).toBe(MAX_ATTEMPTS + 1)
-    expect((await rubricStatus()).rollouts).toBe(counted + 1)
+    await expectCounted()
 
     const again = await score(rollout)
     expect(again.status).toBe(200)
     expect(again.body).toMatchObject({ rollout_id: rollout.id, duplicate: true, score: retried.body.score })
     expect(stub.requests.length - before).toBe(MAX_ATTEMPTS + 1)
-    expect((await rubricStatus()).rollouts).toBe(counted + 1)
+    await expectCounted()
   })
 })
 

@@ -143,7 +143,7 @@ print(json.dumps(out))
       expect(reward).toBeLessThanOrEqual(1)
     }
     expect(out.three.extra_logs.rubric_version).toHaveLength(3)
-    expect(out.empty).toEqual({ rewards: [], scores: [], extra_logs: {} })
+    expect(out.empty).toEqual({ rewards: [], scores: [], extra_logs: { rubric_version: [], cached: [], duplicate: [] } })
     expect(out.group.scores).toHaveLength(4)
     expect(out.group.advantages).toHaveLength(4)
     expect(Math.abs(out.group.advantages.reduce((sum: number, a: number) => sum + a, 0))).toBeLessThan(1e-9)

@@ -7,23 +7,38 @@ const SNAPSHOTS = 4_096
 /** Judgements one isolate keeps (about 1 KB each). */
 const JUDGEMENTS = 8_192
 
-const snapshots = new LRUCache<string, RubricSnapshot>({ max: SNAPSHOTS })
+/** An instance's rubrics as an isolate holds them, and the latest trainer step a ledger shard confirmed them for. */
+interface HeldSnapshot {
+  snapshot: RubricSnapshot
+  trainerStep: number
+}
+
+const snapshots = new LRUCache<string, HeldSnapshot>({ max: SNAPSHOTS })
 const judgements = new LRUCache<string, Judgement>({ max: JUDGEMENTS })
 
 /**
  * The isolate's copy of each instance's rubrics in force. Versions are immutable, so a copy is only ever replaced by
- * a newer one, which the ledger shards hand out with any reply to a caller that named an older version.
- * @example rubricCache.offer('grpo-1', 'global', reply.snapshot); rubricCache.get('grpo-1', 'global')?.version
+ * a newer one, which the ledger shards hand out with any reply to a caller that named an older version. A copy is
+ * trusted for the trainer steps a shard's reply confirmed it for: a request from a later trainer step (rubrics are
+ * updated between steps) asks its shard first rather than spend a model call on rubrics that may be gone.
+ * @example rubricCache.offer('grpo-1', 'global', reply.snapshot, 3); rubricCache.current('grpo-1', 'global', 3)?.version
  */
 export const rubricCache = {
+  /** The held copy, if any, however old. */
   get(runId: string, instanceId: string): RubricSnapshot | undefined {
-    return snapshots.get(instanceKey(runId, instanceId))
+    return snapshots.get(instanceKey(runId, instanceId))?.snapshot
   },
-  offer(runId: string, instanceId: string, snapshot: RubricSnapshot | undefined): void {
-    if (!snapshot) return
+  /** The held copy if a shard confirmed it at `trainerStep` or later. */
+  current(runId: string, instanceId: string, trainerStep: number): RubricSnapshot | undefined {
+    const held = snapshots.get(instanceKey(runId, instanceId))
+    return held && held.trainerStep >= trainerStep ? held.snapshot : undefined
+  },
+  /** What a shard's reply says: its snapshot when the caller's was older (`undefined` confirms the caller's). */
+  offer(runId: string, instanceId: string, snapshot: RubricSnapshot | undefined, trainerStep: number): void {
     const key = instanceKey(runId, instanceId)
     const held = snapshots.get(key)
-    if (!held || held.version < snapshot.version) snapshots.set(key, snapshot)
+    const newest = snapshot && (!held || held.snapshot.version < snapshot.version) ? snapshot : held?.snapshot
+    if (newest) snapshots.set(key, { snapshot: newest, trainerStep: Math.max(trainerStep, held?.trainerStep ?? -1) })
   },
 }
 

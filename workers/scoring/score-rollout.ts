@@ -75,7 +75,7 @@ export async function scoreRollouts(ctx: ScoreContext, requests: readonly ScoreR
       tactics: injectionTactics(request.rollout.output),
     }
   }))
-  const lookups = byShard(items.filter((item) => options.lookupFirst || !rubricCache.get(run.id, item.address.instanceId)))
+  const lookups = byShard(items.filter((item) => options.lookupFirst || !rubricCache.current(run.id, item.address.instanceId, item.request.metadata.current_step)))
   await Promise.all([...lookups.values()].map((group) => recordOnShard(ctx, group, false)))
   const limit = pLimit(ITEM_CONCURRENCY)
   // A shard sends back what was judged on rubrics it has since replaced: judged again on the new ones, at most twice.
@@ -115,7 +115,7 @@ async function recordOnShard(ctx: ScoreContext, group: Item[], withJudgements: b
     for (const item of group) item.outcome = { ok: false, error: refused }
     return
   }
-  rubricCache.offer(run.id, address.instanceId, reply.snapshot)
+  rubricCache.offer(run.id, address.instanceId, reply.snapshot, Math.max(...group.map((item) => item.request.metadata.current_step)))
   reply.answers.forEach((answer, position) => {
     const item = group[position]!
     if (answer.kind === 'recorded') item.outcome = { ok: true, result: toResult(ctx, item.address.instanceId, answer.entry, answer.duplicate) }
@@ -162,7 +162,7 @@ async function settleSync(ctx: ScoreContext, item: Item, result: ScoreResult): P
   const { address } = item
   const known = rubricCache.get(run.id, address.instanceId)?.version ?? 0
   const reply = await durableObjectCall(() => againAfterReset(() => env.LEDGER.getByName(ledgerName(run.id, address.instanceId, address.shard)).record(address, [], known)))
-  rubricCache.offer(run.id, address.instanceId, reply.snapshot)
+  rubricCache.offer(run.id, address.instanceId, reply.snapshot, item.request.metadata.current_step)
   const snapshot = rubricCache.get(run.id, address.instanceId)!
   if (snapshot.version === result.rubric_version) return { ok: true, result }
   try {
