@@ -176,7 +176,11 @@ export interface BenchServer {
  * files of Durable Objects and D1 live (see `storageRoot`).
  * @example const server = await startBench(bundles, { stub: 'node', storage: 'memory' })
  */
-export async function startBench(bundles: Bundles, options: { stub: StubKind; storage: StorageKind; workerScript?: string; inspectorPort?: number }): Promise<BenchServer> {
+export async function startBench(
+  bundles: Bundles,
+  options: { stub: StubKind; storage: StorageKind; workerScript?: string; inspectorPort?: number; workerOptions?: WorkerOptions; migrationsDir?: string },
+): Promise<BenchServer> {
+  const workerOptions = options.workerOptions ?? bundles.workerOptions
   const loopback = options.stub === 'process' ? await startLoopbackStub() : undefined
   const persistRoot = storageRoot(options.storage)
   const forgetCleanup = onInterrupt(() => rmSync(persistRoot, { recursive: true, force: true }))
@@ -200,15 +204,15 @@ export async function startBench(bundles: Bundles, options: { stub: StubKind; st
     workers: [
       {
         // Everything wrangler.toml declares (Durable Objects, D1, queues and their consumers, vars)...
-        ...bundles.workerOptions,
+        ...workerOptions,
         ...common,
         name: 'app',
         // ...served from the built bundle, with the local deployment's vars and a fresh admin token.
         scriptPath: options.workerScript ?? bundles.workerScript,
         modulesRoot: dirname(options.workerScript ?? bundles.workerScript),
-        bindings: { ...bundles.workerOptions.bindings, DEPLOYMENT: 'local', ADMIN_TOKEN: adminToken },
+        bindings: { ...workerOptions.bindings, DEPLOYMENT: 'local', ADMIN_TOKEN: adminToken },
         // The rate limiter still runs on every request, but one bench client must never be refused.
-        ratelimits: Object.fromEntries(Object.keys(bundles.workerOptions.ratelimits ?? {}).map((name) => [name, { simple: { limit: 1_000_000_000, period: 10 } }])),
+        ratelimits: Object.fromEntries(Object.keys(workerOptions.ratelimits ?? {}).map((name) => [name, { simple: { limit: 1_000_000_000, period: 10 } }])),
         ...(loopback ? {} : { outboundService: options.stub === 'node' ? nodeStub : 'llm-stub' }),
       },
       { ...common, name: 'bare', scriptPath: bundles.bareScript, modulesRoot: dirname(bundles.bareScript), routes: [`${BARE_HOST}/*`] },
@@ -218,7 +222,7 @@ export async function startBench(bundles: Bundles, options: { stub: StubKind; st
   let url: string
   try {
     url = (await mf.ready).origin
-    await applyMigrations(mf)
+    await applyMigrations(mf, options.migrationsDir)
   } catch (error) {
     forgetCleanup()
     loopback?.stop()
@@ -271,12 +275,11 @@ export function onInterrupt(cleanup: () => void): () => void {
 }
 
 /**
- * Applies migrations/*.sql in name order to the Worker's D1 database (statement by statement).
+ * Applies the *.sql migrations of `dir` (the project's unless told) in name order to the Worker's D1 database.
  * @example await applyMigrations(mf)
  */
-export async function applyMigrations(mf: Miniflare): Promise<number> {
+export async function applyMigrations(mf: Miniflare, dir = join(ROOT, 'migrations')): Promise<number> {
   const db = await mf.getD1Database('DB', 'app')
-  const dir = join(ROOT, 'migrations')
   let statements = 0
   for (const file of readdirSync(dir).filter((name) => name.endsWith('.sql')).sort()) {
     for (const sql of unstable_splitSqlQuery(readFileSync(join(dir, file), 'utf8'))) {

@@ -81,9 +81,9 @@ export class LedgerShard extends DurableObject<Env> {
 
   /**
    * Records judged rollouts, each once per step: the first writer for a (step, rollout id) wins and later ones get its
-   * entry back as a duplicate. A submission without a judgement is a lookup: its earlier entry, or `judge`; so is one
-   * judged on rubrics older than those in force. `knownVersion` is the caller's rubric version: the reply carries the
-   * snapshot when it is older.
+   * entry back as a duplicate. A submission without a judgement is a lookup: its earlier entry, or `judge`.
+   * `knownVersion` is the caller's rubric version: the reply carries the snapshot when it is older, so an isolate
+   * judges on older rubrics only what it had in flight when they changed (each score names its version).
    */
   async record(address: ShardAddress, submissions: readonly Submission[], knownVersion: number, llm: readonly LlmStat[] = []): Promise<RecordReply> {
     this.bind(address)
@@ -99,8 +99,7 @@ export class LedgerShard extends DurableObject<Env> {
       for (const submission of submissions) {
         const earlier = step === undefined ? undefined : this.entry(step, submission.rollout.id)
         if (earlier) answers.push({ kind: 'recorded', entry: earlier, duplicate: true })
-        // A judgement on rubrics older than those in force is made again: scores never go back to an older version.
-        else if (!submission.judged || step === undefined || submission.judged.rubricVersion < snapshot.version) answers.push({ kind: 'judge' })
+        else if (!submission.judged || step === undefined) answers.push({ kind: 'judge' })
         else {
           answers.push({ kind: 'recorded', entry: this.insert(step, submission), duplicate: false })
           inserted++

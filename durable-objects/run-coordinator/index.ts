@@ -126,7 +126,7 @@ export class RunCoordinator extends DurableObject<Env> {
          ON CONFLICT (step, instance_id, shard) DO UPDATE SET tally = excluded.tally`,
         report.step, report.instanceId, report.shard, JSON.stringify(report.tally),
       )
-      if (config.rollouts_per_step !== null) this.closeByCount(config.rollouts_per_step, report.instanceId, report.shard)
+      if (config.rollouts_per_step !== null) this.closeByCount(config.rollouts_per_step, { instanceId: report.instanceId, shard: report.shard })
     }
     return { step: this.collectingStep(), closes: this.missedCloses(report.instanceId, report.shard, report.step) }
   }
@@ -275,7 +275,8 @@ export class RunCoordinator extends DurableObject<Env> {
       for (const job of batch) this.sql.exec('UPDATE step_instances SET enqueued_at = ? WHERE step = ? AND instance_id = ?', now, job.step, job.instanceId)
     }
     const unfinished = this.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM steps WHERE status IN ('closing', 'updating')`).one().n
-    if (unfinished > 0) await this.ctx.storage.setAlarm(now + STEP_WATCHDOG_MS)
+    // A close during this run has set an earlier alarm: the watchdog must not push it back.
+    if (unfinished > 0 && (await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(now + STEP_WATCHDOG_MS)
   }
 
   /** An instance reports its step update done, with its LLM calls; the step is updated when every touched instance has. */
@@ -299,38 +300,46 @@ export class RunCoordinator extends DurableObject<Env> {
     return { stepUpdated: remaining === 0 }
   }
 
-  /** Closes the collecting step once the shards' counts reach `n`: the shard that crossed keeps only what fills it. */
-  private closeByCount(n: number, instanceId: string, shard: number): void {
+  /**
+   * Closes the collecting step once the shards' counts reach `n`. The step keeps exactly `n` rollouts: each shard
+   * what it had reported before the shard that filled the step (`last`), which keeps what is left; what any shard
+   * holds past its share opens the next step (and may fill it too).
+   */
+  private closeByCount(n: number, last?: { instanceId: string; shard: number }): void {
     for (;;) {
       const step = this.collectingStep()
       const rows = this.shardRows(step)
-      const total = rows.reduce((sum, row) => sum + tallyOf(row).rollouts, 0)
-      if (total < n) return
-      const crossing = rows.find((row) => row.instance_id === instanceId && row.shard === shard)!
-      const crossingCount = tallyOf(crossing).rollouts
-      const keep = n - (total - crossingCount)
-      this.closeStep(step, { instanceId, shard, keep })
-      // What the crossing shard holds past the cut opens the next step (and may fill it too).
-      if (crossingCount > keep) {
+      if (rows.reduce((sum, row) => sum + tallyOf(row).rollouts, 0) < n) return
+      const isLast = (row: ShardRow) => row.instance_id === last?.instanceId && row.shard === last?.shard
+      const ordered = [...rows.filter((row) => !isLast(row)), ...rows.filter(isLast)]
+      let remaining = n
+      const keeps = ordered.map((row) => {
+        const keep = Math.min(tallyOf(row).rollouts, remaining)
+        remaining -= keep
+        return { row, keep }
+      })
+      this.closeStep(step, keeps.map(({ row, keep }) => ({ instanceId: row.instance_id, shard: row.shard, keep })))
+      for (const { row, keep } of keeps) {
+        const over = tallyOf(row).rollouts - keep
+        if (over === 0) continue
         this.sql.exec(
           `INSERT INTO step_shards (step, instance_id, shard, tally) VALUES (?, ?, ?, ?) ON CONFLICT (step, instance_id, shard) DO UPDATE SET tally = excluded.tally`,
-          step + 1, instanceId, shard, JSON.stringify({ ...emptyTally(), rollouts: crossingCount - keep }),
+          step + 1, row.instance_id, row.shard, JSON.stringify({ ...emptyTally(), rollouts: over }),
         )
       }
     }
   }
 
   /**
-   * Stops `step` taking rollouts: each shard keeps what it reported (the crossing shard of a count close what fills
-   * the step; after `/complete`, everything it holds), and the shards are told by the alarm (or by `/complete` itself).
+   * Stops `step` taking rollouts: after a count close each shard keeps its share (`keeps`); after `/complete`,
+   * everything it holds. The shards are told by the alarm (or by `/complete` itself).
    */
-  private closeStep(step: number, crossing?: { instanceId: string; shard: number; keep: number }): void {
+  private closeStep(step: number, keeps?: readonly { instanceId: string; shard: number; keep: number }[]): void {
     const now = new Date().toISOString()
     this.ctx.storage.transactionSync(() => {
       this.sql.exec(`UPDATE steps SET status = 'closing', closed_at = ? WHERE step = ? AND status = 'collecting'`, now, step)
-      if (crossing) {
-        this.sql.exec(`UPDATE step_shards SET keep = json_extract(tally, '$.rollouts') WHERE step = ?`, step)
-        this.sql.exec('UPDATE step_shards SET keep = ? WHERE step = ? AND instance_id = ? AND shard = ?', crossing.keep, step, crossing.instanceId, crossing.shard)
+      for (const { instanceId, shard, keep } of keeps ?? []) {
+        this.sql.exec('UPDATE step_shards SET keep = ? WHERE step = ? AND instance_id = ? AND shard = ?', keep, step, instanceId, shard)
       }
       this.meta.set('collecting_step', step + 1)
       this.openCollectingStep()
@@ -352,7 +361,9 @@ export class RunCoordinator extends DurableObject<Env> {
             'UPDATE step_shards SET acked = 1, keep = ?, tally = ? WHERE step = ? AND instance_id = ? AND shard = ?',
             reply.closed.rollouts, JSON.stringify(reply.closed), step, row.instance_id, row.shard,
           )
-          if (reply.current.tally.rollouts > 0) {
+          // Rollouts the shard moved on count in the collecting step; moved into a step that has closed since, they
+          // were counted nowhere, and the shard's next report learns they move on again (a close that keeps none).
+          if (reply.current.tally.rollouts > 0 && reply.current.step === this.collectingStep()) {
             this.sql.exec(
               `INSERT INTO step_shards (step, instance_id, shard, tally) VALUES (?, ?, ?, ?)
                ON CONFLICT (step, instance_id, shard) DO UPDATE SET tally = excluded.tally WHERE acked = 0`,
@@ -367,16 +378,11 @@ export class RunCoordinator extends DurableObject<Env> {
       if (this.shardRows(step).some((row) => row.acked === 0)) continue
       this.startUpdates(step)
     }
+    // Rollouts moved into the collecting step by a close may fill it on their own.
     const config = await this.runConfig(runId)
-    if (config.rollouts_per_step !== null) this.closeByCountAfterMoves(config.rollouts_per_step)
+    if (config.rollouts_per_step !== null) this.closeByCount(config.rollouts_per_step)
   }
 
-  /** Rollouts moved into the collecting step by a close may fill it on their own. */
-  private closeByCountAfterMoves(n: number): void {
-    const rows = this.shardRows(this.collectingStep())
-    const biggest = rows.sort((a, b) => tallyOf(b).rollouts - tallyOf(a).rollouts)[0]
-    if (biggest) this.closeByCount(n, biggest.instance_id, biggest.shard)
-  }
 
   private startUpdates(step: number): void {
     const byInstance = new Map<string, { rollouts: number; version: number }>()

@@ -145,8 +145,9 @@ describe('step jobs delivered again, or failing half way', () => {
     expect(await memory(run, 'rubric_update')).toHaveLength(1)
     expect(await memory(run, 'batch_summary')).toHaveLength(1)
     expect((await memory(run, 'analysis')).map((doc) => doc.data.rollout_id).sort()).toEqual(['st-1', 'st-2', 'st-hack-1', 'st-hack-2'])
-    // The run moves on normally: the next rollout is step 1's, scored on version 2.
-    expect(await scoreOk(run, 'st-next')).toMatchObject({ step: 1, rubric_version: 2, duplicate: false })
+    // The run moves on normally: the trainer's next step is step 1, scored on version 2.
+    const next = await call('POST', '/score', { token: run.token, body: { rollout: rollout('st-next'), metadata: { ...METADATA, current_step: 1 } } })
+    expect(next.json).toMatchObject({ step: 1, rubric_version: 2, duplicate: false })
   })
 
   it('resumes a job whose updater failed from the analyses it already made: the retry calls no analyzer, and the version rises by exactly 1', async () => {

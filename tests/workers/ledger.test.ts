@@ -59,17 +59,25 @@ describe("the ledger's statements", () => {
 })
 
 describe('rollouts_per_step over 8 shards', () => {
-  it('closes the step at exactly N distinct rollouts when 1.5 N arrive at once, and the rest open the next step', async () => {
-    const run = await createRun({ ...RUBRICS, rollouts_per_step: 20 })
-    const answers = await Promise.all(Array.from({ length: 30 }, (_, i) => score(run, `n-${i}`)))
-    for (const answer of answers) expect(answer.status, answer.text).toBe(200)
-    await vi.waitFor(async () => expect(await rowsByStep(run.runId)).toEqual({ 0: 20, 1: 10 }), { timeout: 5_000, interval: 100 })
+  it('closes every step at exactly N distinct rollouts when 3.25 N arrive 32 at a time, and each step is updated', async () => {
+    const run = await createRun({ ...RUBRICS, rollouts_per_step: 40, ledger_retention_steps: 5 })
+    const ids = Array.from({ length: 130 }, (_, i) => `n-${i}`)
+    let next = 0
+    await Promise.all(Array.from({ length: 32 }, async () => {
+      while (next < ids.length) {
+        const answer = await score(run, ids[next++]!)
+        expect(answer.status, answer.text).toBe(200)
+      }
+    }))
     const coordinator = env.RUN_COORDINATOR.getByName(coordinatorName(run.runId))
     await vi.waitFor(async () => expect((await coordinator.timeline()).map(({ step, status, rollouts }) => ({ step, status, rollouts }))).toEqual([
-      { step: 0, status: 'updated', rollouts: 20 },
-      { step: 1, status: 'collecting', rollouts: 10 },
-    ]), { timeout: 10_000, interval: 100 })
-    await expectStatus(run.token, { step: 1, status: 'collecting', rollouts: 10, closes_when: 'after 10 more distinct rollouts (rollouts_per_step 20)' })
+      { step: 0, status: 'updated', rollouts: 40 },
+      { step: 1, status: 'updated', rollouts: 40 },
+      { step: 2, status: 'updated', rollouts: 40 },
+      { step: 3, status: 'collecting', rollouts: 10 },
+    ]), { timeout: 15_000, interval: 100 })
+    expect(await rowsByStep(run.runId)).toEqual({ 0: 40, 1: 40, 2: 40, 3: 10 })
+    await expectStatus(run.token, { step: 3, status: 'collecting', rollouts: 10, closes_when: 'after 30 more distinct rollouts (rollouts_per_step 40)' })
   })
 })
 
@@ -102,7 +110,7 @@ describe('POST /score/batch', () => {
       judged++
       const body = JSON.parse(String(init?.body ?? (input instanceof Request ? await input.text() : '{}')))
       if (JSON.stringify(body).includes('[refuse]')) return new Response('{"error":{"message":"bad request"}}', { status: 400 })
-      const grades = RUBRICS.anchor_rubrics.concat(RUBRICS.adaptive_rubrics).map((r) => ({ rubric_id: r.id, grade: 6 }))
+      const grades = [...RUBRICS.anchor_rubrics, ...RUBRICS.adaptive_rubrics].map((r) => ({ rubric_id: r.id, grade: 6 }))
       const content = JSON.stringify({ grades })
       return new Response(JSON.stringify({ id: 'c', object: 'chat.completion', created: 0, model: 'fake', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content } }] }), { headers: { 'content-type': 'application/json' } })
     })

@@ -17,8 +17,6 @@ import type { RoleModel } from './models.ts'
 
 /** Items of one request judged at once; LLM calls are capped separately by the run's `max_concurrent_llm_calls`. */
 const ITEM_CONCURRENCY = 16
-/** Judgements of one item at most: the first, and again when the rubrics moved on before it was recorded. */
-const JUDGE_ROUNDS = 3
 
 export interface ScoreContext {
   env: Env
@@ -78,17 +76,12 @@ export async function scoreRollouts(ctx: ScoreContext, requests: readonly ScoreR
   const lookups = byShard(items.filter((item) => options.lookupFirst || !rubricCache.current(run.id, item.address.instanceId, item.request.metadata.current_step)))
   await Promise.all([...lookups.values()].map((group) => recordOnShard(ctx, group, false)))
   const limit = pLimit(ITEM_CONCURRENCY)
-  // A shard sends back what was judged on rubrics it has since replaced: judged again on the new ones, at most twice.
-  for (let round = 0; round < JUDGE_ROUNDS; round++) {
-    const open = items.filter((item) => !item.outcome)
-    if (open.length === 0) break
-    await Promise.all(open.map((item) => limit(() => judgeItem(ctx, item))))
-    const groups = [...byShard(open.filter((item) => !item.outcome)).values()]
-    const stats = round === 0 ? llmStats(ctx.calls) : []
-    await Promise.all(groups.map((group, position) => recordOnShard(ctx, group, true, position === 0 ? stats : [])))
-    if (groups.length === 0 && stats.length > 0) await sendStatsOnly(ctx, items[0]!.address, stats)
-  }
-  const outcomes = items.map((item) => item.outcome ?? { ok: false as const, error: new AppError('overloaded', `the rubrics of instance ${item.address.instanceId} kept changing while rollout ${item.request.rollout.id} was judged`, { retryAfterSeconds: 1 }) })
+  await Promise.all(items.filter((item) => !item.outcome).map((item) => limit(() => judgeItem(ctx, item))))
+  const groups = [...byShard(items.filter((item) => !item.outcome)).values()]
+  const stats = llmStats(ctx.calls)
+  await Promise.all(groups.map((group, position) => recordOnShard(ctx, group, true, position === 0 ? stats : [])))
+  if (groups.length === 0 && stats.length > 0) await sendStatsOnly(ctx, items[0]!.address, stats)
+  const outcomes = items.map((item) => item.outcome ?? { ok: false as const, error: new AppError('internal', `rollout ${item.request.rollout.id} was neither recorded nor refused`) })
   if (run.config.mode !== 'sync') return outcomes
   return Promise.all(outcomes.map((outcome, index) => (outcome.ok && !outcome.result.duplicate ? settleSync(ctx, items[index]!, outcome.result) : outcome)))
 }
@@ -137,7 +130,6 @@ async function judgeItem(ctx: ScoreContext, item: Item): Promise<void> {
     item.outcome = { ok: false, error: new AppError('internal', 'no rubrics for the instance after the ledger lookup') }
     return
   }
-  if (item.judged?.version === snapshot.version) return
   const cached = judgementCache.get(ctx.run.id, item.address.instanceId, snapshot.version, item.key)
   if (cached) {
     item.judged = { version: snapshot.version, judgement: cached, cached: true }

@@ -1,0 +1,206 @@
+/**
+ * The Worker with a meter around every billed operation, for `npm run bench:cost` only (never deployed). It wraps
+ * what the Worker and its Durable Objects are handed, by shape rather than by name, so it meters any revision of the
+ * project as it is: each call on a Durable Object stub (one billed request, counted per object), each alarm, the
+ * SQLite rows every `sql.exec` and `setAlarm` writes (workerd's own cursor counters), D1's `meta.rows_written`,
+ * queue messages, Analytics Engine data points, and the Worker's own invocations. `GET /__meter` answers the counts.
+ */
+import * as project from '../workers/index.ts'
+
+interface ObjectUsage {
+  requests: number
+  alarms: number
+  rowsWritten: number
+  rowsRead: number
+}
+
+const usage = {
+  workerInvocations: 0,
+  objects: {} as Record<string, ObjectUsage>,
+  d1: { rowsWritten: 0, rowsRead: 0, queries: 0 },
+  queueMessages: 0,
+  analyticsPoints: 0,
+  r2Writes: 0,
+}
+
+const objectUsage = (key: string): ObjectUsage => (usage.objects[key] ??= { requests: 0, alarms: 0, rowsWritten: 0, rowsRead: 0 })
+
+type Any = Record<string | symbol, any>
+
+/** A binding's methods called with the binding as `this` (native bindings refuse a proxy as `this`). */
+function bound(target: Any, property: string | symbol): unknown {
+  const value = target[property]
+  return typeof value === 'function' ? (...args: unknown[]) => Reflect.apply(value, target, args) : value
+}
+
+function meteredStub(stub: Any, key: string): Any {
+  return new Proxy(stub, {
+    get(target, property) {
+      const value = target[property]
+      if (typeof value !== 'function' || typeof property === 'symbol' || property === 'then') return bound(target, property)
+      return (...args: unknown[]) => {
+        objectUsage(key).requests++
+        // Not value.apply(): on an RPC stub every property, `apply` included, is a remote method.
+        return target[property](...args)
+      }
+    },
+  })
+}
+
+function meteredNamespace(namespace: Any, binding: string): Any {
+  return new Proxy(namespace, {
+    get(target, property) {
+      if (property === 'getByName') return (name: string) => meteredStub(target.getByName(name), `${binding}:${name}`)
+      if (property === 'get') return (id: Any) => meteredStub(target.get(id), `${binding}:${String(id?.name ?? id)}`)
+      return bound(target, property)
+    },
+  })
+}
+
+function meteredResult<T>(result: T): T {
+  const meta = (result as { meta?: { rows_written?: number; rows_read?: number } } | null)?.meta
+  usage.d1.queries++
+  usage.d1.rowsWritten += meta?.rows_written ?? 0
+  usage.d1.rowsRead += meta?.rows_read ?? 0
+  return result
+}
+
+function meteredStatement(statement: Any): Any {
+  return new Proxy(statement, {
+    get(target, property) {
+      if (property === '__target') return target
+      if (property === 'bind') return (...args: unknown[]) => meteredStatement(target.bind(...args))
+      if (property === 'run' || property === 'all') return async (...args: unknown[]) => meteredResult(await target[property](...args))
+      return bound(target, property)
+    },
+  })
+}
+
+function meteredD1(db: Any): Any {
+  return new Proxy(db, {
+    get(target, property) {
+      if (property === 'prepare') return (sql: string) => meteredStatement(target.prepare(sql))
+      // Statements in a batch are the proxies above: unwrap them for the native call.
+      if (property === 'batch') return async (statements: Any[]) => (await target.batch(statements.map((s) => s.__target ?? s))).map(meteredResult)
+      return bound(target, property)
+    },
+  })
+}
+
+function meteredQueue(queue: Any): Any {
+  return new Proxy(queue, {
+    get(target, property) {
+      if (property === 'send') return (...args: unknown[]) => ((usage.queueMessages += 1), target.send(...args))
+      if (property === 'sendBatch') return (messages: unknown[], ...rest: unknown[]) => ((usage.queueMessages += messages.length), target.sendBatch(messages, ...rest))
+      return bound(target, property)
+    },
+  })
+}
+
+function meteredR2(bucket: Any): Any {
+  return new Proxy(bucket, {
+    get(target, property) {
+      if (property === 'put') return (...args: unknown[]) => ((usage.r2Writes += 1), target.put(...args))
+      return bound(target, property)
+    },
+  })
+}
+
+/** The environment, every binding wrapped by its shape; an Analytics Engine dataset that only counts when none is bound. */
+function meteredEnv(env: Any): Any {
+  const wrapped: Any = {}
+  for (const [name, value] of Object.entries(env)) {
+    if (value && typeof value === 'object' && typeof value.getByName === 'function') wrapped[name] = meteredNamespace(value, name)
+    else if (value && typeof value === 'object' && typeof value.prepare === 'function' && typeof value.batch === 'function') wrapped[name] = meteredD1(value)
+    else if (value && typeof value === 'object' && typeof value.sendBatch === 'function') wrapped[name] = meteredQueue(value)
+    else if (value && typeof value === 'object' && typeof value.put === 'function' && typeof value.list === 'function') wrapped[name] = meteredR2(value)
+    else wrapped[name] = value
+  }
+  wrapped.TELEMETRY ??= { writeDataPoint: () => void usage.analyticsPoints++ }
+  return wrapped
+}
+
+/**
+ * Counts, on the object's own storage, what each statement writes and reads and each setAlarm (billed as a row
+ * written). Patched in place: the runtime accepts only its own state object in a Durable Object's constructor.
+ */
+function meterState(state: Any, key: string): void {
+  const sql = state.storage.sql
+  const exec = sql.exec
+  sql.exec = (query: string, ...bindings: unknown[]) => {
+    const cursor: Any = Reflect.apply(exec, sql, [query, ...bindings])
+    const counted = objectUsage(key)
+    // Writes run when exec returns; a SELECT's rows are read as they are iterated, and counted as they are.
+    const seen = { written: cursor.rowsWritten, read: cursor.rowsRead }
+    counted.rowsWritten += seen.written
+    counted.rowsRead += seen.read
+    return new Proxy(cursor, {
+      get(inner, name) {
+        const value = inner[name]
+        if (typeof value !== 'function') return value
+        return (...args: unknown[]) => {
+          const result = Reflect.apply(value, inner, args)
+          counted.rowsRead += inner.rowsRead - seen.read
+          counted.rowsWritten += inner.rowsWritten - seen.written
+          seen.read = inner.rowsRead
+          seen.written = inner.rowsWritten
+          return result
+        }
+      },
+    })
+  }
+  const storage = state.storage
+  const setAlarm = storage.setAlarm
+  storage.setAlarm = (...args: unknown[]) => {
+    objectUsage(key).rowsWritten += 1
+    return Reflect.apply(setAlarm, storage, args)
+  }
+}
+
+/** A Durable Object class whose instances get the metered state and environment, and whose alarms are counted. */
+function metered<T extends new (...args: any[]) => any>(Base: T, binding: string): T {
+  const Metered = class extends Base {
+    constructor(...args: any[]) {
+      const [state, env] = args
+      meterState(state, `${binding}:${state.id.name ?? state.id.toString()}`)
+      super(state, meteredEnv(env))
+    }
+  }
+  if (typeof Base.prototype.alarm === 'function') {
+    Object.defineProperty(Metered.prototype, 'alarm', {
+      value(this: { ctx: Any }, ...args: unknown[]) {
+        const usageOf = objectUsage(`${binding}:${this.ctx.id.name ?? this.ctx.id.toString()}`)
+        usageOf.alarms++
+        usageOf.requests++
+        return Base.prototype.alarm.apply(this, args)
+      },
+    })
+  }
+  return Metered
+}
+
+const classes = project as unknown as Record<string, new (...args: any[]) => any>
+
+// The Durable Object classes of the tree being metered, each under its binding's name (bench/cost.ts writes these
+// lines for the revision it builds; these are this tree's).
+// METERED-EXPORTS-START
+export const RunCoordinator = metered(classes.RunCoordinator!, 'RUN_COORDINATOR')
+export const RubricInstance = metered(classes.RubricInstance!, 'RUBRIC_INSTANCE')
+export const LedgerShard = metered(classes.LedgerShard!, 'LEDGER')
+export const MemoryIndex = metered(classes.MemoryIndex!, 'MEMORY_INDEX')
+// METERED-EXPORTS-END
+
+const worker = project.default as unknown as { fetch: (...args: any[]) => Promise<Response>; queue?: (...args: any[]) => Promise<void> }
+
+export default {
+  async fetch(request: Request, env: Any, ctx: ExecutionContext): Promise<Response> {
+    const path = new URL(request.url).pathname
+    if (path === '/__meter') return Response.json(usage)
+    usage.workerInvocations++
+    return worker.fetch(request, meteredEnv(env), ctx)
+  },
+  async queue(batch: unknown, env: Any, ctx: ExecutionContext): Promise<void> {
+    usage.workerInvocations++
+    return worker.queue!(batch, meteredEnv(env), ctx)
+  },
+}
