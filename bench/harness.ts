@@ -164,6 +164,8 @@ export interface BenchServer {
   stubBaseUrl: string
   /** Chat completions the stub has answered (the `node` and `process` stubs; 0 for `worker`). */
   stubCalls: () => Promise<number>
+  /** Where the Durable Objects' and D1's SQLite files live. */
+  persistRoot: string
   dispose: () => Promise<void>
 }
 
@@ -178,12 +180,24 @@ export interface BenchServer {
  */
 export async function startBench(
   bundles: Bundles,
-  options: { stub: StubKind; storage: StorageKind; workerScript?: string; inspectorPort?: number; workerOptions?: WorkerOptions; migrationsDir?: string },
+  options: {
+    stub: StubKind
+    storage: StorageKind
+    workerScript?: string
+    inspectorPort?: number
+    workerOptions?: WorkerOptions
+    migrationsDir?: string
+    /** Serve the state kept in this directory (a restart), and leave it there on dispose. */
+    persistRoot?: string
+  },
 ): Promise<BenchServer> {
   const workerOptions = options.workerOptions ?? bundles.workerOptions
   const loopback = options.stub === 'process' ? await startLoopbackStub() : undefined
-  const persistRoot = storageRoot(options.storage)
-  const forgetCleanup = onInterrupt(() => rmSync(persistRoot, { recursive: true, force: true }))
+  const persistRoot = options.persistRoot ?? storageRoot(options.storage)
+  const removeState = () => {
+    if (!options.persistRoot) rmSync(persistRoot, { recursive: true, force: true })
+  }
+  const forgetCleanup = onInterrupt(removeState)
   const adminToken = `rh_admin_${randomBytes(24).toString('hex')}`
   const judge = gradeAllRubrics(STUB_GRADE)
   let calls = 0
@@ -222,12 +236,12 @@ export async function startBench(
   let url: string
   try {
     url = (await mf.ready).origin
-    await applyMigrations(mf, options.migrationsDir)
+    if (!options.persistRoot) await applyMigrations(mf, options.migrationsDir)
   } catch (error) {
     forgetCleanup()
     loopback?.stop()
     await mf.dispose().catch(() => undefined)
-    rmSync(persistRoot, { recursive: true, force: true })
+    removeState()
     throw error
   }
   return {
@@ -236,11 +250,12 @@ export async function startBench(
     adminToken,
     stubBaseUrl: loopback?.baseUrl ?? STUB_BASE_URL,
     stubCalls: async () => (loopback ? loopback.calls() : calls),
+    persistRoot,
     dispose: async () => {
       forgetCleanup()
       loopback?.stop()
       await mf.dispose()
-      rmSync(persistRoot, { recursive: true, force: true })
+      removeState()
     },
   }
 }

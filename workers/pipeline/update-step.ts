@@ -22,7 +22,7 @@ import type { StepJob } from '../queues/messages.ts'
 import { loadRunConfig } from '../runs/store.ts'
 import { requestModels } from '../scoring/models.ts'
 
-/** Characters of a rollout's input and output an analysis document keeps, for the dashboard's hacking view. */
+/** Characters of a flagged rollout's input and output its analysis document keeps, for the dashboard's hacking view. */
 const EXCERPT_CHARS = 800
 /** Times an update is planned again when another version landed while it was planned. */
 const MAX_REPLANS = 3
@@ -171,7 +171,10 @@ async function analyseRollouts(
         text: analysisText(rollout_id, input.entry.score, analysis),
         data: {
           subject: rollout_id, rollout_id, score: input.entry.score, metadata: input.metadata, analysis, reasons,
-          rollout: { input: input.rollout.input.slice(0, EXCERPT_CHARS), output: input.rollout.output.slice(0, EXCERPT_CHARS), truncated: input.rollout.output.length > EXCERPT_CHARS },
+          // A flagged rollout keeps an excerpt as evidence: the ledger deletes the rollout itself a few steps later.
+          ...(analysis.reward_hacking.flag
+            ? { rollout: { input: input.rollout.input.slice(0, EXCERPT_CHARS), output: input.rollout.output.slice(0, EXCERPT_CHARS), truncated: input.rollout.output.length > EXCERPT_CHARS } }
+            : {}),
         },
         created_at: now,
       }
