@@ -1,7 +1,7 @@
 /**
  * Shared machinery of the /score benchmarks: build the Worker bundle, serve it from Miniflare with its
  * Durable Objects, D1 and a zero-latency stub LLM, and drive it with autocannon from this process.
- * Used by bench/score-throughput.ts (the headline figures) and bench/score-breakdown.ts (cost of each piece).
+ * Used by bench/score-throughput.ts (the headline figures), bench/cost.ts (what a /score costs) and the others.
  */
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
@@ -601,79 +601,3 @@ export function scoreOnce(url: string, target: LoadTarget, outputChars = 1200): 
   })
 }
 
-/** The body of the function or method whose declaration starts with `signature`, braces included. */
-function bodyOf(source: string, signature: string): string {
-  const start = source.indexOf(signature)
-  if (start < 0) return ''
-  let depth = 0
-  let index = source.indexOf('(', start)
-  for (; index < source.length; index++) {
-    if (source[index] === '(') depth++
-    else if (source[index] === ')' && --depth === 0) break
-  }
-  const open = source.slice(index).search(/\{[ \t]*\n/)
-  if (open < 0) return ''
-  let cursor = index + open
-  depth = 0
-  for (; cursor < source.length; cursor++) {
-    if (source[cursor] === '{') depth++
-    else if (source[cursor] === '}' && --depth === 0) break
-  }
-  return source.slice(index + open, cursor + 1)
-}
-
-export interface RpcFlow {
-  /** Durable Object RPCs the response waits for, in order, nested calls after their caller. */
-  requestPath: string[]
-  /** Queue sends /score makes (deferred with waitUntil in async mode). */
-  queueSends: string[]
-  /** Durable Object RPCs of the background analysis job each scored rollout enqueues. */
-  analysisJob: string[]
-}
-
-/**
- * Reads the Durable Object RPCs and queue sends of one async-mode `/score` of a fresh rollout from the
- * source: stub calls in `scoreRollout` (workers/scoring/score-rollout.ts) and, recursively, inside the
- * called Durable Object methods; then the same for a batch of queued analysis jobs (`analyzeRollouts`).
- * Conditional calls (a step closing, sync mode) are not on this path and are not listed.
- * @example scoreRpcFlow().requestPath // ['Worker→RubricInstance.prepare', 'Worker→RubricInstance.record', 'RubricInstance→RunCoordinator.admit']
- */
-export function scoreRpcFlow(): RpcFlow {
-  const config = readWranglerConfig()
-  const classOf = new Map(config.durable_objects.bindings.map((binding) => [binding.name, binding.class_name]))
-  const classFiles = new Map<string, string>()
-  for (const dir of readdirSync(join(ROOT, 'durable-objects'), { withFileTypes: true })) {
-    if (!dir.isDirectory() || !existsSync(join(ROOT, 'durable-objects', dir.name, 'index.ts'))) continue
-    const source = readFileSync(join(ROOT, 'durable-objects', dir.name, 'index.ts'), 'utf8')
-    for (const match of source.matchAll(/export class (\w+) extends DurableObject/g)) classFiles.set(match[1]!, source)
-  }
-  const scan = (caller: string, body: string, depth: number, into: string[], sends?: string[]) => {
-    const stubs = new Map<string, string>()
-    for (const match of body.matchAll(/const (\w+) = (?:this\.|ctx\.)?env\.(\w+)\.(?:getByName|get)\(/g)) stubs.set(match[1]!, classOf.get(match[2]!) ?? match[2]!)
-    // A stub factory (`const fresh = () => env.NS.getByName(…)`, for calls made again after a reset): `fresh().method(`.
-    const factories = new Map<string, string>()
-    for (const match of body.matchAll(/const (\w+) = \(\) => (?:this\.|ctx\.)?env\.(\w+)\.(?:getByName|get)\(/g)) factories.set(match[1]!, classOf.get(match[2]!) ?? match[2]!)
-    // An awaited send is sync mode's; async mode hands its job to an isolate outbox (`outbox.add(env.QUEUE, …)`).
-    for (const match of body.matchAll(/(?<!await )(?:this\.|ctx\.)?env\.(\w+)\.send\(/g)) sends?.push(`${caller}→${match[1]}.send`)
-    for (const match of body.matchAll(/\w+\.add\((?:this\.|ctx\.)?env\.(\w+),/g)) sends?.push(`${caller}→${match[1]} through the isolate outbox (64 rollouts or 100 ms at a time, one sendBatch of jobs of up to 6 rollouts of one instance)`)
-    const calls = [...body.matchAll(/await (\w+)\.(\w+)\(/g), ...body.matchAll(/\b(\w+)\(\)\.(\w+)\(/g)].sort((a, b) => a.index! - b.index!)
-    for (const match of calls) {
-      const className = stubs.get(match[1]!) ?? factories.get(match[1]!)
-      if (!className) continue
-      into.push(`${caller}→${className}.${match[2]}`)
-      const source = classFiles.get(className)
-      if (source && depth < 3) scan(className, bodyOf(source, `async ${match[2]}(`), depth + 1, into)
-    }
-  }
-  const read = (path: string) => (existsSync(join(ROOT, path)) ? readFileSync(join(ROOT, path), 'utf8') : '')
-  const flow: RpcFlow = { requestPath: [], queueSends: [], analysisJob: [] }
-  scan('Worker', bodyOf(read('workers/scoring/score-rollout.ts'), 'export async function scoreRollout('), 0, flow.requestPath, flow.queueSends)
-  const analysis = bodyOf(read('workers/pipeline/analyze-rollout.ts'), 'export async function analyzeRollouts(')
-  scan('Consumer', analysis, 0, flow.analysisJob)
-  if (/memoryFor\(/.test(analysis)) {
-    const index = bodyOf(read('workers/memory/backends.ts'), 'export function vectorIndexFor(')
-    const method = index.match(/upsert: [^\n]*stub\.(\w+)\(/)?.[1]
-    if (method) flow.analysisJob.splice(flow.analysisJob.length - 1, 0, `Consumer→MemoryIndex.${method} (memory put, VECTOR_BACKEND=local)`)
-  }
-  return flow
-}

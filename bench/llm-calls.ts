@@ -3,8 +3,8 @@
  * `/score`, and per rollout all-in (the background analysis and the per-step update pipeline included),
  * set beside the reference systems' counts.
  *
- * In one run: serves the built Worker from Miniflare (mock backend: every agent call is logged in D1's
- * `llm_calls` like a real one), runs the simulated training loop (`offline/simulate`) for `steps` steps of
+ * In one run: serves the built Worker from Miniflare (mock backend: every agent call is counted like a real one,
+ * in the run's per-step sums that `GET /llm_calls` answers), runs the simulated training loop (`offline/simulate`) for `steps` steps of
  * `rollouts-per-step` rollouts, then scores a `repeat-fraction` of the last step's rollouts again (a trainer
  * retrying a request) and reads the call log grouped by role.
  * References (../shared/reference/autosr.md §2.1, §4 and §8.5): autosr's RM server grades a score with
@@ -41,10 +41,10 @@ async function main() {
     for (const rollout of extra) await client.scoreAsync(rollout, metadata)
     const scored = simulated + extra.length
     const repeats = extra
-    // The call log is written by the isolate's outbox up to 100 ms after the answers, and analyses in the background.
+    // The ledger shards hand the scorer's calls to the coordinator within a second; step updates report their own.
     await new Promise((resolve) => setTimeout(resolve, 3_000))
-    const db = await server.mf.getD1Database('DB')
-    const byRole = (await db.prepare(`SELECT role, count(*) AS calls FROM llm_calls WHERE run_id = 'default' GROUP BY role ORDER BY role`).all<{ role: string; calls: number }>()).results
+    const summed = ((await (await fetch(`${server.url}/llm_calls`)).json()) as { calls: { role: string; calls: number }[] }).calls
+    const byRole = [...new Set(summed.map((group) => group.role))].sort().map((role) => ({ role, calls: summed.filter((group) => group.role === role).reduce((sum, group) => sum + group.calls, 0) }))
     const requests = scored + repeats.length
     const calls = (role: string) => byRole.find((row) => row.role === role)?.calls ?? 0
     const scorer = calls('scorer')

@@ -2,7 +2,7 @@
  * `npx tsx bench/score-micro.ts`: CPU cost of each pure-compute step of POST /score, measured in Node
  * (same V8 engine as workerd, but precise timers and no shared event loop) with zod in jitless mode as
  * in Workers (zod cannot compile validators there: `new Function` is refused). Complements
- * bench/score-breakdown.ts, whose variants measure the same steps end to end but through noise.
+ * bench/score-throughput.ts, which measures the whole /score end to end but through noise.
  */
 import { z } from 'zod'
 import { buildScorerRequest, judgementKey, parseScorerReply } from '../src/agents/scorer/index.ts'

@@ -13,9 +13,9 @@ import { bundleModuleMap, connectInspector, freePort, summarizeProfile, type Cpu
 
 /** Functions of the Worker bundle whose inclusive (synchronous) time is worth seeing. */
 const STEPS = [
-  'validateJsonBody', 'identify', 'resolve', 'requestModels', 'forRole', 'agentSettingsFor', 'scoreRollout', 'judgementKey',
-  'sha256Hex', 'canonicalJson', 'judge', 'judgeRollout', 'buildScorerRequest', 'parseScorerReply', 'persistRequestRecords',
-  'prepare', 'record', 'admit', 'ensureRubrics', 'ledgerEntry', 'currentStep', 'complete', 'safeParse', 'parse',
+  'validateJsonBody', 'identify', 'resolve', 'requestModels', 'forRole', 'agentSettingsFor', 'scoreRollout', 'scoreRollouts', 'judgementKey',
+  'sha256Hex', 'canonicalJson', 'judge', 'judgeRollout', 'buildScorerRequest', 'parseScorerReply', 'injectionTactics', 'recordTelemetry',
+  'recordOnShard', 'record', 'insert', 'entry', 'announce', 'report', 'currentTally', 'complete', 'safeParse', 'parse',
 ]
 
 /**

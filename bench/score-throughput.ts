@@ -22,7 +22,7 @@ import { cpus, tmpdir } from 'node:os'
 import { dirname, join, relative } from 'node:path'
 import { parseArgs } from 'node:util'
 import {
-  BARE_HOST, buildBundles, createRun, measure, nextScoreBody, ROOT, scoreOnce, scoreRpcFlow, startBench, STUB_GRADE, stubRunConfig, waitForIdle,
+  BARE_HOST, buildBundles, createRun, measure, nextScoreBody, ROOT, scoreOnce, startBench, STUB_GRADE, stubRunConfig, waitForIdle,
   onInterrupt, type BenchServer, type IdleBudget, type LoadTarget, type Measurement, type StorageKind, type StubKind,
 } from './harness.ts'
 
@@ -178,12 +178,10 @@ async function main(): Promise<void> {
     for (const target of [targets.bare, targets.stub, targets.mock]) throughput.push(await load(target, options.connections, options.durationS))
     const stubCalls = (await server.stubCalls()) - stubCallsAtStart
 
-    // Every /score wrote a score event in waitUntil; they tell whether anything was cached or duplicate.
-    await new Promise((resolve) => setTimeout(resolve, 500))
-    const db = await server.mf.getD1Database('DB', 'app')
-    const events = (await db.prepare('SELECT run_id, count(*) AS events, sum(cached) AS cached, sum(duplicate) AS duplicate FROM score_events GROUP BY run_id').all()).results
-    // Every scorer call is logged to D1, whichever stub answered it: one per /score means no cache hits.
-    const scorerCalls = (await db.prepare(`SELECT count(*) AS n FROM llm_calls WHERE run_id = ? AND role = 'scorer'`).bind(STUB_RUN_ID).first<{ n: number }>())?.n ?? 0
+    // The ledger shards hand the scorer's calls to the run's coordinator within a second: one per /score means no cache hits.
+    await new Promise((resolve) => setTimeout(resolve, 2_000))
+    const summed = ((await (await fetch(`${server.url}/runs/${STUB_RUN_ID}/llm_calls`, { headers: { authorization: `Bearer ${token}` } })).json()) as { calls: { role: string; calls: number }[] }).calls
+    const scorerCalls = summed.filter((group) => group.role === 'scorer').reduce((sum, group) => sum + group.calls, 0)
 
     const [bareT, stubT, mockT] = throughput as [Measurement, Measurement, Measurement]
     const [bareL, stubL, mockL] = latency as [Measurement, Measurement, Measurement]
@@ -192,7 +190,6 @@ async function main(): Promise<void> {
       stub: { p50: stubL.latency.p50 - bareL.latency.p50, p99: stubL.latency.p99 - bareL.latency.p99 },
       mock: { p50: mockL.latency.p50 - bareL.latency.p50, p99: mockL.latency.p99 - bareL.latency.p99 },
     }
-    const rpcFlow = scoreRpcFlow()
     const runS = (performance.now() - started) / 1_000
     const failed = [...throughput, ...latency].filter((row) => row.non2xx + row.errors + row.timeouts > 0)
 
@@ -204,17 +201,13 @@ async function main(): Promise<void> {
     console.log(`\nLatency (1 connection, ${options.latencyDurationS} s each):`)
     console.log(formatTable(latency))
     console.log('\ncores = CPU seconds per second during the window; cpu ms/req = workerd CPU in the window per 2xx response;')
-    console.log('all-in ms/req adds the background work the window left behind (analysis queue consumer, waitUntil), drained after it.')
+    console.log('all-in ms/req adds the background work the window left behind (ledger reports, step updates), drained after it.')
     console.log(`\n${'figure'.padEnd(44)}${pad('stub LLM', 10)}${pad('mock', 10)}${pad('target', 10)}`)
     console.log(`${'throughput ratio /score ÷ bare'.padEnd(44)}${pad(f2(ratio.stub), 10)}${pad(f2(ratio.mock), 10)}${pad(`≥ ${TARGETS.ratio}`, 10)}  ${pass(ratio.stub >= TARGETS.ratio)} / ${pass(ratio.mock >= TARGETS.ratio)}`)
     console.log(`${'added latency p50 over bare (ms)'.padEnd(44)}${pad(f2(added.stub.p50), 10)}${pad(f2(added.mock.p50), 10)}${pad(`≤ ${TARGETS.addedP50Ms}`, 10)}  ${pass(added.stub.p50 <= TARGETS.addedP50Ms)} / ${pass(added.mock.p50 <= TARGETS.addedP50Ms)}`)
     console.log(`${'added latency p99 over bare (ms)'.padEnd(44)}${pad(f2(added.stub.p99), 10)}${pad(f2(added.mock.p99), 10)}${pad(`≤ ${TARGETS.addedP99Ms}`, 10)}  ${pass(added.stub.p99 <= TARGETS.addedP99Ms)} / ${pass(added.mock.p99 <= TARGETS.addedP99Ms)}`)
-    console.log(`\nDurable Object RPCs per /score (async mode, fresh rollout), read from the code: ${rpcFlow.requestPath.length} on the request path`)
-    for (const call of rpcFlow.requestPath) console.log(`  ${call}`)
-    console.log(`  after the response (waitUntil): ${[...rpcFlow.queueSends, 'D1 rows (score event + LLM calls) into the isolate outbox, written 64 requests or 100 ms at a time'].join(', ')}`)
-    console.log(`  then, per analysis job (up to 6 rollouts of one instance; one job per consumer invocation): ${rpcFlow.analysisJob.length} RPCs (${rpcFlow.analysisJob.join(', ')}) + one analyzer LLM call per rollout + one memory write and one D1 call-log write`)
-    console.log('  + 1 outbound LLM fetch per /score for the stub run')
-    console.log(`stub LLM scorer calls logged in D1: ${scorerCalls}${options.stub !== 'worker' ? ` (the ${options.stub} stub answered ${stubCalls} during the load phases)` : ''}; score events in D1: ${JSON.stringify(events)}`)
+    console.log('\nWhat one /score costs (Durable Object requests, rows written, dollars): npm run bench:cost')
+    console.log(`stub LLM scorer calls the run counted: ${scorerCalls}${options.stub !== 'worker' ? ` (the ${options.stub} stub answered ${stubCalls} during the load phases)` : ''}`)
     const noisy = [...throughput, ...latency].filter((row) => row.cpu.other >= NOISY_CORES)
     if (noisy.length) console.log(`WARNING: other processes used ≥ ${NOISY_CORES} cores during: ${noisy.map((row) => `${row.label} @${row.connections}c (${f2(row.cpu.other)})`).join('; ')} — rerun on a quiet machine for reliable figures`)
     if (failed.length) console.log(`WARNING: non-2xx or errors in: ${failed.map((row) => `${row.label} ${JSON.stringify(row.statusCodes)} errors=${row.errors} ${JSON.stringify(row.errorKinds)} timeouts=${row.timeouts}`).join('; ')}`)
@@ -242,9 +235,7 @@ async function main(): Promise<void> {
             added_p50_mock: added.mock.p50 <= TARGETS.addedP50Ms,
             added_p99_mock: added.mock.p99 <= TARGETS.addedP99Ms,
           },
-          do_rpcs_per_score: { request_path: rpcFlow.requestPath.length, ...rpcFlow },
-          stub_llm_calls: { logged_in_d1: scorerCalls, answered_by_stub: options.stub !== 'worker' ? stubCalls : null },
-          score_events: events,
+          stub_llm_calls: { counted_by_run: scorerCalls, answered_by_stub: options.stub !== 'worker' ? stubCalls : null },
           run_s: runS,
         },
         null,

@@ -124,6 +124,7 @@ const ROUTES: RouteRow[] = [
   { method: 'POST', path: '/complete', auth: 'run' },
   { method: 'GET', path: '/rubric_status', auth: 'run' },
   { method: 'GET', path: '/rubric_status/wait', auth: 'run', query: ['timeout_s'] },
+  { method: 'GET', path: '/llm_calls', auth: 'run' },
   { method: 'GET', path: '/rubrics', auth: 'run', query: ['instance_id', 'history'] },
   { method: 'GET', path: '/rubrics/history', auth: 'run', query: ['instance_id'] },
   { method: 'GET', path: '/memory', auth: 'run', query: ['kind', 'step', 'instance_id', 'q', 'limit'] },

@@ -8,8 +8,9 @@ import type { AppEnv } from '../env.ts'
 const DEFAULT_WAIT_S = 30
 
 /**
- * Step control: `POST /complete`, `GET /rubric_status`, `GET /rubric_status/wait?timeout_s=N`.
- * The wait is clamped to the run's `max_wait_s` (300 s unless configured); on timeout it answers 202.
+ * Step control: `POST /complete`, `GET /rubric_status`, `GET /rubric_status/wait?timeout_s=N`, and `GET /llm_calls`
+ * (the run's LLM calls by role, model and outcome, summed over its steps). The wait is clamped to the run's
+ * `max_wait_s` (300 s unless configured); on timeout it answers 202.
  */
 export const stepRoutes = new Hono<AppEnv>()
   .post('/complete', async (c) => {
@@ -20,6 +21,14 @@ export const stepRoutes = new Hono<AppEnv>()
   .get('/rubric_status', async (c) => {
     const run = c.get('run')
     return c.json(await c.env.RUN_COORDINATOR.getByName(coordinatorName(run.id)).status(run.id))
+  })
+  .get('/llm_calls', async (c) => {
+    const run = c.get('run')
+    const groups = await c.env.RUN_COORDINATOR.getByName(coordinatorName(run.id)).llmCalls()
+    return c.json({
+      run_id: run.id,
+      calls: groups.map(({ latency_ms, ...group }) => ({ ...group, mean_latency_ms: group.calls ? Math.round(latency_ms / group.calls) : 0 })),
+    })
   })
   .get('/rubric_status/wait', async (c) => {
     const run = c.get('run')
