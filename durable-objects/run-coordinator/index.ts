@@ -170,12 +170,14 @@ export class RunCoordinator extends DurableObject<Env> {
   }
 
   /**
-   * Every step of the run, oldest first (at most the newest `limit`), with its score tally and each touched
+   * Every step of the run that has rollouts or has closed, oldest first (at most the newest `limit`), with its score tally and each touched
    * instance's rollouts and update outcome: the dashboard's timeline and charts. A read only.
    */
   async timeline(limit = DETAILED_STEPS): Promise<StepTimelineEntry[]> {
     const steps = this.sql.exec<StepRow>('SELECT * FROM steps ORDER BY step DESC LIMIT ?', limit).toArray().reverse()
-    return steps.map((row) => {
+    // The step opened by the last close has nothing to show until a shard reports a rollout in it.
+    const shown = steps.filter((row) => row.status !== 'collecting' || this.shardRows(row.step).length > 0)
+    return shown.map((row) => {
       const tally = this.stepTally(row)
       return {
         step: row.step, status: publicStatus(row.status), rollouts: tally.rollouts, opened_at: row.opened_at, closed_at: row.closed_at, updated_at: row.updated_at, tally,
