@@ -262,13 +262,16 @@ export class RunCoordinator extends DurableObject<Env> {
     await this.tellShards(runId)
     const now = Date.now()
     const pending = this.sql
-      .exec<{ step: number; instance_id: string; enqueued_at: number | null }>(
-        `SELECT si.step, si.instance_id, si.enqueued_at FROM step_instances si JOIN steps s ON s.step = si.step
-         WHERE s.status = 'updating' AND si.updated = 0 ORDER BY si.step, si.instance_id`,
+      .exec<{ step: number; instance_id: string; enqueued_at: number | null; status: string }>(
+        `SELECT si.step, si.instance_id, si.enqueued_at, s.status FROM steps s JOIN step_instances si ON si.step = s.step
+         WHERE s.status IN ('closing', 'updating') AND si.updated = 0 ORDER BY si.step, si.instance_id`,
       )
       .toArray()
-    const jobs: StepJob[] = pending
-      .filter((row) => row.enqueued_at === null || now >= row.enqueued_at + STEP_RESEND_AFTER_MS)
+    // One update at a time per instance, in step order: a later step's job waits for the earlier one's commit.
+    const oldest = new Map<string, (typeof pending)[number]>()
+    for (const row of pending) if (!oldest.has(row.instance_id)) oldest.set(row.instance_id, row)
+    const jobs: StepJob[] = [...oldest.values()]
+      .filter((row) => row.status === 'updating' && (row.enqueued_at === null || now >= row.enqueued_at + STEP_RESEND_AFTER_MS))
       .map((row) => ({ type: 'step', runId, instanceId: row.instance_id, step: row.step, shards: this.closedShards(row.step, row.instance_id) }))
     for (let start = 0; start < jobs.length; start += 100) {
       const batch = jobs.slice(start, start + 100)
@@ -297,6 +300,9 @@ export class RunCoordinator extends DurableObject<Env> {
       )
     }
     this.noteVersion(outcome.rubric_version)
+    const next = this.sql.exec<{ n: number }>('SELECT count(*) AS n FROM step_instances WHERE instance_id = ? AND step > ? AND updated = 0', instanceId, step).one().n
+    // The instance's next step update was held back for this one: send it now, not at the watchdog.
+    if (changed > 0 && next > 0) await this.ctx.storage.setAlarm(Date.now())
     const remaining = this.sql.exec<{ n: number }>('SELECT count(*) AS n FROM step_instances WHERE step = ? AND updated = 0', step).one().n
     if (remaining === 0) this.stepDone(step)
     return { stepUpdated: remaining === 0 }

@@ -39,6 +39,10 @@ interface Scenario {
   analyzerDelayMs: number
   /** Markers whose Analyzer requests still get an HTTP 500 (one per request, counted down). */
   analyzerFailures: Map<string, number>
+  /** Waits before an Updater reply is sent. */
+  updaterDelayMs: number
+  /** Updater requests still to get an HTTP 500 (counted down). */
+  updaterFailures: number
 }
 let scenario: Scenario
 
@@ -96,8 +100,16 @@ function addOne(step: number, prompt: string): string {
   })
 }
 
-/** The stub's interceptor: a slow or failing Analyzer, as the scenario asks; every other agent answers at once. */
-async function slowOrFailingAnalyzer(body: ChatCompletionBody): Promise<StubFault | undefined> {
+/** The stub's interceptor: a slow or failing Analyzer or Updater, as the scenario asks; every other agent answers at once. */
+async function slowOrFailingAgents(body: ChatCompletionBody): Promise<StubFault | undefined> {
+  if (agentOf(body) === 'updater') {
+    if (scenario.updaterFailures > 0) {
+      scenario.updaterFailures--
+      return { kind: 'status', status: 500 }
+    }
+    if (scenario.updaterDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, scenario.updaterDelayMs))
+    return undefined
+  }
   if (agentOf(body) !== 'analyzer') return undefined
   const marker = markerIn(userOf(body)) ?? ''
   const failures = scenario.analyzerFailures.get(marker) ?? 0
@@ -144,7 +156,6 @@ async function createRun(extra: Record<string, unknown> = {}): Promise<Run> {
       config: {
         anchor_rubrics: ANCHORS,
         adaptive_rubrics: ADAPTIVE,
-        analysis_deadline_s: 10,
         rubric_update_frequency: 1,
         static_memory_steps: 2,
         dynamic_memory_limit_per_query: 2,
@@ -215,7 +226,7 @@ const memoryBlock = (source: 'recent' | 'retrieved', doc: MemoryDoc) => `<memory
 beforeAll(async () => {
   stub = await startLlmStub()
   stub.respondWith(reply)
-  stub.intercept(slowOrFailingAnalyzer)
+  stub.intercept(slowOrFailingAgents)
   // Failed queue jobs are retried at once, so a step whose update keeps failing ends within the test.
   dev = await startWranglerDev({ vars: { QUEUE_RETRY_BASE_S: '0' } })
 })
@@ -226,7 +237,7 @@ afterAll(async () => {
 })
 
 beforeEach(() => {
-  scenario = { queries: () => ['criterion'], updater: addOne, analyzerDelayMs: 0, analyzerFailures: new Map() }
+  scenario = { queries: () => ['criterion'], updater: addOne, analyzerDelayMs: 0, analyzerFailures: new Map(), updaterDelayMs: 0, updaterFailures: 0 }
 })
 
 afterEach(() => {
@@ -489,5 +500,47 @@ describe('the Analyzer at step close', () => {
     const status = await completeStep(run)
     expect(status.analyses).toMatchObject({ analysed: 1, failed: 1 })
     expect((await memory(run, 'analysis')).map((doc) => doc.data.rollout_id)).toEqual(['fine'])
+  })
+})
+
+describe('step updates under backlog', () => {
+  it('resumes a step job whose Updater failed from its saved analyses and summary: only the update stage is asked again, and the version rises by 1', async () => {
+    // Every attempt of the first delivery fails; the queue's redelivery succeeds.
+    scenario.updaterFailures = MAX_ATTEMPTS
+    const run = await createRun()
+    const from = stub.requests.length
+    for (const [k, marker] of ['resumeone', 'resumetwo', 'resumethree'].entries()) await score(run, `resume-${k}`, marker, 0)
+    const status = await completeStep(run)
+    expect(status.instances[0].update).toMatchObject({ changed: true, rubric_version: 2, analysed: 3 })
+    expect(scenario.updaterFailures).toBe(0)
+    // A restart from zero would have analysed and summarised again (3 + 1 calls more); the retry asked only the
+    // query generator and the updater again.
+    const calls = (agent: StubAgent) => requestsOf(agent, from).length
+    expect({ analyzer: calls('analyzer'), summarizer: calls('summarizer'), query_generator: calls('query_generator'), updater: calls('updater') })
+      .toEqual({ analyzer: 3, summarizer: 1, query_generator: 2, updater: MAX_ATTEMPTS + 1 })
+    expect((await history(run)).map((v) => [v.version, v.step])).toEqual([[1, null], [2, 0]])
+  })
+
+  it('runs two steps closed back to back with a slow Updater one after the other: version 2 from step 0, then version 3 built on it', async () => {
+    scenario.updaterDelayMs = 2_000
+    const run = await createRun()
+    const from = stub.requests.length
+    await score(run, 'b2b-0', 'backone', 0)
+    expect((await callJson(`${dev.baseUrl}/complete`, { token: run.token, method: 'POST' })).body).toMatchObject({ closed: true, step: 0 })
+    await score(run, 'b2b-1', 'backtwo', 1)
+    // Step 1 closes while step 0's update is still with the Updater.
+    expect((await callJson(`${dev.baseUrl}/complete`, { token: run.token, method: 'POST' })).body).toMatchObject({ closed: true, step: 1 })
+    for (const step of [0, 1]) {
+      const waited = await callJson(`${dev.baseUrl}/rubric_status/wait?timeout_s=45`, { token: run.token, timeoutMs: 50_000 })
+      expect(waited.status, stalled(waited.body)).toBe(200)
+      expect(waited.body).toMatchObject({ status: 'updated', step })
+    }
+    const versions = await history(run)
+    expect(versions.map((v) => [v.version, v.step])).toEqual([[1, null], [2, 0], [3, 1]])
+    // Step 1's Updater was asked once, after version 2 existed, and saw step 0's criterion among the rubrics in force.
+    const updaters = requestsOf('updater', from)
+    expect(updaters.map((body) => updaterStep(userOf(body)))).toEqual([0, 1])
+    expect(adaptiveIn(userOf(updaters[1]!)).map((r) => r.text)).toContain('Criterion number 0 holds.')
+    expect(versions[2]!.rubrics.map((r) => r.text)).toEqual(expect.arrayContaining(['Criterion number 0 holds.', 'Criterion number 1 holds.']))
   })
 })
