@@ -71,6 +71,8 @@ export class LedgerShard extends DurableObject<Env> {
   private dirty = true
   private alarmAt: number | undefined
   private snapshotCache: RubricSnapshot | undefined
+  /** Sync-mode `/score` requests waiting for a step's update, released by `stepUpdated`. */
+  private readonly waiters = new Set<{ step: number; release: (snapshot: RubricSnapshot | undefined) => void }>()
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env)
@@ -177,7 +179,31 @@ export class LedgerShard extends DurableObject<Env> {
       this.meta.set('snapshot', JSON.stringify(snapshot))
       this.snapshotCache = snapshot
     }
+    const current = await this.currentSnapshot()
+    for (const waiter of this.waiters) if (waiter.step <= step) waiter.release(current)
     await this.scheduleAlarm(0)
+  }
+
+  /**
+   * Waits until the instance's update of `step` has committed and answers the rubrics then in force, or `undefined`
+   * after `timeoutMs`. The sync-mode release: the snapshot travels with the wake-up, so waiters spread over the
+   * shards cost no call when they are released.
+   */
+  async awaitUpdate(address: ShardAddress, step: number, timeoutMs: number): Promise<RubricSnapshot | undefined> {
+    this.bind(address)
+    if (this.meta.number('updated_through', -1) >= step) return this.currentSnapshot()
+    return new Promise((resolve) => {
+      const waiter = {
+        step,
+        release: (snapshot: RubricSnapshot | undefined) => {
+          clearTimeout(timer)
+          this.waiters.delete(waiter)
+          resolve(snapshot)
+        },
+      }
+      const timer = setTimeout(() => waiter.release(undefined), timeoutMs)
+      this.waiters.add(waiter)
+    })
   }
 
   /** Reports to the coordinator, writes closed steps to the archive, deletes steps past their retention. */

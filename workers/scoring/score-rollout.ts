@@ -8,7 +8,7 @@ import { ledgerShardsOf, type RunConfig } from '../../src/schemas/run-config.ts'
 import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
 import type { ScoreResult } from '../../src/schemas/score.ts'
 import type { LedgerEntry, RecordReply, ShardAddress, Submission } from '../../durable-objects/contracts.ts'
-import { coordinatorName, ledgerName, ledgerShardOf } from '../../durable-objects/names.ts'
+import { ledgerName, ledgerShardOf } from '../../durable-objects/names.ts'
 import { againAfterReset } from '../../durable-objects/reset.ts'
 import type { Env } from '../env.ts'
 import { durableObjectCall } from './overload.ts'
@@ -148,19 +148,19 @@ async function judgeItem(ctx: ScoreContext, item: Item): Promise<void> {
 async function settleSync(ctx: ScoreContext, item: Item, result: ScoreResult): Promise<ItemOutcome> {
   const { env, run } = ctx
   const deadline = Date.now() + run.config.max_wait_s * 1_000
-  // A reset of the coordinator drops its waiters: wait again, on a fresh stub, for what is left of the time.
-  const updated = await againAfterReset(() => env.RUN_COORDINATOR.getByName(coordinatorName(run.id)).waitForStep(result.step, Math.max(0, deadline - Date.now())))
-  if (!updated) return { ok: true, result: { ...result, update_pending: true } }
   const { address } = item
-  const known = rubricCache.get(run.id, address.instanceId)?.version ?? 0
-  const reply = await durableObjectCall(() => againAfterReset(() => env.LEDGER.getByName(ledgerName(run.id, address.instanceId, address.shard)).record(address, [], known)))
-  rubricCache.offer(run.id, address.instanceId, reply.snapshot, item.request.metadata.current_step)
+  // The wait is on the rollout's own shard, which the update's commit wakes with the new rubrics; a reset of the
+  // shard drops its waiters: wait again, on a fresh stub, for what is left of the time.
+  const released = await durableObjectCall(() => againAfterReset(() => env.LEDGER.getByName(ledgerName(run.id, address.instanceId, address.shard)).awaitUpdate(address, result.step, Math.max(0, deadline - Date.now()))))
+  if (!released) return { ok: true, result: { ...result, update_pending: true } }
+  rubricCache.offer(run.id, address.instanceId, released, item.request.metadata.current_step)
   const snapshot = rubricCache.get(run.id, address.instanceId)!
   if (snapshot.version === result.rubric_version) return { ok: true, result }
   try {
-    const judgement = judgementCache.get(run.id, address.instanceId, snapshot.version, item.key) ?? (await judge(ctx, snapshot, item.request))
-    judgementCache.set(run.id, address.instanceId, snapshot.version, item.key, judgement)
-    return { ok: true, result: { ...result, score: judgement.score, criteria: judgement.criteria, rubric_version: snapshot.version, cached: false } }
+    const cached = judgementCache.get(run.id, address.instanceId, snapshot.version, item.key)
+    const judgement = cached ?? (await judge(ctx, snapshot, item.request))
+    if (!cached) judgementCache.set(run.id, address.instanceId, snapshot.version, item.key, judgement)
+    return { ok: true, result: { ...result, score: judgement.score, criteria: judgement.criteria, rubric_version: snapshot.version, cached: Boolean(cached) } }
   } catch (error) {
     if (error instanceof AppError) return { ok: false, error }
     throw error
