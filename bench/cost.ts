@@ -18,9 +18,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, 
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import type { WorkerOptions } from 'miniflare'
-import { unstable_getMiniflareWorkerOptions } from 'wrangler'
-import { buildBundles, cpuSecondsOf, createRun, nextScoreBody, onInterrupt, ROOT, run, startBench, stubRunConfig, workerdPids, type BenchServer, type Bundles } from './harness.ts'
+import { buildBundles, buildMetered, cpuSecondsOf, createRun, nextScoreBody, onInterrupt, ROOT, run, startBench, stubRunConfig, workerdPids, type BenchServer, type Bundles } from './harness.ts'
 
 /**
  * Cloudflare's prices, USD, as published on these pages on 2026-11-24 (Workers Paid; the included monthly allowances
@@ -85,27 +83,6 @@ function options() {
     batch: Number(values.batch),
     before: values.before,
   }
-}
-
-/** Builds `bench/metered-worker.ts` against the tree at `root` (this checkout, or a worktree of another revision). */
-async function buildMetered(root: string, outDir: string): Promise<{ script: string; workerOptions: WorkerOptions; migrationsDir: string }> {
-  writeFileSync(join(root, 'bench/metered-worker.bench-copy.ts'), meteredEntryFor(root))
-  const env = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', NO_UPDATE_NOTIFIER: '1' }
-  await run('npx', ['wrangler', 'deploy', '--dry-run', '--outdir', outDir, 'bench/metered-worker.bench-copy.ts'], { cwd: root, env })
-  rmSync(join(root, 'bench/metered-worker.bench-copy.ts'))
-  const { workerOptions } = unstable_getMiniflareWorkerOptions(join(root, 'wrangler.toml'))
-  return { script: join(outDir, 'metered-worker.bench-copy.js'), workerOptions: workerOptions as WorkerOptions, migrationsDir: join(root, 'migrations') }
-}
-
-/** The Durable Object binding of each class, as wrangler.toml declares them in every revision. */
-const BINDINGS: Record<string, string> = { RunCoordinator: 'RUN_COORDINATOR', RubricInstance: 'RUBRIC_INSTANCE', LedgerShard: 'LEDGER', MemoryIndex: 'MEMORY_INDEX' }
-
-/** bench/metered-worker.ts with one metered export for each Durable Object class the tree at `root` exports. */
-function meteredEntryFor(root: string): string {
-  const template = readFileSync(join(ROOT, 'bench/metered-worker.ts'), 'utf8')
-  const exported = [...readFileSync(join(root, 'workers/index.ts'), 'utf8').matchAll(/export \{ (\w+) \} from '\.\.\/durable-objects\//g)].map((match) => match[1]!)
-  const lines = exported.map((name) => `export const ${name} = metered(classes.${name}!, '${BINDINGS[name] ?? name}')`)
-  return template.replace(/\/\/ METERED-EXPORTS-START[\s\S]*\/\/ METERED-EXPORTS-END/, lines.join('\n'))
 }
 
 /** A worktree of `rev` beside a temp dir, sharing this checkout's node_modules. */

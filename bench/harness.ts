@@ -5,7 +5,7 @@
  */
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { request as httpRequest } from 'node:http'
 import { dirname, join } from 'node:path'
@@ -189,6 +189,12 @@ export async function startBench(
     migrationsDir?: string
     /** Serve the state kept in this directory (a restart), and leave it there on dispose. */
     persistRoot?: string
+    /** Answers the Worker's outbound fetches instead of the zero-latency judge (with `stub: 'node'`). */
+    outbound?: (request: MiniflareRequest) => Promise<MiniflareResponse>
+    /** Overrides of the Worker's vars. */
+    vars?: Record<string, string>
+    /** Step jobs the local queue broker hands the consumer at once (it runs one batch at a time). */
+    stepJobsPerBatch?: number
   },
 ): Promise<BenchServer> {
   const workerOptions = options.workerOptions ?? bundles.workerOptions
@@ -224,10 +230,11 @@ export async function startBench(
         // ...served from the built bundle, with the local deployment's vars and a fresh admin token.
         scriptPath: options.workerScript ?? bundles.workerScript,
         modulesRoot: dirname(options.workerScript ?? bundles.workerScript),
-        bindings: { ...workerOptions.bindings, DEPLOYMENT: 'local', ADMIN_TOKEN: adminToken },
+        bindings: { ...workerOptions.bindings, ...options.vars, DEPLOYMENT: 'local', ADMIN_TOKEN: adminToken },
+        ...(options.stepJobsPerBatch ? { queueConsumers: withBatchSize(workerOptions.queueConsumers, options.stepJobsPerBatch) } : {}),
         // The rate limiter still runs on every request, but one bench client must never be refused.
         ratelimits: Object.fromEntries(Object.keys(workerOptions.ratelimits ?? {}).map((name) => [name, { simple: { limit: 1_000_000_000, period: 10 } }])),
-        ...(loopback ? {} : { outboundService: options.stub === 'node' ? nodeStub : 'llm-stub' }),
+        ...(loopback ? {} : { outboundService: options.stub === 'node' ? (options.outbound ?? nodeStub) : 'llm-stub' }),
       },
       { ...common, name: 'bare', scriptPath: bundles.bareScript, modulesRoot: dirname(bundles.bareScript), routes: [`${BARE_HOST}/*`] },
       { ...common, name: 'llm-stub', script: IN_WORKERD_STUB },
@@ -601,3 +608,33 @@ export function scoreOnce(url: string, target: LoadTarget, outputChars = 1200): 
   })
 }
 
+
+/** The consumers of wrangler.toml with `max_batch_size` raised on the step queue. */
+function withBatchSize(consumers: WorkerOptions['queueConsumers'], size: number): WorkerOptions['queueConsumers'] {
+  if (!consumers || Array.isArray(consumers)) return consumers
+  return Object.fromEntries(Object.entries(consumers).map(([queue, consumer]) => [queue, queue.endsWith('-steps') && typeof consumer === 'object' ? { ...consumer, maxBatchSize: size } : consumer]))
+}
+
+/** The Durable Object binding of each class, as wrangler.toml declares them in every revision. */
+const BINDINGS: Record<string, string> = { RunCoordinator: 'RUN_COORDINATOR', RubricInstance: 'RUBRIC_INSTANCE', LedgerShard: 'LEDGER', MemoryIndex: 'MEMORY_INDEX' }
+
+/**
+ * Builds `bench/metered-worker.ts` against the tree at `root` (this checkout, or a worktree of another revision).
+ * @example const built = await buildMetered(ROOT, '/tmp/metered'); await startBench(bundles, { …, workerScript: built.script })
+ */
+export async function buildMetered(root: string, outDir: string): Promise<{ script: string; workerOptions: WorkerOptions; migrationsDir: string }> {
+  writeFileSync(join(root, 'bench/metered-worker.bench-copy.ts'), meteredEntryFor(root))
+  const env = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', NO_UPDATE_NOTIFIER: '1' }
+  await run('npx', ['wrangler', 'deploy', '--dry-run', '--outdir', outDir, 'bench/metered-worker.bench-copy.ts'], { cwd: root, env })
+  rmSync(join(root, 'bench/metered-worker.bench-copy.ts'))
+  const { workerOptions } = unstable_getMiniflareWorkerOptions(join(root, 'wrangler.toml'))
+  return { script: join(outDir, 'metered-worker.bench-copy.js'), workerOptions: workerOptions as WorkerOptions, migrationsDir: join(root, 'migrations') }
+}
+
+/** bench/metered-worker.ts with one metered export for each Durable Object class the tree at `root` exports. */
+function meteredEntryFor(root: string): string {
+  const template = readFileSync(join(ROOT, 'bench/metered-worker.ts'), 'utf8')
+  const exported = [...readFileSync(join(root, 'workers/index.ts'), 'utf8').matchAll(/export \{ (\w+) \} from '\.\.\/durable-objects\//g)].map((match) => match[1]!)
+  const lines = exported.map((name) => `export const ${name} = metered(classes.${name}!, '${BINDINGS[name] ?? name}')`)
+  return template.replace(/\/\/ METERED-EXPORTS-START[\s\S]*\/\/ METERED-EXPORTS-END/, lines.join('\n'))
+}

@@ -3,8 +3,12 @@
  * what the Worker and its Durable Objects are handed, by shape rather than by name, so it meters any revision of the
  * project as it is: each call on a Durable Object stub (one billed request, counted per object), each alarm, the
  * SQLite rows every `sql.exec` and `setAlarm` writes (workerd's own cursor counters), D1's `meta.rows_written`,
- * queue messages, Analytics Engine data points, and the Worker's own invocations. `GET /__meter` answers the counts.
+ * queue messages, Analytics Engine data points, and the Worker's own invocations. Each invocation (a request, a queue
+ * job, a Durable Object call or alarm) also counts its own subrequests: the total, and the most in flight at once,
+ * overall and for the kinds that hold one of the 6 connections a Worker may open (fetch, D1, R2, queue sends).
+ * `GET /__meter` answers the counts.
  */
+import { AsyncLocalStorage } from 'node:async_hooks'
 import * as project from '../workers/index.ts'
 
 interface ObjectUsage {
@@ -22,6 +26,75 @@ const usage = {
   analyticsPoints: 0,
   r2Writes: 0,
 }
+
+/** The subrequests of one invocation as it runs. */
+interface Invocation {
+  kind: string
+  /** The Durable Object it runs in, if any: its calls to its own methods are part of it. */
+  owner?: object
+  total: number
+  inFlight: number
+  maxInFlight: number
+  connections: number
+  maxConnections: number
+}
+
+/** The largest counts seen, per kind of invocation (`fetch /score`, `queue job`, `RUN_COORDINATOR.alarm`…). */
+const invocationUsage: Record<string, { invocations: number; maxSubrequests: number; maxInFlight: number; maxConnections: number }> = {}
+const current = new AsyncLocalStorage<Invocation>()
+
+/**
+ * Runs `work` as one invocation of `kind`, folding its counts into `invocationUsage` when it settles (at once for a
+ * method that answers synchronously, which stays synchronous). A Durable Object's call to its own method is not one.
+ */
+function asInvocation<T>(kind: string, work: () => T, owner?: object): T {
+  if (owner && current.getStore()?.owner === owner) return work()
+  const invocation: Invocation = { kind, owner, total: 0, inFlight: 0, maxInFlight: 0, connections: 0, maxConnections: 0 }
+  const fold = () => {
+    const usage = (invocationUsage[kind] ??= { invocations: 0, maxSubrequests: 0, maxInFlight: 0, maxConnections: 0 })
+    usage.invocations++
+    usage.maxSubrequests = Math.max(usage.maxSubrequests, invocation.total)
+    usage.maxInFlight = Math.max(usage.maxInFlight, invocation.maxInFlight)
+    usage.maxConnections = Math.max(usage.maxConnections, invocation.maxConnections)
+  }
+  let result: T
+  try {
+    result = current.run(invocation, work)
+  } catch (error) {
+    fold()
+    throw error
+  }
+  if (result && typeof (result as { then?: unknown }).then === 'function') (result as unknown as PromiseLike<unknown>).then(fold, fold)
+  else fold()
+  return result
+}
+
+/** Counts one subrequest of the invocation it runs in, for as long as its promise is pending. */
+function subrequest<T>(start: () => T, holdsConnection: boolean): T {
+  const invocation = current.getStore()
+  if (!invocation) return start()
+  invocation.total++
+  invocation.inFlight++
+  invocation.maxInFlight = Math.max(invocation.maxInFlight, invocation.inFlight)
+  if (holdsConnection) invocation.maxConnections = Math.max(invocation.maxConnections, ++invocation.connections)
+  const done = () => {
+    invocation.inFlight--
+    if (holdsConnection) invocation.connections--
+  }
+  let result: T
+  try {
+    result = start()
+  } catch (error) {
+    done()
+    throw error
+  }
+  if (result && typeof (result as { then?: unknown }).then === 'function') (result as unknown as PromiseLike<unknown>).then(done, done)
+  else done()
+  return result
+}
+
+const realFetch = globalThis.fetch
+globalThis.fetch = ((...args: Parameters<typeof fetch>) => subrequest(() => realFetch(...args), true)) as typeof fetch
 
 const objectUsage = (key: string): ObjectUsage => (usage.objects[key] ??= { requests: 0, alarms: 0, rowsWritten: 0, rowsRead: 0 })
 
@@ -41,7 +114,7 @@ function meteredStub(stub: Any, key: string): Any {
       return (...args: unknown[]) => {
         objectUsage(key).requests++
         // Not value.apply(): on an RPC stub every property, `apply` included, is a remote method.
-        return target[property](...args)
+        return subrequest(() => target[property](...args), false)
       }
     },
   })
@@ -70,7 +143,8 @@ function meteredStatement(statement: Any): Any {
     get(target, property) {
       if (property === '__target') return target
       if (property === 'bind') return (...args: unknown[]) => meteredStatement(target.bind(...args))
-      if (property === 'run' || property === 'all') return async (...args: unknown[]) => meteredResult(await target[property](...args))
+      if (property === 'run' || property === 'all') return async (...args: unknown[]) => meteredResult(await subrequest(() => target[property](...args), true))
+      if (property === 'first' || property === 'raw') return (...args: unknown[]) => subrequest(() => target[property](...args), true)
       return bound(target, property)
     },
   })
@@ -81,7 +155,7 @@ function meteredD1(db: Any): Any {
     get(target, property) {
       if (property === 'prepare') return (sql: string) => meteredStatement(target.prepare(sql))
       // Statements in a batch are the proxies above: unwrap them for the native call.
-      if (property === 'batch') return async (statements: Any[]) => (await target.batch(statements.map((s) => s.__target ?? s))).map(meteredResult)
+      if (property === 'batch') return async (statements: Any[]) => (await subrequest(() => target.batch(statements.map((s) => s.__target ?? s)), true)).map(meteredResult)
       return bound(target, property)
     },
   })
@@ -90,8 +164,8 @@ function meteredD1(db: Any): Any {
 function meteredQueue(queue: Any): Any {
   return new Proxy(queue, {
     get(target, property) {
-      if (property === 'send') return (...args: unknown[]) => ((usage.queueMessages += 1), target.send(...args))
-      if (property === 'sendBatch') return (messages: unknown[], ...rest: unknown[]) => ((usage.queueMessages += messages.length), target.sendBatch(messages, ...rest))
+      if (property === 'send') return (...args: unknown[]) => ((usage.queueMessages += 1), subrequest(() => target.send(...args), true))
+      if (property === 'sendBatch') return (messages: unknown[], ...rest: unknown[]) => ((usage.queueMessages += messages.length), subrequest(() => target.sendBatch(messages, ...rest), true))
       return bound(target, property)
     },
   })
@@ -100,8 +174,9 @@ function meteredQueue(queue: Any): Any {
 function meteredR2(bucket: Any): Any {
   return new Proxy(bucket, {
     get(target, property) {
-      if (property === 'put') return (...args: unknown[]) => ((usage.r2Writes += 1), target.put(...args))
-      return bound(target, property)
+      if (property === 'put') return (...args: unknown[]) => ((usage.r2Writes += 1), subrequest(() => target.put(...args), true))
+      const value = target[property]
+      return typeof value === 'function' ? (...args: unknown[]) => subrequest(() => Reflect.apply(value, target, args), true) : value
     },
   })
 }
@@ -157,7 +232,10 @@ function meterState(state: Any, key: string): void {
   }
 }
 
-/** A Durable Object class whose instances get the metered state and environment, and whose alarms are counted. */
+/**
+ * A Durable Object class whose instances get the metered state and environment, whose alarms are counted, and each
+ * of whose calls and alarms is an invocation with its own subrequest counts.
+ */
 function metered<T extends new (...args: any[]) => any>(Base: T, binding: string): T {
   const Metered = class extends Base {
     constructor(...args: any[]) {
@@ -166,13 +244,22 @@ function metered<T extends new (...args: any[]) => any>(Base: T, binding: string
       super(state, meteredEnv(env))
     }
   }
+  for (const name of Object.getOwnPropertyNames(Base.prototype)) {
+    const method = Base.prototype[name]
+    if (name === 'constructor' || name === 'alarm' || typeof method !== 'function') continue
+    Object.defineProperty(Metered.prototype, name, {
+      value(this: object, ...args: unknown[]) {
+        return asInvocation(`${binding}.${name}`, () => method.apply(this, args), this)
+      },
+    })
+  }
   if (typeof Base.prototype.alarm === 'function') {
     Object.defineProperty(Metered.prototype, 'alarm', {
       value(this: { ctx: Any }, ...args: unknown[]) {
         const usageOf = objectUsage(`${binding}:${this.ctx.id.name ?? this.ctx.id.toString()}`)
         usageOf.alarms++
         usageOf.requests++
-        return Base.prototype.alarm.apply(this, args)
+        return asInvocation(`${binding}.alarm`, () => Base.prototype.alarm.apply(this, args), this)
       },
     })
   }
@@ -195,12 +282,17 @@ const worker = project.default as unknown as { fetch: (...args: any[]) => Promis
 export default {
   async fetch(request: Request, env: Any, ctx: ExecutionContext): Promise<Response> {
     const path = new URL(request.url).pathname
-    if (path === '/__meter') return Response.json(usage)
+    if (path === '/__meter') return Response.json({ ...usage, invocations: invocationUsage })
     usage.workerInvocations++
-    return worker.fetch(request, meteredEnv(env), ctx)
+    const route = path.replace(/^\/runs\/[^/]+/, '')
+    return asInvocation(`fetch ${route}`, () => worker.fetch(request, meteredEnv(env), ctx))
   },
-  async queue(batch: unknown, env: Any, ctx: ExecutionContext): Promise<void> {
+  async queue(batch: Any, env: Any, ctx: ExecutionContext): Promise<void> {
     usage.workerInvocations++
-    return worker.queue!(batch, meteredEnv(env), ctx)
+    // Each message is metered as the invocation it is on Cloudflare with max_batch_size = 1, however many
+    // messages the local broker hands over at once (bench:step asks for more: it delivers one batch at a time).
+    await Promise.all(batch.messages.map((message: Any) =>
+      asInvocation(`queue ${batch.queue}`, () => worker.queue!({ ...batch, queue: batch.queue, messages: [message], ackAll: () => message.ack(), retryAll: (o: unknown) => message.retry(o) }, meteredEnv(env), ctx)),
+    ))
   },
 }

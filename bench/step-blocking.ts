@@ -33,6 +33,7 @@ import { cpus, tmpdir } from 'node:os'
 import { dirname, join, relative, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
+import pLimit from 'p-limit'
 import { Miniflare, Response as MiniflareResponse, type Request as MiniflareRequest } from 'miniflare'
 import { unstable_readConfig, unstable_splitSqlQuery } from 'wrangler'
 import { RewardClient } from '../src/client/index.ts'
@@ -144,16 +145,22 @@ function updaterReply(user: string): string {
   return JSON.stringify({ strategy: 'MAINTENANCE', consulted_memories: [], rationale: 'Stub update: reweight the first adaptive rubric.', modifications: [], final_adaptive: adaptive })
 }
 
-interface LlmStubCounter {
+export interface LlmStubCounter {
   handle: (request: MiniflareRequest) => Promise<MiniflareResponse>
   calls: () => Record<Agent | 'unknown', number>
+  /** The most requests the stub held at once. */
+  maxInFlight: () => number
 }
 
 /**
- * A Miniflare outboundService answering OpenAI chat completions after a fixed latency, per agent.
+ * A Miniflare outboundService answering OpenAI chat completions after a fixed latency, per agent, serving at most
+ * `concurrency` requests at once (later ones wait their turn, as on a GPU server with a bounded batch).
  * @example const stub = fixedLatencyStub(50); new Miniflare({ …, outboundService: stub.handle })
  */
-export function fixedLatencyStub(latencyMs: number): LlmStubCounter {
+export function fixedLatencyStub(latencyMs: number, concurrency = Infinity): LlmStubCounter {
+  const limit = pLimit(Number.isFinite(concurrency) ? concurrency : Number.MAX_SAFE_INTEGER)
+  let inFlight = 0
+  let maxInFlight = 0
   const openings = agentOpenings()
   const grade = gradeAllRubrics(7)
   const counts: Record<Agent | 'unknown', number> = { scorer: 0, analyzer: 0, summarizer: 0, meta_summarizer: 0, query_generator: 0, updater: 0, unknown: 0 }
@@ -163,7 +170,11 @@ export function fixedLatencyStub(latencyMs: number): LlmStubCounter {
     const user = body.messages.find((message) => message.role === 'user')?.content ?? ''
     const agent = openings.find(([, opening]) => system.startsWith(opening))?.[0]
     counts[agent ?? 'unknown']++
-    await new Promise((resolve) => setTimeout(resolve, latencyMs))
+    await limit(async () => {
+      maxInFlight = Math.max(maxInFlight, ++inFlight)
+      await new Promise((resolve) => setTimeout(resolve, latencyMs))
+      inFlight--
+    })
     const content =
       agent === 'scorer' ? grade(body)
       : agent === 'analyzer' ? JSON.stringify(ANALYSIS)
@@ -180,7 +191,7 @@ export function fixedLatencyStub(latencyMs: number): LlmStubCounter {
       usage: { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120 },
     })
   }
-  return { handle, calls: () => ({ ...counts }) }
+  return { handle, calls: () => ({ ...counts }), maxInFlight: () => maxInFlight }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -81,6 +81,34 @@ describe('rollouts_per_step over 8 shards', () => {
   })
 })
 
+describe('a step of 4,096 rollouts', () => {
+  it('scores every rollout, analyses at most the budget with the reasons they were chosen, and completes the update', async () => {
+    const run = await createRun({ ...RUBRICS, rollouts_per_step: 4_096 })
+    // 256 prompts × 16 samples, sent as the trainer's batches of 1,024.
+    const items = Array.from({ length: 4_096 }, (_, i) => {
+      const prompt = i % 256
+      const sample = Math.floor(i / 256)
+      return { rollout: rollout(`big-${i}`, { input: `What is ${prompt} + ${prompt}?`, output: `${'Adding the two. '.repeat(1 + (sample % 3))}The answer is ${prompt * 2 + (sample % 4)}.`, supplemental_context: String(prompt * 2) }), metadata: METADATA }
+    })
+    for (let start = 0; start < items.length; start += 1_024) {
+      const answer = await call('POST', '/score/batch', { token: run.token, body: { items: items.slice(start, start + 1_024) } })
+      expect(answer.status).toBe(200)
+      expect(answer.json.results.filter((result: { score?: number }) => typeof result.score !== 'number')).toEqual([])
+    }
+    const waited = await call('GET', '/rubric_status/wait?timeout_s=120', { token: run.token })
+    expect(waited.status).toBe(200)
+    expect(waited.json).toMatchObject({ step: 0, status: 'updated', rollouts: 4_096 })
+    const { analysed, failed, reasons } = waited.json.analyses
+    expect(analysed + failed).toBeGreaterThan(0)
+    expect(analysed + failed).toBeLessThanOrEqual(32)
+    expect(failed).toBe(0)
+    // Every analysed rollout was chosen for at least one reason, and only the known ones are named.
+    expect(Object.values(reasons as Record<string, number>).reduce((sum, n) => sum + n, 0)).toBeGreaterThanOrEqual(analysed)
+    expect(Object.keys(reasons).every((reason) => ['injection', 'short_high_score', 'templated', 'unusual_grade', 'group_best', 'group_worst', 'score_range'].includes(reason))).toBe(true)
+    expect(waited.json.instances[0].update).toMatchObject({ rollouts: 4_096, analysed })
+  }, 120_000)
+})
+
 describe('bounded storage', () => {
   it('deletes a step once ledger_retention_steps later updates committed, archiving every rollout to R2 once first', async () => {
     const run = await createRun({ ...RUBRICS, ledger_retention_steps: 1, archive: true })
