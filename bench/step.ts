@@ -93,15 +93,24 @@ async function getJson<T>(server: BenchServer, path: string, token: string): Pro
   return (await response.json()) as T
 }
 
+/** `/score` answers of 503 the bench retried, over the whole run. */
+let retried503 = 0
+
 /** Scores `bodies` with `clients` in flight; each answer's end time and latency, in order of arrival. */
 async function scoreAll(server: BenchServer, runId: string, token: string, bodies: Iterator<string>, clients: number, stop = () => false) {
   const answers: { endMs: number; ms: number }[] = []
   await Promise.all(Array.from({ length: clients }, async () => {
     for (let next = bodies.next(); !next.done && !stop(); next = bodies.next()) {
       const started = performance.now()
-      const response = await fetch(`${server.url}/runs/${runId}/score`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: next.value })
-      const text = await response.text()
-      if (response.status !== 200) throw new Error(`/score answered ${response.status}: ${text}`)
+      // A 503 is retried after its Retry-After, as the clients do; the latency counts from the first attempt.
+      for (let attempt = 1; ; attempt++) {
+        const response = await fetch(`${server.url}/runs/${runId}/score`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: next.value })
+        const text = await response.text()
+        if (response.status === 200) break
+        if (response.status !== 503 || attempt >= 4) throw new Error(`/score answered ${response.status}: ${text}`)
+        retried503++
+        await new Promise((resolve) => setTimeout(resolve, Number(response.headers.get('retry-after') ?? 1) * 1_000))
+      }
       const endMs = performance.now()
       answers.push({ endMs, ms: endMs - started })
     }
@@ -218,7 +227,8 @@ async function main(): Promise<void> {
     const results = []
     for (const mode of ['global', 'per_instance'] as const) if (o.scenarios.includes(mode)) results.push(await stepScenario(bundles, built, o, mode))
     if (o.scenarios.includes('sync')) await syncScenario(bundles, built, o)
-    console.log(`\n${results.map((r) => `${r.mode}: update ${r.updateS.toFixed(1)} s, ${r.updateCalls} LLM calls, ${r.analysed} analyses, ${r.instances} instances, limits ${r.within ? 'kept' : 'EXCEEDED'}`).join('; ')}`)
+    console.log(`\n/score answers of 503 retried: ${retried503}`)
+    console.log(`${results.map((r) => `${r.mode}: update ${r.updateS.toFixed(1)} s, ${r.updateCalls} LLM calls, ${r.analysed} analyses, ${r.instances} instances, limits ${r.within ? 'kept' : 'EXCEEDED'}`).join('; ')}`)
   } finally {
     forget()
     rmSync(tmp, { recursive: true, force: true })

@@ -17,6 +17,11 @@ const STEP_WATCHDOG_MS = 15_000
 const STEP_RESEND_AFTER_MS = 180_000
 /** Shards told of a close at once, at most (each is a subrequest of this invocation). */
 const CLOSE_FAN_OUT = 32
+/**
+ * Shards one alarm tells of a close: with the step jobs' sends this keeps the alarm well under the 1,000 subrequests
+ * of one invocation however many instances a step touched (a `per_instance` step of 512 prompts needs two alarms).
+ */
+const CLOSE_CALLS_PER_ALARM = 400
 /** Steps whose per-shard and per-instance rows are kept; older steps keep their summary row only. */
 const DETAILED_STEPS = 200
 
@@ -359,8 +364,10 @@ export class RunCoordinator extends DurableObject<Env> {
   private async tellShards(runId: string): Promise<void> {
     const closing = this.sql.exec<{ step: number }>(`SELECT step FROM steps WHERE status = 'closing' ORDER BY step`).toArray()
     const limit = pLimit(CLOSE_FAN_OUT)
+    let budget = CLOSE_CALLS_PER_ALARM
     for (const { step } of closing) {
-      const unacked = this.shardRows(step).filter((row) => row.acked === 0)
+      const unacked = this.shardRows(step).filter((row) => row.acked === 0).slice(0, budget)
+      budget -= unacked.length
       await Promise.all(unacked.map((row) => limit(async () => {
         try {
           const address = { runId, instanceId: row.instance_id, shard: row.shard }
@@ -383,7 +390,12 @@ export class RunCoordinator extends DurableObject<Env> {
           console.error(`[${runId}] could not tell ${row.instance_id}#${row.shard} that step ${step} closed`, error)
         }
       })))
-      if (this.shardRows(step).some((row) => row.acked === 0)) continue
+      if (this.shardRows(step).some((row) => row.acked === 0)) {
+        if (budget > 0) continue
+        // The rest in the next alarm, at once.
+        await this.ctx.storage.setAlarm(Date.now())
+        break
+      }
       this.startUpdates(step)
     }
     // Rollouts moved into the collecting step by a close may fill it on their own.
