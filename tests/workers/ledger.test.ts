@@ -100,7 +100,8 @@ describe('a step of 4,096 rollouts', () => {
     expect(waited.json).toMatchObject({ step: 0, status: 'updated', rollouts: 4_096 })
     const { analysed, failed, reasons } = waited.json.analyses
     expect(analysed + failed).toBeGreaterThan(0)
-    expect(analysed + failed).toBeLessThanOrEqual(32)
+    // The budget: 32 for coverage and at most 32 more that looked suspicious (global mode's defaults).
+    expect(analysed + failed).toBeLessThanOrEqual(64)
     expect(failed).toBe(0)
     // Every analysed rollout was chosen for at least one reason, and only the known ones are named.
     expect(Object.values(reasons as Record<string, number>).reduce((sum, n) => sum + n, 0)).toBeGreaterThanOrEqual(analysed)
