@@ -57,15 +57,20 @@ function asInvocation<T>(kind: string, work: () => T, owner?: object): T {
     usage.maxInFlight = Math.max(usage.maxInFlight, invocation.maxInFlight)
     usage.maxConnections = Math.max(usage.maxConnections, invocation.maxConnections)
   }
+  return thenSettled(() => current.run(invocation, work), fold)
+}
+
+/** Runs `start` and calls `settled` once its result has settled: at once when it is not a promise, which stays so. */
+function thenSettled<T>(start: () => T, settled: () => void): T {
   let result: T
   try {
-    result = current.run(invocation, work)
+    result = start()
   } catch (error) {
-    fold()
+    settled()
     throw error
   }
-  if (result && typeof (result as { then?: unknown }).then === 'function') (result as unknown as PromiseLike<unknown>).then(fold, fold)
-  else fold()
+  if (result && typeof (result as { then?: unknown }).then === 'function') (result as unknown as PromiseLike<unknown>).then(settled, settled)
+  else settled()
   return result
 }
 
@@ -77,20 +82,10 @@ function subrequest<T>(start: () => T, holdsConnection: boolean): T {
   invocation.inFlight++
   invocation.maxInFlight = Math.max(invocation.maxInFlight, invocation.inFlight)
   if (holdsConnection) invocation.maxConnections = Math.max(invocation.maxConnections, ++invocation.connections)
-  const done = () => {
+  return thenSettled(start, () => {
     invocation.inFlight--
     if (holdsConnection) invocation.connections--
-  }
-  let result: T
-  try {
-    result = start()
-  } catch (error) {
-    done()
-    throw error
-  }
-  if (result && typeof (result as { then?: unknown }).then === 'function') (result as unknown as PromiseLike<unknown>).then(done, done)
-  else done()
-  return result
+  })
 }
 
 const realFetch = globalThis.fetch

@@ -12,6 +12,7 @@ import type {
 import { MetaStore } from '../meta-store.ts'
 import { coordinatorName, instanceName } from '../names.ts'
 import { applySchema, type TableSchema } from '../schema.ts'
+import { Waiters } from '../waiters.ts'
 
 /** How long a shard collects rollouts and LLM calls before it reports them to the run's coordinator (`LEDGER_REPORT_MS` overrides). */
 export const REPORT_INTERVAL_MS = 1_000
@@ -72,7 +73,7 @@ export class LedgerShard extends DurableObject<Env> {
   private alarmAt: number | undefined
   private snapshotCache: RubricSnapshot | undefined
   /** Sync-mode `/score` requests waiting for a step's update, released by `stepUpdated`. */
-  private readonly waiters = new Set<{ step: number; release: (snapshot: RubricSnapshot | undefined) => void }>()
+  private readonly waiters = new Waiters<number, RubricSnapshot | undefined>()
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env)
@@ -180,7 +181,7 @@ export class LedgerShard extends DurableObject<Env> {
       this.snapshotCache = snapshot
     }
     const current = await this.currentSnapshot()
-    for (const waiter of this.waiters) if (waiter.step <= step) waiter.release(current)
+    this.waiters.release((waited) => waited <= step, current)
     await this.scheduleAlarm(0)
   }
 
@@ -192,18 +193,7 @@ export class LedgerShard extends DurableObject<Env> {
   async awaitUpdate(address: ShardAddress, step: number, timeoutMs: number): Promise<RubricSnapshot | undefined> {
     this.bind(address)
     if (this.meta.number('updated_through', -1) >= step) return this.currentSnapshot()
-    return new Promise((resolve) => {
-      const waiter = {
-        step,
-        release: (snapshot: RubricSnapshot | undefined) => {
-          clearTimeout(timer)
-          this.waiters.delete(waiter)
-          resolve(snapshot)
-        },
-      }
-      const timer = setTimeout(() => waiter.release(undefined), timeoutMs)
-      this.waiters.add(waiter)
-    })
+    return this.waiters.wait(step, timeoutMs, undefined)
   }
 
   /** Reports to the coordinator, writes closed steps to the archive, deletes steps past their retention. */

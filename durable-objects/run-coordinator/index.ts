@@ -10,6 +10,7 @@ import type { CloseNotice, CoordinatorReply, LlmStat, ShardReport } from '../con
 import { MetaStore } from '../meta-store.ts'
 import { ledgerName } from '../names.ts'
 import { applySchema, type TableSchema } from '../schema.ts'
+import { Waiters } from '../waiters.ts'
 
 /** How often the alarm looks for closes not yet applied and step jobs that never reported back. */
 const STEP_WATCHDOG_MS = 15_000
@@ -80,21 +81,17 @@ const COORDINATOR_TABLES: Record<string, TableSchema> = {
 type ShardRow = { step: number; instance_id: string; shard: number; tally: string; keep: number | null; acked: number }
 type StepRow = { step: number; status: StoredStepStatus; opened_at: string; closed_at: string | null; updated_at: string | null; tally: string | null }
 
-interface Waiter {
-  isDone: () => boolean
-  resolve: (done: boolean) => void
-}
-
 /**
  * One per run: which step the run is collecting, the ledger shards' tallies of each step (they report in batches,
  * never per score), when a step closes (`/complete`, or `rollouts_per_step` reached: then every shard keeps exactly
  * its share of the first N and moves the rest on), the per-step aggregates the dashboard draws, and the waiters of
- * `/rubric_status/wait` and sync-mode `/score`. A closed step's updates run from an alarm, never inside a request.
+ * `/rubric_status/wait`. A closed step's updates run from an alarm, never inside a request.
  */
 export class RunCoordinator extends DurableObject<Env> {
   private readonly sql: SqlStorage
   private readonly meta: MetaStore
-  private readonly waiters = new Set<Waiter>()
+  /** `/rubric_status/wait` requests, by the step they wait for. */
+  private readonly waiters = new Waiters<number, boolean>()
   private config: RunConfig | undefined
 
   constructor(ctx: DurableObjectState, env: Env) {
@@ -238,21 +235,9 @@ export class RunCoordinator extends DurableObject<Env> {
   }
 
   /** Resolves true once `step` is updated, false when `timeoutMs` passes first. */
-  async waitForStep(step: number, timeoutMs: number): Promise<boolean> {
-    const isDone = () => this.stepRow(step)?.status === 'updated'
-    if (isDone()) return true
-    return new Promise<boolean>((resolve) => {
-      const waiter: Waiter = {
-        isDone,
-        resolve: (done) => {
-          clearTimeout(timer)
-          this.waiters.delete(waiter)
-          resolve(done)
-        },
-      }
-      const timer = setTimeout(() => waiter.resolve(false), timeoutMs)
-      this.waiters.add(waiter)
-    })
+  private async waitForStep(step: number, timeoutMs: number): Promise<boolean> {
+    if (this.stepRow(step)?.status === 'updated') return true
+    return this.waiters.wait(step, timeoutMs, false)
   }
 
   /**
@@ -431,7 +416,7 @@ export class RunCoordinator extends DurableObject<Env> {
       this.meta.set('updated_rollouts', this.meta.number('updated_rollouts', 0) + tally.rollouts)
     })
     this.forgetOldDetail(step)
-    for (const waiter of this.waiters) if (waiter.isDone()) waiter.resolve(true)
+    this.waiters.release((waited) => waited === step, true)
   }
 
   /** Old steps keep their summary row: their shard and instance rows, and their per-step LLM sums, are folded away. */

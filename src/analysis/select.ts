@@ -1,3 +1,4 @@
+import { groupBy } from '../collections/index.ts'
 /** What the selection knows of one scored rollout of a closed step: small, so a whole step of them fits one read. */
 export interface AnalysisCandidate {
   rollout_id: string
@@ -129,12 +130,6 @@ function rubricSpreads(candidates: readonly AnalysisCandidate[]): Map<string, { 
     if (std > 0) spreads.set(rubricId, { mean, std })
   }
   return spreads
-}
-
-function groupBy<T>(items: readonly T[], keyOf: (item: T) => string): Map<string, T[]> {
-  const groups = new Map<string, T[]>()
-  for (const item of items) append(groups, keyOf(item), item)
-  return groups
 }
 
 function append<K, V>(map: Map<K, V[]>, key: K, value: V): void {

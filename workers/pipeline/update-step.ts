@@ -21,6 +21,7 @@ import { MemoryStore, STEP_SUBJECT } from '../memory/store.ts'
 import type { StepJob } from '../queues/messages.ts'
 import { loadRunConfig } from '../runs/store.ts'
 import { requestModels } from '../scoring/models.ts'
+import { groupBy } from '../../src/collections/index.ts'
 
 /** Characters of a flagged rollout's input and output its analysis document keeps, for the dashboard's hacking view. */
 const EXCERPT_CHARS = 800
@@ -144,10 +145,9 @@ async function analyseRollouts(
 ): Promise<{ rollout_id: string; analysis: RolloutAnalysis }[]> {
   if (todo.length === 0) return []
   const address = { runId: job.runId, instanceId: job.instanceId }
-  const byShard = new Map<number, string[]>()
-  for (const { rollout_id } of todo) byShard.set(byId.get(rollout_id)!.shard, [...(byShard.get(byId.get(rollout_id)!.shard) ?? []), rollout_id])
-  const recorded = (await Promise.all([...byShard].map(([shard, ids]) =>
-    env.LEDGER.getByName(ledgerName(job.runId, job.instanceId, shard)).rollouts({ ...address, shard }, job.step, ids),
+  const byShard = groupBy(todo, ({ rollout_id }) => byId.get(rollout_id)!.shard)
+  const recorded = (await Promise.all([...byShard].map(([shard, selected]) =>
+    env.LEDGER.getByName(ledgerName(job.runId, job.instanceId, shard)).rollouts({ ...address, shard }, job.step, selected.map(({ rollout_id }) => rollout_id)),
   ))).flat() as RecordedRollout[]
   const full = new Map(recorded.map((rollout) => [rollout.entry.rollout_id, rollout]))
   const versions = await env.RUBRIC_INSTANCE.getByName(instanceName(job.runId, job.instanceId)).versions(address, [...new Set(recorded.map((rollout) => rollout.entry.rubric_version))])
@@ -194,11 +194,7 @@ async function analyseRollouts(
 }
 
 async function recordOnShards(env: Env, job: StepJob, results: readonly { rollout_id: string; analysis: RolloutAnalysis }[], byId: ReadonlyMap<string, StepRollout>): Promise<void> {
-  const byShard = new Map<number, { rollout_id: string; analysis: RolloutAnalysis }[]>()
-  for (const result of results) {
-    const shard = byId.get(result.rollout_id)!.shard
-    byShard.set(shard, [...(byShard.get(shard) ?? []), result])
-  }
+  const byShard = groupBy(results, ({ rollout_id }) => byId.get(rollout_id)!.shard)
   await Promise.all([...byShard].map(([shard, outcomes]) =>
     env.LEDGER.getByName(ledgerName(job.runId, job.instanceId, shard)).recordAnalyses({ runId: job.runId, instanceId: job.instanceId, shard }, job.step, outcomes),
   ))

@@ -14,6 +14,7 @@ import type { Env } from '../env.ts'
 import { durableObjectCall } from './overload.ts'
 import { judgementCache, rubricCache } from './caches.ts'
 import type { RoleModel } from './models.ts'
+import { groupBy } from '../../src/collections/index.ts'
 
 /** Items of one request judged at once; LLM calls are capped separately by the run's `max_concurrent_llm_calls`. */
 const ITEM_CONCURRENCY = 16
@@ -194,14 +195,7 @@ async function resolveInstanceId(config: RunConfig, request: ScoreRequest): Prom
 }
 
 function byShard(items: readonly Item[]): Map<string, Item[]> {
-  const groups = new Map<string, Item[]>()
-  for (const item of items) {
-    const key = `${item.address.instanceId}\u0000${item.address.shard}`
-    const group = groups.get(key)
-    if (group) group.push(item)
-    else groups.set(key, [item])
-  }
-  return groups
+  return groupBy(items, (item) => `${item.address.instanceId}\u0000${item.address.shard}`)
 }
 
 function toResult(ctx: ScoreContext, instanceId: string, entry: LedgerEntry, duplicate: boolean): ScoreResult {
