@@ -1,9 +1,9 @@
 import { Hono } from 'hono'
-import { bodyLimit } from 'hono/body-limit'
 import { requestId } from 'hono/request-id'
-import { AppError } from '../src/errors/index.ts'
 import type { AppEnv } from './env.ts'
 import { identifyCaller, resolveRun } from './middleware/auth.ts'
+import { limitBodies } from './middleware/body-limit.ts'
+import { routedPath } from './middleware/path-token.ts'
 import { rateLimit } from './middleware/rate-limit.ts'
 import { renderError } from './middleware/errors.ts'
 import { dashboardRoutes } from './dashboard/index.ts'
@@ -17,8 +17,6 @@ import { rmRoutes } from './routes/rm.ts'
 import { runAdminRoutes, runInfoRoutes } from './routes/runs.ts'
 import { scoreRoute } from './routes/score.ts'
 import { stepRoutes } from './routes/steps.ts'
-
-export const MAX_BODY_BYTES = 1024 * 1024
 
 /**
  * The routes every run serves, mounted twice: at `/` (the run of the caller's token, else the
@@ -38,9 +36,9 @@ const runApi = new Hono<AppEnv>()
  * @example export default { fetch: createApp().fetch }
  */
 export function createApp() {
-  return new Hono<AppEnv>()
+  return new Hono<AppEnv>({ getPath: routedPath })
     .use('*', requestId())
-    .use('*', bodyLimit({ maxSize: MAX_BODY_BYTES, onError: () => { throw new AppError('payload_too_large', 'the request body is larger than 1 MiB') } }))
+    .use('*', limitBodies())
     .use('*', identifyCaller())
     .use('*', rateLimit())
     .route('/', healthRoutes)
@@ -53,6 +51,6 @@ export function createApp() {
     .route('/rm/:target', rmRoutes)
     .route('/runs/:runId', runApi)
     .route('/', runApi)
-    .notFound((c) => c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` }, request_id: c.get('requestId') }, 404))
+    .notFound((c) => c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` }, request_id: c.get('requestId') }, 404))
     .onError(renderError)
 }

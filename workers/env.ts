@@ -5,6 +5,7 @@ import type { RunCoordinator } from '../durable-objects/run-coordinator/index.ts
 import type { RunConfig } from '../src/schemas/run-config.ts'
 import type { WorkersAiBinding } from '../src/llm/workers-ai.ts'
 import type { StepJob } from './queues/messages.ts'
+import type { JudgeEntrypoint } from './scoring/judge-entrypoint.ts'
 
 /** The Worker's bindings, vars and secrets (wrangler.toml; secrets via `wrangler secret put` or .dev.vars). */
 export interface Env {
@@ -14,6 +15,8 @@ export interface Env {
   LEDGER: DurableObjectNamespace<LedgerShard>
   MEMORY_INDEX: DurableObjectNamespace<MemoryIndex>
   STEP_QUEUE: Queue<StepJob>
+  /** This Worker's own `JudgeEntrypoint` (a service binding): large batches hand their judgements out through it. */
+  JUDGE?: Service<JudgeEntrypoint>
   /** Scored rollouts of runs whose config says `archive: true`, as NDJSON per run × step × ledger shard. */
   ARCHIVE?: R2Bucket
   /** Per-event telemetry (scores, LLM calls) in production; absent locally, where only the per-step aggregates are kept. */

@@ -7,6 +7,7 @@ export { LedgerShard } from '../durable-objects/ledger-shard/index.ts'
 export { MemoryIndex } from '../durable-objects/memory-index/index.ts'
 export { RubricInstance } from '../durable-objects/rubric-instance/index.ts'
 export { RunCoordinator } from '../durable-objects/run-coordinator/index.ts'
+export { JudgeEntrypoint } from './scoring/judge-entrypoint.ts'
 
 const app = createApp()
 

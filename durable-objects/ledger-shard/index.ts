@@ -94,7 +94,10 @@ export class LedgerShard extends DurableObject<Env> {
     const snapshot = await this.currentSnapshot()
     // A close may land while the announce waits; the step a rollout is written in must be one the coordinator knows this shard in.
     const writes = submissions.some((submission) => submission.judged)
-    for (let tries = 0; tries < 3 && writes && (this.epoch() === undefined || this.announced !== this.epoch()); tries++) await this.announce()
+    // Rollouts of a later trainer step than the shard has seen in its step are announced first: they may close it.
+    const trainerStep = Math.max(...submissions.filter((submission) => submission.judged).map((submission) => submission.metadata.current_step))
+    const unannounced = () => this.epoch() === undefined || this.announced !== this.epoch() || trainerStep > this.trainerStep()
+    for (let tries = 0; tries < 3 && writes && unannounced(); tries++) await this.announce(trainerStep)
     const step = this.epoch()
     const answers: ShardAnswer[] = []
     let inserted = 0
@@ -288,14 +291,18 @@ export class LedgerShard extends DurableObject<Env> {
     return { rollout_id: rollout.id, step, rubric_version: judged.rubricVersion, score: judged.score, criteria: judged.criteria, cached: judged.cached }
   }
 
-  /** Tells the coordinator this shard takes rollouts in its current step (or learns the step the run is in). */
-  private async announce(): Promise<void> {
+  /**
+   * Tells the coordinator this shard takes rollouts of `trainerStep` in its current step (or learns the step the run
+   * is in, which a rollout past the step's trainer step may have just closed).
+   */
+  private async announce(trainerStep: number): Promise<void> {
     const address = this.boundAddress()!
     this.announcing ??= (async () => {
       try {
-        const reply = await this.coordinator(address).announce(address.runId, address.instanceId, address.shard, this.epoch() ?? -1)
+        const reply = await this.coordinator(address).announce(address.runId, address.instanceId, address.shard, this.epoch() ?? -1, trainerStep)
         this.applyReply(reply)
         this.announced = reply.step
+        if (trainerStep > this.trainerStep()) this.meta.set('trainer_step', `${reply.step}:${trainerStep}`)
       } finally {
         this.announcing = undefined
       }
@@ -384,6 +391,12 @@ export class LedgerShard extends DurableObject<Env> {
   private reportIntervalMs(): number {
     const configured = Number(this.env.LEDGER_REPORT_MS)
     return Number.isFinite(configured) && configured > 0 ? configured : REPORT_INTERVAL_MS
+  }
+
+  /** The highest `metadata.current_step` this shard has announced in its current step (-1 before any). */
+  private trainerStep(): number {
+    const [step, trainerStep] = (this.meta.get('trainer_step') ?? '-1:-1').split(':').map(Number)
+    return step === this.epoch() ? trainerStep! : -1
   }
 
   private epoch(): number | undefined {

@@ -45,6 +45,8 @@ const COORDINATOR_TABLES: Record<string, TableSchema> = {
   steps: {
     columns: {
       step: 'INTEGER PRIMARY KEY', status: 'TEXT NOT NULL', opened_at: 'TEXT NOT NULL', closed_at: 'TEXT', updated_at: 'TEXT',
+      // The highest `metadata.current_step` the step's rollouts carried (as the shards announced it), and why it closed.
+      trainer_step: 'INTEGER', closed_by: 'TEXT',
       // The step's scores summed over its shards, written when the step is updated (its shard rows go some steps later).
       tally: 'TEXT',
     },
@@ -79,7 +81,12 @@ const COORDINATOR_TABLES: Record<string, TableSchema> = {
 }
 
 type ShardRow = { step: number; instance_id: string; shard: number; tally: string; keep: number | null; acked: number }
-type StepRow = { step: number; status: StoredStepStatus; opened_at: string; closed_at: string | null; updated_at: string | null; tally: string | null }
+type StepRow = {
+  step: number; status: StoredStepStatus; opened_at: string; closed_at: string | null; updated_at: string | null; tally: string | null
+  trainer_step: number | null; closed_by: CloseReason | null
+}
+/** What closed a step: the trainer's /complete, `rollouts_per_step`, a rollout of a later trainer step, or the idle gap. */
+export type CloseReason = NonNullable<RubricStatus['closed_by']>
 
 /**
  * One per run: which step the run is collecting, the ledger shards' tallies of each step (they report in batches,
@@ -93,6 +100,10 @@ export class RunCoordinator extends DurableObject<Env> {
   /** `/rubric_status/wait` requests, by the step they wait for. */
   private readonly waiters = new Waiters<number, boolean>()
   private config: RunConfig | undefined
+  /** When a shard last reported rollouts of the collecting step; only the idle close reads it, so memory is enough. */
+  private lastRolloutAt = Date.now()
+  /** The idle-close alarm this object has set, so reports do not set it again. */
+  private idleAlarmAt: number | undefined
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env)
@@ -102,12 +113,23 @@ export class RunCoordinator extends DurableObject<Env> {
   }
 
   /**
-   * A ledger shard is about to record its first rollout of its step (`shardStep`, -1 when it has none): registers it
-   * in the collecting step, and answers with that step and any close the shard has missed.
+   * A ledger shard is about to record its first rollout of its step (`shardStep`, -1 when it has none), or rollouts of
+   * a later trainer step (`trainerStep`, their highest `metadata.current_step`) than it has seen in it: registers it in
+   * the collecting step, closing that step first when `trainerStep` is past every one it holds
+   * (`close_on_step_advance`), and answers with the collecting step and any close the shard has missed.
    */
-  async announce(runId: string, instanceId: string, shard: number, shardStep: number): Promise<CoordinatorReply> {
-    await this.runConfig(runId)
-    const step = this.openCollectingStep()
+  async announce(runId: string, instanceId: string, shard: number, shardStep: number, trainerStep?: number): Promise<CoordinatorReply> {
+    const config = await this.runConfig(runId)
+    let step = this.openCollectingStep()
+    if (trainerStep !== undefined && config.rollouts_per_step === null && config.close_on_step_advance) {
+      const held = this.stepRow(step)?.trainer_step ?? null
+      if (held !== null && trainerStep > held && this.shardRows(step).length > 0) {
+        this.closeStep(step, 'step_advance')
+        step = this.openCollectingStep()
+      }
+      this.sql.exec('UPDATE steps SET trainer_step = max(coalesce(trainer_step, ?), ?) WHERE step = ?', trainerStep, trainerStep, step)
+    }
+    this.noteRollouts(config)
     const closes = shardStep < 0 ? [] : this.missedCloses(instanceId, shard, shardStep)
     this.sql.exec('INSERT OR IGNORE INTO step_shards (step, instance_id, shard, tally) VALUES (?, ?, ?, ?)', step, instanceId, shard, JSON.stringify(emptyTally()))
     return { step, closes }
@@ -128,6 +150,7 @@ export class RunCoordinator extends DurableObject<Env> {
          ON CONFLICT (step, instance_id, shard) DO UPDATE SET tally = excluded.tally`,
         report.step, report.instanceId, report.shard, JSON.stringify(report.tally),
       )
+      if (report.tally.rollouts > 0) this.noteRollouts(config)
       if (config.rollouts_per_step !== null) this.closeByCount(config.rollouts_per_step, { instanceId: report.instanceId, shard: report.shard })
     }
     return { step: this.collectingStep(), closes: this.missedCloses(report.instanceId, report.shard, report.step) }
@@ -139,7 +162,7 @@ export class RunCoordinator extends DurableObject<Env> {
     const step = this.collectingStep()
     if (config.rollouts_per_step !== null) return { status: 'noop', step, closed: false }
     if (this.shardRows(step).length === 0) return { status: 'complete', step, closed: false }
-    this.closeStep(step)
+    this.closeStep(step, 'complete')
     // Every shard learns of the close before the answer, so a rollout sent after /complete belongs to the next step.
     await this.tellShards(runId)
     return { status: 'complete', step, closed: true }
@@ -167,7 +190,8 @@ export class RunCoordinator extends DurableObject<Env> {
       pending: status === 'updating' ? instances.filter((instance) => !instance.update).length : 0,
       rollouts,
       mode: config.mode,
-      ...(status === 'collecting' || status === 'idle' ? { closes_when: closesWhen(config, rollouts) } : {}),
+      ...(status === 'collecting' || status === 'idle' ? { closes_when: this.closesWhen(config, rollouts, reported) } : {}),
+      ...(reported?.closed_by ? { closed_by: reported.closed_by } : {}),
     }
   }
 
@@ -248,7 +272,10 @@ export class RunCoordinator extends DurableObject<Env> {
   override async alarm(): Promise<void> {
     const runId = this.meta.get('run_id')
     if (!runId) return
-    await this.runConfig(runId)
+    const config = await this.runConfig(runId)
+    this.idleAlarmAt = undefined
+    const idleDeadline = this.idleDeadline(config)
+    if (idleDeadline !== undefined && Date.now() >= idleDeadline) this.closeStep(this.collectingStep(), 'idle')
     await this.tellShards(runId)
     const now = Date.now()
     const pending = this.sql
@@ -270,8 +297,43 @@ export class RunCoordinator extends DurableObject<Env> {
       for (const job of batch) this.sql.exec('UPDATE step_instances SET enqueued_at = ? WHERE step = ? AND instance_id = ?', now, job.step, job.instanceId)
     }
     const unfinished = this.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM steps WHERE status IN ('closing', 'updating')`).one().n
+    const next = Math.min(unfinished > 0 ? now + STEP_WATCHDOG_MS : Infinity, this.idleDeadline(config) ?? Infinity)
     // A close during this run has set an earlier alarm: the watchdog must not push it back.
-    if (unfinished > 0 && (await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(now + STEP_WATCHDOG_MS)
+    if (next !== Infinity && (await this.ctx.storage.getAlarm()) === null) {
+      await this.ctx.storage.setAlarm(next)
+      this.idleAlarmAt = next
+    }
+  }
+
+  /** Rollouts of the collecting step arrived: the idle gap starts again, and an alarm will look at it. */
+  private noteRollouts(config: RunConfig): void {
+    this.lastRolloutAt = Date.now()
+    const deadline = this.idleDeadline(config)
+    if (deadline === undefined || this.idleAlarmAt !== undefined) return
+    this.idleAlarmAt = deadline
+    void this.ctx.storage.getAlarm().then((at) => (at === null || at > deadline ? this.ctx.storage.setAlarm(deadline) : undefined))
+  }
+
+  /** When the collecting step closes for want of rollouts, if the run closes by idle gap and the step has any. */
+  private idleDeadline(config: RunConfig): number | undefined {
+    if (config.rollouts_per_step !== null || config.close_after_idle_s === null) return undefined
+    if (this.shardRows(this.collectingStep()).length === 0) return undefined
+    return this.lastRolloutAt + config.close_after_idle_s * 1_000
+  }
+
+  /** What closes the collecting step, said for a person reading `/rubric_status`. */
+  private closesWhen(config: RunConfig, rollouts: number, row: StepRow | undefined): string {
+    if (config.rollouts_per_step !== null) return `after ${Math.max(0, config.rollouts_per_step - rollouts)} more distinct rollouts (rollouts_per_step ${config.rollouts_per_step})`
+    const ways = ['on POST /complete']
+    if (config.close_on_step_advance) {
+      const held = row?.status === 'collecting' ? row.trainer_step : null
+      ways.push(held === null ? 'when a rollout\'s metadata.current_step is past the step\'s' : `when a rollout's metadata.current_step is past ${held}`)
+    }
+    if (config.close_after_idle_s !== null) {
+      const idle = rollouts > 0 ? ` (the last rollout came ${Math.round((Date.now() - this.lastRolloutAt) / 1_000)} s ago)` : ''
+      ways.push(`after ${config.close_after_idle_s} s without a new rollout${idle}`)
+    }
+    return ways.length === 1 ? ways[0]! : `${ways.slice(0, -1).join(', ')} or ${ways.at(-1)}`
   }
 
   /** An instance reports its step update done, with its LLM calls; the step is updated when every touched instance has. */
@@ -316,7 +378,7 @@ export class RunCoordinator extends DurableObject<Env> {
         remaining -= keep
         return { row, keep }
       })
-      this.closeStep(step, keeps.map(({ row, keep }) => ({ instanceId: row.instance_id, shard: row.shard, keep })))
+      this.closeStep(step, 'count', keeps.map(({ row, keep }) => ({ instanceId: row.instance_id, shard: row.shard, keep })))
       for (const { row, keep } of keeps) {
         const over = tallyOf(row).rollouts - keep
         if (over === 0) continue
@@ -332,10 +394,10 @@ export class RunCoordinator extends DurableObject<Env> {
    * Stops `step` taking rollouts: after a count close each shard keeps its share (`keeps`); after `/complete`,
    * everything it holds. The shards are told by the alarm (or by `/complete` itself).
    */
-  private closeStep(step: number, keeps?: readonly { instanceId: string; shard: number; keep: number }[]): void {
+  private closeStep(step: number, reason: CloseReason, keeps?: readonly { instanceId: string; shard: number; keep: number }[]): void {
     const now = new Date().toISOString()
     this.ctx.storage.transactionSync(() => {
-      this.sql.exec(`UPDATE steps SET status = 'closing', closed_at = ? WHERE step = ? AND status = 'collecting'`, now, step)
+      this.sql.exec(`UPDATE steps SET status = 'closing', closed_at = ?, closed_by = ? WHERE step = ? AND status = 'collecting'`, now, reason, step)
       for (const { instanceId, shard, keep } of keeps ?? []) {
         this.sql.exec('UPDATE step_shards SET keep = ? WHERE step = ? AND instance_id = ? AND shard = ?', keep, step, instanceId, shard)
       }
@@ -546,9 +608,4 @@ function tallyOf(row: ShardRow): ScoreTally {
 
 function publicStatus(status: StoredStepStatus): Exclude<StepStatus, 'idle'> {
   return status === 'closing' ? 'updating' : status
-}
-
-function closesWhen(config: RunConfig, rollouts: number): string {
-  if (config.rollouts_per_step !== null) return `after ${Math.max(0, config.rollouts_per_step - rollouts)} more distinct rollouts (rollouts_per_step ${config.rollouts_per_step})`
-  return 'on POST /complete'
 }

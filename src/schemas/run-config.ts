@@ -45,8 +45,19 @@ export const RunConfig = z.object({
   adaptive_rubrics: z.array(RubricSeed).max(50).default([]),
   /** Seed adaptive rubrics for named instances (per_instance mode); others start from `adaptive_rubrics`. */
   instance_rubrics: z.record(z.string(), z.array(RubricSeed).max(50)).default({}),
-  /** Close a step automatically after this many distinct rollouts; null means the trainer calls /complete. */
+  /** Close a step automatically after this many distinct rollouts; null: by /complete, step advance or idle gap (below). */
   rollouts_per_step: z.number().int().positive().nullable().default(null),
+  /**
+   * Without `rollouts_per_step`: close the collecting step when a rollout arrives whose `metadata.current_step` is
+   * past the highest the step holds, so a trainer that sends its step needs no /complete.
+   */
+  close_on_step_advance: z.boolean().default(true),
+  /**
+   * Without `rollouts_per_step`: close the collecting step once no rollout has arrived for this many seconds (the gap
+   * while the trainer trains between two reward bursts); null: never. What closes steps of trainers that send neither
+   * /complete nor a step (OpenRLHF, slime, verl).
+   */
+  close_after_idle_s: z.number().int().min(1).max(86_400).nullable().default(30),
   /** Rubrics are updated on steps 0, N, 2N, … */
   rubric_update_frequency: z.number().int().positive().default(1),
   chunk_size: z.number().int().positive().max(1_000).default(16),

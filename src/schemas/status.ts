@@ -60,5 +60,7 @@ export const RubricStatus = z.object({
   mode: z.enum(['async', 'sync']),
   /** Why the reported step is still open, when it is collecting: what will close it. */
   closes_when: z.string().optional(),
+  /** What closed the reported step: `complete` (POST /complete), `count` (rollouts_per_step), `step_advance` (a rollout of a later `metadata.current_step`) or `idle` (close_after_idle_s without a rollout). */
+  closed_by: z.enum(['complete', 'count', 'step_advance', 'idle']).optional(),
 })
 export type RubricStatus = z.infer<typeof RubricStatus>

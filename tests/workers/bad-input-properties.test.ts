@@ -22,6 +22,7 @@ import { createApp } from '../../workers/app.ts'
 import { DeployRequest, RollbackRequest } from '../../workers/artifacts/deploy.ts'
 import { RmScoreRequest } from '../../workers/artifacts/score.ts'
 import { verifyArtifactId } from '../../src/schemas/artifact.ts'
+import { BODY_LIMITS, bodyLimitKind } from '../../workers/middleware/body-limit.ts'
 import { MAX_JSON_DEPTH } from '../../workers/middleware/json-body.ts'
 import { GroupRequest, OpenRlhfRequest, SlimeRequest } from '../../workers/routes/compat.ts'
 import { ScoreBatchRequest } from '../../workers/routes/score.ts'
@@ -452,23 +453,35 @@ describe('the wrong method or content type', () => {
     expect(await quickState()).toBe(baseline)
   })
 
-  it('answers a body over 1 MiB with 413, announced or streamed', async () => {
+  it('answers a body over its route\'s limit with 413 naming the limit, announced or streamed', async () => {
     const baseline = await quickState()
-    const big = `{"pad":"${'x'.repeat(1024 * 1024)}"}`
     for (const row of ROUTES.filter((candidate) => candidate.method === 'POST')) {
-      const announced = await send('POST', concretePath(row), { raw: big, token: tokenFor(row) })
+      const path = concretePath(row)
+      const kind = bodyLimitKind(new URL(path, 'http://x').pathname)
+      const limit = BODY_LIMITS[kind]
+      const big = `{"pad":"${'x'.repeat(limit)}"}`
+      const announced = await send('POST', path, { raw: big, token: tokenFor(row) })
       expectClientError(announced, `POST ${row.path} with ${big.length} bytes`, 413)
+      expect(announced.json.error).toMatchObject({ code: 'payload_too_large', details: { limit_bytes: limit, kind } })
+      expect(announced.json.error.message).toContain(`${limit / 1024 / 1024} MiB`)
       const bytes = new TextEncoder().encode(big)
       const stream = new ReadableStream<Uint8Array>({
         start(controller) {
-          for (let at = 0; at < bytes.length; at += 64 * 1024) controller.enqueue(bytes.slice(at, at + 64 * 1024))
+          for (let at = 0; at < bytes.length; at += 256 * 1024) controller.enqueue(bytes.slice(at, at + 256 * 1024))
           controller.close()
         },
       })
-      const streamed = await send('POST', concretePath(row), { raw: stream, token: tokenFor(row) })
+      const streamed = await send('POST', path, { raw: stream, token: tokenFor(row) })
       expectClientError(streamed, `POST ${row.path} streamed`, 413)
       expect(streamed.json.error.code).toBe('payload_too_large')
     }
+    // The batch routes take a trainer's batch, the others stay small.
+    expect(bodyLimitKind('/compat/openrlhf')).toBe('batch')
+    expect(bodyLimitKind('/runs/r/score/batch')).toBe('batch')
+    expect(bodyLimitKind('/rm/prod/batch_score')).toBe('batch')
+    expect(bodyLimitKind('/runs/r/score')).toBe('rollout')
+    expect(bodyLimitKind('/rm/prod/score')).toBe('other')
+    expect(bodyLimitKind('/runs')).toBe('other')
     expect(await quickState()).toBe(baseline)
   })
 })

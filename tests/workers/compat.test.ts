@@ -1,7 +1,9 @@
 import { env } from 'cloudflare:workers'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
+import type { LlmCallRecord } from '../../src/llm/index.ts'
+import type { ChunkOutcome } from '../../workers/scoring/fan-out.ts'
 import { DEFAULT_TRAINING_METADATA, groupAdvantages, promptText } from '../../workers/routes/compat.ts'
-import { call, createRun, expectStatus, ledgerRows } from './helpers.ts'
+import { ADMIN_TOKEN, call, createRun, expectStatus, ledgerRows } from './helpers.ts'
 
 const RUBRICS = {
   anchor_rubrics: [{ id: 'a-correct', text: 'The final answer is correct.', weight: 2 }],
@@ -68,6 +70,54 @@ describe('POST /compat/openrlhf', () => {
     expect(res.json).toEqual({ rewards: [], scores: [], extra_logs: { rubric_version: [], cached: [], duplicate: [] } })
   })
 
+  it('scores a whole rollout batch: 300 samples (distinct contents judged once each, in chunks handed to other invocations), LLM calls counted', async () => {
+    const run = await createRun(RUBRICS)
+    const distinct = Array.from({ length: 250 }, (_, i) => ({ prompt: `<|user|>What is ${i}+1?<|assistant|>`, response: `${i}+1 = ${i + 1}`, label: String(i + 1) }))
+    // 50 repeats of earlier contents: OpenRLHF sends a prompt's samples side by side, and identical ones are common.
+    const samples = [...distinct, ...distinct.slice(0, 50)]
+    const res = await call('POST', `/runs/${run.runId}/compat/openrlhf`, {
+      token: run.token,
+      body: { query: samples.map((s) => s.prompt + s.response), prompts: samples.map((s) => s.prompt), labels: samples.map((s) => s.label) },
+    })
+    expect(res.status, res.text).toBe(200)
+    expect(res.json.rewards).toHaveLength(300)
+    expect(res.json.rewards.slice(250)).toEqual(res.json.rewards.slice(0, 50))
+    // A repeat in the batch is the same rollout (same id): recorded once, answered as a duplicate.
+    expect(res.json.extra_logs.duplicate.filter((d: number) => d === 1)).toHaveLength(50)
+    await expectStatus(run.token, { rollouts: 250 })
+    let calls: any[] = []
+    await vi.waitFor(async () => {
+      calls = (await call('GET', '/llm_calls', { token: run.token })).json.calls
+      expect(calls.filter((c) => c.role === 'scorer').reduce((sum, c) => sum + c.calls, 0)).toBe(250)
+    }, { timeout: 5_000, interval: 50 })
+    // The same body again: everything is recorded, so the retry costs no model call.
+    const retry = await call('POST', `/runs/${run.runId}/compat/openrlhf`, {
+      token: run.token,
+      body: { query: samples.map((s) => s.prompt + s.response), prompts: samples.map((s) => s.prompt), labels: samples.map((s) => s.label) },
+    })
+    expect(retry.json.rewards).toEqual(res.json.rewards)
+    expect(retry.json.extra_logs.duplicate.every((d: number) => d === 1)).toBe(true)
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    calls = (await call('GET', '/llm_calls', { token: run.token })).json.calls
+    expect(calls.filter((c) => c.role === 'scorer').reduce((sum, c) => sum + c.calls, 0)).toBe(250)
+  })
+
+  it('judges a chunk through the JUDGE service binding, in order, each item on the rubrics sent with it', async () => {
+    const run = await createRun(RUBRICS)
+    const config = (await call('GET', '/run', { token: run.token })).json.config
+    const snapshot = (await call('GET', '/rubrics', { token: run.token })).json
+    const request = (output: string) => ({ rollout: { id: output, input: 'What is 2+2?', output, supplemental_context: '4' }, metadata: DEFAULT_TRAINING_METADATA })
+    const reply: { outcomes: ChunkOutcome[]; calls: LlmCallRecord[] } = await env.JUDGE!.judge({
+      runId: run.runId, config, requestId: 'test', snapshots: { global: { instance_id: 'global', version: snapshot.rubric_version, rubrics: [...snapshot.anchor_rubrics, ...snapshot.adaptive_rubrics] } },
+      items: [{ instanceId: 'global', request: request('2 + 2 = 4') }, { instanceId: 'global', request: request('I do not know') }, { instanceId: 'nowhere', request: request('4') }],
+    })
+    expect(reply.outcomes).toHaveLength(3)
+    expect(reply.outcomes[0]).toMatchObject({ ok: true, judgement: { score: expect.any(Number) } })
+    expect((reply.outcomes[0] as any).judgement.score).toBeGreaterThan((reply.outcomes[1] as any).judgement.score)
+    expect(reply.outcomes[2]).toMatchObject({ ok: false, error: { code: 'internal' } })
+    expect(reply.calls.filter((c) => c.role === 'scorer')).toHaveLength(2)
+  })
+
   it('refuses lists of different lengths with 400, scoring nothing', async () => {
     const run = await createRun(RUBRICS)
     const res = await call('POST', '/compat/openrlhf', { token: run.token, body: { query: ['a', 'b'], prompts: ['a'], labels: ['x', 'y'] } })
@@ -90,10 +140,42 @@ describe('POST /compat/slime', () => {
     expect(res.json).toMatchObject({ run_id: run.runId, rubric_version: 1, duplicate: false })
     expect(res.json.rollout_id).toMatch(/^slime-[0-9a-f]{32}$/)
     expect(res.json.criteria.map((c: { rubric_id: string }) => c.rubric_id)).toEqual(['a-correct', 'd-steps'])
-    // Chat-format prompts and non-string labels are accepted.
+    // Chat-format prompts (content as text or as parts) and non-string labels are accepted.
     const chat = await call('POST', '/compat/slime', { token: run.token, body: { prompt: [{ role: 'user', content: 'What is 2+2?' }], response: '4', label: 4 } })
     expect(chat.status, chat.text).toBe(200)
+    const parts = await call('POST', '/compat/slime', {
+      token: run.token,
+      body: { prompt: [{ role: 'user', content: [{ type: 'text', text: 'What is 2+2?' }, { type: 'image_url', image_url: { url: 'https://example.com/a.png' } }] }], response: '4', label: 4 },
+    })
+    expect(parts.status, parts.text).toBe(200)
+    expect(parts.json.rollout_id).not.toBe(chat.json.rollout_id)
     expectError(await call('POST', '/compat/slime', { token: run.token, body: { prompt: 'x' } }), 400, 'invalid_request')
+  })
+})
+
+describe('a token in the path (/t/<token>/…), for clients that send no headers', () => {
+  it('authenticates as the header would, on every route; a wrong token is 401, a token in both places 400', async () => {
+    const run = await createRun(RUBRICS)
+    const body = { query: [PROMPTS[0] + RESPONSES[0]], prompts: [PROMPTS[0]], labels: [LABELS[0]] }
+    const viaPath = await call('POST', `/t/${run.token}/compat/openrlhf`, { body })
+    expect(viaPath.status, viaPath.text).toBe(200)
+    expect(viaPath.json.rewards).toHaveLength(1)
+    const scoped = await call('POST', `/t/${run.token}/runs/${run.runId}/compat/slime`, { body: { prompt: 'What is 2+2?', response: '4', label: '4' } })
+    expect(scoped.status, scoped.text).toBe(200)
+    expect(scoped.json.run_id).toBe(run.runId)
+    await vi.waitFor(async () => expect((await call('GET', `/t/${run.token}/rubric_status`)).json).toMatchObject({ run_id: run.runId, rollouts: 2 }), { timeout: 5_000, interval: 50 })
+    // Percent-encoding is undone, as it would be in a header.
+    expect((await call('GET', `/t/${encodeURIComponent(run.token)}/run`)).status).toBe(200)
+
+    const wrong = await call('POST', `/t/rh_not-a-token/compat/openrlhf`, { body })
+    expectError(wrong, 401, 'unauthorized')
+    expect(wrong.text).not.toContain('rh_not-a-token')
+    expectError(await call('POST', `/t/${run.token}/compat/openrlhf`, { body, token: run.token }), 400, 'invalid_request')
+    // The RM surface takes the admin token in the path too; an unknown route under it is a 404 that names no token.
+    expect((await call('GET', `/t/${ADMIN_TOKEN}/rm/none/healthz`)).status).toBe(503)
+    const missing = await call('GET', `/t/${run.token}/no-such-route`)
+    expectError(missing, 404, 'not_found')
+    expect(missing.text).not.toContain(run.token)
   })
 })
 
@@ -139,6 +221,8 @@ describe('helpers', () => {
   it('flattens chat prompts to text', () => {
     expect(promptText('plain')).toBe('plain')
     expect(promptText([{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }])).toBe('system: Be brief.\n\nuser: Hi')
+    expect(promptText([{ role: 'user', content: [{ type: 'text', text: 'What is shown?' }, { type: 'image_url' }, { type: 'text', text: 'Be brief.' }] }, { role: 'assistant', content: null }]))
+      .toBe('user: What is shown?\n[image]\nBe brief.\n\nassistant: ')
   })
 })
 

@@ -1,5 +1,6 @@
 import path from 'node:path'
 import { cloudflareTest, readD1Migrations } from '@cloudflare/vitest-pool-workers'
+import { kCurrentWorker } from 'miniflare'
 import { defineConfig } from 'vitest/config'
 
 const root = path.join(import.meta.dirname, '../..')
@@ -14,6 +15,8 @@ export default defineConfig(async () => {
         wrangler: { configPath: './wrangler.toml' },
         remoteBindings: false,
         miniflare: {
+          // The Worker's own entrypoint, as wrangler.toml binds it (the pool renames the Worker, so by its symbol).
+          serviceBindings: { JUDGE: { name: kCurrentWorker, entrypoint: 'JudgeEntrypoint' } },
           bindings: { TEST_MIGRATIONS: migrations, ADMIN_TOKEN: 'test-admin-token', DEPLOYMENT: 'local', QUEUE_RETRY_BASE_S: '0', LEDGER_REPORT_MS: '100' },
           // Limits no test reaches, so suites that fire many requests are not throttled; rate-limit.test.ts swaps in the
           // TEST_* ones (tiny, 10 s windows) to see 429s deterministically.

@@ -71,7 +71,7 @@ const pages = new Hono<DashboardEnv>()
     return c.html(<RunPage viewer={c.get('viewer')} data={data} />)
   })
   .all('*', (c) => {
-    throw new AppError('not_found', `There is no dashboard page at ${new URL(c.req.url).pathname}.`)
+    throw new AppError('not_found', `There is no dashboard page at ${c.req.path}.`)
   })
   .onError(renderPageError)
 
@@ -106,7 +106,7 @@ function renderPageError(error: Error, c: Context<DashboardEnv>): Response | Pro
   const viewer = c.get('viewer')
   const url = new URL(c.req.url)
   if (error instanceof AppError && error.code === 'unauthorized') {
-    const next = c.req.method === 'GET' ? safeNext(url.pathname + url.search) : '/'
+    const next = c.req.method === 'GET' ? safeNext(c.req.path + url.search) : '/'
     return c.html(<LoginPage next={next} message={error.message} />, 401)
   }
   if (error instanceof AppError) return c.html(<ErrorPage status={error.status} code={error.code} message={error.message} requestId={requestId} viewer={viewer} />, error.status as 400)

@@ -3,6 +3,7 @@ import { AppError } from '../../src/errors/index.ts'
 import { toHex } from '../../src/hash/index.ts'
 import type { AppEnv, Principal } from '../env.ts'
 import { DEFAULT_RUN_ID, loadRunConfig, runForTokenHash } from '../runs/store.ts'
+import { pathToken } from './path-token.ts'
 import { countRefusedCredential } from './rate-limit.ts'
 
 /**
@@ -15,7 +16,9 @@ const knownTokens = new Map<string, { principal: Principal; adminToken?: string;
 const MAX_KNOWN_TOKENS = 1_000
 
 /**
- * Identifies the caller from `Authorization: Bearer <token>`: the admin token, a run token, or nobody (the
+ * Identifies the caller from `Authorization: Bearer <token>` or a `/t/<token>/` path prefix (for clients that send no
+ * headers; the token is used as if it came in the header, and the app routes on the path without it; both at once is
+ * a 400): the admin token, a run token, or nobody (the
  * `RM_TOKEN` secret counts as nobody here: it opens `/rm/*` only). A token that is none of them is a 401, never a
  * silent fall back to anonymous. A token new to the isolate is compared with the secrets by SHA-256 digest in constant
  * time and looked up in D1 by its SHA-256 (all D1 stores); one it already identified is found in `knownTokens`.
@@ -24,8 +27,11 @@ const MAX_KNOWN_TOKENS = 1_000
 export function identifyCaller(): MiddlewareHandler<AppEnv> {
   return async function identify(c, next) {
     let principal: Principal
+    const header = c.req.header('authorization')
+    const inPath = pathToken(c.req.raw)
+    if (inPath !== undefined && header !== undefined) throw new AppError('invalid_request', 'send the token once: in the Authorization header or in the /t/<token>/ path prefix, not both')
     try {
-      principal = await principalFor(c.env, c.req.header('authorization'))
+      principal = await principalFor(c.env, inPath === undefined ? header : `Bearer ${inPath}`)
     } catch (error) {
       if (error instanceof AppError && error.code === 'unauthorized') await countRefusedCredential(c.env, c.req.header('cf-connecting-ip'))
       throw error

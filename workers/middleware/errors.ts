@@ -21,7 +21,7 @@ export function renderError(error: Error, c: Context<AppEnv>): Response {
 function toAppError(error: Error): AppError {
   if (error instanceof AppError) return error
   if (error instanceof HTTPException) {
-    if (error.status === 413) return new AppError('payload_too_large', 'the request body is larger than 1 MiB')
+    if (error.status === 413) return new AppError('payload_too_large', 'the request body is larger than this route takes')
     return new AppError(error.status === 404 ? 'not_found' : 'invalid_request', error.message || 'bad request', { status: error.status })
   }
   if (isOverloaded(error)) return new AppError('overloaded', 'the run is taking more requests than it can queue right now; retry after the delay', { retryAfterSeconds: OVERLOAD_RETRY_AFTER_S })

@@ -7,13 +7,13 @@ import type { ScoreResult } from '../../src/schemas/score.ts'
 import type { AppEnv, Env } from '../env.ts'
 import { jsonBody } from '../middleware/json-body.ts'
 import { requestModels } from '../scoring/models.ts'
+import { MAX_BATCH_ITEMS } from '../scoring/fan-out.ts'
 import { scoreRollouts } from '../scoring/score-rollout.ts'
 import { recordTelemetry } from '../telemetry/index.ts'
 
-/** Most samples one OpenRLHF request may carry (versions up to 0.9.0 send a whole rollout batch per server). */
-export const MAX_OPENRLHF_ITEMS = 1_024
 /** Most responses one group may carry. */
-export const MAX_GROUP_SIZE = 256
+export const MAX_GROUP_SIZE = 1_024
+const TOO_MANY_SAMPLES = `at most ${MAX_BATCH_ITEMS} samples per request: give OpenRLHF more reward URLs (the batch is split over them)`
 
 /**
  * Training metadata for trainers that send none: OpenRLHF, slime and group callers have no such field. A request
@@ -25,8 +25,10 @@ const PartialMetadata = TrainingMetadata.partial().optional()
 const Text = z.string().max(200_000)
 /** A label or reference as trainers send it: text, a number, null, or anything JSON (stringified for the judge). */
 const Label = z.unknown()
-/** A prompt as text or as chat messages (slime and TRL conversational datasets). */
-const PromptInput = z.union([Text, z.array(z.object({ role: z.string(), content: z.string() }).passthrough()).max(200)])
+/** A part of a chat message's content, as OpenAI-style messages carry it (slime passes dataset messages as they are). */
+const ContentPart = z.looseObject({ type: z.string(), text: z.string().optional() })
+/** A prompt as text or as chat messages (slime and TRL conversational datasets), content as text or a list of parts. */
+const PromptInput = z.union([Text, z.array(z.looseObject({ role: z.string(), content: z.union([z.string(), z.array(ContentPart).max(200), z.null()]) })).max(200)])
 
 /**
  * The body of `POST /compat/openrlhf` (OpenRLHF `--reward.remote_url` / `--remote_rm_url`): `query` is the decoded
@@ -34,9 +36,9 @@ const PromptInput = z.union([Text, z.array(z.object({ role: z.string(), content:
  * @example OpenRlhfRequest.parse({ query: ['Q: 2+2? A: 4'], prompts: ['Q: 2+2? A:'], labels: ['4'] })
  */
 export const OpenRlhfRequest = z.object({
-  query: z.array(Text).max(MAX_OPENRLHF_ITEMS),
-  prompts: z.array(Text).max(MAX_OPENRLHF_ITEMS).nullish(),
-  labels: z.array(Label).max(MAX_OPENRLHF_ITEMS).nullish(),
+  query: z.array(Text).max(MAX_BATCH_ITEMS, TOO_MANY_SAMPLES),
+  prompts: z.array(Text).max(MAX_BATCH_ITEMS, TOO_MANY_SAMPLES).nullish(),
+  labels: z.array(Label).max(MAX_BATCH_ITEMS, TOO_MANY_SAMPLES).nullish(),
   metadata: PartialMetadata,
 })
 
@@ -52,7 +54,7 @@ export const SlimeRequest = z.object({ prompt: PromptInput, response: Text, labe
  */
 export const GroupRequest = z.object({
   prompt: PromptInput,
-  responses: z.array(Text).min(1).max(MAX_GROUP_SIZE),
+  responses: z.array(Text).min(1).max(MAX_GROUP_SIZE, `at most ${MAX_GROUP_SIZE} responses per group: send larger groups as several requests`),
   reference: Label.optional(),
   metadata: PartialMetadata,
   instance_id: ScoreRequest.shape.instance_id,
@@ -148,11 +150,20 @@ export function groupAdvantages(scores: readonly number[]): number[] {
 }
 
 /**
- * Chat messages flattened to text for the judge (`role: content` per message); text stays as it is.
- * @example promptText([{ role: 'user', content: 'Hi' }]) // 'user: Hi'
+ * Chat messages flattened to text for the judge (`role: content` per message; a content given as parts is its text
+ * parts joined, each non-text part shown as `[image]`, `[audio]`… since the rubric judge reads text only); text stays
+ * as it is.
+ * @example promptText([{ role: 'user', content: [{ type: 'text', text: 'What is shown?' }, { type: 'image_url' }] }]) // 'user: What is shown?\n[image]'
  */
 export function promptText(prompt: z.infer<typeof PromptInput>): string {
-  return typeof prompt === 'string' ? prompt : prompt.map((message) => `${message.role}: ${message.content}`).join('\n\n')
+  if (typeof prompt === 'string') return prompt
+  return prompt.map((message) => `${message.role}: ${contentText(message.content)}`).join('\n\n')
+}
+
+function contentText(content: z.infer<typeof ContentPart>[] | string | null): string {
+  if (content === null) return ''
+  if (typeof content === 'string') return content
+  return content.map((part) => (typeof part.text === 'string' ? part.text : `[${part.type.replace(/_url$/, '')}]`)).join('\n')
 }
 
 function labelText(label: unknown): string | null {

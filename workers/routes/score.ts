@@ -5,21 +5,19 @@ import type { ScoreResult } from '../../src/schemas/score.ts'
 import type { AppEnv } from '../env.ts'
 import { jsonBody } from '../middleware/json-body.ts'
 import { requestModels } from '../scoring/models.ts'
+import { MAX_BATCH_ITEMS } from '../scoring/fan-out.ts'
 import { scoreRollout, scoreRollouts } from '../scoring/score-rollout.ts'
 import { recordTelemetry } from '../telemetry/index.ts'
-
-/** Most items one `POST /score/batch` may carry. */
-export const MAX_BATCH_ITEMS = 1_024
 
 /**
  * The body of `POST /score/batch`: `/score` bodies, scored together.
  * @example ScoreBatchRequest.parse({ items: [{ rollout: { id: 'r1', input: 'Q', output: 'A' }, metadata }] })
  */
-export const ScoreBatchRequest = z.object({ items: z.array(ScoreRequest).min(1).max(MAX_BATCH_ITEMS) })
+export const ScoreBatchRequest = z.object({ items: z.array(ScoreRequest).min(1).max(MAX_BATCH_ITEMS, `at most ${MAX_BATCH_ITEMS} items per request: send the rest in another`) })
 
 /**
  * `POST /score` — grade one rollout against its instance's current rubrics.
- * `POST /score/batch` `{items: [<a /score body>…]}` (at most 1,024) — `{results: [<a /score answer> | {error: {code,
+ * `POST /score/batch` `{items: [<a /score body>…]}` (at most 8,192) — `{results: [<a /score answer> | {error: {code,
  * message}}…], request_id}` in the order sent; one item's failure does not fail the others. One ledger call per shard
  * looks the batch up (what was already recorded costs no model call) and one records it.
  */

@@ -15,6 +15,7 @@ import { durableObjectCall } from './overload.ts'
 import { judgementCache, rubricCache } from './caches.ts'
 import type { RoleModel } from './models.ts'
 import { groupBy } from '../../src/collections/index.ts'
+import { chunksOf, fromWire, LOCAL_JUDGEMENTS, toWire, type ChunkOutcome } from './fan-out.ts'
 
 /** Items of one request judged at once; LLM calls are capped separately by the run's `max_concurrent_llm_calls`. */
 const ITEM_CONCURRENCY = 16
@@ -23,8 +24,8 @@ export interface ScoreContext {
   env: Env
   run: { id: string; config: RunConfig }
   scorer: RoleModel
-  /** Every LLM call the request made (`requestModels().calls`): summed per step for the dashboard. */
-  calls: readonly LlmCallRecord[]
+  /** Every LLM call the request made (`requestModels().calls`), chunks handed out included: summed per step for the dashboard. */
+  calls: LlmCallRecord[]
   requestId: string
 }
 
@@ -76,8 +77,7 @@ export async function scoreRollouts(ctx: ScoreContext, requests: readonly ScoreR
   }))
   const lookups = byShard(items.filter((item) => options.lookupFirst || !rubricCache.current(run.id, item.address.instanceId, item.request.metadata.current_step)))
   await Promise.all([...lookups.values()].map((group) => recordOnShard(ctx, group, false)))
-  const limit = pLimit(ITEM_CONCURRENCY)
-  await Promise.all(items.filter((item) => !item.outcome).map((item) => limit(() => judgeItem(ctx, item))))
+  await judgeItems(ctx, items.filter((item) => !item.outcome))
   const groups = [...byShard(items.filter((item) => !item.outcome)).values()]
   const stats = llmStats(ctx.calls)
   await Promise.all(groups.map((group, position) => recordOnShard(ctx, group, true, position === 0 ? stats : [])))
@@ -125,25 +125,68 @@ async function sendStatsOnly(ctx: ScoreContext, address: ShardAddress, stats: Re
   }
 }
 
-async function judgeItem(ctx: ScoreContext, item: Item): Promise<void> {
-  const snapshot = rubricCache.get(ctx.run.id, item.address.instanceId)
-  if (!snapshot) {
-    item.outcome = { ok: false, error: new AppError('internal', 'no rubrics for the instance after the ledger lookup') }
-    return
+/**
+ * Judges what the isolate has not judged before, each distinct content once: in this invocation when there is little,
+ * else in chunks handed to other invocations of this Worker (`JUDGE`), each with its own 6 connections, so a batch
+ * of 1,024 takes about 1,024 ÷ 180 judge latencies instead of 1,024 ÷ 6.
+ */
+async function judgeItems(ctx: ScoreContext, items: readonly Item[]): Promise<void> {
+  const { run } = ctx
+  const distinct = new Map<string, { snapshot: RubricSnapshot; items: Item[] }>()
+  for (const item of items) {
+    const snapshot = rubricCache.get(run.id, item.address.instanceId)
+    if (!snapshot) {
+      item.outcome = { ok: false, error: new AppError('internal', 'no rubrics for the instance after the ledger lookup') }
+      continue
+    }
+    const cached = judgementCache.get(run.id, item.address.instanceId, snapshot.version, item.key)
+    if (cached) {
+      item.judged = { version: snapshot.version, judgement: cached, cached: true }
+      continue
+    }
+    const id = `${item.address.instanceId}\u0000${snapshot.version}\u0000${item.key}`
+    const group = distinct.get(id)
+    if (group) group.items.push(item)
+    else distinct.set(id, { snapshot, items: [item] })
   }
-  const cached = judgementCache.get(ctx.run.id, item.address.instanceId, snapshot.version, item.key)
-  if (cached) {
-    item.judged = { version: snapshot.version, judgement: cached, cached: true }
-    return
+  const groups = [...distinct.values()]
+  const settle = ({ snapshot, items: same }: (typeof groups)[number], outcome: ChunkOutcome) => {
+    if (outcome.ok) judgementCache.set(run.id, same[0]!.address.instanceId, snapshot.version, same[0]!.key, outcome.judgement)
+    // Identical content in one batch is judged once: the first copy paid for it.
+    same.forEach((item, position) => {
+      if (outcome.ok) item.judged = { version: snapshot.version, judgement: outcome.judgement, cached: position > 0 }
+      else item.outcome = { ok: false, error: fromWire(outcome.error) }
+    })
   }
-  try {
-    const judgement = await judge(ctx, snapshot, item.request)
-    judgementCache.set(ctx.run.id, item.address.instanceId, snapshot.version, item.key, judgement)
-    item.judged = { version: snapshot.version, judgement, cached: false }
-  } catch (error) {
-    if (!(error instanceof AppError)) throw error
-    item.outcome = { ok: false, error }
+  const judgeHere = async (part: typeof groups) => {
+    const limit = pLimit(ITEM_CONCURRENCY)
+    await Promise.all(part.map((group) => limit(async () => {
+      try {
+        settle(group, { ok: true, judgement: await judgeOnRubrics(ctx.scorer, run.config, group.snapshot, group.items[0]!.request) })
+      } catch (error) {
+        if (!(error instanceof AppError)) throw error
+        settle(group, { ok: false, error: toWire(error) })
+      }
+    })))
   }
+  const judgeService = ctx.env.JUDGE
+  if (!judgeService || groups.length <= LOCAL_JUDGEMENTS) return judgeHere(groups)
+  await Promise.all(chunksOf(groups).map(async (part) => {
+    const snapshots = Object.fromEntries(part.map((group) => [group.items[0]!.address.instanceId, group.snapshot]))
+    let reply: { outcomes: ChunkOutcome[]; calls: LlmCallRecord[] }
+    try {
+      reply = await judgeService.judge({
+        runId: run.id, config: run.config, requestId: ctx.requestId, snapshots,
+        items: part.map((group) => ({ instanceId: group.items[0]!.address.instanceId, request: group.items[0]!.request })),
+      })
+    } catch (error) {
+      // The chunk's invocation could not be reached or died: its items are judged here, slower but not lost.
+      console.error(`[${ctx.requestId}] a handed-out chunk of ${part.length} failed; judging it here`, error)
+      return judgeHere(part)
+    }
+    ctx.calls.push(...reply.calls)
+    reply.outcomes.forEach((outcome, position) => settle(part[position]!, outcome))
+  }))
 }
 
 async function settleSync(ctx: ScoreContext, item: Item, result: ScoreResult): Promise<ItemOutcome> {
@@ -159,7 +202,7 @@ async function settleSync(ctx: ScoreContext, item: Item, result: ScoreResult): P
   if (snapshot.version === result.rubric_version) return { ok: true, result }
   try {
     const cached = judgementCache.get(run.id, address.instanceId, snapshot.version, item.key)
-    const judgement = cached ?? (await judge(ctx, snapshot, item.request))
+    const judgement = cached ?? (await judgeOnRubrics(ctx.scorer, run.config, snapshot, item.request))
     if (!cached) judgementCache.set(run.id, address.instanceId, snapshot.version, item.key, judgement)
     return { ok: true, result: { ...result, score: judgement.score, criteria: judgement.criteria, rubric_version: snapshot.version, cached: Boolean(cached) } }
   } catch (error) {
@@ -168,13 +211,18 @@ async function settleSync(ctx: ScoreContext, item: Item, result: ScoreResult): P
   }
 }
 
-async function judge(ctx: ScoreContext, snapshot: RubricSnapshot, request: ScoreRequest): Promise<Judgement> {
-  const { settings, model } = ctx.scorer
+/**
+ * One judgement of a rollout on a rubric snapshot with the given scorer; a model failure is an `llm_unavailable`
+ * AppError (503 with Retry-After when it may heal, 502 when the model answered but never validly).
+ * @example const judgement = await judgeOnRubrics(models.forRole('scorer'), run.config, snapshot, request)
+ */
+export async function judgeOnRubrics(scorer: RoleModel, config: RunConfig, snapshot: RubricSnapshot, request: ScoreRequest): Promise<Judgement> {
+  const { settings, model } = scorer
   let attempts = 1
   try {
     return await judgeRollout(
       model,
-      { rubrics: snapshot.rubrics, rollout: request.rollout, metadata: request.metadata, gradeMax: ctx.run.config.grade_max, locale: ctx.run.config.locale, prompts: ctx.run.config.prompts },
+      { rubrics: snapshot.rubrics, rollout: request.rollout, metadata: request.metadata, gradeMax: config.grade_max, locale: config.locale, prompts: config.prompts },
       { maxAttempts: settings.max_attempts, maxDelayMs: Math.min(8_000, settings.timeout_ms), onRetry: () => void attempts++ },
     )
   } catch (error) {

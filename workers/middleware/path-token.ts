@@ -1,0 +1,28 @@
+import { getPath } from 'hono/utils/url'
+
+/** `/t/<token>` before any route: how a client that cannot set headers (OpenRLHF, slime, autosr's RM client) sends its token. */
+const PATH_TOKEN = /^\/t\/([^/]+)(?=\/|$)/
+
+/**
+ * The path the app routes on: the request's path without a leading `/t/<token>`, so every route is also served
+ * under `/t/<token>/…`. The app's `getPath`.
+ * @example routedPath(new Request('http://x/t/rh_abc/compat/openrlhf')) // '/compat/openrlhf'
+ */
+export function routedPath(request: Request): string {
+  const path = getPath(request)
+  return path.replace(PATH_TOKEN, '') || '/'
+}
+
+/**
+ * The token a request carries in its path (`/t/<token>/…`), or undefined.
+ * @example pathToken(new Request('http://x/t/rh_abc/score')) // 'rh_abc'
+ */
+export function pathToken(request: Request): string | undefined {
+  const raw = PATH_TOKEN.exec(getPath(request))?.[1]
+  if (raw === undefined) return undefined
+  try {
+    return decodeURIComponent(raw)
+  } catch {
+    return raw
+  }
+}

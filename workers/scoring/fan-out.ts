@@ -1,0 +1,108 @@
+import type { Judgement } from '../../src/agents/scorer/index.ts'
+import { AppError, type ErrorCode } from '../../src/errors/index.ts'
+import type { LlmCallRecord } from '../../src/llm/index.ts'
+import type { ScoreRequest } from '../../src/schemas/rollout.ts'
+import type { RunConfig } from '../../src/schemas/run-config.ts'
+import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
+import type { Env } from '../env.ts'
+import { requestModels, type RoleModel } from './models.ts'
+
+/** Most items one batch request may carry (`/score/batch`, `/compat/openrlhf`): a GRPO step of 8,192 rollouts. */
+export const MAX_BATCH_ITEMS = 8_192
+/** Judgements a request makes in its own invocation; more are handed out in chunks (6 connections each). */
+export const LOCAL_JUDGEMENTS = 24
+/**
+ * Most chunks one request hands out: a request may reach at most 32 Worker invocations through service bindings
+ * (itself included), so 1,024 judgements go out as 30 chunks of 35, each judged `max_concurrent_llm_calls` at a time.
+ */
+export const MAX_CHUNKS = 30
+
+/** One judgement to make: the request and the rubrics (by instance) to judge it on. */
+export interface ChunkItem {
+  instanceId: string
+  request: ScoreRequest
+}
+
+/** What a chunk carries to the invocation that judges it: everything, so it reads nothing. */
+export interface JudgeChunk {
+  runId: string
+  config: RunConfig
+  requestId: string
+  snapshots: Record<string, RubricSnapshot>
+  items: ChunkItem[]
+}
+
+/** An AppError as it crosses an RPC boundary. */
+export interface WireError {
+  code: ErrorCode
+  message: string
+  status: number
+  details?: unknown
+  retryAfterSeconds?: number
+}
+
+export type ChunkOutcome = { ok: true; judgement: Judgement } | { ok: false; error: WireError }
+
+/** How a chunk's items are judged where it lands (scoring's `judge`, given the invocation's own models). */
+export type JudgeFn = (
+  scorer: RoleModel,
+  config: RunConfig,
+  snapshot: RubricSnapshot,
+  request: ScoreRequest,
+) => Promise<Judgement>
+
+/**
+ * Splits `items` into at most {@link MAX_CHUNKS} chunks of near-equal size, none smaller than
+ * {@link LOCAL_JUDGEMENTS} unless there are fewer items.
+ * @example chunksOf(Array.from({ length: 1024 }, (_, i) => i)).length // 30
+ */
+export function chunksOf<T>(items: readonly T[]): T[][] {
+  const count = Math.max(1, Math.min(MAX_CHUNKS, Math.floor(items.length / LOCAL_JUDGEMENTS)))
+  const size = Math.ceil(items.length / count)
+  const chunks: T[][] = []
+  for (let start = 0; start < items.length; start += size) chunks.push(items.slice(start, start + size))
+  return chunks
+}
+
+/**
+ * Judges a chunk in this invocation, with its own models (so its own 6 connections), in order; an item whose model
+ * fails carries its error. Answers the LLM calls made, for the caller's accounting.
+ * @example const { outcomes, calls } = await judgeChunk(env, chunk, judge)
+ */
+export async function judgeChunk(env: Env, chunk: JudgeChunk, judge: JudgeFn): Promise<{ outcomes: ChunkOutcome[]; calls: LlmCallRecord[] }> {
+  const models = requestModels(env, chunk.config)
+  const scorer = models.forRole('scorer')
+  const outcomes = await Promise.all(
+    chunk.items.map(async (item): Promise<ChunkOutcome> => {
+      const snapshot = chunk.snapshots[item.instanceId]
+      if (!snapshot) return { ok: false, error: toWire(new AppError('internal', `no rubrics were sent for instance ${item.instanceId}`)) }
+      try {
+        return { ok: true, judgement: await judge(scorer, chunk.config, snapshot, item.request) }
+      } catch (error) {
+        if (error instanceof AppError) return { ok: false, error: toWire(error) }
+        console.error(`[${chunk.requestId}] a judgement of a handed-out chunk failed`, error)
+        return { ok: false, error: toWire(new AppError('internal', 'the judgement failed')) }
+      }
+    }),
+  )
+  return { outcomes, calls: models.calls }
+}
+
+/**
+ * @example toWire(new AppError('llm_unavailable', 'down', { retryAfterSeconds: 5 }))
+ */
+export function toWire(error: AppError): WireError {
+  return {
+    code: error.code, message: error.message, status: error.status,
+    ...(error.details === undefined ? {} : { details: error.details }), ...(error.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: error.retryAfterSeconds }),
+  }
+}
+
+/**
+ * @example fromWire({ code: 'llm_unavailable', message: 'down', status: 503 }) instanceof AppError // true
+ */
+export function fromWire(error: WireError): AppError {
+  return new AppError(error.code, error.message, {
+    status: error.status, ...(error.details === undefined ? {} : { details: error.details }), ...(error.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: error.retryAfterSeconds }),
+  })
+}

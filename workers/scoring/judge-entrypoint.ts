@@ -1,0 +1,17 @@
+import { WorkerEntrypoint } from 'cloudflare:workers'
+import type { LlmCallRecord } from '../../src/llm/index.ts'
+import type { Env } from '../env.ts'
+import { judgeChunk, type ChunkOutcome, type JudgeChunk } from './fan-out.ts'
+import { judgeOnRubrics } from './score-rollout.ts'
+
+/**
+ * Where a large batch's chunks are judged: bound to this same Worker as `JUDGE` (a service binding), so each chunk
+ * runs in an invocation of its own, with its own 6 connections; no URL reaches it.
+ * @example const { outcomes } = await env.JUDGE.judge(chunk)
+ */
+export class JudgeEntrypoint extends WorkerEntrypoint<Env> {
+  /** Judges one chunk a request handed out, in order (see `judgeChunk`). */
+  async judge(chunk: JudgeChunk): Promise<{ outcomes: ChunkOutcome[]; calls: LlmCallRecord[] }> {
+    return judgeChunk(this.env, chunk, judgeOnRubrics)
+  }
+}
