@@ -53,6 +53,10 @@ consecutive completions per prompt, so score each run of equal prompts as one gr
 
 Mirrors the TypeScript client (src/client/index.ts): 429 and 503 are retried honouring Retry-After,
 every other non-2xx answer raises RewardHarnessError carrying the server's error code.
+
+The two recipes above are the short forms; recipes/ holds the maintained ones, each a file to point the trainer at:
+recipes/verl_online.py (verl over a run's online rubrics), recipes/verl_artifact.py (verl over a deployed artifact),
+recipes/trl_reward.py (TRL, groups scored concurrently) and recipes/autosr_client.py (autosr's RMScoringClient).
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ import email.utils
 import json
 import math
 import random
+import re
 import socket
 import time
 import urllib.error
@@ -118,8 +123,9 @@ class RewardHarnessClient:
 
     Example: ``RewardHarnessClient("http://127.0.0.1:8787", token="rh_...").rubric_status()["status"]``
 
-    base_url: e.g. ``http://127.0.0.1:8787``; token: a run token or the admin token (omit for the local
-    default run); run_id: address a run by path (``/runs/<id>``) instead of by token; timeout: seconds per
+    base_url: e.g. ``http://127.0.0.1:8787``, or ``http://host/t/<token>`` to carry the token in the path (routes
+    are appended to it; error messages show it as ``/t/***``); token: a run token or the admin token (omit for the
+    local default run); run_id: address a run by path (``/runs/<id>``) instead of by token; timeout: seconds per
     request; max_attempts: attempts for 429 / 503 / network failures.
     """
 
@@ -270,9 +276,19 @@ class RewardHarnessClient:
             except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError) as error:
                 if last:
                     reason = getattr(error, "reason", error)
-                    raise RewardHarnessError(0, "network", f"{method} {url} failed: {reason}") from error
+                    raise RewardHarnessError(0, "network", _redact(f"{method} {url} failed: {reason}")) from error
                 self._sleep(_backoff_s(attempt))
         raise AssertionError("unreachable")
+
+
+# A token carried in the base URL (``http://host/t/<token>``, for trainers that cannot send headers) must not
+# reach logs through an exception message.
+_PATH_TOKEN = re.compile(r"/t/[^/?#\s]+")
+
+
+def _redact(text: str) -> str:
+    """``text`` with any ``/t/<token>`` path segment replaced by ``/t/***``."""
+    return _PATH_TOKEN.sub("/t/***", text)
 
 
 def _rm_path(target: str) -> str:
@@ -302,7 +318,7 @@ def _to_error(status: int, raw: bytes) -> RewardHarnessError:
     return RewardHarnessError(
         status,
         str(error.get("code") or "http_error"),
-        str(error.get("message") or f"HTTP {status}"),
+        _redact(str(error.get("message") or f"HTTP {status}")),
         payload.get("request_id") if isinstance(payload, dict) else None,
         error.get("details"),
     )

@@ -30,8 +30,11 @@ describe('bad input gets a clear 4xx and changes nothing', () => {
     expectError(await score({ raw: JSON.stringify({ rollout: rollout('x'), metadata: METADATA }), headers: { 'content-type': 'text/plain' } }), 415, 'unsupported_media_type')
     expectError(await score({ raw: JSON.stringify({ rollout: rollout('x'), metadata: METADATA }) }), 415, 'unsupported_media_type')
 
-    const huge = JSON.stringify({ rollout: rollout('x', { output: 'y'.repeat(1024 * 1024 + 10) }), metadata: METADATA })
+    const huge = JSON.stringify({ rollout: rollout('x', { output: 'y'.repeat(4 * 1024 * 1024 + 10) }), metadata: METADATA })
     expectError(await score({ raw: huge, headers: { 'content-type': 'application/json' } }), 413, 'payload_too_large')
+    // Under the body limit but over the text limit: the schema names the field.
+    const long = JSON.stringify({ rollout: rollout('x', { output: 'y'.repeat(1024 * 1024 + 10) }), metadata: METADATA })
+    expectError(await score({ raw: long, headers: { 'content-type': 'application/json' } }), 400, 'invalid_request')
 
     expectError(await score({ body: { rollout: rollout('x'), metadata: METADATA, instance_id: 'no spaces allowed' } }), 400, 'invalid_request')
 

@@ -32,6 +32,8 @@ export interface WranglerDev {
   adminToken: string
   /** The last lines wrangler printed, for diagnosing a failure. */
   logs(): string
+  /** Everything wrangler and the Worker printed since the start (what an operator's log would hold). */
+  fullLog(): string
   /** Kills the whole process group and removes the state directory; safe to call twice. */
   stop(): Promise<void>
 }
@@ -41,8 +43,10 @@ export interface WranglerDev {
  * @example await startWranglerDev({ vars: { OPENAI_API_KEY: 'sk-test' } })
  */
 export interface WranglerDevOptions {
-  /** Extra `--var NAME:value` pairs (DEPLOYMENT and ADMIN_TOKEN are always set). */
+  /** Extra `--var NAME:value` pairs (ADMIN_TOKEN is always set). */
   vars?: Record<string, string>
+  /** `DEPLOYMENT`: `local` (the default: the default run and `/rm/*` open) or `production` (every route needs a token). */
+  deployment?: 'local' | 'production'
 }
 
 /**
@@ -87,13 +91,17 @@ process.once('exit', () => {
 
 async function launch(stateDir: string, port: number, options: WranglerDevOptions): Promise<WranglerDev> {
   const adminToken = `rh_e2e_admin_${randomBytes(16).toString('hex')}`
-  const vars = { ...options.vars, DEPLOYMENT: 'local', ADMIN_TOKEN: adminToken }
+  const vars = { DEPLOYMENT: options.deployment ?? 'local', ...options.vars, ADMIN_TOKEN: adminToken }
   const args = ['wrangler', 'dev', '--local', '--ip', '127.0.0.1', '--port', String(port), '--persist-to', stateDir]
   for (const [name, value] of Object.entries(vars)) args.push('--var', `${name}:${value}`)
   args.push('--show-interactive-dev-session=false')
 
   const child = spawn('npx', args, { cwd: ROOT, env: WRANGLER_ENV, detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
   const log = collectOutput(child)
+  const everything: string[] = []
+  child.stdout?.on('data', (chunk: Buffer) => everything.push(chunk.toString('utf8')))
+  child.stderr?.on('data', (chunk: Buffer) => everything.push(chunk.toString('utf8')))
+  const fullLog = () => everything.join('')
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
   live.set(child.pid!, stateDir)
   let stopped = false
@@ -117,7 +125,7 @@ async function launch(stateDir: string, port: number, options: WranglerDevOption
       async (response) => (await response.body?.cancel(), response.status === 200),
       () => false,
     )
-    if (healthy) return { baseUrl, adminToken, logs: log, stop }
+    if (healthy) return { baseUrl, adminToken, logs: log, fullLog, stop }
     await delay(PROBE_INTERVAL_MS)
   }
   await killGroup(child, exited)
