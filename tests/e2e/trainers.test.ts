@@ -4,6 +4,11 @@
  * single samples, batches, empty shards among several URLs, 64 at once, a failing judge (an error, never a 0),
  * OpenRLHF ≤ 0.9's whole batch in one request, and a run that advances its steps without `/complete`.
  */
+import { execFile } from 'node:child_process'
+import { mkdtemp, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { startLlmStub, type LlmStub } from '../support/llm-stub.ts'
 import { callJson } from './support/http.ts'
@@ -16,6 +21,8 @@ const RUBRICS = {
 }
 /** Waits shortened so a failing judge is seen in seconds; the sequence of tries is the trainer's own. */
 const QUICK = { retryWaitMs: 20, backoffScale: 0.001 }
+const run = promisify(execFile)
+const ROOT = path.join(import.meta.dirname, '../..')
 const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
 let dev: WranglerDev
@@ -164,6 +171,48 @@ describe('slime (--rm-type remote_rm --rm-url … --reward-key score)', () => {
       judgeFails = false
     }
   })
+})
+
+/** Runs a recipe through tests/e2e/support/trainer_harness.py the way its trainer calls it; the harness's JSON line. */
+async function harness(mode: 'verl-naive' | 'trl', recipe: string, input: unknown, url: string): Promise<any> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'rh-recipe-'))
+  const file = path.join(dir, mode === 'trl' ? 'batch.json' : 'samples.jsonl')
+  await writeFile(file, mode === 'trl' ? JSON.stringify(input) : (input as unknown[]).map((line) => JSON.stringify(line)).join('\n'))
+  const { stdout } = await run('python3', [path.join(ROOT, 'tests/e2e/support/trainer_harness.py'), mode, path.join(ROOT, 'clients/python/recipes', recipe), file], {
+    cwd: ROOT, timeout: 120_000, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', REWARD_HARNESS_URL: url },
+  })
+  return JSON.parse(stdout.trim().split('\n').at(-1)!)
+}
+
+describe('the Python recipes, called as verl and TRL call them', () => {
+  it('verl (naive manager, online rubrics): one compute_score per sample, the same keys for every sample', async () => {
+    const samples = Array.from({ length: 4 }, () => sample('verl')).map((s, i) => ({ data_source: 'math', solution_str: s.response, ground_truth: s.label, extra_info: { question: s.prompt, index: i } }))
+    const out = await harness('verl-naive', 'verl_online.py', samples, base)
+    expect(out.ok, JSON.stringify(out)).not.toBe(false)
+    expect(out.rewards).toEqual([0.7, 0.7, 0.7, 0.7])
+    expect(Object.keys(out.reward_extra_info).sort()).toEqual(['rubric_version', 'score'])
+  })
+
+  it('TRL: 32 completions in 4 groups with a 1 s judge, the groups scored at once; trainer_state.global_step is the step', async () => {
+    const prompts = Array.from({ length: 4 }, () => sample('trl').prompt)
+    const batch = {
+      prompts: prompts.flatMap((prompt) => Array.from({ length: 8 }, () => [{ role: 'user', content: prompt }])),
+      completions: prompts.flatMap((_, g) => Array.from({ length: 8 }, (_, i) => [{ role: 'assistant', content: `answer ${g}.${i}` }])),
+      global_step: 7,
+      max_steps: 100,
+    }
+    judgeLatencyMs = 1_000
+    try {
+      const out = await harness('trl', 'trl_reward.py', batch, base)
+      console.log(`TRL recipe: 32 completions in 4 groups, 1 s judge: ${out.wall_s} s`)
+      expect(out.rewards).toHaveLength(32)
+      expect(out.rewards.every((reward: number) => reward === 0.7)).toBe(true)
+      // One group alone takes ⌈8 ÷ 6⌉ judge latencies; four one after another would take 8 s or more.
+      expect(out.wall_s).toBeLessThan(6)
+    } finally {
+      judgeLatencyMs = 0
+    }
+  }, 60_000)
 })
 
 describe('steps without /complete', () => {

@@ -167,6 +167,13 @@ describe('a token in the path (/t/<token>/…), for clients that send no headers
     // Percent-encoding is undone, as it would be in a header.
     expect((await call('GET', `/t/${encodeURIComponent(run.token)}/run`)).status).toBe(200)
 
+    // A URL with credentials (`http://:<token>@host/…`) becomes Basic auth in requests and aiohttp: the token as password or user.
+    for (const credentials of [`:${run.token}`, `${run.token}:`]) {
+      const basic = await call('POST', '/compat/openrlhf', { body, headers: { authorization: `Basic ${btoa(credentials)}` } })
+      expect(basic.status, basic.text).toBe(200)
+    }
+    expectError(await call('POST', '/compat/openrlhf', { body, headers: { authorization: `Basic ${btoa(':rh_wrong')}` } }), 401, 'unauthorized')
+
     const wrong = await call('POST', `/t/rh_not-a-token/compat/openrlhf`, { body })
     expectError(wrong, 401, 'unauthorized')
     expect(wrong.text).not.toContain('rh_not-a-token')

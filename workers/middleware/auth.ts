@@ -50,14 +50,33 @@ export function bearerToken(header: string | undefined): string | undefined {
 }
 
 /**
+ * The token of an `Authorization: Basic …` header value: its password, else its user name. Python's requests and
+ * aiohttp send one for a URL with credentials (`https://:<token>@host/…`), which keeps the token out of the path.
+ * @example basicToken(`Basic ${btoa(':rh_abc')}`) // 'rh_abc'
+ */
+export function basicToken(header: string | undefined): string | undefined {
+  const encoded = header?.match(/^Basic\s+([A-Za-z0-9+/=]+)\s*$/i)?.[1]
+  if (!encoded) return undefined
+  let decoded: string
+  try {
+    decoded = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(Uint8Array.from(atob(encoded), (char) => char.charCodeAt(0)))
+  } catch {
+    return undefined
+  }
+  const colon = decoded.indexOf(':')
+  const [user, password] = colon < 0 ? [decoded, ''] : [decoded.slice(0, colon), decoded.slice(colon + 1)]
+  return password || user || undefined
+}
+
+/**
  * Who an `Authorization` header value speaks for (see `identifyCaller`); a token that is no known secret throws 401.
  * The dashboard calls it with the token of its login cookie, so both surfaces accept exactly the same tokens.
  * @example const principal = await principalFor(c.env, `Bearer ${token}`)
  */
 export async function principalFor(env: AppEnv['Bindings'], header: string | undefined): Promise<Principal> {
   if (!header) return { kind: 'anonymous' }
-  const token = bearerToken(header)
-  if (!token) throw new AppError('unauthorized', 'the Authorization header must be "Bearer <token>"')
+  const token = bearerToken(header) ?? basicToken(header)
+  if (!token) throw new AppError('unauthorized', 'the Authorization header must be "Bearer <token>" (or Basic with the token as user or password)')
   const known = knownTokens.get(token)
   if (known && known.adminToken === env.ADMIN_TOKEN && known.rmToken === env.RM_TOKEN) return known.principal
   const principal = await identifyToken(env, token)
