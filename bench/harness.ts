@@ -26,6 +26,7 @@ export const STUB_GRADE = 7
 
 /** The part of wrangler.toml the bench reads (wrangler's own Config type does not resolve here). */
 export interface WranglerConfig {
+  name?: string
   compatibility_date?: string
   compatibility_flags?: string[]
   migrations?: { new_sqlite_classes?: string[] }[]
@@ -195,6 +196,8 @@ export async function startBench(
     vars?: Record<string, string>
     /** Step jobs the local queue broker hands the consumer at once (it runs one batch at a time). */
     stepJobsPerBatch?: number
+    /** Leave out the Worker's service bindings to itself (JUDGE): a large batch is then judged in one invocation. */
+    withoutSelfBindings?: boolean
   },
 ): Promise<BenchServer> {
   const workerOptions = options.workerOptions ?? bundles.workerOptions
@@ -232,6 +235,8 @@ export async function startBench(
         modulesRoot: dirname(options.workerScript ?? bundles.workerScript),
         bindings: { ...workerOptions.bindings, ...options.vars, DEPLOYMENT: 'local', ADMIN_TOKEN: adminToken },
         ...(options.stepJobsPerBatch ? { queueConsumers: withBatchSize(workerOptions.queueConsumers, options.stepJobsPerBatch) } : {}),
+        // wrangler.toml binds the Worker to itself by its deployed name; here it is `app`.
+        serviceBindings: options.withoutSelfBindings ? {} : selfBindings(workerOptions.serviceBindings),
         // The rate limiter still runs on every request, but one bench client must never be refused.
         ratelimits: Object.fromEntries(Object.keys(workerOptions.ratelimits ?? {}).map((name) => [name, { simple: { limit: 1_000_000_000, period: 10 } }])),
         ...(loopback ? {} : { outboundService: options.stub === 'node' ? (options.outbound ?? nodeStub) : 'llm-stub' }),
@@ -265,6 +270,15 @@ export async function startBench(
       removeState()
     },
   }
+}
+
+/** Service bindings whose target is this Worker (by its wrangler name), pointed at `app`, the name it has here. */
+function selfBindings(bindings: WorkerOptions['serviceBindings']): WorkerOptions['serviceBindings'] {
+  const own = readWranglerConfig().name
+  return Object.fromEntries(Object.entries(bindings ?? {}).map(([binding, target]) => [
+    binding,
+    typeof target === 'object' && target !== null && 'name' in target && target.name === own ? { ...target, name: 'app' } : target,
+  ]))
 }
 
 const cleanups = new Set<() => void>()
@@ -634,7 +648,10 @@ export async function buildMetered(root: string, outDir: string): Promise<{ scri
 /** bench/metered-worker.ts with one metered export for each Durable Object class the tree at `root` exports. */
 function meteredEntryFor(root: string): string {
   const template = readFileSync(join(ROOT, 'bench/metered-worker.ts'), 'utf8')
-  const exported = [...readFileSync(join(root, 'workers/index.ts'), 'utf8').matchAll(/export \{ (\w+) \} from '\.\.\/durable-objects\//g)].map((match) => match[1]!)
+  const index = readFileSync(join(root, 'workers/index.ts'), 'utf8')
+  const exported = [...index.matchAll(/export \{ (\w+) \} from '\.\.\/durable-objects\//g)].map((match) => match[1]!)
   const lines = exported.map((name) => `export const ${name} = metered(classes.${name}!, '${BINDINGS[name] ?? name}')`)
+  // Entrypoints the Worker binds to itself (JUDGE), in trees that have them.
+  for (const [, name] of index.matchAll(/export \{ (\w+Entrypoint) \} from '\.\/scoring\//g)) lines.push(`export const ${name} = meteredEntrypoint(classes.${name}!, 'JUDGE')`)
   return template.replace(/\/\/ METERED-EXPORTS-START[\s\S]*\/\/ METERED-EXPORTS-END/, lines.join('\n'))
 }

@@ -37,7 +37,15 @@ interface Invocation {
   maxInFlight: number
   connections: number
   maxConnections: number
+  /** Subrequests waiting for one of the invocation's connections (only with a connection limit). */
+  waiting: (() => void)[]
 }
+
+/**
+ * Connections an invocation may hold at once; more wait, as on Cloudflare (6). 0: unlimited, as workerd runs locally.
+ * Set by the `BENCH_CONNECTION_LIMIT` var.
+ */
+let connectionLimit = 0
 
 /** The largest counts seen, per kind of invocation (`fetch /score`, `queue job`, `RUN_COORDINATOR.alarm`…). */
 const invocationUsage: Record<string, { invocations: number; maxSubrequests: number; maxInFlight: number; maxConnections: number }> = {}
@@ -49,7 +57,7 @@ const current = new AsyncLocalStorage<Invocation>()
  */
 function asInvocation<T>(kind: string, work: () => T, owner?: object): T {
   if (owner && current.getStore()?.owner === owner) return work()
-  const invocation: Invocation = { kind, owner, total: 0, inFlight: 0, maxInFlight: 0, connections: 0, maxConnections: 0 }
+  const invocation: Invocation = { kind, owner, total: 0, inFlight: 0, maxInFlight: 0, connections: 0, maxConnections: 0, waiting: [] }
   const fold = () => {
     const usage = (invocationUsage[kind] ??= { invocations: 0, maxSubrequests: 0, maxInFlight: 0, maxConnections: 0 })
     usage.invocations++
@@ -74,17 +82,26 @@ function thenSettled<T>(start: () => T, settled: () => void): T {
   return result
 }
 
-/** Counts one subrequest of the invocation it runs in, for as long as its promise is pending. */
+/**
+ * Counts one subrequest of the invocation it runs in, for as long as its promise is pending. With a connection limit,
+ * one that would hold a connection past it waits for one to close first.
+ */
 function subrequest<T>(start: () => T, holdsConnection: boolean): T {
   const invocation = current.getStore()
   if (!invocation) return start()
+  if (holdsConnection && connectionLimit > 0 && invocation.connections >= connectionLimit) {
+    return new Promise<void>((resolve) => invocation.waiting.push(resolve)).then(() => subrequest(start, holdsConnection)) as T
+  }
   invocation.total++
   invocation.inFlight++
   invocation.maxInFlight = Math.max(invocation.maxInFlight, invocation.inFlight)
   if (holdsConnection) invocation.maxConnections = Math.max(invocation.maxConnections, ++invocation.connections)
   return thenSettled(start, () => {
     invocation.inFlight--
-    if (holdsConnection) invocation.connections--
+    if (holdsConnection) {
+      invocation.connections--
+      invocation.waiting.shift()?.()
+    }
   })
 }
 
@@ -176,6 +193,20 @@ function meteredR2(bucket: Any): Any {
   })
 }
 
+/**
+ * A service binding: each call is a subrequest, counted as holding one of the caller's connections (Cloudflare does
+ * not say a service binding call is exempt, so the bench assumes the worst).
+ */
+function meteredService(service: Any): Any {
+  return new Proxy(service, {
+    get(target, property) {
+      const value = target[property]
+      if (typeof value !== 'function' || typeof property === 'symbol' || property === 'then') return bound(target, property)
+      return (...args: unknown[]) => subrequest(() => target[property](...args), true)
+    },
+  })
+}
+
 /** The environment, every binding wrapped by its shape; an Analytics Engine dataset that only counts when none is bound. */
 function meteredEnv(env: Any): Any {
   const wrapped: Any = {}
@@ -184,6 +215,7 @@ function meteredEnv(env: Any): Any {
     else if (value && typeof value === 'object' && typeof value.prepare === 'function' && typeof value.batch === 'function') wrapped[name] = meteredD1(value)
     else if (value && typeof value === 'object' && typeof value.sendBatch === 'function') wrapped[name] = meteredQueue(value)
     else if (value && typeof value === 'object' && typeof value.put === 'function' && typeof value.list === 'function') wrapped[name] = meteredR2(value)
+    else if (value && typeof value === 'object' && typeof value.fetch === 'function' && typeof value.connect === 'function') wrapped[name] = meteredService(value)
     else wrapped[name] = value
   }
   wrapped.TELEMETRY ??= { writeDataPoint: () => void usage.analyticsPoints++ }
@@ -261,6 +293,27 @@ function metered<T extends new (...args: any[]) => any>(Base: T, binding: string
   return Metered
 }
 
+/** A WorkerEntrypoint whose instances get the metered environment and each of whose calls is an invocation. */
+function meteredEntrypoint<T extends new (...args: any[]) => any>(Base: T, binding: string): T {
+  const Metered = class extends Base {
+    constructor(...args: any[]) {
+      const [ctx, env] = args
+      super(ctx, meteredEnv(env))
+    }
+  }
+  for (const name of Object.getOwnPropertyNames(Base.prototype)) {
+    const method = Base.prototype[name]
+    if (name === 'constructor' || typeof method !== 'function') continue
+    Object.defineProperty(Metered.prototype, name, {
+      value(this: object, ...args: unknown[]) {
+        usage.workerInvocations++
+        return asInvocation(`${binding}.${name}`, () => method.apply(this, args))
+      },
+    })
+  }
+  return Metered
+}
+
 const classes = project as unknown as Record<string, new (...args: any[]) => any>
 
 // The Durable Object classes of the tree being metered, each under its binding's name (bench/cost.ts writes these
@@ -270,12 +323,14 @@ export const RunCoordinator = metered(classes.RunCoordinator!, 'RUN_COORDINATOR'
 export const RubricInstance = metered(classes.RubricInstance!, 'RUBRIC_INSTANCE')
 export const LedgerShard = metered(classes.LedgerShard!, 'LEDGER')
 export const MemoryIndex = metered(classes.MemoryIndex!, 'MEMORY_INDEX')
+export const JudgeEntrypoint = meteredEntrypoint(classes.JudgeEntrypoint!, 'JUDGE')
 // METERED-EXPORTS-END
 
 const worker = project.default as unknown as { fetch: (...args: any[]) => Promise<Response>; queue?: (...args: any[]) => Promise<void> }
 
 export default {
   async fetch(request: Request, env: Any, ctx: ExecutionContext): Promise<Response> {
+    connectionLimit = Number(env.BENCH_CONNECTION_LIMIT ?? 0)
     const path = new URL(request.url).pathname
     if (path === '/__meter') return Response.json({ ...usage, invocations: invocationUsage })
     usage.workerInvocations++

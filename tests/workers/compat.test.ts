@@ -2,7 +2,7 @@ import { env } from 'cloudflare:workers'
 import { describe, expect, it, vi } from 'vitest'
 import type { LlmCallRecord } from '../../src/llm/index.ts'
 import type { ChunkOutcome } from '../../workers/scoring/fan-out.ts'
-import { DEFAULT_TRAINING_METADATA, groupAdvantages, promptText } from '../../workers/routes/compat.ts'
+import { DEFAULT_TRAINING_METADATA, groupAdvantages, promptText, responseOf } from '../../workers/routes/compat.ts'
 import { ADMIN_TOKEN, call, createRun, expectStatus, ledgerRows } from './helpers.ts'
 
 const RUBRICS = {
@@ -223,6 +223,18 @@ describe('helpers', () => {
     expect(groupAdvantages([])).toEqual([])
     const spread = groupAdvantages([0.1, 0.4, 0.7, 1])
     expect(spread.reduce((sum, value) => sum + value, 0)).toBeCloseTo(0, 12)
+  })
+
+  it('finds the response in an OpenRLHF query: after the prompt, after its tail when the head was truncated, without end-of-turn tokens', () => {
+    const prompt = '<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n'
+    expect(responseOf(`${prompt}2 + 2 = 4<|im_end|>`, prompt)).toBe('2 + 2 = 4')
+    expect(responseOf(`${prompt}4</s>`, prompt)).toBe('4')
+    // Left truncation cut the prompt's head in the query, not in `prompts`.
+    const long = `${'context '.repeat(100)}${prompt}`
+    expect(responseOf(`${long.slice(300)}4<|endoftext|>`, long)).toBe('4')
+    // A query that holds no trace of the prompt is judged whole.
+    expect(responseOf('just an answer', 'an unrelated prompt')).toBe('just an answer')
+    expect(responseOf('answer <|eot_id|>', '')).toBe('answer')
   })
 
   it('flattens chat prompts to text', () => {

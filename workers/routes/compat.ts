@@ -89,7 +89,7 @@ export const compatRoutes = new Hono<AppEnv>()
     const requests = await Promise.all(
       query.map(async (full, index) => {
         const prompt = prompts?.[index] ?? ''
-        const output = prompt !== '' && full.startsWith(prompt) ? full.slice(prompt.length) : full
+        const output = responseOf(full, prompt)
         return scoreRequest(`orlhf-${(await sha256Hex(full)).slice(0, 32)}`, prompt, output, labels?.[index], metadata, undefined, `query.${index}`)
       }),
     )
@@ -134,6 +134,28 @@ export const compatRoutes = new Hono<AppEnv>()
       request_id: c.get('requestId'),
     })
   })
+
+/** End-of-turn tokens OpenRLHF leaves in `query` (it decodes with special tokens kept): not part of the answer judged. */
+const TRAILING_SPECIAL_TOKENS = /(?:\s*(?:<\|(?:im_end|endoftext|eot_id|end|eom_id)\|>|<\/s>|<eos>|<end_of_turn>|<\uFF5Cend\u2581of\u2581sentence\uFF5C>))+\s*$/
+
+/**
+ * The response inside an OpenRLHF `query` (prompt + response as decoded): what follows the prompt, found at the start
+ * or, when tokenisation or left truncation changed the prompt's head, after the prompt's last 256 characters; the
+ * whole query when neither is found. Trailing end-of-turn tokens are dropped.
+ * @example responseOf('<|user|>2+2?<|assistant|>4<|im_end|>', '<|user|>2+2?<|assistant|>') // '4'
+ */
+export function responseOf(query: string, prompt: string): string {
+  let response = query
+  if (prompt !== '') {
+    if (query.startsWith(prompt)) response = query.slice(prompt.length)
+    else {
+      const tail = prompt.slice(-256)
+      const at = query.indexOf(tail)
+      if (at >= 0) response = query.slice(at + tail.length)
+    }
+  }
+  return response.replace(TRAILING_SPECIAL_TOKENS, '')
+}
 
 /**
  * GRPO advantages within one group: (s − mean) / (std + 1e-6), with the sample standard deviation (n − 1, as

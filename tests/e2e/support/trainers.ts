@@ -129,18 +129,26 @@ export async function openRlhfLegacy(
   return mergeLegacyAnswers(answers, queries.length, options.release ?? 'v0.9.0')
 }
 
-async function requestApiWrapper(url: string, data: unknown, options: OpenRlhfLegacyOptions): Promise<unknown> {
+function requestApiWrapper(url: string, data: unknown, options: OpenRlhfLegacyOptions): Promise<unknown> {
+  return withFlatRetries(() => requestsPostJson(url, pythonJson(data), options.timeoutMs ?? OPENRLHF_TIMEOUT_MS), 'Exception', options)
+}
+
+/**
+ * OpenRLHF's retry loop (both shapes): any failure is logged, then 1 s of sleep, the last try too; after the last,
+ * `errorType` ("Exception" up to v0.9.0, "RuntimeError" since).
+ */
+async function withFlatRetries(post: () => Promise<unknown>, errorType: string, options: OpenRlhfSampleOptions): Promise<unknown> {
   const tries = options.tries ?? OPENRLHF_TRIES
   const log = options.log ?? (() => {})
   for (let attempt = 0; attempt < tries; attempt++) {
     try {
-      return await requestsPostJson(url, pythonJson(data), options.timeoutMs ?? OPENRLHF_TIMEOUT_MS)
+      return await post()
     } catch (error) {
       log(`Request error, please check: ${describe(error)}`)
     }
     await sleep(options.retryWaitMs ?? OPENRLHF_RETRY_WAIT_MS)
   }
-  throw new TrainerError('Exception', `Request error for ${tries} times, returning None. Please check the API server.`)
+  throw new TrainerError(errorType, `Request error for ${tries} times, returning None. Please check the API server.`)
 }
 
 /** `requests.post(url, json=…, headers={"Content-Type": "application/json"}, timeout=…)`, `raise_for_status()`, `.json()`. */
@@ -292,18 +300,8 @@ export async function openRlhfSample(
   return { reward, scores: info.scores ?? reward, extraLogs, answers }
 }
 
-async function postWithFlatRetries(url: string, data: unknown, options: OpenRlhfSampleOptions): Promise<unknown> {
-  const tries = options.tries ?? OPENRLHF_TRIES
-  const log = options.log ?? (() => {})
-  for (let attempt = 0; attempt < tries; attempt++) {
-    try {
-      return await aiohttpPostJson(url, pythonJson(data), options.timeoutMs ?? OPENRLHF_TIMEOUT_MS)
-    } catch (error) {
-      log(`Request error, please check: ${describe(error)}`)
-    }
-    await sleep(options.retryWaitMs ?? OPENRLHF_RETRY_WAIT_MS)
-  }
-  throw new TrainerError('RuntimeError', `Request error for ${tries} times, returning None. Please check the API server.`)
+function postWithFlatRetries(url: string, data: unknown, options: OpenRlhfSampleOptions): Promise<unknown> {
+  return withFlatRetries(() => aiohttpPostJson(url, pythonJson(data), options.timeoutMs ?? OPENRLHF_TIMEOUT_MS), 'RuntimeError', options)
 }
 
 /**
