@@ -1,10 +1,11 @@
 /**
- * `npm run bench:batch [-- --items 1024 --baseline-items 256 --latency-ms 1000]`
+ * `npm run bench:batch [-- --items 1024 --baseline-items 256 --latency-ms 1000 --service-holds-connection true]`
  *
  * One OpenRLHF ≤ 0.9 request — the whole rollout batch, `--items` samples of 4 KB — against the Worker built behind
  * bench/metered-worker.ts with every invocation held to Cloudflare's 6 open connections (extra subrequests wait, as
- * there) and each service-binding call counted as holding one of its caller's connections (the worst case: the docs
- * do not say it is exempt). The judge answers after `--latency-ms`. Same run, fresh Miniflare each:
+ * there) and each service-binding call counted as holding one of its caller's connections (the worst case, the
+ * default: the docs do not say it is exempt; `--service-holds-connection false` for the other reading). The judge
+ * answers after `--latency-ms`. Same run, fresh Miniflare each:
  *   - `one invocation`: the Worker without its JUDGE binding, so the request judges everything itself;
  *   - `handed out`: JUDGE bound, so the request hands its judgements out in chunks, each an invocation of its own.
  * Printed per scenario: wall time, judge calls, the most judge calls in flight, and per invocation kind the most
@@ -29,9 +30,13 @@ function options() {
       'baseline-items': { type: 'string', default: '256' },
       'latency-ms': { type: 'string', default: '1000' },
       'sample-bytes': { type: 'string', default: '4096' },
+      'service-holds-connection': { type: 'string', default: 'true' },
     },
   })
-  return { items: Number(values.items), baselineItems: Number(values['baseline-items']), latencyMs: Number(values['latency-ms']), sampleBytes: Number(values['sample-bytes']) }
+  return {
+    items: Number(values.items), baselineItems: Number(values['baseline-items']), latencyMs: Number(values['latency-ms']), sampleBytes: Number(values['sample-bytes']),
+    serviceHoldsConnection: values['service-holds-connection'] !== 'false',
+  }
 }
 type Options = ReturnType<typeof options>
 
@@ -50,10 +55,10 @@ async function scenario(bundles: Bundles, built: Awaited<ReturnType<typeof build
   const stub = fixedLatencyStub(o.latencyMs)
   const server = await startBench(bundles, {
     stub: 'node', storage: 'memory', workerScript: built.script, workerOptions: built.workerOptions, migrationsDir: built.migrationsDir, outbound: stub.handle,
-    vars: { BENCH_CONNECTION_LIMIT: String(CONNECTION_LIMIT) }, withoutSelfBindings: !handedOut,
+    vars: { BENCH_CONNECTION_LIMIT: String(CONNECTION_LIMIT), BENCH_SERVICE_HOLDS_CONNECTION: String(o.serviceHoldsConnection) }, withoutSelfBindings: !handedOut,
   })
   try {
-    const config = { ...stubRunConfig(server.stubBaseUrl), agents: { default: { backend: 'mock' }, scorer: { backend: 'openai', base_url: server.stubBaseUrl, model: 'stub', max_attempts: 2, timeout_ms: 600_000 } } }
+    const config = { ...stubRunConfig(server.stubBaseUrl), agents: { default: { backend: 'mock' }, scorer: { backend: 'openai', base_url: server.stubBaseUrl, model: 'stub', max_attempts: 2, timeout_ms: 60_000 } } }
     const token = await createRun(server, 'batch', config)
     const body = openRlhfBody(items, o.sampleBytes, `${items}-${handedOut}`)
     const started = performance.now()
@@ -81,7 +86,7 @@ async function main(): Promise<void> {
     mkdirSync(join(tmp, 'build'))
     const bundles = await buildBundles(join(tmp, 'build'))
     const built = await buildMetered(ROOT, join(tmp, 'metered'))
-    console.log(`npm run bench:batch -- --items ${o.items} --baseline-items ${o.baselineItems} --latency-ms ${o.latencyMs} --sample-bytes ${o.sampleBytes}`)
+    console.log(`npm run bench:batch -- --items ${o.items} --baseline-items ${o.baselineItems} --latency-ms ${o.latencyMs} --sample-bytes ${o.sampleBytes} --service-holds-connection ${o.serviceHoldsConnection}`)
     const baseline = await scenario(bundles, built, o, o.baselineItems, false)
     const small = await scenario(bundles, built, o, o.baselineItems, true)
     const full = o.items === o.baselineItems ? small : await scenario(bundles, built, o, o.items, true)

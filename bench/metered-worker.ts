@@ -46,6 +46,8 @@ interface Invocation {
  * Set by the `BENCH_CONNECTION_LIMIT` var.
  */
 let connectionLimit = 0
+/** Whether a service-binding call holds one of its caller's connections (`BENCH_SERVICE_HOLDS_CONNECTION`, default yes). */
+let serviceHoldsConnection = true
 
 /** The largest counts seen, per kind of invocation (`fetch /score`, `queue job`, `RUN_COORDINATOR.alarm`…). */
 const invocationUsage: Record<string, { invocations: number; maxSubrequests: number; maxInFlight: number; maxConnections: number }> = {}
@@ -194,15 +196,15 @@ function meteredR2(bucket: Any): Any {
 }
 
 /**
- * A service binding: each call is a subrequest, counted as holding one of the caller's connections (Cloudflare does
- * not say a service binding call is exempt, so the bench assumes the worst).
+ * A service binding: each call is a subrequest, counted as holding one of the caller's connections unless
+ * `BENCH_SERVICE_HOLDS_CONNECTION` is `false` (Cloudflare does not say such a call is exempt: the worst case is the default).
  */
 function meteredService(service: Any): Any {
   return new Proxy(service, {
     get(target, property) {
       const value = target[property]
       if (typeof value !== 'function' || typeof property === 'symbol' || property === 'then') return bound(target, property)
-      return (...args: unknown[]) => subrequest(() => target[property](...args), true)
+      return (...args: unknown[]) => subrequest(() => target[property](...args), serviceHoldsConnection)
     },
   })
 }
@@ -211,11 +213,12 @@ function meteredService(service: Any): Any {
 function meteredEnv(env: Any): Any {
   const wrapped: Any = {}
   for (const [name, value] of Object.entries(env)) {
-    if (value && typeof value === 'object' && typeof value.getByName === 'function') wrapped[name] = meteredNamespace(value, name)
+    // A service binding first: one with an entrypoint is an RPC stub, on which every name (getByName too) is a method.
+    if (value && typeof value === 'object' && typeof value.fetch === 'function' && typeof value.connect === 'function') wrapped[name] = meteredService(value)
+    else if (value && typeof value === 'object' && typeof value.getByName === 'function') wrapped[name] = meteredNamespace(value, name)
     else if (value && typeof value === 'object' && typeof value.prepare === 'function' && typeof value.batch === 'function') wrapped[name] = meteredD1(value)
     else if (value && typeof value === 'object' && typeof value.sendBatch === 'function') wrapped[name] = meteredQueue(value)
     else if (value && typeof value === 'object' && typeof value.put === 'function' && typeof value.list === 'function') wrapped[name] = meteredR2(value)
-    else if (value && typeof value === 'object' && typeof value.fetch === 'function' && typeof value.connect === 'function') wrapped[name] = meteredService(value)
     else wrapped[name] = value
   }
   wrapped.TELEMETRY ??= { writeDataPoint: () => void usage.analyticsPoints++ }
@@ -331,6 +334,7 @@ const worker = project.default as unknown as { fetch: (...args: any[]) => Promis
 export default {
   async fetch(request: Request, env: Any, ctx: ExecutionContext): Promise<Response> {
     connectionLimit = Number(env.BENCH_CONNECTION_LIMIT ?? 0)
+    serviceHoldsConnection = env.BENCH_SERVICE_HOLDS_CONNECTION !== 'false'
     const path = new URL(request.url).pathname
     if (path === '/__meter') return Response.json({ ...usage, invocations: invocationUsage })
     usage.workerInvocations++
