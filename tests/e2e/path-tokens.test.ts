@@ -81,6 +81,25 @@ describe('a token in the path, in production', () => {
     expect(wrong.stdout).not.toContain(WRONG_TOKEN)
   })
 
+  it('verl with the deployed-artifact recipe, the RM token in REWARD_HARNESS_URL: one /rm score per sample, the same keys each', async () => {
+    const samplesFile = path.join(await mkdtemp(path.join(tmpdir(), 'rh-verl-')), 'samples.jsonl')
+    const samples = [
+      { data_source: 'math', solution_str: '2 + 2 = 4', ground_truth: '4', extra_info: { prompt_id: 'p_math', question: 'What is 2+2?', index: 0 } },
+      { data_source: 'chat', solution_str: 'Blue.', ground_truth: '', extra_info: { question: 'Name a colour.', index: 1 } },
+    ]
+    await writeFile(samplesFile, samples.map((line) => JSON.stringify(line)).join('\n'))
+    const { stdout } = await run('python3', [path.join(ROOT, 'tests/e2e/support/trainer_harness.py'), 'verl-naive', path.join(ROOT, 'clients/python/recipes/verl_artifact.py'), samplesFile], {
+      cwd: ROOT, timeout: 60_000, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', REWARD_HARNESS_URL: `${dev.baseUrl}/t/${RM_TOKEN}`, REWARD_HARNESS_TARGET: 'prod' },
+    })
+    const out = JSON.parse(stdout.trim().split('\n').at(-1)!)
+    expect(out.rewards).toHaveLength(2)
+    for (const reward of out.rewards) expect(reward >= 0 && reward <= 1).toBe(true)
+    expect(out.rewards[0]).toBeGreaterThan(0)
+    expect(Object.keys(out.reward_extra_info).sort()).toEqual(['fallback_rubric', 'score'])
+    // The unknown prompt id fell back to the artifact's __default__ rubric.
+    expect(out.reward_extra_info.fallback_rubric).toEqual([0, 1])
+  })
+
   it('the Worker prints no token, right or wrong; only the dev server\'s access log shows request paths', async () => {
     const lines = dev.fullLog().split('\n')
     // wrangler dev's own access log (`[wrangler:info] POST /t/…/compat/openrlhf 200 OK`) echoes each path, as a

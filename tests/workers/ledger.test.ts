@@ -130,6 +130,18 @@ describe('bounded storage', () => {
 })
 
 describe('POST /score/batch', () => {
+  it('answers an empty batch with empty results, and a batch over 8,192 items with a 400 that says how to split', async () => {
+    const run = await createRun(RUBRICS)
+    const empty = await call('POST', '/score/batch', { token: run.token, body: { items: [] } })
+    expect(empty.status, empty.text).toBe(200)
+    expect(empty.json.results).toEqual([])
+    const items = Array.from({ length: 8_193 }, (_, i) => ({ rollout: rollout(`cap-${i}`), metadata: METADATA }))
+    const over = await call('POST', '/score/batch', { token: run.token, body: { items } })
+    expect(over.status, over.text.slice(0, 300)).toBe(400)
+    expect(over.json.error.message).toMatch(/at most 8192 items per request: send the rest in another/)
+    expect(await ledgerRows(run.runId)).toBe(0)
+  })
+
   it('answers every item in order, one failed judgement failing only its item, and a retried batch costs no model call for what was recorded', async () => {
     let judged = 0
     const realFetch = globalThis.fetch

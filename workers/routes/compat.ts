@@ -72,8 +72,9 @@ export const GroupRequest = z.object({
  *   rubric_version (the oldest any response was scored on), rubric_versions[], rollout_ids[], instance_id, run_id,
  *   request_id}` with GRPO advantages; identical responses share one rollout id (and so one score).
  * Every route takes an optional partial `metadata`; the rest comes from {@link DEFAULT_TRAINING_METADATA}.
- * OpenRLHF and slime send no Authorization header: outside local development point them at a run with
- * `access: "open"` (`/runs/<id>/compat/…`).
+ * OpenRLHF and slime send no Authorization header: they carry the run token in the path (`/t/<token>/runs/<id>/compat/…`).
+ * None of them sends a step: their steps close by the run's idle gap (`close_after_idle_s`) unless a body's
+ * `metadata.current_step` moves on.
  * @example runApi.route('/', compatRoutes) // also serves /runs/<id>/compat/openrlhf
  */
 export const compatRoutes = new Hono<AppEnv>()

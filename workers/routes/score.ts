@@ -13,7 +13,7 @@ import { recordTelemetry } from '../telemetry/index.ts'
  * The body of `POST /score/batch`: `/score` bodies, scored together.
  * @example ScoreBatchRequest.parse({ items: [{ rollout: { id: 'r1', input: 'Q', output: 'A' }, metadata }] })
  */
-export const ScoreBatchRequest = z.object({ items: z.array(ScoreRequest).min(1).max(MAX_BATCH_ITEMS, `at most ${MAX_BATCH_ITEMS} items per request: send the rest in another`) })
+export const ScoreBatchRequest = z.object({ items: z.array(ScoreRequest).max(MAX_BATCH_ITEMS, `at most ${MAX_BATCH_ITEMS} items per request: send the rest in another`) })
 
 /**
  * `POST /score` — grade one rollout against its instance's current rubrics.
@@ -37,6 +37,7 @@ export const scoreRoute = new Hono<AppEnv>()
   .post('/score/batch', jsonBody(ScoreBatchRequest), async (c) => {
     const run = c.get('run')
     const requestId = c.get('requestId')
+    if (c.get('body').items.length === 0) return c.json({ results: [], request_id: requestId })
     const models = requestModels(c.env, run.config)
     const outcomes = await scoreRollouts({ env: c.env, run, scorer: models.forRole('scorer'), calls: models.calls, requestId }, c.get('body').items, { lookupFirst: true })
     const scores = outcomes.flatMap((outcome) => (outcome.ok ? [outcome.result] : []))
