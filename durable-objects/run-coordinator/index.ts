@@ -102,8 +102,11 @@ export class RunCoordinator extends DurableObject<Env> {
   private config: RunConfig | undefined
   /** When a shard last reported rollouts of the collecting step; only the idle close reads it, so memory is enough. */
   private lastRolloutAt = Date.now()
-  /** The idle-close alarm this object has set, so reports do not set it again. */
-  private idleAlarmAt: number | undefined
+  /**
+   * While the alarm handler runs: the alarm set since it began, if any. Storage still reports the running alarm then,
+   * and that one is gone once the handler returns, so it must not count as pending.
+   */
+  private alarmRun: { setFor: number | undefined } | undefined
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env)
@@ -129,9 +132,9 @@ export class RunCoordinator extends DurableObject<Env> {
       }
       this.sql.exec('UPDATE steps SET trainer_step = max(coalesce(trainer_step, ?), ?) WHERE step = ?', trainerStep, trainerStep, step)
     }
-    this.noteRollouts(config)
     const closes = shardStep < 0 ? [] : this.missedCloses(instanceId, shard, shardStep)
     this.sql.exec('INSERT OR IGNORE INTO step_shards (step, instance_id, shard, tally) VALUES (?, ?, ?, ?)', step, instanceId, shard, JSON.stringify(emptyTally()))
+    await this.noteRollouts(config)
     return { step, closes }
   }
 
@@ -150,7 +153,7 @@ export class RunCoordinator extends DurableObject<Env> {
          ON CONFLICT (step, instance_id, shard) DO UPDATE SET tally = excluded.tally`,
         report.step, report.instanceId, report.shard, JSON.stringify(report.tally),
       )
-      if (report.tally.rollouts > 0) this.noteRollouts(config)
+      if (report.tally.rollouts > 0) await this.noteRollouts(config)
       if (config.rollouts_per_step !== null) this.closeByCount(config.rollouts_per_step, { instanceId: report.instanceId, shard: report.shard })
     }
     return { step: this.collectingStep(), closes: this.missedCloses(report.instanceId, report.shard, report.step) }
@@ -171,6 +174,9 @@ export class RunCoordinator extends DurableObject<Env> {
   /** Where the run stands (or where `step` stands), without waiting. */
   async status(runId: string, step?: number): Promise<RubricStatus> {
     const config = await this.runConfig(runId)
+    // An idle close is due by its alarm; a read re-arms it should it ever have been lost (no write when it is set).
+    const idleDeadline = this.idleDeadline(config)
+    if (idleDeadline !== undefined) await this.alarmBy(idleDeadline)
     const reported = step === undefined ? this.reportedStep() : this.stepRow(step)
     const instances = reported ? this.stepInstances(reported) : []
     const outcomes = instances.flatMap((instance) => (instance.update ? [instance.update] : []))
@@ -270,10 +276,18 @@ export class RunCoordinator extends DurableObject<Env> {
    * again: closes and step jobs are idempotent.
    */
   override async alarm(): Promise<void> {
+    this.alarmRun = { setFor: undefined }
+    try {
+      await this.runAlarm()
+    } finally {
+      this.alarmRun = undefined
+    }
+  }
+
+  private async runAlarm(): Promise<void> {
     const runId = this.meta.get('run_id')
     if (!runId) return
     const config = await this.runConfig(runId)
-    this.idleAlarmAt = undefined
     const idleDeadline = this.idleDeadline(config)
     if (idleDeadline !== undefined && Date.now() >= idleDeadline) this.closeStep(this.collectingStep(), 'idle')
     await this.tellShards(runId)
@@ -299,19 +313,26 @@ export class RunCoordinator extends DurableObject<Env> {
     const unfinished = this.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM steps WHERE status IN ('closing', 'updating')`).one().n
     const next = Math.min(unfinished > 0 ? now + STEP_WATCHDOG_MS : Infinity, this.idleDeadline(config) ?? Infinity)
     // A close during this run has set an earlier alarm: the watchdog must not push it back.
-    if (next !== Infinity && (await this.ctx.storage.getAlarm()) === null) {
-      await this.ctx.storage.setAlarm(next)
-      this.idleAlarmAt = next
-    }
+    if (next !== Infinity) await this.alarmBy(next)
   }
 
-  /** Rollouts of the collecting step arrived: the idle gap starts again, and an alarm will look at it. */
-  private noteRollouts(config: RunConfig): void {
+  /**
+   * Rollouts of the collecting step arrived: the idle gap starts again, and an alarm is pending by its end (an earlier
+   * one looks again and moves on; the gap only ever ends later).
+   */
+  private async noteRollouts(config: RunConfig): Promise<void> {
     this.lastRolloutAt = Date.now()
     const deadline = this.idleDeadline(config)
-    if (deadline === undefined || this.idleAlarmAt !== undefined) return
-    this.idleAlarmAt = deadline
-    void this.ctx.storage.getAlarm().then((at) => (at === null || at > deadline ? this.ctx.storage.setAlarm(deadline) : undefined))
+    if (deadline !== undefined) await this.alarmBy(deadline)
+  }
+
+  /** An alarm at `at` unless one is already set for then or sooner (each setAlarm is a billed row write). */
+  private async alarmBy(at: number): Promise<void> {
+    const run = this.alarmRun
+    const pending = run ? run.setFor : await this.ctx.storage.getAlarm()
+    if (pending !== undefined && pending !== null && pending <= at) return
+    if (run) run.setFor = at
+    await this.ctx.storage.setAlarm(at)
   }
 
   /** When the collecting step closes for want of rollouts, if the run closes by idle gap and the step has any. */
@@ -354,7 +375,7 @@ export class RunCoordinator extends DurableObject<Env> {
     this.noteVersion(outcome.rubric_version)
     const next = this.sql.exec<{ n: number }>('SELECT count(*) AS n FROM step_instances WHERE instance_id = ? AND step > ? AND updated = 0', instanceId, step).one().n
     // The instance's next step update was held back for this one: send it now, not at the watchdog.
-    if (changed > 0 && next > 0) await this.ctx.storage.setAlarm(Date.now())
+    if (changed > 0 && next > 0) await this.alarmBy(Date.now())
     const remaining = this.sql.exec<{ n: number }>('SELECT count(*) AS n FROM step_instances WHERE step = ? AND updated = 0', step).one().n
     if (remaining === 0) this.stepDone(step)
     return { stepUpdated: remaining === 0 }
@@ -404,7 +425,7 @@ export class RunCoordinator extends DurableObject<Env> {
       this.meta.set('collecting_step', step + 1)
       this.openCollectingStep()
     })
-    void this.ctx.storage.setAlarm(Date.now())
+    void this.alarmBy(Date.now())
   }
 
   /** Tells every shard of a closing step that has not confirmed yet; a step whose shards all know starts updating. */
@@ -440,7 +461,7 @@ export class RunCoordinator extends DurableObject<Env> {
       if (this.shardRows(step).some((row) => row.acked === 0)) {
         if (budget > 0) continue
         // The rest in the next alarm, at once.
-        await this.ctx.storage.setAlarm(Date.now())
+        await this.alarmBy(Date.now())
         break
       }
       this.startUpdates(step)

@@ -227,7 +227,7 @@ describe('steps without /complete', () => {
       expect(rewards).toHaveLength(16)
       if (step === 3) break
       // The trainer trains: no rollout for longer than the gap; the step closes and its update runs.
-      await vi.waitFor(async () => expect(await status()).toMatchObject({ step, status: 'updated', closed_by: 'idle' }), { timeout: 30_000, interval: 200 })
+      await vi.waitFor(async () => expect(await status()).toMatchObject({ step, status: 'updated', closed_by: 'idle' }), { timeout: 60_000, interval: 200 })
     }
     const last = await vi.waitFor(async () => {
       const now = await status()
@@ -236,5 +236,5 @@ describe('steps without /complete', () => {
     }, { timeout: 10_000, interval: 100 })
     expect(last.closes_when).toMatch(/after 2 s without a new rollout/)
     expect(last.rubric_version).toBeGreaterThanOrEqual(2)
-  }, 120_000)
+  }, 300_000)
 })

@@ -129,6 +129,37 @@ describe('bounded storage', () => {
   })
 })
 
+describe('steps without /complete', () => {
+  it('a rollout of a later metadata.current_step closes the step (closed_by step_advance) and opens the next with it', async () => {
+    const run = await createRun(RUBRICS)
+    for (const id of ['adv-0', 'adv-1']) expect((await call('POST', '/score', { token: run.token, body: { rollout: rollout(id), metadata: { ...METADATA, current_step: 4 } } })).status).toBe(200)
+    const status = await expectStatus(run.token, { step: 0, status: 'collecting', rollouts: 2 })
+    expect(status.closes_when).toContain('metadata.current_step is past 4')
+    // Same step again: nothing closes.
+    expect((await call('POST', '/score', { token: run.token, body: { rollout: rollout('adv-2'), metadata: { ...METADATA, current_step: 4 } } })).status).toBe(200)
+    const next = await call('POST', '/score', { token: run.token, body: { rollout: rollout('adv-3'), metadata: { ...METADATA, current_step: 5 } } })
+    expect(next.json.step).toBe(1)
+    await expectStatus(run.token, { step: 1, status: 'collecting', rollouts: 1 })
+    // Step 0 kept the three rollouts of trainer step 4, and its update ran.
+    await vi.waitFor(async () => {
+      const timeline = await runInDurableObject(env.RUN_COORDINATOR.getByName(coordinatorName(run.runId)), (instance) => (instance as unknown as { timeline(): Promise<{ step: number; rollouts: number; status: string }[]> }).timeline())
+      expect(timeline.map((entry) => [entry.step, entry.rollouts, entry.status])).toEqual([[0, 3, 'updated'], [1, 1, 'collecting']])
+    }, { timeout: 10_000, interval: 100 })
+  })
+
+  it('a step with no rollout for close_after_idle_s closes on its own (closed_by idle) and its update runs', async () => {
+    const run = await createRun({ ...RUBRICS, close_after_idle_s: 1 })
+    for (const id of ['idle-0', 'idle-1']) expect((await call('POST', '/score', { token: run.token, body: { rollout: rollout(id), metadata: METADATA } })).status).toBe(200)
+    await vi.waitFor(async () => expect((await call('GET', '/rubric_status', { token: run.token })).json).toMatchObject({ step: 0, status: 'updated', closed_by: 'idle', rollouts: 2 }), { timeout: 15_000, interval: 100 })
+    // A run that closes by count never closes by idle gap or step advance.
+    const counted = await createRun({ ...RUBRICS, rollouts_per_step: 10, close_after_idle_s: 1 })
+    expect((await call('POST', '/score', { token: counted.token, body: { rollout: rollout('count-0'), metadata: { ...METADATA, current_step: 1 } } })).status).toBe(200)
+    expect((await call('POST', '/score', { token: counted.token, body: { rollout: rollout('count-1'), metadata: { ...METADATA, current_step: 2 } } })).status).toBe(200)
+    await new Promise((resolve) => setTimeout(resolve, 1_500))
+    await expectStatus(counted.token, { step: 0, status: 'collecting', rollouts: 2 })
+  })
+})
+
 describe('POST /score/batch', () => {
   it('answers an empty batch with empty results, and a batch over 8,192 items with a 400 that says how to split', async () => {
     const run = await createRun(RUBRICS)
