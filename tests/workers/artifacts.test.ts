@@ -244,6 +244,22 @@ describe('deployments and the RM surface', () => {
     expect(other.score).toBeLessThan(ok.score)
   })
 
+  it('batch_score of 60 items: scored in chunks handed to other invocations, in order, each as /score scores it alone', async () => {
+    const { target } = await deployed({ note: 'batch-60', withDefault: false })
+    const items = Array.from({ length: 60 }, (_, i) =>
+      i === 30 ? { prompt_id: 'p_math', candidate: 'not an object' } : { prompt_id: 'p_math', prompt: 'What is 2+2?', candidate: { candidate_id: `c${i}`, text: i % 2 ? MOCK_SOLUTION : `${i}` } })
+    const res = await call('POST', `/rm/${target}/batch_score`, { body: { items } })
+    expect(res.status, res.text.slice(0, 300)).toBe(200)
+    expect(res.json.results.map((r: { index: number }) => r.index)).toEqual(items.map((_, i) => i))
+    expect(res.json.results[30]).toMatchObject({ ok: false, error_code: 'invalid_request' })
+    const alone = (await score(target, 'p_math')).json.score
+    for (const [i, result] of res.json.results.entries()) {
+      if (i === 30) continue
+      expect(result).toMatchObject({ ok: true, candidate_id: `c${i}` })
+      if (i % 2) expect(result.score).toBe(alone)
+    }
+  })
+
   it('second deploy records the first as previous; rollback re-activates it at once and is recorded; history is newest first', async () => {
     const target = freshTarget()
     const first = await uploaded({ note: 'first' })

@@ -9,6 +9,7 @@ import { ArtifactScorer, RmScoreRequest } from '../artifacts/score.ts'
 import { activeDeployment, loadArtifact, type StoredDeployment } from '../artifacts/store.ts'
 import type { AppEnv, Env } from '../env.ts'
 import { requireRmAccess } from '../middleware/auth.ts'
+import { chunksOf, LOCAL_JUDGEMENTS } from '../scoring/fan-out.ts'
 import { jsonBody } from '../middleware/json-body.ts'
 
 /** Most items one `batch_score` request may carry. */
@@ -40,7 +41,8 @@ export const RmBatchRequest = z.object({ items: z.array(z.unknown()).max(MAX_BAT
  *   request with images 400 `invalid_request` (it grades text only).
  * - `POST /rm/<target>/batch_score` `{items: […]}` → `{request_id, artifact_id, results, latency_ms}`, where each
  *   result is `{index, ok: true, …score fields, latency_ms}` or `{index, ok: false, prompt_id, candidate_id,
- *   error_code, error_message, latency_ms}`: one failing item never fails the batch.
+ *   error_code, error_message, latency_ms}`: one failing item never fails the batch; more than a few items are scored
+ *   in chunks handed to other invocations of this Worker (`scoreRmBatch`).
  * Access: open under `DEPLOYMENT=local`; otherwise the admin token or the `RM_TOKEN` secret.
  * @example app.route('/rm/:target', rmRoutes)
  */
@@ -69,27 +71,70 @@ export const rmRoutes = new Hono<AppEnv>()
   .post('/batch_score', jsonBody(RmBatchRequest), async (c) => {
     const started = Date.now()
     const { deployment, artifact } = await servingArtifact(c.env, c.req.param('target'))
-    const scorer = scorerFor(c.env, artifact, deployment)
     const requestId = c.get('requestId')
-    const results = await Promise.all(
-      c.get('body').items.map(async (raw, index) => {
-        const itemStarted = Date.now()
-        const ids = idsOf(raw)
-        const parsed = RmScoreRequest.safeParse(raw)
-        if (!parsed.success) {
-          const problems = parsed.error.issues.slice(0, 3).map((issue) => `${issue.path.join('.') || '(item)'}: ${issue.message}`).join('; ')
-          return { index, ok: false, ...ids, error_code: 'invalid_request', error_message: `the item does not match the expected shape — ${problems}`, latency_ms: elapsed(itemStarted) }
-        }
-        try {
-          return { index, ok: true, ...(await scorer.score(parsed.data)), latency_ms: elapsed(itemStarted) }
-        } catch (error) {
-          const { code, message } = itemError(error, requestId)
-          return { index, ok: false, ...ids, error_code: code, error_message: message, latency_ms: elapsed(itemStarted) }
-        }
-      }),
-    )
+    const items = c.get('body').items.map((raw, index) => ({ index, raw }))
+    const results = await scoreRmBatch(c.env, { deployment, requestId, items }, artifact)
     return c.json({ request_id: requestId, artifact_id: artifact.artifact_id, results, latency_ms: elapsed(started) })
   })
+
+/** Items of one `batch_score`, with the deployment that serves them: what a handed-out chunk carries. */
+export interface RmChunk {
+  deployment: StoredDeployment
+  requestId: string
+  items: { index: number; raw: unknown }[]
+}
+
+/**
+ * Scores a `batch_score`'s items in order, each failing alone: in this invocation when they are few, else in chunks
+ * handed to other invocations of this Worker (`JUDGE.scoreRm`), each with its own 6 connections, as `/score/batch`
+ * does; a chunk whose invocation fails is scored here.
+ * @example const results = await scoreRmBatch(env, { deployment, requestId, items }, artifact)
+ */
+export async function scoreRmBatch(env: Env, chunk: RmChunk, artifact: AnyRmArtifact): Promise<object[]> {
+  const here = (part: RmChunk['items']) => {
+    const scorer = scorerFor(env, artifact, chunk.deployment)
+    return Promise.all(part.map(({ index, raw }) => scoreRmItem(scorer, index, raw, chunk.requestId)))
+  }
+  const judge = env.JUDGE
+  if (!judge || chunk.items.length <= LOCAL_JUDGEMENTS) return here(chunk.items)
+  const parts = await Promise.all(chunksOf(chunk.items).map(async (part) => {
+    try {
+      return (await judge.scoreRm({ ...chunk, items: part })) as object[]
+    } catch (error) {
+      console.error(`[${chunk.requestId}] a handed-out batch_score chunk of ${part.length} failed; scoring it here`, error)
+      return here(part)
+    }
+  }))
+  return parts.flat()
+}
+
+/**
+ * Scores a chunk handed out by `scoreRmBatch` with the deployment's artifact (by id, so a deploy meanwhile changes
+ * nothing): the `JUDGE.scoreRm` entrypoint.
+ * @example const results = await scoreRmChunk(env, chunk)
+ */
+export async function scoreRmChunk(env: Env, chunk: RmChunk): Promise<object[]> {
+  const artifact = await loadArtifact(env.DB, chunk.deployment.artifact_id)
+  if (!artifact) throw new Error(`the artifact ${chunk.deployment.artifact_id} is not stored`)
+  const scorer = scorerFor(env, artifact, chunk.deployment)
+  return Promise.all(chunk.items.map(({ index, raw }) => scoreRmItem(scorer, index, raw, chunk.requestId)))
+}
+
+async function scoreRmItem(scorer: ReturnType<typeof scorerFor>, index: number, raw: unknown, requestId: string): Promise<object> {
+  const itemStarted = Date.now()
+  const ids = idsOf(raw)
+  const parsed = RmScoreRequest.safeParse(raw)
+  if (!parsed.success) {
+    const problems = parsed.error.issues.slice(0, 3).map((issue) => `${issue.path.join('.') || '(item)'}: ${issue.message}`).join('; ')
+    return { index, ok: false, ...ids, error_code: 'invalid_request', error_message: `the item does not match the expected shape — ${problems}`, latency_ms: elapsed(itemStarted) }
+  }
+  try {
+    return { index, ok: true, ...(await scorer.score(parsed.data)), latency_ms: elapsed(itemStarted) }
+  } catch (error) {
+    const { code, message } = itemError(error, requestId)
+    return { index, ok: false, ...ids, error_code: code, error_message: message, latency_ms: elapsed(itemStarted) }
+  }
+}
 
 /** The target's active deployment and its artifact; 503 `no_active_artifact` when nothing is deployed there. */
 async function servingArtifact(env: Env, rawTarget: string | undefined): Promise<{ deployment: StoredDeployment; artifact: AnyRmArtifact }> {
