@@ -12,11 +12,8 @@
  * subrequests and connections; then the ratio of the two at `--baseline-items` (a full baseline of 1,024 would take
  * about 1,024 ÷ 6 latencies).
  */
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { buildBundles, buildMetered, createRun, onInterrupt, ROOT, startBench, stubRunConfig, type Bundles } from './harness.ts'
+import { buildMetered, createRun, startBench, stubRunConfig, withMeteredBuild, type Bundles } from './harness.ts'
 import { fixedLatencyStub } from './step-blocking.ts'
 
 const CONNECTION_LIMIT = 6
@@ -80,22 +77,14 @@ async function scenario(bundles: Bundles, built: Awaited<ReturnType<typeof build
 
 async function main(): Promise<void> {
   const o = options()
-  const tmp = mkdtempSync(join(tmpdir(), 'rh-bench-batch-'))
-  const forget = onInterrupt(() => rmSync(tmp, { recursive: true, force: true }))
-  try {
-    mkdirSync(join(tmp, 'build'))
-    const bundles = await buildBundles(join(tmp, 'build'))
-    const built = await buildMetered(ROOT, join(tmp, 'metered'))
+  await withMeteredBuild('rh-bench-batch-', async (bundles, built) => {
     console.log(`npm run bench:batch -- --items ${o.items} --baseline-items ${o.baselineItems} --latency-ms ${o.latencyMs} --sample-bytes ${o.sampleBytes} --service-holds-connection ${o.serviceHoldsConnection}`)
     const baseline = await scenario(bundles, built, o, o.baselineItems, false)
     const small = await scenario(bundles, built, o, o.baselineItems, true)
     const full = o.items === o.baselineItems ? small : await scenario(bundles, built, o, o.items, true)
     console.log(`\n${o.baselineItems} samples: one invocation ${baseline.toFixed(1)} s, handed out ${small.toFixed(1)} s: ${(baseline / small).toFixed(1)}× faster`)
     console.log(`${o.items} samples handed out: ${full.toFixed(1)} s (OpenRLHF waits ${TRAINER_TIMEOUT_S} s; one invocation would need about ${((o.items / CONNECTION_LIMIT) * o.latencyMs / 1_000).toFixed(0)} s)`)
-  } finally {
-    forget()
-    rmSync(tmp, { recursive: true, force: true })
-  }
+  })
 }
 
 await main()

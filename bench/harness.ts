@@ -5,7 +5,7 @@
  */
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { request as httpRequest } from 'node:http'
 import { dirname, join } from 'node:path'
@@ -643,6 +643,24 @@ export async function buildMetered(root: string, outDir: string): Promise<{ scri
   rmSync(join(root, 'bench/metered-worker.bench-copy.ts'))
   const { workerOptions } = unstable_getMiniflareWorkerOptions(join(root, 'wrangler.toml'))
   return { script: join(outDir, 'metered-worker.bench-copy.js'), workerOptions: workerOptions as WorkerOptions, migrationsDir: join(root, 'migrations') }
+}
+
+/**
+ * Builds this tree's bundles and its metered Worker in a temporary directory, runs `work` with them, and removes the
+ * directory afterwards (also on Ctrl-C).
+ * @example await withMeteredBuild('rh-bench-step-', async (bundles, built) => { … })
+ */
+export async function withMeteredBuild<T>(prefix: string, work: (bundles: Bundles, built: Awaited<ReturnType<typeof buildMetered>>) => Promise<T>): Promise<T> {
+  const tmp = mkdtempSync(join(tmpdir(), prefix))
+  const forget = onInterrupt(() => rmSync(tmp, { recursive: true, force: true }))
+  try {
+    mkdirSync(join(tmp, 'build'))
+    const bundles = await buildBundles(join(tmp, 'build'))
+    return await work(bundles, await buildMetered(ROOT, join(tmp, 'metered')))
+  } finally {
+    forget()
+    rmSync(tmp, { recursive: true, force: true })
+  }
 }
 
 /** bench/metered-worker.ts with one metered export for each Durable Object class the tree at `root` exports. */

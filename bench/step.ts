@@ -17,11 +17,8 @@
  * at once; the bench lets it hand over `--jobs-per-batch` (16) step jobs per batch and meters each job as the
  * invocation it is on Cloudflare (`max_batch_size = 1`).
  */
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { buildBundles, buildMetered, createRun, onInterrupt, percentile, ROOT, startBench, stubRunConfig, type BenchServer, type Bundles } from './harness.ts'
+import { buildMetered, createRun, percentile, startBench, stubRunConfig, withMeteredBuild, type BenchServer, type Bundles } from './harness.ts'
 import { fixedLatencyStub, type LlmStubCounter } from './step-blocking.ts'
 
 /** Cloudflare's per-invocation limits the counts are held to. */
@@ -217,22 +214,14 @@ async function syncScenario(bundles: Bundles, built: Awaited<ReturnType<typeof b
 
 async function main(): Promise<void> {
   const o = options()
-  const tmp = mkdtempSync(join(tmpdir(), 'rh-bench-step-'))
-  const forget = onInterrupt(() => rmSync(tmp, { recursive: true, force: true }))
-  try {
-    mkdirSync(join(tmp, 'build'))
-    const bundles = await buildBundles(join(tmp, 'build'))
-    const built = await buildMetered(ROOT, join(tmp, 'metered'))
+  await withMeteredBuild('rh-bench-step-', async (bundles, built) => {
     console.log(`npm run bench:step -- --latency-ms ${o.latencyMs} --llm-concurrency ${o.llmConcurrency} --clients ${o.clients} --prompts ${o.prompts} --samples ${o.samples} --waiters ${o.waiters} --jobs-per-batch ${o.jobsPerBatch}`)
     const results = []
     for (const mode of ['global', 'per_instance'] as const) if (o.scenarios.includes(mode)) results.push(await stepScenario(bundles, built, o, mode))
     if (o.scenarios.includes('sync')) await syncScenario(bundles, built, o)
     console.log(`\n/score answers of 503 retried: ${retried503}`)
     console.log(`${results.map((r) => `${r.mode}: update ${r.updateS.toFixed(1)} s, ${r.updateCalls} LLM calls, ${r.analysed} analyses, ${r.instances} instances, limits ${r.within ? 'kept' : 'EXCEEDED'}`).join('; ')}`)
-  } finally {
-    forget()
-    rmSync(tmp, { recursive: true, force: true })
-  }
+  })
 }
 
 await main()

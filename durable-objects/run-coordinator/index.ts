@@ -126,7 +126,7 @@ export class RunCoordinator extends DurableObject<Env> {
     let step = this.openCollectingStep()
     if (trainerStep !== undefined && config.rollouts_per_step === null && config.close_on_step_advance) {
       const held = this.stepRow(step)?.trainer_step ?? null
-      if (held !== null && trainerStep > held && this.shardRows(step).length > 0) {
+      if (held !== null && trainerStep > held && this.hasShards(step)) {
         this.closeStep(step, 'step_advance')
         step = this.openCollectingStep()
       }
@@ -164,7 +164,7 @@ export class RunCoordinator extends DurableObject<Env> {
     const config = await this.runConfig(runId)
     const step = this.collectingStep()
     if (config.rollouts_per_step !== null) return { status: 'noop', step, closed: false }
-    if (this.shardRows(step).length === 0) return { status: 'complete', step, closed: false }
+    if (!this.hasShards(step)) return { status: 'complete', step, closed: false }
     this.closeStep(step, 'complete')
     // Every shard learns of the close before the answer, so a rollout sent after /complete belongs to the next step.
     await this.tellShards(runId)
@@ -208,7 +208,7 @@ export class RunCoordinator extends DurableObject<Env> {
   async timeline(limit = DETAILED_STEPS): Promise<StepTimelineEntry[]> {
     const steps = this.sql.exec<StepRow>('SELECT * FROM steps ORDER BY step DESC LIMIT ?', limit).toArray().reverse()
     // The step opened by the last close has nothing to show until a shard reports a rollout in it.
-    const shown = steps.filter((row) => row.status !== 'collecting' || this.shardRows(row.step).length > 0)
+    const shown = steps.filter((row) => row.status !== 'collecting' || this.hasShards(row.step))
     return shown.map((row) => {
       const tally = this.stepTally(row)
       return {
@@ -258,7 +258,7 @@ export class RunCoordinator extends DurableObject<Env> {
   async waitForUpdate(runId: string, timeoutMs: number): Promise<{ done: boolean; status: RubricStatus }> {
     const updating = this.sql.exec<{ step: number }>(`SELECT step FROM steps WHERE status IN ('closing', 'updating') ORDER BY step LIMIT 1`).toArray()[0]
     const collecting = this.collectingStep()
-    const target = updating?.step ?? (this.shardRows(collecting).length > 0 ? collecting : undefined)
+    const target = updating?.step ?? (this.hasShards(collecting) ? collecting : undefined)
     const done = target === undefined ? true : await this.waitForStep(target, timeoutMs)
     // Once done, the step waited on is the one to describe, though another may be collecting by now.
     return { done, status: await this.status(runId, done ? target : undefined) }
@@ -338,7 +338,7 @@ export class RunCoordinator extends DurableObject<Env> {
   /** When the collecting step closes for want of rollouts, if the run closes by idle gap and the step has any. */
   private idleDeadline(config: RunConfig): number | undefined {
     if (config.rollouts_per_step !== null || config.close_after_idle_s === null) return undefined
-    if (this.shardRows(this.collectingStep()).length === 0) return undefined
+    if (!this.hasShards(this.collectingStep())) return undefined
     return this.lastRolloutAt + config.close_after_idle_s * 1_000
   }
 
@@ -584,12 +584,17 @@ export class RunCoordinator extends DurableObject<Env> {
     const updating = this.sql.exec<StepRow>(`SELECT * FROM steps WHERE status IN ('closing', 'updating') ORDER BY step LIMIT 1`).toArray()[0]
     if (updating) return updating
     const collecting = this.stepRow(this.collectingStep())
-    if (collecting && this.shardRows(collecting.step).length > 0) return collecting
+    if (collecting && this.hasShards(collecting.step)) return collecting
     return this.sql.exec<StepRow>(`SELECT * FROM steps WHERE status = 'updated' ORDER BY step DESC LIMIT 1`).toArray()[0]
   }
 
   private shardRows(step: number): ShardRow[] {
     return this.sql.exec<ShardRow>('SELECT * FROM step_shards WHERE step = ?', step).toArray()
+  }
+
+  /** Whether any shard has taken part in `step`: one row read, where the steps' hot paths ask it. */
+  private hasShards(step: number): boolean {
+    return this.sql.exec('SELECT 1 FROM step_shards WHERE step = ? LIMIT 1', step).toArray().length > 0
   }
 
   private shardRow(step: number, instanceId: string, shard: number): ShardRow | undefined {

@@ -9,7 +9,7 @@ import { ArtifactScorer, RmScoreRequest } from '../artifacts/score.ts'
 import { activeDeployment, loadArtifact, type StoredDeployment } from '../artifacts/store.ts'
 import type { AppEnv, Env } from '../env.ts'
 import { requireRmAccess } from '../middleware/auth.ts'
-import { chunksOf, LOCAL_JUDGEMENTS } from '../scoring/fan-out.ts'
+import { handOut } from '../scoring/fan-out.ts'
 import { jsonBody } from '../middleware/json-body.ts'
 
 /** Most items one `batch_score` request may carry. */
@@ -91,21 +91,12 @@ export interface RmChunk {
  * @example const results = await scoreRmBatch(env, { deployment, requestId, items }, artifact)
  */
 export async function scoreRmBatch(env: Env, chunk: RmChunk, artifact: AnyRmArtifact): Promise<object[]> {
-  const here = (part: RmChunk['items']) => {
+  const here = (part: readonly RmChunk['items'][number][]) => {
     const scorer = scorerFor(env, artifact, chunk.deployment)
     return Promise.all(part.map(({ index, raw }) => scoreRmItem(scorer, index, raw, chunk.requestId)))
   }
   const judge = env.JUDGE
-  if (!judge || chunk.items.length <= LOCAL_JUDGEMENTS) return here(chunk.items)
-  const parts = await Promise.all(chunksOf(chunk.items).map(async (part) => {
-    try {
-      return (await judge.scoreRm({ ...chunk, items: part })) as object[]
-    } catch (error) {
-      console.error(`[${chunk.requestId}] a handed-out batch_score chunk of ${part.length} failed; scoring it here`, error)
-      return here(part)
-    }
-  }))
-  return parts.flat()
+  return handOut(chunk.items, here, judge && (async (part) => (await judge.scoreRm({ ...chunk, items: part })) as object[]), chunk.requestId)
 }
 
 /**

@@ -65,6 +65,44 @@ export function chunksOf<T>(items: readonly T[]): T[][] {
 }
 
 /**
+ * Runs `items` in this invocation (`here`) when they are few or nothing can take chunks (`away` undefined: the
+ * Worker has no `JUDGE` binding), else in chunks ({@link chunksOf}) each handed `away` to another invocation, with
+ * its own 6 connections; a chunk whose invocation fails runs `here`, slower but not lost. Results in input order.
+ * @example const outcomes = await handOut(groups, judgeHere, env.JUDGE && ((part) => env.JUDGE!.judge(chunkOf(part))), requestId)
+ */
+export async function handOut<T, R>(
+  items: readonly T[],
+  here: (part: readonly T[]) => Promise<R[]>,
+  away: ((part: T[]) => Promise<R[]>) | undefined,
+  requestId: string,
+): Promise<R[]> {
+  if (!away || items.length <= LOCAL_JUDGEMENTS) return here(items)
+  const parts = await Promise.all(chunksOf(items).map(async (part) => {
+    try {
+      return await away(part)
+    } catch (error) {
+      console.error(`[${requestId}] a handed-out chunk of ${part.length} failed; running it here`, error)
+      return here(part)
+    }
+  }))
+  return parts.flat()
+}
+
+/**
+ * One judgement as a chunk reports it: the judgement, or the model's failure (an AppError) as a wire error; any
+ * other error is thrown.
+ * @example const outcome = await judgeOutcome(judge, scorer, config, snapshot, request)
+ */
+export async function judgeOutcome(judge: JudgeFn, scorer: RoleModel, config: RunConfig, snapshot: RubricSnapshot, request: ScoreRequest): Promise<ChunkOutcome> {
+  try {
+    return { ok: true, judgement: await judge(scorer, config, snapshot, request) }
+  } catch (error) {
+    if (error instanceof AppError) return { ok: false, error: toWire(error) }
+    throw error
+  }
+}
+
+/**
  * Judges a chunk in this invocation, with its own models (so its own 6 connections), in order; an item whose model
  * fails carries its error. Answers the LLM calls made, for the caller's accounting.
  * @example const { outcomes, calls } = await judgeChunk(env, chunk, judge)
@@ -77,9 +115,8 @@ export async function judgeChunk(env: Env, chunk: JudgeChunk, judge: JudgeFn): P
       const snapshot = chunk.snapshots[item.instanceId]
       if (!snapshot) return { ok: false, error: toWire(new AppError('internal', `no rubrics were sent for instance ${item.instanceId}`)) }
       try {
-        return { ok: true, judgement: await judge(scorer, chunk.config, snapshot, item.request) }
+        return await judgeOutcome(judge, scorer, chunk.config, snapshot, item.request)
       } catch (error) {
-        if (error instanceof AppError) return { ok: false, error: toWire(error) }
         console.error(`[${chunk.requestId}] a judgement of a handed-out chunk failed`, error)
         return { ok: false, error: toWire(new AppError('internal', 'the judgement failed')) }
       }

@@ -15,7 +15,7 @@ import { durableObjectCall } from './overload.ts'
 import { judgementCache, rubricCache } from './caches.ts'
 import type { RoleModel } from './models.ts'
 import { groupBy } from '../../src/collections/index.ts'
-import { chunksOf, fromWire, LOCAL_JUDGEMENTS, toWire, type ChunkOutcome } from './fan-out.ts'
+import { fromWire, handOut, judgeOutcome, type ChunkOutcome } from './fan-out.ts'
 
 /** Items of one request judged at once; LLM calls are capped separately by the run's `max_concurrent_llm_calls`. */
 const ITEM_CONCURRENCY = 16
@@ -132,7 +132,7 @@ async function sendStatsOnly(ctx: ScoreContext, address: ShardAddress, stats: Re
  */
 async function judgeItems(ctx: ScoreContext, items: readonly Item[]): Promise<void> {
   const { run } = ctx
-  const distinct = new Map<string, { snapshot: RubricSnapshot; items: Item[] }>()
+  const toJudge: { item: Item; snapshot: RubricSnapshot }[] = []
   for (const item of items) {
     const snapshot = rubricCache.get(run.id, item.address.instanceId)
     if (!snapshot) {
@@ -140,53 +140,37 @@ async function judgeItems(ctx: ScoreContext, items: readonly Item[]): Promise<vo
       continue
     }
     const cached = judgementCache.get(run.id, item.address.instanceId, snapshot.version, item.key)
-    if (cached) {
-      item.judged = { version: snapshot.version, judgement: cached, cached: true }
-      continue
-    }
-    const id = `${item.address.instanceId}\u0000${snapshot.version}\u0000${item.key}`
-    const group = distinct.get(id)
-    if (group) group.items.push(item)
-    else distinct.set(id, { snapshot, items: [item] })
+    if (cached) item.judged = { version: snapshot.version, judgement: cached, cached: true }
+    else toJudge.push({ item, snapshot })
   }
-  const groups = [...distinct.values()]
-  const settle = ({ snapshot, items: same }: (typeof groups)[number], outcome: ChunkOutcome) => {
-    if (outcome.ok) judgementCache.set(run.id, same[0]!.address.instanceId, snapshot.version, same[0]!.key, outcome.judgement)
-    // Identical content in one batch is judged once: the first copy paid for it.
-    same.forEach((item, position) => {
-      if (outcome.ok) item.judged = { version: snapshot.version, judgement: outcome.judgement, cached: position > 0 }
-      else item.outcome = { ok: false, error: fromWire(outcome.error) }
-    })
-  }
-  const judgeHere = async (part: typeof groups) => {
+  // Identical content in one batch is judged once: the first copy pays for it.
+  const groups = [...groupBy(toJudge, ({ item, snapshot }) => `${item.address.instanceId}\u0000${snapshot.version}\u0000${item.key}`).values()]
+  type Group = (typeof groups)[number]
+  const first = (same: Group) => same[0]!
+  const judgeHere = async (part: readonly Group[]) => {
     const limit = pLimit(ITEM_CONCURRENCY)
-    await Promise.all(part.map((group) => limit(async () => {
-      try {
-        settle(group, { ok: true, judgement: await judgeOnRubrics(ctx.scorer, run.config, group.snapshot, group.items[0]!.request) })
-      } catch (error) {
-        if (!(error instanceof AppError)) throw error
-        settle(group, { ok: false, error: toWire(error) })
-      }
-    })))
+    return Promise.all(part.map((same) => limit(() => judgeOutcome(judgeOnRubrics, ctx.scorer, run.config, first(same).snapshot, first(same).item.request))))
   }
   const judgeService = ctx.env.JUDGE
-  if (!judgeService || groups.length <= LOCAL_JUDGEMENTS) return judgeHere(groups)
-  await Promise.all(chunksOf(groups).map(async (part) => {
-    const snapshots = Object.fromEntries(part.map((group) => [group.items[0]!.address.instanceId, group.snapshot]))
-    let reply: { outcomes: ChunkOutcome[]; calls: LlmCallRecord[] }
-    try {
-      reply = await judgeService.judge({
-        runId: run.id, config: run.config, requestId: ctx.requestId, snapshots,
-        items: part.map((group) => ({ instanceId: group.items[0]!.address.instanceId, request: group.items[0]!.request })),
-      })
-    } catch (error) {
-      // The chunk's invocation could not be reached or died: its items are judged here, slower but not lost.
-      console.error(`[${ctx.requestId}] a handed-out chunk of ${part.length} failed; judging it here`, error)
-      return judgeHere(part)
-    }
+  const judgeAway = judgeService && (async (part: Group[]) => {
+    const reply: { outcomes: ChunkOutcome[]; calls: LlmCallRecord[] } = await judgeService.judge({
+      runId: run.id, config: run.config, requestId: ctx.requestId,
+      snapshots: Object.fromEntries(part.map((same) => [first(same).item.address.instanceId, first(same).snapshot])),
+      items: part.map((same) => ({ instanceId: first(same).item.address.instanceId, request: first(same).item.request })),
+    })
     ctx.calls.push(...reply.calls)
-    reply.outcomes.forEach((outcome, position) => settle(part[position]!, outcome))
-  }))
+    return reply.outcomes
+  })
+  const outcomes = await handOut(groups, judgeHere, judgeAway, ctx.requestId)
+  groups.forEach((same, index) => {
+    const outcome = outcomes[index]!
+    const { item, snapshot } = first(same)
+    if (outcome.ok) judgementCache.set(run.id, item.address.instanceId, snapshot.version, item.key, outcome.judgement)
+    same.forEach(({ item: copy }, position) => {
+      if (outcome.ok) copy.judged = { version: snapshot.version, judgement: outcome.judgement, cached: position > 0 }
+      else copy.outcome = { ok: false, error: fromWire(outcome.error) }
+    })
+  })
 }
 
 async function settleSync(ctx: ScoreContext, item: Item, result: ScoreResult): Promise<ItemOutcome> {

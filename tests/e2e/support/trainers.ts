@@ -167,13 +167,18 @@ async function requestsPostJson(url: string, body: string, timeoutMs: number): P
       const kind = response.status < 500 ? 'Client Error' : 'Server Error'
       throw new TrainerError('HTTPError', `${response.status} ${kind}: ${response.statusText} for url: ${url}`, { status: response.status })
     }
-    try {
-      return JSON.parse(text) as unknown
-    } catch (error) {
-      throw new TrainerError('JSONDecodeError', `the answer is not JSON (${describe(error)})`, { status: response.status })
-    }
+    return parseAnswer(text, response.status)
   } finally {
     clearTimeout(timer)
+  }
+}
+
+/** `.json()` of requests and aiohttp alike: the body parsed, or a JSONDecodeError. */
+function parseAnswer(text: string, status: number): unknown {
+  try {
+    return JSON.parse(text) as unknown
+  } catch (error) {
+    throw new TrainerError('JSONDecodeError', `the answer is not JSON (${describe(error)})`, { status })
   }
 }
 
@@ -324,11 +329,7 @@ async function aiohttpPostJson(url: string, body: string, timeoutMs: number, slo
       throw new TrainerError('ContentTypeError', `${response.status}, message='Attempt to decode JSON with unexpected mimetype: ${contentType}', url='${url}'`, { status: response.status })
     }
     if (text.trim() === '') return null
-    try {
-      return JSON.parse(text) as unknown
-    } catch (error) {
-      throw new TrainerError('JSONDecodeError', `the answer is not JSON (${describe(error)})`, { status: response.status })
-    }
+    return parseAnswer(text, response.status)
   } finally {
     clearTimeout(timer)
     release()
