@@ -1,4 +1,5 @@
 import { fnv1a, mix32 } from '../src/hash/index.ts'
+import type { ShardAddress } from './contracts.ts'
 
 /**
  * The one place Durable Object names are built: every name carries its run id, so runs never share state.
@@ -35,4 +36,29 @@ export function ledgerShardOf(rolloutId: string, shards: number): number {
  */
 export function memoryIndexName(runId: string): string {
   return `run:${runId}:memory`
+}
+
+/**
+ * Where a shard's rollouts of one step are archived in R2.
+ * @example archiveKey({ runId: 'grpo-1', instanceId: 'global', shard: 3 }, 12) // 'runs/grpo-1/steps/000012/global.3.ndjson'
+ */
+export function archiveKey(address: ShardAddress, step: number): string {
+  return `${archivePrefix(address.runId)}${String(step).padStart(6, '0')}/${address.instanceId}.${address.shard}.ndjson`
+}
+
+/**
+ * Where a run's archive lies in R2: every key of the run starts with it, in step order.
+ * @example archivePrefix('grpo-1') // 'runs/grpo-1/steps/'
+ */
+export function archivePrefix(runId: string): string {
+  return `runs/${runId}/steps/`
+}
+
+/**
+ * The step and instance an archive key names (undefined for a key that is not one).
+ * @example archiveKeyParts('runs/grpo-1/steps/000012/q.7.0.ndjson') // { step: 12, instanceId: 'q.7', shard: 0 }
+ */
+export function archiveKeyParts(key: string): { step: number; instanceId: string; shard: number } | undefined {
+  const match = /\/steps\/(\d{6,})\/(.+)\.(\d+)\.ndjson$/.exec(key)
+  return match ? { step: Number(match[1]), instanceId: match[2]!, shard: Number(match[3]) } : undefined
 }

@@ -8,6 +8,7 @@ import { rateLimit } from './middleware/rate-limit.ts'
 import { renderError } from './middleware/errors.ts'
 import { dashboardRoutes } from './dashboard/index.ts'
 import { artifactAdminRoutes } from './routes/admin-artifacts.ts'
+import { archiveRoutes } from './routes/archive.ts'
 import { compatRoutes } from './routes/compat.ts'
 import { healthRoutes } from './routes/health.ts'
 import { lineageRoutes } from './routes/lineage.ts'
@@ -30,6 +31,7 @@ const runApi = new Hono<AppEnv>()
   .route('/', memoryRoutes)
   .route('/', runInfoRoutes)
   .route('/', compatRoutes)
+  .route('/', archiveRoutes)
 
 /**
  * Builds the Worker's Hono app.

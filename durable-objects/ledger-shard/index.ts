@@ -2,6 +2,7 @@ import { DurableObject } from 'cloudflare:workers'
 import type { AnalysisReason } from '../../src/analysis/index.ts'
 import { fnv1a } from '../../src/hash/index.ts'
 import { addLlmStats } from '../../src/llm/stats.ts'
+import type { ArchivedRollout } from '../../src/schemas/archive.ts'
 import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
 import { addScore, emptyTally, type ScoreTally } from '../../src/scoring/tally.ts'
 import type { Env } from '../../workers/env.ts'
@@ -10,7 +11,7 @@ import type {
   CloseNotice, CoordinatorReply, LedgerEntry, LlmStat, RecordedRollout, RecordReply, RolloutAnalysis, ShardAddress, ShardAnswer, StepRollout, Submission,
 } from '../contracts.ts'
 import { MetaStore } from '../meta-store.ts'
-import { coordinatorName, instanceName } from '../names.ts'
+import { archiveKey, coordinatorName, instanceName } from '../names.ts'
 import { applySchema, type TableSchema } from '../schema.ts'
 import { Waiters } from '../waiters.ts'
 
@@ -265,12 +266,13 @@ export class LedgerShard extends DurableObject<Env> {
     if (rows.length === 0) return
     const lines = rows.map((row) => {
       const rollout = JSON.parse(row.rollout) as { id: string; input: string; output: string; supplemental_context?: string | null }
-      return JSON.stringify({
+      const line: ArchivedRollout = {
         run_id: address.runId, instance_id: address.instanceId, shard: address.shard, step: row.step, rollout_id: row.rollout_id,
         input: rollout.input, output: rollout.output, reference: rollout.supplemental_context ?? null, metadata: JSON.parse(row.metadata),
         score: row.score, criteria: JSON.parse(row.criteria), rubric_version: row.rubric_version, judge_model: row.judge_model,
         cached: row.cached === 1, scored_at: new Date(row.created_at).toISOString(),
-      })
+      }
+      return JSON.stringify(line)
     })
     await this.env.ARCHIVE.put(archiveKey(address, step), `${lines.join('\n')}\n`, { httpMetadata: { contentType: 'application/x-ndjson' } })
   }
@@ -426,14 +428,6 @@ export class LedgerShard extends DurableObject<Env> {
   private coordinator(address: ShardAddress) {
     return this.env.RUN_COORDINATOR.getByName(coordinatorName(address.runId))
   }
-}
-
-/**
- * Where a shard's rollouts of one step are archived in R2.
- * @example archiveKey({ runId: 'grpo-1', instanceId: 'global', shard: 3 }, 12) // 'runs/grpo-1/steps/000012/global.3.ndjson'
- */
-export function archiveKey(address: ShardAddress, step: number): string {
-  return `runs/${address.runId}/steps/${String(step).padStart(6, '0')}/${address.instanceId}.${address.shard}.ndjson`
 }
 
 function toEntry(row: EntryRow): LedgerEntry {

@@ -28,6 +28,8 @@ export const ERROR_STATUS = {
   no_active_artifact: 503,
   /** The artifact has neither a rubric for the prompt id nor a `__default__` one. */
   prompt_not_found: 404,
+  /** The run keeps no archive of its scored rollouts (its config lacks `archive: true`, or the Worker has no bucket). */
+  archive_disabled: 409,
   internal: 500,
 } as const
 export type ErrorCode = keyof typeof ERROR_STATUS
