@@ -33,8 +33,6 @@ import { responseFormatFor, type JsonSchemaFormat } from './response-format.ts'
 export interface PoolRequest extends ChatRequest {
   /** Structured output: `json_schema` on endpoints flagged `structured_output: 'json_schema'`, `json_object` elsewhere. */
   jsonSchema?: JsonSchemaFormat
-  /** Sampling seed of this request; overrides the pool's `seed`. */
-  seed?: number
   /** The name this call is accounted under in `usage()`; defaults to the request's `role`. */
   account?: string
 }

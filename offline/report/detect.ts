@@ -7,6 +7,7 @@
 import { readdir, readFile, stat } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
 import { type Library, libraryHash } from '../../src/library/index.ts'
+import { DistillSummary } from '../distill/summary.ts'
 import { loadLibrary } from '../library/index.ts'
 import { ReportInputError } from './errors.ts'
 import { BenchResultInput, EvolutionLogLine, firstIssue, SearchOutputInput } from './schemas.ts'
@@ -22,16 +23,17 @@ export type ReportInput =
   | { kind: 'search'; path: string; output: SearchOutputInput }
   | { kind: 'evolve'; path: string; log: EvolutionLogLine[]; finalLibrary: LoadedLibrary | null; bestLibrary: LoadedLibrary | null }
   | { kind: 'bench'; path: string; results: Array<{ file: string; result: BenchResultInput }> }
+  | { kind: 'distill'; path: string; summary: DistillSummary }
 
 export type ReportKind = ReportInput['kind']
 
 /** How each kind is named in messages and on the page. */
-export const KIND_LABELS: Record<ReportKind, string> = { search: 'search output', evolve: 'evolution log', bench: 'bench result' }
+export const KIND_LABELS: Record<ReportKind, string> = { search: 'search output', evolve: 'evolution log', bench: 'bench result', distill: 'distill summary' }
 
 const EXPECTED =
   'expected a search output (reward-harness search --output, JSON with "best_rubrics"), an evolution log ' +
-  '(evolution-log.jsonl of reward-harness evolve, or its run directory) or a bench result (reward-harness bench --json), ' +
-  'or a directory holding one of them'
+  '(evolution-log.jsonl of reward-harness evolve, or its run directory), a bench result (reward-harness bench --json) ' +
+  'or a distill summary (summary.json of reward-harness distill), or a directory holding one of them'
 
 const EVOLUTION_LOG = 'evolution-log.jsonl'
 
@@ -39,6 +41,7 @@ type Classified =
   | { kind: 'search'; output: SearchOutputInput }
   | { kind: 'bench'; result: BenchResultInput }
   | { kind: 'evolve'; log: EvolutionLogLine[] }
+  | { kind: 'distill'; summary: DistillSummary }
   | { kind: null; why: string }
 
 /**
@@ -59,6 +62,8 @@ export async function detectReportInput(path: string): Promise<ReportInput> {
       return { kind: 'bench', path: absolute, results: [{ file: absolute, result: classified.result }] }
     case 'evolve':
       return evolveInput(absolute, classified.log)
+    case 'distill':
+      return { kind: 'distill', path: absolute, summary: classified.summary }
     default:
       throw new ReportInputError(`${path}: not a recognised input (${classified.why}); ${EXPECTED}`)
   }
@@ -79,6 +84,7 @@ async function detectDirectory(directory: string, shown: string): Promise<Report
     const classified = classify(await readText(file, join(shown, name)), join(shown, name))
     if (classified.kind === 'search') searches.push({ file, output: classified.output })
     else if (classified.kind === 'bench') benches.push({ file, result: classified.result })
+    else if (classified.kind === 'distill') return { kind: 'distill', path: file, summary: classified.summary }
   }
   if (searches.length > 0 && benches.length > 0) {
     throw new ReportInputError(
@@ -114,6 +120,11 @@ function classify(text: string, shown: string): Classified {
     const parsed = SearchOutputInput.safeParse(record)
     if (!parsed.success) throw new ReportInputError(`${shown}: looks like a search output (it has "best_rubrics") but ${firstIssue(parsed.error)}`)
     return { kind: 'search', output: parsed.data }
+  }
+  if (record.kind === 'distill_summary') {
+    const parsed = DistillSummary.safeParse(record)
+    if (!parsed.success) throw new ReportInputError(`${shown}: looks like a distill summary (its kind is "distill_summary") but ${firstIssue(parsed.error)}`)
+    return { kind: 'distill', summary: parsed.data }
   }
   if ('overall' in record && 'scorer' in record) {
     const parsed = BenchResultInput.safeParse(record)

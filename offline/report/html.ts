@@ -110,7 +110,7 @@ export interface Section {
 
 /** What a report renderer returns: the page's headline parts and its sections. */
 export interface ReportBody {
-  kind: 'search' | 'evolve' | 'bench'
+  kind: 'search' | 'evolve' | 'bench' | 'distill'
   /** What was detected, e.g. "search output". */
   label: string
   title: string

@@ -5,6 +5,7 @@
 import { basename } from 'node:path'
 import { writeFileAtomic } from '../search/atomic.ts'
 import { benchReport } from './bench.ts'
+import { distillReport } from './distill.ts'
 import type { ReportInput } from './detect.ts'
 import { evolveReport } from './evolve.ts'
 import { type ReportBody, renderPage } from './html.ts'
@@ -22,6 +23,8 @@ export function reportBody(input: ReportInput): ReportBody {
       return evolveReport(input.log, input.finalLibrary, input.bestLibrary)
     case 'bench':
       return benchReport(input.results)
+    case 'distill':
+      return distillReport(input.summary)
   }
 }
 

@@ -4,6 +4,7 @@ import type { Rubric } from '../schemas/rubric.ts'
 import type { CriterionGrade } from '../schemas/score.ts'
 import { answerLibraryAnalyze, answerLibraryEvolve, answerLibraryJudge, answerLibraryRoute, answerLibraryTool } from './mock-library.ts'
 import { answerSearchInitialize, answerSearchJudge, answerSearchPropose, answerSearchVerify } from './mock-search.ts'
+import { seededRandom } from '../search/roles/prng.ts'
 import type { AgentTask, ChatModel, ChatRequest, ChatResponse } from './types.ts'
 import { GRADER_PATTERNS, TACTIC } from '../analysis/suspicion.ts'
 
@@ -32,12 +33,22 @@ const STOP_WORDS = new Set(
  */
 export class MockChatModel implements ChatModel {
   readonly id: string
-  constructor(readonly model = 'mock-heuristic-1') {
-    this.id = `mock:${model}`
+  readonly #scoreNoise: number
+
+  /**
+   * `scoreNoise` makes the scorer sample like a model at a temperature above 0: a request that carries a `seed`
+   * has each grade moved one point up or down with that probability, drawn from the seed (the same seed, the same
+   * grades). Requests without a seed, and every other task, stay deterministic.
+   */
+  constructor(readonly model = 'mock-heuristic-1', options: { scoreNoise?: number } = {}) {
+    this.#scoreNoise = options.scoreNoise ?? 0
+    this.id = this.#scoreNoise > 0 ? `mock:${model}+score-noise=${this.#scoreNoise}` : `mock:${model}`
   }
 
   async complete(request: ChatRequest): Promise<ChatResponse> {
-    const text = JSON.stringify(answerTask(request.task))
+    const answer = answerTask(request.task)
+    if (request.task.kind === 'score' && this.#scoreNoise > 0 && request.seed !== undefined) sampleGrades(answer as ScoreAnswer, request.task, request.seed, this.#scoreNoise)
+    const text = JSON.stringify(answer)
     // Vision messages: the mock reads the text (`content`) and counts each image part as a fixed token cost.
     const promptChars = request.messages.reduce((sum, message) => sum + message.content.length, 0)
     const images = request.messages.reduce((sum, message) => sum + (message.parts?.filter((part) => part.type === 'image_url').length ?? 0), 0)
@@ -100,6 +111,18 @@ function gradeHeuristically(rubricText: string, rollout: { id: string; input: st
       ? 0.6 * overlap(reference, output) + 0.2 * rubricHit + 0.2 * lengthAdequacy
       : 0.4 * rubricHit + 0.3 * overlap(promptWords, output) + 0.3 * lengthAdequacy
   return { grade: Math.round(quality * gradeMax), reason: `heuristic overlap ${quality.toFixed(2)}` }
+}
+
+type ScoreAnswer = { grades: Array<{ rubric_id: string; grade: number }> }
+
+/** Moves each grade one point with probability `noise`, from a PRNG keyed by the seed, the rollout and the rubric. */
+function sampleGrades(answer: ScoreAnswer, task: Extract<AgentTask, { kind: 'score' }>, seed: number, noise: number): void {
+  for (const entry of answer.grades) {
+    const random = seededRandom('score-sample', seed, task.rollout.input, task.rollout.output, entry.rubric_id)
+    if (random() >= noise) continue
+    const moved = entry.grade + (random() < 0.5 ? -1 : 1)
+    entry.grade = moved < 0 || moved > task.grade_max ? entry.grade - (moved - entry.grade) : moved
+  }
 }
 
 /** A criterion that penalises gaming is met in full by an honest answer and not at all by a gamed one. */

@@ -97,6 +97,8 @@ export interface ChatRequest {
   task: AgentTask
   /** Ask the server for a JSON object reply when it supports it. */
   json: boolean
+  /** Sampling seed: the same request with another seed is another draw (a repeat), and caches key on it. */
+  seed?: number
   signal?: AbortSignal
 }
 
