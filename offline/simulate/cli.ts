@@ -34,10 +34,13 @@ Server and run:
                           (sets agents.default.base_url; the default is the mock backend)
   --judge-model M         with --create-run: the model name at that endpoint
   --judge-api-key-env N   with --create-run: name of the Worker secret holding the endpoint's key
+  --archive               with --create-run: the run archives every scored rollout to R2 (what
+                          \`reward-harness distill --url … --run-id …\` reads)
 
 Simulation:
   --steps N               training steps (default 5)
   --rollouts-per-step K   rollouts scored per step (default 16)
+  --group-size G          rollouts per question, as GRPO samples a group per prompt (default 1)
   --concurrency C         most /score requests in flight (default 8)
   --seed S                seed of questions, behaviours and answers (default 1)
   --no-wait               do not wait for each step's update before the next step (the AMARIS async
@@ -67,10 +70,13 @@ export interface CliOptions {
   token?: string
   runId?: string
   createRun: boolean
+  /** The created run archives its scored rollouts. */
+  archive: boolean
   adminToken?: string
   judge: JudgeSettings
   steps: number
   rolloutsPerStep: number
+  groupSize: number
   concurrency: number
   seed: number
   wait: boolean
@@ -99,12 +105,14 @@ export function parseCliArgs(argv: string[], env: NodeJS.ProcessEnv = process.en
         token: { type: 'string' },
         'run-id': { type: 'string' },
         'create-run': { type: 'boolean' },
+        archive: { type: 'boolean' },
         'admin-token': { type: 'string' },
         'judge-base-url': { type: 'string' },
         'judge-model': { type: 'string' },
         'judge-api-key-env': { type: 'string' },
         steps: { type: 'string' },
         'rollouts-per-step': { type: 'string' },
+        'group-size': { type: 'string' },
         concurrency: { type: 'string' },
         seed: { type: 'string' },
         'no-wait': { type: 'boolean' },
@@ -136,6 +144,7 @@ export function parseCliArgs(argv: string[], env: NodeJS.ProcessEnv = process.en
     ...(text('judge-api-key-env') ? { apiKeyEnv: text('judge-api-key-env')! } : {}),
   }
   if (!createRun && Object.keys(judge).length > 0) throw new UsageError('--judge-* flags configure the run created by --create-run; add --create-run')
+  if (!createRun && values.archive === true) throw new UsageError('--archive configures the run created by --create-run; add --create-run')
   if (judge.baseUrl && !/^https?:\/\/[^/]/.test(judge.baseUrl)) throw new UsageError('--judge-base-url must be an http(s) URL')
   const token = text('token') ?? env.REWARD_HARNESS_TOKEN
   return {
@@ -143,10 +152,12 @@ export function parseCliArgs(argv: string[], env: NodeJS.ProcessEnv = process.en
     ...(token ? { token } : {}),
     ...(runId ? { runId } : {}),
     createRun,
+    archive: values.archive === true,
     ...(text('admin-token') ? { adminToken: text('admin-token')! } : {}),
     judge,
     steps: integer('steps', 5, 1, 10_000),
     rolloutsPerStep: integer('rollouts-per-step', 16, 1, 10_000),
+    groupSize: integer('group-size', 1, 1, 1_024),
     concurrency: integer('concurrency', 8, 1, 256),
     seed: integer('seed', 1, 0, 2 ** 31 - 1),
     wait: values['no-wait'] !== true,
@@ -178,11 +189,11 @@ export function resolveAdminToken(flag: string | undefined, env: NodeJS.ProcessE
  * Creates a fresh run for the simulation through `POST /runs`; returns its id and token.
  * @example const { runId, token } = await createSimulationRun('http://127.0.0.1:8787', adminToken, { runId: 'sim-1' })
  */
-export async function createSimulationRun(url: string, adminToken: string, options: { runId?: string; judge?: JudgeSettings; fetch?: typeof fetch } = {}): Promise<{ runId: string; token: string }> {
+export async function createSimulationRun(url: string, adminToken: string, options: { runId?: string; judge?: JudgeSettings; archive?: boolean; fetch?: typeof fetch } = {}): Promise<{ runId: string; token: string }> {
   const response = await (options.fetch ?? fetch)(`${url.replace(/\/+$/, '')}/runs`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'application/json', authorization: `Bearer ${adminToken}` },
-    body: JSON.stringify({ ...(options.runId ? { run_id: options.runId } : {}), config: simulationRunConfig(options.judge) }),
+    body: JSON.stringify({ ...(options.runId ? { run_id: options.runId } : {}), config: { ...simulationRunConfig(options.judge), ...(options.archive ? { archive: true } : {}) } }),
     signal: AbortSignal.timeout(30_000),
   })
   const body = (await response.json().catch(() => ({}))) as { run_id?: string; token?: string; error?: { code?: string; message?: string } }
@@ -229,9 +240,10 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     const created = await createSimulationRun(options.url, adminToken, {
       runId: options.runId ?? `sim-${options.seed}-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`,
       judge: options.judge,
+      archive: options.archive,
     })
     ;({ runId, token } = created)
-    say(`created run ${runId} (${options.judge.baseUrl ? `judge ${options.judge.model ?? 'default model'} at ${options.judge.baseUrl}` : 'mock backend'})`)
+    say(`created run ${runId} (${options.judge.baseUrl ? `judge ${options.judge.model ?? 'default model'} at ${options.judge.baseUrl}` : 'mock backend'}${options.archive ? ', archiving its rollouts' : ''})`)
   }
 
   say(`simulating ${options.steps} steps × ${options.rolloutsPerStep} rollouts (seed ${options.seed}, ${options.concurrency} in flight${options.wait ? '' : ', not waiting for updates'}) against ${options.url}${runId ? `/runs/${runId}` : ''}`)
@@ -242,6 +254,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     ...(runId ? { runId } : {}),
     steps: options.steps,
     rolloutsPerStep: options.rolloutsPerStep,
+    groupSize: options.groupSize,
     concurrency: options.concurrency,
     seed: options.seed,
     wait: options.wait,

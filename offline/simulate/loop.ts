@@ -33,6 +33,8 @@ export interface SimulationOptions {
   observe?: boolean
   /** Prefix of rollout ids (default `sim-<seed>-<random>`, so reruns on one run never collide). */
   idPrefix?: string
+  /** Rollouts per question, as GRPO samples a group per prompt (default 1). */
+  groupSize?: number
   /** Per-request timeout of the client, ms (default 180 000). */
   requestTimeoutMs?: number
   fetch?: typeof fetch
@@ -162,7 +164,7 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
   const plans: SimulatedRollout[][] = []
 
   for (let step = 0; step < options.steps; step++) {
-    const plan = planStep({ seed: options.seed, step, totalSteps: options.steps, rolloutsPerStep: options.rolloutsPerStep, rubricTexts, idPrefix })
+    const plan = planStep({ seed: options.seed, step, totalSteps: options.steps, rolloutsPerStep: options.rolloutsPerStep, rubricTexts, idPrefix, groupSize: options.groupSize ?? 1 })
     plans.push(plan)
 
     // 1. Score the step's rollouts, at most `concurrency` in flight.

@@ -349,11 +349,13 @@ export interface StepPlanOptions {
   rubricTexts?: readonly string[]
   /** Prefix of rollout ids; a run scoring several simulations should give each its own. */
   idPrefix?: string
+  /** Rollouts per question (a GRPO group answers one prompt several times); default 1. */
+  groupSize?: number
 }
 
 /**
  * The rollouts of one simulated step: behaviour counts from the stage's mix, in a seeded order, each
- * with its own question and answer. Pure: the same options give the same rollouts.
+ * with its own answer to its group's question (`groupSize` rollouts per question). Pure: the same options give the same rollouts.
  * @example planStep({ seed: 1, step: 0, totalSteps: 5, rolloutsPerStep: 8 }).map((r) => r.behaviour)
  * // ['verbose', 'wrong', 'wrong', 'wrong', 'correct', 'sycophantic', 'reward_hacking', 'verbose']
  */
@@ -369,7 +371,7 @@ export function planStep(options: StepPlanOptions): SimulatedRollout[] {
   const metadata: TrainingMetadata = { high_level_goal: HIGH_LEVEL_GOAL, model_size: MODEL_SIZE, current_step: step, total_steps: totalSteps }
   const prefix = options.idPrefix ?? `sim-${seed}`
   return behaviours.map((behaviour, index) => {
-    const question = generateQuestion(seed, step, index)
+    const question = generateQuestion(seed, step, Math.floor(index / (options.groupSize ?? 1)))
     const answer = writeAnswer(question, behaviour, rngFor(seed, 'answer', step, index), options.rubricTexts ?? [])
     return {
       behaviour,

@@ -3,6 +3,7 @@
  * stages, that the simulated hacking really trips the mock analyzer (the real Analyzer agent on the
  * mock backend), and the CLI's parsing and summary.
  */
+import { groupBy } from '../../src/collections/index.ts'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -53,6 +54,14 @@ describe('questions and answers are seeded', () => {
     expect(other.map((r) => r.rollout.output)).not.toEqual(planStep(options).map((r) => r.rollout.output))
     expect(rngFor(1, 'a')()).toBe(rngFor(1, 'a')())
     expect(rngFor(1, 'a')()).not.toBe(rngFor(1, 'b')())
+  })
+
+  it('a group size makes GRPO groups: that many rollouts answer each question, with their own answers', () => {
+    const rollouts = planStep({ seed: 7, step: 1, totalSteps: 4, rolloutsPerStep: 16, groupSize: 4 })
+    const groups = groupBy(rollouts, (r) => r.rollout.input)
+    expect([...groups.values()].map((group) => group.length)).toEqual([4, 4, 4, 4])
+    expect(new Set(rollouts.map((r) => r.rollout.id)).size).toBe(16)
+    expect(groupBy(planStep({ seed: 7, step: 1, totalSteps: 4, rolloutsPerStep: 16 }), (r) => r.rollout.input).size).toBe(16)
   })
 
   it('every question has a positive integer ground truth that its working ends on, and a slip that differs', () => {
@@ -184,7 +193,9 @@ describe('the created run and the CLI', () => {
 
   it('parses flags with defaults, and refuses what is wrong', () => {
     expect(parseCliArgs([], {})).toMatchObject({ url: 'http://127.0.0.1:8787', steps: 5, rolloutsPerStep: 16, concurrency: 8, seed: 1, wait: true, json: false, createRun: false })
-    expect(parseCliArgs(['--steps', '3', '--rollouts-per-step', '8', '--create-run', '--json', '--no-wait', '--seed', '9'], {})).toMatchObject({ steps: 3, rolloutsPerStep: 8, createRun: true, json: true, wait: false, seed: 9 })
+    expect(parseCliArgs(['--steps', '3', '--rollouts-per-step', '8', '--create-run', '--json', '--no-wait', '--seed', '9'], {})).toMatchObject({ steps: 3, rolloutsPerStep: 8, createRun: true, json: true, wait: false, seed: 9, groupSize: 1, archive: false })
+    expect(parseCliArgs(['--create-run', '--archive', '--group-size', '8'], {})).toMatchObject({ createRun: true, archive: true, groupSize: 8 })
+    expect(() => parseCliArgs(['--archive'], {})).toThrow(/add --create-run/)
     expect(parseCliArgs([], { REWARD_HARNESS_TOKEN: 'rh_x' }).token).toBe('rh_x')
     expect(() => parseCliArgs(['--steps', '0'], {})).toThrow(UsageError)
     expect(() => parseCliArgs(['--steps', 'two'], {})).toThrow(/--steps/)

@@ -1,6 +1,6 @@
 /**
  * `reward-harness report`: one self-contained HTML report (inline CSS and SVG charts, no scripts, no network)
- * of a search output, an evolution log or bench results; the kind is detected from the content. The work is in
+ * of a search output, an evolution log, bench results or a distill summary; the kind is detected from the content. The work is in
  * offline/report (loaded only when the command runs) and src/charts.
  */
 import type { Command } from 'commander'
@@ -14,6 +14,8 @@ Inputs (detected from the content, and named in the output):
                   iteration with kept / rolled-back changes, the change log, the final library's entries
   bench result    the JSON of reward-harness bench --json / --out, or a directory of them (one subset each):
                   accuracy per subset with 95% intervals, bar charts with whiskers, scores, failures apart
+  distill summary summary.json of reward-harness distill (or its --out directory): pairs kept and dropped by
+                  reason, agreement between repeats, the bound, the files written
 Anything else exits with code 2.
 
 Examples:
@@ -33,7 +35,7 @@ interface ReportFlags {
 export function register(program: Command, cli: CliContext): void {
   program
     .command('report')
-    .description('write one self-contained HTML report with charts from a search output, an evolution log or bench results')
+    .description('write one self-contained HTML report with charts from a search output, an evolution log, bench results or a distill summary')
     .argument('<input>', 'a search output, an evolution log (or run directory), a bench result, or a directory of them')
     .requiredOption('--out <file.html>', 'where the HTML report goes (directories are created)')
     .option('--title <text>', 'the page title (default: from the input)')
