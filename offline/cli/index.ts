@@ -16,6 +16,7 @@ const COMMANDS = {
   evolve: () => import('./commands/evolve.ts'),
   export: () => import('./commands/export.ts'),
   bench: () => import('./commands/bench.ts'),
+  distill: () => import('./commands/distill.ts'),
   deploy: () => import('./commands/deploy.ts'),
   rollback: () => import('./commands/deploy.ts'),
   deployments: () => import('./commands/deploy.ts'),
