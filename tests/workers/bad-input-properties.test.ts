@@ -130,6 +130,7 @@ const ROUTES: RouteRow[] = [
   { method: 'GET', path: '/rubrics/history', auth: 'run', query: ['instance_id'] },
   { method: 'GET', path: '/memory', auth: 'run', query: ['kind', 'step', 'instance_id', 'q', 'limit'] },
   { method: 'GET', path: '/run', auth: 'run' },
+  { method: 'GET', path: '/archive', auth: 'run', query: ['from_step', 'to_step', 'limit', 'after'] },
   { method: 'POST', path: '/compat/openrlhf', auth: 'run', body: { schema: OpenRlhfRequest, sample: () => ({ query: ['Q: 2+2? A: 4', 'Q: 3*3? A: 9'], prompts: ['Q: 2+2? A:', 'Q: 3*3? A:'], labels: ['4', 9], metadata: { current_step: 1 } }) } },
   { method: 'POST', path: '/compat/slime', auth: 'run', body: { schema: SlimeRequest, sample: () => ({ prompt: [{ role: 'user', content: 'What is 2+2?' }], response: '4', label: '4', metadata: { total_steps: 5 } }) } },
   { method: 'POST', path: '/score/group', auth: 'run', body: { schema: GroupRequest, sample: () => ({ prompt: 'What is 2+2?', responses: ['4', '5'], reference: '4', instance_id: 'global', metadata: { model_size: '7B' } }) } },
