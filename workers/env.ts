@@ -32,6 +32,8 @@ export interface Env {
   QUEUE_RETRY_BASE_S?: string
   /** `local` under `npm start`; anything else is treated as production. */
   DEPLOYMENT?: string
+  /** Comma-separated secret names a run's or deployment's `api_key_env` may name (never the Worker's own secrets). */
+  JUDGE_KEY_NAMES?: string
   /** Bearer token for admin routes; a secret. */
   ADMIN_TOKEN?: string
   AI?: WorkersAiBinding

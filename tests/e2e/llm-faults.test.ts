@@ -64,7 +64,7 @@ const expectedScore = (gradeFor: (id: string) => number, gradeMax = 10) =>
 
 beforeAll(async () => {
   stub = await startLlmStub()
-  dev = await startWranglerDev({ vars: { KEY_A: "secret-of-run-a", KEY_B: "secret-of-run-b" } })
+  dev = await startWranglerDev({ vars: { KEY_A: "secret-of-run-a", KEY_B: "secret-of-run-b", JUDGE_KEY_NAMES: 'KEY_A,KEY_B' } })
   const created = await callJson(`${dev.baseUrl}/runs`, {
     token: dev.adminToken,
     body: {

@@ -103,6 +103,29 @@ describe('secrets', () => {
     expect(res.json.error.message).toContain('SCORER_KEY')
     expect(res.text).not.toContain(ADMIN_TOKEN)
   })
+
+  it('refuses api_key_env naming the Worker\'s own secrets (even when listed) or a name not in JUDGE_KEY_NAMES; a listed one works', async () => {
+    const runWith = (name: string, role = 'scorer') => call('POST', '/runs', {
+      token: ADMIN_TOKEN,
+      body: { config: { ...RUBRICS, agents: { [role]: { backend: 'openai', base_url: 'https://judge.example/v1', model: 'm', api_key_env: name } } } },
+    })
+    for (const own of ['ADMIN_TOKEN', 'RM_TOKEN', 'SESSION_SECRET']) {
+      const res = await runWith(own)
+      expectError(res, 400, 'invalid_request')
+      expect(res.json.error.message).toContain(`agents.scorer.api_key_env may not name "${own}"`)
+      expect(res.text).not.toContain(ADMIN_TOKEN)
+    }
+    const unlisted = await runWith('NOT_LISTED_KEY', 'analyzer')
+    expectError(unlisted, 400, 'invalid_request')
+    expect(unlisted.json.error.message).toContain('list it in the var JUDGE_KEY_NAMES')
+    expect(unlisted.text).not.toContain('sk-not-listed')
+    expect((await runWith('TEST_JUDGE_KEY')).status).toBe(201)
+    // A deployment's llm.api_key_env follows the same rule.
+    const deployed = await call('POST', '/admin/targets/keys-test/deployments', { token: ADMIN_TOKEN, body: { artifact_id: `rm_${'0'.repeat(64)}`, llm: { base_url: 'https://judge.example/v1', api_key_env: 'ADMIN_TOKEN' } } })
+    expect(deployed.status).toBeGreaterThanOrEqual(400)
+    expect(deployed.status).toBeLessThan(500)
+    expect(deployed.text).not.toContain(ADMIN_TOKEN)
+  })
 })
 
 describe('hand-picked bad input (issue 8): a 4xx naming the problem, nothing counted, nothing created', () => {

@@ -8,6 +8,7 @@ import { z } from 'zod'
 import { MockChatModel, OpenAIChatModel, type ChatModel } from '../../src/llm/index.ts'
 import { canonicalJson } from '../../src/hash/index.ts'
 import type { AnyRmArtifact } from '../../src/schemas/artifact.ts'
+import { checkKeyName, judgeSecrets } from '../scoring/secrets.ts'
 import type { Env } from '../env.ts'
 
 /** How long one verifier call may take before it is retried (the verl client waits 30 s per request by default). */
@@ -51,11 +52,8 @@ export function resolveEndpoint(env: Env, artifact: Pick<AnyRmArtifact, 'runtime
   if (!/^https?:\/\//.test(baseURL)) throw new AppError('llm_not_configured', `RM_LLM_BASE_URL must be an http(s) URL (got "${baseURL}")`)
   let apiKey = vars.RM_LLM_API_KEY
   if (llm?.api_key_env) {
-    const secret = (env as unknown as Record<string, unknown>)[llm.api_key_env]
-    if (typeof secret !== 'string' || secret === '') {
-      throw new AppError('llm_not_configured', `the deployment names api_key_env "${llm.api_key_env}", but the Worker has no such secret (set it with \`wrangler secret put ${llm.api_key_env}\`)`)
-    }
-    apiKey = secret
+    checkKeyName(env, llm.api_key_env, 'the deployment\'s llm.api_key_env', 'llm_not_configured')
+    apiKey = judgeSecrets(env)[llm.api_key_env]
   }
   return { baseURL, model: llm?.model ?? runtimeModel(artifact.runtime), apiKey: apiKey || 'not-needed' }
 }

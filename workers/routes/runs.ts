@@ -4,7 +4,7 @@ import { CreateRunRequest } from '../../src/schemas/run-config.ts'
 import type { AppEnv } from '../env.ts'
 import { requireAdmin } from '../middleware/auth.ts'
 import { jsonBody } from '../middleware/json-body.ts'
-import { missingSecrets } from '../scoring/models.ts'
+import { checkRunSecrets } from '../scoring/models.ts'
 import { createRun, DEFAULT_RUN_ID, randomHex } from '../runs/store.ts'
 
 /**
@@ -13,10 +13,7 @@ import { createRun, DEFAULT_RUN_ID, randomHex } from '../runs/store.ts'
 export const runAdminRoutes = new Hono<AppEnv>().post('/runs', requireAdmin(), jsonBody(CreateRunRequest), async (c) => {
   const { run_id: requested, config } = c.get('body')
   const runId = requested ?? `run-${randomHex(6)}`
-  const missing = missingSecrets(c.env, config)
-  if (missing.length > 0) {
-    throw new AppError('invalid_request', `the run names secrets this Worker does not have: ${missing.join(', ')} (set them with \`wrangler secret put\` or in .dev.vars)`)
-  }
+  checkRunSecrets(c.env, config)
   if (runId === DEFAULT_RUN_ID) throw new AppError('run_exists', 'the default run is configured in config/default-run.json')
   const created = await createRun(c.env.DB, runId, config)
   if ('exists' in created) throw new AppError('run_exists', `a run named "${runId}" already exists`)

@@ -3,6 +3,7 @@ import { createChatModel, instrumentChatModel, LlmError, pLimit, type ChatModel,
 import { canonicalJson } from '../../src/hash/index.ts'
 import { AGENT_ROLES, agentSettingsFor, type AgentRole, type AgentSettings, type RunConfig } from '../../src/schemas/run-config.ts'
 import type { Env } from '../env.ts'
+import { checkKeyName, judgeSecrets } from './secrets.ts'
 
 /** Adapters are stateless, so one per distinct settings is kept per isolate (the openai client is built once). */
 const adapters = new Map<string, ChatModel>()
@@ -30,7 +31,7 @@ export function requestModels(env: Env, config: RunConfig) {
     let adapter = adapters.get(adapterKey)
     if (!adapter) {
       try {
-        adapter = createChatModel(settings, { secrets: env as unknown as Record<string, unknown>, ...(env.AI ? { ai: env.AI } : {}) })
+        adapter = createChatModel(settings, { secrets: judgeSecrets(env), ...(env.AI ? { ai: env.AI } : {}) })
       } catch (error) {
         if (error instanceof LlmError) throw new AppError('llm_unavailable', `the ${role} model is not usable: ${error.message}`)
         throw error
@@ -60,10 +61,12 @@ function keysOf(settings: AgentSettings): { signature: string; adapterKey: strin
 }
 
 /**
- * The secrets a run's config names (`api_key_env`) that this Worker does not have.
- * @example missingSecrets(env, config) // ['SCORER_KEY']
+ * Refuses a run config whose `api_key_env` names a secret it may not use (see {@link checkKeyName}).
+ * @example checkRunSecrets(env, config) // throws 400 invalid_request for api_key_env "ADMIN_TOKEN"
  */
-export function missingSecrets(env: Env, config: RunConfig): string[] {
-  const names = AGENT_ROLES.map((role) => agentSettingsFor(config, role).api_key_env).filter((name): name is string => name !== undefined)
-  return [...new Set(names)].filter((name) => typeof (env as unknown as Record<string, unknown>)[name] !== 'string')
+export function checkRunSecrets(env: Env, config: RunConfig): void {
+  for (const role of ['default', ...AGENT_ROLES] as const) {
+    const name = role === 'default' ? config.agents.default.api_key_env : config.agents[role]?.api_key_env
+    if (name) checkKeyName(env, name, `agents.${role}.api_key_env`, 'invalid_request')
+  }
 }
