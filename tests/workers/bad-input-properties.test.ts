@@ -92,6 +92,7 @@ const MANIFEST = {
 /** Every route of the Worker: method, path, who may call it, and what it reads. Checked against the app's router below. */
 const ROUTES: RouteRow[] = [
   { method: 'GET', path: '/healthz', auth: 'none' },
+  { method: 'GET', path: '/healthz/deep', auth: 'admin' },
   {
     method: 'POST', path: '/runs', auth: 'admin',
     body: {
