@@ -19,6 +19,16 @@ async function runJson(...argv: string[]): Promise<BenchReport> {
   return JSON.parse(result.out) as BenchReport
 }
 
+/** A bench in which nothing could be scored: exit 3, one line on stderr saying why, the report still on stdout. */
+async function runNothingScored(...argv: string[]): Promise<BenchReport> {
+  const result = await run(...argv, '--json')
+  expect(result.code).toBe(3)
+  // Under --json the reason is one JSON line on stderr.
+  expect(result.err.trim().split('\n')).toHaveLength(1)
+  expect(JSON.parse(result.err).error.message).toMatch(/^bench: none of the \d+ candidates could be scored; the first failure: /)
+  return JSON.parse(result.out) as BenchReport
+}
+
 describe('reward-harness bench', () => {
   const directory = mkdtempSync(join(tmpdir(), 'bench-test-'))
   afterAll(() => rmSync(directory, { recursive: true, force: true }))
@@ -239,14 +249,17 @@ describe('reward-harness bench', () => {
 
     it('a target whose /healthz fails is reported for every candidate, not scored as a rubric target', async () => {
       const before = requests.length
-      const report = await runJson('bench', '--dataset', `${FIXTURES}/llmbar.json`, '--scorer', `url:${base}#broken`)
+      const report = await runNothingScored('bench', '--dataset', `${FIXTURES}/llmbar.json`, '--scorer', `url:${base}#broken`)
       expect(requests.length).toBe(before)
       expect(report.failures.count).toBe(8)
       expect(report.failures.examples[0]!.error).toMatch(/\/rm\/broken\/healthz: HTTP 503/)
+      const plain = await run('bench', '--dataset', `${FIXTURES}/llmbar.json`, '--scorer', `url:${base}#broken`)
+      expect(plain.code).toBe(3)
+      expect(plain.err).toMatch(/^bench: none of the 8 candidates could be scored; the first failure: .*\/rm\/broken\/healthz: HTTP 503.*\n$/)
     })
 
     it('an edge that does not answer within --request-timeout fails the chunk\'s items, and the bench still reports', async () => {
-      const report = await runJson('bench', '--dataset', `${FIXTURES}/llmbar.json`, '--scorer', `url:${base}#slow`, '--request-timeout', '0.2')
+      const report = await runNothingScored('bench', '--dataset', `${FIXTURES}/llmbar.json`, '--scorer', `url:${base}#slow`, '--request-timeout', '0.2')
       expect(report.failures.count).toBe(8)
       expect(report.failures.examples[0]!.error).toBe('no answer within 0.2 s')
       expect(report.overall.pairwise!.ab).toMatchObject({ n: 0, failures: 4 })
@@ -256,7 +269,7 @@ describe('reward-harness bench', () => {
     })
 
     it('an HTTP error fails every item of the chunk, reported as failures', async () => {
-      const report = await runJson('bench', '--dataset', `${FIXTURES}/judgebench.jsonl`, '--scorer', `url:${base}#other`)
+      const report = await runNothingScored('bench', '--dataset', `${FIXTURES}/judgebench.jsonl`, '--scorer', `url:${base}#other`)
       expect(report.failures.count).toBe(6)
       expect(report.overall.pairwise!.ab).toMatchObject({ n: 0, accuracy: null, failures: 3 })
     })

@@ -4,7 +4,10 @@
  * the command runs) and src/bench (the metrics).
  */
 import type { Command } from 'commander'
-import { CliUsageError, type CliContext } from '../program.ts'
+import { CliExit, CliUsageError, type CliContext } from '../program.ts'
+
+/** Exit code of a bench in which no candidate could be scored. */
+export const EXIT_NOTHING_SCORED = 3
 
 const HELP_AFTER = `
 Scorers (one scalar per prompt and candidate; candidates are shown without labels, under opaque ids):
@@ -26,7 +29,8 @@ Metrics:
   failures           a scorer error on a candidate: the comparison is excluded from n and reported, never a tie
   intervals          Wilson 95%; --bootstrap N adds a seeded percentile bootstrap over items
 
-Exit codes: 0 done (even with failures, which are reported); 1 failure; 2 bad input (dataset, scorer, flags).
+Exit codes: 0 done (failures of some candidates are reported, not fatal); 1 failure; 2 bad input (dataset, scorer,
+flags); 3 no candidate could be scored (the report is still printed; stderr says why in one line).
 
 Examples:
   npx reward-harness bench --dataset tests/offline/fixtures/datasets/llmbar-small.json --scorer mock
@@ -95,6 +99,10 @@ export function register(program: Command, cli: CliContext): void {
       })
       const written = options.out ? await writeReport(report, options.out) : undefined
       cli.print(command, report, () => formatReport(report) + (written ? `\nwrote ${written}` : ''))
+      // A gate must not pass on a bench that measured nothing (an edge without an artifact, an unreachable judge).
+      if (report.dataset.candidates > 0 && report.failures.count === report.dataset.candidates) {
+        throw new CliExit(EXIT_NOTHING_SCORED, `bench: none of the ${report.dataset.candidates} candidates could be scored; the first failure: ${report.failures.examples[0]?.error ?? 'unknown'}`)
+      }
     })
 }
 
