@@ -188,6 +188,14 @@ describe('memory retrieval', () => {
 })
 
 describe('admin-only, lineage and artifact routes', () => {
+  it('an Authorization header with the scheme and no token (an unset shell variable) is a 401 that says the token is missing', async () => {
+    for (const header of ['Bearer ', 'Bearer', 'Basic ']) {
+      const res = await call('POST', '/runs', { headers: { authorization: header }, body: { config: { anchor_rubrics: [{ text: 'Correct.' }] } } })
+      expect(res.status).toBe(401)
+      expect(res.json.error.message).toContain('carries no token')
+    }
+  })
+
   it('refuse run tokens (403) and anonymous callers (401) on admin-only routes', async () => {
     for (const route of ADMIN_ROUTES) {
       for (const [token, status] of [[a.token, 403], [undefined, 401]] as const) {

@@ -76,7 +76,11 @@ export function basicToken(header: string | undefined): string | undefined {
 export async function principalFor(env: AppEnv['Bindings'], header: string | undefined): Promise<Principal> {
   if (!header) return { kind: 'anonymous' }
   const token = bearerToken(header) ?? basicToken(header)
-  if (!token) throw new AppError('unauthorized', 'the Authorization header must be "Bearer <token>" (or Basic with the token as user or password)')
+  if (!token) {
+    // `-H "authorization: Bearer $ADMIN_TOKEN"` with the variable unset sends "Bearer " and nothing after it.
+    if (/^(Bearer|Basic)\s*$/i.test(header.trim())) throw new AppError('unauthorized', `the Authorization header says ${header.trim()} but carries no token (an unset shell variable?)`)
+    throw new AppError('unauthorized', 'the Authorization header must be "Bearer <token>" (or Basic with the token as user or password)')
+  }
   const known = knownTokens.get(token)
   if (known && known.adminToken === env.ADMIN_TOKEN && known.rmToken === env.RM_TOKEN) return known.principal
   const principal = await identifyToken(env, token)
