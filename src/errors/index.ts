@@ -30,6 +30,8 @@ export const ERROR_STATUS = {
   prompt_not_found: 404,
   /** The run keeps no archive of its scored rollouts (its config lacks `archive: true`, or the Worker has no bucket). */
   archive_disabled: 409,
+  /** Production's default run has no judge configured (it would grade with the mock heuristic). */
+  no_judge_configured: 503,
   internal: 500,
 } as const
 export type ErrorCode = keyof typeof ERROR_STATUS

@@ -12,12 +12,19 @@ export interface ChatModelDeps {
 }
 
 /**
+ * The backend a role's settings resolve to: `auto` is openai when a base URL is set, else the mock.
+ * @example backendOf(AgentSettings.parse({ backend: 'auto' })) // 'mock'
+ */
+export function backendOf(settings: Pick<AgentSettings, 'backend' | 'base_url'>): Exclude<AgentSettings['backend'], 'auto'> {
+  return settings.backend === 'auto' ? (settings.base_url ? 'openai' : 'mock') : settings.backend
+}
+
+/**
  * Builds the model one role's settings call for: `auto` is openai when a base URL is set, else the mock.
  * @example const model = createChatModel(agentSettingsFor(config, 'scorer'), { secrets: env })
  */
 export function createChatModel(settings: AgentSettings, deps: ChatModelDeps): ChatModel {
-  const backend = settings.backend === 'auto' ? (settings.base_url ? 'openai' : 'mock') : settings.backend
-  switch (backend) {
+  switch (backendOf(settings)) {
     case 'mock':
       return new MockChatModel(settings.model)
     case 'openai': {

@@ -81,9 +81,11 @@ describe('the default run outside local development', () => {
     return { status: response.status, json: (await response.json()) as any }
   }
 
-  it('needs a token in production', async () => {
+  it('needs a token in production, and is refused with 503 no_judge_configured while it grades with the mock', async () => {
     expectError(await send(), 401, 'unauthorized')
-    expect((await send({ authorization: `Bearer ${ADMIN_TOKEN}` })).status).toBe(200)
+    const refused = await send({ authorization: `Bearer ${ADMIN_TOKEN}` })
+    expectError(refused, 503, 'no_judge_configured')
+    expect(refused.json.error.message).toContain('POST /runs')
   })
 
   it('lets an operator open a run explicitly with access: open', async () => {

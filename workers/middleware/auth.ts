@@ -1,6 +1,8 @@
 import type { MiddlewareHandler } from 'hono'
 import { AppError } from '../../src/errors/index.ts'
 import { toHex } from '../../src/hash/index.ts'
+import { backendOf } from '../../src/llm/index.ts'
+import { agentSettingsFor } from '../../src/schemas/run-config.ts'
 import type { AppEnv, Principal } from '../env.ts'
 import { DEFAULT_RUN_ID, loadRunConfig, runForTokenHash } from '../runs/store.ts'
 import { pathToken } from './path-token.ts'
@@ -119,6 +121,13 @@ export function resolveRun(): MiddlewareHandler<AppEnv> {
     const openToAnyone = config.access === 'open' || (runId === DEFAULT_RUN_ID && c.env.DEPLOYMENT === 'local')
     if (principal.kind === 'anonymous' && !openToAnyone) {
       throw new AppError('unauthorized', `run "${runId}" needs a bearer token (its run token or the admin token)`)
+    }
+    if (runId === DEFAULT_RUN_ID && c.env.DEPLOYMENT !== 'local' && backendOf(agentSettingsFor(config, 'scorer')) === 'mock') {
+      throw new AppError(
+        'no_judge_configured',
+        'the default run grades with the mock heuristic, which is no judge: in production create a run with a judge (POST /runs with ' +
+          '"agents": {"scorer": {"backend": "openai", "base_url": …}}) and use its token, or give config/default-run.json a scorer before deploying',
+      )
     }
     c.set('run', { id: runId, config })
     await next()
