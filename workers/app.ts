@@ -15,7 +15,7 @@ import { lineageRoutes } from './routes/lineage.ts'
 import { memoryRoutes } from './routes/memory.ts'
 import { rubricRoutes } from './routes/rubrics.ts'
 import { rmRoutes } from './routes/rm.ts'
-import { runAdminRoutes, runInfoRoutes } from './routes/runs.ts'
+import { runAdminRoutes, runInfoRoutes, runTokenRoutes } from './routes/runs.ts'
 import { scoreRoute } from './routes/score.ts'
 import { stepRoutes } from './routes/steps.ts'
 
@@ -45,6 +45,7 @@ export function createApp() {
     .use('*', rateLimit())
     .route('/', healthRoutes)
     .route('/', runAdminRoutes)
+    .route('/', runTokenRoutes)
     // Before the run API, whose run resolution matches every path: artifacts and RM targets belong to no run.
     .route('/', artifactAdminRoutes)
     .route('/', lineageRoutes)

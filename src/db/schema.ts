@@ -7,12 +7,27 @@ export const runs = sqliteTable('runs', {
   createdAt: text('created_at').notNull(),
 })
 
-/** Bearer tokens scoped to one run. Only the SHA-256 of a token is stored. */
+/**
+ * Bearer tokens scoped to one run. Only the SHA-256 of a token is stored, with its first characters (`rh_` and 8 hex
+ * digits, null for tokens from before they were kept) so an operator can name it; a revoked token stays, refused.
+ */
 export const runTokens = sqliteTable('run_tokens', {
   tokenHash: text('token_hash').primaryKey(),
   runId: text('run_id').notNull().references(() => runs.id),
   createdAt: text('created_at').notNull(),
+  prefix: text('prefix'),
+  revokedAt: text('revoked_at'),
 }, (t) => [index('run_tokens_run_idx').on(t.runId)])
+
+/** Who created or revoked which run token, and when (the token named by its hash's first 12 hex digits). */
+export const tokenAudit = sqliteTable('token_audit', {
+  id: integer('id').primaryKey({ autoIncrement: true }),
+  runId: text('run_id').notNull(),
+  tokenId: text('token_id').notNull(),
+  action: text('action', { enum: ['created', 'revoked'] }).notNull(),
+  actor: text('actor').notNull(),
+  at: text('at').notNull(),
+}, (t) => [index('token_audit_run_idx').on(t.runId)])
 
 /**
  * Long-term memory: analyses, batch and meta summaries and rubric updates, per run and instance.

@@ -48,7 +48,7 @@ interface BodySpec {
 }
 
 interface RouteRow {
-  method: 'GET' | 'POST'
+  method: 'GET' | 'POST' | 'DELETE'
   /** As mounted; run routes are served at `/` and under `/runs/:runId`. */
   path: string
   auth: Auth
@@ -57,6 +57,8 @@ interface RouteRow {
   query?: string[]
   /** Documented non-4xx answers to well-formed but unknown ids (see the path-id property). */
   note?: string
+  /** Served only under `/runs/:runId` (the admin's token routes), listed without that prefix. */
+  underRun?: true
 }
 
 const ARTIFACT_SAMPLE = {
@@ -132,11 +134,14 @@ const ROUTES: RouteRow[] = [
   { method: 'GET', path: '/memory', auth: 'run', query: ['kind', 'step', 'instance_id', 'q', 'limit'] },
   { method: 'GET', path: '/run', auth: 'run' },
   { method: 'GET', path: '/archive', auth: 'run', query: ['from_step', 'to_step', 'limit', 'after'] },
+  { method: 'POST', path: '/tokens', auth: 'admin', underRun: true },
+  { method: 'GET', path: '/tokens', auth: 'admin', underRun: true },
+  { method: 'DELETE', path: '/tokens/:ref', auth: 'admin', underRun: true },
   { method: 'POST', path: '/compat/openrlhf', auth: 'run', body: { schema: OpenRlhfRequest, sample: () => ({ query: ['Q: 2+2? A: 4', 'Q: 3*3? A: 9'], prompts: ['Q: 2+2? A:', 'Q: 3*3? A:'], labels: ['4', 9], metadata: { current_step: 1 } }) } },
   { method: 'POST', path: '/compat/slime', auth: 'run', body: { schema: SlimeRequest, sample: () => ({ prompt: [{ role: 'user', content: 'What is 2+2?' }], response: '4', label: '4', metadata: { total_steps: 5 } }) } },
   { method: 'POST', path: '/score/group', auth: 'run', body: { schema: GroupRequest, sample: () => ({ prompt: 'What is 2+2?', responses: ['4', '5'], reference: '4', instance_id: 'global', metadata: { model_size: '7B' } }) } },
 ]
-const RUN_API_PATHS = new Set(ROUTES.filter((row) => row.auth === 'run').map((row) => row.path))
+const RUN_API_PATHS = new Set(ROUTES.filter((row) => row.auth === 'run' || row.underRun).map((row) => row.path))
 /** Paths of other surfaces with their own tests (the HTML dashboard), left out of this table on purpose. */
 const OTHER_SURFACES = /^\/(dashboard(\/|$)|$)/
 

@@ -14,8 +14,21 @@ import { countRefusedCredential } from './rate-limit.ts'
  * Only valid tokens enter (a stranger cannot fill it); an entry counts only under the secrets it was checked with.
  * A token string is the key: the lookup hashes it, and strings are compared only on a hash match.
  */
-const knownTokens = new Map<string, { principal: Principal; adminToken?: string; rmToken?: string }>()
+const knownTokens = new Map<string, { principal: Principal; adminToken?: string; rmToken?: string; checkedAt: number }>()
 const MAX_KNOWN_TOKENS = 1_000
+/**
+ * How long an isolate trusts a run token it checked before asking D1 again: a token revoked in another isolate is
+ * refused everywhere within this time (in the isolate that revoked it, at once).
+ */
+export const RUN_TOKEN_RECHECK_MS = 10_000
+
+/**
+ * Drops a run token from this isolate's cache (after its revocation), by the token's SHA-256 in hex.
+ * @example forgetRunToken(revoked.token_hash)
+ */
+export function forgetRunToken(tokenHash: string): void {
+  for (const [token, known] of knownTokens) if (known.principal.kind === 'run' && known.principal.tokenHash === tokenHash) knownTokens.delete(token)
+}
 
 /**
  * Identifies the caller from `Authorization: Bearer <token>` or a `/t/<token>/` path prefix (for clients that send no
@@ -84,10 +97,12 @@ export async function principalFor(env: AppEnv['Bindings'], header: string | und
     throw new AppError('unauthorized', 'the Authorization header must be "Bearer <token>" (or Basic with the token as user or password)')
   }
   const known = knownTokens.get(token)
-  if (known && known.adminToken === env.ADMIN_TOKEN && known.rmToken === env.RM_TOKEN) return known.principal
+  const fresh = known && (known.principal.kind !== 'run' || Date.now() - known.checkedAt < RUN_TOKEN_RECHECK_MS)
+  if (known && fresh && known.adminToken === env.ADMIN_TOKEN && known.rmToken === env.RM_TOKEN) return known.principal
+  if (known) knownTokens.delete(token)
   const principal = await identifyToken(env, token)
   if (knownTokens.size >= MAX_KNOWN_TOKENS) knownTokens.clear()
-  knownTokens.set(token, { principal, adminToken: env.ADMIN_TOKEN, rmToken: env.RM_TOKEN })
+  knownTokens.set(token, { principal, adminToken: env.ADMIN_TOKEN, rmToken: env.RM_TOKEN, checkedAt: Date.now() })
   return principal
 }
 
@@ -99,7 +114,7 @@ async function identifyToken(env: AppEnv['Bindings'], token: string): Promise<Pr
   // The RM token names no run: anonymous everywhere but `/rm/<target>/…` (requireRmAccess).
   if (env.RM_TOKEN && digestsEqual(presented, await secretDigest(env.RM_TOKEN))) return { kind: 'anonymous', rmTokenHash: tokenHash }
   const runId = await runForTokenHash(env.DB, tokenHash)
-  if (!runId) throw new AppError('unauthorized', 'the bearer token is not valid for any run')
+  if (!runId) throw new AppError('unauthorized', 'the bearer token is not valid for any run (unknown, or revoked)')
   return { kind: 'run', runId, tokenHash }
 }
 
