@@ -21,6 +21,7 @@ const COMMANDS = {
   rollback: () => import('./commands/deploy.ts'),
   deployments: () => import('./commands/deploy.ts'),
   lineage: () => import('./commands/lineage.ts'),
+  train: () => import('./commands/train.ts'),
   report: () => import('./commands/report.ts'),
 } satisfies Record<string, () => Promise<CliCommandModule>>
 

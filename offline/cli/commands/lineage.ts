@@ -5,7 +5,8 @@
  * REWARD_HARNESS_ADMIN_TOKEN). The work is in src/lineage and offline/lineage, loaded only when a command runs.
  */
 import type { Command } from 'commander'
-import { CliExit, type CliContext, CliUsageError } from '../program.ts'
+import { readJsonFile, type StoreFlags, storeOptions, withBackend } from '../../lineage/backend.ts'
+import { CliExit, type CliContext } from '../program.ts'
 
 const HELP = `
 Storage: --db <file> (default .reward-harness/lineage.sqlite), or --url <edge> to use the edge's /lineage API with
@@ -25,65 +26,6 @@ Examples:
   npx reward-harness lineage compare-runs grpo-6 grpo-7 --json
   npx reward-harness lineage compare-artifacts rm_aaa… rm_bbb…
   npx reward-harness lineage check-regression --baseline grpo-6 --candidate latest --metric accuracy:higher:0.01 --metric loss:lower:2%`
-
-interface StoreFlags {
-  db?: string
-  url?: string
-}
-
-async function withBackend<T>(flags: StoreFlags, work: (backend: import('../../../src/lineage/compare.ts').LineageBackend) => Promise<T>): Promise<T> {
-  const { LineageInputError } = await import('../../../src/lineage/compare.ts')
-  const { LineageError } = await import('../../../src/lineage/store.ts')
-  const { EdgeLineageError } = await import('../../lineage/http.ts')
-  const { ZodError } = await import('zod')
-  let close = () => {}
-  try {
-    let backend
-    if (flags.url) {
-      if (flags.db) throw new CliUsageError('give --db or --url, not both')
-      const token = process.env.REWARD_HARNESS_ADMIN_TOKEN
-      if (!token) throw new CliUsageError('--url needs the admin token in REWARD_HARNESS_ADMIN_TOKEN')
-      const { edgeLineage } = await import('../../lineage/http.ts')
-      backend = edgeLineage(flags.url, token)
-    } else {
-      const { openLocalLineage } = await import('../../lineage/local.ts')
-      const opened = openLocalLineage(flags.db)
-      close = opened.close
-      backend = opened.backend
-    }
-    return await work(backend)
-  } catch (error) {
-    if (error instanceof ZodError) {
-      throw new CliUsageError(error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; '))
-    }
-    if (error instanceof LineageInputError || error instanceof LineageError) throw new CliUsageError(error.message)
-    if (error instanceof EdgeLineageError && error.status >= 400 && error.status < 500) throw new CliUsageError(error.message)
-    throw error
-  } finally {
-    close()
-  }
-}
-
-async function readJsonFile(file: string): Promise<unknown> {
-  const { readFile } = await import('node:fs/promises')
-  let text: string
-  try {
-    text = await readFile(file, 'utf8')
-  } catch (error) {
-    throw new CliUsageError(`cannot read ${file}: ${(error as Error).message}`)
-  }
-  try {
-    return JSON.parse(text)
-  } catch (error) {
-    throw new CliUsageError(`${file} is not valid JSON: ${(error as Error).message}`)
-  }
-}
-
-function storeOptions(command: Command): Command {
-  return command
-    .option('--db <file>', 'the local lineage SQLite file (default .reward-harness/lineage.sqlite)')
-    .option('--url <edge>', "use the edge's /lineage API instead (admin token from REWARD_HARNESS_ADMIN_TOKEN)")
-}
 
 /**
  * Adds `lineage` and its subcommands to the program.
