@@ -6,7 +6,6 @@
  * artifact on the same target records the first as previous; `rollback` re-activates the first; `deployments` lists
  * the three records newest first; an artifact edited on disk is refused by `deploy` (exit 2) and changes nothing.
  */
-import { execFile } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -15,32 +14,16 @@ import { artifactId, DEFAULT_RUBRIC_KEY, type DeployRecord, type RmArtifact } fr
 import { contentText, imageUrls, startLlmStub, type ChatCompletionBody } from '../support/llm-stub.ts'
 import { makeLibraryArtifact } from '../support/library-artifact.ts'
 import { callJson } from './support/http.ts'
+import { ROOT, runRewardHarness } from '../support/child.ts'
 import { startWranglerDev, type WranglerDev } from './support/wrangler-dev.ts'
 
-const ROOT = join(import.meta.dirname, '../..')
-const BIN = join(ROOT, 'offline/cli/bin.js')
 const TARGET = 'demo'
-
-interface Run {
-  code: number
-  out: string
-  err: string
-}
 
 let dev: WranglerDev
 let work: string
 
 /** `reward-harness <args>` as a child process, with the dev server's admin token. */
-function cli(args: string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [BIN, ...args],
-      { cwd: ROOT, env: { ...process.env, NO_COLOR: '1', USER: 'e2e', REWARD_HARNESS_ADMIN_TOKEN: dev.adminToken }, maxBuffer: 64 * 1024 * 1024, timeout: 55_000 },
-      (error, stdout, stderr) => resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, out: stdout, err: stderr }),
-    )
-  })
-}
+const cli = (args: string[]) => runRewardHarness(args, { USER: 'e2e', REWARD_HARNESS_ADMIN_TOKEN: dev.adminToken }, 55_000)
 
 const readJson = (file: string) => JSON.parse(readFileSync(file, 'utf8'))
 
@@ -185,11 +168,7 @@ describe('search → export → deploy → score, rollback, history (wrangler de
     const rollback = await cli(['rollback', '--target', 'empty-target', '--url', dev.baseUrl])
     expect(rollback.code).toBe(2)
     expect(rollback.err).toContain('409 nothing_to_roll_back')
-    const wrongToken = await new Promise<Run>((resolve) =>
-      execFile(process.execPath, [BIN, 'deployments', '--target', TARGET, '--url', dev.baseUrl], { cwd: ROOT, env: { ...process.env, REWARD_HARNESS_ADMIN_TOKEN: 'wrong' } }, (error, stdout, stderr) =>
-        resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, out: stdout, err: stderr }),
-      ),
-    )
+    const wrongToken = await runRewardHarness(['deployments', '--target', TARGET, '--url', dev.baseUrl], { REWARD_HARNESS_ADMIN_TOKEN: 'wrong' })
     expect(wrongToken.code).toBe(2)
     expect(wrongToken.err).toContain('the edge refused the admin token')
     expect(await health()).toEqual(before)

@@ -5,15 +5,14 @@
  * TRL data in which every pair clears the noise bound, a held-out file that shares no prompt with train, and a
  * summary whose counts add up; a second identical distill makes no LLM call; a run without an archive is exit 2.
  */
-import { execFile } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import { runChild, runRewardHarness } from '../support/child.ts'
 import { callJson } from './support/http.ts'
 import { startWranglerDev, type WranglerDev } from './support/wrangler-dev.ts'
 
-const ROOT = join(import.meta.dirname, '../..')
 const STEPS = 3
 const ROLLOUTS_PER_STEP = 16
 
@@ -30,15 +29,7 @@ afterAll(async () => {
   rmSync(work, { recursive: true, force: true })
 })
 
-/** A child process to completion, with the dev server's admin token in the environment. */
-function run(command: string, args: string[]): Promise<{ code: number; out: string; err: string }> {
-  return new Promise((resolve) => {
-    execFile(command, args, { cwd: ROOT, env: { ...process.env, NO_COLOR: '1', REWARD_HARNESS_ADMIN_TOKEN: dev.adminToken }, maxBuffer: 64 * 1024 * 1024, timeout: 120_000 }, (error, out, err) =>
-      resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, out, err }))
-  })
-}
-
-const cli = (args: string[]) => run(process.execPath, [join(ROOT, 'offline/cli/bin.js'), ...args])
+const cli = (args: string[]) => runRewardHarness(args, { REWARD_HARNESS_ADMIN_TOKEN: dev.adminToken })
 const readJsonl = (file: string) => readFileSync(file, 'utf8').trim().split('\n').filter(Boolean).map((line) => JSON.parse(line))
 
 /** The rollouts the edge's archive of `runId` answers now. */
@@ -50,7 +41,7 @@ async function archivedRollouts(runId: string): Promise<number> {
 
 describe('simulated run → archive → distill', () => {
   it('distils a simulated run with archive: true into denoised TRL data; the second run makes 0 LLM calls', async () => {
-    const simulated = await run('npx', ['tsx', 'offline/simulate/cli.ts', '--url', dev.baseUrl, '--steps', String(STEPS), '--rollouts-per-step', String(ROLLOUTS_PER_STEP), '--group-size', '4', '--create-run', '--archive', '--json', '--wait-timeout', '40'])
+    const simulated = await runChild('npx', ['tsx', 'offline/simulate/cli.ts', '--url', dev.baseUrl, '--steps', String(STEPS), '--rollouts-per-step', String(ROLLOUTS_PER_STEP), '--group-size', '4', '--create-run', '--archive', '--json', '--wait-timeout', '40'], { REWARD_HARNESS_ADMIN_TOKEN: dev.adminToken })
     expect(simulated.code, `${simulated.err}\n${dev.logs()}`).toBe(0)
     const runId = JSON.parse(simulated.out).run_id as string
     expect(simulated.err).toContain('archiving its rollouts')

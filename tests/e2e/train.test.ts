@@ -6,25 +6,17 @@
  * artifact → deployment → training run → result. A mismatched `--expect-artifact` exits 3 with no env file and no
  * record; a target with nothing deployed is exit 2.
  */
-import { execFile } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { DeployRecord, RmArtifact } from '../../src/schemas/artifact.ts'
 import { buildArtifact } from './support/artifact.ts'
+import { ROOT, runRewardHarness } from '../support/child.ts'
 import { startWranglerDev, type WranglerDev } from './support/wrangler-dev.ts'
 
-const ROOT = join(import.meta.dirname, '../..')
-const BIN = join(ROOT, 'offline/cli/bin.js')
 const TRAINER = join(ROOT, 'tests/e2e/support/dummy_trainer.py')
 const TARGET = 'train-e2e'
-
-interface Run {
-  code: number
-  out: string
-  err: string
-}
 
 let dev: WranglerDev
 let work: string
@@ -33,17 +25,7 @@ let artifact: RmArtifact
 let deployment: DeployRecord
 
 /** `reward-harness <args>` as a child process, with the dev server's admin token and no RM_TOKEN. */
-function cli(args: string[]): Promise<Run> {
-  const { RM_TOKEN: _unused, ...env } = process.env
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [BIN, ...args],
-      { cwd: ROOT, env: { ...env, NO_COLOR: '1', USER: 'e2e', REWARD_HARNESS_ADMIN_TOKEN: dev.adminToken }, maxBuffer: 16 * 1024 * 1024, timeout: 55_000 },
-      (error, stdout, stderr) => resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, out: stdout, err: stderr }),
-    )
-  })
-}
+const cli = (args: string[]) => runRewardHarness(args, { RM_TOKEN: undefined, USER: 'e2e', REWARD_HARNESS_ADMIN_TOKEN: dev.adminToken }, 55_000)
 
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'train-e2e-'))

@@ -4,7 +4,6 @@
  * environment, exit codes (2 refused input and edge 4xx with details shown, 1 network and 5xx), retries on 429/503
  * only, tables and JSON. The client's retry policy is unit-tested with a fake fetch.
  */
-import { execFile } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -14,26 +13,12 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { buildArtifact } from '../../offline/artifacts/index.ts'
 import { AdminClient, backoffMs, deployedBy, EdgeHttpError, EdgeNetworkError, EdgeProtocolError, formatDeployments, llmOf } from '../../offline/deploy/index.ts'
 import { artifactId, RmArtifact, type DeployRecord } from '../../src/schemas/artifact.ts'
+import { runRewardHarness } from '../support/child.ts'
 
-const ROOT = join(import.meta.dirname, '../..')
-const BIN = join(ROOT, 'offline/cli/bin.js')
 const TOKEN = 'test-admin-token'
 
-interface Run {
-  code: number
-  out: string
-  err: string
-}
-
-function cli(args: string[], env: Record<string, string | undefined> = {}): Promise<Run> {
-  const base: Record<string, string | undefined> = { ...process.env, NO_COLOR: '1', REWARD_HARNESS_ADMIN_TOKEN: TOKEN, USER: 'tester', ...env }
-  for (const [key, value] of Object.entries(base)) if (value === undefined) delete base[key]
-  return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { cwd: ROOT, env: base as NodeJS.ProcessEnv }, (error, stdout, stderr) => {
-      resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, out: stdout, err: stderr })
-    })
-  })
-}
+/** `reward-harness <args>` as a child process with the stub's admin token. */
+const cli = (args: string[], env: Record<string, string | undefined> = {}) => runRewardHarness(args, { REWARD_HARNESS_ADMIN_TOKEN: TOKEN, USER: 'tester', ...env })
 
 // ---------------------------------------------------------------------------------------------
 // A stub of the admin API: the contract's routes, in memory, with injectable faults.
