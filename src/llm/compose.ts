@@ -36,6 +36,7 @@ export function createChatModel(settings: AgentSettings, deps: ChatModelDeps): C
       return new OpenAIChatModel({
         baseURL: settings.base_url,
         apiKey: (apiKey as string | undefined) ?? 'not-needed',
+        ...(settings.headers ? { headers: resolveHeaders(settings.headers, deps.secrets) } : {}),
         model: settings.model,
         temperature: settings.temperature,
         maxTokens: settings.max_tokens,
@@ -96,3 +97,13 @@ export function instrumentChatModel(
 }
 
 export { pLimit }
+
+/** A role's headers with each `{secret}` replaced by the secret's value (a missing one is a refused request). */
+function resolveHeaders(headers: NonNullable<AgentSettings['headers']>, secrets: Record<string, unknown>): Record<string, string> {
+  return Object.fromEntries(Object.entries(headers).map(([name, value]) => {
+    if (typeof value === 'string') return [name, value]
+    const secret = secrets[value.secret]
+    if (typeof secret !== 'string') throw new LlmError('bad_request', `the secret ${value.secret} named by header ${name} is not set`)
+    return [name, secret]
+  }))
+}

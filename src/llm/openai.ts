@@ -16,6 +16,8 @@ export interface RequestExtras {
 export interface OpenAIChatSettings {
   baseURL: string
   apiKey: string
+  /** Extra headers on every request (e.g. Cloudflare Access service-token headers). */
+  headers?: Record<string, string>
   model: string
   temperature: number
   maxTokens: number
@@ -43,7 +45,7 @@ export class OpenAIChatModel implements ChatModel {
    */
   async complete(request: ChatRequest, extras: RequestExtras = {}): Promise<ChatResponse> {
     const client = await (this.#client ??= import('openai').then(
-      ({ default: OpenAI }) => new OpenAI({ baseURL: this.settings.baseURL, apiKey: this.settings.apiKey, maxRetries: 0, timeout: this.settings.timeoutMs }),
+      ({ default: OpenAI }) => new OpenAI({ baseURL: this.settings.baseURL, apiKey: this.settings.apiKey, maxRetries: 0, timeout: this.settings.timeoutMs, ...(this.settings.headers ? { defaultHeaders: this.settings.headers } : {}) }),
     ))
     const timeout = AbortSignal.timeout(this.settings.timeoutMs)
     const signal = request.signal ? AbortSignal.any([request.signal, timeout]) : timeout

@@ -11,11 +11,25 @@ export type AgentRole = (typeof AGENT_ROLES)[number]
  * API keys are never stored here: `api_key_env` names the environment variable or wrangler secret.
  * @example AgentSettings.parse({ backend: 'openai', model: 'Qwen/Qwen3-8B', base_url: 'http://gpu-1:8000/v1', api_key_env: 'VLLM_KEY' })
  */
+const SecretName = z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'an environment variable name such as OPENAI_API_KEY')
+
+/**
+ * Extra HTTP headers a role sends to its endpoint (e.g. Cloudflare Access service-token headers in front of a judge
+ * behind a Tunnel): a literal value, or `{secret: NAME}` for a wrangler secret named like `api_key_env`.
+ * @example AgentHeaders.parse({ 'CF-Access-Client-Id': { secret: 'ACCESS_CLIENT_ID' }, 'CF-Access-Client-Secret': { secret: 'ACCESS_CLIENT_SECRET' } })
+ */
+export const AgentHeaders = z.record(
+  z.string().regex(/^[A-Za-z0-9-]{1,64}$/, 'a header name: letters, digits and -').refine((name) => !/^(authorization|content-type|content-length|host)$/i.test(name), 'set by the client itself (the API key goes in api_key_env)'),
+  z.union([z.string().max(4_096), z.object({ secret: SecretName })]),
+)
+export type AgentHeaders = z.infer<typeof AgentHeaders>
+
 export const AgentSettings = z.object({
   backend: z.enum(['auto', 'mock', 'openai', 'workers-ai']).default('auto'),
   model: z.string().min(1).max(200).default('mock-heuristic-1'),
   base_url: z.url({ protocol: /^https?$/ }).optional(),
-  api_key_env: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'an environment variable name such as OPENAI_API_KEY').optional(),
+  api_key_env: SecretName.optional(),
+  headers: AgentHeaders.optional(),
   temperature: z.number().min(0).max(2).default(0),
   max_tokens: z.number().int().positive().max(32_768).default(1_024),
   seed: z.number().int().optional(),

@@ -227,6 +227,27 @@ describe('regressions', () => {
     expect(stub.requests.length - before).toBe(1)
   })
 
+  it('sends a role\'s extra headers (a literal and a secret by name, as Cloudflare Access needs) and never the Worker\'s own secrets', async () => {
+    const headers = { 'CF-Access-Client-Id': 'client-1.access', 'CF-Access-Client-Secret': { secret: 'KEY_B' } }
+    const created = await callJson(`${dev.baseUrl}/runs`, {
+      token: dev.adminToken,
+      body: { config: { anchor_rubrics: ANCHORS, agents: { scorer: { backend: 'openai', base_url: stub.baseUrl, model: 'stub-model', headers } } } },
+    })
+    expect(created.status, JSON.stringify(created.body)).toBe(201)
+    const before = stub.headers.length
+    const res = await callJson(`${dev.baseUrl}/score`, { token: created.body.token, body: { rollout: freshRollout('access'), metadata: METADATA } })
+    expect(res.status).toBe(200)
+    const sent = stub.headers.slice(before)
+    expect(sent.length).toBeGreaterThan(0)
+    for (const request of sent) expect(request).toMatchObject({ 'cf-access-client-id': 'client-1.access', 'cf-access-client-secret': 'secret-of-run-b' })
+    const refused = await callJson(`${dev.baseUrl}/runs`, {
+      token: dev.adminToken,
+      body: { config: { anchor_rubrics: ANCHORS, agents: { scorer: { backend: 'openai', base_url: stub.baseUrl, model: 'stub-model', headers: { 'X-Key': { secret: 'ADMIN_TOKEN' } } } } } },
+    })
+    expect(refused.status).toBe(400)
+    expect(refused.body.error.message).toContain('agents.scorer.headers.X-Key may not name "ADMIN_TOKEN"')
+  })
+
   it('gives each run its own API key even when model and base URL are the same', async () => {
     const runWithKey = async (keyEnv: string) => {
       const created = await callJson(`${dev.baseUrl}/runs`, {

@@ -65,6 +65,8 @@ export interface LlmStub {
   requests: ChatCompletionBody[]
   /** The Authorization header of each chat request, in the same order. */
   authorizations: (string | undefined)[]
+  /** Every header of each chat request, in the same order. */
+  headers: import('node:http').IncomingHttpHeaders[]
   /** Queue answers for the next requests. */
   script(...faults: StubFault[]): void
   /** Replace the default responder (the message content for a good completion). */
@@ -154,6 +156,7 @@ export function chatCompletion(body: ChatCompletionBody, content: string, n: num
 export async function startLlmStub(): Promise<LlmStub> {
   const requests: ChatCompletionBody[] = []
   const authorizations: (string | undefined)[] = []
+  const headers: import('node:http').IncomingHttpHeaders[] = []
   const queue: StubFault[] = []
   let responder = gradeAllRubrics(7)
   let interceptor: StubInterceptor | undefined
@@ -167,6 +170,7 @@ export async function startLlmStub(): Promise<LlmStub> {
     const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as ChatCompletionBody
     requests.push(body)
     authorizations.push(req.headers.authorization)
+    headers.push(req.headers)
     const intercepted = interceptor ? await interceptor(body) : undefined
     const fault = intercepted ?? queue.shift()
     if (fault?.kind === 'hang') {
@@ -193,6 +197,7 @@ export async function startLlmStub(): Promise<LlmStub> {
     baseUrl: `http://127.0.0.1:${port}/v1`,
     requests,
     authorizations,
+    headers,
     script: (...faults) => void queue.push(...faults),
     respondWith: (next) => void (responder = next),
     intercept: (next) => void (interceptor = next),

@@ -61,12 +61,15 @@ function keysOf(settings: AgentSettings): { signature: string; adapterKey: strin
 }
 
 /**
- * Refuses a run config whose `api_key_env` names a secret it may not use (see {@link checkKeyName}).
+ * Refuses a run config whose `api_key_env` or header secrets name a secret it may not use (see {@link checkKeyName}).
  * @example checkRunSecrets(env, config) // throws 400 invalid_request for api_key_env "ADMIN_TOKEN"
  */
 export function checkRunSecrets(env: Env, config: RunConfig): void {
   for (const role of ['default', ...AGENT_ROLES] as const) {
-    const name = role === 'default' ? config.agents.default.api_key_env : config.agents[role]?.api_key_env
-    if (name) checkKeyName(env, name, `agents.${role}.api_key_env`, 'invalid_request')
+    const settings = role === 'default' ? config.agents.default : config.agents[role]
+    if (settings?.api_key_env) checkKeyName(env, settings.api_key_env, `agents.${role}.api_key_env`, 'invalid_request')
+    for (const [header, value] of Object.entries(settings?.headers ?? {})) {
+      if (typeof value !== 'string') checkKeyName(env, value.secret, `agents.${role}.headers.${header}`, 'invalid_request')
+    }
   }
 }
