@@ -34,6 +34,8 @@ export interface Env {
   DEPLOYMENT?: string
   /** Comma-separated secret names a run's or deployment's `api_key_env` may name (never the Worker's own secrets). */
   JUDGE_KEY_NAMES?: string
+  /** The HMAC key of dashboard session cookies (a secret); without it, a key derived from ADMIN_TOKEN. */
+  SESSION_SECRET?: string
   /** Bearer token for admin routes; a secret. */
   ADMIN_TOKEN?: string
   AI?: WorkersAiBinding

@@ -19,6 +19,21 @@ export const runTokens = sqliteTable('run_tokens', {
   revokedAt: text('revoked_at'),
 }, (t) => [index('run_tokens_run_idx').on(t.runId)])
 
+/**
+ * Dashboard logins: the cookie carries only the id, signed; the row says whom it stands for (the SHA-256 of the token
+ * logged in with, re-checked on every page so a revoked token or a rotated admin token ends the session), until when,
+ * and whether it was logged out.
+ */
+export const dashboardSessions = sqliteTable('dashboard_sessions', {
+  id: text('id').primaryKey(),
+  kind: text('kind', { enum: ['admin', 'run'] }).notNull(),
+  runId: text('run_id'),
+  tokenHash: text('token_hash').notNull(),
+  createdAt: text('created_at').notNull(),
+  expiresAt: text('expires_at').notNull(),
+  revokedAt: text('revoked_at'),
+})
+
 /** Who created or revoked which run token, and when (the token named by its hash's first 12 hex digits). */
 export const tokenAudit = sqliteTable('token_audit', {
   id: integer('id').primaryKey({ autoIncrement: true }),

@@ -133,6 +133,7 @@ describe('the dashboard in headless Chromium after `npm run simulate` (3 steps)'
     const session = cookies.find((cookie) => cookie.name === 'rh_dashboard')
     expect(session?.httpOnly).toBe(true)
     expect(session?.sameSite).toBe('Strict')
+    expect(session?.value).not.toContain(dev.adminToken)
     expect(await page.content()).not.toContain(dev.adminToken)
 
     await Promise.all([page.waitForURL(/\/dashboard\/targets$/), page.click('a[href="/dashboard/targets"]')])

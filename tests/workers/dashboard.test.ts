@@ -147,31 +147,49 @@ describe('who may see what', () => {
     expect(setCookie).toMatch(/HttpOnly/i)
     expect(setCookie).toMatch(/SameSite=Strict/i)
     expect(setCookie).toMatch(/Path=\//)
-    expect(sessionCookie(login)).toBe(run.token)
+    // The cookie is a signed session id: no token in it, and a token in its place opens nothing.
+    const cookie = sessionCookie(login)!
+    expect(cookie).toMatch(/^[0-9a-f]{32}\.[A-Za-z0-9_-]{43}$/)
+    expect(setCookie).not.toContain(run.token)
+    expect(setCookie).not.toContain(run.token.slice(3, 15))
+    expectLoginPage(await page(`/dashboard/runs/${run.runId}`, { deployment: 'production', cookie: run.token }))
 
-    const own = await page(`/dashboard/runs/${run.runId}`, { deployment: 'production', cookie: run.token })
+    const own = await page(`/dashboard/runs/${run.runId}`, { deployment: 'production', cookie })
     expect(own.status).toBe(200)
     expect(own.html).toContain('Run-one rubric: correct.')
     expect(own.html).toContain(`run token · ${run.runId}`)
     expect(own.html).not.toContain(run.token)
-    const home = await page('/', { deployment: 'production', cookie: run.token })
+    const home = await page('/', { deployment: 'production', cookie })
     expect(home.status).toBe(200)
     expect(home.html).toContain(`data-run="${run.runId}"`)
     expect(home.html).not.toContain(`data-run="${other.runId}"`)
     expect(home.html).not.toContain('data-run="default"')
 
-    const foreign = await page(`/dashboard/runs/${other.runId}`, { deployment: 'production', cookie: run.token })
+    const foreign = await page(`/dashboard/runs/${other.runId}`, { deployment: 'production', cookie })
     expect(foreign.status).toBe(403)
     expect(foreign.html).toContain('forbidden')
     expect(foreign.html).not.toContain('Run-two rubric')
-    const targets = await page('/dashboard/targets', { deployment: 'production', cookie: run.token })
+    const targets = await page('/dashboard/targets', { deployment: 'production', cookie })
     expect(targets.status).toBe(403)
     // A bearer header works the same way as the cookie.
     expect((await page(`/dashboard/runs/${run.runId}`, { deployment: 'production', bearer: run.token })).status).toBe(200)
 
-    const logout = await page('/dashboard/logout', { deployment: 'production', cookie: run.token, form: {} })
+    const logout = await page('/dashboard/logout', { deployment: 'production', cookie, form: {} })
     expect(logout.status).toBe(303)
     expect(logout.headers.get('set-cookie')).toMatch(/rh_dashboard=;.*Max-Age=0/i)
+    // Logged out is logged out: a copy of the cookie opens nothing.
+    expectLoginPage(await page(`/dashboard/runs/${run.runId}`, { deployment: 'production', cookie }))
+  })
+
+  it('ends a session whose token was revoked, and one whose signature or id was tampered with', async () => {
+    const run = await createRun({ anchor_rubrics: [{ text: 'Revocable.' }] })
+    const cookie = sessionCookie(await page('/dashboard/login', { deployment: 'production', form: { token: run.token, next: '/' } }))!
+    expect((await page(`/dashboard/runs/${run.runId}`, { deployment: 'production', cookie })).status).toBe(200)
+    const [id, signature] = cookie.split('.') as [string, string]
+    const flipped = `${id.slice(0, -1)}${id.endsWith('0') ? '1' : '0'}.${signature}`
+    expectLoginPage(await page(`/dashboard/runs/${run.runId}`, { deployment: 'production', cookie: flipped }))
+    expect((await call('DELETE', `/runs/${run.runId}/tokens/${run.token.slice(0, 11)}`, { token: ADMIN_TOKEN })).status).toBe(200)
+    expectLoginPage(await page(`/dashboard/runs/${run.runId}`, { deployment: 'production', cookie }))
   })
 
   it('refuses a wrong token at login and a wrong cookie afterwards with the login page (401), and clears the bad cookie', async () => {
@@ -212,13 +230,14 @@ describe('who may see what', () => {
     const target = `dash-${Date.now().toString(36)}`
     expect((await call('POST', `/admin/targets/${target}/deployments`, { token: ADMIN_TOKEN, body: { artifact_id: artifact.artifact_id, deployed_by: 'dash<er>' } })).status).toBe(201)
 
-    const home = await page('/', { deployment: 'production', cookie: ADMIN_TOKEN })
+    const admin = sessionCookie(await page('/dashboard/login', { deployment: 'production', form: { token: ADMIN_TOKEN, next: '/' } }))!
+    const home = await page('/', { deployment: 'production', cookie: admin })
     expect(home.status).toBe(200)
     expect(home.html).toContain(`data-run="${run.runId}"`)
     expect(home.html).toContain('data-run="default"')
     expect(home.html).toContain('href="/dashboard/targets"')
 
-    const targets = await page('/dashboard/targets', { deployment: 'production', cookie: ADMIN_TOKEN })
+    const targets = await page('/dashboard/targets', { deployment: 'production', cookie: admin })
     expect(targets.status).toBe(200)
     expect(targets.html).toContain(`data-target="${target}"`)
     expect(targets.html).toContain(`data-artifact="${artifact.artifact_id}"`)
@@ -229,7 +248,7 @@ describe('who may see what', () => {
       { name: 'check', kind: 'tool', description: 'Checks coverage', when_to_use: 'Always', body: 'Reply with JSON {"favours": "A"}.\n' },
     ], { note: 'dashboard' })
     expect([200, 201]).toContain((await call('POST', '/admin/artifacts', { token: ADMIN_TOKEN, body: library })).status)
-    const withLibrary = await page('/dashboard/targets', { deployment: 'production', cookie: ADMIN_TOKEN })
+    const withLibrary = await page('/dashboard/targets', { deployment: 'production', cookie: admin })
     expect(rowText(withLibrary.html, `data-artifact="${library.artifact_id}"`)).toMatch(/library\s*2 entries \(1 skill, 1 tool\)\s*mock/)
     expect(targets.html).toContain('dash&lt;er&gt;')
     // Locally (npm start) the page is open like the RM surface.

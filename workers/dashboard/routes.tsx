@@ -7,7 +7,7 @@ import { MemoryKind } from '../../src/schemas/memory.ts'
 import { principalFor, resolveRun } from '../middleware/auth.ts'
 import { checkInstanceId } from '../routes/rubrics.ts'
 import { loadRunDashboard, loadTargets, visibleRuns } from './data.ts'
-import { dashboardViewer, endSession, pageHeaders, safeNext, startSession, type DashboardEnv } from './session.ts'
+import { dashboardViewer, logOut, pageHeaders, safeNext, startSession, type DashboardEnv } from './session.ts'
 import { ErrorPage } from './views/error.tsx'
 import { HomePage } from './views/home.tsx'
 import { canSeeTargets } from './views/layout.tsx'
@@ -43,11 +43,11 @@ const pages = new Hono<DashboardEnv>()
     if (principal === undefined || principal.kind === 'anonymous') {
       return c.html(<LoginPage next={next} error="That token is neither the admin token nor a run token." />, 401)
     }
-    startSession(c, token)
+    await startSession(c, token, principal)
     return c.redirect(next, 303)
   })
-  .post('/logout', csrf(), (c) => {
-    endSession(c)
+  .post('/logout', csrf(), async (c) => {
+    await logOut(c)
     return c.redirect('/dashboard/login', 303)
   })
   .get('/targets', async (c) => {

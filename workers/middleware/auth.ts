@@ -85,7 +85,7 @@ export function basicToken(header: string | undefined): string | undefined {
 
 /**
  * Who an `Authorization` header value speaks for (see `identifyCaller`); a token that is no known secret throws 401.
- * The dashboard calls it with the token of its login cookie, so both surfaces accept exactly the same tokens.
+ * The dashboard's login form calls it too, so both surfaces accept exactly the same tokens.
  * @example const principal = await principalFor(c.env, `Bearer ${token}`)
  */
 export async function principalFor(env: AppEnv['Bindings'], header: string | undefined): Promise<Principal> {
