@@ -23,7 +23,7 @@ waits for the step's rubric update (GET /rubric_status/wait), then reads /rubric
 /rubrics/history and /memory and prints one table row. A summary closes the run.
 
 Server and run:
-  --url URL               server base URL (default http://127.0.0.1:8787)
+  --url URL               server base URL (default http://127.0.0.1:$PORT, 8787 without PORT, as npm start)
   --token T               run token (or REWARD_HARNESS_TOKEN); omit for the local default run
   --run-id R              address run R as /runs/R; with --create-run, the id to create
   --create-run            create a fresh run through POST /runs (admin), so repeated simulations do
@@ -133,7 +133,7 @@ export function parseCliArgs(argv: string[], env: NodeJS.ProcessEnv = process.en
     return value
   }
   const text = (flag: string) => (typeof values[flag] === 'string' ? (values[flag] as string) : undefined)
-  const url = text('url') ?? 'http://127.0.0.1:8787'
+  const url = text('url') ?? `http://127.0.0.1:${env.PORT ?? '8787'}`
   if (!/^https?:\/\/[^/]/.test(url)) throw new UsageError(`--url must be an http(s) URL (got "${url}")`)
   const runId = text('run-id')
   if (runId !== undefined && !/^[a-z0-9][a-z0-9_-]{0,63}$/.test(runId)) throw new UsageError('--run-id may hold lower-case letters, digits, _ and - (at most 64)')
@@ -203,6 +203,17 @@ export async function createSimulationRun(url: string, adminToken: string, optio
   return { runId: body.run_id, token: body.token }
 }
 
+/** Why `url` does not answer `GET /healthz` (undefined when it does). */
+async function reachability(url: string): Promise<string | undefined> {
+  try {
+    const response = await fetch(`${url.replace(/\/+$/, '')}/healthz`, { signal: AbortSignal.timeout(10_000) })
+    return response.ok ? undefined : `GET /healthz answered ${response.status}`
+  } catch (error) {
+    const cause = (error as { cause?: { code?: string; message?: string } }).cause
+    return cause?.code ?? cause?.message ?? (error as Error).message
+  }
+}
+
 /** What `--json` prints and `--out` writes. */
 export interface SimulationOutput extends SimulationResult {
   command: string
@@ -229,6 +240,11 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
   }
   // With --json, stdout carries only the JSON document.
   const say = options.json ? (line: string) => console.error(line) : (line: string) => console.log(line)
+  const unreachable = await reachability(options.url)
+  if (unreachable) {
+    console.error(`simulate: nothing answers at ${options.url} (${unreachable}). Start the server with \`npm start\` (it serves on PORT, 8787 by default) or pass --url http://127.0.0.1:<port>.`)
+    return 1
+  }
 
   let { token, runId } = options
   if (options.createRun) {

@@ -7,13 +7,13 @@ import { groupBy } from '../../src/collections/index.ts'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { runAnalyzer } from '../../src/agents/analyzer/index.ts'
 import { judgeRollout } from '../../src/agents/scorer/index.ts'
 import { MockChatModel } from '../../src/llm/mock.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'
 import { RunConfig } from '../../src/schemas/run-config.ts'
-import { parseCliArgs, resolveAdminToken, UsageError } from '../../offline/simulate/cli.ts'
+import { main, parseCliArgs, resolveAdminToken, UsageError } from '../../offline/simulate/cli.ts'
 import type { StepReport } from '../../offline/simulate/loop.ts'
 import { formatStepRow, formatSummary, formatTableHeader, summarize } from '../../offline/simulate/report.ts'
 import {
@@ -196,6 +196,7 @@ describe('the created run and the CLI', () => {
     expect(parseCliArgs(['--steps', '3', '--rollouts-per-step', '8', '--create-run', '--json', '--no-wait', '--seed', '9'], {})).toMatchObject({ steps: 3, rolloutsPerStep: 8, createRun: true, json: true, wait: false, seed: 9, groupSize: 1, archive: false })
     expect(parseCliArgs(['--create-run', '--archive', '--group-size', '8'], {})).toMatchObject({ createRun: true, archive: true, groupSize: 8 })
     expect(() => parseCliArgs(['--archive'], {})).toThrow(/add --create-run/)
+    expect(parseCliArgs([], { PORT: '9011' }).url).toBe('http://127.0.0.1:9011')
     expect(parseCliArgs([], { REWARD_HARNESS_TOKEN: 'rh_x' }).token).toBe('rh_x')
     expect(() => parseCliArgs(['--steps', '0'], {})).toThrow(UsageError)
     expect(() => parseCliArgs(['--steps', 'two'], {})).toThrow(/--steps/)
@@ -246,5 +247,18 @@ describe('the created run and the CLI', () => {
     // A trainer that does not wait scores step 1 on version 1 although step 0's update made version 2.
     const stale = [report(0, 0.7, 0.8, true), { ...report(1, 0.4, 0.9, false), rubric_version_scored: 1 }]
     expect(formatSummary({ reports: stale, run_id: 'sim-x', seed: 1, steps: 2, rollouts_per_step: 5, duration_ms: 1_000, waited: false }, summarize({ reports: stale }))).toContain('1 of 1 later steps were scored on rubrics older')
+  })
+})
+
+describe('an unreachable server', () => {
+  it('exits 1 saying nothing answers at the URL and how to start or point at the server', async () => {
+    const errors: string[] = []
+    const spy = vi.spyOn(console, 'error').mockImplementation((line: unknown) => void errors.push(String(line)))
+    try {
+      expect(await main(['--url', 'http://127.0.0.1:59998', '--steps', '1'], {})).toBe(1)
+    } finally {
+      spy.mockRestore()
+    }
+    expect(errors.join('\n')).toMatch(/nothing answers at http:\/\/127\.0\.0\.1:59998 \(ECONNREFUSED\)\. Start the server with `npm start`.*--url/)
   })
 })
