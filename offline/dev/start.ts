@@ -6,6 +6,7 @@
 import { spawn, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
@@ -30,8 +31,26 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   console.log(created ? `Wrote a new local admin token to .dev.vars: ${token}` : `Local admin token (from .dev.vars): ${token}`)
   const migrate = spawnSync('npx', ['wrangler', 'd1', 'migrations', 'apply', 'reward-harness', '--local'], { cwd: root, env, stdio: ['ignore', 'inherit', 'inherit'] })
   if (migrate.status !== 0) process.exit(migrate.status ?? 1)
-  console.log(`Serving on http://127.0.0.1:${port} (mock LLM, default run open). Ctrl-C stops.`)
+  if (!(await portIsFree(port))) {
+    console.error(`npm start: port ${port} on 127.0.0.1 is taken (another npm start?). Stop it, or serve elsewhere: PORT=${Number(port) + 1} npm start`)
+    process.exit(1)
+  }
   const dev = spawn('npx', ['wrangler', 'dev', '--local', '--ip', '127.0.0.1', '--port', port, '--var', 'DEPLOYMENT:local', '--show-interactive-dev-session=false'], { cwd: root, env, stdio: 'inherit' })
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => dev.kill(signal))
   dev.on('exit', (code) => process.exit(code ?? 0))
+  // Said once it is true: the Worker answers on the port.
+  while (!(await fetch(`http://127.0.0.1:${port}/healthz`).then((response) => response.ok, () => false))) await new Promise((resolve) => setTimeout(resolve, 250))
+  console.log(`Serving on http://127.0.0.1:${port} (mock LLM, default run open). Ctrl-C stops.`)
+}
+
+/**
+ * Whether nothing listens on 127.0.0.1:`port` yet.
+ * @example if (!(await portIsFree('8787'))) console.error('taken')
+ */
+export function portIsFree(port: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = createServer()
+    probe.once('error', () => resolve(false))
+    probe.listen(Number(port), '127.0.0.1', () => probe.close(() => resolve(true)))
+  })
 }
