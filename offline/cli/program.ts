@@ -117,12 +117,51 @@ export function buildProgram(modules: readonly CliCommandModule[], io: CliIo, op
 export async function runCli(argv: readonly string[], modules: readonly CliCommandModule[], io: CliIo, version: string): Promise<number> {
   const end = argv.indexOf('--')
   const jsonErrors = (end === -1 ? argv : argv.slice(0, end)).includes('--json')
+  const program = buildProgram(modules, io, { version, jsonErrors })
   try {
-    await buildProgram(modules, io, { version, jsonErrors }).parseAsync([...argv], { from: 'user' })
+    await program.parseAsync([...argv], { from: 'user' })
     return EXIT_OK
   } catch (error) {
+    // Commander checks required options before unknown ones: `--datset x` would only hear that --dataset is missing.
+    if (error instanceof CommanderError && error.code === 'commander.missingMandatoryOptionValue' && !jsonErrors) {
+      const hint = misspeltOption(program, argv)
+      if (hint) io.err(`${hint}\n`)
+    }
     return reportFailure(error, io, jsonErrors)
   }
+}
+
+/**
+ * A "did you mean" for the first option on the command line that the command it names does not know, if one of its
+ * options is a likely spelling.
+ * @example misspeltOption(program, ['search', '--datset', 'x']) // '(Did you mean --dataset? "--datset" is not an option of search)'
+ */
+export function misspeltOption(program: Command, argv: readonly string[]): string | undefined {
+  let command = program
+  for (const arg of argv) {
+    const sub = command.commands.find((candidate) => candidate.name() === arg || candidate.aliases().includes(arg))
+    if (!sub) break
+    command = sub
+  }
+  const known = [...command.options, ...program.options].flatMap((option) => [option.long, option.short]).filter((flag): flag is string => Boolean(flag))
+  const end = argv.indexOf('--')
+  for (const arg of end === -1 ? argv : argv.slice(0, end)) {
+    const flag = arg.split('=')[0]!
+    if (!flag.startsWith('--') || known.includes(flag)) continue
+    const [best] = known.filter((name) => name.startsWith('--')).map((name) => ({ name, distance: editDistance(flag, name) })).sort((a, b) => a.distance - b.distance)
+    if (best && best.distance <= Math.max(2, Math.floor(flag.length / 4))) return `(Did you mean ${best.name}? "${flag}" is not an option of ${command.name()})`
+  }
+  return undefined
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i]
+    for (let j = 1; j <= b.length; j++) current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1))
+    previous = current
+  }
+  return previous[b.length]!
 }
 
 function reportFailure(error: unknown, io: CliIo, jsonMode: boolean): number {

@@ -94,6 +94,8 @@ describe('reward-harness (in process)', () => {
     expect(await run('datasets', 'convert', `${FIXTURES}/autosr-small.json`, '--out', 'x.jsonl')).toMatchObject({ code: 2, err: expect.stringContaining('--out: convert writes autosr JSON') })
     expect(await run('datasets', 'validate', `${FIXTURES}/autosr-small.json`, '--format', 'yaml')).toMatchObject({ code: 2 })
     expect(await run('nonsense')).toMatchObject({ code: 2, err: expect.stringContaining("unknown command 'nonsense'") })
+    // A misspelt required option is named with the one meant, not only reported as missing.
+    expect(await run('search', '--datset', 'examples/demo.json', '--output', 'x.json')).toMatchObject({ code: 2, err: expect.stringContaining('(Did you mean --dataset? "--datset" is not an option of search)') })
     expect(await run()).toMatchObject({ code: 2, err: expect.stringContaining('Usage: reward-harness') })
     expect(JSON.parse((await run('--json', 'datasets', 'validate', 'x.json', '--bogus')).err)).toMatchObject({ error: { kind: 'bad_input', code: 'commander.unknownOption' } })
     expect(JSON.parse((await run('--json')).err)).toEqual({ error: { kind: 'bad_input', code: 'commander.help', message: 'no command given; see --help' } })
