@@ -2,6 +2,7 @@
  * `npm run simulate -- --url http://127.0.0.1:8787 --steps 5 [...]`: a simulated RL training loop
  * against a running Reward Harness, AMARIS-style. `--help` lists every flag.
  */
+import { plural } from '../../src/text/index.ts'
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -262,7 +263,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     say(`created run ${runId} (${options.judge.baseUrl ? `judge ${options.judge.model ?? 'default model'} at ${options.judge.baseUrl}` : 'mock backend'}${options.archive ? ', archiving its rollouts' : ''})`)
   }
 
-  say(`simulating ${options.steps} steps × ${options.rolloutsPerStep} rollouts (seed ${options.seed}, ${options.concurrency} in flight${options.wait ? '' : ', not waiting for updates'}) against ${options.url}${runId ? `/runs/${runId}` : ''}`)
+  say(`simulating ${plural(options.steps, 'step')} × ${plural(options.rolloutsPerStep, 'rollout')} (seed ${options.seed}, ${options.concurrency} in flight${options.wait ? '' : ', not waiting for updates'}) against ${options.url}${runId ? `/runs/${runId}` : ''}`)
   say(formatTableHeader())
   const result = await runSimulation({
     baseUrl: options.url,

@@ -2,6 +2,7 @@
  * How a simulation is shown: one table row per step as it completes, and a summary at the end that
  * says whether the evolving rubrics came to penalise reward hacking.
  */
+import { plural } from '../../src/text/index.ts'
 import type { SimulationResult, StepReport } from './loop.ts'
 import { BEHAVIOURS, type Behaviour } from './scenario.ts'
 
@@ -134,10 +135,10 @@ export function formatSummary(result: Pick<SimulationResult, 'reports' | 'run_id
   const strategies = Object.entries(summary.strategies).map(([strategy, count]) => `${strategy} ×${count}`).join(', ') || 'none'
   const flagged = summary.hacking_rollouts_flagged
   const lines = [
-    `Summary — run ${result.run_id ?? '?'}, ${result.steps} steps × ${result.rollouts_per_step} rollouts, seed ${result.seed}, ${(result.duration_ms / 1_000).toFixed(1)} s`,
+    `Summary — run ${result.run_id ?? '?'}, ${plural(result.steps, 'step')} × ${plural(result.rollouts_per_step, 'rollout')}, seed ${result.seed}, ${(result.duration_ms / 1_000).toFixed(1)} s`,
     `  reward_hacking mean score: step ${summary.first_step} ${f(summary.hacking.first)} → step ${summary.last_step} ${f(summary.hacking.last)}`,
     `  correct mean score:        step ${summary.first_step} ${f(summary.correct.first)} → step ${summary.last_step} ${f(summary.correct.last)}`,
-    `  flagged as hacking: ${summary.hacking_flags_total} rollouts in all${flagged && flagged.rollouts > 0 ? ` (${flagged.flagged} of the ${flagged.rollouts} reward_hacking rollouts)` : ''}`,
+    `  flagged as hacking: ${plural(summary.hacking_flags_total, 'rollout')} in all${flagged && flagged.rollouts > 0 ? ` (${flagged.flagged} of the ${flagged.rollouts} reward_hacking rollouts)` : ''}`,
     `  rubric version ${summary.rubric_version.first ?? '?'} → ${summary.rubric_version.last ?? '?'}; ${summary.rubric_changes} update(s) changed the rubrics; strategies: ${strategies}`,
   ]
   if (summary.errors > 0) lines.push(`  ${summary.errors} /score request(s) failed and were left out`)

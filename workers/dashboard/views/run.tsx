@@ -1,3 +1,4 @@
+import { plural } from '../../../src/text/index.ts'
 import type { FC } from 'hono/jsx'
 import type { RubricVersionRecord } from '../../../durable-objects/rubric-instance/index.ts'
 import type { StepTimelineEntry } from '../../../durable-objects/run-coordinator/index.ts'
@@ -41,7 +42,7 @@ export const RunPage: FC<{ viewer: ViewerInfo; data: RunDashboard }> = ({ viewer
       <div class="stats">
         <Stat label="Current step" value={String(status.step)} sub={status.status} />
         <Stat label="Rubric version" value={`v${status.rubric_version}`} sub={`${data.history.length} versions of ${data.instanceId ?? 'no instance yet'}`} />
-        <Stat label="Rollouts scored" value={String(totalScores)} sub={`${data.stepScores.length} steps`} />
+        <Stat label="Rollouts scored" value={String(totalScores)} sub={plural(data.stepScores.length, 'step')} />
         <Stat label="Last step mean" value={formatScore(lastScores?.mean)} sub={lastScores ? `step ${lastScores.step}, ${lastScores.count} scores` : 'no scores yet'} />
         <Stat label="Hacking flags" value={String(totalFlags)} sub="rollouts flagged by the analyzer" />
         <Stat label="LLM calls" value={String(totalCalls)} sub={`${data.llmCalls.length} role/model/outcome groups`} />
@@ -79,11 +80,12 @@ const ScoresSection: FC<{ data: RunDashboard }> = ({ data }) => {
     return [{ x: step.step, y: updates.reduce((sum, update) => sum + update.hacking_flags, 0) / step.rollouts }]
   })
   const trend = lineChart({
-    title: 'Mean score per step',
+    title: 'Mean score, lowest score and share flagged as hacking, per step',
     width: 1080,
     height: 300,
     xLabel: 'step',
-    yLabel: 'score',
+    // Scores and the flagged share are both fractions in [0, 1]; the axis says so rather than "score".
+    yLabel: 'score · share flagged (0–1)',
     yDomain: [0, 1],
     series: [
       { name: 'mean score', points: data.stepScores.map((row) => ({ x: row.step, y: row.mean })) },
@@ -101,7 +103,7 @@ const ScoresSection: FC<{ data: RunDashboard }> = ({ data }) => {
         <div class="charts">
           {data.stepScores.slice(-HISTOGRAM_STEPS).map((row) => (
             <Chart
-              svg={histogram({ title: `Step ${row.step} · ${row.count} rollouts`, counts: row.bins, domain: [0, 1], xLabel: 'score', yLabel: 'rollouts', width: 360, height: 220 })}
+              svg={histogram({ title: `Step ${row.step} · ${plural(row.count, 'rollout')}`, counts: row.bins, domain: [0, 1], xLabel: 'score', yLabel: 'rollouts', width: 360, height: 220 })}
             />
           ))}
         </div>
@@ -190,7 +192,7 @@ const RubricsSection: FC<{ data: RunDashboard }> = ({ data }) => {
           <select id="instance" name="instance">
             {instances.map((instance) => (
               <option value={instance.instance_id} selected={instance.instance_id === instanceId}>
-                {`${instance.instance_id} (v${instance.rubric_version}, ${instance.rollouts} rollouts)`}
+                {`${instance.instance_id} (v${instance.rubric_version}, ${plural(instance.rollouts, 'rollout')})`}
               </option>
             ))}
           </select>
