@@ -358,6 +358,14 @@ describe('the route table', () => {
     expect([...served].filter((key) => !listed.has(key)), 'routes missing from ROUTES').toEqual([])
     expect([...listed].filter((key) => !served.has(key)), 'ROUTES rows the app does not serve').toEqual([])
   })
+
+  it('is what GET / tells a JSON client, route for route', async () => {
+    const index = (await call('GET', '/', { headers: { accept: 'application/json' } })).json
+    const rows = ROUTES.map((row) => `${row.method} ${row.underRun ? `/runs/:runId${row.path}` : row.path}`)
+    const indexed = [...index.run_endpoints, ...index.endpoints] as string[]
+    expect(indexed.filter((key) => !rows.includes(key)), 'index entries no route serves').toEqual([])
+    expect(rows.filter((key) => !indexed.includes(key)), 'routes missing from the index').toEqual([])
+  })
 })
 
 describe('generated bad bodies get a 400 and change nothing', () => {
