@@ -87,7 +87,7 @@ describe('GET / and the API', () => {
       expect(api.headers.get('content-type')).toMatch(/application\/json/)
       const body = JSON.parse(api.html)
       expect(body.service).toBe('reward-harness')
-      expect(body.endpoints).toContain('POST /score')
+      expect(body.run_endpoints).toContain('POST /score')
     }
     // The run API is not shadowed, even for a client that asks for HTML.
     const run = await page('/run')
