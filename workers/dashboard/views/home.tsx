@@ -49,6 +49,12 @@ export const HomePage: FC<{ viewer: ViewerInfo; runs: RunSummary[] }> = ({ viewe
           </tbody>
         </table>
       )}
+      {viewer.principal.kind === 'anonymous' ? (
+        <p class="note" data-hint="login">
+          Runs created with POST /runs need a token: <a href="/dashboard/login">log in</a> with the admin token
+          {viewer.local ? ' (npm start printed it; it is in .dev.vars)' : ''} to see every run, or with a run token to see that run.
+        </p>
+      ) : null}
     </section>
   </Layout>
 )
