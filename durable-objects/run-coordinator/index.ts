@@ -123,6 +123,7 @@ export class RunCoordinator extends DurableObject<Env> {
    */
   async announce(runId: string, instanceId: string, shard: number, shardStep: number, trainerStep?: number): Promise<CoordinatorReply> {
     const config = await this.runConfig(runId)
+    this.closeIfIdle(config)
     let step = this.openCollectingStep()
     if (trainerStep !== undefined && config.rollouts_per_step === null && config.close_on_step_advance) {
       const held = this.stepRow(step)?.trainer_step ?? null
@@ -144,16 +145,20 @@ export class RunCoordinator extends DurableObject<Env> {
    */
   async report(runId: string, report: ShardReport): Promise<CoordinatorReply> {
     const config = await this.runConfig(runId)
+    this.closeIfIdle(config)
     const collecting = this.openCollectingStep()
     this.addLlmStats(report.step, report.llm)
     // A shard takes part in a step by announcing itself or by reporting rollouts in it, never by reporting none.
-    if (report.step === collecting && (report.tally.rollouts > 0 || this.shardRow(report.step, report.instanceId, report.shard))) {
+    const known = report.step === collecting ? this.shardRow(report.step, report.instanceId, report.shard) : undefined
+    if (report.step === collecting && (report.tally.rollouts > 0 || known)) {
       this.sql.exec(
         `INSERT INTO step_shards (step, instance_id, shard, tally) VALUES (?, ?, ?, ?)
          ON CONFLICT (step, instance_id, shard) DO UPDATE SET tally = excluded.tally`,
         report.step, report.instanceId, report.shard, JSON.stringify(report.tally),
       )
-      if (report.tally.rollouts > 0) await this.noteRollouts(config)
+      // Only new rollouts restart the idle gap: a shard repeating its tally (a retried report) is not the trainer.
+      const before = known ? (JSON.parse(known.tally) as ScoreTally).rollouts : 0
+      if (report.tally.rollouts > before) await this.noteRollouts(config)
       if (config.rollouts_per_step !== null) this.closeByCount(config.rollouts_per_step, { instanceId: report.instanceId, shard: report.shard })
     }
     return { step: this.collectingStep(), closes: this.missedCloses(report.instanceId, report.shard, report.step) }
@@ -174,6 +179,7 @@ export class RunCoordinator extends DurableObject<Env> {
   /** Where the run stands (or where `step` stands), without waiting. */
   async status(runId: string, step?: number): Promise<RubricStatus> {
     const config = await this.runConfig(runId)
+    this.closeIfIdle(config)
     // An idle close is due by its alarm; a read re-arms it should it ever have been lost (no write when it is set).
     const idleDeadline = this.idleDeadline(config)
     if (idleDeadline !== undefined) await this.alarmBy(idleDeadline)
@@ -288,8 +294,7 @@ export class RunCoordinator extends DurableObject<Env> {
     const runId = this.meta.get('run_id')
     if (!runId) return
     const config = await this.runConfig(runId)
-    const idleDeadline = this.idleDeadline(config)
-    if (idleDeadline !== undefined && Date.now() >= idleDeadline) this.closeStep(this.collectingStep(), 'idle')
+    this.closeIfIdle(config)
     await this.tellShards(runId)
     const now = Date.now()
     const pending = this.sql
@@ -333,6 +338,16 @@ export class RunCoordinator extends DurableObject<Env> {
     if (pending !== undefined && pending !== null && pending <= at) return
     if (run) run.setFor = at
     await this.ctx.storage.setAlarm(at)
+  }
+
+  /**
+   * Closes the collecting step when its idle gap has passed. The alarm does it on time; every report, announce and
+   * status read does it too, so a late or lost alarm can neither hold a finished step open nor let the next burst's
+   * rollouts join it.
+   */
+  private closeIfIdle(config: RunConfig): void {
+    const deadline = this.idleDeadline(config)
+    if (deadline !== undefined && Date.now() >= deadline) this.closeStep(this.collectingStep(), 'idle')
   }
 
   /** When the collecting step closes for want of rollouts, if the run closes by idle gap and the step has any. */

@@ -158,6 +158,23 @@ describe('steps without /complete', () => {
     await new Promise((resolve) => setTimeout(resolve, 1_500))
     await expectStatus(counted.token, { step: 0, status: 'collecting', rollouts: 2 })
   })
+
+  it('a lost idle alarm holds nothing open: the next burst closes the overdue step before its rollouts join it', async () => {
+    const run = await createRun({ ...RUBRICS, close_after_idle_s: 1 })
+    const coordinator = env.RUN_COORDINATOR.getByName(coordinatorName(run.runId))
+    expect((await call('POST', '/score', { token: run.token, body: { rollout: rollout('lost-0'), metadata: METADATA } })).status).toBe(200)
+    // The shard's report of the rollout arrives and arms the idle alarm; then the alarm is lost.
+    const reported = () => runInDurableObject(coordinator, (_instance, state) => state.storage.sql.exec<{ n: number }>("SELECT coalesce(sum(json_extract(tally, '$.rollouts')), 0) AS n FROM step_shards WHERE step = 0").one().n)
+    await vi.waitFor(async () => expect(await reported()).toBe(1), { timeout: 5_000, interval: 20 })
+    expect(await runInDurableObject(coordinator, (_instance, state) => state.storage.getAlarm())).not.toBeNull()
+    const armedAt = Date.now()
+    await runInDurableObject(coordinator, (_instance, state) => state.storage.deleteAlarm())
+    await vi.waitFor(() => expect(Date.now() - armedAt).toBeGreaterThan(1_500), { timeout: 5_000, interval: 100 })
+    const next = await call('POST', '/score', { token: run.token, body: { rollout: rollout('lost-1', { output: 'The answer is 5.' }), metadata: METADATA } })
+    expect(next.json.step).toBe(1)
+    const timeline = await runInDurableObject(coordinator, (instance) => (instance as unknown as { timeline(): Promise<{ step: number; rollouts: number; status: string }[]> }).timeline())
+    expect(timeline.find((entry) => entry.step === 0)).toMatchObject({ rollouts: 1, status: expect.stringMatching(/^(closing|updating|updated)$/) })
+  })
 })
 
 describe('POST /score/batch', () => {
