@@ -12,6 +12,7 @@ import { pLimit, withRetry } from '../../src/llm/index.ts'
 import type { ArchivedRollout } from '../../src/schemas/archive.ts'
 import { rewardFromGrades } from '../../src/scoring/index.ts'
 import { CliUsageError } from '../cli/program.ts'
+import { startProgress } from '../progress/index.ts'
 import { readArchive, rubricKey, type ArchiveContents, type ArchiveSource } from './archive.ts'
 import { openJudge, type Judge, type JudgeSampling, type JudgeSpec } from './judges.ts'
 import { NOISE_BOUND, type DistillSummary } from './summary.ts'
@@ -36,8 +37,8 @@ export interface DistillOptions {
   seed: number
   concurrency: number
   cacheDir: string
-  /** Progress lines (stderr). */
-  progress?: (line: string) => void
+  /** Show the judging's progress on stderr (a bar on a terminal, else a line every 10 s). */
+  showProgress?: boolean
 }
 
 /**
@@ -132,6 +133,7 @@ async function judgeAll(archive: ArchiveContents, selected: readonly MergedRespo
     for (const spec of options.judges) judges.push(await openJudge(spec, options.cacheDir, options.sampling))
     const limit = pLimit(options.concurrency)
     const total = selected.length * judges.length * options.repeats
+    const progress = options.showProgress ? startProgress({ label: 'judging', total }) : undefined
     let done = 0
     const samples = await Promise.all(selected.map(({ rollout }) => Promise.all(judges.flatMap((judge) => Array.from({ length: options.repeats }, (_, repeat) => limit(async () => {
       counts.requested++
@@ -144,9 +146,10 @@ async function judgeAll(archive: ArchiveContents, selected: readonly MergedRespo
         if (counts.failures.length < 20) counts.failures.push(`${rollout.rollout_id} (${judge.id}, repeat ${repeat}): ${(error as Error).message}`)
         return undefined
       } finally {
-        if (++done % 100 === 0 || done === total) options.progress?.(`judged ${done}/${total}`)
+        progress?.update(++done, counts.failed > 0 ? `${counts.failed} failed` : '')
       }
     }))))))
+    progress?.stop()
     for (const judge of judges) {
       const stats = judge.model.stats()
       counts.llm_calls += stats.misses

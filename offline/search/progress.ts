@@ -1,8 +1,9 @@
 /**
- * The progress bar of a search on a terminal: one line on stderr, redrawn at most 10 times a second, cleared at
- * the end. The CLI uses it only when stderr is a TTY and `--json` is off.
+ * The progress of a search: how far it is (ProgressTracker) and its bar (ProgressBar, on the shared display). The CLI
+ * shows it only when stderr is a TTY and `--json` is off.
  */
 import type { SearchProgress } from '../../src/search/index.ts'
+import { startProgress, type Progress, type ProgressOptions } from '../progress/index.ts'
 
 export interface ProgressCounts {
   calls: number
@@ -70,54 +71,35 @@ export class ProgressTracker {
 }
 
 /**
- * Draws the bar: `[######------]  48%  generation 6/12 · 312 calls · 40 cached · 3.1s`.
- * @example const bar = new ProgressBar((text) => process.stderr.write(text), tracker, () => counts); bar.draw(); bar.finish()
+ * The search's bar, drawn by the one progress display every long command uses (offline/progress): overall progress
+ * in per mille, with what the search is doing and its calls: `search [####----] 48% … generation 6/12 · 312 calls · 40 cached`.
+ * @example const bar = new ProgressBar(tracker, () => counts); bar.draw(); bar.finish()
  */
 export class ProgressBar {
-  readonly #started = Date.now()
-  #lastDraw = 0
-  #timer: ReturnType<typeof setTimeout> | undefined
-  #visible = false
+  readonly #display: Progress
 
   constructor(
-    private readonly write: (text: string) => void,
     private readonly tracker: ProgressTracker,
     private readonly counts: () => ProgressCounts,
-    private readonly width = 24,
-  ) {}
+    stream?: ProgressOptions['stream'],
+  ) {
+    this.#display = startProgress({ label: 'search', total: 1_000, ...(stream ? { stream } : {}) })
+  }
 
   /**
-   * Redraws now if the last draw is 100 ms old, else schedules one.
+   * Shows the tracker's progress now (the display itself redraws at most 10 times a second).
    * @example tracker.update(event); bar.draw()
    */
   draw(): void {
-    const now = Date.now()
-    if (now - this.#lastDraw >= 100) return this.#render(now)
-    this.#timer ??= setTimeout(() => {
-      this.#timer = undefined
-      this.#render(Date.now())
-    }, 100)
+    const { calls, cache_hits } = this.counts()
+    this.#display.update(Math.round(this.tracker.fraction * 1_000), `${this.tracker.label} · ${calls} calls · ${cache_hits} cached`)
   }
 
   /**
-   * Clears the line (the final summary is printed by the caller).
+   * Ends the display (the final summary is printed by the caller).
    * @example bar.finish()
    */
   finish(): void {
-    clearTimeout(this.#timer)
-    this.#timer = undefined
-    if (this.#visible) this.write('\r\x1b[2K')
-    this.#visible = false
-  }
-
-  #render(now: number): void {
-    this.#lastDraw = now
-    const fraction = this.tracker.fraction
-    const filled = Math.round(fraction * this.width)
-    const { calls, cache_hits } = this.counts()
-    const seconds = ((now - this.#started) / 1000).toFixed(1)
-    const line = `[${'#'.repeat(filled)}${'-'.repeat(this.width - filled)}] ${String(Math.floor(fraction * 100)).padStart(3)}%  ${this.tracker.label} · ${calls} calls · ${cache_hits} cached · ${seconds}s`
-    this.write(`\r\x1b[2K${line}`)
-    this.#visible = true
+    this.#display.stop()
   }
 }

@@ -156,7 +156,7 @@ export async function runSearchCommand(options: SearchCliOptions, environment: S
     const store = await CheckpointStore.open(options.checkpointDir, sessionId, { keep: options.keepCheckpoints })
     const tracker = new ProgressTracker(loaded.dataset.prompts.length, config.mode === 'iterative' ? config.iterations : config.generations)
     if (environment.progress) {
-      bar = new ProgressBar(environment.stderr, tracker, () => {
+      bar = new ProgressBar(tracker, () => {
         const { total } = models!.usage()
         return { calls: total.calls, cache_hits: total.cache_hits }
       })

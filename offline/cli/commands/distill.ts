@@ -114,7 +114,7 @@ export function register(program: Command, cli: CliContext): void {
         seed: flags.seed,
         concurrency: flags.concurrency,
         cacheDir: flags.cacheDir,
-        ...(cli.json(command) ? {} : { progress: (line: string) => cli.io.err(`${line}\n`) }),
+        showProgress: !cli.json(command),
       })
       cli.print(command, summary, () => formatDistillSummary(summary))
     })
