@@ -7,6 +7,7 @@
 import { spawn, spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
+import { portIsFree } from './start.ts'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const SKIP = /<!--\s*readme-check:\s*skip\b/
@@ -47,6 +48,11 @@ export function blocksScript(blocks: readonly ReadmeBlock[]): string {
 async function main(): Promise<number> {
   const blocks = readmeBlocks(readFileSync(`${ROOT}README.md`, 'utf8'))
   const port = process.env.PORT ?? '8787'
+  // The blocks talk to 127.0.0.1:8787 as a newcomer would: another server there would answer in our place.
+  if (!(await portIsFree(port))) {
+    console.error(`readme-check: port ${port} is taken; stop what listens there first`)
+    return 1
+  }
   const server = spawn('npm', ['start'], { cwd: ROOT, env: { ...process.env, PORT: port }, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
   let serverLog = ''
   server.stdout.on('data', (chunk: Buffer) => void (serverLog += chunk.toString()))
