@@ -6,6 +6,7 @@ import { mkdir, writeFile } from 'node:fs/promises'
 import { dirname, resolve } from 'node:path'
 import { type Accuracy, benchMetrics, type BenchMetrics, metricsByGroup, type ScoredItem, type TiePolicy, truthOf } from '../../src/bench/metrics.ts'
 import { loadDataset } from '../datasets/load.ts'
+import { startProgress } from '../progress/index.ts'
 import { blindItem, createScorer, parseScorerSpec, type ScorerOptions } from './scorers.ts'
 
 /** What `runBench` needs. */
@@ -16,6 +17,8 @@ export interface BenchOptions extends Partial<ScorerOptions> {
   bootstrap?: number
   /** Group of prompts without one (default: `all`). */
   group?: string
+  /** Show how many candidates are scored on stderr (the shared progress display). */
+  showProgress?: boolean
 }
 
 /** One failed candidate, as reported. */
@@ -54,9 +57,13 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
   const bootstrap = options.bootstrap ?? 0
   const spec = parseScorerSpec(options.scorer)
   const loaded = await loadDataset(options.dataset)
-  const scorer = await createScorer(spec, { concurrency: options.concurrency ?? 4, seed, datasetPath: options.dataset, ...pick(options) })
   const prompts = loaded.dataset.prompts
-  const scores = await scorer.scoreAll(prompts.map((item) => blindItem(item, seed)))
+  const total = prompts.reduce((sum, item) => sum + item.candidates.length, 0)
+  const progress = options.showProgress ? startProgress({ label: 'scoring', total }) : undefined
+  let scored = 0
+  const onScored = progress ? (candidates: number) => progress.update((scored += candidates)) : undefined
+  const scorer = await createScorer(spec, { concurrency: options.concurrency ?? 4, seed, datasetPath: options.dataset, ...pick(options), ...(onScored ? { onScored } : {}) })
+  const scores = await scorer.scoreAll(prompts.map((item) => blindItem(item, seed))).finally(() => progress?.stop())
   const items: ScoredItem[] = prompts.map((item, itemIndex) => ({
     item_id: item.prompt_id,
     group: item.group ?? options.group ?? 'all',

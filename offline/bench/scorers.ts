@@ -80,6 +80,8 @@ export interface ScorerOptions {
   fetch?: typeof fetch
   /** The dataset file: `path` images of its items are read relative to it (`library:` judges with images). */
   datasetPath?: string
+  /** Told each time candidates have their score (or their failure): how many more. */
+  onScored?: (candidates: number) => void
 }
 
 /**
@@ -198,7 +200,10 @@ export async function libraryScorer(dir: string, options: ScorerOptions): Promis
       return Promise.all(
         items.map(async (item): Promise<CandidateScore[]> => {
           const n = item.candidates.length
-          if (n < 2) return item.candidates.map(() => ({ error: PAIRWISE_ONLY }))
+          if (n < 2) {
+            options.onScored?.(n)
+            return item.candidates.map(() => ({ error: PAIRWISE_ONLY }))
+          }
           const tally = new WinRateTally(n)
           let routed: string[]
           try {
@@ -223,6 +228,7 @@ export async function libraryScorer(dir: string, options: ScorerOptions): Promis
               }),
             ),
           )
+          options.onScored?.(n)
           return tally.scores((failures) => `every library judgment of this candidate failed (${failures.length})`)
         }),
       )
@@ -257,6 +263,8 @@ async function verifierScores(
               return { score: rubricScore(meanGrades(votes, rubric), rubric).score }
             } catch (error) {
               return { error: messageOf(error) }
+            } finally {
+              options.onScored?.(1)
             }
           }),
         ),
@@ -294,6 +302,7 @@ function urlScorer(spec: { base: string; target?: string }, options: ScorerOptio
       if (kind === 'library') return libraryWinRates(items, post, options.datasetPath)
       const flat = items.flatMap((item) => item.candidates.map((candidate) => ({ prompt_id: item.prompt_id, prompt: item.prompt, candidate: { candidate_id: candidate.candidate_id, text: candidate.text } })))
       const scores = await post(flat)
+      options.onScored?.(flat.length)
       let next = 0
       return items.map((item) => item.candidates.map(() => scoreOf(scores[next++]!)))
     },

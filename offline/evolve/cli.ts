@@ -44,7 +44,7 @@ function number(name: string, text: string, check: (value: number) => boolean, r
  * Runs `reward-harness evolve` with parsed commander options.
  * @example await runEvolveCommand({ dataset: 'offline/evolve/fixtures/pairs-demo.json', out: 'runs/a', iterations: '2', backend: 'mock', seed: '42', valFraction: '0.34', exploreMargin: '0.075', pruneEvery: '0', locale: 'en', concurrency: '4' }, console.error)
  */
-export async function runEvolveCommand(options: EvolveCliOptions, log: (line: string) => void): Promise<EvolveSummary & { cache: (CacheStats & { dir: string }) | null }> {
+export async function runEvolveCommand(options: EvolveCliOptions, log: (line: string) => void, showProgress = false): Promise<EvolveSummary & { cache: (CacheStats & { dir: string }) | null }> {
   const iterations = number('iterations', options.iterations, (v) => Number.isInteger(v) && v >= 0, 'an integer ≥ 0')
   const seed = number('seed', options.seed, Number.isInteger, 'an integer')
   const valFraction = number('val-fraction', options.valFraction, (v) => v > 0 && v < 1, 'in (0, 1)')
@@ -108,6 +108,7 @@ export async function runEvolveCommand(options: EvolveCliOptions, log: (line: st
       judge: { locale: options.locale as Locale },
       ...(options.library ? { initialLibrary: await loadLibrary(options.library) } : {}),
       log,
+      showProgress,
     })
     return { ...summary, cache: cache ? { dir: cacheDir, ...cache.stats() } : null }
   } finally {

@@ -14,6 +14,7 @@
  * Every model call is counted per role (router, sub_agent, tool, chain_analyzer, evolver) in each log line and the
  * summary. Items may carry images (handles in `images`, resolved at call time).
  */
+import { startProgress } from '../progress/index.ts'
 import { appendFile, mkdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import pLimit from 'p-limit'
@@ -49,6 +50,8 @@ export interface EvolveOptions {
   /** The handle registry the dataset's images go to (path images need one that reads files: see images.ts here). */
   images?: ImageRegistry
   log?: (line: string) => void
+  /** Show each evaluation's judged pairs on stderr (the shared progress display). */
+  showProgress?: boolean
 }
 
 export type JudgeOrders = 'both' | 'one'
@@ -171,7 +174,15 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
       : { verdict: 'failure', preference: null, failure: outcome.failure, orders: { ab: null, ba: null }, ...common }
   }
   const evaluate = async (library: Library, set: readonly PairItem[]): Promise<Evaluation> => {
-    const outcomes = await Promise.all(set.map((item) => limit(() => judgeItem(library, item))))
+    const progress = options.showProgress ? startProgress({ label: 'judging pairs', total: set.length }) : undefined
+    let judged = 0
+    const outcomes = await Promise.all(set.map((item) => limit(async () => {
+      try {
+        return await judgeItem(library, item)
+      } finally {
+        progress?.update(++judged)
+      }
+    }))).finally(() => progress?.stop())
     const results = set.map((item, index) => {
       const outcome = outcomes[index]!
       const prediction = outcome.verdict === 'inconsistent' ? 'inconsistent' : outcome.preference

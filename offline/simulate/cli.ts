@@ -272,6 +272,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     steps: options.steps,
     rolloutsPerStep: options.rolloutsPerStep,
     groupSize: options.groupSize,
+    // The table rows are the progress between steps; within a step, the scoring shows on a terminal only.
+    showProgress: process.stderr.isTTY === true,
     concurrency: options.concurrency,
     seed: options.seed,
     wait: options.wait,

@@ -4,6 +4,7 @@
  * rubric update; then it reads what the service says about the step (`/rubric_status`, `/rubrics`,
  * `/rubrics/history`, `/memory`). Timings of every phase are kept, for the step-blocking bench.
  */
+import { startProgress } from '../progress/index.ts'
 import pLimit from 'p-limit'
 import { RewardClient } from '../../src/client/index.ts'
 import type { RubricStatus } from '../../src/schemas/status.ts'
@@ -35,6 +36,8 @@ export interface SimulationOptions {
   idPrefix?: string
   /** Rollouts per question, as GRPO samples a group per prompt (default 1). */
   groupSize?: number
+  /** Show each step's scoring on stderr (the shared progress display). */
+  showProgress?: boolean
   /** Per-request timeout of the client, ms (default 180 000). */
   requestTimeoutMs?: number
   fetch?: typeof fetch
@@ -170,6 +173,7 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
     // 1. Score the step's rollouts, at most `concurrency` in flight.
     const latencies: number[] = []
     const scoreStarted = performance.now()
+    const progress = options.showProgress ? startProgress({ label: `step ${step} scoring`, total: plan.length }) : undefined
     const results = await Promise.all(
       plan.map((simulated) =>
         limit(async () => {
@@ -182,10 +186,11 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
             return { simulated, error: error instanceof Error ? error : new Error(String(error)) }
           } finally {
             latencies.push(performance.now() - sent)
+            progress?.update(latencies.length)
           }
         }),
       ),
-    )
+    ).finally(() => progress?.stop())
     const scoreMs = performance.now() - scoreStarted
     const scored = results.flatMap((entry) => ('result' in entry && entry.result ? [{ behaviour: entry.simulated.behaviour, result: entry.result }] : []))
     const errors = results.length - scored.length

@@ -95,6 +95,7 @@ export function register(program: Command, cli: CliContext): void {
         ...(options.group ? { group: options.group } : {}),
         ...(options.token ? { token: options.token } : {}),
         requestTimeoutMs: Math.ceil(requestTimeoutS * 1_000),
+        showProgress: !cli.json(command),
         ...(model ? { model } : {}),
       })
       const written = options.out ? await writeReport(report, options.out) : undefined

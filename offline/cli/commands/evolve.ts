@@ -54,7 +54,7 @@ export function register(program: Command, cli: CliContext): void {
       const { SearchInputError } = await import('../../search/errors.ts')
       let summary
       try {
-        summary = await runEvolveCommand(self.opts(), (line) => cli.io.err(`${line}\n`))
+        summary = await runEvolveCommand(self.opts(), (line) => cli.io.err(`${line}\n`), !cli.json(self))
       } catch (error) {
         if (error instanceof EvolveInputError || error instanceof LibraryError || error instanceof DatasetError || error instanceof SearchInputError) throw new CliUsageError(error.message)
         throw error
