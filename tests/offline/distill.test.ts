@@ -210,6 +210,31 @@ describe('reward-harness distill --archive', () => {
   })
 })
 
+describe('reading the edge\'s archive', () => {
+  it('follows the `more` lines page by page, with the token, and keeps every line', async () => {
+    const lines = readFileSync(archive, 'utf8').trim().split('\n')
+    const pages = [
+      [...lines.slice(0, 12), JSON.stringify({ kind: 'more', after: 'runs/grpo-t/steps/000001/global.3.ndjson' })],
+      [lines[0]!, ...lines.slice(12)],
+    ]
+    const asked: URL[] = []
+    const fetchPage = (async (input: URL | RequestInfo, init?: RequestInit) => {
+      const url = new URL(String(input))
+      asked.push(url)
+      expect(new Headers(init?.headers).get('authorization')).toBe('Bearer rh_page-token')
+      return new Response(`${pages[asked.length - 1]!.join('\n')}\n`, { headers: { 'content-type': 'application/x-ndjson' } })
+    }) as typeof fetch
+    const { readArchive } = await import('../../offline/distill/index.ts')
+    const read = await readArchive({ kind: 'edge', url: 'http://edge.test/', runId: 'grpo-t', token: 'rh_page-token', fromStep: 0, toStep: 2, fetch: fetchPage })
+    expect(asked.map((url) => url.pathname)).toEqual(['/runs/grpo-t/archive', '/runs/grpo-t/archive'])
+    expect(asked[0]!.searchParams.get('after')).toBeNull()
+    expect(asked[1]!.searchParams.get('after')).toBe('runs/grpo-t/steps/000001/global.3.ndjson')
+    expect(asked[1]!.searchParams.get('to_step')).toBe('2')
+    expect(read.rollouts.map((rollout) => rollout.rollout_id)).toEqual(lines.slice(2).map((line) => JSON.parse(line).rollout_id))
+    expect(read.rubrics.size).toBe(1)
+  })
+})
+
 describe('distill with an OpenAI-compatible judge on loopback', () => {
   let stub: LlmStub
   beforeAll(async () => {
@@ -244,5 +269,13 @@ describe('distill with an OpenAI-compatible judge on loopback', () => {
     expect(again.code, again.err).toBe(0)
     expect(JSON.parse(again.out).judgements.llm_calls).toBe(0)
     expect(stub.requests.length).toBe(before)
+
+    // Two judges: each judges every response --repeats times, and every sample counts in its mean and spread.
+    const both = await runCli('distill', '--archive', archive, '--repeats', '2', '--judge', 'mock', '--judge', `${stub.baseUrl},model=stub-model`, '--out', join(work, 'two-judges'), '--cache-dir', join(work, 'cache-endpoint'), '--format', 'pointwise', '--json')
+    expect(both.code, both.err).toBe(0)
+    const twoJudges = JSON.parse(both.out)
+    expect(twoJudges.settings.judges).toEqual([expect.stringMatching(/^mock:/), expect.stringMatching(/^pool:stub-model/)])
+    expect(twoJudges.judgements).toMatchObject({ requested: 96, succeeded: 96, llm_calls: 48 })
+    expect(readJsonl(join(work, 'two-judges', 'pointwise.train.jsonl')).every((row) => row.n === 4)).toBe(true)
   })
 })
