@@ -11,10 +11,10 @@ import path from 'node:path'
 import { pathToFileURL } from 'node:url'
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { runCli, SHARED_DATASETS } from '../support/cli.ts'
+import { LLMBAR_FIXTURES, runCli } from '../support/cli.ts'
 import { launchChromium, SCREENSHOT_DIR } from './support/chromium.ts'
 
-const LLMBAR = `${SHARED_DATASETS}/llmbar`
+const LLMBAR = LLMBAR_FIXTURES
 
 let directory: string
 let browser: Browser

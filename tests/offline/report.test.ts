@@ -6,9 +6,9 @@ import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { objectiveByGeneration } from '../../offline/report/search.ts'
 import { type ChatCompletionBody, type LlmStub, startLlmStub } from '../support/llm-stub.ts'
-import { runCli, SHARED_DATASETS } from '../support/cli.ts'
+import { LLMBAR_FIXTURES, runCli } from '../support/cli.ts'
 
-const LLMBAR = `${SHARED_DATASETS}/llmbar`
+const LLMBAR = LLMBAR_FIXTURES
 const PLANTED = '<script>alert("pwned")</script>'
 const ESCAPED = '&lt;script&gt;alert(&quot;pwned&quot;)&lt;/script&gt;'
 

@@ -2,8 +2,8 @@ import path from 'node:path'
 import { main } from '../../offline/cli/index.ts'
 import type { CliIo } from '../../offline/cli/program.ts'
 
-/** `../shared/datasets`, beside the repository (where CI puts it too). */
-export const SHARED_DATASETS = path.resolve(import.meta.dirname, '../../../shared/datasets')
+/** LLMBar's natural and adversarial-neighbor subsets, kept with the tests (tests/fixtures/llmbar). */
+export const LLMBAR_FIXTURES = path.resolve(import.meta.dirname, '../fixtures/llmbar')
 
 /**
  * Runs `reward-harness <argv>` in this process and returns its exit code and what it printed.
