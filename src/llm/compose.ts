@@ -98,8 +98,11 @@ export function instrumentChatModel(
 
 export { pLimit }
 
-/** A role's headers with each `{secret}` replaced by the secret's value (a missing one is a refused request). */
-function resolveHeaders(headers: NonNullable<AgentSettings['headers']>, secrets: Record<string, unknown>): Record<string, string> {
+/**
+ * Extra headers with each `{secret}` replaced by the secret's value (a missing one is a refused request).
+ * @example resolveHeaders({ 'CF-Access-Client-Id': { secret: 'ACCESS_ID' } }, env) // { 'CF-Access-Client-Id': '…' }
+ */
+export function resolveHeaders(headers: NonNullable<AgentSettings['headers']>, secrets: Record<string, unknown>): Record<string, string> {
   return Object.fromEntries(Object.entries(headers).map(([name, value]) => {
     if (typeof value === 'string') return [name, value]
     const secret = secrets[value.secret]

@@ -331,6 +331,11 @@ describe('openai-backend artifacts', () => {
     expect(res.json.error.message).toContain('RM_LLM_BASE_URL')
     expectError(await deploy(target, { artifact_id: remote.artifact_id, llm: { base_url: 'http://127.0.0.1:9/v1', api_key_env: 'NO_SUCH_SECRET' } }), 400, 'llm_not_configured')
     expectError(await deploy(target, { artifact_id: remote.artifact_id, llm: { base_url: 'not a url' } }), 400, 'invalid_request')
+    // Header secrets follow the api_key_env rule: never the Worker's own secrets.
+    const ownSecret = await deploy(target, { artifact_id: remote.artifact_id, llm: { base_url: 'https://judge.example/v1', headers: { 'CF-Access-Client-Secret': { secret: 'ADMIN_TOKEN' } } } })
+    expectError(ownSecret, 400, 'llm_not_configured')
+    expect(ownSecret.json.error.message).toContain('may not name "ADMIN_TOKEN"')
+    expect(ownSecret.text).not.toContain(ADMIN_TOKEN)
     expect((await healthz(target)).json.artifact_id).toBe(artifact.artifact_id)
     expect((await history(target)).json.deployments).toHaveLength(1)
   })

@@ -5,7 +5,8 @@ import { AppError } from '../../src/errors/index.ts'
  * always with the artifact's verifier model, temperature, max tokens and seed.
  */
 import { z } from 'zod'
-import { MockChatModel, OpenAIChatModel, type ChatModel } from '../../src/llm/index.ts'
+import { MockChatModel, OpenAIChatModel, resolveHeaders, type ChatModel } from '../../src/llm/index.ts'
+import { AgentHeaders } from '../../src/schemas/run-config.ts'
 import { canonicalJson } from '../../src/hash/index.ts'
 import type { AnyRmArtifact } from '../../src/schemas/artifact.ts'
 import { checkKeyName, judgeSecrets } from '../scoring/secrets.ts'
@@ -23,6 +24,8 @@ export const DeploymentLlm = z.object({
   base_url: z.url({ protocol: /^https?$/, message: 'base_url must be an http(s) URL such as http://gpu-1:8000/v1' }),
   model: z.string().min(1).max(200).optional(),
   api_key_env: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'an environment variable name such as VLLM_API_KEY').optional(),
+  /** Extra headers on every call (e.g. Cloudflare Access service-token headers), a literal or `{secret: NAME}`. */
+  headers: AgentHeaders.optional(),
 })
 export type DeploymentLlm = z.infer<typeof DeploymentLlm>
 
@@ -31,6 +34,7 @@ export interface ResolvedEndpoint {
   baseURL: string
   model: string
   apiKey: string
+  headers?: Record<string, string>
 }
 
 /**
@@ -55,7 +59,11 @@ export function resolveEndpoint(env: Env, artifact: Pick<AnyRmArtifact, 'runtime
     checkKeyName(env, llm.api_key_env, 'the deployment\'s llm.api_key_env', 'llm_not_configured')
     apiKey = judgeSecrets(env)[llm.api_key_env]
   }
-  return { baseURL, model: llm?.model ?? runtimeModel(artifact.runtime), apiKey: apiKey || 'not-needed' }
+  for (const [name, value] of Object.entries(llm?.headers ?? {})) {
+    if (typeof value !== 'string') checkKeyName(env, value.secret, `the deployment's llm.headers.${name}`, 'llm_not_configured')
+  }
+  const headers = llm?.headers ? resolveHeaders(llm.headers, judgeSecrets(env)) : undefined
+  return { baseURL, model: llm?.model ?? runtimeModel(artifact.runtime), apiKey: apiKey || 'not-needed', ...(headers ? { headers } : {}) }
 }
 
 /** Adapters are stateless; one per distinct settings is kept per isolate (the openai client is built once). */
@@ -77,7 +85,7 @@ export function verifierModel(env: Env, artifact: Pick<AnyRmArtifact, 'runtime'>
   let model = adapters.get(key)
   if (!model) {
     model = endpoint
-      ? new OpenAIChatModel({ baseURL: endpoint.baseURL, apiKey: endpoint.apiKey, model: endpoint.model, temperature: runtime.temperature, maxTokens: runtime.max_tokens, seed: runtime.seed, timeoutMs: RM_LLM_TIMEOUT_MS })
+      ? new OpenAIChatModel({ baseURL: endpoint.baseURL, apiKey: endpoint.apiKey, ...(endpoint.headers ? { headers: endpoint.headers } : {}), model: endpoint.model, temperature: runtime.temperature, maxTokens: runtime.max_tokens, seed: runtime.seed, timeoutMs: RM_LLM_TIMEOUT_MS })
       : new MockChatModel(modelName)
     adapters.set(key, model)
   }
