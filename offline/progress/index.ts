@@ -1,6 +1,7 @@
 /**
  * Progress of a long command, one way for every command: on a terminal a bar redrawn in place (cli-progress) on
- * stderr; otherwise plain lines, at most one every `intervalMs` and one at the end, so a log or CI shows it moving.
+ * stderr; otherwise plain lines, one every `intervalMs` and one at the end, so a log or CI shows a long run moving
+ * (a run shorter than one interval prints none).
  */
 import { Presets, SingleBar } from 'cli-progress'
 
@@ -35,13 +36,16 @@ export function startProgress(options: ProgressOptions): Progress {
     bar.start(options.total, 0, { detail: '' })
     return { update: (done, detail = '') => bar.update(done, { detail }), stop: () => bar.stop() }
   }
+  // A command that ends within the first interval prints nothing: plain lines are for runs long enough to wonder about.
   const interval = options.intervalMs ?? 10_000
   const started = Date.now()
-  let last = 0
+  let last = started
+  let printed = false
   let state = { done: 0, detail: '' }
   const line = () => {
     const percent = options.total > 0 ? Math.floor((100 * state.done) / options.total) : 100
     stream.write(`${options.label}: ${state.done}/${options.total} (${percent}%)${state.detail ? ` ${state.detail}` : ''} · ${((Date.now() - started) / 1_000).toFixed(1)} s\n`)
+    printed = true
   }
   return {
     update(done, detail = '') {
@@ -51,6 +55,6 @@ export function startProgress(options: ProgressOptions): Progress {
         line()
       }
     },
-    stop: line,
+    stop: () => void (printed && line()),
   }
 }
