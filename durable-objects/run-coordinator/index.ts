@@ -14,6 +14,8 @@ import { Waiters } from '../waiters.ts'
 
 /** How often the alarm looks for closes not yet applied and step jobs that never reported back. */
 const STEP_WATCHDOG_MS = 15_000
+/** How long past its time a stored alarm may be before a re-arm stops trusting it. */
+const STALE_ALARM_MS = 5_000
 /** A step job silent this long is sent again. */
 const STEP_RESEND_AFTER_MS = 180_000
 /** Shards told of a close at once, at most (each is a subrequest of this invocation). */
@@ -180,9 +182,11 @@ export class RunCoordinator extends DurableObject<Env> {
   async status(runId: string, step?: number): Promise<RubricStatus> {
     const config = await this.runConfig(runId)
     this.closeIfIdle(config)
-    // An idle close is due by its alarm; a read re-arms it should it ever have been lost (no write when it is set).
+    // An idle close and an unfinished step's next look are due by the alarm; a read re-arms it should it ever have been
+    // lost (no write when one is set).
     const idleDeadline = this.idleDeadline(config)
     if (idleDeadline !== undefined) await this.alarmBy(idleDeadline)
+    if (this.sql.exec(`SELECT 1 FROM steps WHERE status IN ('closing', 'updating') LIMIT 1`).toArray().length > 0) await this.alarmBy(Date.now() + STEP_WATCHDOG_MS)
     const reported = step === undefined ? this.reportedStep() : this.stepRow(step)
     const instances = reported ? this.stepInstances(reported) : []
     const outcomes = instances.flatMap((instance) => (instance.update ? [instance.update] : []))
@@ -335,7 +339,9 @@ export class RunCoordinator extends DurableObject<Env> {
   private async alarmBy(at: number): Promise<void> {
     const run = this.alarmRun
     const pending = run ? run.setFor : await this.ctx.storage.getAlarm()
-    if (pending !== undefined && pending !== null && pending <= at) return
+    // A stored alarm long past its time without running is not one to rely on: set it again.
+    const stale = !run && pending !== null && pending !== undefined && pending < Date.now() - STALE_ALARM_MS
+    if (pending !== undefined && pending !== null && pending <= at && !stale) return
     if (run) run.setFor = at
     await this.ctx.storage.setAlarm(at)
   }
