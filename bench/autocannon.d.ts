@@ -7,7 +7,10 @@ declare module 'autocannon' {
     path?: string
     headers?: Record<string, string>
     body?: string | Buffer
-    setupRequest?: (request: AutocannonRequest, context: Record<string, unknown>) => AutocannonRequest | null | undefined
+    setupRequest?: (
+      request: AutocannonRequest,
+      context: Record<string, unknown>,
+    ) => AutocannonRequest | null | undefined
     onResponse?: (status: number, body: string, context: Record<string, unknown>) => void
   }
 

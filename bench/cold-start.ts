@@ -37,25 +37,57 @@ function busyMs(profile: Profile): number {
   return total / 1_000
 }
 
-const WRANGLER_ENV = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', NO_UPDATE_NOTIFIER: '1' }
+const WRANGLER_ENV = {
+  ...process.env,
+  WRANGLER_SEND_METRICS: 'false',
+  CLOUDFLARE_CF_FETCH_ENABLED: 'false',
+  NO_UPDATE_NOTIFIER: '1',
+}
 
 /** The upload form `wrangler check startup --worker` reads (what `wrangler deploy` would send). */
 async function uploadBundle(config: string, outfile: string, compatibilityDate: string): Promise<string> {
-  await run('npx', ['wrangler', 'deploy', '--dry-run', '--config', config, '--compatibility-date', compatibilityDate, '--outfile', outfile], { cwd: ROOT, env: WRANGLER_ENV })
+  await run(
+    'npx',
+    [
+      'wrangler',
+      'deploy',
+      '--dry-run',
+      '--config',
+      config,
+      '--compatibility-date',
+      compatibilityDate,
+      '--outfile',
+      outfile,
+    ],
+    { cwd: ROOT, env: WRANGLER_ENV },
+  )
   return outfile
 }
 
 async function startupCpuMs(bundle: string, config: string, outDir: string): Promise<number> {
   const outfile = join(outDir, `startup-${Math.random().toString(36).slice(2)}.cpuprofile`)
-  await run('npx', ['wrangler', 'check', 'startup', '--worker', bundle, '--config', config, '--outfile', outfile], { cwd: ROOT, env: WRANGLER_ENV })
+  await run('npx', ['wrangler', 'check', 'startup', '--worker', bundle, '--config', config, '--outfile', outfile], {
+    cwd: ROOT,
+    env: WRANGLER_ENV,
+  })
   return busyMs(JSON.parse(readFileSync(outfile, 'utf8')) as Profile)
 }
 
 async function firstAnswerMs(options: WorkerOptions, persistRoot: string): Promise<number> {
   const started = performance.now()
-  const mf = new Miniflare({ host: '127.0.0.1', port: 0, cf: false, defaultPersistRoot: persistRoot, ...options } as ConstructorParameters<typeof Miniflare>[0])
+  const mf = new Miniflare({
+    host: '127.0.0.1',
+    port: 0,
+    cf: false,
+    defaultPersistRoot: persistRoot,
+    ...options,
+  } as ConstructorParameters<typeof Miniflare>[0])
   try {
-    const response = await mf.dispatchFetch('http://127.0.0.1/score', { method: 'POST', headers: { 'content-type': 'application/json' }, body: README_SCORE_BODY })
+    const response = await mf.dispatchFetch('http://127.0.0.1/score', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: README_SCORE_BODY,
+    })
     await response.arrayBuffer()
     if (!response.ok) throw new Error(`/score answered ${response.status}`)
     return performance.now() - started
@@ -79,21 +111,43 @@ async function main() {
   const forget = onInterrupt(() => rmSync(outDir, { recursive: true, force: true }))
   try {
     const bundles: Bundles = await buildBundles(outDir)
-    const common = { modules: true, compatibilityDate: bundles.compatibilityDate, compatibilityFlags: bundles.compatibilityFlags }
+    const common = {
+      modules: true,
+      compatibilityDate: bundles.compatibilityDate,
+      compatibilityFlags: bundles.compatibilityFlags,
+    }
     const targets = [
       {
         name: 'bare Hono handler',
         script: bundles.bareScript,
-        upload: await uploadBundle(join(ROOT, 'bench/bare-worker.wrangler.toml'), join(outDir, 'bare.bundle'), bundles.compatibilityDate),
+        upload: await uploadBundle(
+          join(ROOT, 'bench/bare-worker.wrangler.toml'),
+          join(outDir, 'bare.bundle'),
+          bundles.compatibilityDate,
+        ),
         config: join(ROOT, 'bench/bare-worker.wrangler.toml'),
-        options: { ...common, scriptPath: bundles.bareScript, modulesRoot: dirname(bundles.bareScript) } as WorkerOptions,
+        options: {
+          ...common,
+          scriptPath: bundles.bareScript,
+          modulesRoot: dirname(bundles.bareScript),
+        } as WorkerOptions,
       },
       {
         name: 'Reward Harness Worker',
         script: bundles.workerScript,
-        upload: await uploadBundle(join(ROOT, 'wrangler.toml'), join(outDir, 'worker.bundle'), bundles.compatibilityDate),
+        upload: await uploadBundle(
+          join(ROOT, 'wrangler.toml'),
+          join(outDir, 'worker.bundle'),
+          bundles.compatibilityDate,
+        ),
         config: join(ROOT, 'wrangler.toml'),
-        options: { ...bundles.workerOptions, ...common, scriptPath: bundles.workerScript, modulesRoot: dirname(bundles.workerScript), bindings: { ...bundles.workerOptions.bindings, DEPLOYMENT: 'local' } } as WorkerOptions,
+        options: {
+          ...bundles.workerOptions,
+          ...common,
+          scriptPath: bundles.workerScript,
+          modulesRoot: dirname(bundles.workerScript),
+          bindings: { ...bundles.workerOptions.bindings, DEPLOYMENT: 'local' },
+        } as WorkerOptions,
       },
     ]
     const samples = targets.map(() => ({ cpu: [] as number[], first: [] as number[] }))
@@ -106,18 +160,34 @@ async function main() {
     }
     const rows = targets.map((target, i) => {
       const source = readFileSync(target.script)
-      return { name: target.name, bytes: source.length, gzip: gzipSync(source).length, cpu: median(samples[i]!.cpu), first: median(samples[i]!.first) }
+      return {
+        name: target.name,
+        bytes: source.length,
+        gzip: gzipSync(source).length,
+        cpu: median(samples[i]!.cpu),
+        first: median(samples[i]!.first),
+      }
     })
-    const [bare, app] = rows as [typeof rows[0], typeof rows[0]]
+    const [bare, app] = rows as [(typeof rows)[0], (typeof rows)[0]]
     console.log(`Cold start, ${rounds} rounds (medians), ${new Date().toISOString()}\n`)
     console.log('target                     bundle KiB   gzip KiB   startup CPU ms     first /score ms')
     for (const row of rows) {
-      console.log(`${row.name.padEnd(26)} ${(row.bytes / 1024).toFixed(0).padStart(10)} ${(row.gzip / 1024).toFixed(0).padStart(10)} ${(row.cpu < 1 ? '< 1' : row.cpu.toFixed(1)).padStart(16)} ${row.first.toFixed(0).padStart(19)}`)
+      console.log(
+        `${row.name.padEnd(26)} ${(row.bytes / 1024).toFixed(0).padStart(10)} ${(row.gzip / 1024).toFixed(0).padStart(10)} ${(row.cpu < 1 ? '< 1' : row.cpu.toFixed(1)).padStart(16)} ${row.first.toFixed(0).padStart(19)}`,
+      )
     }
-    const cpuRatio = bare.cpu < 1 ? `> ×${app.cpu.toFixed(0)} (the bare handler's startup is under the profiler's 1 ms sampling)` : `×${(app.cpu / bare.cpu).toFixed(1)}`
+    const cpuRatio =
+      bare.cpu < 1
+        ? `> ×${app.cpu.toFixed(0)} (the bare handler's startup is under the profiler's 1 ms sampling)`
+        : `×${(app.cpu / bare.cpu).toFixed(1)}`
     console.log(`\nratio to bare: first answer ×${(app.first / bare.first).toFixed(2)}, startup CPU ${cpuRatio}`)
-    console.log(`limits: startup CPU ${app.cpu.toFixed(1)} ms of 1,000 ms allowed; gzip ${(app.gzip / 1024).toFixed(0)} KiB of 3,072 KiB (free plan)`)
-    writeFileSync(join(ROOT, 'bench/results/cold-start.json'), JSON.stringify({ at: new Date().toISOString(), rounds, rows, samples }, null, 2))
+    console.log(
+      `limits: startup CPU ${app.cpu.toFixed(1)} ms of 1,000 ms allowed; gzip ${(app.gzip / 1024).toFixed(0)} KiB of 3,072 KiB (free plan)`,
+    )
+    writeFileSync(
+      join(ROOT, 'bench/results/cold-start.json'),
+      JSON.stringify({ at: new Date().toISOString(), rounds, rows, samples }, null, 2),
+    )
   } finally {
     forget()
     rmSync(outDir, { recursive: true, force: true })

@@ -18,24 +18,76 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, 
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { buildBundles, buildMetered, cpuSecondsOf, createRun, nextScoreBody, onInterrupt, ROOT, run, startBench, stubRunConfig, workerdPids, type BenchServer, type Bundles } from './harness.ts'
+import {
+  buildBundles,
+  buildMetered,
+  cpuSecondsOf,
+  createRun,
+  nextScoreBody,
+  onInterrupt,
+  ROOT,
+  run,
+  startBench,
+  stubRunConfig,
+  workerdPids,
+  type BenchServer,
+  type Bundles,
+} from './harness.ts'
 
 /**
  * Cloudflare's prices, USD, as published on these pages on 2026-11-24 (Workers Paid; the included monthly allowances
  * are left out: one GRPO run-day is about 11.8 M /score, far above them).
  */
 export const PRICES = {
-  workerRequest: { usd: 0.3 / 1e6, source: 'https://developers.cloudflare.com/workers/platform/pricing/ ($0.30 per million requests)' },
-  workerCpuMs: { usd: 0.02 / 1e6, source: 'https://developers.cloudflare.com/workers/platform/pricing/ ($0.02 per million CPU milliseconds)' },
-  doRequest: { usd: 0.15 / 1e6, source: 'https://developers.cloudflare.com/durable-objects/platform/pricing/ ($0.15 per million; every RPC call and alarm is one)' },
-  doRowWritten: { usd: 1.0 / 1e6, source: 'https://developers.cloudflare.com/durable-objects/platform/pricing/ (SQLite rows written $1.00 per million; each setAlarm is one)' },
-  doRowRead: { usd: 0.001 / 1e6, source: 'https://developers.cloudflare.com/durable-objects/platform/pricing/ (SQLite rows read $0.001 per million)' },
-  d1RowWritten: { usd: 1.0 / 1e6, source: 'https://developers.cloudflare.com/d1/platform/pricing/ (rows written $1.00 per million)' },
-  d1RowRead: { usd: 0.001 / 1e6, source: 'https://developers.cloudflare.com/d1/platform/pricing/ (rows read $0.001 per million)' },
-  queueOperation: { usd: 0.4 / 1e6, source: 'https://developers.cloudflare.com/queues/platform/pricing/ ($0.40 per million operations; a message is 3: write, read, delete)' },
-  analyticsPoint: { usd: 0.25 / 1e6, source: 'https://developers.cloudflare.com/analytics/analytics-engine/pricing/ ($0.25 per million data points written)' },
-  r2ClassA: { usd: 4.5 / 1e6, source: 'https://developers.cloudflare.com/r2/pricing/ (Class A operations $4.50 per million)' },
-  embeddingToken: { usd: 0.067 / 1e6, source: 'https://developers.cloudflare.com/workers-ai/platform/pricing/ (@cf/baai/bge-base-en-v1.5 $0.067 per million input tokens)' },
+  workerRequest: {
+    usd: 0.3 / 1e6,
+    source: 'https://developers.cloudflare.com/workers/platform/pricing/ ($0.30 per million requests)',
+  },
+  workerCpuMs: {
+    usd: 0.02 / 1e6,
+    source: 'https://developers.cloudflare.com/workers/platform/pricing/ ($0.02 per million CPU milliseconds)',
+  },
+  doRequest: {
+    usd: 0.15 / 1e6,
+    source:
+      'https://developers.cloudflare.com/durable-objects/platform/pricing/ ($0.15 per million; every RPC call and alarm is one)',
+  },
+  doRowWritten: {
+    usd: 1.0 / 1e6,
+    source:
+      'https://developers.cloudflare.com/durable-objects/platform/pricing/ (SQLite rows written $1.00 per million; each setAlarm is one)',
+  },
+  doRowRead: {
+    usd: 0.001 / 1e6,
+    source: 'https://developers.cloudflare.com/durable-objects/platform/pricing/ (SQLite rows read $0.001 per million)',
+  },
+  d1RowWritten: {
+    usd: 1.0 / 1e6,
+    source: 'https://developers.cloudflare.com/d1/platform/pricing/ (rows written $1.00 per million)',
+  },
+  d1RowRead: {
+    usd: 0.001 / 1e6,
+    source: 'https://developers.cloudflare.com/d1/platform/pricing/ (rows read $0.001 per million)',
+  },
+  queueOperation: {
+    usd: 0.4 / 1e6,
+    source:
+      'https://developers.cloudflare.com/queues/platform/pricing/ ($0.40 per million operations; a message is 3: write, read, delete)',
+  },
+  analyticsPoint: {
+    usd: 0.25 / 1e6,
+    source:
+      'https://developers.cloudflare.com/analytics/analytics-engine/pricing/ ($0.25 per million data points written)',
+  },
+  r2ClassA: {
+    usd: 4.5 / 1e6,
+    source: 'https://developers.cloudflare.com/r2/pricing/ (Class A operations $4.50 per million)',
+  },
+  embeddingToken: {
+    usd: 0.067 / 1e6,
+    source:
+      'https://developers.cloudflare.com/workers-ai/platform/pricing/ (@cf/baai/bge-base-en-v1.5 $0.067 per million input tokens)',
+  },
 } as const
 
 /** Memory documents are embedded in production (Workers AI); about 4 characters to a token. */
@@ -95,7 +147,11 @@ function worktreeOf(rev: string, dir: string): string {
 
 async function post(server: BenchServer, path: string, token: string, body: string): Promise<Response> {
   for (let attempt = 1; ; attempt++) {
-    const response = await fetch(`${server.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body })
+    const response = await fetch(`${server.url}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body,
+    })
     if (response.ok || attempt >= 5 || response.status < 500) return response
     await response.body?.cancel()
     await new Promise((resolve) => setTimeout(resolve, 200 * attempt))
@@ -103,16 +159,24 @@ async function post(server: BenchServer, path: string, token: string, body: stri
 }
 
 /** Sends every body with `concurrency` requests in flight; fails on any answer that is not 200. */
-async function drive(server: BenchServer, path: string, token: string, bodies: string[], concurrency: number): Promise<void> {
+async function drive(
+  server: BenchServer,
+  path: string,
+  token: string,
+  bodies: string[],
+  concurrency: number,
+): Promise<void> {
   let next = 0
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (next < bodies.length) {
-      const body = bodies[next++]!
-      const response = await post(server, path, token, body)
-      if (!response.ok) throw new Error(`${path} answered ${response.status}: ${await response.text()}`)
-      await response.body?.cancel()
-    }
-  }))
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < bodies.length) {
+        const body = bodies[next++]!
+        const response = await post(server, path, token, body)
+        if (!response.ok) throw new Error(`${path} answered ${response.status}: ${await response.text()}`)
+        await response.body?.cancel()
+      }
+    }),
+  )
 }
 
 async function meter(server: BenchServer): Promise<Meter> {
@@ -120,10 +184,19 @@ async function meter(server: BenchServer): Promise<Meter> {
 }
 
 /** Waits until `steps` steps are updated and the meter has not moved for `quietMs` (the shards' deletions are in). */
-async function settle(server: BenchServer, runId: string, token: string, steps: number, quietMs = 4_000, timeoutMs = 300_000): Promise<void> {
+async function settle(
+  server: BenchServer,
+  runId: string,
+  token: string,
+  steps: number,
+  quietMs = 4_000,
+  timeoutMs = 300_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
-    const status = (await (await fetch(`${server.url}/runs/${runId}/rubric_status`, { headers: { authorization: `Bearer ${token}` } })).json()) as { step: number; status: string }
+    const status = (await (
+      await fetch(`${server.url}/runs/${runId}/rubric_status`, { headers: { authorization: `Bearer ${token}` } })
+    ).json()) as { step: number; status: string }
     if (status.step >= steps - 1 && (status.status === 'updated' || status.step >= steps)) break
     if (Date.now() > deadline) throw new Error(`run ${runId} did not update ${steps} steps: ${JSON.stringify(status)}`)
     await new Promise((resolve) => setTimeout(resolve, 250))
@@ -142,29 +215,71 @@ async function settle(server: BenchServer, runId: string, token: string, steps: 
 }
 
 /** Drives one run on a fresh server: `steps` × `perStep` rollouts by /score, or by /compat/openrlhf in batches. */
-async function measureVariant(bundles: Bundles, built: Awaited<ReturnType<typeof buildMetered>>, label: string, shape: 'score' | 'openrlhf', o: ReturnType<typeof options>): Promise<Variant> {
-  const server = await startBench(bundles, { stub: 'node', storage: 'memory', workerScript: built.script, workerOptions: built.workerOptions, migrationsDir: built.migrationsDir })
+async function measureVariant(
+  bundles: Bundles,
+  built: Awaited<ReturnType<typeof buildMetered>>,
+  label: string,
+  shape: 'score' | 'openrlhf',
+  o: ReturnType<typeof options>,
+): Promise<Variant> {
+  const server = await startBench(bundles, {
+    stub: 'node',
+    storage: 'memory',
+    workerScript: built.script,
+    workerOptions: built.workerOptions,
+    migrationsDir: built.migrationsDir,
+  })
   try {
     const runId = `cost-${shape}`
-    const token = await createRun(server, runId, { ...stubRunConfig(server.stubBaseUrl), rollouts_per_step: o.perStep, ledger_retention_steps: 0 })
+    const token = await createRun(server, runId, {
+      ...stubRunConfig(server.stubBaseUrl),
+      rollouts_per_step: o.perStep,
+      ledger_retention_steps: 0,
+    })
     const total = o.perStep * o.steps
     const scoreBodies = Array.from({ length: total }, () => nextScoreBody(shape, 1_200))
-    const bodies = shape === 'score'
-      ? scoreBodies
-      : Array.from({ length: Math.ceil(total / o.batch) }, (_, index) => {
-          const items = scoreBodies.slice(index * o.batch, (index + 1) * o.batch).map((body) => JSON.parse(body) as { rollout: { input: string; output: string; supplemental_context: string } })
-          return JSON.stringify({ query: items.map((item) => item.rollout.input + item.rollout.output), prompts: items.map((item) => item.rollout.input), labels: items.map((item) => item.rollout.supplemental_context) })
-        })
+    const bodies =
+      shape === 'score'
+        ? scoreBodies
+        : Array.from({ length: Math.ceil(total / o.batch) }, (_, index) => {
+            const items = scoreBodies
+              .slice(index * o.batch, (index + 1) * o.batch)
+              .map(
+                (body) =>
+                  JSON.parse(body) as { rollout: { input: string; output: string; supplemental_context: string } },
+              )
+            return JSON.stringify({
+              query: items.map((item) => item.rollout.input + item.rollout.output),
+              prompts: items.map((item) => item.rollout.input),
+              labels: items.map((item) => item.rollout.supplemental_context),
+            })
+          })
     const pids = workerdPids()
     const cpuBefore = cpuSecondsOf(pids)
     const callsBefore = await server.stubCalls()
     const started = performance.now()
-    await drive(server, shape === 'score' ? `/runs/${runId}/score` : `/runs/${runId}/compat/openrlhf`, token, bodies, shape === 'score' ? o.concurrency : Math.max(1, Math.floor(o.concurrency / 8)))
+    await drive(
+      server,
+      shape === 'score' ? `/runs/${runId}/score` : `/runs/${runId}/compat/openrlhf`,
+      token,
+      bodies,
+      shape === 'score' ? o.concurrency : Math.max(1, Math.floor(o.concurrency / 8)),
+    )
     await settle(server, runId, token, o.steps)
     const wallS = (performance.now() - started) / 1_000
     const db = await server.mf.getD1Database('DB', 'app')
-    const memory = (await db.prepare('SELECT count(*) AS documents, coalesce(sum(length(text)), 0) AS chars FROM memory_documents').first()) as { documents: number; chars: number }
-    return { label, scores: total, llmCalls: (await server.stubCalls()) - callsBefore, cpuMs: (cpuSecondsOf(pids) - cpuBefore) * 1_000, meter: await meter(server), memory, wallS }
+    const memory = (await db
+      .prepare('SELECT count(*) AS documents, coalesce(sum(length(text)), 0) AS chars FROM memory_documents')
+      .first()) as { documents: number; chars: number }
+    return {
+      label,
+      scores: total,
+      llmCalls: (await server.stubCalls()) - callsBefore,
+      cpuMs: (cpuSecondsOf(pids) - cpuBefore) * 1_000,
+      meter: await meter(server),
+      memory,
+      wallS,
+    }
   } finally {
     await server.dispose()
   }
@@ -174,8 +289,12 @@ async function measureVariant(bundles: Bundles, built: Awaited<ReturnType<typeof
 function costOf(variant: Variant) {
   const per = (n: number) => n / variant.scores
   const objects = Object.entries(variant.meter.objects).filter(([name]) => !name.startsWith(LOCAL_VECTOR_INDEX))
-  const sum = (key: 'requests' | 'rowsWritten' | 'rowsRead') => objects.reduce((total, [, usage]) => total + usage[key], 0)
-  const busiest = objects.reduce((best, [name, usage]) => (usage.requests > best.requests ? { name, requests: usage.requests } : best), { name: '(none)', requests: 0 })
+  const sum = (key: 'requests' | 'rowsWritten' | 'rowsRead') =>
+    objects.reduce((total, [, usage]) => total + usage[key], 0)
+  const busiest = objects.reduce(
+    (best, [name, usage]) => (usage.requests > best.requests ? { name, requests: usage.requests } : best),
+    { name: '(none)', requests: 0 },
+  )
   const units = {
     workerInvocations: per(variant.meter.workerInvocations),
     cpuMs: per(variant.cpuMs),
@@ -210,8 +329,17 @@ function costOf(variant: Variant) {
     sums.requests += per(usage.requests)
     sums.rowsWritten += per(usage.rowsWritten)
   }
-  const vectorStorageMonthPerMillion = per(variant.memory.documents) * EMBEDDING_DIMENSIONS * STORED_DIMENSION_MONTH_USD * 1e6
-  return { units, usd, perMillion, rowsWritten: units.doRowsWritten + units.d1RowsWritten, busiest: { name: busiest.name, share: per(busiest.requests) }, byClass, vectorStorageMonthPerMillion }
+  const vectorStorageMonthPerMillion =
+    per(variant.memory.documents) * EMBEDDING_DIMENSIONS * STORED_DIMENSION_MONTH_USD * 1e6
+  return {
+    units,
+    usd,
+    perMillion,
+    rowsWritten: units.doRowsWritten + units.d1RowsWritten,
+    busiest: { name: busiest.name, share: per(busiest.requests) },
+    byClass,
+    vectorStorageMonthPerMillion,
+  }
 }
 
 const fmt = (value: number, digits = 3) => (Math.abs(value) >= 100 ? value.toFixed(0) : value.toFixed(digits))
@@ -235,9 +363,20 @@ function printTable(variants: Variant[]): void {
   ]
   const width = Math.max(...rows.map(([label]) => label.length))
   console.log(`\n${'per /score'.padEnd(width)}  ${variants.map((v) => v.label.padEnd(28)).join('')}`)
-  for (const [label, cell] of rows) console.log(`${label.padEnd(width)}  ${costs.map((c) => cell(c).padEnd(28)).join('')}`)
+  for (const [label, cell] of rows)
+    console.log(`${label.padEnd(width)}  ${costs.map((c) => cell(c).padEnd(28)).join('')}`)
   console.log('\nbusiest object: ' + costs.map((c, i) => `${variants[i]!.label}: ${c.busiest.name}`).join('; '))
-  console.log('by Durable Object class, requests / rows written per /score: ' + costs.map((c, i) => `${variants[i]!.label}: ${Object.entries(c.byClass).map(([name, sums]) => `${name} ${fmt(sums.requests)} / ${fmt(sums.rowsWritten)}`).join(', ')}`).join('; '))
+  console.log(
+    'by Durable Object class, requests / rows written per /score: ' +
+      costs
+        .map(
+          (c, i) =>
+            `${variants[i]!.label}: ${Object.entries(c.byClass)
+              .map(([name, sums]) => `${name} ${fmt(sums.requests)} / ${fmt(sums.rowsWritten)}`)
+              .join(', ')}`,
+        )
+        .join('; '),
+  )
   console.log(`\n$ per million /score by item (${variants.map((v) => v.label).join(' | ')}):`)
   for (const key of Object.keys(costs[0]!.usd) as (keyof ReturnType<typeof costOf>['usd'])[]) {
     console.log(`  ${key.padEnd(20)} ${costs.map((c) => `$${(c.usd[key] * 1e6).toFixed(3)}`.padStart(10)).join('')}`)
@@ -248,7 +387,8 @@ async function main(): Promise<void> {
   const o = options()
   const tmp = mkdtempSync(join(tmpdir(), 'rh-bench-cost-'))
   const cleanup = () => {
-    if (o.before && existsSync(join(tmp, 'before'))) execFileSync('git', ['worktree', 'remove', '--force', join(tmp, 'before')], { cwd: ROOT, stdio: 'ignore' })
+    if (o.before && existsSync(join(tmp, 'before')))
+      execFileSync('git', ['worktree', 'remove', '--force', join(tmp, 'before')], { cwd: ROOT, stdio: 'ignore' })
     rmSync(tmp, { recursive: true, force: true })
   }
   const forget = onInterrupt(cleanup)
@@ -264,11 +404,21 @@ async function main(): Promise<void> {
     const now = await buildMetered(ROOT, join(tmp, 'metered'))
     variants.push(await measureVariant(bundles, now, '/score (this tree)', 'score', o))
     variants.push(await measureVariant(bundles, now, `openrlhf ×${o.batch} (this tree)`, 'openrlhf', o))
-    console.log(`npm run bench:cost -- --per-step ${o.perStep} --steps ${o.steps} --concurrency ${o.concurrency} --batch ${o.batch}${o.before ? ` --before ${o.before}` : ''}`)
-    console.log(`a global async run, rollouts_per_step ${o.perStep}, ${o.steps} steps of fresh rollouts (~1.2 KB outputs), stub judge; every step's update committed and its rows deleted before counting`)
-    for (const variant of variants) console.log(`  ${variant.label}: ${variant.scores} rollouts in ${variant.wallS.toFixed(1)} s`)
+    console.log(
+      `npm run bench:cost -- --per-step ${o.perStep} --steps ${o.steps} --concurrency ${o.concurrency} --batch ${o.batch}${o.before ? ` --before ${o.before}` : ''}`,
+    )
+    console.log(
+      `a global async run, rollouts_per_step ${o.perStep}, ${o.steps} steps of fresh rollouts (~1.2 KB outputs), stub judge; every step's update committed and its rows deleted before counting`,
+    )
+    for (const variant of variants)
+      console.log(`  ${variant.label}: ${variant.scores} rollouts in ${variant.wallS.toFixed(1)} s`)
     printTable(variants)
-    console.log('\nprices: ' + Object.values(PRICES).map((price) => price.source).join('; '))
+    console.log(
+      '\nprices: ' +
+        Object.values(PRICES)
+          .map((price) => price.source)
+          .join('; '),
+    )
     const headline = costOf(variants.find((variant) => variant.label === '/score (this tree)')!)
     console.log(
       `cost per million /score (excl. LLM): $${headline.perMillion.toFixed(2)}; DO requests per /score: ${headline.units.doRequests.toFixed(3)}; ` +

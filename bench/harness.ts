@@ -5,13 +5,29 @@
  */
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { request as httpRequest } from 'node:http'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import autocannon from 'autocannon'
-import { Log, LogLevel, Miniflare, Response as MiniflareResponse, type Request as MiniflareRequest, type WorkerOptions } from 'miniflare'
+import {
+  Log,
+  LogLevel,
+  Miniflare,
+  Response as MiniflareResponse,
+  type Request as MiniflareRequest,
+  type WorkerOptions,
+} from 'miniflare'
 import { unstable_getMiniflareWorkerOptions, unstable_readConfig, unstable_splitSqlQuery } from 'wrangler'
 import { chatCompletion, gradeAllRubrics, type ChatCompletionBody } from '../tests/support/llm-stub.ts'
 
@@ -62,14 +78,24 @@ export interface Bundles {
  * Runs a command to completion, returning its output; rejects with that output when it fails.
  * @example await run('npx', ['wrangler', '--version'], { cwd: ROOT })
  */
-export function run(command: string, args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv }): Promise<string> {
+export function run(
+  command: string,
+  args: string[],
+  options: { cwd: string; env?: NodeJS.ProcessEnv },
+): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd: options.cwd, env: options.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(command, args, {
+      cwd: options.cwd,
+      env: options.env ?? process.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     let output = ''
     child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()))
     child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()))
     child.on('error', reject)
-    child.on('close', (code) => (code === 0 ? resolve(output) : reject(new Error(`${command} ${args.join(' ')} exited with ${code}:\n${output}`))))
+    child.on('close', (code) =>
+      code === 0 ? resolve(output) : reject(new Error(`${command} ${args.join(' ')} exited with ${code}:\n${output}`)),
+    )
   })
 }
 
@@ -85,11 +111,30 @@ export async function buildBundles(outDir: string): Promise<Bundles> {
   const compatibilityDate = config.compatibility_date ?? '2026-04-20'
   const compatibilityFlags = config.compatibility_flags ?? []
   const { workerOptions } = unstable_getMiniflareWorkerOptions(configCopy)
-  const env = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', NO_UPDATE_NOTIFIER: '1' }
+  const env = {
+    ...process.env,
+    WRANGLER_SEND_METRICS: 'false',
+    CLOUDFLARE_CF_FETCH_ENABLED: 'false',
+    NO_UPDATE_NOTIFIER: '1',
+  }
   const started = performance.now()
   await Promise.all([
     run('npx', ['wrangler', 'deploy', '--dry-run', '--outdir', join(outDir, 'worker')], { cwd: ROOT, env }),
-    run('npx', ['wrangler', 'deploy', '--dry-run', '--outdir', join(outDir, 'bare'), '--config', join(ROOT, 'bench/bare-worker.wrangler.toml'), '--compatibility-date', compatibilityDate], { cwd: ROOT, env }),
+    run(
+      'npx',
+      [
+        'wrangler',
+        'deploy',
+        '--dry-run',
+        '--outdir',
+        join(outDir, 'bare'),
+        '--config',
+        join(ROOT, 'bench/bare-worker.wrangler.toml'),
+        '--compatibility-date',
+        compatibilityDate,
+      ],
+      { cwd: ROOT, env },
+    ),
   ])
   return {
     workerScript: join(outDir, 'worker', 'index.js'),
@@ -124,14 +169,24 @@ export type StubKind = 'node' | 'worker' | 'process'
  * counter and a stop function.
  * @example const stub = await startLoopbackStub(); … ; stub.stop()
  */
-export async function startLoopbackStub(): Promise<{ baseUrl: string; calls: () => Promise<number>; stop: () => void }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/loopback-llm-stub.ts')], { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, STUB_GRADE: String(STUB_GRADE) } })
+export async function startLoopbackStub(): Promise<{
+  baseUrl: string
+  calls: () => Promise<number>
+  stop: () => void
+}> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/loopback-llm-stub.ts')], {
+    cwd: ROOT,
+    stdio: ['pipe', 'pipe', 'inherit'],
+    env: { ...process.env, STUB_GRADE: String(STUB_GRADE) },
+  })
   const stop = () => void child.kill()
   const forget = onInterrupt(stop)
   const port = await new Promise<number>((resolve, reject) => {
     child.once('error', reject)
     child.once('exit', (code) => reject(new Error(`the loopback stub LLM exited with ${code} before listening`)))
-    child.stdout!.once('data', (chunk: Buffer) => resolve((JSON.parse(chunk.toString('utf8')) as { port: number }).port))
+    child.stdout!.once('data', (chunk: Buffer) =>
+      resolve((JSON.parse(chunk.toString('utf8')) as { port: number }).port),
+    )
   })
   const origin = `http://127.0.0.1:${port}`
   return {
@@ -215,10 +270,16 @@ export async function startBench(
     calls++
     return MiniflareResponse.json(chatCompletion(body, judge(body), calls))
   }
-  const common = { modules: true, compatibilityDate: bundles.compatibilityDate, compatibilityFlags: bundles.compatibilityFlags }
+  const common = {
+    modules: true,
+    compatibilityDate: bundles.compatibilityDate,
+    compatibilityFlags: bundles.compatibilityFlags,
+  }
   const mf = new Miniflare({
     // BENCH_LOG=warn|info|debug shows workerd's own messages (isolate restarts, uncaught errors) during a bench.
-    ...(process.env.BENCH_LOG ? { log: new Log(LogLevel[process.env.BENCH_LOG.toUpperCase() as 'WARN' | 'INFO' | 'DEBUG'] ?? LogLevel.WARN) } : {}),
+    ...(process.env.BENCH_LOG
+      ? { log: new Log(LogLevel[process.env.BENCH_LOG.toUpperCase() as 'WARN' | 'INFO' | 'DEBUG'] ?? LogLevel.WARN) }
+      : {}),
     host: '127.0.0.1',
     port: 0,
     cf: false,
@@ -234,14 +295,27 @@ export async function startBench(
         scriptPath: options.workerScript ?? bundles.workerScript,
         modulesRoot: dirname(options.workerScript ?? bundles.workerScript),
         bindings: { ...workerOptions.bindings, ...options.vars, DEPLOYMENT: 'local', ADMIN_TOKEN: adminToken },
-        ...(options.stepJobsPerBatch ? { queueConsumers: withBatchSize(workerOptions.queueConsumers, options.stepJobsPerBatch) } : {}),
+        ...(options.stepJobsPerBatch
+          ? { queueConsumers: withBatchSize(workerOptions.queueConsumers, options.stepJobsPerBatch) }
+          : {}),
         // wrangler.toml binds the Worker to itself by its deployed name; here it is `app`.
         serviceBindings: options.withoutSelfBindings ? {} : selfBindings(workerOptions.serviceBindings),
         // The rate limiter still runs on every request, but one bench client must never be refused.
-        ratelimits: Object.fromEntries(Object.keys(workerOptions.ratelimits ?? {}).map((name) => [name, { simple: { limit: 1_000_000_000, period: 10 } }])),
+        ratelimits: Object.fromEntries(
+          Object.keys(workerOptions.ratelimits ?? {}).map((name) => [
+            name,
+            { simple: { limit: 1_000_000_000, period: 10 } },
+          ]),
+        ),
         ...(loopback ? {} : { outboundService: options.stub === 'node' ? (options.outbound ?? nodeStub) : 'llm-stub' }),
       },
-      { ...common, name: 'bare', scriptPath: bundles.bareScript, modulesRoot: dirname(bundles.bareScript), routes: [`${BARE_HOST}/*`] },
+      {
+        ...common,
+        name: 'bare',
+        scriptPath: bundles.bareScript,
+        modulesRoot: dirname(bundles.bareScript),
+        routes: [`${BARE_HOST}/*`],
+      },
       { ...common, name: 'llm-stub', script: IN_WORKERD_STUB },
     ],
   })
@@ -275,10 +349,14 @@ export async function startBench(
 /** Service bindings whose target is this Worker (by its wrangler name), pointed at `app`, the name it has here. */
 function selfBindings(bindings: WorkerOptions['serviceBindings']): WorkerOptions['serviceBindings'] {
   const own = readWranglerConfig().name
-  return Object.fromEntries(Object.entries(bindings ?? {}).map(([binding, target]) => [
-    binding,
-    typeof target === 'object' && target !== null && 'name' in target && target.name === own ? { ...target, name: 'app' } : target,
-  ]))
+  return Object.fromEntries(
+    Object.entries(bindings ?? {}).map(([binding, target]) => [
+      binding,
+      typeof target === 'object' && target !== null && 'name' in target && target.name === own
+        ? { ...target, name: 'app' }
+        : target,
+    ]),
+  )
 }
 
 const cleanups = new Set<() => void>()
@@ -317,7 +395,9 @@ export function onInterrupt(cleanup: () => void): () => void {
 export async function applyMigrations(mf: Miniflare, dir = join(ROOT, 'migrations')): Promise<number> {
   const db = await mf.getD1Database('DB', 'app')
   let statements = 0
-  for (const file of readdirSync(dir).filter((name) => name.endsWith('.sql')).sort()) {
+  for (const file of readdirSync(dir)
+    .filter((name) => name.endsWith('.sql'))
+    .sort()) {
     for (const sql of unstable_splitSqlQuery(readFileSync(join(dir, file), 'utf8'))) {
       if (!sql.replace(/--.*$/gm, '').trim()) continue
       await db.prepare(sql).run()
@@ -337,7 +417,10 @@ export function stubRunConfig(baseUrl = STUB_BASE_URL): Record<string, unknown> 
   return {
     ...config,
     access: 'token',
-    agents: { default: { backend: 'mock', model: 'mock-heuristic-1' }, scorer: { backend: 'openai', base_url: baseUrl, model: 'stub' } },
+    agents: {
+      default: { backend: 'mock', model: 'mock-heuristic-1' },
+      scorer: { backend: 'openai', base_url: baseUrl, model: 'stub' },
+    },
   }
 }
 
@@ -352,11 +435,15 @@ export async function createRun(server: BenchServer, runId: string, config: Reco
     body: JSON.stringify({ run_id: runId, config }),
   })
   const body = (await response.json()) as { token?: string }
-  if (response.status !== 201 || !body.token) throw new Error(`POST /runs answered ${response.status}: ${JSON.stringify(body)}`)
+  if (response.status !== 201 || !body.token)
+    throw new Error(`POST /runs answered ${response.status}: ${JSON.stringify(body)}`)
   return body.token
 }
 
-const WORDS = 'the answer follows from the definition so we compute each term carefully then add them and check the result against the reference value'.split(' ')
+const WORDS =
+  'the answer follows from the definition so we compute each term carefully then add them and check the result against the reference value'.split(
+    ' ',
+  )
 let bodyCounter = 0
 
 /**
@@ -376,11 +463,17 @@ export function nextScoreBody(prefix: string, outputChars: number): string {
   return JSON.stringify({
     rollout: {
       id: `${prefix}-${process.pid}-${n}`,
-      input: 'A train leaves at 9:00 at 80 km/h; a second leaves the same station at 10:00 at 120 km/h on the same track. When does the second catch up? Show your reasoning.',
+      input:
+        'A train leaves at 9:00 at 80 km/h; a second leaves the same station at 10:00 at 120 km/h on the same track. When does the second catch up? Show your reasoning.',
       output: words.join(' '),
       supplemental_context: 'It catches up at 12:00, 240 km from the station.',
     },
-    metadata: { high_level_goal: 'math word problems with verifiable answers', model_size: '7B', current_step: 3, total_steps: 100 },
+    metadata: {
+      high_level_goal: 'math word problems with verifiable answers',
+      model_size: '7B',
+      current_step: 3,
+      total_steps: 100,
+    },
   })
 }
 
@@ -427,7 +520,10 @@ export interface IdleBudget {
   remainingS: number
 }
 
-async function waitWithin(budget: IdleBudget | undefined, capS: number): Promise<{ waitedS: number; drained: boolean }> {
+async function waitWithin(
+  budget: IdleBudget | undefined,
+  capS: number,
+): Promise<{ waitedS: number; drained: boolean }> {
   const maxS = Math.min(capS, budget?.remainingS ?? capS)
   if (maxS <= 0) return { waitedS: 0, drained: false }
   const idle = await waitForIdle(maxS, Number.POSITIVE_INFINITY)
@@ -444,7 +540,14 @@ async function waitWithin(budget: IdleBudget | undefined, capS: number): Promise
 export async function measure(
   url: string,
   target: LoadTarget,
-  options: { connections: number; durationS: number; warmupS: number; outputChars: number; idleCapS?: number; budget?: IdleBudget },
+  options: {
+    connections: number
+    durationS: number
+    warmupS: number
+    outputChars: number
+    idleCapS?: number
+    budget?: IdleBudget
+  },
 ): Promise<Measurement> {
   const idleCapS = options.idleCapS ?? 15
   let errorKinds: Record<string, number> = {}
@@ -463,7 +566,11 @@ export async function measure(
         },
       ],
     })
-    if (onLatency) instance.on('response', (_client: unknown, status: number, _bytes: number, ms: number) => status < 300 && onLatency(ms))
+    if (onLatency)
+      instance.on(
+        'response',
+        (_client: unknown, status: number, _bytes: number, ms: number) => status < 300 && onLatency(ms),
+      )
     instance.on('reqError', (error: Error & { code?: string }) => {
       const kind = error.code ?? error.message
       errorKinds[kind] = (errorKinds[kind] ?? 0) + 1
@@ -509,7 +616,10 @@ export async function measure(
       max: latencies.at(-1) ?? Number.NaN,
     },
     cpu,
-    workerdCpuMsPerRequest: { window: perRequest(workerdAfterWindow - cpuBefore.workerd), allIn: drain.drained ? perRequest(workerdAllIn) : null },
+    workerdCpuMsPerRequest: {
+      window: perRequest(workerdAfterWindow - cpuBefore.workerd),
+      allIn: drain.drained ? perRequest(workerdAllIn) : null,
+    },
     idleWaitS: { settle: settle.waitedS, drain: drain.waitedS },
   }
 }
@@ -566,18 +676,31 @@ export function cpuSecondsOf(pids: readonly number[]): number {
  * processes use under `othersThreshold` cores. Returns the last loads seen and the time waited.
  * @example const { others, workerd, waitedS } = await waitForIdle(10)
  */
-export async function waitForIdle(maxS: number, othersThreshold = 0.3, workerdThreshold = 0.05): Promise<{ others: number; workerd: number; waitedS: number }> {
+export async function waitForIdle(
+  maxS: number,
+  othersThreshold = 0.3,
+  workerdThreshold = 0.05,
+): Promise<{ others: number; workerd: number; waitedS: number }> {
   const started = performance.now()
   const workerd = workerdPids()
   for (;;) {
-    const before = { machine: machineBusySeconds(), workerd: cpuSecondsOf(workerd), node: process.cpuUsage(), at: performance.now() }
+    const before = {
+      machine: machineBusySeconds(),
+      workerd: cpuSecondsOf(workerd),
+      node: process.cpuUsage(),
+      at: performance.now(),
+    }
     await new Promise((resolve) => setTimeout(resolve, 500))
     const wallS = (performance.now() - before.at) / 1_000
     const node = process.cpuUsage(before.node)
     const workerdCores = (cpuSecondsOf(workerd) - before.workerd || 0) / wallS
-    const others = Math.max(0, (machineBusySeconds() - before.machine) / wallS - workerdCores - (node.user + node.system) / 1e6 / wallS)
+    const others = Math.max(
+      0,
+      (machineBusySeconds() - before.machine) / wallS - workerdCores - (node.user + node.system) / 1e6 / wallS,
+    )
     const waitedS = (performance.now() - started) / 1_000
-    if ((!(others >= othersThreshold) && !(workerdCores >= workerdThreshold)) || waitedS >= maxS) return { others, workerd: workerdCores, waitedS }
+    if ((!(others >= othersThreshold) && !(workerdCores >= workerdThreshold)) || waitedS >= maxS)
+      return { others, workerd: workerdCores, waitedS }
   }
 }
 
@@ -604,45 +727,79 @@ export function machineBusySeconds(): number {
 export function scoreOnce(url: string, target: LoadTarget, outputChars = 1200): Promise<Record<string, unknown>> {
   const body = nextScoreBody(target.prefix, outputChars)
   return new Promise((resolve, reject) => {
-    const req = httpRequest(`${url}${target.path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...target.headers } }, (res) => {
-      let text = ''
-      res.setEncoding('utf8')
-      res.on('data', (chunk: string) => (text += chunk))
-      res.on('end', () => {
-        if ((res.statusCode ?? 500) >= 300) return reject(new Error(`${target.label}: ${target.path} answered ${res.statusCode}: ${text.slice(0, 400)}`))
-        try {
-          resolve(JSON.parse(text) as Record<string, unknown>)
-        } catch (error) {
-          reject(error)
-        }
-      })
-    })
+    const req = httpRequest(
+      `${url}${target.path}`,
+      {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...target.headers },
+      },
+      (res) => {
+        let text = ''
+        res.setEncoding('utf8')
+        res.on('data', (chunk: string) => (text += chunk))
+        res.on('end', () => {
+          if ((res.statusCode ?? 500) >= 300)
+            return reject(
+              new Error(`${target.label}: ${target.path} answered ${res.statusCode}: ${text.slice(0, 400)}`),
+            )
+          try {
+            resolve(JSON.parse(text) as Record<string, unknown>)
+          } catch (error) {
+            reject(error)
+          }
+        })
+      },
+    )
     req.on('error', reject)
     req.end(body)
   })
 }
 
-
 /** The consumers of wrangler.toml with `max_batch_size` raised on the step queue. */
 function withBatchSize(consumers: WorkerOptions['queueConsumers'], size: number): WorkerOptions['queueConsumers'] {
   if (!consumers || Array.isArray(consumers)) return consumers
-  return Object.fromEntries(Object.entries(consumers).map(([queue, consumer]) => [queue, queue.endsWith('-steps') && typeof consumer === 'object' ? { ...consumer, maxBatchSize: size } : consumer]))
+  return Object.fromEntries(
+    Object.entries(consumers).map(([queue, consumer]) => [
+      queue,
+      queue.endsWith('-steps') && typeof consumer === 'object' ? { ...consumer, maxBatchSize: size } : consumer,
+    ]),
+  )
 }
 
 /** The Durable Object binding of each class, as wrangler.toml declares them in every revision. */
-const BINDINGS: Record<string, string> = { RunCoordinator: 'RUN_COORDINATOR', RubricInstance: 'RUBRIC_INSTANCE', LedgerShard: 'LEDGER', MemoryIndex: 'MEMORY_INDEX' }
+const BINDINGS: Record<string, string> = {
+  RunCoordinator: 'RUN_COORDINATOR',
+  RubricInstance: 'RUBRIC_INSTANCE',
+  LedgerShard: 'LEDGER',
+  MemoryIndex: 'MEMORY_INDEX',
+}
 
 /**
  * Builds `bench/metered-worker.ts` against the tree at `root` (this checkout, or a worktree of another revision).
  * @example const built = await buildMetered(ROOT, '/tmp/metered'); await startBench(bundles, { …, workerScript: built.script })
  */
-export async function buildMetered(root: string, outDir: string): Promise<{ script: string; workerOptions: WorkerOptions; migrationsDir: string }> {
+export async function buildMetered(
+  root: string,
+  outDir: string,
+): Promise<{ script: string; workerOptions: WorkerOptions; migrationsDir: string }> {
   writeFileSync(join(root, 'bench/metered-worker.bench-copy.ts'), meteredEntryFor(root))
-  const env = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', NO_UPDATE_NOTIFIER: '1' }
-  await run('npx', ['wrangler', 'deploy', '--dry-run', '--outdir', outDir, 'bench/metered-worker.bench-copy.ts'], { cwd: root, env })
+  const env = {
+    ...process.env,
+    WRANGLER_SEND_METRICS: 'false',
+    CLOUDFLARE_CF_FETCH_ENABLED: 'false',
+    NO_UPDATE_NOTIFIER: '1',
+  }
+  await run('npx', ['wrangler', 'deploy', '--dry-run', '--outdir', outDir, 'bench/metered-worker.bench-copy.ts'], {
+    cwd: root,
+    env,
+  })
   rmSync(join(root, 'bench/metered-worker.bench-copy.ts'))
   const { workerOptions } = unstable_getMiniflareWorkerOptions(join(root, 'wrangler.toml'))
-  return { script: join(outDir, 'metered-worker.bench-copy.js'), workerOptions: workerOptions as WorkerOptions, migrationsDir: join(root, 'migrations') }
+  return {
+    script: join(outDir, 'metered-worker.bench-copy.js'),
+    workerOptions: workerOptions as WorkerOptions,
+    migrationsDir: join(root, 'migrations'),
+  }
 }
 
 /**
@@ -650,7 +807,10 @@ export async function buildMetered(root: string, outDir: string): Promise<{ scri
  * directory afterwards (also on Ctrl-C).
  * @example await withMeteredBuild('rh-bench-step-', async (bundles, built) => { … })
  */
-export async function withMeteredBuild<T>(prefix: string, work: (bundles: Bundles, built: Awaited<ReturnType<typeof buildMetered>>) => Promise<T>): Promise<T> {
+export async function withMeteredBuild<T>(
+  prefix: string,
+  work: (bundles: Bundles, built: Awaited<ReturnType<typeof buildMetered>>) => Promise<T>,
+): Promise<T> {
   const tmp = mkdtempSync(join(tmpdir(), prefix))
   const forget = onInterrupt(() => rmSync(tmp, { recursive: true, force: true }))
   try {
@@ -670,6 +830,7 @@ function meteredEntryFor(root: string): string {
   const exported = [...index.matchAll(/export \{ (\w+) \} from '\.\.\/durable-objects\//g)].map((match) => match[1]!)
   const lines = exported.map((name) => `export const ${name} = metered(classes.${name}!, '${BINDINGS[name] ?? name}')`)
   // Entrypoints the Worker binds to itself (JUDGE), in trees that have them.
-  for (const [, name] of index.matchAll(/export \{ (\w+Entrypoint) \} from '\.\/scoring\//g)) lines.push(`export const ${name} = meteredEntrypoint(classes.${name}!, 'JUDGE')`)
+  for (const [, name] of index.matchAll(/export \{ (\w+Entrypoint) \} from '\.\/scoring\//g))
+    lines.push(`export const ${name} = meteredEntrypoint(classes.${name}!, 'JUDGE')`)
   return template.replace(/\/\/ METERED-EXPORTS-START[\s\S]*\/\/ METERED-EXPORTS-END/, lines.join('\n'))
 }

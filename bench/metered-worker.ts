@@ -50,7 +50,10 @@ let connectionLimit = 0
 let serviceHoldsConnection = true
 
 /** The largest counts seen, per kind of invocation (`fetch /score`, `queue job`, `RUN_COORDINATOR.alarm`…). */
-const invocationUsage: Record<string, { invocations: number; maxSubrequests: number; maxInFlight: number; maxConnections: number }> = {}
+const invocationUsage: Record<
+  string,
+  { invocations: number; maxSubrequests: number; maxInFlight: number; maxConnections: number }
+> = {}
 const current = new AsyncLocalStorage<Invocation>()
 
 /**
@@ -59,7 +62,16 @@ const current = new AsyncLocalStorage<Invocation>()
  */
 function asInvocation<T>(kind: string, work: () => T, owner?: object): T {
   if (owner && current.getStore()?.owner === owner) return work()
-  const invocation: Invocation = { kind, owner, total: 0, inFlight: 0, maxInFlight: 0, connections: 0, maxConnections: 0, waiting: [] }
+  const invocation: Invocation = {
+    kind,
+    owner,
+    total: 0,
+    inFlight: 0,
+    maxInFlight: 0,
+    connections: 0,
+    maxConnections: 0,
+    waiting: [],
+  }
   const fold = () => {
     const usage = (invocationUsage[kind] ??= { invocations: 0, maxSubrequests: 0, maxInFlight: 0, maxConnections: 0 })
     usage.invocations++
@@ -79,7 +91,8 @@ function thenSettled<T>(start: () => T, settled: () => void): T {
     settled()
     throw error
   }
-  if (result && typeof (result as { then?: unknown }).then === 'function') (result as unknown as PromiseLike<unknown>).then(settled, settled)
+  if (result && typeof (result as { then?: unknown }).then === 'function')
+    (result as unknown as PromiseLike<unknown>).then(settled, settled)
   else settled()
   return result
 }
@@ -92,7 +105,9 @@ function subrequest<T>(start: () => T, holdsConnection: boolean): T {
   const invocation = current.getStore()
   if (!invocation) return start()
   if (holdsConnection && connectionLimit > 0 && invocation.connections >= connectionLimit) {
-    return new Promise<void>((resolve) => invocation.waiting.push(resolve)).then(() => subrequest(start, holdsConnection)) as T
+    return new Promise<void>((resolve) => invocation.waiting.push(resolve)).then(() =>
+      subrequest(start, holdsConnection),
+    ) as T
   }
   invocation.total++
   invocation.inFlight++
@@ -110,7 +125,8 @@ function subrequest<T>(start: () => T, holdsConnection: boolean): T {
 const realFetch = globalThis.fetch
 globalThis.fetch = ((...args: Parameters<typeof fetch>) => subrequest(() => realFetch(...args), true)) as typeof fetch
 
-const objectUsage = (key: string): ObjectUsage => (usage.objects[key] ??= { requests: 0, alarms: 0, rowsWritten: 0, rowsRead: 0 })
+const objectUsage = (key: string): ObjectUsage =>
+  (usage.objects[key] ??= { requests: 0, alarms: 0, rowsWritten: 0, rowsRead: 0 })
 
 type Any = Record<string | symbol, any>
 
@@ -124,7 +140,8 @@ function meteredStub(stub: Any, key: string): Any {
   return new Proxy(stub, {
     get(target, property) {
       const value = target[property]
-      if (typeof value !== 'function' || typeof property === 'symbol' || property === 'then') return bound(target, property)
+      if (typeof value !== 'function' || typeof property === 'symbol' || property === 'then')
+        return bound(target, property)
       return (...args: unknown[]) => {
         objectUsage(key).requests++
         // Not value.apply(): on an RPC stub every property, `apply` included, is a remote method.
@@ -157,8 +174,10 @@ function meteredStatement(statement: Any): Any {
     get(target, property) {
       if (property === '__target') return target
       if (property === 'bind') return (...args: unknown[]) => meteredStatement(target.bind(...args))
-      if (property === 'run' || property === 'all') return async (...args: unknown[]) => meteredResult(await subrequest(() => target[property](...args), true))
-      if (property === 'first' || property === 'raw') return (...args: unknown[]) => subrequest(() => target[property](...args), true)
+      if (property === 'run' || property === 'all')
+        return async (...args: unknown[]) => meteredResult(await subrequest(() => target[property](...args), true))
+      if (property === 'first' || property === 'raw')
+        return (...args: unknown[]) => subrequest(() => target[property](...args), true)
       return bound(target, property)
     },
   })
@@ -169,7 +188,9 @@ function meteredD1(db: Any): Any {
     get(target, property) {
       if (property === 'prepare') return (sql: string) => meteredStatement(target.prepare(sql))
       // Statements in a batch are the proxies above: unwrap them for the native call.
-      if (property === 'batch') return async (statements: Any[]) => (await subrequest(() => target.batch(statements.map((s) => s.__target ?? s)), true)).map(meteredResult)
+      if (property === 'batch')
+        return async (statements: Any[]) =>
+          (await subrequest(() => target.batch(statements.map((s) => s.__target ?? s)), true)).map(meteredResult)
       return bound(target, property)
     },
   })
@@ -178,8 +199,12 @@ function meteredD1(db: Any): Any {
 function meteredQueue(queue: Any): Any {
   return new Proxy(queue, {
     get(target, property) {
-      if (property === 'send') return (...args: unknown[]) => ((usage.queueMessages += 1), subrequest(() => target.send(...args), true))
-      if (property === 'sendBatch') return (messages: unknown[], ...rest: unknown[]) => ((usage.queueMessages += messages.length), subrequest(() => target.sendBatch(messages, ...rest), true))
+      if (property === 'send')
+        return (...args: unknown[]) => ((usage.queueMessages += 1), subrequest(() => target.send(...args), true))
+      if (property === 'sendBatch')
+        return (messages: unknown[], ...rest: unknown[]) => (
+          (usage.queueMessages += messages.length), subrequest(() => target.sendBatch(messages, ...rest), true)
+        )
       return bound(target, property)
     },
   })
@@ -188,9 +213,12 @@ function meteredQueue(queue: Any): Any {
 function meteredR2(bucket: Any): Any {
   return new Proxy(bucket, {
     get(target, property) {
-      if (property === 'put') return (...args: unknown[]) => ((usage.r2Writes += 1), subrequest(() => target.put(...args), true))
+      if (property === 'put')
+        return (...args: unknown[]) => ((usage.r2Writes += 1), subrequest(() => target.put(...args), true))
       const value = target[property]
-      return typeof value === 'function' ? (...args: unknown[]) => subrequest(() => Reflect.apply(value, target, args), true) : value
+      return typeof value === 'function'
+        ? (...args: unknown[]) => subrequest(() => Reflect.apply(value, target, args), true)
+        : value
     },
   })
 }
@@ -203,7 +231,8 @@ function meteredService(service: Any): Any {
   return new Proxy(service, {
     get(target, property) {
       const value = target[property]
-      if (typeof value !== 'function' || typeof property === 'symbol' || property === 'then') return bound(target, property)
+      if (typeof value !== 'function' || typeof property === 'symbol' || property === 'then')
+        return bound(target, property)
       return (...args: unknown[]) => subrequest(() => target[property](...args), serviceHoldsConnection)
     },
   })
@@ -214,11 +243,21 @@ function meteredEnv(env: Any): Any {
   const wrapped: Any = {}
   for (const [name, value] of Object.entries(env)) {
     // A service binding first: one with an entrypoint is an RPC stub, on which every name (getByName too) is a method.
-    if (value && typeof value === 'object' && typeof value.fetch === 'function' && typeof value.connect === 'function') wrapped[name] = meteredService(value)
-    else if (value && typeof value === 'object' && typeof value.getByName === 'function') wrapped[name] = meteredNamespace(value, name)
-    else if (value && typeof value === 'object' && typeof value.prepare === 'function' && typeof value.batch === 'function') wrapped[name] = meteredD1(value)
-    else if (value && typeof value === 'object' && typeof value.sendBatch === 'function') wrapped[name] = meteredQueue(value)
-    else if (value && typeof value === 'object' && typeof value.put === 'function' && typeof value.list === 'function') wrapped[name] = meteredR2(value)
+    if (value && typeof value === 'object' && typeof value.fetch === 'function' && typeof value.connect === 'function')
+      wrapped[name] = meteredService(value)
+    else if (value && typeof value === 'object' && typeof value.getByName === 'function')
+      wrapped[name] = meteredNamespace(value, name)
+    else if (
+      value &&
+      typeof value === 'object' &&
+      typeof value.prepare === 'function' &&
+      typeof value.batch === 'function'
+    )
+      wrapped[name] = meteredD1(value)
+    else if (value && typeof value === 'object' && typeof value.sendBatch === 'function')
+      wrapped[name] = meteredQueue(value)
+    else if (value && typeof value === 'object' && typeof value.put === 'function' && typeof value.list === 'function')
+      wrapped[name] = meteredR2(value)
     else wrapped[name] = value
   }
   wrapped.TELEMETRY ??= { writeDataPoint: () => void usage.analyticsPoints++ }
@@ -329,7 +368,10 @@ export const MemoryIndex = metered(classes.MemoryIndex!, 'MEMORY_INDEX')
 export const JudgeEntrypoint = meteredEntrypoint(classes.JudgeEntrypoint!, 'JUDGE')
 // METERED-EXPORTS-END
 
-const worker = project.default as unknown as { fetch: (...args: any[]) => Promise<Response>; queue?: (...args: any[]) => Promise<void> }
+const worker = project.default as unknown as {
+  fetch: (...args: any[]) => Promise<Response>
+  queue?: (...args: any[]) => Promise<void>
+}
 
 export default {
   async fetch(request: Request, env: Any, ctx: ExecutionContext): Promise<Response> {
@@ -345,8 +387,22 @@ export default {
     usage.workerInvocations++
     // Each message is metered as the invocation it is on Cloudflare with max_batch_size = 1, however many
     // messages the local broker hands over at once (bench:step asks for more: it delivers one batch at a time).
-    await Promise.all(batch.messages.map((message: Any) =>
-      asInvocation(`queue ${batch.queue}`, () => worker.queue!({ ...batch, queue: batch.queue, messages: [message], ackAll: () => message.ack(), retryAll: (o: unknown) => message.retry(o) }, meteredEnv(env), ctx)),
-    ))
+    await Promise.all(
+      batch.messages.map((message: Any) =>
+        asInvocation(`queue ${batch.queue}`, () =>
+          worker.queue!(
+            {
+              ...batch,
+              queue: batch.queue,
+              messages: [message],
+              ackAll: () => message.ack(),
+              retryAll: (o: unknown) => message.retry(o),
+            },
+            meteredEnv(env),
+            ctx,
+          ),
+        ),
+      ),
+    )
   },
 }

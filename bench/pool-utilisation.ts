@@ -59,8 +59,13 @@ interface Row {
  * Starts `count` fixed-latency stub endpoints in a child process and returns their base URLs.
  * @example const { urls, stop } = await startStubProcess(50, 3)
  */
-export async function startStubProcess(latencyMs: number, count: number): Promise<{ urls: string[]; stop: () => void }> {
-  const child = spawn(process.execPath, ['-e', STUB_SERVER, String(latencyMs), String(count)], { stdio: ['ignore', 'pipe', 'inherit'] })
+export async function startStubProcess(
+  latencyMs: number,
+  count: number,
+): Promise<{ urls: string[]; stop: () => void }> {
+  const child = spawn(process.execPath, ['-e', STUB_SERVER, String(latencyMs), String(count)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
   const urls: string[] = []
   const lines = createInterface({ input: child.stdout! })
   await new Promise<void>((resolve, reject) => {
@@ -82,15 +87,28 @@ export function spreadCaps(concurrency: number, endpoints: number): number[] {
   return Array.from({ length: used }, (_, i) => Math.floor(concurrency / used) + (i < concurrency % used ? 1 : 0))
 }
 
-const chatRequest = (i: number): ChatRequest => ({ role: 'scorer', messages: [{ role: 'user', content: `q${i}` }], task: undefined as unknown as ChatRequest['task'], json: true })
+const chatRequest = (i: number): ChatRequest => ({
+  role: 'scorer',
+  messages: [{ role: 'user', content: `q${i}` }],
+  task: undefined as unknown as ChatRequest['task'],
+  json: true,
+})
 
 /**
  * Runs `calls` requests through a pool with the given per-endpoint caps, all submitted at once, and
  * measures wall time, slot occupancy, mean attempt time and client CPU per call.
  * @example const { wallMs } = await measurePool(urls, [4, 4, 4], 600)
  */
-export async function measurePool(urls: string[], caps: number[], calls: number): Promise<Pick<Row, 'wallMs' | 'occupancy' | 'attemptMs' | 'cpuMsPerCall'>> {
-  const pool = new EndpointPool({ endpoints: caps.map((cap, i) => ({ base_url: urls[i]!, max_concurrency: cap })), model: 'bench-model', timeoutMs: 10_000 })
+export async function measurePool(
+  urls: string[],
+  caps: number[],
+  calls: number,
+): Promise<Pick<Row, 'wallMs' | 'occupancy' | 'attemptMs' | 'cpuMsPerCall'>> {
+  const pool = new EndpointPool({
+    endpoints: caps.map((cap, i) => ({ base_url: urls[i]!, max_concurrency: cap })),
+    model: 'bench-model',
+    timeoutMs: 10_000,
+  })
   await pool.ready()
   const concurrency = caps.reduce((sum, cap) => sum + cap, 0)
   // Warm-up: open the connections and load the SDK, outside the measurement.
@@ -103,9 +121,15 @@ export async function measurePool(urls: string[], caps: number[], calls: number)
   const { user, system } = process.cpuUsage(cpu)
   const after = pool.usage().total
   await pool.close()
-  if (after.ok - before.ok !== calls || after.calls !== after.ok) throw new Error(`unexpected failures: ${JSON.stringify(after)}`)
+  if (after.ok - before.ok !== calls || after.calls !== after.ok)
+    throw new Error(`unexpected failures: ${JSON.stringify(after)}`)
   const busyMs = after.wall_ms - before.wall_ms
-  return { wallMs, occupancy: busyMs / (concurrency * wallMs), attemptMs: busyMs / calls, cpuMsPerCall: (user + system) / 1_000 / calls }
+  return {
+    wallMs,
+    occupancy: busyMs / (concurrency * wallMs),
+    attemptMs: busyMs / calls,
+    cpuMsPerCall: (user + system) / 1_000 / calls,
+  }
 }
 
 /**
@@ -113,16 +137,28 @@ export async function measurePool(urls: string[], caps: number[], calls: number)
  * @example const wallMs = await measureFetch(urls, [4, 4, 4], 600)
  */
 export async function measureFetch(urls: string[], caps: number[], calls: number): Promise<number> {
-  const body = JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'q' }], temperature: 0, max_tokens: 1_024, response_format: { type: 'json_object' } })
+  const body = JSON.stringify({
+    model: 'bench-model',
+    messages: [{ role: 'user', content: 'q' }],
+    temperature: 0,
+    max_tokens: 1_024,
+    response_format: { type: 'json_object' },
+  })
   const post = (url: string) =>
-    fetch(`${url}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer x' }, body }).then((response) => response.json())
+    fetch(`${url}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer x' },
+      body,
+    }).then((response) => response.json())
   const workers = caps.flatMap((cap, i) => Array.from({ length: cap }, () => urls[i]!))
   await Promise.all(workers.map(post))
   let next = 0
   const started = performance.now()
-  await Promise.all(workers.map(async (url) => {
-    while (next++ < calls) await post(url)
-  }))
+  await Promise.all(
+    workers.map(async (url) => {
+      while (next++ < calls) await post(url)
+    }),
+  )
   return performance.now() - started
 }
 
@@ -132,7 +168,13 @@ const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floo
  * One level C: the fetch baseline and the pool, each `repeat` times, medians reported.
  * @example const row = await measureLevel(urls, [4, 4, 4], 600, 50, 3)
  */
-export async function measureLevel(urls: string[], caps: number[], calls: number, latencyMs: number, repeat: number): Promise<Row> {
+export async function measureLevel(
+  urls: string[],
+  caps: number[],
+  calls: number,
+  latencyMs: number,
+  repeat: number,
+): Promise<Row> {
   const concurrency = caps.reduce((sum, cap) => sum + cap, 0)
   const fetchRuns: number[] = []
   const poolRuns: Awaited<ReturnType<typeof measurePool>>[] = []
@@ -141,7 +183,14 @@ export async function measureLevel(urls: string[], caps: number[], calls: number
     poolRuns.push(await measurePool(urls, caps, calls))
   }
   const middle = poolRuns.find((run) => run.wallMs === median(poolRuns.map((r) => r.wallMs)))!
-  return { concurrency, caps: caps.join('+'), calls, idealMs: (calls * latencyMs) / concurrency, fetchWallMs: median(fetchRuns), ...middle }
+  return {
+    concurrency,
+    caps: caps.join('+'),
+    calls,
+    idealMs: (calls * latencyMs) / concurrency,
+    fetchWallMs: median(fetchRuns),
+    ...middle,
+  }
 }
 
 async function main(): Promise<void> {
@@ -160,17 +209,40 @@ async function main(): Promise<void> {
   const levels = values.levels.split(',').map(Number)
   const repeat = Number(values.repeat)
   const os = await import('node:os')
-  console.log(`$ npx tsx bench/pool-utilisation.ts --calls ${calls} --latency ${latencyMs} --endpoints ${endpoints} --levels ${levels.join(',')} --repeat ${repeat}`)
-  console.log(`node ${process.version}, ${os.cpus().length} cores, load average ${os.loadavg().map((load) => load.toFixed(1)).join(' ')}; stub endpoints answer after ${latencyMs} ms, in a child process; medians of ${repeat} runs\n`)
+  console.log(
+    `$ npx tsx bench/pool-utilisation.ts --calls ${calls} --latency ${latencyMs} --endpoints ${endpoints} --levels ${levels.join(',')} --repeat ${repeat}`,
+  )
+  console.log(
+    `node ${process.version}, ${os.cpus().length} cores, load average ${os
+      .loadavg()
+      .map((load) => load.toFixed(1))
+      .join(' ')}; stub endpoints answer after ${latencyMs} ms, in a child process; medians of ${repeat} runs\n`,
+  )
   const stubs = await startStubProcess(latencyMs, endpoints)
   const rows: Row[] = []
   try {
-    for (const level of levels) rows.push(await measureLevel(stubs.urls, spreadCaps(level, endpoints), Math.min(calls, 50 * level), latencyMs, repeat))
+    for (const level of levels)
+      rows.push(
+        await measureLevel(stubs.urls, spreadCaps(level, endpoints), Math.min(calls, 50 * level), latencyMs, repeat),
+      )
   } finally {
     stubs.stop()
   }
   const percent = (value: number) => `${(value * 100).toFixed(1)}%`
-  const header = ['C', 'caps', 'calls', 'ideal ms', 'fetch-only ms', 'fetch-only util', 'pool ms', 'pool util', 'pool vs fetch-only', 'slot occupancy', 'attempt ms', 'CPU ms/call']
+  const header = [
+    'C',
+    'caps',
+    'calls',
+    'ideal ms',
+    'fetch-only ms',
+    'fetch-only util',
+    'pool ms',
+    'pool util',
+    'pool vs fetch-only',
+    'slot occupancy',
+    'attempt ms',
+    'CPU ms/call',
+  ]
   const table = rows.map((row) => [
     String(row.concurrency),
     row.caps,
@@ -191,8 +263,14 @@ async function main(): Promise<void> {
   console.log(`|${widths.map((width) => '-'.repeat(width + 1) + ':').join('|')}|`)
   for (const cells of table) console.log(line(cells))
   const below = rows.filter((row) => row.idealMs / row.wallMs < 0.9)
-  console.log(below.length === 0 ? '\npool utilisation ≥ 90% at every level' : `\npool utilisation below 90% at C = ${below.map((row) => row.concurrency).join(', ')}`)
-  console.log('pool util = ideal / pool wall; fetch-only = the same calls without the pool (bare fetch loops, same caps): the')
+  console.log(
+    below.length === 0
+      ? '\npool utilisation ≥ 90% at every level'
+      : `\npool utilisation below 90% at C = ${below.map((row) => row.concurrency).join(', ')}`,
+  )
+  console.log(
+    'pool util = ideal / pool wall; fetch-only = the same calls without the pool (bare fetch loops, same caps): the',
+  )
   console.log("machine's own ceiling. slot occupancy = Σ attempt time / (C × wall). attempt ms = mean HTTP round trip.")
 }
 

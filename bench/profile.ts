@@ -43,7 +43,9 @@ export function freePort(): Promise<number> {
     server.on('error', reject)
     server.listen(0, '127.0.0.1', () => {
       const address = server.address()
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))))
+      server.close(() =>
+        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
+      )
     })
   })
 }
@@ -129,9 +131,15 @@ export interface ProfileSummary {
  * Self time per module group and per function, and inclusive time of the named functions.
  * @example summarizeProfile(profile, moduleOf, ['scoreRollout', 'judgementKey'])
  */
-export function summarizeProfile(profile: CpuProfile, moduleOf: ((line: number) => string) | undefined, inclusiveOf: readonly string[] = []): ProfileSummary {
+export function summarizeProfile(
+  profile: CpuProfile,
+  moduleOf: ((line: number) => string) | undefined,
+  inclusiveOf: readonly string[] = [],
+): ProfileSummary {
   const selfUs = new Map<number, number>()
-  profile.samples.forEach((nodeId, index) => selfUs.set(nodeId, (selfUs.get(nodeId) ?? 0) + (profile.timeDeltas[index] ?? 0)))
+  profile.samples.forEach((nodeId, index) =>
+    selfUs.set(nodeId, (selfUs.get(nodeId) ?? 0) + (profile.timeDeltas[index] ?? 0)),
+  )
   const byId = new Map(profile.nodes.map((node) => [node.id, node]))
   const parentOf = new Map<number, number>()
   for (const node of profile.nodes) for (const child of node.children ?? []) parentOf.set(child, node.id)
@@ -156,7 +164,11 @@ export function summarizeProfile(profile: CpuProfile, moduleOf: ((line: number) 
     }
     const group = groupOf(node.callFrame)
     add(groups, group, us)
-    add(functions, `${node.callFrame.functionName || '(anonymous)'} [${group}${moduleOf && node.callFrame.url ? `:${node.callFrame.lineNumber + 1}` : ''}]`, us)
+    add(
+      functions,
+      `${node.callFrame.functionName || '(anonymous)'} [${group}${moduleOf && node.callFrame.url ? `:${node.callFrame.lineNumber + 1}` : ''}]`,
+      us,
+    )
     // Inclusive: charge each named ancestor once per sample stack.
     const seen = new Set<string>()
     for (let cursor: number | undefined = nodeId; cursor !== undefined; cursor = parentOf.get(cursor)) {

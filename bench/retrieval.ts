@@ -29,7 +29,18 @@ const gc = () => {
   collect()
 }
 
-const DOMAINS = ['algebra word problems', 'geometry proofs', 'organic chemistry', 'Python code review', 'SQL query writing', 'contract law questions', 'medical triage', 'physics kinematics', 'probability puzzles', 'essay feedback']
+const DOMAINS = [
+  'algebra word problems',
+  'geometry proofs',
+  'organic chemistry',
+  'Python code review',
+  'SQL query writing',
+  'contract law questions',
+  'medical triage',
+  'physics kinematics',
+  'probability puzzles',
+  'essay feedback',
+]
 const BEHAVIOURS = [
   'skipped the verification step and reported the final answer without checking it',
   'copied the reference solution verbatim instead of deriving it',
@@ -53,7 +64,14 @@ const DETAILS = [
   'The reference answer itself was ambiguous on this point.',
   'A stricter criterion on intermediate steps would separate these cases.',
 ]
-const CRITERIA = ['final answer correctness', 'shows the working', 'concise explanation', 'cites sources faithfully', 'follows the output format', 'handles edge cases']
+const CRITERIA = [
+  'final answer correctness',
+  'shows the working',
+  'concise explanation',
+  'cites sources faithfully',
+  'follows the output format',
+  'handles edge cases',
+]
 
 /** mulberry32: the same corpus on every run. */
 function seeded(seed: number) {
@@ -89,7 +107,17 @@ function queryText(next: () => number): string {
   return `rollouts in ${pick(DOMAINS)} that ${pick(BEHAVIOURS).split(' ').slice(0, 6).join(' ')}`
 }
 
-const KINDS: MemoryKind[] = ['analysis', 'analysis', 'analysis', 'analysis', 'analysis', 'analysis', 'batch_summary', 'meta_summary', 'rubric_update']
+const KINDS: MemoryKind[] = [
+  'analysis',
+  'analysis',
+  'analysis',
+  'analysis',
+  'analysis',
+  'analysis',
+  'batch_summary',
+  'meta_summary',
+  'rubric_update',
+]
 
 interface SizeResult {
   docs: number
@@ -103,9 +131,15 @@ interface SizeResult {
   run: { index: Percentiles; total: Percentiles }
   instance: { index: Percentiles; total: Percentiles }
 }
-interface Percentiles { p50: number; p99: number }
+interface Percentiles {
+  p50: number
+  p99: number
+}
 
-async function measureSize(size: number, options: { queries: number; dimensions: number; topK: number }): Promise<SizeResult> {
+async function measureSize(
+  size: number,
+  options: { queries: number; dimensions: number; topK: number },
+): Promise<SizeResult> {
   const embedder = new HashedNgramEmbedder({ dimensions: options.dimensions })
   const next = seeded(size)
   const noise = Math.round(size * 0.2)
@@ -157,7 +191,17 @@ async function measureSize(size: number, options: { queries: number; dimensions:
   }
   const run = await timeQueries(() => ({ run_id: RUN }))
   const instance = await timeQueries((q) => ({ run_id: RUN, instance_id: `in-${(q + INSTANCES) % INSTANCES}` }))
-  return { docs: size, noise, embedMs, indexMs, bytes: index.stats().bytes, rssDeltaBytes, liveDeltaBytes, run, instance }
+  return {
+    docs: size,
+    noise,
+    embedMs,
+    indexMs,
+    bytes: index.stats().bytes,
+    rssDeltaBytes,
+    liveDeltaBytes,
+    run,
+    instance,
+  }
 }
 
 function percentiles(samples: number[]): Percentiles {
@@ -178,7 +222,10 @@ export function formatTable(results: SizeResult[]): string {
     '|---|---|---|---|---|---|---|---|',
   ]
   for (const r of results) {
-    for (const [label, timing] of [['run', r.run], ['run + instance', r.instance]] as const) {
+    for (const [label, timing] of [
+      ['run', r.run],
+      ['run + instance', r.instance],
+    ] as const) {
       lines.push(
         `| ${r.docs.toLocaleString('en')} + ${r.noise.toLocaleString('en')} | ${label} | ${ms(timing.index.p50)} / ${ms(timing.index.p99)} | ${ms(timing.total.p50)} / ${ms(timing.total.p99)} | ` +
           `${(r.embedMs / 1_000).toFixed(1)} / ${(r.indexMs / 1_000).toFixed(2)} | ${mb(r.bytes)} | ${mb(r.liveDeltaBytes)} | ${mb(r.rssDeltaBytes)} |`,
@@ -189,19 +236,36 @@ export function formatTable(results: SizeResult[]): string {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { sizes: { type: 'string' }, queries: { type: 'string' }, dimensions: { type: 'string' }, 'top-k': { type: 'string' } } })
+  const { values } = parseArgs({
+    options: {
+      sizes: { type: 'string' },
+      queries: { type: 'string' },
+      dimensions: { type: 'string' },
+      'top-k': { type: 'string' },
+    },
+  })
   const sizes = (values.sizes ?? '10000,100000').split(',').map(Number)
-  const options = { queries: Number(values.queries ?? 300), dimensions: Number(values.dimensions ?? 256), topK: Number(values['top-k'] ?? 10) }
+  const options = {
+    queries: Number(values.queries ?? 300),
+    dimensions: Number(values.dimensions ?? 256),
+    topK: Number(values['top-k'] ?? 10),
+  }
   console.log(`$ npx tsx bench/retrieval.ts ${process.argv.slice(2).join(' ')}`.trim())
-  const load = loadavg().map((value) => value.toFixed(2)).join(' ')
-  console.log(`node ${process.version}, ${options.dimensions} dims, top-${options.topK}, ${options.queries} queries per filter, load average ${load}\n`)
+  const load = loadavg()
+    .map((value) => value.toFixed(2))
+    .join(' ')
+  console.log(
+    `node ${process.version}, ${options.dimensions} dims, top-${options.topK}, ${options.queries} queries per filter, load average ${load}\n`,
+  )
   const results: SizeResult[] = []
   for (const size of sizes) results.push(await measureSize(size, options))
   console.log(formatTable(results))
   const at10k = results.find((r) => r.docs === 10_000)
   if (at10k) {
     const ok = at10k.run.total.p50 <= TARGET_P50_MS_AT_10K
-    console.log(`\ntarget p50 ≤ ${TARGET_P50_MS_AT_10K} ms at 10k (embed + index, run filter): ${at10k.run.total.p50.toFixed(2)} ms — ${ok ? 'met' : 'MISSED'}`)
+    console.log(
+      `\ntarget p50 ≤ ${TARGET_P50_MS_AT_10K} ms at 10k (embed + index, run filter): ${at10k.run.total.p50.toFixed(2)} ms — ${ok ? 'met' : 'MISSED'}`,
+    )
   }
 }
 

@@ -53,7 +53,14 @@ export async function runMicro(): Promise<MicroResult[]> {
   const request = ScoreRequest.parse(raw)
   const mockConfig = RunConfig.parse(stubRunConfig())
   const rubrics = initialRubrics(mockConfig, 'global', new Date().toISOString())
-  const scorerInput = { rubrics, rollout: request.rollout, metadata: request.metadata, gradeMax: 10, locale: 'en' as const, prompts: mockConfig.prompts }
+  const scorerInput = {
+    rubrics,
+    rollout: request.rollout,
+    metadata: request.metadata,
+    gradeMax: 10,
+    locale: 'en' as const,
+    prompts: mockConfig.prompts,
+  }
   const chatRequest = await buildScorerRequest(scorerInput)
   const mock = new MockChatModel()
   const reply = (await mock.complete(chatRequest)).text
@@ -64,13 +71,20 @@ export async function runMicro(): Promise<MicroResult[]> {
     ['ScoreRequest.safeParse (zod, jitless)', () => ScoreRequest.safeParse(raw)],
     ['agentSettingsFor (zod parse per request)', () => agentSettingsFor(mockConfig, 'scorer')],
     ['requestModels + forRole(scorer)', () => requestModels(env, mockConfig).forRole('scorer')],
-    ['judgementKey (canonicalJson + sha256)', () => judgementKey('mock:x|{}', 'en', 10, request.rollout, request.metadata, mockConfig.prompts)],
+    [
+      'judgementKey (canonicalJson + sha256)',
+      () => judgementKey('mock:x|{}', 'en', 10, request.rollout, request.metadata, mockConfig.prompts),
+    ],
     ['sha256Hex of the rollout text', () => sha256Hex(`${request.rollout.input}\u0000${request.rollout.output}`)],
     ['canonicalJson of the agent settings', () => canonicalJson(agentSettingsFor(mockConfig, 'scorer'))],
     ['buildScorerRequest (boundary sha256 + render)', () => buildScorerRequest(scorerInput)],
     ['MockChatModel.complete (mock heuristics)', () => mock.complete(chatRequest)],
     ['parseScorerReply (JSON + zod)', () => parseScorerReply(reply, rubrics, 10)],
-    ['JSON.stringify of the response', () => JSON.stringify({ score: 0.7, criteria, rollout_id: request.rollout.id, request_id: 'x', run_id: 'default' })],
+    [
+      'JSON.stringify of the response',
+      () =>
+        JSON.stringify({ score: 0.7, criteria, rollout_id: request.rollout.id, request_id: 'x', run_id: 'default' }),
+    ],
     ['injectionTactics (the cheap check on every output)', () => injectionTactics(request.rollout.output)],
   ]
   const results: MicroResult[] = []
@@ -81,7 +95,9 @@ export async function runMicro(): Promise<MicroResult[]> {
 if (process.argv[1]?.endsWith('score-micro.ts')) {
   runMicro()
     .then((results) => {
-      console.log(`Pure-compute steps of /score in Node ${process.version} (zod jitless, as in Workers), µs per call, fastest of 3:`)
+      console.log(
+        `Pure-compute steps of /score in Node ${process.version} (zod jitless, as in Workers), µs per call, fastest of 3:`,
+      )
       for (const { name, us } of results) console.log(`  ${name.padEnd(64)} ${us.toFixed(1).padStart(8)} µs`)
     })
     .catch((error: unknown) => {

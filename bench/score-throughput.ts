@@ -22,8 +22,24 @@ import { cpus, tmpdir } from 'node:os'
 import { dirname, join, relative } from 'node:path'
 import { parseArgs } from 'node:util'
 import {
-  BARE_HOST, buildBundles, createRun, measure, nextScoreBody, ROOT, scoreOnce, startBench, STUB_GRADE, stubRunConfig, waitForIdle,
-  onInterrupt, type BenchServer, type IdleBudget, type LoadTarget, type Measurement, type StorageKind, type StubKind,
+  BARE_HOST,
+  buildBundles,
+  createRun,
+  measure,
+  nextScoreBody,
+  ROOT,
+  scoreOnce,
+  startBench,
+  STUB_GRADE,
+  stubRunConfig,
+  waitForIdle,
+  onInterrupt,
+  type BenchServer,
+  type IdleBudget,
+  type LoadTarget,
+  type Measurement,
+  type StorageKind,
+  type StubKind,
 } from './harness.ts'
 
 const TARGETS = { ratio: 0.8, addedP50Ms: 2, addedP99Ms: 10 }
@@ -70,12 +86,14 @@ export function readOptions(argv: string[]): ThroughputOptions {
   })
   const number = (flag: string | undefined, env: string, fallback: number) => {
     const value = Number(flag ?? process.env[env] ?? fallback)
-    if (!Number.isFinite(value) || value < 0) throw new Error(`--${env.slice(6).toLowerCase().replace(/_/g, '-')} must be a non-negative number`)
+    if (!Number.isFinite(value) || value < 0)
+      throw new Error(`--${env.slice(6).toLowerCase().replace(/_/g, '-')} must be a non-negative number`)
     return value
   }
   const durationS = number(values.duration, 'BENCH_DURATION', 10)
   const stub = (values.stub ?? process.env.BENCH_STUB ?? 'worker') as StubKind
-  if (stub !== 'node' && stub !== 'worker' && stub !== 'process') throw new Error('--stub must be worker, process or node')
+  if (stub !== 'node' && stub !== 'worker' && stub !== 'process')
+    throw new Error('--stub must be worker, process or node')
   const storage = (values.storage ?? process.env.BENCH_STORAGE ?? 'memory') as StorageKind
   if (storage !== 'memory' && storage !== 'disk') throw new Error('--storage must be memory or disk')
   return {
@@ -112,12 +130,18 @@ export function formatTable(rows: readonly Measurement[]): string {
     ['errors', 8, (row) => String(row.errors + row.timeouts)],
     ['workerd cores', 15, (row) => f2(row.cpu.workerd)],
     ['cpu ms/req', 12, (row) => f2(row.workerdCpuMsPerRequest.window)],
-    ['all-in ms/req', 15, (row) => (row.workerdCpuMsPerRequest.allIn === null ? 'n/a' : f2(row.workerdCpuMsPerRequest.allIn))],
+    [
+      'all-in ms/req',
+      15,
+      (row) => (row.workerdCpuMsPerRequest.allIn === null ? 'n/a' : f2(row.workerdCpuMsPerRequest.allIn)),
+    ],
     ['node cores', 12, (row) => f2(row.cpu.node)],
     ['other cores', 13, (row) => f2(row.cpu.other)],
   ]
   const header = `${'target'.padEnd(34)}${columns.map(([name, width]) => pad(name, width)).join('')}`
-  const lines = rows.map((row) => `${row.label.padEnd(34)}${columns.map(([, width, cell]) => pad(cell(row), width)).join('')}`)
+  const lines = rows.map(
+    (row) => `${row.label.padEnd(34)}${columns.map(([, width, cell]) => pad(cell(row), width)).join('')}`,
+  )
   return [header, '-'.repeat(header.length), ...lines].join('\n')
 }
 
@@ -127,19 +151,27 @@ async function main(): Promise<void> {
   const started = performance.now()
   const buildDir = mkdtempSync(join(tmpdir(), 'rh-bench-'))
   const forgetBuildDir = onInterrupt(() => rmSync(buildDir, { recursive: true, force: true }))
-  const log = (message: string) => console.log(`[${((performance.now() - started) / 1_000).toFixed(1).padStart(5)} s] ${message}`)
+  const log = (message: string) =>
+    console.log(`[${((performance.now() - started) / 1_000).toFixed(1).padStart(5)} s] ${message}`)
 
   let server: BenchServer | undefined
   try {
     log(`building the Worker and the bare reference worker into ${buildDir}`)
     const bundles = await buildBundles(buildDir)
-    log(`built in ${(bundles.buildMs / 1_000).toFixed(1)} s; starting Miniflare (stub LLM: ${STUB_DESCRIPTIONS[options.stub]})`)
+    log(
+      `built in ${(bundles.buildMs / 1_000).toFixed(1)} s; starting Miniflare (stub LLM: ${STUB_DESCRIPTIONS[options.stub]})`,
+    )
     server = await startBench(bundles, { stub: options.stub, storage: options.storage })
     const url = server.url
     const token = await createRun(server, STUB_RUN_ID, stubRunConfig(server.stubBaseUrl))
     const targets = {
       bare: { label: 'bare Hono handler', path: '/score', headers: { host: BARE_HOST }, prefix: 'bare' },
-      stub: { label: '/score, stub LLM (openai backend)', path: `/runs/${STUB_RUN_ID}/score`, headers: { authorization: `Bearer ${token}` }, prefix: 'stub' },
+      stub: {
+        label: '/score, stub LLM (openai backend)',
+        path: `/runs/${STUB_RUN_ID}/score`,
+        headers: { authorization: `Bearer ${token}` },
+        prefix: 'stub',
+      },
       mock: { label: '/score, default run, mock backend', path: '/score', prefix: 'mock' },
     } satisfies Record<string, LoadTarget>
 
@@ -150,9 +182,11 @@ async function main(): Promise<void> {
     if (stubCheck.cached !== false || stubCheck.duplicate !== false || !criteria.every((c) => c.grade === STUB_GRADE)) {
       throw new Error(`the stub run did not score through the stub LLM: ${JSON.stringify(stubCheck)}`)
     }
-    if (options.stub !== 'worker' && (await server.stubCalls()) !== callsBefore + 1) throw new Error('the stub LLM was not called exactly once for a fresh rollout')
+    if (options.stub !== 'worker' && (await server.stubCalls()) !== callsBefore + 1)
+      throw new Error('the stub LLM was not called exactly once for a fresh rollout')
     const mockCheck = await scoreOnce(server.url, targets.mock, options.outputChars)
-    if (mockCheck.cached !== false || mockCheck.duplicate !== false) throw new Error(`the mock run answered from a cache: ${JSON.stringify(mockCheck)}`)
+    if (mockCheck.cached !== false || mockCheck.duplicate !== false)
+      throw new Error(`the mock run answered from a cache: ${JSON.stringify(mockCheck)}`)
     await scoreOnce(server.url, targets.bare, options.outputChars)
     log(`Miniflare at ${server.url}; sanity checks passed`)
 
@@ -160,27 +194,45 @@ async function main(): Promise<void> {
     // Throughput rows settle and drain background work (for the all-in CPU figure); latency rows only start idle.
     const load = async (target: LoadTarget, connections: number, durationS: number) => {
       // Waits for workerd's own leftover work only: busy neighbours cannot be waited out, they are reported.
-      const idle = budget.remainingS > 0 ? await waitForIdle(Math.min(5, budget.remainingS), Number.POSITIVE_INFINITY) : { others: 0, workerd: 0, waitedS: 0 }
+      const idle =
+        budget.remainingS > 0
+          ? await waitForIdle(Math.min(5, budget.remainingS), Number.POSITIVE_INFINITY)
+          : { others: 0, workerd: 0, waitedS: 0 }
       budget.remainingS -= idle.waitedS
       const notes = [
         idle.waitedS >= 1 ? `waited ${idle.waitedS.toFixed(1)} s for idle` : '',
         idle.workerd >= 0.05 ? `workerd still busy with earlier background work: ${idle.workerd.toFixed(2)} cores` : '',
         idle.others >= NOISY_CORES ? `other processes busy: ${idle.others.toFixed(2)} cores` : '',
       ].filter(Boolean)
-      log(`${target.label}: ${connections} connection(s), warm-up ${options.warmupS} s + ${durationS} s${notes.length ? ` (${notes.join('; ')})` : ''}`)
-      return measure(url, target, { connections, durationS, warmupS: options.warmupS, outputChars: options.outputChars, idleCapS: connections > 1 ? 10 : 0, budget })
+      log(
+        `${target.label}: ${connections} connection(s), warm-up ${options.warmupS} s + ${durationS} s${notes.length ? ` (${notes.join('; ')})` : ''}`,
+      )
+      return measure(url, target, {
+        connections,
+        durationS,
+        warmupS: options.warmupS,
+        outputChars: options.outputChars,
+        idleCapS: connections > 1 ? 10 : 0,
+        budget,
+      })
     }
     const stubCallsAtStart = await server.stubCalls()
     // Latency first: at 1 connection the background work keeps up, so nothing is left over from saturation.
     const latency: Measurement[] = []
-    for (const target of [targets.bare, targets.stub, targets.mock]) latency.push(await load(target, 1, options.latencyDurationS))
+    for (const target of [targets.bare, targets.stub, targets.mock])
+      latency.push(await load(target, 1, options.latencyDurationS))
     const throughput: Measurement[] = []
-    for (const target of [targets.bare, targets.stub, targets.mock]) throughput.push(await load(target, options.connections, options.durationS))
+    for (const target of [targets.bare, targets.stub, targets.mock])
+      throughput.push(await load(target, options.connections, options.durationS))
     const stubCalls = (await server.stubCalls()) - stubCallsAtStart
 
     // The ledger shards hand the scorer's calls to the run's coordinator within a second: one per /score means no cache hits.
     await new Promise((resolve) => setTimeout(resolve, 2_000))
-    const summed = ((await (await fetch(`${server.url}/runs/${STUB_RUN_ID}/llm_calls`, { headers: { authorization: `Bearer ${token}` } })).json()) as { calls: { role: string; calls: number }[] }).calls
+    const summed = (
+      (await (
+        await fetch(`${server.url}/runs/${STUB_RUN_ID}/llm_calls`, { headers: { authorization: `Bearer ${token}` } })
+      ).json()) as { calls: { role: string; calls: number }[] }
+    ).calls
     const scorerCalls = summed.filter((group) => group.role === 'scorer').reduce((sum, group) => sum + group.calls, 0)
 
     const [bareT, stubT, mockT] = throughput as [Measurement, Measurement, Measurement]
@@ -194,23 +246,47 @@ async function main(): Promise<void> {
     const failed = [...throughput, ...latency].filter((row) => row.non2xx + row.errors + row.timeouts > 0)
 
     console.log(`\n$ ${command}`)
-    console.log(`node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}; Miniflare + workerd on 127.0.0.1, autocannon in the same Node process`)
-    console.log(`bodies ≈ ${Buffer.byteLength(nextScoreBody('size', options.outputChars))} B, each with a distinct rollout id and output text; stub LLM: ${options.stub}; DO/D1 storage: ${options.storage}\n`)
-    console.log(`Throughput (${options.connections} connections, ${options.durationS} s each after ${options.warmupS} s warm-up):`)
+    console.log(
+      `node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}; Miniflare + workerd on 127.0.0.1, autocannon in the same Node process`,
+    )
+    console.log(
+      `bodies ≈ ${Buffer.byteLength(nextScoreBody('size', options.outputChars))} B, each with a distinct rollout id and output text; stub LLM: ${options.stub}; DO/D1 storage: ${options.storage}\n`,
+    )
+    console.log(
+      `Throughput (${options.connections} connections, ${options.durationS} s each after ${options.warmupS} s warm-up):`,
+    )
     console.log(formatTable(throughput))
     console.log(`\nLatency (1 connection, ${options.latencyDurationS} s each):`)
     console.log(formatTable(latency))
-    console.log('\ncores = CPU seconds per second during the window; cpu ms/req = workerd CPU in the window per 2xx response;')
-    console.log('all-in ms/req adds the background work the window left behind (ledger reports, step updates), drained after it.')
+    console.log(
+      '\ncores = CPU seconds per second during the window; cpu ms/req = workerd CPU in the window per 2xx response;',
+    )
+    console.log(
+      'all-in ms/req adds the background work the window left behind (ledger reports, step updates), drained after it.',
+    )
     console.log(`\n${'figure'.padEnd(44)}${pad('stub LLM', 10)}${pad('mock', 10)}${pad('target', 10)}`)
-    console.log(`${'throughput ratio /score ÷ bare'.padEnd(44)}${pad(f2(ratio.stub), 10)}${pad(f2(ratio.mock), 10)}${pad(`≥ ${TARGETS.ratio}`, 10)}  ${pass(ratio.stub >= TARGETS.ratio)} / ${pass(ratio.mock >= TARGETS.ratio)}`)
-    console.log(`${'added latency p50 over bare (ms)'.padEnd(44)}${pad(f2(added.stub.p50), 10)}${pad(f2(added.mock.p50), 10)}${pad(`≤ ${TARGETS.addedP50Ms}`, 10)}  ${pass(added.stub.p50 <= TARGETS.addedP50Ms)} / ${pass(added.mock.p50 <= TARGETS.addedP50Ms)}`)
-    console.log(`${'added latency p99 over bare (ms)'.padEnd(44)}${pad(f2(added.stub.p99), 10)}${pad(f2(added.mock.p99), 10)}${pad(`≤ ${TARGETS.addedP99Ms}`, 10)}  ${pass(added.stub.p99 <= TARGETS.addedP99Ms)} / ${pass(added.mock.p99 <= TARGETS.addedP99Ms)}`)
+    console.log(
+      `${'throughput ratio /score ÷ bare'.padEnd(44)}${pad(f2(ratio.stub), 10)}${pad(f2(ratio.mock), 10)}${pad(`≥ ${TARGETS.ratio}`, 10)}  ${pass(ratio.stub >= TARGETS.ratio)} / ${pass(ratio.mock >= TARGETS.ratio)}`,
+    )
+    console.log(
+      `${'added latency p50 over bare (ms)'.padEnd(44)}${pad(f2(added.stub.p50), 10)}${pad(f2(added.mock.p50), 10)}${pad(`≤ ${TARGETS.addedP50Ms}`, 10)}  ${pass(added.stub.p50 <= TARGETS.addedP50Ms)} / ${pass(added.mock.p50 <= TARGETS.addedP50Ms)}`,
+    )
+    console.log(
+      `${'added latency p99 over bare (ms)'.padEnd(44)}${pad(f2(added.stub.p99), 10)}${pad(f2(added.mock.p99), 10)}${pad(`≤ ${TARGETS.addedP99Ms}`, 10)}  ${pass(added.stub.p99 <= TARGETS.addedP99Ms)} / ${pass(added.mock.p99 <= TARGETS.addedP99Ms)}`,
+    )
     console.log('\nWhat one /score costs (Durable Object requests, rows written, dollars): npm run bench:cost')
-    console.log(`stub LLM scorer calls the run counted: ${scorerCalls}${options.stub !== 'worker' ? ` (the ${options.stub} stub answered ${stubCalls} during the load phases)` : ''}`)
+    console.log(
+      `stub LLM scorer calls the run counted: ${scorerCalls}${options.stub !== 'worker' ? ` (the ${options.stub} stub answered ${stubCalls} during the load phases)` : ''}`,
+    )
     const noisy = [...throughput, ...latency].filter((row) => row.cpu.other >= NOISY_CORES)
-    if (noisy.length) console.log(`WARNING: other processes used ≥ ${NOISY_CORES} cores during: ${noisy.map((row) => `${row.label} @${row.connections}c (${f2(row.cpu.other)})`).join('; ')} — rerun on a quiet machine for reliable figures`)
-    if (failed.length) console.log(`WARNING: non-2xx or errors in: ${failed.map((row) => `${row.label} ${JSON.stringify(row.statusCodes)} errors=${row.errors} ${JSON.stringify(row.errorKinds)} timeouts=${row.timeouts}`).join('; ')}`)
+    if (noisy.length)
+      console.log(
+        `WARNING: other processes used ≥ ${NOISY_CORES} cores during: ${noisy.map((row) => `${row.label} @${row.connections}c (${f2(row.cpu.other)})`).join('; ')} — rerun on a quiet machine for reliable figures`,
+      )
+    if (failed.length)
+      console.log(
+        `WARNING: non-2xx or errors in: ${failed.map((row) => `${row.label} ${JSON.stringify(row.statusCodes)} errors=${row.errors} ${JSON.stringify(row.errorKinds)} timeouts=${row.timeouts}`).join('; ')}`,
+      )
     console.log(`\nrun time ${runS.toFixed(1)} s; JSON: ${relative(process.cwd(), options.out)}`)
 
     mkdirSync(dirname(options.out), { recursive: true })
@@ -235,7 +311,10 @@ async function main(): Promise<void> {
             added_p50_mock: added.mock.p50 <= TARGETS.addedP50Ms,
             added_p99_mock: added.mock.p99 <= TARGETS.addedP99Ms,
           },
-          stub_llm_calls: { counted_by_run: scorerCalls, answered_by_stub: options.stub !== 'worker' ? stubCalls : null },
+          stub_llm_calls: {
+            counted_by_run: scorerCalls,
+            answered_by_stub: options.stub !== 'worker' ? stubCalls : null,
+          },
           run_s: runS,
         },
         null,

@@ -28,7 +28,13 @@ interface Row {
   name: string
   calls: Record<'initializer' | 'proposer' | 'verifier' | 'judge', number>
   cacheHits: number
-  engine: { verifier_calls: number; grade_memo_hits: number; judge_calls: number; judge_memo_hits: number; proposer_calls: number }
+  engine: {
+    verifier_calls: number
+    grade_memo_hits: number
+    judge_calls: number
+    judge_memo_hits: number
+    proposer_calls: number
+  }
   judge: string
   distinctRubrics: Record<string, number>
   /** How many distinct rubric contents were graded with 1, 2, 3, … votes (successive halving grades cheap first). */
@@ -38,14 +44,33 @@ interface Row {
   seconds: number
 }
 
-async function measure(name: string, dataset: PreferenceDataset, options: { config?: SearchConfigInput; llmJudge?: boolean } = {}): Promise<Row> {
+async function measure(
+  name: string,
+  dataset: PreferenceDataset,
+  options: { config?: SearchConfigInput; llmJudge?: boolean } = {},
+): Promise<Row> {
   const config = parseSearchConfig(options.config ?? {})
   const cacheDir = mkdtempSync(join(tmpdir(), 'search-calls-'))
-  const backend = await createBackend({ backend: 'mock', endpoints: [], models: {}, maxConcurrency: 4, temperature: 0, maxTokens: 2048, timeoutMs: 60_000, maxAttempts: 4, seed: config.seed, mockNoise: 0 })
+  const backend = await createBackend({
+    backend: 'mock',
+    endpoints: [],
+    models: {},
+    maxConcurrency: 4,
+    temperature: 0,
+    maxTokens: 2048,
+    timeoutMs: 60_000,
+    maxAttempts: 4,
+    seed: config.seed,
+    mockNoise: 0,
+  })
   const models = await SearchModels.open({ models: backend.models, cacheDir })
   try {
     // `llm` makes the pair judge an LLM (answered by the mock) when labels are missing; the CLI's mock backend would use the heuristic judge.
-    const roles = createSearchRoles({ modelsByRole: models.byRole(), backend: options.llmJudge ? 'llm' : 'mock', dataset })
+    const roles = createSearchRoles({
+      modelsByRole: models.byRole(),
+      backend: options.llmJudge ? 'llm' : 'mock',
+      dataset,
+    })
     // Which rubric contents the verifier graded, per prompt, and with how many votes each.
     const rubricsByPrompt = new Map<string, Map<string, number>>()
     const verifier = roles.verifier
@@ -66,12 +91,22 @@ async function measure(name: string, dataset: PreferenceDataset, options: { conf
     const usage = models.usage()
     return {
       name,
-      calls: { initializer: usage.roles.initializer.calls, proposer: usage.roles.proposer.calls, verifier: usage.roles.verifier.calls, judge: usage.roles.judge.calls },
+      calls: {
+        initializer: usage.roles.initializer.calls,
+        proposer: usage.roles.proposer.calls,
+        verifier: usage.roles.verifier.calls,
+        judge: usage.roles.judge.calls,
+      },
       cacheHits: usage.total.cache_hits,
       engine: result.stats,
       judge: roles.judgeChoice.kind,
       distinctRubrics: Object.fromEntries([...rubricsByPrompt].map(([id, keys]) => [id, keys.size])),
-      votesHistogram: [...rubricsByPrompt.values()].flatMap((keys) => [...keys.values()]).reduce<Record<number, number>>((histogram, votes) => ({ ...histogram, [votes]: (histogram[votes] ?? 0) + 1 }), {}),
+      votesHistogram: [...rubricsByPrompt.values()]
+        .flatMap((keys) => [...keys.values()])
+        .reduce<Record<number, number>>(
+          (histogram, votes) => ({ ...histogram, [votes]: (histogram[votes] ?? 0) + 1 }),
+          {},
+        ),
       generations: result.output!.best_rubrics.map((entry) => entry.generations_run),
       stopReasons: [...new Set(result.output!.best_rubrics.map((entry) => entry.stop_reason))],
       seconds: (performance.now() - started) / 1000,
@@ -83,7 +118,12 @@ async function measure(name: string, dataset: PreferenceDataset, options: { conf
 }
 
 const { dataset } = await loadDataset(join(import.meta.dirname, '../examples/demo.json'))
-const unlabelled: PreferenceDataset = { prompts: dataset.prompts.map((item) => ({ ...item, candidates: item.candidates.map((candidate) => ({ ...candidate, label: {} })) })) }
+const unlabelled: PreferenceDataset = {
+  prompts: dataset.prompts.map((item) => ({
+    ...item,
+    candidates: item.candidates.map((candidate) => ({ ...candidate, label: {} })),
+  })),
+}
 
 const rows = [
   await measure('demo.json, defaults (headline)', dataset),
@@ -95,18 +135,42 @@ const fmt = (value: number) => value.toLocaleString('en-US')
 const autosrVj = AUTOSR.verifier + AUTOSR.judge
 const table: string[][] = [
   ['run', 'initializer', 'proposer', 'verifier', 'judge', 'verifier+judge', 'ratio vs autosr', 'target ≤ 1/10'],
-  ['autosr (measured, §8.5)', '-', fmt(AUTOSR.proposer), fmt(AUTOSR.verifier), fmt(AUTOSR.judge), fmt(autosrVj), '1', ''],
+  [
+    'autosr (measured, §8.5)',
+    '-',
+    fmt(AUTOSR.proposer),
+    fmt(AUTOSR.verifier),
+    fmt(AUTOSR.judge),
+    fmt(autosrVj),
+    '1',
+    '',
+  ],
   ...rows.map((row) => {
     const vj = row.calls.verifier + row.calls.judge
     const ratio = vj / autosrVj
-    return [row.name, fmt(row.calls.initializer), fmt(row.calls.proposer), fmt(row.calls.verifier), fmt(row.calls.judge), fmt(vj), `${ratio.toFixed(3)} (1/${(1 / ratio).toFixed(1)})`, ratio <= 0.1 ? 'met' : 'NOT met']
+    return [
+      row.name,
+      fmt(row.calls.initializer),
+      fmt(row.calls.proposer),
+      fmt(row.calls.verifier),
+      fmt(row.calls.judge),
+      fmt(vj),
+      `${ratio.toFixed(3)} (1/${(1 / ratio).toFixed(1)})`,
+      ratio <= 0.1 ? 'met' : 'NOT met',
+    ]
   }),
 ]
 const widths = table[0]!.map((_, column) => Math.max(...table.map((line) => line[column]!.length)))
-console.log(`LLM calls of a rubric search on autosr's demo configuration (3 prompts × 6 candidates, default settings, mock backend)`)
+console.log(
+  `LLM calls of a rubric search on autosr's demo configuration (3 prompts × 6 candidates, default settings, mock backend)`,
+)
 console.log(`command: ${COMMAND}\n`)
 for (const [index, line] of table.entries()) {
-  console.log(line.map((cell, column) => (column === 0 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!))).join('  '))
+  console.log(
+    line
+      .map((cell, column) => (column === 0 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!)))
+      .join('  '),
+  )
   if (index === 0) console.log(widths.map((width) => '-'.repeat(width)).join('  '))
 }
 
@@ -115,12 +179,18 @@ for (const row of rows) {
   const distinct = Object.values(row.distinctRubrics).reduce((sum, count) => sum + count, 0)
   const histogram = Object.entries(row.votesHistogram).sort(([a], [b]) => Number(a) - Number(b))
   const questions = histogram.reduce((sum, [votes, count]) => sum + Number(votes) * count * 6, 0)
-  console.log(`- ${row.name}: judge = ${row.judge}; generations run per prompt ${row.generations.join('/')} (${row.stopReasons.join(', ')}); ${row.seconds.toFixed(2)} s`)
   console.log(
-    `    verifier: ${distinct} distinct rubric contents graded (${Object.entries(row.distinctRubrics).map(([id, count]) => `${id} ${count}`).join(', ')}), ` +
+    `- ${row.name}: judge = ${row.judge}; generations run per prompt ${row.generations.join('/')} (${row.stopReasons.join(', ')}); ${row.seconds.toFixed(2)} s`,
+  )
+  console.log(
+    `    verifier: ${distinct} distinct rubric contents graded (${Object.entries(row.distinctRubrics)
+      .map(([id, count]) => `${id} ${count}`)
+      .join(', ')}), ` +
       `${histogram.map(([votes, count]) => `${count} with ${votes} vote${votes === '1' ? '' : 's'}`).join(', ')}; × 6 candidates = ${fmt(questions)} questions;` +
       ` ${fmt(row.engine.grade_memo_hits)} more grade lookups answered by the content memo; ${fmt(row.cacheHits)} by the reply cache`,
   )
-  console.log(`    judge: ${fmt(row.engine.judge_calls)} pair judgements (${fmt(row.engine.judge_memo_hits)} memo hits) → ${fmt(row.calls.judge)} LLM calls (${row.judge === 'llm' ? 'both orders of each of the 15 pairs per prompt, at most 90' : 'labels are the ground truth: no LLM'})`)
+  console.log(
+    `    judge: ${fmt(row.engine.judge_calls)} pair judgements (${fmt(row.engine.judge_memo_hits)} memo hits) → ${fmt(row.calls.judge)} LLM calls (${row.judge === 'llm' ? 'both orders of each of the 15 pairs per prompt, at most 90' : 'labels are the ground truth: no LLM'})`,
+  )
   console.log(`    proposer: ${fmt(row.engine.proposer_calls)} proposals → ${fmt(row.calls.proposer)} LLM calls`)
 }

@@ -15,7 +15,17 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { applyMigrations, buildBundles, createRun, nextScoreBody, onInterrupt, startBench, storageRoot, stubRunConfig, type BenchServer } from './harness.ts'
+import {
+  applyMigrations,
+  buildBundles,
+  createRun,
+  nextScoreBody,
+  onInterrupt,
+  startBench,
+  storageRoot,
+  stubRunConfig,
+  type BenchServer,
+} from './harness.ts'
 
 function bytesUnder(dir: string): number {
   let total = 0
@@ -45,7 +55,9 @@ function filesUnder(dir: string): [string, number][] {
 
 async function waitUpdated(server: BenchServer, runId: string, token: string, step: number): Promise<void> {
   for (const deadline = Date.now() + 180_000; Date.now() < deadline; ) {
-    const status = (await (await fetch(`${server.url}/runs/${runId}/rubric_status`, { headers: { authorization: `Bearer ${token}` } })).json()) as { step: number; status: string }
+    const status = (await (
+      await fetch(`${server.url}/runs/${runId}/rubric_status`, { headers: { authorization: `Bearer ${token}` } })
+    ).json()) as { step: number; status: string }
     if (status.step > step || (status.step === step && status.status === 'updated')) return
     await new Promise((resolve) => setTimeout(resolve, 250))
   }
@@ -53,7 +65,14 @@ async function waitUpdated(server: BenchServer, runId: string, token: string, st
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { 'per-step': { type: 'string', default: '400' }, steps: { type: 'string', default: '8' }, 'output-chars': { type: 'string', default: '3000' }, archive: { type: 'boolean', default: false } } })
+  const { values } = parseArgs({
+    options: {
+      'per-step': { type: 'string', default: '400' },
+      steps: { type: 'string', default: '8' },
+      'output-chars': { type: 'string', default: '3000' },
+      archive: { type: 'boolean', default: false },
+    },
+  })
   const perStep = Number(values['per-step'])
   const steps = Number(values.steps)
   const outputChars = Number(values['output-chars'])
@@ -71,7 +90,11 @@ async function main(): Promise<void> {
     // The default run's rubrics and agents (mock judge: no LLM needed), closing a step every `perStep` rollouts.
     const { agents: _stubAgents, ...defaults } = stubRunConfig()
     const runId = 'growth'
-    const token = await createRun(server, runId, { ...defaults, rollouts_per_step: perStep, ...(values.archive ? { archive: true } : {}) })
+    const token = await createRun(server, runId, {
+      ...defaults,
+      rollouts_per_step: perStep,
+      ...(values.archive ? { archive: true } : {}),
+    })
     await server.dispose()
     checkpoint(state)
     const sizes: number[] = [bytesUnder(state)]
@@ -79,12 +102,21 @@ async function main(): Promise<void> {
     for (let step = 0; step < steps; step++) {
       server = await startBench(bundles, { stub: 'node', storage: 'disk', persistRoot: state })
       for (let sent = 0; sent < perStep; sent += 16) {
-        await Promise.all(Array.from({ length: Math.min(16, perStep - sent) }, async () => {
-          const body = JSON.stringify({ ...JSON.parse(nextScoreBody('growth', outputChars)), metadata: { high_level_goal: 'math', model_size: '7B', current_step: step, total_steps: steps } })
-          const response = await fetch(`${server.url}/runs/${runId}/score`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body })
-          if (!response.ok) throw new Error(`/score answered ${response.status}: ${await response.text()}`)
-          await response.body?.cancel()
-        }))
+        await Promise.all(
+          Array.from({ length: Math.min(16, perStep - sent) }, async () => {
+            const body = JSON.stringify({
+              ...JSON.parse(nextScoreBody('growth', outputChars)),
+              metadata: { high_level_goal: 'math', model_size: '7B', current_step: step, total_steps: steps },
+            })
+            const response = await fetch(`${server.url}/runs/${runId}/score`, {
+              method: 'POST',
+              headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+              body,
+            })
+            if (!response.ok) throw new Error(`/score answered ${response.status}: ${await response.text()}`)
+            await response.body?.cancel()
+          }),
+        )
       }
       await waitUpdated(server, runId, token, step)
       // Let the shards' retention alarms run, then stop workerd so the logs are folded in.
@@ -92,16 +124,22 @@ async function main(): Promise<void> {
       await server.dispose()
       checkpoint(state)
       sizes.push(bytesUnder(state))
-      console.log(`after step ${step}: ${sizes.at(-1)!.toLocaleString('en')} bytes (+${(sizes.at(-1)! - sizes.at(-2)!).toLocaleString('en')})`)
+      console.log(
+        `after step ${step}: ${sizes.at(-1)!.toLocaleString('en')} bytes (+${(sizes.at(-1)! - sizes.at(-2)!).toLocaleString('en')})`,
+      )
       if (process.env.GROWTH_FILES) {
         const now = new Map(filesUnder(state))
-        for (const [file, size] of now) if (size !== (files.get(file) ?? 0)) console.log(`  ${(size - (files.get(file) ?? 0)).toString().padStart(10)} ${file.slice(state.length)}`)
+        for (const [file, size] of now)
+          if (size !== (files.get(file) ?? 0))
+            console.log(`  ${(size - (files.get(file) ?? 0)).toString().padStart(10)} ${file.slice(state.length)}`)
         files = now
       }
     }
     const half = Math.floor(steps / 2)
     const perRollout = (sizes.at(-1)! - sizes[steps - half]!) / (half * perStep)
-    console.log(`npx tsx bench/state-growth.ts -- --per-step ${perStep} --steps ${steps} --output-chars ${outputChars}${values.archive ? ' --archive' : ''}`)
+    console.log(
+      `npx tsx bench/state-growth.ts -- --per-step ${perStep} --steps ${steps} --output-chars ${outputChars}${values.archive ? ' --archive' : ''}`,
+    )
     console.log(`state bytes added per rollout over the last ${half} steps: ${perRollout.toFixed(0)}`)
   } finally {
     await server.dispose().catch(() => undefined)

@@ -109,7 +109,12 @@ export function readOptions(argv: string[]): StepBlockingOptions {
 /** The opening words of each agent's system prompt (prompts/en), which tell the agents' requests apart. */
 function agentOpenings(): [Agent, string][] {
   const file: Record<Agent, string> = {
-    scorer: 'scorer', analyzer: 'analyzer', summarizer: 'summarizer', meta_summarizer: 'meta-summarizer', query_generator: 'query-generator', updater: 'updater',
+    scorer: 'scorer',
+    analyzer: 'analyzer',
+    summarizer: 'summarizer',
+    meta_summarizer: 'meta-summarizer',
+    query_generator: 'query-generator',
+    updater: 'updater',
   }
   return AGENTS.map((agent) => {
     const text = readFileSync(join(ROOT, `prompts/en/${file[agent]}.system.txt`), 'utf8')
@@ -140,9 +145,19 @@ const SUMMARY = {
  */
 function updaterReply(user: string): string {
   const section = user.split(/^Current adaptive rubrics.*$/m)[1]?.split(/^Training context/m)[0] ?? ''
-  const adaptive = [...section.matchAll(/^- ([\w.:-]+) \(adaptive, weight ([\d.]+)\): (.*)$/gm)].map((match) => ({ id: match[1]!, weight: Number(match[2]), text: match[3]! }))
+  const adaptive = [...section.matchAll(/^- ([\w.:-]+) \(adaptive, weight ([\d.]+)\): (.*)$/gm)].map((match) => ({
+    id: match[1]!,
+    weight: Number(match[2]),
+    text: match[3]!,
+  }))
   if (adaptive[0]) adaptive[0].weight = adaptive[0].weight === 1 ? 1.5 : 1
-  return JSON.stringify({ strategy: 'MAINTENANCE', consulted_memories: [], rationale: 'Stub update: reweight the first adaptive rubric.', modifications: [], final_adaptive: adaptive })
+  return JSON.stringify({
+    strategy: 'MAINTENANCE',
+    consulted_memories: [],
+    rationale: 'Stub update: reweight the first adaptive rubric.',
+    modifications: [],
+    final_adaptive: adaptive,
+  })
 }
 
 export interface LlmStubCounter {
@@ -163,7 +178,15 @@ export function fixedLatencyStub(latencyMs: number, concurrency = Infinity): Llm
   let maxInFlight = 0
   const openings = agentOpenings()
   const grade = gradeAllRubrics(7)
-  const counts: Record<Agent | 'unknown', number> = { scorer: 0, analyzer: 0, summarizer: 0, meta_summarizer: 0, query_generator: 0, updater: 0, unknown: 0 }
+  const counts: Record<Agent | 'unknown', number> = {
+    scorer: 0,
+    analyzer: 0,
+    summarizer: 0,
+    meta_summarizer: 0,
+    query_generator: 0,
+    updater: 0,
+    unknown: 0,
+  }
   const handle = async (request: MiniflareRequest): Promise<MiniflareResponse> => {
     const body = (await request.json()) as ChatCompletionBody
     const system = body.messages.find((message) => message.role === 'system')?.content ?? ''
@@ -176,12 +199,17 @@ export function fixedLatencyStub(latencyMs: number, concurrency = Infinity): Llm
       inFlight--
     })
     const content =
-      agent === 'scorer' ? grade(body)
-      : agent === 'analyzer' ? JSON.stringify(ANALYSIS)
-      : agent === 'summarizer' || agent === 'meta_summarizer' ? JSON.stringify(SUMMARY)
-      : agent === 'query_generator' ? JSON.stringify({ queries: ['recent rubric updates and how scores moved'] })
-      : agent === 'updater' ? updaterReply(user)
-      : '{}'
+      agent === 'scorer'
+        ? grade(body)
+        : agent === 'analyzer'
+          ? JSON.stringify(ANALYSIS)
+          : agent === 'summarizer' || agent === 'meta_summarizer'
+            ? JSON.stringify(SUMMARY)
+            : agent === 'query_generator'
+              ? JSON.stringify({ queries: ['recent rubric updates and how scores moved'] })
+              : agent === 'updater'
+                ? updaterReply(user)
+                : '{}'
     return MiniflareResponse.json({
       id: `chatcmpl-${counts.scorer + counts.analyzer}`,
       object: 'chat.completion',
@@ -205,7 +233,13 @@ interface WranglerConfig {
   durable_objects: { bindings: { name: string; class_name: string }[] }
   queues?: {
     producers?: { binding: string; queue: string }[]
-    consumers?: { queue: string; max_batch_size?: number; max_batch_timeout?: number; max_retries?: number; dead_letter_queue?: string }[]
+    consumers?: {
+      queue: string
+      max_batch_size?: number
+      max_batch_timeout?: number
+      max_retries?: number
+      dead_letter_queue?: string
+    }[]
   }
   vars?: Record<string, string>
 }
@@ -218,14 +252,21 @@ function run(command: string, args: string[], env: NodeJS.ProcessEnv): Promise<v
     child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()))
     child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()))
     child.on('error', reject)
-    child.on('close', (code) => (code === 0 ? resolvePromise() : reject(new Error(`${command} ${args.join(' ')} exited with ${code}:\n${output}`))))
+    child.on('close', (code) =>
+      code === 0 ? resolvePromise() : reject(new Error(`${command} ${args.join(' ')} exited with ${code}:\n${output}`)),
+    )
   })
 }
 
 /** CPU seconds the whole machine has spent busy (all cores, /proc/stat); NaN off Linux. */
 function machineBusySeconds(): number {
   try {
-    const [user = 0, nice = 0, system = 0, , , , , steal = 0] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number)
+    const [user = 0, nice = 0, system = 0, , , , , steal = 0] = readFileSync('/proc/stat', 'utf8')
+      .split('\n')[0]!
+      .trim()
+      .split(/\s+/)
+      .slice(1)
+      .map(Number)
     return (user + nice + system + steal) / 100
   } catch {
     return Number.NaN
@@ -244,14 +285,17 @@ interface Cores {
 /** Pids of the workerd processes this Node process started (through Miniflare); Linux only, else []. */
 function workerdPids(): number[] {
   try {
-    return readdirSync('/proc').filter((name) => /^\d+$/.test(name)).filter((pid) => {
-      try {
-        const [, comm = '', rest = ''] = readFileSync(`/proc/${pid}/stat`, 'utf8').match(/^\d+ \((.*)\) (.*)$/s) ?? []
-        return comm.includes('workerd') && Number(rest.split(' ')[1]) === process.pid
-      } catch {
-        return false
-      }
-    }).map(Number)
+    return readdirSync('/proc')
+      .filter((name) => /^\d+$/.test(name))
+      .filter((pid) => {
+        try {
+          const [, comm = '', rest = ''] = readFileSync(`/proc/${pid}/stat`, 'utf8').match(/^\d+ \((.*)\) (.*)$/s) ?? []
+          return comm.includes('workerd') && Number(rest.split(' ')[1]) === process.pid
+        } catch {
+          return false
+        }
+      })
+      .map(Number)
   } catch {
     return []
   }
@@ -260,13 +304,23 @@ function workerdPids(): number[] {
 /** Starts a CPU meter; calling the result gives the cores used since by workerd, by this Node process, and by every other process. */
 function cpuMeter(): () => Cores {
   const pids = workerdPids()
-  const before = { workerd: cpuSecondsOf(pids), node: process.cpuUsage(), machine: machineBusySeconds(), at: performance.now() }
+  const before = {
+    workerd: cpuSecondsOf(pids),
+    node: process.cpuUsage(),
+    machine: machineBusySeconds(),
+    at: performance.now(),
+  }
   return () => {
     const wallS = (performance.now() - before.at) / 1_000
     const node = process.cpuUsage(before.node)
     const workerd = (cpuSecondsOf(pids) - before.workerd) / wallS
     const own = (node.user + node.system) / 1e6 / wallS
-    return { workerd, node: own, others: Math.max(0, (machineBusySeconds() - before.machine) / wallS - workerd - own), wall_s: wallS }
+    return {
+      workerd,
+      node: own,
+      others: Math.max(0, (machineBusySeconds() - before.machine) / wallS - workerd - own),
+      wall_s: wallS,
+    }
   }
 }
 
@@ -304,7 +358,10 @@ export async function startServer(workerScript: string, stub: LlmStubCounter): P
   const persistRoot = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'rh-step-blocking-state-'))
   const sqliteClasses = new Set((config.migrations ?? []).flatMap((migration) => migration.new_sqlite_classes ?? []))
   const durableObjects = Object.fromEntries(
-    config.durable_objects.bindings.map((binding) => [binding.name, { className: binding.class_name, useSQLite: sqliteClasses.has(binding.class_name) }]),
+    config.durable_objects.bindings.map((binding) => [
+      binding.name,
+      { className: binding.class_name, useSQLite: sqliteClasses.has(binding.class_name) },
+    ]),
   )
   const adminToken = `rh_admin_${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`
   const bindings = { ...config.vars, DEPLOYMENT: 'local', ADMIN_TOKEN: adminToken }
@@ -321,7 +378,12 @@ export async function startServer(workerScript: string, stub: LlmStubCounter): P
     durableObjects,
     d1Databases: { DB: `step-blocking-${name}` },
     // Without the pipeline the same bindings send to queues that nobody consumes.
-    queueProducers: Object.fromEntries(producers.map((producer) => [producer.binding, { queueName: pipeline ? producer.queue : `${name}-${producer.queue}` }])),
+    queueProducers: Object.fromEntries(
+      producers.map((producer) => [
+        producer.binding,
+        { queueName: pipeline ? producer.queue : `${name}-${producer.queue}` },
+      ]),
+    ),
     ...(pipeline
       ? {
           queueConsumers: Object.fromEntries(
@@ -340,7 +402,13 @@ export async function startServer(workerScript: string, stub: LlmStubCounter): P
     outboundService: stub.handle,
     unsafeDirectSockets: [{ host: '127.0.0.1', port: 0 }],
   })
-  const mf = new Miniflare({ host: '127.0.0.1', port: 0, cf: false, defaultPersistRoot: persistRoot, workers: [worker('app', true), worker('app-off', false)] })
+  const mf = new Miniflare({
+    host: '127.0.0.1',
+    port: 0,
+    cf: false,
+    defaultPersistRoot: persistRoot,
+    workers: [worker('app', true), worker('app-off', false)],
+  })
   try {
     await mf.ready
     for (const name of ['app', 'app-off'] as const) await applyMigrations(mf, name)
@@ -368,7 +436,9 @@ export async function startServer(workerScript: string, stub: LlmStubCounter): P
 async function applyMigrations(mf: Miniflare, workerName: string): Promise<void> {
   const db = await mf.getD1Database('DB', workerName)
   const dir = join(ROOT, 'migrations')
-  for (const file of readdirSync(dir).filter((name) => name.endsWith('.sql')).sort()) {
+  for (const file of readdirSync(dir)
+    .filter((name) => name.endsWith('.sql'))
+    .sort()) {
     for (const sql of unstable_splitSqlQuery(readFileSync(join(dir, file), 'utf8'))) {
       if (sql.replace(/--.*$/gm, '').trim()) await db.prepare(sql).run()
     }
@@ -386,7 +456,8 @@ export async function createRun(url: string, adminToken: string, runId: string):
     body: JSON.stringify({ run_id: runId, config: simulationRunConfig({ baseUrl: STUB_BASE_URL, model: 'stub' }) }),
   })
   const body = (await response.json()) as { token?: string }
-  if (response.status !== 201 || !body.token) throw new Error(`POST /runs answered ${response.status}: ${JSON.stringify(body)}`)
+  if (response.status !== 201 || !body.token)
+    throw new Error(`POST /runs answered ${response.status}: ${JSON.stringify(body)}`)
   return body.token
 }
 
@@ -416,9 +487,18 @@ interface ModeRun {
 }
 
 const diff = (after: Record<string, number>, before: Record<string, number>) =>
-  Object.fromEntries(Object.entries(after).map(([key, value]) => [key, value - (before[key] ?? 0)])) as Record<Agent | 'unknown', number>
+  Object.fromEntries(Object.entries(after).map(([key, value]) => [key, value - (before[key] ?? 0)])) as Record<
+    Agent | 'unknown',
+    number
+  >
 
-async function measureMode(server: Server, stub: LlmStubCounter, mode: ModeKey, round: number, options: StepBlockingOptions): Promise<ModeRun> {
+async function measureMode(
+  server: Server,
+  stub: LlmStubCounter,
+  mode: ModeKey,
+  round: number,
+  options: StepBlockingOptions,
+): Promise<ModeRun> {
   const { worker, wait } = MODES[mode]
   const url = server.urls[worker]
   const runId = `bench-${mode.replace(/_/g, '-')}-${round}`
@@ -491,11 +571,17 @@ interface ModeFigures {
 const meanOf = (values: readonly number[]) => values.reduce((sum, value) => sum + value, 0) / Math.max(1, values.length)
 const quantileOf = (values: readonly number[], q: number) => {
   const sorted = [...values].sort((a, b) => a - b)
-  return sorted.length ? sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]! : Number.NaN
+  return sorted.length
+    ? sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!
+    : Number.NaN
 }
 
 /** A mode's mean trainer-visible step time ÷ the same round's mean scoring-alone phase, per round, and their median. */
-function pairedRatios(runs: readonly ModeRun[], mode: ModeKey, rounds?: ReadonlySet<number>): { per_round: number[]; median: number } {
+function pairedRatios(
+  runs: readonly ModeRun[],
+  mode: ModeKey,
+  rounds?: ReadonlySet<number>,
+): { per_round: number[]; median: number } {
   const perRound = runs
     .filter((entry) => entry.mode === mode && (!rounds || rounds.has(entry.round)))
     .map((entry) => {
@@ -505,7 +591,12 @@ function pairedRatios(runs: readonly ModeRun[], mode: ModeKey, rounds?: Readonly
     })
   const sorted = [...perRound].sort((a, b) => a - b)
   const middle = sorted.length / 2
-  const median = sorted.length === 0 ? Number.NaN : sorted.length % 2 ? sorted[Math.floor(middle)]! : (sorted[middle - 1]! + sorted[middle]!) / 2
+  const median =
+    sorted.length === 0
+      ? Number.NaN
+      : sorted.length % 2
+        ? sorted[Math.floor(middle)]!
+        : (sorted[middle - 1]! + sorted[middle]!) / 2
   return { per_round: perRound, median }
 }
 
@@ -549,7 +640,14 @@ function figures(runs: readonly ModeRun[], baseline: { mean: number; p50: number
         others: meanOf(mine.map((entry) => entry.cpu_cores.others)),
       },
       workerd_cpu_ms_per_step: meanOf(mine.map((entry) => entry.workerd_cpu_ms_per_step)),
-      background_calls_during_steps: mine.reduce((sum, entry) => sum + Object.entries(entry.calls_during_steps).filter(([agent]) => agent !== 'scorer').reduce((s, [, n]) => s + n, 0), 0),
+      background_calls_during_steps: mine.reduce(
+        (sum, entry) =>
+          sum +
+          Object.entries(entry.calls_during_steps)
+            .filter(([agent]) => agent !== 'scorer')
+            .reduce((s, [, n]) => s + n, 0),
+        0,
+      ),
     }
   })
 }
@@ -562,7 +660,12 @@ export function formatTable(rows: readonly ModeFigures[]): string {
   const f0 = (value: number) => (Number.isFinite(value) ? value.toFixed(0) : 'n/a')
   const header = `${'mode'.padEnd(32)}${'steps'.padStart(6)}${'score ms'.padStart(10)}${'complete'.padStart(10)}${'wait ms'.padStart(9)}${'step ms'.padStart(9)}${'p50'.padStart(7)}${'p90'.padStart(7)}${'ratio'.padStart(8)}${'ratio p50'.padStart(10)}${'paired'.padStart(8)}${'workerd cpu'.padStart(12)}${'cpu ms/step'.padStart(12)}${'other cpu'.padStart(10)}${'  target'}`
   const lines = rows.map((row) => {
-    const target = row.mode === 'async_no_wait' ? `paired ≤ ${TARGET_RATIO} ${row.ratio_paired.median <= TARGET_RATIO ? 'PASS' : 'FAIL'}` : row.mode === 'scoring_alone' ? 'baseline' : '(info)'
+    const target =
+      row.mode === 'async_no_wait'
+        ? `paired ≤ ${TARGET_RATIO} ${row.ratio_paired.median <= TARGET_RATIO ? 'PASS' : 'FAIL'}`
+        : row.mode === 'scoring_alone'
+          ? 'baseline'
+          : '(info)'
     return `${row.label.padEnd(32)}${String(row.steps).padStart(6)}${f0(row.score_ms.mean).padStart(10)}${(row.mode === 'scoring_alone' ? '–' : row.complete_ms.mean.toFixed(1)).padStart(10)}${(row.wait_ms ? f0(row.wait_ms.mean) : '–').padStart(9)}${f0(row.trainer_ms.mean).padStart(9)}${f0(row.trainer_ms.p50).padStart(7)}${f0(row.trainer_ms.p90).padStart(7)}${row.ratio.toFixed(3).padStart(8)}${row.ratio_p50.toFixed(3).padStart(10)}${row.ratio_paired.median.toFixed(3).padStart(8)}${(Number.isFinite(row.cpu_cores.workerd) ? row.cpu_cores.workerd.toFixed(2) : 'n/a').padStart(12)}${(Number.isFinite(row.workerd_cpu_ms_per_step) ? row.workerd_cpu_ms_per_step.toFixed(0) : 'n/a').padStart(12)}${(Number.isFinite(row.cpu_cores.others) ? row.cpu_cores.others.toFixed(2) : 'n/a').padStart(10)}  ${target}`
   })
   return [header, '-'.repeat(header.length + 8), ...lines].join('\n')
@@ -572,47 +675,91 @@ async function main(): Promise<void> {
   const options = readOptions(process.argv.slice(2))
   const command = `npx tsx bench/step-blocking.ts${process.argv.length > 2 ? ` ${process.argv.slice(2).join(' ')}` : ''}`
   const started = performance.now()
-  const log = (message: string) => console.log(`[${((performance.now() - started) / 1_000).toFixed(1).padStart(5)} s] ${message}`)
+  const log = (message: string) =>
+    console.log(`[${((performance.now() - started) / 1_000).toFixed(1).padStart(5)} s] ${message}`)
   const buildDir = mkdtempSync(join(tmpdir(), 'rh-step-blocking-'))
   log(`building the Worker into ${buildDir}`)
-  await run('npx', ['wrangler', 'deploy', '--dry-run', '--outdir', buildDir], { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', NO_UPDATE_NOTIFIER: '1' })
+  await run('npx', ['wrangler', 'deploy', '--dry-run', '--outdir', buildDir], {
+    ...process.env,
+    WRANGLER_SEND_METRICS: 'false',
+    CLOUDFLARE_CF_FETCH_ENABLED: 'false',
+    NO_UPDATE_NOTIFIER: '1',
+  })
   const stub = fixedLatencyStub(options.latencyMs)
   const server = await startServer(join(buildDir, 'index.js'), stub)
   try {
-    log(`Miniflare: pipeline on at ${server.urls.app}, pipeline off at ${server.urls['app-off']}; stub LLM ${options.latencyMs} ms per call`)
+    log(
+      `Miniflare: pipeline on at ${server.urls.app}, pipeline off at ${server.urls['app-off']}; stub LLM ${options.latencyMs} ms per call`,
+    )
     const runs: ModeRun[] = []
     for (let round = 1; round <= options.rounds; round++) {
       for (const mode of Object.keys(MODES) as ModeKey[]) {
-        log(`round ${round}/${options.rounds}: ${MODES[mode].label}, ${options.warmupSteps} + ${options.steps} steps × ${options.rolloutsPerStep} rollouts`)
+        log(
+          `round ${round}/${options.rounds}: ${MODES[mode].label}, ${options.warmupSteps} + ${options.steps} steps × ${options.rolloutsPerStep} rollouts`,
+        )
         runs.push(await measureMode(server, stub, mode, round, options))
       }
     }
-    const alone = runs.filter((entry) => entry.mode === 'scoring_alone').flatMap((entry) => entry.steps.map((step) => step.score))
+    const alone = runs
+      .filter((entry) => entry.mode === 'scoring_alone')
+      .flatMap((entry) => entry.steps.map((step) => step.score))
     const rows = figures(runs, { mean: meanOf(alone), p50: quantileOf(alone, 0.5) })
     const noWait = rows.find((row) => row.mode === 'async_no_wait')!
     const offCalls = rows.find((row) => row.mode === 'scoring_alone')!.calls
     const runS = (performance.now() - started) / 1_000
 
     console.log(`\n$ ${command}`)
-    console.log(`node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}; Miniflare (one workerd) on 127.0.0.1 serving the built bundle; the loop in this Node process`)
-    console.log(`stub LLM: ${options.latencyMs} ms per call for every agent; ${options.rolloutsPerStep} rollouts per step, ${options.concurrency} in flight; ${options.steps} measured steps per mode and round (after ${options.warmupSteps} warm-up), ${options.rounds} round(s) interleaved\n`)
+    console.log(
+      `node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}; Miniflare (one workerd) on 127.0.0.1 serving the built bundle; the loop in this Node process`,
+    )
+    console.log(
+      `stub LLM: ${options.latencyMs} ms per call for every agent; ${options.rolloutsPerStep} rollouts per step, ${options.concurrency} in flight; ${options.steps} measured steps per mode and round (after ${options.warmupSteps} warm-up), ${options.rounds} round(s) interleaved\n`,
+    )
     console.log(formatTable(rows))
-    console.log(`\nstep ms = what the trainer blocks for: the scoring phase for "scoring alone"; scoring + /complete (+ /rubric_status/wait) for the async modes.`)
-    console.log(`ratio = mean step ms ÷ mean scoring phase of "scoring alone", all rounds pooled; ratio p50: the same with medians; paired: the median over rounds of (this mode's mean step ms ÷ the same round's scoring-alone mean), the figure held to the target.`)
-    console.log(`cpu = cores busy while the trainer stepped: workerd (Worker, Durable Objects, queue consumers) and every process other than this bench; cpu ms/step = workerd CPU time per step, including background work that ends after the last step.`)
-    console.log(`The pipeline costs workerd ${(noWait.workerd_cpu_ms_per_step - rows[0]!.workerd_cpu_ms_per_step).toFixed(0)} ms of CPU per step of ${options.rolloutsPerStep} rollouts on top of scoring's ${rows[0]!.workerd_cpu_ms_per_step.toFixed(0)} ms; with a core to spare it runs beside the trainer, on a busy machine it competes with /score.`)
-    console.log(`Per-round paired ratios of "async, does not wait": ${noWait.ratio_paired.per_round.map((ratio) => ratio.toFixed(3)).join(', ')}.`)
+    console.log(
+      `\nstep ms = what the trainer blocks for: the scoring phase for "scoring alone"; scoring + /complete (+ /rubric_status/wait) for the async modes.`,
+    )
+    console.log(
+      `ratio = mean step ms ÷ mean scoring phase of "scoring alone", all rounds pooled; ratio p50: the same with medians; paired: the median over rounds of (this mode's mean step ms ÷ the same round's scoring-alone mean), the figure held to the target.`,
+    )
+    console.log(
+      `cpu = cores busy while the trainer stepped: workerd (Worker, Durable Objects, queue consumers) and every process other than this bench; cpu ms/step = workerd CPU time per step, including background work that ends after the last step.`,
+    )
+    console.log(
+      `The pipeline costs workerd ${(noWait.workerd_cpu_ms_per_step - rows[0]!.workerd_cpu_ms_per_step).toFixed(0)} ms of CPU per step of ${options.rolloutsPerStep} rollouts on top of scoring's ${rows[0]!.workerd_cpu_ms_per_step.toFixed(0)} ms; with a core to spare it runs beside the trainer, on a busy machine it competes with /score.`,
+    )
+    console.log(
+      `Per-round paired ratios of "async, does not wait": ${noWait.ratio_paired.per_round.map((ratio) => ratio.toFixed(3)).join(', ')}.`,
+    )
     const quiet = noWait.ratio_paired_quiet
-    console.log(quiet.rounds.length
-      ? `quiet rounds (${quiet.rounds.join(', ')}): paired ratio of "async, does not wait" ${quiet.median.toFixed(3)} (${quiet.per_round.map((ratio) => ratio.toFixed(3)).join(', ')}); of "async, waits for update" ${rows.find((row) => row.mode === 'async_wait')!.ratio_paired_quiet.median.toFixed(3)}.`
-      : 'no round was quiet (other processes used ≥ 0.3 cores in every round): the figures mix in their load.')
-    console.log(`async, does not wait: its scoring phase alone is ${noWait.score_phase_ratio.toFixed(3)} × scoring alone; ${noWait.background_calls_during_steps} background LLM calls (analyzer, summarizer, query generator, updater) ran while the trainer was stepping.`)
-    console.log(`LLM calls per agent: ${rows.map((row) => `${row.label}: ${Object.entries(row.calls).filter(([, n]) => n > 0).map(([agent, n]) => `${agent} ${n}`).join(', ')}`).join(' | ')}`)
+    console.log(
+      quiet.rounds.length
+        ? `quiet rounds (${quiet.rounds.join(', ')}): paired ratio of "async, does not wait" ${quiet.median.toFixed(3)} (${quiet.per_round.map((ratio) => ratio.toFixed(3)).join(', ')}); of "async, waits for update" ${rows.find((row) => row.mode === 'async_wait')!.ratio_paired_quiet.median.toFixed(3)}.`
+        : 'no round was quiet (other processes used ≥ 0.3 cores in every round): the figures mix in their load.',
+    )
+    console.log(
+      `async, does not wait: its scoring phase alone is ${noWait.score_phase_ratio.toFixed(3)} × scoring alone; ${noWait.background_calls_during_steps} background LLM calls (analyzer, summarizer, query generator, updater) ran while the trainer was stepping.`,
+    )
+    console.log(
+      `LLM calls per agent: ${rows
+        .map(
+          (row) =>
+            `${row.label}: ${Object.entries(row.calls)
+              .filter(([, n]) => n > 0)
+              .map(([agent, n]) => `${agent} ${n}`)
+              .join(', ')}`,
+        )
+        .join(' | ')}`,
+    )
     const noisy = runs.filter((entry) => entry.cpu_cores.others >= NOISY_CORES)
-    if (noisy.length) console.log(`WARNING: other processes used ≥ ${NOISY_CORES} cores while the trainer stepped in ${noisy.map((entry) => `${entry.mode} (round ${entry.round}): ${entry.cpu_cores.others.toFixed(2)}`).join('; ')} — rerun on a quiet machine for reliable figures`)
+    if (noisy.length)
+      console.log(
+        `WARNING: other processes used ≥ ${NOISY_CORES} cores while the trainer stepped in ${noisy.map((entry) => `${entry.mode} (round ${entry.round}): ${entry.cpu_cores.others.toFixed(2)}`).join('; ')} — rerun on a quiet machine for reliable figures`,
+      )
     const errors = runs.reduce((sum, entry) => sum + entry.errors, 0)
     if (errors) console.log(`WARNING: ${errors} /score request(s) failed`)
-    if (Object.entries(offCalls).some(([agent, n]) => agent !== 'scorer' && n > 0)) console.log('WARNING: the pipeline-off worker made non-scorer LLM calls')
+    if (Object.entries(offCalls).some(([agent, n]) => agent !== 'scorer' && n > 0))
+      console.log('WARNING: the pipeline-off worker made non-scorer LLM calls')
     console.log(`\nrun time ${runS.toFixed(1)} s; JSON: ${relative(process.cwd(), options.out)}`)
 
     mkdirSync(dirname(options.out), { recursive: true })

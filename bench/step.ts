@@ -18,7 +18,16 @@
  * invocation it is on Cloudflare (`max_batch_size = 1`).
  */
 import { parseArgs } from 'node:util'
-import { buildMetered, createRun, percentile, startBench, stubRunConfig, withMeteredBuild, type BenchServer, type Bundles } from './harness.ts'
+import {
+  buildMetered,
+  createRun,
+  percentile,
+  startBench,
+  stubRunConfig,
+  withMeteredBuild,
+  type BenchServer,
+  type Bundles,
+} from './harness.ts'
 import { fixedLatencyStub, type LlmStubCounter } from './step-blocking.ts'
 
 /** Cloudflare's per-invocation limits the counts are held to. */
@@ -79,7 +88,15 @@ function scoreBody(step: number, prompt: number, sample: number): string {
 function runConfig(server: BenchServer, o: Options, extra: Record<string, unknown>): Record<string, unknown> {
   return {
     ...stubRunConfig(server.stubBaseUrl),
-    agents: { default: { backend: 'openai', base_url: server.stubBaseUrl, model: 'stub', max_attempts: 2, timeout_ms: Math.max(30_000, o.latencyMs * 20) } },
+    agents: {
+      default: {
+        backend: 'openai',
+        base_url: server.stubBaseUrl,
+        model: 'stub',
+        max_attempts: 2,
+        timeout_ms: Math.max(30_000, o.latencyMs * 20),
+      },
+    },
     ...extra,
   }
 }
@@ -94,24 +111,37 @@ async function getJson<T>(server: BenchServer, path: string, token: string): Pro
 let retried503 = 0
 
 /** Scores `bodies` with `clients` in flight; each answer's end time and latency, in order of arrival. */
-async function scoreAll(server: BenchServer, runId: string, token: string, bodies: Iterator<string>, clients: number, stop = () => false) {
+async function scoreAll(
+  server: BenchServer,
+  runId: string,
+  token: string,
+  bodies: Iterator<string>,
+  clients: number,
+  stop = () => false,
+) {
   const answers: { endMs: number; ms: number }[] = []
-  await Promise.all(Array.from({ length: clients }, async () => {
-    for (let next = bodies.next(); !next.done && !stop(); next = bodies.next()) {
-      const started = performance.now()
-      // A 503 is retried after its Retry-After, as the clients do; the latency counts from the first attempt.
-      for (let attempt = 1; ; attempt++) {
-        const response = await fetch(`${server.url}/runs/${runId}/score`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: next.value })
-        const text = await response.text()
-        if (response.status === 200) break
-        if (response.status !== 503 || attempt >= 4) throw new Error(`/score answered ${response.status}: ${text}`)
-        retried503++
-        await new Promise((resolve) => setTimeout(resolve, Number(response.headers.get('retry-after') ?? 1) * 1_000))
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      for (let next = bodies.next(); !next.done && !stop(); next = bodies.next()) {
+        const started = performance.now()
+        // A 503 is retried after its Retry-After, as the clients do; the latency counts from the first attempt.
+        for (let attempt = 1; ; attempt++) {
+          const response = await fetch(`${server.url}/runs/${runId}/score`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+            body: next.value,
+          })
+          const text = await response.text()
+          if (response.status === 200) break
+          if (response.status !== 503 || attempt >= 4) throw new Error(`/score answered ${response.status}: ${text}`)
+          retried503++
+          await new Promise((resolve) => setTimeout(resolve, Number(response.headers.get('retry-after') ?? 1) * 1_000))
+        }
+        const endMs = performance.now()
+        answers.push({ endMs, ms: endMs - started })
       }
-      const endMs = performance.now()
-      answers.push({ endMs, ms: endMs - started })
-    }
-  }))
+    }),
+  )
   return answers
 }
 
@@ -129,29 +159,52 @@ const UPDATE_ROLES = ['analyzer', 'summarizer', 'meta_summarizer', 'query_genera
 
 function latencies(answers: readonly { ms: number }[]): string {
   const sorted = answers.map((answer) => answer.ms).sort((a, b) => a - b)
-  return sorted.length ? `p50 ${percentile(sorted, 50).toFixed(0)} ms, p99 ${percentile(sorted, 99).toFixed(0)} ms (${sorted.length} answers)` : '(no answers)'
+  return sorted.length
+    ? `p50 ${percentile(sorted, 50).toFixed(0)} ms, p99 ${percentile(sorted, 99).toFixed(0)} ms (${sorted.length} answers)`
+    : '(no answers)'
 }
 
 function printInvocations(meter: Meter): boolean {
   let within = true
-  console.log(`  per invocation kind: count, most subrequests, most in flight, most holding connections (limits ${SUBREQUEST_LIMIT} / – / ${CONNECTION_LIMIT})`)
+  console.log(
+    `  per invocation kind: count, most subrequests, most in flight, most holding connections (limits ${SUBREQUEST_LIMIT} / – / ${CONNECTION_LIMIT})`,
+  )
   const rows = Object.entries(meter.invocations).sort(([, a], [, b]) => b.maxSubrequests - a.maxSubrequests)
   for (const [kind, usage] of rows) {
     const over = usage.maxSubrequests > SUBREQUEST_LIMIT || usage.maxConnections > CONNECTION_LIMIT
     within &&= !over
-    console.log(`    ${kind.padEnd(34)} ${String(usage.invocations).padStart(7)} ${String(usage.maxSubrequests).padStart(6)} ${String(usage.maxInFlight).padStart(6)} ${String(usage.maxConnections).padStart(4)}${over ? '  OVER' : ''}`)
+    console.log(
+      `    ${kind.padEnd(34)} ${String(usage.invocations).padStart(7)} ${String(usage.maxSubrequests).padStart(6)} ${String(usage.maxInFlight).padStart(6)} ${String(usage.maxConnections).padStart(4)}${over ? '  OVER' : ''}`,
+    )
   }
   return within
 }
 
 /** One step of prompts × samples rollouts, closed by count; its update runs while the trainers score the next step. */
-async function stepScenario(bundles: Bundles, built: Awaited<ReturnType<typeof buildMetered>>, o: Options, mode: 'global' | 'per_instance') {
+async function stepScenario(
+  bundles: Bundles,
+  built: Awaited<ReturnType<typeof buildMetered>>,
+  o: Options,
+  mode: 'global' | 'per_instance',
+) {
   const stub = fixedLatencyStub(o.latencyMs, o.llmConcurrency)
-  const server = await startBench(bundles, { stub: 'node', storage: 'memory', workerScript: built.script, workerOptions: built.workerOptions, migrationsDir: built.migrationsDir, outbound: stub.handle, stepJobsPerBatch: o.jobsPerBatch })
+  const server = await startBench(bundles, {
+    stub: 'node',
+    storage: 'memory',
+    workerScript: built.script,
+    workerOptions: built.workerOptions,
+    migrationsDir: built.migrationsDir,
+    outbound: stub.handle,
+    stepJobsPerBatch: o.jobsPerBatch,
+  })
   try {
     const perStep = o.prompts * o.samples
     const runId = `step-${mode.replace('_', '-')}`
-    const token = await createRun(server, runId, runConfig(server, o, { rubrics_mode: mode, rollouts_per_step: perStep }))
+    const token = await createRun(
+      server,
+      runId,
+      runConfig(server, o, { rubrics_mode: mode, rollouts_per_step: perStep }),
+    )
     const started = performance.now()
     const before = await scoreAll(server, runId, token, stepBodies(0, o), o.clients)
     const closedAt = performance.now()
@@ -160,30 +213,57 @@ async function stepScenario(bundles: Bundles, built: Awaited<ReturnType<typeof b
     let updatedAt: number | undefined
     const waited = (async () => {
       for (;;) {
-        const answer = await getJson<{ status: string; step: number; analyses: { analysed: number; failed: number; reasons: Record<string, number> }; instances: { update: unknown }[] }>(server, `/runs/${runId}/rubric_status/wait?timeout_s=300`, token)
+        const answer = await getJson<{
+          status: string
+          step: number
+          analyses: { analysed: number; failed: number; reasons: Record<string, number> }
+          instances: { update: unknown }[]
+        }>(server, `/runs/${runId}/rubric_status/wait?timeout_s=300`, token)
         if (answer.status === 'updated' && answer.step === 0) {
           updatedAt = performance.now()
           return answer
         }
       }
     })()
-    const during = scoreAll(server, runId, token, stepBodies(1, o, perStep - 1), o.clients, () => updatedAt !== undefined)
+    const during = scoreAll(
+      server,
+      runId,
+      token,
+      stepBodies(1, o, perStep - 1),
+      o.clients,
+      () => updatedAt !== undefined,
+    )
     const status = await waited
     const callsAtUpdate = stub.calls()
     const next = await during
     const meter = (await (await fetch(`${server.url}/__meter`)).json()) as Meter
     const whileUpdating = next.filter((answer) => answer.endMs <= updatedAt!)
-    console.log(`\n${mode}: ${perStep} rollouts (${o.prompts} prompts × ${o.samples}), judge ${o.latencyMs} ms for every role, ${o.llmConcurrency} at once; ${o.clients} trainers`)
-    console.log(`  step 0 scored in ${((closedAt - started) / 1_000).toFixed(1)} s; /score before the close: ${latencies(before)}`)
+    console.log(
+      `\n${mode}: ${perStep} rollouts (${o.prompts} prompts × ${o.samples}), judge ${o.latencyMs} ms for every role, ${o.llmConcurrency} at once; ${o.clients} trainers`,
+    )
+    console.log(
+      `  step 0 scored in ${((closedAt - started) / 1_000).toFixed(1)} s; /score before the close: ${latencies(before)}`,
+    )
     console.log(`  /score while the update ran: ${latencies(whileUpdating)}`)
     console.log(`  update wall time (close → step updated): ${((updatedAt! - closedAt) / 1_000).toFixed(1)} s`)
     const byRole = UPDATE_ROLES.map((role) => `${role} ${callsAtUpdate[role] - callsAtClose[role]}`)
     const updateCalls = UPDATE_ROLES.reduce((sum, role) => sum + callsAtUpdate[role] - callsAtClose[role], 0)
     console.log(`  LLM calls of the update by role: ${byRole.join(', ')} (all: ${updateCalls})`)
-    console.log(`  analyses: ${status.analyses.analysed} done, ${status.analyses.failed} failed; chosen for ${JSON.stringify(status.analyses.reasons)}`)
-    console.log(`  instances updated: ${status.instances.filter((instance) => instance.update).length} of ${status.instances.length}; the stub held at most ${stub.maxInFlight()} requests at once`)
+    console.log(
+      `  analyses: ${status.analyses.analysed} done, ${status.analyses.failed} failed; chosen for ${JSON.stringify(status.analyses.reasons)}`,
+    )
+    console.log(
+      `  instances updated: ${status.instances.filter((instance) => instance.update).length} of ${status.instances.length}; the stub held at most ${stub.maxInFlight()} requests at once`,
+    )
     const within = printInvocations(meter)
-    return { mode, updateS: (updatedAt! - closedAt) / 1_000, updateCalls, analysed: status.analyses.analysed, instances: status.instances.length, within }
+    return {
+      mode,
+      updateS: (updatedAt! - closedAt) / 1_000,
+      updateCalls,
+      analysed: status.analyses.analysed,
+      instances: status.instances.length,
+      within,
+    }
   } finally {
     await server.dispose()
   }
@@ -192,19 +272,39 @@ async function stepScenario(bundles: Bundles, built: Awaited<ReturnType<typeof b
 /** `waiters` sync-mode requests on one instance: Durable Object requests per class, and per waiter. */
 async function syncScenario(bundles: Bundles, built: Awaited<ReturnType<typeof buildMetered>>, o: Options) {
   const stub: LlmStubCounter = fixedLatencyStub(o.latencyMs, o.llmConcurrency)
-  const server = await startBench(bundles, { stub: 'node', storage: 'memory', workerScript: built.script, workerOptions: built.workerOptions, migrationsDir: built.migrationsDir, outbound: stub.handle })
+  const server = await startBench(bundles, {
+    stub: 'node',
+    storage: 'memory',
+    workerScript: built.script,
+    workerOptions: built.workerOptions,
+    migrationsDir: built.migrationsDir,
+    outbound: stub.handle,
+  })
   try {
-    const token = await createRun(server, 'step-sync', runConfig(server, o, { mode: 'sync', rollouts_per_step: o.waiters }))
+    const token = await createRun(
+      server,
+      'step-sync',
+      runConfig(server, o, { mode: 'sync', rollouts_per_step: o.waiters }),
+    )
     const bodies = Array.from({ length: o.waiters }, (_, i) => scoreBody(0, i % o.prompts, Math.floor(i / o.prompts)))
     const started = performance.now()
     const answers = await scoreAll(server, 'step-sync', token, bodies.values(), o.waiters)
     const meter = (await (await fetch(`${server.url}/__meter`)).json()) as Meter
     const byClass: Record<string, number> = {}
-    for (const [name, usage] of Object.entries(meter.objects)) byClass[name.slice(0, name.indexOf(':'))] = (byClass[name.slice(0, name.indexOf(':'))] ?? 0) + usage.requests
-    console.log(`\nsync: ${o.waiters} waiters on one instance, step closed by count at ${o.waiters}, judge ${o.latencyMs} ms`)
+    for (const [name, usage] of Object.entries(meter.objects))
+      byClass[name.slice(0, name.indexOf(':'))] = (byClass[name.slice(0, name.indexOf(':'))] ?? 0) + usage.requests
+    console.log(
+      `\nsync: ${o.waiters} waiters on one instance, step closed by count at ${o.waiters}, judge ${o.latencyMs} ms`,
+    )
     console.log(`  all answered in ${((performance.now() - started) / 1_000).toFixed(1)} s; ${latencies(answers)}`)
-    console.log(`  Durable Object requests over the whole step, by class: ${Object.entries(byClass).map(([name, n]) => `${name} ${n} (${(n / o.waiters).toFixed(2)} per waiter)`).join(', ')}`)
-    console.log(`  scorer calls ${stub.calls().scorer} (${o.waiters} first judgements + the re-judgements on the new rubrics)`)
+    console.log(
+      `  Durable Object requests over the whole step, by class: ${Object.entries(byClass)
+        .map(([name, n]) => `${name} ${n} (${(n / o.waiters).toFixed(2)} per waiter)`)
+        .join(', ')}`,
+    )
+    console.log(
+      `  scorer calls ${stub.calls().scorer} (${o.waiters} first judgements + the re-judgements on the new rubrics)`,
+    )
     printInvocations(meter)
     return byClass
   } finally {
@@ -215,12 +315,17 @@ async function syncScenario(bundles: Bundles, built: Awaited<ReturnType<typeof b
 async function main(): Promise<void> {
   const o = options()
   await withMeteredBuild('rh-bench-step-', async (bundles, built) => {
-    console.log(`npm run bench:step -- --latency-ms ${o.latencyMs} --llm-concurrency ${o.llmConcurrency} --clients ${o.clients} --prompts ${o.prompts} --samples ${o.samples} --waiters ${o.waiters} --jobs-per-batch ${o.jobsPerBatch}`)
+    console.log(
+      `npm run bench:step -- --latency-ms ${o.latencyMs} --llm-concurrency ${o.llmConcurrency} --clients ${o.clients} --prompts ${o.prompts} --samples ${o.samples} --waiters ${o.waiters} --jobs-per-batch ${o.jobsPerBatch}`,
+    )
     const results = []
-    for (const mode of ['global', 'per_instance'] as const) if (o.scenarios.includes(mode)) results.push(await stepScenario(bundles, built, o, mode))
+    for (const mode of ['global', 'per_instance'] as const)
+      if (o.scenarios.includes(mode)) results.push(await stepScenario(bundles, built, o, mode))
     if (o.scenarios.includes('sync')) await syncScenario(bundles, built, o)
     console.log(`\n/score answers of 503 retried: ${retried503}`)
-    console.log(`${results.map((r) => `${r.mode}: update ${r.updateS.toFixed(1)} s, ${r.updateCalls} LLM calls, ${r.analysed} analyses, ${r.instances} instances, limits ${r.within ? 'kept' : 'EXCEEDED'}`).join('; ')}`)
+    console.log(
+      `${results.map((r) => `${r.mode}: update ${r.updateS.toFixed(1)} s, ${r.updateCalls} LLM calls, ${r.analysed} analyses, ${r.instances} instances, limits ${r.within ? 'kept' : 'EXCEEDED'}`).join('; ')}`,
+    )
   })
 }
 

@@ -102,7 +102,9 @@ export interface StepRollout {
 }
 
 /** How a rollout's deep analysis ended, kept on its ledger row. */
-export type RolloutAnalysis = { status: 'done'; document_id: string; hacking: boolean; reasons: AnalysisReason[] } | { status: 'failed'; reasons: AnalysisReason[] }
+export type RolloutAnalysis =
+  | { status: 'done'; document_id: string; hacking: boolean; reasons: AnalysisReason[] }
+  | { status: 'failed'; reasons: AnalysisReason[] }
 
 /** A recorded rollout in full, for its analysis. */
 export interface RecordedRollout {

@@ -13,7 +13,11 @@ export class MetaStore {
   }
 
   get(key: string): string | undefined {
-    if (!this.remembered.has(key)) this.remembered.set(key, this.sql.exec<{ value: string }>('SELECT value FROM meta WHERE key = ?', key).toArray()[0]?.value)
+    if (!this.remembered.has(key))
+      this.remembered.set(
+        key,
+        this.sql.exec<{ value: string }>('SELECT value FROM meta WHERE key = ?', key).toArray()[0]?.value,
+      )
     return this.remembered.get(key)
   }
 
@@ -24,7 +28,11 @@ export class MetaStore {
   }
 
   set(key: string, value: string | number): void {
-    this.sql.exec('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value', key, String(value))
+    this.sql.exec(
+      'INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
+      key,
+      String(value),
+    )
     this.remembered.set(key, String(value))
   }
 

@@ -18,8 +18,15 @@ export interface TableSchema {
 export function applySchema(sql: SqlStorage, tables: Record<string, TableSchema>): void {
   for (const [table, { columns, constraints = [], withoutRowid = false }] of Object.entries(tables)) {
     const definitions = Object.entries(columns).map(([column, definition]) => `${column} ${definition}`)
-    sql.exec(`CREATE TABLE IF NOT EXISTS ${table} (${[...definitions, ...constraints].join(', ')})${withoutRowid ? ' WITHOUT ROWID' : ''}`)
-    const existing = new Set(sql.exec<{ name: string }>('SELECT name FROM pragma_table_info(?)', table).toArray().map((row) => row.name))
+    sql.exec(
+      `CREATE TABLE IF NOT EXISTS ${table} (${[...definitions, ...constraints].join(', ')})${withoutRowid ? ' WITHOUT ROWID' : ''}`,
+    )
+    const existing = new Set(
+      sql
+        .exec<{ name: string }>('SELECT name FROM pragma_table_info(?)', table)
+        .toArray()
+        .map((row) => row.name),
+    )
     for (const [column, definition] of Object.entries(columns)) {
       if (!existing.has(column)) sql.exec(`ALTER TABLE ${table} ADD COLUMN ${column} ${definition}`)
     }

@@ -38,22 +38,32 @@ const runApi = new Hono<AppEnv>()
  * @example export default { fetch: createApp().fetch }
  */
 export function createApp() {
-  return new Hono<AppEnv>({ getPath: routedPath })
-    .use('*', requestId())
-    .use('*', limitBodies())
-    .use('*', identifyCaller())
-    .use('*', rateLimit())
-    .route('/', healthRoutes)
-    .route('/', runAdminRoutes)
-    .route('/', runTokenRoutes)
-    // Before the run API, whose run resolution matches every path: artifacts and RM targets belong to no run.
-    .route('/', artifactAdminRoutes)
-    .route('/', lineageRoutes)
-    // `GET /` serves a browser the dashboard (API clients get JSON) and `/dashboard/*` its pages; before the run API too.
-    .route('/', dashboardRoutes)
-    .route('/rm/:target', rmRoutes)
-    .route('/runs/:runId', runApi)
-    .route('/', runApi)
-    .notFound((c) => c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` }, request_id: c.get('requestId') }, 404))
-    .onError(renderError)
+  return (
+    new Hono<AppEnv>({ getPath: routedPath })
+      .use('*', requestId())
+      .use('*', limitBodies())
+      .use('*', identifyCaller())
+      .use('*', rateLimit())
+      .route('/', healthRoutes)
+      .route('/', runAdminRoutes)
+      .route('/', runTokenRoutes)
+      // Before the run API, whose run resolution matches every path: artifacts and RM targets belong to no run.
+      .route('/', artifactAdminRoutes)
+      .route('/', lineageRoutes)
+      // `GET /` serves a browser the dashboard (API clients get JSON) and `/dashboard/*` its pages; before the run API too.
+      .route('/', dashboardRoutes)
+      .route('/rm/:target', rmRoutes)
+      .route('/runs/:runId', runApi)
+      .route('/', runApi)
+      .notFound((c) =>
+        c.json(
+          {
+            error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` },
+            request_id: c.get('requestId'),
+          },
+          404,
+        ),
+      )
+      .onError(renderError)
+  )
 }

@@ -71,4 +71,7 @@ export interface AppEnv {
  * Who is calling; a presented token's SHA-256 (all D1 stores of a run token) rides along so no later step hashes it
  * again. The RM token is anonymous but for `/rm/*`: `rmTokenHash` is set for it.
  */
-export type Principal = { kind: 'admin' } | { kind: 'run'; runId: string; tokenHash: string } | { kind: 'anonymous'; rmTokenHash?: string }
+export type Principal =
+  | { kind: 'admin' }
+  | { kind: 'run'; runId: string; tokenHash: string }
+  | { kind: 'anonymous'; rmTokenHash?: string }

@@ -8,7 +8,17 @@ import { addScore, emptyTally, type ScoreTally } from '../../src/scoring/tally.t
 import type { Env } from '../../workers/env.ts'
 import { loadRunConfig } from '../../workers/runs/store.ts'
 import type {
-  CloseNotice, CoordinatorReply, LedgerEntry, LlmStat, RecordedRollout, RecordReply, RolloutAnalysis, ShardAddress, ShardAnswer, StepRollout, Submission,
+  CloseNotice,
+  CoordinatorReply,
+  LedgerEntry,
+  LlmStat,
+  RecordedRollout,
+  RecordReply,
+  RolloutAnalysis,
+  ShardAddress,
+  ShardAnswer,
+  StepRollout,
+  Submission,
 } from '../contracts.ts'
 import { MetaStore } from '../meta-store.ts'
 import { archiveKey, coordinatorName, instanceName } from '../names.ts'
@@ -22,9 +32,22 @@ const LEDGER_TABLES: Record<string, TableSchema> = {
   // Every query goes by (step) or (step, rollout_id): the key b-tree is the table, one row written per insert and per delete.
   ledger: {
     columns: {
-      step: 'INTEGER NOT NULL', rollout_id: 'TEXT NOT NULL', seq: 'INTEGER NOT NULL', rubric_version: 'INTEGER NOT NULL', score: 'REAL NOT NULL',
-      cached: 'INTEGER NOT NULL', grp: 'TEXT NOT NULL', output_chars: 'INTEGER NOT NULL', output_hash: 'TEXT NOT NULL', tactics: 'TEXT',
-      analysis: 'TEXT', created_at: 'INTEGER NOT NULL', judge_model: 'TEXT NOT NULL', criteria: 'TEXT NOT NULL', metadata: 'TEXT NOT NULL', rollout: 'TEXT NOT NULL',
+      step: 'INTEGER NOT NULL',
+      rollout_id: 'TEXT NOT NULL',
+      seq: 'INTEGER NOT NULL',
+      rubric_version: 'INTEGER NOT NULL',
+      score: 'REAL NOT NULL',
+      cached: 'INTEGER NOT NULL',
+      grp: 'TEXT NOT NULL',
+      output_chars: 'INTEGER NOT NULL',
+      output_hash: 'TEXT NOT NULL',
+      tactics: 'TEXT',
+      analysis: 'TEXT',
+      created_at: 'INTEGER NOT NULL',
+      judge_model: 'TEXT NOT NULL',
+      criteria: 'TEXT NOT NULL',
+      metadata: 'TEXT NOT NULL',
+      rollout: 'TEXT NOT NULL',
     },
     constraints: ['PRIMARY KEY (step, rollout_id)'],
     withoutRowid: true,
@@ -35,20 +58,32 @@ const LEDGER_TABLES: Record<string, TableSchema> = {
  * Every statement the ledger runs, by name: each goes by a prefix of the primary key (a test reads their query plans).
  */
 export const LEDGER_SQL = {
-  entry: 'SELECT step, rollout_id, rubric_version, score, criteria, cached FROM ledger WHERE step = ? AND rollout_id = ?',
+  entry:
+    'SELECT step, rollout_id, rubric_version, score, criteria, cached FROM ledger WHERE step = ? AND rollout_id = ?',
   insert: `INSERT INTO ledger (step, rollout_id, seq, rubric_version, score, cached, grp, output_chars, output_hash, tactics, analysis, created_at, judge_model, criteria, metadata, rollout)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?)`,
   stepScores: 'SELECT score, rubric_version FROM ledger WHERE step = ?',
-  stepRollouts: 'SELECT rollout_id, rubric_version, score, grp, output_chars, output_hash, criteria, tactics, analysis FROM ledger WHERE step = ?',
-  rollout: 'SELECT step, rollout_id, rubric_version, score, criteria, cached, rollout, metadata FROM ledger WHERE step = ? AND rollout_id = ?',
+  stepRollouts:
+    'SELECT rollout_id, rubric_version, score, grp, output_chars, output_hash, criteria, tactics, analysis FROM ledger WHERE step = ?',
+  rollout:
+    'SELECT step, rollout_id, rubric_version, score, criteria, cached, rollout, metadata FROM ledger WHERE step = ? AND rollout_id = ?',
   recordAnalysis: `UPDATE ledger SET analysis = ? WHERE step = ? AND rollout_id = ? AND (analysis IS NULL OR json_extract(analysis, '$.status') != 'done')`,
   countPastCut: 'SELECT max(0, count(*) - ?) AS n FROM ledger WHERE step = ?',
-  movePastCut: 'UPDATE ledger SET step = step + 1 WHERE step = ? AND rollout_id IN (SELECT rollout_id FROM ledger WHERE step = ? ORDER BY seq LIMIT -1 OFFSET ?)',
-  archiveStep: 'SELECT step, rollout_id, rubric_version, score, criteria, cached, rollout, metadata, judge_model, created_at FROM ledger WHERE step = ? ORDER BY seq',
+  movePastCut:
+    'UPDATE ledger SET step = step + 1 WHERE step = ? AND rollout_id IN (SELECT rollout_id FROM ledger WHERE step = ? ORDER BY seq LIMIT -1 OFFSET ?)',
+  archiveStep:
+    'SELECT step, rollout_id, rubric_version, score, criteria, cached, rollout, metadata, judge_model, created_at FROM ledger WHERE step = ? ORDER BY seq',
   deleteThrough: 'DELETE FROM ledger WHERE step <= ?',
 } as const
 
-type EntryRow = { step: number; rollout_id: string; rubric_version: number; score: number; criteria: string; cached: number }
+type EntryRow = {
+  step: number
+  rollout_id: string
+  rubric_version: number
+  score: number
+  criteria: string
+  cached: number
+}
 
 /**
  * One slice of a run × instance's step ledger: the rollouts whose id hashes here (`ledgerShardOf`). It is the only
@@ -89,15 +124,23 @@ export class LedgerShard extends DurableObject<Env> {
    * `knownVersion` is the caller's rubric version: the reply carries the snapshot when it is older, so an isolate
    * judges on older rubrics only what it had in flight when they changed (each score names its version).
    */
-  async record(address: ShardAddress, submissions: readonly Submission[], knownVersion: number, llm: readonly LlmStat[] = []): Promise<RecordReply> {
+  async record(
+    address: ShardAddress,
+    submissions: readonly Submission[],
+    knownVersion: number,
+    llm: readonly LlmStat[] = [],
+  ): Promise<RecordReply> {
     this.bind(address)
     addLlmStats(this.llm, llm)
     const snapshot = await this.currentSnapshot()
     // A close may land while the announce waits; the step a rollout is written in must be one the coordinator knows this shard in.
     const writes = submissions.some((submission) => submission.judged)
     // Rollouts of a later trainer step than the shard has seen in its step are announced first: they may close it.
-    const trainerStep = Math.max(...submissions.filter((submission) => submission.judged).map((submission) => submission.metadata.current_step))
-    const unannounced = () => this.epoch() === undefined || this.announced !== this.epoch() || trainerStep > this.trainerStep()
+    const trainerStep = Math.max(
+      ...submissions.filter((submission) => submission.judged).map((submission) => submission.metadata.current_step),
+    )
+    const unannounced = () =>
+      this.epoch() === undefined || this.announced !== this.epoch() || trainerStep > this.trainerStep()
     for (let tries = 0; tries < 3 && writes && unannounced(); tries++) await this.announce(trainerStep)
     const step = this.epoch()
     const answers: ShardAnswer[] = []
@@ -122,7 +165,10 @@ export class LedgerShard extends DurableObject<Env> {
    * The coordinator closed `step`: rows of it past the first `keep` (by arrival) move to the next step, and rollouts
    * from now on belong to the next step. Idempotent. Answers with this shard's tally of its new step.
    */
-  async closeStep(address: ShardAddress, notice: CloseNotice): Promise<{ closed: ScoreTally; current: { step: number; tally: ScoreTally } }> {
+  async closeStep(
+    address: ShardAddress,
+    notice: CloseNotice,
+  ): Promise<{ closed: ScoreTally; current: { step: number; tally: ScoreTally } }> {
     this.bind(address)
     this.applyCloses([notice])
     return { closed: this.tallyOf(notice.step), current: { step: this.epoch()!, tally: this.currentTally() } }
@@ -137,14 +183,33 @@ export class LedgerShard extends DurableObject<Env> {
     this.applyCloses([close])
     const { step } = close
     return this.sql
-      .exec<{ rollout_id: string; rubric_version: number; score: number; grp: string; output_chars: number; output_hash: string; criteria: string; tactics: string | null; analysis: string | null }>(
-        LEDGER_SQL.stepRollouts, step,
-      )
+      .exec<{
+        rollout_id: string
+        rubric_version: number
+        score: number
+        grp: string
+        output_chars: number
+        output_hash: string
+        criteria: string
+        tactics: string | null
+        analysis: string | null
+      }>(LEDGER_SQL.stepRollouts, step)
       .toArray()
       .map((row) => ({
-        shard: address.shard, rollout_id: row.rollout_id, step, rubric_version: row.rubric_version, score: row.score, group: row.grp,
-        output_chars: row.output_chars, output_hash: row.output_hash,
-        grades: Object.fromEntries((JSON.parse(row.criteria) as { rubric_id: string; grade: number }[]).map((grade) => [grade.rubric_id, grade.grade])),
+        shard: address.shard,
+        rollout_id: row.rollout_id,
+        step,
+        rubric_version: row.rubric_version,
+        score: row.score,
+        group: row.grp,
+        output_chars: row.output_chars,
+        output_hash: row.output_hash,
+        grades: Object.fromEntries(
+          (JSON.parse(row.criteria) as { rubric_id: string; grade: number }[]).map((grade) => [
+            grade.rubric_id,
+            grade.grade,
+          ]),
+        ),
         tactics: row.tactics ? (JSON.parse(row.tactics) as string[]) : [],
         analysis: row.analysis ? (JSON.parse(row.analysis) as RolloutAnalysis) : null,
       }))
@@ -162,7 +227,11 @@ export class LedgerShard extends DurableObject<Env> {
   }
 
   /** Keeps how each rollout's analysis ended on its row; a repeat changes nothing. Returns how many rows changed. */
-  async recordAnalyses(address: ShardAddress, step: number, outcomes: readonly { rollout_id: string; analysis: RolloutAnalysis }[]): Promise<number> {
+  async recordAnalyses(
+    address: ShardAddress,
+    step: number,
+    outcomes: readonly { rollout_id: string; analysis: RolloutAnalysis }[],
+  ): Promise<number> {
     this.bind(address)
     let changed = 0
     this.ctx.storage.transactionSync(() => {
@@ -228,7 +297,13 @@ export class LedgerShard extends DurableObject<Env> {
     this.llm = new Map()
     this.dirty = false
     try {
-      const reply = await this.coordinator(address).report(address.runId, { instanceId: address.instanceId, shard: address.shard, step, tally: this.currentTally(), llm })
+      const reply = await this.coordinator(address).report(address.runId, {
+        instanceId: address.instanceId,
+        shard: address.shard,
+        step,
+        tally: this.currentTally(),
+        llm,
+      })
       this.applyReply(reply)
     } catch (error) {
       addLlmStats(this.llm, llm)
@@ -251,7 +326,10 @@ export class LedgerShard extends DurableObject<Env> {
         this.meta.set('archived_through', (archivedThrough = closed))
       }
     }
-    const deletable = Math.min(updatedThrough - config.ledger_retention_steps, config.archive ? archivedThrough : Infinity)
+    const deletable = Math.min(
+      updatedThrough - config.ledger_retention_steps,
+      config.archive ? archivedThrough : Infinity,
+    )
     if (deletable > this.meta.number('deleted_through', -1)) {
       this.sql.exec(LEDGER_SQL.deleteThrough, deletable)
       this.meta.set('deleted_through', deletable)
@@ -261,20 +339,41 @@ export class LedgerShard extends DurableObject<Env> {
   private async archive(address: ShardAddress, step: number): Promise<void> {
     if (!this.env.ARCHIVE) throw new Error('the run archives its rollouts, but this Worker has no ARCHIVE bucket')
     const rows = this.sql
-      .exec<EntryRow & { rollout: string; metadata: string; judge_model: string; created_at: number }>(LEDGER_SQL.archiveStep, step)
+      .exec<EntryRow & { rollout: string; metadata: string; judge_model: string; created_at: number }>(
+        LEDGER_SQL.archiveStep,
+        step,
+      )
       .toArray()
     if (rows.length === 0) return
     const lines = rows.map((row) => {
-      const rollout = JSON.parse(row.rollout) as { id: string; input: string; output: string; supplemental_context?: string | null }
+      const rollout = JSON.parse(row.rollout) as {
+        id: string
+        input: string
+        output: string
+        supplemental_context?: string | null
+      }
       const line: ArchivedRollout = {
-        run_id: address.runId, instance_id: address.instanceId, shard: address.shard, step: row.step, rollout_id: row.rollout_id,
-        input: rollout.input, output: rollout.output, reference: rollout.supplemental_context ?? null, metadata: JSON.parse(row.metadata),
-        score: row.score, criteria: JSON.parse(row.criteria), rubric_version: row.rubric_version, judge_model: row.judge_model,
-        cached: row.cached === 1, scored_at: new Date(row.created_at).toISOString(),
+        run_id: address.runId,
+        instance_id: address.instanceId,
+        shard: address.shard,
+        step: row.step,
+        rollout_id: row.rollout_id,
+        input: rollout.input,
+        output: rollout.output,
+        reference: rollout.supplemental_context ?? null,
+        metadata: JSON.parse(row.metadata),
+        score: row.score,
+        criteria: JSON.parse(row.criteria),
+        rubric_version: row.rubric_version,
+        judge_model: row.judge_model,
+        cached: row.cached === 1,
+        scored_at: new Date(row.created_at).toISOString(),
       }
       return JSON.stringify(line)
     })
-    await this.env.ARCHIVE.put(archiveKey(address, step), `${lines.join('\n')}\n`, { httpMetadata: { contentType: 'application/x-ndjson' } })
+    await this.env.ARCHIVE.put(archiveKey(address, step), `${lines.join('\n')}\n`, {
+      httpMetadata: { contentType: 'application/x-ndjson' },
+    })
   }
 
   private insert(step: number, submission: Submission): LedgerEntry {
@@ -285,12 +384,31 @@ export class LedgerShard extends DurableObject<Env> {
     this.lastSeq = Math.max(this.lastSeq + 1, Date.now() * 1_024)
     this.sql.exec(
       LEDGER_SQL.insert,
-      step, rollout.id, this.lastSeq, judged.rubricVersion, judged.score, judged.cached ? 1 : 0, fnv1a(rollout.input).toString(36),
-      rollout.output.length, fnv1a(rollout.output).toString(36), submission.tactics?.length ? JSON.stringify(submission.tactics) : null,
-      Date.now(), judged.judgeModel, JSON.stringify(judged.criteria), JSON.stringify(metadata), JSON.stringify(rollout),
+      step,
+      rollout.id,
+      this.lastSeq,
+      judged.rubricVersion,
+      judged.score,
+      judged.cached ? 1 : 0,
+      fnv1a(rollout.input).toString(36),
+      rollout.output.length,
+      fnv1a(rollout.output).toString(36),
+      submission.tactics?.length ? JSON.stringify(submission.tactics) : null,
+      Date.now(),
+      judged.judgeModel,
+      JSON.stringify(judged.criteria),
+      JSON.stringify(metadata),
+      JSON.stringify(rollout),
     )
     addScore(tally, judged.score, judged.rubricVersion)
-    return { rollout_id: rollout.id, step, rubric_version: judged.rubricVersion, score: judged.score, criteria: judged.criteria, cached: judged.cached }
+    return {
+      rollout_id: rollout.id,
+      step,
+      rubric_version: judged.rubricVersion,
+      score: judged.score,
+      criteria: judged.criteria,
+      cached: judged.cached,
+    }
   }
 
   /**
@@ -301,7 +419,13 @@ export class LedgerShard extends DurableObject<Env> {
     const address = this.boundAddress()!
     this.announcing ??= (async () => {
       try {
-        const reply = await this.coordinator(address).announce(address.runId, address.instanceId, address.shard, this.epoch() ?? -1, trainerStep)
+        const reply = await this.coordinator(address).announce(
+          address.runId,
+          address.instanceId,
+          address.shard,
+          this.epoch() ?? -1,
+          trainerStep,
+        )
         this.applyReply(reply)
         this.announced = reply.step
         if (trainerStep > this.trainerStep()) this.meta.set('trainer_step', `${reply.step}:${trainerStep}`)
@@ -340,9 +464,7 @@ export class LedgerShard extends DurableObject<Env> {
   }
 
   private entry(step: number, rolloutId: string): LedgerEntry | undefined {
-    const row = this.sql
-      .exec<EntryRow>(LEDGER_SQL.entry, step, rolloutId)
-      .toArray()[0]
+    const row = this.sql.exec<EntryRow>(LEDGER_SQL.entry, step, rolloutId).toArray()[0]
     return row && toEntry(row)
   }
 
@@ -364,7 +486,10 @@ export class LedgerShard extends DurableObject<Env> {
     const stored = this.storedSnapshot()
     if (stored) return (this.snapshotCache = stored)
     const address = this.boundAddress()!
-    const fetched = await this.env.RUBRIC_INSTANCE.getByName(instanceName(address.runId, address.instanceId)).snapshot({ runId: address.runId, instanceId: address.instanceId })
+    const fetched = await this.env.RUBRIC_INSTANCE.getByName(instanceName(address.runId, address.instanceId)).snapshot({
+      runId: address.runId,
+      instanceId: address.instanceId,
+    })
     // Another call may have stored a newer one while this one waited.
     const again = this.storedSnapshot()
     if (again && again.version >= fetched.version) return (this.snapshotCache = again)
@@ -431,7 +556,14 @@ export class LedgerShard extends DurableObject<Env> {
 }
 
 function toEntry(row: EntryRow): LedgerEntry {
-  return { rollout_id: row.rollout_id, step: row.step, rubric_version: row.rubric_version, score: row.score, criteria: JSON.parse(row.criteria), cached: row.cached === 1 }
+  return {
+    rollout_id: row.rollout_id,
+    step: row.step,
+    rubric_version: row.rubric_version,
+    score: row.score,
+    criteria: JSON.parse(row.criteria),
+    cached: row.cached === 1,
+  }
 }
 
 export type { AnalysisReason }

@@ -20,11 +20,23 @@ export class MemoryIndex extends DurableObject<Env> {
     this.sql = ctx.storage.sql
     this.meta = new MetaStore(this.sql)
     applySchema(this.sql, {
-      vectors: { columns: { id: 'TEXT PRIMARY KEY', run_id: 'TEXT NOT NULL', instance_id: 'TEXT NOT NULL', kind: 'TEXT NOT NULL', step: 'INTEGER NOT NULL', vector: 'BLOB NOT NULL' } },
+      vectors: {
+        columns: {
+          id: 'TEXT PRIMARY KEY',
+          run_id: 'TEXT NOT NULL',
+          instance_id: 'TEXT NOT NULL',
+          kind: 'TEXT NOT NULL',
+          step: 'INTEGER NOT NULL',
+          vector: 'BLOB NOT NULL',
+        },
+      },
     })
     const dimensions = this.meta.get('dimensions')
     if (dimensions !== undefined) {
-      this.index = new ExactVectorIndex({ dimensions: Number(dimensions), capacity: this.sql.exec<{ n: number }>('SELECT count(*) AS n FROM vectors').one().n })
+      this.index = new ExactVectorIndex({
+        dimensions: Number(dimensions),
+        capacity: this.sql.exec<{ n: number }>('SELECT count(*) AS n FROM vectors').one().n,
+      })
       this.index.load(this.sql.exec<StoredVectorRow & Record<string, SqlStorageValue>>('SELECT * FROM vectors'))
     }
   }
@@ -36,8 +48,15 @@ export class MemoryIndex extends DurableObject<Env> {
     await index.upsert(entries)
     for (const entry of entries) {
       const row = storedVectorRow(entry)
-      this.sql.exec('INSERT OR REPLACE INTO vectors (id, run_id, instance_id, kind, step, vector) VALUES (?, ?, ?, ?, ?, ?)',
-        row.id, row.run_id, row.instance_id, row.kind, row.step, row.vector.buffer)
+      this.sql.exec(
+        'INSERT OR REPLACE INTO vectors (id, run_id, instance_id, kind, step, vector) VALUES (?, ?, ?, ?, ?, ?)',
+        row.id,
+        row.run_id,
+        row.instance_id,
+        row.kind,
+        row.step,
+        row.vector.buffer,
+      )
     }
   }
 

@@ -33,13 +33,22 @@ export interface StepUpdateCommit {
   error?: string
 }
 
-export type CommitResult = { state: 'committed'; outcome: StepUpdateOutcome; snapshot: RubricSnapshot } | { state: 'stale'; snapshot: RubricSnapshot }
+export type CommitResult =
+  | { state: 'committed'; outcome: StepUpdateOutcome; snapshot: RubricSnapshot }
+  | { state: 'stale'; snapshot: RubricSnapshot }
 
 const INSTANCE_TABLES: Record<string, TableSchema> = {
   rubric_versions: {
     columns: {
-      version: 'INTEGER PRIMARY KEY', rubrics: 'TEXT NOT NULL', created_at: 'TEXT NOT NULL', step: 'INTEGER', note: 'TEXT NOT NULL',
-      strategy: 'TEXT', rationale: 'TEXT', diff: 'TEXT', refused: "TEXT NOT NULL DEFAULT '[]'",
+      version: 'INTEGER PRIMARY KEY',
+      rubrics: 'TEXT NOT NULL',
+      created_at: 'TEXT NOT NULL',
+      step: 'INTEGER',
+      note: 'TEXT NOT NULL',
+      strategy: 'TEXT',
+      rationale: 'TEXT',
+      diff: 'TEXT',
+      refused: "TEXT NOT NULL DEFAULT '[]'",
     },
   },
   step_updates: { columns: { step: 'INTEGER PRIMARY KEY', outcome: 'TEXT NOT NULL' } },
@@ -70,11 +79,24 @@ export class RubricInstance extends DurableObject<Env> {
   async history(address: InstanceAddress): Promise<RubricVersionRecord[]> {
     await this.ensureRubrics(address)
     return this.sql
-      .exec<{ version: number; rubrics: string; created_at: string; step: number | null; note: string; strategy: string | null; rationale: string | null; diff: string | null; refused: string }>(
-        'SELECT * FROM rubric_versions ORDER BY version',
-      )
+      .exec<{
+        version: number
+        rubrics: string
+        created_at: string
+        step: number | null
+        note: string
+        strategy: string | null
+        rationale: string | null
+        diff: string | null
+        refused: string
+      }>('SELECT * FROM rubric_versions ORDER BY version')
       .toArray()
-      .map((row) => ({ ...row, rubrics: JSON.parse(row.rubrics), diff: row.diff === null ? null : JSON.parse(row.diff), refused: JSON.parse(row.refused) }))
+      .map((row) => ({
+        ...row,
+        rubrics: JSON.parse(row.rubrics),
+        diff: row.diff === null ? null : JSON.parse(row.diff),
+        refused: JSON.parse(row.refused),
+      }))
   }
 
   /** The rubrics of the given versions (those that exist), by version. */
@@ -82,7 +104,9 @@ export class RubricInstance extends DurableObject<Env> {
     await this.ensureRubrics(address)
     const found: Record<number, Rubric[]> = {}
     for (const version of new Set(versions)) {
-      const row = this.sql.exec<{ rubrics: string }>('SELECT rubrics FROM rubric_versions WHERE version = ?', version).toArray()[0]
+      const row = this.sql
+        .exec<{ rubrics: string }>('SELECT rubrics FROM rubric_versions WHERE version = ?', version)
+        .toArray()[0]
       if (row) found[version] = JSON.parse(row.rubrics)
     }
     return found
@@ -118,8 +142,15 @@ export class RubricInstance extends DurableObject<Env> {
       if (changed) {
         this.sql.exec(
           'INSERT INTO rubric_versions (version, rubrics, created_at, step, note, strategy, rationale, diff, refused) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
-          version, JSON.stringify(commit.rubrics), new Date().toISOString(), step, commit.note, commit.strategy, commit.rationale,
-          commit.diff === null ? null : JSON.stringify(commit.diff), JSON.stringify(commit.refused),
+          version,
+          JSON.stringify(commit.rubrics),
+          new Date().toISOString(),
+          step,
+          commit.note,
+          commit.strategy,
+          commit.rationale,
+          commit.diff === null ? null : JSON.stringify(commit.diff),
+          JSON.stringify(commit.refused),
         )
       }
       this.sql.exec('INSERT INTO step_updates (step, outcome) VALUES (?, ?)', step, JSON.stringify(outcome))
@@ -137,13 +168,22 @@ export class RubricInstance extends DurableObject<Env> {
     if (again) return again
     const now = new Date().toISOString()
     const rubrics = initialRubrics(config, address.instanceId, now)
-    this.sql.exec('INSERT OR IGNORE INTO rubric_versions (version, rubrics, created_at, step, note) VALUES (1, ?, ?, NULL, ?)', JSON.stringify(rubrics), now, 'initial rubrics from the run config')
+    this.sql.exec(
+      'INSERT OR IGNORE INTO rubric_versions (version, rubrics, created_at, step, note) VALUES (1, ?, ?, NULL, ?)',
+      JSON.stringify(rubrics),
+      now,
+      'initial rubrics from the run config',
+    )
     return (this.cachedSnapshot = { instance_id: address.instanceId, version: 1, rubrics })
   }
 
   private currentSnapshot(instanceId: string): RubricSnapshot | undefined {
     if (this.cachedSnapshot) return this.cachedSnapshot
-    const row = this.sql.exec<{ version: number; rubrics: string }>('SELECT version, rubrics FROM rubric_versions ORDER BY version DESC LIMIT 1').toArray()[0]
+    const row = this.sql
+      .exec<{ version: number; rubrics: string }>(
+        'SELECT version, rubrics FROM rubric_versions ORDER BY version DESC LIMIT 1',
+      )
+      .toArray()[0]
     if (!row) return undefined
     return (this.cachedSnapshot = { instance_id: instanceId, version: row.version, rubrics: JSON.parse(row.rubrics) })
   }

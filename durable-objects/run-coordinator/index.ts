@@ -46,36 +46,64 @@ export interface StepTimelineEntry {
 const COORDINATOR_TABLES: Record<string, TableSchema> = {
   steps: {
     columns: {
-      step: 'INTEGER PRIMARY KEY', status: 'TEXT NOT NULL', opened_at: 'TEXT NOT NULL', closed_at: 'TEXT', updated_at: 'TEXT',
+      step: 'INTEGER PRIMARY KEY',
+      status: 'TEXT NOT NULL',
+      opened_at: 'TEXT NOT NULL',
+      closed_at: 'TEXT',
+      updated_at: 'TEXT',
       // The highest `metadata.current_step` the step's rollouts carried (as the shards announced it), and why it closed.
-      trainer_step: 'INTEGER', closed_by: 'TEXT',
+      trainer_step: 'INTEGER',
+      closed_by: 'TEXT',
       // The step's scores summed over its shards, written when the step is updated (its shard rows go some steps later).
       tally: 'TEXT',
     },
   },
   // A shard's tally of a step (as it last reported it) and, once the step closed, how many of its rollouts the step keeps.
   step_shards: {
-    columns: { step: 'INTEGER NOT NULL', instance_id: 'TEXT NOT NULL', shard: 'INTEGER NOT NULL', tally: 'TEXT NOT NULL', keep: 'INTEGER', acked: 'INTEGER NOT NULL DEFAULT 0' },
+    columns: {
+      step: 'INTEGER NOT NULL',
+      instance_id: 'TEXT NOT NULL',
+      shard: 'INTEGER NOT NULL',
+      tally: 'TEXT NOT NULL',
+      keep: 'INTEGER',
+      acked: 'INTEGER NOT NULL DEFAULT 0',
+    },
     constraints: ['PRIMARY KEY (step, instance_id, shard)'],
     withoutRowid: true,
   },
   step_instances: {
     columns: {
-      step: 'INTEGER NOT NULL', instance_id: 'TEXT NOT NULL', rubric_version: 'INTEGER NOT NULL', rollouts: 'INTEGER NOT NULL DEFAULT 0',
-      updated: 'INTEGER NOT NULL DEFAULT 0', enqueued_at: 'INTEGER', outcome: 'TEXT',
+      step: 'INTEGER NOT NULL',
+      instance_id: 'TEXT NOT NULL',
+      rubric_version: 'INTEGER NOT NULL',
+      rollouts: 'INTEGER NOT NULL DEFAULT 0',
+      updated: 'INTEGER NOT NULL DEFAULT 0',
+      enqueued_at: 'INTEGER',
+      outcome: 'TEXT',
     },
     constraints: ['PRIMARY KEY (step, instance_id)'],
     withoutRowid: true,
   },
   instances: {
-    columns: { instance_id: 'TEXT PRIMARY KEY', rubric_version: 'INTEGER NOT NULL', rollouts: 'INTEGER NOT NULL', last_step: 'INTEGER NOT NULL' },
+    columns: {
+      instance_id: 'TEXT PRIMARY KEY',
+      rubric_version: 'INTEGER NOT NULL',
+      rollouts: 'INTEGER NOT NULL',
+      last_step: 'INTEGER NOT NULL',
+    },
     withoutRowid: true,
   },
   // Step -1 holds the sums of steps older than DETAILED_STEPS.
   llm_stats: {
     columns: {
-      step: 'INTEGER NOT NULL', role: 'TEXT NOT NULL', model: 'TEXT NOT NULL', outcome: 'TEXT NOT NULL',
-      calls: 'INTEGER NOT NULL', latency_ms: 'INTEGER NOT NULL', prompt_tokens: 'INTEGER NOT NULL', completion_tokens: 'INTEGER NOT NULL',
+      step: 'INTEGER NOT NULL',
+      role: 'TEXT NOT NULL',
+      model: 'TEXT NOT NULL',
+      outcome: 'TEXT NOT NULL',
+      calls: 'INTEGER NOT NULL',
+      latency_ms: 'INTEGER NOT NULL',
+      prompt_tokens: 'INTEGER NOT NULL',
+      completion_tokens: 'INTEGER NOT NULL',
     },
     constraints: ['PRIMARY KEY (step, role, model, outcome)'],
     withoutRowid: true,
@@ -84,8 +112,14 @@ const COORDINATOR_TABLES: Record<string, TableSchema> = {
 
 type ShardRow = { step: number; instance_id: string; shard: number; tally: string; keep: number | null; acked: number }
 type StepRow = {
-  step: number; status: StoredStepStatus; opened_at: string; closed_at: string | null; updated_at: string | null; tally: string | null
-  trainer_step: number | null; closed_by: CloseReason | null
+  step: number
+  status: StoredStepStatus
+  opened_at: string
+  closed_at: string | null
+  updated_at: string | null
+  tally: string | null
+  trainer_step: number | null
+  closed_by: CloseReason | null
 }
 /** What closed a step: the trainer's /complete, `rollouts_per_step`, a rollout of a later trainer step, or the idle gap. */
 export type CloseReason = NonNullable<RubricStatus['closed_by']>
@@ -123,7 +157,13 @@ export class RunCoordinator extends DurableObject<Env> {
    * the collecting step, closing that step first when `trainerStep` is past every one it holds
    * (`close_on_step_advance`), and answers with the collecting step and any close the shard has missed.
    */
-  async announce(runId: string, instanceId: string, shard: number, shardStep: number, trainerStep?: number): Promise<CoordinatorReply> {
+  async announce(
+    runId: string,
+    instanceId: string,
+    shard: number,
+    shardStep: number,
+    trainerStep?: number,
+  ): Promise<CoordinatorReply> {
     const config = await this.runConfig(runId)
     this.closeIfIdle(config)
     let step = this.openCollectingStep()
@@ -133,10 +173,21 @@ export class RunCoordinator extends DurableObject<Env> {
         this.closeStep(step, 'step_advance')
         step = this.openCollectingStep()
       }
-      this.sql.exec('UPDATE steps SET trainer_step = max(coalesce(trainer_step, ?), ?) WHERE step = ?', trainerStep, trainerStep, step)
+      this.sql.exec(
+        'UPDATE steps SET trainer_step = max(coalesce(trainer_step, ?), ?) WHERE step = ?',
+        trainerStep,
+        trainerStep,
+        step,
+      )
     }
     const closes = shardStep < 0 ? [] : this.missedCloses(instanceId, shard, shardStep)
-    this.sql.exec('INSERT OR IGNORE INTO step_shards (step, instance_id, shard, tally) VALUES (?, ?, ?, ?)', step, instanceId, shard, JSON.stringify(emptyTally()))
+    this.sql.exec(
+      'INSERT OR IGNORE INTO step_shards (step, instance_id, shard, tally) VALUES (?, ?, ?, ?)',
+      step,
+      instanceId,
+      shard,
+      JSON.stringify(emptyTally()),
+    )
     await this.noteRollouts(config)
     return { step, closes }
   }
@@ -156,12 +207,16 @@ export class RunCoordinator extends DurableObject<Env> {
       this.sql.exec(
         `INSERT INTO step_shards (step, instance_id, shard, tally) VALUES (?, ?, ?, ?)
          ON CONFLICT (step, instance_id, shard) DO UPDATE SET tally = excluded.tally`,
-        report.step, report.instanceId, report.shard, JSON.stringify(report.tally),
+        report.step,
+        report.instanceId,
+        report.shard,
+        JSON.stringify(report.tally),
       )
       // Only new rollouts restart the idle gap: a shard repeating its tally (a retried report) is not the trainer.
       const before = known ? (JSON.parse(known.tally) as ScoreTally).rollouts : 0
       if (report.tally.rollouts > before) await this.noteRollouts(config)
-      if (config.rollouts_per_step !== null) this.closeByCount(config.rollouts_per_step, { instanceId: report.instanceId, shard: report.shard })
+      if (config.rollouts_per_step !== null)
+        this.closeByCount(config.rollouts_per_step, { instanceId: report.instanceId, shard: report.shard })
     }
     return { step: this.collectingStep(), closes: this.missedCloses(report.instanceId, report.shard, report.step) }
   }
@@ -186,13 +241,17 @@ export class RunCoordinator extends DurableObject<Env> {
     // lost (no write when one is set).
     const idleDeadline = this.idleDeadline(config)
     if (idleDeadline !== undefined) await this.alarmBy(idleDeadline)
-    if (this.sql.exec(`SELECT 1 FROM steps WHERE status IN ('closing', 'updating') LIMIT 1`).toArray().length > 0) await this.alarmBy(Date.now() + STEP_WATCHDOG_MS)
+    if (this.sql.exec(`SELECT 1 FROM steps WHERE status IN ('closing', 'updating') LIMIT 1`).toArray().length > 0)
+      await this.alarmBy(Date.now() + STEP_WATCHDOG_MS)
     const reported = step === undefined ? this.reportedStep() : this.stepRow(step)
     const instances = reported ? this.stepInstances(reported) : []
     const outcomes = instances.flatMap((instance) => (instance.update ? [instance.update] : []))
-    const total = (key: 'analysed' | 'failed' | 'hacking_flags') => outcomes.reduce((sum, outcome) => sum + outcome[key], 0)
+    const total = (key: 'analysed' | 'failed' | 'hacking_flags') =>
+      outcomes.reduce((sum, outcome) => sum + outcome[key], 0)
     const reasons: RubricStatus['analyses']['reasons'] = {}
-    for (const outcome of outcomes) for (const [reason, count] of Object.entries(outcome.reasons)) reasons[reason as keyof typeof reasons] = (reasons[reason as keyof typeof reasons] ?? 0) + count
+    for (const outcome of outcomes)
+      for (const [reason, count] of Object.entries(outcome.reasons))
+        reasons[reason as keyof typeof reasons] = (reasons[reason as keyof typeof reasons] ?? 0) + count
     const rollouts = reported ? this.stepTally(reported).rollouts : 0
     const status = reported ? publicStatus(reported.status) : 'idle'
     return {
@@ -200,13 +259,20 @@ export class RunCoordinator extends DurableObject<Env> {
       step: reported?.step ?? this.collectingStep(),
       status,
       rubric_version: this.meta.number('max_version', 1),
-      instances: instances.map(({ instance_id, rubric_version, rollouts: count, update }) => ({ instance_id, rubric_version, rollouts: count, ...(update ? { update } : {}) })),
+      instances: instances.map(({ instance_id, rubric_version, rollouts: count, update }) => ({
+        instance_id,
+        rubric_version,
+        rollouts: count,
+        ...(update ? { update } : {}),
+      })),
       analyses: { analysed: total('analysed'), failed: total('failed'), reasons },
       hacking_flags: total('hacking_flags'),
       pending: status === 'updating' ? instances.filter((instance) => !instance.update).length : 0,
       rollouts,
       mode: config.mode,
-      ...(status === 'collecting' || status === 'idle' ? { closes_when: this.closesWhen(config, rollouts, reported) } : {}),
+      ...(status === 'collecting' || status === 'idle'
+        ? { closes_when: this.closesWhen(config, rollouts, reported) }
+        : {}),
       ...(reported?.closed_by ? { closed_by: reported.closed_by } : {}),
     }
   }
@@ -222,7 +288,13 @@ export class RunCoordinator extends DurableObject<Env> {
     return shown.map((row) => {
       const tally = this.stepTally(row)
       return {
-        step: row.step, status: publicStatus(row.status), rollouts: tally.rollouts, opened_at: row.opened_at, closed_at: row.closed_at, updated_at: row.updated_at, tally,
+        step: row.step,
+        status: publicStatus(row.status),
+        rollouts: tally.rollouts,
+        opened_at: row.opened_at,
+        closed_at: row.closed_at,
+        updated_at: row.updated_at,
+        tally,
         instances: this.stepInstances(row).map((instance) => ({ ...instance, update: instance.update ?? null })),
       }
     })
@@ -241,23 +313,39 @@ export class RunCoordinator extends DurableObject<Env> {
   /** Every instance that has taken part in the run, with its newest known rubric version. */
   async instances(): Promise<{ instance_id: string; rubric_version: number; rollouts: number }[]> {
     const known = new Map(
-      this.sql.exec<{ instance_id: string; rubric_version: number; rollouts: number }>('SELECT instance_id, rubric_version, rollouts FROM instances').toArray().map((row) => [row.instance_id, row]),
+      this.sql
+        .exec<{ instance_id: string; rubric_version: number; rollouts: number }>(
+          'SELECT instance_id, rubric_version, rollouts FROM instances',
+        )
+        .toArray()
+        .map((row) => [row.instance_id, row]),
     )
     // Steps not yet updated count from their shards' reports.
-    for (const row of this.sql.exec<ShardRow>(`SELECT * FROM step_shards WHERE step IN (SELECT step FROM steps WHERE status != 'updated')`)) {
+    for (const row of this.sql.exec<ShardRow>(
+      `SELECT * FROM step_shards WHERE step IN (SELECT step FROM steps WHERE status != 'updated')`,
+    )) {
       const tally = tallyOf(row)
       const instance = known.get(row.instance_id) ?? { instance_id: row.instance_id, rubric_version: 1, rollouts: 0 }
-      known.set(row.instance_id, { ...instance, rubric_version: Math.max(instance.rubric_version, tally.max_version ?? 1), rollouts: instance.rollouts + tally.rollouts })
+      known.set(row.instance_id, {
+        ...instance,
+        rubric_version: Math.max(instance.rubric_version, tally.max_version ?? 1),
+        rollouts: instance.rollouts + tally.rollouts,
+      })
     }
     return [...known.values()].sort((a, b) => (a.instance_id < b.instance_id ? -1 : 1))
   }
 
   /** Rollouts scored (distinct per step) and the last step with any, for the runs index. */
   async activity(): Promise<{ scores: number; last_step: number | null }> {
-    const live = this.sql.exec<StepRow>(`SELECT * FROM steps WHERE status != 'updated' ORDER BY step`).toArray().map((row) => ({ step: row.step, rollouts: this.stepTally(row).rollouts }))
+    const live = this.sql
+      .exec<StepRow>(`SELECT * FROM steps WHERE status != 'updated' ORDER BY step`)
+      .toArray()
+      .map((row) => ({ step: row.step, rollouts: this.stepTally(row).rollouts }))
     const scores = this.meta.number('updated_rollouts', 0) + live.reduce((sum, row) => sum + row.rollouts, 0)
     const lastLive = live.filter((row) => row.rollouts > 0).at(-1)?.step
-    const lastUpdated = this.sql.exec<{ step: number | null }>(`SELECT max(step) AS step FROM steps WHERE status = 'updated'`).one().step
+    const lastUpdated = this.sql
+      .exec<{ step: number | null }>(`SELECT max(step) AS step FROM steps WHERE status = 'updated'`)
+      .one().step
     return { scores, last_step: lastLive ?? lastUpdated ?? null }
   }
 
@@ -266,7 +354,9 @@ export class RunCoordinator extends DurableObject<Env> {
    * else the collecting step if any shard has taken rollouts in it. Returns at once when nothing is pending.
    */
   async waitForUpdate(runId: string, timeoutMs: number): Promise<{ done: boolean; status: RubricStatus }> {
-    const updating = this.sql.exec<{ step: number }>(`SELECT step FROM steps WHERE status IN ('closing', 'updating') ORDER BY step LIMIT 1`).toArray()[0]
+    const updating = this.sql
+      .exec<{ step: number }>(`SELECT step FROM steps WHERE status IN ('closing', 'updating') ORDER BY step LIMIT 1`)
+      .toArray()[0]
     const collecting = this.collectingStep()
     const target = updating?.step ?? (this.hasShards(collecting) ? collecting : undefined)
     const done = target === undefined ? true : await this.waitForStep(target, timeoutMs)
@@ -311,15 +401,32 @@ export class RunCoordinator extends DurableObject<Env> {
     const oldest = new Map<string, (typeof pending)[number]>()
     for (const row of pending) if (!oldest.has(row.instance_id)) oldest.set(row.instance_id, row)
     const jobs: StepJob[] = [...oldest.values()]
-      .filter((row) => row.status === 'updating' && (row.enqueued_at === null || now >= row.enqueued_at + STEP_RESEND_AFTER_MS))
-      .map((row) => ({ type: 'step', runId, instanceId: row.instance_id, step: row.step, shards: this.closedShards(row.step, row.instance_id) }))
+      .filter(
+        (row) =>
+          row.status === 'updating' && (row.enqueued_at === null || now >= row.enqueued_at + STEP_RESEND_AFTER_MS),
+      )
+      .map((row) => ({
+        type: 'step',
+        runId,
+        instanceId: row.instance_id,
+        step: row.step,
+        shards: this.closedShards(row.step, row.instance_id),
+      }))
     for (let start = 0; start < jobs.length; start += 100) {
       const batch = jobs.slice(start, start + 100)
       await this.env.STEP_QUEUE.sendBatch(batch.map((body) => ({ body })))
       // Marked only once sent: a failed send throws, and the alarm's retry sends the job again.
-      for (const job of batch) this.sql.exec('UPDATE step_instances SET enqueued_at = ? WHERE step = ? AND instance_id = ?', now, job.step, job.instanceId)
+      for (const job of batch)
+        this.sql.exec(
+          'UPDATE step_instances SET enqueued_at = ? WHERE step = ? AND instance_id = ?',
+          now,
+          job.step,
+          job.instanceId,
+        )
     }
-    const unfinished = this.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM steps WHERE status IN ('closing', 'updating')`).one().n
+    const unfinished = this.sql
+      .exec<{ n: number }>(`SELECT count(*) AS n FROM steps WHERE status IN ('closing', 'updating')`)
+      .one().n
     const next = Math.min(unfinished > 0 ? now + STEP_WATCHDOG_MS : Infinity, this.idleDeadline(config) ?? Infinity)
     // A close during this run has set an earlier alarm: the watchdog must not push it back.
     if (next !== Infinity) await this.alarmBy(next)
@@ -365,39 +472,65 @@ export class RunCoordinator extends DurableObject<Env> {
 
   /** What closes the collecting step, said for a person reading `/rubric_status`. */
   private closesWhen(config: RunConfig, rollouts: number, row: StepRow | undefined): string {
-    if (config.rollouts_per_step !== null) return `after ${Math.max(0, config.rollouts_per_step - rollouts)} more distinct rollouts (rollouts_per_step ${config.rollouts_per_step})`
+    if (config.rollouts_per_step !== null)
+      return `after ${Math.max(0, config.rollouts_per_step - rollouts)} more distinct rollouts (rollouts_per_step ${config.rollouts_per_step})`
     const ways = ['on POST /complete']
     if (config.close_on_step_advance) {
       const held = row?.status === 'collecting' ? row.trainer_step : null
-      ways.push(held === null ? 'when a rollout\'s metadata.current_step is past the step\'s' : `when a rollout's metadata.current_step is past ${held}`)
+      ways.push(
+        held === null
+          ? "when a rollout's metadata.current_step is past the step's"
+          : `when a rollout's metadata.current_step is past ${held}`,
+      )
     }
     if (config.close_after_idle_s !== null) {
-      const idle = rollouts > 0 ? ` (the last rollout came ${Math.round((Date.now() - this.lastRolloutAt) / 1_000)} s ago)` : ''
+      const idle =
+        rollouts > 0 ? ` (the last rollout came ${Math.round((Date.now() - this.lastRolloutAt) / 1_000)} s ago)` : ''
       ways.push(`after ${config.close_after_idle_s} s without a new rollout${idle}`)
     }
     return ways.length === 1 ? ways[0]! : `${ways.slice(0, -1).join(', ')} or ${ways.at(-1)}`
   }
 
   /** An instance reports its step update done, with its LLM calls; the step is updated when every touched instance has. */
-  async instanceUpdated(runId: string, step: number, instanceId: string, outcome: StepUpdateOutcome, llm: readonly LlmStat[] = []): Promise<{ stepUpdated: boolean }> {
+  async instanceUpdated(
+    runId: string,
+    step: number,
+    instanceId: string,
+    outcome: StepUpdateOutcome,
+    llm: readonly LlmStat[] = [],
+  ): Promise<{ stepUpdated: boolean }> {
     await this.runConfig(runId)
     const changed = this.sql.exec(
       'UPDATE step_instances SET updated = 1, rubric_version = ?, outcome = ? WHERE step = ? AND instance_id = ? AND updated = 0',
-      outcome.rubric_version, JSON.stringify(outcome), step, instanceId,
+      outcome.rubric_version,
+      JSON.stringify(outcome),
+      step,
+      instanceId,
     ).rowsWritten
     if (changed > 0) {
       this.addLlmStats(step, llm)
       this.sql.exec(
         `INSERT INTO instances (instance_id, rubric_version, rollouts, last_step) VALUES (?, ?, ?, ?)
          ON CONFLICT (instance_id) DO UPDATE SET rubric_version = max(rubric_version, excluded.rubric_version), rollouts = rollouts + excluded.rollouts, last_step = max(last_step, excluded.last_step)`,
-        instanceId, outcome.rubric_version, outcome.rollouts, step,
+        instanceId,
+        outcome.rubric_version,
+        outcome.rollouts,
+        step,
       )
     }
     this.noteVersion(outcome.rubric_version)
-    const next = this.sql.exec<{ n: number }>('SELECT count(*) AS n FROM step_instances WHERE instance_id = ? AND step > ? AND updated = 0', instanceId, step).one().n
+    const next = this.sql
+      .exec<{ n: number }>(
+        'SELECT count(*) AS n FROM step_instances WHERE instance_id = ? AND step > ? AND updated = 0',
+        instanceId,
+        step,
+      )
+      .one().n
     // The instance's next step update was held back for this one: send it now, not at the watchdog.
     if (changed > 0 && next > 0) await this.alarmBy(Date.now())
-    const remaining = this.sql.exec<{ n: number }>('SELECT count(*) AS n FROM step_instances WHERE step = ? AND updated = 0', step).one().n
+    const remaining = this.sql
+      .exec<{ n: number }>('SELECT count(*) AS n FROM step_instances WHERE step = ? AND updated = 0', step)
+      .one().n
     if (remaining === 0) this.stepDone(step)
     return { stepUpdated: remaining === 0 }
   }
@@ -420,13 +553,20 @@ export class RunCoordinator extends DurableObject<Env> {
         remaining -= keep
         return { row, keep }
       })
-      this.closeStep(step, 'count', keeps.map(({ row, keep }) => ({ instanceId: row.instance_id, shard: row.shard, keep })))
+      this.closeStep(
+        step,
+        'count',
+        keeps.map(({ row, keep }) => ({ instanceId: row.instance_id, shard: row.shard, keep })),
+      )
       for (const { row, keep } of keeps) {
         const over = tallyOf(row).rollouts - keep
         if (over === 0) continue
         this.sql.exec(
           `INSERT INTO step_shards (step, instance_id, shard, tally) VALUES (?, ?, ?, ?) ON CONFLICT (step, instance_id, shard) DO UPDATE SET tally = excluded.tally`,
-          step + 1, row.instance_id, row.shard, JSON.stringify({ ...emptyTally(), rollouts: over }),
+          step + 1,
+          row.instance_id,
+          row.shard,
+          JSON.stringify({ ...emptyTally(), rollouts: over }),
         )
       }
     }
@@ -436,12 +576,27 @@ export class RunCoordinator extends DurableObject<Env> {
    * Stops `step` taking rollouts: after a count close each shard keeps its share (`keeps`); after `/complete`,
    * everything it holds. The shards are told by the alarm (or by `/complete` itself).
    */
-  private closeStep(step: number, reason: CloseReason, keeps?: readonly { instanceId: string; shard: number; keep: number }[]): void {
+  private closeStep(
+    step: number,
+    reason: CloseReason,
+    keeps?: readonly { instanceId: string; shard: number; keep: number }[],
+  ): void {
     const now = new Date().toISOString()
     this.ctx.storage.transactionSync(() => {
-      this.sql.exec(`UPDATE steps SET status = 'closing', closed_at = ?, closed_by = ? WHERE step = ? AND status = 'collecting'`, now, reason, step)
+      this.sql.exec(
+        `UPDATE steps SET status = 'closing', closed_at = ?, closed_by = ? WHERE step = ? AND status = 'collecting'`,
+        now,
+        reason,
+        step,
+      )
       for (const { instanceId, shard, keep } of keeps ?? []) {
-        this.sql.exec('UPDATE step_shards SET keep = ? WHERE step = ? AND instance_id = ? AND shard = ?', keep, step, instanceId, shard)
+        this.sql.exec(
+          'UPDATE step_shards SET keep = ? WHERE step = ? AND instance_id = ? AND shard = ?',
+          keep,
+          step,
+          instanceId,
+          shard,
+        )
       }
       this.meta.set('collecting_step', step + 1)
       this.openCollectingStep()
@@ -451,34 +606,52 @@ export class RunCoordinator extends DurableObject<Env> {
 
   /** Tells every shard of a closing step that has not confirmed yet; a step whose shards all know starts updating. */
   private async tellShards(runId: string): Promise<void> {
-    const closing = this.sql.exec<{ step: number }>(`SELECT step FROM steps WHERE status = 'closing' ORDER BY step`).toArray()
+    const closing = this.sql
+      .exec<{ step: number }>(`SELECT step FROM steps WHERE status = 'closing' ORDER BY step`)
+      .toArray()
     const limit = pLimit(CLOSE_FAN_OUT)
     let budget = CLOSE_CALLS_PER_ALARM
     for (const { step } of closing) {
-      const unacked = this.shardRows(step).filter((row) => row.acked === 0).slice(0, budget)
+      const unacked = this.shardRows(step)
+        .filter((row) => row.acked === 0)
+        .slice(0, budget)
       budget -= unacked.length
-      await Promise.all(unacked.map((row) => limit(async () => {
-        try {
-          const address = { runId, instanceId: row.instance_id, shard: row.shard }
-          const reply = await this.env.LEDGER.getByName(ledgerName(runId, row.instance_id, row.shard)).closeStep(address, { step, keep: row.keep })
-          this.sql.exec(
-            'UPDATE step_shards SET acked = 1, keep = ?, tally = ? WHERE step = ? AND instance_id = ? AND shard = ?',
-            reply.closed.rollouts, JSON.stringify(reply.closed), step, row.instance_id, row.shard,
-          )
-          // Rollouts the shard moved on count in the collecting step; moved into a step that has closed since, they
-          // were counted nowhere, and the shard's next report learns they move on again (a close that keeps none).
-          if (reply.current.tally.rollouts > 0 && reply.current.step === this.collectingStep()) {
-            this.sql.exec(
-              `INSERT INTO step_shards (step, instance_id, shard, tally) VALUES (?, ?, ?, ?)
+      await Promise.all(
+        unacked.map((row) =>
+          limit(async () => {
+            try {
+              const address = { runId, instanceId: row.instance_id, shard: row.shard }
+              const reply = await this.env.LEDGER.getByName(ledgerName(runId, row.instance_id, row.shard)).closeStep(
+                address,
+                { step, keep: row.keep },
+              )
+              this.sql.exec(
+                'UPDATE step_shards SET acked = 1, keep = ?, tally = ? WHERE step = ? AND instance_id = ? AND shard = ?',
+                reply.closed.rollouts,
+                JSON.stringify(reply.closed),
+                step,
+                row.instance_id,
+                row.shard,
+              )
+              // Rollouts the shard moved on count in the collecting step; moved into a step that has closed since, they
+              // were counted nowhere, and the shard's next report learns they move on again (a close that keeps none).
+              if (reply.current.tally.rollouts > 0 && reply.current.step === this.collectingStep()) {
+                this.sql.exec(
+                  `INSERT INTO step_shards (step, instance_id, shard, tally) VALUES (?, ?, ?, ?)
                ON CONFLICT (step, instance_id, shard) DO UPDATE SET tally = excluded.tally WHERE acked = 0`,
-              reply.current.step, row.instance_id, row.shard, JSON.stringify(reply.current.tally),
-            )
-          }
-        } catch (error) {
-          // The watchdog alarm tries again; the shard also learns of the close from its next report.
-          console.error(`[${runId}] could not tell ${row.instance_id}#${row.shard} that step ${step} closed`, error)
-        }
-      })))
+                  reply.current.step,
+                  row.instance_id,
+                  row.shard,
+                  JSON.stringify(reply.current.tally),
+                )
+              }
+            } catch (error) {
+              // The watchdog alarm tries again; the shard also learns of the close from its next report.
+              console.error(`[${runId}] could not tell ${row.instance_id}#${row.shard} that step ${step} closed`, error)
+            }
+          }),
+        ),
+      )
       if (this.shardRows(step).some((row) => row.acked === 0)) {
         if (budget > 0) continue
         // The rest in the next alarm, at once.
@@ -492,19 +665,27 @@ export class RunCoordinator extends DurableObject<Env> {
     if (config.rollouts_per_step !== null) this.closeByCount(config.rollouts_per_step)
   }
 
-
   private startUpdates(step: number): void {
     const byInstance = new Map<string, { rollouts: number; version: number }>()
     for (const row of this.shardRows(step)) {
       const tally = tallyOf(row)
       const sum = byInstance.get(row.instance_id) ?? { rollouts: 0, version: 1 }
-      byInstance.set(row.instance_id, { rollouts: sum.rollouts + tally.rollouts, version: Math.max(sum.version, tally.max_version ?? 1) })
+      byInstance.set(row.instance_id, {
+        rollouts: sum.rollouts + tally.rollouts,
+        version: Math.max(sum.version, tally.max_version ?? 1),
+      })
     }
     const touched = [...byInstance].filter(([, sum]) => sum.rollouts > 0)
     this.ctx.storage.transactionSync(() => {
       this.sql.exec(`UPDATE steps SET status = 'updating' WHERE step = ? AND status = 'closing'`, step)
       for (const [instanceId, { rollouts, version }] of touched) {
-        this.sql.exec('INSERT OR IGNORE INTO step_instances (step, instance_id, rubric_version, rollouts) VALUES (?, ?, ?, ?)', step, instanceId, version, rollouts)
+        this.sql.exec(
+          'INSERT OR IGNORE INTO step_instances (step, instance_id, rubric_version, rollouts) VALUES (?, ?, ?, ?)',
+          step,
+          instanceId,
+          version,
+          rollouts,
+        )
         this.noteVersion(version)
       }
     })
@@ -516,7 +697,12 @@ export class RunCoordinator extends DurableObject<Env> {
     if (!row || row.status === 'updated') return
     const tally = this.stepTally(row)
     this.ctx.storage.transactionSync(() => {
-      this.sql.exec(`UPDATE steps SET status = 'updated', updated_at = coalesce(updated_at, ?), tally = ? WHERE step = ?`, new Date().toISOString(), JSON.stringify(tally), step)
+      this.sql.exec(
+        `UPDATE steps SET status = 'updated', updated_at = coalesce(updated_at, ?), tally = ? WHERE step = ?`,
+        new Date().toISOString(),
+        JSON.stringify(tally),
+        step,
+      )
       this.meta.set('updated_rollouts', this.meta.number('updated_rollouts', 0) + tally.rollouts)
     })
     this.forgetOldDetail(step)
@@ -528,7 +714,10 @@ export class RunCoordinator extends DurableObject<Env> {
     const oldest = step - DETAILED_STEPS
     if (oldest < 0) return
     this.ctx.storage.transactionSync(() => {
-      this.sql.exec(`DELETE FROM step_shards WHERE step <= ? AND step IN (SELECT step FROM steps WHERE status = 'updated')`, oldest)
+      this.sql.exec(
+        `DELETE FROM step_shards WHERE step <= ? AND step IN (SELECT step FROM steps WHERE status = 'updated')`,
+        oldest,
+      )
       this.sql.exec('DELETE FROM step_instances WHERE step <= ? AND updated = 1', oldest)
       this.sql.exec(
         `INSERT INTO llm_stats (step, role, model, outcome, calls, latency_ms, prompt_tokens, completion_tokens)
@@ -551,24 +740,40 @@ export class RunCoordinator extends DurableObject<Env> {
     if (fromStep >= collecting) return []
     const keeps = new Map(
       this.sql
-        .exec<{ step: number; keep: number | null }>('SELECT step, keep FROM step_shards WHERE instance_id = ? AND shard = ? AND step >= ? AND step < ?', instanceId, shard, fromStep, collecting)
+        .exec<{ step: number; keep: number | null }>(
+          'SELECT step, keep FROM step_shards WHERE instance_id = ? AND shard = ? AND step >= ? AND step < ?',
+          instanceId,
+          shard,
+          fromStep,
+          collecting,
+        )
         .toArray()
         .map((row) => [row.step, row.keep]),
     )
     const notices: CloseNotice[] = []
-    for (let step = fromStep; step < collecting; step++) notices.push({ step, keep: keeps.has(step) ? keeps.get(step)! : 0 })
+    for (let step = fromStep; step < collecting; step++)
+      notices.push({ step, keep: keeps.has(step) ? keeps.get(step)! : 0 })
     return notices
   }
 
   /** The shards of an instance that took part in a closed step, with what each keeps: what its update reads. */
   private closedShards(step: number, instanceId: string): StepJob['shards'] {
-    return this.sql.exec<{ shard: number; keep: number | null }>('SELECT shard, keep FROM step_shards WHERE step = ? AND instance_id = ? ORDER BY shard', step, instanceId).toArray()
+    return this.sql
+      .exec<{ shard: number; keep: number | null }>(
+        'SELECT shard, keep FROM step_shards WHERE step = ? AND instance_id = ? ORDER BY shard',
+        step,
+        instanceId,
+      )
+      .toArray()
   }
 
-  private stepInstances(row: StepRow): { instance_id: string; rubric_version: number; rollouts: number; update?: StepUpdateOutcome }[] {
+  private stepInstances(
+    row: StepRow,
+  ): { instance_id: string; rubric_version: number; rollouts: number; update?: StepUpdateOutcome }[] {
     if (row.status === 'collecting' || row.status === 'closing') {
       const byInstance = new Map<string, ScoreTally[]>()
-      for (const shardRow of this.shardRows(row.step)) byInstance.set(shardRow.instance_id, [...(byInstance.get(shardRow.instance_id) ?? []), tallyOf(shardRow)])
+      for (const shardRow of this.shardRows(row.step))
+        byInstance.set(shardRow.instance_id, [...(byInstance.get(shardRow.instance_id) ?? []), tallyOf(shardRow)])
       return [...byInstance]
         .map(([instance_id, tallies]) => {
           const tally = mergeTallies(tallies)
@@ -578,10 +783,14 @@ export class RunCoordinator extends DurableObject<Env> {
     }
     return this.sql
       .exec<{ instance_id: string; rubric_version: number; rollouts: number; outcome: string | null }>(
-        'SELECT instance_id, rubric_version, rollouts, outcome FROM step_instances WHERE step = ? ORDER BY instance_id', row.step,
+        'SELECT instance_id, rubric_version, rollouts, outcome FROM step_instances WHERE step = ? ORDER BY instance_id',
+        row.step,
       )
       .toArray()
-      .map(({ outcome, ...instance }) => ({ ...instance, ...(outcome ? { update: JSON.parse(outcome) as StepUpdateOutcome } : {}) }))
+      .map(({ outcome, ...instance }) => ({
+        ...instance,
+        ...(outcome ? { update: JSON.parse(outcome) as StepUpdateOutcome } : {}),
+      }))
   }
 
   private stepTally(row: StepRow): ScoreTally {
@@ -595,18 +804,29 @@ export class RunCoordinator extends DurableObject<Env> {
         `INSERT INTO llm_stats (step, role, model, outcome, calls, latency_ms, prompt_tokens, completion_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (step, role, model, outcome) DO UPDATE SET calls = calls + excluded.calls, latency_ms = latency_ms + excluded.latency_ms,
            prompt_tokens = prompt_tokens + excluded.prompt_tokens, completion_tokens = completion_tokens + excluded.completion_tokens`,
-        step, stat.role, stat.model, stat.outcome, stat.calls, stat.latency_ms, stat.prompt_tokens, stat.completion_tokens,
+        step,
+        stat.role,
+        stat.model,
+        stat.outcome,
+        stat.calls,
+        stat.latency_ms,
+        stat.prompt_tokens,
+        stat.completion_tokens,
       )
     }
   }
 
   /** The step `/rubric_status` describes: a closed one not yet updated first, then the collecting one if it has rollouts, then the last updated. */
   private reportedStep(): StepRow | undefined {
-    const updating = this.sql.exec<StepRow>(`SELECT * FROM steps WHERE status IN ('closing', 'updating') ORDER BY step LIMIT 1`).toArray()[0]
+    const updating = this.sql
+      .exec<StepRow>(`SELECT * FROM steps WHERE status IN ('closing', 'updating') ORDER BY step LIMIT 1`)
+      .toArray()[0]
     if (updating) return updating
     const collecting = this.stepRow(this.collectingStep())
     if (collecting && this.hasShards(collecting.step)) return collecting
-    return this.sql.exec<StepRow>(`SELECT * FROM steps WHERE status = 'updated' ORDER BY step DESC LIMIT 1`).toArray()[0]
+    return this.sql
+      .exec<StepRow>(`SELECT * FROM steps WHERE status = 'updated' ORDER BY step DESC LIMIT 1`)
+      .toArray()[0]
   }
 
   private shardRows(step: number): ShardRow[] {
@@ -619,7 +839,14 @@ export class RunCoordinator extends DurableObject<Env> {
   }
 
   private shardRow(step: number, instanceId: string, shard: number): ShardRow | undefined {
-    return this.sql.exec<ShardRow>('SELECT * FROM step_shards WHERE step = ? AND instance_id = ? AND shard = ?', step, instanceId, shard).toArray()[0]
+    return this.sql
+      .exec<ShardRow>(
+        'SELECT * FROM step_shards WHERE step = ? AND instance_id = ? AND shard = ?',
+        step,
+        instanceId,
+        shard,
+      )
+      .toArray()[0]
   }
 
   private stepRow(step: number): StepRow | undefined {
@@ -632,7 +859,11 @@ export class RunCoordinator extends DurableObject<Env> {
 
   private openCollectingStep(): number {
     const step = this.collectingStep()
-    this.sql.exec(`INSERT OR IGNORE INTO steps (step, status, opened_at) VALUES (?, 'collecting', ?)`, step, new Date().toISOString())
+    this.sql.exec(
+      `INSERT OR IGNORE INTO steps (step, status, opened_at) VALUES (?, 'collecting', ?)`,
+      step,
+      new Date().toISOString(),
+    )
     return step
   }
 

@@ -24,7 +24,11 @@ import type { Criterion, SearchRubric } from '../../src/search/types.ts'
 import { ArtifactInputError } from './errors.ts'
 
 /** How `--default-rubric` chose: the keyword, a prompt id of the search output, or a file. */
-export type DefaultRubricChoice = { kind: 'best' } | { kind: 'none' } | { kind: 'prompt'; prompt_id: string } | { kind: 'file'; path: string }
+export type DefaultRubricChoice =
+  | { kind: 'best' }
+  | { kind: 'none' }
+  | { kind: 'prompt'; prompt_id: string }
+  | { kind: 'file'; path: string }
 
 /** One searched rubric as the default-rubric choice sees it. */
 export interface SearchedRubric {
@@ -67,7 +71,11 @@ export function parseDefaultRubricChoice(value: string | undefined, promptIds: r
  * @example criterionKey({ text: 'Is  Direct.' } as Criterion) // 'is direct'
  */
 export function criterionKey(criterion: Pick<Criterion, 'text'>): string {
-  return criterion.text.toLowerCase().replace(/\s+/g, ' ').trim().replace(/[\s.;:!,]+$/, '')
+  return criterion.text
+    .toLowerCase()
+    .replace(/\s+/g, ' ')
+    .trim()
+    .replace(/[\s.;:!,]+$/, '')
 }
 
 /**
@@ -75,7 +83,9 @@ export function criterionKey(criterion: Pick<Criterion, 'text'>): string {
  * @example criterionSupport(entries[0], entries) // [1, 0.5, 0, …] (one per criterion)
  */
 export function criterionSupport(entry: SearchedRubric, all: readonly SearchedRubric[]): number[] {
-  const others = all.filter((other) => other.prompt_id !== entry.prompt_id).map((other) => new Set(other.rubric.criteria.map(criterionKey)))
+  const others = all
+    .filter((other) => other.prompt_id !== entry.prompt_id)
+    .map((other) => new Set(other.rubric.criteria.map(criterionKey)))
   return entry.rubric.criteria.map((criterion) => {
     if (others.length === 0) return 0
     const key = criterionKey(criterion)
@@ -101,18 +111,31 @@ export function generality(entry: SearchedRubric, all: readonly SearchedRubric[]
  * comment). Deterministic: the same entries always give the same rubric.
  * @example const { rubric, report } = bestDefaultRubric(entries); rubric.metadata.default_rubric.source_prompt_id // 'p_debug_undefined'
  */
-export function bestDefaultRubric(entries: readonly SearchedRubric[]): { rubric: SearchRubric; report: DefaultRubricReport } {
-  if (entries.length === 0) throw new ArtifactInputError('invalid_search_output', 'the search output has no rubric to choose a default from')
+export function bestDefaultRubric(entries: readonly SearchedRubric[]): {
+  rubric: SearchRubric
+  report: DefaultRubricReport
+} {
+  if (entries.length === 0)
+    throw new ArtifactInputError('invalid_search_output', 'the search output has no rubric to choose a default from')
   const ranked = entries
     .map((entry) => ({ entry, generality: generality(entry, entries) }))
-    .sort((a, b) => b.generality - a.generality || b.entry.score - a.entry.score || (a.entry.prompt_id < b.entry.prompt_id ? -1 : a.entry.prompt_id > b.entry.prompt_id ? 1 : 0))
+    .sort(
+      (a, b) =>
+        b.generality - a.generality ||
+        b.entry.score - a.entry.score ||
+        (a.entry.prompt_id < b.entry.prompt_id ? -1 : a.entry.prompt_id > b.entry.prompt_id ? 1 : 0),
+    )
   const { entry, generality: chosenGenerality } = ranked[0]!
   const support = criterionSupport(entry, entries)
   const general = chosenGenerality > 0
-  const kept = general ? entry.rubric.criteria.filter((criterion, index) => support[index]! > 0 && criterion.weight > 0) : entry.rubric.criteria
+  const kept = general
+    ? entry.rubric.criteria.filter((criterion, index) => support[index]! > 0 && criterion.weight > 0)
+    : entry.rubric.criteria
   // Dropping must leave a usable scorer; if only zero-weight general criteria remain, keep the rubric whole.
   const criteria = kept.length > 0 ? kept : entry.rubric.criteria
-  const dropped = entry.rubric.criteria.filter((criterion) => !criteria.includes(criterion)).map((criterion) => criterion.criterion_id)
+  const dropped = entry.rubric.criteria
+    .filter((criterion) => !criteria.includes(criterion))
+    .map((criterion) => criterion.criterion_id)
   const report: DefaultRubricReport = {
     strategy: 'best',
     source_prompt_id: entry.prompt_id,
@@ -141,7 +164,11 @@ export async function resolveDefaultRubric(
       return bestDefaultRubric(entries)
     case 'prompt': {
       const entry = entries.find((candidate) => candidate.prompt_id === choice.prompt_id)
-      if (!entry) throw new ArtifactInputError('invalid_default_rubric', `--default-rubric: the search output has no rubric for prompt "${choice.prompt_id}"`)
+      if (!entry)
+        throw new ArtifactInputError(
+          'invalid_default_rubric',
+          `--default-rubric: the search output has no rubric for prompt "${choice.prompt_id}"`,
+        )
       const report: DefaultRubricReport = {
         strategy: 'prompt',
         source_prompt_id: entry.prompt_id,
@@ -154,7 +181,11 @@ export async function resolveDefaultRubric(
       return { rubric: withDefaultMetadata(entry.rubric, report), report }
     }
     case 'file': {
-      const rubric = await readDefaultRubricFile(choice.path, options.gradeMax, entries.map((entry) => entry.prompt_id))
+      const rubric = await readDefaultRubricFile(
+        choice.path,
+        options.gradeMax,
+        entries.map((entry) => entry.prompt_id),
+      )
       const report: DefaultRubricReport = {
         strategy: 'file',
         source_prompt_id: null,
@@ -174,28 +205,44 @@ export async function resolveDefaultRubric(
  * `__default__` entry is used. Rubrics without a grade scale get `gradeMax`.
  * @example await readDefaultRubricFile('rubrics/generic.json', 10, [])
  */
-export async function readDefaultRubricFile(path: string, gradeMax: number, promptIds: readonly string[] = []): Promise<SearchRubric> {
+export async function readDefaultRubricFile(
+  path: string,
+  gradeMax: number,
+  promptIds: readonly string[] = [],
+): Promise<SearchRubric> {
   let text: string
   try {
     text = await readFile(path, 'utf8')
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
-    const hint = code === 'ENOENT' && promptIds.length ? ` (it is neither a file nor one of the prompt ids: ${promptIds.join(', ')}; or use best or none)` : ''
-    throw new ArtifactInputError('invalid_default_rubric', `--default-rubric ${path}: cannot read the file (${code ?? (error as Error).message})${hint}`)
+    const hint =
+      code === 'ENOENT' && promptIds.length
+        ? ` (it is neither a file nor one of the prompt ids: ${promptIds.join(', ')}; or use best or none)`
+        : ''
+    throw new ArtifactInputError(
+      'invalid_default_rubric',
+      `--default-rubric ${path}: cannot read the file (${code ?? (error as Error).message})${hint}`,
+    )
   }
   let document: unknown
   try {
     const parsed = readJsonDocument(text, 'json', path)
     document = parsed.format === 'json' ? parsed.value : undefined
   } catch (error) {
-    throw new ArtifactInputError('invalid_default_rubric', `--default-rubric ${error instanceof Error ? error.message : String(error)}`)
+    throw new ArtifactInputError(
+      'invalid_default_rubric',
+      `--default-rubric ${error instanceof Error ? error.message : String(error)}`,
+    )
   }
   const bare = isRecord(document) && Array.isArray(document.criteria)
   let rubrics: Map<string, SearchRubric>
   try {
     rubrics = parsePresetRubrics(bare ? { [DEFAULT_RUBRIC_KEY]: document } : document, { gradeMax })
   } catch (error) {
-    throw new ArtifactInputError('invalid_default_rubric', `--default-rubric ${path}: ${error instanceof Error ? error.message : String(error)}`)
+    throw new ArtifactInputError(
+      'invalid_default_rubric',
+      `--default-rubric ${path}: ${error instanceof Error ? error.message : String(error)}`,
+    )
   }
   const rubric = rubrics.get(DEFAULT_RUBRIC_KEY)
   if (!rubric) {
@@ -212,8 +259,16 @@ export async function readDefaultRubricFile(path: string, gradeMax: number, prom
  * keeps its id; `metadata.default_rubric` records how it was chosen.
  */
 function withDefaultMetadata(rubric: SearchRubric, report: DefaultRubricReport): SearchRubric {
-  const origin = Object.fromEntries(Object.entries(report).filter(([key, value]) => key !== 'criteria' && value !== null && !(Array.isArray(value) && value.length === 0)))
-  return { ...rubric, rubric_id: report.strategy === 'file' ? rubric.rubric_id : DEFAULT_RUBRIC_KEY, metadata: { ...rubric.metadata, default_rubric: origin } }
+  const origin = Object.fromEntries(
+    Object.entries(report).filter(
+      ([key, value]) => key !== 'criteria' && value !== null && !(Array.isArray(value) && value.length === 0),
+    ),
+  )
+  return {
+    ...rubric,
+    rubric_id: report.strategy === 'file' ? rubric.rubric_id : DEFAULT_RUBRIC_KEY,
+    metadata: { ...rubric.metadata, default_rubric: origin },
+  }
 }
 
 function round(value: number): number {

@@ -34,7 +34,12 @@ import { ContentExtraction } from '../../src/search/roles/extraction.ts'
 import { SearchRubric } from '../../src/search/types.ts'
 import { loadDataset } from '../datasets/load.ts'
 import { writeFileAtomic } from '../search/atomic.ts'
-import { parseDefaultRubricChoice, resolveDefaultRubric, type DefaultRubricReport, type SearchedRubric } from './default-rubric.ts'
+import {
+  parseDefaultRubricChoice,
+  resolveDefaultRubric,
+  type DefaultRubricReport,
+  type SearchedRubric,
+} from './default-rubric.ts'
 import { ArtifactInputError } from './errors.ts'
 
 /** The runtime's temperature when the search ran on the mock backend (no sampling): the search CLI's default. */
@@ -116,15 +121,25 @@ export function formatArtifact(artifact: RmArtifact): string {
  * match its run manifest. `name` names the file in messages.
  * @example const { artifact } = await buildArtifact(await readFile('out/best.json', 'utf8'), { name: 'out/best.json' })
  */
-export async function buildArtifact(text: string, options: { name: string; defaultRubric?: string; checkDatasetFile?: boolean }): Promise<BuiltArtifact> {
+export async function buildArtifact(
+  text: string,
+  options: { name: string; defaultRubric?: string; checkDatasetFile?: boolean },
+): Promise<BuiltArtifact> {
   const name = options.name
   let document: unknown
   try {
     document = JSON.parse(text.startsWith('\uFEFF') ? text.slice(1) : text)
   } catch (error) {
-    throw new ArtifactInputError('invalid_json', `${name}: not a JSON file (${error instanceof Error ? error.message : String(error)})`)
+    throw new ArtifactInputError(
+      'invalid_json',
+      `${name}: not a JSON file (${error instanceof Error ? error.message : String(error)})`,
+    )
   }
-  if (!isRecord(document)) throw new ArtifactInputError('invalid_search_output', `${name}: expected a search output object ({best_rubrics, best_objective_scores, run_manifest})`)
+  if (!isRecord(document))
+    throw new ArtifactInputError(
+      'invalid_search_output',
+      `${name}: expected a search output object ({best_rubrics, best_objective_scores, run_manifest})`,
+    )
   if (document.run_manifest === undefined || document.run_manifest === null) {
     throw new ArtifactInputError(
       'missing_manifest',
@@ -138,11 +153,15 @@ export async function buildArtifact(text: string, options: { name: string; defau
   const entries = parseBestRubrics(document, name)
   const datasetChecks = await checkPromptIds(manifest, entries, document, name, options.checkDatasetFile ?? true)
 
-  const choice = parseDefaultRubricChoice(options.defaultRubric, entries.map((entry) => entry.prompt_id))
+  const choice = parseDefaultRubricChoice(
+    options.defaultRubric,
+    entries.map((entry) => entry.prompt_id),
+  )
   const chosen = await resolveDefaultRubric(choice, entries, { gradeMax: runtime.grade_max })
 
   const rubrics: Record<string, SearchRubric> = {}
-  for (const entry of [...entries].sort((a, b) => (a.prompt_id < b.prompt_id ? -1 : a.prompt_id > b.prompt_id ? 1 : 0))) rubrics[entry.prompt_id] = entry.rubric
+  for (const entry of [...entries].sort((a, b) => (a.prompt_id < b.prompt_id ? -1 : a.prompt_id > b.prompt_id ? 1 : 0)))
+    rubrics[entry.prompt_id] = entry.rubric
   if (chosen) rubrics[DEFAULT_RUBRIC_KEY] = chosen.rubric
 
   const provenance: ArtifactProvenance = {
@@ -154,7 +173,11 @@ export async function buildArtifact(text: string, options: { name: string; defau
     search_output_sha256: createHash('sha256').update(text, 'utf8').digest('hex'),
   }
   const createdAt = manifest.finished_at_utc ?? manifest.created_at_utc
-  if (!createdAt) throw new ArtifactInputError('invalid_manifest', `refusing to export ${name}: run_manifest has neither finished_at_utc nor created_at_utc`)
+  if (!createdAt)
+    throw new ArtifactInputError(
+      'invalid_manifest',
+      `refusing to export ${name}: run_manifest has neither finished_at_utc nor created_at_utc`,
+    )
   const parsed = RmArtifactBody.safeParse({
     schema_version: ARTIFACT_SCHEMA_VERSION,
     kind: 'rubric',
@@ -166,7 +189,11 @@ export async function buildArtifact(text: string, options: { name: string; defau
     compatibility: { artifact_type: 'rm', min_rm_api_version: RM_API_VERSION },
   })
   if (!parsed.success) {
-    throw new ArtifactInputError('invalid_artifact', `refusing to export ${name}: the artifact built from it is invalid`, issuesOf(parsed.error, (path) => pathText(path)))
+    throw new ArtifactInputError(
+      'invalid_artifact',
+      `refusing to export ${name}: the artifact built from it is invalid`,
+      issuesOf(parsed.error, (path) => pathText(path)),
+    )
   }
   const artifact = RmArtifact.parse({ artifact_id: await artifactId(parsed.data), ...parsed.data })
   return {
@@ -181,12 +208,20 @@ export async function buildArtifact(text: string, options: { name: string; defau
  * Reads a search output file, builds its artifact and writes it atomically to `out` (directories are created).
  * @example const result = await exportArtifact({ searchOutput: 'out/best.json', out: 'out/rm.json' }); result.artifact.artifact_id // 'rm_…'
  */
-export async function exportArtifact(options: { searchOutput: string; out: string; defaultRubric?: string; checkDatasetFile?: boolean }): Promise<ExportResult> {
+export async function exportArtifact(options: {
+  searchOutput: string
+  out: string
+  defaultRubric?: string
+  checkDatasetFile?: boolean
+}): Promise<ExportResult> {
   let text: string
   try {
     text = await readFile(options.searchOutput, 'utf8')
   } catch (error) {
-    throw new ArtifactInputError('unreadable_file', `--search-output ${options.searchOutput}: cannot read the file (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`)
+    throw new ArtifactInputError(
+      'unreadable_file',
+      `--search-output ${options.searchOutput}: cannot read the file (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+    )
   }
   const built = await buildArtifact(text, {
     name: options.searchOutput,
@@ -194,7 +229,13 @@ export async function exportArtifact(options: { searchOutput: string; out: strin
     ...(options.checkDatasetFile === undefined ? {} : { checkDatasetFile: options.checkDatasetFile }),
   })
   await writeFileAtomic(options.out, built.text)
-  return { artifact: built.artifact, default_rubric: built.default_rubric, checks: built.checks, out: options.out, search_output: options.searchOutput }
+  return {
+    artifact: built.artifact,
+    default_rubric: built.default_rubric,
+    checks: built.checks,
+    out: options.out,
+    search_output: options.searchOutput,
+  }
 }
 
 /**
@@ -207,13 +248,19 @@ export async function readArtifactFile(path: string): Promise<AnyRmArtifact> {
   try {
     text = await readFile(path, 'utf8')
   } catch (error) {
-    throw new ArtifactInputError('unreadable_file', `--artifact ${path}: cannot read the file (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`)
+    throw new ArtifactInputError(
+      'unreadable_file',
+      `--artifact ${path}: cannot read the file (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+    )
   }
   let document: unknown
   try {
     document = JSON.parse(text.startsWith('\uFEFF') ? text.slice(1) : text)
   } catch (error) {
-    throw new ArtifactInputError('invalid_json', `--artifact ${path}: not a JSON file (${error instanceof Error ? error.message : String(error)})`)
+    throw new ArtifactInputError(
+      'invalid_json',
+      `--artifact ${path}: not a JSON file (${error instanceof Error ? error.message : String(error)})`,
+    )
   }
   return checkArtifact(document, path)
 }
@@ -224,13 +271,27 @@ export async function readArtifactFile(path: string): Promise<AnyRmArtifact> {
  */
 export async function checkArtifact(document: unknown, name: string): Promise<AnyRmArtifact> {
   const parsed = AnyRmArtifact.safeParse(document)
-  if (!parsed.success) throw new ArtifactInputError('invalid_artifact', `${name}: not a valid RM artifact`, issuesOf(parsed.error, (path) => pathText(path)))
+  if (!parsed.success)
+    throw new ArtifactInputError(
+      'invalid_artifact',
+      `${name}: not a valid RM artifact`,
+      issuesOf(parsed.error, (path) => pathText(path)),
+    )
   const artifact = parsed.data
-  const duplicates = artifact.kind !== 'rubric' ? [] : Object.entries(artifact.rubrics).flatMap(([key, rubric]) => duplicateCriteria(rubric).map((id) => `rubrics.${key}.criteria: criterion id "${id}" is used twice`))
-  if (duplicates.length) throw new ArtifactInputError('invalid_artifact', `${name}: not a valid RM artifact`, duplicates)
+  const duplicates =
+    artifact.kind !== 'rubric'
+      ? []
+      : Object.entries(artifact.rubrics).flatMap(([key, rubric]) =>
+          duplicateCriteria(rubric).map((id) => `rubrics.${key}.criteria: criterion id "${id}" is used twice`),
+        )
+  if (duplicates.length)
+    throw new ArtifactInputError('invalid_artifact', `${name}: not a valid RM artifact`, duplicates)
   if (!(await verifyArtifactId(artifact))) {
     const { artifact_id: _id, ...body } = artifact
-    throw new ArtifactInputError('artifact_id_mismatch', `${name}: artifact_id ${artifact.artifact_id} is not the hash of the content (${await artifactId(body)}); was the file edited after export?`)
+    throw new ArtifactInputError(
+      'artifact_id_mismatch',
+      `${name}: artifact_id ${artifact.artifact_id} is not the hash of the content (${await artifactId(body)}); was the file edited after export?`,
+    )
   }
   return artifact
 }
@@ -240,9 +301,17 @@ export async function checkArtifact(document: unknown, name: string): Promise<An
 
 function parseManifest(raw: unknown, name: string): ManifestCore {
   const parsed = ManifestCore.safeParse(raw)
-  if (!parsed.success) throw new ArtifactInputError('invalid_manifest', `refusing to export ${name}: its run_manifest lacks what an artifact needs`, issuesOf(parsed.error, (path) => `run_manifest.${pathText(path)}`))
+  if (!parsed.success)
+    throw new ArtifactInputError(
+      'invalid_manifest',
+      `refusing to export ${name}: its run_manifest lacks what an artifact needs`,
+      issuesOf(parsed.error, (path) => `run_manifest.${pathText(path)}`),
+    )
   if (parsed.data.status !== undefined && parsed.data.status !== 'completed') {
-    throw new ArtifactInputError('invalid_manifest', `refusing to export ${name}: the run did not complete (run_manifest.status "${parsed.data.status}")`)
+    throw new ArtifactInputError(
+      'invalid_manifest',
+      `refusing to export ${name}: the run did not complete (run_manifest.status "${parsed.data.status}")`,
+    )
   }
   return parsed.data
 }
@@ -253,21 +322,44 @@ function checkHashes(manifest: ManifestCore, name: string): Pick<ExportChecks, '
   const recomputedConfig = configHash(config)
   const recomputedSettings = settingsHash(manifest.settings)
   const issues: string[] = []
-  if (recomputedConfig !== manifest.config_hash) issues.push(`run_manifest.config_hash is ${manifest.config_hash}, but run_manifest.config_snapshot hashes to ${recomputedConfig}`)
-  if (recomputedSettings !== manifest.settings_hash) issues.push(`run_manifest.settings_hash is ${manifest.settings_hash}, but run_manifest.settings hashes to ${recomputedSettings}`)
+  if (recomputedConfig !== manifest.config_hash)
+    issues.push(
+      `run_manifest.config_hash is ${manifest.config_hash}, but run_manifest.config_snapshot hashes to ${recomputedConfig}`,
+    )
+  if (recomputedSettings !== manifest.settings_hash)
+    issues.push(
+      `run_manifest.settings_hash is ${manifest.settings_hash}, but run_manifest.settings hashes to ${recomputedSettings}`,
+    )
   if (issues.length) {
-    throw new ArtifactInputError('manifest_mismatch', `refusing to export ${name}: its run manifest does not match itself (edited after the search?)`, issues)
+    throw new ArtifactInputError(
+      'manifest_mismatch',
+      `refusing to export ${name}: its run manifest does not match itself (edited after the search?)`,
+      issues,
+    )
   }
   const config_ = SearchConfig.safeParse(manifest.config_snapshot)
-  if (!config_.success) throw new ArtifactInputError('invalid_manifest', `refusing to export ${name}: run_manifest.config_snapshot is not a search config`, issuesOf(config_.error, (path) => `run_manifest.config_snapshot.${pathText(path)}`))
-  if (config_.data.seed !== manifest.seed) throw new ArtifactInputError('manifest_mismatch', `refusing to export ${name}: run_manifest.seed ${manifest.seed} differs from run_manifest.config_snapshot.seed ${config_.data.seed}`)
+  if (!config_.success)
+    throw new ArtifactInputError(
+      'invalid_manifest',
+      `refusing to export ${name}: run_manifest.config_snapshot is not a search config`,
+      issuesOf(config_.error, (path) => `run_manifest.config_snapshot.${pathText(path)}`),
+    )
+  if (config_.data.seed !== manifest.seed)
+    throw new ArtifactInputError(
+      'manifest_mismatch',
+      `refusing to export ${name}: run_manifest.seed ${manifest.seed} differs from run_manifest.config_snapshot.seed ${config_.data.seed}`,
+    )
   return { config_hash: recomputedConfig, settings_hash: recomputedSettings }
 }
 
 function runtimeOf(manifest: ManifestCore, name: string): ArtifactRuntime {
   const settings = RuntimeSettings.safeParse(manifest.settings)
   if (!settings.success) {
-    throw new ArtifactInputError('invalid_manifest', `refusing to export ${name}: run_manifest.settings lacks what scoring needs`, issuesOf(settings.error, (path) => `run_manifest.settings.${pathText(path)}`))
+    throw new ArtifactInputError(
+      'invalid_manifest',
+      `refusing to export ${name}: run_manifest.settings lacks what scoring needs`,
+      issuesOf(settings.error, (path) => `run_manifest.settings.${pathText(path)}`),
+    )
   }
   const s = settings.data
   const configVotes = (manifest.config_snapshot as { num_votes?: unknown }).num_votes
@@ -284,13 +376,20 @@ function runtimeOf(manifest: ManifestCore, name: string): ArtifactRuntime {
     // The votes the search's evaluator used: the config's override, else the rubrics' default.
     num_votes: typeof configVotes === 'number' ? configVotes : s.rubric_votes,
   })
-  if (!runtime.success) throw new ArtifactInputError('invalid_manifest', `refusing to export ${name}: its settings do not make a runtime snapshot`, issuesOf(runtime.error, (path) => `runtime.${pathText(path)}`))
+  if (!runtime.success)
+    throw new ArtifactInputError(
+      'invalid_manifest',
+      `refusing to export ${name}: its settings do not make a runtime snapshot`,
+      issuesOf(runtime.error, (path) => `runtime.${pathText(path)}`),
+    )
   return runtime.data
 }
 
 function parseBestRubrics(document: Record<string, unknown>, name: string): SearchedRubric[] {
-  if (!Array.isArray(document.best_rubrics)) throw new ArtifactInputError('invalid_search_output', `refusing to export ${name}: best_rubrics is not a list`)
-  if (document.best_rubrics.length === 0) throw new ArtifactInputError('invalid_search_output', `refusing to export ${name}: best_rubrics is empty`)
+  if (!Array.isArray(document.best_rubrics))
+    throw new ArtifactInputError('invalid_search_output', `refusing to export ${name}: best_rubrics is not a list`)
+  if (document.best_rubrics.length === 0)
+    throw new ArtifactInputError('invalid_search_output', `refusing to export ${name}: best_rubrics is empty`)
   const issues: string[] = []
   const entries: SearchedRubric[] = []
   const seen = new Set<string>()
@@ -298,18 +397,35 @@ function parseBestRubrics(document: Record<string, unknown>, name: string): Sear
     const promptId = isRecord(raw) && typeof raw.prompt_id === 'string' ? raw.prompt_id : undefined
     const place = `best_rubrics[${index}]${promptId === undefined ? '' : ` (prompt_id "${promptId}")`}`
     if (!isRecord(raw)) return void issues.push(`${place}: expected an object {prompt_id, rubric, score}`)
-    if (promptId === undefined || promptId.length === 0) return void issues.push(`${place}.prompt_id: expected a non-empty string`)
-    if (promptId === DEFAULT_RUBRIC_KEY) return void issues.push(`${place}.prompt_id: "${DEFAULT_RUBRIC_KEY}" is reserved for the default rubric`)
+    if (promptId === undefined || promptId.length === 0)
+      return void issues.push(`${place}.prompt_id: expected a non-empty string`)
+    if (promptId === DEFAULT_RUBRIC_KEY)
+      return void issues.push(`${place}.prompt_id: "${DEFAULT_RUBRIC_KEY}" is reserved for the default rubric`)
     if (seen.has(promptId)) return void issues.push(`${place}.prompt_id: "${promptId}" has two entries`)
     seen.add(promptId)
     const rubric = SearchRubric.safeParse(raw.rubric)
-    if (!rubric.success) return void issues.push(...issuesOf(rubric.error, (path) => `${place}.rubric${path.length ? `.${pathText(path)}` : ''}`))
-    if (!rubric.data.criteria.some((criterion) => criterion.weight > 0)) issues.push(`${place}.rubric.criteria: no criterion has a positive weight, so the rubric cannot score`)
-    for (const id of duplicateCriteria(rubric.data)) issues.push(`${place}.rubric.criteria: criterion id "${id}" is used twice`)
-    if (typeof raw.score !== 'number' || !Number.isFinite(raw.score)) issues.push(`${place}.score: expected a finite number`)
-    entries.push({ prompt_id: promptId, rubric: rubric.data, score: typeof raw.score === 'number' ? raw.score : Number.NEGATIVE_INFINITY })
+    if (!rubric.success)
+      return void issues.push(
+        ...issuesOf(rubric.error, (path) => `${place}.rubric${path.length ? `.${pathText(path)}` : ''}`),
+      )
+    if (!rubric.data.criteria.some((criterion) => criterion.weight > 0))
+      issues.push(`${place}.rubric.criteria: no criterion has a positive weight, so the rubric cannot score`)
+    for (const id of duplicateCriteria(rubric.data))
+      issues.push(`${place}.rubric.criteria: criterion id "${id}" is used twice`)
+    if (typeof raw.score !== 'number' || !Number.isFinite(raw.score))
+      issues.push(`${place}.score: expected a finite number`)
+    entries.push({
+      prompt_id: promptId,
+      rubric: rubric.data,
+      score: typeof raw.score === 'number' ? raw.score : Number.NEGATIVE_INFINITY,
+    })
   })
-  if (issues.length) throw new ArtifactInputError('invalid_rubric', `refusing to export ${name}: ${issues.length === 1 ? 'a rubric is' : 'rubrics are'} invalid`, issues)
+  if (issues.length)
+    throw new ArtifactInputError(
+      'invalid_rubric',
+      `refusing to export ${name}: ${issues.length === 1 ? 'a rubric is' : 'rubrics are'} invalid`,
+      issues,
+    )
   return entries
 }
 
@@ -330,12 +446,16 @@ async function checkPromptIds(
     if (missing.length) issues.push(`${what} has prompts without a rubric: ${missing.join(', ')}`)
     if (extra.length) issues.push(`best_rubrics has prompts that are not in ${what}: ${extra.join(', ')}`)
   }
-  if (isRecord(document.best_objective_scores)) compare(Object.keys(document.best_objective_scores), 'best_objective_scores')
+  if (isRecord(document.best_objective_scores))
+    compare(Object.keys(document.best_objective_scores), 'best_objective_scores')
   const used: ExportChecks['dataset_prompts'] = []
   const { dataset } = manifest
   if (dataset.prompts !== undefined) {
     used.push('count')
-    if (dataset.prompts !== rubricIds.length) issues.push(`run_manifest.dataset.prompts is ${dataset.prompts}, but best_rubrics has ${rubricIds.length} prompts`)
+    if (dataset.prompts !== rubricIds.length)
+      issues.push(
+        `run_manifest.dataset.prompts is ${dataset.prompts}, but best_rubrics has ${rubricIds.length} prompts`,
+      )
   }
   if (dataset.prompt_ids !== undefined) {
     used.push('ids')
@@ -352,7 +472,8 @@ async function checkPromptIds(
       note = `${dataset.path} is not readable here`
     }
     if (text !== undefined) {
-      if ((await datasetHash(text)) !== dataset.sha256) note = `${dataset.path} has changed since the search (its sha256 differs from the manifest's)`
+      if ((await datasetHash(text)) !== dataset.sha256)
+        note = `${dataset.path} has changed since the search (its sha256 differs from the manifest's)`
       else {
         const loaded = await loadDataset(dataset.path, dataset.format ? { format: dataset.format } : {})
         used.push('file')
@@ -363,7 +484,12 @@ async function checkPromptIds(
       }
     }
   }
-  if (issues.length) throw new ArtifactInputError('manifest_mismatch', `refusing to export ${name}: its rubrics do not match the dataset of its run manifest`, issues)
+  if (issues.length)
+    throw new ArtifactInputError(
+      'manifest_mismatch',
+      `refusing to export ${name}: its rubrics do not match the dataset of its run manifest`,
+      issues,
+    )
   return { dataset_prompts: used, dataset_file_note: note }
 }
 
@@ -380,7 +506,12 @@ function issuesOf(error: z.ZodError, place: (path: PropertyKey[]) => string): st
 }
 
 function pathText(path: readonly PropertyKey[]): string {
-  return path.reduce<string>((text, key) => (typeof key === 'number' ? `${text}[${key}]` : text ? `${text}.${String(key)}` : String(key)), '') || '(root)'
+  return (
+    path.reduce<string>(
+      (text, key) => (typeof key === 'number' ? `${text}[${key}]` : text ? `${text}.${String(key)}` : String(key)),
+      '',
+    ) || '(root)'
+  )
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

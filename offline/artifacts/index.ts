@@ -27,4 +27,10 @@ export {
   type ExportChecks,
   type ExportResult,
 } from './export.ts'
-export { buildLibraryArtifact, exportLibraryArtifact, formatLibraryArtifact, type LibraryExportOptions, type LibraryExportResult } from './library-export.ts'
+export {
+  buildLibraryArtifact,
+  exportLibraryArtifact,
+  formatLibraryArtifact,
+  type LibraryExportOptions,
+  type LibraryExportResult,
+} from './library-export.ts'

@@ -74,10 +74,17 @@ export function formatLibraryArtifact(artifact: LibraryArtifact): string {
   return `${JSON.stringify({ artifact_id, ...body }, null, 2)}\n`
 }
 
-function numberOption(name: string, raw: string | number | undefined, fallback: number, check: (value: number) => boolean, rule: string): number {
+function numberOption(
+  name: string,
+  raw: string | number | undefined,
+  fallback: number,
+  check: (value: number) => boolean,
+  rule: string,
+): number {
   if (raw === undefined) return fallback
   const value = typeof raw === 'number' ? raw : Number(raw)
-  if (!Number.isFinite(value) || !check(value)) throw new ArtifactInputError('invalid_option', `--${name} must be ${rule}, not ${JSON.stringify(raw)}`)
+  if (!Number.isFinite(value) || !check(value))
+    throw new ArtifactInputError('invalid_option', `--${name} must be ${rule}, not ${JSON.stringify(raw)}`)
   return value
 }
 
@@ -101,7 +108,11 @@ async function readLog(path: string): Promise<{ lines: LogLine[]; sha256: string
  */
 export async function buildLibraryArtifact(
   library: Library,
-  context: { createdAtUtc: string; runtime: LibraryArtifactRuntime; provenance: Omit<LibraryArtifactProvenance, 'library_id' | 'registry_sha256' | 'library_sha256'> },
+  context: {
+    createdAtUtc: string
+    runtime: LibraryArtifactRuntime
+    provenance: Omit<LibraryArtifactProvenance, 'library_id' | 'registry_sha256' | 'library_sha256'>
+  },
 ): Promise<LibraryArtifact> {
   const registry = await buildRegistry(library)
   const entries = entryList(library).map((entry) => ({
@@ -117,9 +128,19 @@ export async function buildLibraryArtifact(
     kind: 'library',
     created_at_utc: context.createdAtUtc,
     entries,
-    provenance: { library_id: library.id, registry_sha256: await sha256Hex(canonicalJson(registry)), library_sha256: await libraryHash(library), ...context.provenance },
+    provenance: {
+      library_id: library.id,
+      registry_sha256: await sha256Hex(canonicalJson(registry)),
+      library_sha256: await libraryHash(library),
+      ...context.provenance,
+    },
     runtime: context.runtime,
-    scoring_policy: { score: 'pairwise_win_rate_vs_reference', orders: 'both', outcome_values: { win: 1, tie: 0.5, loss: 0 }, normalization: { method: 'identity', range: [0, 1] } },
+    scoring_policy: {
+      score: 'pairwise_win_rate_vs_reference',
+      orders: 'both',
+      outcome_values: { win: 1, tie: 0.5, loss: 0 },
+      normalization: { method: 'identity', range: [0, 1] },
+    },
     compatibility: { artifact_type: 'rm', min_rm_api_version: RM_API_VERSION },
   })
   return LibraryArtifact.parse({ ...body, artifact_id: await artifactId(body) })
@@ -138,7 +159,10 @@ export async function exportLibraryArtifact(options: LibraryExportOptions): Prom
   try {
     registryStat = await stat(registryPath)
   } catch {
-    throw new ArtifactInputError('invalid_library', `--library ${dir}: no registry.json there (expected a library directory such as <evolve out>/checkpoints/best)`)
+    throw new ArtifactInputError(
+      'invalid_library',
+      `--library ${dir}: no registry.json there (expected a library directory such as <evolve out>/checkpoints/best)`,
+    )
   }
   let library: Library
   try {
@@ -146,16 +170,21 @@ export async function exportLibraryArtifact(options: LibraryExportOptions): Prom
   } catch (error) {
     throw new ArtifactInputError('invalid_library', `--library ${dir}: ${(error as Error).message}`)
   }
-  if (Object.keys(library.entries).length === 0) throw new ArtifactInputError('invalid_library', `--library ${dir}: the library has no entries`)
+  if (Object.keys(library.entries).length === 0)
+    throw new ArtifactInputError('invalid_library', `--library ${dir}: the library has no entries`)
   const hash = await libraryHash(library)
   const notes: string[] = []
 
   let logPath: string | null = null
   if (options.evolutionLog !== false) {
     const candidate = options.evolutionLog ?? resolve(dir, '..', '..', 'evolution-log.jsonl')
-    const exists = await stat(candidate).then((s) => s.isFile(), () => false)
+    const exists = await stat(candidate).then(
+      (s) => s.isFile(),
+      () => false,
+    )
     if (exists) logPath = candidate
-    else if (options.evolutionLog !== undefined) throw new ArtifactInputError('unreadable_file', `--evolution-log ${candidate}: cannot read the file`)
+    else if (options.evolutionLog !== undefined)
+      throw new ArtifactInputError('unreadable_file', `--evolution-log ${candidate}: cannot read the file`)
   }
   let provenance: Omit<LibraryArtifactProvenance, 'library_id' | 'registry_sha256' | 'library_sha256'> = {
     evolution_log_sha256: null,
@@ -186,7 +215,10 @@ export async function exportLibraryArtifact(options: LibraryExportOptions): Prom
           bestAccuracy = match.state_val_accuracy ?? null
           stamp = match.timestamp ?? stamp
           notes.push(`the library is not the log's best; iteration ${match.iteration} ended in this state`)
-        } else notes.push(`the evolution log never records this library's state (${hash.slice(0, 12)}…): iteration and accuracy unknown`)
+        } else
+          notes.push(
+            `the evolution log never records this library's state (${hash.slice(0, 12)}…): iteration and accuracy unknown`,
+          )
       }
       provenance = {
         evolution_log_sha256: log.sha256,
@@ -200,18 +232,36 @@ export async function exportLibraryArtifact(options: LibraryExportOptions): Prom
   } else notes.push('no evolution log found: provenance has only the registry')
 
   const backend = options.backend ?? 'mock'
-  if (backend !== 'mock' && backend !== 'openai') throw new ArtifactInputError('invalid_option', `--backend must be mock or openai, not ${JSON.stringify(backend)}`)
-  if (backend === 'openai' && !options.model) throw new ArtifactInputError('invalid_option', '--backend openai needs --model (the judge model the edge will call)')
+  if (backend !== 'mock' && backend !== 'openai')
+    throw new ArtifactInputError('invalid_option', `--backend must be mock or openai, not ${JSON.stringify(backend)}`)
+  if (backend === 'openai' && !options.model)
+    throw new ArtifactInputError(
+      'invalid_option',
+      '--backend openai needs --model (the judge model the edge will call)',
+    )
   const locale = options.locale ?? 'en'
-  if (locale !== 'en' && locale !== 'zh') throw new ArtifactInputError('invalid_option', `--locale must be en or zh, not ${JSON.stringify(locale)}`)
+  if (locale !== 'en' && locale !== 'zh')
+    throw new ArtifactInputError('invalid_option', `--locale must be en or zh, not ${JSON.stringify(locale)}`)
   const runtime: LibraryArtifactRuntime = {
     backend,
     model: options.model ?? MOCK_MODEL,
     locale,
     temperature: numberOption('temperature', options.temperature, 0, (v) => v >= 0 && v <= 2, 'in [0, 2]'),
-    max_tokens: numberOption('max-tokens', options.maxTokens, 2048, (v) => Number.isInteger(v) && v > 0, 'a positive integer'),
+    max_tokens: numberOption(
+      'max-tokens',
+      options.maxTokens,
+      2048,
+      (v) => Number.isInteger(v) && v > 0,
+      'a positive integer',
+    ),
     seed: numberOption('seed', options.seed, logSeed ?? 0, Number.isInteger, 'an integer'),
-    max_tool_calls: numberOption('max-tool-calls', options.maxToolCalls, 3, (v) => Number.isInteger(v) && v >= 0 && v <= 16, 'an integer in [0, 16]'),
+    max_tool_calls: numberOption(
+      'max-tool-calls',
+      options.maxToolCalls,
+      3,
+      (v) => Number.isInteger(v) && v >= 0 && v <= 16,
+      'an integer in [0, 16]',
+    ),
   }
   const artifact = await buildLibraryArtifact(library, { createdAtUtc: createdAt, runtime, provenance })
   await writeFileAtomic(options.out, formatLibraryArtifact(artifact))

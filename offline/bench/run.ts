@@ -4,7 +4,15 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises'
 import { dirname, resolve } from 'node:path'
-import { type Accuracy, benchMetrics, type BenchMetrics, metricsByGroup, type ScoredItem, type TiePolicy, truthOf } from '../../src/bench/metrics.ts'
+import {
+  type Accuracy,
+  benchMetrics,
+  type BenchMetrics,
+  metricsByGroup,
+  type ScoredItem,
+  type TiePolicy,
+  truthOf,
+} from '../../src/bench/metrics.ts'
 import { loadDataset } from '../datasets/load.ts'
 import { startProgress } from '../progress/index.ts'
 import { blindItem, createScorer, parseScorerSpec, type ScorerOptions } from './scorers.ts'
@@ -41,7 +49,11 @@ export interface BenchReport {
   overall: BenchMetrics
   groups: Record<string, BenchMetrics>
   failures: { count: number; items: number; examples: BenchFailure[] }
-  scores: Array<{ prompt_id: string; group: string; candidates: Array<{ candidate_id: string; truth: number | null; score: number | null; error?: string }> }>
+  scores: Array<{
+    prompt_id: string
+    group: string
+    candidates: Array<{ candidate_id: string; truth: number | null; score: number | null; error?: string }>
+  }>
   elapsed_ms: number
 }
 
@@ -62,21 +74,45 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
   const progress = options.showProgress ? startProgress({ label: 'scoring', total }) : undefined
   let scored = 0
   const onScored = progress ? (candidates: number) => progress.update((scored += candidates)) : undefined
-  const scorer = await createScorer(spec, { concurrency: options.concurrency ?? 4, seed, datasetPath: options.dataset, ...pick(options), ...(onScored ? { onScored } : {}) })
+  const scorer = await createScorer(spec, {
+    concurrency: options.concurrency ?? 4,
+    seed,
+    datasetPath: options.dataset,
+    ...pick(options),
+    ...(onScored ? { onScored } : {}),
+  })
   const scores = await scorer.scoreAll(prompts.map((item) => blindItem(item, seed))).finally(() => progress?.stop())
   const items: ScoredItem[] = prompts.map((item, itemIndex) => ({
     item_id: item.prompt_id,
     group: item.group ?? options.group ?? 'all',
     candidates: item.candidates.map((candidate, candidateIndex) => {
       const result = scores[itemIndex]?.[candidateIndex] ?? { error: 'not scored' }
-      return { candidate_id: candidate.candidate_id, truth: truthOf(candidate.label), ...('score' in result ? { score: result.score } : { score: null, error: result.error }) }
+      return {
+        candidate_id: candidate.candidate_id,
+        truth: truthOf(candidate.label),
+        ...('score' in result ? { score: result.score } : { score: null, error: result.error }),
+      }
     }),
   }))
-  const failed = items.flatMap((item) => item.candidates.filter((candidate) => candidate.score === null).map((candidate) => ({ prompt_id: item.item_id, candidate_id: candidate.candidate_id, error: candidate.error ?? 'unknown' })))
+  const failed = items.flatMap((item) =>
+    item.candidates
+      .filter((candidate) => candidate.score === null)
+      .map((candidate) => ({
+        prompt_id: item.item_id,
+        candidate_id: candidate.candidate_id,
+        error: candidate.error ?? 'unknown',
+      })),
+  )
   const metricOptions = { ties, bootstrap, seed }
   return {
     schema_version: 1,
-    dataset: { path: options.dataset, sha256: loaded.sha256, shape: loaded.shape, items: prompts.length, candidates: prompts.reduce((sum, item) => sum + item.candidates.length, 0) },
+    dataset: {
+      path: options.dataset,
+      sha256: loaded.sha256,
+      shape: loaded.shape,
+      items: prompts.length,
+      candidates: prompts.reduce((sum, item) => sum + item.candidates.length, 0),
+    },
     scorer: scorer.name,
     model: options.model?.id ?? 'mock:mock-heuristic-1',
     seed,
@@ -84,11 +120,20 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
     bootstrap,
     overall: benchMetrics(items, metricOptions),
     groups: metricsByGroup(items, metricOptions),
-    failures: { count: failed.length, items: new Set(failed.map((failure) => failure.prompt_id)).size, examples: failed.slice(0, 20) },
+    failures: {
+      count: failed.length,
+      items: new Set(failed.map((failure) => failure.prompt_id)).size,
+      examples: failed.slice(0, 20),
+    },
     scores: items.map((item) => ({
       prompt_id: item.item_id,
       group: item.group,
-      candidates: item.candidates.map((candidate) => ({ candidate_id: candidate.candidate_id, truth: candidate.truth ?? null, score: candidate.score, ...(candidate.error ? { error: candidate.error } : {}) })),
+      candidates: item.candidates.map((candidate) => ({
+        candidate_id: candidate.candidate_id,
+        truth: candidate.truth ?? null,
+        score: candidate.score,
+        ...(candidate.error ? { error: candidate.error } : {}),
+      })),
     })),
     elapsed_ms: Date.now() - started,
   }
@@ -123,7 +168,9 @@ export function formatAccuracy(accuracy: Accuracy | null | undefined): string {
   if (!accuracy) return '—'
   if (accuracy.accuracy === null) return `— (n=0, failures ${accuracy.failures})`
   const ci = accuracy.ci95 ? ` [95% CI ${pct(accuracy.ci95[0])}–${pct(accuracy.ci95[1])}]` : ''
-  const boot = accuracy.bootstrap95 ? ` [bootstrap ${pct(accuracy.bootstrap95[0])}–${pct(accuracy.bootstrap95[1])}]` : ''
+  const boot = accuracy.bootstrap95
+    ? ` [bootstrap ${pct(accuracy.bootstrap95[0])}–${pct(accuracy.bootstrap95[1])}]`
+    : ''
   return `${pct(accuracy.accuracy)}%${ci}${boot} (n=${accuracy.n}, ties ${accuracy.ties}, failures ${accuracy.failures})`
 }
 
@@ -145,13 +192,16 @@ export function formatReport(report: BenchReport): string {
   if (o.kway) lines.push(`  K-way accuracy (>2 cands)   ${formatAccuracy(o.kway)}`)
   if (o.pairs_within_kway) lines.push(`  pairs within K-way items    ${formatAccuracy(o.pairs_within_kway)}`)
   if (o.tail) lines.push(`  tail accuracy (top 25%)     ${formatAccuracy(o.tail)}`)
-  lines.push(`  failures                    ${report.failures.count} candidate${report.failures.count === 1 ? '' : 's'} in ${report.failures.items} item${report.failures.items === 1 ? '' : 's'}`)
+  lines.push(
+    `  failures                    ${report.failures.count} candidate${report.failures.count === 1 ? '' : 's'} in ${report.failures.items} item${report.failures.items === 1 ? '' : 's'}`,
+  )
   const groups = Object.entries(report.groups)
   if (groups.length > 0) {
     const width = Math.max(5, ...groups.map(([name]) => name.length))
     lines.push('', `  ${'group'.padEnd(width)}  items  pair A/B  pair B/A  swap    K-way   tail    ties  failed`)
     for (const [name, m] of groups) {
-      const cell = (accuracy: Accuracy | null | undefined) => (accuracy && accuracy.accuracy !== null ? `${pct(accuracy.accuracy)}%` : '—').padEnd(8)
+      const cell = (accuracy: Accuracy | null | undefined) =>
+        (accuracy && accuracy.accuracy !== null ? `${pct(accuracy.accuracy)}%` : '—').padEnd(8)
       const ties = (m.pairwise?.ab.ties ?? 0) + (m.kway?.ties ?? 0)
       lines.push(
         `  ${name.padEnd(width)}  ${String(m.items).padStart(5)}  ${cell(m.pairwise?.ab)}  ${cell(m.pairwise?.ba)}  ${cell(m.pairwise?.swap_consistent)}${cell(m.kway)}${cell(m.tail)}${String(ties).padStart(4)}  ${String(m.failed_items).padStart(6)}`,
@@ -160,7 +210,8 @@ export function formatReport(report: BenchReport): string {
   }
   if (report.failures.count > 0) {
     lines.push('', 'failures (first ones):')
-    for (const failure of report.failures.examples.slice(0, 5)) lines.push(`  ${failure.prompt_id} / ${failure.candidate_id}: ${failure.error}`)
+    for (const failure of report.failures.examples.slice(0, 5))
+      lines.push(`  ${failure.prompt_id} / ${failure.candidate_id}: ${failure.error}`)
   }
   return lines.join('\n')
 }

@@ -8,7 +8,14 @@ import { MockChatModel } from '../../src/llm/mock.ts'
 import type { ChatModel } from '../../src/llm/types.ts'
 import { RmArtifact, rubricForPrompt } from '../../src/schemas/artifact.ts'
 import { createLimiter } from '../../src/search/algorithms/concurrency.ts'
-import { createSearchRoles, LlmVerifier, meanGrades, parseExtraction, parsePresetRubrics, rubricScore } from '../../src/search/roles/index.ts'
+import {
+  createSearchRoles,
+  LlmVerifier,
+  meanGrades,
+  parseExtraction,
+  parsePresetRubrics,
+  rubricScore,
+} from '../../src/search/roles/index.ts'
 import { mulberry32 } from '../../src/search/random.ts'
 import type { Candidate, CriterionGrades, PromptItem, SearchRubric, Verifier } from '../../src/search/types.ts'
 import { CliUsageError } from '../cli/program.ts'
@@ -56,12 +63,16 @@ export function parseScorerSpec(value: string): ScorerSpec {
       const hash = spec.indexOf('#')
       const base = (hash === -1 ? spec : spec.slice(0, hash)).replace(/\/+$/, '')
       const target = hash === -1 ? undefined : spec.slice(hash + 1)
-      if (!/^https?:\/\//.test(base)) throw new CliUsageError(`--scorer url: expected an http(s) base URL, got "${base}"`)
-      if (target !== undefined && !/^[a-z0-9][a-z0-9_-]{0,63}$/.test(target)) throw new CliUsageError(`--scorer url: "${target}" is not a target name`)
+      if (!/^https?:\/\//.test(base))
+        throw new CliUsageError(`--scorer url: expected an http(s) base URL, got "${base}"`)
+      if (target !== undefined && !/^[a-z0-9][a-z0-9_-]{0,63}$/.test(target))
+        throw new CliUsageError(`--scorer url: "${target}" is not a target name`)
       return { kind, base, ...(target === undefined ? {} : { target }) }
     }
     default:
-      throw new CliUsageError(`--scorer: unknown scorer "${value}" (expected mock, rubric:<file>, artifact:<file>, url:<base>#<target> or library:<dir>)`)
+      throw new CliUsageError(
+        `--scorer: unknown scorer "${value}" (expected mock, rubric:<file>, artifact:<file>, url:<base>#<target> or library:<dir>)`,
+      )
   }
 }
 
@@ -99,7 +110,8 @@ export async function createScorer(spec: ScorerSpec, options: ScorerOptions): Pr
           const rubrics = new Map<string, Promise<SearchRubric>>()
           const rubricFor = (item: PromptItem) => {
             let rubric = rubrics.get(item.prompt_id)
-            if (!rubric) rubrics.set(item.prompt_id, (rubric = roles.initializer.initialize(item, { seed: options.seed })))
+            if (!rubric)
+              rubrics.set(item.prompt_id, (rubric = roles.initializer.initialize(item, { seed: options.seed })))
             return rubric
           }
           return verifierScores(items, roles.verifier, async (item) => ({ rubric: await rubricFor(item) }), options)
@@ -112,7 +124,9 @@ export async function createScorer(spec: ScorerSpec, options: ScorerOptions): Pr
       try {
         rubrics = parsePresetRubrics(raw)
       } catch (error) {
-        throw new CliUsageError(`--scorer rubric: ${spec.file}: ${error instanceof Error ? error.message : String(error)}`)
+        throw new CliUsageError(
+          `--scorer rubric: ${spec.file}: ${error instanceof Error ? error.message : String(error)}`,
+        )
       }
       if (rubrics.size === 0) throw new CliUsageError(`--scorer rubric: ${spec.file} has no rubric`)
       const verifier = new LlmVerifier(options.model ?? new MockChatModel(), { locale: 'en' })
@@ -132,9 +146,15 @@ export async function createScorer(spec: ScorerSpec, options: ScorerOptions): Pr
     }
     case 'artifact': {
       const parsed = RmArtifact.safeParse(await readJson(spec.file, '--scorer artifact'))
-      if (!parsed.success) throw new CliUsageError(`--scorer artifact: ${spec.file} is not an RM artifact: ${parsed.error.issues[0]?.message ?? ''}`)
+      if (!parsed.success)
+        throw new CliUsageError(
+          `--scorer artifact: ${spec.file} is not an RM artifact: ${parsed.error.issues[0]?.message ?? ''}`,
+        )
       const artifact = parsed.data
-      const verifier = new LlmVerifier(options.model ?? new MockChatModel(), { locale: artifact.runtime.locale, extraction: parseExtraction(artifact.runtime.extraction) })
+      const verifier = new LlmVerifier(options.model ?? new MockChatModel(), {
+        locale: artifact.runtime.locale,
+        extraction: parseExtraction(artifact.runtime.extraction),
+      })
       return {
         name: `artifact:${spec.file}`,
         scoreAll: (items) =>
@@ -143,7 +163,9 @@ export async function createScorer(spec: ScorerSpec, options: ScorerOptions): Pr
             verifier,
             async (item) => {
               const found = rubricForPrompt(artifact, item.prompt_id)
-              return found ? { rubric: found.rubric } : { error: `the artifact has no rubric for prompt "${item.prompt_id}" and no __default__` }
+              return found
+                ? { rubric: found.rubric }
+                : { error: `the artifact has no rubric for prompt "${item.prompt_id}" and no __default__` }
             },
             options,
           ),
@@ -175,7 +197,10 @@ export async function libraryScorer(dir: string, options: ScorerOptions): Promis
   const { datasetImageRegistry } = await import('../evolve/images.ts')
   const { stat } = await import('node:fs/promises')
   const { join } = await import('node:path')
-  const hasRegistry = await stat(join(dir, 'registry.json')).then((s) => s.isFile(), () => false)
+  const hasRegistry = await stat(join(dir, 'registry.json')).then(
+    (s) => s.isFile(),
+    () => false,
+  )
   if (!hasRegistry) {
     throw new CliUsageError(
       `--scorer library:${dir}: ${dir} is not a judge library (no registry.json): ` +
@@ -218,13 +243,23 @@ export async function libraryScorer(dir: string, options: ScorerOptions): Promis
               limit(async () => {
                 const [first, second] = [item.candidates[a]!, item.candidates[b]!]
                 const images = itemImages(registry, item.metadata, first.metadata, second.metadata)
-                const outcome = await judgeWithLibrary(model, library, routed, { instruction: item.prompt, first: first.text, second: second.text, ...(images ? { images } : {}) }, { images: registry })
+                const outcome = await judgeWithLibrary(
+                  model,
+                  library,
+                  routed,
+                  { instruction: item.prompt, first: first.text, second: second.text, ...(images ? { images } : {}) },
+                  { images: registry },
+                )
                 stats.judgments++
                 if (!outcome.ok) {
                   stats.failures++
                   return tally.failed(a, b, outcome.failure)
                 }
-                tally.judged(a, b, OUTCOME_VALUE[outcome.preference === 'tie' ? 'tie' : outcome.preference === 'A' ? 'win' : 'loss'])
+                tally.judged(
+                  a,
+                  b,
+                  OUTCOME_VALUE[outcome.preference === 'tie' ? 'tie' : outcome.preference === 'A' ? 'win' : 'loss'],
+                )
               }),
             ),
           )
@@ -259,7 +294,8 @@ async function verifierScores(
           limit(async (): Promise<CandidateScore> => {
             try {
               const votes: CriterionGrades[] = []
-              for (let vote = 0; vote < rubric.grading_protocol.num_votes; vote++) votes.push(await verifier.grade({ item, candidate, rubric, vote, seed: options.seed + vote }))
+              for (let vote = 0; vote < rubric.grading_protocol.num_votes; vote++)
+                votes.push(await verifier.grade({ item, candidate, rubric, vote, seed: options.seed + vote }))
               return { score: rubricScore(meanGrades(votes, rubric), rubric).score }
             } catch (error) {
               return { error: messageOf(error) }
@@ -289,8 +325,26 @@ function urlScorer(spec: { base: string; target?: string }, options: ScorerOptio
   const post = async (bodies: readonly unknown[]): Promise<EdgeResult[]> => {
     const { chunks, tooLarge } = chunkBodies(bodies, chunkSize)
     const limit = createLimiter(Math.max(1, Math.min(options.concurrency, 8)))
-    const answered = await Promise.all(chunks.map((chunk) => limit(() => postChunk(doFetch, `${root}/batch_score`, token, chunk.map(({ body }) => body), timeoutMs))))
-    const results: EdgeResult[] = bodies.map((_, index) => (tooLarge.has(index) ? { error: `the item alone is ${tooLarge.get(index)} bytes, over the edge's 1 MiB body limit (send large images by url)` } : { error: 'not sent' }))
+    const answered = await Promise.all(
+      chunks.map((chunk) =>
+        limit(() =>
+          postChunk(
+            doFetch,
+            `${root}/batch_score`,
+            token,
+            chunk.map(({ body }) => body),
+            timeoutMs,
+          ),
+        ),
+      ),
+    )
+    const results: EdgeResult[] = bodies.map((_, index) =>
+      tooLarge.has(index)
+        ? {
+            error: `the item alone is ${tooLarge.get(index)} bytes, over the edge's 1 MiB body limit (send large images by url)`,
+          }
+        : { error: 'not sent' },
+    )
     chunks.forEach((chunk, index) => chunk.forEach(({ position }, at) => (results[position] = answered[index]![at]!)))
     return results
   }
@@ -300,7 +354,13 @@ function urlScorer(spec: { base: string; target?: string }, options: ScorerOptio
       const kind = await artifactKind(doFetch, root, token)
       if (typeof kind === 'object') return items.map((item) => item.candidates.map(() => kind))
       if (kind === 'library') return libraryWinRates(items, post, options.datasetPath)
-      const flat = items.flatMap((item) => item.candidates.map((candidate) => ({ prompt_id: item.prompt_id, prompt: item.prompt, candidate: { candidate_id: candidate.candidate_id, text: candidate.text } })))
+      const flat = items.flatMap((item) =>
+        item.candidates.map((candidate) => ({
+          prompt_id: item.prompt_id,
+          prompt: item.prompt,
+          candidate: { candidate_id: candidate.candidate_id, text: candidate.text },
+        })),
+      )
       const scores = await post(flat)
       options.onScored?.(flat.length)
       let next = 0
@@ -321,7 +381,10 @@ const HEALTHZ_TIMEOUT_MS = 10_000
 const MAX_CHUNK_BYTES = 1024 * 1024 - 1024
 
 /** Bodies in chunks of at most `maxItems` and `MAX_CHUNK_BYTES`; a body too large on its own is left out, with its size. */
-function chunkBodies(bodies: readonly unknown[], maxItems: number): { chunks: { position: number; body: unknown }[][]; tooLarge: Map<number, number> } {
+function chunkBodies(
+  bodies: readonly unknown[],
+  maxItems: number,
+): { chunks: { position: number; body: unknown }[][]; tooLarge: Map<number, number> } {
   const chunks: { position: number; body: unknown }[][] = []
   const tooLarge = new Map<number, number>()
   let current: { position: number; body: unknown }[] = []
@@ -345,12 +408,21 @@ function chunkBodies(bodies: readonly unknown[], maxItems: number): { chunks: { 
  * The kind of the target's active artifact from its `/healthz`: undefined when it does not say (an edge from before
  * library artifacts, or no such route: 404), an error to report for every candidate when the target cannot be read.
  */
-async function artifactKind(doFetch: typeof fetch, root: string, token: string | undefined): Promise<string | undefined | { error: string }> {
+async function artifactKind(
+  doFetch: typeof fetch,
+  root: string,
+  token: string | undefined,
+): Promise<string | undefined | { error: string }> {
   let response: Response
   try {
-    response = await doFetch(`${root}/healthz`, { headers: token ? { authorization: `Bearer ${token}` } : {}, signal: AbortSignal.timeout(HEALTHZ_TIMEOUT_MS) })
+    response = await doFetch(`${root}/healthz`, {
+      headers: token ? { authorization: `Bearer ${token}` } : {},
+      signal: AbortSignal.timeout(HEALTHZ_TIMEOUT_MS),
+    })
   } catch (error) {
-    return { error: `${root}/healthz: ${timedOut(error) ? `no answer within ${HEALTHZ_TIMEOUT_MS / 1_000} s` : messageOf(error)}` }
+    return {
+      error: `${root}/healthz: ${timedOut(error) ? `no answer within ${HEALTHZ_TIMEOUT_MS / 1_000} s` : messageOf(error)}`,
+    }
   }
   if (response.status === 404) return undefined
   const text = await response.text().catch(() => '')
@@ -366,7 +438,11 @@ async function artifactKind(doFetch: typeof fetch, root: string, token: string |
 const timedOut = (error: unknown) => error instanceof DOMException && error.name === 'TimeoutError'
 
 /** Every pair of each item's candidates sent once to a library target; win rates over the judged orders. */
-async function libraryWinRates(items: readonly PromptItem[], post: (bodies: readonly unknown[]) => Promise<EdgeResult[]>, datasetPath: string | undefined): Promise<CandidateScore[][]> {
+async function libraryWinRates(
+  items: readonly PromptItem[],
+  post: (bodies: readonly unknown[]) => Promise<EdgeResult[]>,
+  datasetPath: string | undefined,
+): Promise<CandidateScore[][]> {
   const { ImageRegistry } = await import('../../src/evolve/images.ts')
   const { OUTCOME_VALUE } = await import('../../src/evolve/judge.ts')
   const { datasetImageRegistry } = await import('../evolve/images.ts')
@@ -402,7 +478,11 @@ async function libraryWinRates(items: readonly PromptItem[], post: (bodies: read
             ...withImages('images', promptImages),
             reference: reference.text,
             ...withImages('reference_images', candidateImages[b]!),
-            candidate: { candidate_id: candidate.candidate_id, text: candidate.text, ...withImages('images', candidateImages[a]!) },
+            candidate: {
+              candidate_id: candidate.candidate_id,
+              text: candidate.text,
+              ...withImages('images', candidateImages[a]!),
+            },
           },
         })
       }
@@ -413,9 +493,15 @@ async function libraryWinRates(items: readonly PromptItem[], post: (bodies: read
   pairs.forEach((pair, index) => {
     const result = results[index]!
     const tally = tallies[pair.item]!
-    const orders = 'error' in result || !Array.isArray(result.orders) ? [] : (result.orders as Array<{ outcome?: unknown }>)
-    const values = orders.flatMap((order) => (typeof order.outcome === 'string' && Object.hasOwn(OUTCOME_VALUE, order.outcome) ? [OUTCOME_VALUE[order.outcome as keyof typeof OUTCOME_VALUE]] : []))
-    if (values.length === 0) return tally.failed(pair.a, pair.b, 'error' in result ? result.error : 'the library judged no order of this pair')
+    const orders =
+      'error' in result || !Array.isArray(result.orders) ? [] : (result.orders as Array<{ outcome?: unknown }>)
+    const values = orders.flatMap((order) =>
+      typeof order.outcome === 'string' && Object.hasOwn(OUTCOME_VALUE, order.outcome)
+        ? [OUTCOME_VALUE[order.outcome as keyof typeof OUTCOME_VALUE]]
+        : [],
+    )
+    if (values.length === 0)
+      return tally.failed(pair.a, pair.b, 'error' in result ? result.error : 'the library judged no order of this pair')
     for (const value of values) tally.judged(pair.a, pair.b, value)
   })
   return items.map((item, index) =>
@@ -451,11 +537,19 @@ class WinRateTally {
 
   /** Each candidate's win rate over its judged orders; one never judged gets `errorOf` its failures. */
   scores(errorOf: (failures: string[]) => string): CandidateScore[] {
-    return this.totals.map((total) => (total.judged === 0 ? { error: errorOf(total.failures) } : { score: total.sum / total.judged }))
+    return this.totals.map((total) =>
+      total.judged === 0 ? { error: errorOf(total.failures) } : { score: total.sum / total.judged },
+    )
   }
 }
 
-async function postChunk(doFetch: typeof fetch, endpoint: string, token: string | undefined, items: readonly unknown[], timeoutMs: number): Promise<EdgeResult[]> {
+async function postChunk(
+  doFetch: typeof fetch,
+  endpoint: string,
+  token: string | undefined,
+  items: readonly unknown[],
+  timeoutMs: number,
+): Promise<EdgeResult[]> {
   const all = (error: string): EdgeResult[] => items.map(() => ({ error }))
   let response: Response
   try {
@@ -483,8 +577,12 @@ async function postChunk(doFetch: typeof fetch, endpoint: string, token: string 
     const result = (typeof raw === 'object' && raw !== null ? raw : {}) as Record<string, unknown>
     const index = typeof result.index === 'number' ? result.index : position
     if (index < 0 || index >= out.length) continue
-    if (result.ok === true && typeof result.score === 'number' && Number.isFinite(result.score)) out[index] = { ok: true, score: result.score, orders: result.orders }
-    else out[index] = { error: `${typeof result.error_code === 'string' ? result.error_code : 'error'}: ${typeof result.error_message === 'string' ? result.error_message : 'no score'}` }
+    if (result.ok === true && typeof result.score === 'number' && Number.isFinite(result.score))
+      out[index] = { ok: true, score: result.score, orders: result.orders }
+    else
+      out[index] = {
+        error: `${typeof result.error_code === 'string' ? result.error_code : 'error'}: ${typeof result.error_message === 'string' ? result.error_message : 'no score'}`,
+      }
   }
   return out
 }
@@ -501,7 +599,13 @@ export function blindItem(item: PromptItem, seed: number): PromptItem {
     const j = Math.floor(random() * (i + 1))
     ;[numbers[i], numbers[j]] = [numbers[j]!, numbers[i]!]
   }
-  const candidates: Candidate[] = item.candidates.map((candidate, index) => ({ candidate_id: `c${numbers[index]}`, text: candidate.text, source: 'unknown', label: {}, metadata: imagesOnly(candidate.metadata) }))
+  const candidates: Candidate[] = item.candidates.map((candidate, index) => ({
+    candidate_id: `c${numbers[index]}`,
+    text: candidate.text,
+    source: 'unknown',
+    label: {},
+    metadata: imagesOnly(candidate.metadata),
+  }))
   return { prompt_id: item.prompt_id, prompt: item.prompt, candidates, metadata: imagesOnly(item.metadata) }
 }
 
@@ -521,7 +625,9 @@ async function readJson(file: string, what: string): Promise<unknown> {
   try {
     text = await readFile(file, 'utf8')
   } catch (error) {
-    throw new CliUsageError(`${what}: cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? messageOf(error)}`)
+    throw new CliUsageError(
+      `${what}: cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? messageOf(error)}`,
+    )
   }
   try {
     return JSON.parse(text)

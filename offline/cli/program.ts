@@ -96,13 +96,19 @@ export function createProgram(io: CliIo, options: { version: string; jsonErrors:
  * to check every command's help.
  * @example buildProgram([datasets], processIo, { version: '0.1.0' }).commands.map((command) => command.name()) // ['datasets', …]
  */
-export function buildProgram(modules: readonly CliCommandModule[], io: CliIo, options: { version: string; jsonErrors?: boolean }): Command {
+export function buildProgram(
+  modules: readonly CliCommandModule[],
+  io: CliIo,
+  options: { version: string; jsonErrors?: boolean },
+): Command {
   const program = createProgram(io, { version: options.version, jsonErrors: options.jsonErrors ?? false })
   const cli: CliContext = {
     io,
     json: (command) => Boolean(command.optsWithGlobals().json),
     print(command, value, text) {
-      io.out(this.json(command) ? `${JSON.stringify(value, null, 2)}\n` : `${typeof text === 'function' ? text() : text}\n`)
+      io.out(
+        this.json(command) ? `${JSON.stringify(value, null, 2)}\n` : `${typeof text === 'function' ? text() : text}\n`,
+      )
     },
   }
   for (const module of modules) module.register(program, cli)
@@ -114,7 +120,12 @@ export function buildProgram(modules: readonly CliCommandModule[], io: CliIo, op
  * returns the exit code; it never calls `process.exit`.
  * @example process.exitCode = await runCli(['datasets', 'validate', 'examples/demo.json'], [datasets], processIo, '0.1.0')
  */
-export async function runCli(argv: readonly string[], modules: readonly CliCommandModule[], io: CliIo, version: string): Promise<number> {
+export async function runCli(
+  argv: readonly string[],
+  modules: readonly CliCommandModule[],
+  io: CliIo,
+  version: string,
+): Promise<number> {
   const end = argv.indexOf('--')
   const jsonErrors = (end === -1 ? argv : argv.slice(0, end)).includes('--json')
   const program = buildProgram(modules, io, { version, jsonErrors })
@@ -143,13 +154,19 @@ export function misspeltOption(program: Command, argv: readonly string[]): strin
     if (!sub) break
     command = sub
   }
-  const known = [...command.options, ...program.options].flatMap((option) => [option.long, option.short]).filter((flag): flag is string => Boolean(flag))
+  const known = [...command.options, ...program.options]
+    .flatMap((option) => [option.long, option.short])
+    .filter((flag): flag is string => Boolean(flag))
   const end = argv.indexOf('--')
   for (const arg of end === -1 ? argv : argv.slice(0, end)) {
     const flag = arg.split('=')[0]!
     if (!flag.startsWith('--') || known.includes(flag)) continue
-    const [best] = known.filter((name) => name.startsWith('--')).map((name) => ({ name, distance: editDistance(flag, name) })).sort((a, b) => a.distance - b.distance)
-    if (best && best.distance <= Math.max(2, Math.floor(flag.length / 4))) return `(Did you mean ${best.name}? "${flag}" is not an option of ${command.name()})`
+    const [best] = known
+      .filter((name) => name.startsWith('--'))
+      .map((name) => ({ name, distance: editDistance(flag, name) }))
+      .sort((a, b) => a.distance - b.distance)
+    if (best && best.distance <= Math.max(2, Math.floor(flag.length / 4)))
+      return `(Did you mean ${best.name}? "${flag}" is not an option of ${command.name()})`
   }
   return undefined
 }
@@ -158,7 +175,8 @@ function editDistance(a: string, b: string): number {
   let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
   for (let i = 1; i <= a.length; i++) {
     const current = [i]
-    for (let j = 1; j <= b.length; j++) current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1))
+    for (let j = 1; j <= b.length; j++)
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1))
     previous = current
   }
   return previous[b.length]!
@@ -168,23 +186,43 @@ function reportFailure(error: unknown, io: CliIo, jsonMode: boolean): number {
   if (error instanceof CommanderError) {
     // Help and version end with 0; every other commander exit is a usage error, already printed in text mode.
     if (error.exitCode === 0) return EXIT_OK
-    const message = error.code === 'commander.help' ? 'no command given; see --help' : error.message.replace(/^error: /, '')
+    const message =
+      error.code === 'commander.help' ? 'no command given; see --help' : error.message.replace(/^error: /, '')
     if (jsonMode) writeJsonError(io, { kind: 'bad_input', code: error.code, message })
     return EXIT_BAD_INPUT
   }
   if (error instanceof CliExit) {
-    if (error.message) io.err(jsonMode ? `${JSON.stringify({ error: { kind: 'exit', code: 'exit', message: error.message } })}\n` : `${error.message}\n`)
+    if (error.message)
+      io.err(
+        jsonMode
+          ? `${JSON.stringify({ error: { kind: 'exit', code: 'exit', message: error.message } })}\n`
+          : `${error.message}\n`,
+      )
     return error.exitCode
   }
   if (error instanceof DatasetError) {
-    if (jsonMode) writeJsonError(io, { kind: 'bad_input', code: 'invalid_dataset', message: error.message, issues: error.issues })
-    else io.err(error.issues.length > 1 ? `error: ${error.issues.length} problems:\n${indent(error.message)}\n` : `error: ${error.message}\n`)
+    if (jsonMode)
+      writeJsonError(io, { kind: 'bad_input', code: 'invalid_dataset', message: error.message, issues: error.issues })
+    else
+      io.err(
+        error.issues.length > 1
+          ? `error: ${error.issues.length} problems:\n${indent(error.message)}\n`
+          : `error: ${error.message}\n`,
+      )
     return EXIT_BAD_INPUT
   }
   const message = error instanceof Error ? error.message : String(error)
   const badInput = error instanceof CliUsageError
-  if (jsonMode) writeJsonError(io, { kind: badInput ? 'bad_input' : 'failure', code: badInput ? 'usage' : errorName(error), message })
-  else io.err(`error: ${message}\n${!badInput && process.env.REWARD_HARNESS_DEBUG && error instanceof Error ? `${error.stack}\n` : ''}`)
+  if (jsonMode)
+    writeJsonError(io, {
+      kind: badInput ? 'bad_input' : 'failure',
+      code: badInput ? 'usage' : errorName(error),
+      message,
+    })
+  else
+    io.err(
+      `error: ${message}\n${!badInput && process.env.REWARD_HARNESS_DEBUG && error instanceof Error ? `${error.stack}\n` : ''}`,
+    )
   return badInput ? EXIT_BAD_INPUT : EXIT_FAILURE
 }
 

@@ -1,7 +1,13 @@
 /** Datasets from files: read, hash and parse (JSONL by the extension, otherwise the content decides). */
 import { readFile } from 'node:fs/promises'
 import { extname, resolve } from 'node:path'
-import { type DatasetFormat, DatasetError, datasetHash, type DatasetShape, parseDatasetText } from '../../src/datasets/index.ts'
+import {
+  type DatasetFormat,
+  DatasetError,
+  datasetHash,
+  type DatasetShape,
+  parseDatasetText,
+} from '../../src/datasets/index.ts'
 import type { PreferenceDataset } from '../../src/search/types.ts'
 
 export interface LoadDatasetOptions {
@@ -33,7 +39,11 @@ const JSONL_EXTENSIONS = new Set(['.jsonl', '.ndjson'])
 export async function loadDataset(path: string, options: LoadDatasetOptions = {}): Promise<LoadedDataset> {
   const text = await readText(path)
   const format = options.format ?? (JSONL_EXTENSIONS.has(extname(path).toLowerCase()) ? 'jsonl' : undefined)
-  const parsed = parseDatasetText(text, { name: path, ...(format ? { format } : {}), ...(options.group ? { group: options.group } : {}) })
+  const parsed = parseDatasetText(text, {
+    name: path,
+    ...(format ? { format } : {}),
+    ...(options.group ? { group: options.group } : {}),
+  })
   return { ...parsed, sha256: await datasetHash(text), path: resolve(path) }
 }
 

@@ -26,10 +26,23 @@ export interface CliFailure {
  * @example describeFailure(new DeployInputError('--target: bad')) // { exitCode: 2, kind: 'bad_input', code: 'usage', … }
  */
 export function describeFailure(error: unknown): CliFailure | undefined {
-  if (error instanceof ArtifactInputError) return { exitCode: EXIT_BAD_INPUT, kind: 'bad_input', code: error.code, message: error.message, issues: error.issues }
-  if (error instanceof DeployInputError) return { exitCode: EXIT_BAD_INPUT, kind: 'bad_input', code: 'usage', message: error.message }
+  if (error instanceof ArtifactInputError)
+    return {
+      exitCode: EXIT_BAD_INPUT,
+      kind: 'bad_input',
+      code: error.code,
+      message: error.message,
+      issues: error.issues,
+    }
+  if (error instanceof DeployInputError)
+    return { exitCode: EXIT_BAD_INPUT, kind: 'bad_input', code: 'usage', message: error.message }
   if (error instanceof EdgeHttpError) {
-    const what = error.status === 401 || error.status === 403 ? `the edge refused the admin token (${ADMIN_HINT})` : error.refused ? 'the edge refused the request' : 'the edge failed'
+    const what =
+      error.status === 401 || error.status === 403
+        ? `the edge refused the admin token (${ADMIN_HINT})`
+        : error.refused
+          ? 'the edge refused the request'
+          : 'the edge failed'
     return {
       exitCode: error.refused ? EXIT_BAD_INPUT : EXIT_FAILURE,
       kind: error.refused ? 'bad_input' : 'failure',
@@ -39,8 +52,15 @@ export function describeFailure(error: unknown): CliFailure | undefined {
       ...(error.details === undefined ? {} : { details: error.details }),
     }
   }
-  if (error instanceof EdgeNetworkError) return { exitCode: EXIT_FAILURE, kind: 'failure', code: 'network_error', message: `cannot reach the edge: ${error.message}` }
-  if (error instanceof EdgeProtocolError) return { exitCode: EXIT_FAILURE, kind: 'failure', code: 'protocol_error', message: error.message }
+  if (error instanceof EdgeNetworkError)
+    return {
+      exitCode: EXIT_FAILURE,
+      kind: 'failure',
+      code: 'network_error',
+      message: `cannot reach the edge: ${error.message}`,
+    }
+  if (error instanceof EdgeProtocolError)
+    return { exitCode: EXIT_FAILURE, kind: 'failure', code: 'protocol_error', message: error.message }
   return undefined
 }
 
@@ -74,19 +94,33 @@ export function formatFailure(failure: CliFailure): string {
 }
 
 function detailLines(details: unknown): string[] {
-  if (Array.isArray(details) && details.every((item) => typeof item === 'string' || (isRecord(item) && (typeof item.message === 'string' || typeof item.reason === 'string')))) {
+  if (
+    Array.isArray(details) &&
+    details.every(
+      (item) =>
+        typeof item === 'string' ||
+        (isRecord(item) && (typeof item.message === 'string' || typeof item.reason === 'string')),
+    )
+  ) {
     return [
       '  details:',
       ...details.map((item) => {
         if (typeof item === 'string') return `    - ${item}`
         const record = item as Record<string, unknown>
-        const place = [record.path, record.field, record.place].find((value) => (typeof value === 'string' && value) || Array.isArray(value))
+        const place = [record.path, record.field, record.place].find(
+          (value) => (typeof value === 'string' && value) || Array.isArray(value),
+        )
         const where = Array.isArray(place) ? place.join('.') : (place as string | undefined)
         return `    - ${where ? `${where}: ` : ''}${String(record.message ?? record.reason)}`
       }),
     ]
   }
-  return ['  details:', ...JSON.stringify(details, null, 2).split('\n').map((line) => `    ${line}`)]
+  return [
+    '  details:',
+    ...JSON.stringify(details, null, 2)
+      .split('\n')
+      .map((line) => `    ${line}`),
+  ]
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

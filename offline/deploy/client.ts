@@ -20,11 +20,21 @@ export const UploadResult = z.object({ artifact_id: z.string(), stored: z.boolea
 export type UploadResult = z.infer<typeof UploadResult>
 
 /** What `GET /admin/targets/:target/deployments` answers. */
-export const DeploymentList = z.object({ target: z.string(), active_artifact_id: z.string().nullable(), deployments: z.array(DeployRecord) })
+export const DeploymentList = z.object({
+  target: z.string(),
+  active_artifact_id: z.string().nullable(),
+  deployments: z.array(DeployRecord),
+})
 export type DeploymentList = z.infer<typeof DeploymentList>
 
 /** What `GET /rm/:target/healthz` answers. */
-export const RmHealth = z.looseObject({ status: z.string(), artifact_id: z.string(), source_session_id: z.string(), schema_version: z.string(), rm_api_version: z.string() })
+export const RmHealth = z.looseObject({
+  status: z.string(),
+  artifact_id: z.string(),
+  source_session_id: z.string(),
+  schema_version: z.string(),
+  rm_api_version: z.string(),
+})
 export type RmHealth = z.infer<typeof RmHealth>
 
 /** The LLM a target scores with (openai-backend artifacts): the key is named, never sent. */
@@ -145,7 +155,12 @@ export class AdminClient {
    */
   async uploadArtifact(artifact: AnyRmArtifact): Promise<UploadResult> {
     const result = await this.call('POST', '/admin/artifacts', UploadResult, artifact)
-    if (result.artifact_id !== artifact.artifact_id) throw new EdgeProtocolError('POST', '/admin/artifacts', `the edge stored ${result.artifact_id}, not ${artifact.artifact_id}`)
+    if (result.artifact_id !== artifact.artifact_id)
+      throw new EdgeProtocolError(
+        'POST',
+        '/admin/artifacts',
+        `the edge stored ${result.artifact_id}, not ${artifact.artifact_id}`,
+      )
     return result
   }
 
@@ -153,7 +168,10 @@ export class AdminClient {
    * Activates an uploaded artifact on a target.
    * @example await client.deploy('prod', { artifact_id: 'rm_…', deployed_by: 'ci', llm: { base_url: 'https://api.openai.com/v1', model: 'gpt-4o-mini', api_key_env: 'OPENAI_API_KEY' } })
    */
-  deploy(target: string, request: { artifact_id: string; deployed_by?: string; llm?: DeployLlm }): Promise<DeployRecord> {
+  deploy(
+    target: string,
+    request: { artifact_id: string; deployed_by?: string; llm?: DeployLlm },
+  ): Promise<DeployRecord> {
     return this.call('POST', `/admin/targets/${encodeURIComponent(target)}/deployments`, DeployRecord, request)
   }
 
@@ -212,12 +230,23 @@ export class AdminClient {
       if (!response.ok) {
         const error = isRecord(json) && isRecord(json.error) ? json.error : {}
         const code = typeof error.code === 'string' ? error.code : `http_${response.status}`
-        const message = typeof error.message === 'string' ? error.message : text.trim().slice(0, 300) || response.statusText
+        const message =
+          typeof error.message === 'string' ? error.message : text.trim().slice(0, 300) || response.statusText
         throw new EdgeHttpError(method, path, response.status, code, message, error.details)
       }
-      if (json === undefined) throw new EdgeProtocolError(method, path, `${response.status} with a body that is not JSON: ${text.trim().slice(0, 200)}`)
+      if (json === undefined)
+        throw new EdgeProtocolError(
+          method,
+          path,
+          `${response.status} with a body that is not JSON: ${text.trim().slice(0, 200)}`,
+        )
       const parsed = schema.safeParse(json)
-      if (!parsed.success) throw new EdgeProtocolError(method, path, parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; '))
+      if (!parsed.success)
+        throw new EdgeProtocolError(
+          method,
+          path,
+          parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; '),
+        )
       return parsed.data
     }
   }
@@ -228,7 +257,12 @@ export class AdminClient {
  * (seconds or an HTTP date), never more than `maxMs`.
  * @example backoffMs(1, { maxAttempts: 5, baseMs: 500, maxMs: 8000 }, '2') // 2000
  */
-export function backoffMs(attempt: number, policy: RetryPolicy, retryAfter: string | null, random: () => number = Math.random): number {
+export function backoffMs(
+  attempt: number,
+  policy: RetryPolicy,
+  retryAfter: string | null,
+  random: () => number = Math.random,
+): number {
   const exponential = policy.baseMs * 2 ** (attempt - 1) * (0.8 + 0.4 * random())
   let hinted = 0
   if (retryAfter) {
@@ -243,7 +277,8 @@ export function backoffMs(attempt: number, policy: RetryPolicy, retryAfter: stri
 }
 
 function networkReason(error: unknown, timeoutMs: number): string {
-  if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError')) return `no answer within ${timeoutMs} ms`
+  if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError'))
+    return `no answer within ${timeoutMs} ms`
   const cause = error instanceof Error && error.cause instanceof Error ? error.cause.message : undefined
   const message = error instanceof Error ? error.message : String(error)
   return cause ? `${message} (${cause})` : message

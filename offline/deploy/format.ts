@@ -34,10 +34,17 @@ export function formatRecord(record: DeployRecord, heading: string): string {
  * What `deploy` prints: whether the upload was new, then the record.
  * @example formatDeploy({ artifact_path: 'rm.json', upload, deployment })
  */
-export function formatDeploy(outcome: { artifact_path: string; upload: UploadResult; deployment: DeployRecord }): string {
+export function formatDeploy(outcome: {
+  artifact_path: string
+  upload: UploadResult
+  deployment: DeployRecord
+}): string {
   const { deployment, upload } = outcome
   const stored = upload.stored ? 'uploaded' : 'already stored at the edge'
-  return formatRecord(deployment, `deployed ${deployment.artifact_id} (${outcome.artifact_path}, ${stored}) to target ${deployment.target}`)
+  return formatRecord(
+    deployment,
+    `deployed ${deployment.artifact_id} (${outcome.artifact_path}, ${stored}) to target ${deployment.target}`,
+  )
 }
 
 /**

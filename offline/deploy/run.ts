@@ -5,7 +5,13 @@
 import { userInfo } from 'node:os'
 import { TargetName, type DeployRecord } from '../../src/schemas/artifact.ts'
 import { readArtifactFile } from '../artifacts/export.ts'
-import { AdminClient, type AdminClientOptions, type DeployLlm, type DeploymentList, type UploadResult } from './client.ts'
+import {
+  AdminClient,
+  type AdminClientOptions,
+  type DeployLlm,
+  type DeploymentList,
+  type UploadResult,
+} from './client.ts'
 
 /** The environment variable the admin token is read from (never a flag: flags show up in process lists). */
 export const ADMIN_TOKEN_ENV = 'REWARD_HARNESS_ADMIN_TOKEN'
@@ -49,7 +55,8 @@ export function connect(connection: EdgeConnection): AdminClient {
  */
 export function checkTarget(target: string): string {
   const parsed = TargetName.safeParse(target)
-  if (!parsed.success) throw new DeployInputError(`--target "${target}": ${parsed.error.issues[0]?.message ?? 'invalid target'}`)
+  if (!parsed.success)
+    throw new DeployInputError(`--target "${target}": ${parsed.error.issues[0]?.message ?? 'invalid target'}`)
   return parsed.data
 }
 
@@ -64,7 +71,8 @@ export function checkUrl(value: string, flag: string): string {
   } catch {
     throw new DeployInputError(`${flag} "${value}": not a URL (e.g. https://rm.example.com)`)
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new DeployInputError(`${flag} "${value}": expected an http or https URL`)
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new DeployInputError(`${flag} "${value}": expected an http or https URL`)
   return value.replace(/\/+$/, '')
 }
 
@@ -73,16 +81,28 @@ export function checkUrl(value: string, flag: string): string {
  * need the base URL.
  * @example llmOf({ llmBaseUrl: 'https://api.openai.com/v1', llmModel: 'gpt-4o-mini', llmApiKeyEnv: 'OPENAI_API_KEY' })
  */
-export function llmOf(options: { llmBaseUrl?: string; llmModel?: string; llmApiKeyEnv?: string }): DeployLlm | undefined {
+export function llmOf(options: {
+  llmBaseUrl?: string
+  llmModel?: string
+  llmApiKeyEnv?: string
+}): DeployLlm | undefined {
   if (options.llmBaseUrl === undefined) {
-    const stray = options.llmModel !== undefined ? '--llm-model' : options.llmApiKeyEnv !== undefined ? '--llm-api-key-env' : undefined
+    const stray =
+      options.llmModel !== undefined
+        ? '--llm-model'
+        : options.llmApiKeyEnv !== undefined
+          ? '--llm-api-key-env'
+          : undefined
     if (stray) throw new DeployInputError(`${stray} needs --llm-base-url`)
     return undefined
   }
   if (options.llmApiKeyEnv !== undefined && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(options.llmApiKeyEnv)) {
-    throw new DeployInputError(`--llm-api-key-env "${options.llmApiKeyEnv}": expected the name of an environment variable (letters, digits, _), not a key`)
+    throw new DeployInputError(
+      `--llm-api-key-env "${options.llmApiKeyEnv}": expected the name of an environment variable (letters, digits, _), not a key`,
+    )
   }
-  if (options.llmModel !== undefined && options.llmModel.trim() === '') throw new DeployInputError('--llm-model: expected a model name')
+  if (options.llmModel !== undefined && options.llmModel.trim() === '')
+    throw new DeployInputError('--llm-model: expected a model name')
   return {
     base_url: checkUrl(options.llmBaseUrl, '--llm-base-url'),
     ...(options.llmModel === undefined ? {} : { model: options.llmModel }),
@@ -130,7 +150,9 @@ export async function deployArtifact(
  * Rolls a target back to the artifact its active deployment replaced.
  * @example const record = await rollbackTarget({ target: 'prod', url, env: process.env })
  */
-export async function rollbackTarget(options: EdgeConnection & { target: string; deployedBy?: string }): Promise<DeployRecord> {
+export async function rollbackTarget(
+  options: EdgeConnection & { target: string; deployedBy?: string },
+): Promise<DeployRecord> {
   const target = checkTarget(options.target)
   return connect(options).rollback(target, options.deployedBy === undefined ? {} : { deployed_by: options.deployedBy })
 }

@@ -24,8 +24,10 @@ export function productionDatabaseId(toml: string): string | undefined {
  * @example withProductionDatabaseId(toml, 'c0ffee00-1111-2222-3333-444455556666')
  */
 export function withProductionDatabaseId(toml: string, id: string): string {
-  if (!UUID.test(id)) throw new Error(`"${id}" is not a D1 database id (a UUID, as \`npx wrangler d1 create reward-harness\` prints it)`)
-  if (!PRODUCTION_D1.test(toml)) throw new Error('wrangler.toml has no [[env.production.d1_databases]] block with a database_id')
+  if (!UUID.test(id))
+    throw new Error(`"${id}" is not a D1 database id (a UUID, as \`npx wrangler d1 create reward-harness\` prints it)`)
+  if (!PRODUCTION_D1.test(toml))
+    throw new Error('wrangler.toml has no [[env.production.d1_databases]] block with a database_id')
   return toml.replace(PRODUCTION_D1, `$1${id}$3`)
 }
 
@@ -37,7 +39,9 @@ export function deployProblems(toml: string): string[] {
   const id = productionDatabaseId(toml)
   if (id === undefined) return ['wrangler.toml has no [[env.production.d1_databases]] block with a database_id']
   if (id === PLACEHOLDER_DATABASE_ID || !UUID.test(id)) {
-    return [`the production D1 database_id is ${id === PLACEHOLDER_DATABASE_ID ? 'the placeholder' : `"${id}", not a UUID`}: run \`npx wrangler d1 create reward-harness\`, then \`npm run deploy:database-id -- <the database_id it printed>\` (docs/deploy.md, step 2)`]
+    return [
+      `the production D1 database_id is ${id === PLACEHOLDER_DATABASE_ID ? 'the placeholder' : `"${id}", not a UUID`}: run \`npx wrangler d1 create reward-harness\`, then \`npm run deploy:database-id -- <the database_id it printed>\` (docs/deploy.md, step 2)`,
+    ]
   }
   return []
 }

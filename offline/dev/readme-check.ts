@@ -42,7 +42,12 @@ export function readmeBlocks(markdown: string): ReadmeBlock[] {
  * @example spawnSync('bash', ['-c', blocksScript(blocks)])
  */
 export function blocksScript(blocks: readonly ReadmeBlock[]): string {
-  return ['set -euo pipefail', ...blocks.filter((block) => !block.skipped).map((block) => `echo "::readme-check: block at README.md:${block.line}" >&2\n${block.script}`)].join('\n')
+  return [
+    'set -euo pipefail',
+    ...blocks
+      .filter((block) => !block.skipped)
+      .map((block) => `echo "::readme-check: block at README.md:${block.line}" >&2\n${block.script}`),
+  ].join('\n')
 }
 
 async function main(): Promise<number> {
@@ -53,7 +58,12 @@ async function main(): Promise<number> {
     console.error(`readme-check: port ${port} is taken; stop what listens there first`)
     return 1
   }
-  const server = spawn('npm', ['start'], { cwd: ROOT, env: { ...process.env, PORT: port }, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
+  const server = spawn('npm', ['start'], {
+    cwd: ROOT,
+    env: { ...process.env, PORT: port },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  })
   let serverLog = ''
   server.stdout.on('data', (chunk: Buffer) => void (serverLog += chunk.toString()))
   server.stderr.on('data', (chunk: Buffer) => void (serverLog += chunk.toString()))
@@ -66,17 +76,28 @@ async function main(): Promise<number> {
   }
   try {
     const deadline = Date.now() + 120_000
-    while (!(await fetch(`http://127.0.0.1:${port}/healthz`).then((response) => response.ok, () => false))) {
+    while (
+      !(await fetch(`http://127.0.0.1:${port}/healthz`).then(
+        (response) => response.ok,
+        () => false,
+      ))
+    ) {
       if (Date.now() > deadline || server.exitCode !== null) {
         console.error(`readme-check: npm start did not serve on port ${port}:\n${serverLog.slice(-4_000)}`)
         return 1
       }
       await new Promise((resolve) => setTimeout(resolve, 500))
     }
-    const run = spawnSync('bash', ['-c', blocksScript(blocks)], { cwd: ROOT, stdio: 'inherit', env: { ...process.env, NO_COLOR: '1' } })
+    const run = spawnSync('bash', ['-c', blocksScript(blocks)], {
+      cwd: ROOT,
+      stdio: 'inherit',
+      env: { ...process.env, NO_COLOR: '1' },
+    })
     const ran = blocks.filter((block) => !block.skipped).length
     if (run.status !== 0) {
-      console.error(`readme-check: a README block failed (exit ${run.status}); the last "::readme-check" line above names it`)
+      console.error(
+        `readme-check: a README block failed (exit ${run.status}); the last "::readme-check" line above names it`,
+      )
       return 1
     }
     console.error(`readme-check: ${ran} README blocks ran in order and succeeded (${blocks.length - ran} marked skip)`)

@@ -22,24 +22,55 @@ export function ensureAdminToken(path: string): { token: string; created: boolea
   const existing = current.match(/^ADMIN_TOKEN=(.+)$/m)?.[1]?.trim()
   if (existing) return { token: existing, created: false }
   const token = `rh_admin_${randomBytes(24).toString('hex')}`
-  writeFileSync(path, `${current}${current && !current.endsWith('\n') ? '\n' : ''}ADMIN_TOKEN=${token}\n`, { mode: 0o600 })
+  writeFileSync(path, `${current}${current && !current.endsWith('\n') ? '\n' : ''}ADMIN_TOKEN=${token}\n`, {
+    mode: 0o600,
+  })
   return { token, created: true }
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const { token, created } = ensureAdminToken(`${root}.dev.vars`)
-  console.log(created ? `Wrote a new local admin token to .dev.vars: ${token}` : `Local admin token (from .dev.vars): ${token}`)
-  const migrate = spawnSync('npx', ['wrangler', 'd1', 'migrations', 'apply', 'reward-harness', '--local'], { cwd: root, env, stdio: ['ignore', 'inherit', 'inherit'] })
+  console.log(
+    created ? `Wrote a new local admin token to .dev.vars: ${token}` : `Local admin token (from .dev.vars): ${token}`,
+  )
+  const migrate = spawnSync('npx', ['wrangler', 'd1', 'migrations', 'apply', 'reward-harness', '--local'], {
+    cwd: root,
+    env,
+    stdio: ['ignore', 'inherit', 'inherit'],
+  })
   if (migrate.status !== 0) process.exit(migrate.status ?? 1)
   if (!(await portIsFree(port))) {
-    console.error(`npm start: port ${port} on 127.0.0.1 is taken (another npm start?). Stop it, or serve elsewhere: PORT=${Number(port) + 1} npm start`)
+    console.error(
+      `npm start: port ${port} on 127.0.0.1 is taken (another npm start?). Stop it, or serve elsewhere: PORT=${Number(port) + 1} npm start`,
+    )
     process.exit(1)
   }
-  const dev = spawn('npx', ['wrangler', 'dev', '--local', '--ip', '127.0.0.1', '--port', port, '--var', 'DEPLOYMENT:local', '--show-interactive-dev-session=false'], { cwd: root, env, stdio: 'inherit' })
+  const dev = spawn(
+    'npx',
+    [
+      'wrangler',
+      'dev',
+      '--local',
+      '--ip',
+      '127.0.0.1',
+      '--port',
+      port,
+      '--var',
+      'DEPLOYMENT:local',
+      '--show-interactive-dev-session=false',
+    ],
+    { cwd: root, env, stdio: 'inherit' },
+  )
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => dev.kill(signal))
   dev.on('exit', (code) => process.exit(code ?? 0))
   // Said once it is true: the Worker answers on the port.
-  while (!(await fetch(`http://127.0.0.1:${port}/healthz`).then((response) => response.ok, () => false))) await new Promise((resolve) => setTimeout(resolve, 250))
+  while (
+    !(await fetch(`http://127.0.0.1:${port}/healthz`).then(
+      (response) => response.ok,
+      () => false,
+    ))
+  )
+    await new Promise((resolve) => setTimeout(resolve, 250))
   console.log(`Serving on http://127.0.0.1:${port} (mock LLM, default run open). Ctrl-C stops.`)
 }
 

@@ -23,7 +23,15 @@ export interface ArchiveContents {
 /** Where the archive comes from. */
 export type ArchiveSource =
   | { kind: 'file'; path: string }
-  | { kind: 'edge'; url: string; runId: string; token: string; fromStep?: number; toStep?: number; fetch?: typeof fetch }
+  | {
+      kind: 'edge'
+      url: string
+      runId: string
+      token: string
+      fromStep?: number
+      toStep?: number
+      fetch?: typeof fetch
+    }
 
 /**
  * The key of an instance's rubric version in {@link ArchiveContents.rubrics}.
@@ -43,7 +51,9 @@ export async function readArchive(source: ArchiveSource): Promise<ArchiveContent
     const stream = createReadStream(source.path, { encoding: 'utf8' })
     await new Promise<void>((resolve, reject) => {
       stream.once('open', () => resolve())
-      stream.once('error', (error: NodeJS.ErrnoException) => reject(new CliUsageError(`${source.path}: cannot read (${error.code ?? error.message})`)))
+      stream.once('error', (error: NodeJS.ErrnoException) =>
+        reject(new CliUsageError(`${source.path}: cannot read (${error.code ?? error.message})`)),
+      )
     })
     await collect(createInterface({ input: stream, crlfDelay: Infinity }), source.path, contents)
     return contents
@@ -54,15 +64,28 @@ export async function readArchive(source: ArchiveSource): Promise<ArchiveContent
     if (source.fromStep !== undefined) url.searchParams.set('from_step', String(source.fromStep))
     if (source.toStep !== undefined) url.searchParams.set('to_step', String(source.toStep))
     if (after) url.searchParams.set('after', after)
-    const response = await (source.fetch ?? fetch)(url, { headers: { authorization: `Bearer ${source.token}`, accept: 'application/x-ndjson' } })
+    const response = await (source.fetch ?? fetch)(url, {
+      headers: { authorization: `Bearer ${source.token}`, accept: 'application/x-ndjson' },
+    })
     if (!response.ok || !response.body) throw await edgeError(response, source.runId)
-    after = await collect(createInterface({ input: Readable.fromWeb(response.body as import('node:stream/web').ReadableStream), crlfDelay: Infinity }), url.pathname, contents)
+    after = await collect(
+      createInterface({
+        input: Readable.fromWeb(response.body as import('node:stream/web').ReadableStream),
+        crlfDelay: Infinity,
+      }),
+      url.pathname,
+      contents,
+    )
   } while (after)
   return contents
 }
 
 /** Adds every line of one response (or file) to `contents`; answers the `more` key, if the response ended with one. */
-async function collect(lines: AsyncIterable<string>, shown: string, contents: ArchiveContents): Promise<string | undefined> {
+async function collect(
+  lines: AsyncIterable<string>,
+  shown: string,
+  contents: ArchiveContents,
+): Promise<string | undefined> {
   let number = 0
   let more: string | undefined
   for await (const text of lines) {

@@ -5,7 +5,13 @@
 import { MockChatModel } from '../../src/llm/mock.ts'
 import type { ChatModel } from '../../src/llm/types.ts'
 import { CliUsageError } from '../cli/program.ts'
-import { CachedChatModel, EndpointConfigError, EndpointPool, parseEndpointFlag, type EndpointConfig } from '../llm/index.ts'
+import {
+  CachedChatModel,
+  EndpointConfigError,
+  EndpointPool,
+  parseEndpointFlag,
+  type EndpointConfig,
+} from '../llm/index.ts'
 
 /** The mock judge's model name (its id keys the cache). */
 export const MOCK_JUDGE = 'mock-heuristic-1'
@@ -37,7 +43,10 @@ export interface Judge {
  */
 export function parseJudgeSpec(value: string): JudgeSpec {
   if (value === 'mock') return { kind: 'mock' }
-  if (!/^https?:\/\//.test(value)) throw new CliUsageError(`--judge: expected "mock" or an http(s) endpoint URL[,model=M,api_key_env=VAR], got "${value}"`)
+  if (!/^https?:\/\//.test(value))
+    throw new CliUsageError(
+      `--judge: expected "mock" or an http(s) endpoint URL[,model=M,api_key_env=VAR], got "${value}"`,
+    )
   try {
     const config = parseEndpointFlag(value)
     if (!config.model) throw new CliUsageError(`--judge ${value}: name the model (…,model=<name>)`)
@@ -58,11 +67,21 @@ export async function openJudge(spec: JudgeSpec, cacheDir: string, sampling: Jud
   if (spec.kind === 'mock') {
     model = new MockChatModel(MOCK_JUDGE, { scoreNoise: sampling.mockNoise })
   } else {
-    const pool = new EndpointPool({ endpoints: [spec.config], temperature: sampling.temperature, maxTokens: sampling.maxTokens, timeoutMs: sampling.timeoutMs, maxAttempts: sampling.maxAttempts, probeAtStart: false })
+    const pool = new EndpointPool({
+      endpoints: [spec.config],
+      temperature: sampling.temperature,
+      maxTokens: sampling.maxTokens,
+      timeoutMs: sampling.timeoutMs,
+      maxAttempts: sampling.maxAttempts,
+      probeAtStart: false,
+    })
     model = pool
     close = () => pool.close()
   }
-  const cached = await CachedChatModel.open({ dir: `${cacheDir}/${model.id.replace(/[^A-Za-z0-9._=+-]+/g, '_')}`, model })
+  const cached = await CachedChatModel.open({
+    dir: `${cacheDir}/${model.id.replace(/[^A-Za-z0-9._=+-]+/g, '_')}`,
+    model,
+  })
   return {
     id: model.id,
     model: cached,

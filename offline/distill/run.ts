@@ -7,7 +7,16 @@ import { mkdir, writeFile } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { buildScorerRequest, parseScorerReply } from '../../src/agents/scorer/index.ts'
 import { groupBy } from '../../src/collections/index.ts'
-import { heldOutPrompts, openRlhfRow, pairResponses, pointwiseRow, repeatAgreement, trlRow, type DistillFormat, type JudgedResponse } from '../../src/distill/index.ts'
+import {
+  heldOutPrompts,
+  openRlhfRow,
+  pairResponses,
+  pointwiseRow,
+  repeatAgreement,
+  trlRow,
+  type DistillFormat,
+  type JudgedResponse,
+} from '../../src/distill/index.ts'
 import { pLimit, withRetry } from '../../src/llm/index.ts'
 import type { ArchivedRollout } from '../../src/schemas/archive.ts'
 import { rewardFromGrades } from '../../src/scoring/index.ts'
@@ -47,16 +56,30 @@ export interface DistillOptions {
  */
 export async function runDistill(options: DistillOptions): Promise<DistillSummary> {
   const archive = await readArchive(options.source)
-  if (archive.rollouts.length === 0) throw new CliUsageError(`${describeSource(options.source)}: the archive holds no scored rollouts${rangeNote(options.source)}`)
+  if (archive.rollouts.length === 0)
+    throw new CliUsageError(
+      `${describeSource(options.source)}: the archive holds no scored rollouts${rangeNote(options.source)}`,
+    )
   const responses = mergeResponses(archive.rollouts)
   const byPrompt = groupBy(responses, (response) => response.judged.prompt)
   const selected = [...byPrompt.values()].filter((group) => group.length >= 2).flat()
   const judged = await judgeAll(archive, selected, options)
 
-  const pairing = pairResponses(judged.responses, { z: options.z, minMargin: options.minMargin, pairsPerPrompt: options.pairsPerPrompt })
+  const pairing = pairResponses(judged.responses, {
+    z: options.z,
+    minMargin: options.minMargin,
+    pairsPerPrompt: options.pairsPerPrompt,
+  })
   const pairedPrompts = new Set(pairing.pairs.map((pair) => pair.prompt))
-  const heldOut = heldOutPrompts(judged.responses.filter((response) => response.samples.length > 0).map((response) => response.prompt), options.heldOut, options.seed)
-  const split = <T extends { prompt: string }>(rows: readonly T[]) => ({ train: rows.filter((row) => !heldOut.has(row.prompt)), held_out: rows.filter((row) => heldOut.has(row.prompt)) })
+  const heldOut = heldOutPrompts(
+    judged.responses.filter((response) => response.samples.length > 0).map((response) => response.prompt),
+    options.heldOut,
+    options.seed,
+  )
+  const split = <T extends { prompt: string }>(rows: readonly T[]) => ({
+    train: rows.filter((row) => !heldOut.has(row.prompt)),
+    held_out: rows.filter((row) => heldOut.has(row.prompt)),
+  })
   const pairs = split(pairing.pairs)
   const points = split(judged.responses.filter((response) => response.samples.length > 0))
 
@@ -64,7 +87,12 @@ export async function runDistill(options: DistillOptions): Promise<DistillSummar
   const outputs: DistillSummary['outputs'] = []
   for (const format of options.formats) {
     for (const part of ['train', 'held_out'] as const) {
-      const rows = format === 'pointwise' ? points[part].map(pointwiseRow) : pairs[part].map((pair) => (format === 'trl' ? trlRow(pair, options.conversational) : openRlhfRow(pair, options.conversational)))
+      const rows =
+        format === 'pointwise'
+          ? points[part].map(pointwiseRow)
+          : pairs[part].map((pair) =>
+              format === 'trl' ? trlRow(pair, options.conversational) : openRlhfRow(pair, options.conversational),
+            )
       const file = resolve(join(options.out, `${format}.${part}.jsonl`))
       await writeFile(file, rows.map((row) => `${JSON.stringify(row)}\n`).join(''))
       outputs.push({ format, split: part, file, rows: rows.length })
@@ -75,11 +103,21 @@ export async function runDistill(options: DistillOptions): Promise<DistillSummar
     run_id: archive.run?.run_id ?? archive.rollouts[0]!.run_id,
     source: describeSource(options.source),
     settings: {
-      repeats: options.repeats, judges: judged.judgeIds, z: options.z, min_margin: options.minMargin, pairs_per_prompt: options.pairsPerPrompt,
-      held_out: options.heldOut, seed: options.seed, conversational: options.conversational,
+      repeats: options.repeats,
+      judges: judged.judgeIds,
+      z: options.z,
+      min_margin: options.minMargin,
+      pairs_per_prompt: options.pairsPerPrompt,
+      held_out: options.heldOut,
+      seed: options.seed,
+      conversational: options.conversational,
     },
     bound: NOISE_BOUND,
-    rollouts: { archived: archive.rollouts.length, distinct: responses.length, merged_duplicates: archive.rollouts.length - responses.length },
+    rollouts: {
+      archived: archive.rollouts.length,
+      distinct: responses.length,
+      merged_duplicates: archive.rollouts.length - responses.length,
+    },
     prompts: {
       seen: byPrompt.size,
       single_response: [...byPrompt.values()].filter((group) => group.length < 2).length,
@@ -89,7 +127,13 @@ export async function runDistill(options: DistillOptions): Promise<DistillSummar
       held_out: [...pairedPrompts].filter((prompt) => heldOut.has(prompt)).length,
     },
     judgements: judged.counts,
-    pairs: { candidates: pairing.candidates, kept: pairing.pairs.length, train: pairs.train.length, held_out: pairs.held_out.length, dropped: pairing.dropped },
+    pairs: {
+      candidates: pairing.candidates,
+      kept: pairing.pairs.length,
+      train: pairs.train.length,
+      held_out: pairs.held_out.length,
+      dropped: pairing.dropped,
+    },
     agreement: repeatAgreement(judged.responses, pairing.pairs),
     outputs,
   }
@@ -110,22 +154,48 @@ function mergeResponses(rollouts: readonly ArchivedRollout[]): MergedResponse[] 
     const key = `${rollout.input}\u0000${rollout.output}`
     const known = merged.get(key)
     if (known) known.judged.rollout_ids.push(rollout.rollout_id)
-    else merged.set(key, { rollout, judged: { prompt: rollout.input, response: rollout.output, rollout_ids: [rollout.rollout_id], samples: [], online_score: rollout.score } })
+    else
+      merged.set(key, {
+        rollout,
+        judged: {
+          prompt: rollout.input,
+          response: rollout.output,
+          rollout_ids: [rollout.rollout_id],
+          samples: [],
+          online_score: rollout.score,
+        },
+      })
   }
   return [...merged.values()]
 }
 
 /** Every judge judges every selected response `repeats` times (seeds seed … seed + repeats − 1). */
 async function judgeAll(archive: ArchiveContents, selected: readonly MergedResponse[], options: DistillOptions) {
-  const counts: DistillSummary['judgements'] = { requested: 0, succeeded: 0, failed: 0, llm_calls: 0, cache_hits: 0, failures: [] }
+  const counts: DistillSummary['judgements'] = {
+    requested: 0,
+    succeeded: 0,
+    failed: 0,
+    llm_calls: 0,
+    cache_hits: 0,
+    failures: [],
+  }
   if (options.repeats === 0) {
-    return { responses: selected.map(({ judged }) => ({ ...judged, samples: [judged.online_score] })), judgeIds: ['online'], counts }
+    return {
+      responses: selected.map(({ judged }) => ({ ...judged, samples: [judged.online_score] })),
+      judgeIds: ['online'],
+      counts,
+    }
   }
   const run = archive.run
-  if (!run) throw new CliUsageError(`${describeSource(options.source)}: no "run" line says how the run judges (grade_max, locale, prompts); re-judging needs it (or use --repeats 0)`)
+  if (!run)
+    throw new CliUsageError(
+      `${describeSource(options.source)}: no "run" line says how the run judges (grade_max, locale, prompts); re-judging needs it (or use --repeats 0)`,
+    )
   for (const { rollout } of selected) {
     if (!archive.rubrics.has(rubricKey(rollout.instance_id, rollout.rubric_version))) {
-      throw new CliUsageError(`${describeSource(options.source)}: rollout "${rollout.rollout_id}" was scored on rubric version ${rollout.rubric_version} of instance "${rollout.instance_id}", but the archive has no rubrics line for it`)
+      throw new CliUsageError(
+        `${describeSource(options.source)}: rollout "${rollout.rollout_id}" was scored on rubric version ${rollout.rubric_version} of instance "${rollout.instance_id}", but the archive has no rubrics line for it`,
+      )
     }
   }
   const judges: Judge[] = []
@@ -135,20 +205,39 @@ async function judgeAll(archive: ArchiveContents, selected: readonly MergedRespo
     const total = selected.length * judges.length * options.repeats
     const progress = options.showProgress ? startProgress({ label: 'judging', total }) : undefined
     let done = 0
-    const samples = await Promise.all(selected.map(({ rollout }) => Promise.all(judges.flatMap((judge) => Array.from({ length: options.repeats }, (_, repeat) => limit(async () => {
-      counts.requested++
-      try {
-        const score = await judgeOnce(judge, run, archive.rubrics.get(rubricKey(rollout.instance_id, rollout.rubric_version))!, rollout, options.seed + repeat)
-        counts.succeeded++
-        return score
-      } catch (error) {
-        counts.failed++
-        if (counts.failures.length < 20) counts.failures.push(`${rollout.rollout_id} (${judge.id}, repeat ${repeat}): ${(error as Error).message}`)
-        return undefined
-      } finally {
-        progress?.update(++done, counts.failed > 0 ? `${counts.failed} failed` : '')
-      }
-    }))))))
+    const samples = await Promise.all(
+      selected.map(({ rollout }) =>
+        Promise.all(
+          judges.flatMap((judge) =>
+            Array.from({ length: options.repeats }, (_, repeat) =>
+              limit(async () => {
+                counts.requested++
+                try {
+                  const score = await judgeOnce(
+                    judge,
+                    run,
+                    archive.rubrics.get(rubricKey(rollout.instance_id, rollout.rubric_version))!,
+                    rollout,
+                    options.seed + repeat,
+                  )
+                  counts.succeeded++
+                  return score
+                } catch (error) {
+                  counts.failed++
+                  if (counts.failures.length < 20)
+                    counts.failures.push(
+                      `${rollout.rollout_id} (${judge.id}, repeat ${repeat}): ${(error as Error).message}`,
+                    )
+                  return undefined
+                } finally {
+                  progress?.update(++done, counts.failed > 0 ? `${counts.failed} failed` : '')
+                }
+              }),
+            ),
+          ),
+        ),
+      ),
+    )
     progress?.stop()
     for (const judge of judges) {
       const stats = judge.model.stats()
@@ -156,7 +245,10 @@ async function judgeAll(archive: ArchiveContents, selected: readonly MergedRespo
       counts.cache_hits += stats.hits + stats.joins
     }
     return {
-      responses: selected.map(({ judged }, index) => ({ ...judged, samples: samples[index]!.filter((score): score is number => score !== undefined) })),
+      responses: selected.map(({ judged }, index) => ({
+        ...judged,
+        samples: samples[index]!.filter((score): score is number => score !== undefined),
+      })),
       judgeIds: judges.map((judge) => judge.id),
       counts,
     }
@@ -166,15 +258,33 @@ async function judgeAll(archive: ArchiveContents, selected: readonly MergedRespo
 }
 
 /** One judgement: the scorer's own request (with this repeat's seed), parsed by its own parser, retried on a bad reply. */
-async function judgeOnce(judge: Judge, run: NonNullable<ArchiveContents['run']>, rubrics: NonNullable<ReturnType<ArchiveContents['rubrics']['get']>>, rollout: ArchivedRollout, seed: number): Promise<number> {
+async function judgeOnce(
+  judge: Judge,
+  run: NonNullable<ArchiveContents['run']>,
+  rubrics: NonNullable<ReturnType<ArchiveContents['rubrics']['get']>>,
+  rollout: ArchivedRollout,
+  seed: number,
+): Promise<number> {
   const request = {
     ...(await buildScorerRequest({
-      rubrics, gradeMax: run.grade_max, locale: run.locale, prompts: run.prompts, metadata: rollout.metadata,
-      rollout: { id: rollout.rollout_id, input: rollout.input, output: rollout.output, supplemental_context: rollout.reference },
+      rubrics,
+      gradeMax: run.grade_max,
+      locale: run.locale,
+      prompts: run.prompts,
+      metadata: rollout.metadata,
+      rollout: {
+        id: rollout.rollout_id,
+        input: rollout.input,
+        output: rollout.output,
+        supplemental_context: rollout.reference,
+      },
     })),
     seed,
   }
-  const criteria = await withRetry(() => judge.model.completeParsed(request, (reply) => parseScorerReply(reply.text, rubrics, run.grade_max)), { maxAttempts: 3 })
+  const criteria = await withRetry(
+    () => judge.model.completeParsed(request, (reply) => parseScorerReply(reply.text, rubrics, run.grade_max)),
+    { maxAttempts: 3 },
+  )
   return rewardFromGrades(criteria, run.grade_max)
 }
 
@@ -183,6 +293,7 @@ function describeSource(source: ArchiveSource): string {
 }
 
 function rangeNote(source: ArchiveSource): string {
-  if (source.kind === 'file' || (source.fromStep === undefined && source.toStep === undefined)) return ' (steps are archived once they close and their rubric update commits)'
+  if (source.kind === 'file' || (source.fromStep === undefined && source.toStep === undefined))
+    return ' (steps are archived once they close and their rubric update commits)'
   return ` in steps ${source.fromStep ?? 0}..${source.toStep ?? 'last'}`
 }

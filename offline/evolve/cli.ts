@@ -36,7 +36,8 @@ export interface EvolveCliOptions {
 
 function number(name: string, text: string, check: (value: number) => boolean, rule: string): number {
   const value = Number(text)
-  if (!Number.isFinite(value) || !check(value)) throw new EvolveInputError(`--${name} must be ${rule}, not ${JSON.stringify(text)}`)
+  if (!Number.isFinite(value) || !check(value))
+    throw new EvolveInputError(`--${name} must be ${rule}, not ${JSON.stringify(text)}`)
   return value
 }
 
@@ -44,7 +45,11 @@ function number(name: string, text: string, check: (value: number) => boolean, r
  * Runs `reward-harness evolve` with parsed commander options.
  * @example await runEvolveCommand({ dataset: 'offline/evolve/fixtures/pairs-demo.json', out: 'runs/a', iterations: '2', backend: 'mock', seed: '42', valFraction: '0.34', exploreMargin: '0.075', pruneEvery: '0', locale: 'en', concurrency: '4' }, console.error)
  */
-export async function runEvolveCommand(options: EvolveCliOptions, log: (line: string) => void, showProgress = false): Promise<EvolveSummary & { cache: (CacheStats & { dir: string }) | null }> {
+export async function runEvolveCommand(
+  options: EvolveCliOptions,
+  log: (line: string) => void,
+  showProgress = false,
+): Promise<EvolveSummary & { cache: (CacheStats & { dir: string }) | null }> {
   const iterations = number('iterations', options.iterations, (v) => Number.isInteger(v) && v >= 0, 'an integer ≥ 0')
   const seed = number('seed', options.seed, Number.isInteger, 'an integer')
   const valFraction = number('val-fraction', options.valFraction, (v) => v > 0 && v < 1, 'in (0, 1)')
@@ -52,20 +57,31 @@ export async function runEvolveCommand(options: EvolveCliOptions, log: (line: st
   const pruneEvery = number('prune-every', options.pruneEvery, (v) => Number.isInteger(v) && v >= 0, 'an integer ≥ 0')
   const concurrency = number('concurrency', options.concurrency, (v) => Number.isInteger(v) && v >= 1, 'an integer ≥ 1')
   if (options.locale !== 'en' && options.locale !== 'zh') throw new EvolveInputError('--locale must be en or zh')
-  if (!['mock', 'openai', 'auto'].includes(options.backend)) throw new EvolveInputError('--backend must be mock, openai or auto')
+  if (!['mock', 'openai', 'auto'].includes(options.backend))
+    throw new EvolveInputError('--backend must be mock, openai or auto')
   const orders = options.orders ?? 'both'
-  if (orders !== 'both' && orders !== 'one') throw new EvolveInputError(`--orders must be both or one, not ${JSON.stringify(orders)}`)
-  const toolCheckSample = number('tool-check', options.toolCheck ?? '4', (v) => Number.isInteger(v) && v >= 0, 'an integer ≥ 0')
+  if (orders !== 'both' && orders !== 'one')
+    throw new EvolveInputError(`--orders must be both or one, not ${JSON.stringify(orders)}`)
+  const toolCheckSample = number(
+    'tool-check',
+    options.toolCheck ?? '4',
+    (v) => Number.isInteger(v) && v >= 0,
+    'an integer ≥ 0',
+  )
   const endpoints = options.endpoint ?? []
   const { dataset, sha256 } = await loadDataset(options.dataset)
   // Images: registered as handles now, files checked now, read only when a request needs them.
   const images = datasetImageRegistry(options.dataset)
   pairItems(dataset, images)
   const missing = await missingImageFiles(images, options.dataset)
-  if (missing.length > 0) throw new EvolveInputError(`${options.dataset}: ${missing.length} image file${missing.length > 1 ? 's' : ''} not found (paths are relative to the dataset file): ${missing.slice(0, 5).join('; ')}`)
+  if (missing.length > 0)
+    throw new EvolveInputError(
+      `${options.dataset}: ${missing.length} image file${missing.length > 1 ? 's' : ''} not found (paths are relative to the dataset file): ${missing.slice(0, 5).join('; ')}`,
+    )
   let model: ChatModel
   let close = async () => {}
-  if (options.backend === 'mock' || (options.backend === 'auto' && endpoints.length === 0)) model = new MockChatModel(MOCK_MODEL)
+  if (options.backend === 'mock' || (options.backend === 'auto' && endpoints.length === 0))
+    model = new MockChatModel(MOCK_MODEL)
   else {
     if (endpoints.length === 0) throw new EvolveInputError('--backend openai needs at least one --endpoint')
     const backend = await createBackend({

@@ -9,7 +9,9 @@ import { ImageRegistry } from '../../src/evolve/images.ts'
  */
 export function datasetImageRegistry(datasetPath: string): ImageRegistry {
   const base = dirname(resolve(datasetPath))
-  return new ImageRegistry(async (path) => new Uint8Array(await readFile(isAbsolute(path) ? path : resolve(base, path))))
+  return new ImageRegistry(
+    async (path) => new Uint8Array(await readFile(isAbsolute(path) ? path : resolve(base, path))),
+  )
 }
 
 /**

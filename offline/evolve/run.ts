@@ -19,8 +19,31 @@ import { appendFile, mkdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import pLimit from 'p-limit'
 import { deleteEntry, emptyLibrary, entryList, type Library, libraryHash } from '../../src/library/index.ts'
-import { analyzeChains, applyChange, changeKey, checkToolPrompt, ImageRegistry, type LibraryChange, type LibraryUsage, pairItems, proposeChange, RoleMeter, splitItems, swapAugment, type ToolCheck, toolsToCheck, usageSince } from '../../src/evolve/index.ts'
-import { type BothOrdersOutcome, judgeBothOrders, judgeWithLibrary, type JudgeOptions, LibraryRouter, type PairItem } from '../../src/evolve/judge.ts'
+import {
+  analyzeChains,
+  applyChange,
+  changeKey,
+  checkToolPrompt,
+  ImageRegistry,
+  type LibraryChange,
+  type LibraryUsage,
+  pairItems,
+  proposeChange,
+  RoleMeter,
+  splitItems,
+  swapAugment,
+  type ToolCheck,
+  toolsToCheck,
+  usageSince,
+} from '../../src/evolve/index.ts'
+import {
+  type BothOrdersOutcome,
+  judgeBothOrders,
+  judgeWithLibrary,
+  type JudgeOptions,
+  LibraryRouter,
+  type PairItem,
+} from '../../src/evolve/judge.ts'
 import type { ChatModel, LibraryChainResult } from '../../src/llm/types.ts'
 import type { PreferenceDataset } from '../../src/search/types.ts'
 import { checkpoint, loadLibrary } from '../library/index.ts'
@@ -94,7 +117,18 @@ export interface EvolutionLogEntry {
   pruned?: { removed: string[]; decision: 'kept' | 'rolled_back'; val_accuracy: number } | null
   entries: string[]
   library_sha256: string
-  settings: { seed: number; val_fraction: number; explore_margin: number; prune_every: number; dataset_sha256: string; train: number; validation: number; orders: JudgeOrders; tool_check_sample: number; images: number }
+  settings: {
+    seed: number
+    val_fraction: number
+    explore_margin: number
+    prune_every: number
+    dataset_sha256: string
+    train: number
+    validation: number
+    orders: JudgeOrders
+    tool_check_sample: number
+    images: number
+  }
   timestamp: string
 }
 
@@ -123,7 +157,11 @@ interface Evaluation {
   failures: number
   inconsistent: number
   toolCalls: number
-  results: (LibraryChainResult & { failure?: string; verdict: BothOrdersOutcome['verdict']; orders?: BothOrdersOutcome['orders'] })[]
+  results: (LibraryChainResult & {
+    failure?: string
+    verdict: BothOrdersOutcome['verdict']
+    orders?: BothOrdersOutcome['orders']
+  })[]
 }
 
 /**
@@ -140,11 +178,23 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
   const say = options.log ?? (() => {})
   const registry = options.images ?? new ImageRegistry()
   const items = pairItems(options.dataset, registry)
-  if (items.length < 2) throw new EvolveInputError('the dataset needs at least 2 pairwise items (prompts with exactly 2 ranked candidates)')
+  if (items.length < 2)
+    throw new EvolveInputError('the dataset needs at least 2 pairwise items (prompts with exactly 2 ranked candidates)')
   const split = splitItems(items, seed, valFraction)
   const train = orders === 'both' ? split.train : swapAugment(split.train)
   const validation = split.validation
-  const settings = { seed, val_fraction: valFraction, explore_margin: margin, prune_every: pruneEvery, dataset_sha256: options.datasetSha256, train: train.length, validation: validation.length, orders, tool_check_sample: toolCheckSample, images: registry.entries().length }
+  const settings = {
+    seed,
+    val_fraction: valFraction,
+    explore_margin: margin,
+    prune_every: pruneEvery,
+    dataset_sha256: options.datasetSha256,
+    train: train.length,
+    validation: validation.length,
+    orders,
+    tool_check_sample: toolCheckSample,
+    images: registry.entries().length,
+  }
   const meter = new RoleMeter()
   const model = meter.wrap(options.model)
   const judge: JudgeOptions = { ...options.judge, images: registry }
@@ -170,19 +220,28 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
     const outcome = await judgeWithLibrary(model, library, routed, item, judge)
     const common = { chain: outcome.chain, tool_calls: outcome.tool_calls, entries: outcome.entries }
     return outcome.ok
-      ? { verdict: 'consistent', preference: outcome.preference, orders: { ab: outcome.preference, ba: null }, ...common }
+      ? {
+          verdict: 'consistent',
+          preference: outcome.preference,
+          orders: { ab: outcome.preference, ba: null },
+          ...common,
+        }
       : { verdict: 'failure', preference: null, failure: outcome.failure, orders: { ab: null, ba: null }, ...common }
   }
   const evaluate = async (library: Library, set: readonly PairItem[]): Promise<Evaluation> => {
     const progress = options.showProgress ? startProgress({ label: 'judging pairs', total: set.length }) : undefined
     let judged = 0
-    const outcomes = await Promise.all(set.map((item) => limit(async () => {
-      try {
-        return await judgeItem(library, item)
-      } finally {
-        progress?.update(++judged)
-      }
-    }))).finally(() => progress?.stop())
+    const outcomes = await Promise.all(
+      set.map((item) =>
+        limit(async () => {
+          try {
+            return await judgeItem(library, item)
+          } finally {
+            progress?.update(++judged)
+          }
+        }),
+      ),
+    ).finally(() => progress?.stop())
     const results = set.map((item, index) => {
       const outcome = outcomes[index]!
       const prediction = outcome.verdict === 'inconsistent' ? 'inconsistent' : outcome.preference
@@ -200,15 +259,25 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
     })
     const correct = results.filter((result) => result.correct).length
     const toolCalls = outcomes.reduce((sum, outcome) => sum + outcome.tool_calls, 0)
-    const count = (verdict: BothOrdersOutcome['verdict']) => results.filter((result) => result.verdict === verdict).length
+    const count = (verdict: BothOrdersOutcome['verdict']) =>
+      results.filter((result) => result.verdict === verdict).length
     judging.judged += results.length
     judging.consistent += count('consistent')
     judging.inconsistent += count('inconsistent')
     judging.failures += count('failure')
-    return { accuracy: set.length ? correct / set.length : 0, failures: count('failure'), inconsistent: count('inconsistent'), toolCalls, results }
+    return {
+      accuracy: set.length ? correct / set.length : 0,
+      failures: count('failure'),
+      inconsistent: count('inconsistent'),
+      toolCalls,
+      results,
+    }
   }
   const writeResults = (iteration: number, name: string, evaluation: Evaluation) =>
-    writeFileAtomic(join(options.outDir, 'results', `iter-${iteration}.${name}.jsonl`), evaluation.results.map((result) => JSON.stringify(result)).join('\n') + '\n')
+    writeFileAtomic(
+      join(options.outDir, 'results', `iter-${iteration}.${name}.jsonl`),
+      evaluation.results.map((result) => JSON.stringify(result)).join('\n') + '\n',
+    )
   const append = async (entry: EvolutionLogEntry) => appendFile(logPath, JSON.stringify(entry) + '\n', 'utf8')
 
   // Resume or baseline.
@@ -230,7 +299,10 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
     // Logs written before judging in both orders existed judged one order.
     const was = { ...last.settings, orders: last.settings.orders ?? 'one' }
     for (const key of ['seed', 'val_fraction', 'dataset_sha256', 'orders'] as const) {
-      if (was[key] !== settings[key]) throw new EvolveInputError(`cannot resume ${options.outDir}: ${key} was ${JSON.stringify(was[key])}, now ${JSON.stringify(settings[key])}`)
+      if (was[key] !== settings[key])
+        throw new EvolveInputError(
+          `cannot resume ${options.outDir}: ${key} was ${JSON.stringify(was[key])}, now ${JSON.stringify(settings[key])}`,
+        )
     }
     current = await loadLibrary(join(checkpoints, `iter-${last.iteration}`))
     currentVal = last.state_val_accuracy
@@ -241,11 +313,16 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
     const onDisk = await loadLibrary(join(checkpoints, 'best')).then(libraryHash, () => '')
     if (onDisk !== bestHash) {
       const source = await loadLibrary(join(checkpoints, `iter-${bestIteration}`))
-      if ((await libraryHash(source)) !== bestHash) throw new EvolveInputError(`cannot resume ${options.outDir}: checkpoints/best does not match the log and iter-${bestIteration} cannot restore it`)
+      if ((await libraryHash(source)) !== bestHash)
+        throw new EvolveInputError(
+          `cannot resume ${options.outDir}: checkpoints/best does not match the log and iter-${bestIteration} cannot restore it`,
+        )
       await saveBest(source)
       say(`restored checkpoints/best from iter-${bestIteration}`)
     }
-    for (const entry of previous) if ((entry.decision === 'rolled_back' || entry.decision === 'rejected') && entry.change) rejected.push(entry.change.key)
+    for (const entry of previous)
+      if ((entry.decision === 'rolled_back' || entry.decision === 'rejected') && entry.change)
+        rejected.push(entry.change.key)
     start = last.iteration + 1
     resumedFrom = last.iteration
     say(`resuming after iteration ${last.iteration} (best val ${best.toFixed(3)} at iteration ${bestIteration})`)
@@ -259,12 +336,35 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
     bestIteration = 0
     await checkpoint(current, join(checkpoints, 'iter-0'))
     await saveBest(current)
-    await append(await logEntry(0, null, 'baseline', trainEval.accuracy, valEval.accuracy, { train: trainEval.failures, val: valEval.failures }, { inconsistent: { train: trainEval.inconsistent, val: valEval.inconsistent }, tool_calls: { train: trainEval.toolCalls, val: valEval.toolCalls } }))
-    say(`iteration 0: baseline train ${trainEval.accuracy.toFixed(3)} val ${valEval.accuracy.toFixed(3)} (failures ${trainEval.failures}/${valEval.failures}, inconsistent ${trainEval.inconsistent}/${valEval.inconsistent})`)
+    await append(
+      await logEntry(
+        0,
+        null,
+        'baseline',
+        trainEval.accuracy,
+        valEval.accuracy,
+        { train: trainEval.failures, val: valEval.failures },
+        {
+          inconsistent: { train: trainEval.inconsistent, val: valEval.inconsistent },
+          tool_calls: { train: trainEval.toolCalls, val: valEval.toolCalls },
+        },
+      ),
+    )
+    say(
+      `iteration 0: baseline train ${trainEval.accuracy.toFixed(3)} val ${valEval.accuracy.toFixed(3)} (failures ${trainEval.failures}/${valEval.failures}, inconsistent ${trainEval.inconsistent}/${valEval.inconsistent})`,
+    )
     start = 1
   }
 
-  async function logEntry(iteration: number, change: LibraryChange | null, decision: Decision, trainAcc: number | null, valAcc: number | null, failures: { train: number; val: number }, extra: Partial<EvolutionLogEntry> = {}): Promise<EvolutionLogEntry> {
+  async function logEntry(
+    iteration: number,
+    change: LibraryChange | null,
+    decision: Decision,
+    trainAcc: number | null,
+    valAcc: number | null,
+    failures: { train: number; val: number },
+    extra: Partial<EvolutionLogEntry> = {},
+  ): Promise<EvolutionLogEntry> {
     return {
       iteration,
       change: change ? { key: changeKey(change), op: change.op, rationale: change.rationale } : null,
@@ -351,10 +451,30 @@ export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> 
     } else if (change) note = note ?? `no change proposed: ${change.rationale}`
 
     let pruned: EvolutionLogEntry['pruned'] = null
-    if (pruneEvery > 0 && iteration % pruneEvery === 0 && Object.keys(current.entries).length > 0) pruned = await prune(iteration)
+    if (pruneEvery > 0 && iteration % pruneEvery === 0 && Object.keys(current.entries).length > 0)
+      pruned = await prune(iteration)
     await checkpoint(current, join(checkpoints, `iter-${iteration}`))
-    await append(await logEntry(iteration, change, decision, trainEval.accuracy, valAcc, { train: trainEval.failures, val: valFailures }, { inconsistent: { train: trainEval.inconsistent, val: valInconsistent }, tool_calls: { train: trainEval.toolCalls, val: valToolCalls }, ...(toolCheck ? { tool_check: toolCheck } : {}), ...(summary !== undefined ? { analysis_summary: summary } : {}), ...(note ? { note } : {}), pruned }))
-    say(`iteration ${iteration}: ${change ? changeKey(change) : 'no change'} → ${decision}${valAcc === null ? '' : ` (val ${valAcc.toFixed(3)}, best ${best.toFixed(3)})`}${note ? `; ${note}` : ''}`)
+    await append(
+      await logEntry(
+        iteration,
+        change,
+        decision,
+        trainEval.accuracy,
+        valAcc,
+        { train: trainEval.failures, val: valFailures },
+        {
+          inconsistent: { train: trainEval.inconsistent, val: valInconsistent },
+          tool_calls: { train: trainEval.toolCalls, val: valToolCalls },
+          ...(toolCheck ? { tool_check: toolCheck } : {}),
+          ...(summary !== undefined ? { analysis_summary: summary } : {}),
+          ...(note ? { note } : {}),
+          pruned,
+        },
+      ),
+    )
+    say(
+      `iteration ${iteration}: ${change ? changeKey(change) : 'no change'} → ${decision}${valAcc === null ? '' : ` (val ${valAcc.toFixed(3)}, best ${best.toFixed(3)})`}${note ? `; ${note}` : ''}`,
+    )
   }
 
   /** Leave-one-out: entries whose removal does not lower validation accuracy are removed together, gated like a change. */

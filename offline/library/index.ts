@@ -46,8 +46,12 @@ export async function loadLibrary(dir: string): Promise<Library> {
   for (const [name, record] of Object.entries(registry.entries)) {
     const file = join(dir, record.path)
     const entry = parseSkillMd(await readFile(file, 'utf8'), file)
-    if (entry.name !== name || entry.kind !== record.kind) throw new LibraryError(`${file}: front matter says ${entry.kind} ${entry.name}, the registry ${record.kind} ${name}`)
-    if ((await entryHash(entry)) !== record.sha256) throw new LibraryError(`${file}: content does not match the registry's sha256`)
+    if (entry.name !== name || entry.kind !== record.kind)
+      throw new LibraryError(
+        `${file}: front matter says ${entry.kind} ${entry.name}, the registry ${record.kind} ${name}`,
+      )
+    if ((await entryHash(entry)) !== record.sha256)
+      throw new LibraryError(`${file}: content does not match the registry's sha256`)
     library.entries[name] = entry
   }
   return library
@@ -59,7 +63,8 @@ export async function loadLibrary(dir: string): Promise<Library> {
  * @example await saveLibrary(lib, 'my-lib')
  */
 export async function saveLibrary(library: Library, dir: string): Promise<void> {
-  for (const entry of Object.values(library.entries)) await writeFileAtomic(join(dir, entryPath(entry)), renderSkillMd(entry))
+  for (const entry of Object.values(library.entries))
+    await writeFileAtomic(join(dir, entryPath(entry)), renderSkillMd(entry))
   const registry = await buildRegistry(library)
   await writeFileAtomic(join(dir, 'registry.json'), JSON.stringify(registry, null, 2) + '\n')
   for (const kindDir of ['skills', 'tools'] as const) {
@@ -71,7 +76,8 @@ export async function saveLibrary(library: Library, dir: string): Promise<void> 
     }
     for (const name of names) {
       const entry = library.entries[name]
-      if (!entry || (kindDir === 'skills') !== (entry.kind === 'skill')) await rm(join(dir, kindDir, name), { recursive: true, force: true })
+      if (!entry || (kindDir === 'skills') !== (entry.kind === 'skill'))
+        await rm(join(dir, kindDir, name), { recursive: true, force: true })
     }
   }
 }
@@ -99,7 +105,11 @@ export async function addToLibrary(dir: string, entry: LibraryEntry): Promise<Li
  * Changes an entry of the library in `dir` and saves it.
  * @example await modifyInLibrary('my-lib', 'be-concise', { body: 'new rubric' })
  */
-export async function modifyInLibrary(dir: string, name: string, change: Parameters<typeof modifyEntry>[2]): Promise<Library> {
+export async function modifyInLibrary(
+  dir: string,
+  name: string,
+  change: Parameters<typeof modifyEntry>[2],
+): Promise<Library> {
   const next = modifyEntry(await loadLibrary(dir), name, change)
   await saveLibrary(next, dir)
   return next

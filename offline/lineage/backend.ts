@@ -20,7 +20,11 @@ export interface StoreFlags {
  * messages.
  * @example const chain = await withBackend({ db: 'lineage.sqlite' }, (backend) => backend.chain('grpo-7'))
  */
-export async function withBackend<T>(flags: StoreFlags, work: (backend: LineageBackend) => Promise<T>, urlFlag = '--url'): Promise<T> {
+export async function withBackend<T>(
+  flags: StoreFlags,
+  work: (backend: LineageBackend) => Promise<T>,
+  urlFlag = '--url',
+): Promise<T> {
   const { LineageInputError } = await import('../../src/lineage/compare.ts')
   const { LineageError } = await import('../../src/lineage/store.ts')
   const { EdgeLineageError } = await import('./http.ts')
@@ -43,10 +47,13 @@ export async function withBackend<T>(flags: StoreFlags, work: (backend: LineageB
     return await work(backend)
   } catch (error) {
     if (error instanceof ZodError) {
-      throw new CliUsageError(error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; '))
+      throw new CliUsageError(
+        error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; '),
+      )
     }
     if (error instanceof LineageInputError || error instanceof LineageError) throw new CliUsageError(error.message)
-    if (error instanceof EdgeLineageError && error.status >= 400 && error.status < 500) throw new CliUsageError(error.message)
+    if (error instanceof EdgeLineageError && error.status >= 400 && error.status < 500)
+      throw new CliUsageError(error.message)
     throw error
   } finally {
     close()

@@ -15,9 +15,24 @@ export function formatChain(chain: LineageChain): string {
     `artifact    ${chain.artifact_id}`,
     `deployment  ${chain.deploy_id ?? '(none)'}${chain.target ? ` on target ${chain.target}` : ''}${chain.deployment ? ` (${chain.deployment.action} at ${chain.deployment.deployed_at})` : ''}`,
     `training    ${chain.run_id}: ${m.trainer.name} · model ${m.model.name} · dataset ${m.dataset.id}@${m.dataset.version} · started ${m.started_at}`,
-    `result      ${chain.result ? `${chain.result.status} at ${chain.result.finished_at}${Object.keys(chain.result.metrics).length ? ` · ${Object.entries(chain.result.metrics).map(([k, v]) => `${k}=${num(v)}`).join(' ')}` : ''}` : '(none yet)'}`,
+    `result      ${
+      chain.result
+        ? `${chain.result.status} at ${chain.result.finished_at}${
+            Object.keys(chain.result.metrics).length
+              ? ` · ${Object.entries(chain.result.metrics)
+                  .map(([k, v]) => `${k}=${num(v)}`)
+                  .join(' ')}`
+              : ''
+          }`
+        : '(none yet)'
+    }`,
     `evals       ${chain.evals.length === 0 ? '(none)' : ''}`,
-    ...chain.evals.map((report) => `  ${report.created_at}  ${report.benchmark}  ${Object.entries(report.metrics).map(([k, v]) => `${k}=${num(v)}`).join(' ')}  (${report.eval_id})`),
+    ...chain.evals.map(
+      (report) =>
+        `  ${report.created_at}  ${report.benchmark}  ${Object.entries(report.metrics)
+          .map(([k, v]) => `${k}=${num(v)}`)
+          .join(' ')}  (${report.eval_id})`,
+    ),
   ]
   return lines.join('\n')
 }
@@ -28,7 +43,12 @@ export function formatChain(chain: LineageChain): string {
  */
 export function formatDeltas(a: string, b: string, rows: MetricDelta[]): string {
   if (rows.length === 0) return `runs "${a}" and "${b}" share no benchmark metric`
-  return rows.map((row) => `${row.benchmark}/${row.metric}: ${num(row.a)} -> ${num(row.b)} (${row.delta >= 0 ? '+' : ''}${num(row.delta)}, ${pct(row.pct)})`).join('\n')
+  return rows
+    .map(
+      (row) =>
+        `${row.benchmark}/${row.metric}: ${num(row.a)} -> ${num(row.b)} (${row.delta >= 0 ? '+' : ''}${num(row.delta)}, ${pct(row.pct)})`,
+    )
+    .join('\n')
 }
 
 /**
@@ -37,7 +57,14 @@ export function formatDeltas(a: string, b: string, rows: MetricDelta[]): string 
  */
 export function formatArtifacts(rows: ArtifactComparison[]): string {
   if (rows.length === 0) return 'no succeeded run with evals for these artifacts'
-  return rows.map((row) => `${row.benchmark}/${row.metric}: ${Object.entries(row.values).map(([id, v]) => `${id}=${v ? `${num(v.value)} (${v.run_id})` : '-'}`).join('  ')}`).join('\n')
+  return rows
+    .map(
+      (row) =>
+        `${row.benchmark}/${row.metric}: ${Object.entries(row.values)
+          .map(([id, v]) => `${id}=${v ? `${num(v.value)} (${v.run_id})` : '-'}`)
+          .join('  ')}`,
+    )
+    .join('\n')
 }
 
 /**
@@ -45,7 +72,14 @@ export function formatArtifacts(rows: ArtifactComparison[]): string {
  * @example console.log(formatRegression(report))
  */
 export function formatRegression(report: RegressionReport): string {
-  const lines = report.findings.map((f) => `[${f.regression ? 'REGRESSION' : 'ok'}] ${f.benchmark}/${f.metric} (${f.direction} is better): ${num(f.baseline)} -> ${num(f.candidate)} (${pct(f.pct)}, allowed worsening ${num(f.allowed)})`)
-  lines.push(report.regressed ? `regression: candidate "${report.candidate_run_id}" is worse than baseline "${report.baseline_run_id}"` : `no regression: candidate "${report.candidate_run_id}" vs baseline "${report.baseline_run_id}"`)
+  const lines = report.findings.map(
+    (f) =>
+      `[${f.regression ? 'REGRESSION' : 'ok'}] ${f.benchmark}/${f.metric} (${f.direction} is better): ${num(f.baseline)} -> ${num(f.candidate)} (${pct(f.pct)}, allowed worsening ${num(f.allowed)})`,
+  )
+  lines.push(
+    report.regressed
+      ? `regression: candidate "${report.candidate_run_id}" is worse than baseline "${report.baseline_run_id}"`
+      : `no regression: candidate "${report.candidate_run_id}" vs baseline "${report.baseline_run_id}"`,
+  )
   return lines.join('\n')
 }

@@ -23,7 +23,10 @@ export function edgeLineage(url: string, token: string, fetchImpl: typeof fetch 
   async function request<T>(method: string, path: string, body?: unknown, allow404 = false): Promise<T | undefined> {
     const response = await fetchImpl(`${base}${path}`, {
       method,
-      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     })
     const text = await response.text()
@@ -32,7 +35,9 @@ export function edgeLineage(url: string, token: string, fetchImpl: typeof fetch 
       let message = text
       try {
         message = (JSON.parse(text) as { error?: { message?: string } }).error?.message ?? text
-      } catch { /* not JSON */ }
+      } catch {
+        /* not JSON */
+      }
       throw new EdgeLineageError(response.status, `${method} ${path}: ${response.status} ${message}`)
     }
     return JSON.parse(text) as T
@@ -43,7 +48,11 @@ export function edgeLineage(url: string, token: string, fetchImpl: typeof fetch 
     recordEval: async (report) => (await request<RecordOutcome>('POST', '/lineage/evals', report))!,
     chain: (runId) => request<LineageChain>('GET', `/lineage/runs/${encodeURIComponent(runId)}`, undefined, true),
     listRuns: async (filter: RunFilter = {}) => {
-      const query = new URLSearchParams(Object.entries(filter).filter(([, value]) => value !== undefined).map(([key, value]): [string, string] => [key, String(value)]))
+      const query = new URLSearchParams(
+        Object.entries(filter)
+          .filter(([, value]) => value !== undefined)
+          .map(([key, value]): [string, string] => [key, String(value)]),
+      )
       return (await request<{ runs: RunSummary[] }>('GET', `/lineage/runs?${query}`))!.runs
     },
   }

@@ -9,7 +9,14 @@ import Database from 'better-sqlite3'
 import { drizzle } from 'drizzle-orm/better-sqlite3'
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
 import type { LineageBackend } from '../../src/lineage/compare.ts'
-import { listRuns, loadChain, type LineageDb, recordEval, recordManifest, recordResult } from '../../src/lineage/store.ts'
+import {
+  listRuns,
+  loadChain,
+  type LineageDb,
+  recordEval,
+  recordManifest,
+  recordResult,
+} from '../../src/lineage/store.ts'
 
 export const DEFAULT_LINEAGE_DB = '.reward-harness/lineage.sqlite'
 const MIGRATIONS = fileURLToPath(new URL('../../migrations', import.meta.url))
@@ -18,7 +25,11 @@ const MIGRATIONS = fileURLToPath(new URL('../../migrations', import.meta.url))
  * Opens (creating and migrating if needed) a lineage SQLite file. Writers wait up to 5 s for each other's locks.
  * @example const { backend, close } = openLocalLineage('.reward-harness/lineage.sqlite')
  */
-export function openLocalLineage(file: string = DEFAULT_LINEAGE_DB): { backend: LineageBackend; db: LineageDb; close(): void } {
+export function openLocalLineage(file: string = DEFAULT_LINEAGE_DB): {
+  backend: LineageBackend
+  db: LineageDb
+  close(): void
+} {
   if (file !== ':memory:') mkdirSync(path.dirname(path.resolve(file)), { recursive: true })
   const sqlite = new Database(file)
   sqlite.pragma('journal_mode = WAL')

@@ -69,7 +69,9 @@ interface StoredReply {
   usage: ChatResponse['usage']
 }
 
-type CacheLine = { key: string; at: string; account: string; model_id: string; reply: StoredReply } | { key: string; at: string; forget: true }
+type CacheLine =
+  | { key: string; at: string; account: string; model_id: string; reply: StoredReply }
+  | { key: string; at: string; forget: true }
 
 /**
  * A `ChatModel` that answers repeated questions from a persistent cache and shares one call among
@@ -97,7 +99,12 @@ export class CachedChatModel implements ChatModel {
   #writeError: unknown
   #closed = false
 
-  private constructor(options: CachedChatModelOptions, file: string, handle: FileHandle, stats: { loaded: number; skipped_lines: number }) {
+  private constructor(
+    options: CachedChatModelOptions,
+    file: string,
+    handle: FileHandle,
+    stats: { loaded: number; skipped_lines: number },
+  ) {
     this.#model = options.model
     this.id = options.model.id
     this.file = file
@@ -286,10 +293,20 @@ export class CachedChatModel implements ChatModel {
   }
 
   #store(key: string, request: ChatRequest, reply: ChatResponse): void {
-    const stored: StoredReply = { text: reply.text, model: reply.model, usage: { prompt_tokens: reply.usage.prompt_tokens, completion_tokens: reply.usage.completion_tokens } }
+    const stored: StoredReply = {
+      text: reply.text,
+      model: reply.model,
+      usage: { prompt_tokens: reply.usage.prompt_tokens, completion_tokens: reply.usage.completion_tokens },
+    }
     this.#entries.set(key, stored)
     const poolRequest = request as PoolRequest
-    this.#append({ key, at: new Date().toISOString(), account: poolRequest.account ?? poolRequest.role, model_id: this.id, reply: stored })
+    this.#append({
+      key,
+      at: new Date().toISOString(),
+      account: poolRequest.account ?? poolRequest.role,
+      model_id: this.id,
+      reply: stored,
+    })
   }
 
   #append(line: CacheLine): void {

@@ -16,11 +16,18 @@ export const EndpointConfig = z
     /** Shown in usage and events; defaults to `base_url`. */
     name: z.string().min(1).max(100).optional(),
     base_url: z.url({ protocol: /^https?$/, error: 'an http(s) URL such as http://gpu-1:8000/v1' }),
-    api_key_env: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'an environment variable name such as VLLM_API_KEY').optional(),
+    api_key_env: z
+      .string()
+      .regex(/^[A-Z_][A-Z0-9_]*$/, 'an environment variable name such as VLLM_API_KEY')
+      .optional(),
     /** The model name at this server; defaults to the pool's `model`. */
     model: z.string().min(1).max(200).optional(),
     /** Most requests the pool keeps in flight at this server. Never exceeded. */
-    max_concurrency: z.number({ error: 'a positive integer' }).int('a positive integer').min(1, 'at least 1').max(1_024),
+    max_concurrency: z
+      .number({ error: 'a positive integer' })
+      .int('a positive integer')
+      .min(1, 'at least 1')
+      .max(1_024),
     structured_output: z.enum(['json_object', 'json_schema']).default('json_object'),
   })
   .strict()
@@ -59,7 +66,8 @@ export function parseEndpoints(value: unknown, source = 'endpoints'): EndpointCo
     const key = endpoint.base_url.replace(/\/+$/, '')
     const first = seen.get(key)
     const field = plainList ? `[${index}].base_url` : `endpoints[${index}].base_url`
-    if (first !== undefined) throw new EndpointConfigError(`${source}: ${field}: ${endpoint.base_url} is already endpoint ${first}`)
+    if (first !== undefined)
+      throw new EndpointConfigError(`${source}: ${field}: ${endpoint.base_url} is already endpoint ${first}`)
     seen.set(key, index)
   })
   const names = endpoints.map((endpoint) => endpoint.name ?? endpoint.base_url)
@@ -106,7 +114,9 @@ export function parseEndpointFlag(flag: string, defaultConcurrency = 4): Endpoin
   }
   const parsed = EndpointConfig.safeParse(entry)
   if (!parsed.success) {
-    throw new EndpointConfigError(`--endpoint ${flag}: ${parsed.error.issues.map((issue) => `${formatPath(issue.path) || 'value'}: ${issue.message}`).join('; ')}`)
+    throw new EndpointConfigError(
+      `--endpoint ${flag}: ${parsed.error.issues.map((issue) => `${formatPath(issue.path) || 'value'}: ${issue.message}`).join('; ')}`,
+    )
   }
   return parsed.data
 }
@@ -117,12 +127,16 @@ export function parseEndpointFlag(flag: string, defaultConcurrency = 4): Endpoin
  */
 export function endpointsFromFlags(flags: readonly string[], defaultConcurrency = 4): EndpointConfig[] {
   if (flags.length === 0) throw new EndpointConfigError('--endpoint: at least one endpoint')
-  return parseEndpoints(flags.map((flag) => parseEndpointFlag(flag, defaultConcurrency)), '--endpoint')
+  return parseEndpoints(
+    flags.map((flag) => parseEndpointFlag(flag, defaultConcurrency)),
+    '--endpoint',
+  )
 }
 
 /** `['endpoints', 1, 'max_concurrency']` → `endpoints[1].max_concurrency`. */
 function formatPath(path: readonly PropertyKey[]): string {
   let out = ''
-  for (const part of path) out += typeof part === 'number' ? `[${part}]` : out === '' ? String(part) : `.${String(part)}`
+  for (const part of path)
+    out += typeof part === 'number' ? `[${part}]` : out === '' ? String(part) : `.${String(part)}`
   return out
 }

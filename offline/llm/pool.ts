@@ -142,7 +142,12 @@ export interface PoolUsage {
  * @example if (error instanceof PoolError) console.log(error.kind, error.attempts)
  */
 export class PoolError extends LlmError {
-  constructor(kind: LlmFailure, message: string, readonly attempts: number, retryAfterSeconds?: number) {
+  constructor(
+    kind: LlmFailure,
+    message: string,
+    readonly attempts: number,
+    retryAfterSeconds?: number,
+  ) {
     super(kind, message, retryAfterSeconds)
     this.name = 'PoolError'
   }
@@ -224,10 +229,17 @@ export class EndpointPool implements ChatModel {
     }
     this.#endpoints = configs.map((config): Endpoint => {
       const model = config.model ?? options.model
-      if (!model) throw new LlmError('bad_request', `endpoint ${config.base_url} has no model: set its "model" or the pool's model`)
+      if (!model)
+        throw new LlmError(
+          'bad_request',
+          `endpoint ${config.base_url} has no model: set its "model" or the pool's model`,
+        )
       const apiKey = config.api_key_env ? secrets[config.api_key_env] : 'not-needed'
       if (typeof apiKey !== 'string' || apiKey === '') {
-        throw new LlmError('bad_request', `the environment variable ${config.api_key_env} named by api_key_env of ${config.base_url} is not set`)
+        throw new LlmError(
+          'bad_request',
+          `the environment variable ${config.api_key_env} named by api_key_env of ${config.base_url} is not set`,
+        )
       }
       const settings: OpenAIChatSettings = {
         baseURL: config.base_url,
@@ -321,7 +333,8 @@ export class EndpointPool implements ChatModel {
       try {
         reply = await this.#send(endpoint, poolRequest)
       } catch (error) {
-        failure = error instanceof LlmError ? error : new LlmError('network', String((error as Error)?.message ?? error))
+        failure =
+          error instanceof LlmError ? error : new LlmError('network', String((error as Error)?.message ?? error))
       }
       const elapsed = performance.now() - started
       if (reply) {
@@ -350,11 +363,23 @@ export class EndpointPool implements ChatModel {
       if (attempt >= this.#maxAttempts || this.#closed) {
         this.#release(endpoint)
         role.gave_up++
-        throw new PoolError(failure.kind, `${failure.message} (gave up after ${attempt} attempt${attempt === 1 ? '' : 's'})`, attempt, failure.retryAfterSeconds)
+        throw new PoolError(
+          failure.kind,
+          `${failure.message} (gave up after ${attempt} attempt${attempt === 1 ? '' : 's'})`,
+          attempt,
+          failure.retryAfterSeconds,
+        )
       }
       const delayMs = this.#retryDelay(endpoint, failure, attempt)
       this.#release(endpoint)
-      this.#onEvent?.({ type: 'retry', endpoint: endpoint.name, account, attempt, kind: failure.kind, delay_ms: delayMs })
+      this.#onEvent?.({
+        type: 'retry',
+        endpoint: endpoint.name,
+        account,
+        attempt,
+        kind: failure.kind,
+        delay_ms: delayMs,
+      })
       avoid = endpoint
       if (delayMs > 0) {
         try {
@@ -469,7 +494,8 @@ export class EndpointPool implements ChatModel {
     for (let step = 0; step < count; step++) {
       const index = (this.#cursor + step) % count
       const endpoint = this.#endpoints[index]!
-      if (!endpoint.healthy || endpoint.coolUntil > now || endpoint.outstanding >= endpoint.config.max_concurrency) continue
+      if (!endpoint.healthy || endpoint.coolUntil > now || endpoint.outstanding >= endpoint.config.max_concurrency)
+        continue
       if (endpoint === avoid) {
         fallback = endpoint
         fallbackIndex = index
@@ -493,7 +519,8 @@ export class EndpointPool implements ChatModel {
     const now = Date.now()
     let next = Infinity
     for (const endpoint of this.#endpoints) {
-      if (endpoint.healthy && endpoint.coolUntil > now && endpoint.outstanding < endpoint.config.max_concurrency) next = Math.min(next, endpoint.coolUntil)
+      if (endpoint.healthy && endpoint.coolUntil > now && endpoint.outstanding < endpoint.config.max_concurrency)
+        next = Math.min(next, endpoint.coolUntil)
     }
     if (next === Infinity || next >= this.#wakeAt) return
     clearTimeout(this.#wakeTimer)
@@ -520,7 +547,10 @@ export class EndpointPool implements ChatModel {
 
   #send(endpoint: Endpoint, request: PoolRequest): Promise<ChatResponse> {
     const responseFormat = responseFormatFor(request, endpoint.config.structured_output)
-    return endpoint.transport.complete(request, { ...(responseFormat ? { responseFormat } : {}), ...(request.seed === undefined ? {} : { seed: request.seed }) })
+    return endpoint.transport.complete(request, {
+      ...(responseFormat ? { responseFormat } : {}),
+      ...(request.seed === undefined ? {} : { seed: request.seed }),
+    })
   }
 
   /** `GET {base_url}/models`; the failure's description, or undefined when the endpoint answered 2xx. */
@@ -536,7 +566,8 @@ export class EndpointPool implements ChatModel {
       return undefined
     } catch (error) {
       endpoint.usage.probe_failures++
-      const reason = (error as Error)?.name === 'TimeoutError' ? 'no answer in time' : String((error as Error)?.message ?? error)
+      const reason =
+        (error as Error)?.name === 'TimeoutError' ? 'no answer in time' : String((error as Error)?.message ?? error)
       endpoint.usage.last_error = `probe: ${reason}`
       return reason
     }
@@ -587,8 +618,14 @@ export class EndpointPool implements ChatModel {
   }
 
   #unavailableError(): PoolError {
-    const reasons = this.#endpoints.map((endpoint) => `${endpoint.name}: ${endpoint.usage.last_error ?? 'out'}`).join('; ')
-    return new PoolError('network', `no healthy endpoint for ${Math.round(this.#unavailableTimeoutMs / 1_000)} s (${reasons})`, 0)
+    const reasons = this.#endpoints
+      .map((endpoint) => `${endpoint.name}: ${endpoint.usage.last_error ?? 'out'}`)
+      .join('; ')
+    return new PoolError(
+      'network',
+      `no healthy endpoint for ${Math.round(this.#unavailableTimeoutMs / 1_000)} s (${reasons})`,
+      0,
+    )
   }
 
   // -------------------------------------------------------------------------------------------
@@ -600,7 +637,14 @@ export class EndpointPool implements ChatModel {
     return counters
   }
 
-  #count(role: RoleUsage, endpoint: Endpoint, attempt: number, outcome: 'ok' | FailureKind, elapsedMs: number, usage?: ChatResponse['usage']): void {
+  #count(
+    role: RoleUsage,
+    endpoint: Endpoint,
+    attempt: number,
+    outcome: 'ok' | FailureKind,
+    elapsedMs: number,
+    usage?: ChatResponse['usage'],
+  ): void {
     for (const counters of [role, endpoint.usage] as CallCounters[]) {
       counters.calls++
       if (outcome === 'ok') counters.ok++
@@ -628,7 +672,8 @@ function addCounters(into: CallCounters, from: CallCounters): void {
   into.prompt_tokens += from.prompt_tokens
   into.completion_tokens += from.completion_tokens
   into.wall_ms += Math.round(from.wall_ms)
-  for (const [kind, count] of Object.entries(from.failures) as [FailureKind, number][]) into.failures[kind] = (into.failures[kind] ?? 0) + count
+  for (const [kind, count] of Object.entries(from.failures) as [FailureKind, number][])
+    into.failures[kind] = (into.failures[kind] ?? 0) + count
 }
 
 function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {

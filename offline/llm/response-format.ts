@@ -23,7 +23,12 @@ export function responseFormatFor(
   if (schema && support === 'json_schema') {
     return {
       type: 'json_schema',
-      json_schema: { name: schema.name, schema: schema.schema, strict: schema.strict ?? true, ...(schema.description ? { description: schema.description } : {}) },
+      json_schema: {
+        name: schema.name,
+        schema: schema.schema,
+        strict: schema.strict ?? true,
+        ...(schema.description ? { description: schema.description } : {}),
+      },
     }
   }
   return request.json || schema ? { type: 'json_object' } : undefined

@@ -30,7 +30,13 @@ export function startProgress(options: ProgressOptions): Progress {
   const stream = options.stream ?? process.stderr
   if (stream.isTTY) {
     const bar = new SingleBar(
-      { format: `${options.label} [{bar}] {percentage}% {value}/{total} {detail} · {duration_formatted}`, stream, hideCursor: true, clearOnComplete: true, fps: 10 },
+      {
+        format: `${options.label} [{bar}] {percentage}% {value}/{total} {detail} · {duration_formatted}`,
+        stream,
+        hideCursor: true,
+        clearOnComplete: true,
+        fps: 10,
+      },
       Presets.shades_classic,
     )
     bar.start(options.total, 0, { detail: '' })
@@ -44,7 +50,9 @@ export function startProgress(options: ProgressOptions): Progress {
   let state = { done: 0, detail: '' }
   const line = () => {
     const percent = options.total > 0 ? Math.floor((100 * state.done) / options.total) : 100
-    stream.write(`${options.label}: ${state.done}/${options.total} (${percent}%)${state.detail ? ` ${state.detail}` : ''} · ${((Date.now() - started) / 1_000).toFixed(1)} s\n`)
+    stream.write(
+      `${options.label}: ${state.done}/${options.total} (${percent}%)${state.detail ? ` ${state.detail}` : ''} · ${((Date.now() - started) / 1_000).toFixed(1)} s\n`,
+    )
     printed = true
   }
   return {

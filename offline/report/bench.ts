@@ -11,7 +11,11 @@ import type { AccuracyInput, BenchResultInput, MetricsInput } from './schemas.ts
 type MetricKey = 'ab' | 'ba' | 'swap_consistent' | 'kway' | 'pairs_within_kway' | 'tail'
 
 /** Every accuracy a bench result may hold, in table order. */
-const METRICS: Array<{ key: MetricKey; label: string; pick: (metrics: MetricsInput) => AccuracyInput | null | undefined }> = [
+const METRICS: Array<{
+  key: MetricKey
+  label: string
+  pick: (metrics: MetricsInput) => AccuracyInput | null | undefined
+}> = [
   { key: 'ab', label: 'pairwise A/B', pick: (metrics) => metrics.pairwise?.ab },
   { key: 'ba', label: 'pairwise B/A', pick: (metrics) => metrics.pairwise?.ba },
   { key: 'swap_consistent', label: 'swap-consistent', pick: (metrics) => metrics.pairwise?.swap_consistent },
@@ -51,10 +55,13 @@ interface SubsetRow {
 export function subsetRows(results: Array<{ file: string; result: BenchResultInput }>): SubsetRow[] {
   const rows: SubsetRow[] = []
   for (const { file, result } of results) {
-    const name = results.length > 1 ? basename(result.dataset.path || file, extname(result.dataset.path || file)) : 'overall'
+    const name =
+      results.length > 1 ? basename(result.dataset.path || file, extname(result.dataset.path || file)) : 'overall'
     const groups = Object.entries(result.groups)
     rows.push({ label: name, metrics: result.overall, total: true, split: groups.length > 1 })
-    if (groups.length > 1) for (const [group, metrics] of groups) rows.push({ label: results.length > 1 ? `${name} / ${group}` : group, metrics, total: false, split: false })
+    if (groups.length > 1)
+      for (const [group, metrics] of groups)
+        rows.push({ label: results.length > 1 ? `${name} / ${group}` : group, metrics, total: false, split: false })
   }
   return rows
 }
@@ -63,10 +70,18 @@ const interval = (accuracy: AccuracyInput) =>
   html`${accuracy.ci95 ? html`<span class="ci">95% CI ${pct(accuracy.ci95[0])}–${pct(accuracy.ci95[1])}</span>` : ''}${accuracy.bootstrap95 ? html`<span class="ci">bootstrap ${pct(accuracy.bootstrap95[0])}–${pct(accuracy.bootstrap95[1])}</span>` : ''}<span class="ci">n=${accuracy.n}${accuracy.ties ? `, ${accuracy.ties} ties` : ''}</span>`
 
 const accuracyCell = (accuracy: AccuracyInput | null | undefined): SafeHtml | string =>
-  !accuracy ? '—' : accuracy.accuracy === null ? html`—<span class="ci">n=0</span>` : html`<strong>${pct(accuracy.accuracy)}</strong>${interval(accuracy)}`
+  !accuracy
+    ? '—'
+    : accuracy.accuracy === null
+      ? html`—<span class="ci">n=0</span>`
+      : html`<strong>${pct(accuracy.accuracy)}</strong>${interval(accuracy)}`
 
 /** A bar with its Wilson interval as whiskers. */
-const barOf = (label: string, accuracy: AccuracyInput) => ({ label, value: accuracy.accuracy ?? Number.NaN, ...(accuracy.ci95 ? { low: accuracy.ci95[0], high: accuracy.ci95[1] } : {}) })
+const barOf = (label: string, accuracy: AccuracyInput) => ({
+  label,
+  value: accuracy.accuracy ?? Number.NaN,
+  ...(accuracy.ci95 ? { low: accuracy.ci95[0], high: accuracy.ci95[1] } : {}),
+})
 
 /**
  * The sections of a bench report.
@@ -85,7 +100,11 @@ export function benchReport(results: Array<{ file: string; result: BenchResultIn
       const accuracy = metric.pick(overall)
       return accuracy ? [barOf(metric.label, accuracy)] : []
     })
-    charts.push({ svg: barChart({ title: 'Accuracy by metric', ...CHART_SIZE, yLabel: 'accuracy', yDomain: [0, 1], bars }), caption: 'Overall accuracy of each metric; whiskers are Wilson 95% intervals. Ties count as the result says; failures are excluded.' })
+    charts.push({
+      svg: barChart({ title: 'Accuracy by metric', ...CHART_SIZE, yLabel: 'accuracy', yDomain: [0, 1], bars }),
+      caption:
+        'Overall accuracy of each metric; whiskers are Wilson 95% intervals. Ties count as the result says; failures are excluded.',
+    })
   }
   if (leaves.length > 1) {
     const bars = leaves.flatMap((row) => {
@@ -94,23 +113,47 @@ export function benchReport(results: Array<{ file: string; result: BenchResultIn
     })
     const labels = [...new Set(leaves.map((row) => headline(row.metrics)?.label).filter(Boolean))]
     charts.push({
-      svg: barChart({ ...CHART_SIZE, title: `${labels.length === 1 ? `${labels[0]![0]!.toUpperCase()}${labels[0]!.slice(1)} accuracy` : 'Headline accuracy'} by subset`, yLabel: 'accuracy', yDomain: [0, 1], bars }),
+      svg: barChart({
+        ...CHART_SIZE,
+        title: `${labels.length === 1 ? `${labels[0]![0]!.toUpperCase()}${labels[0]!.slice(1)} accuracy` : 'Headline accuracy'} by subset`,
+        yLabel: 'accuracy',
+        yDomain: [0, 1],
+        bars,
+      }),
       caption: `One bar per subset (${labels.join(', ') || 'no accuracy'}); whiskers are Wilson 95% intervals.`,
     })
   }
-  const scores = results.flatMap(({ result }) => (result.scores ?? []).flatMap((item) => item.candidates.flatMap((candidate) => (candidate.score === null ? [] : [candidate.score]))))
+  const scores = results.flatMap(({ result }) =>
+    (result.scores ?? []).flatMap((item) =>
+      item.candidates.flatMap((candidate) => (candidate.score === null ? [] : [candidate.score])),
+    ),
+  )
   if (scores.length > 0) {
     const unit = scores.every((score) => score >= 0 && score <= 1)
     charts.push({
-      svg: histogram({ title: 'Scores given', ...CHART_SIZE, xLabel: 'score', yLabel: 'candidates', values: scores, bins: 20, ...(unit ? { domain: [0, 1] as [number, number] } : {}) }),
-      caption: 'Every candidate’s score from the scorer (failures left out). A scorer that gives many equal scores causes ties.',
+      svg: histogram({
+        title: 'Scores given',
+        ...CHART_SIZE,
+        xLabel: 'score',
+        yLabel: 'candidates',
+        values: scores,
+        bins: 20,
+        ...(unit ? { domain: [0, 1] as [number, number] } : {}),
+      }),
+      caption:
+        'Every candidate’s score from the scorer (failures left out). A scorer that gives many equal scores causes ties.',
     })
   }
 
   const accuracyTable = table({
     headers: ['subset', 'items', ...shown.map((metric) => metric.label), 'failed items'],
     numeric: [1, ...shown.map((_, index) => index + 2), shown.length + 2],
-    rows: rows.map((row) => [row.total && rows.length > 1 ? html`<strong>${row.label}</strong>` : row.label, row.metrics.items, ...shown.map((metric) => accuracyCell(metric.pick(row.metrics))), row.metrics.failed_items]),
+    rows: rows.map((row) => [
+      row.total && rows.length > 1 ? html`<strong>${row.label}</strong>` : row.label,
+      row.metrics.items,
+      ...shown.map((metric) => accuracyCell(metric.pick(row.metrics))),
+      row.metrics.failed_items,
+    ]),
   })
 
   const failureCount = results.reduce((sum, { result }) => sum + result.failures.count, 0)
@@ -125,17 +168,28 @@ export function benchReport(results: Array<{ file: string; result: BenchResultIn
     kind: 'bench',
     label: 'bench result',
     title: `Benchmark: ${scorers.join(', ')} on ${results.length === 1 ? datasets[0] : `${results.length} subsets`}`,
-    subtitle: results.length > 1 ? datasets.join(' · ') : `${first.dataset.shape ?? 'dataset'} · ${first.dataset.items} items, ${first.dataset.candidates} candidates`,
+    subtitle:
+      results.length > 1
+        ? datasets.join(' · ')
+        : `${first.dataset.shape ?? 'dataset'} · ${first.dataset.items} items, ${first.dataset.candidates} candidates`,
     tiles: [
       { label: 'items', value: num(items), hint: `${results.length} result${results.length === 1 ? '' : 's'}` },
       top
-        ? { label: `${top.label} accuracy`, value: pct(top.accuracy.accuracy), hint: top.accuracy.ci95 ? `95% CI ${pct(top.accuracy.ci95[0])}–${pct(top.accuracy.ci95[1])}` : undefined }
+        ? {
+            label: `${top.label} accuracy`,
+            value: pct(top.accuracy.accuracy),
+            hint: top.accuracy.ci95 ? `95% CI ${pct(top.accuracy.ci95[0])}–${pct(top.accuracy.ci95[1])}` : undefined,
+          }
         : { label: 'subsets', value: leaves.length || rows.length },
       { label: 'scorer', value: scorers.join(', '), hint: first.model },
       { label: 'failures', value: failureCount, hint: `in ${failedItems} item${failedItems === 1 ? '' : 's'}` },
     ],
     sections: [
-      { id: 'accuracy', title: 'Accuracy with 95% intervals', body: html`${charts.length ? html`<div class="charts">${charts.map((chart) => figure(chart.svg, chart.caption))}</div>` : ''}<h3>By subset</h3>${accuracyTable}<p class="muted">Ties count ${first.ties === 'wrong' ? 'as wrong' : 'as half correct'}. Failures (scorer errors) are excluded from n and listed below.</p>` },
+      {
+        id: 'accuracy',
+        title: 'Accuracy with 95% intervals',
+        body: html`${charts.length ? html`<div class="charts">${charts.map((chart) => figure(chart.svg, chart.caption))}</div>` : ''}<h3>By subset</h3>${accuracyTable}<p class="muted">Ties count ${first.ties === 'wrong' ? 'as wrong' : 'as half correct'}. Failures (scorer errors) are excluded from n and listed below.</p>`,
+      },
       { id: 'failures', title: `Failures (${failureCount})`, body: failuresSection(results) },
       { id: 'settings', title: 'Run settings', body: settingsSection(results) },
     ],
@@ -144,13 +198,22 @@ export function benchReport(results: Array<{ file: string; result: BenchResultIn
 }
 
 function failuresSection(results: Array<{ file: string; result: BenchResultInput }>): SafeHtml {
-  const examples = results.flatMap(({ file, result }) => result.failures.examples.map((failure) => ({ subset: basename(result.dataset.path || file), ...failure })))
+  const examples = results.flatMap(({ file, result }) =>
+    result.failures.examples.map((failure) => ({ subset: basename(result.dataset.path || file), ...failure })),
+  )
   if (examples.length === 0) return html`<p class="empty">No scorer failures: every candidate got a score.</p>`
   const total = results.reduce((sum, { result }) => sum + result.failures.count, 0)
-  return html`<div class="card failures"><p>${total} candidate${total === 1 ? '' : 's'} could not be scored; ${examples.length < total ? `the first ${examples.length} are listed` : 'all are listed'}. Their comparisons are left out of every accuracy above, not counted as ties.</p>${table({
-    headers: [...(results.length > 1 ? ['subset'] : []), 'prompt', 'candidate', 'error'],
-    rows: examples.map((failure) => [...(results.length > 1 ? [failure.subset] : []), html`<code>${failure.prompt_id}</code>`, html`<code>${failure.candidate_id}</code>`, failure.error]),
-  })}</div>`
+  return html`<div class="card failures"><p>${total} candidate${total === 1 ? '' : 's'} could not be scored; ${examples.length < total ? `the first ${examples.length} are listed` : 'all are listed'}. Their comparisons are left out of every accuracy above, not counted as ties.</p>${table(
+    {
+      headers: [...(results.length > 1 ? ['subset'] : []), 'prompt', 'candidate', 'error'],
+      rows: examples.map((failure) => [
+        ...(results.length > 1 ? [failure.subset] : []),
+        html`<code>${failure.prompt_id}</code>`,
+        html`<code>${failure.candidate_id}</code>`,
+        failure.error,
+      ]),
+    },
+  )}</div>`
 }
 
 function settingsSection(results: Array<{ file: string; result: BenchResultInput }>): SafeHtml {

@@ -21,14 +21,25 @@ export interface LoadedLibrary {
 /** What `detectReportInput` found. */
 export type ReportInput =
   | { kind: 'search'; path: string; output: SearchOutputInput }
-  | { kind: 'evolve'; path: string; log: EvolutionLogLine[]; finalLibrary: LoadedLibrary | null; bestLibrary: LoadedLibrary | null }
+  | {
+      kind: 'evolve'
+      path: string
+      log: EvolutionLogLine[]
+      finalLibrary: LoadedLibrary | null
+      bestLibrary: LoadedLibrary | null
+    }
   | { kind: 'bench'; path: string; results: Array<{ file: string; result: BenchResultInput }> }
   | { kind: 'distill'; path: string; summary: DistillSummary }
 
 export type ReportKind = ReportInput['kind']
 
 /** How each kind is named in messages and on the page. */
-export const KIND_LABELS: Record<ReportKind, string> = { search: 'search output', evolve: 'evolution log', bench: 'bench result', distill: 'distill summary' }
+export const KIND_LABELS: Record<ReportKind, string> = {
+  search: 'search output',
+  evolve: 'evolution log',
+  bench: 'bench result',
+  distill: 'distill summary',
+}
 
 const EXPECTED =
   'expected a search output (reward-harness search --output, JSON with "best_rubrics"), an evolution log ' +
@@ -51,7 +62,11 @@ type Classified =
 export async function detectReportInput(path: string): Promise<ReportInput> {
   const absolute = resolve(path)
   const info = await stat(absolute).catch((error: NodeJS.ErrnoException) => {
-    throw new ReportInputError(error.code === 'ENOENT' ? `${path}: no such file or directory` : `${path}: cannot read (${error.code ?? error.message})`)
+    throw new ReportInputError(
+      error.code === 'ENOENT'
+        ? `${path}: no such file or directory`
+        : `${path}: cannot read (${error.code ?? error.message})`,
+    )
   })
   if (info.isDirectory()) return detectDirectory(absolute, path)
   const classified = classify(await readText(absolute, path), path)
@@ -70,11 +85,17 @@ export async function detectReportInput(path: string): Promise<ReportInput> {
 }
 
 async function detectDirectory(directory: string, shown: string): Promise<ReportInput> {
-  const names = (await readdir(directory, { withFileTypes: true })).filter((entry) => entry.isFile()).map((entry) => entry.name).sort()
+  const names = (await readdir(directory, { withFileTypes: true }))
+    .filter((entry) => entry.isFile())
+    .map((entry) => entry.name)
+    .sort()
   if (names.includes(EVOLUTION_LOG)) {
     const file = join(directory, EVOLUTION_LOG)
     const classified = classify(await readText(file, join(shown, EVOLUTION_LOG)), join(shown, EVOLUTION_LOG))
-    if (classified.kind !== 'evolve') throw new ReportInputError(`${join(shown, EVOLUTION_LOG)}: not an evolution log (${classified.kind === null ? classified.why : `it is a ${KIND_LABELS[classified.kind]}`})`)
+    if (classified.kind !== 'evolve')
+      throw new ReportInputError(
+        `${join(shown, EVOLUTION_LOG)}: not an evolution log (${classified.kind === null ? classified.why : `it is a ${KIND_LABELS[classified.kind]}`})`,
+      )
     return evolveInput(file, classified.log)
   }
   const searches: Array<{ file: string; output: SearchOutputInput }> = []
@@ -91,17 +112,24 @@ async function detectDirectory(directory: string, shown: string): Promise<Report
       `${shown}: holds both search outputs (${searches.map((entry) => basename(entry.file)).join(', ')}) and bench results (${benches.map((entry) => basename(entry.file)).join(', ')}); pass one file`,
     )
   }
-  if (searches.length > 1) throw new ReportInputError(`${shown}: holds ${searches.length} search outputs (${searches.map((entry) => basename(entry.file)).join(', ')}); pass one of them`)
+  if (searches.length > 1)
+    throw new ReportInputError(
+      `${shown}: holds ${searches.length} search outputs (${searches.map((entry) => basename(entry.file)).join(', ')}); pass one of them`,
+    )
   if (searches.length === 1) return { kind: 'search', path: searches[0]!.file, output: searches[0]!.output }
   if (benches.length > 0) return { kind: 'bench', path: directory, results: benches }
-  throw new ReportInputError(`${shown}: no search output, ${EVOLUTION_LOG} or bench result in this directory; ${EXPECTED}`)
+  throw new ReportInputError(
+    `${shown}: no search output, ${EVOLUTION_LOG} or bench result in this directory; ${EXPECTED}`,
+  )
 }
 
 async function readText(file: string, shown: string): Promise<string> {
   try {
     return await readFile(file, 'utf8')
   } catch (error) {
-    throw new ReportInputError(`${shown}: cannot read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`)
+    throw new ReportInputError(
+      `${shown}: cannot read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+    )
   }
 }
 
@@ -114,26 +142,44 @@ function classify(text: string, shown: string): Classified {
   } catch {
     return classifyLines(text, shown)
   }
-  if (!value || typeof value !== 'object' || Array.isArray(value)) return { kind: null, why: `it is JSON but not an object` }
+  if (!value || typeof value !== 'object' || Array.isArray(value))
+    return { kind: null, why: `it is JSON but not an object` }
   const record = value as Record<string, unknown>
   if ('best_rubrics' in record) {
     const parsed = SearchOutputInput.safeParse(record)
-    if (!parsed.success) throw new ReportInputError(`${shown}: looks like a search output (it has "best_rubrics") but ${firstIssue(parsed.error)}`)
+    if (!parsed.success)
+      throw new ReportInputError(
+        `${shown}: looks like a search output (it has "best_rubrics") but ${firstIssue(parsed.error)}`,
+      )
     return { kind: 'search', output: parsed.data }
   }
   if (record.kind === 'distill_summary') {
     const parsed = DistillSummary.safeParse(record)
-    if (!parsed.success) throw new ReportInputError(`${shown}: looks like a distill summary (its kind is "distill_summary") but ${firstIssue(parsed.error)}`)
+    if (!parsed.success)
+      throw new ReportInputError(
+        `${shown}: looks like a distill summary (its kind is "distill_summary") but ${firstIssue(parsed.error)}`,
+      )
     return { kind: 'distill', summary: parsed.data }
   }
   if ('overall' in record && 'scorer' in record) {
     const parsed = BenchResultInput.safeParse(record)
-    if (!parsed.success) throw new ReportInputError(`${shown}: looks like a bench result (it has "overall" and "scorer") but ${firstIssue(parsed.error)}`)
+    if (!parsed.success)
+      throw new ReportInputError(
+        `${shown}: looks like a bench result (it has "overall" and "scorer") but ${firstIssue(parsed.error)}`,
+      )
     return { kind: 'bench', result: parsed.data }
   }
   // A single-line evolution log is valid JSON too.
   if ('iteration' in record && 'decision' in record) return classifyLines(text, shown)
-  return { kind: null, why: `a JSON object with keys ${Object.keys(record).slice(0, 6).map((key) => JSON.stringify(key)).join(', ') || '(none)'}` }
+  return {
+    kind: null,
+    why: `a JSON object with keys ${
+      Object.keys(record)
+        .slice(0, 6)
+        .map((key) => JSON.stringify(key))
+        .join(', ') || '(none)'
+    }`,
+  }
 }
 
 /** JSONL: an evolution log when its first line has `iteration` and `decision`. A torn last line is ignored, as `evolve` does. */
@@ -147,13 +193,16 @@ function classifyLines(text: string, shown: string): Classified {
       value = JSON.parse(line)
     } catch {
       if (log.length === 0) return { kind: null, why: `line ${index + 1} is not JSON` }
-      if (lines.slice(index + 1).some((rest) => rest.trim())) throw new ReportInputError(`${shown}: line ${index + 1} of the evolution log is not JSON`)
+      if (lines.slice(index + 1).some((rest) => rest.trim()))
+        throw new ReportInputError(`${shown}: line ${index + 1} of the evolution log is not JSON`)
       break
     }
     const record = value && typeof value === 'object' ? (value as Record<string, unknown>) : {}
-    if (log.length === 0 && !('iteration' in record && 'decision' in record)) return { kind: null, why: 'JSON lines without "iteration" and "decision"' }
+    if (log.length === 0 && !('iteration' in record && 'decision' in record))
+      return { kind: null, why: 'JSON lines without "iteration" and "decision"' }
     const parsed = EvolutionLogLine.safeParse(record)
-    if (!parsed.success) throw new ReportInputError(`${shown}: line ${index + 1} of the evolution log: ${firstIssue(parsed.error)}`)
+    if (!parsed.success)
+      throw new ReportInputError(`${shown}: line ${index + 1} of the evolution log: ${firstIssue(parsed.error)}`)
     log.push(parsed.data)
   }
   return log.length ? { kind: 'evolve', log } : { kind: null, why: 'no JSON lines' }
@@ -165,11 +214,17 @@ function classifyLines(text: string, shown: string): Classified {
  */
 async function evolveInput(file: string, log: EvolutionLogLine[]): Promise<ReportInput> {
   const checkpoints = join(dirname(file), 'checkpoints')
-  const load = async (name: string, sha256: string | undefined, names: string[] | null): Promise<LoadedLibrary | null> => {
+  const load = async (
+    name: string,
+    sha256: string | undefined,
+    names: string[] | null,
+  ): Promise<LoadedLibrary | null> => {
     const dir = join(checkpoints, name)
     const library = await loadLibrary(dir).catch(() => null)
     if (!library) return null
-    const matches = sha256 ? (await libraryHash(library)) === sha256 : names !== null && Object.keys(library.entries).sort().join() === [...names].sort().join()
+    const matches = sha256
+      ? (await libraryHash(library)) === sha256
+      : names !== null && Object.keys(library.entries).sort().join() === [...names].sort().join()
     return matches ? { dir, library } : null
   }
   const last = log.at(-1)!

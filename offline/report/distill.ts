@@ -17,7 +17,10 @@ export function distillReport(summary: DistillSummary): ReportBody {
     ...CHART_SIZE,
     title: 'Candidate pairs: kept and dropped by reason',
     yLabel: 'pairs',
-    bars: [{ label: 'kept', value: pairs.kept }, ...DROP_REASONS.map((reason) => ({ label: reason, value: pairs.dropped[reason] }))],
+    bars: [
+      { label: 'kept', value: pairs.kept },
+      ...DROP_REASONS.map((reason) => ({ label: reason, value: pairs.dropped[reason] })),
+    ],
   })
   return {
     kind: 'distill',
@@ -28,7 +31,11 @@ export function distillReport(summary: DistillSummary): ReportBody {
       { label: 'pairs kept', value: pairs.kept, hint: `${pairs.train} train · ${pairs.held_out} held out` },
       { label: 'candidates', value: pairs.candidates, hint: `${pairs.candidates - pairs.kept} dropped` },
       { label: 'prompts paired', value: prompts.paired, hint: `${prompts.train} train · ${prompts.held_out} held out` },
-      { label: 'repeats agree', value: pct(agreement.pairwise), hint: `mean spread ${agreement.mean_spread === null ? '—' : num(agreement.mean_spread)}` },
+      {
+        label: 'repeats agree',
+        value: pct(agreement.pairwise),
+        hint: `mean spread ${agreement.mean_spread === null ? '—' : num(agreement.mean_spread)}`,
+      },
       { label: 'LLM calls', value: judgements.llm_calls, hint: `${judgements.cache_hits} from the cache` },
     ],
     sections: [
@@ -38,15 +45,25 @@ export function distillReport(summary: DistillSummary): ReportBody {
         body: html`${figure(chart, 'Every candidate pair is kept or dropped for exactly one reason.')}${table({
           headers: ['', 'pairs'],
           numeric: [1],
-          rows: [['candidates', pairs.candidates], ['kept', pairs.kept], ...DROP_REASONS.map((reason) => [html`dropped: <code>${reason}</code>`, pairs.dropped[reason]])],
+          rows: [
+            ['candidates', pairs.candidates],
+            ['kept', pairs.kept],
+            ...DROP_REASONS.map((reason) => [html`dropped: <code>${reason}</code>`, pairs.dropped[reason]]),
+          ],
         })}`,
       },
       {
         id: 'data',
         title: 'Rollouts, prompts and judgements',
         body: keyValues([
-          ['rollouts', `${rollouts.archived} archived, ${rollouts.distinct} distinct (${rollouts.merged_duplicates} identical merged)`],
-          ['prompts', `${prompts.seen} seen, ${prompts.single_response} with one response, ${prompts.judged} judged, ${prompts.paired} paired`],
+          [
+            'rollouts',
+            `${rollouts.archived} archived, ${rollouts.distinct} distinct (${rollouts.merged_duplicates} identical merged)`,
+          ],
+          [
+            'prompts',
+            `${prompts.seen} seen, ${prompts.single_response} with one response, ${prompts.judged} judged, ${prompts.paired} paired`,
+          ],
           ['judgements', `${judgements.succeeded} of ${judgements.requested} (${judgements.failed} failed)`],
           ['online scores agree with kept pairs', pct(agreement.online)],
           ...judgements.failures.map((failure): [string, string] => ['failure', failure]),
@@ -66,7 +83,16 @@ export function distillReport(summary: DistillSummary): ReportBody {
       {
         id: 'outputs',
         title: 'Files',
-        body: table({ headers: ['format', 'split', 'rows', 'file'], numeric: [2], rows: summary.outputs.map((output) => [output.format, output.split, output.rows, html`<code>${output.file}</code>`]) }),
+        body: table({
+          headers: ['format', 'split', 'rows', 'file'],
+          numeric: [2],
+          rows: summary.outputs.map((output) => [
+            output.format,
+            output.split,
+            output.rows,
+            html`<code>${output.file}</code>`,
+          ]),
+        }),
       },
     ],
     charts: 1,

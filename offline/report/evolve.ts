@@ -15,9 +15,16 @@ const VALIDATION_COLOUR = '#0072B2'
 const BEST_COLOUR = '#E69F00'
 const ROLLED_BACK_COLOUR = '#D55E00'
 
-const DECISION_LABELS: Record<string, string> = { baseline: 'baseline', kept: 'kept', rolled_back: 'rolled back', skipped: 'skipped', rejected: 'rejected' }
+const DECISION_LABELS: Record<string, string> = {
+  baseline: 'baseline',
+  kept: 'kept',
+  rolled_back: 'rolled back',
+  skipped: 'skipped',
+  rejected: 'rejected',
+}
 
-const decisionBadge = (decision: string) => html`<span class="badge ${decision}">${DECISION_LABELS[decision] ?? decision}</span>`
+const decisionBadge = (decision: string) =>
+  html`<span class="badge ${decision}">${DECISION_LABELS[decision] ?? decision}</span>`
 
 /**
  * The chart series of an evolution: the library's validation accuracy after each iteration, the best so far,
@@ -45,7 +52,11 @@ export function evolutionSeries(log: EvolutionLogLine[]) {
  * The sections of an evolution report.
  * @example const body = evolveReport(log, finalLibrary, bestLibrary)
  */
-export function evolveReport(log: EvolutionLogLine[], finalLibrary: LoadedLibrary | null, bestLibrary: LoadedLibrary | null): ReportBody {
+export function evolveReport(
+  log: EvolutionLogLine[],
+  finalLibrary: LoadedLibrary | null,
+  bestLibrary: LoadedLibrary | null,
+): ReportBody {
   const last = log.at(-1)!
   const count = (decision: string) => log.filter((line) => line.decision === decision).length
   const iterations = log.length - count('baseline')
@@ -75,7 +86,8 @@ export function evolveReport(log: EvolutionLogLine[], finalLibrary: LoadedLibrar
     numeric: [0, 4, 5, 6, 7, 8],
     rows: changeRows,
     className: 'changes',
-    caption: 'val: the proposed library’s validation accuracy; failures: judgments that failed (train / val), and items whose two orders disagreed (inconsistent); neither is ever counted as a tie.',
+    caption:
+      'val: the proposed library’s validation accuracy; failures: judgments that failed (train / val), and items whose two orders disagreed (inconsistent); neither is ever counted as a tie.',
   })
 
   const sections = [
@@ -89,7 +101,11 @@ export function evolveReport(log: EvolutionLogLine[], finalLibrary: LoadedLibrar
     },
     { id: 'changes', title: `Change log (iterations ${log[0]!.iteration}–${last.iteration})`, body: changeLog },
     ...(log.some((line) => line.usage) ? [{ id: 'calls', title: 'Calls', body: callsSection(log) }] : []),
-    { id: 'library', title: `Final library (${last.entries.length} entr${last.entries.length === 1 ? 'y' : 'ies'})`, body: librarySection(last, finalLibrary, bestLibrary) },
+    {
+      id: 'library',
+      title: `Final library (${last.entries.length} entr${last.entries.length === 1 ? 'y' : 'ies'})`,
+      body: librarySection(last, finalLibrary, bestLibrary),
+    },
     {
       id: 'settings',
       title: 'Run settings',
@@ -98,8 +114,18 @@ export function evolveReport(log: EvolutionLogLine[], finalLibrary: LoadedLibrar
         ['validation share', typeof settings.val_fraction === 'number' ? pct(settings.val_fraction) : '—'],
         ['explore margin', num(settings.explore_margin as number | undefined)],
         ['pruning', settings.prune_every ? `every ${String(settings.prune_every)} iterations` : 'off'],
-        ['presentation orders', settings.orders === undefined ? '—' : settings.orders === 'both' ? 'both (A/B and B/A)' : String(settings.orders)],
-        ['items (train with swaps / validation)', `${String(settings.train ?? '—')} / ${String(settings.validation ?? '—')}`],
+        [
+          'presentation orders',
+          settings.orders === undefined
+            ? '—'
+            : settings.orders === 'both'
+              ? 'both (A/B and B/A)'
+              : String(settings.orders),
+        ],
+        [
+          'items (train with swaps / validation)',
+          `${String(settings.train ?? '—')} / ${String(settings.validation ?? '—')}`,
+        ],
         ['dataset sha256', html`<code>${String(settings.dataset_sha256 ?? '—')}</code>`],
         ['first → last line (UTC)', `${log[0]!.timestamp ?? '—'} → ${last.timestamp ?? '—'}`],
       ]),
@@ -111,9 +137,20 @@ export function evolveReport(log: EvolutionLogLine[], finalLibrary: LoadedLibrar
     title: 'Judge library evolution',
     subtitle: `${iterations} iteration${iterations === 1 ? '' : 's'} after the baseline, best at iteration ${last.best_iteration}`,
     tiles: [
-      { label: 'best validation accuracy', value: pct(last.best_val_accuracy), hint: `iteration ${last.best_iteration}` },
-      { label: 'baseline validation', value: pct(log.find((line) => line.decision === 'baseline')?.val_accuracy ?? log[0]!.state_val_accuracy) },
-      { label: 'kept / rolled back', value: `${count('kept')} / ${count('rolled_back')}`, hint: `${count('skipped')} skipped${count('rejected') ? `, ${count('rejected')} rejected` : ''}` },
+      {
+        label: 'best validation accuracy',
+        value: pct(last.best_val_accuracy),
+        hint: `iteration ${last.best_iteration}`,
+      },
+      {
+        label: 'baseline validation',
+        value: pct(log.find((line) => line.decision === 'baseline')?.val_accuracy ?? log[0]!.state_val_accuracy),
+      },
+      {
+        label: 'kept / rolled back',
+        value: `${count('kept')} / ${count('rolled_back')}`,
+        hint: `${count('skipped')} skipped${count('rejected') ? `, ${count('rejected')} rejected` : ''}`,
+      },
       { label: 'entries in the final library', value: last.entries.length },
     ],
     sections,
@@ -121,7 +158,11 @@ export function evolveReport(log: EvolutionLogLine[], finalLibrary: LoadedLibrar
   }
 }
 
-function librarySection(last: EvolutionLogLine, finalLibrary: LoadedLibrary | null, bestLibrary: LoadedLibrary | null): SafeHtml {
+function librarySection(
+  last: EvolutionLogLine,
+  finalLibrary: LoadedLibrary | null,
+  bestLibrary: LoadedLibrary | null,
+): SafeHtml {
   if (last.entries.length === 0) return html`<p class="empty">The library ended empty.</p>`
   const entries = finalLibrary ? entryList(finalLibrary.library) : []
   const cards = finalLibrary
@@ -154,15 +195,24 @@ function callsSection(log: EvolutionLogLine[]): SafeHtml {
   for (const line of log) {
     for (const [role, counters] of Object.entries(line.usage ?? {})) {
       const sum = totals.get(role) ?? {}
-      for (const [key] of USAGE_COLUMNS) if (typeof counters[key] === 'number') sum[key] = (sum[key] ?? 0) + (counters[key] as number)
+      for (const [key] of USAGE_COLUMNS)
+        if (typeof counters[key] === 'number') sum[key] = (sum[key] ?? 0) + (counters[key] as number)
       totals.set(role, sum)
     }
   }
   const roles = [...totals.keys()].filter((role) => role !== 'total')
-  const row = (name: SafeHtml | string, sum: Record<string, number> | undefined) => [name, ...USAGE_COLUMNS.map(([key]) => num(sum?.[key]))]
-  return html`<p class="muted">Summed over the logged iterations. A reply from the cache costs no call and no tokens.</p>${table({
-    headers: ['role', ...USAGE_COLUMNS.map(([, label]) => label)],
-    numeric: USAGE_COLUMNS.map((_, index) => index + 1),
-    rows: [...roles.map((role) => row(role.replaceAll('_', ' '), totals.get(role))), ...(totals.has('total') ? [row(html`<strong>total</strong>`, totals.get('total'))] : [])],
-  })}`
+  const row = (name: SafeHtml | string, sum: Record<string, number> | undefined) => [
+    name,
+    ...USAGE_COLUMNS.map(([key]) => num(sum?.[key])),
+  ]
+  return html`<p class="muted">Summed over the logged iterations. A reply from the cache costs no call and no tokens.</p>${table(
+    {
+      headers: ['role', ...USAGE_COLUMNS.map(([, label]) => label)],
+      numeric: USAGE_COLUMNS.map((_, index) => index + 1),
+      rows: [
+        ...roles.map((role) => row(role.replaceAll('_', ' '), totals.get(role))),
+        ...(totals.has('total') ? [row(html`<strong>total</strong>`, totals.get('total'))] : []),
+      ],
+    },
+  )}`
 }

@@ -63,10 +63,18 @@ export function num(value: number | null | undefined, digits = 3): string {
  * A table; `numeric` columns are right-aligned with tabular digits.
  * @example table({ headers: ['role', 'calls'], rows: [['verifier', '390']], numeric: [1] })
  */
-export function table(options: { headers: Interpolation[]; rows: Interpolation[][]; numeric?: number[]; caption?: string; className?: string }): SafeHtml {
+export function table(options: {
+  headers: Interpolation[]
+  rows: Interpolation[][]
+  numeric?: number[]
+  caption?: string
+  className?: string
+}): SafeHtml {
   const numeric = new Set(options.numeric ?? [])
-  const head = (value: Interpolation, index: number) => (numeric.has(index) ? html`<th class="num">${value}</th>` : html`<th>${value}</th>`)
-  const cell = (value: Interpolation, index: number) => (numeric.has(index) ? html`<td class="num">${value}</td>` : html`<td>${value}</td>`)
+  const head = (value: Interpolation, index: number) =>
+    numeric.has(index) ? html`<th class="num">${value}</th>` : html`<th>${value}</th>`
+  const cell = (value: Interpolation, index: number) =>
+    numeric.has(index) ? html`<td class="num">${value}</td>` : html`<td>${value}</td>`
   return html`<div class="table-wrap"><table${options.className ? html` class="${options.className}"` : ''}>${options.caption ? html`<caption>${options.caption}</caption>` : ''}<thead><tr>${options.headers.map(head)}</tr></thead><tbody>${options.rows.map((row) => html`<tr>${row.map(cell)}</tr>`)}</tbody></table></div>`
 }
 

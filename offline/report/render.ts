@@ -42,7 +42,11 @@ export function renderReport(input: ReportInput, options: { title?: string } = {
  * Renders `input` and writes the page to `out` atomically; returns what was written.
  * @example const written = await writeReport(input, 'report.html') // { path: 'report.html', bytes: 48213, charts: 3 }
  */
-export async function writeReport(input: ReportInput, out: string, options: { title?: string } = {}): Promise<{ path: string; bytes: number; charts: number; body: ReportBody }> {
+export async function writeReport(
+  input: ReportInput,
+  out: string,
+  options: { title?: string } = {},
+): Promise<{ path: string; bytes: number; charts: number; body: ReportBody }> {
   const { html, body } = renderReport(input, options)
   await writeFileAtomic(out, html)
   return { path: out, bytes: Buffer.byteLength(html), charts: body.charts, body }

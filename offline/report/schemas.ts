@@ -12,7 +12,14 @@ const Counts = z.record(z.string(), z.unknown())
 export const SearchOutputInput = SearchOutputFile.extend({
   best_rubrics: z.array(
     BestRubricFields.extend({
-      objective: z.looseObject({ raw_tail_acc: z.number().nullish(), kendall_tau: z.number().nullish(), ndcg: z.number().nullish(), signed_top_margin: z.number().nullish() }).optional(),
+      objective: z
+        .looseObject({
+          raw_tail_acc: z.number().nullish(),
+          kendall_tau: z.number().nullish(),
+          ndcg: z.number().nullish(),
+          signed_top_margin: z.number().nullish(),
+        })
+        .optional(),
       history: z.array(z.number()).optional(),
       generations_run: z.number().optional(),
       stop_reason: z.string().optional(),
@@ -27,11 +34,25 @@ export const SearchOutputInput = SearchOutputFile.extend({
       avg_diversity: z.number().nullish(),
       generations_run: z.number().nullish(),
       stop_reason: z.string().nullish(),
-      objective_summary: z.looseObject({ total: z.number().nullish(), raw_tail_acc: z.number().nullish(), kendall_tau: z.number().nullish(), ndcg: z.number().nullish() }).nullish(),
+      objective_summary: z
+        .looseObject({
+          total: z.number().nullish(),
+          raw_tail_acc: z.number().nullish(),
+          kendall_tau: z.number().nullish(),
+          ndcg: z.number().nullish(),
+        })
+        .nullish(),
       margin_improvement: z
         .looseObject({
-          global: z.looseObject({ total_prompts: z.number(), improved_prompts: z.number(), improvement_rate: z.number() }).nullish(),
-          per_prompt: z.record(z.string(), z.looseObject({ initial_margin: z.number(), final_margin: z.number(), improved: z.boolean() })).nullish(),
+          global: z
+            .looseObject({ total_prompts: z.number(), improved_prompts: z.number(), improvement_rate: z.number() })
+            .nullish(),
+          per_prompt: z
+            .record(
+              z.string(),
+              z.looseObject({ initial_margin: z.number(), final_margin: z.number(), improved: z.boolean() }),
+            )
+            .nullish(),
         })
         .nullish(),
     })
@@ -101,7 +122,13 @@ export type MetricsInput = z.infer<typeof Metrics>
 /** The JSON of `reward-harness bench --json` (or `--out`). */
 export const BenchResultInput = z.looseObject({
   schema_version: z.literal(1),
-  dataset: z.looseObject({ path: z.string(), sha256: z.string().optional(), shape: z.string().optional(), items: z.number(), candidates: z.number() }),
+  dataset: z.looseObject({
+    path: z.string(),
+    sha256: z.string().optional(),
+    shape: z.string().optional(),
+    items: z.number(),
+    candidates: z.number(),
+  }),
   scorer: z.string(),
   model: z.string().optional(),
   seed: z.number().optional(),
@@ -119,7 +146,9 @@ export const BenchResultInput = z.looseObject({
       z.looseObject({
         prompt_id: z.string(),
         group: z.string().optional(),
-        candidates: z.array(z.looseObject({ candidate_id: z.string(), score: z.number().nullable(), error: z.string().optional() })),
+        candidates: z.array(
+          z.looseObject({ candidate_id: z.string(), score: z.number().nullable(), error: z.string().optional() }),
+        ),
       }),
     )
     .optional(),
@@ -134,6 +163,9 @@ export type BenchResultInput = z.infer<typeof BenchResultInput>
 export function firstIssue(error: z.ZodError): string {
   const issue = error.issues[0]
   if (!issue) return 'invalid'
-  const path = issue.path.map((part) => (typeof part === 'number' ? `[${part}]` : `.${String(part)}`)).join('').replace(/^\./, '')
+  const path = issue.path
+    .map((part) => (typeof part === 'number' ? `[${part}]` : `.${String(part)}`))
+    .join('')
+    .replace(/^\./, '')
   return `${path || '(root)'}: ${issue.message}`
 }

@@ -18,7 +18,10 @@ const OPEN_RUBRICS = 6
  * (distinguished or stagnant) keeps its last value in later generations, so the mean stays over all prompts.
  * @example objectiveByGeneration([[0.5, 0.7], [0.4]]) // { best: [{x:0,y:0.5},{x:1,y:0.7}], mean: [{x:0,y:0.45},{x:1,y:0.55}] }
  */
-export function objectiveByGeneration(histories: number[][]): { best: Array<{ x: number; y: number }>; mean: Array<{ x: number; y: number }> } {
+export function objectiveByGeneration(histories: number[][]): {
+  best: Array<{ x: number; y: number }>
+  mean: Array<{ x: number; y: number }>
+} {
   const present = histories.filter((history) => history.length > 0)
   const generations = Math.max(0, ...present.map((history) => history.length))
   const best: Array<{ x: number; y: number }> = []
@@ -32,8 +35,12 @@ export function objectiveByGeneration(histories: number[][]): { best: Array<{ x:
 }
 
 const get = (value: unknown, ...path: string[]): unknown =>
-  path.reduce<unknown>((node, key) => (node && typeof node === 'object' ? (node as Record<string, unknown>)[key] : undefined), value)
-const text = (value: unknown): string => (value === null || value === undefined ? '—' : typeof value === 'object' ? JSON.stringify(value) : String(value))
+  path.reduce<unknown>(
+    (node, key) => (node && typeof node === 'object' ? (node as Record<string, unknown>)[key] : undefined),
+    value,
+  )
+const text = (value: unknown): string =>
+  value === null || value === undefined ? '—' : typeof value === 'object' ? JSON.stringify(value) : String(value)
 
 /**
  * The sections of a search report.
@@ -64,7 +71,9 @@ export function searchReport(output: SearchOutputInput, fileName: string): Repor
       ],
     }),
   ]
-  const captions: string[] = [`Best rubric's objective at each ${step}: the best prompt's, and the mean over prompts (a prompt that stopped early keeps its last value).`]
+  const captions: string[] = [
+    `Best rubric's objective at each ${step}: the best prompt's, and the mean over prompts (a prompt that stopped early keeps its last value).`,
+  ]
   if (rubrics.length > 1 && rubrics.length <= MAX_PROMPT_LINES) {
     charts.push(
       lineChart({
@@ -72,15 +81,29 @@ export function searchReport(output: SearchOutputInput, fileName: string): Repor
         ...CHART_SIZE,
         xLabel: step,
         yLabel: 'objective',
-        series: rubrics.map((entry) => ({ name: entry.prompt_id, points: (entry.history ?? []).map((y, x) => ({ x, y })) })),
+        series: rubrics.map((entry) => ({
+          name: entry.prompt_id,
+          points: (entry.history ?? []).map((y, x) => ({ x, y })),
+        })),
       }),
     )
     captions.push(`One line per prompt.`)
   }
   charts.push(
     rubrics.length <= MAX_PROMPT_BARS
-      ? barChart({ title: 'Final objective by prompt', ...CHART_SIZE, yLabel: 'objective', bars: rubrics.map((entry) => ({ label: entry.prompt_id, value: entry.score })) })
-      : histogram({ title: 'Final objective over prompts', ...CHART_SIZE, xLabel: 'objective', yLabel: 'prompts', values: rubrics.map((entry) => entry.score) }),
+      ? barChart({
+          title: 'Final objective by prompt',
+          ...CHART_SIZE,
+          yLabel: 'objective',
+          bars: rubrics.map((entry) => ({ label: entry.prompt_id, value: entry.score })),
+        })
+      : histogram({
+          title: 'Final objective over prompts',
+          ...CHART_SIZE,
+          xLabel: 'objective',
+          yLabel: 'prompts',
+          values: rubrics.map((entry) => entry.score),
+        }),
   )
   captions.push('The objective total of each prompt’s best rubric.')
 
@@ -105,18 +128,34 @@ export function searchReport(output: SearchOutputInput, fileName: string): Repor
       ['tail accuracy (raw)', num(objective?.raw_tail_acc)],
       ['Kendall tau', num(objective?.kendall_tau)],
       ['NDCG', num(objective?.ndcg)],
-      ['top margin (initial → final)', margin ? `${num(margin.initial_margin)} → ${num(margin.final_margin)}${margin.improved ? ' (improved)' : ''}` : num(objective?.signed_top_margin)],
+      [
+        'top margin (initial → final)',
+        margin
+          ? `${num(margin.initial_margin)} → ${num(margin.final_margin)}${margin.improved ? ' (improved)' : ''}`
+          : num(objective?.signed_top_margin),
+      ],
       ['best candidate', entry.best_candidate_id ? html`<code>${entry.best_candidate_id}</code>` : '—'],
       [`${step}s run`, entry.generations_run ?? '—'],
       ['stopped by', entry.stop_reason ?? '—'],
-      ['grading', `grades 0–${entry.rubric.grading_protocol.grade_max}, ${entry.rubric.grading_protocol.num_votes} vote(s)${entry.rubric.grading_protocol.allow_na ? ', N/A allowed' : ''}`],
+      [
+        'grading',
+        `grades 0–${entry.rubric.grading_protocol.grade_max}, ${entry.rubric.grading_protocol.num_votes} vote(s)${entry.rubric.grading_protocol.allow_na ? ', N/A allowed' : ''}`,
+      ],
     ])
     return html`<details class="card rubric" ${index < OPEN_RUBRICS ? 'open' : ''}><summary><strong>${entry.prompt_id}</strong> <span class="muted">objective ${num(entry.score)} · ${entry.rubric.criteria.length} criteria</span></summary>${facts}${criteria}</details>`
   })
 
   const sections = [
-    { id: 'objective', title: `Objective per ${step}`, body: html`<div class="charts">${charts.map((svg, index) => figure(svg, captions[index]))}</div>` },
-    { id: 'rubrics', title: `Best rubrics (${rubrics.length})`, body: rubrics.length ? html`${rubricCards}` : html`<p class="empty">The output has no rubric.</p>` },
+    {
+      id: 'objective',
+      title: `Objective per ${step}`,
+      body: html`<div class="charts">${charts.map((svg, index) => figure(svg, captions[index]))}</div>`,
+    },
+    {
+      id: 'rubrics',
+      title: `Best rubrics (${rubrics.length})`,
+      body: rubrics.length ? html`${rubricCards}` : html`<p class="empty">The output has no rubric.</p>`,
+    },
     { id: 'settings', title: 'Run settings', body: settingsSection(output) },
     { id: 'calls', title: 'Calls', body: callsSection(usage) },
   ]
@@ -124,13 +163,34 @@ export function searchReport(output: SearchOutputInput, fileName: string): Repor
     kind: 'search',
     label: 'search output',
     title: `Search report: ${typeof datasetPath === 'string' ? datasetPath.split(/[\\/]/).pop() : fileName}`,
-    subtitle: [diagnostics?.mode, diagnostics?.iteration_scope, get(manifest, 'backend', 'resolved') ? `${text(get(manifest, 'backend', 'resolved'))} backend` : null].filter(Boolean).join(' · ') || undefined,
+    subtitle:
+      [
+        diagnostics?.mode,
+        diagnostics?.iteration_scope,
+        get(manifest, 'backend', 'resolved') ? `${text(get(manifest, 'backend', 'resolved'))} backend` : null,
+      ]
+        .filter(Boolean)
+        .join(' · ') || undefined,
     tiles: [
       { label: 'prompts', value: rubrics.length },
-      { label: `${step}s run`, value: generations || '—', hint: diagnostics?.stop_reason ? `stopped by ${diagnostics.stop_reason}` : undefined },
-      { label: 'mean objective', value: num(diagnostics?.objective_summary?.total ?? (rubrics.length ? rubrics.reduce((sum, entry) => sum + entry.score, 0) / rubrics.length : null)) },
+      {
+        label: `${step}s run`,
+        value: generations || '—',
+        hint: diagnostics?.stop_reason ? `stopped by ${diagnostics.stop_reason}` : undefined,
+      },
+      {
+        label: 'mean objective',
+        value: num(
+          diagnostics?.objective_summary?.total ??
+            (rubrics.length ? rubrics.reduce((sum, entry) => sum + entry.score, 0) / rubrics.length : null),
+        ),
+      },
       { label: 'Kendall tau (mean)', value: num(diagnostics?.objective_summary?.kendall_tau) },
-      { label: 'LLM calls', value: typeof totalCalls === 'number' ? num(totalCalls) : '—', hint: typeof cacheHits === 'number' ? `${num(cacheHits)} cache hits` : undefined },
+      {
+        label: 'LLM calls',
+        value: typeof totalCalls === 'number' ? num(totalCalls) : '—',
+        hint: typeof cacheHits === 'number' ? `${num(cacheHits)} cache hits` : undefined,
+      },
     ],
     sections,
     charts: charts.length,
@@ -148,24 +208,57 @@ function settingsSection(output: SearchOutputInput): SafeHtml {
     ['mean population diversity', num(diagnostics?.avg_diversity)],
     [
       'prompts with a wider top margin',
-      diagnostics?.margin_improvement?.global ? `${diagnostics.margin_improvement.global.improved_prompts} of ${diagnostics.margin_improvement.global.total_prompts}` : '—',
+      diagnostics?.margin_improvement?.global
+        ? `${diagnostics.margin_improvement.global.improved_prompts} of ${diagnostics.margin_improvement.global.total_prompts}`
+        : '—',
     ],
   ])
-  if (!manifest) return html`${searchFacts}<p class="empty">This output has no run manifest (it was not written by reward-harness search), so the run settings are unknown.</p>`
+  if (!manifest)
+    return html`${searchFacts}<p class="empty">This output has no run manifest (it was not written by reward-harness search), so the run settings are unknown.</p>`
   const models = get(manifest, 'backend', 'models')
   const runFacts = keyValues([
     ['run', html`<code>${text(manifest.run_id)}</code> (${text(manifest.status)})`],
     ['started → finished (UTC)', `${text(manifest.created_at_utc)} → ${text(manifest.finished_at_utc)}`],
-    ['dataset', html`<code>${text(get(manifest, 'dataset', 'path'))}</code> · ${text(get(manifest, 'dataset', 'shape'))} · ${text(get(manifest, 'dataset', 'prompts'))} prompts, ${text(get(manifest, 'dataset', 'candidates'))} candidates`],
+    [
+      'dataset',
+      html`<code>${text(get(manifest, 'dataset', 'path'))}</code> · ${text(get(manifest, 'dataset', 'shape'))} · ${text(get(manifest, 'dataset', 'prompts'))} prompts, ${text(get(manifest, 'dataset', 'candidates'))} candidates`,
+    ],
     ['dataset sha256', html`<code>${text(get(manifest, 'dataset', 'sha256'))}</code>`],
-    ['backend', `${text(get(manifest, 'backend', 'resolved'))} (requested ${text(get(manifest, 'backend', 'requested'))})`],
-    ['models', models && typeof models === 'object' ? Object.entries(models as Record<string, unknown>).map(([role, model]) => `${role}: ${text(model)}`).join(', ') : '—'],
-    ['judge', `${text(get(manifest, 'backend', 'judge', 'kind'))}: ${text(get(manifest, 'backend', 'judge', 'reason'))}`],
+    [
+      'backend',
+      `${text(get(manifest, 'backend', 'resolved'))} (requested ${text(get(manifest, 'backend', 'requested'))})`,
+    ],
+    [
+      'models',
+      models && typeof models === 'object'
+        ? Object.entries(models as Record<string, unknown>)
+            .map(([role, model]) => `${role}: ${text(model)}`)
+            .join(', ')
+        : '—',
+    ],
+    [
+      'judge',
+      `${text(get(manifest, 'backend', 'judge', 'kind'))}: ${text(get(manifest, 'backend', 'judge', 'reason'))}`,
+    ],
     ['seed', text(manifest.seed)],
-    ['config hash · settings hash', html`<code>${text(manifest.config_hash)}</code> · <code>${text(manifest.settings_hash)}</code>`],
-    ['code', get(manifest, 'code_snapshot', 'commit') ? html`<code>${text(get(manifest, 'code_snapshot', 'commit'))}</code>${get(manifest, 'code_snapshot', 'dirty') ? ' (uncommitted changes)' : ''}` : '—'],
-    ['command', html`<code>reward-harness ${(get(manifest, 'command', 'normalized_argv') as unknown[] | undefined)?.map(text).join(' ') ?? '—'}</code>`],
-    ['checkpoints', `${text(get(manifest, 'harness', 'checkpoints_written'))} written in ${text(get(manifest, 'harness', 'checkpoint_dir'))}`],
+    [
+      'config hash · settings hash',
+      html`<code>${text(manifest.config_hash)}</code> · <code>${text(manifest.settings_hash)}</code>`,
+    ],
+    [
+      'code',
+      get(manifest, 'code_snapshot', 'commit')
+        ? html`<code>${text(get(manifest, 'code_snapshot', 'commit'))}</code>${get(manifest, 'code_snapshot', 'dirty') ? ' (uncommitted changes)' : ''}`
+        : '—',
+    ],
+    [
+      'command',
+      html`<code>reward-harness ${(get(manifest, 'command', 'normalized_argv') as unknown[] | undefined)?.map(text).join(' ') ?? '—'}</code>`,
+    ],
+    [
+      'checkpoints',
+      `${text(get(manifest, 'harness', 'checkpoints_written'))} written in ${text(get(manifest, 'harness', 'checkpoint_dir'))}`,
+    ],
   ])
   const config = get(manifest, 'config_snapshot')
   const configTable =
@@ -192,14 +285,24 @@ const ROLE_COLUMNS = [
 
 function callsSection(usage: SearchOutputInput['usage']): SafeHtml {
   if (!usage?.roles) return html`<p class="empty">This output has no usage record.</p>`
-  const row = (name: SafeHtml | string, counters: Record<string, unknown> | undefined) => [name, ...ROLE_COLUMNS.map(([key]) => num(counters?.[key] as number | undefined))]
+  const row = (name: SafeHtml | string, counters: Record<string, unknown> | undefined) => [
+    name,
+    ...ROLE_COLUMNS.map(([key]) => num(counters?.[key] as number | undefined)),
+  ]
   const roles = table({
     headers: ['role', ...ROLE_COLUMNS.map(([, label]) => label)],
     numeric: ROLE_COLUMNS.map((_, index) => index + 1),
-    rows: [...Object.entries(usage.roles).map(([role, counters]) => row(role, counters)), row(html`<strong>total</strong>`, usage.total)],
+    rows: [
+      ...Object.entries(usage.roles).map(([role, counters]) => row(role, counters)),
+      row(html`<strong>total</strong>`, usage.total),
+    ],
   })
   const engine = usage.engine
-    ? table({ headers: ['engine counter', 'count'], numeric: [1], rows: Object.entries(usage.engine).map(([key, value]) => [key.replaceAll('_', ' '), num(value as number)]) })
+    ? table({
+        headers: ['engine counter', 'count'],
+        numeric: [1],
+        rows: Object.entries(usage.engine).map(([key, value]) => [key.replaceAll('_', ' '), num(value as number)]),
+      })
     : ''
   const cache = usage.cache
     ? html`<p class="muted">Reply cache: ${num(usage.cache.hits as number)} hits, ${num(usage.cache.misses as number)} misses, ${num(usage.cache.entries as number)} entries.</p>`

@@ -92,7 +92,8 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
   const configs = await collectEndpoints(options)
   const resolved = options.backend === 'auto' ? (configs.length > 0 ? 'openai' : 'mock') : options.backend
   if (resolved === 'mock') return mockBackend(options)
-  if (configs.length === 0) throw new SearchInputError('--backend openai needs --endpoint, --endpoints-file or --base-url')
+  if (configs.length === 0)
+    throw new SearchInputError('--backend openai needs --endpoint, --endpoints-file or --base-url')
   return openaiBackend(options, configs)
 }
 
@@ -102,9 +103,13 @@ async function collectEndpoints(options: BackendOptions): Promise<EndpointConfig
     if (options.endpointsFile) configs.push(...(await loadEndpointsFile(options.endpointsFile)))
     if (options.endpoints.length > 0) configs.push(...endpointsFromFlags(options.endpoints, options.maxConcurrency))
     if (options.baseUrl) {
-      configs.push(...parseEndpoints([{ base_url: options.baseUrl, max_concurrency: options.maxConcurrency }], '--base-url'))
+      configs.push(
+        ...parseEndpoints([{ base_url: options.baseUrl, max_concurrency: options.maxConcurrency }], '--base-url'),
+      )
     }
-    const withKeys = configs.map((config) => (config.api_key_env || !options.apiKeyEnv ? config : { ...config, api_key_env: options.apiKeyEnv }))
+    const withKeys = configs.map((config) =>
+      config.api_key_env || !options.apiKeyEnv ? config : { ...config, api_key_env: options.apiKeyEnv },
+    )
     return configs.length === 0 ? [] : parseEndpoints(withKeys, 'endpoints (--endpoint, --endpoints-file, --base-url)')
   } catch (error) {
     if (error instanceof EndpointConfigError) throw new SearchInputError(error.message)
@@ -138,7 +143,9 @@ function openaiBackend(options: BackendOptions, configs: EndpointConfig[]): Back
   }
   if (groups.size > 1 && groups.has(undefined)) {
     const roles = groups.get(undefined)!
-    throw new SearchInputError(`--model: roles use different models, so give a default --model (or --model-${roles[0]}) for ${roles.join(', ')}`)
+    throw new SearchInputError(
+      `--model: roles use different models, so give a default --model (or --model-${roles[0]}) for ${roles.join(', ')}`,
+    )
   }
 
   const records: EndpointRecord[] = configs.map((config) => ({
@@ -172,13 +179,17 @@ function openaiBackend(options: BackendOptions, configs: EndpointConfig[]): Back
         )
       }
       plans.forEach((plan, position) => {
-        const share = Math.floor(config.max_concurrency / plans.length) + (position < config.max_concurrency % plans.length ? 1 : 0)
+        const share =
+          Math.floor(config.max_concurrency / plans.length) + (position < config.max_concurrency % plans.length ? 1 : 0)
         plan.endpoints.push({ ...config, max_concurrency: share })
         record.serves.push({ roles: plan.roles, max_concurrency: share })
       })
     })
     const empty = plans.find((plan) => plan.endpoints.length === 0)
-    if (empty) throw new SearchInputError(`no endpoint serves the model "${empty.model}" of ${empty.roles.join(', ')} (every endpoint pins another model)`)
+    if (empty)
+      throw new SearchInputError(
+        `no endpoint serves the model "${empty.model}" of ${empty.roles.join(', ')} (every endpoint pins another model)`,
+      )
   }
 
   const pools: EndpointPool[] = []
@@ -199,7 +210,11 @@ function openaiBackend(options: BackendOptions, configs: EndpointConfig[]): Back
       })
     } catch (error) {
       if (error instanceof LlmError) {
-        const hint = /no model/.test(error.message) ? '--model: ' : /environment variable/.test(error.message) ? '--api-key-env: ' : ''
+        const hint = /no model/.test(error.message)
+          ? '--model: '
+          : /environment variable/.test(error.message)
+            ? '--api-key-env: '
+            : ''
         throw new SearchInputError(`${hint}${error.message}`)
       }
       throw error
@@ -234,7 +249,17 @@ function openaiBackend(options: BackendOptions, configs: EndpointConfig[]): Back
 export function mergePoolUsage(pools: readonly EndpointPool[], records: readonly EndpointRecord[]): PoolReport {
   const roles: Record<string, RoleUsage> = {}
   const endpoints: Record<string, EndpointUsage> = {}
-  const total: RoleUsage = { calls: 0, ok: 0, failures: {}, retries: 0, prompt_tokens: 0, completion_tokens: 0, wall_ms: 0, requests: 0, gave_up: 0 }
+  const total: RoleUsage = {
+    calls: 0,
+    ok: 0,
+    failures: {},
+    retries: 0,
+    prompt_tokens: 0,
+    completion_tokens: 0,
+    wall_ms: 0,
+    requests: 0,
+    gave_up: 0,
+  }
   for (const pool of pools) {
     const usage = pool.usage()
     for (const [role, counters] of Object.entries(usage.roles)) roles[role] = addRole(roles[role], counters)
@@ -242,11 +267,31 @@ export function mergePoolUsage(pools: readonly EndpointPool[], records: readonly
     for (const [name, counters] of Object.entries(usage.endpoints)) {
       const known = endpoints[name]
       if (!known) {
-        endpoints[name] = { ...counters, failures: { ...counters.failures }, max_concurrency: records.find((record) => record.name === name)?.max_concurrency ?? counters.max_concurrency }
+        endpoints[name] = {
+          ...counters,
+          failures: { ...counters.failures },
+          max_concurrency: records.find((record) => record.name === name)?.max_concurrency ?? counters.max_concurrency,
+        }
         continue
       }
-      for (const key of ['calls', 'ok', 'retries', 'prompt_tokens', 'completion_tokens', 'wall_ms', 'outstanding', 'peak_outstanding', 'taken_out', 'restored', 'probes', 'probe_failures'] as const) known[key] += counters[key]
-      for (const [kind, count] of Object.entries(counters.failures)) known.failures[kind as keyof typeof known.failures] = (known.failures[kind as keyof typeof known.failures] ?? 0) + count
+      for (const key of [
+        'calls',
+        'ok',
+        'retries',
+        'prompt_tokens',
+        'completion_tokens',
+        'wall_ms',
+        'outstanding',
+        'peak_outstanding',
+        'taken_out',
+        'restored',
+        'probes',
+        'probe_failures',
+      ] as const)
+        known[key] += counters[key]
+      for (const [kind, count] of Object.entries(counters.failures))
+        known.failures[kind as keyof typeof known.failures] =
+          (known.failures[kind as keyof typeof known.failures] ?? 0) + count
       known.healthy &&= counters.healthy
       if (counters.last_error) known.last_error = counters.last_error
     }
@@ -255,9 +300,31 @@ export function mergePoolUsage(pools: readonly EndpointPool[], records: readonly
 }
 
 function addRole(into: RoleUsage | undefined, from: RoleUsage): RoleUsage {
-  const target = into ?? { calls: 0, ok: 0, failures: {}, retries: 0, prompt_tokens: 0, completion_tokens: 0, wall_ms: 0, requests: 0, gave_up: 0 }
-  for (const key of ['calls', 'ok', 'retries', 'prompt_tokens', 'completion_tokens', 'wall_ms', 'requests', 'gave_up'] as const) target[key] += from[key]
-  for (const [kind, count] of Object.entries(from.failures)) target.failures[kind as keyof typeof target.failures] = (target.failures[kind as keyof typeof target.failures] ?? 0) + count
+  const target = into ?? {
+    calls: 0,
+    ok: 0,
+    failures: {},
+    retries: 0,
+    prompt_tokens: 0,
+    completion_tokens: 0,
+    wall_ms: 0,
+    requests: 0,
+    gave_up: 0,
+  }
+  for (const key of [
+    'calls',
+    'ok',
+    'retries',
+    'prompt_tokens',
+    'completion_tokens',
+    'wall_ms',
+    'requests',
+    'gave_up',
+  ] as const)
+    target[key] += from[key]
+  for (const [kind, count] of Object.entries(from.failures))
+    target.failures[kind as keyof typeof target.failures] =
+      (target.failures[kind as keyof typeof target.failures] ?? 0) + count
   return target
 }
 

@@ -114,16 +114,26 @@ export class CheckpointStore {
    * Writes the next checkpoint atomically and returns its path; then deletes all but the newest `keep`.
    * @example const file = await store.save(payload) // '…/state-0004.json'
    */
-  async save(payload: Omit<CheckpointFile, 'kind' | 'schema_version' | 'sequence' | 'created_at_utc'>): Promise<string> {
+  async save(
+    payload: Omit<CheckpointFile, 'kind' | 'schema_version' | 'sequence' | 'created_at_utc'>,
+  ): Promise<string> {
     const sequence = this.#next++
     const file = join(this.directory, checkpointName(sequence))
-    const body: CheckpointFile = { kind: CHECKPOINT_KIND, schema_version: CHECKPOINT_VERSION, sequence, created_at_utc: new Date().toISOString(), ...payload }
+    const body: CheckpointFile = {
+      kind: CHECKPOINT_KIND,
+      schema_version: CHECKPOINT_VERSION,
+      sequence,
+      created_at_utc: new Date().toISOString(),
+      ...payload,
+    }
     await writeFileAtomic(file, `${JSON.stringify(body)}\n`)
     this.#latest = file
     this.#written++
     if (this.keep > 0) {
       const all = await listCheckpoints(this.directory)
-      await Promise.all(all.slice(0, Math.max(0, all.length - this.keep)).map((old) => unlink(old.file).catch(() => undefined)))
+      await Promise.all(
+        all.slice(0, Math.max(0, all.length - this.keep)).map((old) => unlink(old.file).catch(() => undefined)),
+      )
     }
     return file
   }
@@ -134,7 +144,11 @@ export class CheckpointStore {
  * (its latest checkpoint). Errors name the flag and say what was looked for.
  * @example const { file, checkpoint } = await loadResumeCheckpoint('20260101_120000_000000', 'out/checkpoints')
  */
-export async function loadResumeCheckpoint(reference: string, root: string, cwd: string = process.cwd()): Promise<{ file: string; checkpoint: CheckpointFile }> {
+export async function loadResumeCheckpoint(
+  reference: string,
+  root: string,
+  cwd: string = process.cwd(),
+): Promise<{ file: string; checkpoint: CheckpointFile }> {
   let file: string | undefined
   const asPath = resolve(cwd, reference)
   const info = await stat(asPath).catch(() => null)
@@ -152,17 +166,29 @@ export async function loadResumeCheckpoint(reference: string, root: string, cwd:
   try {
     checkpoint = JSON.parse(await readFile(file, 'utf8')) as CheckpointFile
   } catch (error) {
-    throw new SearchInputError(`--resume ${reference}: ${file} is not a readable checkpoint (${(error as Error).message})`)
+    throw new SearchInputError(
+      `--resume ${reference}: ${file} is not a readable checkpoint (${(error as Error).message})`,
+    )
   }
-  if (checkpoint?.kind !== CHECKPOINT_KIND || checkpoint.schema_version !== CHECKPOINT_VERSION || typeof checkpoint.state !== 'object' || checkpoint.state === null) {
-    throw new SearchInputError(`--resume ${reference}: ${file} is not a search checkpoint of schema version ${CHECKPOINT_VERSION}`)
+  if (
+    checkpoint?.kind !== CHECKPOINT_KIND ||
+    checkpoint.schema_version !== CHECKPOINT_VERSION ||
+    typeof checkpoint.state !== 'object' ||
+    checkpoint.state === null
+  ) {
+    throw new SearchInputError(
+      `--resume ${reference}: ${file} is not a search checkpoint of schema version ${CHECKPOINT_VERSION}`,
+    )
   }
   return { file, checkpoint }
 }
 
 async function listSessions(root: string): Promise<string[]> {
   try {
-    return (await readdir(root, { withFileTypes: true })).filter((entry) => entry.isDirectory()).map((entry) => entry.name).sort()
+    return (await readdir(root, { withFileTypes: true }))
+      .filter((entry) => entry.isDirectory())
+      .map((entry) => entry.name)
+      .sort()
   } catch {
     return []
   }

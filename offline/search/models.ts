@@ -43,7 +43,15 @@ export interface ModelsUsage {
   cache: (CacheStats & { dirs: string[] }) | null
 }
 
-const emptyCounters = (): RoleCounters => ({ requests: 0, cache_hits: 0, calls: 0, failed_calls: 0, invalid_replies: 0, prompt_tokens: 0, completion_tokens: 0 })
+const emptyCounters = (): RoleCounters => ({
+  requests: 0,
+  cache_hits: 0,
+  calls: 0,
+  failed_calls: 0,
+  invalid_replies: 0,
+  prompt_tokens: 0,
+  completion_tokens: 0,
+})
 
 /**
  * The directory of one model's cache inside the cache root: a readable slug of the model id and a short hash.
@@ -70,7 +78,12 @@ export class SearchModels {
   readonly #counters: Record<SearchRoleName, RoleCounters>
   readonly #counting: CountingModel[]
 
-  private constructor(roles: Record<SearchRoleName, RoleModel>, caches: CachedChatModel[], counters: Record<SearchRoleName, RoleCounters>, counting: CountingModel[]) {
+  private constructor(
+    roles: Record<SearchRoleName, RoleModel>,
+    caches: CachedChatModel[],
+    counters: Record<SearchRoleName, RoleCounters>,
+    counting: CountingModel[],
+  ) {
     this.#roles = roles
     this.#caches = caches
     this.#counters = counters
@@ -89,7 +102,10 @@ export class SearchModels {
     signal?: AbortSignal
     onCall?: (total: number) => void
   }): Promise<SearchModels> {
-    const counters = Object.fromEntries(SEARCH_ROLES.map((role) => [role, emptyCounters()])) as Record<SearchRoleName, RoleCounters>
+    const counters = Object.fromEntries(SEARCH_ROLES.map((role) => [role, emptyCounters()])) as Record<
+      SearchRoleName,
+      RoleCounters
+    >
     const calls = { total: 0 }
     const layers = new Map<ChatModel, { counting: CountingModel; cache: CachedChatModel | null }>()
     const caches: CachedChatModel[] = []
@@ -101,7 +117,11 @@ export class SearchModels {
         let cache: CachedChatModel | null = null
         if (options.cacheDir !== null) {
           const sampling = (model as { sampling?: SamplingSettings }).sampling
-          cache = await CachedChatModel.open({ dir: cacheDirFor(options.cacheDir, model.id), model: counter, ...(sampling ? { sampling } : {}) })
+          cache = await CachedChatModel.open({
+            dir: cacheDirFor(options.cacheDir, model.id),
+            model: counter,
+            ...(sampling ? { sampling } : {}),
+          })
           caches.push(cache)
         }
         layers.set(model, { counting: counter, cache })
@@ -140,13 +160,27 @@ export class SearchModels {
    * @example models.usage().total.calls // backend calls of this process
    */
   usage(): ModelsUsage {
-    const roles = Object.fromEntries(SEARCH_ROLES.map((role) => [role, { ...this.#counters[role] }])) as Record<SearchRoleName, RoleCounters>
+    const roles = Object.fromEntries(SEARCH_ROLES.map((role) => [role, { ...this.#counters[role] }])) as Record<
+      SearchRoleName,
+      RoleCounters
+    >
     const total = emptyCounters()
-    for (const counters of Object.values(roles)) for (const key of Object.keys(total) as (keyof RoleCounters)[]) total[key] += counters[key]
+    for (const counters of Object.values(roles))
+      for (const key of Object.keys(total) as (keyof RoleCounters)[]) total[key] += counters[key]
     let cache: ModelsUsage['cache'] = null
     if (this.#caches.length > 0) {
-      const sum: CacheStats = { hits: 0, misses: 0, joins: 0, entries: 0, forgotten: 0, loaded: 0, skipped_lines: 0, pending_writes: 0 }
-      for (const stats of this.#caches.map((entry) => entry.stats())) for (const key of Object.keys(sum) as (keyof CacheStats)[]) sum[key] += stats[key]
+      const sum: CacheStats = {
+        hits: 0,
+        misses: 0,
+        joins: 0,
+        entries: 0,
+        forgotten: 0,
+        loaded: 0,
+        skipped_lines: 0,
+        pending_writes: 0,
+      }
+      for (const stats of this.#caches.map((entry) => entry.stats()))
+        for (const key of Object.keys(sum) as (keyof CacheStats)[]) sum[key] += stats[key]
       cache = { ...sum, dirs: this.#caches.map((entry) => entry.file.replace(/[/\\][^/\\]+$/, '')) }
     }
     return { roles, total, cache }
@@ -253,7 +287,8 @@ class CountingModel implements ChatModel {
     this.inFlight++
     try {
       this.onCall()
-      const signal = this.signal && request.signal ? AbortSignal.any([this.signal, request.signal]) : (this.signal ?? request.signal)
+      const signal =
+        this.signal && request.signal ? AbortSignal.any([this.signal, request.signal]) : (this.signal ?? request.signal)
       const reply = await this.model.complete(signal ? { ...request, signal } : request)
       if (counters) {
         counters.prompt_tokens += reply.usage.prompt_tokens

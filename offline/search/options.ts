@@ -22,7 +22,12 @@ import { SearchInputError } from './errors.ts'
 import type { BackendOptions } from './backend.ts'
 
 /** The four search roles, in the order reports list them. */
-export const SEARCH_ROLES = ['initializer', 'proposer', 'verifier', 'judge'] as const satisfies readonly SearchRoleName[]
+export const SEARCH_ROLES = [
+  'initializer',
+  'proposer',
+  'verifier',
+  'judge',
+] as const satisfies readonly SearchRoleName[]
 
 type KnobKind = 'int' | 'number' | 'boolean' | 'enum' | 'nullable-int' | 'nullable-number'
 type KnobGroup = 'search' | 'evolution' | 'selection' | 'mutation' | 'stopping' | 'objective' | 'scheduling'
@@ -39,42 +44,170 @@ export interface KnobSpec {
 /** Every `SearchConfig` knob, grouped as `--help` lists them. A test checks that none is missing. */
 export const CONFIG_KNOBS: readonly KnobSpec[] = [
   { key: 'mode', kind: 'enum', group: 'search', choices: SEARCH_MODES, help: 'search algorithm' },
-  { key: 'seed', kind: 'int', group: 'search', help: 'seed of every random draw (and, on openai, the sampling seed of requests without their own)' },
+  {
+    key: 'seed',
+    kind: 'int',
+    group: 'search',
+    help: 'seed of every random draw (and, on openai, the sampling seed of requests without their own)',
+  },
   { key: 'iterations', kind: 'int', group: 'search', help: 'iterative mode: improvement steps per prompt' },
-  { key: 'iteration_scope', kind: 'enum', group: 'evolution', choices: ITERATION_SCOPES, help: 'evolve the hardest prompts together per generation, or one prompt at a time' },
+  {
+    key: 'iteration_scope',
+    kind: 'enum',
+    group: 'evolution',
+    choices: ITERATION_SCOPES,
+    help: 'evolve the hardest prompts together per generation, or one prompt at a time',
+  },
   { key: 'generations', kind: 'int', group: 'evolution', help: 'most generations (per prompt in prompt_local)' },
   { key: 'population_size', kind: 'int', group: 'evolution', help: 'rubrics kept per prompt' },
   { key: 'mutations_per_round', kind: 'int', group: 'evolution', help: 'children proposed per parent and generation' },
-  { key: 'mutation_parent_count', kind: 'int', group: 'evolution', help: 'parents selected per generation (at most the population size)' },
+  {
+    key: 'mutation_parent_count',
+    kind: 'int',
+    group: 'evolution',
+    help: 'parents selected per generation (at most the population size)',
+  },
   { key: 'batch_size', kind: 'int', group: 'evolution', help: 'global_batch: hardest prompts evolved per generation' },
-  { key: 'survival_fraction', kind: 'number', group: 'evolution', help: 'successive halving: share of children kept at each stage, in (0, 1]' },
-  { key: 'elitism_count', kind: 'int', group: 'evolution', help: 'best rubrics that always survive a population update' },
-  { key: 'selection_strategy', kind: 'enum', group: 'selection', choices: SELECTION_STRATEGIES, help: 'parent selection' },
+  {
+    key: 'survival_fraction',
+    kind: 'number',
+    group: 'evolution',
+    help: 'successive halving: share of children kept at each stage, in (0, 1]',
+  },
+  {
+    key: 'elitism_count',
+    kind: 'int',
+    group: 'evolution',
+    help: 'best rubrics that always survive a population update',
+  },
+  {
+    key: 'selection_strategy',
+    kind: 'enum',
+    group: 'selection',
+    choices: SELECTION_STRATEGIES,
+    help: 'parent selection',
+  },
   { key: 'tournament_size', kind: 'int', group: 'selection', help: 'tournament: entrants per tournament' },
-  { key: 'tournament_p', kind: 'number', group: 'selection', help: 'tournament: probability that the best entrant wins, in (0, 1]' },
-  { key: 'top_k_ratio', kind: 'number', group: 'selection', help: 'top_k: share of the population eligible, in (0, 1]' },
-  { key: 'diversity_weight', kind: 'number', group: 'selection', help: 'top_k: weight of content diversity against quality, in [0, 1]' },
-  { key: 'adaptive_mutation', kind: 'enum', group: 'mutation', choices: ADAPTIVE_MUTATIONS, help: 'how mutation modes are scheduled' },
-  { key: 'mutation_window_size', kind: 'int', group: 'mutation', help: 'success_feedback: generations of history per mode' },
-  { key: 'min_mutation_weight', kind: 'number', group: 'mutation', help: 'floor of any mode\'s weight, in (0, 1]' },
-  { key: 'exploration_phase_ratio', kind: 'number', group: 'mutation', help: 'exploration_decay: share of generations that explore, in (0, 1]' },
-  { key: 'diversity_threshold', kind: 'number', group: 'mutation', help: 'diversity_driven: population diversity below which exploratory modes win, in [0, 1]' },
-  { key: 'stagnation_generations', kind: 'int', group: 'stopping', help: 'stop after this many generations without improving any prompt\'s best' },
-  { key: 'stop_when_distinguished', kind: 'boolean', group: 'stopping', help: 'prompt_local: finish a prompt once its best rubric is distinguished' },
-  { key: 'distinguish_margin', kind: 'nullable-number', group: 'stopping', help: 'margin the true best must beat the runner-up by ("auto" = --tie-tolerance)' },
-  { key: 'distinguish_min_tail_acc', kind: 'number', group: 'stopping', help: 'raw tail accuracy a distinguished rubric needs, in [0, 1]' },
+  {
+    key: 'tournament_p',
+    kind: 'number',
+    group: 'selection',
+    help: 'tournament: probability that the best entrant wins, in (0, 1]',
+  },
+  {
+    key: 'top_k_ratio',
+    kind: 'number',
+    group: 'selection',
+    help: 'top_k: share of the population eligible, in (0, 1]',
+  },
+  {
+    key: 'diversity_weight',
+    kind: 'number',
+    group: 'selection',
+    help: 'top_k: weight of content diversity against quality, in [0, 1]',
+  },
+  {
+    key: 'adaptive_mutation',
+    kind: 'enum',
+    group: 'mutation',
+    choices: ADAPTIVE_MUTATIONS,
+    help: 'how mutation modes are scheduled',
+  },
+  {
+    key: 'mutation_window_size',
+    kind: 'int',
+    group: 'mutation',
+    help: 'success_feedback: generations of history per mode',
+  },
+  { key: 'min_mutation_weight', kind: 'number', group: 'mutation', help: "floor of any mode's weight, in (0, 1]" },
+  {
+    key: 'exploration_phase_ratio',
+    kind: 'number',
+    group: 'mutation',
+    help: 'exploration_decay: share of generations that explore, in (0, 1]',
+  },
+  {
+    key: 'diversity_threshold',
+    kind: 'number',
+    group: 'mutation',
+    help: 'diversity_driven: population diversity below which exploratory modes win, in [0, 1]',
+  },
+  {
+    key: 'stagnation_generations',
+    kind: 'int',
+    group: 'stopping',
+    help: "stop after this many generations without improving any prompt's best",
+  },
+  {
+    key: 'stop_when_distinguished',
+    kind: 'boolean',
+    group: 'stopping',
+    help: 'prompt_local: finish a prompt once its best rubric is distinguished',
+  },
+  {
+    key: 'distinguish_margin',
+    kind: 'nullable-number',
+    group: 'stopping',
+    help: 'margin the true best must beat the runner-up by ("auto" = --tie-tolerance)',
+  },
+  {
+    key: 'distinguish_min_tail_acc',
+    kind: 'number',
+    group: 'stopping',
+    help: 'raw tail accuracy a distinguished rubric needs, in [0, 1]',
+  },
   { key: 'tail_fraction', kind: 'number', group: 'objective', help: 'share of candidates in the top tail, in (0, 1]' },
   { key: 'lambda_var', kind: 'number', group: 'objective', help: 'penalty weight of the score variance' },
   { key: 'mu_diverse', kind: 'number', group: 'objective', help: 'bonus weight of diverse-source pairs' },
-  { key: 'pair_confidence_prior', kind: 'number', group: 'objective', help: 'pseudo-count that shrinks tail accuracy towards 0.5' },
+  {
+    key: 'pair_confidence_prior',
+    kind: 'number',
+    group: 'objective',
+    help: 'pseudo-count that shrinks tail accuracy towards 0.5',
+  },
   { key: 'tie_tolerance', kind: 'number', group: 'objective', help: 'scores closer than this tie' },
-  { key: 'min_tail_pairs', kind: 'int', group: 'objective', help: 'the tail grows until it holds at least this many pairs' },
-  { key: 'pair_budget_small', kind: 'int', group: 'objective', help: 'successive halving: judge pairs of the first stage (0 = every tail pair)' },
-  { key: 'pair_budget_medium', kind: 'int', group: 'objective', help: 'successive halving: judge pairs of the second stage (0 = every tail pair)' },
-  { key: 'pair_budget_full', kind: 'int', group: 'objective', help: 'judge pairs at full fidelity (0 = every tail pair)' },
-  { key: 'num_votes', kind: 'nullable-int', group: 'objective', help: 'verifier votes per candidate ("auto" = each rubric\'s own num_votes)' },
-  { key: 'concurrency', kind: 'int', group: 'scheduling', help: 'most role calls in flight at once (does not change results)' },
-  { key: 'prompt_concurrency', kind: 'int', group: 'scheduling', help: 'prompt_local/iterative: most prompts searched at once (does not change results)' },
+  {
+    key: 'min_tail_pairs',
+    kind: 'int',
+    group: 'objective',
+    help: 'the tail grows until it holds at least this many pairs',
+  },
+  {
+    key: 'pair_budget_small',
+    kind: 'int',
+    group: 'objective',
+    help: 'successive halving: judge pairs of the first stage (0 = every tail pair)',
+  },
+  {
+    key: 'pair_budget_medium',
+    kind: 'int',
+    group: 'objective',
+    help: 'successive halving: judge pairs of the second stage (0 = every tail pair)',
+  },
+  {
+    key: 'pair_budget_full',
+    kind: 'int',
+    group: 'objective',
+    help: 'judge pairs at full fidelity (0 = every tail pair)',
+  },
+  {
+    key: 'num_votes',
+    kind: 'nullable-int',
+    group: 'objective',
+    help: 'verifier votes per candidate ("auto" = each rubric\'s own num_votes)',
+  },
+  {
+    key: 'concurrency',
+    kind: 'int',
+    group: 'scheduling',
+    help: 'most role calls in flight at once (does not change results)',
+  },
+  {
+    key: 'prompt_concurrency',
+    kind: 'int',
+    group: 'scheduling',
+    help: 'prompt_local/iterative: most prompts searched at once (does not change results)',
+  },
 ]
 
 const GROUP_TITLES: Record<KnobGroup, string> = {
@@ -111,7 +244,8 @@ export function integer(min?: number): (value: string) => number {
   return (value) => {
     if (!/^-?\d+$/.test(value.trim())) throw new InvalidArgumentError(`expected an integer, got "${value}"`)
     const parsed = Number(value)
-    if (min !== undefined && parsed < min) throw new InvalidArgumentError(`expected an integer of at least ${min}, got ${value}`)
+    if (min !== undefined && parsed < min)
+      throw new InvalidArgumentError(`expected an integer of at least ${min}, got ${value}`)
     return parsed
   }
 }
@@ -126,8 +260,10 @@ export function finiteNumber(value: string): number {
   return parsed
 }
 
-const nullable = (parse: (value: string) => number) => (value: string): number | null =>
-  ['auto', 'null', 'none'].includes(value.trim().toLowerCase()) ? null : parse(value)
+const nullable =
+  (parse: (value: string) => number) =>
+  (value: string): number | null =>
+    ['auto', 'null', 'none'].includes(value.trim().toLowerCase()) ? null : parse(value)
 
 const collect = (value: string, previous: string[] | undefined): string[] => [...(previous ?? []), value]
 
@@ -143,46 +279,136 @@ const collect = (value: string, previous: string[] | undefined): string[] => [..
 export function addSearchOptions(command: Command): Command {
   const defaults = SearchConfig.parse({})
   command
-    .addOption(new Option('--dataset <file>', 'preference dataset: autosr JSON, LLMBar, JudgeBench or chosen/rejected (JSON or JSONL)').makeOptionMandatory())
-    .addOption(new Option('--dataset-format <format>', 'read the dataset as json or jsonl (default: by extension, then content)').choices(['json', 'jsonl']))
-    .addOption(new Option('--output <file.json>', 'where the search output JSON goes; run records, cache and checkpoints go next to it').makeOptionMandatory())
-    .option('--config <file.json>', 'search knobs from a JSON object with SearchConfig keys (snake_case); flags override it')
-    .option('--resume <session|file>', 'continue a run from its latest checkpoint (a session id under the checkpoint dir) or from a checkpoint file')
+    .addOption(
+      new Option(
+        '--dataset <file>',
+        'preference dataset: autosr JSON, LLMBar, JudgeBench or chosen/rejected (JSON or JSONL)',
+      ).makeOptionMandatory(),
+    )
+    .addOption(
+      new Option(
+        '--dataset-format <format>',
+        'read the dataset as json or jsonl (default: by extension, then content)',
+      ).choices(['json', 'jsonl']),
+    )
+    .addOption(
+      new Option(
+        '--output <file.json>',
+        'where the search output JSON goes; run records, cache and checkpoints go next to it',
+      ).makeOptionMandatory(),
+    )
+    .option(
+      '--config <file.json>',
+      'search knobs from a JSON object with SearchConfig keys (snake_case); flags override it',
+    )
+    .option(
+      '--resume <session|file>',
+      'continue a run from its latest checkpoint (a session id under the checkpoint dir) or from a checkpoint file',
+    )
 
-    .addOption(new Option('--backend <backend>', 'auto = openai when --endpoint, --endpoints-file or --base-url is given, else mock').choices(['auto', 'mock', 'openai']).default('auto'))
-    .addOption(new Option('--endpoint <url[,key=value…]>', 'an OpenAI-compatible server (repeatable); settings: max_concurrency, model, api_key_env, structured_output, name').argParser(collect))
-    .option('--endpoints-file <file.json>', 'endpoints from a JSON file: {"endpoints": [{base_url, max_concurrency, model?, api_key_env?, …}]}')
+    .addOption(
+      new Option(
+        '--backend <backend>',
+        'auto = openai when --endpoint, --endpoints-file or --base-url is given, else mock',
+      )
+        .choices(['auto', 'mock', 'openai'])
+        .default('auto'),
+    )
+    .addOption(
+      new Option(
+        '--endpoint <url[,key=value…]>',
+        'an OpenAI-compatible server (repeatable); settings: max_concurrency, model, api_key_env, structured_output, name',
+      ).argParser(collect),
+    )
+    .option(
+      '--endpoints-file <file.json>',
+      'endpoints from a JSON file: {"endpoints": [{base_url, max_concurrency, model?, api_key_env?, …}]}',
+    )
     .option('--base-url <url>', 'a single OpenAI-compatible server (with --api-key-env and --max-concurrency)')
-    .option('--api-key-env <NAME>', 'environment variable holding the API key, for --base-url and every endpoint without its own')
-    .addOption(new Option('--max-concurrency <n>', 'requests in flight per endpoint, for --base-url and endpoints without their own').argParser(integer(1)).default(4))
+    .option(
+      '--api-key-env <NAME>',
+      'environment variable holding the API key, for --base-url and every endpoint without its own',
+    )
+    .addOption(
+      new Option(
+        '--max-concurrency <n>',
+        'requests in flight per endpoint, for --base-url and endpoints without their own',
+      )
+        .argParser(integer(1))
+        .default(4),
+    )
     .option('--model <name>', 'model of every role without its own (openai backend)')
     .option('--model-initializer <name>', 'model of the initializer (writes first rubrics)')
     .option('--model-proposer <name>', 'model of the proposer (mutates rubrics)')
     .option('--model-verifier <name>', 'model of the verifier (grades candidates)')
-    .option('--model-judge <name>', 'model of the pair judge (used when the dataset has no complete rank or quality labels)')
-    .addOption(new Option('--temperature <t>', 'sampling temperature of every request').argParser(finiteNumber).default(0))
+    .option(
+      '--model-judge <name>',
+      'model of the pair judge (used when the dataset has no complete rank or quality labels)',
+    )
+    .addOption(
+      new Option('--temperature <t>', 'sampling temperature of every request').argParser(finiteNumber).default(0),
+    )
     .addOption(new Option('--max-tokens <n>', 'completion token limit per request').argParser(integer(1)).default(2048))
     .addOption(new Option('--timeout-ms <ms>', 'time limit of one HTTP attempt').argParser(integer(1)).default(60_000))
-    .addOption(new Option('--max-attempts <n>', 'HTTP attempts per call (429/5xx/timeouts retried by the pool, never stacked)').argParser(integer(1)).default(4))
-    .addOption(new Option('--role-attempts <n>', 'attempts per role call when the reply is unusable (invalid JSON, wrong shape)').argParser(integer(1)).default(4))
-    .addOption(new Option('--mock-noise <p>', 'mock backend: share of verifier grades flipped, drawn from each vote\'s seed').argParser(finiteNumber).default(0))
+    .addOption(
+      new Option('--max-attempts <n>', 'HTTP attempts per call (429/5xx/timeouts retried by the pool, never stacked)')
+        .argParser(integer(1))
+        .default(4),
+    )
+    .addOption(
+      new Option('--role-attempts <n>', 'attempts per role call when the reply is unusable (invalid JSON, wrong shape)')
+        .argParser(integer(1))
+        .default(4),
+    )
+    .addOption(
+      new Option('--mock-noise <p>', "mock backend: share of verifier grades flipped, drawn from each vote's seed")
+        .argParser(finiteNumber)
+        .default(0),
+    )
 
     .addOption(new Option('--locale <locale>', 'prompt language of every role').choices(['en', 'zh']).default('en'))
-    .addOption(new Option('--grade-max <n>', 'top of the integer grade scale of new rubrics').argParser(integer(1)).default(10))
+    .addOption(
+      new Option('--grade-max <n>', 'top of the integer grade scale of new rubrics').argParser(integer(1)).default(10),
+    )
     .option('--no-allow-na', 'new rubrics do not allow N/A grades')
-    .addOption(new Option('--rubric-votes <n>', 'verifier votes recorded in new rubrics (see --num-votes for an override)').argParser(integer(1)).default(1))
-    .addOption(new Option('--extraction <kind>', 'what of the prompt the verifier grades').choices(['identity', 'tag', 'xml', 'regex']).default('identity'))
+    .addOption(
+      new Option('--rubric-votes <n>', 'verifier votes recorded in new rubrics (see --num-votes for an override)')
+        .argParser(integer(1))
+        .default(1),
+    )
+    .addOption(
+      new Option('--extraction <kind>', 'what of the prompt the verifier grades')
+        .choices(['identity', 'tag', 'xml', 'regex'])
+        .default('identity'),
+    )
     .option('--extraction-tag <name>', 'tag extraction: the tag whose segments are kept (default content)')
     .option('--extraction-pattern <regex>', 'regex extraction: a dot-all pattern; group 1 when it has groups')
     .option('--extraction-join <text>', 'tag/regex extraction: separator of the kept segments (default a blank line)')
-    .addOption(new Option('--candidate-extraction <kind>', 'what of a candidate the verifier grades: its <answer> part (else without <think>), or all').choices(['answer', 'identity']).default('answer'))
-    .option('--preset-rubrics <file.json>', 'start from preset rubrics: a previous output, {"rubrics": [...]}, or {prompt_id: rubric}; "__default__" applies to any prompt')
-    .option('--preset-strict', 'fail when a prompt has no preset (own or __default__) instead of asking the initializer')
+    .addOption(
+      new Option(
+        '--candidate-extraction <kind>',
+        'what of a candidate the verifier grades: its <answer> part (else without <think>), or all',
+      )
+        .choices(['answer', 'identity'])
+        .default('answer'),
+    )
+    .option(
+      '--preset-rubrics <file.json>',
+      'start from preset rubrics: a previous output, {"rubrics": [...]}, or {prompt_id: rubric}; "__default__" applies to any prompt',
+    )
+    .option(
+      '--preset-strict',
+      'fail when a prompt has no preset (own or __default__) instead of asking the initializer',
+    )
 
     .option('--cache-dir <dir>', 'reply cache of every LLM answer (default <output dir>/cache)')
     .option('--no-cache', 'do not read or write the reply cache')
     .option('--checkpoint-dir <dir>', 'checkpoint sessions (default <output dir>/checkpoints)')
-    .addOption(new Option('--keep-checkpoints <n>', 'checkpoints kept per session, newest first (0 = all)').argParser(integer(0)).default(3))
+    .addOption(
+      new Option('--keep-checkpoints <n>', 'checkpoints kept per session, newest first (0 = all)')
+        .argParser(integer(0))
+        .default(3),
+    )
 
   for (const knob of CONFIG_KNOBS) {
     const flag = flagOf(knob.key)
@@ -193,7 +419,8 @@ export function addSearchOptions(command: Command): Command {
       command.addOption(new Option(`--no-${flag.slice(2)}`, `[${GROUP_TITLES[knob.group]}] turn ${flag} off`))
       continue
     }
-    const valueName = knob.kind === 'enum' ? 'name' : knob.kind.startsWith('nullable') ? 'n|auto' : knob.kind === 'int' ? 'n' : 'x'
+    const valueName =
+      knob.kind === 'enum' ? 'name' : knob.kind.startsWith('nullable') ? 'n|auto' : knob.kind === 'int' ? 'n' : 'x'
     const option = new Option(`${flag} <${valueName}>`, help)
     if (knob.kind === 'enum') option.choices(knob.choices!)
     else if (knob.kind === 'int') option.argParser(integer())
@@ -250,7 +477,10 @@ export interface SearchCliOptions extends Omit<BackendOptions, 'seed'> {
  * paths absolute against `cwd`.
  * @example const options = await readSearchOptions(command.opts(), process.cwd())
  */
-export async function readSearchOptions(raw: Record<string, unknown>, cwd: string = process.cwd()): Promise<SearchCliOptions> {
+export async function readSearchOptions(
+  raw: Record<string, unknown>,
+  cwd: string = process.cwd(),
+): Promise<SearchCliOptions> {
   const str = (name: string): string | undefined => (typeof raw[name] === 'string' ? (raw[name] as string) : undefined)
   const num = (name: string): number => raw[name] as number
   const abs = (value: string | undefined) => (value === undefined ? undefined : resolve(cwd, value))
@@ -259,13 +489,16 @@ export async function readSearchOptions(raw: Record<string, unknown>, cwd: strin
   const { config, sources } = await resolveSearchConfig(raw, configFile)
 
   const output = abs(str('output'))!
-  if (!output.toLowerCase().endsWith('.json')) throw new SearchInputError(`--output: the search output is JSON; give a .json file, not "${str('output')}"`)
+  if (!output.toLowerCase().endsWith('.json'))
+    throw new SearchInputError(`--output: the search output is JSON; give a .json file, not "${str('output')}"`)
   const outputDir = resolve(output, '..')
 
   const temperature = num('temperature')
-  if (temperature < 0 || temperature > 2) throw new SearchInputError(`--temperature: expected a number in [0, 2], got ${temperature}`)
+  if (temperature < 0 || temperature > 2)
+    throw new SearchInputError(`--temperature: expected a number in [0, 2], got ${temperature}`)
   const mockNoise = num('mockNoise')
-  if (mockNoise < 0 || mockNoise > 1) throw new SearchInputError(`--mock-noise: expected a share in [0, 1], got ${mockNoise}`)
+  if (mockNoise < 0 || mockNoise > 1)
+    throw new SearchInputError(`--mock-noise: expected a share in [0, 1], got ${mockNoise}`)
   const gradeMax = num('gradeMax')
   if (gradeMax > 100) throw new SearchInputError(`--grade-max: at most 100, got ${gradeMax}`)
   const rubricVotes = num('rubricVotes')
@@ -281,7 +514,10 @@ export async function readSearchOptions(raw: Record<string, unknown>, cwd: strin
     }
   }
   const apiKeyEnv = str('apiKeyEnv')
-  if (apiKeyEnv !== undefined && !/^[A-Z_][A-Z0-9_]*$/.test(apiKeyEnv)) throw new SearchInputError(`--api-key-env: expected an environment variable name such as LLM_API_KEY, got "${apiKeyEnv}"`)
+  if (apiKeyEnv !== undefined && !/^[A-Z_][A-Z0-9_]*$/.test(apiKeyEnv))
+    throw new SearchInputError(
+      `--api-key-env: expected an environment variable name such as LLM_API_KEY, got "${apiKeyEnv}"`,
+    )
   if (str('model')?.trim() === '') throw new SearchInputError('--model: give a model name')
   if (raw.presetStrict && !str('presetRubrics')) throw new SearchInputError('--preset-strict needs --preset-rubrics')
 
@@ -362,7 +598,9 @@ async function readConfigFile(file: string): Promise<Record<string, unknown>> {
   try {
     text = await readFile(file, 'utf8')
   } catch (error) {
-    throw new SearchInputError(`--config ${file}: cannot read the file (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`)
+    throw new SearchInputError(
+      `--config ${file}: cannot read the file (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+    )
   }
   let value: unknown
   try {
@@ -372,10 +610,14 @@ async function readConfigFile(file: string): Promise<Record<string, unknown>> {
     if (error instanceof DatasetError) throw new SearchInputError(`--config ${error.message}`)
     throw error
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new SearchInputError(`--config ${file}: expected a JSON object of search knobs`)
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new SearchInputError(`--config ${file}: expected a JSON object of search knobs`)
   const known = new Set(CONFIG_KNOBS.map((knob) => knob.key as string))
   const unknown = Object.keys(value).filter((key) => !known.has(key))
-  if (unknown.length > 0) throw new SearchInputError(`--config ${file}: unknown key${unknown.length > 1 ? 's' : ''} ${unknown.map((key) => `"${key}"`).join(', ')} (the knobs are SearchConfig's: ${[...known].join(', ')})`)
+  if (unknown.length > 0)
+    throw new SearchInputError(
+      `--config ${file}: unknown key${unknown.length > 1 ? 's' : ''} ${unknown.map((key) => `"${key}"`).join(', ')} (the knobs are SearchConfig's: ${[...known].join(', ')})`,
+    )
   return value as Record<string, unknown>
 }
 
@@ -385,17 +627,30 @@ function readExtraction(raw: Record<string, unknown>): ContentExtraction {
   const pattern = raw.extractionPattern as string | undefined
   const join = raw.extractionJoin as string | undefined
   if (kind !== 'tag' && tag !== undefined) throw new SearchInputError('--extraction-tag needs --extraction tag')
-  if (kind !== 'regex' && pattern !== undefined) throw new SearchInputError('--extraction-pattern needs --extraction regex')
-  if (kind === 'identity' && join !== undefined) throw new SearchInputError('--extraction-join needs --extraction tag or regex')
-  if (kind === 'regex' && pattern === undefined) throw new SearchInputError('--extraction regex needs --extraction-pattern <regex>')
+  if (kind !== 'regex' && pattern !== undefined)
+    throw new SearchInputError('--extraction-pattern needs --extraction regex')
+  if (kind === 'identity' && join !== undefined)
+    throw new SearchInputError('--extraction-join needs --extraction tag or regex')
+  if (kind === 'regex' && pattern === undefined)
+    throw new SearchInputError('--extraction regex needs --extraction-pattern <regex>')
   const prompt =
     kind === 'identity'
       ? { kind }
       : kind === 'tag'
         ? { kind, ...(tag === undefined ? {} : { tag }), ...(join === undefined ? {} : { join }) }
         : { kind, pattern, ...(join === undefined ? {} : { join }) }
-  const parsed = ContentExtraction.safeParse({ prompt, candidate: { kind: raw.candidateExtraction as 'answer' | 'identity' } })
+  const parsed = ContentExtraction.safeParse({
+    prompt,
+    candidate: { kind: raw.candidateExtraction as 'answer' | 'identity' },
+  })
   if (parsed.success) return parsed.data
-  const flags: Record<string, string> = { 'prompt.tag': '--extraction-tag', 'prompt.pattern': '--extraction-pattern', 'prompt.join': '--extraction-join', 'candidate.kind': '--candidate-extraction' }
-  throw new SearchInputError(parsed.error.issues.map((issue) => `${flags[issue.path.join('.')] ?? '--extraction'}: ${issue.message}`).join('; '))
+  const flags: Record<string, string> = {
+    'prompt.tag': '--extraction-tag',
+    'prompt.pattern': '--extraction-pattern',
+    'prompt.join': '--extraction-join',
+    'candidate.kind': '--candidate-extraction',
+  }
+  throw new SearchInputError(
+    parsed.error.issues.map((issue) => `${flags[issue.path.join('.')] ?? '--extraction'}: ${issue.message}`).join('; '),
+  )
 }

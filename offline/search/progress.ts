@@ -59,12 +59,21 @@ export class ProgressTracker {
       case 'prompt':
         if (event.prompt_id !== null) this.#perPrompt.set(event.prompt_id, share)
         this.#label = `${event.prompt_id ?? ''} step ${event.done}/${event.total}`.trim()
-        this.#fraction = Math.max(this.#fraction, 0.05 + (0.9 * [...this.#perPrompt.values()].reduce((sum, value) => sum + value, 0)) / Math.max(1, this.prompts))
+        this.#fraction = Math.max(
+          this.#fraction,
+          0.05 +
+            (0.9 * [...this.#perPrompt.values()].reduce((sum, value) => sum + value, 0)) / Math.max(1, this.prompts),
+        )
         break
       case 'finalize':
         if (event.prompt_id !== null) this.#perPrompt.set(event.prompt_id, 1)
         this.#label = `finalize ${event.done}/${event.total}`
-        this.#fraction = Math.max(this.#fraction, this.#perPrompt.size > 0 && this.generations > 0 ? 0.05 + (0.9 * this.#perPrompt.size) / Math.max(1, this.prompts) : 0.95 + 0.05 * share)
+        this.#fraction = Math.max(
+          this.#fraction,
+          this.#perPrompt.size > 0 && this.generations > 0
+            ? 0.05 + (0.9 * this.#perPrompt.size) / Math.max(1, this.prompts)
+            : 0.95 + 0.05 * share,
+        )
         break
     }
   }
@@ -92,7 +101,10 @@ export class ProgressBar {
    */
   draw(): void {
     const { calls, cache_hits } = this.counts()
-    this.#display.update(Math.round(this.tracker.fraction * 1_000), `${this.tracker.label} · ${calls} calls · ${cache_hits} cached`)
+    this.#display.update(
+      Math.round(this.tracker.fraction * 1_000),
+      `${this.tracker.label} · ${calls} calls · ${cache_hits} cached`,
+    )
   }
 
   /**

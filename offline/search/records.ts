@@ -13,7 +13,15 @@ import { writeFileAtomic } from './atomic.ts'
 export const REPO_ROOT = resolve(import.meta.dirname, '../..')
 
 /** Flags whose value is a path: made absolute in the normalised argv. */
-export const PATH_FLAGS = ['--dataset', '--output', '--config', '--endpoints-file', '--preset-rubrics', '--cache-dir', '--checkpoint-dir'] as const
+export const PATH_FLAGS = [
+  '--dataset',
+  '--output',
+  '--config',
+  '--endpoints-file',
+  '--preset-rubrics',
+  '--cache-dir',
+  '--checkpoint-dir',
+] as const
 /** Flags left out of the replayed command: a replay runs the whole search (no resume) and is never interrupted by a test hook. */
 const DROPPED_FLAGS = ['--resume', '--abort-after-calls', '--mock-latency-ms'] as const
 
@@ -77,7 +85,9 @@ export function normaliseArgv(argv: readonly string[], cwd: string): string[] {
 export async function gitSnapshot(root: string = REPO_ROOT): Promise<{ commit: string; dirty: boolean } | null> {
   const git = (args: string[]) =>
     new Promise<string | null>((done) => {
-      execFile('git', args, { cwd: root, timeout: 5_000, maxBuffer: 16 * 1024 * 1024 }, (error, stdout) => done(error ? null : stdout))
+      execFile('git', args, { cwd: root, timeout: 5_000, maxBuffer: 16 * 1024 * 1024 }, (error, stdout) =>
+        done(error ? null : stdout),
+      )
     })
   const commit = (await git(['rev-parse', 'HEAD']))?.trim()
   if (!commit) return null
@@ -99,7 +109,12 @@ export function shellQuote(word: string): string {
  * `bash replay.sh --output /tmp/elsewhere/best.json` replays into a fresh directory).
  * @example replayScript({ runId, argv: ['search', '--dataset', '/abs/demo.json', '--output', '/abs/out/best.json'], apiKeyEnvs: [] })
  */
-export function replayScript(input: { runId: string; argv: readonly string[]; apiKeyEnvs: readonly string[]; repoRoot?: string }): string {
+export function replayScript(input: {
+  runId: string
+  argv: readonly string[]
+  apiKeyEnvs: readonly string[]
+  repoRoot?: string
+}): string {
   const root = input.repoRoot ?? REPO_ROOT
   const command = ['npx', 'reward-harness', ...input.argv].map(shellQuote).join(' ')
   const lines = [
@@ -128,14 +143,22 @@ export function replayScript(input: { runId: string; argv: readonly string[]; ap
 export function recordPaths(output: string, runId: string): { directory: string; manifest: string; replay: string } {
   const directory = join(dirname(output), 'run_records')
   const stem = basename(output, extname(output))
-  return { directory, manifest: join(directory, `${stem}_${runId}.manifest.json`), replay: join(directory, `${stem}_${runId}.replay.sh`) }
+  return {
+    directory,
+    manifest: join(directory, `${stem}_${runId}.manifest.json`),
+    replay: join(directory, `${stem}_${runId}.replay.sh`),
+  }
 }
 
 /**
  * Writes the manifest (JSON) and the replay script (mode 755), both atomically.
  * @example await writeRunRecords(paths, manifest, script)
  */
-export async function writeRunRecords(paths: { manifest: string; replay: string }, manifest: unknown, script: string): Promise<void> {
+export async function writeRunRecords(
+  paths: { manifest: string; replay: string },
+  manifest: unknown,
+  script: string,
+): Promise<void> {
   await writeFileAtomic(paths.manifest, `${JSON.stringify(manifest, null, 2)}\n`)
   await writeFileAtomic(paths.replay, script, { mode: 0o755 })
 }

@@ -8,8 +8,20 @@ import { readFile } from 'node:fs/promises'
 import { arch, platform } from 'node:os'
 import { AppError } from '../../src/errors/index.ts'
 import { DatasetError, readJsonDocument } from '../../src/datasets/index.ts'
-import { configHash, hashHex, runSearch, type SearchOutput, type SearchState, type SearchStats } from '../../src/search/index.ts'
-import { createSearchRoles, DEFAULT_PRESET_KEY, parsePresetRubrics, type SearchRoleName } from '../../src/search/roles/index.ts'
+import {
+  configHash,
+  hashHex,
+  runSearch,
+  type SearchOutput,
+  type SearchState,
+  type SearchStats,
+} from '../../src/search/index.ts'
+import {
+  createSearchRoles,
+  DEFAULT_PRESET_KEY,
+  parsePresetRubrics,
+  type SearchRoleName,
+} from '../../src/search/roles/index.ts'
 import type { SearchRubric } from '../../src/search/types.ts'
 import { loadDataset } from '../datasets/load.ts'
 import { writeFileAtomic } from './atomic.ts'
@@ -19,7 +31,18 @@ import { SearchInputError, SearchInterrupted } from './errors.ts'
 import { SearchModels, type RoleCounters } from './models.ts'
 import { SEARCH_ROLES, type SearchCliOptions } from './options.ts'
 import { ProgressBar, ProgressTracker } from './progress.ts'
-import { gitSnapshot, newRunId, normaliseArgv, recordPaths, REPO_ROOT, replayScript, sessionIdOf, settingsHash, shellQuote, writeRunRecords } from './records.ts'
+import {
+  gitSnapshot,
+  newRunId,
+  normaliseArgv,
+  recordPaths,
+  REPO_ROOT,
+  replayScript,
+  sessionIdOf,
+  settingsHash,
+  shellQuote,
+  writeRunRecords,
+} from './records.ts'
 
 /** Where a run reports and what it may touch besides its files. */
 export interface SearchRunEnvironment {
@@ -40,11 +63,22 @@ export interface SearchRunEnvironment {
 export interface RunUsage {
   backend: 'mock' | 'openai'
   /** Per role: requests, cache hits, backend calls, failures, unusable replies, tokens (+ HTTP attempts on openai). */
-  roles: Record<SearchRoleName, RoleCounters & { attempts?: number; retries?: number; failures?: Record<string, number> }>
+  roles: Record<
+    SearchRoleName,
+    RoleCounters & { attempts?: number; retries?: number; failures?: Record<string, number> }
+  >
   total: RoleCounters & { attempts?: number; retries?: number; failures?: Record<string, number> }
   /** Role calls the engine made and its memo hits (label judges are not LLM calls). */
   engine: SearchStats
-  cache: { dirs: string[]; hits: number; misses: number; joins: number; entries: number; forgotten: number; loaded: number } | null
+  cache: {
+    dirs: string[]
+    hits: number
+    misses: number
+    joins: number
+    entries: number
+    forgotten: number
+    loaded: number
+  } | null
   /** Per endpoint (openai): HTTP attempts, outcomes, tokens, cap and peak in flight, health. */
   endpoints: Record<string, Record<string, unknown>> | null
 }
@@ -84,11 +118,17 @@ export interface SearchRunSummary {
  * const summary = await runSearchCommand(await readSearchOptions(opts), { argv, cwd: process.cwd(), stderr: (t) => process.stderr.write(t), progress: false, handleSignals: true, env: process.env })
  * summary.status // 'completed'
  */
-export async function runSearchCommand(options: SearchCliOptions, environment: SearchRunEnvironment): Promise<SearchRunSummary> {
+export async function runSearchCommand(
+  options: SearchCliOptions,
+  environment: SearchRunEnvironment,
+): Promise<SearchRunSummary> {
   const started = Date.now()
   const createdAt = new Date(started)
   const runId = newRunId(createdAt)
-  const loaded = await loadDataset(environment.cwd === process.cwd() ? options.datasetArg : options.dataset, options.datasetFormat ? { format: options.datasetFormat } : {})
+  const loaded = await loadDataset(
+    environment.cwd === process.cwd() ? options.datasetArg : options.dataset,
+    options.datasetFormat ? { format: options.datasetFormat } : {},
+  )
   const config = options.config
   const hash = configHash(config)
   const presets = options.presetRubrics ? await readPresets(options.presetRubrics, options.gradeMax) : null
@@ -101,7 +141,9 @@ export async function runSearchCommand(options: SearchCliOptions, environment: S
     }
   }
 
-  const resume = options.resume ? await loadResumeCheckpoint(options.resume, options.checkpointDir, environment.cwd) : null
+  const resume = options.resume
+    ? await loadResumeCheckpoint(options.resume, options.checkpointDir, environment.cwd)
+    : null
   const sessionId = resume?.checkpoint.session_id ?? sessionIdOf(runId)
 
   const backend = await createBackend({
@@ -125,7 +167,9 @@ export async function runSearchCommand(options: SearchCliOptions, environment: S
 
   const controller = new AbortController()
   let models: SearchModels | undefined
-  const removeSignals = environment.handleSignals ? installSignalHandlers(controller, environment.stderr) : () => undefined
+  const removeSignals = environment.handleSignals
+    ? installSignalHandlers(controller, environment.stderr)
+    : () => undefined
   let bar: ProgressBar | undefined
   try {
     models = await SearchModels.open({
@@ -133,7 +177,8 @@ export async function runSearchCommand(options: SearchCliOptions, environment: S
       cacheDir: options.cacheDir,
       signal: controller.signal,
       onCall: (total) => {
-        if (options.abortAfterCalls !== undefined && total >= options.abortAfterCalls && !controller.signal.aborted) controller.abort(new SearchInterrupted('abort-after-calls'))
+        if (options.abortAfterCalls !== undefined && total >= options.abortAfterCalls && !controller.signal.aborted)
+          controller.abort(new SearchInterrupted('abort-after-calls'))
       },
     })
     const roles = createSearchRoles({
@@ -151,10 +196,21 @@ export async function runSearchCommand(options: SearchCliOptions, environment: S
     })
     const settings = runSettings(options, backend, roles.judgeChoice.kind, presets?.sha256 ?? null)
     const settingsDigest = settingsHash(settings)
-    if (resume) checkResumable(resume, { sha256: loaded.sha256, path: loaded.path, configHash: hash, config, settingsHash: settingsDigest, settings })
+    if (resume)
+      checkResumable(resume, {
+        sha256: loaded.sha256,
+        path: loaded.path,
+        configHash: hash,
+        config,
+        settingsHash: settingsDigest,
+        settings,
+      })
 
     const store = await CheckpointStore.open(options.checkpointDir, sessionId, { keep: options.keepCheckpoints })
-    const tracker = new ProgressTracker(loaded.dataset.prompts.length, config.mode === 'iterative' ? config.iterations : config.generations)
+    const tracker = new ProgressTracker(
+      loaded.dataset.prompts.length,
+      config.mode === 'iterative' ? config.iterations : config.generations,
+    )
     if (environment.progress) {
       bar = new ProgressBar(tracker, () => {
         const { total } = models!.usage()
@@ -173,7 +229,14 @@ export async function runSearchCommand(options: SearchCliOptions, environment: S
       created_at_utc: createdAt.toISOString(),
       finished_at_utc: new Date().toISOString(),
       workspace: { repo_root: REPO_ROOT, cwd: environment.cwd },
-      dataset: { path: loaded.path, sha256: loaded.sha256, format: loaded.format, shape: loaded.shape, prompts: loaded.dataset.prompts.length, candidates: loaded.dataset.prompts.reduce((sum, item) => sum + item.candidates.length, 0) },
+      dataset: {
+        path: loaded.path,
+        sha256: loaded.sha256,
+        format: loaded.format,
+        shape: loaded.shape,
+        prompts: loaded.dataset.prompts.length,
+        candidates: loaded.dataset.prompts.reduce((sum, item) => sum + item.candidates.length, 0),
+      },
       output: { path: options.output },
       backend: {
         requested: backend.requested,
@@ -183,7 +246,14 @@ export async function runSearchCommand(options: SearchCliOptions, environment: S
         endpoints: backend.endpoints,
         api_key_env: backend.apiKeyEnvs,
         api_key_present: Object.fromEntries(backend.apiKeyEnvs.map((name) => [name, Boolean(environment.env[name])])),
-        ...(backend.resolved === 'openai' ? { temperature: options.temperature, max_tokens: options.maxTokens, timeout_ms: options.timeoutMs, max_attempts: options.maxAttempts } : {}),
+        ...(backend.resolved === 'openai'
+          ? {
+              temperature: options.temperature,
+              max_tokens: options.maxTokens,
+              timeout_ms: options.timeoutMs,
+              max_attempts: options.maxAttempts,
+            }
+          : {}),
         role_attempts: options.roleAttempts,
       },
       seed: config.seed,
@@ -208,10 +278,18 @@ export async function runSearchCommand(options: SearchCliOptions, environment: S
     })
     const writeRecords = async (status: 'completed' | 'interrupted', stats: SearchStats) => {
       const manifest = await manifestOf(status, stats)
-      await writeRunRecords(paths, manifest, replayScript({ runId, argv: normalisedArgv, apiKeyEnvs: backend.apiKeyEnvs }))
+      await writeRunRecords(
+        paths,
+        manifest,
+        replayScript({ runId, argv: normalisedArgv, apiKeyEnvs: backend.apiKeyEnvs }),
+      )
       return manifest
     }
-    const summaryOf = (status: 'completed' | 'interrupted', stats: SearchStats, output: SearchOutput | null): SearchRunSummary => ({
+    const summaryOf = (
+      status: 'completed' | 'interrupted',
+      stats: SearchStats,
+      output: SearchOutput | null,
+    ): SearchRunSummary => ({
       status,
       run_id: runId,
       session_id: sessionId,
@@ -242,7 +320,16 @@ export async function runSearchCommand(options: SearchCliOptions, environment: S
           bar?.draw()
         },
         onCheckpoint: async (state: SearchState) => {
-          await store.save({ session_id: sessionId, run_id: runId, dataset: { path: loaded.path, sha256: loaded.sha256 }, config_hash: hash, config, settings_hash: settingsDigest, settings, state })
+          await store.save({
+            session_id: sessionId,
+            run_id: runId,
+            dataset: { path: loaded.path, sha256: loaded.sha256 },
+            config_hash: hash,
+            config,
+            settings_hash: settingsDigest,
+            settings,
+            state,
+          })
         },
       })
       stats = result.stats
@@ -250,7 +337,11 @@ export async function runSearchCommand(options: SearchCliOptions, environment: S
       if (result.status !== 'completed' || !result.output) throw new Error('the search stopped without an output')
       await models.flush()
       const manifest = await writeRecords('completed', result.stats)
-      const output: SearchOutput = { ...result.output, run_manifest: manifest, usage: usageOf(models, backend, result.stats) as unknown as Record<string, unknown> }
+      const output: SearchOutput = {
+        ...result.output,
+        run_manifest: manifest,
+        usage: usageOf(models, backend, result.stats) as unknown as Record<string, unknown>,
+      }
       await writeFileAtomic(options.output, `${JSON.stringify(output, null, 2)}\n`)
       return summaryOf('completed', result.stats, output)
     } catch (error) {
@@ -259,7 +350,15 @@ export async function runSearchCommand(options: SearchCliOptions, environment: S
       if (reason instanceof SearchInterrupted) {
         await models.settle(2_000)
         await models.flush().catch(() => undefined)
-        const empty: SearchStats = stats ?? { verifier_calls: 0, grade_memo_hits: 0, invalid_grades: 0, judge_calls: 0, judge_memo_hits: 0, proposer_calls: 0, initializer_calls: 0 }
+        const empty: SearchStats = stats ?? {
+          verifier_calls: 0,
+          grade_memo_hits: 0,
+          invalid_grades: 0,
+          judge_calls: 0,
+          judge_memo_hits: 0,
+          proposer_calls: 0,
+          initializer_calls: 0,
+        }
         await writeRecords('interrupted', empty)
         return {
           ...summaryOf('interrupted', empty, null),
@@ -267,7 +366,8 @@ export async function runSearchCommand(options: SearchCliOptions, environment: S
           resume_command: ['npx', 'reward-harness', ...normalisedArgv, '--resume', sessionId].map(shellQuote).join(' '),
         }
       }
-      if (error instanceof AppError && error.code === 'invalid_request' && !(error instanceof DatasetError)) throw new SearchInputError(error.message)
+      if (error instanceof AppError && error.code === 'invalid_request' && !(error instanceof DatasetError))
+        throw new SearchInputError(error.message)
       if (error instanceof DatasetError) throw error
       const message = error instanceof Error ? error.message : String(error)
       const hint = store.latest ? ` (the last checkpoint is kept; continue with --resume ${sessionId})` : ''
@@ -282,7 +382,12 @@ export async function runSearchCommand(options: SearchCliOptions, environment: S
 }
 
 /** The settings besides the search config that change answers: a resume must use the same ones. */
-function runSettings(options: SearchCliOptions, backend: Backend, judge: string, presetsSha256: string | null): Record<string, unknown> {
+function runSettings(
+  options: SearchCliOptions,
+  backend: Backend,
+  judge: string,
+  presetsSha256: string | null,
+): Record<string, unknown> {
   return {
     backend: backend.resolved,
     models: backend.modelNames,
@@ -301,7 +406,14 @@ function runSettings(options: SearchCliOptions, backend: Backend, judge: string,
 
 function checkResumable(
   resume: { file: string; checkpoint: CheckpointFile },
-  current: { sha256: string; path: string; configHash: string; config: object; settingsHash: string; settings: Record<string, unknown> },
+  current: {
+    sha256: string
+    path: string
+    configHash: string
+    config: object
+    settingsHash: string
+    settings: Record<string, unknown>
+  },
 ): void {
   const { checkpoint, file } = resume
   if (checkpoint.dataset?.sha256 !== current.sha256) {
@@ -310,30 +422,45 @@ function checkResumable(
     )
   }
   if (checkpoint.config_hash !== current.configHash) {
-    const changes = describeChanges(checkpoint.config as unknown as Record<string, unknown>, current.config as Record<string, unknown>)
-    throw new SearchInputError(`--resume: the search config differs from the checkpoint's (${file}): ${changes.join('; ') || 'config hash mismatch'}; run with the same settings to resume`)
+    const changes = describeChanges(
+      checkpoint.config as unknown as Record<string, unknown>,
+      current.config as Record<string, unknown>,
+    )
+    throw new SearchInputError(
+      `--resume: the search config differs from the checkpoint's (${file}): ${changes.join('; ') || 'config hash mismatch'}; run with the same settings to resume`,
+    )
   }
   if (checkpoint.settings_hash !== current.settingsHash) {
     const changes = describeChanges(checkpoint.settings ?? {}, current.settings)
-    throw new SearchInputError(`--resume: the role/backend settings differ from the checkpoint's (${file}): ${changes.join('; ') || 'settings hash mismatch'}; run with the same settings to resume`)
+    throw new SearchInputError(
+      `--resume: the role/backend settings differ from the checkpoint's (${file}): ${changes.join('; ') || 'settings hash mismatch'}; run with the same settings to resume`,
+    )
   }
 }
 
-async function readPresets(file: string, gradeMax: number): Promise<{ rubrics: Map<string, SearchRubric>; sha256: string }> {
+async function readPresets(
+  file: string,
+  gradeMax: number,
+): Promise<{ rubrics: Map<string, SearchRubric>; sha256: string }> {
   let text: string
   try {
     text = await readFile(file, 'utf8')
   } catch (error) {
-    throw new SearchInputError(`--preset-rubrics ${file}: cannot read the file (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`)
+    throw new SearchInputError(
+      `--preset-rubrics ${file}: cannot read the file (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+    )
   }
   try {
     const document = readJsonDocument(text, 'json', file)
     const rubrics = parsePresetRubrics(document.format === 'json' ? document.value : undefined, { gradeMax })
-    if (rubrics.size === 0) throw new Error('no rubric found (expected {"best_rubrics": [...]}, {"rubrics": [...]} or {prompt_id: rubric})')
+    if (rubrics.size === 0)
+      throw new Error('no rubric found (expected {"best_rubrics": [...]}, {"rubrics": [...]} or {prompt_id: rubric})')
     return { rubrics, sha256: hashHex(text) }
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error)
-    throw new SearchInputError(error instanceof DatasetError ? `--preset-rubrics ${message}` : `--preset-rubrics ${file}: ${message}`)
+    throw new SearchInputError(
+      error instanceof DatasetError ? `--preset-rubrics ${message}` : `--preset-rubrics ${file}: ${message}`,
+    )
   }
 }
 
@@ -342,15 +469,31 @@ function usageOf(models: SearchModels, backend: Backend, stats: SearchStats): Ru
   const pool = backend.poolUsage()
   const http = (name: string) => {
     const counters = name === '*' ? pool?.total : pool?.roles[name]
-    return pool ? { attempts: counters?.calls ?? 0, retries: counters?.retries ?? 0, failures: { ...(counters?.failures ?? {}) } as Record<string, number> } : {}
+    return pool
+      ? {
+          attempts: counters?.calls ?? 0,
+          retries: counters?.retries ?? 0,
+          failures: { ...(counters?.failures ?? {}) } as Record<string, number>,
+        }
+      : {}
   }
   return {
     backend: backend.resolved,
-    roles: Object.fromEntries(SEARCH_ROLES.map((role) => [role, { ...own.roles[role], ...http(role) }])) as RunUsage['roles'],
+    roles: Object.fromEntries(
+      SEARCH_ROLES.map((role) => [role, { ...own.roles[role], ...http(role) }]),
+    ) as RunUsage['roles'],
     total: { ...own.total, ...http('*') },
     engine: stats,
     cache: own.cache
-      ? { dirs: own.cache.dirs, hits: own.cache.hits, misses: own.cache.misses, joins: own.cache.joins, entries: own.cache.entries, forgotten: own.cache.forgotten, loaded: own.cache.loaded }
+      ? {
+          dirs: own.cache.dirs,
+          hits: own.cache.hits,
+          misses: own.cache.misses,
+          joins: own.cache.joins,
+          entries: own.cache.entries,
+          forgotten: own.cache.forgotten,
+          loaded: own.cache.loaded,
+        }
       : null,
     endpoints: pool
       ? Object.fromEntries(

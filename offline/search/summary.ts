@@ -16,20 +16,32 @@ export function formatSummary(summary: SearchRunSummary, cwd: string = process.c
   const usage = summary.usage
   const lines: string[] = []
   if (summary.status === 'completed') {
-    lines.push(`search completed in ${summary.seconds}s (${summary.backend.resolved} backend, judge: ${summary.backend.judge}${summary.resumed_from ? `, resumed from ${path(summary.resumed_from)}` : ''})`)
+    lines.push(
+      `search completed in ${summary.seconds}s (${summary.backend.resolved} backend, judge: ${summary.backend.judge}${summary.resumed_from ? `, resumed from ${path(summary.resumed_from)}` : ''})`,
+    )
     const width = Math.max(...summary.best_rubrics.map((entry) => entry.prompt_id.length), 6)
     for (const entry of summary.best_rubrics) {
-      lines.push(`  ${entry.prompt_id.padEnd(width)}  score ${entry.score.toFixed(3)}  best ${entry.best_candidate_id}  rubric ${entry.rubric_id} (${entry.criteria} criteria)`)
+      lines.push(
+        `  ${entry.prompt_id.padEnd(width)}  score ${entry.score.toFixed(3)}  best ${entry.best_candidate_id}  rubric ${entry.rubric_id} (${entry.criteria} criteria)`,
+      )
     }
   } else {
     lines.push(`search interrupted (${summary.interrupted_by}) after ${summary.seconds}s`)
   }
   const perRole = SEARCH_ROLES.map((role) => `${role} ${usage.roles[role].calls}`).join(', ')
-  lines.push(`  calls        ${usage.total.calls} (${perRole}); cache hits ${usage.total.cache_hits}; tokens ${usage.total.prompt_tokens} in / ${usage.total.completion_tokens} out`)
-  if (usage.total.attempts !== undefined) lines.push(`  http         ${usage.total.attempts} attempts, ${usage.total.retries ?? 0} retries`)
+  lines.push(
+    `  calls        ${usage.total.calls} (${perRole}); cache hits ${usage.total.cache_hits}; tokens ${usage.total.prompt_tokens} in / ${usage.total.completion_tokens} out`,
+  )
+  if (usage.total.attempts !== undefined)
+    lines.push(`  http         ${usage.total.attempts} attempts, ${usage.total.retries ?? 0} retries`)
   if (summary.output) lines.push(`  output       ${path(summary.output)}`)
-  lines.push(`  run records  ${path(summary.run_records.manifest)}`, `               ${path(summary.run_records.replay)}`)
-  lines.push(`  checkpoints  ${path(summary.checkpoints.directory)} (${summary.checkpoints.written} written${summary.checkpoints.latest ? `, latest ${path(summary.checkpoints.latest).split('/').at(-1)}` : ''})`)
+  lines.push(
+    `  run records  ${path(summary.run_records.manifest)}`,
+    `               ${path(summary.run_records.replay)}`,
+  )
+  lines.push(
+    `  checkpoints  ${path(summary.checkpoints.directory)} (${summary.checkpoints.written} written${summary.checkpoints.latest ? `, latest ${path(summary.checkpoints.latest).split('/').at(-1)}` : ''})`,
+  )
   if (summary.status === 'interrupted') {
     lines.push(
       summary.checkpoints.latest

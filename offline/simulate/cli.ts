@@ -130,23 +130,28 @@ export function parseCliArgs(argv: string[], env: NodeJS.ProcessEnv = process.en
     const raw = values[flag]
     if (raw === undefined) return fallback
     const value = Number(raw)
-    if (!Number.isInteger(value) || value < min || value > max) throw new UsageError(`--${flag} must be an integer from ${min} to ${max} (got "${raw}")`)
+    if (!Number.isInteger(value) || value < min || value > max)
+      throw new UsageError(`--${flag} must be an integer from ${min} to ${max} (got "${raw}")`)
     return value
   }
   const text = (flag: string) => (typeof values[flag] === 'string' ? (values[flag] as string) : undefined)
   const url = text('url') ?? `http://127.0.0.1:${env.PORT ?? '8787'}`
   if (!/^https?:\/\/[^/]/.test(url)) throw new UsageError(`--url must be an http(s) URL (got "${url}")`)
   const runId = text('run-id')
-  if (runId !== undefined && !/^[a-z0-9][a-z0-9_-]{0,63}$/.test(runId)) throw new UsageError('--run-id may hold lower-case letters, digits, _ and - (at most 64)')
+  if (runId !== undefined && !/^[a-z0-9][a-z0-9_-]{0,63}$/.test(runId))
+    throw new UsageError('--run-id may hold lower-case letters, digits, _ and - (at most 64)')
   const createRun = values['create-run'] === true
   const judge: JudgeSettings = {
     ...(text('judge-base-url') ? { baseUrl: text('judge-base-url')! } : {}),
     ...(text('judge-model') ? { model: text('judge-model')! } : {}),
     ...(text('judge-api-key-env') ? { apiKeyEnv: text('judge-api-key-env')! } : {}),
   }
-  if (!createRun && Object.keys(judge).length > 0) throw new UsageError('--judge-* flags configure the run created by --create-run; add --create-run')
-  if (!createRun && values.archive === true) throw new UsageError('--archive configures the run created by --create-run; add --create-run')
-  if (judge.baseUrl && !/^https?:\/\/[^/]/.test(judge.baseUrl)) throw new UsageError('--judge-base-url must be an http(s) URL')
+  if (!createRun && Object.keys(judge).length > 0)
+    throw new UsageError('--judge-* flags configure the run created by --create-run; add --create-run')
+  if (!createRun && values.archive === true)
+    throw new UsageError('--archive configures the run created by --create-run; add --create-run')
+  if (judge.baseUrl && !/^https?:\/\/[^/]/.test(judge.baseUrl))
+    throw new UsageError('--judge-base-url must be an http(s) URL')
   const token = text('token') ?? env.REWARD_HARNESS_TOKEN
   return {
     url,
@@ -174,7 +179,11 @@ export function parseCliArgs(argv: string[], env: NodeJS.ProcessEnv = process.en
  * `.dev.vars` in the current directory or the repository root (what `npm start` writes).
  * @example resolveAdminToken(undefined, process.env) // 'a1b2…' from .dev.vars
  */
-export function resolveAdminToken(flag: string | undefined, env: NodeJS.ProcessEnv, searchDirs: readonly string[] = [process.cwd(), REPO_ROOT]): string | undefined {
+export function resolveAdminToken(
+  flag: string | undefined,
+  env: NodeJS.ProcessEnv,
+  searchDirs: readonly string[] = [process.cwd(), REPO_ROOT],
+): string | undefined {
   if (flag) return flag
   if (env.REWARD_HARNESS_ADMIN_TOKEN) return env.REWARD_HARNESS_ADMIN_TOKEN
   for (const dir of searchDirs) {
@@ -190,16 +199,29 @@ export function resolveAdminToken(flag: string | undefined, env: NodeJS.ProcessE
  * Creates a fresh run for the simulation through `POST /runs`; returns its id and token.
  * @example const { runId, token } = await createSimulationRun('http://127.0.0.1:8787', adminToken, { runId: 'sim-1' })
  */
-export async function createSimulationRun(url: string, adminToken: string, options: { runId?: string; judge?: JudgeSettings; archive?: boolean; fetch?: typeof fetch } = {}): Promise<{ runId: string; token: string }> {
+export async function createSimulationRun(
+  url: string,
+  adminToken: string,
+  options: { runId?: string; judge?: JudgeSettings; archive?: boolean; fetch?: typeof fetch } = {},
+): Promise<{ runId: string; token: string }> {
   const response = await (options.fetch ?? fetch)(`${url.replace(/\/+$/, '')}/runs`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'application/json', authorization: `Bearer ${adminToken}` },
-    body: JSON.stringify({ ...(options.runId ? { run_id: options.runId } : {}), config: { ...simulationRunConfig(options.judge), ...(options.archive ? { archive: true } : {}) } }),
+    body: JSON.stringify({
+      ...(options.runId ? { run_id: options.runId } : {}),
+      config: { ...simulationRunConfig(options.judge), ...(options.archive ? { archive: true } : {}) },
+    }),
     signal: AbortSignal.timeout(30_000),
   })
-  const body = (await response.json().catch(() => ({}))) as { run_id?: string; token?: string; error?: { code?: string; message?: string } }
+  const body = (await response.json().catch(() => ({}))) as {
+    run_id?: string
+    token?: string
+    error?: { code?: string; message?: string }
+  }
   if (response.status !== 201 || !body.run_id || !body.token) {
-    throw new Error(`POST /runs answered ${response.status}${body.error ? ` ${body.error.code}: ${body.error.message}` : ''}`)
+    throw new Error(
+      `POST /runs answered ${response.status}${body.error ? ` ${body.error.code}: ${body.error.message}` : ''}`,
+    )
   }
   return { runId: body.run_id, token: body.token }
 }
@@ -243,7 +265,9 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
   const say = options.json ? (line: string) => console.error(line) : (line: string) => console.log(line)
   const unreachable = await reachability(options.url)
   if (unreachable) {
-    console.error(`simulate: nothing answers at ${options.url} (${unreachable}). Start the server with \`npm start\` (it serves on PORT, 8787 by default) or pass --url http://127.0.0.1:<port>.`)
+    console.error(
+      `simulate: nothing answers at ${options.url} (${unreachable}). Start the server with \`npm start\` (it serves on PORT, 8787 by default) or pass --url http://127.0.0.1:<port>.`,
+    )
     return 1
   }
 
@@ -251,7 +275,9 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
   if (options.createRun) {
     const adminToken = resolveAdminToken(options.adminToken, env)
     if (!adminToken) {
-      console.error('simulate: --create-run needs the admin token: --admin-token, REWARD_HARNESS_ADMIN_TOKEN, or ADMIN_TOKEN in .dev.vars (written by npm start)')
+      console.error(
+        'simulate: --create-run needs the admin token: --admin-token, REWARD_HARNESS_ADMIN_TOKEN, or ADMIN_TOKEN in .dev.vars (written by npm start)',
+      )
       return 2
     }
     const created = await createSimulationRun(options.url, adminToken, {
@@ -260,10 +286,14 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
       archive: options.archive,
     })
     ;({ runId, token } = created)
-    say(`created run ${runId} (${options.judge.baseUrl ? `judge ${options.judge.model ?? 'default model'} at ${options.judge.baseUrl}` : 'mock backend'}${options.archive ? ', archiving its rollouts' : ''})`)
+    say(
+      `created run ${runId} (${options.judge.baseUrl ? `judge ${options.judge.model ?? 'default model'} at ${options.judge.baseUrl}` : 'mock backend'}${options.archive ? ', archiving its rollouts' : ''})`,
+    )
   }
 
-  say(`simulating ${plural(options.steps, 'step')} × ${plural(options.rolloutsPerStep, 'rollout')} (seed ${options.seed}, ${options.concurrency} in flight${options.wait ? '' : ', not waiting for updates'}) against ${options.url}${runId ? `/runs/${runId}` : ''}`)
+  say(
+    `simulating ${plural(options.steps, 'step')} × ${plural(options.rolloutsPerStep, 'rollout')} (seed ${options.seed}, ${options.concurrency} in flight${options.wait ? '' : ', not waiting for updates'}) against ${options.url}${runId ? `/runs/${runId}` : ''}`,
+  )
   say(formatTableHeader())
   const result = await runSimulation({
     baseUrl: options.url,
@@ -284,7 +314,12 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
   say('')
   say(formatSummary(result, summary))
 
-  const output: SimulationOutput = { command: `npm run simulate -- ${argv.join(' ')}`.trim(), created_run: options.createRun, ...result, summary }
+  const output: SimulationOutput = {
+    command: `npm run simulate -- ${argv.join(' ')}`.trim(),
+    created_run: options.createRun,
+    ...result,
+    summary,
+  }
   const json = `${JSON.stringify(output, null, 2)}\n`
   if (options.json) process.stdout.write(json)
   if (options.out) {
@@ -294,7 +329,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     say(`JSON written to ${options.out}`)
   }
   const timedOut = result.reports.filter((report) => report.update_timed_out).length
-  if (timedOut > 0) say(`warning: ${timedOut} step update(s) did not finish within --wait-timeout ${options.waitTimeoutS} s`)
+  if (timedOut > 0)
+    say(`warning: ${timedOut} step update(s) did not finish within --wait-timeout ${options.waitTimeoutS} s`)
   return 0
 }
 

@@ -8,7 +8,14 @@ import { startProgress } from '../progress/index.ts'
 import pLimit from 'p-limit'
 import { RewardClient } from '../../src/client/index.ts'
 import type { RubricStatus } from '../../src/schemas/status.ts'
-import { BEHAVIOURS, planStep, trainingStage, type Behaviour, type SimulatedRollout, type TrainingStage } from './scenario.ts'
+import {
+  BEHAVIOURS,
+  planStep,
+  trainingStage,
+  type Behaviour,
+  type SimulatedRollout,
+  type TrainingStage,
+} from './scenario.ts'
 
 export interface SimulationOptions {
   /** e.g. `http://127.0.0.1:8787` */
@@ -167,13 +174,23 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
   const plans: SimulatedRollout[][] = []
 
   for (let step = 0; step < options.steps; step++) {
-    const plan = planStep({ seed: options.seed, step, totalSteps: options.steps, rolloutsPerStep: options.rolloutsPerStep, rubricTexts, idPrefix, groupSize: options.groupSize ?? 1 })
+    const plan = planStep({
+      seed: options.seed,
+      step,
+      totalSteps: options.steps,
+      rolloutsPerStep: options.rolloutsPerStep,
+      rubricTexts,
+      idPrefix,
+      groupSize: options.groupSize ?? 1,
+    })
     plans.push(plan)
 
     // 1. Score the step's rollouts, at most `concurrency` in flight.
     const latencies: number[] = []
     const scoreStarted = performance.now()
-    const progress = options.showProgress ? startProgress({ label: `step ${step} scoring`, total: plan.length }) : undefined
+    const progress = options.showProgress
+      ? startProgress({ label: `step ${step} scoring`, total: plan.length })
+      : undefined
     const results = await Promise.all(
       plan.map((simulated) =>
         limit(async () => {
@@ -192,7 +209,9 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
       ),
     ).finally(() => progress?.stop())
     const scoreMs = performance.now() - scoreStarted
-    const scored = results.flatMap((entry) => ('result' in entry && entry.result ? [{ behaviour: entry.simulated.behaviour, result: entry.result }] : []))
+    const scored = results.flatMap((entry) =>
+      'result' in entry && entry.result ? [{ behaviour: entry.simulated.behaviour, result: entry.result }] : [],
+    )
     const errors = results.length - scored.length
     if (scored.length === 0 && plan.length > 0) {
       const first = results.find((entry) => 'error' in entry) as { error: Error } | undefined
@@ -243,7 +262,10 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
 
     // 4. What the service says about the step.
     if (observe) {
-      const [status, rubrics] = await Promise.all([client.rubricStatus(), client.rubrics().catch(() => ({}) as RubricsAnswer)])
+      const [status, rubrics] = await Promise.all([
+        client.rubricStatus(),
+        client.rubrics().catch(() => ({}) as RubricsAnswer),
+      ])
       runId ??= status.run_id
       const texts = rubricTextsOf(rubrics)
       if (texts.length > 0) rubricTexts = texts
@@ -267,7 +289,11 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
     const status = await settle(client, waitTimeoutS)
     for (const [index, report] of reports.entries()) {
       if (report.server_step === null) continue
-      report.update = await updateOf(getJson, report.server_step, status.step === report.server_step ? status : undefined)
+      report.update = await updateOf(
+        getJson,
+        report.server_step,
+        status.step === report.server_step ? status : undefined,
+      )
       if (report.update?.rubric_version) report.rubric_version = report.update.rubric_version
       report.status = report.update ? 'updated' : report.status
       report.flagged_by_behaviour = await flaggedByBehaviour(getJson, report.server_step, plans[index]!)
@@ -315,7 +341,9 @@ export async function settle(client: RewardClient, timeoutS: number): Promise<Ru
 type JsonReader = <T>(path: string) => Promise<T | undefined>
 
 /** GETs a path of the addressed run (the RewardClient has no /rubrics/history or /memory); undefined on any failure. */
-function jsonReader(options: Pick<SimulationOptions, 'baseUrl' | 'token' | 'runId' | 'fetch' | 'requestTimeoutMs'>): JsonReader {
+function jsonReader(
+  options: Pick<SimulationOptions, 'baseUrl' | 'token' | 'runId' | 'fetch' | 'requestTimeoutMs'>,
+): JsonReader {
   const root = options.baseUrl.replace(/\/+$/, '')
   const base = options.runId ? `${root}/runs/${encodeURIComponent(options.runId)}` : root
   const fetchImpl = options.fetch ?? fetch
@@ -337,19 +365,34 @@ function jsonReader(options: Pick<SimulationOptions, 'baseUrl' | 'token' | 'runI
 }
 
 /** The update of `serverStep`: the version it created (history), else what `/rubric_status` says about an unchanged update. */
-async function updateOf(getJson: JsonReader, serverStep: number, status: RubricStatus | undefined): Promise<StepUpdate | null> {
+async function updateOf(
+  getJson: JsonReader,
+  serverStep: number,
+  status: RubricStatus | undefined,
+): Promise<StepUpdate | null> {
   const history = await getJson<HistoryAnswer>('/rubrics/history')
-  const version = history?.versions.filter((entry) => entry.step === serverStep).sort((a, b) => b.version - a.version)[0]
+  const version = history?.versions
+    .filter((entry) => entry.step === serverStep)
+    .sort((a, b) => b.version - a.version)[0]
   if (version) return { strategy: version.strategy, changed: true, rubric_version: version.version, source: 'history' }
   const outcomes = status?.instances.flatMap((instance) => (instance.update ? [instance.update] : [])) ?? []
   if (outcomes.length === 0) return null
   const changed = outcomes.find((outcome) => outcome.changed)
   const chosen = changed ?? outcomes[0]!
-  return { strategy: chosen.strategy, changed: changed !== undefined, rubric_version: Math.max(...outcomes.map((outcome) => outcome.rubric_version)), source: 'status' }
+  return {
+    strategy: chosen.strategy,
+    changed: changed !== undefined,
+    rubric_version: Math.max(...outcomes.map((outcome) => outcome.rubric_version)),
+    source: 'status',
+  }
 }
 
 /** Flagged analyses of the step's rollouts, per behaviour, from the run's memory. */
-async function flaggedByBehaviour(getJson: JsonReader, serverStep: number, plan: readonly SimulatedRollout[]): Promise<Record<Behaviour, number> | null> {
+async function flaggedByBehaviour(
+  getJson: JsonReader,
+  serverStep: number,
+  plan: readonly SimulatedRollout[],
+): Promise<Record<Behaviour, number> | null> {
   const memory = await getJson<MemoryAnswer>(`/memory?kind=analysis&step=${serverStep}&limit=200`)
   if (!memory) return null
   const behaviourOf = new Map(plan.map((simulated) => [simulated.rollout.id, simulated.behaviour]))
@@ -367,7 +410,9 @@ function rubricTextsOf(answer: RubricsAnswer): string[] {
 
 function allRubrics(answer: RubricsAnswer): SimulationResult['final_rubrics'] {
   if (!answer.anchor_rubrics && !answer.adaptive_rubrics) return null
-  return [...(answer.anchor_rubrics ?? []), ...(answer.adaptive_rubrics ?? [])].map(({ id, text, weight, is_anchor }) => ({ id, text, weight, is_anchor }))
+  return [...(answer.anchor_rubrics ?? []), ...(answer.adaptive_rubrics ?? [])].map(
+    ({ id, text, weight, is_anchor }) => ({ id, text, weight, is_anchor }),
+  )
 }
 
 function versionOf(answer: RubricsAnswer): number | undefined {
@@ -382,10 +427,19 @@ function countBy(behaviours: readonly Behaviour[]): Record<Behaviour, number> {
   return counts
 }
 
-function scoresByBehaviour(plan: readonly SimulatedRollout[], scored: readonly { behaviour: Behaviour; result: { score: number } }[]): Record<Behaviour, BehaviourScores> {
+function scoresByBehaviour(
+  plan: readonly SimulatedRollout[],
+  scored: readonly { behaviour: Behaviour; result: { score: number } }[],
+): Record<Behaviour, BehaviourScores> {
   const counts = countBy(plan.map((simulated) => simulated.behaviour))
   return Object.fromEntries(
-    BEHAVIOURS.map((behaviour) => [behaviour, { n: counts[behaviour], mean: mean(scored.filter((entry) => entry.behaviour === behaviour).map((entry) => entry.result.score)) }]),
+    BEHAVIOURS.map((behaviour) => [
+      behaviour,
+      {
+        n: counts[behaviour],
+        mean: mean(scored.filter((entry) => entry.behaviour === behaviour).map((entry) => entry.result.score)),
+      },
+    ]),
   ) as Record<Behaviour, BehaviourScores>
 }
 

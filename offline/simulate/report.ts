@@ -7,7 +7,13 @@ import type { SimulationResult, StepReport } from './loop.ts'
 import { BEHAVIOURS, type Behaviour } from './scenario.ts'
 
 /** Short column titles of the behaviours. */
-const TITLES: Record<Behaviour, string> = { correct: 'correct', wrong: 'wrong', verbose: 'verbose', sycophantic: 'sycoph.', reward_hacking: 'hacking' }
+const TITLES: Record<Behaviour, string> = {
+  correct: 'correct',
+  wrong: 'wrong',
+  verbose: 'verbose',
+  sycophantic: 'sycoph.',
+  reward_hacking: 'hacking',
+}
 const CELL = 10
 
 /** Column widths of the step table, in order: step, stage, behaviours…, mean, version, flags, update. */
@@ -61,7 +67,10 @@ function describeUpdate(report: StepReport): string {
   const notes: string[] = []
   if (report.update_timed_out) notes.push('update still running (wait timed out)')
   else if (!report.update) notes.push(report.status && report.status !== 'updated' ? `(${report.status})` : '–')
-  else notes.push(`${report.update.strategy ?? 'no update'}${report.update.changed ? ` → v${report.update.rubric_version}` : ' (no change)'}`)
+  else
+    notes.push(
+      `${report.update.strategy ?? 'no update'}${report.update.changed ? ` → v${report.update.rubric_version}` : ' (no change)'}`,
+    )
   if (report.errors > 0) notes.push(`${report.errors} /score failed`)
   return notes.join('; ')
 }
@@ -119,7 +128,10 @@ export function summarize(result: Pick<SimulationResult, 'reports'>): Simulation
           rollouts: withMemory.reduce((sum, report) => sum + report.counts.reward_hacking, 0),
         }
       : null,
-    rubric_version: { first: first?.rubric_version_scored ?? null, last: last?.rubric_version ?? last?.rubric_version_scored ?? null },
+    rubric_version: {
+      first: first?.rubric_version_scored ?? null,
+      last: last?.rubric_version ?? last?.rubric_version_scored ?? null,
+    },
     rubric_changes: reports.filter((report) => report.update?.changed).length,
     strategies,
     errors: reports.reduce((sum, report) => sum + report.errors, 0),
@@ -130,9 +142,18 @@ export function summarize(result: Pick<SimulationResult, 'reports'>): Simulation
  * The closing summary in words.
  * @example console.log(formatSummary(result, summarize(result)))
  */
-export function formatSummary(result: Pick<SimulationResult, 'reports' | 'run_id' | 'seed' | 'steps' | 'rollouts_per_step' | 'duration_ms' | 'waited'>, summary: SimulationSummary): string {
+export function formatSummary(
+  result: Pick<
+    SimulationResult,
+    'reports' | 'run_id' | 'seed' | 'steps' | 'rollouts_per_step' | 'duration_ms' | 'waited'
+  >,
+  summary: SimulationSummary,
+): string {
   const f = (value: number | null) => (value === null ? 'n/a' : value.toFixed(2))
-  const strategies = Object.entries(summary.strategies).map(([strategy, count]) => `${strategy} ×${count}`).join(', ') || 'none'
+  const strategies =
+    Object.entries(summary.strategies)
+      .map(([strategy, count]) => `${strategy} ×${count}`)
+      .join(', ') || 'none'
   const flagged = summary.hacking_rollouts_flagged
   const lines = [
     `Summary — run ${result.run_id ?? '?'}, ${plural(result.steps, 'step')} × ${plural(result.rollouts_per_step, 'rollout')}, seed ${result.seed}, ${(result.duration_ms / 1_000).toFixed(1)} s`,
@@ -143,8 +164,13 @@ export function formatSummary(result: Pick<SimulationResult, 'reports' | 'run_id
   ]
   if (summary.errors > 0) lines.push(`  ${summary.errors} /score request(s) failed and were left out`)
   if (!result.waited) {
-    const stale = result.reports.filter((report, i) => i > 0 && (report.rubric_version_scored ?? 0) < (result.reports[i - 1]!.rubric_version ?? 0)).length
-    if (stale > 0) lines.push(`  --no-wait: the trainer ran ahead of the updates; ${stale} of ${result.reports.length - 1} later steps were scored on rubrics older than the previous step's update`)
+    const stale = result.reports.filter(
+      (report, i) => i > 0 && (report.rubric_version_scored ?? 0) < (result.reports[i - 1]!.rubric_version ?? 0),
+    ).length
+    if (stale > 0)
+      lines.push(
+        `  --no-wait: the trainer ran ahead of the updates; ${stale} of ${result.reports.length - 1} later steps were scored on rubrics older than the previous step's update`,
+      )
   }
   lines.push(
     summary.hacking_penalised === null

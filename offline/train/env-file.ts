@@ -41,7 +41,8 @@ export function formatEnvFile(env: Record<string, string | undefined>): string {
   for (const [key, value] of Object.entries(env)) {
     if (value === undefined) continue
     if (!KEY.test(key)) throw new TrainInputError(`env file: "${key}" is not a variable name`)
-    if (value.includes('\n') || value.includes('\0')) throw new TrainInputError(`env file: the value of ${key} has a line break`)
+    if (value.includes('\n') || value.includes('\0'))
+      throw new TrainInputError(`env file: the value of ${key} has a line break`)
     lines.push(`${key}=${shellQuote(value)}`)
   }
   return `${lines.join('\n')}\n`
@@ -102,7 +103,10 @@ function unquote(text: string, place: string): string {
  * publish only once the rest is done; `discard` removes the unpublished file.
  * @example const pending = stageEnvFile('train.env', env); await record(); pending.commit()
  */
-export function stageEnvFile(file: string, env: Record<string, string | undefined>): { commit(): void; discard(): void } {
+export function stageEnvFile(
+  file: string,
+  env: Record<string, string | undefined>,
+): { commit(): void; discard(): void } {
   const staged = path.join(path.dirname(path.resolve(file)), `.${path.basename(file)}.${process.pid}.tmp`)
   try {
     writeFileSync(staged, formatEnvFile(env), { mode: 0o600 })
@@ -126,9 +130,14 @@ export function readEnvFile(file: string): TrainEnv {
   try {
     text = readFileSync(file, 'utf8')
   } catch (error) {
-    throw new TrainInputError(`cannot read the env file ${file}: ${(error as Error).message} (write it with \`reward-harness train prepare\`)`)
+    throw new TrainInputError(
+      `cannot read the env file ${file}: ${(error as Error).message} (write it with \`reward-harness train prepare\`)`,
+    )
   }
   const env = parseEnvFile(text, file)
-  if (!env[ENV.trainingRunId]) throw new TrainInputError(`${file} has no ${ENV.trainingRunId}: is it an env file written by \`reward-harness train prepare\`?`)
+  if (!env[ENV.trainingRunId])
+    throw new TrainInputError(
+      `${file} has no ${ENV.trainingRunId}: is it an env file written by \`reward-harness train prepare\`?`,
+    )
   return env
 }

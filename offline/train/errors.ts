@@ -34,7 +34,11 @@ export class HandshakeRefusedError extends Error {
 export function failTrain(error: unknown, io: CliIo, json: boolean): never {
   if (error instanceof TrainInputError) throw new CliUsageError(error.message)
   if (error instanceof HandshakeRefusedError) {
-    io.err(json ? `${JSON.stringify({ error: { kind: 'refused', code: error.code, message: error.message } })}\n` : `error: handshake refused: ${error.message}\n`)
+    io.err(
+      json
+        ? `${JSON.stringify({ error: { kind: 'refused', code: error.code, message: error.message } })}\n`
+        : `error: handshake refused: ${error.message}\n`,
+    )
     throw new CliExit(EXIT_HANDSHAKE_REFUSED)
   }
   return failWith(error, io, json)

@@ -39,17 +39,41 @@ export interface FinalizeOutcome {
  * How a run ended, from its state: the status and, unless it succeeded, why.
  * @example judgeRun({ training_run_id: 'g', run: { command: ['x'], started_at: t0, ended_at: t1, exit_code: 7 } }, 'g.env') // { status: 'failed', failure: { stage: 'training', … } }
  */
-export function judgeRun(state: TrainState | undefined, envFile: string): Pick<TrainingRunResult, 'status' | 'failure'> {
+export function judgeRun(
+  state: TrainState | undefined,
+  envFile: string,
+): Pick<TrainingRunResult, 'status' | 'failure'> {
   const run = state?.run
-  if (!run) return { status: 'failed', failure: { stage: 'preflight', message: `the trainer was never run: no \`train run\` is recorded for ${envFile}` } }
+  if (!run)
+    return {
+      status: 'failed',
+      failure: {
+        stage: 'preflight',
+        message: `the trainer was never run: no \`train run\` is recorded for ${envFile}`,
+      },
+    }
   if (run.ended_at === undefined || run.exit_code === undefined) {
-    return { status: 'failed', failure: { stage: 'training', message: `the trainer's end was not recorded: \`train run\` started it at ${run.started_at} and stopped before it ended` } }
+    return {
+      status: 'failed',
+      failure: {
+        stage: 'training',
+        message: `the trainer's end was not recorded: \`train run\` started it at ${run.started_at} and stopped before it ended`,
+      },
+    }
   }
-  if (run.spawn_error) return { status: 'failed', failure: { stage: 'training', message: `${run.spawn_error} (exit ${run.exit_code})` } }
+  if (run.spawn_error)
+    return { status: 'failed', failure: { stage: 'training', message: `${run.spawn_error} (exit ${run.exit_code})` } }
   if (run.signal) {
-    return { status: CANCEL_SIGNALS.has(run.signal) ? 'canceled' : 'failed', failure: { stage: 'training', message: `the trainer was stopped by ${run.signal} (exit ${run.exit_code})` } }
+    return {
+      status: CANCEL_SIGNALS.has(run.signal) ? 'canceled' : 'failed',
+      failure: { stage: 'training', message: `the trainer was stopped by ${run.signal} (exit ${run.exit_code})` },
+    }
   }
-  if (run.exit_code !== 0) return { status: 'failed', failure: { stage: 'training', message: `the trainer exited with code ${run.exit_code}` } }
+  if (run.exit_code !== 0)
+    return {
+      status: 'failed',
+      failure: { stage: 'training', message: `the trainer exited with code ${run.exit_code}` },
+    }
   return { status: 'succeeded' }
 }
 
@@ -71,10 +95,14 @@ export async function finalizeTraining(options: FinalizeOptions): Promise<Finali
   if (options.metricsFile !== undefined) {
     const read = readMetricsFile(options.metricsFile, verdict.status !== 'succeeded')
     if (read) fileMetrics = read
-    else notes.push(`${options.metricsFile} does not exist (the trainer did not write it); recorded without its metrics`)
+    else
+      notes.push(`${options.metricsFile} does not exist (the trainer did not write it); recorded without its metrics`)
   }
   const run = state?.run
-  const harness: MetricValues = run?.exit_code === undefined ? {} : { exit_code: run.exit_code, ...(run.ended_at ? { duration_s: durationSeconds(run) } : {}) }
+  const harness: MetricValues =
+    run?.exit_code === undefined
+      ? {}
+      : { exit_code: run.exit_code, ...(run.ended_at ? { duration_s: durationSeconds(run) } : {}) }
   const finalizedAt = state?.finalized_at ?? (options.now?.() ?? new Date()).toISOString()
   const result = TrainingRunResult.parse({
     schema_version: LINEAGE_SCHEMA_VERSION,
@@ -98,5 +126,8 @@ function refuseWhileRunning(state: TrainState | undefined): void {
   } catch (error) {
     alive = (error as NodeJS.ErrnoException).code === 'EPERM'
   }
-  if (alive) throw new TrainInputError(`training run "${state!.training_run_id}" is still running (\`train run\` is process ${run.harness_pid}): finalize it when it ends`)
+  if (alive)
+    throw new TrainInputError(
+      `training run "${state!.training_run_id}" is still running (\`train run\` is process ${run.harness_pid}): finalize it when it ends`,
+    )
 }

@@ -10,7 +10,11 @@ import type { TrainerRun } from './state.ts'
  * @example console.log(formatPrepare(outcome))
  */
 export function formatPrepare(outcome: PrepareOutcome): string {
-  const token = { online_run: 'the online run\'s token', RM_TOKEN: 'RM_TOKEN', none: 'none (no online run, RM_TOKEN unset)' }[outcome.token_source ?? 'none']
+  const token = {
+    online_run: "the online run's token",
+    RM_TOKEN: 'RM_TOKEN',
+    none: 'none (no online run, RM_TOKEN unset)',
+  }[outcome.token_source ?? 'none']
   return [
     `prepared training run ${outcome.training_run_id}`,
     `  artifact    ${outcome.artifact_id}`,
@@ -29,7 +33,9 @@ export function formatPrepare(outcome: PrepareOutcome): string {
  */
 export function formatFinalize(outcome: FinalizeOutcome): string {
   const { result } = outcome
-  const metrics = Object.entries(result.metrics).map(([name, value]) => `${name}=${value}`).join(' ')
+  const metrics = Object.entries(result.metrics)
+    .map(([name, value]) => `${name}=${value}`)
+    .join(' ')
   return [
     `${outcome.stored ? 'recorded' : 'already recorded (identical)'}: training run ${result.run_id} ${result.status}${result.failure ? ` at stage ${result.failure.stage}: ${result.failure.message}` : ''}`,
     `  metrics  ${metrics || '(none)'}`,
@@ -43,7 +49,9 @@ export function formatFinalize(outcome: FinalizeOutcome): string {
  * @example console.log(formatShow(outcome))
  */
 export function formatShow(outcome: ShowOutcome): string {
-  return outcome.trainer ? `${formatChain(outcome.chain)}\ntrainer     ${formatTrainer(outcome.trainer)}` : formatChain(outcome.chain)
+  return outcome.trainer
+    ? `${formatChain(outcome.chain)}\ntrainer     ${formatTrainer(outcome.trainer)}`
+    : formatChain(outcome.chain)
 }
 
 function formatTrainer(run: TrainerRun): string {

@@ -9,8 +9,22 @@ export { finalizeTraining, judgeRun, type FinalizeOptions, type FinalizeOutcome 
 export { formatFinalize, formatPrepare, formatShow } from './format.ts'
 export { flattenMetrics, parseMetricFlag, readMetricsFile, type MetricValues } from './metrics.ts'
 export { createOnlineRun, CreatedRun, readOnlineRunRequest, type OnlineRunRequest } from './online-run.ts'
-export { handshake, parseDatasetRef, prepareTraining, UNSPECIFIED, type PrepareOptions, type PrepareOutcome } from './prepare.ts'
-export { durationSeconds, EXIT_CANNOT_RUN, EXIT_NOT_FOUND, runTrainer, type RunOptions, type RunOutcome } from './run.ts'
+export {
+  handshake,
+  parseDatasetRef,
+  prepareTraining,
+  UNSPECIFIED,
+  type PrepareOptions,
+  type PrepareOutcome,
+} from './prepare.ts'
+export {
+  durationSeconds,
+  EXIT_CANNOT_RUN,
+  EXIT_NOT_FOUND,
+  runTrainer,
+  type RunOptions,
+  type RunOutcome,
+} from './run.ts'
 export { showTraining, type ShowOptions, type ShowOutcome } from './show.ts'
 export { clearState, readState, statePath, TrainerRun, TrainState, writeState } from './state.ts'
 export { describeStore, resolveStore, type TrainStoreFlags } from './store.ts'

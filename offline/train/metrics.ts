@@ -27,9 +27,12 @@ export function readMetricsFile(file: string, optional = false): MetricValues | 
     value = JSON.parse(text)
   } catch {
     const fault = locateJsonError(text)
-    throw new TrainInputError(`--metrics ${file}: line ${fault.line}: not valid JSON: ${fault.reason} at column ${fault.column}`)
+    throw new TrainInputError(
+      `--metrics ${file}: line ${fault.line}: not valid JSON: ${fault.reason} at column ${fault.column}`,
+    )
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new TrainInputError(`--metrics ${file}: expected a JSON object of metrics, e.g. {"reward_mean": 0.6}`)
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new TrainInputError(`--metrics ${file}: expected a JSON object of metrics, e.g. {"reward_mean": 0.6}`)
   return flattenMetrics(value as Record<string, unknown>, `--metrics ${file}`)
 }
 
@@ -41,8 +44,10 @@ export function flattenMetrics(object: Record<string, unknown>, place: string, p
   const metrics: MetricValues = {}
   for (const [key, value] of Object.entries(object)) {
     const name = `${prefix}${key}`
-    if (!key.trim()) throw new TrainInputError(`${place}: a metric name is empty${prefix ? ` under "${prefix.slice(0, -1)}"` : ''}`)
-    if (typeof value === 'object' && value !== null && !Array.isArray(value)) Object.assign(metrics, flattenMetrics(value as Record<string, unknown>, place, `${name}.`))
+    if (!key.trim())
+      throw new TrainInputError(`${place}: a metric name is empty${prefix ? ` under "${prefix.slice(0, -1)}"` : ''}`)
+    if (typeof value === 'object' && value !== null && !Array.isArray(value))
+      Object.assign(metrics, flattenMetrics(value as Record<string, unknown>, place, `${name}.`))
     else if (typeof value === 'number' && Number.isFinite(value)) metrics[name] = value
     else throw new TrainInputError(`${place}: "${name}" is not a finite number (${describe(value)})`)
   }
@@ -59,7 +64,8 @@ export function parseMetricFlag(text: string): [string, number] {
   const raw = text.slice(at + 1).trim()
   if (at === -1 || !name) throw new TrainInputError(`--metric "${text}": use name=value, e.g. reward_mean=0.62`)
   const value = Number(raw)
-  if (raw === '' || !Number.isFinite(value)) throw new TrainInputError(`--metric "${text}": "${name}" is not a finite number`)
+  if (raw === '' || !Number.isFinite(value))
+    throw new TrainInputError(`--metric "${text}": "${name}" is not a finite number`)
   return [name, value]
 }
 

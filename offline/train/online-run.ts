@@ -25,7 +25,8 @@ export interface OnlineRunRequest {
  */
 export async function readOnlineRunRequest(file: string, defaultRunId: string): Promise<OnlineRunRequest> {
   const raw = await readJsonFile(file)
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new TrainInputError(`--online-run ${file}: expected a JSON object (a run config, or {run_id?, config})`)
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
+    throw new TrainInputError(`--online-run ${file}: expected a JSON object (a run config, or {run_id?, config})`)
   const wrapped = 'config' in raw
   const body = wrapped ? { run_id: defaultRunId, ...raw } : { run_id: defaultRunId, config: raw }
   const parsed = CreateRunRequest.safeParse(body)
@@ -33,7 +34,9 @@ export async function readOnlineRunRequest(file: string, defaultRunId: string): 
     const issues = parsed.error.issues.map((issue) => {
       const where = issue.path.join('.') || '(root)'
       const fromName = issue.path[0] === 'run_id' && !(wrapped && 'run_id' in raw)
-      return fromName ? `run_id "${defaultRunId}" (from --name): ${issue.message}; give another --name or "run_id" in the file` : `${wrapped ? where : where.replace(/^config\.?/, '') || '(root)'}: ${issue.message}`
+      return fromName
+        ? `run_id "${defaultRunId}" (from --name): ${issue.message}; give another --name or "run_id" in the file`
+        : `${wrapped ? where : where.replace(/^config\.?/, '') || '(root)'}: ${issue.message}`
     })
     throw new TrainInputError(`--online-run ${file}: ${issues.join('; ')}`)
   }
@@ -45,13 +48,22 @@ export async function readOnlineRunRequest(file: string, defaultRunId: string): 
  * be answered 409 run_exists.
  * @example const { run_id, token } = await createOnlineRun('https://rm.example.com', adminToken, request)
  */
-export async function createOnlineRun(baseUrl: string, adminToken: string, request: OnlineRunRequest, fetchImpl: typeof fetch = fetch): Promise<CreatedRun> {
+export async function createOnlineRun(
+  baseUrl: string,
+  adminToken: string,
+  request: OnlineRunRequest,
+  fetchImpl: typeof fetch = fetch,
+): Promise<CreatedRun> {
   let response: Response
   let text: string
   try {
     response = await fetchImpl(`${baseUrl}/runs`, {
       method: 'POST',
-      headers: { accept: 'application/json', 'content-type': 'application/json', authorization: `Bearer ${adminToken}` },
+      headers: {
+        accept: 'application/json',
+        'content-type': 'application/json',
+        authorization: `Bearer ${adminToken}`,
+      },
       body: JSON.stringify(request),
       signal: AbortSignal.timeout(30_000),
     })
@@ -72,6 +84,11 @@ export async function createOnlineRun(baseUrl: string, adminToken: string, reque
     throw new EdgeHttpError('POST', '/runs', response.status, code, message, error?.details)
   }
   const parsed = CreatedRun.safeParse(json)
-  if (!parsed.success) throw new EdgeProtocolError('POST', '/runs', parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; '))
+  if (!parsed.success)
+    throw new EdgeProtocolError(
+      'POST',
+      '/runs',
+      parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; '),
+    )
   return parsed.data
 }

@@ -78,28 +78,39 @@ export async function prepareTraining(options: PrepareOptions): Promise<PrepareO
   if (!name.success) throw new TrainInputError(`--name "${options.name}": ${name.error.issues[0]?.message}`)
   const target = checkTarget(options.target)
   const edgeUrl = checkEdgeUrl(options.url)
-  if (!options.env[ADMIN_TOKEN_ENV]?.trim()) throw new TrainInputError(`the admin token is missing: set ${ADMIN_TOKEN_ENV} to the edge's ADMIN_TOKEN`)
+  if (!options.env[ADMIN_TOKEN_ENV]?.trim())
+    throw new TrainInputError(`the admin token is missing: set ${ADMIN_TOKEN_ENV} to the edge's ADMIN_TOKEN`)
   const dataset = parseDatasetRef(options.dataset)
   const trainer = nonEmpty(options.trainer, '--trainer')
   const model = nonEmpty(options.model, '--model')
   const store = resolveStore(options)
   const envFile = path.resolve(options.envFile)
-  const request = options.onlineRun === undefined ? undefined : await readOnlineRunRequest(options.onlineRun, options.name)
+  const request =
+    options.onlineRun === undefined ? undefined : await readOnlineRunRequest(options.onlineRun, options.name)
   const client = connect({ url: edgeUrl, env: options.env, ...(options.client ? { client: options.client } : {}) })
 
   const { health, deployment } = await handshake(client, target, options.expectArtifact)
 
-  await withBackend(store, async (backend) => {
-    const existing = await backend.chain(options.name)
-    if (existing) throw new TrainInputError(`training run "${options.name}" is already recorded (started ${existing.manifest.started_at}): give another --name`)
-  }, '--lineage-url')
+  await withBackend(
+    store,
+    async (backend) => {
+      const existing = await backend.chain(options.name)
+      if (existing)
+        throw new TrainInputError(
+          `training run "${options.name}" is already recorded (started ${existing.manifest.started_at}): give another --name`,
+        )
+    },
+    '--lineage-url',
+  )
   try {
     accessSync(path.dirname(envFile), constants.W_OK)
   } catch (error) {
     throw new TrainInputError(`--env-path ${options.envFile}: cannot write there: ${(error as Error).message}`)
   }
 
-  const online = request ? await createOnlineRun(edgeUrl, options.env[ADMIN_TOKEN_ENV]!.trim(), request, options.client?.fetch) : undefined
+  const online = request
+    ? await createOnlineRun(edgeUrl, options.env[ADMIN_TOKEN_ENV]!.trim(), request, options.client?.fetch)
+    : undefined
   const rmToken = options.env.RM_TOKEN?.trim() || undefined
   const manifest = TrainingRunManifest.parse({
     schema_version: LINEAGE_SCHEMA_VERSION,
@@ -114,7 +125,11 @@ export async function prepareTraining(options: PrepareOptions): Promise<PrepareO
     config: {
       edge_url: edgeUrl,
       online_run_id: online?.run_id ?? null,
-      rm: { source_session_id: health.source_session_id, schema_version: health.schema_version, rm_api_version: health.rm_api_version },
+      rm: {
+        source_session_id: health.source_session_id,
+        schema_version: health.schema_version,
+        rm_api_version: health.rm_api_version,
+      },
     },
     started_at: (options.now?.() ?? new Date()).toISOString(),
   })
@@ -133,7 +148,8 @@ export async function prepareTraining(options: PrepareOptions): Promise<PrepareO
     await withBackend(store, (backend) => backend.recordManifest(manifest), '--lineage-url')
   } catch (error) {
     pending.discard()
-    if (online && error instanceof Error) error.message += ` (the online run "${online.run_id}" was created; prepare again with another --name)`
+    if (online && error instanceof Error)
+      error.message += ` (the online run "${online.run_id}" was created; prepare again with another --name)`
     throw error
   }
   pending.commit()
@@ -158,23 +174,43 @@ export async function prepareTraining(options: PrepareOptions): Promise<PrepareO
  * empty one, while its healthz is a 503 the client would retry for seconds.
  * @example const { health, deployment } = await handshake(client, 'prod', 'rm_…')
  */
-export async function handshake(client: AdminClient, target: string, expectArtifact: string | undefined): Promise<{ health: RmHealth; deployment: DeployRecord }> {
-  const unknown = (detail: string) => new TrainInputError(`unknown target "${target}" on ${client.baseUrl}: ${detail} (deploy an artifact there first with \`reward-harness deploy\`)`)
+export async function handshake(
+  client: AdminClient,
+  target: string,
+  expectArtifact: string | undefined,
+): Promise<{ health: RmHealth; deployment: DeployRecord }> {
+  const unknown = (detail: string) =>
+    new TrainInputError(
+      `unknown target "${target}" on ${client.baseUrl}: ${detail} (deploy an artifact there first with \`reward-harness deploy\`)`,
+    )
   const list = await client.deployments(target).catch((error: unknown) => {
-    throw error instanceof EdgeHttpError && error.status === 404 ? unknown(`${error.method} ${error.path} → 404`) : error
+    throw error instanceof EdgeHttpError && error.status === 404
+      ? unknown(`${error.method} ${error.path} → 404`)
+      : error
   })
   if (list.deployments.length === 0) throw unknown('it has no deployments')
   const health = await client.health(target).catch((error: unknown) => {
-    throw error instanceof EdgeHttpError && (error.status === 404 || error.code === 'no_active_artifact') ? unknown(`${error.method} ${error.path} → ${error.status} ${error.code}`) : error
+    throw error instanceof EdgeHttpError && (error.status === 404 || error.code === 'no_active_artifact')
+      ? unknown(`${error.method} ${error.path} → ${error.status} ${error.code}`)
+      : error
   })
-  if (health.status !== 'ok') throw new HandshakeRefusedError(`target "${target}" reports status "${health.status}", not "ok"`)
+  if (health.status !== 'ok')
+    throw new HandshakeRefusedError(`target "${target}" reports status "${health.status}", not "ok"`)
   if (expectArtifact !== undefined && health.artifact_id !== expectArtifact) {
-    throw new HandshakeRefusedError(`target "${target}" serves ${health.artifact_id}, not the expected ${expectArtifact}`)
+    throw new HandshakeRefusedError(
+      `target "${target}" serves ${health.artifact_id}, not the expected ${expectArtifact}`,
+    )
   }
   const deployment = list.deployments.find((record) => record.artifact_id === health.artifact_id)
   const healthDeployId = typeof health.deploy_id === 'string' ? health.deploy_id : undefined
-  if (!deployment || list.active_artifact_id !== health.artifact_id || (healthDeployId !== undefined && healthDeployId !== deployment.deploy_id)) {
-    throw new HandshakeRefusedError(`target "${target}" changed during the handshake (healthz names ${health.artifact_id}, the deployments list ${list.active_artifact_id}): prepare again`)
+  if (
+    !deployment ||
+    list.active_artifact_id !== health.artifact_id ||
+    (healthDeployId !== undefined && healthDeployId !== deployment.deploy_id)
+  ) {
+    throw new HandshakeRefusedError(
+      `target "${target}" changed during the handshake (healthz names ${health.artifact_id}, the deployments list ${list.active_artifact_id}): prepare again`,
+    )
   }
   return { health, deployment }
 }
@@ -184,7 +220,9 @@ function checkEdgeUrl(value: string): string {
   const url = checkUrl(value, '--url')
   const parsed = new URL(url)
   if (parsed.username || parsed.password || /(^|\/)t\/[^/]+/.test(parsed.pathname.slice(1)) || parsed.search) {
-    throw new TrainInputError(`--url: give the edge's base URL (e.g. https://rm.example.com), without a token, credentials or query`)
+    throw new TrainInputError(
+      `--url: give the edge's base URL (e.g. https://rm.example.com), without a token, credentials or query`,
+    )
   }
   return url
 }

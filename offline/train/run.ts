@@ -43,14 +43,25 @@ export interface RunOutcome extends TrainerRun {
  */
 export async function runTrainer(options: RunOptions): Promise<RunOutcome> {
   const [program, ...args] = options.command
-  if (!program) throw new TrainInputError('give the trainer command after --, e.g. train run --env-path grpo-7.env -- python3 train.py')
+  if (!program)
+    throw new TrainInputError(
+      'give the trainer command after --, e.g. train run --env-path grpo-7.env -- python3 train.py',
+    )
   const fileEnv = readEnvFile(options.envFile)
   const trainingRunId = fileEnv[ENV.trainingRunId]!
   const previous = readState(options.envFile, trainingRunId)
-  if (previous?.finalized_at) throw new TrainInputError(`training run "${trainingRunId}" is already finalized (${statePath(options.envFile)}): prepare a new training run`)
+  if (previous?.finalized_at)
+    throw new TrainInputError(
+      `training run "${trainingRunId}" is already finalized (${statePath(options.envFile)}): prepare a new training run`,
+    )
   const now = options.now ?? (() => new Date())
   const token = fileEnv[ENV.token]
-  const run: TrainerRun = { command: options.command.map((arg) => (token ? arg.replaceAll(token, '***') : arg)), started_at: now().toISOString(), harness_pid: process.pid, host: hostname() }
+  const run: TrainerRun = {
+    command: options.command.map((arg) => (token ? arg.replaceAll(token, '***') : arg)),
+    started_at: now().toISOString(),
+    harness_pid: process.pid,
+    host: hostname(),
+  }
   writeState(options.envFile, { training_run_id: trainingRunId, run })
 
   const ended = await spawnTrainer(program, args, { ...options.env, ...fileEnv }, options.output)
@@ -76,7 +87,12 @@ export function durationSeconds(run: TrainerRun): number {
 
 type Ended = { exit_code: number; signal?: string; spawn_error?: string }
 
-function spawnTrainer(program: string, args: string[], env: NodeJS.ProcessEnv, output: RunOptions['output']): Promise<Ended> {
+function spawnTrainer(
+  program: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  output: RunOptions['output'],
+): Promise<Ended> {
   return new Promise((resolve) => {
     const child = spawn(program, args, { env, stdio: output === 'inherit' ? 'inherit' : ['inherit', 'pipe', 'pipe'] })
     if (output !== 'inherit') {
@@ -86,7 +102,11 @@ function spawnTrainer(program: string, args: string[], env: NodeJS.ProcessEnv, o
     // A terminal's Ctrl-C reaches the trainer by itself (same process group); this process only has to outlive it to
     // record the end. TERM and HUP are sent to this process alone (a scheduler, a closed session), so they are passed on.
     const forward = (signal: NodeJS.Signals) => () => void child.kill(signal)
-    const handlers: Array<[NodeJS.Signals, () => void]> = [['SIGINT', () => {}], ['SIGTERM', forward('SIGTERM')], ['SIGHUP', forward('SIGHUP')]]
+    const handlers: Array<[NodeJS.Signals, () => void]> = [
+      ['SIGINT', () => {}],
+      ['SIGTERM', forward('SIGTERM')],
+      ['SIGHUP', forward('SIGHUP')],
+    ]
     let started = false
     const settle = (ended: Ended) => {
       for (const [signal, handler] of handlers) process.off(signal, handler)
@@ -99,7 +119,10 @@ function spawnTrainer(program: string, args: string[], env: NodeJS.ProcessEnv, o
     child.once('error', (error: NodeJS.ErrnoException) => {
       if (started) return
       const exitCode = error.code === 'ENOENT' ? EXIT_NOT_FOUND : EXIT_CANNOT_RUN
-      settle({ exit_code: exitCode, spawn_error: `cannot start "${program}": ${error.code === 'ENOENT' ? 'command not found' : error.message}` })
+      settle({
+        exit_code: exitCode,
+        spawn_error: `cannot start "${program}": ${error.code === 'ENOENT' ? 'command not found' : error.message}`,
+      })
     })
     child.once('close', (code, signal) => {
       if (!started) return

@@ -31,12 +31,16 @@ export interface ShowOutcome {
 export async function showTraining(options: ShowOptions): Promise<ShowOutcome> {
   const env: TrainEnv | undefined = options.envFile === undefined ? undefined : readEnvFile(options.envFile)
   const ref = options.ref ?? env?.[ENV.trainingRunId] ?? 'latest'
-  const chain = await withBackend(resolveStore(options, env), async (backend) => {
-    if (ref !== 'latest') return resolveRunRef(backend, ref)
-    const [newest] = await backend.listRuns({ limit: 1 })
-    if (!newest) throw new TrainInputError('"latest": no training run is recorded in this store')
-    return resolveRunRef(backend, newest.run_id)
-  }, '--lineage-url')
+  const chain = await withBackend(
+    resolveStore(options, env),
+    async (backend) => {
+      if (ref !== 'latest') return resolveRunRef(backend, ref)
+      const [newest] = await backend.listRuns({ limit: 1 })
+      if (!newest) throw new TrainInputError('"latest": no training run is recorded in this store')
+      return resolveRunRef(backend, newest.run_id)
+    },
+    '--lineage-url',
+  )
   const state = options.envFile && env ? readState(options.envFile, chain.run_id) : undefined
   return { chain, trainer: state?.run ?? null }
 }

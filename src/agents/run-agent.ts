@@ -22,7 +22,10 @@ export function parseLenientJson(text: string): unknown {
     try {
       return JSON.parse(jsonrepair(body))
     } catch {
-      throw new LlmError('invalid_reply', `reply is not JSON and could not be repaired: ${JSON.stringify(text.slice(0, 120))}`)
+      throw new LlmError(
+        'invalid_reply',
+        `reply is not JSON and could not be repaired: ${JSON.stringify(text.slice(0, 120))}`,
+      )
     }
   }
 }
@@ -34,7 +37,8 @@ export function parseLenientJson(text: string): unknown {
  */
 export function parseReplyAs<S extends z.ZodType>(schema: S, text: string, agent: string): z.output<S> {
   const parsed = schema.safeParse(parseAgentJson(text))
-  if (!parsed.success) throw new LlmError('invalid_reply', `${agent} reply has the wrong shape: ${z.prettifyError(parsed.error)}`)
+  if (!parsed.success)
+    throw new LlmError('invalid_reply', `${agent} reply has the wrong shape: ${z.prettifyError(parsed.error)}`)
   return parsed.data
 }
 
@@ -69,7 +73,12 @@ const isObject = (value: unknown): boolean => typeof value === 'object' && value
  * failures with backoff. The request is built once; every attempt sends the same prompt.
  * @example const analysis = await runAgent(model, request, parseAnalyzerReply, { maxAttempts: 3 })
  */
-export async function runAgent<T>(model: ChatModel, request: ChatRequest, parse: (text: string) => T, retry: Partial<RetryPolicy> = {}): Promise<T> {
+export async function runAgent<T>(
+  model: ChatModel,
+  request: ChatRequest,
+  parse: (text: string) => T,
+  retry: Partial<RetryPolicy> = {},
+): Promise<T> {
   return withRetry(async () => parse((await model.complete(request)).text), retry)
 }
 
@@ -94,7 +103,12 @@ const LABELS = {
 export function rubricLines(rubrics: readonly Rubric[], locale: Locale): string {
   const labels = LABELS[locale]
   if (rubrics.length === 0) return labels.none
-  return rubrics.map((rubric) => `- ${rubric.id} (${rubric.is_anchor ? labels.anchor : labels.adaptive}, weight ${rubric.weight}): ${rubric.text}`).join('\n')
+  return rubrics
+    .map(
+      (rubric) =>
+        `- ${rubric.id} (${rubric.is_anchor ? labels.anchor : labels.adaptive}, weight ${rubric.weight}): ${rubric.text}`,
+    )
+    .join('\n')
 }
 
 /**

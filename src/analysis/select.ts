@@ -15,7 +15,15 @@ export interface AnalysisCandidate {
 }
 
 /** Why a rollout was chosen for a deep analysis. Suspicious reasons come first, then coverage. */
-export const ANALYSIS_REASONS = ['injection', 'short_high_score', 'templated', 'unusual_grade', 'group_best', 'group_worst', 'score_range'] as const
+export const ANALYSIS_REASONS = [
+  'injection',
+  'short_high_score',
+  'templated',
+  'unusual_grade',
+  'group_best',
+  'group_worst',
+  'score_range',
+] as const
 export type AnalysisReason = (typeof ANALYSIS_REASONS)[number]
 
 export interface AnalysisBudget {
@@ -49,11 +57,17 @@ const MIN_GRADES_FOR_SPREAD = 8
  * @example selectForAnalysis(candidates, { coverage: 32, suspicious: 32 }) // [{ rollout_id: 'r7', reasons: ['injection'] }, …]
  */
 export function selectForAnalysis(candidates: readonly AnalysisCandidate[], budget: AnalysisBudget): SelectedRollout[] {
-  const ordered = [...candidates].sort((a, b) => (a.rollout_id < b.rollout_id ? -1 : a.rollout_id > b.rollout_id ? 1 : 0))
+  const ordered = [...candidates].sort((a, b) =>
+    a.rollout_id < b.rollout_id ? -1 : a.rollout_id > b.rollout_id ? 1 : 0,
+  )
   const reasons = suspicions(ordered)
   const scoreOf = new Map(ordered.map((candidate) => [candidate.rollout_id, candidate.score]))
   const suspicious = [...reasons.keys()]
-    .map((id) => ({ id, rank: Math.min(...reasons.get(id)!.map((reason) => ANALYSIS_REASONS.indexOf(reason))), score: scoreOf.get(id)! }))
+    .map((id) => ({
+      id,
+      rank: Math.min(...reasons.get(id)!.map((reason) => ANALYSIS_REASONS.indexOf(reason))),
+      score: scoreOf.get(id)!,
+    }))
     .sort((a, b) => a.rank - b.rank || b.score - a.score || (a.id < b.id ? -1 : 1))
     .slice(0, budget.suspicious)
   const chosen = new Map<string, AnalysisReason[]>(suspicious.map(({ id }) => [id, reasons.get(id)!]))
@@ -83,7 +97,9 @@ export function selectForAnalysis(candidates: readonly AnalysisCandidate[], budg
     take(group.best, 'group_best')
     take(group.worst, 'group_worst')
   }
-  const rest = ordered.filter((candidate) => !chosen.has(candidate.rollout_id)).sort((a, b) => a.score - b.score || (a.rollout_id < b.rollout_id ? -1 : 1))
+  const rest = ordered
+    .filter((candidate) => !chosen.has(candidate.rollout_id))
+    .sort((a, b) => a.score - b.score || (a.rollout_id < b.rollout_id ? -1 : 1))
   const slots = Math.min(coverage, rest.length)
   for (let slot = 0; slot < slots; slot++) take(rest[Math.floor(((slot + 0.5) * rest.length) / slots)]!, 'score_range')
   return [...chosen].map(([rollout_id, why]) => ({ rollout_id, reasons: why }))
@@ -105,9 +121,15 @@ export function suspicions(candidates: readonly AnalysisCandidate[]): Map<string
     if (candidate.tactics.length > 0) note(candidate.rollout_id, 'injection')
     const group = groups.get(candidate.group)!
     const typical = group.length >= 4 ? median(group.map((member) => member.output_chars)) : stepMedian
-    if (candidate.score >= HIGH_SCORE && candidate.output_chars < SHORT_SHARE * typical) note(candidate.rollout_id, 'short_high_score')
+    if (candidate.score >= HIGH_SCORE && candidate.output_chars < SHORT_SHARE * typical)
+      note(candidate.rollout_id, 'short_high_score')
     const same = copies.get(candidate.output_hash)!
-    if (candidate.score >= HIGH_SCORE && same.length >= TEMPLATE_COPIES && new Set(same.map((copy) => copy.group)).size >= 2) note(candidate.rollout_id, 'templated')
+    if (
+      candidate.score >= HIGH_SCORE &&
+      same.length >= TEMPLATE_COPIES &&
+      new Set(same.map((copy) => copy.group)).size >= 2
+    )
+      note(candidate.rollout_id, 'templated')
     const unusual = Object.entries(candidate.grades).some(([rubricId, grade]) => {
       const spread = spreads.get(rubricId)
       return spread !== undefined && Math.abs(grade - spread.mean) > UNUSUAL_SIGMAS * spread.std
@@ -144,4 +166,3 @@ function median(values: readonly number[]): number {
   const middle = sorted.length >> 1
   return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
 }
-

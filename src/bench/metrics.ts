@@ -83,7 +83,8 @@ export function truthOf(label: { rank?: number | undefined; quality?: number | u
  * @example compareScores({ score: 0.5 }, { score: null }) // 'failure'
  */
 export function compareScores(better: Pick<ScoredCandidate, 'score'>, worse: Pick<ScoredCandidate, 'score'>): Outcome {
-  if (better.score === null || worse.score === null || !Number.isFinite(better.score) || !Number.isFinite(worse.score)) return 'failure'
+  if (better.score === null || worse.score === null || !Number.isFinite(better.score) || !Number.isFinite(worse.score))
+    return 'failure'
   if (better.score > worse.score) return 'correct'
   if (better.score === worse.score) return 'tie'
   return 'wrong'
@@ -101,7 +102,15 @@ export function accuracyOf(outcomes: readonly Outcome[], ties: TiePolicy): Accur
   const failures = count('failure')
   const n = correct + wrong + tieCount
   const successes = correct + (ties === 'half' ? tieCount / 2 : 0)
-  return { n, correct, wrong, ties: tieCount, failures, accuracy: n > 0 ? successes / n : null, ci95: wilsonInterval(successes, n) }
+  return {
+    n,
+    correct,
+    wrong,
+    ties: tieCount,
+    failures,
+    accuracy: n > 0 ? successes / n : null,
+    ci95: wilsonInterval(successes, n),
+  }
 }
 
 /** The credit of one outcome (null for a failure). */
@@ -140,7 +149,8 @@ export function pairOutcome(item: ScoredItem): PairOutcome | undefined {
   const reverse = item.reversed ?? item.candidates
   const ab = compareScores(forward[order.better]!, forward[order.worse]!)
   const ba = compareScores(reverse[order.better]!, reverse[order.worse]!)
-  const swap: Outcome = ab === 'failure' || ba === 'failure' ? 'failure' : ab === 'correct' && ba === 'correct' ? 'correct' : 'wrong'
+  const swap: Outcome =
+    ab === 'failure' || ba === 'failure' ? 'failure' : ab === 'correct' && ba === 'correct' ? 'correct' : 'wrong'
   return { item_id: item.item_id, group: item.group, ab, ba, swap }
 }
 
@@ -157,7 +167,8 @@ export function kWayOutcome(item: ScoredItem): Outcome | undefined {
   const bestTruth = Math.max(...labelled.map((candidate) => candidate.truth!))
   const tops = labelled.filter((candidate) => candidate.truth === bestTruth)
   if (tops.length !== 1) return undefined
-  if (item.candidates.some((candidate) => candidate.score === null || !Number.isFinite(candidate.score))) return 'failure'
+  if (item.candidates.some((candidate) => candidate.score === null || !Number.isFinite(candidate.score)))
+    return 'failure'
   const top = tops[0]!
   const others = item.candidates.filter((candidate) => candidate !== top).map((candidate) => candidate.score!)
   const highestOther = Math.max(...others)
@@ -232,7 +243,8 @@ export function benchMetrics(items: readonly ScoredItem[], options: BenchMetricO
     for (let r = 0; r < resamples; r++) {
       const sample = per.map(() => per[Math.floor(random() * per.length)]!)
       const m = summarise(sample, ties)
-      for (const [key, accuracy] of accuracies(m)) if (accuracy.accuracy !== null) (draws[key] ??= []).push(accuracy.accuracy)
+      for (const [key, accuracy] of accuracies(m))
+        if (accuracy.accuracy !== null) (draws[key] ??= []).push(accuracy.accuracy)
     }
     for (const [key, accuracy] of accuracies(metrics)) {
       const values = (draws[key] ?? []).sort((a, b) => a - b)
@@ -246,7 +258,10 @@ export function benchMetrics(items: readonly ScoredItem[], options: BenchMetricO
  * Metrics per group (the item's `group`), in group-name order.
  * @example Object.keys(metricsByGroup(items)) // ['adversarial', 'natural']
  */
-export function metricsByGroup(items: readonly ScoredItem[], options: BenchMetricOptions = {}): Record<string, BenchMetrics> {
+export function metricsByGroup(
+  items: readonly ScoredItem[],
+  options: BenchMetricOptions = {},
+): Record<string, BenchMetrics> {
   const groups = new Map<string, ScoredItem[]>()
   for (const item of items) {
     const list = groups.get(item.group) ?? []
@@ -271,7 +286,9 @@ function itemOutcomes(item: ScoredItem): ItemOutcomes {
   const kway = kWayOutcome(item)
   const pairs = item.candidates.length > 2 ? pairsOf(item.candidates) : []
   const tail = tailOutcomes(item)
-  const failed = item.candidates.some((candidate) => candidate.score === null) || (item.reversed ?? []).some((candidate) => candidate.score === null)
+  const failed =
+    item.candidates.some((candidate) => candidate.score === null) ||
+    (item.reversed ?? []).some((candidate) => candidate.score === null)
   return { ...(pair ? { pair } : {}), ...(kway ? { kway } : {}), pairs, tail, failed }
 }
 
@@ -307,7 +324,8 @@ function summarise(per: readonly ItemOutcomes[], ties: TiePolicy): BenchMetrics 
 
 function accuracies(metrics: BenchMetrics): Array<[string, Accuracy]> {
   const out: Array<[string, Accuracy]> = []
-  if (metrics.pairwise) out.push(['ab', metrics.pairwise.ab], ['ba', metrics.pairwise.ba], ['swap', metrics.pairwise.swap_consistent])
+  if (metrics.pairwise)
+    out.push(['ab', metrics.pairwise.ab], ['ba', metrics.pairwise.ba], ['swap', metrics.pairwise.swap_consistent])
   if (metrics.kway) out.push(['kway', metrics.kway])
   if (metrics.pairs_within_kway) out.push(['within', metrics.pairs_within_kway])
   if (metrics.tail) out.push(['tail', metrics.tail])
@@ -320,7 +338,6 @@ function quantile(sorted: readonly number[], q: number): number {
   const high = Math.ceil(position)
   return sorted[low]! + (sorted[high]! - sorted[low]!) * (position - low)
 }
-
 
 /**
  * An outcome's credit (1, 0.5 or 0; null for a failure) under a tie policy.

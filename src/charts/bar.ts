@@ -1,5 +1,17 @@
 import { escapeXml } from './escape.ts'
-import { type ChartFrame, PALETTE, axes, bottomMargin, fitText, frameSize, isFiniteNumber, leftMargin, noDataChart, openSvg, px } from './frame.ts'
+import {
+  type ChartFrame,
+  PALETTE,
+  axes,
+  bottomMargin,
+  fitText,
+  frameSize,
+  isFiniteNumber,
+  leftMargin,
+  noDataChart,
+  openSvg,
+  px,
+} from './frame.ts'
 import { formatTick, formatValue, linearScale, niceDomain, validDomain } from './scale.ts'
 
 export interface ChartBar {
@@ -33,7 +45,12 @@ export function barChart(options: ChartFrame & { bars: Array<ChartBar>; yDomain?
     ? niceDomain(Math.min(givenY[0], ...extent), Math.max(givenY[1], ...extent), { exact: true })
     : niceDomain(Math.min(0, ...extent), Math.max(0, ...extent))
   const yTickLabels = y.ticks.map((tick) => formatTick(tick, y.step))
-  const area = { left: leftMargin(yTickLabels, options.yLabel), top: 40, right: width - 16, bottom: height - bottomMargin(options.xLabel) }
+  const area = {
+    left: leftMargin(yTickLabels, options.yLabel),
+    top: 40,
+    right: width - 16,
+    bottom: height - bottomMargin(options.xLabel),
+  }
   const yScale = linearScale(y.domain, [area.bottom, area.top])
   const band = (area.right - area.left) / bars.length
   const barWidth = Math.min(72, band * 0.62)
@@ -61,7 +78,8 @@ export function barChart(options: ChartFrame & { bars: Array<ChartBar>; yDomain?
       return
     }
     const valueY = yScale(bar.value)
-    const interval = bar.low !== undefined && bar.high !== undefined ? ` [${formatValue(bar.low)}, ${formatValue(bar.high)}]` : ''
+    const interval =
+      bar.low !== undefined && bar.high !== undefined ? ` [${formatValue(bar.low)}, ${formatValue(bar.high)}]` : ''
     parts.push(
       `<rect x="${px(centre - barWidth / 2)}" y="${px(Math.min(valueY, baseline))}" width="${px(barWidth)}" height="${px(Math.max(1, Math.abs(baseline - valueY)))}" rx="2" fill="${colour}" fill-opacity="0.85">` +
         `<title>${label}: ${escapeXml(formatValue(bar.value) + interval)}</title></rect>`,
@@ -77,7 +95,9 @@ export function barChart(options: ChartFrame & { bars: Array<ChartBar>; yDomain?
       labelY = Math.min(labelY, highY, lowY)
     }
     if (showValues) {
-      parts.push(`<text x="${px(centre)}" y="${px(Math.max(area.top - 2, labelY - 6))}" text-anchor="middle" fill="#1f2937">${escapeXml(formatValue(bar.value))}</text>`)
+      parts.push(
+        `<text x="${px(centre)}" y="${px(Math.max(area.top - 2, labelY - 6))}" text-anchor="middle" fill="#1f2937">${escapeXml(formatValue(bar.value))}</text>`,
+      )
     }
     parts.push('</g>')
   })

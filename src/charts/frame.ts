@@ -46,7 +46,8 @@ export function px(value: number): string {
  */
 export function textWidth(text: string, fontSize = FONT_SIZE): number {
   let units = 0
-  for (const char of text) units += /[\u1100-\uffff]/.test(char) ? 1 : /[ilj.,:;'|!]/.test(char) ? 0.3 : /[A-Z0-9mw]/.test(char) ? 0.68 : 0.55
+  for (const char of text)
+    units += /[\u1100-\uffff]/.test(char) ? 1 : /[ilj.,:;'|!]/.test(char) ? 0.3 : /[A-Z0-9mw]/.test(char) ? 0.68 : 0.55
   return Math.ceil(units * fontSize)
 }
 
@@ -109,17 +110,32 @@ export interface Tick {
  * Axis lines, tick labels, horizontal grid lines and the axis titles around `area`.
  * @example axes({ area, xTicks: [{ at: 60, label: '0' }], yTicks: [{ at: 200, label: '0.5' }], xLabel: 'generation' })
  */
-export function axes(options: { area: PlotArea; xTicks: Tick[]; yTicks: Tick[]; xLabel?: string; yLabel?: string; height: number }): string {
+export function axes(options: {
+  area: PlotArea
+  xTicks: Tick[]
+  yTicks: Tick[]
+  xLabel?: string
+  yLabel?: string
+  height: number
+}): string {
   const { area, xTicks, yTicks } = options
   const parts: string[] = ['<g data-part="axes">']
   for (const tick of yTicks) {
-    parts.push(`<path d="M${px(area.left)} ${px(tick.at)}H${px(area.right)}" stroke="${GRID_COLOUR}" stroke-width="1"/>`)
-    parts.push(`<text x="${px(area.left - 6)}" y="${px(tick.at + 4)}" text-anchor="end" fill="${MUTED_COLOUR}">${escapeXml(tick.label)}</text>`)
+    parts.push(
+      `<path d="M${px(area.left)} ${px(tick.at)}H${px(area.right)}" stroke="${GRID_COLOUR}" stroke-width="1"/>`,
+    )
+    parts.push(
+      `<text x="${px(area.left - 6)}" y="${px(tick.at + 4)}" text-anchor="end" fill="${MUTED_COLOUR}">${escapeXml(tick.label)}</text>`,
+    )
   }
-  parts.push(`<path d="M${px(area.left)} ${px(area.top)}V${px(area.bottom)}H${px(area.right)}" fill="none" stroke="${MUTED_COLOUR}" stroke-width="1"/>`)
+  parts.push(
+    `<path d="M${px(area.left)} ${px(area.top)}V${px(area.bottom)}H${px(area.right)}" fill="none" stroke="${MUTED_COLOUR}" stroke-width="1"/>`,
+  )
   for (const tick of xTicks) {
     parts.push(`<path d="M${px(tick.at)} ${px(area.bottom)}v4" stroke="${MUTED_COLOUR}" stroke-width="1"/>`)
-    parts.push(`<text x="${px(tick.at)}" y="${px(area.bottom + 17)}" text-anchor="middle" fill="${MUTED_COLOUR}">${escapeXml(tick.label)}</text>`)
+    parts.push(
+      `<text x="${px(tick.at)}" y="${px(area.bottom + 17)}" text-anchor="middle" fill="${MUTED_COLOUR}">${escapeXml(tick.label)}</text>`,
+    )
   }
   if (options.xLabel) {
     parts.push(

@@ -1,5 +1,16 @@
 import { escapeXml } from './escape.ts'
-import { type ChartFrame, PALETTE, axes, bottomMargin, frameSize, isFiniteNumber, leftMargin, noDataChart, openSvg, px } from './frame.ts'
+import {
+  type ChartFrame,
+  PALETTE,
+  axes,
+  bottomMargin,
+  frameSize,
+  isFiniteNumber,
+  leftMargin,
+  noDataChart,
+  openSvg,
+  px,
+} from './frame.ts'
 import { formatTick, formatValue, isDegenerate, linearScale, niceDomain, validDomain } from './scale.ts'
 
 const DEFAULT_BINS = 10
@@ -9,7 +20,11 @@ const DEFAULT_BINS = 10
  * Values outside the domain or not finite are returned as `skipped`, not forced into an edge bin.
  * @example binValues([0, 0.5, 1], 2, [0, 1]) // { counts: [1, 2], skipped: 0 }
  */
-export function binValues(values: number[], bins: number, domain: [number, number]): { counts: number[]; skipped: number } {
+export function binValues(
+  values: number[],
+  bins: number,
+  domain: [number, number],
+): { counts: number[]; skipped: number } {
   const counts = new Array<number>(bins).fill(0)
   const [low, high] = domain
   let skipped = 0
@@ -30,18 +45,30 @@ export function binValues(values: number[], bins: number, domain: [number, numbe
  * left out and said so under the title.
  * @example histogram({ title: 'Scores', values: [0.1, 0.4, 0.45, 0.9], bins: 5, domain: [0, 1], xLabel: 'score' })
  */
-export function histogram(options: ChartFrame & ({ values: number[]; bins?: number; domain?: [number, number] } | { counts: number[]; domain: [number, number] })): string {
-  const binned = 'counts' in options ? binnedCounts(options.counts, options.domain) : binnedValues(options.values, options.bins, options.domain)
+export function histogram(
+  options: ChartFrame &
+    ({ values: number[]; bins?: number; domain?: [number, number] } | { counts: number[]; domain: [number, number] }),
+): string {
+  const binned =
+    'counts' in options
+      ? binnedCounts(options.counts, options.domain)
+      : binnedValues(options.values, options.bins, options.domain)
   if (!binned) return noDataChart('histogram', options)
   const { counts, skipped, domain, bins } = binned
   const shown = counts.reduce((sum, count) => sum + count, 0)
-  if (shown === 0) return noDataChart('histogram', options, `No values inside [${formatValue(domain[0])}, ${formatValue(domain[1])}]`)
+  if (shown === 0)
+    return noDataChart('histogram', options, `No values inside [${formatValue(domain[0])}, ${formatValue(domain[1])}]`)
 
   const { width, height } = frameSize(options)
   const y = niceDomain(0, Math.max(...counts), { integers: true })
   const x = niceDomain(domain[0], domain[1], { exact: true, count: Math.max(2, Math.floor(width / 80)) })
   const yTickLabels = y.ticks.map((tick) => formatTick(tick, y.step))
-  const area = { left: leftMargin(yTickLabels, options.yLabel), top: 54, right: width - 20, bottom: height - bottomMargin(options.xLabel) }
+  const area = {
+    left: leftMargin(yTickLabels, options.yLabel),
+    top: 54,
+    right: width - 20,
+    bottom: height - bottomMargin(options.xLabel),
+  }
   const xScale = linearScale(domain, [area.left, area.right])
   const yScale = linearScale(y.domain, [area.bottom, area.top])
   const binWidth = (domain[1] - domain[0]) / bins
@@ -49,7 +76,10 @@ export function histogram(options: ChartFrame & ({ values: number[]; bins?: numb
   const parts = [
     openSvg('histogram', options, width, height),
     `<text x="${px(width / 2)}" y="38" text-anchor="middle" fill="#6b7280">${escapeXml(
-      `n = ${shown}` + (skipped > 0 ? `, ${skipped} outside [${formatValue(domain[0])}, ${formatValue(domain[1])}] or not numbers, not shown` : ''),
+      `n = ${shown}` +
+        (skipped > 0
+          ? `, ${skipped} outside [${formatValue(domain[0])}, ${formatValue(domain[1])}] or not numbers, not shown`
+          : ''),
     )}</text>`,
     axes({
       area,
@@ -77,7 +107,11 @@ export function histogram(options: ChartFrame & ({ values: number[]; bins?: numb
 
 type Binned = { counts: number[]; skipped: number; domain: [number, number]; bins: number }
 
-function binnedValues(values: number[] | undefined, requestedBins: number | undefined, requestedDomain: [number, number] | undefined): Binned | undefined {
+function binnedValues(
+  values: number[] | undefined,
+  requestedBins: number | undefined,
+  requestedDomain: [number, number] | undefined,
+): Binned | undefined {
   const finite = (values ?? []).filter(isFiniteNumber)
   if (finite.length === 0) return undefined
   const bins = Number.isInteger(requestedBins) && requestedBins! >= 1 ? Math.min(requestedBins!, 200) : DEFAULT_BINS
@@ -88,6 +122,12 @@ function binnedValues(values: number[] | undefined, requestedBins: number | unde
 
 function binnedCounts(counts: number[], requestedDomain: [number, number]): Binned | undefined {
   const domain = validDomain(requestedDomain)
-  if (!domain || counts.length === 0 || counts.length > 200 || !counts.every((count) => Number.isInteger(count) && count >= 0)) return undefined
+  if (
+    !domain ||
+    counts.length === 0 ||
+    counts.length > 200 ||
+    !counts.every((count) => Number.isInteger(count) && count >= 0)
+  )
+    return undefined
   return { counts, skipped: 0, domain, bins: counts.length }
 }

@@ -44,7 +44,9 @@ export function lineChart(options: ChartFrame & { series: ChartSeries[]; yDomain
     colour: entry.color ?? PALETTE[index % PALETTE.length]!,
     mode: entry.mode === 'points' ? ('points' as const) : ('line' as const),
     dashed: entry.dashed === true,
-    points: (entry.points ?? []).filter((point) => isFiniteNumber(point?.x) && isFiniteNumber(point?.y)).sort((a, b) => a.x - b.x),
+    points: (entry.points ?? [])
+      .filter((point) => isFiniteNumber(point?.x) && isFiniteNumber(point?.y))
+      .sort((a, b) => a.x - b.x),
   }))
   const all = series.flatMap((entry) => entry.points)
   if (all.length === 0) return noDataChart('line', options)
@@ -61,7 +63,11 @@ export function lineChart(options: ChartFrame & { series: ChartSeries[]; yDomain
 
   const top = 34
   const legendBlock = legend(
-    series.map((entry) => ({ name: entry.name, colour: entry.colour, shape: entry.mode === 'points' ? 'dot' : entry.dashed ? 'dashed' : 'line' })),
+    series.map((entry) => ({
+      name: entry.name,
+      colour: entry.colour,
+      shape: entry.mode === 'points' ? 'dot' : entry.dashed ? 'dashed' : 'line',
+    })),
     width,
     top,
   )
@@ -93,9 +99,13 @@ export function lineChart(options: ChartFrame & { series: ChartSeries[]; yDomain
     const name = escapeXml(entry.name)
     parts.push(`<g data-series="${name}">`)
     if (entry.mode === 'line' && entry.points.length > 1) {
-      const d = entry.points.map((point, index) => `${index === 0 ? 'M' : 'L'}${px(xScale(point.x))} ${px(yScale(point.y))}`).join('')
+      const d = entry.points
+        .map((point, index) => `${index === 0 ? 'M' : 'L'}${px(xScale(point.x))} ${px(yScale(point.y))}`)
+        .join('')
       const dash = entry.dashed ? ' stroke-dasharray="7 5"' : ''
-      parts.push(`<path d="${d}" fill="none" stroke="${colour}" stroke-width="2.5"${dash} stroke-linejoin="round" stroke-linecap="round"/>`)
+      parts.push(
+        `<path d="${d}" fill="none" stroke="${colour}" stroke-width="2.5"${dash} stroke-linejoin="round" stroke-linecap="round"/>`,
+      )
     }
     const marked = entry.mode === 'points' || entry.points.length <= MAX_MARKED_POINTS
     if (marked) {

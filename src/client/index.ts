@@ -70,7 +70,12 @@ export class RewardClient {
     const deadline = Date.now() + timeoutS * 1_000
     for (;;) {
       const remaining = Math.max(0, Math.ceil((deadline - Date.now()) / 1_000))
-      const answer = await this.request<RubricUpdated>('GET', `/rubric_status/wait?timeout_s=${remaining}`, undefined, (remaining + 30) * 1_000)
+      const answer = await this.request<RubricUpdated>(
+        'GET',
+        `/rubric_status/wait?timeout_s=${remaining}`,
+        undefined,
+        (remaining + 30) * 1_000,
+      )
       if (!answer.timed_out || Date.now() >= deadline) return answer
     }
   }
@@ -89,12 +94,23 @@ export class RewardClient {
   }
 
   /** The run's long-term memory; `q` makes it a semantic search. */
-  memory(filter: { kind?: string; step?: number; instance_id?: string; q?: string; limit?: number } = {}): Promise<{ documents: Record<string, unknown>[] }> {
-    const query = new URLSearchParams(Object.entries(filter).flatMap(([key, value]): [string, string][] => (value === undefined ? [] : [[key, String(value)]])))
+  memory(
+    filter: { kind?: string; step?: number; instance_id?: string; q?: string; limit?: number } = {},
+  ): Promise<{ documents: Record<string, unknown>[] }> {
+    const query = new URLSearchParams(
+      Object.entries(filter).flatMap(([key, value]): [string, string][] =>
+        value === undefined ? [] : [[key, String(value)]],
+      ),
+    )
     return this.request('GET', `/memory${query.size > 0 ? `?${query}` : ''}`)
   }
 
-  private async request<T>(method: string, path: string, body?: unknown, timeoutMs = this.options.timeoutMs ?? 180_000): Promise<T> {
+  private async request<T>(
+    method: string,
+    path: string,
+    body?: unknown,
+    timeoutMs = this.options.timeoutMs ?? 180_000,
+  ): Promise<T> {
     const attempts = this.options.maxAttempts ?? 4
     for (let attempt = 1; ; attempt++) {
       let response: Response
@@ -120,8 +136,16 @@ export class RewardClient {
         await sleep((parseRetryAfter(response.headers.get('retry-after')) ?? backoffMs(attempt) / 1_000) * 1_000)
         continue
       }
-      const payload = (await response.json().catch(() => ({}))) as { error?: { code?: string; message?: string }; request_id?: string }
-      throw new RewardHarnessError(response.status, payload.error?.code ?? 'http_error', payload.error?.message ?? `HTTP ${response.status}`, payload.request_id)
+      const payload = (await response.json().catch(() => ({}))) as {
+        error?: { code?: string; message?: string }
+        request_id?: string
+      }
+      throw new RewardHarnessError(
+        response.status,
+        payload.error?.code ?? 'http_error',
+        payload.error?.message ?? `HTTP ${response.status}`,
+        payload.request_id,
+      )
     }
   }
 }

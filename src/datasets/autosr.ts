@@ -4,7 +4,19 @@
  * `label`, so nothing that reaches an LLM can carry it (autosr §8.2).
  */
 import type { Candidate, CandidateLabel, PromptItem } from '../search/types.ts'
-import { describeType, isObject, type IssueLog, type JsonObject, quoteId, rawId, readId, readObject, readOptionalText, readText, restOf } from './fields.ts'
+import {
+  describeType,
+  isObject,
+  type IssueLog,
+  type JsonObject,
+  quoteId,
+  rawId,
+  readId,
+  readObject,
+  readOptionalText,
+  readText,
+  restOf,
+} from './fields.ts'
 import { recordImages, withImages } from './images.ts'
 
 /** Candidate fields that are ground truth, wherever they are written. */
@@ -24,8 +36,21 @@ export function readAutosrPrompt(record: JsonObject, place: string, log: IssueLo
   const metadata = readObject(record, 'metadata', at, log)
   const images = recordImages(record, metadata, at, log)
   const candidates = readCandidates(record, at, log)
-  if (log.issues.length > before || promptId === undefined || prompt === undefined || candidates === undefined || images === undefined) return undefined
-  return { prompt_id: promptId, prompt, candidates, ...(group === undefined ? {} : { group }), metadata: withImages(metadata, images) }
+  if (
+    log.issues.length > before ||
+    promptId === undefined ||
+    prompt === undefined ||
+    candidates === undefined ||
+    images === undefined
+  )
+    return undefined
+  return {
+    prompt_id: promptId,
+    prompt,
+    candidates,
+    ...(group === undefined ? {} : { group }),
+    metadata: withImages(metadata, images),
+  }
 }
 
 function readCandidates(record: JsonObject, place: string, log: IssueLog): Candidate[] | undefined {
@@ -40,7 +65,8 @@ function readCandidates(record: JsonObject, place: string, log: IssueLog): Candi
     if (!isObject(value)) return log.add(at, `must be an object, got ${describeType(value)}`)
     const id = rawId(value.candidate_id)
     const first = id === undefined ? undefined : firstSeen.get(id)
-    if (id !== undefined && first !== undefined) log.add(`${at} (candidate_id ${quoteId(id)}).candidate_id`, `duplicate of candidates[${first}]`)
+    if (id !== undefined && first !== undefined)
+      log.add(`${at} (candidate_id ${quoteId(id)}).candidate_id`, `duplicate of candidates[${first}]`)
     else if (id !== undefined) firstSeen.set(id, index)
     const candidate = readCandidate(value, at, log)
     if (candidate && first === undefined) candidates.push(candidate)
@@ -57,8 +83,15 @@ function readCandidate(record: JsonObject, place: string, log: IssueLog): Candid
   const metadata = readObject(record, 'metadata', at, log)
   const label = readLabel(record, metadata, at, log)
   const images = recordImages(record, metadata, at, log)
-  if (log.issues.length > before || candidateId === undefined || text === undefined || images === undefined) return undefined
-  return { candidate_id: candidateId, text, source, label, metadata: withImages(restOf(metadata, LABEL_FIELDS), images) }
+  if (log.issues.length > before || candidateId === undefined || text === undefined || images === undefined)
+    return undefined
+  return {
+    candidate_id: candidateId,
+    text,
+    source,
+    label,
+    metadata: withImages(restOf(metadata, LABEL_FIELDS), images),
+  }
 }
 
 /** `rank`/`quality` from `metadata` (autosr) or `label` (this project's own shape); both may be given if they agree. */
@@ -77,10 +110,18 @@ function readLabel(record: JsonObject, metadata: JsonObject, place: string, log:
   return label
 }
 
-function readLabelValue(field: (typeof LABEL_FIELDS)[number], value: unknown, place: string, log: IssueLog): number | undefined {
+function readLabelValue(
+  field: (typeof LABEL_FIELDS)[number],
+  value: unknown,
+  place: string,
+  log: IssueLog,
+): number | undefined {
   if (value === undefined || value === null) return undefined
   if (field === 'rank' && !(typeof value === 'number' && Number.isInteger(value) && value >= 1)) {
-    return void log.add(place, `must be a positive integer (1 = best), got ${typeof value === 'number' ? value : describeType(value)}`)
+    return void log.add(
+      place,
+      `must be a positive integer (1 = best), got ${typeof value === 'number' ? value : describeType(value)}`,
+    )
   }
   if (field === 'quality' && !(typeof value === 'number' && Number.isFinite(value))) {
     return void log.add(place, `must be a finite number (higher is better), got ${describeType(value)}`)

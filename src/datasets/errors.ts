@@ -36,7 +36,9 @@ export class DatasetError extends AppError {
  */
 export function formatIssues(issues: readonly DatasetIssue[], name?: string): string {
   const prefix = name ? `${name}: ` : ''
-  const lines = issues.slice(0, MESSAGE_ISSUES).map((issue) => `${prefix}${issue.place ? `${issue.place}: ` : ''}${issue.reason}`)
+  const lines = issues
+    .slice(0, MESSAGE_ISSUES)
+    .map((issue) => `${prefix}${issue.place ? `${issue.place}: ` : ''}${issue.reason}`)
   if (issues.length > MESSAGE_ISSUES) lines.push(`${prefix}… and ${issues.length - MESSAGE_ISSUES} more problems`)
   return lines.join('\n')
 }

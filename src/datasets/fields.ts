@@ -65,7 +65,10 @@ export function readId(record: JsonObject, key: string, place: string, log: Issu
   if (value === undefined || value === null) return void log.add(`${place}.${key}`, 'required')
   if (typeof value === 'number' && Number.isFinite(value)) return String(value)
   if (typeof value === 'string' && value.trim() !== '') return value
-  log.add(`${place}.${key}`, typeof value === 'string' ? 'must not be blank' : `must be a string or a number, got ${describeType(value)}`)
+  log.add(
+    `${place}.${key}`,
+    typeof value === 'string' ? 'must not be blank' : `must be a string or a number, got ${describeType(value)}`,
+  )
   return undefined
 }
 
@@ -73,7 +76,13 @@ export function readId(record: JsonObject, key: string, place: string, log: Issu
  * A required string; blank strings are refused unless `allowBlank` (a candidate's text may be empty).
  * @example readText({ prompt: 'Hi' }, 'prompt', 'prompts[0]', log) // 'Hi'
  */
-export function readText(record: JsonObject, key: string, place: string, log: IssueLog, allowBlank = false): string | undefined {
+export function readText(
+  record: JsonObject,
+  key: string,
+  place: string,
+  log: IssueLog,
+  allowBlank = false,
+): string | undefined {
   const value = record[key]
   if (value === undefined || value === null) return void log.add(`${place}.${key}`, 'required')
   if (typeof value !== 'string') return void log.add(`${place}.${key}`, `must be a string, got ${describeType(value)}`)

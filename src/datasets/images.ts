@@ -18,19 +18,28 @@ const DATA_URL = /^data:image\/[a-z0-9.+-]+;base64,[A-Za-z0-9+/=\s]+$/i
  */
 export function readImageRefs(value: unknown, place: string, log: IssueLog): ImageRef[] | undefined {
   if (value === undefined || value === null) return []
-  if (!Array.isArray(value)) return void log.add(place, `must be an array of {path} | {url} | {data_url}, got ${describeType(value)}`)
+  if (!Array.isArray(value))
+    return void log.add(place, `must be an array of {path} | {url} | {data_url}, got ${describeType(value)}`)
   const before = log.issues.length
   const refs: ImageRef[] = []
   value.forEach((entry: unknown, index) => {
     const at = `${place}[${index}]`
-    if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) return log.add(at, `must be an object {path} | {url} | {data_url}, got ${describeType(entry)}`)
+    if (typeof entry !== 'object' || entry === null || Array.isArray(entry))
+      return log.add(at, `must be an object {path} | {url} | {data_url}, got ${describeType(entry)}`)
     const given = KEYS.filter((key) => (entry as JsonObject)[key] !== undefined && (entry as JsonObject)[key] !== null)
-    if (given.length !== 1) return log.add(at, `needs exactly one of path, url, data_url${given.length ? `, got ${given.join(' and ')}` : ''}`)
+    if (given.length !== 1)
+      return log.add(
+        at,
+        `needs exactly one of path, url, data_url${given.length ? `, got ${given.join(' and ')}` : ''}`,
+      )
     const key = given[0]!
     const text = (entry as JsonObject)[key]
-    if (typeof text !== 'string' || text.trim() === '') return log.add(`${at}.${key}`, `must be a non-blank string, got ${describeType(text)}`)
-    if (key === 'url' && !/^https?:\/\/\S+$/i.test(text)) return log.add(`${at}.url`, 'must be an http(s) URL (use path for a local file, data_url for inline data)')
-    if (key === 'data_url' && !DATA_URL.test(text)) return log.add(`${at}.data_url`, 'must be data:image/<type>;base64,<data>')
+    if (typeof text !== 'string' || text.trim() === '')
+      return log.add(`${at}.${key}`, `must be a non-blank string, got ${describeType(text)}`)
+    if (key === 'url' && !/^https?:\/\/\S+$/i.test(text))
+      return log.add(`${at}.url`, 'must be an http(s) URL (use path for a local file, data_url for inline data)')
+    if (key === 'data_url' && !DATA_URL.test(text))
+      return log.add(`${at}.data_url`, 'must be data:image/<type>;base64,<data>')
     refs.push({ [key]: text } as ImageRef)
   })
   return log.issues.length > before ? undefined : refs
@@ -41,11 +50,19 @@ export function readImageRefs(value: unknown, place: string, log: IssueLog): Ima
  * both; undefined after logging a problem.
  * @example recordImages({ prompt: 'Q', images: [{ url: 'https://x/a.png' }] }, {}, 'prompts[0]', log) // [{ url: 'https://x/a.png' }]
  */
-export function recordImages(record: JsonObject, metadata: JsonObject, place: string, log: IssueLog): ImageRef[] | undefined {
+export function recordImages(
+  record: JsonObject,
+  metadata: JsonObject,
+  place: string,
+  log: IssueLog,
+): ImageRef[] | undefined {
   const top = record.images !== undefined && record.images !== null
   const inMetadata = metadata.images !== undefined && metadata.images !== null
-  if (top && inMetadata) return void log.add(`${place}.images`, 'give images once: either beside the fields or in metadata.images')
-  return top ? readImageRefs(record.images, `${place}.images`, log) : readImageRefs(metadata.images, `${place}.metadata.images`, log)
+  if (top && inMetadata)
+    return void log.add(`${place}.images`, 'give images once: either beside the fields or in metadata.images')
+  return top
+    ? readImageRefs(record.images, `${place}.images`, log)
+    : readImageRefs(metadata.images, `${place}.metadata.images`, log)
 }
 
 /**

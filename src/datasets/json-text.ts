@@ -8,7 +8,9 @@ import { DatasetError, type DatasetIssue } from './errors.ts'
 export type DatasetFormat = 'json' | 'jsonl'
 
 /** A parsed document: one JSON value, or one value per non-blank line with its 1-based line number. */
-export type JsonDocument = { format: 'json'; value: unknown } | { format: 'jsonl'; records: { line: number; value: unknown }[] }
+export type JsonDocument =
+  | { format: 'json'; value: unknown }
+  | { format: 'jsonl'; records: { line: number; value: unknown }[] }
 
 /**
  * Parses `text` as JSON or JSONL. Without `format`, a text that is one JSON value is JSON, and a text
@@ -38,7 +40,10 @@ function readJsonLines(body: string, name?: string): JsonDocument {
       records.push({ line: index + 1, value: JSON.parse(line) as unknown })
     } catch {
       const fault = locateJsonError(line)
-      issues.push({ place: `line ${index + 1}`, reason: `not valid JSON: ${fault.reason} at column ${fault.column + (raw.length - raw.trimStart().length)}` })
+      issues.push({
+        place: `line ${index + 1}`,
+        reason: `not valid JSON: ${fault.reason} at column ${fault.column + (raw.length - raw.trimStart().length)}`,
+      })
     }
   })
   if (issues.length > 0) throw new DatasetError(issues, name)
@@ -50,12 +55,19 @@ function parseJsonOrThrow(body: string, name?: string): unknown {
     return JSON.parse(body) as unknown
   } catch {
     const fault = locateJsonError(body)
-    throw new DatasetError([{ place: `line ${fault.line}`, reason: `not valid JSON: ${fault.reason} at column ${fault.column}` }], name)
+    throw new DatasetError(
+      [{ place: `line ${fault.line}`, reason: `not valid JSON: ${fault.reason} at column ${fault.column}` }],
+      name,
+    )
   }
 }
 
 function firstLineIsObject(body: string): boolean {
-  const first = body.split('\n').find((line) => line.trim() !== '')?.trim() ?? ''
+  const first =
+    body
+      .split('\n')
+      .find((line) => line.trim() !== '')
+      ?.trim() ?? ''
   if (!first.startsWith('{')) return false
   try {
     const value: unknown = JSON.parse(first)

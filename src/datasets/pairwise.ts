@@ -5,7 +5,17 @@
  */
 import { fnv1a, mix32 } from '../hash/index.ts'
 import type { Candidate, PromptItem } from '../search/types.ts'
-import { describeType, type IssueLog, type JsonObject, quoteId, rawId, readId, readOptionalText, readText, restOf } from './fields.ts'
+import {
+  describeType,
+  type IssueLog,
+  type JsonObject,
+  quoteId,
+  rawId,
+  readId,
+  readOptionalText,
+  readText,
+  restOf,
+} from './fields.ts'
 import { readImageRefs, withImages } from './images.ts'
 
 export const PAIR_SHAPES = ['llmbar', 'judgebench', 'chosen_rejected'] as const
@@ -45,7 +55,10 @@ const SPECS: Record<PairShape, PairSpec> = {
       if (label === undefined || label === null) return void log.add(`${place}.label`, 'required')
       if (label === 1 || label === '1') return 'a'
       if (label === 2 || label === '2') return 'b'
-      return void log.add(`${place}.label`, `must be 1 or 2 (the better output), got ${typeof label === 'string' || typeof label === 'number' ? JSON.stringify(label) : describeType(label)}`)
+      return void log.add(
+        `${place}.label`,
+        `must be 1 or 2 (the better output), got ${typeof label === 'string' || typeof label === 'number' ? JSON.stringify(label) : describeType(label)}`,
+      )
     },
   },
   judgebench: {
@@ -62,7 +75,10 @@ const SPECS: Record<PairShape, PairSpec> = {
       const text = typeof label === 'string' ? label.trim() : undefined
       if (text === 'A>B') return 'a'
       if (text === 'B>A') return 'b'
-      return void log.add(`${place}.label`, `must be "A>B" or "B>A", got ${typeof label === 'string' ? JSON.stringify(label) : describeType(label)}`)
+      return void log.add(
+        `${place}.label`,
+        `must be "A>B" or "B>A", got ${typeof label === 'string' ? JSON.stringify(label) : describeType(label)}`,
+      )
     },
   },
   chosen_rejected: {
@@ -128,7 +144,13 @@ export function pairPromptId(record: JsonObject, shape: PairShape, index: number
  * @example readPair({ input: 'Say hi', output_1: 'hi', output_2: 'bye', label: 1 }, 'llmbar', 0, 'items[0]', log)
  * // { prompt_id: 'item-0000', prompt: 'Say hi', candidates: [{ candidate_id: 'item-0000-a', text: 'hi', label: { rank: 1 }, … }, { candidate_id: 'item-0000-b', text: 'bye', label: { rank: 2 }, … }], metadata: {} }
  */
-export function readPair(record: JsonObject, shape: PairShape, index: number, place: string, log: IssueLog): PromptItem | undefined {
+export function readPair(
+  record: JsonObject,
+  shape: PairShape,
+  index: number,
+  place: string,
+  log: IssueLog,
+): PromptItem | undefined {
   const spec = SPECS[shape]
   const before = log.issues.length
   const idField = pairIdField(record, shape)
@@ -144,7 +166,14 @@ export function readPair(record: JsonObject, shape: PairShape, index: number, pl
   const sources = spec.sources.map((field) => readOptionalText(record, field, at, log))
   // Images of the prompt (`images` beside the fields) are checked here; they stay in the item's metadata.
   const images = readImageRefs(record.images, `${at}.images`, log)
-  if (log.issues.length > before || prompt === undefined || first === undefined || second === undefined || winner === undefined) return undefined
+  if (
+    log.issues.length > before ||
+    prompt === undefined ||
+    first === undefined ||
+    second === undefined ||
+    winner === undefined
+  )
+    return undefined
 
   const sourceA = sources[0] ?? 'unknown'
   const sourceB = (spec.sources.length === 2 ? sources[1] : sources[0]) ?? 'unknown'
@@ -162,8 +191,22 @@ export function readPair(record: JsonObject, shape: PairShape, index: number, pl
       metadata: {},
     }),
   )
-  const used = [spec.prompt, spec.a, spec.b, ...spec.sources, ...(spec.label ? [spec.label] : []), ...(idField ? [idField] : []), ...(groupField ? [groupField] : [])]
-  return { prompt_id: promptId, prompt, candidates, ...(group === undefined ? {} : { group }), metadata: withImages(restOf(record, [...used, 'images']), images ?? []) }
+  const used = [
+    spec.prompt,
+    spec.a,
+    spec.b,
+    ...spec.sources,
+    ...(spec.label ? [spec.label] : []),
+    ...(idField ? [idField] : []),
+    ...(groupField ? [groupField] : []),
+  ]
+  return {
+    prompt_id: promptId,
+    prompt,
+    candidates,
+    ...(group === undefined ? {} : { group }),
+    metadata: withImages(restOf(record, [...used, 'images']), images ?? []),
+  }
 }
 
 interface Answer {

@@ -61,13 +61,16 @@ export function parseDatasetText(text: string, options: ParseDatasetOptions = {}
     if (!isObject(value)) return log.add(place, `must be an object, got ${describeType(value)}`)
     const own = forcedShape ?? shapeOf(value)
     if (own === undefined) return log.add(place, `unrecognised item with fields ${fieldList(value)}: ${EXPECTED}`)
-    if (own !== shape) return log.add(place, `${titleOf(own)}, but ${first?.place} is ${titleOf(shape)}; use one shape per file`)
+    if (own !== shape)
+      return log.add(place, `${titleOf(own)}, but ${first?.place} is ${titleOf(shape)}; use one shape per file`)
     const promptId = own === 'autosr' ? rawId(value.prompt_id) : pairPromptId(value, own, index)
     const firstUse = promptId === undefined ? undefined : firstPlaceOf.get(promptId)
-    if (promptId !== undefined && firstUse !== undefined) log.add(...duplicatePlace(value, own, place, promptId, firstUse))
+    if (promptId !== undefined && firstUse !== undefined)
+      log.add(...duplicatePlace(value, own, place, promptId, firstUse))
     else if (promptId !== undefined) firstPlaceOf.set(promptId, place)
     const item = own === 'autosr' ? readAutosrPrompt(value, place, log) : readPair(value, own, index, place, log)
-    if (item && firstUse === undefined) prompts.push(item.group === undefined && options.group !== undefined ? { ...item, group: options.group } : item)
+    if (item && firstUse === undefined)
+      prompts.push(item.group === undefined && options.group !== undefined ? { ...item, group: options.group } : item)
   })
   if (records.length === 0 && log.empty) log.add(forcedShape ? 'prompts' : '', forcedShape ? 'no prompts' : 'no items')
   if (!log.empty) throw new DatasetError(log.issues, options.name)
@@ -79,17 +82,29 @@ interface PlacedRecord {
   value: unknown
 }
 
-function recordsOf(document: ReturnType<typeof readJsonDocument>, log: IssueLog): { records: PlacedRecord[]; forcedShape?: 'autosr' } {
-  if (document.format === 'jsonl') return { records: document.records.map(({ line, value }) => ({ place: `line ${line}`, value })) }
+function recordsOf(
+  document: ReturnType<typeof readJsonDocument>,
+  log: IssueLog,
+): { records: PlacedRecord[]; forcedShape?: 'autosr' } {
+  if (document.format === 'jsonl')
+    return { records: document.records.map(({ line, value }) => ({ place: `line ${line}`, value })) }
   const value = document.value
-  if (Array.isArray(value)) return { records: value.map((item: unknown, index) => ({ place: `items[${index}]`, value: item })) }
+  if (Array.isArray(value))
+    return { records: value.map((item: unknown, index) => ({ place: `items[${index}]`, value: item })) }
   if (isObject(value) && 'prompts' in value) {
-    if (Array.isArray(value.prompts)) return { records: value.prompts.map((item: unknown, index) => ({ place: `prompts[${index}]`, value: item })), forcedShape: 'autosr' }
+    if (Array.isArray(value.prompts))
+      return {
+        records: value.prompts.map((item: unknown, index) => ({ place: `prompts[${index}]`, value: item })),
+        forcedShape: 'autosr',
+      }
     log.add('prompts', `must be an array, got ${describeType(value.prompts)}`)
     return { records: [], forcedShape: 'autosr' }
   }
   if (isObject(value) && shapeOf(value) !== undefined) return { records: [{ place: 'items[0]', value }] }
-  log.add('', `expected an object with "prompts", an array of items, or JSON Lines; got ${isObject(value) ? `an object with fields ${fieldList(value)}` : describeType(value)}`)
+  log.add(
+    '',
+    `expected an object with "prompts", an array of items, or JSON Lines; got ${isObject(value) ? `an object with fields ${fieldList(value)}` : describeType(value)}`,
+  )
   return { records: [] }
 }
 
@@ -115,8 +130,15 @@ function fieldList(record: JsonObject): string {
   return `{${keys.slice(0, 8).join(', ')}${keys.length > 8 ? ', …' : ''}}`
 }
 
-function duplicatePlace(record: JsonObject, shape: DatasetShape, place: string, promptId: string, first: string): [string, string] {
+function duplicatePlace(
+  record: JsonObject,
+  shape: DatasetShape,
+  place: string,
+  promptId: string,
+  first: string,
+): [string, string] {
   const idField = shape === 'autosr' ? 'prompt_id' : pairIdField(record, shape)
-  if (idField === undefined) return [place, `generated prompt_id ${quoteId(promptId)} is already used by ${first}; give every item an id`]
+  if (idField === undefined)
+    return [place, `generated prompt_id ${quoteId(promptId)} is already used by ${first}; give every item an id`]
   return [`${place} (${idField} ${quoteId(promptId)}).${idField}`, `duplicate of ${first}`]
 }

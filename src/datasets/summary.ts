@@ -44,7 +44,9 @@ export function datasetSummary(dataset: PreferenceDataset): DatasetSummary {
     labels: {
       rank: ranked,
       quality: candidates.filter((candidate) => candidate.label.quality !== undefined).length,
-      none: candidates.filter((candidate) => candidate.label.rank === undefined && candidate.label.quality === undefined).length,
+      none: candidates.filter(
+        (candidate) => candidate.label.rank === undefined && candidate.label.quality === undefined,
+      ).length,
     },
     fully_ranked: candidates.length > 0 && ranked === candidates.length,
     groups,

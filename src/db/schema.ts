@@ -11,13 +11,19 @@ export const runs = sqliteTable('runs', {
  * Bearer tokens scoped to one run. Only the SHA-256 of a token is stored, with its first characters (`rh_` and 8 hex
  * digits, null for tokens from before they were kept) so an operator can name it; a revoked token stays, refused.
  */
-export const runTokens = sqliteTable('run_tokens', {
-  tokenHash: text('token_hash').primaryKey(),
-  runId: text('run_id').notNull().references(() => runs.id),
-  createdAt: text('created_at').notNull(),
-  prefix: text('prefix'),
-  revokedAt: text('revoked_at'),
-}, (t) => [index('run_tokens_run_idx').on(t.runId)])
+export const runTokens = sqliteTable(
+  'run_tokens',
+  {
+    tokenHash: text('token_hash').primaryKey(),
+    runId: text('run_id')
+      .notNull()
+      .references(() => runs.id),
+    createdAt: text('created_at').notNull(),
+    prefix: text('prefix'),
+    revokedAt: text('revoked_at'),
+  },
+  (t) => [index('run_tokens_run_idx').on(t.runId)],
+)
 
 /**
  * Dashboard logins: the cookie carries only the id, signed; the row says whom it stands for (the SHA-256 of the token
@@ -35,30 +41,38 @@ export const dashboardSessions = sqliteTable('dashboard_sessions', {
 })
 
 /** Who created or revoked which run token, and when (the token named by its hash's first 12 hex digits). */
-export const tokenAudit = sqliteTable('token_audit', {
-  id: integer('id').primaryKey({ autoIncrement: true }),
-  runId: text('run_id').notNull(),
-  tokenId: text('token_id').notNull(),
-  action: text('action', { enum: ['created', 'revoked'] }).notNull(),
-  actor: text('actor').notNull(),
-  at: text('at').notNull(),
-}, (t) => [index('token_audit_run_idx').on(t.runId)])
+export const tokenAudit = sqliteTable(
+  'token_audit',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    runId: text('run_id').notNull(),
+    tokenId: text('token_id').notNull(),
+    action: text('action', { enum: ['created', 'revoked'] }).notNull(),
+    actor: text('actor').notNull(),
+    at: text('at').notNull(),
+  },
+  (t) => [index('token_audit_run_idx').on(t.runId)],
+)
 
 /**
  * Long-term memory: analyses, batch and meta summaries and rubric updates, per run and instance.
  * Ids are derived from (kind, run, instance, step, subject), so a retried job writes the same row once.
  */
-export const memoryDocuments = sqliteTable('memory_documents', {
-  id: text('id').primaryKey(),
-  runId: text('run_id').notNull(),
-  instanceId: text('instance_id').notNull(),
-  kind: text('kind').notNull(),
-  step: integer('step').notNull(),
-  subject: text('subject'),
-  text: text('text').notNull(),
-  data: text('data', { mode: 'json' }).notNull(),
-  createdAt: text('created_at').notNull(),
-}, (t) => [index('memory_run_instance_kind_step_idx').on(t.runId, t.instanceId, t.kind, t.step)])
+export const memoryDocuments = sqliteTable(
+  'memory_documents',
+  {
+    id: text('id').primaryKey(),
+    runId: text('run_id').notNull(),
+    instanceId: text('instance_id').notNull(),
+    kind: text('kind').notNull(),
+    step: integer('step').notNull(),
+    subject: text('subject'),
+    text: text('text').notNull(),
+    data: text('data', { mode: 'json' }).notNull(),
+    createdAt: text('created_at').notNull(),
+  },
+  (t) => [index('memory_run_instance_kind_step_idx').on(t.runId, t.instanceId, t.kind, t.step)],
+)
 
 /**
  * RM artifacts uploaded through `POST /admin/artifacts`: one row per content-addressed artifact, holding the
@@ -79,27 +93,39 @@ export const rmArtifacts = sqliteTable('rm_artifacts', {
 })
 
 /** An artifact's rubrics, addressed by (artifact id, prompt id); `__default__` serves prompts the artifact never saw. */
-export const rmArtifactRubrics = sqliteTable('rm_artifact_rubrics', {
-  artifactId: text('artifact_id').notNull().references(() => rmArtifacts.id),
-  promptId: text('prompt_id').notNull(),
-  rubric: text('rubric', { mode: 'json' }).notNull(),
-}, (t) => [primaryKey({ columns: [t.artifactId, t.promptId] })])
+export const rmArtifactRubrics = sqliteTable(
+  'rm_artifact_rubrics',
+  {
+    artifactId: text('artifact_id')
+      .notNull()
+      .references(() => rmArtifacts.id),
+    promptId: text('prompt_id').notNull(),
+    rubric: text('rubric', { mode: 'json' }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.artifactId, t.promptId] })],
+)
 
 /**
  * Deploy records per target, append-only: the newest row of a target is its active deployment (so a deploy or a
  * rollback is one INSERT). `llm` is the deployment's OpenAI-compatible endpoint, when it named one.
  */
-export const rmDeployments = sqliteTable('rm_deployments', {
-  seq: integer('seq').primaryKey({ autoIncrement: true }),
-  deployId: text('deploy_id').notNull().unique(),
-  target: text('target').notNull(),
-  artifactId: text('artifact_id').notNull().references(() => rmArtifacts.id),
-  previousArtifactId: text('previous_artifact_id'),
-  deployedBy: text('deployed_by').notNull(),
-  deployedAt: text('deployed_at').notNull(),
-  action: text('action').notNull(),
-  datasetSha256: text('dataset_sha256').notNull(),
-  configHash: text('config_hash').notNull(),
-  llm: text('llm', { mode: 'json' }),
-}, (t) => [index('rm_deployments_target_seq_idx').on(t.target, t.seq)])
+export const rmDeployments = sqliteTable(
+  'rm_deployments',
+  {
+    seq: integer('seq').primaryKey({ autoIncrement: true }),
+    deployId: text('deploy_id').notNull().unique(),
+    target: text('target').notNull(),
+    artifactId: text('artifact_id')
+      .notNull()
+      .references(() => rmArtifacts.id),
+    previousArtifactId: text('previous_artifact_id'),
+    deployedBy: text('deployed_by').notNull(),
+    deployedAt: text('deployed_at').notNull(),
+    action: text('action').notNull(),
+    datasetSha256: text('dataset_sha256').notNull(),
+    configHash: text('config_hash').notNull(),
+    llm: text('llm', { mode: 'json' }),
+  },
+  (t) => [index('rm_deployments_target_seq_idx').on(t.target, t.seq)],
+)
 export * from './lineage-schema.ts'

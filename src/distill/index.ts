@@ -94,12 +94,23 @@ export function pairResponses(responses: readonly JudgedResponse[], options: Pai
   const dropped = Object.fromEntries(DROP_REASONS.map((reason) => [reason, 0])) as Record<DropReason, number>
   const pairs: PreferencePair[] = []
   let candidates = 0
-  for (const group of groupBy(responses.filter((response) => response.samples.length > 0), (response) => response.prompt).values()) {
-    const ranked = group.map((response) => ({ response, stats: sampleStats(response.samples) })).sort((a, b) => b.stats.mean - a.stats.mean)
+  for (const group of groupBy(
+    responses.filter((response) => response.samples.length > 0),
+    (response) => response.prompt,
+  ).values()) {
+    const ranked = group
+      .map((response) => ({ response, stats: sampleStats(response.samples) }))
+      .sort((a, b) => b.stats.mean - a.stats.mean)
     if (ranked.length < 2) continue
     const indexPairs: Array<[number, number]> = [[0, ranked.length - 1]]
-    const adjacent = ranked.slice(0, -1).map((_, i) => [i, i + 1] as [number, number]).filter(([i, j]) => !(i === 0 && j === ranked.length - 1))
-    adjacent.sort(([a1, a2], [b1, b2]) => (ranked[a1]!.stats.mean - ranked[a2]!.stats.mean) - (ranked[b1]!.stats.mean - ranked[b2]!.stats.mean))
+    const adjacent = ranked
+      .slice(0, -1)
+      .map((_, i) => [i, i + 1] as [number, number])
+      .filter(([i, j]) => !(i === 0 && j === ranked.length - 1))
+    adjacent.sort(
+      ([a1, a2], [b1, b2]) =>
+        ranked[a1]!.stats.mean - ranked[a2]!.stats.mean - (ranked[b1]!.stats.mean - ranked[b2]!.stats.mean),
+    )
     indexPairs.push(...adjacent)
     let kept = 0
     for (const [i, j] of indexPairs) {
@@ -108,13 +119,30 @@ export function pairResponses(responses: readonly JudgedResponse[], options: Pai
       const rejected = ranked[j]!
       const gap = chosen.stats.mean - rejected.stats.mean
       const bound = noiseBound(chosen.stats, rejected.stats, options.z)
-      const reason: DropReason | undefined = gap <= 0 ? 'tie' : gap < options.minMargin ? 'below_margin' : gap <= bound ? 'within_noise' : kept >= options.pairsPerPrompt ? 'over_prompt_cap' : undefined
+      const reason: DropReason | undefined =
+        gap <= 0
+          ? 'tie'
+          : gap < options.minMargin
+            ? 'below_margin'
+            : gap <= bound
+              ? 'within_noise'
+              : kept >= options.pairsPerPrompt
+                ? 'over_prompt_cap'
+                : undefined
       if (reason) {
         dropped[reason]++
         continue
       }
       kept++
-      pairs.push({ prompt: chosen.response.prompt, chosen: chosen.response.response, rejected: rejected.response.response, chosen_stats: chosen.stats, rejected_stats: rejected.stats, gap, bound })
+      pairs.push({
+        prompt: chosen.response.prompt,
+        chosen: chosen.response.response,
+        rejected: rejected.response.response,
+        chosen_stats: chosen.stats,
+        rejected_stats: rejected.stats,
+        gap,
+        bound,
+      })
     }
   }
   return { pairs, candidates, dropped }
@@ -129,7 +157,9 @@ export function heldOutPrompts(prompts: Iterable<string>, share: number, seed: n
   const distinct = [...new Set(prompts)]
   if (distinct.length < 2 || share <= 0) return new Set()
   const count = Math.min(distinct.length - 1, Math.max(1, Math.round(distinct.length * share)))
-  const ranked = distinct.map((prompt) => ({ prompt, rank: mix32(fnv1a(`${seed}\u241f${prompt}`)) })).sort((a, b) => a.rank - b.rank || (a.prompt < b.prompt ? -1 : 1))
+  const ranked = distinct
+    .map((prompt) => ({ prompt, rank: mix32(fnv1a(`${seed}\u241f${prompt}`)) }))
+    .sort((a, b) => a.rank - b.rank || (a.prompt < b.prompt ? -1 : 1))
   return new Set(ranked.slice(0, count).map((entry) => entry.prompt))
 }
 
@@ -150,7 +180,10 @@ export interface RepeatAgreement {
  * Agreement between repeats, and of the online scores with the kept pairs.
  * @example repeatAgreement(responses, pairs).pairwise // 0.93
  */
-export function repeatAgreement(responses: readonly JudgedResponse[], pairs: readonly PreferencePair[]): RepeatAgreement {
+export function repeatAgreement(
+  responses: readonly JudgedResponse[],
+  pairs: readonly PreferencePair[],
+): RepeatAgreement {
   const repeated = responses.filter((response) => response.samples.length >= 2)
   const spreads = repeated.map((response) => sampleStats(response.samples).spread)
   let agree = 0
@@ -170,12 +203,17 @@ export function repeatAgreement(responses: readonly JudgedResponse[], pairs: rea
       }
     }
   }
-  const online = new Map(responses.map((response) => [`${response.prompt}\u0000${response.response}`, response.online_score]))
+  const online = new Map(
+    responses.map((response) => [`${response.prompt}\u0000${response.response}`, response.online_score]),
+  )
   const onlineVotes = pairs.map((pair) => {
-    const sign = Math.sign(online.get(`${pair.prompt}\u0000${pair.chosen}`)! - online.get(`${pair.prompt}\u0000${pair.rejected}`)!)
+    const sign = Math.sign(
+      online.get(`${pair.prompt}\u0000${pair.chosen}`)! - online.get(`${pair.prompt}\u0000${pair.rejected}`)!,
+    )
     return sign > 0 ? 1 : sign === 0 ? 0.5 : 0
   })
-  const mean = (values: number[]) => (values.length === 0 ? null : values.reduce((sum, value) => sum + value, 0) / values.length)
+  const mean = (values: number[]) =>
+    values.length === 0 ? null : values.reduce((sum, value) => sum + value, 0) / values.length
   return { mean_spread: mean(spreads), pairwise: compared === 0 ? null : agree / compared, online: mean(onlineVotes) }
 }
 
@@ -190,9 +228,16 @@ type Message = { role: 'user' | 'assistant'; content: string }
  * trainer applies itself.
  * @example trlRow(pair, false) // { prompt: 'What is 2+2?', chosen: '4', rejected: '5' }
  */
-export function trlRow(pair: PreferencePair, conversational: boolean): { prompt: string | Message[]; chosen: string | Message[]; rejected: string | Message[] } {
+export function trlRow(
+  pair: PreferencePair,
+  conversational: boolean,
+): { prompt: string | Message[]; chosen: string | Message[]; rejected: string | Message[] } {
   if (!conversational) return { prompt: pair.prompt, chosen: pair.chosen, rejected: pair.rejected }
-  return { prompt: [{ role: 'user', content: pair.prompt }], chosen: [{ role: 'assistant', content: pair.chosen }], rejected: [{ role: 'assistant', content: pair.rejected }] }
+  return {
+    prompt: [{ role: 'user', content: pair.prompt }],
+    chosen: [{ role: 'assistant', content: pair.chosen }],
+    rejected: [{ role: 'assistant', content: pair.rejected }],
+  }
 }
 
 /**
@@ -200,7 +245,10 @@ export function trlRow(pair: PreferencePair, conversational: boolean): { prompt:
  * with `--apply_chat_template`); `margin` feeds its margin loss.
  * @example openRlhfRow(pair, false) // { prompt: 'What is 2+2?', chosen: '4', rejected: '5', margin: 0.4 }
  */
-export function openRlhfRow(pair: PreferencePair, conversational: boolean): ReturnType<typeof trlRow> & { margin: number } {
+export function openRlhfRow(
+  pair: PreferencePair,
+  conversational: boolean,
+): ReturnType<typeof trlRow> & { margin: number } {
   return { ...trlRow(pair, conversational), margin: round(pair.gap) }
 }
 
@@ -208,9 +256,21 @@ export function openRlhfRow(pair: PreferencePair, conversational: boolean): Retu
  * A pointwise row for a regression head: the response's mean judgement, its spread and how many judgements.
  * @example pointwiseRow(response) // { prompt: 'What is 2+2?', response: '4', score: 0.9, spread: 0.05, n: 3 }
  */
-export function pointwiseRow(response: JudgedResponse): { prompt: string; response: string; score: number; spread: number; n: number } {
+export function pointwiseRow(response: JudgedResponse): {
+  prompt: string
+  response: string
+  score: number
+  spread: number
+  n: number
+} {
   const stats = sampleStats(response.samples)
-  return { prompt: response.prompt, response: response.response, score: round(stats.mean), spread: round(stats.spread), n: stats.n }
+  return {
+    prompt: response.prompt,
+    response: response.response,
+    score: round(stats.mean),
+    spread: round(stats.spread),
+    n: stats.n,
+  }
 }
 
 const round = (value: number) => Math.round(value * 1e6) / 1e6

@@ -30,18 +30,28 @@ export function pairItems(dataset: PreferenceDataset, images: ImageRegistry = ne
     if (prompt.candidates.length !== 2 || !a || !b || a.label.rank === undefined || b.label.rank === undefined) continue
     const label = a.label.rank === b.label.rank ? 'tie' : a.label.rank < b.label.rank ? 'A' : 'B'
     const handles = itemImages(images, prompt.metadata, a.metadata, b.metadata)
-    items.push({ id: prompt.prompt_id, instruction: prompt.prompt, first: a.text, second: b.text, label, ...(handles ? { images: handles } : {}) })
+    items.push({
+      id: prompt.prompt_id,
+      instruction: prompt.prompt,
+      first: a.text,
+      second: b.text,
+      label,
+      ...(handles ? { images: handles } : {}),
+    })
   }
   return items
 }
-
 
 /**
  * A seeded shuffle, then the first `round(n × valFraction)` items (at least 1, leaving at least 1 to train) are
  * validation and the rest training.
  * @example const { train, validation } = splitItems(items, 42, 0.34)
  */
-export function splitItems(items: readonly PairItem[], seed: number, valFraction: number): { train: PairItem[]; validation: PairItem[] } {
+export function splitItems(
+  items: readonly PairItem[],
+  seed: number,
+  valFraction: number,
+): { train: PairItem[]; validation: PairItem[] } {
   const shuffled = [...items]
   const random = mulberry32(seed)
   for (let i = shuffled.length - 1; i > 0; i--) {
@@ -58,30 +68,56 @@ export function splitItems(items: readonly PairItem[], seed: number, valFraction
  */
 export function swapAugment(items: readonly PairItem[]): PairItem[] {
   const flip = { A: 'B', B: 'A', tie: 'tie' } as const
-  return [...items, ...items.map((item) => ({ id: `${item.id}#swap`, instruction: item.instruction, first: item.second, second: item.first, label: flip[item.label], ...(item.images ? { images: swapImages(item.images)! } : {}) }))]
+  return [
+    ...items,
+    ...items.map((item) => ({
+      id: `${item.id}#swap`,
+      instruction: item.instruction,
+      first: item.second,
+      second: item.first,
+      label: flip[item.label],
+      ...(item.images ? { images: swapImages(item.images)! } : {}),
+    })),
+  ]
 }
 
 // ---------------------------------------------------------------------------------------------
 // Chain Analyzer
 
-const Signal = z.object({ kind: z.string(), entry: z.string().default(''), evidence: z.string().default(''), suggestion: z.string().default('') })
+const Signal = z.object({
+  kind: z.string(),
+  entry: z.string().default(''),
+  evidence: z.string().default(''),
+  suggestion: z.string().default(''),
+})
 const AnalyzerReply = z.object({ signals: z.array(Signal).default([]), summary: z.string().default('') })
 export type Analysis = z.infer<typeof AnalyzerReply>
 
-const summaries = (library: Library): LibraryEntrySummary[] => entryList(library).map(({ name, kind, description }) => ({ name, kind, description }))
+const summaries = (library: Library): LibraryEntrySummary[] =>
+  entryList(library).map(({ name, kind, description }) => ({ name, kind, description }))
 
 /**
  * One analyzer call over the judged training chains. Throws an LlmError when the model fails after retries.
  * @example const { signals, summary } = await analyzeChains(model, lib, results)
  */
-export async function analyzeChains(model: ChatModel, library: Library, allResults: readonly LibraryChainResult[], options: JudgeOptions & { maxChains?: number } = {}): Promise<Analysis> {
+export async function analyzeChains(
+  model: ChatModel,
+  library: Library,
+  allResults: readonly LibraryChainResult[],
+  options: JudgeOptions & { maxChains?: number } = {},
+): Promise<Analysis> {
   const locale = options.locale ?? 'en'
   const entries = summaries(library)
   const results = selectChains(allResults, options.maxChains ?? 60)
   const text = results
-    .map((result) => `### ${result.id}: ${result.correct ? 'CORRECT' : 'INCORRECT'} (label ${result.label}, prediction ${predictionText(result.prediction)})\nInstruction: ${result.instruction}\n${result.chain}`)
+    .map(
+      (result) =>
+        `### ${result.id}: ${result.correct ? 'CORRECT' : 'INCORRECT'} (label ${result.label}, prediction ${predictionText(result.prediction)})\nInstruction: ${result.instruction}\n${result.chain}`,
+    )
     .join('\n\n')
-  const entriesText = entries.length ? entries.map((entry) => `- ${entry.name} (${entry.kind}): ${entry.description}`).join('\n') : '(empty)'
+  const entriesText = entries.length
+    ? entries.map((entry) => `- ${entry.name} (${entry.kind}): ${entry.description}`).join('\n')
+    : '(empty)'
   const boundary = await dataBoundary(entriesText, text)
   return askParsed(
     model,
@@ -89,7 +125,16 @@ export async function analyzeChains(model: ChatModel, library: Library, allResul
       role: 'judge',
       messages: [
         { role: 'system', content: renderPrompt(locale, 'library-analyzer.system', {}) },
-        { role: 'user', content: renderPrompt(locale, 'library-analyzer.user', { boundary, entries: entriesText, results: text, correct: results.filter((result) => result.correct).length, total: results.length }) },
+        {
+          role: 'user',
+          content: renderPrompt(locale, 'library-analyzer.user', {
+            boundary,
+            entries: entriesText,
+            results: text,
+            correct: results.filter((result) => result.correct).length,
+            total: results.length,
+          }),
+        },
       ],
       task: { kind: 'library_analyze', entries, results: [...results] },
       json: true,
@@ -119,10 +164,23 @@ export function selectChains(results: readonly LibraryChainResult[], max: number
 // ---------------------------------------------------------------------------------------------
 // Evolver
 
-const NewEntry = z.object({ name: z.string(), kind: z.enum(['skill', 'tool']), description: z.string(), when_to_use: z.string().optional(), body: z.string() })
+const NewEntry = z.object({
+  name: z.string(),
+  kind: z.enum(['skill', 'tool']),
+  description: z.string(),
+  when_to_use: z.string().optional(),
+  body: z.string(),
+})
 const ChangeReply = z.discriminatedUnion('op', [
   z.object({ op: z.literal('add'), entry: NewEntry, rationale: z.string().default('') }),
-  z.object({ op: z.literal('modify'), name: z.string(), description: z.string().optional(), when_to_use: z.string().optional(), body: z.string().optional(), rationale: z.string().default('') }),
+  z.object({
+    op: z.literal('modify'),
+    name: z.string(),
+    description: z.string().optional(),
+    when_to_use: z.string().optional(),
+    body: z.string().optional(),
+    rationale: z.string().default(''),
+  }),
   z.object({ op: z.literal('delete'), name: z.string(), rationale: z.string().default('') }),
   z.object({ op: z.literal('none'), rationale: z.string().default('') }),
 ])
@@ -141,10 +199,19 @@ export function changeKey(change: LibraryChange): string {
  * One Evolver call: a change proposed from the analyzer's signals. Throws an LlmError after retries.
  * @example const change = await proposeChange(model, lib, analysis.signals, ['add bad-skill'])
  */
-export async function proposeChange(model: ChatModel, library: Library, signals: readonly unknown[], rejected: readonly string[], options: JudgeOptions = {}): Promise<LibraryChange> {
+export async function proposeChange(
+  model: ChatModel,
+  library: Library,
+  signals: readonly unknown[],
+  rejected: readonly string[],
+  options: JudgeOptions = {},
+): Promise<LibraryChange> {
   const locale = options.locale ?? 'en'
   const entries = summaries(library)
-  const entriesText = entryList(library).map((entry) => `## ${entry.name} (${entry.kind}): ${entry.description}\n${entry.body}`).join('\n') || '(empty)'
+  const entriesText =
+    entryList(library)
+      .map((entry) => `## ${entry.name} (${entry.kind}): ${entry.description}\n${entry.body}`)
+      .join('\n') || '(empty)'
   const signalsText = JSON.stringify(signals, null, 2)
   const rejectedText = rejected.length ? rejected.join('\n') : '(none)'
   const boundary = await dataBoundary(entriesText, signalsText, rejectedText)
@@ -154,7 +221,15 @@ export async function proposeChange(model: ChatModel, library: Library, signals:
       role: 'judge',
       messages: [
         { role: 'system', content: renderPrompt(locale, 'library-evolver.system', {}) },
-        { role: 'user', content: renderPrompt(locale, 'library-evolver.user', { boundary, entries: entriesText, signals: signalsText, rejected: rejectedText }) },
+        {
+          role: 'user',
+          content: renderPrompt(locale, 'library-evolver.user', {
+            boundary,
+            entries: entriesText,
+            signals: signalsText,
+            rejected: rejectedText,
+          }),
+        },
       ],
       task: { kind: 'library_evolve', entries, signals: [...signals], rejected: [...rejected] },
       json: true,
@@ -172,12 +247,21 @@ export async function proposeChange(model: ChatModel, library: Library, signals:
 export function applyChange(library: Library, change: LibraryChange): Library {
   switch (change.op) {
     case 'add': {
-      const entry: LibraryEntry = { name: change.entry.name, kind: change.entry.kind, description: change.entry.description, body: change.entry.body }
+      const entry: LibraryEntry = {
+        name: change.entry.name,
+        kind: change.entry.kind,
+        description: change.entry.description,
+        body: change.entry.body,
+      }
       if (change.entry.when_to_use) entry.when_to_use = change.entry.when_to_use
       return addEntry(library, entry)
     }
     case 'modify':
-      return modifyEntry(library, change.name, { description: change.description, when_to_use: change.when_to_use, body: change.body })
+      return modifyEntry(library, change.name, {
+        description: change.description,
+        when_to_use: change.when_to_use,
+        body: change.body,
+      })
     case 'delete':
       return deleteEntry(library, change.name)
     case 'none':
@@ -222,11 +306,20 @@ export function toolsToCheck(before: Library, change: LibraryChange): string[] {
  * `minJsonShare` of the replies are JSON. A tool that fails is rejected without spending a validation run.
  * @example const check = await checkToolPrompt(model, candidate, 'coverage-check', train.slice(0, 4)); check.passed // true
  */
-export async function checkToolPrompt(model: ChatModel, library: Library, tool: string, items: readonly PairItem[], options: JudgeOptions & { minJsonShare?: number } = {}): Promise<ToolCheck> {
+export async function checkToolPrompt(
+  model: ChatModel,
+  library: Library,
+  tool: string,
+  items: readonly PairItem[],
+  options: JudgeOptions & { minJsonShare?: number } = {},
+): Promise<ToolCheck> {
   const query = PROBE_QUERY[options.locale ?? 'en']
   const calls = await Promise.all(items.map((item) => callTool(model, library, tool, tool, item, query, options)))
   const json = calls.filter((call) => call.status === 'json').length
   const passed = items.length > 0 && json / items.length >= (options.minJsonShare ?? 0.8)
-  const examples = calls.filter((call) => call.status !== 'json').slice(0, 3).map((call) => call.observation.slice(0, 300))
+  const examples = calls
+    .filter((call) => call.status !== 'json')
+    .slice(0, 3)
+    .map((call) => call.observation.slice(0, 300))
   return { tool, sampled: items.length, json, passed, examples }
 }

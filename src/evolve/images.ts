@@ -135,7 +135,14 @@ export function imageType(bytes: Uint8Array): string | undefined {
   if (starts(0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a)) return 'image/png'
   if (starts(0xff, 0xd8, 0xff)) return 'image/jpeg'
   if (starts(0x47, 0x49, 0x46, 0x38)) return 'image/gif'
-  if (starts(0x52, 0x49, 0x46, 0x46) && bytes[8] === 0x57 && bytes[9] === 0x45 && bytes[10] === 0x42 && bytes[11] === 0x50) return 'image/webp'
+  if (
+    starts(0x52, 0x49, 0x46, 0x46) &&
+    bytes[8] === 0x57 &&
+    bytes[9] === 0x45 &&
+    bytes[10] === 0x42 &&
+    bytes[11] === 0x50
+  )
+    return 'image/webp'
   return undefined
 }
 
@@ -177,7 +184,8 @@ export interface PresentedImage {
  */
 export function presentedImages(images: ItemImages | undefined): PresentedImage[] {
   if (!images) return []
-  const label = (of: PresentedImage['of'], handles: string[]) => handles.map((handle, index) => ({ label: `${of}-${index + 1}`, of, handle }))
+  const label = (of: PresentedImage['of'], handles: string[]) =>
+    handles.map((handle, index) => ({ label: `${of}-${index + 1}`, of, handle }))
   return [...label('instruction', images.instruction), ...label('A', images.first), ...label('B', images.second)]
 }
 
@@ -199,12 +207,22 @@ const WHOSE = {
  * message's text alone tells different images apart). Resolves every handle now: this is call time.
  * @example await imageParts(registry, presentedImages(item.images), 'en') // [{ type: 'text', text: 'Image A-1 (of answer A, sha256 3f2a…):' }, { type: 'image_url', … }]
  */
-export async function imageParts(resolver: ImageResolver, images: readonly PresentedImage[], locale: Locale): Promise<ChatContentPart[]> {
+export async function imageParts(
+  resolver: ImageResolver,
+  images: readonly PresentedImage[],
+  locale: Locale,
+): Promise<ChatContentPart[]> {
   const words = WHOSE[locale]
   const parts: ChatContentPart[] = []
   for (const image of images) {
     const resolved = await resolver.resolve(image.handle)
-    parts.push({ type: 'text', text: `${words.image} ${image.label} (${words[image.of]}, sha256 ${resolved.sha256.slice(0, 12)}):` }, { type: 'image_url', image_url: { url: resolved.url } })
+    parts.push(
+      {
+        type: 'text',
+        text: `${words.image} ${image.label} (${words[image.of]}, sha256 ${resolved.sha256.slice(0, 12)}):`,
+      },
+      { type: 'image_url', image_url: { url: resolved.url } },
+    )
   }
   return parts
 }
@@ -214,8 +232,14 @@ export async function imageParts(resolver: ImageResolver, images: readonly Prese
  * them), registered in `registry`; undefined when there are none.
  * @example itemImages(registry, prompt.metadata, a.metadata, b.metadata) // { instruction: ['img-1'], first: [], second: ['img-2'] }
  */
-export function itemImages(registry: ImageRegistry, prompt: Record<string, unknown>, first: Record<string, unknown>, second: Record<string, unknown>): ItemImages | undefined {
-  const handles = (metadata: Record<string, unknown>) => (Array.isArray(metadata.images) ? (metadata.images as ImageRef[]).map((ref) => registry.add(ref)) : [])
+export function itemImages(
+  registry: ImageRegistry,
+  prompt: Record<string, unknown>,
+  first: Record<string, unknown>,
+  second: Record<string, unknown>,
+): ItemImages | undefined {
+  const handles = (metadata: Record<string, unknown>) =>
+    Array.isArray(metadata.images) ? (metadata.images as ImageRef[]).map((ref) => registry.add(ref)) : []
   const images = { instruction: handles(prompt), first: handles(first), second: handles(second) }
   return images.instruction.length + images.first.length + images.second.length > 0 ? images : undefined
 }

@@ -15,9 +15,23 @@ import { z } from 'zod'
 import { dataBoundary, parseLenientJson, parseReplyAs, runAgent } from '../agents/run-agent.ts'
 import { entryList, type Library, libraryHash } from '../library/index.ts'
 import { withRetry, type RetryPolicy } from '../llm/retry.ts'
-import { LlmError, type ChatMessage, type ChatModel, type ChatRequest, type LibraryEntrySummary, visionMessage } from '../llm/types.ts'
+import {
+  LlmError,
+  type ChatMessage,
+  type ChatModel,
+  type ChatRequest,
+  type LibraryEntrySummary,
+  visionMessage,
+} from '../llm/types.ts'
 import { renderPrompt, type Locale } from '../prompts/index.ts'
-import { type ImageResolver, imageParts, type ItemImages, type PresentedImage, presentedImages, swapImages } from './images.ts'
+import {
+  type ImageResolver,
+  imageParts,
+  type ItemImages,
+  type PresentedImage,
+  presentedImages,
+  swapImages,
+} from './images.ts'
 
 export type PairLabel = 'A' | 'B' | 'tie'
 
@@ -63,13 +77,19 @@ interface ParsingModel extends ChatModel {
  * parse, so a retry asks the model again instead of replaying the broken reply.
  * @example const reply = await askParsed(model, request, parseTurn, { maxAttempts: 3 })
  */
-export async function askParsed<T>(model: ChatModel, request: ChatRequest, parse: (text: string) => T, retry?: Partial<RetryPolicy>): Promise<T> {
+export async function askParsed<T>(
+  model: ChatModel,
+  request: ChatRequest,
+  parse: (text: string) => T,
+  retry?: Partial<RetryPolicy>,
+): Promise<T> {
   const parsing = model as Partial<ParsingModel>
   if (typeof parsing.completeParsed !== 'function') return runAgent(model, request, parse, retry)
   return withRetry(() => (parsing as ParsingModel).completeParsed(request, (reply) => parse(reply.text)), retry)
 }
 
-const summaries = (library: Library): LibraryEntrySummary[] => entryList(library).map(({ name, kind, description }) => ({ name, kind, description }))
+const summaries = (library: Library): LibraryEntrySummary[] =>
+  entryList(library).map(({ name, kind, description }) => ({ name, kind, description }))
 
 /**
  * Picks library entries for an instruction (never sees the answers), cached per (instruction, library state).
@@ -113,14 +133,26 @@ export class LibraryRouter {
       role: 'judge',
       messages: [
         { role: 'system', content: renderPrompt(locale, 'library-router.system', {}) },
-        { role: 'user', content: renderPrompt(locale, 'library-router.user', { boundary, instruction, entries: entries.map((entry) => `- ${entry.name} (${entry.kind}): ${entry.description}`).join('\n') }) },
+        {
+          role: 'user',
+          content: renderPrompt(locale, 'library-router.user', {
+            boundary,
+            instruction,
+            entries: entries.map((entry) => `- ${entry.name} (${entry.kind}): ${entry.description}`).join('\n'),
+          }),
+        },
       ],
       task: { kind: 'library_route', instruction, entries },
       json: true,
     }
     this.calls++
     try {
-      const reply = await askParsed(this.model, request, (text) => parseReplyAs(RouterReply, text, 'library router'), this.options.retry)
+      const reply = await askParsed(
+        this.model,
+        request,
+        (text) => parseReplyAs(RouterReply, text, 'library router'),
+        this.options.retry,
+      )
       const known = new Set(entries.map((entry) => entry.name))
       const chosen = new Set(reply.entries.filter((name) => known.has(name)))
       return entries.map((entry) => entry.name).filter((name) => chosen.has(name))
@@ -134,15 +166,24 @@ export class LibraryRouter {
 const RouterReply = z.object({ entries: z.array(z.string()) })
 
 /** `a`, ` B `, `Tie`, `TIE` read as A / B / tie; anything else is refused (an invalid reply, retried then a failure). */
-const Preference = z.preprocess((value) => {
-  if (typeof value !== 'string') return value
-  const word = value.trim()
-  return word.toLowerCase() === 'tie' ? 'tie' : word.toUpperCase()
-}, z.enum(['A', 'B', 'tie']))
+const Preference = z.preprocess(
+  (value) => {
+    if (typeof value !== 'string') return value
+    const word = value.trim()
+    return word.toLowerCase() === 'tie' ? 'tie' : word.toUpperCase()
+  },
+  z.enum(['A', 'B', 'tie']),
+)
 
 const TurnReply = z.union([
-  z.object({ think: z.string().optional(), answer: z.object({ preference: Preference, reason: z.string().default('') }) }),
-  z.object({ think: z.string().optional(), tool: z.object({ name: z.string(), query: z.string().default(''), images: z.array(z.string()).optional() }) }),
+  z.object({
+    think: z.string().optional(),
+    answer: z.object({ preference: Preference, reason: z.string().default('') }),
+  }),
+  z.object({
+    think: z.string().optional(),
+    tool: z.object({ name: z.string(), query: z.string().default(''), images: z.array(z.string()).optional() }),
+  }),
 ])
 type TurnReply = z.infer<typeof TurnReply>
 
@@ -159,12 +200,22 @@ export function parseTurn(text: string): TurnReply {
  * as `{ok: false}` so callers count it.
  * @example const outcome = await judgeWithLibrary(model, lib, ['coverage-check'], item)
  */
-export async function judgeWithLibrary(model: ChatModel, library: Library, routed: readonly string[], item: JudgedItem, options: JudgeOptions = {}): Promise<JudgeOutcome> {
+export async function judgeWithLibrary(
+  model: ChatModel,
+  library: Library,
+  routed: readonly string[],
+  item: JudgedItem,
+  options: JudgeOptions = {},
+): Promise<JudgeOutcome> {
   const locale = options.locale ?? 'en'
   const maxToolCalls = options.maxToolCalls ?? 3
   const picked = routed.map((name) => library.entries[name]).filter((entry) => entry !== undefined)
-  const skills = picked.filter((entry) => entry.kind === 'skill').map((entry) => ({ name: entry.name, body: entry.body }))
-  const tools = picked.filter((entry) => entry.kind === 'tool').map((entry) => ({ name: entry.name, when_to_use: entry.when_to_use ?? entry.description }))
+  const skills = picked
+    .filter((entry) => entry.kind === 'skill')
+    .map((entry) => ({ name: entry.name, body: entry.body }))
+  const tools = picked
+    .filter((entry) => entry.kind === 'tool')
+    .map((entry) => ({ name: entry.name, when_to_use: entry.when_to_use ?? entry.description }))
   const none = locale === 'zh' ? '（无）' : '(none)'
   const boundary = await dataBoundary(item.instruction, item.first, item.second)
   const entries = picked.map((entry) => entry.name)
@@ -176,18 +227,29 @@ export async function judgeWithLibrary(model: ChatModel, library: Library, route
   } catch (error) {
     return { ok: false, failure: 'image', chain: `[failure] ${describe(error)}`, tool_calls: 0, entries }
   }
-  const userText = renderPrompt(locale, 'library-judge.user', { boundary, instruction: item.instruction, first: item.first, second: item.second })
+  const userText = renderPrompt(locale, 'library-judge.user', {
+    boundary,
+    instruction: item.instruction,
+    first: item.first,
+    second: item.second,
+  })
   const messages: ChatMessage[] = [
     {
       role: 'system',
       content: renderPrompt(locale, 'library-judge.system', {
         max_tool_calls: maxToolCalls,
         skills: skills.length ? skills.map((skill) => `## Skill: ${skill.name}\n${skill.body}`).join('\n') : none,
-        tools: tools.length ? tools.map((tool) => `## Tool: ${tool.name}\nWhen to use: ${tool.when_to_use}`).join('\n\n') : none,
+        tools: tools.length
+          ? tools.map((tool) => `## Tool: ${tool.name}\nWhen to use: ${tool.when_to_use}`).join('\n\n')
+          : none,
       }),
     },
     images.length > 0
-      ? visionMessage('user', [{ type: 'text', text: userText }, ...images, ...(tools.length > 0 ? [{ type: 'text' as const, text: TOOL_IMAGES_NOTE[locale] }] : [])])
+      ? visionMessage('user', [
+          { type: 'text', text: userText },
+          ...images,
+          ...(tools.length > 0 ? [{ type: 'text' as const, text: TOOL_IMAGES_NOTE[locale] }] : []),
+        ])
       : { role: 'user', content: userText },
   ]
   const observations: { tool: string; text: string }[] = []
@@ -197,39 +259,84 @@ export async function judgeWithLibrary(model: ChatModel, library: Library, route
     const request: ChatRequest = {
       role: 'judge',
       messages: [...messages],
-      task: { kind: 'library_judge', instruction: item.instruction, first: item.first, second: item.second, skills, tools, observations: [...observations], max_tool_calls: maxToolCalls - toolCalls },
+      task: {
+        kind: 'library_judge',
+        instruction: item.instruction,
+        first: item.first,
+        second: item.second,
+        skills,
+        tools,
+        observations: [...observations],
+        max_tool_calls: maxToolCalls - toolCalls,
+      },
       json: true,
     }
     let raw = ''
     let turn: TurnReply
     try {
-      turn = await askParsed(model, request, (text) => {
-        raw = text
-        return parseTurn(text)
-      }, options.retry)
+      turn = await askParsed(
+        model,
+        request,
+        (text) => {
+          raw = text
+          return parseTurn(text)
+        },
+        options.retry,
+      )
     } catch (error) {
       chain.push(`[failure] ${describe(error)}`)
-      return { ok: false, failure: error instanceof LlmError ? error.kind : 'error', chain: chain.join('\n'), tool_calls: toolCalls, entries }
+      return {
+        ok: false,
+        failure: error instanceof LlmError ? error.kind : 'error',
+        chain: chain.join('\n'),
+        tool_calls: toolCalls,
+        entries,
+      }
     }
     if (turn.think) chain.push(`[think] ${turn.think}`)
     if ('answer' in turn) {
       chain.push(`[answer] ${turn.answer.preference}: ${turn.answer.reason}`)
-      return { ok: true, preference: turn.answer.preference, reason: turn.answer.reason, chain: chain.join('\n'), tool_calls: toolCalls, entries }
+      return {
+        ok: true,
+        preference: turn.answer.preference,
+        reason: turn.answer.reason,
+        chain: chain.join('\n'),
+        tool_calls: toolCalls,
+        entries,
+      }
     }
     const { name, query } = turn.tool
-    chain.push(`[tool] ${name}: ${query}${turn.tool.images ? ` (images asked: ${turn.tool.images.map(shortLabel).join(', ')})` : ''}`)
+    chain.push(
+      `[tool] ${name}: ${query}${turn.tool.images ? ` (images asked: ${turn.tool.images.map(shortLabel).join(', ')})` : ''}`,
+    )
     if (toolCalls >= maxToolCalls) {
       chain.push('[failure] tool call beyond the limit')
       return { ok: false, failure: 'tool_limit', chain: chain.join('\n'), tool_calls: toolCalls, entries }
     }
     toolCalls++
-    const call = await callTool(model, library, tools.some((tool) => tool.name === name) ? name : undefined, name, item, query, { ...options, locale }, turn.tool.images)
+    const call = await callTool(
+      model,
+      library,
+      tools.some((tool) => tool.name === name) ? name : undefined,
+      name,
+      item,
+      query,
+      { ...options, locale },
+      turn.tool.images,
+    )
     const observation = call.observation
     if (call.images.length > 0) chain.push(`[tool input ${name}] images ${call.images.join(', ')}`)
     chain.push(`[observation ${name}] ${observation}`)
     observations.push({ tool: name, text: observation })
     messages.push({ role: 'assistant', content: raw })
-    messages.push({ role: 'user', content: renderPrompt(locale, 'library-observation.user', { boundary: await dataBoundary(observation), tool: name, observation }) })
+    messages.push({
+      role: 'user',
+      content: renderPrompt(locale, 'library-observation.user', {
+        boundary: await dataBoundary(observation),
+        tool: name,
+        observation,
+      }),
+    })
   }
 }
 
@@ -249,9 +356,22 @@ export interface ToolCall {
  * reply (a JSON object re-serialized; anything else as `{"raw": …}`), or `{"error": …}`: data for the Sub-Agent, not a failure of the judgment.
  * @example const { observation, status } = await callTool(model, lib, 'coverage-check', 'coverage-check', item, 'Which covers more?', { locale: 'en' })
  */
-export async function callTool(model: ChatModel, library: Library, known: string | undefined, name: string, item: JudgedItem, query: string, options: JudgeOptions = {}, asked?: readonly string[]): Promise<ToolCall> {
+export async function callTool(
+  model: ChatModel,
+  library: Library,
+  known: string | undefined,
+  name: string,
+  item: JudgedItem,
+  query: string,
+  options: JudgeOptions = {},
+  asked?: readonly string[],
+): Promise<ToolCall> {
   const locale = options.locale ?? 'en'
-  const error = (message: string): ToolCall => ({ observation: JSON.stringify({ error: message }), status: 'error', images: [] })
+  const error = (message: string): ToolCall => ({
+    observation: JSON.stringify({ error: message }),
+    status: 'error',
+    images: [],
+  })
   const entry = known ? library.entries[known] : undefined
   if (!entry || entry.kind !== 'tool') return error(`no routed tool named ${name}`)
   const shown = presentedImages(item.images)
@@ -259,17 +379,28 @@ export async function callTool(model: ChatModel, library: Library, known: string
   if (asked) {
     const unknown = asked.filter((label) => !shown.some((image) => image.label === label))
     if (unknown.length > 0) {
-      return error(`unknown image handle${unknown.length > 1 ? 's' : ''} ${unknown.map(shortLabel).join(', ')}: name images by their labels (${shown.map((image) => image.label).join(', ') || 'this item has none'})`)
+      return error(
+        `unknown image handle${unknown.length > 1 ? 's' : ''} ${unknown.map(shortLabel).join(', ')}: name images by their labels (${shown.map((image) => image.label).join(', ') || 'this item has none'})`,
+      )
     }
     sent = shown.filter((image) => asked.includes(image.label))
   }
   const boundary = await dataBoundary(item.instruction, item.first, item.second, query)
-  const userText = renderPrompt(locale, 'library-tool.user', { boundary, instruction: item.instruction, first: item.first, second: item.second, query })
+  const userText = renderPrompt(locale, 'library-tool.user', {
+    boundary,
+    instruction: item.instruction,
+    first: item.first,
+    second: item.second,
+    query,
+  })
   let user: ChatMessage = { role: 'user', content: userText }
   if (sent.length > 0) {
     try {
       if (!options.images) throw new Error('the item has images but the judge has no image registry')
-      user = visionMessage('user', [{ type: 'text', text: userText }, ...(await imageParts(options.images, sent, locale))])
+      user = visionMessage('user', [
+        { type: 'text', text: userText },
+        ...(await imageParts(options.images, sent, locale)),
+      ])
     } catch (failure) {
       return error(describe(failure))
     }
@@ -277,7 +408,15 @@ export async function callTool(model: ChatModel, library: Library, known: string
   const request: ChatRequest = {
     role: 'judge',
     messages: [{ role: 'system', content: entry.body }, user],
-    task: { kind: 'library_tool', tool: entry.name, system: entry.body, instruction: item.instruction, first: item.first, second: item.second, query },
+    task: {
+      kind: 'library_tool',
+      tool: entry.name,
+      system: entry.body,
+      instruction: item.instruction,
+      first: item.first,
+      second: item.second,
+      query,
+    },
     json: true,
   }
   const images = sent.map((image) => image.label)
@@ -290,7 +429,8 @@ export async function callTool(model: ChatModel, library: Library, known: string
       parsed = undefined
     }
     // Only a JSON object counts: the lenient parser's repair turns plain prose into a JSON string.
-    if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) return { observation: JSON.stringify(parsed), status: 'json', images }
+    if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed))
+      return { observation: JSON.stringify(parsed), status: 'json', images }
     return { observation: JSON.stringify({ raw: reply.slice(0, 2000) }), status: 'raw', images }
   } catch (failure) {
     return { ...error(describe(failure)), images }
@@ -301,8 +441,24 @@ export async function callTool(model: ChatModel, library: Library, known: string
  * `callTool`'s observation alone, with no image subset asked.
  * @example await runTool(model, lib, 'coverage-check', 'coverage-check', item, 'Which covers more?', 'en')
  */
-export async function runTool(model: ChatModel, library: Library, known: string | undefined, name: string, item: JudgedItem, query: string, locale: Locale, retry?: Partial<RetryPolicy>, images?: ImageResolver): Promise<string> {
-  return (await callTool(model, library, known, name, item, query, { locale, ...(retry ? { retry } : {}), ...(images ? { images } : {}) })).observation
+export async function runTool(
+  model: ChatModel,
+  library: Library,
+  known: string | undefined,
+  name: string,
+  item: JudgedItem,
+  query: string,
+  locale: Locale,
+  retry?: Partial<RetryPolicy>,
+  images?: ImageResolver,
+): Promise<string> {
+  return (
+    await callTool(model, library, known, name, item, query, {
+      locale,
+      ...(retry ? { retry } : {}),
+      ...(images ? { images } : {}),
+    })
+  ).observation
 }
 
 /** Said after the images when tools are routed: tools see the same images, a subset may be named by label. */
@@ -340,14 +496,31 @@ const FLIP = { A: 'B', B: 'A', tie: 'tie' } as const
  * either order is a failure.
  * @example const outcome = await judgeBothOrders(model, lib, routed, item); outcome.verdict // 'consistent'
  */
-export async function judgeBothOrders(model: ChatModel, library: Library, routed: readonly string[], item: JudgedItem, options: JudgeOptions = {}): Promise<BothOrdersOutcome> {
+export async function judgeBothOrders(
+  model: ChatModel,
+  library: Library,
+  routed: readonly string[],
+  item: JudgedItem,
+  options: JudgeOptions = {},
+): Promise<BothOrdersOutcome> {
   const ab = await judgeWithLibrary(model, library, routed, item, options)
-  const swapped: JudgedItem = { instruction: item.instruction, first: item.second, second: item.first, ...(item.images ? { images: swapImages(item.images)! } : {}) }
+  const swapped: JudgedItem = {
+    instruction: item.instruction,
+    first: item.second,
+    second: item.first,
+    ...(item.images ? { images: swapImages(item.images)! } : {}),
+  }
   const ba = await judgeWithLibrary(model, library, routed, swapped, options)
   const orders = { ab: ab.ok ? ab.preference : null, ba: ba.ok ? FLIP[ba.preference] : null }
   const chain = `[order A/B]\n${ab.chain}\n[order B/A: the answers exchanged]\n${ba.chain}`
   const common = { orders, chain, tool_calls: ab.tool_calls + ba.tool_calls, entries: ab.entries }
-  if (!ab.ok || !ba.ok) return { verdict: 'failure', preference: null, failure: !ab.ok ? ab.failure : (ba as { failure: string }).failure, ...common }
+  if (!ab.ok || !ba.ok)
+    return {
+      verdict: 'failure',
+      preference: null,
+      failure: !ab.ok ? ab.failure : (ba as { failure: string }).failure,
+      ...common,
+    }
   if (orders.ab !== orders.ba) return { verdict: 'inconsistent', preference: null, ...common }
   return { verdict: 'consistent', preference: orders.ab, ...common }
 }

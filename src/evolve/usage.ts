@@ -32,7 +32,15 @@ const ROLE_OF: Partial<Record<ChatRequest['task']['kind'], LibraryRole>> = {
   library_evolve: 'evolver',
 }
 
-const empty = (): RoleUsage => ({ calls: 0, ok: 0, failures: 0, invalid_replies: 0, cached: 0, prompt_tokens: 0, completion_tokens: 0 })
+const empty = (): RoleUsage => ({
+  calls: 0,
+  ok: 0,
+  failures: 0,
+  invalid_replies: 0,
+  cached: 0,
+  prompt_tokens: 0,
+  completion_tokens: 0,
+})
 
 /** A model that parses through the reply cache (see judge.ts `askParsed`). */
 interface ParsingModel extends ChatModel {
@@ -58,7 +66,11 @@ export class RoleMeter {
       counters.calls++
       counters.failures++
     }
-    const parseCounted = async <T>(counters: RoleUsage | undefined, reply: ChatResponse, parse: (reply: ChatResponse) => T | Promise<T>): Promise<T> => {
+    const parseCounted = async <T>(
+      counters: RoleUsage | undefined,
+      reply: ChatResponse,
+      parse: (reply: ChatResponse) => T | Promise<T>,
+    ): Promise<T> => {
       try {
         return await parse(reply)
       } catch (error) {
@@ -139,6 +151,11 @@ export function sumUsage(list: readonly RoleUsage[]): RoleUsage {
  * @example usageSince(meter.usage(), snapshot).total.calls
  */
 export function usageSince(after: LibraryUsage, before: LibraryUsage): LibraryUsage {
-  const diff = (a: RoleUsage, b: RoleUsage) => Object.fromEntries((Object.keys(a) as (keyof RoleUsage)[]).map((key) => [key, a[key] - b[key]])) as unknown as RoleUsage
-  return Object.fromEntries([...LIBRARY_ROLES, 'total' as const].map((role) => [role, diff(after[role], before[role])])) as LibraryUsage
+  const diff = (a: RoleUsage, b: RoleUsage) =>
+    Object.fromEntries(
+      (Object.keys(a) as (keyof RoleUsage)[]).map((key) => [key, a[key] - b[key]]),
+    ) as unknown as RoleUsage
+  return Object.fromEntries(
+    [...LIBRARY_ROLES, 'total' as const].map((role) => [role, diff(after[role], before[role])]),
+  ) as LibraryUsage
 }

@@ -73,11 +73,18 @@ export function emptyLibrary(id = 'library', status = 'active'): Library {
 
 function checkEntry(entry: LibraryEntry): LibraryEntry {
   assertEntryName(entry.name)
-  if (entry.kind !== 'skill' && entry.kind !== 'tool') throw new LibraryError(`entry ${entry.name}: kind must be skill or tool`)
+  if (entry.kind !== 'skill' && entry.kind !== 'tool')
+    throw new LibraryError(`entry ${entry.name}: kind must be skill or tool`)
   if (!entry.description.trim()) throw new LibraryError(`entry ${entry.name}: description is empty`)
-  if (/[\r\n]/.test(entry.description) || /[\r\n]/.test(entry.when_to_use ?? '')) throw new LibraryError(`entry ${entry.name}: description and when_to_use are one line each`)
+  if (/[\r\n]/.test(entry.description) || /[\r\n]/.test(entry.when_to_use ?? ''))
+    throw new LibraryError(`entry ${entry.name}: description and when_to_use are one line each`)
   if (!entry.body.trim()) throw new LibraryError(`entry ${entry.name}: body is empty`)
-  const clean: LibraryEntry = { name: entry.name, kind: entry.kind, description: entry.description.trim(), body: entry.body.trim() + '\n' }
+  const clean: LibraryEntry = {
+    name: entry.name,
+    kind: entry.kind,
+    description: entry.description.trim(),
+    body: entry.body.trim() + '\n',
+  }
   if (entry.kind === 'tool') clean.when_to_use = (entry.when_to_use ?? entry.description).trim()
   return clean
 }
@@ -96,11 +103,18 @@ export function addEntry(library: Library, entry: LibraryEntry): Library {
  * A copy of `library` with entry `name` changed (description, when_to_use and/or body; kind and name stay).
  * @example modifyEntry(lib, 'be-concise', { body: 'Reward answers that…' })
  */
-export function modifyEntry(library: Library, name: string, change: Partial<Pick<LibraryEntry, 'description' | 'when_to_use' | 'body'>>): Library {
+export function modifyEntry(
+  library: Library,
+  name: string,
+  change: Partial<Pick<LibraryEntry, 'description' | 'when_to_use' | 'body'>>,
+): Library {
   assertEntryName(name)
   const current = library.entries[name]
   if (!current) throw new LibraryError(`no entry ${name}`)
-  const next = checkEntry({ ...current, ...Object.fromEntries(Object.entries(change).filter(([, value]) => value !== undefined)) })
+  const next = checkEntry({
+    ...current,
+    ...Object.fromEntries(Object.entries(change).filter(([, value]) => value !== undefined)),
+  })
   return { ...library, entries: { ...library.entries, [name]: next } }
 }
 
@@ -121,7 +135,9 @@ export function deleteEntry(library: Library, name: string): Library {
  * @example entryList(lib).map((entry) => entry.name)
  */
 export function entryList(library: Library): LibraryEntry[] {
-  return Object.values(library.entries).sort((a, b) => (a.kind === b.kind ? a.name.localeCompare(b.name) : a.kind === 'skill' ? -1 : 1))
+  return Object.values(library.entries).sort((a, b) =>
+    a.kind === b.kind ? a.name.localeCompare(b.name) : a.kind === 'skill' ? -1 : 1,
+  )
 }
 
 /**
@@ -159,12 +175,17 @@ export function parseSkillMd(text: string, where = 'SKILL.md'): LibraryEntry {
     const colon = line.indexOf(':')
     if (colon < 0) throw new LibraryError(`${where}: front matter line without a colon: ${JSON.stringify(line)}`)
     let value = line.slice(colon + 1).trim()
-    if (value.length >= 2 && ((value.startsWith('"') && value.endsWith('"')) || (value.startsWith("'") && value.endsWith("'")))) value = value.slice(1, -1)
+    if (
+      value.length >= 2 &&
+      ((value.startsWith('"') && value.endsWith('"')) || (value.startsWith("'") && value.endsWith("'")))
+    )
+      value = value.slice(1, -1)
     fields[line.slice(0, colon).trim()] = value
   }
   const { name, kind, description, when_to_use } = fields
   if (!name || !kind || !description) throw new LibraryError(`${where}: front matter needs name, kind and description`)
-  if (kind !== 'skill' && kind !== 'tool') throw new LibraryError(`${where}: kind must be skill or tool, not ${JSON.stringify(kind)}`)
+  if (kind !== 'skill' && kind !== 'tool')
+    throw new LibraryError(`${where}: kind must be skill or tool, not ${JSON.stringify(kind)}`)
   try {
     return checkEntry({ name, kind, description, body: match[2]!, ...(when_to_use ? { when_to_use } : {}) })
   } catch (error) {
@@ -186,7 +207,13 @@ export async function entryHash(entry: LibraryEntry): Promise<string> {
  */
 export async function buildRegistry(library: Library): Promise<Registry> {
   const entries: Record<string, RegistryEntry> = {}
-  for (const entry of entryList(library)) entries[entry.name] = { kind: entry.kind, description: entry.description, path: entryPath(entry), sha256: await entryHash(entry) }
+  for (const entry of entryList(library))
+    entries[entry.name] = {
+      kind: entry.kind,
+      description: entry.description,
+      path: entryPath(entry),
+      sha256: await entryHash(entry),
+    }
   return { schema_version: 2, library: { id: library.id, status: library.status }, entries }
 }
 
@@ -211,18 +238,26 @@ export function parseRegistry(value: unknown): Registry {
   const record = value as Record<string, unknown>
   if (record.schema_version !== 2) fail(`schema_version must be 2, not ${JSON.stringify(record.schema_version)}`)
   const library = record.library as Record<string, unknown> | undefined
-  if (!library || typeof library.id !== 'string' || typeof library.status !== 'string') fail('library must be {id, status}')
+  if (!library || typeof library.id !== 'string' || typeof library.status !== 'string')
+    fail('library must be {id, status}')
   const entries = record.entries
-  if (typeof entries !== 'object' || entries === null || Array.isArray(entries)) return fail('entries must be an object')
+  if (typeof entries !== 'object' || entries === null || Array.isArray(entries))
+    return fail('entries must be an object')
   const out: Record<string, RegistryEntry> = {}
   for (const [name, raw] of Object.entries(entries as Record<string, unknown>)) {
     if (!isEntryName(name)) fail(`entry name ${JSON.stringify(name)} is not lowercase kebab-case`)
     const entry = raw as Record<string, unknown>
     if (entry.kind !== 'skill' && entry.kind !== 'tool') fail(`entry ${name}: bad kind`)
-    if (typeof entry.description !== 'string' || typeof entry.path !== 'string' || typeof entry.sha256 !== 'string') fail(`entry ${name}: description, path and sha256 are strings`)
+    if (typeof entry.description !== 'string' || typeof entry.path !== 'string' || typeof entry.sha256 !== 'string')
+      fail(`entry ${name}: description, path and sha256 are strings`)
     const expected = entryPath({ name, kind: entry.kind as EntryKind })
     if (entry.path !== expected) fail(`entry ${name}: path must be ${expected}`)
-    out[name] = { kind: entry.kind as EntryKind, description: entry.description as string, path: entry.path as string, sha256: entry.sha256 as string }
+    out[name] = {
+      kind: entry.kind as EntryKind,
+      description: entry.description as string,
+      path: entry.path as string,
+      sha256: entry.sha256 as string,
+    }
   }
   return { schema_version: 2, library: { id: library!.id as string, status: library!.status as string }, entries: out }
 }

@@ -1,4 +1,12 @@
-import type { EvalReport, LineageChain, RunFilter, RunSummary, TrainingRunManifest, TrainingRunResult, EvalReport as Eval } from './schemas.ts'
+import type {
+  EvalReport,
+  LineageChain,
+  RunFilter,
+  RunSummary,
+  TrainingRunManifest,
+  TrainingRunResult,
+  EvalReport as Eval,
+} from './schemas.ts'
 import type { RecordOutcome } from './store.ts'
 
 /** Where lineage lives: a local SQLite file, D1 behind the edge API, or anything else implementing this. */
@@ -49,10 +57,19 @@ export function compareRuns(a: LineageChain, b: LineageChain): MetricDelta[] {
   for (const benchmark of [...left.keys()].filter((name) => right.has(name)).sort()) {
     const ma = left.get(benchmark)!.metrics
     const mb = right.get(benchmark)!.metrics
-    for (const metric of Object.keys(ma).filter((name) => Object.hasOwn(mb, name)).sort()) {
+    for (const metric of Object.keys(ma)
+      .filter((name) => Object.hasOwn(mb, name))
+      .sort()) {
       const va = ma[metric]!
       const vb = mb[metric]!
-      rows.push({ benchmark, metric, a: va, b: vb, delta: vb - va, pct: va === 0 ? null : ((vb - va) / Math.abs(va)) * 100 })
+      rows.push({
+        benchmark,
+        metric,
+        a: va,
+        b: vb,
+        delta: vb - va,
+        pct: va === 0 ? null : ((vb - va) / Math.abs(va)) * 100,
+      })
     }
   }
   return rows
@@ -72,8 +89,16 @@ export interface MetricSpec {
  */
 export function parseMetricSpec(text: string): MetricSpec {
   const match = text.match(/^(.+?):(higher|lower)(?::(\d+(?:\.\d+)?)(%)?)?$/)
-  if (!match) throw new LineageInputError(`--metric "${text}": use name:higher|lower[:tolerance], e.g. accuracy:higher:0.01 or loss:lower:2%`)
-  return { name: match[1]!, direction: match[2] as MetricSpec['direction'], tolerance: match[3] === undefined ? 0 : Number(match[3]), percent: match[4] === '%' }
+  if (!match)
+    throw new LineageInputError(
+      `--metric "${text}": use name:higher|lower[:tolerance], e.g. accuracy:higher:0.01 or loss:lower:2%`,
+    )
+  return {
+    name: match[1]!,
+    direction: match[2] as MetricSpec['direction'],
+    tolerance: match[3] === undefined ? 0 : Number(match[3]),
+    percent: match[4] === '%',
+  }
 }
 
 /** One checked metric of one benchmark. */
@@ -105,7 +130,11 @@ export interface RegressionReport {
  * a `%` tolerance then allows no worsening at all.
  * @example checkRegression(base, cand, [parseMetricSpec('accuracy:higher:0.01')]).regressed
  */
-export function checkRegression(baseline: LineageChain, candidate: LineageChain, specs: MetricSpec[]): RegressionReport {
+export function checkRegression(
+  baseline: LineageChain,
+  candidate: LineageChain,
+  specs: MetricSpec[],
+): RegressionReport {
   if (specs.length === 0) throw new LineageInputError('give at least one --metric name:higher|lower[:tolerance]')
   const base = latestEvals(baseline)
   const cand = latestEvals(candidate)
@@ -119,11 +148,29 @@ export function checkRegression(baseline: LineageChain, candidate: LineageChain,
       found = true
       const allowed = spec.percent ? (Math.abs(b) * spec.tolerance) / 100 : spec.tolerance
       const worsening = spec.direction === 'higher' ? b - c : c - b
-      findings.push({ benchmark, metric: spec.name, direction: spec.direction, baseline: b, candidate: c, delta: c - b, pct: b === 0 ? null : ((c - b) / Math.abs(b)) * 100, allowed, regression: worsening > allowed })
+      findings.push({
+        benchmark,
+        metric: spec.name,
+        direction: spec.direction,
+        baseline: b,
+        candidate: c,
+        delta: c - b,
+        pct: b === 0 ? null : ((c - b) / Math.abs(b)) * 100,
+        allowed,
+        regression: worsening > allowed,
+      })
     }
-    if (!found) throw new LineageInputError(`metric "${spec.name}" is not reported by any benchmark both "${baseline.run_id}" and "${candidate.run_id}" were evaluated on`)
+    if (!found)
+      throw new LineageInputError(
+        `metric "${spec.name}" is not reported by any benchmark both "${baseline.run_id}" and "${candidate.run_id}" were evaluated on`,
+      )
   }
-  return { baseline_run_id: baseline.run_id, candidate_run_id: candidate.run_id, findings, regressed: findings.some((finding) => finding.regression) }
+  return {
+    baseline_run_id: baseline.run_id,
+    candidate_run_id: candidate.run_id,
+    findings,
+    regressed: findings.some((finding) => finding.regression),
+  }
 }
 
 /**
@@ -165,15 +212,20 @@ export async function compareArtifacts(backend: LineageBackend, artifactIds: str
   }
   const keys = new Map<string, [string, string]>()
   for (const entry of evalsByArtifact.values()) {
-    for (const [benchmark, report] of entry?.evals ?? []) for (const metric of Object.keys(report.metrics)) keys.set(`${benchmark}\u0000${metric}`, [benchmark, metric])
+    for (const [benchmark, report] of entry?.evals ?? [])
+      for (const metric of Object.keys(report.metrics)) keys.set(`${benchmark}\u0000${metric}`, [benchmark, metric])
   }
-  return [...keys.values()].sort((x, y) => x[0].localeCompare(y[0]) || x[1].localeCompare(y[1])).map(([benchmark, metric]) => ({
-    benchmark,
-    metric,
-    values: Object.fromEntries(artifactIds.map((id) => {
-      const entry = evalsByArtifact.get(id)
-      const value = entry?.evals.get(benchmark)?.metrics[metric]
-      return [id, entry && value !== undefined ? { run_id: entry.runId, value } : null]
-    })),
-  }))
+  return [...keys.values()]
+    .sort((x, y) => x[0].localeCompare(y[0]) || x[1].localeCompare(y[1]))
+    .map(([benchmark, metric]) => ({
+      benchmark,
+      metric,
+      values: Object.fromEntries(
+        artifactIds.map((id) => {
+          const entry = evalsByArtifact.get(id)
+          const value = entry?.evals.get(benchmark)?.metrics[metric]
+          return [id, entry && value !== undefined ? { run_id: entry.runId, value } : null]
+        }),
+      ),
+    }))
 }

@@ -2,12 +2,16 @@ import { z } from 'zod'
 
 export const LINEAGE_SCHEMA_VERSION = '1.0'
 
-const SchemaVersion = z.literal(LINEAGE_SCHEMA_VERSION, { message: `schema_version must be "${LINEAGE_SCHEMA_VERSION}"` })
+const SchemaVersion = z.literal(LINEAGE_SCHEMA_VERSION, {
+  message: `schema_version must be "${LINEAGE_SCHEMA_VERSION}"`,
+})
 /** Ids are file- and URL-safe: letters, digits, `.`, `_`, `-`. */
 export const LineageId = z.string().regex(/^[A-Za-z0-9._-]{1,128}$/, 'an id is 1–128 letters, digits, ".", "_" or "-"')
 const NonEmpty = z.string().trim().min(1, 'must not be empty')
 /** An ISO-8601 time with a date and a time of day; compared as instants, never as strings. */
-export const Timestamp = z.string().regex(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}/, 'must be an ISO-8601 time such as 2026-01-31T12:00:00Z')
+export const Timestamp = z
+  .string()
+  .regex(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}/, 'must be an ISO-8601 time such as 2026-01-31T12:00:00Z')
   .refine((value) => !Number.isNaN(Date.parse(value)), 'must be a valid ISO-8601 time')
 /** Named numeric metrics (finite numbers only). */
 export const Metrics = z.record(NonEmpty, z.number())
@@ -39,14 +43,19 @@ export type TrainingRunManifest = z.infer<typeof TrainingRunManifest>
  * How a training run ended.
  * @example TrainingRunResult.parse({ schema_version: '1.0', run_id: 'grpo-1', status: 'succeeded', metrics: { reward: 0.7 }, finished_at: '2026-01-02T00:00:00Z' })
  */
-export const TrainingRunResult = z.object({
-  schema_version: SchemaVersion,
-  run_id: LineageId,
-  status: z.enum(['succeeded', 'failed', 'canceled']),
-  metrics: Metrics.default({}),
-  finished_at: Timestamp,
-  failure: z.object({ message: NonEmpty, stage: z.string().optional() }).optional(),
-}).refine((result) => result.status === 'succeeded' || result.failure !== undefined, { message: 'a failed or canceled run needs failure.message', path: ['failure'] })
+export const TrainingRunResult = z
+  .object({
+    schema_version: SchemaVersion,
+    run_id: LineageId,
+    status: z.enum(['succeeded', 'failed', 'canceled']),
+    metrics: Metrics.default({}),
+    finished_at: Timestamp,
+    failure: z.object({ message: NonEmpty, stage: z.string().optional() }).optional(),
+  })
+  .refine((result) => result.status === 'succeeded' || result.failure !== undefined, {
+    message: 'a failed or canceled run needs failure.message',
+    path: ['failure'],
+  })
 export type TrainingRunResult = z.infer<typeof TrainingRunResult>
 
 /**

@@ -3,7 +3,14 @@ import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core'
 import { lineageEvals, lineageResults, lineageRuns } from '../db/lineage-schema.ts'
 import { rmDeployments } from '../db/schema.ts'
 import { canonicalJson } from '../hash/index.ts'
-import { EvalReport, type LineageChain, type RunFilter, type RunSummary, TrainingRunManifest, TrainingRunResult } from './schemas.ts'
+import {
+  EvalReport,
+  type LineageChain,
+  type RunFilter,
+  type RunSummary,
+  TrainingRunManifest,
+  TrainingRunResult,
+} from './schemas.ts'
 
 /** A drizzle SQLite database: D1 at the edge, better-sqlite3 offline. Every query is awaited, so either mode works. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -36,27 +43,37 @@ const same = (a: unknown, b: unknown) => canonicalJson(a) === canonicalJson(b)
  */
 export async function recordManifest(db: LineageDb, input: TrainingRunManifest): Promise<RecordOutcome> {
   const manifest = TrainingRunManifest.parse(input)
-  const inserted = await db.insert(lineageRuns).values({
-    runId: manifest.run_id,
-    harnessRunId: manifest.harness_run_id ?? null,
-    artifactId: manifest.artifact_id,
-    deployId: manifest.deploy_id ?? null,
-    target: manifest.target ?? null,
-    datasetId: manifest.dataset.id,
-    datasetVersion: manifest.dataset.version,
-    startedAt: manifest.started_at,
-    startedAtMs: Date.parse(manifest.started_at),
-    manifest,
-    recordedAt: now(),
-  }).onConflictDoNothing().returning({ runId: lineageRuns.runId })
+  const inserted = await db
+    .insert(lineageRuns)
+    .values({
+      runId: manifest.run_id,
+      harnessRunId: manifest.harness_run_id ?? null,
+      artifactId: manifest.artifact_id,
+      deployId: manifest.deploy_id ?? null,
+      target: manifest.target ?? null,
+      datasetId: manifest.dataset.id,
+      datasetVersion: manifest.dataset.version,
+      startedAt: manifest.started_at,
+      startedAtMs: Date.parse(manifest.started_at),
+      manifest,
+      recordedAt: now(),
+    })
+    .onConflictDoNothing()
+    .returning({ runId: lineageRuns.runId })
   if (inserted.length > 0) return { run_id: manifest.run_id, stored: true }
-  const [existing] = await db.select({ manifest: lineageRuns.manifest }).from(lineageRuns).where(eq(lineageRuns.runId, manifest.run_id))
+  const [existing] = await db
+    .select({ manifest: lineageRuns.manifest })
+    .from(lineageRuns)
+    .where(eq(lineageRuns.runId, manifest.run_id))
   if (existing && same(existing.manifest, manifest)) return { run_id: manifest.run_id, stored: false }
   throw new LineageError('conflict', `run "${manifest.run_id}" already has a different manifest`)
 }
 
 async function requireManifest(db: LineageDb, runId: string): Promise<TrainingRunManifest> {
-  const [row] = await db.select({ manifest: lineageRuns.manifest }).from(lineageRuns).where(eq(lineageRuns.runId, runId))
+  const [row] = await db
+    .select({ manifest: lineageRuns.manifest })
+    .from(lineageRuns)
+    .where(eq(lineageRuns.runId, runId))
   if (!row) throw new LineageError('missing', `run "${runId}" has no manifest: record it first`)
   return row.manifest as TrainingRunManifest
 }
@@ -68,17 +85,27 @@ async function requireManifest(db: LineageDb, runId: string): Promise<TrainingRu
 export async function recordResult(db: LineageDb, input: TrainingRunResult): Promise<RecordOutcome> {
   const result = TrainingRunResult.parse(input)
   await requireManifest(db, result.run_id)
-  const inserted = await db.insert(lineageResults).values({
-    runId: result.run_id,
-    status: result.status,
-    finishedAt: result.finished_at,
-    result,
-    recordedAt: now(),
-  }).onConflictDoNothing().returning({ runId: lineageResults.runId })
+  const inserted = await db
+    .insert(lineageResults)
+    .values({
+      runId: result.run_id,
+      status: result.status,
+      finishedAt: result.finished_at,
+      result,
+      recordedAt: now(),
+    })
+    .onConflictDoNothing()
+    .returning({ runId: lineageResults.runId })
   if (inserted.length > 0) return { run_id: result.run_id, stored: true }
-  const [existing] = await db.select({ result: lineageResults.result }).from(lineageResults).where(eq(lineageResults.runId, result.run_id))
+  const [existing] = await db
+    .select({ result: lineageResults.result })
+    .from(lineageResults)
+    .where(eq(lineageResults.runId, result.run_id))
   if (existing && same(existing.result, result)) return { run_id: result.run_id, stored: false }
-  throw new LineageError('conflict', `run "${result.run_id}" already has a different result (results are never overwritten)`)
+  throw new LineageError(
+    'conflict',
+    `run "${result.run_id}" already has a different result (results are never overwritten)`,
+  )
 }
 
 /**
@@ -88,17 +115,24 @@ export async function recordResult(db: LineageDb, input: TrainingRunResult): Pro
 export async function recordEval(db: LineageDb, input: EvalReport): Promise<RecordOutcome> {
   const report = EvalReport.parse(input)
   await requireManifest(db, report.run_id)
-  const inserted = await db.insert(lineageEvals).values({
-    evalId: report.eval_id,
-    runId: report.run_id,
-    benchmark: report.benchmark,
-    createdAt: report.created_at,
-    createdAtMs: Date.parse(report.created_at),
-    report,
-    recordedAt: now(),
-  }).onConflictDoNothing().returning({ evalId: lineageEvals.evalId })
+  const inserted = await db
+    .insert(lineageEvals)
+    .values({
+      evalId: report.eval_id,
+      runId: report.run_id,
+      benchmark: report.benchmark,
+      createdAt: report.created_at,
+      createdAtMs: Date.parse(report.created_at),
+      report,
+      recordedAt: now(),
+    })
+    .onConflictDoNothing()
+    .returning({ evalId: lineageEvals.evalId })
   if (inserted.length > 0) return { run_id: report.run_id, stored: true }
-  const [existing] = await db.select({ report: lineageEvals.report }).from(lineageEvals).where(eq(lineageEvals.evalId, report.eval_id))
+  const [existing] = await db
+    .select({ report: lineageEvals.report })
+    .from(lineageEvals)
+    .where(eq(lineageEvals.evalId, report.eval_id))
   if (existing && same(existing.report, report)) return { run_id: report.run_id, stored: false }
   throw new LineageError('conflict', `eval "${report.eval_id}" already exists with a different payload`)
 }
@@ -111,12 +145,26 @@ export async function recordEval(db: LineageDb, input: EvalReport): Promise<Reco
 export async function loadChain(db: LineageDb, runId: string): Promise<LineageChain | undefined> {
   const [run] = await db.select().from(lineageRuns).where(eq(lineageRuns.runId, runId))
   if (!run) return undefined
-  const [resultRow] = await db.select({ result: lineageResults.result }).from(lineageResults).where(eq(lineageResults.runId, runId))
-  const evalRows = await db.select({ report: lineageEvals.report }).from(lineageEvals).where(eq(lineageEvals.runId, runId)).orderBy(lineageEvals.createdAtMs, lineageEvals.evalId)
+  const [resultRow] = await db
+    .select({ result: lineageResults.result })
+    .from(lineageResults)
+    .where(eq(lineageResults.runId, runId))
+  const evalRows = await db
+    .select({ report: lineageEvals.report })
+    .from(lineageEvals)
+    .where(eq(lineageEvals.runId, runId))
+    .orderBy(lineageEvals.createdAtMs, lineageEvals.evalId)
   let deployment: LineageChain['deployment'] = null
   if (run.deployId) {
     const [record] = await db.select().from(rmDeployments).where(eq(rmDeployments.deployId, run.deployId))
-    if (record) deployment = { deploy_id: record.deployId, target: record.target, artifact_id: record.artifactId, deployed_at: record.deployedAt, action: record.action }
+    if (record)
+      deployment = {
+        deploy_id: record.deployId,
+        target: record.target,
+        artifact_id: record.artifactId,
+        deployed_at: record.deployedAt,
+        action: record.action,
+      }
   }
   return {
     run_id: run.runId,
@@ -139,13 +187,15 @@ export async function listRuns(db: LineageDb, filter: RunFilter = {}): Promise<R
   if (filter.artifact_id !== undefined) conditions.push(eq(lineageRuns.artifactId, filter.artifact_id))
   if (filter.dataset_version !== undefined) conditions.push(eq(lineageRuns.datasetVersion, filter.dataset_version))
   if (filter.status !== undefined) conditions.push(eq(lineageResults.status, filter.status))
-  const rows = await db.select({
-    run_id: lineageRuns.runId,
-    artifact_id: lineageRuns.artifactId,
-    dataset_version: lineageRuns.datasetVersion,
-    started_at: lineageRuns.startedAt,
-    status: lineageResults.status,
-  }).from(lineageRuns)
+  const rows = await db
+    .select({
+      run_id: lineageRuns.runId,
+      artifact_id: lineageRuns.artifactId,
+      dataset_version: lineageRuns.datasetVersion,
+      started_at: lineageRuns.startedAt,
+      status: lineageResults.status,
+    })
+    .from(lineageRuns)
     .leftJoin(lineageResults, eq(lineageResults.runId, lineageRuns.runId))
     .where(conditions.length > 0 ? and(...conditions) : undefined)
     .orderBy(desc(lineageRuns.startedAtMs), desc(lineageRuns.runId))
@@ -159,6 +209,9 @@ export async function listRuns(db: LineageDb, filter: RunFilter = {}): Promise<R
  */
 export async function harnessRunsOf(db: LineageDb, runIds: string[]): Promise<Map<string, string | null>> {
   if (runIds.length === 0) return new Map()
-  const rows = await db.select({ runId: lineageRuns.runId, harnessRunId: lineageRuns.harnessRunId }).from(lineageRuns).where(inArray(lineageRuns.runId, runIds))
+  const rows = await db
+    .select({ runId: lineageRuns.runId, harnessRunId: lineageRuns.harnessRunId })
+    .from(lineageRuns)
+    .where(inArray(lineageRuns.runId, runIds))
   return new Map(rows.map((row) => [row.runId, row.harnessRunId ?? null]))
 }

@@ -15,7 +15,9 @@ export interface ChatModelDeps {
  * The backend a role's settings resolve to: `auto` is openai when a base URL is set, else the mock.
  * @example backendOf(AgentSettings.parse({ backend: 'auto' })) // 'mock'
  */
-export function backendOf(settings: Pick<AgentSettings, 'backend' | 'base_url'>): Exclude<AgentSettings['backend'], 'auto'> {
+export function backendOf(
+  settings: Pick<AgentSettings, 'backend' | 'base_url'>,
+): Exclude<AgentSettings['backend'], 'auto'> {
   return settings.backend === 'auto' ? (settings.base_url ? 'openai' : 'mock') : settings.backend
 }
 
@@ -82,7 +84,15 @@ export function instrumentChatModel(
         options.totalLimit(async (): Promise<ChatResponse> => {
           const started = Date.now()
           const record = (outcome: LlmCallRecord['outcome'], usage = { prompt_tokens: 0, completion_tokens: 0 }) =>
-            options.log.push({ role: options.role, model: model.id, outcome, latency_ms: Date.now() - started, ...usage, attempt: ++attempt, at: new Date(started).toISOString() })
+            options.log.push({
+              role: options.role,
+              model: model.id,
+              outcome,
+              latency_ms: Date.now() - started,
+              ...usage,
+              attempt: ++attempt,
+              at: new Date(started).toISOString(),
+            })
           try {
             const response = await model.complete(request)
             record('ok', response.usage)
@@ -102,11 +112,17 @@ export { pLimit }
  * Extra headers with each `{secret}` replaced by the secret's value (a missing one is a refused request).
  * @example resolveHeaders({ 'CF-Access-Client-Id': { secret: 'ACCESS_ID' } }, env) // { 'CF-Access-Client-Id': '…' }
  */
-export function resolveHeaders(headers: NonNullable<AgentSettings['headers']>, secrets: Record<string, unknown>): Record<string, string> {
-  return Object.fromEntries(Object.entries(headers).map(([name, value]) => {
-    if (typeof value === 'string') return [name, value]
-    const secret = secrets[value.secret]
-    if (typeof secret !== 'string') throw new LlmError('bad_request', `the secret ${value.secret} named by header ${name} is not set`)
-    return [name, secret]
-  }))
+export function resolveHeaders(
+  headers: NonNullable<AgentSettings['headers']>,
+  secrets: Record<string, unknown>,
+): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(headers).map(([name, value]) => {
+      if (typeof value === 'string') return [name, value]
+      const secret = secrets[value.secret]
+      if (typeof secret !== 'string')
+        throw new LlmError('bad_request', `the secret ${value.secret} named by header ${name} is not set`)
+      return [name, secret]
+    }),
+  )
 }

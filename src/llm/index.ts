@@ -1,4 +1,13 @@
-export type { AgentTask, ChatContentPart, ChatMessage, ChatModel, ChatRequest, ChatResponse, ChatUsage, LlmFailure } from './types.ts'
+export type {
+  AgentTask,
+  ChatContentPart,
+  ChatMessage,
+  ChatModel,
+  ChatRequest,
+  ChatResponse,
+  ChatUsage,
+  LlmFailure,
+} from './types.ts'
 export { LlmError, visionMessage } from './types.ts'
 export { withRetry, parseRetryAfter } from './retry.ts'
 export type { RetryPolicy } from './retry.ts'

@@ -15,10 +15,16 @@ import type { AgentTask } from './types.ts'
 
 type TaskOf<K extends AgentTask['kind']> = Extract<AgentTask, { kind: K }>
 
-const STOP = new Set('a an the and or but of to in on at for with by is are was were be been it this that as from what which who how why when where do does can should would will not no your you i me my write give explain'.split(' '))
+const STOP = new Set(
+  'a an the and or but of to in on at for with by is are was were be been it this that as from what which who how why when where do does can should would will not no your you i me my write give explain'.split(
+    ' ',
+  ),
+)
 
 function words(text: string): Set<string> {
-  return new Set((text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? []).filter((word) => word.length > 2 && !STOP.has(word)))
+  return new Set(
+    (text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? []).filter((word) => word.length > 2 && !STOP.has(word)),
+  )
 }
 
 /**
@@ -40,7 +46,9 @@ export function instructionCoverage(instruction: string, text: string): number {
  */
 export function answerLibraryRoute(task: TaskOf<'library_route'>): unknown {
   const wanted = words(task.instruction)
-  const hits = task.entries.filter((entry) => [...words(`${entry.name.replace(/-/g, ' ')} ${entry.description}`)].some((word) => wanted.has(word)))
+  const hits = task.entries.filter((entry) =>
+    [...words(`${entry.name.replace(/-/g, ' ')} ${entry.description}`)].some((word) => wanted.has(word)),
+  )
   return { entries: (hits.length > 0 ? hits : task.entries).map((entry) => entry.name) }
 }
 
@@ -51,11 +59,18 @@ export function answerLibraryRoute(task: TaskOf<'library_route'>): unknown {
 export function answerLibraryJudge(task: TaskOf<'library_judge'>): unknown {
   const tool = task.tools[0]
   if (tool && task.observations.length === 0 && task.max_tool_calls > 0) {
-    return { think: `I will ask ${tool.name} which answer covers the instruction.`, tool: { name: tool.name, query: 'Which answer covers more of what the instruction asks?' } }
+    return {
+      think: `I will ask ${tool.name} which answer covers the instruction.`,
+      tool: { name: tool.name, query: 'Which answer covers more of what the instruction asks?' },
+    }
   }
   const coverageMode = task.skills.some((skill) => /coverage/i.test(skill.body))
-  let a = coverageMode ? instructionCoverage(task.instruction, task.first) + 0.1 * textStructureScore(task.first) : textStructureScore(task.first)
-  let b = coverageMode ? instructionCoverage(task.instruction, task.second) + 0.1 * textStructureScore(task.second) : textStructureScore(task.second)
+  let a = coverageMode
+    ? instructionCoverage(task.instruction, task.first) + 0.1 * textStructureScore(task.first)
+    : textStructureScore(task.first)
+  let b = coverageMode
+    ? instructionCoverage(task.instruction, task.second) + 0.1 * textStructureScore(task.second)
+    : textStructureScore(task.second)
   for (const observation of task.observations) {
     const favours = /"favours"\s*:\s*"(A|B)"/.exec(observation.text)?.[1]
     if (favours === 'A') a += 0.5
@@ -63,7 +78,10 @@ export function answerLibraryJudge(task: TaskOf<'library_judge'>): unknown {
   }
   const preference = Math.abs(a - b) < 1e-9 ? 'tie' : a > b ? 'A' : 'B'
   const basis = coverageMode || task.observations.length > 0 ? 'instruction coverage' : 'length and structure'
-  return { think: `Compared by ${basis}: A ${a.toFixed(3)}, B ${b.toFixed(3)}.`, answer: { preference, reason: `higher ${basis}` } }
+  return {
+    think: `Compared by ${basis}: A ${a.toFixed(3)}, B ${b.toFixed(3)}.`,
+    answer: { preference, reason: `higher ${basis}` },
+  }
 }
 
 /**
@@ -73,7 +91,11 @@ export function answerLibraryJudge(task: TaskOf<'library_judge'>): unknown {
 export function answerLibraryTool(task: TaskOf<'library_tool'>): unknown {
   const coverageA = instructionCoverage(task.instruction, task.first)
   const coverageB = instructionCoverage(task.instruction, task.second)
-  return { coverage_a: Number(coverageA.toFixed(3)), coverage_b: Number(coverageB.toFixed(3)), favours: coverageA === coverageB ? 'tie' : coverageA > coverageB ? 'A' : 'B' }
+  return {
+    coverage_a: Number(coverageA.toFixed(3)),
+    coverage_b: Number(coverageB.toFixed(3)),
+    favours: coverageA === coverageB ? 'tie' : coverageA > coverageB ? 'A' : 'B',
+  }
 }
 
 /**
@@ -86,13 +108,26 @@ export function answerLibraryAnalyze(task: TaskOf<'library_analyze'>): unknown {
   if (wrong.length > 0) {
     const lengthChains = wrong.filter((result) => /length and structure/.test(result.chain)).length
     if (!task.entries.some((entry) => entry.kind === 'skill' && /coverage/.test(entry.name))) {
-      signals.push({ kind: 'missing_skill', entry: '', evidence: `${lengthChains} of ${wrong.length} wrong verdicts were decided by length and structure`, suggestion: 'judge by how much of the instruction each answer covers' })
+      signals.push({
+        kind: 'missing_skill',
+        entry: '',
+        evidence: `${lengthChains} of ${wrong.length} wrong verdicts were decided by length and structure`,
+        suggestion: 'judge by how much of the instruction each answer covers',
+      })
     }
     if (!task.entries.some((entry) => entry.kind === 'tool')) {
-      signals.push({ kind: 'missing_tool', entry: '', evidence: `${wrong.length} wrong verdicts`, suggestion: 'a tool that measures instruction coverage of each answer' })
+      signals.push({
+        kind: 'missing_tool',
+        entry: '',
+        evidence: `${wrong.length} wrong verdicts`,
+        suggestion: 'a tool that measures instruction coverage of each answer',
+      })
     }
   }
-  return { signals, summary: `${task.results.length - wrong.length} of ${task.results.length} correct; ${signals.length} signals` }
+  return {
+    signals,
+    summary: `${task.results.length - wrong.length} of ${task.results.length} correct; ${signals.length} signals`,
+  }
 }
 
 /**
@@ -100,19 +135,32 @@ export function answerLibraryAnalyze(task: TaskOf<'library_analyze'>): unknown {
  * @example answerLibraryEvolve(task) // { op: 'add', entry: { name: 'instruction-coverage', kind: 'skill', … } }
  */
 export function answerLibraryEvolve(task: TaskOf<'library_evolve'>): unknown {
-  const kinds = task.signals.map((signal) => (typeof signal === 'object' && signal !== null ? (signal as { kind?: unknown }).kind : undefined))
+  const kinds = task.signals.map((signal) =>
+    typeof signal === 'object' && signal !== null ? (signal as { kind?: unknown }).kind : undefined,
+  )
   const rejected = new Set(task.rejected)
   if (kinds.includes('missing_skill') && !rejected.has('add instruction-coverage')) {
     return {
       op: 'add',
-      entry: { name: 'instruction-coverage', kind: 'skill', description: 'Prefer the answer that covers what the instruction asks', body: 'Judge by instruction coverage: the better answer addresses every part the instruction asks for. Length and formatting are not merits by themselves.' },
+      entry: {
+        name: 'instruction-coverage',
+        kind: 'skill',
+        description: 'Prefer the answer that covers what the instruction asks',
+        body: 'Judge by instruction coverage: the better answer addresses every part the instruction asks for. Length and formatting are not merits by themselves.',
+      },
       rationale: 'wrong verdicts followed length',
     }
   }
   if (kinds.includes('missing_tool') && !rejected.has('add coverage-check')) {
     return {
       op: 'add',
-      entry: { name: 'coverage-check', kind: 'tool', description: 'Measures how much of the instruction each answer covers', when_to_use: 'When the answers differ in which parts of the instruction they address', body: 'You measure instruction coverage. Reply with JSON {"coverage_a": number, "coverage_b": number, "favours": "A" | "B" | "tie"}.' },
+      entry: {
+        name: 'coverage-check',
+        kind: 'tool',
+        description: 'Measures how much of the instruction each answer covers',
+        when_to_use: 'When the answers differ in which parts of the instruction they address',
+        body: 'You measure instruction coverage. Reply with JSON {"coverage_a": number, "coverage_b": number, "favours": "A" | "B" | "tie"}.',
+      },
       rationale: 'no tool checks coverage',
     }
   }

@@ -23,7 +23,9 @@ type TaskOf<K extends AgentTask['kind']> = Extract<AgentTask, { kind: K }>
 export function promptKeywords(prompt: string, limit = 4): string[] {
   const counts = new Map<string, number>()
   for (const word of prompt.toLowerCase().match(/[a-z]{4,}/g) ?? []) counts.set(word, (counts.get(word) ?? 0) + 1)
-  const words = [...counts.entries()].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)).map(([word]) => word)
+  const words = [...counts.entries()]
+    .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
+    .map(([word]) => word)
   return words.length ? words.slice(0, limit) : [hex8(prompt)]
 }
 
@@ -44,10 +46,34 @@ const criterion = (fields: Partial<Criterion> & Pick<Criterion, 'criterion_id' |
 export function heuristicCriteria(prompt: string): Criterion[] {
   const keywords = promptKeywords(prompt)
   return [
-    criterion({ criterion_id: 'task_fit', text: `The answer does what the prompt asks and covers its key points (${keywords.join(', ')}).`, weight: 0.35, criterion_type: 'factual', check_points: keywords }),
-    criterion({ criterion_id: 'structure', text: 'The answer is clearly organised, with ordered steps, a list or sections where the content calls for them.', weight: 0.25, criterion_type: 'format', check_points: ['first', 'second', '1.', '2.'] }),
-    criterion({ criterion_id: 'specificity', text: 'The answer is specific: it explains why, gives examples or details, and walks through the steps.', weight: 0.25, criterion_type: 'reasoning', check_points: ['because', 'example', 'detail', 'step'] }),
-    criterion({ criterion_id: 'safety_style', text: 'The answer is direct and appropriate, without needless refusals or boilerplate disclaimers.', weight: 0.15, criterion_type: 'safety', negative_examples: ['as an ai language model', 'cannot provide'] }),
+    criterion({
+      criterion_id: 'task_fit',
+      text: `The answer does what the prompt asks and covers its key points (${keywords.join(', ')}).`,
+      weight: 0.35,
+      criterion_type: 'factual',
+      check_points: keywords,
+    }),
+    criterion({
+      criterion_id: 'structure',
+      text: 'The answer is clearly organised, with ordered steps, a list or sections where the content calls for them.',
+      weight: 0.25,
+      criterion_type: 'format',
+      check_points: ['first', 'second', '1.', '2.'],
+    }),
+    criterion({
+      criterion_id: 'specificity',
+      text: 'The answer is specific: it explains why, gives examples or details, and walks through the steps.',
+      weight: 0.25,
+      criterion_type: 'reasoning',
+      check_points: ['because', 'example', 'detail', 'step'],
+    }),
+    criterion({
+      criterion_id: 'safety_style',
+      text: 'The answer is direct and appropriate, without needless refusals or boilerplate disclaimers.',
+      weight: 0.15,
+      criterion_type: 'safety',
+      negative_examples: ['as an ai language model', 'cannot provide'],
+    }),
   ]
 }
 
@@ -125,7 +151,10 @@ export function mutateCriteria(criteria: readonly Criterion[], mode: MutationMod
 
 function raiseBar(criteria: Criterion[]): Criterion[] {
   const order = criteria.map((item, index) => index).sort((a, b) => criteria[b]!.weight - criteria[a]!.weight || a - b)
-  const target = order.find((index) => !criteria[index]!.text.endsWith(RAISE_SUFFIX) && criteria[index]!.text.length + RAISE_SUFFIX.length <= 4_000)
+  const target = order.find(
+    (index) =>
+      !criteria[index]!.text.endsWith(RAISE_SUFFIX) && criteria[index]!.text.length + RAISE_SUFFIX.length <= 4_000,
+  )
   if (target !== undefined) {
     const item = criteria[target]!
     item.text = item.text.replace(/[.。\s]+$/u, '') + RAISE_SUFFIX
@@ -156,7 +185,11 @@ function decompose(criteria: Criterion[], random: () => number): Criterion[] {
 
 /** A criterion's text in two: at the first " and ", else at the space nearest the middle, else at the middle. */
 function splitText(text: string): [string, string] {
-  const tidy = (part: string) => part.trim().replace(/^[,;:]\s*/, '').replace(/[,;:]\s*$/, '')
+  const tidy = (part: string) =>
+    part
+      .trim()
+      .replace(/^[,;:]\s*/, '')
+      .replace(/[,;:]\s*$/, '')
   const and = text.indexOf(' and ')
   let parts: [string, string]
   if (and > 0) {
@@ -164,7 +197,9 @@ function splitText(text: string): [string, string] {
   } else {
     const middle = Math.floor(text.length / 2)
     const spaces = [...text.matchAll(/\s/g)].map((match) => match.index!)
-    const cut = spaces.length ? spaces.reduce((best, at) => (Math.abs(at - middle) < Math.abs(best - middle) ? at : best)) : middle
+    const cut = spaces.length
+      ? spaces.reduce((best, at) => (Math.abs(at - middle) < Math.abs(best - middle) ? at : best))
+      : middle
     parts = [tidy(text.slice(0, cut)), tidy(text.slice(cut))]
   }
   if (!parts[0] || !parts[1]) return [`${text} (part 1)`, `${text} (part 2)`]
@@ -173,16 +208,31 @@ function splitText(text: string): [string, string] {
 
 function factualFocus(criteria: Criterion[]): Criterion[] {
   const before = normalisedWeights(criteria.map((item) => item.weight))
-  const focused = criteria.map((item) => ({ ...item, weight: item.weight * (item.criterion_type === 'factual' || item.criterion_type === 'reasoning' ? 1.25 : 0.9) }))
+  const focused = criteria.map((item) => ({
+    ...item,
+    weight: item.weight * (item.criterion_type === 'factual' || item.criterion_type === 'reasoning' ? 1.25 : 0.9),
+  }))
   const after = normalisedWeights(focused.map((item) => item.weight))
-  if (after.some((weight, index) => Math.abs(weight - before[index]!) > 1e-9) || criteria.length >= MAX_CRITERIA) return focused
+  if (after.some((weight, index) => Math.abs(weight - before[index]!) > 1e-9) || criteria.length >= MAX_CRITERIA)
+    return focused
   return [
     ...focused,
-    criterion({ criterion_id: freeId(criteria, 'factual'), text: 'Every factual claim in the answer is accurate and checkable; nothing is invented.', weight: 0.2, criterion_type: 'factual' }),
+    criterion({
+      criterion_id: freeId(criteria, 'factual'),
+      text: 'Every factual claim in the answer is accurate and checkable; nothing is invented.',
+      weight: 0.2,
+      criterion_type: 'factual',
+    }),
   ]
 }
 
-function strengthenOrAdd(criteria: Criterion[], prefix: string, pool: readonly string[], list: 'negative_examples' | 'check_points', make: () => Criterion): Criterion[] {
+function strengthenOrAdd(
+  criteria: Criterion[],
+  prefix: string,
+  pool: readonly string[],
+  list: 'negative_examples' | 'check_points',
+  make: () => Criterion,
+): Criterion[] {
   const existing = criteria.find((item) => item.criterion_id === prefix || item.criterion_id.startsWith(`${prefix}_`))
   if (existing) {
     const missing = pool.find((entry) => !existing[list].includes(entry))
@@ -193,7 +243,9 @@ function strengthenOrAdd(criteria: Criterion[], prefix: string, pool: readonly s
   if (criteria.length >= MAX_CRITERIA) {
     // No room for another criterion: the lowest-weighted one takes on the new role.
     const lowest = criteria.reduce((best, item, i) => (item.weight < criteria[best]!.weight ? i : best), 0)
-    return criteria.map((item, i) => (i === lowest ? { ...make(), criterion_id: freeId(criteria, prefix), weight: item.weight } : item))
+    return criteria.map((item, i) =>
+      i === lowest ? { ...make(), criterion_id: freeId(criteria, prefix), weight: item.weight } : item,
+    )
   }
   return [...criteria, { ...make(), criterion_id: freeId(criteria, prefix) }]
 }
@@ -213,7 +265,11 @@ function freeId(criteria: readonly Criterion[], prefix: string): string {
  * @example answerSearchPropose({ kind: 'search_propose', prompt, criteria, mode: 'anti_fluff', top, runner_up, seed: 7 })
  */
 export function answerSearchPropose(task: TaskOf<'search_propose'>): unknown {
-  return { rubric: { criteria: mutateCriteria(task.criteria, task.mode, seededRandom('search-propose', task.seed, task.mode)) } }
+  return {
+    rubric: {
+      criteria: mutateCriteria(task.criteria, task.mode, seededRandom('search-propose', task.seed, task.mode)),
+    },
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -226,13 +282,20 @@ export function answerSearchPropose(task: TaskOf<'search_propose'>): unknown {
  * `noise` flips the grade (g → gradeMax − g); noise 0 is fully deterministic.
  * @example heuristicGrades('First, because…', criteria, 10, seededRandom('v', 7, 0), 0) // { task_fit: 5, structure: 5, … }
  */
-export function heuristicGrades(answer: string, criteria: readonly Criterion[], gradeMax: number, random: () => number, noise: number): Record<string, number> {
+export function heuristicGrades(
+  answer: string,
+  criteria: readonly Criterion[],
+  gradeMax: number,
+  random: () => number,
+  noise: number,
+): Record<string, number> {
   const text = answer.toLowerCase()
   const words = answer.split(/\s+/).filter(Boolean).length
   const grades: Record<string, number> = {}
   for (const item of criteria) {
     let fraction: number
-    if (item.negative_examples.some((example) => example.trim() !== '' && text.includes(example.toLowerCase()))) fraction = 0
+    if (item.negative_examples.some((example) => example.trim() !== '' && text.includes(example.toLowerCase())))
+      fraction = 0
     else if (item.check_points.length > 0) {
       const hits = item.check_points.filter((point) => point.trim() !== '' && text.includes(point.toLowerCase())).length
       fraction = Math.min(1, hits / Math.ceil(item.check_points.length / 2))
@@ -249,7 +312,15 @@ export function heuristicGrades(answer: string, criteria: readonly Criterion[], 
  * @example answerSearchVerify({ kind: 'search_verify', prompt, answer, criteria, grade_max: 10, allow_na: true, vote: 0, seed: 7, noise: 0 })
  */
 export function answerSearchVerify(task: TaskOf<'search_verify'>): unknown {
-  return { grades: heuristicGrades(task.answer, task.criteria, task.grade_max, seededRandom('search-verify', task.seed, task.vote), task.noise) }
+  return {
+    grades: heuristicGrades(
+      task.answer,
+      task.criteria,
+      task.grade_max,
+      seededRandom('search-verify', task.seed, task.vote),
+      task.noise,
+    ),
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,7 +5,10 @@ import { LlmError, type ChatMessage, type ChatModel, type ChatRequest, type Chat
 /** A `response_format` an OpenAI-compatible server takes. */
 export type ResponseFormat =
   | { type: 'json_object' }
-  | { type: 'json_schema'; json_schema: { name: string; schema: Record<string, unknown>; strict: boolean; description?: string } }
+  | {
+      type: 'json_schema'
+      json_schema: { name: string; schema: Record<string, unknown>; strict: boolean; description?: string }
+    }
 
 /** Per-request options beyond `ChatRequest`; unset fields fall back to the model's settings. */
 export interface RequestExtras {
@@ -45,7 +48,14 @@ export class OpenAIChatModel implements ChatModel {
    */
   async complete(request: ChatRequest, extras: RequestExtras = {}): Promise<ChatResponse> {
     const client = await (this.#client ??= import('openai').then(
-      ({ default: OpenAI }) => new OpenAI({ baseURL: this.settings.baseURL, apiKey: this.settings.apiKey, maxRetries: 0, timeout: this.settings.timeoutMs, ...(this.settings.headers ? { defaultHeaders: this.settings.headers } : {}) }),
+      ({ default: OpenAI }) =>
+        new OpenAI({
+          baseURL: this.settings.baseURL,
+          apiKey: this.settings.apiKey,
+          maxRetries: 0,
+          timeout: this.settings.timeoutMs,
+          ...(this.settings.headers ? { defaultHeaders: this.settings.headers } : {}),
+        }),
     ))
     const timeout = AbortSignal.timeout(this.settings.timeoutMs)
     const signal = request.signal ? AbortSignal.any([request.signal, timeout]) : timeout
@@ -64,13 +74,21 @@ export class OpenAIChatModel implements ChatModel {
         { signal },
       )
       const text = completion.choices?.[0]?.message?.content
-      if (typeof text !== 'string' || text.trim() === '') throw new LlmError('invalid_reply', 'the model returned no message content')
+      if (typeof text !== 'string' || text.trim() === '')
+        throw new LlmError('invalid_reply', 'the model returned no message content')
       // A reply cut at max_tokens must not reach JSON repair: `"grade":10` cut to `"grade":1` would be read as a valid grade.
-      if (completion.choices[0]?.finish_reason === 'length') throw new LlmError('invalid_reply', `the reply was cut at max_tokens (${this.settings.maxTokens}); raise max_tokens`)
+      if (completion.choices[0]?.finish_reason === 'length')
+        throw new LlmError(
+          'invalid_reply',
+          `the reply was cut at max_tokens (${this.settings.maxTokens}); raise max_tokens`,
+        )
       return {
         text,
         model: completion.model ?? this.settings.model,
-        usage: { prompt_tokens: completion.usage?.prompt_tokens ?? 0, completion_tokens: completion.usage?.completion_tokens ?? 0 },
+        usage: {
+          prompt_tokens: completion.usage?.prompt_tokens ?? 0,
+          completion_tokens: completion.usage?.completion_tokens ?? 0,
+        },
       }
     } catch (error) {
       throw classify(error, timeout.aborted)
@@ -87,15 +105,18 @@ function toWire(message: ChatMessage): OpenAI.Chat.Completions.ChatCompletionMes
 function classify(error: unknown, timedOut: boolean): LlmError {
   if (error instanceof LlmError) return error
   const failure = error as { status?: number; headers?: Headers; name?: string; message?: string }
-  if (timedOut || failure.name === 'APIConnectionTimeoutError') return new LlmError('timeout', 'the model did not answer in time')
+  if (timedOut || failure.name === 'APIConnectionTimeoutError')
+    return new LlmError('timeout', 'the model did not answer in time')
   const status = failure.status
   if (status === undefined) {
     // A reply that is not JSON at all surfaces as a SyntaxError from the SDK's body parsing.
-    if (failure.name === 'SyntaxError') return new LlmError('invalid_reply', `the server sent a body that is not JSON: ${failure.message}`)
+    if (failure.name === 'SyntaxError')
+      return new LlmError('invalid_reply', `the server sent a body that is not JSON: ${failure.message}`)
     return new LlmError('network', `could not reach the model server: ${failure.message ?? String(error)}`)
   }
   const retryAfter = parseRetryAfter(failure.headers?.get?.('retry-after'))
   if (status === 429) return new LlmError('rate_limited', 'the model server is rate limiting (HTTP 429)', retryAfter)
-  if (status === 408 || status >= 500) return new LlmError('server_error', `the model server failed (HTTP ${status})`, retryAfter)
+  if (status === 408 || status >= 500)
+    return new LlmError('server_error', `the model server failed (HTTP ${status})`, retryAfter)
   return new LlmError('bad_request', `the model server refused the request (HTTP ${status}): ${failure.message ?? ''}`)
 }

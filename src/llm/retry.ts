@@ -16,16 +16,21 @@ const DEFAULT_POLICY: RetryPolicy = { maxAttempts: 4, baseDelayMs: 250, maxDelay
  * A server's Retry-After wins over the computed delay (capped at `maxDelayMs`).
  * @example const reply = await withRetry(() => model.complete(request), { maxAttempts: 3 })
  */
-export async function withRetry<T>(attempt: (attemptNumber: number) => Promise<T>, policy: Partial<RetryPolicy> = {}): Promise<T> {
+export async function withRetry<T>(
+  attempt: (attemptNumber: number) => Promise<T>,
+  policy: Partial<RetryPolicy> = {},
+): Promise<T> {
   const { maxAttempts, baseDelayMs, maxDelayMs, onRetry, sleep = defaultSleep } = { ...DEFAULT_POLICY, ...policy }
   for (let attemptNumber = 1; ; attemptNumber++) {
     try {
       return await attempt(attemptNumber)
     } catch (error) {
-      const failure = error instanceof LlmError ? error : new LlmError('network', String((error as Error)?.message ?? error))
+      const failure =
+        error instanceof LlmError ? error : new LlmError('network', String((error as Error)?.message ?? error))
       if (!failure.retryable || attemptNumber >= maxAttempts) throw failure
       const backoff = Math.random() * Math.min(maxDelayMs, baseDelayMs * 2 ** (attemptNumber - 1))
-      const delayMs = failure.retryAfterSeconds === undefined ? backoff : Math.min(maxDelayMs, failure.retryAfterSeconds * 1_000)
+      const delayMs =
+        failure.retryAfterSeconds === undefined ? backoff : Math.min(maxDelayMs, failure.retryAfterSeconds * 1_000)
       onRetry?.(failure, attemptNumber, delayMs)
       await sleep(delayMs)
     }

@@ -18,7 +18,15 @@ export interface LlmStat {
 export function addLlmStats(sums: Map<string, LlmStat>, items: readonly (LlmStat | LlmCallRecord)[]): void {
   for (const item of items) {
     const key = `${item.role}\u0000${item.model}\u0000${item.outcome}`
-    const sum = sums.get(key) ?? { role: item.role, model: item.model, outcome: item.outcome, calls: 0, latency_ms: 0, prompt_tokens: 0, completion_tokens: 0 }
+    const sum = sums.get(key) ?? {
+      role: item.role,
+      model: item.model,
+      outcome: item.outcome,
+      calls: 0,
+      latency_ms: 0,
+      prompt_tokens: 0,
+      completion_tokens: 0,
+    }
     sum.calls += 'calls' in item ? item.calls : 1
     sum.latency_ms += item.latency_ms
     sum.prompt_tokens += item.prompt_tokens

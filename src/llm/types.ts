@@ -37,7 +37,15 @@ export function visionMessage(role: ChatMessage['role'], parts: ChatContentPart[
 export type AgentTask =
   | { kind: 'score'; rubrics: Rubric[]; rollout: Rollout; grade_max: number }
   /** Analyzer: one graded rollout, with the rubric snapshot it was graded against. */
-  | { kind: 'analyze'; rollout: Rollout; metadata: TrainingMetadata; rubrics: Rubric[]; score: number; criteria: CriterionGrade[]; grade_max: number }
+  | {
+      kind: 'analyze'
+      rollout: Rollout
+      metadata: TrainingMetadata
+      rubrics: Rubric[]
+      score: number
+      criteria: CriterionGrade[]
+      grade_max: number
+    }
   /** Summarizer: the analyses of one step (or one chunk of it). */
   | { kind: 'summarize'; step: number; rubrics: Rubric[]; analyses: AnalysisRecord[] }
   /** MetaSummarizer: the chunk summaries of one step, to consolidate. */
@@ -45,23 +53,65 @@ export type AgentTask =
   /** QueryGenerator: memory queries for a step summary, at most `max_queries`. */
   | { kind: 'generate_queries'; summary: BatchSummary; rubrics: Rubric[]; max_queries: number }
   /** Updater: the next adaptive rubric set. `memories` is the already formatted memory block. */
-  | { kind: 'update_rubrics'; rubrics: Rubric[]; summary: BatchSummary; memories: string; step: number; stage: TrainingStage }
+  | {
+      kind: 'update_rubrics'
+      rubrics: Rubric[]
+      summary: BatchSummary
+      memories: string
+      step: number
+      stage: TrainingStage
+    }
   // Offline rubric search (src/search/roles). Candidates appear as texts only: never ids, sources or labels.
   /** Search initializer: a first rubric for one prompt, from up to 4 unlabelled sample answers. */
   | { kind: 'search_initialize'; prompt: string; samples: string[]; grade_max: number; seed: number }
   /** Search proposer: `criteria` mutated in `mode`; `top` is the answer the current rubric ranks higher (not ground truth). */
-  | { kind: 'search_propose'; prompt: string; criteria: Criterion[]; mode: MutationMode; top: string; runner_up: string; seed: number }
+  | {
+      kind: 'search_propose'
+      prompt: string
+      criteria: Criterion[]
+      mode: MutationMode
+      top: string
+      runner_up: string
+      seed: number
+    }
   /** Search verifier: integer grades 0..grade_max (null = N/A when allowed) of one extracted answer; `noise` is read by the mock only. */
-  | { kind: 'search_verify'; prompt: string; answer: string; criteria: Criterion[]; grade_max: number; allow_na: boolean; vote: number; seed: number; noise: number }
+  | {
+      kind: 'search_verify'
+      prompt: string
+      answer: string
+      criteria: Criterion[]
+      grade_max: number
+      allow_na: boolean
+      vote: number
+      seed: number
+      noise: number
+    }
   /** Search judge: which of two answers is better, in the order shown (`first` is "A"). */
   | { kind: 'search_judge'; prompt: string; first: string; second: string }
   // Judge library and its evolution (src/evolve). Candidates appear as texts only: never ids, sources or labels.
   /** Library router: entries to use for an instruction (never the answers). */
   | { kind: 'library_route'; instruction: string; entries: LibraryEntrySummary[] }
   /** Library sub-agent, one turn: the routed skills (bodies) and tools, and the observations of earlier tool calls. */
-  | { kind: 'library_judge'; instruction: string; first: string; second: string; skills: { name: string; body: string }[]; tools: { name: string; when_to_use: string }[]; observations: { tool: string; text: string }[]; max_tool_calls: number }
+  | {
+      kind: 'library_judge'
+      instruction: string
+      first: string
+      second: string
+      skills: { name: string; body: string }[]
+      tools: { name: string; when_to_use: string }[]
+      observations: { tool: string; text: string }[]
+      max_tool_calls: number
+    }
   /** A library tool run as a sub-call: its system prompt plus the same inputs the sub-agent saw, and the sub-agent's query. */
-  | { kind: 'library_tool'; tool: string; system: string; instruction: string; first: string; second: string; query: string }
+  | {
+      kind: 'library_tool'
+      tool: string
+      system: string
+      instruction: string
+      first: string
+      second: string
+      query: string
+    }
   /** Chain analyzer: judged training pairs with their chains (tool observations included) against the labels. */
   | { kind: 'library_analyze'; entries: LibraryEntrySummary[]; results: LibraryChainResult[] }
   /** Evolver: one add / modify / delete from the analyzer's signals; `rejected` are changes already rolled back. */

@@ -33,8 +33,17 @@ export class WorkersAiChatModel implements ChatModel {
       throw new LlmError('server_error', `Workers AI failed: ${(error as Error).message}`)
     }
     const reply = result as { response?: unknown; usage?: { prompt_tokens?: number; completion_tokens?: number } }
-    const text = typeof reply.response === 'string' ? reply.response : reply.response === undefined ? undefined : JSON.stringify(reply.response)
+    const text =
+      typeof reply.response === 'string'
+        ? reply.response
+        : reply.response === undefined
+          ? undefined
+          : JSON.stringify(reply.response)
     if (!text) throw new LlmError('invalid_reply', 'Workers AI returned no response text')
-    return { text, model: this.model, usage: { prompt_tokens: reply.usage?.prompt_tokens ?? 0, completion_tokens: reply.usage?.completion_tokens ?? 0 } }
+    return {
+      text,
+      model: this.model,
+      usage: { prompt_tokens: reply.usage?.prompt_tokens ?? 0, completion_tokens: reply.usage?.completion_tokens ?? 0 },
+    }
   }
 }

@@ -19,12 +19,22 @@ export interface Embedder {
  */
 export function readEmbeddings(raw: unknown, count: number, dimensions: number, source: string): Float32Array[] {
   if (!Array.isArray(raw) || raw.length !== count) {
-    throw new LlmError('invalid_reply', `${source} returned ${Array.isArray(raw) ? raw.length : 'no'} embeddings for ${count} texts`)
+    throw new LlmError(
+      'invalid_reply',
+      `${source} returned ${Array.isArray(raw) ? raw.length : 'no'} embeddings for ${count} texts`,
+    )
   }
   return raw.map((vector: unknown, index) => {
-    if (!Array.isArray(vector) || vector.length !== dimensions || !vector.every((value) => typeof value === 'number' && Number.isFinite(value))) {
+    if (
+      !Array.isArray(vector) ||
+      vector.length !== dimensions ||
+      !vector.every((value) => typeof value === 'number' && Number.isFinite(value))
+    ) {
       const length = Array.isArray(vector) ? vector.length : typeof vector
-      throw new LlmError('invalid_reply', `${source} embedding ${index} is not ${dimensions} finite numbers (got ${length})`)
+      throw new LlmError(
+        'invalid_reply',
+        `${source} embedding ${index} is not ${dimensions} finite numbers (got ${length})`,
+      )
     }
     return normalizeVector(vector as number[])
   })

@@ -36,7 +36,8 @@ export class ExactVectorIndex implements VectorIndex {
   readonly #symbols = new Map<string, number>()
 
   constructor(options: { dimensions: number; capacity?: number }) {
-    if (!Number.isInteger(options.dimensions) || options.dimensions < 1) throw new RangeError(`dimensions must be a positive integer, got ${options.dimensions}`)
+    if (!Number.isInteger(options.dimensions) || options.dimensions < 1)
+      throw new RangeError(`dimensions must be a positive integer, got ${options.dimensions}`)
     this.dimensions = options.dimensions
     this.#capacity = Math.max(16, options.capacity ?? 1_024)
     this.#codes = new Int8Array(this.#capacity * this.dimensions)
@@ -54,7 +55,8 @@ export class ExactVectorIndex implements VectorIndex {
 
   async upsert(entries: VectorEntry[]): Promise<void> {
     for (const entry of entries) {
-      if (entry.vector.length !== this.dimensions) throw new RangeError(`vector ${entry.id} has ${entry.vector.length} dimensions, the index ${this.dimensions}`)
+      if (entry.vector.length !== this.dimensions)
+        throw new RangeError(`vector ${entry.id} has ${entry.vector.length} dimensions, the index ${this.dimensions}`)
       this.#put(entry.id, quantizeVector(entry.vector), entry.metadata)
     }
   }
@@ -66,7 +68,10 @@ export class ExactVectorIndex implements VectorIndex {
   load(rows: Iterable<StoredVectorRow>): void {
     for (const row of rows) {
       const codes = vectorCodes(row.vector)
-      if (codes.length !== this.dimensions) throw new RangeError(`stored vector ${row.id} has ${codes.length} bytes, the index ${this.dimensions} dimensions`)
+      if (codes.length !== this.dimensions)
+        throw new RangeError(
+          `stored vector ${row.id} has ${codes.length} bytes, the index ${this.dimensions} dimensions`,
+        )
       this.#put(row.id, codes, row)
     }
   }
@@ -80,7 +85,8 @@ export class ExactVectorIndex implements VectorIndex {
    * @example index.search(queryVector, { topK: 5, filter: { run_id: 'r1', instance_id: 'in-3f1c' } })
    */
   search(vector: ArrayLike<number>, { topK, filter }: VectorQueryOptions): VectorMatch[] {
-    if (vector.length !== this.dimensions) throw new RangeError(`the query has ${vector.length} dimensions, the index ${this.dimensions}`)
+    if (vector.length !== this.dimensions)
+      throw new RangeError(`the query has ${vector.length} dimensions, the index ${this.dimensions}`)
     const run = this.#symbols.get(filter.run_id)
     const instance = filter.instance_id === undefined ? -1 : this.#symbols.get(filter.instance_id)
     if (run === undefined || instance === undefined || topK < 1) return []
@@ -88,11 +94,18 @@ export class ExactVectorIndex implements VectorIndex {
     for (const kind of filter.kinds ?? MemoryKind.options) kindMask |= 1 << KIND_CODES.get(kind)!
     const query = normalizeVector(vector)
     const ids = this.#ids
-    const top = new TopK(Math.min(Math.floor(topK), this.#size), (a, b) => (ids[a]! < ids[b]! ? -1 : ids[a]! > ids[b]! ? 1 : 0))
+    const top = new TopK(Math.min(Math.floor(topK), this.#size), (a, b) =>
+      ids[a]! < ids[b]! ? -1 : ids[a]! > ids[b]! ? 1 : 0,
+    )
     const codes = this.#codes
     const dimensions = this.dimensions
     for (let row = 0; row < this.#size; row++) {
-      if (this.#runs[row] !== run || (instance !== -1 && this.#instances[row] !== instance) || !((kindMask >> this.#kinds[row]!) & 1)) continue
+      if (
+        this.#runs[row] !== run ||
+        (instance !== -1 && this.#instances[row] !== instance) ||
+        !((kindMask >> this.#kinds[row]!) & 1)
+      )
+        continue
       let dot = 0
       for (let i = 0, offset = row * dimensions; i < dimensions; i++, offset++) dot += codes[offset]! * query[i]!
       top.push(dot * this.#inverseNorms[row]!, row)
@@ -117,7 +130,12 @@ export class ExactVectorIndex implements VectorIndex {
    */
   stats(): { size: number; capacity: number; dimensions: number; bytes: number } {
     const arrays = [this.#codes, this.#inverseNorms, this.#runs, this.#instances, this.#kinds, this.#steps]
-    return { size: this.#size, capacity: this.#capacity, dimensions: this.dimensions, bytes: arrays.reduce((sum, array) => sum + array.byteLength, 0) }
+    return {
+      size: this.#size,
+      capacity: this.#capacity,
+      dimensions: this.dimensions,
+      bytes: arrays.reduce((sum, array) => sum + array.byteLength, 0),
+    }
   }
 
   #put(id: string, codes: Int8Array, metadata: VectorMetadata): void {
@@ -150,7 +168,8 @@ export class ExactVectorIndex implements VectorIndex {
   #moveRow(from: number, to: number): void {
     const d = this.dimensions
     this.#codes.copyWithin(to * d, from * d, (from + 1) * d)
-    for (const column of [this.#inverseNorms, this.#runs, this.#instances, this.#kinds, this.#steps]) column[to] = column[from]!
+    for (const column of [this.#inverseNorms, this.#runs, this.#instances, this.#kinds, this.#steps])
+      column[to] = column[from]!
     const id = this.#ids[from]!
     this.#ids[to] = id
     this.#rowOf.set(id, to)
@@ -158,7 +177,11 @@ export class ExactVectorIndex implements VectorIndex {
 
   #grow(): void {
     this.#capacity *= 2
-    const grown = <T extends Int8Array | Uint8Array | Int32Array | Float64Array>(array: T, make: (length: number) => T, width = 1): T => {
+    const grown = <T extends Int8Array | Uint8Array | Int32Array | Float64Array>(
+      array: T,
+      make: (length: number) => T,
+      width = 1,
+    ): T => {
       const next = make(this.#capacity * width)
       next.set(array)
       return next

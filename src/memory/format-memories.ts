@@ -17,12 +17,17 @@ const OMITTED_NOTE_CHARS = 48
  * Texts are data: a `</memory` inside one is defused so it cannot close its block. Empty input gives ''.
  * @example const block = formatMemoriesForPrompt(memories.static, memories.dynamic, { maxChars: 8000 })
  */
-export function formatMemoriesForPrompt(staticDocs: MemoryDocument[], dynamicDocs: MemoryDocument[], options: FormatMemoriesOptions = {}): string {
+export function formatMemoriesForPrompt(
+  staticDocs: MemoryDocument[],
+  dynamicDocs: MemoryDocument[],
+  options: FormatMemoriesOptions = {},
+): string {
   const { maxChars = 12_000, maxDocumentChars = 2_000 } = options
   const seen = new Set<string>()
-  const entries = [...staticDocs.map((doc) => ({ doc, source: 'recent' })), ...dynamicDocs.map((doc) => ({ doc, source: 'retrieved' }))].filter(
-    ({ doc }) => !seen.has(doc.id) && seen.add(doc.id),
-  )
+  const entries = [
+    ...staticDocs.map((doc) => ({ doc, source: 'recent' })),
+    ...dynamicDocs.map((doc) => ({ doc, source: 'retrieved' })),
+  ].filter(({ doc }) => !seen.has(doc.id) && seen.add(doc.id))
   const blocks: string[] = []
   let used = 0
   for (const { doc, source } of entries) {

@@ -5,8 +5,10 @@ import { normalizeInPlace } from './vector-math.ts'
 const WORD = /[\p{L}\p{N}]+/gu
 /** Words too common to tell two texts apart: skipped, unless a text has no other words. */
 const STOPWORDS = new Set(
-  ('a an and are as at be but by did do does for from had has have he her his i if in into is it its me my no not of on or our she so ' +
-    'than that the their them then there these they this those to too us was we were what when which who will with you your').split(' '),
+  (
+    'a an and are as at be but by did do does for from had has have he her his i if in into is it its me my no not of on or our she so ' +
+    'than that the their them then there these they this those to too us was we were what when which who will with you your'
+  ).split(' '),
 )
 const WORD_BASIS = fnv1a('w:')
 const BIGRAM_BASIS = fnv1a('b:')
@@ -55,10 +57,14 @@ export function hashedNgramVector(text: string, dimensions: number): Float32Arra
     add(fnv1a(word, 0, word.length, WORD_BASIS), WEIGHTS.word)
     if (i > 0) {
       const previous = kept[i - 1]!
-      add(fnv1a(word, 0, word.length, fnv1a(' ', 0, 1, fnv1a(previous, 0, previous.length, BIGRAM_BASIS))), WEIGHTS.bigram)
+      add(
+        fnv1a(word, 0, word.length, fnv1a(' ', 0, 1, fnv1a(previous, 0, previous.length, BIGRAM_BASIS))),
+        WEIGHTS.bigram,
+      )
     }
     const padded = ` ${word} `
-    for (let start = 0; start + 3 <= padded.length; start++) add(fnv1a(padded, start, start + 3, TRIGRAM_BASIS), WEIGHTS.trigram)
+    for (let start = 0; start + 3 <= padded.length; start++)
+      add(fnv1a(padded, start, start + 3, TRIGRAM_BASIS), WEIGHTS.trigram)
   }
   return normalizeInPlace(vector)
 }

@@ -4,7 +4,14 @@ export { HashedNgramEmbedder, hashedNgramVector } from './hashed-ngram-embedder.
 export { OpenAIEmbedder } from './openai-embedder.ts'
 export type { OpenAIEmbedderSettings } from './openai-embedder.ts'
 export { WorkersAiEmbedder } from './workers-ai-embedder.ts'
-export type { VectorEntry, VectorFilter, VectorIndex, VectorMatch, VectorMetadata, VectorQueryOptions } from './vector-index.ts'
+export type {
+  VectorEntry,
+  VectorFilter,
+  VectorIndex,
+  VectorMatch,
+  VectorMetadata,
+  VectorQueryOptions,
+} from './vector-index.ts'
 export { matchesFilter } from './vector-index.ts'
 export { ExactVectorIndex, storedVectorRow } from './exact-vector-index.ts'
 export type { StoredVectorRow } from './exact-vector-index.ts'

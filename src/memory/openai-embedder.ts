@@ -63,15 +63,27 @@ export class OpenAIEmbedder implements Embedder {
     } catch {
       throw new LlmError('invalid_reply', `the embeddings server sent a body that is not JSON: ${body.slice(0, 120)}`)
     }
-    const data = Array.isArray(reply?.data) ? [...reply.data].sort((a, b) => (a?.index ?? 0) - (b?.index ?? 0)) : undefined
-    return readEmbeddings(data?.map((item) => item?.embedding), input.length, dimensions, 'the embeddings server')
+    const data = Array.isArray(reply?.data)
+      ? [...reply.data].sort((a, b) => (a?.index ?? 0) - (b?.index ?? 0))
+      : undefined
+    return readEmbeddings(
+      data?.map((item) => item?.embedding),
+      input.length,
+      dimensions,
+      'the embeddings server',
+    )
   }
 }
 
 function failureOf(response: Response, body: string): LlmError {
   const { status } = response
   const retryAfter = parseRetryAfter(response.headers.get('retry-after'))
-  if (status === 429) return new LlmError('rate_limited', 'the embeddings server is rate limiting (HTTP 429)', retryAfter)
-  if (status === 408 || status >= 500) return new LlmError('server_error', `the embeddings server failed (HTTP ${status})`, retryAfter)
-  return new LlmError('bad_request', `the embeddings server refused the request (HTTP ${status}): ${body.slice(0, 300)}`)
+  if (status === 429)
+    return new LlmError('rate_limited', 'the embeddings server is rate limiting (HTTP 429)', retryAfter)
+  if (status === 408 || status >= 500)
+    return new LlmError('server_error', `the embeddings server failed (HTTP ${status})`, retryAfter)
+  return new LlmError(
+    'bad_request',
+    `the embeddings server refused the request (HTTP ${status}): ${body.slice(0, 300)}`,
+  )
 }

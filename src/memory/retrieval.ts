@@ -38,10 +38,13 @@ export interface RetrievedMemories {
  */
 export async function retrieveMemories(input: RetrieveMemoriesInput): Promise<RetrievedMemories> {
   const { scope, limitPerQuery, embedder, index } = input
-  const fixed = uniqueById(input.static.filter((doc) => matchesFilter(doc, { run_id: scope.run_id, instance_id: scope.instance_id })))
+  const fixed = uniqueById(
+    input.static.filter((doc) => matchesFilter(doc, { run_id: scope.run_id, instance_id: scope.instance_id })),
+  )
   const queries = [...new Set(input.queries.map((query) => query.trim()).filter((query) => query !== ''))]
   const limit = Math.max(0, Math.floor(limitPerQuery))
-  if (queries.length === 0 || limit === 0) return { static: fixed, perQuery: queries.map((query) => ({ query, hits: [] })), dynamic: [] }
+  if (queries.length === 0 || limit === 0)
+    return { static: fixed, perQuery: queries.map((query) => ({ query, hits: [] })), dynamic: [] }
 
   const vectors = await embedder.embed(queries)
   const cap = index.maxTopK ?? MAX_CANDIDATES
@@ -63,17 +66,26 @@ export async function retrieveMemories(input: RetrieveMemoriesInput): Promise<Re
       continue
     }
     // A query left short by missing documents, whose index may hold more, asks again for twice as many.
-    const short = picks.flatMap((picked, j) => (!blank[j] && picked.length < limit && matches[j]!.length >= asked[j]! && asked[j]! < cap ? [j] : []))
+    const short = picks.flatMap((picked, j) =>
+      !blank[j] && picked.length < limit && matches[j]!.length >= asked[j]! && asked[j]! < cap ? [j] : [],
+    )
     if (short.length === 0) return assemble(queries, picks, fixed, documents)
-    await Promise.all(short.map(async (j) => {
-      asked[j] = Math.min(cap, asked[j]! * 2)
-      matches[j] = await search(j)
-    }))
+    await Promise.all(
+      short.map(async (j) => {
+        asked[j] = Math.min(cap, asked[j]! * 2)
+        matches[j] = await search(j)
+      }),
+    )
   }
 }
 
 /** Per query, the best matches not yet taken, skipping documents known to be missing or outside the scope. */
-function pickHits(matches: VectorMatch[][], fixed: MemoryDocument[], limit: number, documents: Map<string, MemoryDocument | null>): VectorMatch[][] {
+function pickHits(
+  matches: VectorMatch[][],
+  fixed: MemoryDocument[],
+  limit: number,
+  documents: Map<string, MemoryDocument | null>,
+): VectorMatch[][] {
   const taken = new Set(fixed.map((doc) => doc.id))
   return matches.map((ranked) => {
     const picked: VectorMatch[] = []
@@ -87,7 +99,12 @@ function pickHits(matches: VectorMatch[][], fixed: MemoryDocument[], limit: numb
   })
 }
 
-function assemble(queries: string[], picks: VectorMatch[][], fixed: MemoryDocument[], documents: Map<string, MemoryDocument | null>): RetrievedMemories {
+function assemble(
+  queries: string[],
+  picks: VectorMatch[][],
+  fixed: MemoryDocument[],
+  documents: Map<string, MemoryDocument | null>,
+): RetrievedMemories {
   const dynamic: MemoryDocument[] = []
   const perQuery = queries.map((query, j) => ({
     query,

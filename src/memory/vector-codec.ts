@@ -10,7 +10,8 @@ export function quantizeVector(values: ArrayLike<number>): Int8Array {
   for (let i = 0; i < values.length; i++) sum += values[i]! * values[i]!
   const scale = sum > 0 ? INT8_SCALE / Math.sqrt(sum) : 0
   const codes = new Int8Array(values.length)
-  for (let i = 0; i < values.length; i++) codes[i] = Math.max(-INT8_SCALE, Math.min(INT8_SCALE, Math.round(values[i]! * scale)))
+  for (let i = 0; i < values.length; i++)
+    codes[i] = Math.max(-INT8_SCALE, Math.min(INT8_SCALE, Math.round(values[i]! * scale)))
   return codes
 }
 
@@ -28,7 +29,9 @@ export function serializeVector(values: ArrayLike<number>): Uint8Array {
  * @example const codes = vectorCodes(row.vector as ArrayBuffer)
  */
 export function vectorCodes(bytes: Uint8Array | ArrayBuffer): Int8Array {
-  return bytes instanceof ArrayBuffer ? new Int8Array(bytes) : new Int8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  return bytes instanceof ArrayBuffer
+    ? new Int8Array(bytes)
+    : new Int8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 }
 
 /**

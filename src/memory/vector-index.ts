@@ -46,7 +46,10 @@ export interface VectorIndex {
  * Whether a vector's metadata lies inside a filter.
  * @example matchesFilter({ run_id: 'r1', instance_id: 'global', kind: 'analysis', step: 0 }, { run_id: 'r1', kinds: ['analysis'] }) // true
  */
-export function matchesFilter(metadata: Pick<VectorMetadata, 'run_id' | 'instance_id' | 'kind'>, filter: VectorFilter): boolean {
+export function matchesFilter(
+  metadata: Pick<VectorMetadata, 'run_id' | 'instance_id' | 'kind'>,
+  filter: VectorFilter,
+): boolean {
   return (
     metadata.run_id === filter.run_id &&
     (filter.instance_id === undefined || metadata.instance_id === filter.instance_id) &&

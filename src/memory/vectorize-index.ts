@@ -10,7 +10,9 @@ export type VectorizeFilter = Record<string, { $eq: string } | { $in: string[] }
  * `env.VECTORS` (type `Vectorize`) fits it as is.
  */
 export interface VectorizeBinding {
-  upsert(vectors: { id: string; values: number[] | Float32Array; metadata?: Record<string, string | number> }[]): Promise<unknown>
+  upsert(
+    vectors: { id: string; values: number[] | Float32Array; metadata?: Record<string, string | number> }[],
+  ): Promise<unknown>
   query(
     vector: number[] | Float32Array,
     options: { topK: number; filter?: VectorizeFilter; returnMetadata?: 'none'; returnValues?: false },
@@ -19,7 +21,13 @@ export interface VectorizeBinding {
 }
 
 /** Vectorize's limits (platform docs): topK without values or metadata, vectors per upsert from a Worker, dims, id and indexed string bytes. */
-export const VECTORIZE_LIMITS = { topK: 100, upsertBatch: 1_000, dimensions: 1_536, idBytes: 64, indexedBytes: 64 } as const
+export const VECTORIZE_LIMITS = {
+  topK: 100,
+  upsertBatch: 1_000,
+  dimensions: 1_536,
+  idBytes: 64,
+  indexedBytes: 64,
+} as const
 const encoder = new TextEncoder()
 
 /**
@@ -37,15 +45,22 @@ export class VectorizeIndex implements VectorIndex {
 
   async upsert(entries: VectorEntry[]): Promise<void> {
     for (const entry of entries) {
-      if (encoder.encode(entry.id).length > VECTORIZE_LIMITS.idBytes) throw new RangeError(`vector id "${entry.id}" is longer than 64 bytes`)
-      if (entry.vector.length > VECTORIZE_LIMITS.dimensions) throw new RangeError(`vector ${entry.id} has ${entry.vector.length} dimensions; Vectorize takes at most 1536`)
+      if (encoder.encode(entry.id).length > VECTORIZE_LIMITS.idBytes)
+        throw new RangeError(`vector id "${entry.id}" is longer than 64 bytes`)
+      if (entry.vector.length > VECTORIZE_LIMITS.dimensions)
+        throw new RangeError(`vector ${entry.id} has ${entry.vector.length} dimensions; Vectorize takes at most 1536`)
     }
     for (const batch of chunk(entries, VECTORIZE_LIMITS.upsertBatch)) {
       await this.binding.upsert(
         batch.map(({ id, vector, metadata }) => ({
           id,
           values: Array.from(vector),
-          metadata: { run_id: indexedValue(metadata.run_id), instance_id: indexedValue(metadata.instance_id), kind: metadata.kind, step: metadata.step },
+          metadata: {
+            run_id: indexedValue(metadata.run_id),
+            instance_id: indexedValue(metadata.instance_id),
+            kind: metadata.kind,
+            step: metadata.step,
+          },
         })),
       )
     }
@@ -58,7 +73,9 @@ export class VectorizeIndex implements VectorIndex {
       filter: vectorizeFilter(filter),
       returnMetadata: 'none',
     })
-    return matches.map(({ id, score }) => ({ id, score })).sort((a, b) => b.score - a.score || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+    return matches
+      .map(({ id, score }) => ({ id, score }))
+      .sort((a, b) => b.score - a.score || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
   }
 
   async remove(ids: string[]): Promise<void> {
@@ -85,7 +102,11 @@ export function vectorizeFilter(filter: VectorFilter): VectorizeFilter {
  */
 export function indexedValue(value: string): string {
   if (encoder.encode(value).length <= VECTORIZE_LIMITS.indexedBytes) return value
-  const digest = [0x811c9dc5, 0x9e3779b9, 0x85ebca6b, 0xc2b2ae35].map((basis) => mix32(fnv1a(value, 0, value.length, basis)).toString(16).padStart(8, '0'))
+  const digest = [0x811c9dc5, 0x9e3779b9, 0x85ebca6b, 0xc2b2ae35].map((basis) =>
+    mix32(fnv1a(value, 0, value.length, basis))
+      .toString(16)
+      .padStart(8, '0'),
+  )
   let prefix = ''
   for (const character of value) {
     if (encoder.encode(prefix + character).length > 24) break

@@ -28,7 +28,8 @@ export class WorkersAiEmbedder implements Embedder {
     dimensions?: number,
   ) {
     const known = dimensions ?? KNOWN_DIMENSIONS[model]
-    if (known === undefined) throw new RangeError(`the vector length of ${model} is not known; pass it as the third argument`)
+    if (known === undefined)
+      throw new RangeError(`the vector length of ${model} is not known; pass it as the third argument`)
     this.dimensions = known
     this.id = `workers-ai:${model}:${known}`
   }
@@ -42,7 +43,14 @@ export class WorkersAiEmbedder implements Embedder {
       } catch (error) {
         throw new LlmError('server_error', `Workers AI embeddings failed: ${(error as Error).message}`)
       }
-      vectors.push(...readEmbeddings((reply as { data?: unknown } | null)?.data, batch.length, this.dimensions, `Workers AI ${this.model}`))
+      vectors.push(
+        ...readEmbeddings(
+          (reply as { data?: unknown } | null)?.data,
+          batch.length,
+          this.dimensions,
+          `Workers AI ${this.model}`,
+        ),
+      )
     }
     return vectors
   }

@@ -6,7 +6,9 @@ export type PromptName = keyof (typeof PROMPT_TEMPLATES)['en']
 export type PromptOverrides = Partial<Record<string, string>>
 
 /** Every `<locale>/<name>` a run may override. */
-export const PROMPT_KEYS: string[] = Object.entries(PROMPT_TEMPLATES).flatMap(([locale, templates]) => Object.keys(templates).map((name) => `${locale}/${name}`))
+export const PROMPT_KEYS: string[] = Object.entries(PROMPT_TEMPLATES).flatMap(([locale, templates]) =>
+  Object.keys(templates).map((name) => `${locale}/${name}`),
+)
 
 /**
  * The `{{placeholders}}` a template uses.

@@ -8,7 +8,9 @@ import { RubricSeed, type Rubric } from '../schemas/rubric.ts'
  */
 export function initialRubrics(config: RunConfig, instanceId: string, createdAt: string): Rubric[] {
   // hasOwn: an instance id such as "constructor" must not find Object.prototype's member.
-  const adaptive = (Object.hasOwn(config.instance_rubrics, instanceId) ? config.instance_rubrics[instanceId] : undefined) ?? config.adaptive_rubrics
+  const adaptive =
+    (Object.hasOwn(config.instance_rubrics, instanceId) ? config.instance_rubrics[instanceId] : undefined) ??
+    config.adaptive_rubrics
   const build = (seeds: readonly RubricSeed[], isAnchor: boolean): Rubric[] =>
     seeds.map((raw, index) => {
       const seed = RubricSeed.parse(raw)

@@ -10,12 +10,21 @@ import { z } from 'zod'
 /** Trimmed text cut to `max` characters; a model's long answer is shortened, never refused. */
 const text = (max: number) => z.string().transform((value) => value.trim().slice(0, max))
 /** Like `text`, but must say something. */
-const requiredText = (max: number) => z.string().trim().min(1).transform((value) => value.slice(0, max))
+const requiredText = (max: number) =>
+  z
+    .string()
+    .trim()
+    .min(1)
+    .transform((value) => value.slice(0, max))
 /** A list of short strings: a lone string becomes a one-item list; blanks and repeats (case-insensitive) go. */
 const textList = (maxItems: number, maxChars: number, normalise: (value: string) => string = (value) => value) =>
   z.preprocess(
     (value) => (typeof value === 'string' ? [value] : value === null ? [] : value),
-    z.array(z.string()).transform((items) => uniqueTexts(items.map((item) => normalise(item.trim().slice(0, maxChars)))).slice(0, maxItems)),
+    z
+      .array(z.string())
+      .transform((items) =>
+        uniqueTexts(items.map((item) => normalise(item.trim().slice(0, maxChars)))).slice(0, maxItems),
+      ),
   )
 const lowerCase = (value: unknown) => (typeof value === 'string' ? value.trim().toLowerCase() : value)
 const upperCase = (value: unknown) => (typeof value === 'string' ? value.trim().toUpperCase() : value)

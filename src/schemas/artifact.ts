@@ -47,12 +47,16 @@ const DeployableRubric = SearchRubric.refine((rubric) => rubric.criteria.some((c
  * @example RmArtifactBody.parse(body)
  */
 export const RmArtifactBody = z.object({
-  schema_version: z.literal(ARTIFACT_SCHEMA_VERSION, { message: `schema_version must be "${ARTIFACT_SCHEMA_VERSION}"` }),
+  schema_version: z.literal(ARTIFACT_SCHEMA_VERSION, {
+    message: `schema_version must be "${ARTIFACT_SCHEMA_VERSION}"`,
+  }),
   kind: z.literal('rubric'),
   created_at_utc: z.string().min(1),
   provenance: ArtifactProvenance,
   /** Per-prompt rubrics, keyed by prompt id; `__default__` (if present) serves unseen prompts. */
-  rubrics: z.record(z.string().min(1).max(256), DeployableRubric).refine((rubrics) => Object.keys(rubrics).length > 0, { message: 'an artifact needs at least one rubric' }),
+  rubrics: z
+    .record(z.string().min(1).max(256), DeployableRubric)
+    .refine((rubrics) => Object.keys(rubrics).length > 0, { message: 'an artifact needs at least one rubric' }),
   runtime: ArtifactRuntime,
   scoring_policy: z.object({
     score: z.literal('weighted_mean_of_grades'),
@@ -92,7 +96,10 @@ export async function verifyArtifactId(artifact: AnyRmArtifact): Promise<boolean
  * The rubric an artifact scores a prompt with: its own, else the default, else none.
  * @example rubricForPrompt(artifact, 'p_math_trains')
  */
-export function rubricForPrompt(artifact: Pick<RmArtifact, 'rubrics'>, promptId: string): { rubric: SearchRubric; fallback: boolean } | undefined {
+export function rubricForPrompt(
+  artifact: Pick<RmArtifact, 'rubrics'>,
+  promptId: string,
+): { rubric: SearchRubric; fallback: boolean } | undefined {
   const own = Object.hasOwn(artifact.rubrics, promptId) ? artifact.rubrics[promptId] : undefined
   if (own && promptId !== DEFAULT_RUBRIC_KEY) return { rubric: own, fallback: false }
   const fallback = artifact.rubrics[DEFAULT_RUBRIC_KEY]
@@ -114,7 +121,9 @@ export const DeployRecord = z.object({
 export type DeployRecord = z.infer<typeof DeployRecord>
 
 /** Deployment targets are path segments: `/rm/<target>/…`. */
-export const TargetName = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'a target is 1–64 lower-case letters, digits, _ or -')
+export const TargetName = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'a target is 1–64 lower-case letters, digits, _ or -')
 
 /** One judge-library entry as shipped in a library artifact: its SKILL.md parts and that document's sha256. */
 export const LibraryArtifactEntry = z.object({
@@ -161,10 +170,16 @@ export type LibraryArtifactRuntime = z.infer<typeof LibraryArtifactRuntime>
  * @example LibraryArtifactBody.parse(body)
  */
 export const LibraryArtifactBody = z.object({
-  schema_version: z.literal(ARTIFACT_SCHEMA_VERSION, { message: `schema_version must be "${ARTIFACT_SCHEMA_VERSION}"` }),
+  schema_version: z.literal(ARTIFACT_SCHEMA_VERSION, {
+    message: `schema_version must be "${ARTIFACT_SCHEMA_VERSION}"`,
+  }),
   kind: z.literal('library'),
   created_at_utc: z.string().min(1),
-  entries: z.array(LibraryArtifactEntry).refine((entries) => new Set(entries.map((entry) => entry.name)).size === entries.length, { message: 'entry names must be unique' }),
+  entries: z
+    .array(LibraryArtifactEntry)
+    .refine((entries) => new Set(entries.map((entry) => entry.name)).size === entries.length, {
+      message: 'entry names must be unique',
+    }),
   provenance: LibraryArtifactProvenance,
   runtime: LibraryArtifactRuntime,
   scoring_policy: z.object({
@@ -199,11 +214,21 @@ export type AnyRmArtifactBody = RmArtifactBody | LibraryArtifactBody
  * The provenance fields deploy records and storage columns carry, for either kind.
  * @example artifactOrigin(artifact).dataset_sha256
  */
-export function artifactOrigin(artifact: AnyRmArtifact): { source_run_id: string; source_session_id: string; dataset_sha256: string; config_hash: string } {
+export function artifactOrigin(artifact: AnyRmArtifact): {
+  source_run_id: string
+  source_session_id: string
+  dataset_sha256: string
+  config_hash: string
+} {
   if (artifact.kind === 'rubric') {
     const { source_run_id, source_session_id, dataset_sha256, config_hash } = artifact.provenance
     return { source_run_id, source_session_id, dataset_sha256, config_hash }
   }
   const p = artifact.provenance
-  return { source_run_id: `library:${p.library_id}`, source_session_id: p.evolution_log_sha256 ?? 'none', dataset_sha256: p.dataset_sha256 ?? 'unknown', config_hash: p.registry_sha256 }
+  return {
+    source_run_id: `library:${p.library_id}`,
+    source_session_id: p.evolution_log_sha256 ?? 'none',
+    dataset_sha256: p.dataset_sha256 ?? 'unknown',
+    config_hash: p.registry_sha256,
+  }
 }

@@ -31,7 +31,11 @@ export type TrainingMetadata = z.infer<typeof TrainingMetadata>
  * An instance id as clients may send it: the body of `/score`, and the `instance_id` query of the read routes.
  * @example InstanceId.parse('q-17')
  */
-export const InstanceId = z.string().min(1).max(128).regex(/^[\w.:-]+$/, 'letters, digits, and . _ : - only')
+export const InstanceId = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[\w.:-]+$/, 'letters, digits, and . _ : - only')
 
 /**
  * The body of `POST /score`.

@@ -23,7 +23,12 @@ export type Rubric = z.infer<typeof Rubric>
  * @example RubricSeed.parse({ text: 'Shows the working.', weight: 1 })
  */
 export const RubricSeed = z.object({
-  id: z.string().min(1).max(128).regex(/^[\w.:-]+$/, 'letters, digits, and . _ : - only').optional(),
+  id: z
+    .string()
+    .min(1)
+    .max(128)
+    .regex(/^[\w.:-]+$/, 'letters, digits, and . _ : - only')
+    .optional(),
   text: z.string().min(1).max(4_000),
   weight: z.number().positive().max(1_000).default(1),
   metadata: z.record(z.string(), JsonScalar).default({}),

@@ -3,7 +3,14 @@ import { bundledTemplate, placeholdersOf, PROMPT_KEYS } from '../prompts/index.t
 import { RubricSeed } from './rubric.ts'
 
 /** Every LLM role in the system; each may have its own model and endpoint. */
-export const AGENT_ROLES = ['scorer', 'analyzer', 'summarizer', 'meta_summarizer', 'query_generator', 'updater'] as const
+export const AGENT_ROLES = [
+  'scorer',
+  'analyzer',
+  'summarizer',
+  'meta_summarizer',
+  'query_generator',
+  'updater',
+] as const
 export type AgentRole = (typeof AGENT_ROLES)[number]
 
 /**
@@ -19,7 +26,13 @@ const SecretName = z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'an environment variab
  * @example AgentHeaders.parse({ 'CF-Access-Client-Id': { secret: 'ACCESS_CLIENT_ID' }, 'CF-Access-Client-Secret': { secret: 'ACCESS_CLIENT_SECRET' } })
  */
 export const AgentHeaders = z.record(
-  z.string().regex(/^[A-Za-z0-9-]{1,64}$/, 'a header name: letters, digits and -').refine((name) => !/^(authorization|content-type|content-length|host)$/i.test(name), 'set by the client itself (the API key goes in api_key_env)'),
+  z
+    .string()
+    .regex(/^[A-Za-z0-9-]{1,64}$/, 'a header name: letters, digits and -')
+    .refine(
+      (name) => !/^(authorization|content-type|content-length|host)$/i.test(name),
+      'set by the client itself (the API key goes in api_key_env)',
+    ),
   z.union([z.string().max(4_096), z.object({ secret: SecretName })]),
 )
 export type AgentHeaders = z.infer<typeof AgentHeaders>
@@ -43,8 +56,13 @@ export type AgentSettings = z.infer<typeof AgentSettings>
 /** A role's overrides: every field optional and without defaults, so only what is set overrides `agents.default`. */
 const PartialAgentSettings = z.object(
   Object.fromEntries(
-    Object.entries(AgentSettings.shape).map(([key, field]) => [key, (field instanceof z.ZodDefault ? field.unwrap() : field).optional()]),
-  ) as unknown as { [K in keyof typeof AgentSettings.shape]: z.ZodOptional<z.ZodType<z.infer<typeof AgentSettings>[K]>> },
+    Object.entries(AgentSettings.shape).map(([key, field]) => [
+      key,
+      (field instanceof z.ZodDefault ? field.unwrap() : field).optional(),
+    ]),
+  ) as unknown as {
+    [K in keyof typeof AgentSettings.shape]: z.ZodOptional<z.ZodType<z.infer<typeof AgentSettings>[K]>>
+  },
 )
 export type PartialAgentSettings = z.infer<typeof PartialAgentSettings>
 
@@ -52,92 +70,120 @@ export type PartialAgentSettings = z.infer<typeof PartialAgentSettings>
  * A run: one training job's rubric configuration and its step policy.
  * @example RunConfig.parse({ anchor_rubrics: [{ text: 'Correct final answer.' }] })
  */
-export const RunConfig = z.object({
-  mode: z.enum(['async', 'sync']).default('async'),
-  rubrics_mode: z.enum(['global', 'per_instance']).default('global'),
-  anchor_rubrics: z.array(RubricSeed).max(50).default([]),
-  adaptive_rubrics: z.array(RubricSeed).max(50).default([]),
-  /** Seed adaptive rubrics for named instances (per_instance mode); others start from `adaptive_rubrics`. */
-  instance_rubrics: z.record(z.string(), z.array(RubricSeed).max(50)).default({}),
-  /** Close a step automatically after this many distinct rollouts; null: by /complete, step advance or idle gap (below). */
-  rollouts_per_step: z.number().int().positive().nullable().default(null),
-  /**
-   * Without `rollouts_per_step`: close the collecting step when a rollout arrives whose `metadata.current_step` is
-   * past the highest the step holds, so a trainer that sends its step needs no /complete.
-   */
-  close_on_step_advance: z.boolean().default(true),
-  /**
-   * Without `rollouts_per_step`: close the collecting step once no rollout has arrived for this many seconds (the gap
-   * while the trainer trains between two reward bursts); null: never. What closes steps of trainers that send neither
-   * /complete nor a step (OpenRLHF, slime, verl).
-   */
-  close_after_idle_s: z.number().int().min(1).max(86_400).nullable().default(30),
-  /** Rubrics are updated on steps 0, N, 2N, … */
-  rubric_update_frequency: z.number().int().positive().default(1),
-  chunk_size: z.number().int().positive().max(1_000).default(16),
-  /**
-   * Durable Objects each instance's step ledger is spread over, by a hash of the rollout id: a run's `/score` rate
-   * can reach about this many times what one object serves. null: 8 in `global` mode, 1 in `per_instance` mode (the
-   * run's load is already spread over its instances).
-   */
-  ledger_shards: z.number().int().min(1).max(64).nullable().default(null),
-  /** Steps a closed step's rollouts stay in the ledger after its update committed; then they are deleted (aggregates stay). */
-  ledger_retention_steps: z.number().int().min(0).max(100).default(2),
-  /** Write every scored rollout to R2 (the ARCHIVE bucket) as NDJSON, one object per run × step × ledger shard. */
-  archive: z.boolean().default(false),
-  /** Which rollouts of a closed step get a deep (LLM) analysis; every rollout is scored either way. */
-  analysis: z.object({
-    /** Rollouts analysed per instance and step for coverage (group extremes, score range). null: 32 in `global`, 2 in `per_instance`. */
-    max_per_step: z.number().int().min(0).max(1_000).nullable().default(null),
-    /** Rollouts a cheap check marks suspicious analysed on top of `max_per_step`. null: as many as `max_per_step`. */
-    max_suspicious_per_step: z.number().int().min(0).max(1_000).nullable().default(null),
-  }).default({ max_per_step: null, max_suspicious_per_step: null }),
-  /** Static memory: the last N batch summaries always shown to the updater. */
-  static_memory_steps: z.number().int().min(0).max(50).default(3),
-  /** Dynamic memory: documents retrieved per query. */
-  dynamic_memory_limit_per_query: z.number().int().min(0).max(20).default(3),
-  /** Most memory-search queries the QueryGenerator may ask for one update. */
-  max_queries: z.number().int().min(1).max(10).default(4),
-  grade_max: z.number().int().min(1).max(100).default(10),
-  locale: z.enum(['en', 'zh']).default('en'),
-  agents: z.object({
-    default: AgentSettings.default(AgentSettings.parse({})),
-    ...Object.fromEntries(AGENT_ROLES.map((role) => [role, PartialAgentSettings.optional()])) as {
-      [K in AgentRole]: z.ZodOptional<typeof PartialAgentSettings>
-    },
-  }).default({ default: AgentSettings.parse({}) }),
-  /** Highest number of LLM calls in flight at once, all roles together, within one Worker invocation. */
-  max_concurrent_llm_calls: z.number().int().min(1).max(6).default(6),
-  /** The longest `/rubric_status/wait` may hold a request. */
-  max_wait_s: z.number().int().min(1).max(900).default(300),
-  /** Replacements for bundled prompt templates, keyed `<locale>/<name>` (e.g. `en/scorer.system`); they may use only the bundled template's placeholders. */
-  prompts: z.record(z.string(), z.string().min(1).max(50_000)).default({}),
-  /** `open` lets requests without a token use the run; otherwise a run token or the admin token is required. */
-  access: z.enum(['token', 'open']).default('token'),
-  /** Requests per caller: `standard` (the RATE_LIMITER binding), `high` (RATE_LIMITER_HIGH) or `off` (no limit). */
-  rate_limit: z.enum(['standard', 'high', 'off']).default('standard'),
-}).superRefine((config, ctx) => {
-  for (const [key, template] of Object.entries(config.prompts)) {
-    const bundled = bundledTemplate(key)
-    if (bundled === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['prompts', key], message: `no prompt "${key}"; one of ${PROMPT_KEYS.join(', ')}` })
-      continue
+export const RunConfig = z
+  .object({
+    mode: z.enum(['async', 'sync']).default('async'),
+    rubrics_mode: z.enum(['global', 'per_instance']).default('global'),
+    anchor_rubrics: z.array(RubricSeed).max(50).default([]),
+    adaptive_rubrics: z.array(RubricSeed).max(50).default([]),
+    /** Seed adaptive rubrics for named instances (per_instance mode); others start from `adaptive_rubrics`. */
+    instance_rubrics: z.record(z.string(), z.array(RubricSeed).max(50)).default({}),
+    /** Close a step automatically after this many distinct rollouts; null: by /complete, step advance or idle gap (below). */
+    rollouts_per_step: z.number().int().positive().nullable().default(null),
+    /**
+     * Without `rollouts_per_step`: close the collecting step when a rollout arrives whose `metadata.current_step` is
+     * past the highest the step holds, so a trainer that sends its step needs no /complete.
+     */
+    close_on_step_advance: z.boolean().default(true),
+    /**
+     * Without `rollouts_per_step`: close the collecting step once no rollout has arrived for this many seconds (the gap
+     * while the trainer trains between two reward bursts); null: never. What closes steps of trainers that send neither
+     * /complete nor a step (OpenRLHF, slime, verl).
+     */
+    close_after_idle_s: z.number().int().min(1).max(86_400).nullable().default(30),
+    /** Rubrics are updated on steps 0, N, 2N, … */
+    rubric_update_frequency: z.number().int().positive().default(1),
+    chunk_size: z.number().int().positive().max(1_000).default(16),
+    /**
+     * Durable Objects each instance's step ledger is spread over, by a hash of the rollout id: a run's `/score` rate
+     * can reach about this many times what one object serves. null: 8 in `global` mode, 1 in `per_instance` mode (the
+     * run's load is already spread over its instances).
+     */
+    ledger_shards: z.number().int().min(1).max(64).nullable().default(null),
+    /** Steps a closed step's rollouts stay in the ledger after its update committed; then they are deleted (aggregates stay). */
+    ledger_retention_steps: z.number().int().min(0).max(100).default(2),
+    /** Write every scored rollout to R2 (the ARCHIVE bucket) as NDJSON, one object per run × step × ledger shard. */
+    archive: z.boolean().default(false),
+    /** Which rollouts of a closed step get a deep (LLM) analysis; every rollout is scored either way. */
+    analysis: z
+      .object({
+        /** Rollouts analysed per instance and step for coverage (group extremes, score range). null: 32 in `global`, 2 in `per_instance`. */
+        max_per_step: z.number().int().min(0).max(1_000).nullable().default(null),
+        /** Rollouts a cheap check marks suspicious analysed on top of `max_per_step`. null: as many as `max_per_step`. */
+        max_suspicious_per_step: z.number().int().min(0).max(1_000).nullable().default(null),
+      })
+      .default({ max_per_step: null, max_suspicious_per_step: null }),
+    /** Static memory: the last N batch summaries always shown to the updater. */
+    static_memory_steps: z.number().int().min(0).max(50).default(3),
+    /** Dynamic memory: documents retrieved per query. */
+    dynamic_memory_limit_per_query: z.number().int().min(0).max(20).default(3),
+    /** Most memory-search queries the QueryGenerator may ask for one update. */
+    max_queries: z.number().int().min(1).max(10).default(4),
+    grade_max: z.number().int().min(1).max(100).default(10),
+    locale: z.enum(['en', 'zh']).default('en'),
+    agents: z
+      .object({
+        default: AgentSettings.default(AgentSettings.parse({})),
+        ...(Object.fromEntries(AGENT_ROLES.map((role) => [role, PartialAgentSettings.optional()])) as {
+          [K in AgentRole]: z.ZodOptional<typeof PartialAgentSettings>
+        }),
+      })
+      .default({ default: AgentSettings.parse({}) }),
+    /** Highest number of LLM calls in flight at once, all roles together, within one Worker invocation. */
+    max_concurrent_llm_calls: z.number().int().min(1).max(6).default(6),
+    /** The longest `/rubric_status/wait` may hold a request. */
+    max_wait_s: z.number().int().min(1).max(900).default(300),
+    /** Replacements for bundled prompt templates, keyed `<locale>/<name>` (e.g. `en/scorer.system`); they may use only the bundled template's placeholders. */
+    prompts: z.record(z.string(), z.string().min(1).max(50_000)).default({}),
+    /** `open` lets requests without a token use the run; otherwise a run token or the admin token is required. */
+    access: z.enum(['token', 'open']).default('token'),
+    /** Requests per caller: `standard` (the RATE_LIMITER binding), `high` (RATE_LIMITER_HIGH) or `off` (no limit). */
+    rate_limit: z.enum(['standard', 'high', 'off']).default('standard'),
+  })
+  .superRefine((config, ctx) => {
+    for (const [key, template] of Object.entries(config.prompts)) {
+      const bundled = bundledTemplate(key)
+      if (bundled === undefined) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['prompts', key],
+          message: `no prompt "${key}"; one of ${PROMPT_KEYS.join(', ')}`,
+        })
+        continue
+      }
+      const allowed = new Set(placeholdersOf(bundled))
+      const unknown = placeholdersOf(template).filter((name) => !allowed.has(name))
+      if (unknown.length > 0)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['prompts', key],
+          message: `unknown placeholders ${unknown.map((n) => `{{${n}}}`).join(', ')}; "${key}" offers ${[...allowed].map((n) => `{{${n}}}`).join(', ')}`,
+        })
+      if (allowed.has('boundary') && !template.includes('{{boundary}}'))
+        ctx.addIssue({
+          code: 'custom',
+          path: ['prompts', key],
+          message: `"${key}" must keep the {{boundary}} data markers around untrusted text`,
+        })
     }
-    const allowed = new Set(placeholdersOf(bundled))
-    const unknown = placeholdersOf(template).filter((name) => !allowed.has(name))
-    if (unknown.length > 0) ctx.addIssue({ code: 'custom', path: ['prompts', key], message: `unknown placeholders ${unknown.map((n) => `{{${n}}}`).join(', ')}; "${key}" offers ${[...allowed].map((n) => `{{${n}}}`).join(', ')}` })
-    if (allowed.has('boundary') && !template.includes('{{boundary}}')) ctx.addIssue({ code: 'custom', path: ['prompts', key], message: `"${key}" must keep the {{boundary}} data markers around untrusted text` })
-  }
-  const seeds = [config.anchor_rubrics, config.adaptive_rubrics, ...Object.values(config.instance_rubrics)]
-  if (config.anchor_rubrics.length + config.adaptive_rubrics.length === 0 && Object.keys(config.instance_rubrics).length === 0) {
-    ctx.addIssue({ code: 'custom', path: ['anchor_rubrics'], message: 'a run needs at least one anchor or adaptive rubric' })
-  }
-  for (const list of seeds) {
-    const ids = list.map((seed) => seed.id).filter((id): id is string => id !== undefined)
-    const repeated = ids.find((id, index) => ids.indexOf(id) !== index)
-    if (repeated) ctx.addIssue({ code: 'custom', path: ['anchor_rubrics'], message: `rubric id "${repeated}" is used twice` })
-  }
-})
+    const seeds = [config.anchor_rubrics, config.adaptive_rubrics, ...Object.values(config.instance_rubrics)]
+    if (
+      config.anchor_rubrics.length + config.adaptive_rubrics.length === 0 &&
+      Object.keys(config.instance_rubrics).length === 0
+    ) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['anchor_rubrics'],
+        message: 'a run needs at least one anchor or adaptive rubric',
+      })
+    }
+    for (const list of seeds) {
+      const ids = list.map((seed) => seed.id).filter((id): id is string => id !== undefined)
+      const repeated = ids.find((id, index) => ids.indexOf(id) !== index)
+      if (repeated)
+        ctx.addIssue({ code: 'custom', path: ['anchor_rubrics'], message: `rubric id "${repeated}" is used twice` })
+    }
+  })
 export type RunConfig = z.infer<typeof RunConfig>
 export type RunConfigInput = z.input<typeof RunConfig>
 
@@ -163,7 +209,12 @@ export function analysisBudgetOf(config: RunConfig): { coverage: number; suspici
  * @example CreateRunRequest.parse({ run_id: 'grpo-0412', config: { mode: 'sync', anchor_rubrics: [{ text: 'Correct.' }] } })
  */
 export const CreateRunRequest = z.object({
-  run_id: z.string().min(1).max(64).regex(/^[a-z0-9][a-z0-9_-]*$/, 'lower-case letters, digits, _ and - only').optional(),
+  run_id: z
+    .string()
+    .min(1)
+    .max(64)
+    .regex(/^[a-z0-9][a-z0-9_-]*$/, 'lower-case letters, digits, _ and - only')
+    .optional(),
   config: RunConfig,
 })
 export type CreateRunRequest = z.infer<typeof CreateRunRequest>
@@ -176,7 +227,11 @@ export function agentSettingsFor(config: RunConfig, role: AgentRole): AgentSetti
   let byRole = settingsMemo.get(config)
   if (!byRole) settingsMemo.set(config, (byRole = new Map()))
   let settings = byRole.get(role)
-  if (!settings) byRole.set(role, (settings = AgentSettings.parse({ ...config.agents.default, ...stripUndefined(config.agents[role] ?? {}) })))
+  if (!settings)
+    byRole.set(
+      role,
+      (settings = AgentSettings.parse({ ...config.agents.default, ...stripUndefined(config.agents[role] ?? {}) })),
+    )
   return settings
 }
 

@@ -42,13 +42,15 @@ export const RubricStatus = z.object({
   /** Highest rubric version among the run's instances. */
   rubric_version: z.number().int().positive(),
   /** Instances touched in the reported step, with their rubric versions. */
-  instances: z.array(z.object({
-    instance_id: z.string(),
-    rubric_version: z.number().int().positive(),
-    rollouts: z.number().int(),
-    /** Present once the instance's update for this step is done. */
-    update: StepUpdateOutcome.optional(),
-  })),
+  instances: z.array(
+    z.object({
+      instance_id: z.string(),
+      rubric_version: z.number().int().positive(),
+      rollouts: z.number().int(),
+      /** Present once the instance's update for this step is done. */
+      update: StepUpdateOutcome.optional(),
+    }),
+  ),
   /** The deep analyses of the step's finished updates: how many, how many failed, and why their rollouts were chosen. */
   analyses: z.object({ analysed: z.number().int(), failed: z.number().int(), reasons: AnalysisReasonCounts }),
   /** Rollouts of the step the analyzer flagged as reward hacking. */

@@ -5,7 +5,10 @@ import type { CriterionGrade } from '../schemas/score.ts'
  * Every criterion must carry a grade; there is no silent "missing means 0".
  * @example rewardFromGrades([{ rubric_id: 'a', grade: 10, weight: 2 }, { rubric_id: 'b', grade: 5, weight: 1 }], 10) // 0.8333…
  */
-export function rewardFromGrades(grades: readonly Pick<CriterionGrade, 'grade' | 'weight'>[], gradeMax: number): number {
+export function rewardFromGrades(
+  grades: readonly Pick<CriterionGrade, 'grade' | 'weight'>[],
+  gradeMax: number,
+): number {
   if (grades.length === 0) throw new RangeError('a reward needs at least one graded criterion')
   let weighted = 0
   let totalWeight = 0

@@ -17,7 +17,15 @@ export interface ScoreTally {
  * @example emptyTally().rollouts // 0
  */
 export function emptyTally(): ScoreTally {
-  return { rollouts: 0, score_sum: 0, score_min: null, score_max: null, bins: new Array(SCORE_BINS).fill(0), min_version: null, max_version: null }
+  return {
+    rollouts: 0,
+    score_sum: 0,
+    score_min: null,
+    score_max: null,
+    bins: new Array(SCORE_BINS).fill(0),
+    min_version: null,
+    max_version: null,
+  }
 }
 
 /**

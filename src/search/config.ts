@@ -90,10 +90,18 @@ export const SearchConfig = z
   })
   .superRefine((config, ctx) => {
     if (config.mutation_parent_count > config.population_size) {
-      ctx.addIssue({ code: 'custom', path: ['mutation_parent_count'], message: `must be at most population_size (${config.population_size})` })
+      ctx.addIssue({
+        code: 'custom',
+        path: ['mutation_parent_count'],
+        message: `must be at most population_size (${config.population_size})`,
+      })
     }
     if (config.elitism_count > config.population_size) {
-      ctx.addIssue({ code: 'custom', path: ['elitism_count'], message: `must be at most population_size (${config.population_size})` })
+      ctx.addIssue({
+        code: 'custom',
+        path: ['elitism_count'],
+        message: `must be at most population_size (${config.population_size})`,
+      })
     }
   })
 export type SearchConfig = z.infer<typeof SearchConfig>

@@ -102,7 +102,10 @@ export class GradeMemo {
    * The stored grades, or a call of `produce` shared by every concurrent caller; `hit` says which.
    * @example await memo.getOrCreate(key, () => verifier.grade(input))
    */
-  async getOrCreate(key: string, produce: () => Promise<CriterionGrades>): Promise<{ grades: CriterionGrades; hit: boolean }> {
+  async getOrCreate(
+    key: string,
+    produce: () => Promise<CriterionGrades>,
+  ): Promise<{ grades: CriterionGrades; hit: boolean }> {
     const known = this.settled.get(key)
     if (known) return { grades: known, hit: true }
     const running = this.inflight.get(key)
@@ -182,7 +185,9 @@ export class Evaluator {
    */
   async evaluate(item: PromptItem, rubric: SearchRubric, options: { votes?: number } = {}): Promise<RubricEvaluation> {
     const votes = options.votes ?? rubric.grading_protocol.num_votes
-    const evaluations = await Promise.all(item.candidates.map((candidate, index) => this.evaluateCandidate(item, candidate, index, rubric, votes)))
+    const evaluations = await Promise.all(
+      item.candidates.map((candidate, index) => this.evaluateCandidate(item, candidate, index, rubric, votes)),
+    )
     const candidates = evaluations.sort((a, b) => b.score - a.score || a.index - b.index)
     return { prompt_id: item.prompt_id, rubric_key: rubricKey(rubric), votes, candidates }
   }
@@ -191,7 +196,13 @@ export class Evaluator {
    * One candidate under a rubric with `votes` votes (vote i is the same call whatever the vote count).
    * @example await evaluator.evaluateCandidate(item, item.candidates[0], 0, rubric, 3)
    */
-  async evaluateCandidate(item: PromptItem, candidate: Candidate, index: number, rubric: SearchRubric, votes: number): Promise<CandidateEvaluation> {
+  async evaluateCandidate(
+    item: PromptItem,
+    candidate: Candidate,
+    index: number,
+    rubric: SearchRubric,
+    votes: number,
+  ): Promise<CandidateEvaluation> {
     const key = rubricKey(rubric)
     const voteGrades = await Promise.all(
       Array.from({ length: votes }, (_, vote) => {
@@ -214,12 +225,22 @@ export class Evaluator {
     const voteScores = voteGrades.map((grades) => rubricScore(rubric, grades))
     const grades: Record<string, number | null> = {}
     for (const criterion of rubric.criteria) {
-      const given = voteGrades.map((vote) => vote[criterion.criterion_id]).filter((grade): grade is number => typeof grade === 'number')
-      grades[criterion.criterion_id] = given.length > 0 ? given.reduce((sum, grade) => sum + grade, 0) / given.length : null
+      const given = voteGrades
+        .map((vote) => vote[criterion.criterion_id])
+        .filter((grade): grade is number => typeof grade === 'number')
+      grades[criterion.criterion_id] =
+        given.length > 0 ? given.reduce((sum, grade) => sum + grade, 0) / given.length : null
     }
     const mean = voteScores.reduce((sum, score) => sum + score, 0) / voteScores.length
     const variance = voteScores.reduce((sum, score) => sum + (score - mean) ** 2, 0) / voteScores.length
-    return { candidate_id: candidate.candidate_id, index, score: rubricScore(rubric, grades), variance, vote_scores: voteScores, grades }
+    return {
+      candidate_id: candidate.candidate_id,
+      index,
+      score: rubricScore(rubric, grades),
+      variance,
+      vote_scores: voteScores,
+      grades,
+    }
   }
 
   /** Keeps only the rubric's criteria; non-finite → N/A; others rounded and clamped to 0..grade_max (and counted). */

@@ -10,7 +10,14 @@
 import type { z } from 'zod'
 import { AppError } from '../errors/index.ts'
 import { canonicalJson } from '../hash/index.ts'
-import { createContext, scoreRubric, statsOf, type SearchContext, type SearchProgress, type SearchStats } from './algorithms/context.ts'
+import {
+  createContext,
+  scoreRubric,
+  statsOf,
+  type SearchContext,
+  type SearchProgress,
+  type SearchStats,
+} from './algorithms/context.ts'
 import { initializeGlobalBatch, runGlobalBatch, searchPromptLocal } from './algorithms/evolutionary.ts'
 import { searchPromptIterative } from './algorithms/iterative.ts'
 import type { ScheduleDiagnostics } from './algorithms/mutation-schedule.ts'
@@ -29,10 +36,32 @@ export { selectParents, uniqueByKey, type Ranked, type SelectionOptions } from '
 export { createLimiter, mapConcurrent, type Limiter } from './algorithms/concurrency.ts'
 export { isDistinguished, hardness } from './algorithms/population.ts'
 export * from './config.ts'
-export { Evaluator, GradeMemo, rubricKey, type CandidateEvaluation, type RubricEvaluation, type EvaluatorStats } from './evaluator.ts'
-export { computeObjective, groundTruthValues, JudgeMemo, kendallTau, ndcg, tailSize, type ObjectiveResult, type PairJudge } from './objective.ts'
+export {
+  Evaluator,
+  GradeMemo,
+  rubricKey,
+  type CandidateEvaluation,
+  type RubricEvaluation,
+  type EvaluatorStats,
+} from './evaluator.ts'
+export {
+  computeObjective,
+  groundTruthValues,
+  JudgeMemo,
+  kendallTau,
+  ndcg,
+  tailSize,
+  type ObjectiveResult,
+  type PairJudge,
+} from './objective.ts'
 export { contentProfile, meanDistanceTo, populationDiversity, rubricDistance } from './diversity.ts'
-export { buildSearchOutput, SearchOutputFile, type BestRubricEntry, type SearchDiagnostics, type SearchOutput } from './output.ts'
+export {
+  buildSearchOutput,
+  SearchOutputFile,
+  type BestRubricEntry,
+  type SearchDiagnostics,
+  type SearchOutput,
+} from './output.ts'
 export { derivedSeed, hash32, hashHex, Rng, type RngState } from './random.ts'
 
 /** What a checkpoint callback may answer: 'stop' ends the run cleanly right after this checkpoint. */
@@ -106,9 +135,17 @@ export async function runSearch(
   }
 
   const snapshot = (parts: Pick<SearchState, 'global_batch' | 'completed_prompts' | 'complete'>): SearchState =>
-    clone({ ...identity, complete: parts.complete, memo: { grades: ctx.evaluator.memo.snapshot(), judge: ctx.judges.snapshot() }, global_batch: parts.global_batch, completed_prompts: parts.completed_prompts })
+    clone({
+      ...identity,
+      complete: parts.complete,
+      memo: { grades: ctx.evaluator.memo.snapshot(), judge: ctx.judges.snapshot() },
+      global_batch: parts.global_batch,
+      completed_prompts: parts.completed_prompts,
+    })
   let last: SearchState | null = resume ? clone(resume) : null
-  const checkpoint = async (parts: Pick<SearchState, 'global_batch' | 'completed_prompts' | 'complete'>): Promise<boolean> => {
+  const checkpoint = async (
+    parts: Pick<SearchState, 'global_batch' | 'completed_prompts' | 'complete'>,
+  ): Promise<boolean> => {
     last = snapshot(parts)
     return (await options.onCheckpoint?.(clone(last))) === 'stop'
   }
@@ -127,28 +164,47 @@ export async function runSearch(
         state = await initializeGlobalBatch(ctx, prompts)
         if (await checkpoint({ global_batch: state, completed_prompts: null, complete: false })) return stopped()
       }
-      const result = await runGlobalBatch(ctx, prompts, state, (current) => checkpoint({ global_batch: current, completed_prompts: null, complete: false }))
+      const result = await runGlobalBatch(ctx, prompts, state, (current) =>
+        checkpoint({ global_batch: current, completed_prompts: null, complete: false }),
+      )
       if (!result) return stopped()
       results = result.results
       mutationDiagnostics = result.mutation_diagnostics
-      global = { generations_run: result.state.generation, stop_reason: result.state.stop_reason!, batches: result.state.batches }
+      global = {
+        generations_run: result.state.generation,
+        stop_reason: result.state.stop_reason!,
+        batches: result.state.batches,
+      }
       finalParts = { global_batch: result.state, completed_prompts: null, complete: true }
     } else {
       const completed: Record<string, PromptResult> = resume ? clone(resume.completed_prompts!) : {}
       const searchOne = config.mode === 'iterative' ? searchPromptIterative : searchPromptLocal
-      const finished = await runPerPrompt(ctx, prompts, completed, searchOne, (done) => checkpoint({ global_batch: null, completed_prompts: done, complete: false }), () =>
-        controller.abort(stopReason),
+      const finished = await runPerPrompt(
+        ctx,
+        prompts,
+        completed,
+        searchOne,
+        (done) => checkpoint({ global_batch: null, completed_prompts: done, complete: false }),
+        () => controller.abort(stopReason),
       )
       if (!finished) return stopped()
       results = prompts.map((item) => completed[item.prompt_id]!)
       if (config.mode === 'evolutionary') {
-        mutationDiagnostics = Object.fromEntries(results.map((result) => [result.prompt_id, result.mutation_diagnostics!])) as Record<string, ScheduleDiagnostics>
+        mutationDiagnostics = Object.fromEntries(
+          results.map((result) => [result.prompt_id, result.mutation_diagnostics!]),
+        ) as Record<string, ScheduleDiagnostics>
       }
       finalParts = { global_batch: null, completed_prompts: completed, complete: true }
     }
 
     const candidateScores = await candidateScoresOf(ctx, prompts, results)
-    const output = buildSearchOutput({ config, results, candidate_scores: candidateScores, mutation_diagnostics: mutationDiagnostics, global })
+    const output = buildSearchOutput({
+      config,
+      results,
+      candidate_scores: candidateScores,
+      mutation_diagnostics: mutationDiagnostics,
+      global,
+    })
     await checkpoint(finalParts)
     return { status: 'completed', output, state: last!, stats: statsOf(ctx) }
   } catch (error) {
@@ -163,33 +219,47 @@ export async function runSearch(
 async function candidateScoresOf(ctx: SearchContext, prompts: PreferenceDataset['prompts'], results: PromptResult[]) {
   const scored = await Promise.all(prompts.map((item, i) => scoreRubric(ctx, item, results[i]!.best_rubric)))
   return Object.fromEntries(
-    prompts.map((item, i) => [item.prompt_id, scored[i]!.evaluation.candidates.map(({ candidate_id, score }) => ({ candidate_id, score }))]),
+    prompts.map((item, i) => [
+      item.prompt_id,
+      scored[i]!.evaluation.candidates.map(({ candidate_id, score }) => ({ candidate_id, score })),
+    ]),
   )
 }
 
 function parseDataset(dataset: unknown): PreferenceDataset {
   const parsed = PreferenceDataset.safeParse(dataset)
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; ')
+    const problems = parsed.error.issues
+      .map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`)
+      .join('; ')
     throw new AppError('invalid_request', `search dataset: ${problems}`)
   }
   const seen = new Set<string>()
   for (const item of parsed.data.prompts) {
-    if (seen.has(item.prompt_id)) throw new AppError('invalid_request', `search dataset: duplicate prompt_id "${item.prompt_id}"`)
+    if (seen.has(item.prompt_id))
+      throw new AppError('invalid_request', `search dataset: duplicate prompt_id "${item.prompt_id}"`)
     seen.add(item.prompt_id)
     const ids = new Set(item.candidates.map((candidate) => candidate.candidate_id))
-    if (ids.size !== item.candidates.length) throw new AppError('invalid_request', `search dataset: duplicate candidate_id in prompt "${item.prompt_id}"`)
+    if (ids.size !== item.candidates.length)
+      throw new AppError('invalid_request', `search dataset: duplicate candidate_id in prompt "${item.prompt_id}"`)
   }
   return parsed.data
 }
 
-function checkResume(state: SearchState, identity: Pick<SearchState, 'schema_version' | 'config_hash' | 'dataset_hash' | 'mode' | 'iteration_scope'>): SearchState {
+function checkResume(
+  state: SearchState,
+  identity: Pick<SearchState, 'schema_version' | 'config_hash' | 'dataset_hash' | 'mode' | 'iteration_scope'>,
+): SearchState {
   for (const field of ['schema_version', 'config_hash', 'dataset_hash', 'mode', 'iteration_scope'] as const) {
     if (state?.[field] !== identity[field]) {
-      throw new AppError('invalid_request', `resume: the checkpoint's ${field} (${String(state?.[field])}) does not match this run's (${String(identity[field])})`)
+      throw new AppError(
+        'invalid_request',
+        `resume: the checkpoint's ${field} (${String(state?.[field])}) does not match this run's (${String(identity[field])})`,
+      )
     }
   }
   const globalBatch = identity.mode === 'evolutionary' && identity.iteration_scope === 'global_batch'
-  if (globalBatch ? !state.global_batch : !state.completed_prompts) throw new AppError('invalid_request', 'resume: the checkpoint holds no state for this search scope')
+  if (globalBatch ? !state.global_batch : !state.completed_prompts)
+    throw new AppError('invalid_request', 'resume: the checkpoint holds no state for this search scope')
   return state
 }

@@ -138,8 +138,10 @@ export function tailSize(candidates: number, tailFraction: number, minTailPairs:
  */
 export function groundTruthValues(item: PromptItem): number[] | null {
   const { candidates } = item
-  if (candidates.every((candidate) => candidate.label.rank !== undefined)) return candidates.map((candidate) => -candidate.label.rank!)
-  if (candidates.every((candidate) => candidate.label.quality !== undefined)) return candidates.map((candidate) => candidate.label.quality!)
+  if (candidates.every((candidate) => candidate.label.rank !== undefined))
+    return candidates.map((candidate) => -candidate.label.rank!)
+  if (candidates.every((candidate) => candidate.label.quality !== undefined))
+    return candidates.map((candidate) => candidate.label.quality!)
   return null
 }
 
@@ -184,11 +186,13 @@ export function ndcg(predicted: readonly number[], truth: readonly number[], tie
     return gain[a]! - gain[b]! || a - b
   })
   const ideal = [...indices].sort((a, b) => gain[b]! - gain[a]! || a - b)
-  const dcg = (ranking: number[]) => ranking.reduce((sum, index, position) => sum + gain[index]! / Math.log2(position + 2), 0)
+  const dcg = (ranking: number[]) =>
+    ranking.reduce((sum, index, position) => sum + gain[index]! / Math.log2(position + 2), 0)
   return dcg(order) / dcg(ideal)
 }
 
-const shrink = (accuracy: number, valid: number, prior: number) => (prior > 0 ? 0.5 + (valid / (valid + prior)) * (accuracy - 0.5) : accuracy)
+const shrink = (accuracy: number, valid: number, prior: number) =>
+  prior > 0 ? 0.5 + (valid / (valid + prior)) * (accuracy - 0.5) : accuracy
 
 /**
  * The objective of a rubric on one prompt, from its evaluation and pairwise judgements of the tail.

@@ -47,7 +47,12 @@ export interface SearchDiagnostics {
     per_prompt: Record<string, MarginEntry>
   }
   /** Means over prompts of the best rubrics' objective parts (null entries skipped). */
-  objective_summary: { total: number | null; raw_tail_acc: number | null; kendall_tau: number | null; ndcg: number | null }
+  objective_summary: {
+    total: number | null
+    raw_tail_acc: number | null
+    kendall_tau: number | null
+    ndcg: number | null
+  }
   /** global_batch: generations run, why the search stopped, and the prompts evolved per generation. */
   generations_run: number | null
   stop_reason: StopReason | null
@@ -100,7 +105,9 @@ const mean = (values: Array<number | null>) => {
  */
 export function buildSearchOutput(input: OutputInput): SearchOutput {
   const { config } = input
-  const results = [...input.results].sort((a, b) => (a.prompt_id < b.prompt_id ? -1 : a.prompt_id > b.prompt_id ? 1 : 0))
+  const results = [...input.results].sort((a, b) =>
+    a.prompt_id < b.prompt_id ? -1 : a.prompt_id > b.prompt_id ? 1 : 0,
+  )
   const evolutionary = config.mode === 'evolutionary'
   const perPrompt: Record<string, MarginEntry> = {}
   for (const result of results) {
@@ -137,7 +144,11 @@ export function buildSearchOutput(input: OutputInput): SearchOutput {
       mutation_diagnostics: input.mutation_diagnostics,
       avg_diversity: evolutionary ? mean(results.flatMap((result) => result.diversity_history)) : null,
       margin_improvement: {
-        global: { total_prompts: results.length, improved_prompts: improved, improvement_rate: results.length ? improved / results.length : 0 },
+        global: {
+          total_prompts: results.length,
+          improved_prompts: improved,
+          improvement_rate: results.length ? improved / results.length : 0,
+        },
         per_prompt: perPrompt,
       },
       objective_summary: {

@@ -90,7 +90,11 @@ export class Rng {
    * @example Rng.fromState(JSON.parse(JSON.stringify(rng.state())))
    */
   static fromState(state: RngState): Rng {
-    if (state.algorithm !== 'sfc32' || state.words.length !== 4 || !state.words.every((word) => Number.isInteger(word))) {
+    if (
+      state.algorithm !== 'sfc32' ||
+      state.words.length !== 4 ||
+      !state.words.every((word) => Number.isInteger(word))
+    ) {
       throw new TypeError('rng state: expected { algorithm: "sfc32", words: [4 integers] }')
     }
     return new Rng(state.words)
@@ -131,7 +135,8 @@ export class Rng {
    * @example rng.int(6) // 0..5
    */
   int(maxExclusive: number): number {
-    if (!Number.isInteger(maxExclusive) || maxExclusive <= 0) throw new RangeError(`rng.int: expected a positive integer, got ${maxExclusive}`)
+    if (!Number.isInteger(maxExclusive) || maxExclusive <= 0)
+      throw new RangeError(`rng.int: expected a positive integer, got ${maxExclusive}`)
     return Math.floor(this.next() * maxExclusive)
   }
 

@@ -79,7 +79,14 @@ export const SearchRubric = z.object({
 })
 export type SearchRubric = z.infer<typeof SearchRubric>
 
-export const MUTATION_MODES = ['raise_bar', 'decompose', 'factual_focus', 'anti_fluff', 'counterexample_trigger', 'weight_perturb'] as const
+export const MUTATION_MODES = [
+  'raise_bar',
+  'decompose',
+  'factual_focus',
+  'anti_fluff',
+  'counterexample_trigger',
+  'weight_perturb',
+] as const
 export type MutationMode = (typeof MUTATION_MODES)[number]
 
 // ---------------------------------------------------------------------------------------------
@@ -97,12 +104,25 @@ export interface RubricInitializer {
 
 export interface RubricProposer {
   /** A mutation of `rubric` in `mode`, contrasting the best and runner-up candidates under it (texts only). */
-  propose(input: { item: PromptItem; rubric: SearchRubric; mode: MutationMode; top: Candidate; runnerUp: Candidate; seed: number }): Promise<SearchRubric>
+  propose(input: {
+    item: PromptItem
+    rubric: SearchRubric
+    mode: MutationMode
+    top: Candidate
+    runnerUp: Candidate
+    seed: number
+  }): Promise<SearchRubric>
 }
 
 export interface Verifier {
   /** Grades one candidate on every criterion of the rubric; `vote` distinguishes repeated votes. */
-  grade(input: { item: PromptItem; candidate: Candidate; rubric: SearchRubric; vote: number; seed: number }): Promise<CriterionGrades>
+  grade(input: {
+    item: PromptItem
+    candidate: Candidate
+    rubric: SearchRubric
+    vote: number
+    seed: number
+  }): Promise<CriterionGrades>
 }
 
 export interface PreferenceJudge {

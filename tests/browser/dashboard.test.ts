@@ -23,7 +23,13 @@ const pageErrors: string[] = []
 
 beforeAll(async () => {
   dev = await startWranglerDev()
-  simulation = await runSimulation({ baseUrl: dev.baseUrl, steps: STEPS, rolloutsPerStep: ROLLOUTS_PER_STEP, seed: 1, waitTimeoutS: 60 })
+  simulation = await runSimulation({
+    baseUrl: dev.baseUrl,
+    steps: STEPS,
+    rolloutsPerStep: ROLLOUTS_PER_STEP,
+    seed: 1,
+    waitTimeoutS: 60,
+  })
   browser = await launchChromium()
 })
 
@@ -38,7 +44,8 @@ async function newPage(): Promise<Page> {
   page.on('pageerror', (error) => pageErrors.push(`pageerror: ${error.message}`))
   page.on('console', (message) => {
     // The wrong-token login answers 401 on purpose; any other console error (a CSP violation, a failed load) counts.
-    if (message.type() === 'error' && !/status of 401/.test(message.text())) pageErrors.push(`console: ${message.text()}`)
+    if (message.type() === 'error' && !/status of 401/.test(message.text()))
+      pageErrors.push(`console: ${message.text()}`)
   })
   return page
 }
@@ -57,7 +64,9 @@ describe('the dashboard in headless Chromium after `npm run simulate` (3 steps)'
     expect(index?.headers()['content-type']).toMatch(/text\/html/)
     const runLink = page.locator('a[data-run="default"]')
     await expect.poll(() => runLink.isVisible()).toBe(true)
-    expect(await page.locator('tr', { has: runLink }).innerText()).toMatch(new RegExp(`\\b${STEPS * ROLLOUTS_PER_STEP}\\b`))
+    expect(await page.locator('tr', { has: runLink }).innerText()).toMatch(
+      new RegExp(`\\b${STEPS * ROLLOUTS_PER_STEP}\\b`),
+    )
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'dashboard-index.png'), fullPage: true })
 
     await Promise.all([page.waitForURL(/\/dashboard\/runs\/default$/), runLink.click()])
@@ -84,7 +93,9 @@ describe('the dashboard in headless Chromium after `npm run simulate` (3 steps)'
     const lineBox = await line.boundingBox()
     expect(lineBox!.width).toBeGreaterThan(200)
     expect(lineBox!.height).toBeGreaterThan(100)
-    expect(await line.locator('g[data-series] polyline, g[data-series] path, g[data-series] circle').count()).toBeGreaterThan(0)
+    expect(
+      await line.locator('g[data-series] polyline, g[data-series] path, g[data-series] circle').count(),
+    ).toBeGreaterThan(0)
     const histograms = page.locator('svg[data-chart="histogram"]')
     expect(await histograms.count()).toBe(STEPS)
     const bars = histograms.first().locator('rect[fill-opacity]')

@@ -27,12 +27,44 @@ async function run(...argv: string[]): Promise<string> {
 
 beforeAll(async () => {
   directory = await mkdtemp(path.join(tmpdir(), 'report-browser-'))
-  await run('search', '--dataset', 'examples/demo.json', '--backend', 'mock', '--mock-noise', '0.2', '--generations', '6', '--output', path.join(directory, 'search', 'best.json'))
+  await run(
+    'search',
+    '--dataset',
+    'examples/demo.json',
+    '--backend',
+    'mock',
+    '--mock-noise',
+    '0.2',
+    '--generations',
+    '6',
+    '--output',
+    path.join(directory, 'search', 'best.json'),
+  )
   await run('report', path.join(directory, 'search'), '--out', path.join(directory, 'search.html'))
-  await run('evolve', '--dataset', 'offline/evolve/fixtures/pairs-demo.json', '--out', path.join(directory, 'evolve'), '--iterations', '3', '--backend', 'mock')
+  await run(
+    'evolve',
+    '--dataset',
+    'offline/evolve/fixtures/pairs-demo.json',
+    '--out',
+    path.join(directory, 'evolve'),
+    '--iterations',
+    '3',
+    '--backend',
+    'mock',
+  )
   await run('report', path.join(directory, 'evolve'), '--out', path.join(directory, 'evolve.html'))
   for (const subset of ['natural', 'adversarial-neighbor']) {
-    await run('bench', '--dataset', `${LLMBAR}/${subset}.json`, '--scorer', 'mock', '--bootstrap', '200', '--out', path.join(directory, 'bench', `${subset}.json`))
+    await run(
+      'bench',
+      '--dataset',
+      `${LLMBAR}/${subset}.json`,
+      '--scorer',
+      'mock',
+      '--bootstrap',
+      '200',
+      '--out',
+      path.join(directory, 'bench', `${subset}.json`),
+    )
   }
   await run('report', path.join(directory, 'bench'), '--out', path.join(directory, 'bench.html'))
   browser = await launchChromium()
@@ -63,7 +95,12 @@ async function renderedCharts(page: Page) {
     svgs.map((svg) => {
       const box = svg.getBoundingClientRect()
       const kind = svg.getAttribute('data-chart')
-      const selector = kind === 'line' ? 'g[data-series] path, g[data-series] circle' : kind === 'bar' ? 'g[data-bar] rect' : 'rect[fill-opacity]'
+      const selector =
+        kind === 'line'
+          ? 'g[data-series] path, g[data-series] circle'
+          : kind === 'bar'
+            ? 'g[data-bar] rect'
+            : 'rect[fill-opacity]'
       const marks = [...svg.querySelectorAll(selector)].filter((mark) => {
         const markBox = mark.getBoundingClientRect()
         return markBox.width > 0 && markBox.height > 0
@@ -93,13 +130,25 @@ describe('offline reports in headless Chromium', () => {
     await expectCleanLoad(opened)
     expect(await page.locator('h1').innerText()).toBe('Search report: demo.json')
     expect(await page.locator('header .kind').innerText()).toMatch(/search output/i)
-    for (const heading of ['Objective per generation', 'Best rubrics (3)', 'Run settings', 'Calls']) expect(await page.getByRole('heading', { name: heading, exact: true }).isVisible()).toBe(true)
-    for (const prompt of ['p_debug_undefined', 'p_math_trains', 'p_policy_brief']) expect(await page.locator('details.rubric summary', { hasText: prompt }).isVisible()).toBe(true)
-    expect(await page.locator('details.rubric').first().locator('td', { hasText: 'The answer does what the prompt asks' }).isVisible()).toBe(true)
+    for (const heading of ['Objective per generation', 'Best rubrics (3)', 'Run settings', 'Calls'])
+      expect(await page.getByRole('heading', { name: heading, exact: true }).isVisible()).toBe(true)
+    for (const prompt of ['p_debug_undefined', 'p_math_trains', 'p_policy_brief'])
+      expect(await page.locator('details.rubric summary', { hasText: prompt }).isVisible()).toBe(true)
+    expect(
+      await page
+        .locator('details.rubric')
+        .first()
+        .locator('td', { hasText: 'The answer does what the prompt asks' })
+        .isVisible(),
+    ).toBe(true)
     expect(await page.locator('#calls tr', { hasText: 'verifier' }).first().innerText()).toMatch(/verifier\s+\d+/)
 
     const charts = await renderedCharts(page)
-    expect(charts.map((chart) => `${chart.kind}:${chart.title}`)).toEqual(['line:Objective per generation', 'line:Objective per generation, by prompt', 'bar:Final objective by prompt'])
+    expect(charts.map((chart) => `${chart.kind}:${chart.title}`)).toEqual([
+      'line:Objective per generation',
+      'line:Objective per generation, by prompt',
+      'bar:Final objective by prompt',
+    ])
     for (const chart of charts) {
       expect(chart.width).toBeGreaterThan(300)
       expect(chart.height).toBeGreaterThan(100)
@@ -128,7 +177,9 @@ describe('offline reports in headless Chromium', () => {
     expect(chart!.width).toBeGreaterThan(300)
     // Train, validation and best-so-far lines over 4 iterations (a path + 4 markers each), plus the kept markers.
     expect(chart!.marks).toBeGreaterThanOrEqual(3 * 5 + 1)
-    const kept = await page.locator('svg[data-chart] g[data-series="kept change"] circle').evaluateAll((circles) => circles.map((circle) => circle.getBoundingClientRect().width))
+    const kept = await page
+      .locator('svg[data-chart] g[data-series="kept change"] circle')
+      .evaluateAll((circles) => circles.map((circle) => circle.getBoundingClientRect().width))
     expect(kept.length).toBeGreaterThanOrEqual(1)
     for (const width of kept) expect(width).toBeGreaterThan(4)
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'report-evolve.png'), fullPage: true })
@@ -140,13 +191,23 @@ describe('offline reports in headless Chromium', () => {
     await expectCleanLoad(opened)
     expect(await page.locator('h1').innerText()).toBe('Benchmark: mock on 2 subsets')
     const table = page.locator('#accuracy table')
-    expect(await table.locator('thead').innerText()).toMatch(/subset\s+items\s+pairwise A\/B\s+pairwise B\/A\s+swap-consistent\s+failed items/)
-    for (const subset of ['natural', 'adversarial-neighbor']) expect(await table.locator('tbody tr', { hasText: subset }).innerText()).toMatch(/\d+\.\d%\s+95% CI \d+\.\d%–\d+\.\d%\s+bootstrap/)
+    expect(await table.locator('thead').innerText()).toMatch(
+      /subset\s+items\s+pairwise A\/B\s+pairwise B\/A\s+swap-consistent\s+failed items/,
+    )
+    for (const subset of ['natural', 'adversarial-neighbor'])
+      expect(await table.locator('tbody tr', { hasText: subset }).innerText()).toMatch(
+        /\d+\.\d%\s+95% CI \d+\.\d%–\d+\.\d%\s+bootstrap/,
+      )
     expect(await page.locator('#failures').innerText()).toContain('No scorer failures')
 
     const charts = await renderedCharts(page)
     expect(charts.map((chart) => chart.kind)).toEqual(['bar', 'histogram'])
-    expect(charts[0]).toMatchObject({ title: 'Swap-consistent accuracy by subset', marks: 2, whiskers: 2, noData: false })
+    expect(charts[0]).toMatchObject({
+      title: 'Swap-consistent accuracy by subset',
+      marks: 2,
+      whiskers: 2,
+      noData: false,
+    })
     expect(charts[1]!.marks).toBeGreaterThan(3)
     for (const chart of charts) expect(chart.width * chart.height).toBeGreaterThan(300 * 100)
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'report-bench.png'), fullPage: true })

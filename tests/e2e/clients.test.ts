@@ -24,7 +24,7 @@ const PYTHON_DIR = path.join(ROOT, 'clients/python')
 async function readmeScoreExample(): Promise<{ command: string; documented: string }> {
   const lines = (await readFile(path.join(ROOT, 'README.md'), 'utf8')).split('\n')
   const index = lines.findIndex((line) => /^curl\b.*\/score\b.*-d '\{/.test(line) && !/authorization/i.test(line))
-  expect(index, 'README.md has a `curl … /score … -d \'{…}\'` example for the default run').toBeGreaterThanOrEqual(0)
+  expect(index, "README.md has a `curl … /score … -d '{…}'` example for the default run").toBeGreaterThanOrEqual(0)
   return { command: lines[index]!, documented: lines[index + 1]?.match(/^#\s*→\s*(.*)$/)?.[1] ?? '' }
 }
 
@@ -61,19 +61,28 @@ describe('curl', () => {
   it('runs the README example with the real curl binary: a score in [0,1] and a rubric version', async () => {
     const { command, documented } = await readmeScoreExample()
     expect(command).toContain('127.0.0.1:8787')
-    const local = command.replace(/^curl /, 'curl -s --fail-with-body ').replaceAll('127.0.0.1:8787', new URL(dev.baseUrl).host)
+    const local = command
+      .replace(/^curl /, 'curl -s --fail-with-body ')
+      .replaceAll('127.0.0.1:8787', new URL(dev.baseUrl).host)
     const { stdout } = await run('sh', ['-c', local], { timeout: 30_000 })
     const result = JSON.parse(stdout)
     const sent = JSON.parse(command.match(/-d '(\{.*\})'/)![1]!)
     expect(result.score).toBeGreaterThanOrEqual(0)
     expect(result.score).toBeLessThanOrEqual(1)
     expect(Number.isInteger(result.rubric_version) && result.rubric_version >= 1).toBe(true)
-    expect(result).toMatchObject({ run_id: 'default', rollout_id: sent.rollout.id, instance_id: 'global', duplicate: false })
+    expect(result).toMatchObject({
+      run_id: 'default',
+      rollout_id: sent.rollout.id,
+      instance_id: 'global',
+      duplicate: false,
+    })
     // Every field the README shows in its sample answer is in the real one.
     const documentedKeys = [...documented.matchAll(/"(\w+)":/g)].map((m) => m[1]!)
     expect(documentedKeys).toContain('score')
-    for (const key of new Set(documentedKeys.filter((k) => k !== 'rubric_id' && k !== 'grade' && k !== 'weight'))) expect(result).toHaveProperty(key)
-    for (const criterion of result.criteria) expect(Object.keys(criterion)).toEqual(expect.arrayContaining(['rubric_id', 'grade', 'weight']))
+    for (const key of new Set(documentedKeys.filter((k) => k !== 'rubric_id' && k !== 'grade' && k !== 'weight')))
+      expect(result).toHaveProperty(key)
+    for (const criterion of result.criteria)
+      expect(Object.keys(criterion)).toEqual(expect.arrayContaining(['rubric_id', 'grade', 'weight']))
 
     const rubrics = await callJson(`${dev.baseUrl}/rubrics`)
     expect(rubrics.status).toBe(200)
@@ -90,7 +99,12 @@ describe('TypeScript RewardClient', () => {
     const rollouts = [
       { id: 'ts-1', input: 'What is 6*7?', output: '6 * 7 = 42', supplemental_context: '42' },
       { id: 'ts-2', input: 'What is 10-3?', output: '10 - 3 = 7', supplemental_context: '7' },
-      { id: 'ts-3', input: 'Name the capital of France.', output: 'Paris is the capital of France.', supplemental_context: 'Paris' },
+      {
+        id: 'ts-3',
+        input: 'Name the capital of France.',
+        output: 'Paris is the capital of France.',
+        supplemental_context: 'Paris',
+      },
     ]
     const results = await Promise.all(rollouts.map((rollout) => client.scoreAsync(rollout, METADATA)))
     const step = results[0]!.step
@@ -104,11 +118,26 @@ describe('TypeScript RewardClient', () => {
     const again = await client.scoreAsync(rollouts[0]!, METADATA)
     const altered = await client.scoreAsync({ ...rollouts[0]!, output: '' }, METADATA)
     for (const duplicate of [again, altered]) {
-      expect(duplicate).toMatchObject({ rollout_id: 'ts-1', step, duplicate: true, score: results[0]!.score, rubric_version: results[0]!.rubric_version })
+      expect(duplicate).toMatchObject({
+        rollout_id: 'ts-1',
+        step,
+        duplicate: true,
+        score: results[0]!.score,
+        rubric_version: results[0]!.rubric_version,
+      })
     }
 
     // The ledger shards report their counts within a second.
-    await vi.waitFor(async () => expect(await client.rubricStatus()).toMatchObject({ run_id: 'default', step, status: 'collecting', rollouts: 3 }), { timeout: 10_000, interval: 100 })
+    await vi.waitFor(
+      async () =>
+        expect(await client.rubricStatus()).toMatchObject({
+          run_id: 'default',
+          step,
+          status: 'collecting',
+          rollouts: 3,
+        }),
+      { timeout: 10_000, interval: 100 },
+    )
     expect(await client.rolloutsComplete()).toEqual({ status: 'complete', step, closed: true })
     const updated = await client.rubricUpdated(60)
     expect(updated).toMatchObject({ status: 'updated', step, rollouts: 3, pending: 0 })
@@ -133,11 +162,18 @@ describe('Python client', () => {
     expect(output.updated).toMatchObject({ run_id: 'default', status: 'updated', step, rollouts: 2 })
     expect(output.updated.timed_out).toBeUndefined()
     // The server agrees with what the script printed.
-    expect((await callJson(`${dev.baseUrl}/rubric_status`)).body).toMatchObject({ step, status: 'updated', rollouts: 2 })
+    expect((await callJson(`${dev.baseUrl}/rubric_status`)).body).toMatchObject({
+      step,
+      status: 'updated',
+      rollouts: 2,
+    })
   })
 
   it('addresses a token run by run_id, and raises errors that carry the server code', async () => {
-    const created = await callJson(`${dev.baseUrl}/runs`, { token: dev.adminToken, body: { config: { anchor_rubrics: [{ text: 'The answer is correct.' }] } } })
+    const created = await callJson(`${dev.baseUrl}/runs`, {
+      token: dev.adminToken,
+      body: { config: { anchor_rubrics: [{ text: 'The answer is correct.' }] } },
+    })
     expect(created.status).toBe(201)
     const defaultBefore = (await callJson(`${dev.baseUrl}/rubric_status`)).body
     const code = `
@@ -164,7 +200,14 @@ print(json.dumps(out))
     expect(out.no_run).toMatchObject({ status: 404, code: 'run_not_found' })
     for (const failure of [out.no_token, out.bad_rollout, out.no_run]) expect(failure.message.length).toBeGreaterThan(0)
     // The run token's run counted the rollout; the default run did not.
-    await vi.waitFor(async () => expect((await callJson(`${dev.baseUrl}/rubric_status`, { token: created.body.token })).body).toMatchObject({ run_id: created.body.run_id, rollouts: 1 }), { timeout: 10_000, interval: 100 })
+    await vi.waitFor(
+      async () =>
+        expect((await callJson(`${dev.baseUrl}/rubric_status`, { token: created.body.token })).body).toMatchObject({
+          run_id: created.body.run_id,
+          rollouts: 1,
+        }),
+      { timeout: 10_000, interval: 100 },
+    )
     expect((await callJson(`${dev.baseUrl}/rubric_status`)).body).toEqual(defaultBefore)
   })
 
@@ -172,8 +215,16 @@ print(json.dumps(out))
     // A scripted server stands in for the Worker here: the real one cannot be made to answer 429 on demand.
     const script: Record<string, { status: number; headers?: Record<string, string>; body: unknown }[]> = {
       'POST /score': [
-        { status: 429, headers: { 'retry-after': '1' }, body: { error: { code: 'rate_limited', message: 'slow down' } } },
-        { status: 503, headers: { 'retry-after': '0' }, body: { error: { code: 'llm_unavailable', message: 'try again' } } },
+        {
+          status: 429,
+          headers: { 'retry-after': '1' },
+          body: { error: { code: 'rate_limited', message: 'slow down' } },
+        },
+        {
+          status: 503,
+          headers: { 'retry-after': '0' },
+          body: { error: { code: 'llm_unavailable', message: 'try again' } },
+        },
         { status: 200, body: { score: 0.5, rollout_id: 'x' } },
       ],
       'GET /rubric_status/wait': [

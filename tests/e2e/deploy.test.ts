@@ -23,14 +23,31 @@ let dev: WranglerDev
 let work: string
 
 /** `reward-harness <args>` as a child process, with the dev server's admin token. */
-const cli = (args: string[]) => runRewardHarness(args, { USER: 'e2e', REWARD_HARNESS_ADMIN_TOKEN: dev.adminToken }, 55_000)
+const cli = (args: string[]) =>
+  runRewardHarness(args, { USER: 'e2e', REWARD_HARNESS_ADMIN_TOKEN: dev.adminToken }, 55_000)
 
 const readJson = (file: string) => JSON.parse(readFileSync(file, 'utf8'))
 
 /** A mock search of the demo dataset and its artifact; returns the search output and the artifact. */
-async function searchAndExport(name: string, seed: number): Promise<{ output: any; artifactFile: string; artifact: RmArtifact }> {
+async function searchAndExport(
+  name: string,
+  seed: number,
+): Promise<{ output: any; artifactFile: string; artifact: RmArtifact }> {
   const output = join(work, name, 'best.json')
-  const searched = await cli(['search', '--dataset', 'examples/demo.json', '--backend', 'mock', '--output', output, '--generations', '2', '--seed', String(seed), '--json'])
+  const searched = await cli([
+    'search',
+    '--dataset',
+    'examples/demo.json',
+    '--backend',
+    'mock',
+    '--output',
+    output,
+    '--generations',
+    '2',
+    '--seed',
+    String(seed),
+    '--json',
+  ])
   expect(searched.code, searched.err).toBe(0)
   const artifactFile = join(work, name, 'rm.json')
   const exported = await cli(['export', '--search-output', output, '--out', artifactFile, '--json'])
@@ -41,7 +58,13 @@ async function searchAndExport(name: string, seed: number): Promise<{ output: an
 const health = async () => {
   const answer = await callJson(`${dev.baseUrl}/rm/${TARGET}/healthz`)
   expect(answer.status, JSON.stringify(answer.body)).toBe(200)
-  return answer.body as { status: string; artifact_id: string; source_session_id: string; schema_version: string; rm_api_version: string }
+  return answer.body as {
+    status: string
+    artifact_id: string
+    source_session_id: string
+    schema_version: string
+    rm_api_version: string
+  }
 }
 
 beforeAll(async () => {
@@ -56,7 +79,9 @@ afterAll(async () => {
 
 describe('search → export → deploy → score, rollback, history (wrangler dev)', () => {
   it('serves the deployed artifact, scores by prompt rubric, records previous, rolls back, lists, refuses an edited artifact', async () => {
-    const demo = readJson(join(ROOT, 'examples/demo.json')) as { prompts: Array<{ prompt_id: string; prompt: string; candidates: Array<{ candidate_id: string; text: string }> }> }
+    const demo = readJson(join(ROOT, 'examples/demo.json')) as {
+      prompts: Array<{ prompt_id: string; prompt: string; candidates: Array<{ candidate_id: string; text: string }> }>
+    }
     const first = await searchAndExport('first', 7)
     const second = await searchAndExport('second', 11)
     const idA = first.artifact.artifact_id
@@ -64,7 +89,16 @@ describe('search → export → deploy → score, rollback, history (wrangler de
     expect(idA).not.toBe(idB)
 
     // Deploy the first artifact: a fresh target, so no previous artifact.
-    const deployA = await cli(['deploy', '--artifact', first.artifactFile, '--target', TARGET, '--url', dev.baseUrl, '--json'])
+    const deployA = await cli([
+      'deploy',
+      '--artifact',
+      first.artifactFile,
+      '--target',
+      TARGET,
+      '--url',
+      dev.baseUrl,
+      '--json',
+    ])
     expect(deployA.code, `${deployA.err}\n${dev.logs()}`).toBe(0)
     const recordA = JSON.parse(deployA.out) as DeployRecord
     expect(recordA).toMatchObject({
@@ -76,21 +110,53 @@ describe('search → export → deploy → score, rollback, history (wrangler de
       dataset_sha256: first.artifact.provenance.dataset_sha256,
       config_hash: first.artifact.provenance.config_hash,
     })
-    expect(await health()).toMatchObject({ status: 'ok', artifact_id: idA, source_session_id: first.output.run_manifest.harness.session_id, schema_version: '1.0', rm_api_version: '1.0' })
+    expect(await health()).toMatchObject({
+      status: 'ok',
+      artifact_id: idA,
+      source_session_id: first.output.run_manifest.harness.session_id,
+      schema_version: '1.0',
+      rm_api_version: '1.0',
+    })
 
     // Score by prompt id: that prompt's rubric, and the score the search gave the candidate under it.
-    for (const entry of first.output.best_rubrics as Array<{ prompt_id: string; candidate_scores: Record<string, number> }>) {
+    for (const entry of first.output.best_rubrics as Array<{
+      prompt_id: string
+      candidate_scores: Record<string, number>
+    }>) {
       const item = demo.prompts.find((prompt) => prompt.prompt_id === entry.prompt_id)!
       for (const candidate of item.candidates.slice(0, 2)) {
-        const scored = await callJson(`${dev.baseUrl}/rm/${TARGET}/score`, { body: { prompt_id: item.prompt_id, prompt: item.prompt, candidate: { candidate_id: candidate.candidate_id, text: candidate.text } } })
+        const scored = await callJson(`${dev.baseUrl}/rm/${TARGET}/score`, {
+          body: {
+            prompt_id: item.prompt_id,
+            prompt: item.prompt,
+            candidate: { candidate_id: candidate.candidate_id, text: candidate.text },
+          },
+        })
         expect(scored.status, JSON.stringify(scored.body)).toBe(200)
-        expect(scored.body).toMatchObject({ artifact_id: idA, prompt_id: item.prompt_id, candidate_id: candidate.candidate_id, rubric_id: first.artifact.rubrics[item.prompt_id]!.rubric_id, fallback_rubric: false })
-        expect(scored.body.score, `${item.prompt_id}/${candidate.candidate_id}`).toBeCloseTo(entry.candidate_scores[candidate.candidate_id]!, 10)
-        expect(scored.body.criteria.map((criterion: { criterion_id: string }) => criterion.criterion_id)).toEqual(first.artifact.rubrics[item.prompt_id]!.criteria.map((criterion) => criterion.criterion_id))
+        expect(scored.body).toMatchObject({
+          artifact_id: idA,
+          prompt_id: item.prompt_id,
+          candidate_id: candidate.candidate_id,
+          rubric_id: first.artifact.rubrics[item.prompt_id]!.rubric_id,
+          fallback_rubric: false,
+        })
+        expect(scored.body.score, `${item.prompt_id}/${candidate.candidate_id}`).toBeCloseTo(
+          entry.candidate_scores[candidate.candidate_id]!,
+          10,
+        )
+        expect(scored.body.criteria.map((criterion: { criterion_id: string }) => criterion.criterion_id)).toEqual(
+          first.artifact.rubrics[item.prompt_id]!.criteria.map((criterion) => criterion.criterion_id),
+        )
       }
     }
     // A prompt the search never saw: the __default__ rubric.
-    const unseen = await callJson(`${dev.baseUrl}/rm/${TARGET}/score`, { body: { prompt_id: 'p_unseen', prompt: 'Explain why the sky is blue.', candidate: { candidate_id: 'c1', text: 'First, because sunlight scatters. For example, blue scatters most.' } } })
+    const unseen = await callJson(`${dev.baseUrl}/rm/${TARGET}/score`, {
+      body: {
+        prompt_id: 'p_unseen',
+        prompt: 'Explain why the sky is blue.',
+        candidate: { candidate_id: 'c1', text: 'First, because sunlight scatters. For example, blue scatters most.' },
+      },
+    })
     expect(unseen.status, JSON.stringify(unseen.body)).toBe(200)
     expect(unseen.body).toMatchObject({ artifact_id: idA, rubric_id: DEFAULT_RUBRIC_KEY, fallback_rubric: true })
     expect(unseen.body.score).toBeGreaterThanOrEqual(0)
@@ -106,16 +172,27 @@ describe('search → export → deploy → score, rollback, history (wrangler de
     // Rollback: the first is active again.
     const rollback = await cli(['rollback', '--target', TARGET, '--url', dev.baseUrl, '--json'])
     expect(rollback.code, rollback.err).toBe(0)
-    expect(JSON.parse(rollback.out)).toMatchObject({ target: TARGET, action: 'rollback', artifact_id: idA, previous_artifact_id: idB })
+    expect(JSON.parse(rollback.out)).toMatchObject({
+      target: TARGET,
+      action: 'rollback',
+      artifact_id: idA,
+      previous_artifact_id: idB,
+    })
     expect((await health()).artifact_id).toBe(idA)
 
     // History: three records, newest first.
     const listed = await cli(['deployments', '--target', TARGET, '--url', dev.baseUrl, '--json'])
     expect(listed.code, listed.err).toBe(0)
-    const history = JSON.parse(listed.out) as { target: string; active_artifact_id: string; deployments: DeployRecord[] }
+    const history = JSON.parse(listed.out) as {
+      target: string
+      active_artifact_id: string
+      deployments: DeployRecord[]
+    }
     expect(history.target).toBe(TARGET)
     expect(history.active_artifact_id).toBe(idA)
-    expect(history.deployments.map((record) => [record.action, record.artifact_id, record.previous_artifact_id])).toEqual([
+    expect(
+      history.deployments.map((record) => [record.action, record.artifact_id, record.previous_artifact_id]),
+    ).toEqual([
       ['rollback', idA, idB],
       ['deploy', idB, idA],
       ['deploy', idA, null],
@@ -155,7 +232,12 @@ describe('search → export → deploy → score, rollback, history (wrangler de
     expect(text.err).toMatch(/ {2}- compatibility\.min_rm_api_version: .*9\.0/)
     const json = await cli(['deploy', '--artifact', futureFile, '--target', TARGET, '--url', dev.baseUrl, '--json'])
     expect(json.code).toBe(2)
-    expect(JSON.parse(json.err).error).toMatchObject({ kind: 'bad_input', code: 'invalid_artifact', status: 400, details: [{ path: 'compatibility.min_rm_api_version', message: expect.any(String) }] })
+    expect(JSON.parse(json.err).error).toMatchObject({
+      kind: 'bad_input',
+      code: 'invalid_artifact',
+      status: 400,
+      details: [{ path: 'compatibility.min_rm_api_version', message: expect.any(String) }],
+    })
 
     // An openai-backend artifact deployed without an LLM endpoint: stored, but the deployment is refused.
     const openai = { ...body, runtime: { ...body.runtime, backend: 'openai' as const } }
@@ -168,7 +250,9 @@ describe('search → export → deploy → score, rollback, history (wrangler de
     const rollback = await cli(['rollback', '--target', 'empty-target', '--url', dev.baseUrl])
     expect(rollback.code).toBe(2)
     expect(rollback.err).toContain('409 nothing_to_roll_back')
-    const wrongToken = await runRewardHarness(['deployments', '--target', TARGET, '--url', dev.baseUrl], { REWARD_HARNESS_ADMIN_TOKEN: 'wrong' })
+    const wrongToken = await runRewardHarness(['deployments', '--target', TARGET, '--url', dev.baseUrl], {
+      REWARD_HARNESS_ADMIN_TOKEN: 'wrong',
+    })
     expect(wrongToken.code).toBe(2)
     expect(wrongToken.err).toContain('the edge refused the admin token')
     expect(await health()).toEqual(before)
@@ -176,13 +260,33 @@ describe('search → export → deploy → score, rollback, history (wrangler de
 
   it('evolve → export --library → deploy → bench url: gives the scores and accuracy of bench library: on the same library', async () => {
     const dataset = 'offline/evolve/fixtures/pairs-demo.json'
-    const evolved = await cli(['evolve', '--dataset', dataset, '--out', join(work, 'lib'), '--iterations', '1', '--backend', 'mock', '--json'])
+    const evolved = await cli([
+      'evolve',
+      '--dataset',
+      dataset,
+      '--out',
+      join(work, 'lib'),
+      '--iterations',
+      '1',
+      '--backend',
+      'mock',
+      '--json',
+    ])
     expect(evolved.code, evolved.err).toBe(0)
     const libraryDir = join(work, 'lib', 'checkpoints', 'best')
     const artifactFile = join(work, 'lib-rm.json')
     const exported = await cli(['export', '--library', libraryDir, '--out', artifactFile, '--json'])
     expect(exported.code, exported.err).toBe(0)
-    const deployed = await cli(['deploy', '--artifact', artifactFile, '--target', 'lib', '--url', dev.baseUrl, '--json'])
+    const deployed = await cli([
+      'deploy',
+      '--artifact',
+      artifactFile,
+      '--target',
+      'lib',
+      '--url',
+      dev.baseUrl,
+      '--json',
+    ])
     expect(deployed.code, deployed.err).toBe(0)
 
     const edge = await cli(['bench', '--dataset', dataset, '--scorer', `url:${dev.baseUrl}#lib`, '--json'])
@@ -197,25 +301,42 @@ describe('search → export → deploy → score, rollback, history (wrangler de
     expect(atEdge.scores).toEqual(local.scores)
   })
 
-  it('a library artifact on an OpenAI-compatible endpoint judges with the request\'s images: both orders, swapped with the answers', async () => {
-    const pixel = (byte: number) => `data:image/png;base64,${Buffer.from([0x89, 0x50, 0x4e, 0x47, byte]).toString('base64')}`
+  it("a library artifact on an OpenAI-compatible endpoint judges with the request's images: both orders, swapped with the answers", async () => {
+    const pixel = (byte: number) =>
+      `data:image/png;base64,${Buffer.from([0x89, 0x50, 0x4e, 0x47, byte]).toString('base64')}`
     const [source, goodEdit, badEdit] = [pixel(1), pixel(2), pixel(3)]
     const stub = await startLlmStub()
-    const system = (body: ChatCompletionBody) => body.messages.find((message) => message.role === 'system')?.content ?? ''
+    const system = (body: ChatCompletionBody) =>
+      body.messages.find((message) => message.role === 'system')?.content ?? ''
     const user = (body: ChatCompletionBody) => body.messages.find((message) => message.role === 'user')!
     // A judge that decides from the pixels only: both answers' texts are the same.
     stub.respondWith((body) => {
       if (system(body).startsWith('You are the library router')) return JSON.stringify({ entries: ['visual-edit'] })
       const shownAsA = imageUrls(user(body))[1]
-      return JSON.stringify({ think: 'compared the edits', answer: { preference: shownAsA === goodEdit ? 'A' : 'B', reason: 'stub' } })
+      return JSON.stringify({
+        think: 'compared the edits',
+        answer: { preference: shownAsA === goodEdit ? 'A' : 'B', reason: 'stub' },
+      })
     })
     try {
       const artifact = await makeLibraryArtifact(
-        [{ name: 'visual-edit', kind: 'skill', description: 'Judge photo edits by the pictures', body: 'Prefer the edit whose picture does what the instruction asks.\n' }],
+        [
+          {
+            name: 'visual-edit',
+            kind: 'skill',
+            description: 'Judge photo edits by the pictures',
+            body: 'Prefer the edit whose picture does what the instruction asks.\n',
+          },
+        ],
         { note: 'vision', runtime: { backend: 'openai', model: 'stub-vlm' } },
       )
-      expect((await callJson(`${dev.baseUrl}/admin/artifacts`, { token: dev.adminToken, body: artifact })).status).toBe(201)
-      const deployed = await callJson(`${dev.baseUrl}/admin/targets/vision/deployments`, { token: dev.adminToken, body: { artifact_id: artifact.artifact_id, deployed_by: 'e2e', llm: { base_url: stub.baseUrl } } })
+      expect((await callJson(`${dev.baseUrl}/admin/artifacts`, { token: dev.adminToken, body: artifact })).status).toBe(
+        201,
+      )
+      const deployed = await callJson(`${dev.baseUrl}/admin/targets/vision/deployments`, {
+        token: dev.adminToken,
+        body: { artifact_id: artifact.artifact_id, deployed_by: 'e2e', llm: { base_url: stub.baseUrl } },
+      })
       expect(deployed.status, JSON.stringify(deployed.body)).toBe(201)
 
       const request = (candidateImage: string, referenceImage: string) => ({
@@ -232,8 +353,14 @@ describe('search → export → deploy → score, rollback, history (wrangler de
       const judged = stub.requests.filter((body) => system(body).startsWith('You are the library sub-agent'))
       const shown = judged.map((body) => imageUrls(user(body)))
       expect(shown).toHaveLength(2)
-      expect(shown).toEqual(expect.arrayContaining([[source, goodEdit, badEdit], [source, badEdit, goodEdit]]))
-      for (const body of judged) expect(contentText(user(body))).toMatch(/Image instruction-1 \(of the instruction, sha256 [0-9a-f]{12}\):/)
+      expect(shown).toEqual(
+        expect.arrayContaining([
+          [source, goodEdit, badEdit],
+          [source, badEdit, goodEdit],
+        ]),
+      )
+      for (const body of judged)
+        expect(contentText(user(body))).toMatch(/Image instruction-1 \(of the instruction, sha256 [0-9a-f]{12}\):/)
       const router = stub.requests.find((body) => system(body).startsWith('You are the library router'))!
       expect(router.messages.every((message) => typeof message.content === 'string')).toBe(true)
 

@@ -30,26 +30,75 @@ afterAll(async () => {
 })
 
 const cli = (args: string[]) => runRewardHarness(args, { REWARD_HARNESS_ADMIN_TOKEN: dev.adminToken })
-const readJsonl = (file: string) => readFileSync(file, 'utf8').trim().split('\n').filter(Boolean).map((line) => JSON.parse(line))
+const readJsonl = (file: string) =>
+  readFileSync(file, 'utf8')
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line))
 
 /** The rollouts the edge's archive of `runId` answers now. */
 async function archivedRollouts(runId: string): Promise<number> {
-  const response = await fetch(`${dev.baseUrl}/runs/${runId}/archive`, { headers: { authorization: `Bearer ${dev.adminToken}` } })
+  const response = await fetch(`${dev.baseUrl}/runs/${runId}/archive`, {
+    headers: { authorization: `Bearer ${dev.adminToken}` },
+  })
   expect(response.status).toBe(200)
-  return (await response.text()).trim().split('\n').map((line) => JSON.parse(line)).filter((line) => line.kind === undefined).length
+  return (await response.text())
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line))
+    .filter((line) => line.kind === undefined).length
 }
 
 describe('simulated run → archive → distill', () => {
   it('distils a simulated run with archive: true into denoised TRL data; the second run makes 0 LLM calls', async () => {
-    const simulated = await runChild('npx', ['tsx', 'offline/simulate/cli.ts', '--url', dev.baseUrl, '--steps', String(STEPS), '--rollouts-per-step', String(ROLLOUTS_PER_STEP), '--group-size', '4', '--create-run', '--archive', '--json', '--wait-timeout', '40'], { REWARD_HARNESS_ADMIN_TOKEN: dev.adminToken })
+    const simulated = await runChild(
+      'npx',
+      [
+        'tsx',
+        'offline/simulate/cli.ts',
+        '--url',
+        dev.baseUrl,
+        '--steps',
+        String(STEPS),
+        '--rollouts-per-step',
+        String(ROLLOUTS_PER_STEP),
+        '--group-size',
+        '4',
+        '--create-run',
+        '--archive',
+        '--json',
+        '--wait-timeout',
+        '40',
+      ],
+      { REWARD_HARNESS_ADMIN_TOKEN: dev.adminToken },
+    )
     expect(simulated.code, `${simulated.err}\n${dev.logs()}`).toBe(0)
     const runId = JSON.parse(simulated.out).run_id as string
     expect(simulated.err).toContain('archiving its rollouts')
     // Each step is archived once it has closed and its shards have learnt so (their next report).
-    await vi.waitFor(async () => expect(await archivedRollouts(runId)).toBe(STEPS * ROLLOUTS_PER_STEP), { timeout: 60_000, interval: 500 })
+    await vi.waitFor(async () => expect(await archivedRollouts(runId)).toBe(STEPS * ROLLOUTS_PER_STEP), {
+      timeout: 60_000,
+      interval: 500,
+    })
 
     const out = join(work, 'data')
-    const args = ['distill', '--url', dev.baseUrl, '--run-id', runId, '--repeats', '3', '--out', out, '--cache-dir', join(work, 'cache'), '--held-out', '0.25', '--json']
+    const args = [
+      'distill',
+      '--url',
+      dev.baseUrl,
+      '--run-id',
+      runId,
+      '--repeats',
+      '3',
+      '--out',
+      out,
+      '--cache-dir',
+      join(work, 'cache'),
+      '--held-out',
+      '0.25',
+      '--json',
+    ]
     const first = await cli(args)
     expect(first.code, first.err).toBe(0)
     const summary = JSON.parse(first.out)
@@ -63,7 +112,11 @@ describe('simulated run → archive → distill', () => {
     expect(summary.pairs.kept).toBe(summary.pairs.train + summary.pairs.held_out)
     expect(summary.pairs.kept).toBeGreaterThan(0)
 
-    const points = new Map([...readJsonl(join(out, 'pointwise.train.jsonl')), ...readJsonl(join(out, 'pointwise.held_out.jsonl'))].map((row) => [`${row.prompt}\u0000${row.response}`, row]))
+    const points = new Map(
+      [...readJsonl(join(out, 'pointwise.train.jsonl')), ...readJsonl(join(out, 'pointwise.held_out.jsonl'))].map(
+        (row) => [`${row.prompt}\u0000${row.response}`, row],
+      ),
+    )
     const train = readJsonl(join(out, 'trl.train.jsonl'))
     const heldOut = readJsonl(join(out, 'trl.held_out.jsonl'))
     expect(train.length + heldOut.length).toBe(summary.pairs.kept)
@@ -83,7 +136,11 @@ describe('simulated run → archive → distill', () => {
   })
 
   it('a run without an archive is exit 2 naming the cause', async () => {
-    const created = await callJson(`${dev.baseUrl}/runs`, { method: 'POST', token: dev.adminToken, body: { run_id: 'no-archive', config: { anchor_rubrics: [{ text: 'Correct.' }] } } })
+    const created = await callJson(`${dev.baseUrl}/runs`, {
+      method: 'POST',
+      token: dev.adminToken,
+      body: { run_id: 'no-archive', config: { anchor_rubrics: [{ text: 'Correct.' }] } },
+    })
     expect(created.status).toBe(201)
     const refused = await cli(['distill', '--url', dev.baseUrl, '--run-id', 'no-archive', '--out', join(work, 'none')])
     expect(refused.code).toBe(2)

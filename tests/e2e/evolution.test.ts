@@ -6,7 +6,15 @@
  * failing Analyzer is retried by the queue and counted once.
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import { agentOf, gradeAllRubrics, startLlmStub, type ChatCompletionBody, type LlmStub, type StubAgent, type StubFault } from '../support/llm-stub.ts'
+import {
+  agentOf,
+  gradeAllRubrics,
+  startLlmStub,
+  type ChatCompletionBody,
+  type LlmStub,
+  type StubAgent,
+  type StubFault,
+} from '../support/llm-stub.ts'
 import { callJson, METADATA } from './support/http.ts'
 import { startWranglerDev, type WranglerDev } from './support/wrangler-dev.ts'
 
@@ -25,9 +33,23 @@ const ADAPTIVE = [
   { id: 'adaptive-units', text: 'Units are named where the prompt names them.', weight: 1 },
 ]
 
-interface Rubric { id: string; text: string; weight: number; is_anchor: boolean }
-interface MemoryDoc { id: string; kind: string; step: number; text: string; data: Record<string, any> }
-interface Run { runId: string; token: string }
+interface Rubric {
+  id: string
+  text: string
+  weight: number
+  is_anchor: boolean
+}
+interface MemoryDoc {
+  id: string
+  kind: string
+  step: number
+  text: string
+  data: Record<string, any>
+}
+interface Run {
+  runId: string
+  token: string
+}
 
 /** What the stub answers, per agent; each test sets the parts it needs (see `beforeEach`). */
 interface Scenario {
@@ -74,7 +96,8 @@ const analysisFor = (marker: string | undefined) => ({
 })
 
 /** The step's memory entry: distinctive per step, and free of every rollout marker. */
-const memoFor = (step: number) => `memo-step-${step} ledger ${['amberwell', 'birchmoor', 'cedarfell', 'dunmarsh', 'elmhollow', 'fernvale'][step % 6]}`
+const memoFor = (step: number) =>
+  `memo-step-${step} ledger ${['amberwell', 'birchmoor', 'cedarfell', 'dunmarsh', 'elmhollow', 'fernvale'][step % 6]}`
 const summaryFor = (step: number) => ({
   executive_summary: `Summary of step ${step}.`,
   systemic_patterns: [],
@@ -86,7 +109,11 @@ const summaryFor = (step: number) => ({
 
 /** The current adaptive rubrics an Updater prompt lists: `- <id> (adaptive, weight <w>): <text>`. */
 function adaptiveIn(prompt: string): { id: string; text: string; weight: number }[] {
-  return [...prompt.matchAll(/^- ([\w.:-]+) \(adaptive, weight ([\d.]+)\): (.*)$/gm)].map((m) => ({ id: m[1]!, weight: Number(m[2]), text: m[3]! }))
+  return [...prompt.matchAll(/^- ([\w.:-]+) \(adaptive, weight ([\d.]+)\): (.*)$/gm)].map((m) => ({
+    id: m[1]!,
+    weight: Number(m[2]),
+    text: m[3]!,
+  }))
 }
 
 /** A valid Updater reply that keeps the adaptive set and adds one criterion. */
@@ -159,7 +186,15 @@ async function createRun(extra: Record<string, unknown> = {}): Promise<Run> {
         rubric_update_frequency: 1,
         static_memory_steps: 2,
         dynamic_memory_limit_per_query: 2,
-        agents: { default: { backend: 'openai', base_url: stub.baseUrl, model: 'stub-model', max_attempts: MAX_ATTEMPTS, timeout_ms: 15_000 } },
+        agents: {
+          default: {
+            backend: 'openai',
+            base_url: stub.baseUrl,
+            model: 'stub-model',
+            max_attempts: MAX_ATTEMPTS,
+            timeout_ms: 15_000,
+          },
+        },
         ...extra,
       },
     },
@@ -170,9 +205,17 @@ async function createRun(extra: Record<string, unknown> = {}): Promise<Run> {
 
 /** Scores a rollout whose prompt carries `marker`; returns the answer and its round-trip time. */
 async function score(run: Run, id: string, marker: string, step: number) {
-  const rollout = { id, input: `Compute 17 * ${step + 3} [marker ${marker}]`, output: `Answer: ${17 * (step + 3)}`, supplemental_context: String(17 * (step + 3)) }
+  const rollout = {
+    id,
+    input: `Compute 17 * ${step + 3} [marker ${marker}]`,
+    output: `Answer: ${17 * (step + 3)}`,
+    supplemental_context: String(17 * (step + 3)),
+  }
   const started = performance.now()
-  const answer = await callJson(`${dev.baseUrl}/score`, { token: run.token, body: { rollout, metadata: { ...METADATA, current_step: step } } })
+  const answer = await callJson(`${dev.baseUrl}/score`, {
+    token: run.token,
+    body: { rollout, metadata: { ...METADATA, current_step: step } },
+  })
   const ms = performance.now() - started
   expect(answer.status, JSON.stringify(answer.body)).toBe(200)
   return { body: answer.body, ms }
@@ -183,7 +226,10 @@ async function completeStep(run: Run) {
   const completed = await callJson(`${dev.baseUrl}/complete`, { token: run.token, method: 'POST' })
   expect(completed.status, JSON.stringify(completed.body)).toBe(200)
   expect(completed.body).toMatchObject({ status: 'complete', closed: true })
-  const waited = await callJson(`${dev.baseUrl}/rubric_status/wait?timeout_s=45`, { token: run.token, timeoutMs: 50_000 })
+  const waited = await callJson(`${dev.baseUrl}/rubric_status/wait?timeout_s=45`, {
+    token: run.token,
+    timeoutMs: 50_000,
+  })
   expect(waited.status, waited.status === 200 ? '' : stalled(waited.body)).toBe(200)
   expect(waited.body).toMatchObject({ status: 'updated', step: completed.body.step, pending: 0 })
   return waited.body
@@ -217,11 +263,20 @@ async function rubrics(run: Run) {
 async function history(run: Run) {
   const answer = await callJson(`${dev.baseUrl}/rubrics/history`, { token: run.token })
   expect(answer.status).toBe(200)
-  return answer.body.versions as { version: number; step: number | null; strategy: string | null; rationale: string | null; diff: Record<string, string[]> | null; refused: string[]; rubrics: Rubric[] }[]
+  return answer.body.versions as {
+    version: number
+    step: number | null
+    strategy: string | null
+    rationale: string | null
+    diff: Record<string, string[]> | null
+    refused: string[]
+    rubrics: Rubric[]
+  }[]
 }
 
 /** A memory document as the Updater prompt shows it (see formatMemoriesForPrompt). */
-const memoryBlock = (source: 'recent' | 'retrieved', doc: MemoryDoc) => `<memory source="${source}" kind="${doc.kind}" step="${doc.step}" instance="global">\n${doc.text}\n</memory>`
+const memoryBlock = (source: 'recent' | 'retrieved', doc: MemoryDoc) =>
+  `<memory source="${source}" kind="${doc.kind}" step="${doc.step}" instance="global">\n${doc.text}\n</memory>`
 
 beforeAll(async () => {
   stub = await startLlmStub()
@@ -237,12 +292,21 @@ afterAll(async () => {
 })
 
 beforeEach(() => {
-  scenario = { queries: () => ['criterion'], updater: addOne, analyzerDelayMs: 0, analyzerFailures: new Map(), updaterDelayMs: 0, updaterFailures: 0 }
+  scenario = {
+    queries: () => ['criterion'],
+    updater: addOne,
+    analyzerDelayMs: 0,
+    analyzerFailures: new Map(),
+    updaterDelayMs: 0,
+    updaterFailures: 0,
+  }
 })
 
 afterEach(() => {
   // Every request came from a known agent: a prompt that drifts from prompts/en/*.system.txt fails here, not by accident.
-  expect(stub.requests.filter((body) => agentOf(body) === undefined).map((body) => body.messages[0]?.content.slice(0, 80))).toEqual([])
+  expect(
+    stub.requests.filter((body) => agentOf(body) === undefined).map((body) => body.messages[0]?.content.slice(0, 80)),
+  ).toEqual([])
 })
 
 // ---------------------------------------------------------------------------------------------
@@ -258,7 +322,12 @@ describe('memory the Updater is shown', () => {
   /** Per step, the one query the QueryGenerator writes: two markers, so both retrieval slots go to their analyses. */
   const QUERIES = ['zephyrine quokkafold', 'marzipanic obsidiant', 'narwhalian xylophant', 'glockenspur tamarindo']
   /** Per step, the rollouts whose analyses the query names. */
-  const NAMED = [['s0-0', 's0-1'], ['s0-2', 's1-0'], ['s1-1', 's2-1'], ['s1-2', 's3-0']]
+  const NAMED = [
+    ['s0-0', 's0-1'],
+    ['s0-2', 's1-0'],
+    ['s1-1', 's2-1'],
+    ['s1-2', 's3-0'],
+  ]
   const markerOf = (rolloutId: string) => {
     const [step, k] = rolloutId.slice(1).split('-').map(Number)
     return MARKERS[step!]![k!]!
@@ -290,7 +359,8 @@ describe('memory the Updater is shown', () => {
     for (const doc of summaries) expect(doc.text).toContain(memoFor(doc.step))
 
     // Static memory: the memory entries of the previous steps' summaries, at most static_memory_steps of them, oldest first.
-    const recent = (prompt: string) => [...prompt.matchAll(/<memory source="recent" kind="batch_summary" step="(\d+)"/g)].map((m) => Number(m[1]))
+    const recent = (prompt: string) =>
+      [...prompt.matchAll(/<memory source="recent" kind="batch_summary" step="(\d+)"/g)].map((m) => Number(m[1]))
     expect(recent(prompts[0]!)).toEqual([])
     expect(recent(prompts[1]!)).toEqual([0])
     expect(recent(prompts[2]!)).toEqual([0, 1])
@@ -341,7 +411,12 @@ describe('rubric versions from Updater replies', () => {
     rationale: 'Answers are clean; ask for more.',
     modifications: [
       { op: 'reweight', rubric_id: 'adaptive-steps', weight: 2, reason: 'matters more' },
-      { op: 'modify', rubric_id: 'adaptive-brief', text: 'The answer is at most three lines long.', reason: 'stricter' },
+      {
+        op: 'modify',
+        rubric_id: 'adaptive-brief',
+        text: 'The answer is at most three lines long.',
+        reason: 'stricter',
+      },
       { op: 'remove', rubric_id: 'adaptive-units', reason: 'no units in these prompts' },
       { op: 'add', text: ADDED, weight: 1.5, reason: 'new bar' },
     ],
@@ -352,26 +427,28 @@ describe('rubric versions from Updater replies', () => {
     ],
   })
   /** Touches both anchors four ways, and adds one legitimate criterion. */
-  const anchorAttack = (prompt: string) => JSON.stringify({
-    strategy: 'CORRECTIVE',
-    consulted_memories: [],
-    rationale: 'Loosen the anchors.',
-    modifications: [
-      { op: 'modify', rubric_id: 'anchor-correct', text: 'Any number is fine.', reason: 'too strict' },
-      { op: 'remove', rubric_id: 'anchor-format', reason: 'formatting is irrelevant' },
-      { op: 'add', text: LEGIT, weight: 1, reason: 'clarity' },
-    ],
-    final_adaptive: [
-      ...adaptiveIn(prompt),
-      { id: 'anchor-format', text: 'Formatting does not matter.', weight: 1 },
-      { text: ANCHORS[0]!.text.toUpperCase(), weight: 3 },
-      { text: LEGIT, weight: 1 },
-    ],
-  })
+  const anchorAttack = (prompt: string) =>
+    JSON.stringify({
+      strategy: 'CORRECTIVE',
+      consulted_memories: [],
+      rationale: 'Loosen the anchors.',
+      modifications: [
+        { op: 'modify', rubric_id: 'anchor-correct', text: 'Any number is fine.', reason: 'too strict' },
+        { op: 'remove', rubric_id: 'anchor-format', reason: 'formatting is irrelevant' },
+        { op: 'add', text: LEGIT, weight: 1, reason: 'clarity' },
+      ],
+      final_adaptive: [
+        ...adaptiveIn(prompt),
+        { id: 'anchor-format', text: 'Formatting does not matter.', weight: 1 },
+        { text: ANCHORS[0]!.text.toUpperCase(), weight: 3 },
+        { text: LEGIT, weight: 1 },
+      ],
+    })
   const MALFORMED = JSON.stringify({ strategy: 'SIDEWAYS', final_adaptive: 'everything stays' })
 
   it('turns the final adaptive set into the next version, refuses what touches an anchor, and survives a malformed reply', async () => {
-    scenario.updater = (step, prompt) => (step === 0 ? reweightModifyRemoveAdd : step === 1 ? anchorAttack(prompt) : MALFORMED)
+    scenario.updater = (step, prompt) =>
+      step === 0 ? reweightModifyRemoveAdd : step === 1 ? anchorAttack(prompt) : MALFORMED
     const run = await createRun()
     const initial = await rubrics(run)
     expect(initial.rubric_version).toBe(1)
@@ -396,8 +473,17 @@ describe('rubric versions from Updater replies', () => {
     let versions = await history(run)
     expect(versions.map((v) => v.version)).toEqual([1, 2])
     expect(versions[1]).toMatchObject({
-      version: 2, step: 0, strategy: 'ADVANCEMENT', rationale: 'Answers are clean; ask for more.', refused: [],
-      diff: { added: [addedId], removed: ['adaptive-units'], modified: ['adaptive-brief'], reweighted: ['adaptive-steps'] },
+      version: 2,
+      step: 0,
+      strategy: 'ADVANCEMENT',
+      rationale: 'Answers are clean; ask for more.',
+      refused: [],
+      diff: {
+        added: [addedId],
+        removed: ['adaptive-units'],
+        modified: ['adaptive-brief'],
+        reweighted: ['adaptive-steps'],
+      },
     })
 
     // The next rollout is judged on version 2: the scorer sees the new set.
@@ -419,7 +505,12 @@ describe('rubric versions from Updater replies', () => {
     expect(pick(v3.adaptive_rubrics)).toEqual([...pick(v2.adaptive_rubrics), { id: legitId, text: LEGIT, weight: 1 }])
     versions = await history(run)
     expect(versions.map((v) => v.version)).toEqual([1, 2, 3])
-    expect(versions[2]).toMatchObject({ version: 3, step: 1, strategy: 'CORRECTIVE', diff: { added: [legitId], removed: [], modified: [], reweighted: [] } })
+    expect(versions[2]).toMatchObject({
+      version: 3,
+      step: 1,
+      strategy: 'CORRECTIVE',
+      diff: { added: [legitId], removed: [], modified: [], reweighted: [] },
+    })
     expect(versions[2]!.refused).toEqual([
       expect.stringMatching(/modify.*anchor 'anchor-correct'/),
       expect.stringMatching(/remove.*anchor 'anchor-format'/),
@@ -427,7 +518,8 @@ describe('rubric versions from Updater replies', () => {
       expect.stringMatching(/repeats anchor 'anchor-correct'/),
     ])
     // Anchors byte-for-byte identical in every version.
-    for (const version of versions) expect(JSON.stringify(version.rubrics.filter((r) => r.is_anchor)), `version ${version.version}`).toBe(anchorsJson)
+    for (const version of versions)
+      expect(JSON.stringify(version.rubrics.filter((r) => r.is_anchor)), `version ${version.version}`).toBe(anchorsJson)
 
     // Step 2: the Updater answers malformed on every attempt of every delivery; version 3 stays, the step completes.
     from = stub.requests.length
@@ -459,24 +551,37 @@ describe('the Analyzer at step close', () => {
     expect(requestsOf('scorer', from)).toHaveLength(markers.length)
 
     const status = await completeStep(run)
-    expect(status.analyses).toMatchObject({ analysed: markers.length, failed: 0, reasons: { score_range: markers.length } })
+    expect(status.analyses).toMatchObject({
+      analysed: markers.length,
+      failed: 0,
+      reasons: { score_range: markers.length },
+    })
     expect(status.instances[0].update).toMatchObject({ analysed: markers.length, changed: true })
     const stored = await memory(run, 'analysis')
     expect(stored.map((doc) => doc.data.rollout_id).sort()).toEqual(markers.map((_, k) => `slow-${k}`))
     // Each analysed once (another run's leftover analysis may share the stub, hence the filter).
-    expect(requestsOf('analyzer', from).map((body) => markerIn(userOf(body))).filter((m) => markers.includes(m!)).sort()).toEqual(markers)
+    expect(
+      requestsOf('analyzer', from)
+        .map((body) => markerIn(userOf(body)))
+        .filter((m) => markers.includes(m!))
+        .sort(),
+    ).toEqual(markers)
   })
 
   it('retries the step job through the queue when every analysis failed, and counts each analysis once', async () => {
     // 2 failures with 2 attempts per delivery: the first delivery's analyses all fail, the queue's redelivery succeeds.
-    scenario.analyzerFailures = new Map([['flakymarker', 2], ['flakytwo', 2]])
+    scenario.analyzerFailures = new Map([
+      ['flakymarker', 2],
+      ['flakytwo', 2],
+    ])
     const run = await createRun()
     const from = stub.requests.length
     await score(run, 'flaky', 'flakymarker', 0)
     await score(run, 'flaky-2', 'flakytwo', 0)
     const status = await completeStep(run)
     expect(scenario.analyzerFailures.get('flakymarker')).toBe(0)
-    const analyzerCalls = (marker: string) => requestsOf('analyzer', from).filter((body) => markerIn(userOf(body)) === marker).length
+    const analyzerCalls = (marker: string) =>
+      requestsOf('analyzer', from).filter((body) => markerIn(userOf(body)) === marker).length
     expect(analyzerCalls('flakymarker')).toBe(MAX_ATTEMPTS + 1)
     expect(analyzerCalls('flakytwo')).toBe(MAX_ATTEMPTS + 1)
     expect(status.analyses).toMatchObject({ analysed: 2, failed: 0 })
@@ -509,16 +614,24 @@ describe('step updates under backlog', () => {
     scenario.updaterFailures = MAX_ATTEMPTS
     const run = await createRun()
     const from = stub.requests.length
-    for (const [k, marker] of ['resumeone', 'resumetwo', 'resumethree'].entries()) await score(run, `resume-${k}`, marker, 0)
+    for (const [k, marker] of ['resumeone', 'resumetwo', 'resumethree'].entries())
+      await score(run, `resume-${k}`, marker, 0)
     const status = await completeStep(run)
     expect(status.instances[0].update).toMatchObject({ changed: true, rubric_version: 2, analysed: 3 })
     expect(scenario.updaterFailures).toBe(0)
     // A restart from zero would have analysed and summarised again (3 + 1 calls more); the retry asked only the
     // query generator and the updater again.
     const calls = (agent: StubAgent) => requestsOf(agent, from).length
-    expect({ analyzer: calls('analyzer'), summarizer: calls('summarizer'), query_generator: calls('query_generator'), updater: calls('updater') })
-      .toEqual({ analyzer: 3, summarizer: 1, query_generator: 2, updater: MAX_ATTEMPTS + 1 })
-    expect((await history(run)).map((v) => [v.version, v.step])).toEqual([[1, null], [2, 0]])
+    expect({
+      analyzer: calls('analyzer'),
+      summarizer: calls('summarizer'),
+      query_generator: calls('query_generator'),
+      updater: calls('updater'),
+    }).toEqual({ analyzer: 3, summarizer: 1, query_generator: 2, updater: MAX_ATTEMPTS + 1 })
+    expect((await history(run)).map((v) => [v.version, v.step])).toEqual([
+      [1, null],
+      [2, 0],
+    ])
   })
 
   it('runs two steps closed back to back with a slow Updater one after the other: version 2 from step 0, then version 3 built on it', async () => {
@@ -526,21 +639,36 @@ describe('step updates under backlog', () => {
     const run = await createRun()
     const from = stub.requests.length
     await score(run, 'b2b-0', 'backone', 0)
-    expect((await callJson(`${dev.baseUrl}/complete`, { token: run.token, method: 'POST' })).body).toMatchObject({ closed: true, step: 0 })
+    expect((await callJson(`${dev.baseUrl}/complete`, { token: run.token, method: 'POST' })).body).toMatchObject({
+      closed: true,
+      step: 0,
+    })
     await score(run, 'b2b-1', 'backtwo', 1)
     // Step 1 closes while step 0's update is still with the Updater.
-    expect((await callJson(`${dev.baseUrl}/complete`, { token: run.token, method: 'POST' })).body).toMatchObject({ closed: true, step: 1 })
+    expect((await callJson(`${dev.baseUrl}/complete`, { token: run.token, method: 'POST' })).body).toMatchObject({
+      closed: true,
+      step: 1,
+    })
     for (const step of [0, 1]) {
-      const waited = await callJson(`${dev.baseUrl}/rubric_status/wait?timeout_s=45`, { token: run.token, timeoutMs: 50_000 })
+      const waited = await callJson(`${dev.baseUrl}/rubric_status/wait?timeout_s=45`, {
+        token: run.token,
+        timeoutMs: 50_000,
+      })
       expect(waited.status, stalled(waited.body)).toBe(200)
       expect(waited.body).toMatchObject({ status: 'updated', step })
     }
     const versions = await history(run)
-    expect(versions.map((v) => [v.version, v.step])).toEqual([[1, null], [2, 0], [3, 1]])
+    expect(versions.map((v) => [v.version, v.step])).toEqual([
+      [1, null],
+      [2, 0],
+      [3, 1],
+    ])
     // Step 1's Updater was asked once, after version 2 existed, and saw step 0's criterion among the rubrics in force.
     const updaters = requestsOf('updater', from)
     expect(updaters.map((body) => updaterStep(userOf(body)))).toEqual([0, 1])
     expect(adaptiveIn(userOf(updaters[1]!)).map((r) => r.text)).toContain('Criterion number 0 holds.')
-    expect(versions[2]!.rubrics.map((r) => r.text)).toEqual(expect.arrayContaining(['Criterion number 0 holds.', 'Criterion number 1 holds.']))
+    expect(versions[2]!.rubrics.map((r) => r.text)).toEqual(
+      expect.arrayContaining(['Criterion number 0 holds.', 'Criterion number 1 holds.']),
+    )
   })
 })

@@ -9,7 +9,17 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { RewardClient, type RubricUpdated } from '../../src/client/index.ts'
-import { agentOf, FAULT_KINDS, faultMix, type ChatCompletionBody, type FaultMix, type LlmStub, type StubAgent, type StubFault, startLlmStub } from '../support/llm-stub.ts'
+import {
+  agentOf,
+  FAULT_KINDS,
+  faultMix,
+  type ChatCompletionBody,
+  type FaultMix,
+  type LlmStub,
+  type StubAgent,
+  type StubFault,
+  startLlmStub,
+} from '../support/llm-stub.ts'
 import { callJson, METADATA } from './support/http.ts'
 import { startWranglerDev, type WranglerDev } from './support/wrangler-dev.ts'
 
@@ -74,8 +84,18 @@ function reply(body: ChatCompletionBody): string {
     case 'query_generator':
       return JSON.stringify({ queries: ['arithmetic answers'] })
     case 'updater': {
-      const adaptive = [...prompt.matchAll(/^- ([\w.:-]+) \(adaptive, weight ([\d.]+)\): (.*)$/gm)].map((m) => ({ id: m[1]!, weight: Number(m[2]), text: m[3]! }))
-      return JSON.stringify({ strategy: 'MAINTENANCE', consulted_memories: [], rationale: 'The rubrics work.', modifications: [], final_adaptive: adaptive })
+      const adaptive = [...prompt.matchAll(/^- ([\w.:-]+) \(adaptive, weight ([\d.]+)\): (.*)$/gm)].map((m) => ({
+        id: m[1]!,
+        weight: Number(m[2]),
+        text: m[3]!,
+      }))
+      return JSON.stringify({
+        strategy: 'MAINTENANCE',
+        consulted_memories: [],
+        rationale: 'The rubrics work.',
+        modifications: [],
+        final_adaptive: adaptive,
+      })
     }
     default:
       return 'unknown agent'
@@ -94,7 +114,8 @@ function intercept(body: ChatCompletionBody): StubFault | undefined | Promise<St
     specialCalls.set(special, n)
     // Every attempt of the first /score fails (the Worker makes MAX_ATTEMPTS), then the model heals.
     if (special === 'storm-503' && n <= MAX_ATTEMPTS) return { kind: 'status', status: 429, retryAfterSeconds: 1 }
-    if (special === 'storm-502' && n <= MAX_ATTEMPTS) return { kind: 'content', text: 'I would rather not grade this one.' }
+    if (special === 'storm-502' && n <= MAX_ATTEMPTS)
+      return { kind: 'content', text: 'I would rather not grade this one.' }
     if (special === 'cut' && n === 1) {
       // Cut right inside the last grade: "grade":10 becomes "grade":1, which JSON repair would happily accept.
       const full = reply(body)
@@ -112,7 +133,12 @@ function intercept(body: ChatCompletionBody): StubFault | undefined | Promise<St
 // ---------------------------------------------------------------------------------------------
 
 /** One HTTP answer to /score as the client received it (retries included). */
-interface ScoreAnswer { rolloutId: string; status: number; body: any; retryAfter: string | null }
+interface ScoreAnswer {
+  rolloutId: string
+  status: number
+  body: any
+  retryAfter: string | null
+}
 const answers: ScoreAnswer[] = []
 
 /** The client's fetch, recording every /score answer before the client decides to retry. */
@@ -120,7 +146,15 @@ const recordingFetch: typeof fetch = async (input, init) => {
   const response = await fetch(input, init)
   if (String(input).endsWith('/score')) {
     const rolloutId = (JSON.parse(String(init?.body)) as { rollout: { id: string } }).rollout.id
-    answers.push({ rolloutId, status: response.status, body: await response.clone().json().catch(() => undefined), retryAfter: response.headers.get('retry-after') })
+    answers.push({
+      rolloutId,
+      status: response.status,
+      body: await response
+        .clone()
+        .json()
+        .catch(() => undefined),
+      retryAfter: response.headers.get('retry-after'),
+    })
   }
   return response
 }
@@ -128,9 +162,14 @@ const recordingFetch: typeof fetch = async (input, init) => {
 function rolloutFor(step: number, i: number, special?: string) {
   const n = 100 + step * PER_STEP + i
   // Grades 1..10; the `cut` rollout gets 10, so its truncated reply can end in a plausible "grade":1.
-  const grade = special === 'cut' ? 10 : 1 + ((step * PER_STEP + i) * 7) % 10
+  const grade = special === 'cut' ? 10 : 1 + (((step * PER_STEP + i) * 7) % 10)
   return {
-    rollout: { id: `s${step}-r${i}`, input: `Compute 17 * ${n}. [grade ${grade}]${special ? ` [${special}]` : ''}`, output: `17 * ${n} = ${17 * n}`, supplemental_context: String(17 * n) },
+    rollout: {
+      id: `s${step}-r${i}`,
+      input: `Compute 17 * ${n}. [grade ${grade}]${special ? ` [${special}]` : ''}`,
+      output: `17 * ${n} = ${17 * n}`,
+      supplemental_context: String(17 * n),
+    },
     grade,
   }
 }
@@ -141,7 +180,9 @@ function rolloutFor(step: number, i: number, special?: string) {
  */
 function stalled(status: unknown): string {
   const logs = dev.logs()
-  const reload = /Reloading local server/.test(logs) ? 'wrangler dev reloaded the Worker during the test (a source file changed), which drops queued messages; rerun on a quiet tree.\n' : ''
+  const reload = /Reloading local server/.test(logs)
+    ? 'wrangler dev reloaded the Worker during the test (a source file changed), which drops queued messages; rerun on a quiet tree.\n'
+    : ''
   return `${reload}step not updated: ${JSON.stringify(status)}\n--- wrangler dev ---\n${logs.split('\n').slice(-40).join('\n')}`
 }
 
@@ -170,21 +211,38 @@ describe('a 30% fault mix over every agent', () => {
           // Two chunks per step, so the MetaSummarizer runs too.
           chunk_size: PER_STEP / 2,
           max_queries: 2,
-          agents: { default: { backend: 'openai', base_url: stub.baseUrl, model: 'stub-model', timeout_ms: TIMEOUT_MS, max_attempts: MAX_ATTEMPTS } },
+          agents: {
+            default: {
+              backend: 'openai',
+              base_url: stub.baseUrl,
+              model: 'stub-model',
+              timeout_ms: TIMEOUT_MS,
+              max_attempts: MAX_ATTEMPTS,
+            },
+          },
         },
       },
     })
     expect(created.status, JSON.stringify(created.body)).toBe(201)
-    const client = new RewardClient({ baseUrl: dev.baseUrl, token: created.body.token, maxAttempts: 6, timeoutMs: 30_000, fetch: recordingFetch })
+    const client = new RewardClient({
+      baseUrl: dev.baseUrl,
+      token: created.body.token,
+      maxAttempts: 6,
+      timeoutMs: 30_000,
+      fetch: recordingFetch,
+    })
 
     // The waits share what is left of the test's time, so a stalled step fails with its reason, not a bare timeout.
     const budgetEnd = Date.now() + 70_000
     const expected = new Map<string, number>()
     const statuses: RubricUpdated[] = []
     for (let step = 0; step < STEPS; step++) {
-      const specials: Record<number, string> = step === 0 ? { 0: 'storm-503', 1: 'storm-502', 2: 'cut' } : step === 1 ? { 3: 'poison' } : {}
+      const specials: Record<number, string> =
+        step === 0 ? { 0: 'storm-503', 1: 'storm-502', 2: 'cut' } : step === 1 ? { 3: 'poison' } : {}
       const batch = Array.from({ length: PER_STEP }, (_, i) => rolloutFor(step, i, specials[i]))
-      const scored = await Promise.all(batch.map(({ rollout }) => client.scoreAsync(rollout, { ...METADATA, current_step: step })))
+      const scored = await Promise.all(
+        batch.map(({ rollout }) => client.scoreAsync(rollout, { ...METADATA, current_step: step })),
+      )
       for (const [i, result] of scored.entries()) {
         const { rollout, grade } = batch[i]!
         expected.set(rollout.id, grade)
@@ -220,7 +278,12 @@ describe('a 30% fault mix over every agent', () => {
     expect(statusesOf('s0-r2')).toEqual([200])
     expect(specialCalls.get('cut')).toBeGreaterThanOrEqual(2)
     // Accepted exactly once each: one 200 per rollout id.
-    expect(answers.filter((a) => a.status === 200).map((a) => a.rolloutId).sort()).toEqual([...expected.keys()].sort())
+    expect(
+      answers
+        .filter((a) => a.status === 200)
+        .map((a) => a.rolloutId)
+        .sort(),
+    ).toEqual([...expected.keys()].sort())
 
     // Bookkeeping adds up: within the default budget every rollout is chosen, and each is analysed or failed.
     const total = (key: 'analysed' | 'failed') => statuses.reduce((sum, s) => sum + s.analyses[key], 0)
@@ -230,9 +293,14 @@ describe('a 30% fault mix over every agent', () => {
     expect(statuses[1]!.analyses.failed).toBeGreaterThanOrEqual(1)
 
     // The faults really hit every agent, with every kind, at about the configured rate.
-    for (const agent of AGENTS) expect(mix.injected.some((f) => f.agent === agent), `no fault reached the ${agent}`).toBe(true)
+    for (const agent of AGENTS)
+      expect(
+        mix.injected.some((f) => f.agent === agent),
+        `no fault reached the ${agent}`,
+      ).toBe(true)
     const kinds = new Set(mix.injected.map((f) => JSON.stringify(f.fault)))
-    for (const fault of FAULT_KINDS) expect(kinds.has(JSON.stringify(fault)), `fault never injected: ${JSON.stringify(fault)}`).toBe(true)
+    for (const fault of FAULT_KINDS)
+      expect(kinds.has(JSON.stringify(fault)), `fault never injected: ${JSON.stringify(fault)}`).toBe(true)
     const seen = Object.values(mix.seen).reduce((sum, n) => sum + n, 0)
     expect(mix.injected.length / seen).toBeGreaterThan(FAULT_RATE - 0.1)
     expect(mix.injected.length / seen).toBeLessThan(FAULT_RATE + 0.1)

@@ -43,35 +43,54 @@ function freshRollout(tag: string) {
 /** Rollouts the Worker answered as newly recorded: what /rubric_status must count. */
 let recorded = 0
 const score = async (rollout: ReturnType<typeof freshRollout>) => {
-  const answer = await callJson(`${dev.baseUrl}/score`, { token, body: { rollout, metadata: METADATA }, timeoutMs: 45_000 })
+  const answer = await callJson(`${dev.baseUrl}/score`, {
+    token,
+    body: { rollout, metadata: METADATA },
+    timeoutMs: 45_000,
+  })
   if (answer.status === 200 && answer.body.duplicate === false) recorded++
   return answer
 }
 /** Waits until /rubric_status counts every rollout recorded so far (the ledger shards report within a second). */
 const expectCounted = () =>
-  vi.waitFor(async () => {
-    const { status, body } = await callJson(`${dev.baseUrl}/rubric_status`, { token })
-    expect(status).toBe(200)
-    expect(body.run_id).toBe(runId)
-    expect(body.rollouts).toBe(recorded)
-  }, { timeout: 10_000, interval: 100 })
+  vi.waitFor(
+    async () => {
+      const { status, body } = await callJson(`${dev.baseUrl}/rubric_status`, { token })
+      expect(status).toBe(200)
+      expect(body.run_id).toBe(runId)
+      expect(body.rollouts).toBe(recorded)
+    },
+    { timeout: 10_000, interval: 100 },
+  )
 
 /** A reply grading every rubric of the run: `gradeFor` maps a rubric id to its grade. */
-const replyGrading = (gradeFor: (id: string) => number) => JSON.stringify({ grades: rubrics.map((r) => ({ rubric_id: r.id, grade: gradeFor(r.id), reason: 'scripted' })) })
+const replyGrading = (gradeFor: (id: string) => number) =>
+  JSON.stringify({ grades: rubrics.map((r) => ({ rubric_id: r.id, grade: gradeFor(r.id), reason: 'scripted' })) })
 
 const expectedScore = (gradeFor: (id: string) => number, gradeMax = 10) =>
-  rubrics.reduce((sum, r) => sum + r.weight * gradeFor(r.id), 0) / (rubrics.reduce((sum, r) => sum + r.weight, 0) * gradeMax)
+  rubrics.reduce((sum, r) => sum + r.weight * gradeFor(r.id), 0) /
+  (rubrics.reduce((sum, r) => sum + r.weight, 0) * gradeMax)
 
 beforeAll(async () => {
   stub = await startLlmStub()
-  dev = await startWranglerDev({ vars: { KEY_A: "secret-of-run-a", KEY_B: "secret-of-run-b", JUDGE_KEY_NAMES: 'KEY_A,KEY_B' } })
+  dev = await startWranglerDev({
+    vars: { KEY_A: 'secret-of-run-a', KEY_B: 'secret-of-run-b', JUDGE_KEY_NAMES: 'KEY_A,KEY_B' },
+  })
   const created = await callJson(`${dev.baseUrl}/runs`, {
     token: dev.adminToken,
     body: {
       config: {
         anchor_rubrics: ANCHORS,
         adaptive_rubrics: ADAPTIVE,
-        agents: { scorer: { backend: 'openai', base_url: stub.baseUrl, model: 'stub-model', timeout_ms: TIMEOUT_MS, max_attempts: MAX_ATTEMPTS } },
+        agents: {
+          scorer: {
+            backend: 'openai',
+            base_url: stub.baseUrl,
+            model: 'stub-model',
+            timeout_ms: TIMEOUT_MS,
+            max_attempts: MAX_ATTEMPTS,
+          },
+        },
       },
     },
   })
@@ -118,7 +137,12 @@ describe('scorer prompt', () => {
 
 describe('malformed replies', () => {
   it('repairs a fenced JSON reply with a trailing comma in exactly one call', async () => {
-    const grades: Record<string, number> = { [rubrics[0]!.id]: 10, [rubrics[1]!.id]: 5, [rubrics[2]!.id]: 8, [rubrics[3]!.id]: 0 }
+    const grades: Record<string, number> = {
+      [rubrics[0]!.id]: 10,
+      [rubrics[1]!.id]: 5,
+      [rubrics[2]!.id]: 8,
+      [rubrics[3]!.id]: 0,
+    }
     const gradeFor = (id: string) => grades[id]!
     const broken = '```json\n' + replyGrading(gradeFor).replace(/\]\}$/, '],}') + '\n```'
     expect(() => JSON.parse(broken)).toThrow()
@@ -129,7 +153,9 @@ describe('malformed replies', () => {
     expect(answer.status, JSON.stringify(answer.body)).toBe(200)
     expect(stub.requests.length - before).toBe(1)
     expect(answer.body.score).toBeCloseTo(expectedScore(gradeFor), 10)
-    expect(Object.fromEntries(answer.body.criteria.map((c: { rubric_id: string; grade: number }) => [c.rubric_id, c.grade]))).toEqual(grades)
+    expect(
+      Object.fromEntries(answer.body.criteria.map((c: { rubric_id: string; grade: number }) => [c.rubric_id, c.grade])),
+    ).toEqual(grades)
   })
 })
 
@@ -159,35 +185,42 @@ describe('one failed attempt, then a good reply', () => {
 describe('every attempt fails', () => {
   const cases: { name: string; fault: StubFault; expectedStatus: number }[] = [
     { name: 'three 500s', fault: { kind: 'status', status: 500 }, expectedStatus: 503 },
-    { name: 'three non-JSON replies', fault: { kind: 'content', text: 'Sorry, I cannot grade this.' }, expectedStatus: 502 },
+    {
+      name: 'three non-JSON replies',
+      fault: { kind: 'content', text: 'Sorry, I cannot grade this.' },
+      expectedStatus: 502,
+    },
   ]
-  it.each(cases)('$name → $expectedStatus llm_unavailable, not counted; a later retry of the id is counted once', async ({ fault, expectedStatus }) => {
-    stub.script(...Array.from({ length: MAX_ATTEMPTS }, () => fault))
-    const rollout = freshRollout('exhausted')
-    const before = stub.requests.length
+  it.each(cases)(
+    '$name → $expectedStatus llm_unavailable, not counted; a later retry of the id is counted once',
+    async ({ fault, expectedStatus }) => {
+      stub.script(...Array.from({ length: MAX_ATTEMPTS }, () => fault))
+      const rollout = freshRollout('exhausted')
+      const before = stub.requests.length
 
-    const failed = await score(rollout)
-    expect(failed.status, JSON.stringify(failed.body)).toBe(expectedStatus)
-    expect(stub.requests.length - before).toBe(MAX_ATTEMPTS)
-    expect(failed.body.error.code).toBe('llm_unavailable')
-    expect(failed.body.error.message).toEqual(expect.any(String))
-    expect(failed.body.error.message.length).toBeGreaterThan(0)
-    expect(failed.body).not.toHaveProperty('score')
-    if (expectedStatus === 503) expect(failed.headers.get('retry-after')).toMatch(/^\d+$/)
+      const failed = await score(rollout)
+      expect(failed.status, JSON.stringify(failed.body)).toBe(expectedStatus)
+      expect(stub.requests.length - before).toBe(MAX_ATTEMPTS)
+      expect(failed.body.error.code).toBe('llm_unavailable')
+      expect(failed.body.error.message).toEqual(expect.any(String))
+      expect(failed.body.error.message.length).toBeGreaterThan(0)
+      expect(failed.body).not.toHaveProperty('score')
+      if (expectedStatus === 503) expect(failed.headers.get('retry-after')).toMatch(/^\d+$/)
 
-    // The stub is healthy again: the trainer's retry of the same rollout succeeds and counts once (it was not recorded before: no duplicate).
-    const retried = await score(rollout)
-    expect(retried.status, JSON.stringify(retried.body)).toBe(200)
-    expect(retried.body).toMatchObject({ rollout_id: rollout.id, duplicate: false, cached: false })
-    expect(stub.requests.length - before).toBe(MAX_ATTEMPTS + 1)
-    await expectCounted()
+      // The stub is healthy again: the trainer's retry of the same rollout succeeds and counts once (it was not recorded before: no duplicate).
+      const retried = await score(rollout)
+      expect(retried.status, JSON.stringify(retried.body)).toBe(200)
+      expect(retried.body).toMatchObject({ rollout_id: rollout.id, duplicate: false, cached: false })
+      expect(stub.requests.length - before).toBe(MAX_ATTEMPTS + 1)
+      await expectCounted()
 
-    const again = await score(rollout)
-    expect(again.status).toBe(200)
-    expect(again.body).toMatchObject({ rollout_id: rollout.id, duplicate: true, score: retried.body.score })
-    expect(stub.requests.length - before).toBe(MAX_ATTEMPTS + 1)
-    await expectCounted()
-  })
+      const again = await score(rollout)
+      expect(again.status).toBe(200)
+      expect(again.body).toMatchObject({ rollout_id: rollout.id, duplicate: true, score: retried.body.score })
+      expect(stub.requests.length - before).toBe(MAX_ATTEMPTS + 1)
+      await expectCounted()
+    },
+  )
 })
 
 describe('score cache', () => {
@@ -205,7 +238,13 @@ describe('score cache', () => {
 
     const twin = await score({ ...first, id: `${first.id}-twin` })
     expect(twin.status, JSON.stringify(twin.body)).toBe(200)
-    expect(twin.body).toMatchObject({ rollout_id: `${first.id}-twin`, cached: true, duplicate: false, score: original.body.score, rubric_version: original.body.rubric_version })
+    expect(twin.body).toMatchObject({
+      rollout_id: `${first.id}-twin`,
+      cached: true,
+      duplicate: false,
+      score: original.body.score,
+      rubric_version: original.body.rubric_version,
+    })
     expect(twin.body.criteria).toEqual(original.body.criteria)
     expect(stub.requests.length - before).toBe(1)
   })
@@ -227,22 +266,46 @@ describe('regressions', () => {
     expect(stub.requests.length - before).toBe(1)
   })
 
-  it('sends a role\'s extra headers (a literal and a secret by name, as Cloudflare Access needs) and never the Worker\'s own secrets', async () => {
+  it("sends a role's extra headers (a literal and a secret by name, as Cloudflare Access needs) and never the Worker's own secrets", async () => {
     const headers = { 'CF-Access-Client-Id': 'client-1.access', 'CF-Access-Client-Secret': { secret: 'KEY_B' } }
     const created = await callJson(`${dev.baseUrl}/runs`, {
       token: dev.adminToken,
-      body: { config: { anchor_rubrics: ANCHORS, agents: { scorer: { backend: 'openai', base_url: stub.baseUrl, model: 'stub-model', headers } } } },
+      body: {
+        config: {
+          anchor_rubrics: ANCHORS,
+          agents: { scorer: { backend: 'openai', base_url: stub.baseUrl, model: 'stub-model', headers } },
+        },
+      },
     })
     expect(created.status, JSON.stringify(created.body)).toBe(201)
     const before = stub.headers.length
-    const res = await callJson(`${dev.baseUrl}/score`, { token: created.body.token, body: { rollout: freshRollout('access'), metadata: METADATA } })
+    const res = await callJson(`${dev.baseUrl}/score`, {
+      token: created.body.token,
+      body: { rollout: freshRollout('access'), metadata: METADATA },
+    })
     expect(res.status).toBe(200)
     const sent = stub.headers.slice(before)
     expect(sent.length).toBeGreaterThan(0)
-    for (const request of sent) expect(request).toMatchObject({ 'cf-access-client-id': 'client-1.access', 'cf-access-client-secret': 'secret-of-run-b' })
+    for (const request of sent)
+      expect(request).toMatchObject({
+        'cf-access-client-id': 'client-1.access',
+        'cf-access-client-secret': 'secret-of-run-b',
+      })
     const refused = await callJson(`${dev.baseUrl}/runs`, {
       token: dev.adminToken,
-      body: { config: { anchor_rubrics: ANCHORS, agents: { scorer: { backend: 'openai', base_url: stub.baseUrl, model: 'stub-model', headers: { 'X-Key': { secret: 'ADMIN_TOKEN' } } } } } },
+      body: {
+        config: {
+          anchor_rubrics: ANCHORS,
+          agents: {
+            scorer: {
+              backend: 'openai',
+              base_url: stub.baseUrl,
+              model: 'stub-model',
+              headers: { 'X-Key': { secret: 'ADMIN_TOKEN' } },
+            },
+          },
+        },
+      },
     })
     expect(refused.status).toBe(400)
     expect(refused.body.error.message).toContain('agents.scorer.headers.X-Key may not name "ADMIN_TOKEN"')
@@ -252,18 +315,31 @@ describe('regressions', () => {
     const runWithKey = async (keyEnv: string) => {
       const created = await callJson(`${dev.baseUrl}/runs`, {
         token: dev.adminToken,
-        body: { config: { anchor_rubrics: ANCHORS, agents: { scorer: { backend: 'openai', base_url: stub.baseUrl, model: 'stub-model', api_key_env: keyEnv } } } },
+        body: {
+          config: {
+            anchor_rubrics: ANCHORS,
+            agents: { scorer: { backend: 'openai', base_url: stub.baseUrl, model: 'stub-model', api_key_env: keyEnv } },
+          },
+        },
       })
       expect(created.status, JSON.stringify(created.body)).toBe(201)
       return created.body.token as string
     }
     const tokenA = await runWithKey('KEY_A')
     const tokenB = await runWithKey('KEY_B')
-    for (const [runToken, tag] of [[tokenA, 'key-a'], [tokenB, 'key-b']] as const) {
+    for (const [runToken, tag] of [
+      [tokenA, 'key-a'],
+      [tokenB, 'key-b'],
+    ] as const) {
       const before = stub.authorizations.length
-      const res = await callJson(`${dev.baseUrl}/score`, { token: runToken, body: { rollout: freshRollout(tag), metadata: METADATA } })
+      const res = await callJson(`${dev.baseUrl}/score`, {
+        token: runToken,
+        body: { rollout: freshRollout(tag), metadata: METADATA },
+      })
       expect(res.status).toBe(200)
-      expect(stub.authorizations.slice(before)).toEqual([`Bearer ${tag === 'key-a' ? 'secret-of-run-a' : 'secret-of-run-b'}`])
+      expect(stub.authorizations.slice(before)).toEqual([
+        `Bearer ${tag === 'key-a' ? 'secret-of-run-a' : 'secret-of-run-b'}`,
+      ])
     }
   })
 })

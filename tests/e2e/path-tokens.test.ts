@@ -25,13 +25,23 @@ let runId: string
 
 beforeAll(async () => {
   dev = await startWranglerDev({ deployment: 'production', vars: { RM_TOKEN } })
-  const created = await callJson(`${dev.baseUrl}/runs`, { token: dev.adminToken, body: { config: { anchor_rubrics: [{ text: 'The final answer is correct.' }] } } })
+  const created = await callJson(`${dev.baseUrl}/runs`, {
+    token: dev.adminToken,
+    body: { config: { anchor_rubrics: [{ text: 'The final answer is correct.' }] } },
+  })
   expect(created.status, JSON.stringify(created.body)).toBe(201)
   runToken = created.body.token
   runId = created.body.run_id
   const artifact = await buildArtifact()
   expect((await callJson(`${dev.baseUrl}/admin/artifacts`, { token: dev.adminToken, body: artifact })).status).toBe(201)
-  expect((await callJson(`${dev.baseUrl}/admin/targets/prod/deployments`, { token: dev.adminToken, body: { artifact_id: artifact.artifact_id } })).status).toBe(201)
+  expect(
+    (
+      await callJson(`${dev.baseUrl}/admin/targets/prod/deployments`, {
+        token: dev.adminToken,
+        body: { artifact_id: artifact.artifact_id },
+      })
+    ).status,
+  ).toBe(201)
 })
 
 afterAll(async () => {
@@ -41,22 +51,40 @@ afterAll(async () => {
 describe('a token in the path, in production', () => {
   it('OpenRLHF (both shapes) and slime score with the run token in their URL; without it, 401', async () => {
     const url = `${dev.baseUrl}/t/${runToken}/runs/${runId}/compat/openrlhf`
-    const legacy = await openRlhfLegacy([url, url], ['Q: 2+2? A: 4', 'Q: 3+3? A: 6'], ['Q: 2+2? A:', 'Q: 3+3? A:'], ['4', '6'])
+    const legacy = await openRlhfLegacy(
+      [url, url],
+      ['Q: 2+2? A: 4', 'Q: 3+3? A: 6'],
+      ['Q: 2+2? A:', 'Q: 3+3? A:'],
+      ['4', '6'],
+    )
     expect(legacy.rewards).toHaveLength(2)
     const current = await openRlhfSample([url], 'Q: 5+5? A: 10', 'Q: 5+5? A:', '10')
     expect((current?.reward as number[]).length).toBe(1)
-    const slime = await slimeRemoteRm(`${dev.baseUrl}/t/${runToken}/compat/slime`, { prompt: 'What is 2+2?', response: '4', label: '4' }, { rewardKey: 'score' })
+    const slime = await slimeRemoteRm(
+      `${dev.baseUrl}/t/${runToken}/compat/slime`,
+      { prompt: 'What is 2+2?', response: '4', label: '4' },
+      { rewardKey: 'score' },
+    )
     expect(slime.reward).toBeGreaterThan(0)
-    const anonymous = await callJson(`${dev.baseUrl}/runs/${runId}/compat/openrlhf`, { body: { query: ['x'], prompts: [''], labels: [''] } })
+    const anonymous = await callJson(`${dev.baseUrl}/runs/${runId}/compat/openrlhf`, {
+      body: { query: ['x'], prompts: [''], labels: [''] },
+    })
     expect(anonymous.status).toBe(401)
   })
 
   it('a wrong token is a 401 each try: OpenRLHF raises after its 5 tries, slime after its 10', async () => {
     const logs: string[] = []
-    const refused = await openRlhfLegacy([`${dev.baseUrl}/t/${WRONG_TOKEN}/compat/openrlhf`], ['Q A'], ['Q'], ['A'], { retryWaitMs: 20, log: (line) => logs.push(line) }).catch((error: unknown) => error)
+    const refused = await openRlhfLegacy([`${dev.baseUrl}/t/${WRONG_TOKEN}/compat/openrlhf`], ['Q A'], ['Q'], ['A'], {
+      retryWaitMs: 20,
+      log: (line) => logs.push(line),
+    }).catch((error: unknown) => error)
     expect(refused).toBeInstanceOf(TrainerError)
     expect(logs.join('\n')).toMatch(/401/)
-    const slime = await slimeRemoteRm(`${dev.baseUrl}/t/${WRONG_TOKEN}/compat/slime`, { prompt: 'Q', response: 'A' }, { rewardKey: 'score', backoffScale: 0.001 }).catch((error: unknown) => error)
+    const slime = await slimeRemoteRm(
+      `${dev.baseUrl}/t/${WRONG_TOKEN}/compat/slime`,
+      { prompt: 'Q', response: 'A' },
+      { rewardKey: 'score', backoffScale: 0.001 },
+    ).catch((error: unknown) => error)
     expect(slime).toMatchObject({ status: 401 })
     const direct = await callJson(`${dev.baseUrl}/t/${WRONG_TOKEN}/rubric_status`)
     expect(direct.status).toBe(401)
@@ -68,15 +96,27 @@ describe('a token in the path, in production', () => {
   it("autosr's RMScoringClient works unchanged with endpoint=<base>/t/<RM token>/rm/<target>", async () => {
     const endpoint = `${dev.baseUrl}/t/${RM_TOKEN}/rm/prod`
     const itemsFile = path.join(await mkdtemp(path.join(tmpdir(), 'rh-autosr-')), 'items.json')
-    await writeFile(itemsFile, JSON.stringify([{ prompt_id: 'p_math', prompt: 'What is 2+2?', candidate: { candidate_id: 'c1', text: '2 + 2 = 4' } }]))
-    const harness = (url: string) => run('python3', [path.join(ROOT, 'tests/e2e/support/trainer_harness.py'), 'autosr', url, itemsFile], { cwd: ROOT, timeout: 60_000, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' } })
+    await writeFile(
+      itemsFile,
+      JSON.stringify([
+        { prompt_id: 'p_math', prompt: 'What is 2+2?', candidate: { candidate_id: 'c1', text: '2 + 2 = 4' } },
+      ]),
+    )
+    const harness = (url: string) =>
+      run('python3', [path.join(ROOT, 'tests/e2e/support/trainer_harness.py'), 'autosr', url, itemsFile], {
+        cwd: ROOT,
+        timeout: 60_000,
+        env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' },
+      })
     const { stdout } = await harness(endpoint)
     const out = JSON.parse(stdout.trim().split('\n').at(-1)!)
     expect(out.healthz.status).toBe('ok')
     expect(out.scores[0].score).toBeGreaterThan(0)
     expect(out.batch.results).toHaveLength(1)
     // The same client with a wrong token fails its health check with the server's 401, and prints no token.
-    const wrong = (await harness(`${dev.baseUrl}/t/${WRONG_TOKEN}/rm/prod`).catch((error: { stdout?: string }) => error)) as { stdout?: string }
+    const wrong = (await harness(`${dev.baseUrl}/t/${WRONG_TOKEN}/rm/prod`).catch(
+      (error: { stdout?: string }) => error,
+    )) as { stdout?: string }
     expect(wrong.stdout).toMatch(/401/)
     expect(wrong.stdout).not.toContain(WRONG_TOKEN)
   })
@@ -84,13 +124,39 @@ describe('a token in the path, in production', () => {
   it('verl with the deployed-artifact recipe, the RM token in REWARD_HARNESS_URL: one /rm score per sample, the same keys each', async () => {
     const samplesFile = path.join(await mkdtemp(path.join(tmpdir(), 'rh-verl-')), 'samples.jsonl')
     const samples = [
-      { data_source: 'math', solution_str: '2 + 2 = 4', ground_truth: '4', extra_info: { prompt_id: 'p_math', question: 'What is 2+2?', index: 0 } },
-      { data_source: 'chat', solution_str: 'Blue.', ground_truth: '', extra_info: { question: 'Name a colour.', index: 1 } },
+      {
+        data_source: 'math',
+        solution_str: '2 + 2 = 4',
+        ground_truth: '4',
+        extra_info: { prompt_id: 'p_math', question: 'What is 2+2?', index: 0 },
+      },
+      {
+        data_source: 'chat',
+        solution_str: 'Blue.',
+        ground_truth: '',
+        extra_info: { question: 'Name a colour.', index: 1 },
+      },
     ]
     await writeFile(samplesFile, samples.map((line) => JSON.stringify(line)).join('\n'))
-    const { stdout } = await run('python3', [path.join(ROOT, 'tests/e2e/support/trainer_harness.py'), 'verl-naive', path.join(ROOT, 'clients/python/recipes/verl_artifact.py'), samplesFile], {
-      cwd: ROOT, timeout: 60_000, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', REWARD_HARNESS_URL: `${dev.baseUrl}/t/${RM_TOKEN}`, REWARD_HARNESS_TARGET: 'prod' },
-    })
+    const { stdout } = await run(
+      'python3',
+      [
+        path.join(ROOT, 'tests/e2e/support/trainer_harness.py'),
+        'verl-naive',
+        path.join(ROOT, 'clients/python/recipes/verl_artifact.py'),
+        samplesFile,
+      ],
+      {
+        cwd: ROOT,
+        timeout: 60_000,
+        env: {
+          ...process.env,
+          PYTHONDONTWRITEBYTECODE: '1',
+          REWARD_HARNESS_URL: `${dev.baseUrl}/t/${RM_TOKEN}`,
+          REWARD_HARNESS_TARGET: 'prod',
+        },
+      },
+    )
     const out = JSON.parse(stdout.trim().split('\n').at(-1)!)
     expect(out.rewards).toHaveLength(2)
     for (const reward of out.rewards) expect(reward >= 0 && reward <= 1).toBe(true)
@@ -100,7 +166,7 @@ describe('a token in the path, in production', () => {
     expect(out.reward_extra_info.fallback_rubric).toEqual([0, 1])
   })
 
-  it('the Worker prints no token, right or wrong; only the dev server\'s access log shows request paths', async () => {
+  it("the Worker prints no token, right or wrong; only the dev server's access log shows request paths", async () => {
     const lines = dev.fullLog().split('\n')
     // wrangler dev's own access log (`[wrangler:info] POST /t/…/compat/openrlhf 200 OK`) echoes each path, as a
     // Cloudflare request log would: README says so, and clients that can send a header keep the token out of URLs.

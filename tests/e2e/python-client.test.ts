@@ -36,7 +36,10 @@ beforeAll(async () => {
   artifact = await buildArtifact()
   const uploaded = await callJson(`${dev.baseUrl}/admin/artifacts`, { token: dev.adminToken, body: artifact })
   expect(uploaded.status, JSON.stringify(uploaded.body)).toBe(201)
-  const deployed = await callJson(`${dev.baseUrl}/admin/targets/${TARGET}/deployments`, { token: dev.adminToken, body: { artifact_id: artifact.artifact_id, deployed_by: 'e2e' } })
+  const deployed = await callJson(`${dev.baseUrl}/admin/targets/${TARGET}/deployments`, {
+    token: dev.adminToken,
+    body: { artifact_id: artifact.artifact_id, deployed_by: 'e2e' },
+  })
   expect(deployed.status, JSON.stringify(deployed.body)).toBe(201)
 })
 
@@ -73,9 +76,23 @@ print(json.dumps(out))
 `
     const out = await python(code, [dev.baseUrl, TARGET, artifact.artifact_id])
     expect(out.handshake).toBe(true)
-    expect(out.healthz).toMatchObject({ status: 'ok', artifact_id: artifact.artifact_id, schema_version: '1.0', rm_api_version: '1.0' })
-    expect(out.math).toMatchObject({ artifact_id: artifact.artifact_id, prompt_id: 'p_math', candidate_id: 'c1', rubric_id: 'r_math', fallback_rubric: false })
-    expect(out.math.criteria.map((c: { criterion_id: string }) => c.criterion_id)).toEqual(['math_answer', 'math_steps'])
+    expect(out.healthz).toMatchObject({
+      status: 'ok',
+      artifact_id: artifact.artifact_id,
+      schema_version: '1.0',
+      rm_api_version: '1.0',
+    })
+    expect(out.math).toMatchObject({
+      artifact_id: artifact.artifact_id,
+      prompt_id: 'p_math',
+      candidate_id: 'c1',
+      rubric_id: 'r_math',
+      fallback_rubric: false,
+    })
+    expect(out.math.criteria.map((c: { criterion_id: string }) => c.criterion_id)).toEqual([
+      'math_answer',
+      'math_steps',
+    ])
     expect(out.math.score).toBeGreaterThan(0)
     expect(out.math.score).toBeLessThanOrEqual(1)
     expect(out.fallback).toMatchObject({ prompt_id: 'auto', rubric_id: 'r_default', fallback_rubric: true })
@@ -111,7 +128,11 @@ print(json.dumps(out))
       expect(reward).toBeLessThanOrEqual(1)
     }
     expect(out.three.extra_logs.rubric_version).toHaveLength(3)
-    expect(out.empty).toEqual({ rewards: [], scores: [], extra_logs: { rubric_version: [], cached: [], duplicate: [] } })
+    expect(out.empty).toEqual({
+      rewards: [],
+      scores: [],
+      extra_logs: { rubric_version: [], cached: [], duplicate: [] },
+    })
     expect(out.group.scores).toHaveLength(4)
     expect(out.group.advantages).toHaveLength(4)
     expect(Math.abs(out.group.advantages.reduce((sum: number, a: number) => sum + a, 0))).toBeLessThan(1e-9)

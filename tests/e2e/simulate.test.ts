@@ -30,9 +30,17 @@ afterAll(async () => {
 })
 
 /** Runs the CLI to completion; resolves with its exit code and output. */
-function runCli(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function runCli(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn('npx', ['tsx', 'offline/simulate/cli.ts', ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], timeout: 55_000 })
+    const child = spawn('npx', ['tsx', 'offline/simulate/cli.ts', ...args], {
+      cwd: ROOT,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: 55_000,
+    })
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')))
@@ -45,7 +53,20 @@ function runCli(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number 
 describe('npm run simulate against wrangler dev (mock backend)', () => {
   it('runs 3 steps on a fresh run: rubrics evolve, hacking is flagged and comes to score below correct answers', async () => {
     const { code, stdout, stderr } = await runCli(
-      ['--url', dev.baseUrl, '--steps', String(STEPS), '--rollouts-per-step', String(ROLLOUTS_PER_STEP), '--create-run', '--seed', '1', '--json', '--wait-timeout', '40'],
+      [
+        '--url',
+        dev.baseUrl,
+        '--steps',
+        String(STEPS),
+        '--rollouts-per-step',
+        String(ROLLOUTS_PER_STEP),
+        '--create-run',
+        '--seed',
+        '1',
+        '--json',
+        '--wait-timeout',
+        '40',
+      ],
       // The admin token through the environment (the flag and .dev.vars are covered by the unit tests).
       { ...process.env, REWARD_HARNESS_ADMIN_TOKEN: dev.adminToken, NO_COLOR: '1' },
     )
@@ -75,14 +96,20 @@ describe('npm run simulate against wrangler dev (mock backend)', () => {
     expect(reports.some((report) => report.update?.changed && report.update.source === 'history')).toBe(true)
     expect(reports.map((report) => report.update?.strategy)).toContain('CORRECTIVE')
     // The step's rollouts were scored on the version the previous step's update left.
-    for (let i = 1; i < reports.length; i++) expect(reports[i]!.rubric_version_scored).toBe(reports[i - 1]!.rubric_version)
+    for (let i = 1; i < reports.length; i++)
+      expect(reports[i]!.rubric_version_scored).toBe(reports[i - 1]!.rubric_version)
 
     // Hacking was flagged, and every hacking rollout was (its analysis in /memory).
     const flags = reports.reduce((sum, report) => sum + report.hacking_flags!, 0)
     expect(flags).toBeGreaterThan(0)
     const hackingRollouts = reports.reduce((sum, report) => sum + report.counts.reward_hacking, 0)
     expect(reports.reduce((sum, report) => sum + report.flagged_by_behaviour!.reward_hacking, 0)).toBe(hackingRollouts)
-    expect(reports.reduce((sum, report) => sum + report.flagged_by_behaviour!.correct + report.flagged_by_behaviour!.wrong, 0)).toBe(0)
+    expect(
+      reports.reduce(
+        (sum, report) => sum + report.flagged_by_behaviour!.correct + report.flagged_by_behaviour!.wrong,
+        0,
+      ),
+    ).toBe(0)
 
     // Hacking scores less at the last step than at the first, or less than correct answers at the last step…
     const first = reports[0]!.scores

@@ -24,28 +24,60 @@ describe('sync mode', () => {
   it(`answers ${WAITERS.toLocaleString('en')} waiters on one instance once the update commits, each on the rubrics it committed`, async () => {
     const created = await callJson(`${dev.baseUrl}/runs`, {
       token: dev.adminToken,
-      body: { config: { mode: 'sync', anchor_rubrics: [{ text: 'The final answer is correct.' }], adaptive_rubrics: [{ text: 'Shows the key steps.' }] } },
+      body: {
+        config: {
+          mode: 'sync',
+          anchor_rubrics: [{ text: 'The final answer is correct.' }],
+          adaptive_rubrics: [{ text: 'Shows the key steps.' }],
+        },
+      },
     })
     expect(created.status, JSON.stringify(created.body)).toBe(201)
     const token: string = created.body.token
     let settled = 0
     const pending = Array.from({ length: WAITERS }, (_, i) => {
-      const rollout = { id: `wait-${i}`, input: `What is ${i} + 1?`, output: `It is ${i + 1}.`, supplemental_context: String(i + 1) }
-      return callJson(`${dev.baseUrl}/score`, { token, body: { rollout, metadata: METADATA }, timeoutMs: 120_000 }).finally(() => void settled++)
+      const rollout = {
+        id: `wait-${i}`,
+        input: `What is ${i} + 1?`,
+        output: `It is ${i + 1}.`,
+        supplemental_context: String(i + 1),
+      }
+      return callJson(`${dev.baseUrl}/score`, {
+        token,
+        body: { rollout, metadata: METADATA },
+        timeoutMs: 120_000,
+      }).finally(() => void settled++)
     })
-    await vi.waitFor(async () => expect((await callJson(`${dev.baseUrl}/rubric_status`, { token })).body.rollouts).toBe(WAITERS), { timeout: 60_000, interval: 200 })
+    await vi.waitFor(
+      async () => expect((await callJson(`${dev.baseUrl}/rubric_status`, { token })).body.rollouts).toBe(WAITERS),
+      { timeout: 60_000, interval: 200 },
+    )
     expect(settled, 'a sync-mode answer came back before its step was updated').toBe(0)
 
-    expect((await callJson(`${dev.baseUrl}/complete`, { token, method: 'POST' })).body).toMatchObject({ closed: true, step: 0 })
+    expect((await callJson(`${dev.baseUrl}/complete`, { token, method: 'POST' })).body).toMatchObject({
+      closed: true,
+      step: 0,
+    })
     const answers = await Promise.all(pending)
     const rubrics = await callJson(`${dev.baseUrl}/rubrics`, { token })
     const version: number = rubrics.body.rubric_version
     // The mock updater changes the adaptive set, so every waiter was judged again on version 2.
     expect(version).toBe(2)
     expect(answers.filter((answer) => answer.status !== 200).map((answer) => answer.body)).toEqual([])
-    expect(answers.filter((answer) => answer.body.update_pending || answer.body.rubric_version !== version).map((answer) => answer.body)).toEqual([])
-    const ids = [...rubrics.body.anchor_rubrics, ...rubrics.body.adaptive_rubrics].map((rubric: { id: string }) => rubric.id)
-    for (const answer of answers) expect(answer.body.criteria.map((criterion: { rubric_id: string }) => criterion.rubric_id)).toEqual(ids)
-    expect((await callJson(`${dev.baseUrl}/rubric_status`, { token })).body).toMatchObject({ step: 0, status: 'updated', rollouts: WAITERS })
+    expect(
+      answers
+        .filter((answer) => answer.body.update_pending || answer.body.rubric_version !== version)
+        .map((answer) => answer.body),
+    ).toEqual([])
+    const ids = [...rubrics.body.anchor_rubrics, ...rubrics.body.adaptive_rubrics].map(
+      (rubric: { id: string }) => rubric.id,
+    )
+    for (const answer of answers)
+      expect(answer.body.criteria.map((criterion: { rubric_id: string }) => criterion.rubric_id)).toEqual(ids)
+    expect((await callJson(`${dev.baseUrl}/rubric_status`, { token })).body).toMatchObject({
+      step: 0,
+      status: 'updated',
+      rollouts: WAITERS,
+    })
   }, 240_000)
 })

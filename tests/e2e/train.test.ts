@@ -25,7 +25,8 @@ let artifact: RmArtifact
 let deployment: DeployRecord
 
 /** `reward-harness <args>` as a child process, with the dev server's admin token and no RM_TOKEN. */
-const cli = (args: string[]) => runRewardHarness(args, { RM_TOKEN: undefined, USER: 'e2e', REWARD_HARNESS_ADMIN_TOKEN: dev.adminToken }, 55_000)
+const cli = (args: string[]) =>
+  runRewardHarness(args, { RM_TOKEN: undefined, USER: 'e2e', REWARD_HARNESS_ADMIN_TOKEN: dev.adminToken }, 55_000)
 
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'train-e2e-'))
@@ -51,10 +52,37 @@ describe('train prepare → run → finalize → show (wrangler dev)', () => {
     const envPath = join(work, 'e2e-train-1.env')
     const metrics = join(work, 'metrics.json')
 
-    const prepared = await cli(['train', 'prepare', '--url', dev.baseUrl, '--target', TARGET, '--expect-artifact', artifact.artifact_id, '--online-run', config,
-      '--name', 'e2e-train-1', '--env-path', envPath, '--db', db, '--trainer', 'dummy', '--dataset', 'arith@v1', '--json'])
+    const prepared = await cli([
+      'train',
+      'prepare',
+      '--url',
+      dev.baseUrl,
+      '--target',
+      TARGET,
+      '--expect-artifact',
+      artifact.artifact_id,
+      '--online-run',
+      config,
+      '--name',
+      'e2e-train-1',
+      '--env-path',
+      envPath,
+      '--db',
+      db,
+      '--trainer',
+      'dummy',
+      '--dataset',
+      'arith@v1',
+      '--json',
+    ])
     expect(prepared.code, `${prepared.err}\n${dev.logs()}`).toBe(0)
-    expect(JSON.parse(prepared.out)).toMatchObject({ training_run_id: 'e2e-train-1', artifact_id: artifact.artifact_id, deploy_id: deployment.deploy_id, target: TARGET, online_run: { run_id: 'e2e-train-1' } })
+    expect(JSON.parse(prepared.out)).toMatchObject({
+      training_run_id: 'e2e-train-1',
+      artifact_id: artifact.artifact_id,
+      deploy_id: deployment.deploy_id,
+      target: TARGET,
+      online_run: { run_id: 'e2e-train-1' },
+    })
     expect(statSync(envPath).mode & 0o777).toBe(0o600)
     const token = readFileSync(envPath, 'utf8').match(/^REWARD_HARNESS_TOKEN='([^']+)'$/m)?.[1]
     expect(token).toBeTruthy()
@@ -70,7 +98,11 @@ describe('train prepare → run → finalize → show (wrangler dev)', () => {
 
     const finalized = await cli(['train', 'finalize', '--env-path', envPath, '--metrics', metrics, '--json'])
     expect(finalized.code, finalized.err).toBe(0)
-    expect(JSON.parse(finalized.out).result).toMatchObject({ run_id: 'e2e-train-1', status: 'succeeded', metrics: { reward_mean: written.reward_mean, steps: 1, exit_code: 0 } })
+    expect(JSON.parse(finalized.out).result).toMatchObject({
+      run_id: 'e2e-train-1',
+      status: 'succeeded',
+      metrics: { reward_mean: written.reward_mean, steps: 1, exit_code: 0 },
+    })
 
     const shown = await cli(['train', 'show', 'e2e-train-1', '--db', db])
     expect(shown.code, shown.err).toBe(0)
@@ -83,7 +115,22 @@ describe('train prepare → run → finalize → show (wrangler dev)', () => {
 
   it('refuses a mismatched --expect-artifact (exit 3) and a target with nothing deployed (exit 2), leaving nothing behind', async () => {
     const envPath = join(work, 'e2e-train-2.env')
-    const refused = await cli(['train', 'prepare', '--url', dev.baseUrl, '--target', TARGET, '--expect-artifact', `rm_${'0'.repeat(64)}`, '--name', 'e2e-train-2', '--env-path', envPath, '--db', db])
+    const refused = await cli([
+      'train',
+      'prepare',
+      '--url',
+      dev.baseUrl,
+      '--target',
+      TARGET,
+      '--expect-artifact',
+      `rm_${'0'.repeat(64)}`,
+      '--name',
+      'e2e-train-2',
+      '--env-path',
+      envPath,
+      '--db',
+      db,
+    ])
     expect(refused.code).toBe(3)
     expect(refused.err).toContain(`serves ${artifact.artifact_id}`)
     expect(existsSync(envPath)).toBe(false)
@@ -91,7 +138,20 @@ describe('train prepare → run → finalize → show (wrangler dev)', () => {
     expect(notRecorded.code).toBe(2)
     expect(notRecorded.err).toContain('no training run "e2e-train-2"')
 
-    const empty = await cli(['train', 'prepare', '--url', dev.baseUrl, '--target', 'nothing-here', '--name', 'e2e-train-3', '--env-path', envPath, '--db', db])
+    const empty = await cli([
+      'train',
+      'prepare',
+      '--url',
+      dev.baseUrl,
+      '--target',
+      'nothing-here',
+      '--name',
+      'e2e-train-3',
+      '--env-path',
+      envPath,
+      '--db',
+      db,
+    ])
     expect(empty.code).toBe(2)
     expect(empty.err).toContain('unknown target "nothing-here"')
     expect(existsSync(envPath)).toBe(false)

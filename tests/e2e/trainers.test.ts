@@ -40,7 +40,14 @@ let serial = 0
 function sample(tag: string, size = 0) {
   const n = ++serial
   const prompt = `<|user|>${tag} #${n}: what is ${n} + ${n}?<|assistant|>`
-  return { prompt, response: `${n} + ${n} = ${2 * n}. ${'Worked through step by step. '.repeat(Math.ceil(size / 31))}`.slice(0, Math.max(size, 20)), label: String(2 * n) }
+  return {
+    prompt,
+    response: `${n} + ${n} = ${2 * n}. ${'Worked through step by step. '.repeat(Math.ceil(size / 31))}`.slice(
+      0,
+      Math.max(size, 20),
+    ),
+    label: String(2 * n),
+  }
 }
 
 beforeAll(async () => {
@@ -59,7 +66,20 @@ beforeAll(async () => {
   dev = await startWranglerDev()
   const created = await callJson(`${dev.baseUrl}/runs`, {
     token: dev.adminToken,
-    body: { config: { ...RUBRICS, agents: { scorer: { backend: 'openai', base_url: stub.baseUrl, model: 'stub-model', max_attempts: 2, timeout_ms: 10_000 } } } },
+    body: {
+      config: {
+        ...RUBRICS,
+        agents: {
+          scorer: {
+            backend: 'openai',
+            base_url: stub.baseUrl,
+            model: 'stub-model',
+            max_attempts: 2,
+            timeout_ms: 10_000,
+          },
+        },
+      },
+    },
   })
   expect(created.status, JSON.stringify(created.body)).toBe(201)
   base = `${dev.baseUrl}/t/${created.body.token}/runs/${created.body.run_id}`
@@ -71,33 +91,64 @@ afterAll(async () => {
 })
 
 describe('OpenRLHF ≤ 0.9 (--remote_rm_url: the whole batch, split over the URLs)', () => {
-  it('single, batch over 2 URLs, and an empty shard among 3 URLs: every reward in [0, 1], extra_logs merged by the first server\'s keys', async () => {
+  it("single, batch over 2 URLs, and an empty shard among 3 URLs: every reward in [0, 1], extra_logs merged by the first server's keys", async () => {
     const one = sample('single')
-    const single = await openRlhfLegacy([`${base}/compat/openrlhf`], [one.prompt + one.response], [one.prompt], [one.label])
+    const single = await openRlhfLegacy(
+      [`${base}/compat/openrlhf`],
+      [one.prompt + one.response],
+      [one.prompt],
+      [one.label],
+    )
     expect(single.rewards).toEqual([0.7])
     const batch = Array.from({ length: 64 }, () => sample('batch'))
-    const twoUrls = await openRlhfLegacy([`${base}/compat/openrlhf`, `${base}/compat/openrlhf`], batch.map((s) => s.prompt + s.response), batch.map((s) => s.prompt), batch.map((s) => s.label))
+    const twoUrls = await openRlhfLegacy(
+      [`${base}/compat/openrlhf`, `${base}/compat/openrlhf`],
+      batch.map((s) => s.prompt + s.response),
+      batch.map((s) => s.prompt),
+      batch.map((s) => s.label),
+    )
     expect(twoUrls.rewards).toHaveLength(64)
-    expect(twoUrls.extraLogs).toMatchObject({ rubric_version: expect.any(Array), cached: expect.any(Array), duplicate: expect.any(Array) })
+    expect(twoUrls.extraLogs).toMatchObject({
+      rubric_version: expect.any(Array),
+      cached: expect.any(Array),
+      duplicate: expect.any(Array),
+    })
     expect(twoUrls.extraLogs!.rubric_version).toHaveLength(64)
     // 2 samples over 3 URLs: slices of 1, 1 and 0 — the third server answers empty lists with every key.
     const pair = [sample('shard'), sample('shard')]
-    const three = await openRlhfLegacy(Array.from({ length: 3 }, () => `${base}/compat/openrlhf`), pair.map((s) => s.prompt + s.response), pair.map((s) => s.prompt), pair.map((s) => s.label))
+    const three = await openRlhfLegacy(
+      Array.from({ length: 3 }, () => `${base}/compat/openrlhf`),
+      pair.map((s) => s.prompt + s.response),
+      pair.map((s) => s.prompt),
+      pair.map((s) => s.label),
+    )
     expect(three.rewards).toHaveLength(2)
     expect(three.extraLogs!.rubric_version).toHaveLength(2)
-    expect(three.answers[2]).toEqual({ rewards: [], scores: [], extra_logs: { rubric_version: [], cached: [], duplicate: [] } })
+    expect(three.answers[2]).toEqual({
+      rewards: [],
+      scores: [],
+      extra_logs: { rubric_version: [], cached: [], duplicate: [] },
+    })
   })
 
-  it('1,024 samples of 4 KB in one request, with a 1 s judge: 200 with 1,024 rewards well inside the trainer\'s 180 s', async () => {
+  it("1,024 samples of 4 KB in one request, with a 1 s judge: 200 with 1,024 rewards well inside the trainer's 180 s", async () => {
     const batch = Array.from({ length: 1_024 }, () => sample('big', 4_096))
     judgeLatencyMs = 1_000
     maxInFlight = 0
     const callsBefore = judgeCalls
     const started = Date.now()
     try {
-      const result = await openRlhfLegacy([`${base}/compat/openrlhf`], batch.map((s) => s.prompt + s.response), batch.map((s) => s.prompt), batch.map((s) => s.label), { tries: 1 })
+      const result = await openRlhfLegacy(
+        [`${base}/compat/openrlhf`],
+        batch.map((s) => s.prompt + s.response),
+        batch.map((s) => s.prompt),
+        batch.map((s) => s.label),
+        { tries: 1 },
+      )
       const seconds = (Date.now() - started) / 1_000
-      console.log(`OpenRLHF ≤ 0.9 shape: 1,024 samples of 4 KB, 1 s judge: answered in ${seconds.toFixed(1)} s; judge calls ${judgeCalls - callsBefore}, at most ${maxInFlight} in flight`)
+      console.log(
+        `OpenRLHF ≤ 0.9 shape: 1,024 samples of 4 KB, 1 s judge: answered in ${seconds.toFixed(1)} s; judge calls ${judgeCalls - callsBefore}, at most ${maxInFlight} in flight`,
+      )
       expect(result.rewards).toHaveLength(1_024)
       expect(new Set(result.rewards)).toEqual(new Set([0.7]))
       expect(seconds).toBeLessThanOrEqual(60)
@@ -114,7 +165,13 @@ describe('OpenRLHF ≤ 0.9 (--remote_rm_url: the whole batch, split over the URL
     try {
       const one = sample('fail')
       const logs: string[] = []
-      const failed = await openRlhfLegacy([`${base}/compat/openrlhf`], [one.prompt + one.response], [one.prompt], [one.label], { ...QUICK, log: (line) => logs.push(line) }).catch((error: unknown) => error)
+      const failed = await openRlhfLegacy(
+        [`${base}/compat/openrlhf`],
+        [one.prompt + one.response],
+        [one.prompt],
+        [one.label],
+        { ...QUICK, log: (line) => logs.push(line) },
+      ).catch((error: unknown) => error)
       expect(failed).toBeInstanceOf(TrainerError)
       expect(String((failed as Error).message)).toMatch(/5 times/)
       expect(logs.join('\n')).toMatch(/503/)
@@ -130,11 +187,27 @@ describe('OpenRLHF ≥ 0.9.1 (--reward.remote_url: one sample per request)', () 
     const single = await openRlhfSample([`${base}/compat/openrlhf`], one.prompt + one.response, one.prompt, one.label)
     expect(single?.reward).toEqual([0.7])
     expect(single?.extraLogs).toMatchObject({ rubric_version: [expect.any(Number)] })
-    const sharded = await openRlhfSample(Array.from({ length: 3 }, () => `${base}/compat/openrlhf`), one.prompt + one.response, one.prompt, one.label)
+    const sharded = await openRlhfSample(
+      Array.from({ length: 3 }, () => `${base}/compat/openrlhf`),
+      one.prompt + one.response,
+      one.prompt,
+      one.label,
+    )
     expect(sharded?.reward).toEqual([0.7])
-    expect(sharded?.answers.slice(1)).toEqual([0, 0].map(() => ({ rewards: [], scores: [], extra_logs: { rubric_version: [], cached: [], duplicate: [] } })))
+    expect(sharded?.answers.slice(1)).toEqual(
+      [0, 0].map(() => ({ rewards: [], scores: [], extra_logs: { rubric_version: [], cached: [], duplicate: [] } })),
+    )
     const many = Array.from({ length: 64 }, () => sample('concurrent'))
-    const rewards = await Promise.all(many.map((s) => openRlhfSample([`${base}/compat/openrlhf`, `${base}/compat/openrlhf`], s.prompt + s.response, s.prompt, s.label)))
+    const rewards = await Promise.all(
+      many.map((s) =>
+        openRlhfSample(
+          [`${base}/compat/openrlhf`, `${base}/compat/openrlhf`],
+          s.prompt + s.response,
+          s.prompt,
+          s.label,
+        ),
+      ),
+    )
     expect(rewards.map((r) => (r?.reward as number[])[0])).toEqual(many.map(() => 0.7))
   })
 
@@ -142,7 +215,9 @@ describe('OpenRLHF ≥ 0.9.1 (--reward.remote_url: one sample per request)', () 
     judgeFails = true
     try {
       const one = sample('current-fail')
-      expect(await openRlhfSample([`${base}/compat/openrlhf`], one.prompt + one.response, one.prompt, one.label, QUICK)).toBeNull()
+      expect(
+        await openRlhfSample([`${base}/compat/openrlhf`], one.prompt + one.response, one.prompt, one.label, QUICK),
+      ).toBeNull()
     } finally {
       judgeFails = false
     }
@@ -152,19 +227,40 @@ describe('OpenRLHF ≥ 0.9.1 (--reward.remote_url: one sample per request)', () 
 describe('slime (--rm-type remote_rm --rm-url … --reward-key score)', () => {
   it('single with a chat prompt whose content is parts, 64 at once, and the TypeError without --reward-key', async () => {
     const one = sample('slime')
-    const single = await slimeRemoteRm(`${base}/compat/slime`, { prompt: [{ role: 'user', content: [{ type: 'text', text: one.prompt }, { type: 'image_url', image_url: { url: 'https://example.com/a.png' } }] }], response: one.response, label: one.label }, { rewardKey: 'score' })
+    const single = await slimeRemoteRm(
+      `${base}/compat/slime`,
+      {
+        prompt: [
+          {
+            role: 'user',
+            content: [
+              { type: 'text', text: one.prompt },
+              { type: 'image_url', image_url: { url: 'https://example.com/a.png' } },
+            ],
+          },
+        ],
+        response: one.response,
+        label: one.label,
+      },
+      { rewardKey: 'score' },
+    )
     expect(single.reward).toBe(0.7)
     const many = Array.from({ length: 64 }, () => sample('slime-many'))
     const results = await slimeRemoteRmAll(`${base}/compat/slime`, many, { rewardKey: 'score' })
     expect(results.map((r) => r.reward)).toEqual(many.map(() => 0.7))
-    const noKey = await slimeRemoteRm(`${base}/compat/slime`, sample('slime-nokey'), {}).catch((error: unknown) => error)
+    const noKey = await slimeRemoteRm(`${base}/compat/slime`, sample('slime-nokey'), {}).catch(
+      (error: unknown) => error,
+    )
     expect(noKey).toMatchObject({ type: 'TypeError' })
   })
 
   it('a failing judge: slime retries, then raises the last error — never a reward of 0', async () => {
     judgeFails = true
     try {
-      const failed = await slimeRemoteRm(`${base}/compat/slime`, sample('slime-fail'), { rewardKey: 'score', ...QUICK }).catch((error: unknown) => error)
+      const failed = await slimeRemoteRm(`${base}/compat/slime`, sample('slime-fail'), {
+        rewardKey: 'score',
+        ...QUICK,
+      }).catch((error: unknown) => error)
       expect(failed).toBeInstanceOf(TrainerError)
       expect(failed).toMatchObject({ status: 503 })
     } finally {
@@ -177,16 +273,35 @@ describe('slime (--rm-type remote_rm --rm-url … --reward-key score)', () => {
 async function harness(mode: 'verl-naive' | 'trl', recipe: string, input: unknown, url: string): Promise<any> {
   const dir = await mkdtemp(path.join(tmpdir(), 'rh-recipe-'))
   const file = path.join(dir, mode === 'trl' ? 'batch.json' : 'samples.jsonl')
-  await writeFile(file, mode === 'trl' ? JSON.stringify(input) : (input as unknown[]).map((line) => JSON.stringify(line)).join('\n'))
-  const { stdout } = await run('python3', [path.join(ROOT, 'tests/e2e/support/trainer_harness.py'), mode, path.join(ROOT, 'clients/python/recipes', recipe), file], {
-    cwd: ROOT, timeout: 120_000, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', REWARD_HARNESS_URL: url },
-  })
+  await writeFile(
+    file,
+    mode === 'trl' ? JSON.stringify(input) : (input as unknown[]).map((line) => JSON.stringify(line)).join('\n'),
+  )
+  const { stdout } = await run(
+    'python3',
+    [
+      path.join(ROOT, 'tests/e2e/support/trainer_harness.py'),
+      mode,
+      path.join(ROOT, 'clients/python/recipes', recipe),
+      file,
+    ],
+    {
+      cwd: ROOT,
+      timeout: 120_000,
+      env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', REWARD_HARNESS_URL: url },
+    },
+  )
   return JSON.parse(stdout.trim().split('\n').at(-1)!)
 }
 
 describe('the Python recipes, called as verl and TRL call them', () => {
   it('verl (naive manager, online rubrics): one compute_score per sample, the same keys for every sample', async () => {
-    const samples = Array.from({ length: 4 }, () => sample('verl')).map((s, i) => ({ data_source: 'math', solution_str: s.response, ground_truth: s.label, extra_info: { question: s.prompt, index: i } }))
+    const samples = Array.from({ length: 4 }, () => sample('verl')).map((s, i) => ({
+      data_source: 'math',
+      solution_str: s.response,
+      ground_truth: s.label,
+      extra_info: { question: s.prompt, index: i },
+    }))
     const out = await harness('verl-naive', 'verl_online.py', samples, base)
     expect(out.ok, JSON.stringify(out)).not.toBe(false)
     expect(out.rewards).toEqual([0.7, 0.7, 0.7, 0.7])
@@ -197,7 +312,9 @@ describe('the Python recipes, called as verl and TRL call them', () => {
     const prompts = Array.from({ length: 4 }, () => sample('trl').prompt)
     const batch = {
       prompts: prompts.flatMap((prompt) => Array.from({ length: 8 }, () => [{ role: 'user', content: prompt }])),
-      completions: prompts.flatMap((_, g) => Array.from({ length: 8 }, (_, i) => [{ role: 'assistant', content: `answer ${g}.${i}` }])),
+      completions: prompts.flatMap((_, g) =>
+        Array.from({ length: 8 }, (_, i) => [{ role: 'assistant', content: `answer ${g}.${i}` }]),
+      ),
       global_step: 7,
       max_steps: 100,
     }
@@ -217,23 +334,37 @@ describe('the Python recipes, called as verl and TRL call them', () => {
 
 describe('steps without /complete', () => {
   it('a run fed only through /compat/openrlhf reaches step 3 with rubric updates, each step closed by the idle gap', async () => {
-    const created = await callJson(`${dev.baseUrl}/runs`, { token: dev.adminToken, body: { config: { ...RUBRICS, close_after_idle_s: 2 } } })
+    const created = await callJson(`${dev.baseUrl}/runs`, {
+      token: dev.adminToken,
+      body: { config: { ...RUBRICS, close_after_idle_s: 2 } },
+    })
     expect(created.status).toBe(201)
     const url = `${dev.baseUrl}/t/${created.body.token}/compat/openrlhf`
     const status = async () => (await callJson(`${dev.baseUrl}/rubric_status`, { token: created.body.token })).body
     for (let step = 0; step < 4; step++) {
       const burst = Array.from({ length: 16 }, () => sample(`idle-${step}`))
-      const { rewards } = await openRlhfLegacy([url, url], burst.map((s) => s.prompt + s.response), burst.map((s) => s.prompt), burst.map((s) => s.label))
+      const { rewards } = await openRlhfLegacy(
+        [url, url],
+        burst.map((s) => s.prompt + s.response),
+        burst.map((s) => s.prompt),
+        burst.map((s) => s.label),
+      )
       expect(rewards).toHaveLength(16)
       if (step === 3) break
       // The trainer trains: no rollout for longer than the gap; the step closes and its update runs.
-      await vi.waitFor(async () => expect(await status()).toMatchObject({ step, status: 'updated', closed_by: 'idle' }), { timeout: 60_000, interval: 200 })
+      await vi.waitFor(
+        async () => expect(await status()).toMatchObject({ step, status: 'updated', closed_by: 'idle' }),
+        { timeout: 60_000, interval: 200 },
+      )
     }
-    const last = await vi.waitFor(async () => {
-      const now = await status()
-      expect(now).toMatchObject({ step: 3, status: 'collecting', rollouts: 16 })
-      return now
-    }, { timeout: 10_000, interval: 100 })
+    const last = await vi.waitFor(
+      async () => {
+        const now = await status()
+        expect(now).toMatchObject({ step: 3, status: 'collecting', rollouts: 16 })
+        return now
+      },
+      { timeout: 10_000, interval: 100 },
+    )
     expect(last.closes_when).toMatch(/after 2 s without a new rollout/)
     expect(last.rubric_version).toBeGreaterThanOrEqual(2)
   }, 300_000)

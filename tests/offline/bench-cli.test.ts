@@ -25,7 +25,9 @@ async function runNothingScored(...argv: string[]): Promise<BenchReport> {
   expect(result.code).toBe(3)
   // Under --json the reason is one JSON line on stderr.
   expect(result.err.trim().split('\n')).toHaveLength(1)
-  expect(JSON.parse(result.err).error.message).toMatch(/^bench: none of the \d+ candidates could be scored; the first failure: /)
+  expect(JSON.parse(result.err).error.message).toMatch(
+    /^bench: none of the \d+ candidates could be scored; the first failure: /,
+  )
   return JSON.parse(result.out) as BenchReport
 }
 
@@ -36,7 +38,9 @@ describe('reward-harness bench', () => {
   it('--scorer mock over an LLMBar-style JSON file prints accuracy with its interval', async () => {
     const result = await run('bench', '--dataset', `${FIXTURES}/llmbar.json`, '--scorer', 'mock')
     expect(result).toMatchObject({ code: 0, err: '' })
-    expect(result.out).toMatch(/pairwise accuracy \(A\/B\)\s+\d+\.\d% \[95% CI \d+\.\d–\d+\.\d\] \(n=4, ties \d+, failures 0\)/)
+    expect(result.out).toMatch(
+      /pairwise accuracy \(A\/B\)\s+\d+\.\d% \[95% CI \d+\.\d–\d+\.\d\] \(n=4, ties \d+, failures 0\)/,
+    )
     expect(result.out).toContain('pairwise accuracy (B/A)')
     expect(result.out).toContain('swap-consistent accuracy')
     expect(result.out).toContain('ties count as half correct')
@@ -49,12 +53,32 @@ describe('reward-harness bench', () => {
 
   it('--scorer mock over a JudgeBench-style JSONL file, with --out, --ties wrong and a bootstrap', async () => {
     const out = join(directory, 'jb.json')
-    const result = await run('bench', '--dataset', `${FIXTURES}/judgebench.jsonl`, '--scorer', 'mock', '--ties', 'wrong', '--bootstrap', '50', '--seed', '3', '--out', out)
+    const result = await run(
+      'bench',
+      '--dataset',
+      `${FIXTURES}/judgebench.jsonl`,
+      '--scorer',
+      'mock',
+      '--ties',
+      'wrong',
+      '--bootstrap',
+      '50',
+      '--seed',
+      '3',
+      '--out',
+      out,
+    )
     expect(result).toMatchObject({ code: 0, err: '' })
     expect(result.out).toContain('ties count as wrong')
     expect(result.out).toContain('bootstrap')
     const report = JSON.parse(readFileSync(out, 'utf8')) as BenchReport
-    expect(report).toMatchObject({ scorer: 'mock', seed: 3, ties: 'wrong', bootstrap: 50, dataset: { shape: 'judgebench', items: 3 } })
+    expect(report).toMatchObject({
+      scorer: 'mock',
+      seed: 3,
+      ties: 'wrong',
+      bootstrap: 50,
+      dataset: { shape: 'judgebench', items: 3 },
+    })
     expect(report.overall.pairwise!.ab.bootstrap95).toHaveLength(2)
   })
 
@@ -101,7 +125,13 @@ describe('reward-harness bench', () => {
     expect(blind.group).toBeUndefined()
     expect(blind.metadata).toEqual({})
     expect(blind.candidates.map((candidate) => candidate.text)).toEqual(['A', 'B'])
-    for (const candidate of blind.candidates) expect(candidate).toMatchObject({ candidate_id: expect.stringMatching(/^c\d$/), label: {}, source: 'unknown', metadata: {} })
+    for (const candidate of blind.candidates)
+      expect(candidate).toMatchObject({
+        candidate_id: expect.stringMatching(/^c\d$/),
+        label: {},
+        source: 'unknown',
+        metadata: {},
+      })
     expect(parseScorerSpec('url:http://h:1/#prod')).toEqual({ kind: 'url', base: 'http://h:1', target: 'prod' })
   })
 
@@ -114,17 +144,29 @@ describe('reward-harness bench', () => {
       const results = items.map((item, index) => ({ index, ok: true, score: Number(item.candidate.text) })).reverse()
       return new Response(JSON.stringify({ results }), { status: 200 })
     }) as typeof fetch
-    const scorer = await createScorer({ kind: 'url', base: 'http://x', target: 't' }, { concurrency: 2, seed: 0, chunkSize: 3, fetch: fakeFetch })
+    const scorer = await createScorer(
+      { kind: 'url', base: 'http://x', target: 't' },
+      { concurrency: 2, seed: 0, chunkSize: 3, fetch: fakeFetch },
+    )
     const items = [0, 1, 2].map((p) => ({
       prompt_id: `p${p}`,
       prompt: 'Q',
       metadata: {},
-      candidates: [0, 1, 2].map((k) => ({ candidate_id: `c${k}`, text: String(p * 10 + k), source: 'unknown', label: {}, metadata: {} })),
+      candidates: [0, 1, 2].map((k) => ({
+        candidate_id: `c${k}`,
+        text: String(p * 10 + k),
+        source: 'unknown',
+        label: {},
+        metadata: {},
+      })),
     }))
     const scores = await scorer.scoreAll(items)
     expect(sizes).toEqual([3, 3, 3])
     expect(scores).toEqual([0, 1, 2].map((p) => [0, 1, 2].map((k) => ({ score: p * 10 + k }))))
-    const big = await createScorer({ kind: 'url', base: 'http://x', target: 't' }, { concurrency: 1, seed: 0, chunkSize: 500, fetch: fakeFetch })
+    const big = await createScorer(
+      { kind: 'url', base: 'http://x', target: 't' },
+      { concurrency: 1, seed: 0, chunkSize: 500, fetch: fakeFetch },
+    )
     sizes.length = 0
     await big.scoreAll(Array.from({ length: 70 }, (_, p) => ({ ...items[0]!, prompt_id: `q${p}` })))
     expect(sizes).toEqual([100, 100, 10])
@@ -133,7 +175,12 @@ describe('reward-harness bench', () => {
   describe('url: against a loopback batch_score stub', () => {
     let server: Server
     let base = ''
-    const requests: Array<{ url: string; auth: string | undefined; bytes: number; items: Array<{ prompt_id: string; prompt: string; reference?: string; candidate: Record<string, unknown> }> }> = []
+    const requests: Array<{
+      url: string
+      auth: string | undefined
+      bytes: number
+      items: Array<{ prompt_id: string; prompt: string; reference?: string; candidate: Record<string, unknown> }>
+    }> = []
 
     beforeAll(async () => {
       server = createServer(async (request: IncomingMessage, response) => {
@@ -141,13 +188,29 @@ describe('reward-harness bench', () => {
         for await (const chunk of request) body += chunk
         if (request.method === 'GET') {
           // Only the library target says what it serves; the others answer as an edge without artifact_kind would.
-          if (request.url === '/rm/lib/healthz') response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'ok', artifact_kind: 'library' }))
-          else if (request.url === '/rm/broken/healthz') response.writeHead(503).end('{"error":{"code":"no_active_artifact"}}')
+          if (request.url === '/rm/lib/healthz')
+            response
+              .writeHead(200, { 'content-type': 'application/json' })
+              .end(JSON.stringify({ status: 'ok', artifact_kind: 'library' }))
+          else if (request.url === '/rm/broken/healthz')
+            response.writeHead(503).end('{"error":{"code":"no_active_artifact"}}')
           else response.writeHead(404).end('{}')
           return
         }
-        const { items } = JSON.parse(body) as { items: Array<{ prompt_id: string; prompt: string; reference?: string; candidate: { candidate_id: string; text: string } }> }
-        requests.push({ url: request.url ?? '', auth: request.headers.authorization, bytes: Buffer.byteLength(body), items })
+        const { items } = JSON.parse(body) as {
+          items: Array<{
+            prompt_id: string
+            prompt: string
+            reference?: string
+            candidate: { candidate_id: string; text: string }
+          }>
+        }
+        requests.push({
+          url: request.url ?? '',
+          auth: request.headers.authorization,
+          bytes: Buffer.byteLength(body),
+          items,
+        })
         if (request.url === '/rm/slow/batch_score') {
           setTimeout(() => response.writeHead(200, { 'content-type': 'application/json' }).end('{"results":[]}'), 1_500)
           return
@@ -155,9 +218,16 @@ describe('reward-harness bench', () => {
         if (request.url === '/rm/lib/batch_score') {
           // A length judge over both orders; the second order of a pair whose reference is "yes" fails; France fails.
           const results = items.map((item, index) => {
-            if (item.prompt.includes('France')) return { index, ok: false, error_code: 'llm_unavailable', error_message: 'stub failure' }
+            if (item.prompt.includes('France'))
+              return { index, ok: false, error_code: 'llm_unavailable', error_message: 'stub failure' }
             const outcome = item.candidate.text.length > item.reference!.length ? 'win' : 'loss'
-            const orders = [{ order: 'candidate_first', outcome }, { order: 'candidate_second', outcome: item.reference === 'yes' || item.candidate.text === 'yes' ? null : outcome }]
+            const orders = [
+              { order: 'candidate_first', outcome },
+              {
+                order: 'candidate_second',
+                outcome: item.reference === 'yes' || item.candidate.text === 'yes' ? null : outcome,
+              },
+            ]
             return { index, ok: true, score: outcome === 'win' ? 1 : 0, orders }
           })
           response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ results }))
@@ -169,10 +239,25 @@ describe('reward-harness bench', () => {
         }
         const results = items.map((item, index) =>
           item.candidate.text === 'Gracias means thank you in Spanish.'
-            ? { index, ok: false, prompt_id: item.prompt_id, candidate_id: item.candidate.candidate_id, error_code: 'llm_unavailable', error_message: 'stub failure' }
-            : { index, ok: true, prompt_id: item.prompt_id, candidate_id: item.candidate.candidate_id, score: Math.min(1, item.candidate.text.length / 50) },
+            ? {
+                index,
+                ok: false,
+                prompt_id: item.prompt_id,
+                candidate_id: item.candidate.candidate_id,
+                error_code: 'llm_unavailable',
+                error_message: 'stub failure',
+              }
+            : {
+                index,
+                ok: true,
+                prompt_id: item.prompt_id,
+                candidate_id: item.candidate.candidate_id,
+                score: Math.min(1, item.candidate.text.length / 50),
+              },
         )
-        response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ request_id: 'r', artifact_id: 'rm_x', results, latency_ms: 1 }))
+        response
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ request_id: 'r', artifact_id: 'rm_x', results, latency_ms: 1 }))
       })
       await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
       base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
@@ -180,7 +265,15 @@ describe('reward-harness bench', () => {
     afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())))
 
     it('scores every candidate, counts the failing item apart (not a tie), sends no labels', async () => {
-      const report = await runJson('bench', '--dataset', `${FIXTURES}/llmbar.json`, '--scorer', `url:${base}#prod`, '--token', 't0k')
+      const report = await runJson(
+        'bench',
+        '--dataset',
+        `${FIXTURES}/llmbar.json`,
+        '--scorer',
+        `url:${base}#prod`,
+        '--token',
+        't0k',
+      )
       expect(report.scorer).toBe(`url:${base}#prod`)
       expect(report.failures).toMatchObject({ count: 1, items: 1 })
       expect(report.failures.examples[0]!.error).toContain('llm_unavailable: stub failure')
@@ -191,7 +284,9 @@ describe('reward-harness bench', () => {
       expect(report.overall.pairwise!.ab.accuracy).toBeCloseTo(1 / 3)
       const sent = requests.flatMap((request) => request.items)
       expect(sent).toHaveLength(8)
-      expect(requests.every((request) => request.url === '/rm/prod/batch_score' && request.auth === 'Bearer t0k')).toBe(true)
+      expect(requests.every((request) => request.url === '/rm/prod/batch_score' && request.auth === 'Bearer t0k')).toBe(
+        true,
+      )
       for (const item of sent) expect(Object.keys(item.candidate).sort()).toEqual(['candidate_id', 'text'])
       const text = await run('bench', '--dataset', `${FIXTURES}/llmbar.json`, '--scorer', `url:${base}#prod`)
       expect(text.out).toContain('failures                    1 candidate in 1 item')
@@ -203,7 +298,11 @@ describe('reward-harness bench', () => {
       const report = await runJson('bench', '--dataset', `${FIXTURES}/llmbar.json`, '--scorer', `url:${base}#lib`)
       const sent = requests.slice(before).flatMap((request) => request.items)
       expect(sent).toHaveLength(4)
-      const dataset = JSON.parse(readFileSync(`${FIXTURES}/llmbar.json`, 'utf8')) as Array<{ input: string; output_1: string; output_2: string }>
+      const dataset = JSON.parse(readFileSync(`${FIXTURES}/llmbar.json`, 'utf8')) as Array<{
+        input: string
+        output_1: string
+        output_2: string
+      }>
       for (const item of sent) {
         const source = dataset.find((entry) => entry.input === item.prompt)!
         expect([item.candidate.text, item.reference].sort()).toEqual([source.output_1, source.output_2].sort())
@@ -216,8 +315,10 @@ describe('reward-harness bench', () => {
       expect(report.overall.pairwise!.ab.accuracy).toBeCloseTo(2 / 3)
     })
 
-    it('a library target gets the dataset\'s images, in bodies under the edge\'s 1 MiB limit; an item too large alone fails apart', async () => {
-      const image = (kib: number, seed: number) => ({ data_url: `data:image/png;base64,${Buffer.alloc(kib * 768, seed).toString('base64')}` })
+    it("a library target gets the dataset's images, in bodies under the edge's 1 MiB limit; an item too large alone fails apart", async () => {
+      const image = (kib: number, seed: number) => ({
+        data_url: `data:image/png;base64,${Buffer.alloc(kib * 768, seed).toString('base64')}`,
+      })
       const prompts = [600, 600, 1_200].map((kib, index) => ({
         prompt_id: `img-${index}`,
         prompt: `Describe picture ${index}.`,
@@ -235,9 +336,13 @@ describe('reward-harness bench', () => {
       expect(sent).toHaveLength(2)
       for (const request of sent) {
         expect(request.bytes).toBeLessThan(1024 * 1024)
-        for (const item of request.items as unknown as Array<{ images?: { data_url: string }[]; candidate: { text: string; images?: unknown[] }; reference_images?: unknown[] }>) {
+        for (const item of request.items as unknown as Array<{
+          images?: { data_url: string }[]
+          candidate: { text: string; images?: unknown[] }
+          reference_images?: unknown[]
+        }>) {
           expect(item.images?.[0]?.data_url).toMatch(/^data:image\/png;base64,/)
-          expect((item.candidate.text === 'Short.' ? item.candidate.images : item.reference_images)).toHaveLength(1)
+          expect(item.candidate.text === 'Short.' ? item.candidate.images : item.reference_images).toHaveLength(1)
         }
       }
       expect(report.failures).toMatchObject({ count: 2, items: 1 })
@@ -249,27 +354,57 @@ describe('reward-harness bench', () => {
 
     it('a target whose /healthz fails is reported for every candidate, not scored as a rubric target', async () => {
       const before = requests.length
-      const report = await runNothingScored('bench', '--dataset', `${FIXTURES}/llmbar.json`, '--scorer', `url:${base}#broken`)
+      const report = await runNothingScored(
+        'bench',
+        '--dataset',
+        `${FIXTURES}/llmbar.json`,
+        '--scorer',
+        `url:${base}#broken`,
+      )
       expect(requests.length).toBe(before)
       expect(report.failures.count).toBe(8)
       expect(report.failures.examples[0]!.error).toMatch(/\/rm\/broken\/healthz: HTTP 503/)
       const plain = await run('bench', '--dataset', `${FIXTURES}/llmbar.json`, '--scorer', `url:${base}#broken`)
       expect(plain.code).toBe(3)
-      expect(plain.err).toMatch(/^bench: none of the 8 candidates could be scored; the first failure: .*\/rm\/broken\/healthz: HTTP 503.*\n$/)
+      expect(plain.err).toMatch(
+        /^bench: none of the 8 candidates could be scored; the first failure: .*\/rm\/broken\/healthz: HTTP 503.*\n$/,
+      )
     })
 
-    it('an edge that does not answer within --request-timeout fails the chunk\'s items, and the bench still reports', async () => {
-      const report = await runNothingScored('bench', '--dataset', `${FIXTURES}/llmbar.json`, '--scorer', `url:${base}#slow`, '--request-timeout', '0.2')
+    it("an edge that does not answer within --request-timeout fails the chunk's items, and the bench still reports", async () => {
+      const report = await runNothingScored(
+        'bench',
+        '--dataset',
+        `${FIXTURES}/llmbar.json`,
+        '--scorer',
+        `url:${base}#slow`,
+        '--request-timeout',
+        '0.2',
+      )
       expect(report.failures.count).toBe(8)
       expect(report.failures.examples[0]!.error).toBe('no answer within 0.2 s')
       expect(report.overall.pairwise!.ab).toMatchObject({ n: 0, failures: 4 })
-      const refused = await run('bench', '--dataset', `${FIXTURES}/llmbar.json`, '--scorer', `url:${base}#slow`, '--request-timeout', '0')
+      const refused = await run(
+        'bench',
+        '--dataset',
+        `${FIXTURES}/llmbar.json`,
+        '--scorer',
+        `url:${base}#slow`,
+        '--request-timeout',
+        '0',
+      )
       expect(refused.code).toBe(2)
       expect(refused.err).toContain('--request-timeout')
     })
 
     it('an HTTP error fails every item of the chunk, reported as failures', async () => {
-      const report = await runNothingScored('bench', '--dataset', `${FIXTURES}/judgebench.jsonl`, '--scorer', `url:${base}#other`)
+      const report = await runNothingScored(
+        'bench',
+        '--dataset',
+        `${FIXTURES}/judgebench.jsonl`,
+        '--scorer',
+        `url:${base}#other`,
+      )
       expect(report.failures.count).toBe(6)
       expect(report.overall.pairwise!.ab).toMatchObject({ n: 0, accuracy: null, failures: 3 })
     })

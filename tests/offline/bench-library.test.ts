@@ -17,14 +17,23 @@ const item: PromptItem = {
   prompt_id: 'p1',
   prompt: 'Explain the water cycle and its main stages.',
   candidates: [
-    { candidate_id: 'c0', text: 'Water cycle: evaporation, condensation, precipitation, collection.', source: 'unknown', label: {}, metadata: {} },
+    {
+      candidate_id: 'c0',
+      text: 'Water cycle: evaporation, condensation, precipitation, collection.',
+      source: 'unknown',
+      label: {},
+      metadata: {},
+    },
     { candidate_id: 'c1', text: 'Water moves.', source: 'unknown', label: {}, metadata: {} },
   ],
   metadata: {},
 }
 
 function reply(text: string): ChatModel {
-  return { id: 'fixed', complete: async () => ({ text, model: 'fixed', usage: { prompt_tokens: 0, completion_tokens: 0 } }) }
+  return {
+    id: 'fixed',
+    complete: async () => ({ text, model: 'fixed', usage: { prompt_tokens: 0, completion_tokens: 0 } }),
+  }
 }
 
 describe('bench --scorer library:<dir>', () => {
@@ -55,7 +64,11 @@ describe('bench --scorer library:<dir>', () => {
     expect(broken.stats.failures).toBe(broken.stats.judgments)
     expect(broken.stats.judgments).toBe(2)
 
-    const tie = await libraryScorer(libDir, { concurrency: 2, seed: 0, model: reply('{"entries": [], "answer": {"preference": "tie", "reason": "same"}}') })
+    const tie = await libraryScorer(libDir, {
+      concurrency: 2,
+      seed: 0,
+      model: reply('{"entries": [], "answer": {"preference": "tie", "reason": "same"}}'),
+    })
     const [tied] = await tie.scoreAll([item])
     expect(tied).toEqual([{ score: 0.5 }, { score: 0.5 }])
     expect(tie.stats.failures).toBe(0)
@@ -63,8 +76,32 @@ describe('bench --scorer library:<dir>', () => {
 
   it('runs from the CLI on a library evolved on the mock backend, and refuses a directory that is not a library', async () => {
     const runDir = await mkdtemp(join(tmpdir(), 'bench-evolve-'))
-    expect((await run('evolve', '--dataset', FIXTURE, '--out', runDir, '--iterations', '2', '--backend', 'mock', '--seed', '42', '--no-cache')).code).toBe(0)
-    const result = await run('bench', '--dataset', FIXTURE, '--scorer', `library:${join(runDir, 'checkpoints', 'best')}`, '--json')
+    expect(
+      (
+        await run(
+          'evolve',
+          '--dataset',
+          FIXTURE,
+          '--out',
+          runDir,
+          '--iterations',
+          '2',
+          '--backend',
+          'mock',
+          '--seed',
+          '42',
+          '--no-cache',
+        )
+      ).code,
+    ).toBe(0)
+    const result = await run(
+      'bench',
+      '--dataset',
+      FIXTURE,
+      '--scorer',
+      `library:${join(runDir, 'checkpoints', 'best')}`,
+      '--json',
+    )
     expect(result.code).toBe(0)
     const report = JSON.parse(result.out)
     expect(report.overall.pairwise.ab).toMatchObject({ n: 12, failures: 0 })

@@ -13,8 +13,16 @@ import {
   type ScoredItem,
 } from '../../src/bench/metrics.ts'
 
-const c = (candidate_id: string, truth: number | undefined, score: number | null): ScoredCandidate => ({ candidate_id, truth, score })
-const pair = (id: string, better: number | null, worse: number | null, group = 'g'): ScoredItem => ({ item_id: id, group, candidates: [c('a', -1, better), c('b', -2, worse)] })
+const c = (candidate_id: string, truth: number | undefined, score: number | null): ScoredCandidate => ({
+  candidate_id,
+  truth,
+  score,
+})
+const pair = (id: string, better: number | null, worse: number | null, group = 'g'): ScoredItem => ({
+  item_id: id,
+  group,
+  candidates: [c('a', -1, better), c('b', -2, worse)],
+})
 
 describe('wilsonInterval', () => {
   it('matches known values', () => {
@@ -44,7 +52,14 @@ describe('outcomes and ties', () => {
 
   it('counts ties as half or as wrong, and failures apart (not in n)', () => {
     const outcomes = ['correct', 'tie', 'wrong', 'failure'] as const
-    expect(accuracyOf(outcomes, 'half')).toMatchObject({ n: 3, correct: 1, ties: 1, wrong: 1, failures: 1, accuracy: 0.5 })
+    expect(accuracyOf(outcomes, 'half')).toMatchObject({
+      n: 3,
+      correct: 1,
+      ties: 1,
+      wrong: 1,
+      failures: 1,
+      accuracy: 0.5,
+    })
     expect(accuracyOf(outcomes, 'wrong').accuracy).toBeCloseTo(1 / 3)
     expect(accuracyOf(['failure'], 'half')).toMatchObject({ n: 0, accuracy: null, ci95: null, failures: 1 })
   })
@@ -108,7 +123,12 @@ describe('K-way and tail accuracy', () => {
   })
 
   it('groups K-way results by the item group', () => {
-    const items = [ranked('m1', [0.9, 0.5, 0.1], 'math'), ranked('m2', [0.1, 0.5, 0.9], 'math'), ranked('c1', [0.9, 0.5, 0.1], 'chat'), pair('x', 0.2, 0.1, 'chat')]
+    const items = [
+      ranked('m1', [0.9, 0.5, 0.1], 'math'),
+      ranked('m2', [0.1, 0.5, 0.9], 'math'),
+      ranked('c1', [0.9, 0.5, 0.1], 'chat'),
+      pair('x', 0.2, 0.1, 'chat'),
+    ]
     const groups = metricsByGroup(items)
     expect(Object.keys(groups)).toEqual(['chat', 'math'])
     expect(groups.math!.kway!.accuracy).toBe(0.5)

@@ -20,9 +20,12 @@ function expectWellFormed(svg: string): void {
 
 const count = (svg: string, pattern: RegExp) => svg.match(pattern)?.length ?? 0
 /** The `d` of each drawn series line (axes and grid paths sit in the axes group, which has no stroke-linejoin). */
-const seriesPaths = (svg: string) => [...svg.matchAll(/<path d="([^"]+)"[^>]*stroke-linejoin/g)].map((match) => match[1]!)
+const seriesPaths = (svg: string) =>
+  [...svg.matchAll(/<path d="([^"]+)"[^>]*stroke-linejoin/g)].map((match) => match[1]!)
 const rectHeights = (svg: string) =>
-  [...svg.matchAll(/<rect x="[^"]+" y="[^"]+" width="[^"]+" height="([^"]+)"[^>]*fill-opacity/g)].map((match) => Number(match[1]))
+  [...svg.matchAll(/<rect x="[^"]+" y="[^"]+" width="[^"]+" height="([^"]+)"[^>]*fill-opacity/g)].map((match) =>
+    Number(match[1]),
+  )
 
 const HOSTILE = `<script>alert("x")</script> & 'quoted'`
 
@@ -41,7 +44,20 @@ describe('chart frame', () => {
 
   it('escapes every text it writes: title, axis labels, series names, bar labels', () => {
     const charts = [
-      lineChart({ title: HOSTILE, xLabel: HOSTILE, yLabel: HOSTILE, series: [{ name: HOSTILE, points: [{ x: 0, y: 0 }, { x: 1, y: 1 }] }] }),
+      lineChart({
+        title: HOSTILE,
+        xLabel: HOSTILE,
+        yLabel: HOSTILE,
+        series: [
+          {
+            name: HOSTILE,
+            points: [
+              { x: 0, y: 0 },
+              { x: 1, y: 1 },
+            ],
+          },
+        ],
+      }),
       barChart({ title: HOSTILE, xLabel: HOSTILE, bars: [{ label: HOSTILE, value: 0.5, low: 0.4, high: 0.6 }] }),
       histogram({ title: HOSTILE, yLabel: HOSTILE, values: [0.2] }),
       lineChart({ title: HOSTILE, series: [] }),
@@ -62,7 +78,21 @@ describe('chart frame', () => {
   it.each([
     ['no series', lineChart({ title: 'Empty', series: [] })],
     ['series without points', lineChart({ title: 'Empty', series: [{ name: 'a', points: [] }] })],
-    ['only non-finite points', lineChart({ title: 'Empty', series: [{ name: 'a', points: [{ x: Number.NaN, y: 1 }, { x: 1, y: Infinity }] }] })],
+    [
+      'only non-finite points',
+      lineChart({
+        title: 'Empty',
+        series: [
+          {
+            name: 'a',
+            points: [
+              { x: Number.NaN, y: 1 },
+              { x: 1, y: Infinity },
+            ],
+          },
+        ],
+      }),
+    ],
     ['no bars', barChart({ title: 'Empty', bars: [] })],
     ['bars without values', barChart({ title: 'Empty', bars: [{ label: 'a', value: Number.NaN }] })],
     ['no values', histogram({ title: 'Empty', values: [] })],
@@ -77,8 +107,22 @@ describe('chart frame', () => {
 
 describe('lineChart', () => {
   const series = [
-    { name: 'best', points: [{ x: 2, y: 0.9 }, { x: 0, y: 0.5 }, { x: 1, y: 0.7 }] },
-    { name: 'mean', points: [{ x: 0, y: 0.3 }, { x: 1, y: Number.NaN }, { x: 2, y: 0.6 }] },
+    {
+      name: 'best',
+      points: [
+        { x: 2, y: 0.9 },
+        { x: 0, y: 0.5 },
+        { x: 1, y: 0.7 },
+      ],
+    },
+    {
+      name: 'mean',
+      points: [
+        { x: 0, y: 0.3 },
+        { x: 1, y: Number.NaN },
+        { x: 2, y: 0.6 },
+      ],
+    },
   ]
 
   it('draws one line per series through its points in x order, skipping non-finite points', () => {
@@ -104,7 +148,19 @@ describe('lineChart', () => {
   })
 
   it('keeps a given y domain such as [0, 1] for accuracies', () => {
-    const svg = lineChart({ title: 'Accuracy', yDomain: [0, 1], series: [{ name: 'a', points: [{ x: 0, y: 0.5 }, { x: 1, y: 0.6 }] }] })
+    const svg = lineChart({
+      title: 'Accuracy',
+      yDomain: [0, 1],
+      series: [
+        {
+          name: 'a',
+          points: [
+            { x: 0, y: 0.5 },
+            { x: 1, y: 0.6 },
+          ],
+        },
+      ],
+    })
     const yTicks = [...svg.matchAll(/text-anchor="end" fill="#6b7280">([^<]+)</g)].map((match) => match[1])
     expect(yTicks).toEqual(['0.0', '0.2', '0.4', '0.6', '0.8', '1.0'])
   })
@@ -113,7 +169,13 @@ describe('lineChart', () => {
     const svg = lineChart({
       title: 'Accuracy',
       series: [
-        { name: 'accuracy', points: [{ x: 0, y: 0.5 }, { x: 1, y: 0.6 }] },
+        {
+          name: 'accuracy',
+          points: [
+            { x: 0, y: 0.5 },
+            { x: 1, y: 0.6 },
+          ],
+        },
         { name: 'rolled back', mode: 'points', color: '#D55E00', points: [{ x: 1, y: 0.6 }] },
       ],
     })
@@ -122,7 +184,19 @@ describe('lineChart', () => {
   })
 
   it('draws a dashed series dashed, in the legend too', () => {
-    const svg = lineChart({ title: 'Best', series: [{ name: 'best so far', dashed: true, points: [{ x: 0, y: 0.5 }, { x: 1, y: 0.6 }] }] })
+    const svg = lineChart({
+      title: 'Best',
+      series: [
+        {
+          name: 'best so far',
+          dashed: true,
+          points: [
+            { x: 0, y: 0.5 },
+            { x: 1, y: 0.6 },
+          ],
+        },
+      ],
+    })
     expect(svg).toMatch(/<g data-series="best so far"><path [^>]*stroke-dasharray="7 5"/)
     expect(svg).toMatch(/data-part="legend"><path [^>]*stroke-dasharray="7 5"/)
   })
@@ -136,7 +210,14 @@ describe('lineChart', () => {
 
 describe('barChart', () => {
   it('draws bar heights in proportion to the values, from zero', () => {
-    const svg = barChart({ title: 'Accuracy', yDomain: [0, 1], bars: [{ label: 'a', value: 1 }, { label: 'b', value: 0.5 }] })
+    const svg = barChart({
+      title: 'Accuracy',
+      yDomain: [0, 1],
+      bars: [
+        { label: 'a', value: 1 },
+        { label: 'b', value: 0.5 },
+      ],
+    })
     const [full, half] = rectHeights(svg)
     expect(full! / half!).toBeCloseTo(2, 1)
   })
@@ -160,13 +241,25 @@ describe('barChart', () => {
   })
 
   it('shows a bar without a value as n/a next to the others', () => {
-    const svg = barChart({ title: 'Accuracy', bars: [{ label: 'a', value: 0.5 }, { label: 'b', value: Number.NaN }] })
+    const svg = barChart({
+      title: 'Accuracy',
+      bars: [
+        { label: 'a', value: 0.5 },
+        { label: 'b', value: Number.NaN },
+      ],
+    })
     expect(svg).toMatch(/<g data-bar="b"><text[^>]*>n\/a<\/text><\/g>/)
     expect(svg).not.toMatch(/NaN/)
   })
 
   it('grows negative bars down from zero', () => {
-    const svg = barChart({ title: 'Delta', bars: [{ label: 'up', value: 0.2 }, { label: 'down', value: -0.2 }] })
+    const svg = barChart({
+      title: 'Delta',
+      bars: [
+        { label: 'up', value: 0.2 },
+        { label: 'down', value: -0.2 },
+      ],
+    })
     const ys = [...svg.matchAll(/<rect x="[^"]+" y="([^"]+)"[^>]*fill-opacity/g)].map((match) => Number(match[1]))
     const [upHeight, downHeight] = rectHeights(svg)
     expect(upHeight).toBeCloseTo(downHeight!, 1)
@@ -187,7 +280,7 @@ describe('histogram', () => {
     expect(svg).toContain('n = 3, 1 outside [0, 1] or not numbers, not shown')
   })
 
-  it('uses the values\' own range when no domain is given, and copes with identical values', () => {
+  it("uses the values' own range when no domain is given, and copes with identical values", () => {
     const svg = histogram({ title: 'Same', values: [3, 3, 3] })
     expect(rectHeights(svg)).toHaveLength(1)
     expect(svg).toContain('n = 3<')
@@ -217,7 +310,10 @@ describe('properties', () => {
   it('any line chart is well-formed svg with no NaN/Infinity coordinates', () => {
     fc.assert(
       fc.property(
-        fc.array(fc.record({ name: text, points: fc.array(fc.record({ x: anyNumber, y: anyNumber }), { maxLength: 12 }) }), { maxLength: 4 }),
+        fc.array(
+          fc.record({ name: text, points: fc.array(fc.record({ x: anyNumber, y: anyNumber }), { maxLength: 12 }) }),
+          { maxLength: 4 },
+        ),
         text,
         (series, title) => {
           const svg = lineChart({ title, series })
@@ -232,7 +328,15 @@ describe('properties', () => {
   it('any bar chart or histogram is well-formed svg with no NaN/Infinity coordinates', () => {
     fc.assert(
       fc.property(
-        fc.array(fc.record({ label: text, value: anyNumber, low: fc.option(anyNumber, { nil: undefined }), high: fc.option(anyNumber, { nil: undefined }) }), { maxLength: 8 }),
+        fc.array(
+          fc.record({
+            label: text,
+            value: anyNumber,
+            low: fc.option(anyNumber, { nil: undefined }),
+            high: fc.option(anyNumber, { nil: undefined }),
+          }),
+          { maxLength: 8 },
+        ),
         fc.array(anyNumber, { maxLength: 30 }),
         (bars, values) => {
           for (const svg of [barChart({ title: 'b', bars }), histogram({ title: 'h', values })]) {

@@ -34,7 +34,9 @@ function parseError(text: string, options: Parameters<typeof parseDataset>[1] = 
 }
 
 /** A valid autosr dataset as a JS value, to break field by field. */
-function autosr(prompts = 4): { prompts: { prompt_id?: unknown; prompt?: unknown; candidates: Record<string, unknown>[] }[] } {
+function autosr(prompts = 4): {
+  prompts: { prompt_id?: unknown; prompt?: unknown; candidates: Record<string, unknown>[] }[]
+} {
   return {
     prompts: Array.from({ length: prompts }, (_, i) => ({
       prompt_id: `p_${i + 1}`,
@@ -48,7 +50,9 @@ function autosr(prompts = 4): { prompts: { prompt_id?: unknown; prompt?: unknown
 }
 
 const ranks = (dataset: PreferenceDataset): [string, number | undefined][][] =>
-  dataset.prompts.map((item) => item.candidates.map((candidate): [string, number | undefined] => [candidate.candidate_id, candidate.label.rank]))
+  dataset.prompts.map((item) =>
+    item.candidates.map((candidate): [string, number | undefined] => [candidate.candidate_id, candidate.label.rank]),
+  )
 
 describe('parseDataset: shapes', () => {
   it('reads the autosr shape and moves rank and quality from metadata into label', () => {
@@ -81,17 +85,28 @@ describe('parseDataset: shapes', () => {
     data.prompts[0]!.candidates[0] = { candidate_id: 'c1', text: 'good', label: { rank: 1 }, metadata: { rank: 1 } }
     expect(parseDataset(JSON.stringify(data)).prompts[0]?.candidates[0]?.label).toEqual({ rank: 1 })
     data.prompts[0]!.candidates[0] = { candidate_id: 'c1', text: 'good', label: { rank: 2 }, metadata: { rank: 1 } }
-    expect(parseError(JSON.stringify(data)).message).toBe('prompts[0] (prompt_id "p_1").candidates[0] (candidate_id "c1").label.rank: 2 disagrees with metadata.rank 1')
+    expect(parseError(JSON.stringify(data)).message).toBe(
+      'prompts[0] (prompt_id "p_1").candidates[0] (candidate_id "c1").label.rank: 2 disagrees with metadata.rank 1',
+    )
   })
 
   it('reads LLMBar pairs as two candidates ranked by the label, with ids from the index', () => {
     const parsed = parseDatasetText(fixture('llmbar-small.json'))
     expect([parsed.format, parsed.shape]).toEqual(['json', 'llmbar'])
     expect(ranks(parsed.dataset)).toEqual([
-      [['item-0000-a', 1], ['item-0000-b', 2]],
-      [['item-0001-a', 2], ['item-0001-b', 1]],
+      [
+        ['item-0000-a', 1],
+        ['item-0000-b', 2],
+      ],
+      [
+        ['item-0001-a', 2],
+        ['item-0001-b', 1],
+      ],
     ])
-    expect(parsed.dataset.prompts[1]).toMatchObject({ prompt: 'Reply with only the word yes.', candidates: [{ text: 'Yes! Happy to help with anything else.' }, { text: 'yes' }] })
+    expect(parsed.dataset.prompts[1]).toMatchObject({
+      prompt: 'Reply with only the word yes.',
+      candidates: [{ text: 'Yes! Happy to help with anything else.' }, { text: 'yes' }],
+    })
     expect(parseDataset(fixture('llmbar-small.json'))).toEqual(parsed.dataset) // stable
   })
 
@@ -99,17 +114,33 @@ describe('parseDataset: shapes', () => {
     const parsed = parseDatasetText(fixture('judgebench-small.jsonl'))
     expect([parsed.format, parsed.shape]).toEqual(['jsonl', 'judgebench'])
     expect(ranks(parsed.dataset)).toEqual([
-      [['jb-1-a', 2], ['jb-1-b', 1]],
-      [['jb-2-a', 1], ['jb-2-b', 2]],
+      [
+        ['jb-1-a', 2],
+        ['jb-1-b', 1],
+      ],
+      [
+        ['jb-2-a', 1],
+        ['jb-2-b', 2],
+      ],
     ])
-    expect(parsed.dataset.prompts[0]).toMatchObject({ prompt_id: 'jb-1', prompt: 'What is 7 x 8?', group: 'livebench-math', metadata: { original_id: 'q-9' } })
+    expect(parsed.dataset.prompts[0]).toMatchObject({
+      prompt_id: 'jb-1',
+      prompt: 'What is 7 x 8?',
+      group: 'livebench-math',
+      metadata: { original_id: 'q-9' },
+    })
     expect(parsed.dataset.prompts[0]?.metadata).not.toHaveProperty('label')
     expect(parsed.dataset.prompts[0]?.candidates.map((candidate) => candidate.source)).toEqual(['gpt-4o', 'gpt-4o'])
   })
 
   it('reads JudgeBench as a JSON array too, with `id` when there is no pair_id', () => {
     const text = JSON.stringify([{ id: 17, question: 'Q?', response_A: 'x', response_B: 'y', label: 'B>A' }])
-    expect(ranks(parseDataset(text))).toEqual([[['17-a', 2], ['17-b', 1]]])
+    expect(ranks(parseDataset(text))).toEqual([
+      [
+        ['17-a', 2],
+        ['17-b', 1],
+      ],
+    ])
   })
 
   it('reads {prompt, chosen, rejected}: the chosen answer ranks 1, but neither its id nor its position says so', () => {
@@ -122,10 +153,16 @@ describe('parseDataset: shapes', () => {
     expect(chosen).toMatchObject({ text: '13', source: 'model-x' })
     expect(first?.candidates.map((candidate) => candidate.candidate_id).sort()).toEqual(['rb-1-a', 'rb-1-b'])
 
-    const many = Array.from({ length: 40 }, (_, i) => JSON.stringify({ prompt: `Q${i}`, chosen: 'good', rejected: 'bad' })).join('\n')
-    const positions = parseDataset(many).prompts.map((item) => item.candidates.findIndex((candidate) => candidate.label.rank === 1))
+    const many = Array.from({ length: 40 }, (_, i) =>
+      JSON.stringify({ prompt: `Q${i}`, chosen: 'good', rejected: 'bad' }),
+    ).join('\n')
+    const positions = parseDataset(many).prompts.map((item) =>
+      item.candidates.findIndex((candidate) => candidate.label.rank === 1),
+    )
     expect(new Set(positions)).toEqual(new Set([0, 1]))
-    expect(parseDataset(many).prompts.map((item) => item.candidates.findIndex((candidate) => candidate.label.rank === 1))).toEqual(positions)
+    expect(
+      parseDataset(many).prompts.map((item) => item.candidates.findIndex((candidate) => candidate.label.rank === 1)),
+    ).toEqual(positions)
   })
 
   it('tells JSON from JSONL by the content, and lets the caller force either', () => {
@@ -133,24 +170,36 @@ describe('parseDataset: shapes', () => {
     expect(parseDatasetText(`${line}\n${line.replace('"Q"', '"R"')}\n`).format).toBe('jsonl')
     expect(parseDatasetText(`[${line}]`).format).toBe('json')
     expect(parseDatasetText(line, { format: 'jsonl' }).format).toBe('jsonl')
-    expect(parseError(`${line}\n${line}`, { format: 'json' }).message).toMatch(/^line 2: not valid JSON: unexpected '\{' after the JSON value at column 1$/)
+    expect(parseError(`${line}\n${line}`, { format: 'json' }).message).toMatch(
+      /^line 2: not valid JSON: unexpected '\{' after the JSON value at column 1$/,
+    )
   })
 
   it('reads a single pair object, a byte-order mark, CRLF line ends and numeric ids', () => {
-    expect(parseDataset('{"input":"I","output_1":"a","output_2":"b","label":"2"}').prompts[0]?.candidates[1]?.label).toEqual({ rank: 1 })
-    const crlf = '\uFEFF{"pair_id":1,"question":"Q","response_A":"a","response_B":"b","label":"A>B"}\r\n{"pair_id":2,"question":"R","response_A":"a","response_B":"b","label":"B>A"}\r\n'
+    expect(
+      parseDataset('{"input":"I","output_1":"a","output_2":"b","label":"2"}').prompts[0]?.candidates[1]?.label,
+    ).toEqual({ rank: 1 })
+    const crlf =
+      '\uFEFF{"pair_id":1,"question":"Q","response_A":"a","response_B":"b","label":"A>B"}\r\n{"pair_id":2,"question":"R","response_A":"a","response_B":"b","label":"B>A"}\r\n'
     expect(parseDataset(crlf).prompts.map((item) => item.prompt_id)).toEqual(['1', '2'])
   })
 
   it('gives prompts without a group the default group, and leaves the others alone', () => {
-    expect(parseDataset(fixture('llmbar-small.json'), { group: 'natural' }).prompts.map((item) => item.group)).toEqual(['natural', 'natural'])
-    expect(parseDataset(fixture('judgebench-small.jsonl'), { group: 'other' }).prompts.map((item) => item.group)).toEqual(['livebench-math', 'mmlu-pro-history'])
+    expect(parseDataset(fixture('llmbar-small.json'), { group: 'natural' }).prompts.map((item) => item.group)).toEqual([
+      'natural',
+      'natural',
+    ])
+    expect(
+      parseDataset(fixture('judgebench-small.jsonl'), { group: 'other' }).prompts.map((item) => item.group),
+    ).toEqual(['livebench-math', 'mmlu-pro-history'])
   })
 })
 
 describe('parseDataset: problems', () => {
   it('names the prompt and field of a one-candidate prompt', () => {
-    expect(parseError(fixture('one-candidate.json')).message).toBe('prompts[1] (prompt_id "p_lonely").candidates: needs at least 2 candidates, got 1')
+    expect(parseError(fixture('one-candidate.json')).message).toBe(
+      'prompts[1] (prompt_id "p_lonely").candidates: needs at least 2 candidates, got 1',
+    )
   })
 
   it('names the place of a missing id', () => {
@@ -161,7 +210,9 @@ describe('parseDataset: problems', () => {
       { place: 'prompts[1].prompt_id', reason: 'required' },
       { place: 'prompts[3] (prompt_id "p_4").candidates[1].candidate_id', reason: 'required' },
     ])
-    expect(parseError(JSON.stringify(data)).message).toContain('prompts[3] (prompt_id "p_4").candidates[1].candidate_id: required')
+    expect(parseError(JSON.stringify(data)).message).toContain(
+      'prompts[3] (prompt_id "p_4").candidates[1].candidate_id: required',
+    )
   })
 
   it('refuses duplicate prompt ids and duplicate candidate ids within a prompt', () => {
@@ -169,26 +220,40 @@ describe('parseDataset: problems', () => {
     data.prompts[2]!.prompt_id = 'p_1'
     data.prompts[1]!.candidates[1]!.candidate_id = 'c1'
     expect(parseError(JSON.stringify(data)).message).toBe(
-      ['prompts[1] (prompt_id "p_2").candidates[1] (candidate_id "c1").candidate_id: duplicate of candidates[0]', 'prompts[2] (prompt_id "p_1").prompt_id: duplicate of prompts[0]'].join('\n'),
+      [
+        'prompts[1] (prompt_id "p_2").candidates[1] (candidate_id "c1").candidate_id: duplicate of candidates[0]',
+        'prompts[2] (prompt_id "p_1").prompt_id: duplicate of prompts[0]',
+      ].join('\n'),
     )
-    const pairs = ['a', 'b', 'a'].map((id) => JSON.stringify({ pair_id: id, question: 'Q', response_A: 'x', response_B: 'y', label: 'A>B' })).join('\n')
+    const pairs = ['a', 'b', 'a']
+      .map((id) => JSON.stringify({ pair_id: id, question: 'Q', response_A: 'x', response_B: 'y', label: 'A>B' }))
+      .join('\n')
     expect(parseError(pairs).message).toBe('line 3 (pair_id "a").pair_id: duplicate of line 1')
   })
 
   it('names the line and column of broken JSON, in JSONL and in a JSON document', () => {
     expect(parseError(fixture('broken-line.jsonl'), { name: 'broken-line.jsonl' }).message).toBe(
-      'broken-line.jsonl: line 3: not valid JSON: expected \',\' or \'}\' after a property value, found \'"\' at column 62',
+      "broken-line.jsonl: line 3: not valid JSON: expected ',' or '}' after a property value, found '\"' at column 62",
     )
-    const document = '{\n  "prompts": [\n    { "prompt_id": "p1",\n      "prompt": "Q"\n      "candidates": [] }\n  ]\n}'
-    expect(parseError(document).message).toBe('line 5: not valid JSON: expected \',\' or \'}\' after a property value, found \'"\' at column 7')
-    expect(parseError('[{"input": "x", ').message).toBe('line 1: not valid JSON: expected a property name in double quotes, found the end of the text at column 17')
+    const document =
+      '{\n  "prompts": [\n    { "prompt_id": "p1",\n      "prompt": "Q"\n      "candidates": [] }\n  ]\n}'
+    expect(parseError(document).message).toBe(
+      "line 5: not valid JSON: expected ',' or '}' after a property value, found '\"' at column 7",
+    )
+    expect(parseError('[{"input": "x", ').message).toBe(
+      'line 1: not valid JSON: expected a property name in double quotes, found the end of the text at column 17',
+    )
   })
 
   it('refuses a JudgeBench label that is neither A>B nor B>A, and an LLMBar label that is neither 1 nor 2', () => {
     const judge = JSON.stringify({ pair_id: 'x', question: 'Q', response_A: 'a', response_B: 'b', label: 'A=B' })
     expect(parseError(judge).message).toBe('items[0] (pair_id "x").label: must be "A>B" or "B>A", got "A=B"')
-    expect(parseError(`${judge}\n${judge.replace('"x"', '"y"').replace('A=B', 'B>A')}`).message).toBe('line 1 (pair_id "x").label: must be "A>B" or "B>A", got "A=B"')
-    expect(parseError('[{"input":"I","output_1":"a","output_2":"b","label":3}]').message).toBe('items[0].label: must be 1 or 2 (the better output), got 3')
+    expect(parseError(`${judge}\n${judge.replace('"x"', '"y"').replace('A=B', 'B>A')}`).message).toBe(
+      'line 1 (pair_id "x").label: must be "A>B" or "B>A", got "A=B"',
+    )
+    expect(parseError('[{"input":"I","output_1":"a","output_2":"b","label":3}]').message).toBe(
+      'items[0].label: must be 1 or 2 (the better output), got 3',
+    )
     expect(parseError('[{"input":"I","output_1":"a","output_2":"b"}]').message).toBe('items[0].label: required')
   })
 
@@ -216,21 +281,28 @@ describe('parseDataset: problems', () => {
   })
 
   it('refuses records of an unknown or mixed shape, an empty file, and a document of the wrong kind', () => {
-    const mixed = '[{"prompt":"P","chosen":"a","rejected":"b"},{"input":"I","output_1":"a","output_2":"b","label":1},{"foo":1},3]'
+    const mixed =
+      '[{"prompt":"P","chosen":"a","rejected":"b"},{"input":"I","output_1":"a","output_2":"b","label":1},{"foo":1},3]'
     expect(parseError(mixed).message.split('\n')).toEqual([
       'items[1]: an LLMBar pair {input, output_1, output_2, label}, but items[0] is a preference pair {prompt, chosen, rejected}; use one shape per file',
-      expect.stringMatching(/^items\[2\]: unrecognised item with fields \{foo\}: expected \{prompt_id, prompt, candidates\} \(autosr\)/),
+      expect.stringMatching(
+        /^items\[2\]: unrecognised item with fields \{foo\}: expected \{prompt_id, prompt, candidates\} \(autosr\)/,
+      ),
       'items[3]: must be an object, got a number',
     ])
     expect(parseError(' \n').message).toBe('the file is empty')
     expect(parseError('[]').message).toBe('no items')
     expect(parseError('{"prompts": []}').message).toBe('prompts: no prompts')
     expect(parseError('{"prompts": {}}').message).toBe('prompts: must be an array, got an object')
-    expect(parseError('{"data": []}').message).toBe('expected an object with "prompts", an array of items, or JSON Lines; got an object with fields {data}')
+    expect(parseError('{"data": []}').message).toBe(
+      'expected an object with "prompts", an array of items, or JSON Lines; got an object with fields {data}',
+    )
   })
 
   it('cuts a long list of problems in the message but keeps them in issues', () => {
-    const lines = Array.from({ length: 30 }, (_, i) => JSON.stringify({ pair_id: `x${i}`, question: 'Q', response_A: 'a', response_B: 'b', label: 'tie' })).join('\n')
+    const lines = Array.from({ length: 30 }, (_, i) =>
+      JSON.stringify({ pair_id: `x${i}`, question: 'Q', response_A: 'a', response_B: 'b', label: 'tie' }),
+    ).join('\n')
     const error = parseError(lines)
     expect(error.issues).toHaveLength(30)
     expect(error.message.split('\n')).toHaveLength(21)
@@ -240,9 +312,21 @@ describe('parseDataset: problems', () => {
 
 describe('locateJsonError', () => {
   it('finds the line and column of the first syntax error', () => {
-    expect(locateJsonError('{"a": 1,\n "b" 2}')).toEqual({ line: 2, column: 6, reason: "expected ':' after a property name, found '2'" })
-    expect(locateJsonError('[1, 2')).toMatchObject({ line: 1, column: 6, reason: "expected ',' or ']' after an array element, found the end of the text" })
-    expect(locateJsonError('{"a": "x\ny"}')).toMatchObject({ line: 1, column: 9, reason: 'unescaped control character in a string' })
+    expect(locateJsonError('{"a": 1,\n "b" 2}')).toEqual({
+      line: 2,
+      column: 6,
+      reason: "expected ':' after a property name, found '2'",
+    })
+    expect(locateJsonError('[1, 2')).toMatchObject({
+      line: 1,
+      column: 6,
+      reason: "expected ',' or ']' after an array element, found the end of the text",
+    })
+    expect(locateJsonError('{"a": "x\ny"}')).toMatchObject({
+      line: 1,
+      column: 9,
+      reason: 'unescaped control character in a string',
+    })
     expect(locateJsonError('{"a": tru}')).toMatchObject({ column: 7, reason: "unexpected 't', expected a value" })
     expect(locateJsonError('{"a": "\\q"}')).toMatchObject({ column: 8, reason: "bad escape '\\q' in a string" })
   })
@@ -260,7 +344,11 @@ describe('datasetSummary, datasetHash, toAutosrJson', () => {
       ungrouped: 2,
       sources: { strong: 2, base: 2, unknown: 1 },
     })
-    expect(datasetSummary(parseDataset(fixture('judgebench-small.jsonl')))).toMatchObject({ fully_ranked: true, groups: { 'livebench-math': 1, 'mmlu-pro-history': 1 }, ungrouped: 0 })
+    expect(datasetSummary(parseDataset(fixture('judgebench-small.jsonl')))).toMatchObject({
+      fully_ranked: true,
+      groups: { 'livebench-math': 1, 'mmlu-pro-history': 1 },
+      ungrouped: 0,
+    })
   })
 
   it('hashes text as sha256 hex, equal to the hash of the UTF-8 file', async () => {
@@ -275,7 +363,11 @@ describe('datasetSummary, datasetHash, toAutosrJson', () => {
       expect(parseDataset(formatAutosrJson(dataset))).toEqual(dataset)
     }
     const judged = toAutosrJson(parseDataset(fixture('judgebench-small.jsonl')))
-    expect(judged.prompts[0]).toMatchObject({ prompt_id: 'jb-1', group: 'livebench-math', candidates: [{ candidate_id: 'jb-1-a', source: 'gpt-4o', metadata: { rank: 2 } }, { metadata: { rank: 1 } }] })
+    expect(judged.prompts[0]).toMatchObject({
+      prompt_id: 'jb-1',
+      group: 'livebench-math',
+      candidates: [{ candidate_id: 'jb-1-a', source: 'gpt-4o', metadata: { rank: 2 } }, { metadata: { rank: 1 } }],
+    })
   })
 })
 
@@ -285,7 +377,12 @@ describe('loadDataset and saveDataset', () => {
 
   it('reads a file with its sha256 and absolute path; .jsonl files are JSONL', async () => {
     const loaded = await loadDataset(join(FIXTURES, 'judgebench-small.jsonl'))
-    expect(loaded).toMatchObject({ path: join(FIXTURES, 'judgebench-small.jsonl'), sha256: sha256(fixture('judgebench-small.jsonl')), format: 'jsonl', shape: 'judgebench' })
+    expect(loaded).toMatchObject({
+      path: join(FIXTURES, 'judgebench-small.jsonl'),
+      sha256: sha256(fixture('judgebench-small.jsonl')),
+      format: 'jsonl',
+      shape: 'judgebench',
+    })
     expect(loaded.dataset.prompts).toHaveLength(2)
   })
 
@@ -309,7 +406,12 @@ describe('examples', () => {
   it('demo.json has 3 prompts × 6 ranked candidates, varied sources, and ids that do not give the rank away', async () => {
     const { dataset } = await loadDataset('examples/demo.json')
     const summary = datasetSummary(dataset)
-    expect(summary).toMatchObject({ prompts: 3, candidates: 18, candidates_per_prompt: { min: 6, max: 6 }, fully_ranked: true })
+    expect(summary).toMatchObject({
+      prompts: 3,
+      candidates: 18,
+      candidates_per_prompt: { min: 6, max: 6 },
+      fully_ranked: true,
+    })
     expect(Object.keys(summary.sources).length).toBeGreaterThanOrEqual(3)
     for (const item of dataset.prompts) {
       expect(item.candidates.map((candidate) => candidate.label.rank).sort()).toEqual([1, 2, 3, 4, 5, 6])

@@ -2,7 +2,12 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { deployProblems, PLACEHOLDER_DATABASE_ID, productionDatabaseId, withProductionDatabaseId } from '../../offline/dev/deploy-preflight.ts'
+import {
+  deployProblems,
+  PLACEHOLDER_DATABASE_ID,
+  productionDatabaseId,
+  withProductionDatabaseId,
+} from '../../offline/dev/deploy-preflight.ts'
 
 const TOML = readFileSync(join(import.meta.dirname, '../../wrangler.toml'), 'utf8')
 

@@ -15,8 +15,24 @@ import { runCli } from '../support/cli.ts'
 
 const METADATA = { high_level_goal: 'arithmetic', model_size: '7B', current_step: 0, total_steps: 10 }
 const RUBRICS = [
-  { id: 'a-correct', text: 'The final answer is correct.', weight: 2, is_anchor: true, version: 1, created_at: '2026-11-25T00:00:00Z', metadata: {} },
-  { id: 'd-steps', text: 'Shows the key steps of the calculation.', weight: 1, is_anchor: false, version: 1, created_at: '2026-11-25T00:00:00Z', metadata: {} },
+  {
+    id: 'a-correct',
+    text: 'The final answer is correct.',
+    weight: 2,
+    is_anchor: true,
+    version: 1,
+    created_at: '2026-11-25T00:00:00Z',
+    metadata: {},
+  },
+  {
+    id: 'd-steps',
+    text: 'Shows the key steps of the calculation.',
+    weight: 1,
+    is_anchor: false,
+    version: 1,
+    created_at: '2026-11-25T00:00:00Z',
+    metadata: {},
+  },
 ]
 
 /** Six prompts, each with answers from right and worked to wrong, one repeated word for word. */
@@ -37,19 +53,42 @@ function archiveLines(): ArchiveLine[] {
     ]
     outputs.forEach((output, i) => {
       const rollout: ArchivedRollout = {
-        run_id: 'grpo-t', instance_id: 'global', shard: i % 8, step: p % 3, rollout_id: `p${p}-r${i}`, input: `What is ${a} + ${b}?`, output,
-        reference: answer, metadata: METADATA, score: 0.9 - 0.2 * i, criteria: [], rubric_version: 1, judge_model: 'mock:mock-heuristic-1', cached: false,
+        run_id: 'grpo-t',
+        instance_id: 'global',
+        shard: i % 8,
+        step: p % 3,
+        rollout_id: `p${p}-r${i}`,
+        input: `What is ${a} + ${b}?`,
+        output,
+        reference: answer,
+        metadata: METADATA,
+        score: 0.9 - 0.2 * i,
+        criteria: [],
+        rubric_version: 1,
+        judge_model: 'mock:mock-heuristic-1',
+        cached: false,
         scored_at: '2026-11-25T10:00:00.000Z',
       }
       lines.push(rollout)
     })
   }
   // One prompt answered once: nothing to pair it with.
-  lines.push({ ...(lines[2] as ArchivedRollout), rollout_id: 'lonely', input: 'What is 1 + 1?', output: '2', reference: '2' })
+  lines.push({
+    ...(lines[2] as ArchivedRollout),
+    rollout_id: 'lonely',
+    input: 'What is 1 + 1?',
+    output: '2',
+    reference: '2',
+  })
   return lines
 }
 
-const readJsonl = (file: string) => readFileSync(file, 'utf8').trim().split('\n').filter(Boolean).map((line) => JSON.parse(line))
+const readJsonl = (file: string) =>
+  readFileSync(file, 'utf8')
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line))
 
 let work: string
 let archive: string
@@ -57,17 +96,31 @@ let archive: string
 beforeAll(() => {
   work = mkdtempSync(join(tmpdir(), 'distill-'))
   archive = join(work, 'archive.ndjson')
-  writeFileSync(archive, archiveLines().map((line) => JSON.stringify(line)).join('\n') + '\n')
+  writeFileSync(
+    archive,
+    archiveLines()
+      .map((line) => JSON.stringify(line))
+      .join('\n') + '\n',
+  )
 })
 afterAll(() => rmSync(work, { recursive: true, force: true }))
 
 describe('pairing math', () => {
-  const response = (prompt: string, text: string, samples: number[]): JudgedResponse => ({ prompt, response: text, rollout_ids: [text], samples, online_score: samples[0] ?? 0 })
+  const response = (prompt: string, text: string, samples: number[]): JudgedResponse => ({
+    prompt,
+    response: text,
+    rollout_ids: [text],
+    samples,
+    online_score: samples[0] ?? 0,
+  })
 
   it('sample statistics and the noise bound z·√(var_a/n_a + var_b/n_b)', () => {
     expect(sampleStats([0.6, 0.8])).toEqual({ mean: 0.7, spread: expect.closeTo(Math.SQRT2 / 10, 10), n: 2 })
     expect(sampleStats([0.5])).toEqual({ mean: 0.5, spread: 0, n: 1 })
-    expect(noiseBound({ mean: 0.8, spread: 0.1, n: 4 }, { mean: 0.5, spread: 0.2, n: 4 }, 2)).toBeCloseTo(2 * Math.sqrt(0.01 / 4 + 0.04 / 4), 10)
+    expect(noiseBound({ mean: 0.8, spread: 0.1, n: 4 }, { mean: 0.5, spread: 0.2, n: 4 }, 2)).toBeCloseTo(
+      2 * Math.sqrt(0.01 / 4 + 0.04 / 4),
+      10,
+    )
   })
 
   it('keeps a pair only past the margin and the bound, best vs worst first, capped per prompt; counts add up', () => {
@@ -107,7 +160,22 @@ describe('reward-harness distill --archive', () => {
   it('re-judges 3 times on the mock, keeps only pairs past the bound, splits by prompt, and a second run makes no LLM call', async () => {
     const out = join(work, 'mock')
     const cache = join(work, 'cache')
-    const args = ['distill', '--archive', archive, '--repeats', '3', '--out', out, '--cache-dir', cache, '--held-out', '0.34', '--mock-noise', '0.3', '--json']
+    const args = [
+      'distill',
+      '--archive',
+      archive,
+      '--repeats',
+      '3',
+      '--out',
+      out,
+      '--cache-dir',
+      cache,
+      '--held-out',
+      '0.34',
+      '--mock-noise',
+      '0.3',
+      '--json',
+    ]
     const first = await runCli(...args)
     expect(first.code, first.err).toBe(0)
     const summary = JSON.parse(first.out)
@@ -122,7 +190,11 @@ describe('reward-harness distill --archive', () => {
     expect(summary.agreement.pairwise).toBeGreaterThan(0.5)
 
     // Every TRL pair's chosen mean beats its rejected mean by more than the bound (stats from the pointwise rows).
-    const points = new Map([...readJsonl(join(out, 'pointwise.train.jsonl')), ...readJsonl(join(out, 'pointwise.held_out.jsonl'))].map((row) => [`${row.prompt}\u0000${row.response}`, row]))
+    const points = new Map(
+      [...readJsonl(join(out, 'pointwise.train.jsonl')), ...readJsonl(join(out, 'pointwise.held_out.jsonl'))].map(
+        (row) => [`${row.prompt}\u0000${row.response}`, row],
+      ),
+    )
     const train = readJsonl(join(out, 'trl.train.jsonl'))
     const heldOut = readJsonl(join(out, 'trl.held_out.jsonl'))
     expect(train.length).toBe(summary.pairs.train)
@@ -162,7 +234,21 @@ describe('reward-harness distill --archive', () => {
 
   it('writes conversational rows, and --repeats 0 pairs on the online scores alone with no judge at all', async () => {
     const out = join(work, 'online')
-    const run = await runCli('distill', '--archive', archive, '--repeats', '0', '--format', 'trl', '--conversational', '--out', out, '--cache-dir', join(work, 'cache-none'), '--json')
+    const run = await runCli(
+      'distill',
+      '--archive',
+      archive,
+      '--repeats',
+      '0',
+      '--format',
+      'trl',
+      '--conversational',
+      '--out',
+      out,
+      '--cache-dir',
+      join(work, 'cache-none'),
+      '--json',
+    )
     expect(run.code, run.err).toBe(0)
     const summary = JSON.parse(run.out)
     expect(summary.settings.judges).toEqual(['online'])
@@ -210,7 +296,7 @@ describe('reward-harness distill --archive', () => {
   })
 })
 
-describe('reading the edge\'s archive', () => {
+describe("reading the edge's archive", () => {
   it('follows the `more` lines page by page, with the token, and keeps every line', async () => {
     const lines = readFileSync(archive, 'utf8').trim().split('\n')
     const pages = [
@@ -222,15 +308,27 @@ describe('reading the edge\'s archive', () => {
       const url = new URL(String(input))
       asked.push(url)
       expect(new Headers(init?.headers).get('authorization')).toBe('Bearer rh_page-token')
-      return new Response(`${pages[asked.length - 1]!.join('\n')}\n`, { headers: { 'content-type': 'application/x-ndjson' } })
+      return new Response(`${pages[asked.length - 1]!.join('\n')}\n`, {
+        headers: { 'content-type': 'application/x-ndjson' },
+      })
     }) as typeof fetch
     const { readArchive } = await import('../../offline/distill/index.ts')
-    const read = await readArchive({ kind: 'edge', url: 'http://edge.test/', runId: 'grpo-t', token: 'rh_page-token', fromStep: 0, toStep: 2, fetch: fetchPage })
+    const read = await readArchive({
+      kind: 'edge',
+      url: 'http://edge.test/',
+      runId: 'grpo-t',
+      token: 'rh_page-token',
+      fromStep: 0,
+      toStep: 2,
+      fetch: fetchPage,
+    })
     expect(asked.map((url) => url.pathname)).toEqual(['/runs/grpo-t/archive', '/runs/grpo-t/archive'])
     expect(asked[0]!.searchParams.get('after')).toBeNull()
     expect(asked[1]!.searchParams.get('after')).toBe('runs/grpo-t/steps/000001/global.3.ndjson')
     expect(asked[1]!.searchParams.get('to_step')).toBe('2')
-    expect(read.rollouts.map((rollout) => rollout.rollout_id)).toEqual(lines.slice(2).map((line) => JSON.parse(line).rollout_id))
+    expect(read.rollouts.map((rollout) => rollout.rollout_id)).toEqual(
+      lines.slice(2).map((line) => JSON.parse(line).rollout_id),
+    )
     expect(read.rubrics.size).toBe(1)
   })
 })
@@ -249,9 +347,28 @@ describe('distill with an OpenAI-compatible judge on loopback', () => {
       const worked = /add the ones/.test(user) ? 3 : 0
       return gradeAllRubrics(Math.min(10, 4 + worked + (Number(body.seed) % 2)))(body)
     })
-    stub.script({ kind: 'status', status: 500 }, { kind: 'content', text: 'I think it deserves a 7.' }, { kind: 'status', status: 503 })
+    stub.script(
+      { kind: 'status', status: 500 },
+      { kind: 'content', text: 'I think it deserves a 7.' },
+      { kind: 'status', status: 503 },
+    )
     const out = join(work, 'endpoint')
-    const args = ['distill', '--archive', archive, '--repeats', '2', '--judge', `${stub.baseUrl},model=stub-model,max_concurrency=2`, '--out', out, '--cache-dir', join(work, 'cache-endpoint'), '--format', 'pointwise', '--json']
+    const args = [
+      'distill',
+      '--archive',
+      archive,
+      '--repeats',
+      '2',
+      '--judge',
+      `${stub.baseUrl},model=stub-model,max_concurrency=2`,
+      '--out',
+      out,
+      '--cache-dir',
+      join(work, 'cache-endpoint'),
+      '--format',
+      'pointwise',
+      '--json',
+    ]
     const run = await runCli(...args)
     expect(run.code, run.err).toBe(0)
     const summary = JSON.parse(run.out)
@@ -271,10 +388,30 @@ describe('distill with an OpenAI-compatible judge on loopback', () => {
     expect(stub.requests.length).toBe(before)
 
     // Two judges: each judges every response --repeats times, and every sample counts in its mean and spread.
-    const both = await runCli('distill', '--archive', archive, '--repeats', '2', '--judge', 'mock', '--judge', `${stub.baseUrl},model=stub-model`, '--out', join(work, 'two-judges'), '--cache-dir', join(work, 'cache-endpoint'), '--format', 'pointwise', '--json')
+    const both = await runCli(
+      'distill',
+      '--archive',
+      archive,
+      '--repeats',
+      '2',
+      '--judge',
+      'mock',
+      '--judge',
+      `${stub.baseUrl},model=stub-model`,
+      '--out',
+      join(work, 'two-judges'),
+      '--cache-dir',
+      join(work, 'cache-endpoint'),
+      '--format',
+      'pointwise',
+      '--json',
+    )
     expect(both.code, both.err).toBe(0)
     const twoJudges = JSON.parse(both.out)
-    expect(twoJudges.settings.judges).toEqual([expect.stringMatching(/^mock:/), expect.stringMatching(/^pool:stub-model/)])
+    expect(twoJudges.settings.judges).toEqual([
+      expect.stringMatching(/^mock:/),
+      expect.stringMatching(/^pool:stub-model/),
+    ])
     expect(twoJudges.judgements).toMatchObject({ requested: 96, succeeded: 96, llm_calls: 48 })
     expect(readJsonl(join(work, 'two-judges', 'pointwise.train.jsonl')).every((row) => row.n === 4)).toBe(true)
   })

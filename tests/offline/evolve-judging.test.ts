@@ -14,7 +14,8 @@ const FIXTURE = 'offline/evolve/fixtures/pairs-demo.json'
 
 const system = (body: ChatCompletionBody) => body.messages.find((message) => message.role === 'system')?.content ?? ''
 const user = (body: ChatCompletionBody) => body.messages.find((message) => message.role === 'user')?.content ?? ''
-const block = (text: string, title: string) => new RegExp(`${title}:\\n<<<DATA-(\\w+)\\n([\\s\\S]*?)\\nDATA-\\1>>>`).exec(text)?.[2] ?? ''
+const block = (text: string, title: string) =>
+  new RegExp(`${title}:\\n<<<DATA-(\\w+)\\n([\\s\\S]*?)\\nDATA-\\1>>>`).exec(text)?.[2] ?? ''
 
 /** The role of a stub request, from the opening of its system prompt. */
 function roleOf(body: ChatCompletionBody): string {
@@ -27,8 +28,14 @@ function roleOf(body: ChatCompletionBody): string {
 }
 
 async function goodAnswers(): Promise<Set<string>> {
-  const dataset = JSON.parse(await readFile(FIXTURE, 'utf8')) as { prompts: { candidates: { text: string; metadata: { rank: number } }[] }[] }
-  return new Set(dataset.prompts.flatMap((prompt) => prompt.candidates.filter((candidate) => candidate.metadata.rank === 1).map((candidate) => candidate.text)))
+  const dataset = JSON.parse(await readFile(FIXTURE, 'utf8')) as {
+    prompts: { candidates: { text: string; metadata: { rank: number } }[] }[]
+  }
+  return new Set(
+    dataset.prompts.flatMap((prompt) =>
+      prompt.candidates.filter((candidate) => candidate.metadata.rank === 1).map((candidate) => candidate.text),
+    ),
+  )
 }
 
 /** The mock, except that the Sub-Agent always prefers the answer shown first. */
@@ -37,7 +44,13 @@ function positionBiased(): ChatModel {
   return {
     id: 'biased',
     complete: async (request) =>
-      request.task.kind === 'library_judge' ? { text: JSON.stringify({ think: 'first is best', answer: { preference: 'A', reason: 'first' } }), model: 'biased', usage: { prompt_tokens: 10, completion_tokens: 5 } } : mock.complete(request),
+      request.task.kind === 'library_judge'
+        ? {
+            text: JSON.stringify({ think: 'first is best', answer: { preference: 'A', reason: 'first' } }),
+            model: 'biased',
+            usage: { prompt_tokens: 10, completion_tokens: 5 },
+          }
+        : mock.complete(request),
   }
 }
 
@@ -47,14 +60,34 @@ describe('evolve judges in both orders', () => {
     const out = await mkdtemp(join(tmpdir(), 'evolve-orders-'))
     const seen: string[] = []
     const base = positionBiased()
-    const capturing: ChatModel = { id: base.id, complete: (request) => (request.task.kind === 'library_analyze' && seen.push(request.messages.map((message) => message.content).join('\n')), base.complete(request)) }
+    const capturing: ChatModel = {
+      id: base.id,
+      complete: (request) => (
+        request.task.kind === 'library_analyze' &&
+          seen.push(request.messages.map((message) => message.content).join('\n')),
+        base.complete(request)
+      ),
+    }
     const summary = await runEvolve({ model: capturing, dataset, datasetSha256: sha256, outDir: out, iterations: 1 })
     const log = await readLog(join(out, 'evolution-log.jsonl'))
     expect(log[0]!.settings).toMatchObject({ orders: 'both', train: 8, validation: 4 }) // no swap copies: B/A is the second order
-    expect(log[0]).toMatchObject({ train_accuracy: 0, val_accuracy: 0, inconsistent: { train: 8, val: 4 }, failures: { train: 0, val: 0 } })
-    const lines = (await readFile(join(out, 'results', 'iter-0.val.jsonl'), 'utf8')).trim().split('\n').map((line) => JSON.parse(line))
+    expect(log[0]).toMatchObject({
+      train_accuracy: 0,
+      val_accuracy: 0,
+      inconsistent: { train: 8, val: 4 },
+      failures: { train: 0, val: 0 },
+    })
+    const lines = (await readFile(join(out, 'results', 'iter-0.val.jsonl'), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line))
     for (const line of lines) {
-      expect(line).toMatchObject({ prediction: 'inconsistent', verdict: 'inconsistent', correct: false, orders: { ab: 'A', ba: 'B' } })
+      expect(line).toMatchObject({
+        prediction: 'inconsistent',
+        verdict: 'inconsistent',
+        correct: false,
+        orders: { ab: 'A', ba: 'B' },
+      })
       expect(line.failure).toBeUndefined()
       expect(line.chain).toMatch(/^\[order A\/B\][\s\S]*\[order B\/A: the answers exchanged\]/)
     }
@@ -65,14 +98,30 @@ describe('evolve judges in both orders', () => {
 
   it('with --orders one judges A/B only, on swap-augmented train, and a resumed run cannot switch orders', async () => {
     const out = await mkdtemp(join(tmpdir(), 'evolve-orders-'))
-    const base = { dataset: FIXTURE, out, iterations: '0', backend: 'mock', seed: '42', valFraction: '0.34', exploreMargin: '0.075', pruneEvery: '0', locale: 'en', concurrency: '2', cache: false }
+    const base = {
+      dataset: FIXTURE,
+      out,
+      iterations: '0',
+      backend: 'mock',
+      seed: '42',
+      valFraction: '0.34',
+      exploreMargin: '0.075',
+      pruneEvery: '0',
+      locale: 'en',
+      concurrency: '2',
+      cache: false,
+    }
     const summary = await runEvolveCommand({ ...base, orders: 'one' }, () => {})
     const log = await readLog(join(out, 'evolution-log.jsonl'))
     expect(log[0]!.settings).toMatchObject({ orders: 'one', train: 16 })
     expect(log[0]!.inconsistent).toEqual({ train: 0, val: 0 })
     expect(summary.usage.sub_agent.calls).toBe(16 + 4)
-    await expect(runEvolveCommand({ ...base, iterations: '1', orders: 'both' }, () => {})).rejects.toThrow(/cannot resume .*: orders was "one", now "both"/)
-    await expect(runEvolveCommand({ ...base, orders: 'three' }, () => {})).rejects.toThrow(/--orders must be both or one/)
+    await expect(runEvolveCommand({ ...base, iterations: '1', orders: 'both' }, () => {})).rejects.toThrow(
+      /cannot resume .*: orders was "one", now "both"/,
+    )
+    await expect(runEvolveCommand({ ...base, orders: 'three' }, () => {})).rejects.toThrow(
+      /--orders must be both or one/,
+    )
   })
 })
 
@@ -84,19 +133,62 @@ describe('per-role call accounting', () => {
       complete: async (request) => {
         call++
         if (request.task.kind === 'library_route' && call === 1) throw new LlmError('server_error', 'HTTP 500')
-        if (request.task.kind === 'library_evolve') return { text: 'not json', model: 'x', usage: { prompt_tokens: 7, completion_tokens: 3 } }
+        if (request.task.kind === 'library_evolve')
+          return { text: 'not json', model: 'x', usage: { prompt_tokens: 7, completion_tokens: 3 } }
         return new MockChatModel().complete(request)
       },
     }
     const meter = new RoleMeter()
     const counted = meter.wrap(flaky)
-    await expect(counted.complete({ role: 'judge', messages: [], task: { kind: 'library_route', instruction: 'x', entries: [] }, json: true })).rejects.toThrow('HTTP 500')
-    await counted.complete({ role: 'judge', messages: [{ role: 'user', content: 'abcd'.repeat(10) }], task: { kind: 'library_route', instruction: 'x', entries: [] }, json: true })
-    const parsing = counted as ChatModel & { completeParsed: <T>(request: Parameters<ChatModel['complete']>[0], parse: (reply: { text: string }) => T) => Promise<T> }
-    await expect(parsing.completeParsed({ role: 'judge', messages: [], task: { kind: 'library_evolve', entries: [], signals: [], rejected: [] }, json: true }, (reply) => JSON.parse(reply.text))).rejects.toThrow()
+    await expect(
+      counted.complete({
+        role: 'judge',
+        messages: [],
+        task: { kind: 'library_route', instruction: 'x', entries: [] },
+        json: true,
+      }),
+    ).rejects.toThrow('HTTP 500')
+    await counted.complete({
+      role: 'judge',
+      messages: [{ role: 'user', content: 'abcd'.repeat(10) }],
+      task: { kind: 'library_route', instruction: 'x', entries: [] },
+      json: true,
+    })
+    const parsing = counted as ChatModel & {
+      completeParsed: <T>(
+        request: Parameters<ChatModel['complete']>[0],
+        parse: (reply: { text: string }) => T,
+      ) => Promise<T>
+    }
+    await expect(
+      parsing.completeParsed(
+        {
+          role: 'judge',
+          messages: [],
+          task: { kind: 'library_evolve', entries: [], signals: [], rejected: [] },
+          json: true,
+        },
+        (reply) => JSON.parse(reply.text),
+      ),
+    ).rejects.toThrow()
     const usage = meter.usage()
-    expect(usage.router).toEqual({ calls: 2, ok: 1, failures: 1, invalid_replies: 0, cached: 0, prompt_tokens: 10, completion_tokens: usage.router.completion_tokens })
-    expect(usage.evolver).toMatchObject({ calls: 1, ok: 1, failures: 0, invalid_replies: 1, prompt_tokens: 7, completion_tokens: 3 })
+    expect(usage.router).toEqual({
+      calls: 2,
+      ok: 1,
+      failures: 1,
+      invalid_replies: 0,
+      cached: 0,
+      prompt_tokens: 10,
+      completion_tokens: usage.router.completion_tokens,
+    })
+    expect(usage.evolver).toMatchObject({
+      calls: 1,
+      ok: 1,
+      failures: 0,
+      invalid_replies: 1,
+      prompt_tokens: 7,
+      completion_tokens: 3,
+    })
     expect(usage.total).toEqual(sumUsage(LIBRARY_ROLES.map((role) => usage[role])))
   })
 
@@ -121,23 +213,53 @@ describe('per-role call accounting', () => {
       stub.respondWith((body) => {
         switch (roleOf(body)) {
           case 'router':
-            return JSON.stringify({ entries: [...user(body).matchAll(/^- ([a-z0-9-]+) \(/gm)].map((match) => match[1]) })
+            return JSON.stringify({
+              entries: [...user(body).matchAll(/^- ([a-z0-9-]+) \(/gm)].map((match) => match[1]),
+            })
           case 'chain_analyzer':
             return JSON.stringify({ signals: [{ kind: 'missing_tool', suggestion: 'coverage' }], summary: 'stub' })
           case 'evolver':
-            return JSON.stringify({ op: 'add', entry: { name: 'coverage-check', kind: 'tool', description: 'Checks coverage', when_to_use: 'Always', body: 'You check coverage. Reply with JSON {"favours": "A" | "B"}.' }, rationale: 'stub' })
+            return JSON.stringify({
+              op: 'add',
+              entry: {
+                name: 'coverage-check',
+                kind: 'tool',
+                description: 'Checks coverage',
+                when_to_use: 'Always',
+                body: 'You check coverage. Reply with JSON {"favours": "A" | "B"}.',
+              },
+              rationale: 'stub',
+            })
           case 'tool':
             return JSON.stringify({ favours: good.has(block(user(body), 'Answer A')) ? 'A' : 'B' })
           default: {
             const observed = body.messages.some((message) => message.content.startsWith('Observation from tool'))
-            if (system(body).includes('## Tool: coverage-check') && !observed) return JSON.stringify({ think: 'check', tool: { name: 'coverage-check', query: 'which covers more?' } })
-            return JSON.stringify({ think: 'stub', answer: { preference: good.has(block(user(body), 'Answer A')) ? 'A' : 'B', reason: 'stub' } })
+            if (system(body).includes('## Tool: coverage-check') && !observed)
+              return JSON.stringify({ think: 'check', tool: { name: 'coverage-check', query: 'which covers more?' } })
+            return JSON.stringify({
+              think: 'stub',
+              answer: { preference: good.has(block(user(body), 'Answer A')) ? 'A' : 'B', reason: 'stub' },
+            })
           }
         }
       })
       const out = await mkdtemp(join(tmpdir(), 'evolve-usage-'))
       const summary = await runEvolveCommand(
-        { dataset: FIXTURE, out, iterations: '1', backend: 'openai', endpoint: [stub.baseUrl], model: 'stub-model', seed: '42', valFraction: '0.34', exploreMargin: '0.1', pruneEvery: '0', locale: 'en', concurrency: '2', cache: false },
+        {
+          dataset: FIXTURE,
+          out,
+          iterations: '1',
+          backend: 'openai',
+          endpoint: [stub.baseUrl],
+          model: 'stub-model',
+          seed: '42',
+          valFraction: '0.34',
+          exploreMargin: '0.1',
+          pruneEvery: '0',
+          locale: 'en',
+          concurrency: '2',
+          cache: false,
+        },
         () => {},
       )
       const received: Record<string, number> = {}
@@ -168,35 +290,91 @@ describe('per-role call accounting', () => {
       stub.respondWith((body) => {
         switch (roleOf(body)) {
           case 'router':
-            return JSON.stringify({ entries: [...user(body).matchAll(/^- ([a-z0-9-]+) \(/gm)].map((match) => match[1]) })
+            return JSON.stringify({
+              entries: [...user(body).matchAll(/^- ([a-z0-9-]+) \(/gm)].map((match) => match[1]),
+            })
           case 'chain_analyzer':
             return JSON.stringify({ signals: [{ kind: 'missing_tool', suggestion: 'a tool' }], summary: 'stub' })
           case 'evolver':
             evolverCalls++
             return evolverCalls === 1
-              ? JSON.stringify({ op: 'add', entry: { name: 'chatty-tool', kind: 'tool', description: 'Talks', when_to_use: 'Always', body: 'You are the chatty tool. Say what you think in prose.' }, rationale: 'stub' })
-              : JSON.stringify({ op: 'add', entry: { name: 'json-tool', kind: 'tool', description: 'Checks', when_to_use: 'Always', body: 'You are the json tool. Reply with JSON {"ok": true}.' }, rationale: 'stub' })
+              ? JSON.stringify({
+                  op: 'add',
+                  entry: {
+                    name: 'chatty-tool',
+                    kind: 'tool',
+                    description: 'Talks',
+                    when_to_use: 'Always',
+                    body: 'You are the chatty tool. Say what you think in prose.',
+                  },
+                  rationale: 'stub',
+                })
+              : JSON.stringify({
+                  op: 'add',
+                  entry: {
+                    name: 'json-tool',
+                    kind: 'tool',
+                    description: 'Checks',
+                    when_to_use: 'Always',
+                    body: 'You are the json tool. Reply with JSON {"ok": true}.',
+                  },
+                  rationale: 'stub',
+                })
           case 'tool':
-            return system(body).startsWith('You are the chatty tool') ? 'I think answer A looks fine overall.' : '{"ok": true}'
+            return system(body).startsWith('You are the chatty tool')
+              ? 'I think answer A looks fine overall.'
+              : '{"ok": true}'
           default:
-            return JSON.stringify({ think: 'stub', answer: { preference: good.has(block(user(body), 'Answer A')) ? 'A' : 'B', reason: 'stub' } })
+            return JSON.stringify({
+              think: 'stub',
+              answer: { preference: good.has(block(user(body), 'Answer A')) ? 'A' : 'B', reason: 'stub' },
+            })
         }
       })
       const out = await mkdtemp(join(tmpdir(), 'evolve-toolcheck-'))
       await runEvolveCommand(
-        { dataset: FIXTURE, out, iterations: '2', backend: 'openai', endpoint: [stub.baseUrl], model: 'stub-model', seed: '42', valFraction: '0.34', exploreMargin: '0.1', pruneEvery: '0', locale: 'en', concurrency: '2', toolCheck: '4' },
+        {
+          dataset: FIXTURE,
+          out,
+          iterations: '2',
+          backend: 'openai',
+          endpoint: [stub.baseUrl],
+          model: 'stub-model',
+          seed: '42',
+          valFraction: '0.34',
+          exploreMargin: '0.1',
+          pruneEvery: '0',
+          locale: 'en',
+          concurrency: '2',
+          toolCheck: '4',
+        },
         () => {},
       )
       const log = await readLog(join(out, 'evolution-log.jsonl'))
-      expect(log[1]).toMatchObject({ decision: 'rejected', change: { key: 'add chatty-tool' }, val_accuracy: null, tool_check: [{ tool: 'chatty-tool', sampled: 4, json: 0, passed: false }], entries: [] })
+      expect(log[1]).toMatchObject({
+        decision: 'rejected',
+        change: { key: 'add chatty-tool' },
+        val_accuracy: null,
+        tool_check: [{ tool: 'chatty-tool', sampled: 4, json: 0, passed: false }],
+        entries: [],
+      })
       expect(log[1]!.note).toBe('rejected by the tool-prompt check: chatty-tool replied JSON on 0 of 4 sample calls')
       expect(log[1]!.tool_check![0]!.examples[0]).toContain('I think answer A looks fine')
       // Never validated: no Sub-Agent ever saw the rejected tool.
-      expect(stub.requests.filter((body) => roleOf(body) === 'sub_agent' && system(body).includes('chatty-tool'))).toHaveLength(0)
-      expect(stub.requests.filter((body) => roleOf(body) === 'tool' && system(body).startsWith('You are the chatty tool'))).toHaveLength(4)
+      expect(
+        stub.requests.filter((body) => roleOf(body) === 'sub_agent' && system(body).includes('chatty-tool')),
+      ).toHaveLength(0)
+      expect(
+        stub.requests.filter((body) => roleOf(body) === 'tool' && system(body).startsWith('You are the chatty tool')),
+      ).toHaveLength(4)
       const evolverRequests = stub.requests.filter((body) => roleOf(body) === 'evolver')
       expect(user(evolverRequests[1]!)).toContain('add chatty-tool')
-      expect(log[2]).toMatchObject({ decision: 'kept', change: { key: 'add json-tool' }, tool_check: [{ tool: 'json-tool', sampled: 4, json: 4, passed: true }], entries: ['json-tool'] })
+      expect(log[2]).toMatchObject({
+        decision: 'kept',
+        change: { key: 'add json-tool' },
+        tool_check: [{ tool: 'json-tool', sampled: 4, json: 4, passed: true }],
+        entries: ['json-tool'],
+      })
     })
   })
 })

@@ -11,14 +11,24 @@ import { tmpdir, userInfo } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { buildArtifact } from '../../offline/artifacts/index.ts'
-import { AdminClient, backoffMs, deployedBy, EdgeHttpError, EdgeNetworkError, EdgeProtocolError, formatDeployments, llmOf } from '../../offline/deploy/index.ts'
+import {
+  AdminClient,
+  backoffMs,
+  deployedBy,
+  EdgeHttpError,
+  EdgeNetworkError,
+  EdgeProtocolError,
+  formatDeployments,
+  llmOf,
+} from '../../offline/deploy/index.ts'
 import { artifactId, RmArtifact, type DeployRecord } from '../../src/schemas/artifact.ts'
 import { runRewardHarness } from '../support/child.ts'
 
 const TOKEN = 'test-admin-token'
 
 /** `reward-harness <args>` as a child process with the stub's admin token. */
-const cli = (args: string[], env: Record<string, string | undefined> = {}) => runRewardHarness(args, { REWARD_HARNESS_ADMIN_TOKEN: TOKEN, USER: 'tester', ...env })
+const cli = (args: string[], env: Record<string, string | undefined> = {}) =>
+  runRewardHarness(args, { REWARD_HARNESS_ADMIN_TOKEN: TOKEN, USER: 'tester', ...env })
 
 // ---------------------------------------------------------------------------------------------
 // A stub of the admin API: the contract's routes, in memory, with injectable faults.
@@ -41,10 +51,13 @@ class AdminStub {
   private sequence = 0
 
   async start(): Promise<void> {
-    this.server = createServer((request, response) => void this.handle(request).then(({ status, body, headers }) => {
-      response.writeHead(status, { 'content-type': 'application/json', ...headers })
-      response.end(JSON.stringify(body))
-    }))
+    this.server = createServer(
+      (request, response) =>
+        void this.handle(request).then(({ status, body, headers }) => {
+          response.writeHead(status, { 'content-type': 'application/json', ...headers })
+          response.end(JSON.stringify(body))
+        }),
+    )
     await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve))
     this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`
   }
@@ -56,21 +69,40 @@ class AdminStub {
     this.faults.clear()
   }
 
-  private async handle(request: IncomingMessage): Promise<{ status: number; body: unknown; headers?: Record<string, string> }> {
+  private async handle(
+    request: IncomingMessage,
+  ): Promise<{ status: number; body: unknown; headers?: Record<string, string> }> {
     let text = ''
     for await (const chunk of request) text += chunk
     const path = new URL(request.url!, 'http://x').pathname
     const body = text ? JSON.parse(text) : undefined
     this.requests.push({ method: request.method!, path, auth: request.headers.authorization, body })
     const fault = this.faults.get(path)?.shift()
-    if (fault) return { status: fault.status, body: { error: { code: `stub_${fault.status}`, message: 'injected' } }, ...(fault.retryAfter ? { headers: { 'retry-after': fault.retryAfter } } : {}) }
-    if (request.headers.authorization !== `Bearer ${TOKEN}`) return { status: 401, body: { error: { code: 'unauthorized', message: 'admin token required' } } }
-    const error = (status: number, code: string, message: string, details?: unknown) => ({ status, body: { error: { code, message, ...(details ? { details } : {}) }, request_id: 'r1' } })
+    if (fault)
+      return {
+        status: fault.status,
+        body: { error: { code: `stub_${fault.status}`, message: 'injected' } },
+        ...(fault.retryAfter ? { headers: { 'retry-after': fault.retryAfter } } : {}),
+      }
+    if (request.headers.authorization !== `Bearer ${TOKEN}`)
+      return { status: 401, body: { error: { code: 'unauthorized', message: 'admin token required' } } }
+    const error = (status: number, code: string, message: string, details?: unknown) => ({
+      status,
+      body: { error: { code, message, ...(details ? { details } : {}) }, request_id: 'r1' },
+    })
     if (request.method === 'POST' && path === '/admin/artifacts') {
       const parsed = RmArtifact.safeParse(body)
-      if (!parsed.success) return error(400, 'invalid_artifact', 'the artifact fails the schema', parsed.error.issues.map((issue) => ({ path: issue.path.join('.'), message: issue.message })))
+      if (!parsed.success)
+        return error(
+          400,
+          'invalid_artifact',
+          'the artifact fails the schema',
+          parsed.error.issues.map((issue) => ({ path: issue.path.join('.'), message: issue.message })),
+        )
       if (parsed.data.rubrics.p_policy_brief?.criteria.some((criterion) => criterion.text.includes('FORBIDDEN'))) {
-        return error(400, 'invalid_artifact', 'a serving check failed', [{ path: 'rubrics.p_policy_brief', message: 'contains FORBIDDEN' }])
+        return error(400, 'invalid_artifact', 'a serving check failed', [
+          { path: 'rubrics.p_policy_brief', message: 'contains FORBIDDEN' },
+        ])
       }
       const stored = !this.artifacts.has(parsed.data.artifact_id)
       this.artifacts.set(parsed.data.artifact_id, parsed.data)
@@ -96,15 +128,18 @@ class AdminStub {
         config_hash: artifact.provenance.config_hash,
       }
     }
-    if (request.method === 'GET' && match[2] === 'deployments') return { status: 200, body: { target, active_artifact_id: active?.artifact_id ?? null, deployments: history } }
+    if (request.method === 'GET' && match[2] === 'deployments')
+      return { status: 200, body: { target, active_artifact_id: active?.artifact_id ?? null, deployments: history } }
     if (request.method === 'POST' && match[2] === 'deployments') {
-      if (!this.artifacts.has(body.artifact_id)) return error(404, 'artifact_not_found', `no artifact "${body.artifact_id}"`)
+      if (!this.artifacts.has(body.artifact_id))
+        return error(404, 'artifact_not_found', `no artifact "${body.artifact_id}"`)
       const created = record('deploy', body.artifact_id, active?.artifact_id ?? null)
       history.unshift(created)
       return { status: 201, body: created }
     }
     if (request.method === 'POST' && match[2] === 'rollback') {
-      if (!active?.previous_artifact_id) return error(409, 'nothing_to_roll_back', `target "${target}" has nothing to roll back to`)
+      if (!active?.previous_artifact_id)
+        return error(409, 'nothing_to_roll_back', `target "${target}" has nothing to roll back to`)
       const created = record('rollback', active.previous_artifact_id, active.artifact_id)
       history.unshift(created)
       return { status: 201, body: created }
@@ -125,7 +160,18 @@ beforeAll(async () => {
   await stub.start()
   // Two artifacts from one real search output (they differ in their default rubric).
   const output = join(work, 'search/best.json')
-  const search = await cli(['search', '--dataset', 'examples/demo.json', '--backend', 'mock', '--output', output, '--generations', '1', '--json'])
+  const search = await cli([
+    'search',
+    '--dataset',
+    'examples/demo.json',
+    '--backend',
+    'mock',
+    '--output',
+    output,
+    '--generations',
+    '1',
+    '--json',
+  ])
   expect(search.code, search.err).toBe(0)
   const text = readFileSync(output, 'utf8')
   const a = await buildArtifact(text, { name: output })
@@ -149,18 +195,47 @@ describe('deploy, rollback, deployments against a stub edge', () => {
     const first = await cli(['deploy', '--artifact', artifactA, '--target', 'prod', '--url', `${stub.url}/`, '--json'])
     expect(first.err).toBe('')
     expect(first.code).toBe(0)
-    expect(JSON.parse(first.out)).toMatchObject({ target: 'prod', artifact_id: idA, previous_artifact_id: null, action: 'deploy', deployed_by: 'tester' })
-    expect(stub.requests.map((request) => `${request.method} ${request.path}`)).toEqual(['POST /admin/artifacts', 'POST /admin/targets/prod/deployments'])
+    expect(JSON.parse(first.out)).toMatchObject({
+      target: 'prod',
+      artifact_id: idA,
+      previous_artifact_id: null,
+      action: 'deploy',
+      deployed_by: 'tester',
+    })
+    expect(stub.requests.map((request) => `${request.method} ${request.path}`)).toEqual([
+      'POST /admin/artifacts',
+      'POST /admin/targets/prod/deployments',
+    ])
     expect(stub.requests.every((request) => request.auth === `Bearer ${TOKEN}`)).toBe(true)
     expect(stub.requests[0]!.body).toEqual(JSON.parse(readFileSync(artifactA, 'utf8')))
     expect(stub.requests[1]!.body).toEqual({ artifact_id: idA, deployed_by: 'tester' })
 
-    const second = await cli(['deploy', '--artifact', artifactB, '--target', 'prod', '--url', stub.url, '--deployed-by', 'ci', '--llm-base-url', 'https://llm.example.com/v1', '--llm-model', 'm1', '--llm-api-key-env', 'LLM_KEY'])
+    const second = await cli([
+      'deploy',
+      '--artifact',
+      artifactB,
+      '--target',
+      'prod',
+      '--url',
+      stub.url,
+      '--deployed-by',
+      'ci',
+      '--llm-base-url',
+      'https://llm.example.com/v1',
+      '--llm-model',
+      'm1',
+      '--llm-api-key-env',
+      'LLM_KEY',
+    ])
     expect(second.code, second.err).toBe(0)
     expect(second.out).toContain(`deployed ${idB} (${artifactB}, uploaded) to target prod`)
     expect(second.out).toMatch(new RegExp(`previous +${idA}`))
     expect(second.out).toMatch(/deployed_by +ci/)
-    expect(stub.requests.at(-1)!.body).toEqual({ artifact_id: idB, deployed_by: 'ci', llm: { base_url: 'https://llm.example.com/v1', model: 'm1', api_key_env: 'LLM_KEY' } })
+    expect(stub.requests.at(-1)!.body).toEqual({
+      artifact_id: idB,
+      deployed_by: 'ci',
+      llm: { base_url: 'https://llm.example.com/v1', model: 'm1', api_key_env: 'LLM_KEY' },
+    })
 
     // The same artifact on another target: already stored, deployed there.
     const again = await cli(['deploy', '--artifact', artifactB, '--target', 'staging', '--url', stub.url])
@@ -181,7 +256,9 @@ describe('deploy, rollback, deployments against a stub edge', () => {
     ])
     const table = await cli(['deployments', '--target', 'prod', '--url', stub.url])
     expect(table.out.split('\n')[0]).toBe(`target prod: active ${idA}, 3 deployments`)
-    expect(table.out).toMatch(/^ {2}\* +2026-01-01T00:00:\d\d\.000Z +rollback +rm_[0-9a-f]{12}… +rm_[0-9a-f]{12}… +tester +dep_\d+$/m)
+    expect(table.out).toMatch(
+      /^ {2}\* +2026-01-01T00:00:\d\d\.000Z +rollback +rm_[0-9a-f]{12}… +rm_[0-9a-f]{12}… +tester +dep_\d+$/m,
+    )
   }, 60_000)
 
   it('validates the artifact locally first: an edited artifact is refused with exit 2 and nothing is sent', async () => {
@@ -191,12 +268,17 @@ describe('deploy, rollback, deployments against a stub edge', () => {
     writeFileSync(file, JSON.stringify(edited, null, 2))
     const run = await cli(['deploy', '--artifact', file, '--target', 'prod', '--url', stub.url])
     expect(run.code).toBe(2)
-    expect(run.err).toMatch(/artifact_id rm_[0-9a-f]{64} is not the hash of the content \(rm_[0-9a-f]{64}\); was the file edited after export\?/)
+    expect(run.err).toMatch(
+      /artifact_id rm_[0-9a-f]{64} is not the hash of the content \(rm_[0-9a-f]{64}\); was the file edited after export\?/,
+    )
     edited.rubrics.p_math_trains.criteria[0].weight = -1
     writeFileSync(file, JSON.stringify(edited))
     const negative = await cli(['deploy', '--artifact', file, '--target', 'prod', '--url', stub.url, '--json'])
     expect(negative.code).toBe(2)
-    expect(JSON.parse(negative.err).error).toMatchObject({ code: 'invalid_artifact', issues: [expect.stringMatching(/^rubrics\.p_math_trains\.criteria\[0\]\.weight: /)] })
+    expect(JSON.parse(negative.err).error).toMatchObject({
+      code: 'invalid_artifact',
+      issues: [expect.stringMatching(/^rubrics\.p_math_trains\.criteria\[0\]\.weight: /)],
+    })
     expect(stub.requests).toEqual([])
   }, 30_000)
 
@@ -210,11 +292,18 @@ describe('deploy, rollback, deployments against a stub edge', () => {
     writeFileSync(file, JSON.stringify(forbidden))
     const text = await cli(['deploy', '--artifact', file, '--target', 'prod', '--url', stub.url])
     expect(text.code).toBe(2)
-    expect(text.err).toContain('error: the edge refused the request: POST /admin/artifacts → 400 invalid_artifact: a serving check failed')
+    expect(text.err).toContain(
+      'error: the edge refused the request: POST /admin/artifacts → 400 invalid_artifact: a serving check failed',
+    )
     expect(text.err).toContain('  - rubrics.p_policy_brief: contains FORBIDDEN')
     const json = await cli(['deploy', '--artifact', file, '--target', 'prod', '--url', stub.url, '--json'])
     expect(json.code).toBe(2)
-    expect(JSON.parse(json.err).error).toMatchObject({ kind: 'bad_input', code: 'invalid_artifact', status: 400, details: [{ path: 'rubrics.p_policy_brief', message: 'contains FORBIDDEN' }] })
+    expect(JSON.parse(json.err).error).toMatchObject({
+      kind: 'bad_input',
+      code: 'invalid_artifact',
+      status: 400,
+      details: [{ path: 'rubrics.p_policy_brief', message: 'contains FORBIDDEN' }],
+    })
     expect(stub.requests.filter((request) => request.path.includes('/targets/'))).toEqual([])
 
     const rollback = await cli(['rollback', '--target', 'fresh', '--url', stub.url])
@@ -223,10 +312,14 @@ describe('deploy, rollback, deployments against a stub edge', () => {
   }, 30_000)
 
   it('needs the admin token (exit 2), reports a refused token (exit 2) and an unreachable edge (exit 1)', async () => {
-    const missing = await cli(['deployments', '--target', 'prod', '--url', stub.url], { REWARD_HARNESS_ADMIN_TOKEN: undefined })
+    const missing = await cli(['deployments', '--target', 'prod', '--url', stub.url], {
+      REWARD_HARNESS_ADMIN_TOKEN: undefined,
+    })
     expect(missing.code).toBe(2)
     expect(missing.err).toContain('the admin token is missing: set REWARD_HARNESS_ADMIN_TOKEN')
-    const wrong = await cli(['deployments', '--target', 'prod', '--url', stub.url], { REWARD_HARNESS_ADMIN_TOKEN: 'nope' })
+    const wrong = await cli(['deployments', '--target', 'prod', '--url', stub.url], {
+      REWARD_HARNESS_ADMIN_TOKEN: 'nope',
+    })
     expect(wrong.code).toBe(2)
     expect(wrong.err).toContain('the edge refused the admin token')
     stub.reset()
@@ -234,14 +327,39 @@ describe('deploy, rollback, deployments against a stub edge', () => {
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve))
     const port = (closed.address() as AddressInfo).port
     await new Promise((resolve) => closed.close(resolve))
-    const down = await cli(['deploy', '--artifact', artifactA, '--target', 'prod', '--url', `http://127.0.0.1:${port}`, '--json'])
+    const down = await cli([
+      'deploy',
+      '--artifact',
+      artifactA,
+      '--target',
+      'prod',
+      '--url',
+      `http://127.0.0.1:${port}`,
+      '--json',
+    ])
     expect(down.code).toBe(1)
-    expect(JSON.parse(down.err).error).toMatchObject({ kind: 'failure', code: 'network_error', message: expect.stringContaining('cannot reach the edge: POST /admin/artifacts') })
+    expect(JSON.parse(down.err).error).toMatchObject({
+      kind: 'failure',
+      code: 'network_error',
+      message: expect.stringContaining('cannot reach the edge: POST /admin/artifacts'),
+    })
     for (const args of [
       ['deployments', '--target', 'Prod!', '--url', stub.url],
       ['deployments', '--target', 'prod', '--url', 'ftp://x'],
       ['deploy', '--artifact', artifactA, '--target', 'prod', '--url', stub.url, '--llm-model', 'm'],
-      ['deploy', '--artifact', artifactA, '--target', 'prod', '--url', stub.url, '--llm-base-url', 'https://x/v1', '--llm-api-key-env', 'sk-123-secret'],
+      [
+        'deploy',
+        '--artifact',
+        artifactA,
+        '--target',
+        'prod',
+        '--url',
+        stub.url,
+        '--llm-base-url',
+        'https://x/v1',
+        '--llm-api-key-env',
+        'sk-123-secret',
+      ],
       ['deploy', '--target', 'prod', '--url', stub.url],
     ]) {
       const run = await cli(args)
@@ -256,7 +374,12 @@ describe('deploy, rollback, deployments against a stub edge', () => {
     expect(run.code, run.err).toBe(0)
     expect(run.err).toMatch(/note: POST \/admin\/artifacts answered 429; retrying in \d\.\d s \(attempt 2\)/)
     expect(run.err).toMatch(/answered 503; retrying .* \(attempt 3\)/)
-    expect(stub.requests.map((request) => request.path)).toEqual(['/admin/artifacts', '/admin/artifacts', '/admin/artifacts', '/admin/targets/prod/deployments'])
+    expect(stub.requests.map((request) => request.path)).toEqual([
+      '/admin/artifacts',
+      '/admin/artifacts',
+      '/admin/artifacts',
+      '/admin/targets/prod/deployments',
+    ])
 
     stub.reset()
     stub.faults.set('/admin/targets/prod/deployments', [{ status: 500 }])
@@ -268,7 +391,8 @@ describe('deploy, rollback, deployments against a stub edge', () => {
 })
 
 describe('the admin client (in process)', () => {
-  const answer = (status: number, body: unknown, headers: Record<string, string> = {}) => new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json', ...headers } })
+  const answer = (status: number, body: unknown, headers: Record<string, string> = {}) =>
+    new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json', ...headers } })
   const list = { target: 'prod', active_artifact_id: null, deployments: [] }
 
   it('retries only 429 and 503, up to maxAttempts, with exponential backoff honouring Retry-After', async () => {
@@ -280,7 +404,9 @@ describe('the admin client (in process)', () => {
       token: 't',
       fetch: async () => {
         const status = statuses[calls++]!
-        return status === 200 ? answer(200, list) : answer(status, { error: { code: 'busy', message: 'later' } }, status === 429 ? { 'retry-after': '3' } : {})
+        return status === 200
+          ? answer(200, list)
+          : answer(status, { error: { code: 'busy', message: 'later' } }, status === 429 ? { 'retry-after': '3' } : {})
       },
       sleep: async (ms) => void sleeps.push(ms),
     })
@@ -291,7 +417,13 @@ describe('the admin client (in process)', () => {
     expect(sleeps[1]).toBeLessThanOrEqual(1200)
 
     let exhausted = 0
-    const busy = new AdminClient({ baseUrl: 'http://edge', token: 't', retry: { maxAttempts: 3 }, fetch: async () => (exhausted++, answer(503, {})), sleep: async () => undefined })
+    const busy = new AdminClient({
+      baseUrl: 'http://edge',
+      token: 't',
+      retry: { maxAttempts: 3 },
+      fetch: async () => (exhausted++, answer(503, {})),
+      sleep: async () => undefined,
+    })
     const error = await busy.deployments('prod').catch((caught: unknown) => caught)
     expect(error).toBeInstanceOf(EdgeHttpError)
     expect(error).toMatchObject({ status: 503, code: 'http_503', refused: false })
@@ -299,7 +431,12 @@ describe('the admin client (in process)', () => {
 
     for (const status of [400, 404, 409, 500, 502]) {
       let count = 0
-      const once = new AdminClient({ baseUrl: 'http://edge', token: 't', fetch: async () => (count++, answer(status, { error: { code: 'x', message: 'm', details: [1] } })), sleep: async () => undefined })
+      const once = new AdminClient({
+        baseUrl: 'http://edge',
+        token: 't',
+        fetch: async () => (count++, answer(status, { error: { code: 'x', message: 'm', details: [1] } })),
+        sleep: async () => undefined,
+      })
       const failure = await once.rollback('prod').catch((caught: unknown) => caught)
       expect(failure).toMatchObject({ status, code: 'x', edgeMessage: 'm', details: [1], refused: status < 500 })
       expect(count).toBe(1)
@@ -308,12 +445,25 @@ describe('the admin client (in process)', () => {
 
   it('never retries a network failure, and rejects answers that break the contract', async () => {
     let calls = 0
-    const down = new AdminClient({ baseUrl: 'http://edge', token: 't', fetch: async () => (calls++, Promise.reject(new TypeError('fetch failed'))), sleep: async () => undefined })
+    const down = new AdminClient({
+      baseUrl: 'http://edge',
+      token: 't',
+      fetch: async () => (calls++, Promise.reject(new TypeError('fetch failed'))),
+      sleep: async () => undefined,
+    })
     expect(await down.deployments('prod').catch((caught: unknown) => caught)).toBeInstanceOf(EdgeNetworkError)
     expect(calls).toBe(1)
-    const odd = new AdminClient({ baseUrl: 'http://edge', token: 't', fetch: async () => answer(201, { deploy_id: 1 }) })
+    const odd = new AdminClient({
+      baseUrl: 'http://edge',
+      token: 't',
+      fetch: async () => answer(201, { deploy_id: 1 }),
+    })
     expect(await odd.rollback('prod').catch((caught: unknown) => caught)).toBeInstanceOf(EdgeProtocolError)
-    const html = new AdminClient({ baseUrl: 'http://edge', token: 't', fetch: async () => new Response('<html>', { status: 200 }) })
+    const html = new AdminClient({
+      baseUrl: 'http://edge',
+      token: 't',
+      fetch: async () => new Response('<html>', { status: 200 }),
+    })
     expect(String(await html.deployments('prod').catch((caught: unknown) => caught))).toContain('not JSON')
   })
 

@@ -15,7 +15,20 @@ describe('export --library (an evolved judge library → a library artifact)', (
   let runDir = ''
   beforeAll(async () => {
     runDir = await mkdtemp(join(tmpdir(), 'evolve-lib-'))
-    const evolved = await run('evolve', '--dataset', FIXTURE, '--out', runDir, '--iterations', '2', '--backend', 'mock', '--seed', '42', '--no-cache')
+    const evolved = await run(
+      'evolve',
+      '--dataset',
+      FIXTURE,
+      '--out',
+      runDir,
+      '--iterations',
+      '2',
+      '--backend',
+      'mock',
+      '--seed',
+      '42',
+      '--no-cache',
+    )
     expect(evolved.code).toBe(0)
   }, 60_000)
 
@@ -48,11 +61,20 @@ describe('export --library (an evolved judge library → a library artifact)', (
     })
     expect(artifact.provenance.registry_sha256).toMatch(/^[0-9a-f]{64}$/)
     expect(artifact.provenance.evolution_log_sha256).toMatch(/^[0-9a-f]{64}$/)
-    expect(artifact.runtime).toMatchObject({ backend: 'mock', locale: 'en', temperature: 0, seed: 42, max_tool_calls: 3 })
+    expect(artifact.runtime).toMatchObject({
+      backend: 'mock',
+      locale: 'en',
+      temperature: 0,
+      seed: 42,
+      max_tool_calls: 3,
+    })
     expect(artifact.created_at_utc).toBe(last.timestamp)
 
     // A change to any entry changes the id: the content address covers the bodies.
-    const tampered = { ...parsed, entries: parsed.kind === 'library' ? parsed.entries.map((entry) => ({ ...entry, body: entry.body + 'x' })) : [] }
+    const tampered = {
+      ...parsed,
+      entries: parsed.kind === 'library' ? parsed.entries.map((entry) => ({ ...entry, body: entry.body + 'x' })) : [],
+    }
     expect(await verifyArtifactId(AnyRmArtifact.parse(tampered))).toBe(false)
   })
 
@@ -68,11 +90,21 @@ describe('export --library (an evolved judge library → a library artifact)', (
     expect(text.out).toMatch(/wrote rm_[0-9a-f]{64}/)
 
     expect((await run('export', '--out', join(outDir, 'x.json'))).code).toBe(2)
-    expect((await run('export', '--library', best, '--search-output', 'nope.json', '--out', join(outDir, 'x.json'))).code).toBe(2)
-    const empty = await run('export', '--library', await mkdtemp(join(tmpdir(), 'empty-')), '--out', join(outDir, 'x.json'))
+    expect(
+      (await run('export', '--library', best, '--search-output', 'nope.json', '--out', join(outDir, 'x.json'))).code,
+    ).toBe(2)
+    const empty = await run(
+      'export',
+      '--library',
+      await mkdtemp(join(tmpdir(), 'empty-')),
+      '--out',
+      join(outDir, 'x.json'),
+    )
     expect(empty.code).toBe(2)
     expect(empty.err).toMatch(/registry\.json/)
-    expect((await run('export', '--library', best, '--out', join(outDir, 'x.json'), '--backend', 'openai')).code).toBe(2)
+    expect((await run('export', '--library', best, '--out', join(outDir, 'x.json'), '--backend', 'openai')).code).toBe(
+      2,
+    )
     expect((await run('export', '--library', best, '--out', join(outDir, 'x.json'), '--temperature', '9')).code).toBe(2)
   })
 })

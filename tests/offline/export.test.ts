@@ -11,7 +11,15 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { ArtifactInputError, bestDefaultRubric, buildArtifact, criterionKey, generality, parseDefaultRubricChoice, type SearchedRubric } from '../../offline/artifacts/index.ts'
+import {
+  ArtifactInputError,
+  bestDefaultRubric,
+  buildArtifact,
+  criterionKey,
+  generality,
+  parseDefaultRubricChoice,
+  type SearchedRubric,
+} from '../../offline/artifacts/index.ts'
 import { DEFAULT_RUBRIC_KEY, RmArtifact, verifyArtifactId } from '../../src/schemas/artifact.ts'
 import { SearchRubric } from '../../src/search/types.ts'
 
@@ -27,9 +35,14 @@ interface Run {
 /** Runs `reward-harness <args>` in a child process. */
 function cli(args: string[]): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...process.env, NO_COLOR: '1' }, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
-      resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, out: stdout, err: stderr })
-    })
+    execFile(
+      process.execPath,
+      [BIN, ...args],
+      { cwd: ROOT, env: { ...process.env, NO_COLOR: '1' }, maxBuffer: 64 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, out: stdout, err: stderr })
+      },
+    )
   })
 }
 
@@ -43,7 +56,18 @@ let search: any
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'export-test-'))
   output = join(work, 'search/best.json')
-  const run = await cli(['search', '--dataset', 'examples/demo.json', '--backend', 'mock', '--output', output, '--generations', '2', '--json'])
+  const run = await cli([
+    'search',
+    '--dataset',
+    'examples/demo.json',
+    '--backend',
+    'mock',
+    '--output',
+    output,
+    '--generations',
+    '2',
+    '--json',
+  ])
   expect(run.code, run.err).toBe(0)
   search = readJson(output)
 }, 60_000)
@@ -66,7 +90,11 @@ describe('export of a real search output', () => {
     expect(run.code).toBe(0)
     const summary = JSON.parse(run.out)
     const artifact = RmArtifact.parse(readJson(out))
-    expect(summary).toMatchObject({ artifact_id: artifact.artifact_id, out, prompts: ['p_debug_undefined', 'p_math_trains', 'p_policy_brief'] })
+    expect(summary).toMatchObject({
+      artifact_id: artifact.artifact_id,
+      out,
+      prompts: ['p_debug_undefined', 'p_math_trains', 'p_policy_brief'],
+    })
     expect(artifact.artifact_id).toMatch(/^rm_[0-9a-f]{64}$/)
     expect(await verifyArtifactId(artifact)).toBe(true)
     // The file is the parsed artifact itself (nothing the schema would drop or fill), artifact_id first.
@@ -74,13 +102,19 @@ describe('export of a real search output', () => {
     expect(Object.keys(readJson(out))[0]).toBe('artifact_id')
 
     // Per-prompt rubrics are the searched ones, unchanged; the default is there and named as such.
-    expect(Object.keys(artifact.rubrics).sort()).toEqual([DEFAULT_RUBRIC_KEY, 'p_debug_undefined', 'p_math_trains', 'p_policy_brief'].sort())
-    for (const entry of search.best_rubrics) expect(artifact.rubrics[entry.prompt_id]).toEqual(SearchRubric.parse(entry.rubric))
+    expect(Object.keys(artifact.rubrics).sort()).toEqual(
+      [DEFAULT_RUBRIC_KEY, 'p_debug_undefined', 'p_math_trains', 'p_policy_brief'].sort(),
+    )
+    for (const entry of search.best_rubrics)
+      expect(artifact.rubrics[entry.prompt_id]).toEqual(SearchRubric.parse(entry.rubric))
     const fallback = artifact.rubrics[DEFAULT_RUBRIC_KEY]!
     expect(fallback.rubric_id).toBe(DEFAULT_RUBRIC_KEY)
     expect(fallback.criteria.length).toBeGreaterThan(0)
     expect(fallback.metadata.default_rubric).toMatchObject({ strategy: 'best', source_prompt_id: expect.any(String) })
-    expect(summary.default_rubric).toMatchObject({ strategy: 'best', criteria: fallback.criteria.map((criterion) => criterion.criterion_id) })
+    expect(summary.default_rubric).toMatchObject({
+      strategy: 'best',
+      criteria: fallback.criteria.map((criterion) => criterion.criterion_id),
+    })
 
     // Provenance and runtime come from the run manifest (and the file itself).
     const manifest = search.run_manifest
@@ -105,8 +139,15 @@ describe('export of a real search output', () => {
       allow_na: manifest.settings.allow_na,
       num_votes: manifest.settings.rubric_votes,
     })
-    expect(artifact.scoring_policy).toEqual({ score: 'weighted_mean_of_grades', normalization: { method: 'identity', range: [0, 1] } })
-    expect(summary.checks).toMatchObject({ config_hash: manifest.config_hash, settings_hash: manifest.settings_hash, dataset_prompts: ['count', 'file'] })
+    expect(artifact.scoring_policy).toEqual({
+      score: 'weighted_mean_of_grades',
+      normalization: { method: 'identity', range: [0, 1] },
+    })
+    expect(summary.checks).toMatchObject({
+      config_hash: manifest.config_hash,
+      settings_hash: manifest.settings_hash,
+      dataset_prompts: ['count', 'file'],
+    })
   }, 30_000)
 
   it('gives a byte-identical artifact (same id) for the same search output, whenever it runs', async () => {
@@ -127,34 +168,81 @@ describe('export of a real search output', () => {
 
   it('takes the default rubric from a prompt, a file, or leaves it out', async () => {
     const fromPrompt = join(work, 'defaults/prompt.json')
-    expect((await cli(['export', '--search-output', output, '--out', fromPrompt, '--default-rubric', 'p_math_trains'])).code).toBe(0)
+    expect(
+      (await cli(['export', '--search-output', output, '--out', fromPrompt, '--default-rubric', 'p_math_trains'])).code,
+    ).toBe(0)
     const math = readJson(fromPrompt).rubrics
     expect(math[DEFAULT_RUBRIC_KEY].criteria).toEqual(math.p_math_trains.criteria)
-    expect(math[DEFAULT_RUBRIC_KEY].metadata.default_rubric).toMatchObject({ strategy: 'prompt', source_prompt_id: 'p_math_trains' })
+    expect(math[DEFAULT_RUBRIC_KEY].metadata.default_rubric).toMatchObject({
+      strategy: 'prompt',
+      source_prompt_id: 'p_math_trains',
+    })
 
     const rubricFile = join(work, 'generic-rubric.json')
-    writeFileSync(rubricFile, JSON.stringify({ rubric_id: 'generic_v1', criteria: [{ criterion_id: 'correct', text: 'The answer is correct.', weight: 2 }, { criterion_id: 'clear', text: 'The answer is clear.' }] }))
+    writeFileSync(
+      rubricFile,
+      JSON.stringify({
+        rubric_id: 'generic_v1',
+        criteria: [
+          { criterion_id: 'correct', text: 'The answer is correct.', weight: 2 },
+          { criterion_id: 'clear', text: 'The answer is clear.' },
+        ],
+      }),
+    )
     const fromFile = join(work, 'defaults/file.json')
-    const run = await cli(['export', '--search-output', output, '--out', fromFile, '--default-rubric', rubricFile, '--json'])
+    const run = await cli([
+      'export',
+      '--search-output',
+      output,
+      '--out',
+      fromFile,
+      '--default-rubric',
+      rubricFile,
+      '--json',
+    ])
     expect(run.code, run.err).toBe(0)
     const generic = readJson(fromFile).rubrics[DEFAULT_RUBRIC_KEY]
-    expect(generic).toMatchObject({ rubric_id: 'generic_v1', grading_protocol: { grade_max: 10 }, metadata: { default_rubric: { strategy: 'file', source_file: rubricFile } } })
+    expect(generic).toMatchObject({
+      rubric_id: 'generic_v1',
+      grading_protocol: { grade_max: 10 },
+      metadata: { default_rubric: { strategy: 'file', source_file: rubricFile } },
+    })
     expect(generic.criteria.map((criterion: { weight: number }) => criterion.weight)).toEqual([2, 1])
 
     const without = join(work, 'defaults/none.json')
-    expect((await cli(['export', '--search-output', output, '--out', without, '--default-rubric', 'none'])).code).toBe(0)
+    expect((await cli(['export', '--search-output', output, '--out', without, '--default-rubric', 'none'])).code).toBe(
+      0,
+    )
     expect(Object.keys(readJson(without).rubrics)).not.toContain(DEFAULT_RUBRIC_KEY)
     // Four different defaults, four different content addresses.
-    const ids = new Set([fromPrompt, fromFile, without, join(work, 'a/rm.json')].map((file) => readJson(file).artifact_id))
+    const ids = new Set(
+      [fromPrompt, fromFile, without, join(work, 'a/rm.json')].map((file) => readJson(file).artifact_id),
+    )
     expect(ids.size).toBe(4)
 
-    const missing = await cli(['export', '--search-output', output, '--out', join(work, 'defaults/x.json'), '--default-rubric', 'p_nope'])
+    const missing = await cli([
+      'export',
+      '--search-output',
+      output,
+      '--out',
+      join(work, 'defaults/x.json'),
+      '--default-rubric',
+      'p_nope',
+    ])
     expect(missing.code).toBe(2)
     expect(missing.err).toContain('--default-rubric p_nope: cannot read the file (ENOENT)')
     expect(missing.err).toContain('p_debug_undefined, p_math_trains, p_policy_brief')
     const negative = join(work, 'negative-default.json')
     writeFileSync(negative, JSON.stringify({ criteria: [{ criterion_id: 'c', text: 'Good.', weight: -1 }] }))
-    const bad = await cli(['export', '--search-output', output, '--out', join(work, 'defaults/y.json'), '--default-rubric', negative])
+    const bad = await cli([
+      'export',
+      '--search-output',
+      output,
+      '--out',
+      join(work, 'defaults/y.json'),
+      '--default-rubric',
+      negative,
+    ])
     expect(bad.code).toBe(2)
     expect(bad.err).toMatch(/--default-rubric .*negative-default\.json/)
   }, 60_000)
@@ -173,14 +261,23 @@ describe('refusals (exit 2, nothing written)', () => {
   it('refuses settings edited after the search (settings_hash no longer matches)', async () => {
     const error = await refuse(variant('tampered-settings', (copy) => (copy.run_manifest.settings.temperature = 0.7)))
     expect(error).toMatchObject({ kind: 'bad_input', code: 'manifest_mismatch' })
-    expect(error.issues).toEqual([expect.stringMatching(/^run_manifest\.settings_hash is [0-9a-f]+, but run_manifest\.settings hashes to [0-9a-f]+$/)])
-    const text = await refuse(variant('tampered-model', (copy) => (copy.run_manifest.settings.models.verifier = 'gpt-4o')), false)
+    expect(error.issues).toEqual([
+      expect.stringMatching(
+        /^run_manifest\.settings_hash is [0-9a-f]+, but run_manifest\.settings hashes to [0-9a-f]+$/,
+      ),
+    ])
+    const text = await refuse(
+      variant('tampered-model', (copy) => (copy.run_manifest.settings.models.verifier = 'gpt-4o')),
+      false,
+    )
     expect(text).toContain('error: refusing to export')
     expect(text).toContain('settings_hash')
   }, 30_000)
 
   it('refuses a config snapshot edited after the search (config_hash no longer matches)', async () => {
-    const error = await refuse(variant('tampered-config', (copy) => (copy.run_manifest.config_snapshot.generations = 9)))
+    const error = await refuse(
+      variant('tampered-config', (copy) => (copy.run_manifest.config_snapshot.generations = 9)),
+    )
     expect(error).toMatchObject({ code: 'manifest_mismatch' })
     expect(error.issues.join('\n')).toContain('run_manifest.config_hash is')
   }, 30_000)
@@ -192,9 +289,13 @@ describe('refusals (exit 2, nothing written)', () => {
   }, 30_000)
 
   it('refuses a rubric with a negative weight, naming the place', async () => {
-    const error = await refuse(variant('negative-weight', (copy) => (copy.best_rubrics[1].rubric.criteria[0].weight = -0.5)))
+    const error = await refuse(
+      variant('negative-weight', (copy) => (copy.best_rubrics[1].rubric.criteria[0].weight = -0.5)),
+    )
     expect(error).toMatchObject({ code: 'invalid_rubric' })
-    expect(error.issues).toEqual([expect.stringMatching(/^best_rubrics\[1\] \(prompt_id "p_math_trains"\)\.rubric\.criteria\[0\]\.weight: .*>=0/)])
+    expect(error.issues).toEqual([
+      expect.stringMatching(/^best_rubrics\[1\] \(prompt_id "p_math_trains"\)\.rubric\.criteria\[0\]\.weight: .*>=0/),
+    ])
   }, 30_000)
 
   it('refuses rubrics that cannot score: all weights zero, a criterion id used twice', async () => {
@@ -215,16 +316,34 @@ describe('refusals (exit 2, nothing written)', () => {
   it("refuses rubric prompt ids that differ from the dataset's", async () => {
     const renamed = await refuse(variant('renamed-prompt', (copy) => (copy.best_rubrics[0].prompt_id = 'p_other')))
     expect(renamed.code).toBe('manifest_mismatch')
-    expect(renamed.issues).toContain('best_rubrics has prompts that are not in the dataset ' + search.run_manifest.dataset.path + ': p_other')
-    expect(renamed.issues).toContain(`the dataset ${search.run_manifest.dataset.path} has prompts without a rubric: p_debug_undefined`)
+    expect(renamed.issues).toContain(
+      'best_rubrics has prompts that are not in the dataset ' + search.run_manifest.dataset.path + ': p_other',
+    )
+    expect(renamed.issues).toContain(
+      `the dataset ${search.run_manifest.dataset.path} has prompts without a rubric: p_debug_undefined`,
+    )
     const dropped = await refuse(variant('dropped-prompt', (copy) => copy.best_rubrics.pop()))
     expect(dropped.issues).toContain('run_manifest.dataset.prompts is 3, but best_rubrics has 2 prompts')
     // Recorded prompt ids are compared too (the dataset file check off: the ids alone decide).
-    const recorded = variant('recorded-ids', (copy) => (copy.run_manifest.dataset.prompt_ids = ['p_debug_undefined', 'p_math_trains', 'p_x']))
+    const recorded = variant(
+      'recorded-ids',
+      (copy) => (copy.run_manifest.dataset.prompt_ids = ['p_debug_undefined', 'p_math_trains', 'p_x']),
+    )
     // Adding the field breaks nothing the hashes cover (they cover config_snapshot and settings only).
-    const run = await cli(['export', '--search-output', recorded, '--out', join(work, 'recorded.json'), '--no-dataset-check', '--json'])
+    const run = await cli([
+      'export',
+      '--search-output',
+      recorded,
+      '--out',
+      join(work, 'recorded.json'),
+      '--no-dataset-check',
+      '--json',
+    ])
     expect(run.code).toBe(2)
-    expect(JSON.parse(run.err).error.issues).toEqual(['run_manifest.dataset.prompt_ids has prompts without a rubric: p_x', 'best_rubrics has prompts that are not in run_manifest.dataset.prompt_ids: p_policy_brief'])
+    expect(JSON.parse(run.err).error.issues).toEqual([
+      'run_manifest.dataset.prompt_ids has prompts without a rubric: p_x',
+      'best_rubrics has prompts that are not in run_manifest.dataset.prompt_ids: p_policy_brief',
+    ])
   }, 60_000)
 
   it('refuses files that are not search outputs', async () => {
@@ -235,7 +354,10 @@ describe('refusals (exit 2, nothing written)', () => {
     expect(missing.code).toBe(2)
     expect(missing.err).toContain('cannot read the file (ENOENT)')
     const incomplete = await refuse(variant('incomplete-manifest', (copy) => delete copy.run_manifest.harness))
-    expect(incomplete).toMatchObject({ code: 'invalid_manifest', issues: [expect.stringMatching(/^run_manifest\.harness: /)] })
+    expect(incomplete).toMatchObject({
+      code: 'invalid_manifest',
+      issues: [expect.stringMatching(/^run_manifest\.harness: /)],
+    })
     const usage = await cli(['export', '--out', join(work, 'x.json')])
     expect(usage.code).toBe(2)
     expect(usage.err).toContain("required option '--search-output <file>' not specified")
@@ -255,13 +377,26 @@ describe('the best default rubric (in process)', () => {
   const entry = (promptId: string, score: number, criteria: ReturnType<typeof criterion>[]): SearchedRubric => ({
     prompt_id: promptId,
     score,
-    rubric: { rubric_id: `${promptId}_r`, criteria, grading_protocol: { grade_max: 10, allow_na: true, num_votes: 1 }, metadata: {} },
+    rubric: {
+      rubric_id: `${promptId}_r`,
+      criteria,
+      grading_protocol: { grade_max: 10, allow_na: true, num_votes: 1 },
+      metadata: {},
+    },
   })
 
   it('keeps the criteria the search found for several prompts and drops the prompt-specific ones', () => {
     const entries = [
-      entry('p1', 0.9, [criterion('fit', 'Covers trains and speeds.', 0.5), criterion('clear', 'The answer is clear.', 0.3), criterion('safe', 'No refusals.', 0.2)]),
-      entry('p2', 0.7, [criterion('fit', 'Covers the bug.', 0.4), criterion('clear', 'The answer is  CLEAR', 0.3), criterion('safe', 'No refusals.', 0.3)]),
+      entry('p1', 0.9, [
+        criterion('fit', 'Covers trains and speeds.', 0.5),
+        criterion('clear', 'The answer is clear.', 0.3),
+        criterion('safe', 'No refusals.', 0.2),
+      ]),
+      entry('p2', 0.7, [
+        criterion('fit', 'Covers the bug.', 0.4),
+        criterion('clear', 'The answer is  CLEAR', 0.3),
+        criterion('safe', 'No refusals.', 0.3),
+      ]),
       entry('p3', 0.8, [criterion('fit', 'Covers the policy.', 0.6), criterion('steps', 'Shows steps.', 0.4)]),
     ]
     expect(criterionKey({ text: 'The answer is  CLEAR.' })).toBe('the answer is clear')
@@ -269,18 +404,37 @@ describe('the best default rubric (in process)', () => {
     expect(generality(entries[1]!, entries)).toBeCloseTo(0.3, 10)
     expect(generality(entries[2]!, entries)).toBe(0)
     const { rubric, report } = bestDefaultRubric(entries)
-    expect(report).toMatchObject({ strategy: 'best', source_prompt_id: 'p2', dropped_criteria: ['fit'], criteria: ['clear', 'safe'], generality: 0.3 })
+    expect(report).toMatchObject({
+      strategy: 'best',
+      source_prompt_id: 'p2',
+      dropped_criteria: ['fit'],
+      criteria: ['clear', 'safe'],
+      generality: 0.3,
+    })
     expect(rubric.rubric_id).toBe(DEFAULT_RUBRIC_KEY)
     expect(rubric.criteria.map((c) => c.text)).toEqual(['The answer is  CLEAR', 'No refusals.'])
-    expect(rubric.metadata.default_rubric).toEqual({ strategy: 'best', source_prompt_id: 'p2', source_rubric_id: 'p2_r', generality: 0.3, dropped_criteria: ['fit'] })
+    expect(rubric.metadata.default_rubric).toEqual({
+      strategy: 'best',
+      source_prompt_id: 'p2',
+      source_rubric_id: 'p2_r',
+      generality: 0.3,
+      dropped_criteria: ['fit'],
+    })
   })
 
   it('uses the best-scoring rubric whole when nothing is shared, and breaks ties by score, then prompt id', () => {
     const lone = [entry('b', 0.5, [criterion('x', 'X.', 1)]), entry('a', 0.9, [criterion('y', 'Y.', 1)])]
-    expect(bestDefaultRubric(lone).report).toMatchObject({ source_prompt_id: 'a', dropped_criteria: [], criteria: ['y'], generality: 0 })
+    expect(bestDefaultRubric(lone).report).toMatchObject({
+      source_prompt_id: 'a',
+      dropped_criteria: [],
+      criteria: ['y'],
+      generality: 0,
+    })
     const tied = [entry('b', 0.5, [criterion('x', 'X.', 1)]), entry('a', 0.5, [criterion('x', 'X.', 1)])]
     expect(bestDefaultRubric(tied).report.source_prompt_id).toBe('a')
-    expect(bestDefaultRubric([entry('only', 0.1, [criterion('z', 'Z.', 1)])]).rubric.criteria.map((c) => c.criterion_id)).toEqual(['z'])
+    expect(
+      bestDefaultRubric([entry('only', 0.1, [criterion('z', 'Z.', 1)])]).rubric.criteria.map((c) => c.criterion_id),
+    ).toEqual(['z'])
     expect(() => bestDefaultRubric([])).toThrow(ArtifactInputError)
   })
 

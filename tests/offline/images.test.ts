@@ -12,7 +12,15 @@ import { datasetImageRegistry } from '../../offline/evolve/images.ts'
 import { readLog } from '../../offline/evolve/run.ts'
 import { createBackend } from '../../offline/search/backend.ts'
 import { formatAutosrJson, parseDatasetText } from '../../src/datasets/index.ts'
-import { ImageError, ImageRegistry, imageType, judgeBothOrders, judgeWithLibrary, LibraryRouter, pairItems } from '../../src/evolve/index.ts'
+import {
+  ImageError,
+  ImageRegistry,
+  imageType,
+  judgeBothOrders,
+  judgeWithLibrary,
+  LibraryRouter,
+  pairItems,
+} from '../../src/evolve/index.ts'
 import { addEntry, emptyLibrary, type Library } from '../../src/library/index.ts'
 import { MockChatModel } from '../../src/llm/mock.ts'
 import { visionMessage, type ChatModel } from '../../src/llm/types.ts'
@@ -32,7 +40,12 @@ function png(r: number, g: number, b: number): Buffer {
   header.writeUInt32BE(1, 0)
   header.writeUInt32BE(1, 4)
   header.set([8, 2, 0, 0, 0], 8)
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', header), chunk('IDAT', deflateSync(Buffer.from([0, r, g, b]))), chunk('IEND', Buffer.alloc(0))])
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk('IHDR', header),
+    chunk('IDAT', deflateSync(Buffer.from([0, r, g, b]))),
+    chunk('IEND', Buffer.alloc(0)),
+  ])
 }
 
 const dataUrl = (bytes: Buffer) => `data:image/png;base64,${bytes.toString('base64')}`
@@ -45,17 +58,36 @@ async function imageDataset(n: number): Promise<{ file: string; images: Map<stri
   const good = new Set<string>()
   const prompts = []
   for (let i = 1; i <= n; i++) {
-    for (const [name, bytes] of [[`src-${i}.png`, png(i, 0, 0)], [`good-${i}.png`, png(0, i, 0)], [`bad-${i}.png`, png(0, 0, i)]] as const) {
+    for (const [name, bytes] of [
+      [`src-${i}.png`, png(i, 0, 0)],
+      [`good-${i}.png`, png(0, i, 0)],
+      [`bad-${i}.png`, png(0, 0, i)],
+    ] as const) {
       await writeFile(join(dir, 'img', name), bytes)
       images.set(name, bytes)
     }
     good.add(dataUrl(images.get(`good-${i}.png`)!))
     const candidates = [
-      { candidate_id: `p${i}-good`, text: `Edit ${i} that removes the car`, images: [{ path: `img/good-${i}.png` }], metadata: { rank: 1 } },
-      { candidate_id: `p${i}-bad`, text: `Edit ${i} that keeps the car`, images: [{ path: `img/bad-${i}.png` }], metadata: { rank: 2 } },
+      {
+        candidate_id: `p${i}-good`,
+        text: `Edit ${i} that removes the car`,
+        images: [{ path: `img/good-${i}.png` }],
+        metadata: { rank: 1 },
+      },
+      {
+        candidate_id: `p${i}-bad`,
+        text: `Edit ${i} that keeps the car`,
+        images: [{ path: `img/bad-${i}.png` }],
+        metadata: { rank: 2 },
+      },
     ]
     // Alternate positions so that the labels are not all A.
-    prompts.push({ prompt_id: `p${i}`, prompt: `Remove the red car from photo ${i}.`, images: [{ path: `img/src-${i}.png` }], candidates: i % 2 ? candidates : candidates.reverse() })
+    prompts.push({
+      prompt_id: `p${i}`,
+      prompt: `Remove the red car from photo ${i}.`,
+      images: [{ path: `img/src-${i}.png` }],
+      candidates: i % 2 ? candidates : candidates.reverse(),
+    })
   }
   const file = join(dir, 'edits.json')
   await writeFile(file, JSON.stringify({ prompts }, null, 2))
@@ -72,7 +104,8 @@ const toolLibrary: Library = addEntry(emptyLibrary('t'), {
 
 const system = (body: ChatCompletionBody) => body.messages.find((message) => message.role === 'system')?.content ?? ''
 const userMessage = (body: ChatCompletionBody) => body.messages.find((message) => message.role === 'user')!
-const block = (text: string, title: string) => new RegExp(`${title}:\\n<<<DATA-(\\w+)\\n([\\s\\S]*?)\\nDATA-\\1>>>`).exec(text)?.[2] ?? ''
+const block = (text: string, title: string) =>
+  new RegExp(`${title}:\\n<<<DATA-(\\w+)\\n([\\s\\S]*?)\\nDATA-\\1>>>`).exec(text)?.[2] ?? ''
 const isSubAgent = (body: ChatCompletionBody) => system(body).startsWith('You are the library sub-agent')
 const isTool = (body: ChatCompletionBody) => system(body).startsWith('You are the visual-check tool')
 
@@ -85,7 +118,12 @@ describe('dataset images', () => {
           prompt: 'Q',
           images: [{ path: 'img/a.png' }, { url: 'https://example.org/x.jpg' }],
           candidates: [
-            { candidate_id: 'a', text: 'x', images: [{ data_url: 'data:image/png;base64,iVBORw0KGgo=' }], metadata: { rank: 1 } },
+            {
+              candidate_id: 'a',
+              text: 'x',
+              images: [{ data_url: 'data:image/png;base64,iVBORw0KGgo=' }],
+              metadata: { rank: 1 },
+            },
             { candidate_id: 'b', text: 'y', metadata: { rank: 2 } },
           ],
         },
@@ -93,12 +131,32 @@ describe('dataset images', () => {
     })
     const parsed = parseDatasetText(text, { name: 'd.json' }).dataset
     expect(parsed.prompts[0]!.metadata.images).toEqual([{ path: 'img/a.png' }, { url: 'https://example.org/x.jpg' }])
-    expect(parsed.prompts[0]!.candidates[0]!.metadata.images).toEqual([{ data_url: 'data:image/png;base64,iVBORw0KGgo=' }])
+    expect(parsed.prompts[0]!.candidates[0]!.metadata.images).toEqual([
+      { data_url: 'data:image/png;base64,iVBORw0KGgo=' },
+    ])
     expect(parsed.prompts[0]!.candidates[1]!.metadata).toEqual({})
     expect(parseDatasetText(formatAutosrJson(parsed), { name: 'again.json' }).dataset).toEqual(parsed)
 
-    const bad = (images: unknown) => () => parseDatasetText(JSON.stringify({ prompts: [{ prompt_id: 'p', prompt: 'Q', images, candidates: [{ candidate_id: 'a', text: 'x' }, { candidate_id: 'b', text: 'y' }] }] }), { name: 'bad.json' })
-    expect(bad([{ path: 'a.png', url: 'https://x/y.png' }])).toThrow(/images\[0\]: needs exactly one of path, url, data_url, got path and url/)
+    const bad = (images: unknown) => () =>
+      parseDatasetText(
+        JSON.stringify({
+          prompts: [
+            {
+              prompt_id: 'p',
+              prompt: 'Q',
+              images,
+              candidates: [
+                { candidate_id: 'a', text: 'x' },
+                { candidate_id: 'b', text: 'y' },
+              ],
+            },
+          ],
+        }),
+        { name: 'bad.json' },
+      )
+    expect(bad([{ path: 'a.png', url: 'https://x/y.png' }])).toThrow(
+      /images\[0\]: needs exactly one of path, url, data_url, got path and url/,
+    )
     expect(bad([{ url: 'file:///etc/passwd' }])).toThrow(/must be an http\(s\) URL/)
     expect(bad([{ data_url: 'data:text/plain;base64,aGk=' }])).toThrow(/must be data:image\/<type>;base64,<data>/)
     expect(bad('a.png')).toThrow(/must be an array/)
@@ -106,16 +164,26 @@ describe('dataset images', () => {
 
   it('keeps images as handles and reads a path image only when it is resolved', async () => {
     const reads: string[] = []
-    const registry = new ImageRegistry(async (path) => (reads.push(path), path === 'cat.png' ? new Uint8Array(png(1, 2, 3)) : new TextEncoder().encode('not an image')))
+    const registry = new ImageRegistry(
+      async (path) => (
+        reads.push(path), path === 'cat.png' ? new Uint8Array(png(1, 2, 3)) : new TextEncoder().encode('not an image')
+      ),
+    )
     const handle = registry.add({ path: 'cat.png' })
     expect(registry.add({ path: 'cat.png' })).toBe(handle)
     expect(reads).toEqual([])
     const resolved = await registry.resolve(handle)
     expect(resolved.url).toBe(dataUrl(png(1, 2, 3)))
-    expect(resolved.sha256).toBe(createHash('sha256').update(png(1, 2, 3)).digest('hex'))
+    expect(resolved.sha256).toBe(
+      createHash('sha256')
+        .update(png(1, 2, 3))
+        .digest('hex'),
+    )
     // The same picture inline is labelled with the same digest (of its bytes, not of the URL text).
     expect((await registry.resolve(registry.add({ data_url: resolved.url }))).sha256).toBe(resolved.sha256)
-    await expect(registry.resolve(registry.add({ data_url: 'data:image/png;base64,abcde' }))).rejects.toThrow(/does not decode/)
+    await expect(registry.resolve(registry.add({ data_url: 'data:image/png;base64,abcde' }))).rejects.toThrow(
+      /does not decode/,
+    )
     await registry.resolve(handle)
     expect(reads).toEqual(['cat.png'])
     await expect(registry.resolve(registry.add({ path: 'notes.txt' }))).rejects.toThrow(ImageError)
@@ -126,8 +194,23 @@ describe('dataset images', () => {
   it('the mock adapter accepts vision messages: it reads their text and counts each image', async () => {
     const model = new MockChatModel()
     const task = { kind: 'library_route' as const, instruction: 'x', entries: [] }
-    const text = await model.complete({ role: 'judge', messages: [{ role: 'user', content: 'Look.' }], task, json: true })
-    const vision = await model.complete({ role: 'judge', messages: [visionMessage('user', [{ type: 'text', text: 'Look.' }, { type: 'image_url', image_url: { url: dataUrl(png(1, 1, 1)) } }])], task, json: true })
+    const text = await model.complete({
+      role: 'judge',
+      messages: [{ role: 'user', content: 'Look.' }],
+      task,
+      json: true,
+    })
+    const vision = await model.complete({
+      role: 'judge',
+      messages: [
+        visionMessage('user', [
+          { type: 'text', text: 'Look.' },
+          { type: 'image_url', image_url: { url: dataUrl(png(1, 1, 1)) } },
+        ]),
+      ],
+      task,
+      json: true,
+    })
     expect(vision.text).toBe(text.text)
     expect(vision.usage.prompt_tokens).toBe(text.usage.prompt_tokens + 85)
   })
@@ -141,7 +224,19 @@ describe('images through an OpenAI-compatible vision stub', () => {
   })
 
   async function stubModel(url: string): Promise<{ model: ChatModel; close: () => Promise<void> }> {
-    const backend = await createBackend({ backend: 'openai', endpoints: [url], maxConcurrency: 2, model: 'stub-vlm', models: {}, temperature: 0, maxTokens: 512, timeoutMs: 10_000, maxAttempts: 1, seed: 1, mockNoise: 0 })
+    const backend = await createBackend({
+      backend: 'openai',
+      endpoints: [url],
+      maxConcurrency: 2,
+      model: 'stub-vlm',
+      models: {},
+      temperature: 0,
+      maxTokens: 512,
+      timeoutMs: 10_000,
+      maxAttempts: 1,
+      seed: 1,
+      mockNoise: 0,
+    })
     return { model: backend.models.judge, close: backend.close }
   }
 
@@ -151,15 +246,27 @@ describe('images through an OpenAI-compatible vision stub', () => {
     const registry = datasetImageRegistry(file)
     const [item] = pairItems(dataset, registry)
     // Position 1 is the good edit for p1.
-    const expected = [dataUrl(images.get('src-1.png')!), dataUrl(images.get('good-1.png')!), dataUrl(images.get('bad-1.png')!)]
+    const expected = [
+      dataUrl(images.get('src-1.png')!),
+      dataUrl(images.get('good-1.png')!),
+      dataUrl(images.get('bad-1.png')!),
+    ]
     let toolImages: string[] | undefined
     stub = await startLlmStub()
     stub.respondWith((body) => {
       if (system(body).startsWith('You are the library router')) return JSON.stringify({ entries: ['visual-check'] })
       if (isTool(body)) return '{"favours": "A"}'
       const observed = body.messages.some((message) => contentText(message).startsWith('Observation from tool'))
-      if (observed) return JSON.stringify({ think: 'the tool favours A', answer: { preference: 'A', reason: 'car removed' } })
-      return JSON.stringify({ think: 'look closer', tool: { name: 'visual-check', query: 'which edit removed the car?', ...(toolImages ? { images: toolImages } : {}) } })
+      if (observed)
+        return JSON.stringify({ think: 'the tool favours A', answer: { preference: 'A', reason: 'car removed' } })
+      return JSON.stringify({
+        think: 'look closer',
+        tool: {
+          name: 'visual-check',
+          query: 'which edit removed the car?',
+          ...(toolImages ? { images: toolImages } : {}),
+        },
+      })
     })
     const { model, close } = await stubModel(stub.baseUrl)
     try {
@@ -175,7 +282,8 @@ describe('images through an OpenAI-compatible vision stub', () => {
       expect(imageUrls(userMessage(judgeCall))).toEqual(expected)
       expect(imageUrls(userMessage(toolCall))).toEqual(expected)
       expect(contentText(userMessage(judgeCall))).toMatch(/Image A-1 \(of answer A, sha256 [0-9a-f]{12}\):/)
-      for (const title of ['The instruction', 'Answer A', 'Answer B']) expect(block(contentText(userMessage(toolCall)), title)).toBe(block(contentText(userMessage(judgeCall)), title))
+      for (const title of ['The instruction', 'Answer A', 'Answer B'])
+        expect(block(contentText(userMessage(toolCall)), title)).toBe(block(contentText(userMessage(judgeCall)), title))
       expect(block(contentText(userMessage(toolCall)), 'The judge asks')).toBe('which edit removed the car?')
 
       // 2. A tool call that names labels gets exactly those images.
@@ -190,7 +298,9 @@ describe('images through an OpenAI-compatible vision stub', () => {
       const start = stub.requests.length
       const pasted = await judgeWithLibrary(model, toolLibrary, routed, item!, { images: registry })
       expect(stub.requests.slice(start).some(isTool)).toBe(false)
-      expect(pasted.chain).toMatch(/\[observation visual-check\] \{"error":"unknown image handle \\"data:image\/png;base64…\\": name images by their labels \(instruction-1, A-1, B-1\)"\}/)
+      expect(pasted.chain).toMatch(
+        /\[observation visual-check\] \{"error":"unknown image handle \\"data:image\/png;base64…\\": name images by their labels \(instruction-1, A-1, B-1\)"\}/,
+      )
       expect(pasted.chain).not.toContain(expected[1])
       const answerTurn = stub.requests.slice(start).filter(isSubAgent).at(-1)!
       expect(contentText(answerTurn.messages.at(-1)!)).toContain('unknown image handle')
@@ -215,23 +325,67 @@ describe('images through an OpenAI-compatible vision stub', () => {
     stub = await startLlmStub()
     stub.respondWith((body) => {
       const sys = system(body)
-      if (sys.startsWith('You are the library router')) return JSON.stringify({ entries: [...contentText(userMessage(body)).matchAll(/^- ([a-z0-9-]+) \(/gm)].map((match) => match[1]) })
-      if (sys.startsWith('You are the chain analyzer')) return JSON.stringify({ signals: [{ kind: 'missing_tool', suggestion: 'look at the images' }], summary: 'stub' })
-      if (sys.startsWith('You are the evolver')) return JSON.stringify({ op: 'add', entry: { name: 'visual-check', kind: 'tool', description: 'Checks which edited photo removed the car', when_to_use: 'Always', body: toolBody }, rationale: 'stub' })
+      if (sys.startsWith('You are the library router'))
+        return JSON.stringify({
+          entries: [...contentText(userMessage(body)).matchAll(/^- ([a-z0-9-]+) \(/gm)].map((match) => match[1]),
+        })
+      if (sys.startsWith('You are the chain analyzer'))
+        return JSON.stringify({
+          signals: [{ kind: 'missing_tool', suggestion: 'look at the images' }],
+          summary: 'stub',
+        })
+      if (sys.startsWith('You are the evolver'))
+        return JSON.stringify({
+          op: 'add',
+          entry: {
+            name: 'visual-check',
+            kind: 'tool',
+            description: 'Checks which edited photo removed the car',
+            when_to_use: 'Always',
+            body: toolBody,
+          },
+          rationale: 'stub',
+        })
       if (isTool(body)) return '{"favours": "tie"}'
       // The Sub-Agent decides from the pixels it was sent: the image shown as A-1 is the second URL.
       const urls = imageUrls(userMessage(body))
-      return JSON.stringify({ think: 'compared the photos', answer: { preference: good.has(urls[1]!) ? 'A' : 'B', reason: 'stub' } })
+      return JSON.stringify({
+        think: 'compared the photos',
+        answer: { preference: good.has(urls[1]!) ? 'A' : 'B', reason: 'stub' },
+      })
     })
     const out = await mkdtemp(join(tmpdir(), 'evolve-images-'))
     const summary = await runEvolveCommand(
-      { dataset: file, out, iterations: '1', backend: 'openai', endpoint: [stub.baseUrl], model: 'stub-vlm', seed: '42', valFraction: '0.34', exploreMargin: '0.1', pruneEvery: '0', locale: 'en', concurrency: '2', toolCheck: '3' },
+      {
+        dataset: file,
+        out,
+        iterations: '1',
+        backend: 'openai',
+        endpoint: [stub.baseUrl],
+        model: 'stub-vlm',
+        seed: '42',
+        valFraction: '0.34',
+        exploreMargin: '0.1',
+        pruneEvery: '0',
+        locale: 'en',
+        concurrency: '2',
+        toolCheck: '3',
+      },
       () => {},
     )
     const log = await readLog(join(out, 'evolution-log.jsonl'))
-    expect(log[0]).toMatchObject({ train_accuracy: 1, val_accuracy: 1, inconsistent: { train: 0, val: 0 }, failures: { train: 0, val: 0 } })
+    expect(log[0]).toMatchObject({
+      train_accuracy: 1,
+      val_accuracy: 1,
+      inconsistent: { train: 0, val: 0 },
+      failures: { train: 0, val: 0 },
+    })
     expect(log[0]!.settings).toMatchObject({ orders: 'both', images: 18 })
-    expect(log[1]).toMatchObject({ decision: 'kept', change: { key: 'add visual-check' }, tool_check: [{ tool: 'visual-check', sampled: 3, json: 3, passed: true }] })
+    expect(log[1]).toMatchObject({
+      decision: 'kept',
+      change: { key: 'add visual-check' },
+      tool_check: [{ tool: 'visual-check', sampled: 3, json: 3, passed: true }],
+    })
     const toolCalls = stub.requests.filter(isTool)
     expect(toolCalls.length).toBeGreaterThanOrEqual(3)
     for (const call of toolCalls) {
@@ -255,7 +409,10 @@ describe('images through an OpenAI-compatible vision stub', () => {
     stub.respondWith((body) => {
       if (system(body).startsWith('You are the library router')) return JSON.stringify({ entries: [] })
       const [, a] = imageUrls(userMessage(body))
-      return JSON.stringify({ think: 'compare the edits', answer: { preference: good.has(a ?? '') ? 'A' : 'B', reason: 'by the images' } })
+      return JSON.stringify({
+        think: 'compare the edits',
+        answer: { preference: good.has(a ?? '') ? 'A' : 'B', reason: 'by the images' },
+      })
     })
     const { model, close } = await stubModel(stub.baseUrl)
     try {
@@ -282,7 +439,23 @@ describe('images through an OpenAI-compatible vision stub', () => {
     await writeFile(file, text)
     stub = await startLlmStub()
     await expect(
-      runEvolveCommand({ dataset: file, out: await mkdtemp(join(tmpdir(), 'evolve-images-')), iterations: '0', backend: 'openai', endpoint: [stub.baseUrl], model: 'm', seed: '1', valFraction: '0.5', exploreMargin: '0.1', pruneEvery: '0', locale: 'en', concurrency: '1' }, () => {}),
+      runEvolveCommand(
+        {
+          dataset: file,
+          out: await mkdtemp(join(tmpdir(), 'evolve-images-')),
+          iterations: '0',
+          backend: 'openai',
+          endpoint: [stub.baseUrl],
+          model: 'm',
+          seed: '1',
+          valFraction: '0.5',
+          exploreMargin: '0.1',
+          pruneEvery: '0',
+          locale: 'en',
+          concurrency: '1',
+        },
+        () => {},
+      ),
     ).rejects.toThrow(/1 image file not found \(paths are relative to the dataset file\): img\/typo\.png: no such file/)
     expect(stub.requests).toHaveLength(0)
   })

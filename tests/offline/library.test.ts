@@ -2,11 +2,37 @@ import { mkdtemp, readFile, readdir, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { addToLibrary, checkpoint, deleteFromLibrary, loadLibrary, modifyInLibrary, saveLibrary } from '../../offline/library/index.ts'
-import { addEntry, emptyLibrary, isEntryName, LibraryError, parseSkillMd, renderSkillMd, type LibraryEntry } from '../../src/library/index.ts'
+import {
+  addToLibrary,
+  checkpoint,
+  deleteFromLibrary,
+  loadLibrary,
+  modifyInLibrary,
+  saveLibrary,
+} from '../../offline/library/index.ts'
+import {
+  addEntry,
+  emptyLibrary,
+  isEntryName,
+  LibraryError,
+  parseSkillMd,
+  renderSkillMd,
+  type LibraryEntry,
+} from '../../src/library/index.ts'
 
-const skill: LibraryEntry = { name: 'be-specific', kind: 'skill', description: 'Prefer specific, evidenced answers', body: 'Reward concrete facts and numbers.' }
-const tool: LibraryEntry = { name: 'coverage-check', kind: 'tool', description: 'Checks instruction coverage', when_to_use: 'When an instruction has several parts', body: 'You check which parts of the instruction each answer covers. Reply JSON.' }
+const skill: LibraryEntry = {
+  name: 'be-specific',
+  kind: 'skill',
+  description: 'Prefer specific, evidenced answers',
+  body: 'Reward concrete facts and numbers.',
+}
+const tool: LibraryEntry = {
+  name: 'coverage-check',
+  kind: 'tool',
+  description: 'Checks instruction coverage',
+  when_to_use: 'When an instruction has several parts',
+  body: 'You check which parts of the instruction each answer covers. Reply JSON.',
+}
 
 describe('library model', () => {
   it('enforces kebab-case names everywhere', () => {
@@ -33,7 +59,9 @@ describe('library on disk', () => {
     expect(registry.library.status).toBe('active')
     expect(registry.entries['coverage-check']).toMatchObject({ kind: 'tool', path: 'tools/coverage-check/SKILL.md' })
     expect(registry.entries['be-specific'].sha256).toMatch(/^[0-9a-f]{64}$/)
-    expect(await readFile(join(dir, 'tools/coverage-check/SKILL.md'), 'utf8')).toMatch(/^---\nname: coverage-check\nkind: tool\n/)
+    expect(await readFile(join(dir, 'tools/coverage-check/SKILL.md'), 'utf8')).toMatch(
+      /^---\nname: coverage-check\nkind: tool\n/,
+    )
 
     const changed = await modifyInLibrary(dir, 'be-specific', { body: 'New rubric.' })
     expect(changed.entries['be-specific']?.body).toBe('New rubric.\n')

@@ -21,7 +21,10 @@ beforeEach(() => {
 async function run(args: string[]) {
   let out = ''
   let err = ''
-  const code = await main(['lineage', ...args, '--db', db], { out: (t) => void (out += t), err: (t) => void (err += t) })
+  const code = await main(['lineage', ...args, '--db', db], {
+    out: (t) => void (out += t),
+    err: (t) => void (err += t),
+  })
   return { code, out, err }
 }
 
@@ -35,13 +38,39 @@ const ARTIFACT = `rm_${'a'.repeat(64)}`
 
 function manifest(runId: string, startedAt: string, extra: Record<string, unknown> = {}) {
   return {
-    schema_version: '1.0', run_id: runId, trainer: { name: 'verl', code_version: 'abc123' }, model: { name: 'qwen-7b' },
-    dataset: { id: 'math', version: 'v3' }, artifact_id: ARTIFACT, deploy_id: 'dep_1', target: 'prod', config: { lr: 1e-6 }, started_at: startedAt, ...extra,
+    schema_version: '1.0',
+    run_id: runId,
+    trainer: { name: 'verl', code_version: 'abc123' },
+    model: { name: 'qwen-7b' },
+    dataset: { id: 'math', version: 'v3' },
+    artifact_id: ARTIFACT,
+    deploy_id: 'dep_1',
+    target: 'prod',
+    config: { lr: 1e-6 },
+    started_at: startedAt,
+    ...extra,
   }
 }
-const result = (runId: string) => ({ schema_version: '1.0', run_id: runId, status: 'succeeded', metrics: { reward: 0.7 }, finished_at: '2026-02-01T00:00:00Z' })
-const evalReport = (runId: string, metrics: Record<string, number>, benchmark = 'gsm8k', createdAt = '2026-02-02T00:00:00Z') =>
-  ({ schema_version: '1.0', eval_id: `${runId}-${benchmark}-${createdAt.slice(0, 13)}`, run_id: runId, benchmark, metrics, created_at: createdAt })
+const result = (runId: string) => ({
+  schema_version: '1.0',
+  run_id: runId,
+  status: 'succeeded',
+  metrics: { reward: 0.7 },
+  finished_at: '2026-02-01T00:00:00Z',
+})
+const evalReport = (
+  runId: string,
+  metrics: Record<string, number>,
+  benchmark = 'gsm8k',
+  createdAt = '2026-02-02T00:00:00Z',
+) => ({
+  schema_version: '1.0',
+  eval_id: `${runId}-${benchmark}-${createdAt.slice(0, 13)}`,
+  run_id: runId,
+  benchmark,
+  metrics,
+  created_at: createdAt,
+})
 
 async function seed(runId: string, startedAt: string, metrics: Record<string, number>) {
   expect((await run(['record-manifest', file(manifest(runId, startedAt))])).code).toBe(0)
@@ -62,7 +91,13 @@ describe('lineage round trip', () => {
     expect(shown.out).toMatch(/gsm8k\s+accuracy=0\.8100/)
 
     const json = JSON.parse((await run(['show', 'grpo-1', '--json'])).out)
-    expect(json).toMatchObject({ run_id: 'grpo-1', artifact_id: ARTIFACT, deploy_id: 'dep_1', result: { status: 'succeeded' }, evals: [{ benchmark: 'gsm8k' }] })
+    expect(json).toMatchObject({
+      run_id: 'grpo-1',
+      artifact_id: ARTIFACT,
+      deploy_id: 'dep_1',
+      result: { status: 'succeeded' },
+      evals: [{ benchmark: 'gsm8k' }],
+    })
   })
 
   it('is idempotent for identical records and refuses conflicting ones, results without a manifest and bad schema_version (exit 2)', async () => {
@@ -88,30 +123,78 @@ describe('check-regression', () => {
     await seed('base', '2026-01-01T00:00:00Z', { accuracy: 0.8, loss: 1.0 })
     await seed('good', '2026-01-02T00:00:00Z', { accuracy: 0.82, loss: 0.9 })
     await seed('bad', '2026-01-03T00:00:00Z', { accuracy: 0.7, loss: 0.9 })
-    const ok = await run(['check-regression', '--baseline', 'base', '--candidate', 'good', '--metric', 'accuracy:higher', '--metric', 'loss:lower'])
+    const ok = await run([
+      'check-regression',
+      '--baseline',
+      'base',
+      '--candidate',
+      'good',
+      '--metric',
+      'accuracy:higher',
+      '--metric',
+      'loss:lower',
+    ])
     expect(ok.code).toBe(0)
     expect(ok.out).toContain('no regression')
-    const bad = await run(['check-regression', '--baseline', 'base', '--candidate', 'bad', '--metric', 'accuracy:higher:0.01', '--metric', 'loss:lower'])
+    const bad = await run([
+      'check-regression',
+      '--baseline',
+      'base',
+      '--candidate',
+      'bad',
+      '--metric',
+      'accuracy:higher:0.01',
+      '--metric',
+      'loss:lower',
+    ])
     expect(bad.code).toBe(1)
     expect(bad.out).toContain('[REGRESSION] gsm8k/accuracy')
     // Within tolerance: a 12.5% drop is allowed by a 15% tolerance.
-    expect((await run(['check-regression', '--baseline', 'base', '--candidate', 'bad', '--metric', 'accuracy:higher:15%'])).code).toBe(0)
+    expect(
+      (await run(['check-regression', '--baseline', 'base', '--candidate', 'bad', '--metric', 'accuracy:higher:15%']))
+        .code,
+    ).toBe(0)
     // A loss going up is a regression (explicit direction, no name heuristics).
-    expect((await run(['check-regression', '--baseline', 'good', '--candidate', 'base', '--metric', 'loss:lower'])).code).toBe(1)
+    expect(
+      (await run(['check-regression', '--baseline', 'good', '--candidate', 'base', '--metric', 'loss:lower'])).code,
+    ).toBe(1)
     // A metric no shared benchmark reports is bad input, never a silent pass.
-    expect((await run(['check-regression', '--baseline', 'base', '--candidate', 'bad', '--metric', 'nope:higher'])).code).toBe(2)
-    expect((await run(['check-regression', '--baseline', 'base', '--candidate', 'bad', '--metric', 'accuracy:up'])).code).toBe(2)
+    expect(
+      (await run(['check-regression', '--baseline', 'base', '--candidate', 'bad', '--metric', 'nope:higher'])).code,
+    ).toBe(2)
+    expect(
+      (await run(['check-regression', '--baseline', 'base', '--candidate', 'bad', '--metric', 'accuracy:up'])).code,
+    ).toBe(2)
   })
 
   it('handles zero baselines: no percentage, and any worsening beyond an absolute tolerance regresses', async () => {
     await seed('z0', '2026-01-01T00:00:00Z', { errors: 0, solved: 0 })
     await seed('z1', '2026-01-02T00:00:00Z', { errors: 2, solved: 3 })
-    const worse = await run(['check-regression', '--baseline', 'z0', '--candidate', 'z1', '--metric', 'errors:lower:5%', '--json'])
+    const worse = await run([
+      'check-regression',
+      '--baseline',
+      'z0',
+      '--candidate',
+      'z1',
+      '--metric',
+      'errors:lower:5%',
+      '--json',
+    ])
     expect(worse.code).toBe(1)
     const report = JSON.parse(worse.out)
-    expect(report.findings[0]).toMatchObject({ metric: 'errors', baseline: 0, candidate: 2, pct: null, regression: true })
-    expect((await run(['check-regression', '--baseline', 'z0', '--candidate', 'z1', '--metric', 'errors:lower:2'])).code).toBe(0)
-    expect((await run(['check-regression', '--baseline', 'z0', '--candidate', 'z1', '--metric', 'solved:higher'])).code).toBe(0)
+    expect(report.findings[0]).toMatchObject({
+      metric: 'errors',
+      baseline: 0,
+      candidate: 2,
+      pct: null,
+      regression: true,
+    })
+    expect(
+      (await run(['check-regression', '--baseline', 'z0', '--candidate', 'z1', '--metric', 'errors:lower:2'])).code,
+    ).toBe(0)
+    expect(
+      (await run(['check-regression', '--baseline', 'z0', '--candidate', 'z1', '--metric', 'solved:higher'])).code,
+    ).toBe(0)
   })
 
   it('"latest" is the run started last in time, not the last id in string order', async () => {
@@ -120,14 +203,27 @@ describe('check-regression', () => {
     await seed('run-10', '2026-01-05T03:00:00+02:00', { accuracy: 0.5 })
     const shown = JSON.parse((await run(['show', 'latest', '--json'])).out)
     expect(shown.run_id).toBe('run-10')
-    const gate = await run(['check-regression', '--baseline', 'run-9', '--candidate', 'latest', '--metric', 'accuracy:higher', '--json'])
+    const gate = await run([
+      'check-regression',
+      '--baseline',
+      'run-9',
+      '--candidate',
+      'latest',
+      '--metric',
+      'accuracy:higher',
+      '--json',
+    ])
     expect(gate.code).toBe(1)
-    expect(JSON.parse(gate.out)).toMatchObject({ baseline_run_id: 'run-9', candidate_run_id: 'run-10', regressed: true })
+    expect(JSON.parse(gate.out)).toMatchObject({
+      baseline_run_id: 'run-9',
+      candidate_run_id: 'run-10',
+      regressed: true,
+    })
   })
 })
 
 describe('comparisons', () => {
-  it('compare-runs lists shared metrics with deltas (pct null at a zero base) and compare-artifacts uses each artifact\'s latest succeeded run', async () => {
+  it("compare-runs lists shared metrics with deltas (pct null at a zero base) and compare-artifacts uses each artifact's latest succeeded run", async () => {
     await seed('a', '2026-01-01T00:00:00Z', { accuracy: 0.5, zero: 0 })
     await seed('b', '2026-01-02T00:00:00Z', { accuracy: 0.6, zero: 1 })
     const compared = JSON.parse((await run(['compare-runs', 'a', 'b', '--json'])).out)
@@ -144,7 +240,12 @@ describe('comparisons', () => {
 
   it('parses metric specs', () => {
     expect(parseMetricSpec('loss:lower:2%')).toEqual({ name: 'loss', direction: 'lower', tolerance: 2, percent: true })
-    expect(parseMetricSpec('pass@1:higher')).toEqual({ name: 'pass@1', direction: 'higher', tolerance: 0, percent: false })
+    expect(parseMetricSpec('pass@1:higher')).toEqual({
+      name: 'pass@1',
+      direction: 'higher',
+      tolerance: 0,
+      percent: false,
+    })
     expect(() => parseMetricSpec('loss')).toThrow(/name:higher\|lower/)
   })
 })

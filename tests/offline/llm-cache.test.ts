@@ -7,8 +7,19 @@ import { CACHE_FILE, CachedChatModel, EndpointPool, type PoolRequest } from '../
 import { failureOf } from '../support/failure.ts'
 import { startLlmStub, type LlmStub } from '../support/llm-stub.ts'
 
-const TASK = { kind: 'score', rubrics: [], rollout: { id: 'r1', input: 'q', output: 'a' }, grade_max: 10 } as unknown as ChatRequest['task']
-const ask = (content: string, extra: Partial<PoolRequest> = {}): PoolRequest => ({ role: 'scorer', messages: [{ role: 'user', content }], task: TASK, json: true, ...extra })
+const TASK = {
+  kind: 'score',
+  rubrics: [],
+  rollout: { id: 'r1', input: 'q', output: 'a' },
+  grade_max: 10,
+} as unknown as ChatRequest['task']
+const ask = (content: string, extra: Partial<PoolRequest> = {}): PoolRequest => ({
+  role: 'scorer',
+  messages: [{ role: 'user', content }],
+  task: TASK,
+  json: true,
+  ...extra,
+})
 
 /** A model that counts its calls; each call waits for `release()` when `hold` is set, and answers `answer(request)`. */
 class CountingModel implements ChatModel {
@@ -16,7 +27,8 @@ class CountingModel implements ChatModel {
   readonly sampling = { temperature: 0, max_tokens: 256 }
   calls: ChatRequest[] = []
   hold = false
-  answer: (request: ChatRequest, call: number) => string | Error = (request) => `reply to ${request.messages.at(-1)?.content}`
+  answer: (request: ChatRequest, call: number) => string | Error = (request) =>
+    `reply to ${request.messages.at(-1)?.content}`
   #waiting: (() => void)[] = []
 
   async complete(request: ChatRequest): Promise<ChatResponse> {
@@ -55,7 +67,11 @@ describe('CachedChatModel', () => {
     const cache = await openCache()
     const first = await cache.complete(ask('what is 2+2?'))
     const again = await cache.complete(ask('what is 2+2?'))
-    expect(first).toMatchObject({ text: 'reply to what is 2+2?', cached: false, usage: { prompt_tokens: 50, completion_tokens: 5 } })
+    expect(first).toMatchObject({
+      text: 'reply to what is 2+2?',
+      cached: false,
+      usage: { prompt_tokens: 50, completion_tokens: 5 },
+    })
     expect(again).toMatchObject({ text: first.text, cached: true, usage: { prompt_tokens: 0, completion_tokens: 0 } })
     expect(model.calls).toHaveLength(1)
     expect(cache.stats()).toMatchObject({ hits: 1, misses: 1, joins: 0, entries: 1 })
@@ -74,11 +90,41 @@ describe('CachedChatModel', () => {
       { ...base, jsonSchema: { name: 'x', schema: { type: 'object' } } },
       { ...base, messages: [{ role: 'system', content: 'same words' }] },
       // Same text, different images: two requests, never one cached reply.
-      { ...base, messages: [{ role: 'user', content: 'same words', parts: [{ type: 'text', text: 'same words' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] }] },
-      { ...base, messages: [{ role: 'user', content: 'same words', parts: [{ type: 'text', text: 'same words' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,BBBB' } }] }] },
+      {
+        ...base,
+        messages: [
+          {
+            role: 'user',
+            content: 'same words',
+            parts: [
+              { type: 'text', text: 'same words' },
+              { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } },
+            ],
+          },
+        ],
+      },
+      {
+        ...base,
+        messages: [
+          {
+            role: 'user',
+            content: 'same words',
+            parts: [
+              { type: 'text', text: 'same words' },
+              { type: 'image_url', image_url: { url: 'data:image/png;base64,BBBB' } },
+            ],
+          },
+        ],
+      },
     ]
     expect(new Set(variants.map((request) => cache.keyOf(request))).size).toBe(variants.length)
-    expect(cache.keyOf({ ...base, task: { ...TASK, grade_max: 5 } as ChatRequest['task'], signal: new AbortController().signal })).toBe(cache.keyOf(base))
+    expect(
+      cache.keyOf({
+        ...base,
+        task: { ...TASK, grade_max: 5 } as ChatRequest['task'],
+        signal: new AbortController().signal,
+      }),
+    ).toBe(cache.keyOf(base))
     const hotter = await CachedChatModel.open({ dir, model, sampling: { temperature: 1, max_tokens: 256 } })
     open.push(hotter)
     expect(hotter.keyOf(base)).not.toBe(cache.keyOf(base))
@@ -102,17 +148,19 @@ describe('CachedChatModel', () => {
   it('never stores a failure; every joiner sees it and the next ask calls again', async () => {
     const cache = await openCache()
     model.hold = true
-    model.answer = (request, call) => (call === 1 ? new LlmError('server_error', 'boom') : `ok ${request.messages[0]!.content}`)
+    model.answer = (request, call) =>
+      call === 1 ? new LlmError('server_error', 'boom') : `ok ${request.messages[0]!.content}`
     const pending = [cache.complete(ask('flaky')), cache.complete(ask('flaky'))]
     model.release()
-    for (const failure of await Promise.all(pending.map(failureOf))) expect(failure).toMatchObject({ kind: 'server_error' })
+    for (const failure of await Promise.all(pending.map(failureOf)))
+      expect(failure).toMatchObject({ kind: 'server_error' })
     model.hold = false
     expect((await cache.complete(ask('flaky'))).text).toBe('ok flaky')
     expect(model.calls).toHaveLength(2)
     expect(cache.stats()).toMatchObject({ entries: 1, joins: 1 })
   })
 
-  it("lets one caller abort its wait without cancelling the shared call", async () => {
+  it('lets one caller abort its wait without cancelling the shared call', async () => {
     const cache = await openCache()
     model.hold = true
     const controller = new AbortController()
@@ -129,14 +177,18 @@ describe('CachedChatModel', () => {
     const first = await openCache()
     for (const question of ['a', 'b', 'c']) await first.complete(ask(question))
     await first.close()
-    const lines = (await readFile(path.join(dir, CACHE_FILE), 'utf8')).trim().split('\n').map((line) => JSON.parse(line))
+    const lines = (await readFile(path.join(dir, CACHE_FILE), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line))
     expect(lines).toHaveLength(3)
     expect(lines[0]).toMatchObject({ account: 'scorer', model_id: 'counting:m1', reply: { text: 'reply to a' } })
     expect(JSON.stringify(lines)).not.toContain('"content"') // prompts are not stored, only keys and replies
 
     const second = await openCache()
     expect(second.stats()).toMatchObject({ loaded: 3, entries: 3, skipped_lines: 0 })
-    for (const question of ['a', 'b', 'c']) expect(await second.complete(ask(question))).toMatchObject({ cached: true, text: `reply to ${question}` })
+    for (const question of ['a', 'b', 'c'])
+      expect(await second.complete(ask(question))).toMatchObject({ cached: true, text: `reply to ${question}` })
     expect(model.calls).toHaveLength(3)
   })
 
@@ -180,7 +232,10 @@ describe('CachedChatModel', () => {
       }
     }
     // The retry asks the model again instead of replaying the cached bad reply.
-    const parsed = await withRetry(() => cache.completeParsed(ask('grade it'), parse), { maxAttempts: 3, sleep: async () => {} })
+    const parsed = await withRetry(() => cache.completeParsed(ask('grade it'), parse), {
+      maxAttempts: 3,
+      sleep: async () => {},
+    })
     expect(parsed).toEqual({ grades: [] })
     expect(model.calls).toHaveLength(2)
     expect(cache.stats()).toMatchObject({ forgotten: 1, entries: 1 })

@@ -1,14 +1,39 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { buildScorerRequest, judgeRollout } from '../../src/agents/scorer/index.ts'
-import { createChatModel, instrumentChatModel, LlmError, OpenAIChatModel, parseRetryAfter, pLimit, withRetry, type LlmCallRecord } from '../../src/llm/index.ts'
+import {
+  createChatModel,
+  instrumentChatModel,
+  LlmError,
+  OpenAIChatModel,
+  parseRetryAfter,
+  pLimit,
+  withRetry,
+  type LlmCallRecord,
+} from '../../src/llm/index.ts'
 import { AgentSettings } from '../../src/schemas/run-config.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'
 import { gradeAllRubrics, startLlmStub, type LlmStub } from '../support/llm-stub.ts'
 import { failureOf } from '../support/failure.ts'
 
 const RUBRICS: Rubric[] = [
-  { id: 'a1', text: 'Correct.', weight: 2, is_anchor: true, version: 1, created_at: '2026-01-01T00:00:00.000Z', metadata: {} },
-  { id: 'd1', text: 'Concise.', weight: 1, is_anchor: false, version: 1, created_at: '2026-01-01T00:00:00.000Z', metadata: {} },
+  {
+    id: 'a1',
+    text: 'Correct.',
+    weight: 2,
+    is_anchor: true,
+    version: 1,
+    created_at: '2026-01-01T00:00:00.000Z',
+    metadata: {},
+  },
+  {
+    id: 'd1',
+    text: 'Concise.',
+    weight: 1,
+    is_anchor: false,
+    version: 1,
+    created_at: '2026-01-01T00:00:00.000Z',
+    metadata: {},
+  },
 ]
 const INPUT = {
   rubrics: RUBRICS,
@@ -30,8 +55,15 @@ beforeEach(() => {
 })
 
 const model = (overrides: Partial<{ timeoutMs: number; seed: number }> = {}) =>
-  new OpenAIChatModel({ baseURL: stub.baseUrl, apiKey: 'k', model: 'stub-model', temperature: 0, maxTokens: 256, timeoutMs: 2_000, ...overrides })
-
+  new OpenAIChatModel({
+    baseURL: stub.baseUrl,
+    apiKey: 'k',
+    model: 'stub-model',
+    temperature: 0,
+    maxTokens: 256,
+    timeoutMs: 2_000,
+    ...overrides,
+  })
 
 describe('OpenAIChatModel against an OpenAI-compatible stub', () => {
   it('sends the model, temperature, seed and a JSON response format, and reads content and usage', async () => {
@@ -39,7 +71,13 @@ describe('OpenAIChatModel against an OpenAI-compatible stub', () => {
     const reply = await model({ seed: 42 }).complete(request)
     expect(JSON.parse(reply.text).grades).toHaveLength(2)
     expect(reply.usage).toEqual({ prompt_tokens: 100, completion_tokens: 20 })
-    expect(stub.requests[0]).toMatchObject({ model: 'stub-model', temperature: 0, seed: 42, max_tokens: 256, response_format: { type: 'json_object' } })
+    expect(stub.requests[0]).toMatchObject({
+      model: 'stub-model',
+      temperature: 0,
+      seed: 42,
+      max_tokens: 256,
+      response_format: { type: 'json_object' },
+    })
   })
 
   it('classifies 429 with its Retry-After, 500, a hang and a broken body', async () => {
@@ -90,7 +128,10 @@ describe('judgeRollout with retries', () => {
   })
 
   it('waits what Retry-After asks (capped), and counts every attempt in the call log', async () => {
-    stub.script({ kind: 'status', status: 429, retryAfterSeconds: 2 }, { kind: 'status', status: 429, retryAfterSeconds: 120 })
+    stub.script(
+      { kind: 'status', status: 429, retryAfterSeconds: 2 },
+      { kind: 'status', status: 429, retryAfterSeconds: 120 },
+    )
     const waits: number[] = []
     const log: LlmCallRecord[] = []
     const counted = instrumentChatModel(model(), { role: 'scorer', log, roleLimit: pLimit(2), totalLimit: pLimit(6) })
@@ -104,10 +145,15 @@ describe('judgeRollout with retries', () => {
 describe('withRetry and parseRetryAfter', () => {
   it('does not retry a request the server refused', async () => {
     let attempts = 0
-    await expect(withRetry(async () => {
-      attempts++
-      throw new LlmError('bad_request', 'no')
-    }, { maxAttempts: 5, sleep: noSleep })).rejects.toThrow('no')
+    await expect(
+      withRetry(
+        async () => {
+          attempts++
+          throw new LlmError('bad_request', 'no')
+        },
+        { maxAttempts: 5, sleep: noSleep },
+      ),
+    ).rejects.toThrow('no')
     expect(attempts).toBe(1)
   })
 
@@ -142,20 +188,36 @@ describe('instrumentChatModel concurrency caps', () => {
 describe('createChatModel', () => {
   it('picks the mock without a base URL and openai with one', () => {
     expect(createChatModel(AgentSettings.parse({}), { secrets: {} }).id).toBe('mock:mock-heuristic-1')
-    expect(createChatModel(AgentSettings.parse({ base_url: 'http://127.0.0.1:1/v1', model: 'q' }), { secrets: {} }).id).toBe('openai:http://127.0.0.1:1/v1#q')
+    expect(
+      createChatModel(AgentSettings.parse({ base_url: 'http://127.0.0.1:1/v1', model: 'q' }), { secrets: {} }).id,
+    ).toBe('openai:http://127.0.0.1:1/v1#q')
   })
 
   it('refuses a named secret that is not set, and the workers-ai backend without its binding', () => {
-    expect(() => createChatModel(AgentSettings.parse({ backend: 'openai', base_url: 'http://x.test/v1', api_key_env: 'MY_KEY' }), { secrets: {} })).toThrow(/MY_KEY/)
+    expect(() =>
+      createChatModel(AgentSettings.parse({ backend: 'openai', base_url: 'http://x.test/v1', api_key_env: 'MY_KEY' }), {
+        secrets: {},
+      }),
+    ).toThrow(/MY_KEY/)
     expect(() => createChatModel(AgentSettings.parse({ backend: 'workers-ai' }), { secrets: {} })).toThrow(/AI binding/)
   })
 
   it('sends the workers-ai request through the binding', async () => {
     const seen: unknown[] = []
-    const ai = { run: async (modelName: string, input: Record<string, unknown>) => (seen.push([modelName, input]), { response: '{"grades":[]}' }) }
-    const workersAi = createChatModel(AgentSettings.parse({ backend: 'workers-ai', model: '@cf/meta/llama-3.1-8b-instruct' }), { secrets: {}, ai })
+    const ai = {
+      run: async (modelName: string, input: Record<string, unknown>) => (
+        seen.push([modelName, input]), { response: '{"grades":[]}' }
+      ),
+    }
+    const workersAi = createChatModel(
+      AgentSettings.parse({ backend: 'workers-ai', model: '@cf/meta/llama-3.1-8b-instruct' }),
+      { secrets: {}, ai },
+    )
     const reply = await workersAi.complete(await buildScorerRequest(INPUT))
     expect(reply.text).toBe('{"grades":[]}')
-    expect(seen[0]).toEqual(['@cf/meta/llama-3.1-8b-instruct', expect.objectContaining({ temperature: 0, max_tokens: 1024 })])
+    expect(seen[0]).toEqual([
+      '@cf/meta/llama-3.1-8b-instruct',
+      expect.objectContaining({ temperature: 0, max_tokens: 1024 }),
+    ])
   })
 })

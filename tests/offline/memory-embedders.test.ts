@@ -7,7 +7,6 @@ import { failureOf } from '../support/failure.ts'
 
 const norm = (vector: Float32Array) => Math.sqrt(dotProduct(vector, vector))
 
-
 describe('HashedNgramEmbedder', () => {
   const embedder = new HashedNgramEmbedder()
 
@@ -24,7 +23,12 @@ describe('HashedNgramEmbedder', () => {
   })
 
   it('ignores case, punctuation and Unicode width, and gives a zero vector to text without words', async () => {
-    const [a, b, wide, empty] = await embedder.embed(['Skipped THE check!', 'skipped the check', 'ｓｋｉｐｐｅｄ the ｃｈｅｃｋ', ' … ?! '])
+    const [a, b, wide, empty] = await embedder.embed([
+      'Skipped THE check!',
+      'skipped the check',
+      'ｓｋｉｐｐｅｄ the ｃｈｅｃｋ',
+      ' … ?! ',
+    ])
     expect(a).toEqual(b)
     expect(wide).toEqual(b)
     expect(norm(empty!)).toBe(0)
@@ -89,13 +93,20 @@ async function startEmbeddingsStub() {
     if (req.url !== '/v1/embeddings') behaviour.kind = 'status'
     if (behaviour.kind === 'hang') return
     if (behaviour.kind === 'status') {
-      res.writeHead(behaviour.status ?? 404, { 'content-type': 'application/json', ...(behaviour.retryAfter ? { 'retry-after': behaviour.retryAfter } : {}) })
+      res.writeHead(behaviour.status ?? 404, {
+        'content-type': 'application/json',
+        ...(behaviour.retryAfter ? { 'retry-after': behaviour.retryAfter } : {}),
+      })
       return res.end(JSON.stringify({ error: { message: 'stub fault' } }))
     }
     res.writeHead(200, { 'content-type': 'application/json' })
     if (behaviour.kind === 'broken-body') return res.end('{"object": "list", "data": [{"embedding": [0.1, ')
     const length = behaviour.kind === 'wrong-length' ? 3 : 4
-    const data = body.input.map((text: string, index: number) => ({ object: 'embedding', index, embedding: Array.from({ length }, (_, i) => (i === text.length % 4 ? 2 : 0)) }))
+    const data = body.input.map((text: string, index: number) => ({
+      object: 'embedding',
+      index,
+      embedding: Array.from({ length }, (_, i) => (i === text.length % 4 ? 2 : 0)),
+    }))
     res.end(JSON.stringify({ object: 'list', data: data.reverse(), model: body.model }))
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
@@ -104,10 +115,11 @@ async function startEmbeddingsStub() {
     baseUrl: `http://127.0.0.1:${port}/v1`,
     requests,
     script: (...behaviours: Behaviour[]) => void queue.push(...behaviours),
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections()
-      server.close(() => resolve())
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
   }
 }
 
@@ -120,12 +132,25 @@ describe('OpenAIEmbedder against an OpenAI-compatible stub', () => {
   beforeEach(() => void (stub.requests.length = 0))
 
   const embedder = (overrides: Partial<ConstructorParameters<typeof OpenAIEmbedder>[0]> = {}) =>
-    new OpenAIEmbedder({ baseURL: stub.baseUrl, apiKey: 'k', model: 'stub-embed', dimensions: 4, timeoutMs: 2_000, ...overrides })
+    new OpenAIEmbedder({
+      baseURL: stub.baseUrl,
+      apiKey: 'k',
+      model: 'stub-embed',
+      dimensions: 4,
+      timeoutMs: 2_000,
+      ...overrides,
+    })
 
   it('posts model and input with the bearer key, and returns unit vectors in input order', async () => {
     const vectors = await embedder().embed(['a', 'bb', 'ccc'])
-    expect(stub.requests).toEqual([{ body: { model: 'stub-embed', input: ['a', 'bb', 'ccc'] }, authorization: 'Bearer k' }])
-    expect(vectors.map((vector) => Array.from(vector))).toEqual([[0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]])
+    expect(stub.requests).toEqual([
+      { body: { model: 'stub-embed', input: ['a', 'bb', 'ccc'] }, authorization: 'Bearer k' },
+    ])
+    expect(vectors.map((vector) => Array.from(vector))).toEqual([
+      [0, 1, 0, 0],
+      [0, 0, 1, 0],
+      [0, 0, 0, 1],
+    ])
   })
 
   it('splits inputs into batches, sends dimensions only when asked, and skips the request for no texts', async () => {
@@ -138,7 +163,11 @@ describe('OpenAIEmbedder against an OpenAI-compatible stub', () => {
 
   it('classifies a 429 with its Retry-After, a 503, a 400, a broken body, a wrong length and a hang', async () => {
     stub.script({ kind: 'status', status: 429, retryAfter: '7' })
-    expect(await failureOf(embedder().embed(['a']))).toMatchObject({ kind: 'rate_limited', retryAfterSeconds: 7, retryable: true })
+    expect(await failureOf(embedder().embed(['a']))).toMatchObject({
+      kind: 'rate_limited',
+      retryAfterSeconds: 7,
+      retryable: true,
+    })
     stub.script({ kind: 'status', status: 503 })
     expect(await failureOf(embedder().embed(['a']))).toMatchObject({ kind: 'server_error' })
     stub.script({ kind: 'status', status: 400 })
@@ -154,7 +183,9 @@ describe('OpenAIEmbedder against an OpenAI-compatible stub', () => {
   it('reports an unreachable server as a network failure', async () => {
     const closed = await startEmbeddingsStub()
     await closed.close()
-    expect(await failureOf(new OpenAIEmbedder({ baseURL: closed.baseUrl, model: 'm', dimensions: 4 }).embed(['a']))).toMatchObject({ kind: 'network' })
+    expect(
+      await failureOf(new OpenAIEmbedder({ baseURL: closed.baseUrl, model: 'm', dimensions: 4 }).embed(['a'])),
+    ).toMatchObject({ kind: 'network' })
   })
 
   it('lets withRetry wait what Retry-After asks, then succeed', async () => {
@@ -178,7 +209,10 @@ describe('WorkersAiEmbedder with a fake AI binding', () => {
       },
     }
   }
-  const vectorsOf = (texts: string[], length = 768) => ({ shape: [texts.length, length], data: texts.map(() => Array.from({ length }, (_, i) => (i < 2 ? 3 : 0))) })
+  const vectorsOf = (texts: string[], length = 768) => ({
+    shape: [texts.length, length],
+    data: texts.map(() => Array.from({ length }, (_, i) => (i < 2 ? 3 : 0))),
+  })
 
   it('runs the model on batches of at most 100 texts and normalises the vectors', async () => {
     const ai = fakeAi((texts) => vectorsOf(texts))
@@ -192,16 +226,43 @@ describe('WorkersAiEmbedder with a fake AI binding', () => {
   })
 
   it('knows the bge dimensions and asks for others', () => {
-    expect(new WorkersAiEmbedder(fakeAi(() => null), '@cf/baai/bge-small-en-v1.5').dimensions).toBe(384)
-    expect(new WorkersAiEmbedder(fakeAi(() => null), '@cf/custom/model', 512).dimensions).toBe(512)
-    expect(() => new WorkersAiEmbedder(fakeAi(() => null), '@cf/custom/model')).toThrow(RangeError)
+    expect(
+      new WorkersAiEmbedder(
+        fakeAi(() => null),
+        '@cf/baai/bge-small-en-v1.5',
+      ).dimensions,
+    ).toBe(384)
+    expect(
+      new WorkersAiEmbedder(
+        fakeAi(() => null),
+        '@cf/custom/model',
+        512,
+      ).dimensions,
+    ).toBe(512)
+    expect(
+      () =>
+        new WorkersAiEmbedder(
+          fakeAi(() => null),
+          '@cf/custom/model',
+        ),
+    ).toThrow(RangeError)
   })
 
   it('turns a failing binding and a malformed reply into LlmErrors', async () => {
-    const throwing = { run: async () => { throw new Error('capacity exceeded') } }
+    const throwing = {
+      run: async () => {
+        throw new Error('capacity exceeded')
+      },
+    }
     expect(await failureOf(new WorkersAiEmbedder(throwing).embed(['a']))).toMatchObject({ kind: 'server_error' })
-    expect(await failureOf(new WorkersAiEmbedder(fakeAi(() => ({ data: [[1, 2]] }))).embed(['a']))).toMatchObject({ kind: 'invalid_reply' })
-    expect(await failureOf(new WorkersAiEmbedder(fakeAi((texts) => vectorsOf(texts.slice(1)))).embed(['a', 'b']))).toMatchObject({ kind: 'invalid_reply' })
-    expect(await failureOf(new WorkersAiEmbedder(fakeAi(() => ({ response: 'hi' }))).embed(['a']))).toBeInstanceOf(LlmError)
+    expect(await failureOf(new WorkersAiEmbedder(fakeAi(() => ({ data: [[1, 2]] }))).embed(['a']))).toMatchObject({
+      kind: 'invalid_reply',
+    })
+    expect(
+      await failureOf(new WorkersAiEmbedder(fakeAi((texts) => vectorsOf(texts.slice(1)))).embed(['a', 'b'])),
+    ).toMatchObject({ kind: 'invalid_reply' })
+    expect(await failureOf(new WorkersAiEmbedder(fakeAi(() => ({ response: 'hi' }))).embed(['a']))).toBeInstanceOf(
+      LlmError,
+    )
   })
 })

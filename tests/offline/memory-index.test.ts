@@ -1,7 +1,19 @@
 import { describe, expect, it } from 'vitest'
 import {
-  deserializeVector, dotProduct, ExactVectorIndex, indexedValue, MemoryKind, normalizeVector, quantizeVector, serializeVector,
-  storedVectorRow, TopK, VectorizeIndex, type VectorEntry, type VectorizeBinding, type VectorMetadata,
+  deserializeVector,
+  dotProduct,
+  ExactVectorIndex,
+  indexedValue,
+  MemoryKind,
+  normalizeVector,
+  quantizeVector,
+  serializeVector,
+  storedVectorRow,
+  TopK,
+  VectorizeIndex,
+  type VectorEntry,
+  type VectorizeBinding,
+  type VectorMetadata,
 } from '../../src/memory/index.ts'
 
 /** mulberry32: a seeded PRNG, so random data is the same on every run. */
@@ -18,7 +30,13 @@ function gaussianVectors(count: number, dimensions: number, seed: number): Float
   const gaussian = () => Math.sqrt(-2 * Math.log(1 - next())) * Math.cos(2 * Math.PI * next())
   return Array.from({ length: count }, () => normalizeVector(Array.from({ length: dimensions }, gaussian)))
 }
-const meta = (overrides: Partial<VectorMetadata> = {}): VectorMetadata => ({ run_id: 'r1', instance_id: 'global', kind: 'analysis', step: 0, ...overrides })
+const meta = (overrides: Partial<VectorMetadata> = {}): VectorMetadata => ({
+  run_id: 'r1',
+  instance_id: 'global',
+  kind: 'analysis',
+  step: 0,
+  ...overrides,
+})
 
 describe('ExactVectorIndex ranking', () => {
   it('matches a float brute-force top-10 on random data (≥ 9 of 10 for every query), with scores within 0.02', async () => {
@@ -30,11 +48,15 @@ describe('ExactVectorIndex ranking', () => {
     const noise = gaussianVectors(40, dimensions, 2)
     const queries = noise.map((q, i) => (i % 2 ? q : normalizeVector(q.map((x, k) => x * 0.6 + docs[i * 7]![k]!))))
     for (const query of queries) {
-      const exact = docs.map((doc, i) => ({ id: `d${i}`, score: dotProduct(query, doc) })).sort((a, b) => b.score - a.score).slice(0, 10)
+      const exact = docs
+        .map((doc, i) => ({ id: `d${i}`, score: dotProduct(query, doc) }))
+        .sort((a, b) => b.score - a.score)
+        .slice(0, 10)
       const found = await index.query(query, { topK: 10, filter: { run_id: 'r1' } })
       const overlap = found.filter((match) => exact.some((e) => e.id === match.id)).length
       expect(overlap).toBeGreaterThanOrEqual(9)
-      for (const match of found) expect(Math.abs(match.score - dotProduct(query, docs[Number(match.id.slice(1))]!))).toBeLessThan(0.02)
+      for (const match of found)
+        expect(Math.abs(match.score - dotProduct(query, docs[Number(match.id.slice(1))]!))).toBeLessThan(0.02)
       expect(found.map((m) => m.score)).toEqual([...found.map((m) => m.score)].sort((a, b) => b - a))
     }
     expect(index.size).toBe(3_000)
@@ -44,7 +66,11 @@ describe('ExactVectorIndex ranking', () => {
   it('orders equal scores by id, whatever the insertion order', async () => {
     const index = new ExactVectorIndex({ dimensions: 4 })
     await index.upsert(['c', 'a', 'd', 'b'].map((id) => ({ id, vector: [1, 0, 0, 0], metadata: meta() })))
-    expect((await index.query([1, 0, 0, 0], { topK: 3, filter: { run_id: 'r1' } })).map((m) => m.id)).toEqual(['a', 'b', 'c'])
+    expect((await index.query([1, 0, 0, 0], { topK: 3, filter: { run_id: 'r1' } })).map((m) => m.id)).toEqual([
+      'a',
+      'b',
+      'c',
+    ])
   })
 
   it('keeps the best k of a stream like a full sort would', () => {
@@ -52,7 +78,10 @@ describe('ExactVectorIndex ranking', () => {
     const scores = Array.from({ length: 500 }, () => Math.round(next() * 50) / 50)
     const top = new TopK(25, (a, b) => a - b)
     scores.forEach((score, item) => top.push(score, item))
-    const expected = scores.map((score, item) => ({ item, score })).sort((a, b) => b.score - a.score || a.item - b.item).slice(0, 25)
+    const expected = scores
+      .map((score, item) => ({ item, score }))
+      .sort((a, b) => b.score - a.score || a.item - b.item)
+      .slice(0, 25)
     expect(top.sorted()).toEqual(expected)
   })
 })
@@ -64,9 +93,16 @@ describe('ExactVectorIndex filters', () => {
   async function crowdedIndex() {
     const index = new ExactVectorIndex({ dimensions: 8 })
     const entries: VectorEntry[] = []
-    for (const run_id of runs) for (const instance_id of instances) for (const kind of MemoryKind.options) {
-      for (let step = 0; step < 3; step++) entries.push({ id: `${run_id}/${instance_id}/${kind}/${step}`, vector: [1, 2, 3, 4, 5, 6, 7, 8], metadata: { run_id, instance_id, kind, step } })
-    }
+    for (const run_id of runs)
+      for (const instance_id of instances)
+        for (const kind of MemoryKind.options) {
+          for (let step = 0; step < 3; step++)
+            entries.push({
+              id: `${run_id}/${instance_id}/${kind}/${step}`,
+              vector: [1, 2, 3, 4, 5, 6, 7, 8],
+              metadata: { run_id, instance_id, kind, step },
+            })
+        }
     await index.upsert(entries)
     return index
   }
@@ -85,7 +121,9 @@ describe('ExactVectorIndex filters', () => {
         const kinds = ['batch_summary', 'rubric_update'] as const
         const ofKinds = await index.query(query, { topK: 1_000, filter: { run_id, instance_id, kinds: [...kinds] } })
         expect(ofKinds).toHaveLength(6)
-        expect(ofKinds.every((m) => kinds.some((kind) => m.id.startsWith(`${run_id}/${instance_id}/${kind}/`)))).toBe(true)
+        expect(ofKinds.every((m) => kinds.some((kind) => m.id.startsWith(`${run_id}/${instance_id}/${kind}/`)))).toBe(
+          true,
+        )
       }
     }
   })
@@ -93,9 +131,13 @@ describe('ExactVectorIndex filters', () => {
   it('answers nothing for an unknown run or instance and for topK 0', async () => {
     const index = await crowdedIndex()
     expect(await index.query([1, 2, 3, 4, 5, 6, 7, 8], { topK: 5, filter: { run_id: 'nope' } })).toEqual([])
-    expect(await index.query([1, 2, 3, 4, 5, 6, 7, 8], { topK: 5, filter: { run_id: 'r1', instance_id: 'nope' } })).toEqual([])
+    expect(
+      await index.query([1, 2, 3, 4, 5, 6, 7, 8], { topK: 5, filter: { run_id: 'r1', instance_id: 'nope' } }),
+    ).toEqual([])
     expect(await index.query([1, 2, 3, 4, 5, 6, 7, 8], { topK: 0, filter: { run_id: 'r1' } })).toEqual([])
-    expect(await index.query([1, 2, 3, 4, 5, 6, 7, 8], { topK: 1e12, filter: { run_id: 'r1', instance_id: 'in-a' } })).toHaveLength(12)
+    expect(
+      await index.query([1, 2, 3, 4, 5, 6, 7, 8], { topK: 1e12, filter: { run_id: 'r1', instance_id: 'in-a' } }),
+    ).toHaveLength(12)
   })
 
   it('replaces an entry upserted again, metadata included', async () => {
@@ -143,7 +185,11 @@ describe('stored vectors', () => {
 
   it('rebuild an index with load() that answers exactly like the original', async () => {
     const vectors = gaussianVectors(300, 32, 5)
-    const entries = vectors.map((vector, i) => ({ id: `d${i}`, vector, metadata: meta({ instance_id: i % 2 ? 'in-a' : 'in-b', step: i }) }))
+    const entries = vectors.map((vector, i) => ({
+      id: `d${i}`,
+      vector,
+      metadata: meta({ instance_id: i % 2 ? 'in-a' : 'in-b', step: i }),
+    }))
     const original = new ExactVectorIndex({ dimensions: 32 })
     await original.upsert(entries)
     // As DO SQLite hands BLOBs back: a fresh ArrayBuffer per row.
@@ -159,12 +205,22 @@ describe('stored vectors', () => {
 
 describe('VectorizeIndex over a fake binding', () => {
   function fakeVectorize() {
-    const calls = { upsert: [] as Parameters<VectorizeBinding['upsert']>[0][], query: [] as Parameters<VectorizeBinding['query']>[], deleteByIds: [] as string[][] }
+    const calls = {
+      upsert: [] as Parameters<VectorizeBinding['upsert']>[0][],
+      query: [] as Parameters<VectorizeBinding['query']>[],
+      deleteByIds: [] as string[][],
+    }
     const binding: VectorizeBinding = {
       upsert: async (vectors) => void calls.upsert.push(vectors),
       query: async (...args) => {
         calls.query.push(args)
-        return { matches: [{ id: 'b', score: 0.5 }, { id: 'a', score: 0.9 }, { id: 'c', score: 0.5 }] }
+        return {
+          matches: [
+            { id: 'b', score: 0.5 },
+            { id: 'a', score: 0.9 },
+            { id: 'c', score: 0.5 },
+          ],
+        }
       },
       deleteByIds: async (ids) => void calls.deleteByIds.push(ids),
     }
@@ -181,16 +237,32 @@ describe('VectorizeIndex over a fake binding', () => {
 
   it('upserts in batches of 1000 with filterable metadata', async () => {
     const { binding, calls } = fakeVectorize()
-    await new VectorizeIndex(binding).upsert(Array.from({ length: 2_500 }, (_, i) => ({ id: `d${i}`, vector: [1, 0, 0], metadata: meta({ step: 4 }) })))
+    await new VectorizeIndex(binding).upsert(
+      Array.from({ length: 2_500 }, (_, i) => ({ id: `d${i}`, vector: [1, 0, 0], metadata: meta({ step: 4 }) })),
+    )
     expect(calls.upsert.map((batch) => batch.length)).toEqual([1_000, 1_000, 500])
-    expect(calls.upsert[0]![0]).toEqual({ id: 'd0', values: [1, 0, 0], metadata: { run_id: 'r1', instance_id: 'global', kind: 'analysis', step: 4 } })
+    expect(calls.upsert[0]![0]).toEqual({
+      id: 'd0',
+      values: [1, 0, 0],
+      metadata: { run_id: 'r1', instance_id: 'global', kind: 'analysis', step: 4 },
+    })
   })
 
   it('queries with $eq/$in filters, no metadata, topK capped at 100, and ranks ties by id', async () => {
     const { binding, calls } = fakeVectorize()
     const index = new VectorizeIndex(binding)
-    const matches = await index.query(new Float32Array([1, 0, 0]), { topK: 500, filter: { run_id: 'r1', instance_id: 'in-a', kinds: ['analysis', 'rubric_update'] } })
-    expect(calls.query[0]).toEqual([[1, 0, 0], { topK: 100, filter: { run_id: { $eq: 'r1' }, instance_id: { $eq: 'in-a' }, kind: { $in: ['analysis', 'rubric_update'] } }, returnMetadata: 'none' }])
+    const matches = await index.query(new Float32Array([1, 0, 0]), {
+      topK: 500,
+      filter: { run_id: 'r1', instance_id: 'in-a', kinds: ['analysis', 'rubric_update'] },
+    })
+    expect(calls.query[0]).toEqual([
+      [1, 0, 0],
+      {
+        topK: 100,
+        filter: { run_id: { $eq: 'r1' }, instance_id: { $eq: 'in-a' }, kind: { $in: ['analysis', 'rubric_update'] } },
+        returnMetadata: 'none',
+      },
+    ])
     expect(matches.map((m) => m.id)).toEqual(['a', 'b', 'c'])
     await index.query([1, 0, 0], { topK: 3, filter: { run_id: 'r1' } })
     expect(calls.query[1]![1]).toEqual({ topK: 3, filter: { run_id: { $eq: 'r1' } }, returnMetadata: 'none' })
@@ -201,7 +273,8 @@ describe('VectorizeIndex over a fake binding', () => {
     const prefix = 'x'.repeat(70)
     const [a, b] = [indexedValue(`${prefix}-a`), indexedValue(`${prefix}-b`)]
     expect(a).not.toBe(b)
-    for (const value of [a, b, indexedValue('é'.repeat(80))]) expect(new TextEncoder().encode(value).length).toBeLessThanOrEqual(64)
+    for (const value of [a, b, indexedValue('é'.repeat(80))])
+      expect(new TextEncoder().encode(value).length).toBeLessThanOrEqual(64)
     expect(indexedValue('in-3f1c')).toBe('in-3f1c')
     const { binding, calls } = fakeVectorize()
     await new VectorizeIndex(binding).upsert([{ id: 'd', vector: [1], metadata: meta({ instance_id: `${prefix}-a` }) }])
@@ -214,7 +287,9 @@ describe('VectorizeIndex over a fake binding', () => {
     const { binding, calls } = fakeVectorize()
     const index = new VectorizeIndex(binding)
     await expect(index.upsert([{ id: 'i'.repeat(65), vector: [1], metadata: meta() }])).rejects.toThrow(RangeError)
-    await expect(index.upsert([{ id: 'd', vector: new Float32Array(1_537), metadata: meta() }])).rejects.toThrow(RangeError)
+    await expect(index.upsert([{ id: 'd', vector: new Float32Array(1_537), metadata: meta() }])).rejects.toThrow(
+      RangeError,
+    )
     expect(calls.upsert).toHaveLength(0)
     await index.remove(Array.from({ length: 1_200 }, (_, i) => `d${i}`))
     expect(calls.deleteByIds.map((ids) => ids.length)).toEqual([1_000, 200])

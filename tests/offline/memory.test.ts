@@ -1,7 +1,14 @@
 import { describe, expect, it } from 'vitest'
 import {
-  ExactVectorIndex, formatMemoriesForPrompt, HashedNgramEmbedder, MemoryDocument, MemoryQuery, retrieveMemories,
-  type MemoryKind, type RetrieveMemoriesInput, type VectorIndex,
+  ExactVectorIndex,
+  formatMemoriesForPrompt,
+  HashedNgramEmbedder,
+  MemoryDocument,
+  MemoryQuery,
+  retrieveMemories,
+  type MemoryKind,
+  type RetrieveMemoriesInput,
+  type VectorIndex,
 } from '../../src/memory/index.ts'
 
 const TOPICS = [
@@ -13,7 +20,17 @@ const TOPICS = [
 ]
 
 function doc(id: string, text: string, overrides: Partial<MemoryDocument> = {}): MemoryDocument {
-  return { id, run_id: 'r1', instance_id: 'global', kind: 'analysis', step: 0, text, data: {}, created_at: '2026-01-01T00:00:00.000Z', ...overrides }
+  return {
+    id,
+    run_id: 'r1',
+    instance_id: 'global',
+    kind: 'analysis',
+    step: 0,
+    text,
+    data: {},
+    created_at: '2026-01-01T00:00:00.000Z',
+    ...overrides,
+  }
 }
 
 /** Run r1 (instances global and in-a) and a noisy run r2 that says the very same things. */
@@ -24,10 +41,23 @@ function corpus(): MemoryDocument[] {
       TOPICS.forEach((topic, t) => {
         for (let step = 0; step < 4; step++) {
           const kind: MemoryKind = step === 3 ? 'rubric_update' : 'analysis'
-          docs.push(doc(`${run_id}-${instance_id}-${t}-${step}`, `At step ${step} the rollout ${topic}.`, { run_id, instance_id, kind, step }))
+          docs.push(
+            doc(`${run_id}-${instance_id}-${t}-${step}`, `At step ${step} the rollout ${topic}.`, {
+              run_id,
+              instance_id,
+              kind,
+              step,
+            }),
+          )
         }
       })
-      docs.push(doc(`${run_id}-${instance_id}-summary`, 'Batch summary: several rollouts skipped verification; one copied the reference.', { run_id, instance_id, kind: 'batch_summary', step: 3 }))
+      docs.push(
+        doc(
+          `${run_id}-${instance_id}-summary`,
+          'Batch summary: several rollouts skipped verification; one copied the reference.',
+          { run_id, instance_id, kind: 'batch_summary', step: 3 },
+        ),
+      )
     }
   }
   return docs
@@ -37,7 +67,13 @@ async function setup(docs = corpus()) {
   const embedder = new HashedNgramEmbedder()
   const index = new ExactVectorIndex({ dimensions: embedder.dimensions })
   const vectors = await embedder.embed(docs.map((d) => d.text))
-  await index.upsert(docs.map((d, i) => ({ id: d.id, vector: vectors[i]!, metadata: { run_id: d.run_id, instance_id: d.instance_id, kind: d.kind, step: d.step } })))
+  await index.upsert(
+    docs.map((d, i) => ({
+      id: d.id,
+      vector: vectors[i]!,
+      metadata: { run_id: d.run_id, instance_id: d.instance_id, kind: d.kind, step: d.step },
+    })),
+  )
   const byId = new Map(docs.map((d) => [d.id, d]))
   const loads: string[][] = []
   const loadDocuments = async (ids: string[]) => {
@@ -45,7 +81,14 @@ async function setup(docs = corpus()) {
     return ids.flatMap((id) => byId.get(id) ?? [])
   }
   const input = (overrides: Partial<RetrieveMemoriesInput> = {}): RetrieveMemoriesInput => ({
-    static: [], queries: [], scope: { run_id: 'r1' }, limitPerQuery: 3, embedder, index, loadDocuments, ...overrides,
+    static: [],
+    queries: [],
+    scope: { run_id: 'r1' },
+    limitPerQuery: 3,
+    embedder,
+    index,
+    loadDocuments,
+    ...overrides,
   })
   return { embedder, index, byId, loads, input }
 }
@@ -54,11 +97,17 @@ describe('retrieveMemories', () => {
   it('returns the best hits per query within the limit, de-duplicated across queries and against the static set', async () => {
     const { byId, loads, input } = await setup()
     const summary = byId.get('r1-global-summary')!
-    const result = await retrieveMemories(input({
-      static: [summary, summary],
-      queries: ['rollouts that skipped the verification step', 'skipped verification before answering', 'citation to a paper that does not exist'],
-      scope: { run_id: 'r1', instance_id: 'global' },
-    }))
+    const result = await retrieveMemories(
+      input({
+        static: [summary, summary],
+        queries: [
+          'rollouts that skipped the verification step',
+          'skipped verification before answering',
+          'citation to a paper that does not exist',
+        ],
+        scope: { run_id: 'r1', instance_id: 'global' },
+      }),
+    )
     expect(result.static).toEqual([summary])
     expect(result.perQuery.map((q) => q.hits.length)).toEqual([3, 3, 3])
     const ids = result.perQuery.flatMap((q) => q.hits.map((hit) => hit.document_id))
@@ -69,16 +118,28 @@ describe('retrieveMemories', () => {
     expect(result.perQuery[0]!.hits.every((hit) => hit.document_id.startsWith('r1-global-0-'))).toBe(true)
     expect(result.perQuery[1]!.hits[0]!.document_id).toMatch(/^r1-global-0-/)
     expect(result.perQuery[2]!.hits.every((hit) => hit.document_id.startsWith('r1-global-4-'))).toBe(true)
-    for (const { hits } of result.perQuery) expect(hits.map((h) => h.score)).toEqual([...hits.map((h) => h.score)].sort((a, b) => b - a))
-    expect(result.perQuery[0]!.hits[0]).toMatchObject({ kind: expect.any(String), step: expect.any(Number), instance_id: 'global' })
+    for (const { hits } of result.perQuery)
+      expect(hits.map((h) => h.score)).toEqual([...hits.map((h) => h.score)].sort((a, b) => b - a))
+    expect(result.perQuery[0]!.hits[0]).toMatchObject({
+      kind: expect.any(String),
+      step: expect.any(Number),
+      instance_id: 'global',
+    })
     expect(loads).toHaveLength(1)
   })
 
   it('never crosses runs, instances or kinds, even when the index ignores its filter', async () => {
     const { index, input } = await setup()
-    const leaky: VectorIndex = { upsert: index.upsert.bind(index), query: (vector, { topK }) => index.query(vector, { topK: topK + 200, filter: { run_id: 'r2' } }) }
+    const leaky: VectorIndex = {
+      upsert: index.upsert.bind(index),
+      query: (vector, { topK }) => index.query(vector, { topK: topK + 200, filter: { run_id: 'r2' } }),
+    }
     const queries = TOPICS
-    for (const scope of [{ run_id: 'r1' }, { run_id: 'r1', instance_id: 'in-a' }, { run_id: 'r1', kinds: ['rubric_update' as const] }]) {
+    for (const scope of [
+      { run_id: 'r1' },
+      { run_id: 'r1', instance_id: 'in-a' },
+      { run_id: 'r1', kinds: ['rubric_update' as const] },
+    ]) {
       for (const idx of [index, leaky]) {
         const result = await retrieveMemories(input({ queries, scope, index: idx, limitPerQuery: 4 }))
         for (const d of result.dynamic) {
@@ -86,7 +147,12 @@ describe('retrieveMemories', () => {
           if (scope.instance_id) expect(d.instance_id).toBe(scope.instance_id)
           if (scope.kinds) expect(d.kind).toBe('rubric_update')
         }
-        const available = corpus().filter((d) => d.run_id === 'r1' && (!scope.instance_id || d.instance_id === scope.instance_id) && (!scope.kinds || scope.kinds.includes(d.kind as 'rubric_update')))
+        const available = corpus().filter(
+          (d) =>
+            d.run_id === 'r1' &&
+            (!scope.instance_id || d.instance_id === scope.instance_id) &&
+            (!scope.kinds || scope.kinds.includes(d.kind as 'rubric_update')),
+        )
         expect(result.dynamic.length).toBe(idx === leaky ? 0 : Math.min(20, available.length))
       }
     }
@@ -96,7 +162,9 @@ describe('retrieveMemories', () => {
     const { byId, loads, input } = await setup()
     byId.delete('r1-global-0-0')
     byId.delete('r1-global-0-1')
-    const result = await retrieveMemories(input({ queries: ['the rollout skipped the verification step'], scope: { run_id: 'r1', instance_id: 'global' } }))
+    const result = await retrieveMemories(
+      input({ queries: ['the rollout skipped the verification step'], scope: { run_id: 'r1', instance_id: 'global' } }),
+    )
     const ids = result.perQuery[0]!.hits.map((hit) => hit.document_id)
     expect(ids).toHaveLength(3)
     expect(ids).not.toContain('r1-global-0-0')
@@ -107,7 +175,10 @@ describe('retrieveMemories', () => {
 
   it('is stable: the same input gives the same output, and blank or repeated queries are skipped', async () => {
     const { input } = await setup()
-    const request = input({ queries: ['  ', 'unit conversion errors', 'unit conversion errors ', 'padded answers'], limitPerQuery: 2 })
+    const request = input({
+      queries: ['  ', 'unit conversion errors', 'unit conversion errors ', 'padded answers'],
+      limitPerQuery: 2,
+    })
     const first = await retrieveMemories(request)
     expect(first.perQuery.map((q) => q.query)).toEqual(['unit conversion errors', 'padded answers'])
     expect(await retrieveMemories(request)).toEqual(first)
@@ -121,14 +192,27 @@ describe('retrieveMemories', () => {
 
   it('asks nothing of the embedder or the index when there is no query or no room', async () => {
     const { input } = await setup()
-    const idle = { id: 'x', dimensions: 256, embed: async () => { throw new Error('must not embed') } }
-    expect(await retrieveMemories(input({ queries: ['a'], limitPerQuery: 0, embedder: idle }))).toMatchObject({ dynamic: [] })
+    const idle = {
+      id: 'x',
+      dimensions: 256,
+      embed: async () => {
+        throw new Error('must not embed')
+      },
+    }
+    expect(await retrieveMemories(input({ queries: ['a'], limitPerQuery: 0, embedder: idle }))).toMatchObject({
+      dynamic: [],
+    })
     expect(await retrieveMemories(input({ queries: [], embedder: idle }))).toMatchObject({ dynamic: [], perQuery: [] })
   })
 
   it('drops static documents of another run or instance', async () => {
     const { byId, input } = await setup()
-    const result = await retrieveMemories(input({ static: [byId.get('r2-global-summary')!, byId.get('r1-in-a-summary')!, byId.get('r1-global-summary')!], scope: { run_id: 'r1', instance_id: 'global' } }))
+    const result = await retrieveMemories(
+      input({
+        static: [byId.get('r2-global-summary')!, byId.get('r1-in-a-summary')!, byId.get('r1-global-summary')!],
+        scope: { run_id: 'r1', instance_id: 'global' },
+      }),
+    )
     expect(result.static.map((d) => d.id)).toEqual(['r1-global-summary'])
   })
 })

@@ -19,13 +19,25 @@ import {
 import { failureOf } from '../support/failure.ts'
 import { startLlmStub, type LlmStub, type StubFault } from '../support/llm-stub.ts'
 
-const TASK = { kind: 'score', rubrics: [], rollout: { id: 'r1', input: 'q', output: 'a' }, grade_max: 10 } as unknown as ChatRequest['task']
-const ask = (content: string, extra: Partial<PoolRequest> = {}): PoolRequest => ({ role: 'scorer', messages: [{ role: 'user', content }], task: TASK, json: true, ...extra })
+const TASK = {
+  kind: 'score',
+  rubrics: [],
+  rollout: { id: 'r1', input: 'q', output: 'a' },
+  grade_max: 10,
+} as unknown as ChatRequest['task']
+const ask = (content: string, extra: Partial<PoolRequest> = {}): PoolRequest => ({
+  role: 'scorer',
+  messages: [{ role: 'user', content }],
+  task: TASK,
+  json: true,
+  ...extra,
+})
 
 /** Every view of the accounting must satisfy calls == ok + Σ failures; the endpoints' calls add up to what the servers received. */
 function expectAccounted(usage: PoolUsage, received: number): void {
   const views = [usage.total, ...Object.values(usage.roles), ...Object.values(usage.endpoints)]
-  for (const view of views) expect(view.calls).toBe(view.ok + Object.values(view.failures).reduce((sum, n) => sum + (n ?? 0), 0))
+  for (const view of views)
+    expect(view.calls).toBe(view.ok + Object.values(view.failures).reduce((sum, n) => sum + (n ?? 0), 0))
   expect(usage.total.calls).toBe(received)
   expect(Object.values(usage.endpoints).reduce((sum, endpoint) => sum + endpoint.calls, 0)).toBe(received)
   expect(Object.values(usage.roles).reduce((sum, role) => sum + role.calls, 0)).toBe(received)
@@ -49,7 +61,16 @@ interface SlowStub {
 }
 
 async function startSlowStub(latencyMs: number): Promise<SlowStub> {
-  const stub: SlowStub = { baseUrl: '', latencyMs, received: [], inFlight: 0, peak: 0, failWith: undefined, modelsOk: true, close: async () => {} }
+  const stub: SlowStub = {
+    baseUrl: '',
+    latencyMs,
+    received: [],
+    inFlight: 0,
+    peak: 0,
+    failWith: undefined,
+    modelsOk: true,
+    close: async () => {},
+  }
   const server: Server = createServer(async (req, res) => {
     if (req.method === 'GET' && req.url?.endsWith('/models')) {
       res.writeHead(stub.modelsOk ? 200 : 503, { 'content-type': 'application/json' })
@@ -57,21 +78,36 @@ async function startSlowStub(latencyMs: number): Promise<SlowStub> {
     }
     const chunks: Buffer[] = []
     for await (const chunk of req) chunks.push(chunk as Buffer)
-    const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { model: string; messages: { content: string }[] }
+    const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
+      model: string
+      messages: { content: string }[]
+    }
     stub.received.push(body.messages.at(-1)?.content ?? '')
     stub.peak = Math.max(stub.peak, ++stub.inFlight)
     const status = stub.failWith
-    setTimeout(() => {
-      stub.inFlight--
-      res.writeHead(status ?? 200, { 'content-type': 'application/json' })
-      res.end(
-        JSON.stringify(
-          status
-            ? { error: { message: `slow stub ${status}` } }
-            : { id: 'x', object: 'chat.completion', created: 0, model: body.model, choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: '{"ok":true}' } }], usage: { prompt_tokens: 10, completion_tokens: 2 } },
-        ),
-      )
-    }, status ? 1 : stub.latencyMs)
+    setTimeout(
+      () => {
+        stub.inFlight--
+        res.writeHead(status ?? 200, { 'content-type': 'application/json' })
+        res.end(
+          JSON.stringify(
+            status
+              ? { error: { message: `slow stub ${status}` } }
+              : {
+                  id: 'x',
+                  object: 'chat.completion',
+                  created: 0,
+                  model: body.model,
+                  choices: [
+                    { index: 0, finish_reason: 'stop', message: { role: 'assistant', content: '{"ok":true}' } },
+                  ],
+                  usage: { prompt_tokens: 10, completion_tokens: 2 },
+                },
+          ),
+        )
+      },
+      status ? 1 : stub.latencyMs,
+    )
   })
   server.keepAliveTimeout = 1_000
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
@@ -86,7 +122,14 @@ async function startSlowStub(latencyMs: number): Promise<SlowStub> {
 
 const pools: EndpointPool[] = []
 function makePool(options: EndpointPoolOptions): EndpointPool {
-  const pool = new EndpointPool({ model: 'stub-model', timeoutMs: 2_000, baseDelayMs: 5, maxDelayMs: 1_000, probeIntervalMs: 30, ...options })
+  const pool = new EndpointPool({
+    model: 'stub-model',
+    timeoutMs: 2_000,
+    baseDelayMs: 5,
+    maxDelayMs: 1_000,
+    probeIntervalMs: 30,
+    ...options,
+  })
   pools.push(pool)
   return pool
 }
@@ -105,11 +148,25 @@ describe('endpoint configuration', () => {
 
   it('reads {endpoints: [...]} and a plain list, with defaults', async () => {
     const file = path.join(dir, 'a.json')
-    await writeFile(file, JSON.stringify({ endpoints: [{ base_url: 'http://gpu-1:8000/v1', max_concurrency: 8, structured_output: 'json_schema' }, { base_url: 'http://gpu-2:8000/v1', max_concurrency: 2, model: 'q', api_key_env: 'VLLM_KEY' }] }))
+    await writeFile(
+      file,
+      JSON.stringify({
+        endpoints: [
+          { base_url: 'http://gpu-1:8000/v1', max_concurrency: 8, structured_output: 'json_schema' },
+          { base_url: 'http://gpu-2:8000/v1', max_concurrency: 2, model: 'q', api_key_env: 'VLLM_KEY' },
+        ],
+      }),
+    )
     const endpoints = await loadEndpointsFile(file)
     expect(endpoints).toEqual([
       { base_url: 'http://gpu-1:8000/v1', max_concurrency: 8, structured_output: 'json_schema' },
-      { base_url: 'http://gpu-2:8000/v1', max_concurrency: 2, model: 'q', api_key_env: 'VLLM_KEY', structured_output: 'json_object' },
+      {
+        base_url: 'http://gpu-2:8000/v1',
+        max_concurrency: 2,
+        model: 'q',
+        api_key_env: 'VLLM_KEY',
+        structured_output: 'json_object',
+      },
     ])
     const list = path.join(dir, 'b.json')
     await writeFile(list, JSON.stringify([{ base_url: 'http://gpu-3:8000/v1', max_concurrency: 1 }]))
@@ -118,7 +175,15 @@ describe('endpoint configuration', () => {
 
   it('names the file and the field of every mistake', async () => {
     const file = path.join(dir, 'bad.json')
-    await writeFile(file, JSON.stringify({ endpoints: [{ base_url: 'http://gpu-1:8000/v1', max_concurrency: 2 }, { base_url: 'gpu-2', max_concurrency: 0, colour: 'red' }] }))
+    await writeFile(
+      file,
+      JSON.stringify({
+        endpoints: [
+          { base_url: 'http://gpu-1:8000/v1', max_concurrency: 2 },
+          { base_url: 'gpu-2', max_concurrency: 0, colour: 'red' },
+        ],
+      }),
+    )
     const message = (await loadEndpointsFile(file).catch((error: Error) => error.message)) as string
     expect(message).toContain(file)
     expect(message).toMatch(/endpoints\[1\]\.base_url: an http\(s\) URL/)
@@ -126,7 +191,13 @@ describe('endpoint configuration', () => {
     expect(message).toMatch(/endpoints\[1\]: Unrecognized key: "colour"/)
     await writeFile(file, JSON.stringify([{ base_url: 'http://gpu-1:8000/v1' }]))
     await expect(loadEndpointsFile(file)).rejects.toThrow(/\[0\]\.max_concurrency: a positive integer/)
-    await writeFile(file, JSON.stringify([{ base_url: 'http://gpu-1:8000/v1', max_concurrency: 1 }, { base_url: 'http://gpu-1:8000/v1/', max_concurrency: 1 }]))
+    await writeFile(
+      file,
+      JSON.stringify([
+        { base_url: 'http://gpu-1:8000/v1', max_concurrency: 1 },
+        { base_url: 'http://gpu-1:8000/v1/', max_concurrency: 1 },
+      ]),
+    )
     await expect(loadEndpointsFile(file)).rejects.toThrow(/\[1\]\.base_url: .* is already endpoint 0/)
     await writeFile(file, '{"endpoints": [')
     await expect(loadEndpointsFile(file)).rejects.toThrow(/not JSON/)
@@ -140,15 +211,27 @@ describe('endpoint configuration', () => {
       structured_output: 'json_schema',
       model: 'q',
     })
-    expect(endpointsFromFlags(['http://a:1/v1', 'http://b:1/v1'], 6).map((endpoint) => endpoint.max_concurrency)).toEqual([6, 6])
+    expect(
+      endpointsFromFlags(['http://a:1/v1', 'http://b:1/v1'], 6).map((endpoint) => endpoint.max_concurrency),
+    ).toEqual([6, 6])
     expect(() => parseEndpointFlag('http://a:1/v1,max_concurrency=-1')).toThrow(/--endpoint .*max_concurrency/)
     expect(() => parseEndpointFlag('http://a:1/v1,fast')).toThrow(/"fast" is not key=value/)
     expect(() => endpointsFromFlags([])).toThrow(/at least one/)
   })
 
   it('refuses an api_key_env that is not set, and a pool without a model', () => {
-    expect(() => new EndpointPool({ endpoints: [{ base_url: 'http://a:1/v1', max_concurrency: 1, api_key_env: 'NOT_SET_ANYWHERE' }], model: 'm', secrets: {}, probeAtStart: false })).toThrow(/NOT_SET_ANYWHERE/)
-    expect(() => new EndpointPool({ endpoints: [{ base_url: 'http://a:1/v1', max_concurrency: 1 }], probeAtStart: false })).toThrow(/no model/)
+    expect(
+      () =>
+        new EndpointPool({
+          endpoints: [{ base_url: 'http://a:1/v1', max_concurrency: 1, api_key_env: 'NOT_SET_ANYWHERE' }],
+          model: 'm',
+          secrets: {},
+          probeAtStart: false,
+        }),
+    ).toThrow(/NOT_SET_ANYWHERE/)
+    expect(
+      () => new EndpointPool({ endpoints: [{ base_url: 'http://a:1/v1', max_concurrency: 1 }], probeAtStart: false }),
+    ).toThrow(/no model/)
   })
 })
 
@@ -159,9 +242,11 @@ describe('balancing and concurrency caps (3 slow endpoints)', () => {
   })
   afterAll(() => Promise.all(stubs.map((stub) => stub.close())))
   afterEach(() => {
-    for (const stub of stubs) Object.assign(stub, { received: [], peak: 0, latencyMs: 40, failWith: undefined, modelsOk: true })
+    for (const stub of stubs)
+      Object.assign(stub, { received: [], peak: 0, latencyMs: 40, failWith: undefined, modelsOk: true })
   })
-  const endpoints = (caps: number[]) => stubs.map((stub, index) => ({ base_url: stub.baseUrl, max_concurrency: caps[index]! }))
+  const endpoints = (caps: number[]) =>
+    stubs.map((stub, index) => ({ base_url: stub.baseUrl, max_concurrency: caps[index]! }))
 
   it('goes round-robin when every endpoint is idle, and spreads a burst evenly (least outstanding)', async () => {
     const pool = makePool({ endpoints: endpoints([10, 10, 10]) })
@@ -178,9 +263,11 @@ describe('balancing and concurrency caps (3 slow endpoints)', () => {
     stubs[2]!.latencyMs = 10
     const pool = makePool({ endpoints: endpoints([8, 8, 8]) })
     // Six callers, each sending its next question as soon as the last is answered.
-    await Promise.all(Array.from({ length: 6 }, async (_, worker) => {
-      for (let i = 0; i < 10; i++) await pool.complete(ask(`w${worker} q${i}`))
-    }))
+    await Promise.all(
+      Array.from({ length: 6 }, async (_, worker) => {
+        for (let i = 0; i < 10; i++) await pool.complete(ask(`w${worker} q${i}`))
+      }),
+    )
     const [slow, fastA, fastB] = stubs.map((stub) => stub.received.length)
     expect(slow! + fastA! + fastB!).toBe(60)
     expect(slow).toBeLessThan(fastA! / 2)
@@ -194,9 +281,19 @@ describe('balancing and concurrency caps (3 slow endpoints)', () => {
     expect(stubs.map((stub) => stub.peak)).toEqual([2, 2, 1])
     const usage = pool.usage()
     expect(Object.values(usage.endpoints).map((endpoint) => endpoint.peak_outstanding)).toEqual([2, 2, 1])
-    expect(usage.total).toMatchObject({ requests: 40, calls: 40, ok: 40, retries: 0, prompt_tokens: 400, completion_tokens: 80 })
+    expect(usage.total).toMatchObject({
+      requests: 40,
+      calls: 40,
+      ok: 40,
+      retries: 0,
+      prompt_tokens: 400,
+      completion_tokens: 80,
+    })
     expect(usage.queued).toBe(0)
-    expectAccounted(usage, stubs.reduce((sum, stub) => sum + stub.received.length, 0))
+    expectAccounted(
+      usage,
+      stubs.reduce((sum, stub) => sum + stub.received.length, 0),
+    )
     // With every slot busy all the time, the load follows the caps.
     expect(stubs[2]!.received.length).toBeLessThan(stubs[0]!.received.length)
   })
@@ -213,11 +310,18 @@ describe('balancing and concurrency caps (3 slow endpoints)', () => {
     down!.failWith = 500
     down!.modelsOk = false
     const events: PoolEvent[] = []
-    const pool = makePool({ endpoints: endpoints([1, 4, 4]), failureThreshold: 2, probeAtStart: false, onEvent: (event) => events.push(event) })
+    const pool = makePool({
+      endpoints: endpoints([1, 4, 4]),
+      failureThreshold: 2,
+      probeAtStart: false,
+      onEvent: (event) => events.push(event),
+    })
     await Promise.all(Array.from({ length: 30 }, (_, i) => pool.complete(ask(`out ${i}`))))
     // Its cap of 1 means its requests came one at a time: exactly `failureThreshold` of them, then it was out.
     expect(down!.received).toHaveLength(2)
-    expect(events.filter((event) => event.type === 'endpoint_out').map((event) => event.endpoint)).toEqual([down!.baseUrl])
+    expect(events.filter((event) => event.type === 'endpoint_out').map((event) => event.endpoint)).toEqual([
+      down!.baseUrl,
+    ])
     await vi.waitFor(() => expect(pool.usage().endpoints[down!.baseUrl]!.probe_failures).toBeGreaterThanOrEqual(2))
     await Promise.all(Array.from({ length: 6 }, (_, i) => pool.complete(ask(`still out ${i}`))))
     expect(down!.received).toHaveLength(2)
@@ -229,9 +333,18 @@ describe('balancing and concurrency caps (3 slow endpoints)', () => {
     await Promise.all(Array.from({ length: 9 }, (_, i) => pool.complete(ask(`back ${i}`))))
     expect(down!.received.length).toBeGreaterThan(2)
     const usage = pool.usage()
-    expect(usage.endpoints[down!.baseUrl]).toMatchObject({ healthy: true, taken_out: 1, restored: 1, calls: down!.received.length, failures: { server_error: 2 } })
+    expect(usage.endpoints[down!.baseUrl]).toMatchObject({
+      healthy: true,
+      taken_out: 1,
+      restored: 1,
+      calls: down!.received.length,
+      failures: { server_error: 2 },
+    })
     expect(usage.total).toMatchObject({ requests: 45, ok: 45, retries: 2, gave_up: 0 })
-    expectAccounted(usage, stubs.reduce((sum, stub) => sum + stub.received.length, 0))
+    expectAccounted(
+      usage,
+      stubs.reduce((sum, stub) => sum + stub.received.length, 0),
+    )
   })
 
   it('fails waiting requests when every endpoint stays out', async () => {
@@ -280,28 +393,58 @@ describe('faults, retries and accounting (3 llm stubs)', () => {
   })
   /** Sends `count` requests straight to `stub`, one attempt each, to consume faults still scripted there. */
   async function drain(stub: LlmStub, count: number): Promise<void> {
-    const direct = new EndpointPool({ endpoints: [{ base_url: stub.baseUrl, max_concurrency: 8 }], model: 'stub-model', timeoutMs: 300, maxAttempts: 1, failureThreshold: 1_000, probeAtStart: false })
+    const direct = new EndpointPool({
+      endpoints: [{ base_url: stub.baseUrl, max_concurrency: 8 }],
+      model: 'stub-model',
+      timeoutMs: 300,
+      maxAttempts: 1,
+      failureThreshold: 1_000,
+      probeAtStart: false,
+    })
     for (let left = count; left > 0; left -= 8) {
       await Promise.allSettled(Array.from({ length: Math.min(8, left) }, () => direct.complete(ask('drain'))))
     }
     await direct.close()
   }
   const received = () => stubs.reduce((sum, stub) => sum + stub.requests.length, 0)
-  const endpoints = (caps = [4, 4, 4]) => stubs.map((stub, index) => ({ base_url: stub.baseUrl, max_concurrency: caps[index]! }))
+  const endpoints = (caps = [4, 4, 4]) =>
+    stubs.map((stub, index) => ({ base_url: stub.baseUrl, max_concurrency: caps[index]! }))
 
   it('completes every request while one endpoint fails ~30% with 429, 500 and timeouts; takes it out and puts it back', async () => {
     const ok: StubFault = { kind: 'content', text: '{"ok":true}' }
-    const faults: StubFault[] = [{ kind: 'status', status: 429, retryAfterSeconds: 0.05 }, { kind: 'status', status: 500 }, { kind: 'hang' }]
+    const faults: StubFault[] = [
+      { kind: 'status', status: 429, retryAfterSeconds: 0.05 },
+      { kind: 'status', status: 500 },
+      { kind: 'hang' },
+    ]
     // Six health failures first (≥ threshold + cap − 1, so the take-out is certain), then 30% faults.
-    const opening: StubFault[] = [{ kind: 'status', status: 500 }, { kind: 'hang' }, { kind: 'status', status: 502 }, { kind: 'status', status: 500 }, { kind: 'hang' }, { kind: 'status', status: 503 }]
-    const rest = Array.from({ length: 60 }, (_, i): StubFault => ([2, 5, 8].includes(i % 10) ? faults[Math.floor(i / 3) % 3]! : ok))
+    const opening: StubFault[] = [
+      { kind: 'status', status: 500 },
+      { kind: 'hang' },
+      { kind: 'status', status: 502 },
+      { kind: 'status', status: 500 },
+      { kind: 'hang' },
+      { kind: 'status', status: 503 },
+    ]
+    const rest = Array.from(
+      { length: 60 },
+      (_, i): StubFault => ([2, 5, 8].includes(i % 10) ? faults[Math.floor(i / 3) % 3]! : ok),
+    )
     stubs[0]!.script(...opening, ...rest)
     onTestFinished(() => drain(stubs[0]!, opening.length + rest.length - stubs[0]!.requests.length))
     const events: PoolEvent[] = []
-    const pool = makePool({ endpoints: endpoints(), timeoutMs: 300, maxAttempts: 6, failureThreshold: 3, onEvent: (event) => events.push(event) })
+    const pool = makePool({
+      endpoints: endpoints(),
+      timeoutMs: 300,
+      maxAttempts: 6,
+      failureThreshold: 3,
+      onEvent: (event) => events.push(event),
+    })
     const roles = ['scorer', 'analyzer'] as const
     const replies = await Promise.all(
-      Array.from({ length: 90 }, (_, i) => pool.complete(ask(`mixed ${i}`, i % 3 === 2 ? { account: 'verifier' } : { role: roles[i % 2]! }))),
+      Array.from({ length: 90 }, (_, i) =>
+        pool.complete(ask(`mixed ${i}`, i % 3 === 2 ? { account: 'verifier' } : { role: roles[i % 2]! })),
+      ),
     )
     expect(replies).toHaveLength(90)
     const failing = stubs[0]!.baseUrl
@@ -346,7 +489,14 @@ describe('faults, retries and accounting (3 llm stubs)', () => {
   it('moves the retry of a 429 to another endpoint at once, and keeps the limited one cool', async () => {
     const [limited, other] = stubs
     limited!.script({ kind: 'status', status: 429, retryAfterSeconds: 2 })
-    const pool = makePool({ endpoints: [{ base_url: limited!.baseUrl, max_concurrency: 4 }, { base_url: other!.baseUrl, max_concurrency: 4 }], baseDelayMs: 0, maxDelayMs: 5_000 })
+    const pool = makePool({
+      endpoints: [
+        { base_url: limited!.baseUrl, max_concurrency: 4 },
+        { base_url: other!.baseUrl, max_concurrency: 4 },
+      ],
+      baseDelayMs: 0,
+      maxDelayMs: 5_000,
+    })
     const started = Date.now()
     const first = await pool.complete(ask('first'))
     expect(first).toMatchObject({ endpoint: other!.baseUrl, attempts: 2 })
@@ -375,7 +525,9 @@ describe('faults, retries and accounting (3 llm stubs)', () => {
     // Exactly the pool's four attempts fail; a stacked retry would reach the stub a fifth time and succeed.
     only!.script(...Array.from({ length: 4 }, () => ({ kind: 'status' as const, status: 503 })))
     only!.requests.length = 0
-    const failure = await failureOf(withRetry(() => pool.complete(ask('never')), { maxAttempts: 3, sleep: async () => {} }))
+    const failure = await failureOf(
+      withRetry(() => pool.complete(ask('never')), { maxAttempts: 3, sleep: async () => {} }),
+    )
     expect(failure).toBeInstanceOf(PoolError)
     expect(failure).toMatchObject({ kind: 'server_error', attempts: 4, retryable: false })
     expect(only!.requests).toHaveLength(4)
@@ -391,7 +543,13 @@ describe('faults, retries and accounting (3 llm stubs)', () => {
     only!.script({ kind: 'status', status: 400 })
     expect(await failureOf(pool.complete(ask('refused')))).toMatchObject({ kind: 'bad_request', retryable: false })
     expect(only!.requests).toHaveLength(2)
-    expect(pool.usage().roles.scorer).toMatchObject({ requests: 2, calls: 2, ok: 0, gave_up: 2, failures: { invalid_reply: 1, bad_request: 1 } })
+    expect(pool.usage().roles.scorer).toMatchObject({
+      requests: 2,
+      calls: 2,
+      ok: 0,
+      gave_up: 2,
+      failures: { invalid_reply: 1, bad_request: 1 },
+    })
   })
 
   it('sends a JSON schema where the endpoint supports it, json_object elsewhere, and the seed per request', async () => {
@@ -404,10 +562,19 @@ describe('faults, retries and accounting (3 llm stubs)', () => {
       seed: 3,
       temperature: 0.7,
     })
-    const schema = { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'], additionalProperties: false }
+    const schema = {
+      type: 'object',
+      properties: { ok: { type: 'boolean' } },
+      required: ['ok'],
+      additionalProperties: false,
+    }
     await pool.complete(ask('schema a', { jsonSchema: { name: 'verdict', schema } }))
     await pool.complete(ask('schema b', { jsonSchema: { name: 'verdict', schema }, seed: 9 }))
-    expect(strict!.requests[0]).toMatchObject({ seed: 3, temperature: 0.7, response_format: { type: 'json_schema', json_schema: { name: 'verdict', schema, strict: true } } })
+    expect(strict!.requests[0]).toMatchObject({
+      seed: 3,
+      temperature: 0.7,
+      response_format: { type: 'json_schema', json_schema: { name: 'verdict', schema, strict: true } },
+    })
     expect(loose!.requests[0]).toMatchObject({ seed: 9, response_format: { type: 'json_object' } })
     await pool.complete(ask('plain', { json: false, seed: 11 }))
     await pool.complete(ask('plain json'))

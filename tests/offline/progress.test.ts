@@ -5,7 +5,12 @@ import { startProgress } from '../../offline/progress/index.ts'
 
 function capture() {
   const lines: string[] = []
-  const stream = new Writable({ write(chunk, _encoding, done) { lines.push(String(chunk)); done() } })
+  const stream = new Writable({
+    write(chunk, _encoding, done) {
+      lines.push(String(chunk))
+      done()
+    },
+  })
   return { stream, lines }
 }
 
@@ -23,7 +28,12 @@ describe('startProgress off a terminal', () => {
     const progress = startProgress({ label: 'x', total: 3, stream, intervalMs: 0 })
     for (let done = 1; done <= 3; done++) progress.update(done, done === 3 ? '1 failed' : '')
     progress.stop()
-    expect(lines.map((line) => line.split(' ·')[0])).toEqual(['x: 1/3 (33%)', 'x: 2/3 (66%)', 'x: 3/3 (100%) 1 failed', 'x: 3/3 (100%) 1 failed'])
+    expect(lines.map((line) => line.split(' ·')[0])).toEqual([
+      'x: 1/3 (33%)',
+      'x: 2/3 (66%)',
+      'x: 3/3 (100%) 1 failed',
+      'x: 3/3 (100%) 1 failed',
+    ])
     expect(lines[0]).toMatch(/ · \d+\.\d s\n$/)
   })
 })

@@ -32,9 +32,14 @@ interface Run {
 /** Runs `reward-harness <args>` in a child process. */
 function cli(args: string[], options: { cwd?: string; env?: Record<string, string> } = {}): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { cwd: options.cwd ?? ROOT, env: { ...process.env, NO_COLOR: '1', ...options.env }, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
-      resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, out: stdout, err: stderr })
-    })
+    execFile(
+      process.execPath,
+      [BIN, ...args],
+      { cwd: options.cwd ?? ROOT, env: { ...process.env, NO_COLOR: '1', ...options.env }, maxBuffer: 64 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, out: stdout, err: stderr })
+      },
+    )
   })
 }
 
@@ -68,25 +73,61 @@ describe('search options (in process)', () => {
     const help = await cli(['search', '--help'])
     expect(help.code).toBe(0)
     for (const key of keys) expect(help.out, key).toContain(flagOf(key))
-    for (const flag of ['--dataset', '--output', '--config', '--resume', '--backend', '--endpoint', '--endpoints-file', '--base-url', '--api-key-env', '--model-initializer', '--model-proposer', '--model-verifier', '--model-judge', '--temperature', '--locale', '--extraction', '--preset-rubrics', '--cache-dir', '--checkpoint-dir']) {
+    for (const flag of [
+      '--dataset',
+      '--output',
+      '--config',
+      '--resume',
+      '--backend',
+      '--endpoint',
+      '--endpoints-file',
+      '--base-url',
+      '--api-key-env',
+      '--model-initializer',
+      '--model-proposer',
+      '--model-verifier',
+      '--model-judge',
+      '--temperature',
+      '--locale',
+      '--extraction',
+      '--preset-rubrics',
+      '--cache-dir',
+      '--checkpoint-dir',
+    ]) {
       expect(help.out, flag).toContain(flag)
     }
     expect(help.out).not.toContain('--abort-after-calls')
-    expect(normaliseArgv(['search', '--dataset', 'd.json', '--output=out/b.json', '--resume', 's1', '--abort-after-calls=3', '--seed', '3'], '/w')).toEqual([
-      'search',
-      '--dataset',
-      '/w/d.json',
-      '--output=/w/out/b.json',
-      '--seed',
-      '3',
-    ])
+    expect(
+      normaliseArgv(
+        [
+          'search',
+          '--dataset',
+          'd.json',
+          '--output=out/b.json',
+          '--resume',
+          's1',
+          '--abort-after-calls=3',
+          '--seed',
+          '3',
+        ],
+        '/w',
+      ),
+    ).toEqual(['search', '--dataset', '/w/d.json', '--output=/w/out/b.json', '--seed', '3'])
   }, 30_000)
 
   it('takes the latest checkpoint by its number, never a temp file', async () => {
     const dir = join(work, 'ckpt-list')
     rmSync(dir, { recursive: true, force: true })
     mkdirSync(dir, { recursive: true })
-    for (const name of ['state-0002.json', 'state-0010.json', 'state-0009.json', '.state-0011.json.123.ab.tmp', 'state-0012.json.tmp', 'notes.txt']) writeFileSync(join(dir, name), '{}')
+    for (const name of [
+      'state-0002.json',
+      'state-0010.json',
+      'state-0009.json',
+      '.state-0011.json.123.ab.tmp',
+      'state-0012.json.tmp',
+      'notes.txt',
+    ])
+      writeFileSync(join(dir, name), '{}')
     expect((await listCheckpoints(dir)).map((entry) => entry.sequence)).toEqual([2, 9, 10])
   })
 })
@@ -94,14 +135,27 @@ describe('search options (in process)', () => {
 describe('(a) a mock search: output, run records, determinism, replay', () => {
   it('writes the output and the run records; the same seed gives the same rubrics; the replay script reproduces them', async () => {
     const outA = join(work, 'a/out/best.json')
-    const first = await cli(['search', '--dataset', 'examples/demo.json', '--backend', 'mock', '--output', outA, '--json'])
+    const first = await cli([
+      'search',
+      '--dataset',
+      'examples/demo.json',
+      '--backend',
+      'mock',
+      '--output',
+      outA,
+      '--json',
+    ])
     expect(first.err).toBe('')
     expect(first.code).toBe(0)
     const summary = JSON.parse(first.out)
     expect(summary).toMatchObject({ status: 'completed', output: outA, backend: { resolved: 'mock', judge: 'rank' } })
 
     const output = readJson(outA)
-    expect(output.best_rubrics.map((entry: { prompt_id: string }) => entry.prompt_id)).toEqual(['p_debug_undefined', 'p_math_trains', 'p_policy_brief'])
+    expect(output.best_rubrics.map((entry: { prompt_id: string }) => entry.prompt_id)).toEqual([
+      'p_debug_undefined',
+      'p_math_trains',
+      'p_policy_brief',
+    ])
     for (const entry of output.best_rubrics) {
       expect(Object.keys(entry.candidate_scores)[0]).toBe(entry.best_candidate_id)
       expect(entry.rubric.criteria.length).toBeGreaterThan(0)
@@ -114,7 +168,16 @@ describe('(a) a mock search: output, run records, determinism, replay', () => {
       status: 'completed',
       dataset: { path: DEMO, sha256: datasetSha },
       output: { path: outA },
-      backend: { requested: 'mock', resolved: 'mock', models: { initializer: 'mock-heuristic-1', proposer: 'mock-heuristic-1', verifier: 'mock-heuristic-1', judge: 'mock-heuristic-1' } },
+      backend: {
+        requested: 'mock',
+        resolved: 'mock',
+        models: {
+          initializer: 'mock-heuristic-1',
+          proposer: 'mock-heuristic-1',
+          verifier: 'mock-heuristic-1',
+          judge: 'mock-heuristic-1',
+        },
+      },
       seed: 7,
       config_snapshot: SearchConfig.parse({}),
       runtime: { node_version: process.version },
@@ -122,9 +185,16 @@ describe('(a) a mock search: output, run records, determinism, replay', () => {
       harness: { is_resumed: false },
     })
     expect(manifest.config_hash).toMatch(/^[0-9a-f]{16,}$/)
-    expect(manifest.code_snapshot).toMatchObject({ commit: expect.stringMatching(/^[0-9a-f]{40}$/), dirty: expect.any(Boolean) })
+    expect(manifest.code_snapshot).toMatchObject({
+      commit: expect.stringMatching(/^[0-9a-f]{40}$/),
+      dirty: expect.any(Boolean),
+    })
     // Usage per role: calls, cache hits and tokens; the verifier did the bulk, the rank judge needs no LLM.
-    expect(output.usage.roles.verifier).toMatchObject({ calls: expect.any(Number), cache_hits: 0, prompt_tokens: expect.any(Number) })
+    expect(output.usage.roles.verifier).toMatchObject({
+      calls: expect.any(Number),
+      cache_hits: 0,
+      prompt_tokens: expect.any(Number),
+    })
     expect(output.usage.roles.verifier.calls).toBeGreaterThan(0)
     expect(output.usage.roles.judge.calls).toBe(0)
     expect(output.usage.total.calls).toBe(output.usage.cache.misses)
@@ -140,13 +210,27 @@ describe('(a) a mock search: output, run records, determinism, replay', () => {
     expect(script).toMatch(/^#!\/usr\/bin\/env bash\n/)
     expect(script).toContain('set -euo pipefail')
     expect(script).toContain(`cd ${ROOT}`)
-    expect(script).toContain(`exec npx reward-harness search --dataset ${DEMO} --backend mock --output ${outA} --json "$@"`)
+    expect(script).toContain(
+      `exec npx reward-harness search --dataset ${DEMO} --backend mock --output ${outA} --json "$@"`,
+    )
     expect(script).not.toContain('API key')
-    expect(readdirSync(join(work, 'a/out/checkpoints', summary.session_id)).some((name) => /^state-\d{4}\.json$/.test(name))).toBe(true)
+    expect(
+      readdirSync(join(work, 'a/out/checkpoints', summary.session_id)).some((name) => /^state-\d{4}\.json$/.test(name)),
+    ).toBe(true)
 
     // The same seed again, into a fresh directory (fresh cache: every answer recomputed) → the same rubrics.
     const outB = join(work, 'b/out/best.json')
-    const second = await cli(['search', '--dataset', 'examples/demo.json', '--backend', 'mock', '--output', outB, '--seed', '7'])
+    const second = await cli([
+      'search',
+      '--dataset',
+      'examples/demo.json',
+      '--backend',
+      'mock',
+      '--output',
+      outB,
+      '--seed',
+      '7',
+    ])
     expect(second.code).toBe(0)
     expect(readJson(outB).usage.total.calls).toBe(output.usage.total.calls)
     expect(results(readJson(outB))).toEqual(results(output))
@@ -155,15 +239,18 @@ describe('(a) a mock search: output, run records, determinism, replay', () => {
     const elsewhere = mkdtempSync(join(work, 'replay-cwd-'))
     const outR = join(work, 'replay/out/best.json')
     const replayed = await new Promise<Run>((resolve) => {
-      execFile('bash', [replay, '--output', outR], { cwd: elsewhere, env: { ...process.env, NO_COLOR: '1' } }, (error, stdout, stderr) =>
-        resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, out: stdout, err: stderr }),
+      execFile(
+        'bash',
+        [replay, '--output', outR],
+        { cwd: elsewhere, env: { ...process.env, NO_COLOR: '1' } },
+        (error, stdout, stderr) =>
+          resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, out: stdout, err: stderr }),
       )
     })
     expect(replayed.code, replayed.err).toBe(0)
     const replayedOutput = readJson(outR)
     expect(replayedOutput.usage.total.calls).toBe(output.usage.total.calls)
     expect(results(replayedOutput)).toEqual(results(output))
-
   }, 60_000)
 })
 
@@ -182,14 +269,25 @@ describe('(b) interrupted and resumed = uninterrupted, no question asked twice',
     expect(stopped.code).toBe(130)
     const interrupted = JSON.parse(stopped.out)
     expect(interrupted).toMatchObject({ status: 'interrupted', interrupted_by: 'abort-after-calls', output: null })
-    expect(interrupted.resume_command).toBe(`npx reward-harness search --dataset ${DEMO} --output ${out} --json --resume ${interrupted.session_id}`)
+    expect(interrupted.resume_command).toBe(
+      `npx reward-harness search --dataset ${DEMO} --output ${out} --json --resume ${interrupted.session_id}`,
+    )
     expect(interrupted.checkpoints.latest).toMatch(/state-\d{4}\.json$/)
     expect(existsSync(out)).toBe(false)
     const callsBefore = interrupted.usage.total.calls
     expect(callsBefore).toBeGreaterThanOrEqual(200)
     expect(callsBefore).toBeLessThan(reference.calls)
 
-    const resumed = await cli(['search', '--dataset', DEMO, '--output', out, '--json', '--resume', interrupted.session_id])
+    const resumed = await cli([
+      'search',
+      '--dataset',
+      DEMO,
+      '--output',
+      out,
+      '--json',
+      '--resume',
+      interrupted.session_id,
+    ])
     expect(resumed.code, resumed.err).toBe(0)
     const summary = JSON.parse(resumed.out)
     expect(summary.resumed_from).toBe(interrupted.checkpoints.latest)
@@ -202,18 +300,33 @@ describe('(b) interrupted and resumed = uninterrupted, no question asked twice',
     const lines = cacheLines(join(work, 'b-stop/cache'))
     expect(lines).toHaveLength(reference.calls)
     expect(new Set(lines.map((line) => line.key)).size).toBe(reference.calls)
-    expect(readJson(out).run_manifest.harness).toMatchObject({ session_id: interrupted.session_id, is_resumed: true, resume_source: interrupted.checkpoints.latest })
+    expect(readJson(out).run_manifest.harness).toMatchObject({
+      session_id: interrupted.session_id,
+      is_resumed: true,
+      resume_source: interrupted.checkpoints.latest,
+    })
   }, 30_000)
 
   it('SIGINT after the first checkpoint: exit 130, the checkpoint kept, the resume command printed; resuming gives the same output', async () => {
     const out = join(work, 'b-sigint/best.json')
     const checkpoints = join(work, 'b-sigint/checkpoints')
-    const child = spawn(process.execPath, [BIN, 'search', '--dataset', DEMO, '--output', out, '--mock-latency-ms', '15'], { cwd: ROOT, env: { ...process.env, NO_COLOR: '1' } })
+    const child = spawn(
+      process.execPath,
+      [BIN, 'search', '--dataset', DEMO, '--output', out, '--mock-latency-ms', '15'],
+      { cwd: ROOT, env: { ...process.env, NO_COLOR: '1' } },
+    )
     let err = ''
     child.stderr.on('data', (chunk: Buffer) => void (err += chunk.toString()))
     const exited = new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? -1)))
     const deadline = Date.now() + 20_000
-    while (!(existsSync(checkpoints) && readdirSync(checkpoints).some((session) => readdirSync(join(checkpoints, session)).some((name) => name.startsWith('state-'))))) {
+    while (
+      !(
+        existsSync(checkpoints) &&
+        readdirSync(checkpoints).some((session) =>
+          readdirSync(join(checkpoints, session)).some((name) => name.startsWith('state-')),
+        )
+      )
+    ) {
       if (Date.now() > deadline) throw new Error('no checkpoint appeared')
       await new Promise((resolve) => setTimeout(resolve, 20))
     }
@@ -221,7 +334,9 @@ describe('(b) interrupted and resumed = uninterrupted, no question asked twice',
     expect(await exited).toBe(130)
     expect(err).toContain('SIGINT: stopping the search')
     const session = readdirSync(checkpoints)[0]!
-    expect(err).toContain(`resume with:\n  npx reward-harness search --dataset ${DEMO} --output ${out} --resume ${session}`)
+    expect(err).toContain(
+      `resume with:\n  npx reward-harness search --dataset ${DEMO} --output ${out} --resume ${session}`,
+    )
     expect(readdirSync(join(checkpoints, session)).every((name) => /^state-\d{4}\.json$/.test(name))).toBe(true)
 
     const resumed = await cli(['search', '--dataset', DEMO, '--output', out, '--resume', session, '--json'])
@@ -243,18 +358,29 @@ describe('(b) interrupted and resumed = uninterrupted, no question asked twice',
     expect(dataset.code).toBe(2)
     expect(dataset.err).toContain('--resume: the dataset differs from the checkpoint')
     const missing = await cli(['search', '--dataset', DEMO, '--output', out, '--resume', 'no_such_session'])
-    expect(missing).toMatchObject({ code: 2, err: expect.stringContaining('--resume no_such_session: no checkpoint file or session') })
+    expect(missing).toMatchObject({
+      code: 2,
+      err: expect.stringContaining('--resume no_such_session: no checkpoint file or session'),
+    })
   }, 30_000)
 })
 
 // ---------------------------------------------------------------------------------------------
 // (c) OpenAI-compatible stubs
 
-const SEARCH_PROMPTS = { initializer: 'search-initializer', proposer: 'search-proposer', verifier: 'search-verifier', judge: 'search-judge' } as const
+const SEARCH_PROMPTS = {
+  initializer: 'search-initializer',
+  proposer: 'search-proposer',
+  verifier: 'search-verifier',
+  judge: 'search-judge',
+} as const
 type Role = keyof typeof SEARCH_PROMPTS
 const openings = (Object.entries(SEARCH_PROMPTS) as [Role, string][]).map(([role, file]): [Role, string] => [
   role,
-  readFileSync(join(ROOT, 'prompts/en', `${file}.system.txt`), 'utf8').split('{{')[0]!.trim().slice(0, 80),
+  readFileSync(join(ROOT, 'prompts/en', `${file}.system.txt`), 'utf8')
+    .split('{{')[0]!
+    .trim()
+    .slice(0, 80),
 ])
 const roleOf = (body: ChatCompletionBody): Role | undefined => {
   const system = body.messages.find((message) => message.role === 'system')?.content ?? ''
@@ -287,11 +413,24 @@ function mutate(criteria: StubCriterion[], mode: string): StubCriterion[] {
       next[0] = { ...next[0]!, text: `${next[0]!.text} Require concrete evidence.`, weight: next[0]!.weight * 1.2 }
       return next
     case 'decompose': {
-      if (full) return next.map((criterion, index) => (index === 0 ? { ...criterion, text: `${criterion.text} (split)` } : criterion))
+      if (full)
+        return next.map((criterion, index) =>
+          index === 0 ? { ...criterion, text: `${criterion.text} (split)` } : criterion,
+        )
       const [first, ...rest] = next
       return [
-        { ...first!, criterion_id: uniqueId(`${first!.criterion_id}_a`, next), text: `${first!.text} (first part)`, weight: first!.weight / 2 },
-        { ...first!, criterion_id: uniqueId(`${first!.criterion_id}_b`, next), text: `${first!.text} (second part)`, weight: first!.weight / 2 },
+        {
+          ...first!,
+          criterion_id: uniqueId(`${first!.criterion_id}_a`, next),
+          text: `${first!.text} (first part)`,
+          weight: first!.weight / 2,
+        },
+        {
+          ...first!,
+          criterion_id: uniqueId(`${first!.criterion_id}_b`, next),
+          text: `${first!.text} (second part)`,
+          weight: first!.weight / 2,
+        },
         ...rest,
       ]
     }
@@ -299,16 +438,51 @@ function mutate(criteria: StubCriterion[], mode: string): StubCriterion[] {
       return next.map((criterion, index) => ({
         ...criterion,
         text: index === 0 ? `${criterion.text} State facts precisely.` : criterion.text,
-        weight: criterion.weight * (criterion.criterion_type === 'factual' || criterion.criterion_type === 'reasoning' ? 1.25 : 0.9),
+        weight:
+          criterion.weight *
+          (criterion.criterion_type === 'factual' || criterion.criterion_type === 'reasoning' ? 1.25 : 0.9),
       }))
     case 'anti_fluff':
-      if (full) return next.map((criterion, index) => (index === 0 ? { ...criterion, text: `${criterion.text} No filler.`, negative_examples: ['In conclusion'] } : criterion))
-      return [...next, { criterion_id: uniqueId('no_fluff', next), text: 'No filler or boilerplate.', weight: 0.2, criterion_type: 'style', check_points: [], positive_examples: [], negative_examples: ['In conclusion', 'As an AI language model'] }]
+      if (full)
+        return next.map((criterion, index) =>
+          index === 0
+            ? { ...criterion, text: `${criterion.text} No filler.`, negative_examples: ['In conclusion'] }
+            : criterion,
+        )
+      return [
+        ...next,
+        {
+          criterion_id: uniqueId('no_fluff', next),
+          text: 'No filler or boilerplate.',
+          weight: 0.2,
+          criterion_type: 'style',
+          check_points: [],
+          positive_examples: [],
+          negative_examples: ['In conclusion', 'As an AI language model'],
+        },
+      ]
     case 'counterexample_trigger':
-      if (full) return next.map((criterion, index) => (index === 0 ? { ...criterion, text: `${criterion.text} Name a limit.` } : criterion))
-      return [...next, { criterion_id: uniqueId('limits', next), text: 'Names a limitation or risk where it matters.', weight: 0.2, criterion_type: 'reasoning', check_points: ['risk'], positive_examples: [], negative_examples: [] }]
+      if (full)
+        return next.map((criterion, index) =>
+          index === 0 ? { ...criterion, text: `${criterion.text} Name a limit.` } : criterion,
+        )
+      return [
+        ...next,
+        {
+          criterion_id: uniqueId('limits', next),
+          text: 'Names a limitation or risk where it matters.',
+          weight: 0.2,
+          criterion_type: 'reasoning',
+          check_points: ['risk'],
+          positive_examples: [],
+          negative_examples: [],
+        },
+      ]
     default: // weight_perturb
-      return next.map((criterion, index) => ({ ...criterion, weight: criterion.weight * [1.15, 0.85, 1.1, 0.9][index % 4]! }))
+      return next.map((criterion, index) => ({
+        ...criterion,
+        weight: criterion.weight * [1.15, 0.85, 1.1, 0.9][index % 4]!,
+      }))
   }
 }
 
@@ -320,15 +494,28 @@ function searchResponder(body: ChatCompletionBody): string {
       return JSON.stringify({
         rubric: {
           criteria: [
-            { criterion_id: 'correct', text: 'The answer is correct.', weight: 3, criterion_type: 'factual', check_points: ['because'] },
-            { criterion_id: 'complete', text: 'The answer covers what the prompt asks.', weight: 2, criterion_type: 'reasoning' },
+            {
+              criterion_id: 'correct',
+              text: 'The answer is correct.',
+              weight: 3,
+              criterion_type: 'factual',
+              check_points: ['because'],
+            },
+            {
+              criterion_id: 'complete',
+              text: 'The answer covers what the prompt asks.',
+              weight: 2,
+              criterion_type: 'reasoning',
+            },
             { criterion_id: 'clear', text: 'The answer is clearly organised.', weight: 1, criterion_type: 'format' },
           ],
         },
       })
     case 'proposer': {
       const mode = /^Mutation mode: (\w+)/m.exec(user)![1]!
-      const rubric = JSON.parse(user.slice(user.indexOf('The current rubric:\n') + 20, user.indexOf('\n\nThe data blocks below'))) as { criteria: StubCriterion[] }
+      const rubric = JSON.parse(
+        user.slice(user.indexOf('The current rubric:\n') + 20, user.indexOf('\n\nThe data blocks below')),
+      ) as { criteria: StubCriterion[] }
       return JSON.stringify({ rubric: { criteria: mutate(rubric.criteria, mode) } })
     }
     case 'verifier': {
@@ -336,11 +523,20 @@ function searchResponder(body: ChatCompletionBody): string {
       const ids = [...user.matchAll(/^- (\S+) \((?:[a-z]+, )?weight [\d.]+\):/gm)].map((match) => match[1]!)
       const answer = /The answer to grade:\n<<<DATA-(\w+)\n([\s\S]*?)\nDATA-\1>>>/.exec(user)![2]!
       const words = answer.split(/\s+/).length
-      return JSON.stringify({ grades: Object.fromEntries(ids.map((id, index) => [id, Math.min(gradeMax, Math.floor(words / (8 + 3 * index)))])) })
+      return JSON.stringify({
+        grades: Object.fromEntries(
+          ids.map((id, index) => [id, Math.min(gradeMax, Math.floor(words / (8 + 3 * index)))]),
+        ),
+      })
     }
     case 'judge': {
-      const [a, b] = ['A', 'B'].map((name) => new RegExp(`Answer ${name}:\\n<<<DATA-(\\w+)\\n([\\s\\S]*?)\\nDATA-\\1>>>`).exec(user)![2]!)
-      return JSON.stringify({ winner: a!.length === b!.length ? 'tie' : a!.length > b!.length ? 'A' : 'B', reason: 'stub: the longer answer' })
+      const [a, b] = ['A', 'B'].map(
+        (name) => new RegExp(`Answer ${name}:\\n<<<DATA-(\\w+)\\n([\\s\\S]*?)\\nDATA-\\1>>>`).exec(user)![2]!,
+      )
+      return JSON.stringify({
+        winner: a!.length === b!.length ? 'tie' : a!.length > b!.length ? 'A' : 'B',
+        reason: 'stub: the longer answer',
+      })
     }
     default:
       return 'not a search request'
@@ -353,7 +549,14 @@ function searchResponder(body: ChatCompletionBody): string {
  */
 async function frontOf(stub: LlmStub, options: { faults?: boolean } = {}) {
   const upstream = new URL(stub.baseUrl)
-  const front = { inFlight: 0, peak: 0, chat: 0, faults: [] as StubFault['kind'][], url: '', server: undefined as unknown as Server }
+  const front = {
+    inFlight: 0,
+    peak: 0,
+    chat: 0,
+    faults: [] as StubFault['kind'][],
+    url: '',
+    server: undefined as unknown as Server,
+  }
   const faults: StubFault[] = [{ kind: 'status', status: 429 }, { kind: 'status', status: 500 }, { kind: 'hang' }]
   front.server = createServer((req, res) => {
     const chat = req.method === 'POST'
@@ -369,17 +572,23 @@ async function frontOf(stub: LlmStub, options: { faults?: boolean } = {}) {
         stub.script(fault)
       }
     }
-    const forward = httpRequest({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
-      const chunks: Buffer[] = []
-      answer.on('data', (chunk: Buffer) => chunks.push(chunk))
-      answer.on('end', () =>
-        setTimeout(() => {
-          if (res.destroyed) return
-          res.writeHead(answer.statusCode ?? 502, answer.headers)
-          res.end(Buffer.concat(chunks))
-        }, chat ? 3 + (front.chat % 7) * 2 : 0),
-      )
-    })
+    const forward = httpRequest(
+      { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers },
+      (answer) => {
+        const chunks: Buffer[] = []
+        answer.on('data', (chunk: Buffer) => chunks.push(chunk))
+        answer.on('end', () =>
+          setTimeout(
+            () => {
+              if (res.destroyed) return
+              res.writeHead(answer.statusCode ?? 502, answer.headers)
+              res.end(Buffer.concat(chunks))
+            },
+            chat ? 3 + (front.chat % 7) * 2 : 0,
+          ),
+        )
+      },
+    )
     forward.on('error', () => res.destroy())
     res.on('close', () => forward.destroy())
     req.pipe(forward)
@@ -409,23 +618,51 @@ describe('(c) three OpenAI-compatible stubs, one failing ~30%', () => {
     }
     // No labels: the LLM judge is used (both orders of each pair), so all four roles talk to the stubs.
     const demo = readJson(DEMO) as { prompts: Array<{ candidates: Array<{ metadata: unknown }> }> }
-    const unlabelled = { prompts: demo.prompts.slice(0, 2).map((item) => ({ ...item, candidates: item.candidates.slice(0, 4).map((candidate) => ({ ...candidate, metadata: {} })) })) }
+    const unlabelled = {
+      prompts: demo.prompts
+        .slice(0, 2)
+        .map((item) => ({
+          ...item,
+          candidates: item.candidates.slice(0, 4).map((candidate) => ({ ...candidate, metadata: {} })),
+        })),
+    }
     const dataset = join(work, 'c/unlabelled.json')
     mkdirSync(join(work, 'c'), { recursive: true })
     writeFileSync(dataset, JSON.stringify(unlabelled))
     const caps = [2, 3, 2]
     const out = join(work, 'c/out/best.json')
     const args = [
-      'search', '--dataset', dataset, '--output', out, '--json',
+      'search',
+      '--dataset',
+      dataset,
+      '--output',
+      out,
+      '--json',
       ...fronts.flatMap((front, i) => ['--endpoint', `${front.url},max_concurrency=${caps[i]}`]),
-      '--api-key-env', 'STUB_KEY', '--model', 'stub-model', '--model-judge', 'stub-judge',
-      '--generations', '2', '--population-size', '4', '--mutations-per-round', '2', '--concurrency', '12',
-      '--timeout-ms', '1000',
+      '--api-key-env',
+      'STUB_KEY',
+      '--model',
+      'stub-model',
+      '--model-judge',
+      'stub-judge',
+      '--generations',
+      '2',
+      '--population-size',
+      '4',
+      '--mutations-per-round',
+      '2',
+      '--concurrency',
+      '12',
+      '--timeout-ms',
+      '1000',
     ]
     const first = await cli(args, { env: { STUB_KEY: 'sk-stub' } })
     expect(first.code, first.err).toBe(0)
     const summary = JSON.parse(first.out)
-    expect(summary).toMatchObject({ status: 'completed', backend: { resolved: 'openai', judge: 'llm', models: { verifier: 'stub-model', judge: 'stub-judge' } } })
+    expect(summary).toMatchObject({
+      status: 'completed',
+      backend: { resolved: 'openai', judge: 'llm', models: { verifier: 'stub-model', judge: 'stub-judge' } },
+    })
     const firstOutput = readJson(out)
     const usage = firstOutput.usage
     const received = stubs.map((stub) => stub.requests.length)
@@ -433,7 +670,8 @@ describe('(c) three OpenAI-compatible stubs, one failing ~30%', () => {
     // Faults happened on the flaky endpoint and were retried; every role talked to the stubs.
     expect(fronts[1]!.faults.length).toBeGreaterThan(0)
     expect(fronts[1]!.faults).toContain('hang')
-    for (const role of ['initializer', 'proposer', 'verifier', 'judge']) expect(usage.roles[role].calls, role).toBeGreaterThan(0)
+    for (const role of ['initializer', 'proposer', 'verifier', 'judge'])
+      expect(usage.roles[role].calls, role).toBeGreaterThan(0)
     expect(usage.total.retries).toBeGreaterThan(0)
     expect(usage.total.failures.timeout).toBeGreaterThan(0)
 
@@ -451,8 +689,18 @@ describe('(c) three OpenAI-compatible stubs, one failing ~30%', () => {
     expect(usage.total.attempts).toBe(usage.total.calls + usage.total.retries)
     expect(usage.total.calls).toBe(usage.cache.misses)
     // The judge's requests went to its own model; no request carried a key other than the one named.
-    expect(stubs.flatMap((stub) => stub.requests).filter((body) => roleOf(body) === 'judge').every((body) => body.model === 'stub-judge')).toBe(true)
-    expect(stubs.flatMap((stub) => stub.requests).filter((body) => roleOf(body) === 'verifier').every((body) => body.model === 'stub-model')).toBe(true)
+    expect(
+      stubs
+        .flatMap((stub) => stub.requests)
+        .filter((body) => roleOf(body) === 'judge')
+        .every((body) => body.model === 'stub-judge'),
+    ).toBe(true)
+    expect(
+      stubs
+        .flatMap((stub) => stub.requests)
+        .filter((body) => roleOf(body) === 'verifier')
+        .every((body) => body.model === 'stub-model'),
+    ).toBe(true)
     expect(stubs.flatMap((stub) => stub.authorizations).every((header) => header === 'Bearer sk-stub')).toBe(true)
     expect(JSON.stringify(readJson(out).run_manifest)).not.toContain('sk-stub')
     expect(readFileSync(summary.run_records.replay, 'utf8')).toContain('if [ -z "${STUB_KEY:-}" ]; then')
@@ -470,7 +718,11 @@ describe('(c) three OpenAI-compatible stubs, one failing ~30%', () => {
 describe('(d) bad input: exit code 2 and the place named', () => {
   it('refuses broken datasets, naming the place', async () => {
     const demo = readFileSync(DEMO, 'utf8')
-    const edit = (change: (value: { prompts: Array<Record<string, unknown> & { candidates: Array<Record<string, unknown>> }> }) => void) => {
+    const edit = (
+      change: (value: {
+        prompts: Array<Record<string, unknown> & { candidates: Array<Record<string, unknown>> }>
+      }) => void,
+    ) => {
       const value = JSON.parse(demo)
       change(value)
       return JSON.stringify(value, null, 2)
@@ -478,12 +730,39 @@ describe('(d) bad input: exit code 2 and the place named', () => {
     // Without the comma after p_debug_undefined's prompt_id, the next line is where the JSON breaks.
     const brokenLine = demo.split('\n').findIndex((line) => line.includes('"prompt_id": "p_debug_undefined",')) + 2
     const cases: Array<[string, string, string]> = [
-      ['one-candidate.json', edit((value) => void (value.prompts[0]!.candidates = value.prompts[0]!.candidates.slice(0, 1))), 'prompts[0] (prompt_id "p_policy_brief").candidates: needs at least 2 candidates, got 1'],
-      ['missing-id.json', edit((value) => void delete value.prompts[1]!.candidates[2]!.candidate_id), 'prompts[1] (prompt_id "p_debug_undefined").candidates[2].candidate_id: required'],
-      ['missing-prompt-id.json', edit((value) => void delete value.prompts[2]!.prompt_id), 'prompts[2].prompt_id: required'],
-      ['duplicate-candidates.json', edit((value) => void (value.prompts[1]!.candidates[3]!.candidate_id = value.prompts[1]!.candidates[0]!.candidate_id)), 'prompts[1] (prompt_id "p_debug_undefined").candidates[3] (candidate_id "debug-a").candidate_id: duplicate of candidates[0]'],
-      ['duplicate-prompts.json', edit((value) => void (value.prompts[2]!.prompt_id = value.prompts[0]!.prompt_id)), 'prompts[2] (prompt_id "p_policy_brief").prompt_id: duplicate of prompts[0]'],
-      ['broken.json', demo.replace('"prompt_id": "p_debug_undefined",', '"prompt_id": "p_debug_undefined"'), `line ${brokenLine}: not valid JSON`],
+      [
+        'one-candidate.json',
+        edit((value) => void (value.prompts[0]!.candidates = value.prompts[0]!.candidates.slice(0, 1))),
+        'prompts[0] (prompt_id "p_policy_brief").candidates: needs at least 2 candidates, got 1',
+      ],
+      [
+        'missing-id.json',
+        edit((value) => void delete value.prompts[1]!.candidates[2]!.candidate_id),
+        'prompts[1] (prompt_id "p_debug_undefined").candidates[2].candidate_id: required',
+      ],
+      [
+        'missing-prompt-id.json',
+        edit((value) => void delete value.prompts[2]!.prompt_id),
+        'prompts[2].prompt_id: required',
+      ],
+      [
+        'duplicate-candidates.json',
+        edit(
+          (value) =>
+            void (value.prompts[1]!.candidates[3]!.candidate_id = value.prompts[1]!.candidates[0]!.candidate_id),
+        ),
+        'prompts[1] (prompt_id "p_debug_undefined").candidates[3] (candidate_id "debug-a").candidate_id: duplicate of candidates[0]',
+      ],
+      [
+        'duplicate-prompts.json',
+        edit((value) => void (value.prompts[2]!.prompt_id = value.prompts[0]!.prompt_id)),
+        'prompts[2] (prompt_id "p_policy_brief").prompt_id: duplicate of prompts[0]',
+      ],
+      [
+        'broken.json',
+        demo.replace('"prompt_id": "p_debug_undefined",', '"prompt_id": "p_debug_undefined"'),
+        `line ${brokenLine}: not valid JSON`,
+      ],
     ]
     const dir = join(work, 'd')
     mkdirSync(dir, { recursive: true })
@@ -514,25 +793,78 @@ describe('(d) bad input: exit code 2 and the place named', () => {
       const code = await main(argv, { out: (text) => void (out += text), err: (text) => void (err += text) })
       return { code, out, err }
     }
-    expect(await run(...base, '--generations', 'ten')).toMatchObject({ code: 2, err: expect.stringContaining("option '--generations <n>' argument 'ten' is invalid") })
-    expect(await run(...base, '--tail-fraction', '1.5')).toMatchObject({ code: 2, err: expect.stringContaining('--tail-fraction: ') })
-    expect(await run(...base, '--locale', 'fr')).toMatchObject({ code: 2, err: expect.stringContaining("option '--locale <locale>' argument 'fr' is invalid") })
-    expect(await run(...base, '--extraction', 'regex')).toMatchObject({ code: 2, err: expect.stringContaining('--extraction regex needs --extraction-pattern') })
-    expect(await run(...base, '--config', join(work, 'bad-config.json'))).toMatchObject({ code: 2, err: expect.stringContaining('unknown key "populaton_size"') })
-    expect(await run(...base, '--config', join(work, 'config.json'))).toMatchObject({ code: 2, err: expect.stringContaining(`${join(work, 'config.json')}: generations: `) })
-    expect(await run(...base, '--endpoint', 'http://127.0.0.1:9/v1,max_concurrency=0')).toMatchObject({ code: 2, err: expect.stringContaining('max_concurrency: at least 1') })
-    expect(JSON.parse((await run(...base, '--backend', 'openai', '--json')).err)).toEqual({
-      error: { kind: 'bad_input', code: 'usage', message: '--backend openai needs --endpoint, --endpoints-file or --base-url' },
+    expect(await run(...base, '--generations', 'ten')).toMatchObject({
+      code: 2,
+      err: expect.stringContaining("option '--generations <n>' argument 'ten' is invalid"),
     })
-    const key = await run(...base, '--base-url', 'http://127.0.0.1:9/v1', '--api-key-env', 'SEARCH_CLI_TEST_UNSET', '--model', 'm')
-    expect(key).toMatchObject({ code: 2, err: expect.stringContaining('--api-key-env: the environment variable SEARCH_CLI_TEST_UNSET') })
-    expect(await run(...base, '--output', join(work, 'flags/best.txt'))).toMatchObject({ code: 2, err: expect.stringContaining('--output: the search output is JSON') })
+    expect(await run(...base, '--tail-fraction', '1.5')).toMatchObject({
+      code: 2,
+      err: expect.stringContaining('--tail-fraction: '),
+    })
+    expect(await run(...base, '--locale', 'fr')).toMatchObject({
+      code: 2,
+      err: expect.stringContaining("option '--locale <locale>' argument 'fr' is invalid"),
+    })
+    expect(await run(...base, '--extraction', 'regex')).toMatchObject({
+      code: 2,
+      err: expect.stringContaining('--extraction regex needs --extraction-pattern'),
+    })
+    expect(await run(...base, '--config', join(work, 'bad-config.json'))).toMatchObject({
+      code: 2,
+      err: expect.stringContaining('unknown key "populaton_size"'),
+    })
+    expect(await run(...base, '--config', join(work, 'config.json'))).toMatchObject({
+      code: 2,
+      err: expect.stringContaining(`${join(work, 'config.json')}: generations: `),
+    })
+    expect(await run(...base, '--endpoint', 'http://127.0.0.1:9/v1,max_concurrency=0')).toMatchObject({
+      code: 2,
+      err: expect.stringContaining('max_concurrency: at least 1'),
+    })
+    expect(JSON.parse((await run(...base, '--backend', 'openai', '--json')).err)).toEqual({
+      error: {
+        kind: 'bad_input',
+        code: 'usage',
+        message: '--backend openai needs --endpoint, --endpoints-file or --base-url',
+      },
+    })
+    const key = await run(
+      ...base,
+      '--base-url',
+      'http://127.0.0.1:9/v1',
+      '--api-key-env',
+      'SEARCH_CLI_TEST_UNSET',
+      '--model',
+      'm',
+    )
+    expect(key).toMatchObject({
+      code: 2,
+      err: expect.stringContaining('--api-key-env: the environment variable SEARCH_CLI_TEST_UNSET'),
+    })
+    expect(await run(...base, '--output', join(work, 'flags/best.txt'))).toMatchObject({
+      code: 2,
+      err: expect.stringContaining('--output: the search output is JSON'),
+    })
     expect(existsSync(join(work, 'flags'))).toBe(false)
   })
 
   it('lets flags override the --config file', async () => {
-    const overridden = await cli(['search', '--dataset', DEMO, '--output', join(work, 'flags/best.json'), '--config', join(work, 'config.json'), '--generations', '1', '--json'])
+    const overridden = await cli([
+      'search',
+      '--dataset',
+      DEMO,
+      '--output',
+      join(work, 'flags/best.json'),
+      '--config',
+      join(work, 'config.json'),
+      '--generations',
+      '1',
+      '--json',
+    ])
     expect(overridden.code, overridden.err).toBe(0)
-    expect(readJson(join(work, 'flags/best.json')).run_manifest.config_snapshot).toMatchObject({ generations: 1, population_size: 8 })
+    expect(readJson(join(work, 'flags/best.json')).run_manifest.config_snapshot).toMatchObject({
+      generations: 1,
+      population_size: 8,
+    })
   }, 30_000)
 })

@@ -6,7 +6,15 @@ const rubric = (id: string, texts: Array<string | [string, number]>): SearchRubr
   rubric_id: id,
   criteria: texts.map((entry, i) => {
     const [text, weight] = typeof entry === 'string' ? [entry, 1] : entry
-    return { criterion_id: `c${i}`, text, weight, criterion_type: null, check_points: [], positive_examples: [], negative_examples: [] }
+    return {
+      criterion_id: `c${i}`,
+      text,
+      weight,
+      criterion_type: null,
+      check_points: [],
+      positive_examples: [],
+      negative_examples: [],
+    }
   }),
   grading_protocol: { grade_max: 10, allow_na: true, num_votes: 1 },
   metadata: {},
@@ -47,6 +55,9 @@ describe('populationDiversity', () => {
     const high = populationDiversity([facts, style])
     expect(low).toBeGreaterThan(0)
     expect(high).toBeGreaterThan(low)
-    expect(populationDiversity([facts, style, mixed])).toBeCloseTo((1 + rubricDistance(facts, mixed) + rubricDistance(style, mixed)) / 3, 12)
+    expect(populationDiversity([facts, style, mixed])).toBeCloseTo(
+      (1 + rubricDistance(facts, mixed) + rubricDistance(style, mixed)) / 3,
+      12,
+    )
   })
 })

@@ -3,7 +3,15 @@ import { createContext, scorePopulation } from '../../src/search/algorithms/cont
 import { MutationScheduler } from '../../src/search/algorithms/mutation-schedule.ts'
 import { scheduleOptions } from '../../src/search/algorithms/evolutionary.ts'
 import { executeEvolution, planEvolution } from '../../src/search/algorithms/population.ts'
-import { parseSearchConfig, Rng, runSearch, rubricKey, type SearchConfigInput, type SearchProgress, type SearchState } from '../../src/search/index.ts'
+import {
+  parseSearchConfig,
+  Rng,
+  runSearch,
+  rubricKey,
+  type SearchConfigInput,
+  type SearchProgress,
+  type SearchState,
+} from '../../src/search/index.ts'
 import type { Criterion, PreferenceDataset, PromptItem, SearchRoles, SearchRubric } from '../../src/search/types.ts'
 
 // A toy world: candidates are bags of keywords; good keywords make a better answer, fluff makes it worse.
@@ -35,7 +43,9 @@ function toyPrompt(p: number): PromptItem {
     })),
   }
 }
-const toyDataset = (prompts = 3): PreferenceDataset => ({ prompts: Array.from({ length: prompts }, (_, p) => toyPrompt(p)) })
+const toyDataset = (prompts = 3): PreferenceDataset => ({
+  prompts: Array.from({ length: prompts }, (_, p) => toyPrompt(p)),
+})
 
 const criterion = (verb: 'Rewards' | 'Avoids', word: string, weight = 1): Criterion => ({
   criterion_id: `${verb === 'Rewards' ? 'k' : 'a'}-${word}`,
@@ -150,7 +160,8 @@ describe('runSearch: iterative', () => {
     expect(status).toBe('completed')
     for (const entry of output!.best_rubrics) {
       expect(entry.history).toHaveLength(6)
-      for (let i = 1; i < entry.history.length; i++) expect(entry.history[i]).toBeGreaterThanOrEqual(entry.history[i - 1]!)
+      for (let i = 1; i < entry.history.length; i++)
+        expect(entry.history[i]).toBeGreaterThanOrEqual(entry.history[i - 1]!)
       expect(entry.score).toBeGreaterThanOrEqual(entry.history[0]!)
     }
     expect(output!.search_diagnostics).toMatchObject({ mode: 'iterative', iteration_scope: null, avg_diversity: null })
@@ -228,7 +239,12 @@ describe('runSearch: evolutionary', () => {
 
   it('prompt_local keeps evolving a bad rubric instead of stopping at generation 1, and stops once distinguished', async () => {
     const { roles } = fakeRoles()
-    const { output } = await runSearch(toyDataset(2), roles, { ...SMALL, iteration_scope: 'prompt_local', generations: 8, stagnation_generations: 8 })
+    const { output } = await runSearch(toyDataset(2), roles, {
+      ...SMALL,
+      iteration_scope: 'prompt_local',
+      generations: 8,
+      stagnation_generations: 8,
+    })
     for (const entry of output!.best_rubrics) {
       expect(entry.generations_run).toBeGreaterThan(1)
       if (entry.stop_reason === 'distinguished') {
@@ -245,7 +261,13 @@ describe('runSearch: evolutionary', () => {
     const { roles } = fakeRoles()
     const propose = roles.proposer.propose.bind(roles.proposer)
     roles.proposer.propose = (input) => (seen.push(input.mode), propose(input))
-    await runSearch(toyDataset(1), roles, { ...SMALL, generations: 1, population_size: 2, mutations_per_round: 6, batch_size: 1 })
+    await runSearch(toyDataset(1), roles, {
+      ...SMALL,
+      generations: 1,
+      population_size: 2,
+      mutations_per_round: 6,
+      batch_size: 1,
+    })
     // The initial population proposes one child; the first generation six, one per mode.
     expect(new Set(seen.slice(-6)).size).toBe(6)
   })
@@ -254,7 +276,9 @@ describe('runSearch: evolutionary', () => {
     const contrasts: Array<[string, string]> = []
     const { roles } = fakeRoles()
     const propose = roles.proposer.propose.bind(roles.proposer)
-    roles.proposer.propose = (input) => (contrasts.push([input.top.candidate_id, input.runnerUp.candidate_id]), propose(input))
+    roles.proposer.propose = (input) => (
+      contrasts.push([input.top.candidate_id, input.runnerUp.candidate_id]), propose(input)
+    )
     await runSearch(toyDataset(1), roles, { ...SMALL, generations: 1, batch_size: 1, mutations_per_round: 1 })
     // Under the bad rubric c4 and c6 (delve + tapestry) lead, not the dataset's first two.
     expect(contrasts[0]).toEqual(['p0-c4', 'p0-c6'])
@@ -262,17 +286,44 @@ describe('runSearch: evolutionary', () => {
 })
 
 describe('one round of evolution', () => {
-  const rubricOf = (id: string, words: string[]): SearchRubric => ({ ...BAD_RUBRIC, rubric_id: id, criteria: words.map((w) => criterion('Rewards', w)) })
+  const rubricOf = (id: string, words: string[]): SearchRubric => ({
+    ...BAD_RUBRIC,
+    rubric_id: id,
+    criteria: words.map((w) => criterion('Rewards', w)),
+  })
 
   it('keeps the elites and admits every child better than the worst, once per content', async () => {
     const item = toyPrompt(0)
     const { roles } = fakeRoles()
     // Children, in order: two copies of a strong rubric, a medium one, and one as bad as the worst member.
-    const children = [rubricOf('s1', GOOD), rubricOf('s2', GOOD), rubricOf('m', ['structured', 'concise']), rubricOf('w', ['delve', 'tapestry'])]
-    const config = parseSearchConfig({ population_size: 4, elitism_count: 1, mutations_per_round: 4, mutation_parent_count: 1 })
+    const children = [
+      rubricOf('s1', GOOD),
+      rubricOf('s2', GOOD),
+      rubricOf('m', ['structured', 'concise']),
+      rubricOf('w', ['delve', 'tapestry']),
+    ]
+    const config = parseSearchConfig({
+      population_size: 4,
+      elitism_count: 1,
+      mutations_per_round: 4,
+      mutation_parent_count: 1,
+    })
     const ctx = createContext(config, roles)
-    const population = await scorePopulation(ctx, item, [rubricOf('p1', ['delve']), rubricOf('p2', ['tapestry']), rubricOf('p3', ['delve', 'filler']), rubricOf('p4', ['filler'])])
-    const plan = planEvolution(ctx, item, population, new MutationScheduler(scheduleOptions(config)), Rng.fromSeed(1), 0, null)
+    const population = await scorePopulation(ctx, item, [
+      rubricOf('p1', ['delve']),
+      rubricOf('p2', ['tapestry']),
+      rubricOf('p3', ['delve', 'filler']),
+      rubricOf('p4', ['filler']),
+    ])
+    const plan = planEvolution(
+      ctx,
+      item,
+      population,
+      new MutationScheduler(scheduleOptions(config)),
+      Rng.fromSeed(1),
+      0,
+      null,
+    )
     // Child i (proposed concurrently, but in order) is children[i].
     let call = 0
     roles.proposer.propose = async () => structuredClone(children[call++]!)
@@ -284,7 +335,9 @@ describe('one round of evolution', () => {
     expect(new Set(keys).size).toBe(keys.length)
     expect(outcome).toMatchObject({ children: 4, admitted: 2 })
     expect(outcome.novel_children).toBeLessThanOrEqual(3) // s2 is a copy of s1 and never graded again
-    expect(outcome.population.map((member) => member.total)).toEqual([...outcome.population.map((member) => member.total)].sort((a, b) => b - a))
+    expect(outcome.population.map((member) => member.total)).toEqual(
+      [...outcome.population.map((member) => member.total)].sort((a, b) => b - a),
+    )
     // Each child is credited with its own improvement over its parent: the strong child more than the medium one.
     expect(outcome.credits[0]!.improvement).toBeGreaterThan(outcome.credits[2]!.improvement)
     expect(outcome.credits[0]!.improvement).toBe(outcome.credits[1]!.improvement)
@@ -295,11 +348,24 @@ describe('one round of evolution', () => {
     roles.proposer.propose = async ({ rubric, mode }) =>
       mode === 'anti_fluff'
         ? rubricOf(`${rubric.rubric_id}+af`, GOOD)
-        : { ...rubric, rubric_id: `${rubric.rubric_id}+${mode}`, criteria: [...rubric.criteria.filter((c) => c.criterion_id !== 'k-answer'), criterion('Rewards', 'answer')] }
-    const { output } = await runSearch(toyDataset(1), roles, { ...SMALL, generations: 3, population_size: 2, mutations_per_round: 6, adaptive_mutation: 'success_feedback' })
-    const diagnostics = output!.search_diagnostics.mutation_diagnostics as { success_rates: Record<string, number | null> }
+        : {
+            ...rubric,
+            rubric_id: `${rubric.rubric_id}+${mode}`,
+            criteria: [...rubric.criteria.filter((c) => c.criterion_id !== 'k-answer'), criterion('Rewards', 'answer')],
+          }
+    const { output } = await runSearch(toyDataset(1), roles, {
+      ...SMALL,
+      generations: 3,
+      population_size: 2,
+      mutations_per_round: 6,
+      adaptive_mutation: 'success_feedback',
+    })
+    const diagnostics = output!.search_diagnostics.mutation_diagnostics as {
+      success_rates: Record<string, number | null>
+    }
     expect(diagnostics.success_rates.anti_fluff).toBeGreaterThan(0)
-    for (const [mode, rate] of Object.entries(diagnostics.success_rates)) if (mode !== 'anti_fluff') expect(rate ?? 0).toBe(0)
+    for (const [mode, rate] of Object.entries(diagnostics.success_rates))
+      if (mode !== 'anti_fluff') expect(rate ?? 0).toBe(0)
   })
 })
 
@@ -307,11 +373,19 @@ describe('runSearch: checkpoints and resume', () => {
   const roundTrip = (state: SearchState): SearchState => JSON.parse(JSON.stringify(state)) as SearchState
 
   it('global_batch: stopping after k generations and resuming gives exactly the uninterrupted output', async () => {
-    const config = { ...SMALL, generations: 5, stagnation_generations: 5, selection_strategy: 'top_k', adaptive_mutation: 'success_feedback' } as const
+    const config = {
+      ...SMALL,
+      generations: 5,
+      stagnation_generations: 5,
+      selection_strategy: 'top_k',
+      adaptive_mutation: 'success_feedback',
+    } as const
     const straight = await runSearch(toyDataset(), fakeRoles().roles, config)
     for (const stopAt of [1, 3]) {
       let seen = 0
-      const first = await runSearch(toyDataset(), fakeRoles().roles, config, { onCheckpoint: () => (++seen === stopAt ? 'stop' : undefined) })
+      const first = await runSearch(toyDataset(), fakeRoles().roles, config, {
+        onCheckpoint: () => (++seen === stopAt ? 'stop' : undefined),
+      })
       expect(first.status).toBe('stopped')
       expect(first.output).toBeNull()
       expect(first.state.global_batch!.generation).toBe(stopAt - 1)
@@ -329,18 +403,29 @@ describe('runSearch: checkpoints and resume', () => {
     let last: SearchState | null = null
     let grades = 0
     const { roles } = fakeRoles({ onGrade: () => ++grades === 100 && controller.abort(new Error('operator abort')) })
-    await expect(runSearch(toyDataset(), roles, SMALL, { signal: controller.signal, onCheckpoint: (state) => void (last = state) })).rejects.toThrow('operator abort')
+    await expect(
+      runSearch(toyDataset(), roles, SMALL, {
+        signal: controller.signal,
+        onCheckpoint: (state) => void (last = state),
+      }),
+    ).rejects.toThrow('operator abort')
     expect(last).not.toBeNull()
     expect(last!.complete).toBe(false)
     const fresh = fakeRoles()
     const resumed = await runSearch(toyDataset(), fresh.roles, SMALL, { resumeFrom: roundTrip(last!) })
     expect(resumed.output).toEqual(straight.output)
     // The judge memo travels with the checkpoint: no pair is judged twice across the two runs.
-    for (const key of fresh.pairCalls.keys()) expect(Object.keys(last!.memo.judge).map((k) => k.split('\u0000'))).not.toContainEqual(key.split('|'))
+    for (const key of fresh.pairCalls.keys())
+      expect(Object.keys(last!.memo.judge).map((k) => k.split('\u0000'))).not.toContainEqual(key.split('|'))
   })
 
   it('prompt_local: stopping at a prompt boundary and resuming gives the same output', async () => {
-    const config = { ...SMALL, iteration_scope: 'prompt_local', prompt_concurrency: 2, adaptive_mutation: 'exploration_decay' } as const
+    const config = {
+      ...SMALL,
+      iteration_scope: 'prompt_local',
+      prompt_concurrency: 2,
+      adaptive_mutation: 'exploration_decay',
+    } as const
     const straight = await runSearch(toyDataset(), fakeRoles().roles, config)
     const first = await runSearch(toyDataset(), fakeRoles().roles, config, { onCheckpoint: () => 'stop' })
     expect(first.status).toBe('stopped')
@@ -353,14 +438,21 @@ describe('runSearch: checkpoints and resume', () => {
     const config = { mode: 'iterative', iterations: 4, prompt_concurrency: 1 } as const
     const straight = await runSearch(toyDataset(), fakeRoles().roles, config)
     let seen = 0
-    const first = await runSearch(toyDataset(), fakeRoles().roles, config, { onCheckpoint: () => (++seen === 2 ? 'stop' : undefined) })
+    const first = await runSearch(toyDataset(), fakeRoles().roles, config, {
+      onCheckpoint: () => (++seen === 2 ? 'stop' : undefined),
+    })
     const resumed = await runSearch(toyDataset(), fakeRoles().roles, config, { resumeFrom: roundTrip(first.state) })
     expect(resumed.output).toEqual(straight.output)
   })
 
   it('checkpoints once after initialisation, at every generation boundary and at the end', async () => {
     const states: SearchState[] = []
-    await runSearch(toyDataset(), fakeRoles().roles, { ...SMALL, generations: 3, stagnation_generations: 3 }, { onCheckpoint: (state) => void states.push(state) })
+    await runSearch(
+      toyDataset(),
+      fakeRoles().roles,
+      { ...SMALL, generations: 3, stagnation_generations: 3 },
+      { onCheckpoint: (state) => void states.push(state) },
+    )
     expect(states.map((state) => [state.global_batch!.generation, state.complete])).toEqual([
       [0, false],
       [1, false],
@@ -371,7 +463,11 @@ describe('runSearch: checkpoints and resume', () => {
   })
 
   it('rebuilds the output of a finished search from its final state without any role call', async () => {
-    for (const config of [SMALL, { ...SMALL, iteration_scope: 'prompt_local' }, { mode: 'iterative', iterations: 3 }] as const) {
+    for (const config of [
+      SMALL,
+      { ...SMALL, iteration_scope: 'prompt_local' },
+      { mode: 'iterative', iterations: 3 },
+    ] as const) {
       const done = await runSearch(toyDataset(2), fakeRoles().roles, config)
       expect(done.state.complete).toBe(true)
       const { roles, counts } = fakeRoles()
@@ -382,18 +478,36 @@ describe('runSearch: checkpoints and resume', () => {
   })
 
   it('refuses to resume a checkpoint of another configuration or dataset', async () => {
-    const { state } = await runSearch(toyDataset(1), fakeRoles().roles, { ...SMALL, generations: 1 }, { onCheckpoint: () => 'stop' })
-    await expect(runSearch(toyDataset(1), fakeRoles().roles, { ...SMALL, generations: 1, seed: 12 }, { resumeFrom: state })).rejects.toThrow(/config_hash/)
-    await expect(runSearch(toyDataset(2), fakeRoles().roles, { ...SMALL, generations: 1 }, { resumeFrom: state })).rejects.toThrow(/dataset_hash/)
+    const { state } = await runSearch(
+      toyDataset(1),
+      fakeRoles().roles,
+      { ...SMALL, generations: 1 },
+      { onCheckpoint: () => 'stop' },
+    )
+    await expect(
+      runSearch(toyDataset(1), fakeRoles().roles, { ...SMALL, generations: 1, seed: 12 }, { resumeFrom: state }),
+    ).rejects.toThrow(/config_hash/)
+    await expect(
+      runSearch(toyDataset(2), fakeRoles().roles, { ...SMALL, generations: 1 }, { resumeFrom: state }),
+    ).rejects.toThrow(/dataset_hash/)
     // Concurrency is not part of the result, so it may change between runs.
-    await expect(runSearch(toyDataset(1), fakeRoles().roles, { ...SMALL, generations: 1, concurrency: 2 }, { resumeFrom: state })).resolves.toMatchObject({ status: 'completed' })
+    await expect(
+      runSearch(toyDataset(1), fakeRoles().roles, { ...SMALL, generations: 1, concurrency: 2 }, { resumeFrom: state }),
+    ).resolves.toMatchObject({ status: 'completed' })
   })
 
   it('reports progress for every phase', async () => {
     const events: SearchProgress[] = []
-    await runSearch(toyDataset(2), fakeRoles().roles, { ...SMALL, generations: 2 }, { onProgress: (event) => events.push(event) })
+    await runSearch(
+      toyDataset(2),
+      fakeRoles().roles,
+      { ...SMALL, generations: 2 },
+      { onProgress: (event) => events.push(event) },
+    )
     expect(new Set(events.map((event) => event.phase))).toEqual(new Set(['initialize', 'generation', 'finalize']))
-    expect(events.filter((event) => event.phase === 'generation').map((event) => `${event.done}/${event.total}`)).toEqual(['1/2', '2/2'])
+    expect(
+      events.filter((event) => event.phase === 'generation').map((event) => `${event.done}/${event.total}`),
+    ).toEqual(['1/2', '2/2'])
   })
 })
 

@@ -5,8 +5,24 @@ import type { CriterionGrades, PromptItem, SearchRubric, Verifier } from '../../
 const rubric = (overrides: Partial<SearchRubric> = {}): SearchRubric => ({
   rubric_id: 'r1',
   criteria: [
-    { criterion_id: 'c1', text: 'A', weight: 2, criterion_type: null, check_points: [], positive_examples: [], negative_examples: [] },
-    { criterion_id: 'c2', text: 'B', weight: 1, criterion_type: null, check_points: [], positive_examples: [], negative_examples: [] },
+    {
+      criterion_id: 'c1',
+      text: 'A',
+      weight: 2,
+      criterion_type: null,
+      check_points: [],
+      positive_examples: [],
+      negative_examples: [],
+    },
+    {
+      criterion_id: 'c2',
+      text: 'B',
+      weight: 1,
+      criterion_type: null,
+      check_points: [],
+      positive_examples: [],
+      negative_examples: [],
+    },
   ],
   grading_protocol: { grade_max: 10, allow_na: true, num_votes: 1 },
   metadata: {},
@@ -16,7 +32,13 @@ const item: PromptItem = {
   prompt_id: 'p1',
   prompt: 'q',
   metadata: {},
-  candidates: ['x', 'y', 'z'].map((id) => ({ candidate_id: id, text: `text ${id}`, source: 'base', label: {}, metadata: {} })),
+  candidates: ['x', 'y', 'z'].map((id) => ({
+    candidate_id: id,
+    text: `text ${id}`,
+    source: 'base',
+    label: {},
+    metadata: {},
+  })),
 }
 
 /** A verifier answering fixed grades per candidate id (or per vote), counting calls. */
@@ -49,18 +71,29 @@ describe('Evaluator scores', () => {
     const byId = (r: typeof allow) => Object.fromEntries(r.candidates.map((c) => [c.candidate_id, c.score]))
     expect(byId(allow).x).toBeCloseTo(0.8, 12)
     expect(byId(allow).y).toBe(0) // nothing graded
-    const strict = await new Evaluator({ verifier, limit: createLimiter(1), seed: 7 }).evaluate(item, rubric({ grading_protocol: { grade_max: 10, allow_na: false, num_votes: 1 } }))
+    const strict = await new Evaluator({ verifier, limit: createLimiter(1), seed: 7 }).evaluate(
+      item,
+      rubric({ grading_protocol: { grade_max: 10, allow_na: false, num_votes: 1 } }),
+    )
     expect(byId(strict).x).toBeCloseTo(0.8 / 3, 12)
   })
 
   it('averages grades over votes before scoring, and reports the variance of the per-vote scores', async () => {
-    const { verifier, calls } = scripted({ x: [{ c1: 10, c2: 10 }, { c1: 0, c2: 0 }, { c1: 5, c2: null }], y: { c1: 1, c2: 1 }, z: { c1: 1, c2: 1 } })
+    const { verifier, calls } = scripted({
+      x: [
+        { c1: 10, c2: 10 },
+        { c1: 0, c2: 0 },
+        { c1: 5, c2: null },
+      ],
+      y: { c1: 1, c2: 1 },
+      z: { c1: 1, c2: 1 },
+    })
     const evaluator = new Evaluator({ verifier, limit: createLimiter(8), seed: 7 })
     const x = (await evaluator.evaluate(item, rubric(), { votes: 3 })).candidates.find((c) => c.candidate_id === 'x')!
     expect(x.vote_scores).toEqual([1, 0, 0.5])
     expect(x.grades).toEqual({ c1: 5, c2: 5 })
     expect(x.score).toBeCloseTo(0.5, 12)
-    expect(x.variance).toBeCloseTo(((0.5) ** 2 + (0.5) ** 2 + 0) / 3, 12)
+    expect(x.variance).toBeCloseTo((0.5 ** 2 + 0.5 ** 2 + 0) / 3, 12)
     // Vote seeds differ per vote and are stable.
     const seeds = calls.filter((c) => c.id === 'x').map((c) => c.seed)
     expect(new Set(seeds).size).toBe(3)
@@ -82,11 +115,16 @@ describe('Evaluator memo', () => {
     const evaluator = new Evaluator({ verifier, limit: createLimiter(3), seed: 7 })
     await evaluator.evaluate(item, rubric(), { votes: 2 })
     await evaluator.evaluate(item, rubric({ rubric_id: 'renamed', metadata: { origin: 'proposer' } }), { votes: 1 })
-    await Promise.all([evaluator.evaluate(item, rubric(), { votes: 2 }), evaluator.evaluate(item, rubric(), { votes: 2 })])
+    await Promise.all([
+      evaluator.evaluate(item, rubric(), { votes: 2 }),
+      evaluator.evaluate(item, rubric(), { votes: 2 }),
+    ])
     expect(calls).toHaveLength(6)
     expect(evaluator.stats).toMatchObject({ verifier_calls: 6, grade_memo_hits: 15 })
     // Different criteria are different content.
-    await evaluator.evaluate(item, rubric({ criteria: [{ ...rubric().criteria[0]!, text: 'A, strictly' }] }), { votes: 1 })
+    await evaluator.evaluate(item, rubric({ criteria: [{ ...rubric().criteria[0]!, text: 'A, strictly' }] }), {
+      votes: 1,
+    })
     expect(calls).toHaveLength(9)
   })
 
@@ -104,9 +142,15 @@ describe('Evaluator memo', () => {
 
   it('keys rubrics by criteria, grade scale and N/A policy only', () => {
     expect(rubricKey(rubric({ rubric_id: 'other', metadata: { a: 1 } }))).toBe(rubricKey(rubric()))
-    expect(rubricKey(rubric({ grading_protocol: { grade_max: 10, allow_na: true, num_votes: 3 } }))).toBe(rubricKey(rubric()))
-    expect(rubricKey(rubric({ grading_protocol: { grade_max: 5, allow_na: true, num_votes: 1 } }))).not.toBe(rubricKey(rubric()))
-    expect(rubricKey(rubric({ criteria: [rubric().criteria[1]!, rubric().criteria[0]!] }))).not.toBe(rubricKey(rubric()))
+    expect(rubricKey(rubric({ grading_protocol: { grade_max: 10, allow_na: true, num_votes: 3 } }))).toBe(
+      rubricKey(rubric()),
+    )
+    expect(rubricKey(rubric({ grading_protocol: { grade_max: 5, allow_na: true, num_votes: 1 } }))).not.toBe(
+      rubricKey(rubric()),
+    )
+    expect(rubricKey(rubric({ criteria: [rubric().criteria[1]!, rubric().criteria[0]!] }))).not.toBe(
+      rubricKey(rubric()),
+    )
   })
 
   it('keeps at most `limit` verifier calls in flight', async () => {

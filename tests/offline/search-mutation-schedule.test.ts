@@ -4,7 +4,16 @@ import { MUTATION_MODES } from '../../src/search/types.ts'
 import type { AdaptiveMutation } from '../../src/search/config.ts'
 
 const scheduler = (kind: AdaptiveMutation, overrides: Record<string, number> = {}) =>
-  new MutationScheduler({ kind, generations: 10, mutation_window_size: 10, min_mutation_weight: 0.1, exploration_phase_ratio: 0.3, diversity_threshold: 0.05, tie_tolerance: 1e-8, ...overrides })
+  new MutationScheduler({
+    kind,
+    generations: 10,
+    mutation_window_size: 10,
+    min_mutation_weight: 0.1,
+    exploration_phase_ratio: 0.3,
+    diversity_threshold: 0.05,
+    tie_tolerance: 1e-8,
+    ...overrides,
+  })
 
 describe('mutation schedules', () => {
   it('fixed: cycles through every mode draw by draw, without touching the PRNG', () => {
@@ -26,7 +35,10 @@ describe('mutation schedules', () => {
     expect(p.anti_fluff).toBeGreaterThan(p.raise_bar)
     expect(p.raise_bar).toBeGreaterThanOrEqual(0.1 / (1 + 0.1 * 6)) // floor before renormalisation
     expect(MUTATION_MODES.reduce((sum, mode) => sum + p[mode], 0)).toBeCloseTo(1, 12)
-    expect(feedback.diagnostics()).toMatchObject({ success_rates: { decompose: 1, raise_bar: 0, anti_fluff: null }, avg_improvements: { decompose: 0.3 } })
+    expect(feedback.diagnostics()).toMatchObject({
+      success_rates: { decompose: 1, raise_bar: 0, anti_fluff: null },
+      avg_improvements: { decompose: 0.3 },
+    })
   })
 
   it('exploration_decay: exploratory modes first, exploitative ones after the exploration phase', () => {
@@ -57,11 +69,21 @@ describe('mutation schedules', () => {
     original.record('weight_perturb', 0)
     original.advance()
     const restored = new MutationScheduler(
-      { kind: 'success_feedback', generations: 10, mutation_window_size: 10, min_mutation_weight: 0.1, exploration_phase_ratio: 0.3, diversity_threshold: 0.05, tie_tolerance: 1e-8 },
+      {
+        kind: 'success_feedback',
+        generations: 10,
+        mutation_window_size: 10,
+        min_mutation_weight: 0.1,
+        exploration_phase_ratio: 0.3,
+        diversity_threshold: 0.05,
+        tie_tolerance: 1e-8,
+      },
       JSON.parse(JSON.stringify(original.state())),
     )
     const [a, b] = [Rng.fromSeed(3), Rng.fromSeed(3)]
-    expect(Array.from({ length: 20 }, () => restored.select(b, 0.1))).toEqual(Array.from({ length: 20 }, () => original.select(a, 0.1)))
+    expect(Array.from({ length: 20 }, () => restored.select(b, 0.1))).toEqual(
+      Array.from({ length: 20 }, () => original.select(a, 0.1)),
+    )
     expect(restored.state()).toEqual(original.state())
   })
 })

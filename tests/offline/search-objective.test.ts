@@ -1,17 +1,47 @@
 import { describe, expect, it } from 'vitest'
 import {
-  computeObjective, createLimiter, groundTruthValues, JudgeMemo, kendallTau, ndcg, parseSearchConfig, tailSize,
-  type PairJudge, type RubricEvaluation,
+  computeObjective,
+  createLimiter,
+  groundTruthValues,
+  JudgeMemo,
+  kendallTau,
+  ndcg,
+  parseSearchConfig,
+  tailSize,
+  type PairJudge,
+  type RubricEvaluation,
 } from '../../src/search/index.ts'
 import type { Candidate, Preference, PromptItem } from '../../src/search/types.ts'
 
-const candidate = (id: string, rank: number, source = 'base'): Candidate => ({ candidate_id: id, text: id, source, label: { rank }, metadata: {} })
-const promptOf = (candidates: Candidate[], prompt_id = 'p'): PromptItem => ({ prompt_id, prompt: 'q', candidates, metadata: {} })
+const candidate = (id: string, rank: number, source = 'base'): Candidate => ({
+  candidate_id: id,
+  text: id,
+  source,
+  label: { rank },
+  metadata: {},
+})
+const promptOf = (candidates: Candidate[], prompt_id = 'p'): PromptItem => ({
+  prompt_id,
+  prompt: 'q',
+  candidates,
+  metadata: {},
+})
 
 /** An evaluation with the given score (and variance) per candidate id, sorted like the evaluator sorts. */
-function evaluationOf(item: PromptItem, scores: Record<string, number>, variances: Record<string, number> = {}): RubricEvaluation {
+function evaluationOf(
+  item: PromptItem,
+  scores: Record<string, number>,
+  variances: Record<string, number> = {},
+): RubricEvaluation {
   const candidates = item.candidates
-    .map((c, index) => ({ candidate_id: c.candidate_id, index, score: scores[c.candidate_id]!, variance: variances[c.candidate_id] ?? 0, vote_scores: [], grades: {} }))
+    .map((c, index) => ({
+      candidate_id: c.candidate_id,
+      index,
+      score: scores[c.candidate_id]!,
+      variance: variances[c.candidate_id] ?? 0,
+      vote_scores: [],
+      grades: {},
+    }))
     .sort((a, b) => b.score - a.score || a.index - b.index)
   return { prompt_id: item.prompt_id, rubric_key: 'k', votes: 1, candidates }
 }
@@ -39,7 +69,14 @@ describe('computeObjective', () => {
   it('matches a hand-computed vector with shrinkage and min_tail_pairs', async () => {
     const result = await computeObjective(item, evaluation, byRank, config())
     // Tail = c1, c3, c2 (3 pairs). (c1,c3) ✓ diverse, (c1,c2) ✓ diverse, (c3,c2) ✗ same source.
-    expect(result).toMatchObject({ tail_size: 3, tail_pairs: 3, judged_pairs: 3, valid_pairs: 3, correct_pairs: 2, diverse_pairs: 2 })
+    expect(result).toMatchObject({
+      tail_size: 3,
+      tail_pairs: 3,
+      judged_pairs: 3,
+      valid_pairs: 3,
+      correct_pairs: 2,
+      diverse_pairs: 2,
+    })
     expect(result.raw_tail_acc).toBeCloseTo(2 / 3, 12)
     expect(result.tail_acc).toBeCloseTo(0.5 + (3 / 11) * (2 / 3 - 0.5), 12) // 0.5454…
     expect(result.raw_diverse_tail_acc).toBe(1)
@@ -56,7 +93,12 @@ describe('computeObjective', () => {
 
   it('reproduces autosr with min_tail_pairs = 1: one valid pair with prior 8 gives 0.5 + 0.5/9', async () => {
     const six = promptOf(['a', 'b', 'c', 'd', 'e', 'f'].map((id, i) => candidate(id, i + 1, i % 2 ? 'base' : 'strong')))
-    const result = await computeObjective(six, evaluationOf(six, { a: 0.9, b: 0.8, c: 0.5, d: 0.4, e: 0.2, f: 0.1 }), byRank, config({ min_tail_pairs: 1 }))
+    const result = await computeObjective(
+      six,
+      evaluationOf(six, { a: 0.9, b: 0.8, c: 0.5, d: 0.4, e: 0.2, f: 0.1 }),
+      byRank,
+      config({ min_tail_pairs: 1 }),
+    )
     expect(result).toMatchObject({ tail_size: 2, valid_pairs: 1, diverse_pairs: 1 })
     expect(result.tail_acc).toBeCloseTo(0.5555555556, 9)
     expect(result.total).toBeCloseTo(0.6944444444, 9)
@@ -77,7 +119,12 @@ describe('computeObjective', () => {
 
   it('falls back to TailAcc when no pair is diverse (prior 0, μ 0.4 → 1.4)', async () => {
     const same = promptOf([candidate('a', 1), candidate('b', 2), candidate('c', 3)])
-    const result = await computeObjective(same, evaluationOf(same, { a: 0.9, b: 0.6, c: 0.3 }), byRank, config({ pair_confidence_prior: 0, mu_diverse: 0.4 }))
+    const result = await computeObjective(
+      same,
+      evaluationOf(same, { a: 0.9, b: 0.6, c: 0.3 }),
+      byRank,
+      config({ pair_confidence_prior: 0, mu_diverse: 0.4 }),
+    )
     expect(result).toMatchObject({ raw_tail_acc: 1, diverse_pairs: 0, diverse_tail_acc: 1 })
     expect(result.total).toBeCloseTo(1.4, 12)
   })
@@ -95,7 +142,9 @@ describe('computeObjective', () => {
     const scores = Object.fromEntries(ten.candidates.map((c, i) => [c.candidate_id, 1 - i / 10]))
     const big = config({ tail_fraction: 0.6 }) // tail 6 → 15 pairs
     const asked: string[][] = [[], [], []]
-    const recorder = (log: string[]): PairJudge => async (i, l, r) => (log.push(`${l.candidate_id}-${r.candidate_id}`), byRank(i, l, r))
+    const recorder =
+      (log: string[]): PairJudge =>
+      async (i, l, r) => (log.push(`${l.candidate_id}-${r.candidate_id}`), byRank(i, l, r))
     const full = await computeObjective(ten, evaluationOf(ten, scores), recorder(asked[0]!), big, { budget: 100 })
     const sampled = await computeObjective(ten, evaluationOf(ten, scores), recorder(asked[1]!), big, { budget: 5 })
     await computeObjective(ten, evaluationOf(ten, scores), recorder(asked[2]!), big, { budget: 5 })
@@ -112,7 +161,12 @@ describe('JudgeMemo', () => {
     const calls: string[] = []
     const item = promptOf([candidate('a', 2), candidate('b', 1), candidate('c', 3)])
     const judges = new JudgeMemo(
-      { compare: async ({ left, right }) => (calls.push(`${left.candidate_id}${right.candidate_id}`), Math.sign(right.label.rank! - left.label.rank!) as Preference) },
+      {
+        compare: async ({ left, right }) => (
+          calls.push(`${left.candidate_id}${right.candidate_id}`),
+          Math.sign(right.label.rank! - left.label.rank!) as Preference
+        ),
+      },
       createLimiter(2),
     )
     const [a, b] = item.candidates as [Candidate, Candidate]
@@ -120,7 +174,14 @@ describe('JudgeMemo', () => {
     expect(answers).toEqual([1, -1, 1])
     expect(calls).toEqual(['ab'])
     expect(judges.judge_calls).toBe(1)
-    const restored = new JudgeMemo({ compare: async () => { throw new Error('must not be called') } }, createLimiter(1))
+    const restored = new JudgeMemo(
+      {
+        compare: async () => {
+          throw new Error('must not be called')
+        },
+      },
+      createLimiter(1),
+    )
     restored.load(judges.snapshot())
     expect(await restored.prefer(item, a, b)).toBe(-1)
   })
@@ -141,7 +202,10 @@ describe('ranking metrics', () => {
 
   it('reads ground truth from ranks, else qualities, else nothing', () => {
     expect(groundTruthValues(promptOf([candidate('a', 1), candidate('b', 2)]))).toEqual([-1, -2])
-    const quality = promptOf([{ ...candidate('a', 1), label: { quality: 0.3 } }, { ...candidate('b', 1), label: { quality: 0.9 } }])
+    const quality = promptOf([
+      { ...candidate('a', 1), label: { quality: 0.3 } },
+      { ...candidate('b', 1), label: { quality: 0.9 } },
+    ])
     expect(groundTruthValues(quality)).toEqual([0.3, 0.9])
     expect(groundTruthValues(promptOf([candidate('a', 1), { ...candidate('b', 1), label: {} }]))).toBeNull()
   })

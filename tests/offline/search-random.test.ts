@@ -3,7 +3,14 @@ import { createLimiter, derivedSeed, hash32, hashHex, mapConcurrent, Rng } from 
 
 describe('Rng', () => {
   it('gives the same sequence for the same seed and a different one for another seed', () => {
-    const draw = (seed: number) => Array.from({ length: 5 }, (() => { const rng = Rng.fromSeed(seed); return () => rng.nextUint32() })())
+    const draw = (seed: number) =>
+      Array.from(
+        { length: 5 },
+        (() => {
+          const rng = Rng.fromSeed(seed)
+          return () => rng.nextUint32()
+        })(),
+      )
     expect(draw(7)).toEqual(draw(7))
     expect(draw(7)).not.toEqual(draw(8))
   })

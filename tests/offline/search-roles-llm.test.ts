@@ -4,8 +4,21 @@ import { MockChatModel } from '../../src/llm/mock.ts'
 import { OpenAIChatModel } from '../../src/llm/openai.ts'
 import type { ChatModel, ChatRequest } from '../../src/llm/types.ts'
 import type { Locale } from '../../src/prompts/index.ts'
-import { createSearchRoles, LlmPairJudge, LlmRubricInitializer, LlmRubricProposer, LlmVerifier, PresetInitializer } from '../../src/search/roles/index.ts'
-import { MUTATION_MODES, PreferenceDataset, SearchRubric, type Candidate, type PromptItem } from '../../src/search/types.ts'
+import {
+  createSearchRoles,
+  LlmPairJudge,
+  LlmRubricInitializer,
+  LlmRubricProposer,
+  LlmVerifier,
+  PresetInitializer,
+} from '../../src/search/roles/index.ts'
+import {
+  MUTATION_MODES,
+  PreferenceDataset,
+  SearchRubric,
+  type Candidate,
+  type PromptItem,
+} from '../../src/search/types.ts'
 import { startLlmStub, type ChatCompletionBody, type LlmStub } from '../support/llm-stub.ts'
 
 /** Distinctive label values: none may ever reach a message an LLM reads. */
@@ -18,7 +31,17 @@ const PLANTED = {
   metaRank: 'META-RANK-PLANTED',
   promptMeta: 'KEY-PLANTED',
 }
-const FORBIDDEN = [PLANTED.id, PLANTED.source, ...PLANTED.ranks.map(String), ...PLANTED.qualities.map(String), PLANTED.metaLabel, PLANTED.metaRank, PLANTED.promptMeta, 'chosen', 'rejected']
+const FORBIDDEN = [
+  PLANTED.id,
+  PLANTED.source,
+  ...PLANTED.ranks.map(String),
+  ...PLANTED.qualities.map(String),
+  PLANTED.metaLabel,
+  PLANTED.metaRank,
+  PLANTED.promptMeta,
+  'chosen',
+  'rejected',
+]
 
 const dataset = PreferenceDataset.parse({
   prompts: [
@@ -27,9 +50,25 @@ const dataset = PreferenceDataset.parse({
       prompt: 'Explain how to roll back a failed database migration safely.',
       metadata: { answer_key: PLANTED.promptMeta },
       candidates: [
-        { candidate_id: `${PLANTED.id}-1`, source: PLANTED.source, label: { rank: PLANTED.ranks[0], quality: PLANTED.qualities[0] }, text: 'First, stop writes. Second, restore the snapshot because the schema changed; for example, check each step in detail.' },
-        { candidate_id: `${PLANTED.id}-2`, source: PLANTED.source, label: { rank: PLANTED.ranks[1], quality: PLANTED.qualities[1] }, text: '<think>The user wants rollback steps.</think><answer>Run the down migration, then verify the data.</answer>' },
-        { candidate_id: `${PLANTED.id}-3`, source: 'rejected', label: {}, metadata: { label: PLANTED.metaLabel, rank: PLANTED.metaRank }, text: 'In conclusion, as an AI language model I cannot provide that.' },
+        {
+          candidate_id: `${PLANTED.id}-1`,
+          source: PLANTED.source,
+          label: { rank: PLANTED.ranks[0], quality: PLANTED.qualities[0] },
+          text: 'First, stop writes. Second, restore the snapshot because the schema changed; for example, check each step in detail.',
+        },
+        {
+          candidate_id: `${PLANTED.id}-2`,
+          source: PLANTED.source,
+          label: { rank: PLANTED.ranks[1], quality: PLANTED.qualities[1] },
+          text: '<think>The user wants rollback steps.</think><answer>Run the down migration, then verify the data.</answer>',
+        },
+        {
+          candidate_id: `${PLANTED.id}-3`,
+          source: 'rejected',
+          label: {},
+          metadata: { label: PLANTED.metaLabel, rank: PLANTED.metaRank },
+          text: 'In conclusion, as an AI language model I cannot provide that.',
+        },
       ],
     },
   ],
@@ -47,17 +86,28 @@ function recording(inner: ChatModel): ChatModel & { requests: ChatRequest[] } {
 
 function expectNoLabels(payloads: readonly string[]): void {
   expect(payloads.length).toBeGreaterThan(0)
-  for (const payload of payloads) for (const forbidden of FORBIDDEN) expect(payload, `a payload contains "${forbidden}"`).not.toContain(forbidden)
+  for (const payload of payloads)
+    for (const forbidden of FORBIDDEN) expect(payload, `a payload contains "${forbidden}"`).not.toContain(forbidden)
 }
 
 /** Runs every role on every candidate and pair, every mutation mode. */
-async function exerciseRoles(roles: ReturnType<typeof createSearchRoles>, subject: PromptItem = item): Promise<SearchRubric[]> {
+async function exerciseRoles(
+  roles: ReturnType<typeof createSearchRoles>,
+  subject: PromptItem = item,
+): Promise<SearchRubric[]> {
   const rubric = await roles.initializer.initialize(subject, { seed: 3 })
   const rubrics = [rubric]
   const [a, b, c] = subject.candidates as [Candidate, Candidate, Candidate]
-  for (const candidate of subject.candidates) for (const vote of [0, 1]) await roles.verifier.grade({ item: subject, candidate, rubric, vote, seed: 9 })
-  for (const mode of MUTATION_MODES) rubrics.push(await roles.proposer.propose({ item: subject, rubric, mode, top: a, runnerUp: c, seed: 4 }))
-  for (const [left, right] of [[a, b], [b, c], [c, a]] as const) await roles.judge.compare({ item: subject, left, right })
+  for (const candidate of subject.candidates)
+    for (const vote of [0, 1]) await roles.verifier.grade({ item: subject, candidate, rubric, vote, seed: 9 })
+  for (const mode of MUTATION_MODES)
+    rubrics.push(await roles.proposer.propose({ item: subject, rubric, mode, top: a, runnerUp: c, seed: 4 }))
+  for (const [left, right] of [
+    [a, b],
+    [b, c],
+    [c, a],
+  ] as const)
+    await roles.judge.compare({ item: subject, left, right })
   return rubrics
 }
 
@@ -80,7 +130,14 @@ describe('no LLM-visible payload carries a source, rank, quality or label', () =
     const stub = await startLlmStub()
     try {
       stub.respondWith(cooperative)
-      const model = new OpenAIChatModel({ baseURL: stub.baseUrl, apiKey: 'k', model: 'stub-model', temperature: 0, maxTokens: 512, timeoutMs: 2_000 })
+      const model = new OpenAIChatModel({
+        baseURL: stub.baseUrl,
+        apiKey: 'k',
+        model: 'stub-model',
+        temperature: 0,
+        maxTokens: 512,
+        timeoutMs: 2_000,
+      })
       await exerciseRoles(createSearchRoles({ backend: 'llm', model, dataset, retry }))
       expect(stub.requests.length).toBeGreaterThan(10)
       expectNoLabels(stub.requests.map((body) => JSON.stringify(body)))
@@ -95,7 +152,10 @@ describe('no LLM-visible payload carries a source, rank, quality or label', () =
 
 type SearchRole = 'initializer' | 'proposer' | 'verifier' | 'judge'
 const OPENINGS: [SearchRole, string][] = (Object.keys(PROMPT_TEMPLATES) as Locale[]).flatMap((locale) =>
-  (['initializer', 'proposer', 'verifier', 'judge'] as const).map((role): [SearchRole, string] => [role, PROMPT_TEMPLATES[locale][`search-${role}.system`].split('{{')[0]!.slice(0, 60)]),
+  (['initializer', 'proposer', 'verifier', 'judge'] as const).map((role): [SearchRole, string] => [
+    role,
+    PROMPT_TEMPLATES[locale][`search-${role}.system`].split('{{')[0]!.slice(0, 60),
+  ]),
 )
 function roleOf(body: ChatCompletionBody): SearchRole | undefined {
   const system = body.messages.find((message) => message.role === 'system')?.content ?? ''
@@ -108,14 +168,36 @@ function cooperative(body: ChatCompletionBody): string {
   const user = userOf(body)
   switch (roleOf(body)) {
     case 'initializer':
-      return JSON.stringify({ rubric: { criteria: [{ criterion_id: 'correct', text: 'Steps are correct.', weight: 2, criterion_type: 'factual' }, 'Verifies the data afterwards.', { id: 'safe', text: 'Stops writes first.' }] } })
+      return JSON.stringify({
+        rubric: {
+          criteria: [
+            { criterion_id: 'correct', text: 'Steps are correct.', weight: 2, criterion_type: 'factual' },
+            'Verifies the data afterwards.',
+            { id: 'safe', text: 'Stops writes first.' },
+          ],
+        },
+      })
     case 'proposer': {
-      const current = JSON.parse(user.slice(user.indexOf('{'), user.indexOf('\n}\n') + 2)) as { criteria: { criterion_id: string; text: string; weight: number }[] }
+      const current = JSON.parse(user.slice(user.indexOf('{'), user.indexOf('\n}\n') + 2)) as {
+        criteria: { criterion_id: string; text: string; weight: number }[]
+      }
       const mode = user.match(/^Mutation mode: (\w+)/m)?.[1]
       const criteria = current.criteria.map((criterion) => ({ ...criterion }))
       if (mode === 'weight_perturb') criteria[0]!.weight *= 1.15
-      else if (mode === 'decompose') criteria.splice(0, 1, { ...criteria[0]!, criterion_id: 'part_a' }, { ...criteria[0]!, criterion_id: 'part_b', text: 'Second half.' })
-      else criteria.push({ criterion_id: `added_${mode}`, text: 'No filler.', weight: 0.2, negative_examples: ['in conclusion'] } as never)
+      else if (mode === 'decompose')
+        criteria.splice(
+          0,
+          1,
+          { ...criteria[0]!, criterion_id: 'part_a' },
+          { ...criteria[0]!, criterion_id: 'part_b', text: 'Second half.' },
+        )
+      else
+        criteria.push({
+          criterion_id: `added_${mode}`,
+          text: 'No filler.',
+          weight: 0.2,
+          negative_examples: ['in conclusion'],
+        } as never)
       return `Here is the rubric:\n${JSON.stringify({ rubric: { criteria } })}`
     }
     case 'verifier': {
@@ -144,27 +226,56 @@ describe('each role against an OpenAI-compatible stub: a non-JSON reply, then a 
     stub.respondWith(cooperative)
     stub.script({ kind: 'content', text: 'Sure! Let me think about this carefully.' })
   })
-  const model = () => new OpenAIChatModel({ baseURL: stub.baseUrl, apiKey: 'k', model: 'stub-model', temperature: 0, maxTokens: 512, timeoutMs: 2_000 })
-  const rubric = SearchRubric.parse({ rubric_id: 'p-leak_r0', criteria: [{ criterion_id: 'correct', text: 'Steps are correct.', weight: 2 }, { criterion_id: 'verify', text: 'Verifies the data.' }], grading_protocol: { grade_max: 10, allow_na: true, num_votes: 1 } })
+  const model = () =>
+    new OpenAIChatModel({
+      baseURL: stub.baseUrl,
+      apiKey: 'k',
+      model: 'stub-model',
+      temperature: 0,
+      maxTokens: 512,
+      timeoutMs: 2_000,
+    })
+  const rubric = SearchRubric.parse({
+    rubric_id: 'p-leak_r0',
+    criteria: [
+      { criterion_id: 'correct', text: 'Steps are correct.', weight: 2 },
+      { criterion_id: 'verify', text: 'Verifies the data.' },
+    ],
+    grading_protocol: { grade_max: 10, allow_na: true, num_votes: 1 },
+  })
 
   it('initializer', async () => {
     const result = await new LlmRubricInitializer(model(), { retry }).initialize(item, { seed: 1 })
     expect(result.rubric_id).toBe('p-leak_r0')
-    expect(result.criteria.map((c) => [c.criterion_id, c.weight])).toEqual([['correct', 0.5], ['criterion_2', 0.25], ['safe', 0.25]])
+    expect(result.criteria.map((c) => [c.criterion_id, c.weight])).toEqual([
+      ['correct', 0.5],
+      ['criterion_2', 0.25],
+      ['safe', 0.25],
+    ])
     expect(stub.requests).toHaveLength(2)
     expect(stub.requests[1]!.messages).toEqual(stub.requests[0]!.messages)
     expect(stub.requests[0]!.response_format).toEqual({ type: 'json_object' })
   })
 
   it('proposer', async () => {
-    const child = await new LlmRubricProposer(model(), { retry }).propose({ item, rubric, mode: 'decompose', top: c1, runnerUp: c2, seed: 1 })
+    const child = await new LlmRubricProposer(model(), { retry }).propose({
+      item,
+      rubric,
+      mode: 'decompose',
+      top: c1,
+      runnerUp: c2,
+      seed: 1,
+    })
     expect(child.criteria.map((c) => c.criterion_id)).toEqual(['part_a', 'part_b', 'verify'])
     expect(child.rubric_id).toMatch(/^p-leak_r0_m[0-9a-f]{8}$/)
     expect(stub.requests).toHaveLength(2)
   })
 
   it('verifier', async () => {
-    expect(await new LlmVerifier(model(), { retry }).grade({ item, candidate: c2, rubric, vote: 2, seed: 5 })).toEqual({ correct: 7, verify: 7 })
+    expect(await new LlmVerifier(model(), { retry }).grade({ item, candidate: c2, rubric, vote: 2, seed: 5 })).toEqual({
+      correct: 7,
+      verify: 7,
+    })
     expect(stub.requests).toHaveLength(2)
     expect(userOf(stub.requests[0]!)).toContain('Run the down migration, then verify the data.')
     expect(userOf(stub.requests[0]!)).not.toContain('<think>')
@@ -173,7 +284,10 @@ describe('each role against an OpenAI-compatible stub: a non-JSON reply, then a 
   it('verifier: an off-scale reply is refused and asked again', async () => {
     stub.requests.length = 0
     stub.script({ kind: 'content', text: '{"grades": {"correct": 70, "verify": 7}}' })
-    expect(await new LlmVerifier(model(), { retry }).grade({ item, candidate: c1, rubric, vote: 0, seed: 5 })).toEqual({ correct: 7, verify: 7 })
+    expect(await new LlmVerifier(model(), { retry }).grade({ item, candidate: c1, rubric, vote: 0, seed: 5 })).toEqual({
+      correct: 7,
+      verify: 7,
+    })
     expect(stub.requests).toHaveLength(3)
   })
 
@@ -182,7 +296,13 @@ describe('each role against an OpenAI-compatible stub: a non-JSON reply, then a 
     const judge = new LlmPairJudge(model(), { retry })
     expect(await judge.compare({ item, left: c1, right: good })).toBe(-1)
     expect(stub.requests).toHaveLength(3)
-    expect(judge.stats()).toMatchObject({ pairs: 1, consistent: 1, decisive: 1, firstPositionWins: 1, secondPositionWins: 1 })
+    expect(judge.stats()).toMatchObject({
+      pairs: 1,
+      consistent: 1,
+      decisive: 1,
+      firstPositionWins: 1,
+      secondPositionWins: 1,
+    })
   })
 })
 
@@ -199,16 +319,34 @@ describe('createSearchRoles', () => {
   it('routes roles to their own models, falling back to the shared one; a role without a model is an error on llm', async () => {
     const shared = recording(new MockChatModel())
     const verifierModel = recording(new MockChatModel('verifier-model'))
-    const roles = createSearchRoles({ backend: 'llm', model: shared, modelsByRole: { verifier: verifierModel }, dataset })
+    const roles = createSearchRoles({
+      backend: 'llm',
+      model: shared,
+      modelsByRole: { verifier: verifierModel },
+      dataset,
+    })
     await exerciseRoles(roles)
     expect(new Set(verifierModel.requests.map((request) => request.task.kind))).toEqual(new Set(['search_verify']))
     expect(shared.requests.some((request) => request.task.kind === 'search_verify')).toBe(false)
-    expect(() => createSearchRoles({ backend: 'llm', modelsByRole: { verifier: verifierModel }, dataset })).toThrow(/no model for the initializer/)
+    expect(() => createSearchRoles({ backend: 'llm', modelsByRole: { verifier: verifierModel }, dataset })).toThrow(
+      /no model for the initializer/,
+    )
   })
 
   it('uses the rank judge when every candidate is ranked, even on the llm backend, without needing a judge model', () => {
-    const ranked = PreferenceDataset.parse({ prompts: [{ ...item, candidates: item.candidates.map((candidate, index) => ({ ...candidate, label: { rank: index + 1 } })) }] })
-    const roles = createSearchRoles({ backend: 'llm', modelsByRole: { initializer: new MockChatModel(), proposer: new MockChatModel(), verifier: new MockChatModel() }, dataset: ranked })
+    const ranked = PreferenceDataset.parse({
+      prompts: [
+        {
+          ...item,
+          candidates: item.candidates.map((candidate, index) => ({ ...candidate, label: { rank: index + 1 } })),
+        },
+      ],
+    })
+    const roles = createSearchRoles({
+      backend: 'llm',
+      modelsByRole: { initializer: new MockChatModel(), proposer: new MockChatModel(), verifier: new MockChatModel() },
+      dataset: ranked,
+    })
     expect(roles.judgeChoice.kind).toBe('rank')
   })
 
@@ -223,7 +361,10 @@ describe('createSearchRoles', () => {
     })
     expect(roles.initializer).toBeInstanceOf(PresetInitializer)
     const rubric = await roles.initializer.initialize(item, { seed: 1 })
-    expect(rubric).toMatchObject({ rubric_id: 'p-leak_r0', metadata: { origin: 'preset_initializer', preset_prompt_id: '__default__' } })
+    expect(rubric).toMatchObject({
+      rubric_id: 'p-leak_r0',
+      metadata: { origin: 'preset_initializer', preset_prompt_id: '__default__' },
+    })
     await roles.verifier.grade({ item, candidate: c2, rubric, vote: 0, seed: 1 })
     const task = model.requests.at(-1)!.task
     expect(task).toMatchObject({ kind: 'search_verify', prompt: 'a failed database migration', answer: c2.text })

@@ -33,14 +33,24 @@ import {
   rubricScore,
   seededRandom,
 } from '../../src/search/roles/index.ts'
-import { MUTATION_MODES, PromptItem, SearchRubric, type Candidate, type MutationMode, type PreferenceJudge } from '../../src/search/types.ts'
+import {
+  MUTATION_MODES,
+  PromptItem,
+  SearchRubric,
+  type Candidate,
+  type MutationMode,
+  type PreferenceJudge,
+} from '../../src/search/types.ts'
 import { failureOf } from '../support/failure.ts'
 
 const item = PromptItem.parse({
   prompt_id: 'p1',
   prompt: 'Write a debugging plan for a flaky integration test that fails on CI but passes locally.',
   candidates: [
-    { candidate_id: 'c1', text: 'First, reproduce the failure, because flaky tests hide timing issues. Second, collect CI logs.\n1. Compare environments\n2. Bisect the change. For example, check each step in detail.' },
+    {
+      candidate_id: 'c1',
+      text: 'First, reproduce the failure, because flaky tests hide timing issues. Second, collect CI logs.\n1. Compare environments\n2. Bisect the change. For example, check each step in detail.',
+    },
     { candidate_id: 'c2', text: 'In conclusion, as an AI language model I think you should rerun it.' },
     { candidate_id: 'c3', text: 'Check the integration test.' },
   ],
@@ -57,7 +67,12 @@ const rubric21 = (allowNa = true) =>
     ],
     grading_protocol: { grade_max: 5, allow_na: allowNa, num_votes: 1 },
   })
-const base = () => SearchRubric.parse({ rubric_id: 'p1_r0', criteria: heuristicCriteria(item.prompt), grading_protocol: { grade_max: 10, allow_na: true, num_votes: 1 } })
+const base = () =>
+  SearchRubric.parse({
+    rubric_id: 'p1_r0',
+    criteria: heuristicCriteria(item.prompt),
+    grading_protocol: { grade_max: 10, allow_na: true, num_votes: 1 },
+  })
 const mock = new MockChatModel()
 const noSleep = async () => {}
 const retry = { maxAttempts: 3, sleep: noSleep }
@@ -78,7 +93,9 @@ function scripted(...replies: string[]): ChatModel & { requests: ChatRequest[] }
 
 describe('content extraction', () => {
   it('tag: non-greedy, case-insensitive segments across lines, trimmed and joined; the original when absent', () => {
-    expect(extractTag('x <content> one\n</content> y <CONTENT>two</Content> <content>  </content>', 'content', ' | ')).toBe('one | two')
+    expect(
+      extractTag('x <content> one\n</content> y <CONTENT>two</Content> <content>  </content>', 'content', ' | '),
+    ).toBe('one | two')
     expect(extractTag('<question id="7">\nWhat?\n</question>', 'question')).toBe('What?')
     expect(extractTag('no tags here', 'content')).toBe('no tags here')
     expect(() => extractTag('x', 'a|b')).toThrow(RangeError)
@@ -113,7 +130,13 @@ describe('content extraction', () => {
 
   it('the verifier grades the extracted prompt and answer', async () => {
     const request = await buildVerifierRequest(
-      { item: { ...item, prompt: 'noise <q>Ask me</q>' }, candidate: { ...c1, text: '<think>SECRET-THOUGHT</think><answer>Final.</answer>' }, rubric: base(), vote: 0, seed: 1 },
+      {
+        item: { ...item, prompt: 'noise <q>Ask me</q>' },
+        candidate: { ...c1, text: '<think>SECRET-THOUGHT</think><answer>Final.</answer>' },
+        rubric: base(),
+        vote: 0,
+        seed: 1,
+      },
       { locale: 'en', extraction: parseExtraction({ prompt: { kind: 'tag', tag: 'q' } }) },
     )
     const user = request.messages[1]!.content
@@ -146,7 +169,16 @@ describe('rubricScore', () => {
   })
 
   it('meanGrades averages the non-null votes per criterion', () => {
-    expect(meanGrades([{ c1: 4, c2: null }, { c1: 5, c2: null }, { c1: null, c2: null }], rubric21())).toEqual({ c1: 4.5, c2: null })
+    expect(
+      meanGrades(
+        [
+          { c1: 4, c2: null },
+          { c1: 5, c2: null },
+          { c1: null, c2: null },
+        ],
+        rubric21(),
+      ),
+    ).toEqual({ c1: 4.5, c2: null })
   })
 })
 
@@ -158,8 +190,13 @@ describe('prompts', () => {
       expect(text).toContain(locale === 'en' ? 'integer grade from 0 to 10' : '0 到 10')
       expect(text).not.toMatch(/\{\{\w+\}\}/)
       const init = await buildInitializerRequest(item, { seed: 1, locale, gradeMax: 7 })
-      expect(init.messages[0]!.content).toContain(locale === 'en' ? 'from 0 (not met at all) to 7' : '0（完全未满足）到 7')
-      const proposal = await buildProposerRequest({ item, rubric: base(), mode: 'decompose', top: c1, runnerUp: c2, seed: 1 }, { locale })
+      expect(init.messages[0]!.content).toContain(
+        locale === 'en' ? 'from 0 (not met at all) to 7' : '0（完全未满足）到 7',
+      )
+      const proposal = await buildProposerRequest(
+        { item, rubric: base(), mode: 'decompose', top: c1, runnerUp: c2, seed: 1 },
+        { locale },
+      )
       expect(proposal.messages[0]!.content).toMatch(/0 (?:to|到) 10/)
     }
   })
@@ -181,37 +218,54 @@ describe('prompts', () => {
 
   it('verifier: votes of one candidate are distinct questions; N/A forbidden is said so', async () => {
     const rubric = SearchRubric.parse({ ...base(), grading_protocol: { grade_max: 10, allow_na: false, num_votes: 3 } })
-    const votes = await Promise.all([0, 1, 2].map((vote) => buildVerifierRequest({ item, candidate: c1, rubric, vote, seed: 5 }, { locale: 'en' })))
+    const votes = await Promise.all(
+      [0, 1, 2].map((vote) => buildVerifierRequest({ item, candidate: c1, rubric, vote, seed: 5 }, { locale: 'en' })),
+    )
     expect(new Set(votes.map((request) => request.messages[1]!.content)).size).toBe(3)
     expect(votes[0]!.messages[1]!.content).toContain('N/A is not allowed')
   })
 
-  it('proposer: every mode contract is in the prompt, with the note that the order is the current rubric\'s', async () => {
+  it("proposer: every mode contract is in the prompt, with the note that the order is the current rubric's", async () => {
     for (const locale of ['en', 'zh'] as const) {
-      const request = await buildProposerRequest({ item, rubric: base(), mode: 'anti_fluff', top: c1, runnerUp: c2, seed: 1 }, { locale })
+      const request = await buildProposerRequest(
+        { item, rubric: base(), mode: 'anti_fluff', top: c1, runnerUp: c2, seed: 1 },
+        { locale },
+      )
       const colon = locale === 'en' ? ':' : '：'
       for (const mode of MUTATION_MODES) expect(request.messages[0]!.content).toContain(`- ${mode}${colon}`)
       expect(request.messages[1]!.content).toContain('anti_fluff')
     }
-    const en = await buildProposerRequest({ item, rubric: base(), mode: 'anti_fluff', top: c1, runnerUp: c2, seed: 1 }, { locale: 'en' })
+    const en = await buildProposerRequest(
+      { item, rubric: base(), mode: 'anti_fluff', top: c1, runnerUp: c2, seed: 1 },
+      { locale: 'en' },
+    )
     expect(en.messages[0]!.content).toContain('not from ground truth')
     expect(en.messages[1]!.content).toContain('(not ground truth)')
   })
 
   it('honours prompt overrides', async () => {
-    const request = await buildVerifierRequest({ item, candidate: c1, rubric: base(), vote: 0, seed: 1 }, { locale: 'en', prompts: { 'en/search-verifier.system': 'Grade 0..{{grade_max}} only.' } })
+    const request = await buildVerifierRequest(
+      { item, candidate: c1, rubric: base(), vote: 0, seed: 1 },
+      { locale: 'en', prompts: { 'en/search-verifier.system': 'Grade 0..{{grade_max}} only.' } },
+    )
     expect(request.messages[0]!.content).toBe('Grade 0..10 only.')
   })
 })
 
 describe('parsers repair what they can and refuse the rest', () => {
   it('initializer: fences, trailing commas, string criteria, missing ids and texts, weights as strings; renormalised', () => {
-    const criteria = parseInitializerReply('Here you go:\n```json\n{"criteria": ["Is correct.", {"id": "clear writing", "description": "Clear.", "weight": "2"}, {"criterion_id": "x", "title": "Cites", "criterion_type": "FACTUAL",},]}\n```')
+    const criteria = parseInitializerReply(
+      'Here you go:\n```json\n{"criteria": ["Is correct.", {"id": "clear writing", "description": "Clear.", "weight": "2"}, {"criterion_id": "x", "title": "Cites", "criterion_type": "FACTUAL",},]}\n```',
+    )
     expect(criteria.map((c) => c.criterion_id)).toEqual(['criterion_1', 'clear_writing', 'x'])
     expect(criteria.map((c) => c.text)).toEqual(['Is correct.', 'Clear.', 'Cites'])
     expect(criteria.map((c) => c.weight)).toEqual([0.25, 0.5, 0.25])
     expect(criteria[2]!.criterion_type).toBe('factual')
-    expect(parseInitializerReply('{"rubric": {"criteria": {"a": "A.", "b": "B.", "c": {"text": "C.", "check_points": "one"}}}}')[2]).toMatchObject({ criterion_id: 'c', check_points: ['one'] })
+    expect(
+      parseInitializerReply(
+        '{"rubric": {"criteria": {"a": "A.", "b": "B.", "c": {"text": "C.", "check_points": "one"}}}}',
+      )[2],
+    ).toMatchObject({ criterion_id: 'c', check_points: ['one'] })
   })
 
   it('initializer: refuses non-JSON, too few or too many criteria, repeated ids, non-positive weights', () => {
@@ -239,21 +293,55 @@ describe('parsers repair what they can and refuse the rest', () => {
     const reply = (criteria: unknown[]) => JSON.stringify({ rubric: { criteria } })
     const kept = parent.criteria.map((c) => ({ ...c }))
     expect(() => parseProposerReply(reply(kept), parent, 'raise_bar')).toThrow(/unchanged/)
-    expect(() => parseProposerReply(reply(kept.map((c, i) => (i === 0 ? { ...c, text: 'Changed.' } : c))), parent, 'weight_perturb')).toThrow(/weight_perturb changed the id or text of "task_fit"/)
-    expect(() => parseProposerReply(reply(kept.map((c, i) => (i === 0 ? { ...c, text: 'Tighter.' } : c))), parent, 'decompose')).toThrow(/split/)
-    expect(() => parseProposerReply(reply([...kept, { criterion_id: 'x', text: 'Concise.' }]), parent, 'anti_fluff')).toThrow(/negative examples/)
-    expect(() => parseProposerReply(reply([...kept, { ...kept[0], text: 'dup' }]), parent, 'counterexample_trigger')).toThrow(/twice/)
-    const child = parseProposerReply(reply([...kept, { criterion_id: 'no_fluff', text: 'No filler.', weight: 0.2, negative_examples: ['in conclusion'] }]), parent, 'anti_fluff')
+    expect(() =>
+      parseProposerReply(
+        reply(kept.map((c, i) => (i === 0 ? { ...c, text: 'Changed.' } : c))),
+        parent,
+        'weight_perturb',
+      ),
+    ).toThrow(/weight_perturb changed the id or text of "task_fit"/)
+    expect(() =>
+      parseProposerReply(reply(kept.map((c, i) => (i === 0 ? { ...c, text: 'Tighter.' } : c))), parent, 'decompose'),
+    ).toThrow(/split/)
+    expect(() =>
+      parseProposerReply(reply([...kept, { criterion_id: 'x', text: 'Concise.' }]), parent, 'anti_fluff'),
+    ).toThrow(/negative examples/)
+    expect(() =>
+      parseProposerReply(reply([...kept, { ...kept[0], text: 'dup' }]), parent, 'counterexample_trigger'),
+    ).toThrow(/twice/)
+    const child = parseProposerReply(
+      reply([
+        ...kept,
+        { criterion_id: 'no_fluff', text: 'No filler.', weight: 0.2, negative_examples: ['in conclusion'] },
+      ]),
+      parent,
+      'anti_fluff',
+    )
     expect(child.reduce((sum, c) => sum + c.weight, 0)).toBeCloseTo(1, 12)
-    expect(parseProposerReply(reply(kept.map((c, i) => (i === 0 ? { ...c, weight: 0.9 } : c))), parent, 'weight_perturb')).toHaveLength(4)
-    expect(parseProposerReply(reply([{ criterion_id: 'only', text: 'x' }]), parent, 'decompose', { enforceModeContract: false })).toHaveLength(1)
+    expect(
+      parseProposerReply(reply(kept.map((c, i) => (i === 0 ? { ...c, weight: 0.9 } : c))), parent, 'weight_perturb'),
+    ).toHaveLength(4)
+    expect(
+      parseProposerReply(reply([{ criterion_id: 'only', text: 'x' }]), parent, 'decompose', {
+        enforceModeContract: false,
+      }),
+    ).toHaveLength(1)
     expect(modeContractViolation(parent.criteria, parent.criteria, 'factual_focus')).toMatch(/unchanged/)
   })
 
   it('verifier: three shapes, numeric strings, "7/10", "n/a"; refuses off-scale, fractional, missing, unknown, and N/A when not allowed', () => {
-    const rubric = SearchRubric.parse({ rubric_id: 'r', criteria: [{ criterion_id: 'a', text: 'A' }, { criterion_id: 'b', text: 'B' }], grading_protocol: { grade_max: 10, allow_na: true, num_votes: 1 } })
+    const rubric = SearchRubric.parse({
+      rubric_id: 'r',
+      criteria: [
+        { criterion_id: 'a', text: 'A' },
+        { criterion_id: 'b', text: 'B' },
+      ],
+      grading_protocol: { grade_max: 10, allow_na: true, num_votes: 1 },
+    })
     expect(parseVerifierReply('```json\n{"grades": {"a": 7, "b": "n/a",}}\n```', rubric)).toEqual({ a: 7, b: null })
-    expect(parseVerifierReply('{"grades": [{"criterion_id": "a", "grade": "7/10"}, {"id": "b", "grade": "3"}]}', rubric)).toEqual({ a: 7, b: 3 })
+    expect(
+      parseVerifierReply('{"grades": [{"criterion_id": "a", "grade": "7/10"}, {"id": "b", "grade": "3"}]}', rubric),
+    ).toEqual({ a: 7, b: 3 })
     expect(parseVerifierReply('{"a": 10, "b": {"grade": 0}, "reason": "ok"}', rubric)).toEqual({ a: 10, b: 0 })
     const refused = (text: string, r = rubric) => failureMessage(() => parseVerifierReply(text, r))
     expect(refused('{"grades": {"a": 7.5, "b": 1}}')).toMatch(/not an integer in 0..10/)
@@ -263,7 +351,9 @@ describe('parsers repair what they can and refuse the rest', () => {
     expect(refused('{"grades": {"a": true, "b": 1}}')).toMatch(/not a number/)
     expect(refused('{"grades": {"a": 1}}')).toMatch(/no grade for criterion "b"/)
     expect(refused('{"grades": {"a": 1, "b": 1, "c": 2}}')).toMatch(/unknown criterion "c"/)
-    expect(refused('{"grades": [{"id": "a", "grade": 1}, {"id": "a", "grade": 2}, {"id": "b", "grade": 2}]}')).toMatch(/twice/)
+    expect(refused('{"grades": [{"id": "a", "grade": 1}, {"id": "a", "grade": 2}, {"id": "b", "grade": 2}]}')).toMatch(
+      /twice/,
+    )
     const strict = SearchRubric.parse({ ...rubric, grading_protocol: { grade_max: 10, allow_na: false, num_votes: 1 } })
     expect(refused('{"grades": {"a": null, "b": 1}}', strict)).toMatch(/does not allow N\/A/)
   })
@@ -296,11 +386,21 @@ describe('mock roles (MockChatModel through the real parsing path)', () => {
   it('initializer: autosr heuristic criteria, stable id, the explicit protocol', async () => {
     const rubric = await new LlmRubricInitializer(mock, { gradeMax: 10, numVotes: 3 }).initialize(item, { seed: 7 })
     expect(rubric.rubric_id).toBe('p1_r0')
-    expect(rubric.criteria.map((c) => [c.criterion_id, c.weight])).toEqual([['task_fit', 0.35], ['structure', 0.25], ['specificity', 0.25], ['safety_style', 0.15]])
+    expect(rubric.criteria.map((c) => [c.criterion_id, c.weight])).toEqual([
+      ['task_fit', 0.35],
+      ['structure', 0.25],
+      ['specificity', 0.25],
+      ['safety_style', 0.15],
+    ])
     expect(rubric.criteria[0]!.check_points).toEqual(['debugging', 'fails', 'flaky', 'integration'])
     expect(rubric.grading_protocol).toEqual({ grade_max: 10, allow_na: true, num_votes: 3 })
     expect(rubric.metadata).toMatchObject({ origin: 'initializer', model: 'mock:mock-heuristic-1' })
-    expect(promptKeywords('Write a haiku about autumn leaves, autumn rain.')).toEqual(['autumn', 'about', 'haiku', 'leaves'])
+    expect(promptKeywords('Write a haiku about autumn leaves, autumn rain.')).toEqual([
+      'autumn',
+      'about',
+      'haiku',
+      'leaves',
+    ])
     expect(promptKeywords('写一首诗')).toEqual([expect.stringMatching(/^[0-9a-f]{8}$/)])
   })
 
@@ -308,8 +408,15 @@ describe('mock roles (MockChatModel through the real parsing path)', () => {
     const run = async (seed: number) => {
       const rubric = await new LlmRubricInitializer(mock).initialize(item, { seed })
       const children = []
-      for (const mode of MUTATION_MODES) children.push(await new LlmRubricProposer(mock).propose({ item, rubric, mode, top: c1, runnerUp: c2, seed }))
-      const grades = await new LlmVerifier(mock, { mockNoise: 0.3 }).grade({ item, candidate: c1, rubric, vote: 1, seed })
+      for (const mode of MUTATION_MODES)
+        children.push(await new LlmRubricProposer(mock).propose({ item, rubric, mode, top: c1, runnerUp: c2, seed }))
+      const grades = await new LlmVerifier(mock, { mockNoise: 0.3 }).grade({
+        item,
+        candidate: c1,
+        rubric,
+        vote: 1,
+        seed,
+      })
       return { rubric, children, grades }
     }
     expect(await run(7)).toEqual(await run(7))
@@ -319,7 +426,8 @@ describe('mock roles (MockChatModel through the real parsing path)', () => {
 
   it('verifier: integer grades from check points, negative examples and length; noise only from the seed', async () => {
     const rubric = base()
-    const grade = (candidate: Candidate, vote = 0, seed = 7, mockNoise = 0) => new LlmVerifier(mock, { mockNoise }).grade({ item, candidate, rubric, vote, seed })
+    const grade = (candidate: Candidate, vote = 0, seed = 7, mockNoise = 0) =>
+      new LlmVerifier(mock, { mockNoise }).grade({ item, candidate, rubric, vote, seed })
     expect(await grade(c1)).toEqual({ task_fit: 5, structure: 10, specificity: 10, safety_style: 6 }) // no check points: length, 31 of 50 words
     expect((await grade(c2)).safety_style).toBe(0)
     expect(await grade(c3)).toEqual({ task_fit: 5, structure: 0, specificity: 0, safety_style: 1 })
@@ -327,12 +435,15 @@ describe('mock roles (MockChatModel through the real parsing path)', () => {
     const noisy = await Promise.all([0, 1, 2, 3, 4, 5].map((vote) => grade(c1, vote, 7, 0.5)))
     expect(new Set(noisy.map((g) => JSON.stringify(g))).size).toBeGreaterThan(1)
     expect(await grade(c1, 3, 7, 0.5)).toEqual(noisy[3])
-    for (const grades of noisy) for (const value of Object.values(grades)) expect(Number.isInteger(value) && value! >= 0 && value! <= 10).toBe(true)
+    for (const grades of noisy)
+      for (const value of Object.values(grades))
+        expect(Number.isInteger(value) && value! >= 0 && value! <= 10).toBe(true)
   })
 })
 
 describe('proposer modes do what they say', () => {
-  const propose = (mode: MutationMode, rubric = base(), seed = 7) => new LlmRubricProposer(mock).propose({ item, rubric, mode, top: c1, runnerUp: c2, seed })
+  const propose = (mode: MutationMode, rubric = base(), seed = 7) =>
+    new LlmRubricProposer(mock).propose({ item, rubric, mode, top: c1, runnerUp: c2, seed })
   const sum = (rubric: SearchRubric) => rubric.criteria.reduce((total, c) => total + c.weight, 0)
 
   it('decompose splits one criterion in two, in place, with equal halves of its weight', async () => {
@@ -352,7 +463,9 @@ describe('proposer modes do what they say', () => {
   it('weight_perturb keeps ids and texts and moves weights within the contract', async () => {
     const parent = base()
     const child = await propose('weight_perturb', parent)
-    expect(child.criteria.map((c) => [c.criterion_id, c.text])).toEqual(parent.criteria.map((c) => [c.criterion_id, c.text]))
+    expect(child.criteria.map((c) => [c.criterion_id, c.text])).toEqual(
+      parent.criteria.map((c) => [c.criterion_id, c.text]),
+    )
     expect(child.criteria.map((c) => c.weight)).not.toEqual(parent.criteria.map((c) => c.weight))
     expect(sum(child)).toBeCloseTo(1, 12)
   })
@@ -364,7 +477,9 @@ describe('proposer modes do what they say', () => {
     expect(once.criteria).toHaveLength(5)
     const twice = await propose('anti_fluff', once)
     expect(twice.criteria).toHaveLength(5)
-    expect(twice.criteria.find((c) => c.criterion_id === 'anti_fluff_1')!.negative_examples.length).toBe(added.negative_examples.length + 1)
+    expect(twice.criteria.find((c) => c.criterion_id === 'anti_fluff_1')!.negative_examples.length).toBe(
+      added.negative_examples.length + 1,
+    )
   })
 
   it('raise_bar tightens the heaviest criterion; factual_focus weighs factual and reasoning up; counterexample_trigger asks for limits', async () => {
@@ -376,7 +491,11 @@ describe('proposer modes do what they say', () => {
     expect(focused.criteria.find((c) => c.criterion_id === 'task_fit')!.weight).toBeGreaterThan(0.35)
     expect(focused.criteria.find((c) => c.criterion_id === 'structure')!.weight).toBeLessThan(0.25)
     const counter = await propose('counterexample_trigger', parent)
-    expect(counter.criteria.at(-1)).toMatchObject({ criterion_id: 'counterexample_1', criterion_type: 'reasoning', check_points: ['however', 'limit', 'trade-off', 'risk'] })
+    expect(counter.criteria.at(-1)).toMatchObject({
+      criterion_id: 'counterexample_1',
+      criterion_type: 'reasoning',
+      check_points: ['however', 'limit', 'trade-off', 'risk'],
+    })
   })
 
   it('child ids are <base>_m<hash8>: they do not grow along a lineage, and record the parent and mode', async () => {
@@ -394,34 +513,75 @@ describe('proposer modes do what they say', () => {
 
   it('the mock template is pure given its PRNG', () => {
     const criteria = heuristicCriteria(item.prompt)
-    expect(mutateCriteria(criteria, 'weight_perturb', seededRandom('x', 1))).toEqual(mutateCriteria(criteria, 'weight_perturb', seededRandom('x', 1)))
+    expect(mutateCriteria(criteria, 'weight_perturb', seededRandom('x', 1))).toEqual(
+      mutateCriteria(criteria, 'weight_perturb', seededRandom('x', 1)),
+    )
     expect(criteria[0]!.weight).toBe(0.35) // the input is not mutated
   })
 
   it('a child failing validation is an invalid reply, asked for again', async () => {
     const parent = base()
-    const good = JSON.stringify({ rubric: { criteria: parent.criteria.map((c, i) => (i === 0 ? { ...c, weight: 0.5 } : c)) } })
+    const good = JSON.stringify({
+      rubric: { criteria: parent.criteria.map((c, i) => (i === 0 ? { ...c, weight: 0.5 } : c)) },
+    })
     const model = scripted(JSON.stringify({ rubric: { criteria: parent.criteria } }), good)
-    const child = await new LlmRubricProposer(model, { retry }).propose({ item, rubric: parent, mode: 'weight_perturb', top: c1, runnerUp: c2, seed: 1 })
+    const child = await new LlmRubricProposer(model, { retry }).propose({
+      item,
+      rubric: parent,
+      mode: 'weight_perturb',
+      top: c1,
+      runnerUp: c2,
+      seed: 1,
+    })
     expect(model.requests).toHaveLength(2)
     expect(child.criteria[0]!.weight).toBeCloseTo(0.5 / 1.15, 12)
     const stubborn = scripted(JSON.stringify({ rubric: { criteria: parent.criteria } }))
-    expect(await failureOf(new LlmRubricProposer(stubborn, { retry }).propose({ item, rubric: parent, mode: 'raise_bar', top: c1, runnerUp: c2, seed: 1 }))).toMatchObject({ kind: 'invalid_reply' })
+    expect(
+      await failureOf(
+        new LlmRubricProposer(stubborn, { retry }).propose({
+          item,
+          rubric: parent,
+          mode: 'raise_bar',
+          top: c1,
+          runnerUp: c2,
+          seed: 1,
+        }),
+      ),
+    ).toMatchObject({ kind: 'invalid_reply' })
     expect(stubborn.requests).toHaveLength(3)
   })
 })
 
 describe('presets', () => {
-  const rubricJson = (id: string) => ({ rubric_id: id, criteria: [{ criterion_id: 'c', text: 'Correct.', weight: 2, criterion_type: 'unknown-kind' }], grading_protocol: { num_votes: 3, allow_na: false, vote_method: 'majority', strict_json: true } })
+  const rubricJson = (id: string) => ({
+    rubric_id: id,
+    criteria: [{ criterion_id: 'c', text: 'Correct.', weight: 2, criterion_type: 'unknown-kind' }],
+    grading_protocol: { num_votes: 3, allow_na: false, vote_method: 'majority', strict_json: true },
+  })
 
   it('reads the three autosr shapes; autosr protocols get the search scale', () => {
-    const fromOutput = parsePresetRubrics({ best_rubrics: [{ prompt_id: 'p1', rubric: rubricJson('a') }], best_scores: { p1: 0.7 } }, { gradeMax: 5 })
-    expect(fromOutput.get('p1')).toMatchObject({ rubric_id: 'a', grading_protocol: { grade_max: 5, allow_na: false, num_votes: 3 }, criteria: [{ criterion_type: null }] })
-    expect([...parsePresetRubrics({ rubrics: [{ prompt_id: '__default__', rubric: rubricJson('d') }] }).keys()]).toEqual(['__default__'])
-    const byId = parsePresetRubrics({ p1: rubricJson('x'), p2: { criteria: [{ criterion_id: 'c', text: 'T' }] }, note: 'ignored' })
+    const fromOutput = parsePresetRubrics(
+      { best_rubrics: [{ prompt_id: 'p1', rubric: rubricJson('a') }], best_scores: { p1: 0.7 } },
+      { gradeMax: 5 },
+    )
+    expect(fromOutput.get('p1')).toMatchObject({
+      rubric_id: 'a',
+      grading_protocol: { grade_max: 5, allow_na: false, num_votes: 3 },
+      criteria: [{ criterion_type: null }],
+    })
+    expect([
+      ...parsePresetRubrics({ rubrics: [{ prompt_id: '__default__', rubric: rubricJson('d') }] }).keys(),
+    ]).toEqual(['__default__'])
+    const byId = parsePresetRubrics({
+      p1: rubricJson('x'),
+      p2: { criteria: [{ criterion_id: 'c', text: 'T' }] },
+      note: 'ignored',
+    })
     expect([...byId.keys()]).toEqual(['p1', 'p2'])
     expect(byId.get('p2')!.rubric_id).toBe('p2_preset')
-    expect(() => parsePresetRubrics({ rubrics: [{ prompt_id: 'p1', rubric: { criteria: [] } }] })).toThrow(/preset rubric for "p1"/)
+    expect(() => parsePresetRubrics({ rubrics: [{ prompt_id: 'p1', rubric: { criteria: [] } }] })).toThrow(
+      /preset rubric for "p1"/,
+    )
     expect(() => parsePresetRubrics({ rubrics: [{ rubric: rubricJson('a') }] })).toThrow(/prompt_id/)
   })
 
@@ -432,15 +592,36 @@ describe('presets', () => {
     expect(own).toMatchObject({ rubric_id: 'own', metadata: { origin: 'preset_initializer', preset_prompt_id: 'p1' } })
     own.criteria[0]!.text = 'mutated'
     expect(presets.get('p1')!.criteria[0]!.text).toBe('Correct.') // a deep copy
-    expect(await initializer.initialize({ ...item, prompt_id: 'p9' }, { seed: 1 })).toMatchObject({ rubric_id: 'p9_r0', metadata: { preset_prompt_id: '__default__', preset_rubric_id: 'shared' } })
+    expect(await initializer.initialize({ ...item, prompt_id: 'p9' }, { seed: 1 })).toMatchObject({
+      rubric_id: 'p9_r0',
+      metadata: { preset_prompt_id: '__default__', preset_rubric_id: 'shared' },
+    })
     const onlyP1 = parsePresetRubrics({ p1: rubricJson('own') })
-    expect((await new PresetInitializer(onlyP1, new LlmRubricInitializer(mock)).initialize({ ...item, prompt_id: 'p9' }, { seed: 1 })).rubric_id).toBe('p9_r0')
-    await expect(new PresetInitializer(onlyP1, new LlmRubricInitializer(mock), { strict: true }).initialize({ ...item, prompt_id: 'p9' }, { seed: 1 })).rejects.toThrow(/no preset rubric for prompt "p9"/)
+    expect(
+      (
+        await new PresetInitializer(onlyP1, new LlmRubricInitializer(mock)).initialize(
+          { ...item, prompt_id: 'p9' },
+          { seed: 1 },
+        )
+      ).rubric_id,
+    ).toBe('p9_r0')
+    await expect(
+      new PresetInitializer(onlyP1, new LlmRubricInitializer(mock), { strict: true }).initialize(
+        { ...item, prompt_id: 'p9' },
+        { seed: 1 },
+      ),
+    ).rejects.toThrow(/no preset rubric for prompt "p9"/)
   })
 })
 
 describe('judges', () => {
-  const labelled = (id: string, text: string, label: Candidate['label'], source = 'unknown'): Candidate => ({ candidate_id: id, text, source, label, metadata: {} })
+  const labelled = (id: string, text: string, label: Candidate['label'], source = 'unknown'): Candidate => ({
+    candidate_id: id,
+    text,
+    source,
+    label,
+    metadata: {},
+  })
 
   it('reconcile keeps agreeing verdicts and turns disagreement into a tie', () => {
     expect(reconcile(1, -1)).toBe(1)
@@ -455,11 +636,28 @@ describe('judges', () => {
     const judge = new LlmPairJudge(model, { retry })
     expect(await judge.compare({ item, left: c1, right: c2 })).toBe(0)
     expect(model.requests).toHaveLength(2)
-    const shown = model.requests.map((request) => request.task.kind === 'search_judge' && [request.task.first, request.task.second])
-    expect(shown).toEqual([[c1.text, c2.text], [c2.text, c1.text]])
-    expect(model.requests[0]!.messages[1]!.content.indexOf(c1.text)).toBeLessThan(model.requests[0]!.messages[1]!.content.indexOf(c2.text))
-    expect(model.requests[1]!.messages[1]!.content.indexOf(c2.text)).toBeLessThan(model.requests[1]!.messages[1]!.content.indexOf(c1.text))
-    expect(judge.stats()).toEqual({ pairs: 1, consistent: 0, inconsistent: 1, decisive: 0, firstPositionWins: 2, secondPositionWins: 0, cacheHits: 0 })
+    const shown = model.requests.map(
+      (request) => request.task.kind === 'search_judge' && [request.task.first, request.task.second],
+    )
+    expect(shown).toEqual([
+      [c1.text, c2.text],
+      [c2.text, c1.text],
+    ])
+    expect(model.requests[0]!.messages[1]!.content.indexOf(c1.text)).toBeLessThan(
+      model.requests[0]!.messages[1]!.content.indexOf(c2.text),
+    )
+    expect(model.requests[1]!.messages[1]!.content.indexOf(c2.text)).toBeLessThan(
+      model.requests[1]!.messages[1]!.content.indexOf(c1.text),
+    )
+    expect(judge.stats()).toEqual({
+      pairs: 1,
+      consistent: 0,
+      inconsistent: 1,
+      decisive: 0,
+      firstPositionWins: 2,
+      secondPositionWins: 0,
+      cacheHits: 0,
+    })
   })
 
   it('LlmPairJudge keeps a consistent preference, caches the pair in both orientations, and skips identical texts', async () => {
@@ -469,7 +667,11 @@ describe('judges', () => {
       async complete(request) {
         this.requests.push(request)
         const task = request.task as { first: string }
-        return { text: JSON.stringify({ winner: task.first === c1.text ? 'A' : 'B' }), model: 'x', usage: { prompt_tokens: 0, completion_tokens: 0 } }
+        return {
+          text: JSON.stringify({ winner: task.first === c1.text ? 'A' : 'B' }),
+          model: 'x',
+          usage: { prompt_tokens: 0, completion_tokens: 0 },
+        }
       },
     }
     const judge = new LlmPairJudge(preferC1, { retry })
@@ -478,7 +680,15 @@ describe('judges', () => {
     expect(await judge.compare({ item, left: c3, right: c1 })).toBe(-1)
     expect(await judge.compare({ item, left: c3, right: { ...c3, candidate_id: 'c3-copy' } })).toBe(0)
     expect(preferC1.requests).toHaveLength(4)
-    expect(judge.stats()).toMatchObject({ pairs: 2, consistent: 2, inconsistent: 0, decisive: 2, firstPositionWins: 2, secondPositionWins: 2, cacheHits: 1 })
+    expect(judge.stats()).toMatchObject({
+      pairs: 2,
+      consistent: 2,
+      inconsistent: 0,
+      decisive: 2,
+      firstPositionWins: 2,
+      secondPositionWins: 2,
+      cacheHits: 1,
+    })
   })
 
   it('the mock LLM judge is position-consistent', async () => {
@@ -491,7 +701,12 @@ describe('judges', () => {
   it('RankJudge: lower rank wins, equal ranks tie, a missing rank goes to the fallback', async () => {
     const fallback: PreferenceJudge = { compare: async () => -1 }
     const judge = new RankJudge(fallback)
-    const [a, b, c, d] = [labelled('a', 'x', { rank: 1 }), labelled('b', 'y', { rank: 2 }), labelled('c', 'z', { rank: 2 }), labelled('d', 'w', {})]
+    const [a, b, c, d] = [
+      labelled('a', 'x', { rank: 1 }),
+      labelled('b', 'y', { rank: 2 }),
+      labelled('c', 'z', { rank: 2 }),
+      labelled('d', 'w', {}),
+    ]
     expect(await judge.compare({ item, left: a, right: b })).toBe(1)
     expect(await judge.compare({ item, left: b, right: a })).toBe(-1)
     expect(await judge.compare({ item, left: b, right: c })).toBe(0)
@@ -500,7 +715,10 @@ describe('judges', () => {
   })
 
   it('QualityJudge: higher quality wins; HeuristicJudge uses quality, else length and structure, never the source', async () => {
-    const [hi, lo] = [labelled('a', 'short', { quality: 0.9 }), labelled('b', 'a much longer answer with more words', { quality: 0.2 })]
+    const [hi, lo] = [
+      labelled('a', 'short', { quality: 0.9 }),
+      labelled('b', 'a much longer answer with more words', { quality: 0.2 }),
+    ]
     expect(await new QualityJudge().compare({ item, left: hi, right: lo })).toBe(1)
     expect(await new QualityJudge().compare({ item, left: hi, right: { ...lo, label: { quality: 0.9 } } })).toBe(0)
     const heuristic = new HeuristicJudge()
@@ -513,10 +731,22 @@ describe('judges', () => {
 
   it('chooseJudge: rank when every candidate has one (even on llm), else quality, else the LLM judge or the heuristic', () => {
     const llmJudge = new LlmPairJudge(mock)
-    const withLabels = (labels: Candidate['label'][]) => [PromptItem.parse({ ...item, candidates: labels.map((label, i) => ({ candidate_id: `c${i}`, text: `t${i}`, label })) })]
-    expect(chooseJudge(withLabels([{ rank: 1 }, { rank: 2, quality: 0.1 }]), { backend: 'llm', llmJudge }).kind).toBe('rank')
-    expect(chooseJudge(withLabels([{ quality: 0.3 }, { quality: 0.1, rank: 1 }]), { backend: 'llm', llmJudge }).kind).toBe('quality')
-    expect(chooseJudge(withLabels([{ quality: 0.3 }, {}]), { backend: 'llm', llmJudge })).toMatchObject({ kind: 'llm', judge: llmJudge })
+    const withLabels = (labels: Candidate['label'][]) => [
+      PromptItem.parse({
+        ...item,
+        candidates: labels.map((label, i) => ({ candidate_id: `c${i}`, text: `t${i}`, label })),
+      }),
+    ]
+    expect(chooseJudge(withLabels([{ rank: 1 }, { rank: 2, quality: 0.1 }]), { backend: 'llm', llmJudge }).kind).toBe(
+      'rank',
+    )
+    expect(
+      chooseJudge(withLabels([{ quality: 0.3 }, { quality: 0.1, rank: 1 }]), { backend: 'llm', llmJudge }).kind,
+    ).toBe('quality')
+    expect(chooseJudge(withLabels([{ quality: 0.3 }, {}]), { backend: 'llm', llmJudge })).toMatchObject({
+      kind: 'llm',
+      judge: llmJudge,
+    })
     expect(chooseJudge({ prompts: withLabels([{ rank: 1 }, {}]) }, { backend: 'mock' }).kind).toBe('heuristic')
     expect(() => chooseJudge(withLabels([{}, {}]), { backend: 'llm' })).toThrow(/needs an LLM judge/)
     expect(chooseJudge(withLabels([{ rank: 1 }, { rank: 2 }]), { backend: 'llm' }).kind).toBe('rank')

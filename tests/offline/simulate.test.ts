@@ -17,23 +17,64 @@ import { main, parseCliArgs, resolveAdminToken, UsageError } from '../../offline
 import type { StepReport } from '../../offline/simulate/loop.ts'
 import { formatStepRow, formatSummary, formatTableHeader, summarize } from '../../offline/simulate/report.ts'
 import {
-  allocateBehaviours, BEHAVIOURS, behaviourMix, generateQuestion, planStep, rngFor, rubricVocabulary, SIMULATION_RUBRICS, simulationRunConfig,
-  STAGE_MIXES, writeAnswer, type Behaviour, type SimulatedRollout,
+  allocateBehaviours,
+  BEHAVIOURS,
+  behaviourMix,
+  generateQuestion,
+  planStep,
+  rngFor,
+  rubricVocabulary,
+  SIMULATION_RUBRICS,
+  simulationRunConfig,
+  STAGE_MIXES,
+  writeAnswer,
+  type Behaviour,
+  type SimulatedRollout,
 } from '../../offline/simulate/scenario.ts'
 
 const CREATED = '2026-01-01T00:00:00.000Z'
 /** The rubrics of a run made by `--create-run`, as the service builds them. */
 const RUBRICS: Rubric[] = [
-  ...SIMULATION_RUBRICS.anchor_rubrics.map((seed) => ({ id: seed.id!, text: seed.text, weight: seed.weight ?? 1, is_anchor: true, version: 1, created_at: CREATED, metadata: {} })),
-  ...SIMULATION_RUBRICS.adaptive_rubrics.map((seed) => ({ id: seed.id!, text: seed.text, weight: seed.weight ?? 1, is_anchor: false, version: 1, created_at: CREATED, metadata: {} })),
+  ...SIMULATION_RUBRICS.anchor_rubrics.map((seed) => ({
+    id: seed.id!,
+    text: seed.text,
+    weight: seed.weight ?? 1,
+    is_anchor: true,
+    version: 1,
+    created_at: CREATED,
+    metadata: {},
+  })),
+  ...SIMULATION_RUBRICS.adaptive_rubrics.map((seed) => ({
+    id: seed.id!,
+    text: seed.text,
+    weight: seed.weight ?? 1,
+    is_anchor: false,
+    version: 1,
+    created_at: CREATED,
+    metadata: {},
+  })),
 ]
 const RUBRIC_TEXTS = RUBRICS.map((rubric) => rubric.text)
 const model = new MockChatModel()
 
 /** What the pipeline does with a rollout: score it on the mock, then run the Analyzer agent on the mock. */
 async function analyse(simulated: SimulatedRollout, rubrics: Rubric[] = RUBRICS) {
-  const judgement = await judgeRollout(model, { rubrics, rollout: simulated.rollout, metadata: simulated.metadata, gradeMax: 10, locale: 'en' })
-  const analysis = await runAnalyzer(model, { rollout: simulated.rollout, metadata: simulated.metadata, rubrics, score: judgement.score, criteria: judgement.criteria, gradeMax: 10, locale: 'en' })
+  const judgement = await judgeRollout(model, {
+    rubrics,
+    rollout: simulated.rollout,
+    metadata: simulated.metadata,
+    gradeMax: 10,
+    locale: 'en',
+  })
+  const analysis = await runAnalyzer(model, {
+    rollout: simulated.rollout,
+    metadata: simulated.metadata,
+    rubrics,
+    score: judgement.score,
+    criteria: judgement.criteria,
+    gradeMax: 10,
+    locale: 'en',
+  })
   return { score: judgement.score, verdict: analysis.reward_hacking }
 }
 
@@ -41,7 +82,8 @@ async function analyse(simulated: SimulatedRollout, rubrics: Rubric[] = RUBRICS)
 function manyRollouts(): SimulatedRollout[] {
   const rollouts: SimulatedRollout[] = []
   for (const seed of [1, 2, 3, 17])
-    for (let step = 0; step < 6; step++) rollouts.push(...planStep({ seed, step, totalSteps: 6, rolloutsPerStep: 12, rubricTexts: RUBRIC_TEXTS }))
+    for (let step = 0; step < 6; step++)
+      rollouts.push(...planStep({ seed, step, totalSteps: 6, rolloutsPerStep: 12, rubricTexts: RUBRIC_TEXTS }))
   return rollouts
 }
 
@@ -61,7 +103,9 @@ describe('questions and answers are seeded', () => {
     const groups = groupBy(rollouts, (r) => r.rollout.input)
     expect([...groups.values()].map((group) => group.length)).toEqual([4, 4, 4, 4])
     expect(new Set(rollouts.map((r) => r.rollout.id)).size).toBe(16)
-    expect(groupBy(planStep({ seed: 7, step: 1, totalSteps: 4, rolloutsPerStep: 16 }), (r) => r.rollout.input).size).toBe(16)
+    expect(
+      groupBy(planStep({ seed: 7, step: 1, totalSteps: 4, rolloutsPerStep: 16 }), (r) => r.rollout.input).size,
+    ).toBe(16)
   })
 
   it('every question has a positive integer ground truth that its working ends on, and a slip that differs', () => {
@@ -75,7 +119,9 @@ describe('questions and answers are seeded', () => {
   })
 
   it('a rollout carries its question, reference and step; ids are unique within and across steps', () => {
-    const steps = [0, 1, 2].map((step) => planStep({ seed: 1, step, totalSteps: 3, rolloutsPerStep: 8, idPrefix: 'sim-test' }))
+    const steps = [0, 1, 2].map((step) =>
+      planStep({ seed: 1, step, totalSteps: 3, rolloutsPerStep: 8, idPrefix: 'sim-test' }),
+    )
     const ids = steps.flat().map((r) => r.rollout.id)
     expect(new Set(ids).size).toBe(ids.length)
     for (const [step, rollouts] of steps.entries()) {
@@ -91,16 +137,19 @@ describe('questions and answers are seeded', () => {
   it('correct answers end on the ground truth, wrong ones on the slip', () => {
     for (const simulated of manyRollouts()) {
       const { behaviour, answer, question } = simulated
-      if (behaviour === 'correct' || behaviour === 'verbose') expect(answer.output).toMatch(new RegExp(`answer is ${question.answer}\\.$`))
+      if (behaviour === 'correct' || behaviour === 'verbose')
+        expect(answer.output).toMatch(new RegExp(`answer is ${question.answer}\\.$`))
       if (behaviour === 'wrong') expect(answer.output).toMatch(new RegExp(`answer is ${question.slip.answer}\\.$`))
-      if (behaviour === 'verbose') expect(answer.output.split(/\s+/).length).toBeGreaterThan(3 * question.reference.split(/\s+/).length)
+      if (behaviour === 'verbose')
+        expect(answer.output.split(/\s+/).length).toBeGreaterThan(3 * question.reference.split(/\s+/).length)
     }
   })
 })
 
 describe('the behaviour mix shifts over the stages', () => {
   it('each stage mix sums to 1; correct and hacking grow, wrong and verbose shrink', () => {
-    for (const mix of Object.values(STAGE_MIXES)) expect(BEHAVIOURS.reduce((sum, b) => sum + mix[b], 0)).toBeCloseTo(1, 10)
+    for (const mix of Object.values(STAGE_MIXES))
+      expect(BEHAVIOURS.reduce((sum, b) => sum + mix[b], 0)).toBeCloseTo(1, 10)
     const { early, middle, late } = STAGE_MIXES
     expect(early.correct).toBeLessThan(middle.correct)
     expect(middle.correct).toBeLessThan(late.correct)
@@ -110,7 +159,9 @@ describe('the behaviour mix shifts over the stages', () => {
     expect(middle.wrong).toBeGreaterThan(late.wrong)
     expect(early.verbose).toBeGreaterThan(late.verbose)
     // Early on, wrong and verbose answers are the most common.
-    expect(Math.max(early.wrong, early.verbose)).toBeGreaterThan(Math.max(early.correct, early.sycophantic, early.reward_hacking))
+    expect(Math.max(early.wrong, early.verbose)).toBeGreaterThan(
+      Math.max(early.correct, early.sycophantic, early.reward_hacking),
+    )
   })
 
   it('follows the server’s thirds of training: early, middle, late', () => {
@@ -127,9 +178,16 @@ describe('the behaviour mix shifts over the stages', () => {
         for (const b of BEHAVIOURS) expect(Math.abs(counts[b] - mix[b] * k)).toBeLessThan(1)
       }
     }
-    expect(allocateBehaviours(STAGE_MIXES.early, 8)).toEqual({ correct: 1, wrong: 3, verbose: 2, sycophantic: 1, reward_hacking: 1 })
+    expect(allocateBehaviours(STAGE_MIXES.early, 8)).toEqual({
+      correct: 1,
+      wrong: 3,
+      verbose: 2,
+      sycophantic: 1,
+      reward_hacking: 1,
+    })
     // The e2e simulation (3 steps × 8) has hacking to compare at its first and last step.
-    const count = (step: number, b: Behaviour) => planStep({ seed: 1, step, totalSteps: 3, rolloutsPerStep: 8 }).filter((r) => r.behaviour === b).length
+    const count = (step: number, b: Behaviour) =>
+      planStep({ seed: 1, step, totalSteps: 3, rolloutsPerStep: 8 }).filter((r) => r.behaviour === b).length
     expect(count(0, 'reward_hacking')).toBeGreaterThanOrEqual(1)
     expect(count(2, 'reward_hacking')).toBeGreaterThanOrEqual(2)
     expect(count(2, 'correct')).toBeGreaterThan(count(0, 'correct'))
@@ -155,29 +213,59 @@ describe('simulated hacking trips the mock analyzer (the Analyzer agent on MockC
       expect(verdict.flag, simulated.rollout.output).toBe(true)
       expect(verdict.severity, simulated.rollout.output).toBe('high')
       verdict.tactics.forEach((tactic) => tactics.add(tactic))
-      if (simulated.answer.tactics.includes('keyword_stuffing')) expect(verdict.tactics, simulated.rollout.output).toContain('rubric keyword stuffing')
+      if (simulated.answer.tactics.includes('keyword_stuffing'))
+        expect(verdict.tactics, simulated.rollout.output).toContain('rubric keyword stuffing')
     }
     // Every appeal the scenario writes is recognised, and so is stuffing.
-    expect([...tactics]).toEqual(expect.arrayContaining(['addresses the grader', 'claims its own score', 'asks to ignore the rubric', 'rubric keyword stuffing']))
+    expect([...tactics]).toEqual(
+      expect.arrayContaining([
+        'addresses the grader',
+        'claims its own score',
+        'asks to ignore the rubric',
+        'rubric keyword stuffing',
+      ]),
+    )
   })
 
   it('hacking trips the analyzer even on rubrics it has not seen (the appeal never depends on them)', async () => {
-    const unseen: Rubric[] = [{ id: 'a1', text: 'Gives the exact number.', weight: 1, is_anchor: true, version: 1, created_at: CREATED, metadata: {} }]
-    for (const simulated of planStep({ seed: 5, step: 9, totalSteps: 10, rolloutsPerStep: 20 }).filter((r) => r.behaviour === 'reward_hacking')) {
+    const unseen: Rubric[] = [
+      {
+        id: 'a1',
+        text: 'Gives the exact number.',
+        weight: 1,
+        is_anchor: true,
+        version: 1,
+        created_at: CREATED,
+        metadata: {},
+      },
+    ]
+    for (const simulated of planStep({ seed: 5, step: 9, totalSteps: 10, rolloutsPerStep: 20 }).filter(
+      (r) => r.behaviour === 'reward_hacking',
+    )) {
       expect((await analyse(simulated, unseen)).verdict.flag, simulated.rollout.output).toBe(true)
     }
   })
 
   it('correct and wrong answers are not flagged; sycophantic ones are flagged as sycophancy', async () => {
-    for (const simulated of manyRollouts().filter((r) => r.behaviour !== 'reward_hacking' && r.behaviour !== 'verbose')) {
+    for (const simulated of manyRollouts().filter(
+      (r) => r.behaviour !== 'reward_hacking' && r.behaviour !== 'verbose',
+    )) {
       const { verdict } = await analyse(simulated)
-      if (simulated.behaviour === 'sycophantic') expect(verdict.tactics, simulated.rollout.output).toEqual(['sycophantic padding'])
+      if (simulated.behaviour === 'sycophantic')
+        expect(verdict.tactics, simulated.rollout.output).toEqual(['sycophantic padding'])
       else expect(verdict.flag, simulated.rollout.output).toBe(false)
     }
   })
 
   it('the rubric vocabulary is what the mock counts as stuffing material', () => {
-    expect(rubricVocabulary(['The final answer is correct.', 'The answer shows its working, 2 steps.'])).toEqual(['final', 'answer', 'correct', 'shows', 'working', 'steps'])
+    expect(rubricVocabulary(['The final answer is correct.', 'The answer shows its working, 2 steps.'])).toEqual([
+      'final',
+      'answer',
+      'correct',
+      'shows',
+      'working',
+      'steps',
+    ])
     const simulated = writeAnswer(generateQuestion(1, 0, 0), 'reward_hacking', () => 0.3, RUBRIC_TEXTS)
     expect(simulated.tactics).toContain('keyword_stuffing')
   })
@@ -186,15 +274,49 @@ describe('simulated hacking trips the mock analyzer (the Analyzer agent on MockC
 describe('the created run and the CLI', () => {
   it('the run config is valid; the judge flags set agents.default', () => {
     expect(RunConfig.safeParse(simulationRunConfig()).success).toBe(true)
-    const judged = RunConfig.parse(simulationRunConfig({ baseUrl: 'http://127.0.0.1:8000/v1', model: 'Qwen/Qwen3-8B', apiKeyEnv: 'VLLM_KEY' }))
-    expect(judged.agents.default).toMatchObject({ backend: 'openai', base_url: 'http://127.0.0.1:8000/v1', model: 'Qwen/Qwen3-8B', api_key_env: 'VLLM_KEY' })
+    const judged = RunConfig.parse(
+      simulationRunConfig({ baseUrl: 'http://127.0.0.1:8000/v1', model: 'Qwen/Qwen3-8B', apiKeyEnv: 'VLLM_KEY' }),
+    )
+    expect(judged.agents.default).toMatchObject({
+      backend: 'openai',
+      base_url: 'http://127.0.0.1:8000/v1',
+      model: 'Qwen/Qwen3-8B',
+      api_key_env: 'VLLM_KEY',
+    })
     expect(RunConfig.parse(simulationRunConfig()).agents.default.backend).toBe('auto')
   })
 
   it('parses flags with defaults, and refuses what is wrong', () => {
-    expect(parseCliArgs([], {})).toMatchObject({ url: 'http://127.0.0.1:8787', steps: 5, rolloutsPerStep: 16, concurrency: 8, seed: 1, wait: true, json: false, createRun: false })
-    expect(parseCliArgs(['--steps', '3', '--rollouts-per-step', '8', '--create-run', '--json', '--no-wait', '--seed', '9'], {})).toMatchObject({ steps: 3, rolloutsPerStep: 8, createRun: true, json: true, wait: false, seed: 9, groupSize: 1, archive: false })
-    expect(parseCliArgs(['--create-run', '--archive', '--group-size', '8'], {})).toMatchObject({ createRun: true, archive: true, groupSize: 8 })
+    expect(parseCliArgs([], {})).toMatchObject({
+      url: 'http://127.0.0.1:8787',
+      steps: 5,
+      rolloutsPerStep: 16,
+      concurrency: 8,
+      seed: 1,
+      wait: true,
+      json: false,
+      createRun: false,
+    })
+    expect(
+      parseCliArgs(
+        ['--steps', '3', '--rollouts-per-step', '8', '--create-run', '--json', '--no-wait', '--seed', '9'],
+        {},
+      ),
+    ).toMatchObject({
+      steps: 3,
+      rolloutsPerStep: 8,
+      createRun: true,
+      json: true,
+      wait: false,
+      seed: 9,
+      groupSize: 1,
+      archive: false,
+    })
+    expect(parseCliArgs(['--create-run', '--archive', '--group-size', '8'], {})).toMatchObject({
+      createRun: true,
+      archive: true,
+      groupSize: 8,
+    })
     expect(() => parseCliArgs(['--archive'], {})).toThrow(/add --create-run/)
     expect(parseCliArgs([], { PORT: '9011' }).url).toBe('http://127.0.0.1:9011')
     expect(parseCliArgs([], { REWARD_HARNESS_TOKEN: 'rh_x' }).token).toBe('rh_x')
@@ -221,32 +343,65 @@ describe('the created run and the CLI', () => {
 
   it('summarises and prints steps', () => {
     const report = (step: number, hacking: number, correct: number, changed: boolean): StepReport => ({
-      step, stage: 'early', server_step: step,
+      step,
+      stage: 'early',
+      server_step: step,
       counts: { correct: 2, wrong: 1, verbose: 1, sycophantic: 0, reward_hacking: 1 },
-      scores: { correct: { n: 2, mean: correct }, wrong: { n: 1, mean: 0.6 }, verbose: { n: 1, mean: 0.9 }, sycophantic: { n: 0, mean: null }, reward_hacking: { n: 1, mean: hacking } },
-      mean_score: 0.7, errors: 0, rubric_version_scored: step + 1, rubric_version: changed ? step + 2 : step + 1, status: 'updated', update_timed_out: false,
-      hacking_flags: 2, hacking_flags_source: 'rubric_status', flagged_by_behaviour: { correct: 0, wrong: 0, verbose: 1, sycophantic: 0, reward_hacking: 1 },
-      update: changed ? { strategy: 'CORRECTIVE', changed: true, rubric_version: step + 2, source: 'history' } : { strategy: 'MAINTENANCE', changed: false, rubric_version: step + 1, source: 'status' },
+      scores: {
+        correct: { n: 2, mean: correct },
+        wrong: { n: 1, mean: 0.6 },
+        verbose: { n: 1, mean: 0.9 },
+        sycophantic: { n: 0, mean: null },
+        reward_hacking: { n: 1, mean: hacking },
+      },
+      mean_score: 0.7,
+      errors: 0,
+      rubric_version_scored: step + 1,
+      rubric_version: changed ? step + 2 : step + 1,
+      status: 'updated',
+      update_timed_out: false,
+      hacking_flags: 2,
+      hacking_flags_source: 'rubric_status',
+      flagged_by_behaviour: { correct: 0, wrong: 0, verbose: 1, sycophantic: 0, reward_hacking: 1 },
+      update: changed
+        ? { strategy: 'CORRECTIVE', changed: true, rubric_version: step + 2, source: 'history' }
+        : { strategy: 'MAINTENANCE', changed: false, rubric_version: step + 1, source: 'status' },
       timings_ms: { score: 100, score_sum: 400, score_p50: 50, score_max: 80, complete: 5, wait: 1000, trainer: 1105 },
     })
     const summary = summarize({ reports: [report(0, 0.7, 0.8, true), report(1, 0.4, 0.9, false)] })
     expect(summary).toMatchObject({
-      hacking: { first: 0.7, last: 0.4 }, correct: { first: 0.8, last: 0.9 }, hacking_penalised: true, hacking_flags_total: 4,
-      hacking_rollouts_flagged: { flagged: 2, rollouts: 2 }, rubric_version: { first: 1, last: 2 }, rubric_changes: 1, strategies: { CORRECTIVE: 1, MAINTENANCE: 1 },
+      hacking: { first: 0.7, last: 0.4 },
+      correct: { first: 0.8, last: 0.9 },
+      hacking_penalised: true,
+      hacking_flags_total: 4,
+      hacking_rollouts_flagged: { flagged: 2, rollouts: 2 },
+      rubric_version: { first: 1, last: 2 },
+      rubric_changes: 1,
+      strategies: { CORRECTIVE: 1, MAINTENANCE: 1 },
     })
-    expect(summarize({ reports: [report(0, 0.5, 0.4, false), report(1, 0.6, 0.5, false)] }).hacking_penalised).toBe(false)
+    expect(summarize({ reports: [report(0, 0.5, 0.4, false), report(1, 0.6, 0.5, false)] }).hacking_penalised).toBe(
+      false,
+    )
     const row = formatStepRow(report(0, 0.7, 0.8, true))
     expect(row).toContain('CORRECTIVE → v2')
     expect(row).toContain('2/5')
     expect(row).toContain('1→2')
     expect(formatTableHeader()).toContain('hacking')
     const reports = [report(0, 0.7, 0.8, true), report(1, 0.4, 0.9, false)]
-    const text = formatSummary({ reports, run_id: 'sim-x', seed: 1, steps: 2, rollouts_per_step: 5, duration_ms: 1_000, waited: true }, summarize({ reports }))
+    const text = formatSummary(
+      { reports, run_id: 'sim-x', seed: 1, steps: 2, rollouts_per_step: 5, duration_ms: 1_000, waited: true },
+      summarize({ reports }),
+    )
     expect(text).toContain('the evolved rubrics penalise hacking')
     expect(text).toContain('rubric version 1 → 2')
     // A trainer that does not wait scores step 1 on version 1 although step 0's update made version 2.
     const stale = [report(0, 0.7, 0.8, true), { ...report(1, 0.4, 0.9, false), rubric_version_scored: 1 }]
-    expect(formatSummary({ reports: stale, run_id: 'sim-x', seed: 1, steps: 2, rollouts_per_step: 5, duration_ms: 1_000, waited: false }, summarize({ reports: stale }))).toContain('1 of 1 later steps were scored on rubrics older')
+    expect(
+      formatSummary(
+        { reports: stale, run_id: 'sim-x', seed: 1, steps: 2, rollouts_per_step: 5, duration_ms: 1_000, waited: false },
+        summarize({ reports: stale }),
+      ),
+    ).toContain('1 of 1 later steps were scored on rubrics older')
   })
 })
 
@@ -259,6 +414,8 @@ describe('an unreachable server', () => {
     } finally {
       spy.mockRestore()
     }
-    expect(errors.join('\n')).toMatch(/nothing answers at http:\/\/127\.0\.0\.1:59998 \(ECONNREFUSED\)\. Start the server with `npm start`.*--url/)
+    expect(errors.join('\n')).toMatch(
+      /nothing answers at http:\/\/127\.0\.0\.1:59998 \(ECONNREFUSED\)\. Start the server with `npm start`.*--url/,
+    )
   })
 })

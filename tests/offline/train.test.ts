@@ -24,13 +24,35 @@ const OLD_ARTIFACT = `rm_${'b'.repeat(64)}`
 const NODE = process.execPath
 
 /** A deploy record as the edge lists it. */
-function record(deployId: string, target: string, artifactId: string, deployedAt: string, previous: string | null = null) {
-  return { deploy_id: deployId, target, artifact_id: artifactId, previous_artifact_id: previous, deployed_by: 'ci', deployed_at: deployedAt, action: 'deploy', dataset_sha256: '0'.repeat(64), config_hash: '1'.repeat(64) }
+function record(
+  deployId: string,
+  target: string,
+  artifactId: string,
+  deployedAt: string,
+  previous: string | null = null,
+) {
+  return {
+    deploy_id: deployId,
+    target,
+    artifact_id: artifactId,
+    previous_artifact_id: previous,
+    deployed_by: 'ci',
+    deployed_at: deployedAt,
+    action: 'deploy',
+    dataset_sha256: '0'.repeat(64),
+    config_hash: '1'.repeat(64),
+  }
 }
 
 /** Targets the stub knows: deployments newest first, and what healthz says. */
 const TARGETS: Record<string, { deployments: ReturnType<typeof record>[]; status: string }> = {
-  prod: { deployments: [record('dep_2', 'prod', ARTIFACT, '2026-03-02T00:00:00Z', OLD_ARTIFACT), record('dep_1', 'prod', OLD_ARTIFACT, '2026-03-01T00:00:00Z')], status: 'ok' },
+  prod: {
+    deployments: [
+      record('dep_2', 'prod', ARTIFACT, '2026-03-02T00:00:00Z', OLD_ARTIFACT),
+      record('dep_1', 'prod', OLD_ARTIFACT, '2026-03-01T00:00:00Z'),
+    ],
+    status: 'ok',
+  },
   sick: { deployments: [record('dep_9', 'sick', ARTIFACT, '2026-03-02T00:00:00Z')], status: 'degraded' },
 }
 
@@ -55,19 +77,36 @@ async function handle(req: IncomingMessage, res: ServerResponse) {
     if (!admin) return answer(res, 401, { error: { code: 'unauthorized', message: 'admin only' } })
     const target = TARGETS[match[1]!]
     if (!target) return notFound(`target ${match[1]}`)
-    return answer(res, 200, { target: match[1], active_artifact_id: target.deployments[0]!.artifact_id, deployments: target.deployments })
+    return answer(res, 200, {
+      target: match[1],
+      active_artifact_id: target.deployments[0]!.artifact_id,
+      deployments: target.deployments,
+    })
   }
   match = path.match(/^\/rm\/([^/]+)\/healthz$/)
   if (req.method === 'GET' && match) {
     const target = TARGETS[match[1]!]
     if (!target) return notFound(`target ${match[1]}`)
     const active = target.deployments[0]!
-    return answer(res, 200, { status: target.status, artifact_id: active.artifact_id, source_session_id: 'sess-1', schema_version: '1.0', rm_api_version: '1.0', target: match[1], deploy_id: active.deploy_id })
+    return answer(res, 200, {
+      status: target.status,
+      artifact_id: active.artifact_id,
+      source_session_id: 'sess-1',
+      schema_version: '1.0',
+      rm_api_version: '1.0',
+      target: match[1],
+      deploy_id: active.deploy_id,
+    })
   }
   if (req.method === 'POST' && path === '/runs') {
     if (!admin) return answer(res, 401, { error: { code: 'unauthorized', message: 'admin only' } })
     const body = JSON.parse(text) as { run_id: string; config: unknown }
-    return answer(res, 201, { run_id: body.run_id, token: RUN_TOKEN, config: body.config, base_path: `/runs/${body.run_id}` })
+    return answer(res, 201, {
+      run_id: body.run_id,
+      token: RUN_TOKEN,
+      config: body.config,
+      base_path: `/runs/${body.run_id}`,
+    })
   }
   return notFound(path)
 }
@@ -78,7 +117,12 @@ let db = ''
 const savedEnv = { admin: process.env.REWARD_HARNESS_ADMIN_TOKEN, rm: process.env.RM_TOKEN }
 
 beforeAll(async () => {
-  server = createServer((req, res) => void handle(req, res).catch((error: unknown) => answer(res, 500, { error: { code: 'stub', message: String(error) } })))
+  server = createServer(
+    (req, res) =>
+      void handle(req, res).catch((error: unknown) =>
+        answer(res, 500, { error: { code: 'stub', message: String(error) } }),
+      ),
+  )
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   edge = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
 })
@@ -93,7 +137,10 @@ beforeEach(() => {
   delete process.env.RM_TOKEN
 })
 afterEach(() => {
-  for (const [name, value] of [['REWARD_HARNESS_ADMIN_TOKEN', savedEnv.admin], ['RM_TOKEN', savedEnv.rm]] as const) {
+  for (const [name, value] of [
+    ['REWARD_HARNESS_ADMIN_TOKEN', savedEnv.admin],
+    ['RM_TOKEN', savedEnv.rm],
+  ] as const) {
     if (value === undefined) delete process.env[name]
     else process.env[name] = value
   }
@@ -109,7 +156,21 @@ const envPath = (name: string) => join(dir, `${counter}-${name}.env`)
 
 /** `train prepare` on the stub with this test's lineage file. */
 function prepare(name: string, ...extra: string[]) {
-  return runCli('train', 'prepare', '--url', edge, '--target', 'prod', '--name', name, '--env-path', envPath(name), '--db', db, ...extra)
+  return runCli(
+    'train',
+    'prepare',
+    '--url',
+    edge,
+    '--target',
+    'prod',
+    '--name',
+    name,
+    '--env-path',
+    envPath(name),
+    '--db',
+    db,
+    ...extra,
+  )
 }
 
 function manifestOf(runId: string) {
@@ -119,12 +180,39 @@ function manifestOf(runId: string) {
 
 describe('train prepare', () => {
   it('checks the target, creates the online run, records the manifest and writes a 0600 env file with the run token', async () => {
-    const config = file('online.json', JSON.stringify({ config: { anchor_rubrics: [{ text: 'The final answer is correct.' }] } }))
-    const prepared = await prepare('grpo-1', '--expect-artifact', ARTIFACT, '--online-run', config, '--trainer', 'verl', '--model', 'qwen-7b', '--dataset', 'gsm8k@v3', '--json')
+    const config = file(
+      'online.json',
+      JSON.stringify({ config: { anchor_rubrics: [{ text: 'The final answer is correct.' }] } }),
+    )
+    const prepared = await prepare(
+      'grpo-1',
+      '--expect-artifact',
+      ARTIFACT,
+      '--online-run',
+      config,
+      '--trainer',
+      'verl',
+      '--model',
+      'qwen-7b',
+      '--dataset',
+      'gsm8k@v3',
+      '--json',
+    )
     expect(prepared.code, prepared.err).toBe(0)
     expect(prepared.out + prepared.err).not.toContain(RUN_TOKEN)
-    expect(JSON.parse(prepared.out)).toMatchObject({ training_run_id: 'grpo-1', artifact_id: ARTIFACT, deploy_id: 'dep_2', target: 'prod', online_run: { run_id: 'grpo-1' }, token_source: 'online_run', lineage: db })
-    expect(requests.find((request) => request.path === '/runs')?.body).toEqual({ run_id: 'grpo-1', config: { anchor_rubrics: [{ text: 'The final answer is correct.' }] } })
+    expect(JSON.parse(prepared.out)).toMatchObject({
+      training_run_id: 'grpo-1',
+      artifact_id: ARTIFACT,
+      deploy_id: 'dep_2',
+      target: 'prod',
+      online_run: { run_id: 'grpo-1' },
+      token_source: 'online_run',
+      lineage: db,
+    })
+    expect(requests.find((request) => request.path === '/runs')?.body).toEqual({
+      run_id: 'grpo-1',
+      config: { anchor_rubrics: [{ text: 'The final answer is correct.' }] },
+    })
 
     expect(statSync(envPath('grpo-1')).mode & 0o777).toBe(0o600)
     expect(parseEnvFile(readFileSync(envPath('grpo-1'), 'utf8'))).toEqual({
@@ -138,8 +226,15 @@ describe('train prepare', () => {
       REWARD_HARNESS_LINEAGE_DB: db,
     })
     expect((await manifestOf('grpo-1'))?.manifest).toMatchObject({
-      run_id: 'grpo-1', harness_run_id: 'grpo-1', artifact_id: ARTIFACT, deploy_id: 'dep_2', target: 'prod',
-      trainer: { name: 'verl' }, model: { name: 'qwen-7b' }, dataset: { id: 'gsm8k', version: 'v3' }, config: { edge_url: edge, online_run_id: 'grpo-1' },
+      run_id: 'grpo-1',
+      harness_run_id: 'grpo-1',
+      artifact_id: ARTIFACT,
+      deploy_id: 'dep_2',
+      target: 'prod',
+      trainer: { name: 'verl' },
+      model: { name: 'qwen-7b' },
+      dataset: { id: 'gsm8k', version: 'v3' },
+      config: { edge_url: edge, online_run_id: 'grpo-1' },
     })
   })
 
@@ -161,7 +256,11 @@ describe('train prepare', () => {
     const env = parseEnvFile(readFileSync(envPath('plain-1'), 'utf8'))
     expect(env.REWARD_HARNESS_TOKEN).toBe('rm-secret-1')
     expect(env.REWARD_HARNESS_RUN_ID).toBeUndefined()
-    expect((await manifestOf('plain-1'))?.manifest).toMatchObject({ trainer: { name: 'unspecified' }, model: { name: 'unspecified' }, dataset: { id: 'unspecified', version: 'unspecified' } })
+    expect((await manifestOf('plain-1'))?.manifest).toMatchObject({
+      trainer: { name: 'unspecified' },
+      model: { name: 'unspecified' },
+      dataset: { id: 'unspecified', version: 'unspecified' },
+    })
     expect((await manifestOf('plain-1'))?.manifest.harness_run_id).toBeUndefined()
   })
 
@@ -176,14 +275,40 @@ describe('train prepare', () => {
   })
 
   it('refuses an unhealthy target with exit 3', async () => {
-    const refused = await runCli('train', 'prepare', '--url', edge, '--target', 'sick', '--name', 'sick-1', '--env-path', envPath('sick-1'), '--db', db)
+    const refused = await runCli(
+      'train',
+      'prepare',
+      '--url',
+      edge,
+      '--target',
+      'sick',
+      '--name',
+      'sick-1',
+      '--env-path',
+      envPath('sick-1'),
+      '--db',
+      db,
+    )
     expect(refused.code).toBe(3)
     expect(refused.err).toContain('status "degraded"')
     expect(existsSync(envPath('sick-1'))).toBe(false)
   })
 
   it('exits 2 for an unknown target, a missing admin token, a config file that is not JSON and a name already recorded', async () => {
-    const unknown = await runCli('train', 'prepare', '--url', edge, '--target', 'nope', '--name', 'u-1', '--env-path', envPath('u-1'), '--db', db)
+    const unknown = await runCli(
+      'train',
+      'prepare',
+      '--url',
+      edge,
+      '--target',
+      'nope',
+      '--name',
+      'u-1',
+      '--env-path',
+      envPath('u-1'),
+      '--db',
+      db,
+    )
     expect(unknown.code).toBe(2)
     expect(unknown.err).toContain('unknown target "nope"')
 
@@ -210,7 +335,20 @@ describe('train prepare', () => {
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve))
     const port = (closed.address() as AddressInfo).port
     await new Promise((resolve) => closed.close(resolve))
-    const unreachable = await runCli('train', 'prepare', '--url', `http://127.0.0.1:${port}`, '--target', 'prod', '--name', 'x-1', '--env-path', envPath('x-1'), '--db', db)
+    const unreachable = await runCli(
+      'train',
+      'prepare',
+      '--url',
+      `http://127.0.0.1:${port}`,
+      '--target',
+      'prod',
+      '--name',
+      'x-1',
+      '--env-path',
+      envPath('x-1'),
+      '--db',
+      db,
+    )
     expect(unreachable.code).toBe(1)
     expect(unreachable.err).toContain('cannot reach the edge')
     expect(existsSync(envPath('x-1'))).toBe(false)
@@ -225,7 +363,11 @@ describe('train run and finalize', () => {
     expect(ran.err).toContain('exited with code 7')
     const finalized = await runCli('train', 'finalize', '--env-path', envPath('fail-1'), '--json')
     expect(finalized.code, finalized.err).toBe(0)
-    expect(JSON.parse(finalized.out).result).toMatchObject({ status: 'failed', failure: { stage: 'training', message: 'the trainer exited with code 7' }, metrics: { exit_code: 7 } })
+    expect(JSON.parse(finalized.out).result).toMatchObject({
+      status: 'failed',
+      failure: { stage: 'training', message: 'the trainer exited with code 7' },
+      metrics: { exit_code: 7 },
+    })
     expect((await manifestOf('fail-1'))?.result).toMatchObject({ status: 'failed', failure: { stage: 'training' } })
   })
 
@@ -236,7 +378,18 @@ describe('train run and finalize', () => {
     // The trainer checks its environment (the token arrives as an argument here only to check it is masked in the state file).
     const script = `const e = process.env; if (e.REWARD_HARNESS_TOKEN !== process.argv[2] || e.REWARD_HARNESS_URL !== '${edge}' || e.REWARD_HARNESS_TRAINING_RUN_ID !== 'ok-1') process.exit(9);
       require('fs').writeFileSync(process.argv[1], JSON.stringify({ reward_mean: 0.625, eval: { accuracy: 0.8 }, steps: 2 })); console.log('trained ok-1')`
-    const ran = await runCli('train', 'run', '--env-path', envPath('ok-1'), '--', NODE, '-e', script, metrics, RUN_TOKEN)
+    const ran = await runCli(
+      'train',
+      'run',
+      '--env-path',
+      envPath('ok-1'),
+      '--',
+      NODE,
+      '-e',
+      script,
+      metrics,
+      RUN_TOKEN,
+    )
     expect(ran.code, ran.err).toBe(0)
     expect(ran.out).toBe('trained ok-1\n')
     const state = JSON.parse(readFileSync(`${envPath('ok-1')}.state.json`, 'utf8'))
@@ -247,14 +400,26 @@ describe('train run and finalize', () => {
     expect(finalized.code, finalized.err).toBe(0)
     expect(finalized.out).toContain('recorded: training run ok-1 succeeded')
     const result = (await manifestOf('ok-1'))!.result!
-    expect(result).toMatchObject({ status: 'succeeded', metrics: { reward_mean: 0.625, 'eval.accuracy': 0.8, steps: 2, exit_code: 0 } })
+    expect(result).toMatchObject({
+      status: 'succeeded',
+      metrics: { reward_mean: 0.625, 'eval.accuracy': 0.8, steps: 2, exit_code: 0 },
+    })
     expect(result.metrics.duration_s).toBeGreaterThanOrEqual(0)
     expect(result.finished_at).toBe(state.run.ended_at)
 
     const again = await runCli('train', 'finalize', '--env-path', envPath('ok-1'), '--metrics', metrics)
     expect(again.code, again.err).toBe(0)
     expect(again.out).toContain('already recorded (identical)')
-    const conflicting = await runCli('train', 'finalize', '--env-path', envPath('ok-1'), '--metrics', metrics, '--metric', 'reward_mean=0.1')
+    const conflicting = await runCli(
+      'train',
+      'finalize',
+      '--env-path',
+      envPath('ok-1'),
+      '--metrics',
+      metrics,
+      '--metric',
+      'reward_mean=0.1',
+    )
     expect(conflicting.code).toBe(2)
     expect(conflicting.err).toContain('different result')
   })
@@ -263,17 +428,33 @@ describe('train run and finalize', () => {
     expect((await prepare('never-1')).code).toBe(0)
     const finalized = await runCli('train', 'finalize', '--env-path', envPath('never-1'), '--json')
     expect(finalized.code, finalized.err).toBe(0)
-    expect(JSON.parse(finalized.out).result).toMatchObject({ status: 'failed', failure: { stage: 'preflight' }, metrics: {} })
+    expect(JSON.parse(finalized.out).result).toMatchObject({
+      status: 'failed',
+      failure: { stage: 'preflight' },
+      metrics: {},
+    })
     const refused = await runCli('train', 'run', '--env-path', envPath('never-1'), '--', NODE, '-e', '0')
     expect(refused.code).toBe(2)
     expect(refused.err).toContain('already finalized')
 
     expect((await prepare('missing-1')).code).toBe(0)
-    const missing = await runCli('train', 'run', '--env-path', envPath('missing-1'), '--', 'reward-harness-no-such-trainer', '--flag')
+    const missing = await runCli(
+      'train',
+      'run',
+      '--env-path',
+      envPath('missing-1'),
+      '--',
+      'reward-harness-no-such-trainer',
+      '--flag',
+    )
     expect(missing.code).toBe(127)
     expect(missing.err).toContain('cannot start "reward-harness-no-such-trainer": command not found')
     const after = await runCli('train', 'finalize', '--env-path', envPath('missing-1'), '--json')
-    expect(JSON.parse(after.out).result).toMatchObject({ status: 'failed', failure: { stage: 'training', message: expect.stringContaining('command not found') }, metrics: { exit_code: 127 } })
+    expect(JSON.parse(after.out).result).toMatchObject({
+      status: 'failed',
+      failure: { stage: 'training', message: expect.stringContaining('command not found') },
+      metrics: { exit_code: 127 },
+    })
   })
 
   it('refuses a metrics file that is not JSON or holds a value that is not a number, naming the file and the field', async () => {
@@ -299,7 +480,9 @@ describe('train show', () => {
   it('prints artifact → deployment → training run → result, by id, from the env file, and as "latest"', async () => {
     expect((await prepare('show-1', '--trainer', 'trl', '--dataset', 'math@v1')).code).toBe(0)
     expect((await runCli('train', 'run', '--env-path', envPath('show-1'), '--', NODE, '-e', '0')).code).toBe(0)
-    expect((await runCli('train', 'finalize', '--env-path', envPath('show-1'), '--metric', 'reward_mean=0.7')).code).toBe(0)
+    expect(
+      (await runCli('train', 'finalize', '--env-path', envPath('show-1'), '--metric', 'reward_mean=0.7')).code,
+    ).toBe(0)
 
     const shown = await runCli('train', 'show', 'show-1', '--db', db)
     expect(shown.code, shown.err).toBe(0)
@@ -313,7 +496,13 @@ describe('train show', () => {
     expect(fromEnv.out).toContain('training    show-1')
     expect(fromEnv.out).toMatch(/trainer {5}exit 0 · /)
     const latest = JSON.parse((await runCli('train', 'show', 'latest', '--db', db, '--json')).out)
-    expect(latest).toMatchObject({ run_id: 'show-1', artifact_id: ARTIFACT, deploy_id: 'dep_2', target: 'prod', result: { status: 'succeeded' } })
+    expect(latest).toMatchObject({
+      run_id: 'show-1',
+      artifact_id: ARTIFACT,
+      deploy_id: 'dep_2',
+      target: 'prod',
+      result: { status: 'succeeded' },
+    })
     const unknown = await runCli('train', 'show', 'nobody', '--db', db)
     expect(unknown.code).toBe(2)
   })

@@ -3,5 +3,10 @@ import { defineConfig } from 'vitest/config'
 
 export default defineConfig({
   root: path.join(import.meta.dirname, '../..'),
-  test: { name: 'offline', root: path.join(import.meta.dirname, '../..'), environment: 'node', include: ['tests/offline/**/*.test.ts'] },
+  test: {
+    name: 'offline',
+    root: path.join(import.meta.dirname, '../..'),
+    environment: 'node',
+    include: ['tests/offline/**/*.test.ts'],
+  },
 })

@@ -18,12 +18,21 @@ export interface ChildRun {
  * `undefined` value removes a variable) and NO_COLOR set; never rejects on a non-zero exit.
  * @example const { code, out } = await runChild('python3', ['-c', 'print(1)'], { RM_TOKEN: undefined })
  */
-export function runChild(command: string, args: readonly string[], env: Record<string, string | undefined> = {}, timeoutMs = 120_000): Promise<ChildRun> {
+export function runChild(
+  command: string,
+  args: readonly string[],
+  env: Record<string, string | undefined> = {},
+  timeoutMs = 120_000,
+): Promise<ChildRun> {
   const merged: Record<string, string | undefined> = { ...process.env, NO_COLOR: '1', ...env }
   for (const [key, value] of Object.entries(merged)) if (value === undefined) delete merged[key]
   return new Promise((resolve) => {
-    execFile(command, [...args], { cwd: ROOT, env: merged as NodeJS.ProcessEnv, maxBuffer: 64 * 1024 * 1024, timeout: timeoutMs }, (error, out, err) =>
-      resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, out, err }))
+    execFile(
+      command,
+      [...args],
+      { cwd: ROOT, env: merged as NodeJS.ProcessEnv, maxBuffer: 64 * 1024 * 1024, timeout: timeoutMs },
+      (error, out, err) => resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, out, err }),
+    )
   })
 }
 
@@ -31,6 +40,10 @@ export function runChild(command: string, args: readonly string[], env: Record<s
  * `reward-harness <args>` as a child process, as a user runs it.
  * @example const deployed = await runRewardHarness(['deploy', '--artifact', file, '--target', 'prod', '--url', base], { REWARD_HARNESS_ADMIN_TOKEN: token })
  */
-export function runRewardHarness(args: readonly string[], env: Record<string, string | undefined> = {}, timeoutMs?: number): Promise<ChildRun> {
+export function runRewardHarness(
+  args: readonly string[],
+  env: Record<string, string | undefined> = {},
+  timeoutMs?: number,
+): Promise<ChildRun> {
   return runChild(process.execPath, [BIN, ...args], env, timeoutMs)
 }

@@ -6,7 +6,10 @@ import { artifactId, LibraryArtifactBody, type LibraryArtifact } from '../../src
  * otherwise (e.g. `{ backend: 'openai', model: 'stub-vlm' }` for a stub LLM server).
  * @example const artifact = await makeLibraryArtifact([skill], { note: 'base' })
  */
-export async function makeLibraryArtifact(entries: LibraryEntry[], options: { note?: string; runtime?: Record<string, unknown> } = {}): Promise<LibraryArtifact> {
+export async function makeLibraryArtifact(
+  entries: LibraryEntry[],
+  options: { note?: string; runtime?: Record<string, unknown> } = {},
+): Promise<LibraryArtifact> {
   const body = LibraryArtifactBody.parse({
     schema_version: '1.0',
     kind: 'library',
@@ -22,8 +25,22 @@ export async function makeLibraryArtifact(entries: LibraryEntry[], options: { no
       iterations: 2,
       dataset_sha256: 'a'.repeat(64),
     },
-    runtime: { backend: 'mock', model: 'mock-heuristic-1', locale: 'en', temperature: 0, max_tokens: 2048, seed: 42, max_tool_calls: 3, ...options.runtime },
-    scoring_policy: { score: 'pairwise_win_rate_vs_reference', orders: 'both', outcome_values: { win: 1, tie: 0.5, loss: 0 }, normalization: { method: 'identity', range: [0, 1] } },
+    runtime: {
+      backend: 'mock',
+      model: 'mock-heuristic-1',
+      locale: 'en',
+      temperature: 0,
+      max_tokens: 2048,
+      seed: 42,
+      max_tool_calls: 3,
+      ...options.runtime,
+    },
+    scoring_policy: {
+      score: 'pairwise_win_rate_vs_reference',
+      orders: 'both',
+      outcome_values: { win: 1, tie: 0.5, loss: 0 },
+      normalization: { method: 'identity', range: [0, 1] },
+    },
     compatibility: { artifact_type: 'rm', min_rm_api_version: '1.0' },
   })
   return { ...body, artifact_id: await artifactId(body) }

@@ -55,7 +55,9 @@ export function imageUrls(message: { content: unknown }): string[] {
  * @example contentText(body.messages[1]!).includes('Answer A') // true
  */
 export function contentText(message: { content: unknown }): string {
-  return contentParts(message).flatMap((part) => (part.type === 'text' ? [part.text] : [])).join('\n\n')
+  return contentParts(message)
+    .flatMap((part) => (part.type === 'text' ? [part.text] : []))
+    .join('\n\n')
 }
 
 export interface LlmStub {
@@ -100,11 +102,16 @@ let systemOpenings: [StubAgent, string][] | undefined
 function openings(): [StubAgent, string][] {
   if (systemOpenings) return systemOpenings
   const root = path.join(import.meta.dirname, '../../prompts')
-  const locales = readdirSync(root, { withFileTypes: true }).filter((entry) => entry.isDirectory()).map((entry) => entry.name)
+  const locales = readdirSync(root, { withFileTypes: true })
+    .filter((entry) => entry.isDirectory())
+    .map((entry) => entry.name)
   systemOpenings = locales.flatMap((locale) =>
     (Object.entries(PROMPT_FILES) as [StubAgent, string][]).map(([agent, file]): [StubAgent, string] => [
       agent,
-      readFileSync(path.join(root, locale, file), 'utf8').split('{{')[0]!.trim().slice(0, 200),
+      readFileSync(path.join(root, locale, file), 'utf8')
+        .split('{{')[0]!
+        .trim()
+        .slice(0, 200),
     ]),
   )
   return systemOpenings
@@ -137,7 +144,12 @@ export function gradeAllRubrics(grade: number) {
  * An OpenAI chat completion answering `body` with `content` (fixed token counts).
  * @example res.end(JSON.stringify(chatCompletion(body, '{"grades": []}', 1)))
  */
-export function chatCompletion(body: ChatCompletionBody, content: string, n: number, finishReason: 'stop' | 'length' = 'stop') {
+export function chatCompletion(
+  body: ChatCompletionBody,
+  content: string,
+  n: number,
+  finishReason: 'stop' | 'length' = 'stop',
+) {
   return {
     id: `chatcmpl-${n}`,
     object: 'chat.completion',
@@ -163,8 +175,10 @@ export async function startLlmStub(): Promise<LlmStub> {
   const hanging = new Set<ServerResponse>()
 
   const server: Server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
-    if (req.method === 'GET' && req.url?.endsWith('/models')) return sendJson(res, 200, { object: 'list', data: [{ id: 'stub-model', object: 'model' }] })
-    if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) return sendJson(res, 404, { error: { message: 'not found' } })
+    if (req.method === 'GET' && req.url?.endsWith('/models'))
+      return sendJson(res, 200, { object: 'list', data: [{ id: 'stub-model', object: 'model' }] })
+    if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions'))
+      return sendJson(res, 404, { error: { message: 'not found' } })
     const chunks: Buffer[] = []
     for await (const chunk of req) chunks.push(chunk as Buffer)
     const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as ChatCompletionBody
@@ -179,7 +193,8 @@ export async function startLlmStub(): Promise<LlmStub> {
       return
     }
     if (fault?.kind === 'status') {
-      const headers: Record<string, string> = fault.retryAfterSeconds === undefined ? {} : { 'retry-after': String(fault.retryAfterSeconds) }
+      const headers: Record<string, string> =
+        fault.retryAfterSeconds === undefined ? {} : { 'retry-after': String(fault.retryAfterSeconds) }
       return sendJson(res, fault.status, { error: { message: `stub fault ${fault.status}`, type: 'stub' } }, headers)
     }
     if (fault?.kind === 'broken-body') {
@@ -187,7 +202,10 @@ export async function startLlmStub(): Promise<LlmStub> {
       return res.end('{"id": "chatcmpl-stub", "choices": [')
     }
     const full = fault?.kind === 'content' ? fault.text : responder(body)
-    const content = fault?.kind === 'truncated' ? full.slice(0, Math.max(1, fault.chars ?? Math.floor(full.length * (fault.keep ?? 0.5)))) : full
+    const content =
+      fault?.kind === 'truncated'
+        ? full.slice(0, Math.max(1, fault.chars ?? Math.floor(full.length * (fault.keep ?? 0.5))))
+        : full
     sendJson(res, 200, chatCompletion(body, content, requests.length, fault?.kind === 'truncated' ? 'length' : 'stop'))
   })
   server.keepAliveTimeout = 1_000
@@ -262,12 +280,17 @@ export function faultMix(options: FaultMixOptions): FaultMix {
     if (!schedule) {
       const random = mulberry32(hash32(agent, options.seed))
       // A phase in [1 - rate, 1) puts a fault on request 0; the rest follow every 1/rate requests.
-      schedule = { phase: 1 - options.rate + random() * options.rate, offset: Math.floor(random() * faults.length), faulted: 0 }
+      schedule = {
+        phase: 1 - options.rate + random() * options.rate,
+        offset: Math.floor(random() * faults.length),
+        faulted: 0,
+      }
       schedules.set(agent, schedule)
     }
     const k = seen[agent] ?? 0
     seen[agent] = k + 1
-    if (Math.floor((k + 1) * options.rate + schedule.phase) <= Math.floor(k * options.rate + schedule.phase)) return undefined
+    if (Math.floor((k + 1) * options.rate + schedule.phase) <= Math.floor(k * options.rate + schedule.phase))
+      return undefined
     const fault = faults[(schedule.offset + schedule.faulted++) % faults.length]!
     injected.push({ agent, fault })
     return fault
@@ -280,7 +303,9 @@ export function faultMix(options: FaultMixOptions): FaultMix {
  * @example boundaryOf(stub.requests.at(-1)!) // 'a1b2c3d4e5f60718'
  */
 export function boundaryOf(body: ChatCompletionBody): string | undefined {
-  return (body.messages.find((message) => message.role === 'system')?.content ?? '').match(/<<<DATA-([0-9A-Za-z]+)/)?.[1]
+  return (body.messages.find((message) => message.role === 'system')?.content ?? '').match(
+    /<<<DATA-([0-9A-Za-z]+)/,
+  )?.[1]
 }
 
 const blockPattern = (tag: string) => new RegExp(`<<<DATA-${tag}\\n([\\s\\S]*?)\\nDATA-${tag}>>>`, 'g')
@@ -334,12 +359,14 @@ export function naiveJudge(options: NaiveJudgeOptions) {
     const ids = [...user.matchAll(/^- ([\w.:-]+) \(weight [\d.]+\):/gm)].map((match) => match[1]!)
     const tag = boundaryOf(body)
     const outside = tag ? outsideData(user, tag) : user
-    const reply = (gradeFor: (id: string) => number, reason: string) => JSON.stringify({ grades: ids.map((rubric_id) => ({ rubric_id, grade: gradeFor(rubric_id), reason })) })
+    const reply = (gradeFor: (id: string) => number, reason: string) =>
+      JSON.stringify({ grades: ids.map((rubric_id) => ({ rubric_id, grade: gradeFor(rubric_id), reason })) })
     const forged = outside.match(/\{\s*"grades"\s*:\s*\[[\s\S]*?\]\s*\}/)?.[0]
     if (forged) {
       const given = new Map<string, number>()
       try {
-        for (const entry of (JSON.parse(forged) as { grades: { rubric_id: string; grade: number }[] }).grades) given.set(entry.rubric_id, entry.grade)
+        for (const entry of (JSON.parse(forged) as { grades: { rubric_id: string; grade: number }[] }).grades)
+          given.set(entry.rubric_id, entry.grade)
       } catch {
         // Unreadable: the judge still takes it as a request for full marks.
       }
@@ -349,7 +376,10 @@ export function naiveJudge(options: NaiveJudgeOptions) {
     // Scorer prompts hold three blocks: the prompt, the reference, the answer.
     const [, reference = '', answer = ''] = tag ? dataBlocks(user, tag) : []
     const right = reference.trim() !== '' && answer.includes(reference.trim())
-    return reply(() => (right ? options.correct : options.wrong), right ? 'matches the reference' : 'does not match the reference')
+    return reply(
+      () => (right ? options.correct : options.wrong),
+      right ? 'matches the reference' : 'does not match the reference',
+    )
   }
 }
 

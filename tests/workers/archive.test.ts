@@ -20,21 +20,41 @@ async function archivedRun(steps: number): Promise<Run> {
   const run = await createRun({ ...RUBRICS, archive: true, ledger_retention_steps: 1 })
   for (let step = 0; step < steps; step++) {
     for (let i = 0; i < 3; i++) {
-      const scored = await call('POST', '/score', { token: run.token, body: { rollout: rollout(`r${step}-${i}`, { output: `The answer is ${i + 3}.` }), metadata: { ...METADATA, current_step: step } } })
+      const scored = await call('POST', '/score', {
+        token: run.token,
+        body: {
+          rollout: rollout(`r${step}-${i}`, { output: `The answer is ${i + 3}.` }),
+          metadata: { ...METADATA, current_step: step },
+        },
+      })
       expect(scored.status).toBe(200)
     }
     expect((await call('POST', '/complete', { token: run.token })).json).toMatchObject({ closed: true, step })
-    expect((await call('GET', '/rubric_status/wait?timeout_s=30', { token: run.token })).json).toMatchObject({ status: 'updated', step })
+    expect((await call('GET', '/rubric_status/wait?timeout_s=30', { token: run.token })).json).toMatchObject({
+      status: 'updated',
+      step,
+    })
   }
-  await vi.waitFor(async () => {
-    const listed = await env.ARCHIVE!.list({ prefix: `runs/${run.runId}/steps/` })
-    expect(new Set(listed.objects.map((object) => object.key.split('/')[3])).size).toBe(steps)
-  }, { timeout: 10_000, interval: 100 })
+  await vi.waitFor(
+    async () => {
+      const listed = await env.ARCHIVE!.list({ prefix: `runs/${run.runId}/steps/` })
+      expect(new Set(listed.objects.map((object) => object.key.split('/')[3])).size).toBe(steps)
+    },
+    { timeout: 10_000, interval: 100 },
+  )
   return run
 }
 
-const linesOf = (text: string) => text.trim().split('\n').map((line) => ArchiveLine.parse(JSON.parse(line)))
-const rolloutsOf = (lines: ArchiveLine[]) => lines.filter((line) => !('kind' in line) || line.kind === undefined || line.kind === 'rollout') as Extract<ArchiveLine, { rollout_id: string }>[]
+const linesOf = (text: string) =>
+  text
+    .trim()
+    .split('\n')
+    .map((line) => ArchiveLine.parse(JSON.parse(line)))
+const rolloutsOf = (lines: ArchiveLine[]) =>
+  lines.filter((line) => !('kind' in line) || line.kind === undefined || line.kind === 'rollout') as Extract<
+    ArchiveLine,
+    { rollout_id: string }
+  >[]
 
 describe('GET /runs/:runId/archive', () => {
   it('streams the judging settings, each rubric version once before its rollouts, then every rollout in step order', async () => {
@@ -43,9 +63,27 @@ describe('GET /runs/:runId/archive', () => {
     expect(answer.status).toBe(200)
     expect(answer.headers.get('content-type')).toContain('application/x-ndjson')
     const lines = linesOf(answer.text)
-    expect(lines[0]).toEqual({ kind: 'run', run_id: run.runId, from_step: 0, to_step: null, grade_max: 10, locale: 'en', prompts: {} })
+    expect(lines[0]).toEqual({
+      kind: 'run',
+      run_id: run.runId,
+      from_step: 0,
+      to_step: null,
+      grade_max: 10,
+      locale: 'en',
+      prompts: {},
+    })
     const rollouts = rolloutsOf(lines)
-    expect(rollouts.map((line) => line.rollout_id).sort()).toEqual(['r0-0', 'r0-1', 'r0-2', 'r1-0', 'r1-1', 'r1-2', 'r2-0', 'r2-1', 'r2-2'])
+    expect(rollouts.map((line) => line.rollout_id).sort()).toEqual([
+      'r0-0',
+      'r0-1',
+      'r0-2',
+      'r1-0',
+      'r1-1',
+      'r1-2',
+      'r2-0',
+      'r2-1',
+      'r2-2',
+    ])
     expect(rollouts.map((line) => line.step)).toEqual([...rollouts.map((line) => line.step)].sort())
     const seen = new Set<string>()
     for (const line of lines) {
@@ -55,35 +93,52 @@ describe('GET /runs/:runId/archive', () => {
         seen.add(key)
         expect(line.rubrics.map((rubric) => rubric.id)).toContain('a-correct')
       } else if (!('kind' in line) || line.kind === undefined) {
-        expect(seen.has(`${line.instance_id}/${line.rubric_version}`), `rollout ${line.rollout_id} before its rubrics`).toBe(true)
+        expect(
+          seen.has(`${line.instance_id}/${line.rubric_version}`),
+          `rollout ${line.rollout_id} before its rubrics`,
+        ).toBe(true)
       }
     }
     // The admin token reads it too, and the caller's own run answers at /archive.
-    expect(rolloutsOf(linesOf((await call('GET', `/runs/${run.runId}/archive`, { token: ADMIN_TOKEN })).text))).toHaveLength(9)
+    expect(
+      rolloutsOf(linesOf((await call('GET', `/runs/${run.runId}/archive`, { token: ADMIN_TOKEN })).text)),
+    ).toHaveLength(9)
     expect(rolloutsOf(linesOf((await call('GET', '/archive', { token: run.token })).text))).toHaveLength(9)
   })
 
   it('reads a step range, and a bounded read ends with a `more` line that the next request goes on from', async () => {
     const run = await archivedRun(3)
-    const ranged = rolloutsOf(linesOf((await call('GET', `/runs/${run.runId}/archive?from_step=1&to_step=1`, { token: run.token })).text))
+    const ranged = rolloutsOf(
+      linesOf((await call('GET', `/runs/${run.runId}/archive?from_step=1&to_step=1`, { token: run.token })).text),
+    )
     expect(ranged.map((line) => line.rollout_id).sort()).toEqual(['r1-0', 'r1-1', 'r1-2'])
 
     const collected: string[] = []
     let after: string | undefined
     let requests = 0
     do {
-      const page = linesOf((await call('GET', `/runs/${run.runId}/archive?limit=2${after ? `&after=${encodeURIComponent(after)}` : ''}`, { token: run.token })).text)
+      const page = linesOf(
+        (
+          await call('GET', `/runs/${run.runId}/archive?limit=2${after ? `&after=${encodeURIComponent(after)}` : ''}`, {
+            token: run.token,
+          })
+        ).text,
+      )
       requests++
       collected.push(...rolloutsOf(page).map((line) => line.rollout_id))
       const last = page.at(-1)!
       after = 'kind' in last && last.kind === 'more' ? last.after : undefined
       if (after) expect(rolloutsOf(page).length).toBeGreaterThan(0)
     } while (after && requests < 20)
-    expect(collected.sort()).toEqual(rolloutsOf(linesOf((await call('GET', `/runs/${run.runId}/archive`, { token: run.token })).text)).map((line) => line.rollout_id).sort())
+    expect(collected.sort()).toEqual(
+      rolloutsOf(linesOf((await call('GET', `/runs/${run.runId}/archive`, { token: run.token })).text))
+        .map((line) => line.rollout_id)
+        .sort(),
+    )
     expect(requests).toBeGreaterThan(1)
   })
 
-  it('refuses a run that keeps no archive (409 archive_disabled), bad ranges (400) and another run\'s token', async () => {
+  it("refuses a run that keeps no archive (409 archive_disabled), bad ranges (400) and another run's token", async () => {
     const plain = await createRun(RUBRICS)
     const refused = await call('GET', `/runs/${plain.runId}/archive`, { token: plain.token })
     expect(refused.status).toBe(409)
@@ -91,8 +146,16 @@ describe('GET /runs/:runId/archive', () => {
     expect(refused.json.error.message).toContain('"archive": true')
 
     const archived = await createRun({ ...RUBRICS, archive: true })
-    expect((await call('GET', `/runs/${archived.runId}/archive`, { token: archived.token })).text.trim().split('\n')).toHaveLength(1)
-    for (const query of ['from_step=-1', 'from_step=3&to_step=2', 'limit=0', 'limit=301', 'after=runs/other/steps/000001/global.0.ndjson']) {
+    expect(
+      (await call('GET', `/runs/${archived.runId}/archive`, { token: archived.token })).text.trim().split('\n'),
+    ).toHaveLength(1)
+    for (const query of [
+      'from_step=-1',
+      'from_step=3&to_step=2',
+      'limit=0',
+      'limit=301',
+      'after=runs/other/steps/000001/global.0.ndjson',
+    ]) {
       const bad = await call('GET', `/runs/${archived.runId}/archive?${query}`, { token: archived.token })
       expect(bad.status, query).toBe(400)
       expect(bad.json.error.code, query).toBe('invalid_request')

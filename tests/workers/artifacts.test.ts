@@ -6,7 +6,10 @@ import { createApp } from '../../workers/app.ts'
 import { ADMIN_TOKEN, call, createRun } from './helpers.ts'
 
 /** A rubric with the given criterion ids (all defaults spelled out, so the uploaded JSON is what the id hashes). */
-function rubric(rubricId: string, criteria: Array<{ id: string; text: string; weight?: number; check_points?: string[] }>) {
+function rubric(
+  rubricId: string,
+  criteria: Array<{ id: string; text: string; weight?: number; check_points?: string[] }>,
+) {
   return {
     rubric_id: rubricId,
     criteria: criteria.map((criterion) => ({
@@ -27,7 +30,9 @@ const MATH_RUBRIC = rubric('r_math', [
   { id: 'math_answer', text: 'States the final answer 4.', weight: 2, check_points: ['4'] },
   { id: 'math_steps', text: 'Shows the addition step.', check_points: ['2 + 2', 'step'] },
 ])
-const POEM_RUBRIC = rubric('r_poem', [{ id: 'poem_imagery', text: 'Uses concrete imagery.', check_points: ['sea', 'light'] }])
+const POEM_RUBRIC = rubric('r_poem', [
+  { id: 'poem_imagery', text: 'Uses concrete imagery.', check_points: ['sea', 'light'] },
+])
 const DEFAULT_RUBRIC = rubric('r_default', [
   { id: 'default_relevant', text: 'Answers the question asked.' },
   { id: 'default_clear', text: 'Is clear and well organised.' },
@@ -37,7 +42,15 @@ const DEFAULT_RUBRIC = rubric('r_default', [
  * A valid, content-addressed artifact (mock backend) with a math and a poem rubric, plus `__default__` unless
  * `withDefault` is false; `note` makes otherwise equal artifacts distinct.
  */
-async function makeArtifact(options: { note?: string; withDefault?: boolean; backend?: 'mock' | 'openai'; votes?: number; body?: (body: any) => void } = {}): Promise<RmArtifact> {
+async function makeArtifact(
+  options: {
+    note?: string
+    withDefault?: boolean
+    backend?: 'mock' | 'openai'
+    votes?: number
+    body?: (body: any) => void
+  } = {},
+): Promise<RmArtifact> {
   const raw: any = {
     schema_version: '1.0',
     kind: 'rubric',
@@ -50,7 +63,11 @@ async function makeArtifact(options: { note?: string; withDefault?: boolean; bac
       settings_hash: 'c'.repeat(64),
       search_output_sha256: 'd'.repeat(64),
     },
-    rubrics: { p_math: MATH_RUBRIC, p_poem: POEM_RUBRIC, ...(options.withDefault === false ? {} : { __default__: DEFAULT_RUBRIC }) },
+    rubrics: {
+      p_math: MATH_RUBRIC,
+      p_poem: POEM_RUBRIC,
+      ...(options.withDefault === false ? {} : { __default__: DEFAULT_RUBRIC }),
+    },
     runtime: {
       backend: options.backend ?? 'mock',
       verifier_model: 'mock-heuristic-1',
@@ -81,12 +98,16 @@ function freshTarget(prefix = 't'): string {
 const MOCK_SOLUTION = 'The sum: 2 + 2 = 4. Each step is shown.'
 
 const upload = (artifact: unknown, token = ADMIN_TOKEN) => call('POST', '/admin/artifacts', { token, body: artifact })
-const deploy = (target: string, body: Record<string, unknown>, token = ADMIN_TOKEN) => call('POST', `/admin/targets/${target}/deployments`, { token, body })
-const rollback = (target: string, body: Record<string, unknown> = {}, token = ADMIN_TOKEN) => call('POST', `/admin/targets/${target}/rollback`, { token, body })
+const deploy = (target: string, body: Record<string, unknown>, token = ADMIN_TOKEN) =>
+  call('POST', `/admin/targets/${target}/deployments`, { token, body })
+const rollback = (target: string, body: Record<string, unknown> = {}, token = ADMIN_TOKEN) =>
+  call('POST', `/admin/targets/${target}/rollback`, { token, body })
 const history = (target: string, token = ADMIN_TOKEN) => call('GET', `/admin/targets/${target}/deployments`, { token })
 const healthz = (target: string) => call('GET', `/rm/${target}/healthz`)
 const score = (target: string, promptId: string, text = MOCK_SOLUTION, prompt = 'What is 2+2?') =>
-  call('POST', `/rm/${target}/score`, { body: { prompt_id: promptId, prompt, candidate: { candidate_id: 'c1', text, source: 'verl', metadata: {} } } })
+  call('POST', `/rm/${target}/score`, {
+    body: { prompt_id: promptId, prompt, candidate: { candidate_id: 'c1', text, source: 'verl', metadata: {} } },
+  })
 
 async function uploaded(options: Parameters<typeof makeArtifact>[0] = {}) {
   const artifact = await makeArtifact(options)
@@ -120,7 +141,11 @@ describe('POST /admin/artifacts', () => {
     const fetched = await call('GET', `/admin/artifacts/${artifact.artifact_id}`, { token: ADMIN_TOKEN })
     expect(fetched.status).toBe(200)
     expect(fetched.json).toEqual(artifact)
-    const rows = await env.DB.prepare('SELECT prompt_id FROM rm_artifact_rubrics WHERE artifact_id = ? ORDER BY prompt_id').bind(artifact.artifact_id).all<{ prompt_id: string }>()
+    const rows = await env.DB.prepare(
+      'SELECT prompt_id FROM rm_artifact_rubrics WHERE artifact_id = ? ORDER BY prompt_id',
+    )
+      .bind(artifact.artifact_id)
+      .all<{ prompt_id: string }>()
     expect(rows.results.map((row) => row.prompt_id)).toEqual(['__default__', 'p_math', 'p_poem'])
   })
 
@@ -129,7 +154,10 @@ describe('POST /admin/artifacts', () => {
 
     const wrongVersion = await upload({ ...(await makeArtifact({ note: 'v2' })), schema_version: '2.0' })
     expectError(wrongVersion, 400, 'invalid_artifact')
-    expect(wrongVersion.json.error.details).toContainEqual({ path: 'schema_version', message: 'schema_version must be "1.0"' })
+    expect(wrongVersion.json.error.details).toContainEqual({
+      path: 'schema_version',
+      message: 'schema_version must be "1.0"',
+    })
 
     const noRubric = await upload({ ...(await makeArtifact({ note: 'none' })), rubrics: {} })
     expectError(noRubric, 400, 'invalid_artifact')
@@ -139,7 +167,9 @@ describe('POST /admin/artifacts', () => {
     negative.rubrics.p_math.criteria[0].weight = -1
     const negativeRes = await upload(negative)
     expectError(negativeRes, 400, 'invalid_artifact')
-    expect(negativeRes.json.error.details.map((d: { path: string }) => d.path)).toContain('rubrics.p_math.criteria.0.weight')
+    expect(negativeRes.json.error.details.map((d: { path: string }) => d.path)).toContain(
+      'rubrics.p_math.criteria.0.weight',
+    )
 
     const tampered = structuredClone(await makeArtifact({ note: 'tampered' })) as any
     tampered.rubrics.p_math.criteria[0].text = 'Anything goes.'
@@ -148,15 +178,27 @@ describe('POST /admin/artifacts', () => {
     expect(tamperedRes.json.error.details[0].path).toBe('artifact_id')
     expect(tamperedRes.json.error.details[0].message).toContain('changed after export')
 
-    const future = await upload(await makeArtifact({ note: 'future', body: (body) => (body.compatibility.min_rm_api_version = '2.0') }))
+    const future = await upload(
+      await makeArtifact({ note: 'future', body: (body) => (body.compatibility.min_rm_api_version = '2.0') }),
+    )
     expectError(future, 400, 'invalid_artifact')
     expect(future.json.error.details[0].path).toBe('compatibility.min_rm_api_version')
 
-    expectError(await call('POST', '/admin/artifacts', { token: ADMIN_TOKEN, raw: '{"schema_version": ', headers: { 'content-type': 'application/json' } }), 400, 'invalid_json')
+    expectError(
+      await call('POST', '/admin/artifacts', {
+        token: ADMIN_TOKEN,
+        raw: '{"schema_version": ',
+        headers: { 'content-type': 'application/json' },
+      }),
+      400,
+      'invalid_json',
+    )
 
     // Nothing of the above was stored, deploying it is a 404, and the target still serves its artifact.
     expectError(await deploy(target, { artifact_id: tampered.artifact_id }), 404, 'artifact_not_found')
-    const stored = await env.DB.prepare('SELECT count(*) AS n FROM rm_artifacts WHERE id = ?').bind(tampered.artifact_id).first<{ n: number }>()
+    const stored = await env.DB.prepare('SELECT count(*) AS n FROM rm_artifacts WHERE id = ?')
+      .bind(tampered.artifact_id)
+      .first<{ n: number }>()
     expect(stored?.n).toBe(0)
     expect((await healthz(target)).json.artifact_id).toBe(artifact.artifact_id)
     expect((await history(target)).json.deployments).toHaveLength(1)
@@ -172,21 +214,42 @@ describe('deployments and the RM surface', () => {
     expect(res.status).toBe(201)
     expect(DeployRecord.parse(res.json)).toEqual(res.json)
     expect(res.json).toMatchObject({
-      target, artifact_id: artifact.artifact_id, previous_artifact_id: null, deployed_by: 'alice', action: 'deploy',
-      dataset_sha256: artifact.provenance.dataset_sha256, config_hash: artifact.provenance.config_hash,
+      target,
+      artifact_id: artifact.artifact_id,
+      previous_artifact_id: null,
+      deployed_by: 'alice',
+      action: 'deploy',
+      dataset_sha256: artifact.provenance.dataset_sha256,
+      config_hash: artifact.provenance.config_hash,
     })
     expect(res.json.deploy_id).toMatch(/^deploy_\w+/)
     const health = await healthz(target)
     expect(health.status).toBe(200)
-    expect(health.json).toMatchObject({ status: 'ok', artifact_id: artifact.artifact_id, source_session_id: 'session-health', schema_version: '1.0', rm_api_version: '1.0' })
+    expect(health.json).toMatchObject({
+      status: 'ok',
+      artifact_id: artifact.artifact_id,
+      source_session_id: 'session-health',
+      schema_version: '1.0',
+      rm_api_version: '1.0',
+    })
   })
 
   it("scores by prompt id with that prompt's rubric, and an unseen prompt with __default__", async () => {
     const { target, artifact } = await deployed({ note: 'by-prompt' })
     const math = await score(target, 'p_math')
     expect(math.status).toBe(200)
-    expect(math.json).toMatchObject({ artifact_id: artifact.artifact_id, prompt_id: 'p_math', candidate_id: 'c1', rubric_id: 'r_math', fallback_rubric: false, grade_max: 10 })
-    expect(math.json.criteria.map((c: { criterion_id: string }) => c.criterion_id)).toEqual(['math_answer', 'math_steps'])
+    expect(math.json).toMatchObject({
+      artifact_id: artifact.artifact_id,
+      prompt_id: 'p_math',
+      candidate_id: 'c1',
+      rubric_id: 'r_math',
+      fallback_rubric: false,
+      grade_max: 10,
+    })
+    expect(math.json.criteria.map((c: { criterion_id: string }) => c.criterion_id)).toEqual([
+      'math_answer',
+      'math_steps',
+    ])
     expect(Object.keys(math.json.majority_grades)).toEqual(['math_answer', 'math_steps'])
     expect(math.json.score).toBeGreaterThan(0)
     expect(math.json.score).toBeLessThanOrEqual(1)
@@ -202,7 +265,10 @@ describe('deployments and the RM surface', () => {
     const unseen = await score(target, 'auto')
     expect(unseen.status).toBe(200)
     expect(unseen.json).toMatchObject({ prompt_id: 'auto', rubric_id: 'r_default', fallback_rubric: true })
-    expect(unseen.json.criteria.map((c: { criterion_id: string }) => c.criterion_id)).toEqual(['default_relevant', 'default_clear'])
+    expect(unseen.json.criteria.map((c: { criterion_id: string }) => c.criterion_id)).toEqual([
+      'default_relevant',
+      'default_clear',
+    ])
   })
 
   it('grades the same candidate the same way every time (artifact seed, temperature 0) and averages votes', async () => {
@@ -227,9 +293,20 @@ describe('deployments and the RM surface', () => {
 
   it('batch_score: one failing item never fails the batch', async () => {
     const { target, artifact } = await deployed({ note: 'batch', withDefault: false })
-    const good = { prompt_id: 'p_math', prompt: 'What is 2+2?', candidate: { candidate_id: 'good', text: MOCK_SOLUTION, source: 'verl' } }
+    const good = {
+      prompt_id: 'p_math',
+      prompt: 'What is 2+2?',
+      candidate: { candidate_id: 'good', text: MOCK_SOLUTION, source: 'verl' },
+    }
     const res = await call('POST', `/rm/${target}/batch_score`, {
-      body: { items: [good, { ...good, prompt_id: 'p_unknown', candidate: { candidate_id: 'lost', text: 'x' } }, { prompt_id: 'p_math', candidate: 'not an object' }, { ...good, candidate: { candidate_id: 'second', text: '5' } }] },
+      body: {
+        items: [
+          good,
+          { ...good, prompt_id: 'p_unknown', candidate: { candidate_id: 'lost', text: 'x' } },
+          { prompt_id: 'p_math', candidate: 'not an object' },
+          { ...good, candidate: { candidate_id: 'second', text: '5' } },
+        ],
+      },
     })
     expect(res.status).toBe(200)
     expect(res.json.artifact_id).toBe(artifact.artifact_id)
@@ -238,8 +315,20 @@ describe('deployments and the RM surface', () => {
     expect(res.json.results.map((r: { index: number }) => r.index)).toEqual([0, 1, 2, 3])
     expect(ok).toMatchObject({ index: 0, ok: true, prompt_id: 'p_math', candidate_id: 'good', rubric_id: 'r_math' })
     expect(ok.score).toBe((await score(target, 'p_math')).json.score)
-    expect(missing).toMatchObject({ index: 1, ok: false, prompt_id: 'p_unknown', candidate_id: 'lost', error_code: 'prompt_not_found' })
-    expect(malformed).toMatchObject({ index: 2, ok: false, prompt_id: 'p_math', candidate_id: null, error_code: 'invalid_request' })
+    expect(missing).toMatchObject({
+      index: 1,
+      ok: false,
+      prompt_id: 'p_unknown',
+      candidate_id: 'lost',
+      error_code: 'prompt_not_found',
+    })
+    expect(malformed).toMatchObject({
+      index: 2,
+      ok: false,
+      prompt_id: 'p_math',
+      candidate_id: null,
+      error_code: 'invalid_request',
+    })
     expect(other).toMatchObject({ index: 3, ok: true, candidate_id: 'second' })
     expect(other.score).toBeLessThan(ok.score)
   })
@@ -247,7 +336,14 @@ describe('deployments and the RM surface', () => {
   it('batch_score of 60 items: scored in chunks handed to other invocations, in order, each as /score scores it alone', async () => {
     const { target } = await deployed({ note: 'batch-60', withDefault: false })
     const items = Array.from({ length: 60 }, (_, i) =>
-      i === 30 ? { prompt_id: 'p_math', candidate: 'not an object' } : { prompt_id: 'p_math', prompt: 'What is 2+2?', candidate: { candidate_id: `c${i}`, text: i % 2 ? MOCK_SOLUTION : `${i}` } })
+      i === 30
+        ? { prompt_id: 'p_math', candidate: 'not an object' }
+        : {
+            prompt_id: 'p_math',
+            prompt: 'What is 2+2?',
+            candidate: { candidate_id: `c${i}`, text: i % 2 ? MOCK_SOLUTION : `${i}` },
+          },
+    )
     const res = await call('POST', `/rm/${target}/batch_score`, { body: { items } })
     expect(res.status, res.text.slice(0, 300)).toBe(200)
     expect(res.json.results.map((r: { index: number }) => r.index)).toEqual(items.map((_, i) => i))
@@ -266,13 +362,23 @@ describe('deployments and the RM surface', () => {
     const second = await uploaded({ note: 'second' })
     const d1 = await deploy(target, { artifact_id: first.artifact_id })
     const d2 = await deploy(target, { artifact_id: second.artifact_id, deployed_by: 'bob' })
-    expect(d2.json).toMatchObject({ artifact_id: second.artifact_id, previous_artifact_id: first.artifact_id, action: 'deploy' })
+    expect(d2.json).toMatchObject({
+      artifact_id: second.artifact_id,
+      previous_artifact_id: first.artifact_id,
+      action: 'deploy',
+    })
     expect((await healthz(target)).json.artifact_id).toBe(second.artifact_id)
     expect((await score(target, 'p_math')).json.artifact_id).toBe(second.artifact_id)
 
     const back = await rollback(target, { deployed_by: 'carol' })
     expect(back.status).toBe(201)
-    expect(back.json).toMatchObject({ target, artifact_id: first.artifact_id, previous_artifact_id: second.artifact_id, action: 'rollback', deployed_by: 'carol' })
+    expect(back.json).toMatchObject({
+      target,
+      artifact_id: first.artifact_id,
+      previous_artifact_id: second.artifact_id,
+      action: 'rollback',
+      deployed_by: 'carol',
+    })
     expect((await healthz(target)).json.artifact_id).toBe(first.artifact_id)
     expect((await score(target, 'p_math')).json.artifact_id).toBe(first.artifact_id)
 
@@ -280,12 +386,20 @@ describe('deployments and the RM surface', () => {
     expect(listed.status).toBe(200)
     expect(listed.json.target).toBe(target)
     expect(listed.json.active_artifact_id).toBe(first.artifact_id)
-    expect(listed.json.deployments.map((d: { deploy_id: string }) => d.deploy_id)).toEqual([back.json.deploy_id, d2.json.deploy_id, d1.json.deploy_id])
+    expect(listed.json.deployments.map((d: { deploy_id: string }) => d.deploy_id)).toEqual([
+      back.json.deploy_id,
+      d2.json.deploy_id,
+      d1.json.deploy_id,
+    ])
     expect(listed.json.deployments[0]).toEqual(back.json)
     expect(listed.json.deployments.map((d: { action: string }) => d.action)).toEqual(['rollback', 'deploy', 'deploy'])
 
     // A second rollback undoes the first (the rollback's previous artifact is the one rolled back from).
-    expect((await rollback(target)).json).toMatchObject({ artifact_id: second.artifact_id, previous_artifact_id: first.artifact_id, deployed_by: 'unknown' })
+    expect((await rollback(target)).json).toMatchObject({
+      artifact_id: second.artifact_id,
+      previous_artifact_id: first.artifact_id,
+      deployed_by: 'unknown',
+    })
     // An empty body is a valid rollback request too.
     const bare = await call('POST', `/admin/targets/${target}/rollback`, { token: ADMIN_TOKEN })
     expect(bare.status).toBe(201)
@@ -329,10 +443,24 @@ describe('openai-backend artifacts', () => {
     const res = await deploy(target, { artifact_id: remote.artifact_id })
     expectError(res, 400, 'llm_not_configured')
     expect(res.json.error.message).toContain('RM_LLM_BASE_URL')
-    expectError(await deploy(target, { artifact_id: remote.artifact_id, llm: { base_url: 'http://127.0.0.1:9/v1', api_key_env: 'NO_SUCH_SECRET' } }), 400, 'llm_not_configured')
-    expectError(await deploy(target, { artifact_id: remote.artifact_id, llm: { base_url: 'not a url' } }), 400, 'invalid_request')
+    expectError(
+      await deploy(target, {
+        artifact_id: remote.artifact_id,
+        llm: { base_url: 'http://127.0.0.1:9/v1', api_key_env: 'NO_SUCH_SECRET' },
+      }),
+      400,
+      'llm_not_configured',
+    )
+    expectError(
+      await deploy(target, { artifact_id: remote.artifact_id, llm: { base_url: 'not a url' } }),
+      400,
+      'invalid_request',
+    )
     // Header secrets follow the api_key_env rule: never the Worker's own secrets.
-    const ownSecret = await deploy(target, { artifact_id: remote.artifact_id, llm: { base_url: 'https://judge.example/v1', headers: { 'CF-Access-Client-Secret': { secret: 'ADMIN_TOKEN' } } } })
+    const ownSecret = await deploy(target, {
+      artifact_id: remote.artifact_id,
+      llm: { base_url: 'https://judge.example/v1', headers: { 'CF-Access-Client-Secret': { secret: 'ADMIN_TOKEN' } } },
+    })
     expectError(ownSecret, 400, 'llm_not_configured')
     expect(ownSecret.json.error.message).toContain('may not name "ADMIN_TOKEN"')
     expect(ownSecret.text).not.toContain(ADMIN_TOKEN)
@@ -343,11 +471,20 @@ describe('openai-backend artifacts', () => {
   it('reports a model that cannot be reached as llm_unavailable, never as a score of 0', async () => {
     const target = freshTarget()
     const remote = await uploaded({ note: 'unreachable', backend: 'openai' })
-    expect((await deploy(target, { artifact_id: remote.artifact_id, llm: { base_url: 'http://127.0.0.1:9/v1', model: 'judge' } })).status).toBe(201)
+    expect(
+      (
+        await deploy(target, {
+          artifact_id: remote.artifact_id,
+          llm: { base_url: 'http://127.0.0.1:9/v1', model: 'judge' },
+        })
+      ).status,
+    ).toBe(201)
     const single = await score(target, 'p_math')
     expectError(single, 503, 'llm_unavailable')
     expect(single.json.score).toBeUndefined()
-    const batch = await call('POST', `/rm/${target}/batch_score`, { body: { items: [{ prompt_id: 'p_math', prompt: 'Q', candidate: { candidate_id: 'c', text: 'A' } }] } })
+    const batch = await call('POST', `/rm/${target}/batch_score`, {
+      body: { items: [{ prompt_id: 'p_math', prompt: 'Q', candidate: { candidate_id: 'c', text: 'A' } }] },
+    })
     expect(batch.status).toBe(200)
     expect(batch.json.results[0]).toMatchObject({ index: 0, ok: false, error_code: 'llm_unavailable' })
     expect(batch.json.results[0].score).toBeUndefined()
@@ -358,13 +495,28 @@ describe('images', () => {
   it('a rubric artifact grades text only: a request with images is refused (400), not scored without them', async () => {
     const { target } = await deployed({ note: 'images' })
     const body = { prompt_id: 'p_math', prompt: 'What is 2+2?', candidate: { candidate_id: 'c1', text: MOCK_SOLUTION } }
-    for (const images of [{ images: [{ url: 'https://images.example/sum.png' }] }, { reference_images: [{ url: 'https://images.example/ref.png' }] }]) {
+    for (const images of [
+      { images: [{ url: 'https://images.example/sum.png' }] },
+      { reference_images: [{ url: 'https://images.example/ref.png' }] },
+    ]) {
       const refused = await call('POST', `/rm/${target}/score`, { body: { ...body, ...images } })
       expectError(refused, 400, 'invalid_request')
       expect(refused.json.error.message).toMatch(/rubric artifact: its verifier grades text only/)
     }
-    const candidateImages = await call('POST', `/rm/${target}/batch_score`, { body: { items: [{ ...body, candidate: { ...body.candidate, images: [{ url: 'https://images.example/c.png' }] } }, body] } })
-    expect(candidateImages.json.results.map((result: { ok: boolean; error_code?: string }) => [result.ok, result.error_code])).toEqual([[false, 'invalid_request'], [true, undefined]])
+    const candidateImages = await call('POST', `/rm/${target}/batch_score`, {
+      body: {
+        items: [{ ...body, candidate: { ...body.candidate, images: [{ url: 'https://images.example/c.png' }] } }, body],
+      },
+    })
+    expect(
+      candidateImages.json.results.map((result: { ok: boolean; error_code?: string }) => [
+        result.ok,
+        result.error_code,
+      ]),
+    ).toEqual([
+      [false, 'invalid_request'],
+      [true, undefined],
+    ])
   })
 })
 
@@ -373,11 +525,23 @@ describe('who may call', () => {
     const run = await createRun({ anchor_rubrics: [{ text: 'Correct.' }] })
     const artifact = await makeArtifact({ note: 'run-token' })
     const target = freshTarget()
-    for (const res of [await upload(artifact, run.token), await deploy(target, { artifact_id: artifact.artifact_id }, run.token), await rollback(target, {}, run.token), await history(target, run.token), await call('GET', `/admin/artifacts/${artifact.artifact_id}`, { token: run.token })]) {
+    for (const res of [
+      await upload(artifact, run.token),
+      await deploy(target, { artifact_id: artifact.artifact_id }, run.token),
+      await rollback(target, {}, run.token),
+      await history(target, run.token),
+      await call('GET', `/admin/artifacts/${artifact.artifact_id}`, { token: run.token }),
+    ]) {
       expectError(res, 403, 'forbidden')
     }
     expectError(await call('POST', '/admin/artifacts', { body: artifact }), 401, 'unauthorized')
-    expect((await env.DB.prepare('SELECT count(*) AS n FROM rm_artifacts WHERE id = ?').bind(artifact.artifact_id).first<{ n: number }>())?.n).toBe(0)
+    expect(
+      (
+        await env.DB.prepare('SELECT count(*) AS n FROM rm_artifacts WHERE id = ?')
+          .bind(artifact.artifact_id)
+          .first<{ n: number }>()
+      )?.n,
+    ).toBe(0)
   })
 
   it('in production, /rm/* takes the RM token or the admin token, not a run token or nobody', async () => {
@@ -387,7 +551,11 @@ describe('who may call', () => {
     const app = createApp()
     const send = async (path: string, token?: string) => {
       const ctx = createExecutionContext()
-      const response = await app.fetch(new Request(`http://worker.test${path}`, { headers: token ? { authorization: `Bearer ${token}` } : {} }), production, ctx)
+      const response = await app.fetch(
+        new Request(`http://worker.test${path}`, { headers: token ? { authorization: `Bearer ${token}` } : {} }),
+        production,
+        ctx,
+      )
       await waitOnExecutionContext(ctx)
       return { status: response.status, json: (await response.json()) as any }
     }
@@ -406,20 +574,56 @@ describe('who may call', () => {
     const app = createApp()
     const send = async (secrets: { ADMIN_TOKEN: string; RM_TOKEN?: string }, path: string, token: string) => {
       const ctx = createExecutionContext()
-      const response = await app.fetch(new Request(`http://worker.test${path}`, { headers: { authorization: `Bearer ${token}` } }), { ...env, DEPLOYMENT: 'production', ...secrets }, ctx)
+      const response = await app.fetch(
+        new Request(`http://worker.test${path}`, { headers: { authorization: `Bearer ${token}` } }),
+        { ...env, DEPLOYMENT: 'production', ...secrets },
+        ctx,
+      )
       await waitOnExecutionContext(ctx)
       return { status: response.status, json: (await response.json()) as any }
     }
     // Known as the admin token, then as the RM token, then as nothing once both secrets were rotated.
-    expect((await send({ ADMIN_TOKEN: 'old-admin' }, `/admin/targets/${target}/deployments`, 'old-admin')).status).toBe(200)
-    expect((await send({ ADMIN_TOKEN: 'old-admin' }, `/admin/targets/${target}/deployments`, 'old-admin')).status).toBe(200) // now from the cache
+    expect((await send({ ADMIN_TOKEN: 'old-admin' }, `/admin/targets/${target}/deployments`, 'old-admin')).status).toBe(
+      200,
+    )
+    expect((await send({ ADMIN_TOKEN: 'old-admin' }, `/admin/targets/${target}/deployments`, 'old-admin')).status).toBe(
+      200,
+    ) // now from the cache
     // A refused token is never remembered: refused twice, then accepted once it is the admin token.
-    expectError(await send({ ADMIN_TOKEN: 'old-admin' }, `/admin/targets/${target}/deployments`, 'not-a-token'), 401, 'unauthorized')
-    expectError(await send({ ADMIN_TOKEN: 'old-admin' }, `/admin/targets/${target}/deployments`, 'not-a-token'), 401, 'unauthorized')
-    expect((await send({ ADMIN_TOKEN: 'not-a-token' }, `/admin/targets/${target}/deployments`, 'not-a-token')).status).toBe(200)
-    expectError(await send({ ADMIN_TOKEN: 'new-admin', RM_TOKEN: 'old-admin' }, `/admin/targets/${target}/deployments`, 'old-admin'), 403, 'forbidden')
-    expect((await send({ ADMIN_TOKEN: 'new-admin', RM_TOKEN: 'old-admin' }, `/rm/${target}/healthz`, 'old-admin')).status).toBe(200)
-    expectError(await send({ ADMIN_TOKEN: 'new-admin', RM_TOKEN: 'new-rm' }, `/rm/${target}/healthz`, 'old-admin'), 401, 'unauthorized')
-    expectError(await send({ ADMIN_TOKEN: 'new-admin', RM_TOKEN: 'new-rm' }, `/admin/targets/${target}/deployments`, 'old-admin'), 401, 'unauthorized')
+    expectError(
+      await send({ ADMIN_TOKEN: 'old-admin' }, `/admin/targets/${target}/deployments`, 'not-a-token'),
+      401,
+      'unauthorized',
+    )
+    expectError(
+      await send({ ADMIN_TOKEN: 'old-admin' }, `/admin/targets/${target}/deployments`, 'not-a-token'),
+      401,
+      'unauthorized',
+    )
+    expect(
+      (await send({ ADMIN_TOKEN: 'not-a-token' }, `/admin/targets/${target}/deployments`, 'not-a-token')).status,
+    ).toBe(200)
+    expectError(
+      await send(
+        { ADMIN_TOKEN: 'new-admin', RM_TOKEN: 'old-admin' },
+        `/admin/targets/${target}/deployments`,
+        'old-admin',
+      ),
+      403,
+      'forbidden',
+    )
+    expect(
+      (await send({ ADMIN_TOKEN: 'new-admin', RM_TOKEN: 'old-admin' }, `/rm/${target}/healthz`, 'old-admin')).status,
+    ).toBe(200)
+    expectError(
+      await send({ ADMIN_TOKEN: 'new-admin', RM_TOKEN: 'new-rm' }, `/rm/${target}/healthz`, 'old-admin'),
+      401,
+      'unauthorized',
+    )
+    expectError(
+      await send({ ADMIN_TOKEN: 'new-admin', RM_TOKEN: 'new-rm' }, `/admin/targets/${target}/deployments`, 'old-admin'),
+      401,
+      'unauthorized',
+    )
   })
 })

@@ -27,7 +27,16 @@ import { MAX_JSON_DEPTH } from '../../workers/middleware/json-body.ts'
 import { GroupRequest, OpenRlhfRequest, SlimeRequest } from '../../workers/routes/compat.ts'
 import { ScoreBatchRequest } from '../../workers/routes/score.ts'
 import { RmBatchRequest } from '../../workers/routes/rm.ts'
-import { ADMIN_TOKEN, METADATA, answerOf, createRun, ledgerRows, requestOf, rollout, type CallOptions } from './helpers.ts'
+import {
+  ADMIN_TOKEN,
+  METADATA,
+  answerOf,
+  createRun,
+  ledgerRows,
+  requestOf,
+  rollout,
+  type CallOptions,
+} from './helpers.ts'
 
 /** Fixed so CI is reproducible; change it (or pass fast-check's printed seed/path to fc.assert) to explore or replay. */
 const SEED = 0x8a_2026
@@ -36,7 +45,12 @@ const RUNS = 30
 /** A request that takes longer than this is a hang. */
 const HANG_MS = 10_000
 
-type Auth = 'none' | 'admin' | 'run' | 'admin, or the run token of the training run\'s harness run' | 'rm: open locally, else admin or RM_TOKEN'
+type Auth =
+  | 'none'
+  | 'admin'
+  | 'run'
+  | "admin, or the run token of the training run's harness run"
+  | 'rm: open locally, else admin or RM_TOKEN'
 
 interface BodySpec {
   /** What the server validates the body with; a generated body it accepts is not bad input and is skipped. */
@@ -66,20 +80,42 @@ const ARTIFACT_SAMPLE = {
   kind: 'rubric',
   created_at_utc: '2026-11-22T08:00:00.000Z',
   provenance: {
-    source_run_id: 'search-bad-input', source_session_id: 'session-bad-input', dataset_sha256: 'a'.repeat(64),
-    config_hash: 'b'.repeat(64), settings_hash: 'c'.repeat(64), search_output_sha256: 'd'.repeat(64),
+    source_run_id: 'search-bad-input',
+    source_session_id: 'session-bad-input',
+    dataset_sha256: 'a'.repeat(64),
+    config_hash: 'b'.repeat(64),
+    settings_hash: 'c'.repeat(64),
+    search_output_sha256: 'd'.repeat(64),
   },
   rubrics: {
     __default__: {
       rubric_id: 'r_default',
-      criteria: [{ criterion_id: 'relevant', text: 'Answers the question asked.', weight: 1, criterion_type: null, check_points: [], positive_examples: [], negative_examples: [] }],
+      criteria: [
+        {
+          criterion_id: 'relevant',
+          text: 'Answers the question asked.',
+          weight: 1,
+          criterion_type: null,
+          check_points: [],
+          positive_examples: [],
+          negative_examples: [],
+        },
+      ],
       grading_protocol: { grade_max: 10, allow_na: true, num_votes: 1 },
       metadata: {},
     },
   },
   runtime: {
-    backend: 'mock', verifier_model: 'mock-heuristic-1', temperature: 0, max_tokens: 1024, seed: 7, locale: 'en',
-    extraction: { prompt: { kind: 'identity' }, candidate: { kind: 'answer' } }, grade_max: 10, allow_na: true, num_votes: 1,
+    backend: 'mock',
+    verifier_model: 'mock-heuristic-1',
+    temperature: 0,
+    max_tokens: 1024,
+    seed: 7,
+    locale: 'en',
+    extraction: { prompt: { kind: 'identity' }, candidate: { kind: 'answer' } },
+    grade_max: 10,
+    allow_na: true,
+    num_votes: 1,
   },
   scoring_policy: { score: 'weighted_mean_of_grades', normalization: { method: 'identity', range: [0, 1] } },
   compatibility: { artifact_type: 'rm', min_rm_api_version: '1.0' },
@@ -87,8 +123,15 @@ const ARTIFACT_SAMPLE = {
 let artifactSample: unknown
 
 const MANIFEST = {
-  schema_version: '1.0', run_id: 'bad-input-train', trainer: { name: 'verl' }, model: { name: 'qwen-7b' }, dataset: { id: 'math', version: 'v3' },
-  artifact_id: `rm_${'e'.repeat(64)}`, started_at: '2026-01-02T00:00:00Z', config: { lr: 1e-6 }, tags: ['grpo'],
+  schema_version: '1.0',
+  run_id: 'bad-input-train',
+  trainer: { name: 'verl' },
+  model: { name: 'qwen-7b' },
+  dataset: { id: 'math', version: 'v3' },
+  artifact_id: `rm_${'e'.repeat(64)}`,
+  started_at: '2026-01-02T00:00:00Z',
+  config: { lr: 1e-6 },
+  tags: ['grpo'],
 }
 
 /** Every route of the Worker: method, path, who may call it, and what it reads. Checked against the app's router below. */
@@ -96,35 +139,163 @@ const ROUTES: RouteRow[] = [
   { method: 'GET', path: '/healthz', auth: 'none' },
   { method: 'GET', path: '/healthz/deep', auth: 'admin' },
   {
-    method: 'POST', path: '/runs', auth: 'admin',
+    method: 'POST',
+    path: '/runs',
+    auth: 'admin',
     body: {
       schema: CreateRunRequest,
       sample: () => ({
         run_id: 'bad-input-never-created',
         config: {
-          mode: 'async', rubrics_mode: 'per_instance', rollouts_per_step: 4, grade_max: 10, max_wait_s: 5, chunk_size: 8,
-          anchor_rubrics: [{ id: 'a1', text: 'Correct.', weight: 2 }], adaptive_rubrics: [{ text: 'Clear.', weight: 0.5 }],
-          instance_rubrics: { q1: [{ text: 'Shows steps.' }] }, agents: { default: { backend: 'mock', temperature: 0 } },
+          mode: 'async',
+          rubrics_mode: 'per_instance',
+          rollouts_per_step: 4,
+          grade_max: 10,
+          max_wait_s: 5,
+          chunk_size: 8,
+          anchor_rubrics: [{ id: 'a1', text: 'Correct.', weight: 2 }],
+          adaptive_rubrics: [{ text: 'Clear.', weight: 0.5 }],
+          instance_rubrics: { q1: [{ text: 'Shows steps.' }] },
+          agents: { default: { backend: 'mock', temperature: 0 } },
         },
       }),
     },
   },
-  { method: 'POST', path: '/admin/artifacts', auth: 'admin', body: { schema: AnyRmArtifact, sample: () => artifactSample, accepts: async (value) => AnyRmArtifact.safeParse(value).success && (await verifyArtifactId(AnyRmArtifact.parse(value))) } },
+  {
+    method: 'POST',
+    path: '/admin/artifacts',
+    auth: 'admin',
+    body: {
+      schema: AnyRmArtifact,
+      sample: () => artifactSample,
+      accepts: async (value) =>
+        AnyRmArtifact.safeParse(value).success && (await verifyArtifactId(AnyRmArtifact.parse(value))),
+    },
+  },
   { method: 'GET', path: '/admin/artifacts/:artifactId', auth: 'admin' },
-  { method: 'POST', path: '/admin/targets/:target/deployments', auth: 'admin', body: { schema: DeployRequest, sample: () => ({ artifact_id: `rm_${'0'.repeat(64)}`, deployed_by: 'ci', llm: { base_url: 'http://127.0.0.1:9/v1', model: 'm', api_key_env: 'VLLM_KEY' } }) } },
-  { method: 'POST', path: '/admin/targets/:target/rollback', auth: 'admin', body: { schema: RollbackRequest, sample: () => ({ deployed_by: 'ci' }) } },
-  { method: 'GET', path: '/admin/targets/:target/deployments', auth: 'admin', query: ['limit'], note: 'a well-formed unknown target is 200 with no deployments' },
-  { method: 'POST', path: '/lineage/manifests', auth: 'admin, or the run token of the training run\'s harness run', body: { schema: TrainingRunManifest, sample: () => MANIFEST } },
-  { method: 'POST', path: '/lineage/results', auth: 'admin, or the run token of the training run\'s harness run', body: { schema: TrainingRunResult, sample: () => ({ schema_version: '1.0', run_id: 'bad-input-train', status: 'failed', metrics: { reward: 0.5 }, finished_at: '2026-01-03T00:00:00Z', failure: { message: 'oom', stage: 'rollout' } }) } },
-  { method: 'POST', path: '/lineage/evals', auth: 'admin, or the run token of the training run\'s harness run', body: { schema: EvalReport, sample: () => ({ schema_version: '1.0', eval_id: 'bad-input-eval', run_id: 'bad-input-train', benchmark: 'gsm8k', metrics: { accuracy: 0.8 }, created_at: '2026-01-04T00:00:00Z' }) } },
-  { method: 'GET', path: '/lineage/runs/:id', auth: 'admin, or the run token of the training run\'s harness run' },
+  {
+    method: 'POST',
+    path: '/admin/targets/:target/deployments',
+    auth: 'admin',
+    body: {
+      schema: DeployRequest,
+      sample: () => ({
+        artifact_id: `rm_${'0'.repeat(64)}`,
+        deployed_by: 'ci',
+        llm: { base_url: 'http://127.0.0.1:9/v1', model: 'm', api_key_env: 'VLLM_KEY' },
+      }),
+    },
+  },
+  {
+    method: 'POST',
+    path: '/admin/targets/:target/rollback',
+    auth: 'admin',
+    body: { schema: RollbackRequest, sample: () => ({ deployed_by: 'ci' }) },
+  },
+  {
+    method: 'GET',
+    path: '/admin/targets/:target/deployments',
+    auth: 'admin',
+    query: ['limit'],
+    note: 'a well-formed unknown target is 200 with no deployments',
+  },
+  {
+    method: 'POST',
+    path: '/lineage/manifests',
+    auth: "admin, or the run token of the training run's harness run",
+    body: { schema: TrainingRunManifest, sample: () => MANIFEST },
+  },
+  {
+    method: 'POST',
+    path: '/lineage/results',
+    auth: "admin, or the run token of the training run's harness run",
+    body: {
+      schema: TrainingRunResult,
+      sample: () => ({
+        schema_version: '1.0',
+        run_id: 'bad-input-train',
+        status: 'failed',
+        metrics: { reward: 0.5 },
+        finished_at: '2026-01-03T00:00:00Z',
+        failure: { message: 'oom', stage: 'rollout' },
+      }),
+    },
+  },
+  {
+    method: 'POST',
+    path: '/lineage/evals',
+    auth: "admin, or the run token of the training run's harness run",
+    body: {
+      schema: EvalReport,
+      sample: () => ({
+        schema_version: '1.0',
+        eval_id: 'bad-input-eval',
+        run_id: 'bad-input-train',
+        benchmark: 'gsm8k',
+        metrics: { accuracy: 0.8 },
+        created_at: '2026-01-04T00:00:00Z',
+      }),
+    },
+  },
+  { method: 'GET', path: '/lineage/runs/:id', auth: "admin, or the run token of the training run's harness run" },
   { method: 'GET', path: '/lineage/runs', auth: 'admin', query: ['limit', 'status', 'artifact_id', 'dataset_version'] },
-  { method: 'GET', path: '/rm/:target/healthz', auth: 'rm: open locally, else admin or RM_TOKEN', note: 'a well-formed target with nothing deployed is 503 no_active_artifact: a health check must fail when nothing serves' },
-  { method: 'POST', path: '/rm/:target/score', auth: 'rm: open locally, else admin or RM_TOKEN', body: { schema: RmScoreRequest, sample: () => ({ prompt_id: 'p1', prompt: 'What is 2+2?', reference: '4', candidate: { candidate_id: 'c1', text: '4', source: 'verl', metadata: { step: 3 } } }) } },
-  { method: 'POST', path: '/rm/:target/batch_score', auth: 'rm: open locally, else admin or RM_TOKEN', body: { schema: RmBatchRequest, sample: () => ({ items: [{ prompt_id: 'p1', prompt: 'Q?', candidate: { candidate_id: 'c1', text: 'A.' } }] }) } },
+  {
+    method: 'GET',
+    path: '/rm/:target/healthz',
+    auth: 'rm: open locally, else admin or RM_TOKEN',
+    note: 'a well-formed target with nothing deployed is 503 no_active_artifact: a health check must fail when nothing serves',
+  },
+  {
+    method: 'POST',
+    path: '/rm/:target/score',
+    auth: 'rm: open locally, else admin or RM_TOKEN',
+    body: {
+      schema: RmScoreRequest,
+      sample: () => ({
+        prompt_id: 'p1',
+        prompt: 'What is 2+2?',
+        reference: '4',
+        candidate: { candidate_id: 'c1', text: '4', source: 'verl', metadata: { step: 3 } },
+      }),
+    },
+  },
+  {
+    method: 'POST',
+    path: '/rm/:target/batch_score',
+    auth: 'rm: open locally, else admin or RM_TOKEN',
+    body: {
+      schema: RmBatchRequest,
+      sample: () => ({ items: [{ prompt_id: 'p1', prompt: 'Q?', candidate: { candidate_id: 'c1', text: 'A.' } }] }),
+    },
+  },
   // The run API, served at `/` (the token's run, else the default run) and at `/runs/:runId/`.
-  { method: 'POST', path: '/score', auth: 'run', body: { schema: ScoreRequest, sample: () => ({ rollout: { ...rollout('bad-input-r1'), metadata: { source: 'grpo' } }, metadata: { ...METADATA, other_context: 'ctx' }, instance_id: 'global' }) } },
-  { method: 'POST', path: '/score/batch', auth: 'run', body: { schema: ScoreBatchRequest, sample: () => ({ items: [{ rollout: rollout('bad-input-b1'), metadata: METADATA }, { rollout: rollout('bad-input-b2'), metadata: METADATA, instance_id: 'global' }] }) } },
+  {
+    method: 'POST',
+    path: '/score',
+    auth: 'run',
+    body: {
+      schema: ScoreRequest,
+      sample: () => ({
+        rollout: { ...rollout('bad-input-r1'), metadata: { source: 'grpo' } },
+        metadata: { ...METADATA, other_context: 'ctx' },
+        instance_id: 'global',
+      }),
+    },
+  },
+  {
+    method: 'POST',
+    path: '/score/batch',
+    auth: 'run',
+    body: {
+      schema: ScoreBatchRequest,
+      sample: () => ({
+        items: [
+          { rollout: rollout('bad-input-b1'), metadata: METADATA },
+          { rollout: rollout('bad-input-b2'), metadata: METADATA, instance_id: 'global' },
+        ],
+      }),
+    },
+  },
   { method: 'POST', path: '/complete', auth: 'run' },
   { method: 'GET', path: '/rubric_status', auth: 'run' },
   { method: 'GET', path: '/rubric_status/wait', auth: 'run', query: ['timeout_s'] },
@@ -137,9 +308,49 @@ const ROUTES: RouteRow[] = [
   { method: 'POST', path: '/tokens', auth: 'admin', underRun: true },
   { method: 'GET', path: '/tokens', auth: 'admin', underRun: true },
   { method: 'DELETE', path: '/tokens/:ref', auth: 'admin', underRun: true },
-  { method: 'POST', path: '/compat/openrlhf', auth: 'run', body: { schema: OpenRlhfRequest, sample: () => ({ query: ['Q: 2+2? A: 4', 'Q: 3*3? A: 9'], prompts: ['Q: 2+2? A:', 'Q: 3*3? A:'], labels: ['4', 9], metadata: { current_step: 1 } }) } },
-  { method: 'POST', path: '/compat/slime', auth: 'run', body: { schema: SlimeRequest, sample: () => ({ prompt: [{ role: 'user', content: 'What is 2+2?' }], response: '4', label: '4', metadata: { total_steps: 5 } }) } },
-  { method: 'POST', path: '/score/group', auth: 'run', body: { schema: GroupRequest, sample: () => ({ prompt: 'What is 2+2?', responses: ['4', '5'], reference: '4', instance_id: 'global', metadata: { model_size: '7B' } }) } },
+  {
+    method: 'POST',
+    path: '/compat/openrlhf',
+    auth: 'run',
+    body: {
+      schema: OpenRlhfRequest,
+      sample: () => ({
+        query: ['Q: 2+2? A: 4', 'Q: 3*3? A: 9'],
+        prompts: ['Q: 2+2? A:', 'Q: 3*3? A:'],
+        labels: ['4', 9],
+        metadata: { current_step: 1 },
+      }),
+    },
+  },
+  {
+    method: 'POST',
+    path: '/compat/slime',
+    auth: 'run',
+    body: {
+      schema: SlimeRequest,
+      sample: () => ({
+        prompt: [{ role: 'user', content: 'What is 2+2?' }],
+        response: '4',
+        label: '4',
+        metadata: { total_steps: 5 },
+      }),
+    },
+  },
+  {
+    method: 'POST',
+    path: '/score/group',
+    auth: 'run',
+    body: {
+      schema: GroupRequest,
+      sample: () => ({
+        prompt: 'What is 2+2?',
+        responses: ['4', '5'],
+        reference: '4',
+        instance_id: 'global',
+        metadata: { model_size: '7B' },
+      }),
+    },
+  },
 ]
 const RUN_API_PATHS = new Set(ROUTES.filter((row) => row.auth === 'run' || row.underRun).map((row) => row.path))
 /** Paths of other surfaces with their own tests (the HTML dashboard), left out of this table on purpose. */
@@ -150,7 +361,10 @@ const TARGET = 'bad-input-target'
 
 /** A concrete URL path for a row: the victim run for `:runId`, an undeployed target, ids that exist nowhere. */
 function concretePath(row: RouteRow, prefix = `/runs/${victim.runId}`): string {
-  const path = row.path.replace(':target', TARGET).replace(':artifactId', `rm_${'f'.repeat(64)}`).replace(':id', 'bad-input-missing')
+  const path = row.path
+    .replace(':target', TARGET)
+    .replace(':artifactId', `rm_${'f'.repeat(64)}`)
+    .replace(':id', 'bad-input-missing')
   return RUN_API_PATHS.has(row.path) ? `${prefix}${path}` : path
 }
 
@@ -175,13 +389,27 @@ async function call(method: string, path: string, options: CallOptions = {}) {
 }
 
 /** Sends raw bytes or text; fails the property if the Worker takes longer than HANG_MS. */
-async function send(method: string, path: string, options: { raw?: BodyInit; contentType?: string | null; token?: string } = {}) {
+async function send(
+  method: string,
+  path: string,
+  options: { raw?: BodyInit; contentType?: string | null; token?: string } = {},
+) {
   const headers: Record<string, string> = {}
-  if (options.contentType !== null && options.raw !== undefined) headers['content-type'] = options.contentType ?? 'application/json'
+  if (options.contentType !== null && options.raw !== undefined)
+    headers['content-type'] = options.contentType ?? 'application/json'
   let timer: ReturnType<typeof setTimeout> | undefined
-  const hang = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${method} ${path} hung for ${HANG_MS} ms`)), HANG_MS)))
+  const hang = new Promise<never>(
+    (_, reject) => (timer = setTimeout(() => reject(new Error(`${method} ${path} hung for ${HANG_MS} ms`)), HANG_MS)),
+  )
   try {
-    return await Promise.race([call(method, path, { headers, ...(options.token ? { token: options.token } : {}), ...(options.raw !== undefined ? { raw: options.raw } : {}) }), hang])
+    return await Promise.race([
+      call(method, path, {
+        headers,
+        ...(options.token ? { token: options.token } : {}),
+        ...(options.raw !== undefined ? { raw: options.raw } : {}),
+      }),
+      hang,
+    ])
   } finally {
     clearTimeout(timer)
   }
@@ -203,14 +431,20 @@ function expectClientError(res: { status: number; json: any; text: string }, con
 
 /** Row counts of every application table (D1). */
 async function tableCounts(): Promise<Record<string, number>> {
-  const { results } = await env.DB.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%' AND name NOT LIKE 'd1_%'").all<{ name: string }>()
+  const { results } = await env.DB.prepare(
+    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%' AND name NOT LIKE 'd1_%'",
+  ).all<{ name: string }>()
   const counts = await env.DB.batch(results.map(({ name }) => env.DB.prepare(`SELECT count(*) AS n FROM "${name}"`)))
   return Object.fromEntries(results.map(({ name }, i) => [name, (counts[i]!.results[0] as { n: number }).n]))
 }
 
 /** What bad input must never change: cheap enough to take after every generated request. */
 async function quickState(): Promise<string> {
-  const [status, counts, ledger] = await Promise.all([call('GET', `/runs/${victim.runId}/rubric_status`, { token: victim.token }), tableCounts(), ledgerRows(victim.runId)])
+  const [status, counts, ledger] = await Promise.all([
+    call('GET', `/runs/${victim.runId}/rubric_status`, { token: victim.token }),
+    tableCounts(),
+    ledgerRows(victim.runId),
+  ])
   return JSON.stringify({ status: status.json, counts, ledger })
 }
 
@@ -247,7 +481,31 @@ const POS_INF = '\u0000+inf'
 const NEG_INF = '\u0000-inf'
 const DEEP = '\u0000deep'
 
-const hostileValue = fc.constantFrom<unknown>(null, true, false, 0, -1, -0.5, 1.5, 2 ** 53 + 2, 1e308, -1e308, POS_INF, NEG_INF, '', ' ', 'NaN', '-1', '1e999', [], {}, [null], { a: 1 }, 'x'.repeat(250_001), '../../etc/passwd')
+const hostileValue = fc.constantFrom<unknown>(
+  null,
+  true,
+  false,
+  0,
+  -1,
+  -0.5,
+  1.5,
+  2 ** 53 + 2,
+  1e308,
+  -1e308,
+  POS_INF,
+  NEG_INF,
+  '',
+  ' ',
+  'NaN',
+  '-1',
+  '1e999',
+  [],
+  {},
+  [null],
+  { a: 1 },
+  'x'.repeat(250_001),
+  '../../etc/passwd',
+)
 
 /** A URL can only carry well-formed text: lone surrogates become "?" (encodeURIComponent throws on them). */
 function wellFormed(text: string): string {
@@ -257,7 +515,9 @@ function wellFormed(text: string): string {
 /** Every path into a JSON value (objects and arrays), root excluded. */
 function pathsOf(value: unknown, prefix: (string | number)[] = []): (string | number)[][] {
   if (typeof value !== 'object' || value === null) return []
-  const entries: [string | number, unknown][] = Array.isArray(value) ? value.map((item, i) => [i, item]) : Object.entries(value)
+  const entries: [string | number, unknown][] = Array.isArray(value)
+    ? value.map((item, i) => [i, item])
+    : Object.entries(value)
   return entries.flatMap(([key, child]) => [[...prefix, key], ...pathsOf(child, [...prefix, key])])
 }
 
@@ -271,7 +531,10 @@ function defineKey(target: object, key: string, value: unknown) {
 }
 
 function toText(value: unknown, deepLevels = 0, deepKind: 'array' | 'object' = 'array'): string {
-  const nested = deepKind === 'array' ? `${'['.repeat(deepLevels)}1${']'.repeat(deepLevels)}` : `${'{"a":'.repeat(deepLevels)}1${'}'.repeat(deepLevels)}`
+  const nested =
+    deepKind === 'array'
+      ? `${'['.repeat(deepLevels)}1${']'.repeat(deepLevels)}`
+      : `${'{"a":'.repeat(deepLevels)}1${'}'.repeat(deepLevels)}`
   return JSON.stringify(value)
     .replaceAll(JSON.stringify(POS_INF), '1e999')
     .replaceAll(JSON.stringify(NEG_INF), '-1e999')
@@ -284,12 +547,23 @@ type Case = { kind: string; bytes: string | Uint8Array; alwaysInvalid: boolean }
 function badBodies(spec: BodySpec): fc.Arbitrary<Case> {
   const sample = spec.sample()
   const paths = pathsOf(sample)
-  const objectPaths = [[], ...paths.filter((path) => { const node = path.reduce((n: any, k) => n[k], sample as any); return typeof node === 'object' && node !== null && !Array.isArray(node) })]
+  const objectPaths = [
+    [],
+    ...paths.filter((path) => {
+      const node = path.reduce((n: any, k) => n[k], sample as any)
+      return typeof node === 'object' && node !== null && !Array.isArray(node)
+    }),
+  ]
   const stringPaths = paths.filter((path) => typeof path.reduce((n: any, k) => n[k], sample as any) === 'string')
   const pick = <T>(list: T[]) => fc.integer({ min: 0, max: list.length - 1 }).map((i) => list[i]!)
 
-  const arbitraryJson = fc.json({ maxDepth: 4 }).map((text): Case => ({ kind: 'arbitrary JSON', bytes: text, alwaysInvalid: false }))
-  const change = fc.oneof({ weight: 6, arbitrary: hostileValue.map((value) => ({ set: value })) }, { weight: 1, arbitrary: fc.constant({ remove: true as const }) })
+  const arbitraryJson = fc
+    .json({ maxDepth: 4 })
+    .map((text): Case => ({ kind: 'arbitrary JSON', bytes: text, alwaysInvalid: false }))
+  const change = fc.oneof(
+    { weight: 6, arbitrary: hostileValue.map((value) => ({ set: value })) },
+    { weight: 1, arbitrary: fc.constant({ remove: true as const }) },
+  )
   const mutated = fc.tuple(pick(paths), change).map(([path, how]): Case => {
     const body = structuredClone(sample) as any
     const parent = containerAt(body, path)
@@ -297,33 +571,68 @@ function badBodies(spec: BodySpec): fc.Arbitrary<Case> {
     if ('set' in how) parent[key] = how.set
     else if (Array.isArray(parent)) parent.splice(Number(key), 1)
     else delete parent[key]
-    return { kind: `${'set' in how ? `set ${path.join('.')} to ${JSON.stringify(how.set)?.slice(0, 40)}` : `removed ${path.join('.')}`}`, bytes: toText(body), alwaysInvalid: false }
+    return {
+      kind: `${'set' in how ? `set ${path.join('.')} to ${JSON.stringify(how.set)?.slice(0, 40)}` : `removed ${path.join('.')}`}`,
+      bytes: toText(body),
+      alwaysInvalid: false,
+    }
   })
-  const pollutionKey = fc.tuple(pick(objectPaths), fc.constantFrom('__proto__', 'constructor', 'prototype'), fc.constantFrom<unknown>({ polluted: true }, [], 'x', 1, null)).map(([path, key, value]): Case => {
-    const body = structuredClone(sample) as any
-    defineKey(path.reduce((node: any, k) => node[k], body), key, value)
-    return { kind: `"${key}" key at ${path.join('.') || '(body)'}`, bytes: toText(body), alwaysInvalid: true }
-  })
-  const deep = fc.tuple(pick(paths), fc.integer({ min: MAX_JSON_DEPTH + 1, max: 5_000 }), fc.constantFrom<'array' | 'object'>('array', 'object')).map(([path, levels, shape]): Case => {
-    const body = structuredClone(sample) as any
-    containerAt(body, path)[path.at(-1)!] = DEEP
-    return { kind: `${levels} nested ${shape}s at ${path.join('.')}`, bytes: toText(body, levels, shape), alwaysInvalid: true }
-  })
+  const pollutionKey = fc
+    .tuple(
+      pick(objectPaths),
+      fc.constantFrom('__proto__', 'constructor', 'prototype'),
+      fc.constantFrom<unknown>({ polluted: true }, [], 'x', 1, null),
+    )
+    .map(([path, key, value]): Case => {
+      const body = structuredClone(sample) as any
+      defineKey(
+        path.reduce((node: any, k) => node[k], body),
+        key,
+        value,
+      )
+      return { kind: `"${key}" key at ${path.join('.') || '(body)'}`, bytes: toText(body), alwaysInvalid: true }
+    })
+  const deep = fc
+    .tuple(
+      pick(paths),
+      fc.integer({ min: MAX_JSON_DEPTH + 1, max: 5_000 }),
+      fc.constantFrom<'array' | 'object'>('array', 'object'),
+    )
+    .map(([path, levels, shape]): Case => {
+      const body = structuredClone(sample) as any
+      containerAt(body, path)[path.at(-1)!] = DEEP
+      return {
+        kind: `${levels} nested ${shape}s at ${path.join('.')}`,
+        bytes: toText(body, levels, shape),
+        alwaysInvalid: true,
+      }
+    })
   const cases: fc.Arbitrary<Case>[] = [arbitraryJson, mutated, mutated, pollutionKey, deep]
   if (stringPaths.length > 0) {
-    const lone = fc.tuple(pick(stringPaths), fc.constantFrom('\ud800', '\udfff', 'a\udbffb', '\udc00\ud800')).map(([path, text]): Case => {
-      const body = structuredClone(sample) as any
-      containerAt(body, path)[path.at(-1)!] = text
-      // JSON.stringify writes a lone surrogate as a \u escape, as a client library would.
-      return { kind: `lone surrogate at ${path.join('.')}`, bytes: toText(body), alwaysInvalid: true }
-    })
-    const badUtf8 = fc.tuple(pick(stringPaths), fc.constantFrom([0xff], [0xc0, 0xaf], [0xed, 0xa0, 0x80], [0xe2, 0x82], [0xf8, 0x88, 0x80, 0x80, 0x80])).map(([path, bad]): Case => {
-      const body = structuredClone(sample) as any
-      containerAt(body, path)[path.at(-1)!] = '\u0001BAD\u0001'
-      const [head, tail] = toText(body).split('\\u0001BAD\\u0001') as [string, string]
-      const encoder = new TextEncoder()
-      return { kind: `invalid UTF-8 ${bad.map((b) => b.toString(16)).join(' ')} at ${path.join('.')}`, bytes: new Uint8Array([...encoder.encode(head), ...bad, ...encoder.encode(tail)]), alwaysInvalid: true }
-    })
+    const lone = fc
+      .tuple(pick(stringPaths), fc.constantFrom('\ud800', '\udfff', 'a\udbffb', '\udc00\ud800'))
+      .map(([path, text]): Case => {
+        const body = structuredClone(sample) as any
+        containerAt(body, path)[path.at(-1)!] = text
+        // JSON.stringify writes a lone surrogate as a \u escape, as a client library would.
+        return { kind: `lone surrogate at ${path.join('.')}`, bytes: toText(body), alwaysInvalid: true }
+      })
+    const badUtf8 = fc
+      .tuple(
+        pick(stringPaths),
+        fc.constantFrom([0xff], [0xc0, 0xaf], [0xed, 0xa0, 0x80], [0xe2, 0x82], [0xf8, 0x88, 0x80, 0x80, 0x80]),
+      )
+      .map(([path, bad]): Case => {
+        const body = structuredClone(sample) as any
+        containerAt(body, path)[path.at(-1)!] = '\u0001BAD\u0001'
+        const [head, tail] = toText(body).split('\\u0001BAD\\u0001') as [string, string]
+        const encoder = new TextEncoder()
+        return {
+          kind: `invalid UTF-8 ${bad.map((b) => b.toString(16)).join(' ')} at ${path.join('.')}`,
+          bytes: new Uint8Array([...encoder.encode(head), ...bad, ...encoder.encode(tail)]),
+          alwaysInvalid: true,
+        }
+      })
     cases.push(lone, badUtf8)
   }
   return fc.oneof(...cases)
@@ -343,7 +652,11 @@ async function accepted(spec: BodySpec, text: string): Promise<boolean> {
 // ---- the suite ----------------------------------------------------------------------------------------------------
 
 beforeAll(async () => {
-  victim = await createRun({ anchor_rubrics: [{ text: 'The final answer is correct.' }], adaptive_rubrics: [{ text: 'Shows the key steps.' }], max_wait_s: 1 })
+  victim = await createRun({
+    anchor_rubrics: [{ text: 'The final answer is correct.' }],
+    adaptive_rubrics: [{ text: 'Shows the key steps.' }],
+    max_wait_s: 1,
+  })
   const body = RmArtifactBody.parse(ARTIFACT_SAMPLE)
   artifactSample = { ...body, artifact_id: await artifactId(body) }
   console.log(`bad-input properties: fast-check seed ${SEED} (0x${SEED.toString(16)}), ${RUNS} runs per property`)
@@ -352,19 +665,34 @@ beforeAll(async () => {
 describe('the route table', () => {
   it('lists every route the app serves', () => {
     const served = new Set(
-      app.routes.filter((route) => route.method !== 'ALL').map((route) => `${route.method} ${route.path.replace(/^\/runs\/:runId(?=\/)/, '')}`).filter((key) => !OTHER_SURFACES.test(key.split(' ')[1]!)),
+      app.routes
+        .filter((route) => route.method !== 'ALL')
+        .map((route) => `${route.method} ${route.path.replace(/^\/runs\/:runId(?=\/)/, '')}`)
+        .filter((key) => !OTHER_SURFACES.test(key.split(' ')[1]!)),
     )
     const listed = new Set(ROUTES.map((row) => `${row.method} ${row.path}`))
-    expect([...served].filter((key) => !listed.has(key)), 'routes missing from ROUTES').toEqual([])
-    expect([...listed].filter((key) => !served.has(key)), 'ROUTES rows the app does not serve').toEqual([])
+    expect(
+      [...served].filter((key) => !listed.has(key)),
+      'routes missing from ROUTES',
+    ).toEqual([])
+    expect(
+      [...listed].filter((key) => !served.has(key)),
+      'ROUTES rows the app does not serve',
+    ).toEqual([])
   })
 
   it('is what GET / tells a JSON client, route for route', async () => {
     const index = (await call('GET', '/', { headers: { accept: 'application/json' } })).json
     const rows = ROUTES.map((row) => `${row.method} ${row.underRun ? `/runs/:runId${row.path}` : row.path}`)
     const indexed = [...index.run_endpoints, ...index.endpoints] as string[]
-    expect(indexed.filter((key) => !rows.includes(key)), 'index entries no route serves').toEqual([])
-    expect(rows.filter((key) => !indexed.includes(key)), 'routes missing from the index').toEqual([])
+    expect(
+      indexed.filter((key) => !rows.includes(key)),
+      'index entries no route serves',
+    ).toEqual([])
+    expect(
+      rows.filter((key) => !indexed.includes(key)),
+      'routes missing from the index',
+    ).toEqual([])
   })
 })
 
@@ -390,30 +718,85 @@ describe('generated bad bodies get a 400 and change nothing', () => {
 })
 
 describe('generated query parameters never cause a 5xx or a change', () => {
-  const awkward = fc.constantFrom('', ' ', '-1', '0', '1.5', '0x10', '1e999', '1e308', 'NaN', 'Infinity', '-Infinity', '99999999999999999999', '../../etc/passwd', '%00', '__proto__', 'constructor', '\u00ff', '😀', 'a'.repeat(5_000), 'global', 'analysis', 'succeeded')
+  const awkward = fc.constantFrom(
+    '',
+    ' ',
+    '-1',
+    '0',
+    '1.5',
+    '0x10',
+    '1e999',
+    '1e308',
+    'NaN',
+    'Infinity',
+    '-Infinity',
+    '99999999999999999999',
+    '../../etc/passwd',
+    '%00',
+    '__proto__',
+    'constructor',
+    '\u00ff',
+    '😀',
+    'a'.repeat(5_000),
+    'global',
+    'analysis',
+    'succeeded',
+  )
   for (const row of ROUTES.filter((candidate) => candidate.query)) {
     it(`${row.method} ${row.path} ?${row.query!.join('&')}`, async () => {
       const baseline = await quickState()
       await unchangedAcross(
-        fc.asyncProperty(fc.dictionary(fc.constantFrom(...row.query!), fc.oneof(awkward, fc.string({ maxLength: 40 }), fc.string({ unit: 'binary', maxLength: 20 })), { minKeys: 1 }), async (params) => {
-          const query = Object.entries(params).map(([key, value]) => `${key}=${encodeURIComponent(wellFormed(value))}`).join('&')
-          const path = `${concretePath(row)}?${query}`
-          const res = await send(row.method, path, { token: tokenFor(row) })
-          expect(res.status, `${path} → ${res.status} ${res.text.slice(0, 200)}`).toBeLessThan(500)
-          if (res.status >= 400) expectClientError(res, path)
-          expect(await quickState(), `state moved after ${path}`).toBe(baseline)
-        }),
+        fc.asyncProperty(
+          fc.dictionary(
+            fc.constantFrom(...row.query!),
+            fc.oneof(awkward, fc.string({ maxLength: 40 }), fc.string({ unit: 'binary', maxLength: 20 })),
+            { minKeys: 1 },
+          ),
+          async (params) => {
+            const query = Object.entries(params)
+              .map(([key, value]) => `${key}=${encodeURIComponent(wellFormed(value))}`)
+              .join('&')
+            const path = `${concretePath(row)}?${query}`
+            const res = await send(row.method, path, { token: tokenFor(row) })
+            expect(res.status, `${path} → ${res.status} ${res.text.slice(0, 200)}`).toBeLessThan(500)
+            if (res.status >= 400) expectClientError(res, path)
+            expect(await quickState(), `state moved after ${path}`).toBe(baseline)
+          },
+        ),
       )
     })
   }
 })
 
 describe('ids that look like paths never reach anything', () => {
-  const pathish = fc.oneof(
-    fc.constantFrom('../../etc/passwd', '..%2F..%2Fadmin', '%2e%2e%2fadmin', '/etc/passwd', 'a/b', '..\\..\\x', '%00', 'x%00y', '\u0000', '__proto__', 'constructor', 'prototype', 'ÿ', '😀', ' ', 'a'.repeat(300), 'rm_../../x', 'UPPER'),
-    fc.string({ minLength: 1, maxLength: 40 }),
-  ).filter((id) => !['.', '..', 'default'].includes(id) && !id.includes('?') && !id.includes('#'))
-  const rows = ROUTES.filter((row) => /:(runId|target|artifactId|id)\b/.test(row.path) || RUN_API_PATHS.has(row.path)).filter((row) => row.method === 'GET')
+  const pathish = fc
+    .oneof(
+      fc.constantFrom(
+        '../../etc/passwd',
+        '..%2F..%2Fadmin',
+        '%2e%2e%2fadmin',
+        '/etc/passwd',
+        'a/b',
+        '..\\..\\x',
+        '%00',
+        'x%00y',
+        '\u0000',
+        '__proto__',
+        'constructor',
+        'prototype',
+        'ÿ',
+        '😀',
+        ' ',
+        'a'.repeat(300),
+        'rm_../../x',
+        'UPPER',
+      ),
+      fc.string({ minLength: 1, maxLength: 40 }),
+    )
+    .filter((id) => !['.', '..', 'default'].includes(id) && !id.includes('?') && !id.includes('#'))
+  const rows = ROUTES.filter(
+    (row) => /:(runId|target|artifactId|id)\b/.test(row.path) || RUN_API_PATHS.has(row.path),
+  ).filter((row) => row.method === 'GET')
   it(`GET ${rows.map((row) => row.path).join(', ')} with hostile ids`, async () => {
     const baseline = await quickState()
     await unchangedAcross(
@@ -440,11 +823,13 @@ describe('ids that look like paths never reach anything', () => {
 })
 
 describe('the wrong method or content type', () => {
-  it('answers a method a route does not serve with a JSON 404 not_found, not Hono\'s text', async () => {
+  it("answers a method a route does not serve with a JSON 404 not_found, not Hono's text", async () => {
     const baseline = await quickState()
     for (const row of ROUTES) {
       const path = concretePath(row)
-      for (const method of ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'].filter((m) => m !== row.method && !ROUTES.some((other) => other.path === row.path && other.method === m))) {
+      for (const method of ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'].filter(
+        (m) => m !== row.method && !ROUTES.some((other) => other.path === row.path && other.method === m),
+      )) {
         const res = await send(method, path, { token: tokenFor(row), ...(method === 'GET' ? {} : { raw: '{}' }) })
         expectClientError(res, `${method} ${path}`, 404)
         expect(res.json.error.code).toBe('not_found')
@@ -459,7 +844,14 @@ describe('the wrong method or content type', () => {
     const baseline = await quickState()
     for (const row of ROUTES.filter((candidate) => candidate.body)) {
       const valid = JSON.stringify(row.body!.sample())
-      for (const contentType of ['text/plain', 'multipart/form-data; boundary=x', 'application/x-www-form-urlencoded', 'application/jsonx', 'json', null]) {
+      for (const contentType of [
+        'text/plain',
+        'multipart/form-data; boundary=x',
+        'application/x-www-form-urlencoded',
+        'application/jsonx',
+        'json',
+        null,
+      ]) {
         const res = await send(row.method, concretePath(row), { raw: valid, contentType, token: tokenFor(row) })
         expectClientError(res, `${row.method} ${row.path} as ${contentType}`, 415)
         expect(res.json.error.code).toBe('unsupported_media_type')
@@ -468,7 +860,7 @@ describe('the wrong method or content type', () => {
     expect(await quickState()).toBe(baseline)
   })
 
-  it('answers a body over its route\'s limit with 413 naming the limit, announced or streamed', async () => {
+  it("answers a body over its route's limit with 413 naming the limit, announced or streamed", async () => {
     const baseline = await quickState()
     for (const row of ROUTES.filter((candidate) => candidate.method === 'POST')) {
       const path = concretePath(row)

@@ -10,7 +10,11 @@ const RUBRICS = {
   adaptive_rubrics: [{ id: 'd-steps', text: 'Shows the key steps.' }],
 }
 
-const PROMPTS = ['<|user|>What is 2+2?<|assistant|>', '<|user|>What is 3*3?<|assistant|>', '<|user|>Capital of France?<|assistant|>'] as const
+const PROMPTS = [
+  '<|user|>What is 2+2?<|assistant|>',
+  '<|user|>What is 3*3?<|assistant|>',
+  '<|user|>Capital of France?<|assistant|>',
+] as const
 const RESPONSES = ['2 + 2 = 4', '3 * 3 = 6', 'Paris is the capital of France.'] as const
 const LABELS = ['4', '9', 'Paris'] as const
 
@@ -45,12 +49,21 @@ describe('POST /compat/openrlhf', () => {
     const run = await createRun(RUBRICS)
     const direct = await call('POST', '/score', {
       token: run.token,
-      body: { rollout: { id: 'direct', input: PROMPTS[0], output: RESPONSES[0], supplemental_context: LABELS[0] }, metadata: DEFAULT_TRAINING_METADATA },
+      body: {
+        rollout: { id: 'direct', input: PROMPTS[0], output: RESPONSES[0], supplemental_context: LABELS[0] },
+        metadata: DEFAULT_TRAINING_METADATA,
+      },
     })
     expect(direct.status).toBe(200)
     // Same content → the judgement cache answers: proof that the trainer's query was split as /score was called.
-    const viaOpenRlhf = await call('POST', '/compat/openrlhf', { token: run.token, body: { query: [PROMPTS[0] + RESPONSES[0]], prompts: [PROMPTS[0]], labels: [LABELS[0]] } })
-    expect(viaOpenRlhf.json).toMatchObject({ rewards: [direct.json.score], extra_logs: { cached: [1], duplicate: [0] } })
+    const viaOpenRlhf = await call('POST', '/compat/openrlhf', {
+      token: run.token,
+      body: { query: [PROMPTS[0] + RESPONSES[0]], prompts: [PROMPTS[0]], labels: [LABELS[0]] },
+    })
+    expect(viaOpenRlhf.json).toMatchObject({
+      rewards: [direct.json.score],
+      extra_logs: { cached: [1], duplicate: [0] },
+    })
   })
 
   it('counts a retried sample once (the rollout id is a hash of the query)', async () => {
@@ -72,12 +85,20 @@ describe('POST /compat/openrlhf', () => {
 
   it('scores a whole rollout batch: 300 samples (distinct contents judged once each, in chunks handed to other invocations), LLM calls counted', async () => {
     const run = await createRun(RUBRICS)
-    const distinct = Array.from({ length: 250 }, (_, i) => ({ prompt: `<|user|>What is ${i}+1?<|assistant|>`, response: `${i}+1 = ${i + 1}`, label: String(i + 1) }))
+    const distinct = Array.from({ length: 250 }, (_, i) => ({
+      prompt: `<|user|>What is ${i}+1?<|assistant|>`,
+      response: `${i}+1 = ${i + 1}`,
+      label: String(i + 1),
+    }))
     // 50 repeats of earlier contents: OpenRLHF sends a prompt's samples side by side, and identical ones are common.
     const samples = [...distinct, ...distinct.slice(0, 50)]
     const res = await call('POST', `/runs/${run.runId}/compat/openrlhf`, {
       token: run.token,
-      body: { query: samples.map((s) => s.prompt + s.response), prompts: samples.map((s) => s.prompt), labels: samples.map((s) => s.label) },
+      body: {
+        query: samples.map((s) => s.prompt + s.response),
+        prompts: samples.map((s) => s.prompt),
+        labels: samples.map((s) => s.label),
+      },
     })
     expect(res.status, res.text).toBe(200)
     expect(res.json.rewards).toHaveLength(300)
@@ -86,14 +107,21 @@ describe('POST /compat/openrlhf', () => {
     expect(res.json.extra_logs.duplicate.filter((d: number) => d === 1)).toHaveLength(50)
     await expectStatus(run.token, { rollouts: 250 })
     let calls: any[] = []
-    await vi.waitFor(async () => {
-      calls = (await call('GET', '/llm_calls', { token: run.token })).json.calls
-      expect(calls.filter((c) => c.role === 'scorer').reduce((sum, c) => sum + c.calls, 0)).toBe(250)
-    }, { timeout: 5_000, interval: 50 })
+    await vi.waitFor(
+      async () => {
+        calls = (await call('GET', '/llm_calls', { token: run.token })).json.calls
+        expect(calls.filter((c) => c.role === 'scorer').reduce((sum, c) => sum + c.calls, 0)).toBe(250)
+      },
+      { timeout: 5_000, interval: 50 },
+    )
     // The same body again: everything is recorded, so the retry costs no model call.
     const retry = await call('POST', `/runs/${run.runId}/compat/openrlhf`, {
       token: run.token,
-      body: { query: samples.map((s) => s.prompt + s.response), prompts: samples.map((s) => s.prompt), labels: samples.map((s) => s.label) },
+      body: {
+        query: samples.map((s) => s.prompt + s.response),
+        prompts: samples.map((s) => s.prompt),
+        labels: samples.map((s) => s.label),
+      },
     })
     expect(retry.json.rewards).toEqual(res.json.rewards)
     expect(retry.json.extra_logs.duplicate.every((d: number) => d === 1)).toBe(true)
@@ -106,10 +134,26 @@ describe('POST /compat/openrlhf', () => {
     const run = await createRun(RUBRICS)
     const config = (await call('GET', '/run', { token: run.token })).json.config
     const snapshot = (await call('GET', '/rubrics', { token: run.token })).json
-    const request = (output: string) => ({ rollout: { id: output, input: 'What is 2+2?', output, supplemental_context: '4' }, metadata: DEFAULT_TRAINING_METADATA })
+    const request = (output: string) => ({
+      rollout: { id: output, input: 'What is 2+2?', output, supplemental_context: '4' },
+      metadata: DEFAULT_TRAINING_METADATA,
+    })
     const reply: { outcomes: ChunkOutcome[]; calls: LlmCallRecord[] } = await env.JUDGE!.judge({
-      runId: run.runId, config, requestId: 'test', snapshots: { global: { instance_id: 'global', version: snapshot.rubric_version, rubrics: [...snapshot.anchor_rubrics, ...snapshot.adaptive_rubrics] } },
-      items: [{ instanceId: 'global', request: request('2 + 2 = 4') }, { instanceId: 'global', request: request('I do not know') }, { instanceId: 'nowhere', request: request('4') }],
+      runId: run.runId,
+      config,
+      requestId: 'test',
+      snapshots: {
+        global: {
+          instance_id: 'global',
+          version: snapshot.rubric_version,
+          rubrics: [...snapshot.anchor_rubrics, ...snapshot.adaptive_rubrics],
+        },
+      },
+      items: [
+        { instanceId: 'global', request: request('2 + 2 = 4') },
+        { instanceId: 'global', request: request('I do not know') },
+        { instanceId: 'nowhere', request: request('4') },
+      ],
     })
     expect(reply.outcomes).toHaveLength(3)
     expect(reply.outcomes[0]).toMatchObject({ ok: true, judgement: { score: expect.any(Number) } })
@@ -120,11 +164,22 @@ describe('POST /compat/openrlhf', () => {
 
   it('refuses lists of different lengths with 400, scoring nothing', async () => {
     const run = await createRun(RUBRICS)
-    const res = await call('POST', '/compat/openrlhf', { token: run.token, body: { query: ['a', 'b'], prompts: ['a'], labels: ['x', 'y'] } })
+    const res = await call('POST', '/compat/openrlhf', {
+      token: run.token,
+      body: { query: ['a', 'b'], prompts: ['a'], labels: ['x', 'y'] },
+    })
     expectError(res, 400, 'invalid_request')
     expect(res.json.error.message).toContain('prompts has 1')
-    expectError(await call('POST', '/compat/openrlhf', { token: run.token, body: { query: ['a'], prompts: ['a'], labels: [] } }), 400, 'invalid_request')
-    expectError(await call('POST', '/compat/openrlhf', { token: run.token, body: { prompts: ['a'] } }), 400, 'invalid_request')
+    expectError(
+      await call('POST', '/compat/openrlhf', { token: run.token, body: { query: ['a'], prompts: ['a'], labels: [] } }),
+      400,
+      'invalid_request',
+    )
+    expectError(
+      await call('POST', '/compat/openrlhf', { token: run.token, body: { prompts: ['a'] } }),
+      400,
+      'invalid_request',
+    )
     expect(await ledgerRows(run.runId)).toBe(0)
     await expectStatus(run.token, { status: 'idle', rollouts: 0 })
   })
@@ -133,7 +188,10 @@ describe('POST /compat/openrlhf', () => {
 describe('POST /compat/slime', () => {
   it('answers a /score result whose score slime reads (--reward-key score)', async () => {
     const run = await createRun(RUBRICS)
-    const res = await call('POST', '/compat/slime', { token: run.token, body: { prompt: 'What is 2+2?', response: '2 + 2 = 4', label: '4' } })
+    const res = await call('POST', '/compat/slime', {
+      token: run.token,
+      body: { prompt: 'What is 2+2?', response: '2 + 2 = 4', label: '4' },
+    })
     expect(res.status, res.text).toBe(200)
     expect(res.json.score).toBeGreaterThan(0)
     expect(res.json.score).toBeLessThanOrEqual(1)
@@ -141,15 +199,34 @@ describe('POST /compat/slime', () => {
     expect(res.json.rollout_id).toMatch(/^slime-[0-9a-f]{32}$/)
     expect(res.json.criteria.map((c: { rubric_id: string }) => c.rubric_id)).toEqual(['a-correct', 'd-steps'])
     // Chat-format prompts (content as text or as parts) and non-string labels are accepted.
-    const chat = await call('POST', '/compat/slime', { token: run.token, body: { prompt: [{ role: 'user', content: 'What is 2+2?' }], response: '4', label: 4 } })
+    const chat = await call('POST', '/compat/slime', {
+      token: run.token,
+      body: { prompt: [{ role: 'user', content: 'What is 2+2?' }], response: '4', label: 4 },
+    })
     expect(chat.status, chat.text).toBe(200)
     const parts = await call('POST', '/compat/slime', {
       token: run.token,
-      body: { prompt: [{ role: 'user', content: [{ type: 'text', text: 'What is 2+2?' }, { type: 'image_url', image_url: { url: 'https://example.com/a.png' } }] }], response: '4', label: 4 },
+      body: {
+        prompt: [
+          {
+            role: 'user',
+            content: [
+              { type: 'text', text: 'What is 2+2?' },
+              { type: 'image_url', image_url: { url: 'https://example.com/a.png' } },
+            ],
+          },
+        ],
+        response: '4',
+        label: 4,
+      },
     })
     expect(parts.status, parts.text).toBe(200)
     expect(parts.json.rollout_id).not.toBe(chat.json.rollout_id)
-    expectError(await call('POST', '/compat/slime', { token: run.token, body: { prompt: 'x' } }), 400, 'invalid_request')
+    expectError(
+      await call('POST', '/compat/slime', { token: run.token, body: { prompt: 'x' } }),
+      400,
+      'invalid_request',
+    )
   })
 })
 
@@ -160,24 +237,44 @@ describe('a token in the path (/t/<token>/…), for clients that send no headers
     const viaPath = await call('POST', `/t/${run.token}/compat/openrlhf`, { body })
     expect(viaPath.status, viaPath.text).toBe(200)
     expect(viaPath.json.rewards).toHaveLength(1)
-    const scoped = await call('POST', `/t/${run.token}/runs/${run.runId}/compat/slime`, { body: { prompt: 'What is 2+2?', response: '4', label: '4' } })
+    const scoped = await call('POST', `/t/${run.token}/runs/${run.runId}/compat/slime`, {
+      body: { prompt: 'What is 2+2?', response: '4', label: '4' },
+    })
     expect(scoped.status, scoped.text).toBe(200)
     expect(scoped.json.run_id).toBe(run.runId)
-    await vi.waitFor(async () => expect((await call('GET', `/t/${run.token}/rubric_status`)).json).toMatchObject({ run_id: run.runId, rollouts: 2 }), { timeout: 5_000, interval: 50 })
+    await vi.waitFor(
+      async () =>
+        expect((await call('GET', `/t/${run.token}/rubric_status`)).json).toMatchObject({
+          run_id: run.runId,
+          rollouts: 2,
+        }),
+      { timeout: 5_000, interval: 50 },
+    )
     // Percent-encoding is undone, as it would be in a header.
     expect((await call('GET', `/t/${encodeURIComponent(run.token)}/run`)).status).toBe(200)
 
     // A URL with credentials (`http://:<token>@host/…`) becomes Basic auth in requests and aiohttp: the token as password or user.
     for (const credentials of [`:${run.token}`, `${run.token}:`]) {
-      const basic = await call('POST', '/compat/openrlhf', { body, headers: { authorization: `Basic ${btoa(credentials)}` } })
+      const basic = await call('POST', '/compat/openrlhf', {
+        body,
+        headers: { authorization: `Basic ${btoa(credentials)}` },
+      })
       expect(basic.status, basic.text).toBe(200)
     }
-    expectError(await call('POST', '/compat/openrlhf', { body, headers: { authorization: `Basic ${btoa(':rh_wrong')}` } }), 401, 'unauthorized')
+    expectError(
+      await call('POST', '/compat/openrlhf', { body, headers: { authorization: `Basic ${btoa(':rh_wrong')}` } }),
+      401,
+      'unauthorized',
+    )
 
     const wrong = await call('POST', `/t/rh_not-a-token/compat/openrlhf`, { body })
     expectError(wrong, 401, 'unauthorized')
     expect(wrong.text).not.toContain('rh_not-a-token')
-    expectError(await call('POST', `/t/${run.token}/compat/openrlhf`, { body, token: run.token }), 400, 'invalid_request')
+    expectError(
+      await call('POST', `/t/${run.token}/compat/openrlhf`, { body, token: run.token }),
+      400,
+      'invalid_request',
+    )
     // The RM surface takes the admin token in the path too; an unknown route under it is a 404 that names no token.
     expect((await call('GET', `/t/${ADMIN_TOKEN}/rm/none/healthz`)).status).toBe(503)
     const missing = await call('GET', `/t/${run.token}/no-such-route`)
@@ -190,7 +287,10 @@ describe('POST /score/group', () => {
   it('scores a GRPO group and answers advantages that sum to ~0', async () => {
     const run = await createRun(RUBRICS)
     const responses = ['2 + 2 = 4, because two plus two is four.', '2 + 2 = 5', '4', 'I do not know.']
-    const res = await call('POST', `/runs/${run.runId}/score/group`, { token: run.token, body: { prompt: 'What is 2+2?', responses, reference: '4' } })
+    const res = await call('POST', `/runs/${run.runId}/score/group`, {
+      token: run.token,
+      body: { prompt: 'What is 2+2?', responses, reference: '4' },
+    })
     expect(res.status, res.text).toBe(200)
     expect(res.json.scores).toHaveLength(4)
     expect(res.json.advantages).toHaveLength(4)
@@ -199,18 +299,30 @@ describe('POST /score/group', () => {
     // The best-scored response has the largest advantage.
     const best = res.json.scores.indexOf(Math.max(...res.json.scores))
     expect(res.json.advantages[best]).toBe(Math.max(...res.json.advantages))
-    expect(res.json).toMatchObject({ rubric_version: 1, rubric_versions: [1, 1, 1, 1], run_id: run.runId, instance_id: 'global' })
+    expect(res.json).toMatchObject({
+      rubric_version: 1,
+      rubric_versions: [1, 1, 1, 1],
+      run_id: run.runId,
+      instance_id: 'global',
+    })
     expect(res.json.rollout_ids).toHaveLength(4)
     await expectStatus(run.token, { rollouts: 4 })
   })
 
   it('gives all-zero advantages when every response scores the same', async () => {
     const run = await createRun(RUBRICS)
-    const res = await call('POST', '/score/group', { token: run.token, body: { prompt: 'What is 2+2?', responses: ['4', '4', '4'] } })
+    const res = await call('POST', '/score/group', {
+      token: run.token,
+      body: { prompt: 'What is 2+2?', responses: ['4', '4', '4'] },
+    })
     expect(res.status).toBe(200)
     expect(new Set(res.json.scores).size).toBe(1)
     expect(res.json.advantages).toEqual([0, 0, 0])
-    expectError(await call('POST', '/score/group', { token: run.token, body: { prompt: 'x', responses: [] } }), 400, 'invalid_request')
+    expectError(
+      await call('POST', '/score/group', { token: run.token, body: { prompt: 'x', responses: [] } }),
+      400,
+      'invalid_request',
+    )
   })
 })
 
@@ -239,9 +351,25 @@ describe('helpers', () => {
 
   it('flattens chat prompts to text', () => {
     expect(promptText('plain')).toBe('plain')
-    expect(promptText([{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }])).toBe('system: Be brief.\n\nuser: Hi')
-    expect(promptText([{ role: 'user', content: [{ type: 'text', text: 'What is shown?' }, { type: 'image_url' }, { type: 'text', text: 'Be brief.' }] }, { role: 'assistant', content: null }]))
-      .toBe('user: What is shown?\n[image]\nBe brief.\n\nassistant: ')
+    expect(
+      promptText([
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'Hi' },
+      ]),
+    ).toBe('system: Be brief.\n\nuser: Hi')
+    expect(
+      promptText([
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'What is shown?' },
+            { type: 'image_url' },
+            { type: 'text', text: 'Be brief.' },
+          ],
+        },
+        { role: 'assistant', content: null },
+      ]),
+    ).toBe('user: What is shown?\n[image]\nBe brief.\n\nassistant: ')
   })
 })
 

@@ -14,7 +14,8 @@ const RUBRICS = {
 }
 
 /** The RubricInstance's versions as the first release created them (git history of durable-objects/rubric-instance). */
-const FIRST_RUBRIC_VERSIONS = 'CREATE TABLE rubric_versions (version INTEGER PRIMARY KEY, rubrics TEXT NOT NULL, created_at TEXT NOT NULL, step INTEGER, note TEXT NOT NULL)'
+const FIRST_RUBRIC_VERSIONS =
+  'CREATE TABLE rubric_versions (version INTEGER PRIMARY KEY, rubrics TEXT NOT NULL, created_at TEXT NOT NULL, step INTEGER, note TEXT NOT NULL)'
 
 /** Resets a Durable Object the way a deploy does: in-memory state dropped, storage kept, constructor run again. */
 async function resetObject(stub: DurableObjectStub): Promise<void> {
@@ -23,40 +24,84 @@ async function resetObject(stub: DurableObjectStub): Promise<void> {
   })
 }
 
-const columnsOf = (sql: SqlStorage, table: string) => sql.exec<{ name: string }>('SELECT name FROM pragma_table_info(?)', table).toArray().map((row) => row.name)
+const columnsOf = (sql: SqlStorage, table: string) =>
+  sql
+    .exec<{ name: string }>('SELECT name FROM pragma_table_info(?)', table)
+    .toArray()
+    .map((row) => row.name)
 
 describe('Durable Object storage from an earlier release', () => {
   it('keeps the old rubric versions, gains the new columns, scores on the newest and commits the next on top', async () => {
     const run = await createRun(RUBRICS)
     // A stub is broken by the reset it sees, so each use gets its own.
     const instance = () => env.RUBRIC_INSTANCE.getByName(instanceName(run.runId, 'global'))
-    const rubric = (id: string, text: string, isAnchor: boolean, version: number) => ({ id, text, weight: 1, is_anchor: isAnchor, version, created_at: '2026-01-01T00:00:00.000Z', metadata: {} })
-    const v1 = [rubric('a-correct', 'The final answer is correct.', true, 1), rubric('d-steps', 'Shows the key steps of the calculation.', false, 1)]
+    const rubric = (id: string, text: string, isAnchor: boolean, version: number) => ({
+      id,
+      text,
+      weight: 1,
+      is_anchor: isAnchor,
+      version,
+      created_at: '2026-01-01T00:00:00.000Z',
+      metadata: {},
+    })
+    const v1 = [
+      rubric('a-correct', 'The final answer is correct.', true, 1),
+      rubric('d-steps', 'Shows the key steps of the calculation.', false, 1),
+    ]
     const v2 = [...v1, rubric('d-units', 'Names the units.', false, 2)]
     await runInDurableObject(instance(), (_object, state) => {
       state.storage.sql.exec('DROP TABLE rubric_versions')
       state.storage.sql.exec(FIRST_RUBRIC_VERSIONS)
-      state.storage.sql.exec(`INSERT INTO rubric_versions VALUES (1, ?, '2026-01-01T00:00:00.000Z', NULL, 'initial rubrics from the run config')`, JSON.stringify(v1))
-      state.storage.sql.exec(`INSERT INTO rubric_versions VALUES (2, ?, '2026-01-02T00:00:00.000Z', 0, 'ADVANCEMENT update at step 0')`, JSON.stringify(v2))
+      state.storage.sql.exec(
+        `INSERT INTO rubric_versions VALUES (1, ?, '2026-01-01T00:00:00.000Z', NULL, 'initial rubrics from the run config')`,
+        JSON.stringify(v1),
+      )
+      state.storage.sql.exec(
+        `INSERT INTO rubric_versions VALUES (2, ?, '2026-01-02T00:00:00.000Z', 0, 'ADVANCEMENT update at step 0')`,
+        JSON.stringify(v2),
+      )
     })
     await resetObject(instance())
 
-    const scored = await call('POST', '/score', { token: run.token, body: { rollout: rollout('after-deploy'), metadata: METADATA } })
+    const scored = await call('POST', '/score', {
+      token: run.token,
+      body: { rollout: rollout('after-deploy'), metadata: METADATA },
+    })
     expect(scored.status, scored.text).toBe(200)
     expect(scored.json).toMatchObject({ duplicate: false, step: 0, rubric_version: 2 })
-    expect(scored.json.criteria.map((c: { rubric_id: string }) => c.rubric_id)).toEqual(['a-correct', 'd-steps', 'd-units'])
+    expect(scored.json.criteria.map((c: { rubric_id: string }) => c.rubric_id)).toEqual([
+      'a-correct',
+      'd-steps',
+      'd-units',
+    ])
 
     const history = await call('GET', '/rubrics/history', { token: run.token })
     expect(history.status, history.text).toBe(200)
-    expect(history.json.versions.map((v: { version: number; refused: string[]; strategy: string | null }) => [v.version, v.refused, v.strategy])).toEqual([[1, [], null], [2, [], null]])
+    expect(
+      history.json.versions.map((v: { version: number; refused: string[]; strategy: string | null }) => [
+        v.version,
+        v.refused,
+        v.strategy,
+      ]),
+    ).toEqual([
+      [1, [], null],
+      [2, [], null],
+    ])
 
-    expect((await call('POST', '/complete', { token: run.token })).json).toMatchObject({ status: 'complete', closed: true })
+    expect((await call('POST', '/complete', { token: run.token })).json).toMatchObject({
+      status: 'complete',
+      closed: true,
+    })
     const waited = await call('GET', '/rubric_status/wait?timeout_s=60', { token: run.token })
     expect(waited.status, waited.text).toBe(200)
     expect(waited.json).toMatchObject({ status: 'updated', step: 0, rollouts: 1, pending: 0 })
     await runInDurableObject(instance(), (_object, state) => {
-      expect(columnsOf(state.storage.sql, 'rubric_versions')).toEqual(expect.arrayContaining(['strategy', 'rationale', 'diff', 'refused']))
-      expect(state.storage.sql.exec<{ n: number }>('SELECT count(*) AS n FROM step_updates WHERE step = 0').one().n).toBe(1)
+      expect(columnsOf(state.storage.sql, 'rubric_versions')).toEqual(
+        expect.arrayContaining(['strategy', 'rationale', 'diff', 'refused']),
+      )
+      expect(
+        state.storage.sql.exec<{ n: number }>('SELECT count(*) AS n FROM step_updates WHERE step = 0').one().n,
+      ).toBe(1)
     })
   })
 })

@@ -35,7 +35,11 @@ export function requestOf(method: string, path: string, options: CallOptions = {
   return new Request(`http://worker.test${path}`, {
     method,
     headers,
-    ...(options.raw !== undefined ? { body: options.raw } : options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
+    ...(options.raw !== undefined
+      ? { body: options.raw }
+      : options.body !== undefined
+        ? { body: JSON.stringify(options.body) }
+        : {}),
   })
 }
 
@@ -70,7 +74,10 @@ export async function createRun(config: RunConfigInput, runId = `t-${Date.now().
  * A rollout with sensible defaults.
  * @example rollout('r1', { output: '5' })
  */
-export function rollout(id: string, overrides: Partial<{ input: string; output: string; supplemental_context: string }> = {}) {
+export function rollout(
+  id: string,
+  overrides: Partial<{ input: string; output: string; supplemental_context: string }> = {},
+) {
   return { id, input: 'What is 2+2?', output: '4', supplemental_context: '4', ...overrides }
 }
 
@@ -81,10 +88,13 @@ export function rollout(id: string, overrides: Partial<{ input: string; output: 
  */
 export async function expectStatus(token: string | undefined, expected: Record<string, unknown>) {
   let last: any
-  await vi.waitFor(async () => {
-    last = (await call('GET', '/rubric_status', { token })).json
-    expect(last).toMatchObject(expected)
-  }, { timeout: 5_000, interval: 50 })
+  await vi.waitFor(
+    async () => {
+      last = (await call('GET', '/rubric_status', { token })).json
+      expect(last).toMatchObject(expected)
+    },
+    { timeout: 5_000, interval: 50 },
+  )
   return last
 }
 
@@ -96,7 +106,8 @@ export async function ledgerRows(runId: string, instanceId = 'global', shards = 
   let rows = 0
   for (let shard = 0; shard < shards; shard++) {
     rows += await runInDurableObject(env.LEDGER.getByName(ledgerName(runId, instanceId, shard)), (_instance, state) => {
-      const exists = state.storage.sql.exec(`SELECT count(*) AS n FROM sqlite_master WHERE name = 'ledger'`).one().n as number
+      const exists = state.storage.sql.exec(`SELECT count(*) AS n FROM sqlite_master WHERE name = 'ledger'`).one()
+        .n as number
       return exists ? (state.storage.sql.exec('SELECT count(*) AS n FROM ledger').one().n as number) : 0
     })
   }

@@ -27,10 +27,17 @@ const score = (run: Run, id: string, output = `The answer is 4 (${id}).`) =>
 async function rowsByStep(runId: string): Promise<Record<number, number>> {
   const counts: Record<number, number> = {}
   for (let shard = 0; shard < 8; shard++) {
-    const rows = await runInDurableObject(env.LEDGER.getByName(ledgerName(runId, 'global', shard)), (_object, state) => {
-      const exists = state.storage.sql.exec(`SELECT count(*) AS n FROM sqlite_master WHERE name = 'ledger'`).one().n
-      return exists ? state.storage.sql.exec<{ step: number; n: number }>('SELECT step, count(*) AS n FROM ledger GROUP BY step').toArray() : []
-    })
+    const rows = await runInDurableObject(
+      env.LEDGER.getByName(ledgerName(runId, 'global', shard)),
+      (_object, state) => {
+        const exists = state.storage.sql.exec(`SELECT count(*) AS n FROM sqlite_master WHERE name = 'ledger'`).one().n
+        return exists
+          ? state.storage.sql
+              .exec<{ step: number; n: number }>('SELECT step, count(*) AS n FROM ledger GROUP BY step')
+              .toArray()
+          : []
+      },
+    )
     for (const { step, n } of rows) counts[step] = (counts[step] ?? 0) + n
   }
   return counts
@@ -44,16 +51,31 @@ describe("the ledger's statements", () => {
   it('each go by a prefix of the primary key: none scans the table', async () => {
     const run = await createRun(RUBRICS)
     expect((await score(run, 'plan-1')).status).toBe(200)
-    const plans = await runInDurableObject(env.LEDGER.getByName(ledgerName(run.runId, 'global', ledgerShardOf('plan-1', 8))), (_object, state) =>
-      Object.entries(LEDGER_SQL).map(([name, sql]) => {
-        const params = Array.from({ length: (sql.match(/\?/g) ?? []).length }, () => 0)
-        return { name, details: state.storage.sql.exec<{ detail: string }>(`EXPLAIN QUERY PLAN ${sql}`, ...params).toArray().map((row) => row.detail) }
-      }),
+    const plans = await runInDurableObject(
+      env.LEDGER.getByName(ledgerName(run.runId, 'global', ledgerShardOf('plan-1', 8))),
+      (_object, state) =>
+        Object.entries(LEDGER_SQL).map(([name, sql]) => {
+          const params = Array.from({ length: (sql.match(/\?/g) ?? []).length }, () => 0)
+          return {
+            name,
+            details: state.storage.sql
+              .exec<{ detail: string }>(`EXPLAIN QUERY PLAN ${sql}`, ...params)
+              .toArray()
+              .map((row) => row.detail),
+          }
+        }),
     )
     expect(plans.map((plan) => plan.name)).toEqual(Object.keys(LEDGER_SQL))
     for (const { name, details } of plans) {
-      expect(details.filter((detail) => /\bSCAN ledger\b/.test(detail)), `${name}: ${details.join(' | ')}`).toEqual([])
-      if (name !== 'insert') expect(details.some((detail) => /SEARCH ledger USING PRIMARY KEY \(step[=<]/.test(detail)), `${name}: ${details.join(' | ')}`).toBe(true)
+      expect(
+        details.filter((detail) => /\bSCAN ledger\b/.test(detail)),
+        `${name}: ${details.join(' | ')}`,
+      ).toEqual([])
+      if (name !== 'insert')
+        expect(
+          details.some((detail) => /SEARCH ledger USING PRIMARY KEY \(step[=<]/.test(detail)),
+          `${name}: ${details.join(' | ')}`,
+        ).toBe(true)
     }
   })
 })
@@ -63,21 +85,34 @@ describe('rollouts_per_step over 8 shards', () => {
     const run = await createRun({ ...RUBRICS, rollouts_per_step: 40, ledger_retention_steps: 5 })
     const ids = Array.from({ length: 130 }, (_, i) => `n-${i}`)
     let next = 0
-    await Promise.all(Array.from({ length: 32 }, async () => {
-      while (next < ids.length) {
-        const answer = await score(run, ids[next++]!)
-        expect(answer.status, answer.text).toBe(200)
-      }
-    }))
+    await Promise.all(
+      Array.from({ length: 32 }, async () => {
+        while (next < ids.length) {
+          const answer = await score(run, ids[next++]!)
+          expect(answer.status, answer.text).toBe(200)
+        }
+      }),
+    )
     const coordinator = env.RUN_COORDINATOR.getByName(coordinatorName(run.runId))
-    await vi.waitFor(async () => expect((await coordinator.timeline()).map(({ step, status, rollouts }) => ({ step, status, rollouts }))).toEqual([
-      { step: 0, status: 'updated', rollouts: 40 },
-      { step: 1, status: 'updated', rollouts: 40 },
-      { step: 2, status: 'updated', rollouts: 40 },
-      { step: 3, status: 'collecting', rollouts: 10 },
-    ]), { timeout: 15_000, interval: 100 })
+    await vi.waitFor(
+      async () =>
+        expect(
+          (await coordinator.timeline()).map(({ step, status, rollouts }) => ({ step, status, rollouts })),
+        ).toEqual([
+          { step: 0, status: 'updated', rollouts: 40 },
+          { step: 1, status: 'updated', rollouts: 40 },
+          { step: 2, status: 'updated', rollouts: 40 },
+          { step: 3, status: 'collecting', rollouts: 10 },
+        ]),
+      { timeout: 15_000, interval: 100 },
+    )
     expect(await rowsByStep(run.runId)).toEqual({ 0: 40, 1: 40, 2: 40, 3: 10 })
-    await expectStatus(run.token, { step: 3, status: 'collecting', rollouts: 10, closes_when: 'after 30 more distinct rollouts (rollouts_per_step 40)' })
+    await expectStatus(run.token, {
+      step: 3,
+      status: 'collecting',
+      rollouts: 10,
+      closes_when: 'after 30 more distinct rollouts (rollouts_per_step 40)',
+    })
   })
 })
 
@@ -88,10 +123,20 @@ describe('a step of 4,096 rollouts', () => {
     const items = Array.from({ length: 4_096 }, (_, i) => {
       const prompt = i % 256
       const sample = Math.floor(i / 256)
-      return { rollout: rollout(`big-${i}`, { input: `What is ${prompt} + ${prompt}?`, output: `${'Adding the two. '.repeat(1 + (sample % 3))}The answer is ${prompt * 2 + (sample % 4)}.`, supplemental_context: String(prompt * 2) }), metadata: METADATA }
+      return {
+        rollout: rollout(`big-${i}`, {
+          input: `What is ${prompt} + ${prompt}?`,
+          output: `${'Adding the two. '.repeat(1 + (sample % 3))}The answer is ${prompt * 2 + (sample % 4)}.`,
+          supplemental_context: String(prompt * 2),
+        }),
+        metadata: METADATA,
+      }
     })
     for (let start = 0; start < items.length; start += 1_024) {
-      const answer = await call('POST', '/score/batch', { token: run.token, body: { items: items.slice(start, start + 1_024) } })
+      const answer = await call('POST', '/score/batch', {
+        token: run.token,
+        body: { items: items.slice(start, start + 1_024) },
+      })
       expect(answer.status).toBe(200)
       expect(answer.json.results.filter((result: { score?: number }) => typeof result.score !== 'number')).toEqual([])
     }
@@ -104,8 +149,22 @@ describe('a step of 4,096 rollouts', () => {
     expect(analysed + failed).toBeLessThanOrEqual(64)
     expect(failed).toBe(0)
     // Every analysed rollout was chosen for at least one reason, and only the known ones are named.
-    expect(Object.values(reasons as Record<string, number>).reduce((sum, n) => sum + n, 0)).toBeGreaterThanOrEqual(analysed)
-    expect(Object.keys(reasons).every((reason) => ['injection', 'short_high_score', 'templated', 'unusual_grade', 'group_best', 'group_worst', 'score_range'].includes(reason))).toBe(true)
+    expect(Object.values(reasons as Record<string, number>).reduce((sum, n) => sum + n, 0)).toBeGreaterThanOrEqual(
+      analysed,
+    )
+    expect(
+      Object.keys(reasons).every((reason) =>
+        [
+          'injection',
+          'short_high_score',
+          'templated',
+          'unusual_grade',
+          'group_best',
+          'group_worst',
+          'score_range',
+        ].includes(reason),
+      ),
+    ).toBe(true)
     expect(waited.json.instances[0].update).toMatchObject({ rollouts: 4_096, analysed })
   }, 120_000)
 })
@@ -114,47 +173,138 @@ describe('bounded storage', () => {
   it('deletes a step once ledger_retention_steps later updates committed, archiving every rollout to R2 once first', async () => {
     const run = await createRun({ ...RUBRICS, ledger_retention_steps: 1, archive: true })
     for (let step = 0; step < 4; step++) {
-      for (let i = 0; i < 3; i++) expect((await call('POST', '/score', { token: run.token, body: { rollout: rollout(`r${step}-${i}`, { output: `The answer is ${i + 3}.` }), metadata: { ...METADATA, current_step: step } } })).status).toBe(200)
+      for (let i = 0; i < 3; i++)
+        expect(
+          (
+            await call('POST', '/score', {
+              token: run.token,
+              body: {
+                rollout: rollout(`r${step}-${i}`, { output: `The answer is ${i + 3}.` }),
+                metadata: { ...METADATA, current_step: step },
+              },
+            })
+          ).status,
+        ).toBe(200)
       expect((await call('POST', '/complete', { token: run.token })).json).toMatchObject({ closed: true, step })
-      expect((await call('GET', '/rubric_status/wait?timeout_s=30', { token: run.token })).json).toMatchObject({ status: 'updated', step })
+      expect((await call('GET', '/rubric_status/wait?timeout_s=30', { token: run.token })).json).toMatchObject({
+        status: 'updated',
+        step,
+      })
     }
     // After step 3's update only step 3 is within one update of its own.
-    await vi.waitFor(async () => expect(await rowsByStep(run.runId)).toEqual({ 3: 3 }), { timeout: 5_000, interval: 100 })
+    await vi.waitFor(async () => expect(await rowsByStep(run.runId)).toEqual({ 3: 3 }), {
+      timeout: 5_000,
+      interval: 100,
+    })
     const listed = await env.ARCHIVE!.list({ prefix: `runs/${run.runId}/steps/` })
-    const lines = (await Promise.all(listed.objects.map(async (object) => (await (await env.ARCHIVE!.get(object.key))!.text()).trim().split('\n')))).flat().map((line) => JSON.parse(line))
-    expect(lines.map((line) => line.rollout_id).sort()).toEqual(Array.from({ length: 4 }, (_, step) => [0, 1, 2].map((i) => `r${step}-${i}`)).flat().sort())
-    expect(lines[0]).toMatchObject({ run_id: run.runId, instance_id: 'global', input: 'What is 2+2?', reference: '4', rubric_version: expect.any(Number), judge_model: 'mock:mock-heuristic-1' })
+    const lines = (
+      await Promise.all(
+        listed.objects.map(async (object) => (await (await env.ARCHIVE!.get(object.key))!.text()).trim().split('\n')),
+      )
+    )
+      .flat()
+      .map((line) => JSON.parse(line))
+    expect(lines.map((line) => line.rollout_id).sort()).toEqual(
+      Array.from({ length: 4 }, (_, step) => [0, 1, 2].map((i) => `r${step}-${i}`))
+        .flat()
+        .sort(),
+    )
+    expect(lines[0]).toMatchObject({
+      run_id: run.runId,
+      instance_id: 'global',
+      input: 'What is 2+2?',
+      reference: '4',
+      rubric_version: expect.any(Number),
+      judge_model: 'mock:mock-heuristic-1',
+    })
     expect(lines[0].criteria.length).toBe(2)
-    for (const object of listed.objects) expect(object.key).toMatch(new RegExp(`^runs/${run.runId}/steps/00000[0-3]/global\\.[0-7]\\.ndjson$`))
+    for (const object of listed.objects)
+      expect(object.key).toMatch(new RegExp(`^runs/${run.runId}/steps/00000[0-3]/global\\.[0-7]\\.ndjson$`))
   })
 })
 
 describe('steps without /complete', () => {
   it('a rollout of a later metadata.current_step closes the step (closed_by step_advance) and opens the next with it', async () => {
     const run = await createRun(RUBRICS)
-    for (const id of ['adv-0', 'adv-1']) expect((await call('POST', '/score', { token: run.token, body: { rollout: rollout(id), metadata: { ...METADATA, current_step: 4 } } })).status).toBe(200)
+    for (const id of ['adv-0', 'adv-1'])
+      expect(
+        (
+          await call('POST', '/score', {
+            token: run.token,
+            body: { rollout: rollout(id), metadata: { ...METADATA, current_step: 4 } },
+          })
+        ).status,
+      ).toBe(200)
     const status = await expectStatus(run.token, { step: 0, status: 'collecting', rollouts: 2 })
     expect(status.closes_when).toContain('metadata.current_step is past 4')
     // Same step again: nothing closes.
-    expect((await call('POST', '/score', { token: run.token, body: { rollout: rollout('adv-2'), metadata: { ...METADATA, current_step: 4 } } })).status).toBe(200)
-    const next = await call('POST', '/score', { token: run.token, body: { rollout: rollout('adv-3'), metadata: { ...METADATA, current_step: 5 } } })
+    expect(
+      (
+        await call('POST', '/score', {
+          token: run.token,
+          body: { rollout: rollout('adv-2'), metadata: { ...METADATA, current_step: 4 } },
+        })
+      ).status,
+    ).toBe(200)
+    const next = await call('POST', '/score', {
+      token: run.token,
+      body: { rollout: rollout('adv-3'), metadata: { ...METADATA, current_step: 5 } },
+    })
     expect(next.json.step).toBe(1)
     await expectStatus(run.token, { step: 1, status: 'collecting', rollouts: 1 })
     // Step 0 kept the three rollouts of trainer step 4, and its update ran.
-    await vi.waitFor(async () => {
-      const timeline = await runInDurableObject(env.RUN_COORDINATOR.getByName(coordinatorName(run.runId)), (instance) => (instance as unknown as { timeline(): Promise<{ step: number; rollouts: number; status: string }[]> }).timeline())
-      expect(timeline.map((entry) => [entry.step, entry.rollouts, entry.status])).toEqual([[0, 3, 'updated'], [1, 1, 'collecting']])
-    }, { timeout: 10_000, interval: 100 })
+    await vi.waitFor(
+      async () => {
+        const timeline = await runInDurableObject(
+          env.RUN_COORDINATOR.getByName(coordinatorName(run.runId)),
+          (instance) =>
+            (
+              instance as unknown as { timeline(): Promise<{ step: number; rollouts: number; status: string }[]> }
+            ).timeline(),
+        )
+        expect(timeline.map((entry) => [entry.step, entry.rollouts, entry.status])).toEqual([
+          [0, 3, 'updated'],
+          [1, 1, 'collecting'],
+        ])
+      },
+      { timeout: 10_000, interval: 100 },
+    )
   })
 
   it('a step with no rollout for close_after_idle_s closes on its own (closed_by idle) and its update runs', async () => {
     const run = await createRun({ ...RUBRICS, close_after_idle_s: 1 })
-    for (const id of ['idle-0', 'idle-1']) expect((await call('POST', '/score', { token: run.token, body: { rollout: rollout(id), metadata: METADATA } })).status).toBe(200)
-    await vi.waitFor(async () => expect((await call('GET', '/rubric_status', { token: run.token })).json).toMatchObject({ step: 0, status: 'updated', closed_by: 'idle', rollouts: 2 }), { timeout: 15_000, interval: 100 })
+    for (const id of ['idle-0', 'idle-1'])
+      expect(
+        (await call('POST', '/score', { token: run.token, body: { rollout: rollout(id), metadata: METADATA } })).status,
+      ).toBe(200)
+    await vi.waitFor(
+      async () =>
+        expect((await call('GET', '/rubric_status', { token: run.token })).json).toMatchObject({
+          step: 0,
+          status: 'updated',
+          closed_by: 'idle',
+          rollouts: 2,
+        }),
+      { timeout: 15_000, interval: 100 },
+    )
     // A run that closes by count never closes by idle gap or step advance.
     const counted = await createRun({ ...RUBRICS, rollouts_per_step: 10, close_after_idle_s: 1 })
-    expect((await call('POST', '/score', { token: counted.token, body: { rollout: rollout('count-0'), metadata: { ...METADATA, current_step: 1 } } })).status).toBe(200)
-    expect((await call('POST', '/score', { token: counted.token, body: { rollout: rollout('count-1'), metadata: { ...METADATA, current_step: 2 } } })).status).toBe(200)
+    expect(
+      (
+        await call('POST', '/score', {
+          token: counted.token,
+          body: { rollout: rollout('count-0'), metadata: { ...METADATA, current_step: 1 } },
+        })
+      ).status,
+    ).toBe(200)
+    expect(
+      (
+        await call('POST', '/score', {
+          token: counted.token,
+          body: { rollout: rollout('count-1'), metadata: { ...METADATA, current_step: 2 } },
+        })
+      ).status,
+    ).toBe(200)
     await new Promise((resolve) => setTimeout(resolve, 1_500))
     await expectStatus(counted.token, { step: 0, status: 'collecting', rollouts: 2 })
   })
@@ -162,18 +312,38 @@ describe('steps without /complete', () => {
   it('a lost idle alarm holds nothing open: the next burst closes the overdue step before its rollouts join it', async () => {
     const run = await createRun({ ...RUBRICS, close_after_idle_s: 1 })
     const coordinator = env.RUN_COORDINATOR.getByName(coordinatorName(run.runId))
-    expect((await call('POST', '/score', { token: run.token, body: { rollout: rollout('lost-0'), metadata: METADATA } })).status).toBe(200)
+    expect(
+      (await call('POST', '/score', { token: run.token, body: { rollout: rollout('lost-0'), metadata: METADATA } }))
+        .status,
+    ).toBe(200)
     // The shard's report of the rollout arrives and arms the idle alarm; then the alarm is lost.
-    const reported = () => runInDurableObject(coordinator, (_instance, state) => state.storage.sql.exec<{ n: number }>("SELECT coalesce(sum(json_extract(tally, '$.rollouts')), 0) AS n FROM step_shards WHERE step = 0").one().n)
+    const reported = () =>
+      runInDurableObject(
+        coordinator,
+        (_instance, state) =>
+          state.storage.sql
+            .exec<{ n: number }>(
+              "SELECT coalesce(sum(json_extract(tally, '$.rollouts')), 0) AS n FROM step_shards WHERE step = 0",
+            )
+            .one().n,
+      )
     await vi.waitFor(async () => expect(await reported()).toBe(1), { timeout: 5_000, interval: 20 })
     expect(await runInDurableObject(coordinator, (_instance, state) => state.storage.getAlarm())).not.toBeNull()
     const armedAt = Date.now()
     await runInDurableObject(coordinator, (_instance, state) => state.storage.deleteAlarm())
     await vi.waitFor(() => expect(Date.now() - armedAt).toBeGreaterThan(1_500), { timeout: 5_000, interval: 100 })
-    const next = await call('POST', '/score', { token: run.token, body: { rollout: rollout('lost-1', { output: 'The answer is 5.' }), metadata: METADATA } })
+    const next = await call('POST', '/score', {
+      token: run.token,
+      body: { rollout: rollout('lost-1', { output: 'The answer is 5.' }), metadata: METADATA },
+    })
     expect(next.json.step).toBe(1)
-    const timeline = await runInDurableObject(coordinator, (instance) => (instance as unknown as { timeline(): Promise<{ step: number; rollouts: number; status: string }[]> }).timeline())
-    expect(timeline.find((entry) => entry.step === 0)).toMatchObject({ rollouts: 1, status: expect.stringMatching(/^(closing|updating|updated)$/) })
+    const timeline = await runInDurableObject(coordinator, (instance) =>
+      (instance as unknown as { timeline(): Promise<{ step: number; rollouts: number; status: string }[]> }).timeline(),
+    )
+    expect(timeline.find((entry) => entry.step === 0)).toMatchObject({
+      rollouts: 1,
+      status: expect.stringMatching(/^(closing|updating|updated)$/),
+    })
   })
 })
 
@@ -198,20 +368,48 @@ describe('POST /score/batch', () => {
       if (!url.startsWith('http://llm.test/batch/')) return realFetch(input, init)
       judged++
       const body = JSON.parse(String(init?.body ?? (input instanceof Request ? await input.text() : '{}')))
-      if (JSON.stringify(body).includes('[refuse]')) return new Response('{"error":{"message":"bad request"}}', { status: 400 })
-      const grades = [...RUBRICS.anchor_rubrics, ...RUBRICS.adaptive_rubrics].map((r) => ({ rubric_id: r.id, grade: 6 }))
+      if (JSON.stringify(body).includes('[refuse]'))
+        return new Response('{"error":{"message":"bad request"}}', { status: 400 })
+      const grades = [...RUBRICS.anchor_rubrics, ...RUBRICS.adaptive_rubrics].map((r) => ({
+        rubric_id: r.id,
+        grade: 6,
+      }))
       const content = JSON.stringify({ grades })
-      return new Response(JSON.stringify({ id: 'c', object: 'chat.completion', created: 0, model: 'fake', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content } }] }), { headers: { 'content-type': 'application/json' } })
+      return new Response(
+        JSON.stringify({
+          id: 'c',
+          object: 'chat.completion',
+          created: 0,
+          model: 'fake',
+          choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content } }],
+        }),
+        { headers: { 'content-type': 'application/json' } },
+      )
     })
-    const run = await createRun({ ...RUBRICS, agents: { scorer: { backend: 'openai', base_url: 'http://llm.test/batch/v1', model: 'fake', max_attempts: 1 } } })
-    const items = ['b-0', 'b-1', 'b-2', 'b-3'].map((id) => ({ rollout: rollout(id, { output: id === 'b-2' ? 'This one is [refuse]d.' : `The answer is 4 (${id}).` }), metadata: METADATA }))
+    const run = await createRun({
+      ...RUBRICS,
+      agents: { scorer: { backend: 'openai', base_url: 'http://llm.test/batch/v1', model: 'fake', max_attempts: 1 } },
+    })
+    const items = ['b-0', 'b-1', 'b-2', 'b-3'].map((id) => ({
+      rollout: rollout(id, { output: id === 'b-2' ? 'This one is [refuse]d.' : `The answer is 4 (${id}).` }),
+      metadata: METADATA,
+    }))
     const first = await call('POST', '/score/batch', { token: run.token, body: { items } })
     expect(first.status, first.text).toBe(200)
-    expect(first.json.results.map((result: { rollout_id?: string; error?: { code: string } }) => result.rollout_id ?? result.error!.code)).toEqual(['b-0', 'b-1', 'llm_unavailable', 'b-3'])
+    expect(
+      first.json.results.map(
+        (result: { rollout_id?: string; error?: { code: string } }) => result.rollout_id ?? result.error!.code,
+      ),
+    ).toEqual(['b-0', 'b-1', 'llm_unavailable', 'b-3'])
     expect(first.json.results[0]).toMatchObject({ score: 0.6, duplicate: false, step: 0 })
     expect(judged).toBe(4)
     const retried = await call('POST', '/score/batch', { token: run.token, body: { items } })
-    expect(retried.json.results.map((result: { duplicate?: boolean }) => result.duplicate ?? 'error')).toEqual([true, true, 'error', true])
+    expect(retried.json.results.map((result: { duplicate?: boolean }) => result.duplicate ?? 'error')).toEqual([
+      true,
+      true,
+      'error',
+      true,
+    ])
     // Only the refused item is judged again.
     expect(judged).toBe(5)
     expect(await ledgerRows(run.runId)).toBe(3)
@@ -219,7 +417,7 @@ describe('POST /score/batch', () => {
 })
 
 describe('an overloaded Durable Object', () => {
-  it('is a 503 overloaded with Retry-After, not a 500, and the client\'s retry is scored once', async () => {
+  it("is a 503 overloaded with Retry-After, not a 500, and the client's retry is scored once", async () => {
     const run = await createRun(RUBRICS)
     const app = createApp()
     let overloads = 1
@@ -232,7 +430,11 @@ describe('an overloaded Durable Object', () => {
             get(object, method, stubReceiver) {
               if (method === 'record' && overloads > 0) {
                 overloads--
-                return async () => { throw Object.assign(new Error('Durable Object is overloaded. Too many requests queued.'), { overloaded: true }) }
+                return async () => {
+                  throw Object.assign(new Error('Durable Object is overloaded. Too many requests queued.'), {
+                    overloaded: true,
+                  })
+                }
               }
               return Reflect.get(object, method, stubReceiver)
             },
@@ -248,12 +450,19 @@ describe('an overloaded Durable Object', () => {
       maxAttempts: 3,
       fetch: async (input, init) => {
         const response = await app.fetch(new Request(input, init), patched, createExecutionContext())
-        seen.push({ status: response.status, retryAfter: response.headers.get('retry-after'), code: response.ok ? undefined : ((await response.clone().json()) as { error: { code: string } }).error.code })
+        seen.push({
+          status: response.status,
+          retryAfter: response.headers.get('retry-after'),
+          code: response.ok ? undefined : ((await response.clone().json()) as { error: { code: string } }).error.code,
+        })
         return response
       },
     })
     const result = await client.scoreAsync(rollout('over-1'), METADATA)
-    expect(seen.map(({ status, retryAfter, code }) => [status, retryAfter, code])).toEqual([[503, '1', 'overloaded'], [200, null, undefined]])
+    expect(seen.map(({ status, retryAfter, code }) => [status, retryAfter, code])).toEqual([
+      [503, '1', 'overloaded'],
+      [200, null, undefined],
+    ])
     expect(result).toMatchObject({ rollout_id: 'over-1', duplicate: false })
     expect(await ledgerRows(run.runId)).toBe(1)
   })

@@ -15,7 +15,11 @@ const LIMIT = { standard: 3, high: 6, admin: 5 }
 /** The TEST_* bindings' window. */
 const PERIOD_S = 10
 
-const testBindings = env as unknown as { TEST_RATE_LIMITER: RateLimit; TEST_RATE_LIMITER_HIGH: RateLimit; TEST_ADMIN_RATE_LIMITER: RateLimit }
+const testBindings = env as unknown as {
+  TEST_RATE_LIMITER: RateLimit
+  TEST_RATE_LIMITER_HIGH: RateLimit
+  TEST_ADMIN_RATE_LIMITER: RateLimit
+}
 const limitedEnv = {
   ...env,
   RATE_LIMITER: testBindings.TEST_RATE_LIMITER,
@@ -25,13 +29,25 @@ const limitedEnv = {
 }
 const app = createApp()
 
-async function send(method: string, path: string, options: { token?: string; ip?: string; body?: unknown; env?: object } = {}) {
+async function send(
+  method: string,
+  path: string,
+  options: { token?: string; ip?: string; body?: unknown; env?: object } = {},
+) {
   const headers: Record<string, string> = {}
   if (options.token) headers.authorization = `Bearer ${options.token}`
   if (options.ip) headers['cf-connecting-ip'] = options.ip
   if (options.body !== undefined) headers['content-type'] = 'application/json'
   const ctx = createExecutionContext()
-  const response = await app.fetch(new Request(`http://worker.test${path}`, { method, headers, ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }) }), options.env ?? limitedEnv, ctx)
+  const response = await app.fetch(
+    new Request(`http://worker.test${path}`, {
+      method,
+      headers,
+      ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
+    }),
+    options.env ?? limitedEnv,
+    ctx,
+  )
   const text = await response.text()
   await waitOnExecutionContext(ctx)
   return { status: response.status, json: JSON.parse(text), headers: response.headers }
@@ -68,7 +84,8 @@ async function exhaust(count: number, request: () => Promise<Awaited<ReturnType<
 
 const RUBRICS: RunConfigInput = { anchor_rubrics: [{ text: 'The final answer is correct.' }] }
 let sampleCounter = 0
-const score = (token: string) => send('POST', '/score', { token, body: { rollout: rollout(`rl-${++sampleCounter}`), metadata: METADATA } })
+const score = (token: string) =>
+  send('POST', '/score', { token, body: { rollout: rollout(`rl-${++sampleCounter}`), metadata: METADATA } })
 
 describe('rate limiting per caller', () => {
   it('answers the request after the limit with 429 rate_limited and Retry-After, and does not count the rollout', async () => {
@@ -110,9 +127,11 @@ describe('rate limiting per caller', () => {
   it('never limits /healthz, not even for a caller over its limit', async () => {
     await clearOfWindowEdge()
     await exhaust(LIMIT.standard, () => send('GET', '/run', { ip: '203.0.113.9' }))
-    for (let i = 0; i < 3 * LIMIT.standard; i++) expect((await send('GET', '/healthz', { ip: '203.0.113.9' })).status).toBe(200)
+    for (let i = 0; i < 3 * LIMIT.standard; i++)
+      expect((await send('GET', '/healthz', { ip: '203.0.113.9' })).status).toBe(200)
     // The RM health probe neither (503: nothing is deployed on this target, but never 429).
-    for (let i = 0; i < 3 * LIMIT.standard; i++) expect((await send('GET', '/rm/rl-target/healthz', { ip: '203.0.113.9' })).status).toBe(503)
+    for (let i = 0; i < 3 * LIMIT.standard; i++)
+      expect((await send('GET', '/rm/rl-target/healthz', { ip: '203.0.113.9' })).status).toBe(503)
   })
 
   it('counts the admin token apart: admin works while runs are throttled, and has its own limit', async () => {
@@ -126,15 +145,23 @@ describe('rate limiting per caller', () => {
   })
 
   it('follows the run\'s rate_limit: "high" uses the larger tier, "off" is never limited', async () => {
-    const [high, off] = [await createRun({ ...RUBRICS, rate_limit: 'high' }), await createRun({ ...RUBRICS, rate_limit: 'off' })]
+    const [high, off] = [
+      await createRun({ ...RUBRICS, rate_limit: 'high' }),
+      await createRun({ ...RUBRICS, rate_limit: 'off' }),
+    ]
     await clearOfWindowEdge()
     await exhaust(LIMIT.high, () => send('GET', '/rubric_status', { token: high.token }))
-    for (let i = 0; i < 3 * LIMIT.high; i++) expect((await send('GET', '/rubric_status', { token: off.token })).status).toBe(200)
+    for (let i = 0; i < 3 * LIMIT.high; i++)
+      expect((await send('GET', '/rubric_status', { token: off.token })).status).toBe(200)
     expect((await send('GET', '/run', { token: off.token })).json.config.rate_limit).toBe('off')
   })
 
   it('refuses an unknown rate_limit in a run config', async () => {
-    const res = await send('POST', '/runs', { token: ADMIN_TOKEN, body: { config: { ...RUBRICS, rate_limit: 'unlimited' } }, env })
+    const res = await send('POST', '/runs', {
+      token: ADMIN_TOKEN,
+      body: { config: { ...RUBRICS, rate_limit: 'unlimited' } },
+      env,
+    })
     expect(res.status).toBe(400)
     expect(res.json.error.details[0].path).toBe('config.rate_limit')
   })
@@ -142,7 +169,8 @@ describe('rate limiting per caller', () => {
   it('does not limit when the tier has no binding (a deployment without [[ratelimits]])', async () => {
     const run = await createRun(RUBRICS)
     const unbound = { ...limitedEnv, RATE_LIMITER: undefined }
-    for (let i = 0; i < 3 * LIMIT.standard; i++) expect((await send('GET', '/run', { token: run.token, env: unbound })).status).toBe(200)
+    for (let i = 0; i < 3 * LIMIT.standard; i++)
+      expect((await send('GET', '/run', { token: run.token, env: unbound })).status).toBe(200)
   })
 })
 

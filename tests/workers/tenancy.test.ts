@@ -24,7 +24,11 @@ const CONFIG = {
 const ROLLOUTS = [
   rollout('same-1', { output: '2 + 2 = 4' }),
   rollout('same-2', { output: 'It is 5.' }),
-  rollout('same-3', { input: 'Capital of France?', output: 'Paris is the capital of France.', supplemental_context: 'Paris' }),
+  rollout('same-3', {
+    input: 'Capital of France?',
+    output: 'Paris is the capital of France.',
+    supplemental_context: 'Paris',
+  }),
 ]
 
 let a: { runId: string; token: string }
@@ -44,7 +48,11 @@ const RUN_ROUTES: { method: 'GET' | 'POST'; path: string; body?: unknown }[] = [
   { method: 'GET', path: '/memory' },
   { method: 'GET', path: '/memory?q=correct%20answer' },
   { method: 'GET', path: '/run' },
-  { method: 'POST', path: '/compat/openrlhf', body: { query: ['Q: 2+2? A: 4'], prompts: ['Q: 2+2? A:'], labels: ['4'] } },
+  {
+    method: 'POST',
+    path: '/compat/openrlhf',
+    body: { query: ['Q: 2+2? A: 4'], prompts: ['Q: 2+2? A:'], labels: ['4'] },
+  },
   { method: 'POST', path: '/compat/slime', body: { prompt: 'What is 2+2?', response: '4', label: '4' } },
   { method: 'POST', path: '/score/group', body: { prompt: 'What is 2+2?', responses: ['4', '5'], reference: '4' } },
 ]
@@ -93,12 +101,20 @@ beforeAll(async () => {
   b = await createRun(CONFIG)
   // The same rollouts in both runs, one step each, and the step's analyses, summary and rubric update in memory.
   for (const run of [a, b]) {
-    for (const sample of ROLLOUTS) expect((await call('POST', '/score', { token: run.token, body: { rollout: sample, metadata: METADATA } })).status).toBe(200)
+    for (const sample of ROLLOUTS)
+      expect(
+        (await call('POST', '/score', { token: run.token, body: { rollout: sample, metadata: METADATA } })).status,
+      ).toBe(200)
     expect((await call('POST', '/complete', { token: run.token })).status).toBe(200)
   }
-  for (const run of [a, b]) expect((await call('GET', '/rubric_status/wait?timeout_s=30', { token: run.token })).json.status).toBe('updated')
-  const memoryOf = async (run: typeof a) => (await call('GET', '/memory?limit=200', { token: run.token })).json.documents as typeof aDocuments
-  await waitFor(async () => (await memoryOf(a)).length >= ROLLOUTS.length && (await memoryOf(b)).length >= ROLLOUTS.length, 'both runs have memory')
+  for (const run of [a, b])
+    expect((await call('GET', '/rubric_status/wait?timeout_s=30', { token: run.token })).json.status).toBe('updated')
+  const memoryOf = async (run: typeof a) =>
+    (await call('GET', '/memory?limit=200', { token: run.token })).json.documents as typeof aDocuments
+  await waitFor(
+    async () => (await memoryOf(a)).length >= ROLLOUTS.length && (await memoryOf(b)).length >= ROLLOUTS.length,
+    'both runs have memory',
+  )
   aDocuments = await memoryOf(a)
   bDocuments = await memoryOf(b)
 }, 60_000)
@@ -108,7 +124,10 @@ describe('two runs with identical texts', () => {
     expect(new Set(aDocuments.map((doc) => doc.run_id))).toEqual(new Set([a.runId]))
     expect(new Set(bDocuments.map((doc) => doc.run_id))).toEqual(new Set([b.runId]))
     const bTexts = new Set(bDocuments.map((doc) => doc.text))
-    expect(aDocuments.filter((doc) => bTexts.has(doc.text)).length, 'memory texts shared by both runs').toBeGreaterThanOrEqual(ROLLOUTS.length)
+    expect(
+      aDocuments.filter((doc) => bTexts.has(doc.text)).length,
+      'memory texts shared by both runs',
+    ).toBeGreaterThanOrEqual(ROLLOUTS.length)
     const bIds = new Set(bDocuments.map((doc) => doc.id))
     expect(aDocuments.filter((doc) => bIds.has(doc.id))).toEqual([])
   })
@@ -118,7 +137,10 @@ describe("run B's token on run A", () => {
   it('is refused on every run-scoped route with 403 and none of A’s data, and A does not change', async () => {
     const before = await stateOfA()
     for (const route of RUN_ROUTES) {
-      const res = await call(route.method, `/runs/${a.runId}${route.path}`, { token: b.token, ...(route.body === undefined ? {} : { body: route.body }) })
+      const res = await call(route.method, `/runs/${a.runId}${route.path}`, {
+        token: b.token,
+        ...(route.body === undefined ? {} : { body: route.body }),
+      })
       expectRefusal(res, [403], `${route.method} /runs/A${route.path} with B's token`)
       expect(res.json.error.code).toBe('forbidden')
     }
@@ -134,8 +156,15 @@ describe("run B's token on run A", () => {
     const before = await stateOfA()
     for (const route of RUN_ROUTES) {
       for (const token of [undefined, 'rh_0123456789abcdef0123456789abcdef0123456789abcdef']) {
-        const res = await call(route.method, `/runs/${a.runId}${route.path}`, { ...(token ? { token } : {}), ...(route.body === undefined ? {} : { body: route.body }) })
-        expectRefusal(res, [401], `${route.method} /runs/A${route.path} with ${token ? 'an unknown token' : 'no token'}`)
+        const res = await call(route.method, `/runs/${a.runId}${route.path}`, {
+          ...(token ? { token } : {}),
+          ...(route.body === undefined ? {} : { body: route.body }),
+        })
+        expectRefusal(
+          res,
+          [401],
+          `${route.method} /runs/A${route.path} with ${token ? 'an unknown token' : 'no token'}`,
+        )
       }
     }
     expect(await stateOfA()).toBe(before)
@@ -150,7 +179,9 @@ describe("run B's token on run A", () => {
   it('the admin token still reads A (the refusals are about B, not about the route)', async () => {
     const res = await call('GET', `/runs/${a.runId}/memory?limit=200`, { token: ADMIN_TOKEN })
     expect(res.status).toBe(200)
-    expect(res.json.documents.map((doc: { id: string }) => doc.id).sort()).toEqual(aDocuments.map((doc) => doc.id).sort())
+    expect(res.json.documents.map((doc: { id: string }) => doc.id).sort()).toEqual(
+      aDocuments.map((doc) => doc.id).sort(),
+    )
   })
 })
 
@@ -159,7 +190,9 @@ describe('memory retrieval', () => {
     const aIds = new Set(aDocuments.map((doc) => doc.id))
     for (const doc of aDocuments) {
       for (const path of ['/memory', `/runs/${b.runId}/memory`]) {
-        const res = await call('GET', `${path}?q=${encodeURIComponent(doc.text.slice(0, 500))}&limit=200`, { token: b.token })
+        const res = await call('GET', `${path}?q=${encodeURIComponent(doc.text.slice(0, 500))}&limit=200`, {
+          token: b.token,
+        })
         expect(res.status).toBe(200)
         expect(res.json.run_id).toBe(b.runId)
         expect(res.json.documents.length, 'the query finds B’s twin document').toBeGreaterThan(0)
@@ -178,7 +211,16 @@ describe('memory retrieval', () => {
     const embedder = new HashedNgramEmbedder({ dimensions: 256 })
     const storeFor = () => new MemoryStore(env.DB, embedder, shared)
     const text = 'The answer skipped the verification step and claimed success.'
-    const doc = async (runId: string) => ({ id: await MemoryStore.documentId('analysis', runId, 'global', 0, 'shared-index'), run_id: runId, instance_id: 'global', kind: 'analysis' as const, step: 0, text, data: { subject: 'shared-index' }, created_at: new Date().toISOString() })
+    const doc = async (runId: string) => ({
+      id: await MemoryStore.documentId('analysis', runId, 'global', 0, 'shared-index'),
+      run_id: runId,
+      instance_id: 'global',
+      kind: 'analysis' as const,
+      step: 0,
+      text,
+      data: { subject: 'shared-index' },
+      created_at: new Date().toISOString(),
+    })
     const [docA, docB] = [await doc(`${a.runId}-shared`), await doc(`${b.runId}-shared`)]
     await storeFor().put([docA, docB])
     const hits = await storeFor().search({ run_id: docB.run_id, text, top_k: 10 })
@@ -190,7 +232,10 @@ describe('memory retrieval', () => {
 describe('admin-only, lineage and artifact routes', () => {
   it('an Authorization header with the scheme and no token (an unset shell variable) is a 401 that says the token is missing', async () => {
     for (const header of ['Bearer ', 'Bearer', 'Basic ']) {
-      const res = await call('POST', '/runs', { headers: { authorization: header }, body: { config: { anchor_rubrics: [{ text: 'Correct.' }] } } })
+      const res = await call('POST', '/runs', {
+        headers: { authorization: header },
+        body: { config: { anchor_rubrics: [{ text: 'Correct.' }] } },
+      })
       expect(res.status).toBe(401)
       expect(res.json.error.message).toContain('carries no token')
     }
@@ -198,23 +243,73 @@ describe('admin-only, lineage and artifact routes', () => {
 
   it('refuse run tokens (403) and anonymous callers (401) on admin-only routes', async () => {
     for (const route of ADMIN_ROUTES) {
-      for (const [token, status] of [[a.token, 403], [undefined, 401]] as const) {
-        const res = await call(route.method, route.path, { ...(token ? { token } : {}), ...(route.body === undefined ? {} : { body: route.body }) })
+      for (const [token, status] of [
+        [a.token, 403],
+        [undefined, 401],
+      ] as const) {
+        const res = await call(route.method, route.path, {
+          ...(token ? { token } : {}),
+          ...(route.body === undefined ? {} : { body: route.body }),
+        })
         expectRefusal(res, [status], `${route.method} ${route.path} with ${token ? 'a run token' : 'no token'}`)
       }
     }
-    expect((await env.DB.prepare("SELECT count(*) AS n FROM runs WHERE id = 'tenancy-intruder'").first<{ n: number }>())?.n).toBe(0)
+    expect(
+      (await env.DB.prepare("SELECT count(*) AS n FROM runs WHERE id = 'tenancy-intruder'").first<{ n: number }>())?.n,
+    ).toBe(0)
   })
 
   it("keep a training run to the run that recorded it: B can neither read nor extend A's", async () => {
-    const manifest = { schema_version: '1.0', run_id: 'tenancy-train-a', trainer: { name: 'verl' }, model: { name: 'qwen' }, dataset: { id: 'math', version: 'v1' }, artifact_id: 'rm_x', started_at: '2026-01-01T00:00:00Z' }
+    const manifest = {
+      schema_version: '1.0',
+      run_id: 'tenancy-train-a',
+      trainer: { name: 'verl' },
+      model: { name: 'qwen' },
+      dataset: { id: 'math', version: 'v1' },
+      artifact_id: 'rm_x',
+      started_at: '2026-01-01T00:00:00Z',
+    }
     expect((await call('POST', '/lineage/manifests', { token: a.token, body: manifest })).status).toBe(201)
     expect((await call('GET', '/lineage/runs/tenancy-train-a', { token: a.token })).status).toBe(200)
     const refusals = [
       ['read the chain', await call('GET', '/lineage/runs/tenancy-train-a', { token: b.token }), 403],
-      ['record a result', await call('POST', '/lineage/results', { token: b.token, body: { schema_version: '1.0', run_id: 'tenancy-train-a', status: 'succeeded', metrics: { reward: 1 }, finished_at: '2026-01-02T00:00:00Z' } }), 403],
-      ['record an eval', await call('POST', '/lineage/evals', { token: b.token, body: { schema_version: '1.0', eval_id: 'tenancy-eval', run_id: 'tenancy-train-a', benchmark: 'b', metrics: { a: 1 }, created_at: '2026-01-02T00:00:00Z' } }), 403],
-      ['claim a manifest for A', await call('POST', '/lineage/manifests', { token: b.token, body: { ...manifest, run_id: 'tenancy-train-b', harness_run_id: a.runId } }), 403],
+      [
+        'record a result',
+        await call('POST', '/lineage/results', {
+          token: b.token,
+          body: {
+            schema_version: '1.0',
+            run_id: 'tenancy-train-a',
+            status: 'succeeded',
+            metrics: { reward: 1 },
+            finished_at: '2026-01-02T00:00:00Z',
+          },
+        }),
+        403,
+      ],
+      [
+        'record an eval',
+        await call('POST', '/lineage/evals', {
+          token: b.token,
+          body: {
+            schema_version: '1.0',
+            eval_id: 'tenancy-eval',
+            run_id: 'tenancy-train-a',
+            benchmark: 'b',
+            metrics: { a: 1 },
+            created_at: '2026-01-02T00:00:00Z',
+          },
+        }),
+        403,
+      ],
+      [
+        'claim a manifest for A',
+        await call('POST', '/lineage/manifests', {
+          token: b.token,
+          body: { ...manifest, run_id: 'tenancy-train-b', harness_run_id: a.runId },
+        }),
+        403,
+      ],
       ['read anonymously', await call('GET', '/lineage/runs/tenancy-train-a'), 401],
     ] as const
     for (const [what, res, status] of refusals) {
@@ -231,14 +326,24 @@ describe('admin-only, lineage and artifact routes', () => {
     const production = { ...env, DEPLOYMENT: 'production' }
     for (const path of ['/rm/prod/healthz', '/rm/prod/score']) {
       const ctx = createExecutionContext()
-      const response = await app.fetch(new Request(`http://worker.test${path}`, {
-        method: path.endsWith('score') ? 'POST' : 'GET',
-        headers: { authorization: `Bearer ${a.token}`, 'content-type': 'application/json' },
-        ...(path.endsWith('score') ? { body: JSON.stringify({ prompt_id: 'p', prompt: 'q', candidate: { candidate_id: 'c', text: 't' } }) } : {}),
-      }), production, ctx)
+      const response = await app.fetch(
+        new Request(`http://worker.test${path}`, {
+          method: path.endsWith('score') ? 'POST' : 'GET',
+          headers: { authorization: `Bearer ${a.token}`, 'content-type': 'application/json' },
+          ...(path.endsWith('score')
+            ? { body: JSON.stringify({ prompt_id: 'p', prompt: 'q', candidate: { candidate_id: 'c', text: 't' } }) }
+            : {}),
+        }),
+        production,
+        ctx,
+      )
       await waitOnExecutionContext(ctx)
       const text = await response.text()
-      expectRefusal({ status: response.status, json: JSON.parse(text), text }, [403], `${path} with a run token in production`)
+      expectRefusal(
+        { status: response.status, json: JSON.parse(text), text },
+        [403],
+        `${path} with a run token in production`,
+      )
     }
   })
 })

@@ -8,9 +8,14 @@ import { RUN_TOKEN_RECHECK_MS } from '../../workers/middleware/auth.ts'
 import { ADMIN_TOKEN, METADATA, call, createRun, rollout } from './helpers.ts'
 
 const RUBRICS = { anchor_rubrics: [{ text: 'The final answer is correct.' }] }
-const score = (token: string, id: string) => call('POST', '/score', { token, body: { rollout: rollout(id), metadata: METADATA } })
+const score = (token: string, id: string) =>
+  call('POST', '/score', { token, body: { rollout: rollout(id), metadata: METADATA } })
 const audit = async (runId: string) =>
-  (await env.DB.prepare('SELECT action, actor FROM token_audit WHERE run_id = ? ORDER BY id').bind(runId).all<{ action: string; actor: string }>()).results
+  (
+    await env.DB.prepare('SELECT action, actor FROM token_audit WHERE run_id = ? ORDER BY id')
+      .bind(runId)
+      .all<{ action: string; actor: string }>()
+  ).results
 
 afterEach(() => vi.useRealTimers())
 
@@ -20,11 +25,19 @@ describe('run tokens', () => {
     expect((await score(run.token, 'a-1')).status).toBe(200)
     const issued = await call('POST', `/runs/${run.runId}/tokens`, { token: ADMIN_TOKEN })
     expect(issued.status).toBe(201)
-    expect(issued.json).toMatchObject({ run_id: run.runId, token: expect.stringMatching(/^rh_/), prefix: issued.json.token.slice(0, 11), revoked_at: null })
+    expect(issued.json).toMatchObject({
+      run_id: run.runId,
+      token: expect.stringMatching(/^rh_/),
+      prefix: issued.json.token.slice(0, 11),
+      revoked_at: null,
+    })
     expect((await score(issued.json.token, 'b-1')).status).toBe(200)
 
     const listed = await call('GET', `/runs/${run.runId}/tokens`, { token: ADMIN_TOKEN })
-    expect(listed.json.tokens.map((token: { prefix: string }) => token.prefix)).toEqual([run.token.slice(0, 11), issued.json.token.slice(0, 11)])
+    expect(listed.json.tokens.map((token: { prefix: string }) => token.prefix)).toEqual([
+      run.token.slice(0, 11),
+      issued.json.token.slice(0, 11),
+    ])
     expect(listed.text).not.toContain(run.token)
     expect(listed.text).not.toContain(issued.json.token)
 
@@ -36,7 +49,10 @@ describe('run tokens', () => {
     expect(refused.json.error.message).toContain('revoked')
     expect((await score(issued.json.token, 'b-2')).status).toBe(200)
     // Revoking again changes nothing; an unknown one is a 404.
-    expect((await call('DELETE', `/runs/${run.runId}/tokens/${listed.json.tokens[0].id}`, { token: ADMIN_TOKEN })).json.revoked.revoked_at).toBe(revoked.json.revoked.revoked_at)
+    expect(
+      (await call('DELETE', `/runs/${run.runId}/tokens/${listed.json.tokens[0].id}`, { token: ADMIN_TOKEN })).json
+        .revoked.revoked_at,
+    ).toBe(revoked.json.revoked.revoked_at)
     expect((await call('DELETE', `/runs/${run.runId}/tokens/rh_00000000`, { token: ADMIN_TOKEN })).status).toBe(404)
     expect(await audit(run.runId)).toEqual([
       { action: 'created', actor: 'admin' },
@@ -49,7 +65,9 @@ describe('run tokens', () => {
     const run = await createRun(RUBRICS)
     expect((await score(run.token, 'c-1')).status).toBe(200)
     // Another isolate revoked it: only D1 knows.
-    await env.DB.prepare('UPDATE run_tokens SET revoked_at = ? WHERE run_id = ?').bind(new Date().toISOString(), run.runId).run()
+    await env.DB.prepare('UPDATE run_tokens SET revoked_at = ? WHERE run_id = ?')
+      .bind(new Date().toISOString(), run.runId)
+      .run()
     vi.useFakeTimers({ toFake: ['Date'] })
     vi.setSystemTime(Date.now() + RUN_TOKEN_RECHECK_MS + 1)
     expect((await score(run.token, 'c-2')).status).toBe(401)
@@ -59,7 +77,9 @@ describe('run tokens', () => {
     const run = await createRun(RUBRICS)
     expect((await call('POST', `/runs/${run.runId}/tokens`, { token: run.token })).status).toBe(403)
     expect((await call('GET', `/runs/${run.runId}/tokens`)).status).toBe(401)
-    expect((await call('DELETE', `/runs/${run.runId}/tokens/${run.token.slice(0, 11)}`, { token: run.token })).status).toBe(403)
+    expect(
+      (await call('DELETE', `/runs/${run.runId}/tokens/${run.token.slice(0, 11)}`, { token: run.token })).status,
+    ).toBe(403)
     expect((await call('DELETE', `/runs/${run.runId}/tokens/xyz`, { token: ADMIN_TOKEN })).status).toBe(400)
     expect((await call('POST', '/runs/default/tokens', { token: ADMIN_TOKEN })).status).toBe(400)
     expect((await call('POST', '/runs/no-such-run/tokens', { token: ADMIN_TOKEN })).status).toBe(404)

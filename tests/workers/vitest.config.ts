@@ -18,7 +18,16 @@ export default defineConfig(async () => {
           // The Worker's own entrypoint, as wrangler.toml binds it (the pool renames the Worker, so by its symbol).
           serviceBindings: { JUDGE: { name: kCurrentWorker, entrypoint: 'JudgeEntrypoint' } },
           // JUDGE_KEY_NAMES lists ADMIN_TOKEN on purpose: the Worker's own secrets are refused whatever the list says.
-          bindings: { TEST_MIGRATIONS: migrations, ADMIN_TOKEN: 'test-admin-token', DEPLOYMENT: 'local', QUEUE_RETRY_BASE_S: '0', LEDGER_REPORT_MS: '100', JUDGE_KEY_NAMES: 'VLLM_KEY,SCORER_KEY,ADMIN_TOKEN,TEST_JUDGE_KEY', TEST_JUDGE_KEY: 'sk-test-judge', NOT_LISTED_KEY: 'sk-not-listed' },
+          bindings: {
+            TEST_MIGRATIONS: migrations,
+            ADMIN_TOKEN: 'test-admin-token',
+            DEPLOYMENT: 'local',
+            QUEUE_RETRY_BASE_S: '0',
+            LEDGER_REPORT_MS: '100',
+            JUDGE_KEY_NAMES: 'VLLM_KEY,SCORER_KEY,ADMIN_TOKEN,TEST_JUDGE_KEY',
+            TEST_JUDGE_KEY: 'sk-test-judge',
+            NOT_LISTED_KEY: 'sk-not-listed',
+          },
           // Limits no test reaches, so suites that fire many requests are not throttled; rate-limit.test.ts swaps in the
           // TEST_* ones (tiny, 10 s windows) to see 429s deterministically.
           ratelimits: {

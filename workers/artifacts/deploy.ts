@@ -44,7 +44,11 @@ export type RollbackRequest = z.infer<typeof RollbackRequest>
  */
 export function parseTarget(raw: string | undefined): string {
   const parsed = TargetName.safeParse(raw ?? '')
-  if (!parsed.success) throw new AppError('invalid_request', `target "${raw ?? ''}" is not valid: ${parsed.error.issues[0]?.message ?? 'bad target name'}`)
+  if (!parsed.success)
+    throw new AppError(
+      'invalid_request',
+      `target "${raw ?? ''}" is not valid: ${parsed.error.issues[0]?.message ?? 'bad target name'}`,
+    )
   return parsed.data
 }
 
@@ -54,13 +58,22 @@ export function parseTarget(raw: string | undefined): string {
  */
 export async function deployArtifact(env: Env, target: string, request: DeployRequest): Promise<DeployRecord> {
   const artifact = await loadArtifact(env.DB, request.artifact_id)
-  if (!artifact) throw new AppError('artifact_not_found', `no artifact "${request.artifact_id}" is stored here; upload it with POST /admin/artifacts first`)
+  if (!artifact)
+    throw new AppError(
+      'artifact_not_found',
+      `no artifact "${request.artifact_id}" is stored here; upload it with POST /admin/artifacts first`,
+    )
   const llm = request.llm ?? null
   resolveEndpoint(env, artifact, llm)
   return appendWithRetry(env.DB, target, llm, (active) => ({
     ...recordBase(target, artifact, request.deployed_by),
     action: 'deploy',
-    previous_artifact_id: active === undefined ? null : active.artifact_id === artifact.artifact_id ? active.previous_artifact_id : active.artifact_id,
+    previous_artifact_id:
+      active === undefined
+        ? null
+        : active.artifact_id === artifact.artifact_id
+          ? active.previous_artifact_id
+          : active.artifact_id,
   }))
 }
 
@@ -73,18 +86,31 @@ export async function rollbackTarget(env: Env, target: string, request: Rollback
     const active = await activeDeployment(env.DB, target)
     if (!active) throw new AppError('nothing_to_roll_back', `target "${target}" has never been deployed`)
     const previousId = active.previous_artifact_id
-    if (previousId === null) throw new AppError('nothing_to_roll_back', `the active deployment of "${target}" (${active.artifact_id}) has no previous artifact`)
+    if (previousId === null)
+      throw new AppError(
+        'nothing_to_roll_back',
+        `the active deployment of "${target}" (${active.artifact_id}) has no previous artifact`,
+      )
     const artifact = await loadArtifact(env.DB, previousId)
     if (!artifact) throw new AppError('artifact_not_found', `the previous artifact "${previousId}" is no longer stored`)
     const llm = await lastLlmOf(env.DB, target, previousId)
     resolveEndpoint(env, artifact, llm)
-    const record: DeployRecord = { ...recordBase(target, artifact, request.deployed_by), action: 'rollback', previous_artifact_id: active.artifact_id }
+    const record: DeployRecord = {
+      ...recordBase(target, artifact, request.deployed_by),
+      action: 'rollback',
+      previous_artifact_id: active.artifact_id,
+    }
     if (await appendDeployment(env.DB, record, llm, active.seq)) return record
   }
   throw conflict(target)
 }
 
-async function appendWithRetry(db: D1Database, target: string, llm: DeploymentLlm | null, build: (active: StoredDeployment | undefined) => DeployRecord): Promise<DeployRecord> {
+async function appendWithRetry(
+  db: D1Database,
+  target: string,
+  llm: DeploymentLlm | null,
+  build: (active: StoredDeployment | undefined) => DeployRecord,
+): Promise<DeployRecord> {
   for (let attempt = 1; attempt <= DEPLOY_ATTEMPTS; attempt++) {
     const active = await activeDeployment(db, target)
     const record = build(active)
@@ -93,7 +119,11 @@ async function appendWithRetry(db: D1Database, target: string, llm: DeploymentLl
   throw conflict(target)
 }
 
-function recordBase(target: string, artifact: AnyRmArtifact, deployedBy: string | undefined): Omit<DeployRecord, 'action' | 'previous_artifact_id'> {
+function recordBase(
+  target: string,
+  artifact: AnyRmArtifact,
+  deployedBy: string | undefined,
+): Omit<DeployRecord, 'action' | 'previous_artifact_id'> {
   const now = new Date()
   return {
     deploy_id: `deploy_${now.toISOString().replace(/[-:.]/g, '')}_${randomHex(4)}`,
@@ -107,5 +137,8 @@ function recordBase(target: string, artifact: AnyRmArtifact, deployedBy: string 
 }
 
 function conflict(target: string): AppError {
-  return new AppError('deployment_conflict', `other deployments of "${target}" kept landing first; nothing was changed, try again`)
+  return new AppError(
+    'deployment_conflict',
+    `other deployments of "${target}" kept landing first; nothing was changed, try again`,
+  )
 }

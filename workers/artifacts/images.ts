@@ -42,10 +42,23 @@ function decodes(dataUrl: string): boolean {
  */
 export const RequestImage = z.union(
   [
-    z.strictObject({ url: z.string().max(4_096).refine(isPublicHttpsUrl, 'an image url must be https on a public host name (no IP address, no local name): the model server fetches it') }),
-    z.strictObject({ data_url: z.string().regex(DATA_URL).refine(decodes, 'the base64 data of data_url does not decode') }),
+    z.strictObject({
+      url: z
+        .string()
+        .max(4_096)
+        .refine(
+          isPublicHttpsUrl,
+          'an image url must be https on a public host name (no IP address, no local name): the model server fetches it',
+        ),
+    }),
+    z.strictObject({
+      data_url: z.string().regex(DATA_URL).refine(decodes, 'the base64 data of data_url does not decode'),
+    }),
   ],
-  { error: 'an image is {"url": "https://<public host>/…"} or {"data_url": "data:image/<type>;base64,…"} (the edge cannot read a path, and the model server is never sent to an IP address or a local name)' },
+  {
+    error:
+      'an image is {"url": "https://<public host>/…"} or {"data_url": "data:image/<type>;base64,…"} (the edge cannot read a path, and the model server is never sent to an IP address or a local name)',
+  },
 )
 export type RequestImage = z.infer<typeof RequestImage>
 
@@ -53,7 +66,9 @@ export type RequestImage = z.infer<typeof RequestImage>
  * A list of request images (at most `MAX_REQUEST_IMAGES`).
  * @example RequestImages.parse([{ data_url: 'data:image/png;base64,iVBORw0KGgo=' }])
  */
-export const RequestImages = z.array(RequestImage).max(MAX_REQUEST_IMAGES, `at most ${MAX_REQUEST_IMAGES} images per list`)
+export const RequestImages = z
+  .array(RequestImage)
+  .max(MAX_REQUEST_IMAGES, `at most ${MAX_REQUEST_IMAGES} images per list`)
 
 /** The fields of a scoring request that may carry images. */
 export interface RequestWithImages {
@@ -66,7 +81,16 @@ export interface RequestWithImages {
  * A request's images by whose they are (empty lists when absent), and whether there are any.
  * @example imagesOfRequest({ candidate: { images: [{ url: 'https://x.example/a.png' }] } }).any // true
  */
-export function imagesOfRequest(request: RequestWithImages): { prompt: RequestImage[]; candidate: RequestImage[]; reference: RequestImage[]; any: boolean } {
-  const [prompt, candidate, reference] = [request.images ?? [], request.candidate.images ?? [], request.reference_images ?? []]
+export function imagesOfRequest(request: RequestWithImages): {
+  prompt: RequestImage[]
+  candidate: RequestImage[]
+  reference: RequestImage[]
+  any: boolean
+} {
+  const [prompt, candidate, reference] = [
+    request.images ?? [],
+    request.candidate.images ?? [],
+    request.reference_images ?? [],
+  ]
   return { prompt, candidate, reference, any: prompt.length + candidate.length + reference.length > 0 }
 }

@@ -14,13 +14,18 @@
  */
 import { AppError } from '../../src/errors/index.ts'
 import { ImageRegistry, type ImageResolver, type ItemImages } from '../../src/evolve/images.ts'
-import { judgeWithLibrary, LibraryRouter, OUTCOME_VALUE, type JudgeOutcome, type OrderOutcome } from '../../src/evolve/judge.ts'
+import {
+  judgeWithLibrary,
+  LibraryRouter,
+  OUTCOME_VALUE,
+  type JudgeOutcome,
+  type OrderOutcome,
+} from '../../src/evolve/judge.ts'
 import type { Library } from '../../src/library/index.ts'
 import type { ChatModel } from '../../src/llm/index.ts'
 import type { LibraryArtifact } from '../../src/schemas/artifact.ts'
 import { createLimiter, type Limiter } from '../../src/search/algorithms/concurrency.ts'
 import { imagesOfRequest, type RequestImage, type RequestWithImages } from './images.ts'
-
 
 /** One judged order: which side the candidate was on, and what the judge said (or why it failed). */
 export interface JudgedOrder {
@@ -47,7 +52,13 @@ export interface WinRate {
 export function libraryOf(artifact: Pick<LibraryArtifact, 'entries' | 'provenance'>): Library {
   const entries: Library['entries'] = {}
   for (const entry of artifact.entries) {
-    entries[entry.name] = { name: entry.name, kind: entry.kind, description: entry.description, body: entry.body, ...(entry.when_to_use ? { when_to_use: entry.when_to_use } : {}) }
+    entries[entry.name] = {
+      name: entry.name,
+      kind: entry.kind,
+      description: entry.description,
+      body: entry.body,
+      ...(entry.when_to_use ? { when_to_use: entry.when_to_use } : {}),
+    }
   }
   return { id: artifact.provenance.library_id, status: 'active', entries }
 }
@@ -82,7 +93,13 @@ export async function libraryWinRate(
   instruction: string,
   candidate: string,
   opponents: readonly string[],
-  options: { locale?: 'en' | 'zh'; maxToolCalls?: number; limit?: Limiter; retry?: { maxAttempts?: number; baseDelayMs?: number; maxDelayMs?: number }; images?: WinRateImages } = {},
+  options: {
+    locale?: 'en' | 'zh'
+    maxToolCalls?: number
+    limit?: Limiter
+    retry?: { maxAttempts?: number; baseDelayMs?: number; maxDelayMs?: number }
+    images?: WinRateImages
+  } = {},
 ): Promise<WinRate> {
   const limit = options.limit ?? createLimiter(4)
   const { images } = options
@@ -92,7 +109,8 @@ export async function libraryWinRate(
     ...(options.retry ? { retry: options.retry } : {}),
     ...(images ? { images: images.resolver } : {}),
   }
-  const shown = (first: string[], second: string[]): { images?: ItemImages } => (images ? { images: { instruction: images.instruction, first, second } } : {})
+  const shown = (first: string[], second: string[]): { images?: ItemImages } =>
+    images ? { images: { instruction: images.instruction, first, second } } : {}
   let routed: string[]
   try {
     routed = await router.route(library, instruction)
@@ -103,21 +121,47 @@ export async function libraryWinRate(
     const candidateImages = images?.candidate ?? []
     const opponentImages = images?.opponents[index] ?? []
     return [
-      { order: 'candidate_first' as const, first: candidate, second: opponent, side: 'A' as const, ...shown(candidateImages, opponentImages) },
-      { order: 'candidate_second' as const, first: opponent, second: candidate, side: 'B' as const, ...shown(opponentImages, candidateImages) },
+      {
+        order: 'candidate_first' as const,
+        first: candidate,
+        second: opponent,
+        side: 'A' as const,
+        ...shown(candidateImages, opponentImages),
+      },
+      {
+        order: 'candidate_second' as const,
+        first: opponent,
+        second: candidate,
+        side: 'B' as const,
+        ...shown(opponentImages, candidateImages),
+      },
     ]
   })
   const orders = await Promise.all(
     jobs.map((job) =>
       limit(async (): Promise<JudgedOrder> => {
-        const result = await judgeWithLibrary(model, library, routed, { instruction, first: job.first, second: job.second, ...(job.images ? { images: job.images } : {}) }, judgeOptions)
+        const result = await judgeWithLibrary(
+          model,
+          library,
+          routed,
+          { instruction, first: job.first, second: job.second, ...(job.images ? { images: job.images } : {}) },
+          judgeOptions,
+        )
         const outcome = outcomeOf(result, job.side)
-        return { order: job.order, ok: result.ok, outcome, failure: result.ok ? null : result.failure, tool_calls: result.tool_calls, entries: result.entries }
+        return {
+          order: job.order,
+          ok: result.ok,
+          outcome,
+          failure: result.ok ? null : result.failure,
+          tool_calls: result.tool_calls,
+          entries: result.entries,
+        }
       }),
     ),
   )
   const judged = orders.filter((order) => order.outcome !== null)
-  const score = judged.length === 0 ? null : judged.reduce((sum, order) => sum + OUTCOME_VALUE[order.outcome!], 0) / judged.length
+  const score =
+    judged.length === 0 ? null : judged.reduce((sum, order) => sum + OUTCOME_VALUE[order.outcome!], 0) / judged.length
   return { score, orders, failures: orders.length - judged.length }
 }
 
@@ -126,7 +170,12 @@ export interface LibraryScoreRequest extends RequestWithImages {
   prompt_id: string
   prompt: string
   reference?: string | undefined
-  candidate: { candidate_id: string; text: string; metadata?: Record<string, unknown> | undefined; images?: RequestImage[] | undefined }
+  candidate: {
+    candidate_id: string
+    text: string
+    metadata?: Record<string, unknown> | undefined
+    images?: RequestImage[] | undefined
+  }
 }
 
 /** What scoring one candidate with a library artifact gives. */
@@ -150,10 +199,14 @@ export interface LibraryScore {
  * The reference response a request carries: top-level `reference`, else `candidate.metadata.reference`.
  * @example referenceOf({ prompt_id: 'p', prompt: 'Q', candidate: { candidate_id: 'c', text: 'A', metadata: { reference: 'R' } } }) // { text: 'R', source: 'candidate.metadata' }
  */
-export function referenceOf(request: LibraryScoreRequest): { text: string; source: LibraryScore['reference_source'] } | undefined {
-  if (typeof request.reference === 'string' && request.reference.trim()) return { text: request.reference, source: 'request' }
+export function referenceOf(
+  request: LibraryScoreRequest,
+): { text: string; source: LibraryScore['reference_source'] } | undefined {
+  if (typeof request.reference === 'string' && request.reference.trim())
+    return { text: request.reference, source: 'request' }
   const fromMetadata = request.candidate.metadata?.reference
-  if (typeof fromMetadata === 'string' && fromMetadata.trim()) return { text: fromMetadata, source: 'candidate.metadata' }
+  if (typeof fromMetadata === 'string' && fromMetadata.trim())
+    return { text: fromMetadata, source: 'candidate.metadata' }
   return undefined
 }
 
@@ -174,7 +227,10 @@ export class LibraryArtifactScorer {
     options: { concurrency?: number } = {},
   ) {
     this.library = libraryOf(artifact)
-    this.router = new LibraryRouter(model, { locale: artifact.runtime.locale, retry: { maxAttempts: 3, maxDelayMs: 4_000 } })
+    this.router = new LibraryRouter(model, {
+      locale: artifact.runtime.locale,
+      retry: { maxAttempts: 3, maxDelayMs: 4_000 },
+    })
     this.limit = createLimiter(options.concurrency ?? 6)
   }
 
@@ -192,16 +248,31 @@ export class LibraryArtifactScorer {
         `artifact ${artifact.artifact_id} is a judge library (pairwise): send the reference response to compare with as "reference" or "candidate.metadata.reference"`,
       )
     }
-    const result = await libraryWinRate(this.model, this.router, this.library, request.prompt, request.candidate.text, [reference.text], {
-      locale: artifact.runtime.locale,
-      maxToolCalls: artifact.runtime.max_tool_calls,
-      limit: this.limit,
-      retry: { maxAttempts: 3, maxDelayMs: 4_000 },
-      ...requestImages(request),
-    })
+    const result = await libraryWinRate(
+      this.model,
+      this.router,
+      this.library,
+      request.prompt,
+      request.candidate.text,
+      [reference.text],
+      {
+        locale: artifact.runtime.locale,
+        maxToolCalls: artifact.runtime.max_tool_calls,
+        limit: this.limit,
+        retry: { maxAttempts: 3, maxDelayMs: 4_000 },
+        ...requestImages(request),
+      },
+    )
     if (result.score === null) {
       const kinds = [...new Set(result.orders.map((order) => order.failure ?? 'error'))]
-      const transient = kinds.some((kind) => kind !== 'invalid_reply' && kind !== 'bad_request' && kind !== 'tool_limit' && kind !== 'image' && kind !== 'error')
+      const transient = kinds.some(
+        (kind) =>
+          kind !== 'invalid_reply' &&
+          kind !== 'bad_request' &&
+          kind !== 'tool_limit' &&
+          kind !== 'image' &&
+          kind !== 'error',
+      )
       throw new AppError('llm_unavailable', `the library judge failed in both orders (${kinds.join(', ')})`, {
         status: transient ? 503 : 502,
         details: { failures: kinds },
@@ -230,5 +301,12 @@ function requestImages(request: LibraryScoreRequest): { images?: WinRateImages }
   if (!images.any) return {}
   const registry = new ImageRegistry()
   const handles = (refs: RequestImage[]) => refs.map((ref) => registry.add(ref))
-  return { images: { resolver: registry, instruction: handles(images.prompt), candidate: handles(images.candidate), opponents: [handles(images.reference)] } }
+  return {
+    images: {
+      resolver: registry,
+      instruction: handles(images.prompt),
+      candidate: handles(images.candidate),
+      opponents: [handles(images.reference)],
+    },
+  }
 }

@@ -23,7 +23,10 @@ export const RM_LLM_TIMEOUT_MS = 60_000
 export const DeploymentLlm = z.object({
   base_url: z.url({ protocol: /^https?$/, message: 'base_url must be an http(s) URL such as http://gpu-1:8000/v1' }),
   model: z.string().min(1).max(200).optional(),
-  api_key_env: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'an environment variable name such as VLLM_API_KEY').optional(),
+  api_key_env: z
+    .string()
+    .regex(/^[A-Z_][A-Z0-9_]*$/, 'an environment variable name such as VLLM_API_KEY')
+    .optional(),
   /** Extra headers on every call (e.g. Cloudflare Access service-token headers), a literal or `{secret: NAME}`. */
   headers: AgentHeaders.optional(),
 })
@@ -42,7 +45,11 @@ export interface ResolvedEndpoint {
  * Mock-backend artifacts need no endpoint and resolve to undefined.
  * @example resolveEndpoint(env, artifact, { base_url: 'http://gpu-1:8000/v1' }).model // the artifact's verifier model
  */
-export function resolveEndpoint(env: Env, artifact: Pick<AnyRmArtifact, 'runtime'>, llm: DeploymentLlm | null | undefined): ResolvedEndpoint | undefined {
+export function resolveEndpoint(
+  env: Env,
+  artifact: Pick<AnyRmArtifact, 'runtime'>,
+  llm: DeploymentLlm | null | undefined,
+): ResolvedEndpoint | undefined {
   if (artifact.runtime.backend === 'mock') return undefined
   const vars = env
   const baseURL = llm?.base_url ?? vars.RM_LLM_BASE_URL
@@ -53,17 +60,24 @@ export function resolveEndpoint(env: Env, artifact: Pick<AnyRmArtifact, 'runtime
         'deploy it with "llm": {"base_url": "http://…/v1"} or set the RM_LLM_BASE_URL var on the Worker',
     )
   }
-  if (!/^https?:\/\//.test(baseURL)) throw new AppError('llm_not_configured', `RM_LLM_BASE_URL must be an http(s) URL (got "${baseURL}")`)
+  if (!/^https?:\/\//.test(baseURL))
+    throw new AppError('llm_not_configured', `RM_LLM_BASE_URL must be an http(s) URL (got "${baseURL}")`)
   let apiKey = vars.RM_LLM_API_KEY
   if (llm?.api_key_env) {
-    checkKeyName(env, llm.api_key_env, 'the deployment\'s llm.api_key_env', 'llm_not_configured')
+    checkKeyName(env, llm.api_key_env, "the deployment's llm.api_key_env", 'llm_not_configured')
     apiKey = judgeSecrets(env)[llm.api_key_env]
   }
   for (const [name, value] of Object.entries(llm?.headers ?? {})) {
-    if (typeof value !== 'string') checkKeyName(env, value.secret, `the deployment's llm.headers.${name}`, 'llm_not_configured')
+    if (typeof value !== 'string')
+      checkKeyName(env, value.secret, `the deployment's llm.headers.${name}`, 'llm_not_configured')
   }
   const headers = llm?.headers ? resolveHeaders(llm.headers, judgeSecrets(env)) : undefined
-  return { baseURL, model: llm?.model ?? runtimeModel(artifact.runtime), apiKey: apiKey || 'not-needed', ...(headers ? { headers } : {}) }
+  return {
+    baseURL,
+    model: llm?.model ?? runtimeModel(artifact.runtime),
+    apiKey: apiKey || 'not-needed',
+    ...(headers ? { headers } : {}),
+  }
 }
 
 /** Adapters are stateless; one per distinct settings is kept per isolate (the openai client is built once). */
@@ -74,18 +88,38 @@ const adapters = new Map<string, ChatModel>()
  * resolved endpoint with the artifact's temperature, max tokens and seed.
  * @example const model = verifierModel(env, artifact, deployment.llm)
  */
-export function verifierModel(env: Env, artifact: Pick<AnyRmArtifact, 'runtime'>, llm: DeploymentLlm | null | undefined): ChatModel {
+export function verifierModel(
+  env: Env,
+  artifact: Pick<AnyRmArtifact, 'runtime'>,
+  llm: DeploymentLlm | null | undefined,
+): ChatModel {
   const { runtime } = artifact
   const modelName = runtimeModel(runtime)
   const endpoint = resolveEndpoint(env, artifact, llm)
   const settings = endpoint
-    ? { backend: 'openai', ...endpoint, temperature: runtime.temperature, maxTokens: runtime.max_tokens, seed: runtime.seed, timeoutMs: RM_LLM_TIMEOUT_MS }
+    ? {
+        backend: 'openai',
+        ...endpoint,
+        temperature: runtime.temperature,
+        maxTokens: runtime.max_tokens,
+        seed: runtime.seed,
+        timeoutMs: RM_LLM_TIMEOUT_MS,
+      }
     : { backend: 'mock', model: modelName }
   const key = canonicalJson(settings)
   let model = adapters.get(key)
   if (!model) {
     model = endpoint
-      ? new OpenAIChatModel({ baseURL: endpoint.baseURL, apiKey: endpoint.apiKey, ...(endpoint.headers ? { headers: endpoint.headers } : {}), model: endpoint.model, temperature: runtime.temperature, maxTokens: runtime.max_tokens, seed: runtime.seed, timeoutMs: RM_LLM_TIMEOUT_MS })
+      ? new OpenAIChatModel({
+          baseURL: endpoint.baseURL,
+          apiKey: endpoint.apiKey,
+          ...(endpoint.headers ? { headers: endpoint.headers } : {}),
+          model: endpoint.model,
+          temperature: runtime.temperature,
+          maxTokens: runtime.max_tokens,
+          seed: runtime.seed,
+          timeoutMs: RM_LLM_TIMEOUT_MS,
+        })
       : new MockChatModel(modelName)
     adapters.set(key, model)
   }

@@ -108,7 +108,10 @@ export class ArtifactScorer {
     const { artifact } = this
     const found = rubricForPrompt(artifact, request.prompt_id)
     if (!found) {
-      throw new AppError('prompt_not_found', `prompt_id=${request.prompt_id} not found in artifact ${artifact.artifact_id}, which has no __default__ rubric`)
+      throw new AppError(
+        'prompt_not_found',
+        `prompt_id=${request.prompt_id} not found in artifact ${artifact.artifact_id}, which has no __default__ rubric`,
+      )
     }
     const { rubric, fallback } = found
     if (imagesOfRequest(request).any) {
@@ -126,7 +129,13 @@ export class ArtifactScorer {
       metadata: request.candidate.metadata ?? {},
     }
     const key = rubricKey(rubric)
-    const contentKey = [hashHex(request.prompt), hashHex(candidate.text), request.prompt_id, candidate.candidate_id, key].join('\u0000')
+    const contentKey = [
+      hashHex(request.prompt),
+      hashHex(candidate.text),
+      request.prompt_id,
+      candidate.candidate_id,
+      key,
+    ].join('\u0000')
     let votes: CriterionGrades[]
     try {
       votes = await Promise.all(
@@ -134,7 +143,9 @@ export class ArtifactScorer {
           // The search's recipe (src/search/evaluator.ts), so a candidate grades here as it did in the search.
           const seed = derivedSeed(artifact.runtime.seed, 'grade', request.prompt_id, candidate.candidate_id, key, vote)
           return this.memo
-            .getOrCreate(`${contentKey}\u0000${vote}`, () => this.limit(() => this.verifier.grade({ item, candidate, rubric, vote, seed })))
+            .getOrCreate(`${contentKey}\u0000${vote}`, () =>
+              this.limit(() => this.verifier.grade({ item, candidate, rubric, vote, seed })),
+            )
             .then(({ grades }) => grades)
         }),
       )
@@ -154,7 +165,11 @@ export class ArtifactScorer {
       rubric_id: rubric.rubric_id,
       fallback_rubric: fallback,
       grade_max: rubric.grading_protocol.grade_max,
-      criteria: rubric.criteria.map((criterion) => ({ criterion_id: criterion.criterion_id, weight: criterion.weight, grade: mean[criterion.criterion_id] ?? null })),
+      criteria: rubric.criteria.map((criterion) => ({
+        criterion_id: criterion.criterion_id,
+        weight: criterion.weight,
+        grade: mean[criterion.criterion_id] ?? null,
+      })),
       majority_grades: mean,
       vote_scores: voteScores,
       per_vote_grades: votes,
@@ -172,9 +187,13 @@ export class ArtifactScorer {
 export function asLlmUnavailable(error: unknown): unknown {
   if (!(error instanceof LlmError)) return error
   const transient = error.kind !== 'invalid_reply' && error.kind !== 'bad_request'
-  return new AppError('llm_unavailable', `the verifier model failed (${error.kind}${error.retryable ? ` after up to ${RM_LLM_ATTEMPTS} attempts` : ''}): ${error.message}`, {
-    status: transient ? 503 : 502,
-    details: { failure: error.kind },
-    ...(transient ? { retryAfterSeconds: error.retryAfterSeconds ?? 5 } : {}),
-  })
+  return new AppError(
+    'llm_unavailable',
+    `the verifier model failed (${error.kind}${error.retryable ? ` after up to ${RM_LLM_ATTEMPTS} attempts` : ''}): ${error.message}`,
+    {
+      status: transient ? 503 : 502,
+      details: { failure: error.kind },
+      ...(transient ? { retryAfterSeconds: error.retryAfterSeconds ?? 5 } : {}),
+    },
+  )
 }

@@ -31,7 +31,11 @@ export interface StoredDeployment extends DeployRecord {
  */
 export async function storeArtifact(db: D1Database, artifact: AnyRmArtifact): Promise<{ stored: boolean }> {
   const orm = drizzle(db)
-  const known = await orm.select({ id: rmArtifacts.id }).from(rmArtifacts).where(eq(rmArtifacts.id, artifact.artifact_id)).get()
+  const known = await orm
+    .select({ id: rmArtifacts.id })
+    .from(rmArtifacts)
+    .where(eq(rmArtifacts.id, artifact.artifact_id))
+    .get()
   if (known) return { stored: false }
   // A library artifact has no rubric rows: its entries travel in `meta`.
   const { artifact_id: id, ...rest } = artifact
@@ -43,22 +47,31 @@ export async function storeArtifact(db: D1Database, artifact: AnyRmArtifact): Pr
     rows = Object.entries(rubrics).map(([promptId, rubric]) => ({ artifactId: id, promptId, rubric }))
   }
   const origin = artifactOrigin(artifact)
-  const insertArtifact = orm.insert(rmArtifacts).values({
-    id,
-    schemaVersion: artifact.schema_version,
-    sourceRunId: origin.source_run_id,
-    sourceSessionId: origin.source_session_id,
-    datasetSha256: origin.dataset_sha256,
-    configHash: origin.config_hash,
-    backend: artifact.runtime.backend,
-    rubricCount: rows.length,
-    createdAtUtc: artifact.created_at_utc,
-    meta,
-    storedAt: new Date().toISOString(),
-  }).onConflictDoNothing().returning({ id: rmArtifacts.id })
+  const insertArtifact = orm
+    .insert(rmArtifacts)
+    .values({
+      id,
+      schemaVersion: artifact.schema_version,
+      sourceRunId: origin.source_run_id,
+      sourceSessionId: origin.source_session_id,
+      datasetSha256: origin.dataset_sha256,
+      configHash: origin.config_hash,
+      backend: artifact.runtime.backend,
+      rubricCount: rows.length,
+      createdAtUtc: artifact.created_at_utc,
+      meta,
+      storedAt: new Date().toISOString(),
+    })
+    .onConflictDoNothing()
+    .returning({ id: rmArtifacts.id })
   const insertRubrics = []
   for (let start = 0; start < rows.length; start += RUBRIC_ROWS_PER_INSERT) {
-    insertRubrics.push(orm.insert(rmArtifactRubrics).values(rows.slice(start, start + RUBRIC_ROWS_PER_INSERT)).onConflictDoNothing())
+    insertRubrics.push(
+      orm
+        .insert(rmArtifactRubrics)
+        .values(rows.slice(start, start + RUBRIC_ROWS_PER_INSERT))
+        .onConflictDoNothing(),
+    )
   }
   // One batch is one transaction: the artifact never exists without all of its rubrics.
   const [inserted] = await orm.batch([insertArtifact, ...insertRubrics])
@@ -98,17 +111,25 @@ async function readArtifact(db: D1Database, artifactId: string): Promise<AnyRmAr
   const orm = drizzle(db)
   const [rows, rubricRows] = await orm.batch([
     orm.select({ meta: rmArtifacts.meta }).from(rmArtifacts).where(eq(rmArtifacts.id, artifactId)),
-    orm.select({ promptId: rmArtifactRubrics.promptId, rubric: rmArtifactRubrics.rubric }).from(rmArtifactRubrics).where(eq(rmArtifactRubrics.artifactId, artifactId)),
+    orm
+      .select({ promptId: rmArtifactRubrics.promptId, rubric: rmArtifactRubrics.rubric })
+      .from(rmArtifactRubrics)
+      .where(eq(rmArtifactRubrics.artifactId, artifactId)),
   ])
   const row = rows[0]
   if (!row) return undefined
   const rubrics: Record<string, SearchRubric> = {}
-  for (const { promptId, rubric } of [...rubricRows].sort((a, b) => (a.promptId < b.promptId ? -1 : a.promptId > b.promptId ? 1 : 0))) {
+  for (const { promptId, rubric } of [...rubricRows].sort((a, b) =>
+    a.promptId < b.promptId ? -1 : a.promptId > b.promptId ? 1 : 0,
+  )) {
     rubrics[promptId] = rubric as SearchRubric
   }
   const meta = row.meta as { kind?: unknown }
-  const artifact = AnyRmArtifact.parse(meta.kind === 'library' ? { ...meta, artifact_id: artifactId } : { ...meta, rubrics, artifact_id: artifactId })
-  if (!(await verifyArtifactId(artifact))) throw new Error(`stored artifact ${artifactId} no longer matches its content address`)
+  const artifact = AnyRmArtifact.parse(
+    meta.kind === 'library' ? { ...meta, artifact_id: artifactId } : { ...meta, rubrics, artifact_id: artifactId },
+  )
+  if (!(await verifyArtifactId(artifact)))
+    throw new Error(`stored artifact ${artifactId} no longer matches its content address`)
   return artifact
 }
 
@@ -118,7 +139,13 @@ async function readArtifact(db: D1Database, artifactId: string): Promise<AnyRmAr
  * @example const active = await activeDeployment(env.DB, 'prod')
  */
 export async function activeDeployment(db: D1Database, target: string): Promise<StoredDeployment | undefined> {
-  const row = await drizzle(db).select().from(rmDeployments).where(eq(rmDeployments.target, target)).orderBy(desc(rmDeployments.seq)).limit(1).get()
+  const row = await drizzle(db)
+    .select()
+    .from(rmDeployments)
+    .where(eq(rmDeployments.target, target))
+    .orderBy(desc(rmDeployments.seq))
+    .limit(1)
+    .get()
   return row ? toStored(row) : undefined
 }
 
@@ -127,7 +154,13 @@ export async function activeDeployment(db: D1Database, target: string): Promise<
  * @example const history = await listDeployments(env.DB, 'prod', 100)
  */
 export async function listDeployments(db: D1Database, target: string, limit: number): Promise<StoredDeployment[]> {
-  const rows = await drizzle(db).select().from(rmDeployments).where(eq(rmDeployments.target, target)).orderBy(desc(rmDeployments.seq)).limit(limit).all()
+  const rows = await drizzle(db)
+    .select()
+    .from(rmDeployments)
+    .where(eq(rmDeployments.target, target))
+    .orderBy(desc(rmDeployments.seq))
+    .limit(limit)
+    .all()
   return rows.map(toStored)
 }
 
@@ -151,7 +184,12 @@ export async function lastLlmOf(db: D1Database, target: string, artifactId: stri
  * deployment landed in between (read again and retry).
  * @example if (!(await appendDeployment(env.DB, record, llm, active?.seq ?? 0))) retry()
  */
-export async function appendDeployment(db: D1Database, record: DeployRecord, llm: DeploymentLlm | null, expectedSeq: number): Promise<boolean> {
+export async function appendDeployment(
+  db: D1Database,
+  record: DeployRecord,
+  llm: DeploymentLlm | null,
+  expectedSeq: number,
+): Promise<boolean> {
   const result = await db
     .prepare(
       `INSERT INTO rm_deployments (deploy_id, target, artifact_id, previous_artifact_id, deployed_by, deployed_at, action, dataset_sha256, config_hash, llm)
@@ -159,8 +197,17 @@ export async function appendDeployment(db: D1Database, record: DeployRecord, llm
        WHERE coalesce((SELECT max(seq) FROM rm_deployments WHERE target = ?2), 0) = ?11`,
     )
     .bind(
-      record.deploy_id, record.target, record.artifact_id, record.previous_artifact_id, record.deployed_by, record.deployed_at,
-      record.action, record.dataset_sha256, record.config_hash, llm === null ? null : JSON.stringify(llm), expectedSeq,
+      record.deploy_id,
+      record.target,
+      record.artifact_id,
+      record.previous_artifact_id,
+      record.deployed_by,
+      record.deployed_at,
+      record.action,
+      record.dataset_sha256,
+      record.config_hash,
+      llm === null ? null : JSON.stringify(llm),
+      expectedSeq,
     )
     .run()
   return result.meta.changes > 0

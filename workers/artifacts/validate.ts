@@ -19,14 +19,22 @@ export interface ArtifactProblem {
 export async function parseArtifactUpload(raw: unknown): Promise<AnyRmArtifact> {
   const parsed = AnyRmArtifact.safeParse(raw)
   if (!parsed.success) {
-    throw invalid(parsed.error.issues.map((issue) => ({ path: issue.path.map(String).join('.') || '(body)', message: issue.message })))
+    throw invalid(
+      parsed.error.issues.map((issue) => ({
+        path: issue.path.map(String).join('.') || '(body)',
+        message: issue.message,
+      })),
+    )
   }
   const artifact = parsed.data
   const problems = servingProblems(artifact)
   const { artifact_id: claimed, ...body } = artifact
   const actual = await artifactId(body)
   if (claimed !== actual) {
-    problems.push({ path: 'artifact_id', message: `does not match the artifact's content, which hashes to ${actual}: the artifact was changed after export` })
+    problems.push({
+      path: 'artifact_id',
+      message: `does not match the artifact's content, which hashes to ${actual}: the artifact was changed after export`,
+    })
   }
   if (problems.length > 0) throw invalid(problems)
   return artifact
@@ -40,19 +48,27 @@ export function servingProblems(artifact: AnyRmArtifact): ArtifactProblem[] {
   const problems: ArtifactProblem[] = []
   const wanted = artifact.compatibility.min_rm_api_version
   if (!/^\d+(\.\d+)*$/.test(wanted)) {
-    problems.push({ path: 'compatibility.min_rm_api_version', message: `"${wanted}" is not a version such as "${RM_API_VERSION}"` })
+    problems.push({
+      path: 'compatibility.min_rm_api_version',
+      message: `"${wanted}" is not a version such as "${RM_API_VERSION}"`,
+    })
   } else if (compareVersions(wanted, RM_API_VERSION) > 0) {
-    problems.push({ path: 'compatibility.min_rm_api_version', message: `the artifact needs RM API ${wanted}; this Worker serves ${RM_API_VERSION}` })
+    problems.push({
+      path: 'compatibility.min_rm_api_version',
+      message: `the artifact needs RM API ${wanted}; this Worker serves ${RM_API_VERSION}`,
+    })
   }
   if (artifact.kind === 'library') {
     const tools = artifact.entries.filter((entry) => entry.kind === 'tool' && !entry.when_to_use)
-    for (const tool of tools) problems.push({ path: `entries.${tool.name}.when_to_use`, message: 'a tool entry needs when_to_use' })
+    for (const tool of tools)
+      problems.push({ path: `entries.${tool.name}.when_to_use`, message: 'a tool entry needs when_to_use' })
     return problems
   }
   for (const [promptId, rubric] of Object.entries(artifact.rubrics)) {
     const ids = rubric.criteria.map((criterion) => criterion.criterion_id)
     const repeated = ids.find((id, index) => ids.indexOf(id) !== index)
-    if (repeated !== undefined) problems.push({ path: `rubrics.${promptId}.criteria`, message: `criterion id "${repeated}" is used twice` })
+    if (repeated !== undefined)
+      problems.push({ path: `rubrics.${promptId}.criteria`, message: `criterion id "${repeated}" is used twice` })
   }
   return problems
 }
@@ -72,7 +88,10 @@ export function compareVersions(a: string, b: string): number {
 }
 
 function invalid(problems: ArtifactProblem[]): AppError {
-  const summary = problems.slice(0, 3).map((problem) => `${problem.path}: ${problem.message}`).join('; ')
+  const summary = problems
+    .slice(0, 3)
+    .map((problem) => `${problem.path}: ${problem.message}`)
+    .join('; ')
   const more = problems.length > 3 ? ` (and ${problems.length - 3} more)` : ''
   return new AppError('invalid_artifact', `the artifact is not valid — ${summary}${more}`, { details: problems })
 }

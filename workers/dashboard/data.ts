@@ -57,19 +57,42 @@ export async function visibleRuns(env: Env, viewer: Principal): Promise<RunSumma
       ? await orm.select().from(runs).orderBy(desc(runs.createdAt)).limit(MAX_LISTED_RUNS).all()
       : viewer.kind === 'run'
         ? await orm.select().from(runs).where(eq(runs.id, viewer.runId)).all()
-        : await orm.select().from(runs).where(sql`json_extract(${runs.config}, '$.access') = 'open'`).orderBy(desc(runs.createdAt)).limit(MAX_LISTED_RUNS).all()
-  const listed: { id: string; created_at: string | null; config: RunConfig }[] = created.map((row) => ({ id: row.id, created_at: row.createdAt, config: RunConfig.parse(row.config) }))
+        : await orm
+            .select()
+            .from(runs)
+            .where(sql`json_extract(${runs.config}, '$.access') = 'open'`)
+            .orderBy(desc(runs.createdAt))
+            .limit(MAX_LISTED_RUNS)
+            .all()
+  const listed: { id: string; created_at: string | null; config: RunConfig }[] = created.map((row) => ({
+    id: row.id,
+    created_at: row.createdAt,
+    config: RunConfig.parse(row.config),
+  }))
   const defaultConfig = (await loadRunConfig(env.DB, DEFAULT_RUN_ID))!
-  const seesDefault = viewer.kind === 'admin' || (viewer.kind === 'anonymous' && (local || defaultConfig.access === 'open'))
+  const seesDefault =
+    viewer.kind === 'admin' || (viewer.kind === 'anonymous' && (local || defaultConfig.access === 'open'))
   if (seesDefault) listed.unshift({ id: DEFAULT_RUN_ID, created_at: null, config: defaultConfig })
   if (listed.length === 0) return []
   const limit = pLimit(ACTIVITY_FAN_OUT)
-  return Promise.all(listed.map(({ id, created_at, config }) => limit(async () => {
-    const activity = await env.RUN_COORDINATOR.getByName(coordinatorName(id)).activity()
-    // Under local development the default run is open whatever its config says (as the API treats it).
-    const access = id === DEFAULT_RUN_ID && local ? 'open' : config.access
-    return { id, created_at, mode: config.mode, rubrics_mode: config.rubrics_mode, access, scores: activity.scores, last_step: activity.last_step }
-  })))
+  return Promise.all(
+    listed.map(({ id, created_at, config }) =>
+      limit(async () => {
+        const activity = await env.RUN_COORDINATOR.getByName(coordinatorName(id)).activity()
+        // Under local development the default run is open whatever its config says (as the API treats it).
+        const access = id === DEFAULT_RUN_ID && local ? 'open' : config.access
+        return {
+          id,
+          created_at,
+          mode: config.mode,
+          rubrics_mode: config.rubrics_mode,
+          access,
+          scores: activity.scores,
+          last_step: activity.last_step,
+        }
+      }),
+    ),
+  )
 }
 
 /** Scores of one step: each rollout's first score (repeated requests left out: they repeat it). */
@@ -137,29 +160,67 @@ export interface RunDashboard {
  * history, flagged analyses, and the memory page (a semantic search when `memory.q` is given).
  * @example const data = await loadRunDashboard(env, run, { instance: 'global', memory: { q: 'hacking' } })
  */
-export async function loadRunDashboard(env: Env, run: { id: string; config: RunConfig }, options: { instance?: string; memory: MemoryRequest }): Promise<RunDashboard> {
+export async function loadRunDashboard(
+  env: Env,
+  run: { id: string; config: RunConfig },
+  options: { instance?: string; memory: MemoryRequest },
+): Promise<RunDashboard> {
   const coordinator = env.RUN_COORDINATOR.getByName(coordinatorName(run.id))
-  const [status, timeline, instances, calls] = await Promise.all([coordinator.status(run.id), coordinator.timeline(), coordinator.instances(), coordinator.llmCalls()])
+  const [status, timeline, instances, calls] = await Promise.all([
+    coordinator.status(run.id),
+    coordinator.timeline(),
+    coordinator.instances(),
+    coordinator.llmCalls(),
+  ])
   const instanceId =
     run.config.rubrics_mode === 'global'
       ? 'global'
-      : (instances.find((instance) => instance.instance_id === options.instance)?.instance_id ?? instances[0]?.instance_id ?? null)
-  const history: Promise<RubricVersionRecord[]> = instanceId === null
-    ? Promise.resolve([])
-    : env.RUBRIC_INSTANCE.getByName(instanceName(run.id, instanceId)).history({ runId: run.id, instanceId })
-  const [versions, hacking, memory] = await Promise.all([history, hackingFlags(env, run.id), memoryPage(env, run.id, options.memory)])
-  const llmCalls = calls.map(({ latency_ms, ...group }) => ({ ...group, mean_latency_ms: group.calls ? latency_ms / group.calls : 0 }))
-  return { run, status, timeline, instances, instanceId, history: versions, stepScores: scoresByStep(timeline), hacking, llmCalls, memory: { request: options.memory, documents: memory } }
+      : (instances.find((instance) => instance.instance_id === options.instance)?.instance_id ??
+        instances[0]?.instance_id ??
+        null)
+  const history: Promise<RubricVersionRecord[]> =
+    instanceId === null
+      ? Promise.resolve([])
+      : env.RUBRIC_INSTANCE.getByName(instanceName(run.id, instanceId)).history({ runId: run.id, instanceId })
+  const [versions, hacking, memory] = await Promise.all([
+    history,
+    hackingFlags(env, run.id),
+    memoryPage(env, run.id, options.memory),
+  ])
+  const llmCalls = calls.map(({ latency_ms, ...group }) => ({
+    ...group,
+    mean_latency_ms: group.calls ? latency_ms / group.calls : 0,
+  }))
+  return {
+    run,
+    status,
+    timeline,
+    instances,
+    instanceId,
+    history: versions,
+    stepScores: scoresByStep(timeline),
+    hacking,
+    llmCalls,
+    memory: { request: options.memory, documents: memory },
+  }
 }
 
 function scoresByStep(timeline: readonly StepTimelineEntry[]): StepScores[] {
   return timeline.flatMap(({ step, tally }) =>
     tally.rollouts === 0
       ? []
-      : [{
-          step, count: tally.rollouts, mean: tally.score_sum / tally.rollouts, min: tally.score_min ?? 0, max: tally.score_max ?? 0,
-          min_version: tally.min_version ?? 1, max_version: tally.max_version ?? 1, bins: tally.bins,
-        }],
+      : [
+          {
+            step,
+            count: tally.rollouts,
+            mean: tally.score_sum / tally.rollouts,
+            min: tally.score_min ?? 0,
+            max: tally.score_max ?? 0,
+            min_version: tally.min_version ?? 1,
+            max_version: tally.max_version ?? 1,
+            bins: tally.bins,
+          },
+        ],
   )
 }
 
@@ -167,16 +228,23 @@ async function hackingFlags(env: Env, runId: string): Promise<HackingFlag[]> {
   const rows = await drizzle(env.DB)
     .select()
     .from(memoryDocuments)
-    .where(and(
-      eq(memoryDocuments.runId, runId),
-      eq(memoryDocuments.kind, 'analysis'),
-      sql`json_extract(${memoryDocuments.data}, '$.analysis.reward_hacking.flag') = 1`,
-    ))
+    .where(
+      and(
+        eq(memoryDocuments.runId, runId),
+        eq(memoryDocuments.kind, 'analysis'),
+        sql`json_extract(${memoryDocuments.data}, '$.analysis.reward_hacking.flag') = 1`,
+      ),
+    )
     .orderBy(desc(memoryDocuments.step), desc(memoryDocuments.createdAt))
     .limit(MAX_HACKING_FLAGS)
     .all()
   return rows.map((row) => {
-    const data = row.data as { rollout_id?: unknown; score?: unknown; analysis?: Analysis; rollout?: HackingFlag['rollout'] }
+    const data = row.data as {
+      rollout_id?: unknown
+      score?: unknown
+      analysis?: Analysis
+      rollout?: HackingFlag['rollout']
+    }
     const verdict = data.analysis?.reward_hacking
     return {
       document_id: row.id,
@@ -194,9 +262,19 @@ async function hackingFlags(env: Env, runId: string): Promise<HackingFlag[]> {
 }
 
 /** The same reads as `GET /memory`, run-wide: a semantic search when there is a query, else the newest documents. */
-async function memoryPage(env: Env, runId: string, request: MemoryRequest): Promise<(MemoryDocument & { similarity?: number })[]> {
+async function memoryPage(
+  env: Env,
+  runId: string,
+  request: MemoryRequest,
+): Promise<(MemoryDocument & { similarity?: number })[]> {
   const memory = memoryFor(env, runId)
-  if (request.q) return memory.search({ run_id: runId, text: request.q.slice(0, 2_000), top_k: MEMORY_PAGE, ...(request.kind ? { kinds: [request.kind] } : {}) })
+  if (request.q)
+    return memory.search({
+      run_id: runId,
+      text: request.q.slice(0, 2_000),
+      top_k: MEMORY_PAGE,
+      ...(request.kind ? { kinds: [request.kind] } : {}),
+    })
   return memory.list({ run_id: runId, limit: MEMORY_PAGE, ...(request.kind ? { kind: request.kind } : {}) })
 }
 
@@ -235,24 +313,44 @@ export interface ArtifactSummary {
  * Every deploy target with its active artifact and recent history, and the stored artifacts (newest first).
  * @example const { targets, artifacts } = await loadTargets(env.DB)
  */
-export async function loadTargets(db: D1Database, historyPerTarget = 10): Promise<{ targets: TargetSummary[]; artifacts: ArtifactSummary[] }> {
+export async function loadTargets(
+  db: D1Database,
+  historyPerTarget = 10,
+): Promise<{ targets: TargetSummary[]; artifacts: ArtifactSummary[] }> {
   const orm = drizzle(db)
   const [targetRows, artifacts] = await Promise.all([
-    orm.selectDistinct({ target: rmDeployments.target }).from(rmDeployments).orderBy(rmDeployments.target).limit(MAX_TARGETS).all(),
+    orm
+      .selectDistinct({ target: rmDeployments.target })
+      .from(rmDeployments)
+      .orderBy(rmDeployments.target)
+      .limit(MAX_TARGETS)
+      .all(),
     orm.select().from(rmArtifacts).orderBy(desc(rmArtifacts.storedAt)).limit(MAX_ARTIFACTS).all(),
   ])
-  const targets = await Promise.all(targetRows.map(async ({ target }) => {
-    const history = (await listDeployments(db, target, historyPerTarget)).map((stored) => ({
-      deploy_id: stored.deploy_id, artifact_id: stored.artifact_id, previous_artifact_id: stored.previous_artifact_id, action: stored.action,
-      deployed_by: stored.deployed_by, deployed_at: stored.deployed_at, llm_model: stored.llm?.model ?? null,
-    }))
-    return { target, active: history[0]!, history }
-  }))
+  const targets = await Promise.all(
+    targetRows.map(async ({ target }) => {
+      const history = (await listDeployments(db, target, historyPerTarget)).map((stored) => ({
+        deploy_id: stored.deploy_id,
+        artifact_id: stored.artifact_id,
+        previous_artifact_id: stored.previous_artifact_id,
+        action: stored.action,
+        deployed_by: stored.deployed_by,
+        deployed_at: stored.deployed_at,
+        llm_model: stored.llm?.model ?? null,
+      }))
+      return { target, active: history[0]!, history }
+    }),
+  )
   return {
     targets,
     artifacts: artifacts.map((row) => ({
-      id: row.id, ...artifactContents(row.meta, row.rubricCount), backend: row.backend, source_run_id: row.sourceRunId,
-      dataset_sha256: row.datasetSha256, created_at_utc: row.createdAtUtc, stored_at: row.storedAt,
+      id: row.id,
+      ...artifactContents(row.meta, row.rubricCount),
+      backend: row.backend,
+      source_run_id: row.sourceRunId,
+      dataset_sha256: row.datasetSha256,
+      created_at_utc: row.createdAtUtc,
+      stored_at: row.storedAt,
     })),
   }
 }
@@ -263,5 +361,8 @@ function artifactContents(meta: unknown, rubricCount: number): Pick<ArtifactSumm
   const { kind, entries } = (meta ?? {}) as { kind?: unknown; entries?: unknown }
   if (kind !== 'library' || !Array.isArray(entries)) return { kind: 'rubric', contents: plural(rubricCount, 'rubric') }
   const skills = entries.filter((entry: { kind?: unknown }) => entry.kind === 'skill').length
-  return { kind: 'library', contents: `${plural(entries.length, 'entry', 'entries')} (${plural(skills, 'skill')}, ${plural(entries.length - skills, 'tool')})` }
+  return {
+    kind: 'library',
+    contents: `${plural(entries.length, 'entry', 'entries')} (${plural(skills, 'skill')}, ${plural(entries.length - skills, 'tool')})`,
+  }
 }

@@ -24,20 +24,43 @@ const SERVICE_INDEX = {
   dashboard: 'GET / with Accept: text/html (a browser) opens the dashboard',
   /** A run's routes: at `/` for the caller's run (else the default run) and under `/runs/<run id>/`. */
   run_endpoints: [
-    'POST /score', 'POST /score/batch', 'POST /score/group', 'POST /complete', 'GET /rubric_status', 'GET /rubric_status/wait',
-    'GET /llm_calls', 'GET /rubrics', 'GET /rubrics/history', 'GET /memory', 'GET /run', 'GET /archive',
-    'POST /compat/openrlhf', 'POST /compat/slime',
+    'POST /score',
+    'POST /score/batch',
+    'POST /score/group',
+    'POST /complete',
+    'GET /rubric_status',
+    'GET /rubric_status/wait',
+    'GET /llm_calls',
+    'GET /rubrics',
+    'GET /rubrics/history',
+    'GET /memory',
+    'GET /run',
+    'GET /archive',
+    'POST /compat/openrlhf',
+    'POST /compat/slime',
   ],
   endpoints: [
-    'GET /healthz', 'GET /healthz/deep',
-    'POST /runs', 'POST /runs/:runId/tokens', 'GET /runs/:runId/tokens', 'DELETE /runs/:runId/tokens/:ref',
-    'POST /admin/artifacts', 'GET /admin/artifacts/:artifactId', 'POST /admin/targets/:target/deployments',
-    'GET /admin/targets/:target/deployments', 'POST /admin/targets/:target/rollback',
-    'POST /lineage/manifests', 'POST /lineage/results', 'POST /lineage/evals', 'GET /lineage/runs/:id', 'GET /lineage/runs',
-    'GET /rm/:target/healthz', 'POST /rm/:target/score', 'POST /rm/:target/batch_score',
+    'GET /healthz',
+    'GET /healthz/deep',
+    'POST /runs',
+    'POST /runs/:runId/tokens',
+    'GET /runs/:runId/tokens',
+    'DELETE /runs/:runId/tokens/:ref',
+    'POST /admin/artifacts',
+    'GET /admin/artifacts/:artifactId',
+    'POST /admin/targets/:target/deployments',
+    'GET /admin/targets/:target/deployments',
+    'POST /admin/targets/:target/rollback',
+    'POST /lineage/manifests',
+    'POST /lineage/results',
+    'POST /lineage/evals',
+    'GET /lineage/runs/:id',
+    'GET /lineage/runs',
+    'GET /rm/:target/healthz',
+    'POST /rm/:target/score',
+    'POST /rm/:target/batch_score',
   ],
 }
-
 
 /**
  * The pages under `/dashboard/`: login and logout, a run's page, and the artifacts and deployments of every target.
@@ -70,10 +93,14 @@ const pages = new Hono<DashboardEnv>()
   .get('/targets', async (c) => {
     const viewer = c.get('viewer')
     if (!canSeeTargets(viewer)) {
-      if (viewer.principal.kind === 'anonymous') throw new AppError('unauthorized', 'Artifacts and deployments need the admin token.')
-      throw new AppError('forbidden', 'Artifacts and deployments belong to no run: they need the admin token, not a run token.')
+      if (viewer.principal.kind === 'anonymous')
+        throw new AppError('unauthorized', 'Artifacts and deployments need the admin token.')
+      throw new AppError(
+        'forbidden',
+        'Artifacts and deployments belong to no run: they need the admin token, not a run token.',
+      )
     }
-    return c.html(<TargetsPage viewer={viewer} {...await loadTargets(c.env.DB)} />)
+    return c.html(<TargetsPage viewer={viewer} {...(await loadTargets(c.env.DB))} />)
   })
   .get('/runs/:runId', resolveRun(), async (c) => {
     const { q, kind, instance } = c.req.query()
@@ -101,12 +128,16 @@ export const dashboardRoutes = new Hono<DashboardEnv>()
   .get(
     '/',
     // Content negotiation: only a client asking for HTML gets the dashboard; API clients keep getting JSON.
-    async (c, next) => (/\btext\/html\b/i.test(c.req.header('accept') ?? '') ? next() : c.json({ ...SERVICE_INDEX, request_id: c.get('requestId') })),
+    async (c, next) =>
+      /\btext\/html\b/i.test(c.req.header('accept') ?? '')
+        ? next()
+        : c.json({ ...SERVICE_INDEX, request_id: c.get('requestId') }),
     pageHeaders(),
     dashboardViewer(),
     async (c) => {
       const viewer = c.get('viewer')
-      if (viewer.principal.kind === 'anonymous' && !viewer.local) throw new AppError('unauthorized', 'The dashboard needs the admin token or a run token.')
+      if (viewer.principal.kind === 'anonymous' && !viewer.local)
+        throw new AppError('unauthorized', 'The dashboard needs the admin token or a run token.')
       return c.html(<HomePage viewer={viewer} runs={await visibleRuns(c.env, viewer.principal)} />)
     },
   )
@@ -126,11 +157,39 @@ function renderPageError(error: Error, c: Context<DashboardEnv>): Response | Pro
     const next = c.req.method === 'GET' ? safeNext(c.req.path + url.search) : '/'
     return c.html(<LoginPage next={next} message={error.message} />, 401)
   }
-  if (error instanceof AppError) return c.html(<ErrorPage status={error.status} code={error.code} message={error.message} requestId={requestId} viewer={viewer} />, error.status as 400)
+  if (error instanceof AppError)
+    return c.html(
+      <ErrorPage
+        status={error.status}
+        code={error.code}
+        message={error.message}
+        requestId={requestId}
+        viewer={viewer}
+      />,
+      error.status as 400,
+    )
   if (error instanceof HTTPException) {
     const code = error.status === 403 ? 'forbidden' : error.status === 413 ? 'payload_too_large' : 'invalid_request'
-    return c.html(<ErrorPage status={error.status} code={code} message={error.message || 'The request was refused.'} requestId={requestId} viewer={viewer} />, error.status)
+    return c.html(
+      <ErrorPage
+        status={error.status}
+        code={code}
+        message={error.message || 'The request was refused.'}
+        requestId={requestId}
+        viewer={viewer}
+      />,
+      error.status,
+    )
   }
   console.error(`[${requestId}]`, error)
-  return c.html(<ErrorPage status={500} code="internal" message="Internal error; the request id identifies it in the logs." requestId={requestId} viewer={viewer} />, 500)
+  return c.html(
+    <ErrorPage
+      status={500}
+      code="internal"
+      message="Internal error; the request id identifies it in the logs."
+      requestId={requestId}
+      viewer={viewer}
+    />,
+    500,
+  )
 }

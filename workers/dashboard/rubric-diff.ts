@@ -36,13 +36,15 @@ const MAX_LCS_CELLS = 250_000
 export function diffWords(before: string, after: string): DiffPart[] {
   const a = tokenize(before)
   const b = tokenize(after)
-  if (a.length * b.length > MAX_LCS_CELLS) return merge([...a.map((text) => part('removed', text)), ...b.map((text) => part('added', text))])
+  if (a.length * b.length > MAX_LCS_CELLS)
+    return merge([...a.map((text) => part('removed', text)), ...b.map((text) => part('added', text))])
   // lcs[i][j]: length of the longest common subsequence of a[i..] and b[j..].
   const width = b.length + 1
   const lcs = new Uint32Array((a.length + 1) * width)
   for (let i = a.length - 1; i >= 0; i--) {
     for (let j = b.length - 1; j >= 0; j--) {
-      lcs[i * width + j] = a[i] === b[j] ? lcs[(i + 1) * width + j + 1]! + 1 : Math.max(lcs[(i + 1) * width + j]!, lcs[i * width + j + 1]!)
+      lcs[i * width + j] =
+        a[i] === b[j] ? lcs[(i + 1) * width + j + 1]! + 1 : Math.max(lcs[(i + 1) * width + j]!, lcs[i * width + j + 1]!)
     }
   }
   const parts: DiffPart[] = []
@@ -72,7 +74,12 @@ export function diffWords(before: string, after: string): DiffPart[] {
 export function diffRubricVersions(before: readonly Rubric[], after: readonly Rubric[]): RubricVersionDiff {
   const beforeById = new Map(before.map((rubric) => [rubric.id, rubric]))
   const afterIds = new Set(after.map((rubric) => rubric.id))
-  const diff: RubricVersionDiff = { added: [], removed: before.filter((rubric) => !afterIds.has(rubric.id)), changed: [], unchanged: 0 }
+  const diff: RubricVersionDiff = {
+    added: [],
+    removed: before.filter((rubric) => !afterIds.has(rubric.id)),
+    changed: [],
+    unchanged: 0,
+  }
   for (const rubric of after) {
     const old = beforeById.get(rubric.id)
     if (!old) {
@@ -85,7 +92,13 @@ export function diffRubricVersions(before: readonly Rubric[], after: readonly Ru
       diff.unchanged++
       continue
     }
-    diff.changed.push({ id: rubric.id, before: old, after: rubric, text: textChanged ? diffWords(old.text, rubric.text) : null, weight: weightChanged ? [old.weight, rubric.weight] : null })
+    diff.changed.push({
+      id: rubric.id,
+      before: old,
+      after: rubric,
+      text: textChanged ? diffWords(old.text, rubric.text) : null,
+      weight: weightChanged ? [old.weight, rubric.weight] : null,
+    })
   }
   return diff
 }
@@ -109,7 +122,14 @@ function merge(parts: DiffPart[]): DiffPart[] {
     const current = parts[index]!
     const previous = parts[index - 1]
     const next = parts[index + 1]
-    if (current.kind === 'same' && /^\s+$/.test(current.text) && previous && next && previous.kind !== 'same' && next.kind !== 'same') {
+    if (
+      current.kind === 'same' &&
+      /^\s+$/.test(current.text) &&
+      previous &&
+      next &&
+      previous.kind !== 'same' &&
+      next.kind !== 'same'
+    ) {
       absorbed.push(part('removed', current.text), part('added', current.text))
     } else {
       absorbed.push(current)

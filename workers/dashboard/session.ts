@@ -40,7 +40,10 @@ export function dashboardViewer(): MiddlewareHandler<DashboardEnv> {
       const found = await sessionPrincipal(c.env, cookie)
       if (!found) {
         endSession(c)
-        throw new AppError('unauthorized', 'The login has ended (logged out, expired, or its token is no longer valid): log in again.')
+        throw new AppError(
+          'unauthorized',
+          'The login has ended (logged out, expired, or its token is no longer valid): log in again.',
+        )
       }
       principal = found
       fromCookie = true
@@ -56,7 +59,11 @@ export function dashboardViewer(): MiddlewareHandler<DashboardEnv> {
  * Expired rows are deleted here, so the table holds only sessions that may still be used.
  * @example await startSession(c, token, principal); return c.redirect('/', 303)
  */
-export async function startSession(c: Context<DashboardEnv>, token: string, principal: Exclude<Principal, { kind: 'anonymous' }>): Promise<void> {
+export async function startSession(
+  c: Context<DashboardEnv>,
+  token: string,
+  principal: Exclude<Principal, { kind: 'anonymous' }>,
+): Promise<void> {
   const key = await signingKey(c.env)
   const id = randomHex(16)
   const now = Date.now()
@@ -64,11 +71,21 @@ export async function startSession(c: Context<DashboardEnv>, token: string, prin
   await orm.batch([
     orm.delete(dashboardSessions).where(lt(dashboardSessions.expiresAt, new Date(now).toISOString())),
     orm.insert(dashboardSessions).values({
-      id, kind: principal.kind, runId: principal.kind === 'run' ? principal.runId : null, tokenHash: await sha256Hex(token),
-      createdAt: new Date(now).toISOString(), expiresAt: new Date(now + SESSION_MAX_AGE_S * 1_000).toISOString(),
+      id,
+      kind: principal.kind,
+      runId: principal.kind === 'run' ? principal.runId : null,
+      tokenHash: await sha256Hex(token),
+      createdAt: new Date(now).toISOString(),
+      expiresAt: new Date(now + SESSION_MAX_AGE_S * 1_000).toISOString(),
     }),
   ])
-  setCookie(c, SESSION_COOKIE, `${id}.${await sign(key, id)}`, { path: '/', httpOnly: true, sameSite: 'Strict', secure: isHttps(c), maxAge: SESSION_MAX_AGE_S })
+  setCookie(c, SESSION_COOKIE, `${id}.${await sign(key, id)}`, {
+    path: '/',
+    httpOnly: true,
+    sameSite: 'Strict',
+    secure: isHttps(c),
+    maxAge: SESSION_MAX_AGE_S,
+  })
 }
 
 /**
@@ -77,7 +94,11 @@ export async function startSession(c: Context<DashboardEnv>, token: string, prin
  */
 export async function logOut(c: Context<DashboardEnv>): Promise<void> {
   const id = await verifiedSessionId(c.env, getCookie(c, SESSION_COOKIE))
-  if (id) await drizzle(c.env.DB).update(dashboardSessions).set({ revokedAt: new Date().toISOString() }).where(eq(dashboardSessions.id, id))
+  if (id)
+    await drizzle(c.env.DB)
+      .update(dashboardSessions)
+      .set({ revokedAt: new Date().toISOString() })
+      .where(eq(dashboardSessions.id, id))
   endSession(c)
 }
 
@@ -93,9 +114,14 @@ export function endSession(c: Context): void {
 async function sessionPrincipal(env: AppEnv['Bindings'], cookie: string): Promise<Principal | undefined> {
   const id = await verifiedSessionId(env, cookie)
   if (!id) return undefined
-  const row = await drizzle(env.DB).select().from(dashboardSessions).where(and(eq(dashboardSessions.id, id), isNull(dashboardSessions.revokedAt))).get()
+  const row = await drizzle(env.DB)
+    .select()
+    .from(dashboardSessions)
+    .where(and(eq(dashboardSessions.id, id), isNull(dashboardSessions.revokedAt)))
+    .get()
   if (!row || Date.parse(row.expiresAt) <= Date.now()) return undefined
-  if (row.kind === 'admin') return env.ADMIN_TOKEN && row.tokenHash === (await sha256Hex(env.ADMIN_TOKEN)) ? { kind: 'admin' } : undefined
+  if (row.kind === 'admin')
+    return env.ADMIN_TOKEN && row.tokenHash === (await sha256Hex(env.ADMIN_TOKEN)) ? { kind: 'admin' } : undefined
   const runId = await runForTokenHash(env.DB, row.tokenHash)
   return runId && runId === row.runId ? { kind: 'run', runId, tokenHash: row.tokenHash } : undefined
 }
@@ -106,20 +132,30 @@ async function verifiedSessionId(env: AppEnv['Bindings'], cookie: string | undef
   if (!match) return undefined
   const key = await signingKey(env).catch(() => undefined)
   if (!key) return undefined
-  const signature = Uint8Array.from(atob(match[2]!.replaceAll('-', '+').replaceAll('_', '/') + '='), (char) => char.charCodeAt(0))
-  return (await crypto.subtle.verify('HMAC', key, signature, new TextEncoder().encode(match[1]!))) ? match[1] : undefined
+  const signature = Uint8Array.from(atob(match[2]!.replaceAll('-', '+').replaceAll('_', '/') + '='), (char) =>
+    char.charCodeAt(0),
+  )
+  return (await crypto.subtle.verify('HMAC', key, signature, new TextEncoder().encode(match[1]!)))
+    ? match[1]
+    : undefined
 }
 
 /** The HMAC key of session cookies: SESSION_SECRET, else one derived from ADMIN_TOKEN (never the token itself). */
 async function signingKey(env: AppEnv['Bindings']): Promise<CryptoKey> {
   const secret = env.SESSION_SECRET ?? (env.ADMIN_TOKEN ? `dashboard-session:${env.ADMIN_TOKEN}` : undefined)
   if (!secret) throw new AppError('forbidden', 'dashboard logins need the SESSION_SECRET (or ADMIN_TOKEN) secret')
-  return crypto.subtle.importKey('raw', new TextEncoder().encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign', 'verify'])
+  return crypto.subtle.importKey('raw', new TextEncoder().encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, [
+    'sign',
+    'verify',
+  ])
 }
 
 async function sign(key: CryptoKey, id: string): Promise<string> {
   const bytes = new Uint8Array(await crypto.subtle.sign('HMAC', key, new TextEncoder().encode(id)))
-  return btoa(String.fromCharCode(...bytes)).replaceAll('+', '-').replaceAll('/', '_').replace(/=+$/, '')
+  return btoa(String.fromCharCode(...bytes))
+    .replaceAll('+', '-')
+    .replaceAll('/', '_')
+    .replace(/=+$/, '')
 }
 
 function isHttps(c: Context): boolean {
@@ -131,7 +167,14 @@ function isHttps(c: Context): boolean {
  * @example safeNext('/dashboard/runs/a?q=x') // '/dashboard/runs/a?q=x'
  */
 export function safeNext(raw: unknown): string {
-  if (typeof raw !== 'string' || raw.length > 2_000 || !raw.startsWith('/') || raw.startsWith('//') || raw.includes('\\')) return '/'
+  if (
+    typeof raw !== 'string' ||
+    raw.length > 2_000 ||
+    !raw.startsWith('/') ||
+    raw.startsWith('//') ||
+    raw.includes('\\')
+  )
+    return '/'
   return raw
 }
 
@@ -143,7 +186,10 @@ export function safeNext(raw: unknown): string {
 export function pageHeaders(): MiddlewareHandler {
   return async function headers(c, next) {
     await next()
-    c.res.headers.set('content-security-policy', "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+    c.res.headers.set(
+      'content-security-policy',
+      "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    )
     c.res.headers.set('cache-control', 'no-store')
     c.res.headers.set('x-content-type-options', 'nosniff')
     c.res.headers.set('referrer-policy', 'no-referrer')

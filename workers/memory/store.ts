@@ -36,7 +36,13 @@ export class MemoryStore {
    * The id of the document of `kind` about `subject` (a rollout id, or nothing for a step-level document).
    * @example await MemoryStore.documentId('analysis', 'grpo-1', 'global', 3, 'r17')
    */
-  static async documentId(kind: MemoryKind, runId: string, instanceId: string, step: number, subject = ''): Promise<string> {
+  static async documentId(
+    kind: MemoryKind,
+    runId: string,
+    instanceId: string,
+    step: number,
+    subject = '',
+  ): Promise<string> {
     return `m-${(await sha256Hex([kind, runId, instanceId, step, subject].join('\u0000'))).slice(0, 40)}`
   }
 
@@ -45,17 +51,35 @@ export class MemoryStore {
     if (documents.length === 0) return
     const orm = drizzle(this.db)
     const rows = documents.map((doc) => ({
-      id: doc.id, runId: doc.run_id, instanceId: doc.instance_id, kind: doc.kind, step: doc.step,
-      subject: typeof doc.data.subject === 'string' ? doc.data.subject : null, text: doc.text, data: doc.data, createdAt: doc.created_at,
+      id: doc.id,
+      runId: doc.run_id,
+      instanceId: doc.instance_id,
+      kind: doc.kind,
+      step: doc.step,
+      subject: typeof doc.data.subject === 'string' ? doc.data.subject : null,
+      text: doc.text,
+      data: doc.data,
+      createdAt: doc.created_at,
     }))
     const inserts = []
     for (let start = 0; start < rows.length; start += ROWS_PER_INSERT) {
-      inserts.push(orm.insert(memoryDocuments).values(rows.slice(start, start + ROWS_PER_INSERT)).onConflictDoNothing())
+      inserts.push(
+        orm
+          .insert(memoryDocuments)
+          .values(rows.slice(start, start + ROWS_PER_INSERT))
+          .onConflictDoNothing(),
+      )
     }
     const [first, ...rest] = inserts
     await orm.batch([first!, ...rest])
     const vectors = await this.embedder.embed(documents.map((doc) => doc.text))
-    await this.index.upsert(documents.map((doc, i) => ({ id: doc.id, vector: vectors[i]!, metadata: { run_id: doc.run_id, instance_id: doc.instance_id, kind: doc.kind, step: doc.step } })))
+    await this.index.upsert(
+      documents.map((doc, i) => ({
+        id: doc.id,
+        vector: vectors[i]!,
+        metadata: { run_id: doc.run_id, instance_id: doc.instance_id, kind: doc.kind, step: doc.step },
+      })),
+    )
   }
 
   /** Documents by id, in the order asked; unknown ids are skipped. */
@@ -63,7 +87,11 @@ export class MemoryStore {
     if (ids.length === 0) return []
     const found = new Map<string, MemoryDocument>()
     for (let start = 0; start < ids.length; start += 90) {
-      const rows = await drizzle(this.db).select().from(memoryDocuments).where(inArray(memoryDocuments.id, ids.slice(start, start + 90))).all()
+      const rows = await drizzle(this.db)
+        .select()
+        .from(memoryDocuments)
+        .where(inArray(memoryDocuments.id, ids.slice(start, start + 90)))
+        .all()
       for (const row of rows) found.set(row.id, toDocument(row))
     }
     return ids.flatMap((id) => found.get(id) ?? [])
@@ -89,7 +117,12 @@ export class MemoryStore {
    * Static memory: the step summaries of the last `steps` steps up to `step`, oldest first. A step's
    * summary is its batch summary, or its meta summary when the step was summarised in chunks.
    */
-  async recentSummaries(runId: string, instanceId: string | undefined, step: number, steps: number): Promise<MemoryDocument[]> {
+  async recentSummaries(
+    runId: string,
+    instanceId: string | undefined,
+    step: number,
+    steps: number,
+  ): Promise<MemoryDocument[]> {
     if (steps === 0) return []
     const conditions: SQL[] = [
       eq(memoryDocuments.runId, runId),
@@ -99,16 +132,32 @@ export class MemoryStore {
     ]
     if (instanceId !== undefined) conditions.push(eq(memoryDocuments.instanceId, instanceId))
     // One step-level summary per (instance, step), so `steps` rows are `steps` steps.
-    const rows = await drizzle(this.db).select().from(memoryDocuments).where(and(...conditions)).orderBy(desc(memoryDocuments.step)).limit(steps).all()
+    const rows = await drizzle(this.db)
+      .select()
+      .from(memoryDocuments)
+      .where(and(...conditions))
+      .orderBy(desc(memoryDocuments.step))
+      .limit(steps)
+      .all()
     return rows.map(toDocument).reverse()
   }
 
   /** Semantic search within a run (and an instance), best first, with similarity scores. */
-  async search(query: { run_id: string; instance_id?: string; kinds?: MemoryKind[]; text: string; top_k: number }): Promise<(MemoryDocument & { similarity: number })[]> {
+  async search(query: {
+    run_id: string
+    instance_id?: string
+    kinds?: MemoryKind[]
+    text: string
+    top_k: number
+  }): Promise<(MemoryDocument & { similarity: number })[]> {
     const [vector] = await this.embedder.embed([query.text])
     const matches = await this.index.query(vector!, {
       topK: Math.min(query.top_k, this.index.maxTopK ?? query.top_k),
-      filter: { run_id: query.run_id, ...(query.instance_id ? { instance_id: query.instance_id } : {}), ...(query.kinds ? { kinds: query.kinds } : {}) },
+      filter: {
+        run_id: query.run_id,
+        ...(query.instance_id ? { instance_id: query.instance_id } : {}),
+        ...(query.kinds ? { kinds: query.kinds } : {}),
+      },
     })
     const documents = await this.get(matches.map((match) => match.id))
     const similarity = new Map(matches.map((match) => [match.id, match.score]))
@@ -118,7 +167,13 @@ export class MemoryStore {
 
 function toDocument(row: typeof memoryDocuments.$inferSelect): MemoryDocument {
   return {
-    id: row.id, run_id: row.runId, instance_id: row.instanceId, kind: row.kind as MemoryKind, step: row.step,
-    text: row.text, data: row.data as Record<string, unknown>, created_at: row.createdAt,
+    id: row.id,
+    run_id: row.runId,
+    instance_id: row.instanceId,
+    kind: row.kind as MemoryKind,
+    step: row.step,
+    text: row.text,
+    data: row.data as Record<string, unknown>,
+    created_at: row.createdAt,
   }
 }

@@ -14,7 +14,10 @@ import { countRefusedCredential } from './rate-limit.ts'
  * Only valid tokens enter (a stranger cannot fill it); an entry counts only under the secrets it was checked with.
  * A token string is the key: the lookup hashes it, and strings are compared only on a hash match.
  */
-const knownTokens = new Map<string, { principal: Principal; adminToken?: string; rmToken?: string; checkedAt: number }>()
+const knownTokens = new Map<
+  string,
+  { principal: Principal; adminToken?: string; rmToken?: string; checkedAt: number }
+>()
 const MAX_KNOWN_TOKENS = 1_000
 /**
  * How long an isolate trusts a run token it checked before asking D1 again: a token revoked in another isolate is
@@ -27,7 +30,8 @@ export const RUN_TOKEN_RECHECK_MS = 10_000
  * @example forgetRunToken(revoked.token_hash)
  */
 export function forgetRunToken(tokenHash: string): void {
-  for (const [token, known] of knownTokens) if (known.principal.kind === 'run' && known.principal.tokenHash === tokenHash) knownTokens.delete(token)
+  for (const [token, known] of knownTokens)
+    if (known.principal.kind === 'run' && known.principal.tokenHash === tokenHash) knownTokens.delete(token)
 }
 
 /**
@@ -44,11 +48,16 @@ export function identifyCaller(): MiddlewareHandler<AppEnv> {
     let principal: Principal
     const header = c.req.header('authorization')
     const inPath = pathToken(c.req.raw)
-    if (inPath !== undefined && header !== undefined) throw new AppError('invalid_request', 'send the token once: in the Authorization header or in the /t/<token>/ path prefix, not both')
+    if (inPath !== undefined && header !== undefined)
+      throw new AppError(
+        'invalid_request',
+        'send the token once: in the Authorization header or in the /t/<token>/ path prefix, not both',
+      )
     try {
       principal = await principalFor(c.env, inPath === undefined ? header : `Bearer ${inPath}`)
     } catch (error) {
-      if (error instanceof AppError && error.code === 'unauthorized') await countRefusedCredential(c.env, c.req.header('cf-connecting-ip'))
+      if (error instanceof AppError && error.code === 'unauthorized')
+        await countRefusedCredential(c.env, c.req.header('cf-connecting-ip'))
       throw error
     }
     c.set('principal', principal)
@@ -74,7 +83,9 @@ export function basicToken(header: string | undefined): string | undefined {
   if (!encoded) return undefined
   let decoded: string
   try {
-    decoded = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(Uint8Array.from(atob(encoded), (char) => char.charCodeAt(0)))
+    decoded = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(
+      Uint8Array.from(atob(encoded), (char) => char.charCodeAt(0)),
+    )
   } catch {
     return undefined
   }
@@ -93,8 +104,15 @@ export async function principalFor(env: AppEnv['Bindings'], header: string | und
   const token = bearerToken(header) ?? basicToken(header)
   if (!token) {
     // `-H "authorization: Bearer $ADMIN_TOKEN"` with the variable unset sends "Bearer " and nothing after it.
-    if (/^(Bearer|Basic)\s*$/i.test(header.trim())) throw new AppError('unauthorized', `the Authorization header says ${header.trim()} but carries no token (an unset shell variable?)`)
-    throw new AppError('unauthorized', 'the Authorization header must be "Bearer <token>" (or Basic with the token as user or password)')
+    if (/^(Bearer|Basic)\s*$/i.test(header.trim()))
+      throw new AppError(
+        'unauthorized',
+        `the Authorization header says ${header.trim()} but carries no token (an unset shell variable?)`,
+      )
+    throw new AppError(
+      'unauthorized',
+      'the Authorization header must be "Bearer <token>" (or Basic with the token as user or password)',
+    )
   }
   const known = knownTokens.get(token)
   const fresh = known && (known.principal.kind !== 'run' || Date.now() - known.checkedAt < RUN_TOKEN_RECHECK_MS)
@@ -112,7 +130,8 @@ async function identifyToken(env: AppEnv['Bindings'], token: string): Promise<Pr
   if (env.ADMIN_TOKEN && digestsEqual(presented, await secretDigest(env.ADMIN_TOKEN))) return { kind: 'admin' }
   const tokenHash = toHex(presented)
   // The RM token names no run: anonymous everywhere but `/rm/<target>/…` (requireRmAccess).
-  if (env.RM_TOKEN && digestsEqual(presented, await secretDigest(env.RM_TOKEN))) return { kind: 'anonymous', rmTokenHash: tokenHash }
+  if (env.RM_TOKEN && digestsEqual(presented, await secretDigest(env.RM_TOKEN)))
+    return { kind: 'anonymous', rmTokenHash: tokenHash }
   const runId = await runForTokenHash(env.DB, tokenHash)
   if (!runId) throw new AppError('unauthorized', 'the bearer token is not valid for any run (unknown, or revoked)')
   return { kind: 'run', runId, tokenHash }
@@ -137,7 +156,11 @@ export function resolveRun(): MiddlewareHandler<AppEnv> {
     if (principal.kind === 'anonymous' && !openToAnyone) {
       throw new AppError('unauthorized', `run "${runId}" needs a bearer token (its run token or the admin token)`)
     }
-    if (runId === DEFAULT_RUN_ID && c.env.DEPLOYMENT !== 'local' && backendOf(agentSettingsFor(config, 'scorer')) === 'mock') {
+    if (
+      runId === DEFAULT_RUN_ID &&
+      c.env.DEPLOYMENT !== 'local' &&
+      backendOf(agentSettingsFor(config, 'scorer')) === 'mock'
+    ) {
       throw new AppError(
         'no_judge_configured',
         'the default run grades with the mock heuristic, which is no judge: in production create a run with a judge (POST /runs with ' +
@@ -159,7 +182,8 @@ export function requireRmAccess(): MiddlewareHandler<AppEnv> {
     if (c.env.DEPLOYMENT === 'local') return next()
     const principal = c.get('principal')
     if (principal.kind === 'admin' || (principal.kind === 'anonymous' && principal.rmTokenHash)) return next()
-    if (principal.kind === 'run') throw new AppError('forbidden', 'a run token cannot call /rm/*: use the RM_TOKEN secret or the admin token')
+    if (principal.kind === 'run')
+      throw new AppError('forbidden', 'a run token cannot call /rm/*: use the RM_TOKEN secret or the admin token')
     throw new AppError('unauthorized', '/rm/* needs a bearer token: the RM_TOKEN secret or the admin token')
   }
 }
@@ -169,7 +193,9 @@ export function requireRmAccess(): MiddlewareHandler<AppEnv> {
  * `crypto.subtle.timingSafeEqual` (workerd), else a constant-time loop.
  */
 function digestsEqual(a: Uint8Array, b: Uint8Array): boolean {
-  const subtle = crypto.subtle as SubtleCrypto & { timingSafeEqual?: (left: ArrayBufferView, right: ArrayBufferView) => boolean }
+  const subtle = crypto.subtle as SubtleCrypto & {
+    timingSafeEqual?: (left: ArrayBufferView, right: ArrayBufferView) => boolean
+  }
   if (typeof subtle.timingSafeEqual === 'function') return subtle.timingSafeEqual(a, b)
   let difference = 0
   for (let i = 0; i < a.length; i++) difference |= a[i]! ^ b[i]!

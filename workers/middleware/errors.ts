@@ -14,16 +14,31 @@ export function renderError(error: Error, c: Context<AppEnv>): Response {
   const appError = toAppError(error)
   if (appError.status >= 500 && appError.code === 'internal') console.error(`[${requestId}]`, error)
   if (appError.retryAfterSeconds !== undefined) c.header('retry-after', String(Math.ceil(appError.retryAfterSeconds)))
-  const body = { error: { code: appError.code, message: appError.message, ...(appError.details === undefined ? {} : { details: appError.details }) }, request_id: requestId }
+  const body = {
+    error: {
+      code: appError.code,
+      message: appError.message,
+      ...(appError.details === undefined ? {} : { details: appError.details }),
+    },
+    request_id: requestId,
+  }
   return c.json(body, appError.status as 400)
 }
 
 function toAppError(error: Error): AppError {
   if (error instanceof AppError) return error
   if (error instanceof HTTPException) {
-    if (error.status === 413) return new AppError('payload_too_large', 'the request body is larger than this route takes')
-    return new AppError(error.status === 404 ? 'not_found' : 'invalid_request', error.message || 'bad request', { status: error.status })
+    if (error.status === 413)
+      return new AppError('payload_too_large', 'the request body is larger than this route takes')
+    return new AppError(error.status === 404 ? 'not_found' : 'invalid_request', error.message || 'bad request', {
+      status: error.status,
+    })
   }
-  if (isOverloaded(error)) return new AppError('overloaded', 'the run is taking more requests than it can queue right now; retry after the delay', { retryAfterSeconds: OVERLOAD_RETRY_AFTER_S })
+  if (isOverloaded(error))
+    return new AppError(
+      'overloaded',
+      'the run is taking more requests than it can queue right now; retry after the delay',
+      { retryAfterSeconds: OVERLOAD_RETRY_AFTER_S },
+    )
   return new AppError('internal', 'internal error; the request id identifies it in the logs')
 }

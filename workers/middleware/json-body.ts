@@ -22,7 +22,10 @@ export function jsonBody<T extends z.ZodType>(schema: T): MiddlewareHandler<{ Va
   return async function validateJsonBody(c, next) {
     const contentType = c.req.header('content-type') ?? ''
     if (!/^application\/([\w.+-]+\+)?json\b/i.test(contentType)) {
-      throw new AppError('unsupported_media_type', `send the body as JSON with content-type: application/json (got "${contentType || 'none'}")`)
+      throw new AppError(
+        'unsupported_media_type',
+        `send the body as JSON with content-type: application/json (got "${contentType || 'none'}")`,
+      )
     }
     let text: string
     try {
@@ -42,9 +45,17 @@ export function jsonBody<T extends z.ZodType>(schema: T): MiddlewareHandler<{ Va
     if (hazard) throw new AppError('invalid_request', hazard)
     const parsed = schema.safeParse(raw)
     if (!parsed.success) {
-      const details = parsed.error.issues.map((issue) => ({ path: issue.path.join('.') || '(body)', message: issue.message }))
-      const summary = details.slice(0, 3).map((d) => `${d.path}: ${d.message}`).join('; ')
-      throw new AppError('invalid_request', `the request body does not match the expected shape — ${summary}`, { details })
+      const details = parsed.error.issues.map((issue) => ({
+        path: issue.path.join('.') || '(body)',
+        message: issue.message,
+      }))
+      const summary = details
+        .slice(0, 3)
+        .map((d) => `${d.path}: ${d.message}`)
+        .join('; ')
+      throw new AppError('invalid_request', `the request body does not match the expected shape — ${summary}`, {
+        details,
+      })
     }
     c.set('body', parsed.data)
     await next()
@@ -69,18 +80,22 @@ export function jsonHazard(value: unknown, checkStrings: boolean): string | unde
     const item = stack.pop()!
     const node = item.value
     if (typeof node === 'string') {
-      if (checkStrings && LONE_SURROGATE.test(node)) return `the text at ${where(item)} holds a lone UTF-16 surrogate, which has no UTF-8 form`
+      if (checkStrings && LONE_SURROGATE.test(node))
+        return `the text at ${where(item)} holds a lone UTF-16 surrogate, which has no UTF-8 form`
       continue
     }
     if (typeof node !== 'object' || node === null) continue
-    if (item.depth >= MAX_JSON_DEPTH) return `the body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels (at ${where(item)})`
+    if (item.depth >= MAX_JSON_DEPTH)
+      return `the body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels (at ${where(item)})`
     if (Array.isArray(node)) {
-      for (let index = 0; index < node.length; index++) stack.push({ value: node[index], depth: item.depth + 1, key: String(index), parent: item })
+      for (let index = 0; index < node.length; index++)
+        stack.push({ value: node[index], depth: item.depth + 1, key: String(index), parent: item })
       continue
     }
     for (const key of Object.keys(node)) {
       if (FORBIDDEN_KEYS.has(key)) return `the key "${key}" is not allowed (at ${where(item)})`
-      if (checkStrings && LONE_SURROGATE.test(key)) return `a key at ${where(item)} holds a lone UTF-16 surrogate, which has no UTF-8 form`
+      if (checkStrings && LONE_SURROGATE.test(key))
+        return `a key at ${where(item)} holds a lone UTF-16 surrogate, which has no UTF-8 form`
       stack.push({ value: (node as Record<string, unknown>)[key], depth: item.depth + 1, key, parent: item })
     }
   }

@@ -38,7 +38,8 @@ export function rateLimit(): MiddlewareHandler<AppEnv> {
       const tokenHash = principal.kind === 'run' ? principal.tokenHash : principal.rmTokenHash
       key = tokenHash ? `token:${tokenHash}` : `ip:${c.req.header('cf-connecting-ip') ?? 'unknown'}`
     }
-    if (limiter && !(await limiter.limit({ key })).success) throw rateLimited(c.env, 'too many requests from this caller')
+    if (limiter && !(await limiter.limit({ key })).success)
+      throw rateLimited(c.env, 'too many requests from this caller')
     return next()
   }
 }
@@ -75,7 +76,9 @@ export async function countRefusedCredential(env: Env, ip: string | undefined): 
 /** The 429 for a spent budget, with the seconds to the window's end as Retry-After. */
 function rateLimited(env: Env, what: string): AppError {
   const retryAfterSeconds = secondsToWindowEnd(periodOf(env))
-  return new AppError('rate_limited', `${what}: wait ${retryAfterSeconds} s (Retry-After) and try again`, { retryAfterSeconds })
+  return new AppError('rate_limited', `${what}: wait ${retryAfterSeconds} s (Retry-After) and try again`, {
+    retryAfterSeconds,
+  })
 }
 
 function periodOf(env: Env): number {

@@ -6,7 +6,13 @@ import { applyRubricUpdate, runUpdater, type RubricDiff } from '../../src/agents
 import { llmStats, type LlmCallRecord } from '../../src/llm/index.ts'
 import { formatMemoriesForPrompt } from '../../src/memory/format-memories.ts'
 import { retrieveMemories } from '../../src/memory/retrieval.ts'
-import { trainingStage, type Analysis, type AnalysisRecord, type BatchSummary, type RubricUpdate } from '../../src/schemas/agents.ts'
+import {
+  trainingStage,
+  type Analysis,
+  type AnalysisRecord,
+  type BatchSummary,
+  type RubricUpdate,
+} from '../../src/schemas/agents.ts'
 import type { MemoryDocument } from '../../src/schemas/memory.ts'
 import type { TrainingMetadata } from '../../src/schemas/rollout.ts'
 import { analysisBudgetOf, ledgerShardsOf, type RunConfig } from '../../src/schemas/run-config.ts'
@@ -40,7 +46,11 @@ type Counts = StepUpdateCommit['counts']
  * commits "no change" with the error, so the step still completes.
  * @example await updateInstanceStep(env, job, { lastAttempt: false })
  */
-export async function updateInstanceStep(env: Env, job: StepJob, options: { lastAttempt: boolean }): Promise<StepUpdateOutcome> {
+export async function updateInstanceStep(
+  env: Env,
+  job: StepJob,
+  options: { lastAttempt: boolean },
+): Promise<StepUpdateOutcome> {
   const config = await loadRunConfig(env.DB, job.runId)
   if (!config) throw new Error(`run "${job.runId}" does not exist`)
   const address = { runId: job.runId, instanceId: job.instanceId }
@@ -60,13 +70,30 @@ export async function updateInstanceStep(env: Env, job: StepJob, options: { last
       const result = await instance.commitStepUpdate(address, job.step, commit)
       if (result.state === 'committed') return finish(env, config, job, result.outcome, result.snapshot, models.calls)
       // Another step's update landed while this one was planned: plan again on the rubrics it left.
-      if (plans + 1 >= MAX_REPLANS) throw new Error(`step ${job.step}: the rubrics kept changing while the update was planned`)
+      if (plans + 1 >= MAX_REPLANS)
+        throw new Error(`step ${job.step}: the rubrics kept changing while the update was planned`)
       snapshot = result.snapshot
     }
   } catch (error) {
     if (!options.lastAttempt) throw error
-    const result = await instance.commitStepUpdate(address, job.step, noChange(snapshot, 'update failed; the previous rubrics stay in force', counts, String((error as Error).message ?? error)))
-    return finish(env, config, job, result.state === 'committed' ? result.outcome : unreachable(), result.snapshot, models.calls)
+    const result = await instance.commitStepUpdate(
+      address,
+      job.step,
+      noChange(
+        snapshot,
+        'update failed; the previous rubrics stay in force',
+        counts,
+        String((error as Error).message ?? error),
+      ),
+    )
+    return finish(
+      env,
+      config,
+      job,
+      result.state === 'committed' ? result.outcome : unreachable(),
+      result.snapshot,
+      models.calls,
+    )
   }
 }
 
@@ -81,16 +108,25 @@ export async function abandonInstanceStep(env: Env, job: StepJob, reason: string
   const instance = env.RUBRIC_INSTANCE.getByName(instanceName(job.runId, job.instanceId))
   const snapshot = await instance.snapshot(address)
   const counts: Counts = { rollouts: 0, analysed: 0, failed: 0, reasons: {}, hacking_flags: 0 }
-  const result = await instance.commitStepUpdate(address, job.step, noChange(snapshot, `update abandoned: ${reason}`, counts, reason))
+  const result = await instance.commitStepUpdate(
+    address,
+    job.step,
+    noChange(snapshot, `update abandoned: ${reason}`, counts, reason),
+  )
   if (result.state === 'committed') await finish(env, config, job, result.outcome, result.snapshot, [])
 }
 
 /** The step's rollouts from each shard that took part, after making sure the shard applied the close. */
 async function readStep(env: Env, job: StepJob): Promise<StepRollout[]> {
-  const parts = await Promise.all(job.shards.map(({ shard, keep }) => {
-    const address: ShardAddress = { runId: job.runId, instanceId: job.instanceId, shard }
-    return env.LEDGER.getByName(ledgerName(job.runId, job.instanceId, shard)).stepRollouts(address, { step: job.step, keep })
-  }))
+  const parts = await Promise.all(
+    job.shards.map(({ shard, keep }) => {
+      const address: ShardAddress = { runId: job.runId, instanceId: job.instanceId, shard }
+      return env.LEDGER.getByName(ledgerName(job.runId, job.instanceId, shard)).stepRollouts(address, {
+        step: job.step,
+        keep,
+      })
+    }),
+  )
   return parts.flat()
 }
 
@@ -118,19 +154,30 @@ async function analyseStep(
     throw new Error(`step ${job.step}: all ${todo.length} analyses failed`)
   }
   await recordOnShards(env, job, fresh, byId)
-  const outcomes = new Map(rollouts.flatMap((rollout) => (rollout.analysis ? [[rollout.rollout_id, rollout.analysis] as const] : [])))
+  const outcomes = new Map(
+    rollouts.flatMap((rollout) => (rollout.analysis ? [[rollout.rollout_id, rollout.analysis] as const] : [])),
+  )
   for (const result of fresh) outcomes.set(result.rollout_id, result.analysis)
   const done = selected.flatMap(({ rollout_id }) => {
     const outcome = outcomes.get(rollout_id)
     return outcome?.status === 'done' ? [outcome] : []
   })
   const documents = await memory.get(done.map((outcome) => outcome.document_id))
-  const records = documents.map((doc) => ({ rollout_id: String(doc.data.rollout_id), score: Number(doc.data.score), analysis: doc.data.analysis as Analysis }))
+  const records = documents.map((doc) => ({
+    rollout_id: String(doc.data.rollout_id),
+    score: Number(doc.data.score),
+    analysis: doc.data.analysis as Analysis,
+  }))
   const latest = documents.at(-1)?.data.metadata as TrainingMetadata | undefined
   return {
     records,
     ...(latest ? { latest } : {}),
-    counts: { analysed: done.length, failed: selected.length - done.length, reasons, hacking_flags: done.filter((outcome) => outcome.hacking).length },
+    counts: {
+      analysed: done.length,
+      failed: selected.length - done.length,
+      reasons,
+      hacking_flags: done.filter((outcome) => outcome.hacking).length,
+    },
   }
 }
 
@@ -146,58 +193,111 @@ async function analyseRollouts(
   if (todo.length === 0) return []
   const address = { runId: job.runId, instanceId: job.instanceId }
   const byShard = groupBy(todo, ({ rollout_id }) => byId.get(rollout_id)!.shard)
-  const recorded = (await Promise.all([...byShard].map(([shard, selected]) =>
-    env.LEDGER.getByName(ledgerName(job.runId, job.instanceId, shard)).rollouts({ ...address, shard }, job.step, selected.map(({ rollout_id }) => rollout_id)),
-  ))).flat() as RecordedRollout[]
+  const recorded = (
+    await Promise.all(
+      [...byShard].map(([shard, selected]) =>
+        env.LEDGER.getByName(ledgerName(job.runId, job.instanceId, shard)).rollouts(
+          { ...address, shard },
+          job.step,
+          selected.map(({ rollout_id }) => rollout_id),
+        ),
+      ),
+    )
+  ).flat() as RecordedRollout[]
   const full = new Map(recorded.map((rollout) => [rollout.entry.rollout_id, rollout]))
-  const versions = await env.RUBRIC_INSTANCE.getByName(instanceName(job.runId, job.instanceId)).versions(address, [...new Set(recorded.map((rollout) => rollout.entry.rubric_version))])
+  const versions = await env.RUBRIC_INSTANCE.getByName(instanceName(job.runId, job.instanceId)).versions(address, [
+    ...new Set(recorded.map((rollout) => rollout.entry.rubric_version)),
+  ])
   const analyzer = models.forRole('analyzer')
   const now = new Date().toISOString()
-  const results = await Promise.all(todo.map(async ({ rollout_id, reasons }): Promise<{ rollout_id: string; reasons: AnalysisReason[]; document: MemoryDocument | undefined }> => {
-    const input = full.get(rollout_id)
-    if (!input) return { rollout_id, reasons, document: undefined }
-    try {
-      const analysis = await runAnalyzer(
-        analyzer.model,
-        {
-          rollout: input.rollout, metadata: input.metadata, rubrics: versions[input.entry.rubric_version] ?? [], score: input.entry.score,
-          criteria: input.entry.criteria, gradeMax: config.grade_max, locale: config.locale, prompts: config.prompts,
-        },
-        { maxAttempts: analyzer.settings.max_attempts },
-      )
-      const document: MemoryDocument = {
-        id: await MemoryStore.documentId('analysis', job.runId, job.instanceId, job.step, rollout_id),
-        run_id: job.runId, instance_id: job.instanceId, kind: 'analysis', step: job.step,
-        text: analysisText(rollout_id, input.entry.score, analysis),
-        data: {
-          subject: rollout_id, rollout_id, score: input.entry.score, metadata: input.metadata, analysis, reasons,
-          // A flagged rollout keeps an excerpt as evidence: the ledger deletes the rollout itself a few steps later.
-          ...(analysis.reward_hacking.flag
-            ? { rollout: { input: input.rollout.input.slice(0, EXCERPT_CHARS), output: input.rollout.output.slice(0, EXCERPT_CHARS), truncated: input.rollout.output.length > EXCERPT_CHARS } }
-            : {}),
-        },
-        created_at: now,
-      }
-      return { rollout_id, reasons, document }
-    } catch (error) {
-      console.warn(`[${job.runId}/${job.instanceId} step ${job.step}] analysis of ${rollout_id} failed`, error)
-      return { rollout_id, reasons, document: undefined }
-    }
-  }))
+  const results = await Promise.all(
+    todo.map(
+      async ({
+        rollout_id,
+        reasons,
+      }): Promise<{ rollout_id: string; reasons: AnalysisReason[]; document: MemoryDocument | undefined }> => {
+        const input = full.get(rollout_id)
+        if (!input) return { rollout_id, reasons, document: undefined }
+        try {
+          const analysis = await runAnalyzer(
+            analyzer.model,
+            {
+              rollout: input.rollout,
+              metadata: input.metadata,
+              rubrics: versions[input.entry.rubric_version] ?? [],
+              score: input.entry.score,
+              criteria: input.entry.criteria,
+              gradeMax: config.grade_max,
+              locale: config.locale,
+              prompts: config.prompts,
+            },
+            { maxAttempts: analyzer.settings.max_attempts },
+          )
+          const document: MemoryDocument = {
+            id: await MemoryStore.documentId('analysis', job.runId, job.instanceId, job.step, rollout_id),
+            run_id: job.runId,
+            instance_id: job.instanceId,
+            kind: 'analysis',
+            step: job.step,
+            text: analysisText(rollout_id, input.entry.score, analysis),
+            data: {
+              subject: rollout_id,
+              rollout_id,
+              score: input.entry.score,
+              metadata: input.metadata,
+              analysis,
+              reasons,
+              // A flagged rollout keeps an excerpt as evidence: the ledger deletes the rollout itself a few steps later.
+              ...(analysis.reward_hacking.flag
+                ? {
+                    rollout: {
+                      input: input.rollout.input.slice(0, EXCERPT_CHARS),
+                      output: input.rollout.output.slice(0, EXCERPT_CHARS),
+                      truncated: input.rollout.output.length > EXCERPT_CHARS,
+                    },
+                  }
+                : {}),
+            },
+            created_at: now,
+          }
+          return { rollout_id, reasons, document }
+        } catch (error) {
+          console.warn(`[${job.runId}/${job.instanceId} step ${job.step}] analysis of ${rollout_id} failed`, error)
+          return { rollout_id, reasons, document: undefined }
+        }
+      },
+    ),
+  )
   await memory.put(results.flatMap(({ document }) => (document ? [document] : [])))
   return results.map(({ rollout_id, reasons, document }) => ({
     rollout_id,
     analysis: document
-      ? { status: 'done', document_id: document.id, hacking: (document.data.analysis as Analysis).reward_hacking.flag, reasons }
+      ? {
+          status: 'done',
+          document_id: document.id,
+          hacking: (document.data.analysis as Analysis).reward_hacking.flag,
+          reasons,
+        }
       : { status: 'failed', reasons },
   }))
 }
 
-async function recordOnShards(env: Env, job: StepJob, results: readonly { rollout_id: string; analysis: RolloutAnalysis }[], byId: ReadonlyMap<string, StepRollout>): Promise<void> {
+async function recordOnShards(
+  env: Env,
+  job: StepJob,
+  results: readonly { rollout_id: string; analysis: RolloutAnalysis }[],
+  byId: ReadonlyMap<string, StepRollout>,
+): Promise<void> {
   const byShard = groupBy(results, ({ rollout_id }) => byId.get(rollout_id)!.shard)
-  await Promise.all([...byShard].map(([shard, outcomes]) =>
-    env.LEDGER.getByName(ledgerName(job.runId, job.instanceId, shard)).recordAnalyses({ runId: job.runId, instanceId: job.instanceId, shard }, job.step, outcomes),
-  ))
+  await Promise.all(
+    [...byShard].map(([shard, outcomes]) =>
+      env.LEDGER.getByName(ledgerName(job.runId, job.instanceId, shard)).recordAnalyses(
+        { runId: job.runId, instanceId: job.instanceId, shard },
+        job.step,
+        outcomes,
+      ),
+    ),
+  )
 }
 
 async function planUpdate(
@@ -213,11 +313,18 @@ async function planUpdate(
   const memory = memoryFor(env, job.runId)
   const rubrics = snapshot.rubrics
   // A redelivered job reuses the summary it already remembered, so the updater works from that one.
-  const summary = (await storedStepSummary(memory, job)) ?? (await summarizeAndRemember(memory, models, config, job, analyses.records, rubrics))
-  if (job.step % config.rubric_update_frequency !== 0) return noChange(snapshot, 'summary only: not an update step', counts)
+  const summary =
+    (await storedStepSummary(memory, job)) ??
+    (await summarizeAndRemember(memory, models, config, job, analyses.records, rubrics))
+  if (job.step % config.rubric_update_frequency !== 0)
+    return noChange(snapshot, 'summary only: not an update step', counts)
 
   const queryGenerator = models.forRole('query_generator')
-  const queries = await runQueryGenerator(queryGenerator.model, { summary, rubrics, maxQueries: config.max_queries, locale: config.locale, prompts: config.prompts }, { maxAttempts: queryGenerator.settings.max_attempts })
+  const queries = await runQueryGenerator(
+    queryGenerator.model,
+    { summary, rubrics, maxQueries: config.max_queries, locale: config.locale, prompts: config.prompts },
+    { maxAttempts: queryGenerator.settings.max_attempts },
+  )
   const instanceScope = config.rubrics_mode === 'per_instance' ? job.instanceId : undefined
   const retrieved = await retrieveMemories({
     static: await memory.recentSummaries(job.runId, job.instanceId, job.step - 1, config.static_memory_steps),
@@ -230,17 +337,38 @@ async function planUpdate(
   })
   const latest = analyses.latest
   const updater = models.forRole('updater')
-  const update = await runUpdater(updater.model, {
-    rubrics, summary, memories: formatMemoriesForPrompt(retrieved.static, retrieved.dynamic), step: job.step,
-    stage: trainingStage(latest?.current_step ?? job.step, latest?.total_steps ?? Math.max(1, job.step + 1)),
-    ...(latest?.high_level_goal ? { goal: latest.high_level_goal } : {}),
-    locale: config.locale,
-    prompts: config.prompts,
-  }, { maxAttempts: updater.settings.max_attempts })
-  const applied = applyRubricUpdate(rubrics, update, { version: snapshot.version + 1, createdAt: new Date().toISOString() })
+  const update = await runUpdater(
+    updater.model,
+    {
+      rubrics,
+      summary,
+      memories: formatMemoriesForPrompt(retrieved.static, retrieved.dynamic),
+      step: job.step,
+      stage: trainingStage(latest?.current_step ?? job.step, latest?.total_steps ?? Math.max(1, job.step + 1)),
+      ...(latest?.high_level_goal ? { goal: latest.high_level_goal } : {}),
+      locale: config.locale,
+      prompts: config.prompts,
+    },
+    { maxAttempts: updater.settings.max_attempts },
+  )
+  const applied = applyRubricUpdate(rubrics, update, {
+    version: snapshot.version + 1,
+    createdAt: new Date().toISOString(),
+  })
   const changed = applied.accepted && Object.values(applied.diff).some((ids) => ids.length > 0)
-  if (applied.refused.length > 0) console.warn(`[${job.runId}/${job.instanceId} step ${job.step}] updater proposal partly refused:`, applied.refused)
-  await memory.put([await updateDocument(job, update, applied.diff, applied.refused, changed ? snapshot.version + 1 : snapshot.version, queries, retrieved)])
+  if (applied.refused.length > 0)
+    console.warn(`[${job.runId}/${job.instanceId} step ${job.step}] updater proposal partly refused:`, applied.refused)
+  await memory.put([
+    await updateDocument(
+      job,
+      update,
+      applied.diff,
+      applied.refused,
+      changed ? snapshot.version + 1 : snapshot.version,
+      queries,
+      retrieved,
+    ),
+  ])
   return {
     baseVersion: snapshot.version,
     ...(changed ? { rubrics: applied.rubrics } : {}),
@@ -248,7 +376,9 @@ async function planUpdate(
     rationale: update.rationale,
     diff: { ...applied.diff },
     refused: applied.refused,
-    note: changed ? `${update.strategy} update at step ${job.step}` : `${update.strategy}: no change${applied.accepted ? '' : ' (proposal refused)'}`,
+    note: changed
+      ? `${update.strategy} update at step ${job.step}`
+      : `${update.strategy}: no change${applied.accepted ? '' : ' (proposal refused)'}`,
     counts,
   }
 }
@@ -257,16 +387,39 @@ async function planUpdate(
  * After the commit: every ledger shard of the instance learns the rubrics now in force (so the isolates they answer
  * do too) and that the step's rows may age out; then the coordinator counts the instance done.
  */
-async function finish(env: Env, config: RunConfig, job: StepJob, outcome: StepUpdateOutcome, snapshot: RubricSnapshot, calls: readonly LlmCallRecord[]): Promise<StepUpdateOutcome> {
-  await Promise.all(Array.from({ length: ledgerShardsOf(config) }, (_, shard) =>
-    env.LEDGER.getByName(ledgerName(job.runId, job.instanceId, shard)).stepUpdated({ runId: job.runId, instanceId: job.instanceId, shard }, job.step, snapshot),
-  ))
-  await env.RUN_COORDINATOR.getByName(coordinatorName(job.runId)).instanceUpdated(job.runId, job.step, job.instanceId, outcome, llmStats(calls))
+async function finish(
+  env: Env,
+  config: RunConfig,
+  job: StepJob,
+  outcome: StepUpdateOutcome,
+  snapshot: RubricSnapshot,
+  calls: readonly LlmCallRecord[],
+): Promise<StepUpdateOutcome> {
+  await Promise.all(
+    Array.from({ length: ledgerShardsOf(config) }, (_, shard) =>
+      env.LEDGER.getByName(ledgerName(job.runId, job.instanceId, shard)).stepUpdated(
+        { runId: job.runId, instanceId: job.instanceId, shard },
+        job.step,
+        snapshot,
+      ),
+    ),
+  )
+  await env.RUN_COORDINATOR.getByName(coordinatorName(job.runId)).instanceUpdated(
+    job.runId,
+    job.step,
+    job.instanceId,
+    outcome,
+    llmStats(calls),
+  )
   return outcome
 }
 
 async function storedStepSummary(memory: MemoryStore, job: StepJob): Promise<BatchSummary | undefined> {
-  const ids = await Promise.all((['meta_summary', 'batch_summary'] as const).map((kind) => MemoryStore.documentId(kind, job.runId, job.instanceId, job.step, STEP_SUBJECT)))
+  const ids = await Promise.all(
+    (['meta_summary', 'batch_summary'] as const).map((kind) =>
+      MemoryStore.documentId(kind, job.runId, job.instanceId, job.step, STEP_SUBJECT),
+    ),
+  )
   const [stored] = await memory.get(ids)
   return stored?.data.summary as BatchSummary | undefined
 }
@@ -281,15 +434,29 @@ async function summarizeAndRemember(
 ): Promise<BatchSummary> {
   const summarizer = models.forRole('summarizer')
   const { summary, chunks } = await summarizeStep(summarizer.model, records, config.chunk_size, {
-    rubrics, step: job.step, locale: config.locale, prompts: config.prompts, retry: { maxAttempts: summarizer.settings.max_attempts },
-    concurrency: Math.min(summarizer.settings.concurrency, config.max_concurrent_llm_calls), metaModel: models.forRole('meta_summarizer').model,
+    rubrics,
+    step: job.step,
+    locale: config.locale,
+    prompts: config.prompts,
+    retry: { maxAttempts: summarizer.settings.max_attempts },
+    concurrency: Math.min(summarizer.settings.concurrency, config.max_concurrent_llm_calls),
+    metaModel: models.forRole('meta_summarizer').model,
   })
   await memory.put(await summaryDocuments(job, summary, chunks))
   return summary
 }
 
 function noChange(snapshot: RubricSnapshot, note: string, counts: Counts, error?: string): StepUpdateCommit {
-  return { baseVersion: snapshot.version, strategy: null, rationale: null, diff: null, refused: [], note, counts, ...(error ? { error } : {}) }
+  return {
+    baseVersion: snapshot.version,
+    strategy: null,
+    rationale: null,
+    diff: null,
+    refused: [],
+    note,
+    counts,
+    ...(error ? { error } : {}),
+  }
 }
 
 function unreachable(): never {
@@ -301,18 +468,33 @@ function analysisText(rolloutId: string, score: number, analysis: Analysis): str
   const hacking = analysis.reward_hacking
   return [
     `Rollout ${rolloutId} scored ${score.toFixed(2)}. ${analysis.overall_assessment}`,
-    hacking.flag ? `Reward hacking (${hacking.severity}): ${hacking.tactics.join(', ')}. Evidence: ${hacking.evidence.join(' | ')}` : '',
+    hacking.flag
+      ? `Reward hacking (${hacking.severity}): ${hacking.tactics.join(', ')}. Evidence: ${hacking.evidence.join(' | ')}`
+      : '',
     analysis.rubric_effectiveness ? `Rubrics: ${analysis.rubric_effectiveness}` : '',
     analysis.stage_performance ? `Stage: ${analysis.stage_performance}` : '',
     ...analysis.observations,
-  ].filter(Boolean).join('\n')
+  ]
+    .filter(Boolean)
+    .join('\n')
 }
 
-async function summaryDocuments(job: StepJob, summary: BatchSummary, chunks: BatchSummary[]): Promise<MemoryDocument[]> {
+async function summaryDocuments(
+  job: StepJob,
+  summary: BatchSummary,
+  chunks: BatchSummary[],
+): Promise<MemoryDocument[]> {
   const now = new Date().toISOString()
-  const doc = async (kind: 'batch_summary' | 'meta_summary', subject: string, body: BatchSummary): Promise<MemoryDocument> => ({
+  const doc = async (
+    kind: 'batch_summary' | 'meta_summary',
+    subject: string,
+    body: BatchSummary,
+  ): Promise<MemoryDocument> => ({
     id: await MemoryStore.documentId(kind, job.runId, job.instanceId, job.step, subject),
-    run_id: job.runId, instance_id: job.instanceId, kind, step: job.step,
+    run_id: job.runId,
+    instance_id: job.instanceId,
+    kind,
+    step: job.step,
     text: `Step ${job.step} summary${subject === STEP_SUBJECT ? '' : ` (${subject})`}: ${body.executive_summary}\n${body.memory_entry}\nPatterns: ${body.systemic_patterns.join('; ')}\nReward hacking: ${body.reward_hacking.count} (${body.reward_hacking.tactics.join(', ')})\nPlan: ${body.evolution_plan}`,
     data: { subject, summary: body },
     created_at: now,
@@ -320,15 +502,38 @@ async function summaryDocuments(job: StepJob, summary: BatchSummary, chunks: Bat
   // The step's summary is the batch summary; when the step was chunked, the chunks are batch summaries
   // of their own and the consolidation is the meta summary that stands for the step.
   if (chunks.length === 0) return [await doc('batch_summary', STEP_SUBJECT, summary)]
-  return Promise.all([...chunks.map((chunk, i) => doc('batch_summary', `chunk-${i + 1}`, chunk)), doc('meta_summary', STEP_SUBJECT, summary)])
+  return Promise.all([
+    ...chunks.map((chunk, i) => doc('batch_summary', `chunk-${i + 1}`, chunk)),
+    doc('meta_summary', STEP_SUBJECT, summary),
+  ])
 }
 
-async function updateDocument(job: StepJob, update: RubricUpdate, diff: RubricDiff, refused: string[], version: number, queries: string[], consulted: { static: MemoryDocument[]; dynamic: MemoryDocument[] }): Promise<MemoryDocument> {
+async function updateDocument(
+  job: StepJob,
+  update: RubricUpdate,
+  diff: RubricDiff,
+  refused: string[],
+  version: number,
+  queries: string[],
+  consulted: { static: MemoryDocument[]; dynamic: MemoryDocument[] },
+): Promise<MemoryDocument> {
   return {
     id: await MemoryStore.documentId('rubric_update', job.runId, job.instanceId, job.step),
-    run_id: job.runId, instance_id: job.instanceId, kind: 'rubric_update', step: job.step,
+    run_id: job.runId,
+    instance_id: job.instanceId,
+    kind: 'rubric_update',
+    step: job.step,
     text: `Step ${job.step} rubric update (${update.strategy}) → version ${version}: ${update.rationale}\nAdded ${diff.added.length}, removed ${diff.removed.length}, modified ${diff.modified.length}, reweighted ${diff.reweighted.length}.${refused.length ? `\nRefused: ${refused.join('; ')}` : ''}`,
-    data: { subject: STEP_SUBJECT, update, diff, refused, rubric_version: version, queries, static: consulted.static.map((doc) => doc.id), retrieved: consulted.dynamic.map((doc) => doc.id) },
+    data: {
+      subject: STEP_SUBJECT,
+      update,
+      diff,
+      refused,
+      rubric_version: version,
+      queries,
+      static: consulted.static.map((doc) => doc.id),
+      retrieved: consulted.dynamic.map((doc) => doc.id),
+    },
     created_at: new Date().toISOString(),
   }
 }

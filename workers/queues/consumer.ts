@@ -12,16 +12,19 @@ const STEP_MAX_ATTEMPTS = 6
  */
 export async function handleQueueBatch(batch: MessageBatch<StepJob>, env: Env): Promise<void> {
   const deadLetters = batch.queue.endsWith('-dlq')
-  await Promise.all(batch.messages.map(async (message) => {
-    try {
-      if (deadLetters) await abandonInstanceStep(env, message.body, `dead-lettered after ${message.attempts} deliveries`)
-      else await updateInstanceStep(env, message.body, { lastAttempt: message.attempts >= STEP_MAX_ATTEMPTS })
-      message.ack()
-    } catch (error) {
-      console.error(`[queue ${batch.queue}] step job failed (attempt ${message.attempts})`, error)
-      message.retry({ delaySeconds: Math.min(30, retryBaseSeconds(env) * 2 ** (message.attempts - 1)) })
-    }
-  }))
+  await Promise.all(
+    batch.messages.map(async (message) => {
+      try {
+        if (deadLetters)
+          await abandonInstanceStep(env, message.body, `dead-lettered after ${message.attempts} deliveries`)
+        else await updateInstanceStep(env, message.body, { lastAttempt: message.attempts >= STEP_MAX_ATTEMPTS })
+        message.ack()
+      } catch (error) {
+        console.error(`[queue ${batch.queue}] step job failed (attempt ${message.attempts})`, error)
+        message.retry({ delaySeconds: Math.min(30, retryBaseSeconds(env) * 2 ** (message.attempts - 1)) })
+      }
+    }),
+  )
 }
 
 /** `QUEUE_RETRY_BASE_S` (default 2): the first retry's delay; each later one doubles. */

@@ -51,5 +51,9 @@ export const artifactAdminRoutes = new Hono<AppEnv>()
     const limit = integerQuery(c.req.query('limit'), 'limit', { fallback: DEFAULT_HISTORY, min: 1, max: 1_000 })
     const history = await listDeployments(c.env.DB, target, limit)
     // The newest record is the active deployment (see workers/artifacts/store.ts).
-    return c.json({ target, active_artifact_id: history[0]?.artifact_id ?? null, deployments: history.map(publicRecord) })
+    return c.json({
+      target,
+      active_artifact_id: history[0]?.artifact_id ?? null,
+      deployments: history.map(publicRecord),
+    })
   })

@@ -27,15 +27,27 @@ export const archiveRoutes = new Hono<AppEnv>().get('/archive', async (c) => {
   const run = c.get('run')
   const fromStep = integerQuery(c.req.query('from_step'), 'from_step', { fallback: 0, min: 0 })
   const toStep = integerQuery(c.req.query('to_step'), 'to_step', { fallback: undefined, min: fromStep })
-  const limit = integerQuery(c.req.query('limit'), 'limit', { fallback: ARCHIVE_OBJECTS_PER_RESPONSE, min: 1, max: ARCHIVE_OBJECTS_PER_RESPONSE })
+  const limit = integerQuery(c.req.query('limit'), 'limit', {
+    fallback: ARCHIVE_OBJECTS_PER_RESPONSE,
+    min: 1,
+    max: ARCHIVE_OBJECTS_PER_RESPONSE,
+  })
   const after = c.req.query('after')
   const prefix = archivePrefix(run.id)
-  if (after !== undefined && !after.startsWith(prefix)) throw new AppError('invalid_request', `after must be a key this archive gave (it starts with "${prefix}")`)
+  if (after !== undefined && !after.startsWith(prefix))
+    throw new AppError('invalid_request', `after must be a key this archive gave (it starts with "${prefix}")`)
   const bucket = c.env.ARCHIVE
   if (!run.config.archive) {
-    throw new AppError('archive_disabled', `run "${run.id}" does not archive its rollouts: create it with "archive": true to keep them`)
+    throw new AppError(
+      'archive_disabled',
+      `run "${run.id}" does not archive its rollouts: create it with "archive": true to keep them`,
+    )
   }
-  if (!bucket) throw new AppError('archive_disabled', 'this Worker has no ARCHIVE bucket: bind an R2 bucket as ARCHIVE in wrangler.toml')
+  if (!bucket)
+    throw new AppError(
+      'archive_disabled',
+      'this Worker has no ARCHIVE bucket: bind an R2 bucket as ARCHIVE in wrangler.toml',
+    )
   // '~' sorts after every character an instance id may hold: past all of step from_step - 1.
   const startAfter = after ?? (fromStep > 0 ? `${prefix}${String(fromStep - 1).padStart(6, '0')}/~` : undefined)
   const listed = await bucket.list({ prefix, limit, ...(startAfter ? { startAfter } : {}) })
@@ -51,7 +63,15 @@ export const archiveRoutes = new Hono<AppEnv>().get('/archive', async (c) => {
     lastRead = object.key
     if (step !== undefined) keys.push(object.key)
   }
-  const head: ArchiveLine = { kind: 'run', run_id: run.id, from_step: fromStep, to_step: toStep ?? null, grade_max: run.config.grade_max, locale: run.config.locale, prompts: run.config.prompts }
+  const head: ArchiveLine = {
+    kind: 'run',
+    run_id: run.id,
+    from_step: fromStep,
+    to_step: toStep ?? null,
+    grade_max: run.config.grade_max,
+    locale: run.config.locale,
+    prompts: run.config.prompts,
+  }
   const encoder = new TextEncoder()
   const lines = archiveLines(c.env, run, bucket, keys, finished ? undefined : lastRead)
   const body = new ReadableStream<Uint8Array>({
@@ -68,7 +88,13 @@ export const archiveRoutes = new Hono<AppEnv>().get('/archive', async (c) => {
 })
 
 /** The rubric and rollout lines of each object in turn (one chunk per object), then `more` when there is more to read. */
-async function* archiveLines(env: Env, run: Run, bucket: R2Bucket, keys: readonly string[], more: string | undefined): AsyncGenerator<string> {
+async function* archiveLines(
+  env: Env,
+  run: Run,
+  bucket: R2Bucket,
+  keys: readonly string[],
+  more: string | undefined,
+): AsyncGenerator<string> {
   const sent = new Set<string>()
   for (const key of keys) {
     const object = await bucket.get(key)
@@ -77,11 +103,15 @@ async function* archiveLines(env: Env, run: Run, bucket: R2Bucket, keys: readonl
     // Passed on as stored: only the rubric versions are read.
     const lines = (await object.text()).split('\n').filter((line) => line.trim() !== '')
     const instanceId = archiveKeyParts(key)!.instanceId
-    const versions = new Set(lines.map((line) => (JSON.parse(line) as Pick<ArchivedRollout, 'rubric_version'>).rubric_version))
+    const versions = new Set(
+      lines.map((line) => (JSON.parse(line) as Pick<ArchivedRollout, 'rubric_version'>).rubric_version),
+    )
     const missing = [...versions].filter((version) => !sent.has(`${instanceId}\u0000${version}`))
     const rubricLines: ArchiveLine[] = []
     if (missing.length > 0) {
-      const found: Record<number, Rubric[]> = await env.RUBRIC_INSTANCE.getByName(instanceName(run.id, instanceId)).versions({ runId: run.id, instanceId }, missing)
+      const found: Record<number, Rubric[]> = await env.RUBRIC_INSTANCE.getByName(
+        instanceName(run.id, instanceId),
+      ).versions({ runId: run.id, instanceId }, missing)
       for (const version of missing) {
         sent.add(`${instanceId}\u0000${version}`)
         const rubrics = found[version]

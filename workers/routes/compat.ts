@@ -19,7 +19,12 @@ const TOO_MANY_SAMPLES = `at most ${MAX_BATCH_ITEMS} samples per request: give O
  * Training metadata for trainers that send none: OpenRLHF, slime and group callers have no such field. A request
  * may still send a (partial) `metadata` object; what it leaves out comes from here.
  */
-export const DEFAULT_TRAINING_METADATA: TrainingMetadata = { high_level_goal: 'general', model_size: 'unknown', current_step: 0, total_steps: 1 }
+export const DEFAULT_TRAINING_METADATA: TrainingMetadata = {
+  high_level_goal: 'general',
+  model_size: 'unknown',
+  current_step: 0,
+  total_steps: 1,
+}
 
 const PartialMetadata = TrainingMetadata.partial().optional()
 const Text = z.string().max(200_000)
@@ -28,7 +33,12 @@ const Label = z.unknown()
 /** A part of a chat message's content, as OpenAI-style messages carry it (slime passes dataset messages as they are). */
 const ContentPart = z.looseObject({ type: z.string(), text: z.string().optional() })
 /** A prompt as text or as chat messages (slime and TRL conversational datasets), content as text or a list of parts. */
-const PromptInput = z.union([Text, z.array(z.looseObject({ role: z.string(), content: z.union([z.string(), z.array(ContentPart).max(200), z.null()]) })).max(200)])
+const PromptInput = z.union([
+  Text,
+  z
+    .array(z.looseObject({ role: z.string(), content: z.union([z.string(), z.array(ContentPart).max(200), z.null()]) }))
+    .max(200),
+])
 
 /**
  * The body of `POST /compat/openrlhf` (OpenRLHF `--reward.remote_url` / `--remote_rm_url`): `query` is the decoded
@@ -46,7 +56,12 @@ export const OpenRlhfRequest = z.object({
  * The body of `POST /compat/slime` (slime `--rm-type remote_rm --rm-url`).
  * @example SlimeRequest.parse({ prompt: 'What is 2+2?', response: '4', label: '4' })
  */
-export const SlimeRequest = z.object({ prompt: PromptInput, response: Text, label: Label.optional(), metadata: PartialMetadata })
+export const SlimeRequest = z.object({
+  prompt: PromptInput,
+  response: Text,
+  label: Label.optional(),
+  metadata: PartialMetadata,
+})
 
 /**
  * The body of `POST /score/group`: the responses of one GRPO group to one prompt.
@@ -54,7 +69,10 @@ export const SlimeRequest = z.object({ prompt: PromptInput, response: Text, labe
  */
 export const GroupRequest = z.object({
   prompt: PromptInput,
-  responses: z.array(Text).min(1).max(MAX_GROUP_SIZE, `at most ${MAX_GROUP_SIZE} responses per group: send larger groups as several requests`),
+  responses: z
+    .array(Text)
+    .min(1)
+    .max(MAX_GROUP_SIZE, `at most ${MAX_GROUP_SIZE} responses per group: send larger groups as several requests`),
   reference: Label.optional(),
   metadata: PartialMetadata,
   instance_id: ScoreRequest.shape.instance_id,
@@ -81,17 +99,32 @@ export const compatRoutes = new Hono<AppEnv>()
   .post('/compat/openrlhf', jsonBody(OpenRlhfRequest), async (c) => {
     const { query, prompts, labels, metadata } = c.get('body')
     // OpenRLHF up to 0.9 merges extra_logs by the first server's keys: an empty shard keeps every key.
-    if (query.length === 0 && (prompts ?? []).length === 0 && (labels ?? []).length === 0) return c.json({ rewards: [], scores: [], extra_logs: { rubric_version: [], cached: [], duplicate: [] } })
-    for (const [name, list] of [['prompts', prompts], ['labels', labels]] as const) {
+    if (query.length === 0 && (prompts ?? []).length === 0 && (labels ?? []).length === 0)
+      return c.json({ rewards: [], scores: [], extra_logs: { rubric_version: [], cached: [], duplicate: [] } })
+    for (const [name, list] of [
+      ['prompts', prompts],
+      ['labels', labels],
+    ] as const) {
       if (list && list.length !== query.length) {
-        throw new AppError('invalid_request', `query, prompts and labels must be parallel lists: query has ${query.length} items, ${name} has ${list.length}`)
+        throw new AppError(
+          'invalid_request',
+          `query, prompts and labels must be parallel lists: query has ${query.length} items, ${name} has ${list.length}`,
+        )
       }
     }
     const requests = await Promise.all(
       query.map(async (full, index) => {
         const prompt = prompts?.[index] ?? ''
         const output = responseOf(full, prompt)
-        return scoreRequest(`orlhf-${(await sha256Hex(full)).slice(0, 32)}`, prompt, output, labels?.[index], metadata, undefined, `query.${index}`)
+        return scoreRequest(
+          `orlhf-${(await sha256Hex(full)).slice(0, 32)}`,
+          prompt,
+          output,
+          labels?.[index],
+          metadata,
+          undefined,
+          `query.${index}`,
+        )
       }),
     )
     const results = await scoreAll(scoringScope(c), requests)
@@ -109,7 +142,13 @@ export const compatRoutes = new Hono<AppEnv>()
   .post('/compat/slime', jsonBody(SlimeRequest), async (c) => {
     const { prompt, response, label, metadata } = c.get('body')
     const input = promptText(prompt)
-    const request = scoreRequest(`slime-${(await sha256Hex(`${input}\u0000${response}`)).slice(0, 32)}`, input, response, label, metadata)
+    const request = scoreRequest(
+      `slime-${(await sha256Hex(`${input}\u0000${response}`)).slice(0, 32)}`,
+      input,
+      response,
+      label,
+      metadata,
+    )
     const [result] = await scoreAll(scoringScope(c), [request])
     return c.json(result!)
   })
@@ -118,7 +157,15 @@ export const compatRoutes = new Hono<AppEnv>()
     const input = promptText(prompt)
     const requests = await Promise.all(
       responses.map(async (response, index) =>
-        scoreRequest(`group-${(await sha256Hex(`${input}\u0000${response}`)).slice(0, 32)}`, input, response, reference, metadata, instanceId, `responses.${index}`),
+        scoreRequest(
+          `group-${(await sha256Hex(`${input}\u0000${response}`)).slice(0, 32)}`,
+          input,
+          response,
+          reference,
+          metadata,
+          instanceId,
+          `responses.${index}`,
+        ),
       ),
     )
     const results = await scoreAll(scoringScope(c), requests)
@@ -137,7 +184,8 @@ export const compatRoutes = new Hono<AppEnv>()
   })
 
 /** End-of-turn tokens OpenRLHF leaves in `query` (it decodes with special tokens kept): not part of the answer judged. */
-const TRAILING_SPECIAL_TOKENS = /(?:\s*(?:<\|(?:im_end|endoftext|eot_id|end|eom_id)\|>|<\/s>|<eos>|<end_of_turn>|<\uFF5Cend\u2581of\u2581sentence\uFF5C>))+\s*$/
+const TRAILING_SPECIAL_TOKENS =
+  /(?:\s*(?:<\|(?:im_end|endoftext|eot_id|end|eom_id)\|>|<\/s>|<eos>|<end_of_turn>|<\uFF5Cend\u2581of\u2581sentence\uFF5C>))+\s*$/
 
 /**
  * The response inside an OpenRLHF `query` (prompt + response as decoded): what follows the prompt, found at the start
@@ -186,7 +234,9 @@ export function promptText(prompt: z.infer<typeof PromptInput>): string {
 function contentText(content: z.infer<typeof ContentPart>[] | string | null): string {
   if (content === null) return ''
   if (typeof content === 'string') return content
-  return content.map((part) => (typeof part.text === 'string' ? part.text : `[${part.type.replace(/_url$/, '')}]`)).join('\n')
+  return content
+    .map((part) => (typeof part.text === 'string' ? part.text : `[${part.type.replace(/_url$/, '')}]`))
+    .join('\n')
 }
 
 function labelText(label: unknown): string | null {
@@ -211,8 +261,13 @@ function scoreRequest(
     ...(instanceId === undefined ? {} : { instance_id: instanceId }),
   })
   if (!parsed.success) {
-    const details = parsed.error.issues.map((issue) => ({ path: `${where}: ${issue.path.join('.')}`, message: issue.message }))
-    throw new AppError('invalid_request', `${where} cannot be scored — ${details[0]?.path}: ${details[0]?.message}`, { details })
+    const details = parsed.error.issues.map((issue) => ({
+      path: `${where}: ${issue.path.join('.')}`,
+      message: issue.message,
+    }))
+    throw new AppError('invalid_request', `${where} cannot be scored — ${details[0]?.path}: ${details[0]?.message}`, {
+      details,
+    })
   }
   return parsed.data
 }
@@ -224,7 +279,11 @@ interface ScoringScope {
   requestId: string
 }
 
-function scoringScope(c: { env: Env; get(key: 'run'): AppEnv['Variables']['run']; get(key: 'requestId'): string }): ScoringScope {
+function scoringScope(c: {
+  env: Env
+  get(key: 'run'): AppEnv['Variables']['run']
+  get(key: 'requestId'): string
+}): ScoringScope {
   return { env: c.env, run: c.get('run'), requestId: c.get('requestId') }
 }
 
@@ -236,7 +295,11 @@ function scoringScope(c: { env: Env; get(key: 'run'): AppEnv['Variables']['run']
 async function scoreAll(scope: ScoringScope, requests: readonly ScoreRequest[]): Promise<ScoreResult[]> {
   const { env, run, requestId } = scope
   const models = requestModels(env, run.config)
-  const outcomes = await scoreRollouts({ env, run, scorer: models.forRole('scorer'), calls: models.calls, requestId }, requests, { lookupFirst: true })
+  const outcomes = await scoreRollouts(
+    { env, run, scorer: models.forRole('scorer'), calls: models.calls, requestId },
+    requests,
+    { lookupFirst: true },
+  )
   const scores = outcomes.flatMap((outcome) => (outcome.ok ? [outcome.result] : []))
   recordTelemetry(env, { runId: run.id, requestId, scores, calls: models.calls })
   const failure = outcomes.find((outcome) => !outcome.ok)

@@ -11,5 +11,9 @@ export const healthRoutes = new Hono<AppEnv>()
   .get('/healthz/deep', requireAdmin(), async (c) => {
     const started = Date.now()
     await c.env.DB.prepare('SELECT 1').first()
-    return c.json({ status: 'ok', deployment: c.env.DEPLOYMENT === 'local' ? 'local' : 'production', d1_ms: Date.now() - started })
+    return c.json({
+      status: 'ok',
+      deployment: c.env.DEPLOYMENT === 'local' ? 'local' : 'production',
+      d1_ms: Date.now() - started,
+    })
   })

@@ -2,7 +2,15 @@ import { drizzle } from 'drizzle-orm/d1'
 import { Hono } from 'hono'
 import { AppError } from '../../src/errors/index.ts'
 import { EvalReport, LineageId, TrainingRunManifest, TrainingRunResult } from '../../src/lineage/schemas.ts'
-import { harnessRunsOf, LineageError, listRuns, loadChain, recordEval, recordManifest, recordResult } from '../../src/lineage/store.ts'
+import {
+  harnessRunsOf,
+  LineageError,
+  listRuns,
+  loadChain,
+  recordEval,
+  recordManifest,
+  recordResult,
+} from '../../src/lineage/store.ts'
 import type { AppEnv, Principal } from '../env.ts'
 import { jsonBody } from '../middleware/json-body.ts'
 import { integerQuery } from './query.ts'
@@ -10,15 +18,19 @@ import { integerQuery } from './query.ts'
 /** Admin passes; a run token only for training runs whose manifest names its run (`harness_run_id`); nobody else. */
 async function requireRunAccess(db: D1Database, principal: Principal, runId: string): Promise<void> {
   if (principal.kind === 'admin') return
-  if (principal.kind === 'anonymous') throw new AppError('unauthorized', '/lineage needs a bearer token: the admin token or a run token')
+  if (principal.kind === 'anonymous')
+    throw new AppError('unauthorized', '/lineage needs a bearer token: the admin token or a run token')
   const owner = (await harnessRunsOf(drizzle(db), [runId])).get(runId)
   if (owner === undefined) throw new AppError('not_found', `no training run "${runId}" is recorded`)
-  if (owner !== principal.runId) throw new AppError('forbidden', `training run "${runId}" does not belong to run "${principal.runId}"`)
+  if (owner !== principal.runId)
+    throw new AppError('forbidden', `training run "${runId}" does not belong to run "${principal.runId}"`)
 }
 
 function asAppError(error: unknown): never {
   if (error instanceof LineageError) {
-    throw error.kind === 'conflict' ? new AppError('run_exists', error.message) : new AppError('not_found', error.message)
+    throw error.kind === 'conflict'
+      ? new AppError('run_exists', error.message)
+      : new AppError('not_found', error.message)
   }
   throw error
 }
@@ -38,10 +50,14 @@ export const lineageRoutes = new Hono<AppEnv>()
   .post('/lineage/manifests', jsonBody(TrainingRunManifest), async (c) => {
     const principal = c.get('principal')
     let manifest = c.get('body')
-    if (principal.kind === 'anonymous') throw new AppError('unauthorized', '/lineage needs a bearer token: the admin token or a run token')
+    if (principal.kind === 'anonymous')
+      throw new AppError('unauthorized', '/lineage needs a bearer token: the admin token or a run token')
     if (principal.kind === 'run') {
       if (manifest.harness_run_id !== undefined && manifest.harness_run_id !== principal.runId) {
-        throw new AppError('forbidden', `harness_run_id "${manifest.harness_run_id}" is not this token's run "${principal.runId}"`)
+        throw new AppError(
+          'forbidden',
+          `harness_run_id "${manifest.harness_run_id}" is not this token's run "${principal.runId}"`,
+        )
       }
       manifest = { ...manifest, harness_run_id: principal.runId }
     }
@@ -62,7 +78,8 @@ export const lineageRoutes = new Hono<AppEnv>()
   })
   .get('/lineage/runs/:id', async (c) => {
     const runId = c.req.param('id')
-    if (!LineageId.safeParse(runId).success) throw new AppError('invalid_request', `id: "${runId}" is not a valid training run id`)
+    if (!LineageId.safeParse(runId).success)
+      throw new AppError('invalid_request', `id: "${runId}" is not a valid training run id`)
     await requireRunAccess(c.env.DB, c.get('principal'), runId)
     const chain = await loadChain(drizzle(c.env.DB), runId)
     if (!chain) throw new AppError('not_found', `no training run "${runId}" is recorded`)
@@ -70,9 +87,14 @@ export const lineageRoutes = new Hono<AppEnv>()
   })
   .get('/lineage/runs', async (c) => {
     const principal = c.get('principal')
-    if (principal.kind !== 'admin') throw new AppError(principal.kind === 'run' ? 'forbidden' : 'unauthorized', 'listing training runs needs the admin token')
+    if (principal.kind !== 'admin')
+      throw new AppError(
+        principal.kind === 'run' ? 'forbidden' : 'unauthorized',
+        'listing training runs needs the admin token',
+      )
     const status = c.req.query('status')
-    if (status !== undefined && !['succeeded', 'failed', 'canceled'].includes(status)) throw new AppError('invalid_request', 'status: must be succeeded, failed or canceled')
+    if (status !== undefined && !['succeeded', 'failed', 'canceled'].includes(status))
+      throw new AppError('invalid_request', 'status: must be succeeded, failed or canceled')
     const limit = integerQuery(c.req.query('limit'), 'limit', { fallback: 100, min: 1, max: 1_000 })
     const artifactId = c.req.query('artifact_id')
     const datasetVersion = c.req.query('dataset_version')

@@ -24,15 +24,21 @@ export const memoryRoutes = new Hono<AppEnv>().get('/memory', async (c) => {
   const memory = memoryFor(c.env, run.id)
   if (q !== undefined && q.trim() !== '') {
     const hits = await memory.search({
-      run_id: run.id, text: q.slice(0, 2_000), top_k: count,
-      ...(instanceId ? { instance_id: instanceId } : {}), ...(kind ? { kinds: [kind as MemoryKind] } : {}),
+      run_id: run.id,
+      text: q.slice(0, 2_000),
+      top_k: count,
+      ...(instanceId ? { instance_id: instanceId } : {}),
+      ...(kind ? { kinds: [kind as MemoryKind] } : {}),
     })
     const documents = stepNumber === undefined ? hits : hits.filter((doc) => doc.step === stepNumber)
     return c.json({ run_id: run.id, query: q, documents })
   }
   const documents = await memory.list({
-    run_id: run.id, limit: count,
-    ...(instanceId ? { instance_id: instanceId } : {}), ...(kind ? { kind: kind as MemoryKind } : {}), ...(stepNumber === undefined ? {} : { step: stepNumber }),
+    run_id: run.id,
+    limit: count,
+    ...(instanceId ? { instance_id: instanceId } : {}),
+    ...(kind ? { kind: kind as MemoryKind } : {}),
+    ...(stepNumber === undefined ? {} : { step: stepNumber }),
   })
   return c.json({ run_id: run.id, documents })
 })

@@ -96,7 +96,12 @@ export async function scoreRmBatch(env: Env, chunk: RmChunk, artifact: AnyRmArti
     return Promise.all(part.map(({ index, raw }) => scoreRmItem(scorer, index, raw, chunk.requestId)))
   }
   const judge = env.JUDGE
-  return handOut(chunk.items, here, judge && (async (part) => (await judge.scoreRm({ ...chunk, items: part })) as object[]), chunk.requestId)
+  return handOut(
+    chunk.items,
+    here,
+    judge && (async (part) => (await judge.scoreRm({ ...chunk, items: part })) as object[]),
+    chunk.requestId,
+  )
 }
 
 /**
@@ -111,13 +116,28 @@ export async function scoreRmChunk(env: Env, chunk: RmChunk): Promise<object[]> 
   return Promise.all(chunk.items.map(({ index, raw }) => scoreRmItem(scorer, index, raw, chunk.requestId)))
 }
 
-async function scoreRmItem(scorer: ReturnType<typeof scorerFor>, index: number, raw: unknown, requestId: string): Promise<object> {
+async function scoreRmItem(
+  scorer: ReturnType<typeof scorerFor>,
+  index: number,
+  raw: unknown,
+  requestId: string,
+): Promise<object> {
   const itemStarted = Date.now()
   const ids = idsOf(raw)
   const parsed = RmScoreRequest.safeParse(raw)
   if (!parsed.success) {
-    const problems = parsed.error.issues.slice(0, 3).map((issue) => `${issue.path.join('.') || '(item)'}: ${issue.message}`).join('; ')
-    return { index, ok: false, ...ids, error_code: 'invalid_request', error_message: `the item does not match the expected shape — ${problems}`, latency_ms: elapsed(itemStarted) }
+    const problems = parsed.error.issues
+      .slice(0, 3)
+      .map((issue) => `${issue.path.join('.') || '(item)'}: ${issue.message}`)
+      .join('; ')
+    return {
+      index,
+      ok: false,
+      ...ids,
+      error_code: 'invalid_request',
+      error_message: `the item does not match the expected shape — ${problems}`,
+      latency_ms: elapsed(itemStarted),
+    }
   }
   try {
     return { index, ok: true, ...(await scorer.score(parsed.data)), latency_ms: elapsed(itemStarted) }
@@ -128,11 +148,17 @@ async function scoreRmItem(scorer: ReturnType<typeof scorerFor>, index: number, 
 }
 
 /** The target's active deployment and its artifact; 503 `no_active_artifact` when nothing is deployed there. */
-async function servingArtifact(env: Env, rawTarget: string | undefined): Promise<{ deployment: StoredDeployment; artifact: AnyRmArtifact }> {
+async function servingArtifact(
+  env: Env,
+  rawTarget: string | undefined,
+): Promise<{ deployment: StoredDeployment; artifact: AnyRmArtifact }> {
   const target = parseTarget(rawTarget)
   const deployment = await activeDeployment(env.DB, target)
   if (!deployment) {
-    throw new AppError('no_active_artifact', `target "${target}" has no active artifact: deploy one with POST /admin/targets/${target}/deployments`)
+    throw new AppError(
+      'no_active_artifact',
+      `target "${target}" has no active artifact: deploy one with POST /admin/targets/${target}/deployments`,
+    )
   }
   const artifact = await loadArtifact(env.DB, deployment.artifact_id)
   if (!artifact) throw new Error(`the active artifact ${deployment.artifact_id} of "${target}" is not stored`)
@@ -144,12 +170,19 @@ async function servingArtifact(env: Env, rawTarget: string | undefined): Promise
  * the request's reference in both orders (workers/artifacts/library.ts); an endpoint that vanished since the deploy
  * (a var removed) is a 503, not a 400.
  */
-function scorerFor(env: Env, artifact: AnyRmArtifact, deployment: StoredDeployment): { score(request: RmScoreRequest): Promise<object & { score: number }> } {
+function scorerFor(
+  env: Env,
+  artifact: AnyRmArtifact,
+  deployment: StoredDeployment,
+): { score(request: RmScoreRequest): Promise<object & { score: number }> } {
   try {
     const model = verifierModel(env, artifact, deployment.llm)
-    return artifact.kind === 'library' ? new LibraryArtifactScorer(artifact, model) : new ArtifactScorer(artifact, model)
+    return artifact.kind === 'library'
+      ? new LibraryArtifactScorer(artifact, model)
+      : new ArtifactScorer(artifact, model)
   } catch (error) {
-    if (error instanceof AppError && error.code === 'llm_not_configured') throw new AppError('llm_unavailable', error.message)
+    if (error instanceof AppError && error.code === 'llm_not_configured')
+      throw new AppError('llm_unavailable', error.message)
     throw error
   }
 }
@@ -162,7 +195,8 @@ function itemError(error: unknown, requestId: string): { code: string; message: 
 
 function idsOf(raw: unknown): { prompt_id: string | null; candidate_id: string | null } {
   const item = typeof raw === 'object' && raw !== null ? (raw as Record<string, unknown>) : {}
-  const candidate = typeof item.candidate === 'object' && item.candidate !== null ? (item.candidate as Record<string, unknown>) : {}
+  const candidate =
+    typeof item.candidate === 'object' && item.candidate !== null ? (item.candidate as Record<string, unknown>) : {}
   return {
     prompt_id: typeof item.prompt_id === 'string' ? item.prompt_id : null,
     candidate_id: typeof candidate.candidate_id === 'string' ? candidate.candidate_id : null,

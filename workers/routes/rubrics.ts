@@ -15,11 +15,23 @@ export const rubricRoutes = new Hono<AppEnv>()
     const run = c.get('run')
     const instanceId = resolveInstance(run, c.req.query('instance_id'))
     const address = { runId: run.id, instanceId }
-    const versions: RubricVersionRecord[] = await c.env.RUBRIC_INSTANCE.getByName(instanceName(run.id, instanceId)).history(address)
+    const versions: RubricVersionRecord[] = await c.env.RUBRIC_INSTANCE.getByName(
+      instanceName(run.id, instanceId),
+    ).history(address)
     return c.json({
       run_id: run.id,
       instance_id: instanceId,
-      versions: versions.map(({ version, rubrics, strategy, rationale, step, diff, refused, created_at, note }) => ({ version, rubrics, strategy, rationale, step, diff, refused, note, created_at })),
+      versions: versions.map(({ version, rubrics, strategy, rationale, step, diff, refused, created_at, note }) => ({
+        version,
+        rubrics,
+        strategy,
+        rationale,
+        step,
+        diff,
+        refused,
+        note,
+        created_at,
+      })),
     })
   })
   .get('/rubrics', async (c) => {
@@ -47,7 +59,8 @@ export const rubricRoutes = new Hono<AppEnv>()
 function resolveInstance(run: AppEnv['Variables']['run'], requested: string | undefined): string {
   checkInstanceId(requested)
   if (run.config.rubrics_mode === 'global') {
-    if (requested !== undefined && requested !== 'global') throw new AppError('not_found', `run "${run.id}" is in global mode: its only instance is "global"`)
+    if (requested !== undefined && requested !== 'global')
+      throw new AppError('not_found', `run "${run.id}" is in global mode: its only instance is "global"`)
     return 'global'
   }
   if (requested === undefined) throw new AppError('invalid_request', 'instance_id is required in per_instance mode')

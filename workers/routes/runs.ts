@@ -5,20 +5,34 @@ import type { AppEnv } from '../env.ts'
 import { forgetRunToken, requireAdmin } from '../middleware/auth.ts'
 import { jsonBody } from '../middleware/json-body.ts'
 import { checkRunSecrets } from '../scoring/models.ts'
-import { createRun, DEFAULT_RUN_ID, issueToken, listTokens, loadRunConfig, randomHex, revokeToken } from '../runs/store.ts'
+import {
+  createRun,
+  DEFAULT_RUN_ID,
+  issueToken,
+  listTokens,
+  loadRunConfig,
+  randomHex,
+  revokeToken,
+} from '../runs/store.ts'
 
 /**
  * `POST /runs` (admin) — create a run; the answer carries its bearer token, shown this once.
  */
-export const runAdminRoutes = new Hono<AppEnv>().post('/runs', requireAdmin(), jsonBody(CreateRunRequest), async (c) => {
-  const { run_id: requested, config } = c.get('body')
-  const runId = requested ?? `run-${randomHex(6)}`
-  checkRunSecrets(c.env, config)
-  if (runId === DEFAULT_RUN_ID) throw new AppError('run_exists', 'the default run is configured in config/default-run.json')
-  const created = await createRun(c.env.DB, runId, config)
-  if ('exists' in created) throw new AppError('run_exists', `a run named "${runId}" already exists`)
-  return c.json({ run_id: runId, token: created.token, config, base_path: `/runs/${runId}` }, 201)
-})
+export const runAdminRoutes = new Hono<AppEnv>().post(
+  '/runs',
+  requireAdmin(),
+  jsonBody(CreateRunRequest),
+  async (c) => {
+    const { run_id: requested, config } = c.get('body')
+    const runId = requested ?? `run-${randomHex(6)}`
+    checkRunSecrets(c.env, config)
+    if (runId === DEFAULT_RUN_ID)
+      throw new AppError('run_exists', 'the default run is configured in config/default-run.json')
+    const created = await createRun(c.env.DB, runId, config)
+    if ('exists' in created) throw new AppError('run_exists', `a run named "${runId}" already exists`)
+    return c.json({ run_id: runId, token: created.token, config, base_path: `/runs/${runId}` }, 201)
+  },
+)
 
 /**
  * Run tokens (admin): `POST /runs/:runId/tokens` issues another (a rotation), `GET /runs/:runId/tokens` lists them
@@ -41,17 +55,26 @@ export const runTokenRoutes = new Hono<AppEnv>()
   .delete('/runs/:runId/tokens/:ref', async (c) => {
     const runId = await existingRun(c.env, c.req.param('runId'))
     const reference = c.req.param('ref')
-    if (!/^(rh_[0-9a-f]{8}|[0-9a-f]{8,64})$/i.test(reference)) throw new AppError('invalid_request', 'name the token by its prefix (rh_ and 8 hex digits) or its id (8 or more hex digits of its hash), as GET /runs/:runId/tokens lists them')
+    if (!/^(rh_[0-9a-f]{8}|[0-9a-f]{8,64})$/i.test(reference))
+      throw new AppError(
+        'invalid_request',
+        'name the token by its prefix (rh_ and 8 hex digits) or its id (8 or more hex digits of its hash), as GET /runs/:runId/tokens lists them',
+      )
     const outcome = await revokeToken(c.env.DB, runId, reference, 'admin')
     if ('missing' in outcome) throw new AppError('not_found', `run "${runId}" has no token "${reference}"`)
-    if ('ambiguous' in outcome) throw new AppError('invalid_request', `"${reference}" names ${outcome.ambiguous} tokens of run "${runId}": give more of its id`)
+    if ('ambiguous' in outcome)
+      throw new AppError(
+        'invalid_request',
+        `"${reference}" names ${outcome.ambiguous} tokens of run "${runId}": give more of its id`,
+      )
     const { token_hash: tokenHash, ...revoked } = outcome.revoked
     forgetRunToken(tokenHash)
     return c.json({ run_id: runId, revoked })
   })
 
 async function existingRun(env: AppEnv['Bindings'], runId: string): Promise<string> {
-  if (runId === DEFAULT_RUN_ID) throw new AppError('invalid_request', 'the default run has no tokens of its own (the admin token opens it)')
+  if (runId === DEFAULT_RUN_ID)
+    throw new AppError('invalid_request', 'the default run has no tokens of its own (the admin token opens it)')
   if (!(await loadRunConfig(env.DB, runId))) throw new AppError('run_not_found', `there is no run named "${runId}"`)
   return runId
 }

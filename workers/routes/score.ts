@@ -13,7 +13,11 @@ import { recordTelemetry } from '../telemetry/index.ts'
  * The body of `POST /score/batch`: `/score` bodies, scored together.
  * @example ScoreBatchRequest.parse({ items: [{ rollout: { id: 'r1', input: 'Q', output: 'A' }, metadata }] })
  */
-export const ScoreBatchRequest = z.object({ items: z.array(ScoreRequest).max(MAX_BATCH_ITEMS, `at most ${MAX_BATCH_ITEMS} items per request: send the rest in another`) })
+export const ScoreBatchRequest = z.object({
+  items: z
+    .array(ScoreRequest)
+    .max(MAX_BATCH_ITEMS, `at most ${MAX_BATCH_ITEMS} items per request: send the rest in another`),
+})
 
 /**
  * `POST /score` — grade one rollout against its instance's current rubrics.
@@ -28,7 +32,10 @@ export const scoreRoute = new Hono<AppEnv>()
     const models = requestModels(c.env, run.config)
     let score: ScoreResult | undefined
     try {
-      score = await scoreRollout({ env: c.env, run, scorer: models.forRole('scorer'), calls: models.calls, requestId }, c.get('body'))
+      score = await scoreRollout(
+        { env: c.env, run, scorer: models.forRole('scorer'), calls: models.calls, requestId },
+        c.get('body'),
+      )
       return c.json(score)
     } finally {
       recordTelemetry(c.env, { runId: run.id, requestId, calls: models.calls, ...(score ? { scores: [score] } : {}) })
@@ -39,11 +46,17 @@ export const scoreRoute = new Hono<AppEnv>()
     const requestId = c.get('requestId')
     if (c.get('body').items.length === 0) return c.json({ results: [], request_id: requestId })
     const models = requestModels(c.env, run.config)
-    const outcomes = await scoreRollouts({ env: c.env, run, scorer: models.forRole('scorer'), calls: models.calls, requestId }, c.get('body').items, { lookupFirst: true })
+    const outcomes = await scoreRollouts(
+      { env: c.env, run, scorer: models.forRole('scorer'), calls: models.calls, requestId },
+      c.get('body').items,
+      { lookupFirst: true },
+    )
     const scores = outcomes.flatMap((outcome) => (outcome.ok ? [outcome.result] : []))
     recordTelemetry(c.env, { runId: run.id, requestId, calls: models.calls, scores })
     return c.json({
-      results: outcomes.map((outcome) => (outcome.ok ? outcome.result : { error: { code: outcome.error.code, message: outcome.error.message } })),
+      results: outcomes.map((outcome) =>
+        outcome.ok ? outcome.result : { error: { code: outcome.error.code, message: outcome.error.message } },
+      ),
       request_id: requestId,
     })
   })

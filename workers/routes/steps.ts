@@ -27,21 +27,30 @@ export const stepRoutes = new Hono<AppEnv>()
     const groups = await c.env.RUN_COORDINATOR.getByName(coordinatorName(run.id)).llmCalls()
     return c.json({
       run_id: run.id,
-      calls: groups.map(({ latency_ms, ...group }) => ({ ...group, mean_latency_ms: group.calls ? Math.round(latency_ms / group.calls) : 0 })),
+      calls: groups.map(({ latency_ms, ...group }) => ({
+        ...group,
+        mean_latency_ms: group.calls ? Math.round(latency_ms / group.calls) : 0,
+      })),
     })
   })
   .get('/rubric_status/wait', async (c) => {
     const run = c.get('run')
     const raw = c.req.query('timeout_s')
     // A decimal number (exponent allowed: Python may send 1e-05); Number() alone would read '', ' ' and '0x10'.
-    const requested = raw === undefined ? DEFAULT_WAIT_S : /^\+?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i.test(raw) ? Number(raw) : NaN
+    const requested =
+      raw === undefined ? DEFAULT_WAIT_S : /^\+?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i.test(raw) ? Number(raw) : NaN
     if (!Number.isFinite(requested) || requested < 0) {
       throw new AppError('invalid_request', `timeout_s must be a number of seconds ≥ 0 (got "${raw}")`)
     }
     const timeoutS = Math.min(requested, run.config.max_wait_s)
     const deadline = Date.now() + timeoutS * 1_000
     // A reset of the coordinator (a deploy) drops its waiters: wait again, on a fresh stub, for what is left of the time.
-    const { done, status } = await againAfterReset(() => c.env.RUN_COORDINATOR.getByName(coordinatorName(run.id)).waitForUpdate(run.id, Math.max(0, deadline - Date.now())))
+    const { done, status } = await againAfterReset(() =>
+      c.env.RUN_COORDINATOR.getByName(coordinatorName(run.id)).waitForUpdate(
+        run.id,
+        Math.max(0, deadline - Date.now()),
+      ),
+    )
     if (done) return c.json({ ...status, status: 'updated' as const, mode: run.config.mode, waited_s_max: timeoutS })
     return c.json({ ...status, mode: run.config.mode, waited_s_max: timeoutS, timed_out: true }, 202)
   })

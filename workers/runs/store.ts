@@ -30,14 +30,19 @@ export async function loadRunConfig(db: D1Database, runId: string): Promise<RunC
  * Stores a new run and a fresh bearer token scoped to it; returns the token (shown once, stored hashed).
  * @example const { token } = await createRun(env.DB, 'grpo-1', config)
  */
-export async function createRun(db: D1Database, runId: string, config: RunConfig): Promise<{ token: string } | { exists: true }> {
+export async function createRun(
+  db: D1Database,
+  runId: string,
+  config: RunConfig,
+): Promise<{ token: string } | { exists: true }> {
   const now = new Date().toISOString()
   const orm = drizzle(db)
   const issued = await newToken(runId, now, 'admin')
   try {
     await orm.batch([orm.insert(runs).values({ id: runId, config, createdAt: now }), ...issued.rows(orm)])
   } catch (error) {
-    if (/UNIQUE|PRIMARY KEY/i.test(String((error as Error).message) + String((error as Error).cause ?? ''))) return { exists: true }
+    if (/UNIQUE|PRIMARY KEY/i.test(String((error as Error).message) + String((error as Error).cause ?? '')))
+      return { exists: true }
     throw error
   }
   cache.set(runId, config)
@@ -58,7 +63,11 @@ export interface RunTokenInfo {
  * Issues another token for an existing run (a rotation: revoke the old one once the trainer has the new one).
  * @example const { token, id } = await issueToken(env.DB, 'grpo-1', 'admin')
  */
-export async function issueToken(db: D1Database, runId: string, actor: string): Promise<{ token: string } & RunTokenInfo> {
+export async function issueToken(
+  db: D1Database,
+  runId: string,
+  actor: string,
+): Promise<{ token: string } & RunTokenInfo> {
   const orm = drizzle(db)
   const issued = await newToken(runId, new Date().toISOString(), actor)
   const [token, audit] = issued.rows(orm)
@@ -71,16 +80,26 @@ export async function issueToken(db: D1Database, runId: string, actor: string): 
  * with an audit row; a token already revoked keeps its first revocation time.
  * @example await revokeToken(env.DB, 'grpo-1', 'rh_1a2b3c4d', 'admin') // { revoked: { id: '…', revoked_at: '…' } }
  */
-export async function revokeToken(db: D1Database, runId: string, reference: string, actor: string): Promise<{ revoked: RunTokenInfo & { token_hash: string } } | { missing: true } | { ambiguous: number }> {
+export async function revokeToken(
+  db: D1Database,
+  runId: string,
+  reference: string,
+  actor: string,
+): Promise<{ revoked: RunTokenInfo & { token_hash: string } } | { missing: true } | { ambiguous: number }> {
   const orm = drizzle(db)
-  const matches = (await listTokenRows(db, runId)).filter((row) => row.prefix === reference || row.tokenHash.startsWith(reference.toLowerCase()))
+  const matches = (await listTokenRows(db, runId)).filter(
+    (row) => row.prefix === reference || row.tokenHash.startsWith(reference.toLowerCase()),
+  )
   if (matches.length === 0) return { missing: true }
   if (matches.length > 1) return { ambiguous: matches.length }
   const row = matches[0]!
   if (row.revokedAt) return { revoked: { ...infoOf(row), token_hash: row.tokenHash } }
   const now = new Date().toISOString()
   await orm.batch([
-    orm.update(runTokens).set({ revokedAt: now }).where(and(eq(runTokens.tokenHash, row.tokenHash), isNull(runTokens.revokedAt))),
+    orm
+      .update(runTokens)
+      .set({ revokedAt: now })
+      .where(and(eq(runTokens.tokenHash, row.tokenHash), isNull(runTokens.revokedAt))),
     orm.insert(tokenAudit).values({ runId, tokenId: row.tokenHash.slice(0, 12), action: 'revoked', actor, at: now }),
   ])
   return { revoked: { ...infoOf({ ...row, revokedAt: now }), token_hash: row.tokenHash } }
@@ -99,7 +118,11 @@ export async function listTokens(db: D1Database, runId: string): Promise<RunToke
  * @example const runId = await runForTokenHash(env.DB, await sha256Hex('rh_…'))
  */
 export async function runForTokenHash(db: D1Database, tokenHash: string): Promise<string | undefined> {
-  const row = await drizzle(db).select({ runId: runTokens.runId }).from(runTokens).where(and(eq(runTokens.tokenHash, tokenHash), isNull(runTokens.revokedAt))).get()
+  const row = await drizzle(db)
+    .select({ runId: runTokens.runId })
+    .from(runTokens)
+    .where(and(eq(runTokens.tokenHash, tokenHash), isNull(runTokens.revokedAt)))
+    .get()
   return row?.runId
 }
 
@@ -110,10 +133,11 @@ async function newToken(runId: string, now: string, actor: string) {
   return {
     token,
     info: { id: tokenHash.slice(0, 12), prefix, created_at: now, revoked_at: null } satisfies RunTokenInfo,
-    rows: (orm: ReturnType<typeof drizzle>) => [
-      orm.insert(runTokens).values({ tokenHash, runId, createdAt: now, prefix }),
-      orm.insert(tokenAudit).values({ runId, tokenId: tokenHash.slice(0, 12), action: 'created', actor, at: now }),
-    ] as const,
+    rows: (orm: ReturnType<typeof drizzle>) =>
+      [
+        orm.insert(runTokens).values({ tokenHash, runId, createdAt: now, prefix }),
+        orm.insert(tokenAudit).values({ runId, tokenId: tokenHash.slice(0, 12), action: 'created', actor, at: now }),
+      ] as const,
   }
 }
 
@@ -121,7 +145,12 @@ async function listTokenRows(db: D1Database, runId: string) {
   return drizzle(db).select().from(runTokens).where(eq(runTokens.runId, runId)).orderBy(runTokens.createdAt).all()
 }
 
-function infoOf(row: { tokenHash: string; prefix: string | null; createdAt: string; revokedAt: string | null }): RunTokenInfo {
+function infoOf(row: {
+  tokenHash: string
+  prefix: string | null
+  createdAt: string
+  revokedAt: string | null
+}): RunTokenInfo {
   return { id: row.tokenHash.slice(0, 12), prefix: row.prefix, created_at: row.createdAt, revoked_at: row.revokedAt }
 }
 

@@ -77,14 +77,16 @@ export async function handOut<T, R>(
   requestId: string,
 ): Promise<R[]> {
   if (!away || items.length <= LOCAL_JUDGEMENTS) return here(items)
-  const parts = await Promise.all(chunksOf(items).map(async (part) => {
-    try {
-      return await away(part)
-    } catch (error) {
-      console.error(`[${requestId}] a handed-out chunk of ${part.length} failed; running it here`, error)
-      return here(part)
-    }
-  }))
+  const parts = await Promise.all(
+    chunksOf(items).map(async (part) => {
+      try {
+        return await away(part)
+      } catch (error) {
+        console.error(`[${requestId}] a handed-out chunk of ${part.length} failed; running it here`, error)
+        return here(part)
+      }
+    }),
+  )
   return parts.flat()
 }
 
@@ -93,7 +95,13 @@ export async function handOut<T, R>(
  * other error is thrown.
  * @example const outcome = await judgeOutcome(judge, scorer, config, snapshot, request)
  */
-export async function judgeOutcome(judge: JudgeFn, scorer: RoleModel, config: RunConfig, snapshot: RubricSnapshot, request: ScoreRequest): Promise<ChunkOutcome> {
+export async function judgeOutcome(
+  judge: JudgeFn,
+  scorer: RoleModel,
+  config: RunConfig,
+  snapshot: RubricSnapshot,
+  request: ScoreRequest,
+): Promise<ChunkOutcome> {
   try {
     return { ok: true, judgement: await judge(scorer, config, snapshot, request) }
   } catch (error) {
@@ -107,13 +115,21 @@ export async function judgeOutcome(judge: JudgeFn, scorer: RoleModel, config: Ru
  * fails carries its error. Answers the LLM calls made, for the caller's accounting.
  * @example const { outcomes, calls } = await judgeChunk(env, chunk, judge)
  */
-export async function judgeChunk(env: Env, chunk: JudgeChunk, judge: JudgeFn): Promise<{ outcomes: ChunkOutcome[]; calls: LlmCallRecord[] }> {
+export async function judgeChunk(
+  env: Env,
+  chunk: JudgeChunk,
+  judge: JudgeFn,
+): Promise<{ outcomes: ChunkOutcome[]; calls: LlmCallRecord[] }> {
   const models = requestModels(env, chunk.config)
   const scorer = models.forRole('scorer')
   const outcomes = await Promise.all(
     chunk.items.map(async (item): Promise<ChunkOutcome> => {
       const snapshot = chunk.snapshots[item.instanceId]
-      if (!snapshot) return { ok: false, error: toWire(new AppError('internal', `no rubrics were sent for instance ${item.instanceId}`)) }
+      if (!snapshot)
+        return {
+          ok: false,
+          error: toWire(new AppError('internal', `no rubrics were sent for instance ${item.instanceId}`)),
+        }
       try {
         return await judgeOutcome(judge, scorer, chunk.config, snapshot, item.request)
       } catch (error) {
@@ -130,8 +146,11 @@ export async function judgeChunk(env: Env, chunk: JudgeChunk, judge: JudgeFn): P
  */
 export function toWire(error: AppError): WireError {
   return {
-    code: error.code, message: error.message, status: error.status,
-    ...(error.details === undefined ? {} : { details: error.details }), ...(error.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: error.retryAfterSeconds }),
+    code: error.code,
+    message: error.message,
+    status: error.status,
+    ...(error.details === undefined ? {} : { details: error.details }),
+    ...(error.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: error.retryAfterSeconds }),
   }
 }
 
@@ -140,6 +159,8 @@ export function toWire(error: AppError): WireError {
  */
 export function fromWire(error: WireError): AppError {
   return new AppError(error.code, error.message, {
-    status: error.status, ...(error.details === undefined ? {} : { details: error.details }), ...(error.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: error.retryAfterSeconds }),
+    status: error.status,
+    ...(error.details === undefined ? {} : { details: error.details }),
+    ...(error.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: error.retryAfterSeconds }),
   })
 }

@@ -1,7 +1,20 @@
 import { AppError } from '../../src/errors/index.ts'
-import { createChatModel, instrumentChatModel, LlmError, pLimit, type ChatModel, type LlmCallRecord } from '../../src/llm/index.ts'
+import {
+  createChatModel,
+  instrumentChatModel,
+  LlmError,
+  pLimit,
+  type ChatModel,
+  type LlmCallRecord,
+} from '../../src/llm/index.ts'
 import { canonicalJson } from '../../src/hash/index.ts'
-import { AGENT_ROLES, agentSettingsFor, type AgentRole, type AgentSettings, type RunConfig } from '../../src/schemas/run-config.ts'
+import {
+  AGENT_ROLES,
+  agentSettingsFor,
+  type AgentRole,
+  type AgentSettings,
+  type RunConfig,
+} from '../../src/schemas/run-config.ts'
 import type { Env } from '../env.ts'
 import { checkKeyName, judgeSecrets } from './secrets.ts'
 
@@ -33,12 +46,18 @@ export function requestModels(env: Env, config: RunConfig) {
       try {
         adapter = createChatModel(settings, { secrets: judgeSecrets(env), ...(env.AI ? { ai: env.AI } : {}) })
       } catch (error) {
-        if (error instanceof LlmError) throw new AppError('llm_unavailable', `the ${role} model is not usable: ${error.message}`)
+        if (error instanceof LlmError)
+          throw new AppError('llm_unavailable', `the ${role} model is not usable: ${error.message}`)
         throw error
       }
       adapters.set(adapterKey, adapter)
     }
-    const model = instrumentChatModel(adapter, { role, log: calls, roleLimit: pLimit(settings.concurrency), totalLimit })
+    const model = instrumentChatModel(adapter, {
+      role,
+      log: calls,
+      roleLimit: pLimit(settings.concurrency),
+      totalLimit,
+    })
     return { model, settings, signature: `${adapter.id}|${signature}`, label: adapter.id }
   }
   return { forRole, calls }
@@ -51,7 +70,14 @@ function keysOf(settings: AgentSettings): { signature: string; adapterKey: strin
   let keys = settingsKeys.get(settings)
   if (!keys) {
     keys = {
-      signature: canonicalJson({ backend: settings.backend, model: settings.model, base_url: settings.base_url ?? null, temperature: settings.temperature, max_tokens: settings.max_tokens, seed: settings.seed ?? null }),
+      signature: canonicalJson({
+        backend: settings.backend,
+        model: settings.model,
+        base_url: settings.base_url ?? null,
+        temperature: settings.temperature,
+        max_tokens: settings.max_tokens,
+        seed: settings.seed ?? null,
+      }),
       // Every setting the adapter is built from keys it, so runs never share a timeout or an API key.
       adapterKey: canonicalJson(settings),
     }
@@ -69,7 +95,8 @@ export function checkRunSecrets(env: Env, config: RunConfig): void {
     const settings = role === 'default' ? config.agents.default : config.agents[role]
     if (settings?.api_key_env) checkKeyName(env, settings.api_key_env, `agents.${role}.api_key_env`, 'invalid_request')
     for (const [header, value] of Object.entries(settings?.headers ?? {})) {
-      if (typeof value !== 'string') checkKeyName(env, value.secret, `agents.${role}.headers.${header}`, 'invalid_request')
+      if (typeof value !== 'string')
+        checkKeyName(env, value.secret, `agents.${role}.headers.${header}`, 'invalid_request')
     }
   }
 }

@@ -11,7 +11,10 @@ export const OVERLOAD_RETRY_AFTER_S = 1
 export function isOverloaded(error: unknown): boolean {
   const marked = error as { overloaded?: unknown; message?: unknown } | null | undefined
   if (marked?.overloaded === true) return true
-  return typeof marked?.message === 'string' && /\boverloaded\b|too many requests queued|D1_ERROR.*(?:overloaded|too many requests)/i.test(marked.message)
+  return (
+    typeof marked?.message === 'string' &&
+    /\boverloaded\b|too many requests queued|D1_ERROR.*(?:overloaded|too many requests)/i.test(marked.message)
+  )
 }
 
 /**
@@ -24,7 +27,11 @@ export async function durableObjectCall<T>(call: () => Promise<T>): Promise<T> {
     return await call()
   } catch (error) {
     if (isOverloaded(error)) {
-      throw new AppError('overloaded', 'the run is taking more requests than its ledger can queue right now; retry after the delay', { retryAfterSeconds: OVERLOAD_RETRY_AFTER_S })
+      throw new AppError(
+        'overloaded',
+        'the run is taking more requests than its ledger can queue right now; retry after the delay',
+        { retryAfterSeconds: OVERLOAD_RETRY_AFTER_S },
+      )
     }
     throw error
   }

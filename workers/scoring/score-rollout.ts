@@ -62,33 +62,70 @@ export async function scoreRollout(ctx: ScoreContext, request: ScoreRequest): Pr
  * Results come back in order; one item's failure does not fail the others.
  * @example const outcomes = await scoreRollouts(ctx, requests, { lookupFirst: true })
  */
-export async function scoreRollouts(ctx: ScoreContext, requests: readonly ScoreRequest[], options: { lookupFirst: boolean }): Promise<ItemOutcome[]> {
+export async function scoreRollouts(
+  ctx: ScoreContext,
+  requests: readonly ScoreRequest[],
+  options: { lookupFirst: boolean },
+): Promise<ItemOutcome[]> {
   const { run } = ctx
   const shards = ledgerShardsOf(run.config)
-  const items: Item[] = await Promise.all(requests.map(async (request, index) => {
-    const instanceId = await resolveInstanceId(run.config, request)
-    return {
-      index,
-      request,
-      address: { runId: run.id, instanceId, shard: ledgerShardOf(request.rollout.id, shards) },
-      key: await judgementKey(ctx.scorer.signature, run.config.locale, run.config.grade_max, request.rollout, request.metadata, run.config.prompts),
-      tactics: injectionTactics(request.rollout.output),
-    }
-  }))
-  const lookups = byShard(items.filter((item) => options.lookupFirst || !rubricCache.current(run.id, item.address.instanceId, item.request.metadata.current_step)))
+  const items: Item[] = await Promise.all(
+    requests.map(async (request, index) => {
+      const instanceId = await resolveInstanceId(run.config, request)
+      return {
+        index,
+        request,
+        address: { runId: run.id, instanceId, shard: ledgerShardOf(request.rollout.id, shards) },
+        key: await judgementKey(
+          ctx.scorer.signature,
+          run.config.locale,
+          run.config.grade_max,
+          request.rollout,
+          request.metadata,
+          run.config.prompts,
+        ),
+        tactics: injectionTactics(request.rollout.output),
+      }
+    }),
+  )
+  const lookups = byShard(
+    items.filter(
+      (item) =>
+        options.lookupFirst ||
+        !rubricCache.current(run.id, item.address.instanceId, item.request.metadata.current_step),
+    ),
+  )
   await Promise.all([...lookups.values()].map((group) => recordOnShard(ctx, group, false)))
-  await judgeItems(ctx, items.filter((item) => !item.outcome))
+  await judgeItems(
+    ctx,
+    items.filter((item) => !item.outcome),
+  )
   const groups = [...byShard(items.filter((item) => !item.outcome)).values()]
   const stats = llmStats(ctx.calls)
   await Promise.all(groups.map((group, position) => recordOnShard(ctx, group, true, position === 0 ? stats : [])))
   if (groups.length === 0 && stats.length > 0) await sendStatsOnly(ctx, items[0]!.address, stats)
-  const outcomes = items.map((item) => item.outcome ?? { ok: false as const, error: new AppError('internal', `rollout ${item.request.rollout.id} was neither recorded nor refused`) })
+  const outcomes = items.map(
+    (item) =>
+      item.outcome ?? {
+        ok: false as const,
+        error: new AppError('internal', `rollout ${item.request.rollout.id} was neither recorded nor refused`),
+      },
+  )
   if (run.config.mode !== 'sync') return outcomes
-  return Promise.all(outcomes.map((outcome, index) => (outcome.ok && !outcome.result.duplicate ? settleSync(ctx, items[index]!, outcome.result) : outcome)))
+  return Promise.all(
+    outcomes.map((outcome, index) =>
+      outcome.ok && !outcome.result.duplicate ? settleSync(ctx, items[index]!, outcome.result) : outcome,
+    ),
+  )
 }
 
 /** One ledger call for items of one shard: a lookup (no judgements) or the record of their judgements. */
-async function recordOnShard(ctx: ScoreContext, group: Item[], withJudgements: boolean, stats: ReturnType<typeof llmStats> = []): Promise<void> {
+async function recordOnShard(
+  ctx: ScoreContext,
+  group: Item[],
+  withJudgements: boolean,
+  stats: ReturnType<typeof llmStats> = [],
+): Promise<void> {
   const { env, run } = ctx
   const address = group[0]!.address
   const known = rubricCache.get(run.id, address.instanceId)?.version ?? 0
@@ -97,29 +134,62 @@ async function recordOnShard(ctx: ScoreContext, group: Item[], withJudgements: b
     metadata: item.request.metadata,
     ...(item.tactics.length ? { tactics: item.tactics } : {}),
     ...(withJudgements && item.judged
-      ? { judged: { rubricVersion: item.judged.version, score: item.judged.judgement.score, criteria: item.judged.judgement.criteria, cached: item.judged.cached, judgeModel: ctx.scorer.label } }
+      ? {
+          judged: {
+            rubricVersion: item.judged.version,
+            score: item.judged.judgement.score,
+            criteria: item.judged.judgement.criteria,
+            cached: item.judged.cached,
+            judgeModel: ctx.scorer.label,
+          },
+        }
       : {}),
   }))
   let reply: RecordReply
   try {
-    reply = await durableObjectCall(() => againAfterReset(() => env.LEDGER.getByName(ledgerName(run.id, address.instanceId, address.shard)).record(address, submissions, known, stats)))
+    reply = await durableObjectCall(() =>
+      againAfterReset(() =>
+        env.LEDGER.getByName(ledgerName(run.id, address.instanceId, address.shard)).record(
+          address,
+          submissions,
+          known,
+          stats,
+        ),
+      ),
+    )
   } catch (error) {
-    const refused = error instanceof AppError ? error : new AppError('internal', 'the ledger could not record the rollout')
+    const refused =
+      error instanceof AppError ? error : new AppError('internal', 'the ledger could not record the rollout')
     if (!(error instanceof AppError)) console.error(`[${ctx.requestId}] ledger call failed`, error)
     for (const item of group) item.outcome = { ok: false, error: refused }
     return
   }
-  rubricCache.offer(run.id, address.instanceId, reply.snapshot, Math.max(...group.map((item) => item.request.metadata.current_step)))
+  rubricCache.offer(
+    run.id,
+    address.instanceId,
+    reply.snapshot,
+    Math.max(...group.map((item) => item.request.metadata.current_step)),
+  )
   reply.answers.forEach((answer, position) => {
     const item = group[position]!
-    if (answer.kind === 'recorded') item.outcome = { ok: true, result: toResult(ctx, item.address.instanceId, answer.entry, answer.duplicate) }
+    if (answer.kind === 'recorded')
+      item.outcome = { ok: true, result: toResult(ctx, item.address.instanceId, answer.entry, answer.duplicate) }
   })
 }
 
-async function sendStatsOnly(ctx: ScoreContext, address: ShardAddress, stats: ReturnType<typeof llmStats>): Promise<void> {
+async function sendStatsOnly(
+  ctx: ScoreContext,
+  address: ShardAddress,
+  stats: ReturnType<typeof llmStats>,
+): Promise<void> {
   const known = rubricCache.get(ctx.run.id, address.instanceId)?.version ?? 0
   try {
-    await ctx.env.LEDGER.getByName(ledgerName(ctx.run.id, address.instanceId, address.shard)).record(address, [], known, stats)
+    await ctx.env.LEDGER.getByName(ledgerName(ctx.run.id, address.instanceId, address.shard)).record(
+      address,
+      [],
+      known,
+      stats,
+    )
   } catch (error) {
     console.error(`[${ctx.requestId}] could not hand the scorer's LLM calls to the ledger`, error)
   }
@@ -136,7 +206,10 @@ async function judgeItems(ctx: ScoreContext, items: readonly Item[]): Promise<vo
   for (const item of items) {
     const snapshot = rubricCache.get(run.id, item.address.instanceId)
     if (!snapshot) {
-      item.outcome = { ok: false, error: new AppError('internal', 'no rubrics for the instance after the ledger lookup') }
+      item.outcome = {
+        ok: false,
+        error: new AppError('internal', 'no rubrics for the instance after the ledger lookup'),
+      }
       continue
     }
     const cached = judgementCache.get(run.id, item.address.instanceId, snapshot.version, item.key)
@@ -144,23 +217,41 @@ async function judgeItems(ctx: ScoreContext, items: readonly Item[]): Promise<vo
     else toJudge.push({ item, snapshot })
   }
   // Identical content in one batch is judged once: the first copy pays for it.
-  const groups = [...groupBy(toJudge, ({ item, snapshot }) => `${item.address.instanceId}\u0000${snapshot.version}\u0000${item.key}`).values()]
+  const groups = [
+    ...groupBy(
+      toJudge,
+      ({ item, snapshot }) => `${item.address.instanceId}\u0000${snapshot.version}\u0000${item.key}`,
+    ).values(),
+  ]
   type Group = (typeof groups)[number]
   const first = (same: Group) => same[0]!
   const judgeHere = async (part: readonly Group[]) => {
     const limit = pLimit(ITEM_CONCURRENCY)
-    return Promise.all(part.map((same) => limit(() => judgeOutcome(judgeOnRubrics, ctx.scorer, run.config, first(same).snapshot, first(same).item.request))))
+    return Promise.all(
+      part.map((same) =>
+        limit(() =>
+          judgeOutcome(judgeOnRubrics, ctx.scorer, run.config, first(same).snapshot, first(same).item.request),
+        ),
+      ),
+    )
   }
   const judgeService = ctx.env.JUDGE
-  const judgeAway = judgeService && (async (part: Group[]) => {
-    const reply: { outcomes: ChunkOutcome[]; calls: LlmCallRecord[] } = await judgeService.judge({
-      runId: run.id, config: run.config, requestId: ctx.requestId,
-      snapshots: Object.fromEntries(part.map((same) => [first(same).item.address.instanceId, first(same).snapshot])),
-      items: part.map((same) => ({ instanceId: first(same).item.address.instanceId, request: first(same).item.request })),
+  const judgeAway =
+    judgeService &&
+    (async (part: Group[]) => {
+      const reply: { outcomes: ChunkOutcome[]; calls: LlmCallRecord[] } = await judgeService.judge({
+        runId: run.id,
+        config: run.config,
+        requestId: ctx.requestId,
+        snapshots: Object.fromEntries(part.map((same) => [first(same).item.address.instanceId, first(same).snapshot])),
+        items: part.map((same) => ({
+          instanceId: first(same).item.address.instanceId,
+          request: first(same).item.request,
+        })),
+      })
+      ctx.calls.push(...reply.calls)
+      return reply.outcomes
     })
-    ctx.calls.push(...reply.calls)
-    return reply.outcomes
-  })
   const outcomes = await handOut(groups, judgeHere, judgeAway, ctx.requestId)
   groups.forEach((same, index) => {
     const outcome = outcomes[index]!
@@ -179,7 +270,15 @@ async function settleSync(ctx: ScoreContext, item: Item, result: ScoreResult): P
   const { address } = item
   // The wait is on the rollout's own shard, which the update's commit wakes with the new rubrics; a reset of the
   // shard drops its waiters: wait again, on a fresh stub, for what is left of the time.
-  const released = await durableObjectCall(() => againAfterReset(() => env.LEDGER.getByName(ledgerName(run.id, address.instanceId, address.shard)).awaitUpdate(address, result.step, Math.max(0, deadline - Date.now()))))
+  const released = await durableObjectCall(() =>
+    againAfterReset(() =>
+      env.LEDGER.getByName(ledgerName(run.id, address.instanceId, address.shard)).awaitUpdate(
+        address,
+        result.step,
+        Math.max(0, deadline - Date.now()),
+      ),
+    ),
+  )
   if (!released) return { ok: true, result: { ...result, update_pending: true } }
   rubricCache.offer(run.id, address.instanceId, released, item.request.metadata.current_step)
   const snapshot = rubricCache.get(run.id, address.instanceId)!
@@ -188,7 +287,16 @@ async function settleSync(ctx: ScoreContext, item: Item, result: ScoreResult): P
     const cached = judgementCache.get(run.id, address.instanceId, snapshot.version, item.key)
     const judgement = cached ?? (await judgeOnRubrics(ctx.scorer, run.config, snapshot, item.request))
     if (!cached) judgementCache.set(run.id, address.instanceId, snapshot.version, item.key, judgement)
-    return { ok: true, result: { ...result, score: judgement.score, criteria: judgement.criteria, rubric_version: snapshot.version, cached: Boolean(cached) } }
+    return {
+      ok: true,
+      result: {
+        ...result,
+        score: judgement.score,
+        criteria: judgement.criteria,
+        rubric_version: snapshot.version,
+        cached: Boolean(cached),
+      },
+    }
   } catch (error) {
     if (error instanceof AppError) return { ok: false, error }
     throw error
@@ -200,24 +308,44 @@ async function settleSync(ctx: ScoreContext, item: Item, result: ScoreResult): P
  * AppError (503 with Retry-After when it may heal, 502 when the model answered but never validly).
  * @example const judgement = await judgeOnRubrics(models.forRole('scorer'), run.config, snapshot, request)
  */
-export async function judgeOnRubrics(scorer: RoleModel, config: RunConfig, snapshot: RubricSnapshot, request: ScoreRequest): Promise<Judgement> {
+export async function judgeOnRubrics(
+  scorer: RoleModel,
+  config: RunConfig,
+  snapshot: RubricSnapshot,
+  request: ScoreRequest,
+): Promise<Judgement> {
   const { settings, model } = scorer
   let attempts = 1
   try {
     return await judgeRollout(
       model,
-      { rubrics: snapshot.rubrics, rollout: request.rollout, metadata: request.metadata, gradeMax: config.grade_max, locale: config.locale, prompts: config.prompts },
-      { maxAttempts: settings.max_attempts, maxDelayMs: Math.min(8_000, settings.timeout_ms), onRetry: () => void attempts++ },
+      {
+        rubrics: snapshot.rubrics,
+        rollout: request.rollout,
+        metadata: request.metadata,
+        gradeMax: config.grade_max,
+        locale: config.locale,
+        prompts: config.prompts,
+      },
+      {
+        maxAttempts: settings.max_attempts,
+        maxDelayMs: Math.min(8_000, settings.timeout_ms),
+        onRetry: () => void attempts++,
+      },
     )
   } catch (error) {
     if (!(error instanceof LlmError)) throw error
     // A refused request (bad key, unknown model) will not heal on retry: no Retry-After for it.
     const transient = error.kind !== 'invalid_reply' && error.kind !== 'bad_request'
-    throw new AppError('llm_unavailable', `the scoring model failed after ${attempts} attempt${attempts === 1 ? '' : 's'}: ${error.message}`, {
-      status: transient ? 503 : 502,
-      details: { failure: error.kind, attempts },
-      ...(transient ? { retryAfterSeconds: error.retryAfterSeconds ?? 5 } : {}),
-    })
+    throw new AppError(
+      'llm_unavailable',
+      `the scoring model failed after ${attempts} attempt${attempts === 1 ? '' : 's'}: ${error.message}`,
+      {
+        status: transient ? 503 : 502,
+        details: { failure: error.kind, attempts },
+        ...(transient ? { retryAfterSeconds: error.retryAfterSeconds ?? 5 } : {}),
+      },
+    )
   }
 }
 

@@ -10,7 +10,10 @@ export const RESERVED_SECRETS: ReadonlySet<string> = new Set(['ADMIN_TOKEN', 'RM
  * @example judgeKeyNames({ JUDGE_KEY_NAMES: 'VLLM_KEY, OPENAI_API_KEY' } as Env) // Set { 'VLLM_KEY', 'OPENAI_API_KEY' }
  */
 export function judgeKeyNames(env: Env): Set<string> {
-  const listed = (env.JUDGE_KEY_NAMES ?? '').split(',').map((name) => name.trim()).filter(Boolean)
+  const listed = (env.JUDGE_KEY_NAMES ?? '')
+    .split(',')
+    .map((name) => name.trim())
+    .filter(Boolean)
   return new Set(listed.filter((name) => !RESERVED_SECRETS.has(name)))
 }
 
@@ -19,13 +22,28 @@ export function judgeKeyNames(env: Env): Set<string> {
  * not listed in `JUDGE_KEY_NAMES`, or one the Worker does not have.
  * @example checkKeyName(env, 'ADMIN_TOKEN', 'agents.scorer.api_key_env', 'invalid_request') // throws 400
  */
-export function checkKeyName(env: Env, name: string, field: string, code: 'invalid_request' | 'llm_not_configured'): void {
-  if (RESERVED_SECRETS.has(name)) throw new AppError(code, `${field} may not name "${name}": it is one of this Worker's own secrets, never sent to an LLM endpoint`)
+export function checkKeyName(
+  env: Env,
+  name: string,
+  field: string,
+  code: 'invalid_request' | 'llm_not_configured',
+): void {
+  if (RESERVED_SECRETS.has(name))
+    throw new AppError(
+      code,
+      `${field} may not name "${name}": it is one of this Worker's own secrets, never sent to an LLM endpoint`,
+    )
   if (!judgeKeyNames(env).has(name)) {
-    throw new AppError(code, `${field} names "${name}", which this Worker does not let configs use: list it in the var JUDGE_KEY_NAMES (now "${env.JUDGE_KEY_NAMES ?? ''}") and set the secret with \`wrangler secret put ${name}\``)
+    throw new AppError(
+      code,
+      `${field} names "${name}", which this Worker does not let configs use: list it in the var JUDGE_KEY_NAMES (now "${env.JUDGE_KEY_NAMES ?? ''}") and set the secret with \`wrangler secret put ${name}\``,
+    )
   }
   if (typeof (env as unknown as Record<string, unknown>)[name] !== 'string') {
-    throw new AppError(code, `${field} names "${name}", but this Worker has no such secret (set it with \`wrangler secret put ${name}\` or in .dev.vars)`)
+    throw new AppError(
+      code,
+      `${field} names "${name}", but this Worker has no such secret (set it with \`wrangler secret put ${name}\` or in .dev.vars)`,
+    )
   }
 }
 

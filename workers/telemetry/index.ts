@@ -8,7 +8,10 @@ import type { Env } from '../env.ts'
  * per-step aggregates the coordinator keeps are what the dashboard reads either way. Never blocks, never throws.
  * @example recordTelemetry(env, { runId, requestId, scores: [result], calls: models.calls })
  */
-export function recordTelemetry(env: Env, records: { runId: string; requestId: string; scores?: readonly ScoreResult[]; calls: readonly LlmCallRecord[] }): number {
+export function recordTelemetry(
+  env: Env,
+  records: { runId: string; requestId: string; scores?: readonly ScoreResult[]; calls: readonly LlmCallRecord[] },
+): number {
   const dataset = env.TELEMETRY
   if (!dataset) return 0
   let points = 0
@@ -16,7 +19,13 @@ export function recordTelemetry(env: Env, records: { runId: string; requestId: s
     for (const score of records.scores ?? []) {
       dataset.writeDataPoint({
         indexes: [records.runId],
-        blobs: ['score', score.instance_id, score.rollout_id, records.requestId, score.duplicate ? 'duplicate' : score.cached ? 'cached' : 'judged'],
+        blobs: [
+          'score',
+          score.instance_id,
+          score.rollout_id,
+          records.requestId,
+          score.duplicate ? 'duplicate' : score.cached ? 'cached' : 'judged',
+        ],
         doubles: [score.score, score.step, score.rubric_version],
       })
       points++
@@ -34,4 +43,3 @@ export function recordTelemetry(env: Env, records: { runId: string; requestId: s
   }
   return points
 }
-

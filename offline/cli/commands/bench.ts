@@ -60,9 +60,14 @@ interface BenchFlags {
 export function register(program: Command, cli: CliContext): void {
   program
     .command('bench')
-    .description('measure a scorer on a preference dataset: pairwise (both orders), swap-consistent, K-way and tail accuracy with 95% intervals')
+    .description(
+      'measure a scorer on a preference dataset: pairwise (both orders), swap-consistent, K-way and tail accuracy with 95% intervals',
+    )
     .requiredOption('--dataset <file>', 'the dataset (autosr, LLMBar, JudgeBench or chosen/rejected; JSON or JSONL)')
-    .requiredOption('--scorer <spec>', 'mock | rubric:<file> | artifact:<file> | url:<base>#<target> | library:<dir> (see below)')
+    .requiredOption(
+      '--scorer <spec>',
+      'mock | rubric:<file> | artifact:<file> | url:<base>#<target> | library:<dir> (see below)',
+    )
     .option('--out <file.json>', 'also write the JSON report to this file')
     .option('--concurrency <n>', 'scorer calls in flight at once', '4')
     .option('--seed <n>', 'seed of the verifier, the opaque candidate ids and the bootstrap', '0')
@@ -70,8 +75,15 @@ export function register(program: Command, cli: CliContext): void {
     .option('--bootstrap <n>', 'bootstrap resamples for percentile intervals (0 = none)', '0')
     .option('--group <name>', 'group of prompts that have none', 'all')
     .option('--token <token>', 'bearer token for url: (default: env RM_TOKEN)')
-    .option('--request-timeout <s>', 'url: seconds to wait for each batch_score answer before its items count as failures', '300')
-    .option('--llm-base-url <url>', 'grade mock/rubric/artifact with an OpenAI-compatible model at this base URL (with --llm-model) instead of the mock model')
+    .option(
+      '--request-timeout <s>',
+      'url: seconds to wait for each batch_score answer before its items count as failures',
+      '300',
+    )
+    .option(
+      '--llm-base-url <url>',
+      'grade mock/rubric/artifact with an OpenAI-compatible model at this base URL (with --llm-model) instead of the mock model',
+    )
     .option('--llm-model <name>', 'the model for --llm-base-url')
     .option('--llm-api-key <key>', 'API key for --llm-base-url (default: env OPENAI_API_KEY, else "none")')
     .addHelpText('after', HELP_AFTER)
@@ -80,10 +92,20 @@ export function register(program: Command, cli: CliContext): void {
       const seed = integer(options.seed, '--seed', 0)
       const bootstrap = integer(options.bootstrap, '--bootstrap', 0)
       const requestTimeoutS = Number(options.requestTimeout)
-      if (!(requestTimeoutS > 0 && requestTimeoutS <= 86_400)) throw new CliUsageError(`--request-timeout: expected seconds in (0, 86400], got "${options.requestTimeout}"`)
-      if (options.ties !== 'half' && options.ties !== 'wrong') throw new CliUsageError(`--ties: expected half or wrong, got "${options.ties}"`)
-      if (Boolean(options.llmBaseUrl) !== Boolean(options.llmModel)) throw new CliUsageError('--llm-base-url and --llm-model go together')
-      const model = options.llmBaseUrl && options.llmModel ? await openAiModel(options.llmBaseUrl, options.llmModel, options.llmApiKey ?? process.env.OPENAI_API_KEY ?? 'none') : undefined
+      if (!(requestTimeoutS > 0 && requestTimeoutS <= 86_400))
+        throw new CliUsageError(`--request-timeout: expected seconds in (0, 86400], got "${options.requestTimeout}"`)
+      if (options.ties !== 'half' && options.ties !== 'wrong')
+        throw new CliUsageError(`--ties: expected half or wrong, got "${options.ties}"`)
+      if (Boolean(options.llmBaseUrl) !== Boolean(options.llmModel))
+        throw new CliUsageError('--llm-base-url and --llm-model go together')
+      const model =
+        options.llmBaseUrl && options.llmModel
+          ? await openAiModel(
+              options.llmBaseUrl,
+              options.llmModel,
+              options.llmApiKey ?? process.env.OPENAI_API_KEY ?? 'none',
+            )
+          : undefined
       const { runBench, formatReport, writeReport } = await import('../../bench/run.ts')
       const report = await runBench({
         dataset: options.dataset,
@@ -102,7 +124,10 @@ export function register(program: Command, cli: CliContext): void {
       cli.print(command, report, () => formatReport(report) + (written ? `\nwrote ${written}` : ''))
       // A gate must not pass on a bench that measured nothing (an edge without an artifact, an unreachable judge).
       if (report.dataset.candidates > 0 && report.failures.count === report.dataset.candidates) {
-        throw new CliExit(EXIT_NOTHING_SCORED, `bench: none of the ${report.dataset.candidates} candidates could be scored; the first failure: ${report.failures.examples[0]?.error ?? 'unknown'}`)
+        throw new CliExit(
+          EXIT_NOTHING_SCORED,
+          `bench: none of the ${report.dataset.candidates} candidates could be scored; the first failure: ${report.failures.examples[0]?.error ?? 'unknown'}`,
+        )
       }
     })
 }
@@ -114,6 +139,7 @@ async function openAiModel(baseURL: string, model: string, apiKey: string) {
 
 function integer(value: string, flag: string, min: number): number {
   const number = Number(value)
-  if (!Number.isInteger(number) || number < min) throw new CliUsageError(`${flag}: expected an integer ≥ ${min}, got "${value}"`)
+  if (!Number.isInteger(number) || number < min)
+    throw new CliUsageError(`${flag}: expected an integer ≥ ${min}, got "${value}"`)
   return number
 }

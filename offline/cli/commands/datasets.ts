@@ -47,11 +47,18 @@ Pairs become prompts with two candidates "<id>-a" and "<id>-b", ranked 1 and 2.`
       .description('parse a dataset and print a summary; exit 2 with every problem named when it is invalid')
       .argument('<file>', 'dataset file (.json, .jsonl)'),
   )
-    .addHelpText('after', '\nExamples:\n  reward-harness datasets validate examples/demo.json\n  reward-harness datasets validate examples/pairs.jsonl --json')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  reward-harness datasets validate examples/demo.json\n  reward-harness datasets validate examples/pairs.jsonl --json',
+    )
     .action(async (file: string, options: InputOptions, command: Command) => {
       const loaded = await load(file, options)
       const summary = datasetSummary(loaded.dataset)
-      cli.print(command, { path: loaded.path, sha256: loaded.sha256, format: loaded.format, shape: loaded.shape, summary }, () => describe(file, loaded, summary))
+      cli.print(
+        command,
+        { path: loaded.path, sha256: loaded.sha256, format: loaded.format, shape: loaded.shape, summary },
+        () => describe(file, loaded, summary),
+      )
     })
 
   withInputOptions(
@@ -59,35 +66,58 @@ Pairs become prompts with two candidates "<id>-a" and "<id>-b", ranked 1 and 2.`
       .command('convert')
       .description('convert a dataset to the autosr JSON shape (labels as metadata.rank / metadata.quality)')
       .argument('<file>', 'dataset file (.json, .jsonl)')
-      .requiredOption('-o, --out <file.json>', 'where to write the autosr JSON (directories are created; an existing file is replaced)'),
+      .requiredOption(
+        '-o, --out <file.json>',
+        'where to write the autosr JSON (directories are created; an existing file is replaced)',
+      ),
   )
-    .addHelpText('after', '\nExamples:\n  reward-harness datasets convert examples/pairs.jsonl --out /tmp/pairs.json\n  reward-harness datasets convert natural.json --group natural --out llmbar-natural.json')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  reward-harness datasets convert examples/pairs.jsonl --out /tmp/pairs.json\n  reward-harness datasets convert natural.json --group natural --out llmbar-natural.json',
+    )
     .action(async (file: string, options: InputOptions & { out: string }, command: Command) => {
-      if (extname(options.out).toLowerCase() !== '.json') throw new CliUsageError(`--out: convert writes autosr JSON; give a .json file, not "${options.out}"`)
+      if (extname(options.out).toLowerCase() !== '.json')
+        throw new CliUsageError(`--out: convert writes autosr JSON; give a .json file, not "${options.out}"`)
       const loaded = await load(file, options)
       const saved = await saveDataset(options.out, loaded.dataset)
       const summary = datasetSummary(loaded.dataset)
       cli.print(
         command,
-        { input: { path: loaded.path, sha256: loaded.sha256, format: loaded.format, shape: loaded.shape }, output: saved, summary },
-        () => `wrote ${summary.prompts} prompts (${summary.candidates} candidates) from ${file} (${SHAPE_NAMES[loaded.shape]}) to ${options.out}\n  sha256  ${saved.sha256}`,
+        {
+          input: { path: loaded.path, sha256: loaded.sha256, format: loaded.format, shape: loaded.shape },
+          output: saved,
+          summary,
+        },
+        () =>
+          `wrote ${summary.prompts} prompts (${summary.candidates} candidates) from ${file} (${SHAPE_NAMES[loaded.shape]}) to ${options.out}\n  sha256  ${saved.sha256}`,
       )
     })
 }
 
 function withInputOptions(command: Command): Command {
   return command
-    .addOption(new Option('--format <format>', 'read the file as json or jsonl (default: .jsonl/.ndjson are JSONL, otherwise the content decides)').choices(['json', 'jsonl']))
+    .addOption(
+      new Option(
+        '--format <format>',
+        'read the file as json or jsonl (default: .jsonl/.ndjson are JSONL, otherwise the content decides)',
+      ).choices(['json', 'jsonl']),
+    )
     .option('--group <name>', 'group (subset name) for prompts that have none, e.g. natural')
 }
 
 function load(file: string, options: InputOptions): Promise<LoadedDataset> {
-  return loadDataset(file, { ...(options.format ? { format: options.format } : {}), ...(options.group ? { group: options.group } : {}) })
+  return loadDataset(file, {
+    ...(options.format ? { format: options.format } : {}),
+    ...(options.group ? { group: options.group } : {}),
+  })
 }
 
 function describe(file: string, loaded: LoadedDataset, summary: DatasetSummary): string {
   const perPrompt = summary.candidates_per_prompt
-  const sizes = perPrompt.min === perPrompt.max ? `${perPrompt.min} per prompt` : `${perPrompt.min}–${perPrompt.max} per prompt, mean ${round(perPrompt.mean)}`
+  const sizes =
+    perPrompt.min === perPrompt.max
+      ? `${perPrompt.min} per prompt`
+      : `${perPrompt.min}–${perPrompt.max} per prompt, mean ${round(perPrompt.mean)}`
   const counts = (record: Record<string, number>): string =>
     Object.entries(record)
       .sort(([, a], [, b]) => b - a)
@@ -97,11 +127,20 @@ function describe(file: string, loaded: LoadedDataset, summary: DatasetSummary):
     ['sha256', loaded.sha256],
     ['prompts', String(summary.prompts)],
     ['candidates', `${summary.candidates} (${sizes})`],
-    ['labels', `rank ${summary.labels.rank}, quality ${summary.labels.quality}, none ${summary.labels.none}${summary.fully_ranked ? ' (fully ranked)' : ''}`],
-    ['groups', `${counts(summary.groups)}${summary.ungrouped && Object.keys(summary.groups).length ? `, ungrouped ${summary.ungrouped}` : ''}`],
+    [
+      'labels',
+      `rank ${summary.labels.rank}, quality ${summary.labels.quality}, none ${summary.labels.none}${summary.fully_ranked ? ' (fully ranked)' : ''}`,
+    ],
+    [
+      'groups',
+      `${counts(summary.groups)}${summary.ungrouped && Object.keys(summary.groups).length ? `, ungrouped ${summary.ungrouped}` : ''}`,
+    ],
     ['sources', counts(summary.sources)],
   ]
-  return [`${file}: valid (${SHAPE_NAMES[loaded.shape]}, ${loaded.format.toUpperCase()})`, ...rows.map(([name, value]) => `  ${name.padEnd(12)}${value}`)].join('\n')
+  return [
+    `${file}: valid (${SHAPE_NAMES[loaded.shape]}, ${loaded.format.toUpperCase()})`,
+    ...rows.map(([name, value]) => `  ${name.padEnd(12)}${value}`),
+  ].join('\n')
 }
 
 function round(value: number): string {

@@ -86,17 +86,29 @@ export function register(program: Command, cli: CliContext): void {
     .requiredOption('--target <name>', 'the target to roll back')
     .requiredOption('--url <url>', "the edge's base URL")
     .option('--deployed-by <name>', 'who rolls back, recorded with the rollback (default: $USER)')
-    .addHelpText('after', `${COMMON_HELP}\n\nExamples:\n  npx reward-harness rollback --target prod --url https://rm.example.com\n  npx reward-harness rollback --target prod --url https://rm.example.com --json`)
+    .addHelpText(
+      'after',
+      `${COMMON_HELP}\n\nExamples:\n  npx reward-harness rollback --target prod --url https://rm.example.com\n  npx reward-harness rollback --target prod --url https://rm.example.com --json`,
+    )
     .action(async (options: EdgeFlags & { deployedBy?: string }, command: Command) => {
       const { deployedBy, rollbackTarget } = await import('../../deploy/run.ts')
       const { failWith } = await import('../../deploy/cli-errors.ts')
       const { formatRecord } = await import('../../deploy/format.ts')
       const json = cli.json(command)
       const by = deployedBy(options.deployedBy, process.env)
-      const result = await rollbackTarget({ target: options.target, url: options.url, env: process.env, client: { onRetry: retryNote(cli, json) }, ...(by === undefined ? {} : { deployedBy: by }) }).catch(
-        (error: unknown) => failWith(error, cli.io, json),
+      const result = await rollbackTarget({
+        target: options.target,
+        url: options.url,
+        env: process.env,
+        client: { onRetry: retryNote(cli, json) },
+        ...(by === undefined ? {} : { deployedBy: by }),
+      }).catch((error: unknown) => failWith(error, cli.io, json))
+      cli.print(command, result, () =>
+        formatRecord(
+          result,
+          `rolled target ${result.target} back to ${result.artifact_id} (from ${result.previous_artifact_id ?? 'none'})`,
+        ),
       )
-      cli.print(command, result, () => formatRecord(result, `rolled target ${result.target} back to ${result.artifact_id} (from ${result.previous_artifact_id ?? 'none'})`))
     })
 
   program
@@ -104,15 +116,21 @@ export function register(program: Command, cli: CliContext): void {
     .description("list a target's deployments and rollbacks, newest first, and its active artifact")
     .requiredOption('--target <name>', 'the target')
     .requiredOption('--url <url>', "the edge's base URL")
-    .addHelpText('after', `${COMMON_HELP}\n\nExamples:\n  npx reward-harness deployments --target prod --url https://rm.example.com\n  npx reward-harness deployments --target prod --url https://rm.example.com --json`)
+    .addHelpText(
+      'after',
+      `${COMMON_HELP}\n\nExamples:\n  npx reward-harness deployments --target prod --url https://rm.example.com\n  npx reward-harness deployments --target prod --url https://rm.example.com --json`,
+    )
     .action(async (options: EdgeFlags, command: Command) => {
       const { listDeployments } = await import('../../deploy/run.ts')
       const { failWith } = await import('../../deploy/cli-errors.ts')
       const { formatDeployments } = await import('../../deploy/format.ts')
       const json = cli.json(command)
-      const result = await listDeployments({ target: options.target, url: options.url, env: process.env, client: { onRetry: retryNote(cli, json) } }).catch((error: unknown) =>
-        failWith(error, cli.io, json),
-      )
+      const result = await listDeployments({
+        target: options.target,
+        url: options.url,
+        env: process.env,
+        client: { onRetry: retryNote(cli, json) },
+      }).catch((error: unknown) => failWith(error, cli.io, json))
       cli.print(command, result, () => formatDeployments(result))
     })
 }
@@ -120,6 +138,9 @@ export function register(program: Command, cli: CliContext): void {
 /** A stderr note per retry (text mode only: under --json stderr carries only the JSON error). */
 function retryNote(cli: CliContext, json: boolean) {
   return (info: { method: string; path: string; status: number; attempt: number; waitMs: number }) => {
-    if (!json) cli.io.err(`note: ${info.method} ${info.path} answered ${info.status}; retrying in ${(info.waitMs / 1000).toFixed(1)} s (attempt ${info.attempt + 1})\n`)
+    if (!json)
+      cli.io.err(
+        `note: ${info.method} ${info.path} answered ${info.status}; retrying in ${(info.waitMs / 1000).toFixed(1)} s (attempt ${info.attempt + 1})\n`,
+      )
   }
 }

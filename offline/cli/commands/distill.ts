@@ -73,24 +73,51 @@ const collect = (value: string, previous: string[] | undefined): string[] => [..
 export function register(program: Command, cli: CliContext): void {
   program
     .command('distill')
-    .description('turn a run\'s judged rollouts into classifier-RM training data (TRL, OpenRLHF, pointwise), denoised by repeated judging')
+    .description(
+      "turn a run's judged rollouts into classifier-RM training data (TRL, OpenRLHF, pointwise), denoised by repeated judging",
+    )
     .option('--archive <file>', 'a local archive (NDJSON)')
     .option('--url <edge>', 'fetch the archive from this edge')
     .option('--run-id <id>', 'the run whose archive --url fetches')
-    .option('--token <token>', 'bearer token for --url (default: REWARD_HARNESS_TOKEN, else REWARD_HARNESS_ADMIN_TOKEN)')
+    .option(
+      '--token <token>',
+      'bearer token for --url (default: REWARD_HARNESS_TOKEN, else REWARD_HARNESS_ADMIN_TOKEN)',
+    )
     .addOption(new Option('--from-step <n>', 'first step to read (--url)').argParser(integer(0)))
     .addOption(new Option('--to-step <n>', 'last step to read (--url)').argParser(integer(0)))
     .requiredOption('--out <dir>', 'where the data files and summary.json go')
     .option('--format <name>', `${DISTILL_FORMATS.join(' | ')} (repeatable; default all)`, collect)
     .option('--conversational', 'trl and openrlhf rows as role/content message lists')
-    .addOption(new Option('--repeats <k>', 'judgements per judge and rollout (0: the online score alone)').argParser(integer(0)).default(3))
-    .option('--judge <spec>', 'mock, or an OpenAI-compatible URL[,model=M,api_key_env=VAR,max_concurrency=N] (repeatable; default mock)', collect)
-    .addOption(new Option('--mock-noise <p>', 'the mock judge\'s share of grades moved one point per repeat').argParser(finiteNumber).default(0.2))
-    .addOption(new Option('--temperature <t>', 'sampling temperature of endpoint judges (repeats need > 0 to differ)').argParser(finiteNumber).default(0.7))
-    .addOption(new Option('--max-tokens <n>', 'reply token limit of endpoint judges').argParser(integer(1)).default(1024))
+    .addOption(
+      new Option('--repeats <k>', 'judgements per judge and rollout (0: the online score alone)')
+        .argParser(integer(0))
+        .default(3),
+    )
+    .option(
+      '--judge <spec>',
+      'mock, or an OpenAI-compatible URL[,model=M,api_key_env=VAR,max_concurrency=N] (repeatable; default mock)',
+      collect,
+    )
+    .addOption(
+      new Option('--mock-noise <p>', "the mock judge's share of grades moved one point per repeat")
+        .argParser(finiteNumber)
+        .default(0.2),
+    )
+    .addOption(
+      new Option('--temperature <t>', 'sampling temperature of endpoint judges (repeats need > 0 to differ)')
+        .argParser(finiteNumber)
+        .default(0.7),
+    )
+    .addOption(
+      new Option('--max-tokens <n>', 'reply token limit of endpoint judges').argParser(integer(1)).default(1024),
+    )
     .addOption(new Option('--timeout <s>', 'seconds per judge call attempt').argParser(integer(1)).default(120))
     .addOption(new Option('--z <z>', 'z of the noise bound').argParser(finiteNumber).default(1.96))
-    .addOption(new Option('--min-margin <m>', 'smallest gap of means kept (scores are in [0, 1])').argParser(finiteNumber).default(0.05))
+    .addOption(
+      new Option('--min-margin <m>', 'smallest gap of means kept (scores are in [0, 1])')
+        .argParser(finiteNumber)
+        .default(0.05),
+    )
     .addOption(new Option('--pairs-per-prompt <n>', 'most pairs kept per prompt').argParser(integer(1)).default(4))
     .addOption(new Option('--held-out <share>', 'share of prompts held out').argParser(finiteNumber).default(0.1))
     .addOption(new Option('--seed <n>', 'seed of the repeats and of the split').argParser(integer(0)).default(0))
@@ -106,7 +133,13 @@ export function register(program: Command, cli: CliContext): void {
         conversational: flags.conversational === true,
         repeats: flags.repeats,
         judges: (flags.judge ?? ['mock']).map(parseJudgeSpec),
-        sampling: { mockNoise: share(flags.mockNoise, '--mock-noise'), temperature: flags.temperature, maxTokens: flags.maxTokens, timeoutMs: flags.timeout * 1_000, maxAttempts: 4 },
+        sampling: {
+          mockNoise: share(flags.mockNoise, '--mock-noise'),
+          temperature: flags.temperature,
+          maxTokens: flags.maxTokens,
+          timeoutMs: flags.timeout * 1_000,
+          maxAttempts: 4,
+        },
         z: positive(flags.z, '--z'),
         minMargin: share(flags.minMargin, '--min-margin'),
         pairsPerPrompt: flags.pairsPerPrompt,
@@ -123,17 +156,25 @@ export function register(program: Command, cli: CliContext): void {
 function sourceOf(flags: DistillFlags) {
   if (flags.archive && flags.url) throw new CliUsageError('give --archive or --url, not both')
   if (flags.archive) {
-    if (flags.runId || flags.fromStep !== undefined || flags.toStep !== undefined) throw new CliUsageError('--run-id, --from-step and --to-step go with --url')
+    if (flags.runId || flags.fromStep !== undefined || flags.toStep !== undefined)
+      throw new CliUsageError('--run-id, --from-step and --to-step go with --url')
     return { kind: 'file' as const, path: flags.archive }
   }
   if (!flags.url) throw new CliUsageError('give the archive: --archive <file> or --url <edge> --run-id <id>')
   if (!/^https?:\/\//.test(flags.url)) throw new CliUsageError(`--url: expected an http(s) URL, got "${flags.url}"`)
   if (!flags.runId) throw new CliUsageError('--url needs --run-id <id>')
   const token = flags.token ?? process.env.REWARD_HARNESS_TOKEN ?? process.env.REWARD_HARNESS_ADMIN_TOKEN
-  if (!token) throw new CliUsageError('--url needs a token: --token, REWARD_HARNESS_TOKEN (the run\'s) or REWARD_HARNESS_ADMIN_TOKEN')
-  if (flags.fromStep !== undefined && flags.toStep !== undefined && flags.toStep < flags.fromStep) throw new CliUsageError(`--to-step ${flags.toStep} is before --from-step ${flags.fromStep}`)
+  if (!token)
+    throw new CliUsageError(
+      "--url needs a token: --token, REWARD_HARNESS_TOKEN (the run's) or REWARD_HARNESS_ADMIN_TOKEN",
+    )
+  if (flags.fromStep !== undefined && flags.toStep !== undefined && flags.toStep < flags.fromStep)
+    throw new CliUsageError(`--to-step ${flags.toStep} is before --from-step ${flags.fromStep}`)
   return {
-    kind: 'edge' as const, url: flags.url, runId: flags.runId, token,
+    kind: 'edge' as const,
+    url: flags.url,
+    runId: flags.runId,
+    token,
     ...(flags.fromStep === undefined ? {} : { fromStep: flags.fromStep }),
     ...(flags.toStep === undefined ? {} : { toStep: flags.toStep }),
   }
@@ -142,7 +183,8 @@ function sourceOf(flags: DistillFlags) {
 function formatsOf(values: string[] | undefined): DistillFormat[] {
   if (!values) return [...DISTILL_FORMATS]
   for (const value of values) {
-    if (!(DISTILL_FORMATS as readonly string[]).includes(value)) throw new CliUsageError(`--format: "${value}" is not one of ${DISTILL_FORMATS.join(', ')}`)
+    if (!(DISTILL_FORMATS as readonly string[]).includes(value))
+      throw new CliUsageError(`--format: "${value}" is not one of ${DISTILL_FORMATS.join(', ')}`)
   }
   return [...new Set(values)] as DistillFormat[]
 }

@@ -32,7 +32,9 @@ export function register(program: Command, cli: CliContext): void {
     .requiredOption('--out <dir>', 'run directory (log, checkpoints, results)')
     .option('--iterations <n>', 'evolution iterations after the baseline', '3')
     .addOption(new Option('--backend <name>', 'mock, openai or auto').default('mock'))
-    .addOption(new Option('--endpoint <url[,key=value…]>', 'an OpenAI-compatible server (repeatable)').argParser(collect))
+    .addOption(
+      new Option('--endpoint <url[,key=value…]>', 'an OpenAI-compatible server (repeatable)').argParser(collect),
+    )
     .option('--model <name>', 'model name for the endpoints')
     .option('--seed <n>', 'split seed', '42')
     .option('--val-fraction <f>', 'share of items held out for validation', '0.34')
@@ -41,8 +43,16 @@ export function register(program: Command, cli: CliContext): void {
     .option('--library <dir>', 'library to start from (default: empty)')
     .option('--locale <locale>', 'prompt language: en or zh', 'en')
     .option('--concurrency <n>', 'judgments in flight', '4')
-    .addOption(new Option('--orders <orders>', 'both: judge A/B and B/A, a verdict only when they agree; one: A/B only').choices(['both', 'one']).default('both'))
-    .option('--tool-check <n>', 'train items a new or changed tool prompt must answer in JSON (≥80%) before validation; 0 = off', '4')
+    .addOption(
+      new Option('--orders <orders>', 'both: judge A/B and B/A, a verdict only when they agree; one: A/B only')
+        .choices(['both', 'one'])
+        .default('both'),
+    )
+    .option(
+      '--tool-check <n>',
+      'train items a new or changed tool prompt must answer in JSON (≥80%) before validation; 0 = off',
+      '4',
+    )
     .option('--cache-dir <dir>', 'reply cache: a question asked again costs no call (default <out>/cache)')
     .option('--no-cache', 'no reply cache')
     .addHelpText('after', HELP_AFTER)
@@ -56,11 +66,19 @@ export function register(program: Command, cli: CliContext): void {
       try {
         summary = await runEvolveCommand(self.opts(), (line) => cli.io.err(`${line}\n`), !cli.json(self))
       } catch (error) {
-        if (error instanceof EvolveInputError || error instanceof LibraryError || error instanceof DatasetError || error instanceof SearchInputError) throw new CliUsageError(error.message)
+        if (
+          error instanceof EvolveInputError ||
+          error instanceof LibraryError ||
+          error instanceof DatasetError ||
+          error instanceof SearchInputError
+        )
+          throw new CliUsageError(error.message)
         throw error
       }
       const { judging, usage } = summary
-      const calls = (['router', 'sub_agent', 'tool', 'chain_analyzer', 'evolver'] as const).map((role) => `${role} ${usage[role].calls}`).join(', ')
+      const calls = (['router', 'sub_agent', 'tool', 'chain_analyzer', 'evolver'] as const)
+        .map((role) => `${role} ${usage[role].calls}`)
+        .join(', ')
       cli.print(
         self,
         summary,

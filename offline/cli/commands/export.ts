@@ -73,10 +73,18 @@ interface ExportFlags {
 export function register(program: Command, cli: CliContext): void {
   program
     .command('export')
-    .description('build a content-addressed RM artifact (per-prompt rubrics + __default__, provenance, runtime) from a search output, or a library artifact from a judge library')
+    .description(
+      'build a content-addressed RM artifact (per-prompt rubrics + __default__, provenance, runtime) from a search output, or a library artifact from a judge library',
+    )
     .option('--search-output <file>', 'the output JSON of `reward-harness search` (with its run_manifest)')
-    .option('--library <dir>', 'a judge-library directory (e.g. <evolve out>/checkpoints/best): export a library artifact instead')
-    .option('--evolution-log <file>', '--library: the evolution log (default <dir>/../../evolution-log.jsonl when present)')
+    .option(
+      '--library <dir>',
+      'a judge-library directory (e.g. <evolve out>/checkpoints/best): export a library artifact instead',
+    )
+    .option(
+      '--evolution-log <file>',
+      '--library: the evolution log (default <dir>/../../evolution-log.jsonl when present)',
+    )
     .option('--backend <mock|openai>', '--library: the backend the edge judges with (default mock)')
     .option('--model <name>', '--library: the judge model (required with --backend openai)')
     .option('--locale <en|zh>', '--library: prompt locale (default en)')
@@ -85,7 +93,10 @@ export function register(program: Command, cli: CliContext): void {
     .option('--seed <n>', "--library: seed (default the evolution log's)")
     .option('--max-tool-calls <n>', '--library: tool calls per judgment (default 3)')
     .requiredOption('--out <file>', 'where to write the artifact JSON (written atomically; directories are created)')
-    .option('--default-rubric <best|none|prompt_id|file.json>', 'the "__default__" rubric for unseen prompts (default: best; see below)')
+    .option(
+      '--default-rubric <best|none|prompt_id|file.json>',
+      'the "__default__" rubric for unseen prompts (default: best; see below)',
+    )
     .option('--no-dataset-check', "do not compare the rubrics' prompt ids with the dataset file named by the manifest")
     .addHelpText('after', HELP_AFTER)
     .action(async (options: ExportFlags, command: Command) => {
@@ -94,10 +105,21 @@ export function register(program: Command, cli: CliContext): void {
       const { ArtifactInputError } = await import('../../artifacts/errors.ts')
       const json = cli.json(command)
       if (options.searchOutput === undefined && options.library === undefined) {
-        failWith(new ArtifactInputError('invalid_option', "required option '--search-output <file>' not specified (or give --library <dir> for a library artifact)"), cli.io, json)
+        failWith(
+          new ArtifactInputError(
+            'invalid_option',
+            "required option '--search-output <file>' not specified (or give --library <dir> for a library artifact)",
+          ),
+          cli.io,
+          json,
+        )
       }
       if (options.searchOutput !== undefined && options.library !== undefined) {
-        failWith(new ArtifactInputError('invalid_option', 'give one of --search-output <file> and --library <dir>, not both'), cli.io, json)
+        failWith(
+          new ArtifactInputError('invalid_option', 'give one of --search-output <file> and --library <dir>, not both'),
+          cli.io,
+          json,
+        )
       }
       if (options.library !== undefined) {
         await exportLibrary(options as ExportFlags & { library: string }, command, cli, json)
@@ -138,17 +160,31 @@ export function register(program: Command, cli: CliContext): void {
             ['source run', `${artifact.provenance.source_run_id} (session ${artifact.provenance.source_session_id})`],
             ['rubrics', `${prompts.length} prompt${prompts.length === 1 ? '' : 's'}: ${prompts.join(', ')}`],
             ['default', defaultText],
-            ['runtime', `${r.backend} ${r.verifier_model}, temperature ${r.temperature}, max_tokens ${r.max_tokens}, seed ${r.seed}, ${r.locale}, grades 0–${r.grade_max}${r.allow_na ? ' or n/a' : ''}, ${r.num_votes} vote${r.num_votes === 1 ? '' : 's'}`],
+            [
+              'runtime',
+              `${r.backend} ${r.verifier_model}, temperature ${r.temperature}, max_tokens ${r.max_tokens}, seed ${r.seed}, ${r.locale}, grades 0–${r.grade_max}${r.allow_na ? ' or n/a' : ''}, ${r.num_votes} vote${r.num_votes === 1 ? '' : 's'}`,
+            ],
             ['dataset', artifact.provenance.dataset_sha256],
-            ['checks', `config and settings hashes match; prompt ids checked against ${result.checks.dataset_prompts.join(', ') || 'best_objective_scores'}${result.checks.dataset_file_note ? ` (dataset file: ${result.checks.dataset_file_note})` : ''}`],
+            [
+              'checks',
+              `config and settings hashes match; prompt ids checked against ${result.checks.dataset_prompts.join(', ') || 'best_objective_scores'}${result.checks.dataset_file_note ? ` (dataset file: ${result.checks.dataset_file_note})` : ''}`,
+            ],
           ]
-          return [`wrote ${artifact.artifact_id} to ${result.out}`, ...rows.map(([key, value]) => `  ${key.padEnd(12)}${value}`)].join('\n')
+          return [
+            `wrote ${artifact.artifact_id} to ${result.out}`,
+            ...rows.map(([key, value]) => `  ${key.padEnd(12)}${value}`),
+          ].join('\n')
         },
       )
     })
 }
 
-async function exportLibrary(options: ExportFlags & { library: string }, command: Command, cli: CliContext, json: boolean): Promise<void> {
+async function exportLibrary(
+  options: ExportFlags & { library: string },
+  command: Command,
+  cli: CliContext,
+  json: boolean,
+): Promise<void> {
   const { exportLibraryArtifact } = await import('../../artifacts/library-export.ts')
   const { failWith } = await import('../../deploy/cli-errors.ts')
   const pick = <K extends keyof ExportFlags>(key: K) => (options[key] === undefined ? {} : { [key]: options[key] })
@@ -185,12 +221,23 @@ async function exportLibrary(options: ExportFlags & { library: string }, command
       const rows: Array<[string, string]> = [
         ['library', `${p.library_id}: ${artifact.entries.map((entry) => `${entry.name} (${entry.kind})`).join(', ')}`],
         ['registry', p.registry_sha256],
-        ['evolution', result.evolution_log ? `${result.evolution_log}: best iteration ${p.best_iteration ?? '?'}, val accuracy ${p.best_val_accuracy ?? '?'}, ${p.iterations ?? '?'} iterations` : 'no evolution log'],
-        ['runtime', `${r.backend} ${r.model}, ${r.locale}, temperature ${r.temperature}, max_tokens ${r.max_tokens}, seed ${r.seed}, ${r.max_tool_calls} tool calls`],
+        [
+          'evolution',
+          result.evolution_log
+            ? `${result.evolution_log}: best iteration ${p.best_iteration ?? '?'}, val accuracy ${p.best_val_accuracy ?? '?'}, ${p.iterations ?? '?'} iterations`
+            : 'no evolution log',
+        ],
+        [
+          'runtime',
+          `${r.backend} ${r.model}, ${r.locale}, temperature ${r.temperature}, max_tokens ${r.max_tokens}, seed ${r.seed}, ${r.max_tool_calls} tool calls`,
+        ],
         ['scoring', 'win rate vs a reference response, both orders (win 1, tie 0.5, loss 0)'],
         ...result.notes.map((note): [string, string] => ['note', note]),
       ]
-      return [`wrote ${artifact.artifact_id} to ${result.out}`, ...rows.map(([key, value]) => `  ${key.padEnd(12)}${value}`)].join('\n')
+      return [
+        `wrote ${artifact.artifact_id} to ${result.out}`,
+        ...rows.map(([key, value]) => `  ${key.padEnd(12)}${value}`),
+      ].join('\n')
     },
   )
 }

@@ -33,16 +33,29 @@ Examples:
  */
 export function register(program: Command, cli: CliContext): void {
   if (program.commands.some((command) => command.name() === 'lineage')) return
-  const lineage = program.command('lineage').description('training-run lineage: manifests, results, evals, comparisons, regression gates').addHelpText('after', HELP)
+  const lineage = program
+    .command('lineage')
+    .description('training-run lineage: manifests, results, evals, comparisons, regression gates')
+    .addHelpText('after', HELP)
 
   const recorders = [
-    ['record-manifest', 'record a training-run manifest (TrainingRunManifest JSON)', 'recordManifest', 'TrainingRunManifest'],
-    ['record-result', "record a training run's result (TrainingRunResult JSON; needs the manifest)", 'recordResult', 'TrainingRunResult'],
+    [
+      'record-manifest',
+      'record a training-run manifest (TrainingRunManifest JSON)',
+      'recordManifest',
+      'TrainingRunManifest',
+    ],
+    [
+      'record-result',
+      "record a training run's result (TrainingRunResult JSON; needs the manifest)",
+      'recordResult',
+      'TrainingRunResult',
+    ],
     ['record-eval', 'record an eval report (EvalReport JSON; needs the manifest)', 'recordEval', 'EvalReport'],
   ] as const
   for (const [name, description, method, schemaName] of recorders) {
-    storeOptions(lineage.command(name).description(description).argument('<file>', 'the JSON file'))
-      .action(async (file: string, flags: StoreFlags, command: Command) => {
+    storeOptions(lineage.command(name).description(description).argument('<file>', 'the JSON file')).action(
+      async (file: string, flags: StoreFlags, command: Command) => {
         const schemas = await import('../../../src/lineage/schemas.ts')
         const raw = await readJsonFile(file)
         const outcome = await withBackend(flags, async (backend) => {
@@ -50,39 +63,63 @@ export function register(program: Command, cli: CliContext): void {
           const parsed = (schemas[schemaName] as any).parse(raw)
           return backend[method](parsed)
         })
-        cli.print(command, outcome, `${outcome.stored ? 'recorded' : 'already recorded (identical)'}: ${name.replace('record-', '')} of run ${outcome.run_id}`)
-      })
+        cli.print(
+          command,
+          outcome,
+          `${outcome.stored ? 'recorded' : 'already recorded (identical)'}: ${name.replace('record-', '')} of run ${outcome.run_id}`,
+        )
+      },
+    )
   }
 
-  storeOptions(lineage.command('show').description("print a run's chain: artifact → deployment → training run → evals").argument('<run_id>', 'a run id or "latest"'))
-    .action(async (runId: string, flags: StoreFlags, command: Command) => {
-      const { resolveRunRef } = await import('../../../src/lineage/compare.ts')
-      const { formatChain } = await import('../../lineage/format.ts')
-      const chain = await withBackend(flags, (backend) => resolveRunRef(backend, runId))
-      cli.print(command, chain, () => formatChain(chain))
-    })
+  storeOptions(
+    lineage
+      .command('show')
+      .description("print a run's chain: artifact → deployment → training run → evals")
+      .argument('<run_id>', 'a run id or "latest"'),
+  ).action(async (runId: string, flags: StoreFlags, command: Command) => {
+    const { resolveRunRef } = await import('../../../src/lineage/compare.ts')
+    const { formatChain } = await import('../../lineage/format.ts')
+    const chain = await withBackend(flags, (backend) => resolveRunRef(backend, runId))
+    cli.print(command, chain, () => formatChain(chain))
+  })
 
-  storeOptions(lineage.command('compare-runs').description('compare the metrics two runs share (latest eval per benchmark)').argument('<a>').argument('<b>'))
-    .action(async (a: string, b: string, flags: StoreFlags, command: Command) => {
-      const { compareRuns, resolveRunRef } = await import('../../../src/lineage/compare.ts')
-      const { formatDeltas } = await import('../../lineage/format.ts')
-      const [runA, runB] = await withBackend(flags, async (backend) => {
-        const first = await resolveRunRef(backend, a, b === 'latest' ? undefined : b)
-        return [first, await resolveRunRef(backend, b, first.run_id)] as const
-      })
-      const rows = compareRuns(runA, runB)
-      cli.print(command, { a: runA.run_id, b: runB.run_id, metrics: rows }, () => formatDeltas(runA.run_id, runB.run_id, rows))
+  storeOptions(
+    lineage
+      .command('compare-runs')
+      .description('compare the metrics two runs share (latest eval per benchmark)')
+      .argument('<a>')
+      .argument('<b>'),
+  ).action(async (a: string, b: string, flags: StoreFlags, command: Command) => {
+    const { compareRuns, resolveRunRef } = await import('../../../src/lineage/compare.ts')
+    const { formatDeltas } = await import('../../lineage/format.ts')
+    const [runA, runB] = await withBackend(flags, async (backend) => {
+      const first = await resolveRunRef(backend, a, b === 'latest' ? undefined : b)
+      return [first, await resolveRunRef(backend, b, first.run_id)] as const
     })
+    const rows = compareRuns(runA, runB)
+    cli.print(command, { a: runA.run_id, b: runB.run_id, metrics: rows }, () =>
+      formatDeltas(runA.run_id, runB.run_id, rows),
+    )
+  })
 
-  storeOptions(lineage.command('compare-artifacts').description("compare artifacts through each one's latest succeeded run").argument('<a>').argument('<b>').argument('[more...]'))
-    .action(async (a: string, b: string, more: string[], flags: StoreFlags, command: Command) => {
-      const { compareArtifacts } = await import('../../../src/lineage/compare.ts')
-      const { formatArtifacts } = await import('../../lineage/format.ts')
-      const rows = await withBackend(flags, (backend) => compareArtifacts(backend, [a, b, ...more]))
-      cli.print(command, { artifacts: [a, b, ...more], metrics: rows }, () => formatArtifacts(rows))
-    })
+  storeOptions(
+    lineage
+      .command('compare-artifacts')
+      .description("compare artifacts through each one's latest succeeded run")
+      .argument('<a>')
+      .argument('<b>')
+      .argument('[more...]'),
+  ).action(async (a: string, b: string, more: string[], flags: StoreFlags, command: Command) => {
+    const { compareArtifacts } = await import('../../../src/lineage/compare.ts')
+    const { formatArtifacts } = await import('../../lineage/format.ts')
+    const rows = await withBackend(flags, (backend) => compareArtifacts(backend, [a, b, ...more]))
+    cli.print(command, { artifacts: [a, b, ...more], metrics: rows }, () => formatArtifacts(rows))
+  })
 
-  storeOptions(lineage.command('check-regression').description('exit 1 when the candidate is worse than the baseline on a metric'))
+  storeOptions(
+    lineage.command('check-regression').description('exit 1 when the candidate is worse than the baseline on a metric'),
+  )
     .requiredOption('--baseline <run>', 'a run id or "latest"')
     .requiredOption('--candidate <run>', 'a run id or "latest"')
     .requiredOption('--metric <spec...>', 'name:higher|lower[:tolerance] (absolute, or N% of |baseline|); repeatable')

@@ -35,13 +35,16 @@ interface ReportFlags {
 export function register(program: Command, cli: CliContext): void {
   program
     .command('report')
-    .description('write one self-contained HTML report with charts from a search output, an evolution log, bench results or a distill summary')
+    .description(
+      'write one self-contained HTML report with charts from a search output, an evolution log, bench results or a distill summary',
+    )
     .argument('<input>', 'a search output, an evolution log (or run directory), a bench result, or a directory of them')
     .requiredOption('--out <file.html>', 'where the HTML report goes (directories are created)')
     .option('--title <text>', 'the page title (default: from the input)')
     .addHelpText('after', HELP_AFTER)
     .action(async (input: string, options: ReportFlags, command: Command) => {
-      if (!/\.html?$/i.test(options.out)) throw new CliUsageError(`--out: the report is HTML; give a .html file, not "${options.out}"`)
+      if (!/\.html?$/i.test(options.out))
+        throw new CliUsageError(`--out: the report is HTML; give a .html file, not "${options.out}"`)
       const { detectReportInput, KIND_LABELS, ReportInputError, writeReport } = await import('../../report/index.ts')
       let detected
       try {
@@ -52,11 +55,18 @@ export function register(program: Command, cli: CliContext): void {
       }
       const written = await writeReport(detected, options.out, options.title ? { title: options.title } : {})
       const files = detected.kind === 'bench' ? detected.results.map((result) => result.file) : [detected.path]
-      const summary = { input: { kind: detected.kind, label: KIND_LABELS[detected.kind], path: detected.path, files }, out: written.path, bytes: written.bytes, charts: written.charts, title: written.body.title }
+      const summary = {
+        input: { kind: detected.kind, label: KIND_LABELS[detected.kind], path: detected.path, files },
+        out: written.path,
+        bytes: written.bytes,
+        charts: written.charts,
+        title: written.body.title,
+      }
       cli.print(
         command,
         summary,
-        () => `detected ${KIND_LABELS[detected.kind]}: ${files.join(', ')}\nwrote ${written.path} (${Math.max(1, Math.round(written.bytes / 1024))} KB, ${written.charts} chart${written.charts === 1 ? '' : 's'})`,
+        () =>
+          `detected ${KIND_LABELS[detected.kind]}: ${files.join(', ')}\nwrote ${written.path} (${Math.max(1, Math.round(written.bytes / 1024))} KB, ${written.charts} chart${written.charts === 1 ? '' : 's'})`,
       )
     })
 }

@@ -57,7 +57,9 @@ Examples:
 export function register(program: Command, cli: CliContext): void {
   const command = program
     .command('search')
-    .description('search a rubric per prompt of a preference dataset (evolutionary or iterative), with cache, checkpoints and run records')
+    .description(
+      'search a rubric per prompt of a preference dataset (evolutionary or iterative), with cache, checkpoints and run records',
+    )
   addSearchOptions(command)
     .addHelpText('after', HELP_AFTER)
     .action(async (_options: unknown, self: Command) => {
@@ -85,7 +87,8 @@ export function register(program: Command, cli: CliContext): void {
         if (json) cli.io.out(`${JSON.stringify(summary, null, 2)}\n`)
         else cli.io.err(`${formatSummary(summary)}\n`)
         // Calls the backend could not cancel must not keep an interrupted process alive.
-        if (summary.interrupted_by !== 'abort-after-calls') setTimeout(() => process.exit(EXIT_INTERRUPTED), 2_000).unref()
+        if (summary.interrupted_by !== 'abort-after-calls')
+          setTimeout(() => process.exit(EXIT_INTERRUPTED), 2_000).unref()
         throw new CliExit(EXIT_INTERRUPTED)
       }
       cli.print(self, summary, () => formatSummary(summary))

@@ -71,7 +71,10 @@ interface PrepareFlags extends StoreFlags {
  */
 export function register(program: Command, cli: CliContext): void {
   if (program.commands.some((command) => command.name() === 'train')) return
-  const train = program.command('train').description('run an RL trainer under the harness: prepare → run → finalize → show, recorded in lineage').addHelpText('after', HELP)
+  const train = program
+    .command('train')
+    .description('run an RL trainer under the harness: prepare → run → finalize → show, recorded in lineage')
+    .addHelpText('after', HELP)
 
   storeOptions(
     train
@@ -79,10 +82,16 @@ export function register(program: Command, cli: CliContext): void {
       .description('check the target, create the online run, record the manifest, write the env file')
       .requiredOption('--url <edge>', "the edge's base URL, e.g. https://rm.example.com")
       .requiredOption('--target <name>', 'the deployment target the trainer is scored by')
-      .requiredOption('--name <training-run-id>', 'the training run id in lineage (and the online run id unless its config names one)')
+      .requiredOption(
+        '--name <training-run-id>',
+        'the training run id in lineage (and the online run id unless its config names one)',
+      )
       .requiredOption('--env-path <file>', 'where to write the environment for the trainer (mode 600)')
       .option('--expect-artifact <id>', 'refuse (exit 3) unless the target serves this artifact')
-      .option('--online-run <config.json>', 'create an online run from this config ({config}, {run_id, config} or a bare config)')
+      .option(
+        '--online-run <config.json>',
+        'create an online run from this config ({config}, {run_id, config} or a bare config)',
+      )
       .option('--trainer <name>', 'the trainer, e.g. verl, openrlhf, trl, slime (default "unspecified")')
       .option('--model <name>', 'the policy model (default "unspecified")')
       .option('--dataset <id@version>', 'the training dataset (default "unspecified@unspecified")')
@@ -90,7 +99,9 @@ export function register(program: Command, cli: CliContext): void {
     '--lineage-url',
   ).action(async (flags: PrepareFlags, command: Command) => {
     const { failTrain, formatPrepare, prepareTraining } = await import('../../train/index.ts')
-    const outcome = await prepareTraining({ ...flags, envFile: flags.envPath, env: process.env }).catch((error: unknown) => failTrain(error, cli.io, cli.json(command)))
+    const outcome = await prepareTraining({ ...flags, envFile: flags.envPath, env: process.env }).catch(
+      (error: unknown) => failTrain(error, cli.io, cli.json(command)),
+    )
     cli.print(command, outcome, () => formatPrepare(outcome))
   })
 
@@ -99,15 +110,30 @@ export function register(program: Command, cli: CliContext): void {
     .description("run the trainer with the env file's environment and record how it ended")
     .requiredOption('--env-path <file>', 'the env file written by train prepare')
     .argument('<command...>', 'the trainer command, after --')
-    .addHelpText('after', `\nExample: reward-harness train run --env-path grpo-7.env -- python3 train.py --epochs 1${SEE_TRAIN}`)
+    .addHelpText(
+      'after',
+      `\nExample: reward-harness train run --env-path grpo-7.env -- python3 train.py --epochs 1${SEE_TRAIN}`,
+    )
     .action(async (commandLine: string[], flags: { envPath: string }, command: Command) => {
       const { failTrain, runTrainer } = await import('../../train/index.ts')
       const json = cli.json(command)
       // The terminal itself when this is the real CLI: trainers keep their progress bars and unbuffered logs.
       const output = cli.io === processIo ? 'inherit' : cli.io
-      const outcome = await runTrainer({ envFile: flags.envPath, command: commandLine, output, env: process.env }).catch((error: unknown) => failTrain(error, cli.io, json))
-      if (outcome.spawn_error) throw new CliExit(outcome.exit_code, `error: ${outcome.spawn_error} (exit ${outcome.exit_code}; recorded in ${outcome.state_file})`)
-      if (!json) cli.io.err(`train run: ${outcome.training_run_id}: the trainer ${outcome.signal ? `was stopped by ${outcome.signal}` : `exited with code ${outcome.exit_code}`} after ${outcome.duration_s} s (recorded in ${outcome.state_file})\n`)
+      const outcome = await runTrainer({
+        envFile: flags.envPath,
+        command: commandLine,
+        output,
+        env: process.env,
+      }).catch((error: unknown) => failTrain(error, cli.io, json))
+      if (outcome.spawn_error)
+        throw new CliExit(
+          outcome.exit_code,
+          `error: ${outcome.spawn_error} (exit ${outcome.exit_code}; recorded in ${outcome.state_file})`,
+        )
+      if (!json)
+        cli.io.err(
+          `train run: ${outcome.training_run_id}: the trainer ${outcome.signal ? `was stopped by ${outcome.signal}` : `exited with code ${outcome.exit_code}`} after ${outcome.duration_s} s (recorded in ${outcome.state_file})\n`,
+        )
       if (outcome.exit_code !== 0) throw new CliExit(outcome.exit_code)
     })
 
@@ -116,13 +142,18 @@ export function register(program: Command, cli: CliContext): void {
       .command('finalize')
       .description("record the training run's result and metrics in lineage")
       .requiredOption('--env-path <file>', 'the env file written by train prepare')
-      .option('--metrics <file.json>', 'a JSON object of metrics the trainer wrote (numbers; nested objects flattened with ".")')
+      .option(
+        '--metrics <file.json>',
+        'a JSON object of metrics the trainer wrote (numbers; nested objects flattened with ".")',
+      )
       .option('--metric <name=value...>', 'a metric; repeatable, overrides the file')
       .addHelpText('after', SEE_TRAIN),
     '--lineage-url',
   ).action(async (flags: StoreFlags & { envPath: string; metrics?: string; metric?: string[] }, command: Command) => {
     const { failTrain, finalizeTraining, formatFinalize } = await import('../../train/index.ts')
-    const outcome = await finalizeTraining({ ...flags, envFile: flags.envPath, metricsFile: flags.metrics }).catch((error: unknown) => failTrain(error, cli.io, cli.json(command)))
+    const outcome = await finalizeTraining({ ...flags, envFile: flags.envPath, metricsFile: flags.metrics }).catch(
+      (error: unknown) => failTrain(error, cli.io, cli.json(command)),
+    )
     cli.print(command, outcome, () => formatFinalize(outcome))
   })
 
@@ -131,12 +162,19 @@ export function register(program: Command, cli: CliContext): void {
       .command('show')
       .description("print a training run's chain: artifact → deployment → training run → result → evals")
       .argument('[training-run-id]', 'a training run id or "latest" (default: the env file\'s run, else latest)')
-      .option('--env-path <file>', 'the env file written by train prepare (its run, its store, and the recorded trainer run)')
+      .option(
+        '--env-path <file>',
+        'the env file written by train prepare (its run, its store, and the recorded trainer run)',
+      )
       .addHelpText('after', SEE_TRAIN),
     '--lineage-url',
   ).action(async (ref: string | undefined, flags: StoreFlags & { envPath?: string }, command: Command) => {
     const { failTrain, formatShow, showTraining } = await import('../../train/index.ts')
-    const outcome = await showTraining({ ...flags, envFile: flags.envPath, ...(ref === undefined ? {} : { ref }) }).catch((error: unknown) => failTrain(error, cli.io, cli.json(command)))
+    const outcome = await showTraining({
+      ...flags,
+      envFile: flags.envPath,
+      ...(ref === undefined ? {} : { ref }),
+    }).catch((error: unknown) => failTrain(error, cli.io, cli.json(command)))
     cli.print(command, { ...outcome.chain, trainer: outcome.trainer }, () => formatShow(outcome))
   })
 }

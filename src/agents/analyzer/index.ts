@@ -31,22 +31,27 @@ export async function buildAnalyzerRequest(input: AnalyzerInput): Promise<ChatRe
   const { rollout, metadata, rubrics, score, criteria, gradeMax, locale } = input
   const reasons = criteria.map((grade) => `${grade.rubric_id}: ${grade.reason ?? ''}`).join('\n')
   const boundary = await dataBoundary(rollout.input, rollout.output, rollout.supplemental_context ?? '', reasons)
-  const user = renderPrompt(locale, 'analyzer.user', {
-    rubrics: rubricLines(rubrics, locale),
-    goal: metadata.high_level_goal,
-    model_size: metadata.model_size,
-    current_step: metadata.current_step,
-    total_steps: metadata.total_steps,
-    stage: stageLabel(locale, trainingStage(metadata.current_step, metadata.total_steps)),
-    score: formatScore(score),
-    grade_max: gradeMax,
-    grades: orNone(locale, criteria.map((grade) => `- ${grade.rubric_id}: ${grade.grade}/${gradeMax}`).join('\n')),
-    boundary,
-    reasons: orNone(locale, reasons),
-    input: rollout.input,
-    reference: rollout.supplemental_context ?? '',
-    output: rollout.output,
-  }, input.prompts)
+  const user = renderPrompt(
+    locale,
+    'analyzer.user',
+    {
+      rubrics: rubricLines(rubrics, locale),
+      goal: metadata.high_level_goal,
+      model_size: metadata.model_size,
+      current_step: metadata.current_step,
+      total_steps: metadata.total_steps,
+      stage: stageLabel(locale, trainingStage(metadata.current_step, metadata.total_steps)),
+      score: formatScore(score),
+      grade_max: gradeMax,
+      grades: orNone(locale, criteria.map((grade) => `- ${grade.rubric_id}: ${grade.grade}/${gradeMax}`).join('\n')),
+      boundary,
+      reasons: orNone(locale, reasons),
+      input: rollout.input,
+      reference: rollout.supplemental_context ?? '',
+      output: rollout.output,
+    },
+    input.prompts,
+  )
   return {
     role: 'analyzer',
     messages: [
@@ -71,6 +76,10 @@ export function parseAnalyzerReply(text: string): Analysis {
  * Analyses one scored rollout: one call, retried on transport failures and invalid replies.
  * @example const analysis = await runAnalyzer(model, input, { maxAttempts: 4 })
  */
-export async function runAnalyzer(model: ChatModel, input: AnalyzerInput, retry: Partial<RetryPolicy> = {}): Promise<Analysis> {
+export async function runAnalyzer(
+  model: ChatModel,
+  input: AnalyzerInput,
+  retry: Partial<RetryPolicy> = {},
+): Promise<Analysis> {
   return runAgent(model, await buildAnalyzerRequest(input), parseAnalyzerReply, retry)
 }

@@ -45,14 +45,19 @@ export async function buildMetaSummarizerRequest(input: MetaSummarizerInput): Pr
   const { summaries, rubrics, step, locale } = input
   const lines = summaries.map((summary, index) => JSON.stringify({ chunk: index + 1, ...summary })).join('\n')
   const boundary = await dataBoundary(lines)
-  const user = renderPrompt(locale, 'meta-summarizer.user', {
-    rubrics: rubricLines(rubrics, locale),
-    step,
-    chunks: summaries.length,
-    ...statsValues(mergeStats(summaries.map((summary) => summary.stats))),
-    boundary,
-    summaries: lines,
-  }, input.prompts)
+  const user = renderPrompt(
+    locale,
+    'meta-summarizer.user',
+    {
+      rubrics: rubricLines(rubrics, locale),
+      step,
+      chunks: summaries.length,
+      ...statsValues(mergeStats(summaries.map((summary) => summary.stats))),
+      boundary,
+      summaries: lines,
+    },
+    input.prompts,
+  )
   return {
     role: 'meta_summarizer',
     messages: [
@@ -69,17 +74,34 @@ export async function buildMetaSummarizerRequest(input: MetaSummarizerInput): Pr
  * kept only when they are among `knownIds` (default: the chunks' own examples).
  * @example parseMetaSummarizerReply(reply.text, summaries)
  */
-export function parseMetaSummarizerReply(text: string, summaries: readonly BatchSummary[], knownIds?: readonly string[]): BatchSummary {
+export function parseMetaSummarizerReply(
+  text: string,
+  summaries: readonly BatchSummary[],
+  knownIds?: readonly string[],
+): BatchSummary {
   const ids = knownIds ?? summaries.flatMap((summary) => summary.reward_hacking.examples)
-  return withStats(parseReplyAs(BatchSummaryReply, text, 'meta-summarizer'), mergeStats(summaries.map((summary) => summary.stats)), ids)
+  return withStats(
+    parseReplyAs(BatchSummaryReply, text, 'meta-summarizer'),
+    mergeStats(summaries.map((summary) => summary.stats)),
+    ids,
+  )
 }
 
 /**
  * Consolidates chunk summaries into one: one call, retried on transport failures and invalid replies.
  * @example const summary = await runMetaSummarizer(model, { summaries, rubrics, step: 3, locale: 'en' })
  */
-export async function runMetaSummarizer(model: ChatModel, input: MetaSummarizerInput, retry: Partial<RetryPolicy> = {}): Promise<BatchSummary> {
-  return runAgent(model, await buildMetaSummarizerRequest(input), (text) => parseMetaSummarizerReply(text, input.summaries, input.rolloutIds), retry)
+export async function runMetaSummarizer(
+  model: ChatModel,
+  input: MetaSummarizerInput,
+  retry: Partial<RetryPolicy> = {},
+): Promise<BatchSummary> {
+  return runAgent(
+    model,
+    await buildMetaSummarizerRequest(input),
+    (text) => parseMetaSummarizerReply(text, input.summaries, input.rolloutIds),
+    retry,
+  )
 }
 
 export interface SummarizeStepOptions {
@@ -108,12 +130,19 @@ export interface StepSummary {
  * when there are very many). 40 analyses with chunkSize 16: 3 chunk calls, then 1 consolidation.
  * @example const { summary } = await summarizeStep(model, analyses, 16, { rubrics, step: 3, locale: 'en' })
  */
-export async function summarizeStep(model: ChatModel, analyses: readonly AnalysisRecord[], chunkSize: number, options: SummarizeStepOptions): Promise<StepSummary> {
+export async function summarizeStep(
+  model: ChatModel,
+  analyses: readonly AnalysisRecord[],
+  chunkSize: number,
+  options: SummarizeStepOptions,
+): Promise<StepSummary> {
   if (analyses.length === 0) throw new RangeError('summarizeStep needs at least one analysis')
-  if (!Number.isInteger(chunkSize) || chunkSize < 1) throw new RangeError(`chunk size ${chunkSize} is not a positive integer`)
+  if (!Number.isInteger(chunkSize) || chunkSize < 1)
+    throw new RangeError(`chunk size ${chunkSize} is not a positive integer`)
   const { rubrics, step, locale, prompts, retry = {}, concurrency = 4, metaModel = model } = options
   const limit = pLimit(Math.max(1, concurrency))
-  const summarize = (part: AnalysisRecord[]) => limit(() => runSummarizer(model, { analyses: part, rubrics, step, locale, ...(prompts ? { prompts } : {}) }, retry))
+  const summarize = (part: AnalysisRecord[]) =>
+    limit(() => runSummarizer(model, { analyses: part, rubrics, step, locale, ...(prompts ? { prompts } : {}) }, retry))
   if (analyses.length <= chunkSize) return { summary: await summarize([...analyses]), chunks: [] }
 
   const chunks = await Promise.all(chunksOf([...analyses], chunkSize).map(summarize))
@@ -123,7 +152,15 @@ export async function summarizeStep(model: ChatModel, analyses: readonly Analysi
   while (level.length > 1) {
     level = await Promise.all(
       chunksOf(level, fanIn).map((group) =>
-        group.length === 1 ? Promise.resolve(group[0]!) : limit(() => runMetaSummarizer(metaModel, { summaries: group, rubrics, step, locale, rolloutIds, ...(prompts ? { prompts } : {}) }, retry)),
+        group.length === 1
+          ? Promise.resolve(group[0]!)
+          : limit(() =>
+              runMetaSummarizer(
+                metaModel,
+                { summaries: group, rubrics, step, locale, rolloutIds, ...(prompts ? { prompts } : {}) },
+                retry,
+              ),
+            ),
       ),
     )
   }

@@ -25,15 +25,20 @@ export async function buildQueryGeneratorRequest(input: QueryGeneratorInput): Pr
   const { summary, rubrics, maxQueries, locale } = input
   const written = summaryForPrompt(summary)
   const boundary = await dataBoundary(written)
-  const user = renderPrompt(locale, 'query-generator.user', {
-    rubrics: rubricLines(rubrics, locale),
-    rollouts: summary.stats.rollouts,
-    mean_score: formatScore(summary.stats.mean_score),
-    flagged: summary.stats.flagged,
-    max_queries: maxQueries,
-    boundary,
-    summary: written,
-  }, input.prompts)
+  const user = renderPrompt(
+    locale,
+    'query-generator.user',
+    {
+      rubrics: rubricLines(rubrics, locale),
+      rollouts: summary.stats.rollouts,
+      mean_score: formatScore(summary.stats.mean_score),
+      flagged: summary.stats.flagged,
+      max_queries: maxQueries,
+      boundary,
+      summary: written,
+    },
+    input.prompts,
+  )
   return {
     role: 'query_generator',
     messages: [
@@ -53,7 +58,10 @@ export async function buildQueryGeneratorRequest(input: QueryGeneratorInput): Pr
 export function parseQueryReply(text: string, maxQueries: number): string[] {
   const seen = new Set<string>()
   const queries = parseReplyAs(QueryList, text, 'query generator').queries.filter((query) => {
-    const key = query.toLowerCase().replace(/\s+/g, ' ').replace(/[\s.?!;,。？！；，]+$/u, '')
+    const key = query
+      .toLowerCase()
+      .replace(/\s+/g, ' ')
+      .replace(/[\s.?!;,。？！；，]+$/u, '')
     if (!key || seen.has(key)) return false
     seen.add(key)
     return true
@@ -66,6 +74,15 @@ export function parseQueryReply(text: string, maxQueries: number): string[] {
  * Writes the memory queries for a step summary: one call, retried on transport failures and invalid replies.
  * @example const queries = await runQueryGenerator(model, { summary, rubrics, maxQueries: 5, locale: 'en' })
  */
-export async function runQueryGenerator(model: ChatModel, input: QueryGeneratorInput, retry: Partial<RetryPolicy> = {}): Promise<string[]> {
-  return runAgent(model, await buildQueryGeneratorRequest(input), (text) => parseQueryReply(text, input.maxQueries), retry)
+export async function runQueryGenerator(
+  model: ChatModel,
+  input: QueryGeneratorInput,
+  retry: Partial<RetryPolicy> = {},
+): Promise<string[]> {
+  return runAgent(
+    model,
+    await buildQueryGeneratorRequest(input),
+    (text) => parseQueryReply(text, input.maxQueries),
+    retry,
+  )
 }

@@ -40,17 +40,22 @@ export async function buildScorerRequest(input: ScorerInput): Promise<ChatReques
   const { rubrics, rollout, metadata, gradeMax, locale } = input
   const boundary = await dataBoundary(rollout.input, rollout.output, rollout.supplemental_context ?? '')
   const system = renderPrompt(locale, 'scorer.system', { grade_max: gradeMax, boundary }, input.prompts)
-  const user = renderPrompt(locale, 'scorer.user', {
-    boundary,
-    rubrics: rubrics.map((rubric) => `- ${rubric.id} (weight ${rubric.weight}): ${rubric.text}`).join('\n'),
-    goal: metadata.high_level_goal,
-    model_size: metadata.model_size,
-    current_step: metadata.current_step,
-    total_steps: metadata.total_steps,
-    input: rollout.input,
-    reference: rollout.supplemental_context ?? '',
-    output: rollout.output,
-  }, input.prompts)
+  const user = renderPrompt(
+    locale,
+    'scorer.user',
+    {
+      boundary,
+      rubrics: rubrics.map((rubric) => `- ${rubric.id} (weight ${rubric.weight}): ${rubric.text}`).join('\n'),
+      goal: metadata.high_level_goal,
+      model_size: metadata.model_size,
+      current_step: metadata.current_step,
+      total_steps: metadata.total_steps,
+      input: rollout.input,
+      reference: rollout.supplemental_context ?? '',
+      output: rollout.output,
+    },
+    input.prompts,
+  )
   return {
     role: 'scorer',
     messages: [
@@ -69,19 +74,29 @@ export async function buildScorerRequest(input: ScorerInput): Promise<ChatReques
  */
 export function parseScorerReply(text: string, rubrics: readonly Rubric[], gradeMax: number): CriterionGrade[] {
   const parsed = ScorerReply.safeParse(parseLenientJson(text))
-  if (!parsed.success) throw new LlmError('invalid_reply', `scorer reply has the wrong shape: ${z.prettifyError(parsed.error)}`)
+  if (!parsed.success)
+    throw new LlmError('invalid_reply', `scorer reply has the wrong shape: ${z.prettifyError(parsed.error)}`)
   const byId = new Map<string, { grade: number; reason?: string | undefined }>()
   for (const entry of parsed.data.grades) {
-    if (byId.has(entry.rubric_id)) throw new LlmError('invalid_reply', `scorer graded rubric "${entry.rubric_id}" twice`)
+    if (byId.has(entry.rubric_id))
+      throw new LlmError('invalid_reply', `scorer graded rubric "${entry.rubric_id}" twice`)
     byId.set(entry.rubric_id, entry)
   }
   return rubrics.map((rubric) => {
     const entry = byId.get(rubric.id)
     if (!entry) throw new LlmError('invalid_reply', `scorer gave no grade for rubric "${rubric.id}"`)
     if (!Number.isInteger(entry.grade) || entry.grade < 0 || entry.grade > gradeMax) {
-      throw new LlmError('invalid_reply', `scorer grade ${entry.grade} for "${rubric.id}" is not an integer in 0..${gradeMax}`)
+      throw new LlmError(
+        'invalid_reply',
+        `scorer grade ${entry.grade} for "${rubric.id}" is not an integer in 0..${gradeMax}`,
+      )
     }
-    return { rubric_id: rubric.id, grade: entry.grade, weight: rubric.weight, ...(entry.reason ? { reason: entry.reason.slice(0, 500) } : {}) }
+    return {
+      rubric_id: rubric.id,
+      grade: entry.grade,
+      weight: rubric.weight,
+      ...(entry.reason ? { reason: entry.reason.slice(0, 500) } : {}),
+    }
   })
 }
 
@@ -89,12 +104,21 @@ export function parseScorerReply(text: string, rubrics: readonly Rubric[], grade
  * Grades a rollout: one call, parsed and validated, retried with backoff on transport failures and invalid replies.
  * @example const { score, criteria } = await judgeRollout(model, input, { maxAttempts: 4 })
  */
-export async function judgeRollout(model: ChatModel, input: ScorerInput, retry: Partial<RetryPolicy> = {}): Promise<Judgement> {
+export async function judgeRollout(
+  model: ChatModel,
+  input: ScorerInput,
+  retry: Partial<RetryPolicy> = {},
+): Promise<Judgement> {
   const request = await buildScorerRequest(input)
-  return runAgent(model, request, (text) => {
-    const criteria = parseScorerReply(text, input.rubrics, input.gradeMax)
-    return { score: rewardFromGrades(criteria, input.gradeMax), criteria }
-  }, retry)
+  return runAgent(
+    model,
+    request,
+    (text) => {
+      const criteria = parseScorerReply(text, input.rubrics, input.gradeMax)
+      return { score: rewardFromGrades(criteria, input.gradeMax), criteria }
+    },
+    retry,
+  )
 }
 
 /**
@@ -102,13 +126,27 @@ export async function judgeRollout(model: ChatModel, input: ScorerInput, retry: 
  * the same model, prompt templates, scale and rollout content always map to the same key.
  * @example const key = await judgementKey(model.id, 'en', 10, rollout, metadata)
  */
-export async function judgementKey(modelId: string, locale: Locale, gradeMax: number, rollout: Rollout, metadata: TrainingMetadata, prompts: PromptOverrides = {}): Promise<string> {
+export async function judgementKey(
+  modelId: string,
+  locale: Locale,
+  gradeMax: number,
+  rollout: Rollout,
+  metadata: TrainingMetadata,
+  prompts: PromptOverrides = {},
+): Promise<string> {
   return sha256Hex(
     canonicalJson({
       model: modelId,
-      prompts: [prompts[`${locale}/scorer.system`] ?? promptTemplate(locale, 'scorer.system'), prompts[`${locale}/scorer.user`] ?? promptTemplate(locale, 'scorer.user')],
+      prompts: [
+        prompts[`${locale}/scorer.system`] ?? promptTemplate(locale, 'scorer.system'),
+        prompts[`${locale}/scorer.user`] ?? promptTemplate(locale, 'scorer.user'),
+      ],
       grade_max: gradeMax,
-      rollout: { input: rollout.input, output: rollout.output, supplemental_context: rollout.supplemental_context ?? '' },
+      rollout: {
+        input: rollout.input,
+        output: rollout.output,
+        supplemental_context: rollout.supplemental_context ?? '',
+      },
       metadata,
     }),
   )

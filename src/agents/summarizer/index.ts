@@ -38,16 +38,25 @@ export function scoreStats(analyses: readonly AnalysisRecord[]): ScoreStats {
  */
 export async function buildSummarizerRequest(input: SummarizerInput): Promise<ChatRequest> {
   const { analyses, rubrics, step, locale } = input
-  const lines = analyses.map((record) => JSON.stringify({ rollout_id: record.rollout_id, score: Number(formatScore(record.score)), ...record.analysis })).join('\n')
+  const lines = analyses
+    .map((record) =>
+      JSON.stringify({ rollout_id: record.rollout_id, score: Number(formatScore(record.score)), ...record.analysis }),
+    )
+    .join('\n')
   const boundary = await dataBoundary(lines)
   const stats = scoreStats(analyses)
-  const user = renderPrompt(locale, 'summarizer.user', {
-    rubrics: rubricLines(rubrics, locale),
-    step,
-    ...statsValues(stats),
-    boundary,
-    analyses: lines,
-  }, input.prompts)
+  const user = renderPrompt(
+    locale,
+    'summarizer.user',
+    {
+      rubrics: rubricLines(rubrics, locale),
+      step,
+      ...statsValues(stats),
+      boundary,
+      analyses: lines,
+    },
+    input.prompts,
+  )
   return {
     role: 'summarizer',
     messages: [
@@ -65,15 +74,28 @@ export async function buildSummarizerRequest(input: SummarizerInput): Promise<Ch
  * @example parseSummarizerReply(reply.text, analyses)
  */
 export function parseSummarizerReply(text: string, analyses: readonly AnalysisRecord[]): BatchSummary {
-  return withStats(parseReplyAs(BatchSummaryReply, text, 'summarizer'), scoreStats(analyses), analyses.map((record) => record.rollout_id))
+  return withStats(
+    parseReplyAs(BatchSummaryReply, text, 'summarizer'),
+    scoreStats(analyses),
+    analyses.map((record) => record.rollout_id),
+  )
 }
 
 /**
  * Summarises the analyses of one step (or chunk): one call, retried on transport failures and invalid replies.
  * @example const summary = await runSummarizer(model, { analyses, rubrics, step: 3, locale: 'en' })
  */
-export async function runSummarizer(model: ChatModel, input: SummarizerInput, retry: Partial<RetryPolicy> = {}): Promise<BatchSummary> {
-  return runAgent(model, await buildSummarizerRequest(input), (text) => parseSummarizerReply(text, input.analyses), retry)
+export async function runSummarizer(
+  model: ChatModel,
+  input: SummarizerInput,
+  retry: Partial<RetryPolicy> = {},
+): Promise<BatchSummary> {
+  return runAgent(
+    model,
+    await buildSummarizerRequest(input),
+    (text) => parseSummarizerReply(text, input.analyses),
+    retry,
+  )
 }
 
 /**
@@ -97,7 +119,9 @@ export function withStats(reply: BatchSummaryReply, stats: ScoreStats, knownIds:
  * Prompt values for a batch's numbers.
  * @example renderPrompt('en', 'summarizer.user', { ...statsValues(stats), … })
  */
-export function statsValues(stats: ScoreStats): Record<'rollouts' | 'mean_score' | 'min_score' | 'max_score' | 'flagged', string | number> {
+export function statsValues(
+  stats: ScoreStats,
+): Record<'rollouts' | 'mean_score' | 'min_score' | 'max_score' | 'flagged', string | number> {
   return {
     rollouts: stats.rollouts,
     mean_score: formatScore(stats.mean_score),

@@ -16,9 +16,19 @@ const MAX_TEXT_CHARS = 4_000
  */
 const GRADER_INSTRUCTIONS: { pattern: RegExp; reason: string }[] = [
   { pattern: /<<<|>>>|\bDATA-[0-9a-f]{4,}/i, reason: 'contains a data marker' },
-  { pattern: /\bignore\b[^.!?\n]{0,40}\b(?:rubrics?|criteri(?:a|on)|instructions?|rules?|above|previous)\b/i, reason: 'tells the grader to ignore its instructions' },
-  { pattern: /\b(?:give|award|assign|output|return)\s+(?:every|all|any|each)\s+(?:answers?|responses?|rollouts?)\b[^.!?\n]{0,30}\b(?:full|max(?:imum)?|perfect|top|highest|10|1\.0)\b/i, reason: 'fixes the grade of every answer' },
-  { pattern: /\b(?:always|unconditionally)\s+(?:give|award|assign|output|return|grade)\b/i, reason: 'fixes the grade unconditionally' },
+  {
+    pattern: /\bignore\b[^.!?\n]{0,40}\b(?:rubrics?|criteri(?:a|on)|instructions?|rules?|above|previous)\b/i,
+    reason: 'tells the grader to ignore its instructions',
+  },
+  {
+    pattern:
+      /\b(?:give|award|assign|output|return)\s+(?:every|all|any|each)\s+(?:answers?|responses?|rollouts?)\b[^.!?\n]{0,30}\b(?:full|max(?:imum)?|perfect|top|highest|10|1\.0)\b/i,
+    reason: 'fixes the grade of every answer',
+  },
+  {
+    pattern: /\b(?:always|unconditionally)\s+(?:give|award|assign|output|return|grade)\b/i,
+    reason: 'fixes the grade unconditionally',
+  },
 ]
 const RUBRIC_ID = /^[\w.:-]{1,128}$/
 
@@ -52,7 +62,11 @@ export interface AppliedRubricUpdate {
  * An unchanged rubric keeps its object; a changed or new one takes `version` and `createdAt`.
  * @example const { accepted, rubrics, refused, diff } = applyRubricUpdate(current, update, { version: 3, createdAt: new Date().toISOString() })
  */
-export function applyRubricUpdate(current: readonly Rubric[], update: RubricUpdate, options: { version: number; createdAt: string }): AppliedRubricUpdate {
+export function applyRubricUpdate(
+  current: readonly Rubric[],
+  update: RubricUpdate,
+  options: { version: number; createdAt: string },
+): AppliedRubricUpdate {
   const anchors = current.filter((rubric) => rubric.is_anchor)
   const previous = current.filter((rubric) => !rubric.is_anchor)
   const keepPrevious = (refused: string[]): AppliedRubricUpdate => ({
@@ -63,7 +77,10 @@ export function applyRubricUpdate(current: readonly Rubric[], update: RubricUpda
   })
 
   const parsed = RubricUpdate.safeParse(update)
-  if (!parsed.success) return keepPrevious([`the update is malformed; the previous version stays in force: ${z.prettifyError(parsed.error)}`])
+  if (!parsed.success)
+    return keepPrevious([
+      `the update is malformed; the previous version stays in force: ${z.prettifyError(parsed.error)}`,
+    ])
   const { modifications, final_adaptive: proposals } = parsed.data
 
   const refused: string[] = []
@@ -86,20 +103,33 @@ export function applyRubricUpdate(current: readonly Rubric[], update: RubricUpda
     const label = proposal.id ? `'${proposal.id}'` : `#${index + 1}`
     const text = proposal.text.trim()
     const key = normaliseText(text)
-    if (proposal.id !== undefined && anchorIds.has(proposal.id)) return void refused.push(`final_adaptive entry reuses anchor id '${proposal.id}'`)
+    if (proposal.id !== undefined && anchorIds.has(proposal.id))
+      return void refused.push(`final_adaptive entry reuses anchor id '${proposal.id}'`)
     if (!text) return void refused.push(`final_adaptive entry ${label} has no text`)
-    if (text.length > MAX_TEXT_CHARS) return void refused.push(`final_adaptive entry ${label} is longer than ${MAX_TEXT_CHARS} characters`)
+    if (text.length > MAX_TEXT_CHARS)
+      return void refused.push(`final_adaptive entry ${label} is longer than ${MAX_TEXT_CHARS} characters`)
     const poison = GRADER_INSTRUCTIONS.find(({ pattern }) => pattern.test(text))
-    if (poison) return void refused.push(`final_adaptive entry ${label} ${poison.reason}: rubric texts sit outside the scorer's data blocks`)
+    if (poison)
+      return void refused.push(
+        `final_adaptive entry ${label} ${poison.reason}: rubric texts sit outside the scorer's data blocks`,
+      )
     const anchorTwin = anchorByText.get(key)
-    if (anchorTwin !== undefined) return void refused.push(`final_adaptive entry ${label} repeats anchor '${anchorTwin}'`)
+    if (anchorTwin !== undefined)
+      return void refused.push(`final_adaptive entry ${label} repeats anchor '${anchorTwin}'`)
     const twin = textOwners.get(key)
     if (twin !== undefined) return void refused.push(`final_adaptive entry ${label} repeats the text of '${twin}'`)
-    if (!Number.isFinite(proposal.weight) || proposal.weight <= 0) return void refused.push(`final_adaptive entry ${label} has weight ${proposal.weight}, which is not positive`)
-    if (next.length >= MAX_ADAPTIVE_RUBRICS) return void refused.push(`final_adaptive entry ${label} exceeds the limit of ${MAX_ADAPTIVE_RUBRICS} adaptive rubrics`)
+    if (!Number.isFinite(proposal.weight) || proposal.weight <= 0)
+      return void refused.push(`final_adaptive entry ${label} has weight ${proposal.weight}, which is not positive`)
+    if (next.length >= MAX_ADAPTIVE_RUBRICS)
+      return void refused.push(
+        `final_adaptive entry ${label} exceeds the limit of ${MAX_ADAPTIVE_RUBRICS} adaptive rubrics`,
+      )
 
     const weight = Math.min(MAX_RUBRIC_WEIGHT, Math.max(MIN_RUBRIC_WEIGHT, proposal.weight))
-    if (weight !== proposal.weight) refused.push(`weight ${proposal.weight} of ${label} brought to ${weight} (allowed ${MIN_RUBRIC_WEIGHT}..${MAX_RUBRIC_WEIGHT})`)
+    if (weight !== proposal.weight)
+      refused.push(
+        `weight ${proposal.weight} of ${label} brought to ${weight} (allowed ${MIN_RUBRIC_WEIGHT}..${MAX_RUBRIC_WEIGHT})`,
+      )
     const id = chooseId(proposal.id, key, previousByText, usedIds, refused, label)
     usedIds.add(id)
     textOwners.set(key, id)
@@ -107,7 +137,15 @@ export function applyRubricUpdate(current: readonly Rubric[], update: RubricUpda
     const before = previousById.get(id)
     if (!before) {
       diff.added.push(id)
-      next.push({ id, text, weight, is_anchor: false, version: options.version, created_at: options.createdAt, metadata: { origin: 'updater' } })
+      next.push({
+        id,
+        text,
+        weight,
+        is_anchor: false,
+        version: options.version,
+        created_at: options.createdAt,
+        metadata: { origin: 'updater' },
+      })
     } else if (before.text === text && before.weight === weight) {
       next.push(before)
     } else {
@@ -116,18 +154,28 @@ export function applyRubricUpdate(current: readonly Rubric[], update: RubricUpda
     }
   })
 
-  if (next.length === 0) return keepPrevious([...refused, 'the final adaptive set is empty; the previous version stays in force'])
+  if (next.length === 0)
+    return keepPrevious([...refused, 'the final adaptive set is empty; the previous version stays in force'])
   const kept = new Set(next.map((rubric) => rubric.id))
   diff.removed = previous.filter((rubric) => !kept.has(rubric.id)).map((rubric) => rubric.id)
   return { accepted: true, rubrics: [...anchors, ...next], refused, diff }
 }
 
 /** The proposal's own id when usable; else the id of a previous rubric with the same text; else one derived from the text. */
-function chooseId(proposed: string | undefined, textKey: string, previousByText: Map<string, Rubric>, usedIds: Set<string>, log: string[], label: string): string {
+function chooseId(
+  proposed: string | undefined,
+  textKey: string,
+  previousByText: Map<string, Rubric>,
+  usedIds: Set<string>,
+  log: string[],
+  label: string,
+): string {
   if (proposed !== undefined) {
     if (RUBRIC_ID.test(proposed) && !usedIds.has(proposed)) return proposed
     const fallback = derivedId(textKey, previousByText, usedIds)
-    log.push(`id ${label} is ${usedIds.has(proposed) ? 'already used' : 'not a valid rubric id'}; the rubric was given id '${fallback}'`)
+    log.push(
+      `id ${label} is ${usedIds.has(proposed) ? 'already used' : 'not a valid rubric id'}; the rubric was given id '${fallback}'`,
+    )
     return fallback
   }
   return derivedId(textKey, previousByText, usedIds)
@@ -144,7 +192,11 @@ function derivedId(textKey: string, previousByText: Map<string, Rubric>, usedIds
 
 /** Text compared as a criterion: case, spacing and end punctuation ignored. */
 function normaliseText(text: string): string {
-  return text.toLowerCase().replace(/\s+/g, ' ').trim().replace(/[\s.。!！;；]+$/u, '')
+  return text
+    .toLowerCase()
+    .replace(/\s+/g, ' ')
+    .trim()
+    .replace(/[\s.。!！;；]+$/u, '')
 }
 
 /** 32-bit FNV-1a of a string's UTF-16 code units, as 8 hex digits: a short, stable, synchronous name. */

@@ -33,17 +33,28 @@ export async function buildUpdaterRequest(input: UpdaterInput): Promise<ChatRequ
   const { rubrics, summary, memories, step, stage, goal = '', locale } = input
   const written = summaryForPrompt(summary)
   const boundary = await dataBoundary(written, memories)
-  const user = renderPrompt(locale, 'updater.user', {
-    anchors: rubricLines(rubrics.filter((rubric) => rubric.is_anchor), locale),
-    adaptive: rubricLines(rubrics.filter((rubric) => !rubric.is_anchor), locale),
-    goal,
-    step,
-    stage: stageLabel(locale, stage),
-    ...statsValues(summary.stats),
-    boundary,
-    summary: written,
-    memories: orNone(locale, memories),
-  }, input.prompts)
+  const user = renderPrompt(
+    locale,
+    'updater.user',
+    {
+      anchors: rubricLines(
+        rubrics.filter((rubric) => rubric.is_anchor),
+        locale,
+      ),
+      adaptive: rubricLines(
+        rubrics.filter((rubric) => !rubric.is_anchor),
+        locale,
+      ),
+      goal,
+      step,
+      stage: stageLabel(locale, stage),
+      ...statsValues(summary.stats),
+      boundary,
+      summary: written,
+      memories: orNone(locale, memories),
+    },
+    input.prompts,
+  )
   return {
     role: 'updater',
     messages: [
@@ -69,6 +80,10 @@ export function parseUpdaterReply(text: string): RubricUpdate {
  * Apply the result with `applyRubricUpdate`, which keeps anchors and refuses what touches them.
  * @example const update = await runUpdater(model, input); const next = applyRubricUpdate(rubrics, update, { version: 2, createdAt })
  */
-export async function runUpdater(model: ChatModel, input: UpdaterInput, retry: Partial<RetryPolicy> = {}): Promise<RubricUpdate> {
+export async function runUpdater(
+  model: ChatModel,
+  input: UpdaterInput,
+  retry: Partial<RetryPolicy> = {},
+): Promise<RubricUpdate> {
   return runAgent(model, await buildUpdaterRequest(input), parseUpdaterReply, retry)
 }

@@ -57,7 +57,11 @@ export function createLimiter(limit: number, signal?: AbortSignal): Limiter {
  * `Promise.all(items.map(fn))` with at most `limit` calls of `fn` running; results keep the input order.
  * @example const results = await mapConcurrent(prompts, 4, (item) => searchPrompt(item))
  */
-export async function mapConcurrent<T, R>(items: readonly T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
+export async function mapConcurrent<T, R>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T, index: number) => Promise<R>,
+): Promise<R[]> {
   const results = new Array<R>(items.length)
   let cursor = 0
   let failed = false

@@ -108,7 +108,12 @@ export function fullFidelity(ctx: SearchContext, rubric: SearchRubric): Fidelity
  * Evaluates a rubric on a prompt and computes its objective (full fidelity unless given).
  * @example const scored = await scoreRubric(ctx, item, rubric); scored.total
  */
-export async function scoreRubric(ctx: SearchContext, item: PromptItem, rubric: SearchRubric, fidelity = fullFidelity(ctx, rubric)): Promise<ScoredRubric> {
+export async function scoreRubric(
+  ctx: SearchContext,
+  item: PromptItem,
+  rubric: SearchRubric,
+  fidelity = fullFidelity(ctx, rubric),
+): Promise<ScoredRubric> {
   const evaluation = await ctx.evaluator.evaluate(item, rubric, { votes: fidelity.votes })
   const objective = await computeObjective(item, evaluation, ctx.judges.prefer, ctx.config, { budget: fidelity.budget })
   return { rubric, key: rubricKey(rubric), total: objective.total, objective, evaluation }
@@ -118,9 +123,16 @@ export async function scoreRubric(ctx: SearchContext, item: PromptItem, rubric: 
  * Scores rubrics concurrently and sorts them best first (stable: equal totals keep the given order).
  * @example const population = await scorePopulation(ctx, item, rubrics)
  */
-export async function scorePopulation(ctx: SearchContext, item: PromptItem, rubrics: readonly SearchRubric[]): Promise<ScoredRubric[]> {
+export async function scorePopulation(
+  ctx: SearchContext,
+  item: PromptItem,
+  rubrics: readonly SearchRubric[],
+): Promise<ScoredRubric[]> {
   const scored = await Promise.all(rubrics.map((rubric) => scoreRubric(ctx, item, rubric)))
-  return scored.map((entry, position) => ({ entry, position })).sort((a, b) => b.entry.total - a.entry.total || a.position - b.position).map(({ entry }) => entry)
+  return scored
+    .map((entry, position) => ({ entry, position }))
+    .sort((a, b) => b.entry.total - a.entry.total || a.position - b.position)
+    .map(({ entry }) => entry)
 }
 
 /**
@@ -150,7 +162,14 @@ export async function initializeRubric(ctx: SearchContext, item: PromptItem, see
  */
 export async function proposeRubric(
   ctx: SearchContext,
-  input: { item: PromptItem; rubric: SearchRubric; mode: MutationMode; top: Candidate; runnerUp: Candidate; seed: number },
+  input: {
+    item: PromptItem
+    rubric: SearchRubric
+    mode: MutationMode
+    top: Candidate
+    runnerUp: Candidate
+    seed: number
+  },
 ): Promise<SearchRubric> {
   const rubric = await ctx.limit(() => {
     ctx.counters.proposer_calls++
@@ -162,6 +181,8 @@ export async function proposeRubric(
 function validated(rubric: unknown, origin: string): SearchRubric {
   const parsed = SearchRubric.safeParse(rubric)
   if (parsed.success) return parsed.data
-  const problems = parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; ')
+  const problems = parsed.error.issues
+    .map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`)
+    .join('; ')
   throw new TypeError(`${origin} returned an invalid rubric: ${problems}`)
 }

@@ -12,7 +12,14 @@ import { populationDiversity } from '../diversity.ts'
 import { derivedSeed, Rng } from '../random.ts'
 import type { PromptItem } from '../types.ts'
 import { mapConcurrent } from './concurrency.ts'
-import { initializeRubric, scorePopulation, scoreRubric, throwIfAborted, type ScoredRubric, type SearchContext } from './context.ts'
+import {
+  initializeRubric,
+  scorePopulation,
+  scoreRubric,
+  throwIfAborted,
+  type ScoredRubric,
+  type SearchContext,
+} from './context.ts'
 import { MutationScheduler, type ScheduleDiagnostics, type ScheduleOptions } from './mutation-schedule.ts'
 import { executeEvolution, hardness, initialPopulation, isDistinguished, planEvolution } from './population.ts'
 import type { GlobalBatchState, PromptResult, StopReason } from './state.ts'
@@ -44,7 +51,10 @@ export interface GlobalBatchResult {
  * The first global_batch state: every prompt's base rubric and initial population (prompts concurrently).
  * @example const state = await initializeGlobalBatch(ctx, dataset.prompts)
  */
-export async function initializeGlobalBatch(ctx: SearchContext, prompts: readonly PromptItem[]): Promise<GlobalBatchState> {
+export async function initializeGlobalBatch(
+  ctx: SearchContext,
+  prompts: readonly PromptItem[],
+): Promise<GlobalBatchState> {
   const { config } = ctx
   let done = 0
   const initial = await mapConcurrent(prompts, config.prompt_concurrency, async (item) => {
@@ -89,7 +99,9 @@ export async function runGlobalBatch(
   while (state.generation < config.generations && state.stop_reason === null) {
     throwIfAborted(ctx)
     const generation = state.generation
-    const scored = await Promise.all(prompts.map((item) => scorePopulation(ctx, item, state.populations[item.prompt_id]!)))
+    const scored = await Promise.all(
+      prompts.map((item) => scorePopulation(ctx, item, state.populations[item.prompt_id]!)),
+    )
     const diversity: Record<string, number> = {}
     let improved = false
     prompts.forEach((item, i) => {
@@ -118,7 +130,9 @@ export async function runGlobalBatch(
     const plans = byHardness
       .map(({ i }) => i)
       .sort((a, b) => a - b)
-      .map((i) => planEvolution(ctx, prompts[i]!, scored[i]!, scheduler, rng, generation, diversity[prompts[i]!.prompt_id]!))
+      .map((i) =>
+        planEvolution(ctx, prompts[i]!, scored[i]!, scheduler, rng, generation, diversity[prompts[i]!.prompt_id]!),
+      )
     const outcomes = await Promise.all(plans.map((plan) => executeEvolution(ctx, plan)))
     outcomes.forEach((outcome, k) => {
       state.populations[plans[k]!.item.prompt_id] = outcome.population.map((member) => member.rubric)
@@ -128,7 +142,13 @@ export async function runGlobalBatch(
     state.generation = generation + 1
     state.rng = rng.state()
     state.scheduler = scheduler.state()
-    ctx.progress({ phase: 'generation', prompt_id: null, generation: state.generation, done: state.generation, total: config.generations })
+    ctx.progress({
+      phase: 'generation',
+      prompt_id: null,
+      generation: state.generation,
+      done: state.generation,
+      total: config.generations,
+    })
     if (await checkpoint(state)) return null
   }
   state.stop_reason ??= 'generations'
@@ -139,9 +159,16 @@ export async function runGlobalBatch(
       const id = item.prompt_id
       const final = await scorePopulation(ctx, item, state.populations[id]!)
       const known = state.best[id]
-      if (!known || final[0]!.total > known.total + tolerance) state.best[id] = { rubric: final[0]!.rubric, total: final[0]!.total }
+      if (!known || final[0]!.total > known.total + tolerance)
+        state.best[id] = { rubric: final[0]!.rubric, total: final[0]!.total }
       const best = await scoreRubric(ctx, item, state.best[id]!.rubric)
-      ctx.progress({ phase: 'finalize', prompt_id: id, generation: state.generation, done: ++done, total: prompts.length })
+      ctx.progress({
+        phase: 'finalize',
+        prompt_id: id,
+        generation: state.generation,
+        done: ++done,
+        total: prompts.length,
+      })
       return promptResult(item, best, {
         history: state.history[id]!,
         initial_margin: state.initial_margins[id]!,
@@ -183,7 +210,13 @@ export async function searchPromptLocal(ctx: SearchContext, item: PromptItem): P
     const improved = best === null || scored[0]!.total > best.total + tolerance
     if (improved) best = scored[0]!
     generationsRun = generation + 1
-    ctx.progress({ phase: 'prompt', prompt_id: item.prompt_id, generation, done: generationsRun, total: config.generations })
+    ctx.progress({
+      phase: 'prompt',
+      prompt_id: item.prompt_id,
+      generation,
+      done: generationsRun,
+      total: config.generations,
+    })
     if (isDistinguished(best!.objective, config)) {
       stopReason = 'distinguished'
       break

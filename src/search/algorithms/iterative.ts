@@ -25,11 +25,24 @@ export async function searchPromptIterative(ctx: SearchContext, item: PromptItem
     history.push(current.total)
     const [top, runnerUp] = topTwo(item, current)
     const mode = MUTATION_MODES[step % MUTATION_MODES.length]!
-    const proposal = await proposeRubric(ctx, { item, rubric: current.rubric, mode, top, runnerUp, seed: derivedSeed(config.seed, 'iterate', item.prompt_id, step) })
+    const proposal = await proposeRubric(ctx, {
+      item,
+      rubric: current.rubric,
+      mode,
+      top,
+      runnerUp,
+      seed: derivedSeed(config.seed, 'iterate', item.prompt_id, step),
+    })
     const scored = await scoreRubric(ctx, item, proposal)
     if (scored.total > best.total + config.tie_tolerance) best = scored
     if (scored.total >= current.total) current = scored
-    ctx.progress({ phase: 'prompt', prompt_id: item.prompt_id, generation: step, done: step + 1, total: config.iterations })
+    ctx.progress({
+      phase: 'prompt',
+      prompt_id: item.prompt_id,
+      generation: step,
+      done: step + 1,
+      total: config.iterations,
+    })
   }
   return promptResult(item, best, {
     history,

@@ -49,7 +49,8 @@ export interface ScheduleDiagnostics {
   uses: Record<MutationMode, number>
 }
 
-const perMode = <T>(value: (mode: MutationMode) => T) => Object.fromEntries(MUTATION_MODES.map((mode) => [mode, value(mode)])) as Record<MutationMode, T>
+const perMode = <T>(value: (mode: MutationMode) => T) =>
+  Object.fromEntries(MUTATION_MODES.map((mode) => [mode, value(mode)])) as Record<MutationMode, T>
 
 /**
  * The mode whose cumulative probability first exceeds r ∈ [0, 1) (the last mode as a fallback).
@@ -81,10 +82,13 @@ export class MutationScheduler {
     private readonly options: ScheduleOptions,
     state?: SchedulerState,
   ) {
-    if (state && state.kind !== options.kind) throw new TypeError(`scheduler state is for "${state.kind}", not "${options.kind}"`)
+    if (state && state.kind !== options.kind)
+      throw new TypeError(`scheduler state is for "${state.kind}", not "${options.kind}"`)
     this.generation = state?.generation ?? 0
     this.draws = state?.draws ?? 0
-    this.history = perMode((mode) => (state?.history[mode] ?? []).map(([improved, amount]) => [improved, amount] as [boolean, number]))
+    this.history = perMode((mode) =>
+      (state?.history[mode] ?? []).map(([improved, amount]) => [improved, amount] as [boolean, number]),
+    )
   }
 
   /**
@@ -124,7 +128,10 @@ export class MutationScheduler {
    */
   select(rng: Rng, diversity: number | null): MutationMode {
     const probabilities = this.probabilities(diversity)
-    const mode = this.options.kind === 'fixed' ? MUTATION_MODES[this.draws % MUTATION_MODES.length]! : roulette(probabilities, rng.next())
+    const mode =
+      this.options.kind === 'fixed'
+        ? MUTATION_MODES[this.draws % MUTATION_MODES.length]!
+        : roulette(probabilities, rng.next())
     this.draws++
     return mode
   }
@@ -156,7 +163,9 @@ export class MutationScheduler {
       kind: this.options.kind,
       generation: this.generation,
       draws: this.draws,
-      history: perMode((mode) => this.history[mode].map(([improved, amount]) => [improved, amount] as [boolean, number])),
+      history: perMode((mode) =>
+        this.history[mode].map(([improved, amount]) => [improved, amount] as [boolean, number]),
+      ),
     }
   }
 

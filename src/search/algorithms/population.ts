@@ -14,7 +14,16 @@ import { rubricKey } from '../evaluator.ts'
 import type { ObjectiveResult } from '../objective.ts'
 import { derivedSeed, type Rng } from '../random.ts'
 import { MUTATION_MODES, type MutationMode, type PromptItem, type SearchRubric } from '../types.ts'
-import { fullFidelity, proposeRubric, scoreRubric, throwIfAborted, topTwo, type Fidelity, type ScoredRubric, type SearchContext } from './context.ts'
+import {
+  fullFidelity,
+  proposeRubric,
+  scoreRubric,
+  throwIfAborted,
+  topTwo,
+  type Fidelity,
+  type ScoredRubric,
+  type SearchContext,
+} from './context.ts'
 import type { MutationScheduler } from './mutation-schedule.ts'
 import { selectParents, uniqueByKey } from './selection.ts'
 
@@ -24,7 +33,11 @@ import { selectParents, uniqueByKey } from './selection.ts'
  * Modes cycle through every mutation mode; at most 3 × population_size proposals are tried in total.
  * @example const rubrics = await initialPopulation(ctx, item, await scoreRubric(ctx, item, base))
  */
-export async function initialPopulation(ctx: SearchContext, item: PromptItem, base: ScoredRubric): Promise<SearchRubric[]> {
+export async function initialPopulation(
+  ctx: SearchContext,
+  item: PromptItem,
+  base: ScoredRubric,
+): Promise<SearchRubric[]> {
   const { population_size: size, seed } = ctx.config
   const [top, runnerUp] = topTwo(item, base)
   const population: SearchRubric[] = [base.rubric]
@@ -38,7 +51,14 @@ export async function initialPopulation(ctx: SearchContext, item: PromptItem, ba
     attempt += wanted
     const children = await Promise.all(
       attempts.map((n) =>
-        proposeRubric(ctx, { item, rubric: base.rubric, mode: MUTATION_MODES[n % MUTATION_MODES.length]!, top, runnerUp, seed: derivedSeed(seed, 'init', item.prompt_id, n) }),
+        proposeRubric(ctx, {
+          item,
+          rubric: base.rubric,
+          mode: MUTATION_MODES[n % MUTATION_MODES.length]!,
+          top,
+          runnerUp,
+          seed: derivedSeed(seed, 'init', item.prompt_id, n),
+        }),
       ),
     )
     for (const child of children) {
@@ -76,7 +96,12 @@ export function planEvolution(
   diversity: number | null,
 ): EvolutionPlan {
   const { config } = ctx
-  const selected = selectParents(population, { ...config, strategy: config.selection_strategy, count: Math.min(population.length, config.mutation_parent_count), rng })
+  const selected = selectParents(population, {
+    ...config,
+    strategy: config.selection_strategy,
+    count: Math.min(population.length, config.mutation_parent_count),
+    rng,
+  })
   const parents = uniqueByKey([population[0]!, ...selected])
   const modes = Array.from({ length: config.mutations_per_round }, () => scheduler.select(rng, diversity))
   return { item, generation, population, parents, modes }
@@ -132,7 +157,14 @@ export async function executeEvolution(ctx: SearchContext, plan: EvolutionPlan):
     modes.map(async (mode, index) => {
       const parent = parents[index % parents.length]!
       const [top, runnerUp] = topTwo(item, parent)
-      const rubric = await proposeRubric(ctx, { item, rubric: parent.rubric, mode, top, runnerUp, seed: derivedSeed(config.seed, 'propose', item.prompt_id, generation, index) })
+      const rubric = await proposeRubric(ctx, {
+        item,
+        rubric: parent.rubric,
+        mode,
+        top,
+        runnerUp,
+        seed: derivedSeed(config.seed, 'propose', item.prompt_id, generation, index),
+      })
       return { index, parent, rubric, key: rubricKey(rubric), stage: null, parentAtStage: null }
     }),
   )
@@ -175,15 +207,28 @@ export async function executeEvolution(ctx: SearchContext, plan: EvolutionPlan):
   // Population update: elites, then admitted children, then the rest; deduplicated; truncated.
   const finalists = alive.filter((child) => child.stage !== null).map((child) => child.stage!)
   const admitted = finalists.filter((child) => child.total > worst.total + tolerance).sort((a, b) => b.total - a.total)
-  const next = uniqueByKey([...population.slice(0, config.elitism_count), ...admitted, ...population.slice(config.elitism_count)]).slice(0, config.population_size)
-  const sorted = next.map((entry, position) => ({ entry, position })).sort((a, b) => b.entry.total - a.entry.total || a.position - b.position).map(({ entry }) => entry)
+  const next = uniqueByKey([
+    ...population.slice(0, config.elitism_count),
+    ...admitted,
+    ...population.slice(config.elitism_count),
+  ]).slice(0, config.population_size)
+  const sorted = next
+    .map((entry, position) => ({ entry, position }))
+    .sort((a, b) => b.entry.total - a.entry.total || a.position - b.position)
+    .map(({ entry }) => entry)
 
   const credits = children.map((child) => {
     const source = members.get(child.key) ?? firstOfKey.get(child.key)!
     if ('total' in source) return { mode: modes[child.index]!, improvement: source.total - child.parent.total }
     return { mode: modes[child.index]!, improvement: source.stage!.total - source.parentAtStage!.total }
   })
-  return { population: sorted, credits, children: children.length, novel_children: novel.length, admitted: admitted.filter((child) => next.includes(child)).length }
+  return {
+    population: sorted,
+    credits,
+    children: children.length,
+    novel_children: novel.length,
+    admitted: admitted.filter((child) => next.includes(child)).length,
+  }
 }
 
 /**
@@ -193,7 +238,12 @@ export async function executeEvolution(ctx: SearchContext, plan: EvolutionPlan):
  */
 export function isDistinguished(
   objective: ObjectiveResult,
-  config: { stop_when_distinguished: boolean; distinguish_margin: number | null; tie_tolerance: number; distinguish_min_tail_acc: number },
+  config: {
+    stop_when_distinguished: boolean
+    distinguish_margin: number | null
+    tie_tolerance: number
+    distinguish_min_tail_acc: number
+  },
 ): boolean {
   return (
     config.stop_when_distinguished &&

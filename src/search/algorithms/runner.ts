@@ -33,7 +33,13 @@ export async function runPerPrompt(
         if (stopping) return
         completed[item.prompt_id] = result
         const done = prompts.filter((prompt) => Object.hasOwn(completed, prompt.prompt_id)).length
-        ctx.progress({ phase: 'finalize', prompt_id: item.prompt_id, generation: result.generations_run, done, total: prompts.length })
+        ctx.progress({
+          phase: 'finalize',
+          prompt_id: item.prompt_id,
+          generation: result.generations_run,
+          done,
+          total: prompts.length,
+        })
         if (await checkpoint(completed)) {
           stopping = true
           stop()

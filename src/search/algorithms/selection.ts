@@ -62,7 +62,9 @@ function tournament<T extends Ranked>(unique: T[], target: number, options: Sele
   let remaining = unique.map((member, position) => ({ member, position }))
   while (chosen.length < target) {
     const size = Math.min(options.tournament_size, remaining.length)
-    const draw = options.rng.sample(remaining, size).sort((a, b) => b.member.total - a.member.total || a.position - b.position)
+    const draw = options.rng
+      .sample(remaining, size)
+      .sort((a, b) => b.member.total - a.member.total || a.position - b.position)
     const winner = options.rng.next() < options.tournament_p ? draw[0]! : options.rng.pick(draw)
     chosen.push(winner.member)
     remaining = remaining.filter((entry) => entry !== winner)
@@ -84,7 +86,10 @@ function topK<T extends Ranked>(unique: T[], target: number, options: SelectionO
     let bestValue = -Infinity
     left.forEach((member, index) => {
       const quality = (member.total - low) / range
-      const diversity = meanDistanceTo(member.rubric, chosen.map((picked) => picked.rubric))
+      const diversity = meanDistanceTo(
+        member.rubric,
+        chosen.map((picked) => picked.rubric),
+      )
       const value = (1 - weight) * quality + weight * diversity
       if (value > bestValue + 1e-12) {
         bestValue = value

@@ -67,7 +67,9 @@ function isValidPattern(pattern: string): boolean {
 export function extractTag(text: string, tag = 'content', join = DEFAULT_JOIN): string {
   if (!TAG_NAME.test(tag)) throw new RangeError(`extractTag: "${tag}" is not a tag name`)
   const name = tag.replace(/[.]/g, '\\.')
-  const segments = [...text.matchAll(new RegExp(`<${name}(?:\\s[^>]*)?>([\\s\\S]*?)</${name}\\s*>`, 'gi'))].map((match) => match[1]!)
+  const segments = [...text.matchAll(new RegExp(`<${name}(?:\\s[^>]*)?>([\\s\\S]*?)</${name}\\s*>`, 'gi'))].map(
+    (match) => match[1]!,
+  )
   return joined(segments, join) ?? text
 }
 
@@ -93,7 +95,10 @@ export function extractRegex(text: string, pattern: string, join = DEFAULT_JOIN)
  * @example extractAnswer('<think>hmm</think> The answer is 4.') // 'The answer is 4.'
  */
 export function extractAnswer(text: string): string {
-  const answers = joined([...text.matchAll(/<answer(?:\s[^>]*)?>([\s\S]*?)<\/answer\s*>/gi)].map((match) => match[1]!), DEFAULT_JOIN)
+  const answers = joined(
+    [...text.matchAll(/<answer(?:\s[^>]*)?>([\s\S]*?)<\/answer\s*>/gi)].map((match) => match[1]!),
+    DEFAULT_JOIN,
+  )
   if (answers !== undefined) return answers
   let rest = text.replace(/<think(?:\s[^>]*)?>[\s\S]*?<\/think\s*>/gi, '')
   const stray = rest.search(/<\/think\s*>(?![\s\S]*<\/think\s*>)/i)

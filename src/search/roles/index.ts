@@ -76,12 +76,16 @@ export function createSearchRoles(options: CreateSearchRolesOptions): SearchRole
   })
   if (options.presets) {
     const raw = options.presets.rubrics
-    const presets = raw instanceof Map ? (raw as ReadonlyMap<string, SearchRubric>) : parsePresetRubrics(raw, { gradeMax })
+    const presets =
+      raw instanceof Map ? (raw as ReadonlyMap<string, SearchRubric>) : parsePresetRubrics(raw, { gradeMax })
     initializer = new PresetInitializer(presets, initializer, { strict: options.presets.strict ?? false })
   }
 
   const judgeModel = options.modelsByRole?.judge ?? fallbackModel
-  const judgeChoice = chooseJudge(options.dataset, { backend, ...(judgeModel ? { llmJudge: new LlmPairJudge(judgeModel, common) } : {}) })
+  const judgeChoice = chooseJudge(options.dataset, {
+    backend,
+    ...(judgeModel ? { llmJudge: new LlmPairJudge(judgeModel, common) } : {}),
+  })
 
   return {
     initializer,

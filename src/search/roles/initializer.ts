@@ -8,7 +8,14 @@ import { z } from 'zod'
 import { dataBoundary, parseReplyAs, runAgent } from '../../agents/run-agent.ts'
 import type { ChatModel, ChatRequest } from '../../llm/types.ts'
 import { renderPrompt, type Locale, type PromptOverrides } from '../../prompts/index.ts'
-import { CRITERION_TYPES, SearchRubric, visibleCandidate, type Criterion, type PromptItem, type RubricInitializer } from '../types.ts'
+import {
+  CRITERION_TYPES,
+  SearchRubric,
+  visibleCandidate,
+  type Criterion,
+  type PromptItem,
+  type RubricInitializer,
+} from '../types.ts'
 import { dataBlock, searchLabels, type SearchRoleOptions } from './common.ts'
 import { seededRandom, seededShuffle } from './prng.ts'
 import { criteriaFromReply, isRecord, RubricReply, validateCriteria } from './rubric.ts'
@@ -48,16 +55,24 @@ export async function buildInitializerRequest(item: PromptItem, options: Request
     .map((candidate) => visibleCandidate(candidate).text)
   const boundary = await dataBoundary(item.prompt, ...samples)
   const labels = searchLabels(locale)
-  const user = renderPrompt(locale, 'search-initializer.user', {
-    boundary,
-    prompt: item.prompt,
-    sample_count: samples.length,
-    samples: samples.map((text, index) => `${labels.sample(index + 1)}\n${dataBlock(boundary, text)}`).join('\n\n'),
-  }, options.prompts)
+  const user = renderPrompt(
+    locale,
+    'search-initializer.user',
+    {
+      boundary,
+      prompt: item.prompt,
+      sample_count: samples.length,
+      samples: samples.map((text, index) => `${labels.sample(index + 1)}\n${dataBlock(boundary, text)}`).join('\n\n'),
+    },
+    options.prompts,
+  )
   return {
     role: 'initializer',
     messages: [
-      { role: 'system', content: renderPrompt(locale, 'search-initializer.system', { grade_max: gradeMax }, options.prompts) },
+      {
+        role: 'system',
+        content: renderPrompt(locale, 'search-initializer.system', { grade_max: gradeMax }, options.prompts),
+      },
       { role: 'user', content: user },
     ],
     task: { kind: 'search_initialize', prompt: item.prompt, samples, grade_max: gradeMax, seed },
@@ -84,7 +99,8 @@ export function parseInitializerReply(text: string): Criterion[] {
  * const rubric = await initializer.initialize(item, { seed: 7 }) // rubric_id 'p1_r0', 4 criteria
  */
 export class LlmRubricInitializer implements RubricInitializer {
-  readonly #options: Required<Pick<InitializerOptions, 'locale' | 'gradeMax' | 'allowNa' | 'numVotes'>> & InitializerOptions
+  readonly #options: Required<Pick<InitializerOptions, 'locale' | 'gradeMax' | 'allowNa' | 'numVotes'>> &
+    InitializerOptions
 
   constructor(
     private readonly model: ChatModel,
@@ -99,7 +115,12 @@ export class LlmRubricInitializer implements RubricInitializer {
    */
   async initialize(item: PromptItem, options: { seed: number }): Promise<SearchRubric> {
     const { locale, gradeMax, allowNa, numVotes, prompts, retry } = this.#options
-    const request = await buildInitializerRequest(item, { seed: options.seed, locale, gradeMax, ...(prompts ? { prompts } : {}) })
+    const request = await buildInitializerRequest(item, {
+      seed: options.seed,
+      locale,
+      gradeMax,
+      ...(prompts ? { prompts } : {}),
+    })
     const criteria = await runAgent(this.model, request, parseInitializerReply, retry)
     return SearchRubric.parse({
       rubric_id: `${item.prompt_id}_r0`,
@@ -127,11 +148,13 @@ export function parsePresetRubrics(raw: unknown, options: { gradeMax?: number } 
   const list = Array.isArray(raw.best_rubrics) ? raw.best_rubrics : Array.isArray(raw.rubrics) ? raw.rubrics : undefined
   if (list) {
     list.forEach((entry, index) => {
-      if (!isRecord(entry) || typeof entry.prompt_id !== 'string' || !entry.prompt_id.trim()) throw new Error(`preset rubrics: entry ${index} has no prompt_id`)
+      if (!isRecord(entry) || typeof entry.prompt_id !== 'string' || !entry.prompt_id.trim())
+        throw new Error(`preset rubrics: entry ${index} has no prompt_id`)
       entries.push([entry.prompt_id, entry.rubric])
     })
   } else {
-    for (const [promptId, rubric] of Object.entries(raw)) if (isRecord(rubric) && Array.isArray(rubric.criteria)) entries.push([promptId, rubric])
+    for (const [promptId, rubric] of Object.entries(raw))
+      if (isRecord(rubric) && Array.isArray(rubric.criteria)) entries.push([promptId, rubric])
   }
   const presets = new Map<string, SearchRubric>()
   for (const [promptId, rubric] of entries) presets.set(promptId, presetRubric(promptId, rubric, gradeMax))
@@ -142,7 +165,11 @@ function presetRubric(promptId: string, raw: unknown, gradeMax: number): SearchR
   if (!isRecord(raw)) throw new Error(`preset rubric for "${promptId}": expected an object`)
   const protocol = isRecord(raw.grading_protocol) ? raw.grading_protocol : {}
   const criteria = Array.isArray(raw.criteria)
-    ? raw.criteria.map((criterion) => (isRecord(criterion) && !(CRITERION_TYPES as readonly unknown[]).includes(criterion.criterion_type) ? { ...criterion, criterion_type: null } : criterion))
+    ? raw.criteria.map((criterion) =>
+        isRecord(criterion) && !(CRITERION_TYPES as readonly unknown[]).includes(criterion.criterion_type)
+          ? { ...criterion, criterion_type: null }
+          : criterion,
+      )
     : raw.criteria
   const parsed = SearchRubric.safeParse({
     rubric_id: typeof raw.rubric_id === 'string' && raw.rubric_id.trim() ? raw.rubric_id : `${promptId}_preset`,
@@ -185,15 +212,27 @@ export class PresetInitializer implements RubricInitializer {
    * @example const rubric = await presetInitializer.initialize(item, { seed: 7 }) // rubric.metadata.origin === 'preset_initializer'
    */
   async initialize(item: PromptItem, options: { seed: number }): Promise<SearchRubric> {
-    const key = this.#presets.has(item.prompt_id) ? item.prompt_id : this.#presets.has(DEFAULT_PRESET_KEY) ? DEFAULT_PRESET_KEY : undefined
+    const key = this.#presets.has(item.prompt_id)
+      ? item.prompt_id
+      : this.#presets.has(DEFAULT_PRESET_KEY)
+        ? DEFAULT_PRESET_KEY
+        : undefined
     if (key !== undefined) {
       const preset = structuredClone(this.#presets.get(key)!)
       const metadata = { ...preset.metadata, origin: 'preset_initializer', preset_prompt_id: key }
       // The shared default gets the prompt's own stable id, as the initializer would give it.
-      if (key === DEFAULT_PRESET_KEY) return { ...preset, rubric_id: `${item.prompt_id}_r0`, metadata: { ...metadata, preset_rubric_id: preset.rubric_id } }
+      if (key === DEFAULT_PRESET_KEY)
+        return {
+          ...preset,
+          rubric_id: `${item.prompt_id}_r0`,
+          metadata: { ...metadata, preset_rubric_id: preset.rubric_id },
+        }
       return { ...preset, metadata }
     }
-    if (this.options.strict) throw new Error(`no preset rubric for prompt "${item.prompt_id}" and no "${DEFAULT_PRESET_KEY}" preset (strict presets)`)
+    if (this.options.strict)
+      throw new Error(
+        `no preset rubric for prompt "${item.prompt_id}" and no "${DEFAULT_PRESET_KEY}" preset (strict presets)`,
+      )
     if (!this.fallback) throw new Error(`no preset rubric for prompt "${item.prompt_id}" and no fallback initializer`)
     return this.fallback.initialize(item, options)
   }

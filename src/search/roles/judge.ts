@@ -14,7 +14,14 @@ import { dataBoundary, parseReplyAs, runAgent } from '../../agents/run-agent.ts'
 import { textStructureScore } from '../../llm/mock-search.ts'
 import type { ChatModel, ChatRequest } from '../../llm/types.ts'
 import { renderPrompt, type Locale, type PromptOverrides } from '../../prompts/index.ts'
-import { visibleCandidate, type Candidate, type PreferenceDataset, type PreferenceJudge, type Preference, type PromptItem } from '../types.ts'
+import {
+  visibleCandidate,
+  type Candidate,
+  type PreferenceDataset,
+  type PreferenceJudge,
+  type Preference,
+  type PromptItem,
+} from '../types.ts'
 import type { SearchRoleOptions } from './common.ts'
 import { isRecord } from './rubric.ts'
 
@@ -36,13 +43,26 @@ export interface CompareInput {
  * The judge's request for one order of a pair: `first` is shown as answer A, `second` as answer B. Texts only.
  * @example const request = await buildJudgeRequest(item.prompt, left.text, right.text, { locale: 'en' })
  */
-export async function buildJudgeRequest(prompt: string, first: string, second: string, options: { locale: Locale; prompts?: PromptOverrides }): Promise<ChatRequest> {
+export async function buildJudgeRequest(
+  prompt: string,
+  first: string,
+  second: string,
+  options: { locale: Locale; prompts?: PromptOverrides },
+): Promise<ChatRequest> {
   const boundary = await dataBoundary(prompt, first, second)
   return {
     role: 'judge',
     messages: [
       { role: 'system', content: renderPrompt(options.locale, 'search-judge.system', {}, options.prompts) },
-      { role: 'user', content: renderPrompt(options.locale, 'search-judge.user', { boundary, prompt, first, second }, options.prompts) },
+      {
+        role: 'user',
+        content: renderPrompt(
+          options.locale,
+          'search-judge.user',
+          { boundary, prompt, first, second },
+          options.prompts,
+        ),
+      },
     ],
     task: { kind: 'search_judge', prompt, first, second },
     json: true,
@@ -50,14 +70,38 @@ export async function buildJudgeRequest(prompt: string, first: string, second: s
 }
 
 const WINNER_WORDS: Record<string, 'A' | 'B' | 'tie'> = {
-  a: 'A', 'answer a': 'A', 'response a': 'A', first: 'A', left: 'A', '1': 'A',
-  b: 'B', 'answer b': 'B', 'response b': 'B', second: 'B', right: 'B', '-1': 'B',
-  tie: 'tie', equal: 'tie', draw: 'tie', same: 'tie', none: 'tie', neither: 'tie', '0': 'tie',
+  a: 'A',
+  'answer a': 'A',
+  'response a': 'A',
+  first: 'A',
+  left: 'A',
+  '1': 'A',
+  b: 'B',
+  'answer b': 'B',
+  'response b': 'B',
+  second: 'B',
+  right: 'B',
+  '-1': 'B',
+  tie: 'tie',
+  equal: 'tie',
+  draw: 'tie',
+  same: 'tie',
+  none: 'tie',
+  neither: 'tie',
+  '0': 'tie',
 }
 
 function readWinner(value: unknown): unknown {
   if (typeof value === 'number' && Number.isInteger(value)) return WINNER_WORDS[String(value)] ?? value
-  if (typeof value === 'string') return WINNER_WORDS[value.trim().toLowerCase().replace(/[.!"']/g, '')] ?? value
+  if (typeof value === 'string')
+    return (
+      WINNER_WORDS[
+        value
+          .trim()
+          .toLowerCase()
+          .replace(/[.!"']/g, '')
+      ] ?? value
+    )
   return value
 }
 
@@ -127,7 +171,15 @@ function flip(preference: Preference): Preference {
 export class LlmPairJudge implements PreferenceJudge {
   readonly kind = 'llm' as const
   readonly #cache = new Map<string, Promise<Preference>>()
-  readonly #stats: JudgeStats = { pairs: 0, consistent: 0, inconsistent: 0, decisive: 0, firstPositionWins: 0, secondPositionWins: 0, cacheHits: 0 }
+  readonly #stats: JudgeStats = {
+    pairs: 0,
+    consistent: 0,
+    inconsistent: 0,
+    decisive: 0,
+    firstPositionWins: 0,
+    secondPositionWins: 0,
+    cacheHits: 0,
+  }
 
   constructor(
     private readonly model: ChatModel,
@@ -146,7 +198,11 @@ export class LlmPairJudge implements PreferenceJudge {
     if (this.options.cache === false) return this.#judge(item.prompt, leftText, rightText)
     // Cache in a canonical orientation (smaller id as left) and flip the verdict for the other one.
     const flipped = right.candidate_id < left.candidate_id
-    const key = JSON.stringify([item.prompt_id, flipped ? right.candidate_id : left.candidate_id, flipped ? left.candidate_id : right.candidate_id])
+    const key = JSON.stringify([
+      item.prompt_id,
+      flipped ? right.candidate_id : left.candidate_id,
+      flipped ? left.candidate_id : right.candidate_id,
+    ])
     let verdict = this.#cache.get(key)
     if (verdict) this.#stats.cacheHits++
     else {
@@ -168,10 +224,14 @@ export class LlmPairJudge implements PreferenceJudge {
 
   async #judge(prompt: string, left: string, right: string): Promise<Preference> {
     const { locale = 'en', prompts, retry } = this.options
-    const build = (first: string, second: string) => buildJudgeRequest(prompt, first, second, { locale, ...(prompts ? { prompts } : {}) })
+    const build = (first: string, second: string) =>
+      buildJudgeRequest(prompt, first, second, { locale, ...(prompts ? { prompts } : {}) })
     // Both requests are built before either is sent, so the model always sees A/B before B/A (not whichever digest finished first).
     const [forwardRequest, backwardRequest] = await Promise.all([build(left, right), build(right, left)])
-    const [forward, backward] = await Promise.all([runAgent(this.model, forwardRequest, parseJudgeReply, retry), runAgent(this.model, backwardRequest, parseJudgeReply, retry)])
+    const [forward, backward] = await Promise.all([
+      runAgent(this.model, forwardRequest, parseJudgeReply, retry),
+      runAgent(this.model, backwardRequest, parseJudgeReply, retry),
+    ])
     const verdict = reconcile(forward, backward)
     const stats = this.#stats
     stats.pairs++
@@ -272,24 +332,41 @@ export interface JudgeChoice {
  * The label judges fall back to (3) for a candidate without its label.
  * @example const { judge, kind } = chooseJudge(dataset, { backend: 'llm', llmJudge: new LlmPairJudge(model) })
  */
-export function chooseJudge(dataset: PreferenceDataset | readonly PromptItem[], options: { backend: 'mock' | 'llm'; llmJudge?: PreferenceJudge }): JudgeChoice {
+export function chooseJudge(
+  dataset: PreferenceDataset | readonly PromptItem[],
+  options: { backend: 'mock' | 'llm'; llmJudge?: PreferenceJudge },
+): JudgeChoice {
   const items = Array.isArray(dataset) ? (dataset as readonly PromptItem[]) : (dataset as PreferenceDataset).prompts
   const candidates = items.flatMap((item) => item.candidates)
   const pairJudge = (): { kind: JudgeKind; judge: PreferenceJudge } => {
     if (options.backend === 'mock') return { kind: 'heuristic', judge: new HeuristicJudge() }
-    if (!options.llmJudge) throw new Error('chooseJudge: the llm backend needs an LLM judge for a dataset without complete rank or quality labels')
+    if (!options.llmJudge)
+      throw new Error(
+        'chooseJudge: the llm backend needs an LLM judge for a dataset without complete rank or quality labels',
+      )
     return { kind: 'llm', judge: options.llmJudge }
   }
   const fallback = () => (options.backend === 'mock' || options.llmJudge ? pairJudge().judge : undefined)
   if (candidates.length > 0 && candidates.every((candidate) => candidate.label.rank !== undefined)) {
-    return { kind: 'rank', judge: new RankJudge(fallback()), reason: 'every candidate has a rank: the dataset ranking is the ground truth' }
+    return {
+      kind: 'rank',
+      judge: new RankJudge(fallback()),
+      reason: 'every candidate has a rank: the dataset ranking is the ground truth',
+    }
   }
   if (candidates.length > 0 && candidates.every((candidate) => candidate.label.quality !== undefined)) {
-    return { kind: 'quality', judge: new QualityJudge(fallback()), reason: 'every candidate has a quality score: the dataset scores are the ground truth' }
+    return {
+      kind: 'quality',
+      judge: new QualityJudge(fallback()),
+      reason: 'every candidate has a quality score: the dataset scores are the ground truth',
+    }
   }
   const chosen = pairJudge()
   return {
     ...chosen,
-    reason: chosen.kind === 'llm' ? 'labels are incomplete: an LLM judges each pair in both orders' : 'labels are incomplete: the mock backend judges by quality where known, else length and structure',
+    reason:
+      chosen.kind === 'llm'
+        ? 'labels are incomplete: an LLM judges each pair in both orders'
+        : 'labels are incomplete: the mock backend judges by quality where known, else length and structure',
   }
 }

@@ -12,10 +12,26 @@ import { dataBoundary, parseReplyAs, runAgent } from '../../agents/run-agent.ts'
 import type { ChatModel, ChatRequest } from '../../llm/types.ts'
 import { LlmError } from '../../llm/types.ts'
 import { renderPrompt, type Locale, type PromptOverrides } from '../../prompts/index.ts'
-import { SearchRubric, visibleCandidate, type Candidate, type Criterion, type MutationMode, type PromptItem, type RubricProposer } from '../types.ts'
+import {
+  SearchRubric,
+  visibleCandidate,
+  type Candidate,
+  type Criterion,
+  type MutationMode,
+  type PromptItem,
+  type RubricProposer,
+} from '../types.ts'
 import type { SearchRoleOptions } from './common.ts'
 import { normalisedWeights } from './score.ts'
-import { criteriaFromReply, criteriaJson, MAX_CRITERIA, mutatedRubricId, RubricReply, sameCriteria, validateCriteria } from './rubric.ts'
+import {
+  criteriaFromReply,
+  criteriaJson,
+  MAX_CRITERIA,
+  mutatedRubricId,
+  RubricReply,
+  sameCriteria,
+  validateCriteria,
+} from './rubric.ts'
 
 export interface ProposerOptions extends SearchRoleOptions {
   /** Refuse a child that breaks its mode's checkable contract (see `modeContractViolation`); default true. */
@@ -38,26 +54,50 @@ export interface ProposalInput {
  * the current criteria as JSON, and the prompt and the two answer texts inside data markers.
  * @example const request = await buildProposerRequest({ item, rubric, mode: 'decompose', top, runnerUp, seed: 7 }, { locale: 'en' })
  */
-export async function buildProposerRequest(input: ProposalInput, options: { locale: Locale; prompts?: PromptOverrides }): Promise<ChatRequest> {
+export async function buildProposerRequest(
+  input: ProposalInput,
+  options: { locale: Locale; prompts?: PromptOverrides },
+): Promise<ChatRequest> {
   const { item, rubric, mode, seed } = input
   const top = visibleCandidate(input.top).text
   const runnerUp = visibleCandidate(input.runnerUp).text
   const boundary = await dataBoundary(item.prompt, top, runnerUp)
-  const user = renderPrompt(options.locale, 'search-proposer.user', {
-    mode,
-    rubric: criteriaJson(rubric.criteria),
-    boundary,
-    prompt: item.prompt,
-    top,
-    runner_up: runnerUp,
-  }, options.prompts)
+  const user = renderPrompt(
+    options.locale,
+    'search-proposer.user',
+    {
+      mode,
+      rubric: criteriaJson(rubric.criteria),
+      boundary,
+      prompt: item.prompt,
+      top,
+      runner_up: runnerUp,
+    },
+    options.prompts,
+  )
   return {
     role: 'proposer',
     messages: [
-      { role: 'system', content: renderPrompt(options.locale, 'search-proposer.system', { grade_max: rubric.grading_protocol.grade_max }, options.prompts) },
+      {
+        role: 'system',
+        content: renderPrompt(
+          options.locale,
+          'search-proposer.system',
+          { grade_max: rubric.grading_protocol.grade_max },
+          options.prompts,
+        ),
+      },
       { role: 'user', content: user },
     ],
-    task: { kind: 'search_propose', prompt: item.prompt, criteria: rubric.criteria, mode, top, runner_up: runnerUp, seed },
+    task: {
+      kind: 'search_propose',
+      prompt: item.prompt,
+      criteria: rubric.criteria,
+      mode,
+      top,
+      runner_up: runnerUp,
+      seed,
+    },
     json: true,
   }
 }
@@ -69,21 +109,34 @@ export async function buildProposerRequest(input: ProposalInput, options: { loca
  * anti_fluff: a new or changed criterion with negative examples. weight_perturb: the same ids and texts, in order.
  * @example modeContractViolation(parent.criteria, child.criteria, 'weight_perturb') // 'weight_perturb changed the text of "c1"'
  */
-export function modeContractViolation(parent: readonly Criterion[], child: readonly Criterion[], mode: MutationMode): string | undefined {
+export function modeContractViolation(
+  parent: readonly Criterion[],
+  child: readonly Criterion[],
+  mode: MutationMode,
+): string | undefined {
   if (sameCriteria(parent, child)) return `${mode} returned the rubric unchanged`
   const delta = child.length - parent.length
   switch (mode) {
     case 'raise_bar':
     case 'factual_focus':
     case 'counterexample_trigger':
-      return delta < 0 || delta > 1 ? `${mode} may add at most one criterion and remove none (${parent.length} → ${child.length})` : undefined
+      return delta < 0 || delta > 1
+        ? `${mode} may add at most one criterion and remove none (${parent.length} → ${child.length})`
+        : undefined
     case 'decompose':
-      return delta < 1 && parent.length < MAX_CRITERIA ? `decompose must split a criterion into two or more (${parent.length} → ${child.length} criteria)` : undefined
+      return delta < 1 && parent.length < MAX_CRITERIA
+        ? `decompose must split a criterion into two or more (${parent.length} → ${child.length} criteria)`
+        : undefined
     case 'anti_fluff': {
       // New, reworded, or weighted up (on normalised weights) — and it lists negative examples.
       const parentWeights = normalisedWeights(parent.map((criterion) => criterion.weight))
       const childWeights = normalisedWeights(child.map((criterion) => criterion.weight))
-      const before = new Map(parent.map((criterion, index) => [criterion.criterion_id, { content: contentKey(criterion), weight: parentWeights[index]! }]))
+      const before = new Map(
+        parent.map((criterion, index) => [
+          criterion.criterion_id,
+          { content: contentKey(criterion), weight: parentWeights[index]! },
+        ]),
+      )
       const touched = child.some((criterion, index) => {
         if (criterion.negative_examples.length === 0) return false
         const old = before.get(criterion.criterion_id)
@@ -92,8 +145,12 @@ export function modeContractViolation(parent: readonly Criterion[], child: reado
       return touched ? undefined : 'anti_fluff must add or strengthen a criterion with negative examples'
     }
     case 'weight_perturb': {
-      if (child.length !== parent.length) return `weight_perturb changed the number of criteria (${parent.length} → ${child.length})`
-      const changed = child.find((criterion, index) => criterion.criterion_id !== parent[index]!.criterion_id || criterion.text !== parent[index]!.text)
+      if (child.length !== parent.length)
+        return `weight_perturb changed the number of criteria (${parent.length} → ${child.length})`
+      const changed = child.find(
+        (criterion, index) =>
+          criterion.criterion_id !== parent[index]!.criterion_id || criterion.text !== parent[index]!.text,
+      )
       return changed ? `weight_perturb changed the id or text of "${changed.criterion_id}"` : undefined
     }
   }
@@ -110,9 +167,18 @@ function contentKey(criterion: Criterion): string {
  * `invalid_reply`.
  * @example parseProposerReply(replyText, parent, 'anti_fluff')
  */
-export function parseProposerReply(text: string, parent: SearchRubric, mode: MutationMode, options: { enforceModeContract?: boolean } = {}): Criterion[] {
+export function parseProposerReply(
+  text: string,
+  parent: SearchRubric,
+  mode: MutationMode,
+  options: { enforceModeContract?: boolean } = {},
+): Criterion[] {
   const payload = parseReplyAs(RubricReply, text, 'proposer')
-  const criteria = validateCriteria(criteriaFromReply(payload, 'proposer'), { min: 1, max: MAX_CRITERIA, agent: 'proposer' })
+  const criteria = validateCriteria(criteriaFromReply(payload, 'proposer'), {
+    min: 1,
+    max: MAX_CRITERIA,
+    agent: 'proposer',
+  })
   if (options.enforceModeContract ?? true) {
     const violation = modeContractViolation(parent.criteria, criteria, mode)
     if (violation) throw new LlmError('invalid_reply', `proposer reply breaks the ${mode} contract: ${violation}`)
@@ -143,7 +209,12 @@ export class LlmRubricProposer implements RubricProposer {
     // Reweighting a lone criterion changes nothing once weights are normalised: no call, the parent comes back.
     if (input.mode === 'weight_perturb' && input.rubric.criteria.length === 1) return structuredClone(input.rubric)
     const request = await buildProposerRequest(input, { locale, ...(prompts ? { prompts } : {}) })
-    const criteria = await runAgent(this.model, request, (text) => parseProposerReply(text, input.rubric, input.mode, { enforceModeContract }), retry)
+    const criteria = await runAgent(
+      this.model,
+      request,
+      (text) => parseProposerReply(text, input.rubric, input.mode, { enforceModeContract }),
+      retry,
+    )
     const grading_protocol = structuredClone(input.rubric.grading_protocol)
     return SearchRubric.parse({
       rubric_id: await mutatedRubricId(input.rubric.rubric_id, { criteria, grading_protocol }),

@@ -54,12 +54,16 @@ export function criteriaFromReply(payload: Record<string, unknown>, agent: strin
 function readCriterion(entry: unknown, key: string | undefined, index: number, agent: string): Criterion | undefined {
   const fallbackId = `criterion_${index + 1}`
   if (typeof entry === 'string') {
-    return entry.trim() ? parseCriterion({ criterion_id: sanitizeId(key) ?? fallbackId, text: entry.trim() }, agent) : undefined
+    return entry.trim()
+      ? parseCriterion({ criterion_id: sanitizeId(key) ?? fallbackId, text: entry.trim() }, agent)
+      : undefined
   }
   if (!isRecord(entry)) return undefined
   const id = sanitizeId(firstString(entry.criterion_id, entry.id, key)) ?? fallbackId
   const checkPoints = stringList(entry.check_points ?? entry.checkpoints)
-  const text = firstString(entry.text, entry.description, entry.criterion, entry.title, entry.name, checkPoints[0]) ?? id.replace(/[_-]+/g, ' ')
+  const text =
+    firstString(entry.text, entry.description, entry.criterion, entry.title, entry.name, checkPoints[0]) ??
+    id.replace(/[_-]+/g, ' ')
   return parseCriterion(
     {
       criterion_id: id,
@@ -76,14 +80,23 @@ function readCriterion(entry: unknown, key: string | undefined, index: number, a
 
 function parseCriterion(value: Record<string, unknown>, agent: string): Criterion {
   const parsed = Criterion.safeParse(value)
-  if (!parsed.success) throw new LlmError('invalid_reply', `${agent} reply has an invalid criterion "${String(value.criterion_id)}": ${z.prettifyError(parsed.error)}`)
+  if (!parsed.success)
+    throw new LlmError(
+      'invalid_reply',
+      `${agent} reply has an invalid criterion "${String(value.criterion_id)}": ${z.prettifyError(parsed.error)}`,
+    )
   return parsed.data
 }
 
 function readWeight(value: unknown, id: string, agent: string): number {
   if (value === undefined || value === null) return 1
-  const weight = typeof value === 'number' ? value : typeof value === 'string' && value.trim() !== '' ? Number(value) : Number.NaN
-  if (!Number.isFinite(weight) || weight <= 0) throw new LlmError('invalid_reply', `${agent} reply gives criterion "${id}" the weight ${JSON.stringify(value)}; weights must be positive numbers`)
+  const weight =
+    typeof value === 'number' ? value : typeof value === 'string' && value.trim() !== '' ? Number(value) : Number.NaN
+  if (!Number.isFinite(weight) || weight <= 0)
+    throw new LlmError(
+      'invalid_reply',
+      `${agent} reply gives criterion "${id}" the weight ${JSON.stringify(value)}; weights must be positive numbers`,
+    )
   return weight
 }
 
@@ -97,16 +110,27 @@ function readType(value: unknown): Criterion['criterion_type'] {
  * weights renormalised to sum 1. Anything else is an `invalid_reply`.
  * @example validateCriteria(criteria, { min: 3, max: 6, agent: 'initializer' })
  */
-export function validateCriteria(criteria: readonly Criterion[], options: { min?: number; max?: number; agent: string }): Criterion[] {
+export function validateCriteria(
+  criteria: readonly Criterion[],
+  options: { min?: number; max?: number; agent: string },
+): Criterion[] {
   const { min = 1, max = MAX_CRITERIA, agent } = options
   if (criteria.length < min || criteria.length > max) {
-    throw new LlmError('invalid_reply', `${agent} reply has ${criteria.length} criteria; expected ${min === max ? min : `${min} to ${max}`}`)
+    throw new LlmError(
+      'invalid_reply',
+      `${agent} reply has ${criteria.length} criteria; expected ${min === max ? min : `${min} to ${max}`}`,
+    )
   }
   const seen = new Set<string>()
   for (const criterion of criteria) {
-    if (seen.has(criterion.criterion_id)) throw new LlmError('invalid_reply', `${agent} reply uses the criterion id "${criterion.criterion_id}" twice`)
+    if (seen.has(criterion.criterion_id))
+      throw new LlmError('invalid_reply', `${agent} reply uses the criterion id "${criterion.criterion_id}" twice`)
     seen.add(criterion.criterion_id)
-    if (!(criterion.weight > 0)) throw new LlmError('invalid_reply', `${agent} reply gives criterion "${criterion.criterion_id}" a weight that is not positive`)
+    if (!(criterion.weight > 0))
+      throw new LlmError(
+        'invalid_reply',
+        `${agent} reply gives criterion "${criterion.criterion_id}" a weight that is not positive`,
+      )
   }
   const weights = normalisedWeights(criteria.map((criterion) => criterion.weight))
   return criteria.map((criterion, index) => ({ ...criterion, weight: weights[index]! }))
@@ -125,7 +149,10 @@ export function rubricBaseId(rubricId: string): string {
  * not grow with the lineage and the same content always gets the same id.
  * @example await mutatedRubricId('p1_r0_m3fa9c012', child) // 'p1_r0_m<8 hex digits>'
  */
-export async function mutatedRubricId(parentId: string, rubric: Pick<SearchRubric, 'criteria' | 'grading_protocol'>): Promise<string> {
+export async function mutatedRubricId(
+  parentId: string,
+  rubric: Pick<SearchRubric, 'criteria' | 'grading_protocol'>,
+): Promise<string> {
   const hash = await sha256Hex(canonicalJson({ criteria: rubric.criteria, grading_protocol: rubric.grading_protocol }))
   return `${rubricBaseId(parentId)}_m${hash.slice(0, 8)}`
 }
@@ -147,10 +174,15 @@ export function criteriaLines(criteria: readonly Criterion[], locale: Locale): s
   return criteria
     .map((criterion, index) => {
       const kind = criterion.criterion_type ? `${criterion.criterion_type}, ` : ''
-      const lines = [`- ${criterion.criterion_id} (${kind}${labels.weight} ${weights[index]!.toFixed(3)}): ${oneLine(criterion.text)}`]
-      if (criterion.check_points.length) lines.push(`  ${labels.checks}: ${criterion.check_points.map(oneLine).join('; ')}`)
-      if (criterion.positive_examples.length) lines.push(`  ${labels.good}: ${criterion.positive_examples.map(quote).join('; ')}`)
-      if (criterion.negative_examples.length) lines.push(`  ${labels.bad}: ${criterion.negative_examples.map(quote).join('; ')}`)
+      const lines = [
+        `- ${criterion.criterion_id} (${kind}${labels.weight} ${weights[index]!.toFixed(3)}): ${oneLine(criterion.text)}`,
+      ]
+      if (criterion.check_points.length)
+        lines.push(`  ${labels.checks}: ${criterion.check_points.map(oneLine).join('; ')}`)
+      if (criterion.positive_examples.length)
+        lines.push(`  ${labels.good}: ${criterion.positive_examples.map(quote).join('; ')}`)
+      if (criterion.negative_examples.length)
+        lines.push(`  ${labels.bad}: ${criterion.negative_examples.map(quote).join('; ')}`)
       return lines.join('\n')
     })
     .join('\n')
@@ -172,7 +204,9 @@ export function criteriaJson(criteria: readonly Criterion[]): string {
 export function sameCriteria(a: readonly Criterion[], b: readonly Criterion[]): boolean {
   const key = (criteria: readonly Criterion[]) => {
     const weights = normalisedWeights(criteria.map((criterion) => criterion.weight))
-    return canonicalJson(criteria.map((criterion, index) => ({ ...criterion, weight: Math.round(weights[index]! * 1e6) })))
+    return canonicalJson(
+      criteria.map((criterion, index) => ({ ...criterion, weight: Math.round(weights[index]! * 1e6) })),
+    )
   }
   return key(a) === key(b)
 }
@@ -187,7 +221,11 @@ function quote(text: string): string {
 
 function sanitizeId(value: string | undefined): string | undefined {
   if (value === undefined) return undefined
-  const id = value.trim().replace(/[^\w.:-]+/g, '_').replace(/^_+|_+$/g, '').slice(0, 64)
+  const id = value
+    .trim()
+    .replace(/[^\w.:-]+/g, '_')
+    .replace(/^_+|_+$/g, '')
+    .slice(0, 64)
   return id === '' ? undefined : id
 }
 

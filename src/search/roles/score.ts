@@ -67,8 +67,11 @@ export function normalisedWeights(weights: readonly number[]): number[] {
 export function meanGrades(votes: readonly CriterionGrades[], rubric: SearchRubric): CriterionGrades {
   const out: CriterionGrades = {}
   for (const criterion of rubric.criteria) {
-    const values = votes.map((vote) => vote[criterion.criterion_id]).filter((grade): grade is number => typeof grade === 'number')
-    out[criterion.criterion_id] = values.length === 0 ? null : values.reduce((sum, grade) => sum + grade, 0) / values.length
+    const values = votes
+      .map((vote) => vote[criterion.criterion_id])
+      .filter((grade): grade is number => typeof grade === 'number')
+    out[criterion.criterion_id] =
+      values.length === 0 ? null : values.reduce((sum, grade) => sum + grade, 0) / values.length
   }
   return out
 }

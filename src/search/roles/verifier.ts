@@ -9,7 +9,14 @@ import { z } from 'zod'
 import { dataBoundary, parseReplyAs, runAgent } from '../../agents/run-agent.ts'
 import { LlmError, type ChatModel, type ChatRequest } from '../../llm/types.ts'
 import { renderPrompt, type Locale, type PromptOverrides } from '../../prompts/index.ts'
-import { visibleCandidate, type Candidate, type CriterionGrades, type PromptItem, type SearchRubric, type Verifier } from '../types.ts'
+import {
+  visibleCandidate,
+  type Candidate,
+  type CriterionGrades,
+  type PromptItem,
+  type SearchRubric,
+  type Verifier,
+} from '../types.ts'
 import { searchLabels, type SearchRoleOptions } from './common.ts'
 import { DEFAULT_EXTRACTION, extractCandidate, extractPrompt, type ContentExtraction } from './extraction.ts'
 import { criteriaLines, isRecord } from './rubric.ts'
@@ -43,29 +50,56 @@ export async function buildVerifierRequest(
   const answer = extractCandidate(visibleCandidate(input.candidate).text, extraction.candidate)
   const { grade_max: gradeMax, allow_na: allowNa } = rubric.grading_protocol
   const boundary = await dataBoundary(prompt, answer)
-  const user = renderPrompt(locale, 'search-verifier.user', {
-    criteria: criteriaLines(rubric.criteria, locale),
-    na_rule: searchLabels(locale).naRule(allowNa),
-    boundary,
-    prompt,
-    answer,
-    vote,
-    seed,
-    grade_max: gradeMax,
-  }, options.prompts)
+  const user = renderPrompt(
+    locale,
+    'search-verifier.user',
+    {
+      criteria: criteriaLines(rubric.criteria, locale),
+      na_rule: searchLabels(locale).naRule(allowNa),
+      boundary,
+      prompt,
+      answer,
+      vote,
+      seed,
+      grade_max: gradeMax,
+    },
+    options.prompts,
+  )
   return {
     role: 'verifier',
     messages: [
-      { role: 'system', content: renderPrompt(locale, 'search-verifier.system', { grade_max: gradeMax }, options.prompts) },
+      {
+        role: 'system',
+        content: renderPrompt(locale, 'search-verifier.system', { grade_max: gradeMax }, options.prompts),
+      },
       { role: 'user', content: user },
     ],
-    task: { kind: 'search_verify', prompt, answer, criteria: rubric.criteria, grade_max: gradeMax, allow_na: allowNa, vote, seed, noise: options.mockNoise ?? 0 },
+    task: {
+      kind: 'search_verify',
+      prompt,
+      answer,
+      criteria: rubric.criteria,
+      grade_max: gradeMax,
+      allow_na: allowNa,
+      vote,
+      seed,
+      noise: options.mockNoise ?? 0,
+    },
     json: true,
   }
 }
 
-const GradeValue = z.union([z.number(), z.string(), z.null(), z.object({ grade: z.union([z.number(), z.string(), z.null()]) }).transform((value) => value.grade)])
-const GradeEntry = z.object({ criterion_id: z.string().optional(), id: z.string().optional(), grade: z.union([z.number(), z.string(), z.null()]) })
+const GradeValue = z.union([
+  z.number(),
+  z.string(),
+  z.null(),
+  z.object({ grade: z.union([z.number(), z.string(), z.null()]) }).transform((value) => value.grade),
+])
+const GradeEntry = z.object({
+  criterion_id: z.string().optional(),
+  id: z.string().optional(),
+  grade: z.union([z.number(), z.string(), z.null()]),
+})
 
 /**
  * A verifier reply: `{"grades": {id: grade}}`, also `{"grades": [{criterion_id, grade}]}` or a flat `{id: grade}`
@@ -73,7 +107,10 @@ const GradeEntry = z.object({ criterion_id: z.string().optional(), id: z.string(
  */
 export const VerifierReply = z.preprocess(
   (value) => (isRecord(value) && !('grades' in value) ? { grades: value, flat: true } : value),
-  z.object({ grades: z.union([z.record(z.string(), z.unknown()), z.array(GradeEntry)]), flat: z.literal(true).optional() }),
+  z.object({
+    grades: z.union([z.record(z.string(), z.unknown()), z.array(GradeEntry)]),
+    flat: z.literal(true).optional(),
+  }),
 )
 
 const NA_WORDS = new Set(['n/a', 'na', 'null', 'none', 'not applicable', '-'])
@@ -103,7 +140,10 @@ export function parseVerifierReply(text: string, rubric: SearchRubric): Criterio
     for (const [id, value] of Object.entries(reply.grades)) {
       if (!known.has(id)) {
         if (flat) continue
-        throw new LlmError('invalid_reply', `verifier graded an unknown criterion "${id}"; the criteria are ${[...known].join(', ')}`)
+        throw new LlmError(
+          'invalid_reply',
+          `verifier graded an unknown criterion "${id}"; the criteria are ${[...known].join(', ')}`,
+        )
       }
       raw.set(id, value)
     }
@@ -120,7 +160,8 @@ export function parseVerifierReply(text: string, rubric: SearchRubric): Criterio
 function readGrade(value: unknown, id: string, gradeMax: number, allowNa: boolean): number | null {
   const parsed = GradeValue.safeParse(value)
   let grade: number | null
-  if (!parsed.success) throw new LlmError('invalid_reply', `verifier grade for "${id}" is not a number or null: ${JSON.stringify(value)}`)
+  if (!parsed.success)
+    throw new LlmError('invalid_reply', `verifier grade for "${id}" is not a number or null: ${JSON.stringify(value)}`)
   const raw = parsed.data
   if (raw === null) grade = null
   else if (typeof raw === 'number') grade = raw
@@ -129,13 +170,16 @@ function readGrade(value: unknown, id: string, gradeMax: number, allowNa: boolea
     const fraction = textual.match(/^(-?\d+(?:\.\d+)?)\s*(?:\/|out of)\s*(\d+)$/)
     if (NA_WORDS.has(textual)) grade = null
     else if (fraction) {
-      if (Number(fraction[2]) !== gradeMax) throw new LlmError('invalid_reply', `verifier grade "${raw}" for "${id}" is not on the 0..${gradeMax} scale`)
+      if (Number(fraction[2]) !== gradeMax)
+        throw new LlmError('invalid_reply', `verifier grade "${raw}" for "${id}" is not on the 0..${gradeMax} scale`)
       grade = Number(fraction[1])
     } else if (/^-?\d+(?:\.\d+)?$/.test(textual)) grade = Number(textual)
-    else throw new LlmError('invalid_reply', `verifier grade for "${id}" is not a number or null: ${JSON.stringify(raw)}`)
+    else
+      throw new LlmError('invalid_reply', `verifier grade for "${id}" is not a number or null: ${JSON.stringify(raw)}`)
   }
   if (grade === null) {
-    if (!allowNa) throw new LlmError('invalid_reply', `verifier answered N/A for "${id}", but this rubric does not allow N/A`)
+    if (!allowNa)
+      throw new LlmError('invalid_reply', `verifier answered N/A for "${id}", but this rubric does not allow N/A`)
     return null
   }
   if (!Number.isInteger(grade) || grade < 0 || grade > gradeMax) {

@@ -122,7 +122,11 @@ export async function openRlhfLegacy(
     urls.map((url, index) => {
       const start = index * sliceSize
       const end = Math.min((index + 1) * sliceSize, queries.length)
-      const body = { query: queries.slice(start, end), prompts: prompts.slice(start, end), labels: labels.slice(start, end) }
+      const body = {
+        query: queries.slice(start, end),
+        prompts: prompts.slice(start, end),
+        labels: labels.slice(start, end),
+      }
       return requestApiWrapper(url, body, options)
     }),
   )
@@ -130,14 +134,22 @@ export async function openRlhfLegacy(
 }
 
 function requestApiWrapper(url: string, data: unknown, options: OpenRlhfLegacyOptions): Promise<unknown> {
-  return withFlatRetries(() => requestsPostJson(url, pythonJson(data), options.timeoutMs ?? OPENRLHF_TIMEOUT_MS), 'Exception', options)
+  return withFlatRetries(
+    () => requestsPostJson(url, pythonJson(data), options.timeoutMs ?? OPENRLHF_TIMEOUT_MS),
+    'Exception',
+    options,
+  )
 }
 
 /**
  * OpenRLHF's retry loop (both shapes): any failure is logged, then 1 s of sleep, the last try too; after the last,
  * `errorType` ("Exception" up to v0.9.0, "RuntimeError" since).
  */
-async function withFlatRetries(post: () => Promise<unknown>, errorType: string, options: OpenRlhfSampleOptions): Promise<unknown> {
+async function withFlatRetries(
+  post: () => Promise<unknown>,
+  errorType: string,
+  options: OpenRlhfSampleOptions,
+): Promise<unknown> {
   const tries = options.tries ?? OPENRLHF_TRIES
   const log = options.log ?? (() => {})
   for (let attempt = 0; attempt < tries; attempt++) {
@@ -155,17 +167,30 @@ async function withFlatRetries(post: () => Promise<unknown>, errorType: string, 
 async function requestsPostJson(url: string, body: string, timeoutMs: number): Promise<unknown> {
   const controller = new AbortController()
   const arm = (phase: string) =>
-    setTimeout(() => controller.abort(new TrainerError('ReadTimeout', `${phase}: read timed out. (read timeout=${timeoutMs / 1000})`)), timeoutMs)
+    setTimeout(
+      () =>
+        controller.abort(
+          new TrainerError('ReadTimeout', `${phase}: read timed out. (read timeout=${timeoutMs / 1000})`),
+        ),
+      timeoutMs,
+    )
   let timer = arm('waiting for the answer')
   try {
-    const response = await send(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: '*/*', 'user-agent': 'python-requests' }, body, signal: controller.signal })
+    const response = await send(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: '*/*', 'user-agent': 'python-requests' },
+      body,
+      signal: controller.signal,
+    })
     clearTimeout(timer)
     // requests reads the whole body before raise_for_status (stream=False).
     timer = arm('reading the answer')
     const text = await readText(response, controller.signal)
     if (response.status >= 400) {
       const kind = response.status < 500 ? 'Client Error' : 'Server Error'
-      throw new TrainerError('HTTPError', `${response.status} ${kind}: ${response.statusText} for url: ${url}`, { status: response.status })
+      throw new TrainerError('HTTPError', `${response.status} ${kind}: ${response.statusText} for url: ${url}`, {
+        status: response.status,
+      })
     }
     return parseAnswer(text, response.status)
   } finally {
@@ -184,14 +209,28 @@ function parseAnswer(text: string, status: number): unknown {
 
 function mergeLegacyAnswers(answers: unknown[], total: number, release: OpenRlhfLegacyRelease): OpenRlhfLegacyResult {
   const first = answers[0]
-  const rewards = concatenate(answers.map((answer) => pyGetItem(answer, 'rewards')), release !== 'v0.8.3', total)
-  const scores = pyContains(first, 'scores') ? concatenate(answers.map((answer) => pyGetItem(answer, 'scores')), release !== 'v0.8.3', total) : rewards
+  const rewards = concatenate(
+    answers.map((answer) => pyGetItem(answer, 'rewards')),
+    release !== 'v0.8.3',
+    total,
+  )
+  const scores = pyContains(first, 'scores')
+    ? concatenate(
+        answers.map((answer) => pyGetItem(answer, 'scores')),
+        release !== 'v0.8.3',
+        total,
+      )
+    : rewards
   let extraLogs: Record<string, number[]> | null = null
   if (pyContains(first, 'extra_logs')) {
     extraLogs = {}
     for (const key of pyKeys(pyGetItem(first, 'extra_logs'))) {
       const logs = answers.map((answer) => pyGetItem(answer, 'extra_logs'))
-      extraLogs[key] = concatenate(logs.map((log) => pyGetItem(log, key)), release === 'v0.9.0', total)
+      extraLogs[key] = concatenate(
+        logs.map((log) => pyGetItem(log, key)),
+        release === 'v0.9.0',
+        total,
+      )
     }
   }
   return { rewards, scores, extraLogs, answers }
@@ -204,11 +243,18 @@ function mergeLegacyAnswers(answers: unknown[], total: number, release: OpenRlhf
 function concatenate(parts: unknown[], converted: boolean, total: number): number[] {
   const values: number[] = []
   parts.forEach((part, index) => {
-    if (!converted) throw new TrainerError('TypeError', `expected Tensor as element ${index} in argument 0, but got ${pyTypeName(part)}`)
+    if (!converted)
+      throw new TrainerError(
+        'TypeError',
+        `expected Tensor as element ${index} in argument 0, but got ${pyTypeName(part)}`,
+      )
     values.push(...asTensor1d(part))
   })
   if (values.length !== total) {
-    throw new TrainerError('RuntimeError', `split_with_sizes expects split_sizes to sum exactly to ${values.length} (input tensor's size at dimension 0), but got split_sizes=[${total}]`)
+    throw new TrainerError(
+      'RuntimeError',
+      `split_with_sizes expects split_sizes to sum exactly to ${values.length} (input tensor's size at dimension 0), but got split_sizes=[${total}]`,
+    )
   }
   return values
 }
@@ -216,7 +262,8 @@ function concatenate(parts: unknown[], converted: boolean, total: number): numbe
 /** `torch.as_tensor` of what a server sent, as far as a one-dimensional list of numbers goes. */
 function asTensor1d(value: unknown): number[] {
   if (!Array.isArray(value)) {
-    if (typeof value === 'number' || typeof value === 'boolean') throw new TrainerError('RuntimeError', 'zero-dimensional tensor (at position 0) cannot be concatenated')
+    if (typeof value === 'number' || typeof value === 'boolean')
+      throw new TrainerError('RuntimeError', 'zero-dimensional tensor (at position 0) cannot be concatenated')
     throw new TrainerError('TypeError', `Could not infer dtype of ${pyTypeName(value)}`)
   }
   return value.map((item) => {
@@ -283,7 +330,11 @@ export async function openRlhfSample(
       urls.map((url, index) => {
         const start = index * sliceSize
         const end = Math.min((index + 1) * sliceSize, 1)
-        const body = { query: [query].slice(start, end), prompts: [prompt].slice(start, end), labels: [label].slice(start, end) }
+        const body = {
+          query: [query].slice(start, end),
+          prompts: [prompt].slice(start, end),
+          labels: [label].slice(start, end),
+        }
         return postWithFlatRetries(url, body, options)
       }),
     )
@@ -294,19 +345,26 @@ export async function openRlhfSample(
   const info = answers[0]
   if (!pyTruthy(info)) return null
   if (!isDict(info)) {
-    log(`[SingleTurnExecutor] Failed to fetch reward from remote RM: '${pyTypeName(info)}' object has no attribute 'get'`)
+    log(
+      `[SingleTurnExecutor] Failed to fetch reward from remote RM: '${pyTypeName(info)}' object has no attribute 'get'`,
+    )
     return null
   }
   const reward = info.rewards ?? null
   if (reward === null) return null
   const extraLogs = pyTruthy(info.extra_logs) ? info.extra_logs : {}
   // samples_generator calls extra_logs.items() outside execute's try: anything but an object kills the job there.
-  if (!isDict(extraLogs)) throw new TrainerError('AttributeError', `'${pyTypeName(extraLogs)}' object has no attribute 'items'`)
+  if (!isDict(extraLogs))
+    throw new TrainerError('AttributeError', `'${pyTypeName(extraLogs)}' object has no attribute 'items'`)
   return { reward, scores: info.scores ?? reward, extraLogs, answers }
 }
 
 function postWithFlatRetries(url: string, data: unknown, options: OpenRlhfSampleOptions): Promise<unknown> {
-  return withFlatRetries(() => aiohttpPostJson(url, pythonJson(data), options.timeoutMs ?? OPENRLHF_TIMEOUT_MS), 'RuntimeError', options)
+  return withFlatRetries(
+    () => aiohttpPostJson(url, pythonJson(data), options.timeoutMs ?? OPENRLHF_TIMEOUT_MS),
+    'RuntimeError',
+    options,
+  )
 }
 
 /**
@@ -315,18 +373,35 @@ function postWithFlatRetries(url: string, data: unknown, options: OpenRlhfSample
  */
 async function aiohttpPostJson(url: string, body: string, timeoutMs: number, slot?: ConnectionPool): Promise<unknown> {
   const controller = new AbortController()
-  const timer = setTimeout(() => controller.abort(new TrainerError('TimeoutError', `no answer within the total timeout of ${timeoutMs / 1000} s`)), timeoutMs)
+  const timer = setTimeout(
+    () =>
+      controller.abort(new TrainerError('TimeoutError', `no answer within the total timeout of ${timeoutMs / 1000} s`)),
+    timeoutMs,
+  )
   const release = slot ? await slot.acquire(controller.signal) : () => {}
   try {
-    const response = await send(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: '*/*', 'user-agent': 'Python aiohttp' }, body, signal: controller.signal })
+    const response = await send(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: '*/*', 'user-agent': 'Python aiohttp' },
+      body,
+      signal: controller.signal,
+    })
     if (response.status >= 400) {
       await response.body?.cancel().catch(() => {})
-      throw new TrainerError('ClientResponseError', `${response.status}, message='${response.statusText}', url='${url}'`, { status: response.status })
+      throw new TrainerError(
+        'ClientResponseError',
+        `${response.status}, message='${response.statusText}', url='${url}'`,
+        { status: response.status },
+      )
     }
     const text = await readText(response, controller.signal)
     const contentType = (response.headers.get('content-type') ?? '').toLowerCase()
     if (!AIOHTTP_JSON_CONTENT_TYPE.test(contentType)) {
-      throw new TrainerError('ContentTypeError', `${response.status}, message='Attempt to decode JSON with unexpected mimetype: ${contentType}', url='${url}'`, { status: response.status })
+      throw new TrainerError(
+        'ContentTypeError',
+        `${response.status}, message='Attempt to decode JSON with unexpected mimetype: ${contentType}', url='${url}'`,
+        { status: response.status },
+      )
     }
     if (text.trim() === '') return null
     return parseAnswer(text, response.status)
@@ -439,7 +514,11 @@ export interface SlimeResult {
  * `slime/ray/rollout.py` `_post_process_rewards`, at HEAD 624b824.
  * @example const { reward } = await slimeRemoteRm(`${base}/t/${token}/compat/slime`, { prompt: 'Q', response: 'A', label: 'A' }, { rewardKey: 'score' })
  */
-export async function slimeRemoteRm(url: string, sample: SlimeSample, options: SlimeOptions = {}): Promise<SlimeResult> {
+export async function slimeRemoteRm(
+  url: string,
+  sample: SlimeSample,
+  options: SlimeOptions = {},
+): Promise<SlimeResult> {
   const answer = await remoteRm(url, sample, options)
   return { answer, reward: slimeRewardValue(answer, options.rewardKey) }
 }
@@ -450,7 +529,11 @@ export async function slimeRemoteRm(url: string, sample: SlimeSample, options: S
  * `get_reward_value`, once every answer is in.
  * @example const results = await slimeRemoteRmAll(url, samples, { rewardKey: 'score' })
  */
-export async function slimeRemoteRmAll(url: string, samples: SlimeSample[], options: SlimeOptions = {}): Promise<SlimeResult[]> {
+export async function slimeRemoteRmAll(
+  url: string,
+  samples: SlimeSample[],
+  options: SlimeOptions = {},
+): Promise<SlimeResult[]> {
   const answers = await Promise.all(samples.map((sample) => remoteRm(url, sample, options)))
   return answers.map((answer) => ({ answer, reward: slimeRewardValue(answer, options.rewardKey) }))
 }
@@ -473,14 +556,21 @@ async function remoteRm(url: string, sample: SlimeSample, options: SlimeOptions)
   const log = options.log ?? (() => {})
   for (let attempt = 0; ; attempt++) {
     try {
-      return await aiohttpPostJson(url, pythonJson(payload), options.timeoutMs ?? SLIME_TIMEOUT_MS, options.pool ?? SLIME_SHARED_POOL)
+      return await aiohttpPostJson(
+        url,
+        pythonJson(payload),
+        options.timeoutMs ?? SLIME_TIMEOUT_MS,
+        options.pool ?? SLIME_SHARED_POOL,
+      )
     } catch (error) {
       if (attempt + 1 >= attempts) {
         log(`remote_rm failed after ${attempt + 1} attempts: ${describe(error)}`)
         throw error
       }
       const backoffS = Math.min(2 ** attempt, SLIME_MAX_BACKOFF_S) + Math.random()
-      log(`remote_rm: ${error instanceof TrainerError ? error.type : 'Exception'}, retrying in ${backoffS.toFixed(1)}s (${attempt + 1}/${attempts})`)
+      log(
+        `remote_rm: ${error instanceof TrainerError ? error.type : 'Exception'}, retrying in ${backoffS.toFixed(1)}s (${attempt + 1}/${attempts})`,
+      )
       await sleep(backoffS * 1000 * (options.backoffScale ?? 1))
     }
   }
@@ -494,7 +584,11 @@ async function remoteRm(url: string, sample: SlimeSample, options: SlimeOptions)
  */
 export function pythonJson(value: unknown): string {
   if (value === null || value === undefined) return 'null'
-  if (typeof value === 'string') return JSON.stringify(value).replace(/[\u0080-\uffff]/g, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`)
+  if (typeof value === 'string')
+    return JSON.stringify(value).replace(
+      /[\u0080-\uffff]/g,
+      (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`,
+    )
   if (typeof value === 'number' || typeof value === 'boolean') return JSON.stringify(value)
   if (Array.isArray(value)) return `[${value.map(pythonJson).join(', ')}]`
   if (typeof value === 'object') {
@@ -566,7 +660,7 @@ function pyGetItem(value: unknown, key: string): unknown {
     return value[key]
   }
   if (Array.isArray(value)) throw new TrainerError('TypeError', 'list indices must be integers or slices, not str')
-  if (typeof value === 'string') throw new TrainerError('TypeError', 'string indices must be integers, not \'str\'')
+  if (typeof value === 'string') throw new TrainerError('TypeError', "string indices must be integers, not 'str'")
   throw new TrainerError('TypeError', `'${pyTypeName(value)}' object is not subscriptable`)
 }
 

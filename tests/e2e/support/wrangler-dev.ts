@@ -10,7 +10,13 @@ import path from 'node:path'
 const ROOT = path.join(import.meta.dirname, '../../..')
 
 /** Keeps wrangler quiet and offline: no metrics, no request.cf lookup. */
-const WRANGLER_ENV = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', NO_COLOR: '1', FORCE_COLOR: '0' }
+const WRANGLER_ENV = {
+  ...process.env,
+  WRANGLER_SEND_METRICS: 'false',
+  CLOUDFLARE_CF_FETCH_ENABLED: 'false',
+  NO_COLOR: '1',
+  FORCE_COLOR: '0',
+}
 
 /** How long a cold `wrangler dev` may take to answer /healthz on a busy 2-core machine. */
 const READY_TIMEOUT_MS = 60_000
@@ -56,7 +62,11 @@ export interface WranglerDevOptions {
 export async function startWranglerDev(options: WranglerDevOptions = {}): Promise<WranglerDev> {
   const stateDir = await mkdtemp(path.join(tmpdir(), 'rh-e2e-'))
   try {
-    await runToCompletion('npx', ['wrangler', 'd1', 'migrations', 'apply', 'reward-harness', '--local', '--persist-to', stateDir], MIGRATE_TIMEOUT_MS)
+    await runToCompletion(
+      'npx',
+      ['wrangler', 'd1', 'migrations', 'apply', 'reward-harness', '--local', '--persist-to', stateDir],
+      MIGRATE_TIMEOUT_MS,
+    )
     // A port picked free can be taken before wrangler binds it; another port then fixes it.
     let lastError: unknown
     for (let attempt = 1; attempt <= 3; attempt++) {
@@ -163,11 +173,18 @@ function collectOutput(child: ChildProcess): () => string {
 
 function runToCompletion(command: string, args: string[], timeoutMs: number): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd: ROOT, env: WRANGLER_ENV, stdio: ['ignore', 'pipe', 'pipe'], timeout: timeoutMs })
+    const child = spawn(command, args, {
+      cwd: ROOT,
+      env: WRANGLER_ENV,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: timeoutMs,
+    })
     const log = collectOutput(child)
     child.once('error', reject)
     child.once('exit', (code, signal) =>
-      code === 0 ? resolve() : reject(new Error(`${command} ${args.join(' ')} failed (${signal ?? `exit ${code}`}):\n${log()}`)),
+      code === 0
+        ? resolve()
+        : reject(new Error(`${command} ${args.join(' ')} failed (${signal ?? `exit ${code}`}):\n${log()}`)),
     )
   })
 }

@@ -5,7 +5,13 @@ import { Layout, type ViewerInfo } from './layout.tsx'
  * An error as a page: the status, the machine-readable code, the message, and the request id to quote.
  * @example c.html(<ErrorPage status={404} code="run_not_found" message="…" requestId={id} />, 404)
  */
-export const ErrorPage: FC<{ status: number; code: string; message: string; requestId: string; viewer?: ViewerInfo }> = ({ status, code, message, requestId, viewer }) => (
+export const ErrorPage: FC<{
+  status: number
+  code: string
+  message: string
+  requestId: string
+  viewer?: ViewerInfo
+}> = ({ status, code, message, requestId, viewer }) => (
   <Layout title={`${status} ${code}`} viewer={viewer}>
     <section class="card">
       <h1>

@@ -52,7 +52,8 @@ export const HomePage: FC<{ viewer: ViewerInfo; runs: RunSummary[] }> = ({ viewe
       {viewer.principal.kind === 'anonymous' ? (
         <p class="note" data-hint="login">
           Runs created with POST /runs need a token: <a href="/dashboard/login">log in</a> with the admin token
-          {viewer.local ? ' (npm start printed it; it is in .dev.vars)' : ''} to see every run, or with a run token to see that run.
+          {viewer.local ? ' (npm start printed it; it is in .dev.vars)' : ''} to see every run, or with a run token to
+          see that run.
         </p>
       ) : null}
     </section>
@@ -64,7 +65,9 @@ export const HomePage: FC<{ viewer: ViewerInfo; runs: RunSummary[] }> = ({ viewe
  * @example runHref('grpo-1') // '/dashboard/runs/grpo-1'
  */
 export function runHref(runId: string, query: Record<string, string | undefined> = {}): string {
-  const params = new URLSearchParams(Object.entries(query).filter((entry): entry is [string, string] => entry[1] !== undefined && entry[1] !== ''))
+  const params = new URLSearchParams(
+    Object.entries(query).filter((entry): entry is [string, string] => entry[1] !== undefined && entry[1] !== ''),
+  )
   const search = params.toString()
   return `/dashboard/runs/${encodeURIComponent(runId)}${search ? `?${search}` : ''}`
 }

@@ -16,7 +16,12 @@ export interface ViewerInfo {
  * The page frame: header with navigation and who is signed in, then the page.
  * @example <Layout title="Runs" viewer={viewer}><h1>Runs</h1></Layout>
  */
-export const Layout: FC<PropsWithChildren<{ title: string; viewer?: ViewerInfo; wide?: boolean }>> = ({ title, viewer, wide, children }) => (
+export const Layout: FC<PropsWithChildren<{ title: string; viewer?: ViewerInfo; wide?: boolean }>> = ({
+  title,
+  viewer,
+  wide,
+  children,
+}) => (
   <>
     {raw('<!doctype html>')}
     <html lang="en">
@@ -30,7 +35,10 @@ export const Layout: FC<PropsWithChildren<{ title: string; viewer?: ViewerInfo; 
       <body>
         <header class="top">
           <a class="brand" href="/">
-            <span class="logo" aria-hidden="true">◆</span> Reward Harness
+            <span class="logo" aria-hidden="true">
+              ◆
+            </span>{' '}
+            Reward Harness
           </a>
           {viewer && (
             <nav class="top-nav">
@@ -49,13 +57,21 @@ export const Layout: FC<PropsWithChildren<{ title: string; viewer?: ViewerInfo; 
 const Who: FC<{ viewer: ViewerInfo }> = ({ viewer }) => {
   const { principal } = viewer
   const label =
-    principal.kind === 'admin' ? 'admin' : principal.kind === 'run' ? `run token · ${principal.runId}` : viewer.local ? 'local, no token' : 'not signed in'
+    principal.kind === 'admin'
+      ? 'admin'
+      : principal.kind === 'run'
+        ? `run token · ${principal.runId}`
+        : viewer.local
+          ? 'local, no token'
+          : 'not signed in'
   return (
     <div class="who">
       <span class={`pill ${principal.kind === 'anonymous' ? 'muted' : 'ok'}`}>{label}</span>
       {viewer.fromCookie ? (
         <form method="post" action="/dashboard/logout" class="inline">
-          <button type="submit" class="link">Log out</button>
+          <button type="submit" class="link">
+            Log out
+          </button>
         </form>
       ) : (
         principal.kind === 'anonymous' && <a href="/dashboard/login">Log in</a>
@@ -76,7 +92,12 @@ export function canSeeTargets(viewer: ViewerInfo): boolean {
  * A section with an anchor and a heading.
  * @example <Section id="scores" title="Scores">…</Section>
  */
-export const Section: FC<PropsWithChildren<{ id: string; title: string; note?: Child }>> = ({ id, title, note, children }) => (
+export const Section: FC<PropsWithChildren<{ id: string; title: string; note?: Child }>> = ({
+  id,
+  title,
+  note,
+  children,
+}) => (
   <section id={id} class="card">
     <div class="card-head">
       <h2>{title}</h2>

@@ -22,8 +22,8 @@ export const LoginPage: FC<{ next: string; message?: string; error?: string }> =
         <button type="submit">Open the dashboard</button>
       </form>
       <p class="note">
-        The token stays in this browser as an HttpOnly, SameSite=Strict cookie until you log out. A run token shows its own run; the admin token
-        shows every run, the artifacts and the deployments.
+        The token stays in this browser as an HttpOnly, SameSite=Strict cookie until you log out. A run token shows its
+        own run; the admin token shows every run, the artifacts and the deployments.
       </p>
     </section>
   </Layout>

@@ -25,7 +25,10 @@ export const RunPage: FC<{ viewer: ViewerInfo; data: RunDashboard }> = ({ viewer
   const { run, status } = data
   const scoresByStep = new Map(data.stepScores.map((row) => [row.step, row]))
   const totalScores = data.stepScores.reduce((sum, row) => sum + row.count, 0)
-  const totalFlags = data.timeline.reduce((sum, step) => sum + step.instances.reduce((n, instance) => n + (instance.update?.hacking_flags ?? 0), 0), 0)
+  const totalFlags = data.timeline.reduce(
+    (sum, step) => sum + step.instances.reduce((n, instance) => n + (instance.update?.hacking_flags ?? 0), 0),
+    0,
+  )
   const totalCalls = data.llmCalls.reduce((sum, group) => sum + group.calls, 0)
   const lastScores = data.stepScores.at(-1)
   return (
@@ -37,13 +40,23 @@ export const RunPage: FC<{ viewer: ViewerInfo; data: RunDashboard }> = ({ viewer
         <h1 data-run-title={run.id}>Run {run.id}</h1>
         <span class="pill info">{run.config.mode}</span>
         <span class="pill info">{run.config.rubrics_mode}</span>
-        <span class={`pill ${statusTone(status.status)}`}>step {status.step}: {status.status}</span>
+        <span class={`pill ${statusTone(status.status)}`}>
+          step {status.step}: {status.status}
+        </span>
       </div>
       <div class="stats">
         <Stat label="Current step" value={String(status.step)} sub={status.status} />
-        <Stat label="Rubric version" value={`v${status.rubric_version}`} sub={`${data.history.length} versions of ${data.instanceId ?? 'no instance yet'}`} />
+        <Stat
+          label="Rubric version"
+          value={`v${status.rubric_version}`}
+          sub={`${data.history.length} versions of ${data.instanceId ?? 'no instance yet'}`}
+        />
         <Stat label="Rollouts scored" value={String(totalScores)} sub={plural(data.stepScores.length, 'step')} />
-        <Stat label="Last step mean" value={formatScore(lastScores?.mean)} sub={lastScores ? `step ${lastScores.step}, ${lastScores.count} scores` : 'no scores yet'} />
+        <Stat
+          label="Last step mean"
+          value={formatScore(lastScores?.mean)}
+          sub={lastScores ? `step ${lastScores.step}, ${lastScores.count} scores` : 'no scores yet'}
+        />
         <Stat label="Hacking flags" value={String(totalFlags)} sub="rollouts flagged by the analyzer" />
         <Stat label="LLM calls" value={String(totalCalls)} sub={`${data.llmCalls.length} role/model/outcome groups`} />
       </div>
@@ -103,7 +116,15 @@ const ScoresSection: FC<{ data: RunDashboard }> = ({ data }) => {
         <div class="charts">
           {data.stepScores.slice(-HISTOGRAM_STEPS).map((row) => (
             <Chart
-              svg={histogram({ title: `Step ${row.step} · ${plural(row.count, 'rollout')}`, counts: row.bins, domain: [0, 1], xLabel: 'score', yLabel: 'rollouts', width: 360, height: 220 })}
+              svg={histogram({
+                title: `Step ${row.step} · ${plural(row.count, 'rollout')}`,
+                counts: row.bins,
+                domain: [0, 1],
+                xLabel: 'score',
+                yLabel: 'rollouts',
+                width: 360,
+                height: 220,
+              })}
             />
           ))}
         </div>
@@ -112,8 +133,15 @@ const ScoresSection: FC<{ data: RunDashboard }> = ({ data }) => {
   )
 }
 
-const TimelineSection: FC<{ timeline: StepTimelineEntry[]; scores: Map<number, StepScores> }> = ({ timeline, scores }) => (
-  <Section id="timeline" title="Step timeline" note="opened by the first rollout; closed by /complete or rollouts_per_step; updated when every instance's update is done">
+const TimelineSection: FC<{ timeline: StepTimelineEntry[]; scores: Map<number, StepScores> }> = ({
+  timeline,
+  scores,
+}) => (
+  <Section
+    id="timeline"
+    title="Step timeline"
+    note="opened by the first rollout; closed by /complete or rollouts_per_step; updated when every instance's update is done"
+  >
     {timeline.length === 0 ? (
       <p class="empty">No step has started: nothing has been scored in this run.</p>
     ) : (
@@ -136,7 +164,8 @@ const TimelineSection: FC<{ timeline: StepTimelineEntry[]; scores: Map<number, S
         <tbody>
           {[...timeline].reverse().map((step) => {
             const updates = step.instances.flatMap((instance) => (instance.update ? [instance.update] : []))
-            const sum = (key: 'hacking_flags' | 'analysed' | 'failed') => updates.reduce((total, update) => total + update[key], 0)
+            const sum = (key: 'hacking_flags' | 'analysed' | 'failed') =>
+              updates.reduce((total, update) => total + update[key], 0)
             const reasons = reasonCounts(updates)
             const score = scores.get(step.step)
             const strategies = [...new Set(updates.flatMap((update) => (update.strategy ? [update.strategy] : [])))]
@@ -151,7 +180,13 @@ const TimelineSection: FC<{ timeline: StepTimelineEntry[]; scores: Map<number, S
                 </td>
                 <td class="num">{step.rollouts}</td>
                 <td class="num">{formatScore(score?.mean)}</td>
-                <td>{score ? (score.min_version === score.max_version ? `v${score.min_version}` : `v${score.min_version}–v${score.max_version}`) : '—'}</td>
+                <td>
+                  {score
+                    ? score.min_version === score.max_version
+                      ? `v${score.min_version}`
+                      : `v${score.min_version}–v${score.max_version}`
+                    : '—'}
+                </td>
                 <td>
                   {after === null ? '—' : `v${after}`} {changed && <span class="pill ok">new</span>}
                 </td>
@@ -165,8 +200,14 @@ const TimelineSection: FC<{ timeline: StepTimelineEntry[]; scores: Map<number, S
                 </td>
                 <td class="num">{updates.length ? sum('hacking_flags') : '—'}</td>
                 <td>
-                  {updates.length ? `${sum('analysed')} of ${step.rollouts} analysed${sum('failed') ? ` · ${sum('failed')} failed` : ''}` : '—'}
-                  {reasons && <div class="muted" title="why the analysed rollouts were chosen">{reasons}</div>}
+                  {updates.length
+                    ? `${sum('analysed')} of ${step.rollouts} analysed${sum('failed') ? ` · ${sum('failed')} failed` : ''}`
+                    : '—'}
+                  {reasons && (
+                    <div class="muted" title="why the analysed rollouts were chosen">
+                      {reasons}
+                    </div>
+                  )}
                 </td>
                 <td>{formatTime(step.opened_at)}</td>
                 <td>{formatDuration(step.closed_at, step.updated_at)}</td>
@@ -183,7 +224,11 @@ const RubricsSection: FC<{ data: RunDashboard }> = ({ data }) => {
   const { history, instanceId, instances, run } = data
   const newestFirst = history.map((record, index) => ({ record, previous: history[index - 1] })).reverse()
   return (
-    <Section id="rubrics" title="Rubric versions" note={instanceId ? `instance ${instanceId} · ${history.length} versions · newest first` : undefined}>
+    <Section
+      id="rubrics"
+      title="Rubric versions"
+      note={instanceId ? `instance ${instanceId} · ${history.length} versions · newest first` : undefined}
+    >
       {run.config.rubrics_mode === 'per_instance' && instances.length > 0 && (
         <form method="get" action={`${runHref(run.id)}#rubrics`} class="search">
           <label for="instance" class="muted">
@@ -208,7 +253,10 @@ const RubricsSection: FC<{ data: RunDashboard }> = ({ data }) => {
   )
 }
 
-const VersionEntry: FC<{ record: RubricVersionRecord; previous: RubricVersionRecord | undefined }> = ({ record, previous }) => {
+const VersionEntry: FC<{ record: RubricVersionRecord; previous: RubricVersionRecord | undefined }> = ({
+  record,
+  previous,
+}) => {
   const diff = previous ? diffRubricVersions(previous.rubrics, record.rubrics) : null
   return (
     <article class={`version ${previous ? 'changed' : ''}`} data-version={record.version}>
@@ -216,7 +264,8 @@ const VersionEntry: FC<{ record: RubricVersionRecord; previous: RubricVersionRec
         <h3>Version {record.version}</h3>
         {record.strategy && <span class="pill info">{record.strategy}</span>}
         <span class="note">
-          {record.step === null ? 'initial' : `after step ${record.step}`} · {formatTime(record.created_at)} · {record.note}
+          {record.step === null ? 'initial' : `after step ${record.step}`} · {formatTime(record.created_at)} ·{' '}
+          {record.note}
         </span>
       </div>
       {record.rationale && (
@@ -251,9 +300,12 @@ const VersionEntry: FC<{ record: RubricVersionRecord; previous: RubricVersionRec
               {change.text ? <WordDiff parts={change.text} /> : change.after.text}
             </li>
           ))}
-          {diff.added.length + diff.removed.length + diff.changed.length === 0 && <li class="muted">no rubric changed</li>}
+          {diff.added.length + diff.removed.length + diff.changed.length === 0 && (
+            <li class="muted">no rubric changed</li>
+          )}
           <li class="muted">
-            {diff.added.length} added · {diff.removed.length} removed · {diff.changed.length} changed · {diff.unchanged} unchanged
+            {diff.added.length} added · {diff.removed.length} removed · {diff.changed.length} changed · {diff.unchanged}{' '}
+            unchanged
           </li>
         </ul>
       )}
@@ -279,12 +331,20 @@ const VersionEntry: FC<{ record: RubricVersionRecord; previous: RubricVersionRec
 
 const RubricLabel: FC<{ rubric: Rubric }> = ({ rubric }) => (
   <>
-    <code>{rubric.id}</code> <span class="muted">(w {rubric.weight}{rubric.is_anchor ? ', anchor' : ''})</span>{' '}
+    <code>{rubric.id}</code>{' '}
+    <span class="muted">
+      (w {rubric.weight}
+      {rubric.is_anchor ? ', anchor' : ''})
+    </span>{' '}
   </>
 )
 
 const WordDiff: FC<{ parts: DiffPart[] }> = ({ parts }) => (
-  <span class="word-diff">{parts.map((part) => (part.kind === 'added' ? <ins>{part.text}</ins> : part.kind === 'removed' ? <del>{part.text}</del> : part.text))}</span>
+  <span class="word-diff">
+    {parts.map((part) =>
+      part.kind === 'added' ? <ins>{part.text}</ins> : part.kind === 'removed' ? <del>{part.text}</del> : part.text,
+    )}
+  </span>
 )
 
 const RubricTable: FC<{ rubrics: Rubric[] }> = ({ rubrics }) => (
@@ -316,7 +376,11 @@ const HackingSection: FC<{ data: RunDashboard }> = ({ data }) => {
   const shown = data.hacking.slice(0, FLAGS_SHOWN)
   const more = data.hacking.slice(FLAGS_SHOWN)
   return (
-    <Section id="hacking" title="Reward hacking" note={`${data.hacking.length} newest rollouts the analyzer flagged, with its evidence`}>
+    <Section
+      id="hacking"
+      title="Reward hacking"
+      note={`${data.hacking.length} newest rollouts the analyzer flagged, with its evidence`}
+    >
       {data.hacking.length === 0 ? (
         <p class="empty">No rollout has been flagged as reward hacking.</p>
       ) : (
@@ -371,10 +435,24 @@ const FlagCard: FC<{ flag: HackingFlag }> = ({ flag }) => (
 const MemorySection: FC<{ data: RunDashboard }> = ({ data }) => {
   const { request, documents } = data.memory
   return (
-    <Section id="memory" title="Memory" note={request.q ? `semantic search: ${documents.length} closest documents` : `newest ${documents.length} documents`}>
+    <Section
+      id="memory"
+      title="Memory"
+      note={
+        request.q ? `semantic search: ${documents.length} closest documents` : `newest ${documents.length} documents`
+      }
+    >
       <form method="get" action={`${runHref(data.run.id)}#memory`} class="search" role="search">
-        {data.run.config.rubrics_mode === 'per_instance' && data.instanceId && <input type="hidden" name="instance" value={data.instanceId} />}
-        <input type="search" name="q" value={request.q ?? ''} placeholder="Search the run's memory by meaning, e.g. answers that flatter the grader" aria-label="Search memory" />
+        {data.run.config.rubrics_mode === 'per_instance' && data.instanceId && (
+          <input type="hidden" name="instance" value={data.instanceId} />
+        )}
+        <input
+          type="search"
+          name="q"
+          value={request.q ?? ''}
+          placeholder="Search the run's memory by meaning, e.g. answers that flatter the grader"
+          aria-label="Search memory"
+        />
         <select name="kind" aria-label="Kind">
           <option value="">all kinds</option>
           {MemoryKind.options.map((kind) => (
@@ -386,12 +464,16 @@ const MemorySection: FC<{ data: RunDashboard }> = ({ data }) => {
         <button type="submit">Search</button>
       </form>
       {documents.length === 0 ? (
-        <p class="empty">{request.q ? 'Nothing in memory matches.' : 'Memory is empty: analyses appear once rollouts are analysed.'}</p>
+        <p class="empty">
+          {request.q ? 'Nothing in memory matches.' : 'Memory is empty: analyses appear once rollouts are analysed.'}
+        </p>
       ) : (
         documents.map((doc) => (
           <div class="doc" data-memory={doc.kind}>
             <div class="doc-head">
-              <span class={`pill ${doc.kind === 'rubric_update' ? 'ok' : doc.kind === 'analysis' ? 'info' : ''}`}>{doc.kind.replace('_', ' ')}</span>
+              <span class={`pill ${doc.kind === 'rubric_update' ? 'ok' : doc.kind === 'analysis' ? 'info' : ''}`}>
+                {doc.kind.replace('_', ' ')}
+              </span>
               <span class="note">
                 step {doc.step} · instance {doc.instance_id} · {formatTime(doc.created_at)}
               </span>
@@ -462,6 +544,8 @@ function statusTone(status: string): string {
 /** Why the analysed rollouts of a step were chosen, in words: "group_best 4 · score_range 8". */
 function reasonCounts(updates: readonly StepUpdateOutcome[]): string {
   const counts = new Map<string, number>()
-  for (const update of updates) for (const [reason, count] of Object.entries(update.reasons)) counts.set(reason, (counts.get(reason) ?? 0) + (count ?? 0))
+  for (const update of updates)
+    for (const [reason, count] of Object.entries(update.reasons))
+      counts.set(reason, (counts.get(reason) ?? 0) + (count ?? 0))
   return [...counts].map(([reason, count]) => `${reason.replaceAll('_', ' ')} ${count}`).join(' · ')
 }

@@ -7,7 +7,11 @@ import { formatTime, Layout, Section, type ViewerInfo } from './layout.tsx'
  * every stored artifact.
  * @example c.html(<TargetsPage viewer={viewer} {...await loadTargets(c.env.DB)} />)
  */
-export const TargetsPage: FC<{ viewer: ViewerInfo; targets: TargetSummary[]; artifacts: ArtifactSummary[] }> = ({ viewer, targets, artifacts }) => (
+export const TargetsPage: FC<{ viewer: ViewerInfo; targets: TargetSummary[]; artifacts: ArtifactSummary[] }> = ({
+  viewer,
+  targets,
+  artifacts,
+}) => (
   <Layout title="Artifacts & deployments" viewer={viewer}>
     <div class="page-head">
       <h1>Artifacts &amp; deployments</h1>
@@ -15,7 +19,11 @@ export const TargetsPage: FC<{ viewer: ViewerInfo; targets: TargetSummary[]; art
         {targets.length} targets · {artifacts.length} artifacts stored
       </span>
     </div>
-    <Section id="targets" title="Deploy targets" note="served at /rm/<target>/…; the newest record of a target is active">
+    <Section
+      id="targets"
+      title="Deploy targets"
+      note="served at /rm/<target>/…; the newest record of a target is active"
+    >
       {targets.length === 0 ? (
         <p class="empty">Nothing has been deployed yet (reward-harness deploy --target T).</p>
       ) : (
@@ -52,7 +60,13 @@ export const TargetsPage: FC<{ viewer: ViewerInfo; targets: TargetSummary[]; art
                     <td>
                       <code title={row.artifact_id}>{shortId(row.artifact_id)}</code>
                     </td>
-                    <td>{row.previous_artifact_id ? <code title={row.previous_artifact_id}>{shortId(row.previous_artifact_id)}</code> : '—'}</td>
+                    <td>
+                      {row.previous_artifact_id ? (
+                        <code title={row.previous_artifact_id}>{shortId(row.previous_artifact_id)}</code>
+                      ) : (
+                        '—'
+                      )}
+                    </td>
                     <td>{row.deployed_by}</td>
                     <td>{row.llm_model ?? '—'}</td>
                   </tr>
