@@ -94,7 +94,7 @@ export class UsageError extends Error {}
  * Parses and validates the command line (flags only; environment fallbacks come from `env`).
  * @example parseCliArgs(['--steps', '3', '--create-run']).steps // 3
  */
-export function parseCliArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): CliOptions {
+export function parseCliArgs(argv: string[], env: Record<string, string | undefined> = process.env): CliOptions {
   let values: Record<string, string | boolean | undefined>
   try {
     ;({ values } = parseArgs({
@@ -181,7 +181,7 @@ export function parseCliArgs(argv: string[], env: NodeJS.ProcessEnv = process.en
  */
 export function resolveAdminToken(
   flag: string | undefined,
-  env: NodeJS.ProcessEnv,
+  env: Record<string, string | undefined>,
   searchDirs: readonly string[] = [process.cwd(), REPO_ROOT],
 ): string | undefined {
   if (flag) return flag
@@ -248,7 +248,7 @@ export interface SimulationOutput extends SimulationResult {
  * Runs the CLI: parse, maybe create a run, simulate, print. Returns the process exit code.
  * @example process.exitCode = await main(['--steps', '3', '--create-run'])
  */
-export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+export async function main(argv: string[], env: Record<string, string | undefined> = process.env): Promise<number> {
   let options: CliOptions
   try {
     options = parseCliArgs(argv, env)

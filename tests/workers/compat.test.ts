@@ -2,6 +2,7 @@ import { env } from 'cloudflare:workers'
 import { describe, expect, it, vi } from 'vitest'
 import type { LlmCallRecord } from '../../src/llm/index.ts'
 import type { ChunkOutcome } from '../../workers/scoring/fan-out.ts'
+import { judgeService } from '../../workers/scoring/judge-service.ts'
 import { DEFAULT_TRAINING_METADATA, groupAdvantages, promptText, responseOf } from '../../workers/routes/compat.ts'
 import { ADMIN_TOKEN, call, createRun, expectStatus, ledgerRows } from './helpers.ts'
 
@@ -138,7 +139,7 @@ describe('POST /compat/openrlhf', () => {
       rollout: { id: output, input: 'What is 2+2?', output, supplemental_context: '4' },
       metadata: DEFAULT_TRAINING_METADATA,
     })
-    const reply: { outcomes: ChunkOutcome[]; calls: LlmCallRecord[] } = await env.JUDGE!.judge({
+    const reply: { outcomes: ChunkOutcome[]; calls: LlmCallRecord[] } = await judgeService(env)!.judge({
       runId: run.runId,
       config,
       requestId: 'test',

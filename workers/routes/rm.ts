@@ -10,6 +10,7 @@ import { activeDeployment, loadArtifact, type StoredDeployment } from '../artifa
 import type { AppEnv, Env } from '../env.ts'
 import { requireRmAccess } from '../middleware/auth.ts'
 import { handOut } from '../scoring/fan-out.ts'
+import { judgeService, type RmChunk } from '../scoring/judge-service.ts'
 import { jsonBody } from '../middleware/json-body.ts'
 
 /** Most items one `batch_score` request may carry. */
@@ -77,13 +78,6 @@ export const rmRoutes = new Hono<AppEnv>()
     return c.json({ request_id: requestId, artifact_id: artifact.artifact_id, results, latency_ms: elapsed(started) })
   })
 
-/** Items of one `batch_score`, with the deployment that serves them: what a handed-out chunk carries. */
-export interface RmChunk {
-  deployment: StoredDeployment
-  requestId: string
-  items: { index: number; raw: unknown }[]
-}
-
 /**
  * Scores a `batch_score`'s items in order, each failing alone: in this invocation when they are few, else in chunks
  * handed to other invocations of this Worker (`JUDGE.scoreRm`), each with its own 6 connections, as `/score/batch`
@@ -95,7 +89,7 @@ export async function scoreRmBatch(env: Env, chunk: RmChunk, artifact: AnyRmArti
     const scorer = scorerFor(env, artifact, chunk.deployment)
     return Promise.all(part.map(({ index, raw }) => scoreRmItem(scorer, index, raw, chunk.requestId)))
   }
-  const judge = env.JUDGE
+  const judge = judgeService(env)
   return handOut(
     chunk.items,
     here,

@@ -2,7 +2,8 @@ import { WorkerEntrypoint } from 'cloudflare:workers'
 import type { LlmCallRecord } from '../../src/llm/index.ts'
 import type { Env } from '../env.ts'
 import { judgeChunk, type ChunkOutcome, type JudgeChunk } from './fan-out.ts'
-import { scoreRmChunk, type RmChunk } from '../routes/rm.ts'
+import { scoreRmChunk } from '../routes/rm.ts'
+import type { JudgeService, RmChunk } from './judge-service.ts'
 import { judgeOnRubrics } from './score-rollout.ts'
 
 /**
@@ -10,7 +11,7 @@ import { judgeOnRubrics } from './score-rollout.ts'
  * runs in an invocation of its own, with its own 6 connections; no URL reaches it.
  * @example const { outcomes } = await env.JUDGE.judge(chunk)
  */
-export class JudgeEntrypoint extends WorkerEntrypoint<Env> {
+export class JudgeEntrypoint extends WorkerEntrypoint<Env> implements JudgeService {
   /** Judges one chunk a request handed out, in order (see `judgeChunk`). */
   async judge(chunk: JudgeChunk): Promise<{ outcomes: ChunkOutcome[]; calls: LlmCallRecord[] }> {
     return judgeChunk(this.env, chunk, judgeOnRubrics)

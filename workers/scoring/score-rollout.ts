@@ -16,6 +16,7 @@ import { judgementCache, rubricCache } from './caches.ts'
 import type { RoleModel } from './models.ts'
 import { groupBy } from '../../src/collections/index.ts'
 import { fromWire, handOut, judgeOutcome, type ChunkOutcome } from './fan-out.ts'
+import { judgeService } from './judge-service.ts'
 
 /** Items of one request judged at once; LLM calls are capped separately by the run's `max_concurrent_llm_calls`. */
 const ITEM_CONCURRENCY = 16
@@ -235,11 +236,11 @@ async function judgeItems(ctx: ScoreContext, items: readonly Item[]): Promise<vo
       ),
     )
   }
-  const judgeService = ctx.env.JUDGE
+  const judge = judgeService(ctx.env)
   const judgeAway =
-    judgeService &&
+    judge &&
     (async (part: Group[]) => {
-      const reply: { outcomes: ChunkOutcome[]; calls: LlmCallRecord[] } = await judgeService.judge({
+      const reply: { outcomes: ChunkOutcome[]; calls: LlmCallRecord[] } = await judge.judge({
         runId: run.id,
         config: run.config,
         requestId: ctx.requestId,
