@@ -1,5 +1,5 @@
 import type { MiddlewareHandler } from 'hono'
-import { z } from 'zod'
+import type { z } from 'zod'
 import { AppError } from '../../src/errors/index.ts'
 
 /** Deepest nesting of arrays and objects a JSON body may have; deeper input overflows recursive code downstream. */

@@ -442,6 +442,7 @@ const MemorySection: FC<{ data: RunDashboard }> = ({ data }) => {
         request.q ? `semantic search: ${documents.length} closest documents` : `newest ${documents.length} documents`
       }
     >
+      {/* biome-ignore lint/a11y/useSemanticElements: the <search> element is too new for every browser a dashboard user has */}
       <form method="get" action={`${runHref(data.run.id)}#memory`} class="search" role="search">
         {data.run.config.rubrics_mode === 'per_instance' && data.instanceId && (
           <input type="hidden" name="instance" value={data.instanceId} />
