@@ -64,13 +64,13 @@ describe('the dashboard in headless Chromium after `npm run simulate` (3 steps)'
     expect(index?.headers()['content-type']).toMatch(/text\/html/)
     const runLink = page.locator('a[data-run="default"]')
     await expect.poll(() => runLink.isVisible()).toBe(true)
-    expect(await page.locator('tr', { has: runLink }).innerText()).toMatch(
+    expect(await page.locator('tr', { has: runLink }).textContent()).toMatch(
       new RegExp(`\\b${STEPS * ROLLOUTS_PER_STEP}\\b`),
     )
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'dashboard-index.png'), fullPage: true })
 
     await Promise.all([page.waitForURL(/\/dashboard\/runs\/default$/), runLink.click()])
-    expect(await page.locator('h1').innerText()).toBe('Run default')
+    expect(await page.locator('h1').textContent()).toBe('Run default')
 
     // Timeline: one row per step, each updated.
     const rows = page.locator('#timeline tbody tr')
@@ -86,7 +86,7 @@ describe('the dashboard in headless Chromium after `npm run simulate` (3 steps)'
     const changes = diff.locator('li.added, li.removed, li.changed')
     expect(await changes.count()).toBeGreaterThanOrEqual(1)
     expect(await changes.first().isVisible()).toBe(true)
-    expect(await newest.locator('.rationale').innerText()).toMatch(/Updater's rationale: \S+/)
+    expect(await newest.locator('.rationale').textContent()).toMatch(/Updater's rationale: \S+/)
 
     // Charts: the line chart and the per-step histograms have real size and drawn marks.
     const line = page.locator('svg[data-chart="line"]').first()
@@ -123,7 +123,7 @@ describe('the dashboard in headless Chromium after `npm run simulate` (3 steps)'
     await Promise.all([page.waitForURL(/[?&]q=/), page.click('#memory button[type="submit"]')])
     const docs = page.locator('#memory .doc')
     expect(await docs.count()).toBeGreaterThan(0)
-    expect(await docs.first().innerText()).toMatch(/similarity \d\.\d{3}/)
+    expect(await docs.first().textContent()).toMatch(/similarity \d\.\d{3}/)
     expect(await page.locator('#memory .doc[data-memory]:not([data-memory="analysis"])').count()).toBe(0)
     await page.locator('#memory').screenshot({ path: path.join(SCREENSHOT_DIR, 'dashboard-memory.png') })
     expect(pageErrors).toEqual([])
@@ -134,12 +134,12 @@ describe('the dashboard in headless Chromium after `npm run simulate` (3 steps)'
     await page.goto(`${dev.baseUrl}/dashboard/login`)
     await page.fill('#token', 'not-a-token')
     await Promise.all([page.waitForLoadState(), page.click('button[type="submit"]')])
-    expect(await page.locator('.alert').innerText()).toMatch(/neither the admin token nor a run token/)
+    expect(await page.locator('.alert').textContent()).toMatch(/neither the admin token nor a run token/)
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'dashboard-login.png') })
 
     await page.fill('#token', dev.adminToken)
     await Promise.all([page.waitForURL(`${dev.baseUrl}/`), page.click('button[type="submit"]')])
-    expect(await page.locator('.who').innerText()).toContain('admin')
+    expect(await page.locator('.who').textContent()).toContain('admin')
     const cookies = await page.context().cookies()
     const session = cookies.find((cookie) => cookie.name === 'rh_dashboard')
     expect(session?.httpOnly).toBe(true)
@@ -148,7 +148,7 @@ describe('the dashboard in headless Chromium after `npm run simulate` (3 steps)'
     expect(await page.content()).not.toContain(dev.adminToken)
 
     await Promise.all([page.waitForURL(/\/dashboard\/targets$/), page.click('a[href="/dashboard/targets"]')])
-    expect(await page.locator('h1').innerText()).toContain('Artifacts & deployments')
+    expect(await page.locator('h1').textContent()).toContain('Artifacts & deployments')
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'dashboard-targets.png') })
     await Promise.all([page.waitForURL(/\/dashboard\/login$/), page.click('form[action="/dashboard/logout"] button')])
     expect((await page.context().cookies()).some((cookie) => cookie.name === 'rh_dashboard')).toBe(false)

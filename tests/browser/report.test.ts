@@ -128,8 +128,8 @@ describe('offline reports in headless Chromium', () => {
     const opened = await open('search.html')
     const { page } = opened
     await expectCleanLoad(opened)
-    expect(await page.locator('h1').innerText()).toBe('Search report: demo.json')
-    expect(await page.locator('header .kind').innerText()).toMatch(/search output/i)
+    expect(await page.locator('h1').textContent()).toBe('Search report: demo.json')
+    expect(await page.locator('header .kind').textContent()).toMatch(/search output/i)
     for (const heading of ['Objective per generation', 'Best rubrics (3)', 'Run settings', 'Calls'])
       expect(await page.getByRole('heading', { name: heading, exact: true }).isVisible()).toBe(true)
     for (const prompt of ['p_debug_undefined', 'p_math_trains', 'p_policy_brief'])
@@ -141,7 +141,7 @@ describe('offline reports in headless Chromium', () => {
         .locator('td', { hasText: 'The answer does what the prompt asks' })
         .isVisible(),
     ).toBe(true)
-    expect(await page.locator('#calls tr', { hasText: 'verifier' }).first().innerText()).toMatch(/verifier\s+\d+/)
+    expect(await page.locator('#calls tr', { hasText: 'verifier' }).first().textContent()).toMatch(/verifier\s+\d+/)
 
     const charts = await renderedCharts(page)
     expect(charts.map((chart) => `${chart.kind}:${chart.title}`)).toEqual([
@@ -165,12 +165,12 @@ describe('offline reports in headless Chromium', () => {
     const opened = await open('evolve.html')
     const { page } = opened
     await expectCleanLoad(opened)
-    expect(await page.locator('h1').innerText()).toBe('Judge library evolution')
+    expect(await page.locator('h1').textContent()).toBe('Judge library evolution')
     const rows = page.locator('#changes tbody tr')
     expect(await rows.count()).toBe(4)
-    expect(await rows.first().innerText()).toMatch(/^0\s+baseline/)
+    expect(await rows.first().textContent()).toMatch(/^0\s+baseline/)
     expect(await page.locator('#changes .badge.kept').count()).toBeGreaterThanOrEqual(1)
-    expect(await page.locator('#library .card h3').first().innerText()).toMatch(/^[a-z0-9-]+ skill$/)
+    expect(await page.locator('#library .card h3').first().textContent()).toMatch(/^[a-z0-9-]+ skill$/)
 
     const [chart] = await renderedCharts(page)
     expect(chart).toMatchObject({ kind: 'line', title: 'Validation accuracy per iteration', noData: false })
@@ -189,16 +189,16 @@ describe('offline reports in headless Chromium', () => {
     const opened = await open('bench.html')
     const { page } = opened
     await expectCleanLoad(opened)
-    expect(await page.locator('h1').innerText()).toBe('Benchmark: mock on 2 subsets')
+    expect(await page.locator('h1').textContent()).toBe('Benchmark: mock on 2 subsets')
     const table = page.locator('#accuracy table')
-    expect(await table.locator('thead').innerText()).toMatch(
+    expect(await table.locator('thead').textContent()).toMatch(
       /subset\s+items\s+pairwise A\/B\s+pairwise B\/A\s+swap-consistent\s+failed items/,
     )
     for (const subset of ['natural', 'adversarial-neighbor'])
-      expect(await table.locator('tbody tr', { hasText: subset }).innerText()).toMatch(
+      expect(await table.locator('tbody tr', { hasText: subset }).textContent()).toMatch(
         /\d+\.\d%\s+95% CI \d+\.\d%–\d+\.\d%\s+bootstrap/,
       )
-    expect(await page.locator('#failures').innerText()).toContain('No scorer failures')
+    expect(await page.locator('#failures').textContent()).toContain('No scorer failures')
 
     const charts = await renderedCharts(page)
     expect(charts.map((chart) => chart.kind)).toEqual(['bar', 'histogram'])

@@ -144,7 +144,7 @@ describe('malformed replies', () => {
       [rubrics[3]!.id]: 0,
     }
     const gradeFor = (id: string) => grades[id]!
-    const broken = '```json\n' + replyGrading(gradeFor).replace(/\]\}$/, '],}') + '\n```'
+    const broken = `\`\`\`json\n${replyGrading(gradeFor).replace(/\]\}$/, '],}')}\n\`\`\``
     expect(() => JSON.parse(broken)).toThrow()
     stub.script({ kind: 'content', text: broken })
 

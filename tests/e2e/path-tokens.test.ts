@@ -59,7 +59,7 @@ describe('a token in the path, in production', () => {
     )
     expect(legacy.rewards).toHaveLength(2)
     const current = await openRlhfSample([url], 'Q: 5+5? A: 10', 'Q: 5+5? A:', '10')
-    expect((current?.reward as number[]).length).toBe(1)
+    expect((current!.reward as number[]).length).toBe(1)
     const slime = await slimeRemoteRm(
       `${dev.baseUrl}/t/${runToken}/compat/slime`,
       { prompt: 'What is 2+2?', response: '4', label: '4' },

@@ -208,7 +208,7 @@ describe('OpenRLHF ≥ 0.9.1 (--reward.remote_url: one sample per request)', () 
         ),
       ),
     )
-    expect(rewards.map((r) => (r?.reward as number[])[0])).toEqual(many.map(() => 0.7))
+    expect(rewards.map((r) => (r!.reward as number[])[0])).toEqual(many.map(() => 0.7))
   })
 
   it('a failing judge leaves the reward None (null), never 0', async () => {

@@ -288,7 +288,7 @@ describe('agent prompts', () => {
 
 describe('agent reply parsers', () => {
   const fenced = (value: unknown) =>
-    'Here it is:\n```json\n' + JSON.stringify(value, null, 1).replace(/\n(\s*)([}\]])/g, ',\n$1$2') + '\n```'
+    `Here it is:\n\`\`\`json\n${JSON.stringify(value, null, 1).replace(/\n(\s*)([}\]])/g, ',\n$1$2')}\n\`\`\``
 
   it('repair fenced JSON with trailing commas, and prose after the object', () => {
     expect(parseAnalyzerReply(fenced(ANALYSIS))).toEqual(ANALYSIS)

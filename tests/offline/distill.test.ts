@@ -98,9 +98,9 @@ beforeAll(() => {
   archive = join(work, 'archive.ndjson')
   writeFileSync(
     archive,
-    archiveLines()
+    `${archiveLines()
       .map((line) => JSON.stringify(line))
-      .join('\n') + '\n',
+      .join('\n')}\n`,
   )
 })
 afterAll(() => rmSync(work, { recursive: true, force: true }))

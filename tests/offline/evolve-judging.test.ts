@@ -62,11 +62,10 @@ describe('evolve judges in both orders', () => {
     const base = positionBiased()
     const capturing: ChatModel = {
       id: base.id,
-      complete: (request) => (
-        request.task.kind === 'library_analyze' &&
-          seen.push(request.messages.map((message) => message.content).join('\n')),
-        base.complete(request)
-      ),
+      complete: (request) => {
+        if (request.task.kind === 'library_analyze') seen.push(request.messages.map((m) => m.content).join('\n'))
+        return base.complete(request)
+      },
     }
     const summary = await runEvolve({ model: capturing, dataset, datasetSha256: sha256, outDir: out, iterations: 1 })
     const log = await readLog(join(out, 'evolution-log.jsonl'))

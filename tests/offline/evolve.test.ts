@@ -75,9 +75,10 @@ describe('judge over a library (mock backend)', () => {
     const seen: string[] = []
     const capturing: ChatModel = {
       id: mock.id,
-      complete: (request) => (
-        seen.push(request.messages.map((message) => message.content).join('\n')), mock.complete(request)
-      ),
+      complete: (request) => {
+        seen.push(request.messages.map((message) => message.content).join('\n'))
+        return mock.complete(request)
+      },
     }
     const outcome = await judgeWithLibrary(mock, toolLibrary, ['coverage-check'], item)
     if (!outcome.ok) throw new Error('expected a verdict')
@@ -130,7 +131,13 @@ describe('judge over a library (mock backend)', () => {
   it('caches the router by instruction and library state', async () => {
     let calls = 0
     const model = new MockChatModel()
-    const counting: ChatModel = { id: model.id, complete: (request) => (calls++, model.complete(request)) }
+    const counting: ChatModel = {
+      id: model.id,
+      complete: (request) => {
+        calls++
+        return model.complete(request)
+      },
+    }
     const router = new LibraryRouter(counting)
     await router.route(toolLibrary, item.instruction)
     await router.route(toolLibrary, item.instruction)

@@ -421,7 +421,10 @@ describe('the admin client (in process)', () => {
       baseUrl: 'http://edge',
       token: 't',
       retry: { maxAttempts: 3 },
-      fetch: async () => (exhausted++, answer(503, {})),
+      fetch: async () => {
+        exhausted++
+        return answer(503, {})
+      },
       sleep: async () => undefined,
     })
     const error = await busy.deployments('prod').catch((caught: unknown) => caught)
@@ -434,7 +437,10 @@ describe('the admin client (in process)', () => {
       const once = new AdminClient({
         baseUrl: 'http://edge',
         token: 't',
-        fetch: async () => (count++, answer(status, { error: { code: 'x', message: 'm', details: [1] } })),
+        fetch: async () => {
+          count++
+          return answer(status, { error: { code: 'x', message: 'm', details: [1] } })
+        },
         sleep: async () => undefined,
       })
       const failure = await once.rollback('prod').catch((caught: unknown) => caught)
@@ -448,7 +454,10 @@ describe('the admin client (in process)', () => {
     const down = new AdminClient({
       baseUrl: 'http://edge',
       token: 't',
-      fetch: async () => (calls++, Promise.reject(new TypeError('fetch failed'))),
+      fetch: async () => {
+        calls++
+        throw new TypeError('fetch failed')
+      },
       sleep: async () => undefined,
     })
     expect(await down.deployments('prod').catch((caught: unknown) => caught)).toBeInstanceOf(EdgeNetworkError)

@@ -73,7 +73,7 @@ describe('export --library (an evolved judge library → a library artifact)', (
     // A change to any entry changes the id: the content address covers the bodies.
     const tampered = {
       ...parsed,
-      entries: parsed.kind === 'library' ? parsed.entries.map((entry) => ({ ...entry, body: entry.body + 'x' })) : [],
+      entries: parsed.kind === 'library' ? parsed.entries.map((entry) => ({ ...entry, body: `${entry.body}x` })) : [],
     }
     expect(await verifyArtifactId(AnyRmArtifact.parse(tampered))).toBe(false)
   })

@@ -317,7 +317,7 @@ describe('refusals (exit 2, nothing written)', () => {
     const renamed = await refuse(variant('renamed-prompt', (copy) => (copy.best_rubrics[0].prompt_id = 'p_other')))
     expect(renamed.code).toBe('manifest_mismatch')
     expect(renamed.issues).toContain(
-      'best_rubrics has prompts that are not in the dataset ' + search.run_manifest.dataset.path + ': p_other',
+      `best_rubrics has prompts that are not in the dataset ${search.run_manifest.dataset.path}: p_other`,
     )
     expect(renamed.issues).toContain(
       `the dataset ${search.run_manifest.dataset.path} has prompts without a rubric: p_debug_undefined`,

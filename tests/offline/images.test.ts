@@ -164,11 +164,10 @@ describe('dataset images', () => {
 
   it('keeps images as handles and reads a path image only when it is resolved', async () => {
     const reads: string[] = []
-    const registry = new ImageRegistry(
-      async (path) => (
-        reads.push(path), path === 'cat.png' ? new Uint8Array(png(1, 2, 3)) : new TextEncoder().encode('not an image')
-      ),
-    )
+    const registry = new ImageRegistry(async (path) => {
+      reads.push(path)
+      return path === 'cat.png' ? new Uint8Array(png(1, 2, 3)) : new TextEncoder().encode('not an image')
+    })
     const handle = registry.add({ path: 'cat.png' })
     expect(registry.add({ path: 'cat.png' })).toBe(handle)
     expect(reads).toEqual([])

@@ -43,7 +43,7 @@ describe('library model', () => {
   })
 
   it('round-trips SKILL.md front matter and body', () => {
-    expect(parseSkillMd(renderSkillMd(tool))).toEqual({ ...tool, body: tool.body + '\n' })
+    expect(parseSkillMd(renderSkillMd(tool))).toEqual({ ...tool, body: `${tool.body}\n` })
     expect(renderSkillMd(tool)).toContain('when_to_use: When an instruction has several parts')
     expect(() => addEntry(addEntry(emptyLibrary(), skill), skill)).toThrow(/already exists/)
   })

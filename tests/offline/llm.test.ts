@@ -205,9 +205,10 @@ describe('createChatModel', () => {
   it('sends the workers-ai request through the binding', async () => {
     const seen: unknown[] = []
     const ai = {
-      run: async (modelName: string, input: Record<string, unknown>) => (
-        seen.push([modelName, input]), { response: '{"grades":[]}' }
-      ),
+      run: async (modelName: string, input: Record<string, unknown>) => {
+        seen.push([modelName, input])
+        return { response: '{"grades":[]}' }
+      },
     }
     const workersAi = createChatModel(
       AgentSettings.parse({ backend: 'workers-ai', model: '@cf/meta/llama-3.1-8b-instruct' }),

@@ -52,7 +52,9 @@ describe('HashedNgramEmbedder', () => {
     queries.forEach((query, q) => {
       const scores = docs.map((doc) => dotProduct(query, doc))
       expect(scores.indexOf(Math.max(...scores))).toBe(q)
-      scores.forEach((score, d) => (d === q ? related : unrelated).push(score))
+      scores.forEach((score, d) => {
+        ;(d === q ? related : unrelated).push(score)
+      })
     })
     const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length
     expect(Math.min(...related)).toBeGreaterThan(0.3)

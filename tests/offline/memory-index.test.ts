@@ -77,7 +77,9 @@ describe('ExactVectorIndex ranking', () => {
     const next = random(9)
     const scores = Array.from({ length: 500 }, () => Math.round(next() * 50) / 50)
     const top = new TopK(25, (a, b) => a - b)
-    scores.forEach((score, item) => top.push(score, item))
+    scores.forEach((score, item) => {
+      top.push(score, item)
+    })
     const expected = scores
       .map((score, item) => ({ item, score }))
       .sort((a, b) => b.score - a.score || a.item - b.item)

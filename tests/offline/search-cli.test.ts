@@ -619,12 +619,10 @@ describe('(c) three OpenAI-compatible stubs, one failing ~30%', () => {
     // No labels: the LLM judge is used (both orders of each pair), so all four roles talk to the stubs.
     const demo = readJson(DEMO) as { prompts: Array<{ candidates: Array<{ metadata: unknown }> }> }
     const unlabelled = {
-      prompts: demo.prompts
-        .slice(0, 2)
-        .map((item) => ({
-          ...item,
-          candidates: item.candidates.slice(0, 4).map((candidate) => ({ ...candidate, metadata: {} })),
-        })),
+      prompts: demo.prompts.slice(0, 2).map((item) => ({
+        ...item,
+        candidates: item.candidates.slice(0, 4).map((candidate) => ({ ...candidate, metadata: {} })),
+      })),
     }
     const dataset = join(work, 'c/unlabelled.json')
     mkdirSync(join(work, 'c'), { recursive: true })
@@ -703,6 +701,7 @@ describe('(c) three OpenAI-compatible stubs, one failing ~30%', () => {
     ).toBe(true)
     expect(stubs.flatMap((stub) => stub.authorizations).every((header) => header === 'Bearer sk-stub')).toBe(true)
     expect(JSON.stringify(readJson(out).run_manifest)).not.toContain('sk-stub')
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell parameter expansion in the replay script
     expect(readFileSync(summary.run_records.replay, 'utf8')).toContain('if [ -z "${STUB_KEY:-}" ]; then')
 
     // The same run again: every question is answered by the cache, no request reaches a server.

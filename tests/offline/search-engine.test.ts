@@ -260,7 +260,10 @@ describe('runSearch: evolutionary', () => {
     const seen: string[] = []
     const { roles } = fakeRoles()
     const propose = roles.proposer.propose.bind(roles.proposer)
-    roles.proposer.propose = (input) => (seen.push(input.mode), propose(input))
+    roles.proposer.propose = (input) => {
+      seen.push(input.mode)
+      return propose(input)
+    }
     await runSearch(toyDataset(1), roles, {
       ...SMALL,
       generations: 1,
@@ -276,9 +279,10 @@ describe('runSearch: evolutionary', () => {
     const contrasts: Array<[string, string]> = []
     const { roles } = fakeRoles()
     const propose = roles.proposer.propose.bind(roles.proposer)
-    roles.proposer.propose = (input) => (
-      contrasts.push([input.top.candidate_id, input.runnerUp.candidate_id]), propose(input)
-    )
+    roles.proposer.propose = (input) => {
+      contrasts.push([input.top.candidate_id, input.runnerUp.candidate_id])
+      return propose(input)
+    }
     await runSearch(toyDataset(1), roles, { ...SMALL, generations: 1, batch_size: 1, mutations_per_round: 1 })
     // Under the bad rubric c4 and c6 (delve + tapestry) lead, not the dataset's first two.
     expect(contrasts[0]).toEqual(['p0-c4', 'p0-c6'])

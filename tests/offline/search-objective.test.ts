@@ -144,7 +144,10 @@ describe('computeObjective', () => {
     const asked: string[][] = [[], [], []]
     const recorder =
       (log: string[]): PairJudge =>
-      async (i, l, r) => (log.push(`${l.candidate_id}-${r.candidate_id}`), byRank(i, l, r))
+      async (i, l, r) => {
+        log.push(`${l.candidate_id}-${r.candidate_id}`)
+        return byRank(i, l, r)
+      }
     const full = await computeObjective(ten, evaluationOf(ten, scores), recorder(asked[0]!), big, { budget: 100 })
     const sampled = await computeObjective(ten, evaluationOf(ten, scores), recorder(asked[1]!), big, { budget: 5 })
     await computeObjective(ten, evaluationOf(ten, scores), recorder(asked[2]!), big, { budget: 5 })
@@ -162,10 +165,10 @@ describe('JudgeMemo', () => {
     const item = promptOf([candidate('a', 2), candidate('b', 1), candidate('c', 3)])
     const judges = new JudgeMemo(
       {
-        compare: async ({ left, right }) => (
-          calls.push(`${left.candidate_id}${right.candidate_id}`),
-          Math.sign(right.label.rank! - left.label.rank!) as Preference
-        ),
+        compare: async ({ left, right }) => {
+          calls.push(`${left.candidate_id}${right.candidate_id}`)
+          return Math.sign(right.label.rank! - left.label.rank!) as Preference
+        },
       },
       createLimiter(2),
     )

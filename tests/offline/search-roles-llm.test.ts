@@ -81,7 +81,14 @@ const retry = { maxAttempts: 3, sleep: noSleep }
 /** Wraps a model and keeps every request it is sent. */
 function recording(inner: ChatModel): ChatModel & { requests: ChatRequest[] } {
   const requests: ChatRequest[] = []
-  return { id: inner.id, requests, complete: (request) => (requests.push(request), inner.complete(request)) }
+  return {
+    id: inner.id,
+    requests,
+    complete: (request) => {
+      requests.push(request)
+      return inner.complete(request)
+    },
+  }
 }
 
 function expectNoLabels(payloads: readonly string[]): void {

@@ -212,7 +212,7 @@ describe('simulated hacking trips the mock analyzer (the Analyzer agent on MockC
       const { verdict } = await analyse(simulated)
       expect(verdict.flag, simulated.rollout.output).toBe(true)
       expect(verdict.severity, simulated.rollout.output).toBe('high')
-      verdict.tactics.forEach((tactic) => tactics.add(tactic))
+      for (const tactic of verdict.tactics) tactics.add(tactic)
       if (simulated.answer.tactics.includes('keyword_stuffing'))
         expect(verdict.tactics, simulated.rollout.output).toContain('rubric keyword stuffing')
     }

@@ -373,12 +373,3 @@ describe('helpers', () => {
     ).toBe('user: What is shown?\n[image]\nBe brief.\n\nassistant: ')
   })
 })
-
-/** Polls `check` until it holds (work the Worker does after its response). */
-async function waitFor(check: () => Promise<boolean>, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time')
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-}

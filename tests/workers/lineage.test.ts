@@ -88,7 +88,7 @@ describe('/lineage', () => {
       result: { status: 'succeeded' },
       evals: [{ benchmark: 'gsm8k', metrics: { accuracy: 0.8 } }],
     })
-    const listed = await call('GET', '/lineage/runs?artifact_id=' + ARTIFACT + '&status=succeeded', {
+    const listed = await call('GET', `/lineage/runs?artifact_id=${ARTIFACT}&status=succeeded`, {
       token: ADMIN_TOKEN,
     })
     expect(listed.json.runs.map((r: { run_id: string }) => r.run_id)).toContain('edge-1')

@@ -132,7 +132,10 @@ async function launch(stateDir: string, port: number, options: WranglerDevOption
       throw new EarlyExitError(`wrangler dev exited with code ${exitCode} before answering /healthz:\n${log()}`)
     }
     const healthy = await fetch(`${baseUrl}/healthz`, { signal: AbortSignal.timeout(5_000) }).then(
-      async (response) => (await response.body?.cancel(), response.status === 200),
+      async (response) => {
+        await response.body?.cancel()
+        return response.status === 200
+      },
       () => false,
     )
     if (healthy) return { baseUrl, adminToken, logs: log, fullLog, stop }
