@@ -64,7 +64,10 @@ export interface RecordReply {
 
 export type { LlmStat } from '../src/llm/stats.ts'
 
-/** A shard's report to its run's coordinator: its current step's tally (absolute, so a repeat changes nothing) and LLM calls since the last report. */
+/**
+ * A shard's report to its run's coordinator: its current step's tally (absolute, so a repeat changes nothing) and LLM
+ * calls since the last report.
+ */
 export interface ShardReport {
   instanceId: string
   shard: number
@@ -73,7 +76,10 @@ export interface ShardReport {
   llm: LlmStat[]
 }
 
-/** The coordinator closed `step`; the shard keeps its first `keep` rollouts of it (by arrival), or all when null, and moves the rest to the next step. */
+/**
+ * The coordinator closed `step`; the shard keeps its first `keep` rollouts of it (by arrival), or all when null, and
+ * moves the rest to the next step.
+ */
 export interface CloseNotice {
   step: number
   keep: number | null

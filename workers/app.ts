@@ -50,7 +50,8 @@ export function createApp() {
       // Before the run API, whose run resolution matches every path: artifacts and RM targets belong to no run.
       .route('/', artifactAdminRoutes)
       .route('/', lineageRoutes)
-      // `GET /` serves a browser the dashboard (API clients get JSON) and `/dashboard/*` its pages; before the run API too.
+      // `GET /` serves a browser the dashboard (API clients get JSON) and `/dashboard/*` its pages; before the run API
+      // too.
       .route('/', dashboardRoutes)
       .route('/rm/:target', rmRoutes)
       .route('/runs/:runId', runApi)

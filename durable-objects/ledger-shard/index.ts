@@ -25,11 +25,15 @@ import { archiveKey, coordinatorName, instanceName } from '../names.ts'
 import { applySchema, type TableSchema } from '../schema.ts'
 import { Waiters } from '../waiters.ts'
 
-/** How long a shard collects rollouts and LLM calls before it reports them to the run's coordinator (`LEDGER_REPORT_MS` overrides). */
+/**
+ * How long a shard collects rollouts and LLM calls before it reports them to the run's coordinator (`LEDGER_REPORT_MS`
+ * overrides).
+ */
 export const REPORT_INTERVAL_MS = 1_000
 
 const LEDGER_TABLES: Record<string, TableSchema> = {
-  // Every query goes by (step) or (step, rollout_id): the key b-tree is the table, one row written per insert and per delete.
+  // Every query goes by (step) or (step, rollout_id): the key b-tree is the table, one row written per insert and per
+  // delete.
   ledger: {
     columns: {
       step: 'INTEGER NOT NULL',
@@ -91,7 +95,8 @@ type EntryRow = {
  * id gets the first score back) and answers with the rubrics in force when the caller's copy is older. Counts go to
  * the run's coordinator in batches (an alarm every `REPORT_INTERVAL_MS`); the coordinator answers with the steps it
  * closed, and the shard moves what came after the cut to the next step. A step's rows are kept until
- * `ledger_retention_steps` later updates have committed (archived to R2 first when the run says `archive`), then deleted.
+ * `ledger_retention_steps` later updates have committed (archived to R2 first when the run says `archive`), then
+ * deleted.
  */
 export class LedgerShard extends DurableObject<Env> {
   private readonly sql: SqlStorage
@@ -100,7 +105,9 @@ export class LedgerShard extends DurableObject<Env> {
   private tally: ScoreTally | undefined
   /** LLM calls of `/score` requests since the last report, by role, model and outcome. */
   private llm = new Map<string, LlmStat>()
-  /** The step the coordinator knows this shard takes rollouts in; a first rollout of any other step announces it first. */
+  /**
+   * The step the coordinator knows this shard takes rollouts in; a first rollout of any other step announces it first.
+   */
   private announced: number | undefined
   private announcing: Promise<void> | undefined
   private lastSeq = 0
@@ -133,7 +140,8 @@ export class LedgerShard extends DurableObject<Env> {
     this.bind(address)
     addLlmStats(this.llm, llm)
     const snapshot = await this.currentSnapshot()
-    // A close may land while the announce waits; the step a rollout is written in must be one the coordinator knows this shard in.
+    // A close may land while the announce waits; the step a rollout is written in must be one the coordinator knows
+    // this shard in.
     const writes = submissions.some((submission) => submission.judged)
     // Rollouts of a later trainer step than the shard has seen in its step are announced first: they may close it.
     const trainerStep = Math.max(
@@ -454,7 +462,8 @@ export class LedgerShard extends DurableObject<Env> {
         }
         this.setEpoch(step + 1)
       })
-      // The coordinator learns of moved rows from the next report, sent at once; a shard with none announces its next rollout.
+      // The coordinator learns of moved rows from the next report, sent at once; a shard with none announces its next
+      // rollout.
       this.announced = moved > 0 ? step + 1 : undefined
       if (moved > 0) {
         this.dirty = true

@@ -51,14 +51,17 @@ const COORDINATOR_TABLES: Record<string, TableSchema> = {
       opened_at: 'TEXT NOT NULL',
       closed_at: 'TEXT',
       updated_at: 'TEXT',
-      // The highest `metadata.current_step` the step's rollouts carried (as the shards announced it), and why it closed.
+      // The highest `metadata.current_step` the step's rollouts carried (as the shards announced it), and why it
+      // closed.
       trainer_step: 'INTEGER',
       closed_by: 'TEXT',
-      // The step's scores summed over its shards, written when the step is updated (its shard rows go some steps later).
+      // The step's scores summed over its shards, written when the step is updated (its shard rows go some steps
+      // later).
       tally: 'TEXT',
     },
   },
-  // A shard's tally of a step (as it last reported it) and, once the step closed, how many of its rollouts the step keeps.
+  // A shard's tally of a step (as it last reported it) and, once the step closed, how many of its rollouts the step
+  // keeps.
   step_shards: {
     columns: {
       step: 'INTEGER NOT NULL',
@@ -121,7 +124,9 @@ type StepRow = {
   trainer_step: number | null
   closed_by: CloseReason | null
 }
-/** What closed a step: the trainer's /complete, `rollouts_per_step`, a rollout of a later trainer step, or the idle gap. */
+/**
+ * What closed a step: the trainer's /complete, `rollouts_per_step`, a rollout of a later trainer step, or the idle gap.
+ */
 export type CloseReason = NonNullable<RubricStatus['closed_by']>
 
 /**
@@ -278,8 +283,8 @@ export class RunCoordinator extends DurableObject<Env> {
   }
 
   /**
-   * Every step of the run that has rollouts or has closed, oldest first (at most the newest `limit`), with its score tally and each touched
-   * instance's rollouts and update outcome: the dashboard's timeline and charts. A read only.
+   * Every step of the run that has rollouts or has closed, oldest first (at most the newest `limit`), with its score
+   * tally and each touched instance's rollouts and update outcome: the dashboard's timeline and charts. A read only.
    */
   async timeline(limit = DETAILED_STEPS): Promise<StepTimelineEntry[]> {
     const steps = this.sql.exec<StepRow>('SELECT * FROM steps ORDER BY step DESC LIMIT ?', limit).toArray().reverse()
@@ -491,7 +496,9 @@ export class RunCoordinator extends DurableObject<Env> {
     return ways.length === 1 ? ways[0]! : `${ways.slice(0, -1).join(', ')} or ${ways.at(-1)}`
   }
 
-  /** An instance reports its step update done, with its LLM calls; the step is updated when every touched instance has. */
+  /**
+   * An instance reports its step update done, with its LLM calls; the step is updated when every touched instance has.
+   */
   async instanceUpdated(
     runId: string,
     step: number,
@@ -816,7 +823,10 @@ export class RunCoordinator extends DurableObject<Env> {
     }
   }
 
-  /** The step `/rubric_status` describes: a closed one not yet updated first, then the collecting one if it has rollouts, then the last updated. */
+  /**
+   * The step `/rubric_status` describes: a closed one not yet updated first, then the collecting one if it has
+   * rollouts, then the last updated.
+   */
   private reportedStep(): StepRow | undefined {
     const updating = this.sql
       .exec<StepRow>(`SELECT * FROM steps WHERE status IN ('closing', 'updating') ORDER BY step LIMIT 1`)

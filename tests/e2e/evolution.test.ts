@@ -127,7 +127,10 @@ function addOne(step: number, prompt: string): string {
   })
 }
 
-/** The stub's interceptor: a slow or failing Analyzer or Updater, as the scenario asks; every other agent answers at once. */
+/**
+ * The stub's interceptor: a slow or failing Analyzer or Updater, as the scenario asks; every other agent answers at
+ * once.
+ */
 async function slowOrFailingAgents(body: ChatCompletionBody): Promise<StubFault | undefined> {
   if (agentOf(body) === 'updater') {
     if (scenario.updaterFailures > 0) {
@@ -303,7 +306,8 @@ beforeEach(() => {
 })
 
 afterEach(() => {
-  // Every request came from a known agent: a prompt that drifts from prompts/en/*.system.txt fails here, not by accident.
+  // Every request came from a known agent: a prompt that drifts from prompts/en/*.system.txt fails here, not by
+  // accident.
   expect(
     stub.requests.filter((body) => agentOf(body) === undefined).map((body) => body.messages[0]?.content.slice(0, 80)),
   ).toEqual([])
@@ -358,7 +362,8 @@ describe('memory the Updater is shown', () => {
     expect(summaries.map((doc) => doc.step).sort()).toEqual([0, 1, 2, 3])
     for (const doc of summaries) expect(doc.text).toContain(memoFor(doc.step))
 
-    // Static memory: the memory entries of the previous steps' summaries, at most static_memory_steps of them, oldest first.
+    // Static memory: the memory entries of the previous steps' summaries, at most static_memory_steps of them, oldest
+    // first.
     const recent = (prompt: string) =>
       [...prompt.matchAll(/<memory source="recent" kind="batch_summary" step="(\d+)"/g)].map((m) => Number(m[1]))
     expect(recent(prompts[0]!)).toEqual([])

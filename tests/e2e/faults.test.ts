@@ -52,7 +52,9 @@ let mix: FaultMix
 const userOf = (body: ChatCompletionBody) => body.messages.find((m) => m.role === 'user')?.content ?? ''
 /** Each rollout's prompt carries the grade the stub scorer gives it: `[grade N]`. */
 const gradeIn = (text: string) => Number(text.match(/\[grade (\d+)\]/)?.[1])
-/** Rollouts a test handles itself carry `[storm-503]`, `[storm-502]`, `[poison]` or `[cut]`; the mix leaves them alone. */
+/**
+ * Rollouts a test handles itself carry `[storm-503]`, `[storm-502]`, `[poison]` or `[cut]`; the mix leaves them alone.
+ */
 const specialIn = (text: string) => text.match(/\[(storm-503|storm-502|poison|cut)\]/)?.[1]
 
 function reply(body: ChatCompletionBody): string {

@@ -207,7 +207,8 @@ describe('every attempt fails', () => {
       expect(failed.body).not.toHaveProperty('score')
       if (expectedStatus === 503) expect(failed.headers.get('retry-after')).toMatch(/^\d+$/)
 
-      // The stub is healthy again: the trainer's retry of the same rollout succeeds and counts once (it was not recorded before: no duplicate).
+      // The stub is healthy again: the trainer's retry of the same rollout succeeds and counts once (it was not
+      // recorded before: no duplicate).
       const retried = await score(rollout)
       expect(retried.status, JSON.stringify(retried.body)).toBe(200)
       expect(retried.body).toMatchObject({ rollout_id: rollout.id, duplicate: false, cached: false })

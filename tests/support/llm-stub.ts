@@ -118,8 +118,8 @@ function openings(): [StubAgent, string][] {
 }
 
 /**
- * Which agent sent a chat request, recognised by the opening of its system prompt (prompts/<locale>/<agent>.system.txt);
- * `undefined` for a request no agent's prompt starts.
+ * Which agent sent a chat request, recognised by the opening of its system prompt
+ * (prompts/<locale>/<agent>.system.txt); `undefined` for a request no agent's prompt starts.
  * @example stub.respondWith((body) => (agentOf(body) === 'scorer' ? grades(body) : analysis(body)))
  */
 export function agentOf(body: ChatCompletionBody): StubAgent | undefined {
@@ -311,7 +311,8 @@ export function boundaryOf(body: ChatCompletionBody): string | undefined {
 const blockPattern = (tag: string) => new RegExp(`<<<DATA-${tag}\\n([\\s\\S]*?)\\nDATA-${tag}>>>`, 'g')
 
 /**
- * The data blocks of `text` marked with `tag`, in order: what lies between a `<<<DATA-<tag>` line and the next `DATA-<tag>>>` line.
+ * The data blocks of `text` marked with `tag`, in order: what lies between a `<<<DATA-<tag>` line and the next
+ * `DATA-<tag>>>` line.
  * @example dataBlocks(userPrompt, boundaryOf(body)!) // [input, reference, output] for a scorer prompt
  */
 export function dataBlocks(text: string, tag: string): string[] {

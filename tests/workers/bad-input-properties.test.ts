@@ -4,7 +4,8 @@
  * negative / huge value or removed, `__proto__`/`constructor`/`prototype` keys, nesting past MAX_JSON_DEPTH, lone
  * surrogates, invalid UTF-8), every query parameter hostile strings, and every path id strings that look like paths.
  * Each answer must be a 4xx `{error: {code (snake_case), message}, request_id}` — never a 5xx, never a hang — and the
- * state (the victim run's /rubric_status, /rubrics, /memory, its ledger rows and every D1 table's row count) must not move.
+ * state (the victim run's /rubric_status, /rubrics, /memory, its ledger rows and every D1 table's row count) must not
+ * move.
  *
  * Replay: the seed is fixed (SEED, printed); a failure prints fast-check's seed and path, and `fc.assert` takes
  * `{ seed, path }` to replay just that case.
@@ -38,7 +39,9 @@ import {
   type CallOptions,
 } from './helpers.ts'
 
-/** Fixed so CI is reproducible; change it (or pass fast-check's printed seed/path to fc.assert) to explore or replay. */
+/**
+ * Fixed so CI is reproducible; change it (or pass fast-check's printed seed/path to fc.assert) to explore or replay.
+ */
 const SEED = 0x8a_2026
 /** Runs per property: 13 JSON routes × RUNS bodies, plus queries and ids, keep the file well under 60 s on 2 cores. */
 const RUNS = 30
@@ -134,7 +137,9 @@ const MANIFEST = {
   tags: ['grpo'],
 }
 
-/** Every route of the Worker: method, path, who may call it, and what it reads. Checked against the app's router below. */
+/**
+ * Every route of the Worker: method, path, who may call it, and what it reads. Checked against the app's router below.
+ */
 const ROUTES: RouteRow[] = [
   { method: 'GET', path: '/healthz', auth: 'none' },
   { method: 'GET', path: '/healthz/deep', auth: 'admin' },
@@ -525,7 +530,9 @@ function containerAt(root: any, path: (string | number)[]): any {
   return path.slice(0, -1).reduce((node, key) => node[key], root)
 }
 
-/** Writes `key: value` as an own, enumerable property, even for `__proto__` (plain assignment would set the prototype). */
+/**
+ * Writes `key: value` as an own, enumerable property, even for `__proto__` (plain assignment would set the prototype).
+ */
 function defineKey(target: object, key: string, value: unknown) {
   Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true })
 }

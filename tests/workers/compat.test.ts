@@ -254,7 +254,8 @@ describe('a token in the path (/t/<token>/…), for clients that send no headers
     // Percent-encoding is undone, as it would be in a header.
     expect((await call('GET', `/t/${encodeURIComponent(run.token)}/run`)).status).toBe(200)
 
-    // A URL with credentials (`http://:<token>@host/…`) becomes Basic auth in requests and aiohttp: the token as password or user.
+    // A URL with credentials (`http://:<token>@host/…`) becomes Basic auth in requests and aiohttp: the token as
+    // password or user.
     for (const credentials of [`:${run.token}`, `${run.token}:`]) {
       const basic = await call('POST', '/compat/openrlhf', {
         body,

@@ -81,7 +81,10 @@ async function deliver(queue: string, bodies: StepJob[], tag: string) {
   return getQueueResult(batch, ctx)
 }
 
-/** Resets a Durable Object the way a deploy or an eviction does: in-memory state and open calls are dropped, storage stays. */
+/**
+ * Resets a Durable Object the way a deploy or an eviction does: in-memory state and open calls are dropped, storage
+ * stays.
+ */
 async function resetObject(stub: DurableObjectStub): Promise<void> {
   await runInDurableObject(stub, (_instance, state) => state.abort('reset by the fault test')).catch((error: Error) => {
     // abort() throws inside the object by design; anything else is a real failure.
@@ -161,7 +164,9 @@ const gradesReply = (grade: number) =>
       reason: `fake ${grade}`,
     })),
   })
-/** A scorer on the fake endpoint; the tag keeps each test's model adapter (cached per settings in the isolate) its own. */
+/**
+ * A scorer on the fake endpoint; the tag keeps each test's model adapter (cached per settings in the isolate) its own.
+ */
 const fakeScorer = (tag: string) => ({ scorer: fakeRole(tag) })
 const fakeRole = (tag: string) => ({
   backend: 'openai' as const,
@@ -237,7 +242,8 @@ describe('step jobs delivered again, or failing half way', () => {
     for (const id of ['rs-1', 'rs-2', 'rs-3']) await scoreOk(run, id)
     const done = await completeAndWait(run)
     expect(done).toMatchObject({ analyses: { analysed: 3, failed: 0 } })
-    // First attempt: 3 analyses and an updater call that failed; the retry: the updater alone. A restart would analyse 3 more.
+    // First attempt: 3 analyses and an updater call that failed; the retry: the updater alone. A restart would analyse
+    // 3 more.
     expect(updater.calls()).toBe(2)
     expect(analyzer.calls()).toBe(3)
     expect((await history(run)).map((v) => [v.version, v.step])).toEqual([

@@ -28,8 +28,8 @@ export default defineConfig(async () => {
             TEST_JUDGE_KEY: 'sk-test-judge',
             NOT_LISTED_KEY: 'sk-not-listed',
           },
-          // Limits no test reaches, so suites that fire many requests are not throttled; rate-limit.test.ts swaps in the
-          // TEST_* ones (tiny, 10 s windows) to see 429s deterministically.
+          // Limits no test reaches, so suites that fire many requests are not throttled; rate-limit.test.ts swaps in
+          // the TEST_* ones (tiny, 10 s windows) to see 429s deterministically.
           ratelimits: {
             RATE_LIMITER: { simple: { limit: 1_000_000, period: 10 } },
             RATE_LIMITER_HIGH: { simple: { limit: 1_000_000, period: 10 } },

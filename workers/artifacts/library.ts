@@ -214,7 +214,8 @@ export function referenceOf(
  * Scores candidates with a library artifact for one request (one router cache, one concurrency limit).
  * @example
  * const scorer = new LibraryArtifactScorer(artifact, new MockChatModel())
- * const { score } = await scorer.score({ prompt_id: 'p1', prompt: 'Q?', reference: 'R.', candidate: { candidate_id: 'c1', text: 'A.' } })
+ * const { score } = await scorer.score({ prompt_id: 'p1', prompt: 'Q?', reference: 'R.', candidate: { candidate_id:
+ * 'c1', text: 'A.' } })
  */
 export class LibraryArtifactScorer {
   private readonly library: Library

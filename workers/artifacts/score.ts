@@ -79,7 +79,8 @@ export interface RmScore {
  * limit, and identical (prompt, candidate, rubric, vote) questions within the request are asked once.
  * @example
  * const scorer = new ArtifactScorer(artifact, new MockChatModel())
- * const { score, criteria } = await scorer.score({ prompt_id: 'p1', prompt: 'Q?', candidate: { candidate_id: 'c1', text: 'A.' } })
+ * const { score, criteria } = await scorer.score({ prompt_id: 'p1', prompt: 'Q?', candidate: { candidate_id: 'c1',
+ * text: 'A.' } })
  */
 export class ArtifactScorer {
   private readonly verifier: LlmVerifier

@@ -1,8 +1,8 @@
 import { AppError } from '../../src/errors/index.ts'
 /**
- * Upload validation of an RM artifact (rubric or library kind): the schema (`AnyRmArtifact`), the content address (`verifyArtifactId`), and
- * what serving needs beyond the schema (an RM API version this Worker speaks, unique criterion ids per rubric).
- * Every problem is named by its path, so the exporter (or a person) knows what to fix.
+ * Upload validation of an RM artifact (rubric or library kind): the schema (`AnyRmArtifact`), the content address
+ * (`verifyArtifactId`), and what serving needs beyond the schema (an RM API version this Worker speaks, unique
+ * criterion ids per rubric). Every problem is named by its path, so the exporter (or a person) knows what to fix.
  */
 import { AnyRmArtifact, artifactId, RM_API_VERSION } from '../../src/schemas/artifact.ts'
 

@@ -355,7 +355,10 @@ export async function loadTargets(
   }
 }
 
-/** A stored artifact's kind and contents, from its `meta` (a library's entries travel there; a rubric artifact's rubrics are rows). */
+/**
+ * A stored artifact's kind and contents, from its `meta` (a library's entries travel there; a rubric artifact's rubrics
+ * are rows).
+ */
 function artifactContents(meta: unknown, rubricCount: number): Pick<ArtifactSummary, 'kind' | 'contents'> {
   const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`
   const { kind, entries } = (meta ?? {}) as { kind?: unknown; entries?: unknown }

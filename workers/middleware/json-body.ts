@@ -8,7 +8,10 @@ export const MAX_JSON_DEPTH = 64
 /** Keys that could reach an object's prototype once spread or assigned, so no body may carry them. */
 const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype'])
 
-/** A UTF-16 surrogate without its partner: it has no UTF-8 form, so D1, hashes and the judge would each see something else. */
+/**
+ * A UTF-16 surrogate without its partner: it has no UTF-8 form, so D1, hashes and the judge would each see something
+ * else.
+ */
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
 
 /**

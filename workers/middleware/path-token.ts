@@ -1,6 +1,9 @@
 import { getPath } from 'hono/utils/url'
 
-/** `/t/<token>` before any route: how a client that cannot set headers (OpenRLHF, slime, autosr's RM client) sends its token. */
+/**
+ * `/t/<token>` before any route: how a client that cannot set headers (OpenRLHF, slime, autosr's RM client) sends its
+ * token.
+ */
 const PATH_TOKEN = /^\/t\/([^/]+)(?=\/|$)/
 
 /**

@@ -34,7 +34,8 @@ export function rateLimit(): MiddlewareHandler<AppEnv> {
       const runId = principal.kind === 'run' ? principal.runId : (runInPath(c.req.path) ?? DEFAULT_RUN_ID)
       limiter = limiterFor(c.env, await loadRunConfig(c.env.DB, runId).catch(() => undefined))
       if (!limiter) return next()
-      // A hash (taken by identifyCaller), so no token is ever handed to the limiter; anonymous callers share their IP's budget.
+      // A hash (taken by identifyCaller), so no token is ever handed to the limiter; anonymous callers share their IP's
+      // budget.
       const tokenHash = principal.kind === 'run' ? principal.tokenHash : principal.rmTokenHash
       key = tokenHash ? `token:${tokenHash}` : `ip:${c.req.header('cf-connecting-ip') ?? 'unknown'}`
     }
@@ -87,7 +88,8 @@ function periodOf(env: Env): number {
 }
 
 /**
- * Whole seconds until the current fixed window of `periodS` seconds ends (at least 1): when the caller's budget is back.
+ * Whole seconds until the current fixed window of `periodS` seconds ends (at least 1): when the caller's budget is
+ * back.
  * @example secondsToWindowEnd(10, 1_700_000_003_500) // 7
  */
 export function secondsToWindowEnd(periodS: number, now = Date.now()): number {

@@ -247,7 +247,8 @@ async function analyseRollouts(
               metadata: input.metadata,
               analysis,
               reasons,
-              // A flagged rollout keeps an excerpt as evidence: the ledger deletes the rollout itself a few steps later.
+              // A flagged rollout keeps an excerpt as evidence: the ledger deletes the rollout itself a few steps
+              // later.
               ...(analysis.reward_hacking.flag
                 ? {
                     rollout: {

@@ -4,6 +4,9 @@ export interface StepJob {
   runId: string
   instanceId: string
   step: number
-  /** The instance's ledger shards that took part in the step, each with how many of its rollouts the step keeps (null: all). */
+  /**
+   * The instance's ledger shards that took part in the step, each with how many of its rollouts the step keeps (null:
+   * all).
+   */
   shards: { shard: number; keep: number | null }[]
 }

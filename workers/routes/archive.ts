@@ -19,8 +19,9 @@ type Run = AppEnv['Variables']['run']
  * `GET /archive?from_step=&to_step=&limit=&after=` (also `/runs/<id>/archive`; the run's token or the admin token): the
  * run's archived scored rollouts as NDJSON, in step order. The first line says how the run judges (`kind: run`);
  * each instance's rubrics come once per version (`kind: rubrics`) before the first rollout scored on them; then
- * the rollouts (`ArchivedRollout`).  A response reads at most `limit` objects ({@link ARCHIVE_OBJECTS_PER_RESPONSE} and the default) and then
- * ends with `{"kind":"more","after":"<key>"}`: ask again with that `after`. A run without `archive: true` is a 409.
+ * the rollouts (`ArchivedRollout`).  A response reads at most `limit` objects ({@link ARCHIVE_OBJECTS_PER_RESPONSE} and
+ * the default) and then ends with `{"kind":"more","after":"<key>"}`: ask again with that `after`. A run without
+ * `archive: true` is a 409.
  * @example runApi.route('/', archiveRoutes) // GET /runs/grpo-1/archive?from_step=0&to_step=9
  */
 export const archiveRoutes = new Hono<AppEnv>().get('/archive', async (c) => {
@@ -87,7 +88,9 @@ export const archiveRoutes = new Hono<AppEnv>().get('/archive', async (c) => {
   return c.body(body, 200, { 'content-type': 'application/x-ndjson; charset=utf-8', 'cache-control': 'no-store' })
 })
 
-/** The rubric and rollout lines of each object in turn (one chunk per object), then `more` when there is more to read. */
+/**
+ * The rubric and rollout lines of each object in turn (one chunk per object), then `more` when there is more to read.
+ */
 async function* archiveLines(
   env: Env,
   run: Run,

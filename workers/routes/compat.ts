@@ -30,7 +30,9 @@ const PartialMetadata = TrainingMetadata.partial().optional()
 const Text = z.string().max(200_000)
 /** A label or reference as trainers send it: text, a number, null, or anything JSON (stringified for the judge). */
 const Label = z.unknown()
-/** A part of a chat message's content, as OpenAI-style messages carry it (slime passes dataset messages as they are). */
+/**
+ * A part of a chat message's content, as OpenAI-style messages carry it (slime passes dataset messages as they are).
+ */
 const ContentPart = z.looseObject({ type: z.string(), text: z.string().optional() })
 /** A prompt as text or as chat messages (slime and TRL conversational datasets), content as text or a list of parts. */
 const PromptInput = z.union([
@@ -90,9 +92,9 @@ export const GroupRequest = z.object({
  *   rubric_version (the oldest any response was scored on), rubric_versions[], rollout_ids[], instance_id, run_id,
  *   request_id}` with GRPO advantages; identical responses share one rollout id (and so one score).
  * Every route takes an optional partial `metadata`; the rest comes from {@link DEFAULT_TRAINING_METADATA}.
- * OpenRLHF and slime send no Authorization header: they carry the run token in the path (`/t/<token>/runs/<id>/compat/…`).
- * None of them sends a step: their steps close by the run's idle gap (`close_after_idle_s`) unless a body's
- * `metadata.current_step` moves on.
+ * OpenRLHF and slime send no Authorization header: they carry the run token in the path
+ * (`/t/<token>/runs/<id>/compat/…`). None of them sends a step: their steps close by the run's idle gap
+ * (`close_after_idle_s`) unless a body's `metadata.current_step` moves on.
  * @example runApi.route('/', compatRoutes) // also serves /runs/<id>/compat/openrlhf
  */
 export const compatRoutes = new Hono<AppEnv>()
@@ -183,7 +185,9 @@ export const compatRoutes = new Hono<AppEnv>()
     })
   })
 
-/** End-of-turn tokens OpenRLHF leaves in `query` (it decodes with special tokens kept): not part of the answer judged. */
+/**
+ * End-of-turn tokens OpenRLHF leaves in `query` (it decodes with special tokens kept): not part of the answer judged.
+ */
 const TRAILING_SPECIAL_TOKENS =
   /(?:\s*(?:<\|(?:im_end|endoftext|eot_id|end|eom_id)\|>|<\/s>|<eos>|<end_of_turn>|<\uFF5Cend\u2581of\u2581sentence\uFF5C>))+\s*$/
 

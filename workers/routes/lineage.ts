@@ -40,7 +40,8 @@ function asAppError(error: unknown): never {
  * - `POST /lineage/manifests` (TrainingRunManifest) → 201 `{run_id, stored: true}`, 200 `{…, stored: false}` when
  *   identical; 409 `run_exists` for a different manifest. A run token's manifest belongs to its run (harness_run_id
  *   defaults to it; another value is 403).
- * - `POST /lineage/results` (TrainingRunResult), `POST /lineage/evals` (EvalReport): same answers; 404 without the manifest.
+ * - `POST /lineage/results` (TrainingRunResult), `POST /lineage/evals` (EvalReport): same answers; 404 without the
+ * manifest.
  * - `GET /lineage/runs/:id` → the chain (LineageChain), the deployment joined from rm_deployments when recorded.
  * - `GET /lineage/runs?artifact_id=&dataset_version=&status=&limit=` (admin) → `{runs}` newest first by start time.
  * Bad input → 400 `invalid_request` whose details name each field.

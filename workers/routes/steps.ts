@@ -44,7 +44,8 @@ export const stepRoutes = new Hono<AppEnv>()
     }
     const timeoutS = Math.min(requested, run.config.max_wait_s)
     const deadline = Date.now() + timeoutS * 1_000
-    // A reset of the coordinator (a deploy) drops its waiters: wait again, on a fresh stub, for what is left of the time.
+    // A reset of the coordinator (a deploy) drops its waiters: wait again, on a fresh stub, for what is left of the
+    // time.
     const { done, status } = await againAfterReset(() =>
       c.env.RUN_COORDINATOR.getByName(coordinatorName(run.id)).waitForUpdate(
         run.id,

@@ -7,8 +7,9 @@ import type { JudgeService, RmChunk } from './judge-service.ts'
 import { judgeOnRubrics } from './score-rollout.ts'
 
 /**
- * Where a large batch's chunks are judged (`/score/batch`, the compat routes, `/rm/<target>/batch_score`): bound to this same Worker as `JUDGE` (a service binding), so each chunk
- * runs in an invocation of its own, with its own 6 connections; no URL reaches it.
+ * Where a large batch's chunks are judged (`/score/batch`, the compat routes, `/rm/<target>/batch_score`): bound to
+ * this same Worker as `JUDGE` (a service binding), so each chunk runs in an invocation of its own, with its own 6
+ * connections; no URL reaches it.
  * @example const { outcomes } = await env.JUDGE.judge(chunk)
  */
 export class JudgeEntrypoint extends WorkerEntrypoint<Env> implements JudgeService {

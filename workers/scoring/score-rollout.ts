@@ -25,7 +25,10 @@ export interface ScoreContext {
   env: Env
   run: { id: string; config: RunConfig }
   scorer: RoleModel
-  /** Every LLM call the request made (`requestModels().calls`), chunks handed out included: summed per step for the dashboard. */
+  /**
+   * Every LLM call the request made (`requestModels().calls`), chunks handed out included: summed per step for the
+   * dashboard.
+   */
   calls: LlmCallRecord[]
   requestId: string
 }

@@ -25,7 +25,8 @@ const FLAGS = [
 
 /**
  * Launches Debian's /usr/bin/chromium headless through playwright-core with a fresh user-data dir
- * (playwright's `launch` makes a new temporary profile per browser and deletes it on close). Fails with a clear message naming `apt-get install chromium` when the binary is missing.
+ * (playwright's `launch` makes a new temporary profile per browser and deletes it on close). Fails with a clear message
+ * naming `apt-get install chromium` when the binary is missing.
  * @example const browser = await launchChromium(); const page = await browser.newPage(); await browser.close()
  */
 export async function launchChromium(): Promise<Browser> {

@@ -163,7 +163,10 @@ async function withFlatRetries(
   throw new TrainerError(errorType, `Request error for ${tries} times, returning None. Please check the API server.`)
 }
 
-/** `requests.post(url, json=…, headers={"Content-Type": "application/json"}, timeout=…)`, `raise_for_status()`, `.json()`. */
+/**
+ * `requests.post(url, json=…, headers={"Content-Type": "application/json"}, timeout=…)`, `raise_for_status()`,
+ * `.json()`.
+ */
 async function requestsPostJson(url: string, body: string, timeoutMs: number): Promise<unknown> {
   const controller = new AbortController()
   const arm = (phase: string) =>

@@ -51,7 +51,9 @@ export interface WranglerDev {
 export interface WranglerDevOptions {
   /** Extra `--var NAME:value` pairs (ADMIN_TOKEN is always set). */
   vars?: Record<string, string>
-  /** `DEPLOYMENT`: `local` (the default: the default run and `/rm/*` open) or `production` (every route needs a token). */
+  /**
+   * `DEPLOYMENT`: `local` (the default: the default run and `/rm/*` open) or `production` (every route needs a token).
+   */
   deployment?: 'local' | 'production'
 }
 

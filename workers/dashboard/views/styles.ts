@@ -1,4 +1,6 @@
-/** The dashboard's whole stylesheet: plain CSS, inlined in each page (the CSP allows inline styles and nothing else). */
+/**
+ * The dashboard's whole stylesheet: plain CSS, inlined in each page (the CSP allows inline styles and nothing else).
+ */
 export const STYLES = `
 :root {
   --bg: #f5f6f8; --card: #ffffff; --ink: #1f2937; --muted: #6b7280; --line: #e5e7eb; --accent: #0f5fa8;
