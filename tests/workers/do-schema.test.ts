@@ -51,6 +51,8 @@ describe('Durable Object storage from an earlier release', () => {
     const v2 = [...v1, rubric('d-units', 'Names the units.', false, 2)]
     await runInDurableObject(instance(), (_object, state) => {
       state.storage.sql.exec('DROP TABLE rubric_versions')
+      // The first release kept no record of the schema it created.
+      state.storage.sql.exec('DROP TABLE applied_schemas')
       state.storage.sql.exec(FIRST_RUBRIC_VERSIONS)
       state.storage.sql.exec(
         `INSERT INTO rubric_versions VALUES (1, ?, '2026-01-01T00:00:00.000Z', NULL, 'initial rubrics from the run config')`,
@@ -102,6 +104,9 @@ describe('Durable Object storage from an earlier release', () => {
       expect(
         state.storage.sql.exec<{ n: number }>('SELECT count(*) AS n FROM step_updates WHERE step = 0').one().n,
       ).toBe(1)
+      // Brought up to date once: the next wake compares one stored definition instead of listing every table.
+      const applied = state.storage.sql.exec<{ tables: string }>('SELECT tables FROM applied_schemas').toArray()
+      expect(applied.map((row) => row.tables)).toEqual(['rubric_versions,step_updates'])
     })
   })
 })
