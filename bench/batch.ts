@@ -13,7 +13,7 @@
  * about 1,024 ÷ 6 latencies).
  */
 import { parseArgs } from 'node:util'
-import { buildMetered, createRun, startBench, stubRunConfig, withMeteredBuild, type Bundles } from './harness.ts'
+import { type buildMetered, createRun, startBench, stubRunConfig, withMeteredBuild, type Bundles } from './harness.ts'
 import { fixedLatencyStub } from './step-blocking.ts'
 
 const CONNECTION_LIMIT = 6

@@ -36,12 +36,12 @@ export const ROOT = fileURLToPath(new URL('../', import.meta.url))
 /** Host names the Miniflare router sends to the two auxiliary workers (the Worker under test is the default). */
 export const BARE_HOST = 'bare.bench'
 /** The stub LLM's base URL as the scorer agent sees it; every outbound fetch of the Worker lands in the stub. */
-export const STUB_BASE_URL = 'http://llm.stub/v1'
+const STUB_BASE_URL = 'http://llm.stub/v1'
 /** The grade the stub gives every rubric. */
 export const STUB_GRADE = 7
 
 /** The part of wrangler.toml the bench reads (wrangler's own Config type does not resolve here). */
-export interface WranglerConfig {
+interface WranglerConfig {
   name?: string
   compatibility_date?: string
   compatibility_flags?: string[]
@@ -54,7 +54,7 @@ export interface WranglerConfig {
  * Reads a wrangler config (the project's wrangler.toml unless told otherwise) as wrangler itself does.
  * @example const { compatibility_date } = readWranglerConfig()
  */
-export function readWranglerConfig(path = join(ROOT, 'wrangler.toml')): WranglerConfig {
+function readWranglerConfig(path = join(ROOT, 'wrangler.toml')): WranglerConfig {
   return unstable_readConfig({ config: path }) as WranglerConfig
 }
 
@@ -169,7 +169,7 @@ export type StubKind = 'node' | 'worker' | 'process'
  * counter and a stop function.
  * @example const stub = await startLoopbackStub(); … ; stub.stop()
  */
-export async function startLoopbackStub(): Promise<{
+async function startLoopbackStub(): Promise<{
   baseUrl: string
   calls: () => Promise<number>
   stop: () => void
@@ -708,7 +708,7 @@ export async function waitForIdle(
  * CPU seconds the whole machine has spent busy (all cores, from /proc/stat); NaN off Linux.
  * @example const before = machineBusySeconds()
  */
-export function machineBusySeconds(): number {
+function machineBusySeconds(): number {
   try {
     const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number)
     // irq/softirq left out: loopback networking of the load itself lands there, not in any process.

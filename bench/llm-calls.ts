@@ -66,12 +66,10 @@ async function main() {
     const summed = (
       (await (await fetch(`${server.url}/llm_calls`)).json()) as { calls: { role: string; calls: number }[] }
     ).calls
-    const byRole = [...new Set(summed.map((group) => group.role))]
-      .sort()
-      .map((role) => ({
-        role,
-        calls: summed.filter((group) => group.role === role).reduce((sum, group) => sum + group.calls, 0),
-      }))
+    const byRole = [...new Set(summed.map((group) => group.role))].sort().map((role) => ({
+      role,
+      calls: summed.filter((group) => group.role === role).reduce((sum, group) => sum + group.calls, 0),
+    }))
     const requests = scored + repeats.length
     const calls = (role: string) => byRole.find((row) => row.role === role)?.calls ?? 0
     const scorer = calls('scorer')

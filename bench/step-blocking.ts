@@ -57,7 +57,7 @@ const MODES: Record<ModeKey, { label: string; worker: 'app' | 'app-off'; wait: b
   async_wait: { label: 'async, waits for update', worker: 'app', wait: true },
 }
 
-export interface StepBlockingOptions {
+interface StepBlockingOptions {
   steps: number
   rolloutsPerStep: number
   concurrency: number
@@ -72,7 +72,7 @@ export interface StepBlockingOptions {
  * Reads the bench's flags, with their defaults.
  * @example const options = readOptions(['--steps', '5', '--latency-ms', '100'])
  */
-export function readOptions(argv: string[]): StepBlockingOptions {
+function readOptions(argv: string[]): StepBlockingOptions {
   const { values } = parseArgs({
     args: argv,
     options: {
@@ -340,7 +340,7 @@ async function waitForQuiet(maxS: number, threshold: number): Promise<number> {
   }
 }
 
-export interface Server {
+interface Server {
   mf: Miniflare
   urls: Record<'app' | 'app-off', string>
   adminToken: string
@@ -352,7 +352,7 @@ export interface Server {
  * `app-off` without it (its queues have no consumer), both calling the stub for every LLM request.
  * @example const server = await startServer('/tmp/build/index.js', fixedLatencyStub(50))
  */
-export async function startServer(workerScript: string, stub: LlmStubCounter): Promise<Server> {
+async function startServer(workerScript: string, stub: LlmStubCounter): Promise<Server> {
   const config = unstable_readConfig({ config: join(ROOT, 'wrangler.toml') }) as unknown as WranglerConfig
   // Durable Object and D1 SQLite files on tmpfs when there is one, as bench/score-throughput.ts does by default.
   const persistRoot = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'rh-step-blocking-state-'))
@@ -449,7 +449,7 @@ async function applyMigrations(mf: Miniflare, workerName: string): Promise<void>
  * Creates a run of the simulation's rubrics whose every agent calls the stub; returns its token.
  * @example const token = await createRun(server.urls.app, server.adminToken, 'bench-1')
  */
-export async function createRun(url: string, adminToken: string, runId: string): Promise<string> {
+async function createRun(url: string, adminToken: string, runId: string): Promise<string> {
   const response = await fetch(`${url}/runs`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${adminToken}` },
@@ -656,7 +656,7 @@ function figures(runs: readonly ModeRun[], baseline: { mean: number; p50: number
  * Formats the per-mode figures as a fixed-width table.
  * @example console.log(formatTable(rows))
  */
-export function formatTable(rows: readonly ModeFigures[]): string {
+function formatTable(rows: readonly ModeFigures[]): string {
   const f0 = (value: number) => (Number.isFinite(value) ? value.toFixed(0) : 'n/a')
   const header = `${'mode'.padEnd(32)}${'steps'.padStart(6)}${'score ms'.padStart(10)}${'complete'.padStart(10)}${'wait ms'.padStart(9)}${'step ms'.padStart(9)}${'p50'.padStart(7)}${'p90'.padStart(7)}${'ratio'.padStart(8)}${'ratio p50'.padStart(10)}${'paired'.padStart(8)}${'workerd cpu'.padStart(12)}${'cpu ms/step'.padStart(12)}${'other cpu'.padStart(10)}${'  target'}`
   const lines = rows.map((row) => {

@@ -19,7 +19,7 @@
  */
 import { parseArgs } from 'node:util'
 import {
-  buildMetered,
+  type buildMetered,
   createRun,
   percentile,
   startBench,

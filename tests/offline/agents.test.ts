@@ -710,6 +710,7 @@ describe('summarizeStep', () => {
       async complete(request: ChatRequest) {
         model.roles.push(request.role)
         model.peak = Math.max(model.peak, ++inFlight)
+        // Injected latency: each call stays in flight across a timer tick, so the peak shows the concurrency cap.
         await new Promise((resolve) => setTimeout(resolve, 2))
         inFlight--
         return inner.complete(request)

@@ -212,6 +212,7 @@ describe('reward-harness bench', () => {
           items,
         })
         if (request.url === '/rm/slow/batch_score') {
+          // Injected latency, far past the --request-timeout the test sets: the client's timeout is under test.
           setTimeout(() => response.writeHead(200, { 'content-type': 'application/json' }).end('{"results":[]}'), 1_500)
           return
         }

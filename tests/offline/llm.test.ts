@@ -173,6 +173,7 @@ describe('instrumentChatModel concurrency caps', () => {
       id: 'slow',
       complete: async () => {
         peak = Math.max(peak, ++inFlight)
+        // Injected latency: each call stays in flight across a timer tick, so the peak shows the role cap.
         await new Promise((resolve) => setTimeout(resolve, 5))
         inFlight--
         return { text: '{}', model: 'slow', usage: { prompt_tokens: 0, completion_tokens: 0 } }

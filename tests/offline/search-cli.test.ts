@@ -11,7 +11,7 @@ import { createServer, request as httpRequest, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { main } from '../../offline/cli/index.ts'
 import { SearchConfig } from '../../src/search/config.ts'
 import { listCheckpoints } from '../../offline/search/checkpoints.ts'
@@ -318,18 +318,15 @@ describe('(b) interrupted and resumed = uninterrupted, no question asked twice',
     let err = ''
     child.stderr.on('data', (chunk: Buffer) => void (err += chunk.toString()))
     const exited = new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? -1)))
-    const deadline = Date.now() + 20_000
-    while (
-      !(
-        existsSync(checkpoints) &&
-        readdirSync(checkpoints).some((session) =>
-          readdirSync(join(checkpoints, session)).some((name) => name.startsWith('state-')),
-        )
+    const checkpointed = () =>
+      existsSync(checkpoints) &&
+      readdirSync(checkpoints).some((session) =>
+        readdirSync(join(checkpoints, session)).some((name) => name.startsWith('state-')),
       )
-    ) {
-      if (Date.now() > deadline) throw new Error('no checkpoint appeared')
-      await new Promise((resolve) => setTimeout(resolve, 20))
-    }
+    await vi.waitFor(() => expect(checkpointed(), 'no checkpoint appeared').toBe(true), {
+      timeout: 20_000,
+      interval: 20,
+    })
     child.kill('SIGINT')
     expect(await exited).toBe(130)
     expect(err).toContain('SIGINT: stopping the search')

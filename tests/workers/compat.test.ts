@@ -1,6 +1,6 @@
 import { env } from 'cloudflare:workers'
 import { describe, expect, it, vi } from 'vitest'
-import type { LlmCallRecord } from '../../src/llm/index.ts'
+import { type LlmCallRecord, MockChatModel } from '../../src/llm/index.ts'
 import type { ChunkOutcome } from '../../workers/scoring/fan-out.ts'
 import { judgeService } from '../../workers/scoring/judge-service.ts'
 import { DEFAULT_TRAINING_METADATA, groupAdvantages, promptText, responseOf } from '../../workers/routes/compat.ts'
@@ -85,6 +85,9 @@ describe('POST /compat/openrlhf', () => {
   })
 
   it('scores a whole rollout batch: 300 samples (distinct contents judged once each, in chunks handed to other invocations), LLM calls counted', async () => {
+    // The mock model answers in this isolate, so its calls are counted as they are made.
+    const modelCalls = vi.spyOn(MockChatModel.prototype, 'complete')
+    const scorerCalls = () => modelCalls.mock.calls.filter(([request]) => request.role === 'scorer').length
     const run = await createRun(RUBRICS)
     const distinct = Array.from({ length: 250 }, (_, i) => ({
       prompt: `<|user|>What is ${i}+1?<|assistant|>`,
@@ -103,6 +106,7 @@ describe('POST /compat/openrlhf', () => {
     })
     expect(res.status, res.text).toBe(200)
     expect(res.json.rewards).toHaveLength(300)
+    expect(scorerCalls()).toBe(250)
     expect(res.json.rewards.slice(250)).toEqual(res.json.rewards.slice(0, 50))
     // A repeat in the batch is the same rollout (same id): recorded once, answered as a duplicate.
     expect(res.json.extra_logs.duplicate.filter((d: number) => d === 1)).toHaveLength(50)
@@ -116,6 +120,7 @@ describe('POST /compat/openrlhf', () => {
       { timeout: 5_000, interval: 50 },
     )
     // The same body again: everything is recorded, so the retry costs no model call.
+    modelCalls.mockClear()
     const retry = await call('POST', `/runs/${run.runId}/compat/openrlhf`, {
       token: run.token,
       body: {
@@ -126,7 +131,8 @@ describe('POST /compat/openrlhf', () => {
     })
     expect(retry.json.rewards).toEqual(res.json.rewards)
     expect(retry.json.extra_logs.duplicate.every((d: number) => d === 1)).toBe(true)
-    await new Promise((resolve) => setTimeout(resolve, 300))
+    expect(scorerCalls()).toBe(0)
+    modelCalls.mockRestore()
     calls = (await call('GET', '/llm_calls', { token: run.token })).json.calls
     expect(calls.filter((c) => c.role === 'scorer').reduce((sum, c) => sum + c.calls, 0)).toBe(250)
   })

@@ -8,6 +8,7 @@ import { env } from 'cloudflare:workers'
 import { createExecutionContext, createMessageBatch, getQueueResult, runInDurableObject } from 'cloudflare:test'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { coordinatorName, instanceName, ledgerName } from '../../durable-objects/names.ts'
+import { RunCoordinator } from '../../durable-objects/run-coordinator/index.ts'
 import { handleQueueBatch } from '../../workers/queues/consumer.ts'
 import type { StepJob } from '../../workers/queues/messages.ts'
 import { METADATA, call, createRun, expectStatus, rollout } from './helpers.ts'
@@ -302,6 +303,7 @@ describe('a Durable Object reset in the middle of a step', () => {
   })
 
   it('while the trainer long-polls an updating step: the wait still answers 200 once the step is updated', async () => {
+    const coordinatorWaits = vi.spyOn(RunCoordinator.prototype, 'waitForUpdate')
     let release!: () => void
     const analysisHeld = new Promise<void>((resolve) => (release = resolve))
     const analyzer = fakeEndpoint('long-poll', async () => {
@@ -309,14 +311,18 @@ describe('a Durable Object reset in the middle of a step', () => {
       return analysisReply
     })
     const run = await createRun({ ...RUBRICS, agents: { analyzer: fakeRole('long-poll') } })
+    const waitsOfRun = () => coordinatorWaits.mock.calls.filter(([runId]) => runId === run.runId).length
     for (const id of ['lp-1', 'lp-2']) await scoreOk(run, id)
     expect((await call('POST', '/complete', { token: run.token })).json).toMatchObject({ closed: true })
     const waiting = call('GET', '/rubric_status/wait?timeout_s=60', { token: run.token })
-    // The update is held inside its analyses: the step is updating, and the trainer is waiting on it.
+    // The update is held inside its analyses: the step is updating, and the trainer's wait is held by the coordinator.
     await vi.waitFor(() => expect(analyzer.calls()).toBe(2), { timeout: 10_000, interval: 20 })
     expect((await status(run)).status).toBe('updating')
+    await vi.waitFor(() => expect(waitsOfRun()).toBe(1), { timeout: 10_000, interval: 20 })
     await resetObject(coordinatorOf(run))
     await resetObject(instanceOf(run))
+    // The reset dropped the wait; the route waits again on the fresh coordinator.
+    await vi.waitFor(() => expect(waitsOfRun()).toBe(2), { timeout: 10_000, interval: 20 })
     release()
     const waited = await waiting
     expect(waited.status, waited.text).toBe(200)

@@ -305,6 +305,7 @@ describe('steps without /complete', () => {
         })
       ).status,
     ).toBe(200)
+    // The idle gap is the behaviour under test: half a second past close_after_idle_s, and still no close.
     await new Promise((resolve) => setTimeout(resolve, 1_500))
     await expectStatus(counted.token, { step: 0, status: 'collecting', rollouts: 2 })
   })

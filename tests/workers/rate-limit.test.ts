@@ -60,6 +60,7 @@ async function send(
  */
 async function clearOfWindowEdge() {
   const left = PERIOD_S * 1_000 - (Date.now() % (PERIOD_S * 1_000))
+  // The limiter's windows are wall-clock time, so only time passing moves a scenario past the edge.
   if (left < 2_500) await new Promise((resolve) => setTimeout(resolve, left + 50))
 }
 

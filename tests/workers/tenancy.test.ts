@@ -6,7 +6,7 @@
  */
 import { env } from 'cloudflare:workers'
 import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test'
-import { beforeAll, describe, expect, it } from 'vitest'
+import { beforeAll, describe, expect, it, vi } from 'vitest'
 import { HashedNgramEmbedder } from '../../src/memory/hashed-ngram-embedder.ts'
 import { ExactVectorIndex } from '../../src/memory/exact-vector-index.ts'
 import { createApp } from '../../workers/app.ts'
@@ -89,11 +89,10 @@ function expectRefusal(res: { status: number; json: any; text: string }, statuse
 }
 
 async function waitFor(check: () => Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not met in ${timeoutMs} ms`)
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
+  await vi.waitFor(async () => expect(await check(), `${what}: not met in ${timeoutMs} ms`).toBe(true), {
+    timeout: timeoutMs,
+    interval: 50,
+  })
 }
 
 beforeAll(async () => {
