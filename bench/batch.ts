@@ -49,10 +49,10 @@ function openRlhfBody(items: number, bytes: number, salt: string): string {
   )
   const responses = prompts.map(
     (_, i) =>
-      `${'We subtract the loss for each hour and check the units. '.repeat(Math.ceil(bytes / 56))}`.slice(
+      `${`${'We subtract the loss for each hour and check the units. '.repeat(Math.ceil(bytes / 56))}`.slice(
         0,
         bytes - 20,
-      ) + ` The answer is ${i + 14}.`,
+      )} The answer is ${i + 14}.`,
   )
   return JSON.stringify({
     query: prompts.map((prompt, i) => prompt + responses[i]),

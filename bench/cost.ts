@@ -14,7 +14,7 @@
  * /score: Z; busiest object: W of /score rate`.
  */
 import { execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -26,7 +26,6 @@ import {
   nextScoreBody,
   onInterrupt,
   ROOT,
-  run,
   startBench,
   stubRunConfig,
   workerdPids,
@@ -92,11 +91,17 @@ export const PRICES = {
 
 /** Memory documents are embedded in production (Workers AI); about 4 characters to a token. */
 const CHARS_PER_TOKEN = 4
-/** The local stand-in for Vectorize (a Durable Object per run): its calls are Vectorize calls in production, priced apart. */
+/**
+ * The local stand-in for Vectorize (a Durable Object per run): its calls are Vectorize calls in production, priced
+ * apart.
+ */
 const LOCAL_VECTOR_INDEX = 'MEMORY_INDEX:'
 /** Dimensions of the production embedder (@cf/baai/bge-base-en-v1.5). */
 const EMBEDDING_DIMENSIONS = 768
-/** Vectorize: $0.04 per million stored dimensions a month (https://developers.cloudflare.com/vectorize/platform/pricing/). */
+/**
+ * Vectorize: $0.04 per million stored dimensions a month
+ * (https://developers.cloudflare.com/vectorize/platform/pricing/).
+ */
 const STORED_DIMENSION_MONTH_USD = 0.04 / 1e6
 
 interface Meter {
@@ -365,7 +370,7 @@ function printTable(variants: Variant[]): void {
   console.log(`\n${'per /score'.padEnd(width)}  ${variants.map((v) => v.label.padEnd(28)).join('')}`)
   for (const [label, cell] of rows)
     console.log(`${label.padEnd(width)}  ${costs.map((c) => cell(c).padEnd(28)).join('')}`)
-  console.log('\nbusiest object: ' + costs.map((c, i) => `${variants[i]!.label}: ${c.busiest.name}`).join('; '))
+  console.log(`\nbusiest object: ${costs.map((c, i) => `${variants[i]!.label}: ${c.busiest.name}`).join('; ')}`)
   console.log(
     'by Durable Object class, requests / rows written per /score: ' +
       costs

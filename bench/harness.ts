@@ -230,8 +230,8 @@ export interface BenchServer {
  * Objects (SQLite-backed) and D1 (migrations applied), plus the bare worker on Host `bare.bench`.
  * `stub: 'node'` answers the Worker's outbound fetches with a Node function (Miniflare `outboundService`);
  * `stub: 'worker'` answers them from a second worker inside workerd; `stub: 'process'` is an HTTP server on
- * loopback in a child Node process, which the Worker fetches directly (no outboundService). `storage` picks where the SQLite
- * files of Durable Objects and D1 live (see `storageRoot`).
+ * loopback in a child Node process, which the Worker fetches directly (no outboundService). `storage` picks where the
+ * SQLite files of Durable Objects and D1 live (see `storageRoot`).
  * @example const server = await startBench(bundles, { stub: 'node', storage: 'memory' })
  */
 export async function startBench(

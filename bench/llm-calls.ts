@@ -4,9 +4,9 @@
  * set beside the reference systems' counts.
  *
  * In one run: serves the built Worker from Miniflare (mock backend: every agent call is counted like a real one,
- * in the run's per-step sums that `GET /llm_calls` answers), runs the simulated training loop (`offline/simulate`) for `steps` steps of
- * `rollouts-per-step` rollouts, then scores a `repeat-fraction` of the last step's rollouts again (a trainer
- * retrying a request) and reads the call log grouped by role.
+ * in the run's per-step sums that `GET /llm_calls` answers), runs the simulated training loop (`offline/simulate`) for
+ * `steps` steps of `rollouts-per-step` rollouts, then scores a `repeat-fraction` of the last step's rollouts again (a
+ * trainer retrying a request) and reads the call log grouped by role.
  * References (../shared/reference/autosr.md §2.1, §4 and §8.5): autosr's RM server grades a score with
  * `num_votes` (default 3) verifier calls and no cache; AMARIS analyses every rollout (1 call) and updates
  * the rubrics once per step.

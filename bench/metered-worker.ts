@@ -46,7 +46,9 @@ interface Invocation {
  * Set by the `BENCH_CONNECTION_LIMIT` var.
  */
 let connectionLimit = 0
-/** Whether a service-binding call holds one of its caller's connections (`BENCH_SERVICE_HOLDS_CONNECTION`, default yes). */
+/**
+ * Whether a service-binding call holds one of its caller's connections (`BENCH_SERVICE_HOLDS_CONNECTION`, default yes).
+ */
 let serviceHoldsConnection = true
 
 /** The largest counts seen, per kind of invocation (`fetch /score`, `queue job`, `RUN_COORDINATOR.alarm`…). */
@@ -199,12 +201,18 @@ function meteredD1(db: Any): Any {
 function meteredQueue(queue: Any): Any {
   return new Proxy(queue, {
     get(target, property) {
-      if (property === 'send')
-        return (...args: unknown[]) => ((usage.queueMessages += 1), subrequest(() => target.send(...args), true))
-      if (property === 'sendBatch')
-        return (messages: unknown[], ...rest: unknown[]) => (
-          (usage.queueMessages += messages.length), subrequest(() => target.sendBatch(messages, ...rest), true)
-        )
+      if (property === 'send') {
+        return (...args: unknown[]) => {
+          usage.queueMessages += 1
+          return subrequest(() => target.send(...args), true)
+        }
+      }
+      if (property === 'sendBatch') {
+        return (messages: unknown[], ...rest: unknown[]) => {
+          usage.queueMessages += messages.length
+          return subrequest(() => target.sendBatch(messages, ...rest), true)
+        }
+      }
       return bound(target, property)
     },
   })
@@ -213,8 +221,12 @@ function meteredQueue(queue: Any): Any {
 function meteredR2(bucket: Any): Any {
   return new Proxy(bucket, {
     get(target, property) {
-      if (property === 'put')
-        return (...args: unknown[]) => ((usage.r2Writes += 1), subrequest(() => target.put(...args), true))
+      if (property === 'put') {
+        return (...args: unknown[]) => {
+          usage.r2Writes += 1
+          return subrequest(() => target.put(...args), true)
+        }
+      }
       const value = target[property]
       return typeof value === 'function'
         ? (...args: unknown[]) => subrequest(() => Reflect.apply(value, target, args), true)
@@ -225,7 +237,8 @@ function meteredR2(bucket: Any): Any {
 
 /**
  * A service binding: each call is a subrequest, counted as holding one of the caller's connections unless
- * `BENCH_SERVICE_HOLDS_CONNECTION` is `false` (Cloudflare does not say such a call is exempt: the worst case is the default).
+ * `BENCH_SERVICE_HOLDS_CONNECTION` is `false` (Cloudflare does not say such a call is exempt: the worst case is the
+ * default).
  */
 function meteredService(service: Any): Any {
   return new Proxy(service, {
@@ -238,7 +251,9 @@ function meteredService(service: Any): Any {
   })
 }
 
-/** The environment, every binding wrapped by its shape; an Analytics Engine dataset that only counts when none is bound. */
+/**
+ * The environment, every binding wrapped by its shape; an Analytics Engine dataset that only counts when none is bound.
+ */
 function meteredEnv(env: Any): Any {
   const wrapped: Any = {}
   for (const [name, value] of Object.entries(env)) {

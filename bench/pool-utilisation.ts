@@ -260,7 +260,7 @@ async function main(): Promise<void> {
   const widths = header.map((title, i) => Math.max(title.length, ...table.map((cells) => cells[i]!.length)))
   const line = (cells: string[]) => `| ${cells.map((cell, i) => cell.padStart(widths[i]!)).join(' | ')} |`
   console.log(line(header))
-  console.log(`|${widths.map((width) => '-'.repeat(width + 1) + ':').join('|')}|`)
+  console.log(`|${widths.map((width) => `${'-'.repeat(width + 1)}:`).join('|')}|`)
   for (const cells of table) console.log(line(cells))
   const below = rows.filter((row) => row.idealMs / row.wallMs < 0.9)
   console.log(

@@ -185,7 +185,10 @@ async function measureSize(
       const matches = await index.query(vector!, { topK: options.topK, filter: filterOf(q) })
       const ended = performance.now()
       if (matches.length === 0) throw new Error(`query "${text}" found nothing`)
-      if (q >= 0) indexTimes.push(ended - embedded), totalTimes.push(ended - began)
+      if (q >= 0) {
+        indexTimes.push(ended - embedded)
+        totalTimes.push(ended - began)
+      }
     }
     return { index: percentiles(indexTimes), total: percentiles(totalTimes) }
   }

@@ -226,7 +226,8 @@ async function main(): Promise<void> {
       throughput.push(await load(target, options.connections, options.durationS))
     const stubCalls = (await server.stubCalls()) - stubCallsAtStart
 
-    // The ledger shards hand the scorer's calls to the run's coordinator within a second: one per /score means no cache hits.
+    // The ledger shards hand the scorer's calls to the run's coordinator within a second: one per /score means no cache
+    // hits.
     await new Promise((resolve) => setTimeout(resolve, 2_000))
     const summed = (
       (await (

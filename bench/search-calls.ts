@@ -65,7 +65,8 @@ async function measure(
   })
   const models = await SearchModels.open({ models: backend.models, cacheDir })
   try {
-    // `llm` makes the pair judge an LLM (answered by the mock) when labels are missing; the CLI's mock backend would use the heuristic judge.
+    // `llm` makes the pair judge an LLM (answered by the mock) when labels are missing; the CLI's mock backend would
+    // use the heuristic judge.
     const roles = createSearchRoles({
       modelsByRole: models.byRole(),
       backend: options.llmJudge ? 'llm' : 'mock',
@@ -103,10 +104,10 @@ async function measure(
       distinctRubrics: Object.fromEntries([...rubricsByPrompt].map(([id, keys]) => [id, keys.size])),
       votesHistogram: [...rubricsByPrompt.values()]
         .flatMap((keys) => [...keys.values()])
-        .reduce<Record<number, number>>(
-          (histogram, votes) => ({ ...histogram, [votes]: (histogram[votes] ?? 0) + 1 }),
-          {},
-        ),
+        .reduce<Record<number, number>>((histogram, votes) => {
+          histogram[votes] = (histogram[votes] ?? 0) + 1
+          return histogram
+        }, {}),
       generations: result.output!.best_rubrics.map((entry) => entry.generations_run),
       stopReasons: [...new Set(result.output!.best_rubrics.map((entry) => entry.stop_reason))],
       seconds: (performance.now() - started) / 1000,

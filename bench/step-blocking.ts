@@ -273,7 +273,10 @@ function machineBusySeconds(): number {
   }
 }
 
-/** Cores busy: workerd (Worker, Durable Objects, queue consumers), this Node process (loop and stub LLM), every other process. */
+/**
+ * Cores busy: workerd (Worker, Durable Objects, queue consumers), this Node process (loop and stub LLM), every other
+ * process.
+ */
 interface Cores {
   workerd: number
   node: number
@@ -301,7 +304,10 @@ function workerdPids(): number[] {
   }
 }
 
-/** Starts a CPU meter; calling the result gives the cores used since by workerd, by this Node process, and by every other process. */
+/**
+ * Starts a CPU meter; calling the result gives the cores used since by workerd, by this Node process, and by every
+ * other process.
+ */
 function cpuMeter(): () => Cores {
   const pids = workerdPids()
   const before = {
@@ -555,9 +561,15 @@ interface ModeFigures {
    * median, the headline figure (pairing within a round cancels the slow drifts that other processes cause).
    */
   ratio_paired: { per_round: number[]; median: number }
-  /** The same over the quiet rounds only (no mode of the round saw other processes use ≥ 0.3 cores); NaN when none was quiet. */
+  /**
+   * The same over the quiet rounds only (no mode of the round saw other processes use ≥ 0.3 cores); NaN when none was
+   * quiet.
+   */
   ratio_paired_quiet: { rounds: number[]; per_round: number[]; median: number }
-  /** This mode's scoring phase ÷ the scoring phase of "scoring alone": how much the background pipeline slows scoring itself. */
+  /**
+   * This mode's scoring phase ÷ the scoring phase of "scoring alone": how much the background pipeline slows scoring
+   * itself.
+   */
   score_phase_ratio: number
   score_sum_ms: { mean: number }
   calls: Record<Agent | 'unknown', number>

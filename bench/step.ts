@@ -1,5 +1,6 @@
 /**
- * `npm run bench:step [-- --latency-ms 1000 --llm-concurrency 512 --clients 512 --prompts 512 --samples 16 --waiters 1000]`
+ * `npm run bench:step [-- --latency-ms 1000 --llm-concurrency 512 --clients 512 --prompts 512 --samples 16 --waiters
+ * 1000]`
  *
  * One GRPO step at full size through the whole online path, with a judge that takes `--latency-ms` (1 s) for every
  * role and serves at most `--llm-concurrency` requests at once. The Worker is built behind bench/metered-worker.ts,
