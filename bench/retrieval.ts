@@ -163,7 +163,7 @@ async function measureSize(
     let began = performance.now()
     const vectors = await embedder.embed(texts)
     embedMs += performance.now() - began
-    entries.forEach((entry, j) => (entry.vector = vectors[j]!))
+    for (const [j, entry] of entries.entries()) entry.vector = vectors[j]!
     began = performance.now()
     await index.upsert(entries)
     indexMs += performance.now() - began
