@@ -19,12 +19,7 @@ import {
 import { failureOf } from '../support/failure.ts'
 import { startLlmStub, type LlmStub, type StubFault } from '../support/llm-stub.ts'
 
-const TASK = {
-  kind: 'score',
-  rubrics: [],
-  rollout: { id: 'r1', input: 'q', output: 'a' },
-  grade_max: 10,
-} as unknown as ChatRequest['task']
+const TASK = 'score'
 const ask = (content: string, extra: Partial<PoolRequest> = {}): PoolRequest => ({
   role: 'scorer',
   messages: [{ role: 'user', content }],
