@@ -295,7 +295,7 @@ function freeId(criteria: readonly Criterion[], prefix: string): string {
 }
 
 /**
- * The mock proposer's reply: the criteria mutated in the task's mode with a PRNG seeded by the task's seed.
+ * The mock proposer's reply: the criteria mutated in the input's mode with a PRNG seeded by its seed.
  * @example answerSearchPropose({ prompt, criteria, mode: 'anti_fluff', top, runner_up, seed: 7 })
  */
 export function answerSearchPropose(task: SearchProposeInput): unknown {
@@ -342,7 +342,7 @@ export function heuristicGrades(
 }
 
 /**
- * The mock verifier's reply: heuristic grades, the noise drawn from a PRNG seeded by the task's seed and vote.
+ * The mock verifier's reply: heuristic grades, the noise drawn from a PRNG seeded by the input's seed and vote.
  * @example answerSearchVerify({ prompt, answer, criteria, grade_max: 10, allow_na: true, vote: 0, seed: 7, noise: 0 })
  */
 export function answerSearchVerify(task: SearchVerifyInput): unknown {
