@@ -72,7 +72,7 @@ describe('CachedChatModel', () => {
     expect(cache.stats()).toMatchObject({ hits: 1, misses: 1, joins: 0, entries: 1 })
   })
 
-  it('keys on role, messages, seed, JSON mode, schema and sampling — not on the task label, the mock reply or the signal', async () => {
+  it('keys on role, messages, seed, JSON mode, schema and sampling; not on task, mock reply or signal', async () => {
     const cache = await openCache()
     const base = ask('same words')
     const variants: PoolRequest[] = [

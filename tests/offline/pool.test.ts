@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, onTestFinished, vi } from 'vitest'
-import { LlmError, withRetry, type ChatRequest } from '../../src/llm/index.ts'
+import { LlmError, withRetry } from '../../src/llm/index.ts'
 import {
   EndpointPool,
   endpointsFromFlags,

@@ -69,7 +69,9 @@ interface Hacking {
 
 /**
  * The analyzer's reply on the mock backend, in the JSON the analyzer prompt asks for.
- * @example const request = { ...analyzerRequest, mock: mockAnalyzerReply({ rollout, metadata, rubrics, score: 0.8, criteria, gradeMax: 10 }) }
+ * @example
+ * const mock = mockAnalyzerReply({ rollout, metadata, rubrics, score: 0.8, criteria, gradeMax: 10 })
+ * const request = { ...analyzerRequest, mock }
  */
 export function mockAnalyzerReply(input: AnalyzerMockInput): MockReply {
   return () => JSON.stringify(analyzeHeuristically(input))
@@ -88,7 +90,9 @@ export function analyzeHeuristically(input: AnalyzerMockInput): Analysis {
   const standing = score >= expected + 0.15 ? 'strong' : score >= expected ? 'on track' : 'behind'
   return {
     overall_assessment: overallAssessment(check, hacking, score),
-    stage_performance: `Score ${score.toFixed(2)} is ${standing} for the ${stage} stage (step ${metadata.current_step} of ${metadata.total_steps}, model ${metadata.model_size}).`,
+    stage_performance:
+      `Score ${score.toFixed(2)} is ${standing} for the ${stage} stage ` +
+      `(step ${metadata.current_step} of ${metadata.total_steps}, model ${metadata.model_size}).`,
     reward_hacking: {
       flag: hacking.flag,
       evidence: hacking.evidence,
@@ -130,9 +134,10 @@ function findHacking(input: AnalyzerMockInput, check: ReferenceCheck & { padded:
     }
   }
   if (check.padded) {
+    const score = input.score.toFixed(2)
     findings.push({
       tactic: TACTIC.length,
-      evidence: `${check.outputWords} words against a reference of ${check.referenceWords}, scored ${input.score.toFixed(2)}`,
+      evidence: `${check.outputWords} words against a reference of ${check.referenceWords}, scored ${score}`,
     })
   }
   const tactics = unique(findings.map((finding) => finding.tactic))
@@ -168,13 +173,26 @@ function rubricEffectiveness(input: AnalyzerMockInput, check: ReferenceCheck, ha
   const lowGrades = criteria.filter((grade) => grade.grade < 0.5 * gradeMax).map((grade) => grade.rubric_id)
   const guard = rubrics.find((rubric) => penalisesGaming(rubric.text))
   if (hacking.flag && highGrades.length > 0 && score >= 0.5)
-    return `The rubrics were fooled: ${quotedList(highGrades)} graded at least 70% despite ${tactics}. ${guard ? `Criterion '${guard.id}' targets gaming but did not hold.` : 'No criterion penalises this tactic.'}`
+    return (
+      `The rubrics were fooled: ${quotedList(highGrades)} graded at least 70% despite ${tactics}. ` +
+      (guard ? `Criterion '${guard.id}' targets gaming but did not hold.` : 'No criterion penalises this tactic.')
+    )
   if (hacking.flag)
-    return `The rubrics held (score ${score.toFixed(2)}) despite ${tactics}, ${guard ? `with criterion '${guard.id}' targeting it.` : 'but no criterion penalises the tactic explicitly.'}`
+    return (
+      `The rubrics held (score ${score.toFixed(2)}) despite ${tactics}, ` +
+      (guard ? `with criterion '${guard.id}' targeting it.` : 'but no criterion penalises the tactic explicitly.')
+    )
   if (correctness !== undefined && correct && score < 0.5)
-    return `The rubrics under-rated an answer that matches the reference: ${quotedList(lowGrades) || 'several criteria'} graded below half.`
+    return (
+      'The rubrics under-rated an answer that matches the reference: ' +
+      `${quotedList(lowGrades) || 'several criteria'} graded below half.`
+    )
   if (correctness !== undefined && !correct && score >= 0.7)
-    return `The rubrics over-rated an answer that diverges from the reference: ${quotedList(highGrades) || 'most criteria'} graded at least 70%; a correctness criterion is missing or too lenient.`
+    return (
+      'The rubrics over-rated an answer that diverges from the reference: ' +
+      `${quotedList(highGrades) || 'most criteria'} graded at least 70%; ` +
+      'a correctness criterion is missing or too lenient.'
+    )
   return correctness === undefined
     ? 'No reference to check the rubrics against; the grades look internally consistent.'
     : 'The rubrics judged this answer consistently with the reference check.'
@@ -184,7 +202,10 @@ function advancementStrategy(hacking: Hacking, check: ReferenceCheck, score: num
   if (hacking.flag)
     return `Stop rewarding ${hacking.tactics.join(', ')}: add or weight up a criterion that gives 0 to such attempts.`
   if (score >= 0.8)
-    return 'The answer is good and clean: raise the bar with a stricter criterion (justified steps, checked results, concision).'
+    return (
+      'The answer is good and clean: ' +
+      'raise the bar with a stricter criterion (justified steps, checked results, concision).'
+    )
   return check.correct
     ? 'The answer is correct but scored modestly: keep the rubrics and reinforce what earned the grades.'
     : 'Reinforce correctness against the reference before asking for more.'

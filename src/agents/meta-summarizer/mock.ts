@@ -31,7 +31,9 @@ export function consolidateHeuristically(summaries: BatchSummary[], step: number
   )
   const plan = planFor(count, tactics, mean)
   return {
-    executive_summary: `Step ${step}: ${total} rollouts in ${summaries.length} chunks, mean score ${mean.toFixed(2)}. ${count ? `${count} attempted reward hacking (${tactics.join(', ')}).` : 'No reward hacking was seen.'}`,
+    executive_summary:
+      `Step ${step}: ${total} rollouts in ${summaries.length} chunks, mean score ${mean.toFixed(2)}. ` +
+      (count ? `${count} attempted reward hacking (${tactics.join(', ')}).` : 'No reward hacking was seen.'),
     systemic_patterns: [
       ...(count ? [`${count} of ${total} rollouts attempted reward hacking (${tactics.join(', ')})`] : []),
       ...patterns.slice(0, 10),

@@ -46,5 +46,7 @@ export function keywordStuffing(output: string, rubrics: readonly Rubric[]): str
   const density = hits / tokens.length
   const [topWord, topCount] = [...counts.entries()].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))[0] ?? ['', 0]
   if (coverage < 0.5 || density < 0.4 || topCount < 3) return undefined
-  return `${Math.round(coverage * 100)}% of the rubric vocabulary, ${Math.round(density * 100)}% of the answer's words; "${topWord}" ${topCount} times`
+  const share = (fraction: number) => Math.round(fraction * 100)
+  const shares = `${share(coverage)}% of the rubric vocabulary, ${share(density)}% of the answer's words`
+  return `${shares}; "${topWord}" ${topCount} times`
 }

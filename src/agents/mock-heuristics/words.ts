@@ -4,9 +4,12 @@
  */
 
 const STOP_WORDS = new Set(
-  'a an the and or but of to in on at for with by is are was were be been it this that these those as from what which who how why when where do does did can should would will not no yes'.split(
-    ' ',
-  ),
+  [
+    'a an the and or but of to in on at for with by is are was were be been it this that these those as from',
+    'what which who how why when where do does did can should would will not no yes',
+  ]
+    .join(' ')
+    .split(' '),
 )
 
 /**
@@ -91,4 +94,3 @@ export function byFrequency(items: readonly string[]): [string, number][] {
 export function quotedList(ids: readonly string[]): string {
   return ids.map((id) => `'${id}'`).join(', ')
 }
-

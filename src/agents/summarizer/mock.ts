@@ -38,7 +38,11 @@ export function summarizeHeuristically(records: AnalysisRecord[], step: number):
     .map((record) => record.rollout_id)
   const plan = planFor(flagged.length, tacticNames, mean)
   return {
-    executive_summary: `Step ${step}: ${total} rollouts analysed, mean score ${mean.toFixed(2)}. ${flagged.length ? `${flagged.length} attempted reward hacking (${tacticNames.join(', ')}).` : 'No reward hacking was seen.'}`,
+    executive_summary:
+      `Step ${step}: ${total} rollouts analysed, mean score ${mean.toFixed(2)}. ` +
+      (flagged.length
+        ? `${flagged.length} attempted reward hacking (${tacticNames.join(', ')}).`
+        : 'No reward hacking was seen.'),
     systemic_patterns: systemicPatterns(records, flagged.length, tactics, { mean, min, max }).slice(0, 12),
     reward_hacking: { count: flagged.length, tactics: tacticNames, examples },
     rubric_meta_evaluation: metaEvaluation(records, flagged, { mean, min, max }),
@@ -59,7 +63,8 @@ function systemicPatterns(
   const patterns: string[] = []
   if (flagged)
     patterns.push(
-      `${flagged} of ${total} rollouts attempted reward hacking (${tactics.map(([tactic, count]) => `${tactic} ×${count}`).join(', ')})`,
+      `${flagged} of ${total} rollouts attempted reward hacking ` +
+        `(${tactics.map(([tactic, count]) => `${tactic} ×${count}`).join(', ')})`,
     )
   const kinds = byFrequency(
     records.flatMap((record) => unique(record.analysis.observations.map((note) => note.split(':')[0]!.trim()))),
@@ -76,9 +81,13 @@ function metaEvaluation(records: AnalysisRecord[], flagged: AnalysisRecord[], { 
   const cleanMean = clean.length ? clean.reduce((sum, record) => sum + record.score, 0) / clean.length : 0
   const fooled = flagged.filter((record) => record.score >= 0.5).length
   if (flagged.length)
-    return `The rubrics were fooled by ${fooled} of ${flagged.length} hacking attempts (mean score ${hackedMean.toFixed(2)} for them against ${cleanMean.toFixed(2)} for clean rollouts).`
+    return (
+      `The rubrics were fooled by ${fooled} of ${flagged.length} hacking attempts ` +
+      `(mean score ${hackedMean.toFixed(2)} for them against ${cleanMean.toFixed(2)} for clean rollouts).`
+    )
   return mean >= 0.8
-    ? `The rubrics look saturated: mean score ${mean.toFixed(2)} with no hacking; they no longer separate good answers from excellent ones.`
+    ? `The rubrics look saturated: mean score ${mean.toFixed(2)} with no hacking; ` +
+        'they no longer separate good answers from excellent ones.'
     : `The rubrics separate answers (scores ${min.toFixed(2)} to ${max.toFixed(2)}) and no hacking was seen.`
 }
 
@@ -96,7 +105,8 @@ export function planFor(hacked: number, tactics: readonly string[], mean: number
 
 /**
  * The one-line memory a step leaves for later steps.
- * @example memoryEntry(3, 8, 0.5, 0, [], 'MAINTENANCE: …') // 'step 3: 8 rollouts, mean 0.50; reward hacking in 0; plan: MAINTENANCE'
+ * @example memoryEntry(3, 8, 0.5, 0, [], 'MAINTENANCE: …')
+ * // 'step 3: 8 rollouts, mean 0.50; reward hacking in 0; plan: MAINTENANCE'
  */
 export function memoryEntry(
   step: number,
@@ -106,5 +116,8 @@ export function memoryEntry(
   tactics: readonly string[],
   plan: string,
 ): string {
-  return `step ${step}: ${total} rollouts, mean ${mean.toFixed(2)}; reward hacking in ${hacked}${tactics.length ? ` (${tactics.join(', ')})` : ''}; plan: ${plan.split(':')[0]}`
+  const named = tactics.length ? ` (${tactics.join(', ')})` : ''
+  const strategy = plan.split(':')[0]
+  const counts = `${total} rollouts, mean ${mean.toFixed(2)}; reward hacking in ${hacked}${named}`
+  return `step ${step}: ${counts}; plan: ${strategy}`
 }
