@@ -44,7 +44,8 @@ import {
   LibraryRouter,
   type PairItem,
 } from '../../src/evolve/judge.ts'
-import type { ChatModel, LibraryChainResult } from '../../src/llm/types.ts'
+import type { LibraryChainResult } from '../../src/evolve/views.ts'
+import type { ChatModel } from '../../src/llm/types.ts'
 import type { PreferenceDataset } from '../../src/search/types.ts'
 import { checkpoint, loadLibrary } from '../library/index.ts'
 import { writeFileAtomic } from '../search/atomic.ts'

@@ -165,7 +165,7 @@ export class CachedChatModel implements ChatModel {
 
   /**
    * The cache key of a request: sha256 over the model id, the accounting role, the messages and the
-   * sampling settings (temperature, max_tokens, seed, JSON mode, JSON schema). The `task` mirror and
+   * sampling settings (temperature, max_tokens, seed, JSON mode, JSON schema). The `task` label, the mock reply and
    * the abort signal are not part of it.
    * @example cache.keyOf(request) // '3f9a…' (64 hex digits)
    */

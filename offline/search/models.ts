@@ -6,7 +6,7 @@
  * - Every verifier/judge/proposer/initializer answer is cached by content (messages, role, model, sampling and the
  *   request's seed) in `<cache dir>/<model>/llm-cache.jsonl`, so a question asked again — later in the run, by a
  *   resumed run, or by a rerun — costs no call.
- * - Requests carry their role's seed (`task.seed`) as the sampling seed: two proposals that differ only by seed are
+ * - Requests carry their role's seed (`seed`) as the sampling seed: two proposals that differ only by seed are
  *   different questions (and get different answers from a sampling model).
  * - A role's retry after an unusable reply sends the very same request object again (`runAgent`); the RoleModel
  *   sees that and evicts the cached reply first, so the retry asks the model instead of replaying the bad answer.
@@ -221,10 +221,9 @@ export class SearchModels {
   }
 }
 
-/** The request a role's request becomes: its own role, and its task's seed as the sampling seed. */
+/** The request a role's request becomes: its own role; the role's seed is already its sampling seed. */
 function prepare(request: ChatRequest, role: SearchRoleName): PoolRequest {
-  const seed = (request.task as { seed?: unknown } | undefined)?.seed
-  return { ...request, role, ...(typeof seed === 'number' && Number.isInteger(seed) ? { seed } : {}) }
+  return { ...request, role }
 }
 
 /** One role's view of the cached model: seeds, eviction of replies its parser refused, counters. */

@@ -7,7 +7,10 @@
 import { z } from 'zod'
 import { dataBoundary, parseReplyAs } from '../agents/run-agent.ts'
 import { addEntry, deleteEntry, entryList, type Library, type LibraryEntry, modifyEntry } from '../library/index.ts'
-import type { ChatModel, LibraryChainResult, LibraryEntrySummary } from '../llm/types.ts'
+import { jsonMockReply } from '../llm/mock.ts'
+import type { ChatModel } from '../llm/types.ts'
+import { answerLibraryAnalyze, answerLibraryEvolve } from './mock.ts'
+import type { LibraryChainResult, LibraryEntrySummary } from './views.ts'
 import { renderPrompt } from '../prompts/index.ts'
 import type { PreferenceDataset } from '../search/types.ts'
 import { ImageRegistry, itemImages, swapImages } from './images.ts'
@@ -136,8 +139,9 @@ export async function analyzeChains(
           }),
         },
       ],
-      task: { kind: 'library_analyze', entries, results: [...results] },
+      task: 'library_analyze',
       json: true,
+      mock: jsonMockReply(answerLibraryAnalyze, { entries, results: [...results] }),
     },
     (reply) => parseReplyAs(AnalyzerReply, reply, 'chain analyzer'),
     options.retry,
@@ -231,8 +235,9 @@ export async function proposeChange(
           }),
         },
       ],
-      task: { kind: 'library_evolve', entries, signals: [...signals], rejected: [...rejected] },
+      task: 'library_evolve',
       json: true,
+      mock: jsonMockReply(answerLibraryEvolve, { entries, signals: [...signals], rejected: [...rejected] }),
     },
     (reply) => parseReplyAs(ChangeReply, reply, 'evolver'),
     options.retry,

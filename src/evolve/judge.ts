@@ -15,14 +15,10 @@ import { z } from 'zod'
 import { dataBoundary, parseLenientJson, parseReplyAs, runAgent } from '../agents/run-agent.ts'
 import { entryList, type Library, libraryHash } from '../library/index.ts'
 import { withRetry, type RetryPolicy } from '../llm/retry.ts'
-import {
-  LlmError,
-  type ChatMessage,
-  type ChatModel,
-  type ChatRequest,
-  type LibraryEntrySummary,
-  visionMessage,
-} from '../llm/types.ts'
+import { LlmError, type ChatMessage, type ChatModel, type ChatRequest, visionMessage } from '../llm/types.ts'
+import { jsonMockReply } from '../llm/mock.ts'
+import { answerLibraryJudge, answerLibraryRoute, answerLibraryTool, type LibraryJudgeInput } from './mock.ts'
+import type { LibraryEntrySummary } from './views.ts'
 import { renderPrompt, type Locale } from '../prompts/index.ts'
 import {
   type ImageResolver,
@@ -142,8 +138,9 @@ export class LibraryRouter {
           }),
         },
       ],
-      task: { kind: 'library_route', instruction, entries },
+      task: 'library_route',
       json: true,
+      mock: jsonMockReply(answerLibraryRoute, { instruction, entries }),
     }
     this.calls++
     try {
@@ -209,68 +206,31 @@ export async function judgeWithLibrary(
 ): Promise<JudgeOutcome> {
   const locale = options.locale ?? 'en'
   const maxToolCalls = options.maxToolCalls ?? 3
-  const picked = routed.map((name) => library.entries[name]).filter((entry) => entry !== undefined)
-  const skills = picked
-    .filter((entry) => entry.kind === 'skill')
-    .map((entry) => ({ name: entry.name, body: entry.body }))
-  const tools = picked
-    .filter((entry) => entry.kind === 'tool')
-    .map((entry) => ({ name: entry.name, when_to_use: entry.when_to_use ?? entry.description }))
-  const none = locale === 'zh' ? '（无）' : '(none)'
-  const boundary = await dataBoundary(item.instruction, item.first, item.second)
-  const entries = picked.map((entry) => entry.name)
-  const shown = presentedImages(item.images)
-  let images: Awaited<ReturnType<typeof imageParts>> = []
+  const { skills, tools, entries } = pickEntries(library, routed)
+  let images: Awaited<ReturnType<typeof imageParts>>
   try {
-    if (shown.length > 0 && !options.images) throw new Error('the item has images but the judge has no image registry')
-    if (options.images) images = await imageParts(options.images, shown, locale)
+    images = await itemImageParts(item, options.images, locale)
   } catch (error) {
     return { ok: false, failure: 'image', chain: `[failure] ${describe(error)}`, tool_calls: 0, entries }
   }
-  const userText = renderPrompt(locale, 'library-judge.user', {
-    boundary,
-    instruction: item.instruction,
-    first: item.first,
-    second: item.second,
-  })
-  const messages: ChatMessage[] = [
-    {
-      role: 'system',
-      content: renderPrompt(locale, 'library-judge.system', {
-        max_tool_calls: maxToolCalls,
-        skills: skills.length ? skills.map((skill) => `## Skill: ${skill.name}\n${skill.body}`).join('\n') : none,
-        tools: tools.length
-          ? tools.map((tool) => `## Tool: ${tool.name}\nWhen to use: ${tool.when_to_use}`).join('\n\n')
-          : none,
-      }),
-    },
-    images.length > 0
-      ? visionMessage('user', [
-          { type: 'text', text: userText },
-          ...images,
-          ...(tools.length > 0 ? [{ type: 'text' as const, text: TOOL_IMAGES_NOTE[locale] }] : []),
-        ])
-      : { role: 'user', content: userText },
-  ]
+  const messages = await openingMessages(item, { skills, tools, images, locale, maxToolCalls })
   const observations: { tool: string; text: string }[] = []
   const chain: string[] = []
   let toolCalls = 0
+  const failed = (failure: string, line: string): JudgeOutcome => {
+    chain.push(line)
+    return { ok: false, failure, chain: chain.join('\n'), tool_calls: toolCalls, entries }
+  }
   for (;;) {
-    const request: ChatRequest = {
-      role: 'judge',
-      messages: [...messages],
-      task: {
-        kind: 'library_judge',
-        instruction: item.instruction,
-        first: item.first,
-        second: item.second,
-        skills,
-        tools,
-        observations: [...observations],
-        max_tool_calls: maxToolCalls - toolCalls,
-      },
-      json: true,
-    }
+    const request = turnRequest(messages, {
+      instruction: item.instruction,
+      first: item.first,
+      second: item.second,
+      skills,
+      tools,
+      observations: [...observations],
+      max_tool_calls: maxToolCalls - toolCalls,
+    })
     let raw = ''
     let turn: TurnReply
     try {
@@ -284,46 +244,22 @@ export async function judgeWithLibrary(
         options.retry,
       )
     } catch (error) {
-      chain.push(`[failure] ${describe(error)}`)
-      return {
-        ok: false,
-        failure: error instanceof LlmError ? error.kind : 'error',
-        chain: chain.join('\n'),
-        tool_calls: toolCalls,
-        entries,
-      }
+      return failed(error instanceof LlmError ? error.kind : 'error', `[failure] ${describe(error)}`)
     }
     if (turn.think) chain.push(`[think] ${turn.think}`)
     if ('answer' in turn) {
       chain.push(`[answer] ${turn.answer.preference}: ${turn.answer.reason}`)
-      return {
-        ok: true,
-        preference: turn.answer.preference,
-        reason: turn.answer.reason,
-        chain: chain.join('\n'),
-        tool_calls: toolCalls,
-        entries,
-      }
+      const { preference, reason } = turn.answer
+      return { ok: true, preference, reason, chain: chain.join('\n'), tool_calls: toolCalls, entries }
     }
     const { name, query } = turn.tool
     chain.push(
       `[tool] ${name}: ${query}${turn.tool.images ? ` (images asked: ${turn.tool.images.map(shortLabel).join(', ')})` : ''}`,
     )
-    if (toolCalls >= maxToolCalls) {
-      chain.push('[failure] tool call beyond the limit')
-      return { ok: false, failure: 'tool_limit', chain: chain.join('\n'), tool_calls: toolCalls, entries }
-    }
+    if (toolCalls >= maxToolCalls) return failed('tool_limit', '[failure] tool call beyond the limit')
     toolCalls++
-    const call = await callTool(
-      model,
-      library,
-      tools.some((tool) => tool.name === name) ? name : undefined,
-      name,
-      item,
-      query,
-      { ...options, locale },
-      turn.tool.images,
-    )
+    const routedTool = tools.some((tool) => tool.name === name) ? name : undefined
+    const call = await callTool(model, library, routedTool, name, item, query, { ...options, locale }, turn.tool.images)
     const observation = call.observation
     if (call.images.length > 0) chain.push(`[tool input ${name}] images ${call.images.join(', ')}`)
     chain.push(`[observation ${name}] ${observation}`)
@@ -338,6 +274,81 @@ export async function judgeWithLibrary(
       }),
     })
   }
+}
+
+/** One sub-agent turn's request: the conversation so far, and the mock's view of the same turn. */
+function turnRequest(messages: readonly ChatMessage[], turn: LibraryJudgeInput): ChatRequest {
+  return {
+    role: 'judge',
+    messages: [...messages],
+    task: 'library_judge',
+    json: true,
+    mock: jsonMockReply(answerLibraryJudge, turn),
+  }
+}
+
+/** The item's images as vision parts; throws when it has images but the judge has no registry to resolve them. */
+async function itemImageParts(
+  item: JudgedItem,
+  registry: JudgeOptions['images'],
+  locale: Locale,
+): Promise<Awaited<ReturnType<typeof imageParts>>> {
+  const shown = presentedImages(item.images)
+  if (shown.length > 0 && !registry) throw new Error('the item has images but the judge has no image registry')
+  return registry ? imageParts(registry, shown, locale) : []
+}
+
+/** The routed entries that exist in the library: skills with their bodies, tools with when to use them. */
+function pickEntries(library: Library, routed: readonly string[]) {
+  const picked = routed.map((name) => library.entries[name]).filter((entry) => entry !== undefined)
+  return {
+    skills: picked.filter((entry) => entry.kind === 'skill').map((entry) => ({ name: entry.name, body: entry.body })),
+    tools: picked
+      .filter((entry) => entry.kind === 'tool')
+      .map((entry) => ({ name: entry.name, when_to_use: entry.when_to_use ?? entry.description })),
+    entries: picked.map((entry) => entry.name),
+  }
+}
+
+/** The sub-agent's first two messages: the routed skills and tools as its system prompt, the pair (and images). */
+async function openingMessages(
+  item: JudgedItem,
+  context: {
+    skills: { name: string; body: string }[]
+    tools: { name: string; when_to_use: string }[]
+    images: Awaited<ReturnType<typeof imageParts>>
+    locale: Locale
+    maxToolCalls: number
+  },
+): Promise<ChatMessage[]> {
+  const { skills, tools, images, locale } = context
+  const none = locale === 'zh' ? '（无）' : '(none)'
+  const boundary = await dataBoundary(item.instruction, item.first, item.second)
+  const userText = renderPrompt(locale, 'library-judge.user', {
+    boundary,
+    instruction: item.instruction,
+    first: item.first,
+    second: item.second,
+  })
+  return [
+    {
+      role: 'system',
+      content: renderPrompt(locale, 'library-judge.system', {
+        max_tool_calls: context.maxToolCalls,
+        skills: skills.length ? skills.map((skill) => `## Skill: ${skill.name}\n${skill.body}`).join('\n') : none,
+        tools: tools.length
+          ? tools.map((tool) => `## Tool: ${tool.name}\nWhen to use: ${tool.when_to_use}`).join('\n\n')
+          : none,
+      }),
+    },
+    images.length > 0
+      ? visionMessage('user', [
+          { type: 'text', text: userText },
+          ...images,
+          ...(tools.length > 0 ? [{ type: 'text' as const, text: TOOL_IMAGES_NOTE[locale] }] : []),
+        ])
+      : { role: 'user', content: userText },
+  ]
 }
 
 /** What a tool sub-call gave: the observation text, whether the tool replied with JSON, and the image labels it got. */
@@ -408,16 +419,9 @@ export async function callTool(
   const request: ChatRequest = {
     role: 'judge',
     messages: [{ role: 'system', content: entry.body }, user],
-    task: {
-      kind: 'library_tool',
-      tool: entry.name,
-      system: entry.body,
-      instruction: item.instruction,
-      first: item.first,
-      second: item.second,
-      query,
-    },
+    task: 'library_tool',
     json: true,
+    mock: jsonMockReply(answerLibraryTool, { instruction: item.instruction, first: item.first, second: item.second }),
   }
   const images = sent.map((image) => image.label)
   try {

@@ -1,6 +1,6 @@
 /**
  * Per-role call and token accounting for the judge library's roles (RewardHarness §7.2: nothing counted calls or
- * tokens). `RoleMeter.wrap(model)` counts every request by the role its task names: router, sub_agent, tool,
+ * tokens). `RoleMeter.wrap(model)` counts every request by the role its `task` names: router, sub_agent, tool,
  * chain_analyzer, evolver. Tokens are what the model reported; a reply from the offline cache (`cached: true`)
  * costs none and is counted as cached.
  */
@@ -24,7 +24,7 @@ export interface RoleUsage {
 
 export type LibraryUsage = Record<LibraryRole | 'total', RoleUsage>
 
-const ROLE_OF: Partial<Record<ChatRequest['task']['kind'], LibraryRole>> = {
+const ROLE_OF: Partial<Record<ChatRequest['task'], LibraryRole>> = {
   library_route: 'router',
   library_judge: 'sub_agent',
   library_tool: 'tool',
@@ -122,7 +122,7 @@ export class RoleMeter {
   }
 
   #counters(request: ChatRequest): RoleUsage | undefined {
-    const role = ROLE_OF[request.task.kind]
+    const role = ROLE_OF[request.task]
     return role ? this.#roles.get(role) : undefined
   }
 

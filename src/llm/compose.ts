@@ -58,7 +58,7 @@ export function createChatModel(settings: AgentSettings, deps: ChatModelDeps): C
 
 /** One LLM call as the call log keeps it. Never holds prompt text or keys. */
 export interface LlmCallRecord {
-  role: ChatRequest['role']
+  role: AgentRole
   model: string
   outcome: 'ok' | LlmError['kind']
   latency_ms: number

@@ -1,5 +1,4 @@
 export type {
-  AgentTask,
   ChatContentPart,
   ChatMessage,
   ChatModel,
@@ -7,11 +6,13 @@ export type {
   ChatResponse,
   ChatUsage,
   LlmFailure,
+  MockReply,
+  MockSampling,
 } from './types.ts'
 export { LlmError, visionMessage } from './types.ts'
 export { withRetry, parseRetryAfter } from './retry.ts'
 export type { RetryPolicy } from './retry.ts'
-export { MockChatModel } from './mock.ts'
+export { jsonMockReply, MockChatModel } from './mock.ts'
 export { OpenAIChatModel } from './openai.ts'
 export { WorkersAiChatModel } from './workers-ai.ts'
 export { backendOf, createChatModel, instrumentChatModel, pLimit, resolveHeaders } from './compose.ts'

@@ -3,11 +3,11 @@
  * (8 rollouts a step, a fresh run from --create-run) against a real `wrangler dev` on the mock backend,
  * through the queues, the analyzer, the summarizer and the updater.
  *
- * What the mock really does (src/llm/mock.ts): every simulated hacking rollout is flagged; the step's
- * CORRECTIVE update adds an adaptive rubric that gives 0 to answers that address the grader, claim a
- * score or stuff rubric keywords, and weights it up at each later step with hacking. So the rubric
- * version rises every step, and hacking falls behind correct answers by more at the last step than at
- * the first.
+ * What the mock really does (src/agents/analyzer/mock.ts, src/agents/updater/mock.ts): every simulated
+ * hacking rollout is flagged; the step's CORRECTIVE update adds an adaptive rubric that gives 0 to answers
+ * that address the grader, claim a score or stuff rubric keywords, and weights it up at each later step
+ * with hacking. So the rubric version rises every step, and hacking falls behind correct answers by more
+ * at the last step than at the first.
  */
 import { spawn } from 'node:child_process'
 import path from 'node:path'

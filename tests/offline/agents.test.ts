@@ -172,7 +172,8 @@ describe('agent prompts', () => {
     expect(user).toContain('- a1: 9/10')
     expect(blocks).toEqual(['a1: right answer\nd1: brief steps', CLEAN.input, '4', CLEAN.output])
     expect(user.indexOf('- d1 (adaptive')).toBeLessThan(user.indexOf(`<<<DATA-${boundary}`))
-    expect(request.task).toMatchObject({ kind: 'analyze', score: 0.85, grade_max: 10 })
+    expect(request.task).toBe('analyze')
+    expect(JSON.parse(request.mock!({ noise: 0 })).stage_performance).toContain('Score 0.85')
   })
 
   it('analyzer: the system prompt is the same for every rollout (prefix caching), the tag is not', async () => {
@@ -247,7 +248,7 @@ describe('agent prompts', () => {
     expect(user).toContain('step 3, early stage')
     expect(JSON.parse(blocks[0]!).memory_entry).toBe(SUMMARY.memory_entry)
     expect(blocks[1]).toBe(MEMORIES)
-    expect(request.task).toMatchObject({ kind: 'update_rubrics', memories: MEMORIES, stage: 'early' })
+    expect(request.task).toBe('update_rubrics')
   })
 
   it('updater: an empty memories block reads "(none)"', async () => {

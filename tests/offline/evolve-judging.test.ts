@@ -6,7 +6,8 @@ import { loadDataset } from '../../offline/datasets/load.ts'
 import { runEvolveCommand } from '../../offline/evolve/cli.ts'
 import { readLog, runEvolve } from '../../offline/evolve/run.ts'
 import { LIBRARY_ROLES, RoleMeter, sumUsage } from '../../src/evolve/index.ts'
-import { MockChatModel } from '../../src/llm/mock.ts'
+import { answerLibraryRoute } from '../../src/evolve/mock.ts'
+import { jsonMockReply, MockChatModel } from '../../src/llm/mock.ts'
 import { LlmError, type ChatModel } from '../../src/llm/types.ts'
 import { type ChatCompletionBody, type LlmStub, startLlmStub } from '../support/llm-stub.ts'
 
@@ -44,7 +45,7 @@ function positionBiased(): ChatModel {
   return {
     id: 'biased',
     complete: async (request) =>
-      request.task.kind === 'library_judge'
+      request.task === 'library_judge'
         ? {
             text: JSON.stringify({ think: 'first is best', answer: { preference: 'A', reason: 'first' } }),
             model: 'biased',
@@ -63,7 +64,7 @@ describe('evolve judges in both orders', () => {
     const capturing: ChatModel = {
       id: base.id,
       complete: (request) => {
-        if (request.task.kind === 'library_analyze') seen.push(request.messages.map((m) => m.content).join('\n'))
+        if (request.task === 'library_analyze') seen.push(request.messages.map((m) => m.content).join('\n'))
         return base.complete(request)
       },
     }
@@ -131,8 +132,8 @@ describe('per-role call accounting', () => {
       id: 'flaky',
       complete: async (request) => {
         call++
-        if (request.task.kind === 'library_route' && call === 1) throw new LlmError('server_error', 'HTTP 500')
-        if (request.task.kind === 'library_evolve')
+        if (request.task === 'library_route' && call === 1) throw new LlmError('server_error', 'HTTP 500')
+        if (request.task === 'library_evolve')
           return { text: 'not json', model: 'x', usage: { prompt_tokens: 7, completion_tokens: 3 } }
         return new MockChatModel().complete(request)
       },
@@ -143,15 +144,17 @@ describe('per-role call accounting', () => {
       counted.complete({
         role: 'judge',
         messages: [],
-        task: { kind: 'library_route', instruction: 'x', entries: [] },
+        task: 'library_route',
         json: true,
+        mock: jsonMockReply(answerLibraryRoute, { instruction: 'x', entries: [] }),
       }),
     ).rejects.toThrow('HTTP 500')
     await counted.complete({
       role: 'judge',
       messages: [{ role: 'user', content: 'abcd'.repeat(10) }],
-      task: { kind: 'library_route', instruction: 'x', entries: [] },
+      task: 'library_route',
       json: true,
+      mock: jsonMockReply(answerLibraryRoute, { instruction: 'x', entries: [] }),
     })
     const parsing = counted as ChatModel & {
       completeParsed: <T>(
@@ -164,7 +167,7 @@ describe('per-role call accounting', () => {
         {
           role: 'judge',
           messages: [],
-          task: { kind: 'library_evolve', entries: [], signals: [], rejected: [] },
+          task: 'library_evolve',
           json: true,
         },
         (reply) => JSON.parse(reply.text),

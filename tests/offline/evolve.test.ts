@@ -316,7 +316,8 @@ describe('reward-harness evolve (mock backend)', () => {
     const flaky: ChatModel = {
       id: 'flaky',
       complete: async (request) =>
-        request.task.kind === 'library_judge' && request.task.instruction.includes('photosynthesis')
+        request.task === 'library_judge' &&
+        request.messages.some((message) => message.content.includes('photosynthesis'))
           ? { text: 'no idea', model: 'x', usage: { prompt_tokens: 0, completion_tokens: 0 } }
           : mock.complete(request),
     }

@@ -22,7 +22,8 @@ import {
   pairItems,
 } from '../../src/evolve/index.ts'
 import { addEntry, emptyLibrary, type Library } from '../../src/library/index.ts'
-import { MockChatModel } from '../../src/llm/mock.ts'
+import { answerLibraryRoute } from '../../src/evolve/mock.ts'
+import { jsonMockReply, MockChatModel } from '../../src/llm/mock.ts'
 import { visionMessage, type ChatModel } from '../../src/llm/types.ts'
 import { type ChatCompletionBody, contentText, imageUrls, type LlmStub, startLlmStub } from '../support/llm-stub.ts'
 
@@ -192,12 +193,14 @@ describe('dataset images', () => {
 
   it('the mock adapter accepts vision messages: it reads their text and counts each image', async () => {
     const model = new MockChatModel()
-    const task = { kind: 'library_route' as const, instruction: 'x', entries: [] }
+    const task = 'library_route'
+    const mock = jsonMockReply(answerLibraryRoute, { instruction: 'x', entries: [] })
     const text = await model.complete({
       role: 'judge',
       messages: [{ role: 'user', content: 'Look.' }],
       task,
       json: true,
+      mock,
     })
     const vision = await model.complete({
       role: 'judge',
@@ -209,6 +212,7 @@ describe('dataset images', () => {
       ],
       task,
       json: true,
+      mock,
     })
     expect(vision.text).toBe(text.text)
     expect(vision.usage.prompt_tokens).toBe(text.usage.prompt_tokens + 85)

@@ -7,12 +7,7 @@ import { CACHE_FILE, CachedChatModel, EndpointPool, type PoolRequest } from '../
 import { failureOf } from '../support/failure.ts'
 import { startLlmStub, type LlmStub } from '../support/llm-stub.ts'
 
-const TASK = {
-  kind: 'score',
-  rubrics: [],
-  rollout: { id: 'r1', input: 'q', output: 'a' },
-  grade_max: 10,
-} as unknown as ChatRequest['task']
+const TASK = 'score'
 const ask = (content: string, extra: Partial<PoolRequest> = {}): PoolRequest => ({
   role: 'scorer',
   messages: [{ role: 'user', content }],
@@ -77,7 +72,7 @@ describe('CachedChatModel', () => {
     expect(cache.stats()).toMatchObject({ hits: 1, misses: 1, joins: 0, entries: 1 })
   })
 
-  it('keys on role, messages, seed, JSON mode, schema and sampling — not on the task mirror or the signal', async () => {
+  it('keys on role, messages, seed, JSON mode, schema and sampling; not on task, mock reply or signal', async () => {
     const cache = await openCache()
     const base = ask('same words')
     const variants: PoolRequest[] = [
@@ -121,7 +116,8 @@ describe('CachedChatModel', () => {
     expect(
       cache.keyOf({
         ...base,
-        task: { ...TASK, grade_max: 5 } as ChatRequest['task'],
+        task: 'rescore',
+        mock: () => '{}',
         signal: new AbortController().signal,
       }),
     ).toBe(cache.keyOf(base))

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, onTestFinished, vi } from 'vitest'
-import { LlmError, withRetry, type ChatRequest } from '../../src/llm/index.ts'
+import { LlmError, withRetry } from '../../src/llm/index.ts'
 import {
   EndpointPool,
   endpointsFromFlags,
@@ -19,12 +19,7 @@ import {
 import { failureOf } from '../support/failure.ts'
 import { startLlmStub, type LlmStub, type StubFault } from '../support/llm-stub.ts'
 
-const TASK = {
-  kind: 'score',
-  rubrics: [],
-  rollout: { id: 'r1', input: 'q', output: 'a' },
-  grade_max: 10,
-} as unknown as ChatRequest['task']
+const TASK = 'score'
 const ask = (content: string, extra: Partial<PoolRequest> = {}): PoolRequest => ({
   role: 'scorer',
   messages: [{ role: 'user', content }],

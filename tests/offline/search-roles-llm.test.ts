@@ -120,15 +120,15 @@ async function exerciseRoles(
 
 describe('no LLM-visible payload carries a source, rank, quality or label', () => {
   for (const locale of ['en', 'zh'] as const) {
-    it(`every message and task of every role (${locale})`, async () => {
+    it(`every message and mock reply of every role (${locale})`, async () => {
       const model = recording(new MockChatModel())
       const roles = createSearchRoles({ backend: 'llm', model, dataset, locale, gradeMax: 10 })
       expect(roles.judgeChoice.kind).toBe('llm') // labels are incomplete: the LLM judge, which must not see them
       const rubrics = await exerciseRoles(roles)
-      const kinds = new Set(model.requests.map((request) => request.task.kind))
+      const kinds = new Set(model.requests.map((request) => request.task))
       expect([...kinds].sort()).toEqual(['search_initialize', 'search_judge', 'search_propose', 'search_verify'])
       expectNoLabels(model.requests.flatMap((request) => request.messages.map((message) => message.content)))
-      expectNoLabels(model.requests.map((request) => JSON.stringify(request.task)))
+      expectNoLabels(model.requests.map((request) => request.mock?.({ noise: 0 }) ?? ''))
       expectNoLabels(rubrics.map((rubric) => JSON.stringify(rubric)))
     })
   }
@@ -333,8 +333,8 @@ describe('createSearchRoles', () => {
       dataset,
     })
     await exerciseRoles(roles)
-    expect(new Set(verifierModel.requests.map((request) => request.task.kind))).toEqual(new Set(['search_verify']))
-    expect(shared.requests.some((request) => request.task.kind === 'search_verify')).toBe(false)
+    expect(new Set(verifierModel.requests.map((request) => request.task))).toEqual(new Set(['search_verify']))
+    expect(shared.requests.some((request) => request.task === 'search_verify')).toBe(false)
     expect(() => createSearchRoles({ backend: 'llm', modelsByRole: { verifier: verifierModel }, dataset })).toThrow(
       /no model for the initializer/,
     )
@@ -373,7 +373,9 @@ describe('createSearchRoles', () => {
       metadata: { origin: 'preset_initializer', preset_prompt_id: '__default__' },
     })
     await roles.verifier.grade({ item, candidate: c2, rubric, vote: 0, seed: 1 })
-    const task = model.requests.at(-1)!.task
-    expect(task).toMatchObject({ kind: 'search_verify', prompt: 'a failed database migration', answer: c2.text })
+    const request = model.requests.at(-1)!
+    expect(request.task).toBe('search_verify')
+    expect(request.messages.at(-1)!.content).toMatch(/<<<DATA-\w+\na failed database migration\nDATA-/)
+    expect(request.messages.at(-1)!.content).toContain(c2.text)
   })
 })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { heuristicCriteria, mutateCriteria, promptKeywords, textStructureScore } from '../../src/llm/mock-search.ts'
+import { heuristicCriteria, mutateCriteria, promptKeywords, textStructureScore } from '../../src/search/roles/mock.ts'
 import { MockChatModel } from '../../src/llm/mock.ts'
 import { LlmError, type ChatModel, type ChatRequest } from '../../src/llm/types.ts'
 import {
@@ -78,6 +78,12 @@ const noSleep = async () => {}
 const retry = { maxAttempts: 3, sleep: noSleep }
 
 /** A model that answers every request with the next scripted text (the last one repeats) and records requests. */
+/** The two answers a judge request shows, in order: its second and third data blocks (the first is the prompt). */
+function judgedAnswers(request: ChatRequest): string[] {
+  const user = request.messages.at(-1)!.content
+  return [...user.matchAll(/<<<DATA-(\w+)\n([\s\S]*?)\nDATA-\1>>>/g)].slice(1).map((match) => match[2]!)
+}
+
 function scripted(...replies: string[]): ChatModel & { requests: ChatRequest[] } {
   const requests: ChatRequest[] = []
   return {
@@ -636,9 +642,7 @@ describe('judges', () => {
     const judge = new LlmPairJudge(model, { retry })
     expect(await judge.compare({ item, left: c1, right: c2 })).toBe(0)
     expect(model.requests).toHaveLength(2)
-    const shown = model.requests.map(
-      (request) => request.task.kind === 'search_judge' && [request.task.first, request.task.second],
-    )
+    const shown = model.requests.map((request) => request.task === 'search_judge' && judgedAnswers(request))
     expect(shown).toEqual([
       [c1.text, c2.text],
       [c2.text, c1.text],
@@ -666,9 +670,8 @@ describe('judges', () => {
       requests: [],
       async complete(request) {
         this.requests.push(request)
-        const task = request.task as { first: string }
         return {
-          text: JSON.stringify({ winner: task.first === c1.text ? 'A' : 'B' }),
+          text: JSON.stringify({ winner: judgedAnswers(request)[0] === c1.text ? 'A' : 'B' }),
           model: 'x',
           usage: { prompt_tokens: 0, completion_tokens: 0 },
         }

@@ -6,6 +6,7 @@ import type { Rollout, TrainingMetadata } from '../../schemas/rollout.ts'
 import type { Rubric } from '../../schemas/rubric.ts'
 import type { CriterionGrade } from '../../schemas/score.ts'
 import { dataBoundary, formatScore, orNone, parseReplyAs, rubricLines, runAgent, stageLabel } from '../run-agent.ts'
+import { mockAnalyzerReply } from './mock.ts'
 
 export interface AnalyzerInput {
   /** The run's prompt overrides, keyed `<locale>/<name>` (see RunConfig.prompts). */
@@ -58,7 +59,8 @@ export async function buildAnalyzerRequest(input: AnalyzerInput): Promise<ChatRe
       { role: 'system', content: renderPrompt(locale, 'analyzer.system', {}, input.prompts) },
       { role: 'user', content: user },
     ],
-    task: { kind: 'analyze', rollout, metadata, rubrics, score, criteria, grade_max: gradeMax },
+    task: 'analyze',
+    mock: mockAnalyzerReply({ rollout, metadata, rubrics, score, criteria, gradeMax }),
     json: true,
   }
 }

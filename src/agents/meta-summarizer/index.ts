@@ -6,6 +6,7 @@ import { BatchSummaryReply, type AnalysisRecord, type BatchSummary, type ScoreSt
 import type { Rubric } from '../../schemas/rubric.ts'
 import { dataBoundary, parseReplyAs, rubricLines, runAgent } from '../run-agent.ts'
 import { runSummarizer, statsValues, withStats } from '../summarizer/index.ts'
+import { mockMetaSummarizerReply } from './mock.ts'
 
 export interface MetaSummarizerInput {
   /** The run's prompt overrides, keyed `<locale>/<name>` (see RunConfig.prompts). */
@@ -64,7 +65,8 @@ export async function buildMetaSummarizerRequest(input: MetaSummarizerInput): Pr
       { role: 'system', content: renderPrompt(locale, 'meta-summarizer.system', {}, input.prompts) },
       { role: 'user', content: user },
     ],
-    task: { kind: 'meta_summarize', step, rubrics, summaries },
+    task: 'meta_summarize',
+    mock: mockMetaSummarizerReply(summaries, step),
     json: true,
   }
 }

@@ -5,6 +5,7 @@ import { QueryList, type BatchSummary } from '../../schemas/agents.ts'
 import type { Rubric } from '../../schemas/rubric.ts'
 import { dataBoundary, formatScore, parseReplyAs, rubricLines, runAgent } from '../run-agent.ts'
 import { summaryForPrompt } from '../summarizer/index.ts'
+import { mockQueryGeneratorReply } from './mock.ts'
 
 export interface QueryGeneratorInput {
   /** The run's prompt overrides, keyed `<locale>/<name>` (see RunConfig.prompts). */
@@ -45,7 +46,8 @@ export async function buildQueryGeneratorRequest(input: QueryGeneratorInput): Pr
       { role: 'system', content: renderPrompt(locale, 'query-generator.system', {}, input.prompts) },
       { role: 'user', content: user },
     ],
-    task: { kind: 'generate_queries', summary, rubrics, max_queries: maxQueries },
+    task: 'generate_queries',
+    mock: mockQueryGeneratorReply(summary, maxQueries),
     json: true,
   }
 }

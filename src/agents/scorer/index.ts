@@ -8,6 +8,7 @@ import type { Rubric } from '../../schemas/rubric.ts'
 import type { CriterionGrade } from '../../schemas/score.ts'
 import { rewardFromGrades } from '../../scoring/index.ts'
 import { dataBoundary, parseLenientJson, runAgent } from '../run-agent.ts'
+import { mockScorerReply } from './mock.ts'
 
 export { parseLenientJson }
 
@@ -62,7 +63,8 @@ export async function buildScorerRequest(input: ScorerInput): Promise<ChatReques
       { role: 'system', content: system },
       { role: 'user', content: user },
     ],
-    task: { kind: 'score', rubrics, rollout, grade_max: gradeMax },
+    task: 'score',
+    mock: mockScorerReply({ rubrics, rollout, gradeMax }),
     json: true,
   }
 }

@@ -4,6 +4,7 @@ import { renderPrompt, type Locale, type PromptOverrides } from '../../prompts/i
 import { BatchSummaryReply, type AnalysisRecord, type BatchSummary, type ScoreStats } from '../../schemas/agents.ts'
 import type { Rubric } from '../../schemas/rubric.ts'
 import { dataBoundary, formatScore, parseReplyAs, rubricLines, runAgent } from '../run-agent.ts'
+import { mockSummarizerReply } from './mock.ts'
 
 export interface SummarizerInput {
   /** The run's prompt overrides, keyed `<locale>/<name>` (see RunConfig.prompts). */
@@ -63,7 +64,8 @@ export async function buildSummarizerRequest(input: SummarizerInput): Promise<Ch
       { role: 'system', content: renderPrompt(locale, 'summarizer.system', {}, input.prompts) },
       { role: 'user', content: user },
     ],
-    task: { kind: 'summarize', step, rubrics, analyses },
+    task: 'summarize',
+    mock: mockSummarizerReply(analyses, step),
     json: true,
   }
 }

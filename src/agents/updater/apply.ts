@@ -99,31 +99,15 @@ export function applyRubricUpdate(
   const next: Rubric[] = []
   const diff: RubricDiff = { added: [], removed: [], modified: [], reweighted: [] }
 
-  proposals.forEach((proposal, index) => {
+  for (const [index, proposal] of proposals.entries()) {
     const label = proposal.id ? `'${proposal.id}'` : `#${index + 1}`
     const text = proposal.text.trim()
     const key = normaliseText(text)
-    if (proposal.id !== undefined && anchorIds.has(proposal.id))
-      return void refused.push(`final_adaptive entry reuses anchor id '${proposal.id}'`)
-    if (!text) return void refused.push(`final_adaptive entry ${label} has no text`)
-    if (text.length > MAX_TEXT_CHARS)
-      return void refused.push(`final_adaptive entry ${label} is longer than ${MAX_TEXT_CHARS} characters`)
-    const poison = GRADER_INSTRUCTIONS.find(({ pattern }) => pattern.test(text))
-    if (poison)
-      return void refused.push(
-        `final_adaptive entry ${label} ${poison.reason}: rubric texts sit outside the scorer's data blocks`,
-      )
-    const anchorTwin = anchorByText.get(key)
-    if (anchorTwin !== undefined)
-      return void refused.push(`final_adaptive entry ${label} repeats anchor '${anchorTwin}'`)
-    const twin = textOwners.get(key)
-    if (twin !== undefined) return void refused.push(`final_adaptive entry ${label} repeats the text of '${twin}'`)
-    if (!Number.isFinite(proposal.weight) || proposal.weight <= 0)
-      return void refused.push(`final_adaptive entry ${label} has weight ${proposal.weight}, which is not positive`)
-    if (next.length >= MAX_ADAPTIVE_RUBRICS)
-      return void refused.push(
-        `final_adaptive entry ${label} exceeds the limit of ${MAX_ADAPTIVE_RUBRICS} adaptive rubrics`,
-      )
+    const refusal = proposalRefusal(proposal, { label, text, key }, { anchorIds, anchorByText, textOwners, next })
+    if (refusal !== undefined) {
+      refused.push(refusal)
+      continue
+    }
 
     const weight = Math.min(MAX_RUBRIC_WEIGHT, Math.max(MIN_RUBRIC_WEIGHT, proposal.weight))
     if (weight !== proposal.weight)
@@ -134,31 +118,66 @@ export function applyRubricUpdate(
     usedIds.add(id)
     textOwners.set(key, id)
 
-    const before = previousById.get(id)
-    if (!before) {
-      diff.added.push(id)
-      next.push({
-        id,
-        text,
-        weight,
-        is_anchor: false,
-        version: options.version,
-        created_at: options.createdAt,
-        metadata: { origin: 'updater' },
-      })
-    } else if (before.text === text && before.weight === weight) {
-      next.push(before)
-    } else {
-      ;(before.text === text ? diff.reweighted : diff.modified).push(id)
-      next.push({ ...before, text, weight, version: options.version, created_at: options.createdAt })
-    }
-  })
+    next.push(placedRubric({ id, text, weight }, previousById.get(id), diff, options))
+  }
 
   if (next.length === 0)
     return keepPrevious([...refused, 'the final adaptive set is empty; the previous version stays in force'])
   const kept = new Set(next.map((rubric) => rubric.id))
   diff.removed = previous.filter((rubric) => !kept.has(rubric.id)).map((rubric) => rubric.id)
   return { accepted: true, rubrics: [...anchors, ...next], refused, diff }
+}
+
+/** Why a proposed adaptive rubric is refused, or undefined when it can join the set (weights are clamped later). */
+function proposalRefusal(
+  proposal: RubricUpdate['final_adaptive'][number],
+  { label, text, key }: { label: string; text: string; key: string },
+  seen: {
+    anchorIds: ReadonlySet<string>
+    anchorByText: ReadonlyMap<string, string>
+    textOwners: ReadonlyMap<string, string>
+    next: readonly Rubric[]
+  },
+): string | undefined {
+  if (proposal.id !== undefined && seen.anchorIds.has(proposal.id))
+    return `final_adaptive entry reuses anchor id '${proposal.id}'`
+  if (!text) return `final_adaptive entry ${label} has no text`
+  if (text.length > MAX_TEXT_CHARS) return `final_adaptive entry ${label} is longer than ${MAX_TEXT_CHARS} characters`
+  const poison = GRADER_INSTRUCTIONS.find(({ pattern }) => pattern.test(text))
+  if (poison) return `final_adaptive entry ${label} ${poison.reason}: rubric texts sit outside the scorer's data blocks`
+  const anchorTwin = seen.anchorByText.get(key)
+  if (anchorTwin !== undefined) return `final_adaptive entry ${label} repeats anchor '${anchorTwin}'`
+  const twin = seen.textOwners.get(key)
+  if (twin !== undefined) return `final_adaptive entry ${label} repeats the text of '${twin}'`
+  if (!Number.isFinite(proposal.weight) || proposal.weight <= 0)
+    return `final_adaptive entry ${label} has weight ${proposal.weight}, which is not positive`
+  if (seen.next.length >= MAX_ADAPTIVE_RUBRICS)
+    return `final_adaptive entry ${label} exceeds the limit of ${MAX_ADAPTIVE_RUBRICS} adaptive rubrics`
+  return undefined
+}
+
+/** The rubric an accepted proposal becomes: the previous object when unchanged, else a new version; noted in `diff`. */
+function placedRubric(
+  { id, text, weight }: { id: string; text: string; weight: number },
+  before: Rubric | undefined,
+  diff: RubricDiff,
+  options: { version: number; createdAt: string },
+): Rubric {
+  if (!before) {
+    diff.added.push(id)
+    return {
+      id,
+      text,
+      weight,
+      is_anchor: false,
+      version: options.version,
+      created_at: options.createdAt,
+      metadata: { origin: 'updater' },
+    }
+  }
+  if (before.text === text && before.weight === weight) return before
+  ;(before.text === text ? diff.reweighted : diff.modified).push(id)
+  return { ...before, text, weight, version: options.version, created_at: options.createdAt }
 }
 
 /** The proposal's own id when usable; else the id of a previous rubric with the same text; else one derived from the text. */

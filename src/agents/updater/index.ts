@@ -5,6 +5,7 @@ import { RubricUpdate, type BatchSummary, type TrainingStage } from '../../schem
 import type { Rubric } from '../../schemas/rubric.ts'
 import { dataBoundary, orNone, parseReplyAs, rubricLines, runAgent, stageLabel } from '../run-agent.ts'
 import { statsValues, summaryForPrompt } from '../summarizer/index.ts'
+import { mockUpdaterReply } from './mock.ts'
 
 export { applyRubricUpdate, MAX_ADAPTIVE_RUBRICS, MAX_RUBRIC_WEIGHT, MIN_RUBRIC_WEIGHT } from './apply.ts'
 export type { AppliedRubricUpdate, RubricDiff } from './apply.ts'
@@ -61,7 +62,8 @@ export async function buildUpdaterRequest(input: UpdaterInput): Promise<ChatRequ
       { role: 'system', content: renderPrompt(locale, 'updater.system', {}, input.prompts) },
       { role: 'user', content: user },
     ],
-    task: { kind: 'update_rubrics', rubrics, summary, memories, step, stage },
+    task: 'update_rubrics',
+    mock: mockUpdaterReply({ rubrics, summary, memories, stage }),
     json: true,
   }
 }

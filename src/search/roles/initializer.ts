@@ -19,6 +19,8 @@ import {
 import { dataBlock, searchLabels, type SearchRoleOptions } from './common.ts'
 import { seededRandom, seededShuffle } from './prng.ts'
 import { criteriaFromReply, isRecord, RubricReply, validateCriteria } from './rubric.ts'
+import { jsonMockReply } from '../../llm/mock.ts'
+import { answerSearchInitialize } from './mock.ts'
 
 /** The key of the preset that applies to any prompt without its own (autosr §1.3). */
 export const DEFAULT_PRESET_KEY = '__default__'
@@ -75,8 +77,10 @@ export async function buildInitializerRequest(item: PromptItem, options: Request
       },
       { role: 'user', content: user },
     ],
-    task: { kind: 'search_initialize', prompt: item.prompt, samples, grade_max: gradeMax, seed },
+    task: 'search_initialize',
     json: true,
+    seed,
+    mock: jsonMockReply(answerSearchInitialize, { prompt: item.prompt, samples, grade_max: gradeMax, seed }),
   }
 }
 

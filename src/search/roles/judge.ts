@@ -11,7 +11,6 @@
  */
 import { z } from 'zod'
 import { dataBoundary, parseReplyAs, runAgent } from '../../agents/run-agent.ts'
-import { textStructureScore } from '../../llm/mock-search.ts'
 import type { ChatModel, ChatRequest } from '../../llm/types.ts'
 import { renderPrompt, type Locale, type PromptOverrides } from '../../prompts/index.ts'
 import {
@@ -24,6 +23,8 @@ import {
 } from '../types.ts'
 import type { SearchRoleOptions } from './common.ts'
 import { isRecord } from './rubric.ts'
+import { jsonMockReply } from '../../llm/mock.ts'
+import { answerSearchJudge, textStructureScore } from './mock.ts'
 
 export type JudgeKind = 'llm' | 'rank' | 'quality' | 'heuristic'
 
@@ -64,8 +65,9 @@ export async function buildJudgeRequest(
         ),
       },
     ],
-    task: { kind: 'search_judge', prompt, first, second },
+    task: 'search_judge',
     json: true,
+    mock: jsonMockReply(answerSearchJudge, { prompt, first, second }),
   }
 }
 

@@ -32,6 +32,8 @@ import {
   sameCriteria,
   validateCriteria,
 } from './rubric.ts'
+import { jsonMockReply } from '../../llm/mock.ts'
+import { answerSearchPropose } from './mock.ts'
 
 export interface ProposerOptions extends SearchRoleOptions {
   /** Refuse a child that breaks its mode's checkable contract (see `modeContractViolation`); default true. */
@@ -89,16 +91,17 @@ export async function buildProposerRequest(
       },
       { role: 'user', content: user },
     ],
-    task: {
-      kind: 'search_propose',
+    task: 'search_propose',
+    json: true,
+    seed,
+    mock: jsonMockReply(answerSearchPropose, {
       prompt: item.prompt,
       criteria: rubric.criteria,
       mode,
       top,
       runner_up: runnerUp,
       seed,
-    },
-    json: true,
+    }),
   }
 }
 

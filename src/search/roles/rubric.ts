@@ -5,7 +5,7 @@
  */
 import { z } from 'zod'
 import { canonicalJson, sha256Hex } from '../../hash/index.ts'
-import { LlmError, type SearchRequestRole } from '../../llm/types.ts'
+import { LlmError } from '../../llm/types.ts'
 import type { Locale } from '../../prompts/index.ts'
 import { Criterion, CRITERION_TYPES, type SearchRubric } from '../types.ts'
 import { normalisedWeights } from './score.ts'
@@ -17,7 +17,7 @@ const MAX_LIST_ITEMS = 12
 const MAX_ITEM_CHARS = 300
 
 /** A search role's name: also the `ChatRequest.role` its requests carry. */
-export type SearchRoleName = SearchRequestRole
+export type SearchRoleName = 'initializer' | 'proposer' | 'verifier' | 'judge'
 
 /**
  * The reply schema of a rubric-writing role: a JSON object, `{"rubric": {"criteria": …}}` or `{"criteria": …}`;

@@ -20,6 +20,8 @@ import {
 import { searchLabels, type SearchRoleOptions } from './common.ts'
 import { DEFAULT_EXTRACTION, extractCandidate, extractPrompt, type ContentExtraction } from './extraction.ts'
 import { criteriaLines, isRecord } from './rubric.ts'
+import { jsonMockReply } from '../../llm/mock.ts'
+import { answerSearchVerify } from './mock.ts'
 
 export interface VerifierOptions extends SearchRoleOptions {
   /** What of the prompt and the candidate is graded; default the whole prompt and the candidate's answer part. */
@@ -74,8 +76,10 @@ export async function buildVerifierRequest(
       },
       { role: 'user', content: user },
     ],
-    task: {
-      kind: 'search_verify',
+    task: 'search_verify',
+    json: true,
+    seed,
+    mock: jsonMockReply(answerSearchVerify, {
       prompt,
       answer,
       criteria: rubric.criteria,
@@ -84,8 +88,7 @@ export async function buildVerifierRequest(
       vote,
       seed,
       noise: options.mockNoise ?? 0,
-    },
-    json: true,
+    }),
   }
 }
 

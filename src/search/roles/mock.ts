@@ -1,16 +1,50 @@
 /**
  * The mock backend's answers for the offline rubric search's four roles: deterministic ports of autosr's
  * heuristics (§3.6), on the explicit integer grade scale, seeded from the request. `MockChatModel` calls these
- * for the `search_*` tasks and returns their JSON, so the roles parse a mock reply exactly as a real one.
+ * through each role's request (`ChatRequest.mock`), so the roles parse a mock reply exactly as a real one.
  * They read only what a model would see: texts, never candidate ids, sources or labels.
  */
-import { MAX_CRITERIA } from '../search/roles/rubric.ts'
-import { hex8, seededRandom } from '../search/roles/prng.ts'
-import { normalisedWeights } from '../search/roles/score.ts'
-import type { Criterion, MutationMode } from '../search/types.ts'
-import type { AgentTask } from './types.ts'
+import type { Criterion, MutationMode } from '../types.ts'
+import { hex8, seededRandom } from './prng.ts'
+import { MAX_CRITERIA } from './rubric.ts'
+import { normalisedWeights } from './score.ts'
 
-type TaskOf<K extends AgentTask['kind']> = Extract<AgentTask, { kind: K }>
+/** What the mock initializer reads: a first rubric for one prompt, from up to 4 unlabelled sample answers. */
+export interface SearchInitializeInput {
+  prompt: string
+  samples: string[]
+  grade_max: number
+  seed: number
+}
+
+/** What the mock proposer reads: `top` is the answer the current rubric ranks higher (not ground truth). */
+export interface SearchProposeInput {
+  prompt: string
+  criteria: Criterion[]
+  mode: MutationMode
+  top: string
+  runner_up: string
+  seed: number
+}
+
+/** What the mock verifier reads: one extracted answer to grade 0..grade_max; `noise` flips grades at random. */
+export interface SearchVerifyInput {
+  prompt: string
+  answer: string
+  criteria: Criterion[]
+  grade_max: number
+  allow_na: boolean
+  vote: number
+  seed: number
+  noise: number
+}
+
+/** What the mock judge reads: two answers in the order shown (`first` is "A"). */
+export interface SearchJudgeInput {
+  prompt: string
+  first: string
+  second: string
+}
 
 // ---------------------------------------------------------------------------------------------
 // initializer
@@ -79,9 +113,9 @@ export function heuristicCriteria(prompt: string): Criterion[] {
 
 /**
  * The mock initializer's reply.
- * @example answerSearchInitialize({ kind: 'search_initialize', prompt: 'Explain recursion.', samples: [], grade_max: 10, seed: 7 })
+ * @example answerSearchInitialize({ prompt: 'Explain recursion.', samples: [], grade_max: 10, seed: 7 })
  */
-export function answerSearchInitialize(task: TaskOf<'search_initialize'>): unknown {
+export function answerSearchInitialize(task: SearchInitializeInput): unknown {
   return { rubric: { criteria: heuristicCriteria(task.prompt) } }
 }
 
@@ -261,10 +295,10 @@ function freeId(criteria: readonly Criterion[], prefix: string): string {
 }
 
 /**
- * The mock proposer's reply: the criteria mutated in the task's mode with a PRNG seeded by the task's seed.
- * @example answerSearchPropose({ kind: 'search_propose', prompt, criteria, mode: 'anti_fluff', top, runner_up, seed: 7 })
+ * The mock proposer's reply: the criteria mutated in the input's mode with a PRNG seeded by its seed.
+ * @example answerSearchPropose({ prompt, criteria, mode: 'anti_fluff', top, runner_up, seed: 7 })
  */
-export function answerSearchPropose(task: TaskOf<'search_propose'>): unknown {
+export function answerSearchPropose(task: SearchProposeInput): unknown {
   return {
     rubric: {
       criteria: mutateCriteria(task.criteria, task.mode, seededRandom('search-propose', task.seed, task.mode)),
@@ -308,10 +342,10 @@ export function heuristicGrades(
 }
 
 /**
- * The mock verifier's reply: heuristic grades, the noise drawn from a PRNG seeded by the task's seed and vote.
- * @example answerSearchVerify({ kind: 'search_verify', prompt, answer, criteria, grade_max: 10, allow_na: true, vote: 0, seed: 7, noise: 0 })
+ * The mock verifier's reply: heuristic grades, the noise drawn from a PRNG seeded by the input's seed and vote.
+ * @example answerSearchVerify({ prompt, answer, criteria, grade_max: 10, allow_na: true, vote: 0, seed: 7, noise: 0 })
  */
-export function answerSearchVerify(task: TaskOf<'search_verify'>): unknown {
+export function answerSearchVerify(task: SearchVerifyInput): unknown {
   return {
     grades: heuristicGrades(
       task.answer,
@@ -342,9 +376,9 @@ export function textStructureScore(text: string): number {
 
 /**
  * The mock judge's reply: the answer with the higher `textStructureScore` wins; a tie within 1e-9.
- * @example answerSearchJudge({ kind: 'search_judge', prompt, first: 'a', second: 'a longer answer' }) // { winner: 'B', … }
+ * @example answerSearchJudge({ prompt, first: 'a', second: 'a longer answer' }) // { winner: 'B', … }
  */
-export function answerSearchJudge(task: TaskOf<'search_judge'>): unknown {
+export function answerSearchJudge(task: SearchJudgeInput): unknown {
   const delta = textStructureScore(task.first) - textStructureScore(task.second)
   const winner = Math.abs(delta) < 1e-9 ? 'tie' : delta > 0 ? 'A' : 'B'
   return { winner, reason: `heuristic: length and structure (${delta >= 0 ? '+' : ''}${delta.toFixed(4)})` }

@@ -10,10 +10,45 @@
  * - analyze: missing-skill / missing-tool signals from the incorrect chains.
  * - evolve: adds `instruction-coverage` (skill), then `coverage-check` (tool); never repeats a rejected change.
  */
-import { textStructureScore } from './mock-search.ts'
-import type { AgentTask } from './types.ts'
+import { textStructureScore } from '../search/roles/mock.ts'
+import type { LibraryChainResult, LibraryEntrySummary } from './views.ts'
 
-type TaskOf<K extends AgentTask['kind']> = Extract<AgentTask, { kind: K }>
+/** What the mock router reads: entries to use for an instruction (never the answers). */
+export interface LibraryRouteInput {
+  instruction: string
+  entries: LibraryEntrySummary[]
+}
+
+/** What the mock sub-agent reads in one turn: the routed skills and tools, and earlier tool observations. */
+export interface LibraryJudgeInput {
+  instruction: string
+  first: string
+  second: string
+  skills: { name: string; body: string }[]
+  tools: { name: string; when_to_use: string }[]
+  observations: { tool: string; text: string }[]
+  max_tool_calls: number
+}
+
+/** What a mock library tool reads: the instruction and the two answers the sub-agent saw. */
+export interface LibraryToolInput {
+  instruction: string
+  first: string
+  second: string
+}
+
+/** What the mock chain analyzer reads: judged training pairs with their chains, against the labels. */
+export interface LibraryAnalyzeInput {
+  entries: LibraryEntrySummary[]
+  results: LibraryChainResult[]
+}
+
+/** What the mock evolver reads: the analyzer's signals; `rejected` are changes already rolled back. */
+export interface LibraryEvolveInput {
+  entries: LibraryEntrySummary[]
+  signals: unknown[]
+  rejected: string[]
+}
 
 const STOP = new Set(
   'a an the and or but of to in on at for with by is are was were be been it this that as from what which who how why when where do does can should would will not no your you i me my write give explain'.split(
@@ -42,9 +77,9 @@ export function instructionCoverage(instruction: string, text: string): number {
 
 /**
  * Router: entries whose name or description shares a content word with the instruction, else all.
- * @example answerLibraryRoute({ kind: 'library_route', instruction: 'x', entries: [] }) // { entries: [] }
+ * @example answerLibraryRoute({ instruction: 'x', entries: [] }) // { entries: [] }
  */
-export function answerLibraryRoute(task: TaskOf<'library_route'>): unknown {
+export function answerLibraryRoute(task: LibraryRouteInput): unknown {
   const wanted = words(task.instruction)
   const hits = task.entries.filter((entry) =>
     [...words(`${entry.name.replace(/-/g, ' ')} ${entry.description}`)].some((word) => wanted.has(word)),
@@ -56,7 +91,7 @@ export function answerLibraryRoute(task: TaskOf<'library_route'>): unknown {
  * Sub-agent turn: one tool call first when a tool is routed, then the answer.
  * @example answerLibraryJudge(task) // { think: '…', answer: { preference: 'B', reason: '…' } }
  */
-export function answerLibraryJudge(task: TaskOf<'library_judge'>): unknown {
+export function answerLibraryJudge(task: LibraryJudgeInput): unknown {
   const tool = task.tools[0]
   if (tool && task.observations.length === 0 && task.max_tool_calls > 0) {
     return {
@@ -88,7 +123,7 @@ export function answerLibraryJudge(task: TaskOf<'library_judge'>): unknown {
  * Tool sub-call: instruction coverage of each answer.
  * @example answerLibraryTool(task) // { coverage_a: 0.5, coverage_b: 0.25, favours: 'A' }
  */
-export function answerLibraryTool(task: TaskOf<'library_tool'>): unknown {
+export function answerLibraryTool(task: LibraryToolInput): unknown {
   const coverageA = instructionCoverage(task.instruction, task.first)
   const coverageB = instructionCoverage(task.instruction, task.second)
   return {
@@ -102,7 +137,7 @@ export function answerLibraryTool(task: TaskOf<'library_tool'>): unknown {
  * Chain analyzer: signals from the incorrect chains.
  * @example answerLibraryAnalyze(task) // { signals: [{ kind: 'missing_skill', … }], summary: '…' }
  */
-export function answerLibraryAnalyze(task: TaskOf<'library_analyze'>): unknown {
+export function answerLibraryAnalyze(task: LibraryAnalyzeInput): unknown {
   const wrong = task.results.filter((result) => !result.correct)
   const signals: unknown[] = []
   if (wrong.length > 0) {
@@ -134,7 +169,7 @@ export function answerLibraryAnalyze(task: TaskOf<'library_analyze'>): unknown {
  * Evolver: the first signal's change that has not been rolled back before.
  * @example answerLibraryEvolve(task) // { op: 'add', entry: { name: 'instruction-coverage', kind: 'skill', … } }
  */
-export function answerLibraryEvolve(task: TaskOf<'library_evolve'>): unknown {
+export function answerLibraryEvolve(task: LibraryEvolveInput): unknown {
   const kinds = task.signals.map((signal) =>
     typeof signal === 'object' && signal !== null ? (signal as { kind?: unknown }).kind : undefined,
   )
