@@ -9,7 +9,7 @@
  * - failures (a scorer error on any candidate an item needs) counted and reported apart, never as ties.
  */
 
-import { mulberry32 } from '../search/random.ts'
+import { seededRandom } from '../hash/index.ts'
 
 /** How a tie (equal scores) counts: half a correct answer, or wrong. Ties are always counted and reported. */
 export type TiePolicy = 'half' | 'wrong'
@@ -238,7 +238,7 @@ export function benchMetrics(items: readonly ScoredItem[], options: BenchMetricO
   const metrics = summarise(per, ties)
   const resamples = options.bootstrap ?? 0
   if (resamples > 0 && per.length > 0) {
-    const random = mulberry32(options.seed ?? 0)
+    const random = seededRandom(options.seed ?? 0)
     const draws: Record<string, number[]> = {}
     for (let r = 0; r < resamples; r++) {
       const sample = per.map(() => per[Math.floor(random() * per.length)]!)

@@ -5,7 +5,7 @@
  * They read only what a model would see: texts, never candidate ids, sources or labels.
  */
 import { MAX_CRITERIA } from '../search/roles/rubric.ts'
-import { hex8, seededRandom } from '../search/roles/prng.ts'
+import { hex8, seededRandom } from '../hash/index.ts'
 import { normalisedWeights } from '../search/roles/score.ts'
 import type { Criterion, MutationMode } from '../search/types.ts'
 import type { AgentTask } from './types.ts'

@@ -20,7 +20,7 @@ import {
   answerLibraryTool,
 } from './mock-library.ts'
 import { answerSearchInitialize, answerSearchJudge, answerSearchPropose, answerSearchVerify } from './mock-search.ts'
-import { seededRandom } from '../search/roles/prng.ts'
+import { seededRandom } from '../hash/index.ts'
 import type { AgentTask, ChatModel, ChatRequest, ChatResponse } from './types.ts'
 import { GRADER_PATTERNS, TACTIC } from '../analysis/suspicion.ts'
 

@@ -6,7 +6,7 @@
  */
 import { canonicalJson } from '../hash/index.ts'
 import type { Limiter } from './algorithms/concurrency.ts'
-import { derivedSeed, hashHex } from './random.ts'
+import { derivedSeed, hashHex } from '../hash/index.ts'
 import type { Candidate, CriterionGrades, PromptItem, SearchRubric, Verifier } from './types.ts'
 
 /** One candidate's result under one rubric. */

@@ -13,7 +13,7 @@
 import type { ObjectiveConfig } from './config.ts'
 import type { Limiter } from './algorithms/concurrency.ts'
 import type { RubricEvaluation } from './evaluator.ts'
-import { derivedSeed, Rng } from './random.ts'
+import { derivedSeed, Rng } from '../hash/index.ts'
 import type { Candidate, PreferenceJudge, Preference, PromptItem } from './types.ts'
 
 /** Everything the objective measured about one rubric on one prompt. */

@@ -10,7 +10,7 @@
  * The scheduler holds no PRNG: the caller passes one, so draws happen in a deterministic order.
  */
 import type { AdaptiveMutation } from '../config.ts'
-import type { Rng } from '../random.ts'
+import type { Rng } from '../../hash/index.ts'
 import { MUTATION_MODES, type MutationMode } from '../types.ts'
 
 /** Modes that explore (change the rubric's structure) vs. modes that sharpen what is there. */
