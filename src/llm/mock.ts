@@ -23,6 +23,7 @@ import { answerSearchInitialize, answerSearchJudge, answerSearchPropose, answerS
 import { seededRandom } from '../hash/index.ts'
 import type { AgentTask, ChatModel, ChatRequest, ChatResponse } from './types.ts'
 import { GRADER_PATTERNS, TACTIC } from '../analysis/suspicion.ts'
+import { mean as meanOf } from '../stats/index.ts'
 
 /** What the mock charges per image part (OpenAI's low-detail image cost). */
 const IMAGE_TOKENS = 85
@@ -335,7 +336,7 @@ function summarizeHeuristically(records: AnalysisRecord[], step: number): BatchS
   const flagged = records.filter((record) => record.analysis.reward_hacking.flag)
   const tactics = byFrequency(flagged.flatMap((record) => record.analysis.reward_hacking.tactics))
   const scores = records.map((record) => record.score)
-  const mean = total ? scores.reduce((sum, score) => sum + score, 0) / total : 0
+  const mean = meanOf(scores) ?? 0
   const min = total ? Math.min(...scores) : 0
   const max = total ? Math.max(...scores) : 0
   const examples = [...flagged]

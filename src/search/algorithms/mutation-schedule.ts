@@ -12,6 +12,7 @@
 import type { AdaptiveMutation } from '../config.ts'
 import type { Rng } from '../../hash/index.ts'
 import { MUTATION_MODES, type MutationMode } from '../types.ts'
+import { mean } from '../../stats/index.ts'
 
 /** Modes that explore (change the rubric's structure) vs. modes that sharpen what is there. */
 export const EXPLORATORY_MODES: readonly MutationMode[] = ['decompose', 'counterexample_trigger', 'weight_perturb']
@@ -107,7 +108,7 @@ export class MutationScheduler {
         const window = this.history[mode].slice(-this.options.mutation_window_size)
         if (window.length === 0) return 0.5
         const rate = window.filter(([improved]) => improved).length / window.length
-        const meanImprovement = window.reduce((sum, [, amount]) => sum + amount, 0) / window.length
+        const meanImprovement = mean(window.map(([, amount]) => amount)) ?? 0
         return rate * (1 + Math.max(0, meanImprovement))
       })
     } else if (kind === 'exploration_decay') {
