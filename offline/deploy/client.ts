@@ -7,9 +7,9 @@
  *   GET  /admin/targets/:target/deployments      → {target, active_artifact_id, deployments: [DeployRecord…] newest first}
  *   GET  /rm/:target/healthz                     → {status, artifact_id, source_session_id, schema_version, rm_api_version}
  *
- * Only 429 and 503 are retried (exponential backoff with full jitter, `Retry-After` honoured up to a cap): both mean the
- * request was not acted on. Any other answer is final; a network failure or timeout is never retried (a deployment
- * is not idempotent). Errors: EdgeHttpError (the edge answered non-2xx), EdgeNetworkError (no answer),
+ * Only 429 and 503 are retried (exponential backoff with full jitter, `Retry-After` honoured up to a cap): both
+ * mean the request was not acted on. Any other answer is final; a network failure or timeout is never retried (a
+ * deployment is not idempotent). Errors: EdgeHttpError (the edge answered non-2xx), EdgeNetworkError (no answer),
  * EdgeProtocolError (a 2xx whose body is not what the contract says).
  */
 import { z } from 'zod'

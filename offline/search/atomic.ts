@@ -1,4 +1,4 @@
-/** Files that are either the old or the new version, never half written: `write-file-atomic`, then a directory fsync. */
+/** Files that are either the old or the new version, never half written: `write-file-atomic`, then a dir fsync. */
 import { mkdir, open } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import writeFileAtomically from 'write-file-atomic'
