@@ -181,10 +181,7 @@ export function searchReport(output: SearchOutputInput, fileName: string): Repor
       },
       {
         label: 'mean objective',
-        value: num(
-          diagnostics?.objective_summary?.total ??
-            (rubrics.length ? rubrics.reduce((sum, entry) => sum + entry.score, 0) / rubrics.length : null),
-        ),
+        value: num(diagnostics?.objective_summary?.total ?? meanOf(rubrics.map((entry) => entry.score))),
       },
       { label: 'Kendall tau (mean)', value: num(diagnostics?.objective_summary?.kendall_tau) },
       {

@@ -183,8 +183,7 @@ export class MutationScheduler {
         return outcomes.length ? outcomes.filter(([improved]) => improved).length / outcomes.length : null
       }),
       avg_improvements: perMode((mode) => {
-        const outcomes = window(mode)
-        return outcomes.length ? outcomes.reduce((sum, [, amount]) => sum + amount, 0) / outcomes.length : null
+        return mean(window(mode).map(([, amount]) => amount))
       }),
       uses: perMode((mode) => this.history[mode].length),
     }
