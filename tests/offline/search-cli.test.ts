@@ -5,6 +5,7 @@
  * three OpenAI-compatible stubs on loopback (one failing ~30% with 429/500/hangs): completes, caps hold, every
  * call accounted, a repeat costs 0 calls; (d) broken datasets and flags → exit 2 naming the place.
  */
+import Database from 'better-sqlite3'
 import { execFile, spawn } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { createServer, request as httpRequest, type Server } from 'node:http'
@@ -50,14 +51,16 @@ const results = (output: { best_rubrics: unknown; best_objective_scores: unknown
   best_objective_scores: output.best_objective_scores,
   search_diagnostics: output.search_diagnostics,
 })
-/** Cache lines of a cache root: replies (by key) and tombstones. */
-function cacheLines(root: string): Array<{ key: string; forget?: true }> {
-  return readdirSync(root).flatMap((dir) =>
-    readFileSync(join(root, dir, 'llm-cache.jsonl'), 'utf8')
-      .split('\n')
-      .filter(Boolean)
-      .map((line) => JSON.parse(line)),
-  )
+/** The stored replies of a cache root, one per key. */
+function cacheLines(root: string): Array<{ key: string }> {
+  return readdirSync(root).flatMap((dir) => {
+    const db = new Database(join(root, dir, 'llm-cache.sqlite'), { readonly: true })
+    try {
+      return db.prepare('SELECT key FROM replies').all() as Array<{ key: string }>
+    } finally {
+      db.close()
+    }
+  })
 }
 
 let work: string
@@ -619,12 +622,10 @@ describe('(c) three OpenAI-compatible stubs, one failing ~30%', () => {
     // No labels: the LLM judge is used (both orders of each pair), so all four roles talk to the stubs.
     const demo = readJson(DEMO) as { prompts: Array<{ candidates: Array<{ metadata: unknown }> }> }
     const unlabelled = {
-      prompts: demo.prompts
-        .slice(0, 2)
-        .map((item) => ({
-          ...item,
-          candidates: item.candidates.slice(0, 4).map((candidate) => ({ ...candidate, metadata: {} })),
-        })),
+      prompts: demo.prompts.slice(0, 2).map((item) => ({
+        ...item,
+        candidates: item.candidates.slice(0, 4).map((candidate) => ({ ...candidate, metadata: {} })),
+      })),
     }
     const dataset = join(work, 'c/unlabelled.json')
     mkdirSync(join(work, 'c'), { recursive: true })
