@@ -35,7 +35,7 @@ export interface RetryVerdict<E> {
   delayMs?: number
 }
 
-export const DEFAULT_RETRY_POLICY: RetryPolicy = { maxAttempts: 4, baseDelayMs: 250, maxDelayMs: 8_000 }
+const DEFAULT_RETRY_POLICY: RetryPolicy = { maxAttempts: 4, baseDelayMs: 250, maxDelayMs: 8_000 }
 
 /**
  * Runs `attempt` until it succeeds, `judge` calls a failure final, or the attempts are spent; then throws that
