@@ -20,7 +20,7 @@ import {
   ARTIFACT_SCHEMA_VERSION,
   LibraryArtifact,
   LibraryArtifactBody,
-  LibraryArtifactRuntime,
+  type LibraryArtifactRuntime,
   RM_API_VERSION,
   type LibraryArtifactProvenance,
 } from '../../src/schemas/artifact.ts'

@@ -16,7 +16,7 @@ import {
   parsePresetRubrics,
   rubricScore,
 } from '../../src/search/roles/index.ts'
-import { mulberry32 } from '../../src/search/random.ts'
+import { seededRandom, shuffle } from '../../src/hash/index.ts'
 import type { Candidate, CriterionGrades, PromptItem, SearchRubric, Verifier } from '../../src/search/types.ts'
 import { CliUsageError } from '../cli/program.ts'
 
@@ -593,12 +593,10 @@ async function postChunk(
  * @example blindItem(item, 7).candidates[0] // { candidate_id: 'c1', text: '…', source: 'unknown', label: {}, metadata: {} }
  */
 export function blindItem(item: PromptItem, seed: number): PromptItem {
-  const random = mulberry32((seed ^ hashString(item.prompt_id)) >>> 0)
-  const numbers = item.candidates.map((_, index) => index)
-  for (let i = numbers.length - 1; i > 0; i--) {
-    const j = Math.floor(random() * (i + 1))
-    ;[numbers[i], numbers[j]] = [numbers[j]!, numbers[i]!]
-  }
+  const numbers = shuffle(
+    item.candidates.map((_, index) => index),
+    seededRandom(seed, item.prompt_id),
+  )
   const candidates: Candidate[] = item.candidates.map((candidate, index) => ({
     candidate_id: `c${numbers[index]}`,
     text: candidate.text,
@@ -612,12 +610,6 @@ export function blindItem(item: PromptItem, seed: number): PromptItem {
 /** Images are part of what is judged, not a label: the only metadata a blind item keeps. */
 function imagesOnly(metadata: Record<string, unknown>): Record<string, unknown> {
   return Array.isArray(metadata.images) ? { images: metadata.images } : {}
-}
-
-function hashString(text: string): number {
-  let hash = 2166136261
-  for (let i = 0; i < text.length; i++) hash = Math.imul(hash ^ text.charCodeAt(i), 16777619)
-  return hash >>> 0
 }
 
 async function readJson(file: string, what: string): Promise<unknown> {

@@ -7,12 +7,13 @@
  *   GET  /admin/targets/:target/deployments      → {target, active_artifact_id, deployments: [DeployRecord…] newest first}
  *   GET  /rm/:target/healthz                     → {status, artifact_id, source_session_id, schema_version, rm_api_version}
  *
- * Only 429 and 503 are retried (exponential backoff with jitter, `Retry-After` honoured up to a cap): both mean the
- * request was not acted on. Any other answer is final; a network failure or timeout is never retried (a deployment
- * is not idempotent). Errors: EdgeHttpError (the edge answered non-2xx), EdgeNetworkError (no answer),
+ * Only 429 and 503 are retried (exponential backoff with full jitter, `Retry-After` honoured up to a cap): both
+ * mean the request was not acted on. Any other answer is final; a network failure or timeout is never retried (a
+ * deployment is not idempotent). Errors: EdgeHttpError (the edge answered non-2xx), EdgeNetworkError (no answer),
  * EdgeProtocolError (a 2xx whose body is not what the contract says).
  */
 import { z } from 'zod'
+import { parseRetryAfter, RetryableAnswer, retry, type RetryPolicy } from '../../src/llm/retry.ts'
 import { DeployRecord, type AnyRmArtifact } from '../../src/schemas/artifact.ts'
 
 /** What `POST /admin/artifacts` answers. */
@@ -44,17 +45,8 @@ export interface DeployLlm {
   api_key_env?: string
 }
 
-/** Retry policy for 429/503. */
-export interface RetryPolicy {
-  /** Attempts in all (1 = no retry). */
-  maxAttempts: number
-  /** First backoff; doubled per retry. */
-  baseMs: number
-  /** Largest backoff (and largest Retry-After honoured). */
-  maxMs: number
-}
-
-export const DEFAULT_RETRY: RetryPolicy = { maxAttempts: 5, baseMs: 500, maxMs: 8_000 }
+/** How 429/503 answers are retried. */
+export const DEFAULT_RETRY: RetryPolicy = { maxAttempts: 5, baseDelayMs: 500, maxDelayMs: 8_000 }
 export const DEFAULT_TIMEOUT_MS = 30_000
 
 export interface AdminClientOptions {
@@ -63,7 +55,7 @@ export interface AdminClientOptions {
   /** The admin token (Bearer). */
   token: string
   timeoutMs?: number
-  retry?: Partial<RetryPolicy>
+  retry?: Partial<Pick<RetryPolicy, 'maxAttempts' | 'baseDelayMs' | 'maxDelayMs'>>
   /** For tests: the fetch to use and how to wait. */
   fetch?: typeof fetch
   sleep?: (ms: number) => Promise<void>
@@ -202,7 +194,8 @@ export class AdminClient {
   private async call<T>(method: 'GET' | 'POST', path: string, schema: z.ZodType<T>, body?: unknown): Promise<T> {
     const url = `${this.baseUrl}${path}`
     const payload = body === undefined ? undefined : JSON.stringify(body)
-    for (let attempt = 1; ; attempt++) {
+    const timeoutMs = this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS
+    const send = async (attempt: number): Promise<{ response: Response; text: string }> => {
       let response: Response
       let text: string
       try {
@@ -214,66 +207,61 @@ export class AdminClient {
             ...(payload === undefined ? {} : { 'content-type': 'application/json' }),
           },
           ...(payload === undefined ? {} : { body: payload }),
-          signal: AbortSignal.timeout(this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS),
+          signal: AbortSignal.timeout(timeoutMs),
         })
         text = await response.text()
       } catch (error) {
-        throw new EdgeNetworkError(method, path, networkReason(error, this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS))
+        throw new EdgeNetworkError(method, path, networkReason(error, timeoutMs))
       }
-      if ((response.status === 429 || response.status === 503) && attempt < this.retry.maxAttempts) {
-        const waitMs = backoffMs(attempt, this.retry, response.headers.get('retry-after'))
-        this.options.onRetry?.({ method, path, status: response.status, attempt, waitMs })
-        await this.sleep(waitMs)
-        continue
-      }
-      const json = parseJson(text)
-      if (!response.ok) {
-        const error = isRecord(json) && isRecord(json.error) ? json.error : {}
-        const code = typeof error.code === 'string' ? error.code : `http_${response.status}`
-        const message =
-          typeof error.message === 'string' ? error.message : text.trim().slice(0, 300) || response.statusText
-        throw new EdgeHttpError(method, path, response.status, code, message, error.details)
-      }
-      if (json === undefined)
-        throw new EdgeProtocolError(
-          method,
-          path,
-          `${response.status} with a body that is not JSON: ${text.trim().slice(0, 200)}`,
-        )
-      const parsed = schema.safeParse(json)
-      if (!parsed.success)
-        throw new EdgeProtocolError(
-          method,
-          path,
-          parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; '),
-        )
-      return parsed.data
+      if ((response.status === 429 || response.status === 503) && attempt < this.retry.maxAttempts)
+        throw new RetryableAnswer(response.status, parseRetryAfter(response.headers.get('retry-after')))
+      return { response, text }
     }
-  }
-}
-
-/**
- * The wait before retry `attempt` (1-based): base·2^(attempt−1) with ±20% jitter, at least the server's `Retry-After`
- * (seconds or an HTTP date), never more than `maxMs`.
- * @example backoffMs(1, { maxAttempts: 5, baseMs: 500, maxMs: 8000 }, '2') // 2000
- */
-export function backoffMs(
-  attempt: number,
-  policy: RetryPolicy,
-  retryAfter: string | null,
-  random: () => number = Math.random,
-): number {
-  const exponential = policy.baseMs * 2 ** (attempt - 1) * (0.8 + 0.4 * random())
-  let hinted = 0
-  if (retryAfter) {
-    const seconds = Number(retryAfter)
-    if (Number.isFinite(seconds)) hinted = seconds * 1000
-    else {
-      const date = Date.parse(retryAfter)
-      if (Number.isFinite(date)) hinted = date - Date.now()
+    const { response, text } = await retry(
+      send,
+      (error) => ({
+        error: error as Error,
+        retryable: error instanceof RetryableAnswer,
+        retryAfterSeconds: error instanceof RetryableAnswer ? error.retryAfterSeconds : undefined,
+      }),
+      {
+        maxAttempts: this.retry.maxAttempts,
+        baseDelayMs: this.retry.baseDelayMs,
+        maxDelayMs: this.retry.maxDelayMs,
+        sleep: this.sleep,
+        onRetry: (error, attempt, delayMs) =>
+          this.options.onRetry?.({
+            method,
+            path,
+            status: (error as RetryableAnswer).status,
+            attempt,
+            waitMs: Math.round(delayMs),
+          }),
+      },
+    )
+    const json = parseJson(text)
+    if (!response.ok) {
+      const error = isRecord(json) && isRecord(json.error) ? json.error : {}
+      const code = typeof error.code === 'string' ? error.code : `http_${response.status}`
+      const message =
+        typeof error.message === 'string' ? error.message : text.trim().slice(0, 300) || response.statusText
+      throw new EdgeHttpError(method, path, response.status, code, message, error.details)
     }
+    if (json === undefined)
+      throw new EdgeProtocolError(
+        method,
+        path,
+        `${response.status} with a body that is not JSON: ${text.trim().slice(0, 200)}`,
+      )
+    const parsed = schema.safeParse(json)
+    if (!parsed.success)
+      throw new EdgeProtocolError(
+        method,
+        path,
+        parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; '),
+      )
+    return parsed.data
   }
-  return Math.round(Math.min(policy.maxMs, Math.max(exponential, hinted, 0)))
 }
 
 function networkReason(error: unknown, timeoutMs: number): string {

@@ -5,7 +5,6 @@
  */
 export {
   AdminClient,
-  backoffMs,
   DEFAULT_RETRY,
   DEFAULT_TIMEOUT_MS,
   DeploymentList,
@@ -16,7 +15,6 @@ export {
   UploadResult,
   type AdminClientOptions,
   type DeployLlm,
-  type RetryPolicy,
 } from './client.ts'
 export { describeFailure, failWith, formatFailure, type CliFailure } from './cli-errors.ts'
 export { formatDeploy, formatDeployments, formatRecord, shortId } from './format.ts'

@@ -6,7 +6,7 @@
 import { createReadStream } from 'node:fs'
 import { createInterface } from 'node:readline'
 import { Readable } from 'node:stream'
-import { z } from 'zod'
+import type { z } from 'zod'
 import { ArchivedRollout, ArchiveLine, type ArchiveRunLine } from '../../src/schemas/archive.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'
 import { CliUsageError } from '../cli/program.ts'

@@ -58,7 +58,7 @@ export function parseJudgeSpec(value: string): JudgeSpec {
 }
 
 /**
- * Opens a judge behind the reply cache `<cacheDir>/<model id>/llm-cache.jsonl`.
+ * Opens a judge behind the reply cache `<cacheDir>/<model id>/llm-cache.sqlite`.
  * @example const judge = await openJudge({ kind: 'mock' }, '.reward-harness/cache', sampling); … await judge.close()
  */
 export async function openJudge(spec: JudgeSpec, cacheDir: string, sampling: JudgeSampling): Promise<Judge> {

@@ -3,28 +3,28 @@
  * lost on resume). A question asked twice — in the same run, by concurrent workers, or after a
  * restart — costs one call.
  *
- * Storage: an in-memory map backed by an append-only JSONL file `<dir>/llm-cache.jsonl`, loaded on
- * open. Writes are batched (one append + fsync per batch); a crash loses at most the last batch, and
- * a torn last line is cut off on the next open. A `forget` appends a tombstone, so an evicted reply
- * stays evicted after a restart.
+ * Storage: one SQLite file `<dir>/llm-cache.sqlite` (better-sqlite3, WAL), read per lookup, so memory
+ * does not grow with the cache. Writes are batched (one transaction per batch); a crash loses at most
+ * the last batch. A `forget` deletes the row, so an evicted reply stays evicted after a restart.
  *
  * Caching policy: `complete()` stores every reply that arrived (the raw text). A caller that finds
  * the text unusable must `forget()` it, or use `completeParsed()` which does so itself; otherwise the
  * broken reply would be replayed on every retry.
  */
 import { createHash } from 'node:crypto'
-import { mkdir, open, readFile, truncate, type FileHandle } from 'node:fs/promises'
+import { mkdir } from 'node:fs/promises'
 import path from 'node:path'
+import Database from 'better-sqlite3'
 import type { ChatModel, ChatRequest, ChatResponse } from '../../src/llm/types.ts'
 import type { PoolRequest, SamplingSettings } from './pool.ts'
 
 /** The file name inside the cache directory. */
-export const CACHE_FILE = 'llm-cache.jsonl'
+export const CACHE_FILE = 'llm-cache.sqlite'
 /** Bump when the key derivation changes: old entries then simply stop matching. */
 const KEY_VERSION = 1
 
 export interface CachedChatModelOptions {
-  /** Directory of `llm-cache.jsonl` (created if missing). */
+  /** Directory of `llm-cache.sqlite` (created if missing). */
   dir: string
   /** The model that answers misses (an `EndpointPool`, an `OpenAIChatModel`, …). */
   model: ChatModel
@@ -33,9 +33,9 @@ export interface CachedChatModelOptions {
    * `model.sampling` when the model exposes it (the `EndpointPool` does); set it for other models.
    */
   sampling?: SamplingSettings
-  /** Pending lines are written this long after the first of a batch. Default 50 ms. */
+  /** Pending writes are committed this long after the first of a batch. Default 50 ms. */
   flushIntervalMs?: number
-  /** fsync after every batch (default true). */
+  /** Commit every batch durably (SQLite `synchronous = FULL`; default true). */
   fsync?: boolean
 }
 
@@ -45,21 +45,19 @@ export interface CachedResponse extends ChatResponse {
 }
 
 export interface CacheStats {
-  /** Answered from the map. */
+  /** Answered from the cache. */
   hits: number
   /** Sent to the model. */
   misses: number
   /** Answered by joining an identical call already in flight (single-flight). */
   joins: number
-  /** Replies in the map now. */
+  /** Replies stored now. */
   entries: number
   /** Replies evicted by `forget`. */
   forgotten: number
-  /** Lines read from the file on open (replies and tombstones). */
+  /** Replies in the file when it was opened. */
   loaded: number
-  /** Unreadable lines skipped on open (a torn last line included). */
-  skipped_lines: number
-  /** Lines not yet on disk. */
+  /** Writes not yet committed. */
   pending_writes: number
 }
 
@@ -69,9 +67,22 @@ interface StoredReply {
   usage: ChatResponse['usage']
 }
 
-type CacheLine =
-  | { key: string; at: string; account: string; model_id: string; reply: StoredReply }
-  | { key: string; at: string; forget: true }
+/** A write waiting for the next batch: a reply to store, or null for a `forget`. */
+interface PendingWrite {
+  key: string
+  row: { at: string; account: string; model_id: string; reply: StoredReply } | null
+}
+
+const SCHEMA = `CREATE TABLE IF NOT EXISTS replies (
+  key TEXT PRIMARY KEY,
+  at TEXT NOT NULL,
+  account TEXT NOT NULL,
+  model_id TEXT NOT NULL,
+  text TEXT NOT NULL,
+  model TEXT NOT NULL,
+  prompt_tokens INTEGER NOT NULL,
+  completion_tokens INTEGER NOT NULL
+) WITHOUT ROWID`
 
 /**
  * A `ChatModel` that answers repeated questions from a persistent cache and shares one call among
@@ -87,80 +98,45 @@ export class CachedChatModel implements ChatModel {
   readonly file: string
   readonly #model: ChatModel
   readonly #sampling: SamplingSettings | undefined
-  readonly #entries = new Map<string, StoredReply>()
+  readonly #db: Database.Database
   readonly #inFlight = new Map<string, Promise<ChatResponse>>()
-  readonly #handle: FileHandle
   readonly #flushIntervalMs: number
-  readonly #fsync: boolean
   readonly #stats: Omit<CacheStats, 'entries' | 'pending_writes'>
-  #pending: string[] = []
+  /** Writes not yet committed, by key: lookups see them before the file. */
+  #pending = new Map<string, PendingWrite>()
+  #entries: number
   #flushTimer: ReturnType<typeof setTimeout> | undefined
-  #writing: Promise<void> = Promise.resolve()
   #writeError: unknown
   #closed = false
 
-  private constructor(
-    options: CachedChatModelOptions,
-    file: string,
-    handle: FileHandle,
-    stats: { loaded: number; skipped_lines: number },
-  ) {
+  private constructor(options: CachedChatModelOptions, file: string, db: Database.Database) {
     this.#model = options.model
     this.id = options.model.id
     this.file = file
-    this.#handle = handle
+    this.#db = db
     this.#sampling = options.sampling ?? (options.model as { sampling?: SamplingSettings }).sampling
     this.#flushIntervalMs = options.flushIntervalMs ?? 50
-    this.#fsync = options.fsync ?? true
-    this.#stats = { hits: 0, misses: 0, joins: 0, forgotten: 0, ...stats }
+    this.#entries = (db.prepare('SELECT count(*) AS n FROM replies').get() as { n: number }).n
+    this.#stats = { hits: 0, misses: 0, joins: 0, forgotten: 0, loaded: this.#entries }
   }
 
   /**
-   * Opens (or creates) `<dir>/llm-cache.jsonl`, loads it, and cuts off a torn last line left by a crash.
+   * Opens (or creates) `<dir>/llm-cache.sqlite`.
    * @example const cache = await CachedChatModel.open({ dir: '.cache', model: pool })
    */
   static async open(options: CachedChatModelOptions): Promise<CachedChatModel> {
     await mkdir(options.dir, { recursive: true })
     const file = path.join(options.dir, CACHE_FILE)
-    let content: Buffer
+    const db = new Database(file)
     try {
-      content = await readFile(file)
+      db.pragma('journal_mode = WAL')
+      db.pragma(`synchronous = ${(options.fsync ?? true) ? 'FULL' : 'NORMAL'}`)
+      db.exec(SCHEMA)
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
-      content = Buffer.alloc(0)
+      db.close()
+      throw error
     }
-    // Everything after the last newline is a line whose write never finished: drop it from the
-    // file too, or the next append would be glued onto it.
-    const end = content.lastIndexOf(0x0a) + 1
-    let skipped = 0
-    if (end < content.length) {
-      skipped++
-      await truncate(file, end)
-    }
-    const entries = new Map<string, StoredReply>()
-    let loaded = 0
-    for (const line of content.subarray(0, end).toString('utf8').split('\n')) {
-      if (line.trim() === '') continue
-      let record: CacheLine
-      try {
-        record = JSON.parse(line) as CacheLine
-      } catch {
-        skipped++
-        continue
-      }
-      if (typeof record?.key !== 'string') {
-        skipped++
-        continue
-      }
-      loaded++
-      if ('forget' in record) entries.delete(record.key)
-      else if (record.reply && typeof record.reply.text === 'string') entries.set(record.key, record.reply)
-      else skipped++
-    }
-    const handle = await open(file, 'a')
-    const cache = new CachedChatModel(options, file, handle, { loaded, skipped_lines: skipped })
-    for (const [key, reply] of entries) cache.#entries.set(key, reply)
-    return cache
+    return new CachedChatModel(options, file, db)
   }
 
   /**
@@ -196,7 +172,7 @@ export class CachedChatModel implements ChatModel {
    */
   async complete(request: ChatRequest): Promise<CachedResponse> {
     const key = this.keyOf(request)
-    const stored = this.#entries.get(key)
+    const stored = this.#lookup(key)
     if (stored) {
       this.#stats.hits++
       return { text: stored.text, model: stored.model, usage: { prompt_tokens: 0, completion_tokens: 0 }, cached: true }
@@ -234,62 +210,73 @@ export class CachedChatModel implements ChatModel {
   }
 
   /**
-   * Evicts the stored reply of a request (in memory and, by a tombstone line, on disk). With `reply`,
+   * Evicts the stored reply of a request (its row is deleted with the next batch). With `reply`,
    * evicts only if the stored reply is still that one, so a late caller cannot evict a newer good reply.
    * Returns whether anything was evicted.
    * @example if (!isUsable(reply.text)) cache.forget(request, reply)
    */
   forget(request: ChatRequest, reply?: Pick<ChatResponse, 'text'>): boolean {
     const key = this.keyOf(request)
-    const stored = this.#entries.get(key)
+    const stored = this.#lookup(key)
     if (!stored || (reply && stored.text !== reply.text)) return false
-    this.#entries.delete(key)
+    this.#entries--
     this.#stats.forgotten++
-    this.#append({ key, at: new Date().toISOString(), forget: true })
+    this.#write({ key, row: null })
     return true
   }
 
   /**
-   * Counters since open: hits, misses, in-flight joins, entries, forgotten, loaded and skipped lines.
+   * Counters since open: hits, misses, in-flight joins, entries, forgotten, loaded and pending writes.
    * @example const { hits, misses, joins } = cache.stats()
    */
   stats(): CacheStats {
-    return { ...this.#stats, entries: this.#entries.size, pending_writes: this.#pending.length }
+    return { ...this.#stats, entries: this.#entries, pending_writes: this.#pending.size }
   }
 
   /**
-   * Writes (and fsyncs) every pending line now. Rejects if a write failed.
+   * Commits every pending write now, in one transaction. Rejects if a write failed.
    * @example await cache.flush()
    */
   async flush(): Promise<void> {
     clearTimeout(this.#flushTimer)
     this.#flushTimer = undefined
-    const lines = this.#pending
-    this.#pending = []
-    if (lines.length > 0) {
-      this.#writing = this.#writing.then(async () => {
-        try {
-          await this.#handle.appendFile(lines.join(''), 'utf8')
-          if (this.#fsync) await this.#handle.datasync()
-        } catch (error) {
-          this.#writeError ??= error
-        }
-      })
+    const writes = [...this.#pending.values()]
+    this.#pending = new Map()
+    if (writes.length > 0 && this.#writeError === undefined) {
+      try {
+        this.#commit(writes)
+      } catch (error) {
+        this.#writeError = error
+      }
     }
-    await this.#writing
     if (this.#writeError !== undefined) throw this.#writeError
   }
 
   /**
-   * Flushes and closes the file. Calls still in flight are not waited for; their replies are not stored.
+   * Commits and closes the file. Calls still in flight are not waited for; their replies are not stored.
    * @example await cache.close()
    */
   async close(): Promise<void> {
     if (this.#closed) return
-    await this.flush().finally(async () => {
+    await this.flush().finally(() => {
       this.#closed = true
-      await this.#handle.close()
+      this.#db.close()
     })
+  }
+
+  #lookup(key: string): StoredReply | undefined {
+    const pending = this.#pending.get(key)
+    if (pending) return pending.row?.reply
+    const row = this.#db
+      .prepare('SELECT text, model, prompt_tokens, completion_tokens FROM replies WHERE key = ?')
+      .get(key) as { text: string; model: string; prompt_tokens: number; completion_tokens: number } | undefined
+    return row
+      ? {
+          text: row.text,
+          model: row.model,
+          usage: { prompt_tokens: row.prompt_tokens, completion_tokens: row.completion_tokens },
+        }
+      : undefined
   }
 
   #store(key: string, request: ChatRequest, reply: ChatResponse): void {
@@ -298,21 +285,48 @@ export class CachedChatModel implements ChatModel {
       model: reply.model,
       usage: { prompt_tokens: reply.usage.prompt_tokens, completion_tokens: reply.usage.completion_tokens },
     }
-    this.#entries.set(key, stored)
+    if (!this.#lookup(key)) this.#entries++
     const poolRequest = request as PoolRequest
-    this.#append({
+    this.#write({
       key,
-      at: new Date().toISOString(),
-      account: poolRequest.account ?? poolRequest.role,
-      model_id: this.id,
-      reply: stored,
+      row: {
+        at: new Date().toISOString(),
+        account: poolRequest.account ?? poolRequest.role,
+        model_id: this.id,
+        reply: stored,
+      },
     })
   }
 
-  #append(line: CacheLine): void {
+  #write(write: PendingWrite): void {
     if (this.#closed) return
-    this.#pending.push(`${JSON.stringify(line)}\n`)
+    this.#pending.delete(write.key)
+    this.#pending.set(write.key, write)
     this.#flushTimer ??= setTimeout(() => void this.flush().catch(() => undefined), this.#flushIntervalMs)
+  }
+
+  #commit(writes: PendingWrite[]): void {
+    const upsert = this.#db.prepare(
+      `INSERT OR REPLACE INTO replies (key, at, account, model_id, text, model, prompt_tokens, completion_tokens)
+       VALUES (@key, @at, @account, @model_id, @text, @model, @prompt_tokens, @completion_tokens)`,
+    )
+    const remove = this.#db.prepare('DELETE FROM replies WHERE key = ?')
+    this.#db.transaction(() => {
+      for (const { key, row } of writes) {
+        if (!row) remove.run(key)
+        else
+          upsert.run({
+            key,
+            at: row.at,
+            account: row.account,
+            model_id: row.model_id,
+            text: row.reply.text,
+            model: row.reply.model,
+            prompt_tokens: row.reply.usage.prompt_tokens,
+            completion_tokens: row.reply.usage.completion_tokens,
+          })
+      }
+    })()
   }
 }
 

@@ -22,6 +22,7 @@
  */
 import type { OpenAIChatSettings } from '../../src/llm/openai.ts'
 import { OpenAIChatModel } from '../../src/llm/openai.ts'
+import { retry, retryDelayMs } from '../../src/llm/retry.ts'
 import { LlmError, type ChatModel, type ChatRequest, type ChatResponse, type LlmFailure } from '../../src/llm/types.ts'
 import { parseEndpoints, type EndpointConfig, type EndpointConfigInput } from './endpoints.ts'
 import { responseFormatFor, type JsonSchemaFormat } from './response-format.ts'
@@ -157,6 +158,16 @@ export class PoolError extends LlmError {
   }
 }
 
+/** A failed attempt the pool retries after `delayMs`, possibly on another endpoint. */
+class PoolRetry extends Error {
+  constructor(
+    readonly failure: LlmError,
+    readonly delayMs: number,
+  ) {
+    super(failure.message)
+  }
+}
+
 /** Failure kinds the pool retries itself; the others go straight to the caller. */
 const RETRIED: ReadonlySet<LlmFailure> = new Set(['rate_limited', 'server_error', 'timeout', 'network'])
 /** Failure kinds that count against an endpoint's health. */
@@ -207,7 +218,7 @@ export class EndpointPool implements ChatModel {
   readonly #probeTimeoutMs: number
   readonly #unavailableTimeoutMs: number
   readonly #onEvent: ((event: PoolEvent) => void) | undefined
-  readonly #sleep: (ms: number, signal?: AbortSignal) => Promise<void>
+  readonly #sleep: ((ms: number, signal?: AbortSignal) => Promise<void>) | undefined
   readonly #random: () => number
   readonly #ready: Promise<void>
   #cursor = 0
@@ -284,7 +295,7 @@ export class EndpointPool implements ChatModel {
     this.#probeTimeoutMs = options.probeTimeoutMs ?? 5_000
     this.#unavailableTimeoutMs = options.unavailableTimeoutMs ?? 60_000
     this.#onEvent = options.onEvent
-    this.#sleep = options.sleep ?? abortableSleep
+    this.#sleep = options.sleep
     this.#random = options.random ?? Math.random
     this.#ready =
       options.probeAtStart === false
@@ -319,14 +330,8 @@ export class EndpointPool implements ChatModel {
     role.requests++
     const seq = this.#seq++
     let avoid: Endpoint | undefined
-    for (let attempt = 1; ; attempt++) {
-      let endpoint: Endpoint
-      try {
-        endpoint = await this.#acquire(seq, avoid, poolRequest.signal)
-      } catch (error) {
-        role.gave_up++
-        throw error
-      }
+    const send = async (attempt: number): Promise<PoolResponse> => {
+      const endpoint = await this.#acquire(seq, avoid, poolRequest.signal)
       const started = performance.now()
       let reply: ChatResponse | undefined
       let failure: LlmError | undefined
@@ -347,7 +352,6 @@ export class EndpointPool implements ChatModel {
       if (poolRequest.signal?.aborted) {
         this.#count(role, endpoint, attempt, 'aborted', elapsed)
         this.#release(endpoint)
-        role.gave_up++
         throw poolRequest.signal.reason ?? failure
       }
       this.#count(role, endpoint, attempt, failure.kind, elapsed)
@@ -357,12 +361,10 @@ export class EndpointPool implements ChatModel {
       }
       if (!RETRIED.has(failure.kind)) {
         this.#release(endpoint)
-        role.gave_up++
         throw failure
       }
       if (attempt >= this.#maxAttempts || this.#closed) {
         this.#release(endpoint)
-        role.gave_up++
         throw new PoolError(
           failure.kind,
           `${failure.message} (gave up after ${attempt} attempt${attempt === 1 ? '' : 's'})`,
@@ -372,23 +374,34 @@ export class EndpointPool implements ChatModel {
       }
       const delayMs = this.#retryDelay(endpoint, failure, attempt)
       this.#release(endpoint)
-      this.#onEvent?.({
-        type: 'retry',
-        endpoint: endpoint.name,
-        account,
-        attempt,
-        kind: failure.kind,
-        delay_ms: delayMs,
-      })
       avoid = endpoint
-      if (delayMs > 0) {
-        try {
-          await this.#sleep(delayMs, poolRequest.signal)
-        } catch (error) {
-          role.gave_up++
-          throw error
-        }
-      }
+      throw new PoolRetry(failure, delayMs)
+    }
+    try {
+      return await retry(
+        send,
+        (error) =>
+          error instanceof PoolRetry
+            ? { error: error.failure, retryable: true, delayMs: error.delayMs }
+            : { error, retryable: false },
+        {
+          maxAttempts: this.#maxAttempts,
+          ...(this.#sleep ? { sleep: this.#sleep } : {}),
+          ...(poolRequest.signal ? { signal: poolRequest.signal } : {}),
+          onRetry: (failure, attempt, delayMs) =>
+            this.#onEvent?.({
+              type: 'retry',
+              endpoint: avoid?.name ?? '',
+              account,
+              attempt,
+              kind: (failure as LlmError).kind,
+              delay_ms: delayMs,
+            }),
+        },
+      )
+    } catch (error) {
+      role.gave_up++
+      throw error
     }
   }
 
@@ -539,7 +552,7 @@ export class EndpointPool implements ChatModel {
       endpoint.coolUntil = Math.max(endpoint.coolUntil, Date.now() + waitMs)
       return 0
     }
-    return this.#random() * Math.min(this.#maxDelayMs, this.#baseDelayMs * 2 ** (attempt - 1))
+    return retryDelayMs(attempt, { baseDelayMs: this.#baseDelayMs, maxDelayMs: this.#maxDelayMs, random: this.#random })
   }
 
   // -------------------------------------------------------------------------------------------
@@ -674,19 +687,4 @@ function addCounters(into: CallCounters, from: CallCounters): void {
   into.wall_ms += Math.round(from.wall_ms)
   for (const [kind, count] of Object.entries(from.failures) as [FailureKind, number][])
     into.failures[kind] = (into.failures[kind] ?? 0) + count
-}
-
-function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason)
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort)
-      resolve()
-    }, ms)
-    const onAbort = () => {
-      clearTimeout(timer)
-      reject(signal?.reason)
-    }
-    signal?.addEventListener('abort', onAbort, { once: true })
-  })
 }

@@ -5,6 +5,7 @@
 import { barChart, histogram, lineChart } from '../../src/charts/index.ts'
 import { CHART_SIZE, figure, html, keyValues, num, type ReportBody, type SafeHtml, table } from './html.ts'
 import type { SearchOutputInput } from './schemas.ts'
+import { mean as meanOf } from '../../src/stats/index.ts'
 
 /** Per-prompt lines are drawn up to this many prompts; beyond it they would be a tangle. */
 const MAX_PROMPT_LINES = 8
@@ -29,7 +30,7 @@ export function objectiveByGeneration(histories: number[][]): {
   for (let generation = 0; generation < generations; generation++) {
     const values = present.map((history) => history[Math.min(generation, history.length - 1)]!)
     best.push({ x: generation, y: Math.max(...values) })
-    mean.push({ x: generation, y: values.reduce((sum, value) => sum + value, 0) / values.length })
+    mean.push({ x: generation, y: meanOf(values) ?? 0 })
   }
   return { best, mean }
 }
@@ -180,10 +181,7 @@ export function searchReport(output: SearchOutputInput, fileName: string): Repor
       },
       {
         label: 'mean objective',
-        value: num(
-          diagnostics?.objective_summary?.total ??
-            (rubrics.length ? rubrics.reduce((sum, entry) => sum + entry.score, 0) / rubrics.length : null),
-        ),
+        value: num(diagnostics?.objective_summary?.total ?? meanOf(rubrics.map((entry) => entry.score))),
       },
       { label: 'Kendall tau (mean)', value: num(diagnostics?.objective_summary?.kendall_tau) },
       {

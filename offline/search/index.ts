@@ -3,7 +3,7 @@
  * models (backend), the reply cache with per-role accounting (models), checkpoints and resume (checkpoints), run
  * records and the replay script (records), the progress bar (progress), and one run end to end (run).
  */
-export { tempPathFor, writeFileAtomic } from './atomic.ts'
+export { writeFileAtomic } from './atomic.ts'
 export {
   createBackend,
   mergePoolUsage,

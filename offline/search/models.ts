@@ -4,7 +4,7 @@
  *   role (runAgent) → RoleModel → CachedChatModel (persistent, single-flight) → CountingModel → backend model
  *
  * - Every verifier/judge/proposer/initializer answer is cached by content (messages, role, model, sampling and the
- *   request's seed) in `<cache dir>/<model>/llm-cache.jsonl`, so a question asked again — later in the run, by a
+ *   request's seed) in `<cache dir>/<model>/llm-cache.sqlite`, so a question asked again — later in the run, by a
  *   resumed run, or by a rerun — costs no call.
  * - Requests carry their role's seed (`seed`) as the sampling seed: two proposals that differ only by seed are
  *   different questions (and get different answers from a sampling model).
@@ -176,7 +176,6 @@ export class SearchModels {
         entries: 0,
         forgotten: 0,
         loaded: 0,
-        skipped_lines: 0,
         pending_writes: 0,
       }
       for (const stats of this.#caches.map((entry) => entry.stats()))

@@ -16,6 +16,7 @@ import {
   type SimulatedRollout,
   type TrainingStage,
 } from './scenario.ts'
+import { mean, quantile } from '../../src/stats/index.ts'
 
 export interface SimulationOptions {
   /** e.g. `http://127.0.0.1:8787` */
@@ -252,7 +253,7 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
       timings_ms: {
         score: scoreMs,
         score_sum: latencies.reduce((sum, ms) => sum + ms, 0),
-        score_p50: quantile(latencies, 0.5),
+        score_p50: quantile(latencies, 0.5) ?? 0,
         score_max: Math.max(0, ...latencies),
         complete: completeMs,
         wait: waitMs,
@@ -441,22 +442,4 @@ function scoresByBehaviour(
       },
     ]),
   ) as Record<Behaviour, BehaviourScores>
-}
-
-/**
- * The mean of the values, or null when there are none.
- * @example mean([0.5, 1]) // 0.75
- */
-export function mean(values: readonly number[]): number | null {
-  return values.length ? values.reduce((sum, value) => sum + value, 0) / values.length : null
-}
-
-/**
- * The q-quantile (nearest rank) of the values; 0 when there are none.
- * @example quantile([4, 1, 3, 2], 0.5) // 2
- */
-export function quantile(values: readonly number[], q: number): number {
-  if (values.length === 0) return 0
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!
 }

@@ -4,6 +4,7 @@
  * as training goes on. Everything here is pure and seeded: the same seed, step and rubric texts give
  * the same rollouts, byte for byte.
  */
+import { seededRandom } from '../../src/hash/index.ts'
 import { trainingStage, type TrainingStage } from '../../src/schemas/agents.ts'
 import type { Rollout, TrainingMetadata } from '../../src/schemas/rollout.ts'
 import type { RubricSeed } from '../../src/schemas/rubric.ts'
@@ -87,27 +88,12 @@ export function simulationRunConfig(judge: JudgeSettings = {}): Record<string, u
 export type Rng = () => number
 
 /**
- * A seeded generator (mulberry32) keyed by any parts: `rngFor(7, 'step', 3)` always yields the same
- * sequence, and differs from `rngFor(7, 'step', 4)`.
- * @example const rng = rngFor(42, 'question', 0, 5); rng() // 0.8086957402992994, every time
+ * A seeded generator keyed by any parts: `rngFor(7, 'step', 3)` always yields the same sequence, and differs from
+ * `rngFor(7, 'step', 4)`.
+ * @example const rng = rngFor(42, 'question', 0, 5); rng() // the same number every time
  */
 export function rngFor(...parts: (string | number)[]): Rng {
-  let state = fnv1a(parts.join('\u241f'))
-  return () => {
-    state = (state + 0x6d2b79f5) | 0
-    let t = Math.imul(state ^ (state >>> 15), 1 | state)
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296
-  }
-}
-
-function fnv1a(text: string): number {
-  let hash = 0x811c9dc5
-  for (let i = 0; i < text.length; i++) {
-    hash ^= text.charCodeAt(i)
-    hash = Math.imul(hash, 0x01000193)
-  }
-  return hash >>> 0
+  return seededRandom(...parts)
 }
 
 const intBetween = (rng: Rng, min: number, max: number) => min + Math.floor(rng() * (max - min + 1))

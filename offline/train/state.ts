@@ -3,7 +3,8 @@
  * end, exit code or signal, or why it could not start) and the finish time `train finalize` settled on, so a second
  * finalize rebuilds the identical result.
  */
-import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, rmSync } from 'node:fs'
+import writeFileAtomic from 'write-file-atomic'
 import { z } from 'zod'
 import { TrainInputError } from './errors.ts'
 
@@ -64,9 +65,7 @@ export function readState(envFile: string, trainingRunId: string): TrainState | 
  */
 export function writeState(envFile: string, state: TrainState): void {
   const file = statePath(envFile)
-  const staged = `${file}.${process.pid}.tmp`
-  writeFileSync(staged, `${JSON.stringify(TrainState.parse(state), null, 2)}\n`, { mode: 0o600 })
-  renameSync(staged, file)
+  writeFileAtomic.sync(file, `${JSON.stringify(TrainState.parse(state), null, 2)}\n`, { mode: 0o600 })
 }
 
 /**

@@ -1,4 +1,5 @@
 import { groupBy } from '../collections/index.ts'
+import { mean, median, populationStd } from '../stats/index.ts'
 /** What the selection knows of one scored rollout of a closed step: small, so a whole step of them fits one read. */
 export interface AnalysisCandidate {
   rollout_id: string
@@ -113,14 +114,14 @@ export function selectForAnalysis(candidates: readonly AnalysisCandidate[], budg
 export function suspicions(candidates: readonly AnalysisCandidate[]): Map<string, AnalysisReason[]> {
   const found = new Map<string, AnalysisReason[]>()
   const note = (rolloutId: string, reason: AnalysisReason) => append(found, rolloutId, reason)
-  const stepMedian = median(candidates.map((candidate) => candidate.output_chars))
+  const stepMedian = median(candidates.map((candidate) => candidate.output_chars)) ?? 0
   const groups = groupBy(candidates, (candidate) => candidate.group)
   const copies = groupBy(candidates, (candidate) => candidate.output_hash)
   const spreads = rubricSpreads(candidates)
   for (const candidate of candidates) {
     if (candidate.tactics.length > 0) note(candidate.rollout_id, 'injection')
     const group = groups.get(candidate.group)!
-    const typical = group.length >= 4 ? median(group.map((member) => member.output_chars)) : stepMedian
+    const typical = group.length >= 4 ? (median(group.map((member) => member.output_chars)) ?? 0) : stepMedian
     if (candidate.score >= HIGH_SCORE && candidate.output_chars < SHORT_SHARE * typical)
       note(candidate.rollout_id, 'short_high_score')
     const same = copies.get(candidate.output_hash)!
@@ -147,9 +148,8 @@ function rubricSpreads(candidates: readonly AnalysisCandidate[]): Map<string, { 
   const spreads = new Map<string, { mean: number; std: number }>()
   for (const [rubricId, values] of grades) {
     if (values.length < MIN_GRADES_FOR_SPREAD) continue
-    const mean = values.reduce((sum, value) => sum + value, 0) / values.length
-    const std = Math.sqrt(values.reduce((sum, value) => sum + (value - mean) ** 2, 0) / values.length)
-    if (std > 0) spreads.set(rubricId, { mean, std })
+    const std = populationStd(values) ?? 0
+    if (std > 0) spreads.set(rubricId, { mean: mean(values) ?? 0, std })
   }
   return spreads
 }
@@ -158,11 +158,4 @@ function append<K, V>(map: Map<K, V[]>, key: K, value: V): void {
   const list = map.get(key)
   if (list) list.push(value)
   else map.set(key, [value])
-}
-
-function median(values: readonly number[]): number {
-  if (values.length === 0) return 0
-  const sorted = [...values].sort((a, b) => a - b)
-  const middle = sorted.length >> 1
-  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
 }

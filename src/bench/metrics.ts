@@ -9,7 +9,8 @@
  * - failures (a scorer error on any candidate an item needs) counted and reported apart, never as ties.
  */
 
-import { mulberry32 } from '../search/random.ts'
+import { seededRandom } from '../hash/index.ts'
+import { quantile } from '../stats/index.ts'
 
 /** How a tie (equal scores) counts: half a correct answer, or wrong. Ties are always counted and reported. */
 export type TiePolicy = 'half' | 'wrong'
@@ -238,7 +239,7 @@ export function benchMetrics(items: readonly ScoredItem[], options: BenchMetricO
   const metrics = summarise(per, ties)
   const resamples = options.bootstrap ?? 0
   if (resamples > 0 && per.length > 0) {
-    const random = mulberry32(options.seed ?? 0)
+    const random = seededRandom(options.seed ?? 0)
     const draws: Record<string, number[]> = {}
     for (let r = 0; r < resamples; r++) {
       const sample = per.map(() => per[Math.floor(random() * per.length)]!)
@@ -247,8 +248,10 @@ export function benchMetrics(items: readonly ScoredItem[], options: BenchMetricO
         if (accuracy.accuracy !== null) (draws[key] ??= []).push(accuracy.accuracy)
     }
     for (const [key, accuracy] of accuracies(metrics)) {
-      const values = (draws[key] ?? []).sort((a, b) => a - b)
-      accuracy.bootstrap95 = values.length ? [quantile(values, 0.025), quantile(values, 0.975)] : null
+      const values = draws[key] ?? []
+      const low = quantile(values, 0.025)
+      const high = quantile(values, 0.975)
+      accuracy.bootstrap95 = low === null || high === null ? null : [low, high]
     }
   }
   return metrics
@@ -330,13 +333,6 @@ function accuracies(metrics: BenchMetrics): Array<[string, Accuracy]> {
   if (metrics.pairs_within_kway) out.push(['within', metrics.pairs_within_kway])
   if (metrics.tail) out.push(['tail', metrics.tail])
   return out
-}
-
-function quantile(sorted: readonly number[], q: number): number {
-  const position = (sorted.length - 1) * q
-  const low = Math.floor(position)
-  const high = Math.ceil(position)
-  return sorted[low]! + (sorted[high]! - sorted[low]!) * (position - low)
 }
 
 /**

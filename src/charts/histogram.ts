@@ -1,3 +1,4 @@
+import { bin } from 'd3-array'
 import { escapeXml } from './escape.ts'
 import {
   type ChartFrame,
@@ -16,7 +17,7 @@ import { formatTick, formatValue, isDegenerate, linearScale, niceDomain, validDo
 const DEFAULT_BINS = 10
 
 /**
- * Counts `values` into `bins` equal bins over `domain` (the last bin includes its upper edge).
+ * Counts `values` into `bins` equal bins (d3's `bin`) over `domain` (the last bin includes its upper edge).
  * Values outside the domain or not finite are returned as `skipped`, not forced into an edge bin.
  * @example binValues([0, 0.5, 1], 2, [0, 1]) // { counts: [1, 2], skipped: 0 }
  */
@@ -25,18 +26,19 @@ export function binValues(
   bins: number,
   domain: [number, number],
 ): { counts: number[]; skipped: number } {
-  const counts = new Array<number>(bins).fill(0)
   const [low, high] = domain
-  let skipped = 0
-  for (const value of values) {
-    if (!isFiniteNumber(value) || value < low || value > high) {
-      skipped++
-      continue
-    }
-    const index = high === low ? 0 : Math.min(bins - 1, Math.floor(((value - low) / (high - low)) * bins))
-    counts[index]!++
-  }
-  return { counts, skipped }
+  const inside = values.filter((value) => isFiniteNumber(value) && value >= low && value <= high)
+  const width = (high - low) / bins
+  const edges = Array.from({ length: bins - 1 }, (_, index) => low + width * (index + 1))
+  const counts = new Array<number>(bins).fill(0)
+  // d3 drops edges that float rounding puts on the domain's ends; their values then land in the nearest bin kept.
+  bin()
+    .domain([low, high])
+    .thresholds(edges)(inside)
+    .forEach((group, index) => {
+      counts[Math.min(index, bins - 1)]! += group.length
+    })
+  return { counts, skipped: values.length - inside.length }
 }
 
 /**

@@ -1,3 +1,5 @@
+import { tickStep } from 'd3-array'
+
 /** A linear map from a data domain onto a pixel range. */
 export interface LinearScale {
   (value: number): number
@@ -19,16 +21,13 @@ export function linearScale(domain: [number, number], range: [number, number]): 
 }
 
 /**
- * "Nice" tick step (1, 2 or 5 times a power of ten) giving about `count` ticks over `span`.
+ * "Nice" tick step (1, 2 or 5 times a power of ten) giving about `count` ticks over `span` (d3's `tickStep`).
  * @example niceStep(1, 5) // 0.2
  */
 export function niceStep(span: number, count: number): number {
   if (!(span > 0) || !Number.isFinite(span)) return 1
-  const raw = span / Math.max(1, count)
-  const power = 10 ** Math.floor(Math.log10(raw))
-  const fraction = raw / power
-  const nice = fraction <= 1 ? 1 : fraction <= 2 ? 2 : fraction <= 5 ? 5 : 10
-  return nice * power
+  const step = tickStep(0, span, Math.max(1, count))
+  return step > 0 && Number.isFinite(step) ? step : 1
 }
 
 /**

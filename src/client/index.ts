@@ -1,4 +1,4 @@
-import { parseRetryAfter } from '../llm/retry.ts'
+import { parseRetryAfter, RetryableAnswer, retry } from '../llm/retry.ts'
 import type { Rollout, TrainingMetadata } from '../schemas/rollout.ts'
 import type { ScoreResult } from '../schemas/score.ts'
 import type { RubricStatus } from '../schemas/status.ts'
@@ -33,6 +33,8 @@ export class RewardHarnessError extends Error {
 export type RubricUpdated = RubricStatus & { waited_s_max: number; timed_out?: boolean }
 
 const RETRYABLE_STATUS = new Set([429, 502, 503])
+/** Backoff for 429 / 502 / 503 and network failures; a Retry-After wins, up to the cap. */
+const CLIENT_RETRY = { baseDelayMs: 250, maxDelayMs: 10_000 }
 
 /**
  * The TypeScript client of the edge scoring API, for Node and Workers alike.
@@ -111,44 +113,40 @@ export class RewardClient {
     body?: unknown,
     timeoutMs = this.options.timeoutMs ?? 180_000,
   ): Promise<T> {
-    const attempts = this.options.maxAttempts ?? 4
-    for (let attempt = 1; ; attempt++) {
-      let response: Response
-      try {
-        response = await this.fetchImpl(`${this.base}${path}`, {
-          method,
-          headers: {
-            accept: 'application/json',
-            ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-            ...(this.options.token ? { authorization: `Bearer ${this.options.token}` } : {}),
-          },
-          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-          signal: AbortSignal.timeout(timeoutMs),
-        })
-      } catch (error) {
-        if (attempt >= attempts) throw error
-        await sleep(backoffMs(attempt))
-        continue
-      }
-      if (response.ok) return (await response.json()) as T
-      if (RETRYABLE_STATUS.has(response.status) && attempt < attempts) {
+    const maxAttempts = this.options.maxAttempts ?? 4
+    const send = async (attempt: number): Promise<Response> => {
+      const response = await this.fetchImpl(`${this.base}${path}`, {
+        method,
+        headers: {
+          accept: 'application/json',
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...(this.options.token ? { authorization: `Bearer ${this.options.token}` } : {}),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        signal: AbortSignal.timeout(timeoutMs),
+      })
+      if (RETRYABLE_STATUS.has(response.status) && attempt < maxAttempts) {
         await response.body?.cancel()
-        await sleep((parseRetryAfter(response.headers.get('retry-after')) ?? backoffMs(attempt) / 1_000) * 1_000)
-        continue
+        throw new RetryableAnswer(response.status, parseRetryAfter(response.headers.get('retry-after')))
       }
-      const payload = (await response.json().catch(() => ({}))) as {
-        error?: { code?: string; message?: string }
-        request_id?: string
-      }
-      throw new RewardHarnessError(
-        response.status,
-        payload.error?.code ?? 'http_error',
-        payload.error?.message ?? `HTTP ${response.status}`,
-        payload.request_id,
-      )
+      return response
     }
+    const verdict = (error: unknown) => ({
+      error,
+      retryable: true,
+      retryAfterSeconds: error instanceof RetryableAnswer ? error.retryAfterSeconds : undefined,
+    })
+    const response = await retry(send, verdict, { ...CLIENT_RETRY, maxAttempts })
+    if (response.ok) return (await response.json()) as T
+    const payload = (await response.json().catch(() => ({}))) as {
+      error?: { code?: string; message?: string }
+      request_id?: string
+    }
+    throw new RewardHarnessError(
+      response.status,
+      payload.error?.code ?? 'http_error',
+      payload.error?.message ?? `HTTP ${response.status}`,
+      payload.request_id,
+    )
   }
 }
-
-const backoffMs = (attempt: number) => Math.min(10_000, 250 * 2 ** (attempt - 1))
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))

@@ -10,6 +10,7 @@
  */
 import { groupBy } from '../collections/index.ts'
 import { fnv1a, mix32 } from '../hash/index.ts'
+import { mean, sampleStd } from '../stats/index.ts'
 
 /** One distinct response to one prompt, with every judgement it got (failed judgements left out). */
 export interface JudgedResponse {
@@ -69,10 +70,7 @@ export interface Pairing {
  * @example sampleStats([0.6, 0.8]) // { mean: 0.7, spread: 0.1414…, n: 2 }
  */
 export function sampleStats(samples: readonly number[]): SampleStats {
-  const n = samples.length
-  const mean = n === 0 ? 0 : samples.reduce((sum, value) => sum + value, 0) / n
-  const variance = n < 2 ? 0 : samples.reduce((sum, value) => sum + (value - mean) ** 2, 0) / (n - 1)
-  return { mean, spread: Math.sqrt(variance), n }
+  return { mean: mean(samples) ?? 0, spread: sampleStd(samples) ?? 0, n: samples.length }
 }
 
 /**
@@ -212,8 +210,6 @@ export function repeatAgreement(
     )
     return sign > 0 ? 1 : sign === 0 ? 0.5 : 0
   })
-  const mean = (values: number[]) =>
-    values.length === 0 ? null : values.reduce((sum, value) => sum + value, 0) / values.length
   return { mean_spread: mean(spreads), pairwise: compared === 0 ? null : agree / compared, online: mean(onlineVotes) }
 }
 

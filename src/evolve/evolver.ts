@@ -15,7 +15,7 @@ import { renderPrompt } from '../prompts/index.ts'
 import type { PreferenceDataset } from '../search/types.ts'
 import { ImageRegistry, itemImages, swapImages } from './images.ts'
 import { askParsed, callTool, type JudgeOptions, type PairItem } from './judge.ts'
-import { mulberry32 } from '../search/random.ts'
+import { seededRandom, shuffle } from '../hash/index.ts'
 
 // ---------------------------------------------------------------------------------------------
 // Data
@@ -55,12 +55,7 @@ export function splitItems(
   seed: number,
   valFraction: number,
 ): { train: PairItem[]; validation: PairItem[] } {
-  const shuffled = [...items]
-  const random = mulberry32(seed)
-  for (let i = shuffled.length - 1; i > 0; i--) {
-    const j = Math.floor(random() * (i + 1))
-    ;[shuffled[i], shuffled[j]] = [shuffled[j]!, shuffled[i]!]
-  }
+  const shuffled = shuffle(items, seededRandom(seed))
   const nVal = Math.min(Math.max(1, Math.round(shuffled.length * valFraction)), Math.max(0, shuffled.length - 1))
   return { validation: shuffled.slice(0, nVal), train: shuffled.slice(nVal) }
 }

@@ -21,3 +21,35 @@ export function mix32(hash: number): number {
   hash = Math.imul(hash ^ (hash >>> 13), 0xc2b2ae35)
   return (hash ^ (hash >>> 16)) >>> 0
 }
+
+/**
+ * The project's 32-bit string hash: FNV-1a finished with {@link mix32}; `seed` picks an independent stream.
+ * @example hash32('hello') === hash32('hello') // true; hash32('hello', 1) differs
+ */
+export function hash32(text: string, seed = 0): number {
+  return mix32(fnv1a(text, 0, text.length, (FNV_OFFSET ^ seed) >>> 0))
+}
+
+/**
+ * {@link hash32} as 8 hex digits: short, stable ids for mock replies and labels.
+ * @example hex8('What is 2+2?') // e.g. '5c1d0e9a'
+ */
+export function hex8(text: string, seed = 0): string {
+  return hash32(text, seed).toString(16).padStart(8, '0')
+}
+
+/**
+ * A 64-bit content hash as 16 hex digits (two independent 32-bit streams): cache keys and fingerprints.
+ * @example hashHex('{"a":1}') // e.g. '3f1c0a9d5e2b7c44'
+ */
+export function hashHex(text: string): string {
+  return hex8(text, 0x2545f491) + hex8(text, 0x6c8e9cf5)
+}
+
+/**
+ * An unsigned 32-bit seed derived from named parts; the same parts always give the same seed.
+ * @example derivedSeed(7, 'propose', 'p1', 3, 0) // the seed of child 0 of prompt p1 in generation 3
+ */
+export function derivedSeed(...parts: Array<string | number>): number {
+  return hash32(parts.map(String).join('\u001f'))
+}

@@ -5,7 +5,7 @@
 import { z } from 'zod'
 import { AppError } from '../errors/index.ts'
 import { canonicalJson } from '../hash/index.ts'
-import { hashHex } from './random.ts'
+import { hashHex } from '../hash/index.ts'
 
 export const SEARCH_MODES = ['evolutionary', 'iterative'] as const
 export const ITERATION_SCOPES = ['global_batch', 'prompt_local'] as const

@@ -5,6 +5,7 @@
  * one minus the weighted Jaccard similarity of their bags: 0 for the same content, 1 for nothing in common.
  */
 import type { SearchRubric } from './types.ts'
+import { mean } from '../stats/index.ts'
 
 type Profile = Map<string, number>
 const profiles = new WeakMap<SearchRubric, Profile>()
@@ -84,6 +85,5 @@ export function populationDiversity(rubrics: readonly SearchRubric[]): number {
  * @example meanDistanceTo(candidate, alreadyPicked)
  */
 export function meanDistanceTo(rubric: SearchRubric, others: readonly SearchRubric[]): number {
-  if (others.length === 0) return 1
-  return others.reduce((sum, other) => sum + rubricDistance(rubric, other), 0) / others.length
+  return mean(others.map((other) => rubricDistance(rubric, other))) ?? 1
 }

@@ -6,8 +6,9 @@
  */
 import { canonicalJson } from '../hash/index.ts'
 import type { Limiter } from './algorithms/concurrency.ts'
-import { derivedSeed, hashHex } from './random.ts'
+import { derivedSeed, hashHex } from '../hash/index.ts'
 import type { Candidate, CriterionGrades, PromptItem, SearchRubric, Verifier } from './types.ts'
+import { mean, populationVariance } from '../stats/index.ts'
 
 /** One candidate's result under one rubric. */
 export interface CandidateEvaluation {
@@ -228,11 +229,9 @@ export class Evaluator {
       const given = voteGrades
         .map((vote) => vote[criterion.criterion_id])
         .filter((grade): grade is number => typeof grade === 'number')
-      grades[criterion.criterion_id] =
-        given.length > 0 ? given.reduce((sum, grade) => sum + grade, 0) / given.length : null
+      grades[criterion.criterion_id] = mean(given)
     }
-    const mean = voteScores.reduce((sum, score) => sum + score, 0) / voteScores.length
-    const variance = voteScores.reduce((sum, score) => sum + (score - mean) ** 2, 0) / voteScores.length
+    const variance = populationVariance(voteScores) ?? Number.NaN
     return {
       candidate_id: candidate.candidate_id,
       index,

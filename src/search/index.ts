@@ -25,7 +25,7 @@ import { runPerPrompt } from './algorithms/runner.ts'
 import { SEARCH_STATE_VERSION, type GlobalBatchState, type PromptResult, type SearchState } from './algorithms/state.ts'
 import { configHash, parseSearchConfig, type SearchConfig, type SearchConfigInput } from './config.ts'
 import { buildSearchOutput, type OutputInput, type SearchOutput } from './output.ts'
-import { hashHex } from './random.ts'
+import { hashHex } from '../hash/index.ts'
 import { PreferenceDataset, type SearchRoles } from './types.ts'
 
 export type { SearchProgress, SearchStats } from './algorithms/context.ts'
@@ -62,7 +62,7 @@ export {
   type SearchDiagnostics,
   type SearchOutput,
 } from './output.ts'
-export { derivedSeed, hash32, hashHex, Rng, type RngState } from './random.ts'
+export { derivedSeed, hash32, hashHex, Rng, type RngState } from '../hash/index.ts'
 
 /** What a checkpoint callback may answer: 'stop' ends the run cleanly right after this checkpoint. */
 export type CheckpointReply = void | 'stop' | Promise<void | 'stop'>

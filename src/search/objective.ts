@@ -13,8 +13,9 @@
 import type { ObjectiveConfig } from './config.ts'
 import type { Limiter } from './algorithms/concurrency.ts'
 import type { RubricEvaluation } from './evaluator.ts'
-import { derivedSeed, Rng } from './random.ts'
+import { derivedSeed, Rng } from '../hash/index.ts'
 import type { Candidate, PreferenceJudge, Preference, PromptItem } from './types.ts'
+import { mean } from '../stats/index.ts'
 
 /** Everything the objective measured about one rubric on one prompt. */
 export interface ObjectiveResult {
@@ -227,7 +228,7 @@ export async function computeObjective(
     gain = ndcg(scoreByIndex, truth, config.tie_tolerance)
   }
 
-  const tailVar = tail.reduce((sum, entry) => sum + entry.variance, 0) / tail.length
+  const tailVar = mean(tail.map((entry) => entry.variance)) ?? Number.NaN
 
   let pairs: Array<[number, number]> = []
   for (let i = 0; i < tail.length; i++) for (let j = i + 1; j < tail.length; j++) pairs.push([i, j])

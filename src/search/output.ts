@@ -8,6 +8,7 @@ import type { PromptResult, StopReason } from './algorithms/state.ts'
 import type { SearchConfig } from './config.ts'
 import type { ObjectiveResult } from './objective.ts'
 import { SearchRubric } from './types.ts'
+import { mean } from '../stats/index.ts'
 
 /** One prompt's entry in `best_rubrics`. */
 export interface BestRubricEntry {
@@ -94,10 +95,8 @@ export interface OutputInput {
   global?: { generations_run: number; stop_reason: StopReason; batches: string[][] }
 }
 
-const mean = (values: Array<number | null>) => {
-  const present = values.filter((value): value is number => value !== null && Number.isFinite(value))
-  return present.length ? present.reduce((sum, value) => sum + value, 0) / present.length : null
-}
+const meanOfFinite = (values: Array<number | null>) =>
+  mean(values.filter((value): value is number => value !== null && Number.isFinite(value)))
 
 /**
  * Builds the output JSON from finished prompt results (entries sorted by prompt_id).
@@ -142,7 +141,7 @@ export function buildSearchOutput(input: OutputInput): SearchOutput {
       selection_strategy: evolutionary ? config.selection_strategy : null,
       adaptive_mutation: evolutionary ? config.adaptive_mutation : null,
       mutation_diagnostics: input.mutation_diagnostics,
-      avg_diversity: evolutionary ? mean(results.flatMap((result) => result.diversity_history)) : null,
+      avg_diversity: evolutionary ? meanOfFinite(results.flatMap((result) => result.diversity_history)) : null,
       margin_improvement: {
         global: {
           total_prompts: results.length,
@@ -152,10 +151,10 @@ export function buildSearchOutput(input: OutputInput): SearchOutput {
         per_prompt: perPrompt,
       },
       objective_summary: {
-        total: mean(results.map((result) => result.best_total)),
-        raw_tail_acc: mean(results.map((result) => result.best_objective.raw_tail_acc)),
-        kendall_tau: mean(results.map((result) => result.best_objective.kendall_tau)),
-        ndcg: mean(results.map((result) => result.best_objective.ndcg)),
+        total: meanOfFinite(results.map((result) => result.best_total)),
+        raw_tail_acc: meanOfFinite(results.map((result) => result.best_objective.raw_tail_acc)),
+        kendall_tau: meanOfFinite(results.map((result) => result.best_objective.kendall_tau)),
+        ndcg: meanOfFinite(results.map((result) => result.best_objective.ndcg)),
       },
       generations_run: input.global?.generations_run ?? null,
       stop_reason: input.global?.stop_reason ?? null,

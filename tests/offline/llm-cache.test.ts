@@ -1,6 +1,7 @@
-import { appendFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
+import Database from 'better-sqlite3'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest'
 import { LlmError, withRetry, type ChatModel, type ChatRequest, type ChatResponse } from '../../src/llm/index.ts'
 import { CACHE_FILE, CachedChatModel, EndpointPool, type PoolRequest } from '../../offline/llm/index.ts'
@@ -170,52 +171,47 @@ describe('CachedChatModel', () => {
     expect(model.calls[0]!.signal).toBeUndefined()
   })
 
-  it('survives a restart: the JSONL file answers the next run', async () => {
+  it('survives a restart: the cache file answers the next run', async () => {
     const first = await openCache()
     for (const question of ['a', 'b', 'c']) await first.complete(ask(question))
     await first.close()
-    const lines = (await readFile(path.join(dir, CACHE_FILE), 'utf8'))
-      .trim()
-      .split('\n')
-      .map((line) => JSON.parse(line))
-    expect(lines).toHaveLength(3)
-    expect(lines[0]).toMatchObject({ account: 'scorer', model_id: 'counting:m1', reply: { text: 'reply to a' } })
-    expect(JSON.stringify(lines)).not.toContain('"content"') // prompts are not stored, only keys and replies
+    const db = new Database(path.join(dir, CACHE_FILE), { readonly: true })
+    const rows = db.prepare('SELECT * FROM replies ORDER BY text').all() as Record<string, unknown>[]
+    db.close()
+    expect(rows).toHaveLength(3)
+    expect(rows[0]).toMatchObject({ account: 'scorer', model_id: 'counting:m1', text: 'reply to a' })
+    expect(JSON.stringify(rows)).not.toContain('"content"') // prompts are not stored, only keys and replies
 
     const second = await openCache()
-    expect(second.stats()).toMatchObject({ loaded: 3, entries: 3, skipped_lines: 0 })
+    expect(second.stats()).toMatchObject({ loaded: 3, entries: 3 })
     for (const question of ['a', 'b', 'c'])
       expect(await second.complete(ask(question))).toMatchObject({ cached: true, text: `reply to ${question}` })
     expect(model.calls).toHaveLength(3)
   })
 
-  it('tolerates a torn last line from a crash, cuts it off, and appends cleanly after it', async () => {
+  it('keeps every committed reply when the process dies without closing the cache', async () => {
     const first = await openCache()
     await first.complete(ask('kept'))
-    await first.close()
-    const file = path.join(dir, CACHE_FILE)
-    await appendFile(file, '{"key":"abc","at":"2026-01-01T00:00:00Z","reply":{"text":"half a rep')
+    await first.flush()
     const second = await openCache()
-    expect(second.stats()).toMatchObject({ loaded: 1, entries: 1, skipped_lines: 1 })
+    expect(second.stats()).toMatchObject({ loaded: 1, entries: 1 })
     expect((await second.complete(ask('kept'))).cached).toBe(true)
     await second.complete(ask('new after crash'))
     await second.close()
-    const text = await readFile(file, 'utf8')
-    expect(text.endsWith('\n')).toBe(true)
-    expect(text).not.toContain('half a rep')
     const third = await openCache()
-    expect(third.stats()).toMatchObject({ loaded: 2, entries: 2, skipped_lines: 0 })
+    expect(third.stats()).toMatchObject({ loaded: 2, entries: 2 })
   })
 
-  it('skips a corrupt line in the middle and loads the rest', async () => {
-    const cache = await openCache()
-    await cache.complete(ask('one'))
-    await cache.flush()
-    await appendFile(path.join(dir, CACHE_FILE), 'not json at all\n')
-    await cache.complete(ask('two'))
-    await cache.close()
-    const reopened = await openCache()
-    expect(reopened.stats()).toMatchObject({ loaded: 2, entries: 2, skipped_lines: 1 })
+  it('shares one file between caches open at once: each answers what the other committed', async () => {
+    const one = await openCache()
+    const other = await openCache()
+    await one.complete(ask('one'))
+    await one.flush()
+    expect((await other.complete(ask('one'))).cached).toBe(true)
+    await other.complete(ask('two'))
+    await other.flush()
+    expect((await one.complete(ask('two'))).cached).toBe(true)
+    expect(model.calls).toHaveLength(2)
   })
 
   it('forgets a reply the caller found invalid, also across a restart', async () => {
@@ -305,12 +301,8 @@ describe('CachedChatModel file handling', () => {
     expect(cache.stats()).toMatchObject({ entries: 0, loaded: 0 })
   })
 
-  it('reads a file whose only content is a torn line', async () => {
+  it('refuses a file that is not a reply cache instead of overwriting it', async () => {
     await writeFile(path.join(dir, CACHE_FILE), '{"key":"x","reply":{"te')
-    const cache = await openCache()
-    expect(cache.stats()).toMatchObject({ entries: 0, skipped_lines: 1 })
-    await cache.complete(ask('fresh'))
-    await cache.close()
-    expect((await readFile(path.join(dir, CACHE_FILE), 'utf8')).split('\n').filter(Boolean)).toHaveLength(1)
+    await expect(openCache()).rejects.toThrow(/not a database/)
   })
 })

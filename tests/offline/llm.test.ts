@@ -10,6 +10,7 @@ import {
   withRetry,
   type LlmCallRecord,
 } from '../../src/llm/index.ts'
+import { retry } from '../../src/llm/retry.ts'
 import { AgentSettings } from '../../src/schemas/run-config.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'
 import { gradeAllRubrics, startLlmStub, type LlmStub } from '../support/llm-stub.ts'
@@ -162,6 +163,38 @@ describe('withRetry and parseRetryAfter', () => {
     expect(parseRetryAfter(new Date(10_000).toUTCString(), 4_000)).toBe(6)
     expect(parseRetryAfter('soon')).toBeUndefined()
     expect(parseRetryAfter(null)).toBeUndefined()
+  })
+
+  it('waits what the server asks up to maxDelayMs, and ends with the last failure exactly as thrown', async () => {
+    const waits: number[] = []
+    let attempts = 0
+    const failure = await retry(
+      async () => {
+        attempts++
+        throw 'busy'
+      },
+      (error) => ({ error, retryable: true, retryAfterSeconds: 60 }),
+      { maxAttempts: 3, maxDelayMs: 5_000, sleep: async (ms) => void waits.push(ms) },
+    ).catch((caught: unknown) => caught)
+    expect(failure).toBe('busy')
+    expect(attempts).toBe(3)
+    expect(waits).toEqual([5_000, 5_000])
+  })
+
+  it('stops waiting between attempts when its signal aborts', async () => {
+    const controller = new AbortController()
+    let attempts = 0
+    const pending = retry(
+      async () => {
+        attempts++
+        controller.abort(new Error('stop'))
+        throw new Error('down')
+      },
+      (error) => ({ error, retryable: true, delayMs: 60_000 }),
+      { signal: controller.signal },
+    )
+    await expect(pending).rejects.toThrow('stop')
+    expect(attempts).toBe(1)
   })
 })
 

@@ -15,7 +15,7 @@ import {
   heuristicCriteria,
   heuristicGrades,
 } from '../../src/search/roles/mock.ts'
-import { seededRandom } from '../../src/search/roles/prng.ts'
+import { seededRandom } from '../../src/hash/index.ts'
 import type { Criterion } from '../../src/search/types.ts'
 
 const criterion = (criterion_id: string, fields: Partial<Criterion> = {}): Criterion => ({

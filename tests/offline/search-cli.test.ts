@@ -5,6 +5,7 @@
  * three OpenAI-compatible stubs on loopback (one failing ~30% with 429/500/hangs): completes, caps hold, every
  * call accounted, a repeat costs 0 calls; (d) broken datasets and flags → exit 2 naming the place.
  */
+import Database from 'better-sqlite3'
 import { execFile, spawn } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { createServer, request as httpRequest, type Server } from 'node:http'
@@ -50,14 +51,16 @@ const results = (output: { best_rubrics: unknown; best_objective_scores: unknown
   best_objective_scores: output.best_objective_scores,
   search_diagnostics: output.search_diagnostics,
 })
-/** Cache lines of a cache root: replies (by key) and tombstones. */
-function cacheLines(root: string): Array<{ key: string; forget?: true }> {
-  return readdirSync(root).flatMap((dir) =>
-    readFileSync(join(root, dir, 'llm-cache.jsonl'), 'utf8')
-      .split('\n')
-      .filter(Boolean)
-      .map((line) => JSON.parse(line)),
-  )
+/** The stored replies of a cache root, one per key. */
+function cacheLines(root: string): Array<{ key: string }> {
+  return readdirSync(root).flatMap((dir) => {
+    const db = new Database(join(root, dir, 'llm-cache.sqlite'), { readonly: true })
+    try {
+      return db.prepare('SELECT key FROM replies').all() as Array<{ key: string }>
+    } finally {
+      db.close()
+    }
+  })
 }
 
 let work: string

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { createLimiter, derivedSeed, hash32, hashHex, mapConcurrent, Rng } from '../../src/search/index.ts'
 
 describe('Rng', () => {
@@ -72,6 +72,7 @@ describe('createLimiter / mapConcurrent', () => {
     const limit = createLimiter(1, controller.signal)
     let release!: () => void
     const first = limit(() => new Promise<string>((resolve) => (release = () => resolve('done'))))
+    await vi.waitFor(() => expect(release).toBeTypeOf('function'))
     let ran = false
     const second = limit(async () => (ran = true))
     controller.abort(new Error('stop'))

@@ -31,8 +31,8 @@ import {
   reconcile,
   rubricBaseId,
   rubricScore,
-  seededRandom,
 } from '../../src/search/roles/index.ts'
+import { seededRandom } from '../../src/hash/index.ts'
 import {
   MUTATION_MODES,
   PromptItem,

@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import path from 'node:path'
-import { hash32, mulberry32 } from '../../src/search/random.ts'
+import { seededRandom } from '../../src/hash/index.ts'
 
 /** One scripted answer of the stub, consumed in order before the default responder applies. */
 export type StubFault =
@@ -278,7 +278,7 @@ export function faultMix(options: FaultMixOptions): FaultMix {
     const agent = agentOf(body) ?? 'unknown'
     let schedule = schedules.get(agent)
     if (!schedule) {
-      const random = mulberry32(hash32(agent, options.seed))
+      const random = seededRandom(agent, options.seed)
       // A phase in [1 - rate, 1) puts a fault on request 0; the rest follow every 1/rate requests.
       schedule = {
         phase: 1 - options.rate + random() * options.rate,

@@ -26,6 +26,7 @@ import type { ChatModel } from '../../src/llm/index.ts'
 import type { LibraryArtifact } from '../../src/schemas/artifact.ts'
 import { createLimiter, type Limiter } from '../../src/search/algorithms/concurrency.ts'
 import { imagesOfRequest, type RequestImage, type RequestWithImages } from './images.ts'
+import { mean } from '../../src/stats/index.ts'
 
 /** One judged order: which side the candidate was on, and what the judge said (or why it failed). */
 export interface JudgedOrder {
@@ -160,8 +161,7 @@ export async function libraryWinRate(
     ),
   )
   const judged = orders.filter((order) => order.outcome !== null)
-  const score =
-    judged.length === 0 ? null : judged.reduce((sum, order) => sum + OUTCOME_VALUE[order.outcome!], 0) / judged.length
+  const score = mean(judged.map((order) => OUTCOME_VALUE[order.outcome!]))
   return { score, orders, failures: orders.length - judged.length }
 }
 

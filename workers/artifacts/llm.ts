@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache'
 import { AppError } from '../../src/errors/index.ts'
 /**
  * Which model grades for a deployed artifact: the mock (runtime backend `mock`) or an OpenAI-compatible endpoint
@@ -81,7 +82,7 @@ export function resolveEndpoint(
 }
 
 /** Adapters are stateless; one per distinct settings is kept per isolate (the openai client is built once). */
-const adapters = new Map<string, ChatModel>()
+const adapters = new LRUCache<string, ChatModel>({ max: 64 })
 
 /**
  * The chat model that grades for an artifact: `MockChatModel` on the mock backend, else `OpenAIChatModel` on the

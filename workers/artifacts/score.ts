@@ -11,10 +11,11 @@ import { LlmError, type ChatModel } from '../../src/llm/index.ts'
 import { rubricForPrompt, type RmArtifact } from '../../src/schemas/artifact.ts'
 import { createLimiter, type Limiter } from '../../src/search/algorithms/concurrency.ts'
 import { GradeMemo, rubricKey } from '../../src/search/evaluator.ts'
-import { derivedSeed, hashHex } from '../../src/search/random.ts'
+import { derivedSeed, hashHex } from '../../src/hash/index.ts'
 import { LlmVerifier, meanGrades, rubricScore } from '../../src/search/roles/index.ts'
 import type { Candidate, CriterionGrades, PromptItem } from '../../src/search/types.ts'
 import { imagesOfRequest, RequestImages } from './images.ts'
+import { populationVariance } from '../../src/stats/index.ts'
 
 /** Verifier calls in flight at once per request: the Worker's 6 simultaneous connections. */
 export const RM_LLM_CONCURRENCY = 6
@@ -156,8 +157,7 @@ export class ArtifactScorer {
     const voteScores = votes.map((grades) => rubricScore(grades, rubric).score)
     const mean = meanGrades(votes, rubric)
     const total = rubricScore(mean, rubric)
-    const average = voteScores.reduce((sum, value) => sum + value, 0) / voteScores.length
-    const variance = voteScores.reduce((sum, value) => sum + (value - average) ** 2, 0) / voteScores.length
+    const variance = populationVariance(voteScores) ?? Number.NaN
     return {
       artifact_id: artifact.artifact_id,
       prompt_id: request.prompt_id,

@@ -7,6 +7,7 @@
  *   a rollback is ONE conditional INSERT that only lands while the newest row is still the one the caller read,
  *   so two concurrent deploys cannot both claim the same `previous_artifact_id`, and a failure changes nothing.
  */
+import { LRUCache } from 'lru-cache'
 import { and, desc, eq } from 'drizzle-orm'
 import { drizzle } from 'drizzle-orm/d1'
 import { rmArtifactRubrics, rmArtifacts, rmDeployments } from '../../src/db/schema.ts'
@@ -78,7 +79,7 @@ export async function storeArtifact(db: D1Database, artifact: AnyRmArtifact): Pr
   return { stored: inserted.length > 0 }
 }
 
-const cache = new Map<string, Promise<AnyRmArtifact | undefined>>()
+const cache = new LRUCache<string, Promise<AnyRmArtifact | undefined>>({ max: CACHED_ARTIFACTS })
 
 /**
  * A stored artifact, parsed and checked against its content address; kept per isolate by id (artifacts are
@@ -87,11 +88,7 @@ const cache = new Map<string, Promise<AnyRmArtifact | undefined>>()
  */
 export function loadArtifact(db: D1Database, artifactId: string): Promise<AnyRmArtifact | undefined> {
   const cached = cache.get(artifactId)
-  if (cached) {
-    cache.delete(artifactId)
-    cache.set(artifactId, cached)
-    return cached
-  }
+  if (cached) return cached
   const loading = readArtifact(db, artifactId).then(
     (artifact) => {
       if (!artifact) cache.delete(artifactId)
@@ -103,7 +100,6 @@ export function loadArtifact(db: D1Database, artifactId: string): Promise<AnyRmA
     },
   )
   cache.set(artifactId, loading)
-  while (cache.size > CACHED_ARTIFACTS) cache.delete(cache.keys().next().value!)
   return loading
 }
 

@@ -1,3 +1,4 @@
+import { diffWordsWithSpace } from 'diff'
 import type { Rubric } from '../../src/schemas/rubric.ts'
 
 /** One run of a word diff: text both sides share, or text only the newer (`added`) or older (`removed`) side has. */
@@ -26,44 +27,21 @@ export interface RubricVersionDiff {
   unchanged: number
 }
 
-/** Above this many token pairs the LCS table costs too much; the diff then shows old and new text whole. */
-const MAX_LCS_CELLS = 250_000
+/** Past this many edits the word diff is not worth computing; the diff then shows old and new text whole. */
+const MAX_EDIT_LENGTH = 500
 
 /**
- * A word-level diff (longest common subsequence over words and the spaces between them), adjacent runs merged.
+ * A word-level diff (jsdiff over words and the spaces between them), adjacent runs merged.
  * @example diffWords('Shows the steps.', 'Shows all key steps.') // same 'Shows ', removed 'the', added 'all key', same ' steps.'
  */
 export function diffWords(before: string, after: string): DiffPart[] {
-  const a = tokenize(before)
-  const b = tokenize(after)
-  if (a.length * b.length > MAX_LCS_CELLS)
-    return merge([...a.map((text) => part('removed', text)), ...b.map((text) => part('added', text))])
-  // lcs[i][j]: length of the longest common subsequence of a[i..] and b[j..].
-  const width = b.length + 1
-  const lcs = new Uint32Array((a.length + 1) * width)
-  for (let i = a.length - 1; i >= 0; i--) {
-    for (let j = b.length - 1; j >= 0; j--) {
-      lcs[i * width + j] =
-        a[i] === b[j] ? lcs[(i + 1) * width + j + 1]! + 1 : Math.max(lcs[(i + 1) * width + j]!, lcs[i * width + j + 1]!)
-    }
-  }
-  const parts: DiffPart[] = []
-  let i = 0
-  let j = 0
-  while (i < a.length && j < b.length) {
-    if (a[i] === b[j]) {
-      parts.push(part('same', a[i]!))
-      i++
-      j++
-    } else if (lcs[(i + 1) * width + j]! >= lcs[i * width + j + 1]!) {
-      parts.push(part('removed', a[i++]!))
-    } else {
-      parts.push(part('added', b[j++]!))
-    }
-  }
-  while (i < a.length) parts.push(part('removed', a[i++]!))
-  while (j < b.length) parts.push(part('added', b[j++]!))
-  return merge(parts)
+  const changes = diffWordsWithSpace(before, after, { maxEditLength: MAX_EDIT_LENGTH })
+  if (!changes) return merge([part('removed', before), part('added', after)].filter((p) => p.text !== ''))
+  return merge(
+    changes
+      .filter((change) => change.value !== '')
+      .map((change) => part(change.added ? 'added' : change.removed ? 'removed' : 'same', change.value)),
+  )
 }
 
 /**
@@ -101,11 +79,6 @@ export function diffRubricVersions(before: readonly Rubric[], after: readonly Ru
     })
   }
   return diff
-}
-
-/** Words and the whitespace between them, so joining the tokens gives the text back exactly. */
-function tokenize(text: string): string[] {
-  return text.split(/(\s+)/).filter((token) => token !== '')
 }
 
 function part(kind: DiffPart['kind'], text: string): DiffPart {

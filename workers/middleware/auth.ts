@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache'
 import type { MiddlewareHandler } from 'hono'
 import { AppError } from '../../src/errors/index.ts'
 import { toHex } from '../../src/hash/index.ts'
@@ -8,17 +9,17 @@ import { DEFAULT_RUN_ID, loadRunConfig, runForTokenHash } from '../runs/store.ts
 import { pathToken } from './path-token.ts'
 import { countRefusedCredential } from './rate-limit.ts'
 
+const MAX_KNOWN_TOKENS = 1_000
 /**
  * Tokens this isolate has already identified. Run tokens are never revoked in place and the Worker's secrets do not
  * change while an isolate lives, so a known token skips its SHA-256 (a tenth of a /score's CPU) and the D1 lookup.
  * Only valid tokens enter (a stranger cannot fill it); an entry counts only under the secrets it was checked with.
  * A token string is the key: the lookup hashes it, and strings are compared only on a hash match.
  */
-const knownTokens = new Map<
+const knownTokens = new LRUCache<
   string,
   { principal: Principal; adminToken?: string; rmToken?: string; checkedAt: number }
->()
-const MAX_KNOWN_TOKENS = 1_000
+>({ max: MAX_KNOWN_TOKENS })
 /**
  * How long an isolate trusts a run token it checked before asking D1 again: a token revoked in another isolate is
  * refused everywhere within this time (in the isolate that revoked it, at once).
@@ -30,8 +31,10 @@ export const RUN_TOKEN_RECHECK_MS = 10_000
  * @example forgetRunToken(revoked.token_hash)
  */
 export function forgetRunToken(tokenHash: string): void {
-  for (const [token, known] of knownTokens)
-    if (known.principal.kind === 'run' && known.principal.tokenHash === tokenHash) knownTokens.delete(token)
+  const revoked = [...knownTokens.entries()].filter(
+    ([, known]) => known.principal.kind === 'run' && known.principal.tokenHash === tokenHash,
+  )
+  for (const [token] of revoked) knownTokens.delete(token)
 }
 
 /**
@@ -119,7 +122,6 @@ export async function principalFor(env: AppEnv['Bindings'], header: string | und
   if (known && fresh && known.adminToken === env.ADMIN_TOKEN && known.rmToken === env.RM_TOKEN) return known.principal
   if (known) knownTokens.delete(token)
   const principal = await identifyToken(env, token)
-  if (knownTokens.size >= MAX_KNOWN_TOKENS) knownTokens.clear()
   knownTokens.set(token, { principal, adminToken: env.ADMIN_TOKEN, rmToken: env.RM_TOKEN, checkedAt: Date.now() })
   return principal
 }
@@ -203,7 +205,7 @@ function digestsEqual(a: Uint8Array, b: Uint8Array): boolean {
 }
 
 /** The Worker's secrets do not change while an isolate lives, so each is digested once. */
-const secretDigests = new Map<string, Promise<Uint8Array>>()
+const secretDigests = new LRUCache<string, Promise<Uint8Array>>({ max: 16 })
 
 function secretDigest(secret: string): Promise<Uint8Array> {
   let known = secretDigests.get(secret)

@@ -10,6 +10,7 @@ import { requestModels } from '../scoring/models.ts'
 import { MAX_BATCH_ITEMS } from '../scoring/fan-out.ts'
 import { scoreRollouts } from '../scoring/score-rollout.ts'
 import { recordTelemetry } from '../telemetry/index.ts'
+import { mean as meanOf, sampleStd } from '../../src/stats/index.ts'
 
 /** Most responses one group may carry. */
 export const MAX_GROUP_SIZE = 1_024
@@ -218,8 +219,8 @@ export function responseOf(query: string, prompt: string): string {
 export function groupAdvantages(scores: readonly number[]): number[] {
   const n = scores.length
   if (n < 2) return scores.map(() => 0)
-  const mean = scores.reduce((sum, score) => sum + score, 0) / n
-  const std = Math.sqrt(scores.reduce((sum, score) => sum + (score - mean) ** 2, 0) / (n - 1))
+  const mean = meanOf(scores) ?? 0
+  const std = sampleStd(scores) ?? 0
   if (!(std > 1e-12)) return scores.map(() => 0)
   return scores.map((score) => (score - mean) / (std + 1e-6))
 }

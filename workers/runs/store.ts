@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache'
 import { and, eq, isNull } from 'drizzle-orm'
 import { drizzle } from 'drizzle-orm/d1'
 import defaultRunJson from '../../config/default-run.json'
@@ -9,7 +10,7 @@ export const DEFAULT_RUN_ID = 'default'
 
 let defaultRun: RunConfig | undefined
 /** Run configs never change after creation, so an isolate may keep them. */
-const cache = new Map<string, RunConfig>()
+const cache = new LRUCache<string, RunConfig>({ max: 1_000 })
 
 /**
  * A run's config: the checked-in default run, or a run created through `POST /runs`.

@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache'
 import { AppError } from '../../src/errors/index.ts'
 import {
   createChatModel,
@@ -19,7 +20,7 @@ import type { Env } from '../env.ts'
 import { checkKeyName, judgeSecrets } from './secrets.ts'
 
 /** Adapters are stateless, so one per distinct settings is kept per isolate (the openai client is built once). */
-const adapters = new Map<string, ChatModel>()
+const adapters = new LRUCache<string, ChatModel>({ max: 64 })
 
 export interface RoleModel {
   model: ChatModel

@@ -14,7 +14,7 @@ Outputs (under --out):
   checkpoints/iter-<n>/      the library after iteration n (registry.json + skills/ + tools/)
   checkpoints/best/          the best validated library
   results/iter-<n>.*.jsonl   every judged item: prediction, label, chain with tool observations
-  cache/llm-cache.jsonl      every usable model reply by content (--cache-dir, --no-cache)
+  cache/llm-cache.sqlite     every usable model reply by content (--cache-dir, --no-cache)
 Running the same command again resumes after the last logged iteration.
 
 Example:

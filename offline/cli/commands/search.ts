@@ -18,7 +18,7 @@ Outputs (next to --output):
                                         endpoints (no keys), seed, git commit, node version, argv
   run_records/<stem>_<run_id>.replay.sh       bash script that runs the same search again from any directory
                                         (extra arguments are appended: --output /tmp/x/best.json replays elsewhere)
-  cache/<model>/llm-cache.jsonl         every LLM answer by content: a question asked again costs no call,
+  cache/<model>/llm-cache.sqlite        every LLM answer by content: a question asked again costs no call,
                                         in this run, a resumed run or a rerun (--cache-dir, --no-cache)
   checkpoints/<session>/state-NNNN.json written atomically at every generation (global_batch) or prompt
                                         boundary; --resume <session|file> continues from the latest

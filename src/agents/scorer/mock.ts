@@ -8,7 +8,7 @@ import type { MockReply, MockSampling } from '../../llm/types.ts'
 import { GRADER_PATTERNS } from '../../analysis/suspicion.ts'
 import type { Rollout } from '../../schemas/rollout.ts'
 import type { Rubric } from '../../schemas/rubric.ts'
-import { seededRandom } from '../../search/roles/prng.ts'
+import { seededRandom } from '../../hash/index.ts'
 import { keywordStuffing, penalisesGaming } from '../mock-heuristics/gaming.ts'
 import { contentWords, overlap } from '../mock-heuristics/words.ts'
 

@@ -5,6 +5,7 @@ import { BatchSummaryReply, type AnalysisRecord, type BatchSummary, type ScoreSt
 import type { Rubric } from '../../schemas/rubric.ts'
 import { dataBoundary, formatScore, parseReplyAs, rubricLines, runAgent } from '../run-agent.ts'
 import { mockSummarizerReply } from './mock.ts'
+import { mean } from '../../stats/index.ts'
 
 export interface SummarizerInput {
   /** The run's prompt overrides, keyed `<locale>/<name>` (see RunConfig.prompts). */
@@ -25,7 +26,7 @@ export function scoreStats(analyses: readonly AnalysisRecord[]): ScoreStats {
   const scores = analyses.map((record) => record.score)
   return {
     rollouts: analyses.length,
-    mean_score: scores.reduce((sum, score) => sum + score, 0) / scores.length,
+    mean_score: mean(scores) ?? 0,
     min_score: Math.min(...scores),
     max_score: Math.max(...scores),
     flagged: analyses.filter((record) => record.analysis.reward_hacking.flag).length,

@@ -6,6 +6,7 @@ import type { MockReply } from '../../llm/types.ts'
 import type { AnalysisRecord, BatchSummaryReply } from '../../schemas/agents.ts'
 import { SEVERITY_RANK } from '../mock-heuristics/gaming.ts'
 import { byFrequency, unique } from '../mock-heuristics/words.ts'
+import { mean as meanOf } from '../../stats/index.ts'
 
 /**
  * The summarizer's reply on the mock backend, in the JSON the summarizer prompt asks for.
@@ -25,7 +26,7 @@ export function summarizeHeuristically(records: AnalysisRecord[], step: number):
   const tactics = byFrequency(flagged.flatMap((record) => record.analysis.reward_hacking.tactics))
   const tacticNames = tactics.map(([tactic]) => tactic)
   const scores = records.map((record) => record.score)
-  const mean = total ? scores.reduce((sum, score) => sum + score, 0) / total : 0
+  const mean = meanOf(scores) ?? 0
   const min = total ? Math.min(...scores) : 0
   const max = total ? Math.max(...scores) : 0
   const examples = [...flagged]

@@ -5,7 +5,7 @@
 import type { SearchConfig } from '../config.ts'
 import { Evaluator, rubricKey, type RubricEvaluation } from '../evaluator.ts'
 import { computeObjective, JudgeMemo, type ObjectiveResult } from '../objective.ts'
-import { Candidate, SearchRubric, type MutationMode, type PromptItem, type SearchRoles } from '../types.ts'
+import { type Candidate, SearchRubric, type MutationMode, type PromptItem, type SearchRoles } from '../types.ts'
 import { createLimiter, type Limiter } from './concurrency.ts'
 import type { Ranked } from './selection.ts'
 

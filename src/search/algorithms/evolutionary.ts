@@ -9,7 +9,7 @@
  */
 import type { SearchConfig } from '../config.ts'
 import { populationDiversity } from '../diversity.ts'
-import { derivedSeed, Rng } from '../random.ts'
+import { derivedSeed, Rng } from '../../hash/index.ts'
 import type { PromptItem } from '../types.ts'
 import { mapConcurrent } from './concurrency.ts'
 import {

@@ -3,7 +3,7 @@
  * order, each step contrasting the top two candidates under the current rubric; a proposal replaces the current
  * rubric when it scores at least as well, so the history (the current total before each step) never decreases.
  */
-import { derivedSeed } from '../random.ts'
+import { derivedSeed } from '../../hash/index.ts'
 import { MUTATION_MODES, type PromptItem } from '../types.ts'
 import { initializeRubric, proposeRubric, scoreRubric, throwIfAborted, topTwo, type SearchContext } from './context.ts'
 import { promptResult } from './evolutionary.ts'

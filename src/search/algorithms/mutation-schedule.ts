@@ -10,8 +10,9 @@
  * The scheduler holds no PRNG: the caller passes one, so draws happen in a deterministic order.
  */
 import type { AdaptiveMutation } from '../config.ts'
-import type { Rng } from '../random.ts'
+import type { Rng } from '../../hash/index.ts'
 import { MUTATION_MODES, type MutationMode } from '../types.ts'
+import { mean } from '../../stats/index.ts'
 
 /** Modes that explore (change the rubric's structure) vs. modes that sharpen what is there. */
 export const EXPLORATORY_MODES: readonly MutationMode[] = ['decompose', 'counterexample_trigger', 'weight_perturb']
@@ -107,7 +108,7 @@ export class MutationScheduler {
         const window = this.history[mode].slice(-this.options.mutation_window_size)
         if (window.length === 0) return 0.5
         const rate = window.filter(([improved]) => improved).length / window.length
-        const meanImprovement = window.reduce((sum, [, amount]) => sum + amount, 0) / window.length
+        const meanImprovement = mean(window.map(([, amount]) => amount)) ?? 0
         return rate * (1 + Math.max(0, meanImprovement))
       })
     } else if (kind === 'exploration_decay') {
@@ -182,8 +183,7 @@ export class MutationScheduler {
         return outcomes.length ? outcomes.filter(([improved]) => improved).length / outcomes.length : null
       }),
       avg_improvements: perMode((mode) => {
-        const outcomes = window(mode)
-        return outcomes.length ? outcomes.reduce((sum, [, amount]) => sum + amount, 0) / outcomes.length : null
+        return mean(window(mode).map(([, amount]) => amount))
       }),
       uses: perMode((mode) => this.history[mode].length),
     }

@@ -12,7 +12,7 @@
  */
 import { rubricKey } from '../evaluator.ts'
 import type { ObjectiveResult } from '../objective.ts'
-import { derivedSeed, type Rng } from '../random.ts'
+import { derivedSeed, type Rng } from '../../hash/index.ts'
 import { MUTATION_MODES, type MutationMode, type PromptItem, type SearchRubric } from '../types.ts'
 import {
   fullFidelity,

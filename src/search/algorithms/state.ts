@@ -5,7 +5,7 @@
  */
 import type { IterationScope, SearchMode } from '../config.ts'
 import type { ObjectiveResult } from '../objective.ts'
-import type { RngState } from '../random.ts'
+import type { RngState } from '../../hash/index.ts'
 import type { CriterionGrades, Preference, SearchRubric } from '../types.ts'
 import type { ScheduleDiagnostics, SchedulerState } from './mutation-schedule.ts'
 

@@ -17,7 +17,7 @@ import {
   type RubricInitializer,
 } from '../types.ts'
 import { dataBlock, searchLabels, type SearchRoleOptions } from './common.ts'
-import { seededRandom, seededShuffle } from './prng.ts'
+import { seededRandom, shuffle } from '../../hash/index.ts'
 import { criteriaFromReply, isRecord, RubricReply, validateCriteria } from './rubric.ts'
 import { jsonMockReply } from '../../llm/mock.ts'
 import { answerSearchInitialize } from './mock.ts'
@@ -52,7 +52,7 @@ interface RequestOptions {
  */
 export async function buildInitializerRequest(item: PromptItem, options: RequestOptions): Promise<ChatRequest> {
   const { seed, locale, gradeMax } = options
-  const samples = seededShuffle(item.candidates, seededRandom('search-initialize', seed, item.prompt_id))
+  const samples = shuffle(item.candidates, seededRandom('search-initialize', seed, item.prompt_id))
     .slice(0, MAX_SAMPLES)
     .map((candidate) => visibleCandidate(candidate).text)
   const boundary = await dataBoundary(item.prompt, ...samples)

@@ -5,7 +5,7 @@
  * They read only what a model would see: texts, never candidate ids, sources or labels.
  */
 import type { Criterion, MutationMode } from '../types.ts'
-import { hex8, seededRandom } from './prng.ts'
+import { hex8, seededRandom } from '../../hash/index.ts'
 import { MAX_CRITERIA } from './rubric.ts'
 import { normalisedWeights } from './score.ts'
 

@@ -3,6 +3,7 @@
  * no guessing whether a grade is on a 0–1 or 0–5 scale; a grade is always divided by grade_max).
  */
 import type { CriterionGrades, SearchRubric } from '../types.ts'
+import { mean } from '../../stats/index.ts'
 
 export interface RubricScore {
   /** Weight-normalised mean of grade/grade_max over the counted criteria, in [0, 1]. */
@@ -70,8 +71,7 @@ export function meanGrades(votes: readonly CriterionGrades[], rubric: SearchRubr
     const values = votes
       .map((vote) => vote[criterion.criterion_id])
       .filter((grade): grade is number => typeof grade === 'number')
-    out[criterion.criterion_id] =
-      values.length === 0 ? null : values.reduce((sum, grade) => sum + grade, 0) / values.length
+    out[criterion.criterion_id] = mean(values)
   }
   return out
 }

@@ -1,48 +1,14 @@
 /**
- * Seeded randomness for the search: a small PRNG (sfc32) whose whole state is four 32-bit words, so a
- * checkpoint can store it and a resumed run continues the very same sequence; and fast string hashes
- * that derive independent seeds from names (`derivedSeed('propose', promptId, generation)`), so work
- * that runs concurrently never has to share one generator. Not for anything adversarial.
+ * The project's one seeded PRNG (sfc32): its whole state is four 32-bit words, so a checkpoint can store it and
+ * a resumed run continues the very same sequence. Seeds come from named parts ({@link derivedSeed}), so work that
+ * runs concurrently never has to share one generator. Not for anything adversarial.
  */
+import { derivedSeed } from './fnv.ts'
 
 /** The serialisable state of an {@link Rng}: four unsigned 32-bit words. */
 export interface RngState {
   algorithm: 'sfc32'
   words: [number, number, number, number]
-}
-
-/**
- * 32-bit string hash (MurmurHash3-style mixing over UTF-16 code units), seedable for independent streams.
- * @example hash32('hello') === hash32('hello') // true; hash32('hello', 1) differs
- */
-export function hash32(text: string, seed = 0): number {
-  let h = (seed ^ 0x9e3779b9) >>> 0
-  for (let i = 0; i < text.length; i++) {
-    let k = Math.imul(text.charCodeAt(i), 0xcc9e2d51)
-    k = Math.imul((k << 15) | (k >>> 17), 0x1b873593)
-    h ^= k
-    h = (Math.imul((h << 13) | (h >>> 19), 5) + 0xe6546b64) | 0
-  }
-  h ^= text.length
-  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b)
-  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35)
-  return (h ^ (h >>> 16)) >>> 0
-}
-
-/**
- * A 64-bit content hash as 16 hex digits (two independent 32-bit hashes): cache keys and fingerprints.
- * @example hashHex('{"a":1}') // e.g. '3f1c0a9d5e2b7c44'
- */
-export function hashHex(text: string): string {
-  return hash32(text, 0x2545f491).toString(16).padStart(8, '0') + hash32(text, 0x6c8e9cf5).toString(16).padStart(8, '0')
-}
-
-/**
- * An unsigned 32-bit seed derived from named parts; the same parts always give the same seed.
- * @example derivedSeed(7, 'propose', 'p1', 3, 0) // the seed of child 0 of prompt p1 in generation 3
- */
-export function derivedSeed(...parts: Array<string | number>): number {
-  return hash32(parts.map(String).join('\u001f'))
 }
 
 /** splitmix32: spreads one seed over the four sfc32 words. */
@@ -154,12 +120,7 @@ export class Rng {
    * @example rng.shuffle([1, 2, 3]) // e.g. [3, 1, 2]
    */
   shuffle<T>(items: readonly T[]): T[] {
-    const out = [...items]
-    for (let i = out.length - 1; i > 0; i--) {
-      const j = this.int(i + 1)
-      ;[out[i], out[j]] = [out[j]!, out[i]!]
-    }
-    return out
+    return shuffle(items, () => this.next())
   }
 
   /**
@@ -178,17 +139,24 @@ export class Rng {
 }
 
 /**
- * A tiny PRNG (mulberry32) returning floats in [0, 1): for mocks and samplers that need a sequence, not a
- * checkpointable state (use {@link Rng} for those).
- * @example const random = mulberry32(7); random() // the same number for the same seed
+ * A generator of floats in [0, 1), seeded by named parts: the same parts always give the same sequence. For mocks
+ * and samplers that need a sequence, not a checkpointable state.
+ * @example const random = seededRandom('propose', 7); random() // the same number on every run
  */
-export function mulberry32(seed: number): () => number {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296
+export function seededRandom(...parts: Array<string | number>): () => number {
+  const rng = Rng.fromSeed(derivedSeed(...parts))
+  return () => rng.next()
+}
+
+/**
+ * A new array with the items in random order (Fisher–Yates), drawing from `random`.
+ * @example shuffle([1, 2, 3, 4], seededRandom('samples', 7)) // the same order for seed 7 every time
+ */
+export function shuffle<T>(items: readonly T[], random: () => number): T[] {
+  const out = [...items]
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1))
+    ;[out[i], out[j]] = [out[j]!, out[i]!]
   }
+  return out
 }
