@@ -18,9 +18,8 @@ export interface TableSchema {
 export function applySchema(sql: SqlStorage, tables: Record<string, TableSchema>): void {
   for (const [table, { columns, constraints = [], withoutRowid = false }] of Object.entries(tables)) {
     const definitions = Object.entries(columns).map(([column, definition]) => `${column} ${definition}`)
-    sql.exec(
-      `CREATE TABLE IF NOT EXISTS ${table} (${[...definitions, ...constraints].join(', ')})${withoutRowid ? ' WITHOUT ROWID' : ''}`,
-    )
+    const body = [...definitions, ...constraints].join(', ')
+    sql.exec(`CREATE TABLE IF NOT EXISTS ${table} (${body})${withoutRowid ? ' WITHOUT ROWID' : ''}`)
     const existing = new Set(
       sql
         .exec<{ name: string }>('SELECT name FROM pragma_table_info(?)', table)
