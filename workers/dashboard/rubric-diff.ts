@@ -31,7 +31,7 @@ const MAX_LCS_CELLS = 250_000
 
 /**
  * A word-level diff (longest common subsequence over words and the spaces between them), adjacent runs merged.
- * @example diffWords('Shows the steps.', 'Shows all key steps.') // same 'Shows ', removed 'the', added 'all key', same ' steps.'
+ * @example diffWords('Show the steps.', 'Show all steps.') // same 'Show ', removed 'the', added 'all', same ' steps.'
  */
 export function diffWords(before: string, after: string): DiffPart[] {
   const a = tokenize(before)
