@@ -40,7 +40,7 @@ export function memoryIndexName(runId: string): string {
 
 /**
  * Where a shard's rollouts of one step are archived in R2.
- * @example archiveKey({ runId: 'grpo-1', instanceId: 'global', shard: 3 }, 12) // 'runs/grpo-1/steps/000012/global.3.ndjson'
+ * @example archiveKey({ runId: 'r1', instanceId: 'global', shard: 3 }, 12) // 'runs/r1/steps/000012/global.3.ndjson'
  */
 export function archiveKey(address: ShardAddress, step: number): string {
   return `${archivePrefix(address.runId)}${String(step).padStart(6, '0')}/${address.instanceId}.${address.shard}.ndjson`

@@ -12,7 +12,7 @@ export function isObjectReset(error: unknown): boolean {
 /**
  * Runs an idempotent Durable Object call, and once more when the object was reset during it. `call` must get
  * its stub afresh each time (`env.NS.getByName(name).method(…)`), since a stub broken by a reset stays broken.
- * @example const entry = await againAfterReset(() => env.RUBRIC_INSTANCE.getByName(name).record(address, rollout, metadata, judged))
+ * @example const snapshot = await againAfterReset(() => env.RUBRIC_INSTANCE.getByName(name).snapshot(address))
  */
 export async function againAfterReset<T>(call: () => PromiseLike<T>): Promise<T> {
   try {

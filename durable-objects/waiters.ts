@@ -1,7 +1,8 @@
 /**
  * Requests a Durable Object holds open until what they wait for happens, or their time runs out. Each waits under a
  * key (a step); a change releases the keys it settles, with the value the waiters answer.
- * @example const snapshot = await this.waiters.wait(step, 30_000, undefined); this.waiters.release((waited) => waited <= step, current)
+ * @example const snapshot = await this.waiters.wait(step, 30_000, undefined)
+ * @example this.waiters.release((waited) => waited <= step, current)
  */
 export class Waiters<Key, Value> {
   private readonly pending = new Set<{ key: Key; settle: (value: Value) => void }>()

@@ -12,7 +12,8 @@ Deployed RM artifacts (``/rm/<target>/...``, the autosr RM server's API; open lo
 secret or the admin token) and trainer protocols over a run's online rubrics::
 
     client.rm_score("prod", "p_math_0001", "What is 2+2?", {"candidate_id": "c1", "text": "4"})["score"]
-    client.rm_batch_score("prod", [{"prompt_id": "p1", "prompt": "Q", "candidate": {"candidate_id": "c1", "text": "A"}}])
+    item = {"prompt_id": "p1", "prompt": "Q", "candidate": {"candidate_id": "c1", "text": "A"}}
+    client.rm_batch_score("prod", [item])
     client.openrlhf(query=[prompt + response], prompts=[prompt], labels=["4"])["rewards"]
     client.score_group("What is 2+2?", ["4", "5", "four"], reference="4")["advantages"]
 
@@ -146,7 +147,9 @@ class RewardHarnessClient:
         self.max_attempts = max(1, max_attempts)
         self._sleep = sleep
 
-    def score_async(self, rollout: Dict[str, Any], metadata: Dict[str, Any], instance_id: Optional[str] = None) -> Dict[str, Any]:
+    def score_async(
+        self, rollout: Dict[str, Any], metadata: Dict[str, Any], instance_id: Optional[str] = None
+    ) -> Dict[str, Any]:
         """Scores one rollout; in a sync-mode run the answer comes after the step's rubric update.
 
         Example: ``client.score_async({"id": "r1", "input": "Q", "output": "A"}, metadata)["score"]``
@@ -216,7 +219,12 @@ class RewardHarnessClient:
         Each of ``results`` has ``index`` and ``ok``: the score fields, or ``error_code`` and ``error_message``.
         Example: ``[r.get("score") for r in client.rm_batch_score("prod", items)["results"]]``
         """
-        body = {"items": [dict(item, candidate=_candidate(item.get("candidate"))) if isinstance(item, dict) else item for item in items]}
+        body = {
+            "items": [
+                dict(item, candidate=_candidate(item.get("candidate"))) if isinstance(item, dict) else item
+                for item in items
+            ]
+        }
         return self._request("POST", f"{_rm_path(target)}/batch_score", body, root=True)[1]
 
     # -- trainer protocols over the run's online rubrics ----------------------------------------------------
@@ -239,7 +247,9 @@ class RewardHarnessClient:
         """
         return self._request("POST", "/compat/slime", {"prompt": prompt, "response": response, "label": label})[1]
 
-    def score_group(self, prompt: Any, responses: List[str], reference: Any = None, metadata: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    def score_group(
+        self, prompt: Any, responses: List[str], reference: Any = None, metadata: Optional[Dict[str, Any]] = None
+    ) -> Dict[str, Any]:
         """Scores a GRPO group (responses to one prompt): ``scores`` and ``advantages`` ((s - mean) / (std + 1e-6)).
 
         Example: ``client.score_group("What is 2+2?", ["4", "5"], reference="4")["advantages"]``
@@ -251,7 +261,9 @@ class RewardHarnessClient:
             body["metadata"] = metadata
         return self._request("POST", "/score/group", body)[1]
 
-    def _request(self, method: str, path: str, body: Any = None, timeout: Optional[float] = None, root: bool = False) -> Tuple[int, Dict[str, Any]]:
+    def _request(
+        self, method: str, path: str, body: Any = None, timeout: Optional[float] = None, root: bool = False
+    ) -> Tuple[int, Dict[str, Any]]:
         data = None if body is None else json.dumps(body).encode("utf-8")
         headers = {"accept": "application/json"}
         if data is not None:

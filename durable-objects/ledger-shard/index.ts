@@ -64,19 +64,26 @@ const LEDGER_TABLES: Record<string, TableSchema> = {
 export const LEDGER_SQL = {
   entry:
     'SELECT step, rollout_id, rubric_version, score, criteria, cached FROM ledger WHERE step = ? AND rollout_id = ?',
-  insert: `INSERT INTO ledger (step, rollout_id, seq, rubric_version, score, cached, grp, output_chars, output_hash, tactics, analysis, created_at, judge_model, criteria, metadata, rollout)
+  insert: `INSERT INTO ledger (step, rollout_id, seq, rubric_version, score, cached, grp, output_chars, output_hash,
+      tactics, analysis, created_at, judge_model, criteria, metadata, rollout)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?)`,
   stepScores: 'SELECT score, rubric_version FROM ledger WHERE step = ?',
   stepRollouts:
-    'SELECT rollout_id, rubric_version, score, grp, output_chars, output_hash, criteria, tactics, analysis FROM ledger WHERE step = ?',
+    'SELECT rollout_id, rubric_version, score, grp, output_chars, output_hash, criteria, tactics, analysis ' +
+    'FROM ledger WHERE step = ?',
   rollout:
-    'SELECT step, rollout_id, rubric_version, score, criteria, cached, rollout, metadata FROM ledger WHERE step = ? AND rollout_id = ?',
-  recordAnalysis: `UPDATE ledger SET analysis = ? WHERE step = ? AND rollout_id = ? AND (analysis IS NULL OR json_extract(analysis, '$.status') != 'done')`,
+    'SELECT step, rollout_id, rubric_version, score, criteria, cached, rollout, metadata ' +
+    'FROM ledger WHERE step = ? AND rollout_id = ?',
+  recordAnalysis:
+    'UPDATE ledger SET analysis = ? WHERE step = ? AND rollout_id = ? ' +
+    "AND (analysis IS NULL OR json_extract(analysis, '$.status') != 'done')",
   countPastCut: 'SELECT max(0, count(*) - ?) AS n FROM ledger WHERE step = ?',
   movePastCut:
-    'UPDATE ledger SET step = step + 1 WHERE step = ? AND rollout_id IN (SELECT rollout_id FROM ledger WHERE step = ? ORDER BY seq LIMIT -1 OFFSET ?)',
+    'UPDATE ledger SET step = step + 1 WHERE step = ? ' +
+    'AND rollout_id IN (SELECT rollout_id FROM ledger WHERE step = ? ORDER BY seq LIMIT -1 OFFSET ?)',
   archiveStep:
-    'SELECT step, rollout_id, rubric_version, score, criteria, cached, rollout, metadata, judge_model, created_at FROM ledger WHERE step = ? ORDER BY seq',
+    'SELECT step, rollout_id, rubric_version, score, criteria, cached, rollout, metadata, judge_model, created_at ' +
+    'FROM ledger WHERE step = ? ORDER BY seq',
   deleteThrough: 'DELETE FROM ledger WHERE step <= ?',
 } as const
 

@@ -141,7 +141,8 @@ export class RubricInstance extends DurableObject<Env> {
     this.ctx.storage.transactionSync(() => {
       if (changed) {
         this.sql.exec(
-          'INSERT INTO rubric_versions (version, rubrics, created_at, step, note, strategy, rationale, diff, refused) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+          'INSERT INTO rubric_versions (version, rubrics, created_at, step, note, strategy, rationale, diff, refused)' +
+            ' VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
           version,
           JSON.stringify(commit.rubrics),
           new Date().toISOString(),

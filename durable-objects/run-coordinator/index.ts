@@ -309,7 +309,8 @@ export class RunCoordinator extends DurableObject<Env> {
   async llmCalls(): Promise<LlmStat[]> {
     return this.sql
       .exec<LlmStat & Record<string, SqlStorageValue>>(
-        `SELECT role, model, outcome, sum(calls) AS calls, sum(latency_ms) AS latency_ms, sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens
+        `SELECT role, model, outcome, sum(calls) AS calls, sum(latency_ms) AS latency_ms,
+           sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens
          FROM llm_stats GROUP BY role, model, outcome ORDER BY role, model, outcome`,
       )
       .toArray()
@@ -398,7 +399,8 @@ export class RunCoordinator extends DurableObject<Env> {
     const now = Date.now()
     const pending = this.sql
       .exec<{ step: number; instance_id: string; enqueued_at: number | null; status: string }>(
-        `SELECT si.step, si.instance_id, si.enqueued_at, s.status FROM steps s JOIN step_instances si ON si.step = s.step
+        `SELECT si.step, si.instance_id, si.enqueued_at, s.status
+         FROM steps s JOIN step_instances si ON si.step = s.step
          WHERE s.status IN ('closing', 'updating') AND si.updated = 0 ORDER BY si.step, si.instance_id`,
       )
       .toArray()
@@ -477,8 +479,10 @@ export class RunCoordinator extends DurableObject<Env> {
 
   /** What closes the collecting step, said for a person reading `/rubric_status`. */
   private closesWhen(config: RunConfig, rollouts: number, row: StepRow | undefined): string {
-    if (config.rollouts_per_step !== null)
-      return `after ${Math.max(0, config.rollouts_per_step - rollouts)} more distinct rollouts (rollouts_per_step ${config.rollouts_per_step})`
+    if (config.rollouts_per_step !== null) {
+      const missing = Math.max(0, config.rollouts_per_step - rollouts)
+      return `after ${missing} more distinct rollouts (rollouts_per_step ${config.rollouts_per_step})`
+    }
     const ways = ['on POST /complete']
     if (config.close_on_step_advance) {
       const held = row?.status === 'collecting' ? row.trainer_step : null
@@ -508,7 +512,8 @@ export class RunCoordinator extends DurableObject<Env> {
   ): Promise<{ stepUpdated: boolean }> {
     await this.runConfig(runId)
     const changed = this.sql.exec(
-      'UPDATE step_instances SET updated = 1, rubric_version = ?, outcome = ? WHERE step = ? AND instance_id = ? AND updated = 0',
+      'UPDATE step_instances SET updated = 1, rubric_version = ?, outcome = ? ' +
+        'WHERE step = ? AND instance_id = ? AND updated = 0',
       outcome.rubric_version,
       JSON.stringify(outcome),
       step,
@@ -518,7 +523,8 @@ export class RunCoordinator extends DurableObject<Env> {
       this.addLlmStats(step, llm)
       this.sql.exec(
         `INSERT INTO instances (instance_id, rubric_version, rollouts, last_step) VALUES (?, ?, ?, ?)
-         ON CONFLICT (instance_id) DO UPDATE SET rubric_version = max(rubric_version, excluded.rubric_version), rollouts = rollouts + excluded.rollouts, last_step = max(last_step, excluded.last_step)`,
+         ON CONFLICT (instance_id) DO UPDATE SET rubric_version = max(rubric_version, excluded.rubric_version),
+           rollouts = rollouts + excluded.rollouts, last_step = max(last_step, excluded.last_step)`,
         instanceId,
         outcome.rubric_version,
         outcome.rollouts,
@@ -569,7 +575,8 @@ export class RunCoordinator extends DurableObject<Env> {
         const over = tallyOf(row).rollouts - keep
         if (over === 0) continue
         this.sql.exec(
-          `INSERT INTO step_shards (step, instance_id, shard, tally) VALUES (?, ?, ?, ?) ON CONFLICT (step, instance_id, shard) DO UPDATE SET tally = excluded.tally`,
+          `INSERT INTO step_shards (step, instance_id, shard, tally) VALUES (?, ?, ?, ?)
+           ON CONFLICT (step, instance_id, shard) DO UPDATE SET tally = excluded.tally`,
           step + 1,
           row.instance_id,
           row.shard,
@@ -633,7 +640,8 @@ export class RunCoordinator extends DurableObject<Env> {
                 { step, keep: row.keep },
               )
               this.sql.exec(
-                'UPDATE step_shards SET acked = 1, keep = ?, tally = ? WHERE step = ? AND instance_id = ? AND shard = ?',
+                'UPDATE step_shards SET acked = 1, keep = ?, tally = ? ' +
+                  'WHERE step = ? AND instance_id = ? AND shard = ?',
                 reply.closed.rollouts,
                 JSON.stringify(reply.closed),
                 step,
@@ -728,9 +736,11 @@ export class RunCoordinator extends DurableObject<Env> {
       this.sql.exec('DELETE FROM step_instances WHERE step <= ? AND updated = 1', oldest)
       this.sql.exec(
         `INSERT INTO llm_stats (step, role, model, outcome, calls, latency_ms, prompt_tokens, completion_tokens)
-         SELECT -1, role, model, outcome, sum(calls), sum(latency_ms), sum(prompt_tokens), sum(completion_tokens) FROM llm_stats WHERE step BETWEEN 0 AND ? GROUP BY role, model, outcome
-         ON CONFLICT (step, role, model, outcome) DO UPDATE SET calls = calls + excluded.calls, latency_ms = latency_ms + excluded.latency_ms,
-           prompt_tokens = prompt_tokens + excluded.prompt_tokens, completion_tokens = completion_tokens + excluded.completion_tokens`,
+         SELECT -1, role, model, outcome, sum(calls), sum(latency_ms), sum(prompt_tokens), sum(completion_tokens)
+         FROM llm_stats WHERE step BETWEEN 0 AND ? GROUP BY role, model, outcome
+         ON CONFLICT (step, role, model, outcome) DO UPDATE SET calls = calls + excluded.calls,
+           latency_ms = latency_ms + excluded.latency_ms, prompt_tokens = prompt_tokens + excluded.prompt_tokens,
+           completion_tokens = completion_tokens + excluded.completion_tokens`,
         oldest,
       )
       this.sql.exec('DELETE FROM llm_stats WHERE step BETWEEN 0 AND ?', oldest)
@@ -808,9 +818,11 @@ export class RunCoordinator extends DurableObject<Env> {
   private addLlmStats(step: number, stats: readonly LlmStat[]): void {
     for (const stat of stats) {
       this.sql.exec(
-        `INSERT INTO llm_stats (step, role, model, outcome, calls, latency_ms, prompt_tokens, completion_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-         ON CONFLICT (step, role, model, outcome) DO UPDATE SET calls = calls + excluded.calls, latency_ms = latency_ms + excluded.latency_ms,
-           prompt_tokens = prompt_tokens + excluded.prompt_tokens, completion_tokens = completion_tokens + excluded.completion_tokens`,
+        `INSERT INTO llm_stats (step, role, model, outcome, calls, latency_ms, prompt_tokens, completion_tokens)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (step, role, model, outcome) DO UPDATE SET calls = calls + excluded.calls,
+           latency_ms = latency_ms + excluded.latency_ms, prompt_tokens = prompt_tokens + excluded.prompt_tokens,
+           completion_tokens = completion_tokens + excluded.completion_tokens`,
         step,
         stat.role,
         stat.model,

@@ -185,7 +185,7 @@ describe('offline reports in headless Chromium', () => {
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'report-evolve.png'), fullPage: true })
   })
 
-  it('bench report over two LLMBar subsets: the accuracy table with intervals, bars with whiskers, scores, failures apart', async () => {
+  it('bench report of two LLMBar subsets: accuracy with intervals, whiskered bars, scores, failures', async () => {
     const opened = await open('bench.html')
     const { page } = opened
     await expectCleanLoad(opened)

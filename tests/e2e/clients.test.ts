@@ -187,7 +187,12 @@ def attempt(name, fn):
         out[name] = {"ok": fn()}
     except RewardHarnessError as e:
         out[name] = {"status": e.status, "code": e.code, "message": e.message}
-attempt("scored", lambda: RewardHarnessClient(base, token=token, run_id=run_id).score_async({"id": "p1", "input": "1+1?", "output": "2"}, meta))
+attempt(
+    "scored",
+    lambda: RewardHarnessClient(base, token=token, run_id=run_id).score_async(
+        {"id": "p1", "input": "1+1?", "output": "2"}, meta
+    ),
+)
 attempt("no_token", lambda: RewardHarnessClient(base, run_id=run_id).rubric_status())
 attempt("bad_rollout", lambda: RewardHarnessClient(base).score_async({"id": "", "input": "x"}, meta))
 attempt("no_run", lambda: RewardHarnessClient(base, run_id="no-such-run").rubric_status())
@@ -251,7 +256,10 @@ from reward_harness_client import RewardHarnessClient, RewardHarnessError
 client = RewardHarnessClient(sys.argv[1], token="tok-1")
 out = {}
 started = time.monotonic()
-out["score"] = client.score_async({"id": "x", "input": "q", "output": "a"}, {"high_level_goal": "g", "model_size": "7B", "current_step": 0, "total_steps": 1})
+out["score"] = client.score_async(
+    {"id": "x", "input": "q", "output": "a"},
+    {"high_level_goal": "g", "model_size": "7B", "current_step": 0, "total_steps": 1},
+)
 out["score_s"] = time.monotonic() - started
 out["updated"] = client.rubric_updated(timeout_s=30)
 try:

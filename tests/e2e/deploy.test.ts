@@ -78,7 +78,7 @@ afterAll(async () => {
 })
 
 describe('search → export → deploy → score, rollback, history (wrangler dev)', () => {
-  it('serves the deployed artifact, scores by prompt rubric, records previous, rolls back, lists, refuses an edited artifact', async () => {
+  it('serves the deployed artifact, scores by prompt rubric, rolls back, lists, refuses an edited one', async () => {
     const demo = readJson(join(ROOT, 'examples/demo.json')) as {
       prompts: Array<{ prompt_id: string; prompt: string; candidates: Array<{ candidate_id: string; text: string }> }>
     }
@@ -218,7 +218,7 @@ describe('search → export → deploy → score, rollback, history (wrangler de
     expect(JSON.parse(after.out).deployments).toHaveLength(3)
   }, 240_000)
 
-  it('shows what the edge refuses: a 400 with its details, a 400 at deploy, a 409 rollback, a wrong token (exit 2, nothing changes)', async () => {
+  it('shows what the edge refuses: 400 with details, 400 at deploy, 409 rollback, wrong token (exit 2)', async () => {
     const before = await health()
     // Locally valid (schema, content address) but asking for an RM API this edge does not serve: the edge's own check.
     const source = readJson(join(work, 'first', 'rm.json')) as RmArtifact
@@ -258,7 +258,7 @@ describe('search → export → deploy → score, rollback, history (wrangler de
     expect(await health()).toEqual(before)
   }, 120_000)
 
-  it('evolve → export --library → deploy → bench url: gives the scores and accuracy of bench library: on the same library', async () => {
+  it('evolve → export --library → deploy → bench url: the scores and accuracy of bench library: on it', async () => {
     const dataset = 'offline/evolve/fixtures/pairs-demo.json'
     const evolved = await cli([
       'evolve',
@@ -301,7 +301,7 @@ describe('search → export → deploy → score, rollback, history (wrangler de
     expect(atEdge.scores).toEqual(local.scores)
   })
 
-  it("a library artifact on an OpenAI-compatible endpoint judges with the request's images: both orders, swapped with the answers", async () => {
+  it('a library artifact on an OpenAI-compatible endpoint judges with images, both orders, swapped', async () => {
     const pixel = (byte: number) =>
       `data:image/png;base64,${Buffer.from([0x89, 0x50, 0x4e, 0x47, byte]).toString('base64')}`
     const [source, goodEdit, badEdit] = [pixel(1), pixel(2), pixel(3)]

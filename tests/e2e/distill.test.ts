@@ -51,7 +51,7 @@ async function archivedRollouts(runId: string): Promise<number> {
 }
 
 describe('simulated run → archive → distill', () => {
-  it('distils a simulated run with archive: true into denoised TRL data; the second run makes 0 LLM calls', async () => {
+  it('distils a simulated run with archive: true into denoised TRL data; a second run makes 0 LLM calls', async () => {
     const simulated = await runChild(
       'npx',
       [

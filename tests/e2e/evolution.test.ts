@@ -246,9 +246,11 @@ async function completeStep(run: Run) {
 function stalled(status: unknown): string {
   const logs = dev.logs()
   const reload = /Reloading local server/.test(logs)
-    ? 'wrangler dev reloaded the Worker during the test (a source file changed on disk), which drops queued messages; rerun on a quiet tree.\n'
+    ? 'wrangler dev reloaded the Worker during the test (a source file changed on disk), ' +
+      'which drops queued messages; rerun on a quiet tree.\n'
     : ''
-  return `${reload}step not updated: ${JSON.stringify(status)}\n--- wrangler dev ---\n${logs.split('\n').slice(-60).join('\n')}`
+  const tail = logs.split('\n').slice(-60).join('\n')
+  return `${reload}step not updated: ${JSON.stringify(status)}\n--- wrangler dev ---\n${tail}`
 }
 
 async function memory(run: Run, kind: string): Promise<MemoryDoc[]> {
@@ -451,7 +453,7 @@ describe('rubric versions from Updater replies', () => {
     })
   const MALFORMED = JSON.stringify({ strategy: 'SIDEWAYS', final_adaptive: 'everything stays' })
 
-  it('turns the final adaptive set into the next version, refuses what touches an anchor, and survives a malformed reply', async () => {
+  it('turns the final adaptive set into the next version, refuses anchor edits, survives bad replies', async () => {
     scenario.updater = (step, prompt) =>
       step === 0 ? reweightModifyRemoveAdd : step === 1 ? anchorAttack(prompt) : MALFORMED
     const run = await createRun()
@@ -543,7 +545,7 @@ describe('rubric versions from Updater replies', () => {
 })
 
 describe('the Analyzer at step close', () => {
-  it('answers /score at once and analyses nothing until the step closes; then the step counts every analysis', async () => {
+  it('answers /score at once, analyses nothing until the step closes, then counts every analysis', async () => {
     scenario.analyzerDelayMs = 3_000
     const run = await createRun()
     const from = stub.requests.length
@@ -614,7 +616,7 @@ describe('the Analyzer at step close', () => {
 })
 
 describe('step updates under backlog', () => {
-  it('resumes a step job whose Updater failed from its saved analyses and summary: only the update stage is asked again, and the version rises by 1', async () => {
+  it("resumes a failed Updater's job from saved analyses and summary: only the update reruns, version +1", async () => {
     // Every attempt of the first delivery fails; the queue's redelivery succeeds.
     scenario.updaterFailures = MAX_ATTEMPTS
     const run = await createRun()
@@ -639,7 +641,7 @@ describe('step updates under backlog', () => {
     ])
   })
 
-  it('runs two steps closed back to back with a slow Updater one after the other: version 2 from step 0, then version 3 built on it', async () => {
+  it('runs two steps closed back to back, slow Updater, in turn: version 2 from step 0, version 3 on it', async () => {
     scenario.updaterDelayMs = 2_000
     const run = await createRun()
     const from = stub.requests.length

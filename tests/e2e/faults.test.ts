@@ -183,9 +183,11 @@ function rolloutFor(step: number, i: number, special?: string) {
 function stalled(status: unknown): string {
   const logs = dev.logs()
   const reload = /Reloading local server/.test(logs)
-    ? 'wrangler dev reloaded the Worker during the test (a source file changed), which drops queued messages; rerun on a quiet tree.\n'
+    ? 'wrangler dev reloaded the Worker during the test (a source file changed), ' +
+      'which drops queued messages; rerun on a quiet tree.\n'
     : ''
-  return `${reload}step not updated: ${JSON.stringify(status)}\n--- wrangler dev ---\n${logs.split('\n').slice(-40).join('\n')}`
+  const tail = logs.split('\n').slice(-40).join('\n')
+  return `${reload}step not updated: ${JSON.stringify(status)}\n--- wrangler dev ---\n${tail}`
 }
 
 beforeAll(async () => {
@@ -203,7 +205,7 @@ afterAll(async () => {
 })
 
 describe('a 30% fault mix over every agent', () => {
-  it(`loses no rollout over ${STEPS} steps, never answers a silent 0, and shows what stayed failed in /rubric_status`, async () => {
+  it(`loses no rollout over ${STEPS} steps, never a silent 0, shows what stayed failed in /rubric_status`, async () => {
     const created = await callJson(`${dev.baseUrl}/runs`, {
       token: dev.adminToken,
       body: {

@@ -267,7 +267,7 @@ describe('regressions', () => {
     expect(stub.requests.length - before).toBe(1)
   })
 
-  it("sends a role's extra headers (a literal and a secret by name, as Cloudflare Access needs) and never the Worker's own secrets", async () => {
+  it("sends a role's extra headers (a literal, a named secret: Cloudflare Access), no Worker secret", async () => {
     const headers = { 'CF-Access-Client-Id': 'client-1.access', 'CF-Access-Client-Secret': { secret: 'KEY_B' } }
     const created = await callJson(`${dev.baseUrl}/runs`, {
       token: dev.adminToken,

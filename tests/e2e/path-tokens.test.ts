@@ -121,7 +121,7 @@ describe('a token in the path, in production', () => {
     expect(wrong.stdout).not.toContain(WRONG_TOKEN)
   })
 
-  it('verl with the deployed-artifact recipe, the RM token in REWARD_HARNESS_URL: one /rm score per sample, the same keys each', async () => {
+  it('verl with the deployed-artifact recipe, RM token in REWARD_HARNESS_URL: one /rm score per sample', async () => {
     const samplesFile = path.join(await mkdtemp(path.join(tmpdir(), 'rh-verl-')), 'samples.jsonl')
     const samples = [
       {

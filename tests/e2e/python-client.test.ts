@@ -48,7 +48,7 @@ afterAll(async () => {
 })
 
 describe('Python client: deployed RM artifacts', () => {
-  it('rm_score by prompt id, a __default__ fallback, rm_batch_score with one bad item, and the verl healthz handshake', async () => {
+  it('rm_score by prompt id, __default__ fallback, rm_batch_score with a bad item, verl healthz check', async () => {
     const code = `
 import json, sys, urllib.request
 from reward_harness_client import RewardHarnessClient, RewardHarnessError
@@ -59,9 +59,12 @@ out = {}
 with urllib.request.urlopen(f"{base}/rm/{target}/healthz", timeout=30) as response:
     health = json.loads(response.read().decode("utf-8"))
 out["handshake"] = (health["status"].strip() == "ok" and health["artifact_id"] == artifact_id
-    and health["source_session_id"] == "e2e-session" and health["schema_version"].strip() == "1.0" and health["rm_api_version"].strip() == "1.0")
+    and health["source_session_id"] == "e2e-session" and health["schema_version"].strip() == "1.0"
+    and health["rm_api_version"].strip() == "1.0")
 out["healthz"] = client.rm_healthz(target)
-out["math"] = client.rm_score(target, "p_math", "What is 2+2?", {"candidate_id": "c1", "text": "2 + 2 = 4", "source": "verl", "metadata": {}})
+out["math"] = client.rm_score(
+    target, "p_math", "What is 2+2?", {"candidate_id": "c1", "text": "2 + 2 = 4", "source": "verl", "metadata": {}}
+)
 out["fallback"] = client.rm_score(target, "auto", "Name a colour.", "Blue.")
 out["batch"] = client.rm_batch_score(target, [
     {"prompt_id": "p_math", "prompt": "What is 2+2?", "candidate": {"candidate_id": "a", "text": "2 + 2 = 4"}},
@@ -106,17 +109,23 @@ print(json.dumps(out))
 })
 
 describe('Python client: trainer protocols on the default run', () => {
-  it('openrlhf: 3 items give 3 rewards, empty lists give empty lists; score_group gives advantages summing to ~0', async () => {
+  it('openrlhf: 3 items give 3 rewards, empty lists give empty lists; score_group advantages sum to ~0', async () => {
     const code = `
 import json, sys
 from reward_harness_client import RewardHarnessClient
 client = RewardHarnessClient(sys.argv[1], timeout=60)
-prompts = ["<|user|>What is 2+2?<|assistant|>", "<|user|>What is 3*3?<|assistant|>", "<|user|>Capital of France?<|assistant|>"]
+prompts = [
+    "<|user|>What is 2+2?<|assistant|>",
+    "<|user|>What is 3*3?<|assistant|>",
+    "<|user|>Capital of France?<|assistant|>",
+]
 responses = ["2 + 2 = 4", "3 * 3 = 6", "Paris."]
 out = {
     "three": client.openrlhf([p + r for p, r in zip(prompts, responses)], prompts, ["4", "9", "Paris"]),
     "empty": client.openrlhf([], [], []),
-    "group": client.score_group("What is 2+2?", ["2 + 2 = 4, since 2 + 2 makes 4.", "5", "4", "no idea"], reference="4"),
+    "group": client.score_group(
+        "What is 2+2?", ["2 + 2 = 4, since 2 + 2 makes 4.", "5", "4", "no idea"], reference="4"
+    ),
 }
 print(json.dumps(out))
 `
@@ -163,7 +172,12 @@ verl = [
     scope["compute_score"]("math", "blue", "blue", {"question": "Name a colour."}),
 ]
 trl = scope["rubric_reward"](
-    prompts=["What is 2+2?", "What is 2+2?", [{"role": "user", "content": "Capital of France?"}], [{"role": "user", "content": "Capital of France?"}]],
+    prompts=[
+        "What is 2+2?",
+        "What is 2+2?",
+        [{"role": "user", "content": "Capital of France?"}],
+        [{"role": "user", "content": "Capital of France?"}],
+    ],
     completions=["4", "5", [{"role": "assistant", "content": "Paris."}], [{"role": "assistant", "content": "Lyon."}]],
     completion_ids=[[1], [2], [3], [4]],
 )

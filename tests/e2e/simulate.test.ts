@@ -51,7 +51,7 @@ function runCli(
 }
 
 describe('npm run simulate against wrangler dev (mock backend)', () => {
-  it('runs 3 steps on a fresh run: rubrics evolve, hacking is flagged and comes to score below correct answers', async () => {
+  it('runs 3 steps on a fresh run: rubrics evolve, hacking is flagged and scores below correct answers', async () => {
     const { code, stdout, stderr } = await runCli(
       [
         '--url',

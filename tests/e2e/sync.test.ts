@@ -21,7 +21,7 @@ afterAll(async () => {
 })
 
 describe('sync mode', () => {
-  it(`answers ${WAITERS.toLocaleString('en')} waiters on one instance once the update commits, each on the rubrics it committed`, async () => {
+  it(`answers ${WAITERS.toLocaleString('en')} waiters on one instance at commit, each on its rubrics`, async () => {
     const created = await callJson(`${dev.baseUrl}/runs`, {
       token: dev.adminToken,
       body: {

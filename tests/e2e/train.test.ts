@@ -46,7 +46,7 @@ afterAll(async () => {
 })
 
 describe('train prepare → run → finalize → show (wrangler dev)', () => {
-  it('runs a Python trainer on an online run scored by the edge and records artifact → deployment → run → result', async () => {
+  it('runs a Python trainer on a run scored by the edge; records artifact → deployment → run → result', async () => {
     const config = join(work, 'online.json')
     writeFileSync(config, JSON.stringify({ config: { anchor_rubrics: [{ text: 'The final answer is correct.' }] } }))
     const envPath = join(work, 'e2e-train-1.env')
@@ -113,7 +113,7 @@ describe('train prepare → run → finalize → show (wrangler dev)', () => {
     expect(`${prepared.out}${ran.out}${ran.err}${finalized.out}${shown.out}`).not.toContain(token)
   })
 
-  it('refuses a mismatched --expect-artifact (exit 3) and a target with nothing deployed (exit 2), leaving nothing behind', async () => {
+  it('refuses a mismatched --expect-artifact (exit 3), an empty target (exit 2), leaving nothing behind', async () => {
     const envPath = join(work, 'e2e-train-2.env')
     const refused = await cli([
       'train',

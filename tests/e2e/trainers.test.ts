@@ -91,7 +91,7 @@ afterAll(async () => {
 })
 
 describe('OpenRLHF ≤ 0.9 (--remote_rm_url: the whole batch, split over the URLs)', () => {
-  it("single, batch over 2 URLs, and an empty shard among 3 URLs: every reward in [0, 1], extra_logs merged by the first server's keys", async () => {
+  it('single, batch over 2 URLs, empty shard of 3 URLs: rewards in [0, 1], extra_logs keyed by server 1', async () => {
     const one = sample('single')
     const single = await openRlhfLegacy(
       [`${base}/compat/openrlhf`],
@@ -131,7 +131,7 @@ describe('OpenRLHF ≤ 0.9 (--remote_rm_url: the whole batch, split over the URL
     })
   })
 
-  it("1,024 samples of 4 KB in one request, with a 1 s judge: 200 with 1,024 rewards well inside the trainer's 180 s", async () => {
+  it("1,024 samples of 4 KB in one request, 1 s judge: 1,024 rewards well inside the trainer's 180 s", async () => {
     const batch = Array.from({ length: 1_024 }, () => sample('big', 4_096))
     judgeLatencyMs = 1_000
     maxInFlight = 0
@@ -147,7 +147,8 @@ describe('OpenRLHF ≤ 0.9 (--remote_rm_url: the whole batch, split over the URL
       )
       const seconds = (Date.now() - started) / 1_000
       console.log(
-        `OpenRLHF ≤ 0.9 shape: 1,024 samples of 4 KB, 1 s judge: answered in ${seconds.toFixed(1)} s; judge calls ${judgeCalls - callsBefore}, at most ${maxInFlight} in flight`,
+        `OpenRLHF ≤ 0.9 shape: 1,024 samples of 4 KB, 1 s judge: answered in ${seconds.toFixed(1)} s; ` +
+          `judge calls ${judgeCalls - callsBefore}, at most ${maxInFlight} in flight`,
       )
       expect(result.rewards).toHaveLength(1_024)
       expect(new Set(result.rewards)).toEqual(new Set([0.7]))
@@ -225,7 +226,7 @@ describe('OpenRLHF ≥ 0.9.1 (--reward.remote_url: one sample per request)', () 
 })
 
 describe('slime (--rm-type remote_rm --rm-url … --reward-key score)', () => {
-  it('single with a chat prompt whose content is parts, 64 at once, and the TypeError without --reward-key', async () => {
+  it('single with a chat prompt of content parts, 64 at once, and the TypeError with no --reward-key', async () => {
     const one = sample('slime')
     const single = await slimeRemoteRm(
       `${base}/compat/slime`,
@@ -308,7 +309,7 @@ describe('the Python recipes, called as verl and TRL call them', () => {
     expect(Object.keys(out.reward_extra_info).sort()).toEqual(['rubric_version', 'score'])
   })
 
-  it('TRL: 32 completions in 4 groups with a 1 s judge, the groups scored at once; trainer_state.global_step is the step', async () => {
+  it('TRL: 32 completions in 4 groups, 1 s judge, scored at once; trainer_state.global_step is the step', async () => {
     const prompts = Array.from({ length: 4 }, () => sample('trl').prompt)
     const batch = {
       prompts: prompts.flatMap((prompt) => Array.from({ length: 8 }, () => [{ role: 'user', content: prompt }])),
@@ -333,7 +334,7 @@ describe('the Python recipes, called as verl and TRL call them', () => {
 })
 
 describe('steps without /complete', () => {
-  it('a run fed only through /compat/openrlhf reaches step 3 with rubric updates, each step closed by the idle gap', async () => {
+  it('a run fed only via /compat/openrlhf reaches step 3 with updates, each step closed by the idle gap', async () => {
     const created = await callJson(`${dev.baseUrl}/runs`, {
       token: dev.adminToken,
       body: { config: { ...RUBRICS, close_after_idle_s: 2 } },

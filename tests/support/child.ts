@@ -38,7 +38,7 @@ export function runChild(
 
 /**
  * `reward-harness <args>` as a child process, as a user runs it.
- * @example const deployed = await runRewardHarness(['deploy', '--artifact', file, '--target', 'prod', '--url', base], { REWARD_HARNESS_ADMIN_TOKEN: token })
+ * @example const listed = await runRewardHarness(['deployments', '--url', base], { REWARD_HARNESS_ADMIN_TOKEN: token })
  */
 export function runRewardHarness(
   args: readonly string[],

@@ -266,7 +266,7 @@ export interface FaultMix {
  * Fails `rate` of every agent's requests, each agent on its own seeded schedule: evenly spread (never two
  * faults in a row below a rate of 1/2), starting with the agent's first request so that even a short test
  * sees every agent fail, and cycling through `faults` from a seeded offset.
- * @example const mix = faultMix({ seed: 7, rate: 0.3 }); stub.intercept(mix.intercept); … expect(mix.injected.length).toBeGreaterThan(0)
+ * @example const mix = faultMix({ seed: 7, rate: 0.3 }); stub.intercept(mix.intercept) // mix.injected lists each fault
  */
 export function faultMix(options: FaultMixOptions): FaultMix {
   const faults = options.faults ?? FAULT_KINDS

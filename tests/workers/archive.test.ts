@@ -57,7 +57,7 @@ const rolloutsOf = (lines: ArchiveLine[]) =>
   >[]
 
 describe('GET /runs/:runId/archive', () => {
-  it('streams the judging settings, each rubric version once before its rollouts, then every rollout in step order', async () => {
+  it('streams the judging settings, each rubric version once before its rollouts, rollouts in step order', async () => {
     const run = await archivedRun(3)
     const answer = await call('GET', `/runs/${run.runId}/archive`, { token: run.token })
     expect(answer.status).toBe(200)
@@ -138,7 +138,7 @@ describe('GET /runs/:runId/archive', () => {
     expect(requests).toBeGreaterThan(1)
   })
 
-  it("refuses a run that keeps no archive (409 archive_disabled), bad ranges (400) and another run's token", async () => {
+  it("refuses a run without archive (409 archive_disabled), bad ranges (400) and another run's token", async () => {
     const plain = await createRun(RUBRICS)
     const refused = await call('GET', `/runs/${plain.runId}/archive`, { token: plain.token })
     expect(refused.status).toBe(409)

@@ -7,14 +7,18 @@ const SKILL: LibraryEntry = {
   name: 'instruction-coverage',
   kind: 'skill',
   description: 'Prefer the answer that covers what the instruction asks',
-  body: 'Judge by instruction coverage: the better answer addresses every part the instruction asks for. Length and formatting are not merits by themselves.\n',
+  body:
+    'Judge by instruction coverage: the better answer addresses every part the instruction asks for. ' +
+    'Length and formatting are not merits by themselves.\n',
 }
 const TOOL: LibraryEntry = {
   name: 'coverage-check',
   kind: 'tool',
   description: 'Measures how much of the instruction each answer covers',
   when_to_use: 'When the answers differ in which parts of the instruction they address',
-  body: 'You measure instruction coverage. Reply with JSON {"coverage_a": number, "coverage_b": number, "favours": "A" | "B" | "tie"}.\n',
+  body:
+    'You measure instruction coverage. ' +
+    'Reply with JSON {"coverage_a": number, "coverage_b": number, "favours": "A" | "B" | "tie"}.\n',
 }
 
 const PROMPT = 'Explain how photosynthesis converts sunlight into chemical energy in plants.'
@@ -31,7 +35,7 @@ const deploy = (target: string, artifactId: string) =>
 const score = (target: string, body: Record<string, unknown>) => call('POST', `/rm/${target}/score`, { body })
 
 describe('library artifacts at the edge', () => {
-  it('uploads, deploys and scores by prompt id with a scalar win rate against the reference (both orders)', async () => {
+  it('uploads, deploys and scores by prompt id: a scalar win rate against the reference (both orders)', async () => {
     const artifact = await makeLibraryArtifact([SKILL, TOOL])
     const up = await upload(artifact)
     expect(up.status).toBe(201)
@@ -110,7 +114,7 @@ describe('library artifacts at the edge', () => {
     expect(batch.json.results[1]).toMatchObject({ index: 1, ok: false, error_code: 'invalid_request' })
   })
 
-  it('takes url and data_url images for the prompt, the candidate and the reference; refuses paths, non-images and more than 8', async () => {
+  it('takes url and data_url images in prompt, candidate, reference; refuses paths, non-images, over 8', async () => {
     const artifact = await makeLibraryArtifact([SKILL], { note: 'images' })
     expect((await upload(artifact)).status).toBe(201)
     expect((await deploy('lib-images', artifact.artifact_id)).status).toBe(201)

@@ -149,7 +149,7 @@ describe('POST /admin/artifacts', () => {
     expect(rows.results.map((row) => row.prompt_id)).toEqual(['__default__', 'p_math', 'p_poem'])
   })
 
-  it('refuses invalid artifacts with 400 invalid_artifact naming the fault, and the active artifact stays', async () => {
+  it('refuses invalid artifacts with 400 invalid_artifact naming the fault; the active artifact stays', async () => {
     const { target, artifact } = await deployed({ note: 'validation-base' })
 
     const wrongVersion = await upload({ ...(await makeArtifact({ note: 'v2' })), schema_version: '2.0' })
@@ -271,7 +271,7 @@ describe('deployments and the RM surface', () => {
     ])
   })
 
-  it('grades the same candidate the same way every time (artifact seed, temperature 0) and averages votes', async () => {
+  it('grades a candidate the same way every time (artifact seed, temperature 0) and averages votes', async () => {
     const { target } = await deployed({ note: 'votes', votes: 3 })
     const first = await score(target, 'p_math')
     const second = await score(target, 'p_math')
@@ -333,7 +333,7 @@ describe('deployments and the RM surface', () => {
     expect(other.score).toBeLessThan(ok.score)
   })
 
-  it('batch_score of 60 items: scored in chunks handed to other invocations, in order, each as /score scores it alone', async () => {
+  it('batch_score of 60 items: chunks handed to other invocations, in order, each as /score scores it', async () => {
     const { target } = await deployed({ note: 'batch-60', withDefault: false })
     const items = Array.from({ length: 60 }, (_, i) =>
       i === 30
@@ -356,7 +356,7 @@ describe('deployments and the RM surface', () => {
     }
   })
 
-  it('second deploy records the first as previous; rollback re-activates it at once and is recorded; history is newest first', async () => {
+  it('deploy records the previous artifact; rollback re-activates it at once, recorded; newest first', async () => {
     const target = freshTarget()
     const first = await uploaded({ note: 'first' })
     const second = await uploaded({ note: 'second' })
@@ -492,7 +492,7 @@ describe('openai-backend artifacts', () => {
 })
 
 describe('images', () => {
-  it('a rubric artifact grades text only: a request with images is refused (400), not scored without them', async () => {
+  it('a rubric artifact grades text only: a request with images is refused (400), not scored without', async () => {
     const { target } = await deployed({ note: 'images' })
     const body = { prompt_id: 'p_math', prompt: 'What is 2+2?', candidate: { candidate_id: 'c1', text: MOCK_SOLUTION } }
     for (const images of [

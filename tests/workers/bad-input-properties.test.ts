@@ -248,7 +248,9 @@ const ROUTES: RouteRow[] = [
     method: 'GET',
     path: '/rm/:target/healthz',
     auth: 'rm: open locally, else admin or RM_TOKEN',
-    note: 'a well-formed target with nothing deployed is 503 no_active_artifact: a health check must fail when nothing serves',
+    note:
+      'a well-formed target with nothing deployed is 503 no_active_artifact: ' +
+      'a health check must fail when nothing serves',
   },
   {
     method: 'POST',
@@ -437,7 +439,8 @@ function expectClientError(res: { status: number; json: any; text: string }, con
 /** Row counts of every application table (D1). */
 async function tableCounts(): Promise<Record<string, number>> {
   const { results } = await env.DB.prepare(
-    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%' AND name NOT LIKE 'd1_%'",
+    "SELECT name FROM sqlite_master WHERE type = 'table' " +
+      "AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%' AND name NOT LIKE 'd1_%'",
   ).all<{ name: string }>()
   const counts = await env.DB.batch(results.map(({ name }) => env.DB.prepare(`SELECT count(*) AS n FROM "${name}"`)))
   return Object.fromEntries(results.map(({ name }, i) => [name, (counts[i]!.results[0] as { n: number }).n]))
@@ -579,7 +582,10 @@ function badBodies(spec: BodySpec): fc.Arbitrary<Case> {
     else if (Array.isArray(parent)) parent.splice(Number(key), 1)
     else delete parent[key]
     return {
-      kind: `${'set' in how ? `set ${path.join('.')} to ${JSON.stringify(how.set)?.slice(0, 40)}` : `removed ${path.join('.')}`}`,
+      kind:
+        'set' in how
+          ? `set ${path.join('.')} to ${JSON.stringify(how.set)?.slice(0, 40)}`
+          : `removed ${path.join('.')}`,
       bytes: toText(body),
       alwaysInvalid: false,
     }

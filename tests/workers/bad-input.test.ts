@@ -138,7 +138,7 @@ describe('the default run outside local development', () => {
     return { status: response.status, json: (await response.json()) as any }
   }
 
-  it('needs a token in production, and is refused with 503 no_judge_configured while it grades with the mock', async () => {
+  it('needs a token in production; is refused (503 no_judge_configured) while it grades with the mock', async () => {
     expectError(await send(), 401, 'unauthorized')
     const refused = await send({ authorization: `Bearer ${ADMIN_TOKEN}` })
     expectError(refused, 503, 'no_judge_configured')
@@ -170,7 +170,7 @@ describe('secrets', () => {
     expect(res.text).not.toContain(ADMIN_TOKEN)
   })
 
-  it("refuses api_key_env naming the Worker's own secrets (even when listed) or a name not in JUDGE_KEY_NAMES; a listed one works", async () => {
+  it("refuses api_key_env naming the Worker's secrets (even listed) or unlisted names; listed ones work", async () => {
     const runWith = (name: string, role = 'scorer') =>
       call('POST', '/runs', {
         token: ADMIN_TOKEN,
@@ -257,7 +257,7 @@ describe('hand-picked bad input (issue 8): a 4xx naming the problem, nothing cou
     expect(await ledgerRows(run.runId)).toBe(1)
   })
 
-  it(`refuses JSON nested deeper than ${MAX_JSON_DEPTH} levels, wherever it hides, and accepts up to the limit`, async () => {
+  it(`refuses JSON nested deeper than ${MAX_JSON_DEPTH} levels wherever it hides; accepts the limit`, async () => {
     const run = await createRun(RUBRICS)
     const nested = (levels: number) => `${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}`
     // rollout.metadata sits at depth 2, so its value may nest MAX_JSON_DEPTH - 3 more levels.
@@ -398,7 +398,8 @@ describe('hand-picked bad input (issue 8): a 4xx naming the problem, nothing cou
       [
         '/runs',
         ADMIN_TOKEN,
-        '{"run_id":"hand-proto","config":{"anchor_rubrics":[{"text":"x"}],"instance_rubrics":{"__proto__":[{"text":"y"}]}}}',
+        '{"run_id":"hand-proto","config":{"anchor_rubrics":[{"text":"x"}],' +
+          '"instance_rubrics":{"__proto__":[{"text":"y"}]}}}',
       ],
       [
         '/runs',
@@ -408,13 +409,16 @@ describe('hand-picked bad input (issue 8): a 4xx naming the problem, nothing cou
       [
         '/runs',
         ADMIN_TOKEN,
-        '{"run_id":"hand-proto","config":{"anchor_rubrics":[{"text":"x","metadata":{"\\u005f_proto__":{"polluted":1}}}]}}',
+        '{"run_id":"hand-proto","config":' +
+          '{"anchor_rubrics":[{"text":"x","metadata":{"\\u005f_proto__":{"polluted":1}}}]}}',
       ],
       ['/score', undefined, scoreText('{"id":"pp","input":"Q","output":"4","metadata":{"__proto__":{"polluted":1}}}')],
       [
         '/lineage/manifests',
         ADMIN_TOKEN,
-        '{"schema_version":"1.0","run_id":"hand-proto","trainer":{"name":"v"},"model":{"name":"m"},"dataset":{"id":"d","version":"1"},"artifact_id":"a","started_at":"2026-01-01T00:00:00Z","config":{"prototype":{"x":1}}}',
+        '{"schema_version":"1.0","run_id":"hand-proto","trainer":{"name":"v"},"model":{"name":"m"},' +
+          '"dataset":{"id":"d","version":"1"},"artifact_id":"a","started_at":"2026-01-01T00:00:00Z",' +
+          '"config":{"prototype":{"x":1}}}',
       ],
     ] as const
     for (const [path, token, raw] of cases) {
@@ -426,7 +430,7 @@ describe('hand-picked bad input (issue 8): a 4xx naming the problem, nothing cou
     expect(({} as Record<string, unknown>).polluted).toBeUndefined()
   })
 
-  it('serves instance ids that name Object.prototype members as ordinary instances (they used to be 500s)', async () => {
+  it('serves instance ids that name Object.prototype members as ordinary instances, not as 500s', async () => {
     const run = await createRun({
       rubrics_mode: 'per_instance',
       anchor_rubrics: [{ text: 'Correct.' }],

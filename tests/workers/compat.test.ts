@@ -26,7 +26,7 @@ function expectError(res: { status: number; json: any }, status: number, code: s
 }
 
 describe('POST /compat/openrlhf', () => {
-  it('scores 3 samples: 3 rewards in [0,1], scores alike, per-sample extra_logs; counted as 3 rollouts of the run', async () => {
+  it('scores 3 samples: 3 rewards in [0,1], scores alike, per-sample extra_logs; 3 rollouts counted', async () => {
     const run = await createRun(RUBRICS)
     const res = await call('POST', `/runs/${run.runId}/compat/openrlhf`, {
       token: run.token,
@@ -46,7 +46,7 @@ describe('POST /compat/openrlhf', () => {
     expect(await ledgerRows(run.runId)).toBe(3)
   })
 
-  it('grades the response without its prompt prefix, with the label as reference and the default metadata', async () => {
+  it('grades the response without its prompt prefix, the label as reference, with the default metadata', async () => {
     const run = await createRun(RUBRICS)
     const direct = await call('POST', '/score', {
       token: run.token,
@@ -84,7 +84,7 @@ describe('POST /compat/openrlhf', () => {
     expect(res.json).toEqual({ rewards: [], scores: [], extra_logs: { rubric_version: [], cached: [], duplicate: [] } })
   })
 
-  it('scores a whole rollout batch: 300 samples (distinct contents judged once each, in chunks handed to other invocations), LLM calls counted', async () => {
+  it('scores 300 samples (distinct contents judged once, in chunks for other invocations), calls counted', async () => {
     // The mock model answers in this isolate, so its calls are counted as they are made.
     const modelCalls = vi.spyOn(MockChatModel.prototype, 'complete')
     const scorerCalls = () => modelCalls.mock.calls.filter(([request]) => request.role === 'scorer').length
@@ -238,7 +238,7 @@ describe('POST /compat/slime', () => {
 })
 
 describe('a token in the path (/t/<token>/…), for clients that send no headers', () => {
-  it('authenticates as the header would, on every route; a wrong token is 401, a token in both places 400', async () => {
+  it('authenticates as the header would on every route; a wrong token is 401, a token in both places 400', async () => {
     const run = await createRun(RUBRICS)
     const body = { query: [PROMPTS[0] + RESPONSES[0]], prompts: [PROMPTS[0]], labels: [LABELS[0]] }
     const viaPath = await call('POST', `/t/${run.token}/compat/openrlhf`, { body })
@@ -345,7 +345,7 @@ describe('helpers', () => {
     expect(spread.reduce((sum, value) => sum + value, 0)).toBeCloseTo(0, 12)
   })
 
-  it('finds the response in an OpenRLHF query: after the prompt, after its tail when the head was truncated, without end-of-turn tokens', () => {
+  it("finds an OpenRLHF query's response: after the prompt, or its tail if the head was cut, less end tokens", () => {
     const prompt = '<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n'
     expect(responseOf(`${prompt}2 + 2 = 4<|im_end|>`, prompt)).toBe('2 + 2 = 4')
     expect(responseOf(`${prompt}4</s>`, prompt)).toBe('4')

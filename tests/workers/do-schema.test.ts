@@ -15,7 +15,8 @@ const RUBRICS = {
 
 /** The RubricInstance's versions as the first release created them (git history of durable-objects/rubric-instance). */
 const FIRST_RUBRIC_VERSIONS =
-  'CREATE TABLE rubric_versions (version INTEGER PRIMARY KEY, rubrics TEXT NOT NULL, created_at TEXT NOT NULL, step INTEGER, note TEXT NOT NULL)'
+  'CREATE TABLE rubric_versions (version INTEGER PRIMARY KEY, rubrics TEXT NOT NULL, created_at TEXT NOT NULL, ' +
+  'step INTEGER, note TEXT NOT NULL)'
 
 /** Resets a Durable Object the way a deploy does: in-memory state dropped, storage kept, constructor run again. */
 async function resetObject(stub: DurableObjectStub): Promise<void> {
@@ -31,7 +32,7 @@ const columnsOf = (sql: SqlStorage, table: string) =>
     .map((row) => row.name)
 
 describe('Durable Object storage from an earlier release', () => {
-  it('keeps the old rubric versions, gains the new columns, scores on the newest and commits the next on top', async () => {
+  it('keeps old rubric versions, gains the new columns, scores on the newest, commits the next on top', async () => {
     const run = await createRun(RUBRICS)
     // A stub is broken by the reset it sees, so each use gets its own.
     const instance = () => env.RUBRIC_INSTANCE.getByName(instanceName(run.runId, 'global'))
@@ -55,7 +56,8 @@ describe('Durable Object storage from an earlier release', () => {
       state.storage.sql.exec('DROP TABLE applied_schemas')
       state.storage.sql.exec(FIRST_RUBRIC_VERSIONS)
       state.storage.sql.exec(
-        `INSERT INTO rubric_versions VALUES (1, ?, '2026-01-01T00:00:00.000Z', NULL, 'initial rubrics from the run config')`,
+        "INSERT INTO rubric_versions VALUES (1, ?, '2026-01-01T00:00:00.000Z', NULL, " +
+          "'initial rubrics from the run config')",
         JSON.stringify(v1),
       )
       state.storage.sql.exec(

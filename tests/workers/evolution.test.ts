@@ -43,7 +43,7 @@ const memory = async (run: Run, query = '') =>
   }[]
 
 describe('online rubric evolution on the mock backend', () => {
-  it('evolves the adaptive rubrics over 5 steps, keeps anchors byte-for-byte, remembers everything, and answers hacking with a corrective rubric', async () => {
+  it('evolves rubrics over 5 steps, anchors byte-for-byte, remembers all, answers hacking with a rubric', async () => {
     const run = await createRun({ ...RUBRICS, rubric_update_frequency: 2 })
     const anchorsAtStart = JSON.stringify((await call('GET', '/rubrics', { token: run.token })).json.anchor_rubrics)
     const perStep = 4
@@ -124,7 +124,7 @@ describe('online rubric evolution on the mock backend', () => {
 })
 
 describe('the analysis budget', () => {
-  it("analyses the suspicious rollouts and, within max_per_step, each group's extremes and the score range; /rubric_status says why", async () => {
+  it('analyses suspicious rollouts, then group extremes and score range in max_per_step; status says why', async () => {
     const run = await createRun({ ...RUBRICS, analysis: { max_per_step: 6, max_suspicious_per_step: 4 } })
     // 10 prompts × 3 answers (right, wrong, empty-ish), plus 2 injections: 32 rollouts.
     for (let prompt = 0; prompt < 10; prompt++) {
@@ -195,7 +195,7 @@ describe('async mode', () => {
 })
 
 describe('static memory', () => {
-  it('shows the updater the last static_memory_steps step summaries, also when steps are summarised in chunks', async () => {
+  it('shows the updater the last static_memory_steps step summaries, also when summarised in chunks', async () => {
     const run = await createRun({ ...RUBRICS, chunk_size: 2, static_memory_steps: 2 })
     for (let step = 0; step < 4; step++) {
       for (const i of [1, 2, 3]) await score(run, `c${step}-${i}`, `The answer is ${3 + i}.`, 'What is 2+2?', step)

@@ -183,7 +183,7 @@ afterEach(() => {
 })
 
 describe('step jobs delivered again, or failing half way', () => {
-  it("analyses each chosen rollout once and commits once when the job is delivered three times (twice beside the alarm's own, once after)", async () => {
+  it("analyses each rollout once, commits once for a job sent thrice (twice with the alarm's, then once)", async () => {
     const run = await createRun(RUBRICS)
     for (const id of ['st-1', 'st-2']) await scoreOk(run, id)
     for (const id of ['st-hack-1', 'st-hack-2']) await scoreOk(run, id, HACK)
@@ -231,7 +231,7 @@ describe('step jobs delivered again, or failing half way', () => {
     expect(next.json).toMatchObject({ step: 1, rubric_version: 2, duplicate: false })
   })
 
-  it('resumes a job whose updater failed from the analyses it already made: the retry calls no analyzer, and the version rises by exactly 1', async () => {
+  it('resumes a job whose updater failed from its analyses: no analyzer call, the version rises by 1', async () => {
     const analyzer = fakeEndpoint('resume-an', async () => analysisReply)
     const updater = fakeEndpoint('resume-up', async (call) =>
       call === 0 ? new Response('{"error":{"message":"overloaded"}}', { status: 500 }) : updaterReply,
@@ -279,7 +279,7 @@ describe('a Durable Object reset in the middle of a step', () => {
     expect(done).toMatchObject({ step: 0, rollouts: 6, analyses: { analysed: 6, failed: 0 } })
   })
 
-  it('while /score waits on the judge: every answer is 200 with the judged score, and each rollout is counted once', async () => {
+  it('while /score waits on the judge: each answer is 200 with the judged score, each rollout counted', async () => {
     let release!: () => void
     const judgeHeld = new Promise<void>((resolve) => (release = resolve))
     const endpoint = fakeScorerEndpoint('in-flight', async () => {
@@ -337,7 +337,7 @@ describe('a Durable Object reset in the middle of a step', () => {
 })
 
 describe('concurrent /score for one rollout id', () => {
-  it('ten at once, each judged differently: one count, one analysis, and all ten answers carry the first recorded score', async () => {
+  it('ten at once, judged differently: one count, one analysis, all ten carry the first recorded score', async () => {
     // Every judge call answers a different grade, so a second recording would show as a second score.
     const endpoint = fakeScorerEndpoint('ten-at-once', async (index) => gradesReply(index % 11))
     const run = await createRun({ ...RUBRICS, agents: fakeScorer('ten-at-once') })

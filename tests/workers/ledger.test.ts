@@ -81,7 +81,7 @@ describe("the ledger's statements", () => {
 })
 
 describe('rollouts_per_step over 8 shards', () => {
-  it('closes every step at exactly N distinct rollouts when 3.25 N arrive 32 at a time, and each step is updated', async () => {
+  it('closes every step at exactly N distinct rollouts when 3.25 N arrive 32 at a time; each is updated', async () => {
     const run = await createRun({ ...RUBRICS, rollouts_per_step: 40, ledger_retention_steps: 5 })
     const ids = Array.from({ length: 130 }, (_, i) => `n-${i}`)
     let next = 0
@@ -117,7 +117,7 @@ describe('rollouts_per_step over 8 shards', () => {
 })
 
 describe('a step of 4,096 rollouts', () => {
-  it('scores every rollout, analyses at most the budget with the reasons they were chosen, and completes the update', async () => {
+  it('scores every rollout, analyses at most the budget with the reasons chosen, completes the update', async () => {
     const run = await createRun({ ...RUBRICS, rollouts_per_step: 4_096 })
     // 256 prompts × 16 samples, sent as the trainer's batches of 1,024.
     const items = Array.from({ length: 4_096 }, (_, i) => {
@@ -170,7 +170,7 @@ describe('a step of 4,096 rollouts', () => {
 })
 
 describe('bounded storage', () => {
-  it('deletes a step once ledger_retention_steps later updates committed, archiving every rollout to R2 once first', async () => {
+  it('deletes a step ledger_retention_steps updates later, first archiving each rollout to R2 once', async () => {
     const run = await createRun({ ...RUBRICS, ledger_retention_steps: 1, archive: true })
     for (let step = 0; step < 4; step++) {
       for (let i = 0; i < 3; i++)
@@ -224,7 +224,7 @@ describe('bounded storage', () => {
 })
 
 describe('steps without /complete', () => {
-  it('a rollout of a later metadata.current_step closes the step (closed_by step_advance) and opens the next with it', async () => {
+  it('a rollout of a later metadata.current_step closes the step (closed_by step_advance), opens next', async () => {
     const run = await createRun(RUBRICS)
     for (const id of ['adv-0', 'adv-1'])
       expect(
@@ -271,7 +271,7 @@ describe('steps without /complete', () => {
     )
   })
 
-  it('a step with no rollout for close_after_idle_s closes on its own (closed_by idle) and its update runs', async () => {
+  it('a step with no rollout for close_after_idle_s closes on its own (closed_by idle); its update runs', async () => {
     const run = await createRun({ ...RUBRICS, close_after_idle_s: 1 })
     for (const id of ['idle-0', 'idle-1'])
       expect(
@@ -310,7 +310,7 @@ describe('steps without /complete', () => {
     await expectStatus(counted.token, { step: 0, status: 'collecting', rollouts: 2 })
   })
 
-  it('a lost idle alarm holds nothing open: the next burst closes the overdue step before its rollouts join it', async () => {
+  it('a lost idle alarm holds nothing open: the next burst closes the overdue step before joining it', async () => {
     const run = await createRun({ ...RUBRICS, close_after_idle_s: 1 })
     const coordinator = env.RUN_COORDINATOR.getByName(coordinatorName(run.runId))
     expect(
@@ -349,7 +349,7 @@ describe('steps without /complete', () => {
 })
 
 describe('POST /score/batch', () => {
-  it('answers an empty batch with empty results, and a batch over 8,192 items with a 400 that says how to split', async () => {
+  it('answers an empty batch with empty results, a batch over 8,192 items with a 400 saying how to split', async () => {
     const run = await createRun(RUBRICS)
     const empty = await call('POST', '/score/batch', { token: run.token, body: { items: [] } })
     expect(empty.status, empty.text).toBe(200)
@@ -361,7 +361,7 @@ describe('POST /score/batch', () => {
     expect(await ledgerRows(run.runId)).toBe(0)
   })
 
-  it('answers every item in order, one failed judgement failing only its item, and a retried batch costs no model call for what was recorded', async () => {
+  it('answers items in order, a failed judgement failing only its item; a retry re-judges nothing', async () => {
     let judged = 0
     const realFetch = globalThis.fetch
     vi.spyOn(globalThis, 'fetch').mockImplementation(async (input: RequestInfo | URL, init?: RequestInit) => {

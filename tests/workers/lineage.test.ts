@@ -10,11 +10,13 @@ const ARTIFACT = `rm_${'b'.repeat(64)}`
 const DEPLOY = 'dep_lineage_test'
 
 async function plantDeployment() {
-  await env.DB.prepare(`INSERT OR IGNORE INTO rm_artifacts (id, schema_version, source_run_id, source_session_id, dataset_sha256, config_hash, backend, rubric_count, created_at_utc, meta, stored_at)
+  await env.DB.prepare(`INSERT OR IGNORE INTO rm_artifacts (id, schema_version, source_run_id, source_session_id,
+      dataset_sha256, config_hash, backend, rubric_count, created_at_utc, meta, stored_at)
     VALUES (?, '1.0', 'src', 'sess', 'ds', 'cfg', 'mock', 1, '2026-01-01T00:00:00Z', '{}', '2026-01-01T00:00:00Z')`)
     .bind(ARTIFACT)
     .run()
-  await env.DB.prepare(`INSERT OR IGNORE INTO rm_deployments (deploy_id, target, artifact_id, previous_artifact_id, deployed_by, deployed_at, action, dataset_sha256, config_hash)
+  await env.DB.prepare(`INSERT OR IGNORE INTO rm_deployments (deploy_id, target, artifact_id, previous_artifact_id,
+      deployed_by, deployed_at, action, dataset_sha256, config_hash)
     VALUES (?, 'prod', ?, NULL, 'tester', '2026-01-01T01:00:00Z', 'deploy', 'ds', 'cfg')`)
     .bind(DEPLOY, ARTIFACT)
     .run()

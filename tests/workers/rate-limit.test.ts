@@ -89,7 +89,7 @@ const score = (token: string) =>
   send('POST', '/score', { token, body: { rollout: rollout(`rl-${++sampleCounter}`), metadata: METADATA } })
 
 describe('rate limiting per caller', () => {
-  it('answers the request after the limit with 429 rate_limited and Retry-After, and does not count the rollout', async () => {
+  it('answers the request past the limit with 429 rate_limited and Retry-After, not counting the rollout', async () => {
     const run = await createRun(RUBRICS)
     await clearOfWindowEdge()
     await exhaust(LIMIT.standard, () => score(run.token))

@@ -309,7 +309,7 @@ describe('per-step aggregates', () => {
 })
 
 describe('step boundaries', () => {
-  it('treats a rollout id reused right after /complete as a new rollout of the next step, in every instance', async () => {
+  it('treats a rollout id reused right after /complete as a new rollout of the next step, per instance', async () => {
     const run = await createRun({ ...BASE_RUBRICS, rubrics_mode: 'per_instance' })
     const send = (id: string, input: string) =>
       call('POST', '/score', { token: run.token, body: { rollout: rollout(id, { input }), metadata: METADATA } })

@@ -229,7 +229,7 @@ describe('memory retrieval', () => {
 })
 
 describe('admin-only, lineage and artifact routes', () => {
-  it('an Authorization header with the scheme and no token (an unset shell variable) is a 401 that says the token is missing', async () => {
+  it('an Authorization scheme without token (an unset shell variable) is a 401 saying it is missing', async () => {
     for (const header of ['Bearer ', 'Bearer', 'Basic ']) {
       const res = await call('POST', '/runs', {
         headers: { authorization: header },

@@ -20,7 +20,7 @@ const audit = async (runId: string) =>
 afterEach(() => vi.useRealTimers())
 
 describe('run tokens', () => {
-  it('rotates: a second token works alongside the first; revoking the first refuses it on the next request', async () => {
+  it('rotates: a second token works beside the first; revoking the first refuses it on the next request', async () => {
     const run = await createRun(RUBRICS)
     expect((await score(run.token, 'a-1')).status).toBe(200)
     const issued = await call('POST', `/runs/${run.runId}/tokens`, { token: ADMIN_TOKEN })
@@ -61,7 +61,7 @@ describe('run tokens', () => {
     ])
   })
 
-  it('a token revoked elsewhere (another isolate) is refused here once the cached check is RUN_TOKEN_RECHECK_MS old', async () => {
+  it('a token revoked by another isolate is refused once its cached check is RUN_TOKEN_RECHECK_MS old', async () => {
     const run = await createRun(RUBRICS)
     expect((await score(run.token, 'c-1')).status).toBe(200)
     // Another isolate revoked it: only D1 knows.

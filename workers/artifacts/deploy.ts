@@ -22,7 +22,7 @@ const DEPLOY_ATTEMPTS = 5
 
 /**
  * The body of `POST /admin/targets/<target>/deployments`.
- * @example DeployRequest.parse({ artifact_id: 'rm_3fa1…', deployed_by: 'alice', llm: { base_url: 'http://gpu-1:8000/v1' } })
+ * @example DeployRequest.parse({ artifact_id: 'rm_3fa1', deployed_by: 'al', llm: { base_url: 'http://gpu:8000/v1' } })
  */
 export const DeployRequest = z.object({
   artifact_id: z.string().min(1).max(200),

@@ -48,7 +48,8 @@ export const RequestImage = z.union(
         .max(4_096)
         .refine(
           isPublicHttpsUrl,
-          'an image url must be https on a public host name (no IP address, no local name): the model server fetches it',
+          'an image url must be https on a public host name (no IP address, no local name): ' +
+            'the model server fetches it',
         ),
     }),
     z.strictObject({
@@ -57,7 +58,8 @@ export const RequestImage = z.union(
   ],
   {
     error:
-      'an image is {"url": "https://<public host>/…"} or {"data_url": "data:image/<type>;base64,…"} (the edge cannot read a path, and the model server is never sent to an IP address or a local name)',
+      'an image is {"url": "https://<public host>/…"} or {"data_url": "data:image/<type>;base64,…"} ' +
+      '(the edge cannot read a path, and the model server is never sent to an IP address or a local name)',
   },
 )
 export type RequestImage = z.infer<typeof RequestImage>

@@ -197,7 +197,9 @@ export interface LibraryScore {
 
 /**
  * The reference response a request carries: top-level `reference`, else `candidate.metadata.reference`.
- * @example referenceOf({ prompt_id: 'p', prompt: 'Q', candidate: { candidate_id: 'c', text: 'A', metadata: { reference: 'R' } } }) // { text: 'R', source: 'candidate.metadata' }
+ * @example
+ * const candidate = { candidate_id: 'c', text: 'A', metadata: { reference: 'R' } }
+ * referenceOf({ prompt_id: 'p', prompt: 'Q', candidate }) // { text: 'R', source: 'candidate.metadata' }
  */
 export function referenceOf(
   request: LibraryScoreRequest,
@@ -246,7 +248,8 @@ export class LibraryArtifactScorer {
     if (!reference) {
       throw new AppError(
         'invalid_request',
-        `artifact ${artifact.artifact_id} is a judge library (pairwise): send the reference response to compare with as "reference" or "candidate.metadata.reference"`,
+        `artifact ${artifact.artifact_id} is a judge library (pairwise): ` +
+          'send the reference response to compare with as "reference" or "candidate.metadata.reference"',
       )
     }
     const result = await libraryWinRate(

@@ -25,7 +25,7 @@ export const RM_LLM_ATTEMPTS = 3
 /**
  * The body of `POST /rm/<target>/score` (one item of `batch_score`), as the reference verl client sends it.
  * Extra fields are accepted and ignored. Images (workers/artifacts/images.ts) are read by library artifacts only.
- * @example RmScoreRequest.parse({ prompt_id: 'p1', prompt: 'Q?', candidate: { candidate_id: 'c1', text: 'A.', source: 'verl' } })
+ * @example RmScoreRequest.parse({ prompt_id: 'p1', prompt: 'Q?', candidate: { candidate_id: 'c1', text: 'A.' } })
  */
 export const RmScoreRequest = z.object({
   prompt_id: z.string().max(256),
@@ -119,7 +119,9 @@ export class ArtifactScorer {
     if (imagesOfRequest(request).any) {
       throw new AppError(
         'invalid_request',
-        `artifact ${artifact.artifact_id} is a rubric artifact: its verifier grades text only (its rubric was searched on text), so it cannot score images; send them to a library artifact, or leave them out`,
+        `artifact ${artifact.artifact_id} is a rubric artifact: ` +
+          'its verifier grades text only (its rubric was searched on text), so it cannot score images; ' +
+          'send them to a library artifact, or leave them out',
       )
     }
     const item: PromptItem = { prompt_id: request.prompt_id, prompt: request.prompt, candidates: [], metadata: {} }
@@ -190,7 +192,8 @@ export function asLlmUnavailable(error: unknown): unknown {
   const transient = error.kind !== 'invalid_reply' && error.kind !== 'bad_request'
   return new AppError(
     'llm_unavailable',
-    `the verifier model failed (${error.kind}${error.retryable ? ` after up to ${RM_LLM_ATTEMPTS} attempts` : ''}): ${error.message}`,
+    `the verifier model failed (${error.kind}${error.retryable ? ` after up to ${RM_LLM_ATTEMPTS} attempts` : ''}): ` +
+      error.message,
     {
       status: transient ? 503 : 502,
       details: { failure: error.kind },

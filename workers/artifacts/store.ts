@@ -188,7 +188,8 @@ export async function appendDeployment(
 ): Promise<boolean> {
   const result = await db
     .prepare(
-      `INSERT INTO rm_deployments (deploy_id, target, artifact_id, previous_artifact_id, deployed_by, deployed_at, action, dataset_sha256, config_hash, llm)
+      `INSERT INTO rm_deployments (deploy_id, target, artifact_id, previous_artifact_id, deployed_by, deployed_at,
+         action, dataset_sha256, config_hash, llm)
        SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10
        WHERE coalesce((SELECT max(seq) FROM rm_deployments WHERE target = ?2), 0) = ?11`,
     )

@@ -31,10 +31,8 @@ export async function parseArtifactUpload(raw: unknown): Promise<AnyRmArtifact> 
   const { artifact_id: claimed, ...body } = artifact
   const actual = await artifactId(body)
   if (claimed !== actual) {
-    problems.push({
-      path: 'artifact_id',
-      message: `does not match the artifact's content, which hashes to ${actual}: the artifact was changed after export`,
-    })
+    const mismatch = `does not match the artifact's content, which hashes to ${actual}`
+    problems.push({ path: 'artifact_id', message: `${mismatch}: the artifact was changed after export` })
   }
   if (problems.length > 0) throw invalid(problems)
   return artifact

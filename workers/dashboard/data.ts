@@ -366,6 +366,8 @@ function artifactContents(meta: unknown, rubricCount: number): Pick<ArtifactSumm
   const skills = entries.filter((entry: { kind?: unknown }) => entry.kind === 'skill').length
   return {
     kind: 'library',
-    contents: `${plural(entries.length, 'entry', 'entries')} (${plural(skills, 'skill')}, ${plural(entries.length - skills, 'tool')})`,
+    contents:
+      `${plural(entries.length, 'entry', 'entries')} ` +
+      `(${plural(skills, 'skill')}, ${plural(entries.length - skills, 'tool')})`,
   }
 }

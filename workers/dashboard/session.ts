@@ -188,7 +188,8 @@ export function pageHeaders(): MiddlewareHandler {
     await next()
     c.res.headers.set(
       'content-security-policy',
-      "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+      "default-src 'none'; style-src 'unsafe-inline'; img-src data:; " +
+        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     )
     c.res.headers.set('cache-control', 'no-store')
     c.res.headers.set('x-content-type-options', 'nosniff')

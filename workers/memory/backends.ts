@@ -39,7 +39,7 @@ export function vectorIndexFor(env: Env, runId: string): VectorIndex {
 
 /**
  * The memory of one run, wired to this deployment's D1, embedder and index.
- * @example const memory = memoryFor(env, 'grpo-1'); await memory.search({ run_id: 'grpo-1', text: 'hacking', top_k: 5 })
+ * @example await memoryFor(env, 'grpo-1').search({ run_id: 'grpo-1', text: 'hacking', top_k: 5 })
  */
 export function memoryFor(env: Env, runId: string): MemoryStore {
   return new MemoryStore(env.DB, embedderFor(env), vectorIndexFor(env, runId))

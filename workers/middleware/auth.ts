@@ -165,8 +165,10 @@ export function resolveRun(): MiddlewareHandler<AppEnv> {
     ) {
       throw new AppError(
         'no_judge_configured',
-        'the default run grades with the mock heuristic, which is no judge: in production create a run with a judge (POST /runs with ' +
-          '"agents": {"scorer": {"backend": "openai", "base_url": …}}) and use its token, or give config/default-run.json a scorer before deploying',
+        'the default run grades with the mock heuristic, which is no judge: ' +
+          'in production create a run with a judge (POST /runs with ' +
+          '"agents": {"scorer": {"backend": "openai", "base_url": …}}) and use its token, ' +
+          'or give config/default-run.json a scorer before deploying',
       )
     }
     c.set('run', { id: runId, config })

@@ -46,7 +46,8 @@ export function limitBodies(): MiddlewareHandler<AppEnv> {
         onError: () => {
           throw new AppError(
             'payload_too_large',
-            `the request body is larger than ${BODY_LIMITS[kind] / MIB} MiB, the limit of this route: ${HOW_TO_SPLIT[kind]}`,
+            `the request body is larger than ${BODY_LIMITS[kind] / MIB} MiB, the limit of this route: ` +
+              HOW_TO_SPLIT[kind],
             {
               details: { limit_bytes: BODY_LIMITS[kind], kind },
             },

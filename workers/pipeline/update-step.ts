@@ -496,7 +496,11 @@ async function summaryDocuments(
     instance_id: job.instanceId,
     kind,
     step: job.step,
-    text: `Step ${job.step} summary${subject === STEP_SUBJECT ? '' : ` (${subject})`}: ${body.executive_summary}\n${body.memory_entry}\nPatterns: ${body.systemic_patterns.join('; ')}\nReward hacking: ${body.reward_hacking.count} (${body.reward_hacking.tactics.join(', ')})\nPlan: ${body.evolution_plan}`,
+    text:
+      `Step ${job.step} summary${subject === STEP_SUBJECT ? '' : ` (${subject})`}: ${body.executive_summary}\n` +
+      `${body.memory_entry}\nPatterns: ${body.systemic_patterns.join('; ')}\n` +
+      `Reward hacking: ${body.reward_hacking.count} (${body.reward_hacking.tactics.join(', ')})\n` +
+      `Plan: ${body.evolution_plan}`,
     data: { subject, summary: body },
     created_at: now,
   })
@@ -524,7 +528,10 @@ async function updateDocument(
     instance_id: job.instanceId,
     kind: 'rubric_update',
     step: job.step,
-    text: `Step ${job.step} rubric update (${update.strategy}) → version ${version}: ${update.rationale}\nAdded ${diff.added.length}, removed ${diff.removed.length}, modified ${diff.modified.length}, reweighted ${diff.reweighted.length}.${refused.length ? `\nRefused: ${refused.join('; ')}` : ''}`,
+    text:
+      `Step ${job.step} rubric update (${update.strategy}) → version ${version}: ${update.rationale}\n` +
+      `Added ${diff.added.length}, removed ${diff.removed.length}, modified ${diff.modified.length}, ` +
+      `reweighted ${diff.reweighted.length}.${refused.length ? `\nRefused: ${refused.join('; ')}` : ''}`,
     data: {
       subject: STEP_SUBJECT,
       update,

@@ -14,7 +14,8 @@ import { mean as meanOf, sampleStd } from '../../src/stats/index.ts'
 
 /** Most responses one group may carry. */
 export const MAX_GROUP_SIZE = 1_024
-const TOO_MANY_SAMPLES = `at most ${MAX_BATCH_ITEMS} samples per request: give OpenRLHF more reward URLs (the batch is split over them)`
+const SPLIT_OVER_URLS = 'give OpenRLHF more reward URLs (the batch is split over them)'
+const TOO_MANY_SAMPLES = `at most ${MAX_BATCH_ITEMS} samples per request: ${SPLIT_OVER_URLS}`
 
 /**
  * Training metadata for trainers that send none: OpenRLHF, slime and group callers have no such field. A request
@@ -111,7 +112,8 @@ export const compatRoutes = new Hono<AppEnv>()
       if (list && list.length !== query.length) {
         throw new AppError(
           'invalid_request',
-          `query, prompts and labels must be parallel lists: query has ${query.length} items, ${name} has ${list.length}`,
+          'query, prompts and labels must be parallel lists: ' +
+            `query has ${query.length} items, ${name} has ${list.length}`,
         )
       }
     }
@@ -189,8 +191,14 @@ export const compatRoutes = new Hono<AppEnv>()
 /**
  * End-of-turn tokens OpenRLHF leaves in `query` (it decodes with special tokens kept): not part of the answer judged.
  */
-const TRAILING_SPECIAL_TOKENS =
-  /(?:\s*(?:<\|(?:im_end|endoftext|eot_id|end|eom_id)\|>|<\/s>|<eos>|<end_of_turn>|<\uFF5Cend\u2581of\u2581sentence\uFF5C>))+\s*$/
+const END_OF_TURN_TOKENS = [
+  String.raw`<\|(?:im_end|endoftext|eot_id|end|eom_id)\|>`,
+  String.raw`<\/s>`,
+  '<eos>',
+  '<end_of_turn>',
+  String.raw`<\uFF5Cend\u2581of\u2581sentence\uFF5C>`,
+].join('|')
+const TRAILING_SPECIAL_TOKENS = new RegExp(String.raw`(?:\s*(?:${END_OF_TURN_TOKENS}))+\s*$`)
 
 /**
  * The response inside an OpenRLHF `query` (prompt + response as decoded): what follows the prompt, found at the start
@@ -229,7 +237,9 @@ export function groupAdvantages(scores: readonly number[]): number[] {
  * Chat messages flattened to text for the judge (`role: content` per message; a content given as parts is its text
  * parts joined, each non-text part shown as `[image]`, `[audio]`… since the rubric judge reads text only); text stays
  * as it is.
- * @example promptText([{ role: 'user', content: [{ type: 'text', text: 'What is shown?' }, { type: 'image_url' }] }]) // 'user: What is shown?\n[image]'
+ * @example
+ * promptText([{ role: 'user', content: [{ type: 'text', text: 'What is shown?' }, { type: 'image_url' }] }])
+ * // 'user: What is shown?\n[image]'
  */
 export function promptText(prompt: z.infer<typeof PromptInput>): string {
   if (typeof prompt === 'string') return prompt

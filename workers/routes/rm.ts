@@ -18,7 +18,9 @@ export const MAX_BATCH_ITEMS = 1_000
 
 /**
  * The body of `POST /rm/<target>/batch_score`: items are validated one by one, so a malformed item fails alone.
- * @example RmBatchRequest.parse({ items: [{ prompt_id: 'p1', prompt: 'Q?', candidate: { candidate_id: 'c1', text: 'A.' } }] })
+ * @example
+ * const item = { prompt_id: 'p1', prompt: 'Q?', candidate: { candidate_id: 'c1', text: 'A.' } }
+ * RmBatchRequest.parse({ items: [item] })
  */
 export const RmBatchRequest = z.object({ items: z.array(z.unknown()).max(MAX_BATCH_ITEMS) })
 

@@ -58,7 +58,8 @@ export const runTokenRoutes = new Hono<AppEnv>()
     if (!/^(rh_[0-9a-f]{8}|[0-9a-f]{8,64})$/i.test(reference))
       throw new AppError(
         'invalid_request',
-        'name the token by its prefix (rh_ and 8 hex digits) or its id (8 or more hex digits of its hash), as GET /runs/:runId/tokens lists them',
+        'name the token by its prefix (rh_ and 8 hex digits) or its id (8 or more hex digits of its hash), ' +
+          'as GET /runs/:runId/tokens lists them',
       )
     const outcome = await revokeToken(c.env.DB, runId, reference, 'admin')
     if ('missing' in outcome) throw new AppError('not_found', `run "${runId}" has no token "${reference}"`)

@@ -21,7 +21,8 @@ const judgements = new LRUCache<string, Judgement>({ max: JUDGEMENTS })
  * a newer one, which the ledger shards hand out with any reply to a caller that named an older version. A copy is
  * trusted for the trainer steps a shard's reply confirmed it for: a request from a later trainer step (rubrics are
  * updated between steps) asks its shard first rather than spend a model call on rubrics that may be gone.
- * @example rubricCache.offer('grpo-1', 'global', reply.snapshot, 3); rubricCache.current('grpo-1', 'global', 3)?.version
+ * @example rubricCache.offer('grpo-1', 'global', reply.snapshot, 3)
+ * @example rubricCache.current('grpo-1', 'global', 3)?.version
  */
 export const rubricCache = {
   /** The held copy, if any, however old. */

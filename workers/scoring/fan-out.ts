@@ -68,7 +68,7 @@ export function chunksOf<T>(items: readonly T[]): T[][] {
  * Runs `items` in this invocation (`here`) when they are few or nothing can take chunks (`away` undefined: the
  * Worker has no `JUDGE` binding), else in chunks ({@link chunksOf}) each handed `away` to another invocation, with
  * its own 6 connections; a chunk whose invocation fails runs `here`, slower but not lost. Results in input order.
- * @example const outcomes = await handOut(groups, judgeHere, env.JUDGE && ((part) => env.JUDGE!.judge(chunkOf(part))), requestId)
+ * @example const outcomes = await handOut(groups, judgeHere, (part) => env.JUDGE!.judge(chunkOf(part)), requestId)
  */
 export async function handOut<T, R>(
   items: readonly T[],

@@ -7,7 +7,7 @@ export const RESERVED_SECRETS: ReadonlySet<string> = new Set(['ADMIN_TOKEN', 'RM
 /**
  * The secret names a run's `api_key_env` (or a deployment's `llm.api_key_env`) may name: the operator's comma-separated
  * var `JUDGE_KEY_NAMES`, less the Worker's own secrets. A config cannot make the Worker send anything else.
- * @example judgeKeyNames({ JUDGE_KEY_NAMES: 'VLLM_KEY, OPENAI_API_KEY' } as Env) // Set { 'VLLM_KEY', 'OPENAI_API_KEY' }
+ * @example judgeKeyNames({ JUDGE_KEY_NAMES: 'VLLM_KEY, OPENAI_KEY' } as Env) // Set { 'VLLM_KEY', 'OPENAI_KEY' }
  */
 export function judgeKeyNames(env: Env): Set<string> {
   const listed = (env.JUDGE_KEY_NAMES ?? '')
@@ -36,13 +36,16 @@ export function checkKeyName(
   if (!judgeKeyNames(env).has(name)) {
     throw new AppError(
       code,
-      `${field} names "${name}", which this Worker does not let configs use: list it in the var JUDGE_KEY_NAMES (now "${env.JUDGE_KEY_NAMES ?? ''}") and set the secret with \`wrangler secret put ${name}\``,
+      `${field} names "${name}", which this Worker does not let configs use: ` +
+        `list it in the var JUDGE_KEY_NAMES (now "${env.JUDGE_KEY_NAMES ?? ''}") ` +
+        `and set the secret with \`wrangler secret put ${name}\``,
     )
   }
   if (typeof (env as unknown as Record<string, unknown>)[name] !== 'string') {
     throw new AppError(
       code,
-      `${field} names "${name}", but this Worker has no such secret (set it with \`wrangler secret put ${name}\` or in .dev.vars)`,
+      `${field} names "${name}", but this Worker has no such secret ` +
+        `(set it with \`wrangler secret put ${name}\` or in .dev.vars)`,
     )
   }
 }

@@ -6,7 +6,8 @@ that file, so tests can show that an autosr user points the client they already 
     client = RMScoringClient("https://<worker>/t/<RM token>/rm/prod", expected_artifact_id="rm_...")
     client.healthz_check()
     client.score(prompt_id="p1", prompt="What is 2+2?", candidate_id="c1", text="4")["score"]
-    client.batch_score([{"prompt_id": "p1", "prompt": "Q", "candidate": {"candidate_id": "c1", "text": "A"}}])["results"]
+    item = {"prompt_id": "p1", "prompt": "Q", "candidate": {"candidate_id": "c1", "text": "A"}}
+    client.batch_score([item])["results"]
 
 What it reproduces:
 
@@ -94,7 +95,10 @@ class RMScoringClient:
                 raise RMHealthzError(f"{field} mismatch: expected {expected!r}, got {actual!r}")
         logger.info(
             "RM healthz ok: artifact_id=%s source_session_id=%s schema=%s rm_api=%s",
-            data.get("artifact_id"), data.get("source_session_id"), data.get("schema_version"), data.get("rm_api_version"),
+            data.get("artifact_id"),
+            data.get("source_session_id"),
+            data.get("schema_version"),
+            data.get("rm_api_version"),
         )
         return data
 
@@ -118,13 +122,15 @@ class RMScoringClient:
     def batch_score(self, items: List[Dict[str, Any]]) -> Dict[str, Any]:
         """Scores ``{prompt_id, prompt, candidate}`` items in one request; callers read ``["results"][i]``.
 
-        Example: ``client.batch_score([{"prompt_id": "p1", "prompt": "Q", "candidate": {"candidate_id": "c1", "text": "A"}}])``
+        Example: ``client.batch_score([item])["results"][0]["score"]``
         """
         return self._post("/batch_score", {"items": items})
 
     def _post(self, path: str, payload: Dict[str, Any]) -> Dict[str, Any]:
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-        request = urllib.request.Request(f"{self.endpoint}{path}", data=body, headers={"Content-Type": "application/json"}, method="POST")
+        request = urllib.request.Request(
+            f"{self.endpoint}{path}", data=body, headers={"Content-Type": "application/json"}, method="POST"
+        )
         return self._call(request, ScoreError)
 
     def _call(self, request: urllib.request.Request, error: Type[Exception]) -> Dict[str, Any]:

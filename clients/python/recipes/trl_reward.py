@@ -53,7 +53,10 @@ _clients: Dict[Tuple[str, Optional[str]], RewardHarnessClient] = {}
 
 def _client() -> RewardHarnessClient:
     # Read at call time, not import time, so the environment may be set after TRL's script imported this file.
-    key = (os.environ.get("REWARD_HARNESS_URL", "http://127.0.0.1:8787"), os.environ.get("REWARD_HARNESS_TOKEN") or None)
+    key = (
+        os.environ.get("REWARD_HARNESS_URL", "http://127.0.0.1:8787"),
+        os.environ.get("REWARD_HARNESS_TOKEN") or None,
+    )
     if key not in _clients:
         _clients[key] = RewardHarnessClient(key[0], token=key[1])
     return _clients[key]

@@ -43,16 +43,29 @@ __all__ = ["compute_score"]
 @functools.lru_cache(maxsize=1)
 def _client() -> RewardHarnessClient:
     # Built on first use, not at import, so the environment may be set after verl has loaded this file.
-    return RewardHarnessClient(os.environ.get("REWARD_HARNESS_URL", "http://127.0.0.1:8787"), token=os.environ.get("REWARD_HARNESS_TOKEN") or None)
+    return RewardHarnessClient(
+        os.environ.get("REWARD_HARNESS_URL", "http://127.0.0.1:8787"),
+        token=os.environ.get("REWARD_HARNESS_TOKEN") or None,
+    )
 
 
-def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Optional[Dict[str, Any]] = None, **kwargs: Any) -> Dict[str, float]:
+def compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: Optional[Dict[str, Any]] = None,
+    **kwargs: Any,
+) -> Dict[str, float]:
     """Scores one response with the target's artifact: ``{"score", "fallback_rubric"}``.
 
-    Example: ``compute_score("math", "4", "4", {"prompt_id": "p_math", "question": "What is 2+2?", "index": 3})["score"]``
+    Example: ``compute_score("math", "4", "4", {"prompt_id": "p_math", "question": "What is 2+2?"})["score"]``
     """
     extra_info = extra_info or {}
-    candidate: Dict[str, Any] = {"candidate_id": str(extra_info.get("index", 0)), "text": solution_str, "source": "verl"}
+    candidate: Dict[str, Any] = {
+        "candidate_id": str(extra_info.get("index", 0)),
+        "text": solution_str,
+        "source": "verl",
+    }
     if extra_info.get("reference") is not None:
         candidate["metadata"] = {"reference": _text(extra_info["reference"])}
     result = _client().rm_score(

@@ -49,10 +49,19 @@ __all__ = ["compute_score"]
 @functools.lru_cache(maxsize=1)
 def _client() -> RewardHarnessClient:
     # Built on first use, not at import, so the environment may be set after verl has loaded this file.
-    return RewardHarnessClient(os.environ.get("REWARD_HARNESS_URL", "http://127.0.0.1:8787"), token=os.environ.get("REWARD_HARNESS_TOKEN") or None)
+    return RewardHarnessClient(
+        os.environ.get("REWARD_HARNESS_URL", "http://127.0.0.1:8787"),
+        token=os.environ.get("REWARD_HARNESS_TOKEN") or None,
+    )
 
 
-def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Optional[Dict[str, Any]] = None, **kwargs: Any) -> Dict[str, Any]:
+def compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: Optional[Dict[str, Any]] = None,
+    **kwargs: Any,
+) -> Dict[str, Any]:
     """Scores one response with the run's current rubrics: ``{"score", "rubric_version"}``.
 
     Example: ``compute_score("gsm8k", "2 + 2 = 4", "4", {"question": "What is 2+2?"})["score"]``
@@ -60,7 +69,9 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     extra_info = extra_info or {}
     question = _text(extra_info.get("question", extra_info.get("prompt")))
     if question == "":
-        raise ValueError("verl_online.compute_score needs the question in extra_info['question'] (or extra_info['prompt'])")
+        raise ValueError(
+            "verl_online.compute_score needs the question in extra_info['question'] (or extra_info['prompt'])"
+        )
     digest = hashlib.sha256(f"{question}\0{solution_str}".encode("utf-8")).hexdigest()[:32]
     rollout: Dict[str, Any] = {"id": f"verl-{digest}", "input": question, "output": solution_str}
     if ground_truth is not None:

@@ -122,7 +122,8 @@ def run_trl(recipe: str, batch_path: str, name: str) -> Dict[str, Any]:
         batch = json.load(handle)
     prompts, completions = batch["prompts"], batch["completions"]
     completion_ids = batch.get("completion_ids") or [list(_text_of(c).encode("utf-8")) for c in completions]
-    columns = {k: v for k, v in (batch.get("columns") or {}).items() if k not in ("prompt", "completion", "completion_ids")}
+    reserved = ("prompt", "completion", "completion_ids")
+    columns = {k: v for k, v in (batch.get("columns") or {}).items() if k not in reserved}
     log_extra: Dict[str, List[Any]] = {}
     log_metric: Dict[str, List[float]] = {}
     kwargs: Dict[str, Any] = dict(columns)
@@ -133,8 +134,14 @@ def run_trl(recipe: str, batch_path: str, name: str) -> Dict[str, Any]:
     output = asyncio.run(call()) if inspect.iscoroutinefunction(reward_func) else call()
     rewards = [math.nan if r is None else _as_float(r) for r in output]
     if len(rewards) != len(prompts):
-        raise RuntimeError(f"The expanded size of the tensor ({len(rewards)}) must match the existing size ({len(prompts)})")
-    return {"rewards": [None if math.isnan(r) else r for r in rewards], "log_extra": log_extra, "log_metric": log_metric}
+        raise RuntimeError(
+            f"The expanded size of the tensor ({len(rewards)}) must match the existing size ({len(prompts)})"
+        )
+    return {
+        "rewards": [None if math.isnan(r) else r for r in rewards],
+        "log_extra": log_extra,
+        "log_metric": log_metric,
+    }
 
 
 def run_autosr(endpoint: str, items_path: str) -> Dict[str, Any]:
@@ -148,7 +155,8 @@ def run_autosr(endpoint: str, items_path: str) -> Dict[str, Any]:
     with open(items_path, encoding="utf-8") as handle:
         spec = json.load(handle)
     spec = {"items": spec} if isinstance(spec, list) else spec
-    options = {k: spec[k] for k in ("expected_artifact_id", "expected_source_session_id", "timeout_seconds") if k in spec}
+    option_names = ("expected_artifact_id", "expected_source_session_id", "timeout_seconds")
+    options = {k: spec[k] for k in option_names if k in spec}
     client = RMScoringClient(endpoint, **options)
     healthz = client.healthz_check()
     scores = []
@@ -200,7 +208,8 @@ def main(argv: List[str]) -> int:
             result = run_autosr(target, data)
     except Exception as error:  # the test reads the failure from the JSON line
         message = _PATH_TOKEN.sub("/t/***", str(error))
-        print(json.dumps({"ok": False, "error_type": type(error).__name__, "error": message, "wall_s": round(time.monotonic() - started, 3)}))
+        wall_s = round(time.monotonic() - started, 3)
+        print(json.dumps({"ok": False, "error_type": type(error).__name__, "error": message, "wall_s": wall_s}))
         return 1
     print(json.dumps({"ok": True, "mode": mode, **result, "wall_s": round(time.monotonic() - started, 3)}, default=str))
     return 0

@@ -256,7 +256,8 @@ function concatenate(parts: unknown[], converted: boolean, total: number): numbe
   if (values.length !== total) {
     throw new TrainerError(
       'RuntimeError',
-      `split_with_sizes expects split_sizes to sum exactly to ${values.length} (input tensor's size at dimension 0), but got split_sizes=[${total}]`,
+      `split_with_sizes expects split_sizes to sum exactly to ${values.length} ` +
+        `(input tensor's size at dimension 0), but got split_sizes=[${total}]`,
     )
   }
   return values
@@ -515,7 +516,9 @@ export interface SlimeResult {
  * `--reward-key` throws a TypeError there, as any value that is not a number or a boolean does.
  * Source: `slime/rollout/rm_hub/__init__.py` `remote_rm`, `slime/utils/types.py` `get_reward_value`,
  * `slime/ray/rollout.py` `_post_process_rewards`, at HEAD 624b824.
- * @example const { reward } = await slimeRemoteRm(`${base}/t/${token}/compat/slime`, { prompt: 'Q', response: 'A', label: 'A' }, { rewardKey: 'score' })
+ * @example
+ * const sample = { prompt: 'Q', response: 'A', label: 'A' }
+ * const { reward } = await slimeRemoteRm(`${base}/t/${token}/compat/slime`, sample, { rewardKey: 'score' })
  */
 export async function slimeRemoteRm(
   url: string,
@@ -572,7 +575,8 @@ async function remoteRm(url: string, sample: SlimeSample, options: SlimeOptions)
       }
       const backoffS = Math.min(2 ** attempt, SLIME_MAX_BACKOFF_S) + Math.random()
       log(
-        `remote_rm: ${error instanceof TrainerError ? error.type : 'Exception'}, retrying in ${backoffS.toFixed(1)}s (${attempt + 1}/${attempts})`,
+        `remote_rm: ${error instanceof TrainerError ? error.type : 'Exception'}, ` +
+          `retrying in ${backoffS.toFixed(1)}s (${attempt + 1}/${attempts})`,
       )
       await sleep(backoffS * 1000 * (options.backoffScale ?? 1))
     }

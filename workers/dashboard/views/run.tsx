@@ -140,7 +140,10 @@ const TimelineSection: FC<{ timeline: StepTimelineEntry[]; scores: Map<number, S
   <Section
     id="timeline"
     title="Step timeline"
-    note="opened by the first rollout; closed by /complete or rollouts_per_step; updated when every instance's update is done"
+    note={
+      'opened by the first rollout; closed by /complete or rollouts_per_step; ' +
+      "updated when every instance's update is done"
+    }
   >
     {timeline.length === 0 ? (
       <p class="empty">No step has started: nothing has been scored in this run.</p>
@@ -201,7 +204,8 @@ const TimelineSection: FC<{ timeline: StepTimelineEntry[]; scores: Map<number, S
                 <td class="num">{updates.length ? sum('hacking_flags') : '—'}</td>
                 <td>
                   {updates.length
-                    ? `${sum('analysed')} of ${step.rollouts} analysed${sum('failed') ? ` · ${sum('failed')} failed` : ''}`
+                    ? `${sum('analysed')} of ${step.rollouts} analysed` +
+                      (sum('failed') ? ` · ${sum('failed')} failed` : '')
                     : '—'}
                   {reasons && (
                     <div class="muted" title="why the analysed rollouts were chosen">
@@ -304,8 +308,8 @@ const VersionEntry: FC<{ record: RubricVersionRecord; previous: RubricVersionRec
             <li class="muted">no rubric changed</li>
           )}
           <li class="muted">
-            {diff.added.length} added · {diff.removed.length} removed · {diff.changed.length} changed · {diff.unchanged}{' '}
-            unchanged
+            {`${diff.added.length} added · ${diff.removed.length} removed · ` +
+              `${diff.changed.length} changed · ${diff.unchanged} unchanged`}
           </li>
         </ul>
       )}
@@ -442,7 +446,7 @@ const MemorySection: FC<{ data: RunDashboard }> = ({ data }) => {
         request.q ? `semantic search: ${documents.length} closest documents` : `newest ${documents.length} documents`
       }
     >
-      {/* biome-ignore lint/a11y/useSemanticElements: the <search> element is too new for every browser a dashboard user has */}
+      {/* biome-ignore lint/a11y/useSemanticElements: some dashboard users' browsers lack the new <search> element */}
       <form method="get" action={`${runHref(data.run.id)}#memory`} class="search" role="search">
         {data.run.config.rubrics_mode === 'per_instance' && data.instanceId && (
           <input type="hidden" name="instance" value={data.instanceId} />

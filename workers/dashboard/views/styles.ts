@@ -9,7 +9,10 @@ export const STYLES = `
   --mono: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace;
 }
 * { box-sizing: border-box; }
-body { margin: 0; background: var(--bg); color: var(--ink); font: 14px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }
+body {
+  margin: 0; background: var(--bg); color: var(--ink);
+  font: 14px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
+}
 a { color: var(--accent); text-decoration: none; }
 a:hover { text-decoration: underline; }
 code, .mono { font-family: var(--mono); font-size: 12.5px; }
@@ -26,7 +29,10 @@ main { max-width: 1180px; margin: 0 auto; padding: 20px 24px 60px; }
 main.wide { max-width: 1320px; }
 .page-head { display: flex; flex-wrap: wrap; align-items: center; gap: 10px 14px; margin-bottom: 14px; }
 .crumbs { color: var(--muted); font-size: 13px; margin-bottom: 4px; }
-.card { scroll-margin-top: 8px; background: var(--card); border: 1px solid var(--line); border-radius: 10px; padding: 16px 18px; margin: 14px 0; box-shadow: 0 1px 2px rgba(0,0,0,.03); }
+.card {
+  scroll-margin-top: 8px; background: var(--card); border: 1px solid var(--line); border-radius: 10px;
+  padding: 16px 18px; margin: 14px 0; box-shadow: 0 1px 2px rgba(0,0,0,.03);
+}
 .card-head { display: flex; align-items: baseline; justify-content: space-between; gap: 12px; margin-bottom: 10px; }
 .note { color: var(--muted); font-size: 12.5px; }
 .stats { display: grid; grid-template-columns: repeat(auto-fit, minmax(150px, 1fr)); gap: 12px; margin: 14px 0; }
@@ -35,13 +41,19 @@ main.wide { max-width: 1320px; }
 .stat .value { font-size: 22px; font-weight: 650; margin-top: 2px; }
 .stat .sub { color: var(--muted); font-size: 12px; }
 .section-nav { display: flex; flex-wrap: wrap; gap: 6px; padding: 8px 0; background: var(--bg); }
-.section-nav a { padding: 4px 10px; border-radius: 999px; background: var(--card); border: 1px solid var(--line); font-size: 13px; }
+.section-nav a {
+  padding: 4px 10px; border-radius: 999px; background: var(--card); border: 1px solid var(--line);
+  font-size: 13px;
+}
 table { width: 100%; border-collapse: collapse; font-size: 13px; }
 th, td { text-align: left; padding: 6px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
 th { color: var(--muted); font-weight: 600; font-size: 12px; text-transform: uppercase; letter-spacing: .3px; }
 tbody tr:nth-child(even) { background: #fafafa; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-.pill { display: inline-block; padding: 1px 8px; border-radius: 999px; font-size: 12px; font-weight: 600; background: #e5e7eb; color: #374151; white-space: nowrap; }
+.pill {
+  display: inline-block; padding: 1px 8px; border-radius: 999px; font-size: 12px; font-weight: 600;
+  background: #e5e7eb; color: #374151; white-space: nowrap;
+}
 .pill.ok { background: var(--ok-bg); color: var(--ok); }
 .pill.warn { background: var(--warn-bg); color: var(--warn); }
 .pill.bad { background: var(--bad-bg); color: var(--bad); }
@@ -54,7 +66,10 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .version { border-left: 3px solid var(--line); padding: 4px 0 4px 14px; margin: 14px 0; }
 .version.changed { border-left-color: var(--accent); }
 .version-head { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; }
-.rationale { margin: 6px 0; padding: 8px 12px; background: #f8fafc; border-radius: 6px; border: 1px solid var(--line); white-space: pre-wrap; }
+.rationale {
+  margin: 6px 0; padding: 8px 12px; background: #f8fafc; border-radius: 6px; border: 1px solid var(--line);
+  white-space: pre-wrap;
+}
 .diff-list { list-style: none; padding: 0; margin: 6px 0; }
 .diff-list li { padding: 4px 8px; margin: 3px 0; border-radius: 6px; }
 .diff-list li.added { background: var(--add-bg); }
@@ -69,7 +84,10 @@ details > summary { cursor: pointer; color: var(--accent); }
 .flag-head { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; margin-bottom: 6px; }
 .evidence { margin: 4px 0 6px; padding-left: 18px; }
 .evidence li { margin: 2px 0; }
-blockquote { margin: 6px 0; padding: 6px 10px; border-left: 3px solid #fdba74; background: #fff; white-space: pre-wrap; word-break: break-word; font-family: var(--mono); font-size: 12.5px; }
+blockquote {
+  margin: 6px 0; padding: 6px 10px; border-left: 3px solid #fdba74; background: #fff; white-space: pre-wrap;
+  word-break: break-word; font-family: var(--mono); font-size: 12.5px;
+}
 .doc { border-bottom: 1px solid var(--line); padding: 10px 0; }
 .doc:last-child { border-bottom: 0; }
 .doc-head { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; margin-bottom: 4px; }
@@ -80,9 +98,14 @@ blockquote { margin: 6px 0; padding: 6px 10px; border-left: 3px solid #fdba74; b
 .show-all { color: var(--accent); white-space: nowrap; }
 .doc details[open] .preview { display: none; }
 form.search { display: flex; flex-wrap: wrap; gap: 8px; margin-bottom: 10px; }
-input[type=text], input[type=password], input[type=search], select { padding: 7px 10px; border: 1px solid #d1d5db; border-radius: 6px; font: inherit; background: #fff; }
+input[type=text], input[type=password], input[type=search], select {
+  padding: 7px 10px; border: 1px solid #d1d5db; border-radius: 6px; font: inherit; background: #fff;
+}
 input[type=search] { flex: 1; min-width: 220px; }
-button { padding: 7px 14px; border: 0; border-radius: 6px; background: var(--accent); color: #fff; font: inherit; font-weight: 600; cursor: pointer; }
+button {
+  padding: 7px 14px; border: 0; border-radius: 6px; background: var(--accent); color: #fff; font: inherit;
+  font-weight: 600; cursor: pointer;
+}
 button.link { background: none; color: #93c5fd; padding: 0; font-weight: 500; }
 form.inline { display: inline; margin: 0; }
 .empty { color: var(--muted); font-style: italic; }
