@@ -43,12 +43,16 @@ export const GRADER_PATTERNS: { pattern: RegExp; tactic: string }[] = [
   },
   { pattern: /满分|(?:给|打)(?:我|这个?|本)?.{0,4}(?:高分|10\s*分|十分)|评分员|评委|打分者/u, tactic: TACTIC.grader },
   { pattern: /忽略.{0,10}(?:评分标准|标准|规则|指令)/u, tactic: TACTIC.ignore },
-  // Prompt injection: closing the grader's data block to write "instructions" after it, or a grade block in the judge's own reply format.
+  // Prompt injection: closing the grader's data block to write "instructions" after it, or a grade block in the judge's
+  // own reply format.
   { pattern: /<<<\s*DATA-[0-9A-Za-z]*|\bDATA-[0-9A-Za-z]+\s*>>>/, tactic: TACTIC.delimiter },
   { pattern: /[{,]\s*"(?:grades|grade|score|rubric_id)"\s*:/, tactic: TACTIC.fakeGrades },
 ]
 
-/** Characters of an output the cheap check reads: injected text sits anywhere, but a megabyte of regex per score is not cheap. */
+/**
+ * Characters of an output the cheap check reads: injected text sits anywhere, but a megabyte of regex per score is not
+ * cheap.
+ */
 const SCANNED_CHARS = 20_000
 
 /**

@@ -1,7 +1,7 @@
 /**
  * The autosr prompt shape (§1.1): `{prompt_id, prompt, candidates: [{candidate_id, text, source?,
- * metadata: {rank? | quality?, …}, images?}], metadata?, group?, images?}` (`images`: see images.ts). Ground truth moves out of `metadata` into
- * `label`, so nothing that reaches an LLM can carry it (autosr §8.2).
+ * metadata: {rank? | quality?, …}, images?}], metadata?, group?, images?}` (`images`: see images.ts). Ground truth
+ * moves out of `metadata` into `label`, so nothing that reaches an LLM can carry it (autosr §8.2).
  */
 import type { Candidate, CandidateLabel, PromptItem } from '../search/types.ts'
 import {
@@ -25,7 +25,8 @@ export const LABEL_FIELDS = ['rank', 'quality'] as const
 /**
  * One autosr prompt record as a PromptItem; problems go to `log` (then the result is undefined).
  * @example readAutosrPrompt({ prompt_id: 'p1', prompt: 'Q', candidates: [{ candidate_id: 'a', text: 'x', metadata: { rank: 1 } }, { candidate_id: 'b', text: 'y', metadata: { rank: 2 } }] }, 'prompts[0]', log)
- * // { prompt_id: 'p1', prompt: 'Q', candidates: [{ candidate_id: 'a', text: 'x', source: 'unknown', label: { rank: 1 }, metadata: {} }, …], metadata: {} }
+ * // { prompt_id: 'p1', prompt: 'Q', candidates: [{ candidate_id: 'a', text: 'x', source: 'unknown', label: { rank: 1
+ * }, metadata: {} }, …], metadata: {} }
  */
 export function readAutosrPrompt(record: JsonObject, place: string, log: IssueLog): PromptItem | undefined {
   const before = log.issues.length

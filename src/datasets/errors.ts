@@ -16,8 +16,8 @@ const MESSAGE_ISSUES = 20
  * AppError, so a route that accepts datasets answers 400 without extra mapping.
  * @example
  * try { parseDataset(text, { name: 'demo.json' }) } catch (error) {
- *   if (error instanceof DatasetError) console.error(error.message) // 'demo.json: prompts[3] (prompt_id "p_4").candidates: needs at least 2 candidates, got 1'
- * }
+ *   if (error instanceof DatasetError) console.error(error.message) // 'demo.json: prompts[3] (prompt_id
+ * "p_4").candidates: needs at least 2 candidates, got 1' }
  */
 export class DatasetError extends AppError {
   constructor(

@@ -1,4 +1,6 @@
-/** Reading fields of untrusted records: each reader either returns a clean value or logs an issue at the field's place. */
+/**
+ * Reading fields of untrusted records: each reader either returns a clean value or logs an issue at the field's place.
+ */
 import type { DatasetIssue } from './errors.ts'
 
 export type JsonObject = Record<string, unknown>

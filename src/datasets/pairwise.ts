@@ -142,7 +142,8 @@ export function pairPromptId(record: JsonObject, shape: PairShape, index: number
  * rejected}` the order is a stable coin flip on the prompt id, so neither an id nor a position tells
  * which answer was chosen (autosr §8.2). The item's other fields are kept in the PromptItem's metadata.
  * @example readPair({ input: 'Say hi', output_1: 'hi', output_2: 'bye', label: 1 }, 'llmbar', 0, 'items[0]', log)
- * // { prompt_id: 'item-0000', prompt: 'Say hi', candidates: [{ candidate_id: 'item-0000-a', text: 'hi', label: { rank: 1 }, … }, { candidate_id: 'item-0000-b', text: 'bye', label: { rank: 2 }, … }], metadata: {} }
+ * // { prompt_id: 'item-0000', prompt: 'Say hi', candidates: [{ candidate_id: 'item-0000-a', text: 'hi', label: { rank:
+ * 1 }, … }, { candidate_id: 'item-0000-b', text: 'bye', label: { rank: 2 }, … }], metadata: {} }
  */
 export function readPair(
   record: JsonObject,

@@ -37,8 +37,9 @@ const EXPECTED =
  * Accepts `{prompts: [...]}` (autosr), a JSON array or JSON Lines of autosr prompts, LLMBar pairs,
  * JudgeBench pairs or `{prompt, chosen, rejected}` pairs. Ground truth always ends up in `label`.
  * @example
- * const dataset = parseDataset('{"question":"2+2?","response_A":"4","response_B":"5","label":"A>B"}\n', { name: 'pairs.jsonl' })
- * dataset.prompts[0]?.candidates.map((c) => [c.candidate_id, c.label.rank]) // [['item-0000-a', 1], ['item-0000-b', 2]]
+ * const dataset = parseDataset('{"question":"2+2?","response_A":"4","response_B":"5","label":"A>B"}\n', { name:
+ * 'pairs.jsonl' }) dataset.prompts[0]?.candidates.map((c) => [c.candidate_id, c.label.rank]) // [['item-0000-a', 1],
+ * ['item-0000-b', 2]]
  */
 export function parseDataset(text: string, options: ParseDatasetOptions = {}): PreferenceDataset {
   return parseDatasetText(text, options).dataset

@@ -2,8 +2,8 @@ import { index, integer, sqliteTable, text } from 'drizzle-orm/sqlite-core'
 
 /**
  * Training runs' manifests (src/lineage/schemas.ts TrainingRunManifest), one row per run: the searchable fields as
- * columns, the full manifest as JSON. `started_at_ms` orders runs by time ("latest" = the greatest, never a string sort).
- * Used by the edge (D1) and offline (a local SQLite file through better-sqlite3).
+ * columns, the full manifest as JSON. `started_at_ms` orders runs by time ("latest" = the greatest, never a string
+ * sort). Used by the edge (D1) and offline (a local SQLite file through better-sqlite3).
  */
 export const lineageRuns = sqliteTable(
   'lineage_runs',

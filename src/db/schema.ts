@@ -92,7 +92,9 @@ export const rmArtifacts = sqliteTable('rm_artifacts', {
   storedAt: text('stored_at').notNull(),
 })
 
-/** An artifact's rubrics, addressed by (artifact id, prompt id); `__default__` serves prompts the artifact never saw. */
+/**
+ * An artifact's rubrics, addressed by (artifact id, prompt id); `__default__` serves prompts the artifact never saw.
+ */
 export const rmArtifactRubrics = sqliteTable(
   'rm_artifact_rubrics',
   {

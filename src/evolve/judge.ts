@@ -1,7 +1,8 @@
 /**
  * Judging a pair over a library (RewardHarness §2, with its defects fixed):
  * - `LibraryRouter` picks entries from the instruction only; cached per (instruction, library state), so swapped
- *   copies and validation re-runs cost no extra call. A router that fails after retries uses no entries for that judgment (counted, not cached).
+ *   copies and validation re-runs cost no extra call. A router that fails after retries uses no entries for that
+ * judgment (counted, not cached).
  * - `judgeWithLibrary` runs the Sub-Agent's turn loop: each turn is a JSON object with `think` and either a
  *   `tool` call or the `answer`. A tool call really runs the tool: its SKILL.md body is the system prompt of a
  *   sub-call that receives the same instruction and answers the Sub-Agent saw, plus its query. The observation is
@@ -162,7 +163,9 @@ export class LibraryRouter {
 
 const RouterReply = z.object({ entries: z.array(z.string()) })
 
-/** `a`, ` B `, `Tie`, `TIE` read as A / B / tie; anything else is refused (an invalid reply, retried then a failure). */
+/**
+ * `a`, ` B `, `Tie`, `TIE` read as A / B / tie; anything else is refused (an invalid reply, retried then a failure).
+ */
 const Preference = z.preprocess(
   (value) => {
     if (typeof value !== 'string') return value
@@ -354,7 +357,10 @@ async function openingMessages(
 /** What a tool sub-call gave: the observation text, whether the tool replied with JSON, and the image labels it got. */
 export interface ToolCall {
   observation: string
-  /** `json`: the reply parsed as JSON; `raw`: it did not; `error`: no reply (unknown tool, bad image labels, failed call). */
+  /**
+   * `json`: the reply parsed as JSON; `raw`: it did not; `error`: no reply (unknown tool, bad image labels, failed
+   * call).
+   */
   status: 'json' | 'raw' | 'error'
   /** Labels of the images the sub-call received. */
   images: string[]
@@ -364,7 +370,8 @@ export interface ToolCall {
  * Runs a tool: its SKILL.md body as the system prompt, the same instruction, answers and images as the Sub-Agent
  * (or the images `asked` names, by label), and the query. The images are resolved from the handle registry now;
  * a label the item does not have (base64 copied into the reply, say) is refused, never sent. The observation is the
- * reply (a JSON object re-serialized; anything else as `{"raw": …}`), or `{"error": …}`: data for the Sub-Agent, not a failure of the judgment.
+ * reply (a JSON object re-serialized; anything else as `{"raw": …}`), or `{"error": …}`: data for the Sub-Agent, not a
+ * failure of the judgment.
  * @example const { observation, status } = await callTool(model, lib, 'coverage-check', 'coverage-check', item, 'Which covers more?', { locale: 'en' })
  */
 export async function callTool(

@@ -9,7 +9,10 @@ import type { ChatModel, ChatRequest, ChatResponse } from '../llm/types.ts'
 export const LIBRARY_ROLES = ['router', 'sub_agent', 'tool', 'chain_analyzer', 'evolver'] as const
 export type LibraryRole = (typeof LIBRARY_ROLES)[number]
 
-/** One role's counters. `calls` = ok + failures; `invalid_replies` are ok calls whose reply did not parse (then retried). */
+/**
+ * One role's counters. `calls` = ok + failures; `invalid_replies` are ok calls whose reply did not parse (then
+ * retried).
+ */
 export interface RoleUsage {
   calls: number
   ok: number

@@ -76,7 +76,8 @@ export class OpenAIChatModel implements ChatModel {
       const text = completion.choices?.[0]?.message?.content
       if (typeof text !== 'string' || text.trim() === '')
         throw new LlmError('invalid_reply', 'the model returned no message content')
-      // A reply cut at max_tokens must not reach JSON repair: `"grade":10` cut to `"grade":1` would be read as a valid grade.
+      // A reply cut at max_tokens must not reach JSON repair: `"grade":10` cut to `"grade":1` would be read as a valid
+      // grade.
       if (completion.choices[0]?.finish_reason === 'length')
         throw new LlmError(
           'invalid_reply',

@@ -6,7 +6,9 @@ import { matchesFilter, type VectorIndex, type VectorMatch } from './vector-inde
 const MAX_CANDIDATES = 1_000
 
 export interface RetrieveMemoriesInput {
-  /** Always shown: the last `static_memory_steps` batch summaries, oldest first. Documents outside `scope` are dropped. */
+  /**
+   * Always shown: the last `static_memory_steps` batch summaries, oldest first. Documents outside `scope` are dropped.
+   */
   static: MemoryDocument[]
   /** What the query generator asked for; blank and repeated queries are skipped. */
   queries: string[]
@@ -16,7 +18,10 @@ export interface RetrieveMemoriesInput {
   limitPerQuery: number
   embedder: Embedder
   index: VectorIndex
-  /** Reads documents by id from the source of truth (D1); ids it does not return are skipped (deleted, or not yet consistent). */
+  /**
+   * Reads documents by id from the source of truth (D1); ids it does not return are skipped (deleted, or not yet
+   * consistent).
+   */
   loadDocuments(ids: string[]): Promise<MemoryDocument[]>
 }
 
@@ -48,7 +53,8 @@ export async function retrieveMemories(input: RetrieveMemoriesInput): Promise<Re
 
   const vectors = await embedder.embed(queries)
   const cap = index.maxTopK ?? MAX_CANDIDATES
-  // Query j may lose the static documents and the hits of the queries before it to de-duplication: ask for that many more.
+  // Query j may lose the static documents and the hits of the queries before it to de-duplication: ask for that many
+  // more.
   const asked = vectors.map((_, j) => Math.min(cap, limit * (j + 1) + fixed.length))
   // A query with nothing to embed (all zero) is as close to every document as to none: it finds nothing.
   const blank = vectors.map((vector) => vector.every((value) => value === 0))

@@ -20,7 +20,10 @@ export interface VectorizeBinding {
   deleteByIds(ids: string[]): Promise<unknown>
 }
 
-/** Vectorize's limits (platform docs): topK without values or metadata, vectors per upsert from a Worker, dims, id and indexed string bytes. */
+/**
+ * Vectorize's limits (platform docs): topK without values or metadata, vectors per upsert from a Worker, dims, id and
+ * indexed string bytes.
+ */
 export const VECTORIZE_LIMITS = {
   topK: 100,
   upsertBatch: 1_000,
@@ -34,8 +37,8 @@ const encoder = new TextEncoder()
  * The production index over Vectorize. The index must use the cosine metric and the embedder's dimensions, and
  * its metadata indexes must exist before the first insert, or filters silently match nothing:
  * `wrangler vectorize create-metadata-index <index> --property-name=run_id --type=string` (and `instance_id`, `kind`).
- * Writes are eventually consistent (seconds to minutes): keep D1 as the source of truth and never assume read-after-write.
- * `topK` is capped at 100 (no metadata or values are returned) and upserts go in batches of 1000.
+ * Writes are eventually consistent (seconds to minutes): keep D1 as the source of truth and never assume
+ * read-after-write. `topK` is capped at 100 (no metadata or values are returned) and upserts go in batches of 1000.
  * @example const index = new VectorizeIndex(env.VECTORS)
  */
 export class VectorizeIndex implements VectorIndex {
@@ -97,7 +100,8 @@ export function vectorizeFilter(filter: VectorFilter): VectorizeFilter {
 
 /**
  * A metadata value Vectorize can filter on exactly: it indexes only the first 64 bytes of a string, so two long ids
- * sharing a prefix would match each other. Longer values become their first ≤24 bytes plus a 128-bit hash (57 bytes at most).
+ * sharing a prefix would match each other. Longer values become their first ≤24 bytes plus a 128-bit hash (57 bytes at
+ * most).
  * @example indexedValue('global') // 'global'
  */
 export function indexedValue(value: string): string {

@@ -1,7 +1,8 @@
 /**
  * The offline rubric search: pure TypeScript, all I/O through the four roles and the callbacks.
  *
- *   const { output, state } = await runSearch(dataset, roles, { mode: 'evolutionary', seed: 7 }, { onCheckpoint, signal })
+ *   const { output, state } = await runSearch(dataset, roles, { mode: 'evolutionary', seed: 7 }, { onCheckpoint, signal
+ * })
  *
  * Runs are deterministic for deterministic roles (every seed derives from the config seed and content; PRNG draws
  * happen in a fixed order while the role calls themselves run concurrently), and a run resumed from any
@@ -69,7 +70,10 @@ export type CheckpointReply = void | 'stop' | Promise<void | 'stop'>
 
 export interface RunSearchOptions {
   onProgress?: (event: SearchProgress) => void
-  /** Called with a JSON-safe copy of the state at every boundary (generation for global_batch, prompt otherwise) and once at the end. */
+  /**
+   * Called with a JSON-safe copy of the state at every boundary (generation for global_batch, prompt otherwise) and
+   * once at the end.
+   */
   onCheckpoint?: (state: SearchState) => CheckpointReply
   /** A state from `onCheckpoint` (or a previous result) to continue from. */
   resumeFrom?: SearchState
@@ -99,8 +103,8 @@ const clone = <T>(value: T): T => JSON.parse(JSON.stringify(value)) as T
 /**
  * Searches a rubric per prompt of `dataset` with the given roles.
  * @example
- * const { output, state } = await runSearch(dataset, roles, { mode: 'evolutionary', iteration_scope: 'prompt_local' }, {
- *   onCheckpoint: (state) => writeFileAtomic('checkpoint.json', JSON.stringify(state)),
+ * const { output, state } = await runSearch(dataset, roles, { mode: 'evolutionary', iteration_scope: 'prompt_local' },
+ * {   onCheckpoint: (state) => writeFileAtomic('checkpoint.json', JSON.stringify(state)),
  *   onProgress: ({ phase, done, total }) => console.log(phase, done, '/', total),
  * })
  * // later: await runSearch(dataset, roles, sameConfig, { resumeFrom: JSON.parse(saved) }) → the same output

@@ -31,7 +31,9 @@ export interface ObjectiveResult {
   tail_size: number
   tail_pairs: number
   judged_pairs: number
-  /** Judged pairs with a preference (the judge's ties are skipped), of which `correct_pairs` the rubric orders alike. */
+  /**
+   * Judged pairs with a preference (the judge's ties are skipped), of which `correct_pairs` the rubric orders alike.
+   */
   valid_pairs: number
   correct_pairs: number
   /** Valid pairs whose candidates come from different sources. */
@@ -105,7 +107,8 @@ export class JudgeMemo {
   }
 
   /**
-   * Every settled judgement, keyed `prompt_id \0 first_id \0 second_id` (dataset order) and sorted by key, for a checkpoint.
+   * Every settled judgement, keyed `prompt_id \0 first_id \0 second_id` (dataset order) and sorted by key, for a
+   * checkpoint.
    * @example state.memo.judge = judges.snapshot()
    */
   snapshot(): Record<string, Preference> {

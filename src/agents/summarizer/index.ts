@@ -102,7 +102,8 @@ export async function runSummarizer(
 }
 
 /**
- * A reply made consistent with what the harness knows: examples restricted to `knownIds`, count at most `stats.rollouts`.
+ * A reply made consistent with what the harness knows: examples restricted to `knownIds`, count at most
+ * `stats.rollouts`.
  * @example withStats(reply, stats, ['r1', 'r2'])
  */
 export function withStats(reply: BatchSummaryReply, stats: ScoreStats, knownIds: readonly string[]): BatchSummary {

@@ -180,7 +180,10 @@ function placedRubric(
   return { ...before, text, weight, version: options.version, created_at: options.createdAt }
 }
 
-/** The proposal's own id when usable; else the id of a previous rubric with the same text; else one derived from the text. */
+/**
+ * The proposal's own id when usable; else the id of a previous rubric with the same text; else one derived from the
+ * text.
+ */
 function chooseId(
   proposed: string | undefined,
   textKey: string,

@@ -69,9 +69,9 @@ export function roulette(probabilities: Record<MutationMode, number>, r: number)
 /**
  * Picks mutation modes and learns from their outcomes; restorable from {@link MutationScheduler.state}.
  * @example
- * const scheduler = new MutationScheduler({ kind: 'success_feedback', generations: 12, mutation_window_size: 10, min_mutation_weight: 0.1, exploration_phase_ratio: 0.3, diversity_threshold: 0.05, tie_tolerance: 1e-8 })
- * const mode = scheduler.select(rng, diversity)
- * scheduler.record(mode, childTotal - parentTotal)
+ * const scheduler = new MutationScheduler({ kind: 'success_feedback', generations: 12, mutation_window_size: 10,
+ * min_mutation_weight: 0.1, exploration_phase_ratio: 0.3, diversity_threshold: 0.05, tie_tolerance: 1e-8 }) const mode
+ * = scheduler.select(rng, diversity) scheduler.record(mode, childTotal - parentTotal)
  * scheduler.advance()
  */
 export class MutationScheduler {

@@ -140,9 +140,9 @@ export class LlmRubricInitializer implements RubricInitializer {
 
 /**
  * Preset rubrics by prompt id (`__default__` for any prompt), from any of the three autosr shapes: a previous
- * search output `{best_rubrics: [{prompt_id, rubric}]}`, `{rubrics: [{prompt_id, rubric}]}`, or `{<prompt_id>: rubric}`.
- * autosr rubrics carry no grade scale: they get `gradeMax`; unknown protocol fields (vote_method, …) and unknown
- * criterion types are dropped. A malformed rubric is an error that names its prompt id.
+ * search output `{best_rubrics: [{prompt_id, rubric}]}`, `{rubrics: [{prompt_id, rubric}]}`, or `{<prompt_id>:
+ * rubric}`. autosr rubrics carry no grade scale: they get `gradeMax`; unknown protocol fields (vote_method, …) and
+ * unknown criterion types are dropped. A malformed rubric is an error that names its prompt id.
  * @example parsePresetRubrics({ best_rubrics: [{ prompt_id: 'p1', rubric: { rubric_id: 'r', criteria: [{ criterion_id: 'c', text: 'Correct.' }] } }] }).get('p1')
  */
 export function parsePresetRubrics(raw: unknown, options: { gradeMax?: number } = {}): Map<string, SearchRubric> {
@@ -197,8 +197,8 @@ function presetRubric(promptId: string, raw: unknown, gradeMax: number): SearchR
  * metadata `preset_rubric_id`), deep-copied with metadata origin `preset_initializer` and `preset_prompt_id`.
  * Without a preset: an error when `strict`, else `fallback`.
  * @example
- * const initializer = new PresetInitializer(parsePresetRubrics(json), new LlmRubricInitializer(model), { strict: false })
- * await initializer.initialize(item, { seed: 7 })
+ * const initializer = new PresetInitializer(parsePresetRubrics(json), new LlmRubricInitializer(model), { strict: false
+ * }) await initializer.initialize(item, { seed: 7 })
  */
 export class PresetInitializer implements RubricInitializer {
   readonly #presets: ReadonlyMap<string, SearchRubric>

@@ -228,7 +228,8 @@ export class LlmPairJudge implements PreferenceJudge {
     const { locale = 'en', prompts, retry } = this.options
     const build = (first: string, second: string) =>
       buildJudgeRequest(prompt, first, second, { locale, ...(prompts ? { prompts } : {}) })
-    // Both requests are built before either is sent, so the model always sees A/B before B/A (not whichever digest finished first).
+    // Both requests are built before either is sent, so the model always sees A/B before B/A (not whichever digest
+    // finished first).
     const [forwardRequest, backwardRequest] = await Promise.all([build(left, right), build(right, left)])
     const [forward, backward] = await Promise.all([
       runAgent(this.model, forwardRequest, parseJudgeReply, retry),

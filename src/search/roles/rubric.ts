@@ -12,7 +12,9 @@ import { normalisedWeights } from './score.ts'
 
 /** The most criteria a rubric under search may have: mutations add criteria, and a rubric must stay gradeable. */
 export const MAX_CRITERIA = 16
-/** At most this many check points / examples per criterion are kept from a model's reply, each at most 300 characters. */
+/**
+ * At most this many check points / examples per criterion are kept from a model's reply, each at most 300 characters.
+ */
 const MAX_LIST_ITEMS = 12
 const MAX_ITEM_CHARS = 300
 

@@ -197,7 +197,8 @@ function readGrade(value: unknown, id: string, gradeMax: number, allowNa: boolea
  * noise drawn from the vote's seed, through the same parsing path.
  * @example
  * const verifier = new LlmVerifier(new MockChatModel(), { locale: 'en' })
- * const grades = await verifier.grade({ item, candidate, rubric, vote: 0, seed: 7 }) // { task_fit: 10, structure: 5, … }
+ * const grades = await verifier.grade({ item, candidate, rubric, vote: 0, seed: 7 }) // { task_fit: 10, structure: 5, …
+ * }
  */
 export class LlmVerifier implements Verifier {
   constructor(
