@@ -22,7 +22,7 @@ import {
   type RoleUsage,
 } from '../llm/index.ts'
 import { SearchInputError } from './errors.ts'
-import { SEARCH_ROLES, type BackendChoice } from './options.ts'
+import { SEARCH_ROLES, type BackendChoice } from './roles.ts'
 
 /** The mock model's name; its id (`mock:<name>`) keys the reply cache. */
 export const MOCK_MODEL = 'mock-heuristic-1'

@@ -20,14 +20,7 @@ import { ContentExtraction } from '../../src/search/roles/extraction.ts'
 import type { SearchRoleName } from '../../src/search/roles/rubric.ts'
 import { SearchInputError } from './errors.ts'
 import type { BackendOptions } from './backend.ts'
-
-/** The four search roles, in the order reports list them. */
-export const SEARCH_ROLES = [
-  'initializer',
-  'proposer',
-  'verifier',
-  'judge',
-] as const satisfies readonly SearchRoleName[]
+import { type BackendChoice, SEARCH_ROLES } from './roles.ts'
 
 type KnobKind = 'int' | 'number' | 'boolean' | 'enum' | 'nullable-int' | 'nullable-number'
 type KnobGroup = 'search' | 'evolution' | 'selection' | 'mutation' | 'stopping' | 'objective' | 'scheduling'
@@ -438,8 +431,6 @@ export function addSearchOptions(command: Command): Command {
 
 // ---------------------------------------------------------------------------------------------
 // Reading the options
-
-export type BackendChoice = 'auto' | 'mock' | 'openai'
 
 /** Everything a search run is told by its command line, checked and resolved (paths absolute). */
 export interface SearchCliOptions extends Omit<BackendOptions, 'seed'> {

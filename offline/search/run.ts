@@ -29,7 +29,8 @@ import { createBackend, type Backend } from './backend.ts'
 import { CheckpointStore, describeChanges, loadResumeCheckpoint, type CheckpointFile } from './checkpoints.ts'
 import { SearchInputError, SearchInterrupted } from './errors.ts'
 import { SearchModels, type RoleCounters } from './models.ts'
-import { SEARCH_ROLES, type SearchCliOptions } from './options.ts'
+import type { SearchCliOptions } from './options.ts'
+import { SEARCH_ROLES } from './roles.ts'
 import { ProgressBar, ProgressTracker } from './progress.ts'
 import {
   gitSnapshot,
