@@ -20,10 +20,11 @@ import {
   ARTIFACT_SCHEMA_VERSION,
   LibraryArtifact,
   LibraryArtifactBody,
-  LibraryArtifactRuntime,
+  type LibraryArtifactRuntime,
   RM_API_VERSION,
   type LibraryArtifactProvenance,
 } from '../../src/schemas/artifact.ts'
+import { EvolutionLogEntry } from '../../src/schemas/index.ts'
 import { loadLibrary } from '../library/index.ts'
 import { writeFileAtomic } from '../search/atomic.ts'
 import { MOCK_MODEL } from '../search/backend.ts'
@@ -54,17 +55,6 @@ export interface LibraryExportResult {
   notes: string[]
 }
 
-interface LogLine {
-  iteration?: number
-  best_iteration?: number
-  best_val_accuracy?: number
-  state_val_accuracy?: number
-  best_library_sha256?: string
-  library_sha256?: string
-  settings?: { seed?: number; dataset_sha256?: string }
-  timestamp?: string
-}
-
 /**
  * The artifact file text: indented JSON, `artifact_id` first, final newline.
  * @example formatLibraryArtifact(artifact).startsWith('{\n  "artifact_id": "rm_') // true
@@ -88,16 +78,24 @@ function numberOption(
   return value
 }
 
-async function readLog(path: string): Promise<{ lines: LogLine[]; sha256: string }> {
+async function readLog(path: string): Promise<{ lines: EvolutionLogEntry[]; sha256: string }> {
   const text = await readFile(path, 'utf8')
-  const lines: LogLine[] = []
+  const lines: EvolutionLogEntry[] = []
   for (const [index, line] of text.split('\n').entries()) {
     if (!line.trim()) continue
+    let value: unknown
     try {
-      lines.push(JSON.parse(line) as LogLine)
+      value = JSON.parse(line)
     } catch {
       throw new ArtifactInputError('invalid_library', `${path}: line ${index + 1} is not JSON`)
     }
+    const parsed = EvolutionLogEntry.safeParse(value)
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]
+      const field = issue?.path.join('.') || '(root)'
+      throw new ArtifactInputError('invalid_library', `${path}: line ${index + 1}: ${field}: ${issue?.message}`)
+    }
+    lines.push(parsed.data)
   }
   return { lines, sha256: createHash('sha256').update(text).digest('hex') }
 }
@@ -200,20 +198,20 @@ export async function exportLibraryArtifact(options: LibraryExportOptions): Prom
     const last = log.lines.at(-1)
     if (!last) notes.push(`${logPath} is empty`)
     else {
-      logSeed = last.settings?.seed
+      logSeed = last.settings.seed
       let bestIteration: number | null = null
       let bestAccuracy: number | null = null
       let stamp = last.timestamp
       if (last.best_library_sha256 === hash) {
-        bestIteration = last.best_iteration ?? null
-        bestAccuracy = last.best_val_accuracy ?? null
+        bestIteration = last.best_iteration
+        bestAccuracy = last.best_val_accuracy
       } else {
         // Not the best library of the log (say, checkpoints/iter-2): the last iteration that ended in this state.
         const match = [...log.lines].reverse().find((line) => line.library_sha256 === hash)
         if (match) {
-          bestIteration = match.iteration ?? null
-          bestAccuracy = match.state_val_accuracy ?? null
-          stamp = match.timestamp ?? stamp
+          bestIteration = match.iteration
+          bestAccuracy = match.state_val_accuracy
+          stamp = match.timestamp
           notes.push(`the library is not the log's best; iteration ${match.iteration} ended in this state`)
         } else
           notes.push(
@@ -224,8 +222,8 @@ export async function exportLibraryArtifact(options: LibraryExportOptions): Prom
         evolution_log_sha256: log.sha256,
         best_iteration: bestIteration,
         best_val_accuracy: bestAccuracy,
-        iterations: typeof last.iteration === 'number' ? last.iteration : null,
-        dataset_sha256: last.settings?.dataset_sha256 ?? null,
+        iterations: last.iteration,
+        dataset_sha256: last.settings.dataset_sha256,
       }
       if (stamp) createdAt = stamp
     }
