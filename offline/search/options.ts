@@ -116,7 +116,20 @@ const collect = (value: string, previous: string[] | undefined): string[] => [..
  * @example addSearchOptions(program.command('search'))
  */
 export function addSearchOptions(command: Command): Command {
-  const defaults = SearchConfig.parse({})
+  addInputOptions(command)
+  addBackendOptions(command)
+  addRubricOptions(command)
+  addStorageOptions(command)
+  addConfigKnobs(command)
+
+  // Test-only: interrupt after N backend calls (exactly like Ctrl-C), and slow the mock down.
+  command.addOption(new Option('--abort-after-calls <n>').argParser(integer(1)).hideHelp())
+  command.addOption(new Option('--mock-latency-ms <ms>').argParser(integer(0)).hideHelp())
+  return command
+}
+
+/** What a run reads and writes: the dataset, the output, a config file, a checkpoint to resume. */
+function addInputOptions(command: Command): void {
   command
     .addOption(
       new Option(
@@ -144,7 +157,11 @@ export function addSearchOptions(command: Command): Command {
       '--resume <session|file>',
       'continue a run from its latest checkpoint (a session id under the checkpoint dir) or from a checkpoint file',
     )
+}
 
+/** Which models answer (mock or OpenAI-compatible endpoints, per role) and how requests are sent and retried. */
+function addBackendOptions(command: Command): void {
+  command
     .addOption(
       new Option(
         '--backend <backend>',
@@ -204,7 +221,11 @@ export function addSearchOptions(command: Command): Command {
         .argParser(finiteNumber)
         .default(0),
     )
+}
 
+/** How roles write and grade rubrics: language, grade scale, votes, extraction, preset rubrics. */
+function addRubricOptions(command: Command): void {
+  command
     .addOption(new Option('--locale <locale>', 'prompt language of every role').choices(['en', 'zh']).default('en'))
     .addOption(
       new Option('--grade-max <n>', 'top of the integer grade scale of new rubrics').argParser(integer(1)).default(10),
@@ -239,7 +260,11 @@ export function addSearchOptions(command: Command): Command {
       '--preset-strict',
       'fail when a prompt has no preset (own or __default__) instead of asking the initializer',
     )
+}
 
+/** Where the reply cache and the checkpoints go, and how many checkpoints are kept. */
+function addStorageOptions(command: Command): void {
+  command
     .option('--cache-dir <dir>', 'reply cache of every LLM answer (default <output dir>/cache)')
     .option('--no-cache', 'do not read or write the reply cache')
     .option('--checkpoint-dir <dir>', 'checkpoint sessions (default <output dir>/checkpoints)')
@@ -248,7 +273,11 @@ export function addSearchOptions(command: Command): Command {
         .argParser(integer(0))
         .default(3),
     )
+}
 
+/** One flag per `SearchConfig` knob (see {@link CONFIG_KNOBS}), its default shown in the help. */
+function addConfigKnobs(command: Command): void {
+  const defaults = SearchConfig.parse({})
   for (const knob of CONFIG_KNOBS) {
     const flag = flagOf(knob.key)
     const fallback = defaults[knob.key]
@@ -268,11 +297,6 @@ export function addSearchOptions(command: Command): Command {
     else option.argParser(nullable(finiteNumber))
     command.addOption(option)
   }
-
-  // Test-only: interrupt after N backend calls (exactly like Ctrl-C), and slow the mock down.
-  command.addOption(new Option('--abort-after-calls <n>').argParser(integer(1)).hideHelp())
-  command.addOption(new Option('--mock-latency-ms <ms>').argParser(integer(0)).hideHelp())
-  return command
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -342,14 +366,7 @@ export async function readSearchOptions(
   if (rubricVotes > 15) throw new SearchInputError(`--rubric-votes: at most 15, got ${rubricVotes}`)
 
   const extraction = readExtraction(raw)
-  const models: Partial<Record<SearchRoleName, string>> = {}
-  for (const role of SEARCH_ROLES) {
-    const value = str(`model${role[0]!.toUpperCase()}${role.slice(1)}`)
-    if (value !== undefined) {
-      if (value.trim() === '') throw new SearchInputError(`--model-${role}: give a model name`)
-      models[role] = value
-    }
-  }
+  const models = readRoleModels(raw)
   const apiKeyEnv = str('apiKeyEnv')
   if (apiKeyEnv !== undefined && !/^[A-Z_][A-Z0-9_]*$/.test(apiKeyEnv))
     throw new SearchInputError(
@@ -456,6 +473,18 @@ async function readConfigFile(file: string): Promise<Record<string, unknown>> {
       `--config ${file}: unknown key${unknown.length > 1 ? 's' : ''} ${unknown.map((key) => `"${key}"`).join(', ')} (the knobs are SearchConfig's: ${[...known].join(', ')})`,
     )
   return value as Record<string, unknown>
+}
+
+/** The per-role models of `--model-<role>`; an empty name is refused. */
+function readRoleModels(raw: Record<string, unknown>): Partial<Record<SearchRoleName, string>> {
+  const models: Partial<Record<SearchRoleName, string>> = {}
+  for (const role of SEARCH_ROLES) {
+    const value = raw[`model${role[0]!.toUpperCase()}${role.slice(1)}`]
+    if (typeof value !== 'string') continue
+    if (value.trim() === '') throw new SearchInputError(`--model-${role}: give a model name`)
+    models[role] = value
+  }
+  return models
 }
 
 function readExtraction(raw: Record<string, unknown>): ContentExtraction {
