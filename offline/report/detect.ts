@@ -7,10 +7,9 @@
 import { readdir, readFile, stat } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
 import { type Library, libraryHash } from '../../src/library/index.ts'
-import { DistillSummary } from '../distill/summary.ts'
 import { loadLibrary } from '../library/index.ts'
 import { ReportInputError } from './errors.ts'
-import { BenchReport, EvolutionLogEntry, SearchOutputFile } from '../../src/schemas/index.ts'
+import { BenchReport, DistillSummary, EvolutionLogEntry, SearchOutputFile } from '../../src/schemas/index.ts'
 import { firstIssue } from './schemas.ts'
 
 /** A library read from a checkpoint directory next to an evolution log. */

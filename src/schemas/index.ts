@@ -16,3 +16,4 @@ export {
 } from './evolution-log.ts'
 export type { EvolveDecision, JudgeOrders } from './evolution-log.ts'
 export { BestRubricRecord, SearchOutputFile } from './search-output.ts'
+export { DistillSummary } from './distill-summary.ts'
