@@ -126,26 +126,7 @@ export async function buildArtifact(
   options: { name: string; defaultRubric?: string; checkDatasetFile?: boolean },
 ): Promise<BuiltArtifact> {
   const name = options.name
-  let document: unknown
-  try {
-    document = JSON.parse(text.startsWith('\uFEFF') ? text.slice(1) : text)
-  } catch (error) {
-    throw new ArtifactInputError(
-      'invalid_json',
-      `${name}: not a JSON file (${error instanceof Error ? error.message : String(error)})`,
-    )
-  }
-  if (!isRecord(document))
-    throw new ArtifactInputError(
-      'invalid_search_output',
-      `${name}: expected a search output object ({best_rubrics, best_objective_scores, run_manifest})`,
-    )
-  if (document.run_manifest === undefined || document.run_manifest === null) {
-    throw new ArtifactInputError(
-      'missing_manifest',
-      `refusing to export ${name}: it has no run_manifest, so nothing ties its rubrics to a dataset, a config and settings (export the output of \`reward-harness search\` as written)`,
-    )
-  }
+  const document = parseSearchOutputText(text, name)
 
   const manifest = parseManifest(document.run_manifest, name)
   const checks = checkHashes(manifest, name)
@@ -202,6 +183,31 @@ export async function buildArtifact(
     default_rubric: chosen?.report ?? null,
     checks: { ...checks, ...datasetChecks },
   }
+}
+
+/** The search output's JSON object, refused when it is not JSON, not an object, or has no run manifest. */
+function parseSearchOutputText(text: string, name: string): Record<string, unknown> {
+  let document: unknown
+  try {
+    document = JSON.parse(text.startsWith('\uFEFF') ? text.slice(1) : text)
+  } catch (error) {
+    throw new ArtifactInputError(
+      'invalid_json',
+      `${name}: not a JSON file (${error instanceof Error ? error.message : String(error)})`,
+    )
+  }
+  if (!isRecord(document))
+    throw new ArtifactInputError(
+      'invalid_search_output',
+      `${name}: expected a search output object ({best_rubrics, best_objective_scores, run_manifest})`,
+    )
+  if (document.run_manifest === undefined || document.run_manifest === null) {
+    throw new ArtifactInputError(
+      'missing_manifest',
+      `refusing to export ${name}: it has no run_manifest, so nothing ties its rubrics to a dataset, a config and settings (export the output of \`reward-harness search\` as written)`,
+    )
+  }
+  return document
 }
 
 /**

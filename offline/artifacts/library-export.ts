@@ -24,6 +24,7 @@ import {
   RM_API_VERSION,
   type LibraryArtifactProvenance,
 } from '../../src/schemas/artifact.ts'
+import { EvolutionLogEntry } from '../../src/schemas/index.ts'
 import { loadLibrary } from '../library/index.ts'
 import { writeFileAtomic } from '../search/atomic.ts'
 import { MOCK_MODEL } from '../search/backend.ts'
@@ -54,17 +55,6 @@ export interface LibraryExportResult {
   notes: string[]
 }
 
-interface LogLine {
-  iteration?: number
-  best_iteration?: number
-  best_val_accuracy?: number
-  state_val_accuracy?: number
-  best_library_sha256?: string
-  library_sha256?: string
-  settings?: { seed?: number; dataset_sha256?: string }
-  timestamp?: string
-}
-
 /**
  * The artifact file text: indented JSON, `artifact_id` first, final newline.
  * @example formatLibraryArtifact(artifact).startsWith('{\n  "artifact_id": "rm_') // true
@@ -88,16 +78,24 @@ function numberOption(
   return value
 }
 
-async function readLog(path: string): Promise<{ lines: LogLine[]; sha256: string }> {
+async function readLog(path: string): Promise<{ lines: EvolutionLogEntry[]; sha256: string }> {
   const text = await readFile(path, 'utf8')
-  const lines: LogLine[] = []
+  const lines: EvolutionLogEntry[] = []
   for (const [index, line] of text.split('\n').entries()) {
     if (!line.trim()) continue
+    let value: unknown
     try {
-      lines.push(JSON.parse(line) as LogLine)
+      value = JSON.parse(line)
     } catch {
       throw new ArtifactInputError('invalid_library', `${path}: line ${index + 1} is not JSON`)
     }
+    const parsed = EvolutionLogEntry.safeParse(value)
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]
+      const field = issue?.path.join('.') || '(root)'
+      throw new ArtifactInputError('invalid_library', `${path}: line ${index + 1}: ${field}: ${issue?.message}`)
+    }
+    lines.push(parsed.data)
   }
   return { lines, sha256: createHash('sha256').update(text).digest('hex') }
 }
@@ -154,10 +152,31 @@ export async function buildLibraryArtifact(
  */
 export async function exportLibraryArtifact(options: LibraryExportOptions): Promise<LibraryExportResult> {
   const dir = options.library
-  const registryPath = join(dir, 'registry.json')
-  let registryStat
+  const { library, registryMtime } = await loadExportedLibrary(dir)
+  const hash = await libraryHash(library)
+  const notes: string[] = []
+  const logPath = await findEvolutionLog(options, dir)
+  const found = logPath ? await provenanceFromLog(logPath, hash, notes) : undefined
+  if (!logPath) notes.push('no evolution log found: provenance has only the registry')
+  const provenance = found?.provenance ?? {
+    evolution_log_sha256: null,
+    best_iteration: null,
+    best_val_accuracy: null,
+    iterations: null,
+    dataset_sha256: null,
+  }
+  const runtime = runtimeOf(options, found?.seed)
+  const createdAtUtc = found?.stamp || registryMtime
+  const artifact = await buildLibraryArtifact(library, { createdAtUtc, runtime, provenance })
+  await writeFileAtomic(options.out, formatLibraryArtifact(artifact))
+  return { artifact, out: options.out, library_dir: dir, evolution_log: logPath, notes }
+}
+
+/** The library directory to export, refused without a registry or entries; its registry's mtime dates it. */
+async function loadExportedLibrary(dir: string): Promise<{ library: Library; registryMtime: string }> {
+  let registryStat: Awaited<ReturnType<typeof stat>>
   try {
-    registryStat = await stat(registryPath)
+    registryStat = await stat(join(dir, 'registry.json'))
   } catch {
     throw new ArtifactInputError(
       'invalid_library',
@@ -172,65 +191,73 @@ export async function exportLibraryArtifact(options: LibraryExportOptions): Prom
   }
   if (Object.keys(library.entries).length === 0)
     throw new ArtifactInputError('invalid_library', `--library ${dir}: the library has no entries`)
-  const hash = await libraryHash(library)
-  const notes: string[] = []
+  return { library, registryMtime: registryStat.mtime.toISOString() }
+}
 
-  let logPath: string | null = null
-  if (options.evolutionLog !== false) {
-    const candidate = options.evolutionLog ?? resolve(dir, '..', '..', 'evolution-log.jsonl')
-    const exists = await stat(candidate).then(
-      (s) => s.isFile(),
-      () => false,
-    )
-    if (exists) logPath = candidate
-    else if (options.evolutionLog !== undefined)
-      throw new ArtifactInputError('unreadable_file', `--evolution-log ${candidate}: cannot read the file`)
-  }
-  let provenance: Omit<LibraryArtifactProvenance, 'library_id' | 'registry_sha256' | 'library_sha256'> = {
-    evolution_log_sha256: null,
-    best_iteration: null,
-    best_val_accuracy: null,
-    iterations: null,
-    dataset_sha256: null,
-  }
-  let createdAt = registryStat.mtime.toISOString()
-  let logSeed: number | undefined
-  if (logPath) {
-    const log = await readLog(logPath)
-    const last = log.lines.at(-1)
-    if (!last) notes.push(`${logPath} is empty`)
-    else {
-      logSeed = last.settings?.seed
-      let bestIteration: number | null = null
-      let bestAccuracy: number | null = null
-      let stamp = last.timestamp
-      if (last.best_library_sha256 === hash) {
-        bestIteration = last.best_iteration ?? null
-        bestAccuracy = last.best_val_accuracy ?? null
-      } else {
-        // Not the best library of the log (say, checkpoints/iter-2): the last iteration that ended in this state.
-        const match = [...log.lines].reverse().find((line) => line.library_sha256 === hash)
-        if (match) {
-          bestIteration = match.iteration ?? null
-          bestAccuracy = match.state_val_accuracy ?? null
-          stamp = match.timestamp ?? stamp
-          notes.push(`the library is not the log's best; iteration ${match.iteration} ended in this state`)
-        } else
-          notes.push(
-            `the evolution log never records this library's state (${hash.slice(0, 12)}…): iteration and accuracy unknown`,
-          )
-      }
-      provenance = {
-        evolution_log_sha256: log.sha256,
-        best_iteration: bestIteration,
-        best_val_accuracy: bestAccuracy,
-        iterations: typeof last.iteration === 'number' ? last.iteration : null,
-        dataset_sha256: last.settings?.dataset_sha256 ?? null,
-      }
-      if (stamp) createdAt = stamp
-    }
-  } else notes.push('no evolution log found: provenance has only the registry')
+/** The evolution log given, or the one two levels above the library (an evolve run's layout); none when off. */
+async function findEvolutionLog(options: LibraryExportOptions, dir: string): Promise<string | null> {
+  if (options.evolutionLog === false) return null
+  const candidate = options.evolutionLog ?? resolve(dir, '..', '..', 'evolution-log.jsonl')
+  const exists = await stat(candidate).then(
+    (s) => s.isFile(),
+    () => false,
+  )
+  if (exists) return candidate
+  if (options.evolutionLog !== undefined)
+    throw new ArtifactInputError('unreadable_file', `--evolution-log ${candidate}: cannot read the file`)
+  return null
+}
 
+/**
+ * What the evolution log says of the library with content hash `hash`: its iteration and accuracy (as the best,
+ * or as the state an iteration ended in), the run's seed and the time it was logged. Why a field is unknown goes
+ * to `notes`; an empty log gives nothing.
+ */
+async function provenanceFromLog(
+  logPath: string,
+  hash: string,
+  notes: string[],
+): Promise<{ provenance: LogProvenance; seed: number; stamp: string } | undefined> {
+  const log = await readLog(logPath)
+  const last = log.lines.at(-1)
+  if (!last) {
+    notes.push(`${logPath} is empty`)
+    return undefined
+  }
+  let bestIteration: number | null = null
+  let bestAccuracy: number | null = null
+  let stamp = last.timestamp
+  if (last.best_library_sha256 === hash) {
+    bestIteration = last.best_iteration
+    bestAccuracy = last.best_val_accuracy
+  } else {
+    // Not the best library of the log (say, checkpoints/iter-2): the last iteration that ended in this state.
+    const match = [...log.lines].reverse().find((line) => line.library_sha256 === hash)
+    if (match) {
+      bestIteration = match.iteration
+      bestAccuracy = match.state_val_accuracy
+      stamp = match.timestamp
+      notes.push(`the library is not the log's best; iteration ${match.iteration} ended in this state`)
+    } else
+      notes.push(
+        `the evolution log never records this library's state (${hash.slice(0, 12)}…): ` +
+          'iteration and accuracy unknown',
+      )
+  }
+  const provenance = {
+    evolution_log_sha256: log.sha256,
+    best_iteration: bestIteration,
+    best_val_accuracy: bestAccuracy,
+    iterations: last.iteration,
+    dataset_sha256: last.settings.dataset_sha256,
+  }
+  return { provenance, seed: last.settings.seed, stamp }
+}
+
+type LogProvenance = Omit<LibraryArtifactProvenance, 'library_id' | 'registry_sha256' | 'library_sha256'>
+
+/** The runtime the edge judges with: backend, model, locale and sampling, checked (seed: the run's by default). */
+function runtimeOf(options: LibraryExportOptions, logSeed: number | undefined): LibraryArtifactRuntime {
   const backend = options.backend ?? 'mock'
   if (backend !== 'mock' && backend !== 'openai')
     throw new ArtifactInputError('invalid_option', `--backend must be mock or openai, not ${JSON.stringify(backend)}`)
@@ -263,7 +290,5 @@ export async function exportLibraryArtifact(options: LibraryExportOptions): Prom
       'an integer in [0, 16]',
     ),
   }
-  const artifact = await buildLibraryArtifact(library, { createdAtUtc: createdAt, runtime, provenance })
-  await writeFileAtomic(options.out, formatLibraryArtifact(artifact))
-  return { artifact, out: options.out, library_dir: dir, evolution_log: logPath, notes }
+  return runtime
 }

@@ -4,10 +4,10 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises'
 import { dirname, resolve } from 'node:path'
+import type { BenchReport } from '../../src/schemas/index.ts'
 import {
   type Accuracy,
   benchMetrics,
-  type BenchMetrics,
   metricsByGroup,
   type ScoredItem,
   type TiePolicy,
@@ -29,33 +29,7 @@ export interface BenchOptions extends Partial<ScorerOptions> {
   showProgress?: boolean
 }
 
-/** One failed candidate, as reported. */
-export interface BenchFailure {
-  prompt_id: string
-  candidate_id: string
-  error: string
-}
-
-/** The result of a benchmark run (the `--json` output). */
-export interface BenchReport {
-  schema_version: 1
-  dataset: { path: string; sha256: string; shape: string; items: number; candidates: number }
-  scorer: string
-  /** The model verifier-based scorers grade with (`mock:mock-heuristic-1` by default; unused by url:). */
-  model: string
-  seed: number
-  ties: TiePolicy
-  bootstrap: number
-  overall: BenchMetrics
-  groups: Record<string, BenchMetrics>
-  failures: { count: number; items: number; examples: BenchFailure[] }
-  scores: Array<{
-    prompt_id: string
-    group: string
-    candidates: Array<{ candidate_id: string; truth: number | null; score: number | null; error?: string }>
-  }>
-  elapsed_ms: number
-}
+export type { BenchFailure, BenchReport } from '../../src/schemas/index.ts'
 
 /**
  * Runs a benchmark. Bad input (dataset, scorer spec or file) throws DatasetError / CliUsageError; scorer errors per

@@ -83,21 +83,11 @@ export async function runDistill(options: DistillOptions): Promise<DistillSummar
   const pairs = split(pairing.pairs)
   const points = split(judged.responses.filter((response) => response.samples.length > 0))
 
-  await mkdir(options.out, { recursive: true })
-  const outputs: DistillSummary['outputs'] = []
-  for (const format of options.formats) {
-    for (const part of ['train', 'held_out'] as const) {
-      const rows =
-        format === 'pointwise'
-          ? points[part].map(pointwiseRow)
-          : pairs[part].map((pair) =>
-              format === 'trl' ? trlRow(pair, options.conversational) : openRlhfRow(pair, options.conversational),
-            )
-      const file = resolve(join(options.out, `${format}.${part}.jsonl`))
-      await writeFile(file, rows.map((row) => `${JSON.stringify(row)}\n`).join(''))
-      outputs.push({ format, split: part, file, rows: rows.length })
-    }
-  }
+  const outputs = await writeOutputs(options.out, options.formats, (format, part) => {
+    if (format === 'pointwise') return points[part].map(pointwiseRow)
+    const row = format === 'trl' ? trlRow : openRlhfRow
+    return pairs[part].map((pair) => row(pair, options.conversational))
+  })
   const summary: DistillSummary = {
     kind: 'distill_summary',
     run_id: archive.run?.run_id ?? archive.rollouts[0]!.run_id,
@@ -139,6 +129,25 @@ export async function runDistill(options: DistillOptions): Promise<DistillSummar
   }
   await writeFile(join(options.out, 'summary.json'), `${JSON.stringify(summary, null, 2)}\n`)
   return summary
+}
+
+/** Writes `<format>.<split>.jsonl` into `out` for every format and both splits; returns what it wrote. */
+async function writeOutputs(
+  out: string,
+  formats: DistillOptions['formats'],
+  rowsOf: (format: DistillOptions['formats'][number], part: 'train' | 'held_out') => unknown[],
+): Promise<DistillSummary['outputs']> {
+  await mkdir(out, { recursive: true })
+  const outputs: DistillSummary['outputs'] = []
+  for (const format of formats) {
+    for (const part of ['train', 'held_out'] as const) {
+      const rows = rowsOf(format, part)
+      const file = resolve(join(out, `${format}.${part}.jsonl`))
+      await writeFile(file, rows.map((row) => `${JSON.stringify(row)}\n`).join(''))
+      outputs.push({ format, split: part, file, rows: rows.length })
+    }
+  }
+  return outputs
 }
 
 /** A distinct (prompt, response) with the archived rollout that stands for it. */
@@ -186,18 +195,7 @@ async function judgeAll(archive: ArchiveContents, selected: readonly MergedRespo
       counts,
     }
   }
-  const run = archive.run
-  if (!run)
-    throw new CliUsageError(
-      `${describeSource(options.source)}: no "run" line says how the run judges (grade_max, locale, prompts); re-judging needs it (or use --repeats 0)`,
-    )
-  for (const { rollout } of selected) {
-    if (!archive.rubrics.has(rubricKey(rollout.instance_id, rollout.rubric_version))) {
-      throw new CliUsageError(
-        `${describeSource(options.source)}: rollout "${rollout.rollout_id}" was scored on rubric version ${rollout.rubric_version} of instance "${rollout.instance_id}", but the archive has no rubrics line for it`,
-      )
-    }
-  }
+  const run = rejudgeableRun(archive, selected, options)
   const judges: Judge[] = []
   try {
     for (const spec of options.judges) judges.push(await openJudge(spec, options.cacheDir, options.sampling))
@@ -255,6 +253,23 @@ async function judgeAll(archive: ArchiveContents, selected: readonly MergedRespo
   } finally {
     await Promise.all(judges.map((judge) => judge.close()))
   }
+}
+
+/** The archive's run line, refused when missing or when a selected rollout's rubric is not archived. */
+function rejudgeableRun(archive: ArchiveContents, selected: readonly MergedResponse[], options: DistillOptions) {
+  const run = archive.run
+  if (!run)
+    throw new CliUsageError(
+      `${describeSource(options.source)}: no "run" line says how the run judges (grade_max, locale, prompts); re-judging needs it (or use --repeats 0)`,
+    )
+  for (const { rollout } of selected) {
+    if (!archive.rubrics.has(rubricKey(rollout.instance_id, rollout.rubric_version))) {
+      throw new CliUsageError(
+        `${describeSource(options.source)}: rollout "${rollout.rollout_id}" was scored on rubric version ${rollout.rubric_version} of instance "${rollout.instance_id}", but the archive has no rubrics line for it`,
+      )
+    }
+  }
+  return run
 }
 
 /** One judgement: the scorer's own request (with this repeat's seed), parsed by its own parser, retried on a bad reply. */

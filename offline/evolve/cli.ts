@@ -50,56 +50,10 @@ export async function runEvolveCommand(
   log: (line: string) => void,
   showProgress = false,
 ): Promise<EvolveSummary & { cache: (CacheStats & { dir: string }) | null }> {
-  const iterations = number('iterations', options.iterations, (v) => Number.isInteger(v) && v >= 0, 'an integer ≥ 0')
-  const seed = number('seed', options.seed, Number.isInteger, 'an integer')
-  const valFraction = number('val-fraction', options.valFraction, (v) => v > 0 && v < 1, 'in (0, 1)')
-  const exploreMargin = number('explore-margin', options.exploreMargin, (v) => v >= 0 && v <= 1, 'in [0, 1]')
-  const pruneEvery = number('prune-every', options.pruneEvery, (v) => Number.isInteger(v) && v >= 0, 'an integer ≥ 0')
-  const concurrency = number('concurrency', options.concurrency, (v) => Number.isInteger(v) && v >= 1, 'an integer ≥ 1')
-  if (options.locale !== 'en' && options.locale !== 'zh') throw new EvolveInputError('--locale must be en or zh')
-  if (!['mock', 'openai', 'auto'].includes(options.backend))
-    throw new EvolveInputError('--backend must be mock, openai or auto')
-  const orders = options.orders ?? 'both'
-  if (orders !== 'both' && orders !== 'one')
-    throw new EvolveInputError(`--orders must be both or one, not ${JSON.stringify(orders)}`)
-  const toolCheckSample = number(
-    'tool-check',
-    options.toolCheck ?? '4',
-    (v) => Number.isInteger(v) && v >= 0,
-    'an integer ≥ 0',
-  )
-  const endpoints = options.endpoint ?? []
-  const { dataset, sha256 } = await loadDataset(options.dataset)
-  // Images: registered as handles now, files checked now, read only when a request needs them.
-  const images = datasetImageRegistry(options.dataset)
-  pairItems(dataset, images)
-  const missing = await missingImageFiles(images, options.dataset)
-  if (missing.length > 0)
-    throw new EvolveInputError(
-      `${options.dataset}: ${missing.length} image file${missing.length > 1 ? 's' : ''} not found (paths are relative to the dataset file): ${missing.slice(0, 5).join('; ')}`,
-    )
-  let model: ChatModel
-  let close = async () => {}
-  if (options.backend === 'mock' || (options.backend === 'auto' && endpoints.length === 0))
-    model = new MockChatModel(MOCK_MODEL)
-  else {
-    if (endpoints.length === 0) throw new EvolveInputError('--backend openai needs at least one --endpoint')
-    const backend = await createBackend({
-      backend: 'openai',
-      endpoints,
-      maxConcurrency: concurrency,
-      ...(options.model ? { model: options.model } : {}),
-      models: {},
-      temperature: 0,
-      maxTokens: 2048,
-      timeoutMs: 120_000,
-      maxAttempts: 3,
-      seed,
-      mockNoise: 0,
-    })
-    model = backend.models.judge
-    close = backend.close
-  }
+  const settings = readSettings(options)
+  const { dataset, sha256, images } = await loadPairDataset(options.dataset)
+  const opened = await openModel(options, settings)
+  let model = opened.model
   let cache: CachedChatModel | undefined
   const cacheDir = options.cacheDir ?? join(options.out, 'cache')
   if (options.cache !== false) {
@@ -112,14 +66,7 @@ export async function runEvolveCommand(
       dataset,
       datasetSha256: sha256,
       outDir: options.out,
-      iterations,
-      seed,
-      valFraction,
-      exploreMargin,
-      pruneEvery,
-      concurrency,
-      orders,
-      toolCheckSample,
+      ...settings,
       images,
       judge: { locale: options.locale as Locale },
       ...(options.library ? { initialLibrary: await loadLibrary(options.library) } : {}),
@@ -129,6 +76,64 @@ export async function runEvolveCommand(
     return { ...summary, cache: cache ? { dir: cacheDir, ...cache.stats() } : null }
   } finally {
     await cache?.close()
-    await close()
+    await opened.close()
   }
+}
+
+/** The numeric and named options, checked in flag order; a bad one is an EvolveInputError naming its flag. */
+function readSettings(options: EvolveCliOptions) {
+  const integerAtLeast = (min: number) => (v: number) => Number.isInteger(v) && v >= min
+  const iterations = number('iterations', options.iterations, integerAtLeast(0), 'an integer ≥ 0')
+  const seed = number('seed', options.seed, Number.isInteger, 'an integer')
+  const valFraction = number('val-fraction', options.valFraction, (v) => v > 0 && v < 1, 'in (0, 1)')
+  const exploreMargin = number('explore-margin', options.exploreMargin, (v) => v >= 0 && v <= 1, 'in [0, 1]')
+  const pruneEvery = number('prune-every', options.pruneEvery, integerAtLeast(0), 'an integer ≥ 0')
+  const concurrency = number('concurrency', options.concurrency, integerAtLeast(1), 'an integer ≥ 1')
+  if (options.locale !== 'en' && options.locale !== 'zh') throw new EvolveInputError('--locale must be en or zh')
+  if (!['mock', 'openai', 'auto'].includes(options.backend))
+    throw new EvolveInputError('--backend must be mock, openai or auto')
+  const orders = options.orders ?? 'both'
+  if (orders !== 'both' && orders !== 'one')
+    throw new EvolveInputError(`--orders must be both or one, not ${JSON.stringify(orders)}`)
+  const toolCheckSample = number('tool-check', options.toolCheck ?? '4', integerAtLeast(0), 'an integer ≥ 0')
+  return { iterations, seed, valFraction, exploreMargin, pruneEvery, concurrency, orders, toolCheckSample } as const
+}
+
+/** The dataset and its images: registered as handles now, files checked now, read only when a request needs them. */
+async function loadPairDataset(path: string) {
+  const { dataset, sha256 } = await loadDataset(path)
+  const images = datasetImageRegistry(path)
+  pairItems(dataset, images)
+  const missing = await missingImageFiles(images, path)
+  if (missing.length > 0)
+    throw new EvolveInputError(
+      `${path}: ${missing.length} image file${missing.length > 1 ? 's' : ''} not found ` +
+        `(paths are relative to the dataset file): ${missing.slice(0, 5).join('; ')}`,
+    )
+  return { dataset, sha256, images }
+}
+
+/** The judge model: the mock, or an OpenAI-compatible endpoint pool (auto: openai when endpoints are given). */
+async function openModel(
+  options: EvolveCliOptions,
+  settings: { concurrency: number; seed: number },
+): Promise<{ model: ChatModel; close: () => Promise<void> }> {
+  const endpoints = options.endpoint ?? []
+  if (options.backend === 'mock' || (options.backend === 'auto' && endpoints.length === 0))
+    return { model: new MockChatModel(MOCK_MODEL), close: async () => {} }
+  if (endpoints.length === 0) throw new EvolveInputError('--backend openai needs at least one --endpoint')
+  const backend = await createBackend({
+    backend: 'openai',
+    endpoints,
+    maxConcurrency: settings.concurrency,
+    ...(options.model ? { model: options.model } : {}),
+    models: {},
+    temperature: 0,
+    maxTokens: 2048,
+    timeoutMs: 120_000,
+    maxAttempts: 3,
+    seed: settings.seed,
+    mockNoise: 0,
+  })
+  return { model: backend.models.judge, close: backend.close }
 }

@@ -6,7 +6,7 @@
 import { basename, extname } from 'node:path'
 import { barChart, histogram } from '../../src/charts/index.ts'
 import { CHART_SIZE, figure, html, keyValues, num, pct, type ReportBody, type SafeHtml, table } from './html.ts'
-import type { AccuracyInput, BenchResultInput, MetricsInput } from './schemas.ts'
+import type { BenchAccuracy, BenchMetrics, BenchReport } from '../../src/schemas/index.ts'
 
 type MetricKey = 'ab' | 'ba' | 'swap_consistent' | 'kway' | 'pairs_within_kway' | 'tail'
 
@@ -14,7 +14,7 @@ type MetricKey = 'ab' | 'ba' | 'swap_consistent' | 'kway' | 'pairs_within_kway' 
 const METRICS: Array<{
   key: MetricKey
   label: string
-  pick: (metrics: MetricsInput) => AccuracyInput | null | undefined
+  pick: (metrics: BenchMetrics) => BenchAccuracy | null | undefined
 }> = [
   { key: 'ab', label: 'pairwise A/B', pick: (metrics) => metrics.pairwise?.ab },
   { key: 'ba', label: 'pairwise B/A', pick: (metrics) => metrics.pairwise?.ba },
@@ -28,7 +28,7 @@ const METRICS: Array<{
  * The accuracy a subset is summed up by: swap-consistent for pairs (the strictest), else K-way, else the others.
  * @example headline(metrics) // { label: 'swap-consistent', accuracy: { accuracy: 0.42, ci95: [0.33, 0.52], … } }
  */
-export function headline(metrics: MetricsInput): { label: string; accuracy: AccuracyInput } | null {
+export function headline(metrics: BenchMetrics): { label: string; accuracy: BenchAccuracy } | null {
   for (const key of ['swap_consistent', 'kway', 'pairs_within_kway', 'tail', 'ab'] as const) {
     const metric = METRICS.find((entry) => entry.key === key)!
     const accuracy = metric.pick(metrics)
@@ -40,7 +40,7 @@ export function headline(metrics: MetricsInput): { label: string; accuracy: Accu
 /** One row of the accuracy table. */
 interface SubsetRow {
   label: string
-  metrics: MetricsInput
+  metrics: BenchMetrics
   /** A whole result (its overall line) rather than one of its groups. */
   total: boolean
   /** A whole result whose groups follow as rows of their own. */
@@ -52,7 +52,7 @@ interface SubsetRow {
  * with several (e.g. one per LLMBar subset file), one subset per file, split by group when a file has several.
  * @example subsetRows([{ file: 'natural.json', result }]).map((row) => row.label) // ['overall']
  */
-export function subsetRows(results: Array<{ file: string; result: BenchResultInput }>): SubsetRow[] {
+export function subsetRows(results: Array<{ file: string; result: BenchReport }>): SubsetRow[] {
   const rows: SubsetRow[] = []
   for (const { file, result } of results) {
     const name =
@@ -66,10 +66,10 @@ export function subsetRows(results: Array<{ file: string; result: BenchResultInp
   return rows
 }
 
-const interval = (accuracy: AccuracyInput) =>
+const interval = (accuracy: BenchAccuracy) =>
   html`${accuracy.ci95 ? html`<span class="ci">95% CI ${pct(accuracy.ci95[0])}–${pct(accuracy.ci95[1])}</span>` : ''}${accuracy.bootstrap95 ? html`<span class="ci">bootstrap ${pct(accuracy.bootstrap95[0])}–${pct(accuracy.bootstrap95[1])}</span>` : ''}<span class="ci">n=${accuracy.n}${accuracy.ties ? `, ${accuracy.ties} ties` : ''}</span>`
 
-const accuracyCell = (accuracy: AccuracyInput | null | undefined): SafeHtml | string =>
+const accuracyCell = (accuracy: BenchAccuracy | null | undefined): SafeHtml | string =>
   !accuracy
     ? '—'
     : accuracy.accuracy === null
@@ -77,7 +77,7 @@ const accuracyCell = (accuracy: AccuracyInput | null | undefined): SafeHtml | st
       : html`<strong>${pct(accuracy.accuracy)}</strong>${interval(accuracy)}`
 
 /** A bar with its Wilson interval as whiskers. */
-const barOf = (label: string, accuracy: AccuracyInput) => ({
+const barOf = (label: string, accuracy: BenchAccuracy) => ({
   label,
   value: accuracy.accuracy ?? Number.NaN,
   ...(accuracy.ci95 ? { low: accuracy.ci95[0], high: accuracy.ci95[1] } : {}),
@@ -87,7 +87,7 @@ const barOf = (label: string, accuracy: AccuracyInput) => ({
  * The sections of a bench report.
  * @example const body = benchReport([{ file: 'bench.json', result }])
  */
-export function benchReport(results: Array<{ file: string; result: BenchResultInput }>): ReportBody {
+export function benchReport(results: Array<{ file: string; result: BenchReport }>): ReportBody {
   const rows = subsetRows(results)
   // The finest subsets: a result's groups when it has several, else the result itself.
   const leaves = rows.filter((row) => !row.split)
@@ -197,7 +197,7 @@ export function benchReport(results: Array<{ file: string; result: BenchResultIn
   }
 }
 
-function failuresSection(results: Array<{ file: string; result: BenchResultInput }>): SafeHtml {
+function failuresSection(results: Array<{ file: string; result: BenchReport }>): SafeHtml {
   const examples = results.flatMap(({ file, result }) =>
     result.failures.examples.map((failure) => ({ subset: basename(result.dataset.path || file), ...failure })),
   )
@@ -216,7 +216,7 @@ function failuresSection(results: Array<{ file: string; result: BenchResultInput
   )}</div>`
 }
 
-function settingsSection(results: Array<{ file: string; result: BenchResultInput }>): SafeHtml {
+function settingsSection(results: Array<{ file: string; result: BenchReport }>): SafeHtml {
   if (results.length === 1) {
     const { file, result } = results[0]!
     return keyValues([

@@ -7,10 +7,10 @@
 import { readdir, readFile, stat } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
 import { type Library, libraryHash } from '../../src/library/index.ts'
-import { DistillSummary } from '../distill/summary.ts'
 import { loadLibrary } from '../library/index.ts'
 import { ReportInputError } from './errors.ts'
-import { BenchResultInput, EvolutionLogLine, firstIssue, SearchOutputInput } from './schemas.ts'
+import { BenchReport, DistillSummary, EvolutionLogEntry, SearchOutputFile } from '../../src/schemas/index.ts'
+import { firstIssue } from './schemas.ts'
 
 /** A library read from a checkpoint directory next to an evolution log. */
 export interface LoadedLibrary {
@@ -20,15 +20,15 @@ export interface LoadedLibrary {
 
 /** What `detectReportInput` found. */
 export type ReportInput =
-  | { kind: 'search'; path: string; output: SearchOutputInput }
+  | { kind: 'search'; path: string; output: SearchOutputFile }
   | {
       kind: 'evolve'
       path: string
-      log: EvolutionLogLine[]
+      log: EvolutionLogEntry[]
       finalLibrary: LoadedLibrary | null
       bestLibrary: LoadedLibrary | null
     }
-  | { kind: 'bench'; path: string; results: Array<{ file: string; result: BenchResultInput }> }
+  | { kind: 'bench'; path: string; results: Array<{ file: string; result: BenchReport }> }
   | { kind: 'distill'; path: string; summary: DistillSummary }
 
 export type ReportKind = ReportInput['kind']
@@ -49,9 +49,9 @@ const EXPECTED =
 const EVOLUTION_LOG = 'evolution-log.jsonl'
 
 type Classified =
-  | { kind: 'search'; output: SearchOutputInput }
-  | { kind: 'bench'; result: BenchResultInput }
-  | { kind: 'evolve'; log: EvolutionLogLine[] }
+  | { kind: 'search'; output: SearchOutputFile }
+  | { kind: 'bench'; result: BenchReport }
+  | { kind: 'evolve'; log: EvolutionLogEntry[] }
   | { kind: 'distill'; summary: DistillSummary }
   | { kind: null; why: string }
 
@@ -98,8 +98,8 @@ async function detectDirectory(directory: string, shown: string): Promise<Report
       )
     return evolveInput(file, classified.log)
   }
-  const searches: Array<{ file: string; output: SearchOutputInput }> = []
-  const benches: Array<{ file: string; result: BenchResultInput }> = []
+  const searches: Array<{ file: string; output: SearchOutputFile }> = []
+  const benches: Array<{ file: string; result: BenchReport }> = []
   for (const name of names.filter((name) => name.toLowerCase().endsWith('.json'))) {
     const file = join(directory, name)
     const classified = classify(await readText(file, join(shown, name)), join(shown, name))
@@ -146,7 +146,7 @@ function classify(text: string, shown: string): Classified {
     return { kind: null, why: `it is JSON but not an object` }
   const record = value as Record<string, unknown>
   if ('best_rubrics' in record) {
-    const parsed = SearchOutputInput.safeParse(record)
+    const parsed = SearchOutputFile.safeParse(record)
     if (!parsed.success)
       throw new ReportInputError(
         `${shown}: looks like a search output (it has "best_rubrics") but ${firstIssue(parsed.error)}`,
@@ -162,7 +162,7 @@ function classify(text: string, shown: string): Classified {
     return { kind: 'distill', summary: parsed.data }
   }
   if ('overall' in record && 'scorer' in record) {
-    const parsed = BenchResultInput.safeParse(record)
+    const parsed = BenchReport.safeParse(record)
     if (!parsed.success)
       throw new ReportInputError(
         `${shown}: looks like a bench result (it has "overall" and "scorer") but ${firstIssue(parsed.error)}`,
@@ -185,7 +185,7 @@ function classify(text: string, shown: string): Classified {
 /** JSONL: an evolution log when its first line has `iteration` and `decision`. A torn last line is ignored, as `evolve` does. */
 function classifyLines(text: string, shown: string): Classified {
   const lines = text.split('\n')
-  const log: EvolutionLogLine[] = []
+  const log: EvolutionLogEntry[] = []
   for (const [index, line] of lines.entries()) {
     if (!line.trim()) continue
     let value: unknown
@@ -200,7 +200,7 @@ function classifyLines(text: string, shown: string): Classified {
     const record = value && typeof value === 'object' ? (value as Record<string, unknown>) : {}
     if (log.length === 0 && !('iteration' in record && 'decision' in record))
       return { kind: null, why: 'JSON lines without "iteration" and "decision"' }
-    const parsed = EvolutionLogLine.safeParse(record)
+    const parsed = EvolutionLogEntry.safeParse(record)
     if (!parsed.success)
       throw new ReportInputError(`${shown}: line ${index + 1} of the evolution log: ${firstIssue(parsed.error)}`)
     log.push(parsed.data)
@@ -212,7 +212,7 @@ function classifyLines(text: string, shown: string): Classified {
  * An evolution log plus the libraries `evolve` checkpointed next to it, each only when its content hash is the
  * one the log's last line recorded (a missing, stale or foreign checkpoint is left out rather than shown as final).
  */
-async function evolveInput(file: string, log: EvolutionLogLine[]): Promise<ReportInput> {
+async function evolveInput(file: string, log: EvolutionLogEntry[]): Promise<ReportInput> {
   const checkpoints = join(dirname(file), 'checkpoints')
   const load = async (
     name: string,

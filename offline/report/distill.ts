@@ -4,7 +4,7 @@
  */
 import { barChart } from '../../src/charts/index.ts'
 import { DROP_REASONS } from '../../src/distill/index.ts'
-import type { DistillSummary } from '../distill/summary.ts'
+import type { DistillSummary } from '../../src/schemas/index.ts'
 import { CHART_SIZE, figure, html, keyValues, num, pct, type ReportBody, table } from './html.ts'
 
 /**

@@ -6,7 +6,7 @@ import { lineChart } from '../../src/charts/index.ts'
 import { entryList } from '../../src/library/index.ts'
 import type { LoadedLibrary } from './detect.ts'
 import { CHART_SIZE, figure, html, keyValues, num, pct, type ReportBody, type SafeHtml, table } from './html.ts'
-import type { EvolutionLogLine } from './schemas.ts'
+import type { EvolutionLogEntry } from '../../src/schemas/index.ts'
 
 /** Marker colours: green for kept, vermillion for rolled back (Okabe–Ito, readable with colour-vision deficiencies). */
 const KEPT_COLOUR = '#009E73'
@@ -31,8 +31,8 @@ const decisionBadge = (decision: string) =>
  * train accuracy, and the candidate changes' validation accuracy as kept / rolled-back markers.
  * @example evolutionSeries(log).find((series) => series.name === 'rolled back')?.points
  */
-export function evolutionSeries(log: EvolutionLogLine[]) {
-  const at = (pick: (line: EvolutionLogLine) => number | null | undefined) =>
+export function evolutionSeries(log: EvolutionLogEntry[]) {
+  const at = (pick: (line: EvolutionLogEntry) => number | null | undefined) =>
     log.flatMap((line) => {
       const y = pick(line)
       return typeof y === 'number' ? [{ x: line.iteration, y }] : []
@@ -53,7 +53,7 @@ export function evolutionSeries(log: EvolutionLogLine[]) {
  * @example const body = evolveReport(log, finalLibrary, bestLibrary)
  */
 export function evolveReport(
-  log: EvolutionLogLine[],
+  log: EvolutionLogEntry[],
   finalLibrary: LoadedLibrary | null,
   bestLibrary: LoadedLibrary | null,
 ): ReportBody {
@@ -159,7 +159,7 @@ export function evolveReport(
 }
 
 function librarySection(
-  last: EvolutionLogLine,
+  last: EvolutionLogEntry,
   finalLibrary: LoadedLibrary | null,
   bestLibrary: LoadedLibrary | null,
 ): SafeHtml {
@@ -190,7 +190,7 @@ const USAGE_COLUMNS = [
 ] as const
 
 /** Model calls per role summed over the logged iterations (the baseline included). */
-function callsSection(log: EvolutionLogLine[]): SafeHtml {
+function callsSection(log: EvolutionLogEntry[]): SafeHtml {
   const totals = new Map<string, Record<string, number>>()
   for (const line of log) {
     for (const [role, counters] of Object.entries(line.usage ?? {})) {

@@ -4,7 +4,7 @@
  */
 import { barChart, histogram, lineChart } from '../../src/charts/index.ts'
 import { CHART_SIZE, figure, html, keyValues, num, type ReportBody, type SafeHtml, table } from './html.ts'
-import type { SearchOutputInput } from './schemas.ts'
+import type { SearchOutputFile } from '../../src/schemas/index.ts'
 import { mean as meanOf } from '../../src/stats/index.ts'
 
 /** Per-prompt lines are drawn up to this many prompts; beyond it they would be a tangle. */
@@ -47,7 +47,7 @@ const text = (value: unknown): string =>
  * The sections of a search report.
  * @example const body = searchReport(output, 'best.json')
  */
-export function searchReport(output: SearchOutputInput, fileName: string): ReportBody {
+export function searchReport(output: SearchOutputFile, fileName: string): ReportBody {
   const diagnostics = output.search_diagnostics ?? null
   const manifest = output.run_manifest ?? null
   const usage = output.usage ?? null
@@ -195,7 +195,7 @@ export function searchReport(output: SearchOutputInput, fileName: string): Repor
   }
 }
 
-function settingsSection(output: SearchOutputInput): SafeHtml {
+function settingsSection(output: SearchOutputFile): SafeHtml {
   const manifest = output.run_manifest
   const diagnostics = output.search_diagnostics
   const searchFacts = keyValues([
@@ -281,7 +281,7 @@ const ROLE_COLUMNS = [
   ['completion_tokens', 'completion tokens'],
 ] as const
 
-function callsSection(usage: SearchOutputInput['usage']): SafeHtml {
+function callsSection(usage: SearchOutputFile['usage']): SafeHtml {
   if (!usage?.roles) return html`<p class="empty">This output has no usage record.</p>`
   const row = (name: SafeHtml | string, counters: Record<string, unknown> | undefined) => [
     name,

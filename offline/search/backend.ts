@@ -22,7 +22,7 @@ import {
   type RoleUsage,
 } from '../llm/index.ts'
 import { SearchInputError } from './errors.ts'
-import { SEARCH_ROLES, type BackendChoice } from './options.ts'
+import { SEARCH_ROLES, type BackendChoice } from './roles.ts'
 
 /** The mock model's name; its id (`mock:<name>`) keys the reply cache. */
 export const MOCK_MODEL = 'mock-heuristic-1'
@@ -134,7 +134,55 @@ function mockBackend(options: BackendOptions): Backend {
   }
 }
 
+/** One pool to open: a model, the roles it answers, and the endpoints (or shares of them) it may use. */
+interface PoolPlan {
+  model: string | undefined
+  roles: SearchRoleName[]
+  endpoints: EndpointConfig[]
+}
+
+/** The openai backend: one endpoint pool per model the roles use, endpoints shared between pools by cap. */
 function openaiBackend(options: BackendOptions, configs: EndpointConfig[]): Backend {
+  const groups = rolesByModel(options)
+  const records: EndpointRecord[] = configs.map((config) => ({
+    name: config.name ?? config.base_url,
+    base_url: config.base_url,
+    max_concurrency: config.max_concurrency,
+    model: config.model ?? null,
+    api_key_env: config.api_key_env ?? null,
+    structured_output: config.structured_output,
+    serves: [],
+  }))
+  const plans = planPools(groups, configs, records)
+  const pools: EndpointPool[] = []
+  const models = {} as Record<SearchRoleName, ChatModel>
+  const modelNames = {} as Record<SearchRoleName, string>
+  for (const plan of plans) {
+    const pool = openPool(plan, options)
+    pools.push(pool)
+    const name = plan.model ?? [...new Set(plan.endpoints.map((endpoint) => endpoint.model!))].sort().join('+')
+    for (const role of plan.roles) {
+      models[role] = pool
+      modelNames[role] = name
+    }
+  }
+
+  return {
+    requested: options.backend,
+    resolved: 'openai',
+    models,
+    modelNames,
+    endpoints: records,
+    apiKeyEnvs: [...new Set(configs.flatMap((config) => (config.api_key_env ? [config.api_key_env] : [])))],
+    poolUsage: () => mergePoolUsage(pools, records),
+    close: async () => {
+      await Promise.all(pools.map((pool) => pool.close()))
+    },
+  }
+}
+
+/** The roles of each model (per-role models, else the default); a role without any model is refused. */
+function rolesByModel(options: BackendOptions): Map<string | undefined, SearchRoleName[]> {
   const roleModel = (role: SearchRoleName) => options.models[role] ?? options.model
   const groups = new Map<string | undefined, SearchRoleName[]>()
   for (const role of SEARCH_ROLES) {
@@ -148,15 +196,18 @@ function openaiBackend(options: BackendOptions, configs: EndpointConfig[]): Back
     )
   }
 
-  const records: EndpointRecord[] = configs.map((config) => ({
-    name: config.name ?? config.base_url,
-    base_url: config.base_url,
-    max_concurrency: config.max_concurrency,
-    model: config.model ?? null,
-    api_key_env: config.api_key_env ?? null,
-    structured_output: config.structured_output,
-    serves: [],
-  }))
+  return groups
+}
+
+/**
+ * Which endpoints each model's pool uses: all of them with one model; else the endpoints pinning that model, and
+ * a share of the cap of every endpoint pinning none. Fills each record's `serves`.
+ */
+function planPools(
+  groups: Map<string | undefined, SearchRoleName[]>,
+  configs: EndpointConfig[],
+  records: EndpointRecord[],
+): PoolPlan[] {
   const plans = [...groups].map(([model, roles]) => ({ model, roles, endpoints: [] as EndpointConfig[] }))
   if (plans.length === 1) {
     plans[0]!.endpoints = configs
@@ -192,52 +243,32 @@ function openaiBackend(options: BackendOptions, configs: EndpointConfig[]): Back
       )
   }
 
-  const pools: EndpointPool[] = []
-  const models = {} as Record<SearchRoleName, ChatModel>
-  const modelNames = {} as Record<SearchRoleName, string>
-  for (const plan of plans) {
-    let pool: EndpointPool
-    try {
-      pool = new EndpointPool({
-        endpoints: plan.endpoints,
-        ...(plan.model ? { model: plan.model } : {}),
-        temperature: options.temperature,
-        maxTokens: options.maxTokens,
-        timeoutMs: options.timeoutMs,
-        seed: options.seed,
-        maxAttempts: options.maxAttempts,
-        ...(options.secrets ? { secrets: options.secrets } : {}),
-      })
-    } catch (error) {
-      if (error instanceof LlmError) {
-        const hint = /no model/.test(error.message)
-          ? '--model: '
-          : /environment variable/.test(error.message)
-            ? '--api-key-env: '
-            : ''
-        throw new SearchInputError(`${hint}${error.message}`)
-      }
-      throw error
-    }
-    pools.push(pool)
-    const name = plan.model ?? [...new Set(plan.endpoints.map((endpoint) => endpoint.model!))].sort().join('+')
-    for (const role of plan.roles) {
-      models[role] = pool
-      modelNames[role] = name
-    }
-  }
+  return plans
+}
 
-  return {
-    requested: options.backend,
-    resolved: 'openai',
-    models,
-    modelNames,
-    endpoints: records,
-    apiKeyEnvs: [...new Set(configs.flatMap((config) => (config.api_key_env ? [config.api_key_env] : [])))],
-    poolUsage: () => mergePoolUsage(pools, records),
-    close: async () => {
-      await Promise.all(pools.map((pool) => pool.close()))
-    },
+/** Opens one pool; a configuration problem it finds is a SearchInputError naming the flag to fix. */
+function openPool(plan: PoolPlan, options: BackendOptions): EndpointPool {
+  try {
+    return new EndpointPool({
+      endpoints: plan.endpoints,
+      ...(plan.model ? { model: plan.model } : {}),
+      temperature: options.temperature,
+      maxTokens: options.maxTokens,
+      timeoutMs: options.timeoutMs,
+      seed: options.seed,
+      maxAttempts: options.maxAttempts,
+      ...(options.secrets ? { secrets: options.secrets } : {}),
+    })
+  } catch (error) {
+    if (error instanceof LlmError) {
+      const hint = /no model/.test(error.message)
+        ? '--model: '
+        : /environment variable/.test(error.message)
+          ? '--api-key-env: '
+          : ''
+      throw new SearchInputError(`${hint}${error.message}`)
+    }
+    throw error
   }
 }
 

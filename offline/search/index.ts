@@ -33,11 +33,10 @@ export {
   integer,
   readSearchOptions,
   resolveSearchConfig,
-  SEARCH_ROLES,
-  type BackendChoice,
   type KnobSpec,
   type SearchCliOptions,
 } from './options.ts'
+export { type BackendChoice, SEARCH_ROLES } from './roles.ts'
 export { ProgressBar, ProgressTracker, type ProgressCounts } from './progress.ts'
 export {
   gitSnapshot,

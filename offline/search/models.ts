@@ -18,7 +18,7 @@ import { join } from 'node:path'
 import type { ChatModel, ChatRequest, ChatResponse } from '../../src/llm/types.ts'
 import type { SearchRoleName } from '../../src/search/roles/rubric.ts'
 import { CachedChatModel, type CacheStats, type PoolRequest, type SamplingSettings } from '../llm/index.ts'
-import { SEARCH_ROLES } from './options.ts'
+import { SEARCH_ROLES } from './roles.ts'
 
 /** One role's accounting. `requests = cache_hits + calls + joined` (joined: shared an identical call in flight). */
 export interface RoleCounters {

@@ -7,218 +7,57 @@ import { readFile } from 'node:fs/promises'
 import { resolve } from 'node:path'
 import { type Command, InvalidArgumentError, Option } from 'commander'
 import { DatasetError, readJsonDocument } from '../../src/datasets/index.ts'
+import { z } from 'zod'
 import {
-  ADAPTIVE_MUTATIONS,
-  ITERATION_SCOPES,
+  KNOB_GROUPS,
+  type KnobMeta,
   parseSearchConfig,
-  SEARCH_MODES,
   SearchConfig,
-  SELECTION_STRATEGIES,
   type SearchConfigInput,
 } from '../../src/search/config.ts'
 import { ContentExtraction } from '../../src/search/roles/extraction.ts'
 import type { SearchRoleName } from '../../src/search/roles/rubric.ts'
 import { SearchInputError } from './errors.ts'
 import type { BackendOptions } from './backend.ts'
-
-/** The four search roles, in the order reports list them. */
-export const SEARCH_ROLES = [
-  'initializer',
-  'proposer',
-  'verifier',
-  'judge',
-] as const satisfies readonly SearchRoleName[]
+import { type BackendChoice, SEARCH_ROLES } from './roles.ts'
 
 type KnobKind = 'int' | 'number' | 'boolean' | 'enum' | 'nullable-int' | 'nullable-number'
-type KnobGroup = 'search' | 'evolution' | 'selection' | 'mutation' | 'stopping' | 'objective' | 'scheduling'
 
-/** One `SearchConfig` knob as a flag. */
-export interface KnobSpec {
+/** One `SearchConfig` knob as a flag: its kind from the zod type, its section and help from the schema's metadata. */
+export interface KnobSpec extends KnobMeta {
   key: keyof SearchConfig
   kind: KnobKind
-  group: KnobGroup
-  help: string
   choices?: readonly string[]
 }
 
-/** Every `SearchConfig` knob, grouped as `--help` lists them. A test checks that none is missing. */
-export const CONFIG_KNOBS: readonly KnobSpec[] = [
-  { key: 'mode', kind: 'enum', group: 'search', choices: SEARCH_MODES, help: 'search algorithm' },
-  {
-    key: 'seed',
-    kind: 'int',
-    group: 'search',
-    help: 'seed of every random draw (and, on openai, the sampling seed of requests without their own)',
-  },
-  { key: 'iterations', kind: 'int', group: 'search', help: 'iterative mode: improvement steps per prompt' },
-  {
-    key: 'iteration_scope',
-    kind: 'enum',
-    group: 'evolution',
-    choices: ITERATION_SCOPES,
-    help: 'evolve the hardest prompts together per generation, or one prompt at a time',
-  },
-  { key: 'generations', kind: 'int', group: 'evolution', help: 'most generations (per prompt in prompt_local)' },
-  { key: 'population_size', kind: 'int', group: 'evolution', help: 'rubrics kept per prompt' },
-  { key: 'mutations_per_round', kind: 'int', group: 'evolution', help: 'children proposed per parent and generation' },
-  {
-    key: 'mutation_parent_count',
-    kind: 'int',
-    group: 'evolution',
-    help: 'parents selected per generation (at most the population size)',
-  },
-  { key: 'batch_size', kind: 'int', group: 'evolution', help: 'global_batch: hardest prompts evolved per generation' },
-  {
-    key: 'survival_fraction',
-    kind: 'number',
-    group: 'evolution',
-    help: 'successive halving: share of children kept at each stage, in (0, 1]',
-  },
-  {
-    key: 'elitism_count',
-    kind: 'int',
-    group: 'evolution',
-    help: 'best rubrics that always survive a population update',
-  },
-  {
-    key: 'selection_strategy',
-    kind: 'enum',
-    group: 'selection',
-    choices: SELECTION_STRATEGIES,
-    help: 'parent selection',
-  },
-  { key: 'tournament_size', kind: 'int', group: 'selection', help: 'tournament: entrants per tournament' },
-  {
-    key: 'tournament_p',
-    kind: 'number',
-    group: 'selection',
-    help: 'tournament: probability that the best entrant wins, in (0, 1]',
-  },
-  {
-    key: 'top_k_ratio',
-    kind: 'number',
-    group: 'selection',
-    help: 'top_k: share of the population eligible, in (0, 1]',
-  },
-  {
-    key: 'diversity_weight',
-    kind: 'number',
-    group: 'selection',
-    help: 'top_k: weight of content diversity against quality, in [0, 1]',
-  },
-  {
-    key: 'adaptive_mutation',
-    kind: 'enum',
-    group: 'mutation',
-    choices: ADAPTIVE_MUTATIONS,
-    help: 'how mutation modes are scheduled',
-  },
-  {
-    key: 'mutation_window_size',
-    kind: 'int',
-    group: 'mutation',
-    help: 'success_feedback: generations of history per mode',
-  },
-  { key: 'min_mutation_weight', kind: 'number', group: 'mutation', help: "floor of any mode's weight, in (0, 1]" },
-  {
-    key: 'exploration_phase_ratio',
-    kind: 'number',
-    group: 'mutation',
-    help: 'exploration_decay: share of generations that explore, in (0, 1]',
-  },
-  {
-    key: 'diversity_threshold',
-    kind: 'number',
-    group: 'mutation',
-    help: 'diversity_driven: population diversity below which exploratory modes win, in [0, 1]',
-  },
-  {
-    key: 'stagnation_generations',
-    kind: 'int',
-    group: 'stopping',
-    help: "stop after this many generations without improving any prompt's best",
-  },
-  {
-    key: 'stop_when_distinguished',
-    kind: 'boolean',
-    group: 'stopping',
-    help: 'prompt_local: finish a prompt once its best rubric is distinguished',
-  },
-  {
-    key: 'distinguish_margin',
-    kind: 'nullable-number',
-    group: 'stopping',
-    help: 'margin the true best must beat the runner-up by ("auto" = --tie-tolerance)',
-  },
-  {
-    key: 'distinguish_min_tail_acc',
-    kind: 'number',
-    group: 'stopping',
-    help: 'raw tail accuracy a distinguished rubric needs, in [0, 1]',
-  },
-  { key: 'tail_fraction', kind: 'number', group: 'objective', help: 'share of candidates in the top tail, in (0, 1]' },
-  { key: 'lambda_var', kind: 'number', group: 'objective', help: 'penalty weight of the score variance' },
-  { key: 'mu_diverse', kind: 'number', group: 'objective', help: 'bonus weight of diverse-source pairs' },
-  {
-    key: 'pair_confidence_prior',
-    kind: 'number',
-    group: 'objective',
-    help: 'pseudo-count that shrinks tail accuracy towards 0.5',
-  },
-  { key: 'tie_tolerance', kind: 'number', group: 'objective', help: 'scores closer than this tie' },
-  {
-    key: 'min_tail_pairs',
-    kind: 'int',
-    group: 'objective',
-    help: 'the tail grows until it holds at least this many pairs',
-  },
-  {
-    key: 'pair_budget_small',
-    kind: 'int',
-    group: 'objective',
-    help: 'successive halving: judge pairs of the first stage (0 = every tail pair)',
-  },
-  {
-    key: 'pair_budget_medium',
-    kind: 'int',
-    group: 'objective',
-    help: 'successive halving: judge pairs of the second stage (0 = every tail pair)',
-  },
-  {
-    key: 'pair_budget_full',
-    kind: 'int',
-    group: 'objective',
-    help: 'judge pairs at full fidelity (0 = every tail pair)',
-  },
-  {
-    key: 'num_votes',
-    kind: 'nullable-int',
-    group: 'objective',
-    help: 'verifier votes per candidate ("auto" = each rubric\'s own num_votes)',
-  },
-  {
-    key: 'concurrency',
-    kind: 'int',
-    group: 'scheduling',
-    help: 'most role calls in flight at once (does not change results)',
-  },
-  {
-    key: 'prompt_concurrency',
-    kind: 'int',
-    group: 'scheduling',
-    help: 'prompt_local/iterative: most prompts searched at once (does not change results)',
-  },
-]
-
-const GROUP_TITLES: Record<KnobGroup, string> = {
-  search: 'search',
-  evolution: 'evolutionary search',
-  selection: 'parent selection',
-  mutation: 'mutation schedule',
-  stopping: 'stopping',
-  objective: 'objective and fidelity',
-  scheduling: 'scheduling',
+/**
+ * The flag of one knob, read off the schema; a knob without `.meta(cli(…))` or of a type no flag can carry throws,
+ * so a new knob cannot silently go without a flag.
+ * @example knobOf('selection_strategy').choices // ['rank', 'tournament', 'top_k']
+ */
+function knobOf(key: keyof SearchConfig): KnobSpec {
+  const field = SearchConfig.shape[key] as z.ZodDefault<z.ZodType>
+  const meta = field.meta() as Partial<KnobMeta> | undefined
+  if (!meta?.group || !meta.help) throw new Error(`SearchConfig.${key} has no CLI metadata (.meta(cli(group, help)))`)
+  const base = { key, group: meta.group, help: meta.help }
+  let inner = field.unwrap()
+  const nullable = inner instanceof z.ZodNullable
+  if (inner instanceof z.ZodNullable) inner = inner.unwrap() as z.ZodType
+  if (inner instanceof z.ZodEnum) return { ...base, kind: 'enum', choices: inner.options as string[] }
+  if (inner instanceof z.ZodBoolean) return { ...base, kind: 'boolean' }
+  if (inner instanceof z.ZodNumber) {
+    const kind = inner.isInt ? 'int' : 'number'
+    return { ...base, kind: nullable ? `nullable-${kind}` : kind }
+  }
+  throw new Error(`SearchConfig.${key}: no flag kind for its type`)
 }
+
+const GROUP_ORDER = Object.keys(KNOB_GROUPS)
+
+/** Every `SearchConfig` knob as a flag, grouped as `--help` lists them (schema order within a group). */
+export const CONFIG_KNOBS: readonly KnobSpec[] = (Object.keys(SearchConfig.shape) as Array<keyof SearchConfig>)
+  .map(knobOf)
+  .sort((a, b) => GROUP_ORDER.indexOf(a.group) - GROUP_ORDER.indexOf(b.group))
 
 /**
  * The flag of a config knob.
@@ -277,7 +116,20 @@ const collect = (value: string, previous: string[] | undefined): string[] => [..
  * @example addSearchOptions(program.command('search'))
  */
 export function addSearchOptions(command: Command): Command {
-  const defaults = SearchConfig.parse({})
+  addInputOptions(command)
+  addBackendOptions(command)
+  addRubricOptions(command)
+  addStorageOptions(command)
+  addConfigKnobs(command)
+
+  // Test-only: interrupt after N backend calls (exactly like Ctrl-C), and slow the mock down.
+  command.addOption(new Option('--abort-after-calls <n>').argParser(integer(1)).hideHelp())
+  command.addOption(new Option('--mock-latency-ms <ms>').argParser(integer(0)).hideHelp())
+  return command
+}
+
+/** What a run reads and writes: the dataset, the output, a config file, a checkpoint to resume. */
+function addInputOptions(command: Command): void {
   command
     .addOption(
       new Option(
@@ -305,7 +157,11 @@ export function addSearchOptions(command: Command): Command {
       '--resume <session|file>',
       'continue a run from its latest checkpoint (a session id under the checkpoint dir) or from a checkpoint file',
     )
+}
 
+/** Which models answer (mock or OpenAI-compatible endpoints, per role) and how requests are sent and retried. */
+function addBackendOptions(command: Command): void {
+  command
     .addOption(
       new Option(
         '--backend <backend>',
@@ -365,7 +221,11 @@ export function addSearchOptions(command: Command): Command {
         .argParser(finiteNumber)
         .default(0),
     )
+}
 
+/** How roles write and grade rubrics: language, grade scale, votes, extraction, preset rubrics. */
+function addRubricOptions(command: Command): void {
+  command
     .addOption(new Option('--locale <locale>', 'prompt language of every role').choices(['en', 'zh']).default('en'))
     .addOption(
       new Option('--grade-max <n>', 'top of the integer grade scale of new rubrics').argParser(integer(1)).default(10),
@@ -400,7 +260,11 @@ export function addSearchOptions(command: Command): Command {
       '--preset-strict',
       'fail when a prompt has no preset (own or __default__) instead of asking the initializer',
     )
+}
 
+/** Where the reply cache and the checkpoints go, and how many checkpoints are kept. */
+function addStorageOptions(command: Command): void {
+  command
     .option('--cache-dir <dir>', 'reply cache of every LLM answer (default <output dir>/cache)')
     .option('--no-cache', 'do not read or write the reply cache')
     .option('--checkpoint-dir <dir>', 'checkpoint sessions (default <output dir>/checkpoints)')
@@ -409,14 +273,18 @@ export function addSearchOptions(command: Command): Command {
         .argParser(integer(0))
         .default(3),
     )
+}
 
+/** One flag per `SearchConfig` knob (see {@link CONFIG_KNOBS}), its default shown in the help. */
+function addConfigKnobs(command: Command): void {
+  const defaults = SearchConfig.parse({})
   for (const knob of CONFIG_KNOBS) {
     const flag = flagOf(knob.key)
     const fallback = defaults[knob.key]
-    const help = `[${GROUP_TITLES[knob.group]}] ${knob.help} (default: ${fallback === null ? 'auto' : String(fallback)})`
+    const help = `[${KNOB_GROUPS[knob.group]}] ${knob.help} (default: ${fallback === null ? 'auto' : String(fallback)})`
     if (knob.kind === 'boolean') {
       command.addOption(new Option(flag, help))
-      command.addOption(new Option(`--no-${flag.slice(2)}`, `[${GROUP_TITLES[knob.group]}] turn ${flag} off`))
+      command.addOption(new Option(`--no-${flag.slice(2)}`, `[${KNOB_GROUPS[knob.group]}] turn ${flag} off`))
       continue
     }
     const valueName =
@@ -429,17 +297,10 @@ export function addSearchOptions(command: Command): Command {
     else option.argParser(nullable(finiteNumber))
     command.addOption(option)
   }
-
-  // Test-only: interrupt after N backend calls (exactly like Ctrl-C), and slow the mock down.
-  command.addOption(new Option('--abort-after-calls <n>').argParser(integer(1)).hideHelp())
-  command.addOption(new Option('--mock-latency-ms <ms>').argParser(integer(0)).hideHelp())
-  return command
 }
 
 // ---------------------------------------------------------------------------------------------
 // Reading the options
-
-export type BackendChoice = 'auto' | 'mock' | 'openai'
 
 /** Everything a search run is told by its command line, checked and resolved (paths absolute). */
 export interface SearchCliOptions extends Omit<BackendOptions, 'seed'> {
@@ -505,14 +366,7 @@ export async function readSearchOptions(
   if (rubricVotes > 15) throw new SearchInputError(`--rubric-votes: at most 15, got ${rubricVotes}`)
 
   const extraction = readExtraction(raw)
-  const models: Partial<Record<SearchRoleName, string>> = {}
-  for (const role of SEARCH_ROLES) {
-    const value = str(`model${role[0]!.toUpperCase()}${role.slice(1)}`)
-    if (value !== undefined) {
-      if (value.trim() === '') throw new SearchInputError(`--model-${role}: give a model name`)
-      models[role] = value
-    }
-  }
+  const models = readRoleModels(raw)
   const apiKeyEnv = str('apiKeyEnv')
   if (apiKeyEnv !== undefined && !/^[A-Z_][A-Z0-9_]*$/.test(apiKeyEnv))
     throw new SearchInputError(
@@ -619,6 +473,18 @@ async function readConfigFile(file: string): Promise<Record<string, unknown>> {
       `--config ${file}: unknown key${unknown.length > 1 ? 's' : ''} ${unknown.map((key) => `"${key}"`).join(', ')} (the knobs are SearchConfig's: ${[...known].join(', ')})`,
     )
   return value as Record<string, unknown>
+}
+
+/** The per-role models of `--model-<role>`; an empty name is refused. */
+function readRoleModels(raw: Record<string, unknown>): Partial<Record<SearchRoleName, string>> {
+  const models: Partial<Record<SearchRoleName, string>> = {}
+  for (const role of SEARCH_ROLES) {
+    const value = raw[`model${role[0]!.toUpperCase()}${role.slice(1)}`]
+    if (typeof value !== 'string') continue
+    if (value.trim() === '') throw new SearchInputError(`--model-${role}: give a model name`)
+    models[role] = value
+  }
+  return models
 }
 
 function readExtraction(raw: Record<string, unknown>): ContentExtraction {

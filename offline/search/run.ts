@@ -25,11 +25,12 @@ import {
 import type { SearchRubric } from '../../src/search/types.ts'
 import { loadDataset } from '../datasets/load.ts'
 import { writeFileAtomic } from './atomic.ts'
-import { createBackend, type Backend } from './backend.ts'
+import { type Backend, type BackendOptions, createBackend } from './backend.ts'
 import { CheckpointStore, describeChanges, loadResumeCheckpoint, type CheckpointFile } from './checkpoints.ts'
 import { SearchInputError, SearchInterrupted } from './errors.ts'
 import { SearchModels, type RoleCounters } from './models.ts'
-import { SEARCH_ROLES, type SearchCliOptions } from './options.ts'
+import type { SearchCliOptions } from './options.ts'
+import { SEARCH_ROLES } from './roles.ts'
 import { ProgressBar, ProgressTracker } from './progress.ts'
 import {
   gitSnapshot,
@@ -123,30 +124,85 @@ export async function runSearchCommand(
   environment: SearchRunEnvironment,
 ): Promise<SearchRunSummary> {
   const started = Date.now()
-  const createdAt = new Date(started)
-  const runId = newRunId(createdAt)
+  const runId = newRunId(new Date(started))
+  const inputs = await loadInputs(options, environment, runId)
+  const backend = await createBackend(backendOptionsOf(options, environment))
+  const controller = new AbortController()
+  const removeSignals = environment.handleSignals
+    ? installSignalHandlers(controller, environment.stderr)
+    : () => undefined
+  let models: SearchModels | undefined
+  let run: SearchRun | undefined
+  try {
+    models = await openModels(options, backend, controller)
+    run = await prepareRun({ options, environment, started, runId, inputs, backend, models, controller })
+    return await executeRun(run)
+  } finally {
+    run?.bar?.finish()
+    removeSignals()
+    await models?.close().catch(() => undefined)
+    await backend.close()
+  }
+}
+
+/** What a run reads before anything is started: the dataset, preset rubrics and the checkpoint to resume. */
+interface RunInputs {
+  loaded: Awaited<ReturnType<typeof loadDataset>>
+  presets: { rubrics: Map<string, SearchRubric>; sha256: string } | null
+  resume: Awaited<ReturnType<typeof loadResumeCheckpoint>> | null
+  sessionId: string
+}
+
+/** Everything one run holds while it searches, for the steps below. */
+interface SearchRun {
+  options: SearchCliOptions
+  environment: SearchRunEnvironment
+  started: number
+  runId: string
+  inputs: RunInputs
+  backend: Backend
+  models: SearchModels
+  controller: AbortController
+  roles: ReturnType<typeof createSearchRoles>
+  hash: string
+  settings: Record<string, unknown>
+  settingsDigest: string
+  store: CheckpointStore
+  tracker: ProgressTracker
+  bar?: ProgressBar
+  paths: ReturnType<typeof recordPaths>
+  normalisedArgv: string[]
+}
+
+/** Reads the dataset, the preset rubrics (with the --preset-strict check) and the checkpoint of --resume. */
+async function loadInputs(
+  options: SearchCliOptions,
+  environment: SearchRunEnvironment,
+  runId: string,
+): Promise<RunInputs> {
   const loaded = await loadDataset(
     environment.cwd === process.cwd() ? options.datasetArg : options.dataset,
     options.datasetFormat ? { format: options.datasetFormat } : {},
   )
-  const config = options.config
-  const hash = configHash(config)
   const presets = options.presetRubrics ? await readPresets(options.presetRubrics, options.gradeMax) : null
   if (presets && options.presetStrict && !presets.rubrics.has(DEFAULT_PRESET_KEY)) {
     const index = loaded.dataset.prompts.findIndex((item) => !presets.rubrics.has(item.prompt_id))
     if (index >= 0) {
       throw new SearchInputError(
-        `--preset-strict: ${options.presetRubrics} has no rubric for prompts[${index}] (prompt_id "${loaded.dataset.prompts[index]!.prompt_id}") and no "${DEFAULT_PRESET_KEY}"`,
+        `--preset-strict: ${options.presetRubrics} has no rubric for prompts[${index}] ` +
+          `(prompt_id "${loaded.dataset.prompts[index]!.prompt_id}") and no "${DEFAULT_PRESET_KEY}"`,
       )
     }
   }
-
   const resume = options.resume
     ? await loadResumeCheckpoint(options.resume, options.checkpointDir, environment.cwd)
     : null
-  const sessionId = resume?.checkpoint.session_id ?? sessionIdOf(runId)
+  return { loaded, presets, resume, sessionId: resume?.checkpoint.session_id ?? sessionIdOf(runId) }
+}
 
-  const backend = await createBackend({
+/** The backend's options from the command line (the sampling seed is the search seed). */
+function backendOptionsOf(options: SearchCliOptions, environment: SearchRunEnvironment): BackendOptions {
+  return {
     backend: options.backend,
     endpoints: options.endpoints,
     ...(options.endpointsFile ? { endpointsFile: options.endpointsFile } : {}),
@@ -159,225 +215,264 @@ export async function runSearchCommand(
     maxTokens: options.maxTokens,
     timeoutMs: options.timeoutMs,
     maxAttempts: options.maxAttempts,
-    seed: config.seed,
+    seed: options.config.seed,
     mockNoise: options.mockNoise,
     ...(options.mockLatencyMs ? { mockLatencyMs: options.mockLatencyMs } : {}),
     secrets: environment.env,
+  }
+}
+
+/** The cached, counted role models; `--abort-after-calls` interrupts the run like Ctrl-C after that many calls. */
+function openModels(options: SearchCliOptions, backend: Backend, controller: AbortController): Promise<SearchModels> {
+  return SearchModels.open({
+    models: backend.models,
+    cacheDir: options.cacheDir,
+    signal: controller.signal,
+    onCall: (total) => {
+      if (options.abortAfterCalls !== undefined && total >= options.abortAfterCalls && !controller.signal.aborted)
+        controller.abort(new SearchInterrupted('abort-after-calls'))
+    },
   })
+}
 
-  const controller = new AbortController()
-  let models: SearchModels | undefined
-  const removeSignals = environment.handleSignals
-    ? installSignalHandlers(controller, environment.stderr)
-    : () => undefined
+/** Builds the roles, checks a resume against them, opens the checkpoint store and draws the progress bar. */
+async function prepareRun(
+  run: Pick<
+    SearchRun,
+    'options' | 'environment' | 'started' | 'runId' | 'inputs' | 'backend' | 'models' | 'controller'
+  >,
+): Promise<SearchRun> {
+  const { options, inputs, backend, models } = run
+  const { loaded, presets, resume } = inputs
+  const config = options.config
+  const roles = createSearchRoles({
+    modelsByRole: models.byRole(),
+    backend: backend.resolved === 'mock' ? 'mock' : 'llm',
+    dataset: loaded.dataset,
+    locale: options.locale,
+    gradeMax: options.gradeMax,
+    allowNa: options.allowNa,
+    numVotes: options.rubricVotes,
+    extraction: options.extraction,
+    retry: { maxAttempts: options.roleAttempts },
+    ...(presets ? { presets: { rubrics: presets.rubrics, strict: options.presetStrict } } : {}),
+    ...(backend.resolved === 'mock' && options.mockNoise > 0 ? { mockNoise: options.mockNoise } : {}),
+  })
+  const hash = configHash(config)
+  const settings = runSettings(options, backend, roles.judgeChoice.kind, presets?.sha256 ?? null)
+  const settingsDigest = settingsHash(settings)
+  if (resume) {
+    const current = { sha256: loaded.sha256, path: loaded.path, configHash: hash, config, settingsHash: settingsDigest }
+    checkResumable(resume, { ...current, settings })
+  }
+  const store = await CheckpointStore.open(options.checkpointDir, inputs.sessionId, { keep: options.keepCheckpoints })
+  const steps = config.mode === 'iterative' ? config.iterations : config.generations
+  const tracker = new ProgressTracker(loaded.dataset.prompts.length, steps)
   let bar: ProgressBar | undefined
+  if (run.environment.progress) {
+    bar = new ProgressBar(tracker, () => {
+      const { total } = models.usage()
+      return { calls: total.calls, cache_hits: total.cache_hits }
+    })
+    bar.draw()
+  }
+  const paths = recordPaths(options.output, run.runId)
+  const normalisedArgv = normaliseArgv(run.environment.argv, run.environment.cwd)
+  return {
+    ...run,
+    roles,
+    hash,
+    settings,
+    settingsDigest,
+    store,
+    tracker,
+    ...(bar ? { bar } : {}),
+    paths,
+    normalisedArgv,
+  }
+}
+
+/** Searches (checkpointing as it goes), then writes the output and run records; an interruption is a result. */
+async function executeRun(run: SearchRun): Promise<SearchRunSummary> {
+  const { options, inputs, store, controller, models } = run
+  const { loaded, resume, sessionId } = inputs
+  let stats: SearchStats | undefined
   try {
-    models = await SearchModels.open({
-      models: backend.models,
-      cacheDir: options.cacheDir,
+    const result = await runSearch(loaded.dataset, run.roles, options.config, {
       signal: controller.signal,
-      onCall: (total) => {
-        if (options.abortAfterCalls !== undefined && total >= options.abortAfterCalls && !controller.signal.aborted)
-          controller.abort(new SearchInterrupted('abort-after-calls'))
+      ...(resume ? { resumeFrom: resume.checkpoint.state } : {}),
+      onProgress: (event) => {
+        run.tracker.update(event)
+        run.bar?.draw()
+      },
+      onCheckpoint: async (state: SearchState) => {
+        await store.save({
+          session_id: sessionId,
+          run_id: run.runId,
+          dataset: { path: loaded.path, sha256: loaded.sha256 },
+          config_hash: run.hash,
+          config: options.config,
+          settings_hash: run.settingsDigest,
+          settings: run.settings,
+          state,
+        })
       },
     })
-    const roles = createSearchRoles({
-      modelsByRole: models.byRole(),
-      backend: backend.resolved === 'mock' ? 'mock' : 'llm',
-      dataset: loaded.dataset,
-      locale: options.locale,
-      gradeMax: options.gradeMax,
-      allowNa: options.allowNa,
-      numVotes: options.rubricVotes,
-      extraction: options.extraction,
-      retry: { maxAttempts: options.roleAttempts },
-      ...(presets ? { presets: { rubrics: presets.rubrics, strict: options.presetStrict } } : {}),
-      ...(backend.resolved === 'mock' && options.mockNoise > 0 ? { mockNoise: options.mockNoise } : {}),
-    })
-    const settings = runSettings(options, backend, roles.judgeChoice.kind, presets?.sha256 ?? null)
-    const settingsDigest = settingsHash(settings)
-    if (resume)
-      checkResumable(resume, {
-        sha256: loaded.sha256,
-        path: loaded.path,
-        configHash: hash,
-        config,
-        settingsHash: settingsDigest,
-        settings,
-      })
-
-    const store = await CheckpointStore.open(options.checkpointDir, sessionId, { keep: options.keepCheckpoints })
-    const tracker = new ProgressTracker(
-      loaded.dataset.prompts.length,
-      config.mode === 'iterative' ? config.iterations : config.generations,
-    )
-    if (environment.progress) {
-      bar = new ProgressBar(tracker, () => {
-        const { total } = models!.usage()
-        return { calls: total.calls, cache_hits: total.cache_hits }
-      })
-      bar.draw()
+    stats = result.stats
+    run.bar?.finish()
+    if (result.status !== 'completed' || !result.output) throw new Error('the search stopped without an output')
+    await models.flush()
+    const manifest = await writeRecords(run, 'completed', result.stats)
+    const output: SearchOutput = {
+      ...result.output,
+      run_manifest: manifest,
+      usage: usageOf(models, run.backend, result.stats) as unknown as Record<string, unknown>,
     }
+    await writeFileAtomic(options.output, `${JSON.stringify(output, null, 2)}\n`)
+    return summaryOf(run, 'completed', result.stats, output)
+  } catch (error) {
+    run.bar?.finish()
+    return finishFailed(run, error, stats)
+  }
+}
 
-    const paths = recordPaths(options.output, runId)
-    const normalisedArgv = normaliseArgv(environment.argv, environment.cwd)
-    const manifestOf = async (status: 'completed' | 'interrupted', stats: SearchStats) => ({
-      schema_version: '1.0',
-      kind: 'reward-harness.search-run',
-      status,
-      run_id: runId,
-      created_at_utc: createdAt.toISOString(),
-      finished_at_utc: new Date().toISOString(),
-      workspace: { repo_root: REPO_ROOT, cwd: environment.cwd },
-      dataset: {
-        path: loaded.path,
-        sha256: loaded.sha256,
-        format: loaded.format,
-        shape: loaded.shape,
-        prompts: loaded.dataset.prompts.length,
-        candidates: loaded.dataset.prompts.reduce((sum, item) => sum + item.candidates.length, 0),
-      },
-      output: { path: options.output },
-      backend: {
-        requested: backend.requested,
-        resolved: backend.resolved,
-        models: backend.modelNames,
-        judge: { kind: roles.judgeChoice.kind, reason: roles.judgeChoice.reason },
-        endpoints: backend.endpoints,
-        api_key_env: backend.apiKeyEnvs,
-        api_key_present: Object.fromEntries(backend.apiKeyEnvs.map((name) => [name, Boolean(environment.env[name])])),
-        ...(backend.resolved === 'openai'
-          ? {
-              temperature: options.temperature,
-              max_tokens: options.maxTokens,
-              timeout_ms: options.timeoutMs,
-              max_attempts: options.maxAttempts,
-            }
-          : {}),
-        role_attempts: options.roleAttempts,
-      },
-      seed: config.seed,
-      config_snapshot: config,
-      config_hash: hash,
-      settings,
-      settings_hash: settingsDigest,
-      code_snapshot: await gitSnapshot(),
-      runtime: { node_version: process.version, platform: platform(), arch: arch() },
-      command: { raw_argv: [...environment.argv], normalized_argv: normalisedArgv },
-      harness: {
-        session_id: sessionId,
-        is_resumed: resume !== null,
-        resume_source: resume?.file ?? null,
-        checkpoint_dir: store.directory,
-        checkpoints_written: store.written,
-        latest_checkpoint: store.latest,
-      },
-      cache: options.cacheDir === null ? null : { dir: options.cacheDir },
-      records: { manifest: paths.manifest, replay: paths.replay },
-      usage: usageOf(models!, backend, stats),
-    })
-    const writeRecords = async (status: 'completed' | 'interrupted', stats: SearchStats) => {
-      const manifest = await manifestOf(status, stats)
-      await writeRunRecords(
-        paths,
-        manifest,
-        replayScript({ runId, argv: normalisedArgv, apiKeyEnvs: backend.apiKeyEnvs }),
-      )
-      return manifest
+/** An interrupted run writes its records and says how to resume; any other failure is rethrown, named. */
+async function finishFailed(run: SearchRun, error: unknown, stats: SearchStats | undefined): Promise<SearchRunSummary> {
+  const { controller, models, inputs, store } = run
+  const reason = controller.signal.aborted ? controller.signal.reason : undefined
+  if (reason instanceof SearchInterrupted) {
+    await models.settle(2_000)
+    await models.flush().catch(() => undefined)
+    const spent = stats ?? NO_STATS
+    await writeRecords(run, 'interrupted', spent)
+    const resumeArgv = ['npx', 'reward-harness', ...run.normalisedArgv, '--resume', inputs.sessionId]
+    return {
+      ...summaryOf(run, 'interrupted', spent, null),
+      interrupted_by: reason.by,
+      resume_command: resumeArgv.map(shellQuote).join(' '),
     }
-    const summaryOf = (
-      status: 'completed' | 'interrupted',
-      stats: SearchStats,
-      output: SearchOutput | null,
-    ): SearchRunSummary => ({
-      status,
-      run_id: runId,
-      session_id: sessionId,
-      resumed_from: resume?.file ?? null,
-      output: output ? options.output : null,
-      run_records: { manifest: paths.manifest, replay: paths.replay },
-      checkpoints: { directory: store.directory, latest: store.latest, written: store.written },
-      backend: { resolved: backend.resolved, models: backend.modelNames, judge: roles.judgeChoice.kind },
-      config_hash: hash,
-      seconds: Math.round((Date.now() - started) / 100) / 10,
-      best_rubrics: (output?.best_rubrics ?? []).map((entry) => ({
-        prompt_id: entry.prompt_id,
-        rubric_id: entry.rubric.rubric_id,
-        criteria: entry.rubric.criteria.length,
-        score: entry.score,
-        best_candidate_id: entry.best_candidate_id,
-      })),
-      usage: usageOf(models!, backend, stats),
-    })
+  }
+  if (error instanceof AppError && error.code === 'invalid_request' && !(error instanceof DatasetError))
+    throw new SearchInputError(error.message)
+  if (error instanceof DatasetError) throw error
+  const message = error instanceof Error ? error.message : String(error)
+  const hint = store.latest ? ` (the last checkpoint is kept; continue with --resume ${inputs.sessionId})` : ''
+  throw new Error(`search failed: ${message}${hint}`, { cause: error })
+}
 
-    let stats: SearchStats | undefined
-    try {
-      const result = await runSearch(loaded.dataset, roles, config, {
-        signal: controller.signal,
-        ...(resume ? { resumeFrom: resume.checkpoint.state } : {}),
-        onProgress: (event) => {
-          tracker.update(event)
-          bar?.draw()
-        },
-        onCheckpoint: async (state: SearchState) => {
-          await store.save({
-            session_id: sessionId,
-            run_id: runId,
-            dataset: { path: loaded.path, sha256: loaded.sha256 },
-            config_hash: hash,
-            config,
-            settings_hash: settingsDigest,
-            settings,
-            state,
-          })
-        },
-      })
-      stats = result.stats
-      bar?.finish()
-      if (result.status !== 'completed' || !result.output) throw new Error('the search stopped without an output')
-      await models.flush()
-      const manifest = await writeRecords('completed', result.stats)
-      const output: SearchOutput = {
-        ...result.output,
-        run_manifest: manifest,
-        usage: usageOf(models, backend, result.stats) as unknown as Record<string, unknown>,
-      }
-      await writeFileAtomic(options.output, `${JSON.stringify(output, null, 2)}\n`)
-      return summaryOf('completed', result.stats, output)
-    } catch (error) {
-      bar?.finish()
-      const reason = controller.signal.aborted ? controller.signal.reason : undefined
-      if (reason instanceof SearchInterrupted) {
-        await models.settle(2_000)
-        await models.flush().catch(() => undefined)
-        const empty: SearchStats = stats ?? {
-          verifier_calls: 0,
-          grade_memo_hits: 0,
-          invalid_grades: 0,
-          judge_calls: 0,
-          judge_memo_hits: 0,
-          proposer_calls: 0,
-          initializer_calls: 0,
+/** The engine's counters of a run interrupted before its first result. */
+const NO_STATS: SearchStats = {
+  verifier_calls: 0,
+  grade_memo_hits: 0,
+  invalid_grades: 0,
+  judge_calls: 0,
+  judge_memo_hits: 0,
+  proposer_calls: 0,
+  initializer_calls: 0,
+}
+
+/** Writes the run manifest and the replay script; returns the manifest (the output embeds it). */
+async function writeRecords(run: SearchRun, status: 'completed' | 'interrupted', stats: SearchStats) {
+  const manifest = await manifestOf(run, status, stats)
+  const replay = replayScript({ runId: run.runId, argv: run.normalisedArgv, apiKeyEnvs: run.backend.apiKeyEnvs })
+  await writeRunRecords(run.paths, manifest, replay)
+  return manifest
+}
+
+/** The run manifest: what ran, on what, with which settings and code, and what it cost. */
+async function manifestOf(run: SearchRun, status: 'completed' | 'interrupted', stats: SearchStats) {
+  const { options, environment, inputs, backend, store } = run
+  const { loaded, resume } = inputs
+  return {
+    schema_version: '1.0',
+    kind: 'reward-harness.search-run',
+    status,
+    run_id: run.runId,
+    created_at_utc: new Date(run.started).toISOString(),
+    finished_at_utc: new Date().toISOString(),
+    workspace: { repo_root: REPO_ROOT, cwd: environment.cwd },
+    dataset: {
+      path: loaded.path,
+      sha256: loaded.sha256,
+      format: loaded.format,
+      shape: loaded.shape,
+      prompts: loaded.dataset.prompts.length,
+      candidates: loaded.dataset.prompts.reduce((sum, item) => sum + item.candidates.length, 0),
+    },
+    output: { path: options.output },
+    backend: backendRecord(run),
+    seed: options.config.seed,
+    config_snapshot: options.config,
+    config_hash: run.hash,
+    settings: run.settings,
+    settings_hash: run.settingsDigest,
+    code_snapshot: await gitSnapshot(),
+    runtime: { node_version: process.version, platform: platform(), arch: arch() },
+    command: { raw_argv: [...environment.argv], normalized_argv: run.normalisedArgv },
+    harness: {
+      session_id: inputs.sessionId,
+      is_resumed: resume !== null,
+      resume_source: resume?.file ?? null,
+      checkpoint_dir: store.directory,
+      checkpoints_written: store.written,
+      latest_checkpoint: store.latest,
+    },
+    cache: options.cacheDir === null ? null : { dir: options.cacheDir },
+    records: { manifest: run.paths.manifest, replay: run.paths.replay },
+    usage: usageOf(run.models, backend, stats),
+  }
+}
+
+/** The manifest's backend: models, judge, endpoints, which API-key variables are set, and the HTTP settings. */
+function backendRecord(run: SearchRun) {
+  const { options, backend, roles, environment } = run
+  return {
+    requested: backend.requested,
+    resolved: backend.resolved,
+    models: backend.modelNames,
+    judge: { kind: roles.judgeChoice.kind, reason: roles.judgeChoice.reason },
+    endpoints: backend.endpoints,
+    api_key_env: backend.apiKeyEnvs,
+    api_key_present: Object.fromEntries(backend.apiKeyEnvs.map((name) => [name, Boolean(environment.env[name])])),
+    ...(backend.resolved === 'openai'
+      ? {
+          temperature: options.temperature,
+          max_tokens: options.maxTokens,
+          timeout_ms: options.timeoutMs,
+          max_attempts: options.maxAttempts,
         }
-        await writeRecords('interrupted', empty)
-        return {
-          ...summaryOf('interrupted', empty, null),
-          interrupted_by: reason.by,
-          resume_command: ['npx', 'reward-harness', ...normalisedArgv, '--resume', sessionId].map(shellQuote).join(' '),
-        }
-      }
-      if (error instanceof AppError && error.code === 'invalid_request' && !(error instanceof DatasetError))
-        throw new SearchInputError(error.message)
-      if (error instanceof DatasetError) throw error
-      const message = error instanceof Error ? error.message : String(error)
-      const hint = store.latest ? ` (the last checkpoint is kept; continue with --resume ${sessionId})` : ''
-      throw new Error(`search failed: ${message}${hint}`, { cause: error })
-    }
-  } finally {
-    bar?.finish()
-    removeSignals()
-    await models?.close().catch(() => undefined)
-    await backend.close()
+      : {}),
+    role_attempts: options.roleAttempts,
+  }
+}
+
+/** What `--json` prints of a run. */
+function summaryOf(
+  run: SearchRun,
+  status: 'completed' | 'interrupted',
+  stats: SearchStats,
+  output: SearchOutput | null,
+): SearchRunSummary {
+  const { backend, store } = run
+  return {
+    status,
+    run_id: run.runId,
+    session_id: run.inputs.sessionId,
+    resumed_from: run.inputs.resume?.file ?? null,
+    output: output ? run.options.output : null,
+    run_records: { manifest: run.paths.manifest, replay: run.paths.replay },
+    checkpoints: { directory: store.directory, latest: store.latest, written: store.written },
+    backend: { resolved: backend.resolved, models: backend.modelNames, judge: run.roles.judgeChoice.kind },
+    config_hash: run.hash,
+    seconds: Math.round((Date.now() - run.started) / 100) / 10,
+    best_rubrics: (output?.best_rubrics ?? []).map((entry) => ({
+      prompt_id: entry.prompt_id,
+      rubric_id: entry.rubric.rubric_id,
+      criteria: entry.rubric.criteria.length,
+      score: entry.score,
+      best_candidate_id: entry.best_candidate_id,
+    })),
+    usage: usageOf(run.models, backend, stats),
   }
 }
 

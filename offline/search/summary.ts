@@ -1,7 +1,7 @@
 /** The text a finished (or interrupted) search prints: what it found, what it cost, where everything went. */
 import { isAbsolute, relative } from 'node:path'
 import type { SearchRunSummary } from './run.ts'
-import { SEARCH_ROLES } from './options.ts'
+import { SEARCH_ROLES } from './roles.ts'
 
 /**
  * A short human-readable report of a search run (paths relative to `cwd`).

@@ -11,9 +11,11 @@
 
 import { seededRandom } from '../hash/index.ts'
 import { quantile } from '../stats/index.ts'
+import type { BenchAccuracy, BenchMetrics, TiePolicy } from '../schemas/bench-report.ts'
 
-/** How a tie (equal scores) counts: half a correct answer, or wrong. Ties are always counted and reported. */
-export type TiePolicy = 'half' | 'wrong'
+export type { BenchMetrics, TiePolicy }
+/** An accuracy with its counts and Wilson 95% interval (the bench report's shape). */
+export type Accuracy = BenchAccuracy
 
 /** One candidate as the metrics see it: its ground truth and what the scorer gave. */
 export interface ScoredCandidate {
@@ -36,21 +38,6 @@ export interface ScoredItem {
 
 /** The outcome of one comparison. */
 export type Outcome = 'correct' | 'wrong' | 'tie' | 'failure'
-
-/** An accuracy with its counts and Wilson 95% interval (successes include half ties under the `half` policy). */
-export interface Accuracy {
-  /** Judged comparisons or items (failures excluded). */
-  n: number
-  correct: number
-  wrong: number
-  ties: number
-  failures: number
-  /** (correct + ties·w) / n with w = 0.5 (`half`) or 0 (`wrong`); null when n = 0. */
-  accuracy: number | null
-  ci95: [number, number] | null
-  /** Percentile bootstrap 95% interval (only when asked for). */
-  bootstrap95?: [number, number] | null
-}
 
 /**
  * The Wilson score interval of `successes` out of `n` (successes may be fractional, e.g. half ties).
@@ -204,18 +191,6 @@ export function pairsOf(candidates: readonly ScoredCandidate[]): Outcome[] {
     }
   }
   return outcomes
-}
-
-/** Every metric of a benchmark, overall or for one group. */
-export interface BenchMetrics {
-  items: number
-  /** Items the scorer failed on (any candidate the item needs). */
-  failed_items: number
-  pairwise: { ab: Accuracy; ba: Accuracy; swap_consistent: Accuracy } | null
-  kway: Accuracy | null
-  /** All label-ordered pairs within items of more than 2 candidates. */
-  pairs_within_kway: Accuracy | null
-  tail: Accuracy | null
 }
 
 /** Options of `benchMetrics`. */

@@ -58,11 +58,11 @@ export {
 export { contentProfile, meanDistanceTo, populationDiversity, rubricDistance } from './diversity.ts'
 export {
   buildSearchOutput,
-  SearchOutputFile,
   type BestRubricEntry,
   type SearchDiagnostics,
   type SearchOutput,
 } from './output.ts'
+export { SearchOutputFile } from '../schemas/search-output.ts'
 export { derivedSeed, hash32, hashHex, Rng, type RngState } from '../hash/index.ts'
 
 /** What a checkpoint callback may answer: 'stop' ends the run cleanly right after this checkpoint. */

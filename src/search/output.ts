@@ -2,12 +2,13 @@
  * The search output JSON (autosr §1.3): the best rubric per prompt with its objective and candidate scores, and
  * the search diagnostics. `run_manifest` and `usage` are placeholders the CLI fills.
  */
-import { z } from 'zod'
+import type { z } from 'zod'
+import type { SearchOutputFile } from '../schemas/search-output.ts'
 import type { ScheduleDiagnostics } from './algorithms/mutation-schedule.ts'
 import type { PromptResult, StopReason } from './algorithms/state.ts'
 import type { SearchConfig } from './config.ts'
 import type { ObjectiveResult } from './objective.ts'
-import { SearchRubric } from './types.ts'
+import type { SearchRubric } from './types.ts'
 import { mean } from '../stats/index.ts'
 
 /** One prompt's entry in `best_rubrics`. */
@@ -68,24 +69,6 @@ export interface SearchOutput {
   usage: Record<string, unknown> | null
 }
 
-/** The fields every reader of a `best_rubrics` entry relies on; the rest passes through. */
-export const BestRubricFields = z.looseObject({
-  prompt_id: z.string().min(1),
-  rubric: SearchRubric,
-  score: z.number(),
-  best_candidate_id: z.string().optional(),
-  candidate_scores: z.record(z.string(), z.number()).optional(),
-})
-
-/**
- * What downstream tools (RM export, presets) read back from an output file; everything else passes through.
- * @example SearchOutputFile.parse(JSON.parse(text)).best_rubrics[0].rubric
- */
-export const SearchOutputFile = z.looseObject({
-  best_rubrics: z.array(BestRubricFields),
-  best_objective_scores: z.record(z.string(), z.number()),
-})
-
 export interface OutputInput {
   config: SearchConfig
   results: readonly PromptResult[]
@@ -119,7 +102,7 @@ export function buildSearchOutput(input: OutputInput): SearchOutput {
     }
   }
   const improved = Object.values(perPrompt).filter((entry) => entry.improved).length
-  return {
+  const output: SearchOutput = {
     best_rubrics: results.map((result) => {
       const scores = input.candidate_scores[result.prompt_id] ?? []
       return {
@@ -163,4 +146,6 @@ export function buildSearchOutput(input: OutputInput): SearchOutput {
     run_manifest: null,
     usage: null,
   }
+  // What is written must be what the readers' schema accepts: a type error here means the two drifted.
+  return output satisfies z.input<typeof SearchOutputFile>
 }
