@@ -5,7 +5,8 @@
  */
 import { basename, extname } from 'node:path'
 import { barChart, histogram } from '../../src/charts/index.ts'
-import { CHART_SIZE, figure, html, keyValues, num, pct, type ReportBody, type SafeHtml, table } from './html.ts'
+import { html } from 'hono/html'
+import { CHART_SIZE, figure, keyValues, num, pct, type ReportBody, type Markup, table } from './parts.ts'
 import type { AccuracyInput, BenchResultInput, MetricsInput } from './schemas.ts'
 
 type MetricKey = 'ab' | 'ba' | 'swap_consistent' | 'kway' | 'pairs_within_kway' | 'tail'
@@ -69,7 +70,7 @@ export function subsetRows(results: Array<{ file: string; result: BenchResultInp
 const interval = (accuracy: AccuracyInput) =>
   html`${accuracy.ci95 ? html`<span class="ci">95% CI ${pct(accuracy.ci95[0])}–${pct(accuracy.ci95[1])}</span>` : ''}${accuracy.bootstrap95 ? html`<span class="ci">bootstrap ${pct(accuracy.bootstrap95[0])}–${pct(accuracy.bootstrap95[1])}</span>` : ''}<span class="ci">n=${accuracy.n}${accuracy.ties ? `, ${accuracy.ties} ties` : ''}</span>`
 
-const accuracyCell = (accuracy: AccuracyInput | null | undefined): SafeHtml | string =>
+const accuracyCell = (accuracy: AccuracyInput | null | undefined): Markup | string =>
   !accuracy
     ? '—'
     : accuracy.accuracy === null
@@ -197,7 +198,7 @@ export function benchReport(results: Array<{ file: string; result: BenchResultIn
   }
 }
 
-function failuresSection(results: Array<{ file: string; result: BenchResultInput }>): SafeHtml {
+function failuresSection(results: Array<{ file: string; result: BenchResultInput }>): Markup {
   const examples = results.flatMap(({ file, result }) =>
     result.failures.examples.map((failure) => ({ subset: basename(result.dataset.path || file), ...failure })),
   )
@@ -216,7 +217,7 @@ function failuresSection(results: Array<{ file: string; result: BenchResultInput
   )}</div>`
 }
 
-function settingsSection(results: Array<{ file: string; result: BenchResultInput }>): SafeHtml {
+function settingsSection(results: Array<{ file: string; result: BenchResultInput }>): Markup {
   if (results.length === 1) {
     const { file, result } = results[0]!
     return keyValues([

@@ -5,7 +5,8 @@
 import { barChart } from '../../src/charts/index.ts'
 import { DROP_REASONS } from '../../src/distill/index.ts'
 import type { DistillSummary } from '../distill/summary.ts'
-import { CHART_SIZE, figure, html, keyValues, num, pct, type ReportBody, table } from './html.ts'
+import { html } from 'hono/html'
+import { CHART_SIZE, figure, keyValues, num, pct, type ReportBody, table } from './parts.ts'
 
 /**
  * The report body of a `summary.json` written by `reward-harness distill`.

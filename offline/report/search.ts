@@ -3,7 +3,8 @@
  * each prompt with its criteria, the run settings from the embedded run manifest, and the call counts.
  */
 import { barChart, histogram, lineChart } from '../../src/charts/index.ts'
-import { CHART_SIZE, figure, html, keyValues, num, type ReportBody, type SafeHtml, table } from './html.ts'
+import { html } from 'hono/html'
+import { CHART_SIZE, figure, keyValues, num, type ReportBody, type Markup, table } from './parts.ts'
 import type { SearchOutputInput } from './schemas.ts'
 
 /** Per-prompt lines are drawn up to this many prompts; beyond it they would be a tangle. */
@@ -197,7 +198,7 @@ export function searchReport(output: SearchOutputInput, fileName: string): Repor
   }
 }
 
-function settingsSection(output: SearchOutputInput): SafeHtml {
+function settingsSection(output: SearchOutputInput): Markup {
   const manifest = output.run_manifest
   const diagnostics = output.search_diagnostics
   const searchFacts = keyValues([
@@ -283,9 +284,9 @@ const ROLE_COLUMNS = [
   ['completion_tokens', 'completion tokens'],
 ] as const
 
-function callsSection(usage: SearchOutputInput['usage']): SafeHtml {
+function callsSection(usage: SearchOutputInput['usage']): Markup {
   if (!usage?.roles) return html`<p class="empty">This output has no usage record.</p>`
-  const row = (name: SafeHtml | string, counters: Record<string, unknown> | undefined) => [
+  const row = (name: Markup | string, counters: Record<string, unknown> | undefined) => [
     name,
     ...ROLE_COLUMNS.map(([key]) => num(counters?.[key] as number | undefined)),
   ]
