@@ -58,7 +58,7 @@ export interface BenchReport {
 }
 
 /**
- * Runs a benchmark. Bad input (dataset, scorer spec or file) throws DatasetError / CliUsageError; scorer errors per
+ * Runs a benchmark. Bad input (dataset, scorer spec or file) throws DatasetError / UsageError; scorer errors per
  * candidate are failures in the report.
  * @example const report = await runBench({ dataset: 'examples/demo.json', scorer: 'mock', seed: 0, concurrency: 4 })
  */

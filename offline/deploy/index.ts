@@ -18,14 +18,12 @@ export {
   type DeployLlm,
   type RetryPolicy,
 } from './client.ts'
-export { describeFailure, failWith, formatFailure, type CliFailure } from './cli-errors.ts'
 export { formatDeploy, formatDeployments, formatRecord, shortId } from './format.ts'
 export {
   ADMIN_TOKEN_ENV,
   checkTarget,
   checkUrl,
   connect,
-  DeployInputError,
   deployArtifact,
   deployedBy,
   listDeployments,

@@ -48,6 +48,7 @@ import type { ChatModel, LibraryChainResult } from '../../src/llm/types.ts'
 import type { PreferenceDataset } from '../../src/search/types.ts'
 import { checkpoint, loadLibrary } from '../library/index.ts'
 import { writeFileAtomic } from '../search/atomic.ts'
+import { UsageError } from '../../src/usage-error/index.ts'
 
 export interface EvolveOptions {
   model: ChatModel
@@ -150,7 +151,7 @@ export interface EvolveSummary {
   usage: LibraryUsage
 }
 
-export class EvolveInputError extends Error {}
+export class EvolveInputError extends UsageError {}
 
 interface Evaluation {
   accuracy: number

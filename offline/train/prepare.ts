@@ -11,10 +11,11 @@ import { type AdminClient, type AdminClientOptions, EdgeHttpError, type RmHealth
 import { ADMIN_TOKEN_ENV, checkTarget, checkUrl, connect } from '../deploy/run.ts'
 import { withBackend } from '../lineage/backend.ts'
 import { ENV, stageEnvFile } from './env-file.ts'
-import { HandshakeRefusedError, TrainInputError } from './errors.ts'
+import { HandshakeRefusedError } from './errors.ts'
 import { createOnlineRun, readOnlineRunRequest } from './online-run.ts'
 import { clearState } from './state.ts'
 import { describeStore, resolveStore, type TrainStoreFlags } from './store.ts'
+import { UsageError } from '../../src/usage-error/index.ts'
 
 /** What a manifest says when the flag is not given: honest about not knowing, and easy to find later. */
 export const UNSPECIFIED = 'unspecified'
@@ -65,7 +66,7 @@ export function parseDatasetRef(text: string | undefined): { id: string; version
   const at = text.lastIndexOf('@')
   const id = text.slice(0, at).trim()
   const version = text.slice(at + 1).trim()
-  if (at === -1 || !id || !version) throw new TrainInputError(`--dataset "${text}": use <id>@<version>, e.g. gsm8k@v3`)
+  if (at === -1 || !id || !version) throw new UsageError(`--dataset "${text}": use <id>@<version>, e.g. gsm8k@v3`)
   return { id, version }
 }
 
@@ -75,11 +76,11 @@ export function parseDatasetRef(text: string | undefined): { id: string; version
  */
 export async function prepareTraining(options: PrepareOptions): Promise<PrepareOutcome> {
   const name = LineageId.safeParse(options.name)
-  if (!name.success) throw new TrainInputError(`--name "${options.name}": ${name.error.issues[0]?.message}`)
+  if (!name.success) throw new UsageError(`--name "${options.name}": ${name.error.issues[0]?.message}`)
   const target = checkTarget(options.target)
   const edgeUrl = checkEdgeUrl(options.url)
   if (!options.env[ADMIN_TOKEN_ENV]?.trim())
-    throw new TrainInputError(`the admin token is missing: set ${ADMIN_TOKEN_ENV} to the edge's ADMIN_TOKEN`)
+    throw new UsageError(`the admin token is missing: set ${ADMIN_TOKEN_ENV} to the edge's ADMIN_TOKEN`)
   const dataset = parseDatasetRef(options.dataset)
   const trainer = nonEmpty(options.trainer, '--trainer')
   const model = nonEmpty(options.model, '--model')
@@ -96,7 +97,7 @@ export async function prepareTraining(options: PrepareOptions): Promise<PrepareO
     async (backend) => {
       const existing = await backend.chain(options.name)
       if (existing)
-        throw new TrainInputError(
+        throw new UsageError(
           `training run "${options.name}" is already recorded (started ${existing.manifest.started_at}): give another --name`,
         )
     },
@@ -105,7 +106,7 @@ export async function prepareTraining(options: PrepareOptions): Promise<PrepareO
   try {
     accessSync(path.dirname(envFile), constants.W_OK)
   } catch (error) {
-    throw new TrainInputError(`--env-path ${options.envFile}: cannot write there: ${(error as Error).message}`)
+    throw new UsageError(`--env-path ${options.envFile}: cannot write there: ${(error as Error).message}`)
   }
 
   const online = request
@@ -180,7 +181,7 @@ export async function handshake(
   expectArtifact: string | undefined,
 ): Promise<{ health: RmHealth; deployment: DeployRecord }> {
   const unknown = (detail: string) =>
-    new TrainInputError(
+    new UsageError(
       `unknown target "${target}" on ${client.baseUrl}: ${detail} (deploy an artifact there first with \`reward-harness deploy\`)`,
     )
   const list = await client.deployments(target).catch((error: unknown) => {
@@ -220,7 +221,7 @@ function checkEdgeUrl(value: string): string {
   const url = checkUrl(value, '--url')
   const parsed = new URL(url)
   if (parsed.username || parsed.password || /(^|\/)t\/[^/]+/.test(parsed.pathname.slice(1)) || parsed.search) {
-    throw new TrainInputError(
+    throw new UsageError(
       `--url: give the edge's base URL (e.g. https://rm.example.com), without a token, credentials or query`,
     )
   }
@@ -229,6 +230,6 @@ function checkEdgeUrl(value: string): string {
 
 function nonEmpty(value: string | undefined, flag: string): string {
   if (value === undefined) return UNSPECIFIED
-  if (!value.trim()) throw new TrainInputError(`${flag}: must not be empty`)
+  if (!value.trim()) throw new UsageError(`${flag}: must not be empty`)
   return value.trim()
 }

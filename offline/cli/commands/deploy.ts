@@ -61,7 +61,6 @@ export function register(program: Command, cli: CliContext): void {
     .addHelpText('after', DEPLOY_HELP)
     .action(async (options: DeployFlags, command: Command) => {
       const { deployArtifact, deployedBy, llmOf } = await import('../../deploy/run.ts')
-      const { failWith } = await import('../../deploy/cli-errors.ts')
       const { formatDeploy } = await import('../../deploy/format.ts')
       const json = cli.json(command)
       const result = await (async () => {
@@ -76,7 +75,7 @@ export function register(program: Command, cli: CliContext): void {
           ...(by === undefined ? {} : { deployedBy: by }),
           ...(llm === undefined ? {} : { llm }),
         })
-      })().catch((error: unknown) => failWith(error, cli.io, json))
+      })()
       cli.print(command, result.deployment, () => formatDeploy(result))
     })
 
@@ -92,7 +91,6 @@ export function register(program: Command, cli: CliContext): void {
     )
     .action(async (options: EdgeFlags & { deployedBy?: string }, command: Command) => {
       const { deployedBy, rollbackTarget } = await import('../../deploy/run.ts')
-      const { failWith } = await import('../../deploy/cli-errors.ts')
       const { formatRecord } = await import('../../deploy/format.ts')
       const json = cli.json(command)
       const by = deployedBy(options.deployedBy, process.env)
@@ -102,7 +100,7 @@ export function register(program: Command, cli: CliContext): void {
         env: process.env,
         client: { onRetry: retryNote(cli, json) },
         ...(by === undefined ? {} : { deployedBy: by }),
-      }).catch((error: unknown) => failWith(error, cli.io, json))
+      })
       cli.print(command, result, () =>
         formatRecord(
           result,
@@ -122,7 +120,6 @@ export function register(program: Command, cli: CliContext): void {
     )
     .action(async (options: EdgeFlags, command: Command) => {
       const { listDeployments } = await import('../../deploy/run.ts')
-      const { failWith } = await import('../../deploy/cli-errors.ts')
       const { formatDeployments } = await import('../../deploy/format.ts')
       const json = cli.json(command)
       const result = await listDeployments({
@@ -130,7 +127,7 @@ export function register(program: Command, cli: CliContext): void {
         url: options.url,
         env: process.env,
         client: { onRetry: retryNote(cli, json) },
-      }).catch((error: unknown) => failWith(error, cli.io, json))
+      })
       cli.print(command, result, () => formatDeployments(result))
     })
 }

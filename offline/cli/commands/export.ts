@@ -101,28 +101,21 @@ export function register(program: Command, cli: CliContext): void {
     .addHelpText('after', HELP_AFTER)
     .action(async (options: ExportFlags, command: Command) => {
       const { exportArtifact } = await import('../../artifacts/export.ts')
-      const { failWith } = await import('../../deploy/cli-errors.ts')
       const { ArtifactInputError } = await import('../../artifacts/errors.ts')
-      const json = cli.json(command)
       if (options.searchOutput === undefined && options.library === undefined) {
-        failWith(
-          new ArtifactInputError(
-            'invalid_option',
-            "required option '--search-output <file>' not specified (or give --library <dir> for a library artifact)",
-          ),
-          cli.io,
-          json,
+        throw new ArtifactInputError(
+          'invalid_option',
+          "required option '--search-output <file>' not specified (or give --library <dir> for a library artifact)",
         )
       }
       if (options.searchOutput !== undefined && options.library !== undefined) {
-        failWith(
-          new ArtifactInputError('invalid_option', 'give one of --search-output <file> and --library <dir>, not both'),
-          cli.io,
-          json,
+        throw new ArtifactInputError(
+          'invalid_option',
+          'give one of --search-output <file> and --library <dir>, not both',
         )
       }
       if (options.library !== undefined) {
-        await exportLibrary(options as ExportFlags & { library: string }, command, cli, json)
+        await exportLibrary(options as ExportFlags & { library: string }, command, cli)
         return
       }
       const result = await exportArtifact({
@@ -130,7 +123,7 @@ export function register(program: Command, cli: CliContext): void {
         out: options.out,
         ...(options.defaultRubric === undefined ? {} : { defaultRubric: options.defaultRubric }),
         checkDatasetFile: options.datasetCheck,
-      }).catch((error: unknown) => failWith(error, cli.io, json))
+      })
       const { artifact } = result
       const prompts = Object.keys(artifact.rubrics).filter((key) => key !== '__default__')
       cli.print(
@@ -183,10 +176,8 @@ async function exportLibrary(
   options: ExportFlags & { library: string },
   command: Command,
   cli: CliContext,
-  json: boolean,
 ): Promise<void> {
   const { exportLibraryArtifact } = await import('../../artifacts/library-export.ts')
-  const { failWith } = await import('../../deploy/cli-errors.ts')
   const pick = <K extends keyof ExportFlags>(key: K) => (options[key] === undefined ? {} : { [key]: options[key] })
   const result = await exportLibraryArtifact({
     library: options.library,
@@ -199,7 +190,7 @@ async function exportLibrary(
     ...pick('maxTokens'),
     ...pick('seed'),
     ...pick('maxToolCalls'),
-  }).catch((error: unknown) => failWith(error, cli.io, json))
+  })
   const { artifact } = result
   cli.print(
     command,

@@ -98,10 +98,8 @@ export function register(program: Command, cli: CliContext): void {
       .addHelpText('after', SEE_TRAIN),
     '--lineage-url',
   ).action(async (flags: PrepareFlags, command: Command) => {
-    const { failTrain, formatPrepare, prepareTraining } = await import('../../train/index.ts')
-    const outcome = await prepareTraining({ ...flags, envFile: flags.envPath, env: process.env }).catch(
-      (error: unknown) => failTrain(error, cli.io, cli.json(command)),
-    )
+    const { formatPrepare, prepareTraining } = await import('../../train/index.ts')
+    const outcome = await prepareTraining({ ...flags, envFile: flags.envPath, env: process.env })
     cli.print(command, outcome, () => formatPrepare(outcome))
   })
 
@@ -115,7 +113,7 @@ export function register(program: Command, cli: CliContext): void {
       `\nExample: reward-harness train run --env-path grpo-7.env -- python3 train.py --epochs 1${SEE_TRAIN}`,
     )
     .action(async (commandLine: string[], flags: { envPath: string }, command: Command) => {
-      const { failTrain, runTrainer } = await import('../../train/index.ts')
+      const { runTrainer } = await import('../../train/index.ts')
       const json = cli.json(command)
       // The terminal itself when this is the real CLI: trainers keep their progress bars and unbuffered logs.
       const output = cli.io === processIo ? 'inherit' : cli.io
@@ -124,7 +122,7 @@ export function register(program: Command, cli: CliContext): void {
         command: commandLine,
         output,
         env: process.env,
-      }).catch((error: unknown) => failTrain(error, cli.io, json))
+      })
       if (outcome.spawn_error)
         throw new CliExit(
           outcome.exit_code,
@@ -150,10 +148,8 @@ export function register(program: Command, cli: CliContext): void {
       .addHelpText('after', SEE_TRAIN),
     '--lineage-url',
   ).action(async (flags: StoreFlags & { envPath: string; metrics?: string; metric?: string[] }, command: Command) => {
-    const { failTrain, finalizeTraining, formatFinalize } = await import('../../train/index.ts')
-    const outcome = await finalizeTraining({ ...flags, envFile: flags.envPath, metricsFile: flags.metrics }).catch(
-      (error: unknown) => failTrain(error, cli.io, cli.json(command)),
-    )
+    const { finalizeTraining, formatFinalize } = await import('../../train/index.ts')
+    const outcome = await finalizeTraining({ ...flags, envFile: flags.envPath, metricsFile: flags.metrics })
     cli.print(command, outcome, () => formatFinalize(outcome))
   })
 
@@ -169,12 +165,12 @@ export function register(program: Command, cli: CliContext): void {
       .addHelpText('after', SEE_TRAIN),
     '--lineage-url',
   ).action(async (ref: string | undefined, flags: StoreFlags & { envPath?: string }, command: Command) => {
-    const { failTrain, formatShow, showTraining } = await import('../../train/index.ts')
+    const { formatShow, showTraining } = await import('../../train/index.ts')
     const outcome = await showTraining({
       ...flags,
       envFile: flags.envPath,
       ...(ref === undefined ? {} : { ref }),
-    }).catch((error: unknown) => failTrain(error, cli.io, cli.json(command)))
+    })
     cli.print(command, { ...outcome.chain, trainer: outcome.trainer }, () => formatShow(outcome))
   })
 }
