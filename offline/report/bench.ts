@@ -93,6 +93,66 @@ export function benchReport(results: Array<{ file: string; result: BenchResultIn
   // The finest subsets: a result's groups when it has several, else the result itself.
   const leaves = rows.filter((row) => !row.split)
   const shown = METRICS.filter((metric) => rows.some((row) => metric.pick(row.metrics)))
+  const charts = benchCharts(results, leaves, shown)
+
+  const accuracyTable = table({
+    headers: ['subset', 'items', ...shown.map((metric) => metric.label), 'failed items'],
+    numeric: [1, ...shown.map((_, index) => index + 2), shown.length + 2],
+    rows: rows.map((row) => [
+      row.total && rows.length > 1 ? html`<strong>${row.label}</strong>` : row.label,
+      row.metrics.items,
+      ...shown.map((metric) => accuracyCell(metric.pick(row.metrics))),
+      row.metrics.failed_items,
+    ]),
+  })
+
+  const failureCount = results.reduce((sum, { result }) => sum + result.failures.count, 0)
+  const failedItems = results.reduce((sum, { result }) => sum + result.failures.items, 0)
+  const first = results[0]!.result
+  const scorers = [...new Set(results.map(({ result }) => result.scorer))]
+  const datasets = results.map(({ result, file }) => basename(result.dataset.path || file))
+  const top = results.length === 1 ? headline(first.overall) : null
+  const items = results.reduce((sum, { result }) => sum + result.dataset.items, 0)
+
+  return {
+    kind: 'bench',
+    label: 'bench result',
+    title: `Benchmark: ${scorers.join(', ')} on ${results.length === 1 ? datasets[0] : `${results.length} subsets`}`,
+    subtitle:
+      results.length > 1
+        ? datasets.join(' · ')
+        : `${first.dataset.shape ?? 'dataset'} · ${first.dataset.items} items, ${first.dataset.candidates} candidates`,
+    tiles: [
+      { label: 'items', value: num(items), hint: `${results.length} result${results.length === 1 ? '' : 's'}` },
+      top
+        ? {
+            label: `${top.label} accuracy`,
+            value: pct(top.accuracy.accuracy),
+            hint: top.accuracy.ci95 ? `95% CI ${pct(top.accuracy.ci95[0])}–${pct(top.accuracy.ci95[1])}` : undefined,
+          }
+        : { label: 'subsets', value: leaves.length || rows.length },
+      { label: 'scorer', value: scorers.join(', '), hint: first.model },
+      { label: 'failures', value: failureCount, hint: `in ${failedItems} item${failedItems === 1 ? '' : 's'}` },
+    ],
+    sections: [
+      {
+        id: 'accuracy',
+        title: 'Accuracy with 95% intervals',
+        body: html`${charts.length ? html`<div class="charts">${charts.map((chart) => figure(chart.svg, chart.caption))}</div>` : ''}<h3>By subset</h3>${accuracyTable}<p class="muted">Ties count ${first.ties === 'wrong' ? 'as wrong' : 'as half correct'}. Failures (scorer errors) are excluded from n and listed below.</p>`,
+      },
+      { id: 'failures', title: `Failures (${failureCount})`, body: failuresSection(results) },
+      { id: 'settings', title: 'Run settings', body: settingsSection(results) },
+    ],
+    charts: charts.length,
+  }
+}
+
+/** The charts of a bench report: accuracy by metric (one result), by subset (several), and the scores given. */
+function benchCharts(
+  results: Array<{ file: string; result: BenchResultInput }>,
+  leaves: SubsetRow[],
+  shown: typeof METRICS,
+): Array<{ svg: string; caption: string }> {
   const charts: Array<{ svg: string; caption: string }> = []
 
   if (results.length === 1) {
@@ -145,57 +205,7 @@ export function benchReport(results: Array<{ file: string; result: BenchResultIn
         'Every candidate’s score from the scorer (failures left out). A scorer that gives many equal scores causes ties.',
     })
   }
-
-  const accuracyTable = table({
-    headers: ['subset', 'items', ...shown.map((metric) => metric.label), 'failed items'],
-    numeric: [1, ...shown.map((_, index) => index + 2), shown.length + 2],
-    rows: rows.map((row) => [
-      row.total && rows.length > 1 ? html`<strong>${row.label}</strong>` : row.label,
-      row.metrics.items,
-      ...shown.map((metric) => accuracyCell(metric.pick(row.metrics))),
-      row.metrics.failed_items,
-    ]),
-  })
-
-  const failureCount = results.reduce((sum, { result }) => sum + result.failures.count, 0)
-  const failedItems = results.reduce((sum, { result }) => sum + result.failures.items, 0)
-  const first = results[0]!.result
-  const scorers = [...new Set(results.map(({ result }) => result.scorer))]
-  const datasets = results.map(({ result, file }) => basename(result.dataset.path || file))
-  const top = results.length === 1 ? headline(first.overall) : null
-  const items = results.reduce((sum, { result }) => sum + result.dataset.items, 0)
-
-  return {
-    kind: 'bench',
-    label: 'bench result',
-    title: `Benchmark: ${scorers.join(', ')} on ${results.length === 1 ? datasets[0] : `${results.length} subsets`}`,
-    subtitle:
-      results.length > 1
-        ? datasets.join(' · ')
-        : `${first.dataset.shape ?? 'dataset'} · ${first.dataset.items} items, ${first.dataset.candidates} candidates`,
-    tiles: [
-      { label: 'items', value: num(items), hint: `${results.length} result${results.length === 1 ? '' : 's'}` },
-      top
-        ? {
-            label: `${top.label} accuracy`,
-            value: pct(top.accuracy.accuracy),
-            hint: top.accuracy.ci95 ? `95% CI ${pct(top.accuracy.ci95[0])}–${pct(top.accuracy.ci95[1])}` : undefined,
-          }
-        : { label: 'subsets', value: leaves.length || rows.length },
-      { label: 'scorer', value: scorers.join(', '), hint: first.model },
-      { label: 'failures', value: failureCount, hint: `in ${failedItems} item${failedItems === 1 ? '' : 's'}` },
-    ],
-    sections: [
-      {
-        id: 'accuracy',
-        title: 'Accuracy with 95% intervals',
-        body: html`${charts.length ? html`<div class="charts">${charts.map((chart) => figure(chart.svg, chart.caption))}</div>` : ''}<h3>By subset</h3>${accuracyTable}<p class="muted">Ties count ${first.ties === 'wrong' ? 'as wrong' : 'as half correct'}. Failures (scorer errors) are excluded from n and listed below.</p>`,
-      },
-      { id: 'failures', title: `Failures (${failureCount})`, body: failuresSection(results) },
-      { id: 'settings', title: 'Run settings', body: settingsSection(results) },
-    ],
-    charts: charts.length,
-  }
+  return charts
 }
 
 function failuresSection(results: Array<{ file: string; result: BenchResultInput }>): Markup {
