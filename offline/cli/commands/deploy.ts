@@ -48,6 +48,13 @@ interface DeployFlags extends EdgeFlags {
 export function register(program: Command, cli: CliContext): void {
   if (program.commands.some((command) => command.name() === 'deploy')) return
 
+  registerDeploy(program, cli)
+  registerRollback(program, cli)
+  registerDeployments(program, cli)
+}
+
+/** `deploy`: validate, upload and activate an artifact on a target. */
+function registerDeploy(program: Command, cli: CliContext): void {
   program
     .command('deploy')
     .description('validate an RM artifact, upload it to the edge and make it the active artifact of a target')
@@ -78,7 +85,10 @@ export function register(program: Command, cli: CliContext): void {
       })()
       cli.print(command, result.deployment, () => formatDeploy(result))
     })
+}
 
+/** `rollback`: re-activate the artifact the active deployment replaced. */
+function registerRollback(program: Command, cli: CliContext): void {
   program
     .command('rollback')
     .description("re-activate the artifact a target's active deployment replaced (exit 2 when there is none)")
@@ -108,7 +118,10 @@ export function register(program: Command, cli: CliContext): void {
         ),
       )
     })
+}
 
+/** `deployments`: a target's deployments and rollbacks, newest first. */
+function registerDeployments(program: Command, cli: CliContext): void {
   program
     .command('deployments')
     .description("list a target's deployments and rollbacks, newest first, and its active artifact")

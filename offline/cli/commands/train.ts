@@ -76,6 +76,14 @@ export function register(program: Command, cli: CliContext): void {
     .description('run an RL trainer under the harness: prepare → run → finalize → show, recorded in lineage')
     .addHelpText('after', HELP)
 
+  registerTrainPrepare(train, cli)
+  registerTrainRun(train, cli)
+  registerTrainFinalize(train, cli)
+  registerTrainShow(train, cli)
+}
+
+/** `train prepare`: checks, handshake, online run, manifest and env file. */
+function registerTrainPrepare(train: Command, cli: CliContext): void {
   storeOptions(
     train
       .command('prepare')
@@ -102,7 +110,10 @@ export function register(program: Command, cli: CliContext): void {
     const outcome = await prepareTraining({ ...flags, envFile: flags.envPath, env: process.env })
     cli.print(command, outcome, () => formatPrepare(outcome))
   })
+}
 
+/** `train run`: the trainer under the env file's environment, and how it ended. */
+function registerTrainRun(train: Command, cli: CliContext): void {
   train
     .command('run')
     .description("run the trainer with the env file's environment and record how it ended")
@@ -134,7 +145,10 @@ export function register(program: Command, cli: CliContext): void {
         )
       if (outcome.exit_code !== 0) throw new CliExit(outcome.exit_code)
     })
+}
 
+/** `train finalize`: the run's result and metrics into lineage. */
+function registerTrainFinalize(train: Command, cli: CliContext): void {
   storeOptions(
     train
       .command('finalize')
@@ -152,7 +166,10 @@ export function register(program: Command, cli: CliContext): void {
     const outcome = await finalizeTraining({ ...flags, envFile: flags.envPath, metricsFile: flags.metrics })
     cli.print(command, outcome, () => formatFinalize(outcome))
   })
+}
 
+/** `train show`: a training run's chain. */
+function registerTrainShow(train: Command, cli: CliContext): void {
   storeOptions(
     train
       .command('show')
