@@ -2,6 +2,7 @@
  * The one error of the artifact tools: an input that cannot become (or is not) a valid RM artifact. The CLI turns
  * it into exit code 2, with every problem listed.
  */
+import { UsageError } from '../../src/usage-error/index.ts'
 
 /** What went wrong, as a stable code a script can branch on. */
 export type ArtifactErrorCode =
@@ -23,14 +24,11 @@ export type ArtifactErrorCode =
  * each naming its place (e.g. `best_rubrics[1] (prompt_id "p2").rubric.criteria[0].weight: …`).
  * @example throw new ArtifactInputError('missing_manifest', 'out/best.json has no run_manifest', [])
  */
-export class ArtifactInputError extends Error {
+export class ArtifactInputError extends UsageError {
   override name = 'ArtifactInputError'
+  declare readonly code: ArtifactErrorCode
   /** @example new ArtifactInputError('invalid_json', 'a.json: not JSON').code // 'invalid_json' */
-  constructor(
-    readonly code: ArtifactErrorCode,
-    message: string,
-    readonly issues: readonly string[] = [],
-  ) {
-    super(message)
+  constructor(code: ArtifactErrorCode, message: string, issues: readonly string[] = []) {
+    super(message, { code, issues })
   }
 }

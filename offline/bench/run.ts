@@ -32,7 +32,7 @@ export interface BenchOptions extends Partial<ScorerOptions> {
 export type { BenchFailure, BenchReport } from '../../src/schemas/index.ts'
 
 /**
- * Runs a benchmark. Bad input (dataset, scorer spec or file) throws DatasetError / CliUsageError; scorer errors per
+ * Runs a benchmark. Bad input (dataset, scorer spec or file) throws DatasetError / UsageError; scorer errors per
  * candidate are failures in the report.
  * @example const report = await runBench({ dataset: 'examples/demo.json', scorer: 'mock', seed: 0, concurrency: 4 })
  */

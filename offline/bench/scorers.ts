@@ -18,7 +18,7 @@ import {
 } from '../../src/search/roles/index.ts'
 import { seededRandom, shuffle } from '../../src/hash/index.ts'
 import type { Candidate, CriterionGrades, PromptItem, SearchRubric, Verifier } from '../../src/search/types.ts'
-import { CliUsageError } from '../cli/program.ts'
+import { UsageError } from '../../src/usage-error/index.ts'
 
 /** What a scorer gives for one candidate. */
 export type CandidateScore = { score: number } | { error: string }
@@ -48,7 +48,7 @@ export function parseScorerSpec(value: string): ScorerSpec {
   const kind = colon === -1 ? value : value.slice(0, colon)
   const rest = colon === -1 ? '' : value.slice(colon + 1)
   const need = (what: string) => {
-    if (!rest) throw new CliUsageError(`--scorer ${kind}: give ${what} (e.g. ${kind}:${what})`)
+    if (!rest) throw new UsageError(`--scorer ${kind}: give ${what} (e.g. ${kind}:${what})`)
     return rest
   }
   switch (kind) {
@@ -63,14 +63,13 @@ export function parseScorerSpec(value: string): ScorerSpec {
       const hash = spec.indexOf('#')
       const base = (hash === -1 ? spec : spec.slice(0, hash)).replace(/\/+$/, '')
       const target = hash === -1 ? undefined : spec.slice(hash + 1)
-      if (!/^https?:\/\//.test(base))
-        throw new CliUsageError(`--scorer url: expected an http(s) base URL, got "${base}"`)
+      if (!/^https?:\/\//.test(base)) throw new UsageError(`--scorer url: expected an http(s) base URL, got "${base}"`)
       if (target !== undefined && !/^[a-z0-9][a-z0-9_-]{0,63}$/.test(target))
-        throw new CliUsageError(`--scorer url: "${target}" is not a target name`)
+        throw new UsageError(`--scorer url: "${target}" is not a target name`)
       return { kind, base, ...(target === undefined ? {} : { target }) }
     }
     default:
-      throw new CliUsageError(
+      throw new UsageError(
         `--scorer: unknown scorer "${value}" (expected mock, rubric:<file>, artifact:<file>, url:<base>#<target> or library:<dir>)`,
       )
   }
@@ -124,11 +123,9 @@ export async function createScorer(spec: ScorerSpec, options: ScorerOptions): Pr
       try {
         rubrics = parsePresetRubrics(raw)
       } catch (error) {
-        throw new CliUsageError(
-          `--scorer rubric: ${spec.file}: ${error instanceof Error ? error.message : String(error)}`,
-        )
+        throw new UsageError(`--scorer rubric: ${spec.file}: ${error instanceof Error ? error.message : String(error)}`)
       }
-      if (rubrics.size === 0) throw new CliUsageError(`--scorer rubric: ${spec.file} has no rubric`)
+      if (rubrics.size === 0) throw new UsageError(`--scorer rubric: ${spec.file} has no rubric`)
       const verifier = new LlmVerifier(options.model ?? new MockChatModel(), { locale: 'en' })
       return {
         name: `rubric:${spec.file}`,
@@ -147,7 +144,7 @@ export async function createScorer(spec: ScorerSpec, options: ScorerOptions): Pr
     case 'artifact': {
       const parsed = RmArtifact.safeParse(await readJson(spec.file, '--scorer artifact'))
       if (!parsed.success)
-        throw new CliUsageError(
+        throw new UsageError(
           `--scorer artifact: ${spec.file} is not an RM artifact: ${parsed.error.issues[0]?.message ?? ''}`,
         )
       const artifact = parsed.data
@@ -202,7 +199,7 @@ export async function libraryScorer(dir: string, options: ScorerOptions): Promis
     () => false,
   )
   if (!hasRegistry) {
-    throw new CliUsageError(
+    throw new UsageError(
       `--scorer library:${dir}: ${dir} is not a judge library (no registry.json): ` +
         'run `reward-harness evolve --out <run>` and use library:<run>/checkpoints/best',
     )
@@ -211,7 +208,7 @@ export async function libraryScorer(dir: string, options: ScorerOptions): Promis
   try {
     library = await loadLibrary(dir)
   } catch (error) {
-    throw new CliUsageError(`--scorer library:${dir}: ${messageOf(error)}`)
+    throw new UsageError(`--scorer library:${dir}: ${messageOf(error)}`)
   }
   const model = options.model ?? new MockChatModel()
   const router = new LibraryRouter(model)
@@ -617,14 +614,12 @@ async function readJson(file: string, what: string): Promise<unknown> {
   try {
     text = await readFile(file, 'utf8')
   } catch (error) {
-    throw new CliUsageError(
-      `${what}: cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? messageOf(error)}`,
-    )
+    throw new UsageError(`${what}: cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? messageOf(error)}`)
   }
   try {
     return JSON.parse(text)
   } catch (error) {
-    throw new CliUsageError(`${what}: ${file} is not JSON: ${messageOf(error)}`)
+    throw new UsageError(`${what}: ${file} is not JSON: ${messageOf(error)}`)
   }
 }
 

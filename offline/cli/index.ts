@@ -23,6 +23,7 @@ const COMMANDS = {
   lineage: () => import('./commands/lineage.ts'),
   train: () => import('./commands/train.ts'),
   report: () => import('./commands/report.ts'),
+  simulate: () => import('./commands/simulate.ts'),
 } satisfies Record<string, () => Promise<CliCommandModule>>
 
 /**

@@ -1,10 +1,11 @@
 /**
  * The CLI's framework: the root program with its global options, what a command module provides,
- * how output is printed (text, or JSON under `--json`), and how failures become exit codes:
- * 0 ok, 2 bad input (a DatasetError, a CliUsageError, a flag commander refuses), 1 anything else.
+ * and how output is printed (text, or JSON under `--json`); failures become exit codes in ./failures.ts.
  */
 import { Command, CommanderError } from 'commander'
-import { DatasetError } from '../../src/datasets/index.ts'
+import { EXIT_OK, reportFailure } from './failures.ts'
+
+export { CliExit, EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK } from './failures.ts'
 
 /** Where the CLI writes; the process's streams, or buffers in tests. */
 export interface CliIo {
@@ -16,33 +17,6 @@ export interface CliIo {
 export const processIo: CliIo = {
   out: (text) => void process.stdout.write(text),
   err: (text) => void process.stderr.write(text),
-}
-
-export const EXIT_OK = 0
-export const EXIT_FAILURE = 1
-export const EXIT_BAD_INPUT = 2
-
-/**
- * Bad flags or arguments that a command finds itself (commander already catches unknown options and
- * missing arguments): exit code 2, the message on stderr.
- * @example throw new CliUsageError('--out: convert writes autosr JSON; give a .json file')
- */
-export class CliUsageError extends Error {
-  override name = 'CliUsageError'
-}
-
-/**
- * Ends a command with a given exit code (e.g. 3 for "regressions found"), printing `message` to stderr if given.
- * @example throw new CliExit(3, 'regression: accuracy fell 6.2%')
- */
-export class CliExit extends Error {
-  override name = 'CliExit'
-  constructor(
-    readonly exitCode: number,
-    message = '',
-  ) {
-    super(message)
-  }
 }
 
 /** What every command gets besides its own arguments. */
@@ -138,7 +112,7 @@ export async function runCli(
       const hint = misspeltOption(program, argv)
       if (hint) io.err(`${hint}\n`)
     }
-    return reportFailure(error, io, jsonErrors)
+    return reportFailure(error, io.err, jsonErrors)
   }
 }
 
@@ -180,63 +154,4 @@ function editDistance(a: string, b: string): number {
     previous = current
   }
   return previous[b.length]!
-}
-
-function reportFailure(error: unknown, io: CliIo, jsonMode: boolean): number {
-  if (error instanceof CommanderError) {
-    // Help and version end with 0; every other commander exit is a usage error, already printed in text mode.
-    if (error.exitCode === 0) return EXIT_OK
-    const message =
-      error.code === 'commander.help' ? 'no command given; see --help' : error.message.replace(/^error: /, '')
-    if (jsonMode) writeJsonError(io, { kind: 'bad_input', code: error.code, message })
-    return EXIT_BAD_INPUT
-  }
-  if (error instanceof CliExit) {
-    if (error.message)
-      io.err(
-        jsonMode
-          ? `${JSON.stringify({ error: { kind: 'exit', code: 'exit', message: error.message } })}\n`
-          : `${error.message}\n`,
-      )
-    return error.exitCode
-  }
-  if (error instanceof DatasetError) {
-    if (jsonMode)
-      writeJsonError(io, { kind: 'bad_input', code: 'invalid_dataset', message: error.message, issues: error.issues })
-    else
-      io.err(
-        error.issues.length > 1
-          ? `error: ${error.issues.length} problems:\n${indent(error.message)}\n`
-          : `error: ${error.message}\n`,
-      )
-    return EXIT_BAD_INPUT
-  }
-  const message = error instanceof Error ? error.message : String(error)
-  const badInput = error instanceof CliUsageError
-  if (jsonMode)
-    writeJsonError(io, {
-      kind: badInput ? 'bad_input' : 'failure',
-      code: badInput ? 'usage' : errorName(error),
-      message,
-    })
-  else
-    io.err(
-      `error: ${message}\n${!badInput && process.env.REWARD_HARNESS_DEBUG && error instanceof Error ? `${error.stack}\n` : ''}`,
-    )
-  return badInput ? EXIT_BAD_INPUT : EXIT_FAILURE
-}
-
-function writeJsonError(io: CliIo, error: { kind: string; code: string; message: string; issues?: unknown }): void {
-  io.err(`${JSON.stringify({ error })}\n`)
-}
-
-function errorName(error: unknown): string {
-  return error instanceof Error ? error.name : 'unknown'
-}
-
-function indent(text: string): string {
-  return text
-    .split('\n')
-    .map((line) => `  ${line}`)
-    .join('\n')
 }

@@ -1,7 +1,7 @@
 /**
  * Deploying RM artifacts to the edge: the admin API client with retries on 429/503 (client), the deploy, rollback and
- * deployments flows with local validation first (run), their text output (format), and how their errors become exit
- * codes (cli-errors).
+ * deployments flows with local validation first (run) and their text output (format). Their errors become exit codes
+ * in offline/cli/failures.ts.
  */
 export {
   AdminClient,
@@ -16,14 +16,12 @@ export {
   type AdminClientOptions,
   type DeployLlm,
 } from './client.ts'
-export { describeFailure, failWith, formatFailure, type CliFailure } from './cli-errors.ts'
 export { formatDeploy, formatDeployments, formatRecord, shortId } from './format.ts'
 export {
   ADMIN_TOKEN_ENV,
   checkTarget,
   checkUrl,
   connect,
-  DeployInputError,
   deployArtifact,
   deployedBy,
   listDeployments,

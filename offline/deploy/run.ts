@@ -12,17 +12,10 @@ import {
   type DeploymentList,
   type UploadResult,
 } from './client.ts'
+import { UsageError } from '../../src/usage-error/index.ts'
 
 /** The environment variable the admin token is read from (never a flag: flags show up in process lists). */
 export const ADMIN_TOKEN_ENV = 'REWARD_HARNESS_ADMIN_TOKEN'
-
-/**
- * A flag or environment problem found before any request (exit code 2).
- * @example throw new DeployInputError('--target: a target is 1–64 lower-case letters, digits, _ or -')
- */
-export class DeployInputError extends Error {
-  override name = 'DeployInputError'
-}
 
 /** Where the admin API is and who is calling it. */
 export interface EdgeConnection {
@@ -40,12 +33,12 @@ export interface DeployOutcome {
 }
 
 /**
- * The admin client for a URL, with the token from {@link ADMIN_TOKEN_ENV}; DeployInputError when either is unusable.
+ * The admin client for a URL, with the token from {@link ADMIN_TOKEN_ENV}; UsageError when either is unusable.
  * @example const client = connect({ url: 'http://127.0.0.1:8787', env: process.env })
  */
 export function connect(connection: EdgeConnection): AdminClient {
   const token = connection.env[ADMIN_TOKEN_ENV]?.trim()
-  if (!token) throw new DeployInputError(`the admin token is missing: set ${ADMIN_TOKEN_ENV} to the edge's ADMIN_TOKEN`)
+  if (!token) throw new UsageError(`the admin token is missing: set ${ADMIN_TOKEN_ENV} to the edge's ADMIN_TOKEN`)
   return new AdminClient({ ...connection.client, baseUrl: checkUrl(connection.url, '--url'), token })
 }
 
@@ -56,7 +49,7 @@ export function connect(connection: EdgeConnection): AdminClient {
 export function checkTarget(target: string): string {
   const parsed = TargetName.safeParse(target)
   if (!parsed.success)
-    throw new DeployInputError(`--target "${target}": ${parsed.error.issues[0]?.message ?? 'invalid target'}`)
+    throw new UsageError(`--target "${target}": ${parsed.error.issues[0]?.message ?? 'invalid target'}`)
   return parsed.data
 }
 
@@ -69,10 +62,10 @@ export function checkUrl(value: string, flag: string): string {
   try {
     url = new URL(value)
   } catch {
-    throw new DeployInputError(`${flag} "${value}": not a URL (e.g. https://rm.example.com)`)
+    throw new UsageError(`${flag} "${value}": not a URL (e.g. https://rm.example.com)`)
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:')
-    throw new DeployInputError(`${flag} "${value}": expected an http or https URL`)
+    throw new UsageError(`${flag} "${value}": expected an http or https URL`)
   return value.replace(/\/+$/, '')
 }
 
@@ -93,16 +86,16 @@ export function llmOf(options: {
         : options.llmApiKeyEnv !== undefined
           ? '--llm-api-key-env'
           : undefined
-    if (stray) throw new DeployInputError(`${stray} needs --llm-base-url`)
+    if (stray) throw new UsageError(`${stray} needs --llm-base-url`)
     return undefined
   }
   if (options.llmApiKeyEnv !== undefined && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(options.llmApiKeyEnv)) {
-    throw new DeployInputError(
+    throw new UsageError(
       `--llm-api-key-env "${options.llmApiKeyEnv}": expected the name of an environment variable (letters, digits, _), not a key`,
     )
   }
   if (options.llmModel !== undefined && options.llmModel.trim() === '')
-    throw new DeployInputError('--llm-model: expected a model name')
+    throw new UsageError('--llm-model: expected a model name')
   return {
     base_url: checkUrl(options.llmBaseUrl, '--llm-base-url'),
     ...(options.llmModel === undefined ? {} : { model: options.llmModel }),

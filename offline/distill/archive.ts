@@ -1,6 +1,6 @@
 /**
  * Reads a run's archive of scored rollouts: from the edge (`GET /runs/<id>/archive`, following its `more` lines)
- * or from a local NDJSON file of the same lines. Every line is checked; a bad one is a CliUsageError (exit 2) that
+ * or from a local NDJSON file of the same lines. Every line is checked; a bad one is a UsageError (exit 2) that
  * names its line number and field.
  */
 import { createReadStream } from 'node:fs'
@@ -9,7 +9,7 @@ import { Readable } from 'node:stream'
 import type { z } from 'zod'
 import { ArchivedRollout, ArchiveLine, type ArchiveRunLine } from '../../src/schemas/archive.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'
-import { CliUsageError } from '../cli/program.ts'
+import { UsageError } from '../../src/usage-error/index.ts'
 
 /** What an archive holds, in the order it came. */
 export interface ArchiveContents {
@@ -52,7 +52,7 @@ export async function readArchive(source: ArchiveSource): Promise<ArchiveContent
     await new Promise<void>((resolve, reject) => {
       stream.once('open', () => resolve())
       stream.once('error', (error: NodeJS.ErrnoException) =>
-        reject(new CliUsageError(`${source.path}: cannot read (${error.code ?? error.message})`)),
+        reject(new UsageError(`${source.path}: cannot read (${error.code ?? error.message})`)),
       )
     })
     await collect(createInterface({ input: stream, crlfDelay: Infinity }), source.path, contents)
@@ -114,13 +114,13 @@ function parseLine(text: string, where: string): ArchiveLine {
   try {
     value = JSON.parse(text)
   } catch (error) {
-    throw new CliUsageError(`${where}: not JSON (${(error as Error).message})`)
+    throw new UsageError(`${where}: not JSON (${(error as Error).message})`)
   }
   const kind = typeof value === 'object' && value !== null ? (value as { kind?: unknown }).kind : undefined
   const schema = kind === undefined || kind === 'rollout' ? ArchivedRollout : ArchiveLine
   const parsed = schema.safeParse(value)
   if (parsed.success) return parsed.data
-  throw new CliUsageError(`${where}: ${describeIssue(parsed.error)}`)
+  throw new UsageError(`${where}: ${describeIssue(parsed.error)}`)
 }
 
 function describeIssue(error: z.ZodError): string {
@@ -140,5 +140,5 @@ async function edgeError(response: Response, runId: string): Promise<Error> {
   }
   const reason = `the edge refused the archive of run "${runId}" (HTTP ${response.status}): ${message}`
   // A refusal of this request (no archive, no such run, a wrong token) is the caller's to fix; a 5xx is a failure.
-  return response.status >= 400 && response.status < 500 ? new CliUsageError(reason) : new Error(reason)
+  return response.status >= 400 && response.status < 500 ? new UsageError(reason) : new Error(reason)
 }

@@ -4,7 +4,7 @@
  */
 import { MockChatModel } from '../../src/llm/mock.ts'
 import type { ChatModel } from '../../src/llm/types.ts'
-import { CliUsageError } from '../cli/program.ts'
+import { UsageError } from '../../src/usage-error/index.ts'
 import {
   CachedChatModel,
   EndpointConfigError,
@@ -44,15 +44,15 @@ export interface Judge {
 export function parseJudgeSpec(value: string): JudgeSpec {
   if (value === 'mock') return { kind: 'mock' }
   if (!/^https?:\/\//.test(value))
-    throw new CliUsageError(
+    throw new UsageError(
       `--judge: expected "mock" or an http(s) endpoint URL[,model=M,api_key_env=VAR], got "${value}"`,
     )
   try {
     const config = parseEndpointFlag(value)
-    if (!config.model) throw new CliUsageError(`--judge ${value}: name the model (…,model=<name>)`)
+    if (!config.model) throw new UsageError(`--judge ${value}: name the model (…,model=<name>)`)
     return { kind: 'endpoint', config }
   } catch (error) {
-    if (error instanceof EndpointConfigError) throw new CliUsageError(error.message.replace(/^--endpoint/, '--judge'))
+    if (error instanceof EndpointConfigError) throw new UsageError(error.message.replace(/^--endpoint/, '--judge'))
     throw error
   }
 }

@@ -20,7 +20,7 @@ import {
 import { pLimit, withRetry } from '../../src/llm/index.ts'
 import type { ArchivedRollout } from '../../src/schemas/archive.ts'
 import { rewardFromGrades } from '../../src/scoring/index.ts'
-import { CliUsageError } from '../cli/program.ts'
+import { UsageError } from '../../src/usage-error/index.ts'
 import { startProgress } from '../progress/index.ts'
 import { readArchive, rubricKey, type ArchiveContents, type ArchiveSource } from './archive.ts'
 import { openJudge, type Judge, type JudgeSampling, type JudgeSpec } from './judges.ts'
@@ -57,7 +57,7 @@ export interface DistillOptions {
 export async function runDistill(options: DistillOptions): Promise<DistillSummary> {
   const archive = await readArchive(options.source)
   if (archive.rollouts.length === 0)
-    throw new CliUsageError(
+    throw new UsageError(
       `${describeSource(options.source)}: the archive holds no scored rollouts${rangeNote(options.source)}`,
     )
   const responses = mergeResponses(archive.rollouts)
@@ -259,12 +259,12 @@ async function judgeAll(archive: ArchiveContents, selected: readonly MergedRespo
 function rejudgeableRun(archive: ArchiveContents, selected: readonly MergedResponse[], options: DistillOptions) {
   const run = archive.run
   if (!run)
-    throw new CliUsageError(
+    throw new UsageError(
       `${describeSource(options.source)}: no "run" line says how the run judges (grade_max, locale, prompts); re-judging needs it (or use --repeats 0)`,
     )
   for (const { rollout } of selected) {
     if (!archive.rubrics.has(rubricKey(rollout.instance_id, rollout.rubric_version))) {
-      throw new CliUsageError(
+      throw new UsageError(
         `${describeSource(options.source)}: rollout "${rollout.rollout_id}" was scored on rubric version ${rollout.rubric_version} of instance "${rollout.instance_id}", but the archive has no rubrics line for it`,
       )
     }

@@ -50,6 +50,7 @@ import { type EvolveDecision, EvolutionLogEntry, type JudgeOrders } from '../../
 import type { PreferenceDataset } from '../../src/search/types.ts'
 import { checkpoint, loadLibrary } from '../library/index.ts'
 import { writeFileAtomic } from '../search/atomic.ts'
+import { UsageError } from '../../src/usage-error/index.ts'
 
 export interface EvolveOptions {
   model: ChatModel
@@ -107,7 +108,7 @@ export interface EvolveSummary {
   usage: LibraryUsage
 }
 
-export class EvolveInputError extends Error {}
+export class EvolveInputError extends UsageError {}
 
 interface Evaluation {
   accuracy: number

@@ -6,7 +6,7 @@
  */
 import type { Command } from 'commander'
 import type { LineageBackend } from '../../src/lineage/compare.ts'
-import { CliUsageError } from '../cli/program.ts'
+import { UsageError } from '../../src/usage-error/index.ts'
 
 /** Where the store is: `db` a SQLite file, `url` an edge (never both). */
 export interface StoreFlags {
@@ -16,7 +16,7 @@ export interface StoreFlags {
 
 /**
  * Opens the store the flags name, runs `work` on it and closes it. Refused input (a schema, a conflicting record, an
- * unknown run, an edge 4xx) becomes a CliUsageError (exit 2); `urlFlag` is how the caller spells the URL flag in
+ * unknown run, an edge 4xx) becomes a UsageError (exit 2); `urlFlag` is how the caller spells the URL flag in
  * messages.
  * @example const chain = await withBackend({ db: 'lineage.sqlite' }, (backend) => backend.chain('grpo-7'))
  */
@@ -25,17 +25,15 @@ export async function withBackend<T>(
   work: (backend: LineageBackend) => Promise<T>,
   urlFlag = '--url',
 ): Promise<T> {
-  const { LineageInputError } = await import('../../src/lineage/compare.ts')
-  const { LineageError } = await import('../../src/lineage/store.ts')
   const { EdgeLineageError } = await import('./http.ts')
   const { ZodError } = await import('zod')
   let close = () => {}
   try {
     let backend
     if (flags.url) {
-      if (flags.db) throw new CliUsageError(`give --db or ${urlFlag}, not both`)
+      if (flags.db) throw new UsageError(`give --db or ${urlFlag}, not both`)
       const token = process.env.REWARD_HARNESS_ADMIN_TOKEN
-      if (!token) throw new CliUsageError(`${urlFlag} needs the admin token in REWARD_HARNESS_ADMIN_TOKEN`)
+      if (!token) throw new UsageError(`${urlFlag} needs the admin token in REWARD_HARNESS_ADMIN_TOKEN`)
       const { edgeLineage } = await import('./http.ts')
       backend = edgeLineage(flags.url, token)
     } else {
@@ -47,13 +45,12 @@ export async function withBackend<T>(
     return await work(backend)
   } catch (error) {
     if (error instanceof ZodError) {
-      throw new CliUsageError(
+      throw new UsageError(
         error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; '),
       )
     }
-    if (error instanceof LineageInputError || error instanceof LineageError) throw new CliUsageError(error.message)
     if (error instanceof EdgeLineageError && error.status >= 400 && error.status < 500)
-      throw new CliUsageError(error.message)
+      throw new UsageError(error.message)
     throw error
   } finally {
     close()
@@ -61,7 +58,7 @@ export async function withBackend<T>(
 }
 
 /**
- * Reads and parses a JSON file; an unreadable file or invalid JSON is a CliUsageError naming the file.
+ * Reads and parses a JSON file; an unreadable file or invalid JSON is a UsageError naming the file.
  * @example const raw = await readJsonFile('runs/grpo-7/manifest.json')
  */
 export async function readJsonFile(file: string): Promise<unknown> {
@@ -70,12 +67,12 @@ export async function readJsonFile(file: string): Promise<unknown> {
   try {
     text = await readFile(file, 'utf8')
   } catch (error) {
-    throw new CliUsageError(`cannot read ${file}: ${(error as Error).message}`)
+    throw new UsageError(`cannot read ${file}: ${(error as Error).message}`)
   }
   try {
     return JSON.parse(text)
   } catch (error) {
-    throw new CliUsageError(`${file} is not valid JSON: ${(error as Error).message}`)
+    throw new UsageError(`${file} is not valid JSON: ${(error as Error).message}`)
   }
 }
 

@@ -5,7 +5,8 @@
  */
 import { basename, extname } from 'node:path'
 import { barChart, histogram } from '../../src/charts/index.ts'
-import { CHART_SIZE, figure, html, keyValues, num, pct, type ReportBody, type SafeHtml, table } from './html.ts'
+import { html } from 'hono/html'
+import { CHART_SIZE, figure, keyValues, num, pct, type ReportBody, type Markup, table } from './parts.ts'
 import type { BenchAccuracy, BenchMetrics, BenchReport } from '../../src/schemas/index.ts'
 
 type MetricKey = 'ab' | 'ba' | 'swap_consistent' | 'kway' | 'pairs_within_kway' | 'tail'
@@ -69,7 +70,7 @@ export function subsetRows(results: Array<{ file: string; result: BenchReport }>
 const interval = (accuracy: BenchAccuracy) =>
   html`${accuracy.ci95 ? html`<span class="ci">95% CI ${pct(accuracy.ci95[0])}–${pct(accuracy.ci95[1])}</span>` : ''}${accuracy.bootstrap95 ? html`<span class="ci">bootstrap ${pct(accuracy.bootstrap95[0])}–${pct(accuracy.bootstrap95[1])}</span>` : ''}<span class="ci">n=${accuracy.n}${accuracy.ties ? `, ${accuracy.ties} ties` : ''}</span>`
 
-const accuracyCell = (accuracy: BenchAccuracy | null | undefined): SafeHtml | string =>
+const accuracyCell = (accuracy: BenchAccuracy | null | undefined): Markup | string =>
   !accuracy
     ? '—'
     : accuracy.accuracy === null
@@ -92,58 +93,7 @@ export function benchReport(results: Array<{ file: string; result: BenchReport }
   // The finest subsets: a result's groups when it has several, else the result itself.
   const leaves = rows.filter((row) => !row.split)
   const shown = METRICS.filter((metric) => rows.some((row) => metric.pick(row.metrics)))
-  const charts: Array<{ svg: string; caption: string }> = []
-
-  if (results.length === 1) {
-    const overall = results[0]!.result.overall
-    const bars = shown.flatMap((metric) => {
-      const accuracy = metric.pick(overall)
-      return accuracy ? [barOf(metric.label, accuracy)] : []
-    })
-    charts.push({
-      svg: barChart({ title: 'Accuracy by metric', ...CHART_SIZE, yLabel: 'accuracy', yDomain: [0, 1], bars }),
-      caption:
-        'Overall accuracy of each metric; whiskers are Wilson 95% intervals. Ties count as the result says; failures are excluded.',
-    })
-  }
-  if (leaves.length > 1) {
-    const bars = leaves.flatMap((row) => {
-      const best = headline(row.metrics)
-      return best ? [barOf(row.label, best.accuracy)] : []
-    })
-    const labels = [...new Set(leaves.map((row) => headline(row.metrics)?.label).filter(Boolean))]
-    charts.push({
-      svg: barChart({
-        ...CHART_SIZE,
-        title: `${labels.length === 1 ? `${labels[0]![0]!.toUpperCase()}${labels[0]!.slice(1)} accuracy` : 'Headline accuracy'} by subset`,
-        yLabel: 'accuracy',
-        yDomain: [0, 1],
-        bars,
-      }),
-      caption: `One bar per subset (${labels.join(', ') || 'no accuracy'}); whiskers are Wilson 95% intervals.`,
-    })
-  }
-  const scores = results.flatMap(({ result }) =>
-    (result.scores ?? []).flatMap((item) =>
-      item.candidates.flatMap((candidate) => (candidate.score === null ? [] : [candidate.score])),
-    ),
-  )
-  if (scores.length > 0) {
-    const unit = scores.every((score) => score >= 0 && score <= 1)
-    charts.push({
-      svg: histogram({
-        title: 'Scores given',
-        ...CHART_SIZE,
-        xLabel: 'score',
-        yLabel: 'candidates',
-        values: scores,
-        bins: 20,
-        ...(unit ? { domain: [0, 1] as [number, number] } : {}),
-      }),
-      caption:
-        'Every candidate’s score from the scorer (failures left out). A scorer that gives many equal scores causes ties.',
-    })
-  }
+  const charts = benchCharts(results, leaves, shown)
 
   const accuracyTable = table({
     headers: ['subset', 'items', ...shown.map((metric) => metric.label), 'failed items'],
@@ -197,7 +147,68 @@ export function benchReport(results: Array<{ file: string; result: BenchReport }
   }
 }
 
-function failuresSection(results: Array<{ file: string; result: BenchReport }>): SafeHtml {
+/** The charts of a bench report: accuracy by metric (one result), by subset (several), and the scores given. */
+function benchCharts(
+  results: Array<{ file: string; result: BenchReport }>,
+  leaves: SubsetRow[],
+  shown: typeof METRICS,
+): Array<{ svg: string; caption: string }> {
+  const charts: Array<{ svg: string; caption: string }> = []
+
+  if (results.length === 1) {
+    const overall = results[0]!.result.overall
+    const bars = shown.flatMap((metric) => {
+      const accuracy = metric.pick(overall)
+      return accuracy ? [barOf(metric.label, accuracy)] : []
+    })
+    charts.push({
+      svg: barChart({ title: 'Accuracy by metric', ...CHART_SIZE, yLabel: 'accuracy', yDomain: [0, 1], bars }),
+      caption:
+        'Overall accuracy of each metric; whiskers are Wilson 95% intervals. Ties count as the result says; failures are excluded.',
+    })
+  }
+  if (leaves.length > 1) {
+    const bars = leaves.flatMap((row) => {
+      const best = headline(row.metrics)
+      return best ? [barOf(row.label, best.accuracy)] : []
+    })
+    const labels = [...new Set(leaves.map((row) => headline(row.metrics)?.label).filter(Boolean))]
+    charts.push({
+      svg: barChart({
+        ...CHART_SIZE,
+        title: `${labels.length === 1 ? `${labels[0]![0]!.toUpperCase()}${labels[0]!.slice(1)} accuracy` : 'Headline accuracy'} by subset`,
+        yLabel: 'accuracy',
+        yDomain: [0, 1],
+        bars,
+      }),
+      caption: `One bar per subset (${labels.join(', ') || 'no accuracy'}); whiskers are Wilson 95% intervals.`,
+    })
+  }
+  const scores = results.flatMap(({ result }) =>
+    (result.scores ?? []).flatMap((item) =>
+      item.candidates.flatMap((candidate) => (candidate.score === null ? [] : [candidate.score])),
+    ),
+  )
+  if (scores.length > 0) {
+    const unit = scores.every((score) => score >= 0 && score <= 1)
+    charts.push({
+      svg: histogram({
+        title: 'Scores given',
+        ...CHART_SIZE,
+        xLabel: 'score',
+        yLabel: 'candidates',
+        values: scores,
+        bins: 20,
+        ...(unit ? { domain: [0, 1] as [number, number] } : {}),
+      }),
+      caption:
+        'Every candidate’s score from the scorer (failures left out). A scorer that gives many equal scores causes ties.',
+    })
+  }
+  return charts
+}
+
+function failuresSection(results: Array<{ file: string; result: BenchReport }>): Markup {
   const examples = results.flatMap(({ file, result }) =>
     result.failures.examples.map((failure) => ({ subset: basename(result.dataset.path || file), ...failure })),
   )
@@ -216,7 +227,7 @@ function failuresSection(results: Array<{ file: string; result: BenchReport }>):
   )}</div>`
 }
 
-function settingsSection(results: Array<{ file: string; result: BenchReport }>): SafeHtml {
+function settingsSection(results: Array<{ file: string; result: BenchReport }>): Markup {
   if (results.length === 1) {
     const { file, result } = results[0]!
     return keyValues([

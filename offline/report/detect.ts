@@ -2,15 +2,15 @@
  * Finds out what the report was pointed at, from content rather than names: a search output (JSON with
  * `best_rubrics`), an evolution log (JSONL lines with `iteration` and `decision`; or a run directory holding
  * `evolution-log.jsonl`), or bench results (`reward-harness bench --json`: one file, or a directory of them,
- * one subset each). Anything else is a ReportInputError saying what was looked for.
+ * one subset each). Anything else is a UsageError saying what was looked for.
  */
 import { readdir, readFile, stat } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
 import { type Library, libraryHash } from '../../src/library/index.ts'
 import { loadLibrary } from '../library/index.ts'
-import { ReportInputError } from './errors.ts'
 import { BenchReport, DistillSummary, EvolutionLogEntry, SearchOutputFile } from '../../src/schemas/index.ts'
 import { firstIssue } from './schemas.ts'
+import { UsageError } from '../../src/usage-error/index.ts'
 
 /** A library read from a checkpoint directory next to an evolution log. */
 export interface LoadedLibrary {
@@ -62,7 +62,7 @@ type Classified =
 export async function detectReportInput(path: string): Promise<ReportInput> {
   const absolute = resolve(path)
   const info = await stat(absolute).catch((error: NodeJS.ErrnoException) => {
-    throw new ReportInputError(
+    throw new UsageError(
       error.code === 'ENOENT'
         ? `${path}: no such file or directory`
         : `${path}: cannot read (${error.code ?? error.message})`,
@@ -80,7 +80,7 @@ export async function detectReportInput(path: string): Promise<ReportInput> {
     case 'distill':
       return { kind: 'distill', path: absolute, summary: classified.summary }
     default:
-      throw new ReportInputError(`${path}: not a recognised input (${classified.why}); ${EXPECTED}`)
+      throw new UsageError(`${path}: not a recognised input (${classified.why}); ${EXPECTED}`)
   }
 }
 
@@ -93,7 +93,7 @@ async function detectDirectory(directory: string, shown: string): Promise<Report
     const file = join(directory, EVOLUTION_LOG)
     const classified = classify(await readText(file, join(shown, EVOLUTION_LOG)), join(shown, EVOLUTION_LOG))
     if (classified.kind !== 'evolve')
-      throw new ReportInputError(
+      throw new UsageError(
         `${join(shown, EVOLUTION_LOG)}: not an evolution log (${classified.kind === null ? classified.why : `it is a ${KIND_LABELS[classified.kind]}`})`,
       )
     return evolveInput(file, classified.log)
@@ -108,28 +108,24 @@ async function detectDirectory(directory: string, shown: string): Promise<Report
     else if (classified.kind === 'distill') return { kind: 'distill', path: file, summary: classified.summary }
   }
   if (searches.length > 0 && benches.length > 0) {
-    throw new ReportInputError(
+    throw new UsageError(
       `${shown}: holds both search outputs (${searches.map((entry) => basename(entry.file)).join(', ')}) and bench results (${benches.map((entry) => basename(entry.file)).join(', ')}); pass one file`,
     )
   }
   if (searches.length > 1)
-    throw new ReportInputError(
+    throw new UsageError(
       `${shown}: holds ${searches.length} search outputs (${searches.map((entry) => basename(entry.file)).join(', ')}); pass one of them`,
     )
   if (searches.length === 1) return { kind: 'search', path: searches[0]!.file, output: searches[0]!.output }
   if (benches.length > 0) return { kind: 'bench', path: directory, results: benches }
-  throw new ReportInputError(
-    `${shown}: no search output, ${EVOLUTION_LOG} or bench result in this directory; ${EXPECTED}`,
-  )
+  throw new UsageError(`${shown}: no search output, ${EVOLUTION_LOG} or bench result in this directory; ${EXPECTED}`)
 }
 
 async function readText(file: string, shown: string): Promise<string> {
   try {
     return await readFile(file, 'utf8')
   } catch (error) {
-    throw new ReportInputError(
-      `${shown}: cannot read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
-    )
+    throw new UsageError(`${shown}: cannot read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`)
   }
 }
 
@@ -148,7 +144,7 @@ function classify(text: string, shown: string): Classified {
   if ('best_rubrics' in record) {
     const parsed = SearchOutputFile.safeParse(record)
     if (!parsed.success)
-      throw new ReportInputError(
+      throw new UsageError(
         `${shown}: looks like a search output (it has "best_rubrics") but ${firstIssue(parsed.error)}`,
       )
     return { kind: 'search', output: parsed.data }
@@ -156,7 +152,7 @@ function classify(text: string, shown: string): Classified {
   if (record.kind === 'distill_summary') {
     const parsed = DistillSummary.safeParse(record)
     if (!parsed.success)
-      throw new ReportInputError(
+      throw new UsageError(
         `${shown}: looks like a distill summary (its kind is "distill_summary") but ${firstIssue(parsed.error)}`,
       )
     return { kind: 'distill', summary: parsed.data }
@@ -164,7 +160,7 @@ function classify(text: string, shown: string): Classified {
   if ('overall' in record && 'scorer' in record) {
     const parsed = BenchReport.safeParse(record)
     if (!parsed.success)
-      throw new ReportInputError(
+      throw new UsageError(
         `${shown}: looks like a bench result (it has "overall" and "scorer") but ${firstIssue(parsed.error)}`,
       )
     return { kind: 'bench', result: parsed.data }
@@ -194,7 +190,7 @@ function classifyLines(text: string, shown: string): Classified {
     } catch {
       if (log.length === 0) return { kind: null, why: `line ${index + 1} is not JSON` }
       if (lines.slice(index + 1).some((rest) => rest.trim()))
-        throw new ReportInputError(`${shown}: line ${index + 1} of the evolution log is not JSON`)
+        throw new UsageError(`${shown}: line ${index + 1} of the evolution log is not JSON`)
       break
     }
     const record = value && typeof value === 'object' ? (value as Record<string, unknown>) : {}
@@ -202,7 +198,7 @@ function classifyLines(text: string, shown: string): Classified {
       return { kind: null, why: 'JSON lines without "iteration" and "decision"' }
     const parsed = EvolutionLogEntry.safeParse(record)
     if (!parsed.success)
-      throw new ReportInputError(`${shown}: line ${index + 1} of the evolution log: ${firstIssue(parsed.error)}`)
+      throw new UsageError(`${shown}: line ${index + 1} of the evolution log: ${firstIssue(parsed.error)}`)
     log.push(parsed.data)
   }
   return log.length ? { kind: 'evolve', log } : { kind: null, why: 'no JSON lines' }

@@ -5,7 +5,8 @@
 import { barChart } from '../../src/charts/index.ts'
 import { DROP_REASONS } from '../../src/distill/index.ts'
 import type { DistillSummary } from '../../src/schemas/index.ts'
-import { CHART_SIZE, figure, html, keyValues, num, pct, type ReportBody, table } from './html.ts'
+import { html } from 'hono/html'
+import { CHART_SIZE, figure, keyValues, type Markup, num, pct, type ReportBody, table } from './parts.ts'
 
 /**
  * The report body of a `summary.json` written by `reward-harness distill`.
@@ -13,15 +14,6 @@ import { CHART_SIZE, figure, html, keyValues, num, pct, type ReportBody, table }
  */
 export function distillReport(summary: DistillSummary): ReportBody {
   const { pairs, prompts, judgements, agreement, rollouts, settings } = summary
-  const chart = barChart({
-    ...CHART_SIZE,
-    title: 'Candidate pairs: kept and dropped by reason',
-    yLabel: 'pairs',
-    bars: [
-      { label: 'kept', value: pairs.kept },
-      ...DROP_REASONS.map((reason) => ({ label: reason, value: pairs.dropped[reason] })),
-    ],
-  })
   return {
     kind: 'distill',
     label: 'distill summary',
@@ -42,15 +34,7 @@ export function distillReport(summary: DistillSummary): ReportBody {
       {
         id: 'pairs',
         title: 'Pairs',
-        body: html`${figure(chart, 'Every candidate pair is kept or dropped for exactly one reason.')}${table({
-          headers: ['', 'pairs'],
-          numeric: [1],
-          rows: [
-            ['candidates', pairs.candidates],
-            ['kept', pairs.kept],
-            ...DROP_REASONS.map((reason) => [html`dropped: <code>${reason}</code>`, pairs.dropped[reason]]),
-          ],
-        })}`,
+        body: pairsSection(pairs),
       },
       {
         id: 'data',
@@ -97,4 +81,26 @@ export function distillReport(summary: DistillSummary): ReportBody {
     ],
     charts: 1,
   }
+}
+
+/** Where the candidate pairs went: a bar per outcome, and the same counts as a table. */
+function pairsSection(pairs: DistillSummary['pairs']): Markup {
+  const chart = barChart({
+    ...CHART_SIZE,
+    title: 'Candidate pairs: kept and dropped by reason',
+    yLabel: 'pairs',
+    bars: [
+      { label: 'kept', value: pairs.kept },
+      ...DROP_REASONS.map((reason) => ({ label: reason, value: pairs.dropped[reason] })),
+    ],
+  })
+  return html`${figure(chart, 'Every candidate pair is kept or dropped for exactly one reason.')}${table({
+    headers: ['', 'pairs'],
+    numeric: [1],
+    rows: [
+      ['candidates', pairs.candidates],
+      ['kept', pairs.kept],
+      ...DROP_REASONS.map((reason) => [html`dropped: <code>${reason}</code>`, pairs.dropped[reason]]),
+    ],
+  })}`
 }

@@ -5,7 +5,8 @@
 import { lineChart } from '../../src/charts/index.ts'
 import { entryList } from '../../src/library/index.ts'
 import type { LoadedLibrary } from './detect.ts'
-import { CHART_SIZE, figure, html, keyValues, num, pct, type ReportBody, type SafeHtml, table } from './html.ts'
+import { html } from 'hono/html'
+import { CHART_SIZE, figure, keyValues, num, pct, type ReportBody, type Markup, table } from './parts.ts'
 import type { EvolutionLogEntry } from '../../src/schemas/index.ts'
 
 /** Marker colours: green for kept, vermillion for rolled back (Okabe–Ito, readable with colour-vision deficiencies). */
@@ -162,7 +163,7 @@ function librarySection(
   last: EvolutionLogEntry,
   finalLibrary: LoadedLibrary | null,
   bestLibrary: LoadedLibrary | null,
-): SafeHtml {
+): Markup {
   if (last.entries.length === 0) return html`<p class="empty">The library ended empty.</p>`
   const entries = finalLibrary ? entryList(finalLibrary.library) : []
   const cards = finalLibrary
@@ -190,7 +191,7 @@ const USAGE_COLUMNS = [
 ] as const
 
 /** Model calls per role summed over the logged iterations (the baseline included). */
-function callsSection(log: EvolutionLogEntry[]): SafeHtml {
+function callsSection(log: EvolutionLogEntry[]): Markup {
   const totals = new Map<string, Record<string, number>>()
   for (const line of log) {
     for (const [role, counters] of Object.entries(line.usage ?? {})) {
@@ -201,7 +202,7 @@ function callsSection(log: EvolutionLogEntry[]): SafeHtml {
     }
   }
   const roles = [...totals.keys()].filter((role) => role !== 'total')
-  const row = (name: SafeHtml | string, sum: Record<string, number> | undefined) => [
+  const row = (name: Markup | string, sum: Record<string, number> | undefined) => [
     name,
     ...USAGE_COLUMNS.map(([key]) => num(sum?.[key])),
   ]

@@ -3,5 +3,4 @@
  * from a search output, an evolution log or bench results, detected from the content.
  */
 export { detectReportInput, KIND_LABELS, type ReportInput, type ReportKind } from './detect.ts'
-export { ReportInputError } from './errors.ts'
 export { renderReport, reportBody, writeReport } from './render.ts'

@@ -8,7 +8,8 @@ import { benchReport } from './bench.ts'
 import { distillReport } from './distill.ts'
 import type { ReportInput } from './detect.ts'
 import { evolveReport } from './evolve.ts'
-import { type ReportBody, renderPage } from './html.ts'
+import { renderPage } from './page.tsx'
+import type { ReportBody } from './parts.ts'
 import { searchReport } from './search.ts'
 
 /**
@@ -30,12 +31,15 @@ export function reportBody(input: ReportInput): ReportBody {
 
 /**
  * The whole HTML page of an input, with an optional title of the caller's.
- * @example const page = renderReport(await detectReportInput('runs/lib'))
+ * @example const page = await renderReport(await detectReportInput('runs/lib'))
  */
-export function renderReport(input: ReportInput, options: { title?: string } = {}): { html: string; body: ReportBody } {
+export async function renderReport(
+  input: ReportInput,
+  options: { title?: string } = {},
+): Promise<{ html: string; body: ReportBody }> {
   const body = reportBody(input)
   if (options.title) body.title = options.title
-  return { html: renderPage(body, input.path), body }
+  return { html: await renderPage(body, input.path), body }
 }
 
 /**
@@ -47,7 +51,7 @@ export async function writeReport(
   out: string,
   options: { title?: string } = {},
 ): Promise<{ path: string; bytes: number; charts: number; body: ReportBody }> {
-  const { html, body } = renderReport(input, options)
+  const { html, body } = await renderReport(input, options)
   await writeFileAtomic(out, html)
   return { path: out, bytes: Buffer.byteLength(html), charts: body.charts, body }
 }

@@ -3,7 +3,8 @@
  * each prompt with its criteria, the run settings from the embedded run manifest, and the call counts.
  */
 import { barChart, histogram, lineChart } from '../../src/charts/index.ts'
-import { CHART_SIZE, figure, html, keyValues, num, type ReportBody, type SafeHtml, table } from './html.ts'
+import { html } from 'hono/html'
+import { CHART_SIZE, figure, keyValues, type Markup, num, type ReportBody, type Tile, table } from './parts.ts'
 import type { SearchOutputFile } from '../../src/schemas/index.ts'
 import { mean as meanOf } from '../../src/stats/index.ts'
 
@@ -52,105 +53,17 @@ export function searchReport(output: SearchOutputFile, fileName: string): Report
   const manifest = output.run_manifest ?? null
   const usage = output.usage ?? null
   const rubrics = output.best_rubrics
-  const iterative = diagnostics?.mode === 'iterative'
-  const step = iterative ? 'step' : 'generation'
-  const { best, mean } = objectiveByGeneration(rubrics.map((entry) => entry.history ?? []))
-  const generations = diagnostics?.generations_run ?? Math.max(0, ...rubrics.map((entry) => entry.generations_run ?? 0))
-  const totalCalls = get(usage, 'total', 'calls')
-  const cacheHits = get(usage, 'total', 'cache_hits')
+  const step = diagnostics?.mode === 'iterative' ? 'step' : 'generation'
   const datasetPath = get(manifest, 'dataset', 'path')
-
-  const charts: string[] = [
-    lineChart({
-      title: `Objective per ${step}`,
-      ...CHART_SIZE,
-      xLabel: step,
-      yLabel: 'objective',
-      series: [
-        { name: 'best prompt', points: best },
-        { name: `mean over ${rubrics.length} prompt${rubrics.length === 1 ? '' : 's'}`, points: mean },
-      ],
-    }),
-  ]
-  const captions: string[] = [
-    `Best rubric's objective at each ${step}: the best prompt's, and the mean over prompts (a prompt that stopped early keeps its last value).`,
-  ]
-  if (rubrics.length > 1 && rubrics.length <= MAX_PROMPT_LINES) {
-    charts.push(
-      lineChart({
-        title: `Objective per ${step}, by prompt`,
-        ...CHART_SIZE,
-        xLabel: step,
-        yLabel: 'objective',
-        series: rubrics.map((entry) => ({
-          name: entry.prompt_id,
-          points: (entry.history ?? []).map((y, x) => ({ x, y })),
-        })),
-      }),
-    )
-    captions.push(`One line per prompt.`)
-  }
-  charts.push(
-    rubrics.length <= MAX_PROMPT_BARS
-      ? barChart({
-          title: 'Final objective by prompt',
-          ...CHART_SIZE,
-          yLabel: 'objective',
-          bars: rubrics.map((entry) => ({ label: entry.prompt_id, value: entry.score })),
-        })
-      : histogram({
-          title: 'Final objective over prompts',
-          ...CHART_SIZE,
-          xLabel: 'objective',
-          yLabel: 'prompts',
-          values: rubrics.map((entry) => entry.score),
-        }),
-  )
-  captions.push('The objective total of each prompt’s best rubric.')
-
+  const charts = objectiveCharts(rubrics, step)
   const margins = diagnostics?.margin_improvement?.per_prompt ?? {}
-  const rubricCards = rubrics.map((entry, index) => {
-    const margin = margins[entry.prompt_id]
-    const objective = entry.objective
-    const criteria = table({
-      headers: ['criterion', 'type', 'weight', 'text', 'check points'],
-      numeric: [2],
-      rows: entry.rubric.criteria.map((criterion) => [
-        html`<code>${criterion.criterion_id}</code>`,
-        criterion.criterion_type ?? '—',
-        num(criterion.weight),
-        criterion.text,
-        criterion.check_points.length ? criterion.check_points.join(', ') : '—',
-      ]),
-    })
-    const facts = keyValues([
-      ['rubric', html`<code>${entry.rubric.rubric_id}</code>`],
-      ['objective', num(entry.score)],
-      ['tail accuracy (raw)', num(objective?.raw_tail_acc)],
-      ['Kendall tau', num(objective?.kendall_tau)],
-      ['NDCG', num(objective?.ndcg)],
-      [
-        'top margin (initial → final)',
-        margin
-          ? `${num(margin.initial_margin)} → ${num(margin.final_margin)}${margin.improved ? ' (improved)' : ''}`
-          : num(objective?.signed_top_margin),
-      ],
-      ['best candidate', entry.best_candidate_id ? html`<code>${entry.best_candidate_id}</code>` : '—'],
-      [`${step}s run`, entry.generations_run ?? '—'],
-      ['stopped by', entry.stop_reason ?? '—'],
-      [
-        'grading',
-        `grades 0–${entry.rubric.grading_protocol.grade_max}, ${entry.rubric.grading_protocol.num_votes} vote(s)${entry.rubric.grading_protocol.allow_na ? ', N/A allowed' : ''}`,
-      ],
-    ])
-    return html`<details class="card rubric" ${index < OPEN_RUBRICS ? 'open' : ''}><summary><strong>${entry.prompt_id}</strong> <span class="muted">objective ${num(entry.score)} · ${entry.rubric.criteria.length} criteria</span></summary>${facts}${criteria}</details>`
-  })
+  const rubricCards = rubrics.map((entry, index) => rubricCard(entry, index, step, margins[entry.prompt_id]))
 
   const sections = [
     {
       id: 'objective',
       title: `Objective per ${step}`,
-      body: html`<div class="charts">${charts.map((svg, index) => figure(svg, captions[index]))}</div>`,
+      body: html`<div class="charts">${charts.map((chart) => figure(chart.svg, chart.caption))}</div>`,
     },
     {
       id: 'rubrics',
@@ -172,30 +85,137 @@ export function searchReport(output: SearchOutputFile, fileName: string): Report
       ]
         .filter(Boolean)
         .join(' · ') || undefined,
-    tiles: [
-      { label: 'prompts', value: rubrics.length },
-      {
-        label: `${step}s run`,
-        value: generations || '—',
-        hint: diagnostics?.stop_reason ? `stopped by ${diagnostics.stop_reason}` : undefined,
-      },
-      {
-        label: 'mean objective',
-        value: num(diagnostics?.objective_summary?.total ?? meanOf(rubrics.map((entry) => entry.score))),
-      },
-      { label: 'Kendall tau (mean)', value: num(diagnostics?.objective_summary?.kendall_tau) },
-      {
-        label: 'LLM calls',
-        value: typeof totalCalls === 'number' ? num(totalCalls) : '—',
-        hint: typeof cacheHits === 'number' ? `${num(cacheHits)} cache hits` : undefined,
-      },
-    ],
+    tiles: searchTiles(output, step),
     sections,
     charts: charts.length,
   }
 }
 
-function settingsSection(output: SearchOutputFile): SafeHtml {
+type BestRubric = SearchOutputFile['best_rubrics'][number]
+type PromptMargin = NonNullable<
+  NonNullable<NonNullable<SearchOutputFile['search_diagnostics']>['margin_improvement']>['per_prompt']
+>[string]
+
+/** The objective charts: best and mean per step, one line per prompt (when few), and the final objective. */
+function objectiveCharts(rubrics: BestRubric[], step: string): Array<{ svg: string; caption: string }> {
+  const { best, mean } = objectiveByGeneration(rubrics.map((entry) => entry.history ?? []))
+  const charts = [
+    {
+      svg: lineChart({
+        title: `Objective per ${step}`,
+        ...CHART_SIZE,
+        xLabel: step,
+        yLabel: 'objective',
+        series: [
+          { name: 'best prompt', points: best },
+          { name: `mean over ${rubrics.length} prompt${rubrics.length === 1 ? '' : 's'}`, points: mean },
+        ],
+      }),
+      caption: `Best rubric's objective at each ${step}: the best prompt's, and the mean over prompts (a prompt that stopped early keeps its last value).`,
+    },
+  ]
+  if (rubrics.length > 1 && rubrics.length <= MAX_PROMPT_LINES)
+    charts.push({
+      svg: lineChart({
+        title: `Objective per ${step}, by prompt`,
+        ...CHART_SIZE,
+        xLabel: step,
+        yLabel: 'objective',
+        series: rubrics.map((entry) => ({
+          name: entry.prompt_id,
+          points: (entry.history ?? []).map((y, x) => ({ x, y })),
+        })),
+      }),
+      caption: `One line per prompt.`,
+    })
+  charts.push({ svg: finalObjectiveChart(rubrics), caption: 'The objective total of each prompt’s best rubric.' })
+  return charts
+}
+
+function finalObjectiveChart(rubrics: BestRubric[]): string {
+  return rubrics.length <= MAX_PROMPT_BARS
+    ? barChart({
+        title: 'Final objective by prompt',
+        ...CHART_SIZE,
+        yLabel: 'objective',
+        bars: rubrics.map((entry) => ({ label: entry.prompt_id, value: entry.score })),
+      })
+    : histogram({
+        title: 'Final objective over prompts',
+        ...CHART_SIZE,
+        xLabel: 'objective',
+        yLabel: 'prompts',
+        values: rubrics.map((entry) => entry.score),
+      })
+}
+
+/** One prompt's best rubric: its numbers, then its criteria; the first few are open. */
+function rubricCard(entry: BestRubric, index: number, step: string, margin: PromptMargin | undefined): Markup {
+  const objective = entry.objective
+  const criteria = table({
+    headers: ['criterion', 'type', 'weight', 'text', 'check points'],
+    numeric: [2],
+    rows: entry.rubric.criteria.map((criterion) => [
+      html`<code>${criterion.criterion_id}</code>`,
+      criterion.criterion_type ?? '—',
+      num(criterion.weight),
+      criterion.text,
+      criterion.check_points.length ? criterion.check_points.join(', ') : '—',
+    ]),
+  })
+  const protocol = entry.rubric.grading_protocol
+  const facts = keyValues([
+    ['rubric', html`<code>${entry.rubric.rubric_id}</code>`],
+    ['objective', num(entry.score)],
+    ['tail accuracy (raw)', num(objective?.raw_tail_acc)],
+    ['Kendall tau', num(objective?.kendall_tau)],
+    ['NDCG', num(objective?.ndcg)],
+    [
+      'top margin (initial → final)',
+      margin
+        ? `${num(margin.initial_margin)} → ${num(margin.final_margin)}${margin.improved ? ' (improved)' : ''}`
+        : num(objective?.signed_top_margin),
+    ],
+    ['best candidate', entry.best_candidate_id ? html`<code>${entry.best_candidate_id}</code>` : '—'],
+    [`${step}s run`, entry.generations_run ?? '—'],
+    ['stopped by', entry.stop_reason ?? '—'],
+    [
+      'grading',
+      `grades 0–${protocol.grade_max}, ${protocol.num_votes} vote(s)${protocol.allow_na ? ', N/A allowed' : ''}`,
+    ],
+  ])
+  return html`<details class="card rubric" ${index < OPEN_RUBRICS ? 'open' : ''}><summary><strong>${entry.prompt_id}</strong> <span class="muted">objective ${num(entry.score)} · ${entry.rubric.criteria.length} criteria</span></summary>${facts}${criteria}</details>`
+}
+
+/** The headline numbers: prompts, steps run, mean objective and tau, LLM calls. */
+function searchTiles(output: SearchOutputFile, step: string): Tile[] {
+  const diagnostics = output.search_diagnostics ?? null
+  const usage = output.usage ?? null
+  const rubrics = output.best_rubrics
+  const generations = diagnostics?.generations_run ?? Math.max(0, ...rubrics.map((entry) => entry.generations_run ?? 0))
+  const totalCalls = get(usage, 'total', 'calls')
+  const cacheHits = get(usage, 'total', 'cache_hits')
+  return [
+    { label: 'prompts', value: rubrics.length },
+    {
+      label: `${step}s run`,
+      value: generations || '—',
+      hint: diagnostics?.stop_reason ? `stopped by ${diagnostics.stop_reason}` : undefined,
+    },
+    {
+      label: 'mean objective',
+      value: num(diagnostics?.objective_summary?.total ?? meanOf(rubrics.map((entry) => entry.score))),
+    },
+    { label: 'Kendall tau (mean)', value: num(diagnostics?.objective_summary?.kendall_tau) },
+    {
+      label: 'LLM calls',
+      value: typeof totalCalls === 'number' ? num(totalCalls) : '—',
+      hint: typeof cacheHits === 'number' ? `${num(cacheHits)} cache hits` : undefined,
+    },
+  ]
+}
+
+function settingsSection(output: SearchOutputFile): Markup {
   const manifest = output.run_manifest
   const diagnostics = output.search_diagnostics
   const searchFacts = keyValues([
@@ -281,9 +301,9 @@ const ROLE_COLUMNS = [
   ['completion_tokens', 'completion tokens'],
 ] as const
 
-function callsSection(usage: SearchOutputFile['usage']): SafeHtml {
+function callsSection(usage: SearchOutputFile['usage']): Markup {
   if (!usage?.roles) return html`<p class="empty">This output has no usage record.</p>`
-  const row = (name: SafeHtml | string, counters: Record<string, unknown> | undefined) => [
+  const row = (name: Markup | string, counters: Record<string, unknown> | undefined) => [
     name,
     ...ROLE_COLUMNS.map(([key]) => num(counters?.[key] as number | undefined)),
   ]

@@ -2,13 +2,14 @@
  * The two ways a search run ends early on purpose: bad input (exit code 2) and an interruption (Ctrl-C,
  * SIGTERM, or the hidden test flag `--abort-after-calls`; exit code 130, the last checkpoint kept).
  */
+import { UsageError } from '../../src/usage-error/index.ts'
 
 /**
  * A flag, file or setting the search cannot use; the message names the flag or the file and the place.
  * The CLI turns it into exit code 2.
  * @example throw new SearchInputError('--generations: expected an integer, got "ten"')
  */
-export class SearchInputError extends Error {
+export class SearchInputError extends UsageError {
   override name = 'SearchInputError'
 }
 

@@ -8,6 +8,7 @@ import { startProgress } from '../progress/index.ts'
 import pLimit from 'p-limit'
 import { RewardClient } from '../../src/client/index.ts'
 import type { RubricStatus } from '../../src/schemas/status.ts'
+import { mean, quantile } from '../../src/stats/index.ts'
 import {
   BEHAVIOURS,
   planStep,
@@ -16,7 +17,6 @@ import {
   type SimulatedRollout,
   type TrainingStage,
 } from './scenario.ts'
-import { mean, quantile } from '../../src/stats/index.ts'
 
 export interface SimulationOptions {
   /** e.g. `http://127.0.0.1:8787` */
@@ -145,6 +145,21 @@ interface MemoryAnswer {
   documents: { step: number; data: { rollout_id?: string; analysis?: { reward_hacking?: { flag?: boolean } } } }[]
 }
 
+/** What every step of one simulation shares. */
+interface Simulation {
+  options: SimulationOptions
+  client: RewardClient
+  getJson: ReturnType<typeof jsonReader>
+  limit: ReturnType<typeof pLimit>
+  wait: boolean
+  observe: boolean
+  waitTimeoutS: number
+  /** The run, once known (from the options, a score answer or the status). */
+  runId: string | null
+  /** The rubric texts the next step's rollouts are written against (reward hacking stuffs their keywords). */
+  rubricTexts: string[]
+}
+
 /**
  * Runs the simulated training loop against a running server and returns every step's report.
  * @example
@@ -154,11 +169,44 @@ interface MemoryAnswer {
 export async function runSimulation(options: SimulationOptions): Promise<SimulationResult> {
   const startedAt = new Date()
   const started = performance.now()
-  const concurrency = options.concurrency ?? 8
-  const wait = options.wait ?? true
-  const observe = options.observe ?? true
-  const waitTimeoutS = options.waitTimeoutS ?? 300
+  const simulation = await startSimulation(options)
   const idPrefix = options.idPrefix ?? `sim-${options.seed}-${Math.random().toString(36).slice(2, 8)}`
+  const reports: StepReport[] = []
+  const plans: SimulatedRollout[][] = []
+  for (let step = 0; step < options.steps; step++) {
+    const plan = planStep({
+      seed: options.seed,
+      step,
+      totalSteps: options.steps,
+      rolloutsPerStep: options.rolloutsPerStep,
+      rubricTexts: simulation.rubricTexts,
+      idPrefix,
+      groupSize: options.groupSize ?? 1,
+    })
+    plans.push(plan)
+    const report = await runStep(simulation, step, plan)
+    reports.push(report)
+    if (simulation.wait || !simulation.observe) options.onStep?.(report)
+  }
+  if (!simulation.wait && simulation.observe) await backfillUpdates(simulation, reports, plans)
+  const finalRubrics = simulation.observe ? await simulation.client.rubrics().catch(() => ({}) as RubricsAnswer) : {}
+  return {
+    base_url: options.baseUrl,
+    run_id: simulation.runId,
+    seed: options.seed,
+    steps: options.steps,
+    rollouts_per_step: options.rolloutsPerStep,
+    concurrency: options.concurrency ?? 8,
+    waited: simulation.wait,
+    started_at: startedAt.toISOString(),
+    duration_ms: performance.now() - started,
+    reports,
+    final_rubrics: allRubrics(finalRubrics),
+  }
+}
+
+/** The client, the request limit and the defaults of one simulation, with the rubrics in force at its start. */
+async function startSimulation(options: SimulationOptions): Promise<Simulation> {
   const client = new RewardClient({
     baseUrl: options.baseUrl,
     ...(options.token ? { token: options.token } : {}),
@@ -166,159 +214,167 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
     ...(options.requestTimeoutMs ? { timeoutMs: options.requestTimeoutMs } : {}),
     ...(options.fetch ? { fetch: options.fetch } : {}),
   })
-  const getJson = jsonReader(options)
-  const limit = pLimit(concurrency)
-
-  let runId: string | null = options.runId ?? null
-  let rubricTexts = observe ? rubricTextsOf(await client.rubrics().catch(() => ({}))) : []
-  const reports: StepReport[] = []
-  const plans: SimulatedRollout[][] = []
-
-  for (let step = 0; step < options.steps; step++) {
-    const plan = planStep({
-      seed: options.seed,
-      step,
-      totalSteps: options.steps,
-      rolloutsPerStep: options.rolloutsPerStep,
-      rubricTexts,
-      idPrefix,
-      groupSize: options.groupSize ?? 1,
-    })
-    plans.push(plan)
-
-    // 1. Score the step's rollouts, at most `concurrency` in flight.
-    const latencies: number[] = []
-    const scoreStarted = performance.now()
-    const progress = options.showProgress
-      ? startProgress({ label: `step ${step} scoring`, total: plan.length })
-      : undefined
-    const results = await Promise.all(
-      plan.map((simulated) =>
-        limit(async () => {
-          const sent = performance.now()
-          try {
-            const result = await client.scoreAsync(simulated.rollout, simulated.metadata)
-            return { simulated, result }
-          } catch (error) {
-            // A failed /score (after the client's retries) is not counted by the service; the step goes on without it.
-            return { simulated, error: error instanceof Error ? error : new Error(String(error)) }
-          } finally {
-            latencies.push(performance.now() - sent)
-            progress?.update(latencies.length)
-          }
-        }),
-      ),
-    ).finally(() => progress?.stop())
-    const scoreMs = performance.now() - scoreStarted
-    const scored = results.flatMap((entry) =>
-      'result' in entry && entry.result ? [{ behaviour: entry.simulated.behaviour, result: entry.result }] : [],
-    )
-    const errors = results.length - scored.length
-    if (scored.length === 0 && plan.length > 0) {
-      const first = results.find((entry) => 'error' in entry) as { error: Error } | undefined
-      throw new Error(`every /score of step ${step} failed: ${first?.error.message ?? 'unknown error'}`)
-    }
-    runId ??= scored[0]?.result.run_id ?? null
-
-    // 2. Close the step; 3. wait for its update (unless the trainer runs ahead).
-    const completeStarted = performance.now()
-    await client.rolloutsComplete()
-    const completeMs = performance.now() - completeStarted
-    let waitMs: number | null = null
-    let timedOut = false
-    if (wait) {
-      const waitStarted = performance.now()
-      const updated = await client.rubricUpdated(waitTimeoutS)
-      waitMs = performance.now() - waitStarted
-      timedOut = updated.timed_out === true
-    }
-
-    const serverSteps = scored.map((entry) => entry.result.step)
-    const report: StepReport = {
-      step,
-      stage: trainingStage(step, options.steps),
-      server_step: serverSteps.length ? Math.max(...serverSteps) : null,
-      counts: countBy(plan.map((simulated) => simulated.behaviour)),
-      scores: scoresByBehaviour(plan, scored),
-      mean_score: mean(scored.map((entry) => entry.result.score)),
-      errors,
-      rubric_version_scored: scored.length ? Math.max(...scored.map((entry) => entry.result.rubric_version)) : null,
-      rubric_version: null,
-      status: null,
-      update_timed_out: timedOut,
-      hacking_flags: null,
-      hacking_flags_source: null,
-      flagged_by_behaviour: null,
-      update: null,
-      timings_ms: {
-        score: scoreMs,
-        score_sum: latencies.reduce((sum, ms) => sum + ms, 0),
-        score_p50: quantile(latencies, 0.5) ?? 0,
-        score_max: Math.max(0, ...latencies),
-        complete: completeMs,
-        wait: waitMs,
-        trainer: scoreMs + completeMs + (waitMs ?? 0),
-      },
-    }
-
-    // 4. What the service says about the step.
-    if (observe) {
-      const [status, rubrics] = await Promise.all([
-        client.rubricStatus(),
-        client.rubrics().catch(() => ({}) as RubricsAnswer),
-      ])
-      runId ??= status.run_id
-      const texts = rubricTextsOf(rubrics)
-      if (texts.length > 0) rubricTexts = texts
-      report.status = status.status
-      report.rubric_version = versionOf(rubrics) ?? status.rubric_version
-      if (wait && report.server_step !== null && status.step === report.server_step) {
-        report.hacking_flags = status.hacking_flags
-        report.hacking_flags_source = 'rubric_status'
-      }
-      if (wait && report.server_step !== null) {
-        report.update = await updateOf(getJson, report.server_step, status)
-        report.flagged_by_behaviour = await flaggedByBehaviour(getJson, report.server_step, plan)
-      }
-    }
-    reports.push(report)
-    if (wait || !observe) options.onStep?.(report)
-  }
-
-  // No-wait mode: the updates of the last steps are still running; wait for all of them, then fill in what each did.
-  if (!wait && observe) {
-    const status = await settle(client, waitTimeoutS)
-    for (const [index, report] of reports.entries()) {
-      if (report.server_step === null) continue
-      report.update = await updateOf(
-        getJson,
-        report.server_step,
-        status.step === report.server_step ? status : undefined,
-      )
-      if (report.update?.rubric_version) report.rubric_version = report.update.rubric_version
-      report.status = report.update ? 'updated' : report.status
-      report.flagged_by_behaviour = await flaggedByBehaviour(getJson, report.server_step, plans[index]!)
-      if (report.flagged_by_behaviour) {
-        report.hacking_flags = BEHAVIOURS.reduce((sum, behaviour) => sum + report.flagged_by_behaviour![behaviour], 0)
-        report.hacking_flags_source = 'memory'
-      }
-      options.onStep?.(report)
-    }
-  }
-
-  const finalRubrics = observe ? await client.rubrics().catch(() => ({}) as RubricsAnswer) : {}
+  const observe = options.observe ?? true
   return {
-    base_url: options.baseUrl,
-    run_id: runId,
-    seed: options.seed,
-    steps: options.steps,
-    rollouts_per_step: options.rolloutsPerStep,
-    concurrency,
-    waited: wait,
-    started_at: startedAt.toISOString(),
-    duration_ms: performance.now() - started,
-    reports,
-    final_rubrics: allRubrics(finalRubrics),
+    options,
+    client,
+    getJson: jsonReader(options),
+    limit: pLimit(options.concurrency ?? 8),
+    wait: options.wait ?? true,
+    observe,
+    waitTimeoutS: options.waitTimeoutS ?? 300,
+    runId: options.runId ?? null,
+    rubricTexts: observe ? rubricTextsOf(await client.rubrics().catch(() => ({}))) : [],
+  }
+}
+
+/** One step: score its rollouts, close it, wait for its update (unless the trainer runs ahead), observe it. */
+async function runStep(simulation: Simulation, step: number, plan: SimulatedRollout[]): Promise<StepReport> {
+  const scoring = await scoreStep(simulation, step, plan)
+  simulation.runId ??= scoring.scored[0]?.result.run_id ?? null
+  const closing = await closeStep(simulation)
+  const report = stepReport(simulation.options, step, plan, scoring, closing)
+  if (simulation.observe) await observeStep(simulation, report, plan)
+  return report
+}
+
+type ScoreAnswer = Awaited<ReturnType<RewardClient['scoreAsync']>>
+
+/** The scoring phase of a step: what was scored, how many failed, and the round trips. */
+interface StepScoring {
+  scored: Array<{ behaviour: Behaviour; result: ScoreAnswer }>
+  errors: number
+  latencies: number[]
+  ms: number
+}
+
+/** Scores the step's rollouts, at most `concurrency` in flight; fails only when every one of them failed. */
+async function scoreStep(simulation: Simulation, step: number, plan: SimulatedRollout[]): Promise<StepScoring> {
+  const { client, limit, options } = simulation
+  const latencies: number[] = []
+  const started = performance.now()
+  const progress = options.showProgress
+    ? startProgress({ label: `step ${step} scoring`, total: plan.length })
+    : undefined
+  const results = await Promise.all(
+    plan.map((simulated) =>
+      limit(async () => {
+        const sent = performance.now()
+        try {
+          const result = await client.scoreAsync(simulated.rollout, simulated.metadata)
+          return { simulated, result }
+        } catch (error) {
+          // A failed /score (after the client's retries) is not counted by the service; the step goes on without it.
+          return { simulated, error: error instanceof Error ? error : new Error(String(error)) }
+        } finally {
+          latencies.push(performance.now() - sent)
+          progress?.update(latencies.length)
+        }
+      }),
+    ),
+  ).finally(() => progress?.stop())
+  const ms = performance.now() - started
+  const scored = results.flatMap((entry) =>
+    'result' in entry && entry.result ? [{ behaviour: entry.simulated.behaviour, result: entry.result }] : [],
+  )
+  if (scored.length === 0 && plan.length > 0) {
+    const first = results.find((entry) => 'error' in entry) as { error: Error } | undefined
+    throw new Error(`every /score of step ${step} failed: ${first?.error.message ?? 'unknown error'}`)
+  }
+  return { scored, errors: results.length - scored.length, latencies, ms }
+}
+
+/** Closes the step and, when the trainer waits, waits for its update; returns the times of both. */
+async function closeStep(
+  simulation: Simulation,
+): Promise<{ completeMs: number; waitMs: number | null; timedOut: boolean }> {
+  const completeStarted = performance.now()
+  await simulation.client.rolloutsComplete()
+  const completeMs = performance.now() - completeStarted
+  if (!simulation.wait) return { completeMs, waitMs: null, timedOut: false }
+  const waitStarted = performance.now()
+  const updated = await simulation.client.rubricUpdated(simulation.waitTimeoutS)
+  return { completeMs, waitMs: performance.now() - waitStarted, timedOut: updated.timed_out === true }
+}
+
+/** The step's report from its scoring and closing; what the service says about it is filled in by observeStep. */
+function stepReport(
+  options: SimulationOptions,
+  step: number,
+  plan: SimulatedRollout[],
+  scoring: StepScoring,
+  closing: { completeMs: number; waitMs: number | null; timedOut: boolean },
+): StepReport {
+  const { scored, latencies } = scoring
+  const serverSteps = scored.map((entry) => entry.result.step)
+  return {
+    step,
+    stage: trainingStage(step, options.steps),
+    server_step: serverSteps.length ? Math.max(...serverSteps) : null,
+    counts: countBy(plan.map((simulated) => simulated.behaviour)),
+    scores: scoresByBehaviour(plan, scored),
+    mean_score: mean(scored.map((entry) => entry.result.score)),
+    errors: scoring.errors,
+    rubric_version_scored: scored.length ? Math.max(...scored.map((entry) => entry.result.rubric_version)) : null,
+    rubric_version: null,
+    status: null,
+    update_timed_out: closing.timedOut,
+    hacking_flags: null,
+    hacking_flags_source: null,
+    flagged_by_behaviour: null,
+    update: null,
+    timings_ms: {
+      score: scoring.ms,
+      score_sum: latencies.reduce((sum, ms) => sum + ms, 0),
+      score_p50: quantile(latencies, 0.5) ?? 0,
+      score_max: Math.max(0, ...latencies),
+      complete: closing.completeMs,
+      wait: closing.waitMs,
+      trainer: scoring.ms + closing.completeMs + (closing.waitMs ?? 0),
+    },
+  }
+}
+
+/** Fills in what the service says about the step: status, rubric version, and (after a wait) flags and update. */
+async function observeStep(simulation: Simulation, report: StepReport, plan: SimulatedRollout[]): Promise<void> {
+  const { client, getJson, wait } = simulation
+  const [status, rubrics] = await Promise.all([
+    client.rubricStatus(),
+    client.rubrics().catch(() => ({}) as RubricsAnswer),
+  ])
+  simulation.runId ??= status.run_id
+  const texts = rubricTextsOf(rubrics)
+  if (texts.length > 0) simulation.rubricTexts = texts
+  report.status = status.status
+  report.rubric_version = versionOf(rubrics) ?? status.rubric_version
+  if (!wait || report.server_step === null) return
+  if (status.step === report.server_step) {
+    report.hacking_flags = status.hacking_flags
+    report.hacking_flags_source = 'rubric_status'
+  }
+  report.update = await updateOf(getJson, report.server_step, status)
+  report.flagged_by_behaviour = await flaggedByBehaviour(getJson, report.server_step, plan)
+}
+
+/** No-wait mode: the updates of the last steps are still running; waits for all of them, then fills in each. */
+async function backfillUpdates(
+  simulation: Simulation,
+  reports: StepReport[],
+  plans: SimulatedRollout[][],
+): Promise<void> {
+  const { getJson } = simulation
+  const status = await settle(simulation.client, simulation.waitTimeoutS)
+  for (const [index, report] of reports.entries()) {
+    if (report.server_step === null) continue
+    report.update = await updateOf(getJson, report.server_step, status.step === report.server_step ? status : undefined)
+    if (report.update?.rubric_version) report.rubric_version = report.update.rubric_version
+    report.status = report.update ? 'updated' : report.status
+    report.flagged_by_behaviour = await flaggedByBehaviour(getJson, report.server_step, plans[index]!)
+    if (report.flagged_by_behaviour) {
+      report.hacking_flags = BEHAVIOURS.reduce((sum, behaviour) => sum + report.flagged_by_behaviour![behaviour], 0)
+      report.hacking_flags_source = 'memory'
+    }
+    simulation.options.onStep?.(report)
   }
 }
 

@@ -4,7 +4,7 @@
  */
 import { chmodSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
-import { TrainInputError } from './errors.ts'
+import { UsageError } from '../../src/usage-error/index.ts'
 
 /** The variables, by what they mean; the recipes in clients/python/recipes read the first three. */
 export const ENV = {
@@ -40,9 +40,9 @@ export function formatEnvFile(env: Record<string, string | undefined>): string {
   const lines = ['# written by `reward-harness train prepare`; it may hold a run token: keep it private (mode 600)']
   for (const [key, value] of Object.entries(env)) {
     if (value === undefined) continue
-    if (!KEY.test(key)) throw new TrainInputError(`env file: "${key}" is not a variable name`)
+    if (!KEY.test(key)) throw new UsageError(`env file: "${key}" is not a variable name`)
     if (value.includes('\n') || value.includes('\0'))
-      throw new TrainInputError(`env file: the value of ${key} has a line break`)
+      throw new UsageError(`env file: the value of ${key} has a line break`)
     lines.push(`${key}=${shellQuote(value)}`)
   }
   return `${lines.join('\n')}\n`
@@ -59,7 +59,7 @@ export function parseEnvFile(text: string, file = 'env file'): TrainEnv {
     const line = raw.trim()
     if (line === '' || line.startsWith('#')) return
     const match = line.match(/^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$/)
-    if (!match) throw new TrainInputError(`${file}: line ${index + 1}: expected KEY=value`)
+    if (!match) throw new UsageError(`${file}: line ${index + 1}: expected KEY=value`)
     env[match[1]!] = unquote(match[2]!, `${file}: line ${index + 1}`)
   })
   return env
@@ -71,7 +71,7 @@ function unquote(text: string, place: string): string {
     const char = text[at]!
     if (char === "'") {
       const end = text.indexOf("'", at + 1)
-      if (end === -1) throw new TrainInputError(`${place}: unterminated '`)
+      if (end === -1) throw new UsageError(`${place}: unterminated '`)
       value += text.slice(at + 1, end)
       at = end + 1
     } else if (char === '"') {
@@ -82,7 +82,7 @@ function unquote(text: string, place: string): string {
           end++
         } else value += text[end]
       }
-      if (end >= text.length) throw new TrainInputError(`${place}: unterminated "`)
+      if (end >= text.length) throw new UsageError(`${place}: unterminated "`)
       at = end + 1
     } else if (char === '\\' && at + 1 < text.length) {
       value += text[at + 1]
@@ -113,7 +113,7 @@ export function stageEnvFile(
     chmodSync(staged, 0o600)
   } catch (error) {
     rmSync(staged, { force: true })
-    throw new TrainInputError(`--env-path ${file}: cannot write it: ${(error as Error).message}`)
+    throw new UsageError(`--env-path ${file}: cannot write it: ${(error as Error).message}`)
   }
   return {
     commit: () => renameSync(staged, file),
@@ -130,13 +130,13 @@ export function readEnvFile(file: string): TrainEnv {
   try {
     text = readFileSync(file, 'utf8')
   } catch (error) {
-    throw new TrainInputError(
+    throw new UsageError(
       `cannot read the env file ${file}: ${(error as Error).message} (write it with \`reward-harness train prepare\`)`,
     )
   }
   const env = parseEnvFile(text, file)
   if (!env[ENV.trainingRunId])
-    throw new TrainInputError(
+    throw new UsageError(
       `${file} has no ${ENV.trainingRunId}: is it an env file written by \`reward-harness train prepare\`?`,
     )
   return env

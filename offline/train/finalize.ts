@@ -8,11 +8,11 @@ import { hostname } from 'node:os'
 import { LINEAGE_SCHEMA_VERSION, TrainingRunResult } from '../../src/lineage/schemas.ts'
 import { withBackend } from '../lineage/backend.ts'
 import { ENV, readEnvFile } from './env-file.ts'
-import { TrainInputError } from './errors.ts'
 import { type MetricValues, parseMetricFlag, readMetricsFile } from './metrics.ts'
 import { durationSeconds } from './run.ts'
 import { readState, type TrainState, writeState } from './state.ts'
 import { describeStore, resolveStore, type TrainStoreFlags } from './store.ts'
+import { UsageError } from '../../src/usage-error/index.ts'
 
 /** Signals that mean someone stopped the run on purpose. */
 const CANCEL_SIGNALS = new Set(['SIGINT', 'SIGTERM'])
@@ -127,7 +127,7 @@ function refuseWhileRunning(state: TrainState | undefined): void {
     alive = (error as NodeJS.ErrnoException).code === 'EPERM'
   }
   if (alive)
-    throw new TrainInputError(
+    throw new UsageError(
       `training run "${state!.training_run_id}" is still running (\`train run\` is process ${run.harness_pid}): finalize it when it ends`,
     )
 }

@@ -4,7 +4,7 @@
  * `finalize` (the result and metrics), `show` (the chain). `offline/cli/commands/train.ts` is the CLI over it.
  */
 export { ENV, formatEnvFile, parseEnvFile, readEnvFile, shellQuote, stageEnvFile, type TrainEnv } from './env-file.ts'
-export { EXIT_HANDSHAKE_REFUSED, failTrain, HandshakeRefusedError, TrainInputError } from './errors.ts'
+export { EXIT_HANDSHAKE_REFUSED, HandshakeRefusedError } from './errors.ts'
 export { finalizeTraining, judgeRun, type FinalizeOptions, type FinalizeOutcome } from './finalize.ts'
 export { formatFinalize, formatPrepare, formatShow } from './format.ts'
 export { flattenMetrics, parseMetricFlag, readMetricsFile, type MetricValues } from './metrics.ts'

@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs'
 import { locateJsonError } from '../../src/datasets/json-text.ts'
-import { TrainInputError } from './errors.ts'
+import { UsageError } from '../../src/usage-error/index.ts'
 
 /** Named finite numbers. */
 export type MetricValues = Record<string, number>
@@ -20,19 +20,19 @@ export function readMetricsFile(file: string, optional = false): MetricValues | 
     text = readFileSync(file, 'utf8')
   } catch (error) {
     if (optional && (error as NodeJS.ErrnoException).code === 'ENOENT') return undefined
-    throw new TrainInputError(`--metrics: cannot read ${file}: ${(error as Error).message}`)
+    throw new UsageError(`--metrics: cannot read ${file}: ${(error as Error).message}`)
   }
   let value: unknown
   try {
     value = JSON.parse(text)
   } catch {
     const fault = locateJsonError(text)
-    throw new TrainInputError(
+    throw new UsageError(
       `--metrics ${file}: line ${fault.line}: not valid JSON: ${fault.reason} at column ${fault.column}`,
     )
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value))
-    throw new TrainInputError(`--metrics ${file}: expected a JSON object of metrics, e.g. {"reward_mean": 0.6}`)
+    throw new UsageError(`--metrics ${file}: expected a JSON object of metrics, e.g. {"reward_mean": 0.6}`)
   return flattenMetrics(value as Record<string, unknown>, `--metrics ${file}`)
 }
 
@@ -45,11 +45,11 @@ export function flattenMetrics(object: Record<string, unknown>, place: string, p
   for (const [key, value] of Object.entries(object)) {
     const name = `${prefix}${key}`
     if (!key.trim())
-      throw new TrainInputError(`${place}: a metric name is empty${prefix ? ` under "${prefix.slice(0, -1)}"` : ''}`)
+      throw new UsageError(`${place}: a metric name is empty${prefix ? ` under "${prefix.slice(0, -1)}"` : ''}`)
     if (typeof value === 'object' && value !== null && !Array.isArray(value))
       Object.assign(metrics, flattenMetrics(value as Record<string, unknown>, place, `${name}.`))
     else if (typeof value === 'number' && Number.isFinite(value)) metrics[name] = value
-    else throw new TrainInputError(`${place}: "${name}" is not a finite number (${describe(value)})`)
+    else throw new UsageError(`${place}: "${name}" is not a finite number (${describe(value)})`)
   }
   return metrics
 }
@@ -62,10 +62,10 @@ export function parseMetricFlag(text: string): [string, number] {
   const at = text.indexOf('=')
   const name = text.slice(0, at).trim()
   const raw = text.slice(at + 1).trim()
-  if (at === -1 || !name) throw new TrainInputError(`--metric "${text}": use name=value, e.g. reward_mean=0.62`)
+  if (at === -1 || !name) throw new UsageError(`--metric "${text}": use name=value, e.g. reward_mean=0.62`)
   const value = Number(raw)
   if (raw === '' || !Number.isFinite(value))
-    throw new TrainInputError(`--metric "${text}": "${name}" is not a finite number`)
+    throw new UsageError(`--metric "${text}": "${name}" is not a finite number`)
   return [name, value]
 }
 

@@ -6,7 +6,7 @@ import { z } from 'zod'
 import { CreateRunRequest } from '../../src/schemas/run-config.ts'
 import { EdgeHttpError, EdgeNetworkError, EdgeProtocolError } from '../deploy/client.ts'
 import { readJsonFile } from '../lineage/backend.ts'
-import { TrainInputError } from './errors.ts'
+import { UsageError } from '../../src/usage-error/index.ts'
 
 /** What `POST /runs` answers (201). */
 export const CreatedRun = z.object({ run_id: z.string(), token: z.string().min(1), base_path: z.string() })
@@ -26,7 +26,7 @@ export interface OnlineRunRequest {
 export async function readOnlineRunRequest(file: string, defaultRunId: string): Promise<OnlineRunRequest> {
   const raw = await readJsonFile(file)
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
-    throw new TrainInputError(`--online-run ${file}: expected a JSON object (a run config, or {run_id?, config})`)
+    throw new UsageError(`--online-run ${file}: expected a JSON object (a run config, or {run_id?, config})`)
   const wrapped = 'config' in raw
   const body = wrapped ? { run_id: defaultRunId, ...raw } : { run_id: defaultRunId, config: raw }
   const parsed = CreateRunRequest.safeParse(body)
@@ -38,7 +38,7 @@ export async function readOnlineRunRequest(file: string, defaultRunId: string): 
         ? `run_id "${defaultRunId}" (from --name): ${issue.message}; give another --name or "run_id" in the file`
         : `${wrapped ? where : where.replace(/^config\.?/, '') || '(root)'}: ${issue.message}`
     })
-    throw new TrainInputError(`--online-run ${file}: ${issues.join('; ')}`)
+    throw new UsageError(`--online-run ${file}: ${issues.join('; ')}`)
   }
   return { run_id: parsed.data.run_id ?? defaultRunId, config: body.config }
 }

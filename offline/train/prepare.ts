@@ -11,10 +11,11 @@ import { type AdminClient, type AdminClientOptions, EdgeHttpError, type RmHealth
 import { ADMIN_TOKEN_ENV, checkTarget, checkUrl, connect } from '../deploy/run.ts'
 import { withBackend } from '../lineage/backend.ts'
 import { ENV, stageEnvFile } from './env-file.ts'
-import { HandshakeRefusedError, TrainInputError } from './errors.ts'
+import { HandshakeRefusedError } from './errors.ts'
 import { createOnlineRun, readOnlineRunRequest } from './online-run.ts'
 import { clearState } from './state.ts'
 import { describeStore, resolveStore, type TrainStoreFlags } from './store.ts'
+import { UsageError } from '../../src/usage-error/index.ts'
 
 /** What a manifest says when the flag is not given: honest about not knowing, and easy to find later. */
 export const UNSPECIFIED = 'unspecified'
@@ -65,7 +66,7 @@ export function parseDatasetRef(text: string | undefined): { id: string; version
   const at = text.lastIndexOf('@')
   const id = text.slice(0, at).trim()
   const version = text.slice(at + 1).trim()
-  if (at === -1 || !id || !version) throw new TrainInputError(`--dataset "${text}": use <id>@<version>, e.g. gsm8k@v3`)
+  if (at === -1 || !id || !version) throw new UsageError(`--dataset "${text}": use <id>@<version>, e.g. gsm8k@v3`)
   return { id, version }
 }
 
@@ -74,65 +75,17 @@ export function parseDatasetRef(text: string | undefined): { id: string; version
  * @example const outcome = await prepareTraining({ url, target: 'prod', name: 'grpo-7', envFile: 'grpo-7.env', expectArtifact: 'rm_…', env: process.env })
  */
 export async function prepareTraining(options: PrepareOptions): Promise<PrepareOutcome> {
-  const name = LineageId.safeParse(options.name)
-  if (!name.success) throw new TrainInputError(`--name "${options.name}": ${name.error.issues[0]?.message}`)
-  const target = checkTarget(options.target)
-  const edgeUrl = checkEdgeUrl(options.url)
-  if (!options.env[ADMIN_TOKEN_ENV]?.trim())
-    throw new TrainInputError(`the admin token is missing: set ${ADMIN_TOKEN_ENV} to the edge's ADMIN_TOKEN`)
-  const dataset = parseDatasetRef(options.dataset)
-  const trainer = nonEmpty(options.trainer, '--trainer')
-  const model = nonEmpty(options.model, '--model')
-  const store = resolveStore(options)
-  const envFile = path.resolve(options.envFile)
-  const request =
-    options.onlineRun === undefined ? undefined : await readOnlineRunRequest(options.onlineRun, options.name)
+  const checked = await checkPrepareInputs(options)
+  const { target, edgeUrl, store, envFile, request } = checked
   const client = connect({ url: edgeUrl, env: options.env, ...(options.client ? { client: options.client } : {}) })
-
   const { health, deployment } = await handshake(client, target, options.expectArtifact)
-
-  await withBackend(
-    store,
-    async (backend) => {
-      const existing = await backend.chain(options.name)
-      if (existing)
-        throw new TrainInputError(
-          `training run "${options.name}" is already recorded (started ${existing.manifest.started_at}): give another --name`,
-        )
-    },
-    '--lineage-url',
-  )
-  try {
-    accessSync(path.dirname(envFile), constants.W_OK)
-  } catch (error) {
-    throw new TrainInputError(`--env-path ${options.envFile}: cannot write there: ${(error as Error).message}`)
-  }
-
+  await refuseRecordedRun(store, options.name)
+  checkWritable(envFile, options.envFile)
   const online = request
     ? await createOnlineRun(edgeUrl, options.env[ADMIN_TOKEN_ENV]!.trim(), request, options.client?.fetch)
     : undefined
   const rmToken = options.env.RM_TOKEN?.trim() || undefined
-  const manifest = TrainingRunManifest.parse({
-    schema_version: LINEAGE_SCHEMA_VERSION,
-    run_id: options.name,
-    ...(online ? { harness_run_id: online.run_id } : {}),
-    trainer: { name: trainer },
-    model: { name: model },
-    dataset,
-    artifact_id: health.artifact_id,
-    deploy_id: deployment.deploy_id,
-    target,
-    config: {
-      edge_url: edgeUrl,
-      online_run_id: online?.run_id ?? null,
-      rm: {
-        source_session_id: health.source_session_id,
-        schema_version: health.schema_version,
-        rm_api_version: health.rm_api_version,
-      },
-    },
-    started_at: (options.now?.() ?? new Date()).toISOString(),
-  })
+  const manifest = trainingManifest(options, checked, health, deployment, online)
   const pending = stageEnvFile(envFile, {
     [ENV.url]: edgeUrl,
     [ENV.token]: online?.token ?? rmToken,
@@ -144,15 +97,7 @@ export async function prepareTraining(options: PrepareOptions): Promise<PrepareO
     [ENV.lineageDb]: store.db,
     [ENV.lineageUrl]: store.url,
   })
-  try {
-    await withBackend(store, (backend) => backend.recordManifest(manifest), '--lineage-url')
-  } catch (error) {
-    pending.discard()
-    if (online && error instanceof Error)
-      error.message += ` (the online run "${online.run_id}" was created; prepare again with another --name)`
-    throw error
-  }
-  pending.commit()
+  await recordManifest(store, manifest, pending, online)
   clearState(envFile)
   return {
     training_run_id: options.name,
@@ -168,6 +113,108 @@ export async function prepareTraining(options: PrepareOptions): Promise<PrepareO
   }
 }
 
+/** The flags of a prepare, checked before anything is asked of the edge. */
+interface CheckedPrepare {
+  target: string
+  edgeUrl: string
+  dataset: { id: string; version: string }
+  trainer: string
+  model: string
+  store: ReturnType<typeof resolveStore>
+  envFile: string
+  request: Awaited<ReturnType<typeof readOnlineRunRequest>> | undefined
+}
+
+/** Checks every flag (and reads the online run's config) so a mistake is refused before any request. */
+async function checkPrepareInputs(options: PrepareOptions): Promise<CheckedPrepare> {
+  const name = LineageId.safeParse(options.name)
+  if (!name.success) throw new UsageError(`--name "${options.name}": ${name.error.issues[0]?.message}`)
+  const target = checkTarget(options.target)
+  const edgeUrl = checkEdgeUrl(options.url)
+  if (!options.env[ADMIN_TOKEN_ENV]?.trim())
+    throw new UsageError(`the admin token is missing: set ${ADMIN_TOKEN_ENV} to the edge's ADMIN_TOKEN`)
+  const dataset = parseDatasetRef(options.dataset)
+  const trainer = nonEmpty(options.trainer, '--trainer')
+  const model = nonEmpty(options.model, '--model')
+  const store = resolveStore(options)
+  const envFile = path.resolve(options.envFile)
+  const request =
+    options.onlineRun === undefined ? undefined : await readOnlineRunRequest(options.onlineRun, options.name)
+  return { target, edgeUrl, dataset, trainer, model, store, envFile, request }
+}
+
+/** A training run id is recorded once: a second prepare under the same name is refused. */
+async function refuseRecordedRun(store: ReturnType<typeof resolveStore>, name: string): Promise<void> {
+  await withBackend(
+    store,
+    async (backend) => {
+      const existing = await backend.chain(name)
+      if (existing)
+        throw new UsageError(
+          `training run "${name}" is already recorded (started ${existing.manifest.started_at}): give another --name`,
+        )
+    },
+    '--lineage-url',
+  )
+}
+
+function checkWritable(envFile: string, flag: string): void {
+  try {
+    accessSync(path.dirname(envFile), constants.W_OK)
+  } catch (error) {
+    throw new UsageError(`--env-path ${flag}: cannot write there: ${(error as Error).message}`)
+  }
+}
+
+/** The lineage manifest of the training run: what it trains, on which RM, from which edge. */
+function trainingManifest(
+  options: PrepareOptions,
+  checked: CheckedPrepare,
+  health: RmHealth,
+  deployment: DeployRecord,
+  online: { run_id: string } | undefined,
+): TrainingRunManifest {
+  return TrainingRunManifest.parse({
+    schema_version: LINEAGE_SCHEMA_VERSION,
+    run_id: options.name,
+    ...(online ? { harness_run_id: online.run_id } : {}),
+    trainer: { name: checked.trainer },
+    model: { name: checked.model },
+    dataset: checked.dataset,
+    artifact_id: health.artifact_id,
+    deploy_id: deployment.deploy_id,
+    target: checked.target,
+    config: {
+      edge_url: checked.edgeUrl,
+      online_run_id: online?.run_id ?? null,
+      rm: {
+        source_session_id: health.source_session_id,
+        schema_version: health.schema_version,
+        rm_api_version: health.rm_api_version,
+      },
+    },
+    started_at: (options.now?.() ?? new Date()).toISOString(),
+  })
+}
+
+/** Records the manifest, then commits the staged env file; a failed record leaves no env file behind. */
+async function recordManifest(
+  store: ReturnType<typeof resolveStore>,
+  manifest: TrainingRunManifest,
+  pending: { commit(): void; discard(): void },
+  online: { run_id: string } | undefined,
+): Promise<void> {
+  try {
+    await withBackend(store, (backend) => backend.recordManifest(manifest), '--lineage-url')
+  } catch (error) {
+    pending.discard()
+    if (online && error instanceof Error)
+      error.message += ` (the online run "${online.run_id}" was created; prepare again with another --name)`
+    throw error
+  }
+  pending.commit()
+}
+
 /**
  * The handshake: the target exists and has a deployment, its healthz says "ok" and names the expected artifact, and
  * the deployment serving it is the newest record for that artifact. The list is asked first: an unknown target has an
@@ -180,7 +227,7 @@ export async function handshake(
   expectArtifact: string | undefined,
 ): Promise<{ health: RmHealth; deployment: DeployRecord }> {
   const unknown = (detail: string) =>
-    new TrainInputError(
+    new UsageError(
       `unknown target "${target}" on ${client.baseUrl}: ${detail} (deploy an artifact there first with \`reward-harness deploy\`)`,
     )
   const list = await client.deployments(target).catch((error: unknown) => {
@@ -220,7 +267,7 @@ function checkEdgeUrl(value: string): string {
   const url = checkUrl(value, '--url')
   const parsed = new URL(url)
   if (parsed.username || parsed.password || /(^|\/)t\/[^/]+/.test(parsed.pathname.slice(1)) || parsed.search) {
-    throw new TrainInputError(
+    throw new UsageError(
       `--url: give the edge's base URL (e.g. https://rm.example.com), without a token, credentials or query`,
     )
   }
@@ -229,6 +276,6 @@ function checkEdgeUrl(value: string): string {
 
 function nonEmpty(value: string | undefined, flag: string): string {
   if (value === undefined) return UNSPECIFIED
-  if (!value.trim()) throw new TrainInputError(`${flag}: must not be empty`)
+  if (!value.trim()) throw new UsageError(`${flag}: must not be empty`)
   return value.trim()
 }

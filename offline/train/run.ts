@@ -7,8 +7,8 @@ import { spawn } from 'node:child_process'
 import { constants, hostname } from 'node:os'
 import type { CliIo } from '../cli/program.ts'
 import { ENV, readEnvFile } from './env-file.ts'
-import { TrainInputError } from './errors.ts'
 import { readState, statePath, type TrainerRun, writeState } from './state.ts'
+import { UsageError } from '../../src/usage-error/index.ts'
 
 /** The exit code when the command does not exist (as a shell reports it). */
 export const EXIT_NOT_FOUND = 127
@@ -44,14 +44,12 @@ export interface RunOutcome extends TrainerRun {
 export async function runTrainer(options: RunOptions): Promise<RunOutcome> {
   const [program, ...args] = options.command
   if (!program)
-    throw new TrainInputError(
-      'give the trainer command after --, e.g. train run --env-path grpo-7.env -- python3 train.py',
-    )
+    throw new UsageError('give the trainer command after --, e.g. train run --env-path grpo-7.env -- python3 train.py')
   const fileEnv = readEnvFile(options.envFile)
   const trainingRunId = fileEnv[ENV.trainingRunId]!
   const previous = readState(options.envFile, trainingRunId)
   if (previous?.finalized_at)
-    throw new TrainInputError(
+    throw new UsageError(
       `training run "${trainingRunId}" is already finalized (${statePath(options.envFile)}): prepare a new training run`,
     )
   const now = options.now ?? (() => new Date())

@@ -6,9 +6,9 @@ import { resolveRunRef } from '../../src/lineage/compare.ts'
 import type { LineageChain } from '../../src/lineage/schemas.ts'
 import { withBackend } from '../lineage/backend.ts'
 import { ENV, readEnvFile, type TrainEnv } from './env-file.ts'
-import { TrainInputError } from './errors.ts'
 import { readState, type TrainerRun } from './state.ts'
 import { resolveStore, type TrainStoreFlags } from './store.ts'
+import { UsageError } from '../../src/usage-error/index.ts'
 
 /** The flags of `train show`. */
 export interface ShowOptions extends TrainStoreFlags {
@@ -36,7 +36,7 @@ export async function showTraining(options: ShowOptions): Promise<ShowOutcome> {
     async (backend) => {
       if (ref !== 'latest') return resolveRunRef(backend, ref)
       const [newest] = await backend.listRuns({ limit: 1 })
-      if (!newest) throw new TrainInputError('"latest": no training run is recorded in this store')
+      if (!newest) throw new UsageError('"latest": no training run is recorded in this store')
       return resolveRunRef(backend, newest.run_id)
     },
     '--lineage-url',

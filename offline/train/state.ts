@@ -6,7 +6,7 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs'
 import writeFileAtomic from 'write-file-atomic'
 import { z } from 'zod'
-import { TrainInputError } from './errors.ts'
+import { UsageError } from '../../src/usage-error/index.ts'
 
 /** One `train run`: `ended_at` is absent while the trainer runs (or if the harness itself was killed). */
 export const TrainerRun = z.object({
@@ -54,7 +54,7 @@ export function readState(envFile: string, trainingRunId: string): TrainState | 
   try {
     parsed = TrainState.parse(JSON.parse(readFileSync(file, 'utf8')))
   } catch (error) {
-    throw new TrainInputError(`${file} is not a train state file: ${(error as Error).message.slice(0, 300)}`)
+    throw new UsageError(`${file} is not a train state file: ${(error as Error).message.slice(0, 300)}`)
   }
   return parsed.training_run_id === trainingRunId ? parsed : undefined
 }

@@ -6,7 +6,7 @@ import path from 'node:path'
 import type { StoreFlags } from '../lineage/backend.ts'
 import { DEFAULT_LINEAGE_DB } from '../lineage/local.ts'
 import { ENV, type TrainEnv } from './env-file.ts'
-import { TrainInputError } from './errors.ts'
+import { UsageError } from '../../src/usage-error/index.ts'
 
 /** The store flags of train commands (`--lineage-url`, because `--url` is the edge under training). */
 export interface TrainStoreFlags {
@@ -19,7 +19,7 @@ export interface TrainStoreFlags {
  * @example resolveStore({}, env) // { db: '/home/me/project/.reward-harness/lineage.sqlite' }
  */
 export function resolveStore(flags: TrainStoreFlags, env?: TrainEnv): StoreFlags {
-  if (flags.db && flags.lineageUrl) throw new TrainInputError('give --db or --lineage-url, not both')
+  if (flags.db && flags.lineageUrl) throw new UsageError('give --db or --lineage-url, not both')
   if (flags.lineageUrl) return { url: flags.lineageUrl.replace(/\/+$/, '') }
   if (flags.db) return { db: path.resolve(flags.db) }
   if (env?.[ENV.lineageUrl]) return { url: env[ENV.lineageUrl] }

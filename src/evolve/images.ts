@@ -9,6 +9,7 @@ import type { ImageRef } from '../datasets/images.ts'
 import { toHex } from '../hash/index.ts'
 import type { ChatContentPart } from '../llm/types.ts'
 import type { Locale } from '../prompts/index.ts'
+import { UsageError } from '../usage-error/index.ts'
 
 export type { ImageRef } from '../datasets/images.ts'
 
@@ -34,7 +35,7 @@ export interface ImageResolver {
 export type ReadImageFile = (path: string) => Promise<Uint8Array>
 
 /** An image that cannot be used: unknown handle, unreadable file, not an image. */
-export class ImageError extends Error {
+export class ImageError extends UsageError {
   constructor(message: string) {
     super(message)
     this.name = 'ImageError'

@@ -4,6 +4,7 @@
  * entry. No file system here: offline/library reads and writes it.
  */
 import { sha256Hex } from '../hash/index.ts'
+import { UsageError } from '../usage-error/index.ts'
 
 export type EntryKind = 'skill' | 'tool'
 
@@ -37,7 +38,7 @@ export interface Registry {
 }
 
 /** A library or registry that does not follow the rules (bad name, bad kind, bad front matter, hash mismatch). */
-export class LibraryError extends Error {
+export class LibraryError extends UsageError {
   constructor(message: string) {
     super(message)
     this.name = 'LibraryError'

@@ -8,6 +8,7 @@ import type {
   EvalReport as Eval,
 } from './schemas.ts'
 import type { RecordOutcome } from './store.ts'
+import { UsageError } from '../usage-error/index.ts'
 
 /** Where lineage lives: a local SQLite file, D1 behind the edge API, or anything else implementing this. */
 export interface LineageBackend {
@@ -16,11 +17,6 @@ export interface LineageBackend {
   recordEval(report: Eval): Promise<RecordOutcome>
   chain(runId: string): Promise<LineageChain | undefined>
   listRuns(filter?: RunFilter): Promise<RunSummary[]>
-}
-
-/** Input a lineage command cannot act on (exit 2). */
-export class LineageInputError extends Error {
-  override name = 'LineageInputError'
 }
 
 /**
@@ -90,7 +86,7 @@ export interface MetricSpec {
 export function parseMetricSpec(text: string): MetricSpec {
   const match = text.match(/^(.+?):(higher|lower)(?::(\d+(?:\.\d+)?)(%)?)?$/)
   if (!match)
-    throw new LineageInputError(
+    throw new UsageError(
       `--metric "${text}": use name:higher|lower[:tolerance], e.g. accuracy:higher:0.01 or loss:lower:2%`,
     )
   return {
@@ -135,7 +131,7 @@ export function checkRegression(
   candidate: LineageChain,
   specs: MetricSpec[],
 ): RegressionReport {
-  if (specs.length === 0) throw new LineageInputError('give at least one --metric name:higher|lower[:tolerance]')
+  if (specs.length === 0) throw new UsageError('give at least one --metric name:higher|lower[:tolerance]')
   const base = latestEvals(baseline)
   const cand = latestEvals(candidate)
   const findings: RegressionFinding[] = []
@@ -161,7 +157,7 @@ export function checkRegression(
       })
     }
     if (!found)
-      throw new LineageInputError(
+      throw new UsageError(
         `metric "${spec.name}" is not reported by any benchmark both "${baseline.run_id}" and "${candidate.run_id}" were evaluated on`,
       )
   }
@@ -181,7 +177,7 @@ export function checkRegression(
 export async function resolveRunRef(backend: LineageBackend, ref: string, exclude?: string): Promise<LineageChain> {
   if (ref !== 'latest') {
     const chain = await backend.chain(ref)
-    if (!chain) throw new LineageInputError(`no training run "${ref}" is recorded`)
+    if (!chain) throw new UsageError(`no training run "${ref}" is recorded`)
     return chain
   }
   for (const run of await backend.listRuns({ limit: 1000 })) {
@@ -189,7 +185,7 @@ export async function resolveRunRef(backend: LineageBackend, ref: string, exclud
     const chain = await backend.chain(run.run_id)
     if (chain && chain.evals.length > 0) return chain
   }
-  throw new LineageInputError('"latest": no recorded run with evals' + (exclude ? ` other than "${exclude}"` : ''))
+  throw new UsageError('"latest": no recorded run with evals' + (exclude ? ` other than "${exclude}"` : ''))
 }
 
 /** Per artifact: its latest succeeded run (by time) and that run's latest eval per benchmark. */

@@ -11,13 +11,14 @@ import {
   TrainingRunManifest,
   TrainingRunResult,
 } from './schemas.ts'
+import { UsageError } from '../usage-error/index.ts'
 
 /** A drizzle SQLite database: D1 at the edge, better-sqlite3 offline. Every query is awaited, so either mode works. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type LineageDb = BaseSQLiteDatabase<any, any, any>
 
 /** Why a record was refused: `conflict` (a different payload under the same id), `missing` (no manifest / run). */
-export class LineageError extends Error {
+export class LineageError extends UsageError {
   override name = 'LineageError'
   constructor(
     readonly kind: 'conflict' | 'missing',

@@ -53,10 +53,10 @@ async function archivedRollouts(runId: string): Promise<number> {
 describe('simulated run → archive → distill', () => {
   it('distils a simulated run with archive: true into denoised TRL data; a second run makes 0 LLM calls', async () => {
     const simulated = await runChild(
-      'npx',
+      'node',
       [
-        'tsx',
-        'offline/simulate/cli.ts',
+        'offline/cli/bin.js',
+        'simulate',
         '--url',
         dev.baseUrl,
         '--steps',

@@ -12,7 +12,7 @@
 import { spawn } from 'node:child_process'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { SimulationOutput } from '../../offline/simulate/cli.ts'
+import type { SimulationOutput } from '../../offline/simulate/command.ts'
 import { startWranglerDev, type WranglerDev } from './support/wrangler-dev.ts'
 
 const ROOT = path.join(import.meta.dirname, '../..')
@@ -35,7 +35,7 @@ function runCli(
   env: NodeJS.ProcessEnv,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn('npx', ['tsx', 'offline/simulate/cli.ts', ...args], {
+    const child = spawn('node', ['offline/cli/bin.js', 'simulate', ...args], {
       cwd: ROOT,
       env,
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -7,13 +7,16 @@ import { groupBy } from '../../src/collections/index.ts'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { describe, expect, it, vi } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { runAnalyzer } from '../../src/agents/analyzer/index.ts'
 import { judgeRollout } from '../../src/agents/scorer/index.ts'
 import { MockChatModel } from '../../src/llm/mock.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'
 import { RunConfig } from '../../src/schemas/run-config.ts'
-import { main, parseCliArgs, resolveAdminToken, UsageError } from '../../offline/simulate/cli.ts'
+import { parseSimulateArgs as parseCliArgs } from '../../offline/cli/commands/simulate.ts'
+import { resolveAdminToken } from '../../offline/simulate/options.ts'
+import { UsageError } from '../../src/usage-error/index.ts'
+import { runCli } from '../support/cli.ts'
 import type { StepReport } from '../../offline/simulate/loop.ts'
 import { formatStepRow, formatSummary, formatTableHeader, summarize } from '../../offline/simulate/report.ts'
 import {
@@ -407,14 +410,9 @@ describe('the created run and the CLI', () => {
 
 describe('an unreachable server', () => {
   it('exits 1 saying nothing answers at the URL and how to start or point at the server', async () => {
-    const errors: string[] = []
-    const spy = vi.spyOn(console, 'error').mockImplementation((line: unknown) => void errors.push(String(line)))
-    try {
-      expect(await main(['--url', 'http://127.0.0.1:59998', '--steps', '1'], {})).toBe(1)
-    } finally {
-      spy.mockRestore()
-    }
-    expect(errors.join('\n')).toMatch(
+    const result = await runCli('simulate', '--url', 'http://127.0.0.1:59998', '--steps', '1')
+    expect(result.code).toBe(1)
+    expect(result.err).toMatch(
       /nothing answers at http:\/\/127\.0\.0\.1:59998 \(ECONNREFUSED\)\. Start the server with `npm start`.*--url/,
     )
   })

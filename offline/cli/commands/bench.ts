@@ -4,7 +4,8 @@
  * the command runs) and src/bench (the metrics).
  */
 import type { Command } from 'commander'
-import { CliExit, CliUsageError, type CliContext } from '../program.ts'
+import { CliExit, type CliContext } from '../program.ts'
+import { UsageError } from '../../../src/usage-error/index.ts'
 
 /** Exit code of a bench in which no candidate could be scored. */
 export const EXIT_NOTHING_SCORED = 3
@@ -93,11 +94,11 @@ export function register(program: Command, cli: CliContext): void {
       const bootstrap = integer(options.bootstrap, '--bootstrap', 0)
       const requestTimeoutS = Number(options.requestTimeout)
       if (!(requestTimeoutS > 0 && requestTimeoutS <= 86_400))
-        throw new CliUsageError(`--request-timeout: expected seconds in (0, 86400], got "${options.requestTimeout}"`)
+        throw new UsageError(`--request-timeout: expected seconds in (0, 86400], got "${options.requestTimeout}"`)
       if (options.ties !== 'half' && options.ties !== 'wrong')
-        throw new CliUsageError(`--ties: expected half or wrong, got "${options.ties}"`)
+        throw new UsageError(`--ties: expected half or wrong, got "${options.ties}"`)
       if (Boolean(options.llmBaseUrl) !== Boolean(options.llmModel))
-        throw new CliUsageError('--llm-base-url and --llm-model go together')
+        throw new UsageError('--llm-base-url and --llm-model go together')
       const model =
         options.llmBaseUrl && options.llmModel
           ? await openAiModel(
@@ -140,6 +141,6 @@ async function openAiModel(baseURL: string, model: string, apiKey: string) {
 function integer(value: string, flag: string, min: number): number {
   const number = Number(value)
   if (!Number.isInteger(number) || number < min)
-    throw new CliUsageError(`${flag}: expected an integer ≥ ${min}, got "${value}"`)
+    throw new UsageError(`${flag}: expected an integer ≥ ${min}, got "${value}"`)
   return number
 }

@@ -8,7 +8,8 @@ import type { DatasetFormat, DatasetSummary } from '../../../src/datasets/index.
 import { datasetSummary } from '../../../src/datasets/index.ts'
 import { type LoadedDataset, loadDataset } from '../../datasets/load.ts'
 import { saveDataset } from '../../datasets/save.ts'
-import { type CliContext, CliUsageError } from '../program.ts'
+import type { CliContext } from '../program.ts'
+import { UsageError } from '../../../src/usage-error/index.ts'
 
 interface InputOptions {
   format?: DatasetFormat
@@ -77,7 +78,7 @@ Pairs become prompts with two candidates "<id>-a" and "<id>-b", ranked 1 and 2.`
     )
     .action(async (file: string, options: InputOptions & { out: string }, command: Command) => {
       if (extname(options.out).toLowerCase() !== '.json')
-        throw new CliUsageError(`--out: convert writes autosr JSON; give a .json file, not "${options.out}"`)
+        throw new UsageError(`--out: convert writes autosr JSON; give a .json file, not "${options.out}"`)
       const loaded = await load(file, options)
       const saved = await saveDataset(options.out, loaded.dataset)
       const summary = datasetSummary(loaded.dataset)

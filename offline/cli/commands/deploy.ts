@@ -48,6 +48,13 @@ interface DeployFlags extends EdgeFlags {
 export function register(program: Command, cli: CliContext): void {
   if (program.commands.some((command) => command.name() === 'deploy')) return
 
+  registerDeploy(program, cli)
+  registerRollback(program, cli)
+  registerDeployments(program, cli)
+}
+
+/** `deploy`: validate, upload and activate an artifact on a target. */
+function registerDeploy(program: Command, cli: CliContext): void {
   program
     .command('deploy')
     .description('validate an RM artifact, upload it to the edge and make it the active artifact of a target')
@@ -61,7 +68,6 @@ export function register(program: Command, cli: CliContext): void {
     .addHelpText('after', DEPLOY_HELP)
     .action(async (options: DeployFlags, command: Command) => {
       const { deployArtifact, deployedBy, llmOf } = await import('../../deploy/run.ts')
-      const { failWith } = await import('../../deploy/cli-errors.ts')
       const { formatDeploy } = await import('../../deploy/format.ts')
       const json = cli.json(command)
       const result = await (async () => {
@@ -76,10 +82,13 @@ export function register(program: Command, cli: CliContext): void {
           ...(by === undefined ? {} : { deployedBy: by }),
           ...(llm === undefined ? {} : { llm }),
         })
-      })().catch((error: unknown) => failWith(error, cli.io, json))
+      })()
       cli.print(command, result.deployment, () => formatDeploy(result))
     })
+}
 
+/** `rollback`: re-activate the artifact the active deployment replaced. */
+function registerRollback(program: Command, cli: CliContext): void {
   program
     .command('rollback')
     .description("re-activate the artifact a target's active deployment replaced (exit 2 when there is none)")
@@ -92,7 +101,6 @@ export function register(program: Command, cli: CliContext): void {
     )
     .action(async (options: EdgeFlags & { deployedBy?: string }, command: Command) => {
       const { deployedBy, rollbackTarget } = await import('../../deploy/run.ts')
-      const { failWith } = await import('../../deploy/cli-errors.ts')
       const { formatRecord } = await import('../../deploy/format.ts')
       const json = cli.json(command)
       const by = deployedBy(options.deployedBy, process.env)
@@ -102,7 +110,7 @@ export function register(program: Command, cli: CliContext): void {
         env: process.env,
         client: { onRetry: retryNote(cli, json) },
         ...(by === undefined ? {} : { deployedBy: by }),
-      }).catch((error: unknown) => failWith(error, cli.io, json))
+      })
       cli.print(command, result, () =>
         formatRecord(
           result,
@@ -110,7 +118,10 @@ export function register(program: Command, cli: CliContext): void {
         ),
       )
     })
+}
 
+/** `deployments`: a target's deployments and rollbacks, newest first. */
+function registerDeployments(program: Command, cli: CliContext): void {
   program
     .command('deployments')
     .description("list a target's deployments and rollbacks, newest first, and its active artifact")
@@ -122,7 +133,6 @@ export function register(program: Command, cli: CliContext): void {
     )
     .action(async (options: EdgeFlags, command: Command) => {
       const { listDeployments } = await import('../../deploy/run.ts')
-      const { failWith } = await import('../../deploy/cli-errors.ts')
       const { formatDeployments } = await import('../../deploy/format.ts')
       const json = cli.json(command)
       const result = await listDeployments({
@@ -130,7 +140,7 @@ export function register(program: Command, cli: CliContext): void {
         url: options.url,
         env: process.env,
         client: { onRetry: retryNote(cli, json) },
-      }).catch((error: unknown) => failWith(error, cli.io, json))
+      })
       cli.print(command, result, () => formatDeployments(result))
     })
 }

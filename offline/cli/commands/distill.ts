@@ -6,7 +6,8 @@
 import { Option, type Command } from 'commander'
 import { DISTILL_FORMATS, type DistillFormat } from '../../../src/distill/index.ts'
 import { finiteNumber, integer } from '../../search/options.ts'
-import { type CliContext, CliUsageError } from '../program.ts'
+import type { CliContext } from '../program.ts'
+import { UsageError } from '../../../src/usage-error/index.ts'
 
 const HELP_AFTER = `
 Input (one of):
@@ -154,22 +155,20 @@ export function register(program: Command, cli: CliContext): void {
 }
 
 function sourceOf(flags: DistillFlags) {
-  if (flags.archive && flags.url) throw new CliUsageError('give --archive or --url, not both')
+  if (flags.archive && flags.url) throw new UsageError('give --archive or --url, not both')
   if (flags.archive) {
     if (flags.runId || flags.fromStep !== undefined || flags.toStep !== undefined)
-      throw new CliUsageError('--run-id, --from-step and --to-step go with --url')
+      throw new UsageError('--run-id, --from-step and --to-step go with --url')
     return { kind: 'file' as const, path: flags.archive }
   }
-  if (!flags.url) throw new CliUsageError('give the archive: --archive <file> or --url <edge> --run-id <id>')
-  if (!/^https?:\/\//.test(flags.url)) throw new CliUsageError(`--url: expected an http(s) URL, got "${flags.url}"`)
-  if (!flags.runId) throw new CliUsageError('--url needs --run-id <id>')
+  if (!flags.url) throw new UsageError('give the archive: --archive <file> or --url <edge> --run-id <id>')
+  if (!/^https?:\/\//.test(flags.url)) throw new UsageError(`--url: expected an http(s) URL, got "${flags.url}"`)
+  if (!flags.runId) throw new UsageError('--url needs --run-id <id>')
   const token = flags.token ?? process.env.REWARD_HARNESS_TOKEN ?? process.env.REWARD_HARNESS_ADMIN_TOKEN
   if (!token)
-    throw new CliUsageError(
-      "--url needs a token: --token, REWARD_HARNESS_TOKEN (the run's) or REWARD_HARNESS_ADMIN_TOKEN",
-    )
+    throw new UsageError("--url needs a token: --token, REWARD_HARNESS_TOKEN (the run's) or REWARD_HARNESS_ADMIN_TOKEN")
   if (flags.fromStep !== undefined && flags.toStep !== undefined && flags.toStep < flags.fromStep)
-    throw new CliUsageError(`--to-step ${flags.toStep} is before --from-step ${flags.fromStep}`)
+    throw new UsageError(`--to-step ${flags.toStep} is before --from-step ${flags.fromStep}`)
   return {
     kind: 'edge' as const,
     url: flags.url,
@@ -184,17 +183,17 @@ function formatsOf(values: string[] | undefined): DistillFormat[] {
   if (!values) return [...DISTILL_FORMATS]
   for (const value of values) {
     if (!(DISTILL_FORMATS as readonly string[]).includes(value))
-      throw new CliUsageError(`--format: "${value}" is not one of ${DISTILL_FORMATS.join(', ')}`)
+      throw new UsageError(`--format: "${value}" is not one of ${DISTILL_FORMATS.join(', ')}`)
   }
   return [...new Set(values)] as DistillFormat[]
 }
 
 function share(value: number, flag: string): number {
-  if (value < 0 || value > 1) throw new CliUsageError(`${flag}: expected a number in [0, 1], got ${value}`)
+  if (value < 0 || value > 1) throw new UsageError(`${flag}: expected a number in [0, 1], got ${value}`)
   return value
 }
 
 function positive(value: number, flag: string): number {
-  if (!(value > 0)) throw new CliUsageError(`${flag}: expected a number above 0, got ${value}`)
+  if (!(value > 0)) throw new UsageError(`${flag}: expected a number above 0, got ${value}`)
   return value
 }

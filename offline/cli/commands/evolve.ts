@@ -3,7 +3,7 @@
  * change only when validation accuracy holds. The work is in offline/evolve (loaded only when the command runs).
  */
 import { type Command, Option } from 'commander'
-import { type CliContext, CliUsageError } from '../program.ts'
+import type { CliContext } from '../program.ts'
 
 const collect = (value: string, previous: string[] | undefined): string[] => [...(previous ?? []), value]
 
@@ -58,23 +58,7 @@ export function register(program: Command, cli: CliContext): void {
     .addHelpText('after', HELP_AFTER)
     .action(async (_options: unknown, self: Command) => {
       const { runEvolveCommand } = await import('../../evolve/cli.ts')
-      const { EvolveInputError } = await import('../../evolve/run.ts')
-      const { LibraryError } = await import('../../../src/library/index.ts')
-      const { DatasetError } = await import('../../../src/datasets/index.ts')
-      const { SearchInputError } = await import('../../search/errors.ts')
-      let summary
-      try {
-        summary = await runEvolveCommand(self.opts(), (line) => cli.io.err(`${line}\n`), !cli.json(self))
-      } catch (error) {
-        if (
-          error instanceof EvolveInputError ||
-          error instanceof LibraryError ||
-          error instanceof DatasetError ||
-          error instanceof SearchInputError
-        )
-          throw new CliUsageError(error.message)
-        throw error
-      }
+      const summary = await runEvolveCommand(self.opts(), (line) => cli.io.err(`${line}\n`), !cli.json(self))
       const { judging, usage } = summary
       const calls = (['router', 'sub_agent', 'tool', 'chain_analyzer', 'evolver'] as const)
         .map((role) => `${role} ${usage[role].calls}`)

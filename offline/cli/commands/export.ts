@@ -100,93 +100,93 @@ export function register(program: Command, cli: CliContext): void {
     .option('--no-dataset-check', "do not compare the rubrics' prompt ids with the dataset file named by the manifest")
     .addHelpText('after', HELP_AFTER)
     .action(async (options: ExportFlags, command: Command) => {
-      const { exportArtifact } = await import('../../artifacts/export.ts')
-      const { failWith } = await import('../../deploy/cli-errors.ts')
       const { ArtifactInputError } = await import('../../artifacts/errors.ts')
-      const json = cli.json(command)
       if (options.searchOutput === undefined && options.library === undefined) {
-        failWith(
-          new ArtifactInputError(
-            'invalid_option',
-            "required option '--search-output <file>' not specified (or give --library <dir> for a library artifact)",
-          ),
-          cli.io,
-          json,
+        throw new ArtifactInputError(
+          'invalid_option',
+          "required option '--search-output <file>' not specified (or give --library <dir> for a library artifact)",
         )
       }
       if (options.searchOutput !== undefined && options.library !== undefined) {
-        failWith(
-          new ArtifactInputError('invalid_option', 'give one of --search-output <file> and --library <dir>, not both'),
-          cli.io,
-          json,
+        throw new ArtifactInputError(
+          'invalid_option',
+          'give one of --search-output <file> and --library <dir>, not both',
         )
       }
       if (options.library !== undefined) {
-        await exportLibrary(options as ExportFlags & { library: string }, command, cli, json)
+        await exportLibrary(options as ExportFlags & { library: string }, command, cli)
         return
       }
-      const result = await exportArtifact({
-        searchOutput: options.searchOutput!,
-        out: options.out,
-        ...(options.defaultRubric === undefined ? {} : { defaultRubric: options.defaultRubric }),
-        checkDatasetFile: options.datasetCheck,
-      }).catch((error: unknown) => failWith(error, cli.io, json))
-      const { artifact } = result
-      const prompts = Object.keys(artifact.rubrics).filter((key) => key !== '__default__')
-      cli.print(
-        command,
-        {
-          artifact_id: artifact.artifact_id,
-          out: result.out,
-          search_output: result.search_output,
-          created_at_utc: artifact.created_at_utc,
-          prompts,
-          default_rubric: result.default_rubric,
-          provenance: artifact.provenance,
-          runtime: artifact.runtime,
-          checks: result.checks,
-        },
-        () => {
-          const def = result.default_rubric
-          const defaultText = !def
-            ? 'none (unseen prompts are refused)'
-            : def.strategy === 'best'
-              ? `best: ${def.criteria.join(', ')} from ${def.source_prompt_id} (generality ${def.generality}${def.dropped_criteria.length ? `; dropped ${def.dropped_criteria.join(', ')}` : ''})`
-              : def.strategy === 'prompt'
-                ? `the rubric of ${def.source_prompt_id}`
-                : `from ${def.source_file} (${def.criteria.join(', ')})`
-          const r = artifact.runtime
-          const rows: Array<[string, string]> = [
-            ['source run', `${artifact.provenance.source_run_id} (session ${artifact.provenance.source_session_id})`],
-            ['rubrics', `${prompts.length} prompt${prompts.length === 1 ? '' : 's'}: ${prompts.join(', ')}`],
-            ['default', defaultText],
-            [
-              'runtime',
-              `${r.backend} ${r.verifier_model}, temperature ${r.temperature}, max_tokens ${r.max_tokens}, seed ${r.seed}, ${r.locale}, grades 0–${r.grade_max}${r.allow_na ? ' or n/a' : ''}, ${r.num_votes} vote${r.num_votes === 1 ? '' : 's'}`,
-            ],
-            ['dataset', artifact.provenance.dataset_sha256],
-            [
-              'checks',
-              `config and settings hashes match; prompt ids checked against ${result.checks.dataset_prompts.join(', ') || 'best_objective_scores'}${result.checks.dataset_file_note ? ` (dataset file: ${result.checks.dataset_file_note})` : ''}`,
-            ],
-          ]
-          return [
-            `wrote ${artifact.artifact_id} to ${result.out}`,
-            ...rows.map(([key, value]) => `  ${key.padEnd(12)}${value}`),
-          ].join('\n')
-        },
-      )
+      await exportSearchOutput(options as ExportFlags & { searchOutput: string }, command, cli)
     })
+}
+
+/** Exports the artifact of a search output and prints what it holds. */
+async function exportSearchOutput(
+  options: ExportFlags & { searchOutput: string },
+  command: Command,
+  cli: CliContext,
+): Promise<void> {
+  const { exportArtifact } = await import('../../artifacts/export.ts')
+  const result = await exportArtifact({
+    searchOutput: options.searchOutput,
+    out: options.out,
+    ...(options.defaultRubric === undefined ? {} : { defaultRubric: options.defaultRubric }),
+    checkDatasetFile: options.datasetCheck,
+  })
+  const { artifact } = result
+  const prompts = Object.keys(artifact.rubrics).filter((key) => key !== '__default__')
+  cli.print(
+    command,
+    {
+      artifact_id: artifact.artifact_id,
+      out: result.out,
+      search_output: result.search_output,
+      created_at_utc: artifact.created_at_utc,
+      prompts,
+      default_rubric: result.default_rubric,
+      provenance: artifact.provenance,
+      runtime: artifact.runtime,
+      checks: result.checks,
+    },
+    () => {
+      const def = result.default_rubric
+      const defaultText = !def
+        ? 'none (unseen prompts are refused)'
+        : def.strategy === 'best'
+          ? `best: ${def.criteria.join(', ')} from ${def.source_prompt_id} (generality ${def.generality}${def.dropped_criteria.length ? `; dropped ${def.dropped_criteria.join(', ')}` : ''})`
+          : def.strategy === 'prompt'
+            ? `the rubric of ${def.source_prompt_id}`
+            : `from ${def.source_file} (${def.criteria.join(', ')})`
+      const r = artifact.runtime
+      const rows: Array<[string, string]> = [
+        ['source run', `${artifact.provenance.source_run_id} (session ${artifact.provenance.source_session_id})`],
+        ['rubrics', `${prompts.length} prompt${prompts.length === 1 ? '' : 's'}: ${prompts.join(', ')}`],
+        ['default', defaultText],
+        [
+          'runtime',
+          `${r.backend} ${r.verifier_model}, temperature ${r.temperature}, max_tokens ${r.max_tokens}, seed ${r.seed}, ${r.locale}, grades 0–${r.grade_max}${r.allow_na ? ' or n/a' : ''}, ${r.num_votes} vote${r.num_votes === 1 ? '' : 's'}`,
+        ],
+        ['dataset', artifact.provenance.dataset_sha256],
+        [
+          'checks',
+          `config and settings hashes match; prompt ids checked against ${result.checks.dataset_prompts.join(', ') || 'best_objective_scores'}${result.checks.dataset_file_note ? ` (dataset file: ${result.checks.dataset_file_note})` : ''}`,
+        ],
+      ]
+      return [
+        `wrote ${artifact.artifact_id} to ${result.out}`,
+        ...rows.map(([key, value]) => `  ${key.padEnd(12)}${value}`),
+      ].join('\n')
+    },
+  )
 }
 
 async function exportLibrary(
   options: ExportFlags & { library: string },
   command: Command,
   cli: CliContext,
-  json: boolean,
 ): Promise<void> {
   const { exportLibraryArtifact } = await import('../../artifacts/library-export.ts')
-  const { failWith } = await import('../../deploy/cli-errors.ts')
   const pick = <K extends keyof ExportFlags>(key: K) => (options[key] === undefined ? {} : { [key]: options[key] })
   const result = await exportLibraryArtifact({
     library: options.library,
@@ -199,7 +199,7 @@ async function exportLibrary(
     ...pick('maxTokens'),
     ...pick('seed'),
     ...pick('maxToolCalls'),
-  }).catch((error: unknown) => failWith(error, cli.io, json))
+  })
   const { artifact } = result
   cli.print(
     command,

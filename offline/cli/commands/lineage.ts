@@ -72,6 +72,14 @@ export function register(program: Command, cli: CliContext): void {
     )
   }
 
+  registerLineageShow(lineage, cli)
+  registerLineageCompareRuns(lineage, cli)
+  registerLineageCompareArtifacts(lineage, cli)
+  registerLineageCheckRegression(lineage, cli)
+}
+
+/** `lineage show`: a training run's chain. */
+function registerLineageShow(lineage: Command, cli: CliContext): void {
   storeOptions(
     lineage
       .command('show')
@@ -83,7 +91,10 @@ export function register(program: Command, cli: CliContext): void {
     const chain = await withBackend(flags, (backend) => resolveRunRef(backend, runId))
     cli.print(command, chain, () => formatChain(chain))
   })
+}
 
+/** `lineage compare-runs`: two training runs side by side. */
+function registerLineageCompareRuns(lineage: Command, cli: CliContext): void {
   storeOptions(
     lineage
       .command('compare-runs')
@@ -102,7 +113,10 @@ export function register(program: Command, cli: CliContext): void {
       formatDeltas(runA.run_id, runB.run_id, rows),
     )
   })
+}
 
+/** `lineage compare-artifacts`: two artifacts by the runs trained on them. */
+function registerLineageCompareArtifacts(lineage: Command, cli: CliContext): void {
   storeOptions(
     lineage
       .command('compare-artifacts')
@@ -116,7 +130,10 @@ export function register(program: Command, cli: CliContext): void {
     const rows = await withBackend(flags, (backend) => compareArtifacts(backend, [a, b, ...more]))
     cli.print(command, { artifacts: [a, b, ...more], metrics: rows }, () => formatArtifacts(rows))
   })
+}
 
+/** `lineage check-regression`: exit 1 when the candidate is worse than the baseline. */
+function registerLineageCheckRegression(lineage: Command, cli: CliContext): void {
   storeOptions(
     lineage.command('check-regression').description('exit 1 when the candidate is worse than the baseline on a metric'),
   )

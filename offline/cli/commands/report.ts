@@ -4,7 +4,8 @@
  * offline/report (loaded only when the command runs) and src/charts.
  */
 import type { Command } from 'commander'
-import { type CliContext, CliUsageError } from '../program.ts'
+import type { CliContext } from '../program.ts'
+import { UsageError } from '../../../src/usage-error/index.ts'
 
 const HELP_AFTER = `
 Inputs (detected from the content, and named in the output):
@@ -44,15 +45,9 @@ export function register(program: Command, cli: CliContext): void {
     .addHelpText('after', HELP_AFTER)
     .action(async (input: string, options: ReportFlags, command: Command) => {
       if (!/\.html?$/i.test(options.out))
-        throw new CliUsageError(`--out: the report is HTML; give a .html file, not "${options.out}"`)
-      const { detectReportInput, KIND_LABELS, ReportInputError, writeReport } = await import('../../report/index.ts')
-      let detected
-      try {
-        detected = await detectReportInput(input)
-      } catch (error) {
-        if (error instanceof ReportInputError) throw new CliUsageError(error.message)
-        throw error
-      }
+        throw new UsageError(`--out: the report is HTML; give a .html file, not "${options.out}"`)
+      const { detectReportInput, KIND_LABELS, writeReport } = await import('../../report/index.ts')
+      const detected = await detectReportInput(input)
       const written = await writeReport(detected, options.out, options.title ? { title: options.title } : {})
       const files = detected.kind === 'bench' ? detected.results.map((result) => result.file) : [detected.path]
       const summary = {

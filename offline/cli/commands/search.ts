@@ -5,7 +5,7 @@
  */
 import type { Command } from 'commander'
 import { addSearchOptions } from '../../search/options.ts'
-import { type CliContext, CliExit, CliUsageError } from '../program.ts'
+import { type CliContext, CliExit } from '../program.ts'
 
 /** Exit code of a run interrupted by Ctrl-C / SIGTERM (the last checkpoint is kept). */
 export const EXIT_INTERRUPTED = 130
@@ -65,24 +65,17 @@ export function register(program: Command, cli: CliContext): void {
     .action(async (_options: unknown, self: Command) => {
       const { readSearchOptions } = await import('../../search/options.ts')
       const { runSearchCommand } = await import('../../search/run.ts')
-      const { SearchInputError } = await import('../../search/errors.ts')
       const { formatSummary } = await import('../../search/summary.ts')
       const json = cli.json(self)
-      let summary
-      try {
-        const options = await readSearchOptions(self.opts(), process.cwd())
-        summary = await runSearchCommand(options, {
-          argv: (self.parent as unknown as { rawArgs?: string[] } | null)?.rawArgs ?? process.argv.slice(2),
-          cwd: process.cwd(),
-          stderr: cli.io.err,
-          progress: !json && process.stderr.isTTY === true,
-          handleSignals: true,
-          env: process.env,
-        })
-      } catch (error) {
-        if (error instanceof SearchInputError) throw new CliUsageError(error.message)
-        throw error
-      }
+      const options = await readSearchOptions(self.opts(), process.cwd())
+      const summary = await runSearchCommand(options, {
+        argv: (self.parent as unknown as { rawArgs?: string[] } | null)?.rawArgs ?? process.argv.slice(2),
+        cwd: process.cwd(),
+        stderr: cli.io.err,
+        progress: !json && process.stderr.isTTY === true,
+        handleSignals: true,
+        env: process.env,
+      })
       if (summary.status === 'interrupted') {
         if (json) cli.io.out(`${JSON.stringify(summary, null, 2)}\n`)
         else cli.io.err(`${formatSummary(summary)}\n`)

@@ -76,6 +76,14 @@ export function register(program: Command, cli: CliContext): void {
     .description('run an RL trainer under the harness: prepare → run → finalize → show, recorded in lineage')
     .addHelpText('after', HELP)
 
+  registerTrainPrepare(train, cli)
+  registerTrainRun(train, cli)
+  registerTrainFinalize(train, cli)
+  registerTrainShow(train, cli)
+}
+
+/** `train prepare`: checks, handshake, online run, manifest and env file. */
+function registerTrainPrepare(train: Command, cli: CliContext): void {
   storeOptions(
     train
       .command('prepare')
@@ -98,13 +106,14 @@ export function register(program: Command, cli: CliContext): void {
       .addHelpText('after', SEE_TRAIN),
     '--lineage-url',
   ).action(async (flags: PrepareFlags, command: Command) => {
-    const { failTrain, formatPrepare, prepareTraining } = await import('../../train/index.ts')
-    const outcome = await prepareTraining({ ...flags, envFile: flags.envPath, env: process.env }).catch(
-      (error: unknown) => failTrain(error, cli.io, cli.json(command)),
-    )
+    const { formatPrepare, prepareTraining } = await import('../../train/index.ts')
+    const outcome = await prepareTraining({ ...flags, envFile: flags.envPath, env: process.env })
     cli.print(command, outcome, () => formatPrepare(outcome))
   })
+}
 
+/** `train run`: the trainer under the env file's environment, and how it ended. */
+function registerTrainRun(train: Command, cli: CliContext): void {
   train
     .command('run')
     .description("run the trainer with the env file's environment and record how it ended")
@@ -115,7 +124,7 @@ export function register(program: Command, cli: CliContext): void {
       `\nExample: reward-harness train run --env-path grpo-7.env -- python3 train.py --epochs 1${SEE_TRAIN}`,
     )
     .action(async (commandLine: string[], flags: { envPath: string }, command: Command) => {
-      const { failTrain, runTrainer } = await import('../../train/index.ts')
+      const { runTrainer } = await import('../../train/index.ts')
       const json = cli.json(command)
       // The terminal itself when this is the real CLI: trainers keep their progress bars and unbuffered logs.
       const output = cli.io === processIo ? 'inherit' : cli.io
@@ -124,7 +133,7 @@ export function register(program: Command, cli: CliContext): void {
         command: commandLine,
         output,
         env: process.env,
-      }).catch((error: unknown) => failTrain(error, cli.io, json))
+      })
       if (outcome.spawn_error)
         throw new CliExit(
           outcome.exit_code,
@@ -136,7 +145,10 @@ export function register(program: Command, cli: CliContext): void {
         )
       if (outcome.exit_code !== 0) throw new CliExit(outcome.exit_code)
     })
+}
 
+/** `train finalize`: the run's result and metrics into lineage. */
+function registerTrainFinalize(train: Command, cli: CliContext): void {
   storeOptions(
     train
       .command('finalize')
@@ -150,13 +162,14 @@ export function register(program: Command, cli: CliContext): void {
       .addHelpText('after', SEE_TRAIN),
     '--lineage-url',
   ).action(async (flags: StoreFlags & { envPath: string; metrics?: string; metric?: string[] }, command: Command) => {
-    const { failTrain, finalizeTraining, formatFinalize } = await import('../../train/index.ts')
-    const outcome = await finalizeTraining({ ...flags, envFile: flags.envPath, metricsFile: flags.metrics }).catch(
-      (error: unknown) => failTrain(error, cli.io, cli.json(command)),
-    )
+    const { finalizeTraining, formatFinalize } = await import('../../train/index.ts')
+    const outcome = await finalizeTraining({ ...flags, envFile: flags.envPath, metricsFile: flags.metrics })
     cli.print(command, outcome, () => formatFinalize(outcome))
   })
+}
 
+/** `train show`: a training run's chain. */
+function registerTrainShow(train: Command, cli: CliContext): void {
   storeOptions(
     train
       .command('show')
@@ -169,12 +182,12 @@ export function register(program: Command, cli: CliContext): void {
       .addHelpText('after', SEE_TRAIN),
     '--lineage-url',
   ).action(async (ref: string | undefined, flags: StoreFlags & { envPath?: string }, command: Command) => {
-    const { failTrain, formatShow, showTraining } = await import('../../train/index.ts')
+    const { formatShow, showTraining } = await import('../../train/index.ts')
     const outcome = await showTraining({
       ...flags,
       envFile: flags.envPath,
       ...(ref === undefined ? {} : { ref }),
-    }).catch((error: unknown) => failTrain(error, cli.io, cli.json(command)))
+    })
     cli.print(command, { ...outcome.chain, trainer: outcome.trainer }, () => formatShow(outcome))
   })
 }
