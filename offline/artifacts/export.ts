@@ -399,21 +399,31 @@ function parseBestRubrics(document: Record<string, unknown>, name: string): Sear
   const issues: string[] = []
   const entries: SearchedRubric[] = []
   const seen = new Set<string>()
-  document.best_rubrics.forEach((raw: unknown, index) => {
+  for (const [index, raw] of (document.best_rubrics as unknown[]).entries()) {
     const promptId = isRecord(raw) && typeof raw.prompt_id === 'string' ? raw.prompt_id : undefined
     const place = `best_rubrics[${index}]${promptId === undefined ? '' : ` (prompt_id "${promptId}")`}`
-    if (!isRecord(raw)) return void issues.push(`${place}: expected an object {prompt_id, rubric, score}`)
-    if (promptId === undefined || promptId.length === 0)
-      return void issues.push(`${place}.prompt_id: expected a non-empty string`)
-    if (promptId === DEFAULT_RUBRIC_KEY)
-      return void issues.push(`${place}.prompt_id: "${DEFAULT_RUBRIC_KEY}" is reserved for the default rubric`)
-    if (seen.has(promptId)) return void issues.push(`${place}.prompt_id: "${promptId}" has two entries`)
+    if (!isRecord(raw)) {
+      issues.push(`${place}: expected an object {prompt_id, rubric, score}`)
+      continue
+    }
+    if (promptId === undefined || promptId.length === 0) {
+      issues.push(`${place}.prompt_id: expected a non-empty string`)
+      continue
+    }
+    if (promptId === DEFAULT_RUBRIC_KEY) {
+      issues.push(`${place}.prompt_id: "${DEFAULT_RUBRIC_KEY}" is reserved for the default rubric`)
+      continue
+    }
+    if (seen.has(promptId)) {
+      issues.push(`${place}.prompt_id: "${promptId}" has two entries`)
+      continue
+    }
     seen.add(promptId)
     const rubric = SearchRubric.safeParse(raw.rubric)
-    if (!rubric.success)
-      return void issues.push(
-        ...issuesOf(rubric.error, (path) => `${place}.rubric${path.length ? `.${pathText(path)}` : ''}`),
-      )
+    if (!rubric.success) {
+      issues.push(...issuesOf(rubric.error, (path) => `${place}.rubric${path.length ? `.${pathText(path)}` : ''}`))
+      continue
+    }
     if (!rubric.data.criteria.some((criterion) => criterion.weight > 0))
       issues.push(`${place}.rubric.criteria: no criterion has a positive weight, so the rubric cannot score`)
     for (const id of duplicateCriteria(rubric.data))
@@ -425,7 +435,7 @@ function parseBestRubrics(document: Record<string, unknown>, name: string): Sear
       rubric: rubric.data,
       score: typeof raw.score === 'number' ? raw.score : Number.NEGATIVE_INFINITY,
     })
-  })
+  }
   if (issues.length)
     throw new ArtifactInputError(
       'invalid_rubric',

@@ -342,7 +342,9 @@ function urlScorer(spec: { base: string; target?: string }, options: ScorerOptio
           }
         : { error: 'not sent' },
     )
-    chunks.forEach((chunk, index) => chunk.forEach(({ position }, at) => (results[position] = answered[index]![at]!)))
+    for (const [index, chunk] of chunks.entries()) {
+      for (const [at, { position }] of chunk.entries()) results[position] = answered[index]![at]!
+    }
     return results
   }
   return {
@@ -386,9 +388,12 @@ function chunkBodies(
   const tooLarge = new Map<number, number>()
   let current: { position: number; body: unknown }[] = []
   let bytes = 0
-  bodies.forEach((body, position) => {
+  for (const [position, body] of bodies.entries()) {
     const size = Buffer.byteLength(JSON.stringify(body)) + 1
-    if (size > MAX_CHUNK_BYTES) return void tooLarge.set(position, size)
+    if (size > MAX_CHUNK_BYTES) {
+      tooLarge.set(position, size)
+      continue
+    }
     if (current.length >= maxItems || bytes + size > MAX_CHUNK_BYTES) {
       chunks.push(current)
       current = []
@@ -396,7 +401,7 @@ function chunkBodies(
     }
     current.push({ position, body })
     bytes += size
-  })
+  }
   if (current.length > 0) chunks.push(current)
   return { chunks, tooLarge }
 }
@@ -487,7 +492,7 @@ async function libraryWinRates(
   }
   const results = await post(pairs.map((pair) => pair.body))
   const tallies = items.map((item) => new WinRateTally(item.candidates.length))
-  pairs.forEach((pair, index) => {
+  for (const [index, pair] of pairs.entries()) {
     const result = results[index]!
     const tally = tallies[pair.item]!
     const orders =
@@ -497,10 +502,12 @@ async function libraryWinRates(
         ? [OUTCOME_VALUE[order.outcome as keyof typeof OUTCOME_VALUE]]
         : [],
     )
-    if (values.length === 0)
-      return tally.failed(pair.a, pair.b, 'error' in result ? result.error : 'the library judged no order of this pair')
+    if (values.length === 0) {
+      tally.failed(pair.a, pair.b, 'error' in result ? result.error : 'the library judged no order of this pair')
+      continue
+    }
     for (const value of values) tally.judged(pair.a, pair.b, value)
-  })
+  }
   return items.map((item, index) =>
     item.candidates.length < 2 || unusable.has(index)
       ? item.candidates.map(() => ({ error: unusable.get(index) ?? PAIRWISE_ONLY }))

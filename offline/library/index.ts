@@ -66,7 +66,7 @@ export async function saveLibrary(library: Library, dir: string): Promise<void> 
   for (const entry of Object.values(library.entries))
     await writeFileAtomic(join(dir, entryPath(entry)), renderSkillMd(entry))
   const registry = await buildRegistry(library)
-  await writeFileAtomic(join(dir, 'registry.json'), JSON.stringify(registry, null, 2) + '\n')
+  await writeFileAtomic(join(dir, 'registry.json'), `${JSON.stringify(registry, null, 2)}\n`)
   for (const kindDir of ['skills', 'tools'] as const) {
     let names: string[]
     try {

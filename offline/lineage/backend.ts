@@ -29,7 +29,7 @@ export async function withBackend<T>(
   const { ZodError } = await import('zod')
   let close = () => {}
   try {
-    let backend
+    let backend: LineageBackend
     if (flags.url) {
       if (flags.db) throw new UsageError(`give --db or ${urlFlag}, not both`)
       const token = process.env.REWARD_HARNESS_ADMIN_TOKEN

@@ -211,7 +211,8 @@ function planPools(
   const plans = [...groups].map(([model, roles]) => ({ model, roles, endpoints: [] as EndpointConfig[] }))
   if (plans.length === 1) {
     plans[0]!.endpoints = configs
-    records.forEach((record) => record.serves.push({ roles: plans[0]!.roles, max_concurrency: record.max_concurrency }))
+    for (const record of records)
+      record.serves.push({ roles: plans[0]!.roles, max_concurrency: record.max_concurrency })
   } else {
     configs.forEach((config, index) => {
       const record = records[index]!

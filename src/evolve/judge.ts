@@ -391,7 +391,7 @@ export async function callTool(
     images: [],
   })
   const entry = known ? library.entries[known] : undefined
-  if (!entry || entry.kind !== 'tool') return error(`no routed tool named ${name}`)
+  if (entry?.kind !== 'tool') return error(`no routed tool named ${name}`)
   const shown = presentedImages(item.images)
   let sent: PresentedImage[] = shown
   if (asked) {

@@ -84,7 +84,7 @@ function checkEntry(entry: LibraryEntry): LibraryEntry {
     name: entry.name,
     kind: entry.kind,
     description: entry.description.trim(),
-    body: entry.body.trim() + '\n',
+    body: `${entry.body.trim()}\n`,
   }
   if (entry.kind === 'tool') clean.when_to_use = (entry.when_to_use ?? entry.description).trim()
   return clean

@@ -185,7 +185,7 @@ export async function resolveRunRef(backend: LineageBackend, ref: string, exclud
     const chain = await backend.chain(run.run_id)
     if (chain && chain.evals.length > 0) return chain
   }
-  throw new UsageError('"latest": no recorded run with evals' + (exclude ? ` other than "${exclude}"` : ''))
+  throw new UsageError(`"latest": no recorded run with evals${exclude ? ` other than "${exclude}"` : ''}`)
 }
 
 /** Per artifact: its latest succeeded run (by time) and that run's latest eval per benchmark. */

@@ -133,7 +133,7 @@ async function verifiedSessionId(env: AppEnv['Bindings'], cookie: string | undef
   if (!match) return undefined
   const key = await signingKey(env).catch(() => undefined)
   if (!key) return undefined
-  const signature = Uint8Array.from(atob(match[2]!.replaceAll('-', '+').replaceAll('_', '/') + '='), (char) =>
+  const signature = Uint8Array.from(atob(`${match[2]!.replaceAll('-', '+').replaceAll('_', '/')}=`), (char) =>
     char.charCodeAt(0),
   )
   return (await crypto.subtle.verify('HMAC', key, signature, new TextEncoder().encode(match[1]!)))

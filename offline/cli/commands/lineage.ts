@@ -59,9 +59,8 @@ export function register(program: Command, cli: CliContext): void {
         const schemas = await import('../../../src/lineage/schemas.ts')
         const raw = await readJsonFile(file)
         const outcome = await withBackend(flags, async (backend) => {
-          // eslint-disable-next-line @typescript-eslint/no-explicit-any
-          const parsed = (schemas[schemaName] as any).parse(raw)
-          return backend[method](parsed)
+          const parsed = schemas[schemaName].parse(raw)
+          return backend[method](parsed as never)
         })
         cli.print(
           command,
