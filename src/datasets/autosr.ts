@@ -61,9 +61,12 @@ function readCandidates(record: JsonObject, place: string, log: IssueLog): Candi
   if (raw.length < 2) log.add(`${place}.candidates`, `needs at least 2 candidates, got ${raw.length}`)
   const firstSeen = new Map<string, number>()
   const candidates: Candidate[] = []
-  raw.forEach((value: unknown, index) => {
+  for (const [index, value] of raw.entries()) {
     const at = `${place}.candidates[${index}]`
-    if (!isObject(value)) return log.add(at, `must be an object, got ${describeType(value)}`)
+    if (!isObject(value)) {
+      log.add(at, `must be an object, got ${describeType(value)}`)
+      continue
+    }
     const id = rawId(value.candidate_id)
     const first = id === undefined ? undefined : firstSeen.get(id)
     if (id !== undefined && first !== undefined)
@@ -71,7 +74,7 @@ function readCandidates(record: JsonObject, place: string, log: IssueLog): Candi
     else if (id !== undefined) firstSeen.set(id, index)
     const candidate = readCandidate(value, at, log)
     if (candidate && first === undefined) candidates.push(candidate)
-  })
+  }
   return candidates
 }
 

@@ -22,26 +22,33 @@ export function readImageRefs(value: unknown, place: string, log: IssueLog): Ima
     return void log.add(place, `must be an array of {path} | {url} | {data_url}, got ${describeType(value)}`)
   const before = log.issues.length
   const refs: ImageRef[] = []
-  value.forEach((entry: unknown, index) => {
+  for (const [index, entry] of value.entries()) {
     const at = `${place}[${index}]`
-    if (typeof entry !== 'object' || entry === null || Array.isArray(entry))
-      return log.add(at, `must be an object {path} | {url} | {data_url}, got ${describeType(entry)}`)
+    if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) {
+      log.add(at, `must be an object {path} | {url} | {data_url}, got ${describeType(entry)}`)
+      continue
+    }
     const given = KEYS.filter((key) => (entry as JsonObject)[key] !== undefined && (entry as JsonObject)[key] !== null)
-    if (given.length !== 1)
-      return log.add(
-        at,
-        `needs exactly one of path, url, data_url${given.length ? `, got ${given.join(' and ')}` : ''}`,
-      )
+    if (given.length !== 1) {
+      log.add(at, `needs exactly one of path, url, data_url${given.length ? `, got ${given.join(' and ')}` : ''}`)
+      continue
+    }
     const key = given[0]!
     const text = (entry as JsonObject)[key]
-    if (typeof text !== 'string' || text.trim() === '')
-      return log.add(`${at}.${key}`, `must be a non-blank string, got ${describeType(text)}`)
-    if (key === 'url' && !/^https?:\/\/\S+$/i.test(text))
-      return log.add(`${at}.url`, 'must be an http(s) URL (use path for a local file, data_url for inline data)')
-    if (key === 'data_url' && !DATA_URL.test(text))
-      return log.add(`${at}.data_url`, 'must be data:image/<type>;base64,<data>')
+    if (typeof text !== 'string' || text.trim() === '') {
+      log.add(`${at}.${key}`, `must be a non-blank string, got ${describeType(text)}`)
+      continue
+    }
+    if (key === 'url' && !/^https?:\/\/\S+$/i.test(text)) {
+      log.add(`${at}.url`, 'must be an http(s) URL (use path for a local file, data_url for inline data)')
+      continue
+    }
+    if (key === 'data_url' && !DATA_URL.test(text)) {
+      log.add(`${at}.data_url`, 'must be data:image/<type>;base64,<data>')
+      continue
+    }
     refs.push({ [key]: text } as ImageRef)
-  })
+  }
   return log.issues.length > before ? undefined : refs
 }
 

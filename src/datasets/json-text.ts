@@ -122,22 +122,25 @@ export function locateJsonError(text: string): JsonFault {
       }
       if (char < 0x20) fail('unescaped control character in a string')
       if (char === 0x5c) {
-        const escape = text[at + 1]
-        if (escape === undefined) fail('unterminated string')
-        else if (escape === 'u') {
+        const escaped = text[at + 1]
+        if (escaped === undefined) fail('unterminated string')
+        else if (escaped === 'u') {
           if (!/^[0-9a-fA-F]{4}$/.test(text.slice(at + 2, at + 6))) fail('bad \\u escape in a string')
           at += 6
-        } else if ('"\\/bfnrt'.includes(escape)) at += 2
-        else fail(`bad escape '\\${escape}' in a string`)
+        } else if ('"\\/bfnrt'.includes(escaped)) at += 2
+        else fail(`bad escape '\\${escaped}' in a string`)
       } else at++
     }
   }
   const value = (): void => {
     skipWhitespace()
     const char = text[at]
-    if (char === '{') return object()
-    if (char === '[') return array()
-    if (char === '"') return string()
+    if (char === '{') object()
+    else if (char === '[') array()
+    else if (char === '"') string()
+    else literalOrNumber()
+  }
+  const literalOrNumber = (): void => {
     for (const literal of ['true', 'false', 'null']) {
       if (text.startsWith(literal, at)) {
         at += literal.length

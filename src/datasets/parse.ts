@@ -58,12 +58,20 @@ export function parseDatasetText(text: string, options: ParseDatasetOptions = {}
   const prompts: PromptItem[] = []
   const firstPlaceOf = new Map<string, string>()
 
-  records.forEach(({ place, value }, index) => {
-    if (!isObject(value)) return log.add(place, `must be an object, got ${describeType(value)}`)
+  for (const [index, { place, value }] of records.entries()) {
+    if (!isObject(value)) {
+      log.add(place, `must be an object, got ${describeType(value)}`)
+      continue
+    }
     const own = forcedShape ?? shapeOf(value)
-    if (own === undefined) return log.add(place, `unrecognised item with fields ${fieldList(value)}: ${EXPECTED}`)
-    if (own !== shape)
-      return log.add(place, `${titleOf(own)}, but ${first?.place} is ${titleOf(shape)}; use one shape per file`)
+    if (own === undefined) {
+      log.add(place, `unrecognised item with fields ${fieldList(value)}: ${EXPECTED}`)
+      continue
+    }
+    if (own !== shape) {
+      log.add(place, `${titleOf(own)}, but ${first?.place} is ${titleOf(shape)}; use one shape per file`)
+      continue
+    }
     const promptId = own === 'autosr' ? rawId(value.prompt_id) : pairPromptId(value, own, index)
     const firstUse = promptId === undefined ? undefined : firstPlaceOf.get(promptId)
     if (promptId !== undefined && firstUse !== undefined)
@@ -72,7 +80,7 @@ export function parseDatasetText(text: string, options: ParseDatasetOptions = {}
     const item = own === 'autosr' ? readAutosrPrompt(value, place, log) : readPair(value, own, index, place, log)
     if (item && firstUse === undefined)
       prompts.push(item.group === undefined && options.group !== undefined ? { ...item, group: options.group } : item)
-  })
+  }
   if (records.length === 0 && log.empty) log.add(forcedShape ? 'prompts' : '', forcedShape ? 'no prompts' : 'no items')
   if (!log.empty) throw new DatasetError(log.issues, options.name)
   return { dataset: { prompts }, format: document.format, shape }

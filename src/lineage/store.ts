@@ -14,8 +14,7 @@ import {
 import { UsageError } from '../usage-error/index.ts'
 
 /** A drizzle SQLite database: D1 at the edge, better-sqlite3 offline. Every query is awaited, so either mode works. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type LineageDb = BaseSQLiteDatabase<any, any, any>
+export type LineageDb = BaseSQLiteDatabase<'sync' | 'async', unknown, Record<string, never>>
 
 /** Why a record was refused: `conflict` (a different payload under the same id), `missing` (no manifest / run). */
 export class LineageError extends UsageError {

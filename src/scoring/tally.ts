@@ -53,7 +53,7 @@ export function mergeTallies(tallies: readonly ScoreTally[]): ScoreTally {
     merged.score_sum += tally.score_sum
     merged.score_min = minOf(merged.score_min, tally.score_min)
     merged.score_max = maxOf(merged.score_max, tally.score_max)
-    tally.bins.forEach((count, bin) => (merged.bins[bin]! += count))
+    for (const [bin, count] of tally.bins.entries()) merged.bins[bin]! += count
     merged.min_version = minOf(merged.min_version, tally.min_version)
     merged.max_version = maxOf(merged.max_version, tally.max_version)
   }

@@ -65,16 +65,14 @@ export {
 export { SearchOutputFile } from '../schemas/search-output.ts'
 export { derivedSeed, hash32, hashHex, Rng, type RngState } from '../hash/index.ts'
 
-/** What a checkpoint callback may answer: 'stop' ends the run cleanly right after this checkpoint. */
-export type CheckpointReply = void | 'stop' | Promise<void | 'stop'>
-
 export interface RunSearchOptions {
   onProgress?: (event: SearchProgress) => void
   /**
    * Called with a JSON-safe copy of the state at every boundary (generation for global_batch, prompt otherwise) and
-   * once at the end.
+   * once at the end. Answering 'stop' (or a promise of it) ends the run cleanly right after this checkpoint; any other
+   * answer is ignored.
    */
-  onCheckpoint?: (state: SearchState) => CheckpointReply
+  onCheckpoint?: (state: SearchState) => unknown
   /** A state from `onCheckpoint` (or a previous result) to continue from. */
   resumeFrom?: SearchState
   /** Aborting rejects the run with the signal's reason; the last checkpoint stays valid for a resume. */

@@ -30,8 +30,9 @@ export interface SelectionOptions {
  * @example uniqueByKey(population).length <= population.length
  */
 export function uniqueByKey<T extends { key: string }>(members: readonly T[]): T[] {
-  const seen = new Set<string>()
-  return members.filter((member) => !seen.has(member.key) && (seen.add(member.key), true))
+  const firstByKey = new Map<string, T>()
+  for (const member of members) if (!firstByKey.has(member.key)) firstByKey.set(member.key, member)
+  return [...firstByKey.values()]
 }
 
 /**

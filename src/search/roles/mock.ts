@@ -184,7 +184,7 @@ export function mutateCriteria(criteria: readonly Criterion[], mode: MutationMod
 }
 
 function raiseBar(criteria: Criterion[]): Criterion[] {
-  const order = criteria.map((item, index) => index).sort((a, b) => criteria[b]!.weight - criteria[a]!.weight || a - b)
+  const order = [...criteria.keys()].sort((a, b) => criteria[b]!.weight - criteria[a]!.weight || a - b)
   const target = order.find(
     (index) =>
       !criteria[index]!.text.endsWith(RAISE_SUFFIX) && criteria[index]!.text.length + RAISE_SUFFIX.length <= 4_000,
