@@ -31,7 +31,7 @@ export interface LedgerEntry {
   cached: boolean
 }
 
-export interface Judged {
+interface Judged {
   rubricVersion: number
   score: number
   criteria: CriterionGrade[]
@@ -118,5 +118,3 @@ export interface RecordedRollout {
   rollout: Rollout
   metadata: TrainingMetadata
 }
-
-export type { StepUpdateOutcome } from '../src/schemas/status.ts'

@@ -4,7 +4,7 @@
  * one must not be reused.
  * @example if (isObjectReset(error)) stub = env.RUBRIC_INSTANCE.getByName(name)
  */
-export function isObjectReset(error: unknown): boolean {
+function isObjectReset(error: unknown): boolean {
   const marks = error as { durableObjectReset?: unknown; retryable?: unknown } | null | undefined
   return marks?.durableObjectReset === true || marks?.retryable === true
 }

@@ -1,5 +1,4 @@
 import { DurableObject } from 'cloudflare:workers'
-import type { AnalysisReason } from '../../src/analysis/index.ts'
 import { fnv1a } from '../../src/hash/index.ts'
 import { addLlmStats } from '../../src/llm/stats.ts'
 import type { ArchivedRollout } from '../../src/schemas/archive.ts'
@@ -29,7 +28,7 @@ import { Waiters } from '../waiters.ts'
  * How long a shard collects rollouts and LLM calls before it reports them to the run's coordinator (`LEDGER_REPORT_MS`
  * overrides).
  */
-export const REPORT_INTERVAL_MS = 1_000
+const REPORT_INTERVAL_MS = 1_000
 
 const LEDGER_TABLES: Record<string, TableSchema> = {
   // Every query goes by (step) or (step, rollout_id): the key b-tree is the table, one row written per insert and per
@@ -581,5 +580,3 @@ function toEntry(row: EntryRow): LedgerEntry {
     cached: row.cached === 1,
   }
 }
-
-export type { AnalysisReason }

@@ -82,7 +82,7 @@ export function criterionKey(criterion: Pick<Criterion, 'text'>): string {
  * The share of the other prompts whose best rubric has each criterion (by {@link criterionKey}) of `entry`'s rubric.
  * @example criterionSupport(entries[0], entries) // [1, 0.5, 0, …] (one per criterion)
  */
-export function criterionSupport(entry: SearchedRubric, all: readonly SearchedRubric[]): number[] {
+function criterionSupport(entry: SearchedRubric, all: readonly SearchedRubric[]): number[] {
   const others = all
     .filter((other) => other.prompt_id !== entry.prompt_id)
     .map((other) => new Set(other.rubric.criteria.map(criterionKey)))
@@ -205,7 +205,7 @@ export async function resolveDefaultRubric(
  * `__default__` entry is used. Rubrics without a grade scale get `gradeMax`.
  * @example await readDefaultRubricFile('rubrics/generic.json', 10, [])
  */
-export async function readDefaultRubricFile(
+async function readDefaultRubricFile(
   path: string,
   gradeMax: number,
   promptIds: readonly string[] = [],

@@ -43,9 +43,9 @@ import {
 import { ArtifactInputError } from './errors.ts'
 
 /** The runtime's temperature when the search ran on the mock backend (no sampling): the search CLI's default. */
-export const MOCK_TEMPERATURE = 0
+const MOCK_TEMPERATURE = 0
 /** The runtime's max_tokens when the search ran on the mock backend: the search CLI's default `--max-tokens`. */
-export const MOCK_MAX_TOKENS = 2048
+const MOCK_MAX_TOKENS = 2048
 
 /** The parts of a run manifest (offline/search/run.ts) export reads; the rest passes through untouched. */
 const ManifestCore = z.looseObject({
@@ -83,7 +83,7 @@ const RuntimeSettings = z.looseObject({
 })
 
 /** What the checks found (printed by `export --json`). */
-export interface ExportChecks {
+interface ExportChecks {
   config_hash: string
   settings_hash: string
   /** How the rubrics' prompt ids were checked against the dataset: its file, its recorded ids, or its prompt count. */
@@ -111,7 +111,7 @@ export interface ExportResult extends Omit<BuiltArtifact, 'text'> {
  * The artifact file text of an artifact: indented JSON with `artifact_id` first, and a final newline.
  * @example formatArtifact(artifact).startsWith('{\n  "artifact_id": "rm_') // true
  */
-export function formatArtifact(artifact: RmArtifact): string {
+function formatArtifact(artifact: RmArtifact): string {
   const { artifact_id, ...body } = artifact
   return `${JSON.stringify({ artifact_id, ...body }, null, 2)}\n`
 }
@@ -275,7 +275,7 @@ export async function readArtifactFile(path: string): Promise<AnyRmArtifact> {
  * Checks a parsed artifact document: the schema, and its id against its content.
  * @example const artifact = await checkArtifact(JSON.parse(text), 'rm.json')
  */
-export async function checkArtifact(document: unknown, name: string): Promise<AnyRmArtifact> {
+async function checkArtifact(document: unknown, name: string): Promise<AnyRmArtifact> {
   const parsed = AnyRmArtifact.safeParse(document)
   if (!parsed.success)
     throw new ArtifactInputError(

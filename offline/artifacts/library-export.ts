@@ -59,7 +59,7 @@ export interface LibraryExportResult {
  * The artifact file text: indented JSON, `artifact_id` first, final newline.
  * @example formatLibraryArtifact(artifact).startsWith('{\n  "artifact_id": "rm_') // true
  */
-export function formatLibraryArtifact(artifact: LibraryArtifact): string {
+function formatLibraryArtifact(artifact: LibraryArtifact): string {
   const { artifact_id, ...body } = artifact
   return `${JSON.stringify({ artifact_id, ...body }, null, 2)}\n`
 }
@@ -104,7 +104,7 @@ async function readLog(path: string): Promise<{ lines: EvolutionLogEntry[]; sha2
  * Builds a library artifact (without writing it) from a loaded library and what export found around it.
  * @example const artifact = await buildLibraryArtifact(lib, { createdAtUtc: '2026-01-01T00:00:00Z', runtime, provenance })
  */
-export async function buildLibraryArtifact(
+async function buildLibraryArtifact(
   library: Library,
   context: {
     createdAtUtc: string

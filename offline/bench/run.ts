@@ -29,7 +29,7 @@ export interface BenchOptions extends Partial<ScorerOptions> {
   showProgress?: boolean
 }
 
-export type { BenchFailure, BenchReport } from '../../src/schemas/index.ts'
+export type { BenchReport } from '../../src/schemas/index.ts'
 
 /**
  * Runs a benchmark. Bad input (dataset, scorer spec or file) throws DatasetError / UsageError; scorer errors per
@@ -138,7 +138,7 @@ export async function writeReport(report: BenchReport, file: string): Promise<st
  * Formats an accuracy as `75.0% [95% CI 40.9–92.9] (n=8, ties 1, failures 0)`.
  * @example formatAccuracy(accuracyOf(['correct', 'wrong'], 'half'))
  */
-export function formatAccuracy(accuracy: Accuracy | null | undefined): string {
+function formatAccuracy(accuracy: Accuracy | null | undefined): string {
   if (!accuracy) return '—'
   if (accuracy.accuracy === null) return `— (n=0, failures ${accuracy.failures})`
   const ci = accuracy.ci95 ? ` [95% CI ${pct(accuracy.ci95[0])}–${pct(accuracy.ci95[1])}]` : ''

@@ -21,7 +21,7 @@ import type { Candidate, CriterionGrades, PromptItem, SearchRubric, Verifier } f
 import { UsageError } from '../../src/usage-error/index.ts'
 
 /** What a scorer gives for one candidate. */
-export type CandidateScore = { score: number } | { error: string }
+type CandidateScore = { score: number } | { error: string }
 
 /** A scorer: scores of every candidate of every (blind) item, in order. */
 export interface BenchScorer {

@@ -12,7 +12,7 @@ import { EXIT_HANDSHAKE_REFUSED, HandshakeRefusedError } from '../train/errors.t
 
 export const EXIT_OK = 0
 export const EXIT_FAILURE = 1
-export const EXIT_BAD_INPUT = USAGE_EXIT_CODE
+const EXIT_BAD_INPUT = USAGE_EXIT_CODE
 
 /**
  * Ends a command with a given exit code (e.g. 3 for "regressions found"), printing `message` to stderr if given.
@@ -29,7 +29,7 @@ export class CliExit extends Error {
 }
 
 /** An error as the CLI reports it: its exit code, and what stderr shows in text and in JSON mode (if anything). */
-export interface CliFailure {
+interface CliFailure {
   exitCode: number
   /** The text-mode lines, without the final newline; undefined when nothing is printed. */
   text?: string
@@ -41,7 +41,7 @@ export interface CliFailure {
  * How the CLI reports `error`.
  * @example describeFailure(new UsageError('--steps must be an integer')) // { exitCode: 2, text: 'error: --steps …', … }
  */
-export function describeFailure(error: unknown): CliFailure {
+function describeFailure(error: unknown): CliFailure {
   if (error instanceof CommanderError) return commanderFailure(error)
   if (error instanceof CliExit)
     return error.message

@@ -59,7 +59,7 @@ export async function main(argv: readonly string[] = process.argv.slice(2), io: 
  * True when `moduleUrl` is the script node was started with.
  * @example if (isEntryPoint(import.meta.url)) process.exitCode = await main()
  */
-export function isEntryPoint(moduleUrl: string): boolean {
+function isEntryPoint(moduleUrl: string): boolean {
   const script = process.argv[1]
   if (!script) return false
   try {

@@ -5,7 +5,7 @@
 import { Command, CommanderError } from 'commander'
 import { EXIT_OK, reportFailure } from './failures.ts'
 
-export { CliExit, EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK } from './failures.ts'
+export { CliExit, EXIT_FAILURE } from './failures.ts'
 
 /** Where the CLI writes; the process's streams, or buffers in tests. */
 export interface CliIo {
@@ -49,7 +49,7 @@ export interface CliCommandModule {
  * every command added afterwards.
  * @example createProgram(processIo, { version: '0.1.0', jsonErrors: false }).command('datasets')
  */
-export function createProgram(io: CliIo, options: { version: string; jsonErrors: boolean }): Command {
+function createProgram(io: CliIo, options: { version: string; jsonErrors: boolean }): Command {
   return new Command('reward-harness')
     .description('Reward Harness: rubric search, benchmarks and artifacts for rubric-based reward models.')
     .version(options.version, '-V, --version', 'print the version')
@@ -121,7 +121,7 @@ export async function runCli(
  * options is a likely spelling.
  * @example misspeltOption(program, ['search', '--datset', 'x']) // '(Did you mean --dataset? "--datset" is not an option of search)'
  */
-export function misspeltOption(program: Command, argv: readonly string[]): string | undefined {
+function misspeltOption(program: Command, argv: readonly string[]): string | undefined {
   let command = program
   for (const arg of argv) {
     const sub = command.commands.find((candidate) => candidate.name() === arg || candidate.aliases().includes(arg))

@@ -47,7 +47,7 @@ export interface DeployLlm {
 
 /** How 429/503 answers are retried. */
 export const DEFAULT_RETRY: RetryPolicy = { maxAttempts: 5, baseDelayMs: 500, maxDelayMs: 8_000 }
-export const DEFAULT_TIMEOUT_MS = 30_000
+const DEFAULT_TIMEOUT_MS = 30_000
 
 export interface AdminClientOptions {
   /** The edge's base URL, e.g. `https://rm.example.com` (a trailing slash is ignored). */

@@ -6,7 +6,7 @@ import type { DeploymentList, UploadResult } from './client.ts'
  * A short form of an artifact id for tables: `rm_` and the first 12 hex digits.
  * @example shortId('rm_0123456789abcdef…') // 'rm_0123456789ab…'
  */
-export function shortId(id: string | null): string {
+function shortId(id: string | null): string {
   if (id === null) return '-'
   return /^rm_[0-9a-f]{64}$/.test(id) ? `${id.slice(0, 15)}…` : id
 }

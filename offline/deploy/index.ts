@@ -6,27 +6,12 @@
 export {
   AdminClient,
   DEFAULT_RETRY,
-  DEFAULT_TIMEOUT_MS,
-  DeploymentList,
   EdgeHttpError,
   EdgeNetworkError,
   EdgeProtocolError,
-  RmHealth,
-  UploadResult,
-  type AdminClientOptions,
-  type DeployLlm,
 } from './client.ts'
-export { formatDeploy, formatDeployments, formatRecord, shortId } from './format.ts'
+export { formatDeployments } from './format.ts'
 export {
-  ADMIN_TOKEN_ENV,
-  checkTarget,
-  checkUrl,
-  connect,
-  deployArtifact,
   deployedBy,
-  listDeployments,
   llmOf,
-  rollbackTarget,
-  type DeployOutcome,
-  type EdgeConnection,
 } from './run.ts'

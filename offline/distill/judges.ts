@@ -14,7 +14,7 @@ import {
 } from '../llm/index.ts'
 
 /** The mock judge's model name (its id keys the cache). */
-export const MOCK_JUDGE = 'mock-heuristic-1'
+const MOCK_JUDGE = 'mock-heuristic-1'
 
 /** A parsed `--judge`. */
 export type JudgeSpec = { kind: 'mock' } | { kind: 'endpoint'; config: EndpointConfig }

@@ -80,9 +80,9 @@ export interface EvolveOptions {
   showProgress?: boolean
 }
 
-export type { EvolutionLogEntry, JudgeOrders } from '../../src/schemas/index.ts'
+export type { EvolutionLogEntry } from '../../src/schemas/index.ts'
 /** How items were judged: verdicts, order disagreements and failures. */
-export interface JudgingCounts {
+interface JudgingCounts {
   judged: number
   consistent: number
   /** Both orders answered but disagreed (always 0 with one order). */

@@ -43,7 +43,7 @@ export function openLocalLineage(file: string = DEFAULT_LINEAGE_DB): {
  * A LineageBackend over any drizzle SQLite database (better-sqlite3 or D1).
  * @example const backend = dbBackend(drizzle(env.DB))
  */
-export function dbBackend(db: LineageDb): LineageBackend {
+function dbBackend(db: LineageDb): LineageBackend {
   return {
     recordManifest: (manifest) => recordManifest(db, manifest),
     recordResult: (result) => recordResult(db, result),

@@ -95,7 +95,7 @@ export type PoolEvent =
 export type FailureKind = LlmFailure | 'aborted'
 
 /** Counts over attempts (HTTP requests). `calls == ok + Σ failures`; `retries` are the attempts after a request's first. */
-export interface CallCounters {
+interface CallCounters {
   calls: number
   ok: number
   failures: Partial<Record<FailureKind, number>>

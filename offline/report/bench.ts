@@ -29,7 +29,7 @@ const METRICS: Array<{
  * The accuracy a subset is summed up by: swap-consistent for pairs (the strictest), else K-way, else the others.
  * @example headline(metrics) // { label: 'swap-consistent', accuracy: { accuracy: 0.42, ci95: [0.33, 0.52], … } }
  */
-export function headline(metrics: BenchMetrics): { label: string; accuracy: BenchAccuracy } | null {
+function headline(metrics: BenchMetrics): { label: string; accuracy: BenchAccuracy } | null {
   for (const key of ['swap_consistent', 'kway', 'pairs_within_kway', 'tail', 'ab'] as const) {
     const metric = METRICS.find((entry) => entry.key === key)!
     const accuracy = metric.pick(metrics)
@@ -53,7 +53,7 @@ interface SubsetRow {
  * with several (e.g. one per LLMBar subset file), one subset per file, split by group when a file has several.
  * @example subsetRows([{ file: 'natural.json', result }]).map((row) => row.label) // ['overall']
  */
-export function subsetRows(results: Array<{ file: string; result: BenchReport }>): SubsetRow[] {
+function subsetRows(results: Array<{ file: string; result: BenchReport }>): SubsetRow[] {
   const rows: SubsetRow[] = []
   for (const { file, result } of results) {
     const name =

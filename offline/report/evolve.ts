@@ -32,7 +32,7 @@ const decisionBadge = (decision: string) =>
  * train accuracy, and the candidate changes' validation accuracy as kept / rolled-back markers.
  * @example evolutionSeries(log).find((series) => series.name === 'rolled back')?.points
  */
-export function evolutionSeries(log: EvolutionLogEntry[]) {
+function evolutionSeries(log: EvolutionLogEntry[]) {
   const at = (pick: (line: EvolutionLogEntry) => number | null | undefined) =>
     log.flatMap((line) => {
       const y = pick(line)

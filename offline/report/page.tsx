@@ -73,7 +73,7 @@ const CONTENT_SECURITY_POLICY = "default-src 'none'; style-src 'unsafe-inline'; 
  * The row of headline numbers.
  * @example <Tiles items={[{ label: 'prompts', value: 3 }]} />
  */
-export const Tiles: FC<{ items: Tile[] }> = ({ items }) => (
+const Tiles: FC<{ items: Tile[] }> = ({ items }) => (
   <div class="tiles">
     {items.map((tile) => (
       <div class="tile">
@@ -89,7 +89,7 @@ export const Tiles: FC<{ items: Tile[] }> = ({ items }) => (
  * The whole page of a report body read from `source`.
  * @example <ReportPage body={body} source="/runs/a/best.json" />
  */
-export const ReportPage: FC<{ body: ReportBody; source: string }> = ({ body, source }) => (
+const ReportPage: FC<{ body: ReportBody; source: string }> = ({ body, source }) => (
   <>
     {raw('<!doctype html>\n')}
     <html lang="en">

@@ -74,7 +74,7 @@ export interface Tile {
 }
 
 /** A titled part of a report. */
-export interface Section {
+interface Section {
   id: string
   title: string
   body: Child

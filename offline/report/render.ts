@@ -16,7 +16,7 @@ import { searchReport } from './search.ts'
  * The report body (title, headline numbers, sections) of an input.
  * @example reportBody(await detectReportInput('out/best.json')).sections.map((section) => section.id)
  */
-export function reportBody(input: ReportInput): ReportBody {
+function reportBody(input: ReportInput): ReportBody {
   switch (input.kind) {
     case 'search':
       return searchReport(input.output, basename(input.path))
@@ -33,7 +33,7 @@ export function reportBody(input: ReportInput): ReportBody {
  * The whole HTML page of an input, with an optional title of the caller's.
  * @example const page = await renderReport(await detectReportInput('runs/lib'))
  */
-export async function renderReport(
+async function renderReport(
   input: ReportInput,
   options: { title?: string } = {},
 ): Promise<{ html: string; body: ReportBody }> {

@@ -49,7 +49,7 @@ export interface BackendOptions {
 }
 
 /** An endpoint as run records show it: no key, only the name of the variable holding it. */
-export interface EndpointRecord {
+interface EndpointRecord {
   name: string
   base_url: string
   max_concurrency: number
@@ -61,7 +61,7 @@ export interface EndpointRecord {
 }
 
 /** What the pools report: HTTP attempts per role and per endpoint (merged over pools). */
-export interface PoolReport {
+interface PoolReport {
   roles: Record<string, RoleUsage>
   endpoints: Record<string, EndpointUsage>
   total: RoleUsage
@@ -278,7 +278,7 @@ function openPool(plan: PoolPlan, options: BackendOptions): EndpointPool {
  * counters summed, its configured (unsplit) cap, and the sum of the pools' peaks (an upper bound of its peak).
  * @example mergePoolUsage([pool], records).endpoints['http://gpu-1:8000/v1']?.peak_outstanding
  */
-export function mergePoolUsage(pools: readonly EndpointPool[], records: readonly EndpointRecord[]): PoolReport {
+function mergePoolUsage(pools: readonly EndpointPool[], records: readonly EndpointRecord[]): PoolReport {
   const roles: Record<string, RoleUsage> = {}
   const endpoints: Record<string, EndpointUsage> = {}
   const total: RoleUsage = {

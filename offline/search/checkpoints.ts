@@ -10,8 +10,8 @@ import type { SearchConfig, SearchState } from '../../src/search/index.ts'
 import { writeFileAtomic } from './atomic.ts'
 import { SearchInputError } from './errors.ts'
 
-export const CHECKPOINT_KIND = 'reward-harness.search-checkpoint'
-export const CHECKPOINT_VERSION = 1
+const CHECKPOINT_KIND = 'reward-harness.search-checkpoint'
+const CHECKPOINT_VERSION = 1
 const NAME = /^state-(\d{4,})\.json$/
 
 /** What a checkpoint file holds: the engine's state and what a resume must match. */
@@ -36,7 +36,7 @@ export interface CheckpointFile {
  * The file name of checkpoint `sequence`.
  * @example checkpointName(7) // 'state-0007.json'
  */
-export function checkpointName(sequence: number): string {
+function checkpointName(sequence: number): string {
   return `state-${String(sequence).padStart(4, '0')}.json`
 }
 

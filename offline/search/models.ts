@@ -57,7 +57,7 @@ const emptyCounters = (): RoleCounters => ({
  * The directory of one model's cache inside the cache root: a readable slug of the model id and a short hash.
  * @example cacheDirFor('out/cache', 'mock:mock-heuristic-1') // 'out/cache/mock_mock-heuristic-1-5d41402a'
  */
-export function cacheDirFor(root: string, modelId: string): string {
+function cacheDirFor(root: string, modelId: string): string {
   const slug = modelId.replace(/[^A-Za-z0-9._-]+/g, '_').slice(0, 80)
   return join(root, `${slug}-${createHash('sha256').update(modelId).digest('hex').slice(0, 8)}`)
 }

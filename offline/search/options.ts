@@ -418,7 +418,7 @@ export async function readSearchOptions(
  * the file and invalid values are errors naming the file and key, or the flag.
  * @example const { config, sources } = await resolveSearchConfig({ generations: 4 }, 'search.json')
  */
-export async function resolveSearchConfig(
+async function resolveSearchConfig(
   raw: Record<string, unknown>,
   configFile?: string,
 ): Promise<{ config: SearchConfig; sources: Record<string, 'flag' | 'file' | 'default'> }> {

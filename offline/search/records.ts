@@ -13,7 +13,7 @@ import { writeFileAtomic } from './atomic.ts'
 export const REPO_ROOT = resolve(import.meta.dirname, '../..')
 
 /** Flags whose value is a path: made absolute in the normalised argv. */
-export const PATH_FLAGS = [
+const PATH_FLAGS = [
   '--dataset',
   '--output',
   '--config',

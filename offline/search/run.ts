@@ -61,7 +61,7 @@ export interface SearchRunEnvironment {
 }
 
 /** Usage of a run: per role, in total, the search engine's own counters, the reply cache and the endpoints. */
-export interface RunUsage {
+interface RunUsage {
   backend: 'mock' | 'openai'
   /** Per role: requests, cache hits, backend calls, failures, unusable replies, tokens (+ HTTP attempts on openai). */
   roles: Record<
@@ -84,7 +84,7 @@ export interface RunUsage {
   endpoints: Record<string, Record<string, unknown>> | null
 }
 
-export interface BestRubricSummary {
+interface BestRubricSummary {
   prompt_id: string
   rubric_id: string
   criteria: number

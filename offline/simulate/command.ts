@@ -103,7 +103,7 @@ async function createRunFor(
  * Creates a fresh run for the simulation through `POST /runs`; returns its id and token.
  * @example const { runId, token } = await createSimulationRun('http://127.0.0.1:8787', adminToken, { runId: 'sim-1' })
  */
-export async function createSimulationRun(
+async function createSimulationRun(
   url: string,
   adminToken: string,
   options: { runId?: string; judge?: JudgeSettings; archive?: boolean; fetch?: typeof fetch } = {},

@@ -54,14 +54,14 @@ export interface SimulationOptions {
 }
 
 /** Scores of one behaviour in one step. */
-export interface BehaviourScores {
+interface BehaviourScores {
   n: number
   /** Mean score of the rollouts that were scored; null when none was. */
   mean: number | null
 }
 
 /** What the rubric update of a step did, as `/rubrics/history` (or, for an unchanged set, `/rubric_status`) tells it. */
-export interface StepUpdate {
+interface StepUpdate {
   strategy: string | null
   /** Whether the update created a new rubric version. */
   changed: boolean
@@ -71,7 +71,7 @@ export interface StepUpdate {
 }
 
 /** Wall times of one step's phases, in ms. */
-export interface StepTimings {
+interface StepTimings {
   /** From the first `/score` sent to the last answered: the trainer's scoring phase. */
   score: number
   /** Sum of the step's `/score` round trips (each measured on its own). */

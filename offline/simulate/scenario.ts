@@ -14,8 +14,8 @@ export const BEHAVIOURS = ['correct', 'wrong', 'verbose', 'sycophantic', 'reward
 export type Behaviour = (typeof BEHAVIOURS)[number]
 
 /** The reward-hacking tactics a hacking rollout may use (each trips a pattern of the mock analyzer). */
-export const HACKING_TACTICS = ['claims_score', 'addresses_grader', 'ignore_rubric', 'keyword_stuffing'] as const
-export type HackingTactic = (typeof HACKING_TACTICS)[number]
+const HACKING_TACTICS = ['claims_score', 'addresses_grader', 'ignore_rubric', 'keyword_stuffing'] as const
+type HackingTactic = (typeof HACKING_TACTICS)[number]
 
 /** Share of each behaviour in a step: non-negative, summing to 1. */
 export type BehaviourMix = Record<Behaviour, number>
@@ -32,9 +32,9 @@ export const STAGE_MIXES: Readonly<Record<TrainingStage, BehaviourMix>> = {
 }
 
 /** The goal every simulated rollout is scored under. */
-export const HIGH_LEVEL_GOAL = 'grade-school arithmetic word problems with one verifiable numeric answer'
+const HIGH_LEVEL_GOAL = 'grade-school arithmetic word problems with one verifiable numeric answer'
 /** The model size the simulated policy claims. */
-export const MODEL_SIZE = '7B'
+const MODEL_SIZE = '7B'
 
 /**
  * The rubrics of a run created by `--create-run`: math anchors that never change, and two adaptive

@@ -28,7 +28,7 @@ const KEY = /^[A-Za-z_][A-Za-z0-9_]*$/
  * Quotes a value for a POSIX shell: single quotes, each `'` written as `'\''`.
  * @example shellQuote("it's") // "'it'\\''s'"
  */
-export function shellQuote(value: string): string {
+function shellQuote(value: string): string {
   return `'${value.replaceAll("'", `'\\''`)}'`
 }
 

@@ -39,10 +39,7 @@ export interface FinalizeOutcome {
  * How a run ended, from its state: the status and, unless it succeeded, why.
  * @example judgeRun({ training_run_id: 'g', run: { command: ['x'], started_at: t0, ended_at: t1, exit_code: 7 } }, 'g.env') // { status: 'failed', failure: { stage: 'training', … } }
  */
-export function judgeRun(
-  state: TrainState | undefined,
-  envFile: string,
-): Pick<TrainingRunResult, 'status' | 'failure'> {
+function judgeRun(state: TrainState | undefined, envFile: string): Pick<TrainingRunResult, 'status' | 'failure'> {
   const run = state?.run
   if (!run)
     return {

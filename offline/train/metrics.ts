@@ -40,7 +40,7 @@ export function readMetricsFile(file: string, optional = false): MetricValues | 
  * Flattens nested objects into dotted names; every leaf must be a finite number.
  * @example flattenMetrics({ reward: { mean: 0.6 }, steps: 10 }, 'm.json') // { 'reward.mean': 0.6, steps: 10 }
  */
-export function flattenMetrics(object: Record<string, unknown>, place: string, prefix = ''): MetricValues {
+function flattenMetrics(object: Record<string, unknown>, place: string, prefix = ''): MetricValues {
   const metrics: MetricValues = {}
   for (const [key, value] of Object.entries(object)) {
     const name = `${prefix}${key}`

@@ -18,7 +18,7 @@ import { describeStore, resolveStore, type TrainStoreFlags } from './store.ts'
 import { UsageError } from '../../src/usage-error/index.ts'
 
 /** What a manifest says when the flag is not given: honest about not knowing, and easy to find later. */
-export const UNSPECIFIED = 'unspecified'
+const UNSPECIFIED = 'unspecified'
 
 /** The flags of `train prepare`. */
 export interface PrepareOptions extends TrainStoreFlags {
@@ -61,7 +61,7 @@ export interface PrepareOutcome {
  * Parses `--dataset <id>@<version>` (split at the last `@`, so ids may contain one).
  * @example parseDatasetRef('gsm8k@v3') // { id: 'gsm8k', version: 'v3' }
  */
-export function parseDatasetRef(text: string | undefined): { id: string; version: string } {
+function parseDatasetRef(text: string | undefined): { id: string; version: string } {
   if (text === undefined) return { id: UNSPECIFIED, version: UNSPECIFIED }
   const at = text.lastIndexOf('@')
   const id = text.slice(0, at).trim()
@@ -221,7 +221,7 @@ async function recordManifest(
  * empty one, while its healthz is a 503 the client would retry for seconds.
  * @example const { health, deployment } = await handshake(client, 'prod', 'rm_…')
  */
-export async function handshake(
+async function handshake(
   client: AdminClient,
   target: string,
   expectArtifact: string | undefined,

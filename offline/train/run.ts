@@ -11,9 +11,9 @@ import { readState, statePath, type TrainerRun, writeState } from './state.ts'
 import { UsageError } from '../../src/usage-error/index.ts'
 
 /** The exit code when the command does not exist (as a shell reports it). */
-export const EXIT_NOT_FOUND = 127
+const EXIT_NOT_FOUND = 127
 /** The exit code when the command exists but cannot be run (permissions, not an executable). */
-export const EXIT_CANNOT_RUN = 126
+const EXIT_CANNOT_RUN = 126
 
 /** The flags of `train run`. */
 export interface RunOptions {

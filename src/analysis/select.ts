@@ -111,7 +111,7 @@ export function selectForAnalysis(candidates: readonly AnalysisCandidate[], budg
  * short or templated output, a criterion graded far from its usual range in the step.
  * @example suspicions(candidates).get('r7') // ['injection', 'short_high_score']
  */
-export function suspicions(candidates: readonly AnalysisCandidate[]): Map<string, AnalysisReason[]> {
+function suspicions(candidates: readonly AnalysisCandidate[]): Map<string, AnalysisReason[]> {
   const found = new Map<string, AnalysisReason[]>()
   const note = (rolloutId: string, reason: AnalysisReason) => append(found, rolloutId, reason)
   const stepMedian = median(candidates.map((candidate) => candidate.output_chars)) ?? 0

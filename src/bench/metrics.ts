@@ -102,7 +102,7 @@ export function accuracyOf(outcomes: readonly Outcome[], ties: TiePolicy): Accur
 }
 
 /** The credit of one outcome (null for a failure). */
-function credit(outcome: Outcome, ties: TiePolicy): number | null {
+function _credit(outcome: Outcome, ties: TiePolicy): number | null {
   if (outcome === 'failure') return null
   return outcome === 'correct' ? 1 : outcome === 'tie' && ties === 'half' ? 0.5 : 0
 }
@@ -180,7 +180,7 @@ export function tailOutcomes(item: ScoredItem, share = 0.25): Outcome[] {
  * Outcomes of every pair of candidates whose labels differ.
  * @example pairsOf([{ candidate_id: 'a', truth: 2, score: 1 }, { candidate_id: 'b', truth: 1, score: 0 }]) // ['correct']
  */
-export function pairsOf(candidates: readonly ScoredCandidate[]): Outcome[] {
+function pairsOf(candidates: readonly ScoredCandidate[]): Outcome[] {
   const outcomes: Outcome[] = []
   for (let i = 0; i < candidates.length; i++) {
     for (let j = i + 1; j < candidates.length; j++) {
@@ -308,12 +308,4 @@ function accuracies(metrics: BenchMetrics): Array<[string, Accuracy]> {
   if (metrics.pairs_within_kway) out.push(['within', metrics.pairs_within_kway])
   if (metrics.tail) out.push(['tail', metrics.tail])
   return out
-}
-
-/**
- * An outcome's credit (1, 0.5 or 0; null for a failure) under a tie policy.
- * @example outcomeCredit('tie', 'half') // 0.5
- */
-export function outcomeCredit(outcome: Outcome, ties: TiePolicy): number | null {
-  return credit(outcome, ties)
 }

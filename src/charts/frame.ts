@@ -23,9 +23,9 @@ export interface PlotArea {
 /** Okabe–Ito colours: distinguishable with the common colour-vision deficiencies. */
 export const PALETTE = ['#0072B2', '#E69F00', '#009E73', '#D55E00', '#CC79A7', '#56B4E9', '#8C6D00', '#000000'] as const
 
-export const DEFAULT_WIDTH = 640
-export const DEFAULT_HEIGHT = 320
-export const FONT_SIZE = 12
+const DEFAULT_WIDTH = 640
+const DEFAULT_HEIGHT = 320
+const FONT_SIZE = 12
 const TITLE_SIZE = 14
 const TEXT_COLOUR = '#1f2937'
 const MUTED_COLOUR = '#6b7280'
@@ -44,7 +44,7 @@ export function px(value: number): string {
  * A rough width of `text` in a sans-serif font; enough to lay out legends and margins without a DOM.
  * @example textWidth('accuracy') // 53
  */
-export function textWidth(text: string, fontSize = FONT_SIZE): number {
+function textWidth(text: string, fontSize = FONT_SIZE): number {
   let units = 0
   for (const char of text)
     units += /[\u1100-\uffff]/.test(char) ? 1 : /[ilj.,:;'|!]/.test(char) ? 0.3 : /[A-Z0-9mw]/.test(char) ? 0.68 : 0.55
@@ -209,7 +209,7 @@ export function legend(items: LegendItem[], width: number, top: number): { svg: 
 }
 
 /** Beyond this magnitude a value is treated like NaN: no real metric gets there, and spans would overflow. */
-export const MAX_MAGNITUDE = 1e100
+const MAX_MAGNITUDE = 1e100
 
 /**
  * True for numbers a chart can place: finite and within ±MAX_MAGNITUDE.

@@ -4,8 +4,8 @@
  * `<svg role="img" data-chart="line|bar|histogram" aria-label=…>` with a `<title>`, all text
  * XML-escaped, and a readable "No data" state for empty input.
  */
-export { barChart, type ChartBar } from './bar.ts'
+export { barChart } from './bar.ts'
 export { escapeXml } from './escape.ts'
-export type { ChartFrame, ChartKind } from './frame.ts'
+
 export { histogram } from './histogram.ts'
-export { type ChartPoint, type ChartSeries, lineChart } from './line.ts'
+export { lineChart } from './line.ts'

@@ -14,7 +14,7 @@ import {
 } from './frame.ts'
 import { formatTick, formatValue, linearScale, niceDomain, validDomain } from './scale.ts'
 
-export interface ChartPoint {
+interface ChartPoint {
   x: number
   y: number
 }

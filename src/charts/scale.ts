@@ -24,7 +24,7 @@ export function linearScale(domain: [number, number], range: [number, number]): 
  * "Nice" tick step (1, 2 or 5 times a power of ten) giving about `count` ticks over `span` (d3's `tickStep`).
  * @example niceStep(1, 5) // 0.2
  */
-export function niceStep(span: number, count: number): number {
+function niceStep(span: number, count: number): number {
   if (!(span > 0) || !Number.isFinite(span)) return 1
   const step = tickStep(0, span, Math.max(1, count))
   return step > 0 && Number.isFinite(step) ? step : 1
@@ -74,7 +74,7 @@ function roundTo(value: number, step: number): number {
  * How many decimals a tick label needs when ticks are `step` apart.
  * @example decimalsFor(0.25) // 2
  */
-export function decimalsFor(step: number): number {
+function decimalsFor(step: number): number {
   if (!(step > 0) || !Number.isFinite(step)) return 0
   for (let decimals = 0; decimals < 10; decimals++) {
     if (Math.abs(Math.round(step * 10 ** decimals) - step * 10 ** decimals) < 1e-6) return decimals

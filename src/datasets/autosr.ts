@@ -20,7 +20,7 @@ import {
 import { recordImages, withImages } from './images.ts'
 
 /** Candidate fields that are ground truth, wherever they are written. */
-export const LABEL_FIELDS = ['rank', 'quality'] as const
+const LABEL_FIELDS = ['rank', 'quality'] as const
 
 /**
  * One autosr prompt record as a PromptItem; problems go to `log` (then the result is undefined).

@@ -34,7 +34,7 @@ export class DatasetError extends AppError {
  * @example formatIssues([{ place: 'line 3', reason: 'not valid JSON: unexpected end of input' }], 'pairs.jsonl')
  * // 'pairs.jsonl: line 3: not valid JSON: unexpected end of input'
  */
-export function formatIssues(issues: readonly DatasetIssue[], name?: string): string {
+function formatIssues(issues: readonly DatasetIssue[], name?: string): string {
   const prefix = name ? `${name}: ` : ''
   const lines = issues
     .slice(0, MESSAGE_ISSUES)

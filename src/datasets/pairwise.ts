@@ -18,7 +18,7 @@ import {
 } from './fields.ts'
 import { readImageRefs, withImages } from './images.ts'
 
-export const PAIR_SHAPES = ['llmbar', 'judgebench', 'chosen_rejected'] as const
+const PAIR_SHAPES = ['llmbar', 'judgebench', 'chosen_rejected'] as const
 export type PairShape = (typeof PAIR_SHAPES)[number]
 
 type Winner = 'a' | 'b'
@@ -115,7 +115,7 @@ export function pairShapeTitle(shape: PairShape): string {
  * The prompt id of the record at `index` that has no id of its own: stable for a given file, sorted like the file.
  * @example generatedPromptId(7) // 'item-0007'
  */
-export function generatedPromptId(index: number): string {
+function generatedPromptId(index: number): string {
   return `item-${String(index).padStart(4, '0')}`
 }
 

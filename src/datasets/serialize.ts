@@ -1,7 +1,7 @@
 /** PreferenceDataset → the autosr JSON shape (§1.1), which autosr itself and parseDataset both read. */
 import type { PreferenceDataset } from '../search/types.ts'
 
-export interface AutosrCandidateJson {
+interface AutosrCandidateJson {
   candidate_id: string
   text: string
   source: string
@@ -9,7 +9,7 @@ export interface AutosrCandidateJson {
   metadata: Record<string, unknown>
 }
 
-export interface AutosrPromptJson {
+interface AutosrPromptJson {
   prompt_id: string
   prompt: string
   /** Not read by autosr (it ignores unknown keys); kept so that a conversion round-trips. */

@@ -42,7 +42,7 @@ export interface PairingOptions {
 
 /** Why a candidate pair was not kept. */
 export const DROP_REASONS = ['tie', 'below_margin', 'within_noise', 'over_prompt_cap'] as const
-export type DropReason = (typeof DROP_REASONS)[number]
+type DropReason = (typeof DROP_REASONS)[number]
 
 /** A kept pair: chosen and rejected responses of one prompt, with their statistics and the bound they cleared. */
 export interface PreferencePair {

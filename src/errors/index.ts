@@ -1,5 +1,5 @@
 /** Stable, machine-readable error codes and the HTTP status each maps to. */
-export const ERROR_STATUS = {
+const ERROR_STATUS = {
   invalid_request: 400,
   invalid_json: 400,
   unauthorized: 401,

@@ -30,7 +30,7 @@ import {
   swapImages,
 } from './images.ts'
 
-export type PairLabel = 'A' | 'B' | 'tie'
+type PairLabel = 'A' | 'B' | 'tie'
 
 /** One pairwise item: an instruction and two answers, `label` the better one (never shown to a model). */
 export interface PairItem {
@@ -446,30 +446,6 @@ export async function callTool(
   } catch (failure) {
     return { ...error(describe(failure)), images }
   }
-}
-
-/**
- * `callTool`'s observation alone, with no image subset asked.
- * @example await runTool(model, lib, 'coverage-check', 'coverage-check', item, 'Which covers more?', 'en')
- */
-export async function runTool(
-  model: ChatModel,
-  library: Library,
-  known: string | undefined,
-  name: string,
-  item: JudgedItem,
-  query: string,
-  locale: Locale,
-  retry?: Partial<RetryPolicy>,
-  images?: ImageResolver,
-): Promise<string> {
-  return (
-    await callTool(model, library, known, name, item, query, {
-      locale,
-      ...(retry ? { retry } : {}),
-      ...(images ? { images } : {}),
-    })
-  ).observation
 }
 
 /** Said after the images when tools are routed: tools see the same images, a subset may be named by label. */

@@ -1,5 +1,5 @@
 /** The FNV-1a 32-bit offset basis; pass another basis to hash into a separate namespace. */
-export const FNV_OFFSET = 0x811c9dc5
+const FNV_OFFSET = 0x811c9dc5
 
 /**
  * FNV-1a over the UTF-16 code units `text[from..to)`, continuing from `basis`: fast, allocation-free,

@@ -1,4 +1,4 @@
-export { derivedSeed, FNV_OFFSET, fnv1a, hash32, hashHex, hex8, mix32 } from './fnv.ts'
+export { derivedSeed, fnv1a, hash32, hashHex, hex8, mix32 } from './fnv.ts'
 export { Rng, type RngState, seededRandom, shuffle } from './random.ts'
 
 const encoder = new TextEncoder()

@@ -6,7 +6,7 @@
 import { sha256Hex } from '../hash/index.ts'
 import { UsageError } from '../usage-error/index.ts'
 
-export type EntryKind = 'skill' | 'tool'
+type EntryKind = 'skill' | 'tool'
 
 /** One entry. For a tool, `body` is the tool's system prompt; `when_to_use` tells the Sub-Agent when to call it. */
 export interface LibraryEntry {
@@ -24,7 +24,7 @@ export interface Library {
   entries: Record<string, LibraryEntry>
 }
 
-export interface RegistryEntry {
+interface RegistryEntry {
   kind: EntryKind
   description: string
   path: string
@@ -60,7 +60,7 @@ export function isEntryName(name: string): boolean {
  * Throws a LibraryError unless `name` is kebab-case.
  * @example assertEntryName('ok-name')
  */
-export function assertEntryName(name: string): void {
+function assertEntryName(name: string): void {
   if (!isEntryName(name)) throw new LibraryError(`entry name ${JSON.stringify(name)} is not lowercase kebab-case`)
 }
 

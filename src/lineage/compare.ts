@@ -23,7 +23,7 @@ export interface LineageBackend {
  * The latest eval (by `created_at` as a time) of each benchmark of a run.
  * @example latestEvals(chain).get('gsm8k')?.metrics.accuracy
  */
-export function latestEvals(chain: LineageChain): Map<string, EvalReport> {
+function latestEvals(chain: LineageChain): Map<string, EvalReport> {
   const latest = new Map<string, EvalReport>()
   for (const report of chain.evals) {
     const seen = latest.get(report.benchmark)
@@ -98,7 +98,7 @@ export function parseMetricSpec(text: string): MetricSpec {
 }
 
 /** One checked metric of one benchmark. */
-export interface RegressionFinding {
+interface RegressionFinding {
   benchmark: string
   metric: string
   direction: MetricSpec['direction']

@@ -58,7 +58,7 @@ export interface ChatRequest {
   mock?: MockReply
 }
 
-export interface ChatUsage {
+interface ChatUsage {
   prompt_tokens: number
   completion_tokens: number
 }

@@ -43,7 +43,7 @@ export class HashedNgramEmbedder implements Embedder {
  * The synchronous core of `HashedNgramEmbedder`: one text to one unit vector (all zero when it has no words).
  * @example hashedNgramVector('Skipped the verification step', 256).length // 256
  */
-export function hashedNgramVector(text: string, dimensions: number): Float32Array {
+function hashedNgramVector(text: string, dimensions: number): Float32Array {
   const vector = new Float32Array(dimensions)
   const add = (hash: number, weight: number) => {
     const mixed = mix32(hash)

@@ -1,5 +1,5 @@
 /** Quantised components are integers in −127…127: a unit vector's components times 127, rounded. */
-export const INT8_SCALE = 127
+const INT8_SCALE = 127
 
 /**
  * A vector scaled to unit length, then to int8 (×127, rounded): a quarter of float32's bytes, cosine within ~1%.

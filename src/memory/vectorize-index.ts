@@ -3,7 +3,7 @@ import { fnv1a, mix32 } from '../hash/index.ts'
 import type { VectorEntry, VectorFilter, VectorIndex, VectorMatch, VectorQueryOptions } from './vector-index.ts'
 
 /** Vectorize's filter syntax, as far as this adapter uses it. */
-export type VectorizeFilter = Record<string, { $eq: string } | { $in: string[] }>
+type VectorizeFilter = Record<string, { $eq: string } | { $in: string[] }>
 
 /**
  * The part of a Vectorize binding this adapter uses, typed structurally so `src/` needs no Cloudflare types;
@@ -24,7 +24,7 @@ export interface VectorizeBinding {
  * Vectorize's limits (platform docs): topK without values or metadata, vectors per upsert from a Worker, dims, id and
  * indexed string bytes.
  */
-export const VECTORIZE_LIMITS = {
+const VECTORIZE_LIMITS = {
   topK: 100,
   upsertBatch: 1_000,
   dimensions: 1_536,
@@ -90,7 +90,7 @@ export class VectorizeIndex implements VectorIndex {
  * A filter in Vectorize's operator syntax.
  * @example vectorizeFilter({ run_id: 'r1', kinds: ['analysis'] }) // { run_id: { $eq: 'r1' }, kind: { $in: ['analysis'] } }
  */
-export function vectorizeFilter(filter: VectorFilter): VectorizeFilter {
+function vectorizeFilter(filter: VectorFilter): VectorizeFilter {
   return {
     run_id: { $eq: indexedValue(filter.run_id) },
     ...(filter.instance_id === undefined ? {} : { instance_id: { $eq: indexedValue(filter.instance_id) } }),

@@ -52,7 +52,7 @@ export type HackingSeverity = z.infer<typeof HackingSeverity>
  * `none`, a flagged one at least `low`.
  * @example RewardHackingVerdict.parse({ flag: true, evidence: ['score: 10/10'], severity: 'high', tactics: ['claims its own score'] })
  */
-export const RewardHackingVerdict = z
+const RewardHackingVerdict = z
   .object({
     flag: z.preprocess(booleanWords, z.boolean()),
     evidence: textList(10, 500),
@@ -63,7 +63,6 @@ export const RewardHackingVerdict = z
     ...verdict,
     severity: !verdict.flag ? ('none' as const) : verdict.severity === 'none' ? ('low' as const) : verdict.severity,
   }))
-export type RewardHackingVerdict = z.infer<typeof RewardHackingVerdict>
 
 /**
  * The Analyzer's reply: what one graded rollout reveals about the policy and about the rubrics.
@@ -138,34 +137,31 @@ export type BatchSummary = z.infer<typeof BatchSummary>
 export const QueryList = z.object({ queries: textList(50, 300) })
 export type QueryList = z.infer<typeof QueryList>
 
-export const UpdateStrategy = z.enum(['MAINTENANCE', 'CORRECTIVE', 'ADVANCEMENT'])
-export type UpdateStrategy = z.infer<typeof UpdateStrategy>
+const UpdateStrategy = z.enum(['MAINTENANCE', 'CORRECTIVE', 'ADVANCEMENT'])
 
 /**
  * One change the Updater says it made. Descriptive: `final_adaptive` is what is applied; a
  * modification naming an anchor is refused and logged by `applyRubricUpdate`.
  * @example RubricModification.parse({ op: 'add', text: 'Does not address the grader.', weight: 2, reason: 'grader addressing seen' })
  */
-export const RubricModification = z.object({
+const RubricModification = z.object({
   op: z.preprocess(lowerCase, z.enum(['add', 'modify', 'remove', 'reweight'])),
   rubric_id: z.preprocess(nullAsAbsent, z.string().trim().min(1).max(256).optional()),
   text: z.preprocess(nullAsAbsent, z.string().max(8_000).optional()),
   weight: z.preprocess(nullAsAbsent, z.number().optional()),
   reason: text(500).default(''),
 })
-export type RubricModification = z.infer<typeof RubricModification>
 
 /**
  * One rubric of the proposed adaptive set. The id may be absent for a new rubric; text, id and
  * weight are checked (and refused item by item) by `applyRubricUpdate`, not here.
  * @example AdaptiveRubricProposal.parse({ id: 'adaptive-2', text: 'Shows the key steps.', weight: 1 })
  */
-export const AdaptiveRubricProposal = z.object({
+const AdaptiveRubricProposal = z.object({
   id: z.preprocess(nullAsAbsent, z.string().trim().min(1).max(256).optional()),
   text: z.string().max(8_000),
   weight: z.preprocess(nullAsAbsent, z.number().default(1)),
 })
-export type AdaptiveRubricProposal = z.infer<typeof AdaptiveRubricProposal>
 
 /**
  * The Updater's reply: a strategy, what it consulted, why, the changes, and the complete new adaptive set.

@@ -48,21 +48,19 @@ export type ArchiveRunLine = z.infer<typeof ArchiveRunLine>
  * The rubrics of one instance's version, sent before the first rollout that was scored on them.
  * @example ArchiveRubricsLine.parse({ kind: 'rubrics', instance_id: 'global', rubric_version: 2, rubrics })
  */
-export const ArchiveRubricsLine = z.object({
+const ArchiveRubricsLine = z.object({
   kind: z.literal('rubrics'),
   instance_id: z.string().min(1),
   rubric_version: z.number().int().positive(),
   rubrics: z.array(Rubric).min(1),
 })
-export type ArchiveRubricsLine = z.infer<typeof ArchiveRubricsLine>
 
 /**
  * The last line of a response that stopped early (one response reads a bounded number of objects): ask again
  * with `after` to go on.
  * @example ArchiveMoreLine.parse({ kind: 'more', after: 'runs/grpo-1/steps/000012/global.3.ndjson' })
  */
-export const ArchiveMoreLine = z.object({ kind: z.literal('more'), after: z.string().min(1) })
-export type ArchiveMoreLine = z.infer<typeof ArchiveMoreLine>
+const ArchiveMoreLine = z.object({ kind: z.literal('more'), after: z.string().min(1) })
 
 /** Any line of `GET /runs/:runId/archive` (a rollout line may leave out `kind`). */
 export const ArchiveLine = z.union([ArchiveRunLine, ArchiveRubricsLine, ArchiveMoreLine, ArchivedRollout])

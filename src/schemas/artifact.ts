@@ -126,7 +126,7 @@ export const TargetName = z
   .regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'a target is 1–64 lower-case letters, digits, _ or -')
 
 /** One judge-library entry as shipped in a library artifact: its SKILL.md parts and that document's sha256. */
-export const LibraryArtifactEntry = z.object({
+const LibraryArtifactEntry = z.object({
   name: z.string().regex(/^[a-z0-9]+(-[a-z0-9]+)*$/, 'an entry name is lowercase kebab-case'),
   kind: z.enum(['skill', 'tool']),
   description: z.string().min(1),
@@ -134,7 +134,6 @@ export const LibraryArtifactEntry = z.object({
   body: z.string().min(1),
   sha256: z.string().regex(/^[0-9a-f]{64}$/, 'sha256 is 64 hex digits'),
 })
-export type LibraryArtifactEntry = z.infer<typeof LibraryArtifactEntry>
 
 /** Where a library artifact came from: the library directory's registry and, when found, its evolution log. */
 export const LibraryArtifactProvenance = z.object({

@@ -1,7 +1,7 @@
 import { z } from 'zod'
 
 /** Metadata values stay flat (string, number, boolean, null) so they cross RPC and SQL unchanged. */
-export const JsonScalar = z.union([z.string(), z.number(), z.boolean(), z.null()])
+const JsonScalar = z.union([z.string(), z.number(), z.boolean(), z.null()])
 
 /**
  * One criterion the judge grades. Anchors come from the run's config and are never changed by evolution.

@@ -1,5 +1,5 @@
 /** Number of equal-width score bins a step keeps for its histogram. */
-export const SCORE_BINS = 10
+const SCORE_BINS = 10
 
 /** Scores of a step (in one ledger shard, or summed over shards): enough for counts, means, ranges and histograms. */
 export interface ScoreTally {

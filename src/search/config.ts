@@ -8,10 +8,10 @@ import { AppError } from '../errors/index.ts'
 import { canonicalJson } from '../hash/index.ts'
 import { hashHex } from '../hash/index.ts'
 
-export const SEARCH_MODES = ['evolutionary', 'iterative'] as const
-export const ITERATION_SCOPES = ['global_batch', 'prompt_local'] as const
-export const SELECTION_STRATEGIES = ['rank', 'tournament', 'top_k'] as const
-export const ADAPTIVE_MUTATIONS = ['fixed', 'success_feedback', 'exploration_decay', 'diversity_driven'] as const
+const SEARCH_MODES = ['evolutionary', 'iterative'] as const
+const ITERATION_SCOPES = ['global_batch', 'prompt_local'] as const
+const SELECTION_STRATEGIES = ['rank', 'tournament', 'top_k'] as const
+const ADAPTIVE_MUTATIONS = ['fixed', 'success_feedback', 'exploration_decay', 'diversity_driven'] as const
 export type SearchMode = (typeof SEARCH_MODES)[number]
 export type IterationScope = (typeof ITERATION_SCOPES)[number]
 export type SelectionStrategy = (typeof SELECTION_STRATEGIES)[number]
@@ -27,7 +27,7 @@ export const KNOB_GROUPS = {
   objective: 'objective and fidelity',
   scheduling: 'scheduling',
 } as const
-export type KnobGroup = keyof typeof KNOB_GROUPS
+type KnobGroup = keyof typeof KNOB_GROUPS
 
 /** What `reward-harness search` shows of a knob: its flag (`--` + the key in kebab case) is listed with these. */
 export type KnobMeta = { group: KnobGroup; help: string }

@@ -19,7 +19,7 @@ function words(text: string): string[] {
  * spread evenly over its shingles). Cached per rubric object.
  * @example contentProfile(rubric).get('factual accuracy') // the mass of that bigram
  */
-export function contentProfile(rubric: SearchRubric): ReadonlyMap<string, number> {
+function contentProfile(rubric: SearchRubric): ReadonlyMap<string, number> {
   let profile = profiles.get(rubric)
   if (profile) return profile
   profile = new Map()

@@ -30,20 +30,18 @@ import { hashHex } from '../hash/index.ts'
 import { PreferenceDataset, type SearchRoles } from './types.ts'
 
 export type { SearchProgress, SearchStats } from './algorithms/context.ts'
-export type { GlobalBatchState, PromptResult, SearchState, StopReason } from './algorithms/state.ts'
-export type { ScheduleDiagnostics, SchedulerState } from './algorithms/mutation-schedule.ts'
-export { MutationScheduler, roulette, EXPLORATORY_MODES, EXPLOITATIVE_MODES } from './algorithms/mutation-schedule.ts'
-export { selectParents, uniqueByKey, type Ranked, type SelectionOptions } from './algorithms/selection.ts'
-export { createLimiter, mapConcurrent, type Limiter } from './algorithms/concurrency.ts'
-export { isDistinguished, hardness } from './algorithms/population.ts'
+export type { SearchState } from './algorithms/state.ts'
+
+export { MutationScheduler, roulette } from './algorithms/mutation-schedule.ts'
+export { selectParents, type Ranked, type SelectionOptions } from './algorithms/selection.ts'
+export { createLimiter, mapConcurrent } from './algorithms/concurrency.ts'
+
 export * from './config.ts'
 export {
   Evaluator,
   GradeMemo,
   rubricKey,
-  type CandidateEvaluation,
   type RubricEvaluation,
-  type EvaluatorStats,
 } from './evaluator.ts'
 export {
   computeObjective,
@@ -52,18 +50,12 @@ export {
   kendallTau,
   ndcg,
   tailSize,
-  type ObjectiveResult,
   type PairJudge,
 } from './objective.ts'
-export { contentProfile, meanDistanceTo, populationDiversity, rubricDistance } from './diversity.ts'
-export {
-  buildSearchOutput,
-  type BestRubricEntry,
-  type SearchDiagnostics,
-  type SearchOutput,
-} from './output.ts'
-export { SearchOutputFile } from '../schemas/search-output.ts'
-export { derivedSeed, hash32, hashHex, Rng, type RngState } from '../hash/index.ts'
+export { populationDiversity, rubricDistance } from './diversity.ts'
+export type { SearchOutput } from './output.ts'
+
+export { derivedSeed, hash32, hashHex, Rng } from '../hash/index.ts'
 
 export interface RunSearchOptions {
   onProgress?: (event: SearchProgress) => void

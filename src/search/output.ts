@@ -12,7 +12,7 @@ import type { SearchRubric } from './types.ts'
 import { mean } from '../stats/index.ts'
 
 /** One prompt's entry in `best_rubrics`. */
-export interface BestRubricEntry {
+interface BestRubricEntry {
   prompt_id: string
   rubric: SearchRubric
   /** The objective total of the rubric. */
@@ -27,14 +27,14 @@ export interface BestRubricEntry {
   stop_reason: StopReason
 }
 
-export interface MarginEntry {
+interface MarginEntry {
   initial_margin: number
   final_margin: number
   margin_delta: number
   improved: boolean
 }
 
-export interface SearchDiagnostics {
+interface SearchDiagnostics {
   mode: SearchConfig['mode']
   iteration_scope: SearchConfig['iteration_scope'] | null
   selection_strategy: SearchConfig['selection_strategy'] | null

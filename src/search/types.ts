@@ -64,12 +64,11 @@ export const Criterion = z.object({
 export type Criterion = z.infer<typeof Criterion>
 
 /** Grades are integers 0..grade_max, stated in every verifier prompt (fixes autosr §8.1). */
-export const GradingProtocol = z.object({
+const GradingProtocol = z.object({
   grade_max: z.number().int().min(1).max(100).default(10),
   allow_na: z.boolean().default(true),
   num_votes: z.number().int().min(1).max(15).default(1),
 })
-export type GradingProtocol = z.infer<typeof GradingProtocol>
 
 export const SearchRubric = z.object({
   rubric_id: z.string().min(1),

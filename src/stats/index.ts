@@ -4,12 +4,7 @@
  * Quantiles are linear between order statistics (R-7, what numpy and d3 use by default).
  */
 import { quantile as quantileR7 } from 'd3-array'
-import {
-  mean as meanOf,
-  sampleStandardDeviation,
-  sampleVariance as sampleVarianceOf,
-  variance,
-} from 'simple-statistics'
+import { mean as meanOf, sampleStandardDeviation, variance } from 'simple-statistics'
 
 /**
  * The arithmetic mean; null for no values.
@@ -50,14 +45,6 @@ export function populationVariance(values: readonly number[]): number | null {
 export function populationStd(values: readonly number[]): number | null {
   const result = populationVariance(values)
   return result === null ? null : Math.sqrt(result)
-}
-
-/**
- * The sample variance (divides by n − 1); null for fewer than two values.
- * @example sampleVariance([1, 3]) // 2
- */
-export function sampleVariance(values: readonly number[]): number | null {
-  return values.length >= 2 ? sampleVarianceOf(values as number[]) : null
 }
 
 /**

@@ -4,7 +4,7 @@ import path from 'node:path'
 /** The repository root, where child processes run. */
 export const ROOT = path.resolve(import.meta.dirname, '../..')
 /** The `reward-harness` entry point a user's `npx reward-harness` runs. */
-export const BIN = path.join(ROOT, 'offline/cli/bin.js')
+const BIN = path.join(ROOT, 'offline/cli/bin.js')
 
 /** How a child process ended: its exit code and everything it printed. */
 export interface ChildRun {

@@ -30,13 +30,13 @@ export interface ChatCompletionBody {
 }
 
 /** One part of a vision message's content, as the OpenAI format sends it. */
-export type StubContentPart = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } }
+type StubContentPart = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } }
 
 /**
  * A message's content as parts: a plain string is one text part.
  * @example contentParts(body.messages[1]!).filter((part) => part.type === 'image_url')
  */
-export function contentParts(message: { content: unknown }): StubContentPart[] {
+function contentParts(message: { content: unknown }): StubContentPart[] {
   const content = message.content
   if (typeof content === 'string') return [{ type: 'text', text: content }]
   return Array.isArray(content) ? (content as StubContentPart[]) : []
@@ -83,7 +83,7 @@ export interface LlmStub {
 }
 
 /** Runs before a request is answered; may wait, and may return a fault to answer with instead. */
-export type StubInterceptor = (body: ChatCompletionBody) => StubFault | undefined | Promise<StubFault | undefined>
+type StubInterceptor = (body: ChatCompletionBody) => StubFault | undefined | Promise<StubFault | undefined>
 
 /** The agents of the harness, as their requests can be told apart by their system prompts. */
 export type StubAgent = 'scorer' | 'analyzer' | 'summarizer' | 'meta_summarizer' | 'query_generator' | 'updater'

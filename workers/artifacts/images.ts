@@ -8,14 +8,14 @@ import { dataUrlBytes } from '../../src/evolve/images.ts'
 
 const DATA_URL = /^data:image\/[a-z0-9.+-]+;base64,[A-Za-z0-9+/=]+$/i
 /** Images per list: a judge prompt with more is unlikely to be read well, and each is sent in both orders. */
-export const MAX_REQUEST_IMAGES = 8
+const MAX_REQUEST_IMAGES = 8
 
 /**
  * True for an https URL on a public DNS name. The model server fetches `url` images itself, so a caller must not be
  * able to point it at the operator's own network: IP literals, single-label names and local suffixes are refused.
  * @example isPublicHttpsUrl('https://images.example.org/a.png') // true; 'http://169.254.169.254/' → false
  */
-export function isPublicHttpsUrl(text: string): boolean {
+function isPublicHttpsUrl(text: string): boolean {
   let url: URL
   try {
     url = new URL(text)

@@ -29,7 +29,7 @@ import { imagesOfRequest, type RequestImage, type RequestWithImages } from './im
 import { mean } from '../../src/stats/index.ts'
 
 /** One judged order: which side the candidate was on, and what the judge said (or why it failed). */
-export interface JudgedOrder {
+interface JudgedOrder {
   order: 'candidate_first' | 'candidate_second'
   ok: boolean
   outcome: OrderOutcome | null
@@ -39,7 +39,7 @@ export interface JudgedOrder {
 }
 
 /** A candidate's win rate against one or more opponents, both orders each. */
-export interface WinRate {
+interface WinRate {
   /** Mean outcome value over the orders that were judged; null when every order failed. */
   score: number | null
   orders: JudgedOrder[]
@@ -50,7 +50,7 @@ export interface WinRate {
  * The library an artifact carries, as src/library's model (entries by name).
  * @example const lib = libraryOf(artifact); Object.keys(lib.entries)
  */
-export function libraryOf(artifact: Pick<LibraryArtifact, 'entries' | 'provenance'>): Library {
+function libraryOf(artifact: Pick<LibraryArtifact, 'entries' | 'provenance'>): Library {
   const entries: Library['entries'] = {}
   for (const entry of artifact.entries) {
     entries[entry.name] = {
@@ -71,7 +71,7 @@ function outcomeOf(result: JudgeOutcome, candidateSide: 'A' | 'B'): OrderOutcome
 }
 
 /** Image handles of a judged instruction, the candidate and each opponent, and what resolves them at call time. */
-export interface WinRateImages {
+interface WinRateImages {
   resolver: ImageResolver
   instruction: string[]
   candidate: string[]
@@ -87,7 +87,7 @@ export interface WinRateImages {
  * const router = new LibraryRouter(model)
  * const { score } = await libraryWinRate(model, router, lib, 'Explain X', 'X is…', ['A reference answer'])
  */
-export async function libraryWinRate(
+async function libraryWinRate(
   model: ChatModel,
   router: LibraryRouter,
   library: Library,
@@ -201,7 +201,7 @@ export interface LibraryScore {
  * const candidate = { candidate_id: 'c', text: 'A', metadata: { reference: 'R' } }
  * referenceOf({ prompt_id: 'p', prompt: 'Q', candidate }) // { text: 'R', source: 'candidate.metadata' }
  */
-export function referenceOf(
+function referenceOf(
   request: LibraryScoreRequest,
 ): { text: string; source: LibraryScore['reference_source'] } | undefined {
   if (typeof request.reference === 'string' && request.reference.trim())

@@ -14,7 +14,7 @@ import { checkKeyName, judgeSecrets } from '../scoring/secrets.ts'
 import type { Env } from '../env.ts'
 
 /** How long one verifier call may take before it is retried (the verl client waits 30 s per request by default). */
-export const RM_LLM_TIMEOUT_MS = 60_000
+const RM_LLM_TIMEOUT_MS = 60_000
 
 /**
  * The endpoint a deployment names for an openai-backend artifact. `api_key_env` names a Worker secret holding the
@@ -131,6 +131,6 @@ export function verifierModel(
  * The model an artifact's runtime names: `verifier_model` (rubric kind) or `model` (library kind).
  * @example runtimeModel(artifact.runtime) // 'mock-verifier'
  */
-export function runtimeModel(runtime: AnyRmArtifact['runtime']): string {
+function runtimeModel(runtime: AnyRmArtifact['runtime']): string {
   return 'verifier_model' in runtime ? runtime.verifier_model : runtime.model
 }

@@ -18,9 +18,9 @@ import { imagesOfRequest, RequestImages } from './images.ts'
 import { populationVariance } from '../../src/stats/index.ts'
 
 /** Verifier calls in flight at once per request: the Worker's 6 simultaneous connections. */
-export const RM_LLM_CONCURRENCY = 6
+const RM_LLM_CONCURRENCY = 6
 /** Attempts per verifier call (transport failures and invalid replies), with backoff between them. */
-export const RM_LLM_ATTEMPTS = 3
+const RM_LLM_ATTEMPTS = 3
 
 /**
  * The body of `POST /rm/<target>/score` (one item of `batch_score`), as the reference verl client sends it.
@@ -47,7 +47,7 @@ export const RmScoreRequest = z.object({
 export type RmScoreRequest = z.infer<typeof RmScoreRequest>
 
 /** One criterion of a score: its weight in the rubric and its mean grade over the votes (null = N/A). */
-export interface RmCriterionGrade {
+interface RmCriterionGrade {
   criterion_id: string
   weight: number
   grade: number | null
@@ -187,7 +187,7 @@ export class ArtifactScorer {
  * model answered but never validly (or refused the request). Other errors pass through unchanged.
  * @example throw asLlmUnavailable(error)
  */
-export function asLlmUnavailable(error: unknown): unknown {
+function asLlmUnavailable(error: unknown): unknown {
   if (!(error instanceof LlmError)) return error
   const transient = error.kind !== 'invalid_reply' && error.kind !== 'bad_request'
   return new AppError(

@@ -7,7 +7,7 @@ import { AppError } from '../../src/errors/index.ts'
 import { AnyRmArtifact, artifactId, RM_API_VERSION } from '../../src/schemas/artifact.ts'
 
 /** One problem with an uploaded artifact: where (`rubrics.p1.criteria.0.weight`) and what. */
-export interface ArtifactProblem {
+interface ArtifactProblem {
   path: string
   message: string
 }
@@ -42,7 +42,7 @@ export async function parseArtifactUpload(raw: unknown): Promise<AnyRmArtifact> 
  * What the schema cannot say but serving needs: an RM API version this Worker speaks, unique criterion ids.
  * @example servingProblems(artifact) // [] for a servable artifact
  */
-export function servingProblems(artifact: AnyRmArtifact): ArtifactProblem[] {
+function servingProblems(artifact: AnyRmArtifact): ArtifactProblem[] {
   const problems: ArtifactProblem[] = []
   const wanted = artifact.compatibility.min_rm_api_version
   if (!/^\d+(\.\d+)*$/.test(wanted)) {
@@ -75,7 +75,7 @@ export function servingProblems(artifact: AnyRmArtifact): ArtifactProblem[] {
  * Compares dotted numeric versions: negative, 0 or positive as `a` is older, equal or newer.
  * @example compareVersions('1.10', '1.9') // 1
  */
-export function compareVersions(a: string, b: string): number {
+function compareVersions(a: string, b: string): number {
   const left = a.split('.').map(Number)
   const right = b.split('.').map(Number)
   for (let i = 0; i < Math.max(left.length, right.length); i++) {

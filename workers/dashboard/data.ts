@@ -31,7 +31,7 @@ const MAX_HACKING_FLAGS = 25
 const MAX_TARGETS = 100
 const MAX_ARTIFACTS = 100
 /** Memory documents the browser shows per page. */
-export const MEMORY_PAGE = 15
+const MEMORY_PAGE = 15
 
 /** One row of the runs index. */
 export interface RunSummary {
@@ -124,7 +124,7 @@ export interface HackingFlag {
 }
 
 /** LLM calls of the run by role, model and outcome. */
-export interface LlmCallGroup {
+interface LlmCallGroup {
   role: string
   model: string
   outcome: string
@@ -286,7 +286,7 @@ export interface TargetSummary {
 }
 
 /** A deploy record with what the dashboard shows of its artifact. */
-export interface DeploymentRow {
+interface DeploymentRow {
   deploy_id: string
   artifact_id: string
   previous_artifact_id: string | null

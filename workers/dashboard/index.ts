@@ -5,4 +5,4 @@
  * HttpOnly cookie.
  */
 export { dashboardRoutes } from './routes.tsx'
-export { diffRubricVersions, diffWords, type DiffPart, type RubricVersionDiff } from './rubric-diff.ts'
+export { diffRubricVersions, diffWords, type DiffPart } from './rubric-diff.ts'

@@ -8,7 +8,7 @@ export interface DiffPart {
 }
 
 /** A rubric present in both versions whose text or weight changed. */
-export interface ChangedRubric {
+interface ChangedRubric {
   id: string
   before: Rubric
   after: Rubric

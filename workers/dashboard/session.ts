@@ -14,7 +14,7 @@ import type { ViewerInfo } from './views/layout.tsx'
  * The login cookie: `<session id>.<HMAC of the id>`, never a token. HttpOnly (no script reads it), SameSite=Strict (no
  * other site sends it); the session row in D1 says whom it stands for and ends with logout or expiry.
  */
-export const SESSION_COOKIE = 'rh_dashboard'
+const SESSION_COOKIE = 'rh_dashboard'
 /** How long a login lasts. */
 const SESSION_MAX_AGE_S = 8 * 60 * 60
 
@@ -107,7 +107,7 @@ export async function logOut(c: Context<DashboardEnv>): Promise<void> {
  * Clears the cookie.
  * @example endSession(c)
  */
-export function endSession(c: Context): void {
+function endSession(c: Context): void {
   deleteCookie(c, SESSION_COOKIE, { path: '/', httpOnly: true, sameSite: 'Strict', secure: isHttps(c) })
 }
 

@@ -72,7 +72,7 @@ export function identifyCaller(): MiddlewareHandler<AppEnv> {
  * The token of an `Authorization: Bearer <token>` header value, or undefined for any other value.
  * @example bearerToken('Bearer rh_abc') // 'rh_abc'
  */
-export function bearerToken(header: string | undefined): string | undefined {
+function bearerToken(header: string | undefined): string | undefined {
   return header?.match(/^Bearer\s+(\S+)\s*$/i)?.[1]
 }
 
@@ -81,7 +81,7 @@ export function bearerToken(header: string | undefined): string | undefined {
  * aiohttp send one for a URL with credentials (`https://:<token>@host/…`), which keeps the token out of the path.
  * @example basicToken(`Basic ${btoa(':rh_abc')}`) // 'rh_abc'
  */
-export function basicToken(header: string | undefined): string | undefined {
+function basicToken(header: string | undefined): string | undefined {
   const encoded = header?.match(/^Basic\s+([A-Za-z0-9+/=]+)\s*$/i)?.[1]
   if (!encoded) return undefined
   let decoded: string

@@ -70,7 +70,7 @@ export function jsonBody<T extends z.ZodType>(schema: T): MiddlewareHandler<{ Va
  * forbidden key, or (when `checkStrings`) a lone surrogate. Iterative, so hostile nesting cannot overflow it.
  * @example jsonHazard(JSON.parse('{"__proto__": {}}'), false) // 'the key "__proto__" is not allowed (at (body))'
  */
-export function jsonHazard(value: unknown, checkStrings: boolean): string | undefined {
+function jsonHazard(value: unknown, checkStrings: boolean): string | undefined {
   // Paths are built only when reporting, from parent links, so a clean body costs one small object per node.
   type Item = { value: unknown; depth: number; key: string; parent: Item | undefined }
   const where = (item: Item | undefined): string => {

@@ -5,7 +5,7 @@ import type { AppEnv, Env } from '../env.ts'
 import { DEFAULT_RUN_ID, loadRunConfig } from '../runs/store.ts'
 
 /** The window of the rate-limit bindings when `RATE_LIMIT_PERIOD_S` does not say (the bindings offer 10 or 60 s). */
-export const DEFAULT_RATE_LIMIT_PERIOD_S = 10
+const DEFAULT_RATE_LIMIT_PERIOD_S = 10
 
 /** Health probes are never limited: a load balancer must always see whether the Worker is up. */
 const UNLIMITED_PATHS = /^(\/rm\/[^/]+)?\/healthz\/?$/

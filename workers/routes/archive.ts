@@ -11,7 +11,7 @@ import { integerQuery } from './query.ts'
  * rubric versions not yet sent, one RubricInstance call), so a response stays far below the 1,000 an invocation
  * may make, whatever the run's size; a longer read ends with a `more` line.
  */
-export const ARCHIVE_OBJECTS_PER_RESPONSE = 300
+const ARCHIVE_OBJECTS_PER_RESPONSE = 300
 
 type Run = AppEnv['Variables']['run']
 

@@ -13,7 +13,7 @@ import { recordTelemetry } from '../telemetry/index.ts'
 import { mean as meanOf, sampleStd } from '../../src/stats/index.ts'
 
 /** Most responses one group may carry. */
-export const MAX_GROUP_SIZE = 1_024
+const MAX_GROUP_SIZE = 1_024
 const SPLIT_OVER_URLS = 'give OpenRLHF more reward URLs (the batch is split over them)'
 const TOO_MANY_SAMPLES = `at most ${MAX_BATCH_ITEMS} samples per request: ${SPLIT_OVER_URLS}`
 

@@ -14,7 +14,7 @@ import { judgeService, type RmChunk } from '../scoring/judge-service.ts'
 import { jsonBody } from '../middleware/json-body.ts'
 
 /** Most items one `batch_score` request may carry. */
-export const MAX_BATCH_ITEMS = 1_000
+const MAX_BATCH_ITEMS = 1_000
 
 /**
  * The body of `POST /rm/<target>/batch_score`: items are validated one by one, so a malformed item fails alone.
@@ -86,7 +86,7 @@ export const rmRoutes = new Hono<AppEnv>()
  * does; a chunk whose invocation fails is scored here.
  * @example const results = await scoreRmBatch(env, { deployment, requestId, items }, artifact)
  */
-export async function scoreRmBatch(env: Env, chunk: RmChunk, artifact: AnyRmArtifact): Promise<object[]> {
+async function scoreRmBatch(env: Env, chunk: RmChunk, artifact: AnyRmArtifact): Promise<object[]> {
   const here = (part: readonly RmChunk['items'][number][]) => {
     const scorer = scorerFor(env, artifact, chunk.deployment)
     return Promise.all(part.map(({ index, raw }) => scoreRmItem(scorer, index, raw, chunk.requestId)))

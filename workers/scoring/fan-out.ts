@@ -10,15 +10,15 @@ import { requestModels, type RoleModel } from './models.ts'
 /** Most items one batch request may carry (`/score/batch`, `/compat/openrlhf`): a GRPO step of 8,192 rollouts. */
 export const MAX_BATCH_ITEMS = 8_192
 /** Judgements a request makes in its own invocation; more are handed out in chunks (6 connections each). */
-export const LOCAL_JUDGEMENTS = 24
+const LOCAL_JUDGEMENTS = 24
 /**
  * Most chunks one request hands out: a request may reach at most 32 Worker invocations through service bindings
  * (itself included), so 1,024 judgements go out as 30 chunks of 35, each judged `max_concurrent_llm_calls` at a time.
  */
-export const MAX_CHUNKS = 30
+const MAX_CHUNKS = 30
 
 /** One judgement to make: the request and the rubrics (by instance) to judge it on. */
-export interface ChunkItem {
+interface ChunkItem {
   instanceId: string
   request: ScoreRequest
 }
@@ -56,7 +56,7 @@ export type JudgeFn = (
  * {@link LOCAL_JUDGEMENTS} unless there are fewer items.
  * @example chunksOf(Array.from({ length: 1024 }, (_, i) => i)).length // 30
  */
-export function chunksOf<T>(items: readonly T[]): T[][] {
+function chunksOf<T>(items: readonly T[]): T[][] {
   const count = Math.max(1, Math.min(MAX_CHUNKS, Math.floor(items.length / LOCAL_JUDGEMENTS)))
   const size = Math.ceil(items.length / count)
   const chunks: T[][] = []
@@ -144,7 +144,7 @@ export async function judgeChunk(
 /**
  * @example toWire(new AppError('llm_unavailable', 'down', { retryAfterSeconds: 5 }))
  */
-export function toWire(error: AppError): WireError {
+function toWire(error: AppError): WireError {
   return {
     code: error.code,
     message: error.message,

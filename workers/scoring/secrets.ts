@@ -2,14 +2,14 @@ import { AppError } from '../../src/errors/index.ts'
 import type { Env } from '../env.ts'
 
 /** The Worker's own secrets: never an LLM endpoint's API key, whatever a config or a var says. */
-export const RESERVED_SECRETS: ReadonlySet<string> = new Set(['ADMIN_TOKEN', 'RM_TOKEN', 'SESSION_SECRET'])
+const RESERVED_SECRETS: ReadonlySet<string> = new Set(['ADMIN_TOKEN', 'RM_TOKEN', 'SESSION_SECRET'])
 
 /**
  * The secret names a run's `api_key_env` (or a deployment's `llm.api_key_env`) may name: the operator's comma-separated
  * var `JUDGE_KEY_NAMES`, less the Worker's own secrets. A config cannot make the Worker send anything else.
  * @example judgeKeyNames({ JUDGE_KEY_NAMES: 'VLLM_KEY, OPENAI_KEY' } as Env) // Set { 'VLLM_KEY', 'OPENAI_KEY' }
  */
-export function judgeKeyNames(env: Env): Set<string> {
+function judgeKeyNames(env: Env): Set<string> {
   const listed = (env.JUDGE_KEY_NAMES ?? '')
     .split(',')
     .map((name) => name.trim())

@@ -24,7 +24,7 @@ export interface MetaSummarizerInput {
  * The chunks' numbers combined: counts add up, the mean is weighted by rollouts.
  * @example mergeStats([{ rollouts: 2, mean_score: 1, … }, { rollouts: 2, mean_score: 0, … }]).mean_score // 0.5
  */
-export function mergeStats(parts: readonly ScoreStats[]): ScoreStats {
+function mergeStats(parts: readonly ScoreStats[]): ScoreStats {
   const counted = parts.filter((part) => part.rollouts > 0)
   const rollouts = counted.reduce((sum, part) => sum + part.rollouts, 0)
   if (rollouts === 0) return { rollouts: 0, mean_score: 0, min_score: 0, max_score: 0, flagged: 0 }

@@ -6,8 +6,8 @@ import type { Rubric } from '../../schemas/rubric.ts'
 /** The most adaptive rubrics one instance may hold. */
 export const MAX_ADAPTIVE_RUBRICS = 50
 /** Bounds of an adaptive rubric's weight; proposals outside are brought inside and logged. */
-export const MIN_RUBRIC_WEIGHT = 0.1
-export const MAX_RUBRIC_WEIGHT = 10
+const MIN_RUBRIC_WEIGHT = 0.1
+const MAX_RUBRIC_WEIGHT = 10
 const MAX_TEXT_CHARS = 4_000
 
 /**

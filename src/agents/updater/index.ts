@@ -7,8 +7,8 @@ import { dataBoundary, orNone, parseReplyAs, rubricLines, runAgent, stageLabel }
 import { statsValues, summaryForPrompt } from '../summarizer/index.ts'
 import { mockUpdaterReply } from './mock.ts'
 
-export { applyRubricUpdate, MAX_ADAPTIVE_RUBRICS, MAX_RUBRIC_WEIGHT, MIN_RUBRIC_WEIGHT } from './apply.ts'
-export type { AppliedRubricUpdate, RubricDiff } from './apply.ts'
+export { applyRubricUpdate, MAX_ADAPTIVE_RUBRICS } from './apply.ts'
+export type { RubricDiff } from './apply.ts'
 
 export interface UpdaterInput {
   /** The run's prompt overrides, keyed `<locale>/<name>` (see RunConfig.prompts). */

@@ -15,8 +15,7 @@ import { MUTATION_MODES, type MutationMode } from '../types.ts'
 import { mean } from '../../stats/index.ts'
 
 /** Modes that explore (change the rubric's structure) vs. modes that sharpen what is there. */
-export const EXPLORATORY_MODES: readonly MutationMode[] = ['decompose', 'counterexample_trigger', 'weight_perturb']
-export const EXPLOITATIVE_MODES: readonly MutationMode[] = ['raise_bar', 'factual_focus', 'anti_fluff']
+const EXPLORATORY_MODES: readonly MutationMode[] = ['decompose', 'counterexample_trigger', 'weight_perturb']
 
 const HISTORY_LIMIT = 100
 

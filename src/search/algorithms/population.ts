@@ -135,7 +135,7 @@ interface ChildRecord {
  * memoised, so a survivor's stage-one vote is reused at full fidelity.
  * @example halvingStages(ctx, rubric) // [{ votes: 1, budget: 8 }, { votes: 2, budget: 24 }, { votes: 3, budget: 0 }]
  */
-export function halvingStages(ctx: SearchContext, rubric: SearchRubric): Fidelity[] {
+function halvingStages(ctx: SearchContext, rubric: SearchRubric): Fidelity[] {
   const full = fullFidelity(ctx, rubric)
   return [
     { votes: 1, budget: ctx.config.pair_budget_small },

@@ -25,9 +25,9 @@ import { answerSearchInitialize } from './mock.ts'
 /** The key of the preset that applies to any prompt without its own (autosr §1.3). */
 export const DEFAULT_PRESET_KEY = '__default__'
 /** How many sample answers the initializer shows at most. */
-export const MAX_SAMPLES = 4
+const MAX_SAMPLES = 4
 /** How many criteria a first rubric has. */
-export const INITIAL_CRITERIA = { min: 3, max: 6 } as const
+const INITIAL_CRITERIA = { min: 3, max: 6 } as const
 
 export interface InitializerOptions extends SearchRoleOptions {
   /** The top of the integer grade scale of every rubric the search makes; default 10. */

@@ -26,7 +26,7 @@ import { isRecord } from './rubric.ts'
 import { jsonMockReply } from '../../llm/mock.ts'
 import { answerSearchJudge, textStructureScore } from './mock.ts'
 
-export type JudgeKind = 'llm' | 'rank' | 'quality' | 'heuristic'
+type JudgeKind = 'llm' | 'rank' | 'quality' | 'heuristic'
 
 /** Scores closer than this are a tie (autosr's heuristic judge). */
 const TIE_EPSILON = 1e-9
@@ -44,7 +44,7 @@ export interface CompareInput {
  * The judge's request for one order of a pair: `first` is shown as answer A, `second` as answer B. Texts only.
  * @example const request = await buildJudgeRequest(item.prompt, left.text, right.text, { locale: 'en' })
  */
-export async function buildJudgeRequest(
+async function buildJudgeRequest(
   prompt: string,
   first: string,
   second: string,
@@ -112,7 +112,7 @@ function readWinner(value: unknown): unknown {
  * wording ("Answer A", "first", "equal"); autosr's numbers 1 (A), -1 (B), 0 (tie). Booleans and anything else
  * are refused.
  */
-export const JudgeReply = z.preprocess(
+const JudgeReply = z.preprocess(
   (value) => {
     if (!isRecord(value)) return value
     const winner = value.winner ?? value.preference ?? value.better ?? value.choice

@@ -108,7 +108,7 @@ const GradeEntry = z.object({
  * A verifier reply: `{"grades": {id: grade}}`, also `{"grades": [{criterion_id, grade}]}` or a flat `{id: grade}`
  * map. Values are read leniently by {@link parseVerifierReply}.
  */
-export const VerifierReply = z.preprocess(
+const VerifierReply = z.preprocess(
   (value) => (isRecord(value) && !('grades' in value) ? { grades: value, flat: true } : value),
   z.object({
     grades: z.union([z.record(z.string(), z.unknown()), z.array(GradeEntry)]),

@@ -3,7 +3,7 @@ import path from 'node:path'
 import { chromium, type Browser } from 'playwright-core'
 
 /** Debian's package `chromium` installs the browser here; we never download one of our own. */
-export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
+const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 
 /** Where tests save screenshots: tests/browser/screenshots/ (git-ignored). */
 export const SCREENSHOT_DIR: string = path.join(import.meta.dirname, '..', 'screenshots')

@@ -50,10 +50,10 @@ export class TrainerError extends Error {
 }
 
 /** What a trainer logs (`logger.info` / `logger.warning` lines); tests count retries with it. */
-export type TrainerLog = (line: string) => void
+type TrainerLog = (line: string) => void
 
 /** A chat message as slime passes a dataset prompt through (`content` text or a list of parts). */
-export interface ChatMessage {
+interface ChatMessage {
   role: string
   content: string | Array<{ type: string; text?: string; [key: string]: unknown }> | null
 }
@@ -62,7 +62,7 @@ export interface ChatMessage {
  * The releases whose `update_samples_with_rewards` differ: `v0.8.3` is v0.8.3 to v0.8.9.post1, `v0.8.10` is
  * v0.8.10 and v0.8.11, `v0.9.0` is v0.9.0 (v0.9.1 moved to per-sample requests: {@link openRlhfSample}).
  */
-export type OpenRlhfLegacyRelease = 'v0.8.3' | 'v0.8.10' | 'v0.9.0'
+type OpenRlhfLegacyRelease = 'v0.8.3' | 'v0.8.10' | 'v0.9.0'
 
 /**
  * Options of {@link openRlhfLegacy}; each defaults to the trainer's own value, shorten them only to speed a test.
@@ -419,7 +419,7 @@ async function aiohttpPostJson(url: string, body: string, timeoutMs: number, slo
  * A connection pool's cap: at most `limit` requests hold a connection at once, the rest queue in arrival order.
  * @example const pool = new ConnectionPool(64); const release = await pool.acquire(); release()
  */
-export class ConnectionPool {
+class ConnectionPool {
   readonly limit: number
   private active = 0
   private readonly queue: Array<() => void> = []
@@ -549,7 +549,7 @@ export async function slimeRemoteRmAll(
  * reward key, else its `rewardKey` field; it must then be a number (a boolean counts as 0 or 1).
  * @example slimeRewardValue({ score: 0.8 }, 'score') // 0.8
  */
-export function slimeRewardValue(answer: unknown, rewardKey?: string): number {
+function slimeRewardValue(answer: unknown, rewardKey?: string): number {
   const value = rewardKey ? pyGetItem(answer, rewardKey) : answer
   if (typeof value === 'number') return value
   if (typeof value === 'boolean') return value ? 1 : 0
@@ -589,7 +589,7 @@ async function remoteRm(url: string, sample: SlimeSample, options: SlimeOptions)
  * written as JavaScript does (Python would write `1.0` for a float 1).
  * @example pythonJson({ query: ['é'] }) // '{"query": ["\\u00e9"]}'
  */
-export function pythonJson(value: unknown): string {
+function pythonJson(value: unknown): string {
   if (value === null || value === undefined) return 'null'
   if (typeof value === 'string')
     return JSON.stringify(value).replace(

@@ -1,3 +1,0 @@
-export * from './compare.ts'
-export * from './schemas.ts'
-export * from './store.ts'
