@@ -159,7 +159,8 @@ async function main(): Promise<void> {
     log(`building the Worker and the bare reference worker into ${buildDir}`)
     const bundles = await buildBundles(buildDir)
     log(
-      `built in ${(bundles.buildMs / 1_000).toFixed(1)} s; starting Miniflare (stub LLM: ${STUB_DESCRIPTIONS[options.stub]})`,
+      `built in ${(bundles.buildMs / 1_000).toFixed(1)} s; starting Miniflare (stub LLM: ` +
+        `${STUB_DESCRIPTIONS[options.stub]})`,
     )
     server = await startBench(bundles, { stub: options.stub, storage: options.storage })
     const url = server.url
@@ -205,7 +206,8 @@ async function main(): Promise<void> {
         idle.others >= NOISY_CORES ? `other processes busy: ${idle.others.toFixed(2)} cores` : '',
       ].filter(Boolean)
       log(
-        `${target.label}: ${connections} connection(s), warm-up ${options.warmupS} s + ${durationS} s${notes.length ? ` (${notes.join('; ')})` : ''}`,
+        `${target.label}: ${connections} connection(s), warm-up ${options.warmupS} s + ${durationS} ` +
+          `s${notes.length ? ` (${notes.join('; ')})` : ''}`,
       )
       return measure(url, target, {
         connections,
@@ -248,13 +250,16 @@ async function main(): Promise<void> {
 
     console.log(`\n$ ${command}`)
     console.log(
-      `node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}; Miniflare + workerd on 127.0.0.1, autocannon in the same Node process`,
+      `node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}; Miniflare + workerd on 127.0.0.1, ` +
+        `autocannon in the same Node process`,
     )
     console.log(
-      `bodies ≈ ${Buffer.byteLength(nextScoreBody('size', options.outputChars))} B, each with a distinct rollout id and output text; stub LLM: ${options.stub}; DO/D1 storage: ${options.storage}\n`,
+      `bodies ≈ ${Buffer.byteLength(nextScoreBody('size', options.outputChars))} B, each with a distinct rollout id ` +
+        `and output text; stub LLM: ${options.stub}; DO/D1 storage: ${options.storage}\n`,
     )
     console.log(
-      `Throughput (${options.connections} connections, ${options.durationS} s each after ${options.warmupS} s warm-up):`,
+      `Throughput (${options.connections} connections, ${options.durationS} s each after ${options.warmupS} s ` +
+        `warm-up):`,
     )
     console.log(formatTable(throughput))
     console.log(`\nLatency (1 connection, ${options.latencyDurationS} s each):`)
@@ -277,16 +282,20 @@ async function main(): Promise<void> {
     )
     console.log('\nWhat one /score costs (Durable Object requests, rows written, dollars): npm run bench:cost')
     console.log(
-      `stub LLM scorer calls the run counted: ${scorerCalls}${options.stub !== 'worker' ? ` (the ${options.stub} stub answered ${stubCalls} during the load phases)` : ''}`,
+      `stub LLM scorer calls the run counted: ` +
+        `${scorerCalls}${options.stub !== 'worker' ? ` (the ${options.stub} stub answered ${stubCalls} during the load phases)` : ''}`,
     )
     const noisy = [...throughput, ...latency].filter((row) => row.cpu.other >= NOISY_CORES)
     if (noisy.length)
       console.log(
-        `WARNING: other processes used ≥ ${NOISY_CORES} cores during: ${noisy.map((row) => `${row.label} @${row.connections}c (${f2(row.cpu.other)})`).join('; ')} — rerun on a quiet machine for reliable figures`,
+        `WARNING: other processes used ≥ ${NOISY_CORES} cores during: ` +
+          `${noisy.map((row) => `${row.label} @${row.connections}c (${f2(row.cpu.other)})`).join('; ')} — rerun on a ` +
+          `quiet machine for reliable figures`,
       )
     if (failed.length)
       console.log(
-        `WARNING: non-2xx or errors in: ${failed.map((row) => `${row.label} ${JSON.stringify(row.statusCodes)} errors=${row.errors} ${JSON.stringify(row.errorKinds)} timeouts=${row.timeouts}`).join('; ')}`,
+        `WARNING: non-2xx or errors in: ` +
+          `${failed.map((row) => `${row.label} ${JSON.stringify(row.statusCodes)} errors=${row.errors} ${JSON.stringify(row.errorKinds)} timeouts=${row.timeouts}`).join('; ')}`,
       )
     console.log(`\nrun time ${runS.toFixed(1)} s; JSON: ${relative(process.cwd(), options.out)}`)
 

@@ -701,13 +701,15 @@ async function main(): Promise<void> {
   const server = await startServer(join(buildDir, 'index.js'), stub)
   try {
     log(
-      `Miniflare: pipeline on at ${server.urls.app}, pipeline off at ${server.urls['app-off']}; stub LLM ${options.latencyMs} ms per call`,
+      `Miniflare: pipeline on at ${server.urls.app}, pipeline off at ${server.urls['app-off']}; stub LLM ` +
+        `${options.latencyMs} ms per call`,
     )
     const runs: ModeRun[] = []
     for (let round = 1; round <= options.rounds; round++) {
       for (const mode of Object.keys(MODES) as ModeKey[]) {
         log(
-          `round ${round}/${options.rounds}: ${MODES[mode].label}, ${options.warmupSteps} + ${options.steps} steps × ${options.rolloutsPerStep} rollouts`,
+          `round ${round}/${options.rounds}: ${MODES[mode].label}, ${options.warmupSteps} + ${options.steps} steps × ` +
+            `${options.rolloutsPerStep} rollouts`,
         )
         runs.push(await measureMode(server, stub, mode, round, options))
       }
@@ -722,35 +724,51 @@ async function main(): Promise<void> {
 
     console.log(`\n$ ${command}`)
     console.log(
-      `node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}; Miniflare (one workerd) on 127.0.0.1 serving the built bundle; the loop in this Node process`,
+      `node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}; Miniflare (one workerd) on 127.0.0.1 ` +
+        `serving the built bundle; the loop in this Node process`,
     )
     console.log(
-      `stub LLM: ${options.latencyMs} ms per call for every agent; ${options.rolloutsPerStep} rollouts per step, ${options.concurrency} in flight; ${options.steps} measured steps per mode and round (after ${options.warmupSteps} warm-up), ${options.rounds} round(s) interleaved\n`,
+      `stub LLM: ${options.latencyMs} ms per call for every agent; ${options.rolloutsPerStep} rollouts per step, ` +
+        `${options.concurrency} in flight; ${options.steps} measured steps per mode and round (after ` +
+        `${options.warmupSteps} warm-up), ${options.rounds} round(s) interleaved\n`,
     )
     console.log(formatTable(rows))
     console.log(
-      `\nstep ms = what the trainer blocks for: the scoring phase for "scoring alone"; scoring + /complete (+ /rubric_status/wait) for the async modes.`,
+      `\nstep ms = what the trainer blocks for: the scoring phase for "scoring alone"; scoring + /complete (+ ` +
+        `/rubric_status/wait) for the async modes.`,
     )
     console.log(
-      `ratio = mean step ms ÷ mean scoring phase of "scoring alone", all rounds pooled; ratio p50: the same with medians; paired: the median over rounds of (this mode's mean step ms ÷ the same round's scoring-alone mean), the figure held to the target.`,
+      `ratio = mean step ms ÷ mean scoring phase of "scoring alone", all rounds pooled; ratio p50: the same with ` +
+        `medians; paired: the median over rounds of (this mode's mean step ms ÷ the same round's scoring-alone mean), ` +
+        `the figure held to the target.`,
     )
     console.log(
-      `cpu = cores busy while the trainer stepped: workerd (Worker, Durable Objects, queue consumers) and every process other than this bench; cpu ms/step = workerd CPU time per step, including background work that ends after the last step.`,
+      `cpu = cores busy while the trainer stepped: workerd (Worker, Durable Objects, queue consumers) and every ` +
+        `process other than this bench; cpu ms/step = workerd CPU time per step, including background work that ends ` +
+        `after the last step.`,
     )
     console.log(
-      `The pipeline costs workerd ${(noWait.workerd_cpu_ms_per_step - rows[0]!.workerd_cpu_ms_per_step).toFixed(0)} ms of CPU per step of ${options.rolloutsPerStep} rollouts on top of scoring's ${rows[0]!.workerd_cpu_ms_per_step.toFixed(0)} ms; with a core to spare it runs beside the trainer, on a busy machine it competes with /score.`,
+      `The pipeline costs workerd ${(noWait.workerd_cpu_ms_per_step - rows[0]!.workerd_cpu_ms_per_step).toFixed(0)} ` +
+        `ms of CPU per step of ${options.rolloutsPerStep} rollouts on top of scoring's ` +
+        `${rows[0]!.workerd_cpu_ms_per_step.toFixed(0)} ms; with a core to spare it runs beside the trainer, on a ` +
+        `busy machine it competes with /score.`,
     )
     console.log(
-      `Per-round paired ratios of "async, does not wait": ${noWait.ratio_paired.per_round.map((ratio) => ratio.toFixed(3)).join(', ')}.`,
+      `Per-round paired ratios of "async, does not wait": ` +
+        `${noWait.ratio_paired.per_round.map((ratio) => ratio.toFixed(3)).join(', ')}.`,
     )
     const quiet = noWait.ratio_paired_quiet
     console.log(
       quiet.rounds.length
-        ? `quiet rounds (${quiet.rounds.join(', ')}): paired ratio of "async, does not wait" ${quiet.median.toFixed(3)} (${quiet.per_round.map((ratio) => ratio.toFixed(3)).join(', ')}); of "async, waits for update" ${rows.find((row) => row.mode === 'async_wait')!.ratio_paired_quiet.median.toFixed(3)}.`
+        ? `quiet rounds (${quiet.rounds.join(', ')}): paired ratio of "async, does not wait" ` +
+            `${quiet.median.toFixed(3)} (${quiet.per_round.map((ratio) => ratio.toFixed(3)).join(', ')}); of "async, ` +
+            `waits for update" ${rows.find((row) => row.mode === 'async_wait')!.ratio_paired_quiet.median.toFixed(3)}.`
         : 'no round was quiet (other processes used ≥ 0.3 cores in every round): the figures mix in their load.',
     )
     console.log(
-      `async, does not wait: its scoring phase alone is ${noWait.score_phase_ratio.toFixed(3)} × scoring alone; ${noWait.background_calls_during_steps} background LLM calls (analyzer, summarizer, query generator, updater) ran while the trainer was stepping.`,
+      `async, does not wait: its scoring phase alone is ${noWait.score_phase_ratio.toFixed(3)} × scoring alone; ` +
+        `${noWait.background_calls_during_steps} background LLM calls (analyzer, summarizer, query generator, ` +
+        `updater) ran while the trainer was stepping.`,
     )
     console.log(
       `LLM calls per agent: ${rows
@@ -766,7 +784,8 @@ async function main(): Promise<void> {
     const noisy = runs.filter((entry) => entry.cpu_cores.others >= NOISY_CORES)
     if (noisy.length)
       console.log(
-        `WARNING: other processes used ≥ ${NOISY_CORES} cores while the trainer stepped in ${noisy.map((entry) => `${entry.mode} (round ${entry.round}): ${entry.cpu_cores.others.toFixed(2)}`).join('; ')} — rerun on a quiet machine for reliable figures`,
+        `WARNING: other processes used ≥ ${NOISY_CORES} cores while the trainer stepped in ` +
+          `${noisy.map((entry) => `${entry.mode} (round ${entry.round}): ${entry.cpu_cores.others.toFixed(2)}`).join('; ')} — rerun on a quiet machine for reliable figures`,
       )
     const errors = runs.reduce((sum, entry) => sum + entry.errors, 0)
     if (errors) console.log(`WARNING: ${errors} /score request(s) failed`)

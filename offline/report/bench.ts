@@ -164,7 +164,8 @@ function benchCharts(
     charts.push({
       svg: barChart({ title: 'Accuracy by metric', ...CHART_SIZE, yLabel: 'accuracy', yDomain: [0, 1], bars }),
       caption:
-        'Overall accuracy of each metric; whiskers are Wilson 95% intervals. Ties count as the result says; failures are excluded.',
+        'Overall accuracy of each metric; whiskers are Wilson 95% intervals. Ties count as the result says; failures ' +
+        'are excluded.',
     })
   }
   if (leaves.length > 1) {
@@ -202,7 +203,8 @@ function benchCharts(
         ...(unit ? { domain: [0, 1] as [number, number] } : {}),
       }),
       caption:
-        'Every candidate’s score from the scorer (failures left out). A scorer that gives many equal scores causes ties.',
+        'Every candidate’s score from the scorer (failures left out). A scorer that gives many equal scores causes ' +
+        'ties.',
     })
   }
   return charts

@@ -48,7 +48,8 @@ td code{white-space:nowrap}
 table.changes td:nth-child(4){min-width:13em}
 table.changes th,table.changes td{padding:6px 7px}
 code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:13px}
-pre{white-space:pre-wrap;word-break:break-word;background:#f9fafb;border:1px solid var(--line);border-radius:6px;padding:10px 12px;font-size:13px;margin:8px 0}
+pre{white-space:pre-wrap;word-break:break-word;background:#f9fafb;border:1px solid \
+var(--line);border-radius:6px;padding:10px 12px;font-size:13px;margin:8px 0}
 details{margin:8px 0}
 summary{cursor:pointer}
 .badge{display:inline-block;border-radius:999px;padding:1px 9px;font-size:12px;font-weight:600;white-space:nowrap}
@@ -63,7 +64,8 @@ summary{cursor:pointer}
 .failures{border-left:4px solid var(--bad)}
 .empty{color:var(--muted);font-style:italic}
 footer{color:var(--muted);font-size:13px;text-align:center;padding:0 0 32px}
-@media (min-width:1600px){.wrap,main{max-width:1560px}.charts{flex-direction:row;flex-wrap:wrap}figure.chart{flex:1 1 600px}}
+@media (min-width:1600px){.wrap,main{max-width:1560px}.charts{flex-direction:row;flex-wrap:wrap}figure.chart{flex:1 1 \
+600px}}
 @media print{body{background:#fff}header{color:#000;background:#fff}nav{display:none}section{break-inside:avoid}}
 `
 

@@ -18,7 +18,8 @@ const OPEN_RUBRICS = 6
 /**
  * Objective per generation over prompts: the best prompt's and the mean. A prompt that stopped early
  * (distinguished or stagnant) keeps its last value in later generations, so the mean stays over all prompts.
- * @example objectiveByGeneration([[0.5, 0.7], [0.4]]) // { best: [{x:0,y:0.5},{x:1,y:0.7}], mean: [{x:0,y:0.45},{x:1,y:0.55}] }
+ * @example objectiveByGeneration([[0.5, 0.7], [0.4]]) // { best: [{x:0,y:0.5},{x:1,y:0.7}], mean:
+ *   [{x:0,y:0.45},{x:1,y:0.55}] }
  */
 export function objectiveByGeneration(histories: number[][]): {
   best: Array<{ x: number; y: number }>
@@ -111,7 +112,9 @@ function objectiveCharts(rubrics: BestRubric[], step: string): Array<{ svg: stri
           { name: `mean over ${rubrics.length} prompt${rubrics.length === 1 ? '' : 's'}`, points: mean },
         ],
       }),
-      caption: `Best rubric's objective at each ${step}: the best prompt's, and the mean over prompts (a prompt that stopped early keeps its last value).`,
+      caption:
+        `Best rubric's objective at each ${step}: the best prompt's, and the mean over prompts (a prompt that ` +
+        `stopped early keeps its last value).`,
     },
   ]
   if (rubrics.length > 1 && rubrics.length <= MAX_PROMPT_LINES)
@@ -227,7 +230,8 @@ function settingsSection(output: SearchOutputFile): Markup {
     [
       'prompts with a wider top margin',
       diagnostics?.margin_improvement?.global
-        ? `${diagnostics.margin_improvement.global.improved_prompts} of ${diagnostics.margin_improvement.global.total_prompts}`
+        ? `${diagnostics.margin_improvement.global.improved_prompts} of ` +
+          `${diagnostics.margin_improvement.global.total_prompts}`
         : '—',
     ],
   ])
@@ -275,7 +279,8 @@ function settingsSection(output: SearchOutputFile): Markup {
     ],
     [
       'checkpoints',
-      `${text(get(manifest, 'harness', 'checkpoints_written'))} written in ${text(get(manifest, 'harness', 'checkpoint_dir'))}`,
+      `${text(get(manifest, 'harness', 'checkpoints_written'))} written in ` +
+        `${text(get(manifest, 'harness', 'checkpoint_dir'))}`,
     ],
   ])
   const config = get(manifest, 'config_snapshot')

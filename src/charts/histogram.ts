@@ -99,7 +99,8 @@ export function histogram(
     const right = xScale(from + binWidth)
     const topY = yScale(count)
     parts.push(
-      `<rect x="${px(left + 0.5)}" y="${px(topY)}" width="${px(Math.max(1, right - left - 1))}" height="${px(area.bottom - topY)}" fill="${PALETTE[0]}" fill-opacity="0.85">` +
+      `<rect x="${px(left + 0.5)}" y="${px(topY)}" width="${px(Math.max(1, right - left - 1))}" ` +
+        `height="${px(area.bottom - topY)}" fill="${PALETTE[0]}" fill-opacity="0.85">` +
         `<title>${escapeXml(`[${formatValue(from)}, ${formatValue(from + binWidth)}${index === bins - 1 ? ']' : ')'}: ${count}`)}</title></rect>`,
     )
   })
