@@ -113,7 +113,8 @@ async function scenario(
     const meter = (await (await fetch(`${server.url}/__meter`)).json()) as Meter
     const name = handedOut ? 'handed out' : 'one invocation'
     console.log(
-      `\n${name}: ${items} samples (${(body.length / 1_048_576).toFixed(1)} MiB) answered in ${seconds.toFixed(1)} s; ` +
+      `\n${name}: ${items} samples (${(body.length / 1_048_576).toFixed(1)} MiB) answered in ` +
+        `${seconds.toFixed(1)} s; ` +
         `judge calls ${stub.calls().scorer}, at most ${stub.maxInFlight()} in flight`,
     )
     for (const [kind, usage] of Object.entries(meter.invocations).filter(

@@ -418,7 +418,8 @@ async function main(): Promise<void> {
         `${o.batch}${o.before ? ` --before ${o.before}` : ''}`,
     )
     console.log(
-      `a global async run, rollouts_per_step ${o.perStep}, ${o.steps} steps of fresh rollouts (~1.2 KB outputs), stub ` +
+      `a global async run, rollouts_per_step ${o.perStep}, ${o.steps} steps of fresh rollouts (~1.2 KB ` +
+        `outputs), stub ` +
         `judge; every step's update committed and its rows deleted before counting`,
     )
     for (const variant of variants)

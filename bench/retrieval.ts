@@ -273,7 +273,8 @@ async function main(): Promise<void> {
     .map((value) => value.toFixed(2))
     .join(' ')
   console.log(
-    `node ${process.version}, ${options.dimensions} dims, top-${options.topK}, ${options.queries} queries per filter, ` +
+    `node ${process.version}, ${options.dimensions} dims, top-${options.topK}, ${options.queries} queries per ` +
+      `filter, ` +
       `load average ${load}\n`,
   )
   const results: SizeResult[] = []

@@ -272,18 +272,24 @@ async function main(): Promise<void> {
     )
     console.log(`\n${'figure'.padEnd(44)}${pad('stub LLM', 10)}${pad('mock', 10)}${pad('target', 10)}`)
     console.log(
-      `${'throughput ratio /score ÷ bare'.padEnd(44)}${pad(f2(ratio.stub), 10)}${pad(f2(ratio.mock), 10)}${pad(`≥ ${TARGETS.ratio}`, 10)}  ${pass(ratio.stub >= TARGETS.ratio)} / ${pass(ratio.mock >= TARGETS.ratio)}`,
+      `${'throughput ratio /score ÷ bare'.padEnd(44)}${pad(f2(ratio.stub), 10)}${pad(f2(ratio.mock), 10)}` +
+        `${pad(`≥ ${TARGETS.ratio}`, 10)}  ${pass(ratio.stub >= TARGETS.ratio)} / ${pass(ratio.mock >= TARGETS.ratio)}`,
     )
     console.log(
-      `${'added latency p50 over bare (ms)'.padEnd(44)}${pad(f2(added.stub.p50), 10)}${pad(f2(added.mock.p50), 10)}${pad(`≤ ${TARGETS.addedP50Ms}`, 10)}  ${pass(added.stub.p50 <= TARGETS.addedP50Ms)} / ${pass(added.mock.p50 <= TARGETS.addedP50Ms)}`,
+      `${'added latency p50 over bare (ms)'.padEnd(44)}${pad(f2(added.stub.p50), 10)}${pad(f2(added.mock.p50), 10)}` +
+        `${pad(`≤ ${TARGETS.addedP50Ms}`, 10)}  ${pass(added.stub.p50 <= TARGETS.addedP50Ms)} / ` +
+        `${pass(added.mock.p50 <= TARGETS.addedP50Ms)}`,
     )
     console.log(
-      `${'added latency p99 over bare (ms)'.padEnd(44)}${pad(f2(added.stub.p99), 10)}${pad(f2(added.mock.p99), 10)}${pad(`≤ ${TARGETS.addedP99Ms}`, 10)}  ${pass(added.stub.p99 <= TARGETS.addedP99Ms)} / ${pass(added.mock.p99 <= TARGETS.addedP99Ms)}`,
+      `${'added latency p99 over bare (ms)'.padEnd(44)}${pad(f2(added.stub.p99), 10)}${pad(f2(added.mock.p99), 10)}` +
+        `${pad(`≤ ${TARGETS.addedP99Ms}`, 10)}  ${pass(added.stub.p99 <= TARGETS.addedP99Ms)} / ` +
+        `${pass(added.mock.p99 <= TARGETS.addedP99Ms)}`,
     )
     console.log('\nWhat one /score costs (Durable Object requests, rows written, dollars): npm run bench:cost')
     console.log(
       `stub LLM scorer calls the run counted: ` +
-        `${scorerCalls}${options.stub !== 'worker' ? ` (the ${options.stub} stub answered ${stubCalls} during the load phases)` : ''}`,
+        `${scorerCalls}` +
+        `${options.stub !== 'worker' ? ` (the ${options.stub} stub answered ${stubCalls} during the load phases)` : ''}`,
     )
     const noisy = [...throughput, ...latency].filter((row) => row.cpu.other >= NOISY_CORES)
     if (noisy.length)

@@ -670,7 +670,11 @@ function figures(runs: readonly ModeRun[], baseline: { mean: number; p50: number
  */
 function formatTable(rows: readonly ModeFigures[]): string {
   const f0 = (value: number) => (Number.isFinite(value) ? value.toFixed(0) : 'n/a')
-  const header = `${'mode'.padEnd(32)}${'steps'.padStart(6)}${'score ms'.padStart(10)}${'complete'.padStart(10)}${'wait ms'.padStart(9)}${'step ms'.padStart(9)}${'p50'.padStart(7)}${'p90'.padStart(7)}${'ratio'.padStart(8)}${'ratio p50'.padStart(10)}${'paired'.padStart(8)}${'workerd cpu'.padStart(12)}${'cpu ms/step'.padStart(12)}${'other cpu'.padStart(10)}${'  target'}`
+  const header =
+    `${'mode'.padEnd(32)}${'steps'.padStart(6)}${'score ms'.padStart(10)}${'complete'.padStart(10)}` +
+    `${'wait ms'.padStart(9)}${'step ms'.padStart(9)}${'p50'.padStart(7)}${'p90'.padStart(7)}${'ratio'.padStart(8)}` +
+    `${'ratio p50'.padStart(10)}${'paired'.padStart(8)}${'workerd cpu'.padStart(12)}${'cpu ms/step'.padStart(12)}` +
+    `${'other cpu'.padStart(10)}${'  target'}`
   const lines = rows.map((row) => {
     const target =
       row.mode === 'async_no_wait'
@@ -678,14 +682,23 @@ function formatTable(rows: readonly ModeFigures[]): string {
         : row.mode === 'scoring_alone'
           ? 'baseline'
           : '(info)'
-    return `${row.label.padEnd(32)}${String(row.steps).padStart(6)}${f0(row.score_ms.mean).padStart(10)}${(row.mode === 'scoring_alone' ? '–' : row.complete_ms.mean.toFixed(1)).padStart(10)}${(row.wait_ms ? f0(row.wait_ms.mean) : '–').padStart(9)}${f0(row.trainer_ms.mean).padStart(9)}${f0(row.trainer_ms.p50).padStart(7)}${f0(row.trainer_ms.p90).padStart(7)}${row.ratio.toFixed(3).padStart(8)}${row.ratio_p50.toFixed(3).padStart(10)}${row.ratio_paired.median.toFixed(3).padStart(8)}${(Number.isFinite(row.cpu_cores.workerd) ? row.cpu_cores.workerd.toFixed(2) : 'n/a').padStart(12)}${(Number.isFinite(row.workerd_cpu_ms_per_step) ? row.workerd_cpu_ms_per_step.toFixed(0) : 'n/a').padStart(12)}${(Number.isFinite(row.cpu_cores.others) ? row.cpu_cores.others.toFixed(2) : 'n/a').padStart(10)}  ${target}`
+    return (
+      `${row.label.padEnd(32)}${String(row.steps).padStart(6)}${f0(row.score_ms.mean).padStart(10)}` +
+      `${(row.mode === 'scoring_alone' ? '–' : row.complete_ms.mean.toFixed(1)).padStart(10)}` +
+      `${(row.wait_ms ? f0(row.wait_ms.mean) : '–').padStart(9)}${f0(row.trainer_ms.mean).padStart(9)}` +
+      `${f0(row.trainer_ms.p50).padStart(7)}${f0(row.trainer_ms.p90).padStart(7)}${row.ratio.toFixed(3).padStart(8)}` +
+      `${row.ratio_p50.toFixed(3).padStart(10)}${row.ratio_paired.median.toFixed(3).padStart(8)}` +
+      `${(Number.isFinite(row.cpu_cores.workerd) ? row.cpu_cores.workerd.toFixed(2) : 'n/a').padStart(12)}` +
+      `${(Number.isFinite(row.workerd_cpu_ms_per_step) ? row.workerd_cpu_ms_per_step.toFixed(0) : 'n/a').padStart(12)}${(Number.isFinite(row.cpu_cores.others) ? row.cpu_cores.others.toFixed(2) : 'n/a').padStart(10)}  ${target}`
+    )
   })
   return [header, '-'.repeat(header.length + 8), ...lines].join('\n')
 }
 
 async function main(): Promise<void> {
   const options = readOptions(process.argv.slice(2))
-  const command = `npx tsx bench/step-blocking.ts${process.argv.length > 2 ? ` ${process.argv.slice(2).join(' ')}` : ''}`
+  const command =
+    `npx tsx bench/step-blocking.ts` + `${process.argv.length > 2 ? ` ${process.argv.slice(2).join(' ')}` : ''}`
   const started = performance.now()
   const log = (message: string) =>
     console.log(`[${((performance.now() - started) / 1_000).toFixed(1).padStart(5)} s] ${message}`)
@@ -724,7 +737,8 @@ async function main(): Promise<void> {
 
     console.log(`\n$ ${command}`)
     console.log(
-      `node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}; Miniflare (one workerd) on 127.0.0.1 ` +
+      `node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}; Miniflare (one workerd) on ` +
+        `127.0.0.1 ` +
         `serving the built bundle; the loop in this Node process`,
     )
     console.log(
@@ -739,7 +753,8 @@ async function main(): Promise<void> {
     )
     console.log(
       `ratio = mean step ms ÷ mean scoring phase of "scoring alone", all rounds pooled; ratio p50: the same with ` +
-        `medians; paired: the median over rounds of (this mode's mean step ms ÷ the same round's scoring-alone mean), ` +
+        `medians; paired: the median over rounds of (this mode's mean step ms ÷ the same round's ` +
+        `scoring-alone mean), ` +
         `the figure held to the target.`,
     )
     console.log(

@@ -328,7 +328,8 @@ async function main(): Promise<void> {
   const o = options()
   await withMeteredBuild('rh-bench-step-', async (bundles, built) => {
     console.log(
-      `npm run bench:step -- --latency-ms ${o.latencyMs} --llm-concurrency ${o.llmConcurrency} --clients ${o.clients} ` +
+      `npm run bench:step -- --latency-ms ${o.latencyMs} --llm-concurrency ${o.llmConcurrency} --clients ` +
+        `${o.clients} ` +
         `--prompts ${o.prompts} --samples ${o.samples} --waiters ${o.waiters} --jobs-per-batch ${o.jobsPerBatch}`,
     )
     const results = []

@@ -14,7 +14,8 @@ export function formatChain(chain: LineageChain): string {
   const lines = [
     `artifact    ${chain.artifact_id}`,
     `deployment  ` +
-      `${chain.deploy_id ?? '(none)'}${chain.target ? ` on target ${chain.target}` : ''}${chain.deployment ? ` (${chain.deployment.action} at ${chain.deployment.deployed_at})` : ''}`,
+      `${chain.deploy_id ?? '(none)'}${chain.target ? ` on target ${chain.target}` : ''}` +
+      `${chain.deployment ? ` (${chain.deployment.action} at ${chain.deployment.deployed_at})` : ''}`,
     `training    ${chain.run_id}: ${m.trainer.name} · model ${m.model.name} · dataset ` +
       `${m.dataset.id}@${m.dataset.version} · started ${m.started_at}`,
     `result      ${

@@ -43,7 +43,8 @@ export const KIND_LABELS: Record<ReportKind, string> = {
 
 const EXPECTED =
   'expected a search output (reward-harness search --output, JSON with "best_rubrics"), an evolution log ' +
-  '(evolution-log.jsonl of reward-harness evolve, or its run directory), a bench result (reward-harness bench --json) ' +
+  '(evolution-log.jsonl of reward-harness evolve, or its run directory), a bench result (reward-harness bench ' +
+  '--json) ' +
   'or a distill summary (summary.json of reward-harness distill), or a directory holding one of them'
 
 const EVOLUTION_LOG = 'evolution-log.jsonl'

@@ -228,7 +228,8 @@ function planPools(
       // Shared by every model: split the cap so the pools together never exceed it.
       if (config.max_concurrency < plans.length) {
         throw new SearchInputError(
-          `endpoint ${record.name}: max_concurrency ${config.max_concurrency} cannot be shared by the ${plans.length} ` +
+          `endpoint ${record.name}: max_concurrency ${config.max_concurrency} cannot be shared by the ` +
+            `${plans.length} ` +
             `role models (${plans.map((plan) => `${plan.roles.join('/')}: ${plan.model}`).join('; ')}); raise it to ` +
             `at least ${plans.length}, or pin a model per endpoint`,
         )

@@ -36,7 +36,8 @@ export function newRunId(now: Date = new Date()): string {
   const pad = (value: number, width = 2) => String(value).padStart(width, '0')
   const micro = Number(process.hrtime.bigint() % 1000n)
   return (
-    `${now.getUTCFullYear()}${pad(now.getUTCMonth() + 1)}${pad(now.getUTCDate())}T${pad(now.getUTCHours())}${pad(now.getUTCMinutes())}${pad(now.getUTCSeconds())}` +
+    `${now.getUTCFullYear()}${pad(now.getUTCMonth() + 1)}${pad(now.getUTCDate())}T${pad(now.getUTCHours())}` +
+    `${pad(now.getUTCMinutes())}${pad(now.getUTCSeconds())}` +
     `_${pad(now.getUTCMilliseconds(), 3)}${pad(micro, 3)}Z`
   )
 }

@@ -23,7 +23,8 @@ export function formatSummary(summary: SearchRunSummary, cwd: string = process.c
     const width = Math.max(...summary.best_rubrics.map((entry) => entry.prompt_id.length), 6)
     for (const entry of summary.best_rubrics) {
       lines.push(
-        `  ${entry.prompt_id.padEnd(width)}  score ${entry.score.toFixed(3)}  best ${entry.best_candidate_id}  rubric ` +
+        `  ${entry.prompt_id.padEnd(width)}  score ${entry.score.toFixed(3)}  best ${entry.best_candidate_id} ` +
+          ` rubric ` +
           `${entry.rubric_id} (${entry.criteria} criteria)`,
       )
     }

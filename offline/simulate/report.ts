@@ -69,7 +69,8 @@ function describeUpdate(report: StepReport): string {
   else if (!report.update) notes.push(report.status && report.status !== 'updated' ? `(${report.status})` : '–')
   else
     notes.push(
-      `${report.update.strategy ?? 'no update'}${report.update.changed ? ` → v${report.update.rubric_version}` : ' (no change)'}`,
+      `${report.update.strategy ?? 'no update'}` +
+        `${report.update.changed ? ` → v${report.update.rubric_version}` : ' (no change)'}`,
     )
   if (report.errors > 0) notes.push(`${report.errors} /score failed`)
   return notes.join('; ')
@@ -177,7 +178,8 @@ export function formatSummary(
     ).length
     if (stale > 0)
       lines.push(
-        `  --no-wait: the trainer ran ahead of the updates; ${stale} of ${result.reports.length - 1} later steps were ` +
+        `  --no-wait: the trainer ran ahead of the updates; ${stale} of ${result.reports.length - 1} later ` +
+          `steps were ` +
           `scored on rubrics older than the previous step's update`,
       )
   }

@@ -139,7 +139,8 @@ function describe(file: string, loaded: LoadedDataset, summary: DatasetSummary):
     ],
     [
       'groups',
-      `${counts(summary.groups)}${summary.ungrouped && Object.keys(summary.groups).length ? `, ungrouped ${summary.ungrouped}` : ''}`,
+      `${counts(summary.groups)}` +
+        `${summary.ungrouped && Object.keys(summary.groups).length ? `, ungrouped ${summary.ungrouped}` : ''}`,
     ],
     ['sources', counts(summary.sources)],
   ]

@@ -177,7 +177,8 @@ async function exportSearchOutput(
         [
           'checks',
           `config and settings hashes match; prompt ids checked against ` +
-            `${result.checks.dataset_prompts.join(', ') || 'best_objective_scores'}${result.checks.dataset_file_note ? ` (dataset file: ${result.checks.dataset_file_note})` : ''}`,
+            `${result.checks.dataset_prompts.join(', ') || 'best_objective_scores'}` +
+            `${result.checks.dataset_file_note ? ` (dataset file: ${result.checks.dataset_file_note})` : ''}`,
         ],
       ]
       return [
