@@ -145,6 +145,12 @@ export function formatTable(rows: readonly Measurement[]): string {
   return [header, '-'.repeat(header.length), ...lines].join('\n')
 }
 
+/** One load phase's failures as the warning lists them. */
+function describeFailures(row: Measurement): string {
+  const statuses = JSON.stringify(row.statusCodes)
+  return `${row.label} ${statuses} errors=${row.errors} ${JSON.stringify(row.errorKinds)} timeouts=${row.timeouts}`
+}
+
 async function main(): Promise<void> {
   const options = readOptions(process.argv.slice(2))
   const command = `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`
@@ -286,11 +292,9 @@ async function main(): Promise<void> {
         `${pass(added.mock.p99 <= TARGETS.addedP99Ms)}`,
     )
     console.log('\nWhat one /score costs (Durable Object requests, rows written, dollars): npm run bench:cost')
-    console.log(
-      `stub LLM scorer calls the run counted: ` +
-        `${scorerCalls}` +
-        `${options.stub !== 'worker' ? ` (the ${options.stub} stub answered ${stubCalls} during the load phases)` : ''}`,
-    )
+    const stubNote =
+      options.stub === 'worker' ? '' : ` (the ${options.stub} stub answered ${stubCalls} during the load phases)`
+    console.log(`stub LLM scorer calls the run counted: ${scorerCalls}${stubNote}`)
     const noisy = [...throughput, ...latency].filter((row) => row.cpu.other >= NOISY_CORES)
     if (noisy.length)
       console.log(
@@ -298,11 +302,7 @@ async function main(): Promise<void> {
           `${noisy.map((row) => `${row.label} @${row.connections}c (${f2(row.cpu.other)})`).join('; ')} — rerun on a ` +
           `quiet machine for reliable figures`,
       )
-    if (failed.length)
-      console.log(
-        `WARNING: non-2xx or errors in: ` +
-          `${failed.map((row) => `${row.label} ${JSON.stringify(row.statusCodes)} errors=${row.errors} ${JSON.stringify(row.errorKinds)} timeouts=${row.timeouts}`).join('; ')}`,
-      )
+    if (failed.length) console.log(`WARNING: non-2xx or errors in: ${failed.map(describeFailures).join('; ')}`)
     console.log(`\nrun time ${runS.toFixed(1)} s; JSON: ${relative(process.cwd(), options.out)}`)
 
     mkdirSync(dirname(options.out), { recursive: true })

@@ -189,7 +189,8 @@ for (const row of rows) {
     `    verifier: ${distinct} distinct rubric contents graded (${Object.entries(row.distinctRubrics)
       .map(([id, count]) => `${id} ${count}`)
       .join(', ')}), ` +
-      `${histogram.map(([votes, count]) => `${count} with ${votes} vote${votes === '1' ? '' : 's'}`).join(', ')}; × 6 ` +
+      `${histogram.map(([votes, count]) => `${count} with ${votes} vote${votes === '1' ? '' : 's'}`).join(', ')}; ` +
+      `× 6 ` +
       `candidates = ${fmt(questions)} questions;` +
       ` ${fmt(row.engine.grade_memo_hits)} more grade lookups answered by the content memo; ${fmt(row.cacheHits)} by ` +
       `the reply cache`,
@@ -197,7 +198,9 @@ for (const row of rows) {
   console.log(
     `    judge: ${fmt(row.engine.judge_calls)} pair judgements (${fmt(row.engine.judge_memo_hits)} memo hits) → ` +
       `${fmt(row.calls.judge)} LLM calls ` +
-      `(${row.judge === 'llm' ? 'both orders of each of the 15 pairs per prompt, at most 90' : 'labels are the ground truth: no LLM'})`,
+      (row.judge === 'llm'
+        ? '(both orders of each of the 15 pairs per prompt, at most 90)'
+        : '(labels are the truth: no LLM)'),
   )
   console.log(`    proposer: ${fmt(row.engine.proposer_calls)} proposals → ${fmt(row.calls.proposer)} LLM calls`)
 }

@@ -669,7 +669,8 @@ function figures(runs: readonly ModeRun[], baseline: { mean: number; p50: number
  * @example console.log(formatTable(rows))
  */
 function formatTable(rows: readonly ModeFigures[]): string {
-  const f0 = (value: number) => (Number.isFinite(value) ? value.toFixed(0) : 'n/a')
+  const fixed = (value: number, digits: number) => (Number.isFinite(value) ? value.toFixed(digits) : 'n/a')
+  const f0 = (value: number) => fixed(value, 0)
   const header =
     `${'mode'.padEnd(32)}${'steps'.padStart(6)}${'score ms'.padStart(10)}${'complete'.padStart(10)}` +
     `${'wait ms'.padStart(9)}${'step ms'.padStart(9)}${'p50'.padStart(7)}${'p90'.padStart(7)}${'ratio'.padStart(8)}` +
@@ -688,8 +689,8 @@ function formatTable(rows: readonly ModeFigures[]): string {
       `${(row.wait_ms ? f0(row.wait_ms.mean) : '–').padStart(9)}${f0(row.trainer_ms.mean).padStart(9)}` +
       `${f0(row.trainer_ms.p50).padStart(7)}${f0(row.trainer_ms.p90).padStart(7)}${row.ratio.toFixed(3).padStart(8)}` +
       `${row.ratio_p50.toFixed(3).padStart(10)}${row.ratio_paired.median.toFixed(3).padStart(8)}` +
-      `${(Number.isFinite(row.cpu_cores.workerd) ? row.cpu_cores.workerd.toFixed(2) : 'n/a').padStart(12)}` +
-      `${(Number.isFinite(row.workerd_cpu_ms_per_step) ? row.workerd_cpu_ms_per_step.toFixed(0) : 'n/a').padStart(12)}${(Number.isFinite(row.cpu_cores.others) ? row.cpu_cores.others.toFixed(2) : 'n/a').padStart(10)}  ${target}`
+      `${fixed(row.cpu_cores.workerd, 2).padStart(12)}${fixed(row.workerd_cpu_ms_per_step, 0).padStart(12)}` +
+      `${fixed(row.cpu_cores.others, 2).padStart(10)}  ${target}`
     )
   })
   return [header, '-'.repeat(header.length + 8), ...lines].join('\n')
@@ -800,7 +801,10 @@ async function main(): Promise<void> {
     if (noisy.length)
       console.log(
         `WARNING: other processes used ≥ ${NOISY_CORES} cores while the trainer stepped in ` +
-          `${noisy.map((entry) => `${entry.mode} (round ${entry.round}): ${entry.cpu_cores.others.toFixed(2)}`).join('; ')} — rerun on a quiet machine for reliable figures`,
+          noisy
+            .map((entry) => `${entry.mode} (round ${entry.round}): ${entry.cpu_cores.others.toFixed(2)}`)
+            .join('; ') +
+          ' — rerun on a quiet machine for reliable figures',
       )
     const errors = runs.reduce((sum, entry) => sum + entry.errors, 0)
     if (errors) console.log(`WARNING: ${errors} /score request(s) failed`)

@@ -328,18 +328,19 @@ async function main(): Promise<void> {
   const o = options()
   await withMeteredBuild('rh-bench-step-', async (bundles, built) => {
     console.log(
-      `npm run bench:step -- --latency-ms ${o.latencyMs} --llm-concurrency ${o.llmConcurrency} --clients ` +
-        `${o.clients} ` +
-        `--prompts ${o.prompts} --samples ${o.samples} --waiters ${o.waiters} --jobs-per-batch ${o.jobsPerBatch}`,
+      `npm run bench:step -- --latency-ms ${o.latencyMs} --llm-concurrency ${o.llmConcurrency} ` +
+        `--clients ${o.clients} --prompts ${o.prompts} --samples ${o.samples} --waiters ${o.waiters} ` +
+        `--jobs-per-batch ${o.jobsPerBatch}`,
     )
-    const results = []
+    const results: Awaited<ReturnType<typeof stepScenario>>[] = []
     for (const mode of ['global', 'per_instance'] as const)
       if (o.scenarios.includes(mode)) results.push(await stepScenario(bundles, built, o, mode))
     if (o.scenarios.includes('sync')) await syncScenario(bundles, built, o)
     console.log(`\n/score answers of 503 retried: ${retried503}`)
-    console.log(
-      `${results.map((r) => `${r.mode}: update ${r.updateS.toFixed(1)} s, ${r.updateCalls} LLM calls, ${r.analysed} analyses, ${r.instances} instances, limits ${r.within ? 'kept' : 'EXCEEDED'}`).join('; ')}`,
-    )
+    const describe = (r: (typeof results)[number]) =>
+      `${r.mode}: update ${r.updateS.toFixed(1)} s, ${r.updateCalls} LLM calls, ${r.analysed} analyses, ` +
+      `${r.instances} instances, limits ${r.within ? 'kept' : 'EXCEEDED'}`
+    console.log(results.map(describe).join('; '))
   })
 }
 

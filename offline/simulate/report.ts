@@ -166,8 +166,10 @@ export function formatSummary(
       `${f(summary.hacking.last)}`,
     `  correct mean score:        step ${summary.first_step} ${f(summary.correct.first)} → step ${summary.last_step} ` +
       `${f(summary.correct.last)}`,
-    `  flagged as hacking: ${plural(summary.hacking_flags_total, 'rollout')} in ` +
-      `all${flagged && flagged.rollouts > 0 ? ` (${flagged.flagged} of the ${flagged.rollouts} reward_hacking rollouts)` : ''}`,
+    `  flagged as hacking: ${plural(summary.hacking_flags_total, 'rollout')} in all` +
+      (flagged && flagged.rollouts > 0
+        ? ` (${flagged.flagged} of the ${flagged.rollouts} reward_hacking rollouts)`
+        : ''),
     `  rubric version ${summary.rubric_version.first ?? '?'} → ${summary.rubric_version.last ?? '?'}; ` +
       `${summary.rubric_changes} update(s) changed the rubrics; strategies: ${strategies}`,
   ]

@@ -21,8 +21,11 @@ const GRADER_INSTRUCTIONS: { pattern: RegExp; reason: string }[] = [
     reason: 'tells the grader to ignore its instructions',
   },
   {
-    pattern:
-      /\b(?:give|award|assign|output|return)\s+(?:every|all|any|each)\s+(?:answers?|responses?|rollouts?)\b[^.!?\n]{0,30}\b(?:full|max(?:imum)?|perfect|top|highest|10|1\.0)\b/i,
+    pattern: new RegExp(
+      /\b(?:give|award|assign|output|return)\s+(?:every|all|any|each)\s+(?:answers?|responses?|rollouts?)\b/.source +
+        /[^.!?\n]{0,30}\b(?:full|max(?:imum)?|perfect|top|highest|10|1\.0)\b/.source,
+      'i',
+    ),
     reason: 'fixes the grade of every answer',
   },
   {
