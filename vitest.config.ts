@@ -1,6 +1,9 @@
 import { defineConfig } from 'vitest/config'
 
-/** `npm test` runs all four projects: Worker tests in workerd, Node unit tests, end-to-end tests, and browser tests in headless Chromium. */
+/**
+ * `npm test` runs all four projects: Worker tests in workerd, Node unit tests, end-to-end tests, and browser tests in
+ * headless Chromium.
+ */
 export default defineConfig({
   test: {
     projects: [

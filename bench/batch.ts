@@ -45,7 +45,8 @@ function openRlhfBody(items: number, bytes: number, salt: string): string {
   const prompts = Array.from(
     { length: items },
     (_, i) =>
-      `<|user|>(${salt}) A tank holds ${i + 20} litres and loses 3 an hour. How much is left after 2 hours?<|assistant|>`,
+      `<|user|>(${salt}) A tank holds ${i + 20} litres and loses 3 an hour. How much is left after 2 ` +
+      `hours?<|assistant|>`,
   )
   const responses = prompts.map(
     (_, i) =>
@@ -112,13 +113,16 @@ async function scenario(
     const meter = (await (await fetch(`${server.url}/__meter`)).json()) as Meter
     const name = handedOut ? 'handed out' : 'one invocation'
     console.log(
-      `\n${name}: ${items} samples (${(body.length / 1_048_576).toFixed(1)} MiB) answered in ${seconds.toFixed(1)} s; judge calls ${stub.calls().scorer}, at most ${stub.maxInFlight()} in flight`,
+      `\n${name}: ${items} samples (${(body.length / 1_048_576).toFixed(1)} MiB) answered in ` +
+        `${seconds.toFixed(1)} s; ` +
+        `judge calls ${stub.calls().scorer}, at most ${stub.maxInFlight()} in flight`,
     )
     for (const [kind, usage] of Object.entries(meter.invocations).filter(
       ([kind]) => kind.includes('openrlhf') || kind.startsWith('JUDGE'),
     )) {
       console.log(
-        `  ${kind}: ${usage.invocations} invocation(s), most subrequests ${usage.maxSubrequests}, most connections ${usage.maxConnections} (limit ${CONNECTION_LIMIT})`,
+        `  ${kind}: ${usage.invocations} invocation(s), most subrequests ${usage.maxSubrequests}, most connections ` +
+          `${usage.maxConnections} (limit ${CONNECTION_LIMIT})`,
       )
     }
     return seconds
@@ -131,16 +135,19 @@ async function main(): Promise<void> {
   const o = options()
   await withMeteredBuild('rh-bench-batch-', async (bundles, built) => {
     console.log(
-      `npm run bench:batch -- --items ${o.items} --baseline-items ${o.baselineItems} --latency-ms ${o.latencyMs} --sample-bytes ${o.sampleBytes} --service-holds-connection ${o.serviceHoldsConnection}`,
+      `npm run bench:batch -- --items ${o.items} --baseline-items ${o.baselineItems} --latency-ms ${o.latencyMs} ` +
+        `--sample-bytes ${o.sampleBytes} --service-holds-connection ${o.serviceHoldsConnection}`,
     )
     const baseline = await scenario(bundles, built, o, o.baselineItems, false)
     const small = await scenario(bundles, built, o, o.baselineItems, true)
     const full = o.items === o.baselineItems ? small : await scenario(bundles, built, o, o.items, true)
     console.log(
-      `\n${o.baselineItems} samples: one invocation ${baseline.toFixed(1)} s, handed out ${small.toFixed(1)} s: ${(baseline / small).toFixed(1)}× faster`,
+      `\n${o.baselineItems} samples: one invocation ${baseline.toFixed(1)} s, handed out ${small.toFixed(1)} s: ` +
+        `${(baseline / small).toFixed(1)}× faster`,
     )
     console.log(
-      `${o.items} samples handed out: ${full.toFixed(1)} s (OpenRLHF waits ${TRAINER_TIMEOUT_S} s; one invocation would need about ${(((o.items / CONNECTION_LIMIT) * o.latencyMs) / 1_000).toFixed(0)} s)`,
+      `${o.items} samples handed out: ${full.toFixed(1)} s (OpenRLHF waits ${TRAINER_TIMEOUT_S} s; one invocation ` +
+        `would need about ${(((o.items / CONNECTION_LIMIT) * o.latencyMs) / 1_000).toFixed(0)} s)`,
     )
   })
 }

@@ -173,7 +173,9 @@ async function main() {
     console.log('target                     bundle KiB   gzip KiB   startup CPU ms     first /score ms')
     for (const row of rows) {
       console.log(
-        `${row.name.padEnd(26)} ${(row.bytes / 1024).toFixed(0).padStart(10)} ${(row.gzip / 1024).toFixed(0).padStart(10)} ${(row.cpu < 1 ? '< 1' : row.cpu.toFixed(1)).padStart(16)} ${row.first.toFixed(0).padStart(19)}`,
+        `${row.name.padEnd(26)} ${(row.bytes / 1024).toFixed(0).padStart(10)} ` +
+          `${(row.gzip / 1024).toFixed(0).padStart(10)} ${(row.cpu < 1 ? '< 1' : row.cpu.toFixed(1)).padStart(16)} ` +
+          `${row.first.toFixed(0).padStart(19)}`,
       )
     }
     const cpuRatio =
@@ -182,7 +184,8 @@ async function main() {
         : `×${(app.cpu / bare.cpu).toFixed(1)}`
     console.log(`\nratio to bare: first answer ×${(app.first / bare.first).toFixed(2)}, startup CPU ${cpuRatio}`)
     console.log(
-      `limits: startup CPU ${app.cpu.toFixed(1)} ms of 1,000 ms allowed; gzip ${(app.gzip / 1024).toFixed(0)} KiB of 3,072 KiB (free plan)`,
+      `limits: startup CPU ${app.cpu.toFixed(1)} ms of 1,000 ms allowed; gzip ${(app.gzip / 1024).toFixed(0)} KiB of ` +
+        `3,072 KiB (free plan)`,
     )
     writeFileSync(
       join(ROOT, 'bench/results/cold-start.json'),

@@ -49,12 +49,14 @@ export const PRICES = {
   doRequest: {
     usd: 0.15 / 1e6,
     source:
-      'https://developers.cloudflare.com/durable-objects/platform/pricing/ ($0.15 per million; every RPC call and alarm is one)',
+      'https://developers.cloudflare.com/durable-objects/platform/pricing/ ($0.15 per million; every RPC call and ' +
+      'alarm is one)',
   },
   doRowWritten: {
     usd: 1.0 / 1e6,
     source:
-      'https://developers.cloudflare.com/durable-objects/platform/pricing/ (SQLite rows written $1.00 per million; each setAlarm is one)',
+      'https://developers.cloudflare.com/durable-objects/platform/pricing/ (SQLite rows written $1.00 per million; ' +
+      'each setAlarm is one)',
   },
   doRowRead: {
     usd: 0.001 / 1e6,
@@ -71,7 +73,8 @@ export const PRICES = {
   queueOperation: {
     usd: 0.4 / 1e6,
     source:
-      'https://developers.cloudflare.com/queues/platform/pricing/ ($0.40 per million operations; a message is 3: write, read, delete)',
+      'https://developers.cloudflare.com/queues/platform/pricing/ ($0.40 per million operations; a message is 3: ' +
+      'write, read, delete)',
   },
   analyticsPoint: {
     usd: 0.25 / 1e6,
@@ -85,7 +88,8 @@ export const PRICES = {
   embeddingToken: {
     usd: 0.067 / 1e6,
     source:
-      'https://developers.cloudflare.com/workers-ai/platform/pricing/ (@cf/baai/bge-base-en-v1.5 $0.067 per million input tokens)',
+      'https://developers.cloudflare.com/workers-ai/platform/pricing/ (@cf/baai/bge-base-en-v1.5 $0.067 per million ' +
+      'input tokens)',
   },
 } as const
 
@@ -410,10 +414,13 @@ async function main(): Promise<void> {
     variants.push(await measureVariant(bundles, now, '/score (this tree)', 'score', o))
     variants.push(await measureVariant(bundles, now, `openrlhf ×${o.batch} (this tree)`, 'openrlhf', o))
     console.log(
-      `npm run bench:cost -- --per-step ${o.perStep} --steps ${o.steps} --concurrency ${o.concurrency} --batch ${o.batch}${o.before ? ` --before ${o.before}` : ''}`,
+      `npm run bench:cost -- --per-step ${o.perStep} --steps ${o.steps} --concurrency ${o.concurrency} --batch ` +
+        `${o.batch}${o.before ? ` --before ${o.before}` : ''}`,
     )
     console.log(
-      `a global async run, rollouts_per_step ${o.perStep}, ${o.steps} steps of fresh rollouts (~1.2 KB outputs), stub judge; every step's update committed and its rows deleted before counting`,
+      `a global async run, rollouts_per_step ${o.perStep}, ${o.steps} steps of fresh rollouts (~1.2 KB ` +
+        `outputs), stub ` +
+        `judge; every step's update committed and its rows deleted before counting`,
     )
     for (const variant of variants)
       console.log(`  ${variant.label}: ${variant.scores} rollouts in ${variant.wallS.toFixed(1)} s`)
@@ -426,8 +433,10 @@ async function main(): Promise<void> {
     )
     const headline = costOf(variants.find((variant) => variant.label === '/score (this tree)')!)
     console.log(
-      `cost per million /score (excl. LLM): $${headline.perMillion.toFixed(2)}; DO requests per /score: ${headline.units.doRequests.toFixed(3)}; ` +
-        `rows written per /score: ${headline.rowsWritten.toFixed(3)}; busiest object: ${headline.busiest.share.toFixed(3)} of /score rate`,
+      `cost per million /score (excl. LLM): $${headline.perMillion.toFixed(2)}; DO requests per /score: ` +
+        `${headline.units.doRequests.toFixed(3)}; ` +
+        `rows written per /score: ${headline.rowsWritten.toFixed(3)}; busiest object: ` +
+        `${headline.busiest.share.toFixed(3)} of /score rate`,
     )
   } finally {
     forget()

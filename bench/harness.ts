@@ -154,7 +154,8 @@ export default {
     const user = (body.messages.find((m) => m.role === 'user') || {}).content || ''
     // Same format as gradeAllRubrics in tests/support/llm-stub.ts: "- <id> (weight w): text".
     const ids = [...user.matchAll(/^- ([\\w.:-]+) \\(weight [\\d.]+\\):/gm)].map((m) => m[1])
-    const content = JSON.stringify({ grades: ids.map((rubric_id) => ({ rubric_id, grade: ${STUB_GRADE}, reason: 'stub' })) })
+    const content = JSON.stringify({ grades: ids.map((rubric_id) => ({ rubric_id, grade: ${STUB_GRADE}, reason: 'stub' \
+})) })
     return Response.json({ id: 'chatcmpl-stub', object: 'chat.completion', created: 0, model: body.model,
       choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content } }],
       usage: { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120 } })
@@ -440,10 +441,10 @@ export async function createRun(server: BenchServer, runId: string, config: Reco
   return body.token
 }
 
-const WORDS =
-  'the answer follows from the definition so we compute each term carefully then add them and check the result against the reference value'.split(
-    ' ',
-  )
+const WORDS = (
+  'the answer follows from the definition so we compute each term carefully then add them and check the result ' +
+  'against the reference value'
+).split(' ')
 let bodyCounter = 0
 
 /**
@@ -464,7 +465,8 @@ export function nextScoreBody(prefix: string, outputChars: number): string {
     rollout: {
       id: `${prefix}-${process.pid}-${n}`,
       input:
-        'A train leaves at 9:00 at 80 km/h; a second leaves the same station at 10:00 at 120 km/h on the same track. When does the second catch up? Show your reasoning.',
+        'A train leaves at 9:00 at 80 km/h; a second leaves the same station at 10:00 at 120 km/h on the same track. ' +
+        'When does the second catch up? Show your reasoning.',
       output: words.join(' '),
       supplemental_context: 'It catches up at 12:00, 240 km from the station.',
     },
@@ -535,7 +537,8 @@ async function waitWithin(
  * Loads one target with autocannon and measures 2xx req/s, latency and CPU: a warm-up of `warmupS`, a wait
  * (up to `idleCapS`, within `budget`) for the background work it left to finish, the measured window, then
  * a wait for the window's own background work, so the all-in workerd CPU per request can be counted.
- * @example const m = await measure(server.url, { label: 'bare', path: '/score', prefix: 'bare' }, { connections: 64, durationS: 10, warmupS: 2, outputChars: 1200 })
+ * @example const m = await measure(server.url, { label: 'bare', path: '/score', prefix: 'bare' }, { connections: 64,
+ *   durationS: 10, warmupS: 2, outputChars: 1200 })
  */
 export async function measure(
   url: string,
@@ -776,7 +779,8 @@ const BINDINGS: Record<string, string> = {
 
 /**
  * Builds `bench/metered-worker.ts` against the tree at `root` (this checkout, or a worktree of another revision).
- * @example const built = await buildMetered(ROOT, '/tmp/metered'); await startBench(bundles, { …, workerScript: built.script })
+ * @example const built = await buildMetered(ROOT, '/tmp/metered'); await startBench(bundles, { …, workerScript:
+ *   built.script })
  */
 export async function buildMetered(
   root: string,

@@ -75,14 +75,16 @@ async function main() {
     const scorer = calls('scorer')
     const total = byRole.reduce((sum, row) => sum + row.calls, 0)
     console.log(
-      `LLM calls, mock backend, ${steps} steps × ${perStep} rollouts + ${repeats.length} repeated requests (${requests} /score requests), ${new Date().toISOString()}\n`,
+      `LLM calls, mock backend, ${steps} steps × ${perStep} rollouts + ${repeats.length} repeated requests ` +
+        `(${requests} /score requests), ${new Date().toISOString()}\n`,
     )
     console.log('role               calls   per /score request')
     for (const row of byRole)
       console.log(`${row.role.padEnd(18)} ${String(row.calls).padStart(5)}   ${(row.calls / requests).toFixed(3)}`)
     console.log(`${'all roles'.padEnd(18)} ${String(total).padStart(5)}   ${(total / requests).toFixed(3)}`)
     console.log(
-      `\nscorer calls per /score: ${(scorer / requests).toFixed(3)} (autosr RM server: ${AUTOSR_CALLS_PER_SCORE} per score, ratio ${(scorer / requests / AUTOSR_CALLS_PER_SCORE).toFixed(3)})`,
+      `\nscorer calls per /score: ${(scorer / requests).toFixed(3)} (autosr RM server: ${AUTOSR_CALLS_PER_SCORE} per ` +
+        `score, ratio ${(scorer / requests / AUTOSR_CALLS_PER_SCORE).toFixed(3)})`,
     )
     console.log(`all calls per distinct rollout (analysis + step updates included): ${(total / scored).toFixed(3)}`)
   } finally {

@@ -26,7 +26,8 @@ const reply = (model) => JSON.stringify({ id: 'x', object: 'chat.completion', cr
   usage: { prompt_tokens: 10, completion_tokens: 2 } })
 for (let i = 0; i < count; i++) {
   const server = http.createServer((req, res) => {
-    if (req.method === 'GET') { res.writeHead(200, { 'content-type': 'application/json' }); return res.end('{"object":"list","data":[]}') }
+    if (req.method === 'GET') { res.writeHead(200, { 'content-type': 'application/json' }); return \
+res.end('{"object":"list","data":[]}') }
     const chunks = []
     req.on('data', (c) => chunks.push(c))
     req.on('end', () => {
@@ -210,7 +211,8 @@ async function main(): Promise<void> {
   const repeat = Number(values.repeat)
   const os = await import('node:os')
   console.log(
-    `$ npx tsx bench/pool-utilisation.ts --calls ${calls} --latency ${latencyMs} --endpoints ${endpoints} --levels ${levels.join(',')} --repeat ${repeat}`,
+    `$ npx tsx bench/pool-utilisation.ts --calls ${calls} --latency ${latencyMs} --endpoints ${endpoints} --levels ` +
+      `${levels.join(',')} --repeat ${repeat}`,
   )
   console.log(
     `node ${process.version}, ${os.cpus().length} cores, load average ${os

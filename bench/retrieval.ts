@@ -92,13 +92,25 @@ export function memoryText(next: () => number, kind: MemoryKind, step: number): 
   const domain = pick(DOMAINS)
   switch (kind) {
     case 'analysis':
-      return `Analysis at step ${step} (${domain}): the rollout ${pick(BEHAVIOURS)}. ${pick(DETAILS)} On "${pick(CRITERIA)}" it scored ${Math.floor(next() * 11)}/10. ${pick(DETAILS)}`
+      return (
+        `Analysis at step ${step} (${domain}): the rollout ${pick(BEHAVIOURS)}. ${pick(DETAILS)} On ` +
+        `"${pick(CRITERIA)}" it scored ${Math.floor(next() * 11)}/10. ${pick(DETAILS)}`
+      )
     case 'batch_summary':
-      return `Step ${step} summary for ${domain}: ${Math.floor(next() * 60)}% of rollouts ${pick(BEHAVIOURS)}; others ${pick(BEHAVIOURS)}. ${pick(DETAILS)} ${pick(DETAILS)}`
+      return (
+        `Step ${step} summary for ${domain}: ${Math.floor(next() * 60)}% of rollouts ${pick(BEHAVIOURS)}; others ` +
+        `${pick(BEHAVIOURS)}. ${pick(DETAILS)} ${pick(DETAILS)}`
+      )
     case 'meta_summary':
-      return `Across steps ${Math.max(0, step - 5)}–${step} in ${domain}, the dominant failure: rollouts ${pick(BEHAVIOURS)}. ${pick(DETAILS)}`
+      return (
+        `Across steps ${Math.max(0, step - 5)}–${step} in ${domain}, the dominant failure: rollouts ` +
+        `${pick(BEHAVIOURS)}. ${pick(DETAILS)}`
+      )
     case 'rubric_update':
-      return `Rubric update at step ${step}: added "${pick(CRITERIA)}" with weight ${1 + Math.floor(next() * 3)} because rollouts ${pick(BEHAVIOURS)}. ${pick(DETAILS)}`
+      return (
+        `Rubric update at step ${step}: added "${pick(CRITERIA)}" with weight ${1 + Math.floor(next() * 3)} ` +
+        `because rollouts ${pick(BEHAVIOURS)}. ${pick(DETAILS)}`
+      )
   }
 }
 
@@ -221,7 +233,8 @@ export function formatTable(results: SizeResult[]): string {
   const mb = (bytes: number) => `${(bytes / 1_048_576).toFixed(1)} MB`
   const ms = (value: number) => value.toFixed(2)
   const lines = [
-    '| documents (run + noise) | filter | query p50 / p99 ms (index) | query p50 / p99 ms (embed + index) | build: embed / index s | index arrays | heap + buffers Δ | RSS Δ |',
+    '| documents (run + noise) | filter | query p50 / p99 ms (index) | query p50 / p99 ms (embed + index) | build: ' +
+      'embed / index s | index arrays | heap + buffers Δ | RSS Δ |',
     '|---|---|---|---|---|---|---|---|',
   ]
   for (const r of results) {
@@ -230,8 +243,10 @@ export function formatTable(results: SizeResult[]): string {
       ['run + instance', r.instance],
     ] as const) {
       lines.push(
-        `| ${r.docs.toLocaleString('en')} + ${r.noise.toLocaleString('en')} | ${label} | ${ms(timing.index.p50)} / ${ms(timing.index.p99)} | ${ms(timing.total.p50)} / ${ms(timing.total.p99)} | ` +
-          `${(r.embedMs / 1_000).toFixed(1)} / ${(r.indexMs / 1_000).toFixed(2)} | ${mb(r.bytes)} | ${mb(r.liveDeltaBytes)} | ${mb(r.rssDeltaBytes)} |`,
+        `| ${r.docs.toLocaleString('en')} + ${r.noise.toLocaleString('en')} | ${label} | ${ms(timing.index.p50)} / ` +
+          `${ms(timing.index.p99)} | ${ms(timing.total.p50)} / ${ms(timing.total.p99)} | ` +
+          `${(r.embedMs / 1_000).toFixed(1)} / ${(r.indexMs / 1_000).toFixed(2)} | ${mb(r.bytes)} | ` +
+          `${mb(r.liveDeltaBytes)} | ${mb(r.rssDeltaBytes)} |`,
       )
     }
   }
@@ -258,7 +273,9 @@ async function main(): Promise<void> {
     .map((value) => value.toFixed(2))
     .join(' ')
   console.log(
-    `node ${process.version}, ${options.dimensions} dims, top-${options.topK}, ${options.queries} queries per filter, load average ${load}\n`,
+    `node ${process.version}, ${options.dimensions} dims, top-${options.topK}, ${options.queries} queries per ` +
+      `filter, ` +
+      `load average ${load}\n`,
   )
   const results: SizeResult[] = []
   for (const size of sizes) results.push(await measureSize(size, options))
@@ -267,7 +284,8 @@ async function main(): Promise<void> {
   if (at10k) {
     const ok = at10k.run.total.p50 <= TARGET_P50_MS_AT_10K
     console.log(
-      `\ntarget p50 ≤ ${TARGET_P50_MS_AT_10K} ms at 10k (embed + index, run filter): ${at10k.run.total.p50.toFixed(2)} ms — ${ok ? 'met' : 'MISSED'}`,
+      `\ntarget p50 ≤ ${TARGET_P50_MS_AT_10K} ms at 10k (embed + index, run filter): ` +
+        `${at10k.run.total.p50.toFixed(2)} ms — ${ok ? 'met' : 'MISSED'}`,
     )
   }
 }

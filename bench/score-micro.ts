@@ -96,7 +96,8 @@ if (process.argv[1]?.endsWith('score-micro.ts')) {
   runMicro()
     .then((results) => {
       console.log(
-        `Pure-compute steps of /score in Node ${process.version} (zod jitless, as in Workers), µs per call, fastest of 3:`,
+        `Pure-compute steps of /score in Node ${process.version} (zod jitless, as in Workers), µs per call, fastest ` +
+          `of 3:`,
       )
       for (const { name, us } of results) console.log(`  ${name.padEnd(64)} ${us.toFixed(1).padStart(8)} µs`)
     })

@@ -145,6 +145,12 @@ export function formatTable(rows: readonly Measurement[]): string {
   return [header, '-'.repeat(header.length), ...lines].join('\n')
 }
 
+/** One load phase's failures as the warning lists them. */
+function describeFailures(row: Measurement): string {
+  const statuses = JSON.stringify(row.statusCodes)
+  return `${row.label} ${statuses} errors=${row.errors} ${JSON.stringify(row.errorKinds)} timeouts=${row.timeouts}`
+}
+
 async function main(): Promise<void> {
   const options = readOptions(process.argv.slice(2))
   const command = `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`
@@ -159,7 +165,8 @@ async function main(): Promise<void> {
     log(`building the Worker and the bare reference worker into ${buildDir}`)
     const bundles = await buildBundles(buildDir)
     log(
-      `built in ${(bundles.buildMs / 1_000).toFixed(1)} s; starting Miniflare (stub LLM: ${STUB_DESCRIPTIONS[options.stub]})`,
+      `built in ${(bundles.buildMs / 1_000).toFixed(1)} s; starting Miniflare (stub LLM: ` +
+        `${STUB_DESCRIPTIONS[options.stub]})`,
     )
     server = await startBench(bundles, { stub: options.stub, storage: options.storage })
     const url = server.url
@@ -205,7 +212,8 @@ async function main(): Promise<void> {
         idle.others >= NOISY_CORES ? `other processes busy: ${idle.others.toFixed(2)} cores` : '',
       ].filter(Boolean)
       log(
-        `${target.label}: ${connections} connection(s), warm-up ${options.warmupS} s + ${durationS} s${notes.length ? ` (${notes.join('; ')})` : ''}`,
+        `${target.label}: ${connections} connection(s), warm-up ${options.warmupS} s + ${durationS} ` +
+          `s${notes.length ? ` (${notes.join('; ')})` : ''}`,
       )
       return measure(url, target, {
         connections,
@@ -248,13 +256,16 @@ async function main(): Promise<void> {
 
     console.log(`\n$ ${command}`)
     console.log(
-      `node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}; Miniflare + workerd on 127.0.0.1, autocannon in the same Node process`,
+      `node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}; Miniflare + workerd on 127.0.0.1, ` +
+        `autocannon in the same Node process`,
     )
     console.log(
-      `bodies ≈ ${Buffer.byteLength(nextScoreBody('size', options.outputChars))} B, each with a distinct rollout id and output text; stub LLM: ${options.stub}; DO/D1 storage: ${options.storage}\n`,
+      `bodies ≈ ${Buffer.byteLength(nextScoreBody('size', options.outputChars))} B, each with a distinct rollout id ` +
+        `and output text; stub LLM: ${options.stub}; DO/D1 storage: ${options.storage}\n`,
     )
     console.log(
-      `Throughput (${options.connections} connections, ${options.durationS} s each after ${options.warmupS} s warm-up):`,
+      `Throughput (${options.connections} connections, ${options.durationS} s each after ${options.warmupS} s ` +
+        `warm-up):`,
     )
     console.log(formatTable(throughput))
     console.log(`\nLatency (1 connection, ${options.latencyDurationS} s each):`)
@@ -267,27 +278,31 @@ async function main(): Promise<void> {
     )
     console.log(`\n${'figure'.padEnd(44)}${pad('stub LLM', 10)}${pad('mock', 10)}${pad('target', 10)}`)
     console.log(
-      `${'throughput ratio /score ÷ bare'.padEnd(44)}${pad(f2(ratio.stub), 10)}${pad(f2(ratio.mock), 10)}${pad(`≥ ${TARGETS.ratio}`, 10)}  ${pass(ratio.stub >= TARGETS.ratio)} / ${pass(ratio.mock >= TARGETS.ratio)}`,
+      `${'throughput ratio /score ÷ bare'.padEnd(44)}${pad(f2(ratio.stub), 10)}${pad(f2(ratio.mock), 10)}` +
+        `${pad(`≥ ${TARGETS.ratio}`, 10)}  ${pass(ratio.stub >= TARGETS.ratio)} / ${pass(ratio.mock >= TARGETS.ratio)}`,
     )
     console.log(
-      `${'added latency p50 over bare (ms)'.padEnd(44)}${pad(f2(added.stub.p50), 10)}${pad(f2(added.mock.p50), 10)}${pad(`≤ ${TARGETS.addedP50Ms}`, 10)}  ${pass(added.stub.p50 <= TARGETS.addedP50Ms)} / ${pass(added.mock.p50 <= TARGETS.addedP50Ms)}`,
+      `${'added latency p50 over bare (ms)'.padEnd(44)}${pad(f2(added.stub.p50), 10)}${pad(f2(added.mock.p50), 10)}` +
+        `${pad(`≤ ${TARGETS.addedP50Ms}`, 10)}  ${pass(added.stub.p50 <= TARGETS.addedP50Ms)} / ` +
+        `${pass(added.mock.p50 <= TARGETS.addedP50Ms)}`,
     )
     console.log(
-      `${'added latency p99 over bare (ms)'.padEnd(44)}${pad(f2(added.stub.p99), 10)}${pad(f2(added.mock.p99), 10)}${pad(`≤ ${TARGETS.addedP99Ms}`, 10)}  ${pass(added.stub.p99 <= TARGETS.addedP99Ms)} / ${pass(added.mock.p99 <= TARGETS.addedP99Ms)}`,
+      `${'added latency p99 over bare (ms)'.padEnd(44)}${pad(f2(added.stub.p99), 10)}${pad(f2(added.mock.p99), 10)}` +
+        `${pad(`≤ ${TARGETS.addedP99Ms}`, 10)}  ${pass(added.stub.p99 <= TARGETS.addedP99Ms)} / ` +
+        `${pass(added.mock.p99 <= TARGETS.addedP99Ms)}`,
     )
     console.log('\nWhat one /score costs (Durable Object requests, rows written, dollars): npm run bench:cost')
-    console.log(
-      `stub LLM scorer calls the run counted: ${scorerCalls}${options.stub !== 'worker' ? ` (the ${options.stub} stub answered ${stubCalls} during the load phases)` : ''}`,
-    )
+    const stubNote =
+      options.stub === 'worker' ? '' : ` (the ${options.stub} stub answered ${stubCalls} during the load phases)`
+    console.log(`stub LLM scorer calls the run counted: ${scorerCalls}${stubNote}`)
     const noisy = [...throughput, ...latency].filter((row) => row.cpu.other >= NOISY_CORES)
     if (noisy.length)
       console.log(
-        `WARNING: other processes used ≥ ${NOISY_CORES} cores during: ${noisy.map((row) => `${row.label} @${row.connections}c (${f2(row.cpu.other)})`).join('; ')} — rerun on a quiet machine for reliable figures`,
+        `WARNING: other processes used ≥ ${NOISY_CORES} cores during: ` +
+          `${noisy.map((row) => `${row.label} @${row.connections}c (${f2(row.cpu.other)})`).join('; ')} — rerun on a ` +
+          `quiet machine for reliable figures`,
       )
-    if (failed.length)
-      console.log(
-        `WARNING: non-2xx or errors in: ${failed.map((row) => `${row.label} ${JSON.stringify(row.statusCodes)} errors=${row.errors} ${JSON.stringify(row.errorKinds)} timeouts=${row.timeouts}`).join('; ')}`,
-      )
+    if (failed.length) console.log(`WARNING: non-2xx or errors in: ${failed.map(describeFailures).join('; ')}`)
     console.log(`\nrun time ${runS.toFixed(1)} s; JSON: ${relative(process.cwd(), options.out)}`)
 
     mkdirSync(dirname(options.out), { recursive: true })

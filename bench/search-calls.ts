@@ -163,7 +163,8 @@ const table: string[][] = [
 ]
 const widths = table[0]!.map((_, column) => Math.max(...table.map((line) => line[column]!.length)))
 console.log(
-  `LLM calls of a rubric search on autosr's demo configuration (3 prompts × 6 candidates, default settings, mock backend)`,
+  `LLM calls of a rubric search on autosr's demo configuration (3 prompts × 6 candidates, default settings, mock ` +
+    `backend)`,
 )
 console.log(`command: ${COMMAND}\n`)
 for (const [index, line] of table.entries()) {
@@ -181,17 +182,25 @@ for (const row of rows) {
   const histogram = Object.entries(row.votesHistogram).sort(([a], [b]) => Number(a) - Number(b))
   const questions = histogram.reduce((sum, [votes, count]) => sum + Number(votes) * count * 6, 0)
   console.log(
-    `- ${row.name}: judge = ${row.judge}; generations run per prompt ${row.generations.join('/')} (${row.stopReasons.join(', ')}); ${row.seconds.toFixed(2)} s`,
+    `- ${row.name}: judge = ${row.judge}; generations run per prompt ${row.generations.join('/')} ` +
+      `(${row.stopReasons.join(', ')}); ${row.seconds.toFixed(2)} s`,
   )
   console.log(
     `    verifier: ${distinct} distinct rubric contents graded (${Object.entries(row.distinctRubrics)
       .map(([id, count]) => `${id} ${count}`)
       .join(', ')}), ` +
-      `${histogram.map(([votes, count]) => `${count} with ${votes} vote${votes === '1' ? '' : 's'}`).join(', ')}; × 6 candidates = ${fmt(questions)} questions;` +
-      ` ${fmt(row.engine.grade_memo_hits)} more grade lookups answered by the content memo; ${fmt(row.cacheHits)} by the reply cache`,
+      `${histogram.map(([votes, count]) => `${count} with ${votes} vote${votes === '1' ? '' : 's'}`).join(', ')}; ` +
+      `× 6 ` +
+      `candidates = ${fmt(questions)} questions;` +
+      ` ${fmt(row.engine.grade_memo_hits)} more grade lookups answered by the content memo; ${fmt(row.cacheHits)} by ` +
+      `the reply cache`,
   )
   console.log(
-    `    judge: ${fmt(row.engine.judge_calls)} pair judgements (${fmt(row.engine.judge_memo_hits)} memo hits) → ${fmt(row.calls.judge)} LLM calls (${row.judge === 'llm' ? 'both orders of each of the 15 pairs per prompt, at most 90' : 'labels are the ground truth: no LLM'})`,
+    `    judge: ${fmt(row.engine.judge_calls)} pair judgements (${fmt(row.engine.judge_memo_hits)} memo hits) → ` +
+      `${fmt(row.calls.judge)} LLM calls ` +
+      (row.judge === 'llm'
+        ? '(both orders of each of the 15 pairs per prompt, at most 90)'
+        : '(labels are the truth: no LLM)'),
   )
   console.log(`    proposer: ${fmt(row.engine.proposer_calls)} proposals → ${fmt(row.calls.proposer)} LLM calls`)
 }

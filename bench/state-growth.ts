@@ -125,7 +125,8 @@ async function main(): Promise<void> {
       checkpoint(state)
       sizes.push(bytesUnder(state))
       console.log(
-        `after step ${step}: ${sizes.at(-1)!.toLocaleString('en')} bytes (+${(sizes.at(-1)! - sizes.at(-2)!).toLocaleString('en')})`,
+        `after step ${step}: ${sizes.at(-1)!.toLocaleString('en')} bytes ` +
+          `(+${(sizes.at(-1)! - sizes.at(-2)!).toLocaleString('en')})`,
       )
       if (process.env.GROWTH_FILES) {
         const now = new Map(filesUnder(state))
@@ -138,7 +139,8 @@ async function main(): Promise<void> {
     const half = Math.floor(steps / 2)
     const perRollout = (sizes.at(-1)! - sizes[steps - half]!) / (half * perStep)
     console.log(
-      `npx tsx bench/state-growth.ts -- --per-step ${perStep} --steps ${steps} --output-chars ${outputChars}${values.archive ? ' --archive' : ''}`,
+      `npx tsx bench/state-growth.ts -- --per-step ${perStep} --steps ${steps} --output-chars ` +
+        `${outputChars}${values.archive ? ' --archive' : ''}`,
     )
     console.log(`state bytes added per rollout over the last ${half} steps: ${perRollout.toFixed(0)}`)
   } finally {

@@ -669,8 +669,13 @@ function figures(runs: readonly ModeRun[], baseline: { mean: number; p50: number
  * @example console.log(formatTable(rows))
  */
 function formatTable(rows: readonly ModeFigures[]): string {
-  const f0 = (value: number) => (Number.isFinite(value) ? value.toFixed(0) : 'n/a')
-  const header = `${'mode'.padEnd(32)}${'steps'.padStart(6)}${'score ms'.padStart(10)}${'complete'.padStart(10)}${'wait ms'.padStart(9)}${'step ms'.padStart(9)}${'p50'.padStart(7)}${'p90'.padStart(7)}${'ratio'.padStart(8)}${'ratio p50'.padStart(10)}${'paired'.padStart(8)}${'workerd cpu'.padStart(12)}${'cpu ms/step'.padStart(12)}${'other cpu'.padStart(10)}${'  target'}`
+  const fixed = (value: number, digits: number) => (Number.isFinite(value) ? value.toFixed(digits) : 'n/a')
+  const f0 = (value: number) => fixed(value, 0)
+  const header =
+    `${'mode'.padEnd(32)}${'steps'.padStart(6)}${'score ms'.padStart(10)}${'complete'.padStart(10)}` +
+    `${'wait ms'.padStart(9)}${'step ms'.padStart(9)}${'p50'.padStart(7)}${'p90'.padStart(7)}${'ratio'.padStart(8)}` +
+    `${'ratio p50'.padStart(10)}${'paired'.padStart(8)}${'workerd cpu'.padStart(12)}${'cpu ms/step'.padStart(12)}` +
+    `${'other cpu'.padStart(10)}${'  target'}`
   const lines = rows.map((row) => {
     const target =
       row.mode === 'async_no_wait'
@@ -678,14 +683,23 @@ function formatTable(rows: readonly ModeFigures[]): string {
         : row.mode === 'scoring_alone'
           ? 'baseline'
           : '(info)'
-    return `${row.label.padEnd(32)}${String(row.steps).padStart(6)}${f0(row.score_ms.mean).padStart(10)}${(row.mode === 'scoring_alone' ? '–' : row.complete_ms.mean.toFixed(1)).padStart(10)}${(row.wait_ms ? f0(row.wait_ms.mean) : '–').padStart(9)}${f0(row.trainer_ms.mean).padStart(9)}${f0(row.trainer_ms.p50).padStart(7)}${f0(row.trainer_ms.p90).padStart(7)}${row.ratio.toFixed(3).padStart(8)}${row.ratio_p50.toFixed(3).padStart(10)}${row.ratio_paired.median.toFixed(3).padStart(8)}${(Number.isFinite(row.cpu_cores.workerd) ? row.cpu_cores.workerd.toFixed(2) : 'n/a').padStart(12)}${(Number.isFinite(row.workerd_cpu_ms_per_step) ? row.workerd_cpu_ms_per_step.toFixed(0) : 'n/a').padStart(12)}${(Number.isFinite(row.cpu_cores.others) ? row.cpu_cores.others.toFixed(2) : 'n/a').padStart(10)}  ${target}`
+    return (
+      `${row.label.padEnd(32)}${String(row.steps).padStart(6)}${f0(row.score_ms.mean).padStart(10)}` +
+      `${(row.mode === 'scoring_alone' ? '–' : row.complete_ms.mean.toFixed(1)).padStart(10)}` +
+      `${(row.wait_ms ? f0(row.wait_ms.mean) : '–').padStart(9)}${f0(row.trainer_ms.mean).padStart(9)}` +
+      `${f0(row.trainer_ms.p50).padStart(7)}${f0(row.trainer_ms.p90).padStart(7)}${row.ratio.toFixed(3).padStart(8)}` +
+      `${row.ratio_p50.toFixed(3).padStart(10)}${row.ratio_paired.median.toFixed(3).padStart(8)}` +
+      `${fixed(row.cpu_cores.workerd, 2).padStart(12)}${fixed(row.workerd_cpu_ms_per_step, 0).padStart(12)}` +
+      `${fixed(row.cpu_cores.others, 2).padStart(10)}  ${target}`
+    )
   })
   return [header, '-'.repeat(header.length + 8), ...lines].join('\n')
 }
 
 async function main(): Promise<void> {
   const options = readOptions(process.argv.slice(2))
-  const command = `npx tsx bench/step-blocking.ts${process.argv.length > 2 ? ` ${process.argv.slice(2).join(' ')}` : ''}`
+  const command =
+    `npx tsx bench/step-blocking.ts` + `${process.argv.length > 2 ? ` ${process.argv.slice(2).join(' ')}` : ''}`
   const started = performance.now()
   const log = (message: string) =>
     console.log(`[${((performance.now() - started) / 1_000).toFixed(1).padStart(5)} s] ${message}`)
@@ -701,13 +715,15 @@ async function main(): Promise<void> {
   const server = await startServer(join(buildDir, 'index.js'), stub)
   try {
     log(
-      `Miniflare: pipeline on at ${server.urls.app}, pipeline off at ${server.urls['app-off']}; stub LLM ${options.latencyMs} ms per call`,
+      `Miniflare: pipeline on at ${server.urls.app}, pipeline off at ${server.urls['app-off']}; stub LLM ` +
+        `${options.latencyMs} ms per call`,
     )
     const runs: ModeRun[] = []
     for (let round = 1; round <= options.rounds; round++) {
       for (const mode of Object.keys(MODES) as ModeKey[]) {
         log(
-          `round ${round}/${options.rounds}: ${MODES[mode].label}, ${options.warmupSteps} + ${options.steps} steps × ${options.rolloutsPerStep} rollouts`,
+          `round ${round}/${options.rounds}: ${MODES[mode].label}, ${options.warmupSteps} + ${options.steps} steps × ` +
+            `${options.rolloutsPerStep} rollouts`,
         )
         runs.push(await measureMode(server, stub, mode, round, options))
       }
@@ -722,35 +738,53 @@ async function main(): Promise<void> {
 
     console.log(`\n$ ${command}`)
     console.log(
-      `node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}; Miniflare (one workerd) on 127.0.0.1 serving the built bundle; the loop in this Node process`,
+      `node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}; Miniflare (one workerd) on ` +
+        `127.0.0.1 ` +
+        `serving the built bundle; the loop in this Node process`,
     )
     console.log(
-      `stub LLM: ${options.latencyMs} ms per call for every agent; ${options.rolloutsPerStep} rollouts per step, ${options.concurrency} in flight; ${options.steps} measured steps per mode and round (after ${options.warmupSteps} warm-up), ${options.rounds} round(s) interleaved\n`,
+      `stub LLM: ${options.latencyMs} ms per call for every agent; ${options.rolloutsPerStep} rollouts per step, ` +
+        `${options.concurrency} in flight; ${options.steps} measured steps per mode and round (after ` +
+        `${options.warmupSteps} warm-up), ${options.rounds} round(s) interleaved\n`,
     )
     console.log(formatTable(rows))
     console.log(
-      `\nstep ms = what the trainer blocks for: the scoring phase for "scoring alone"; scoring + /complete (+ /rubric_status/wait) for the async modes.`,
+      `\nstep ms = what the trainer blocks for: the scoring phase for "scoring alone"; scoring + /complete (+ ` +
+        `/rubric_status/wait) for the async modes.`,
     )
     console.log(
-      `ratio = mean step ms ÷ mean scoring phase of "scoring alone", all rounds pooled; ratio p50: the same with medians; paired: the median over rounds of (this mode's mean step ms ÷ the same round's scoring-alone mean), the figure held to the target.`,
+      `ratio = mean step ms ÷ mean scoring phase of "scoring alone", all rounds pooled; ratio p50: the same with ` +
+        `medians; paired: the median over rounds of (this mode's mean step ms ÷ the same round's ` +
+        `scoring-alone mean), ` +
+        `the figure held to the target.`,
     )
     console.log(
-      `cpu = cores busy while the trainer stepped: workerd (Worker, Durable Objects, queue consumers) and every process other than this bench; cpu ms/step = workerd CPU time per step, including background work that ends after the last step.`,
+      `cpu = cores busy while the trainer stepped: workerd (Worker, Durable Objects, queue consumers) and every ` +
+        `process other than this bench; cpu ms/step = workerd CPU time per step, including background work that ends ` +
+        `after the last step.`,
     )
     console.log(
-      `The pipeline costs workerd ${(noWait.workerd_cpu_ms_per_step - rows[0]!.workerd_cpu_ms_per_step).toFixed(0)} ms of CPU per step of ${options.rolloutsPerStep} rollouts on top of scoring's ${rows[0]!.workerd_cpu_ms_per_step.toFixed(0)} ms; with a core to spare it runs beside the trainer, on a busy machine it competes with /score.`,
+      `The pipeline costs workerd ${(noWait.workerd_cpu_ms_per_step - rows[0]!.workerd_cpu_ms_per_step).toFixed(0)} ` +
+        `ms of CPU per step of ${options.rolloutsPerStep} rollouts on top of scoring's ` +
+        `${rows[0]!.workerd_cpu_ms_per_step.toFixed(0)} ms; with a core to spare it runs beside the trainer, on a ` +
+        `busy machine it competes with /score.`,
     )
     console.log(
-      `Per-round paired ratios of "async, does not wait": ${noWait.ratio_paired.per_round.map((ratio) => ratio.toFixed(3)).join(', ')}.`,
+      `Per-round paired ratios of "async, does not wait": ` +
+        `${noWait.ratio_paired.per_round.map((ratio) => ratio.toFixed(3)).join(', ')}.`,
     )
     const quiet = noWait.ratio_paired_quiet
     console.log(
       quiet.rounds.length
-        ? `quiet rounds (${quiet.rounds.join(', ')}): paired ratio of "async, does not wait" ${quiet.median.toFixed(3)} (${quiet.per_round.map((ratio) => ratio.toFixed(3)).join(', ')}); of "async, waits for update" ${rows.find((row) => row.mode === 'async_wait')!.ratio_paired_quiet.median.toFixed(3)}.`
+        ? `quiet rounds (${quiet.rounds.join(', ')}): paired ratio of "async, does not wait" ` +
+            `${quiet.median.toFixed(3)} (${quiet.per_round.map((ratio) => ratio.toFixed(3)).join(', ')}); of "async, ` +
+            `waits for update" ${rows.find((row) => row.mode === 'async_wait')!.ratio_paired_quiet.median.toFixed(3)}.`
         : 'no round was quiet (other processes used ≥ 0.3 cores in every round): the figures mix in their load.',
     )
     console.log(
-      `async, does not wait: its scoring phase alone is ${noWait.score_phase_ratio.toFixed(3)} × scoring alone; ${noWait.background_calls_during_steps} background LLM calls (analyzer, summarizer, query generator, updater) ran while the trainer was stepping.`,
+      `async, does not wait: its scoring phase alone is ${noWait.score_phase_ratio.toFixed(3)} × scoring alone; ` +
+        `${noWait.background_calls_during_steps} background LLM calls (analyzer, summarizer, query generator, ` +
+        `updater) ran while the trainer was stepping.`,
     )
     console.log(
       `LLM calls per agent: ${rows
@@ -766,7 +800,11 @@ async function main(): Promise<void> {
     const noisy = runs.filter((entry) => entry.cpu_cores.others >= NOISY_CORES)
     if (noisy.length)
       console.log(
-        `WARNING: other processes used ≥ ${NOISY_CORES} cores while the trainer stepped in ${noisy.map((entry) => `${entry.mode} (round ${entry.round}): ${entry.cpu_cores.others.toFixed(2)}`).join('; ')} — rerun on a quiet machine for reliable figures`,
+        `WARNING: other processes used ≥ ${NOISY_CORES} cores while the trainer stepped in ` +
+          noisy
+            .map((entry) => `${entry.mode} (round ${entry.round}): ${entry.cpu_cores.others.toFixed(2)}`)
+            .join('; ') +
+          ' — rerun on a quiet machine for reliable figures',
       )
     const errors = runs.reduce((sum, entry) => sum + entry.errors, 0)
     if (errors) console.log(`WARNING: ${errors} /score request(s) failed`)

@@ -78,8 +78,12 @@ function scoreBody(step: number, prompt: number, sample: number): string {
   return JSON.stringify({
     rollout: {
       id: `s${step}-p${prompt}-k${sample}`,
-      input: `Problem ${prompt}: a tank holds ${prompt + 20} litres and loses 3 litres an hour. How many litres are left after ${(prompt % 5) + 1} hours?`,
-      output: `${'We subtract the loss for each hour and check the units. '.repeat(1 + (sample % 4))}The answer is ${answer}.`,
+      input:
+        `Problem ${prompt}: a tank holds ${prompt + 20} litres and loses 3 litres an hour. How many litres are ` +
+        `left after ${(prompt % 5) + 1} hours?`,
+      output:
+        `${'We subtract the loss for each hour and check the units. '.repeat(1 + (sample % 4))}The answer is ` +
+        `${answer}.`,
       supplemental_context: String(prompt + 20 - 3 * ((prompt % 5) + 1)),
     },
     metadata: { high_level_goal: 'math word problems', model_size: '7B', current_step: step, total_steps: 100 },
@@ -161,21 +165,24 @@ const UPDATE_ROLES = ['analyzer', 'summarizer', 'meta_summarizer', 'query_genera
 function latencies(answers: readonly { ms: number }[]): string {
   const sorted = answers.map((answer) => answer.ms).sort((a, b) => a - b)
   return sorted.length
-    ? `p50 ${percentile(sorted, 50).toFixed(0)} ms, p99 ${percentile(sorted, 99).toFixed(0)} ms (${sorted.length} answers)`
+    ? `p50 ${percentile(sorted, 50).toFixed(0)} ms, p99 ${percentile(sorted, 99).toFixed(0)} ms (${sorted.length} ` +
+        `answers)`
     : '(no answers)'
 }
 
 function printInvocations(meter: Meter): boolean {
   let within = true
   console.log(
-    `  per invocation kind: count, most subrequests, most in flight, most holding connections (limits ${SUBREQUEST_LIMIT} / – / ${CONNECTION_LIMIT})`,
+    `  per invocation kind: count, most subrequests, most in flight, most holding connections (limits ` +
+      `${SUBREQUEST_LIMIT} / – / ${CONNECTION_LIMIT})`,
   )
   const rows = Object.entries(meter.invocations).sort(([, a], [, b]) => b.maxSubrequests - a.maxSubrequests)
   for (const [kind, usage] of rows) {
     const over = usage.maxSubrequests > SUBREQUEST_LIMIT || usage.maxConnections > CONNECTION_LIMIT
     within &&= !over
     console.log(
-      `    ${kind.padEnd(34)} ${String(usage.invocations).padStart(7)} ${String(usage.maxSubrequests).padStart(6)} ${String(usage.maxInFlight).padStart(6)} ${String(usage.maxConnections).padStart(4)}${over ? '  OVER' : ''}`,
+      `    ${kind.padEnd(34)} ${String(usage.invocations).padStart(7)} ${String(usage.maxSubrequests).padStart(6)} ` +
+        `${String(usage.maxInFlight).padStart(6)} ${String(usage.maxConnections).padStart(4)}${over ? '  OVER' : ''}`,
     )
   }
   return within
@@ -240,10 +247,12 @@ async function stepScenario(
     const meter = (await (await fetch(`${server.url}/__meter`)).json()) as Meter
     const whileUpdating = next.filter((answer) => answer.endMs <= updatedAt!)
     console.log(
-      `\n${mode}: ${perStep} rollouts (${o.prompts} prompts × ${o.samples}), judge ${o.latencyMs} ms for every role, ${o.llmConcurrency} at once; ${o.clients} trainers`,
+      `\n${mode}: ${perStep} rollouts (${o.prompts} prompts × ${o.samples}), judge ${o.latencyMs} ms for every role, ` +
+        `${o.llmConcurrency} at once; ${o.clients} trainers`,
     )
     console.log(
-      `  step 0 scored in ${((closedAt - started) / 1_000).toFixed(1)} s; /score before the close: ${latencies(before)}`,
+      `  step 0 scored in ${((closedAt - started) / 1_000).toFixed(1)} s; /score before the close: ` +
+        `${latencies(before)}`,
     )
     console.log(`  /score while the update ran: ${latencies(whileUpdating)}`)
     console.log(`  update wall time (close → step updated): ${((updatedAt! - closedAt) / 1_000).toFixed(1)} s`)
@@ -251,10 +260,12 @@ async function stepScenario(
     const updateCalls = UPDATE_ROLES.reduce((sum, role) => sum + callsAtUpdate[role] - callsAtClose[role], 0)
     console.log(`  LLM calls of the update by role: ${byRole.join(', ')} (all: ${updateCalls})`)
     console.log(
-      `  analyses: ${status.analyses.analysed} done, ${status.analyses.failed} failed; chosen for ${JSON.stringify(status.analyses.reasons)}`,
+      `  analyses: ${status.analyses.analysed} done, ${status.analyses.failed} failed; chosen for ` +
+        `${JSON.stringify(status.analyses.reasons)}`,
     )
     console.log(
-      `  instances updated: ${status.instances.filter((instance) => instance.update).length} of ${status.instances.length}; the stub held at most ${stub.maxInFlight()} requests at once`,
+      `  instances updated: ${status.instances.filter((instance) => instance.update).length} of ` +
+        `${status.instances.length}; the stub held at most ${stub.maxInFlight()} requests at once`,
     )
     const within = printInvocations(meter)
     return {
@@ -317,16 +328,19 @@ async function main(): Promise<void> {
   const o = options()
   await withMeteredBuild('rh-bench-step-', async (bundles, built) => {
     console.log(
-      `npm run bench:step -- --latency-ms ${o.latencyMs} --llm-concurrency ${o.llmConcurrency} --clients ${o.clients} --prompts ${o.prompts} --samples ${o.samples} --waiters ${o.waiters} --jobs-per-batch ${o.jobsPerBatch}`,
+      `npm run bench:step -- --latency-ms ${o.latencyMs} --llm-concurrency ${o.llmConcurrency} ` +
+        `--clients ${o.clients} --prompts ${o.prompts} --samples ${o.samples} --waiters ${o.waiters} ` +
+        `--jobs-per-batch ${o.jobsPerBatch}`,
     )
-    const results = []
+    const results: Awaited<ReturnType<typeof stepScenario>>[] = []
     for (const mode of ['global', 'per_instance'] as const)
       if (o.scenarios.includes(mode)) results.push(await stepScenario(bundles, built, o, mode))
     if (o.scenarios.includes('sync')) await syncScenario(bundles, built, o)
     console.log(`\n/score answers of 503 retried: ${retried503}`)
-    console.log(
-      `${results.map((r) => `${r.mode}: update ${r.updateS.toFixed(1)} s, ${r.updateCalls} LLM calls, ${r.analysed} analyses, ${r.instances} instances, limits ${r.within ? 'kept' : 'EXCEEDED'}`).join('; ')}`,
-    )
+    const describe = (r: (typeof results)[number]) =>
+      `${r.mode}: update ${r.updateS.toFixed(1)} s, ${r.updateCalls} LLM calls, ${r.analysed} analyses, ` +
+      `${r.instances} instances, limits ${r.within ? 'kept' : 'EXCEEDED'}`
+    console.log(results.map(describe).join('; '))
   })
 }
 

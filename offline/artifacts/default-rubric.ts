@@ -57,7 +57,8 @@ export interface DefaultRubricReport {
 /**
  * Reads the `--default-rubric` value: `best`, `none`, a prompt id of the search output, or a JSON file (an existing
  * path, or anything ending in `.json`). Keywords win over prompt ids of the same name.
- * @example parseDefaultRubricChoice('p_math_trains', ['p_math_trains']) // { kind: 'prompt', prompt_id: 'p_math_trains' }
+ * @example parseDefaultRubricChoice('p_math_trains', ['p_math_trains']) // { kind: 'prompt', prompt_id: 'p_math_trains'
+ *   }
  */
 export function parseDefaultRubricChoice(value: string | undefined, promptIds: readonly string[]): DefaultRubricChoice {
   if (value === undefined || value === 'best') return { kind: 'best' }
@@ -109,7 +110,8 @@ export function generality(entry: SearchedRubric, all: readonly SearchedRubric[]
 /**
  * The `best` default: the most general searched rubric with its prompt-specific criteria dropped (see the module
  * comment). Deterministic: the same entries always give the same rubric.
- * @example const { rubric, report } = bestDefaultRubric(entries); rubric.metadata.default_rubric.source_prompt_id // 'p_debug_undefined'
+ * @example const { rubric, report } = bestDefaultRubric(entries); rubric.metadata.default_rubric.source_prompt_id //
+ *   'p_debug_undefined'
  */
 export function bestDefaultRubric(entries: readonly SearchedRubric[]): {
   rubric: SearchRubric
@@ -201,8 +203,8 @@ export async function resolveDefaultRubric(
 }
 
 /**
- * Reads a default rubric from a file: a bare rubric (`{rubric_id?, criteria, grading_protocol?}`) or a preset file whose
- * `__default__` entry is used. Rubrics without a grade scale get `gradeMax`.
+ * Reads a default rubric from a file: a bare rubric (`{rubric_id?, criteria, grading_protocol?}`) or a preset file
+ * whose `__default__` entry is used. Rubrics without a grade scale get `gradeMax`.
  * @example await readDefaultRubricFile('rubrics/generic.json', 10, [])
  */
 async function readDefaultRubricFile(
@@ -248,7 +250,8 @@ async function readDefaultRubricFile(
   if (!rubric) {
     throw new ArtifactInputError(
       'invalid_default_rubric',
-      `--default-rubric ${path}: no "${DEFAULT_RUBRIC_KEY}" rubric in the file (give a bare rubric {"criteria": [...]}, or a preset file with a "${DEFAULT_RUBRIC_KEY}" entry)`,
+      `--default-rubric ${path}: no "${DEFAULT_RUBRIC_KEY}" rubric in the file (give a bare rubric {"criteria": ` +
+        `[...]}, or a preset file with a "${DEFAULT_RUBRIC_KEY}" entry)`,
     )
   }
   return rubric

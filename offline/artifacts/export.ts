@@ -204,7 +204,8 @@ function parseSearchOutputText(text: string, name: string): Record<string, unkno
   if (document.run_manifest === undefined || document.run_manifest === null) {
     throw new ArtifactInputError(
       'missing_manifest',
-      `refusing to export ${name}: it has no run_manifest, so nothing ties its rubrics to a dataset, a config and settings (export the output of \`reward-harness search\` as written)`,
+      `refusing to export ${name}: it has no run_manifest, so nothing ties its rubrics to a dataset, a config and ` +
+        `settings (export the output of \`reward-harness search\` as written)`,
     )
   }
   return document
@@ -212,7 +213,8 @@ function parseSearchOutputText(text: string, name: string): Record<string, unkno
 
 /**
  * Reads a search output file, builds its artifact and writes it atomically to `out` (directories are created).
- * @example const result = await exportArtifact({ searchOutput: 'out/best.json', out: 'out/rm.json' }); result.artifact.artifact_id // 'rm_…'
+ * @example const result = await exportArtifact({ searchOutput: 'out/best.json', out: 'out/rm.json' });
+ *   result.artifact.artifact_id // 'rm_…'
  */
 export async function exportArtifact(options: {
   searchOutput: string
@@ -226,7 +228,8 @@ export async function exportArtifact(options: {
   } catch (error) {
     throw new ArtifactInputError(
       'unreadable_file',
-      `--search-output ${options.searchOutput}: cannot read the file (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+      `--search-output ${options.searchOutput}: cannot read the file ` +
+        `(${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
     )
   }
   const built = await buildArtifact(text, {
@@ -296,7 +299,8 @@ async function checkArtifact(document: unknown, name: string): Promise<AnyRmArti
     const { artifact_id: _id, ...body } = artifact
     throw new ArtifactInputError(
       'artifact_id_mismatch',
-      `${name}: artifact_id ${artifact.artifact_id} is not the hash of the content (${await artifactId(body)}); was the file edited after export?`,
+      `${name}: artifact_id ${artifact.artifact_id} is not the hash of the content (${await artifactId(body)}); was ` +
+        `the file edited after export?`,
     )
   }
   return artifact
@@ -330,11 +334,13 @@ function checkHashes(manifest: ManifestCore, name: string): Pick<ExportChecks, '
   const issues: string[] = []
   if (recomputedConfig !== manifest.config_hash)
     issues.push(
-      `run_manifest.config_hash is ${manifest.config_hash}, but run_manifest.config_snapshot hashes to ${recomputedConfig}`,
+      `run_manifest.config_hash is ${manifest.config_hash}, but run_manifest.config_snapshot hashes to ` +
+        `${recomputedConfig}`,
     )
   if (recomputedSettings !== manifest.settings_hash)
     issues.push(
-      `run_manifest.settings_hash is ${manifest.settings_hash}, but run_manifest.settings hashes to ${recomputedSettings}`,
+      `run_manifest.settings_hash is ${manifest.settings_hash}, but run_manifest.settings hashes to ` +
+        `${recomputedSettings}`,
     )
   if (issues.length) {
     throw new ArtifactInputError(
@@ -353,7 +359,8 @@ function checkHashes(manifest: ManifestCore, name: string): Pick<ExportChecks, '
   if (config_.data.seed !== manifest.seed)
     throw new ArtifactInputError(
       'manifest_mismatch',
-      `refusing to export ${name}: run_manifest.seed ${manifest.seed} differs from run_manifest.config_snapshot.seed ${config_.data.seed}`,
+      `refusing to export ${name}: run_manifest.seed ${manifest.seed} differs from run_manifest.config_snapshot.seed ` +
+        `${config_.data.seed}`,
     )
   return { config_hash: recomputedConfig, settings_hash: recomputedSettings }
 }

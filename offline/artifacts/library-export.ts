@@ -102,7 +102,8 @@ async function readLog(path: string): Promise<{ lines: EvolutionLogEntry[]; sha2
 
 /**
  * Builds a library artifact (without writing it) from a loaded library and what export found around it.
- * @example const artifact = await buildLibraryArtifact(lib, { createdAtUtc: '2026-01-01T00:00:00Z', runtime, provenance })
+ * @example const artifact = await buildLibraryArtifact(lib, { createdAtUtc: '2026-01-01T00:00:00Z', runtime, provenance
+ *   })
  */
 async function buildLibraryArtifact(
   library: Library,
@@ -148,7 +149,8 @@ async function buildLibraryArtifact(
  * Exports the library in `options.library` to a library artifact at `options.out` (written atomically). Refuses
  * (ArtifactInputError → exit 2) a directory without registry.json, a library whose documents do not match its
  * registry, an empty library, bad runtime options, or an unreadable evolution log that was named explicitly.
- * @example const { artifact } = await exportLibraryArtifact({ library: 'runs/a/checkpoints/best', out: 'out/lib-rm.json' })
+ * @example const { artifact } = await exportLibraryArtifact({ library: 'runs/a/checkpoints/best', out:
+ *   'out/lib-rm.json' })
  */
 export async function exportLibraryArtifact(options: LibraryExportOptions): Promise<LibraryExportResult> {
   const dir = options.library

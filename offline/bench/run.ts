@@ -145,7 +145,10 @@ function formatAccuracy(accuracy: Accuracy | null | undefined): string {
   const boot = accuracy.bootstrap95
     ? ` [bootstrap ${pct(accuracy.bootstrap95[0])}–${pct(accuracy.bootstrap95[1])}]`
     : ''
-  return `${pct(accuracy.accuracy)}%${ci}${boot} (n=${accuracy.n}, ties ${accuracy.ties}, failures ${accuracy.failures})`
+  return (
+    `${pct(accuracy.accuracy)}%${ci}${boot} (n=${accuracy.n}, ties ${accuracy.ties}, failures ` +
+    `${accuracy.failures})`
+  )
 }
 
 /**
@@ -155,8 +158,10 @@ function formatAccuracy(accuracy: Accuracy | null | undefined): string {
 export function formatReport(report: BenchReport): string {
   const o = report.overall
   const lines = [
-    `bench ${report.dataset.path} (${report.dataset.shape}, ${report.dataset.items} items, ${report.dataset.candidates} candidates) with ${report.scorer}, seed ${report.seed}`,
-    `ties count as ${report.ties === 'half' ? 'half correct' : 'wrong'}; failures are excluded from n and reported apart`,
+    `bench ${report.dataset.path} (${report.dataset.shape}, ${report.dataset.items} items, ` +
+      `${report.dataset.candidates} candidates) with ${report.scorer}, seed ${report.seed}`,
+    `ties count as ${report.ties === 'half' ? 'half correct' : 'wrong'}; failures are excluded from n and reported ` +
+      `apart`,
   ]
   if (o.pairwise) {
     lines.push(`  pairwise accuracy (A/B)     ${formatAccuracy(o.pairwise.ab)}`)
@@ -167,7 +172,8 @@ export function formatReport(report: BenchReport): string {
   if (o.pairs_within_kway) lines.push(`  pairs within K-way items    ${formatAccuracy(o.pairs_within_kway)}`)
   if (o.tail) lines.push(`  tail accuracy (top 25%)     ${formatAccuracy(o.tail)}`)
   lines.push(
-    `  failures                    ${report.failures.count} candidate${report.failures.count === 1 ? '' : 's'} in ${report.failures.items} item${report.failures.items === 1 ? '' : 's'}`,
+    `  failures                    ${report.failures.count} candidate${report.failures.count === 1 ? '' : 's'} in ` +
+      `${report.failures.items} item${report.failures.items === 1 ? '' : 's'}`,
   )
   const groups = Object.entries(report.groups)
   if (groups.length > 0) {
@@ -178,7 +184,9 @@ export function formatReport(report: BenchReport): string {
         (accuracy && accuracy.accuracy !== null ? `${pct(accuracy.accuracy)}%` : '—').padEnd(8)
       const ties = (m.pairwise?.ab.ties ?? 0) + (m.kway?.ties ?? 0)
       lines.push(
-        `  ${name.padEnd(width)}  ${String(m.items).padStart(5)}  ${cell(m.pairwise?.ab)}  ${cell(m.pairwise?.ba)}  ${cell(m.pairwise?.swap_consistent)}${cell(m.kway)}${cell(m.tail)}${String(ties).padStart(4)}  ${String(m.failed_items).padStart(6)}`,
+        `  ${name.padEnd(width)}  ${String(m.items).padStart(5)}  ${cell(m.pairwise?.ab)}  ${cell(m.pairwise?.ba)}  ` +
+          `${cell(m.pairwise?.swap_consistent)}${cell(m.kway)}${cell(m.tail)}${String(ties).padStart(4)}  ` +
+          `${String(m.failed_items).padStart(6)}`,
       )
     }
   }

@@ -40,7 +40,8 @@ export type ScorerSpec =
 
 /**
  * Parses `--scorer`: `mock`, `rubric:<file>`, `artifact:<file>`, `url:<base>[#target]`, `library:<dir>`.
- * @example parseScorerSpec('url:http://127.0.0.1:8787#prod') // { kind: 'url', base: 'http://127.0.0.1:8787', target: 'prod' }
+ * @example parseScorerSpec('url:http://127.0.0.1:8787#prod') // { kind: 'url', base: 'http://127.0.0.1:8787', target:
+ *   'prod' }
  */
 export function parseScorerSpec(value: string): ScorerSpec {
   if (value === 'mock') return { kind: 'mock' }
@@ -70,7 +71,8 @@ export function parseScorerSpec(value: string): ScorerSpec {
     }
     default:
       throw new UsageError(
-        `--scorer: unknown scorer "${value}" (expected mock, rubric:<file>, artifact:<file>, url:<base>#<target> or library:<dir>)`,
+        `--scorer: unknown scorer "${value}" (expected mock, rubric:<file>, artifact:<file>, url:<base>#<target> or ` +
+          `library:<dir>)`,
       )
   }
 }
@@ -268,7 +270,10 @@ export async function libraryScorer(dir: string, options: ScorerOptions): Promis
   }
 }
 
-/** Grades every candidate with `verifier` (the rubric's number of votes, mean grades, rubricScore); errors per candidate. */
+/**
+ * Grades every candidate with `verifier` (the rubric's number of votes, mean grades, rubricScore); errors per
+ * candidate.
+ */
 async function verifierScores(
   items: readonly PromptItem[],
   verifier: Verifier,
@@ -338,7 +343,9 @@ function urlScorer(spec: { base: string; target?: string }, options: ScorerOptio
     const results: EdgeResult[] = bodies.map((_, index) =>
       tooLarge.has(index)
         ? {
-            error: `the item alone is ${tooLarge.get(index)} bytes, over the edge's 1 MiB body limit (send large images by url)`,
+            error:
+              `the item alone is ${tooLarge.get(index)} bytes, over the edge's 1 MiB body limit (send large ` +
+              `images by url)`,
           }
         : { error: 'not sent' },
     )
@@ -379,7 +386,9 @@ const HEALTHZ_TIMEOUT_MS = 10_000
 /** What one batch_score body may hold: the edge's 1 MiB limit less room for the `{"items":[…]}` wrapper. */
 const MAX_CHUNK_BYTES = 1024 * 1024 - 1024
 
-/** Bodies in chunks of at most `maxItems` and `MAX_CHUNK_BYTES`; a body too large on its own is left out, with its size. */
+/**
+ * Bodies in chunks of at most `maxItems` and `MAX_CHUNK_BYTES`; a body too large on its own is left out, with its size.
+ */
 function chunkBodies(
   bodies: readonly unknown[],
   maxItems: number,
@@ -423,7 +432,9 @@ async function artifactKind(
     })
   } catch (error) {
     return {
-      error: `${root}/healthz: ${timedOut(error) ? `no answer within ${HEALTHZ_TIMEOUT_MS / 1_000} s` : messageOf(error)}`,
+      error:
+        `${root}/healthz: ` +
+        `${timedOut(error) ? `no answer within ${HEALTHZ_TIMEOUT_MS / 1_000} s` : messageOf(error)}`,
     }
   }
   if (response.status === 404) return undefined
@@ -585,7 +596,9 @@ async function postChunk(
       out[index] = { ok: true, score: result.score, orders: result.orders }
     else
       out[index] = {
-        error: `${typeof result.error_code === 'string' ? result.error_code : 'error'}: ${typeof result.error_message === 'string' ? result.error_message : 'no score'}`,
+        error:
+          `${typeof result.error_code === 'string' ? result.error_code : 'error'}: ` +
+          `${typeof result.error_message === 'string' ? result.error_message : 'no score'}`,
       }
   }
   return out
@@ -594,7 +607,8 @@ async function postChunk(
 /**
  * What a scorer may see of an item: prompt id and text, candidate texts in dataset order under opaque ids (`c<n>`, `n`
  * from a seeded shuffle so ids carry no order or label), and their images; no labels, sources, other metadata or group.
- * @example blindItem(item, 7).candidates[0] // { candidate_id: 'c1', text: '…', source: 'unknown', label: {}, metadata: {} }
+ * @example blindItem(item, 7).candidates[0] // { candidate_id: 'c1', text: '…', source: 'unknown', label: {}, metadata:
+ *   {} }
  */
 export function blindItem(item: PromptItem, seed: number): PromptItem {
   const numbers = shuffle(

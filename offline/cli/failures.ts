@@ -39,7 +39,8 @@ interface CliFailure {
 
 /**
  * How the CLI reports `error`.
- * @example describeFailure(new UsageError('--steps must be an integer')) // { exitCode: 2, text: 'error: --steps …', … }
+ * @example describeFailure(new UsageError('--steps must be an integer')) // { exitCode: 2, text: 'error: --steps …', …
+ *   }
  */
 function describeFailure(error: unknown): CliFailure {
   if (error instanceof CommanderError) return commanderFailure(error)
@@ -111,7 +112,9 @@ function edgeFailure(error: unknown): Omit<CliFailure, 'text'> | undefined {
         kind: error.refused ? 'bad_input' : 'failure',
         code: error.code,
         status: error.status,
-        message: `${what}: ${error.method} ${error.path} → ${error.status} ${error.code}${error.edgeMessage ? `: ${error.edgeMessage}` : ''}`,
+        message:
+          `${what}: ${error.method} ${error.path} → ${error.status} ` +
+          `${error.code}${error.edgeMessage ? `: ${error.edgeMessage}` : ''}`,
         ...(error.details === undefined ? {} : { details: error.details }),
       },
     }

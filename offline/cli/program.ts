@@ -36,8 +36,8 @@ export interface CliContext {
  * action to the root program. Register it in `offline/cli/index.ts` with one line.
  * @example
  * export function register(program: Command, cli: CliContext): void {
- *   program.command('hello').description('say hello').action((_options, command: Command) => cli.print(command, { hello: 'world' }, 'hello, world'))
- * }
+ *   program.command('hello').description('say hello').action((_options, command: Command) => cli.print(command, {
+ * hello: 'world' }, 'hello, world')) }
  */
 export interface CliCommandModule {
   register(program: Command, cli: CliContext): void
@@ -68,7 +68,8 @@ function createProgram(io: CliIo, options: { version: string; jsonErrors: boolea
 /**
  * The root program with every command module registered: what runCli parses, and what a test walks
  * to check every command's help.
- * @example buildProgram([datasets], processIo, { version: '0.1.0' }).commands.map((command) => command.name()) // ['datasets', …]
+ * @example buildProgram([datasets], processIo, { version: '0.1.0' }).commands.map((command) => command.name()) //
+ *   ['datasets', …]
  */
 export function buildProgram(
   modules: readonly CliCommandModule[],
@@ -92,7 +93,8 @@ export function buildProgram(
 /**
  * Runs the CLI on `argv` (the arguments after the program name) with the given command modules and
  * returns the exit code; it never calls `process.exit`.
- * @example process.exitCode = await runCli(['datasets', 'validate', 'examples/demo.json'], [datasets], processIo, '0.1.0')
+ * @example process.exitCode = await runCli(['datasets', 'validate', 'examples/demo.json'], [datasets], processIo,
+ *   '0.1.0')
  */
 export async function runCli(
   argv: readonly string[],
@@ -119,7 +121,8 @@ export async function runCli(
 /**
  * A "did you mean" for the first option on the command line that the command it names does not know, if one of its
  * options is a likely spelling.
- * @example misspeltOption(program, ['search', '--datset', 'x']) // '(Did you mean --dataset? "--datset" is not an option of search)'
+ * @example misspeltOption(program, ['search', '--datset', 'x']) // '(Did you mean --dataset? "--datset" is not an
+ *   option of search)'
  */
 function misspeltOption(program: Command, argv: readonly string[]): string | undefined {
   let command = program

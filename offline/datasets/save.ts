@@ -14,7 +14,8 @@ export interface SavedDataset {
 /**
  * Writes `dataset` as autosr JSON (labels back in candidate metadata), creating its directory, atomically: readers
  * never see half a file.
- * @example await saveDataset('out/llmbar-natural.json', dataset) // { path: '/…/out/llmbar-natural.json', bytes: 183422, sha256: '…' }
+ * @example await saveDataset('out/llmbar-natural.json', dataset) // { path: '/…/out/llmbar-natural.json', bytes:
+ *   183422, sha256: '…' }
  */
 export async function saveDataset(path: string, dataset: PreferenceDataset): Promise<SavedDataset> {
   const target = resolve(path)

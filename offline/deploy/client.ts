@@ -4,8 +4,10 @@
  *   POST /admin/artifacts                        RmArtifact → 201 {artifact_id, stored: true} | 200 {…, stored: false}
  *   POST /admin/targets/:target/deployments      {artifact_id, deployed_by?, llm?} → 201 DeployRecord
  *   POST /admin/targets/:target/rollback         {deployed_by?} → 201 DeployRecord | 409 nothing_to_roll_back
- *   GET  /admin/targets/:target/deployments      → {target, active_artifact_id, deployments: [DeployRecord…] newest first}
- *   GET  /rm/:target/healthz                     → {status, artifact_id, source_session_id, schema_version, rm_api_version}
+ *   GET  /admin/targets/:target/deployments      → {target, active_artifact_id, deployments: [DeployRecord…] newest
+ * first}
+ *   GET  /rm/:target/healthz                     → {status, artifact_id, source_session_id, schema_version,
+ * rm_api_version}
  *
  * Only 429 and 503 are retried (exponential backoff with full jitter, `Retry-After` honoured up to a cap): both
  * mean the request was not acted on. Any other answer is final; a network failure or timeout is never retried (a
@@ -66,7 +68,8 @@ export interface AdminClientOptions {
 /**
  * The edge answered with a non-2xx status (after retries for 429/503); `code`, `message` and `details` come from its
  * `{error: {code, message, details}}` body when it has one.
- * @example if (error instanceof EdgeHttpError && error.status === 409) console.log(error.code) // 'nothing_to_roll_back'
+ * @example if (error instanceof EdgeHttpError && error.status === 409) console.log(error.code) //
+ *   'nothing_to_roll_back'
  */
 export class EdgeHttpError extends Error {
   override name = 'EdgeHttpError'
@@ -158,7 +161,8 @@ export class AdminClient {
 
   /**
    * Activates an uploaded artifact on a target.
-   * @example await client.deploy('prod', { artifact_id: 'rm_…', deployed_by: 'ci', llm: { base_url: 'https://api.openai.com/v1', model: 'gpt-4o-mini', api_key_env: 'OPENAI_API_KEY' } })
+   * @example await client.deploy('prod', { artifact_id: 'rm_…', deployed_by: 'ci', llm: { base_url:
+   *   'https://api.openai.com/v1', model: 'gpt-4o-mini', api_key_env: 'OPENAI_API_KEY' } })
    */
   deploy(
     target: string,
@@ -168,7 +172,8 @@ export class AdminClient {
   }
 
   /**
-   * Re-activates the artifact the target's active deployment replaced (EdgeHttpError 409 `nothing_to_roll_back` when none).
+   * Re-activates the artifact the target's active deployment replaced (EdgeHttpError 409 `nothing_to_roll_back` when
+   * none).
    * @example const record = await client.rollback('prod', { deployed_by: 'oncall' }) // record.action === 'rollback'
    */
   rollback(target: string, request: { deployed_by?: string } = {}): Promise<DeployRecord> {

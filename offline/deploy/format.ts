@@ -52,7 +52,10 @@ export function formatDeploy(outcome: {
  * @example formatDeployments({ target: 'prod', active_artifact_id: 'rm_…', deployments: [record] })
  */
 export function formatDeployments(list: DeploymentList): string {
-  const heading = `target ${list.target}: ${list.active_artifact_id ? `active ${list.active_artifact_id}` : 'no active artifact'}, ${list.deployments.length} deployment${list.deployments.length === 1 ? '' : 's'}`
+  const heading =
+    `target ${list.target}: ` +
+    `${list.active_artifact_id ? `active ${list.active_artifact_id}` : 'no active artifact'}, ` +
+    `${list.deployments.length} deployment${list.deployments.length === 1 ? '' : 's'}`
   if (list.deployments.length === 0) return heading
   const header = ['', 'deployed_at', 'action', 'artifact', 'previous', 'deployed_by', 'deploy_id']
   const rows = list.deployments.map((record, index) => [

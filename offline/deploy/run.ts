@@ -91,7 +91,8 @@ export function llmOf(options: {
   }
   if (options.llmApiKeyEnv !== undefined && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(options.llmApiKeyEnv)) {
     throw new UsageError(
-      `--llm-api-key-env "${options.llmApiKeyEnv}": expected the name of an environment variable (letters, digits, _), not a key`,
+      `--llm-api-key-env "${options.llmApiKeyEnv}": expected the name of an environment variable (letters, digits, ` +
+        `_), not a key`,
     )
   }
   if (options.llmModel !== undefined && options.llmModel.trim() === '')
@@ -122,7 +123,8 @@ function accountName(): string | undefined {
 
 /**
  * Validates the artifact file locally, uploads it and activates it on the target.
- * @example const { deployment } = await deployArtifact({ artifact: 'out/rm.json', target: 'prod', url, env: process.env })
+ * @example const { deployment } = await deployArtifact({ artifact: 'out/rm.json', target: 'prod', url, env: process.env
+ *   })
  */
 export async function deployArtifact(
   options: EdgeConnection & { artifact: string; target: string; deployedBy?: string; llm?: DeployLlm },

@@ -33,14 +33,18 @@ export function withProductionDatabaseId(toml: string, id: string): string {
 
 /**
  * What stops a production deploy, one line each (empty when nothing does).
- * @example deployProblems(readFileSync('wrangler.toml', 'utf8')) // ['the production D1 database_id is the placeholder: …']
+ * @example deployProblems(readFileSync('wrangler.toml', 'utf8')) // ['the production D1 database_id is the placeholder:
+ *   …']
  */
 export function deployProblems(toml: string): string[] {
   const id = productionDatabaseId(toml)
   if (id === undefined) return ['wrangler.toml has no [[env.production.d1_databases]] block with a database_id']
   if (id === PLACEHOLDER_DATABASE_ID || !UUID.test(id)) {
     return [
-      `the production D1 database_id is ${id === PLACEHOLDER_DATABASE_ID ? 'the placeholder' : `"${id}", not a UUID`}: run \`npx wrangler d1 create reward-harness\`, then \`npm run deploy:database-id -- <the database_id it printed>\` (docs/deploy.md, step 2)`,
+      `the production D1 database_id is ` +
+        `${id === PLACEHOLDER_DATABASE_ID ? 'the placeholder' : `"${id}", not a UUID`}: run \`npx wrangler d1 create ` +
+        `reward-harness\`, then \`npm run deploy:database-id -- <the database_id it printed>\` (docs/deploy.md, step ` +
+        `2)`,
     ]
   }
   return []

@@ -11,7 +11,8 @@ fi
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 if command -v apt-get >/dev/null 2>&1 && { [ -z "$sudo" ] || sudo -n true 2>/dev/null; }; then
-  echo "installing Debian's chromium for the browser tests: apt-get update && apt-get install -y --no-install-recommends chromium"
+  echo "installing Debian's chromium for the browser tests:" \
+    "apt-get update && apt-get install -y --no-install-recommends chromium"
   $sudo apt-get update -qq
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
   exit 0

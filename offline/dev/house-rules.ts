@@ -88,7 +88,8 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   for (const { file, line, message } of findings) console.log(`${file}:${line}: ${message}`)
   if (findings.length > 0) {
     console.error(
-      `${findings.length} house-rule finding(s): lines ≤ ${MAX_LINE} characters, functions ≤ ${MAX_FUNCTION_LINES} lines`,
+      `${findings.length} house-rule finding(s): lines ≤ ${MAX_LINE} characters, functions ≤ ${MAX_FUNCTION_LINES} ` +
+        `lines`,
     )
     process.exit(1)
   }

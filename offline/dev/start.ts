@@ -41,7 +41,8 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   if (migrate.status !== 0) process.exit(migrate.status ?? 1)
   if (!(await portIsFree(port))) {
     console.error(
-      `npm start: port ${port} on 127.0.0.1 is taken (another npm start?). Stop it, or serve elsewhere: PORT=${Number(port) + 1} npm start`,
+      `npm start: port ${port} on 127.0.0.1 is taken (another npm start?). Stop it, or serve elsewhere: ` +
+        `PORT=${Number(port) + 1} npm start`,
     )
     process.exit(1)
   }

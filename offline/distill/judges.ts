@@ -39,7 +39,8 @@ export interface Judge {
 
 /**
  * Parses `--judge`: `mock`, or an endpoint `URL[,model=M,api_key_env=VAR,max_concurrency=N]` as `--endpoint` takes.
- * @example parseJudgeSpec('http://gpu-1:8000/v1,model=Qwen/Qwen3-8B') // { kind: 'endpoint', config: { base_url: …, model: 'Qwen/Qwen3-8B', … } }
+ * @example parseJudgeSpec('http://gpu-1:8000/v1,model=Qwen/Qwen3-8B') // { kind: 'endpoint', config: { base_url: …,
+ *   model: 'Qwen/Qwen3-8B', … } }
  */
 export function parseJudgeSpec(value: string): JudgeSpec {
   if (value === 'mock') return { kind: 'mock' }

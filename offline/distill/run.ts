@@ -52,7 +52,8 @@ export interface DistillOptions {
 
 /**
  * Runs a distillation and writes its files.
- * @example const summary = await runDistill({ source: { kind: 'file', path: 'archive.ndjson' }, out: 'out/distill', formats: ['trl'], … })
+ * @example const summary = await runDistill({ source: { kind: 'file', path: 'archive.ndjson' }, out: 'out/distill',
+ *   formats: ['trl'], … })
  */
 export async function runDistill(options: DistillOptions): Promise<DistillSummary> {
   const archive = await readArchive(options.source)
@@ -260,19 +261,23 @@ function rejudgeableRun(archive: ArchiveContents, selected: readonly MergedRespo
   const run = archive.run
   if (!run)
     throw new UsageError(
-      `${describeSource(options.source)}: no "run" line says how the run judges (grade_max, locale, prompts); re-judging needs it (or use --repeats 0)`,
+      `${describeSource(options.source)}: no "run" line says how the run judges (grade_max, locale, prompts); ` +
+        `re-judging needs it (or use --repeats 0)`,
     )
   for (const { rollout } of selected) {
     if (!archive.rubrics.has(rubricKey(rollout.instance_id, rollout.rubric_version))) {
       throw new UsageError(
-        `${describeSource(options.source)}: rollout "${rollout.rollout_id}" was scored on rubric version ${rollout.rubric_version} of instance "${rollout.instance_id}", but the archive has no rubrics line for it`,
+        `${describeSource(options.source)}: rollout "${rollout.rollout_id}" was scored on rubric version ` +
+          `${rollout.rubric_version} of instance "${rollout.instance_id}", but the archive has no rubrics line for it`,
       )
     }
   }
   return run
 }
 
-/** One judgement: the scorer's own request (with this repeat's seed), parsed by its own parser, retried on a bad reply. */
+/**
+ * One judgement: the scorer's own request (with this repeat's seed), parsed by its own parser, retried on a bad reply.
+ */
 async function judgeOnce(
   judge: Judge,
   run: NonNullable<ArchiveContents['run']>,

@@ -1,4 +1,7 @@
-/** The `evolve` command's work: read the options, build the backend, run the evolution. Loaded only when the command runs. */
+/**
+ * The `evolve` command's work: read the options, build the backend, run the evolution. Loaded only when the command
+ * runs.
+ */
 import { loadDataset } from '../datasets/load.ts'
 import { MockChatModel } from '../../src/llm/mock.ts'
 import type { ChatModel } from '../../src/llm/types.ts'
@@ -43,7 +46,9 @@ function number(name: string, text: string, check: (value: number) => boolean, r
 
 /**
  * Runs `reward-harness evolve` with parsed commander options.
- * @example await runEvolveCommand({ dataset: 'offline/evolve/fixtures/pairs-demo.json', out: 'runs/a', iterations: '2', backend: 'mock', seed: '42', valFraction: '0.34', exploreMargin: '0.075', pruneEvery: '0', locale: 'en', concurrency: '4' }, console.error)
+ * @example await runEvolveCommand({ dataset: 'offline/evolve/fixtures/pairs-demo.json', out: 'runs/a', iterations: '2',
+ *   backend: 'mock', seed: '42', valFraction: '0.34', exploreMargin: '0.075', pruneEvery: '0', locale: 'en',
+ * concurrency: '4' }, console.error)
  */
 export async function runEvolveCommand(
   options: EvolveCliOptions,

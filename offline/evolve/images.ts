@@ -1,11 +1,15 @@
-/** The image handle registry of a dataset file: `path` images are read relative to the dataset's directory, at call time. */
+/**
+ * The image handle registry of a dataset file: `path` images are read relative to the dataset's directory, at call
+ * time.
+ */
 import { readFile, stat } from 'node:fs/promises'
 import { dirname, isAbsolute, resolve } from 'node:path'
 import { ImageRegistry } from '../../src/evolve/images.ts'
 
 /**
  * A registry whose `path` images resolve against the directory of `datasetPath`.
- * @example const registry = datasetImageRegistry('data/pairs.json'); registry.add({ path: 'img/a.png' }) // reads data/img/a.png when needed
+ * @example const registry = datasetImageRegistry('data/pairs.json'); registry.add({ path: 'img/a.png' }) // reads
+ *   data/img/a.png when needed
  */
 export function datasetImageRegistry(datasetPath: string): ImageRegistry {
   const base = dirname(resolve(datasetPath))

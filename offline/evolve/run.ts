@@ -69,7 +69,9 @@ export interface EvolveOptions {
   initialLibrary?: Library
   concurrency?: number
   judge?: JudgeOptions
-  /** `both` (default): judge A/B and B/A, a verdict only when they agree; `one`: A/B only, with swap-augmented train. */
+  /**
+   * `both` (default): judge A/B and B/A, a verdict only when they agree; `one`: A/B only, with swap-augmented train.
+   */
   orders?: JudgeOrders
   /** Train items a new or modified tool prompt is exercised on before validation (default 4; 0 = no check). */
   toolCheckSample?: number
@@ -124,7 +126,8 @@ interface Evaluation {
 
 /**
  * Runs (or resumes) an evolution into `outDir`.
- * @example const summary = await runEvolve({ model: new MockChatModel(), dataset, datasetSha256, outDir: 'runs/a', iterations: 3 })
+ * @example const summary = await runEvolve({ model: new MockChatModel(), dataset, datasetSha256, outDir: 'runs/a',
+ *   iterations: 3 })
  */
 export async function runEvolve(options: EvolveOptions): Promise<EvolveSummary> {
   const run = new EvolutionRun(options)

@@ -13,8 +13,11 @@ export function formatChain(chain: LineageChain): string {
   const m = chain.manifest
   const lines = [
     `artifact    ${chain.artifact_id}`,
-    `deployment  ${chain.deploy_id ?? '(none)'}${chain.target ? ` on target ${chain.target}` : ''}${chain.deployment ? ` (${chain.deployment.action} at ${chain.deployment.deployed_at})` : ''}`,
-    `training    ${chain.run_id}: ${m.trainer.name} · model ${m.model.name} · dataset ${m.dataset.id}@${m.dataset.version} · started ${m.started_at}`,
+    `deployment  ` +
+      `${chain.deploy_id ?? '(none)'}${chain.target ? ` on target ${chain.target}` : ''}` +
+      `${chain.deployment ? ` (${chain.deployment.action} at ${chain.deployment.deployed_at})` : ''}`,
+    `training    ${chain.run_id}: ${m.trainer.name} · model ${m.model.name} · dataset ` +
+      `${m.dataset.id}@${m.dataset.version} · started ${m.started_at}`,
     `result      ${
       chain.result
         ? `${chain.result.status} at ${chain.result.finished_at}${
@@ -46,7 +49,8 @@ export function formatDeltas(a: string, b: string, rows: MetricDelta[]): string 
   return rows
     .map(
       (row) =>
-        `${row.benchmark}/${row.metric}: ${num(row.a)} -> ${num(row.b)} (${row.delta >= 0 ? '+' : ''}${num(row.delta)}, ${pct(row.pct)})`,
+        `${row.benchmark}/${row.metric}: ${num(row.a)} -> ${num(row.b)} ` +
+        `(${row.delta >= 0 ? '+' : ''}${num(row.delta)}, ${pct(row.pct)})`,
     )
     .join('\n')
 }
@@ -74,7 +78,8 @@ export function formatArtifacts(rows: ArtifactComparison[]): string {
 export function formatRegression(report: RegressionReport): string {
   const lines = report.findings.map(
     (f) =>
-      `[${f.regression ? 'REGRESSION' : 'ok'}] ${f.benchmark}/${f.metric} (${f.direction} is better): ${num(f.baseline)} -> ${num(f.candidate)} (${pct(f.pct)}, allowed worsening ${num(f.allowed)})`,
+      `[${f.regression ? 'REGRESSION' : 'ok'}] ${f.benchmark}/${f.metric} (${f.direction} is better): ` +
+      `${num(f.baseline)} -> ${num(f.candidate)} (${pct(f.pct)}, allowed worsening ${num(f.allowed)})`,
   )
   lines.push(
     report.regressed

@@ -197,7 +197,8 @@ export class CachedChatModel implements ChatModel {
   /**
    * Asks (or reuses) a reply and parses it; when `parse` throws, the reply is forgotten before the
    * error propagates, so the caller's retry asks the model again instead of replaying it.
-   * @example const grades = await withRetry(() => cache.completeParsed(request, (reply) => parseReplyAs(Grades, reply.text, 'verifier')))
+   * @example const grades = await withRetry(() => cache.completeParsed(request, (reply) => parseReplyAs(Grades,
+   *   reply.text, 'verifier')))
    */
   async completeParsed<T>(request: ChatRequest, parse: (reply: CachedResponse) => T | Promise<T>): Promise<T> {
     const reply = await this.complete(request)

@@ -39,7 +39,8 @@ const EndpointsDocument = z.object({ endpoints: EndpointList }).strict()
 
 /**
  * A malformed endpoints file or `--endpoint` flag; the message names the file or flag and the field.
- * @example try { await loadEndpointsFile(file) } catch (error) { if (error instanceof EndpointConfigError) usage(error.message) }
+ * @example try { await loadEndpointsFile(file) } catch (error) { if (error instanceof EndpointConfigError)
+ *   usage(error.message) }
  */
 export class EndpointConfigError extends Error {
   override name = 'EndpointConfigError'
@@ -115,7 +116,8 @@ export function parseEndpointFlag(flag: string, defaultConcurrency = 4): Endpoin
   const parsed = EndpointConfig.safeParse(entry)
   if (!parsed.success) {
     throw new EndpointConfigError(
-      `--endpoint ${flag}: ${parsed.error.issues.map((issue) => `${formatPath(issue.path) || 'value'}: ${issue.message}`).join('; ')}`,
+      `--endpoint ${flag}: ` +
+        `${parsed.error.issues.map((issue) => `${formatPath(issue.path) || 'value'}: ${issue.message}`).join('; ')}`,
     )
   }
   return parsed.data

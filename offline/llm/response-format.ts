@@ -13,7 +13,8 @@ export interface JsonSchemaFormat {
 /**
  * The `response_format` for a request: `json_schema` where the endpoint supports it and the request
  * carries a schema, else `json_object` when the request wants JSON (or carries a schema), else none.
- * @example responseFormatFor({ json: true, jsonSchema: { name: 'grades', schema } }, 'json_schema').type // 'json_schema'
+ * @example responseFormatFor({ json: true, jsonSchema: { name: 'grades', schema } }, 'json_schema').type //
+ *   'json_schema'
  */
 export function responseFormatFor(
   request: { json: boolean; jsonSchema?: JsonSchemaFormat | undefined },

@@ -24,7 +24,8 @@ export interface ProgressOptions {
 
 /**
  * Starts a progress display.
- * @example const progress = startProgress({ label: 'judging', total: 120 }); progress.update(60, '3 cached'); progress.stop()
+ * @example const progress = startProgress({ label: 'judging', total: 120 }); progress.update(60, '3 cached');
+ *   progress.stop()
  */
 export function startProgress(options: ProgressOptions): Progress {
   const stream = options.stream ?? process.stderr
@@ -51,7 +52,8 @@ export function startProgress(options: ProgressOptions): Progress {
   const line = () => {
     const percent = options.total > 0 ? Math.floor((100 * state.done) / options.total) : 100
     stream.write(
-      `${options.label}: ${state.done}/${options.total} (${percent}%)${state.detail ? ` ${state.detail}` : ''} · ${((Date.now() - started) / 1_000).toFixed(1)} s\n`,
+      `${options.label}: ${state.done}/${options.total} (${percent}%)${state.detail ? ` ${state.detail}` : ''} · ` +
+        `${((Date.now() - started) / 1_000).toFixed(1)} s\n`,
     )
     printed = true
   }

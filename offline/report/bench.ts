@@ -67,8 +67,14 @@ function subsetRows(results: Array<{ file: string; result: BenchReport }>): Subs
   return rows
 }
 
-const interval = (accuracy: BenchAccuracy) =>
-  html`${accuracy.ci95 ? html`<span class="ci">95% CI ${pct(accuracy.ci95[0])}–${pct(accuracy.ci95[1])}</span>` : ''}${accuracy.bootstrap95 ? html`<span class="ci">bootstrap ${pct(accuracy.bootstrap95[0])}–${pct(accuracy.bootstrap95[1])}</span>` : ''}<span class="ci">n=${accuracy.n}${accuracy.ties ? `, ${accuracy.ties} ties` : ''}</span>`
+const interval = (accuracy: BenchAccuracy) => {
+  const { ci95, bootstrap95 } = accuracy
+  const ci = ci95 ? html`<span class="ci">95% CI ${pct(ci95[0])}–${pct(ci95[1])}</span>` : ''
+  const bootstrap = bootstrap95
+    ? html`<span class="ci">bootstrap ${pct(bootstrap95[0])}–${pct(bootstrap95[1])}</span>`
+    : ''
+  return html`${ci}${bootstrap}<span class="ci">n=${accuracy.n}${accuracy.ties ? `, ${accuracy.ties} ties` : ''}</span>`
+}
 
 const accuracyCell = (accuracy: BenchAccuracy | null | undefined): Markup | string =>
   !accuracy
@@ -94,6 +100,13 @@ export function benchReport(results: Array<{ file: string; result: BenchReport }
   const leaves = rows.filter((row) => !row.split)
   const shown = METRICS.filter((metric) => rows.some((row) => metric.pick(row.metrics)))
   const charts = benchCharts(results, leaves, shown)
+  const first = results[0]!.result
+  const chartsBlock = charts.length
+    ? html`<div class="charts">${charts.map((chart) => figure(chart.svg, chart.caption))}</div>`
+    : ''
+  const tiesNote =
+    `Ties count ${first.ties === 'wrong' ? 'as wrong' : 'as half correct'}. ` +
+    'Failures (scorer errors) are excluded from n and listed below.'
 
   const accuracyTable = table({
     headers: ['subset', 'items', ...shown.map((metric) => metric.label), 'failed items'],
@@ -108,7 +121,6 @@ export function benchReport(results: Array<{ file: string; result: BenchReport }
 
   const failureCount = results.reduce((sum, { result }) => sum + result.failures.count, 0)
   const failedItems = results.reduce((sum, { result }) => sum + result.failures.items, 0)
-  const first = results[0]!.result
   const scorers = [...new Set(results.map(({ result }) => result.scorer))]
   const datasets = results.map(({ result, file }) => basename(result.dataset.path || file))
   const top = results.length === 1 ? headline(first.overall) : null
@@ -138,7 +150,7 @@ export function benchReport(results: Array<{ file: string; result: BenchReport }
       {
         id: 'accuracy',
         title: 'Accuracy with 95% intervals',
-        body: html`${charts.length ? html`<div class="charts">${charts.map((chart) => figure(chart.svg, chart.caption))}</div>` : ''}<h3>By subset</h3>${accuracyTable}<p class="muted">Ties count ${first.ties === 'wrong' ? 'as wrong' : 'as half correct'}. Failures (scorer errors) are excluded from n and listed below.</p>`,
+        body: html`${chartsBlock}<h3>By subset</h3>${accuracyTable}<p class="muted">${tiesNote}</p>`,
       },
       { id: 'failures', title: `Failures (${failureCount})`, body: failuresSection(results) },
       { id: 'settings', title: 'Run settings', body: settingsSection(results) },
@@ -164,7 +176,8 @@ function benchCharts(
     charts.push({
       svg: barChart({ title: 'Accuracy by metric', ...CHART_SIZE, yLabel: 'accuracy', yDomain: [0, 1], bars }),
       caption:
-        'Overall accuracy of each metric; whiskers are Wilson 95% intervals. Ties count as the result says; failures are excluded.',
+        'Overall accuracy of each metric; whiskers are Wilson 95% intervals. Ties count as the result says; failures ' +
+        'are excluded.',
     })
   }
   if (leaves.length > 1) {
@@ -176,7 +189,7 @@ function benchCharts(
     charts.push({
       svg: barChart({
         ...CHART_SIZE,
-        title: `${labels.length === 1 ? `${labels[0]![0]!.toUpperCase()}${labels[0]!.slice(1)} accuracy` : 'Headline accuracy'} by subset`,
+        title: `${labels.length === 1 ? `${capitalised(labels[0]!)} accuracy` : 'Headline accuracy'} by subset`,
         yLabel: 'accuracy',
         yDomain: [0, 1],
         bars,
@@ -202,7 +215,8 @@ function benchCharts(
         ...(unit ? { domain: [0, 1] as [number, number] } : {}),
       }),
       caption:
-        'Every candidate’s score from the scorer (failures left out). A scorer that gives many equal scores causes ties.',
+        'Every candidate’s score from the scorer (failures left out). A scorer that gives many equal scores causes ' +
+        'ties.',
     })
   }
   return charts
@@ -214,17 +228,19 @@ function failuresSection(results: Array<{ file: string; result: BenchReport }>):
   )
   if (examples.length === 0) return html`<p class="empty">No scorer failures: every candidate got a score.</p>`
   const total = results.reduce((sum, { result }) => sum + result.failures.count, 0)
-  return html`<div class="card failures"><p>${total} candidate${total === 1 ? '' : 's'} could not be scored; ${examples.length < total ? `the first ${examples.length} are listed` : 'all are listed'}. Their comparisons are left out of every accuracy above, not counted as ties.</p>${table(
-    {
-      headers: [...(results.length > 1 ? ['subset'] : []), 'prompt', 'candidate', 'error'],
-      rows: examples.map((failure) => [
-        ...(results.length > 1 ? [failure.subset] : []),
-        html`<code>${failure.prompt_id}</code>`,
-        html`<code>${failure.candidate_id}</code>`,
-        failure.error,
-      ]),
-    },
-  )}</div>`
+  const listed = examples.length < total ? `the first ${examples.length} are listed` : 'all are listed'
+  const intro =
+    `${total} candidate${total === 1 ? '' : 's'} could not be scored; ${listed}. ` +
+    'Their comparisons are left out of every accuracy above, not counted as ties.'
+  return html`<div class="card failures"><p>${intro}</p>${table({
+    headers: [...(results.length > 1 ? ['subset'] : []), 'prompt', 'candidate', 'error'],
+    rows: examples.map((failure) => [
+      ...(results.length > 1 ? [failure.subset] : []),
+      html`<code>${failure.prompt_id}</code>`,
+      html`<code>${failure.candidate_id}</code>`,
+      failure.error,
+    ]),
+  })}</div>`
 }
 
 function settingsSection(results: Array<{ file: string; result: BenchReport }>): Markup {
@@ -255,4 +271,9 @@ function settingsSection(results: Array<{ file: string; result: BenchReport }>):
       result.elapsed_ms !== undefined ? `${(result.elapsed_ms / 1000).toFixed(1)} s` : '—',
     ]),
   })
+}
+
+/** `word` with its first letter in upper case. */
+function capitalised(word: string): string {
+  return `${word[0]!.toUpperCase()}${word.slice(1)}`
 }

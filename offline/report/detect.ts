@@ -43,7 +43,8 @@ export const KIND_LABELS: Record<ReportKind, string> = {
 
 const EXPECTED =
   'expected a search output (reward-harness search --output, JSON with "best_rubrics"), an evolution log ' +
-  '(evolution-log.jsonl of reward-harness evolve, or its run directory), a bench result (reward-harness bench --json) ' +
+  '(evolution-log.jsonl of reward-harness evolve, or its run directory), a bench result (reward-harness bench ' +
+  '--json) ' +
   'or a distill summary (summary.json of reward-harness distill), or a directory holding one of them'
 
 const EVOLUTION_LOG = 'evolution-log.jsonl'
@@ -94,7 +95,8 @@ async function detectDirectory(directory: string, shown: string): Promise<Report
     const classified = classify(await readText(file, join(shown, EVOLUTION_LOG)), join(shown, EVOLUTION_LOG))
     if (classified.kind !== 'evolve')
       throw new UsageError(
-        `${join(shown, EVOLUTION_LOG)}: not an evolution log (${classified.kind === null ? classified.why : `it is a ${KIND_LABELS[classified.kind]}`})`,
+        `${join(shown, EVOLUTION_LOG)}: not an evolution log ` +
+          `(${classified.kind === null ? classified.why : `it is a ${KIND_LABELS[classified.kind]}`})`,
       )
     return evolveInput(file, classified.log)
   }
@@ -109,12 +111,14 @@ async function detectDirectory(directory: string, shown: string): Promise<Report
   }
   if (searches.length > 0 && benches.length > 0) {
     throw new UsageError(
-      `${shown}: holds both search outputs (${searches.map((entry) => basename(entry.file)).join(', ')}) and bench results (${benches.map((entry) => basename(entry.file)).join(', ')}); pass one file`,
+      `${shown}: holds both search outputs (${searches.map((entry) => basename(entry.file)).join(', ')}) and bench ` +
+        `results (${benches.map((entry) => basename(entry.file)).join(', ')}); pass one file`,
     )
   }
   if (searches.length > 1)
     throw new UsageError(
-      `${shown}: holds ${searches.length} search outputs (${searches.map((entry) => basename(entry.file)).join(', ')}); pass one of them`,
+      `${shown}: holds ${searches.length} search outputs ` +
+        `(${searches.map((entry) => basename(entry.file)).join(', ')}); pass one of them`,
     )
   if (searches.length === 1) return { kind: 'search', path: searches[0]!.file, output: searches[0]!.output }
   if (benches.length > 0) return { kind: 'bench', path: directory, results: benches }
@@ -129,7 +133,9 @@ async function readText(file: string, shown: string): Promise<string> {
   }
 }
 
-/** Which input a file's text is; a file that is clearly meant as one kind but malformed is refused with the field named. */
+/**
+ * Which input a file's text is; a file that is clearly meant as one kind but malformed is refused with the field named.
+ */
 function classify(text: string, shown: string): Classified {
   if (!text.trim()) return { kind: null, why: 'the file is empty' }
   let value: unknown
@@ -178,7 +184,10 @@ function classify(text: string, shown: string): Classified {
   }
 }
 
-/** JSONL: an evolution log when its first line has `iteration` and `decision`. A torn last line is ignored, as `evolve` does. */
+/**
+ * JSONL: an evolution log when its first line has `iteration` and `decision`. A torn last line is ignored, as `evolve`
+ * does.
+ */
 function classifyLines(text: string, shown: string): Classified {
   const lines = text.split('\n')
   const log: EvolutionLogEntry[] = []

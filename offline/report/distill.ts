@@ -42,11 +42,13 @@ export function distillReport(summary: DistillSummary): ReportBody {
         body: keyValues([
           [
             'rollouts',
-            `${rollouts.archived} archived, ${rollouts.distinct} distinct (${rollouts.merged_duplicates} identical merged)`,
+            `${rollouts.archived} archived, ${rollouts.distinct} distinct (${rollouts.merged_duplicates} identical ` +
+              `merged)`,
           ],
           [
             'prompts',
-            `${prompts.seen} seen, ${prompts.single_response} with one response, ${prompts.judged} judged, ${prompts.paired} paired`,
+            `${prompts.seen} seen, ${prompts.single_response} with one response, ${prompts.judged} judged, ` +
+              `${prompts.paired} paired`,
           ],
           ['judgements', `${judgements.succeeded} of ${judgements.requested} (${judgements.failed} failed)`],
           ['online scores agree with kept pairs', pct(agreement.online)],

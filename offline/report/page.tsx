@@ -7,12 +7,14 @@ import type { FC } from 'hono/jsx'
 import type { ReportBody, Tile } from './parts.ts'
 
 const STYLES = `
-:root{--ink:#1f2937;--muted:#6b7280;--line:#e5e7eb;--bg:#f3f4f6;--card:#fff;--accent:#0072B2;--good:#047857;--bad:#b91c1c;--warn:#92400e}
+:root{--ink:#1f2937;--muted:#6b7280;--line:#e5e7eb;--bg:#f3f4f6;--card:#fff;--accent:#0072B2;--good:#047857;
+  --bad:#b91c1c;--warn:#92400e}
 *{box-sizing:border-box}
 body{margin:0;background:var(--bg);color:var(--ink);font:15px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif}
 header{background:#111827;color:#f9fafb;padding:28px 0 24px}
 .wrap{max-width:1080px;margin:0 auto;padding:0 24px}
-header .kind{display:inline-block;font-size:12px;letter-spacing:.06em;text-transform:uppercase;background:var(--accent);color:#fff;border-radius:999px;padding:2px 10px}
+header .kind{display:inline-block;font-size:12px;letter-spacing:.06em;text-transform:uppercase;
+  background:var(--accent);color:#fff;border-radius:999px;padding:2px 10px}
 header h1{margin:10px 0 4px;font-size:26px;line-height:1.25}
 header .source{color:#d1d5db;font-size:13px;word-break:break-all}
 header .subtitle{color:#e5e7eb;margin-top:4px}
@@ -48,7 +50,8 @@ td code{white-space:nowrap}
 table.changes td:nth-child(4){min-width:13em}
 table.changes th,table.changes td{padding:6px 7px}
 code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:13px}
-pre{white-space:pre-wrap;word-break:break-word;background:#f9fafb;border:1px solid var(--line);border-radius:6px;padding:10px 12px;font-size:13px;margin:8px 0}
+pre{white-space:pre-wrap;word-break:break-word;background:#f9fafb;border:1px solid \
+var(--line);border-radius:6px;padding:10px 12px;font-size:13px;margin:8px 0}
 details{margin:8px 0}
 summary{cursor:pointer}
 .badge{display:inline-block;border-radius:999px;padding:1px 9px;font-size:12px;font-weight:600;white-space:nowrap}
@@ -63,7 +66,8 @@ summary{cursor:pointer}
 .failures{border-left:4px solid var(--bad)}
 .empty{color:var(--muted);font-style:italic}
 footer{color:var(--muted);font-size:13px;text-align:center;padding:0 0 32px}
-@media (min-width:1600px){.wrap,main{max-width:1560px}.charts{flex-direction:row;flex-wrap:wrap}figure.chart{flex:1 1 600px}}
+@media (min-width:1600px){.wrap,main{max-width:1560px}.charts{flex-direction:row;flex-wrap:wrap}figure.chart{flex:1 1 \
+600px}}
 @media print{body{background:#fff}header{color:#000;background:#fff}nav{display:none}section{break-inside:avoid}}
 `
 

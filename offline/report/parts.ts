@@ -46,7 +46,8 @@ export function table(options: {
   const className = options.className ? html` class="${options.className}"` : ''
   const caption = options.caption ? html`<caption>${options.caption}</caption>` : ''
   const rows = options.rows.map((row) => html`<tr>${row.map(cell)}</tr>`)
-  return html`<div class="table-wrap"><table${className}>${caption}<thead><tr>${options.headers.map(head)}</tr></thead><tbody>${rows}</tbody></table></div>`
+  const header = html`<thead><tr>${options.headers.map(head)}</tr></thead>`
+  return html`<div class="table-wrap"><table${className}>${caption}${header}<tbody>${rows}</tbody></table></div>`
 }
 
 /**

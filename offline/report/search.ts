@@ -15,10 +15,14 @@ const MAX_PROMPT_BARS = 24
 /** Rubrics shown expanded; the rest are collapsed. */
 const OPEN_RUBRICS = 6
 
+const NO_MANIFEST =
+  'This output has no run manifest (it was not written by reward-harness search), so the run settings are unknown.'
+
 /**
  * Objective per generation over prompts: the best prompt's and the mean. A prompt that stopped early
  * (distinguished or stagnant) keeps its last value in later generations, so the mean stays over all prompts.
- * @example objectiveByGeneration([[0.5, 0.7], [0.4]]) // { best: [{x:0,y:0.5},{x:1,y:0.7}], mean: [{x:0,y:0.45},{x:1,y:0.55}] }
+ * @example objectiveByGeneration([[0.5, 0.7], [0.4]]) // { best: [{x:0,y:0.5},{x:1,y:0.7}], mean:
+ *   [{x:0,y:0.45},{x:1,y:0.55}] }
  */
 export function objectiveByGeneration(histories: number[][]): {
   best: Array<{ x: number; y: number }>
@@ -111,7 +115,9 @@ function objectiveCharts(rubrics: BestRubric[], step: string): Array<{ svg: stri
           { name: `mean over ${rubrics.length} prompt${rubrics.length === 1 ? '' : 's'}`, points: mean },
         ],
       }),
-      caption: `Best rubric's objective at each ${step}: the best prompt's, and the mean over prompts (a prompt that stopped early keeps its last value).`,
+      caption:
+        `Best rubric's objective at each ${step}: the best prompt's, and the mean over prompts (a prompt that ` +
+        `stopped early keeps its last value).`,
     },
   ]
   if (rubrics.length > 1 && rubrics.length <= MAX_PROMPT_LINES)
@@ -184,7 +190,63 @@ function rubricCard(entry: BestRubric, index: number, step: string, margin: Prom
       `grades 0–${protocol.grade_max}, ${protocol.num_votes} vote(s)${protocol.allow_na ? ', N/A allowed' : ''}`,
     ],
   ])
-  return html`<details class="card rubric" ${index < OPEN_RUBRICS ? 'open' : ''}><summary><strong>${entry.prompt_id}</strong> <span class="muted">objective ${num(entry.score)} · ${entry.rubric.criteria.length} criteria</span></summary>${facts}${criteria}</details>`
+  const size = `objective ${num(entry.score)} · ${entry.rubric.criteria.length} criteria`
+  const summary = html`<summary><strong>${entry.prompt_id}</strong> <span class="muted">${size}</span></summary>`
+  const open = index < OPEN_RUBRICS ? 'open' : ''
+  return html`<details class="card rubric" ${open}>${summary}${facts}${criteria}</details>`
+}
+
+/** Who ran the search, on what, with which models and code. */
+function runFactsOf(manifest: NonNullable<SearchOutputFile['run_manifest']>): Markup {
+  const models = get(manifest, 'backend', 'models')
+  const dataset = (field: string) => get(manifest, 'dataset', field)
+  const datasetSize = `${text(dataset('prompts'))} prompts, ${text(dataset('candidates'))} candidates`
+  return keyValues([
+    ['run', html`<code>${text(manifest.run_id)}</code> (${text(manifest.status)})`],
+    ['started → finished (UTC)', `${text(manifest.created_at_utc)} → ${text(manifest.finished_at_utc)}`],
+    ['dataset', html`<code>${text(dataset('path'))}</code> · ${text(dataset('shape'))} · ${datasetSize}`],
+    ['dataset sha256', html`<code>${text(get(manifest, 'dataset', 'sha256'))}</code>`],
+    [
+      'backend',
+      `${text(get(manifest, 'backend', 'resolved'))} (requested ${text(get(manifest, 'backend', 'requested'))})`,
+    ],
+    [
+      'models',
+      models && typeof models === 'object'
+        ? Object.entries(models as Record<string, unknown>)
+            .map(([role, model]) => `${role}: ${text(model)}`)
+            .join(', ')
+        : '—',
+    ],
+    [
+      'judge',
+      `${text(get(manifest, 'backend', 'judge', 'kind'))}: ${text(get(manifest, 'backend', 'judge', 'reason'))}`,
+    ],
+    ['seed', text(manifest.seed)],
+    [
+      'config hash · settings hash',
+      html`<code>${text(manifest.config_hash)}</code> · <code>${text(manifest.settings_hash)}</code>`,
+    ],
+    [
+      'code',
+      get(manifest, 'code_snapshot', 'commit')
+        ? html`<code>${text(get(manifest, 'code_snapshot', 'commit'))}</code>${
+            get(manifest, 'code_snapshot', 'dirty') ? ' (uncommitted changes)' : ''
+          }`
+        : '—',
+    ],
+    [
+      'command',
+      html`<code>reward-harness ${
+        (get(manifest, 'command', 'normalized_argv') as unknown[] | undefined)?.map(text).join(' ') ?? '—'
+      }</code>`,
+    ],
+    [
+      'checkpoints',
+      `${text(get(manifest, 'harness', 'checkpoints_written'))} written in ` +
+        `${text(get(manifest, 'harness', 'checkpoint_dir'))}`,
+    ],
+  ])
 }
 
 /** The headline numbers: prompts, steps run, mean objective and tau, LLM calls. */
@@ -227,68 +289,37 @@ function settingsSection(output: SearchOutputFile): Markup {
     [
       'prompts with a wider top margin',
       diagnostics?.margin_improvement?.global
-        ? `${diagnostics.margin_improvement.global.improved_prompts} of ${diagnostics.margin_improvement.global.total_prompts}`
+        ? `${diagnostics.margin_improvement.global.improved_prompts} of ` +
+          `${diagnostics.margin_improvement.global.total_prompts}`
         : '—',
     ],
   ])
-  if (!manifest)
-    return html`${searchFacts}<p class="empty">This output has no run manifest (it was not written by reward-harness search), so the run settings are unknown.</p>`
-  const models = get(manifest, 'backend', 'models')
-  const runFacts = keyValues([
-    ['run', html`<code>${text(manifest.run_id)}</code> (${text(manifest.status)})`],
-    ['started → finished (UTC)', `${text(manifest.created_at_utc)} → ${text(manifest.finished_at_utc)}`],
-    [
-      'dataset',
-      html`<code>${text(get(manifest, 'dataset', 'path'))}</code> · ${text(get(manifest, 'dataset', 'shape'))} · ${text(get(manifest, 'dataset', 'prompts'))} prompts, ${text(get(manifest, 'dataset', 'candidates'))} candidates`,
-    ],
-    ['dataset sha256', html`<code>${text(get(manifest, 'dataset', 'sha256'))}</code>`],
-    [
-      'backend',
-      `${text(get(manifest, 'backend', 'resolved'))} (requested ${text(get(manifest, 'backend', 'requested'))})`,
-    ],
-    [
-      'models',
-      models && typeof models === 'object'
-        ? Object.entries(models as Record<string, unknown>)
-            .map(([role, model]) => `${role}: ${text(model)}`)
-            .join(', ')
-        : '—',
-    ],
-    [
-      'judge',
-      `${text(get(manifest, 'backend', 'judge', 'kind'))}: ${text(get(manifest, 'backend', 'judge', 'reason'))}`,
-    ],
-    ['seed', text(manifest.seed)],
-    [
-      'config hash · settings hash',
-      html`<code>${text(manifest.config_hash)}</code> · <code>${text(manifest.settings_hash)}</code>`,
-    ],
-    [
-      'code',
-      get(manifest, 'code_snapshot', 'commit')
-        ? html`<code>${text(get(manifest, 'code_snapshot', 'commit'))}</code>${get(manifest, 'code_snapshot', 'dirty') ? ' (uncommitted changes)' : ''}`
-        : '—',
-    ],
-    [
-      'command',
-      html`<code>reward-harness ${(get(manifest, 'command', 'normalized_argv') as unknown[] | undefined)?.map(text).join(' ') ?? '—'}</code>`,
-    ],
-    [
-      'checkpoints',
-      `${text(get(manifest, 'harness', 'checkpoints_written'))} written in ${text(get(manifest, 'harness', 'checkpoint_dir'))}`,
-    ],
-  ])
+  if (!manifest) return html`${searchFacts}<p class="empty">${NO_MANIFEST}</p>`
+  const runFacts = runFactsOf(manifest)
   const config = get(manifest, 'config_snapshot')
   const configTable =
     config && typeof config === 'object'
-      ? html`<details><summary>Search config (${Object.keys(config).length} settings)</summary>${table({ headers: ['setting', 'value'], rows: Object.entries(config as Record<string, unknown>).map(([key, value]) => [html`<code>${key}</code>`, text(value)]) })}</details>`
+      ? html`<details><summary>Search config (${Object.keys(config).length} settings)</summary>${settingTable(
+          config,
+        )}</details>`
       : ''
   const settings = get(manifest, 'settings')
   const settingsTable =
     settings && typeof settings === 'object'
-      ? html`<details><summary>Role and backend settings</summary>${table({ headers: ['setting', 'value'], rows: Object.entries(settings as Record<string, unknown>).map(([key, value]) => [html`<code>${key}</code>`, text(value)]) })}</details>`
+      ? html`<details><summary>Role and backend settings</summary>${settingTable(settings)}</details>`
       : ''
   return html`<h3>Run</h3>${runFacts}<h3>Search</h3>${searchFacts}${configTable}${settingsTable}`
+}
+
+/** A settings object as a two-column table, one row per key. */
+function settingTable(settings: object) {
+  return table({
+    headers: ['setting', 'value'],
+    rows: Object.entries(settings as Record<string, unknown>).map(([key, value]) => [
+      html`<code>${key}</code>`,
+      text(value),
+    ]),
+  })
 }
 
 const ROLE_COLUMNS = [
@@ -323,7 +354,10 @@ function callsSection(usage: SearchOutputFile['usage']): Markup {
       })
     : ''
   const cache = usage.cache
-    ? html`<p class="muted">Reply cache: ${num(usage.cache.hits as number)} hits, ${num(usage.cache.misses as number)} misses, ${num(usage.cache.entries as number)} entries.</p>`
+    ? html`<p class="muted">Reply cache: ${num(usage.cache.hits as number)} hits, ${num(
+        usage.cache.misses as number,
+      )} misses, ${num(usage.cache.entries as number)} entries.</p>`
     : html`<p class="muted">No reply cache.</p>`
-  return html`<p class="muted">Backend: ${usage.backend ?? '—'}. A request answered from the reply cache costs no backend call.</p>${roles}${engine}${cache}`
+  const backend = `Backend: ${usage.backend ?? '—'}. A request answered from the reply cache costs no backend call.`
+  return html`<p class="muted">${backend}</p>${roles}${engine}${cache}`
 }

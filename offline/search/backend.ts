@@ -85,7 +85,8 @@ export interface Backend {
 /**
  * Resolves `--backend` and builds the per-role models. Configuration problems (no endpoint, a malformed
  * `--endpoint`, an unset key variable, no model name) are `SearchInputError`s naming the flag.
- * @example const backend = await createBackend({ backend: 'auto', endpoints: [], models: {}, maxConcurrency: 4, temperature: 0, maxTokens: 2048, timeoutMs: 60000, maxAttempts: 4, seed: 7, mockNoise: 0 })
+ * @example const backend = await createBackend({ backend: 'auto', endpoints: [], models: {}, maxConcurrency: 4,
+ *   temperature: 0, maxTokens: 2048, timeoutMs: 60000, maxAttempts: 4, seed: 7, mockNoise: 0 })
  * backend.resolved // 'mock'
  */
 export async function createBackend(options: BackendOptions): Promise<Backend> {
@@ -227,7 +228,10 @@ function planPools(
       // Shared by every model: split the cap so the pools together never exceed it.
       if (config.max_concurrency < plans.length) {
         throw new SearchInputError(
-          `endpoint ${record.name}: max_concurrency ${config.max_concurrency} cannot be shared by the ${plans.length} role models (${plans.map((plan) => `${plan.roles.join('/')}: ${plan.model}`).join('; ')}); raise it to at least ${plans.length}, or pin a model per endpoint`,
+          `endpoint ${record.name}: max_concurrency ${config.max_concurrency} cannot be shared by the ` +
+            `${plans.length} ` +
+            `role models (${plans.map((plan) => `${plan.roles.join('/')}: ${plan.model}`).join('; ')}); raise it to ` +
+            `at least ${plans.length}, or pin a model per endpoint`,
         )
       }
       plans.forEach((plan, position) => {
@@ -240,7 +244,8 @@ function planPools(
     const empty = plans.find((plan) => plan.endpoints.length === 0)
     if (empty)
       throw new SearchInputError(
-        `no endpoint serves the model "${empty.model}" of ${empty.roles.join(', ')} (every endpoint pins another model)`,
+        `no endpoint serves the model "${empty.model}" of ${empty.roles.join(', ')} (every endpoint pins another ` +
+          `model)`,
       )
   }
 

@@ -42,7 +42,8 @@ function checkpointName(sequence: number): string {
 
 /**
  * The checkpoints of a session directory, ascending by their parsed number (temp and other files ignored).
- * @example (await listCheckpoints('out/checkpoints/20260101_120000_000000')).at(-1) // { sequence: 9, file: '…/state-0009.json' }
+ * @example (await listCheckpoints('out/checkpoints/20260101_120000_000000')).at(-1) // { sequence: 9, file:
+ *   '…/state-0009.json' }
  */
 export async function listCheckpoints(directory: string): Promise<Array<{ sequence: number; file: string }>> {
   let names: string[]
@@ -158,7 +159,8 @@ export async function loadResumeCheckpoint(
   if (!file) {
     const sessions = await listSessions(root)
     throw new SearchInputError(
-      `--resume ${reference}: no checkpoint file or session with checkpoints found (looked for a file, and for ${join(root, reference)}/state-NNNN.json)` +
+      `--resume ${reference}: no checkpoint file or session with checkpoints found (looked for a file, and for ` +
+        `${join(root, reference)}/state-NNNN.json)` +
         (sessions.length ? `; sessions under ${root}: ${sessions.slice(-5).join(', ')}` : ''),
     )
   }

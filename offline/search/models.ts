@@ -98,7 +98,9 @@ export class SearchModels {
   static async open(options: {
     models: Record<SearchRoleName, ChatModel>
     cacheDir: string | null
-    /** The run's signal: aborting it cancels the backend calls in flight (shared cache calls carry no caller's signal). */
+    /**
+     * The run's signal: aborting it cancels the backend calls in flight (shared cache calls carry no caller's signal).
+     */
     signal?: AbortSignal
     onCall?: (total: number) => void
   }): Promise<SearchModels> {

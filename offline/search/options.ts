@@ -173,7 +173,8 @@ function addBackendOptions(command: Command): void {
     .addOption(
       new Option(
         '--endpoint <url[,key=value…]>',
-        'an OpenAI-compatible server (repeatable); settings: max_concurrency, model, api_key_env, structured_output, name',
+        'an OpenAI-compatible server (repeatable); settings: max_concurrency, model, api_key_env, structured_output, ' +
+          'name',
       ).argParser(collect),
     )
     .option(
@@ -254,7 +255,8 @@ function addRubricOptions(command: Command): void {
     )
     .option(
       '--preset-rubrics <file.json>',
-      'start from preset rubrics: a previous output, {"rubrics": [...]}, or {prompt_id: rubric}; "__default__" applies to any prompt',
+      'start from preset rubrics: a previous output, {"rubrics": [...]}, or {prompt_id: rubric}; "__default__" ' +
+        'applies to any prompt',
     )
     .option(
       '--preset-strict',
@@ -470,7 +472,8 @@ async function readConfigFile(file: string): Promise<Record<string, unknown>> {
   const unknown = Object.keys(value).filter((key) => !known.has(key))
   if (unknown.length > 0)
     throw new SearchInputError(
-      `--config ${file}: unknown key${unknown.length > 1 ? 's' : ''} ${unknown.map((key) => `"${key}"`).join(', ')} (the knobs are SearchConfig's: ${[...known].join(', ')})`,
+      `--config ${file}: unknown key${unknown.length > 1 ? 's' : ''} ${unknown.map((key) => `"${key}"`).join(', ')} ` +
+        `(the knobs are SearchConfig's: ${[...known].join(', ')})`,
     )
   return value as Record<string, unknown>
 }

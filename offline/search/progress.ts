@@ -81,7 +81,8 @@ export class ProgressTracker {
 
 /**
  * The search's bar, drawn by the one progress display every long command uses (offline/progress): overall progress
- * in per mille, with what the search is doing and its calls: `search [####----] 48% … generation 6/12 · 312 calls · 40 cached`.
+ * in per mille, with what the search is doing and its calls: `search [####----] 48% … generation 6/12 · 312 calls · 40
+ * cached`.
  * @example const bar = new ProgressBar(tracker, () => counts); bar.draw(); bar.finish()
  */
 export class ProgressBar {

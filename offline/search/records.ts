@@ -22,7 +22,10 @@ const PATH_FLAGS = [
   '--cache-dir',
   '--checkpoint-dir',
 ] as const
-/** Flags left out of the replayed command: a replay runs the whole search (no resume) and is never interrupted by a test hook. */
+/**
+ * Flags left out of the replayed command: a replay runs the whole search (no resume) and is never interrupted by a test
+ * hook.
+ */
 const DROPPED_FLAGS = ['--resume', '--abort-after-calls', '--mock-latency-ms'] as const
 
 /**
@@ -33,7 +36,8 @@ export function newRunId(now: Date = new Date()): string {
   const pad = (value: number, width = 2) => String(value).padStart(width, '0')
   const micro = Number(process.hrtime.bigint() % 1000n)
   return (
-    `${now.getUTCFullYear()}${pad(now.getUTCMonth() + 1)}${pad(now.getUTCDate())}T${pad(now.getUTCHours())}${pad(now.getUTCMinutes())}${pad(now.getUTCSeconds())}` +
+    `${now.getUTCFullYear()}${pad(now.getUTCMonth() + 1)}${pad(now.getUTCDate())}T${pad(now.getUTCHours())}` +
+    `${pad(now.getUTCMinutes())}${pad(now.getUTCSeconds())}` +
     `_${pad(now.getUTCMilliseconds(), 3)}${pad(micro, 3)}Z`
   )
 }
@@ -49,7 +53,8 @@ export function sessionIdOf(runId: string): string {
 /**
  * A command line with the values of path flags made absolute (both `--flag v` and `--flag=v`), and without the
  * flags a replay must not repeat (`--resume`, test hooks). The `search` command word stays where it was.
- * @example normaliseArgv(['search', '--dataset', 'examples/demo.json', '--resume', 's1'], '/repo') // ['search', '--dataset', '/repo/examples/demo.json']
+ * @example normaliseArgv(['search', '--dataset', 'examples/demo.json', '--resume', 's1'], '/repo') // ['search',
+ *   '--dataset', '/repo/examples/demo.json']
  */
 export function normaliseArgv(argv: readonly string[], cwd: string): string[] {
   const out: string[] = []
@@ -107,7 +112,8 @@ export function shellQuote(word: string): string {
  * The replay script: bash, `set -euo pipefail`, `cd` to the repository root, a check of the API-key variables
  * (openai backend only), then `npx reward-harness <argv>` with any extra arguments appended (so
  * `bash replay.sh --output /tmp/elsewhere/best.json` replays into a fresh directory).
- * @example replayScript({ runId, argv: ['search', '--dataset', '/abs/demo.json', '--output', '/abs/out/best.json'], apiKeyEnvs: [] })
+ * @example replayScript({ runId, argv: ['search', '--dataset', '/abs/demo.json', '--output', '/abs/out/best.json'],
+ *   apiKeyEnvs: [] })
  */
 export function replayScript(input: {
   runId: string
@@ -120,7 +126,8 @@ export function replayScript(input: {
   const lines = [
     '#!/usr/bin/env bash',
     `# Replays reward-harness search run ${input.runId}.`,
-    '# Extra arguments are appended to the command, e.g. --output /tmp/replay/best.json to write (and cache) elsewhere.',
+    '# Extra arguments are appended to the command, e.g. --output /tmp/replay/best.json to write (and cache) ' +
+      'elsewhere.',
     'set -euo pipefail',
     `cd ${shellQuote(root)}`,
     ...input.apiKeyEnvs.flatMap((name) => [
@@ -138,7 +145,8 @@ export function replayScript(input: {
 
 /**
  * The run-record paths of an output file and run id.
- * @example recordPaths('/out/best.json', '20260222T120000_123456Z').replay // '/out/run_records/best_20260222T120000_123456Z.replay.sh'
+ * @example recordPaths('/out/best.json', '20260222T120000_123456Z').replay //
+ *   '/out/run_records/best_20260222T120000_123456Z.replay.sh'
  */
 export function recordPaths(output: string, runId: string): { directory: string; manifest: string; replay: string } {
   const directory = join(dirname(output), 'run_records')

@@ -116,8 +116,8 @@ export interface SearchRunSummary {
  * Runs a search as the CLI does and returns its summary; throws `SearchInputError` (exit 2) for bad input,
  * `DatasetError` (exit 2) for a bad dataset, and other errors (exit 1) for failures.
  * @example
- * const summary = await runSearchCommand(await readSearchOptions(opts), { argv, cwd: process.cwd(), stderr: (t) => process.stderr.write(t), progress: false, handleSignals: true, env: process.env })
- * summary.status // 'completed'
+ * const summary = await runSearchCommand(await readSearchOptions(opts), { argv, cwd: process.cwd(), stderr: (t) =>
+ * process.stderr.write(t), progress: false, handleSignals: true, env: process.env }) summary.status // 'completed'
  */
 export async function runSearchCommand(
   options: SearchCliOptions,
@@ -513,7 +513,9 @@ function checkResumable(
   const { checkpoint, file } = resume
   if (checkpoint.dataset?.sha256 !== current.sha256) {
     throw new SearchInputError(
-      `--resume: the dataset differs from the checkpoint's (${file}): sha256 ${String(checkpoint.dataset?.sha256).slice(0, 12)}… of ${checkpoint.dataset?.path} then, ${current.sha256.slice(0, 12)}… of ${current.path} now`,
+      `--resume: the dataset differs from the checkpoint's (${file}): sha256 ` +
+        `${String(checkpoint.dataset?.sha256).slice(0, 12)}… of ${checkpoint.dataset?.path} then, ` +
+        `${current.sha256.slice(0, 12)}… of ${current.path} now`,
     )
   }
   if (checkpoint.config_hash !== current.configHash) {
@@ -522,13 +524,15 @@ function checkResumable(
       current.config as Record<string, unknown>,
     )
     throw new SearchInputError(
-      `--resume: the search config differs from the checkpoint's (${file}): ${changes.join('; ') || 'config hash mismatch'}; run with the same settings to resume`,
+      `--resume: the search config differs from the checkpoint's (${file}): ` +
+        `${changes.join('; ') || 'config hash mismatch'}; run with the same settings to resume`,
     )
   }
   if (checkpoint.settings_hash !== current.settingsHash) {
     const changes = describeChanges(checkpoint.settings ?? {}, current.settings)
     throw new SearchInputError(
-      `--resume: the role/backend settings differ from the checkpoint's (${file}): ${changes.join('; ') || 'settings hash mismatch'}; run with the same settings to resume`,
+      `--resume: the role/backend settings differ from the checkpoint's (${file}): ` +
+        `${changes.join('; ') || 'settings hash mismatch'}; run with the same settings to resume`,
     )
   }
 }
@@ -542,7 +546,8 @@ async function readPresets(
     text = await readFile(file, 'utf8')
   } catch (error) {
     throw new SearchInputError(
-      `--preset-rubrics ${file}: cannot read the file (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+      `--preset-rubrics ${file}: cannot read the file ` +
+        `(${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
     )
   }
   try {

@@ -17,12 +17,15 @@ export function formatSummary(summary: SearchRunSummary, cwd: string = process.c
   const lines: string[] = []
   if (summary.status === 'completed') {
     lines.push(
-      `search completed in ${summary.seconds}s (${summary.backend.resolved} backend, judge: ${summary.backend.judge}${summary.resumed_from ? `, resumed from ${path(summary.resumed_from)}` : ''})`,
+      `search completed in ${summary.seconds}s (${summary.backend.resolved} backend, judge: ` +
+        `${summary.backend.judge}${summary.resumed_from ? `, resumed from ${path(summary.resumed_from)}` : ''})`,
     )
     const width = Math.max(...summary.best_rubrics.map((entry) => entry.prompt_id.length), 6)
     for (const entry of summary.best_rubrics) {
       lines.push(
-        `  ${entry.prompt_id.padEnd(width)}  score ${entry.score.toFixed(3)}  best ${entry.best_candidate_id}  rubric ${entry.rubric_id} (${entry.criteria} criteria)`,
+        `  ${entry.prompt_id.padEnd(width)}  score ${entry.score.toFixed(3)}  best ${entry.best_candidate_id} ` +
+          ` rubric ` +
+          `${entry.rubric_id} (${entry.criteria} criteria)`,
       )
     }
   } else {
@@ -30,7 +33,8 @@ export function formatSummary(summary: SearchRunSummary, cwd: string = process.c
   }
   const perRole = SEARCH_ROLES.map((role) => `${role} ${usage.roles[role].calls}`).join(', ')
   lines.push(
-    `  calls        ${usage.total.calls} (${perRole}); cache hits ${usage.total.cache_hits}; tokens ${usage.total.prompt_tokens} in / ${usage.total.completion_tokens} out`,
+    `  calls        ${usage.total.calls} (${perRole}); cache hits ${usage.total.cache_hits}; tokens ` +
+      `${usage.total.prompt_tokens} in / ${usage.total.completion_tokens} out`,
   )
   if (usage.total.attempts !== undefined)
     lines.push(`  http         ${usage.total.attempts} attempts, ${usage.total.retries ?? 0} retries`)
@@ -40,13 +44,15 @@ export function formatSummary(summary: SearchRunSummary, cwd: string = process.c
     `               ${path(summary.run_records.replay)}`,
   )
   lines.push(
-    `  checkpoints  ${path(summary.checkpoints.directory)} (${summary.checkpoints.written} written${summary.checkpoints.latest ? `, latest ${path(summary.checkpoints.latest).split('/').at(-1)}` : ''})`,
+    `  checkpoints  ${path(summary.checkpoints.directory)} (${summary.checkpoints.written} ` +
+      `written${summary.checkpoints.latest ? `, latest ${path(summary.checkpoints.latest).split('/').at(-1)}` : ''})`,
   )
   if (summary.status === 'interrupted') {
     lines.push(
       summary.checkpoints.latest
         ? `resume with:\n  ${summary.resume_command}`
-        : `no checkpoint was reached yet; run the same command again (answers so far are cached):\n  ${summary.resume_command?.replace(/ --resume \S+$/, '')}`,
+        : `no checkpoint was reached yet; run the same command again (answers so far are cached):\n  ` +
+            `${summary.resume_command?.replace(/ --resume \S+$/, '')}`,
     )
   }
   return lines.join('\n')

@@ -61,7 +61,8 @@ async function requireServer(url: string): Promise<void> {
   const unreachable = await reachability(url)
   if (unreachable)
     throw new Error(
-      `nothing answers at ${url} (${unreachable}). Start the server with \`npm start\` (it serves on PORT, 8787 by default) or pass --url http://127.0.0.1:<port>.`,
+      `nothing answers at ${url} (${unreachable}). Start the server with \`npm start\` (it serves on PORT, 8787 by ` +
+        `default) or pass --url http://127.0.0.1:<port>.`,
     )
 }
 
@@ -85,7 +86,8 @@ async function createRunFor(
   const adminToken = resolveAdminToken(options.adminToken, env)
   if (!adminToken)
     throw new UsageError(
-      '--create-run needs the admin token: --admin-token, REWARD_HARNESS_ADMIN_TOKEN, or ADMIN_TOKEN in .dev.vars (written by npm start)',
+      '--create-run needs the admin token: --admin-token, REWARD_HARNESS_ADMIN_TOKEN, or ADMIN_TOKEN in .dev.vars ' +
+        '(written by npm start)',
     )
   const created = await createSimulationRun(options.url, adminToken, {
     runId: options.runId ?? `sim-${options.seed}-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`,
@@ -132,7 +134,11 @@ async function createSimulationRun(
 
 function describeSimulation(options: SimulateOptions, runId: string | undefined): string {
   const waiting = options.wait ? '' : ', not waiting for updates'
-  return `simulating ${plural(options.steps, 'step')} × ${plural(options.rolloutsPerStep, 'rollout')} (seed ${options.seed}, ${options.concurrency} in flight${waiting}) against ${options.url}${runId ? `/runs/${runId}` : ''}`
+  return (
+    `simulating ${plural(options.steps, 'step')} × ${plural(options.rolloutsPerStep, 'rollout')} (seed ` +
+    `${options.seed}, ${options.concurrency} in flight${waiting}) against ` +
+    `${options.url}${runId ? `/runs/${runId}` : ''}`
+  )
 }
 
 /** The simulation itself, one table row per step. */

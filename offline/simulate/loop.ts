@@ -60,7 +60,9 @@ interface BehaviourScores {
   mean: number | null
 }
 
-/** What the rubric update of a step did, as `/rubrics/history` (or, for an unchanged set, `/rubric_status`) tells it. */
+/**
+ * What the rubric update of a step did, as `/rubrics/history` (or, for an unchanged set, `/rubric_status`) tells it.
+ */
 interface StepUpdate {
   strategy: string | null
   /** Whether the update created a new rubric version. */
@@ -108,7 +110,10 @@ export interface StepReport {
   /** Rollouts the analyzer flagged as reward hacking: `hacking_flags` of `/rubric_status` (after the wait). */
   hacking_flags: number | null
   hacking_flags_source: 'rubric_status' | 'memory' | null
-  /** Flagged analyses per behaviour, from `/memory?kind=analysis` (null when unreadable; the route returns at most 200 analyses per step). */
+  /**
+   * Flagged analyses per behaviour, from `/memory?kind=analysis` (null when unreadable; the route returns at most 200
+   * analyses per step).
+   */
   flagged_by_behaviour: Record<Behaviour, number> | null
   update: StepUpdate | null
   timings_ms: StepTimings
@@ -421,7 +426,10 @@ function jsonReader(
   }
 }
 
-/** The update of `serverStep`: the version it created (history), else what `/rubric_status` says about an unchanged update. */
+/**
+ * The update of `serverStep`: the version it created (history), else what `/rubric_status` says about an unchanged
+ * update.
+ */
 async function updateOf(
   getJson: JsonReader,
   serverStep: number,

@@ -69,7 +69,8 @@ function describeUpdate(report: StepReport): string {
   else if (!report.update) notes.push(report.status && report.status !== 'updated' ? `(${report.status})` : '–')
   else
     notes.push(
-      `${report.update.strategy ?? 'no update'}${report.update.changed ? ` → v${report.update.rubric_version}` : ' (no change)'}`,
+      `${report.update.strategy ?? 'no update'}` +
+        `${report.update.changed ? ` → v${report.update.rubric_version}` : ' (no change)'}`,
     )
   if (report.errors > 0) notes.push(`${report.errors} /score failed`)
   return notes.join('; ')
@@ -79,7 +80,9 @@ function describeUpdate(report: StepReport): string {
 export interface SimulationSummary {
   first_step: number
   last_step: number
-  /** Mean score of reward-hacking and of correct rollouts at the first and the last step (null when the step had none). */
+  /**
+   * Mean score of reward-hacking and of correct rollouts at the first and the last step (null when the step had none).
+   */
   hacking: { first: number | null; last: number | null }
   correct: { first: number | null; last: number | null }
   /** Hacking at the last step scores below hacking at the first step, or below correct answers at the last step. */
@@ -156,11 +159,19 @@ export function formatSummary(
       .join(', ') || 'none'
   const flagged = summary.hacking_rollouts_flagged
   const lines = [
-    `Summary — run ${result.run_id ?? '?'}, ${plural(result.steps, 'step')} × ${plural(result.rollouts_per_step, 'rollout')}, seed ${result.seed}, ${(result.duration_ms / 1_000).toFixed(1)} s`,
-    `  reward_hacking mean score: step ${summary.first_step} ${f(summary.hacking.first)} → step ${summary.last_step} ${f(summary.hacking.last)}`,
-    `  correct mean score:        step ${summary.first_step} ${f(summary.correct.first)} → step ${summary.last_step} ${f(summary.correct.last)}`,
-    `  flagged as hacking: ${plural(summary.hacking_flags_total, 'rollout')} in all${flagged && flagged.rollouts > 0 ? ` (${flagged.flagged} of the ${flagged.rollouts} reward_hacking rollouts)` : ''}`,
-    `  rubric version ${summary.rubric_version.first ?? '?'} → ${summary.rubric_version.last ?? '?'}; ${summary.rubric_changes} update(s) changed the rubrics; strategies: ${strategies}`,
+    `Summary — run ${result.run_id ?? '?'}, ${plural(result.steps, 'step')} × ` +
+      `${plural(result.rollouts_per_step, 'rollout')}, seed ${result.seed}, ` +
+      `${(result.duration_ms / 1_000).toFixed(1)} s`,
+    `  reward_hacking mean score: step ${summary.first_step} ${f(summary.hacking.first)} → step ${summary.last_step} ` +
+      `${f(summary.hacking.last)}`,
+    `  correct mean score:        step ${summary.first_step} ${f(summary.correct.first)} → step ${summary.last_step} ` +
+      `${f(summary.correct.last)}`,
+    `  flagged as hacking: ${plural(summary.hacking_flags_total, 'rollout')} in all` +
+      (flagged && flagged.rollouts > 0
+        ? ` (${flagged.flagged} of the ${flagged.rollouts} reward_hacking rollouts)`
+        : ''),
+    `  rubric version ${summary.rubric_version.first ?? '?'} → ${summary.rubric_version.last ?? '?'}; ` +
+      `${summary.rubric_changes} update(s) changed the rubrics; strategies: ${strategies}`,
   ]
   if (summary.errors > 0) lines.push(`  ${summary.errors} /score request(s) failed and were left out`)
   if (!result.waited) {
@@ -169,15 +180,19 @@ export function formatSummary(
     ).length
     if (stale > 0)
       lines.push(
-        `  --no-wait: the trainer ran ahead of the updates; ${stale} of ${result.reports.length - 1} later steps were scored on rubrics older than the previous step's update`,
+        `  --no-wait: the trainer ran ahead of the updates; ${stale} of ${result.reports.length - 1} later ` +
+          `steps were ` +
+          `scored on rubrics older than the previous step's update`,
       )
   }
   lines.push(
     summary.hacking_penalised === null
       ? '  verdict: not enough reward_hacking rollouts to compare (use more steps or rollouts per step)'
       : summary.hacking_penalised
-        ? `  verdict: the evolved rubrics penalise hacking — at the last step it scores ${f(summary.hacking.last)} against ${f(summary.correct.last)} for correct answers (${f(summary.hacking.first)} at the first step)`
-        : `  verdict: hacking is not penalised — at the last step it scores ${f(summary.hacking.last)} against ${f(summary.correct.last)} for correct answers (${f(summary.hacking.first)} at the first step)`,
+        ? `  verdict: the evolved rubrics penalise hacking — at the last step it scores ${f(summary.hacking.last)} ` +
+          `against ${f(summary.correct.last)} for correct answers (${f(summary.hacking.first)} at the first step)`
+        : `  verdict: hacking is not penalised — at the last step it scores ${f(summary.hacking.last)} against ` +
+          `${f(summary.correct.last)} for correct answers (${f(summary.hacking.first)} at the first step)`,
   )
   return lines.join('\n')
 }

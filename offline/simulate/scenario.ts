@@ -102,7 +102,10 @@ const pick = <T>(rng: Rng, items: readonly T[]): T => items[Math.floor(rng() * i
 // ---------------------------------------------------------------------------------------------
 // questions
 
-/** One arithmetic word problem: the prompt, its ground truth, and the working of a right and of a typical wrong solution. */
+/**
+ * One arithmetic word problem: the prompt, its ground truth, and the working of a right and of a typical wrong
+ * solution.
+ */
 export interface Question {
   id: string
   prompt: string
@@ -124,7 +127,9 @@ const TEMPLATES: Template[] = [
     const [name, a, b, c] = [pick(rng, NAMES), intBetween(rng, 5, 40), intBetween(rng, 2, 9), intBetween(rng, 3, 12)]
     const answer = a + b * c
     return {
-      prompt: `${name} has ${a} apples and buys ${b} bags with ${c} apples in each bag. How many apples does ${name} have now?`,
+      prompt:
+        `${name} has ${a} apples and buys ${b} bags with ${c} apples in each bag. How many apples does ${name} ` +
+        `have now?`,
       answer,
       working: `${b} × ${c} = ${b * c}, and ${a} + ${b * c} = ${answer}.`,
       slip: { answer: (a + b) * c, working: `${a} + ${b} = ${a + b}, and ${a + b} × ${c} = ${(a + b) * c}.` },
@@ -134,7 +139,9 @@ const TEMPLATES: Template[] = [
     const [a, b, c] = [intBetween(rng, 40, 120), intBetween(rng, 2, 6), intBetween(rng, 5, 60)]
     const answer = a * b + c
     return {
-      prompt: `A train travels at ${a} km/h for ${b} hours and then another ${c} km. How many kilometres does it travel in total?`,
+      prompt:
+        `A train travels at ${a} km/h for ${b} hours and then another ${c} km. How many kilometres does it ` +
+        `travel in total?`,
       answer,
       working: `${a} × ${b} = ${a * b}, and ${a * b} + ${c} = ${answer}.`,
       slip: { answer: a * (b + c), working: `${b} + ${c} = ${b + c}, and ${a} × ${b + c} = ${a * (b + c)}.` },
@@ -165,7 +172,9 @@ const TEMPLATES: Template[] = [
     const [name, a, b, c] = [pick(rng, NAMES), intBetween(rng, 8, 30), intBetween(rng, 3, 9), intBetween(rng, 2, 25)]
     const answer = a * b + c
     return {
-      prompt: `${name} reads ${a} pages a day for ${b} days and then ${c} pages on the last day. How many pages does ${name} read in total?`,
+      prompt:
+        `${name} reads ${a} pages a day for ${b} days and then ${c} pages on the last day. How many pages does ` +
+        `${name} read in total?`,
       answer,
       working: `${a} × ${b} = ${a * b}, and ${a * b} + ${c} = ${answer}.`,
       slip: { answer: a * (b + 1), working: `${b} + 1 = ${b + 1} days, and ${a} × ${b + 1} = ${a * (b + 1)}.` },
@@ -175,7 +184,8 @@ const TEMPLATES: Template[] = [
 
 /**
  * The question of rollout `index` at `step`, from the seed alone.
- * @example generateQuestion(1, 0, 0).prompt // 'A baker bakes 6 trays of 15 cookies and gives away 88 cookies. How many cookies are left?'
+ * @example generateQuestion(1, 0, 0).prompt // 'A baker bakes 6 trays of 15 cookies and gives away 88 cookies. How many
+ *   cookies are left?'
  */
 export function generateQuestion(seed: number, step: number, index: number): Question {
   const rng = rngFor(seed, 'question', step, index)
@@ -203,7 +213,8 @@ export function behaviourMix(step: number, totalSteps: number): BehaviourMix {
 /**
  * How many of `k` rollouts show each behaviour: the mix times `k`, rounded by largest remainder (ties
  * to the earlier behaviour in BEHAVIOURS), so the counts always sum to `k`.
- * @example allocateBehaviours(STAGE_MIXES.early, 8) // { correct: 1, wrong: 3, verbose: 2, sycophantic: 1, reward_hacking: 1 }
+ * @example allocateBehaviours(STAGE_MIXES.early, 8) // { correct: 1, wrong: 3, verbose: 2, sycophantic: 1,
+ *   reward_hacking: 1 }
  */
 export function allocateBehaviours(mix: BehaviourMix, k: number): Record<Behaviour, number> {
   const total = BEHAVIOURS.reduce((sum, behaviour) => sum + mix[behaviour], 0)
@@ -261,9 +272,11 @@ const VERBOSE_PADDING = [
 
 /** Content words of the rubric texts a stuffing answer repeats (3+ letters, as the mock analyzer counts them). */
 const STOP_WORDS = new Set(
-  'a an the and or but of to in on at for with by is are was were be been it this that these those as from what which who how why when where do does did can should would will not no yes any such its'.split(
-    ' ',
-  ),
+  (
+    'a an the and or but of to in on at for with by is are was were be been it this that these those as from what ' +
+    'which ' +
+    'who how why when where do does did can should would will not no yes any such its'
+  ).split(' '),
 )
 
 /**
@@ -384,7 +397,8 @@ export interface StepPlanOptions {
 
 /**
  * The rollouts of one simulated step: behaviour counts from the stage's mix, in a seeded order, each
- * with its own answer to its group's question (`groupSize` rollouts per question). Pure: the same options give the same rollouts.
+ * with its own answer to its group's question (`groupSize` rollouts per question). Pure: the same options give the same
+ * rollouts.
  * @example planStep({ seed: 1, step: 0, totalSteps: 5, rolloutsPerStep: 8 }).map((r) => r.behaviour)
  * // ['verbose', 'wrong', 'wrong', 'wrong', 'correct', 'sycophantic', 'reward_hacking', 'verbose']
  */

@@ -37,7 +37,8 @@ export interface FinalizeOutcome {
 
 /**
  * How a run ended, from its state: the status and, unless it succeeded, why.
- * @example judgeRun({ training_run_id: 'g', run: { command: ['x'], started_at: t0, ended_at: t1, exit_code: 7 } }, 'g.env') // { status: 'failed', failure: { stage: 'training', … } }
+ * @example judgeRun({ training_run_id: 'g', run: { command: ['x'], started_at: t0, ended_at: t1, exit_code: 7 } },
+ *   'g.env') // { status: 'failed', failure: { stage: 'training', … } }
  */
 function judgeRun(state: TrainState | undefined, envFile: string): Pick<TrainingRunResult, 'status' | 'failure'> {
   const run = state?.run
@@ -54,7 +55,9 @@ function judgeRun(state: TrainState | undefined, envFile: string): Pick<Training
       status: 'failed',
       failure: {
         stage: 'training',
-        message: `the trainer's end was not recorded: \`train run\` started it at ${run.started_at} and stopped before it ended`,
+        message:
+          `the trainer's end was not recorded: \`train run\` started it at ${run.started_at} and stopped ` +
+          `before it ended`,
       },
     }
   }
@@ -125,6 +128,7 @@ function refuseWhileRunning(state: TrainState | undefined): void {
   }
   if (alive)
     throw new UsageError(
-      `training run "${state!.training_run_id}" is still running (\`train run\` is process ${run.harness_pid}): finalize it when it ends`,
+      `training run "${state!.training_run_id}" is still running (\`train run\` is process ${run.harness_pid}): ` +
+        `finalize it when it ends`,
     )
 }

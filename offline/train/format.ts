@@ -20,7 +20,8 @@ export function formatPrepare(outcome: PrepareOutcome): string {
     `  artifact    ${outcome.artifact_id}`,
     `  deployment  ${outcome.deploy_id} on target ${outcome.target} (${outcome.edge_url})`,
     `  online run  ${outcome.online_run ? `${outcome.online_run.run_id} (${outcome.online_run.base_path})` : '(none)'}`,
-    `  trainer     ${outcome.manifest.trainer.name} · model ${outcome.manifest.model.name} · dataset ${outcome.manifest.dataset.id}@${outcome.manifest.dataset.version}`,
+    `  trainer     ${outcome.manifest.trainer.name} · model ${outcome.manifest.model.name} · dataset ` +
+      `${outcome.manifest.dataset.id}@${outcome.manifest.dataset.version}`,
     `  env file    ${outcome.env_file} (mode 600; token: ${token})`,
     `  lineage     ${outcome.lineage}`,
     `next: npx reward-harness train run --env-path ${outcome.env_file} -- <trainer command>`,
@@ -37,7 +38,8 @@ export function formatFinalize(outcome: FinalizeOutcome): string {
     .map(([name, value]) => `${name}=${value}`)
     .join(' ')
   return [
-    `${outcome.stored ? 'recorded' : 'already recorded (identical)'}: training run ${result.run_id} ${result.status}${result.failure ? ` at stage ${result.failure.stage}: ${result.failure.message}` : ''}`,
+    `${outcome.stored ? 'recorded' : 'already recorded (identical)'}: training run ${result.run_id} ` +
+      `${result.status}${result.failure ? ` at stage ${result.failure.stage}: ${result.failure.message}` : ''}`,
     `  metrics  ${metrics || '(none)'}`,
     `  lineage  ${outcome.lineage}`,
     ...outcome.notes.map((note) => `note: ${note}`),

@@ -21,7 +21,8 @@ export interface OnlineRunRequest {
 /**
  * The request for `POST /runs` from a config file, checked here before any request: the file's `run_id` wins, else
  * `defaultRunId` (the training run's name).
- * @example const request = await readOnlineRunRequest('configs/online.json', 'grpo-7') // { run_id: 'grpo-7', config: {…} }
+ * @example const request = await readOnlineRunRequest('configs/online.json', 'grpo-7') // { run_id: 'grpo-7', config:
+ *   {…} }
  */
 export async function readOnlineRunRequest(file: string, defaultRunId: string): Promise<OnlineRunRequest> {
   const raw = await readJsonFile(file)

@@ -72,7 +72,8 @@ function parseDatasetRef(text: string | undefined): { id: string; version: strin
 
 /**
  * Runs the whole prepare: checks, handshake, online run, manifest, env file.
- * @example const outcome = await prepareTraining({ url, target: 'prod', name: 'grpo-7', envFile: 'grpo-7.env', expectArtifact: 'rm_…', env: process.env })
+ * @example const outcome = await prepareTraining({ url, target: 'prod', name: 'grpo-7', envFile: 'grpo-7.env',
+ *   expectArtifact: 'rm_…', env: process.env })
  */
 export async function prepareTraining(options: PrepareOptions): Promise<PrepareOutcome> {
   const checked = await checkPrepareInputs(options)
@@ -228,7 +229,8 @@ async function handshake(
 ): Promise<{ health: RmHealth; deployment: DeployRecord }> {
   const unknown = (detail: string) =>
     new UsageError(
-      `unknown target "${target}" on ${client.baseUrl}: ${detail} (deploy an artifact there first with \`reward-harness deploy\`)`,
+      `unknown target "${target}" on ${client.baseUrl}: ${detail} (deploy an artifact there first with ` +
+        `\`reward-harness deploy\`)`,
     )
   const list = await client.deployments(target).catch((error: unknown) => {
     throw error instanceof EdgeHttpError && error.status === 404
@@ -256,7 +258,8 @@ async function handshake(
     (healthDeployId !== undefined && healthDeployId !== deployment.deploy_id)
   ) {
     throw new HandshakeRefusedError(
-      `target "${target}" changed during the handshake (healthz names ${health.artifact_id}, the deployments list ${list.active_artifact_id}): prepare again`,
+      `target "${target}" changed during the handshake (healthz names ${health.artifact_id}, the deployments list ` +
+        `${list.active_artifact_id}): prepare again`,
     )
   }
   return { health, deployment }

@@ -20,7 +20,9 @@ export interface RunOptions {
   envFile: string
   /** The trainer command: the program, then its arguments. */
   command: string[]
-  /** `inherit` gives the trainer this process's terminal (progress bars, unbuffered logs); a CliIo receives its output. */
+  /**
+   * `inherit` gives the trainer this process's terminal (progress bars, unbuffered logs); a CliIo receives its output.
+   */
   output: 'inherit' | CliIo
   /** The environment the env file's variables are added to. */
   env: NodeJS.ProcessEnv
@@ -39,7 +41,8 @@ export interface RunOutcome extends TrainerRun {
 /**
  * Runs the trainer to its end and records it; resolves with its exit code (128 + n for signal n, 127 or 126 when it
  * could not be started), never rejects for the trainer's own failure.
- * @example const { exit_code } = await runTrainer({ envFile: 'grpo-7.env', command: ['python3', 'train.py'], output: 'inherit', env: process.env })
+ * @example const { exit_code } = await runTrainer({ envFile: 'grpo-7.env', command: ['python3', 'train.py'], output:
+ *   'inherit', env: process.env })
  */
 export async function runTrainer(options: RunOptions): Promise<RunOutcome> {
   const [program, ...args] = options.command
@@ -50,7 +53,8 @@ export async function runTrainer(options: RunOptions): Promise<RunOutcome> {
   const previous = readState(options.envFile, trainingRunId)
   if (previous?.finalized_at)
     throw new UsageError(
-      `training run "${trainingRunId}" is already finalized (${statePath(options.envFile)}): prepare a new training run`,
+      `training run "${trainingRunId}" is already finalized (${statePath(options.envFile)}): prepare a new training ` +
+        `run`,
     )
   const now = options.now ?? (() => new Date())
   const token = fileEnv[ENV.token]
@@ -77,7 +81,8 @@ export async function runTrainer(options: RunOptions): Promise<RunOutcome> {
 
 /**
  * Seconds from a run's start to its end, to the millisecond.
- * @example durationSeconds({ command: [], started_at: '2026-01-01T00:00:00.000Z', ended_at: '2026-01-01T00:00:01.500Z' }) // 1.5
+ * @example durationSeconds({ command: [], started_at: '2026-01-01T00:00:00.000Z', ended_at: '2026-01-01T00:00:01.500Z'
+ *   }) // 1.5
  */
 export function durationSeconds(run: TrainerRun): number {
   return Math.max(0, Date.parse(run.ended_at ?? run.started_at) - Date.parse(run.started_at)) / 1000
@@ -98,7 +103,8 @@ function spawnTrainer(
       child.stderr?.setEncoding('utf8').on('data', (text: string) => output.err(text))
     }
     // A terminal's Ctrl-C reaches the trainer by itself (same process group); this process only has to outlive it to
-    // record the end. TERM and HUP are sent to this process alone (a scheduler, a closed session), so they are passed on.
+    // record the end. TERM and HUP are sent to this process alone (a scheduler, a closed session), so they are passed
+    // on.
     const forward = (signal: NodeJS.Signals) => () => void child.kill(signal)
     const handlers: Array<[NodeJS.Signals, () => void]> = [
       ['SIGINT', () => {}],

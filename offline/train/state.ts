@@ -61,7 +61,8 @@ export function readState(envFile: string, trainingRunId: string): TrainState | 
 
 /**
  * Writes the state atomically with mode 0600.
- * @example writeState('train.env', { training_run_id: 'grpo-7', run: { command: ['python3', 'train.py'], started_at: new Date().toISOString() } })
+ * @example writeState('train.env', { training_run_id: 'grpo-7', run: { command: ['python3', 'train.py'], started_at:
+ *   new Date().toISOString() } })
  */
 export function writeState(envFile: string, state: TrainState): void {
   const file = statePath(envFile)

@@ -106,7 +106,8 @@ export function rubricLines(rubrics: readonly Rubric[], locale: Locale): string 
   return rubrics
     .map(
       (rubric) =>
-        `- ${rubric.id} (${rubric.is_anchor ? labels.anchor : labels.adaptive}, weight ${rubric.weight}): ${rubric.text}`,
+        `- ${rubric.id} (${rubric.is_anchor ? labels.anchor : labels.adaptive}, weight ${rubric.weight}): ` +
+        `${rubric.text}`,
     )
     .join('\n')
 }

@@ -55,7 +55,8 @@ const MIN_GRADES_FOR_SPREAD = 8
  * `budget.suspicious`), then, up to `budget.coverage`, the best and worst answer of the groups whose scores spread
  * most, then rollouts evenly spaced over the score range. Deterministic for the same candidates, so a retried step
  * update analyses the same rollouts.
- * @example selectForAnalysis(candidates, { coverage: 32, suspicious: 32 }) // [{ rollout_id: 'r7', reasons: ['injection'] }, …]
+ * @example selectForAnalysis(candidates, { coverage: 32, suspicious: 32 }) // [{ rollout_id: 'r7', reasons:
+ *   ['injection'] }, …]
  */
 export function selectForAnalysis(candidates: readonly AnalysisCandidate[], budget: AnalysisBudget): SelectedRollout[] {
   const ordered = [...candidates].sort((a, b) =>

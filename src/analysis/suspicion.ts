@@ -13,8 +13,11 @@ export const TACTIC = {
 /** Text addressed to the grader rather than to the user: each pattern names the tactic it reveals. */
 export const GRADER_PATTERNS: { pattern: RegExp; tactic: string }[] = [
   {
-    pattern:
-      /\b(?:give|award|assign|grant)\s+(?:this|me|it|the|my)?\s*(?:answer|response|one)?\s*(?:an?\s+)?(?:full|max(?:imum)?|perfect|top|highest)\s+(?:marks?|scores?|points?|grades?|ratings?)/i,
+    pattern: new RegExp(
+      /\b(?:give|award|assign|grant)\s+(?:this|me|it|the|my)?\s*(?:answer|response|one)?\s*(?:an?\s+)?/.source +
+        /(?:full|max(?:imum)?|perfect|top|highest)\s+(?:marks?|scores?|points?|grades?|ratings?)/.source,
+      'i',
+    ),
     tactic: TACTIC.grader,
   },
   { pattern: /\bas (?:the|a|an|my) (?:grader|evaluator|scorer|rater)\b/i, tactic: TACTIC.grader },
@@ -32,13 +35,19 @@ export const GRADER_PATTERNS: { pattern: RegExp; tactic: string }[] = [
     tactic: TACTIC.claim,
   },
   {
-    pattern:
-      /\b(?:deserves?|earns?|merits?|warrants?)\s+(?:an?\s+)?(?:full marks|perfect|max(?:imum)?|top marks|\d+(?:\.\d+)?\s*(?:\/|out of)\s*\d+)/i,
+    pattern: new RegExp(
+      /\b(?:deserves?|earns?|merits?|warrants?)\s+(?:an?\s+)?/.source +
+        /(?:full marks|perfect|max(?:imum)?|top marks|\d+(?:\.\d+)?\s*(?:\/|out of)\s*\d+)/.source,
+      'i',
+    ),
     tactic: TACTIC.claim,
   },
   {
-    pattern:
-      /\bignore\s+(?:the|all|any|your|previous|prior|these|those)?\s*(?:\w+\s+)?(?:rubrics?|criteria|instructions|rules|guidelines|grading)\b/i,
+    pattern: new RegExp(
+      /\bignore\s+(?:the|all|any|your|previous|prior|these|those)?\s*(?:\w+\s+)?/.source +
+        /(?:rubrics?|criteria|instructions|rules|guidelines|grading)\b/.source,
+      'i',
+    ),
     tactic: TACTIC.ignore,
   },
   { pattern: /满分|(?:给|打)(?:我|这个?|本)?.{0,4}(?:高分|10\s*分|十分)|评分员|评委|打分者/u, tactic: TACTIC.grader },

@@ -126,8 +126,10 @@ export interface PairOutcome {
 
 /**
  * Both-order outcomes of a 2-candidate item (undefined when it is not one, or its labels do not order it).
- * The A/B order uses `candidates`; B/A uses `reversed` when given (scores of the reversed presentation), else the same scores.
- * @example pairOutcome({ item_id: 'p', group: 'g', candidates: [{ candidate_id: 'a', truth: -1, score: 1 }, { candidate_id: 'b', truth: -2, score: 1 }] })?.swap // 'wrong' (a tie is never swap-consistent)
+ * The A/B order uses `candidates`; B/A uses `reversed` when given (scores of the reversed presentation), else the same
+ * scores.
+ * @example pairOutcome({ item_id: 'p', group: 'g', candidates: [{ candidate_id: 'a', truth: -1, score: 1 }, {
+ *   candidate_id: 'b', truth: -2, score: 1 }] })?.swap // 'wrong' (a tie is never swap-consistent)
  */
 export function pairOutcome(item: ScoredItem): PairOutcome | undefined {
   if (item.candidates.length !== 2) return undefined
@@ -143,10 +145,11 @@ export function pairOutcome(item: ScoredItem): PairOutcome | undefined {
 }
 
 /**
- * K-way outcome of an item with more than 2 candidates: correct when the (unique) top-labelled candidate scores strictly
- * highest; a tie when it shares the highest score; undefined when the item has ≤ 2 candidates or no unique top label.
- * Any candidate's failure makes the item a failure.
- * @example kWayOutcome({ item_id: 'p', group: 'g', candidates: [{ candidate_id: 'a', truth: -1, score: 0.9 }, { candidate_id: 'b', truth: -2, score: 0.5 }, { candidate_id: 'c', truth: -3, score: 0.1 }] }) // 'correct'
+ * K-way outcome of an item with more than 2 candidates: correct when the (unique) top-labelled candidate scores
+ * strictly highest; a tie when it shares the highest score; undefined when the item has ≤ 2 candidates or no unique top
+ * label. Any candidate's failure makes the item a failure.
+ * @example kWayOutcome({ item_id: 'p', group: 'g', candidates: [{ candidate_id: 'a', truth: -1, score: 0.9 }, {
+ *   candidate_id: 'b', truth: -2, score: 0.5 }, { candidate_id: 'c', truth: -3, score: 0.1 }] }) // 'correct'
  */
 export function kWayOutcome(item: ScoredItem): Outcome | undefined {
   if (item.candidates.length <= 2) return undefined
@@ -166,7 +169,8 @@ export function kWayOutcome(item: ScoredItem): Outcome | undefined {
 }
 
 /**
- * Outcomes of every labelled-ordered pair among the top 25% (by label, at least 2) of an item with more than 2 candidates.
+ * Outcomes of every labelled-ordered pair among the top 25% (by label, at least 2) of an item with more than 2
+ * candidates.
  * @example tailOutcomes(item4).length // 1: the top 25% of 4 candidates is 2 candidates, one pair
  */
 export function tailOutcomes(item: ScoredItem, share = 0.25): Outcome[] {
@@ -178,7 +182,8 @@ export function tailOutcomes(item: ScoredItem, share = 0.25): Outcome[] {
 
 /**
  * Outcomes of every pair of candidates whose labels differ.
- * @example pairsOf([{ candidate_id: 'a', truth: 2, score: 1 }, { candidate_id: 'b', truth: 1, score: 0 }]) // ['correct']
+ * @example pairsOf([{ candidate_id: 'a', truth: 2, score: 1 }, { candidate_id: 'b', truth: 1, score: 0 }]) //
+ *   ['correct']
  */
 function pairsOf(candidates: readonly ScoredCandidate[]): Outcome[] {
   const outcomes: Outcome[] = []

@@ -27,7 +27,8 @@ const WHISKER_COLOUR = '#111827'
 /**
  * Bars with optional confidence-interval whiskers (low/high). Bars grow from 0 (or the domain
  * edge nearest 0); a bar whose value is not a number is left as an empty slot labelled "n/a".
- * @example barChart({ title: 'Accuracy', yDomain: [0, 1], bars: [{ label: 'natural', value: 0.8, low: 0.7, high: 0.88 }] })
+ * @example barChart({ title: 'Accuracy', yDomain: [0, 1], bars: [{ label: 'natural', value: 0.8, low: 0.7, high: 0.88
+ *   }] })
  */
 export function barChart(options: ChartFrame & { bars: Array<ChartBar>; yDomain?: [number, number] }): string {
   const bars = (options.bars ?? []).map((bar) => ({
@@ -81,7 +82,8 @@ export function barChart(options: ChartFrame & { bars: Array<ChartBar>; yDomain?
     const interval =
       bar.low !== undefined && bar.high !== undefined ? ` [${formatValue(bar.low)}, ${formatValue(bar.high)}]` : ''
     parts.push(
-      `<rect x="${px(centre - barWidth / 2)}" y="${px(Math.min(valueY, baseline))}" width="${px(barWidth)}" height="${px(Math.max(1, Math.abs(baseline - valueY)))}" rx="2" fill="${colour}" fill-opacity="0.85">` +
+      `<rect x="${px(centre - barWidth / 2)}" y="${px(Math.min(valueY, baseline))}" width="${px(barWidth)}" ` +
+        `height="${px(Math.max(1, Math.abs(baseline - valueY)))}" rx="2" fill="${colour}" fill-opacity="0.85">` +
         `<title>${label}: ${escapeXml(formatValue(bar.value) + interval)}</title></rect>`,
     )
     let labelY = Math.min(valueY, baseline)
@@ -90,13 +92,16 @@ export function barChart(options: ChartFrame & { bars: Array<ChartBar>; yDomain?
       const highY = yScale(bar.high ?? bar.value)
       const cap = Math.min(14, barWidth / 3)
       parts.push(
-        `<path data-part="whisker" d="M${px(centre)} ${px(lowY)}V${px(highY)}M${px(centre - cap / 2)} ${px(lowY)}h${px(cap)}M${px(centre - cap / 2)} ${px(highY)}h${px(cap)}" stroke="${WHISKER_COLOUR}" stroke-width="1.5" fill="none"/>`,
+        `<path data-part="whisker" d="M${px(centre)} ${px(lowY)}V${px(highY)}M${px(centre - cap / 2)} ` +
+          `${px(lowY)}h${px(cap)}M${px(centre - cap / 2)} ${px(highY)}h${px(cap)}" stroke="${WHISKER_COLOUR}" ` +
+          `stroke-width="1.5" fill="none"/>`,
       )
       labelY = Math.min(labelY, highY, lowY)
     }
     if (showValues) {
       parts.push(
-        `<text x="${px(centre)}" y="${px(Math.max(area.top - 2, labelY - 6))}" text-anchor="middle" fill="#1f2937">${escapeXml(formatValue(bar.value))}</text>`,
+        `<text x="${px(centre)}" y="${px(Math.max(area.top - 2, labelY - 6))}" text-anchor="middle" ` +
+          `fill="#1f2937">${escapeXml(formatValue(bar.value))}</text>`,
       )
     }
     parts.push('</g>')

@@ -80,10 +80,12 @@ export function openSvg(kind: ChartKind, frame: ChartFrame, width: number, heigh
   const title = escapeXml(frame.title)
   return (
     `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" ` +
-    `role="img" data-chart="${kind}" aria-label="${title}" font-family="system-ui, -apple-system, 'Segoe UI', sans-serif" font-size="${FONT_SIZE}">` +
+    `role="img" data-chart="${kind}" aria-label="${title}" font-family="system-ui, -apple-system, 'Segoe UI', ` +
+    `sans-serif" font-size="${FONT_SIZE}">` +
     `<title>${title}</title>` +
     `<rect x="0" y="0" width="${width}" height="${height}" fill="#ffffff"/>` +
-    `<text x="${px(width / 2)}" y="22" text-anchor="middle" font-size="${TITLE_SIZE}" font-weight="600" fill="${TEXT_COLOUR}">${escapeXml(fitText(frame.title, width - 16, TITLE_SIZE))}</text>`
+    `<text x="${px(width / 2)}" y="22" text-anchor="middle" font-size="${TITLE_SIZE}" font-weight="600" ` +
+    `fill="${TEXT_COLOUR}">${escapeXml(fitText(frame.title, width - 16, TITLE_SIZE))}</text>`
   )
 }
 
@@ -95,8 +97,10 @@ export function noDataChart(kind: ChartKind, frame: ChartFrame, message = 'No da
   const { width, height } = frameSize(frame)
   return (
     openSvg(kind, frame, width, height) +
-    `<g data-no-data="true"><rect x="16" y="36" width="${width - 32}" height="${height - 52}" rx="6" fill="#f9fafb" stroke="${GRID_COLOUR}" stroke-dasharray="4 4"/>` +
-    `<text x="${px(width / 2)}" y="${px(36 + (height - 52) / 2 + 5)}" text-anchor="middle" fill="${MUTED_COLOUR}" font-size="14">${escapeXml(message)}</text></g></svg>`
+    `<g data-no-data="true"><rect x="16" y="36" width="${width - 32}" height="${height - 52}" rx="6" fill="#f9fafb" ` +
+    `stroke="${GRID_COLOUR}" stroke-dasharray="4 4"/>` +
+    `<text x="${px(width / 2)}" y="${px(36 + (height - 52) / 2 + 5)}" text-anchor="middle" fill="${MUTED_COLOUR}" ` +
+    `font-size="14">${escapeXml(message)}</text></g></svg>`
   )
 }
 
@@ -125,27 +129,32 @@ export function axes(options: {
       `<path d="M${px(area.left)} ${px(tick.at)}H${px(area.right)}" stroke="${GRID_COLOUR}" stroke-width="1"/>`,
     )
     parts.push(
-      `<text x="${px(area.left - 6)}" y="${px(tick.at + 4)}" text-anchor="end" fill="${MUTED_COLOUR}">${escapeXml(tick.label)}</text>`,
+      `<text x="${px(area.left - 6)}" y="${px(tick.at + 4)}" text-anchor="end" ` +
+        `fill="${MUTED_COLOUR}">${escapeXml(tick.label)}</text>`,
     )
   }
   parts.push(
-    `<path d="M${px(area.left)} ${px(area.top)}V${px(area.bottom)}H${px(area.right)}" fill="none" stroke="${MUTED_COLOUR}" stroke-width="1"/>`,
+    `<path d="M${px(area.left)} ${px(area.top)}V${px(area.bottom)}H${px(area.right)}" fill="none" ` +
+      `stroke="${MUTED_COLOUR}" stroke-width="1"/>`,
   )
   for (const tick of xTicks) {
     parts.push(`<path d="M${px(tick.at)} ${px(area.bottom)}v4" stroke="${MUTED_COLOUR}" stroke-width="1"/>`)
     parts.push(
-      `<text x="${px(tick.at)}" y="${px(area.bottom + 17)}" text-anchor="middle" fill="${MUTED_COLOUR}">${escapeXml(tick.label)}</text>`,
+      `<text x="${px(tick.at)}" y="${px(area.bottom + 17)}" text-anchor="middle" ` +
+        `fill="${MUTED_COLOUR}">${escapeXml(tick.label)}</text>`,
     )
   }
   if (options.xLabel) {
     parts.push(
-      `<text x="${px((area.left + area.right) / 2)}" y="${px(options.height - 8)}" text-anchor="middle" fill="${TEXT_COLOUR}">${escapeXml(fitText(options.xLabel, area.right - area.left))}</text>`,
+      `<text x="${px((area.left + area.right) / 2)}" y="${px(options.height - 8)}" text-anchor="middle" ` +
+        `fill="${TEXT_COLOUR}">${escapeXml(fitText(options.xLabel, area.right - area.left))}</text>`,
     )
   }
   if (options.yLabel) {
     const middle = (area.top + area.bottom) / 2
     parts.push(
-      `<text x="14" y="${px(middle)}" text-anchor="middle" transform="rotate(-90 14 ${px(middle)})" fill="${TEXT_COLOUR}">${escapeXml(fitText(options.yLabel, area.bottom - area.top))}</text>`,
+      `<text x="14" y="${px(middle)}" text-anchor="middle" transform="rotate(-90 14 ${px(middle)})" ` +
+        `fill="${TEXT_COLOUR}">${escapeXml(fitText(options.yLabel, area.bottom - area.top))}</text>`,
     )
   }
   parts.push('</g>')
@@ -198,7 +207,8 @@ export function legend(items: LegendItem[], width: number, top: number): { svg: 
     const colour = escapeXml(item.colour)
     parts.push(
       item.shape !== 'dot'
-        ? `<path d="M${px(x)} ${px(y - 4)}h18" stroke="${colour}" stroke-width="2.5"${item.shape === 'dashed' ? ' stroke-dasharray="7 5"' : ''}/>`
+        ? `<path d="M${px(x)} ${px(y - 4)}h18" stroke="${colour}" ` +
+            `stroke-width="2.5"${item.shape === 'dashed' ? ' stroke-dasharray="7 5"' : ''}/>`
         : `<circle cx="${px(x + 9)}" cy="${px(y - 4)}" r="4" fill="${colour}"/>`,
     )
     parts.push(`<text x="${px(x + 24)}" y="${px(y)}" fill="${TEXT_COLOUR}">${escapeXml(label)}</text>`)

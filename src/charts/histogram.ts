@@ -99,8 +99,9 @@ export function histogram(
     const right = xScale(from + binWidth)
     const topY = yScale(count)
     parts.push(
-      `<rect x="${px(left + 0.5)}" y="${px(topY)}" width="${px(Math.max(1, right - left - 1))}" height="${px(area.bottom - topY)}" fill="${PALETTE[0]}" fill-opacity="0.85">` +
-        `<title>${escapeXml(`[${formatValue(from)}, ${formatValue(from + binWidth)}${index === bins - 1 ? ']' : ')'}: ${count}`)}</title></rect>`,
+      `<rect x="${px(left + 0.5)}" y="${px(topY)}" width="${px(Math.max(1, right - left - 1))}" ` +
+        `height="${px(area.bottom - topY)}" fill="${PALETTE[0]}" fill-opacity="0.85">` +
+        `<title>${escapeXml(`${binLabel(from, from + binWidth, index === bins - 1)}: ${count}`)}</title></rect>`,
     )
   })
   parts.push('</svg>')
@@ -132,4 +133,9 @@ function binnedCounts(counts: number[], requestedDomain: [number, number]): Binn
   )
     return undefined
   return { counts, skipped: 0, domain, bins: counts.length }
+}
+
+/** A bin as an interval: half-open, except the last, which holds its upper edge. */
+function binLabel(from: number, to: number, last: boolean): string {
+  return `[${formatValue(from)}, ${formatValue(to)}${last ? ']' : ')'}`
 }

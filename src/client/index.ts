@@ -40,8 +40,8 @@ const CLIENT_RETRY = { baseDelayMs: 250, maxDelayMs: 10_000 }
  * The TypeScript client of the edge scoring API, for Node and Workers alike.
  * @example
  * const client = new RewardClient({ baseUrl: 'http://127.0.0.1:8787' })
- * const { score } = await client.scoreAsync({ id: 'r1', input: 'What is 2+2?', output: '4' }, { high_level_goal: 'math', model_size: '7B', current_step: 0, total_steps: 10 })
- * await client.rolloutsComplete()
+ * const { score } = await client.scoreAsync({ id: 'r1', input: 'What is 2+2?', output: '4' }, { high_level_goal:
+ * 'math', model_size: '7B', current_step: 0, total_steps: 10 }) await client.rolloutsComplete()
  * await client.rubricUpdated()
  */
 export class RewardClient {

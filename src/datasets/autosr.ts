@@ -24,7 +24,8 @@ const LABEL_FIELDS = ['rank', 'quality'] as const
 
 /**
  * One autosr prompt record as a PromptItem; problems go to `log` (then the result is undefined).
- * @example readAutosrPrompt({ prompt_id: 'p1', prompt: 'Q', candidates: [{ candidate_id: 'a', text: 'x', metadata: { rank: 1 } }, { candidate_id: 'b', text: 'y', metadata: { rank: 2 } }] }, 'prompts[0]', log)
+ * @example readAutosrPrompt({ prompt_id: 'p1', prompt: 'Q', candidates: [{ candidate_id: 'a', text: 'x', metadata: {
+ *   rank: 1 } }, { candidate_id: 'b', text: 'y', metadata: { rank: 2 } }] }, 'prompts[0]', log)
  * // { prompt_id: 'p1', prompt: 'Q', candidates: [{ candidate_id: 'a', text: 'x', source: 'unknown', label: { rank: 1
  * }, metadata: {} }, …], metadata: {} }
  */

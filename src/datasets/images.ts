@@ -55,7 +55,8 @@ export function readImageRefs(value: unknown, place: string, log: IssueLog): Ima
 /**
  * The images of a record given as `images` beside its fields or as `metadata.images` (what the writer produces), not
  * both; undefined after logging a problem.
- * @example recordImages({ prompt: 'Q', images: [{ url: 'https://x/a.png' }] }, {}, 'prompts[0]', log) // [{ url: 'https://x/a.png' }]
+ * @example recordImages({ prompt: 'Q', images: [{ url: 'https://x/a.png' }] }, {}, 'prompts[0]', log) // [{ url:
+ *   'https://x/a.png' }]
  */
 export function recordImages(
   record: JsonObject,

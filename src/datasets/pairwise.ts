@@ -57,7 +57,8 @@ const SPECS: Record<PairShape, PairSpec> = {
       if (label === 2 || label === '2') return 'b'
       return void log.add(
         `${place}.label`,
-        `must be 1 or 2 (the better output), got ${typeof label === 'string' || typeof label === 'number' ? JSON.stringify(label) : describeType(label)}`,
+        `must be 1 or 2 (the better output), got ` +
+          `${typeof label === 'string' || typeof label === 'number' ? JSON.stringify(label) : describeType(label)}`,
       )
     },
   },

@@ -30,7 +30,8 @@ export interface ParsedDataset {
 
 const AUTOSR_TITLE = 'an autosr prompt {prompt_id, prompt, candidates}'
 const EXPECTED =
-  'expected {prompt_id, prompt, candidates} (autosr), {input, output_1, output_2, label} (LLMBar), {question, response_A, response_B, label} (JudgeBench) or {prompt, chosen, rejected}'
+  'expected {prompt_id, prompt, candidates} (autosr), {input, output_1, output_2, label} (LLMBar), {question, ' +
+  'response_A, response_B, label} (JudgeBench) or {prompt, chosen, rejected}'
 
 /**
  * Parses a preference dataset from text; throws a DatasetError that names the place of every problem.
@@ -47,7 +48,8 @@ export function parseDataset(text: string, options: ParseDatasetOptions = {}): P
 
 /**
  * Like parseDataset, and also says which format and shape the text had.
- * @example parseDatasetText('[{"input":"Hi","output_1":"a","output_2":"b","label":2}]') // { dataset: {…}, format: 'json', shape: 'llmbar' }
+ * @example parseDatasetText('[{"input":"Hi","output_1":"a","output_2":"b","label":2}]') // { dataset: {…}, format:
+ *   'json', shape: 'llmbar' }
  */
 export function parseDatasetText(text: string, options: ParseDatasetOptions = {}): ParsedDataset {
   const document = readJsonDocument(text, options.format, options.name)
@@ -112,7 +114,8 @@ function recordsOf(
   if (isObject(value) && shapeOf(value) !== undefined) return { records: [{ place: 'items[0]', value }] }
   log.add(
     '',
-    `expected an object with "prompts", an array of items, or JSON Lines; got ${isObject(value) ? `an object with fields ${fieldList(value)}` : describeType(value)}`,
+    `expected an object with "prompts", an array of items, or JSON Lines; got ` +
+      `${isObject(value) ? `an object with fields ${fieldList(value)}` : describeType(value)}`,
   )
   return { records: [] }
 }

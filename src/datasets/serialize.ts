@@ -24,7 +24,8 @@ export interface AutosrDatasetJson {
 
 /**
  * The dataset in the autosr shape: labels go back into each candidate's `metadata`.
- * @example toAutosrJson(dataset).prompts[0]?.candidates[0] // { candidate_id: 'c1', text: '…', source: 'strong', metadata: { rank: 1 } }
+ * @example toAutosrJson(dataset).prompts[0]?.candidates[0] // { candidate_id: 'c1', text: '…', source: 'strong',
+ *   metadata: { rank: 1 } }
  */
 export function toAutosrJson(dataset: PreferenceDataset): AutosrDatasetJson {
   return {

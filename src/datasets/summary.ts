@@ -19,7 +19,8 @@ export interface DatasetSummary {
 
 /**
  * Counts of prompts, candidates, labels, groups and sources.
- * @example datasetSummary(parseDataset(text)) // { prompts: 3, candidates: 18, candidates_per_prompt: { min: 6, max: 6, mean: 6 }, labels: { rank: 18, quality: 0, none: 0 }, fully_ranked: true, … }
+ * @example datasetSummary(parseDataset(text)) // { prompts: 3, candidates: 18, candidates_per_prompt: { min: 6, max: 6,
+ *   mean: 6 }, labels: { rank: 18, quality: 0, none: 0 }, fully_ranked: true, … }
  */
 export function datasetSummary(dataset: PreferenceDataset): DatasetSummary {
   const sizes = dataset.prompts.map((item) => item.candidates.length)

@@ -28,7 +28,9 @@ const ERROR_STATUS = {
   no_active_artifact: 503,
   /** The artifact has neither a rubric for the prompt id nor a `__default__` one. */
   prompt_not_found: 404,
-  /** The run keeps no archive of its scored rollouts (its config lacks `archive: true`, or the Worker has no bucket). */
+  /**
+   * The run keeps no archive of its scored rollouts (its config lacks `archive: true`, or the Worker has no bucket).
+   */
   archive_disabled: 409,
   /** Production's default run has no judge configured (it would grade with the mock heuristic). */
   no_judge_configured: 503,

@@ -110,7 +110,8 @@ export async function analyzeChains(
   const text = results
     .map(
       (result) =>
-        `### ${result.id}: ${result.correct ? 'CORRECT' : 'INCORRECT'} (label ${result.label}, prediction ${predictionText(result.prediction)})\nInstruction: ${result.instruction}\n${result.chain}`,
+        `### ${result.id}: ${result.correct ? 'CORRECT' : 'INCORRECT'} (label ${result.label}, prediction ` +
+        `${predictionText(result.prediction)})\nInstruction: ${result.instruction}\n${result.chain}`,
     )
     .join('\n\n')
   const entriesText = entries.length
@@ -304,7 +305,8 @@ export function toolsToCheck(before: Library, change: LibraryChange): string[] {
  * The tool-prompt check (RewardHarness §3.7, made a gate): before a new or modified tool prompt is validated, it runs
  * as a real sub-call on `sample` items (their texts and images, a neutral probe query); it passes when at least
  * `minJsonShare` of the replies are JSON. A tool that fails is rejected without spending a validation run.
- * @example const check = await checkToolPrompt(model, candidate, 'coverage-check', train.slice(0, 4)); check.passed // true
+ * @example const check = await checkToolPrompt(model, candidate, 'coverage-check', train.slice(0, 4)); check.passed //
+ *   true
  */
 export async function checkToolPrompt(
   model: ChatModel,

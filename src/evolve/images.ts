@@ -45,7 +45,8 @@ export class ImageError extends UsageError {
 /**
  * The handle registry. `path` images are read by `readFile` when first needed and kept in a small cache, so a
  * large dataset is never held in memory as base64.
- * @example const registry = new ImageRegistry((path) => readFile(join(dir, path))); const handle = registry.add({ path: 'cat.png' })
+ * @example const registry = new ImageRegistry((path) => readFile(join(dir, path))); const handle = registry.add({ path:
+ *   'cat.png' })
  */
 export class ImageRegistry implements ImageResolver {
   readonly #refs = new Map<string, ImageRef>()
@@ -181,7 +182,8 @@ export interface PresentedImage {
 
 /**
  * The item's images labelled as presented: `instruction-<i>`, then `A-<i>` (first answer), then `B-<i>`.
- * @example presentedImages({ instruction: ['img-1'], first: ['img-2'], second: [] }) // [{ label: 'instruction-1', of: 'instruction', handle: 'img-1' }, { label: 'A-1', of: 'A', handle: 'img-2' }]
+ * @example presentedImages({ instruction: ['img-1'], first: ['img-2'], second: [] }) // [{ label: 'instruction-1', of:
+ *   'instruction', handle: 'img-1' }, { label: 'A-1', of: 'A', handle: 'img-2' }]
  */
 export function presentedImages(images: ItemImages | undefined): PresentedImage[] {
   if (!images) return []
@@ -192,7 +194,8 @@ export function presentedImages(images: ItemImages | undefined): PresentedImage[
 
 /**
  * The item's images with A's and B's exchanged (the B/A presentation, or a swapped copy).
- * @example swapImages({ instruction: [], first: ['img-1'], second: ['img-2'] }) // { instruction: [], first: ['img-2'], second: ['img-1'] }
+ * @example swapImages({ instruction: [], first: ['img-1'], second: ['img-2'] }) // { instruction: [], first: ['img-2'],
+ *   second: ['img-1'] }
  */
 export function swapImages(images: ItemImages | undefined): ItemImages | undefined {
   return images && { instruction: images.instruction, first: images.second, second: images.first }
@@ -206,7 +209,8 @@ const WHOSE = {
 /**
  * Image parts for a request, each after a text part naming it (label, whose, and a digest prefix so that the
  * message's text alone tells different images apart). Resolves every handle now: this is call time.
- * @example await imageParts(registry, presentedImages(item.images), 'en') // [{ type: 'text', text: 'Image A-1 (of answer A, sha256 3f2a…):' }, { type: 'image_url', … }]
+ * @example await imageParts(registry, presentedImages(item.images), 'en') // [{ type: 'text', text: 'Image A-1 (of
+ *   answer A, sha256 3f2a…):' }, { type: 'image_url', … }]
  */
 export async function imageParts(
   resolver: ImageResolver,
@@ -231,7 +235,8 @@ export async function imageParts(
 /**
  * Items' image handles from a dataset prompt's and its two candidates' `metadata.images` (as src/datasets checked
  * them), registered in `registry`; undefined when there are none.
- * @example itemImages(registry, prompt.metadata, a.metadata, b.metadata) // { instruction: ['img-1'], first: [], second: ['img-2'] }
+ * @example itemImages(registry, prompt.metadata, a.metadata, b.metadata) // { instruction: ['img-1'], first: [],
+ *   second: ['img-2'] }
  */
 export function itemImages(
   registry: ImageRegistry,

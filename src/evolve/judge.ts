@@ -257,7 +257,8 @@ export async function judgeWithLibrary(
     }
     const { name, query } = turn.tool
     chain.push(
-      `[tool] ${name}: ${query}${turn.tool.images ? ` (images asked: ${turn.tool.images.map(shortLabel).join(', ')})` : ''}`,
+      `[tool] ${name}: ` +
+        `${query}${turn.tool.images ? ` (images asked: ${turn.tool.images.map(shortLabel).join(', ')})` : ''}`,
     )
     if (toolCalls >= maxToolCalls) return failed('tool_limit', '[failure] tool call beyond the limit')
     toolCalls++
@@ -372,7 +373,8 @@ export interface ToolCall {
  * a label the item does not have (base64 copied into the reply, say) is refused, never sent. The observation is the
  * reply (a JSON object re-serialized; anything else as `{"raw": …}`), or `{"error": …}`: data for the Sub-Agent, not a
  * failure of the judgment.
- * @example const { observation, status } = await callTool(model, lib, 'coverage-check', 'coverage-check', item, 'Which covers more?', { locale: 'en' })
+ * @example const { observation, status } = await callTool(model, lib, 'coverage-check', 'coverage-check', item, 'Which
+ *   covers more?', { locale: 'en' })
  */
 export async function callTool(
   model: ChatModel,
@@ -398,7 +400,8 @@ export async function callTool(
     const unknown = asked.filter((label) => !shown.some((image) => image.label === label))
     if (unknown.length > 0) {
       return error(
-        `unknown image handle${unknown.length > 1 ? 's' : ''} ${unknown.map(shortLabel).join(', ')}: name images by their labels (${shown.map((image) => image.label).join(', ') || 'this item has none'})`,
+        `unknown image handle${unknown.length > 1 ? 's' : ''} ${unknown.map(shortLabel).join(', ')}: name images by ` +
+          `their labels (${shown.map((image) => image.label).join(', ') || 'this item has none'})`,
       )
     }
     sent = shown.filter((image) => asked.includes(image.label))
@@ -450,7 +453,9 @@ export async function callTool(
 
 /** Said after the images when tools are routed: tools see the same images, a subset may be named by label. */
 const TOOL_IMAGES_NOTE: Record<Locale, string> = {
-  en: 'A tool you call receives these same images. To send only some, add "images": ["<label>", …] to the tool call, naming the labels above (never image data).',
+  en:
+    'A tool you call receives these same images. To send only some, add "images": ["<label>", …] to the tool call, ' +
+    'naming the labels above (never image data).',
   zh: '你调用的工具会收到同样的图片。若只想发送部分图片，在工具调用中加上 "images": ["<标签>", …]，写上面的标签（不要写图片数据）。',
 }
 

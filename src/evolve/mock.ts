@@ -51,9 +51,11 @@ export interface LibraryEvolveInput {
 }
 
 const STOP = new Set(
-  'a an the and or but of to in on at for with by is are was were be been it this that as from what which who how why when where do does can should would will not no your you i me my write give explain'.split(
-    ' ',
-  ),
+  (
+    'a an the and or but of to in on at for with by is are was were be been it this that as from what which who how ' +
+    'why ' +
+    'when where do does can should would will not no your you i me my write give explain'
+  ).split(' '),
 )
 
 function words(text: string): Set<string> {
@@ -181,7 +183,9 @@ export function answerLibraryEvolve(task: LibraryEvolveInput): unknown {
         name: 'instruction-coverage',
         kind: 'skill',
         description: 'Prefer the answer that covers what the instruction asks',
-        body: 'Judge by instruction coverage: the better answer addresses every part the instruction asks for. Length and formatting are not merits by themselves.',
+        body:
+          'Judge by instruction coverage: the better answer addresses every part the instruction asks for. Length ' +
+          'and formatting are not merits by themselves.',
       },
       rationale: 'wrong verdicts followed length',
     }
@@ -194,7 +198,9 @@ export function answerLibraryEvolve(task: LibraryEvolveInput): unknown {
         kind: 'tool',
         description: 'Measures how much of the instruction each answer covers',
         when_to_use: 'When the answers differ in which parts of the instruction they address',
-        body: 'You measure instruction coverage. Reply with JSON {"coverage_a": number, "coverage_b": number, "favours": "A" | "B" | "tie"}.',
+        body:
+          'You measure instruction coverage. Reply with JSON {"coverage_a": number, "coverage_b": number, ' +
+          '"favours": "A" | "B" | "tie"}.',
       },
       rationale: 'no tool checks coverage',
     }

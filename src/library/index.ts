@@ -92,7 +92,8 @@ function checkEntry(entry: LibraryEntry): LibraryEntry {
 
 /**
  * A copy of `library` with a new entry. Throws when the name exists (use modifyEntry) or breaks the rules.
- * @example addEntry(emptyLibrary(), { name: 'be-concise', kind: 'skill', description: 'Prefer concise answers', body: 'Reward…' })
+ * @example addEntry(emptyLibrary(), { name: 'be-concise', kind: 'skill', description: 'Prefer concise answers', body:
+ *   'Reward…' })
  */
 export function addEntry(library: Library, entry: LibraryEntry): Library {
   assertEntryName(entry.name)

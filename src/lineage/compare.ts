@@ -158,7 +158,8 @@ export function checkRegression(
     }
     if (!found)
       throw new UsageError(
-        `metric "${spec.name}" is not reported by any benchmark both "${baseline.run_id}" and "${candidate.run_id}" were evaluated on`,
+        `metric "${spec.name}" is not reported by any benchmark both "${baseline.run_id}" and "${candidate.run_id}" ` +
+          `were evaluated on`,
       )
   }
   return {

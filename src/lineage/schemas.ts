@@ -18,8 +18,9 @@ export const Metrics = z.record(NonEmpty, z.number())
 
 /**
  * What a training run was: trainer, model, dataset, the RM artifact (and the deployment / target) that scored it.
- * @example TrainingRunManifest.parse({ schema_version: '1.0', run_id: 'grpo-1', trainer: { name: 'verl' }, model: { name: 'qwen-7b' },
- *   dataset: { id: 'math', version: 'v3' }, artifact_id: 'rm_…', deploy_id: 'dep_…', target: 'prod', started_at: '2026-01-01T00:00:00Z' })
+ * @example TrainingRunManifest.parse({ schema_version: '1.0', run_id: 'grpo-1', trainer: { name: 'verl' }, model: {
+ *   name: 'qwen-7b' }, dataset: { id: 'math', version: 'v3' }, artifact_id: 'rm_…', deploy_id: 'dep_…', target: 'prod',
+ * started_at: '2026-01-01T00:00:00Z' })
  */
 export const TrainingRunManifest = z.object({
   schema_version: SchemaVersion,
@@ -41,7 +42,8 @@ export type TrainingRunManifest = z.infer<typeof TrainingRunManifest>
 
 /**
  * How a training run ended.
- * @example TrainingRunResult.parse({ schema_version: '1.0', run_id: 'grpo-1', status: 'succeeded', metrics: { reward: 0.7 }, finished_at: '2026-01-02T00:00:00Z' })
+ * @example TrainingRunResult.parse({ schema_version: '1.0', run_id: 'grpo-1', status: 'succeeded', metrics: { reward:
+ *   0.7 }, finished_at: '2026-01-02T00:00:00Z' })
  */
 export const TrainingRunResult = z
   .object({
@@ -60,7 +62,8 @@ export type TrainingRunResult = z.infer<typeof TrainingRunResult>
 
 /**
  * One benchmark evaluation of a training run.
- * @example EvalReport.parse({ schema_version: '1.0', eval_id: 'e1', run_id: 'grpo-1', benchmark: 'gsm8k', metrics: { accuracy: 0.81 }, created_at: '2026-01-02T01:00:00Z' })
+ * @example EvalReport.parse({ schema_version: '1.0', eval_id: 'e1', run_id: 'grpo-1', benchmark: 'gsm8k', metrics: {
+ *   accuracy: 0.81 }, created_at: '2026-01-02T01:00:00Z' })
  */
 export const EvalReport = z.object({
   schema_version: SchemaVersion,

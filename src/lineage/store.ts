@@ -109,7 +109,8 @@ export async function recordResult(db: LineageDb, input: TrainingRunResult): Pro
 }
 
 /**
- * Records an eval report (needs the run's manifest; identical → no-op, a different payload under the eval id → conflict).
+ * Records an eval report (needs the run's manifest; identical → no-op, a different payload under the eval id →
+ * conflict).
  * @example await recordEval(db, EvalReport.parse(json))
  */
 export async function recordEval(db: LineageDb, input: EvalReport): Promise<RecordOutcome> {

@@ -32,7 +32,8 @@ export interface OpenAIChatSettings {
  * Any OpenAI-compatible chat server (OpenAI, vLLM, Ollama, OpenRouter) through the openai SDK.
  * One call is one HTTP request: the SDK's own retries are off so `withRetry` counts every attempt.
  * The SDK is imported lazily, so paths that never call a remote model do not pay for loading it.
- * @example const model = new OpenAIChatModel({ baseURL: 'http://127.0.0.1:8000/v1', apiKey: 'x', model: 'Qwen/Qwen3-8B', temperature: 0, maxTokens: 1024, timeoutMs: 60000 })
+ * @example const model = new OpenAIChatModel({ baseURL: 'http://127.0.0.1:8000/v1', apiKey: 'x', model:
+ *   'Qwen/Qwen3-8B', temperature: 0, maxTokens: 1024, timeoutMs: 60000 })
  */
 export class OpenAIChatModel implements ChatModel {
   readonly id: string

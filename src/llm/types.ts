@@ -15,7 +15,8 @@ export interface ChatMessage {
 /**
  * A multi-part message: `parts` as given, `content` their text parts joined by blank lines. Give each image a text
  * part that names it (handle and digest) so the text alone tells two messages with different images apart.
- * @example visionMessage('user', [{ type: 'text', text: 'Image A-1:' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBO…' } }])
+ * @example visionMessage('user', [{ type: 'text', text: 'Image A-1:' }, { type: 'image_url', image_url: { url:
+ *   'data:image/png;base64,iVBO…' } }])
  * // { role: 'user', content: 'Image A-1:', parts: [...] }
  */
 export function visionMessage(role: ChatMessage['role'], parts: ChatContentPart[]): ChatMessage {

@@ -7,7 +7,8 @@ export interface WorkersAiBinding {
 
 /**
  * Workers AI through the `AI` binding (production only: the binding has no local simulator).
- * @example const model = new WorkersAiChatModel(env.AI, '@cf/meta/llama-3.1-8b-instruct', { temperature: 0, maxTokens: 1024 })
+ * @example const model = new WorkersAiChatModel(env.AI, '@cf/meta/llama-3.1-8b-instruct', { temperature: 0, maxTokens:
+ *   1024 })
  */
 export class WorkersAiChatModel implements ChatModel {
   readonly id: string

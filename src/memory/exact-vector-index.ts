@@ -17,7 +17,8 @@ const KIND_CODES = new Map(MemoryKind.options.map((kind, code) => [kind, code]))
  * `storedVectorRow(entry)` in its SQLite and rebuilds the index with `load(rows)` on start. Vectors are
  * kept as int8 in one growing Int8Array (d bytes each), filter columns in parallel typed arrays, and a
  * query scans the rows of its run with a bounded heap. Scores are exact cosines of the quantised vectors.
- * @example const index = new ExactVectorIndex({ dimensions: 256 }); await index.upsert([{ id: 'm-1', vector, metadata: { run_id: 'r1', instance_id: 'global', kind: 'analysis', step: 0 } }])
+ * @example const index = new ExactVectorIndex({ dimensions: 256 }); await index.upsert([{ id: 'm-1', vector, metadata:
+ *   { run_id: 'r1', instance_id: 'global', kind: 'analysis', step: 0 } }])
  */
 export class ExactVectorIndex implements VectorIndex {
   readonly dimensions: number
@@ -197,7 +198,8 @@ export class ExactVectorIndex implements VectorIndex {
 
 /**
  * The row a Durable Object persists for an entry; `load` turns it back into exactly the indexed vector.
- * @example const row = storedVectorRow(entry); sql.exec('INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?, ?, ?)', row.id, row.run_id, row.instance_id, row.kind, row.step, row.vector.buffer)
+ * @example const row = storedVectorRow(entry); sql.exec('INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?, ?, ?)',
+ *   row.id, row.run_id, row.instance_id, row.kind, row.step, row.vector.buffer)
  */
 export function storedVectorRow(entry: VectorEntry): StoredVectorRow & { vector: Uint8Array } {
   return { id: entry.id, ...entry.metadata, vector: serializeVector(entry.vector) }

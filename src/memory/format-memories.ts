@@ -31,7 +31,9 @@ export function formatMemoriesForPrompt(
   const blocks: string[] = []
   let used = 0
   for (const { doc, source } of entries) {
-    const open = `<memory source="${source}" kind="${doc.kind}" step="${doc.step}" instance="${attribute(doc.instance_id)}">\n`
+    const open =
+      `<memory source="${source}" kind="${doc.kind}" step="${doc.step}" ` +
+      `instance="${attribute(doc.instance_id)}">\n`
     const close = '\n</memory>'
     const text = defuse(doc.text)
     const room = maxChars - used - (blocks.length > 0 ? 2 : 0) - OMITTED_NOTE_CHARS - open.length - close.length

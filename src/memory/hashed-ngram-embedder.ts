@@ -6,8 +6,11 @@ const WORD = /[\p{L}\p{N}]+/gu
 /** Words too common to tell two texts apart: skipped, unless a text has no other words. */
 const STOPWORDS = new Set(
   (
-    'a an and are as at be but by did do does for from had has have he her his i if in into is it its me my no not of on or our she so ' +
-    'than that the their them then there these they this those to too us was we were what when which who will with you your'
+    'a an and are as at be but by did do does for from had has have he her his i if in into is it its me my ' +
+    'no not of ' +
+    'on or our she so ' +
+    'than that the their them then there these they this those to too us was we were what when which who will with ' +
+    'you your'
   ).split(' '),
 )
 const WORD_BASIS = fnv1a('w:')

@@ -22,7 +22,8 @@ export interface OpenAIEmbedderSettings {
  * Any OpenAI-compatible `POST /embeddings` (OpenAI, vLLM, Ollama, TEI) with plain `fetch`, so it runs
  * in Workers and Node alike. One batch is one request, with no retries of its own: wrap calls in `withRetry`,
  * which honours the `retryAfterSeconds` of a 429 or 5xx. Failures are `LlmError`s.
- * @example const embedder = new OpenAIEmbedder({ baseURL: 'https://api.openai.com/v1', apiKey: env.OPENAI_API_KEY, model: 'text-embedding-3-small', dimensions: 1536 })
+ * @example const embedder = new OpenAIEmbedder({ baseURL: 'https://api.openai.com/v1', apiKey: env.OPENAI_API_KEY,
+ *   model: 'text-embedding-3-small', dimensions: 1536 })
  */
 export class OpenAIEmbedder implements Embedder {
   readonly id: string

@@ -39,7 +39,8 @@ export interface RetrievedMemories {
  * document, so a lagging or misbehaving index can never leak another run's or instance's memory. Ties rank by
  * id, so equal inputs give equal output. A query left short by documents the store no longer has asks the index
  * again for more. Performs no I/O of its own: the embedder, index and loader do.
- * @example const memories = await retrieveMemories({ static: summaries, queries, scope: { run_id, instance_id }, limitPerQuery: 3, embedder, index, loadDocuments: (ids) => store.byIds(ids) })
+ * @example const memories = await retrieveMemories({ static: summaries, queries, scope: { run_id, instance_id },
+ *   limitPerQuery: 3, embedder, index, loadDocuments: (ids) => store.byIds(ids) })
  */
 export async function retrieveMemories(input: RetrieveMemoriesInput): Promise<RetrievedMemories> {
   const { scope, limitPerQuery, embedder, index } = input

@@ -1,7 +1,8 @@
 /**
  * The best `k` of a stream of scored items, in O(n log k) with a bounded min-heap whose root is the worst kept.
  * Equal scores are ordered by `tieBreak` (negative when `a` ranks first), so results never depend on insertion order.
- * @example const top = new TopK(2, (a, b) => a - b); top.push(0.9, 7); top.push(0.2, 3); top.push(0.5, 1); top.sorted() // [{ item: 7, score: 0.9 }, { item: 1, score: 0.5 }]
+ * @example const top = new TopK(2, (a, b) => a - b); top.push(0.9, 7); top.push(0.2, 3); top.push(0.5, 1); top.sorted()
+ *   // [{ item: 7, score: 0.9 }, { item: 1, score: 0.5 }]
  */
 export class TopK {
   readonly #scores: Float64Array

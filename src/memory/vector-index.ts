@@ -44,7 +44,8 @@ export interface VectorIndex {
 
 /**
  * Whether a vector's metadata lies inside a filter.
- * @example matchesFilter({ run_id: 'r1', instance_id: 'global', kind: 'analysis', step: 0 }, { run_id: 'r1', kinds: ['analysis'] }) // true
+ * @example matchesFilter({ run_id: 'r1', instance_id: 'global', kind: 'analysis', step: 0 }, { run_id: 'r1', kinds:
+ *   ['analysis'] }) // true
  */
 export function matchesFilter(
   metadata: Pick<VectorMetadata, 'run_id' | 'instance_id' | 'kind'>,

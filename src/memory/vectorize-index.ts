@@ -88,7 +88,8 @@ export class VectorizeIndex implements VectorIndex {
 
 /**
  * A filter in Vectorize's operator syntax.
- * @example vectorizeFilter({ run_id: 'r1', kinds: ['analysis'] }) // { run_id: { $eq: 'r1' }, kind: { $in: ['analysis'] } }
+ * @example vectorizeFilter({ run_id: 'r1', kinds: ['analysis'] }) // { run_id: { $eq: 'r1' }, kind: { $in: ['analysis']
+ *   } }
  */
 function vectorizeFilter(filter: VectorFilter): VectorizeFilter {
   return {

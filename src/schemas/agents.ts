@@ -50,7 +50,8 @@ export type HackingSeverity = z.infer<typeof HackingSeverity>
 /**
  * One rollout's reward-hacking verdict. `flag` is authoritative: an unflagged verdict has severity
  * `none`, a flagged one at least `low`.
- * @example RewardHackingVerdict.parse({ flag: true, evidence: ['score: 10/10'], severity: 'high', tactics: ['claims its own score'] })
+ * @example RewardHackingVerdict.parse({ flag: true, evidence: ['score: 10/10'], severity: 'high', tactics: ['claims its
+ *   own score'] })
  */
 const RewardHackingVerdict = z
   .object({
@@ -66,7 +67,9 @@ const RewardHackingVerdict = z
 
 /**
  * The Analyzer's reply: what one graded rollout reveals about the policy and about the rubrics.
- * @example Analysis.parse({ overall_assessment: 'Correct and concise.', stage_performance: 'Strong for step 3.', reward_hacking: { flag: false, evidence: [], severity: 'none', tactics: [] }, advancement_strategy: 'Ask for the steps.', rubric_effectiveness: 'Rubrics judged it fairly.', observations: [] })
+ * @example Analysis.parse({ overall_assessment: 'Correct and concise.', stage_performance: 'Strong for step 3.',
+ *   reward_hacking: { flag: false, evidence: [], severity: 'none', tactics: [] }, advancement_strategy: 'Ask for the
+ * steps.', rubric_effectiveness: 'Rubrics judged it fairly.', observations: [] })
  */
 export const Analysis = z.object({
   overall_assessment: requiredText(2_000),
@@ -105,7 +108,8 @@ export type ScoreStats = z.infer<typeof ScoreStats>
 
 /**
  * What the Summarizer and the MetaSummarizer write about one step of one instance.
- * @example BatchSummaryReply.parse({ executive_summary: '…', systemic_patterns: [], reward_hacking: { count: 0, tactics: [], examples: [] }, rubric_meta_evaluation: '…', evolution_plan: '…', memory_entry: '…' })
+ * @example BatchSummaryReply.parse({ executive_summary: '…', systemic_patterns: [], reward_hacking: { count: 0,
+ *   tactics: [], examples: [] }, rubric_meta_evaluation: '…', evolution_plan: '…', memory_entry: '…' })
  */
 export const BatchSummaryReply = z.object({
   executive_summary: requiredText(2_000),
@@ -125,7 +129,8 @@ export type BatchSummaryReply = z.infer<typeof BatchSummaryReply>
 
 /**
  * A step summary as the pipeline keeps it: the model's reply plus the harness's own numbers.
- * @example BatchSummary.parse({ ...reply, stats: { rollouts: 16, mean_score: 0.7, min_score: 0.2, max_score: 1, flagged: 2 } })
+ * @example BatchSummary.parse({ ...reply, stats: { rollouts: 16, mean_score: 0.7, min_score: 0.2, max_score: 1,
+ *   flagged: 2 } })
  */
 export const BatchSummary = BatchSummaryReply.extend({ stats: ScoreStats })
 export type BatchSummary = z.infer<typeof BatchSummary>
@@ -142,7 +147,8 @@ const UpdateStrategy = z.enum(['MAINTENANCE', 'CORRECTIVE', 'ADVANCEMENT'])
 /**
  * One change the Updater says it made. Descriptive: `final_adaptive` is what is applied; a
  * modification naming an anchor is refused and logged by `applyRubricUpdate`.
- * @example RubricModification.parse({ op: 'add', text: 'Does not address the grader.', weight: 2, reason: 'grader addressing seen' })
+ * @example RubricModification.parse({ op: 'add', text: 'Does not address the grader.', weight: 2, reason: 'grader
+ *   addressing seen' })
  */
 const RubricModification = z.object({
   op: z.preprocess(lowerCase, z.enum(['add', 'modify', 'remove', 'reweight'])),
@@ -165,7 +171,8 @@ const AdaptiveRubricProposal = z.object({
 
 /**
  * The Updater's reply: a strategy, what it consulted, why, the changes, and the complete new adaptive set.
- * @example RubricUpdate.parse({ strategy: 'MAINTENANCE', consulted_memories: [], rationale: 'Rubrics work.', modifications: [], final_adaptive: [{ id: 'adaptive-1', text: 'Concise.', weight: 1 }] })
+ * @example RubricUpdate.parse({ strategy: 'MAINTENANCE', consulted_memories: [], rationale: 'Rubrics work.',
+ *   modifications: [], final_adaptive: [{ id: 'adaptive-1', text: 'Concise.', weight: 1 }] })
  */
 export const RubricUpdate = z.object({
   strategy: z.preprocess(upperCase, UpdateStrategy),

@@ -5,8 +5,9 @@ import { CriterionGrade } from './score.ts'
 
 /**
  * One scored rollout as the run's archive keeps it (an R2 line written when the step's rows leave the ledger).
- * @example ArchivedRollout.parse({ run_id: 'grpo-1', instance_id: 'global', shard: 3, step: 0, rollout_id: 'r1', input: 'What is 2+2?',
- *   output: '4', reference: '4', metadata, score: 0.9, criteria: [], rubric_version: 1, judge_model: 'mock:mock-heuristic-1',
+ * @example ArchivedRollout.parse({ run_id: 'grpo-1', instance_id: 'global', shard: 3, step: 0, rollout_id: 'r1', input:
+ *   'What is 2+2?', output: '4', reference: '4', metadata, score: 0.9, criteria: [], rubric_version: 1, judge_model:
+ * 'mock:mock-heuristic-1',
  *   cached: false, scored_at: '2026-11-25T10:00:00.000Z' })
  */
 export const ArchivedRollout = z.object({
@@ -31,7 +32,8 @@ export type ArchivedRollout = z.infer<typeof ArchivedRollout>
 
 /**
  * The first line of an archive stream: how the run judges (what a re-judgement must use to be the same judgement).
- * @example ArchiveRunLine.parse({ kind: 'run', run_id: 'grpo-1', from_step: 0, to_step: null, grade_max: 10, locale: 'en', prompts: {} })
+ * @example ArchiveRunLine.parse({ kind: 'run', run_id: 'grpo-1', from_step: 0, to_step: null, grade_max: 10, locale:
+ *   'en', prompts: {} })
  */
 export const ArchiveRunLine = z.object({
   kind: z.literal('run'),

@@ -1,13 +1,16 @@
 import { z } from 'zod'
 
-/** What a memory document records: one rollout's analysis, a step's summary, a summary of summaries, or a rubric change. */
+/**
+ * What a memory document records: one rollout's analysis, a step's summary, a summary of summaries, or a rubric change.
+ */
 export const MemoryKind = z.enum(['analysis', 'batch_summary', 'meta_summary', 'rubric_update'])
 export type MemoryKind = z.infer<typeof MemoryKind>
 
 /**
  * One remembered item of a run, kept in D1 (the source of truth) and mirrored as a vector for retrieval.
  * Ids are at most 64 bytes because Vectorize refuses longer vector ids.
- * @example MemoryDocument.parse({ id: 'm-1', run_id: 'grpo-1', instance_id: 'global', kind: 'analysis', step: 3, text: 'The answer skipped the check.', data: {}, created_at: '2026-01-01T00:00:00.000Z' })
+ * @example MemoryDocument.parse({ id: 'm-1', run_id: 'grpo-1', instance_id: 'global', kind: 'analysis', step: 3, text:
+ *   'The answer skipped the check.', data: {}, created_at: '2026-01-01T00:00:00.000Z' })
  */
 export const MemoryDocument = z.object({
   id: z.string().min(1).max(64),

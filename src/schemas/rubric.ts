@@ -5,7 +5,8 @@ const JsonScalar = z.union([z.string(), z.number(), z.boolean(), z.null()])
 
 /**
  * One criterion the judge grades. Anchors come from the run's config and are never changed by evolution.
- * @example Rubric.parse({ id: 'anchor-1', text: 'The final answer is correct.', weight: 2, is_anchor: true, version: 1, created_at: '2026-01-01T00:00:00.000Z', metadata: {} })
+ * @example Rubric.parse({ id: 'anchor-1', text: 'The final answer is correct.', weight: 2, is_anchor: true, version: 1,
+ *   created_at: '2026-01-01T00:00:00.000Z', metadata: {} })
  */
 export const Rubric = z.object({
   id: z.string().min(1).max(128),

@@ -16,14 +16,16 @@ export type AgentRole = (typeof AGENT_ROLES)[number]
 /**
  * How one role reaches its model. `auto` means `openai` when a base URL is set, else `mock`.
  * API keys are never stored here: `api_key_env` names the environment variable or wrangler secret.
- * @example AgentSettings.parse({ backend: 'openai', model: 'Qwen/Qwen3-8B', base_url: 'http://gpu-1:8000/v1', api_key_env: 'VLLM_KEY' })
+ * @example AgentSettings.parse({ backend: 'openai', model: 'Qwen/Qwen3-8B', base_url: 'http://gpu-1:8000/v1',
+ *   api_key_env: 'VLLM_KEY' })
  */
 const SecretName = z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'an environment variable name such as OPENAI_API_KEY')
 
 /**
  * Extra HTTP headers a role sends to its endpoint (e.g. Cloudflare Access service-token headers in front of a judge
  * behind a Tunnel): a literal value, or `{secret: NAME}` for a wrangler secret named like `api_key_env`.
- * @example AgentHeaders.parse({ 'CF-Access-Client-Id': { secret: 'ACCESS_CLIENT_ID' }, 'CF-Access-Client-Secret': { secret: 'ACCESS_CLIENT_SECRET' } })
+ * @example AgentHeaders.parse({ 'CF-Access-Client-Id': { secret: 'ACCESS_CLIENT_ID' }, 'CF-Access-Client-Secret': {
+ *   secret: 'ACCESS_CLIENT_SECRET' } })
  */
 export const AgentHeaders = z.record(
   z
@@ -78,7 +80,10 @@ export const RunConfig = z
     adaptive_rubrics: z.array(RubricSeed).max(50).default([]),
     /** Seed adaptive rubrics for named instances (per_instance mode); others start from `adaptive_rubrics`. */
     instance_rubrics: z.record(z.string(), z.array(RubricSeed).max(50)).default({}),
-    /** Close a step automatically after this many distinct rollouts; null: by /complete, step advance or idle gap (below). */
+    /**
+     * Close a step automatically after this many distinct rollouts; null: by /complete, step advance or idle gap
+     * (below).
+     */
     rollouts_per_step: z.number().int().positive().nullable().default(null),
     /**
      * Without `rollouts_per_step`: close the collecting step when a rollout arrives whose `metadata.current_step` is
@@ -100,16 +105,24 @@ export const RunConfig = z
      * run's load is already spread over its instances).
      */
     ledger_shards: z.number().int().min(1).max(64).nullable().default(null),
-    /** Steps a closed step's rollouts stay in the ledger after its update committed; then they are deleted (aggregates stay). */
+    /**
+     * Steps a closed step's rollouts stay in the ledger after its update committed; then they are deleted (aggregates
+     * stay).
+     */
     ledger_retention_steps: z.number().int().min(0).max(100).default(2),
     /** Write every scored rollout to R2 (the ARCHIVE bucket) as NDJSON, one object per run × step × ledger shard. */
     archive: z.boolean().default(false),
     /** Which rollouts of a closed step get a deep (LLM) analysis; every rollout is scored either way. */
     analysis: z
       .object({
-        /** Rollouts analysed per instance and step for coverage (group extremes, score range). null: 32 in `global`, 2 in `per_instance`. */
+        /**
+         * Rollouts analysed per instance and step for coverage (group extremes, score range). null: 32 in `global`, 2
+         * in `per_instance`.
+         */
         max_per_step: z.number().int().min(0).max(1_000).nullable().default(null),
-        /** Rollouts a cheap check marks suspicious analysed on top of `max_per_step`. null: as many as `max_per_step`. */
+        /**
+         * Rollouts a cheap check marks suspicious analysed on top of `max_per_step`. null: as many as `max_per_step`.
+         */
         max_suspicious_per_step: z.number().int().min(0).max(1_000).nullable().default(null),
       })
       .default({ max_per_step: null, max_suspicious_per_step: null }),
@@ -133,7 +146,10 @@ export const RunConfig = z
     max_concurrent_llm_calls: z.number().int().min(1).max(6).default(6),
     /** The longest `/rubric_status/wait` may hold a request. */
     max_wait_s: z.number().int().min(1).max(900).default(300),
-    /** Replacements for bundled prompt templates, keyed `<locale>/<name>` (e.g. `en/scorer.system`); they may use only the bundled template's placeholders. */
+    /**
+     * Replacements for bundled prompt templates, keyed `<locale>/<name>` (e.g. `en/scorer.system`); they may use only
+     * the bundled template's placeholders.
+     */
     prompts: z.record(z.string(), z.string().min(1).max(50_000)).default({}),
     /** `open` lets requests without a token use the run; otherwise a run token or the admin token is required. */
     access: z.enum(['token', 'open']).default('token'),
@@ -157,7 +173,9 @@ export const RunConfig = z
         ctx.addIssue({
           code: 'custom',
           path: ['prompts', key],
-          message: `unknown placeholders ${unknown.map((n) => `{{${n}}}`).join(', ')}; "${key}" offers ${[...allowed].map((n) => `{{${n}}}`).join(', ')}`,
+          message:
+            `unknown placeholders ${unknown.map((n) => `{{${n}}}`).join(', ')}; "${key}" offers ` +
+            `${[...allowed].map((n) => `{{${n}}}`).join(', ')}`,
         })
       if (allowed.has('boundary') && !template.includes('{{boundary}}'))
         ctx.addIssue({
@@ -206,7 +224,8 @@ export function analysisBudgetOf(config: RunConfig): { coverage: number; suspici
 
 /**
  * The body of `POST /runs`.
- * @example CreateRunRequest.parse({ run_id: 'grpo-0412', config: { mode: 'sync', anchor_rubrics: [{ text: 'Correct.' }] } })
+ * @example CreateRunRequest.parse({ run_id: 'grpo-0412', config: { mode: 'sync', anchor_rubrics: [{ text: 'Correct.' }]
+ *   } })
  */
 export const CreateRunRequest = z.object({
   run_id: z

@@ -20,7 +20,8 @@ export type CriterionGrade = z.infer<typeof CriterionGrade>
 
 /**
  * What `POST /score` answers.
- * @example const result: ScoreResult = { score: 0.8, rubric_version: 1, instance_id: 'global', criteria: [], request_id: 'x', step: 0, duplicate: false, grade_max: 10 }
+ * @example const result: ScoreResult = { score: 0.8, rubric_version: 1, instance_id: 'global', criteria: [],
+ *   request_id: 'x', step: 0, duplicate: false, grade_max: 10 }
  */
 export const ScoreResult = z.object({
   score: z.number().min(0).max(1),
@@ -36,7 +37,9 @@ export const ScoreResult = z.object({
   duplicate: z.boolean(),
   /** True when an identical judgement was served from the score cache without an LLM call. */
   cached: z.boolean(),
-  /** Sync mode only: the step's update did not finish within the run's `max_wait_s`; the score is on the older rubrics. */
+  /**
+   * Sync mode only: the step's update did not finish within the run's `max_wait_s`; the score is on the older rubrics.
+   */
   update_pending: z.boolean().optional(),
 })
 export type ScoreResult = z.infer<typeof ScoreResult>

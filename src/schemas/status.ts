@@ -11,7 +11,8 @@ export type AnalysisReasonCounts = z.infer<typeof AnalysisReasonCounts>
 
 /**
  * How one instance's step update ended.
- * @example StepUpdateOutcome.parse({ rubric_version: 2, changed: true, rollouts: 64, analysed: 8, failed: 0, reasons: { group_best: 4 }, hacking_flags: 1, strategy: 'CORRECTIVE', refused: [] })
+ * @example StepUpdateOutcome.parse({ rubric_version: 2, changed: true, rollouts: 64, analysed: 8, failed: 0, reasons: {
+ *   group_best: 4 }, hacking_flags: 1, strategy: 'CORRECTIVE', refused: [] })
  */
 export const StepUpdateOutcome = z.object({
   rubric_version: z.number().int(),
@@ -25,7 +26,9 @@ export const StepUpdateOutcome = z.object({
   /** Analysed rollouts the analyzer flagged as reward hacking. */
   hacking_flags: z.number().int(),
   strategy: z.string().nullable(),
-  /** Parts of the updater's proposal that were refused (e.g. touching an anchor), even when no new version came of it. */
+  /**
+   * Parts of the updater's proposal that were refused (e.g. touching an anchor), even when no new version came of it.
+   */
   refused: z.array(z.string()),
   error: z.string().optional(),
 })
@@ -33,7 +36,8 @@ export type StepUpdateOutcome = z.infer<typeof StepUpdateOutcome>
 
 /**
  * What `GET /rubric_status` answers.
- * @example const s: RubricStatus = { run_id: 'default', step: 0, status: 'idle', rubric_version: 1, instances: [], pending: 0, rollouts: 0, mode: 'async', analyses: { analysed: 0, failed: 0, reasons: {} }, hacking_flags: 0 }
+ * @example const s: RubricStatus = { run_id: 'default', step: 0, status: 'idle', rubric_version: 1, instances: [],
+ *   pending: 0, rollouts: 0, mode: 'async', analyses: { analysed: 0, failed: 0, reasons: {} }, hacking_flags: 0 }
  */
 export const RubricStatus = z.object({
   run_id: z.string(),
@@ -51,7 +55,9 @@ export const RubricStatus = z.object({
       update: StepUpdateOutcome.optional(),
     }),
   ),
-  /** The deep analyses of the step's finished updates: how many, how many failed, and why their rollouts were chosen. */
+  /**
+   * The deep analyses of the step's finished updates: how many, how many failed, and why their rollouts were chosen.
+   */
   analyses: z.object({ analysed: z.number().int(), failed: z.number().int(), reasons: AnalysisReasonCounts }),
   /** Rollouts of the step the analyzer flagged as reward hacking. */
   hacking_flags: z.number().int(),
@@ -62,7 +68,10 @@ export const RubricStatus = z.object({
   mode: z.enum(['async', 'sync']),
   /** Why the reported step is still open, when it is collecting: what will close it. */
   closes_when: z.string().optional(),
-  /** What closed the reported step: `complete` (POST /complete), `count` (rollouts_per_step), `step_advance` (a rollout of a later `metadata.current_step`) or `idle` (close_after_idle_s without a rollout). */
+  /**
+   * What closed the reported step: `complete` (POST /complete), `count` (rollouts_per_step), `step_advance` (a rollout
+   * of a later `metadata.current_step`) or `idle` (close_after_idle_s without a rollout).
+   */
   closed_by: z.enum(['complete', 'count', 'step_advance', 'idle']).optional(),
 })
 export type RubricStatus = z.infer<typeof RubricStatus>

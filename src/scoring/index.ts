@@ -3,7 +3,8 @@ import type { CriterionGrade } from '../schemas/score.ts'
 /**
  * The reward: weight-normalised mean of grades on the explicit 0..gradeMax scale, in [0, 1].
  * Every criterion must carry a grade; there is no silent "missing means 0".
- * @example rewardFromGrades([{ rubric_id: 'a', grade: 10, weight: 2 }, { rubric_id: 'b', grade: 5, weight: 1 }], 10) // 0.8333…
+ * @example rewardFromGrades([{ rubric_id: 'a', grade: 10, weight: 2 }, { rubric_id: 'b', grade: 5, weight: 1 }], 10) //
+ *   0.8333…
  */
 export function rewardFromGrades(
   grades: readonly Pick<CriterionGrade, 'grade' | 'weight'>[],

@@ -72,7 +72,10 @@ export const SearchConfig = z
     ),
     /** global_batch: how many of the hardest prompts evolve per generation. */
     batch_size: count(1, 3).meta(cli('evolution', 'global_batch: hardest prompts evolved per generation')),
-    /** Successive halving: the share of children kept at each stage (besides every child that beats the population's worst). */
+    /**
+     * Successive halving: the share of children kept at each stage (besides every child that beats the population's
+     * worst).
+     */
     survival_fraction: fraction(0.2).meta(
       cli('evolution', 'successive halving: share of children kept at each stage, in (0, 1]'),
     ),
@@ -206,7 +209,8 @@ export function parseSearchConfig(input: unknown): SearchConfig {
 /**
  * A stable hash of everything in the configuration that can change a search's result (not its concurrency):
  * a checkpoint records it, and a resume with a different one is refused.
- * @example configHash(parseSearchConfig({ seed: 7 })) === configHash(parseSearchConfig({ seed: 7, concurrency: 32 })) // true
+ * @example configHash(parseSearchConfig({ seed: 7 })) === configHash(parseSearchConfig({ seed: 7, concurrency: 32 }))
+ *   // true
  */
 export function configHash(config: SearchConfig): string {
   const relevant: Record<string, unknown> = { ...config }

@@ -18,7 +18,10 @@ interface BestRubricEntry {
   /** The objective total of the rubric. */
   score: number
   best_candidate_id: string
-  /** Rubric score in [0, 1] per candidate, inserted best first (mind that integer-like ids sort numerically in JS objects). */
+  /**
+   * Rubric score in [0, 1] per candidate, inserted best first (mind that integer-like ids sort numerically in JS
+   * objects).
+   */
   candidate_scores: Record<string, number>
   /** The full objective breakdown, with Kendall's tau and NDCG against the ground truth. */
   objective: ObjectiveResult

@@ -294,64 +294,73 @@ describe('reward-harness bench', () => {
       expect(text.out).toContain('llm_unavailable: stub failure')
     })
 
-    it('a library target (healthz says so) gets each pair once, the other candidate as the reference; win rates over the judged orders', async () => {
-      const before = requests.length
-      const report = await runJson('bench', '--dataset', `${FIXTURES}/llmbar.json`, '--scorer', `url:${base}#lib`)
-      const sent = requests.slice(before).flatMap((request) => request.items)
-      expect(sent).toHaveLength(4)
-      const dataset = JSON.parse(readFileSync(`${FIXTURES}/llmbar.json`, 'utf8')) as Array<{
-        input: string
-        output_1: string
-        output_2: string
-      }>
-      for (const item of sent) {
-        const source = dataset.find((entry) => entry.input === item.prompt)!
-        expect([item.candidate.text, item.reference].sort()).toEqual([source.output_1, source.output_2].sort())
-        expect(Object.keys(item.candidate).sort()).toEqual(['candidate_id', 'text'])
-      }
-      // Length wins: right on the colours and Spanish items, wrong on "yes" (judged in one order only); France failed.
-      expect(report.failures).toMatchObject({ count: 2, items: 1 })
-      expect(report.failures.examples[0]!.error).toContain('llm_unavailable: stub failure')
-      expect(report.overall.pairwise!.ab).toMatchObject({ n: 3, failures: 1, ties: 0 })
-      expect(report.overall.pairwise!.ab.accuracy).toBeCloseTo(2 / 3)
-    })
-
-    it("a library target gets the dataset's images, in bodies under the edge's 1 MiB limit; an item too large alone fails apart", async () => {
-      const image = (kib: number, seed: number) => ({
-        data_url: `data:image/png;base64,${Buffer.alloc(kib * 768, seed).toString('base64')}`,
-      })
-      const prompts = [600, 600, 1_200].map((kib, index) => ({
-        prompt_id: `img-${index}`,
-        prompt: `Describe picture ${index}.`,
-        images: [image(kib, index)],
-        candidates: [
-          { candidate_id: 'long', text: 'A long and careful description.', metadata: { rank: 1 } },
-          { candidate_id: 'short', text: 'Short.', images: [image(1, 9)], metadata: { rank: 2 } },
-        ],
-      }))
-      const file = join(directory, 'images.json')
-      writeFileSync(file, JSON.stringify({ prompts }))
-      const before = requests.length
-      const report = await runJson('bench', '--dataset', file, '--scorer', `url:${base}#lib`)
-      const sent = requests.slice(before)
-      expect(sent).toHaveLength(2)
-      for (const request of sent) {
-        expect(request.bytes).toBeLessThan(1024 * 1024)
-        for (const item of request.items as unknown as Array<{
-          images?: { data_url: string }[]
-          candidate: { text: string; images?: unknown[] }
-          reference_images?: unknown[]
-        }>) {
-          expect(item.images?.[0]?.data_url).toMatch(/^data:image\/png;base64,/)
-          expect(item.candidate.text === 'Short.' ? item.candidate.images : item.reference_images).toHaveLength(1)
+    it(
+      'a library target (healthz says so) gets each pair once, the other candidate as the reference; win rates over ' +
+        'the judged orders',
+      async () => {
+        const before = requests.length
+        const report = await runJson('bench', '--dataset', `${FIXTURES}/llmbar.json`, '--scorer', `url:${base}#lib`)
+        const sent = requests.slice(before).flatMap((request) => request.items)
+        expect(sent).toHaveLength(4)
+        const dataset = JSON.parse(readFileSync(`${FIXTURES}/llmbar.json`, 'utf8')) as Array<{
+          input: string
+          output_1: string
+          output_2: string
+        }>
+        for (const item of sent) {
+          const source = dataset.find((entry) => entry.input === item.prompt)!
+          expect([item.candidate.text, item.reference].sort()).toEqual([source.output_1, source.output_2].sort())
+          expect(Object.keys(item.candidate).sort()).toEqual(['candidate_id', 'text'])
         }
-      }
-      expect(report.failures).toMatchObject({ count: 2, items: 1 })
-      expect(report.failures.examples[0]).toMatchObject({ prompt_id: 'img-2' })
-      expect(report.failures.examples[0]!.error).toMatch(/over the edge's 1 MiB body limit/)
-      // The stub judges by length: the long description wins both orders of the two items that were sent.
-      expect(report.overall.pairwise!.ab).toMatchObject({ n: 2, accuracy: 1, failures: 1 })
-    })
+        // Length wins: right on the colours and Spanish items, wrong on "yes" (judged in one order only); France
+        // failed.
+        expect(report.failures).toMatchObject({ count: 2, items: 1 })
+        expect(report.failures.examples[0]!.error).toContain('llm_unavailable: stub failure')
+        expect(report.overall.pairwise!.ab).toMatchObject({ n: 3, failures: 1, ties: 0 })
+        expect(report.overall.pairwise!.ab.accuracy).toBeCloseTo(2 / 3)
+      },
+    )
+
+    it(
+      "a library target gets the dataset's images, in bodies under the edge's 1 MiB limit; an item too large alone " +
+        'fails apart',
+      async () => {
+        const image = (kib: number, seed: number) => ({
+          data_url: `data:image/png;base64,${Buffer.alloc(kib * 768, seed).toString('base64')}`,
+        })
+        const prompts = [600, 600, 1_200].map((kib, index) => ({
+          prompt_id: `img-${index}`,
+          prompt: `Describe picture ${index}.`,
+          images: [image(kib, index)],
+          candidates: [
+            { candidate_id: 'long', text: 'A long and careful description.', metadata: { rank: 1 } },
+            { candidate_id: 'short', text: 'Short.', images: [image(1, 9)], metadata: { rank: 2 } },
+          ],
+        }))
+        const file = join(directory, 'images.json')
+        writeFileSync(file, JSON.stringify({ prompts }))
+        const before = requests.length
+        const report = await runJson('bench', '--dataset', file, '--scorer', `url:${base}#lib`)
+        const sent = requests.slice(before)
+        expect(sent).toHaveLength(2)
+        for (const request of sent) {
+          expect(request.bytes).toBeLessThan(1024 * 1024)
+          for (const item of request.items as unknown as Array<{
+            images?: { data_url: string }[]
+            candidate: { text: string; images?: unknown[] }
+            reference_images?: unknown[]
+          }>) {
+            expect(item.images?.[0]?.data_url).toMatch(/^data:image\/png;base64,/)
+            expect(item.candidate.text === 'Short.' ? item.candidate.images : item.reference_images).toHaveLength(1)
+          }
+        }
+        expect(report.failures).toMatchObject({ count: 2, items: 1 })
+        expect(report.failures.examples[0]).toMatchObject({ prompt_id: 'img-2' })
+        expect(report.failures.examples[0]!.error).toMatch(/over the edge's 1 MiB body limit/)
+        // The stub judges by length: the long description wins both orders of the two items that were sent.
+        expect(report.overall.pairwise!.ab).toMatchObject({ n: 2, accuracy: 1, failures: 1 })
+      },
+    )
 
     it('a target whose /healthz fails is reported for every candidate, not scored as a rubric target', async () => {
       const before = requests.length

@@ -99,7 +99,8 @@ describe('reward-harness (in process)', () => {
     const text = await run('datasets', 'validate', `${FIXTURES}/one-candidate.json`)
     expect(text).toMatchObject({ code: 2, out: '' })
     expect(text.err).toBe(
-      `error: ${FIXTURES}/one-candidate.json: prompts[1] (prompt_id "p_lonely").candidates: needs at least 2 candidates, got 1\n`,
+      `error: ${FIXTURES}/one-candidate.json: prompts[1] (prompt_id "p_lonely").candidates: needs at least 2 ` +
+        `candidates, got 1\n`,
     )
     const json = await run('datasets', 'validate', `${FIXTURES}/broken-line.jsonl`, '--json')
     expect(json.code).toBe(2)

@@ -262,8 +262,10 @@ describe('parseDataset: problems', () => {
     data.prompts[0]!.candidates[0]!.metadata = { rank: 0 }
     data.prompts[0]!.candidates[1]!.metadata = { quality: 'high' }
     expect(parseError(JSON.stringify(data)).issues.map((issue) => `${issue.place}: ${issue.reason}`)).toEqual([
-      'prompts[0] (prompt_id "p_1").candidates[0] (candidate_id "c1").metadata.rank: must be a positive integer (1 = best), got 0',
-      'prompts[0] (prompt_id "p_1").candidates[1] (candidate_id "c2").metadata.quality: must be a finite number (higher is better), got a string',
+      'prompts[0] (prompt_id "p_1").candidates[0] (candidate_id "c1").metadata.rank: must be a positive integer (1 = ' +
+        'best), got 0',
+      'prompts[0] (prompt_id "p_1").candidates[1] (candidate_id "c2").metadata.quality: must be a finite number ' +
+        '(higher is better), got a string',
     ])
   })
 
@@ -284,7 +286,8 @@ describe('parseDataset: problems', () => {
     const mixed =
       '[{"prompt":"P","chosen":"a","rejected":"b"},{"input":"I","output_1":"a","output_2":"b","label":1},{"foo":1},3]'
     expect(parseError(mixed).message.split('\n')).toEqual([
-      'items[1]: an LLMBar pair {input, output_1, output_2, label}, but items[0] is a preference pair {prompt, chosen, rejected}; use one shape per file',
+      'items[1]: an LLMBar pair {input, output_1, output_2, label}, but items[0] is a preference pair {prompt, ' +
+        'chosen, rejected}; use one shape per file',
       expect.stringMatching(
         /^items\[2\]: unrecognised item with fields \{foo\}: expected \{prompt_id, prompt, candidates\} \(autosr\)/,
       ),
@@ -388,7 +391,8 @@ describe('loadDataset and saveDataset', () => {
 
   it('names the file in its errors, a missing one included', async () => {
     await expect(loadDataset('tests/offline/fixtures/datasets/one-candidate.json')).rejects.toThrow(
-      'tests/offline/fixtures/datasets/one-candidate.json: prompts[1] (prompt_id "p_lonely").candidates: needs at least 2 candidates, got 1',
+      'tests/offline/fixtures/datasets/one-candidate.json: prompts[1] (prompt_id "p_lonely").candidates: needs at ' +
+        'least 2 candidates, got 1',
     )
     await expect(loadDataset(join(directory, 'missing.json'))).rejects.toThrow(DatasetError)
   })

@@ -157,80 +157,84 @@ describe('pairing math', () => {
 })
 
 describe('reward-harness distill --archive', () => {
-  it('re-judges 3 times on the mock, keeps only pairs past the bound, splits by prompt, and a second run makes no LLM call', async () => {
-    const out = join(work, 'mock')
-    const cache = join(work, 'cache')
-    const args = [
-      'distill',
-      '--archive',
-      archive,
-      '--repeats',
-      '3',
-      '--out',
-      out,
-      '--cache-dir',
-      cache,
-      '--held-out',
-      '0.34',
-      '--mock-noise',
-      '0.3',
-      '--json',
-    ]
-    const first = await runCli(...args)
-    expect(first.code, first.err).toBe(0)
-    const summary = JSON.parse(first.out)
-    expect(summary.rollouts).toEqual({ archived: 31, distinct: 25, merged_duplicates: 6 })
-    expect(summary.prompts).toMatchObject({ seen: 7, single_response: 1, judged: 6 })
-    expect(summary.judgements).toMatchObject({ requested: 24 * 3, succeeded: 24 * 3, failed: 0, llm_calls: 24 * 3 })
-    const droppedTotal = Object.values(summary.pairs.dropped as Record<string, number>).reduce((a, b) => a + b, 0)
-    expect(summary.pairs.candidates).toBe(summary.pairs.kept + droppedTotal)
-    expect(summary.pairs.kept).toBe(summary.pairs.train + summary.pairs.held_out)
-    expect(summary.pairs.kept).toBeGreaterThan(0)
-    expect(summary.prompts.paired).toBe(summary.prompts.train + summary.prompts.held_out)
-    expect(summary.agreement.pairwise).toBeGreaterThan(0.5)
+  it(
+    're-judges 3 times on the mock, keeps only pairs past the bound, splits by prompt, and a second run makes no LLM ' +
+      'call',
+    async () => {
+      const out = join(work, 'mock')
+      const cache = join(work, 'cache')
+      const args = [
+        'distill',
+        '--archive',
+        archive,
+        '--repeats',
+        '3',
+        '--out',
+        out,
+        '--cache-dir',
+        cache,
+        '--held-out',
+        '0.34',
+        '--mock-noise',
+        '0.3',
+        '--json',
+      ]
+      const first = await runCli(...args)
+      expect(first.code, first.err).toBe(0)
+      const summary = JSON.parse(first.out)
+      expect(summary.rollouts).toEqual({ archived: 31, distinct: 25, merged_duplicates: 6 })
+      expect(summary.prompts).toMatchObject({ seen: 7, single_response: 1, judged: 6 })
+      expect(summary.judgements).toMatchObject({ requested: 24 * 3, succeeded: 24 * 3, failed: 0, llm_calls: 24 * 3 })
+      const droppedTotal = Object.values(summary.pairs.dropped as Record<string, number>).reduce((a, b) => a + b, 0)
+      expect(summary.pairs.candidates).toBe(summary.pairs.kept + droppedTotal)
+      expect(summary.pairs.kept).toBe(summary.pairs.train + summary.pairs.held_out)
+      expect(summary.pairs.kept).toBeGreaterThan(0)
+      expect(summary.prompts.paired).toBe(summary.prompts.train + summary.prompts.held_out)
+      expect(summary.agreement.pairwise).toBeGreaterThan(0.5)
 
-    // Every TRL pair's chosen mean beats its rejected mean by more than the bound (stats from the pointwise rows).
-    const points = new Map(
-      [...readJsonl(join(out, 'pointwise.train.jsonl')), ...readJsonl(join(out, 'pointwise.held_out.jsonl'))].map(
-        (row) => [`${row.prompt}\u0000${row.response}`, row],
-      ),
-    )
-    const train = readJsonl(join(out, 'trl.train.jsonl'))
-    const heldOut = readJsonl(join(out, 'trl.held_out.jsonl'))
-    expect(train.length).toBe(summary.pairs.train)
-    expect(heldOut.length).toBe(summary.pairs.held_out)
-    for (const row of [...train, ...heldOut]) {
-      expect(Object.keys(row).sort()).toEqual(['chosen', 'prompt', 'rejected'])
-      const chosen = points.get(`${row.prompt}\u0000${row.chosen}`)
-      const rejected = points.get(`${row.prompt}\u0000${row.rejected}`)
-      expect(chosen.n).toBe(3)
-      const bound = 1.96 * Math.sqrt(chosen.spread ** 2 / chosen.n + rejected.spread ** 2 / rejected.n)
-      expect(chosen.score - rejected.score).toBeGreaterThan(bound - 1e-6)
-      expect(chosen.score - rejected.score).toBeGreaterThanOrEqual(0.05 - 1e-6)
-    }
-    const trainPrompts = new Set(train.map((row) => row.prompt))
-    expect(heldOut.length).toBeGreaterThan(0)
-    for (const row of heldOut) expect(trainPrompts.has(row.prompt)).toBe(false)
-    // Some repeat moved a grade: the spread is real, not zero everywhere.
-    expect([...points.values()].some((row) => row.spread > 0)).toBe(true)
+      // Every TRL pair's chosen mean beats its rejected mean by more than the bound (stats from the pointwise rows).
+      const points = new Map(
+        [...readJsonl(join(out, 'pointwise.train.jsonl')), ...readJsonl(join(out, 'pointwise.held_out.jsonl'))].map(
+          (row) => [`${row.prompt}\u0000${row.response}`, row],
+        ),
+      )
+      const train = readJsonl(join(out, 'trl.train.jsonl'))
+      const heldOut = readJsonl(join(out, 'trl.held_out.jsonl'))
+      expect(train.length).toBe(summary.pairs.train)
+      expect(heldOut.length).toBe(summary.pairs.held_out)
+      for (const row of [...train, ...heldOut]) {
+        expect(Object.keys(row).sort()).toEqual(['chosen', 'prompt', 'rejected'])
+        const chosen = points.get(`${row.prompt}\u0000${row.chosen}`)
+        const rejected = points.get(`${row.prompt}\u0000${row.rejected}`)
+        expect(chosen.n).toBe(3)
+        const bound = 1.96 * Math.sqrt(chosen.spread ** 2 / chosen.n + rejected.spread ** 2 / rejected.n)
+        expect(chosen.score - rejected.score).toBeGreaterThan(bound - 1e-6)
+        expect(chosen.score - rejected.score).toBeGreaterThanOrEqual(0.05 - 1e-6)
+      }
+      const trainPrompts = new Set(train.map((row) => row.prompt))
+      expect(heldOut.length).toBeGreaterThan(0)
+      for (const row of heldOut) expect(trainPrompts.has(row.prompt)).toBe(false)
+      // Some repeat moved a grade: the spread is real, not zero everywhere.
+      expect([...points.values()].some((row) => row.spread > 0)).toBe(true)
 
-    const openrlhf = readJsonl(join(out, 'openrlhf.train.jsonl'))
-    expect(openrlhf.map(({ margin: _margin, ...rest }) => rest)).toEqual(train)
-    for (const row of openrlhf) expect(row.margin).toBeGreaterThan(0)
+      const openrlhf = readJsonl(join(out, 'openrlhf.train.jsonl'))
+      expect(openrlhf.map(({ margin: _margin, ...rest }) => rest)).toEqual(train)
+      for (const row of openrlhf) expect(row.margin).toBeGreaterThan(0)
 
-    const again = await runCli(...args)
-    expect(again.code, again.err).toBe(0)
-    const second = JSON.parse(again.out)
-    expect(second.judgements).toMatchObject({ llm_calls: 0, cache_hits: 24 * 3 })
-    expect(readJsonl(join(out, 'trl.train.jsonl'))).toEqual(train)
+      const again = await runCli(...args)
+      expect(again.code, again.err).toBe(0)
+      const second = JSON.parse(again.out)
+      expect(second.judgements).toMatchObject({ llm_calls: 0, cache_hits: 24 * 3 })
+      expect(readJsonl(join(out, 'trl.train.jsonl'))).toEqual(train)
 
-    const report = await runCli('report', join(out, 'summary.json'), '--out', join(work, 'distill.html'))
-    expect(report.code, report.err).toBe(0)
-    expect(report.out).toContain('distill summary')
-    const html = readFileSync(join(work, 'distill.html'), 'utf8')
-    expect(html).toContain(`${summary.pairs.kept}`)
-    expect(html).toContain('within_noise')
-  })
+      const report = await runCli('report', join(out, 'summary.json'), '--out', join(work, 'distill.html'))
+      expect(report.code, report.err).toBe(0)
+      expect(report.out).toContain('distill summary')
+      const html = readFileSync(join(work, 'distill.html'), 'utf8')
+      expect(html).toContain(`${summary.pairs.kept}`)
+      expect(html).toContain('within_noise')
+    },
+  )
 
   it('writes conversational rows, and --repeats 0 pairs on the online scores alone with no judge at all', async () => {
     const out = join(work, 'online')

@@ -70,7 +70,8 @@ describe('evolve judges in both orders', () => {
     }
     const summary = await runEvolve({ model: capturing, dataset, datasetSha256: sha256, outDir: out, iterations: 1 })
     const log = await readLog(join(out, 'evolution-log.jsonl'))
-    expect(log[0]!.settings).toMatchObject({ orders: 'both', train: 8, validation: 4 }) // no swap copies: B/A is the second order
+    // no swap copies: B/A is the second order
+    expect(log[0]!.settings).toMatchObject({ orders: 'both', train: 8, validation: 4 })
     expect(log[0]).toMatchObject({
       train_accuracy: 0,
       val_accuracy: 0,
@@ -201,182 +202,190 @@ describe('per-role call accounting', () => {
       stub = undefined
     })
 
-    it("the summary's per-role calls and tokens match what the server received, a refused call is a failure, and the log's iterations add up to the summary", async () => {
-      const good = await goodAnswers()
-      stub = await startLlmStub()
-      let refused = false
-      stub.intercept((body) => {
-        if (roleOf(body) === 'sub_agent' && !refused) {
-          refused = true
-          return { kind: 'status', status: 400 }
-        }
-        return undefined
-      })
-      stub.respondWith((body) => {
-        switch (roleOf(body)) {
-          case 'router':
-            return JSON.stringify({
-              entries: [...user(body).matchAll(/^- ([a-z0-9-]+) \(/gm)].map((match) => match[1]),
-            })
-          case 'chain_analyzer':
-            return JSON.stringify({ signals: [{ kind: 'missing_tool', suggestion: 'coverage' }], summary: 'stub' })
-          case 'evolver':
-            return JSON.stringify({
-              op: 'add',
-              entry: {
-                name: 'coverage-check',
-                kind: 'tool',
-                description: 'Checks coverage',
-                when_to_use: 'Always',
-                body: 'You check coverage. Reply with JSON {"favours": "A" | "B"}.',
-              },
-              rationale: 'stub',
-            })
-          case 'tool':
-            return JSON.stringify({ favours: good.has(block(user(body), 'Answer A')) ? 'A' : 'B' })
-          default: {
-            const observed = body.messages.some((message) => message.content.startsWith('Observation from tool'))
-            if (system(body).includes('## Tool: coverage-check') && !observed)
-              return JSON.stringify({ think: 'check', tool: { name: 'coverage-check', query: 'which covers more?' } })
-            return JSON.stringify({
-              think: 'stub',
-              answer: { preference: good.has(block(user(body), 'Answer A')) ? 'A' : 'B', reason: 'stub' },
-            })
+    it(
+      "the summary's per-role calls and tokens match what the server received, a refused call is a failure, and the " +
+        "log's iterations add up to the summary",
+      async () => {
+        const good = await goodAnswers()
+        stub = await startLlmStub()
+        let refused = false
+        stub.intercept((body) => {
+          if (roleOf(body) === 'sub_agent' && !refused) {
+            refused = true
+            return { kind: 'status', status: 400 }
           }
+          return undefined
+        })
+        stub.respondWith((body) => {
+          switch (roleOf(body)) {
+            case 'router':
+              return JSON.stringify({
+                entries: [...user(body).matchAll(/^- ([a-z0-9-]+) \(/gm)].map((match) => match[1]),
+              })
+            case 'chain_analyzer':
+              return JSON.stringify({ signals: [{ kind: 'missing_tool', suggestion: 'coverage' }], summary: 'stub' })
+            case 'evolver':
+              return JSON.stringify({
+                op: 'add',
+                entry: {
+                  name: 'coverage-check',
+                  kind: 'tool',
+                  description: 'Checks coverage',
+                  when_to_use: 'Always',
+                  body: 'You check coverage. Reply with JSON {"favours": "A" | "B"}.',
+                },
+                rationale: 'stub',
+              })
+            case 'tool':
+              return JSON.stringify({ favours: good.has(block(user(body), 'Answer A')) ? 'A' : 'B' })
+            default: {
+              const observed = body.messages.some((message) => message.content.startsWith('Observation from tool'))
+              if (system(body).includes('## Tool: coverage-check') && !observed)
+                return JSON.stringify({ think: 'check', tool: { name: 'coverage-check', query: 'which covers more?' } })
+              return JSON.stringify({
+                think: 'stub',
+                answer: { preference: good.has(block(user(body), 'Answer A')) ? 'A' : 'B', reason: 'stub' },
+              })
+            }
+          }
+        })
+        const out = await mkdtemp(join(tmpdir(), 'evolve-usage-'))
+        const summary = await runEvolveCommand(
+          {
+            dataset: FIXTURE,
+            out,
+            iterations: '1',
+            backend: 'openai',
+            endpoint: [stub.baseUrl],
+            model: 'stub-model',
+            seed: '42',
+            valFraction: '0.34',
+            exploreMargin: '0.1',
+            pruneEvery: '0',
+            locale: 'en',
+            concurrency: '2',
+            cache: false,
+          },
+          () => {},
+        )
+        const received: Record<string, number> = {}
+        for (const body of stub.requests) received[roleOf(body)] = (received[roleOf(body)] ?? 0) + 1
+        for (const role of LIBRARY_ROLES) {
+          const usage = summary.usage[role]
+          expect({ role, calls: usage.calls }).toEqual({ role, calls: received[role] ?? 0 })
+          // The stub reports 100 prompt and 20 completion tokens for every answered call.
+          expect(usage.prompt_tokens).toBe(100 * usage.ok)
+          expect(usage.completion_tokens).toBe(20 * usage.ok)
         }
-      })
-      const out = await mkdtemp(join(tmpdir(), 'evolve-usage-'))
-      const summary = await runEvolveCommand(
-        {
-          dataset: FIXTURE,
-          out,
-          iterations: '1',
-          backend: 'openai',
-          endpoint: [stub.baseUrl],
-          model: 'stub-model',
-          seed: '42',
-          valFraction: '0.34',
-          exploreMargin: '0.1',
-          pruneEvery: '0',
-          locale: 'en',
-          concurrency: '2',
-          cache: false,
-        },
-        () => {},
-      )
-      const received: Record<string, number> = {}
-      for (const body of stub.requests) received[roleOf(body)] = (received[roleOf(body)] ?? 0) + 1
-      for (const role of LIBRARY_ROLES) {
-        const usage = summary.usage[role]
-        expect({ role, calls: usage.calls }).toEqual({ role, calls: received[role] ?? 0 })
-        // The stub reports 100 prompt and 20 completion tokens for every answered call.
-        expect(usage.prompt_tokens).toBe(100 * usage.ok)
-        expect(usage.completion_tokens).toBe(20 * usage.ok)
-      }
-      expect(summary.usage.sub_agent.failures).toBe(1)
-      expect(summary.usage.total.failures).toBe(1)
-      expect(summary.usage.tool.calls).toBeGreaterThan(0)
-      expect(summary.usage.chain_analyzer.calls).toBe(1)
-      expect(summary.usage.evolver.calls).toBe(1)
-      const log = await readLog(join(out, 'evolution-log.jsonl'))
-      expect(log[0]!.failures.train + log[0]!.failures.val).toBe(1)
-      expect(log[0]!.usage.sub_agent.failures).toBe(1)
-      expect(sumUsage(log.map((entry) => entry.usage.total))).toEqual(summary.usage.total)
-      expect(log[1]).toMatchObject({ decision: 'kept', tool_check: [{ tool: 'coverage-check', passed: true }] })
-    })
+        expect(summary.usage.sub_agent.failures).toBe(1)
+        expect(summary.usage.total.failures).toBe(1)
+        expect(summary.usage.tool.calls).toBeGreaterThan(0)
+        expect(summary.usage.chain_analyzer.calls).toBe(1)
+        expect(summary.usage.evolver.calls).toBe(1)
+        const log = await readLog(join(out, 'evolution-log.jsonl'))
+        expect(log[0]!.failures.train + log[0]!.failures.val).toBe(1)
+        expect(log[0]!.usage.sub_agent.failures).toBe(1)
+        expect(sumUsage(log.map((entry) => entry.usage.total))).toEqual(summary.usage.total)
+        expect(log[1]).toMatchObject({ decision: 'kept', tool_check: [{ tool: 'coverage-check', passed: true }] })
+      },
+    )
 
-    it('the tool-prompt check rejects a tool whose prompt does not get JSON replies, before any validation run, and the Evolver is told', async () => {
-      const good = await goodAnswers()
-      stub = await startLlmStub()
-      let evolverCalls = 0
-      stub.respondWith((body) => {
-        switch (roleOf(body)) {
-          case 'router':
-            return JSON.stringify({
-              entries: [...user(body).matchAll(/^- ([a-z0-9-]+) \(/gm)].map((match) => match[1]),
-            })
-          case 'chain_analyzer':
-            return JSON.stringify({ signals: [{ kind: 'missing_tool', suggestion: 'a tool' }], summary: 'stub' })
-          case 'evolver':
-            evolverCalls++
-            return evolverCalls === 1
-              ? JSON.stringify({
-                  op: 'add',
-                  entry: {
-                    name: 'chatty-tool',
-                    kind: 'tool',
-                    description: 'Talks',
-                    when_to_use: 'Always',
-                    body: 'You are the chatty tool. Say what you think in prose.',
-                  },
-                  rationale: 'stub',
-                })
-              : JSON.stringify({
-                  op: 'add',
-                  entry: {
-                    name: 'json-tool',
-                    kind: 'tool',
-                    description: 'Checks',
-                    when_to_use: 'Always',
-                    body: 'You are the json tool. Reply with JSON {"ok": true}.',
-                  },
-                  rationale: 'stub',
-                })
-          case 'tool':
-            return system(body).startsWith('You are the chatty tool')
-              ? 'I think answer A looks fine overall.'
-              : '{"ok": true}'
-          default:
-            return JSON.stringify({
-              think: 'stub',
-              answer: { preference: good.has(block(user(body), 'Answer A')) ? 'A' : 'B', reason: 'stub' },
-            })
-        }
-      })
-      const out = await mkdtemp(join(tmpdir(), 'evolve-toolcheck-'))
-      await runEvolveCommand(
-        {
-          dataset: FIXTURE,
-          out,
-          iterations: '2',
-          backend: 'openai',
-          endpoint: [stub.baseUrl],
-          model: 'stub-model',
-          seed: '42',
-          valFraction: '0.34',
-          exploreMargin: '0.1',
-          pruneEvery: '0',
-          locale: 'en',
-          concurrency: '2',
-          toolCheck: '4',
-        },
-        () => {},
-      )
-      const log = await readLog(join(out, 'evolution-log.jsonl'))
-      expect(log[1]).toMatchObject({
-        decision: 'rejected',
-        change: { key: 'add chatty-tool' },
-        val_accuracy: null,
-        tool_check: [{ tool: 'chatty-tool', sampled: 4, json: 0, passed: false }],
-        entries: [],
-      })
-      expect(log[1]!.note).toBe('rejected by the tool-prompt check: chatty-tool replied JSON on 0 of 4 sample calls')
-      expect(log[1]!.tool_check![0]!.examples[0]).toContain('I think answer A looks fine')
-      // Never validated: no Sub-Agent ever saw the rejected tool.
-      expect(
-        stub.requests.filter((body) => roleOf(body) === 'sub_agent' && system(body).includes('chatty-tool')),
-      ).toHaveLength(0)
-      expect(
-        stub.requests.filter((body) => roleOf(body) === 'tool' && system(body).startsWith('You are the chatty tool')),
-      ).toHaveLength(4)
-      const evolverRequests = stub.requests.filter((body) => roleOf(body) === 'evolver')
-      expect(user(evolverRequests[1]!)).toContain('add chatty-tool')
-      expect(log[2]).toMatchObject({
-        decision: 'kept',
-        change: { key: 'add json-tool' },
-        tool_check: [{ tool: 'json-tool', sampled: 4, json: 4, passed: true }],
-        entries: ['json-tool'],
-      })
-    })
+    it(
+      'the tool-prompt check rejects a tool whose prompt does not get JSON replies, before any validation run, and ' +
+        'the Evolver is told',
+      async () => {
+        const good = await goodAnswers()
+        stub = await startLlmStub()
+        let evolverCalls = 0
+        stub.respondWith((body) => {
+          switch (roleOf(body)) {
+            case 'router':
+              return JSON.stringify({
+                entries: [...user(body).matchAll(/^- ([a-z0-9-]+) \(/gm)].map((match) => match[1]),
+              })
+            case 'chain_analyzer':
+              return JSON.stringify({ signals: [{ kind: 'missing_tool', suggestion: 'a tool' }], summary: 'stub' })
+            case 'evolver':
+              evolverCalls++
+              return evolverCalls === 1
+                ? JSON.stringify({
+                    op: 'add',
+                    entry: {
+                      name: 'chatty-tool',
+                      kind: 'tool',
+                      description: 'Talks',
+                      when_to_use: 'Always',
+                      body: 'You are the chatty tool. Say what you think in prose.',
+                    },
+                    rationale: 'stub',
+                  })
+                : JSON.stringify({
+                    op: 'add',
+                    entry: {
+                      name: 'json-tool',
+                      kind: 'tool',
+                      description: 'Checks',
+                      when_to_use: 'Always',
+                      body: 'You are the json tool. Reply with JSON {"ok": true}.',
+                    },
+                    rationale: 'stub',
+                  })
+            case 'tool':
+              return system(body).startsWith('You are the chatty tool')
+                ? 'I think answer A looks fine overall.'
+                : '{"ok": true}'
+            default:
+              return JSON.stringify({
+                think: 'stub',
+                answer: { preference: good.has(block(user(body), 'Answer A')) ? 'A' : 'B', reason: 'stub' },
+              })
+          }
+        })
+        const out = await mkdtemp(join(tmpdir(), 'evolve-toolcheck-'))
+        await runEvolveCommand(
+          {
+            dataset: FIXTURE,
+            out,
+            iterations: '2',
+            backend: 'openai',
+            endpoint: [stub.baseUrl],
+            model: 'stub-model',
+            seed: '42',
+            valFraction: '0.34',
+            exploreMargin: '0.1',
+            pruneEvery: '0',
+            locale: 'en',
+            concurrency: '2',
+            toolCheck: '4',
+          },
+          () => {},
+        )
+        const log = await readLog(join(out, 'evolution-log.jsonl'))
+        expect(log[1]).toMatchObject({
+          decision: 'rejected',
+          change: { key: 'add chatty-tool' },
+          val_accuracy: null,
+          tool_check: [{ tool: 'chatty-tool', sampled: 4, json: 0, passed: false }],
+          entries: [],
+        })
+        expect(log[1]!.note).toBe('rejected by the tool-prompt check: chatty-tool replied JSON on 0 of 4 sample calls')
+        expect(log[1]!.tool_check![0]!.examples[0]).toContain('I think answer A looks fine')
+        // Never validated: no Sub-Agent ever saw the rejected tool.
+        expect(
+          stub.requests.filter((body) => roleOf(body) === 'sub_agent' && system(body).includes('chatty-tool')),
+        ).toHaveLength(0)
+        expect(
+          stub.requests.filter((body) => roleOf(body) === 'tool' && system(body).startsWith('You are the chatty tool')),
+        ).toHaveLength(4)
+        const evolverRequests = stub.requests.filter((body) => roleOf(body) === 'evolver')
+        expect(user(evolverRequests[1]!)).toContain('add chatty-tool')
+        expect(log[2]).toMatchObject({
+          decision: 'kept',
+          change: { key: 'add json-tool' },
+          tool_check: [{ tool: 'json-tool', sampled: 4, json: 4, passed: true }],
+          entries: ['json-tool'],
+        })
+      },
+    )
   })
 })

@@ -32,51 +32,55 @@ describe('export --library (an evolved judge library → a library artifact)', (
     expect(evolved.code).toBe(0)
   }, 60_000)
 
-  it('writes a valid, content-addressed library artifact with entries, registry hash, provenance and runtime; the id is stable', async () => {
-    const best = join(runDir, 'checkpoints', 'best')
-    const outDir = await mkdtemp(join(tmpdir(), 'lib-art-'))
-    const first = await exportLibraryArtifact({ library: best, out: join(outDir, 'a.json') })
-    const second = await exportLibraryArtifact({ library: best, out: join(outDir, 'b.json') })
-    expect(first.artifact.artifact_id).toMatch(/^rm_[0-9a-f]{64}$/)
-    expect(second.artifact.artifact_id).toBe(first.artifact.artifact_id)
-    expect(await readFile(join(outDir, 'a.json'), 'utf8')).toBe(await readFile(join(outDir, 'b.json'), 'utf8'))
+  it(
+    'writes a valid, content-addressed library artifact with entries, registry hash, provenance and runtime; the id ' +
+      'is stable',
+    async () => {
+      const best = join(runDir, 'checkpoints', 'best')
+      const outDir = await mkdtemp(join(tmpdir(), 'lib-art-'))
+      const first = await exportLibraryArtifact({ library: best, out: join(outDir, 'a.json') })
+      const second = await exportLibraryArtifact({ library: best, out: join(outDir, 'b.json') })
+      expect(first.artifact.artifact_id).toMatch(/^rm_[0-9a-f]{64}$/)
+      expect(second.artifact.artifact_id).toBe(first.artifact.artifact_id)
+      expect(await readFile(join(outDir, 'a.json'), 'utf8')).toBe(await readFile(join(outDir, 'b.json'), 'utf8'))
 
-    const parsed = AnyRmArtifact.parse(JSON.parse(await readFile(join(outDir, 'a.json'), 'utf8')))
-    expect(parsed.kind).toBe('library')
-    expect(LibraryArtifact.safeParse(parsed).success).toBe(true)
-    expect(RmArtifact.safeParse(parsed).success).toBe(false)
-    expect(await verifyArtifactId(parsed)).toBe(true)
+      const parsed = AnyRmArtifact.parse(JSON.parse(await readFile(join(outDir, 'a.json'), 'utf8')))
+      expect(parsed.kind).toBe('library')
+      expect(LibraryArtifact.safeParse(parsed).success).toBe(true)
+      expect(RmArtifact.safeParse(parsed).success).toBe(false)
+      expect(await verifyArtifactId(parsed)).toBe(true)
 
-    const artifact = first.artifact
-    expect(artifact.entries.map((entry) => entry.name)).toContain('instruction-coverage')
-    for (const entry of artifact.entries) expect(entry.sha256).toMatch(/^[0-9a-f]{64}$/)
-    const log = await readLog(join(runDir, 'evolution-log.jsonl'))
-    const last = log.at(-1)!
-    expect(artifact.provenance).toMatchObject({
-      best_iteration: last.best_iteration,
-      best_val_accuracy: last.best_val_accuracy,
-      iterations: 2,
-      library_sha256: last.best_library_sha256,
-      dataset_sha256: last.settings.dataset_sha256,
-    })
-    expect(artifact.provenance.registry_sha256).toMatch(/^[0-9a-f]{64}$/)
-    expect(artifact.provenance.evolution_log_sha256).toMatch(/^[0-9a-f]{64}$/)
-    expect(artifact.runtime).toMatchObject({
-      backend: 'mock',
-      locale: 'en',
-      temperature: 0,
-      seed: 42,
-      max_tool_calls: 3,
-    })
-    expect(artifact.created_at_utc).toBe(last.timestamp)
+      const artifact = first.artifact
+      expect(artifact.entries.map((entry) => entry.name)).toContain('instruction-coverage')
+      for (const entry of artifact.entries) expect(entry.sha256).toMatch(/^[0-9a-f]{64}$/)
+      const log = await readLog(join(runDir, 'evolution-log.jsonl'))
+      const last = log.at(-1)!
+      expect(artifact.provenance).toMatchObject({
+        best_iteration: last.best_iteration,
+        best_val_accuracy: last.best_val_accuracy,
+        iterations: 2,
+        library_sha256: last.best_library_sha256,
+        dataset_sha256: last.settings.dataset_sha256,
+      })
+      expect(artifact.provenance.registry_sha256).toMatch(/^[0-9a-f]{64}$/)
+      expect(artifact.provenance.evolution_log_sha256).toMatch(/^[0-9a-f]{64}$/)
+      expect(artifact.runtime).toMatchObject({
+        backend: 'mock',
+        locale: 'en',
+        temperature: 0,
+        seed: 42,
+        max_tool_calls: 3,
+      })
+      expect(artifact.created_at_utc).toBe(last.timestamp)
 
-    // A change to any entry changes the id: the content address covers the bodies.
-    const tampered = {
-      ...parsed,
-      entries: parsed.kind === 'library' ? parsed.entries.map((entry) => ({ ...entry, body: `${entry.body}x` })) : [],
-    }
-    expect(await verifyArtifactId(AnyRmArtifact.parse(tampered))).toBe(false)
-  })
+      // A change to any entry changes the id: the content address covers the bodies.
+      const tampered = {
+        ...parsed,
+        entries: parsed.kind === 'library' ? parsed.entries.map((entry) => ({ ...entry, body: `${entry.body}x` })) : [],
+      }
+      expect(await verifyArtifactId(AnyRmArtifact.parse(tampered))).toBe(false)
+    },
+  )
 
   it('runs from the CLI (--json) and refuses bad input with exit code 2', async () => {
     const outDir = await mkdtemp(join(tmpdir(), 'lib-cli-'))

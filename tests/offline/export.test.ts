@@ -308,8 +308,10 @@ describe('refusals (exit 2, nothing written)', () => {
     )
     expect(error.code).toBe('invalid_rubric')
     expect(error.issues).toEqual([
-      'best_rubrics[0] (prompt_id "p_debug_undefined").rubric.criteria: no criterion has a positive weight, so the rubric cannot score',
-      `best_rubrics[2] (prompt_id "p_policy_brief").rubric.criteria: criterion id "${search.best_rubrics[2].rubric.criteria[0].criterion_id}" is used twice`,
+      'best_rubrics[0] (prompt_id "p_debug_undefined").rubric.criteria: no criterion has a positive weight, so the ' +
+        'rubric cannot score',
+      `best_rubrics[2] (prompt_id "p_policy_brief").rubric.criteria: criterion id ` +
+        `"${search.best_rubrics[2].rubric.criteria[0].criterion_id}" is used twice`,
     ])
   }, 30_000)
 

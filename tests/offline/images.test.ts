@@ -51,7 +51,9 @@ function png(r: number, g: number, b: number): Buffer {
 
 const dataUrl = (bytes: Buffer) => `data:image/png;base64,${bytes.toString('base64')}`
 
-/** A dataset dir with `n` image-edit pairs: a source image per prompt, an image per candidate; candidate 1 is better. */
+/**
+ * A dataset dir with `n` image-edit pairs: a source image per prompt, an image per candidate; candidate 1 is better.
+ */
 async function imageDataset(n: number): Promise<{ file: string; images: Map<string, Buffer>; good: Set<string> }> {
   const dir = await mkdtemp(join(tmpdir(), 'images-'))
   await mkdir(join(dir, 'img'))
@@ -111,57 +113,61 @@ const isSubAgent = (body: ChatCompletionBody) => system(body).startsWith('You ar
 const isTool = (body: ChatCompletionBody) => system(body).startsWith('You are the visual-check tool')
 
 describe('dataset images', () => {
-  it('reads images beside the prompt and candidate fields into metadata.images, refuses malformed ones, and round-trips', () => {
-    const text = JSON.stringify({
-      prompts: [
-        {
-          prompt_id: 'p1',
-          prompt: 'Q',
-          images: [{ path: 'img/a.png' }, { url: 'https://example.org/x.jpg' }],
-          candidates: [
-            {
-              candidate_id: 'a',
-              text: 'x',
-              images: [{ data_url: 'data:image/png;base64,iVBORw0KGgo=' }],
-              metadata: { rank: 1 },
-            },
-            { candidate_id: 'b', text: 'y', metadata: { rank: 2 } },
-          ],
-        },
-      ],
-    })
-    const parsed = parseDatasetText(text, { name: 'd.json' }).dataset
-    expect(parsed.prompts[0]!.metadata.images).toEqual([{ path: 'img/a.png' }, { url: 'https://example.org/x.jpg' }])
-    expect(parsed.prompts[0]!.candidates[0]!.metadata.images).toEqual([
-      { data_url: 'data:image/png;base64,iVBORw0KGgo=' },
-    ])
-    expect(parsed.prompts[0]!.candidates[1]!.metadata).toEqual({})
-    expect(parseDatasetText(formatAutosrJson(parsed), { name: 'again.json' }).dataset).toEqual(parsed)
+  it(
+    'reads images beside the prompt and candidate fields into metadata.images, refuses malformed ones, and ' +
+      'round-trips',
+    () => {
+      const text = JSON.stringify({
+        prompts: [
+          {
+            prompt_id: 'p1',
+            prompt: 'Q',
+            images: [{ path: 'img/a.png' }, { url: 'https://example.org/x.jpg' }],
+            candidates: [
+              {
+                candidate_id: 'a',
+                text: 'x',
+                images: [{ data_url: 'data:image/png;base64,iVBORw0KGgo=' }],
+                metadata: { rank: 1 },
+              },
+              { candidate_id: 'b', text: 'y', metadata: { rank: 2 } },
+            ],
+          },
+        ],
+      })
+      const parsed = parseDatasetText(text, { name: 'd.json' }).dataset
+      expect(parsed.prompts[0]!.metadata.images).toEqual([{ path: 'img/a.png' }, { url: 'https://example.org/x.jpg' }])
+      expect(parsed.prompts[0]!.candidates[0]!.metadata.images).toEqual([
+        { data_url: 'data:image/png;base64,iVBORw0KGgo=' },
+      ])
+      expect(parsed.prompts[0]!.candidates[1]!.metadata).toEqual({})
+      expect(parseDatasetText(formatAutosrJson(parsed), { name: 'again.json' }).dataset).toEqual(parsed)
 
-    const bad = (images: unknown) => () =>
-      parseDatasetText(
-        JSON.stringify({
-          prompts: [
-            {
-              prompt_id: 'p',
-              prompt: 'Q',
-              images,
-              candidates: [
-                { candidate_id: 'a', text: 'x' },
-                { candidate_id: 'b', text: 'y' },
-              ],
-            },
-          ],
-        }),
-        { name: 'bad.json' },
+      const bad = (images: unknown) => () =>
+        parseDatasetText(
+          JSON.stringify({
+            prompts: [
+              {
+                prompt_id: 'p',
+                prompt: 'Q',
+                images,
+                candidates: [
+                  { candidate_id: 'a', text: 'x' },
+                  { candidate_id: 'b', text: 'y' },
+                ],
+              },
+            ],
+          }),
+          { name: 'bad.json' },
+        )
+      expect(bad([{ path: 'a.png', url: 'https://x/y.png' }])).toThrow(
+        /images\[0\]: needs exactly one of path, url, data_url, got path and url/,
       )
-    expect(bad([{ path: 'a.png', url: 'https://x/y.png' }])).toThrow(
-      /images\[0\]: needs exactly one of path, url, data_url, got path and url/,
-    )
-    expect(bad([{ url: 'file:///etc/passwd' }])).toThrow(/must be an http\(s\) URL/)
-    expect(bad([{ data_url: 'data:text/plain;base64,aGk=' }])).toThrow(/must be data:image\/<type>;base64,<data>/)
-    expect(bad('a.png')).toThrow(/must be an array/)
-  })
+      expect(bad([{ url: 'file:///etc/passwd' }])).toThrow(/must be an http\(s\) URL/)
+      expect(bad([{ data_url: 'data:text/plain;base64,aGk=' }])).toThrow(/must be data:image\/<type>;base64,<data>/)
+      expect(bad('a.png')).toThrow(/must be an array/)
+    },
+  )
 
   it('keeps images as handles and reads a path image only when it is resolved', async () => {
     const reads: string[] = []
@@ -243,165 +249,176 @@ describe('images through an OpenAI-compatible vision stub', () => {
     return { model: backend.models.judge, close: backend.close }
   }
 
-  it('the Sub-Agent gets the images as image_url parts, and a tool call gets the same ones resolved by handle, never pasted data', async () => {
-    const { file, images } = await imageDataset(1)
-    const { dataset } = await loadDataset(file)
-    const registry = datasetImageRegistry(file)
-    const [item] = pairItems(dataset, registry)
-    // Position 1 is the good edit for p1.
-    const expected = [
-      dataUrl(images.get('src-1.png')!),
-      dataUrl(images.get('good-1.png')!),
-      dataUrl(images.get('bad-1.png')!),
-    ]
-    let toolImages: string[] | undefined
-    stub = await startLlmStub()
-    stub.respondWith((body) => {
-      if (system(body).startsWith('You are the library router')) return JSON.stringify({ entries: ['visual-check'] })
-      if (isTool(body)) return '{"favours": "A"}'
-      const observed = body.messages.some((message) => contentText(message).startsWith('Observation from tool'))
-      if (observed)
-        return JSON.stringify({ think: 'the tool favours A', answer: { preference: 'A', reason: 'car removed' } })
-      return JSON.stringify({
-        think: 'look closer',
-        tool: {
-          name: 'visual-check',
-          query: 'which edit removed the car?',
-          ...(toolImages ? { images: toolImages } : {}),
-        },
-      })
-    })
-    const { model, close } = await stubModel(stub.baseUrl)
-    try {
-      const routed = await new LibraryRouter(model).route(toolLibrary, item!.instruction)
-      expect(stub.requests[0]!.messages.every((message) => typeof message.content === 'string')).toBe(true) // the router reads text only
-
-      // 1. Every image to the Sub-Agent, and the same ones to the tool.
-      const outcome = await judgeWithLibrary(model, toolLibrary, routed, item!, { images: registry })
-      expect(outcome).toMatchObject({ ok: true, preference: 'A', tool_calls: 1 })
-      expect(outcome.chain).toContain('[tool input visual-check] images instruction-1, A-1, B-1')
-      const judgeCall = stub.requests.find(isSubAgent)!
-      const toolCall = stub.requests.find(isTool)!
-      expect(imageUrls(userMessage(judgeCall))).toEqual(expected)
-      expect(imageUrls(userMessage(toolCall))).toEqual(expected)
-      expect(contentText(userMessage(judgeCall))).toMatch(/Image A-1 \(of answer A, sha256 [0-9a-f]{12}\):/)
-      for (const title of ['The instruction', 'Answer A', 'Answer B'])
-        expect(block(contentText(userMessage(toolCall)), title)).toBe(block(contentText(userMessage(judgeCall)), title))
-      expect(block(contentText(userMessage(toolCall)), 'The judge asks')).toBe('which edit removed the car?')
-
-      // 2. A tool call that names labels gets exactly those images.
-      toolImages = ['B-1']
-      const before = stub.requests.length
-      await judgeWithLibrary(model, toolLibrary, routed, item!, { images: registry })
-      const subsetCall = stub.requests.slice(before).find(isTool)!
-      expect(imageUrls(userMessage(subsetCall))).toEqual([expected[2]])
-
-      // 3. Image data pasted into the tool call is refused: no sub-call, an error observation instead.
-      toolImages = [expected[1]!]
-      const start = stub.requests.length
-      const pasted = await judgeWithLibrary(model, toolLibrary, routed, item!, { images: registry })
-      expect(stub.requests.slice(start).some(isTool)).toBe(false)
-      expect(pasted.chain).toMatch(
-        /\[observation visual-check\] \{"error":"unknown image handle \\"data:image\/png;base64…\\": name images by their labels \(instruction-1, A-1, B-1\)"\}/,
-      )
-      expect(pasted.chain).not.toContain(expected[1])
-      const answerTurn = stub.requests.slice(start).filter(isSubAgent).at(-1)!
-      expect(contentText(answerTurn.messages.at(-1)!)).toContain('unknown image handle')
-
-      // 4. The B/A order shows answer B's image as A-1 and the tool follows the presentation.
-      toolImages = undefined
-      const mark = stub.requests.length
-      const both = await judgeBothOrders(model, toolLibrary, routed, item!, { images: registry })
-      expect(both).toMatchObject({ verdict: 'inconsistent', orders: { ab: 'A', ba: 'B' } }) // the stub always says A
-      const swappedJudge = stub.requests.slice(mark).filter(isSubAgent)[2]!
-      const swappedTool = stub.requests.slice(mark).filter(isTool)[1]!
-      expect(imageUrls(userMessage(swappedJudge))).toEqual([expected[0], expected[2], expected[1]])
-      expect(imageUrls(userMessage(swappedTool))).toEqual([expected[0], expected[2], expected[1]])
-    } finally {
-      await close()
-    }
-  })
-
-  it('evolve on an image dataset: judges in both orders from the images, and the tool-prompt check exercises a new tool on them', async () => {
-    const { file, good } = await imageDataset(6)
-    const toolBody = 'You are the visual-check tool. Reply with JSON {"favours": "A" | "B" | "tie"}.'
-    stub = await startLlmStub()
-    stub.respondWith((body) => {
-      const sys = system(body)
-      if (sys.startsWith('You are the library router'))
+  it(
+    'the Sub-Agent gets the images as image_url parts, and a tool call gets the same ones resolved by handle, never ' +
+      'pasted data',
+    async () => {
+      const { file, images } = await imageDataset(1)
+      const { dataset } = await loadDataset(file)
+      const registry = datasetImageRegistry(file)
+      const [item] = pairItems(dataset, registry)
+      // Position 1 is the good edit for p1.
+      const expected = [
+        dataUrl(images.get('src-1.png')!),
+        dataUrl(images.get('good-1.png')!),
+        dataUrl(images.get('bad-1.png')!),
+      ]
+      let toolImages: string[] | undefined
+      stub = await startLlmStub()
+      stub.respondWith((body) => {
+        if (system(body).startsWith('You are the library router')) return JSON.stringify({ entries: ['visual-check'] })
+        if (isTool(body)) return '{"favours": "A"}'
+        const observed = body.messages.some((message) => contentText(message).startsWith('Observation from tool'))
+        if (observed)
+          return JSON.stringify({ think: 'the tool favours A', answer: { preference: 'A', reason: 'car removed' } })
         return JSON.stringify({
-          entries: [...contentText(userMessage(body)).matchAll(/^- ([a-z0-9-]+) \(/gm)].map((match) => match[1]),
-        })
-      if (sys.startsWith('You are the chain analyzer'))
-        return JSON.stringify({
-          signals: [{ kind: 'missing_tool', suggestion: 'look at the images' }],
-          summary: 'stub',
-        })
-      if (sys.startsWith('You are the evolver'))
-        return JSON.stringify({
-          op: 'add',
-          entry: {
+          think: 'look closer',
+          tool: {
             name: 'visual-check',
-            kind: 'tool',
-            description: 'Checks which edited photo removed the car',
-            when_to_use: 'Always',
-            body: toolBody,
+            query: 'which edit removed the car?',
+            ...(toolImages ? { images: toolImages } : {}),
           },
-          rationale: 'stub',
         })
-      if (isTool(body)) return '{"favours": "tie"}'
-      // The Sub-Agent decides from the pixels it was sent: the image shown as A-1 is the second URL.
-      const urls = imageUrls(userMessage(body))
-      return JSON.stringify({
-        think: 'compared the photos',
-        answer: { preference: good.has(urls[1]!) ? 'A' : 'B', reason: 'stub' },
       })
-    })
-    const out = await mkdtemp(join(tmpdir(), 'evolve-images-'))
-    const summary = await runEvolveCommand(
-      {
-        dataset: file,
-        out,
-        iterations: '1',
-        backend: 'openai',
-        endpoint: [stub.baseUrl],
-        model: 'stub-vlm',
-        seed: '42',
-        valFraction: '0.34',
-        exploreMargin: '0.1',
-        pruneEvery: '0',
-        locale: 'en',
-        concurrency: '2',
-        toolCheck: '3',
-      },
-      () => {},
-    )
-    const log = await readLog(join(out, 'evolution-log.jsonl'))
-    expect(log[0]).toMatchObject({
-      train_accuracy: 1,
-      val_accuracy: 1,
-      inconsistent: { train: 0, val: 0 },
-      failures: { train: 0, val: 0 },
-    })
-    expect(log[0]!.settings).toMatchObject({ orders: 'both', images: 18 })
-    expect(log[1]).toMatchObject({
-      decision: 'kept',
-      change: { key: 'add visual-check' },
-      tool_check: [{ tool: 'visual-check', sampled: 3, json: 3, passed: true }],
-    })
-    const toolCalls = stub.requests.filter(isTool)
-    expect(toolCalls.length).toBeGreaterThanOrEqual(3)
-    for (const call of toolCalls) {
-      const urls = imageUrls(userMessage(call))
-      expect(urls).toHaveLength(3)
-      // Each probe got one item's own images: exactly one of its answers' images is a good edit.
-      expect(urls.slice(1).filter((url) => good.has(url))).toHaveLength(1)
-    }
-    for (const call of stub.requests.filter(isSubAgent)) expect(imageUrls(userMessage(call))).toHaveLength(3)
-    expect(summary.usage.tool.calls).toBe(toolCalls.length)
-    // Per-item results keep handles' labels out of the data: the chains name images by label only.
-    expect(await readFile(join(out, 'results', 'iter-0.val.jsonl'), 'utf8')).not.toContain('base64')
-  })
+      const { model, close } = await stubModel(stub.baseUrl)
+      try {
+        const routed = await new LibraryRouter(model).route(toolLibrary, item!.instruction)
+        // the router reads text only
+        expect(stub.requests[0]!.messages.every((message) => typeof message.content === 'string')).toBe(true)
+
+        // 1. Every image to the Sub-Agent, and the same ones to the tool.
+        const outcome = await judgeWithLibrary(model, toolLibrary, routed, item!, { images: registry })
+        expect(outcome).toMatchObject({ ok: true, preference: 'A', tool_calls: 1 })
+        expect(outcome.chain).toContain('[tool input visual-check] images instruction-1, A-1, B-1')
+        const judgeCall = stub.requests.find(isSubAgent)!
+        const toolCall = stub.requests.find(isTool)!
+        expect(imageUrls(userMessage(judgeCall))).toEqual(expected)
+        expect(imageUrls(userMessage(toolCall))).toEqual(expected)
+        expect(contentText(userMessage(judgeCall))).toMatch(/Image A-1 \(of answer A, sha256 [0-9a-f]{12}\):/)
+        for (const title of ['The instruction', 'Answer A', 'Answer B'])
+          expect(block(contentText(userMessage(toolCall)), title)).toBe(
+            block(contentText(userMessage(judgeCall)), title),
+          )
+        expect(block(contentText(userMessage(toolCall)), 'The judge asks')).toBe('which edit removed the car?')
+
+        // 2. A tool call that names labels gets exactly those images.
+        toolImages = ['B-1']
+        const before = stub.requests.length
+        await judgeWithLibrary(model, toolLibrary, routed, item!, { images: registry })
+        const subsetCall = stub.requests.slice(before).find(isTool)!
+        expect(imageUrls(userMessage(subsetCall))).toEqual([expected[2]])
+
+        // 3. Image data pasted into the tool call is refused: no sub-call, an error observation instead.
+        toolImages = [expected[1]!]
+        const start = stub.requests.length
+        const pasted = await judgeWithLibrary(model, toolLibrary, routed, item!, { images: registry })
+        expect(stub.requests.slice(start).some(isTool)).toBe(false)
+        expect(pasted.chain).toMatch(
+          /\[observation visual-check\] \{"error":"unknown image handle \\"data:image\/png;base64…\\": name images by their labels \(instruction-1, A-1, B-1\)"\}/,
+        )
+        expect(pasted.chain).not.toContain(expected[1])
+        const answerTurn = stub.requests.slice(start).filter(isSubAgent).at(-1)!
+        expect(contentText(answerTurn.messages.at(-1)!)).toContain('unknown image handle')
+
+        // 4. The B/A order shows answer B's image as A-1 and the tool follows the presentation.
+        toolImages = undefined
+        const mark = stub.requests.length
+        const both = await judgeBothOrders(model, toolLibrary, routed, item!, { images: registry })
+        expect(both).toMatchObject({ verdict: 'inconsistent', orders: { ab: 'A', ba: 'B' } }) // the stub always says A
+        const swappedJudge = stub.requests.slice(mark).filter(isSubAgent)[2]!
+        const swappedTool = stub.requests.slice(mark).filter(isTool)[1]!
+        expect(imageUrls(userMessage(swappedJudge))).toEqual([expected[0], expected[2], expected[1]])
+        expect(imageUrls(userMessage(swappedTool))).toEqual([expected[0], expected[2], expected[1]])
+      } finally {
+        await close()
+      }
+    },
+  )
+
+  it(
+    'evolve on an image dataset: judges in both orders from the images, and the tool-prompt check exercises a new ' +
+      'tool on them',
+    async () => {
+      const { file, good } = await imageDataset(6)
+      const toolBody = 'You are the visual-check tool. Reply with JSON {"favours": "A" | "B" | "tie"}.'
+      stub = await startLlmStub()
+      stub.respondWith((body) => {
+        const sys = system(body)
+        if (sys.startsWith('You are the library router'))
+          return JSON.stringify({
+            entries: [...contentText(userMessage(body)).matchAll(/^- ([a-z0-9-]+) \(/gm)].map((match) => match[1]),
+          })
+        if (sys.startsWith('You are the chain analyzer'))
+          return JSON.stringify({
+            signals: [{ kind: 'missing_tool', suggestion: 'look at the images' }],
+            summary: 'stub',
+          })
+        if (sys.startsWith('You are the evolver'))
+          return JSON.stringify({
+            op: 'add',
+            entry: {
+              name: 'visual-check',
+              kind: 'tool',
+              description: 'Checks which edited photo removed the car',
+              when_to_use: 'Always',
+              body: toolBody,
+            },
+            rationale: 'stub',
+          })
+        if (isTool(body)) return '{"favours": "tie"}'
+        // The Sub-Agent decides from the pixels it was sent: the image shown as A-1 is the second URL.
+        const urls = imageUrls(userMessage(body))
+        return JSON.stringify({
+          think: 'compared the photos',
+          answer: { preference: good.has(urls[1]!) ? 'A' : 'B', reason: 'stub' },
+        })
+      })
+      const out = await mkdtemp(join(tmpdir(), 'evolve-images-'))
+      const summary = await runEvolveCommand(
+        {
+          dataset: file,
+          out,
+          iterations: '1',
+          backend: 'openai',
+          endpoint: [stub.baseUrl],
+          model: 'stub-vlm',
+          seed: '42',
+          valFraction: '0.34',
+          exploreMargin: '0.1',
+          pruneEvery: '0',
+          locale: 'en',
+          concurrency: '2',
+          toolCheck: '3',
+        },
+        () => {},
+      )
+      const log = await readLog(join(out, 'evolution-log.jsonl'))
+      expect(log[0]).toMatchObject({
+        train_accuracy: 1,
+        val_accuracy: 1,
+        inconsistent: { train: 0, val: 0 },
+        failures: { train: 0, val: 0 },
+      })
+      expect(log[0]!.settings).toMatchObject({ orders: 'both', images: 18 })
+      expect(log[1]).toMatchObject({
+        decision: 'kept',
+        change: { key: 'add visual-check' },
+        tool_check: [{ tool: 'visual-check', sampled: 3, json: 3, passed: true }],
+      })
+      const toolCalls = stub.requests.filter(isTool)
+      expect(toolCalls.length).toBeGreaterThanOrEqual(3)
+      for (const call of toolCalls) {
+        const urls = imageUrls(userMessage(call))
+        expect(urls).toHaveLength(3)
+        // Each probe got one item's own images: exactly one of its answers' images is a good edit.
+        expect(urls.slice(1).filter((url) => good.has(url))).toHaveLength(1)
+      }
+      for (const call of stub.requests.filter(isSubAgent)) expect(imageUrls(userMessage(call))).toHaveLength(3)
+      expect(summary.usage.tool.calls).toBe(toolCalls.length)
+      // Per-item results keep handles' labels out of the data: the chains name images by label only.
+      expect(await readFile(join(out, 'results', 'iter-0.val.jsonl'), 'utf8')).not.toContain('base64')
+    },
+  )
 
   it('bench --scorer library: judges each ordered pair with the images of the instruction and of both answers', async () => {
     const { file, images, good } = await imageDataset(2)

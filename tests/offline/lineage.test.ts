@@ -100,22 +100,26 @@ describe('lineage round trip', () => {
     })
   })
 
-  it('is idempotent for identical records and refuses conflicting ones, results without a manifest and bad schema_version (exit 2)', async () => {
-    const path = file(manifest('grpo-2', '2026-01-01T00:00:00Z'))
-    expect((await run(['record-manifest', path])).code).toBe(0)
-    const again = await run(['record-manifest', path])
-    expect(again.code).toBe(0)
-    expect(again.out).toContain('already recorded')
-    const conflicting = await run(['record-manifest', file(manifest('grpo-2', '2026-01-05T00:00:00Z'))])
-    expect(conflicting.code).toBe(2)
-    expect(conflicting.err).toContain('different manifest')
-    const orphan = await run(['record-result', file(result('nobody'))])
-    expect(orphan.code).toBe(2)
-    expect(orphan.err).toContain('no manifest')
-    const badVersion = await run(['record-eval', file({ ...evalReport('grpo-2', { a: 1 }), schema_version: '2.0' })])
-    expect(badVersion.code).toBe(2)
-    expect(badVersion.err).toContain('schema_version')
-  })
+  it(
+    'is idempotent for identical records and refuses conflicting ones, results without a manifest and bad ' +
+      'schema_version (exit 2)',
+    async () => {
+      const path = file(manifest('grpo-2', '2026-01-01T00:00:00Z'))
+      expect((await run(['record-manifest', path])).code).toBe(0)
+      const again = await run(['record-manifest', path])
+      expect(again.code).toBe(0)
+      expect(again.out).toContain('already recorded')
+      const conflicting = await run(['record-manifest', file(manifest('grpo-2', '2026-01-05T00:00:00Z'))])
+      expect(conflicting.code).toBe(2)
+      expect(conflicting.err).toContain('different manifest')
+      const orphan = await run(['record-result', file(result('nobody'))])
+      expect(orphan.code).toBe(2)
+      expect(orphan.err).toContain('no manifest')
+      const badVersion = await run(['record-eval', file({ ...evalReport('grpo-2', { a: 1 }), schema_version: '2.0' })])
+      expect(badVersion.code).toBe(2)
+      expect(badVersion.err).toContain('schema_version')
+    },
+  )
 })
 
 describe('check-regression', () => {
@@ -223,20 +227,24 @@ describe('check-regression', () => {
 })
 
 describe('comparisons', () => {
-  it("compare-runs lists shared metrics with deltas (pct null at a zero base) and compare-artifacts uses each artifact's latest succeeded run", async () => {
-    await seed('a', '2026-01-01T00:00:00Z', { accuracy: 0.5, zero: 0 })
-    await seed('b', '2026-01-02T00:00:00Z', { accuracy: 0.6, zero: 1 })
-    const compared = JSON.parse((await run(['compare-runs', 'a', 'b', '--json'])).out)
-    expect(compared.metrics).toHaveLength(2)
-    expect(compared.metrics[0]).toMatchObject({ benchmark: 'gsm8k', metric: 'accuracy', a: 0.5, b: 0.6 })
-    expect(compared.metrics[0].pct).toBeCloseTo(20)
-    expect(compared.metrics[1]).toMatchObject({ metric: 'zero', pct: null })
-    const artifacts = await run(['compare-artifacts', ARTIFACT, 'rm_other', '--json'])
-    expect(artifacts.code).toBe(0)
-    const rows = JSON.parse(artifacts.out).metrics
-    expect(rows[0].values[ARTIFACT]).toMatchObject({ run_id: 'b', value: 0.6 })
-    expect(rows[0].values.rm_other).toBeNull()
-  })
+  it(
+    'compare-runs lists shared metrics with deltas (pct null at a zero base) and compare-artifacts uses each ' +
+      "artifact's latest succeeded run",
+    async () => {
+      await seed('a', '2026-01-01T00:00:00Z', { accuracy: 0.5, zero: 0 })
+      await seed('b', '2026-01-02T00:00:00Z', { accuracy: 0.6, zero: 1 })
+      const compared = JSON.parse((await run(['compare-runs', 'a', 'b', '--json'])).out)
+      expect(compared.metrics).toHaveLength(2)
+      expect(compared.metrics[0]).toMatchObject({ benchmark: 'gsm8k', metric: 'accuracy', a: 0.5, b: 0.6 })
+      expect(compared.metrics[0].pct).toBeCloseTo(20)
+      expect(compared.metrics[1]).toMatchObject({ metric: 'zero', pct: null })
+      const artifacts = await run(['compare-artifacts', ARTIFACT, 'rm_other', '--json'])
+      expect(artifacts.code).toBe(0)
+      const rows = JSON.parse(artifacts.out).metrics
+      expect(rows[0].values[ARTIFACT]).toMatchObject({ run_id: 'b', value: 0.6 })
+      expect(rows[0].values.rm_other).toBeNull()
+    },
+  )
 
   it('parses metric specs', () => {
     expect(parseMetricSpec('loss:lower:2%')).toEqual({ name: 'loss', direction: 'lower', tolerance: 2, percent: true })

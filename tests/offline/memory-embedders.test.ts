@@ -82,7 +82,10 @@ type Behaviour =
   | { kind: 'wrong-length' }
   | { kind: 'hang' }
 
-/** A `POST /v1/embeddings` server on 127.0.0.1 (ephemeral port): answers vectors derived from each text, in reverse order with `index`. */
+/**
+ * A `POST /v1/embeddings` server on 127.0.0.1 (ephemeral port): answers vectors derived from each text, in reverse
+ * order with `index`.
+ */
 async function startEmbeddingsStub() {
   const requests: { body: { model: string; input: string[]; dimensions?: number }; authorization?: string }[] = []
   const queue: Behaviour[] = []

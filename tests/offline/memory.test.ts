@@ -224,8 +224,10 @@ describe('formatMemoriesForPrompt', () => {
   it('shows static then retrieved documents with kind, step, instance and text, each once', () => {
     const block = formatMemoriesForPrompt([summary], [analysis, summary])
     expect(block).toBe(
-      '<memory source="recent" kind="batch_summary" step="4" instance="global">\nMost rollouts skipped verification.\n</memory>\n\n' +
-        '<memory source="retrieved" kind="analysis" step="2" instance="in-a">\nThe rollout copied the reference.\n</memory>',
+      '<memory source="recent" kind="batch_summary" step="4" instance="global">\nMost rollouts skipped ' +
+        'verification.\n</memory>\n\n' +
+        '<memory source="retrieved" kind="analysis" step="2" instance="in-a">\nThe rollout copied the ' +
+        'reference.\n</memory>',
     )
     expect(formatMemoriesForPrompt([], [])).toBe('')
   })

@@ -28,7 +28,10 @@ const ask = (content: string, extra: Partial<PoolRequest> = {}): PoolRequest => 
   ...extra,
 })
 
-/** Every view of the accounting must satisfy calls == ok + Σ failures; the endpoints' calls add up to what the servers received. */
+/**
+ * Every view of the accounting must satisfy calls == ok + Σ failures; the endpoints' calls add up to what the servers
+ * received.
+ */
 function expectAccounted(usage: PoolUsage, received: number): void {
   const views = [usage.total, ...Object.values(usage.roles), ...Object.values(usage.endpoints)]
   for (const view of views)
@@ -300,47 +303,51 @@ describe('balancing and concurrency caps (3 slow endpoints)', () => {
     expect(stubs[0]!.received).toEqual(order)
   })
 
-  it('takes an endpoint out after consecutive failures, keeps it out while probes fail, and puts it back when one succeeds', async () => {
-    const [down] = stubs
-    down!.failWith = 500
-    down!.modelsOk = false
-    const events: PoolEvent[] = []
-    const pool = makePool({
-      endpoints: endpoints([1, 4, 4]),
-      failureThreshold: 2,
-      probeAtStart: false,
-      onEvent: (event) => events.push(event),
-    })
-    await Promise.all(Array.from({ length: 30 }, (_, i) => pool.complete(ask(`out ${i}`))))
-    // Its cap of 1 means its requests came one at a time: exactly `failureThreshold` of them, then it was out.
-    expect(down!.received).toHaveLength(2)
-    expect(events.filter((event) => event.type === 'endpoint_out').map((event) => event.endpoint)).toEqual([
-      down!.baseUrl,
-    ])
-    await vi.waitFor(() => expect(pool.usage().endpoints[down!.baseUrl]!.probe_failures).toBeGreaterThanOrEqual(2))
-    await Promise.all(Array.from({ length: 6 }, (_, i) => pool.complete(ask(`still out ${i}`))))
-    expect(down!.received).toHaveLength(2)
-    expect(pool.usage().endpoints[down!.baseUrl]!.healthy).toBe(false)
+  it(
+    'takes an endpoint out after consecutive failures, keeps it out while probes fail, and puts it back when one ' +
+      'succeeds',
+    async () => {
+      const [down] = stubs
+      down!.failWith = 500
+      down!.modelsOk = false
+      const events: PoolEvent[] = []
+      const pool = makePool({
+        endpoints: endpoints([1, 4, 4]),
+        failureThreshold: 2,
+        probeAtStart: false,
+        onEvent: (event) => events.push(event),
+      })
+      await Promise.all(Array.from({ length: 30 }, (_, i) => pool.complete(ask(`out ${i}`))))
+      // Its cap of 1 means its requests came one at a time: exactly `failureThreshold` of them, then it was out.
+      expect(down!.received).toHaveLength(2)
+      expect(events.filter((event) => event.type === 'endpoint_out').map((event) => event.endpoint)).toEqual([
+        down!.baseUrl,
+      ])
+      await vi.waitFor(() => expect(pool.usage().endpoints[down!.baseUrl]!.probe_failures).toBeGreaterThanOrEqual(2))
+      await Promise.all(Array.from({ length: 6 }, (_, i) => pool.complete(ask(`still out ${i}`))))
+      expect(down!.received).toHaveLength(2)
+      expect(pool.usage().endpoints[down!.baseUrl]!.healthy).toBe(false)
 
-    down!.failWith = undefined
-    down!.modelsOk = true
-    await vi.waitFor(() => expect(events.at(-1)).toEqual({ type: 'endpoint_back', endpoint: down!.baseUrl }))
-    await Promise.all(Array.from({ length: 9 }, (_, i) => pool.complete(ask(`back ${i}`))))
-    expect(down!.received.length).toBeGreaterThan(2)
-    const usage = pool.usage()
-    expect(usage.endpoints[down!.baseUrl]).toMatchObject({
-      healthy: true,
-      taken_out: 1,
-      restored: 1,
-      calls: down!.received.length,
-      failures: { server_error: 2 },
-    })
-    expect(usage.total).toMatchObject({ requests: 45, ok: 45, retries: 2, gave_up: 0 })
-    expectAccounted(
-      usage,
-      stubs.reduce((sum, stub) => sum + stub.received.length, 0),
-    )
-  })
+      down!.failWith = undefined
+      down!.modelsOk = true
+      await vi.waitFor(() => expect(events.at(-1)).toEqual({ type: 'endpoint_back', endpoint: down!.baseUrl }))
+      await Promise.all(Array.from({ length: 9 }, (_, i) => pool.complete(ask(`back ${i}`))))
+      expect(down!.received.length).toBeGreaterThan(2)
+      const usage = pool.usage()
+      expect(usage.endpoints[down!.baseUrl]).toMatchObject({
+        healthy: true,
+        taken_out: 1,
+        restored: 1,
+        calls: down!.received.length,
+        failures: { server_error: 2 },
+      })
+      expect(usage.total).toMatchObject({ requests: 45, ok: 45, retries: 2, gave_up: 0 })
+      expectAccounted(
+        usage,
+        stubs.reduce((sum, stub) => sum + stub.received.length, 0),
+      )
+    },
+  )
 
   it('fails waiting requests when every endpoint stays out', async () => {
     for (const stub of stubs) stub.modelsOk = false

@@ -92,31 +92,35 @@ describe('reward-harness report', () => {
       })
     })
 
-    it('charts the objective per generation (best and mean), and lists every best rubric, the run settings and the call counts', async () => {
-      const { html } = await report(join(outputDir, 'best.json'), join(directory, 'search.html'))
-      expectSelfContained(html)
-      const found = charts(html)
-      expect(found.map((chart) => `${chart.kind}:${chart.title}`)).toEqual([
-        'line:Objective per generation',
-        'line:Objective per generation, by prompt',
-        'bar:Final objective by prompt',
-      ])
-      const generations = Math.max(...best.best_rubrics.map((entry) => entry.history.length))
-      expect(circlesIn(found[0]!.svg, 'best prompt')).toBe(generations)
-      expect(circlesIn(found[0]!.svg, 'mean over 3 prompts')).toBe(generations)
-      for (const entry of best.best_rubrics) expect(found[1]!.svg).toContain(`data-series="${entry.prompt_id}"`)
-      const text = textOf(html)
-      for (const entry of best.best_rubrics) {
-        expect(text).toContain(entry.prompt_id)
-        for (const criterion of entry.rubric.criteria)
-          expect(html).toContain(
-            criterion.text.replaceAll('&', '&amp;').replaceAll('"', '&quot;').replaceAll("'", '&#39;'),
-          )
-      }
-      expect(text).toContain(best.run_manifest.run_id)
-      expect(text).toMatch(new RegExp(`seed ${best.run_manifest.seed}\\b`))
-      expect(text).toContain(`total ${best.usage.total.calls.toLocaleString('en-US')}`)
-    })
+    it(
+      'charts the objective per generation (best and mean), and lists every best rubric, the run settings and the ' +
+        'call counts',
+      async () => {
+        const { html } = await report(join(outputDir, 'best.json'), join(directory, 'search.html'))
+        expectSelfContained(html)
+        const found = charts(html)
+        expect(found.map((chart) => `${chart.kind}:${chart.title}`)).toEqual([
+          'line:Objective per generation',
+          'line:Objective per generation, by prompt',
+          'bar:Final objective by prompt',
+        ])
+        const generations = Math.max(...best.best_rubrics.map((entry) => entry.history.length))
+        expect(circlesIn(found[0]!.svg, 'best prompt')).toBe(generations)
+        expect(circlesIn(found[0]!.svg, 'mean over 3 prompts')).toBe(generations)
+        for (const entry of best.best_rubrics) expect(found[1]!.svg).toContain(`data-series="${entry.prompt_id}"`)
+        const text = textOf(html)
+        for (const entry of best.best_rubrics) {
+          expect(text).toContain(entry.prompt_id)
+          for (const criterion of entry.rubric.criteria)
+            expect(html).toContain(
+              criterion.text.replaceAll('&', '&amp;').replaceAll('"', '&quot;').replaceAll("'", '&#39;'),
+            )
+        }
+        expect(text).toContain(best.run_manifest.run_id)
+        expect(text).toMatch(new RegExp(`seed ${best.run_manifest.seed}\\b`))
+        expect(text).toContain(`total ${best.usage.total.calls.toLocaleString('en-US')}`)
+      },
+    )
 
     it('escapes text from the output: a rubric with a planted <script> stays text', async () => {
       const planted = structuredClone(best)
@@ -154,65 +158,69 @@ describe('reward-harness report', () => {
       stub = undefined
     })
 
-    it('charts validation accuracy per iteration with the kept change marked, the change log and the final library (mock backend)', async () => {
-      const out = join(directory, 'evolve-mock')
-      expect(
-        (
-          await run(
-            'evolve',
-            '--dataset',
-            'offline/evolve/fixtures/pairs-demo.json',
-            '--out',
-            out,
-            '--iterations',
-            '3',
-            '--backend',
-            'mock',
+    it(
+      'charts validation accuracy per iteration with the kept change marked, the change log and the final library ' +
+        '(mock backend)',
+      async () => {
+        const out = join(directory, 'evolve-mock')
+        expect(
+          (
+            await run(
+              'evolve',
+              '--dataset',
+              'offline/evolve/fixtures/pairs-demo.json',
+              '--out',
+              out,
+              '--iterations',
+              '3',
+              '--backend',
+              'mock',
+            )
+          ).code,
+        ).toBe(0)
+        const log = (await readFile(join(out, 'evolution-log.jsonl'), 'utf8'))
+          .trim()
+          .split('\n')
+          .map(
+            (line) =>
+              JSON.parse(line) as {
+                decision: string
+                entries: string[]
+                change: { key: string } | null
+                usage: { total: { calls: number } }
+              },
           )
-        ).code,
-      ).toBe(0)
-      const log = (await readFile(join(out, 'evolution-log.jsonl'), 'utf8'))
-        .trim()
-        .split('\n')
-        .map(
-          (line) =>
-            JSON.parse(line) as {
-              decision: string
-              entries: string[]
-              change: { key: string } | null
-              usage: { total: { calls: number } }
-            },
+        const result = await run('report', out, '--out', join(directory, 'evolve.html'))
+        expect(result.out).toContain(`detected evolution log: ${join(out, 'evolution-log.jsonl')}`)
+        const html = await readFile(join(directory, 'evolve.html'), 'utf8')
+        expectSelfContained(html)
+        const [chart] = charts(html)
+        expect(chart).toMatchObject({ kind: 'line', title: 'Validation accuracy per iteration' })
+        const kept = log.filter((line) => line.decision === 'kept')
+        expect(kept.length).toBeGreaterThan(0)
+        expect(circlesIn(chart!.svg, 'kept change')).toBe(kept.length)
+        expect(circlesIn(chart!.svg, 'validation \\(library in use\\)')).toBe(log.length)
+        expect(html.match(/<span class="badge kept">kept<\/span>/g)).toHaveLength(kept.length)
+        for (const line of kept) expect(html).toContain(`<code>${line.change!.key}</code>`)
+        for (const name of log.at(-1)!.entries)
+          expect(html).toContain(`<code>${name}</code> <span class="badge baseline">skill</span>`)
+        const calls = log.reduce((sum, line) => sum + line.usage.total.calls, 0)
+        expect(calls).toBeGreaterThan(0)
+        expect(/<section id="calls">[\s\S]*?<\/section>/.exec(html)![0]).toContain(
+          `<td><strong>total</strong></td><td class="num">${calls.toLocaleString('en-US')}</td>`,
         )
-      const result = await run('report', out, '--out', join(directory, 'evolve.html'))
-      expect(result.out).toContain(`detected evolution log: ${join(out, 'evolution-log.jsonl')}`)
-      const html = await readFile(join(directory, 'evolve.html'), 'utf8')
-      expectSelfContained(html)
-      const [chart] = charts(html)
-      expect(chart).toMatchObject({ kind: 'line', title: 'Validation accuracy per iteration' })
-      const kept = log.filter((line) => line.decision === 'kept')
-      expect(kept.length).toBeGreaterThan(0)
-      expect(circlesIn(chart!.svg, 'kept change')).toBe(kept.length)
-      expect(circlesIn(chart!.svg, 'validation \\(library in use\\)')).toBe(log.length)
-      expect(html.match(/<span class="badge kept">kept<\/span>/g)).toHaveLength(kept.length)
-      for (const line of kept) expect(html).toContain(`<code>${line.change!.key}</code>`)
-      for (const name of log.at(-1)!.entries)
-        expect(html).toContain(`<code>${name}</code> <span class="badge baseline">skill</span>`)
-      const calls = log.reduce((sum, line) => sum + line.usage.total.calls, 0)
-      expect(calls).toBeGreaterThan(0)
-      expect(/<section id="calls">[\s\S]*?<\/section>/.exec(html)![0]).toContain(
-        `<td><strong>total</strong></td><td class="num">${calls.toLocaleString('en-US')}</td>`,
-      )
 
-      // The log alone (no checkpoints beside it): the entries are named, never taken from some other library.
-      const alone = join(directory, 'log-alone')
-      await mkdir(alone, { recursive: true })
-      await writeFile(join(alone, 'evolution-log.jsonl'), await readFile(join(out, 'evolution-log.jsonl')))
-      const { html: bare } = await report(join(alone, 'evolution-log.jsonl'), join(directory, 'evolve-alone.html'))
-      expect(bare).not.toContain('<span class="badge baseline">skill</span>')
-      expect(textOf(bare)).toContain(
-        `Entries: ${log.at(-1)!.entries.join(', ')}. (No checkpoints/iter-3 with the content hash the log recorded`,
-      )
-    })
+        // The log alone (no checkpoints beside it): the entries are named, never taken from some other library.
+        const alone = join(directory, 'log-alone')
+        await mkdir(alone, { recursive: true })
+        await writeFile(join(alone, 'evolution-log.jsonl'), await readFile(join(out, 'evolution-log.jsonl')))
+        const { html: bare } = await report(join(alone, 'evolution-log.jsonl'), join(directory, 'evolve-alone.html'))
+        expect(bare).not.toContain('<span class="badge baseline">skill</span>')
+        expect(textOf(bare)).toContain(
+          `Entries: ${log.at(-1)!.entries.join(', ')}. (No checkpoints/iter-3 with the content hash the log recorded`,
+        )
+      },
+    )
 
     it('marks a rolled-back change and escapes what the model wrote (openai backend on a loopback stub)', async () => {
       stub = await startLlmStub()
@@ -338,47 +346,53 @@ describe('reward-harness report', () => {
     })
     afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())))
 
-    it('tables accuracy with its intervals, draws bars with CI whiskers and the scores, and says there were no failures', async () => {
-      const file = join(directory, 'bench', 'natural.json')
-      expect(
-        (
-          await run(
-            'bench',
-            '--dataset',
-            `${LLMBAR}/natural.json`,
-            '--scorer',
-            'mock',
-            '--bootstrap',
-            '100',
-            '--out',
-            file,
-          )
-        ).code,
-      ).toBe(0)
-      const bench = JSON.parse(await readFile(file, 'utf8')) as {
-        overall: {
-          pairwise: Record<
-            'ab' | 'ba' | 'swap_consistent',
-            { accuracy: number; ci95: [number, number]; bootstrap95: [number, number] }
-          >
+    it(
+      'tables accuracy with its intervals, draws bars with CI whiskers and the scores, and says there were no ' +
+        'failures',
+      async () => {
+        const file = join(directory, 'bench', 'natural.json')
+        expect(
+          (
+            await run(
+              'bench',
+              '--dataset',
+              `${LLMBAR}/natural.json`,
+              '--scorer',
+              'mock',
+              '--bootstrap',
+              '100',
+              '--out',
+              file,
+            )
+          ).code,
+        ).toBe(0)
+        const bench = JSON.parse(await readFile(file, 'utf8')) as {
+          overall: {
+            pairwise: Record<
+              'ab' | 'ba' | 'swap_consistent',
+              { accuracy: number; ci95: [number, number]; bootstrap95: [number, number] }
+            >
+          }
         }
-      }
-      const result = await run('report', file, '--out', join(directory, 'bench.html'))
-      expect(result.out).toContain(`detected bench result: ${file}`)
-      const html = await readFile(join(directory, 'bench.html'), 'utf8')
-      expectSelfContained(html)
-      const found = charts(html)
-      expect(found.map((chart) => chart.kind)).toEqual(['bar', 'histogram'])
-      expect(found[0]!.svg.match(/data-part="whisker"/g)).toHaveLength(3)
-      expect(found[1]!.svg).toContain('n = 200')
-      const pct = (value: number) => `${(value * 100).toFixed(1)}%`
-      const { swap_consistent: swap } = bench.overall.pairwise
-      expect(html).toContain(
-        `<strong>${pct(swap.accuracy)}</strong><span class="ci">95% CI ${pct(swap.ci95[0])}–${pct(swap.ci95[1])}</span><span class="ci">bootstrap ${pct(swap.bootstrap95[0])}–${pct(swap.bootstrap95[1])}</span>`,
-      )
-      expect(found[0]!.svg).toContain(`<title>swap-consistent: ${Number(swap.accuracy.toPrecision(3))} [`)
-      expect(textOf(html)).toContain('No scorer failures')
-    })
+        const result = await run('report', file, '--out', join(directory, 'bench.html'))
+        expect(result.out).toContain(`detected bench result: ${file}`)
+        const html = await readFile(join(directory, 'bench.html'), 'utf8')
+        expectSelfContained(html)
+        const found = charts(html)
+        expect(found.map((chart) => chart.kind)).toEqual(['bar', 'histogram'])
+        expect(found[0]!.svg.match(/data-part="whisker"/g)).toHaveLength(3)
+        expect(found[1]!.svg).toContain('n = 200')
+        const pct = (value: number) => `${(value * 100).toFixed(1)}%`
+        const { swap_consistent: swap } = bench.overall.pairwise
+        expect(html).toContain(
+          `<strong>${pct(swap.accuracy)}</strong><span class="ci">95% CI ` +
+            `${pct(swap.ci95[0])}–${pct(swap.ci95[1])}</span><span class="ci">bootstrap ` +
+            `${pct(swap.bootstrap95[0])}–${pct(swap.bootstrap95[1])}</span>`,
+        )
+        expect(found[0]!.svg).toContain(`<title>swap-consistent: ${Number(swap.accuracy.toPrecision(3))} [`)
+        expect(textOf(html)).toContain('No scorer failures')
+      },
+    )
 
     it('reads a directory of results as subsets, one bar each, and shows the scorer failures apart, escaped', async () => {
       const dir = join(directory, 'bench-subsets')

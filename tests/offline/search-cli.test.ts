@@ -266,7 +266,8 @@ describe('(b) interrupted and resumed = uninterrupted, no question asked twice',
     reference = { output: readJson(out), calls: JSON.parse(run.out).usage.total.calls }
   }, 30_000)
 
-  it('stopped mid-generation (exactly as Ctrl-C) and resumed: the same output; backend calls add up to the uninterrupted run', async () => {
+  it('stopped mid-generation (exactly as Ctrl-C) and resumed: the same output; backend calls add up to the ' +
+    'uninterrupted run', async () => {
     const out = join(work, 'b-stop/best.json')
     const stopped = await cli(['search', '--dataset', DEMO, '--output', out, '--json', '--abort-after-calls', '200'])
     expect(stopped.code).toBe(130)
@@ -310,7 +311,8 @@ describe('(b) interrupted and resumed = uninterrupted, no question asked twice',
     })
   }, 30_000)
 
-  it('SIGINT after the first checkpoint: exit 130, the checkpoint kept, the resume command printed; resuming gives the same output', async () => {
+  it('SIGINT after the first checkpoint: exit 130, the checkpoint kept, the resume command printed; resuming gives ' +
+    'the same output', async () => {
     const out = join(work, 'b-sigint/best.json')
     const checkpoints = join(work, 'b-sigint/checkpoints')
     const child = spawn(
@@ -750,7 +752,8 @@ describe('(d) bad input: exit code 2 and the place named', () => {
           (value) =>
             void (value.prompts[1]!.candidates[3]!.candidate_id = value.prompts[1]!.candidates[0]!.candidate_id),
         ),
-        'prompts[1] (prompt_id "p_debug_undefined").candidates[3] (candidate_id "debug-a").candidate_id: duplicate of candidates[0]',
+        'prompts[1] (prompt_id "p_debug_undefined").candidates[3] (candidate_id "debug-a").candidate_id: duplicate of ' +
+          'candidates[0]',
       ],
       [
         'duplicate-prompts.json',

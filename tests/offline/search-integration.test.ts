@@ -14,7 +14,9 @@ const dataset = PreferenceDataset.parse({
           candidate_id: 'e1',
           source: 'strong',
           label: { rank: 1 },
-          text: 'Hi Dana, could you confirm that Thursday at 10:00 still works for our review meeting? If not, please suggest two other slots. Thanks, Sam',
+          text:
+            'Hi Dana, could you confirm that Thursday at 10:00 still works for our review meeting? If not, please ' +
+            'suggest two other slots. Thanks, Sam',
         },
         {
           candidate_id: 'e2',
@@ -27,7 +29,9 @@ const dataset = PreferenceDataset.parse({
           candidate_id: 'e4',
           source: 'base',
           label: { rank: 4 },
-          text: 'In conclusion, as an AI language model, I think meetings are an important part of business communication in general.',
+          text:
+            'In conclusion, as an AI language model, I think meetings are an important part of business ' +
+            'communication in general.',
         },
       ],
     },
@@ -39,7 +43,9 @@ const dataset = PreferenceDataset.parse({
           candidate_id: 'f1',
           source: 'strong',
           label: { rank: 1 },
-          text: 'Find the call on the line in the stack trace, log the value you call, and check the import or property name: usually the function is misspelled or not exported.',
+          text:
+            'Find the call on the line in the stack trace, log the value you call, and check the import or ' +
+            'property name: usually the function is misspelled or not exported.',
         },
         {
           candidate_id: 'f2',

@@ -114,7 +114,8 @@ describe('computeObjective', () => {
     const result = await computeObjective(item, flat, byRank, config({ pair_confidence_prior: 0 }))
     expect(result.correct_pairs).toBe(0)
     expect(result.raw_tail_acc).toBe(0)
-    expect(result.kendall_tau).toBeCloseTo(3 / Math.sqrt(6 * 3), 12) // tau-b: the three pairs with c4 are ordered, three are ties
+    // tau-b: the three pairs with c4 are ordered, three are ties
+    expect(result.kendall_tau).toBeCloseTo(3 / Math.sqrt(6 * 3), 12)
   })
 
   it('falls back to TailAcc when no pair is diverse (prior 0, μ 0.4 → 1.4)', async () => {

@@ -54,13 +54,17 @@ const dataset = PreferenceDataset.parse({
           candidate_id: `${PLANTED.id}-1`,
           source: PLANTED.source,
           label: { rank: PLANTED.ranks[0], quality: PLANTED.qualities[0] },
-          text: 'First, stop writes. Second, restore the snapshot because the schema changed; for example, check each step in detail.',
+          text:
+            'First, stop writes. Second, restore the snapshot because the schema changed; for example, check each ' +
+            'step in detail.',
         },
         {
           candidate_id: `${PLANTED.id}-2`,
           source: PLANTED.source,
           label: { rank: PLANTED.ranks[1], quality: PLANTED.qualities[1] },
-          text: '<think>The user wants rollback steps.</think><answer>Run the down migration, then verify the data.</answer>',
+          text:
+            '<think>The user wants rollback steps.</think><answer>Run the down migration, then verify the ' +
+            'data.</answer>',
         },
         {
           candidate_id: `${PLANTED.id}-3`,

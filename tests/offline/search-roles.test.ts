@@ -49,7 +49,9 @@ const item = PromptItem.parse({
   candidates: [
     {
       candidate_id: 'c1',
-      text: 'First, reproduce the failure, because flaky tests hide timing issues. Second, collect CI logs.\n1. Compare environments\n2. Bisect the change. For example, check each step in detail.',
+      text:
+        'First, reproduce the failure, because flaky tests hide timing issues. Second, collect CI logs.\n1. ' +
+        'Compare environments\n2. Bisect the change. For example, check each step in detail.',
     },
     { candidate_id: 'c2', text: 'In conclusion, as an AI language model I think you should rerun it.' },
     { candidate_id: 'c3', text: 'Check the integration test.' },
@@ -156,7 +158,8 @@ describe('content extraction', () => {
 describe('rubricScore', () => {
   it('is the weight-normalised mean on the explicit scale', () => {
     expect(rubricScore({ c1: 5, c2: 2 }, rubric21()).score).toBeCloseTo(0.8, 12)
-    expect(rubricScore({ c1: 1, c2: 0 }, rubric21()).score).toBeCloseTo(2 / 15, 12) // 1 of 5 is 0.2, never 1.0 (autosr §8.1)
+    // 1 of 5 is 0.2, never 1.0 (autosr §8.1)
+    expect(rubricScore({ c1: 1, c2: 0 }, rubric21()).score).toBeCloseTo(2 / 15, 12)
     expect(rubricScore({ c1: 2.5, c2: 5 }, rubric21()).score).toBeCloseTo(2 / 3, 12)
   })
 
@@ -261,7 +264,8 @@ describe('prompts', () => {
 describe('parsers repair what they can and refuse the rest', () => {
   it('initializer: fences, trailing commas, string criteria, missing ids and texts, weights as strings; renormalised', () => {
     const criteria = parseInitializerReply(
-      'Here you go:\n```json\n{"criteria": ["Is correct.", {"id": "clear writing", "description": "Clear.", "weight": "2"}, {"criterion_id": "x", "title": "Cites", "criterion_type": "FACTUAL",},]}\n```',
+      'Here you go:\n```json\n{"criteria": ["Is correct.", {"id": "clear writing", "description": "Clear.", "weight": ' +
+        '"2"}, {"criterion_id": "x", "title": "Cites", "criterion_type": "FACTUAL",},]}\n```',
     )
     expect(criteria.map((c) => c.criterion_id)).toEqual(['criterion_1', 'clear_writing', 'x'])
     expect(criteria.map((c) => c.text)).toEqual(['Is correct.', 'Clear.', 'Cites'])
@@ -335,34 +339,41 @@ describe('parsers repair what they can and refuse the rest', () => {
     expect(modeContractViolation(parent.criteria, parent.criteria, 'factual_focus')).toMatch(/unchanged/)
   })
 
-  it('verifier: three shapes, numeric strings, "7/10", "n/a"; refuses off-scale, fractional, missing, unknown, and N/A when not allowed', () => {
-    const rubric = SearchRubric.parse({
-      rubric_id: 'r',
-      criteria: [
-        { criterion_id: 'a', text: 'A' },
-        { criterion_id: 'b', text: 'B' },
-      ],
-      grading_protocol: { grade_max: 10, allow_na: true, num_votes: 1 },
-    })
-    expect(parseVerifierReply('```json\n{"grades": {"a": 7, "b": "n/a",}}\n```', rubric)).toEqual({ a: 7, b: null })
-    expect(
-      parseVerifierReply('{"grades": [{"criterion_id": "a", "grade": "7/10"}, {"id": "b", "grade": "3"}]}', rubric),
-    ).toEqual({ a: 7, b: 3 })
-    expect(parseVerifierReply('{"a": 10, "b": {"grade": 0}, "reason": "ok"}', rubric)).toEqual({ a: 10, b: 0 })
-    const refused = (text: string, r = rubric) => failureMessage(() => parseVerifierReply(text, r))
-    expect(refused('{"grades": {"a": 7.5, "b": 1}}')).toMatch(/not an integer in 0..10/)
-    expect(refused('{"grades": {"a": 11, "b": 1}}')).toMatch(/not an integer in 0..10/)
-    expect(refused('{"grades": {"a": -1, "b": 1}}')).toMatch(/not an integer/)
-    expect(refused('{"grades": {"a": "4/5", "b": 1}}')).toMatch(/not on the 0..10 scale/)
-    expect(refused('{"grades": {"a": true, "b": 1}}')).toMatch(/not a number/)
-    expect(refused('{"grades": {"a": 1}}')).toMatch(/no grade for criterion "b"/)
-    expect(refused('{"grades": {"a": 1, "b": 1, "c": 2}}')).toMatch(/unknown criterion "c"/)
-    expect(refused('{"grades": [{"id": "a", "grade": 1}, {"id": "a", "grade": 2}, {"id": "b", "grade": 2}]}')).toMatch(
-      /twice/,
-    )
-    const strict = SearchRubric.parse({ ...rubric, grading_protocol: { grade_max: 10, allow_na: false, num_votes: 1 } })
-    expect(refused('{"grades": {"a": null, "b": 1}}', strict)).toMatch(/does not allow N\/A/)
-  })
+  it(
+    'verifier: three shapes, numeric strings, "7/10", "n/a"; refuses off-scale, fractional, missing, unknown, and ' +
+      'N/A when not allowed',
+    () => {
+      const rubric = SearchRubric.parse({
+        rubric_id: 'r',
+        criteria: [
+          { criterion_id: 'a', text: 'A' },
+          { criterion_id: 'b', text: 'B' },
+        ],
+        grading_protocol: { grade_max: 10, allow_na: true, num_votes: 1 },
+      })
+      expect(parseVerifierReply('```json\n{"grades": {"a": 7, "b": "n/a",}}\n```', rubric)).toEqual({ a: 7, b: null })
+      expect(
+        parseVerifierReply('{"grades": [{"criterion_id": "a", "grade": "7/10"}, {"id": "b", "grade": "3"}]}', rubric),
+      ).toEqual({ a: 7, b: 3 })
+      expect(parseVerifierReply('{"a": 10, "b": {"grade": 0}, "reason": "ok"}', rubric)).toEqual({ a: 10, b: 0 })
+      const refused = (text: string, r = rubric) => failureMessage(() => parseVerifierReply(text, r))
+      expect(refused('{"grades": {"a": 7.5, "b": 1}}')).toMatch(/not an integer in 0..10/)
+      expect(refused('{"grades": {"a": 11, "b": 1}}')).toMatch(/not an integer in 0..10/)
+      expect(refused('{"grades": {"a": -1, "b": 1}}')).toMatch(/not an integer/)
+      expect(refused('{"grades": {"a": "4/5", "b": 1}}')).toMatch(/not on the 0..10 scale/)
+      expect(refused('{"grades": {"a": true, "b": 1}}')).toMatch(/not a number/)
+      expect(refused('{"grades": {"a": 1}}')).toMatch(/no grade for criterion "b"/)
+      expect(refused('{"grades": {"a": 1, "b": 1, "c": 2}}')).toMatch(/unknown criterion "c"/)
+      expect(
+        refused('{"grades": [{"id": "a", "grade": 1}, {"id": "a", "grade": 2}, {"id": "b", "grade": 2}]}'),
+      ).toMatch(/twice/)
+      const strict = SearchRubric.parse({
+        ...rubric,
+        grading_protocol: { grade_max: 10, allow_na: false, num_votes: 1 },
+      })
+      expect(refused('{"grades": {"a": null, "b": 1}}', strict)).toMatch(/does not allow N\/A/)
+    },
+  )
 
   it('judge: A/B/tie in many spellings, autosr numbers; refuses booleans and other values', () => {
     expect(parseJudgeReply('{"winner": "A"}')).toBe(1)
@@ -434,7 +445,8 @@ describe('mock roles (MockChatModel through the real parsing path)', () => {
     const rubric = base()
     const grade = (candidate: Candidate, vote = 0, seed = 7, mockNoise = 0) =>
       new LlmVerifier(mock, { mockNoise }).grade({ item, candidate, rubric, vote, seed })
-    expect(await grade(c1)).toEqual({ task_fit: 5, structure: 10, specificity: 10, safety_style: 6 }) // no check points: length, 31 of 50 words
+    // no check points: length, 31 of 50 words
+    expect(await grade(c1)).toEqual({ task_fit: 5, structure: 10, specificity: 10, safety_style: 6 })
     expect((await grade(c2)).safety_style).toBe(0)
     expect(await grade(c3)).toEqual({ task_fit: 5, structure: 0, specificity: 0, safety_style: 1 })
     expect(await grade(c1, 0)).toEqual(await grade(c1, 1))
@@ -488,21 +500,25 @@ describe('proposer modes do what they say', () => {
     )
   })
 
-  it('raise_bar tightens the heaviest criterion; factual_focus weighs factual and reasoning up; counterexample_trigger asks for limits', async () => {
-    const parent = base()
-    const raised = await propose('raise_bar', parent)
-    expect(raised.criteria[0]!.text).toMatch(/require verifiable details or concrete evidence\.$/)
-    expect(raised.criteria[0]!.weight).toBeGreaterThan(parent.criteria[0]!.weight)
-    const focused = await propose('factual_focus', parent)
-    expect(focused.criteria.find((c) => c.criterion_id === 'task_fit')!.weight).toBeGreaterThan(0.35)
-    expect(focused.criteria.find((c) => c.criterion_id === 'structure')!.weight).toBeLessThan(0.25)
-    const counter = await propose('counterexample_trigger', parent)
-    expect(counter.criteria.at(-1)).toMatchObject({
-      criterion_id: 'counterexample_1',
-      criterion_type: 'reasoning',
-      check_points: ['however', 'limit', 'trade-off', 'risk'],
-    })
-  })
+  it(
+    'raise_bar tightens the heaviest criterion; factual_focus weighs factual and reasoning up; ' +
+      'counterexample_trigger asks for limits',
+    async () => {
+      const parent = base()
+      const raised = await propose('raise_bar', parent)
+      expect(raised.criteria[0]!.text).toMatch(/require verifiable details or concrete evidence\.$/)
+      expect(raised.criteria[0]!.weight).toBeGreaterThan(parent.criteria[0]!.weight)
+      const focused = await propose('factual_focus', parent)
+      expect(focused.criteria.find((c) => c.criterion_id === 'task_fit')!.weight).toBeGreaterThan(0.35)
+      expect(focused.criteria.find((c) => c.criterion_id === 'structure')!.weight).toBeLessThan(0.25)
+      const counter = await propose('counterexample_trigger', parent)
+      expect(counter.criteria.at(-1)).toMatchObject({
+        criterion_id: 'counterexample_1',
+        criterion_type: 'reasoning',
+        check_points: ['however', 'limit', 'trade-off', 'risk'],
+      })
+    },
+  )
 
   it('child ids are <base>_m<hash8>: they do not grow along a lineage, and record the parent and mode', async () => {
     let rubric = base()

@@ -375,9 +375,11 @@ describe('train run and finalize', () => {
     const config = file('online.json', JSON.stringify({ anchor_rubrics: [{ text: 'x' }] }))
     expect((await prepare('ok-1', '--online-run', config)).code).toBe(0)
     const metrics = join(dir, `${counter}-metrics.json`)
-    // The trainer checks its environment (the token arrives as an argument here only to check it is masked in the state file).
+    // The trainer checks its environment (the token arrives as an argument here only to check it is masked in the state
+    // file).
     const script = `const e = process.env; if (e.REWARD_HARNESS_TOKEN !== process.argv[2] || e.REWARD_HARNESS_URL !== '${edge}' || e.REWARD_HARNESS_TRAINING_RUN_ID !== 'ok-1') process.exit(9);
-      require('fs').writeFileSync(process.argv[1], JSON.stringify({ reward_mean: 0.625, eval: { accuracy: 0.8 }, steps: 2 })); console.log('trained ok-1')`
+      require('fs').writeFileSync(process.argv[1], JSON.stringify({ reward_mean: 0.625, eval: { accuracy: 0.8 }, \
+steps: 2 })); console.log('trained ok-1')`
     const ran = await runCli(
       'train',
       'run',

@@ -15,7 +15,8 @@ Scorers (one scalar per prompt and candidate; candidates are shown without label
   mock               the mock verifier on the search initializer's heuristic rubric for each prompt
   rubric:<file>      a search output (best_rubrics) or a preset rubric file; per-prompt rubric, else "__default__"
   artifact:<file>    an RM artifact (reward-harness export): its rubric for the prompt, else its "__default__"
-  url:<base>#<target>  the edge's POST <base>/rm/<target>/batch_score (chunks of ≤ 100 items; token: --token or RM_TOKEN);
+  url:<base>#<target>  the edge's POST <base>/rm/<target>/batch_score (chunks of ≤ 100 items; token: --token or \
+RM_TOKEN);
                      url:<base> without #target posts to <base>/batch_score. A library target (its /healthz says
                      artifact_kind "library") gets each pair once, one candidate as the other's reference, with images
   library:<dir>      a judge library (reward-harness evolve: <out>/checkpoints/best): every pair judged in both orders
@@ -62,7 +63,8 @@ export function register(program: Command, cli: CliContext): void {
   program
     .command('bench')
     .description(
-      'measure a scorer on a preference dataset: pairwise (both orders), swap-consistent, K-way and tail accuracy with 95% intervals',
+      'measure a scorer on a preference dataset: pairwise (both orders), swap-consistent, K-way and tail accuracy ' +
+        'with 95% intervals',
     )
     .requiredOption('--dataset <file>', 'the dataset (autosr, LLMBar, JudgeBench or chosen/rejected; JSON or JSONL)')
     .requiredOption(
@@ -83,7 +85,8 @@ export function register(program: Command, cli: CliContext): void {
     )
     .option(
       '--llm-base-url <url>',
-      'grade mock/rubric/artifact with an OpenAI-compatible model at this base URL (with --llm-model) instead of the mock model',
+      'grade mock/rubric/artifact with an OpenAI-compatible model at this base URL (with --llm-model) instead of the ' +
+        'mock model',
     )
     .option('--llm-model <name>', 'the model for --llm-base-url')
     .option('--llm-api-key <key>', 'API key for --llm-base-url (default: env OPENAI_API_KEY, else "none")')
@@ -127,7 +130,8 @@ export function register(program: Command, cli: CliContext): void {
       if (report.dataset.candidates > 0 && report.failures.count === report.dataset.candidates) {
         throw new CliExit(
           EXIT_NOTHING_SCORED,
-          `bench: none of the ${report.dataset.candidates} candidates could be scored; the first failure: ${report.failures.examples[0]?.error ?? 'unknown'}`,
+          `bench: none of the ${report.dataset.candidates} candidates could be scored; the first failure: ` +
+            `${report.failures.examples[0]?.error ?? 'unknown'}`,
         )
       }
     })

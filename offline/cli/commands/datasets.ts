@@ -35,7 +35,8 @@ export function register(program: Command, cli: CliContext): void {
       'after',
       `
 Shapes (detected from the content):
-  autosr      {"prompts": [{prompt_id, prompt, candidates: [{candidate_id, text, source?, metadata: {rank? | quality?}}]}]}
+  autosr      {"prompts": [{prompt_id, prompt, candidates: [{candidate_id, text, source?, metadata: {rank? | \
+quality?}}]}]}
   LLMBar      [{input, output_1, output_2, label: 1 | 2}]
   JudgeBench  {pair_id?, source?, question, response_A, response_B, label: "A>B" | "B>A"} per line, or an array
   pairs       {id?, prompt, chosen, rejected} per line, or an array
@@ -50,7 +51,8 @@ Pairs become prompts with two candidates "<id>-a" and "<id>-b", ranked 1 and 2.`
   )
     .addHelpText(
       'after',
-      '\nExamples:\n  reward-harness datasets validate examples/demo.json\n  reward-harness datasets validate examples/pairs.jsonl --json',
+      '\nExamples:\n  reward-harness datasets validate examples/demo.json\n  reward-harness datasets validate ' +
+        'examples/pairs.jsonl --json',
     )
     .action(async (file: string, options: InputOptions, command: Command) => {
       const loaded = await load(file, options)
@@ -74,7 +76,8 @@ Pairs become prompts with two candidates "<id>-a" and "<id>-b", ranked 1 and 2.`
   )
     .addHelpText(
       'after',
-      '\nExamples:\n  reward-harness datasets convert examples/pairs.jsonl --out /tmp/pairs.json\n  reward-harness datasets convert natural.json --group natural --out llmbar-natural.json',
+      '\nExamples:\n  reward-harness datasets convert examples/pairs.jsonl --out /tmp/pairs.json\n  reward-harness ' +
+        'datasets convert natural.json --group natural --out llmbar-natural.json',
     )
     .action(async (file: string, options: InputOptions & { out: string }, command: Command) => {
       if (extname(options.out).toLowerCase() !== '.json')
@@ -90,7 +93,8 @@ Pairs become prompts with two candidates "<id>-a" and "<id>-b", ranked 1 and 2.`
           summary,
         },
         () =>
-          `wrote ${summary.prompts} prompts (${summary.candidates} candidates) from ${file} (${SHAPE_NAMES[loaded.shape]}) to ${options.out}\n  sha256  ${saved.sha256}`,
+          `wrote ${summary.prompts} prompts (${summary.candidates} candidates) from ${file} ` +
+          `(${SHAPE_NAMES[loaded.shape]}) to ${options.out}\n  sha256  ${saved.sha256}`,
       )
     })
 }
@@ -130,11 +134,13 @@ function describe(file: string, loaded: LoadedDataset, summary: DatasetSummary):
     ['candidates', `${summary.candidates} (${sizes})`],
     [
       'labels',
-      `rank ${summary.labels.rank}, quality ${summary.labels.quality}, none ${summary.labels.none}${summary.fully_ranked ? ' (fully ranked)' : ''}`,
+      `rank ${summary.labels.rank}, quality ${summary.labels.quality}, none ` +
+        `${summary.labels.none}${summary.fully_ranked ? ' (fully ranked)' : ''}`,
     ],
     [
       'groups',
-      `${counts(summary.groups)}${summary.ungrouped && Object.keys(summary.groups).length ? `, ungrouped ${summary.ungrouped}` : ''}`,
+      `${counts(summary.groups)}` +
+        `${summary.ungrouped && Object.keys(summary.groups).length ? `, ungrouped ${summary.ungrouped}` : ''}`,
     ],
     ['sources', counts(summary.sources)],
   ]

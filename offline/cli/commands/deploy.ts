@@ -43,7 +43,8 @@ interface DeployFlags extends EdgeFlags {
 
 /**
  * Adds `deploy`, `rollback` and `deployments` to the program (once, however often it is called).
- * @example register(program, cli) // then: reward-harness deploy --artifact out/rm.json --target prod --url https://rm.example.com
+ * @example register(program, cli) // then: reward-harness deploy --artifact out/rm.json --target prod --url
+ *   https://rm.example.com
  */
 export function register(program: Command, cli: CliContext): void {
   if (program.commands.some((command) => command.name() === 'deploy')) return
@@ -97,7 +98,8 @@ function registerRollback(program: Command, cli: CliContext): void {
     .option('--deployed-by <name>', 'who rolls back, recorded with the rollback (default: $USER)')
     .addHelpText(
       'after',
-      `${COMMON_HELP}\n\nExamples:\n  npx reward-harness rollback --target prod --url https://rm.example.com\n  npx reward-harness rollback --target prod --url https://rm.example.com --json`,
+      `${COMMON_HELP}\n\nExamples:\n  npx reward-harness rollback --target prod --url https://rm.example.com\n  npx ` +
+        `reward-harness rollback --target prod --url https://rm.example.com --json`,
     )
     .action(async (options: EdgeFlags & { deployedBy?: string }, command: Command) => {
       const { deployedBy, rollbackTarget } = await import('../../deploy/run.ts')
@@ -114,7 +116,8 @@ function registerRollback(program: Command, cli: CliContext): void {
       cli.print(command, result, () =>
         formatRecord(
           result,
-          `rolled target ${result.target} back to ${result.artifact_id} (from ${result.previous_artifact_id ?? 'none'})`,
+          `rolled target ${result.target} back to ${result.artifact_id} (from ` +
+            `${result.previous_artifact_id ?? 'none'})`,
         ),
       )
     })
@@ -129,7 +132,8 @@ function registerDeployments(program: Command, cli: CliContext): void {
     .requiredOption('--url <url>', "the edge's base URL")
     .addHelpText(
       'after',
-      `${COMMON_HELP}\n\nExamples:\n  npx reward-harness deployments --target prod --url https://rm.example.com\n  npx reward-harness deployments --target prod --url https://rm.example.com --json`,
+      `${COMMON_HELP}\n\nExamples:\n  npx reward-harness deployments --target prod --url https://rm.example.com\n  ` +
+        `npx reward-harness deployments --target prod --url https://rm.example.com --json`,
     )
     .action(async (options: EdgeFlags, command: Command) => {
       const { listDeployments } = await import('../../deploy/run.ts')
@@ -150,7 +154,8 @@ function retryNote(cli: CliContext, json: boolean) {
   return (info: { method: string; path: string; status: number; attempt: number; waitMs: number }) => {
     if (!json)
       cli.io.err(
-        `note: ${info.method} ${info.path} answered ${info.status}; retrying in ${(info.waitMs / 1000).toFixed(1)} s (attempt ${info.attempt + 1})\n`,
+        `note: ${info.method} ${info.path} answered ${info.status}; retrying in ${(info.waitMs / 1000).toFixed(1)} s ` +
+          `(attempt ${info.attempt + 1})\n`,
       )
   }
 }

@@ -18,7 +18,8 @@ Outputs (under --out):
 Running the same command again resumes after the last logged iteration.
 
 Example:
-  npx reward-harness evolve --dataset offline/evolve/fixtures/pairs-demo.json --out runs/lib --iterations 3 --backend mock`
+  npx reward-harness evolve --dataset offline/evolve/fixtures/pairs-demo.json --out runs/lib --iterations 3 --backend \
+mock`
 
 /**
  * Adds `evolve` to the program.
@@ -67,9 +68,12 @@ export function register(program: Command, cli: CliContext): void {
         self,
         summary,
         () =>
-          `best iteration ${summary.best_iteration} (val ${summary.best_val_accuracy.toFixed(3)}): ${summary.best_dir}\nlog: ${summary.log}\n` +
-          `judged ${judging.judged} items (${summary.orders === 'both' ? 'both orders' : 'one order'}): ${judging.consistent} verdicts, ${judging.inconsistent} inconsistent, ${judging.failures} failures\n` +
-          `model calls: ${calls}; tokens ${usage.total.prompt_tokens} prompt + ${usage.total.completion_tokens} completion`,
+          `best iteration ${summary.best_iteration} (val ${summary.best_val_accuracy.toFixed(3)}): ` +
+          `${summary.best_dir}\nlog: ${summary.log}\n` +
+          `judged ${judging.judged} items (${summary.orders === 'both' ? 'both orders' : 'one order'}): ` +
+          `${judging.consistent} verdicts, ${judging.inconsistent} inconsistent, ${judging.failures} failures\n` +
+          `model calls: ${calls}; tokens ${usage.total.prompt_tokens} prompt + ${usage.total.completion_tokens} ` +
+          `completion`,
       )
     })
 }

@@ -22,7 +22,8 @@ The artifact (src/schemas/artifact.ts):
                    dropped. With nothing shared (one prompt; rubrics with nothing in common) the rubric with the best
                    objective score is used whole.
   <prompt_id>      that prompt's rubric, whole
-  <file.json>      a rubric given by hand: a bare rubric {"criteria": [...]}, or a preset file whose "__default__" is used
+  <file.json>      a rubric given by hand: a bare rubric {"criteria": [...]}, or a preset file whose "__default__" is \
+used
   none             no default: the edge refuses prompts the artifact has no rubric for
 
 Refused with exit code 2 (every problem listed):
@@ -68,13 +69,15 @@ interface ExportFlags {
 
 /**
  * Adds `export` to the program.
- * @example register(program, cli) // then: reward-harness export --search-output out/best.json --out out/rm.json (or --library runs/a/checkpoints/best)
+ * @example register(program, cli) // then: reward-harness export --search-output out/best.json --out out/rm.json (or
+ *   --library runs/a/checkpoints/best)
  */
 export function register(program: Command, cli: CliContext): void {
   program
     .command('export')
     .description(
-      'build a content-addressed RM artifact (per-prompt rubrics + __default__, provenance, runtime) from a search output, or a library artifact from a judge library',
+      'build a content-addressed RM artifact (per-prompt rubrics + __default__, provenance, runtime) from a search ' +
+        'output, or a library artifact from a judge library',
     )
     .option('--search-output <file>', 'the output JSON of `reward-harness search` (with its run_manifest)')
     .option(
@@ -154,7 +157,8 @@ async function exportSearchOutput(
       const defaultText = !def
         ? 'none (unseen prompts are refused)'
         : def.strategy === 'best'
-          ? `best: ${def.criteria.join(', ')} from ${def.source_prompt_id} (generality ${def.generality}${def.dropped_criteria.length ? `; dropped ${def.dropped_criteria.join(', ')}` : ''})`
+          ? `best: ${def.criteria.join(', ')} from ${def.source_prompt_id} (generality ` +
+            `${def.generality}${def.dropped_criteria.length ? `; dropped ${def.dropped_criteria.join(', ')}` : ''})`
           : def.strategy === 'prompt'
             ? `the rubric of ${def.source_prompt_id}`
             : `from ${def.source_file} (${def.criteria.join(', ')})`
@@ -165,12 +169,16 @@ async function exportSearchOutput(
         ['default', defaultText],
         [
           'runtime',
-          `${r.backend} ${r.verifier_model}, temperature ${r.temperature}, max_tokens ${r.max_tokens}, seed ${r.seed}, ${r.locale}, grades 0–${r.grade_max}${r.allow_na ? ' or n/a' : ''}, ${r.num_votes} vote${r.num_votes === 1 ? '' : 's'}`,
+          `${r.backend} ${r.verifier_model}, temperature ${r.temperature}, max_tokens ${r.max_tokens}, seed ` +
+            `${r.seed}, ${r.locale}, grades 0–${r.grade_max}${r.allow_na ? ' or n/a' : ''}, ${r.num_votes} ` +
+            `vote${r.num_votes === 1 ? '' : 's'}`,
         ],
         ['dataset', artifact.provenance.dataset_sha256],
         [
           'checks',
-          `config and settings hashes match; prompt ids checked against ${result.checks.dataset_prompts.join(', ') || 'best_objective_scores'}${result.checks.dataset_file_note ? ` (dataset file: ${result.checks.dataset_file_note})` : ''}`,
+          `config and settings hashes match; prompt ids checked against ` +
+            `${result.checks.dataset_prompts.join(', ') || 'best_objective_scores'}` +
+            `${result.checks.dataset_file_note ? ` (dataset file: ${result.checks.dataset_file_note})` : ''}`,
         ],
       ]
       return [
@@ -224,12 +232,14 @@ async function exportLibrary(
         [
           'evolution',
           result.evolution_log
-            ? `${result.evolution_log}: best iteration ${p.best_iteration ?? '?'}, val accuracy ${p.best_val_accuracy ?? '?'}, ${p.iterations ?? '?'} iterations`
+            ? `${result.evolution_log}: best iteration ${p.best_iteration ?? '?'}, val accuracy ` +
+              `${p.best_val_accuracy ?? '?'}, ${p.iterations ?? '?'} iterations`
             : 'no evolution log',
         ],
         [
           'runtime',
-          `${r.backend} ${r.model}, ${r.locale}, temperature ${r.temperature}, max_tokens ${r.max_tokens}, seed ${r.seed}, ${r.max_tool_calls} tool calls`,
+          `${r.backend} ${r.model}, ${r.locale}, temperature ${r.temperature}, max_tokens ${r.max_tokens}, seed ` +
+            `${r.seed}, ${r.max_tool_calls} tool calls`,
         ],
         ['scoring', 'win rate vs a reference response, both orders (win 1, tie 0.5, loss 0)'],
         ...result.notes.map((note): [string, string] => ['note', note]),

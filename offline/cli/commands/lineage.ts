@@ -25,7 +25,8 @@ Examples:
   npx reward-harness lineage show grpo-7
   npx reward-harness lineage compare-runs grpo-6 grpo-7 --json
   npx reward-harness lineage compare-artifacts rm_aaa… rm_bbb…
-  npx reward-harness lineage check-regression --baseline grpo-6 --candidate latest --metric accuracy:higher:0.01 --metric loss:lower:2%`
+  npx reward-harness lineage check-regression --baseline grpo-6 --candidate latest --metric accuracy:higher:0.01 \
+--metric loss:lower:2%`
 
 /**
  * Adds `lineage` and its subcommands to the program.
@@ -65,7 +66,8 @@ export function register(program: Command, cli: CliContext): void {
         cli.print(
           command,
           outcome,
-          `${outcome.stored ? 'recorded' : 'already recorded (identical)'}: ${name.replace('record-', '')} of run ${outcome.run_id}`,
+          `${outcome.stored ? 'recorded' : 'already recorded (identical)'}: ${name.replace('record-', '')} of run ` +
+            `${outcome.run_id}`,
         )
       },
     )

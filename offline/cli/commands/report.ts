@@ -1,7 +1,7 @@
 /**
  * `reward-harness report`: one self-contained HTML report (inline CSS and SVG charts, no scripts, no network)
- * of a search output, an evolution log, bench results or a distill summary; the kind is detected from the content. The work is in
- * offline/report (loaded only when the command runs) and src/charts.
+ * of a search output, an evolution log, bench results or a distill summary; the kind is detected from the content. The
+ * work is in offline/report (loaded only when the command runs) and src/charts.
  */
 import type { Command } from 'commander'
 import type { CliContext } from '../program.ts'
@@ -37,7 +37,8 @@ export function register(program: Command, cli: CliContext): void {
   program
     .command('report')
     .description(
-      'write one self-contained HTML report with charts from a search output, an evolution log, bench results or a distill summary',
+      'write one self-contained HTML report with charts from a search output, an evolution log, bench results or a ' +
+        'distill summary',
     )
     .argument('<input>', 'a search output, an evolution log (or run directory), a bench result, or a directory of them')
     .requiredOption('--out <file.html>', 'where the HTML report goes (directories are created)')
@@ -61,7 +62,9 @@ export function register(program: Command, cli: CliContext): void {
         command,
         summary,
         () =>
-          `detected ${KIND_LABELS[detected.kind]}: ${files.join(', ')}\nwrote ${written.path} (${Math.max(1, Math.round(written.bytes / 1024))} KB, ${written.charts} chart${written.charts === 1 ? '' : 's'})`,
+          `detected ${KIND_LABELS[detected.kind]}: ${files.join(', ')}\nwrote ${written.path} ` +
+          `(${Math.max(1, Math.round(written.bytes / 1024))} KB, ${written.charts} ` +
+          `chart${written.charts === 1 ? '' : 's'})`,
       )
     })
 }

@@ -58,7 +58,8 @@ export function register(program: Command, cli: CliContext): void {
   const command = program
     .command('search')
     .description(
-      'search a rubric per prompt of a preference dataset (evolutionary or iterative), with cache, checkpoints and run records',
+      'search a rubric per prompt of a preference dataset (evolutionary or iterative), with cache, checkpoints and ' +
+        'run records',
     )
   addSearchOptions(command)
     .addHelpText('after', HELP_AFTER)

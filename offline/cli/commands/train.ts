@@ -141,7 +141,9 @@ function registerTrainRun(train: Command, cli: CliContext): void {
         )
       if (!json)
         cli.io.err(
-          `train run: ${outcome.training_run_id}: the trainer ${outcome.signal ? `was stopped by ${outcome.signal}` : `exited with code ${outcome.exit_code}`} after ${outcome.duration_s} s (recorded in ${outcome.state_file})\n`,
+          `train run: ${outcome.training_run_id}: the trainer ` +
+            `${outcome.signal ? `was stopped by ${outcome.signal}` : `exited with code ${outcome.exit_code}`} after ` +
+            `${outcome.duration_s} s (recorded in ${outcome.state_file})\n`,
         )
       if (outcome.exit_code !== 0) throw new CliExit(outcome.exit_code)
     })

@@ -26,7 +26,8 @@ export interface AnalyzerInput {
  * The Analyzer's request for one scored rollout. Instructions (system) and the rubric snapshot come
  * first; the rollout, the reference and the judge's reasons sit inside data markers whose tag is a
  * hash of that text.
- * @example const request = await buildAnalyzerRequest({ rollout, metadata, rubrics, score: 0.8, criteria, gradeMax: 10, locale: 'en' })
+ * @example const request = await buildAnalyzerRequest({ rollout, metadata, rubrics, score: 0.8, criteria, gradeMax: 10,
+ *   locale: 'en' })
  */
 export async function buildAnalyzerRequest(input: AnalyzerInput): Promise<ChatRequest> {
   const { rollout, metadata, rubrics, score, criteria, gradeMax, locale } = input

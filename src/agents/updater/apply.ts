@@ -21,8 +21,11 @@ const GRADER_INSTRUCTIONS: { pattern: RegExp; reason: string }[] = [
     reason: 'tells the grader to ignore its instructions',
   },
   {
-    pattern:
-      /\b(?:give|award|assign|output|return)\s+(?:every|all|any|each)\s+(?:answers?|responses?|rollouts?)\b[^.!?\n]{0,30}\b(?:full|max(?:imum)?|perfect|top|highest|10|1\.0)\b/i,
+    pattern: new RegExp(
+      /\b(?:give|award|assign|output|return)\s+(?:every|all|any|each)\s+(?:answers?|responses?|rollouts?)\b/.source +
+        /[^.!?\n]{0,30}\b(?:full|max(?:imum)?|perfect|top|highest|10|1\.0)\b/.source,
+      'i',
+    ),
     reason: 'fixes the grade of every answer',
   },
   {
@@ -60,7 +63,8 @@ export interface AppliedRubricUpdate {
  * repeated texts, entries beyond 50. Adjusted and logged: weights outside 0.1..10, missing or
  * malformed ids (a new id is derived from the text, so the same text always gets the same id).
  * An unchanged rubric keeps its object; a changed or new one takes `version` and `createdAt`.
- * @example const { accepted, rubrics, refused, diff } = applyRubricUpdate(current, update, { version: 3, createdAt: new Date().toISOString() })
+ * @example const { accepted, rubrics, refused, diff } = applyRubricUpdate(current, update, { version: 3, createdAt: new
+ *   Date().toISOString() })
  */
 export function applyRubricUpdate(
   current: readonly Rubric[],
@@ -112,7 +116,8 @@ export function applyRubricUpdate(
     const weight = Math.min(MAX_RUBRIC_WEIGHT, Math.max(MIN_RUBRIC_WEIGHT, proposal.weight))
     if (weight !== proposal.weight)
       refused.push(
-        `weight ${proposal.weight} of ${label} brought to ${weight} (allowed ${MIN_RUBRIC_WEIGHT}..${MAX_RUBRIC_WEIGHT})`,
+        `weight ${proposal.weight} of ${label} brought to ${weight} (allowed ` +
+          `${MIN_RUBRIC_WEIGHT}..${MAX_RUBRIC_WEIGHT})`,
       )
     const id = chooseId(proposal.id, key, previousByText, usedIds, refused, label)
     usedIds.add(id)
@@ -196,7 +201,8 @@ function chooseId(
     if (RUBRIC_ID.test(proposed) && !usedIds.has(proposed)) return proposed
     const fallback = derivedId(textKey, previousByText, usedIds)
     log.push(
-      `id ${label} is ${usedIds.has(proposed) ? 'already used' : 'not a valid rubric id'}; the rubric was given id '${fallback}'`,
+      `id ${label} is ${usedIds.has(proposed) ? 'already used' : 'not a valid rubric id'}; the rubric was given id ` +
+        `'${fallback}'`,
     )
     return fallback
   }

@@ -28,7 +28,8 @@ export interface UpdaterInput {
 /**
  * The Updater's request: instructions, anchors, the current adaptive rubrics and the step's numbers
  * first; the step summary and the memories block (model-written text) inside data markers.
- * @example const request = await buildUpdaterRequest({ rubrics, summary, memories, step: 4, stage: 'early', locale: 'en' })
+ * @example const request = await buildUpdaterRequest({ rubrics, summary, memories, step: 4, stage: 'early', locale:
+ *   'en' })
  */
 export async function buildUpdaterRequest(input: UpdaterInput): Promise<ChatRequest> {
   const { rubrics, summary, memories, step, stage, goal = '', locale } = input
@@ -71,7 +72,8 @@ export async function buildUpdaterRequest(input: UpdaterInput): Promise<ChatRequ
 /**
  * Reads an Updater reply as a `RubricUpdate` (strategy and ops case-insensitive, nulls as absent).
  * Whether its items may be applied is `applyRubricUpdate`'s decision, item by item.
- * @example parseUpdaterReply('{"strategy": "corrective", "consulted_memories": [], "rationale": "…", "modifications": [], "final_adaptive": []}')
+ * @example parseUpdaterReply('{"strategy": "corrective", "consulted_memories": [], "rationale": "…", "modifications":
+ *   [], "final_adaptive": []}')
  */
 export function parseUpdaterReply(text: string): RubricUpdate {
   return parseReplyAs(RubricUpdate, text, 'updater')
@@ -80,7 +82,8 @@ export function parseUpdaterReply(text: string): RubricUpdate {
 /**
  * Proposes the next adaptive rubric set: one call, retried on transport failures and invalid replies.
  * Apply the result with `applyRubricUpdate`, which keeps anchors and refuses what touches them.
- * @example const update = await runUpdater(model, input); const next = applyRubricUpdate(rubrics, update, { version: 2, createdAt })
+ * @example const update = await runUpdater(model, input); const next = applyRubricUpdate(rubrics, update, { version: 2,
+ *   createdAt })
  */
 export async function runUpdater(
   model: ChatModel,

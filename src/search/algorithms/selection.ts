@@ -42,7 +42,8 @@ export function uniqueByKey<T extends { key: string }>(members: readonly T[]): T
  *   take the best of the draw, else a random member of it.
  * - top_k: a pool of the best max(count, ⌊n·top_k_ratio⌋) rubrics; greedily pick the member maximising
  *   (1 − w)·quality + w·(mean content distance to those already picked), quality min-max scaled in the pool.
- * @example selectParents(sortedPopulation, { strategy: 'tournament', count: 3, rng, tournament_size: 3, tournament_p: 0.8, top_k_ratio: 0.3, diversity_weight: 0.3 })
+ * @example selectParents(sortedPopulation, { strategy: 'tournament', count: 3, rng, tournament_size: 3, tournament_p:
+ *   0.8, top_k_ratio: 0.3, diversity_weight: 0.3 })
  */
 export function selectParents<T extends Ranked>(ranked: readonly T[], options: SelectionOptions): T[] {
   const unique = uniqueByKey(ranked)

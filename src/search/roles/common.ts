@@ -41,7 +41,8 @@ export function searchLabels(locale: Locale): { sample: (n: number) => string; n
 
 /**
  * Untrusted text between the data markers of a request.
- * @example dataBlock('0123456789abcdef', 'answer text') // '<<<DATA-0123456789abcdef\nanswer text\nDATA-0123456789abcdef>>>'
+ * @example dataBlock('0123456789abcdef', 'answer text') // '<<<DATA-0123456789abcdef\nanswer
+ *   text\nDATA-0123456789abcdef>>>'
  */
 export function dataBlock(boundary: string, text: string): string {
   return `<<<DATA-${boundary}\n${text}\nDATA-${boundary}>>>`

@@ -109,7 +109,8 @@ export function extractAnswer(text: string): string {
 
 /**
  * The part of a prompt the verifier sees.
- * @example extractPrompt('<content>Write a haiku.</content> (system noise)', { kind: 'tag', tag: 'content', join: '\n\n' }) // 'Write a haiku.'
+ * @example extractPrompt('<content>Write a haiku.</content> (system noise)', { kind: 'tag', tag: 'content', join:
+ *   '\n\n' }) // 'Write a haiku.'
  */
 export function extractPrompt(text: string, extraction: PromptExtraction): string {
   switch (extraction.kind) {

@@ -87,7 +87,8 @@ export async function buildInitializerRequest(item: PromptItem, options: Request
 /**
  * Reads an initializer reply: lenient JSON and lenient criteria (see `criteriaFromReply`), then 3–6 criteria with
  * unique ids and positive weights, renormalised to sum 1. Anything else is an `invalid_reply`.
- * @example parseInitializerReply('{"rubric": {"criteria": ["Correct.", "Clear.", "Cites sources."]}}') // 3 criteria, weights 1/3
+ * @example parseInitializerReply('{"rubric": {"criteria": ["Correct.", "Clear.", "Cites sources."]}}') // 3 criteria,
+ *   weights 1/3
  */
 export function parseInitializerReply(text: string): Criterion[] {
   const payload = parseReplyAs(RubricReply, text, 'initializer')
@@ -115,7 +116,8 @@ export class LlmRubricInitializer implements RubricInitializer {
 
   /**
    * A first rubric for `item`; `seed` picks and orders the sample answers shown.
-   * @example const rubric = await initializer.initialize(item, { seed: 7 }) // rubric.rubric_id === `${item.prompt_id}_r0`
+   * @example const rubric = await initializer.initialize(item, { seed: 7 }) // rubric.rubric_id ===
+   *   `${item.prompt_id}_r0`
    */
   async initialize(item: PromptItem, options: { seed: number }): Promise<SearchRubric> {
     const { locale, gradeMax, allowNa, numVotes, prompts, retry } = this.#options
@@ -143,7 +145,8 @@ export class LlmRubricInitializer implements RubricInitializer {
  * search output `{best_rubrics: [{prompt_id, rubric}]}`, `{rubrics: [{prompt_id, rubric}]}`, or `{<prompt_id>:
  * rubric}`. autosr rubrics carry no grade scale: they get `gradeMax`; unknown protocol fields (vote_method, …) and
  * unknown criterion types are dropped. A malformed rubric is an error that names its prompt id.
- * @example parsePresetRubrics({ best_rubrics: [{ prompt_id: 'p1', rubric: { rubric_id: 'r', criteria: [{ criterion_id: 'c', text: 'Correct.' }] } }] }).get('p1')
+ * @example parsePresetRubrics({ best_rubrics: [{ prompt_id: 'p1', rubric: { rubric_id: 'r', criteria: [{ criterion_id:
+ *   'c', text: 'Correct.' }] } }] }).get('p1')
  */
 export function parsePresetRubrics(raw: unknown, options: { gradeMax?: number } = {}): Map<string, SearchRubric> {
   const gradeMax = options.gradeMax ?? 10
@@ -213,7 +216,8 @@ export class PresetInitializer implements RubricInitializer {
 
   /**
    * The preset for `item` (own, else `__default__`), else the fallback's rubric.
-   * @example const rubric = await presetInitializer.initialize(item, { seed: 7 }) // rubric.metadata.origin === 'preset_initializer'
+   * @example const rubric = await presetInitializer.initialize(item, { seed: 7 }) // rubric.metadata.origin ===
+   *   'preset_initializer'
    */
   async initialize(item: PromptItem, options: { seed: number }): Promise<SearchRubric> {
     const key = this.#presets.has(item.prompt_id)

@@ -75,7 +75,8 @@ const criterion = (fields: Partial<Criterion> & Pick<Criterion, 'criterion_id' |
 /**
  * autosr's HeuristicRubricInitializer: task_fit (the prompt's keywords), structure, specificity, safety_style,
  * weights 0.35/0.25/0.25/0.15.
- * @example heuristicCriteria('Explain recursion.').map((c) => c.criterion_id) // ['task_fit', 'structure', 'specificity', 'safety_style']
+ * @example heuristicCriteria('Explain recursion.').map((c) => c.criterion_id) // ['task_fit', 'structure',
+ *   'specificity', 'safety_style']
  */
 export function heuristicCriteria(prompt: string): Criterion[] {
   const keywords = promptKeywords(prompt)
@@ -156,7 +157,9 @@ export function mutateCriteria(criteria: readonly Criterion[], mode: MutationMod
       out = strengthenOrAdd(out, 'anti_fluff', FLUFF_NEGATIVES, 'negative_examples', () =>
         criterion({
           criterion_id: '',
-          text: 'The answer is specific and free of filler: no generic openers or closers, no boilerplate, no restating the question.',
+          text:
+            'The answer is specific and free of filler: no generic openers or closers, no boilerplate, no ' +
+            'restating the question.',
           weight: 0.2,
           criterion_type: 'style',
           check_points: ['specific', 'example', 'step'],
@@ -168,7 +171,9 @@ export function mutateCriteria(criteria: readonly Criterion[], mode: MutationMod
       out = strengthenOrAdd(out, 'counterexample', COUNTER_CHECKS, 'check_points', () =>
         criterion({
           criterion_id: '',
-          text: 'The answer addresses limitations, edge cases, trade-offs or risks where they matter, instead of presenting one option as flawless.',
+          text:
+            'The answer addresses limitations, edge cases, trade-offs or risks where they matter, instead of ' +
+            'presenting one option as flawless.',
           weight: 0.18,
           criterion_type: 'reasoning',
           check_points: COUNTER_CHECKS.slice(0, 4),
@@ -314,7 +319,8 @@ export function answerSearchPropose(task: SearchProposeInput): unknown {
  * example present → 0; else with check points, gradeMax × (hits ÷ half the check points, rounded up), capped at
  * gradeMax; else gradeMax × words/50, capped. Rounded to integers. Then, per criterion in order, a draw below
  * `noise` flips the grade (g → gradeMax − g); noise 0 is fully deterministic.
- * @example heuristicGrades('First, because…', criteria, 10, seededRandom('v', 7, 0), 0) // { task_fit: 5, structure: 5, … }
+ * @example heuristicGrades('First, because…', criteria, 10, seededRandom('v', 7, 0), 0) // { task_fit: 5, structure: 5,
+ *   … }
  */
 export function heuristicGrades(
   answer: string,

@@ -54,7 +54,8 @@ export interface ProposalInput {
 /**
  * The proposer's request: instructions with every mode's contract and the grade scale (system); then the mode,
  * the current criteria as JSON, and the prompt and the two answer texts inside data markers.
- * @example const request = await buildProposerRequest({ item, rubric, mode: 'decompose', top, runnerUp, seed: 7 }, { locale: 'en' })
+ * @example const request = await buildProposerRequest({ item, rubric, mode: 'decompose', top, runnerUp, seed: 7 }, {
+ *   locale: 'en' })
  */
 export async function buildProposerRequest(
   input: ProposalInput,
@@ -110,7 +111,8 @@ export async function buildProposerRequest(
  * Every mode: the child must differ from the parent. raise_bar, factual_focus, counterexample_trigger: at most one
  * criterion more, none fewer. decompose: more criteria than the parent (unless the parent is at MAX_CRITERIA).
  * anti_fluff: a new or changed criterion with negative examples. weight_perturb: the same ids and texts, in order.
- * @example modeContractViolation(parent.criteria, child.criteria, 'weight_perturb') // 'weight_perturb changed the text of "c1"'
+ * @example modeContractViolation(parent.criteria, child.criteria, 'weight_perturb') // 'weight_perturb changed the text
+ *   of "c1"'
  */
 export function modeContractViolation(
   parent: readonly Criterion[],

@@ -33,7 +33,8 @@ export const RubricReply = z.record(z.string(), z.unknown())
  * `criterion_<n>`, a missing text comes from description/title/name/the first check point/the id; a weight may
  * be a numeric string (missing → 1); an unknown criterion_type becomes null. What cannot be read — no criteria,
  * a non-positive weight, repeated ids — is an `invalid_reply`, so the caller's retry asks again.
- * @example criteriaFromReply({ criteria: ['Cites a source.', { id: 'tone', description: 'Polite', weight: '2' }] }, 'initializer')
+ * @example criteriaFromReply({ criteria: ['Cites a source.', { id: 'tone', description: 'Polite', weight: '2' }] },
+ *   'initializer')
  */
 export function criteriaFromReply(payload: Record<string, unknown>, agent: string): Criterion[] {
   const body = isRecord(payload.rubric) ? payload.rubric : payload
@@ -167,7 +168,8 @@ const LABELS = {
 /**
  * A rubric's criteria as prompt lines: `- <id> (<type>, weight <w>): <text>`, then its check points and examples.
  * Weights are shown normalised, to 3 decimals.
- * @example criteriaLines(rubric.criteria, 'en') // '- task_fit (factual, weight 0.350): The answer addresses …\n  check points: …'
+ * @example criteriaLines(rubric.criteria, 'en') // '- task_fit (factual, weight 0.350): The answer addresses …\n  check
+ *   points: …'
  */
 export function criteriaLines(criteria: readonly Criterion[], locale: Locale): string {
   const labels = LABELS[locale]
@@ -177,7 +179,8 @@ export function criteriaLines(criteria: readonly Criterion[], locale: Locale): s
     .map((criterion, index) => {
       const kind = criterion.criterion_type ? `${criterion.criterion_type}, ` : ''
       const lines = [
-        `- ${criterion.criterion_id} (${kind}${labels.weight} ${weights[index]!.toFixed(3)}): ${oneLine(criterion.text)}`,
+        `- ${criterion.criterion_id} (${kind}${labels.weight} ${weights[index]!.toFixed(3)}): ` +
+          `${oneLine(criterion.text)}`,
       ]
       if (criterion.check_points.length)
         lines.push(`  ${labels.checks}: ${criterion.check_points.map(oneLine).join('; ')}`)

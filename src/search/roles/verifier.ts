@@ -123,7 +123,8 @@ const NA_WORDS = new Set(['n/a', 'na', 'null', 'none', 'not applicable', '-'])
  * shapes of `VerifierReply`, numeric strings ("7", "7/10" when 10 is the scale's top), "n/a" for null, `{grade: …}`.
  * Strict: every criterion exactly once, integers within 0..grade_max, null only when the protocol allows N/A, no
  * unknown ids in a `grades` map. Anything else is an `invalid_reply`, never a silent 0.
- * @example parseVerifierReply('{"grades": {"task_fit": 8, "structure": "n/a"}}', rubric) // { task_fit: 8, structure: null }
+ * @example parseVerifierReply('{"grades": {"task_fit": 8, "structure": "n/a"}}', rubric) // { task_fit: 8, structure:
+ *   null }
  */
 export function parseVerifierReply(text: string, rubric: SearchRubric): CriterionGrades {
   const { grade_max: gradeMax, allow_na: allowNa } = rubric.grading_protocol
@@ -208,7 +209,8 @@ export class LlmVerifier implements Verifier {
 
   /**
    * One vote's grades of `input.candidate` on every criterion of `input.rubric`, keyed by criterion id.
-   * @example const grades = await verifier.grade({ item, candidate, rubric, vote: 1, seed: 7 }); rubricScore(grades, rubric).score
+   * @example const grades = await verifier.grade({ item, candidate, rubric, vote: 1, seed: 7 }); rubricScore(grades,
+   *   rubric).score
    */
   async grade(input: GradeInput): Promise<CriterionGrades> {
     const { locale = 'en', extraction, prompts, retry, mockNoise } = this.options
