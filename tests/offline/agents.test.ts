@@ -161,7 +161,7 @@ function invalidReply(run: () => unknown): LlmError {
 }
 
 describe('agent prompts', () => {
-  it('analyzer: rubrics, context and grades first; rollout, reference and judge reasons inside data markers', async () => {
+  it('analyzer: rubrics, context and grades first; rollout, reference and judge reasons in data markers', async () => {
     const request = await buildAnalyzerRequest(analyzerInput(CLEAN))
     const { boundary, blocks, user } = dataBlocks(request)
     expect(request.role).toBe('analyzer')
@@ -192,7 +192,7 @@ describe('agent prompts', () => {
     expect(blocks.at(-1)).toBe(attack.output)
   })
 
-  it('summarizer: rubrics and harness numbers outside, every analysis (with id and score) inside the data block', async () => {
+  it('summarizer: rubrics and harness numbers outside, each analysis (id and score) in the data block', async () => {
     const request = await buildSummarizerRequest({ analyses: RECORDS, rubrics: RUBRICS, step: 3, locale: 'en' })
     const { blocks, user } = dataBlocks(request)
     expect(user).toContain('- a1 (anchor, weight 2)')
@@ -650,7 +650,7 @@ describe('MockChatModel agent heuristics', () => {
     expect(analysis.observations.join(' ')).toMatch(/diverges from the reference/)
   })
 
-  it('runs the whole step offline: hacking leads to a CORRECTIVE update that adds a penalising rubric once', async () => {
+  it('runs the step offline: hacking leads to a CORRECTIVE update adding a penalising rubric once', async () => {
     const records = await Promise.all([CLEAN, ...Object.values(HACKS)].map(analyse))
     const { summary } = await summarizeStep(mock, records, 16, { rubrics: RUBRICS, step: 3, locale: 'en', retry })
     expect(summary.reward_hacking.count).toBe(6)

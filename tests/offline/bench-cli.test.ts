@@ -98,7 +98,7 @@ describe('reward-harness bench', () => {
     expect(text.out).toMatch(/K-way accuracy \(>2 cands\)\s+\d+\.\d% \[95% CI/)
   })
 
-  it('refuses bad input with exit code 2: a library: that is not a library, unknown scorers, missing files, bad flags', async () => {
+  it('exits 2 on bad input: a library: that is not a library, unknown scorers, missing files, bad flags', async () => {
     const library = await run('bench', '--dataset', 'examples/demo.json', '--scorer', 'library:lib')
     expect(library.code).toBe(2)
     expect(library.err).toContain('is not a judge library (no registry.json)')
@@ -381,7 +381,7 @@ describe('reward-harness bench', () => {
       )
     })
 
-    it("an edge that does not answer within --request-timeout fails the chunk's items, and the bench still reports", async () => {
+    it("an edge silent past --request-timeout fails the chunk's items, and the bench still reports", async () => {
       const report = await runNothingScored(
         'bench',
         '--dataset',

@@ -74,7 +74,7 @@ describe('bench --scorer library:<dir>', () => {
     expect(tie.stats.failures).toBe(0)
   })
 
-  it('runs from the CLI on a library evolved on the mock backend, and refuses a directory that is not a library', async () => {
+  it('runs from the CLI on a library evolved on the mock backend; refuses a directory that is not one', async () => {
     const runDir = await mkdtemp(join(tmpdir(), 'bench-evolve-'))
     expect(
       (

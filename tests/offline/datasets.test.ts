@@ -80,7 +80,7 @@ describe('parseDataset: shapes', () => {
     }
   })
 
-  it('accepts a label object (its own output shape) when it agrees with metadata, and refuses one that does not', () => {
+  it('accepts a label object (its own output shape) that agrees with metadata, refuses one that does not', () => {
     const data = autosr(1)
     data.prompts[0]!.candidates[0] = { candidate_id: 'c1', text: 'good', label: { rank: 1 }, metadata: { rank: 1 } }
     expect(parseDataset(JSON.stringify(data)).prompts[0]?.candidates[0]?.label).toEqual({ rank: 1 })
@@ -110,7 +110,7 @@ describe('parseDataset: shapes', () => {
     expect(parseDataset(fixture('llmbar-small.json'))).toEqual(parsed.dataset) // stable
   })
 
-  it('reads JudgeBench JSONL: pair ids, source as group, response_model as each source, other fields as metadata', () => {
+  it('reads JudgeBench JSONL: pair ids, source as group, response_model as sources, other fields as metadata', () => {
     const parsed = parseDatasetText(fixture('judgebench-small.jsonl'))
     expect([parsed.format, parsed.shape]).toEqual(['jsonl', 'judgebench'])
     expect(ranks(parsed.dataset)).toEqual([
@@ -180,7 +180,8 @@ describe('parseDataset: shapes', () => {
       parseDataset('{"input":"I","output_1":"a","output_2":"b","label":"2"}').prompts[0]?.candidates[1]?.label,
     ).toEqual({ rank: 1 })
     const crlf =
-      '\uFEFF{"pair_id":1,"question":"Q","response_A":"a","response_B":"b","label":"A>B"}\r\n{"pair_id":2,"question":"R","response_A":"a","response_B":"b","label":"B>A"}\r\n'
+      '\uFEFF{"pair_id":1,"question":"Q","response_A":"a","response_B":"b","label":"A>B"}\r\n' +
+      '{"pair_id":2,"question":"R","response_A":"a","response_B":"b","label":"B>A"}\r\n'
     expect(parseDataset(crlf).prompts.map((item) => item.prompt_id)).toEqual(['1', '2'])
   })
 
@@ -407,7 +408,7 @@ describe('loadDataset and saveDataset', () => {
 })
 
 describe('examples', () => {
-  it('demo.json has 3 prompts × 6 ranked candidates, varied sources, and ids that do not give the rank away', async () => {
+  it('demo.json has 3 prompts × 6 ranked candidates, varied sources, and ids that do not reveal the rank', async () => {
     const { dataset } = await loadDataset('examples/demo.json')
     const summary = datasetSummary(dataset)
     expect(summary).toMatchObject({

@@ -344,7 +344,7 @@ describe('distill with an OpenAI-compatible judge on loopback', () => {
   })
   afterAll(() => stub.close())
 
-  it('sends each repeat with its own seed, rides out 500s and an unparseable reply, and caches every good answer', async () => {
+  it('sends each repeat with its own seed, rides out 500s and an unparseable reply, caches good answers', async () => {
     // The stub grades by the answer's length and the seed, so repeats differ and a worked answer wins.
     stub.respondWith((body) => {
       const user = body.messages.find((message) => message.role === 'user')!.content

@@ -56,7 +56,7 @@ function positionBiased(): ChatModel {
 }
 
 describe('evolve judges in both orders', () => {
-  it('counts order disagreements as inconsistent (wrong, never a tie) in the log, the results and the summary', async () => {
+  it('counts order disagreements as inconsistent (wrong, never a tie) in the log, results and summary', async () => {
     const { dataset, sha256 } = await loadDataset(FIXTURE)
     const out = await mkdtemp(join(tmpdir(), 'evolve-orders-'))
     const seen: string[] = []

@@ -276,7 +276,7 @@ describe('reward-harness evolve (mock backend)', () => {
     expect(JSON.parse(none.out).cache).toBeNull()
   })
 
-  it('prunes (leave-one-out) an entry whose removal does not lower validation accuracy, keeping the useful one', async () => {
+  it('prunes (leave-one-out) an entry whose removal keeps validation accuracy, keeping the useful one', async () => {
     const start = await mkdtemp(join(tmpdir(), 'lib-'))
     await saveLibrary(
       addEntry(emptyLibrary('start'), {

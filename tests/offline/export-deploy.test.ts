@@ -262,15 +262,18 @@ describe('deploy, rollback, deployments against a stub edge', () => {
     )
   }, 60_000)
 
-  it('validates the artifact locally first: an edited artifact is refused with exit 2 and nothing is sent', async () => {
+  it('validates the artifact locally first: an edited one is refused with exit 2 and nothing is sent', async () => {
     const edited = JSON.parse(readFileSync(artifactA, 'utf8'))
     edited.rubrics.p_math_trains.criteria[0].weight = 0.99
     const file = join(work, 'edited.json')
     writeFileSync(file, JSON.stringify(edited, null, 2))
     const run = await cli(['deploy', '--artifact', file, '--target', 'prod', '--url', stub.url])
     expect(run.code).toBe(2)
+    const hash = 'rm_[0-9a-f]{64}'
     expect(run.err).toMatch(
-      /artifact_id rm_[0-9a-f]{64} is not the hash of the content \(rm_[0-9a-f]{64}\); was the file edited after export\?/,
+      new RegExp(
+        `artifact_id ${hash} is not the hash of the content \\(${hash}\\); was the file edited after export\\?`,
+      ),
     )
     edited.rubrics.p_math_trains.criteria[0].weight = -1
     writeFileSync(file, JSON.stringify(edited))

@@ -83,7 +83,7 @@ function variant(name: string, edit: (copy: any) => void): string {
 }
 
 describe('export of a real search output', () => {
-  it('writes a valid, content-addressed artifact with per-prompt rubrics, a __default__, provenance and runtime', async () => {
+  it('writes a valid content-addressed artifact: per-prompt rubrics, __default__, provenance, runtime', async () => {
     const out = join(work, 'a/rm.json')
     const run = await cli(['export', '--search-output', output, '--out', out, '--json'])
     expect(run.err).toBe('')

@@ -39,7 +39,7 @@ const meta = (overrides: Partial<VectorMetadata> = {}): VectorMetadata => ({
 })
 
 describe('ExactVectorIndex ranking', () => {
-  it('matches a float brute-force top-10 on random data (≥ 9 of 10 for every query), with scores within 0.02', async () => {
+  it('matches a float brute-force top-10 on random data (≥ 9 of 10 per query), scores within 0.02', async () => {
     const dimensions = 256
     const docs = gaussianVectors(3_000, dimensions, 1)
     const index = new ExactVectorIndex({ dimensions, capacity: 16 })

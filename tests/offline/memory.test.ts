@@ -94,7 +94,7 @@ async function setup(docs = corpus()) {
 }
 
 describe('retrieveMemories', () => {
-  it('returns the best hits per query within the limit, de-duplicated across queries and against the static set', async () => {
+  it('returns the best hits per query within the limit, deduplicated across queries and the static set', async () => {
     const { byId, loads, input } = await setup()
     const summary = byId.get('r1-global-summary')!
     const result = await retrieveMemories(

@@ -412,7 +412,7 @@ describe('faults, retries and accounting (3 llm stubs)', () => {
   const endpoints = (caps = [4, 4, 4]) =>
     stubs.map((stub, index) => ({ base_url: stub.baseUrl, max_concurrency: caps[index]! }))
 
-  it('completes every request while one endpoint fails ~30% with 429, 500 and timeouts; takes it out and puts it back', async () => {
+  it('completes all requests while one endpoint fails ~30% (429, 500, timeouts); ejects and readmits it', async () => {
     const ok: StubFault = { kind: 'content', text: '{"ok":true}' }
     const faults: StubFault[] = [
       { kind: 'status', status: 429, retryAfterSeconds: 0.05 },
@@ -554,7 +554,7 @@ describe('faults, retries and accounting (3 llm stubs)', () => {
     })
   })
 
-  it('sends a JSON schema where the endpoint supports it, json_object elsewhere, and the seed per request', async () => {
+  it('sends a JSON schema where supported, json_object elsewhere, and the seed per request', async () => {
     const [strict, loose] = stubs
     const pool = makePool({
       endpoints: [

@@ -394,7 +394,7 @@ describe('reward-harness report', () => {
       },
     )
 
-    it('reads a directory of results as subsets, one bar each, and shows the scorer failures apart, escaped', async () => {
+    it('reads a directory of results as subsets, one bar each, with scorer failures shown apart, escaped', async () => {
       const dir = join(directory, 'bench-subsets')
       for (const subset of ['natural', 'adversarial-neighbor']) {
         expect(
@@ -463,7 +463,7 @@ describe('reward-harness report', () => {
       await expect(readFile(join(directory, 'never.html'))).rejects.toThrow()
     })
 
-    it('exits 2 naming the field of a malformed bench result, for a non-HTML --out, and for a directory mixing kinds', async () => {
+    it('exits 2 on a malformed bench result (naming the field), a non-HTML --out, a mixed-kind dir', async () => {
       const broken = join(directory, 'broken.json')
       await writeFile(broken, JSON.stringify({ schema_version: 1, scorer: 'mock', overall: { items: 'many' } }))
       const malformed = await run('report', broken, '--out', join(directory, 'never.html'))

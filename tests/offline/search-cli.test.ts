@@ -136,7 +136,7 @@ describe('search options (in process)', () => {
 })
 
 describe('(a) a mock search: output, run records, determinism, replay', () => {
-  it('writes the output and the run records; the same seed gives the same rubrics; the replay script reproduces them', async () => {
+  it('writes output and run records; same seed, same rubrics; the replay script reproduces them', async () => {
     const outA = join(work, 'a/out/best.json')
     const first = await cli([
       'search',
@@ -752,8 +752,8 @@ describe('(d) bad input: exit code 2 and the place named', () => {
           (value) =>
             void (value.prompts[1]!.candidates[3]!.candidate_id = value.prompts[1]!.candidates[0]!.candidate_id),
         ),
-        'prompts[1] (prompt_id "p_debug_undefined").candidates[3] (candidate_id "debug-a").candidate_id: duplicate of ' +
-          'candidates[0]',
+        'prompts[1] (prompt_id "p_debug_undefined").candidates[3] (candidate_id "debug-a").candidate_id: ' +
+          'duplicate of candidates[0]',
       ],
       [
         'duplicate-prompts.json',

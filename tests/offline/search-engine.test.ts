@@ -169,7 +169,7 @@ describe('runSearch: iterative', () => {
 })
 
 describe('runSearch: evolutionary', () => {
-  it('improves a deliberately bad initial rubric on the toy dataset (objective, tail accuracy and Kendall tau)', async () => {
+  it('improves a bad initial rubric on the toy dataset (objective, tail accuracy and Kendall tau)', async () => {
     const { roles } = fakeRoles()
     const { output } = await runSearch(toyDataset(), roles, SMALL)
     for (const entry of output!.best_rubrics) {
@@ -184,7 +184,7 @@ describe('runSearch: evolutionary', () => {
     expect(margins.per_prompt.p0!.initial_margin).toBeLessThanOrEqual(0)
   })
 
-  it('writes the output shape: entries sorted by prompt id, candidate scores best first, diagnostics filled', async () => {
+  it('writes the output shape: entries by prompt id, candidate scores best first, diagnostics filled', async () => {
     const { roles } = fakeRoles()
     const dataset = toyDataset(3)
     dataset.prompts.reverse()
@@ -229,7 +229,7 @@ describe('runSearch: evolutionary', () => {
     expect(pairCalls.size).toBeLessThanOrEqual(3 * 15)
   })
 
-  it('grades each (rubric content, candidate, vote) once: scoring a population again costs no verifier call', async () => {
+  it('grades each (rubric content, candidate, vote) once: rescoring a population costs no verifier call', async () => {
     const { roles, counts } = fakeRoles()
     const result = await runSearch(toyDataset(1), roles, { ...SMALL, generations: 3 })
     const keys = Object.keys(result.state.memo.grades)
@@ -237,7 +237,7 @@ describe('runSearch: evolutionary', () => {
     expect(result.stats.grade_memo_hits).toBeGreaterThan(counts.verifier)
   })
 
-  it('prompt_local keeps evolving a bad rubric instead of stopping at generation 1, and stops once distinguished', async () => {
+  it('prompt_local keeps evolving a bad rubric past generation 1, and stops once it is distinguished', async () => {
     const { roles } = fakeRoles()
     const { output } = await runSearch(toyDataset(2), roles, {
       ...SMALL,

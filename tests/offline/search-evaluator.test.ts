@@ -55,7 +55,7 @@ function scripted(grades: Record<string, CriterionGrades | CriterionGrades[]>) {
 }
 
 describe('Evaluator scores', () => {
-  it('weight-normalises integer grades over grade_max and sorts candidates best first, ties in dataset order', async () => {
+  it('weight-normalises integer grades over grade_max; candidates best first, ties in dataset order', async () => {
     const { verifier } = scripted({ x: { c1: 5, c2: 10 }, y: { c1: 10, c2: 5 }, z: { c1: 5, c2: 10 } })
     const evaluator = new Evaluator({ verifier, limit: createLimiter(4), seed: 7 })
     const result = await evaluator.evaluate(item, rubric())

@@ -130,7 +130,7 @@ describe('computeObjective', () => {
     expect(result.total).toBeCloseTo(1.4, 12)
   })
 
-  it('uses the ground-truth top two for the signed margin (negative when the rubric prefers the runner-up)', async () => {
+  it('uses the ground-truth top two for the signed margin (negative if the rubric prefers the runner-up)', async () => {
     const swapped = evaluationOf(item, { c1: 0.5, c2: 0.9, c3: 0.3, c4: 0.1 })
     const result = await computeObjective(item, swapped, byRank, config())
     expect(result.signed_top_margin).toBeCloseTo(-0.4, 12)

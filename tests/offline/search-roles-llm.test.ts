@@ -327,7 +327,7 @@ describe('createSearchRoles', () => {
     expect(Object.values(grades).every((grade) => Number.isInteger(grade) && grade! <= 5)).toBe(true)
   })
 
-  it('routes roles to their own models, falling back to the shared one; a role without a model is an error on llm', async () => {
+  it('routes roles to their own models, else the shared one; a role without a model is an error on llm', async () => {
     const shared = recording(new MockChatModel())
     const verifierModel = recording(new MockChatModel('verifier-model'))
     const roles = createSearchRoles({
@@ -344,7 +344,7 @@ describe('createSearchRoles', () => {
     )
   })
 
-  it('uses the rank judge when every candidate is ranked, even on the llm backend, without needing a judge model', () => {
+  it('uses the rank judge when every candidate is ranked, even on the llm backend, with no judge model', () => {
     const ranked = PreferenceDataset.parse({
       prompts: [
         {

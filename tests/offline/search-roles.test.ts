@@ -210,7 +210,7 @@ describe('prompts', () => {
     }
   })
 
-  it('verifier: stable part first (system, then the rubric), candidate inside data markers, vote and seed last', async () => {
+  it('verifier: stable part first (system, then rubric), candidate in data markers, vote and seed last', async () => {
     const a = await buildVerifierRequest({ item, candidate: c1, rubric: base(), vote: 0, seed: 11 }, { locale: 'en' })
     const b = await buildVerifierRequest({ item, candidate: c2, rubric: base(), vote: 1, seed: 12 }, { locale: 'en' })
     expect(a.messages[0]).toEqual(b.messages[0])
@@ -234,7 +234,7 @@ describe('prompts', () => {
     expect(votes[0]!.messages[1]!.content).toContain('N/A is not allowed')
   })
 
-  it("proposer: every mode contract is in the prompt, with the note that the order is the current rubric's", async () => {
+  it("proposer: every mode contract is in the prompt, noting that the order is the current rubric's", async () => {
     for (const locale of ['en', 'zh'] as const) {
       const request = await buildProposerRequest(
         { item, rubric: base(), mode: 'anti_fluff', top: c1, runnerUp: c2, seed: 1 },
@@ -262,10 +262,10 @@ describe('prompts', () => {
 })
 
 describe('parsers repair what they can and refuse the rest', () => {
-  it('initializer: fences, trailing commas, string criteria, missing ids and texts, weights as strings; renormalised', () => {
+  it('initializer: fences, trailing commas, string criteria, missing ids/texts, string weights; renormalised', () => {
     const criteria = parseInitializerReply(
-      'Here you go:\n```json\n{"criteria": ["Is correct.", {"id": "clear writing", "description": "Clear.", "weight": ' +
-        '"2"}, {"criterion_id": "x", "title": "Cites", "criterion_type": "FACTUAL",},]}\n```',
+      'Here you go:\n```json\n{"criteria": ["Is correct.", {"id": "clear writing", "description": "Clear.", ' +
+        '"weight": "2"}, {"criterion_id": "x", "title": "Cites", "criterion_type": "FACTUAL",},]}\n```',
     )
     expect(criteria.map((c) => c.criterion_id)).toEqual(['criterion_1', 'clear_writing', 'x'])
     expect(criteria.map((c) => c.text)).toEqual(['Is correct.', 'Clear.', 'Cites'])
@@ -680,7 +680,7 @@ describe('judges', () => {
     })
   })
 
-  it('LlmPairJudge keeps a consistent preference, caches the pair in both orientations, and skips identical texts', async () => {
+  it('LlmPairJudge: consistent preference, caches pairs in both orientations, skips identical texts', async () => {
     const preferC1: ChatModel & { requests: ChatRequest[] } = {
       id: 'prefers-c1',
       requests: [],
@@ -733,7 +733,7 @@ describe('judges', () => {
     expect(await new RankJudge().compare({ item, left: a, right: d })).toBe(0)
   })
 
-  it('QualityJudge: higher quality wins; HeuristicJudge uses quality, else length and structure, never the source', async () => {
+  it('QualityJudge: higher quality wins; HeuristicJudge: quality, else length/structure, never source', async () => {
     const [hi, lo] = [
       labelled('a', 'short', { quality: 0.9 }),
       labelled('b', 'a much longer answer with more words', { quality: 0.2 }),
@@ -748,7 +748,7 @@ describe('judges', () => {
     expect(textStructureScore('1. a\n2. b\n\nmore')).toBeGreaterThan(textStructureScore('1 a 2 b more'))
   })
 
-  it('chooseJudge: rank when every candidate has one (even on llm), else quality, else the LLM judge or the heuristic', () => {
+  it('chooseJudge: rank when all candidates have one (even on llm), else quality, else LLM judge or heuristic', () => {
     const llmJudge = new LlmPairJudge(mock)
     const withLabels = (labels: Candidate['label'][]) => [
       PromptItem.parse({

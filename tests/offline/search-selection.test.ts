@@ -80,7 +80,7 @@ describe('selectParents', () => {
     expect(wins.size).toBeGreaterThan(3)
   })
 
-  it('top_k: quality alone is rank order; with diversity weight, a different rubric beats a near-copy of the best', () => {
+  it('top_k: quality alone is rank order; weighing diversity, a different rubric beats a near-copy of the best', () => {
     const near = [
       member('best', 0.9, 'answer is factually accurate and cites evidence'),
       member('copy', 0.89, 'answer is factually accurate and cites evidence too'),

@@ -207,7 +207,7 @@ describe('the behaviour mix shifts over the stages', () => {
 })
 
 describe('simulated hacking trips the mock analyzer (the Analyzer agent on MockChatModel)', () => {
-  it('every reward_hacking rollout is flagged with a high-severity tactic; stuffing is recognised as such', async () => {
+  it('each reward_hacking rollout is flagged with a high-severity tactic; stuffing is recognised as such', async () => {
     const hacking = manyRollouts().filter((r) => r.behaviour === 'reward_hacking')
     expect(hacking.length).toBeGreaterThan(20)
     const tactics = new Set<string>()

@@ -179,7 +179,7 @@ function manifestOf(runId: string) {
 }
 
 describe('train prepare', () => {
-  it('checks the target, creates the online run, records the manifest and writes a 0600 env file with the run token', async () => {
+  it('checks the target, creates the online run, records the manifest, puts the token in a 0600 env file', async () => {
     const config = file(
       'online.json',
       JSON.stringify({ config: { anchor_rubrics: [{ text: 'The final answer is correct.' }] } }),
@@ -264,7 +264,7 @@ describe('train prepare', () => {
     expect((await manifestOf('plain-1'))?.manifest.harness_run_id).toBeUndefined()
   })
 
-  it('refuses a target serving another artifact with exit 3, before creating, writing or recording anything', async () => {
+  it('exits 3 for a target serving another artifact, before creating, writing or recording anything', async () => {
     const config = file('online.json', JSON.stringify({ anchor_rubrics: [{ text: 'x' }] }))
     const refused = await prepare('wrong-1', '--expect-artifact', OLD_ARTIFACT, '--online-run', config)
     expect(refused.code).toBe(3)
@@ -294,7 +294,7 @@ describe('train prepare', () => {
     expect(existsSync(envPath('sick-1'))).toBe(false)
   })
 
-  it('exits 2 for an unknown target, a missing admin token, a config file that is not JSON and a name already recorded', async () => {
+  it('exits 2 for an unknown target, no admin token, a non-JSON config file, or a name already recorded', async () => {
     const unknown = await runCli(
       'train',
       'prepare',
@@ -371,15 +371,17 @@ describe('train run and finalize', () => {
     expect((await manifestOf('fail-1'))?.result).toMatchObject({ status: 'failed', failure: { stage: 'training' } })
   })
 
-  it('records a successful run with its metrics; an identical finalize is a no-op, a different one exit 2', async () => {
+  it('records a successful run with metrics; an identical finalize is a no-op, a different one exit 2', async () => {
     const config = file('online.json', JSON.stringify({ anchor_rubrics: [{ text: 'x' }] }))
     expect((await prepare('ok-1', '--online-run', config)).code).toBe(0)
     const metrics = join(dir, `${counter}-metrics.json`)
     // The trainer checks its environment (the token arrives as an argument here only to check it is masked in the state
     // file).
-    const script = `const e = process.env; if (e.REWARD_HARNESS_TOKEN !== process.argv[2] || e.REWARD_HARNESS_URL !== '${edge}' || e.REWARD_HARNESS_TRAINING_RUN_ID !== 'ok-1') process.exit(9);
-      require('fs').writeFileSync(process.argv[1], JSON.stringify({ reward_mean: 0.625, eval: { accuracy: 0.8 }, \
-steps: 2 })); console.log('trained ok-1')`
+    const script =
+      'const e = process.env; if (e.REWARD_HARNESS_TOKEN !== process.argv[2] || ' +
+      `e.REWARD_HARNESS_URL !== '${edge}' || e.REWARD_HARNESS_TRAINING_RUN_ID !== 'ok-1') process.exit(9);\n` +
+      "      require('fs').writeFileSync(process.argv[1], " +
+      "JSON.stringify({ reward_mean: 0.625, eval: { accuracy: 0.8 }, steps: 2 })); console.log('trained ok-1')"
     const ran = await runCli(
       'train',
       'run',
@@ -426,7 +428,7 @@ steps: 2 })); console.log('trained ok-1')`
     expect(conflicting.err).toContain('different result')
   })
 
-  it('records failed at stage preflight when the trainer never ran, and exit 127 for a command that does not exist', async () => {
+  it('records failed at stage preflight when the trainer never ran, and exit 127 for a missing command', async () => {
     expect((await prepare('never-1')).code).toBe(0)
     const finalized = await runCli('train', 'finalize', '--env-path', envPath('never-1'), '--json')
     expect(finalized.code, finalized.err).toBe(0)
@@ -459,7 +461,7 @@ steps: 2 })); console.log('trained ok-1')`
     })
   })
 
-  it('refuses a metrics file that is not JSON or holds a value that is not a number, naming the file and the field', async () => {
+  it('refuses a metrics file that is not JSON or holds a non-number value, naming the file and the field', async () => {
     expect((await prepare('metrics-1')).code).toBe(0)
     expect((await runCli('train', 'run', '--env-path', envPath('metrics-1'), '--', NODE, '-e', '0')).code).toBe(0)
     const broken = file('broken-metrics.json', '{"reward_mean": 0.5,\n "steps": two}')
