@@ -64,7 +64,7 @@ describe('the dashboard in headless Chromium after `npm run simulate` (3 steps)'
     expect(index?.headers()['content-type']).toMatch(/text\/html/)
     const runLink = page.locator('a[data-run="default"]')
     await expect.poll(() => runLink.isVisible()).toBe(true)
-    expect(await page.locator('tr', { has: runLink }).textContent()).toMatch(
+    expect(await page.locator('tr', { has: runLink }).innerText()).toMatch(
       new RegExp(`\\b${STEPS * ROLLOUTS_PER_STEP}\\b`),
     )
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'dashboard-index.png'), fullPage: true })

@@ -141,7 +141,7 @@ describe('offline reports in headless Chromium', () => {
         .locator('td', { hasText: 'The answer does what the prompt asks' })
         .isVisible(),
     ).toBe(true)
-    expect(await page.locator('#calls tr', { hasText: 'verifier' }).first().textContent()).toMatch(/verifier\s+\d+/)
+    expect(await page.locator('#calls tr', { hasText: 'verifier' }).first().innerText()).toMatch(/verifier\s+\d+/)
 
     const charts = await renderedCharts(page)
     expect(charts.map((chart) => `${chart.kind}:${chart.title}`)).toEqual([
@@ -168,7 +168,7 @@ describe('offline reports in headless Chromium', () => {
     expect(await page.locator('h1').textContent()).toBe('Judge library evolution')
     const rows = page.locator('#changes tbody tr')
     expect(await rows.count()).toBe(4)
-    expect(await rows.first().textContent()).toMatch(/^0\s+baseline/)
+    expect(await rows.first().innerText()).toMatch(/^0\s+baseline/)
     expect(await page.locator('#changes .badge.kept').count()).toBeGreaterThanOrEqual(1)
     expect(await page.locator('#library .card h3').first().textContent()).toMatch(/^[a-z0-9-]+ skill$/)
 
@@ -191,11 +191,11 @@ describe('offline reports in headless Chromium', () => {
     await expectCleanLoad(opened)
     expect(await page.locator('h1').textContent()).toBe('Benchmark: mock on 2 subsets')
     const table = page.locator('#accuracy table')
-    expect(await table.locator('thead').textContent()).toMatch(
+    expect(await table.locator('thead').innerText()).toMatch(
       /subset\s+items\s+pairwise A\/B\s+pairwise B\/A\s+swap-consistent\s+failed items/,
     )
     for (const subset of ['natural', 'adversarial-neighbor'])
-      expect(await table.locator('tbody tr', { hasText: subset }).textContent()).toMatch(
+      expect(await table.locator('tbody tr', { hasText: subset }).innerText()).toMatch(
         /\d+\.\d%\s+95% CI \d+\.\d%–\d+\.\d%\s+bootstrap/,
       )
     expect(await page.locator('#failures').textContent()).toContain('No scorer failures')
