@@ -36,7 +36,9 @@ const MAX_MARKED_POINTS = 60
 /**
  * Line chart, one polyline per series, axes with ticks, legend. Non-finite points are skipped;
  * when every x is an integer (generations, iterations) the x ticks are integers.
- * @example lineChart({ title: 'Objective per generation', xLabel: 'generation', series: [{ name: 'best', points: [{ x: 0, y: 0.5 }, { x: 1, y: 0.7 }] }] })
+ * @example
+ * lineChart({ title: 'Objective per generation', xLabel: 'generation',
+ *   series: [{ name: 'best', points: [{ x: 0, y: 0.5 }, { x: 1, y: 0.7 }] }] })
  */
 export function lineChart(options: ChartFrame & { series: ChartSeries[]; yDomain?: [number, number] }): string {
   const series = (options.series ?? []).map((entry, index) => ({
@@ -93,32 +95,39 @@ export function lineChart(options: ChartFrame & { series: ChartSeries[]; yDomain
       yTicks: y.ticks.map((tick, index) => ({ at: yScale(tick), label: yTickLabels[index]! })),
     }),
   ]
-  for (const entry of series) {
-    if (entry.points.length === 0) continue
-    const colour = escapeXml(entry.colour)
-    const name = escapeXml(entry.name)
-    parts.push(`<g data-series="${name}">`)
-    if (entry.mode === 'line' && entry.points.length > 1) {
-      const d = entry.points
-        .map((point, index) => `${index === 0 ? 'M' : 'L'}${px(xScale(point.x))} ${px(yScale(point.y))}`)
-        .join('')
-      const dash = entry.dashed ? ' stroke-dasharray="7 5"' : ''
+  for (const entry of series) if (entry.points.length > 0) parts.push(seriesSvg(entry, xScale, yScale))
+  parts.push('</svg>')
+  return parts.join('')
+}
+
+type Scale = (value: number) => number
+type DrawnSeries = Required<Omit<ChartSeries, 'color'>> & { colour: string }
+
+/** One series as an SVG group: its line (unless points only), and markers where they stay readable. */
+function seriesSvg(entry: DrawnSeries, xScale: Scale, yScale: Scale): string {
+  const colour = escapeXml(entry.colour)
+  const name = escapeXml(entry.name)
+  const parts = [`<g data-series="${name}">`]
+  if (entry.mode === 'line' && entry.points.length > 1) {
+    const d = entry.points
+      .map((point, index) => `${index === 0 ? 'M' : 'L'}${px(xScale(point.x))} ${px(yScale(point.y))}`)
+      .join('')
+    const dash = entry.dashed ? ' stroke-dasharray="7 5"' : ''
+    parts.push(
+      `<path d="${d}" fill="none" stroke="${colour}" stroke-width="2.5"${dash} ` +
+        'stroke-linejoin="round" stroke-linecap="round"/>',
+    )
+  }
+  if (entry.mode === 'points' || entry.points.length <= MAX_MARKED_POINTS) {
+    const radius = entry.mode === 'points' ? 5 : 3
+    for (const point of entry.points) {
+      const label = `${name}: ${escapeXml(formatValue(point.y))} at ${escapeXml(formatValue(point.x))}`
       parts.push(
-        `<path d="${d}" fill="none" stroke="${colour}" stroke-width="2.5"${dash} stroke-linejoin="round" stroke-linecap="round"/>`,
+        `<circle cx="${px(xScale(point.x))}" cy="${px(yScale(point.y))}" r="${radius}" fill="${colour}" ` +
+          `stroke="#ffffff" stroke-width="1.5"><title>${label}</title></circle>`,
       )
     }
-    const marked = entry.mode === 'points' || entry.points.length <= MAX_MARKED_POINTS
-    if (marked) {
-      const radius = entry.mode === 'points' ? 5 : 3
-      for (const point of entry.points) {
-        parts.push(
-          `<circle cx="${px(xScale(point.x))}" cy="${px(yScale(point.y))}" r="${radius}" fill="${colour}" stroke="#ffffff" stroke-width="1.5">` +
-            `<title>${name}: ${escapeXml(formatValue(point.y))} at ${escapeXml(formatValue(point.x))}</title></circle>`,
-        )
-      }
-    }
-    parts.push('</g>')
   }
-  parts.push('</svg>')
+  parts.push('</g>')
   return parts.join('')
 }

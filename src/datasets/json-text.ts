@@ -15,7 +15,9 @@ export type JsonDocument =
 /**
  * Parses `text` as JSON or JSONL. Without `format`, a text that is one JSON value is JSON, and a text
  * whose first non-blank line is a JSON object on its own is JSONL. Throws a DatasetError naming the line.
- * @example readJsonDocument('{"a":1}\n{"a":2}\n') // { format: 'jsonl', records: [{ line: 1, value: { a: 1 } }, { line: 2, value: { a: 2 } }] }
+ * @example
+ * readJsonDocument('{"a":1}\n{"a":2}\n')
+ * // { format: 'jsonl', records: [{ line: 1, value: { a: 1 } }, { line: 2, value: { a: 2 } }] }
  */
 export function readJsonDocument(text: string, format?: DatasetFormat, name?: string): JsonDocument {
   const body = text.startsWith('\uFEFF') ? text.slice(1) : text
@@ -98,109 +100,16 @@ const WHITESPACE = /[ \t\n\r]*/y
 
 /**
  * The first syntax error in a JSON text (call it only once `JSON.parse` has failed).
- * @example locateJsonError('{"a": 1,\n "b" 2}') // { line: 2, column: 6, reason: "expected ':' after a property name, found '2'" }
+ * @example
+ * locateJsonError('{"a": 1,\n "b" 2}')
+ * // { line: 2, column: 6, reason: "expected ':' after a property name, found '2'" }
  */
 export function locateJsonError(text: string): JsonFault {
-  let at = 0
-  const found = (): string => (at >= text.length ? 'the end of the text' : `'${text[at]}'`)
-  const fail = (reason: string): never => {
-    throw new JsonSyntaxFault(at, reason)
-  }
-  const skipWhitespace = (): void => {
-    WHITESPACE.lastIndex = at
-    WHITESPACE.exec(text)
-    at = WHITESPACE.lastIndex
-  }
-  const string = (): void => {
-    at++ // opening quote
-    for (;;) {
-      if (at >= text.length) fail('unterminated string')
-      const char = text.charCodeAt(at)
-      if (char === 0x22) {
-        at++
-        return
-      }
-      if (char < 0x20) fail('unescaped control character in a string')
-      if (char === 0x5c) {
-        const escaped = text[at + 1]
-        if (escaped === undefined) fail('unterminated string')
-        else if (escaped === 'u') {
-          if (!/^[0-9a-fA-F]{4}$/.test(text.slice(at + 2, at + 6))) fail('bad \\u escape in a string')
-          at += 6
-        } else if ('"\\/bfnrt'.includes(escaped)) at += 2
-        else fail(`bad escape '\\${escaped}' in a string`)
-      } else at++
-    }
-  }
-  const value = (): void => {
-    skipWhitespace()
-    const char = text[at]
-    if (char === '{') object()
-    else if (char === '[') array()
-    else if (char === '"') string()
-    else literalOrNumber()
-  }
-  const literalOrNumber = (): void => {
-    for (const literal of ['true', 'false', 'null']) {
-      if (text.startsWith(literal, at)) {
-        at += literal.length
-        return
-      }
-    }
-    NUMBER.lastIndex = at
-    if (NUMBER.exec(text)) {
-      at = NUMBER.lastIndex
-      return
-    }
-    fail(at >= text.length ? 'unexpected end of the text, expected a value' : `unexpected ${found()}, expected a value`)
-  }
-  const object = (): void => {
-    at++
-    skipWhitespace()
-    if (text[at] === '}') {
-      at++
-      return
-    }
-    for (;;) {
-      skipWhitespace()
-      if (text[at] !== '"') fail(`expected a property name in double quotes, found ${found()}`)
-      string()
-      skipWhitespace()
-      if (text[at] !== ':') fail(`expected ':' after a property name, found ${found()}`)
-      at++
-      value()
-      skipWhitespace()
-      if (text[at] === ',') at++
-      else if (text[at] === '}') {
-        at++
-        return
-      } else fail(`expected ',' or '}' after a property value, found ${found()}`)
-    }
-  }
-  const array = (): void => {
-    at++
-    skipWhitespace()
-    if (text[at] === ']') {
-      at++
-      return
-    }
-    for (;;) {
-      value()
-      skipWhitespace()
-      if (text[at] === ',') at++
-      else if (text[at] === ']') {
-        at++
-        return
-      } else fail(`expected ',' or ']' after an array element, found ${found()}`)
-    }
-  }
-
+  const scanner = new JsonScanner(text)
   let offset = text.length
   let reason = 'not valid JSON'
   try {
-    value()
-    skipWhitespace()
-    if (at < text.length) fail(`unexpected ${found()} after the JSON value`)
+    scanner.document()
   } catch (error) {
     if (!(error instanceof JsonSyntaxFault)) throw error
     offset = error.offset
@@ -209,4 +118,128 @@ export function locateJsonError(text: string): JsonFault {
   const before = text.slice(0, offset)
   const line = before.split('\n').length
   return { line, column: offset - (before.lastIndexOf('\n') + 1) + 1, reason }
+}
+
+/** A recursive-descent JSON reader that only checks syntax and throws a JsonSyntaxFault at the first error. */
+class JsonScanner {
+  private at = 0
+
+  constructor(private readonly text: string) {}
+
+  /** One JSON value and nothing after it but whitespace. */
+  document(): void {
+    this.value()
+    this.skipWhitespace()
+    if (this.at < this.text.length) this.fail(`unexpected ${this.found()} after the JSON value`)
+  }
+
+  private found(): string {
+    return this.at >= this.text.length ? 'the end of the text' : `'${this.text[this.at]}'`
+  }
+
+  private fail(reason: string): never {
+    throw new JsonSyntaxFault(this.at, reason)
+  }
+
+  private skipWhitespace(): void {
+    WHITESPACE.lastIndex = this.at
+    WHITESPACE.exec(this.text)
+    this.at = WHITESPACE.lastIndex
+  }
+
+  private value(): void {
+    this.skipWhitespace()
+    const char = this.text[this.at]
+    if (char === '{') this.object()
+    else if (char === '[') this.array()
+    else if (char === '"') this.string()
+    else this.literalOrNumber()
+  }
+
+  private string(): void {
+    const { text } = this
+    this.at++ // opening quote
+    for (;;) {
+      if (this.at >= text.length) this.fail('unterminated string')
+      const char = text.charCodeAt(this.at)
+      if (char === 0x22) {
+        this.at++
+        return
+      }
+      if (char < 0x20) this.fail('unescaped control character in a string')
+      if (char === 0x5c) this.escape()
+      else this.at++
+    }
+  }
+
+  private escape(): void {
+    const escaped = this.text[this.at + 1]
+    if (escaped === undefined) this.fail('unterminated string')
+    else if (escaped === 'u') {
+      if (!/^[0-9a-fA-F]{4}$/.test(this.text.slice(this.at + 2, this.at + 6))) this.fail('bad \\u escape in a string')
+      this.at += 6
+    } else if ('"\\/bfnrt'.includes(escaped)) this.at += 2
+    else this.fail(`bad escape '\\${escaped}' in a string`)
+  }
+
+  private literalOrNumber(): void {
+    for (const literal of ['true', 'false', 'null']) {
+      if (this.text.startsWith(literal, this.at)) {
+        this.at += literal.length
+        return
+      }
+    }
+    NUMBER.lastIndex = this.at
+    if (NUMBER.exec(this.text)) {
+      this.at = NUMBER.lastIndex
+      return
+    }
+    this.fail(
+      this.at >= this.text.length
+        ? 'unexpected end of the text, expected a value'
+        : `unexpected ${this.found()}, expected a value`,
+    )
+  }
+
+  private object(): void {
+    this.at++
+    this.skipWhitespace()
+    if (this.text[this.at] === '}') {
+      this.at++
+      return
+    }
+    for (;;) {
+      this.skipWhitespace()
+      if (this.text[this.at] !== '"') this.fail(`expected a property name in double quotes, found ${this.found()}`)
+      this.string()
+      this.skipWhitespace()
+      if (this.text[this.at] !== ':') this.fail(`expected ':' after a property name, found ${this.found()}`)
+      this.at++
+      this.value()
+      this.skipWhitespace()
+      if (this.text[this.at] === ',') this.at++
+      else if (this.text[this.at] === '}') {
+        this.at++
+        return
+      } else this.fail(`expected ',' or '}' after a property value, found ${this.found()}`)
+    }
+  }
+
+  private array(): void {
+    this.at++
+    this.skipWhitespace()
+    if (this.text[this.at] === ']') {
+      this.at++
+      return
+    }
+    for (;;) {
+      this.value()
+      this.skipWhitespace()
+      if (this.text[this.at] === ',') this.at++
+      else if (this.text[this.at] === ']') {
+        this.at++
+        return
+      } else this.fail(`expected ',' or ']' after an array element, found ${this.found()}`)
+    }
+  }
 }
