@@ -6,7 +6,7 @@ import { lineChart } from '../../src/charts/index.ts'
 import { entryList } from '../../src/library/index.ts'
 import type { LoadedLibrary } from './detect.ts'
 import { html } from 'hono/html'
-import { CHART_SIZE, figure, keyValues, num, pct, type ReportBody, type Markup, table } from './parts.ts'
+import { CHART_SIZE, figure, keyValues, num, pct, type ReportBody, type Markup, type Tile, table } from './parts.ts'
 import type { EvolutionLogEntry } from '../../src/schemas/index.ts'
 
 /** Marker colours: green for kept, vermillion for rolled back (Okabe–Ito, readable with colour-vision deficiencies). */
@@ -71,25 +71,7 @@ export function evolveReport(
     series: evolutionSeries(log),
   })
 
-  const changeRows = log.map((line) => [
-    line.iteration,
-    decisionBadge(line.decision),
-    line.change ? html`<code>${line.change.key}</code>` : html`<span class="muted">—</span>`,
-    html`${line.change?.rationale ?? ''}${line.note && !line.note.endsWith(line.change?.rationale ?? '\u0000') ? html`<span class="ci">${line.note}</span>` : ''}${line.pruned ? html`<span class="ci">pruning: ${line.pruned.removed.length ? line.pruned.removed.join(', ') : 'nothing removable'} → ${DECISION_LABELS[line.pruned.decision] ?? line.pruned.decision} (val ${pct(line.pruned.val_accuracy)})</span>` : ''}`,
-    pct(line.train_accuracy),
-    pct(line.val_accuracy),
-    pct(line.best_val_accuracy),
-    html`${line.failures ? `${line.failures.train} / ${line.failures.val}` : '—'}${line.inconsistent && line.inconsistent.train + line.inconsistent.val > 0 ? html`<span class="ci">${line.inconsistent.train} / ${line.inconsistent.val} inconsistent</span>` : ''}`,
-    line.entries.length,
-  ])
-  const changeLog = table({
-    headers: ['iteration', 'decision', 'change', 'rationale / note', 'train', 'val', 'best val', 'failures', 'entries'],
-    numeric: [0, 4, 5, 6, 7, 8],
-    rows: changeRows,
-    className: 'changes',
-    caption:
-      'val: the proposed library’s validation accuracy; failures: judgments that failed (train / val), and items whose two orders disagreed (inconsistent); neither is ever counted as a tie.',
-  })
+  const changeLog = changeLogTable(log)
 
   const sections = [
     {
@@ -97,7 +79,9 @@ export function evolveReport(
       title: 'Validation accuracy per iteration',
       body: figure(
         chart,
-        `Lines: the validation accuracy of the library in use after each iteration, the best so far, and train accuracy. Markers: a proposed change's validation accuracy, green when kept, vermillion when rolled back (a change is kept when it reaches best − ${num(settings.explore_margin as number | undefined)}).`,
+        'Lines: the validation accuracy of the library in use after each iteration, the best so far, and train ' +
+          "accuracy. Markers: a proposed change's validation accuracy, green when kept, vermillion when rolled back " +
+          `(a change is kept when it reaches best − ${num(settings.explore_margin as number | undefined)}).`,
       ),
     },
     { id: 'changes', title: `Change log (iterations ${log[0]!.iteration}–${last.iteration})`, body: changeLog },
@@ -110,53 +94,110 @@ export function evolveReport(
     {
       id: 'settings',
       title: 'Run settings',
-      body: keyValues([
-        ['seed', String(settings.seed ?? '—')],
-        ['validation share', typeof settings.val_fraction === 'number' ? pct(settings.val_fraction) : '—'],
-        ['explore margin', num(settings.explore_margin as number | undefined)],
-        ['pruning', settings.prune_every ? `every ${String(settings.prune_every)} iterations` : 'off'],
-        [
-          'presentation orders',
-          settings.orders === undefined
-            ? '—'
-            : settings.orders === 'both'
-              ? 'both (A/B and B/A)'
-              : String(settings.orders),
-        ],
-        [
-          'items (train with swaps / validation)',
-          `${String(settings.train ?? '—')} / ${String(settings.validation ?? '—')}`,
-        ],
-        ['dataset sha256', html`<code>${String(settings.dataset_sha256 ?? '—')}</code>`],
-        ['first → last line (UTC)', `${log[0]!.timestamp ?? '—'} → ${last.timestamp ?? '—'}`],
-      ]),
+      body: settingsFacts(log, settings),
     },
   ]
   return {
     kind: 'evolve',
     label: 'evolution log',
     title: 'Judge library evolution',
-    subtitle: `${iterations} iteration${iterations === 1 ? '' : 's'} after the baseline, best at iteration ${last.best_iteration}`,
-    tiles: [
-      {
-        label: 'best validation accuracy',
-        value: pct(last.best_val_accuracy),
-        hint: `iteration ${last.best_iteration}`,
-      },
-      {
-        label: 'baseline validation',
-        value: pct(log.find((line) => line.decision === 'baseline')?.val_accuracy ?? log[0]!.state_val_accuracy),
-      },
-      {
-        label: 'kept / rolled back',
-        value: `${count('kept')} / ${count('rolled_back')}`,
-        hint: `${count('skipped')} skipped${count('rejected') ? `, ${count('rejected')} rejected` : ''}`,
-      },
-      { label: 'entries in the final library', value: last.entries.length },
-    ],
+    subtitle:
+      `${iterations} iteration${iterations === 1 ? '' : 's'} after the baseline, ` +
+      `best at iteration ${last.best_iteration}`,
+    tiles: evolveTiles(log),
     sections,
     charts: 1,
   }
+}
+
+/** One row per logged iteration: the decision, the change and why, accuracies, failures and library size. */
+function changeLogTable(log: EvolutionLogEntry[]): Markup {
+  const rows = log.map((line) => [
+    line.iteration,
+    decisionBadge(line.decision),
+    line.change ? html`<code>${line.change.key}</code>` : html`<span class="muted">—</span>`,
+    html`${line.change?.rationale ?? ''}${noteOf(line)}${pruningOf(line)}`,
+    pct(line.train_accuracy),
+    pct(line.val_accuracy),
+    pct(line.best_val_accuracy),
+    html`${line.failures ? `${line.failures.train} / ${line.failures.val}` : '—'}${inconsistencyOf(line)}`,
+    line.entries.length,
+  ])
+  return table({
+    headers: ['iteration', 'decision', 'change', 'rationale / note', 'train', 'val', 'best val', 'failures', 'entries'],
+    numeric: [0, 4, 5, 6, 7, 8],
+    rows,
+    className: 'changes',
+    caption:
+      'val: the proposed library’s validation accuracy; failures: judgments that failed (train / val), and items ' +
+      'whose two orders disagreed (inconsistent); neither is ever counted as a tie.',
+  })
+}
+
+/** The iteration's note, unless it only repeats the change's rationale. */
+function noteOf(line: EvolutionLogEntry): Markup | string {
+  const repeats = line.note?.endsWith(line.change?.rationale ?? '\u0000')
+  return line.note && !repeats ? html`<span class="ci">${line.note}</span>` : ''
+}
+
+/** What a pruning pass removed and what became of it. */
+function pruningOf(line: EvolutionLogEntry): Markup | string {
+  if (!line.pruned) return ''
+  const { removed, decision, val_accuracy } = line.pruned
+  const what = removed.length ? removed.join(', ') : 'nothing removable'
+  const outcome = `${DECISION_LABELS[decision] ?? decision} (val ${pct(val_accuracy)})`
+  return html`<span class="ci">pruning: ${what} → ${outcome}</span>`
+}
+
+/** Items whose two presentation orders disagreed (train / val), when there were any. */
+function inconsistencyOf(line: EvolutionLogEntry): Markup | string {
+  const { inconsistent } = line
+  if (!inconsistent || inconsistent.train + inconsistent.val === 0) return ''
+  return html`<span class="ci">${inconsistent.train} / ${inconsistent.val} inconsistent</span>`
+}
+
+/** The run's settings as a key-value list. */
+function settingsFacts(log: EvolutionLogEntry[], settings: Record<string, unknown>): Markup {
+  const last = log.at(-1)!
+  return keyValues([
+    ['seed', String(settings.seed ?? '—')],
+    ['validation share', typeof settings.val_fraction === 'number' ? pct(settings.val_fraction) : '—'],
+    ['explore margin', num(settings.explore_margin as number | undefined)],
+    ['pruning', settings.prune_every ? `every ${String(settings.prune_every)} iterations` : 'off'],
+    [
+      'presentation orders',
+      settings.orders === undefined ? '—' : settings.orders === 'both' ? 'both (A/B and B/A)' : String(settings.orders),
+    ],
+    [
+      'items (train with swaps / validation)',
+      `${String(settings.train ?? '—')} / ${String(settings.validation ?? '—')}`,
+    ],
+    ['dataset sha256', html`<code>${String(settings.dataset_sha256 ?? '—')}</code>`],
+    ['first → last line (UTC)', `${log[0]!.timestamp ?? '—'} → ${last.timestamp ?? '—'}`],
+  ])
+}
+
+/** The headline numbers: best and baseline validation accuracy, decisions, final size. */
+function evolveTiles(log: EvolutionLogEntry[]): Tile[] {
+  const last = log.at(-1)!
+  const count = (decision: string) => log.filter((line) => line.decision === decision).length
+  return [
+    {
+      label: 'best validation accuracy',
+      value: pct(last.best_val_accuracy),
+      hint: `iteration ${last.best_iteration}`,
+    },
+    {
+      label: 'baseline validation',
+      value: pct(log.find((line) => line.decision === 'baseline')?.val_accuracy ?? log[0]!.state_val_accuracy),
+    },
+    {
+      label: 'kept / rolled back',
+      value: `${count('kept')} / ${count('rolled_back')}`,
+      hint: `${count('skipped')} skipped${count('rejected') ? `, ${count('rejected')} rejected` : ''}`,
+    },
+    { label: 'entries in the final library', value: last.entries.length },
+  ]
 }
 
 function librarySection(
@@ -166,18 +207,33 @@ function librarySection(
 ): Markup {
   if (last.entries.length === 0) return html`<p class="empty">The library ended empty.</p>`
   const entries = finalLibrary ? entryList(finalLibrary.library) : []
-  const cards = finalLibrary
-    ? entries.map(
-        (entry) =>
-          html`<div class="card"><h3><code>${entry.name}</code> <span class="badge baseline">${entry.kind}</span></h3><p>${entry.description}</p>${entry.when_to_use ? html`<p class="muted">When to use: ${entry.when_to_use}</p>` : ''}<details><summary>${entry.kind === 'tool' ? 'System prompt' : 'Rubric'}</summary><pre>${entry.body}</pre></details></div>`,
-      )
-    : html`<p class="muted">Entries: ${last.entries.join(', ')}. (No checkpoints/iter-${last.iteration} with the content hash the log recorded is next to the log, so only their names are known.)</p>`
+  const cards = finalLibrary ? entries.map(entryCard) : html`<p class="muted">${namesOnly(last)}</p>`
   const where = finalLibrary ? html`<p class="muted">From <code>${finalLibrary.dir}</code>.</p>` : ''
   const best =
     bestLibrary && last.best_library_sha256 !== undefined && last.best_library_sha256 !== last.library_sha256
-      ? html`<p class="muted">The best validated library (iteration ${last.best_iteration}) is in <code>${bestLibrary.dir}</code>: ${Object.keys(bestLibrary.library.entries).join(', ') || 'empty'}.</p>`
+      ? html`<p class="muted">The best validated library (iteration ${last.best_iteration}) is in <code>${
+          bestLibrary.dir
+        }</code>: ${Object.keys(bestLibrary.library.entries).join(', ') || 'empty'}.</p>`
       : ''
   return html`${where}${cards}${best}`
+}
+
+/** The final entries by name, when the library itself is not beside the log. */
+function namesOnly(last: EvolutionLogEntry): string {
+  return (
+    `Entries: ${last.entries.join(', ')}. (No checkpoints/iter-${last.iteration} with the content hash the log ` +
+    'recorded is next to the log, so only their names are known.)'
+  )
+}
+
+/** One library entry as a card: name, kind, description, when to use it, and its body folded away. */
+function entryCard(entry: ReturnType<typeof entryList>[number]): Markup {
+  const heading = html`<h3><code>${entry.name}</code> <span class="badge baseline">${entry.kind}</span></h3>`
+  const whenToUse = entry.when_to_use ? html`<p class="muted">When to use: ${entry.when_to_use}</p>` : ''
+  const body = html`<details><summary>${entry.kind === 'tool' ? 'System prompt' : 'Rubric'}</summary><pre>${
+    entry.body
+  }</pre></details>`
+  return html`<div class="card">${heading}<p>${entry.description}</p>${whenToUse}${body}</div>`
 }
 
 const USAGE_COLUMNS = [
@@ -206,14 +262,13 @@ function callsSection(log: EvolutionLogEntry[]): Markup {
     name,
     ...USAGE_COLUMNS.map(([key]) => num(sum?.[key])),
   ]
-  return html`<p class="muted">Summed over the logged iterations. A reply from the cache costs no call and no tokens.</p>${table(
-    {
-      headers: ['role', ...USAGE_COLUMNS.map(([, label]) => label)],
-      numeric: USAGE_COLUMNS.map((_, index) => index + 1),
-      rows: [
-        ...roles.map((role) => row(role.replaceAll('_', ' '), totals.get(role))),
-        ...(totals.has('total') ? [row(html`<strong>total</strong>`, totals.get('total'))] : []),
-      ],
-    },
-  )}`
+  const note = 'Summed over the logged iterations. A reply from the cache costs no call and no tokens.'
+  return html`<p class="muted">${note}</p>${table({
+    headers: ['role', ...USAGE_COLUMNS.map(([, label]) => label)],
+    numeric: USAGE_COLUMNS.map((_, index) => index + 1),
+    rows: [
+      ...roles.map((role) => row(role.replaceAll('_', ' '), totals.get(role))),
+      ...(totals.has('total') ? [row(html`<strong>total</strong>`, totals.get('total'))] : []),
+    ],
+  })}`
 }
