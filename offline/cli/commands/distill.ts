@@ -7,6 +7,7 @@ import { Option, type Command } from 'commander'
 import { DISTILL_FORMATS, type DistillFormat } from '../../../src/distill/index.ts'
 import { finiteNumber, integer } from '../../search/options.ts'
 import type { CliContext } from '../program.ts'
+import type { JudgeSpec } from '../../distill/judges.ts'
 import { UsageError } from '../../../src/usage-error/index.ts'
 
 const HELP_AFTER = `
@@ -72,10 +73,11 @@ const collect = (value: string, previous: string[] | undefined): string[] => [..
  * @example register(program, cli) // then: reward-harness distill --archive a.ndjson --repeats 3 --out out/d
  */
 export function register(program: Command, cli: CliContext): void {
-  program
+  const command = program
     .command('distill')
     .description(
-      "turn a run's judged rollouts into classifier-RM training data (TRL, OpenRLHF, pointwise), denoised by repeated judging",
+      "turn a run's judged rollouts into classifier-RM training data (TRL, OpenRLHF, pointwise), " +
+        'denoised by repeated judging',
     )
     .option('--archive <file>', 'a local archive (NDJSON)')
     .option('--url <edge>', 'fetch the archive from this edge')
@@ -89,6 +91,18 @@ export function register(program: Command, cli: CliContext): void {
     .requiredOption('--out <dir>', 'where the data files and summary.json go')
     .option('--format <name>', `${DISTILL_FORMATS.join(' | ')} (repeatable; default all)`, collect)
     .option('--conversational', 'trl and openrlhf rows as role/content message lists')
+  addJudgingOptions(command)
+    .addHelpText('after', HELP_AFTER)
+    .action(async (flags: DistillFlags, command: Command) => {
+      const { formatDistillSummary, parseJudgeSpec, runDistill } = await import('../../distill/index.ts')
+      const summary = await runDistill({ ...distillOptions(flags, parseJudgeSpec), showProgress: !cli.json(command) })
+      cli.print(command, summary, () => formatDistillSummary(summary))
+    })
+}
+
+/** The options of judging, denoising and splitting. */
+function addJudgingOptions(command: Command): Command {
+  return command
     .addOption(
       new Option('--repeats <k>', 'judgements per judge and rollout (0: the online score alone)')
         .argParser(integer(0))
@@ -124,34 +138,32 @@ export function register(program: Command, cli: CliContext): void {
     .addOption(new Option('--seed <n>', 'seed of the repeats and of the split').argParser(integer(0)).default(0))
     .addOption(new Option('--concurrency <n>', 'judge calls in flight').argParser(integer(1)).default(8))
     .option('--cache-dir <dir>', 'the reply cache (one subdirectory per judge model)', '.reward-harness/cache')
-    .addHelpText('after', HELP_AFTER)
-    .action(async (flags: DistillFlags, command: Command) => {
-      const { formatDistillSummary, parseJudgeSpec, runDistill } = await import('../../distill/index.ts')
-      const summary = await runDistill({
-        source: sourceOf(flags),
-        out: flags.out,
-        formats: formatsOf(flags.format),
-        conversational: flags.conversational === true,
-        repeats: flags.repeats,
-        judges: (flags.judge ?? ['mock']).map(parseJudgeSpec),
-        sampling: {
-          mockNoise: share(flags.mockNoise, '--mock-noise'),
-          temperature: flags.temperature,
-          maxTokens: flags.maxTokens,
-          timeoutMs: flags.timeout * 1_000,
-          maxAttempts: 4,
-        },
-        z: positive(flags.z, '--z'),
-        minMargin: share(flags.minMargin, '--min-margin'),
-        pairsPerPrompt: flags.pairsPerPrompt,
-        heldOut: share(flags.heldOut, '--held-out'),
-        seed: flags.seed,
-        concurrency: flags.concurrency,
-        cacheDir: flags.cacheDir,
-        showProgress: !cli.json(command),
-      })
-      cli.print(command, summary, () => formatDistillSummary(summary))
-    })
+}
+
+/** What `runDistill` is asked to do, from the checked flags. */
+function distillOptions(flags: DistillFlags, parseJudgeSpec: (spec: string) => JudgeSpec) {
+  return {
+    source: sourceOf(flags),
+    out: flags.out,
+    formats: formatsOf(flags.format),
+    conversational: flags.conversational === true,
+    repeats: flags.repeats,
+    judges: (flags.judge ?? ['mock']).map(parseJudgeSpec),
+    sampling: {
+      mockNoise: share(flags.mockNoise, '--mock-noise'),
+      temperature: flags.temperature,
+      maxTokens: flags.maxTokens,
+      timeoutMs: flags.timeout * 1_000,
+      maxAttempts: 4,
+    },
+    z: positive(flags.z, '--z'),
+    minMargin: share(flags.minMargin, '--min-margin'),
+    pairsPerPrompt: flags.pairsPerPrompt,
+    heldOut: share(flags.heldOut, '--held-out'),
+    seed: flags.seed,
+    concurrency: flags.concurrency,
+    cacheDir: flags.cacheDir,
+  }
 }
 
 function sourceOf(flags: DistillFlags) {
