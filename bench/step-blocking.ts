@@ -698,8 +698,7 @@ function formatTable(rows: readonly ModeFigures[]): string {
 
 async function main(): Promise<void> {
   const options = readOptions(process.argv.slice(2))
-  const command =
-    `npx tsx bench/step-blocking.ts` + `${process.argv.length > 2 ? ` ${process.argv.slice(2).join(' ')}` : ''}`
+  const command = ['npx tsx bench/step-blocking.ts', ...process.argv.slice(2)].join(' ')
   const started = performance.now()
   const log = (message: string) =>
     console.log(`[${((performance.now() - started) / 1_000).toFixed(1).padStart(5)} s] ${message}`)

@@ -29,10 +29,13 @@ import { responseFormatFor, type JsonSchemaFormat } from './response-format.ts'
 
 /**
  * A `ChatRequest` with the pool's optional extras. Plain `ChatRequest`s are accepted as they are.
- * @example const request: PoolRequest = { ...chat, jsonSchema: { name: 'grades', schema }, seed: 7, account: 'verifier' }
+ * @example const request: PoolRequest = { ...chat, jsonSchema: { name: 'grades', schema }, seed: 7, account: 'verifier'
+ *   }
  */
 export interface PoolRequest extends ChatRequest {
-  /** Structured output: `json_schema` on endpoints flagged `structured_output: 'json_schema'`, `json_object` elsewhere. */
+  /**
+   * Structured output: `json_schema` on endpoints flagged `structured_output: 'json_schema'`, `json_object` elsewhere.
+   */
   jsonSchema?: JsonSchemaFormat
   /** The name this call is accounted under in `usage()`; defaults to the request's `role`. */
   account?: string
@@ -94,7 +97,9 @@ export type PoolEvent =
 
 export type FailureKind = LlmFailure | 'aborted'
 
-/** Counts over attempts (HTTP requests). `calls == ok + Σ failures`; `retries` are the attempts after a request's first. */
+/**
+ * Counts over attempts (HTTP requests). `calls == ok + Σ failures`; `retries` are the attempts after a request's first.
+ */
 interface CallCounters {
   calls: number
   ok: number
@@ -321,7 +326,8 @@ export class EndpointPool implements ChatModel {
    * Accepts a `PoolRequest` (JSON schema, seed, accounting name). Rejects with the caller's abort
    * reason when `request.signal` aborts, with the `invalid_reply` / `bad_request` `LlmError` as it
    * came, or with a non-retryable `PoolError` once the attempts are spent.
-   * @example const { text, endpoint, attempts } = await pool.complete({ role: 'scorer', messages, task, json: true, seed: 1 } as PoolRequest)
+   * @example const { text, endpoint, attempts } = await pool.complete({ role: 'scorer', messages, task, json: true,
+   *   seed: 1 } as PoolRequest)
    */
   async complete(request: ChatRequest): Promise<PoolResponse> {
     const poolRequest = request as PoolRequest
@@ -348,34 +354,8 @@ export class EndpointPool implements ChatModel {
         this.#release(endpoint)
         return { ...reply, endpoint: endpoint.name, attempts: attempt }
       }
-      failure ??= new LlmError('network', 'unknown failure')
-      if (poolRequest.signal?.aborted) {
-        this.#count(role, endpoint, attempt, 'aborted', elapsed)
-        this.#release(endpoint)
-        throw poolRequest.signal.reason ?? failure
-      }
-      this.#count(role, endpoint, attempt, failure.kind, elapsed)
-      endpoint.usage.last_error = failure.message
-      if (UNHEALTHY.has(failure.kind) && ++endpoint.consecutiveFailures >= this.#failureThreshold) {
-        this.#takeOut(endpoint, `${endpoint.consecutiveFailures} consecutive failures, the last: ${failure.message}`)
-      }
-      if (!RETRIED.has(failure.kind)) {
-        this.#release(endpoint)
-        throw failure
-      }
-      if (attempt >= this.#maxAttempts || this.#closed) {
-        this.#release(endpoint)
-        throw new PoolError(
-          failure.kind,
-          `${failure.message} (gave up after ${attempt} attempt${attempt === 1 ? '' : 's'})`,
-          attempt,
-          failure.retryAfterSeconds,
-        )
-      }
-      const delayMs = this.#retryDelay(endpoint, failure, attempt)
-      this.#release(endpoint)
       avoid = endpoint
-      throw new PoolRetry(failure, delayMs)
+      return this.#settleFailure(role, endpoint, attempt, elapsed, failure, poolRequest.signal)
     }
     try {
       return await retry(
@@ -405,11 +385,50 @@ export class EndpointPool implements ChatModel {
     }
   }
 
+  /** Counts a failed attempt, takes a failing endpoint out, and throws what the retry loop should see. */
+  #settleFailure(
+    role: RoleUsage,
+    endpoint: Endpoint,
+    attempt: number,
+    elapsed: number,
+    caught: LlmError | undefined,
+    signal: AbortSignal | undefined,
+  ): never {
+    const failure = caught ?? new LlmError('network', 'unknown failure')
+    if (signal?.aborted) {
+      this.#count(role, endpoint, attempt, 'aborted', elapsed)
+      this.#release(endpoint)
+      throw signal.reason ?? failure
+    }
+    this.#count(role, endpoint, attempt, failure.kind, elapsed)
+    endpoint.usage.last_error = failure.message
+    if (UNHEALTHY.has(failure.kind) && ++endpoint.consecutiveFailures >= this.#failureThreshold) {
+      this.#takeOut(endpoint, `${endpoint.consecutiveFailures} consecutive failures, the last: ${failure.message}`)
+    }
+    if (!RETRIED.has(failure.kind)) {
+      this.#release(endpoint)
+      throw failure
+    }
+    if (attempt >= this.#maxAttempts || this.#closed) {
+      this.#release(endpoint)
+      throw new PoolError(
+        failure.kind,
+        `${failure.message} (gave up after ${attempt} attempt${attempt === 1 ? '' : 's'})`,
+        attempt,
+        failure.retryAfterSeconds,
+      )
+    }
+    const delayMs = this.#retryDelay(endpoint, failure, attempt)
+    this.#release(endpoint)
+    throw new PoolRetry(failure, delayMs)
+  }
+
   /**
    * A snapshot of the pool's accounting: per role (`account ?? role`), per endpoint and in total.
    * Every attempt is counted exactly once: `calls == ok + Σ failures` in every view, and the
    * endpoints' `calls` add up to the HTTP requests the servers received.
-   * @example const { total, endpoints } = pool.usage(); console.log(total.calls, endpoints['http://gpu-1:8000/v1']?.healthy)
+   * @example const { total, endpoints } = pool.usage(); console.log(total.calls,
+   *   endpoints['http://gpu-1:8000/v1']?.healthy)
    */
   usage(): PoolUsage {
     const roles = Object.fromEntries([...this.#roles].map(([name, counters]) => [name, cloneCounters(counters)]))
@@ -615,7 +634,9 @@ export class EndpointPool implements ChatModel {
     this.#dispatch()
   }
 
-  /** Probes an endpoint that is out every `probeIntervalMs` until it answers. The timer does not keep the process alive. */
+  /**
+   * Probes an endpoint that is out every `probeIntervalMs` until it answers. The timer does not keep the process alive.
+   */
   #scheduleProbe(endpoint: Endpoint): void {
     if (this.#closed) return
     clearTimeout(endpoint.probeTimer)

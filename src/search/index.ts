@@ -248,7 +248,8 @@ function checkResume(
     if (state?.[field] !== identity[field]) {
       throw new AppError(
         'invalid_request',
-        `resume: the checkpoint's ${field} (${String(state?.[field])}) does not match this run's (${String(identity[field])})`,
+        `resume: the checkpoint's ${field} (${String(state?.[field])}) does not match this run's (` +
+          `${String(identity[field])})`,
       )
     }
   }

@@ -245,7 +245,8 @@ export async function searchPromptLocal(ctx: SearchContext, item: PromptItem): P
 
 /**
  * A finished prompt's record from its best scored rubric and its search trace.
- * @example promptResult(item, best, { history, initial_margin, diversity_history: [], mutation_diagnostics: null, generations_run: 6, stop_reason: 'iterations' })
+ * @example promptResult(item, best, { history, initial_margin, diversity_history: [], mutation_diagnostics: null,
+ *   generations_run: 6, stop_reason: 'iterations' })
  */
 export function promptResult(
   item: PromptItem,
