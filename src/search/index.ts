@@ -128,7 +128,7 @@ export async function runSearch(
     ctx.judges.load(resume.memo.judge)
   }
 
-  const snapshot = (parts: Pick<SearchState, 'global_batch' | 'completed_prompts' | 'complete'>): SearchState =>
+  const snapshot = (parts: StateParts): SearchState =>
     clone({
       ...identity,
       complete: parts.complete,
@@ -137,59 +137,19 @@ export async function runSearch(
       completed_prompts: parts.completed_prompts,
     })
   let last: SearchState | null = resume ? clone(resume) : null
-  const checkpoint = async (
-    parts: Pick<SearchState, 'global_batch' | 'completed_prompts' | 'complete'>,
-  ): Promise<boolean> => {
+  const checkpoint: Checkpoint = async (parts) => {
     last = snapshot(parts)
     return (await options.onCheckpoint?.(clone(last))) === 'stop'
   }
   const stopped = (): SearchRunResult => ({ status: 'stopped', output: null, state: last!, stats: statsOf(ctx) })
 
   try {
-    let results: PromptResult[]
-    let mutationDiagnostics: OutputInput['mutation_diagnostics'] = null
-    let global: OutputInput['global']
-    let finalParts: Pick<SearchState, 'global_batch' | 'completed_prompts' | 'complete'>
-
-    if (config.mode === 'evolutionary' && config.iteration_scope === 'global_batch') {
-      let state: GlobalBatchState
-      if (resume) state = clone(resume.global_batch!)
-      else {
-        state = await initializeGlobalBatch(ctx, prompts)
-        if (await checkpoint({ global_batch: state, completed_prompts: null, complete: false })) return stopped()
-      }
-      const result = await runGlobalBatch(ctx, prompts, state, (current) =>
-        checkpoint({ global_batch: current, completed_prompts: null, complete: false }),
-      )
-      if (!result) return stopped()
-      results = result.results
-      mutationDiagnostics = result.mutation_diagnostics
-      global = {
-        generations_run: result.state.generation,
-        stop_reason: result.state.stop_reason!,
-        batches: result.state.batches,
-      }
-      finalParts = { global_batch: result.state, completed_prompts: null, complete: true }
-    } else {
-      const completed: Record<string, PromptResult> = resume ? clone(resume.completed_prompts!) : {}
-      const searchOne = config.mode === 'iterative' ? searchPromptIterative : searchPromptLocal
-      const finished = await runPerPrompt(
-        ctx,
-        prompts,
-        completed,
-        searchOne,
-        (done) => checkpoint({ global_batch: null, completed_prompts: done, complete: false }),
-        () => controller.abort(stopReason),
-      )
-      if (!finished) return stopped()
-      results = prompts.map((item) => completed[item.prompt_id]!)
-      if (config.mode === 'evolutionary') {
-        mutationDiagnostics = Object.fromEntries(
-          results.map((result) => [result.prompt_id, result.mutation_diagnostics!]),
-        ) as Record<string, ScheduleDiagnostics>
-      }
-      finalParts = { global_batch: null, completed_prompts: completed, complete: true }
-    }
+    const searched =
+      config.mode === 'evolutionary' && config.iteration_scope === 'global_batch'
+        ? await searchGlobalBatch(ctx, prompts, resume, checkpoint)
+        : await searchEachPrompt(ctx, prompts, resume, checkpoint, () => controller.abort(stopReason))
+    if (!searched) return stopped()
+    const { results, mutationDiagnostics, global, finalParts } = searched
 
     const candidateScores = await candidateScoresOf(ctx, prompts, results)
     const output = buildSearchOutput({
@@ -206,6 +166,82 @@ export async function runSearch(
     throw error
   } finally {
     options.signal?.removeEventListener('abort', forward)
+  }
+}
+
+type StateParts = Pick<SearchState, 'global_batch' | 'completed_prompts' | 'complete'>
+/** Saves a checkpoint of these parts; true when the caller asked to stop there. */
+type Checkpoint = (parts: StateParts) => Promise<boolean>
+
+/** What a search mode found, before candidates are scored and the output is built. */
+interface Searched {
+  results: PromptResult[]
+  mutationDiagnostics: OutputInput['mutation_diagnostics']
+  global?: OutputInput['global']
+  finalParts: StateParts
+}
+
+/** One population over every prompt, generation by generation (null: stopped at a checkpoint). */
+async function searchGlobalBatch(
+  ctx: SearchContext,
+  prompts: PreferenceDataset['prompts'],
+  resume: SearchState | null,
+  checkpoint: Checkpoint,
+): Promise<Searched | null> {
+  let state: GlobalBatchState
+  if (resume) state = clone(resume.global_batch!)
+  else {
+    state = await initializeGlobalBatch(ctx, prompts)
+    if (await checkpoint({ global_batch: state, completed_prompts: null, complete: false })) return null
+  }
+  const result = await runGlobalBatch(ctx, prompts, state, (current) =>
+    checkpoint({ global_batch: current, completed_prompts: null, complete: false }),
+  )
+  if (!result) return null
+  return {
+    results: result.results,
+    mutationDiagnostics: result.mutation_diagnostics,
+    global: {
+      generations_run: result.state.generation,
+      stop_reason: result.state.stop_reason!,
+      batches: result.state.batches,
+    },
+    finalParts: { global_batch: result.state, completed_prompts: null, complete: true },
+  }
+}
+
+/** Each prompt searched on its own, iteratively or by a local population (null: stopped at a checkpoint). */
+async function searchEachPrompt(
+  ctx: SearchContext,
+  prompts: PreferenceDataset['prompts'],
+  resume: SearchState | null,
+  checkpoint: Checkpoint,
+  stop: () => void,
+): Promise<Searched | null> {
+  const { config } = ctx
+  const completed: Record<string, PromptResult> = resume ? clone(resume.completed_prompts!) : {}
+  const searchOne = config.mode === 'iterative' ? searchPromptIterative : searchPromptLocal
+  const finished = await runPerPrompt(
+    ctx,
+    prompts,
+    completed,
+    searchOne,
+    (done) => checkpoint({ global_batch: null, completed_prompts: done, complete: false }),
+    stop,
+  )
+  if (!finished) return null
+  const results = prompts.map((item) => completed[item.prompt_id]!)
+  const mutationDiagnostics =
+    config.mode === 'evolutionary'
+      ? (Object.fromEntries(results.map((result) => [result.prompt_id, result.mutation_diagnostics!])) as Record<
+          string,
+          ScheduleDiagnostics
+        >)
+      : null
+  return {
+    results,
+    mutationDiagnostics,
+    finalParts: { global_batch: null, completed_prompts: completed, complete: true },
   }
 }
 

@@ -198,6 +198,68 @@ export function ndcg(predicted: readonly number[], truth: readonly number[], tie
 const shrink = (accuracy: number, valid: number, prior: number) =>
   prior > 0 ? 0.5 + (valid / (valid + prior)) * (accuracy - 0.5) : accuracy
 
+/** The signed top margin (ground-truth best minus runner-up), Kendall tau and NDCG, where the item has a truth. */
+function rankingAgainstTruth(
+  item: PromptItem,
+  scored: RubricEvaluation['candidates'],
+  topMargin: number,
+  tolerance: number,
+): { signedTopMargin: number; tau: number | null; gain: number | null } {
+  const truth = groundTruthValues(item)
+  if (!truth) return { signedTopMargin: topMargin, tau: null, gain: null }
+  const scoreByIndex = new Array<number>(item.candidates.length)
+  for (const entry of scored) scoreByIndex[entry.index] = entry.score
+  const byTruth = truth.map((_, index) => index).sort((a, b) => truth[b]! - truth[a]! || a - b)
+  return {
+    signedTopMargin: scoreByIndex[byTruth[0]!]! - scoreByIndex[byTruth[1]!]!,
+    tau: kendallTau(scoreByIndex, truth, tolerance),
+    gain: ndcg(scoreByIndex, truth, tolerance),
+  }
+}
+
+/** Every pair of tail positions, or a seeded sample of `budget` of them (never fewer than `min_tail_pairs`). */
+function tailPairsToJudge(
+  item: PromptItem,
+  evaluation: RubricEvaluation,
+  tailLength: number,
+  budget: number,
+  config: ObjectiveConfig,
+): Array<[number, number]> {
+  const pairs: Array<[number, number]> = []
+  for (let i = 0; i < tailLength; i++) for (let j = i + 1; j < tailLength; j++) pairs.push([i, j])
+  const effective = Math.max(budget, config.min_tail_pairs)
+  if (budget <= 0 || pairs.length <= effective) return pairs
+  const rng = Rng.fromSeed(derivedSeed(config.seed, 'pairs', item.prompt_id, evaluation.rubric_key, effective))
+  return rng.sample(pairs, effective).sort((a, b) => a[0] - b[0] || a[1] - b[1])
+}
+
+/** Judged pairs the rubric's scores order as the judge does, overall and between different sources. */
+function tallyPairs(
+  item: PromptItem,
+  tail: RubricEvaluation['candidates'],
+  pairs: Array<[number, number]>,
+  judgements: number[],
+  tolerance: number,
+): { valid: number; correct: number; diverseValid: number; diverseCorrect: number } {
+  const tally = { valid: 0, correct: 0, diverseValid: 0, diverseCorrect: 0 }
+  for (const [k, [i, j]] of pairs.entries()) {
+    const preference = judgements[k]!
+    if (preference === 0) continue
+    const left = tail[i]!
+    const right = tail[j]!
+    const diff = left.score - right.score
+    const modelPreference = Math.abs(diff) <= tolerance ? 0 : Math.sign(diff)
+    const isCorrect = modelPreference === preference
+    tally.valid++
+    if (isCorrect) tally.correct++
+    if (item.candidates[left.index]!.source !== item.candidates[right.index]!.source) {
+      tally.diverseValid++
+      if (isCorrect) tally.diverseCorrect++
+    }
+  }
+  return tally
+}
+
 /**
  * The objective of a rubric on one prompt, from its evaluation and pairwise judgements of the tail.
  * `budget` > 0 judges a seeded sample of that many tail pairs (never fewer than `min_tail_pairs`).
@@ -217,56 +279,23 @@ export async function computeObjective(
   const tail = scored.slice(0, size)
   const topMargin = scored.length > 1 ? scored[0]!.score - scored[1]!.score : 0
 
-  // Ground truth: signed top margin and the full-ranking metrics.
-  const truth = groundTruthValues(item)
-  const scoreByIndex = new Array<number>(item.candidates.length)
-  for (const entry of scored) scoreByIndex[entry.index] = entry.score
-  let signedTopMargin = topMargin
-  let tau: number | null = null
-  let gain: number | null = null
-  if (truth) {
-    const byTruth = truth.map((_, index) => index).sort((a, b) => truth[b]! - truth[a]! || a - b)
-    signedTopMargin = scoreByIndex[byTruth[0]!]! - scoreByIndex[byTruth[1]!]!
-    tau = kendallTau(scoreByIndex, truth, config.tie_tolerance)
-    gain = ndcg(scoreByIndex, truth, config.tie_tolerance)
-  }
+  const { signedTopMargin, tau, gain } = rankingAgainstTruth(item, scored, topMargin, config.tie_tolerance)
 
   const tailVar = mean(tail.map((entry) => entry.variance)) ?? Number.NaN
 
-  let pairs: Array<[number, number]> = []
-  for (let i = 0; i < tail.length; i++) for (let j = i + 1; j < tail.length; j++) pairs.push([i, j])
-  const tailPairs = pairs.length
-  const budget = options.budget ?? 0
-  if (budget > 0) {
-    const effective = Math.max(budget, config.min_tail_pairs)
-    if (pairs.length > effective) {
-      const rng = Rng.fromSeed(derivedSeed(config.seed, 'pairs', item.prompt_id, evaluation.rubric_key, effective))
-      pairs = rng.sample(pairs, effective).sort((a, b) => a[0] - b[0] || a[1] - b[1])
-    }
-  }
+  const tailPairs = (tail.length * (tail.length - 1)) / 2
+  const pairs = tailPairsToJudge(item, evaluation, tail.length, options.budget ?? 0, config)
 
   const judgements = await Promise.all(
     pairs.map(([i, j]) => prefer(item, item.candidates[tail[i]!.index]!, item.candidates[tail[j]!.index]!)),
   )
-  let valid = 0
-  let correct = 0
-  let diverseValid = 0
-  let diverseCorrect = 0
-  pairs.forEach(([i, j], k) => {
-    const preference = judgements[k]!
-    if (preference === 0) return
-    const left = tail[i]!
-    const right = tail[j]!
-    const diff = left.score - right.score
-    const modelPreference = Math.abs(diff) <= config.tie_tolerance ? 0 : Math.sign(diff)
-    const isCorrect = modelPreference === preference
-    valid++
-    if (isCorrect) correct++
-    if (item.candidates[left.index]!.source !== item.candidates[right.index]!.source) {
-      diverseValid++
-      if (isCorrect) diverseCorrect++
-    }
-  })
+  const { valid, correct, diverseValid, diverseCorrect } = tallyPairs(
+    item,
+    tail,
+    pairs,
+    judgements,
+    config.tie_tolerance,
+  )
 
   const rawTailAcc = valid > 0 ? correct / valid : 0.5
   const tailAcc = shrink(rawTailAcc, valid, config.pair_confidence_prior)

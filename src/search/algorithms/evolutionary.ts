@@ -102,19 +102,7 @@ export async function runGlobalBatch(
     const scored = await Promise.all(
       prompts.map((item) => scorePopulation(ctx, item, state.populations[item.prompt_id]!)),
     )
-    const diversity: Record<string, number> = {}
-    let improved = false
-    prompts.forEach((item, i) => {
-      const id = item.prompt_id
-      const best = scored[i]![0]!
-      diversity[id] = populationDiversity(scored[i]!.map((member) => member.rubric))
-      state.history[id]!.push(best.total)
-      const known = state.best[id]
-      if (!known || best.total > known.total + tolerance) {
-        state.best[id] = { rubric: best.rubric, total: best.total }
-        improved = true
-      }
-    })
+    const { diversity, improved } = noteGeneration(state, prompts, scored, tolerance)
     state.diversity_history.push(diversity)
     state.stale_rounds = improved ? 0 : state.stale_rounds + 1
     if (state.stale_rounds >= config.stagnation_generations) {
@@ -122,22 +110,7 @@ export async function runGlobalBatch(
       break
     }
 
-    const byHardness = prompts
-      .map((_, i) => ({ i, hardness: hardness(scored[i]!) }))
-      .sort((a, b) => b.hardness - a.hardness || a.i - b.i)
-      .slice(0, config.batch_size)
-    state.batches.push(byHardness.map(({ i }) => prompts[i]!.prompt_id))
-    const plans = byHardness
-      .map(({ i }) => i)
-      .sort((a, b) => a - b)
-      .map((i) =>
-        planEvolution(ctx, prompts[i]!, scored[i]!, scheduler, rng, generation, diversity[prompts[i]!.prompt_id]!),
-      )
-    const outcomes = await Promise.all(plans.map((plan) => executeEvolution(ctx, plan)))
-    outcomes.forEach((outcome, k) => {
-      state.populations[plans[k]!.item.prompt_id] = outcome.population.map((member) => member.rubric)
-      for (const { mode, improvement } of outcome.credits) scheduler.record(mode, improvement)
-    })
+    await evolveHardest(ctx, prompts, state, scored, { scheduler, rng, diversity })
     scheduler.advance()
     state.generation = generation + 1
     state.rng = rng.state()
@@ -153,8 +126,69 @@ export async function runGlobalBatch(
   }
   state.stop_reason ??= 'generations'
 
+  const results = await finalizeGlobalBatch(ctx, prompts, state)
+  return { results, mutation_diagnostics: scheduler.diagnostics(), state }
+}
+
+/** Records a generation's scores: each prompt's best so far, history and diversity; whether any best improved. */
+function noteGeneration(
+  state: GlobalBatchState,
+  prompts: readonly PromptItem[],
+  scored: ScoredRubric[][],
+  tolerance: number,
+): { diversity: Record<string, number>; improved: boolean } {
+  const diversity: Record<string, number> = {}
+  let improved = false
+  for (const [i, item] of prompts.entries()) {
+    const id = item.prompt_id
+    const best = scored[i]![0]!
+    diversity[id] = populationDiversity(scored[i]!.map((member) => member.rubric))
+    state.history[id]!.push(best.total)
+    const known = state.best[id]
+    if (!known || best.total > known.total + tolerance) {
+      state.best[id] = { rubric: best.rubric, total: best.total }
+      improved = true
+    }
+  }
+  return { diversity, improved }
+}
+
+/** Evolves the `batch_size` hardest prompts' populations (in prompt order) and credits the schedule. */
+async function evolveHardest(
+  ctx: SearchContext,
+  prompts: readonly PromptItem[],
+  state: GlobalBatchState,
+  scored: ScoredRubric[][],
+  draw: { scheduler: MutationScheduler; rng: Rng; diversity: Record<string, number> },
+): Promise<void> {
+  const { scheduler, rng, diversity } = draw
+  const byHardness = prompts
+    .map((_, i) => ({ i, hardness: hardness(scored[i]!) }))
+    .sort((a, b) => b.hardness - a.hardness || a.i - b.i)
+    .slice(0, ctx.config.batch_size)
+  state.batches.push(byHardness.map(({ i }) => prompts[i]!.prompt_id))
+  const plans = byHardness
+    .map(({ i }) => i)
+    .sort((a, b) => a - b)
+    .map((i) =>
+      planEvolution(ctx, prompts[i]!, scored[i]!, scheduler, rng, state.generation, diversity[prompts[i]!.prompt_id]!),
+    )
+  const outcomes = await Promise.all(plans.map((plan) => executeEvolution(ctx, plan)))
+  for (const [k, outcome] of outcomes.entries()) {
+    state.populations[plans[k]!.item.prompt_id] = outcome.population.map((member) => member.rubric)
+    for (const { mode, improvement } of outcome.credits) scheduler.record(mode, improvement)
+  }
+}
+
+/** Scores each prompt's final population, keeps the best rubric seen, and builds its result. */
+function finalizeGlobalBatch(
+  ctx: SearchContext,
+  prompts: readonly PromptItem[],
+  state: GlobalBatchState,
+): Promise<PromptResult[]> {
+  const tolerance = ctx.config.tie_tolerance
   let done = 0
-  const results = await Promise.all(
+  return Promise.all(
     prompts.map(async (item) => {
       const id = item.prompt_id
       const final = await scorePopulation(ctx, item, state.populations[id]!)
@@ -179,7 +213,6 @@ export async function runGlobalBatch(
       })
     }),
   )
-  return { results, mutation_diagnostics: scheduler.diagnostics(), state }
 }
 
 /**

@@ -150,24 +150,10 @@ function halvingStages(ctx: SearchContext, rubric: SearchRubric): Fidelity[] {
  */
 export async function executeEvolution(ctx: SearchContext, plan: EvolutionPlan): Promise<EvolutionOutcome> {
   const { config } = ctx
-  const { item, population, parents, modes, generation } = plan
+  const { item, population, modes } = plan
   const tolerance = config.tie_tolerance
 
-  const children: ChildRecord[] = await Promise.all(
-    modes.map(async (mode, index) => {
-      const parent = parents[index % parents.length]!
-      const [top, runnerUp] = topTwo(item, parent)
-      const rubric = await proposeRubric(ctx, {
-        item,
-        rubric: parent.rubric,
-        mode,
-        top,
-        runnerUp,
-        seed: derivedSeed(config.seed, 'propose', item.prompt_id, generation, index),
-      })
-      return { index, parent, rubric, key: rubricKey(rubric), stage: null, parentAtStage: null }
-    }),
-  )
+  const children = await proposeChildren(ctx, plan)
   throwIfAborted(ctx)
 
   const members = new Map(population.map((member) => [member.key, member]))
@@ -179,30 +165,8 @@ export async function executeEvolution(ctx: SearchContext, plan: EvolutionPlan):
     novel.push(child)
   }
 
-  // Successive halving over the novel children.
-  let alive = novel
   const worst = population[population.length - 1]!
-  const stages = novel.length > 0 ? halvingStages(ctx, novel[0]!.rubric) : []
-  for (let s = 0; s < stages.length && alive.length > 0; s++) {
-    throwIfAborted(ctx)
-    const final = s === stages.length - 1
-    const fidelityOf = (rubric: SearchRubric) => (final ? fullFidelity(ctx, rubric) : halvingStages(ctx, rubric)[s]!)
-    await Promise.all(
-      alive.map(async (child) => {
-        ;[child.stage, child.parentAtStage] = await Promise.all([
-          scoreRubric(ctx, item, child.rubric, fidelityOf(child.rubric)),
-          final ? child.parent : scoreRubric(ctx, item, child.parent.rubric, fidelityOf(child.parent.rubric)),
-        ])
-      }),
-    )
-    if (final) break
-    const worstAtStage = await scoreRubric(ctx, item, worst.rubric, fidelityOf(worst.rubric))
-    const keep = Math.max(1, Math.ceil(alive.length * config.survival_fraction))
-    const ranked = [...alive].sort((a, b) => b.stage!.total - a.stage!.total || a.index - b.index)
-    const survivors = new Set(ranked.slice(0, keep))
-    for (const child of ranked) if (child.stage!.total > worstAtStage.total + tolerance) survivors.add(child)
-    alive = alive.filter((child) => survivors.has(child))
-  }
+  const alive = await successiveHalving(ctx, item, novel, worst)
 
   // Population update: elites, then admitted children, then the rest; deduplicated; truncated.
   const finalists = alive.filter((child) => child.stage !== null).map((child) => child.stage!)
@@ -229,6 +193,63 @@ export async function executeEvolution(ctx: SearchContext, plan: EvolutionPlan):
     novel_children: novel.length,
     admitted: admitted.filter((child) => next.includes(child)).length,
   }
+}
+
+/** Proposes one child per planned mode, concurrently, each from its parent (parents taken in turn). */
+function proposeChildren(ctx: SearchContext, plan: EvolutionPlan): Promise<ChildRecord[]> {
+  const { item, parents, modes, generation } = plan
+  return Promise.all(
+    modes.map(async (mode, index) => {
+      const parent = parents[index % parents.length]!
+      const [top, runnerUp] = topTwo(item, parent)
+      const rubric = await proposeRubric(ctx, {
+        item,
+        rubric: parent.rubric,
+        mode,
+        top,
+        runnerUp,
+        seed: derivedSeed(ctx.config.seed, 'propose', item.prompt_id, generation, index),
+      })
+      return { index, parent, rubric, key: rubricKey(rubric), stage: null, parentAtStage: null }
+    }),
+  )
+}
+
+/**
+ * Successive halving over the novel children: each stage scores them (and their parents) at a higher fidelity and
+ * keeps the best share plus any that beat the population's worst; the last stage is full fidelity.
+ */
+async function successiveHalving(
+  ctx: SearchContext,
+  item: PromptItem,
+  novel: ChildRecord[],
+  worst: ScoredRubric,
+): Promise<ChildRecord[]> {
+  const { config } = ctx
+  const tolerance = config.tie_tolerance
+  let alive = novel
+  const stages = novel.length > 0 ? halvingStages(ctx, novel[0]!.rubric) : []
+  for (let s = 0; s < stages.length && alive.length > 0; s++) {
+    throwIfAborted(ctx)
+    const final = s === stages.length - 1
+    const fidelityOf = (rubric: SearchRubric) => (final ? fullFidelity(ctx, rubric) : halvingStages(ctx, rubric)[s]!)
+    await Promise.all(
+      alive.map(async (child) => {
+        ;[child.stage, child.parentAtStage] = await Promise.all([
+          scoreRubric(ctx, item, child.rubric, fidelityOf(child.rubric)),
+          final ? child.parent : scoreRubric(ctx, item, child.parent.rubric, fidelityOf(child.parent.rubric)),
+        ])
+      }),
+    )
+    if (final) break
+    const worstAtStage = await scoreRubric(ctx, item, worst.rubric, fidelityOf(worst.rubric))
+    const keep = Math.max(1, Math.ceil(alive.length * config.survival_fraction))
+    const ranked = [...alive].sort((a, b) => b.stage!.total - a.stage!.total || a.index - b.index)
+    const survivors = new Set(ranked.slice(0, keep))
+    for (const child of ranked) if (child.stage!.total > worstAtStage.total + tolerance) survivors.add(child)
+    alive = alive.filter((child) => survivors.has(child))
+  }
+  return alive
 }
 
 /**
