@@ -1,6 +1,7 @@
 import { DurableObject } from 'cloudflare:workers'
 import { initialRubrics } from '../../src/rubrics/index.ts'
 import type { Rubric, RubricSnapshot } from '../../src/schemas/rubric.ts'
+import type { CriterionStepHealth } from '../../src/scoring/health.ts'
 import type { StepUpdateOutcome } from '../../src/schemas/status.ts'
 import type { Env } from '../../workers/env.ts'
 import { loadRunConfig } from '../../workers/runs/store.ts'
@@ -31,7 +32,17 @@ export interface StepUpdateCommit {
   note: string
   counts: Omit<StepUpdateOutcome, 'rubric_version' | 'changed' | 'strategy' | 'refused' | 'error'>
   error?: string
+  /** Each criterion's health over the step's rollouts, kept with the step (one row per criterion, not per rollout). */
+  health?: CriterionStepHealth[]
 }
+
+/** One step of one criterion's health, as stored. */
+export interface StepHealthRecord extends CriterionStepHealth {
+  step: number
+}
+
+/** Steps of criterion health an instance keeps: enough for the dashboard and for retiring; older rows go. */
+const HEALTH_STEPS_KEPT = 200
 
 export type CommitResult =
   | { state: 'committed'; outcome: StepUpdateOutcome; snapshot: RubricSnapshot }
@@ -52,6 +63,20 @@ const INSTANCE_TABLES: Record<string, TableSchema> = {
     },
   },
   step_updates: { columns: { step: 'INTEGER PRIMARY KEY', outcome: 'TEXT NOT NULL' } },
+  criterion_health: {
+    columns: {
+      step: 'INTEGER NOT NULL',
+      rubric_id: 'TEXT NOT NULL',
+      mean: 'REAL NOT NULL',
+      within_group_std: 'REAL',
+      share_max: 'REAL NOT NULL',
+      share_min: 'REAL NOT NULL',
+      corr_with_score: 'REAL',
+      n: 'INTEGER NOT NULL',
+    },
+    constraints: ['PRIMARY KEY (step, rubric_id)'],
+    withoutRowid: true,
+  },
 }
 
 /**
@@ -112,6 +137,28 @@ export class RubricInstance extends DurableObject<Env> {
     return found
   }
 
+  /**
+   * Criterion health of the newest `steps` closed steps that have it (oldest first), optionally up to `beforeStep`.
+   */
+  async health(steps: number, beforeStep?: number): Promise<StepHealthRecord[]> {
+    const newest = this.sql
+      .exec<{ step: number }>(
+        'SELECT DISTINCT step FROM criterion_health WHERE step < ? ORDER BY step DESC LIMIT ?',
+        beforeStep ?? Number.MAX_SAFE_INTEGER,
+        steps,
+      )
+      .toArray()
+    if (newest.length === 0) return []
+    return this.sql
+      .exec<{ [K in keyof StepHealthRecord]: StepHealthRecord[K] }>(
+        'SELECT * FROM criterion_health WHERE step >= ? AND step <= ? ORDER BY step, rubric_id',
+        newest.at(-1)!.step,
+        newest[0]!.step,
+      )
+      .toArray()
+      .map((row) => ({ ...row }))
+  }
+
   /** How the update of `step` ended, if it has. */
   async stepOutcome(step: number): Promise<StepUpdateOutcome | undefined> {
     const row = this.sql.exec<{ outcome: string }>('SELECT outcome FROM step_updates WHERE step = ?', step).toArray()[0]
@@ -155,9 +202,27 @@ export class RubricInstance extends DurableObject<Env> {
         )
       }
       this.sql.exec('INSERT INTO step_updates (step, outcome) VALUES (?, ?)', step, JSON.stringify(outcome))
+      this.recordHealth(step, commit.health ?? [])
     })
     if (changed) this.cachedSnapshot = { instance_id: address.instanceId, version, rubrics: commit.rubrics! }
     return { state: 'committed', outcome, snapshot: this.cachedSnapshot ?? snapshot }
+  }
+
+  private recordHealth(step: number, health: readonly CriterionStepHealth[]): void {
+    for (const entry of health)
+      this.sql.exec(
+        'INSERT OR REPLACE INTO criterion_health (step, rubric_id, mean, within_group_std, share_max, share_min, ' +
+          'corr_with_score, n) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+        step,
+        entry.rubric_id,
+        entry.mean,
+        entry.within_group_std,
+        entry.share_max,
+        entry.share_min,
+        entry.corr_with_score,
+        entry.n,
+      )
+    if (health.length > 0) this.sql.exec('DELETE FROM criterion_health WHERE step <= ?', step - HEALTH_STEPS_KEPT)
   }
 
   private async ensureRubrics(address: InstanceAddress): Promise<RubricSnapshot> {

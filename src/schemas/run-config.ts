@@ -98,6 +98,15 @@ export const RunConfig = z
     close_after_idle_s: z.number().int().min(1).max(86_400).nullable().default(30),
     /** Rubrics are updated on steps 0, N, 2N, … */
     rubric_update_frequency: z.number().int().positive().default(1),
+    /**
+     * An adaptive criterion whose within-group spread (the pooled standard deviation of its grades, 0..1 scale, among
+     * responses to the same input) stays below `retire_below_spread` for this many consecutive closed steps is retired
+     * in a new version that says why; anchors never are. null: never.
+     */
+    retire_after_steps: z.number().int().min(1).max(100).nullable().default(5),
+    retire_below_spread: z.number().min(0).max(1).default(0.02),
+    /** Most adaptive criteria in force after an update; above it the least discriminating are retired. null: no cap. */
+    max_active_rubrics: z.number().int().min(1).max(50).nullable().default(null),
     chunk_size: z.number().int().positive().max(1_000).default(16),
     /**
      * Durable Objects each instance's step ledger is spread over, by a hash of the rollout id: a run's `/score` rate

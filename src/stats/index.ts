@@ -4,7 +4,7 @@
  * Quantiles are linear between order statistics (R-7, what numpy and d3 use by default).
  */
 import { quantile as quantileR7 } from 'd3-array'
-import { mean as meanOf, sampleStandardDeviation, variance } from 'simple-statistics'
+import { mean as meanOf, sampleCorrelation, sampleStandardDeviation, variance } from 'simple-statistics'
 
 /**
  * The arithmetic mean; null for no values.
@@ -53,4 +53,13 @@ export function populationStd(values: readonly number[]): number | null {
  */
 export function sampleStd(values: readonly number[]): number | null {
   return values.length >= 2 ? sampleStandardDeviation(values as number[]) : null
+}
+
+/**
+ * Pearson's correlation of paired values; null for fewer than two pairs or when either side does not vary.
+ * @example correlation([1, 2, 3], [2, 4, 7]) // 0.9934…
+ */
+export function correlation(xs: readonly number[], ys: readonly number[]): number | null {
+  if (xs.length < 2 || xs.length !== ys.length || !sampleStd(xs) || !sampleStd(ys)) return null
+  return sampleCorrelation(xs as number[], ys as number[])
 }

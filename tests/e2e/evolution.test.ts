@@ -65,6 +65,8 @@ interface Scenario {
   updaterDelayMs: number
   /** Updater requests still to get an HTTP 500 (counted down). */
   updaterFailures: number
+  /** The scorer's reply (message content), given its request. */
+  scorer(body: ChatCompletionBody): string
 }
 let scenario: Scenario
 
@@ -157,7 +159,7 @@ function reply(body: ChatCompletionBody): string {
   const agent: StubAgent | undefined = agentOf(body)
   switch (agent) {
     case 'scorer':
-      return grade(body)
+      return scenario.scorer(body)
     case 'analyzer':
       return JSON.stringify(analysisFor(markerIn(prompt)))
     case 'summarizer':
@@ -273,7 +275,7 @@ async function history(run: Run) {
     step: number | null
     strategy: string | null
     rationale: string | null
-    diff: Record<string, string[]> | null
+    diff: Record<string, any> | null
     refused: string[]
     rubrics: Rubric[]
   }[]
@@ -304,6 +306,7 @@ beforeEach(() => {
     analyzerFailures: new Map(),
     updaterDelayMs: 0,
     updaterFailures: 0,
+    scorer: grade,
   }
 })
 
@@ -677,5 +680,91 @@ describe('step updates under backlog', () => {
     expect(versions[2]!.rubrics.map((r) => r.text)).toEqual(
       expect.arrayContaining(['Criterion number 0 holds.', 'Criterion number 1 holds.']),
     )
+  })
+})
+
+describe('criterion health', () => {
+  /** A valid Updater reply that keeps the adaptive set it was shown. */
+  const keepAll = (step: number, prompt: string) =>
+    JSON.stringify({
+      strategy: 'MAINTENANCE',
+      consulted_memories: [],
+      rationale: `Nothing to change at step ${step}.`,
+      modifications: [],
+      final_adaptive: adaptiveIn(prompt),
+    })
+
+  /** Grades that differ from request to request, except `adaptive-units`: 5 for every response. */
+  function oneDeadCriterion() {
+    let request = 0
+    return (body: ChatCompletionBody): string => {
+      request++
+      const ids = [...userOf(body).matchAll(/^- ([\w.:-]+) \(weight [\d.]+\):/gm)].map((match) => match[1]!)
+      const grades = ids.map((rubric_id, index) => ({
+        rubric_id,
+        grade: rubric_id === 'adaptive-units' ? 5 : (request * 3 + index) % 11,
+        reason: 'stub',
+      }))
+      return JSON.stringify({ grades })
+    }
+  }
+
+  async function stats(run: Run) {
+    const answer = await callJson(`${dev.baseUrl}/rubrics/stats`, { token: run.token })
+    expect(answer.status, JSON.stringify(answer.body)).toBe(200)
+    return answer.body.criteria as {
+      rubric_id: string
+      is_anchor: boolean
+      active: boolean
+      steps: { step: number; within_group_std: number | null; n: number }[]
+    }[]
+  }
+
+  it('shows a criterion that grades a group alike at spread 0, and retires it after retire_after_steps', async () => {
+    scenario.updater = keepAll
+    scenario.scorer = oneDeadCriterion()
+    const run = await createRun({ retire_after_steps: 2 })
+    const anchorsAtStart = (await rubrics(run)).anchor_rubrics
+    const from = stub.requests.length
+    for (const step of [0, 1]) {
+      // One group per step: four responses to the same prompt.
+      for (const k of [0, 1, 2, 3]) {
+        const rollout = {
+          id: `health-${step}-${k}`,
+          input: `Compute 17 * 3 [marker health] step ${step}`,
+          output: `Answer: ${51 + k} (attempt ${k})`,
+          supplemental_context: '51',
+        }
+        const answer = await callJson(`${dev.baseUrl}/score`, {
+          token: run.token,
+          body: { rollout, metadata: { ...METADATA, current_step: step } },
+        })
+        expect(answer.status, JSON.stringify(answer.body)).toBe(200)
+      }
+      await completeStep(run)
+      const units = (await stats(run)).find((entry) => entry.rubric_id === 'adaptive-units')!
+      expect(units.steps.at(-1)).toMatchObject({ step, within_group_std: 0, n: 4 })
+      for (const entry of (await stats(run)).filter((item) => item.rubric_id !== 'adaptive-units'))
+        expect(entry.steps.at(-1)!.within_group_std).toBeGreaterThan(0)
+      if (step === 0) expect((await rubrics(run)).rubric_version).toBe(1)
+    }
+
+    // The Updater was shown each adaptive criterion's health.
+    const prompt = userOf(requestsOf('updater', from)[0]!)
+    expect(prompt).toMatch(/^- adaptive-units: spread 0\.000, mean 0\.50, top 0%, bottom 0%/m)
+    // Step 1 retired it in a version that says why; the anchors are untouched and the other criteria stay.
+    const versions = await history(run)
+    const retiring = versions.at(-1)!
+    expect(retiring.step).toBe(1)
+    expect(retiring.diff?.retired).toEqual([
+      {
+        rubric_id: 'adaptive-units',
+        reason: expect.stringMatching(/within-group spread below 0\.02 for 2 consecutive steps/),
+      },
+    ])
+    const now = await rubrics(run)
+    expect(now.anchor_rubrics).toEqual(anchorsAtStart)
+    expect(now.adaptive_rubrics.map((rubric) => rubric.id)).toEqual(['adaptive-steps', 'adaptive-brief'])
+    expect((await stats(run)).find((entry) => entry.rubric_id === 'adaptive-units')).toMatchObject({ active: false })
   })
 })

@@ -17,6 +17,7 @@ import type { MemoryDocument } from '../../src/schemas/memory.ts'
 import type { TrainingMetadata } from '../../src/schemas/rollout.ts'
 import { analysisBudgetOf, ledgerShardsOf, type RunConfig } from '../../src/schemas/run-config.ts'
 import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
+import { criterionHealth, retirements, type CriterionStepHealth, type Retirement } from '../../src/scoring/health.ts'
 import type { StepUpdateOutcome } from '../../src/schemas/status.ts'
 import type { RecordedRollout, RolloutAnalysis, ShardAddress, StepRollout } from '../../durable-objects/contracts.ts'
 import { coordinatorName, instanceName, ledgerName } from '../../durable-objects/names.ts'
@@ -31,6 +32,8 @@ import { groupBy } from '../../src/collections/index.ts'
 
 /** Characters of a flagged rollout's input and output its analysis document keeps, for the dashboard's hacking view. */
 const EXCERPT_CHARS = 800
+/** Steps of criterion health read before an update: enough for `retire_after_steps` (at most 100). */
+const HEALTH_HISTORY_STEPS = 100
 /** Times an update is planned again when another version landed while it was planned. */
 const MAX_REPLANS = 3
 
@@ -59,6 +62,8 @@ export async function updateInstanceStep(
   if (earlier) return finish(env, config, job, earlier, await instance.snapshot(address), [])
   const models = requestModels(env, config)
   const rollouts = await readStep(env, job)
+  const health = criterionHealth(rollouts, config.grade_max)
+  const history = [...groupBy(await instance.health(HEALTH_HISTORY_STEPS, job.step), (row) => row.step).values()]
   const counts: Counts = { rollouts: rollouts.length, analysed: 0, failed: 0, reasons: {}, hacking_flags: 0 }
   let commit: StepUpdateCommit | undefined
   let snapshot: RubricSnapshot = await instance.snapshot(address)
@@ -66,7 +71,11 @@ export async function updateInstanceStep(
     const analyses = await analyseStep(env, config, job, rollouts, models, options)
     Object.assign(counts, analyses.counts)
     for (let plans = 0; ; plans++) {
-      commit = await planUpdate(env, config, job, snapshot, analyses, counts, models)
+      const retired = retirements(snapshot.rubrics, [...history, health], retirementPolicy(config))
+      const kept = { ...snapshot, rubrics: snapshot.rubrics.filter((rubric) => !isRetired(rubric.id, retired)) }
+      const planned = await planUpdate(env, config, job, kept, analyses, counts, models, health)
+      const retiring = withRetirements(planned, kept, retired)
+      commit = withHealth(capActive(retiring, kept, config, [...history, health]), health)
       const result = await instance.commitStepUpdate(address, job.step, commit)
       if (result.state === 'committed') return finish(env, config, job, result.outcome, result.snapshot, models.calls)
       // Another step's update landed while this one was planned: plan again on the rubrics it left.
@@ -79,11 +88,14 @@ export async function updateInstanceStep(
     const result = await instance.commitStepUpdate(
       address,
       job.step,
-      noChange(
-        snapshot,
-        'update failed; the previous rubrics stay in force',
-        counts,
-        String((error as Error).message ?? error),
+      withHealth(
+        noChange(
+          snapshot,
+          'update failed; the previous rubrics stay in force',
+          counts,
+          String((error as Error).message ?? error),
+        ),
+        health,
       ),
     )
     return finish(
@@ -309,6 +321,7 @@ async function planUpdate(
   analyses: { records: AnalysisRecord[]; latest?: TrainingMetadata },
   counts: Counts,
   models: ReturnType<typeof requestModels>,
+  health: readonly CriterionStepHealth[],
 ): Promise<StepUpdateCommit> {
   if (analyses.records.length === 0) return noChange(snapshot, 'no analysed rollouts in this step', counts)
   const memory = memoryFor(env, job.runId)
@@ -349,6 +362,7 @@ async function planUpdate(
       ...(latest?.high_level_goal ? { goal: latest.high_level_goal } : {}),
       locale: config.locale,
       prompts: config.prompts,
+      health,
     },
     { maxAttempts: updater.settings.max_attempts },
   )
@@ -445,6 +459,55 @@ async function summarizeAndRemember(
   })
   await memory.put(await summaryDocuments(job, summary, chunks))
   return summary
+}
+
+function retirementPolicy(config: RunConfig) {
+  return {
+    retireAfterSteps: config.retire_after_steps,
+    minSpread: config.retire_below_spread,
+    maxActive: config.max_active_rubrics,
+  }
+}
+
+const isRetired = (rubricId: string, retired: readonly Retirement[]) =>
+  retired.some((entry) => entry.rubric_id === rubricId)
+
+/**
+ * The commit with the retired criteria gone from it: the rubrics it leaves in force lack them (a new version even when
+ * the updater changed nothing), and its note and diff say which and why.
+ */
+function withRetirements(
+  commit: StepUpdateCommit,
+  kept: RubricSnapshot,
+  retired: readonly Retirement[],
+): StepUpdateCommit {
+  if (retired.length === 0) return commit
+  const rubrics = (commit.rubrics ?? kept.rubrics).filter((rubric) => !isRetired(rubric.id, retired))
+  const named = retired.map((entry) => `${entry.rubric_id} (${entry.reason})`).join('; ')
+  return {
+    ...commit,
+    rubrics,
+    strategy: commit.strategy ?? 'RETIRE',
+    diff: { ...(commit.diff ?? {}), retired: retired.map((entry) => ({ ...entry })) },
+    note: `retired ${named}; ${commit.note}`,
+  }
+}
+
+/** Applies `max_active_rubrics` to what the updater left (criteria it just added have no health yet and stay). */
+function capActive(
+  commit: StepUpdateCommit,
+  kept: RubricSnapshot,
+  config: RunConfig,
+  history: readonly (readonly CriterionStepHealth[])[],
+): StepUpdateCommit {
+  if (config.max_active_rubrics === null) return commit
+  const rubrics = commit.rubrics ?? kept.rubrics
+  const over = retirements(rubrics, history, { ...retirementPolicy(config), retireAfterSteps: null })
+  return withRetirements(commit, { ...kept, rubrics }, over)
+}
+
+function withHealth(commit: StepUpdateCommit, health: CriterionStepHealth[]): StepUpdateCommit {
+  return health.length > 0 ? { ...commit, health } : commit
 }
 
 function noChange(snapshot: RubricSnapshot, note: string, counts: Counts, error?: string): StepUpdateCommit {

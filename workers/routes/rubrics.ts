@@ -3,14 +3,43 @@ import { AppError } from '../../src/errors/index.ts'
 import { coordinatorName, instanceName } from '../../durable-objects/names.ts'
 import { InstanceId } from '../../src/schemas/rollout.ts'
 import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
-import type { RubricVersionRecord } from '../../durable-objects/rubric-instance/index.ts'
+import type { RubricVersionRecord, StepHealthRecord } from '../../durable-objects/rubric-instance/index.ts'
+import type { Rubric } from '../../src/schemas/rubric.ts'
 import type { AppEnv } from '../env.ts'
+
+/** Steps `GET /rubrics/stats` returns without `steps=`, and the most it returns. */
+const STATS_STEPS = { default: 20, max: 200 }
 
 /**
  * `GET /rubrics[?instance_id=][&history=1]` — an instance's anchor and adaptive rubrics with versions.
  * In per_instance mode without an instance id it lists the instances the run has seen.
+ * `GET /rubrics/stats[?instance_id=][&steps=N]` — each criterion's health over the newest N closed steps.
  */
 export const rubricRoutes = new Hono<AppEnv>()
+  .get('/rubrics/stats', async (c) => {
+    const run = c.get('run')
+    const instanceId = resolveInstance(run, c.req.query('instance_id'))
+    const steps = stepsParameter(c.req.query('steps'))
+    const address = { runId: run.id, instanceId }
+    const instance = c.env.RUBRIC_INSTANCE.getByName(instanceName(run.id, instanceId))
+    const [snapshot, rows]: [RubricSnapshot, StepHealthRecord[]] = await Promise.all([
+      instance.snapshot(address),
+      instance.health(steps),
+    ])
+    const active = new Set(snapshot.rubrics.map((rubric) => rubric.id))
+    const known = new Map(snapshot.rubrics.map((rubric) => [rubric.id, rubric]))
+    // A criterion retired since keeps its text: the newest version that had it says what it was.
+    if (rows.some((row) => !active.has(row.rubric_id)))
+      for (const record of (await instance.history(address)) as RubricVersionRecord[])
+        for (const rubric of record.rubrics as Rubric[]) if (!active.has(rubric.id)) known.set(rubric.id, rubric)
+    return c.json({
+      run_id: run.id,
+      instance_id: instanceId,
+      rubric_version: snapshot.version,
+      grade_max: run.config.grade_max,
+      criteria: criteriaStats(rows, known, active),
+    })
+  })
   .get('/rubrics/history', async (c) => {
     const run = c.get('run')
     const instanceId = resolveInstance(run, c.req.query('instance_id'))
@@ -75,4 +104,27 @@ export function checkInstanceId(instanceId: string | undefined): void {
   if (instanceId !== undefined && !InstanceId.safeParse(instanceId).success) {
     throw new AppError('invalid_request', 'instance_id may hold letters, digits, and . _ : - only (at most 128)')
   }
+}
+
+function stepsParameter(value: string | undefined): number {
+  if (value === undefined) return STATS_STEPS.default
+  const steps = Number(value)
+  if (!Number.isInteger(steps) || steps < 1 || steps > STATS_STEPS.max)
+    throw new AppError('invalid_request', `steps must be a whole number from 1 to ${STATS_STEPS.max}, got "${value}"`)
+  return steps
+}
+
+/** One entry per criterion that has health rows, rubrics in force first; each with its steps oldest first. */
+function criteriaStats(rows: readonly StepHealthRecord[], known: Map<string, Rubric>, active: Set<string>) {
+  const byRubric = new Map<string, StepHealthRecord[]>()
+  for (const row of rows) byRubric.set(row.rubric_id, [...(byRubric.get(row.rubric_id) ?? []), row])
+  return [...byRubric]
+    .map(([rubricId, steps]) => ({
+      rubric_id: rubricId,
+      text: known.get(rubricId)?.text ?? null,
+      is_anchor: known.get(rubricId)?.is_anchor ?? false,
+      active: active.has(rubricId),
+      steps: steps.map(({ rubric_id: _, ...step }) => step),
+    }))
+    .sort((a, b) => Number(b.active) - Number(a.active) || Number(b.is_anchor) - Number(a.is_anchor))
 }

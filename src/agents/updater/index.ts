@@ -3,6 +3,7 @@ import type { ChatModel, ChatRequest } from '../../llm/types.ts'
 import { renderPrompt, type Locale, type PromptOverrides } from '../../prompts/index.ts'
 import { RubricUpdate, type BatchSummary, type TrainingStage } from '../../schemas/agents.ts'
 import type { Rubric } from '../../schemas/rubric.ts'
+import type { CriterionStepHealth } from '../../scoring/health.ts'
 import { dataBoundary, orNone, parseReplyAs, rubricLines, runAgent, stageLabel } from '../run-agent.ts'
 import { statsValues, summaryForPrompt } from '../summarizer/index.ts'
 import { mockUpdaterReply } from './mock.ts'
@@ -23,6 +24,8 @@ export interface UpdaterInput {
   /** The run's high-level goal, when known. */
   goal?: string
   locale: Locale
+  /** Each criterion's health over this step's rollouts (see `criterionHealth`). */
+  health?: readonly CriterionStepHealth[]
 }
 
 /**
@@ -47,6 +50,11 @@ export async function buildUpdaterRequest(input: UpdaterInput): Promise<ChatRequ
         rubrics.filter((rubric) => !rubric.is_anchor),
         locale,
       ),
+      health: healthLines(
+        rubrics.filter((rubric) => !rubric.is_anchor),
+        input.health ?? [],
+        locale,
+      ),
       goal,
       step,
       stage: stageLabel(locale, stage),
@@ -67,6 +75,24 @@ export async function buildUpdaterRequest(input: UpdaterInput): Promise<ChatRequ
     mock: mockUpdaterReply({ rubrics, summary, memories, stage }),
     json: true,
   }
+}
+
+/** One line per adaptive rubric: how it separated this step's responses, or that it has no measurement yet. */
+function healthLines(adaptive: readonly Rubric[], health: readonly CriterionStepHealth[], locale: Locale): string {
+  if (adaptive.length === 0) return orNone(locale, '')
+  const number = (value: number | null, digits = 3) => (value === null ? 'n/a' : value.toFixed(digits))
+  const percent = (share: number) => `${Math.round(share * 100)}%`
+  return adaptive
+    .map((rubric) => {
+      const entry = health.find((item) => item.rubric_id === rubric.id)
+      if (!entry) return `- ${rubric.id}: ${orNone(locale, '')}`
+      return (
+        `- ${rubric.id}: spread ${number(entry.within_group_std)}, mean ${number(entry.mean, 2)}, ` +
+        `top ${percent(entry.share_max)}, bottom ${percent(entry.share_min)}, ` +
+        `corr ${number(entry.corr_with_score, 2)} (n=${entry.n})`
+      )
+    })
+    .join('\n')
 }
 
 /**
