@@ -132,7 +132,9 @@ export function retirements(
     for (const { rubric, spread } of measured.slice(0, remaining.length - maxActive))
       retired.push({
         rubric_id: rubric.id,
-        reason: `over max_active_rubrics ${maxActive}: the least discriminating (within-group spread ${spread.toFixed(3)})`,
+        reason:
+          `over max_active_rubrics ${maxActive}: ` +
+          `the least discriminating (within-group spread ${spread.toFixed(3)})`,
       })
   }
   // A run always keeps one criterion to grade by.
