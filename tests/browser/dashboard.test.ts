@@ -103,13 +103,23 @@ describe('the dashboard in headless Chromium after `npm run simulate` (3 steps)'
     const barBox = await bars.first().boundingBox()
     expect(barBox!.height).toBeGreaterThan(0)
 
+    // Criterion health: a row per criterion graded in the newest closed step, and a drawn chart for each.
+    const healthRows = page.locator('#health tbody tr[data-criterion]')
+    expect(await healthRows.count()).toBeGreaterThanOrEqual(2)
+    for (const text of await healthRows.allInnerTexts()) expect(text).toMatch(/\b(anchor|adaptive|retired)\b/)
+    const healthCharts = page.locator('#health svg[data-chart="line"]')
+    expect(await healthCharts.count()).toBe(await healthRows.count())
+    expect((await healthCharts.first().boundingBox())!.width).toBeGreaterThan(200)
+    expect(await healthCharts.first().locator('g[data-series] path, g[data-series] circle').count()).toBeGreaterThan(0)
+    expect(await page.locator('#timeline thead').textContent()).toContain('Low spread')
+
     // Reward hacking: the simulation's hacking rollouts are flagged, with evidence.
     expect(await page.locator('#hacking .flag').count()).toBeGreaterThan(0)
     expect(await page.locator('#hacking .flag .evidence li').count()).toBeGreaterThan(0)
 
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'dashboard-run.png'), fullPage: true })
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'dashboard-run-top.png') })
-    for (const section of ['scores', 'timeline', 'rubrics', 'hacking']) {
+    for (const section of ['scores', 'timeline', 'health', 'rubrics', 'hacking']) {
       await page.locator(`#${section}`).screenshot({ path: path.join(SCREENSHOT_DIR, `dashboard-${section}.png`) })
     }
     expect(pageErrors).toEqual([])

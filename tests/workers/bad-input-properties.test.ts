@@ -309,6 +309,7 @@ const ROUTES: RouteRow[] = [
   { method: 'GET', path: '/llm_calls', auth: 'run' },
   { method: 'GET', path: '/rubrics', auth: 'run', query: ['instance_id', 'history'] },
   { method: 'GET', path: '/rubrics/history', auth: 'run', query: ['instance_id'] },
+  { method: 'GET', path: '/rubrics/stats', auth: 'run', query: ['instance_id', 'steps'] },
   { method: 'GET', path: '/memory', auth: 'run', query: ['kind', 'step', 'instance_id', 'q', 'limit'] },
   { method: 'GET', path: '/run', auth: 'run' },
   { method: 'GET', path: '/archive', auth: 'run', query: ['from_step', 'to_step', 'limit', 'after'] },

@@ -108,7 +108,7 @@ describe('Durable Object storage from an earlier release', () => {
       ).toBe(1)
       // Brought up to date once: the next wake compares one stored definition instead of listing every table.
       const applied = state.storage.sql.exec<{ tables: string }>('SELECT tables FROM applied_schemas').toArray()
-      expect(applied.map((row) => row.tables)).toEqual(['rubric_versions,step_updates'])
+      expect(applied.map((row) => row.tables)).toEqual(['criterion_health,rubric_versions,step_updates'])
     })
   })
 })

@@ -6,7 +6,7 @@
 import { and, desc, eq, sql } from 'drizzle-orm'
 import { drizzle } from 'drizzle-orm/d1'
 import { coordinatorName, instanceName } from '../../durable-objects/names.ts'
-import type { RubricVersionRecord } from '../../durable-objects/rubric-instance/index.ts'
+import type { RubricVersionRecord, StepHealthRecord } from '../../durable-objects/rubric-instance/index.ts'
 import type { StepTimelineEntry } from '../../durable-objects/run-coordinator/index.ts'
 import { pLimit } from '../../src/llm/index.ts'
 import { memoryDocuments, rmArtifacts, rmDeployments, runs } from '../../src/db/schema.ts'
@@ -27,6 +27,8 @@ export const HISTOGRAM_STEPS = 6
 const ACTIVITY_FAN_OUT = 16
 /** Flagged analyses shown, newest first. */
 const MAX_HACKING_FLAGS = 25
+/** Closed steps of criterion health the run page charts. */
+const HEALTH_STEPS_SHOWN = 50
 /** Deploy targets and stored artifacts the targets page lists at most. */
 const MAX_TARGETS = 100
 const MAX_ARTIFACTS = 100
@@ -149,6 +151,8 @@ export interface RunDashboard {
   /** The instance whose rubric history is shown; null in per_instance mode before any rollout. */
   instanceId: string | null
   history: RubricVersionRecord[]
+  /** Criterion health of the shown instance's newest closed steps (oldest first). */
+  health: StepHealthRecord[]
   stepScores: StepScores[]
   hacking: HackingFlag[]
   llmCalls: LlmCallGroup[]
@@ -182,8 +186,13 @@ export async function loadRunDashboard(
     instanceId === null
       ? Promise.resolve([])
       : env.RUBRIC_INSTANCE.getByName(instanceName(run.id, instanceId)).history({ runId: run.id, instanceId })
-  const [versions, hacking, memory] = await Promise.all([
+  const health: Promise<StepHealthRecord[]> =
+    instanceId === null
+      ? Promise.resolve([])
+      : env.RUBRIC_INSTANCE.getByName(instanceName(run.id, instanceId)).health(HEALTH_STEPS_SHOWN)
+  const [versions, healthRows, hacking, memory] = await Promise.all([
     history,
+    health,
     hackingFlags(env, run.id),
     memoryPage(env, run.id, options.memory),
   ])
@@ -198,6 +207,7 @@ export async function loadRunDashboard(
     instances,
     instanceId,
     history: versions,
+    health: healthRows,
     stepScores: scoresByStep(timeline),
     hacking,
     llmCalls,

@@ -33,6 +33,7 @@ const SERVICE_INDEX = {
     'GET /llm_calls',
     'GET /rubrics',
     'GET /rubrics/history',
+    'GET /rubrics/stats',
     'GET /memory',
     'GET /run',
     'GET /archive',

@@ -1,6 +1,6 @@
 import { plural } from '../../../src/text/index.ts'
 import type { FC } from 'hono/jsx'
-import type { RubricVersionRecord } from '../../../durable-objects/rubric-instance/index.ts'
+import type { RubricVersionRecord, StepHealthRecord } from '../../../durable-objects/rubric-instance/index.ts'
 import type { StepTimelineEntry } from '../../../durable-objects/run-coordinator/index.ts'
 import type { StepUpdateOutcome } from '../../../src/schemas/status.ts'
 import { histogram, lineChart } from '../../../src/charts/index.ts'
@@ -63,13 +63,15 @@ export const RunPage: FC<{ viewer: ViewerInfo; data: RunDashboard }> = ({ viewer
       <nav class="section-nav" aria-label="Sections">
         <a href="#scores">Scores</a>
         <a href="#timeline">Step timeline</a>
+        <a href="#health">Criterion health</a>
         <a href="#rubrics">Rubric versions</a>
         <a href="#hacking">Reward hacking</a>
         <a href="#memory">Memory</a>
         <a href="#llm">LLM calls</a>
       </nav>
       <ScoresSection data={data} />
-      <TimelineSection timeline={data.timeline} scores={scoresByStep} />
+      <TimelineSection timeline={data.timeline} scores={scoresByStep} lowSpread={lowSpreadByStep(data)} />
+      <HealthSection data={data} />
       <RubricsSection data={data} />
       <HackingSection data={data} />
       <MemorySection data={data} />
@@ -133,10 +135,11 @@ const ScoresSection: FC<{ data: RunDashboard }> = ({ data }) => {
   )
 }
 
-const TimelineSection: FC<{ timeline: StepTimelineEntry[]; scores: Map<number, StepScores> }> = ({
-  timeline,
-  scores,
-}) => (
+const TimelineSection: FC<{
+  timeline: StepTimelineEntry[]
+  scores: Map<number, StepScores>
+  lowSpread: Map<number, string[]>
+}> = ({ timeline, scores, lowSpread }) => (
   <Section
     id="timeline"
     title="Step timeline"
@@ -159,6 +162,7 @@ const TimelineSection: FC<{ timeline: StepTimelineEntry[]; scores: Map<number, S
             <th>After update</th>
             <th>Strategy</th>
             <th class="num">Flags</th>
+            <th title="criteria whose grades did not separate responses to the same prompt">Low spread</th>
             <th>Analyses</th>
             <th>Opened (UTC)</th>
             <th>Update took</th>
@@ -202,6 +206,7 @@ const TimelineSection: FC<{ timeline: StepTimelineEntry[]; scores: Map<number, S
                   )}
                 </td>
                 <td class="num">{updates.length ? sum('hacking_flags') : '—'}</td>
+                <td data-low-spread>{lowSpread.get(step.step)?.join(', ') || '—'}</td>
                 <td>
                   {updates.length
                     ? `${sum('analysed')} of ${step.rollouts} analysed` +
@@ -223,6 +228,104 @@ const TimelineSection: FC<{ timeline: StepTimelineEntry[]; scores: Map<number, S
     )}
   </Section>
 )
+
+/** Per step, the criteria whose within-group spread was below the run's retirement threshold. */
+function lowSpreadByStep(data: RunDashboard): Map<number, string[]> {
+  const below = new Map<number, string[]>()
+  for (const row of data.health)
+    if (row.within_group_std !== null && row.within_group_std < data.run.config.retire_below_spread)
+      below.set(row.step, [...(below.get(row.step) ?? []), row.rubric_id])
+  return below
+}
+
+/** Each criterion's newest health figures in a table, then its spread and mean per step as a small chart. */
+const HealthSection: FC<{ data: RunDashboard }> = ({ data }) => {
+  const byRubric = new Map<string, StepHealthRecord[]>()
+  for (const row of data.health) byRubric.set(row.rubric_id, [...(byRubric.get(row.rubric_id) ?? []), row])
+  const current = new Map((data.history.at(-1)?.rubrics ?? []).map((rubric) => [rubric.id, rubric]))
+  const percent = (share: number) => `${Math.round(share * 100)}%`
+  const fixed = (value: number | null, digits: number) => (value === null ? '—' : value.toFixed(digits))
+  return (
+    <Section
+      id="health"
+      title="Criterion health"
+      note={
+        'spread: standard deviation of a criterion’s grades (0–1) among responses to the same prompt, pooled; ' +
+        `below ${data.run.config.retire_below_spread} it gives the trainer no signal`
+      }
+    >
+      {byRubric.size === 0 ? (
+        <p class="empty">No closed step has been measured yet.</p>
+      ) : (
+        <>
+          <table>
+            <thead>
+              <tr>
+                <th>Criterion</th>
+                <th>Kind</th>
+                <th class="num">Step</th>
+                <th class="num">Spread</th>
+                <th class="num">Mean</th>
+                <th class="num">At top</th>
+                <th class="num">At 0</th>
+                <th class="num">Corr. with score</th>
+                <th class="num">n</th>
+              </tr>
+            </thead>
+            <tbody>
+              {[...byRubric].map(([rubricId, steps]) => {
+                const last = steps.at(-1)!
+                const rubric = current.get(rubricId)
+                return (
+                  <tr data-criterion={rubricId}>
+                    <td title={rubric?.text}>{rubricId}</td>
+                    <td>
+                      {rubric ? (
+                        <span class="pill info">{rubric.is_anchor ? 'anchor' : 'adaptive'}</span>
+                      ) : (
+                        <span class="pill warn">retired</span>
+                      )}
+                    </td>
+                    <td class="num">{last.step}</td>
+                    <td class="num">{fixed(last.within_group_std, 3)}</td>
+                    <td class="num">{fixed(last.mean, 2)}</td>
+                    <td class="num">{percent(last.share_max)}</td>
+                    <td class="num">{percent(last.share_min)}</td>
+                    <td class="num">{fixed(last.corr_with_score, 2)}</td>
+                    <td class="num">{last.n}</td>
+                  </tr>
+                )
+              })}
+            </tbody>
+          </table>
+          <div class="charts">
+            {[...byRubric].map(([rubricId, steps]) => (
+              <Chart
+                svg={lineChart({
+                  title: rubricId,
+                  width: 360,
+                  height: 220,
+                  xLabel: 'step',
+                  yLabel: '0–1',
+                  yDomain: [0, 1],
+                  series: [
+                    {
+                      name: 'spread',
+                      points: steps.flatMap((row) =>
+                        row.within_group_std === null ? [] : [{ x: row.step, y: row.within_group_std }],
+                      ),
+                    },
+                    { name: 'mean', points: steps.map((row) => ({ x: row.step, y: row.mean })) },
+                  ],
+                })}
+              />
+            ))}
+          </div>
+        </>
+      )}
+    </Section>
+  )
+}
 
 const RubricsSection: FC<{ data: RunDashboard }> = ({ data }) => {
   const { history, instanceId, instances, run } = data
