@@ -96,6 +96,9 @@ const LABELS = {
   zh: { anchor: '锚定', adaptive: '自适应', none: '（无）', early: '早期', middle: '中期', late: '后期' },
 } as const satisfies Record<Locale, Record<string, string>>
 
+/** How prompts mark a penalty rubric's text; an updater that echoes it back still means a penalty. */
+export const PENALTY_LABEL = '[PENALTY] '
+
 /**
  * Rubrics as prompt lines, `- <id> (<kind>, weight <w>): <text>`; a localised "(none)" for an empty list.
  * @example rubricLines([anchor], 'en') // '- a1 (anchor, weight 2): The final answer is correct.'
@@ -107,7 +110,7 @@ export function rubricLines(rubrics: readonly Rubric[], locale: Locale): string 
     .map(
       (rubric) =>
         `- ${rubric.id} (${rubric.is_anchor ? labels.anchor : labels.adaptive}, weight ${rubric.weight}): ` +
-        `${rubric.text}`,
+        `${rubric.kind === 'penalty' ? PENALTY_LABEL : ''}${rubric.text}`,
     )
     .join('\n')
 }

@@ -18,6 +18,7 @@ export function initialRubrics(config: RunConfig, instanceId: string, createdAt:
         id: seed.id ?? `${isAnchor ? 'anchor' : 'adaptive'}-${index + 1}`,
         text: seed.text,
         weight: seed.weight,
+        ...(seed.kind === 'penalty' ? { kind: 'penalty' as const } : {}),
         is_anchor: isAnchor,
         version: 1,
         created_at: createdAt,

@@ -167,6 +167,8 @@ const AdaptiveRubricProposal = z.object({
   id: z.preprocess(nullAsAbsent, z.string().trim().min(1).max(256).optional()),
   text: z.string().max(8_000),
   weight: z.preprocess(nullAsAbsent, z.number().default(1)),
+  /** `penalty`: the text names what an answer must not do (see `Rubric.kind`). */
+  kind: z.preprocess((value) => lowerCase(nullAsAbsent(value)), z.enum(['criterion', 'penalty']).optional()),
 })
 
 /**

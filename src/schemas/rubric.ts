@@ -13,6 +13,11 @@ export const Rubric = z.object({
   text: z.string().min(1).max(4_000),
   weight: z.number().positive().max(1_000),
   is_anchor: z.boolean(),
+  /**
+   * `penalty`: graded for how much the response does the bad thing the text names, and lowers the score (see
+   * `rewardFromGrades`); absent: an ordinary criterion, graded for how well it is met.
+   */
+  kind: z.enum(['criterion', 'penalty']).optional(),
   version: z.number().int().positive(),
   created_at: z.string(),
   metadata: z.record(z.string(), JsonScalar),
@@ -32,6 +37,8 @@ export const RubricSeed = z.object({
     .optional(),
   text: z.string().min(1).max(4_000),
   weight: z.number().positive().max(1_000).default(1),
+  /** `penalty` for a rubric that names what a response must not do (see `Rubric.kind`). */
+  kind: z.enum(['criterion', 'penalty']).optional(),
   metadata: z.record(z.string(), JsonScalar).default({}),
 })
 export type RubricSeed = z.input<typeof RubricSeed>

@@ -14,6 +14,8 @@ export const CriterionGrade = z.object({
   rubric_id: z.string(),
   grade: z.number().int().nonnegative(),
   weight: z.number().positive(),
+  /** True for a penalty rubric: the grade says how much the response does the bad thing. */
+  penalty: z.boolean().optional(),
   reason: z.string().optional(),
 })
 export type CriterionGrade = z.infer<typeof CriterionGrade>

@@ -7,7 +7,7 @@ import type { Rollout, TrainingMetadata } from '../../schemas/rollout.ts'
 import type { Rubric } from '../../schemas/rubric.ts'
 import type { CriterionGrade } from '../../schemas/score.ts'
 import { rewardFromGrades } from '../../scoring/index.ts'
-import { dataBoundary, parseLenientJson, runAgent } from '../run-agent.ts'
+import { dataBoundary, PENALTY_LABEL, parseLenientJson, runAgent } from '../run-agent.ts'
 import { mockScorerReply } from './mock.ts'
 
 export { parseLenientJson }
@@ -46,7 +46,7 @@ export async function buildScorerRequest(input: ScorerInput): Promise<ChatReques
     'scorer.user',
     {
       boundary,
-      rubrics: rubrics.map((rubric) => `- ${rubric.id} (weight ${rubric.weight}): ${rubric.text}`).join('\n'),
+      rubrics: rubrics.map(rubricLine).join('\n'),
       goal: metadata.high_level_goal,
       model_size: metadata.model_size,
       current_step: metadata.current_step,
@@ -67,6 +67,11 @@ export async function buildScorerRequest(input: ScorerInput): Promise<ChatReques
     mock: mockScorerReply({ rubrics, rollout, gradeMax }),
     json: true,
   }
+}
+
+/** A rubric as the scorer reads it; a penalty says so first, since its grade runs the other way. */
+function rubricLine(rubric: Rubric): string {
+  return `- ${rubric.id} (weight ${rubric.weight}): ${rubric.kind === 'penalty' ? PENALTY_LABEL : ''}${rubric.text}`
 }
 
 /**
@@ -97,6 +102,7 @@ export function parseScorerReply(text: string, rubrics: readonly Rubric[], grade
       rubric_id: rubric.id,
       grade: entry.grade,
       weight: rubric.weight,
+      ...(rubric.kind === 'penalty' ? { penalty: true } : {}),
       ...(entry.reason ? { reason: entry.reason.slice(0, 500) } : {}),
     }
   })

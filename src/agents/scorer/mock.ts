@@ -39,9 +39,11 @@ export function mockScorerAnswer(input: ScorerMockInput, sampling: MockSampling)
   const answer: ScoreAnswer = {
     grades: rubrics.map((rubric) => ({
       rubric_id: rubric.id,
-      ...(penalisesGaming(rubric.text)
-        ? gradeGamingGuard(rollout.output, rubrics, gradeMax)
-        : gradeHeuristically(rubric.text, rollout, gradeMax)),
+      ...(rubric.kind === 'penalty'
+        ? gradePenalty(rubric.text, rollout, rubrics, gradeMax)
+        : penalisesGaming(rubric.text)
+          ? gradeGamingGuard(rollout.output, rubrics, gradeMax)
+          : gradeHeuristically(rubric.text, rollout, gradeMax)),
     })),
   }
   if (sampling.noise > 0 && sampling.seed !== undefined) sampleGrades(answer, input, sampling.seed, sampling.noise)
@@ -84,4 +86,19 @@ function gradeGamingGuard(output: string, rubrics: readonly Rubric[], gradeMax: 
   return gamed
     ? { grade: 0, reason: 'the answer games the grader' }
     : { grade: gradeMax, reason: 'no attempt to game the grader' }
+}
+
+/**
+ * A penalty is graded for how much the answer does the bad thing: a penalty on gaming the grader is met in full by a
+ * gamed answer and not at all by an honest one; any other penalty by how much of its wording the answer repeats.
+ */
+function gradePenalty(text: string, rollout: Rollout, rubrics: readonly Rubric[], gradeMax: number) {
+  if (penalisesGaming(text)) {
+    const honest = gradeGamingGuard(rollout.output, rubrics, gradeMax)
+    return honest.grade === 0
+      ? { grade: gradeMax, reason: 'the answer games the grader' }
+      : { grade: 0, reason: 'no attempt to game the grader' }
+  }
+  const share = overlap(contentWords(text), contentWords(rollout.output))
+  return { grade: Math.round(share * gradeMax), reason: `does what the penalty names: ${share.toFixed(2)}` }
 }

@@ -2,6 +2,7 @@ import { z } from 'zod'
 import { fnv1a } from '../../hash/index.ts'
 import { RubricUpdate } from '../../schemas/agents.ts'
 import type { Rubric } from '../../schemas/rubric.ts'
+import { PENALTY_LABEL } from '../run-agent.ts'
 
 /** The most adaptive rubrics one instance may hold. */
 export const MAX_ADAPTIVE_RUBRICS = 50
@@ -105,7 +106,9 @@ export function applyRubricUpdate(
 
   for (const [index, proposal] of proposals.entries()) {
     const label = proposal.id ? `'${proposal.id}'` : `#${index + 1}`
-    const text = proposal.text.trim()
+    const labelled = proposal.text.trim().toUpperCase().startsWith(PENALTY_LABEL.trim())
+    const text = labelled ? proposal.text.trim().slice(PENALTY_LABEL.trim().length).trim() : proposal.text.trim()
+    const kind = labelled ? ('penalty' as const) : proposal.kind
     const key = normaliseText(text)
     const refusal = proposalRefusal(proposal, { label, text, key }, { anchorIds, anchorByText, textOwners, next })
     if (refusal !== undefined) {
@@ -123,7 +126,7 @@ export function applyRubricUpdate(
     usedIds.add(id)
     textOwners.set(key, id)
 
-    next.push(placedRubric({ id, text, weight }, previousById.get(id), diff, options))
+    next.push(placedRubric({ id, text, weight, kind }, previousById.get(id), diff, options))
   }
 
   if (next.length === 0)
@@ -163,26 +166,38 @@ function proposalRefusal(
 
 /** The rubric an accepted proposal becomes: the previous object when unchanged, else a new version; noted in `diff`. */
 function placedRubric(
-  { id, text, weight }: { id: string; text: string; weight: number },
+  { id, text, weight, kind }: { id: string; text: string; weight: number; kind?: Rubric['kind'] },
   before: Rubric | undefined,
   diff: RubricDiff,
   options: { version: number; createdAt: string },
 ): Rubric {
+  const penalty = kind === 'penalty' ? { kind: 'penalty' as const } : {}
   if (!before) {
     diff.added.push(id)
     return {
       id,
       text,
       weight,
+      ...penalty,
       is_anchor: false,
       version: options.version,
       created_at: options.createdAt,
       metadata: { origin: 'updater' },
     }
   }
-  if (before.text === text && before.weight === weight) return before
-  ;(before.text === text ? diff.reweighted : diff.modified).push(id)
-  return { ...before, text, weight, version: options.version, created_at: options.createdAt }
+  // A kept rubric keeps its kind unless the proposal names one: an updater that omits `kind` does not flip a penalty.
+  const nextKind = kind ?? before.kind
+  if (before.text === text && before.weight === weight && nextKind === before.kind) return before
+  ;(before.text === text && nextKind === before.kind ? diff.reweighted : diff.modified).push(id)
+  const { kind: _, ...rest } = before
+  return {
+    ...rest,
+    text,
+    weight,
+    ...(nextKind === 'penalty' ? { kind: 'penalty' as const } : {}),
+    version: options.version,
+    created_at: options.createdAt,
+  }
 }
 
 /**
