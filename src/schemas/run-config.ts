@@ -5,6 +5,7 @@ import { RubricSeed } from './rubric.ts'
 /** Every LLM role in the system; each may have its own model and endpoint. */
 export const AGENT_ROLES = [
   'scorer',
+  'auditor',
   'analyzer',
   'summarizer',
   'meta_summarizer',
@@ -105,6 +106,12 @@ export const RunConfig = z
      */
     retire_after_steps: z.number().int().min(1).max(100).nullable().default(5),
     retire_below_spread: z.number().min(0).max(1).default(0.02),
+    /**
+     * Re-judge a sampled share of each closed step's scores with a second model (`agents.auditor`, the scorer's
+     * prompt): the step's mean absolute difference and rank correlation between judge and auditor warn of judge drift
+     * and of hacking one judge cannot see in itself. 0: no audit.
+     */
+    audit: z.object({ sample: z.number().min(0).max(1).default(0) }).default({ sample: 0 }),
     /** Most adaptive criteria in force after an update; above it the least discriminating are retired. null: no cap. */
     max_active_rubrics: z.number().int().min(1).max(50).nullable().default(null),
     chunk_size: z.number().int().positive().max(1_000).default(16),

@@ -31,6 +31,20 @@ export const StepUpdateOutcome = z.object({
    */
   refused: z.array(z.string()),
   error: z.string().optional(),
+  /** The audit of the step's sampled scores by a second model (run config `audit`), when the run asks for one. */
+  audit: z
+    .object({
+      /** The auditor's model, as the call log names it. */
+      auditor: z.string(),
+      /** Scores sampled, and those the auditor graded (the rest failed after retries). */
+      sampled: z.number().int(),
+      judged: z.number().int(),
+      /** Mean of |judge score − auditor score| over the judged ones (scores in [0, 1]); null when none was judged. */
+      mean_abs_diff: z.number().nullable(),
+      /** Spearman's rank correlation of the two scores; null under two judged or when either side is constant. */
+      rank_corr: z.number().nullable(),
+    })
+    .optional(),
 })
 export type StepUpdateOutcome = z.infer<typeof StepUpdateOutcome>
 

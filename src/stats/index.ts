@@ -4,7 +4,13 @@
  * Quantiles are linear between order statistics (R-7, what numpy and d3 use by default).
  */
 import { quantile as quantileR7 } from 'd3-array'
-import { mean as meanOf, sampleCorrelation, sampleStandardDeviation, variance } from 'simple-statistics'
+import {
+  mean as meanOf,
+  sampleCorrelation,
+  sampleRankCorrelation,
+  sampleStandardDeviation,
+  variance,
+} from 'simple-statistics'
 
 /**
  * The arithmetic mean; null for no values.
@@ -62,4 +68,13 @@ export function sampleStd(values: readonly number[]): number | null {
 export function correlation(xs: readonly number[], ys: readonly number[]): number | null {
   if (xs.length < 2 || xs.length !== ys.length || !sampleStd(xs) || !sampleStd(ys)) return null
   return sampleCorrelation(xs as number[], ys as number[])
+}
+
+/**
+ * Spearman's rank correlation of paired values (ties share their mean rank); null like `correlation`.
+ * @example rankCorrelation([1, 2, 3], [10, 30, 20]) // 0.5
+ */
+export function rankCorrelation(xs: readonly number[], ys: readonly number[]): number | null {
+  if (correlation(xs, ys) === null) return null
+  return sampleRankCorrelation(xs as number[], ys as number[])
 }

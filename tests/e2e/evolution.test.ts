@@ -768,3 +768,56 @@ describe('criterion health', () => {
     expect((await stats(run)).find((entry) => entry.rubric_id === 'adaptive-units')).toMatchObject({ active: false })
   })
 })
+
+describe('the audit judge', () => {
+  const AUDITOR = 'auditor-model'
+  const defaults = {
+    backend: 'openai',
+    base_url: '',
+    model: 'stub-model',
+    max_attempts: MAX_ATTEMPTS,
+    timeout_ms: 15_000,
+  }
+
+  it('re-judges a sampled share with a second model that disagrees, and shows the divergence per step', async () => {
+    // The judge gives 7 of 10 to every criterion; the auditor, on purpose, 0.
+    const judge = gradeAllRubrics(7)
+    const harsh = gradeAllRubrics(0)
+    scenario.scorer = (body) => (body.model === AUDITOR ? harsh(body) : judge(body))
+    scenario.updater = (step, prompt) =>
+      JSON.stringify({
+        strategy: 'MAINTENANCE',
+        consulted_memories: [],
+        rationale: `Nothing to change at step ${step}.`,
+        modifications: [],
+        final_adaptive: adaptiveIn(prompt),
+      })
+    const run = await createRun({
+      audit: { sample: 0.25 },
+      agents: { default: { ...defaults, base_url: stub.baseUrl }, auditor: { model: AUDITOR } },
+    })
+    const from = stub.requests.length
+    for (let k = 0; k < 16; k++) await score(run, `audit-${k}`, `audit${'abcdefghijklmnop'[k]}`, 0)
+    const status = await completeStep(run)
+    const audit = status.instances[0].update.audit
+    const auditorCalls = stub.requests.slice(from).filter((body) => body.model === AUDITOR).length
+    // About a quarter of the 16 scores, each re-judged once by the auditor and by no one else.
+    expect(audit.sampled).toBeGreaterThanOrEqual(1)
+    expect(audit.sampled).toBeLessThan(16)
+    expect(auditorCalls).toBe(audit.sampled)
+    expect(audit).toMatchObject({
+      judged: audit.sampled,
+      auditor: `openai:${stub.baseUrl}#${AUDITOR}`,
+      rank_corr: null,
+    })
+    expect(audit.mean_abs_diff).toBeCloseTo(0.7, 10)
+
+    const page = await fetch(`${dev.baseUrl}/dashboard/runs/${run.runId}`, {
+      headers: { authorization: `Bearer ${run.token}` },
+    })
+    expect(page.status).toBe(200)
+    expect(await page.text()).toMatch(
+      new RegExp(`<td data-audit="true">\\|Δ\\| 0\\.70 · ρ — \\(${audit.sampled} of ${audit.sampled}\\)</td>`),
+    )
+  })
+})

@@ -109,7 +109,7 @@ describe('penalties from the updater', () => {
     expect(again.diff.modified).toEqual([])
   })
 
-  it('in the simulation: a penalty lowers the hacking rollout’s score and leaves the correct one’s unchanged', async () => {
+  it('simulation: a penalty lowers a hacking rollout’s score and leaves a correct one’s unchanged', async () => {
     const rubrics = initialRubrics(RunConfig.parse(simulationRunConfig()), 'global', CREATED)
     // The mock updater answers a step with hacking by adding a penalty for gaming the grader.
     const update = updateHeuristically({

@@ -19,7 +19,7 @@ import { analysisBudgetOf, ledgerShardsOf, type RunConfig } from '../../src/sche
 import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
 import { criterionHealth, retirements, type CriterionStepHealth, type Retirement } from '../../src/scoring/health.ts'
 import type { StepUpdateOutcome } from '../../src/schemas/status.ts'
-import type { RecordedRollout, RolloutAnalysis, ShardAddress, StepRollout } from '../../durable-objects/contracts.ts'
+import type { RolloutAnalysis, ShardAddress, StepRollout } from '../../durable-objects/contracts.ts'
 import { coordinatorName, instanceName, ledgerName } from '../../durable-objects/names.ts'
 import type { StepUpdateCommit } from '../../durable-objects/rubric-instance/index.ts'
 import type { Env } from '../env.ts'
@@ -29,6 +29,8 @@ import type { StepJob } from '../queues/messages.ts'
 import { loadRunConfig } from '../runs/store.ts'
 import { requestModels } from '../scoring/models.ts'
 import { groupBy } from '../../src/collections/index.ts'
+import { recordedRollouts } from './recorded.ts'
+import { auditStep } from './audit.ts'
 
 /** Characters of a flagged rollout's input and output its analysis document keeps, for the dashboard's hacking view. */
 const EXCERPT_CHARS = 800
@@ -68,8 +70,11 @@ export async function updateInstanceStep(
   let commit: StepUpdateCommit | undefined
   let snapshot: RubricSnapshot = await instance.snapshot(address)
   try {
-    const analyses = await analyseStep(env, config, job, rollouts, models, options)
-    Object.assign(counts, analyses.counts)
+    const [analyses, audit] = await Promise.all([
+      analyseStep(env, config, job, rollouts, models, options),
+      auditStep(env, config, job, rollouts, models),
+    ])
+    Object.assign(counts, analyses.counts, audit ? { audit } : {})
     for (let plans = 0; ; plans++) {
       const retired = retirements(snapshot.rubrics, [...history, health], retirementPolicy(config))
       const kept = { ...snapshot, rubrics: snapshot.rubrics.filter((rubric) => !isRetired(rubric.id, retired)) }
@@ -203,23 +208,12 @@ async function analyseRollouts(
   models: ReturnType<typeof requestModels>,
 ): Promise<{ rollout_id: string; analysis: RolloutAnalysis }[]> {
   if (todo.length === 0) return []
-  const address = { runId: job.runId, instanceId: job.instanceId }
-  const byShard = groupBy(todo, ({ rollout_id }) => byId.get(rollout_id)!.shard)
-  const recorded = (
-    await Promise.all(
-      [...byShard].map(([shard, selected]) =>
-        env.LEDGER.getByName(ledgerName(job.runId, job.instanceId, shard)).rollouts(
-          { ...address, shard },
-          job.step,
-          selected.map(({ rollout_id }) => rollout_id),
-        ),
-      ),
-    )
-  ).flat() as RecordedRollout[]
-  const full = new Map(recorded.map((rollout) => [rollout.entry.rollout_id, rollout]))
-  const versions = await env.RUBRIC_INSTANCE.getByName(instanceName(job.runId, job.instanceId)).versions(address, [
-    ...new Set(recorded.map((rollout) => rollout.entry.rubric_version)),
-  ])
+  const { full, versions } = await recordedRollouts(
+    env,
+    job,
+    todo.map(({ rollout_id }) => rollout_id),
+    byId,
+  )
   const analyzer = models.forRole('analyzer')
   const now = new Date().toISOString()
   const results = await Promise.all(

@@ -163,6 +163,7 @@ const TimelineSection: FC<{
             <th>Strategy</th>
             <th class="num">Flags</th>
             <th title="criteria whose grades did not separate responses to the same prompt">Low spread</th>
+            <th title="a second model re-judging a sample: mean |judge − auditor| and rank correlation">Audit</th>
             <th>Analyses</th>
             <th>Opened (UTC)</th>
             <th>Update took</th>
@@ -207,6 +208,7 @@ const TimelineSection: FC<{
                 </td>
                 <td class="num">{updates.length ? sum('hacking_flags') : '—'}</td>
                 <td data-low-spread>{lowSpread.get(step.step)?.join(', ') || '—'}</td>
+                <td data-audit>{auditSummary(updates)}</td>
                 <td>
                   {updates.length
                     ? `${sum('analysed')} of ${step.rollouts} analysed` +
@@ -228,6 +230,19 @@ const TimelineSection: FC<{
     )}
   </Section>
 )
+
+/** A step's audits: mean |judge − auditor| and rank correlation, with how many scores the auditor graded. */
+function auditSummary(updates: readonly StepUpdateOutcome[]): string {
+  const audits = updates.flatMap((update) => (update.audit ? [update.audit] : []))
+  if (audits.length === 0) return '—'
+  return audits
+    .map(
+      (audit) =>
+        `|Δ| ${audit.mean_abs_diff === null ? '—' : audit.mean_abs_diff.toFixed(2)} · ` +
+        `ρ ${audit.rank_corr === null ? '—' : audit.rank_corr.toFixed(2)} (${audit.judged} of ${audit.sampled})`,
+    )
+    .join('; ')
+}
 
 /** Per step, the criteria whose within-group spread was below the run's retirement threshold. */
 function lowSpreadByStep(data: RunDashboard): Map<number, string[]> {

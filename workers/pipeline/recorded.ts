@@ -1,0 +1,36 @@
+import type { RecordedRollout, StepRollout } from '../../durable-objects/contracts.ts'
+import { instanceName, ledgerName } from '../../durable-objects/names.ts'
+import { groupBy } from '../../src/collections/index.ts'
+import type { Rubric } from '../../src/schemas/rubric.ts'
+import type { Env } from '../env.ts'
+import type { StepJob } from '../queues/messages.ts'
+
+/**
+ * Chosen rollouts of a closed step in full (from the ledger shards that hold them, one call per shard) with the rubric
+ * versions they were scored on; ids no longer in the ledger are left out.
+ * @example const { full, versions } = await recordedRollouts(env, job, ['r1', 'r7'], byId)
+ */
+export async function recordedRollouts(
+  env: Env,
+  job: StepJob,
+  ids: readonly string[],
+  byId: ReadonlyMap<string, StepRollout>,
+): Promise<{ full: Map<string, RecordedRollout>; versions: Record<number, Rubric[]> }> {
+  const address = { runId: job.runId, instanceId: job.instanceId }
+  const byShard = groupBy(ids, (id) => byId.get(id)!.shard)
+  const recorded = (
+    await Promise.all(
+      [...byShard].map(([shard, selected]) =>
+        env.LEDGER.getByName(ledgerName(job.runId, job.instanceId, shard)).rollouts(
+          { ...address, shard },
+          job.step,
+          selected,
+        ),
+      ),
+    )
+  ).flat() as RecordedRollout[]
+  const versions = await env.RUBRIC_INSTANCE.getByName(instanceName(job.runId, job.instanceId)).versions(address, [
+    ...new Set(recorded.map((rollout) => rollout.entry.rubric_version)),
+  ])
+  return { full: new Map(recorded.map((rollout) => [rollout.entry.rollout_id, rollout])), versions }
+}
