@@ -107,6 +107,14 @@ export const RunConfig = z
     retire_after_steps: z.number().int().min(1).max(100).nullable().default(5),
     retire_below_spread: z.number().min(0).max(1).default(0.02),
     /**
+     * `relative`: `/score/group`, and `/compat/openrlhf` items that share a prompt, are judged listwise, every response
+     * of a group in one call per rubric set (a seeded random order under opaque labels); a failed or malformed group
+     * reply falls back to pointwise judging for that group. `pointwise`: every response on its own.
+     */
+    group_scoring: z.enum(['pointwise', 'relative']).default('pointwise'),
+    /** Characters of responses judged in one relative call; a larger group is split into calls of at most this. */
+    relative_group_max_chars: z.number().int().min(1_000).max(1_000_000).default(48_000),
+    /**
      * Re-judge a sampled share of each closed step's scores with a second model (`agents.auditor`, the scorer's
      * prompt): the step's mean absolute difference and rank correlation between judge and auditor warn of judge drift
      * and of hacking one judge cannot see in itself. 0: no audit.

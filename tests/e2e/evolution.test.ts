@@ -67,6 +67,8 @@ interface Scenario {
   updaterFailures: number
   /** The scorer's reply (message content), given its request. */
   scorer(body: ChatCompletionBody): string
+  /** The relative (group) scorer's reply, given its request. */
+  groupScorer(body: ChatCompletionBody): string
 }
 let scenario: Scenario
 
@@ -160,6 +162,8 @@ function reply(body: ChatCompletionBody): string {
   switch (agent) {
     case 'scorer':
       return scenario.scorer(body)
+    case 'group_scorer':
+      return scenario.groupScorer(body)
     case 'analyzer':
       return JSON.stringify(analysisFor(markerIn(prompt)))
     case 'summarizer':
@@ -172,6 +176,26 @@ function reply(body: ChatCompletionBody): string {
     default:
       return 'unknown agent'
   }
+}
+
+/** A group prompt's answers in the order shown: `Answer <label>:` and the text inside its data block. */
+function answersIn(prompt: string): { label: string; text: string }[] {
+  return [...prompt.matchAll(/^Answer (A\d+):\n<<<DATA-\w+\n([\s\S]*?)\nDATA-\w+>>>/gm)].map((m) => ({
+    label: m[1]!,
+    text: m[2]!,
+  }))
+}
+
+/** A valid group reply: each answer graded by its length (mod 11) on every criterion, so equal texts grade alike. */
+function gradeByLength(body: ChatCompletionBody): string {
+  const prompt = userOf(body)
+  const ids = [...prompt.matchAll(/^- ([\w.:-]+) \(weight [\d.]+\):/gm)].map((match) => match[1]!)
+  return JSON.stringify({
+    answers: answersIn(prompt).map(({ label, text }) => ({
+      label,
+      grades: ids.map((rubric_id) => ({ rubric_id, grade: text.length % 11 })),
+    })),
+  })
 }
 
 /** The stub requests of one agent since index `from`. */
@@ -307,6 +331,7 @@ beforeEach(() => {
     updaterDelayMs: 0,
     updaterFailures: 0,
     scorer: grade,
+    groupScorer: gradeByLength,
   }
 })
 
@@ -819,5 +844,77 @@ describe('the audit judge', () => {
     expect(await page.text()).toMatch(
       new RegExp(`<td data-audit="true">\\|Δ\\| 0\\.70 · ρ — \\(${audit.sampled} of ${audit.sampled}\\)</td>`),
     )
+  })
+})
+
+describe('relative group judging', () => {
+  /** 16 responses to one prompt: 12 distinct, the last four repeating the first four. */
+  const RESPONSES = Array.from({ length: 16 }, (_, k) => `Answer: ${51 + (k % 12)}${' because'.repeat(k % 12)}`)
+
+  async function scoreGroup(run: Run, seed: number, responses = RESPONSES) {
+    const answer = await callJson(`${dev.baseUrl}/score/group`, {
+      token: run.token,
+      body: {
+        prompt: 'Compute 17 * 3 [marker grouped]',
+        responses,
+        reference: '51',
+        seed,
+      },
+    })
+    expect(answer.status, JSON.stringify(answer.body)).toBe(200)
+    return answer.body
+  }
+
+  it('judges a group of 16 in one call, in a seeded order, identical responses alike', async () => {
+    const run = await createRun({ group_scoring: 'relative' })
+    const from = stub.requests.length
+    const body = await scoreGroup(run, 1)
+    const calls = stub.requests.slice(from)
+    expect(calls.map((request) => agentOf(request))).toEqual(['group_scorer'])
+    // Identical responses are judged once (12 distinct in the prompt) and get identical scores.
+    const shown = answersIn(userOf(calls[0]!))
+    expect(shown).toHaveLength(12)
+    for (let k = 12; k < 16; k++) expect(body.scores[k]).toBe(body.scores[k - 12])
+    expect(body.judging).toMatchObject({ mode: 'relative', seed: 1, groups: 1, group_calls: 1, fallbacks: [] })
+    // Graded by length: the scores follow the texts, whatever label or position each had.
+    expect(body.scores[0]).not.toBe(body.scores[1])
+
+    // The same group again is a retry the ledger answers: no call.
+    const retry = await scoreGroup(run, 1)
+    expect(retry.scores).toEqual(body.scores)
+    expect(retry.judging).toMatchObject({ groups: 0, group_calls: 0 })
+    expect(stub.requests.length).toBe(from + 1)
+    // Under another seed (another run, so no cache) the judge sees another order, and grades the same.
+    const other = await createRun({ group_scoring: 'relative' })
+    const again = await scoreGroup(other, 2)
+    const reordered = answersIn(userOf(stub.requests.at(-1)!))
+    expect(reordered.map((answer) => answer.text)).not.toEqual(shown.map((answer) => answer.text))
+    expect(again.scores).toEqual(body.scores)
+  })
+
+  it('falls back to pointwise judging when the group reply is malformed, and says so', async () => {
+    scenario.groupScorer = () => '{"answers": [{"label": "A1", "grades": []}]}'
+    const run = await createRun({
+      group_scoring: 'relative',
+      agents: {
+        default: {
+          backend: 'openai',
+          base_url: stub.baseUrl,
+          model: 'stub-model',
+          max_attempts: 1,
+          timeout_ms: 15_000,
+        },
+      },
+    })
+    const distinct = Array.from({ length: 16 }, (_, k) => `Answer: ${51 + k}`)
+    const from = stub.requests.length
+    const body = await scoreGroup(run, 3, distinct)
+    const agents = stub.requests.slice(from).map((request) => agentOf(request))
+    expect(agents.filter((agent) => agent === 'group_scorer')).toHaveLength(1)
+    expect(agents.filter((agent) => agent === 'scorer')).toHaveLength(16)
+    expect(body.judging).toMatchObject({ mode: 'relative_with_fallback', group_calls: 1 })
+    expect(body.judging.fallbacks).toEqual([{ responses: 16, reason: expect.stringMatching(/no grades|grades for/) }])
+    expect(body.scores).toHaveLength(16)
+    for (const score of body.scores) expect(score).toBeCloseTo(0.7, 10)
   })
 })

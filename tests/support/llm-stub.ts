@@ -86,10 +86,18 @@ export interface LlmStub {
 type StubInterceptor = (body: ChatCompletionBody) => StubFault | undefined | Promise<StubFault | undefined>
 
 /** The agents of the harness, as their requests can be told apart by their system prompts. */
-export type StubAgent = 'scorer' | 'analyzer' | 'summarizer' | 'meta_summarizer' | 'query_generator' | 'updater'
+export type StubAgent =
+  | 'scorer'
+  | 'group_scorer'
+  | 'analyzer'
+  | 'summarizer'
+  | 'meta_summarizer'
+  | 'query_generator'
+  | 'updater'
 
 const PROMPT_FILES: Record<StubAgent, string> = {
   scorer: 'scorer.system.txt',
+  group_scorer: 'group-scorer.system.txt',
   analyzer: 'analyzer.system.txt',
   summarizer: 'summarizer.system.txt',
   meta_summarizer: 'meta-summarizer.system.txt',

@@ -10,6 +10,8 @@ import { requestModels } from '../scoring/models.ts'
 import { MAX_BATCH_ITEMS } from '../scoring/fan-out.ts'
 import { scoreRollouts } from '../scoring/score-rollout.ts'
 import { recordTelemetry } from '../telemetry/index.ts'
+import type { RunConfig } from '../../src/schemas/run-config.ts'
+import type { RelativeScoring } from '../scoring/relative.ts'
 import { mean as meanOf, sampleStd } from '../../src/stats/index.ts'
 
 /** Most responses one group may carry. */
@@ -80,6 +82,13 @@ export const GroupRequest = z.object({
   reference: Label.optional(),
   metadata: PartialMetadata,
   instance_id: ScoreRequest.shape.instance_id,
+  /** Seeds the order a relative judge sees the responses in (default: from the group's content); echoed back. */
+  seed: z
+    .number()
+    .int()
+    .min(0)
+    .max(2 ** 32 - 1)
+    .optional(),
 })
 
 /**
@@ -132,9 +141,11 @@ export const compatRoutes = new Hono<AppEnv>()
         )
       }),
     )
-    const results = await scoreAll(scoringScope(c), requests)
+    const relative = relativeScoring(c.get('run').config, await sha256Hex(query.join('\u0000')))
+    const results = await scoreAll(scoringScope(c), requests, relative)
     const scores = results.map((result) => result.score)
     return c.json({
+      ...(relative ? { judging: judgingReport(relative) } : {}),
       rewards: scores,
       scores,
       extra_logs: {
@@ -158,7 +169,7 @@ export const compatRoutes = new Hono<AppEnv>()
     return c.json(result!)
   })
   .post('/score/group', jsonBody(GroupRequest), async (c) => {
-    const { prompt, responses, reference, metadata, instance_id: instanceId } = c.get('body')
+    const { prompt, responses, reference, metadata, instance_id: instanceId, seed } = c.get('body')
     const input = promptText(prompt)
     const requests = await Promise.all(
       responses.map(async (response, index) =>
@@ -173,7 +184,12 @@ export const compatRoutes = new Hono<AppEnv>()
         ),
       ),
     )
-    const results = await scoreAll(scoringScope(c), requests)
+    const relative = relativeScoring(
+      c.get('run').config,
+      await sha256Hex(`${input}\u0000${responses.join('\u0000')}`),
+      seed,
+    )
+    const results = await scoreAll(scoringScope(c), requests, relative)
     const scores = results.map((result) => result.score)
     const versions = results.map((result) => result.rubric_version)
     return c.json({
@@ -185,6 +201,7 @@ export const compatRoutes = new Hono<AppEnv>()
       instance_id: results[0]!.instance_id,
       run_id: c.get('run').id,
       request_id: c.get('requestId'),
+      ...(relative ? { judging: judgingReport(relative) } : {}),
     })
   })
 
@@ -307,11 +324,15 @@ function scoringScope(c: {
  * one record per shard, in input order; the first failure fails the request (a trainer's retry re-scores only what
  * was not recorded, and what was costs no model call).
  */
-async function scoreAll(scope: ScoringScope, requests: readonly ScoreRequest[]): Promise<ScoreResult[]> {
+async function scoreAll(
+  scope: ScoringScope,
+  requests: readonly ScoreRequest[],
+  relative?: RelativeScoring,
+): Promise<ScoreResult[]> {
   const { env, run, requestId } = scope
   const models = requestModels(env, run.config)
   const outcomes = await scoreRollouts(
-    { env, run, scorer: models.forRole('scorer'), calls: models.calls, requestId },
+    { env, run, scorer: models.forRole('scorer'), calls: models.calls, requestId, ...(relative ? { relative } : {}) },
     requests,
     { lookupFirst: true },
   )
@@ -320,6 +341,27 @@ async function scoreAll(scope: ScoringScope, requests: readonly ScoreRequest[]):
   const failure = outcomes.find((outcome) => !outcome.ok)
   if (failure && !failure.ok) throw failure.error
   return scores
+}
+
+/** The relative-judging state of a request when the run asks for it: the seed given, else one from the content. */
+function relativeScoring(config: RunConfig, contentHash: string, seed?: number): RelativeScoring | undefined {
+  if (config.group_scoring !== 'relative') return undefined
+  return {
+    seed: seed ?? Number.parseInt(contentHash.slice(0, 8), 16),
+    report: { groups: 0, calls: 0, cached: 0, fallbacks: [] },
+  }
+}
+
+/** How the request's groups were judged, for its answer: relative, or pointwise after a failed group reply. */
+function judgingReport({ seed, report }: RelativeScoring) {
+  return {
+    mode: report.fallbacks.length > 0 ? ('relative_with_fallback' as const) : ('relative' as const),
+    seed,
+    groups: report.groups,
+    group_calls: report.calls,
+    cached_groups: report.cached,
+    fallbacks: report.fallbacks,
+  }
 }
 
 function stripUndefined<T extends object>(value: T): Partial<T> {

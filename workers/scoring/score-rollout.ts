@@ -17,6 +17,7 @@ import type { RoleModel } from './models.ts'
 import { groupBy } from '../../src/collections/index.ts'
 import { fromWire, handOut, judgeOutcome, type ChunkOutcome } from './fan-out.ts'
 import { judgeService } from './judge-service.ts'
+import { judgeRelatively, type RelativeScoring } from './relative.ts'
 
 /** Items of one request judged at once; LLM calls are capped separately by the run's `max_concurrent_llm_calls`. */
 const ITEM_CONCURRENCY = 16
@@ -31,6 +32,8 @@ export interface ScoreContext {
    */
   calls: LlmCallRecord[]
   requestId: string
+  /** Set when the run judges groups relatively and the request carries groups (see `judgeRelatively`). */
+  relative?: RelativeScoring
 }
 
 /** One item's outcome in a batch: its result, or the error that kept it from being scored. */
@@ -216,12 +219,15 @@ async function judgeItems(ctx: ScoreContext, items: readonly Item[]): Promise<vo
       }
       continue
     }
-    const cached = judgementCache.get(run.id, item.address.instanceId, snapshot.version, item.key)
+    // Relative judging caches per group (judgeRelatively): a pointwise judgement of the same response is not reused.
+    const cached = ctx.relative
+      ? undefined
+      : judgementCache.get(run.id, item.address.instanceId, snapshot.version, item.key)
     if (cached) item.judged = { version: snapshot.version, judgement: cached, cached: true }
     else toJudge.push({ item, snapshot })
   }
   // Identical content in one batch is judged once: the first copy pays for it.
-  const groups = [
+  let groups = [
     ...groupBy(
       toJudge,
       ({ item, snapshot }) => `${item.address.instanceId}\u0000${snapshot.version}\u0000${item.key}`,
@@ -239,6 +245,7 @@ async function judgeItems(ctx: ScoreContext, items: readonly Item[]): Promise<vo
       ),
     )
   }
+  if (ctx.relative) groups = await judgeGroupsRelatively(ctx, groups)
   const judge = judgeService(ctx.env)
   const judgeAway =
     judge &&
@@ -265,6 +272,34 @@ async function judgeItems(ctx: ScoreContext, items: readonly Item[]): Promise<vo
       if (outcome.ok) copy.judged = { version: snapshot.version, judgement: outcome.judgement, cached: position > 0 }
       else copy.outcome = { ok: false, error: fromWire(outcome.error) }
     })
+  })
+}
+
+/**
+ * Judges the distinct responses listwise, per prompt, and hands their judgements to every copy; answers with the
+ * groups still to judge pointwise (single responses, and groups whose relative call failed).
+ */
+async function judgeGroupsRelatively<G extends { item: Item; snapshot: RubricSnapshot }[]>(
+  ctx: ScoreContext,
+  groups: G[],
+): Promise<G[]> {
+  const units = groups.map((same) => ({
+    instanceId: same[0]!.item.address.instanceId,
+    snapshot: same[0]!.snapshot,
+    request: same[0]!.item.request,
+    key: same[0]!.item.key,
+  }))
+  const judged = await judgeRelatively(ctx.scorer, ctx.run, units, ctx.relative!)
+  return groups.filter((same, index) => {
+    const outcome = judged.get(units[index]!)
+    if (!outcome) return true
+    for (const [position, { item }] of same.entries())
+      item.judged = {
+        version: units[index]!.snapshot.version,
+        judgement: outcome.judgement,
+        cached: outcome.cached || position > 0,
+      }
+    return false
   })
 }
 
