@@ -844,6 +844,24 @@ describe('the audit judge', () => {
     expect(await page.text()).toMatch(
       new RegExp(`<td data-audit="true">\\|Δ\\| 0\\.70 · ρ — \\(${audit.sampled} of ${audit.sampled}\\)</td>`),
     )
+
+    // The lineage of a training run that ran under this harness run carries the audit.
+    const manifest = await callJson(`${dev.baseUrl}/lineage/manifests`, {
+      token: run.token,
+      body: {
+        schema_version: '1.0',
+        run_id: `grpo-${run.runId}`,
+        trainer: { name: 'verl' },
+        model: { name: 'qwen-7b' },
+        dataset: { id: 'math', version: 'v1' },
+        artifact_id: 'online-rubrics',
+        started_at: '2026-11-26T00:00:00Z',
+      },
+    })
+    expect(manifest.status, JSON.stringify(manifest.body)).toBe(201)
+    const chain = await callJson(`${dev.baseUrl}/lineage/runs/grpo-${run.runId}`, { token: run.token })
+    expect(chain.status, JSON.stringify(chain.body)).toBe(200)
+    expect(chain.body.judge_audit).toEqual([{ step: 0, instance_id: 'global', ...audit }])
   })
 })
 

@@ -11,7 +11,9 @@ import {
   recordManifest,
   recordResult,
 } from '../../src/lineage/store.ts'
-import type { AppEnv, Principal } from '../env.ts'
+import type { AppEnv, Env, Principal } from '../env.ts'
+import { coordinatorName } from '../../durable-objects/names.ts'
+import type { StepTimelineEntry } from '../../durable-objects/run-coordinator/index.ts'
 import { jsonBody } from '../middleware/json-body.ts'
 import { integerQuery } from './query.ts'
 
@@ -84,7 +86,8 @@ export const lineageRoutes = new Hono<AppEnv>()
     await requireRunAccess(c.env.DB, c.get('principal'), runId)
     const chain = await loadChain(drizzle(c.env.DB), runId)
     if (!chain) throw new AppError('not_found', `no training run "${runId}" is recorded`)
-    return c.json(chain)
+    const harness = chain.manifest.harness_run_id
+    return c.json(harness ? { ...chain, judge_audit: await judgeAudit(c.env, harness) } : chain)
   })
   .get('/lineage/runs', async (c) => {
     const principal = c.get('principal')
@@ -107,3 +110,14 @@ export const lineageRoutes = new Hono<AppEnv>()
     })
     return c.json({ runs })
   })
+
+/**
+ * The audits of the harness run's steps (run config `audit`): per step and instance, how far a second model's scores
+ * were from the judge's. Empty when the run audits nothing.
+ */
+async function judgeAudit(env: Env, harnessRunId: string) {
+  const timeline: StepTimelineEntry[] = await env.RUN_COORDINATOR.getByName(coordinatorName(harnessRunId)).timeline()
+  return timeline.flatMap(({ step, instances }) =>
+    instances.flatMap(({ instance_id, update }) => (update?.audit ? [{ step, instance_id, ...update.audit }] : [])),
+  )
+}

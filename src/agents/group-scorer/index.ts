@@ -105,7 +105,8 @@ export async function buildGroupScorerRequest(
  * Reads a group reply: exactly one entry per label and, in each, one integer grade on 0..gradeMax per rubric; anything
  * else is an `invalid_reply` (the caller falls back to pointwise judging, never to zeros). Grades per response, in
  * input order.
- * @example parseGroupScorerReply('{"answers":[{"label":"A1","grades":[{"rubric_id":"a","grade":7}]}]}', ['A1'], [a], 10)
+ * @example parseGroupScorerReply('{"answers":[{"label":"A1","grades":[{"rubric_id":"a","grade":7}]}]}', ['A1'], [a],
+ *   10)
  */
 export function parseGroupScorerReply(
   text: string,
@@ -144,7 +145,8 @@ export function parseGroupScorerReply(
 /**
  * Grades a group of distinct responses in one call (retried on transport failures and invalid replies): a judgement
  * per response, in input order, on the same scale and formula as pointwise judging.
- * @example const judgements = await judgeGroup(model, { rubrics, rollouts, metadata, gradeMax: 10, locale: 'en', seed })
+ * @example const judgements = await judgeGroup(model, { rubrics, rollouts, metadata, gradeMax: 10, locale: 'en', seed
+ *   })
  */
 export async function judgeGroup(
   model: ChatModel,
