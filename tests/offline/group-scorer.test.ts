@@ -3,7 +3,9 @@ import { buildGroupScorerRequest, judgeGroup, parseGroupScorerReply } from '../.
 import { judgeRollout } from '../../src/agents/scorer/index.ts'
 import { LlmError } from '../../src/llm/index.ts'
 import { MockChatModel } from '../../src/llm/mock.ts'
+import { AgentSettings, RunConfig } from '../../src/schemas/run-config.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'
+import { judgeRelatively, type RelativeScoring } from '../../workers/scoring/relative.ts'
 
 const rubric = (id: string, text: string, kind?: 'penalty'): Rubric => ({
   id,
@@ -92,5 +94,54 @@ describe('the relative (group) scorer', () => {
       ),
     )
     expect(group.map((judgement) => judgement.score)).toEqual(pointwise)
+  })
+})
+
+describe('relative judging of a request', () => {
+  it('judges each prompt group once, caches it per group content and rubric version, leaves singles', async () => {
+    const requests: unknown[] = []
+    const mock = new MockChatModel()
+    const scorer = {
+      model: {
+        id: mock.id,
+        complete: (request: Parameters<MockChatModel['complete']>[0]) => {
+          requests.push(request)
+          return mock.complete(request)
+        },
+      },
+      settings: AgentSettings.parse({}),
+      signature: 'mock',
+      label: mock.id,
+    }
+    const run = { id: `relative-${Date.now()}`, config: RunConfig.parse({ anchor_rubrics: [{ text: 'Correct.' }] }) }
+    const snapshot = { instance_id: 'global', version: 1, rubrics: RUBRICS }
+    const units = [...rollouts, { ...rollouts[0]!, id: 'other', input: 'Another prompt' }].map((rollout) => ({
+      instanceId: 'global',
+      snapshot,
+      request: { rollout, metadata: METADATA },
+      key: `key-${rollout.id}`,
+    }))
+    const relative = (): RelativeScoring => ({ seed: 1, report: { groups: 0, calls: 0, cached: 0, fallbacks: [] } })
+    const first = relative()
+    const judged = await judgeRelatively(scorer, run, units, first)
+    expect(requests).toHaveLength(1)
+    expect(first.report).toMatchObject({ groups: 1, calls: 1, cached: 0 })
+    expect(judged.size).toBe(4)
+    expect(judged.has(units[4]!)).toBe(false)
+    const again = relative()
+    const repeated = await judgeRelatively(scorer, run, units, again)
+    expect(requests).toHaveLength(1)
+    expect(again.report).toMatchObject({ groups: 1, calls: 0, cached: 1 })
+    expect([...repeated.values()].map((entry) => entry.judgement)).toEqual(
+      [...judged.values()].map((entry) => entry.judgement),
+    )
+    // Another rubric version is another cache entry.
+    await judgeRelatively(
+      scorer,
+      run,
+      units.map((unit) => ({ ...unit, snapshot: { ...snapshot, version: 2 } })),
+      relative(),
+    )
+    expect(requests).toHaveLength(2)
   })
 })
