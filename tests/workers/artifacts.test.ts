@@ -491,6 +491,45 @@ describe('openai-backend artifacts', () => {
   })
 })
 
+describe('one judge for an artifact, chosen at deploy', () => {
+  it('a mock artifact deployed without a judge says so on healthz and in every score', async () => {
+    const { target } = await deployed({ note: 'mock-named' })
+    const mock = { backend: 'mock', model: 'mock-heuristic-1', note: expect.stringMatching(/not a judge/) }
+    expect((await healthz(target)).json.judge).toEqual(mock)
+    const single = await score(target, 'p_math')
+    expect(single.status).toBe(200)
+    expect(single.json.judge).toEqual(mock)
+    const batch = await call('POST', `/rm/${target}/batch_score`, {
+      body: { items: [{ prompt_id: 'p_math', prompt: 'Q', candidate: { candidate_id: 'c', text: 'A' } }] },
+    })
+    expect(batch.json).toMatchObject({ judge: mock, results: [{ ok: true }] })
+  })
+
+  it('a mock artifact deployed with a judge scores with that judge (never the mock), and needs its model', async () => {
+    const target = freshTarget()
+    const artifact = await uploaded({ note: 'mock-with-judge' })
+    expectError(
+      await deploy(target, { artifact_id: artifact.artifact_id, llm: { base_url: 'http://127.0.0.1:9/v1' } }),
+      400,
+      'llm_not_configured',
+    )
+    const llm = { base_url: 'http://127.0.0.1:9/v1', model: 'qwen-judge' }
+    const res = await deploy(target, { artifact_id: artifact.artifact_id, llm })
+    expect(res.status).toBe(201)
+    expect((await healthz(target)).json.judge).toEqual({
+      backend: 'openai',
+      model: 'qwen-judge',
+      base_url: 'http://127.0.0.1:9/v1',
+    })
+    // Nothing listens on port 9: the score fails as the judge's failure, where the mock would have answered 200.
+    expectError(await score(target, 'p_math'), 503, 'llm_unavailable')
+    const recorded = await env.DB.prepare('SELECT llm FROM rm_deployments WHERE target = ?')
+      .bind(target)
+      .first<{ llm: string }>()
+    expect(JSON.parse(recorded!.llm)).toEqual(llm)
+  })
+})
+
 describe('images', () => {
   it('a rubric artifact grades text only: a request with images is refused (400), not scored without', async () => {
     const { target } = await deployed({ note: 'images' })

@@ -1,9 +1,10 @@
 import { LRUCache } from 'lru-cache'
 import { AppError } from '../../src/errors/index.ts'
 /**
- * Which model grades for a deployed artifact: the mock (runtime backend `mock`) or an OpenAI-compatible endpoint
- * (runtime backend `openai`) — the deployment's `llm`, else the Worker's `RM_LLM_BASE_URL` / `RM_LLM_API_KEY`,
- * always with the artifact's verifier model, temperature, max tokens and seed.
+ * Which model grades for a deployed artifact: the deployment's `llm` when it names one (whatever model the artifact
+ * was searched on, the mock included), else the artifact's own — an OpenAI-compatible endpoint (runtime backend
+ * `openai`, with the Worker's `RM_LLM_BASE_URL` / `RM_LLM_API_KEY` as the fallback) or the mock, which every answer
+ * then names as such. Always with the artifact's temperature, max tokens and seed.
  */
 import { z } from 'zod'
 import { MockChatModel, OpenAIChatModel, resolveHeaders, type ChatModel } from '../../src/llm/index.ts'
@@ -51,7 +52,13 @@ export function resolveEndpoint(
   artifact: Pick<AnyRmArtifact, 'runtime'>,
   llm: DeploymentLlm | null | undefined,
 ): ResolvedEndpoint | undefined {
-  if (artifact.runtime.backend === 'mock') return undefined
+  if (artifact.runtime.backend === 'mock' && !llm) return undefined
+  if (artifact.runtime.backend === 'mock' && !llm?.model)
+    throw new AppError(
+      'llm_not_configured',
+      'the artifact was searched on the mock backend, so it names no model a real judge serves: ' +
+        'deploy it with "llm": {"base_url": "http://…/v1", "model": "<the judge model>"}',
+    )
   const vars = env
   const baseURL = llm?.base_url ?? vars.RM_LLM_BASE_URL
   if (!baseURL) {
@@ -78,6 +85,31 @@ export function resolveEndpoint(
     model: llm?.model ?? runtimeModel(artifact.runtime),
     apiKey: apiKey || 'not-needed',
     ...(headers ? { headers } : {}),
+  }
+}
+
+/** What a deployment grades with, as its answers say: the mock is always named as one. */
+export type ServingJudge =
+  | { backend: 'mock'; model: string; note: string }
+  | { backend: 'openai'; model: string; base_url: string }
+
+/**
+ * The judge a deployment serves with, for `healthz` and every score; never a silent mock.
+ * @example servingJudge(env, artifact, null) // { backend: 'mock', model: 'mock-heuristic-1', note: '…' }
+ */
+export function servingJudge(
+  env: Env,
+  artifact: Pick<AnyRmArtifact, 'runtime'>,
+  llm: DeploymentLlm | null | undefined,
+): ServingJudge {
+  const endpoint = resolveEndpoint(env, artifact, llm)
+  if (endpoint) return { backend: 'openai', model: endpoint.model, base_url: endpoint.baseURL }
+  return {
+    backend: 'mock',
+    model: runtimeModel(artifact.runtime),
+    note:
+      'the mock backend: a deterministic heuristic, not a judge; deploy with --llm-base-url and --llm-model to ' +
+      'score with one',
   }
 }
 

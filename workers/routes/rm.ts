@@ -3,7 +3,7 @@ import { z } from 'zod'
 import { AppError } from '../../src/errors/index.ts'
 import { artifactOrigin, RM_API_VERSION, type AnyRmArtifact } from '../../src/schemas/artifact.ts'
 import { parseTarget } from '../artifacts/deploy.ts'
-import { verifierModel } from '../artifacts/llm.ts'
+import { servingJudge, verifierModel } from '../artifacts/llm.ts'
 import { LibraryArtifactScorer } from '../artifacts/library.ts'
 import { ArtifactScorer, RmScoreRequest } from '../artifacts/score.ts'
 import { activeDeployment, loadArtifact, type StoredDeployment } from '../artifacts/store.ts'
@@ -62,6 +62,7 @@ export const rmRoutes = new Hono<AppEnv>()
       rm_api_version: RM_API_VERSION,
       target: deployment.target,
       deploy_id: deployment.deploy_id,
+      judge: judgeOf(c.env, artifact, deployment),
     })
   })
   .post('/score', jsonBody(RmScoreRequest), async (c) => {
@@ -69,7 +70,12 @@ export const rmRoutes = new Hono<AppEnv>()
     const { deployment, artifact } = await servingArtifact(c.env, c.req.param('target'))
     const scorer = scorerFor(c.env, artifact, deployment)
     const score = await scorer.score(c.get('body'))
-    return c.json({ request_id: c.get('requestId'), ...score, latency_ms: elapsed(started) })
+    return c.json({
+      request_id: c.get('requestId'),
+      ...score,
+      judge: judgeOf(c.env, artifact, deployment),
+      latency_ms: elapsed(started),
+    })
   })
   .post('/batch_score', jsonBody(RmBatchRequest), async (c) => {
     const started = Date.now()
@@ -77,7 +83,13 @@ export const rmRoutes = new Hono<AppEnv>()
     const requestId = c.get('requestId')
     const items = c.get('body').items.map((raw, index) => ({ index, raw }))
     const results = await scoreRmBatch(c.env, { deployment, requestId, items }, artifact)
-    return c.json({ request_id: requestId, artifact_id: artifact.artifact_id, results, latency_ms: elapsed(started) })
+    return c.json({
+      request_id: requestId,
+      artifact_id: artifact.artifact_id,
+      judge: judgeOf(c.env, artifact, deployment),
+      results,
+      latency_ms: elapsed(started),
+    })
   })
 
 /**
@@ -180,6 +192,15 @@ function scorerFor(
     if (error instanceof AppError && error.code === 'llm_not_configured')
       throw new AppError('llm_unavailable', error.message)
     throw error
+  }
+}
+
+/** The deployment's judge for an answer; an endpoint that vanished since the deploy is named as unavailable. */
+function judgeOf(env: Env, artifact: AnyRmArtifact, deployment: StoredDeployment) {
+  try {
+    return servingJudge(env, artifact, deployment.llm)
+  } catch {
+    return { backend: 'unavailable' as const }
   }
 }
 

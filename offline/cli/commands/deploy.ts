@@ -63,8 +63,11 @@ function registerDeploy(program: Command, cli: CliContext): void {
     .requiredOption('--target <name>', 'the target to deploy to (its RM surface is /rm/<target>/…)')
     .requiredOption('--url <url>', "the edge's base URL, e.g. https://rm.example.com")
     .option('--deployed-by <name>', 'who deploys, recorded with the deployment (default: $USER)')
-    .option('--llm-base-url <url>', 'the OpenAI-compatible endpoint the target scores with (openai-backend artifacts)')
-    .option('--llm-model <model>', "the model to use there (default: the artifact's verifier model)")
+    .option('--llm-base-url <url>', 'the OpenAI-compatible judge the target scores with (any artifact)')
+    .option(
+      '--llm-model <model>',
+      "the judge model there (default: the artifact's verifier model; required for a mock-searched artifact)",
+    )
     .option('--llm-api-key-env <name>', "the name of the edge's secret holding the API key (a name, never the key)")
     .addHelpText('after', DEPLOY_HELP)
     .action(async (options: DeployFlags, command: Command) => {
