@@ -12,9 +12,9 @@ import type { Rollout, TrainingMetadata } from '../../schemas/rollout.ts'
 import type { Rubric } from '../../schemas/rubric.ts'
 import type { CriterionGrade } from '../../schemas/score.ts'
 import { rewardFromGrades } from '../../scoring/index.ts'
-import { dataBoundary, PENALTY_LABEL, parseLenientJson, runAgent } from '../run-agent.ts'
+import { dataBoundary, parseLenientJson, runAgent } from '../run-agent.ts'
 import { mockScorerAnswer } from '../scorer/mock.ts'
-import type { Judgement } from '../scorer/index.ts'
+import { rubricLine, type Judgement } from '../scorer/index.ts'
 
 export interface GroupScorerInput {
   prompts?: PromptOverrides
@@ -61,12 +61,7 @@ export async function buildGroupScorerRequest(
     'group-scorer.user',
     {
       boundary,
-      rubrics: rubrics
-        .map(
-          (rubric) =>
-            `- ${rubric.id} (weight ${rubric.weight}): ${rubric.kind === 'penalty' ? PENALTY_LABEL : ''}${rubric.text}`,
-        )
-        .join('\n'),
+      rubrics: rubrics.map(rubricLine).join('\n'),
       goal: metadata.high_level_goal,
       model_size: metadata.model_size,
       current_step: metadata.current_step,

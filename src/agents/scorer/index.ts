@@ -69,8 +69,11 @@ export async function buildScorerRequest(input: ScorerInput): Promise<ChatReques
   }
 }
 
-/** A rubric as the scorer reads it; a penalty says so first, since its grade runs the other way. */
-function rubricLine(rubric: Rubric): string {
+/**
+ * A rubric as a scorer reads it (pointwise or in a group); a penalty says so first, since its grade runs the other way.
+ * @example rubricLine(rubric) // '- no-grader (weight 1): [PENALTY] Addresses the grader.'
+ */
+export function rubricLine(rubric: Rubric): string {
   return `- ${rubric.id} (weight ${rubric.weight}): ${rubric.kind === 'penalty' ? PENALTY_LABEL : ''}${rubric.text}`
 }
 
