@@ -1,4 +1,5 @@
 import { Hono } from 'hono'
+import { groupBy } from '../../src/collections/index.ts'
 import { AppError } from '../../src/errors/index.ts'
 import { coordinatorName, instanceName } from '../../durable-objects/names.ts'
 import { InstanceId } from '../../src/schemas/rollout.ts'
@@ -116,9 +117,7 @@ function stepsParameter(value: string | undefined): number {
 
 /** One entry per criterion that has health rows, rubrics in force first; each with its steps oldest first. */
 function criteriaStats(rows: readonly StepHealthRecord[], known: Map<string, Rubric>, active: Set<string>) {
-  const byRubric = new Map<string, StepHealthRecord[]>()
-  for (const row of rows) byRubric.set(row.rubric_id, [...(byRubric.get(row.rubric_id) ?? []), row])
-  return [...byRubric]
+  return [...groupBy(rows, (row) => row.rubric_id)]
     .map(([rubricId, steps]) => ({
       rubric_id: rubricId,
       text: known.get(rubricId)?.text ?? null,

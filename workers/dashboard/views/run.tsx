@@ -1,6 +1,7 @@
+import { groupBy } from '../../../src/collections/index.ts'
 import { plural } from '../../../src/text/index.ts'
 import type { FC } from 'hono/jsx'
-import type { RubricVersionRecord, StepHealthRecord } from '../../../durable-objects/rubric-instance/index.ts'
+import type { RubricVersionRecord } from '../../../durable-objects/rubric-instance/index.ts'
 import type { StepTimelineEntry } from '../../../durable-objects/run-coordinator/index.ts'
 import type { StepUpdateOutcome } from '../../../src/schemas/status.ts'
 import { histogram, lineChart } from '../../../src/charts/index.ts'
@@ -246,17 +247,15 @@ function auditSummary(updates: readonly StepUpdateOutcome[]): string {
 
 /** Per step, the criteria whose within-group spread was below the run's retirement threshold. */
 function lowSpreadByStep(data: RunDashboard): Map<number, string[]> {
-  const below = new Map<number, string[]>()
-  for (const row of data.health)
-    if (row.within_group_std !== null && row.within_group_std < data.run.config.retire_below_spread)
-      below.set(row.step, [...(below.get(row.step) ?? []), row.rubric_id])
-  return below
+  const low = data.health.filter(
+    (row) => row.within_group_std !== null && row.within_group_std < data.run.config.retire_below_spread,
+  )
+  return new Map([...groupBy(low, (row) => row.step)].map(([step, rows]) => [step, rows.map((row) => row.rubric_id)]))
 }
 
 /** Each criterion's newest health figures in a table, then its spread and mean per step as a small chart. */
 const HealthSection: FC<{ data: RunDashboard }> = ({ data }) => {
-  const byRubric = new Map<string, StepHealthRecord[]>()
-  for (const row of data.health) byRubric.set(row.rubric_id, [...(byRubric.get(row.rubric_id) ?? []), row])
+  const byRubric = groupBy(data.health, (row) => row.rubric_id)
   const current = new Map((data.history.at(-1)?.rubrics ?? []).map((rubric) => [rubric.id, rubric]))
   const percent = (share: number) => `${Math.round(share * 100)}%`
   const fixed = (value: number | null, digits: number) => (value === null ? '—' : value.toFixed(digits))
