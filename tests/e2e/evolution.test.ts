@@ -120,6 +120,17 @@ function adaptiveIn(prompt: string): { id: string; text: string; weight: number 
   }))
 }
 
+/** A valid Updater reply that keeps the adaptive set it was shown. */
+function keepAll(step: number, prompt: string): string {
+  return JSON.stringify({
+    strategy: 'MAINTENANCE',
+    consulted_memories: [],
+    rationale: `Nothing to change at step ${step}.`,
+    modifications: [],
+    final_adaptive: adaptiveIn(prompt),
+  })
+}
+
 /** A valid Updater reply that keeps the adaptive set and adds one criterion. */
 function addOne(step: number, prompt: string): string {
   return JSON.stringify({
@@ -709,16 +720,6 @@ describe('step updates under backlog', () => {
 })
 
 describe('criterion health', () => {
-  /** A valid Updater reply that keeps the adaptive set it was shown. */
-  const keepAll = (step: number, prompt: string) =>
-    JSON.stringify({
-      strategy: 'MAINTENANCE',
-      consulted_memories: [],
-      rationale: `Nothing to change at step ${step}.`,
-      modifications: [],
-      final_adaptive: adaptiveIn(prompt),
-    })
-
   /** Grades that differ from request to request, except `adaptive-units`: 5 for every response. */
   function oneDeadCriterion() {
     let request = 0
@@ -809,14 +810,7 @@ describe('the audit judge', () => {
     const judge = gradeAllRubrics(7)
     const harsh = gradeAllRubrics(0)
     scenario.scorer = (body) => (body.model === AUDITOR ? harsh(body) : judge(body))
-    scenario.updater = (step, prompt) =>
-      JSON.stringify({
-        strategy: 'MAINTENANCE',
-        consulted_memories: [],
-        rationale: `Nothing to change at step ${step}.`,
-        modifications: [],
-        final_adaptive: adaptiveIn(prompt),
-      })
+    scenario.updater = keepAll
     const run = await createRun({
       audit: { sample: 0.25 },
       agents: { default: { ...defaults, base_url: stub.baseUrl }, auditor: { model: AUDITOR } },
