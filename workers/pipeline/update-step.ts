@@ -34,8 +34,6 @@ import { auditStep } from './audit.ts'
 
 /** Characters of a flagged rollout's input and output its analysis document keeps, for the dashboard's hacking view. */
 const EXCERPT_CHARS = 800
-/** Steps of criterion health read before an update: enough for `retire_after_steps` (at most 100). */
-const HEALTH_HISTORY_STEPS = 100
 /** Times an update is planned again when another version landed while it was planned. */
 const MAX_REPLANS = 3
 
@@ -65,7 +63,10 @@ export async function updateInstanceStep(
   const models = requestModels(env, config)
   const rollouts = await readStep(env, job)
   const health = criterionHealth(rollouts, config.grade_max)
-  const history = [...groupBy(await instance.health(HEALTH_HISTORY_STEPS, job.step), (row) => row.step).values()]
+  // Earlier steps matter only for a retirement streak; the cap of `max_active_rubrics` reads this step alone.
+  const earlierSteps = Math.max(0, (config.retire_after_steps ?? 1) - 1)
+  const pastHealth = earlierSteps > 0 ? await instance.health(earlierSteps, job.step) : []
+  const measured = [...groupBy(pastHealth, (row) => row.step).values(), health]
   const counts: Counts = { rollouts: rollouts.length, analysed: 0, failed: 0, reasons: {}, hacking_flags: 0 }
   let commit: StepUpdateCommit | undefined
   let snapshot: RubricSnapshot = await instance.snapshot(address)
@@ -76,11 +77,11 @@ export async function updateInstanceStep(
     ])
     Object.assign(counts, analyses.counts, audit ? { audit } : {})
     for (let plans = 0; ; plans++) {
-      const retired = retirements(snapshot.rubrics, [...history, health], retirementPolicy(config))
+      const retired = retirements(snapshot.rubrics, measured, retirementPolicy(config))
       const kept = { ...snapshot, rubrics: snapshot.rubrics.filter((rubric) => !isRetired(rubric.id, retired)) }
       const planned = await planUpdate(env, config, job, kept, analyses, counts, models, health)
       const retiring = withRetirements(planned, kept, retired)
-      commit = withHealth(capActive(retiring, kept, config, [...history, health]), health)
+      commit = withHealth(capActive(retiring, kept, config, measured), health)
       const result = await instance.commitStepUpdate(address, job.step, commit)
       if (result.state === 'committed') return finish(env, config, job, result.outcome, result.snapshot, models.calls)
       // Another step's update landed while this one was planned: plan again on the rubrics it left.
@@ -482,7 +483,14 @@ function withRetirements(
     ...commit,
     rubrics,
     strategy: commit.strategy ?? 'RETIRE',
-    diff: { ...(commit.diff ?? {}), retired: retired.map((entry) => ({ ...entry })) },
+    // A cap after a retirement adds to the list the retirement started.
+    diff: {
+      ...(commit.diff ?? {}),
+      retired: [
+        ...((commit.diff?.retired as Retirement[] | undefined) ?? []),
+        ...retired.map((entry) => ({ ...entry })),
+      ],
+    },
     note: `retired ${named}; ${commit.note}`,
   }
 }
