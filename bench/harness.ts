@@ -166,11 +166,11 @@ export default {
 export type StubKind = 'node' | 'worker' | 'process'
 
 /**
- * Starts bench/loopback-llm-stub.ts in a child Node process on 127.0.0.1; resolves with its base URL, a call
- * counter and a stop function.
- * @example const stub = await startLoopbackStub(); … ; stub.stop()
+ * Starts bench/loopback-llm-stub.ts in a child Node process on 127.0.0.1, with `env` laid over its environment
+ * (`STUB_LATENCY_MS`, `STUB_REPLY`); resolves with its base URL, a call counter and a stop function.
+ * @example const stub = await startLoopbackStub({ STUB_LATENCY_MS: '20' }); … ; stub.stop()
  */
-async function startLoopbackStub(): Promise<{
+export async function startLoopbackStub(env: Record<string, string> = {}): Promise<{
   baseUrl: string
   calls: () => Promise<number>
   stop: () => void
@@ -178,7 +178,7 @@ async function startLoopbackStub(): Promise<{
   const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/loopback-llm-stub.ts')], {
     cwd: ROOT,
     stdio: ['pipe', 'pipe', 'inherit'],
-    env: { ...process.env, STUB_GRADE: String(STUB_GRADE) },
+    env: { ...process.env, STUB_GRADE: String(STUB_GRADE), ...env },
   })
   const stop = () => void child.kill()
   const forget = onInterrupt(stop)

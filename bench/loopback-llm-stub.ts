@@ -1,14 +1,26 @@
 /**
- * A zero-latency OpenAI-compatible chat server in its own Node process, for `--stub process`: the Worker
- * reaches it over loopback HTTP as it would reach a vLLM server, and its CPU is not workerd's.
- * Prints `{"port":n}` on stdout once listening; exits when its stdin closes (the bench process ended).
- * @example node --import tsx bench/loopback-llm-stub.ts
+ * An OpenAI-compatible chat server in its own Node process: the Worker reaches it over loopback HTTP as it would
+ * reach a vLLM server, and its CPU is not workerd's. `STUB_LATENCY_MS` (0) delays every answer as a judge would;
+ * `STUB_REPLY` picks the reply: `scorer` (default, the /score scorer's grade list) or `verifier` (a grade per
+ * criterion id, as the /rm verifier and the floor Worker of bench/rm.ts read it).
+ * Prints `{"port":n}` on stdout once listening; `GET /calls` answers how many completions it served; exits when its
+ * stdin closes (the bench process ended).
+ * @example STUB_LATENCY_MS=20 STUB_REPLY=verifier node --import tsx bench/loopback-llm-stub.ts
  */
 import { createServer } from 'node:http'
-import { chatCompletion, gradeAllRubrics, type ChatCompletionBody } from '../tests/support/llm-stub.ts'
+import { chatCompletion, contentText, gradeAllRubrics, type ChatCompletionBody } from '../tests/support/llm-stub.ts'
 
-const judge = gradeAllRubrics(Number(process.env.STUB_GRADE ?? 7))
+const latencyMs = Number(process.env.STUB_LATENCY_MS ?? 0)
+const grade = Number(process.env.STUB_GRADE ?? 7)
+const reply = process.env.STUB_REPLY === 'verifier' ? gradeEachCriterion : gradeAllRubrics(grade)
 let calls = 0
+
+/** `{"grades": {id: grade}}` for every `- <id> (` criterion line of the user message. */
+function gradeEachCriterion(body: ChatCompletionBody): string {
+  const user = contentText(body.messages.find((message) => message.role === 'user') ?? { content: '' })
+  const ids = [...user.matchAll(/^- ([\w.:-]+) \(/gm)].map((match) => match[1]!)
+  return JSON.stringify({ grades: Object.fromEntries(ids.map((id) => [id, Math.min(grade, 5)])) })
+}
 
 const server = createServer(async (req, res) => {
   if (req.method === 'GET' && req.url === '/calls') return void res.end(String(calls))
@@ -16,8 +28,13 @@ const server = createServer(async (req, res) => {
   for await (const chunk of req) chunks.push(chunk as Buffer)
   const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as ChatCompletionBody
   calls++
-  res.writeHead(200, { 'content-type': 'application/json' })
-  res.end(JSON.stringify(chatCompletion(body, judge(body), calls)))
+  const answer = JSON.stringify(chatCompletion(body, reply(body), calls))
+  const send = () => {
+    res.writeHead(200, { 'content-type': 'application/json' })
+    res.end(answer)
+  }
+  if (latencyMs > 0) setTimeout(send, latencyMs)
+  else send()
 })
 server.keepAliveTimeout = 60_000
 server.listen(0, '127.0.0.1', () => {

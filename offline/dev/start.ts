@@ -59,6 +59,8 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
       '--var',
       'DEPLOYMENT:local',
       '--show-interactive-dev-session=false',
+      // `npm start -- --inspector-port 9230` and the like reach wrangler dev.
+      ...process.argv.slice(2),
     ],
     { cwd: root, env, stdio: 'inherit' },
   )

@@ -1,4 +1,3 @@
-import type OpenAI from 'openai'
 import { parseRetryAfter } from './retry.ts'
 import { LlmError, type ChatMessage, type ChatModel, type ChatRequest, type ChatResponse } from './types.ts'
 
@@ -28,19 +27,35 @@ export interface OpenAIChatSettings {
   seed?: number
 }
 
+/** The parts of an OpenAI chat completion this adapter reads. */
+interface ChatCompletion {
+  model?: string
+  choices?: { finish_reason?: string; message?: { content?: unknown } }[]
+  usage?: { prompt_tokens?: number; completion_tokens?: number }
+}
+
 /**
- * Any OpenAI-compatible chat server (OpenAI, vLLM, Ollama, OpenRouter) through the openai SDK.
- * One call is one HTTP request: the SDK's own retries are off so `withRetry` counts every attempt.
- * The SDK is imported lazily, so paths that never call a remote model do not pay for loading it.
+ * Any OpenAI-compatible chat server (OpenAI, vLLM, Ollama, OpenRouter): one call is one `fetch` of
+ * `POST {baseURL}/chat/completions`, so `withRetry` counts every attempt. Plain `fetch` rather than the openai SDK:
+ * the SDK's request building and response handling cost about 15% of the Worker's CPU per `/rm` score (bench:rm
+ * `--profile`), for one JSON request this adapter's error classification already covers.
  * @example const model = new OpenAIChatModel({ baseURL: 'http://127.0.0.1:8000/v1', apiKey: 'x', model:
  *   'Qwen/Qwen3-8B', temperature: 0, maxTokens: 1024, timeoutMs: 60000 })
  */
 export class OpenAIChatModel implements ChatModel {
   readonly id: string
-  #client: Promise<OpenAI> | undefined
+  readonly #url: string
+  readonly #headers: Record<string, string>
 
   constructor(private readonly settings: OpenAIChatSettings) {
     this.id = `openai:${settings.baseURL}#${settings.model}`
+    this.#url = `${settings.baseURL.replace(/\/+$/, '')}/chat/completions`
+    this.#headers = {
+      ...settings.headers,
+      'content-type': 'application/json',
+      accept: 'application/json',
+      authorization: `Bearer ${settings.apiKey}`,
+    }
   }
 
   /**
@@ -48,77 +63,78 @@ export class OpenAIChatModel implements ChatModel {
    * @example const reply = await model.complete(request, { seed: 3 })
    */
   async complete(request: ChatRequest, extras: RequestExtras = {}): Promise<ChatResponse> {
-    const client = await (this.#client ??= import('openai').then(
-      ({ default: OpenAI }) =>
-        new OpenAI({
-          baseURL: this.settings.baseURL,
-          apiKey: this.settings.apiKey,
-          maxRetries: 0,
-          timeout: this.settings.timeoutMs,
-          ...(this.settings.headers ? { defaultHeaders: this.settings.headers } : {}),
-        }),
-    ))
     const timeout = AbortSignal.timeout(this.settings.timeoutMs)
     const signal = request.signal ? AbortSignal.any([request.signal, timeout]) : timeout
     const seed = extras.seed ?? this.settings.seed
     const responseFormat = extras.responseFormat ?? (request.json ? { type: 'json_object' as const } : undefined)
+    const body = JSON.stringify({
+      model: this.settings.model,
+      messages: request.messages.map(toWire),
+      temperature: this.settings.temperature,
+      max_tokens: this.settings.maxTokens,
+      ...(seed === undefined ? {} : { seed }),
+      ...(responseFormat ? { response_format: responseFormat } : {}),
+    })
+    let completion: ChatCompletion
     try {
-      const completion = await client.chat.completions.create(
-        {
-          model: this.settings.model,
-          messages: request.messages.map(toWire),
-          temperature: this.settings.temperature,
-          max_tokens: this.settings.maxTokens,
-          ...(seed === undefined ? {} : { seed }),
-          ...(responseFormat ? { response_format: responseFormat } : {}),
-        },
-        { signal },
-      )
-      const text = completion.choices?.[0]?.message?.content
-      if (typeof text !== 'string' || text.trim() === '')
-        throw new LlmError('invalid_reply', 'the model returned no message content')
-      // A reply cut at max_tokens must not reach JSON repair: `"grade":10` cut to `"grade":1` would be read as a valid
-      // grade.
-      if (completion.choices[0]?.finish_reason === 'length')
-        throw new LlmError(
-          'invalid_reply',
-          `the reply was cut at max_tokens (${this.settings.maxTokens}); raise max_tokens`,
-        )
-      return {
-        text,
-        model: completion.model ?? this.settings.model,
-        usage: {
-          prompt_tokens: completion.usage?.prompt_tokens ?? 0,
-          completion_tokens: completion.usage?.completion_tokens ?? 0,
-        },
-      }
+      const response = await fetch(this.#url, { method: 'POST', headers: this.#headers, body, signal })
+      if (!response.ok) throw await refusal(response)
+      completion = (await response.json()) as ChatCompletion
     } catch (error) {
       throw classify(error, timeout.aborted)
+    }
+    const choice = completion.choices?.[0]
+    const text = choice?.message?.content
+    if (typeof text !== 'string' || text.trim() === '')
+      throw new LlmError('invalid_reply', 'the model returned no message content')
+    // A reply cut at max_tokens must not reach JSON repair: `"grade":10` cut to `"grade":1` would be read as a valid
+    // grade.
+    if (choice?.finish_reason === 'length')
+      throw new LlmError(
+        'invalid_reply',
+        `the reply was cut at max_tokens (${this.settings.maxTokens}); raise max_tokens`,
+      )
+    return {
+      text,
+      model: completion.model ?? this.settings.model,
+      usage: {
+        prompt_tokens: completion.usage?.prompt_tokens ?? 0,
+        completion_tokens: completion.usage?.completion_tokens ?? 0,
+      },
     }
   }
 }
 
 /** A message as the server gets it: its parts when it has any (text + images), else its text. */
-function toWire(message: ChatMessage): OpenAI.Chat.Completions.ChatCompletionMessageParam {
-  const content = message.parts ?? message.content
-  return { role: message.role, content } as OpenAI.Chat.Completions.ChatCompletionMessageParam
+function toWire(message: ChatMessage): { role: string; content: unknown } {
+  return { role: message.role, content: message.parts ?? message.content }
+}
+
+/** A non-2xx answer as an LlmError: its status, Retry-After and the server's own message when it sent one. */
+async function refusal(response: Response): Promise<LlmError> {
+  const text = await response.text().catch(() => '')
+  let message = text.slice(0, 500)
+  try {
+    const parsed = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown }
+    const said = typeof parsed.error === 'string' ? parsed.error : (parsed.error?.message ?? parsed.message)
+    if (typeof said === 'string') message = said
+  } catch {
+    // not JSON: the text itself is the message
+  }
+  const status = response.status
+  const retryAfter = parseRetryAfter(response.headers.get('retry-after'))
+  if (status === 429) return new LlmError('rate_limited', 'the model server is rate limiting (HTTP 429)', retryAfter)
+  if (status === 408 || status >= 500)
+    return new LlmError('server_error', `the model server failed (HTTP ${status})`, retryAfter)
+  return new LlmError('bad_request', `the model server refused the request (HTTP ${status}): ${message}`)
 }
 
 function classify(error: unknown, timedOut: boolean): LlmError {
   if (error instanceof LlmError) return error
-  const failure = error as { status?: number; headers?: Headers; name?: string; message?: string }
-  if (timedOut || failure.name === 'APIConnectionTimeoutError')
-    return new LlmError('timeout', 'the model did not answer in time')
-  const status = failure.status
-  if (status === undefined) {
-    // A reply that is not JSON at all surfaces as a SyntaxError from the SDK's body parsing.
-    if (failure.name === 'SyntaxError')
-      return new LlmError('invalid_reply', `the server sent a body that is not JSON: ${failure.message}`)
-    return new LlmError('network', `could not reach the model server: ${failure.message ?? String(error)}`)
-  }
-  const retryAfter = parseRetryAfter(failure.headers?.get?.('retry-after'))
-  if (status === 429) return new LlmError('rate_limited', 'the model server is rate limiting (HTTP 429)', retryAfter)
-  if (status === 408 || status >= 500)
-    return new LlmError('server_error', `the model server failed (HTTP ${status})`, retryAfter)
-  return new LlmError('bad_request', `the model server refused the request (HTTP ${status}): ${failure.message ?? ''}`)
+  const failure = error as { name?: string; message?: string }
+  if (timedOut) return new LlmError('timeout', 'the model did not answer in time')
+  // A reply that is not JSON at all surfaces as a SyntaxError from parsing the body.
+  if (failure.name === 'SyntaxError')
+    return new LlmError('invalid_reply', `the server sent a body that is not JSON: ${failure.message}`)
+  return new LlmError('network', `could not reach the model server: ${failure.message ?? String(error)}`)
 }

@@ -1,8 +1,9 @@
 import { env } from 'cloudflare:workers'
 import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { artifactId, DeployRecord, RmArtifactBody, type RmArtifact } from '../../src/schemas/artifact.ts'
 import { createApp } from '../../workers/app.ts'
+import { SERVING_DEPLOYMENT_TTL_MS } from '../../workers/artifacts/store.ts'
 import { ADMIN_TOKEN, call, createRun } from './helpers.ts'
 
 /** A rubric with the given criterion ids (all defaults spelled out, so the uploaded JSON is what the id hashes). */
@@ -404,6 +405,37 @@ describe('deployments and the RM surface', () => {
     const bare = await call('POST', `/admin/targets/${target}/rollback`, { token: ADMIN_TOKEN })
     expect(bare.status).toBe(201)
     expect(bare.json.artifact_id).toBe(first.artifact_id)
+  })
+
+  it('a deploy made elsewhere (another isolate) is served within SERVING_DEPLOYMENT_TTL_MS, not per request', async () => {
+    const target = freshTarget()
+    const first = await uploaded({ note: 'cached-first' })
+    const second = await uploaded({ note: 'cached-second' })
+    await deploy(target, { artifact_id: first.artifact_id })
+    expect((await healthz(target)).json.artifact_id).toBe(first.artifact_id)
+    // Another isolate's deploy: a row this isolate did not write, so nothing here forgets its cached deployment.
+    await env.DB.prepare(
+      `INSERT INTO rm_deployments (deploy_id, target, artifact_id, previous_artifact_id, deployed_by, deployed_at,
+         action, dataset_sha256, config_hash, llm) VALUES (?1, ?2, ?3, ?4, 'elsewhere', ?5, 'deploy', ?6, ?7, NULL)`,
+    )
+      .bind(
+        `deploy_elsewhere_${target}`,
+        target,
+        second.artifact_id,
+        first.artifact_id,
+        new Date().toISOString(),
+        second.provenance.dataset_sha256,
+        second.provenance.config_hash,
+      )
+      .run()
+    const written = Date.now()
+    expect((await score(target, 'p_math')).json.artifact_id).toBe(first.artifact_id)
+    await vi.waitFor(async () => expect((await healthz(target)).json.artifact_id).toBe(second.artifact_id), {
+      timeout: SERVING_DEPLOYMENT_TTL_MS + 2_000,
+      interval: 100,
+    })
+    expect(Date.now() - written).toBeLessThanOrEqual(SERVING_DEPLOYMENT_TTL_MS + 1_000)
+    expect((await score(target, 'p_math')).json.artifact_id).toBe(second.artifact_id)
   })
 
   it('re-deploying the active artifact keeps its previous artifact, so rollback still works', async () => {

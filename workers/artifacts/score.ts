@@ -11,7 +11,7 @@ import { LlmError, type ChatModel } from '../../src/llm/index.ts'
 import { rubricForPrompt, type RmArtifact } from '../../src/schemas/artifact.ts'
 import { createLimiter, type Limiter } from '../../src/search/algorithms/concurrency.ts'
 import { GradeMemo, rubricKey } from '../../src/search/evaluator.ts'
-import { derivedSeed, hashHex } from '../../src/hash/index.ts'
+import { derivedSeed } from '../../src/hash/index.ts'
 import { LlmVerifier, meanGrades, rubricScore } from '../../src/search/roles/index.ts'
 import type { Candidate, CriterionGrades, PromptItem } from '../../src/search/types.ts'
 import { imagesOfRequest, RequestImages } from './images.ts'
@@ -133,13 +133,8 @@ export class ArtifactScorer {
       metadata: request.candidate.metadata ?? {},
     }
     const key = rubricKey(rubric)
-    const contentKey = [
-      hashHex(request.prompt),
-      hashHex(candidate.text),
-      request.prompt_id,
-      candidate.candidate_id,
-      key,
-    ].join('\u0000')
+    // The texts themselves, not a hash of them: the Map hashes a key natively, far faster than hashing it here.
+    const contentKey = [request.prompt, candidate.text, request.prompt_id, candidate.candidate_id, key].join('\u0000')
     let votes: CriterionGrades[]
     try {
       votes = await Promise.all(

@@ -130,8 +130,40 @@ async function readArtifact(db: D1Database, artifactId: string): Promise<AnyRmAr
 }
 
 /**
+ * How long an isolate serves a target's active deployment before reading D1 again: a deploy or rollback through
+ * another isolate (another location) takes effect within this; through this isolate, at once.
+ */
+export const SERVING_DEPLOYMENT_TTL_MS = 2_000
+
+const serving = new LRUCache<string, Promise<StoredDeployment | null>>({
+  max: 256,
+  ttl: SERVING_DEPLOYMENT_TTL_MS,
+  // Read the clock on every lookup: lru-cache otherwise caches "now" until a timer clears it, and a timer set during
+  // one request of a Worker may never fire, which would freeze the clock and serve one deployment forever.
+  ttlResolution: 0,
+})
+
+/**
+ * The deployment `/rm/<target>` serves: the target's active deployment as read at most
+ * {@link SERVING_DEPLOYMENT_TTL_MS} ago by this isolate (concurrent requests share one read), or undefined when
+ * nothing is deployed there. The same object is returned while it is cached, so callers may key their own caches on
+ * it.
+ * @example const deployment = await servingDeployment(env.DB, 'prod')
+ */
+export async function servingDeployment(db: D1Database, target: string): Promise<StoredDeployment | undefined> {
+  let reading = serving.get(target)
+  if (!reading) {
+    reading = activeDeployment(db, target).then((found) => found ?? null)
+    serving.set(target, reading)
+    const failed = reading
+    failed.catch(() => serving.get(target) === failed && serving.delete(target))
+  }
+  return (await reading) ?? undefined
+}
+
+/**
  * A target's active deployment (its newest record), or undefined when nothing was ever deployed there.
- * One indexed D1 read; not cached, so a deploy or rollback takes effect for the very next request.
+ * One indexed D1 read, never cached: what deploy, rollback and the admin routes read.
  * @example const active = await activeDeployment(env.DB, 'prod')
  */
 export async function activeDeployment(db: D1Database, target: string): Promise<StoredDeployment | undefined> {
@@ -207,6 +239,7 @@ export async function appendDeployment(
       expectedSeq,
     )
     .run()
+  serving.delete(record.target)
   return result.meta.changes > 0
 }
 

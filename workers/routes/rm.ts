@@ -3,10 +3,11 @@ import { z } from 'zod'
 import { AppError } from '../../src/errors/index.ts'
 import { artifactOrigin, RM_API_VERSION, type AnyRmArtifact } from '../../src/schemas/artifact.ts'
 import { parseTarget } from '../artifacts/deploy.ts'
-import { servingJudge, verifierModel } from '../artifacts/llm.ts'
+import { servingJudge, verifierModel, type ServingJudge } from '../artifacts/llm.ts'
+import type { ChatModel } from '../../src/llm/index.ts'
 import { LibraryArtifactScorer } from '../artifacts/library.ts'
 import { ArtifactScorer, RmScoreRequest } from '../artifacts/score.ts'
-import { activeDeployment, loadArtifact, type StoredDeployment } from '../artifacts/store.ts'
+import { loadArtifact, servingDeployment, type StoredDeployment } from '../artifacts/store.ts'
 import type { AppEnv, Env } from '../env.ts'
 import { requireRmAccess } from '../middleware/auth.ts'
 import { handOut } from '../scoring/fan-out.ts'
@@ -26,8 +27,9 @@ export const RmBatchRequest = z.object({ items: z.array(z.unknown()).max(MAX_BAT
 
 /**
  * The autosr RM server per deployment target, so its verl client works unchanged with
- * `RMScoringClient(endpoint="<base>/rm/<target>")`. The active artifact is looked up per request (one indexed D1
- * read), so a deploy or rollback applies to the very next request; the parsed artifact is cached per isolate.
+ * `RMScoringClient(endpoint="<base>/rm/<target>")`. An isolate reads the target's active deployment at most every
+ * `SERVING_DEPLOYMENT_TTL_MS` (2 s), so a deploy or rollback applies within seconds everywhere and at once through the
+ * isolate that made it; the parsed artifact, its judge and its model are resolved once per deployment.
  * - `GET /rm/<target>/healthz` → `{status: "ok", artifact_id, source_session_id, schema_version, rm_api_version,
  *   target, deploy_id}`; 503 `no_active_artifact` before any deployment.
  * - `POST /rm/<target>/score` `{prompt_id, prompt, candidate: {candidate_id, text, source?, metadata?}}` →
@@ -52,7 +54,7 @@ export const RmBatchRequest = z.object({ items: z.array(z.unknown()).max(MAX_BAT
 export const rmRoutes = new Hono<AppEnv>()
   .use('*', requireRmAccess())
   .get('/healthz', async (c) => {
-    const { deployment, artifact } = await servingArtifact(c.env, c.req.param('target'))
+    const { deployment, artifact, judge } = await servingArtifact(c.env, c.req.param('target'))
     return c.json({
       status: 'ok',
       artifact_id: artifact.artifact_id,
@@ -62,31 +64,30 @@ export const rmRoutes = new Hono<AppEnv>()
       rm_api_version: RM_API_VERSION,
       target: deployment.target,
       deploy_id: deployment.deploy_id,
-      judge: judgeOf(c.env, artifact, deployment),
+      judge,
     })
   })
   .post('/score', jsonBody(RmScoreRequest), async (c) => {
     const started = Date.now()
-    const { deployment, artifact } = await servingArtifact(c.env, c.req.param('target'))
-    const scorer = scorerFor(c.env, artifact, deployment)
-    const score = await scorer.score(c.get('body'))
+    const { scorer, judge } = await servingArtifact(c.env, c.req.param('target'))
+    const score = await scorer().score(c.get('body'))
     return c.json({
       request_id: c.get('requestId'),
       ...score,
-      judge: judgeOf(c.env, artifact, deployment),
+      judge,
       latency_ms: elapsed(started),
     })
   })
   .post('/batch_score', jsonBody(RmBatchRequest), async (c) => {
     const started = Date.now()
-    const { deployment, artifact } = await servingArtifact(c.env, c.req.param('target'))
+    const serving = await servingArtifact(c.env, c.req.param('target'))
     const requestId = c.get('requestId')
     const items = c.get('body').items.map((raw, index) => ({ index, raw }))
-    const results = await scoreRmBatch(c.env, { deployment, requestId, items }, artifact)
+    const results = await scoreRmBatch(c.env, { deployment: serving.deployment, requestId, items }, serving.scorer)
     return c.json({
       request_id: requestId,
-      artifact_id: artifact.artifact_id,
-      judge: judgeOf(c.env, artifact, deployment),
+      artifact_id: serving.artifact.artifact_id,
+      judge: serving.judge,
       results,
       latency_ms: elapsed(started),
     })
@@ -96,11 +97,11 @@ export const rmRoutes = new Hono<AppEnv>()
  * Scores a `batch_score`'s items in order, each failing alone: in this invocation when they are few, else in chunks
  * handed to other invocations of this Worker (`JUDGE.scoreRm`), each with its own 6 connections, as `/score/batch`
  * does; a chunk whose invocation fails is scored here.
- * @example const results = await scoreRmBatch(env, { deployment, requestId, items }, artifact)
+ * @example const results = await scoreRmBatch(env, { deployment, requestId, items }, serving.scorer)
  */
-async function scoreRmBatch(env: Env, chunk: RmChunk, artifact: AnyRmArtifact): Promise<object[]> {
+async function scoreRmBatch(env: Env, chunk: RmChunk, newScorer: () => RmScorer): Promise<object[]> {
   const here = (part: readonly RmChunk['items'][number][]) => {
-    const scorer = scorerFor(env, artifact, chunk.deployment)
+    const scorer = newScorer()
     return Promise.all(part.map(({ index, raw }) => scoreRmItem(scorer, index, raw, chunk.requestId)))
   }
   const judge = judgeService(env)
@@ -120,16 +121,11 @@ async function scoreRmBatch(env: Env, chunk: RmChunk, artifact: AnyRmArtifact): 
 export async function scoreRmChunk(env: Env, chunk: RmChunk): Promise<object[]> {
   const artifact = await loadArtifact(env.DB, chunk.deployment.artifact_id)
   if (!artifact) throw new Error(`the artifact ${chunk.deployment.artifact_id} is not stored`)
-  const scorer = scorerFor(env, artifact, chunk.deployment)
+  const scorer = scorerFactory(env, artifact, chunk.deployment)()
   return Promise.all(chunk.items.map(({ index, raw }) => scoreRmItem(scorer, index, raw, chunk.requestId)))
 }
 
-async function scoreRmItem(
-  scorer: ReturnType<typeof scorerFor>,
-  index: number,
-  raw: unknown,
-  requestId: string,
-): Promise<object> {
+async function scoreRmItem(scorer: RmScorer, index: number, raw: unknown, requestId: string): Promise<object> {
   const itemStarted = Date.now()
   const ids = idsOf(raw)
   const parsed = RmScoreRequest.safeParse(raw)
@@ -155,44 +151,69 @@ async function scoreRmItem(
   }
 }
 
-/** The target's active deployment and its artifact; 503 `no_active_artifact` when nothing is deployed there. */
-async function servingArtifact(
-  env: Env,
-  rawTarget: string | undefined,
-): Promise<{ deployment: StoredDeployment; artifact: AnyRmArtifact }> {
+/** What serving a deployment needs, resolved once per deployment an isolate serves. */
+interface Serving {
+  deployment: StoredDeployment
+  artifact: AnyRmArtifact
+  judge: ServingJudge | { backend: 'unavailable' }
+  /** A scorer for one request, or the reason there is none (an endpoint that vanished since the deploy). */
+  scorer(): RmScorer
+}
+
+type RmScorer = { score(request: RmScoreRequest): Promise<object & { score: number }> }
+
+const servings = new WeakMap<StoredDeployment, Promise<Serving>>()
+
+/**
+ * The target's active deployment (cached per isolate for seconds: `servingDeployment`) with its artifact, judge and
+ * model resolved once; 503 `no_active_artifact` when nothing is deployed there.
+ */
+async function servingArtifact(env: Env, rawTarget: string | undefined): Promise<Serving> {
   const target = parseTarget(rawTarget)
-  const deployment = await activeDeployment(env.DB, target)
+  const deployment = await servingDeployment(env.DB, target)
   if (!deployment) {
     throw new AppError(
       'no_active_artifact',
       `target "${target}" has no active artifact: deploy one with POST /admin/targets/${target}/deployments`,
     )
   }
+  let resolving = servings.get(deployment)
+  if (!resolving) {
+    resolving = resolveServing(env, deployment)
+    servings.set(deployment, resolving)
+    resolving.catch(() => servings.delete(deployment))
+  }
+  return resolving
+}
+
+async function resolveServing(env: Env, deployment: StoredDeployment): Promise<Serving> {
   const artifact = await loadArtifact(env.DB, deployment.artifact_id)
-  if (!artifact) throw new Error(`the active artifact ${deployment.artifact_id} of "${target}" is not stored`)
-  return { deployment, artifact }
+  if (!artifact) throw new Error(`the active artifact ${deployment.artifact_id} is not stored`)
+  const judge = judgeOf(env, artifact, deployment)
+  return { deployment, artifact, judge, scorer: scorerFactory(env, artifact, deployment) }
 }
 
 /**
- * A scorer for this request — rubric artifacts grade with their rubric, library artifacts judge the candidate against
- * the request's reference in both orders (workers/artifacts/library.ts); an endpoint that vanished since the deploy
- * (a var removed) is a 503, not a 400.
+ * Makes a scorer per request — rubric artifacts grade with their rubric, library artifacts judge the candidate
+ * against the request's reference in both orders (workers/artifacts/library.ts); an endpoint that vanished since the
+ * deploy (a var removed) is a 503 on every request, not a 400.
  */
-function scorerFor(
-  env: Env,
-  artifact: AnyRmArtifact,
-  deployment: StoredDeployment,
-): { score(request: RmScoreRequest): Promise<object & { score: number }> } {
+function scorerFactory(env: Env, artifact: AnyRmArtifact, deployment: StoredDeployment): () => RmScorer {
+  let model: ChatModel
   try {
-    const model = verifierModel(env, artifact, deployment.llm)
-    return artifact.kind === 'library'
-      ? new LibraryArtifactScorer(artifact, model)
-      : new ArtifactScorer(artifact, model)
+    model = verifierModel(env, artifact, deployment.llm)
   } catch (error) {
-    if (error instanceof AppError && error.code === 'llm_not_configured')
-      throw new AppError('llm_unavailable', error.message)
-    throw error
+    const unavailable =
+      error instanceof AppError && error.code === 'llm_not_configured'
+        ? new AppError('llm_unavailable', error.message)
+        : error
+    return () => {
+      throw unavailable
+    }
   }
+  return artifact.kind === 'library'
+    ? () => new LibraryArtifactScorer(artifact, model)
+    : () => new ArtifactScorer(artifact, model)
 }
 
 /** The deployment's judge for an answer; an endpoint that vanished since the deploy is named as unavailable. */

@@ -2,7 +2,7 @@
  * Request-building pieces the four search roles share: their options, localised fixed phrases, data blocks.
  *
  * Retries: every role call is ONE `runAgent` (one `withRetry` loop over transport failures and invalid replies).
- * The OpenAI adapter runs with the SDK's own retries off and no role retries around `runAgent`, so the worst
+ * The OpenAI adapter makes one HTTP request per call and no role retries wrap `runAgent`, so the worst
  * case is `retry.maxAttempts` requests per call, never a product of nested retry layers (fixes autosr §8.7).
  */
 import type { RetryPolicy } from '../../llm/retry.ts'

@@ -1,0 +1,494 @@
+/**
+ * `npm run bench:rm [-- --duration 10 --soak 30 --judge-latency-ms 20 --concurrency 1,8,64 --batch 16]`
+ *
+ * How close `/rm/<target>/score` and `batch_score` come to the floor, in one run on this machine:
+ *   - the judge: bench/loopback-llm-stub.ts in its own Node process on 127.0.0.1, every answer delayed by
+ *     `--judge-latency-ms`, grading each criterion it is shown;
+ *   - `/rm`: `npm start`'s server (wrangler dev, local D1), with an artifact from `search --backend mock
+ *     --num-votes 1` → `export` → `deploy --llm-base-url <the stub> --llm-model stub-judge`, all through the CLI;
+ *   - the floor: bench/rm-floor-worker.ts under `wrangler dev` — parse the body, one judge call per candidate, answer.
+ * Every request is the body autosr's verl `RMScoringClient` sends, with a new candidate each time (nothing memoised),
+ * at each concurrency for `--duration` seconds after a `--warmup`; then `--soak` seconds of 64 concurrent
+ * `batch_score` of `--batch` to show nothing is lost. Printed per cell: req/s, candidates/s, p50/p99, judge calls
+ * per candidate, errors (non-2xx, failed items, dropped connections), the server's CPU seconds (its whole process
+ * tree), and the ratio to the floor. Results also go to bench/results/rm.json.
+ */
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { Agent, request as httpRequest } from 'node:http'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { parseArgs } from 'node:util'
+import WebSocket from 'ws'
+import { ensureAdminToken } from '../offline/dev/start.ts'
+import { cpuSecondsOf, onInterrupt, percentile, ROOT, startLoopbackStub } from './harness.ts'
+
+const TARGET = 'bench-rm'
+const TARGETS = { scoreRatio: 0.9, addedP50Ms: 3 }
+const WRANGLER_ENV = { WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', NO_COLOR: '1' }
+
+function readOptions() {
+  const { values } = parseArgs({
+    options: {
+      duration: { type: 'string', default: '10' },
+      warmup: { type: 'string', default: '2' },
+      soak: { type: 'string', default: '30' },
+      'judge-latency-ms': { type: 'string', default: '20' },
+      concurrency: { type: 'string', default: '1,8,64' },
+      batch: { type: 'string', default: '16' },
+      'candidate-chars': { type: 'string', default: '800' },
+      out: { type: 'string', default: join(ROOT, 'bench/results/rm.json') },
+      profile: { type: 'string' },
+    },
+  })
+  return {
+    durationS: Number(values.duration),
+    warmupS: Number(values.warmup),
+    soakS: Number(values.soak),
+    judgeLatencyMs: Number(values['judge-latency-ms']),
+    concurrencies: values.concurrency.split(',').map(Number),
+    batch: Number(values.batch),
+    candidateChars: Number(values['candidate-chars']),
+    out: values.out,
+    /** Write a CPU profile of the Worker under /rm score load (c=8) to this file instead of measuring cells. */
+    profile: values.profile,
+  }
+}
+type Options = ReturnType<typeof readOptions>
+
+/** A server this bench started: its URL, the pids of its whole process tree, and how to stop it. */
+interface Served {
+  url: string
+  pids: () => number[]
+  stop: () => void
+}
+
+/** Every descendant of `root` (and itself), from /proc. */
+function processTree(root: number): number[] {
+  const parents = new Map<number, number>()
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8')
+      parents.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]))
+    } catch {
+      // the process ended while being read
+    }
+  }
+  const tree = [root]
+  for (let i = 0; i < tree.length; i++)
+    for (const [pid, parent] of parents) if (parent === tree[i] && !tree.includes(pid)) tree.push(pid)
+  return tree.filter((pid) => parents.has(pid))
+}
+
+/** A free TCP port on 127.0.0.1. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer()
+    probe.once('error', reject)
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address()
+      probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0))
+    })
+  })
+}
+
+/** Starts a server in its own process group and waits until `ready` answers (any status). */
+async function serve(label: string, command: string, args: string[], port: number, ready: string): Promise<Served> {
+  const child: ChildProcess = spawn(command, args, {
+    cwd: ROOT,
+    env: { ...process.env, ...WRANGLER_ENV, PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  })
+  let logs = ''
+  const keep = (chunk: Buffer) => void (logs = (logs + chunk.toString('utf8')).slice(-20_000))
+  child.stdout!.on('data', keep)
+  child.stderr!.on('data', keep)
+  const stop = () => {
+    try {
+      process.kill(-child.pid!, 'SIGTERM')
+    } catch {
+      // already gone
+    }
+  }
+  const forget = onInterrupt(stop)
+  const url = `http://127.0.0.1:${port}`
+  const deadline = Date.now() + 120_000
+  while (
+    !(await fetch(`${url}${ready}`).then(
+      () => true,
+      () => false,
+    ))
+  ) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${label} did not start:\n${logs}`)
+    await new Promise((resolve) => setTimeout(resolve, 250))
+  }
+  return {
+    url,
+    pids: () => processTree(child.pid!),
+    stop: () => {
+      forget()
+      stop()
+    },
+  }
+}
+
+/** `reward-harness <args>`, as a user runs it; throws with its output on a non-zero exit. */
+function cli(args: string[], env: Record<string, string> = {}): string {
+  const run = spawnSync(process.execPath, [join(ROOT, 'offline/cli/bin.js'), ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...env, NO_COLOR: '1' },
+    encoding: 'utf8',
+  })
+  if (run.status !== 0) throw new Error(`reward-harness ${args[0]} exited ${run.status}:\n${run.stderr}${run.stdout}`)
+  return run.stdout
+}
+
+/** Searches the demo dataset on the mock with one vote, exports and deploys the artifact to judge with the stub. */
+function deployArtifact(server: Served, judgeUrl: string, work: string): string {
+  const searched = join(work, 'best.json')
+  const artifact = join(work, 'rm.json')
+  cli(['search', '--dataset', 'examples/demo.json', '--backend', 'mock', '--num-votes', '1', '--output', searched])
+  cli(['export', '--search-output', searched, '--out', artifact])
+  const { token } = ensureAdminToken(join(ROOT, '.dev.vars'))
+  cli(
+    ['deploy', '--artifact', artifact, '--target', TARGET, '--url', server.url].concat([
+      '--llm-base-url',
+      judgeUrl,
+      '--llm-model',
+      'stub-judge',
+    ]),
+    { REWARD_HARNESS_ADMIN_TOKEN: token, USER: 'bench' },
+  )
+  return (JSON.parse(readFileSync(artifact, 'utf8')) as { artifact_id: string }).artifact_id
+}
+
+/** The demo prompts the verl client would send, by prompt id. */
+const demoPrompts = (
+  JSON.parse(readFileSync(join(ROOT, 'examples/demo.json'), 'utf8')) as {
+    prompts: { prompt_id: string; prompt: string }[]
+  }
+).prompts
+
+let candidateSerial = 0
+
+/** One verl `RMScoringClient` item with a candidate never sent before. */
+function nextItem(chars: number): object {
+  const serial = ++candidateSerial
+  const { prompt_id, prompt } = demoPrompts[serial % demoPrompts.length]!
+  const text = `Candidate ${serial}: ${'A careful answer that works through the question step by step. '.repeat(
+    Math.ceil(chars / 64),
+  )}`.slice(0, chars)
+  return { prompt_id, prompt, candidate: { candidate_id: `c${serial}`, text, source: 'verl', metadata: {} } }
+}
+
+/** What one cell's load saw. */
+interface Load {
+  requests: number
+  ok: number
+  candidates: number
+  failedItems: number
+  statuses: Record<string, number>
+  dropped: number
+  latencies: number[]
+  wallS: number
+}
+
+/** One POST over a keep-alive agent; resolves with the status and body, or rejects on a dropped connection. */
+function post(agent: Agent, url: string, body: string): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      url,
+      {
+        method: 'POST',
+        agent,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
+      (res) => {
+        let text = ''
+        res.setEncoding('utf8')
+        res.on('data', (chunk: string) => void (text += chunk))
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }))
+        res.on('error', reject)
+      },
+    )
+    req.setTimeout(120_000, () => req.destroy(new Error('timeout')))
+    req.on('error', reject)
+    req.end(body)
+  })
+}
+
+/** Drives `url` with `concurrency` clients, each sending its next request when the last answered, for `seconds`. */
+async function drive(url: string, concurrency: number, seconds: number, batch: number | null, chars: number) {
+  const agent = new Agent({ keepAlive: true, maxSockets: concurrency })
+  const load: Load = {
+    requests: 0,
+    ok: 0,
+    candidates: 0,
+    failedItems: 0,
+    statuses: {},
+    dropped: 0,
+    latencies: [],
+    wallS: 0,
+  }
+  const started = performance.now()
+  const deadline = started + seconds * 1_000
+  const client = async () => {
+    while (performance.now() < deadline) {
+      const items = batch === null ? [nextItem(chars)] : Array.from({ length: batch }, () => nextItem(chars))
+      const body = JSON.stringify(batch === null ? items[0] : { items })
+      const sent = performance.now()
+      load.requests++
+      load.candidates += items.length
+      try {
+        const { status, text } = await post(agent, url, body)
+        load.statuses[status] = (load.statuses[status] ?? 0) + 1
+        if (status !== 200) continue
+        const failed =
+          batch === null ? 0 : (JSON.parse(text) as { results: { ok: boolean }[] }).results.filter((r) => !r.ok).length
+        load.failedItems += failed
+        if (failed === 0) load.ok++
+        load.latencies.push(performance.now() - sent)
+      } catch {
+        load.dropped++
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: concurrency }, client))
+  load.wallS = (performance.now() - started) / 1_000
+  agent.destroy()
+  load.latencies.sort((a, b) => a - b)
+  return load
+}
+
+/** One measured cell: the load and what it cost the server and the judge. */
+interface Cell {
+  label: string
+  concurrency: number
+  batch: number | null
+  rps: number
+  candidatesPerS: number
+  p50: number
+  p99: number
+  judgeCallsPerCandidate: number
+  errors: number
+  lost: number
+  statuses: Record<string, number>
+  serverCpuS: number
+}
+
+async function measure(
+  label: string,
+  server: Served,
+  judgeCalls: () => Promise<number>,
+  cell: { path: string; concurrency: number; batch: number | null; seconds: number; warmupS: number; chars: number },
+): Promise<Cell> {
+  const url = `${server.url}${cell.path}`
+  if (cell.warmupS > 0) await drive(url, cell.concurrency, cell.warmupS, cell.batch, cell.chars)
+  const pids = server.pids()
+  const [cpuBefore, callsBefore] = [cpuSecondsOf(pids), await judgeCalls()]
+  const load = await drive(url, cell.concurrency, cell.seconds, cell.batch, cell.chars)
+  const [cpuAfter, callsAfter] = [cpuSecondsOf(pids), await judgeCalls()]
+  const non2xx = Object.entries(load.statuses).reduce((sum, [status, n]) => sum + (status === '200' ? 0 : n), 0)
+  const perRequest = cell.batch ?? 1
+  return {
+    label,
+    concurrency: cell.concurrency,
+    batch: cell.batch,
+    rps: load.ok / load.wallS,
+    candidatesPerS: (load.ok * perRequest) / load.wallS,
+    p50: percentile(load.latencies, 50),
+    p99: percentile(load.latencies, 99),
+    judgeCallsPerCandidate: (callsAfter - callsBefore) / Math.max(1, load.candidates),
+    errors: non2xx + load.dropped + load.failedItems,
+    lost: (non2xx + load.dropped) * perRequest + load.failedItems,
+    statuses: load.statuses,
+    serverCpuS: cpuAfter - cpuBefore,
+  }
+}
+
+const fixed = (value: number, digits = 1) => (Number.isFinite(value) ? value.toFixed(digits) : 'n/a')
+
+function row(floor: Cell, rm: Cell): string {
+  const name = `${rm.batch === null ? 'score' : `batch_score of ${rm.batch}`}, c=${rm.concurrency}`
+  const side = (cell: Cell) =>
+    `${fixed(cell.rps)} req/s, ${fixed(cell.candidatesPerS)} cand/s, p50 ${fixed(cell.p50)} ms, ` +
+    `p99 ${fixed(cell.p99)} ms, ${fixed(cell.judgeCallsPerCandidate, 2)} judge calls/cand, ` +
+    `${cell.errors} errors, CPU ${fixed(cell.serverCpuS)} s`
+  return `${name}\n  floor: ${side(floor)}\n  /rm:   ${side(rm)}\n  ratio to floor: ${fixed(rm.rps / floor.rps, 2)}`
+}
+
+async function main() {
+  const options: Options = readOptions()
+  const work = mkdtempSync(join(tmpdir(), 'bench-rm-'))
+  const forgetWork = onInterrupt(() => rmSync(work, { recursive: true, force: true }))
+  const stub = await startLoopbackStub({ STUB_LATENCY_MS: String(options.judgeLatencyMs), STUB_REPLY: 'verifier' })
+  const rmPort = await freePort()
+  const inspectorPort = await freePort()
+  const rm = await serve(
+    'npm start',
+    'npx',
+    ['tsx', 'offline/dev/start.ts', '--inspector-port', String(inspectorPort)],
+    rmPort,
+    '/healthz',
+  )
+  const floorPort = await freePort()
+  const floor = await serve(
+    'the floor Worker',
+    'npx',
+    [
+      'wrangler',
+      'dev',
+      '--config',
+      'bench/rm-floor.wrangler.toml',
+      '--ip',
+      '127.0.0.1',
+      '--port',
+      String(floorPort),
+    ].concat(['--local', '--var', `JUDGE_URL:${stub.baseUrl}`, '--show-interactive-dev-session=false']),
+    floorPort,
+    '/',
+  )
+  try {
+    const artifactId = deployArtifact(rm, stub.baseUrl, work)
+    console.log(
+      `bench:rm — judge stub ${options.judgeLatencyMs} ms per call; artifact ${artifactId.slice(0, 15)}… on ` +
+        `/rm/${TARGET} (npm start on :${rmPort}); floor Worker on :${floorPort}; ` +
+        `${options.durationS} s per cell after ${options.warmupS} s of warm-up\n`,
+    )
+    if (options.profile) return await profileRm(rm, inspectorPort, options)
+    const cells: { floor: Cell; rm: Cell }[] = []
+    for (const batch of [null, options.batch]) {
+      for (const concurrency of options.concurrencies) {
+        const path = `/rm/${TARGET}/${batch === null ? 'score' : 'batch_score'}`
+        const cell = {
+          path,
+          concurrency,
+          batch,
+          seconds: options.durationS,
+          warmupS: options.warmupS,
+          chars: options.candidateChars,
+        }
+        const pair = {
+          floor: await measure('floor', floor, stub.calls, cell),
+          rm: await measure('/rm', rm, stub.calls, cell),
+        }
+        cells.push(pair)
+        console.log(row(pair.floor, pair.rm))
+      }
+    }
+    const soak = await measure('/rm soak', rm, stub.calls, {
+      path: `/rm/${TARGET}/batch_score`,
+      concurrency: 64,
+      batch: options.batch,
+      seconds: options.soakS,
+      warmupS: 0,
+      chars: options.candidateChars,
+    })
+    console.log(
+      `\nsoak: 64 concurrent batch_score of ${options.batch} for ${options.soakS} s: ` +
+        `${soak.rps * options.soakS} batches answered… ${fixed(soak.candidatesPerS)} cand/s, ` +
+        `${soak.errors} errors, ${soak.lost} candidates lost, statuses ${JSON.stringify(soak.statuses)}`,
+    )
+    report(cells, soak, options)
+    mkdirSync(dirname(options.out), { recursive: true })
+    writeFileSync(options.out, `${JSON.stringify({ options, artifactId, cells, soak }, null, 2)}\n`)
+    console.log(`\nwritten: ${options.out}`)
+  } finally {
+    rm.stop()
+    floor.stop()
+    stub.stop()
+    forgetWork()
+    rmSync(work, { recursive: true, force: true })
+  }
+}
+
+/** The targets of issue 22, each with the figure that meets or misses it. */
+function report(cells: { floor: Cell; rm: Cell }[], soak: Cell, options: Options): void {
+  const scores = cells.filter(({ rm }) => rm.batch === null)
+  const worstRatio = Math.min(...scores.map(({ floor, rm }) => rm.rps / floor.rps))
+  const single = scores.find(({ rm }) => rm.concurrency === 1)?.rm
+  const added = single ? single.p50 - options.judgeLatencyMs : Number.NaN
+  const errors = cells.reduce((sum, { rm }) => sum + rm.errors, 0)
+  const verdict = (ok: boolean) => (ok ? 'met' : 'MISSED')
+  console.log(
+    `\ntargets:\n` +
+      `  score ≥ ${TARGETS.scoreRatio}× floor at every concurrency: worst ${fixed(worstRatio, 2)} — ` +
+      `${verdict(worstRatio >= TARGETS.scoreRatio)}\n` +
+      `  p50 at concurrency 1 within ${TARGETS.addedP50Ms} ms of the judge: +${fixed(added)} ms — ` +
+      `${verdict(added <= TARGETS.addedP50Ms)}\n` +
+      `  0 errors: ${errors} — ${verdict(errors === 0)}\n` +
+      `  soak, nothing lost: ${soak.lost} lost — ${verdict(soak.lost === 0)}`,
+  )
+}
+
+/**
+ * Profiles the Worker's CPU through wrangler dev's inspector while /rm score runs at concurrency 8, writes the
+ * `.cpuprofile` (open it in Chrome DevTools) and prints the functions with the most self time.
+ */
+async function profileRm(server: Served, inspectorPort: number, options: Options): Promise<void> {
+  const targets = (await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json()) as {
+    webSocketDebuggerUrl: string
+  }[]
+  if (!targets[0]) throw new Error(`no inspector target on :${inspectorPort}`)
+  const socket = new WebSocket(targets[0].webSocketDebuggerUrl)
+  await new Promise((resolve, reject) => {
+    socket.on('open', () => resolve(undefined))
+    socket.on('error', reject)
+  })
+  let nextId = 0
+  const pending = new Map<number, (result: unknown) => void>()
+  socket.on('message', (data) => {
+    const message = JSON.parse(data.toString('utf8')) as { id?: number; result?: unknown }
+    if (message.id !== undefined) pending.get(message.id)?.(message.result)
+  })
+  const send = (method: string, params: object = {}) =>
+    new Promise<unknown>((resolve) => {
+      const id = ++nextId
+      pending.set(id, resolve)
+      socket.send(JSON.stringify({ id, method, params }))
+    })
+  const url = `${server.url}/rm/${TARGET}/score`
+  await drive(url, 8, options.warmupS, null, options.candidateChars)
+  await send('Profiler.enable')
+  await send('Profiler.setSamplingInterval', { interval: 100 })
+  await send('Profiler.start')
+  const load = await drive(url, 8, options.durationS, null, options.candidateChars)
+  const { profile } = (await send('Profiler.stop')) as { profile: CpuProfile }
+  socket.close()
+  mkdirSync(dirname(options.profile!), { recursive: true })
+  writeFileSync(options.profile!, JSON.stringify(profile))
+  console.log(`${load.ok} /rm scores profiled in ${fixed(load.wallS)} s; profile: ${options.profile}\n`)
+  console.log(topSelfTime(profile, 30))
+}
+
+/** The parts of a V8 CPU profile the summary reads. */
+interface CpuProfile {
+  nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[]
+  samples: number[]
+  timeDeltas: number[]
+}
+
+/** The `top` functions by self time, each with its share of all samples. */
+function topSelfTime(profile: CpuProfile, top: number): string {
+  const byNode = new Map(profile.nodes.map((node) => [node.id, node.callFrame]))
+  const selfUs = new Map<string, number>()
+  let totalUs = 0
+  profile.samples.forEach((nodeId, index) => {
+    const frame = byNode.get(nodeId)!
+    const file = frame.url.split('/').slice(-2).join('/')
+    const key = `${frame.functionName || '(anonymous)'} ${file}:${frame.lineNumber + 1}`
+    const delta = profile.timeDeltas[index] ?? 0
+    selfUs.set(key, (selfUs.get(key) ?? 0) + delta)
+    totalUs += delta
+  })
+  return [...selfUs.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, top)
+    .map(([key, us]) => `${fixed((100 * us) / totalUs)}%  ${fixed(us / 1_000, 0)} ms  ${key}`)
+    .join('\n')
+}
+
+await main()
