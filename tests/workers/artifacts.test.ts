@@ -407,7 +407,7 @@ describe('deployments and the RM surface', () => {
     expect(bare.json.artifact_id).toBe(first.artifact_id)
   })
 
-  it('a deploy made elsewhere (another isolate) is served within SERVING_DEPLOYMENT_TTL_MS, not per request', async () => {
+  it('a deploy made elsewhere (another isolate) is served within SERVING_DEPLOYMENT_TTL_MS, not at once', async () => {
     const target = freshTarget()
     const first = await uploaded({ note: 'cached-first' })
     const second = await uploaded({ note: 'cached-second' })
