@@ -18,10 +18,12 @@ export type ArtifactErrorCode =
   | 'artifact_id_mismatch'
   | 'invalid_library'
   | 'invalid_option'
+  | 'invalid_autosr_artifact'
+  | 'autosr_artifact'
 
 /**
- * A search output, default rubric or artifact file that export or deploy refuses; `issues` lists every problem,
- * each naming its place (e.g. `best_rubrics[1] (prompt_id "p2").rubric.criteria[0].weight: …`).
+ * A search output, default rubric, artifact file or autosr artifact that export, import or deploy refuses; `issues`
+ * lists every problem, each naming its place (e.g. `best_rubrics[1] (prompt_id "p2").rubric.criteria[0].weight: …`).
  * @example throw new ArtifactInputError('missing_manifest', 'out/best.json has no run_manifest', [])
  */
 export class ArtifactInputError extends UsageError {

@@ -28,6 +28,7 @@ import {
   verifyArtifactId,
   type ArtifactProvenance,
 } from '../../src/schemas/artifact.ts'
+import { looksLikeAutosrArtifact } from '../../src/schemas/autosr-artifact.ts'
 import { configHash, SearchConfig } from '../../src/search/index.ts'
 import { settingsHash } from '../search/records.ts'
 import { ContentExtraction } from '../../src/search/roles/extraction.ts'
@@ -41,6 +42,7 @@ import {
   type SearchedRubric,
 } from './default-rubric.ts'
 import { ArtifactInputError } from './errors.ts'
+import { issuesOf, pathText } from './issues.ts'
 
 /** The runtime's temperature when the search ran on the mock backend (no sampling): the search CLI's default. */
 const MOCK_TEMPERATURE = 0
@@ -111,7 +113,7 @@ export interface ExportResult extends Omit<BuiltArtifact, 'text'> {
  * The artifact file text of an artifact: indented JSON with `artifact_id` first, and a final newline.
  * @example formatArtifact(artifact).startsWith('{\n  "artifact_id": "rm_') // true
  */
-function formatArtifact(artifact: RmArtifact): string {
+export function formatArtifact(artifact: RmArtifact): string {
   const { artifact_id, ...body } = artifact
   return `${JSON.stringify({ artifact_id, ...body }, null, 2)}\n`
 }
@@ -279,6 +281,12 @@ export async function readArtifactFile(path: string): Promise<AnyRmArtifact> {
  * @example const artifact = await checkArtifact(JSON.parse(text), 'rm.json')
  */
 async function checkArtifact(document: unknown, name: string): Promise<AnyRmArtifact> {
+  if (looksLikeAutosrArtifact(document))
+    throw new ArtifactInputError(
+      'autosr_artifact',
+      `${name}: this is an autosr artifact: run reward-harness import --from autosr ${name} --out <file> to convert ` +
+        "it to this project's artifact",
+    )
   const parsed = AnyRmArtifact.safeParse(document)
   if (!parsed.success)
     throw new ArtifactInputError(
@@ -522,19 +530,6 @@ async function checkPromptIds(
 function duplicateCriteria(rubric: SearchRubric): string[] {
   const ids = rubric.criteria.map((criterion) => criterion.criterion_id)
   return [...new Set(ids.filter((id, index) => ids.indexOf(id) !== index))]
-}
-
-function issuesOf(error: z.ZodError, place: (path: PropertyKey[]) => string): string[] {
-  return error.issues.map((issue) => `${place(issue.path)}: ${issue.message}`)
-}
-
-function pathText(path: readonly PropertyKey[]): string {
-  return (
-    path.reduce<string>(
-      (text, key) => (typeof key === 'number' ? `${text}[${key}]` : text ? `${text}.${String(key)}` : String(key)),
-      '',
-    ) || '(root)'
-  )
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

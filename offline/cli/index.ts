@@ -15,6 +15,7 @@ const COMMANDS = {
   search: () => import('./commands/search.ts'),
   evolve: () => import('./commands/evolve.ts'),
   export: () => import('./commands/export.ts'),
+  import: () => import('./commands/import.ts'),
   bench: () => import('./commands/bench.ts'),
   distill: () => import('./commands/distill.ts'),
   deploy: () => import('./commands/deploy.ts'),

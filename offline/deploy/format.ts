@@ -36,15 +36,17 @@ export function formatRecord(record: DeployRecord, heading: string): string {
  */
 export function formatDeploy(outcome: {
   artifact_path: string
+  converted_from?: { format: 'autosr'; artifact_id: string }
   upload: UploadResult
   deployment: DeployRecord
 }): string {
   const { deployment, upload } = outcome
   const stored = upload.stored ? 'uploaded' : 'already stored at the edge'
-  return formatRecord(
-    deployment,
-    `deployed ${deployment.artifact_id} (${outcome.artifact_path}, ${stored}) to target ${deployment.target}`,
-  )
+  const converted = outcome.converted_from
+    ? `, converted from autosr artifact ${outcome.converted_from.artifact_id}`
+    : ''
+  const source = `${outcome.artifact_path}${converted}, ${stored}`
+  return formatRecord(deployment, `deployed ${deployment.artifact_id} (${source}) to target ${deployment.target}`)
 }
 
 /**

@@ -4,7 +4,7 @@
  */
 import { userInfo } from 'node:os'
 import { TargetName, type DeployRecord } from '../../src/schemas/artifact.ts'
-import { readArtifactFile } from '../artifacts/export.ts'
+import { readDeployableArtifact } from '../artifacts/autosr-import.ts'
 import {
   AdminClient,
   type AdminClientOptions,
@@ -28,6 +28,8 @@ export interface EdgeConnection {
 /** What `deploy` did. */
 export interface DeployOutcome {
   artifact_path: string
+  /** Set when the file was an autosr artifact, converted as `import --from autosr` converts it before the upload. */
+  converted_from?: { format: 'autosr'; artifact_id: string }
   upload: UploadResult
   deployment: DeployRecord
 }
@@ -122,7 +124,8 @@ function accountName(): string | undefined {
 }
 
 /**
- * Validates the artifact file locally, uploads it and activates it on the target.
+ * Validates the artifact file locally (an autosr artifact is converted first, as `import --from autosr` does), uploads
+ * it and activates it on the target.
  * @example const { deployment } = await deployArtifact({ artifact: 'out/rm.json', target: 'prod', url, env: process.env
  *   })
  */
@@ -130,7 +133,7 @@ export async function deployArtifact(
   options: EdgeConnection & { artifact: string; target: string; deployedBy?: string; llm?: DeployLlm },
 ): Promise<DeployOutcome> {
   const target = checkTarget(options.target)
-  const artifact = await readArtifactFile(options.artifact)
+  const { artifact, converted_from } = await readDeployableArtifact(options.artifact)
   const client = connect(options)
   const upload = await client.uploadArtifact(artifact)
   const deployment = await client.deploy(target, {
@@ -138,7 +141,7 @@ export async function deployArtifact(
     ...(options.deployedBy === undefined ? {} : { deployed_by: options.deployedBy }),
     ...(options.llm === undefined ? {} : { llm: options.llm }),
   })
-  return { artifact_path: options.artifact, upload, deployment }
+  return { artifact_path: options.artifact, ...(converted_from ? { converted_from } : {}), upload, deployment }
 }
 
 /**

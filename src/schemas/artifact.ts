@@ -16,6 +16,17 @@ export const ArtifactProvenance = z.object({
   config_hash: z.string().min(1),
   settings_hash: z.string().min(1),
   search_output_sha256: z.string().min(1),
+  /**
+   * Set when the artifact was converted from another system's artifact (`reward-harness import`): which format, the
+   * original's id and the sha256 of the imported file. Optional, so the ids of every other artifact stay as they were.
+   */
+  imported: z
+    .object({
+      format: z.literal('autosr'),
+      artifact_id: z.string().min(1),
+      file_sha256: z.string().regex(/^[0-9a-f]{64}$/, 'file_sha256 is 64 hex digits'),
+    })
+    .optional(),
 })
 export type ArtifactProvenance = z.infer<typeof ArtifactProvenance>
 
@@ -26,6 +37,12 @@ export type ArtifactProvenance = z.infer<typeof ArtifactProvenance>
 export const ArtifactRuntime = z.object({
   backend: z.enum(['mock', 'openai']),
   verifier_model: z.string().min(1),
+  /**
+   * The OpenAI-compatible endpoint the source system graded with, when it recorded one (an imported autosr artifact).
+   * A record, not a routing rule: the edge grades where the deployment's `llm` (or `RM_LLM_BASE_URL`) says, so an
+   * artifact file never chooses where the Worker sends its API key. `export --format autosr` writes it back.
+   */
+  base_url: z.url({ protocol: /^https?$/, message: 'base_url must be an http(s) URL' }).optional(),
   temperature: z.number().min(0).max(2),
   max_tokens: z.number().int().positive(),
   seed: z.number().int(),

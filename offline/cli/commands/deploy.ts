@@ -17,9 +17,10 @@ with its details — or 409 nothing_to_roll_back).`
 const DEPLOY_HELP = `
 Steps: the artifact file is validated locally (the schema, and artifact_id = the hash of its content, so a file edited
 after export is refused before anything is sent), uploaded (POST /admin/artifacts; "already stored" when the edge has
-it), then activated on the target (POST /admin/targets/<target>/deployments). The deploy record is printed: a table,
-or the record as JSON under --json. /rm/<target>/score then scores with the artifact's rubric for the request's
-prompt_id (its "__default__" for unknown prompts).
+it), then activated on the target (POST /admin/targets/<target>/deployments). An autosr artifact is converted first,
+exactly as \`reward-harness import --from autosr\` converts it (refused with every problem named if it cannot be).
+The deploy record is printed: a table, or the record as JSON under --json. /rm/<target>/score then scores with the
+artifact's rubric for the request's prompt_id (its "__default__" for unknown prompts).
 ${COMMON_HELP}
 
 Examples:
@@ -59,7 +60,7 @@ function registerDeploy(program: Command, cli: CliContext): void {
   program
     .command('deploy')
     .description('validate an RM artifact, upload it to the edge and make it the active artifact of a target')
-    .requiredOption('--artifact <file>', 'the artifact JSON written by `reward-harness export`')
+    .requiredOption('--artifact <file>', 'the artifact JSON written by `reward-harness export` (or an autosr artifact)')
     .requiredOption('--target <name>', 'the target to deploy to (its RM surface is /rm/<target>/…)')
     .requiredOption('--url <url>', "the edge's base URL, e.g. https://rm.example.com")
     .option('--deployed-by <name>', 'who deploys, recorded with the deployment (default: $USER)')

@@ -1,7 +1,7 @@
 /**
  * `reward-harness export`: a search output (with its run manifest) becomes a content-addressed RM artifact, or
- * (`--library <dir>`) a judge-library checkpoint becomes a library artifact. The work is in offline/artifacts (loaded
- * only when the command runs).
+ * (`--library <dir>`) a judge-library checkpoint becomes a library artifact, or (`--format autosr`) a search output or
+ * an artifact file becomes an autosr RM artifact. The work is in offline/artifacts (loaded only when the command runs).
  */
 import type { Command } from 'commander'
 import type { CliContext } from '../program.ts'
@@ -42,6 +42,23 @@ Refused with exit code 2 (every problem listed):
                    candidate.metadata.reference) with the library judge in both orders: win 1, tie 0.5, loss 0,
                    averaged (failed orders left out) — a scalar in [0, 1] for GRPO (RewardHarness §4.5)
 
+--format autosr (an artifact autosr's RM server loads and serves unchanged, from --search-output or --artifact):
+  keys             schema_version "1.0", artifact_id (this project's), created_at_utc, source_session_id,
+                   source_run_id, dataset_hash, config_hash, rubric, scoring_policy, normalization, compatibility,
+                   runtime_snapshot {seed, extraction, candidate_extraction, llm with its 10 keys}
+  judge            autosr's RM server grades with an LLM only: --llm-base-url (else the base_url an imported artifact
+                   recorded) and --llm-model (else the artifact's verifier model; required for a mock-searched
+                   artifact, whose model no judge serves); exit 2 without them. timeout, retries and fail_soft are
+                   autosr's defaults (30 s, 2, 0.5 s, 8 s, 0.2, false); prompt_language is the artifact's locale.
+  votes, n/a       every rubric's grading_protocol gets the artifact's num_votes and the rubric's allow_na
+  grade scale      this project grades integers 0..grade_max, autosr's verifier 0–5 with its own normalization: both
+                   are stated in scoring_policy.grade_scale and in every rubric's metadata.reward_harness (import
+                   --from autosr reads it back, so a round trip keeps the scale)
+  __default__      written as a plain prompt id: autosr has no fallback rubric, so its server uses it only for
+                   requests with prompt_id "__default__"
+  not carried      temperature and max_tokens (autosr's server grades at temperature 0 and sends no max_tokens);
+                   extraction regex patterns are copied as they are (JavaScript and Python regex dialects differ)
+
 Exit codes: 0 written; 1 failure (e.g. the file cannot be written); 2 refused input.
 
 Examples:
@@ -49,11 +66,19 @@ Examples:
   npx reward-harness export --search-output out/best.json --out out/rm.json
   npx reward-harness export --search-output out/best.json --out out/rm.json --default-rubric rubrics/generic.json --json
   npx reward-harness evolve --dataset offline/evolve/fixtures/pairs-demo.json --out runs/a --iterations 2 --backend mock
-  npx reward-harness export --library runs/a/checkpoints/best --out out/library-rm.json`
+  npx reward-harness export --library runs/a/checkpoints/best --out out/library-rm.json
+  npx reward-harness export --search-output out/best.json --format autosr --out out/rm-autosr.json \\
+      --llm-base-url https://openrouter.ai/api/v1 --llm-model openai/gpt-4o-mini
+  npx reward-harness export --artifact out/rm.json --format autosr --out out/rm-autosr.json \\
+      --llm-base-url https://openrouter.ai/api/v1 --llm-model openai/gpt-4o-mini`
 
 interface ExportFlags {
   searchOutput?: string
   library?: string
+  artifact?: string
+  format: string
+  llmBaseUrl?: string
+  llmModel?: string
   out: string
   defaultRubric?: string
   datasetCheck: boolean
@@ -77,7 +102,7 @@ export function register(program: Command, cli: CliContext): void {
     .command('export')
     .description(
       'build a content-addressed RM artifact (per-prompt rubrics + __default__, provenance, runtime) from a search ' +
-        'output, or a library artifact from a judge library',
+        'output, or a library artifact from a judge library, or (--format autosr) an autosr RM artifact',
     )
     .option('--search-output <file>', 'the output JSON of `reward-harness search` (with its run_manifest)')
     .option(
@@ -101,27 +126,81 @@ export function register(program: Command, cli: CliContext): void {
       'the "__default__" rubric for unseen prompts (default: best; see below)',
     )
     .option('--no-dataset-check', "do not compare the rubrics' prompt ids with the dataset file named by the manifest")
+    .option('--format <rubric|autosr>', "the artifact's format: this project's (rubric) or autosr's", 'rubric')
+    .option('--artifact <file>', "--format autosr: convert this project's artifact file instead of a search output")
+    .option('--llm-base-url <url>', "--format autosr: the judge endpoint autosr's RM server calls (see below)")
+    .option('--llm-model <model>', "--format autosr: the judge model (default: the artifact's verifier model)")
     .addHelpText('after', HELP_AFTER)
     .action(async (options: ExportFlags, command: Command) => {
-      const { ArtifactInputError } = await import('../../artifacts/errors.ts')
-      if (options.searchOutput === undefined && options.library === undefined) {
-        throw new ArtifactInputError(
-          'invalid_option',
-          "required option '--search-output <file>' not specified (or give --library <dir> for a library artifact)",
-        )
-      }
-      if (options.searchOutput !== undefined && options.library !== undefined) {
-        throw new ArtifactInputError(
-          'invalid_option',
-          'give one of --search-output <file> and --library <dir>, not both',
-        )
-      }
-      if (options.library !== undefined) {
+      await checkSource(options)
+      if (options.format === 'autosr') await exportAutosr(options, command, cli)
+      else if (options.library !== undefined)
         await exportLibrary(options as ExportFlags & { library: string }, command, cli)
-        return
-      }
-      await exportSearchOutput(options as ExportFlags & { searchOutput: string }, command, cli)
+      else await exportSearchOutput(options as ExportFlags & { searchOutput: string }, command, cli)
     })
+}
+
+/** Refuses flags that do not make one export: one source, and the flags of its format only. */
+async function checkSource(options: ExportFlags): Promise<void> {
+  const { ArtifactInputError } = await import('../../artifacts/errors.ts')
+  const refuse = (message: string) => new ArtifactInputError('invalid_option', message)
+  if (options.format !== 'rubric' && options.format !== 'autosr')
+    throw refuse(`--format "${options.format}": expected rubric or autosr`)
+  const sources = (['searchOutput', 'library', 'artifact'] as const).filter((key) => options[key] !== undefined)
+  if (sources.length === 0)
+    throw refuse(
+      "required option '--search-output <file>' not specified (or give --library <dir> for a library artifact, or " +
+        '--artifact <file> with --format autosr)',
+    )
+  if (sources.length > 1) throw refuse('give one of --search-output <file>, --library <dir> and --artifact <file>')
+  if (options.format === 'autosr' && options.library !== undefined)
+    throw refuse('--format autosr: a library artifact has no rubrics, so autosr cannot serve it')
+  if (options.format === 'rubric') {
+    if (options.artifact !== undefined)
+      throw refuse('--artifact converts an artifact file to --format autosr (it is already a rubric artifact)')
+    const stray =
+      options.llmBaseUrl !== undefined ? '--llm-base-url' : options.llmModel !== undefined ? '--llm-model' : ''
+    if (stray) throw refuse(`${stray} names the judge of --format autosr`)
+  }
+}
+
+/** Exports an autosr artifact (from a search output or an artifact file) and prints what it holds. */
+async function exportAutosr(options: ExportFlags, command: Command, cli: CliContext): Promise<void> {
+  const { exportAutosrArtifact } = await import('../../artifacts/autosr-export.ts')
+  const pick = <K extends keyof ExportFlags>(key: K) => (options[key] === undefined ? {} : { [key]: options[key] })
+  const result = await exportAutosrArtifact({
+    out: options.out,
+    ...pick('searchOutput'),
+    ...pick('artifact'),
+    ...pick('defaultRubric'),
+    ...pick('llmBaseUrl'),
+    ...pick('llmModel'),
+    checkDatasetFile: options.datasetCheck,
+  })
+  const snapshot = result.autosr.runtime_snapshot as { seed: number; llm: Record<string, unknown> }
+  const prompts = Object.keys(result.autosr.rubric as object)
+  cli.print(
+    command,
+    {
+      artifact_id: result.artifact.artifact_id,
+      format: 'autosr',
+      out: result.out,
+      source: options.artifact ?? options.searchOutput,
+      prompts,
+      runtime_snapshot: snapshot,
+      grade_scale: (result.autosr.scoring_policy as Record<string, unknown>).grade_scale,
+      notes: result.notes,
+    },
+    () =>
+      [
+        `wrote autosr artifact ${result.artifact.artifact_id} to ${result.out}`,
+        `  ${'rubrics'.padEnd(12)}${prompts.length} prompt${prompts.length === 1 ? '' : 's'}: ${prompts.join(', ')}`,
+        `  ${'judge'.padEnd(12)}${String(snapshot.llm.verifier_model)} at ${String(snapshot.llm.base_url)}, seed ` +
+          `${snapshot.seed}, ${String(snapshot.llm.prompt_language)}`,
+        `  ${'grades'.padEnd(12)}searched on 0–${result.artifact.runtime.grade_max}; autosr's verifier grades 0–5`,
+        ...result.notes.map((note) => `  ${'note'.padEnd(12)}${note}`),
+      ].join('\n'),
+  )
 }
 
 /** Exports the artifact of a search output and prints what it holds. */
