@@ -14,7 +14,7 @@
  * tree), and the ratio to the floor. Results also go to bench/results/rm.json.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { Agent, request as httpRequest } from 'node:http'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -103,7 +103,11 @@ async function serve(label: string, command: string, args: string[], port: numbe
     detached: true,
   })
   let logs = ''
-  const keep = (chunk: Buffer) => void (logs = (logs + chunk.toString('utf8')).slice(-20_000))
+  const logFile = process.env.BENCH_RM_LOGS ? `${process.env.BENCH_RM_LOGS}.${port}.log` : undefined
+  const keep = (chunk: Buffer) => {
+    logs = (logs + chunk.toString('utf8')).slice(-20_000)
+    if (logFile) appendFileSync(logFile, chunk)
+  }
   child.stdout!.on('data', keep)
   child.stderr!.on('data', keep)
   const stop = () => {
@@ -192,6 +196,8 @@ interface Load {
   failedItems: number
   statuses: Record<string, number>
   dropped: number
+  /** The first answer (or connection error) of each kind that was not a 200, shortened. */
+  samples: Record<string, string>
   latencies: number[]
   wallS: number
 }
@@ -230,6 +236,7 @@ async function drive(url: string, concurrency: number, seconds: number, batch: n
     failedItems: 0,
     statuses: {},
     dropped: 0,
+    samples: {},
     latencies: [],
     wallS: 0,
   }
@@ -245,14 +252,18 @@ async function drive(url: string, concurrency: number, seconds: number, batch: n
       try {
         const { status, text } = await post(agent, url, body)
         load.statuses[status] = (load.statuses[status] ?? 0) + 1
-        if (status !== 200) continue
+        if (status !== 200) {
+          load.samples[status] ??= text.slice(0, 300)
+          continue
+        }
         const failed =
           batch === null ? 0 : (JSON.parse(text) as { results: { ok: boolean }[] }).results.filter((r) => !r.ok).length
         load.failedItems += failed
         if (failed === 0) load.ok++
         load.latencies.push(performance.now() - sent)
-      } catch {
+      } catch (error) {
         load.dropped++
+        load.samples.dropped ??= String(error)
       }
     }
   }
@@ -303,6 +314,8 @@ interface Cell {
   errors: number
   lost: number
   statuses: Record<string, number>
+  /** What each kind of error said, first seen. */
+  errorSamples: Record<string, string>
   serverCpuS: number
 }
 
@@ -332,6 +345,7 @@ async function measure(
     errors: non2xx + load.dropped + load.failedItems,
     lost: (non2xx + load.dropped) * perRequest + load.failedItems,
     statuses: load.statuses,
+    errorSamples: load.samples,
     serverCpuS: cpuAfter - cpuBefore,
   }
 }
@@ -343,7 +357,7 @@ function row(floor: Cell, rm: Cell): string {
   const side = (cell: Cell) =>
     `${fixed(cell.rps)} req/s, ${fixed(cell.candidatesPerS)} cand/s, p50 ${fixed(cell.p50)} ms, ` +
     `p99 ${fixed(cell.p99)} ms, ${fixed(cell.judgeCallsPerCandidate, 2)} judge calls/cand, ` +
-    `${cell.errors} errors, CPU ${fixed(cell.serverCpuS)} s`
+    `${cell.errors} errors${cell.errors ? ` ${JSON.stringify(cell.errorSamples)}` : ''}, CPU ${fixed(cell.serverCpuS)} s`
   return `${name}\n  floor: ${side(floor)}\n  /rm:   ${side(rm)}\n  ratio to floor: ${fixed(rm.rps / floor.rps, 2)}`
 }
 
