@@ -22,7 +22,16 @@ import { dirname, join } from 'node:path'
 import { parseArgs } from 'node:util'
 import WebSocket from 'ws'
 import { ensureAdminToken } from '../offline/dev/start.ts'
-import { cpuSecondsOf, onInterrupt, percentile, ROOT, startLoopbackStub } from './harness.ts'
+import {
+  buildBundles,
+  cpuSecondsOf,
+  onInterrupt,
+  percentile,
+  ROOT,
+  startBench,
+  startLoopbackStub,
+  workerdPids,
+} from './harness.ts'
 
 const TARGET = 'bench-rm'
 const TARGETS = { scoreRatio: 0.9, addedP50Ms: 3 }
@@ -150,21 +159,25 @@ function cli(args: string[], env: Record<string, string> = {}): string {
   return run.stdout
 }
 
-/** Searches the demo dataset on the mock with one vote, exports and deploys the artifact to judge with the stub. */
-function deployArtifact(server: Served, judgeUrl: string, work: string): string {
+/** Searches the demo dataset on the mock with one vote and exports the artifact; returns its file. */
+function searchAndExport(work: string): string {
   const searched = join(work, 'best.json')
   const artifact = join(work, 'rm.json')
   cli(['search', '--dataset', 'examples/demo.json', '--backend', 'mock', '--num-votes', '1', '--output', searched])
   cli(['export', '--search-output', searched, '--out', artifact])
-  const { token } = ensureAdminToken(join(ROOT, '.dev.vars'))
+  return artifact
+}
+
+/** Deploys the artifact file to `url`'s bench target, to be judged by the stub; returns the artifact id. */
+function deployTo(url: string, adminToken: string, artifact: string, judgeUrl: string): string {
   cli(
-    ['deploy', '--artifact', artifact, '--target', TARGET, '--url', server.url].concat([
+    ['deploy', '--artifact', artifact, '--target', TARGET, '--url', url].concat([
       '--llm-base-url',
       judgeUrl,
       '--llm-model',
       'stub-judge',
     ]),
-    { REWARD_HARNESS_ADMIN_TOKEN: token, USER: 'bench' },
+    { REWARD_HARNESS_ADMIN_TOKEN: adminToken, USER: 'bench' },
   )
   return (JSON.parse(readFileSync(artifact, 'utf8')) as { artifact_id: string }).artifact_id
 }
@@ -306,6 +319,8 @@ interface Cell {
   label: string
   concurrency: number
   batch: number | null
+  /** Requests answered 200 with every candidate scored. */
+  answered: number
   rps: number
   candidatesPerS: number
   p50: number
@@ -337,6 +352,7 @@ async function measure(
     label,
     concurrency: cell.concurrency,
     batch: cell.batch,
+    answered: load.ok,
     rps: load.ok / load.wallS,
     candidatesPerS: (load.ok * perRequest) / load.wallS,
     p50: percentile(load.latencies, 50),
@@ -393,7 +409,8 @@ async function main() {
     '/',
   )
   try {
-    const artifactId = deployArtifact(rm, stub.baseUrl, work)
+    const artifact = searchAndExport(work)
+    const artifactId = deployTo(rm.url, ensureAdminToken(join(ROOT, '.dev.vars')).token, artifact, stub.baseUrl)
     console.log(
       `bench:rm — judge stub ${options.judgeLatencyMs} ms per call; artifact ${artifactId.slice(0, 15)}… on ` +
         `/rm/${TARGET} (npm start on :${rmPort}); floor Worker on :${floorPort}; ` +
@@ -422,22 +439,28 @@ async function main() {
         console.log(row(pair.floor, pair.rm))
       }
     }
-    const soak = await measure('/rm soak', rm, stub.calls, {
+    const soakCell = {
       path: `/rm/${TARGET}/batch_score`,
       concurrency: 64,
       batch: options.batch,
       seconds: options.soakS,
-      warmupS: 0,
-      chars: options.candidateChars,
-    })
-    console.log(
-      `\nsoak: 64 concurrent batch_score of ${options.batch} for ${options.soakS} s: ` +
-        `${soak.rps * options.soakS} batches answered… ${fixed(soak.candidatesPerS)} cand/s, ` +
-        `${soak.errors} errors, ${soak.lost} candidates lost, statuses ${JSON.stringify(soak.statuses)}`,
-    )
+    }
+    const soakOptions = { ...soakCell, warmupS: 0, chars: options.candidateChars }
+    const soak = await measure('/rm soak', rm, stub.calls, soakOptions)
+    console.log(soakLine('npm start (wrangler dev)', soak, options))
+    // The same soak on the same Worker served by Miniflare alone: no wrangler dev ProxyWorker in front of it.
+    const direct = await serveDirect(work, artifact, stub.baseUrl)
+    let control: Cell
+    try {
+      control = await measure('/rm soak, Miniflare alone', direct, stub.calls, soakOptions)
+    } finally {
+      direct.stop()
+    }
+    console.log(soakLine('the built Worker on Miniflare alone', control, options))
     report(cells, soak, judgeP50)
     mkdirSync(dirname(options.out), { recursive: true })
-    writeFileSync(options.out, `${JSON.stringify({ options, artifactId, judgeP50, cells, soak }, null, 2)}\n`)
+    const results = { options, artifactId, judgeP50, cells, soak, control }
+    writeFileSync(options.out, `${JSON.stringify(results, null, 2)}\n`)
     console.log(`\nwritten: ${options.out}`)
   } finally {
     rm.stop()
@@ -446,6 +469,24 @@ async function main() {
     forgetWork()
     rmSync(work, { recursive: true, force: true })
   }
+}
+
+/** One soak's line: batches answered, candidates per second, what was lost and what the errors said. */
+function soakLine(where: string, soak: Cell, options: Options): string {
+  return (
+    `soak on ${where}: 64 concurrent batch_score of ${options.batch} for ${options.soakS} s: ` +
+    `${soak.answered} batches answered, ${fixed(soak.candidatesPerS)} cand/s, ` +
+    `${soak.errors} errors, ${soak.lost} candidates lost, statuses ${JSON.stringify(soak.statuses)}` +
+    (soak.errors ? ` ${JSON.stringify(soak.errorSamples)}` : '')
+  )
+}
+
+/** The built Worker served by Miniflare alone on 127.0.0.1 (bench/harness.ts), with the artifact deployed. */
+async function serveDirect(work: string, artifact: string, judgeUrl: string): Promise<Served> {
+  const bundles = await buildBundles(join(work, 'build'))
+  const server = await startBench(bundles, { stub: 'process', storage: 'memory' })
+  deployTo(server.url, server.adminToken, artifact, judgeUrl)
+  return { url: server.url, pids: workerdPids, stop: () => void server.dispose() }
 }
 
 /** The targets of issue 22, each with the figure that meets or misses it. */
