@@ -173,6 +173,9 @@ export type StubKind = 'node' | 'worker' | 'process'
 export async function startLoopbackStub(env: Record<string, string> = {}): Promise<{
   baseUrl: string
   calls: () => Promise<number>
+  /** Request bytes the stub has read. */
+  bytes: () => Promise<number>
+  pid: number
   stop: () => void
 }> {
   const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/loopback-llm-stub.ts')], {
@@ -193,6 +196,8 @@ export async function startLoopbackStub(env: Record<string, string> = {}): Promi
   return {
     baseUrl: `${origin}/v1`,
     calls: async () => Number(await (await fetch(`${origin}/calls`)).text()),
+    bytes: async () => Number(await (await fetch(`${origin}/bytes`)).text()),
+    pid: child.pid!,
     stop: () => {
       forget()
       stop()

@@ -3,7 +3,8 @@
  * reach a vLLM server, and its CPU is not workerd's. `STUB_LATENCY_MS` (0) delays every answer as a judge would;
  * `STUB_REPLY` picks the reply: `scorer` (default, the /score scorer's grade list) or `verifier` (a grade per
  * criterion id, as the /rm verifier and the floor Worker of bench/rm.ts read it).
- * Prints `{"port":n}` on stdout once listening; `GET /calls` answers how many completions it served; exits when its
+ * Prints `{"port":n}` on stdout once listening; `GET /calls` answers how many completions it served and `GET /bytes`
+ * the request bytes it read; exits when its
  * stdin closes (the bench process ended).
  * @example STUB_LATENCY_MS=20 STUB_REPLY=verifier node --import tsx bench/loopback-llm-stub.ts
  */
@@ -14,6 +15,7 @@ const latencyMs = Number(process.env.STUB_LATENCY_MS ?? 0)
 const grade = Number(process.env.STUB_GRADE ?? 7)
 const reply = process.env.STUB_REPLY === 'verifier' ? gradeEachCriterion : gradeAllRubrics(grade)
 let calls = 0
+let bytes = 0
 
 /** `{"grades": {id: grade}}` for every `- <id> (` criterion line of the user message. */
 function gradeEachCriterion(body: ChatCompletionBody): string {
@@ -24,10 +26,13 @@ function gradeEachCriterion(body: ChatCompletionBody): string {
 
 const server = createServer(async (req, res) => {
   if (req.method === 'GET' && req.url === '/calls') return void res.end(String(calls))
+  if (req.method === 'GET' && req.url === '/bytes') return void res.end(String(bytes))
   const chunks: Buffer[] = []
   for await (const chunk of req) chunks.push(chunk as Buffer)
-  const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as ChatCompletionBody
+  const raw = Buffer.concat(chunks)
+  const body = JSON.parse(raw.toString('utf8')) as ChatCompletionBody
   calls++
+  bytes += raw.length
   const answer = JSON.stringify(chatCompletion(body, reply(body), calls))
   const send = () => {
     res.writeHead(200, { 'content-type': 'application/json' })

@@ -326,6 +326,10 @@ interface Cell {
   p50: number
   p99: number
   judgeCallsPerCandidate: number
+  /** Mean request bytes of a judge call: the judge's work per call, to be alike on both sides. */
+  judgeBytesPerCall: number
+  /** CPU seconds the judge stub spent (a single Node process: at high load it may be what limits both sides). */
+  judgeCpuS: number
   errors: number
   lost: number
   statuses: Record<string, number>
@@ -334,18 +338,26 @@ interface Cell {
   serverCpuS: number
 }
 
+/** The loopback judge: its counters and its process. */
+type Judge = Awaited<ReturnType<typeof startLoopbackStub>>
+
+async function judgeCount(judge: Judge): Promise<{ calls: number; bytes: number }> {
+  return { calls: await judge.calls(), bytes: await judge.bytes() }
+}
+
 async function measure(
   label: string,
   server: Served,
-  judgeCalls: () => Promise<number>,
+  judge: Judge,
   cell: { path: string; concurrency: number; batch: number | null; seconds: number; warmupS: number; chars: number },
 ): Promise<Cell> {
   const url = `${server.url}${cell.path}`
   if (cell.warmupS > 0) await drive(url, cell.concurrency, cell.warmupS, cell.batch, cell.chars)
   const pids = server.pids()
-  const [cpuBefore, callsBefore] = [cpuSecondsOf(pids), await judgeCalls()]
+  const before = { cpu: cpuSecondsOf(pids), judgeCpu: cpuSecondsOf([judge.pid]), ...(await judgeCount(judge)) }
   const load = await drive(url, cell.concurrency, cell.seconds, cell.batch, cell.chars)
-  const [cpuAfter, callsAfter] = [cpuSecondsOf(pids), await judgeCalls()]
+  const after = { cpu: cpuSecondsOf(pids), judgeCpu: cpuSecondsOf([judge.pid]), ...(await judgeCount(judge)) }
+  const calls = after.calls - before.calls
   const non2xx = Object.entries(load.statuses).reduce((sum, [status, n]) => sum + (status === '200' ? 0 : n), 0)
   const perRequest = cell.batch ?? 1
   return {
@@ -357,12 +369,14 @@ async function measure(
     candidatesPerS: (load.ok * perRequest) / load.wallS,
     p50: percentile(load.latencies, 50),
     p99: percentile(load.latencies, 99),
-    judgeCallsPerCandidate: (callsAfter - callsBefore) / Math.max(1, load.candidates),
+    judgeCallsPerCandidate: calls / Math.max(1, load.candidates),
+    judgeBytesPerCall: (after.bytes - before.bytes) / Math.max(1, calls),
+    judgeCpuS: after.judgeCpu - before.judgeCpu,
     errors: non2xx + load.dropped + load.failedItems,
     lost: (non2xx + load.dropped) * perRequest + load.failedItems,
     statuses: load.statuses,
     errorSamples: load.samples,
-    serverCpuS: cpuAfter - cpuBefore,
+    serverCpuS: after.cpu - before.cpu,
   }
 }
 
@@ -373,7 +387,9 @@ function row(floor: Cell, rm: Cell): string {
   const side = (cell: Cell) =>
     `${fixed(cell.rps)} req/s, ${fixed(cell.candidatesPerS)} cand/s, p50 ${fixed(cell.p50)} ms, ` +
     `p99 ${fixed(cell.p99)} ms, ${fixed(cell.judgeCallsPerCandidate, 2)} judge calls/cand, ` +
-    `${cell.errors} errors${cell.errors ? ` ${JSON.stringify(cell.errorSamples)}` : ''}, CPU ${fixed(cell.serverCpuS)} s`
+    `${cell.errors} errors${cell.errors ? ` ${JSON.stringify(cell.errorSamples)}` : ''}, ` +
+    `server CPU ${fixed(cell.serverCpuS)} s, judge ${fixed(cell.judgeBytesPerCall, 0)} B/call ` +
+    `${fixed(cell.judgeCpuS)} CPU s`
   return `${name}\n  floor: ${side(floor)}\n  /rm:   ${side(rm)}\n  ratio to floor: ${fixed(rm.rps / floor.rps, 2)}`
 }
 
@@ -391,54 +407,25 @@ async function main() {
     rmPort,
     '/healthz',
   )
-  const floorPort = await freePort()
-  const floor = await serve(
-    'the floor Worker',
-    'npx',
-    [
-      'wrangler',
-      'dev',
-      '--config',
-      'bench/rm-floor.wrangler.toml',
-      '--ip',
-      '127.0.0.1',
-      '--port',
-      String(floorPort),
-    ].concat(['--local', '--var', `JUDGE_URL:${stub.baseUrl}`, '--show-interactive-dev-session=false']),
-    floorPort,
-    '/',
-  )
+  let floor: Served | undefined
   try {
     const artifact = searchAndExport(work)
     const artifactId = deployTo(rm.url, ensureAdminToken(join(ROOT, '.dev.vars')).token, artifact, stub.baseUrl)
+    // One /rm score first: the size of its judge request is what the floor's judge call is padded to.
+    const calibration = await judgeCount(stub)
+    const agent = new Agent({ keepAlive: false })
+    await post(agent, `${rm.url}/rm/${TARGET}/score`, JSON.stringify(nextItem(options.candidateChars)))
+    const judgeBytes = Math.round((await judgeCount(stub)).bytes - calibration.bytes)
+    floor = await serveFloor(stub.baseUrl, judgeBytes)
     console.log(
       `bench:rm — judge stub ${options.judgeLatencyMs} ms per call; artifact ${artifactId.slice(0, 15)}… on ` +
-        `/rm/${TARGET} (npm start on :${rmPort}); floor Worker on :${floorPort}; ` +
-        `${options.durationS} s per cell after ${options.warmupS} s of warm-up\n`,
+        `/rm/${TARGET} (npm start on ${rm.url}); floor Worker on ${floor.url}, its judge request padded to ` +
+        `${judgeBytes} bytes as /rm's; ${options.durationS} s per cell after ${options.warmupS} s of warm-up\n`,
     )
     if (options.profile) return await profileRm(rm, inspectorPort, options)
     const judgeP50 = await judgeAlone(stub.baseUrl, options.durationS, options.candidateChars)
     console.log(`judge alone (straight to the stub, one at a time): p50 ${fixed(judgeP50)} ms\n`)
-    const cells: { floor: Cell; rm: Cell }[] = []
-    for (const batch of [null, options.batch]) {
-      for (const concurrency of options.concurrencies) {
-        const path = `/rm/${TARGET}/${batch === null ? 'score' : 'batch_score'}`
-        const cell = {
-          path,
-          concurrency,
-          batch,
-          seconds: options.durationS,
-          warmupS: options.warmupS,
-          chars: options.candidateChars,
-        }
-        const pair = {
-          floor: await measure('floor', floor, stub.calls, cell),
-          rm: await measure('/rm', rm, stub.calls, cell),
-        }
-        cells.push(pair)
-        console.log(row(pair.floor, pair.rm))
-      }
-    }
+    const cells = await measureCells(floor, rm, stub, options)
     const soakCell = {
       path: `/rm/${TARGET}/batch_score`,
       concurrency: 64,
@@ -446,13 +433,13 @@ async function main() {
       seconds: options.soakS,
     }
     const soakOptions = { ...soakCell, warmupS: 0, chars: options.candidateChars }
-    const soak = await measure('/rm soak', rm, stub.calls, soakOptions)
+    const soak = await measure('/rm soak', rm, stub, soakOptions)
     console.log(soakLine('npm start (wrangler dev)', soak, options))
     // The same soak on the same Worker served by Miniflare alone: no wrangler dev ProxyWorker in front of it.
     const direct = await serveDirect(work, artifact, stub.baseUrl)
     let control: Cell
     try {
-      control = await measure('/rm soak, Miniflare alone', direct, stub.calls, soakOptions)
+      control = await measure('/rm soak, Miniflare alone', direct, stub, soakOptions)
     } finally {
       direct.stop()
     }
@@ -464,11 +451,38 @@ async function main() {
     console.log(`\nwritten: ${options.out}`)
   } finally {
     rm.stop()
-    floor.stop()
+    floor?.stop()
     stub.stop()
     forgetWork()
     rmSync(work, { recursive: true, force: true })
   }
+}
+
+/** Every cell, score then batch_score, at each concurrency: the floor, then /rm, each printed as it ends. */
+async function measureCells(floor: Served, rm: Served, stub: Judge, options: Options) {
+  const cells: { floor: Cell; rm: Cell }[] = []
+  for (const batch of [null, options.batch]) {
+    for (const concurrency of options.concurrencies) {
+      const path = `/rm/${TARGET}/${batch === null ? 'score' : 'batch_score'}`
+      const cell = { path, concurrency, batch, seconds: options.durationS, warmupS: options.warmupS }
+      const withChars = { ...cell, chars: options.candidateChars }
+      const pair = {
+        floor: await measure('floor', floor, stub, withChars),
+        rm: await measure('/rm', rm, stub, withChars),
+      }
+      cells.push(pair)
+      console.log(row(pair.floor, pair.rm))
+    }
+  }
+  return cells
+}
+
+/** The floor Worker under wrangler dev, its judge request padded to `judgeBytes`. */
+async function serveFloor(judgeUrl: string, judgeBytes: number): Promise<Served> {
+  const port = await freePort()
+  const args = ['wrangler', 'dev', '--config', 'bench/rm-floor.wrangler.toml', '--ip', '127.0.0.1']
+  const vars = ['--var', `JUDGE_URL:${judgeUrl}`, '--var', `JUDGE_REQUEST_BYTES:${judgeBytes}`]
+  return serve('the floor Worker', 'npx', [...args, '--port', String(port), '--local', ...vars], port, '/')
 }
 
 /** One soak's line: batches answered, candidates per second, what was lost and what the errors said. */
@@ -483,6 +497,7 @@ function soakLine(where: string, soak: Cell, options: Options): string {
 
 /** The built Worker served by Miniflare alone on 127.0.0.1 (bench/harness.ts), with the artifact deployed. */
 async function serveDirect(work: string, artifact: string, judgeUrl: string): Promise<Served> {
+  mkdirSync(join(work, 'build'), { recursive: true })
   const bundles = await buildBundles(join(work, 'build'))
   const server = await startBench(bundles, { stub: 'process', storage: 'memory' })
   deployTo(server.url, server.adminToken, artifact, judgeUrl)
