@@ -11,10 +11,20 @@
  * at each concurrency for `--duration` seconds after a `--warmup`; then `--soak` seconds of 64 concurrent
  * `batch_score` of `--batch` to show nothing is lost. Printed per cell: req/s, candidates/s, p50/p99, judge calls
  * per candidate, errors (non-2xx, failed items, dropped connections), the server's CPU seconds (its whole process
- * tree), and the ratio to the floor. Results also go to bench/results/rm.json.
+ * tree), and the ratio to the floor; then the soak again on `npm run serve` (the same Worker and state on Miniflare
+ * alone, without wrangler dev's ProxyWorker). Results also go to bench/results/rm.json.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
-import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import {
+  appendFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import { Agent, request as httpRequest } from 'node:http'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -22,16 +32,7 @@ import { dirname, join } from 'node:path'
 import { parseArgs } from 'node:util'
 import WebSocket from 'ws'
 import { ensureAdminToken } from '../offline/dev/start.ts'
-import {
-  buildBundles,
-  cpuSecondsOf,
-  onInterrupt,
-  percentile,
-  ROOT,
-  startBench,
-  startLoopbackStub,
-  workerdPids,
-} from './harness.ts'
+import { cpuSecondsOf, onInterrupt, percentile, ROOT, startLoopbackStub } from './harness.ts'
 
 const TARGET = 'bench-rm'
 const TARGETS = { scoreRatio: 0.9, addedP50Ms: 3 }
@@ -71,6 +72,8 @@ interface Served {
   url: string
   pids: () => number[]
   stop: () => void
+  /** Settles once the server's process has exited. */
+  exited: Promise<unknown>
 }
 
 /** Every descendant of `root` (and itself), from /proc. */
@@ -89,6 +92,14 @@ function processTree(root: number): number[] {
   for (let i = 0; i < tree.length; i++)
     for (const [pid, parent] of parents) if (parent === tree[i] && !tree.includes(pid)) tree.push(pid)
   return tree.filter((pid) => parents.has(pid))
+}
+
+/** Stops a server and waits until every process of its tree has exited (they hold the local state's files). */
+async function stopAndWait(server: Served): Promise<void> {
+  const pids = server.pids()
+  server.stop()
+  await server.exited
+  while (pids.some((pid) => existsSync(`/proc/${pid}`))) await new Promise((resolve) => setTimeout(resolve, 100))
 }
 
 /** A free TCP port on 127.0.0.1. */
@@ -138,6 +149,7 @@ async function serve(label: string, command: string, args: string[], port: numbe
     if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${label} did not start:\n${logs}`)
     await new Promise((resolve) => setTimeout(resolve, 250))
   }
+  const exited = new Promise((resolve) => (child.exitCode === null ? child.once('exit', resolve) : resolve(null)))
   return {
     url,
     pids: () => processTree(child.pid!),
@@ -145,6 +157,7 @@ async function serve(label: string, command: string, args: string[], port: numbe
       forget()
       stop()
     },
+    exited,
   }
 }
 
@@ -435,15 +448,16 @@ async function main() {
     const soakOptions = { ...soakCell, warmupS: 0, chars: options.candidateChars }
     const soak = await measure('/rm soak', rm, stub, soakOptions)
     console.log(soakLine('npm start (wrangler dev)', soak, options))
-    // The same soak on the same Worker served by Miniflare alone: no wrangler dev ProxyWorker in front of it.
-    const direct = await serveDirect(work, artifact, stub.baseUrl)
+    // The same soak on `npm run serve`: the same Worker and state on Miniflare alone, no wrangler dev ProxyWorker.
+    await stopAndWait(rm)
+    const served = await serve('npm run serve', 'npx', ['tsx', 'offline/dev/serve.ts'], rmPort, '/healthz')
     let control: Cell
     try {
-      control = await measure('/rm soak, Miniflare alone', direct, stub, soakOptions)
+      control = await measure('/rm soak, npm run serve', served, stub, soakOptions)
     } finally {
-      direct.stop()
+      served.stop()
     }
-    console.log(soakLine('the built Worker on Miniflare alone', control, options))
+    console.log(soakLine('npm run serve (Miniflare alone)', control, options))
     report(cells, soak, judgeP50)
     mkdirSync(dirname(options.out), { recursive: true })
     const results = { options, artifactId, judgeP50, cells, soak, control }
@@ -493,15 +507,6 @@ function soakLine(where: string, soak: Cell, options: Options): string {
     `${soak.errors} errors, ${soak.lost} candidates lost, statuses ${JSON.stringify(soak.statuses)}` +
     (soak.errors ? ` ${JSON.stringify(soak.errorSamples)}` : '')
   )
-}
-
-/** The built Worker served by Miniflare alone on 127.0.0.1 (bench/harness.ts), with the artifact deployed. */
-async function serveDirect(work: string, artifact: string, judgeUrl: string): Promise<Served> {
-  mkdirSync(join(work, 'build'), { recursive: true })
-  const bundles = await buildBundles(join(work, 'build'))
-  const server = await startBench(bundles, { stub: 'process', storage: 'memory' })
-  deployTo(server.url, server.adminToken, artifact, judgeUrl)
-  return { url: server.url, pids: workerdPids, stop: () => void server.dispose() }
 }
 
 /** The targets of issue 22, each with the figure that meets or misses it. */

@@ -11,7 +11,9 @@ import { fileURLToPath } from 'node:url'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
 const port = process.env.PORT ?? '8787'
-const env = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false' }
+/** The environment wrangler runs in here: no telemetry, no fetch of Cloudflare's request metadata. */
+export const WRANGLER_ENV = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false' }
+const env = WRANGLER_ENV
 
 /**
  * Returns the local admin token, creating .dev.vars with a fresh one when it has none.
@@ -33,12 +35,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   console.log(
     created ? `Wrote a new local admin token to .dev.vars: ${token}` : `Local admin token (from .dev.vars): ${token}`,
   )
-  const migrate = spawnSync('npx', ['wrangler', 'd1', 'migrations', 'apply', 'reward-harness', '--local'], {
-    cwd: root,
-    env,
-    stdio: ['ignore', 'inherit', 'inherit'],
-  })
-  if (migrate.status !== 0) process.exit(migrate.status ?? 1)
+  applyLocalMigrations()
   if (!(await portIsFree(port))) {
     console.error(
       `npm start: port ${port} on 127.0.0.1 is taken (another npm start?). Stop it, or serve elsewhere: ` +
@@ -75,6 +72,19 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   )
     await new Promise((resolve) => setTimeout(resolve, 250))
   console.log(`Serving on http://127.0.0.1:${port} (mock LLM, default run open). Ctrl-C stops.`)
+}
+
+/**
+ * Applies the D1 migrations to the local database (`.wrangler/state/v3`); exits the process when wrangler fails.
+ * @example applyLocalMigrations()
+ */
+export function applyLocalMigrations(): void {
+  const migrate = spawnSync('npx', ['wrangler', 'd1', 'migrations', 'apply', 'reward-harness', '--local'], {
+    cwd: root,
+    env,
+    stdio: ['ignore', 'inherit', 'inherit'],
+  })
+  if (migrate.status !== 0) process.exit(migrate.status ?? 1)
 }
 
 /**
