@@ -5,9 +5,11 @@
  * `wrangler dev` ProxyWorker in front of the Worker. That proxy loses a POST now and then under concurrent load (its
  * pooled connection to the Worker and workerd's 5 s keep-alive close race; it answers 503 "Your worker restarted
  * mid-request" though nothing restarted: workers-sdk#14641) and caps throughput; bench:rm measures both.
+ * `--persist-to <dir>` keeps the state elsewhere, as with wrangler.
  */
 import { spawnSync } from 'node:child_process'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
+import { parseArgs } from 'node:util'
 import { fileURLToPath } from 'node:url'
 import { Log, LogLevel, Miniflare, type WorkerOptions } from 'miniflare'
 import { unstable_getMiniflareWorkerOptions } from 'wrangler'
@@ -35,14 +37,15 @@ export function buildWorker(): string {
  * Serves the built Worker with wrangler.toml's bindings, `.dev.vars` and `DEPLOYMENT=local`, on the local state.
  * @example const mf = await serveWorker(buildWorker(), 8787); await mf.dispose()
  */
-export async function serveWorker(scriptPath: string, listenPort: number): Promise<Miniflare> {
+export async function serveWorker(scriptPath: string, listenPort: number, persistTo?: string): Promise<Miniflare> {
   const { workerOptions } = unstable_getMiniflareWorkerOptions(join(root, 'wrangler.toml'))
   const mf = new Miniflare({
     log: new Log(LogLevel.WARN),
     host: '127.0.0.1',
     port: listenPort,
     cf: false,
-    defaultPersistRoot: join(root, '.wrangler/state/v3'),
+    // wrangler keeps local state in <dir>/v3 (`--persist-to <dir>`, `.wrangler/state` by default).
+    defaultPersistRoot: join(persistTo ? resolve(persistTo) : join(root, '.wrangler/state'), 'v3'),
     workers: [
       {
         ...(workerOptions as WorkerOptions),
@@ -60,16 +63,17 @@ export async function serveWorker(scriptPath: string, listenPort: number): Promi
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const persistTo = parseArgs({ options: { 'persist-to': { type: 'string' } } }).values['persist-to']
   const { token, created } = ensureAdminToken(`${root}.dev.vars`)
   console.log(
     created ? `Wrote a new local admin token to .dev.vars: ${token}` : `Local admin token (from .dev.vars): ${token}`,
   )
-  applyLocalMigrations()
+  applyLocalMigrations(persistTo)
   if (!(await portIsFree(String(port)))) {
     console.error(`npm run serve: port ${port} on 127.0.0.1 is taken. Serve elsewhere: PORT=${port + 1} npm run serve`)
     process.exit(1)
   }
-  const mf = await serveWorker(buildWorker(), port)
+  const mf = await serveWorker(buildWorker(), port, persistTo)
   for (const signal of ['SIGINT', 'SIGTERM'] as const)
     process.on(signal, () => void mf.dispose().finally(() => process.exit(0)))
   console.log(`Serving the built Worker on http://127.0.0.1:${port} (Miniflare alone, local state). Ctrl-C stops.`)

@@ -75,11 +75,13 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
 }
 
 /**
- * Applies the D1 migrations to the local database (`.wrangler/state/v3`); exits the process when wrangler fails.
+ * Applies the D1 migrations to the local database (`.wrangler/state` unless `persistTo` names another); exits the
+ * process when wrangler fails.
  * @example applyLocalMigrations()
  */
-export function applyLocalMigrations(): void {
-  const migrate = spawnSync('npx', ['wrangler', 'd1', 'migrations', 'apply', 'reward-harness', '--local'], {
+export function applyLocalMigrations(persistTo?: string): void {
+  const where = persistTo ? ['--persist-to', persistTo] : []
+  const migrate = spawnSync('npx', ['wrangler', 'd1', 'migrations', 'apply', 'reward-harness', '--local', ...where], {
     cwd: root,
     env,
     stdio: ['ignore', 'inherit', 'inherit'],

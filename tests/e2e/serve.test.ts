@@ -1,0 +1,91 @@
+/**
+ * `npm run serve`: the built Worker on Miniflare alone, started as a user starts it (own port, own `--persist-to`
+ * state, migrations applied by the script), answers `/healthz`, scores on the default run with its Durable Objects and
+ * D1, and serves an `/rm` target deployed through the admin API with the token from `.dev.vars`.
+ */
+import { spawn } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import { createServer } from 'node:net'
+import { ROOT, runRewardHarness } from '../support/child.ts'
+import { callJson, METADATA } from './support/http.ts'
+
+/** A TCP port free on 127.0.0.1 right now. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer()
+    probe.once('error', reject)
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address()
+      probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0))
+    })
+  })
+}
+
+let state: string
+let baseUrl: string
+let stop: () => void
+
+beforeAll(async () => {
+  state = mkdtempSync(join(tmpdir(), 'rh-serve-'))
+  const port = await freePort()
+  const child = spawn('npx', ['tsx', 'offline/dev/serve.ts', '--persist-to', state], {
+    cwd: ROOT,
+    env: { ...process.env, PORT: String(port), WRANGLER_SEND_METRICS: 'false' },
+    detached: true,
+    stdio: 'ignore',
+  })
+  stop = () => {
+    try {
+      process.kill(-child.pid!, 'SIGTERM')
+    } catch {
+      // already gone
+    }
+  }
+  baseUrl = `http://127.0.0.1:${port}`
+  await vi.waitFor(async () => expect((await fetch(`${baseUrl}/healthz`).catch(() => undefined))?.status).toBe(200), {
+    timeout: 110_000,
+    interval: 500,
+  })
+}, 120_000)
+
+afterAll(() => {
+  stop?.()
+  if (state) rmSync(state, { recursive: true, force: true })
+})
+
+describe('npm run serve', () => {
+  it('scores on the default run and serves a deployed /rm target, on its own state', async () => {
+    const scored = await callJson(`${baseUrl}/score`, {
+      body: { rollout: { id: 'serve-1', input: 'What is 2 + 2?', output: 'The answer is 4.' }, metadata: METADATA },
+    })
+    expect(scored.status, JSON.stringify(scored.body)).toBe(200)
+    expect(scored.body.score).toBeGreaterThanOrEqual(0)
+    expect((await callJson(`${baseUrl}/rm/serve/healthz`)).body.error.code).toBe('no_active_artifact')
+
+    const token = readFileSync(join(ROOT, '.dev.vars'), 'utf8')
+      .match(/^ADMIN_TOKEN=(.+)$/m)![1]!
+      .trim()
+    const cli = (args: string[]) => runRewardHarness(args, { REWARD_HARNESS_ADMIN_TOKEN: token, USER: 'e2e' }, 60_000)
+    const [search, artifact] = [join(state, 'best.json'), join(state, 'rm.json')]
+    const dataset = ['--dataset', 'examples/demo.json', '--backend', 'mock', '--generations', '1']
+    expect((await cli(['search', ...dataset, '--output', search])).code).toBe(0)
+    expect((await cli(['export', '--search-output', search, '--out', artifact])).code).toBe(0)
+    const deployed = await cli(['deploy', '--artifact', artifact, '--target', 'serve', '--url', baseUrl])
+    expect(deployed.code, deployed.err).toBe(0)
+
+    const items = Array.from({ length: 16 }, (_, i) => ({
+      prompt_id: `unseen-${i}`,
+      prompt: 'What is 2 + 2?',
+      candidate: { candidate_id: `c${i}`, text: `The answer is ${i}.`, source: 'verl', metadata: {} },
+    }))
+    const batch = await callJson(`${baseUrl}/rm/serve/batch_score`, { body: { items } })
+    expect(batch.status, JSON.stringify(batch.body)).toBe(200)
+    expect(batch.body.results.map((result: { ok: boolean; index: number }) => [result.index, result.ok])).toEqual(
+      items.map((_, i) => [i, true]),
+    )
+    expect(batch.body.artifact_id).toBe(JSON.parse(readFileSync(artifact, 'utf8')).artifact_id)
+  }, 120_000)
+})
