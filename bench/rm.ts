@@ -395,15 +395,18 @@ async function measure(
 
 const fixed = (value: number, digits = 1) => (Number.isFinite(value) ? value.toFixed(digits) : 'n/a')
 
+const cellName = (cell: Cell) =>
+  `${cell.batch === null ? 'score' : `batch_score of ${cell.batch}`}, c=${cell.concurrency}`
+
+const side = (cell: Cell) =>
+  `${fixed(cell.rps)} req/s, ${fixed(cell.candidatesPerS)} cand/s, p50 ${fixed(cell.p50)} ms, ` +
+  `p99 ${fixed(cell.p99)} ms, ${fixed(cell.judgeCallsPerCandidate, 2)} judge calls/cand, ` +
+  `${cell.errors} errors${cell.errors ? ` ${JSON.stringify(cell.errorSamples)}` : ''}, ` +
+  `server CPU ${fixed(cell.serverCpuS)} s, judge ${fixed(cell.judgeBytesPerCall, 0)} B/call ` +
+  `${fixed(cell.judgeCpuS)} CPU s`
+
 function row(floor: Cell, rm: Cell): string {
-  const name = `${rm.batch === null ? 'score' : `batch_score of ${rm.batch}`}, c=${rm.concurrency}`
-  const side = (cell: Cell) =>
-    `${fixed(cell.rps)} req/s, ${fixed(cell.candidatesPerS)} cand/s, p50 ${fixed(cell.p50)} ms, ` +
-    `p99 ${fixed(cell.p99)} ms, ${fixed(cell.judgeCallsPerCandidate, 2)} judge calls/cand, ` +
-    `${cell.errors} errors${cell.errors ? ` ${JSON.stringify(cell.errorSamples)}` : ''}, ` +
-    `server CPU ${fixed(cell.serverCpuS)} s, judge ${fixed(cell.judgeBytesPerCall, 0)} B/call ` +
-    `${fixed(cell.judgeCpuS)} CPU s`
-  return `${name}\n  floor: ${side(floor)}\n  /rm:   ${side(rm)}\n  ratio to floor: ${fixed(rm.rps / floor.rps, 2)}`
+  return `${cellName(rm)}\n  floor: ${side(floor)}\n  /rm:   ${side(rm)}\n  ratio to floor: ${fixed(rm.rps / floor.rps, 2)}`
 }
 
 async function main() {
@@ -452,15 +455,29 @@ async function main() {
     await stopAndWait(rm)
     const served = await serve('npm run serve', 'npx', ['tsx', 'offline/dev/serve.ts'], rmPort, '/healthz')
     let control: Cell
+    const servedCells: Cell[] = []
     try {
       control = await measure('/rm soak, npm run serve', served, stub, soakOptions)
+      console.log(soakLine('npm run serve (Miniflare alone)', control, options))
+      // Every cell again on npm run serve: /rm without the dev proxy, for a server on one machine.
+      for (const { rm: cell } of cells) {
+        const again = { ...cell, path: `/rm/${TARGET}/${cell.batch === null ? 'score' : 'batch_score'}` }
+        const withTimes = {
+          ...again,
+          seconds: options.durationS,
+          warmupS: options.warmupS,
+          chars: options.candidateChars,
+        }
+        const measured = await measure('/rm on npm run serve', served, stub, withTimes)
+        servedCells.push(measured)
+        console.log(`npm run serve, ${cellName(measured)}: ${side(measured)}`)
+      }
     } finally {
       served.stop()
     }
-    console.log(soakLine('npm run serve (Miniflare alone)', control, options))
     report(cells, soak, judgeP50)
     mkdirSync(dirname(options.out), { recursive: true })
-    const results = { options, artifactId, judgeP50, cells, soak, control }
+    const results = { options, artifactId, judgeP50, cells, soak, control, servedCells }
     writeFileSync(options.out, `${JSON.stringify(results, null, 2)}\n`)
     console.log(`\nwritten: ${options.out}`)
   } finally {
