@@ -79,28 +79,21 @@ export async function storeArtifact(db: D1Database, artifact: AnyRmArtifact): Pr
   return { stored: inserted.length > 0 }
 }
 
-const cache = new LRUCache<string, Promise<AnyRmArtifact | undefined>>({ max: CACHED_ARTIFACTS })
+const cache = new LRUCache<string, AnyRmArtifact>({ max: CACHED_ARTIFACTS })
 
 /**
  * A stored artifact, parsed and checked against its content address; kept per isolate by id (artifacts are
- * immutable, so the cache is never stale). Undefined when no such artifact is stored.
+ * immutable, so the cache is never stale). Undefined when no such artifact is stored. Only loaded artifacts are
+ * kept, never a read in flight: a request must not wait on another request's I/O, which the Workers runtime cancels
+ * as hung, so requests that miss together each read.
  * @example const artifact = await loadArtifact(env.DB, deployment.artifact_id)
  */
-export function loadArtifact(db: D1Database, artifactId: string): Promise<AnyRmArtifact | undefined> {
+export async function loadArtifact(db: D1Database, artifactId: string): Promise<AnyRmArtifact | undefined> {
   const cached = cache.get(artifactId)
   if (cached) return cached
-  const loading = readArtifact(db, artifactId).then(
-    (artifact) => {
-      if (!artifact) cache.delete(artifactId)
-      return artifact
-    },
-    (error: unknown) => {
-      cache.delete(artifactId)
-      throw error
-    },
-  )
-  cache.set(artifactId, loading)
-  return loading
+  const artifact = await readArtifact(db, artifactId)
+  if (artifact) cache.set(artifactId, artifact)
+  return artifact
 }
 
 async function readArtifact(db: D1Database, artifactId: string): Promise<AnyRmArtifact | undefined> {
@@ -135,30 +128,25 @@ async function readArtifact(db: D1Database, artifactId: string): Promise<AnyRmAr
  */
 export const SERVING_DEPLOYMENT_TTL_MS = 2_000
 
-const serving = new LRUCache<string, Promise<StoredDeployment | null>>({
-  max: 256,
-  ttl: SERVING_DEPLOYMENT_TTL_MS,
-  // Read the clock on every lookup: lru-cache otherwise caches "now" until a timer clears it, and a timer set during
-  // one request of a Worker may never fire, which would freeze the clock and serve one deployment forever.
-  ttlResolution: 0,
-})
+/** A target's active deployment (null: none) as this isolate last read it, and when. */
+const serving = new LRUCache<string, { deployment: StoredDeployment | null; readAt: number }>({ max: 256 })
 
 /**
  * The deployment `/rm/<target>` serves: the target's active deployment as read at most
- * {@link SERVING_DEPLOYMENT_TTL_MS} ago by this isolate (concurrent requests share one read), or undefined when
- * nothing is deployed there. The same object is returned while it is cached, so callers may key their own caches on
- * it.
+ * {@link SERVING_DEPLOYMENT_TTL_MS} ago by this isolate, or undefined when nothing is deployed there. While the
+ * deployment stays the same, the same object is returned, so callers may key their own caches on it. A stale entry
+ * is read again by each request that finds it stale, never awaited from another request: the Workers runtime
+ * cancels a request that waits on another request's I/O as hung.
  * @example const deployment = await servingDeployment(env.DB, 'prod')
  */
 export async function servingDeployment(db: D1Database, target: string): Promise<StoredDeployment | undefined> {
-  let reading = serving.get(target)
-  if (!reading) {
-    reading = activeDeployment(db, target).then((found) => found ?? null)
-    serving.set(target, reading)
-    const failed = reading
-    failed.catch(() => serving.get(target) === failed && serving.delete(target))
-  }
-  return (await reading) ?? undefined
+  const cached = serving.get(target)
+  if (cached && Date.now() - cached.readAt < SERVING_DEPLOYMENT_TTL_MS) return cached.deployment ?? undefined
+  const read = (await activeDeployment(db, target)) ?? null
+  const known = serving.get(target)?.deployment
+  const deployment = known && read && known.seq === read.seq ? known : read
+  serving.set(target, { deployment, readAt: Date.now() })
+  return deployment ?? undefined
 }
 
 /**

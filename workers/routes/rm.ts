@@ -162,7 +162,8 @@ interface Serving {
 
 type RmScorer = { score(request: RmScoreRequest): Promise<object & { score: number }> }
 
-const servings = new WeakMap<StoredDeployment, Promise<Serving>>()
+/** Resolved servings by deployment (never a resolution in flight: a request must not await another's I/O). */
+const servings = new WeakMap<StoredDeployment, Serving>()
 
 /**
  * The target's active deployment (cached per isolate for seconds: `servingDeployment`) with its artifact, judge and
@@ -177,20 +178,14 @@ async function servingArtifact(env: Env, rawTarget: string | undefined): Promise
       `target "${target}" has no active artifact: deploy one with POST /admin/targets/${target}/deployments`,
     )
   }
-  let resolving = servings.get(deployment)
-  if (!resolving) {
-    resolving = resolveServing(env, deployment)
-    servings.set(deployment, resolving)
-    resolving.catch(() => servings.delete(deployment))
-  }
-  return resolving
-}
-
-async function resolveServing(env: Env, deployment: StoredDeployment): Promise<Serving> {
+  const known = servings.get(deployment)
+  if (known) return known
   const artifact = await loadArtifact(env.DB, deployment.artifact_id)
   if (!artifact) throw new Error(`the active artifact ${deployment.artifact_id} is not stored`)
   const judge = judgeOf(env, artifact, deployment)
-  return { deployment, artifact, judge, scorer: scorerFactory(env, artifact, deployment) }
+  const resolved = { deployment, artifact, judge, scorer: scorerFactory(env, artifact, deployment) }
+  servings.set(deployment, resolved)
+  return resolved
 }
 
 /**
