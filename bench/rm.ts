@@ -406,7 +406,8 @@ const side = (cell: Cell) =>
   `${fixed(cell.judgeCpuS)} CPU s`
 
 function row(floor: Cell, rm: Cell): string {
-  return `${cellName(rm)}\n  floor: ${side(floor)}\n  /rm:   ${side(rm)}\n  ratio to floor: ${fixed(rm.rps / floor.rps, 2)}`
+  const ratio = fixed(rm.rps / floor.rps, 2)
+  return `${cellName(rm)}\n  floor: ${side(floor)}\n  /rm:   ${side(rm)}\n  ratio to floor: ${ratio}`
 }
 
 async function main() {
