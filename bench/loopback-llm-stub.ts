@@ -1,7 +1,7 @@
 /**
  * An OpenAI-compatible chat server in its own Node process: the Worker reaches it over loopback HTTP as it would
  * reach a vLLM server, and its CPU is not workerd's. `STUB_LATENCY_MS` (0) delays every answer as a judge would;
- * `STUB_REPLY` picks the reply: `scorer` (default, the /score scorer's grade list) or `verifier` (a grade per
+ * `STUB_PORT` fixes its port (else any free one); `STUB_REPLY` picks the reply: `scorer` (default, the /score scorer's grade list) or `verifier` (a grade per
  * criterion id, as the /rm verifier and the floor Worker of bench/rm.ts read it).
  * Prints `{"port":n}` on stdout once listening; `GET /calls` answers how many completions it served and `GET /bytes`
  * the request bytes it read; exits when its
@@ -20,7 +20,9 @@ let bytes = 0
 /** `{"grades": {id: grade}}` for every `- <id> (` criterion line of the user message. */
 function gradeEachCriterion(body: ChatCompletionBody): string {
   const user = contentText(body.messages.find((message) => message.role === 'user') ?? { content: '' })
-  const ids = [...user.matchAll(/^- ([\w.:-]+) \(/gm)].map((match) => match[1]!)
+  // This project's criterion lines (`- <id> (`), or the criteria JSON autosr's verifier sends (`"criterion_id": "<id>"`).
+  const lines = [...user.matchAll(/^- ([\w.:-]+) \(/gm)].map((match) => match[1]!)
+  const ids = lines.length ? lines : [...user.matchAll(/"criterion_id":\s*"([^"]+)"/g)].map((match) => match[1]!)
   return JSON.stringify({ grades: Object.fromEntries(ids.map((id) => [id, Math.min(grade, 5)])) })
 }
 
@@ -42,7 +44,7 @@ const server = createServer(async (req, res) => {
   else send()
 })
 server.keepAliveTimeout = 60_000
-server.listen(0, '127.0.0.1', () => {
+server.listen(Number(process.env.STUB_PORT ?? 0), '127.0.0.1', () => {
   const address = server.address()
   process.stdout.write(`${JSON.stringify({ port: typeof address === 'object' && address ? address.port : 0 })}\n`)
 })

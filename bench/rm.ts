@@ -50,6 +50,9 @@ function readOptions() {
       'candidate-chars': { type: 'string', default: '800' },
       out: { type: 'string', default: join(ROOT, 'bench/results/rm.json') },
       profile: { type: 'string' },
+      'judge-port': { type: 'string' },
+      peer: { type: 'string' },
+      'peer-pid': { type: 'string' },
     },
   })
   return {
@@ -63,6 +66,11 @@ function readOptions() {
     out: values.out,
     /** Write a CPU profile of the Worker under /rm score load (c=8) to this file instead of measuring cells. */
     profile: values.profile,
+    /** The stub's port (else any free one), so a peer server can be pointed at the judge before the run. */
+    judgePort: values['judge-port'],
+    /** Another RM server with the same routes at its root (autosr's), measured cell by cell beside /rm. */
+    peer: values.peer,
+    peerPid: values['peer-pid'] ? Number(values['peer-pid']) : undefined,
   }
 }
 type Options = ReturnType<typeof readOptions>
@@ -414,7 +422,11 @@ async function main() {
   const options: Options = readOptions()
   const work = mkdtempSync(join(tmpdir(), 'bench-rm-'))
   const forgetWork = onInterrupt(() => rmSync(work, { recursive: true, force: true }))
-  const stub = await startLoopbackStub({ STUB_LATENCY_MS: String(options.judgeLatencyMs), STUB_REPLY: 'verifier' })
+  const stub = await startLoopbackStub({
+    STUB_LATENCY_MS: String(options.judgeLatencyMs),
+    STUB_REPLY: 'verifier',
+    ...(options.judgePort ? { STUB_PORT: options.judgePort } : {}),
+  })
   const rmPort = await freePort()
   const inspectorPort = await freePort()
   const rm = await serve(
@@ -443,6 +455,7 @@ async function main() {
     const judgeP50 = await judgeAlone(stub.baseUrl, options.durationS, options.candidateChars)
     console.log(`judge alone (straight to the stub, one at a time): p50 ${fixed(judgeP50)} ms\n`)
     const cells = await measureCells(floor, rm, stub, options)
+    const peerCells = options.peer ? await measurePeer(options.peer, options.peerPid, cells, stub, options) : []
     const soakCell = {
       path: `/rm/${TARGET}/batch_score`,
       concurrency: 64,
@@ -478,7 +491,7 @@ async function main() {
     }
     report(cells, soak, judgeP50)
     mkdirSync(dirname(options.out), { recursive: true })
-    const results = { options, artifactId, judgeP50, cells, soak, control, servedCells }
+    const results = { options, artifactId, judgeP50, cells, soak, control, servedCells, peerCells }
     writeFileSync(options.out, `${JSON.stringify(results, null, 2)}\n`)
     console.log(`\nwritten: ${options.out}`)
   } finally {
@@ -507,6 +520,29 @@ async function measureCells(floor: Served, rm: Served, stub: Judge, options: Opt
     }
   }
   return cells
+}
+
+/** Every cell again against the peer server (`/score`, `/batch_score` at its root), printed beside /rm's. */
+async function measurePeer(url: string, pid: number | undefined, cells: { rm: Cell }[], stub: Judge, options: Options) {
+  const peer: Served = {
+    url,
+    pids: () => (pid ? processTree(pid) : []),
+    stop: () => undefined,
+    exited: Promise.resolve(),
+  }
+  const measured: Cell[] = []
+  for (const { rm } of cells) {
+    const path = rm.batch === null ? '/score' : '/batch_score'
+    const cell = { path, concurrency: rm.concurrency, batch: rm.batch, seconds: options.durationS }
+    const result = await measure('peer', peer, stub, {
+      ...cell,
+      warmupS: options.warmupS,
+      chars: options.candidateChars,
+    })
+    measured.push(result)
+    console.log(`peer, ${cellName(result)}: ${side(result)}\n  /rm ÷ peer: ${fixed(rm.rps / result.rps, 2)}`)
+  }
+  return measured
 }
 
 /** The floor Worker under wrangler dev, its judge request padded to `judgeBytes`. */
