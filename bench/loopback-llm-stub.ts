@@ -1,11 +1,10 @@
 /**
  * An OpenAI-compatible chat server in its own Node process: the Worker reaches it over loopback HTTP as it would
  * reach a vLLM server, and its CPU is not workerd's. `STUB_LATENCY_MS` (0) delays every answer as a judge would;
- * `STUB_PORT` fixes its port (else any free one); `STUB_REPLY` picks the reply: `scorer` (default, the /score scorer's grade list) or `verifier` (a grade per
- * criterion id, as the /rm verifier and the floor Worker of bench/rm.ts read it).
- * Prints `{"port":n}` on stdout once listening; `GET /calls` answers how many completions it served and `GET /bytes`
- * the request bytes it read; exits when its
- * stdin closes (the bench process ended).
+ * `STUB_PORT` fixes its port (else any free one); `STUB_REPLY` picks the reply: `scorer` (default, the /score
+ * scorer's grade list) or `verifier` (a grade per criterion id, as the /rm verifier, the floor Worker of bench/rm.ts
+ * and autosr's verifier read it). Prints `{"port":n}` on stdout once listening; `GET /calls` answers how many
+ * completions it served and `GET /bytes` the request bytes it read; exits when its stdin closes (the bench ended).
  * @example STUB_LATENCY_MS=20 STUB_REPLY=verifier node --import tsx bench/loopback-llm-stub.ts
  */
 import { createServer } from 'node:http'
@@ -20,7 +19,8 @@ let bytes = 0
 /** `{"grades": {id: grade}}` for every `- <id> (` criterion line of the user message. */
 function gradeEachCriterion(body: ChatCompletionBody): string {
   const user = contentText(body.messages.find((message) => message.role === 'user') ?? { content: '' })
-  // This project's criterion lines (`- <id> (`), or the criteria JSON autosr's verifier sends (`"criterion_id": "<id>"`).
+  // This project's criterion lines (`- <id> (`), or the criteria JSON autosr's verifier sends
+  // (`"criterion_id": "<id>"`).
   const lines = [...user.matchAll(/^- ([\w.:-]+) \(/gm)].map((match) => match[1]!)
   const ids = lines.length ? lines : [...user.matchAll(/"criterion_id":\s*"([^"]+)"/g)].map((match) => match[1]!)
   return JSON.stringify({ grades: Object.fromEntries(ids.map((id) => [id, Math.min(grade, 5)])) })

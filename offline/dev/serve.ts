@@ -5,7 +5,8 @@
  * `wrangler dev` ProxyWorker in front of the Worker. That proxy loses a POST now and then under concurrent load (its
  * pooled connection to the Worker and workerd's 5 s keep-alive close race; it answers 503 "Your worker restarted
  * mid-request" though nothing restarted: workers-sdk#14641) and caps throughput; bench:rm measures both.
- * `--persist-to <dir>` keeps the state elsewhere, as with wrangler.
+ * `--persist-to <dir>` keeps the state elsewhere, as with wrangler; `ADMIN_TOKEN` in the environment replaces the one
+ * in `.dev.vars`.
  */
 import { spawnSync } from 'node:child_process'
 import { join, resolve } from 'node:path'
@@ -35,9 +36,13 @@ export function buildWorker(): string {
 
 /**
  * Serves the built Worker with wrangler.toml's bindings, `.dev.vars` and `DEPLOYMENT=local`, on the local state.
- * @example const mf = await serveWorker(buildWorker(), 8787); await mf.dispose()
+ * @example const mf = await serveWorker(buildWorker(), 8787, { adminToken }); await mf.dispose()
  */
-export async function serveWorker(scriptPath: string, listenPort: number, persistTo?: string): Promise<Miniflare> {
+export async function serveWorker(
+  scriptPath: string,
+  listenPort: number,
+  { persistTo, adminToken }: { persistTo?: string | undefined; adminToken: string },
+): Promise<Miniflare> {
   const { workerOptions } = unstable_getMiniflareWorkerOptions(join(root, 'wrangler.toml'))
   const mf = new Miniflare({
     log: new Log(LogLevel.WARN),
@@ -54,7 +59,7 @@ export async function serveWorker(scriptPath: string, listenPort: number, persis
         modules: true,
         scriptPath,
         modulesRoot: join(scriptPath, '..'),
-        bindings: { ...workerOptions.bindings, DEPLOYMENT: 'local' },
+        bindings: { ...workerOptions.bindings, DEPLOYMENT: 'local', ADMIN_TOKEN: adminToken },
       },
     ],
   })
@@ -62,18 +67,25 @@ export async function serveWorker(scriptPath: string, listenPort: number, persis
   return mf
 }
 
-if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  const persistTo = parseArgs({ options: { 'persist-to': { type: 'string' } } }).values['persist-to']
+/** The local admin token from .dev.vars, written there first when it has none (as `npm start` does). */
+function adminTokenFromDevVars(): string {
   const { token, created } = ensureAdminToken(`${root}.dev.vars`)
   console.log(
     created ? `Wrote a new local admin token to .dev.vars: ${token}` : `Local admin token (from .dev.vars): ${token}`,
   )
+  return token
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const persistTo = parseArgs({ options: { 'persist-to': { type: 'string' } } }).values['persist-to']
+  // ADMIN_TOKEN in the environment wins and leaves .dev.vars alone (a wrangler dev running beside would reload on it).
+  const token = process.env.ADMIN_TOKEN ?? adminTokenFromDevVars()
   applyLocalMigrations(persistTo)
   if (!(await portIsFree(String(port)))) {
     console.error(`npm run serve: port ${port} on 127.0.0.1 is taken. Serve elsewhere: PORT=${port + 1} npm run serve`)
     process.exit(1)
   }
-  const mf = await serveWorker(buildWorker(), port, persistTo)
+  const mf = await serveWorker(buildWorker(), port, { persistTo, adminToken: token })
   for (const signal of ['SIGINT', 'SIGTERM'] as const)
     process.on(signal, () => void mf.dispose().finally(() => process.exit(0)))
   console.log(`Serving the built Worker on http://127.0.0.1:${port} (Miniflare alone, local state). Ctrl-C stops.`)

@@ -1,9 +1,10 @@
 /**
  * `npm run serve`: the built Worker on Miniflare alone, started as a user starts it (own port, own `--persist-to`
  * state, migrations applied by the script), answers `/healthz`, scores on the default run with its Durable Objects and
- * D1, and serves an `/rm` target deployed through the admin API with the token from `.dev.vars`.
+ * D1, and serves an `/rm` target deployed with the CLI under the admin token it was given in the environment.
  */
 import { spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -24,6 +25,8 @@ function freePort(): Promise<number> {
   })
 }
 
+/** Given in the environment, so the test never writes .dev.vars (a wrangler dev of another test would reload). */
+const ADMIN_TOKEN = `rh_e2e_admin_${randomBytes(16).toString('hex')}`
 let state: string
 let baseUrl: string
 let stop: () => void
@@ -33,7 +36,7 @@ beforeAll(async () => {
   const port = await freePort()
   const child = spawn('npx', ['tsx', 'offline/dev/serve.ts', '--persist-to', state], {
     cwd: ROOT,
-    env: { ...process.env, PORT: String(port), WRANGLER_SEND_METRICS: 'false' },
+    env: { ...process.env, PORT: String(port), ADMIN_TOKEN, WRANGLER_SEND_METRICS: 'false' },
     detached: true,
     stdio: 'ignore',
   })
@@ -65,10 +68,8 @@ describe('npm run serve', () => {
     expect(scored.body.score).toBeGreaterThanOrEqual(0)
     expect((await callJson(`${baseUrl}/rm/serve/healthz`)).body.error.code).toBe('no_active_artifact')
 
-    const token = readFileSync(join(ROOT, '.dev.vars'), 'utf8')
-      .match(/^ADMIN_TOKEN=(.+)$/m)![1]!
-      .trim()
-    const cli = (args: string[]) => runRewardHarness(args, { REWARD_HARNESS_ADMIN_TOKEN: token, USER: 'e2e' }, 60_000)
+    const cli = (args: string[]) =>
+      runRewardHarness(args, { REWARD_HARNESS_ADMIN_TOKEN: ADMIN_TOKEN, USER: 'e2e' }, 60_000)
     const [search, artifact] = [join(state, 'best.json'), join(state, 'rm.json')]
     const dataset = ['--dataset', 'examples/demo.json', '--backend', 'mock', '--generations', '1']
     expect((await cli(['search', ...dataset, '--output', search])).code).toBe(0)
