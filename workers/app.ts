@@ -2,7 +2,7 @@ import { Hono } from 'hono'
 import { requestId } from 'hono/request-id'
 import type { AppEnv } from './env.ts'
 import { identifyCaller, resolveRun } from './middleware/auth.ts'
-import { limitBodies } from './middleware/body-limit.ts'
+import { drainUnreadBodies, limitBodies } from './middleware/body-limit.ts'
 import { routedPath } from './middleware/path-token.ts'
 import { rateLimit } from './middleware/rate-limit.ts'
 import { renderError } from './middleware/errors.ts'
@@ -41,6 +41,7 @@ export function createApp() {
   return (
     new Hono<AppEnv>({ getPath: routedPath })
       .use('*', requestId())
+      .use('*', drainUnreadBodies())
       .use('*', limitBodies())
       .use('*', identifyCaller())
       .use('*', rateLimit())

@@ -9,6 +9,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import { Agent, request as httpRequest } from 'node:http'
 import { createServer } from 'node:net'
 import { ROOT, runRewardHarness } from '../support/child.ts'
 import { callJson, METADATA } from './support/http.ts'
@@ -89,4 +90,28 @@ describe('npm run serve', () => {
     )
     expect(batch.body.artifact_id).toBe(JSON.parse(readFileSync(artifact, 'utf8')).artifact_id)
   }, 120_000)
+
+  it('an answer that needs no body still reads it, so a keep-alive client keeps its connection', async () => {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 })
+    const post = (path: string, body: string) =>
+      new Promise<{ status: number; reused: boolean }>((resolve, reject) => {
+        const req = httpRequest(`${baseUrl}${path}`, {
+          method: 'POST',
+          agent,
+          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        })
+        req.on('response', (res) => {
+          res.resume()
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, reused: req.reusedSocket }))
+        })
+        req.on('error', reject)
+        req.end(body)
+      })
+    const padding = 'x'.repeat(64 * 1024)
+    // Answered without any handler reading the body (no such route), twice on one kept-alive connection.
+    expect((await post('/no-such-route', JSON.stringify({ padding }))).status).toBe(404)
+    const next = await post('/healthz-not-a-post', JSON.stringify({ padding }))
+    expect(next).toEqual({ status: 404, reused: true })
+    agent.destroy()
+  })
 })

@@ -60,3 +60,17 @@ export function limitBodies(): MiddlewareHandler<AppEnv> {
     return limiters[bodyLimitKind(c.req.path)](c, next)
   }
 }
+
+/**
+ * Reads what is left of a request body its answer did not need (a refusal, an unknown route) before the answer goes
+ * out: a body left unread closes the connection under it, and a keep-alive client loses its next request on it. An
+ * oversized body (413) is never read; any other is bounded by its route's limit ({@link limitBodies}).
+ * @example app.use('*', drainUnreadBodies()).use('*', limitBodies())
+ */
+export function drainUnreadBodies(): MiddlewareHandler<AppEnv> {
+  return async function drainUnreadBody(c, next) {
+    await next()
+    if (c.res.status !== 413 && c.req.raw.body && !c.req.raw.bodyUsed)
+      await c.req.raw.arrayBuffer().catch(() => undefined)
+  }
+}
