@@ -14,7 +14,7 @@ import type { CriterionGrade } from '../../schemas/score.ts'
 import { rewardFromGrades } from '../../scoring/index.ts'
 import { dataBoundary, parseLenientJson, runAgent } from '../run-agent.ts'
 import { mockScorerAnswer } from '../scorer/mock.ts'
-import { rubricLine, type Judgement } from '../scorer/index.ts'
+import { rubricLine, trainingVars, type Judgement } from '../scorer/index.ts'
 
 export interface GroupScorerInput {
   prompts?: PromptOverrides
@@ -62,10 +62,7 @@ export async function buildGroupScorerRequest(
     {
       boundary,
       rubrics: rubrics.map(rubricLine).join('\n'),
-      goal: metadata.high_level_goal,
-      model_size: metadata.model_size,
-      current_step: metadata.current_step,
-      total_steps: metadata.total_steps,
+      ...trainingVars(metadata),
       input: first.input,
       reference: first.supplemental_context ?? '',
       count: rollouts.length,

@@ -32,6 +32,19 @@ const ScorerReply = z.object({
 })
 
 /**
+ * The training context every judging prompt shows (the scorer's and the group scorer's), as template variables.
+ * @example renderPrompt(locale, 'scorer.user', { ...trainingVars(metadata), input, output })
+ */
+export function trainingVars(metadata: TrainingMetadata) {
+  return {
+    goal: metadata.high_level_goal,
+    model_size: metadata.model_size,
+    current_step: metadata.current_step,
+    total_steps: metadata.total_steps,
+  }
+}
+
+/**
  * The one chat request that grades every rubric for a rollout. The stable part (instructions, scale,
  * rubrics) comes first for prefix caching; rollout text sits inside data markers whose boundary is a
  * hash of that text, so the text cannot forge its own closing marker.
@@ -47,10 +60,7 @@ export async function buildScorerRequest(input: ScorerInput): Promise<ChatReques
     {
       boundary,
       rubrics: rubrics.map(rubricLine).join('\n'),
-      goal: metadata.high_level_goal,
-      model_size: metadata.model_size,
-      current_step: metadata.current_step,
-      total_steps: metadata.total_steps,
+      ...trainingVars(metadata),
       input: rollout.input,
       reference: rollout.supplemental_context ?? '',
       output: rollout.output,
