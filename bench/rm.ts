@@ -26,17 +26,15 @@ import {
   writeFileSync,
 } from 'node:fs'
 import { Agent, request as httpRequest } from 'node:http'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { parseArgs } from 'node:util'
 import WebSocket from 'ws'
-import { ensureAdminToken } from '../offline/dev/start.ts'
+import { ensureAdminToken, freePort, WRANGLER_ENV } from '../offline/dev/start.ts'
 import { cpuSecondsOf, onInterrupt, percentile, ROOT, startLoopbackStub } from './harness.ts'
 
 const TARGET = 'bench-rm'
 const TARGETS = { scoreRatio: 0.9, addedP50Ms: 3 }
-const WRANGLER_ENV = { WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', NO_COLOR: '1' }
 
 function readOptions() {
   const { values } = parseArgs({
@@ -110,23 +108,11 @@ async function stopAndWait(server: Served): Promise<void> {
   while (pids.some((pid) => existsSync(`/proc/${pid}`))) await new Promise((resolve) => setTimeout(resolve, 100))
 }
 
-/** A free TCP port on 127.0.0.1. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer()
-    probe.once('error', reject)
-    probe.listen(0, '127.0.0.1', () => {
-      const address = probe.address()
-      probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0))
-    })
-  })
-}
-
 /** Starts a server in its own process group and waits until `ready` answers (any status). */
 async function serve(label: string, command: string, args: string[], port: number, ready: string): Promise<Served> {
   const child: ChildProcess = spawn(command, args, {
     cwd: ROOT,
-    env: { ...process.env, ...WRANGLER_ENV, PORT: String(port) },
+    env: { ...WRANGLER_ENV, NO_COLOR: '1', PORT: String(port) },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   })

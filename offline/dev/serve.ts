@@ -14,7 +14,7 @@ import { parseArgs } from 'node:util'
 import { fileURLToPath } from 'node:url'
 import { Log, LogLevel, Miniflare, type WorkerOptions } from 'miniflare'
 import { unstable_getMiniflareWorkerOptions } from 'wrangler'
-import { applyLocalMigrations, ensureAdminToken, portIsFree, WRANGLER_ENV } from './start.ts'
+import { applyLocalMigrations, localAdminToken, portIsFree, WRANGLER_ENV } from './start.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
 const port = Number(process.env.PORT ?? '8787')
@@ -67,19 +67,10 @@ export async function serveWorker(
   return mf
 }
 
-/** The local admin token from .dev.vars, written there first when it has none (as `npm start` does). */
-function adminTokenFromDevVars(): string {
-  const { token, created } = ensureAdminToken(`${root}.dev.vars`)
-  console.log(
-    created ? `Wrote a new local admin token to .dev.vars: ${token}` : `Local admin token (from .dev.vars): ${token}`,
-  )
-  return token
-}
-
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const persistTo = parseArgs({ options: { 'persist-to': { type: 'string' } } }).values['persist-to']
   // ADMIN_TOKEN in the environment wins and leaves .dev.vars alone (a wrangler dev running beside would reload on it).
-  const token = process.env.ADMIN_TOKEN ?? adminTokenFromDevVars()
+  const token = process.env.ADMIN_TOKEN ?? localAdminToken()
   applyLocalMigrations(persistTo)
   if (!(await portIsFree(String(port)))) {
     console.error(`npm run serve: port ${port} on 127.0.0.1 is taken. Serve elsewhere: PORT=${port + 1} npm run serve`)

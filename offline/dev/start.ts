@@ -13,7 +13,6 @@ const root = fileURLToPath(new URL('../../', import.meta.url))
 const port = process.env.PORT ?? '8787'
 /** The environment wrangler runs in here: no telemetry, no fetch of Cloudflare's request metadata. */
 export const WRANGLER_ENV = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false' }
-const env = WRANGLER_ENV
 
 /**
  * Returns the local admin token, creating .dev.vars with a fresh one when it has none.
@@ -30,11 +29,20 @@ export function ensureAdminToken(path: string): { token: string; created: boolea
   return { token, created: true }
 }
 
-if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+/**
+ * The local admin token from .dev.vars (written there first when it has none), said on the console.
+ * @example const token = localAdminToken()
+ */
+export function localAdminToken(): string {
   const { token, created } = ensureAdminToken(`${root}.dev.vars`)
   console.log(
     created ? `Wrote a new local admin token to .dev.vars: ${token}` : `Local admin token (from .dev.vars): ${token}`,
   )
+  return token
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  localAdminToken()
   applyLocalMigrations()
   if (!(await portIsFree(port))) {
     console.error(
@@ -59,7 +67,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
       // `npm start -- --inspector-port 9230` and the like reach wrangler dev.
       ...process.argv.slice(2),
     ],
-    { cwd: root, env, stdio: 'inherit' },
+    { cwd: root, env: WRANGLER_ENV, stdio: 'inherit' },
   )
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => dev.kill(signal))
   dev.on('exit', (code) => process.exit(code ?? 0))
@@ -83,7 +91,7 @@ export function applyLocalMigrations(persistTo?: string): void {
   const where = persistTo ? ['--persist-to', persistTo] : []
   const migrate = spawnSync('npx', ['wrangler', 'd1', 'migrations', 'apply', 'reward-harness', '--local', ...where], {
     cwd: root,
-    env,
+    env: WRANGLER_ENV,
     stdio: ['ignore', 'inherit', 'inherit'],
   })
   if (migrate.status !== 0) process.exit(migrate.status ?? 1)
@@ -98,5 +106,20 @@ export function portIsFree(port: string): Promise<boolean> {
     const probe = createServer()
     probe.once('error', () => resolve(false))
     probe.listen(Number(port), '127.0.0.1', () => probe.close(() => resolve(true)))
+  })
+}
+
+/**
+ * A TCP port free on 127.0.0.1 right now (the system's pick).
+ * @example const port = await freePort()
+ */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer()
+    probe.once('error', reject)
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address()
+      probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0))
+    })
   })
 }

@@ -10,21 +10,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { Agent, request as httpRequest } from 'node:http'
-import { createServer } from 'node:net'
+import { freePort, WRANGLER_ENV } from '../../offline/dev/start.ts'
 import { ROOT, runRewardHarness } from '../support/child.ts'
 import { callJson, METADATA } from './support/http.ts'
-
-/** A TCP port free on 127.0.0.1 right now. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer()
-    probe.once('error', reject)
-    probe.listen(0, '127.0.0.1', () => {
-      const address = probe.address()
-      probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0))
-    })
-  })
-}
 
 /** Given in the environment, so the test never writes .dev.vars (a wrangler dev of another test would reload). */
 const ADMIN_TOKEN = `rh_e2e_admin_${randomBytes(16).toString('hex')}`
@@ -37,7 +25,7 @@ beforeAll(async () => {
   const port = await freePort()
   const child = spawn('npx', ['tsx', 'offline/dev/serve.ts', '--persist-to', state], {
     cwd: ROOT,
-    env: { ...process.env, PORT: String(port), ADMIN_TOKEN, WRANGLER_SEND_METRICS: 'false' },
+    env: { ...WRANGLER_ENV, PORT: String(port), ADMIN_TOKEN },
     detached: true,
     stdio: 'ignore',
   })

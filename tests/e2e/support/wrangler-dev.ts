@@ -2,9 +2,9 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { rmSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
-import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
+import { freePort } from '../../../offline/dev/start.ts'
 
 /** The repository root: wrangler reads wrangler.toml and migrations/ from here. */
 const ROOT = path.join(import.meta.dirname, '../../..')
@@ -191,17 +191,6 @@ function runToCompletion(command: string, args: string[], timeoutMs: number): Pr
         ? resolve()
         : reject(new Error(`${command} ${args.join(' ')} failed (${signal ?? `exit ${code}`}):\n${log()}`)),
     )
-  })
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo
-      server.close(() => resolve(port))
-    })
   })
 }
 
