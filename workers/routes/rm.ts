@@ -181,7 +181,7 @@ async function servingArtifact(env: Env, rawTarget: string | undefined): Promise
   const known = servings.get(deployment)
   if (known) return known
   const artifact = await loadArtifact(env.DB, deployment.artifact_id)
-  if (!artifact) throw new Error(`the active artifact ${deployment.artifact_id} is not stored`)
+  if (!artifact) throw new Error(`the active artifact ${deployment.artifact_id} of "${target}" is not stored`)
   const judge = judgeOf(env, artifact, deployment)
   const resolved = { deployment, artifact, judge, scorer: scorerFactory(env, artifact, deployment) }
   servings.set(deployment, resolved)
