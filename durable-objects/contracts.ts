@@ -31,7 +31,8 @@ export interface LedgerEntry {
   cached: boolean
 }
 
-interface Judged {
+/** A judgement of a rollout, as the isolate hands it to the ledger. */
+export interface Judged {
   rubricVersion: number
   score: number
   criteria: CriterionGrade[]
@@ -90,6 +91,13 @@ export interface CoordinatorReply {
   step: number
   /** Closes the shard has not applied yet, oldest first. */
   closes: CloseNotice[]
+  /**
+   * The rubric version the instance's rollouts of `step` are scored on, in the reply to an announce (which registers
+   * the shard there): the same for every shard of the instance.
+   */
+  version?: number
+  /** When the collecting step closes by idle gap if no rollout arrives before (ms); none when it does not. */
+  idleDeadline?: number
 }
 
 /** What the step update reads of one rollout of a closed step. */

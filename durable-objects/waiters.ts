@@ -23,6 +23,11 @@ export class Waiters<Key, Value> {
     })
   }
 
+  /** The keys waited on now, each once. */
+  keys(): Key[] {
+    return [...new Set([...this.pending].map((waiter) => waiter.key))]
+  }
+
   /** Answers `value` to every waiter whose key `matches`. */
   release(matches: (key: Key) => boolean, value: Value): void {
     for (const waiter of this.pending) if (matches(waiter.key)) waiter.settle(value)

@@ -9,6 +9,7 @@ import { loadRunConfig } from '../../workers/runs/store.ts'
 import type {
   CloseNotice,
   CoordinatorReply,
+  Judged,
   LedgerEntry,
   LlmStat,
   RecordedRollout,
@@ -84,6 +85,9 @@ export const LEDGER_SQL = {
     'SELECT step, rollout_id, rubric_version, score, criteria, cached, rollout, metadata, judge_model, created_at ' +
     'FROM ledger WHERE step = ? ORDER BY seq',
   deleteThrough: 'DELETE FROM ledger WHERE step <= ?',
+  settle: 'UPDATE ledger SET rubric_version = ?, score = ?, criteria = ?, cached = ?, judge_model = ? ' +
+    'WHERE step = ? AND rollout_id = ?',
+  unsettled: 'SELECT count(*) AS n FROM ledger WHERE step = ? AND rubric_version != ?',
 } as const
 
 type EntryRow = {
@@ -112,15 +116,20 @@ export class LedgerShard extends DurableObject<Env> {
   /** LLM calls of `/score` requests since the last report, by role, model and outcome. */
   private llm = new Map<string, LlmStat>()
   /**
-   * The step the coordinator knows this shard takes rollouts in; a first rollout of any other step announces it first.
+   * The step the coordinator knows this shard takes rollouts in, and the rubric version its rollouts of the instance
+   * are scored on there; a first rollout of any other step announces it first.
    */
-  private announced: number | undefined
+  private announced: { step: number; version: number } | undefined
+  /** When the coordinator closes the step by idle gap unless rollouts arrive first: past it, a write asks again. */
+  private idleDeadline: number | undefined
   private announcing: Promise<void> | undefined
   private lastSeq = 0
   /** Something a report may not have carried yet: true after a restart, since the last report is not remembered. */
   private dirty = true
   private alarmAt: number | undefined
   private snapshotCache: RubricSnapshot | undefined
+  /** Older rubric versions this shard was asked to score a step on, by version (rare: read from the instance). */
+  private readonly olderSnapshots = new Map<number, RubricSnapshot>()
   /** Sync-mode `/score` requests waiting for a step's update, released by `stepUpdated`. */
   private readonly waiters = new Waiters<number, RubricSnapshot | undefined>()
 
@@ -153,17 +162,26 @@ export class LedgerShard extends DurableObject<Env> {
     const trainerStep = Math.max(
       ...submissions.filter((submission) => submission.judged).map((submission) => submission.metadata.current_step),
     )
+    // A step past its idle deadline may have closed at the coordinator: a rollout after the gap must not join it.
+    const overdue = () => this.idleDeadline !== undefined && Date.now() >= this.idleDeadline
     const unannounced = () =>
-      this.epoch() === undefined || this.announced !== this.epoch() || trainerStep > this.trainerStep()
+      this.epoch() === undefined ||
+      this.announced?.step !== this.epoch() ||
+      trainerStep > this.trainerStep() ||
+      overdue()
     for (let tries = 0; tries < 3 && writes && unannounced(); tries++) await this.announce(trainerStep)
     const step = this.epoch()
+    const pinned = step !== undefined && this.announced?.step === step ? this.announced.version : undefined
     const answers: ShardAnswer[] = []
     let inserted = 0
     this.ctx.storage.transactionSync(() => {
       for (const submission of submissions) {
         const earlier = step === undefined ? undefined : this.entry(step, submission.rollout.id)
         if (earlier) answers.push({ kind: 'recorded', entry: earlier, duplicate: true })
-        else if (!submission.judged || step === undefined) answers.push({ kind: 'judge' })
+        // Judged on another version than the step's (the isolate's copy moved on, or lags): judged again on the
+        // step's, which the reply carries.
+        else if (!submission.judged || step === undefined || submission.judged.rubricVersion !== pinned)
+          answers.push({ kind: 'judge' })
         else {
           answers.push({ kind: 'recorded', entry: this.insert(step, submission), duplicate: false })
           inserted++
@@ -171,8 +189,34 @@ export class LedgerShard extends DurableObject<Env> {
       }
     })
     if (inserted > 0 || llm.length > 0) this.markDirty()
-    const needsSnapshot = knownVersion < snapshot.version || answers.some((answer) => answer.kind === 'judge')
-    return { answers, ...(needsSnapshot ? { snapshot } : {}) }
+    const target = pinned === undefined ? snapshot : await this.snapshotOf(pinned)
+    const needsSnapshot = knownVersion !== target.version || answers.some((answer) => answer.kind === 'judge')
+    return { answers, ...(needsSnapshot ? { snapshot: target } : {}) }
+  }
+
+  /**
+   * Sync mode: the final score of a rollout of a closed step, judged on the rubrics its step's update left
+   * (`awaitUpdate`). The first settle of a rollout is kept and every later one answers it, as does a duplicate
+   * request; once the step is archived its rows are final as they stand. Undefined when the row is gone.
+   */
+  async settle(address: ShardAddress, step: number, rolloutId: string, judged: Judged): Promise<LedgerEntry | undefined> {
+    this.bind(address)
+    const row = this.entry(step, rolloutId)
+    if (!row || row.rubric_version === judged.rubricVersion) return row
+    if (step <= this.meta.number('archived_through', -1) || judged.rubricVersion !== this.updateVersion(step))
+      return row
+    this.sql.exec(
+      LEDGER_SQL.settle,
+      judged.rubricVersion,
+      judged.score,
+      JSON.stringify(judged.criteria),
+      judged.cached ? 1 : 0,
+      judged.judgeModel,
+      step,
+      rolloutId,
+    )
+    if (step === this.epoch()) this.tally = undefined
+    return this.entry(step, rolloutId)
   }
 
   /**
@@ -263,12 +307,13 @@ export class LedgerShard extends DurableObject<Env> {
   async stepUpdated(address: ShardAddress, step: number, snapshot: RubricSnapshot): Promise<void> {
     this.bind(address)
     if (step > this.meta.number('updated_through', -1)) this.meta.set('updated_through', step)
+    if (this.updateVersion(step) === undefined) this.noteUpdate(step, snapshot.version)
     if (snapshot.version > (this.snapshotCache?.version ?? this.storedSnapshot()?.version ?? 0)) {
       this.meta.set('snapshot', JSON.stringify(snapshot))
       this.snapshotCache = snapshot
     }
-    const current = await this.currentSnapshot()
-    this.waiters.release((waited) => waited <= step, current)
+    for (const waited of this.waiters.keys())
+      if (waited <= step) this.waiters.release((key) => key === waited, await this.settleSnapshot(waited))
     await this.scheduleAlarm(0)
   }
 
@@ -279,7 +324,7 @@ export class LedgerShard extends DurableObject<Env> {
    */
   async awaitUpdate(address: ShardAddress, step: number, timeoutMs: number): Promise<RubricSnapshot | undefined> {
     this.bind(address)
-    if (this.meta.number('updated_through', -1) >= step) return this.currentSnapshot()
+    if (this.meta.number('updated_through', -1) >= step) return this.settleSnapshot(step)
     return this.waiters.wait(step, timeoutMs, undefined)
   }
 
@@ -334,8 +379,14 @@ export class LedgerShard extends DurableObject<Env> {
     if (!config) return
     let archivedThrough = this.meta.number('archived_through', -1)
     if (config.archive) {
-      // Closed steps only: their rows are final. In order, so a failed write is tried again before anything after it.
+      // Closed steps only, once their rows are final. In order, so a failed write is tried again before anything
+      // after it.
       for (let closed = archivedThrough + 1; closed < step; closed++) {
+        const settling = config.mode === 'sync' ? this.settlingUntil(closed, config.max_wait_s) : undefined
+        if (settling !== undefined) {
+          await this.scheduleAlarm(settling - Date.now())
+          break
+        }
         await this.archive(address, closed)
         this.meta.set('archived_through', (archivedThrough = closed))
       }
@@ -441,7 +492,7 @@ export class LedgerShard extends DurableObject<Env> {
           trainerStep,
         )
         this.applyReply(reply)
-        this.announced = reply.step
+        this.announced = { step: reply.step, version: reply.version ?? (await this.currentSnapshot()).version }
         if (trainerStep > this.trainerStep()) this.meta.set('trainer_step', `${reply.step}:${trainerStep}`)
       } finally {
         this.announcing = undefined
@@ -451,6 +502,7 @@ export class LedgerShard extends DurableObject<Env> {
   }
 
   private applyReply(reply: CoordinatorReply): void {
+    this.idleDeadline = reply.idleDeadline
     this.applyCloses(reply.closes)
     const step = this.epoch()
     if (step === undefined || reply.step > step) this.setEpoch(reply.step)
@@ -468,9 +520,9 @@ export class LedgerShard extends DurableObject<Env> {
         }
         this.setEpoch(step + 1)
       })
-      // The coordinator learns of moved rows from the next report, sent at once; a shard with none announces its next
-      // rollout.
-      this.announced = moved > 0 ? step + 1 : undefined
+      // The coordinator learns of moved rows from the next report, sent at once; the next rollout announces the shard
+      // in its new step, which tells it the step's rubric version.
+      this.announced = undefined
       if (moved > 0) {
         this.dirty = true
         void this.scheduleAlarm(0)
@@ -515,6 +567,64 @@ export class LedgerShard extends DurableObject<Env> {
   private storedSnapshot(): RubricSnapshot | undefined {
     const stored = this.meta.get('snapshot')
     return stored === undefined ? undefined : (JSON.parse(stored) as RubricSnapshot)
+  }
+
+  /**
+   * Sync mode: while a closed step's rows may still be settled (`settle`), the time to look again; undefined once
+   * they are final: every row on the version the step's update left, or the trainer's wait (`max_wait_s`) over since
+   * the update.
+   */
+  private settlingUntil(step: number, maxWaitS: number): number | undefined {
+    const update = this.updates()[step]
+    if (!update) return Date.now() + this.reportIntervalMs()
+    const [version, at] = update
+    const until = at + maxWaitS * 1_000
+    if (Date.now() >= until) return undefined
+    return this.sql.exec<{ n: number }>(LEDGER_SQL.unsettled, step, version).one().n > 0 ? until : undefined
+  }
+
+  /** The rubric version a step's update left (what sync mode settles the step's rollouts on), once it committed. */
+  private updateVersion(step: number): number | undefined {
+    return this.updates()[step]?.[0]
+  }
+
+  /** Each updated step still in the ledger: the version its update left and when this shard learned of it. */
+  private updates(): Record<number, [version: number, at: number]> {
+    return JSON.parse(this.meta.get('updates') ?? '{}')
+  }
+
+  private noteUpdate(step: number, version: number): void {
+    const deleted = this.meta.number('deleted_through', -1)
+    const kept = Object.entries(this.updates()).filter(([updated]) => Number(updated) > deleted)
+    this.meta.set('updates', JSON.stringify(Object.fromEntries([...kept, [step, [version, Date.now()]]])))
+  }
+
+  /** The rubrics sync-mode rollouts of an updated step are settled on. */
+  private async settleSnapshot(step: number): Promise<RubricSnapshot> {
+    const version = this.updateVersion(step)
+    return version === undefined ? this.currentSnapshot() : this.snapshotOf(version)
+  }
+
+  /** The rubrics of one version of this shard's instance: the newest this shard knows, or an older one it asks for. */
+  private async snapshotOf(version: number): Promise<RubricSnapshot> {
+    const current = await this.currentSnapshot()
+    if (current.version === version) return current
+    const held = this.olderSnapshots.get(version)
+    if (held) return held
+    const address = this.boundAddress()!
+    const found = await this.env.RUBRIC_INSTANCE.getByName(instanceName(address.runId, address.instanceId)).versions(
+      { runId: address.runId, instanceId: address.instanceId },
+      [version],
+    )
+    const rubrics = found[version]
+    if (!rubrics) throw new Error(`instance ${address.instanceId} has no rubric version ${version}`)
+    const snapshot = { instance_id: address.instanceId, version, rubrics }
+    if (version > current.version) {
+      this.meta.set('snapshot', JSON.stringify(snapshot))
+      return (this.snapshotCache = snapshot)
+    }
+    this.olderSnapshots.set(version, snapshot)
+    return snapshot
   }
 
   private markDirty(): void {

@@ -70,6 +70,11 @@ const COORDINATOR_TABLES: Record<string, TableSchema> = {
       tally: 'TEXT NOT NULL',
       keep: 'INTEGER',
       acked: 'INTEGER NOT NULL DEFAULT 0',
+      // The rubric version the instance's rollouts of the step are scored on, the same in every row of one step and
+      // instance: fixed by the first row (`pinnedVersion`).
+      version: 'INTEGER',
+      // When the shard last brought new rollouts of the step (ms): the idle gap is measured from the newest.
+      last_at: 'INTEGER NOT NULL DEFAULT 0',
     },
     constraints: ['PRIMARY KEY (step, instance_id, shard)'],
     withoutRowid: true,
@@ -113,7 +118,30 @@ const COORDINATOR_TABLES: Record<string, TableSchema> = {
   },
 }
 
-type ShardRow = { step: number; instance_id: string; shard: number; tally: string; keep: number | null; acked: number }
+/** The step_shards statements written from more than one place, by name. */
+export const COORDINATOR_SQL = {
+  /** A shard's tally of a step (absolute), registering it there; a confirmed close's row is left as confirmed. */
+  upsertShard: `INSERT INTO step_shards (step, instance_id, shard, tally, version, last_at) VALUES (?, ?, ?, ?, ?, ?)
+    ON CONFLICT (step, instance_id, shard) DO UPDATE SET tally = excluded.tally,
+      last_at = max(last_at, excluded.last_at) WHERE acked = 0`,
+  /** A shard about to take rollouts in a step: registered with an empty tally, or its arrival time moved on. */
+  announceShard: `INSERT INTO step_shards (step, instance_id, shard, tally, version, last_at) VALUES (?, ?, ?, ?, ?, ?)
+    ON CONFLICT (step, instance_id, shard) DO UPDATE SET last_at = max(last_at, excluded.last_at)`,
+  pinnedVersion: 'SELECT version FROM step_shards WHERE step = ? AND instance_id = ? AND version IS NOT NULL LIMIT 1',
+  committedVersion: 'SELECT rubric_version FROM instances WHERE instance_id = ?',
+  lastRolloutAt: 'SELECT max(last_at) AS at FROM step_shards WHERE step = ?',
+} as const
+
+type ShardRow = {
+  step: number
+  instance_id: string
+  shard: number
+  tally: string
+  keep: number | null
+  acked: number
+  version: number | null
+  last_at: number
+}
 type StepRow = {
   step: number
   status: StoredStepStatus
@@ -141,8 +169,11 @@ export class RunCoordinator extends DurableObject<Env> {
   /** `/rubric_status/wait` requests, by the step they wait for. */
   private readonly waiters = new Waiters<number, boolean>()
   private config: RunConfig | undefined
-  /** When a shard last reported rollouts of the collecting step; only the idle close reads it, so memory is enough. */
-  private lastRolloutAt = Date.now()
+  /**
+   * When rollouts of the collecting step last arrived: read from storage once (`step_shards.last_at`, which survives
+   * an eviction), then kept here as the shards bring more.
+   */
+  private lastRolloutAt: number | undefined
   /**
    * While the alarm handler runs: the alarm set since it began, if any. Storage still reports the running alarm then,
    * and that one is gone once the handler returns, so it must not count as pending.
@@ -186,15 +217,11 @@ export class RunCoordinator extends DurableObject<Env> {
       )
     }
     const closes = shardStep < 0 ? [] : this.missedCloses(instanceId, shard, shardStep)
-    this.sql.exec(
-      'INSERT OR IGNORE INTO step_shards (step, instance_id, shard, tally) VALUES (?, ?, ?, ?)',
-      step,
-      instanceId,
-      shard,
-      JSON.stringify(emptyTally()),
-    )
-    await this.noteRollouts(config)
-    return { step, closes }
+    const now = Date.now()
+    const version = this.pinnedVersion(step, instanceId)
+    this.sql.exec(COORDINATOR_SQL.announceShard, step, instanceId, shard, JSON.stringify(emptyTally()), version, now)
+    await this.noteRollouts(config, now)
+    return { step, closes, version, ...this.idleHint(config) }
   }
 
   /**
@@ -209,21 +236,19 @@ export class RunCoordinator extends DurableObject<Env> {
     // A shard takes part in a step by announcing itself or by reporting rollouts in it, never by reporting none.
     const known = report.step === collecting ? this.shardRow(report.step, report.instanceId, report.shard) : undefined
     if (report.step === collecting && (report.tally.rollouts > 0 || known)) {
-      this.sql.exec(
-        `INSERT INTO step_shards (step, instance_id, shard, tally) VALUES (?, ?, ?, ?)
-         ON CONFLICT (step, instance_id, shard) DO UPDATE SET tally = excluded.tally`,
-        report.step,
-        report.instanceId,
-        report.shard,
-        JSON.stringify(report.tally),
-      )
       // Only new rollouts restart the idle gap: a shard repeating its tally (a retried report) is not the trainer.
       const before = known ? (JSON.parse(known.tally) as ScoreTally).rollouts : 0
-      if (report.tally.rollouts > before) await this.noteRollouts(config)
+      const arrived = report.tally.rollouts > before ? Date.now() : 0
+      this.upsertShard(report.step, report.instanceId, report.shard, report.tally, arrived)
+      if (arrived) await this.noteRollouts(config, arrived)
       if (config.rollouts_per_step !== null)
         this.closeByCount(config.rollouts_per_step, { instanceId: report.instanceId, shard: report.shard })
     }
-    return { step: this.collectingStep(), closes: this.missedCloses(report.instanceId, report.shard, report.step) }
+    return {
+      step: this.collectingStep(),
+      closes: this.missedCloses(report.instanceId, report.shard, report.step),
+      ...this.idleHint(config),
+    }
   }
 
   /** The trainer's "step done": closes the collecting step, or `noop` when the run closes steps by count. */
@@ -443,8 +468,8 @@ export class RunCoordinator extends DurableObject<Env> {
    * Rollouts of the collecting step arrived: the idle gap starts again, and an alarm is pending by its end (an earlier
    * one looks again and moves on; the gap only ever ends later).
    */
-  private async noteRollouts(config: RunConfig): Promise<void> {
-    this.lastRolloutAt = Date.now()
+  private async noteRollouts(config: RunConfig, at: number): Promise<void> {
+    this.lastRolloutAt = Math.max(at, this.lastRolloutAt ?? 0)
     const deadline = this.idleDeadline(config)
     if (deadline !== undefined) await this.alarmBy(deadline)
   }
@@ -474,7 +499,50 @@ export class RunCoordinator extends DurableObject<Env> {
   private idleDeadline(config: RunConfig): number | undefined {
     if (config.rollouts_per_step !== null || config.close_after_idle_s === null) return undefined
     if (!this.hasShards(this.collectingStep())) return undefined
-    return this.lastRolloutAt + config.close_after_idle_s * 1_000
+    return this.lastRolloutTime() + config.close_after_idle_s * 1_000
+  }
+
+  /**
+   * What a shard needs to know of the idle gap: when the collecting step closes if nothing else arrives. A shard asks
+   * again before it records a rollout past that time, so a rollout after the gap never joins the step it ended.
+   */
+  private idleHint(config: RunConfig): { idleDeadline?: number } {
+    const deadline = this.idleDeadline(config)
+    return deadline === undefined ? {} : { idleDeadline: deadline }
+  }
+
+  /** When rollouts of the collecting step last arrived, from storage after a restart. */
+  private lastRolloutTime(): number {
+    if (this.lastRolloutAt !== undefined) return this.lastRolloutAt
+    const stored = this.sql.exec<{ at: number | null }>(COORDINATOR_SQL.lastRolloutAt, this.collectingStep()).one().at
+    // Storage from before the arrival times were kept has none: the gap starts at this wake.
+    return (this.lastRolloutAt = stored ? stored : Date.now())
+  }
+
+  /**
+   * The rubric version every rollout of `step` for the instance is scored on: the one the step's first row for the
+   * instance was given, else the newest the instance's committed updates produced. An update that commits while a
+   * step collects so takes effect from the instance's next step.
+   */
+  private pinnedVersion(step: number, instanceId: string): number {
+    const pinned = this.sql.exec<{ version: number }>(COORDINATOR_SQL.pinnedVersion, step, instanceId).toArray()[0]
+    if (pinned) return pinned.version
+    const committed = this.sql
+      .exec<{ rubric_version: number }>(COORDINATOR_SQL.committedVersion, instanceId)
+      .toArray()[0]
+    return committed?.rubric_version ?? 1
+  }
+
+  private upsertShard(step: number, instanceId: string, shard: number, tally: ScoreTally, arrivedAt: number): void {
+    this.sql.exec(
+      COORDINATOR_SQL.upsertShard,
+      step,
+      instanceId,
+      shard,
+      JSON.stringify(tally),
+      this.pinnedVersion(step, instanceId),
+      arrivedAt,
+    )
   }
 
   /** What closes the collecting step, said for a person reading `/rubric_status`. */
@@ -494,7 +562,7 @@ export class RunCoordinator extends DurableObject<Env> {
     }
     if (config.close_after_idle_s !== null) {
       const idle =
-        rollouts > 0 ? ` (the last rollout came ${Math.round((Date.now() - this.lastRolloutAt) / 1_000)} s ago)` : ''
+        rollouts > 0 ? ` (the last rollout came ${Math.round((Date.now() - this.lastRolloutTime()) / 1_000)} s ago)` : ''
       ways.push(`after ${config.close_after_idle_s} s without a new rollout${idle}`)
     }
     return ways.length === 1 ? ways[0]! : `${ways.slice(0, -1).join(', ')} or ${ways.at(-1)}`
@@ -574,14 +642,7 @@ export class RunCoordinator extends DurableObject<Env> {
       for (const { row, keep } of keeps) {
         const over = tallyOf(row).rollouts - keep
         if (over === 0) continue
-        this.sql.exec(
-          `INSERT INTO step_shards (step, instance_id, shard, tally) VALUES (?, ?, ?, ?)
-           ON CONFLICT (step, instance_id, shard) DO UPDATE SET tally = excluded.tally`,
-          step + 1,
-          row.instance_id,
-          row.shard,
-          JSON.stringify({ ...emptyTally(), rollouts: over }),
-        )
+        this.upsertShard(step + 1, row.instance_id, row.shard, { ...emptyTally(), rollouts: over }, row.last_at)
       }
     }
   }
@@ -615,6 +676,7 @@ export class RunCoordinator extends DurableObject<Env> {
       this.meta.set('collecting_step', step + 1)
       this.openCollectingStep()
     })
+    this.lastRolloutAt = undefined
     void this.alarmBy(Date.now())
   }
 
@@ -650,16 +712,8 @@ export class RunCoordinator extends DurableObject<Env> {
               )
               // Rollouts the shard moved on count in the collecting step; moved into a step that has closed since, they
               // were counted nowhere, and the shard's next report learns they move on again (a close that keeps none).
-              if (reply.current.tally.rollouts > 0 && reply.current.step === this.collectingStep()) {
-                this.sql.exec(
-                  `INSERT INTO step_shards (step, instance_id, shard, tally) VALUES (?, ?, ?, ?)
-               ON CONFLICT (step, instance_id, shard) DO UPDATE SET tally = excluded.tally WHERE acked = 0`,
-                  reply.current.step,
-                  row.instance_id,
-                  row.shard,
-                  JSON.stringify(reply.current.tally),
-                )
-              }
+              if (reply.current.tally.rollouts > 0 && reply.current.step === this.collectingStep())
+                this.upsertShard(reply.current.step, row.instance_id, row.shard, reply.current.tally, row.last_at)
             } catch (error) {
               // The watchdog alarm tries again; the shard also learns of the close from its next report.
               console.error(`[${runId}] could not tell ${row.instance_id}#${row.shard} that step ${step} closed`, error)

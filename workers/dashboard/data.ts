@@ -5,7 +5,6 @@
  */
 import { and, desc, eq, sql } from 'drizzle-orm'
 import { drizzle } from 'drizzle-orm/d1'
-import { coordinatorName, instanceName } from '../../durable-objects/names.ts'
 import type { RubricVersionRecord, StepHealthRecord } from '../../durable-objects/rubric-instance/index.ts'
 import type { StepTimelineEntry } from '../../durable-objects/run-coordinator/index.ts'
 import { pLimit } from '../../src/llm/index.ts'
@@ -18,6 +17,7 @@ import type { Env, Principal } from '../env.ts'
 import { listDeployments } from '../artifacts/store.ts'
 import { memoryFor } from '../memory/backends.ts'
 import { DEFAULT_RUN_ID, loadRunConfig } from '../runs/store.ts'
+import { objects } from '../objects/call.ts'
 
 /** Runs the index lists at most (newest first). */
 const MAX_LISTED_RUNS = 200
@@ -80,7 +80,7 @@ export async function visibleRuns(env: Env, viewer: Principal): Promise<RunSumma
   return Promise.all(
     listed.map(({ id, created_at, config }) =>
       limit(async () => {
-        const activity = await env.RUN_COORDINATOR.getByName(coordinatorName(id)).activity()
+        const activity = await objects.coordinator(env, id, (coordinator) => coordinator.activity())
         // Under local development the default run is open whatever its config says (as the API treats it).
         const access = id === DEFAULT_RUN_ID && local ? 'open' : config.access
         return {
@@ -169,12 +169,11 @@ export async function loadRunDashboard(
   run: { id: string; config: RunConfig },
   options: { instance?: string; memory: MemoryRequest },
 ): Promise<RunDashboard> {
-  const coordinator = env.RUN_COORDINATOR.getByName(coordinatorName(run.id))
   const [status, timeline, instances, calls] = await Promise.all([
-    coordinator.status(run.id),
-    coordinator.timeline(),
-    coordinator.instances(),
-    coordinator.llmCalls(),
+    objects.coordinator(env, run.id, (coordinator) => coordinator.status(run.id)),
+    objects.coordinator(env, run.id, (coordinator) => coordinator.timeline()),
+    objects.coordinator(env, run.id, (coordinator) => coordinator.instances()),
+    objects.coordinator(env, run.id, (coordinator) => coordinator.llmCalls()),
   ])
   const instanceId =
     run.config.rubrics_mode === 'global'
@@ -185,11 +184,13 @@ export async function loadRunDashboard(
   const history: Promise<RubricVersionRecord[]> =
     instanceId === null
       ? Promise.resolve([])
-      : env.RUBRIC_INSTANCE.getByName(instanceName(run.id, instanceId)).history({ runId: run.id, instanceId })
+      : objects.instance(env, { runId: run.id, instanceId }, (instance) =>
+          instance.history({ runId: run.id, instanceId }),
+        )
   const health: Promise<StepHealthRecord[]> =
     instanceId === null
       ? Promise.resolve([])
-      : env.RUBRIC_INSTANCE.getByName(instanceName(run.id, instanceId)).health(HEALTH_STEPS_SHOWN)
+      : objects.instance(env, { runId: run.id, instanceId }, (instance) => instance.health(HEALTH_STEPS_SHOWN))
   const [versions, healthRows, hacking, memory] = await Promise.all([
     history,
     health,

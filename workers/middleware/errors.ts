@@ -2,7 +2,7 @@ import type { Context } from 'hono'
 import { HTTPException } from 'hono/http-exception'
 import { AppError } from '../../src/errors/index.ts'
 import type { AppEnv } from '../env.ts'
-import { isOverloaded, OVERLOAD_RETRY_AFTER_S } from '../scoring/overload.ts'
+import { isObjectReset, isOverloaded, overloaded } from '../objects/call.ts'
 
 /**
  * The one place errors become HTTP: `{error: {code, message, details?}, request_id}` with the code's status.
@@ -34,11 +34,6 @@ function toAppError(error: Error): AppError {
       status: error.status,
     })
   }
-  if (isOverloaded(error))
-    return new AppError(
-      'overloaded',
-      'the run is taking more requests than it can queue right now; retry after the delay',
-      { retryAfterSeconds: OVERLOAD_RETRY_AFTER_S },
-    )
+  if (isOverloaded(error) || isObjectReset(error)) return overloaded()
   return new AppError('internal', 'internal error; the request id identifies it in the logs')
 }

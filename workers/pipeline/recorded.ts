@@ -1,9 +1,9 @@
 import type { RecordedRollout, StepRollout } from '../../durable-objects/contracts.ts'
-import { instanceName, ledgerName } from '../../durable-objects/names.ts'
 import { groupBy } from '../../src/collections/index.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'
 import type { Env } from '../env.ts'
 import type { StepJob } from '../queues/messages.ts'
+import { objects } from '../objects/call.ts'
 
 /**
  * Chosen rollouts of a closed step in full (from the ledger shards that hold them, one call per shard) with the rubric
@@ -21,16 +21,14 @@ export async function recordedRollouts(
   const recorded = (
     await Promise.all(
       [...byShard].map(([shard, selected]) =>
-        env.LEDGER.getByName(ledgerName(job.runId, job.instanceId, shard)).rollouts(
-          { ...address, shard },
-          job.step,
-          selected,
+        objects.ledger(env, { ...address, shard }, (ledger) =>
+          ledger.rollouts({ ...address, shard }, job.step, selected),
         ),
       ),
     )
   ).flat() as RecordedRollout[]
-  const versions = await env.RUBRIC_INSTANCE.getByName(instanceName(job.runId, job.instanceId)).versions(address, [
-    ...new Set(recorded.map((rollout) => rollout.entry.rubric_version)),
-  ])
+  const versions = await objects.instance(env, address, (instance) =>
+    instance.versions(address, [...new Set(recorded.map((rollout) => rollout.entry.rubric_version))]),
+  )
   return { full: new Map(recorded.map((rollout) => [rollout.entry.rollout_id, rollout])), versions }
 }

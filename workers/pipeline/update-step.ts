@@ -20,7 +20,7 @@ import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
 import { criterionHealth, retirements, type CriterionStepHealth, type Retirement } from '../../src/scoring/health.ts'
 import type { StepUpdateOutcome } from '../../src/schemas/status.ts'
 import type { RolloutAnalysis, ShardAddress, StepRollout } from '../../durable-objects/contracts.ts'
-import { coordinatorName, instanceName, ledgerName } from '../../durable-objects/names.ts'
+import { instanceName } from '../../durable-objects/names.ts'
 import type { StepUpdateCommit } from '../../durable-objects/rubric-instance/index.ts'
 import type { Env } from '../env.ts'
 import { embedderFor, memoryFor, vectorIndexFor } from '../memory/backends.ts'
@@ -31,6 +31,7 @@ import { requestModels } from '../scoring/models.ts'
 import { groupBy } from '../../src/collections/index.ts'
 import { recordedRollouts } from './recorded.ts'
 import { auditStep } from './audit.ts'
+import { objects } from '../objects/call.ts'
 
 /** Characters of a flagged rollout's input and output its analysis document keeps, for the dashboard's hacking view. */
 const EXCERPT_CHARS = 800
@@ -139,10 +140,7 @@ async function readStep(env: Env, job: StepJob): Promise<StepRollout[]> {
   const parts = await Promise.all(
     job.shards.map(({ shard, keep }) => {
       const address: ShardAddress = { runId: job.runId, instanceId: job.instanceId, shard }
-      return env.LEDGER.getByName(ledgerName(job.runId, job.instanceId, shard)).stepRollouts(address, {
-        step: job.step,
-        keep,
-      })
+      return objects.ledger(env, address, (ledger) => ledger.stepRollouts(address, { step: job.step, keep }))
     }),
   )
   return parts.flat()
@@ -299,10 +297,8 @@ async function recordOnShards(
   const byShard = groupBy(results, ({ rollout_id }) => byId.get(rollout_id)!.shard)
   await Promise.all(
     [...byShard].map(([shard, outcomes]) =>
-      env.LEDGER.getByName(ledgerName(job.runId, job.instanceId, shard)).recordAnalyses(
-        { runId: job.runId, instanceId: job.instanceId, shard },
-        job.step,
-        outcomes,
+      objects.ledger(env, { runId: job.runId, instanceId: job.instanceId, shard }, (ledger) =>
+        ledger.recordAnalyses({ runId: job.runId, instanceId: job.instanceId, shard }, job.step, outcomes),
       ),
     ),
   )
@@ -407,19 +403,13 @@ async function finish(
 ): Promise<StepUpdateOutcome> {
   await Promise.all(
     Array.from({ length: ledgerShardsOf(config) }, (_, shard) =>
-      env.LEDGER.getByName(ledgerName(job.runId, job.instanceId, shard)).stepUpdated(
-        { runId: job.runId, instanceId: job.instanceId, shard },
-        job.step,
-        snapshot,
+      objects.ledger(env, { runId: job.runId, instanceId: job.instanceId, shard }, (ledger) =>
+        ledger.stepUpdated({ runId: job.runId, instanceId: job.instanceId, shard }, job.step, snapshot),
       ),
     ),
   )
-  await env.RUN_COORDINATOR.getByName(coordinatorName(job.runId)).instanceUpdated(
-    job.runId,
-    job.step,
-    job.instanceId,
-    outcome,
-    llmStats(calls),
+  await objects.coordinator(env, job.runId, (coordinator) =>
+    coordinator.instanceUpdated(job.runId, job.step, job.instanceId, outcome, llmStats(calls)),
   )
   return outcome
 }

@@ -2,9 +2,10 @@ import { Hono } from 'hono'
 import { AppError } from '../../src/errors/index.ts'
 import type { ArchivedRollout, ArchiveLine } from '../../src/schemas/archive.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'
-import { archiveKeyParts, archivePrefix, instanceName } from '../../durable-objects/names.ts'
+import { archiveKeyParts, archivePrefix } from '../../durable-objects/names.ts'
 import type { AppEnv, Env } from '../env.ts'
 import { integerQuery } from './query.ts'
+import { objects } from '../objects/call.ts'
 
 /**
  * Archive objects one response reads. Each costs at most two subrequests (the R2 read and, for an instance's
@@ -112,9 +113,10 @@ async function* archiveLines(
     const missing = [...versions].filter((version) => !sent.has(`${instanceId}\u0000${version}`))
     const rubricLines: ArchiveLine[] = []
     if (missing.length > 0) {
-      const found: Record<number, Rubric[]> = await env.RUBRIC_INSTANCE.getByName(
-        instanceName(run.id, instanceId),
-      ).versions({ runId: run.id, instanceId }, missing)
+      const address = { runId: run.id, instanceId }
+      const found: Record<number, Rubric[]> = await objects.instance(env, address, (instance) =>
+        instance.versions(address, missing),
+      )
       for (const version of missing) {
         sent.add(`${instanceId}\u0000${version}`)
         const rubrics = found[version]

@@ -12,10 +12,10 @@ import {
   recordResult,
 } from '../../src/lineage/store.ts'
 import type { AppEnv, Env, Principal } from '../env.ts'
-import { coordinatorName } from '../../durable-objects/names.ts'
 import type { StepTimelineEntry } from '../../durable-objects/run-coordinator/index.ts'
 import { jsonBody } from '../middleware/json-body.ts'
 import { integerQuery } from './query.ts'
+import { objects } from '../objects/call.ts'
 
 /** Admin passes; a run token only for training runs whose manifest names its run (`harness_run_id`); nobody else. */
 async function requireRunAccess(db: D1Database, principal: Principal, runId: string): Promise<void> {
@@ -116,7 +116,9 @@ export const lineageRoutes = new Hono<AppEnv>()
  * were from the judge's. Empty when the run audits nothing.
  */
 async function judgeAudit(env: Env, harnessRunId: string) {
-  const timeline: StepTimelineEntry[] = await env.RUN_COORDINATOR.getByName(coordinatorName(harnessRunId)).timeline()
+  const timeline: StepTimelineEntry[] = await objects.coordinator(env, harnessRunId, (coordinator) =>
+    coordinator.timeline(),
+  )
   return timeline.flatMap(({ step, instances }) =>
     instances.flatMap(({ instance_id, update }) => (update?.audit ? [{ step, instance_id, ...update.audit }] : [])),
   )

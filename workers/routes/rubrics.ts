@@ -1,12 +1,12 @@
 import { Hono } from 'hono'
 import { groupBy } from '../../src/collections/index.ts'
 import { AppError } from '../../src/errors/index.ts'
-import { coordinatorName, instanceName } from '../../durable-objects/names.ts'
 import { InstanceId } from '../../src/schemas/rollout.ts'
 import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
 import type { RubricVersionRecord, StepHealthRecord } from '../../durable-objects/rubric-instance/index.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'
 import type { AppEnv } from '../env.ts'
+import { objects } from '../objects/call.ts'
 
 /** Steps `GET /rubrics/stats` returns without `steps=`, and the most it returns. */
 const STATS_STEPS = { default: 20, max: 200 }
@@ -22,16 +22,17 @@ export const rubricRoutes = new Hono<AppEnv>()
     const instanceId = resolveInstance(run, c.req.query('instance_id'))
     const steps = stepsParameter(c.req.query('steps'))
     const address = { runId: run.id, instanceId }
-    const instance = c.env.RUBRIC_INSTANCE.getByName(instanceName(run.id, instanceId))
     const [snapshot, rows]: [RubricSnapshot, StepHealthRecord[]] = await Promise.all([
-      instance.snapshot(address),
-      instance.health(steps),
+      objects.instance(c.env, address, (instance) => instance.snapshot(address)),
+      objects.instance(c.env, address, (instance) => instance.health(steps)),
     ])
     const active = new Set(snapshot.rubrics.map((rubric) => rubric.id))
     const known = new Map(snapshot.rubrics.map((rubric) => [rubric.id, rubric]))
     // A criterion retired since keeps its text: the newest version that had it says what it was.
     if (rows.some((row) => !active.has(row.rubric_id)))
-      for (const record of (await instance.history(address)) as RubricVersionRecord[])
+      for (const record of (await objects.instance(c.env, address, (instance) =>
+        instance.history(address),
+      )) as RubricVersionRecord[])
         for (const rubric of record.rubrics as Rubric[]) if (!active.has(rubric.id)) known.set(rubric.id, rubric)
     return c.json({
       run_id: run.id,
@@ -45,9 +46,9 @@ export const rubricRoutes = new Hono<AppEnv>()
     const run = c.get('run')
     const instanceId = resolveInstance(run, c.req.query('instance_id'))
     const address = { runId: run.id, instanceId }
-    const versions: RubricVersionRecord[] = await c.env.RUBRIC_INSTANCE.getByName(
-      instanceName(run.id, instanceId),
-    ).history(address)
+    const versions: RubricVersionRecord[] = await objects.instance(c.env, address, (instance) =>
+      instance.history(address),
+    )
     return c.json({
       run_id: run.id,
       instance_id: instanceId,
@@ -68,20 +69,21 @@ export const rubricRoutes = new Hono<AppEnv>()
     const run = c.get('run')
     const requested = c.req.query('instance_id')
     if (run.config.rubrics_mode === 'per_instance' && requested === undefined) {
-      const instances = await c.env.RUN_COORDINATOR.getByName(coordinatorName(run.id)).instances()
+      const instances = await objects.coordinator(c.env, run.id, (coordinator) => coordinator.instances())
       return c.json({ run_id: run.id, rubrics_mode: run.config.rubrics_mode, instances })
     }
     const instanceId = resolveInstance(run, requested)
     const address = { runId: run.id, instanceId }
-    const instance = c.env.RUBRIC_INSTANCE.getByName(instanceName(run.id, instanceId))
-    const snapshot: RubricSnapshot = await instance.snapshot(address)
+    const snapshot: RubricSnapshot = await objects.instance(c.env, address, (instance) => instance.snapshot(address))
     return c.json({
       run_id: run.id,
       instance_id: instanceId,
       rubric_version: snapshot.version,
       anchor_rubrics: snapshot.rubrics.filter((rubric) => rubric.is_anchor),
       adaptive_rubrics: snapshot.rubrics.filter((rubric) => !rubric.is_anchor),
-      ...(c.req.query('history') ? { history: await instance.history(address) } : {}),
+      ...(c.req.query('history')
+        ? { history: await objects.instance(c.env, address, (instance) => instance.history(address)) }
+        : {}),
     })
   })
 

@@ -1,8 +1,7 @@
 import { Hono } from 'hono'
 import { AppError } from '../../src/errors/index.ts'
-import { coordinatorName } from '../../durable-objects/names.ts'
-import { againAfterReset } from '../../durable-objects/reset.ts'
 import type { AppEnv } from '../env.ts'
+import { objects } from '../objects/call.ts'
 
 /** Used when `/rubric_status/wait` names no timeout. */
 const DEFAULT_WAIT_S = 30
@@ -15,16 +14,15 @@ const DEFAULT_WAIT_S = 30
 export const stepRoutes = new Hono<AppEnv>()
   .post('/complete', async (c) => {
     const run = c.get('run')
-    const coordinator = c.env.RUN_COORDINATOR.getByName(coordinatorName(run.id))
-    return c.json(await coordinator.complete(run.id))
+    return c.json(await objects.coordinator(c.env, run.id, (coordinator) => coordinator.complete(run.id)))
   })
   .get('/rubric_status', async (c) => {
     const run = c.get('run')
-    return c.json(await c.env.RUN_COORDINATOR.getByName(coordinatorName(run.id)).status(run.id))
+    return c.json(await objects.coordinator(c.env, run.id, (coordinator) => coordinator.status(run.id)))
   })
   .get('/llm_calls', async (c) => {
     const run = c.get('run')
-    const groups = await c.env.RUN_COORDINATOR.getByName(coordinatorName(run.id)).llmCalls()
+    const groups = await objects.coordinator(c.env, run.id, (coordinator) => coordinator.llmCalls())
     return c.json({
       run_id: run.id,
       calls: groups.map(({ latency_ms, ...group }) => ({
@@ -44,13 +42,10 @@ export const stepRoutes = new Hono<AppEnv>()
     }
     const timeoutS = Math.min(requested, run.config.max_wait_s)
     const deadline = Date.now() + timeoutS * 1_000
-    // A reset of the coordinator (a deploy) drops its waiters: wait again, on a fresh stub, for what is left of the
-    // time.
-    const { done, status } = await againAfterReset(() =>
-      c.env.RUN_COORDINATOR.getByName(coordinatorName(run.id)).waitForUpdate(
-        run.id,
-        Math.max(0, deadline - Date.now()),
-      ),
+    // A reset of the coordinator (a deploy) drops its waiters: the call is made again on a fresh object for what is
+    // left of the time.
+    const { done, status } = await objects.coordinator(c.env, run.id, (coordinator) =>
+      coordinator.waitForUpdate(run.id, Math.max(0, deadline - Date.now())),
     )
     if (done) return c.json({ ...status, status: 'updated' as const, mode: run.config.mode, waited_s_max: timeoutS })
     return c.json({ ...status, mode: run.config.mode, waited_s_max: timeoutS, timed_out: true }, 202)

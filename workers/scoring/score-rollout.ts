@@ -8,10 +8,9 @@ import { ledgerShardsOf, type RunConfig } from '../../src/schemas/run-config.ts'
 import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
 import type { ScoreResult } from '../../src/schemas/score.ts'
 import type { LedgerEntry, RecordReply, ShardAddress, Submission } from '../../durable-objects/contracts.ts'
-import { ledgerName, ledgerShardOf } from '../../durable-objects/names.ts'
-import { againAfterReset } from '../../durable-objects/reset.ts'
+import { ledgerShardOf } from '../../durable-objects/names.ts'
 import type { Env } from '../env.ts'
-import { durableObjectCall } from './overload.ts'
+import { objects } from '../objects/call.ts'
 import { judgementCache, rubricCache } from './caches.ts'
 import type { RoleModel } from './models.ts'
 import { groupBy } from '../../src/collections/index.ts'
@@ -21,6 +20,11 @@ import { judgeRelatively, type RelativeScoring } from './relative.ts'
 
 /** Items of one request judged at once; LLM calls are capped separately by the run's `max_concurrent_llm_calls`. */
 const ITEM_CONCURRENCY = 16
+/**
+ * Times a rollout is judged again because its step is scored on other rubrics than the ones it was judged on: once
+ * covers a version change during the request; more means the rubrics keep moving under it.
+ */
+const REJUDGE_ROUNDS = 2
 
 export interface ScoreContext {
   env: Env
@@ -48,6 +52,8 @@ interface Item {
   tactics: string[]
   outcome?: ItemOutcome
   judged?: { version: number; judgement: Judgement; cached: boolean }
+  /** The rubrics its shard says its step is scored on, when they differ from the isolate's copy. */
+  snapshot?: RubricSnapshot
 }
 
 /**
@@ -103,14 +109,26 @@ export async function scoreRollouts(
     ),
   )
   await Promise.all([...lookups.values()].map((group) => recordOnShard(ctx, group, false)))
-  await judgeItems(
-    ctx,
-    items.filter((item) => !item.outcome),
-  )
-  const groups = [...byShard(items.filter((item) => !item.outcome)).values()]
-  const stats = llmStats(ctx.calls)
-  await Promise.all(groups.map((group, position) => recordOnShard(ctx, group, true, position === 0 ? stats : [])))
-  if (groups.length === 0 && stats.length > 0) await sendStatsOnly(ctx, items[0]!.address, stats)
+  // Each LLM call of the request reaches the ledger once: with the first record after it was made.
+  let reported = 0
+  for (let round = 0; round <= REJUDGE_ROUNDS; round++) {
+    const pending = items.filter((item) => !item.outcome)
+    if (pending.length === 0) break
+    await judgeItems(ctx, pending)
+    const groups = [...byShard(pending.filter((item) => !item.outcome)).values()]
+    if (groups.length === 0) break
+    const stats = llmStats(ctx.calls.slice(reported))
+    reported = ctx.calls.length
+    await Promise.all(groups.map((group, position) => recordOnShard(ctx, group, true, position === 0 ? stats : [])))
+  }
+  for (const item of items)
+    item.outcome ??= {
+      ok: false,
+      error: new AppError('overloaded', 'the rubrics changed while the rollout was judged; retry after the delay', {
+        retryAfterSeconds: 1,
+      }),
+    }
+  if (ctx.calls.length > reported) await sendStatsOnly(ctx, items[0]!.address, llmStats(ctx.calls.slice(reported)))
   const outcomes = items.map(
     (item) =>
       item.outcome ?? {
@@ -121,7 +139,7 @@ export async function scoreRollouts(
   if (run.config.mode !== 'sync') return outcomes
   return Promise.all(
     outcomes.map((outcome, index) =>
-      outcome.ok && !outcome.result.duplicate ? settleSync(ctx, items[index]!, outcome.result) : outcome,
+      outcome.ok ? settleSync(ctx, items[index]!, outcome.result) : outcome,
     ),
   )
 }
@@ -154,16 +172,7 @@ async function recordOnShard(
   }))
   let reply: RecordReply
   try {
-    reply = await durableObjectCall(() =>
-      againAfterReset(() =>
-        env.LEDGER.getByName(ledgerName(run.id, address.instanceId, address.shard)).record(
-          address,
-          submissions,
-          known,
-          stats,
-        ),
-      ),
-    )
+    reply = await objects.ledger(env, address, (ledger) => ledger.record(address, submissions, known, stats))
   } catch (error) {
     const refused =
       error instanceof AppError ? error : new AppError('internal', 'the ledger could not record the rollout')
@@ -181,6 +190,10 @@ async function recordOnShard(
     const item = group[position]!
     if (answer.kind === 'recorded')
       item.outcome = { ok: true, result: toResult(ctx, item.address.instanceId, answer.entry, answer.duplicate) }
+    else {
+      delete item.judged
+      if (reply.snapshot) item.snapshot = reply.snapshot
+    }
   })
 }
 
@@ -191,12 +204,7 @@ async function sendStatsOnly(
 ): Promise<void> {
   const known = rubricCache.get(ctx.run.id, address.instanceId)?.version ?? 0
   try {
-    await ctx.env.LEDGER.getByName(ledgerName(ctx.run.id, address.instanceId, address.shard)).record(
-      address,
-      [],
-      known,
-      stats,
-    )
+    await objects.ledger(ctx.env, address, (ledger) => ledger.record(address, [], known, stats))
   } catch (error) {
     console.error(`[${ctx.requestId}] could not hand the scorer's LLM calls to the ledger`, error)
   }
@@ -211,7 +219,7 @@ async function judgeItems(ctx: ScoreContext, items: readonly Item[]): Promise<vo
   const { run } = ctx
   const toJudge: { item: Item; snapshot: RubricSnapshot }[] = []
   for (const item of items) {
-    const snapshot = rubricCache.get(run.id, item.address.instanceId)
+    const snapshot = item.snapshot ?? rubricCache.get(run.id, item.address.instanceId)
     if (!snapshot) {
       item.outcome = {
         ok: false,
@@ -303,39 +311,37 @@ async function judgeGroupsRelatively<G extends { item: Item; snapshot: RubricSna
   })
 }
 
+/**
+ * Sync mode: waits for the step's update, then makes the rollout's final score the one on the rubrics that update
+ * left, in the ledger first (`LedgerShard.settle`: the first settle stands), and answers what the ledger holds, so a
+ * retried request, the step's tallies and the archive say what this answer says.
+ */
 async function settleSync(ctx: ScoreContext, item: Item, result: ScoreResult): Promise<ItemOutcome> {
   const { env, run } = ctx
   const deadline = Date.now() + run.config.max_wait_s * 1_000
   const { address } = item
-  // The wait is on the rollout's own shard, which the update's commit wakes with the new rubrics; a reset of the
-  // shard drops its waiters: wait again, on a fresh stub, for what is left of the time.
-  const released = await durableObjectCall(() =>
-    againAfterReset(() =>
-      env.LEDGER.getByName(ledgerName(run.id, address.instanceId, address.shard)).awaitUpdate(
-        address,
-        result.step,
-        Math.max(0, deadline - Date.now()),
-      ),
-    ),
+  // A reset of the shard drops its waiters: the call is made again, on a fresh object, for what is left of the time.
+  const released = await objects.ledger(env, address, (ledger) =>
+    ledger.awaitUpdate(address, result.step, Math.max(0, deadline - Date.now())),
   )
   if (!released) return { ok: true, result: { ...result, update_pending: true } }
   rubricCache.offer(run.id, address.instanceId, released, item.request.metadata.current_step)
-  const snapshot = rubricCache.get(run.id, address.instanceId)!
-  if (snapshot.version === result.rubric_version) return { ok: true, result }
+  if (released.version === result.rubric_version) return { ok: true, result }
   try {
-    const cached = judgementCache.get(run.id, address.instanceId, snapshot.version, item.key)
-    const judgement = cached ?? (await judgeOnRubrics(ctx.scorer, run.config, snapshot, item.request))
-    if (!cached) judgementCache.set(run.id, address.instanceId, snapshot.version, item.key, judgement)
-    return {
-      ok: true,
-      result: {
-        ...result,
+    const cached = judgementCache.get(run.id, address.instanceId, released.version, item.key)
+    const judgement = cached ?? (await judgeOnRubrics(ctx.scorer, run.config, released, item.request))
+    if (!cached) judgementCache.set(run.id, address.instanceId, released.version, item.key, judgement)
+    const settled = await objects.ledger(env, address, (ledger) =>
+      ledger.settle(address, result.step, item.request.rollout.id, {
+        rubricVersion: released.version,
         score: judgement.score,
         criteria: judgement.criteria,
-        rubric_version: snapshot.version,
         cached: Boolean(cached),
-      },
-    }
+        judgeModel: ctx.scorer.label,
+      }),
+    )
+    if (!settled) return { ok: true, result }
+    return { ok: true, result: toResult(ctx, address.instanceId, settled, result.duplicate) }
   } catch (error) {
     if (error instanceof AppError) return { ok: false, error }
     throw error
