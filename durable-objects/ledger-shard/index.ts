@@ -145,12 +145,15 @@ export class LedgerShard extends DurableObject<Env> {
    * entry back as a duplicate. A submission without a judgement is a lookup: its earlier entry, or `judge`.
    * `knownVersion` is the caller's rubric version: the reply carries the snapshot when it is older, so an isolate
    * judges on older rubrics only what it had in flight when they changed (each score names its version).
+   * `earlierSteps` closed steps are searched for the id too (sync mode: a trainer's retry of a request it gave up on
+   * arrives after its step closed, and is the same rollout).
    */
   async record(
     address: ShardAddress,
     submissions: readonly Submission[],
     knownVersion: number,
     llm: readonly LlmStat[] = [],
+    earlierSteps = 0,
   ): Promise<RecordReply> {
     this.bind(address)
     addLlmStats(this.llm, llm)
@@ -176,7 +179,7 @@ export class LedgerShard extends DurableObject<Env> {
     let inserted = 0
     this.ctx.storage.transactionSync(() => {
       for (const submission of submissions) {
-        const earlier = step === undefined ? undefined : this.entry(step, submission.rollout.id)
+        const earlier = step === undefined ? undefined : this.entryFrom(step, earlierSteps, submission.rollout.id)
         if (earlier) answers.push({ kind: 'recorded', entry: earlier, duplicate: true })
         // Judged on another version than the step's (the isolate's copy moved on, or lags): judged again on the
         // step's, which the reply carries.
@@ -490,6 +493,7 @@ export class LedgerShard extends DurableObject<Env> {
           address.shard,
           this.epoch() ?? -1,
           trainerStep,
+          (await this.currentSnapshot()).version,
         )
         this.applyReply(reply)
         this.announced = { step: reply.step, version: reply.version ?? (await this.currentSnapshot()).version }
@@ -528,6 +532,15 @@ export class LedgerShard extends DurableObject<Env> {
         void this.scheduleAlarm(0)
       }
     }
+  }
+
+  /** The rollout's entry in `step` or one of the `earlierSteps` before it, newest first. */
+  private entryFrom(step: number, earlierSteps: number, rolloutId: string): LedgerEntry | undefined {
+    for (let back = 0; back <= earlierSteps && step - back >= 0; back++) {
+      const found = this.entry(step - back, rolloutId)
+      if (found) return found
+    }
+    return undefined
   }
 
   private entry(step: number, rolloutId: string): LedgerEntry | undefined {

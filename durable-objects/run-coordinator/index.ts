@@ -199,6 +199,7 @@ export class RunCoordinator extends DurableObject<Env> {
     shard: number,
     shardStep: number,
     trainerStep?: number,
+    newestVersion = 1,
   ): Promise<CoordinatorReply> {
     const config = await this.runConfig(runId)
     this.closeIfIdle(config)
@@ -218,7 +219,7 @@ export class RunCoordinator extends DurableObject<Env> {
     }
     const closes = shardStep < 0 ? [] : this.missedCloses(instanceId, shard, shardStep)
     const now = Date.now()
-    const version = this.pinnedVersion(step, instanceId)
+    const version = this.pinnedVersion(step, instanceId, newestVersion)
     this.sql.exec(COORDINATOR_SQL.announceShard, step, instanceId, shard, JSON.stringify(emptyTally()), version, now)
     await this.noteRollouts(config, now)
     return { step, closes, version, ...this.idleHint(config) }
@@ -521,16 +522,17 @@ export class RunCoordinator extends DurableObject<Env> {
 
   /**
    * The rubric version every rollout of `step` for the instance is scored on: the one the step's first row for the
-   * instance was given, else the newest the instance's committed updates produced. An update that commits while a
+   * instance was given, else the newest committed one, as the instance's updates reported it or as the announcing
+   * shard has it (`newestVersion`; an update tells the shards before the coordinator). An update that commits while a
    * step collects so takes effect from the instance's next step.
    */
-  private pinnedVersion(step: number, instanceId: string): number {
+  private pinnedVersion(step: number, instanceId: string, newestVersion = 1): number {
     const pinned = this.sql.exec<{ version: number }>(COORDINATOR_SQL.pinnedVersion, step, instanceId).toArray()[0]
     if (pinned) return pinned.version
     const committed = this.sql
       .exec<{ rubric_version: number }>(COORDINATOR_SQL.committedVersion, instanceId)
       .toArray()[0]
-    return committed?.rubric_version ?? 1
+    return Math.max(committed?.rubric_version ?? 1, newestVersion)
   }
 
   private upsertShard(step: number, instanceId: string, shard: number, tally: ScoreTally, arrivedAt: number): void {

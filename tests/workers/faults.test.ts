@@ -11,7 +11,16 @@ import { coordinatorName, instanceName, ledgerName } from '../../durable-objects
 import { RunCoordinator } from '../../durable-objects/run-coordinator/index.ts'
 import { handleQueueBatch } from '../../workers/queues/consumer.ts'
 import type { StepJob } from '../../workers/queues/messages.ts'
-import { METADATA, call, createRun, expectStatus, rollout } from './helpers.ts'
+import {
+  METADATA,
+  call,
+  clearFakeEndpoints,
+  createRun,
+  expectStatus,
+  fakeEndpoint,
+  fakeRole,
+  rollout,
+} from './helpers.ts'
 
 const RUBRICS = {
   anchor_rubrics: [{ id: 'a-correct', text: 'The final answer is correct.', weight: 2 }],
@@ -103,37 +112,6 @@ const objectsOf = (run: Run) => [
   ...Array.from({ length: 8 }, (_, shard) => env.LEDGER.getByName(ledgerName(run.runId, 'global', shard))),
 ]
 
-/**
- * Routes the Worker's requests to `http://llm.test/<tag>/…` (a role's base_url) to `answer`; the Worker runs in this
- * isolate, so its `fetch` is this one. Everything else goes to the real fetch. `answer` gives the reply's content, or
- * a Response of its own (an HTTP error).
- */
-function fakeEndpoint(tag: string, answer: (callIndex: number) => Promise<string | Response>) {
-  let calls = 0
-  const realFetch = (fakeFetches.real ??= globalThis.fetch)
-  fakeFetches.routes.set(`http://llm.test/${tag}/`, async () => {
-    const content = await answer(calls++)
-    if (content instanceof Response) return content
-    const completion = {
-      id: `c-${calls}`,
-      object: 'chat.completion',
-      created: 0,
-      model: 'fake',
-      choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content } }],
-    }
-    return new Response(JSON.stringify(completion), { headers: { 'content-type': 'application/json' } })
-  })
-  if (!vi.isMockFunction(globalThis.fetch)) {
-    vi.spyOn(globalThis, 'fetch').mockImplementation(async (input: RequestInfo | URL, init?: RequestInit) => {
-      const url = input instanceof Request ? input.url : String(input)
-      const route = [...fakeFetches.routes].find(([prefix]) => url.startsWith(prefix))
-      return route ? route[1]() : realFetch(input, init)
-    })
-  }
-  return { calls: () => calls }
-}
-const fakeFetches: { real?: typeof fetch; routes: Map<string, () => Promise<Response>> } = { routes: new Map() }
-
 const fakeScorerEndpoint = (tag: string, answer: (callIndex: number) => Promise<string>) => fakeEndpoint(tag, answer)
 
 /** An analyzer reply that flags nothing. */
@@ -169,17 +147,10 @@ const gradesReply = (grade: number) =>
  * A scorer on the fake endpoint; the tag keeps each test's model adapter (cached per settings in the isolate) its own.
  */
 const fakeScorer = (tag: string) => ({ scorer: fakeRole(tag) })
-const fakeRole = (tag: string) => ({
-  backend: 'openai' as const,
-  base_url: `http://llm.test/${tag}/v1`,
-  model: 'fake',
-  timeout_ms: 20_000,
-  max_attempts: 1,
-})
 
 afterEach(() => {
   vi.restoreAllMocks()
-  fakeFetches.routes.clear()
+  clearFakeEndpoints()
 })
 
 describe('step jobs delivered again, or failing half way', () => {

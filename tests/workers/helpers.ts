@@ -113,3 +113,55 @@ export async function ledgerRows(runId: string, instanceId = 'global', shards = 
   }
   return rows
 }
+
+/**
+ * Routes the Worker's requests to `http://llm.test/<tag>/…` (a role's base_url) to `answer`; the Worker runs in this
+ * isolate, so its `fetch` is this one. Everything else goes to the real fetch. `answer` gives the reply's content, or
+ * a Response of its own (an HTTP error).
+ * @example const judge = fakeEndpoint('slow', async () => { await held; return reply })
+ */
+export function fakeEndpoint(tag: string, answer: (callIndex: number) => Promise<string | Response>) {
+  let calls = 0
+  const realFetch = (fakeFetches.real ??= globalThis.fetch)
+  fakeFetches.routes.set(`http://llm.test/${tag}/`, async () => {
+    const content = await answer(calls++)
+    if (content instanceof Response) return content
+    const completion = {
+      id: `c-${calls}`,
+      object: 'chat.completion',
+      created: 0,
+      model: 'fake',
+      choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content } }],
+    }
+    return new Response(JSON.stringify(completion), { headers: { 'content-type': 'application/json' } })
+  })
+  if (!vi.isMockFunction(globalThis.fetch)) {
+    vi.spyOn(globalThis, 'fetch').mockImplementation(async (input: RequestInfo | URL, init?: RequestInit) => {
+      const url = input instanceof Request ? input.url : String(input)
+      const route = [...fakeFetches.routes].find(([prefix]) => url.startsWith(prefix))
+      return route ? route[1]() : realFetch(input, init)
+    })
+  }
+  return { calls: () => calls }
+}
+const fakeFetches: { real?: typeof fetch; routes: Map<string, () => Promise<Response>> } = { routes: new Map() }
+
+/**
+ * Forgets every fake endpoint: call it after each test that made one.
+ * @example afterEach(() => clearFakeEndpoints())
+ */
+export function clearFakeEndpoints(): void {
+  fakeFetches.routes.clear()
+}
+
+/**
+ * A role on a fake endpoint (`fakeEndpoint(tag, …)`); the tag keeps each test's model adapter its own.
+ * @example createRun({ ...RUBRICS, agents: { updater: fakeRole('held') } })
+ */
+export const fakeRole = (tag: string) => ({
+  backend: 'openai' as const,
+  base_url: `http://llm.test/${tag}/v1`,
+  model: 'fake',
+  timeout_ms: 20_000,
+  max_attempts: 1,
+})

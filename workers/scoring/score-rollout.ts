@@ -172,7 +172,11 @@ async function recordOnShard(
   }))
   let reply: RecordReply
   try {
-    reply = await objects.ledger(env, address, (ledger) => ledger.record(address, submissions, known, stats))
+    // Sync mode: a retry of a rollout whose step closed while its trainer waited is still that rollout.
+    const earlierSteps = run.config.mode === 'sync' ? 1 : 0
+    reply = await objects.ledger(env, address, (ledger) =>
+      ledger.record(address, submissions, known, stats, earlierSteps),
+    )
   } catch (error) {
     const refused =
       error instanceof AppError ? error : new AppError('internal', 'the ledger could not record the rollout')
