@@ -158,6 +158,8 @@ function renderPageError(error: Error, c: Context<DashboardEnv>): Response | Pro
     const next = c.req.method === 'GET' ? safeNext(c.req.path + url.search) : '/'
     return c.html(<LoginPage next={next} message={error.message} />, 401)
   }
+  if (error instanceof AppError && error.retryAfterSeconds !== undefined)
+    c.header('retry-after', String(Math.ceil(error.retryAfterSeconds)))
   if (error instanceof AppError)
     return c.html(
       <ErrorPage
