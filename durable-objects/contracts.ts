@@ -59,8 +59,10 @@ export type ShardAnswer =
 
 export interface RecordReply {
   answers: ShardAnswer[]
-  /** The rubrics in force, when the caller's version is older or an answer asks for a judgement. */
+  /** The rubrics to judge on, when the caller's version differs or an answer asks for a judgement. */
   snapshot?: RubricSnapshot
+  /** The snapshot is the version the shard's step is scored on (else the newest the shard knows: a guess). */
+  pinned?: boolean
 }
 
 export type { LlmStat } from '../src/llm/stats.ts'

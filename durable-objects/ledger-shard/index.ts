@@ -85,7 +85,8 @@ export const LEDGER_SQL = {
     'SELECT step, rollout_id, rubric_version, score, criteria, cached, rollout, metadata, judge_model, created_at ' +
     'FROM ledger WHERE step = ? ORDER BY seq',
   deleteThrough: 'DELETE FROM ledger WHERE step <= ?',
-  settle: 'UPDATE ledger SET rubric_version = ?, score = ?, criteria = ?, cached = ?, judge_model = ? ' +
+  settle:
+    'UPDATE ledger SET rubric_version = ?, score = ?, criteria = ?, cached = ?, judge_model = ? ' +
     'WHERE step = ? AND rollout_id = ?',
   unsettled: 'SELECT count(*) AS n FROM ledger WHERE step = ? AND rubric_version != ?',
 } as const
@@ -174,7 +175,7 @@ export class LedgerShard extends DurableObject<Env> {
       overdue()
     for (let tries = 0; tries < 3 && writes && unannounced(); tries++) await this.announce(trainerStep)
     const step = this.epoch()
-    const pinned = step !== undefined && this.announced?.step === step ? this.announced.version : undefined
+    const pinned = step === undefined ? undefined : this.pinnedVersion(step)
     const answers: ShardAnswer[] = []
     let inserted = 0
     this.ctx.storage.transactionSync(() => {
@@ -194,7 +195,10 @@ export class LedgerShard extends DurableObject<Env> {
     if (inserted > 0 || llm.length > 0) this.markDirty()
     const target = pinned === undefined ? snapshot : await this.snapshotOf(pinned)
     const needsSnapshot = knownVersion !== target.version || answers.some((answer) => answer.kind === 'judge')
-    return { answers, ...(needsSnapshot ? { snapshot: target } : {}) }
+    return {
+      answers,
+      ...(needsSnapshot ? { snapshot: target, ...(pinned === undefined ? {} : { pinned: true }) } : {}),
+    }
   }
 
   /**
@@ -202,7 +206,12 @@ export class LedgerShard extends DurableObject<Env> {
    * (`awaitUpdate`). The first settle of a rollout is kept and every later one answers it, as does a duplicate
    * request; once the step is archived its rows are final as they stand. Undefined when the row is gone.
    */
-  async settle(address: ShardAddress, step: number, rolloutId: string, judged: Judged): Promise<LedgerEntry | undefined> {
+  async settle(
+    address: ShardAddress,
+    step: number,
+    rolloutId: string,
+    judged: Judged,
+  ): Promise<LedgerEntry | undefined> {
     this.bind(address)
     const row = this.entry(step, rolloutId)
     if (!row || row.rubric_version === judged.rubricVersion) return row
@@ -497,6 +506,8 @@ export class LedgerShard extends DurableObject<Env> {
         )
         this.applyReply(reply)
         this.announced = { step: reply.step, version: reply.version ?? (await this.currentSnapshot()).version }
+        // Kept for lookups after a restart, which have no announce of their own.
+        this.meta.set('pinned', `${reply.step}:${this.announced.version}`)
         if (trainerStep > this.trainerStep()) this.meta.set('trainer_step', `${reply.step}:${trainerStep}`)
       } finally {
         this.announcing = undefined
@@ -594,6 +605,13 @@ export class LedgerShard extends DurableObject<Env> {
     const until = at + maxWaitS * 1_000
     if (Date.now() >= until) return undefined
     return this.sql.exec<{ n: number }>(LEDGER_SQL.unsettled, step, version).one().n > 0 ? until : undefined
+  }
+
+  /** The rubric version `step` is scored on, once the coordinator has told this shard. */
+  private pinnedVersion(step: number): number | undefined {
+    if (this.announced?.step === step) return this.announced.version
+    const [pinnedStep, version] = (this.meta.get('pinned') ?? '-1:0').split(':').map(Number)
+    return pinnedStep === step ? version : undefined
   }
 
   /** The rubric version a step's update left (what sync mode settles the step's rollouts on), once it committed. */

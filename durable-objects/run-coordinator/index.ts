@@ -564,7 +564,9 @@ export class RunCoordinator extends DurableObject<Env> {
     }
     if (config.close_after_idle_s !== null) {
       const idle =
-        rollouts > 0 ? ` (the last rollout came ${Math.round((Date.now() - this.lastRolloutTime()) / 1_000)} s ago)` : ''
+        rollouts > 0
+          ? ` (the last rollout came ${Math.round((Date.now() - this.lastRolloutTime()) / 1_000)} s ago)`
+          : ''
       ways.push(`after ${config.close_after_idle_s} s without a new rollout${idle}`)
     }
     return ways.length === 1 ? ways[0]! : `${ways.slice(0, -1).join(', ')} or ${ways.at(-1)}`

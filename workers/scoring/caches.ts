@@ -17,8 +17,8 @@ const snapshots = new LRUCache<string, HeldSnapshot>({ max: SNAPSHOTS })
 const judgements = new LRUCache<string, Judgement>({ max: JUDGEMENTS })
 
 /**
- * The isolate's copy of each instance's rubrics in force. Versions are immutable, so a copy is only ever replaced by
- * a newer one, which the ledger shards hand out with any reply to a caller that named an older version. A copy is
+ * The isolate's copy of each instance's rubrics in force: what the ledger shards say the current step is scored on,
+ * handed out with any reply to a caller that named another version. A copy is
  * trusted for the trainer steps a shard's reply confirmed it for: a request from a later trainer step (rubrics are
  * updated between steps) asks its shard first rather than spend a model call on rubrics that may be gone.
  * @example rubricCache.offer('grpo-1', 'global', reply.snapshot, 3)
@@ -34,12 +34,22 @@ export const rubricCache = {
     const held = snapshots.get(instanceKey(runId, instanceId))
     return held && held.trainerStep >= trainerStep ? held.snapshot : undefined
   },
-  /** What a shard's reply says: its snapshot when the caller's was older (`undefined` confirms the caller's). */
-  offer(runId: string, instanceId: string, snapshot: RubricSnapshot | undefined, trainerStep: number): void {
+  /**
+   * What a shard's reply says: its snapshot when the caller's differed (`undefined` confirms the caller's). A
+   * snapshot the shard's step is scored on (`pinned`) replaces the held copy whatever its version, so the isolate
+   * judges on what the steps are scored on; the newest a shard merely knows replaces only an older copy.
+   */
+  offer(
+    runId: string,
+    instanceId: string,
+    snapshot: RubricSnapshot | undefined,
+    trainerStep: number,
+    pinned = false,
+  ): void {
     const key = instanceKey(runId, instanceId)
     const held = snapshots.get(key)
-    const newest = snapshot && (!held || held.snapshot.version < snapshot.version) ? snapshot : held?.snapshot
-    if (newest) snapshots.set(key, { snapshot: newest, trainerStep: Math.max(trainerStep, held?.trainerStep ?? -1) })
+    const taken = snapshot && (pinned || !held || held.snapshot.version < snapshot.version) ? snapshot : held?.snapshot
+    if (taken) snapshots.set(key, { snapshot: taken, trainerStep: Math.max(trainerStep, held?.trainerStep ?? -1) })
   },
 }
 

@@ -138,9 +138,7 @@ export async function scoreRollouts(
   )
   if (run.config.mode !== 'sync') return outcomes
   return Promise.all(
-    outcomes.map((outcome, index) =>
-      outcome.ok ? settleSync(ctx, items[index]!, outcome.result) : outcome,
-    ),
+    outcomes.map((outcome, index) => (outcome.ok ? settleSync(ctx, items[index]!, outcome.result) : outcome)),
   )
 }
 
@@ -189,6 +187,7 @@ async function recordOnShard(
     address.instanceId,
     reply.snapshot,
     Math.max(...group.map((item) => item.request.metadata.current_step)),
+    reply.pinned,
   )
   reply.answers.forEach((answer, position) => {
     const item = group[position]!
