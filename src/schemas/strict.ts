@@ -35,8 +35,9 @@ function unknownKeysError(issue: z.core.$ZodRawIssue): string | undefined {
 /**
  * The strict form of an object schema, whose unknown-key issue names the nearest known key: for objects a person
  * writes. Use it with `.apply` before any refinement (those of `schema` are not carried over).
- * @example z.object({ rollouts_per_step: z.number() }).apply(strict).safeParse({ rollout_per_step: 8 }).error?.issues[0]
- *   ?.message // 'unknown key "rollout_per_step" (did you mean rollouts_per_step?)'
+ * @example const Knobs = z.object({ rollouts_per_step: z.number() }).apply(strict)
+ *   Knobs.safeParse({ rollout_per_step: 8 }).error?.issues[0]?.message
+ *   // 'unknown key "rollout_per_step" (did you mean rollouts_per_step?)'
  */
 export function strict<Shape extends z.core.$ZodShape>(schema: z.ZodObject<Shape>): z.ZodObject<Shape, z.core.$strict> {
   return z.strictObject(schema.shape, { error: unknownKeysError })

@@ -330,7 +330,7 @@ describe('train prepare', () => {
     expect(requests.filter((request) => request.method === 'POST')).toEqual([])
   })
 
-  it('exits 2 for an --online-run file with a misspelt key, naming it and the key it meant, before any request', async () => {
+  it('exits 2 for an --online-run file with a misspelt key: the key and the key it meant, no request', async () => {
     const rubrics = { anchor_rubrics: [{ text: 'The final answer is correct.' }] }
     const cases = [
       [

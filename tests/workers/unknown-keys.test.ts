@@ -27,13 +27,14 @@ describe('a run config with a misspelt key', () => {
       {
         path: 'config',
         message:
-          'unknown keys "rubric_mode" (did you mean rubrics_mode?), "rollout_per_step" (did you mean rollouts_per_step?)',
+          'unknown keys "rubric_mode" (did you mean rubrics_mode?), ' +
+          '"rollout_per_step" (did you mean rollouts_per_step?)',
       },
     ])
     expect(await runCount('misspelt-1')).toBe(0)
   })
 
-  it('is refused when the key is in agents, analysis, audit or a rubric, with the path of the object holding it', async () => {
+  it('is refused when the key is in agents, analysis, audit or a rubric, naming the object holding it', async () => {
     const cases = [
       [{ agents: { scorer: { modle: 'judge' } } }, 'config.agents.scorer', '"modle" (did you mean model?)'],
       [
