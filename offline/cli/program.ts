@@ -3,6 +3,7 @@
  * and how output is printed (text, or JSON under `--json`); failures become exit codes in ./failures.ts.
  */
 import { Command, CommanderError } from 'commander'
+import { nearestName } from '../../src/text/index.ts'
 import { EXIT_OK, reportFailure } from './failures.ts'
 
 export { CliExit, EXIT_FAILURE } from './failures.ts'
@@ -138,23 +139,11 @@ function misspeltOption(program: Command, argv: readonly string[]): string | und
   for (const arg of end === -1 ? argv : argv.slice(0, end)) {
     const flag = arg.split('=')[0]!
     if (!flag.startsWith('--') || known.includes(flag)) continue
-    const [best] = known
-      .filter((name) => name.startsWith('--'))
-      .map((name) => ({ name, distance: editDistance(flag, name) }))
-      .sort((a, b) => a.distance - b.distance)
-    if (best && best.distance <= Math.max(2, Math.floor(flag.length / 4)))
-      return `(Did you mean ${best.name}? "${flag}" is not an option of ${command.name()})`
+    const best = nearestName(
+      flag,
+      known.filter((name) => name.startsWith('--')),
+    )
+    if (best) return `(Did you mean ${best}? "${flag}" is not an option of ${command.name()})`
   }
   return undefined
-}
-
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i]
-    for (let j = 1; j <= b.length; j++)
-      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1))
-    previous = current
-  }
-  return previous[b.length]!
 }

@@ -4,6 +4,7 @@
  */
 import { readFile } from 'node:fs/promises'
 import { z } from 'zod'
+import { strict } from '../../src/schemas/strict.ts'
 
 /**
  * One OpenAI-compatible server of the pool. `api_key_env` names an environment variable; keys are
@@ -30,12 +31,12 @@ export const EndpointConfig = z
       .max(1_024),
     structured_output: z.enum(['json_object', 'json_schema']).default('json_object'),
   })
-  .strict()
+  .apply(strict)
 export type EndpointConfig = z.infer<typeof EndpointConfig>
 export type EndpointConfigInput = z.input<typeof EndpointConfig>
 
 const EndpointList = z.array(EndpointConfig).min(1, 'at least one endpoint')
-const EndpointsDocument = z.object({ endpoints: EndpointList }).strict()
+const EndpointsDocument = z.object({ endpoints: EndpointList }).apply(strict)
 
 /**
  * A malformed endpoints file or `--endpoint` flag; the message names the file or flag and the field.

@@ -15,6 +15,7 @@ import {
   SearchConfig,
   type SearchConfigInput,
 } from '../../src/search/config.ts'
+import { unknownKeysMessage } from '../../src/schemas/strict.ts'
 import { ContentExtraction } from '../../src/search/roles/extraction.ts'
 import type { SearchRoleName } from '../../src/search/roles/rubric.ts'
 import { SearchInputError } from './errors.ts'
@@ -468,13 +469,9 @@ async function readConfigFile(file: string): Promise<Record<string, unknown>> {
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     throw new SearchInputError(`--config ${file}: expected a JSON object of search knobs`)
-  const known = new Set(CONFIG_KNOBS.map((knob) => knob.key as string))
-  const unknown = Object.keys(value).filter((key) => !known.has(key))
-  if (unknown.length > 0)
-    throw new SearchInputError(
-      `--config ${file}: unknown key${unknown.length > 1 ? 's' : ''} ${unknown.map((key) => `"${key}"`).join(', ')} ` +
-        `(the knobs are SearchConfig's: ${[...known].join(', ')})`,
-    )
+  const known = CONFIG_KNOBS.map((knob) => knob.key as string)
+  const unknown = Object.keys(value).filter((key) => !known.includes(key))
+  if (unknown.length > 0) throw new SearchInputError(`--config ${file}: ${unknownKeysMessage(unknown, known)}`)
   return value as Record<string, unknown>
 }
 

@@ -28,8 +28,11 @@ export async function readOnlineRunRequest(file: string, defaultRunId: string): 
   const raw = await readJsonFile(file)
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
     throw new UsageError(`--online-run ${file}: expected a JSON object (a run config, or {run_id?, config})`)
-  const wrapped = 'config' in raw
-  const body = wrapped ? { run_id: defaultRunId, ...raw } : { run_id: defaultRunId, config: raw }
+  // A run config has no run_id, so a file with one is the wrapped form even when its `config` key is misspelt.
+  const wrapped = 'config' in raw || 'run_id' in raw
+  const body: { run_id: unknown; config?: unknown } = wrapped
+    ? { run_id: defaultRunId, ...raw }
+    : { run_id: defaultRunId, config: raw }
   const parsed = CreateRunRequest.safeParse(body)
   if (!parsed.success) {
     const issues = parsed.error.issues.map((issue) => {

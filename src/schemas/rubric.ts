@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { strict } from './strict.ts'
 
 /** Metadata values stay flat (string, number, boolean, null) so they cross RPC and SQL unchanged. */
 const JsonScalar = z.union([z.string(), z.number(), z.boolean(), z.null()])
@@ -28,19 +29,21 @@ export type Rubric = z.infer<typeof Rubric>
  * How a run's config names a rubric; ids and versions are filled in when the run starts.
  * @example RubricSeed.parse({ text: 'Shows the working.', weight: 1 })
  */
-export const RubricSeed = z.object({
-  id: z
-    .string()
-    .min(1)
-    .max(128)
-    .regex(/^[\w.:-]+$/, 'letters, digits, and . _ : - only')
-    .optional(),
-  text: z.string().min(1).max(4_000),
-  weight: z.number().positive().max(1_000).default(1),
-  /** `penalty` for a rubric that names what a response must not do (see `Rubric.kind`). */
-  kind: z.enum(['criterion', 'penalty']).optional(),
-  metadata: z.record(z.string(), JsonScalar).default({}),
-})
+export const RubricSeed = z
+  .object({
+    id: z
+      .string()
+      .min(1)
+      .max(128)
+      .regex(/^[\w.:-]+$/, 'letters, digits, and . _ : - only')
+      .optional(),
+    text: z.string().min(1).max(4_000),
+    weight: z.number().positive().max(1_000).default(1),
+    /** `penalty` for a rubric that names what a response must not do (see `Rubric.kind`). */
+    kind: z.enum(['criterion', 'penalty']).optional(),
+    metadata: z.record(z.string(), JsonScalar).default({}),
+  })
+  .apply(strict)
 export type RubricSeed = z.input<typeof RubricSeed>
 
 /**

@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { bundledTemplate, placeholdersOf, PROMPT_KEYS } from '../prompts/index.ts'
 import { RubricSeed } from './rubric.ts'
+import { strict } from './strict.ts'
 
 /** Every LLM role in the system; each may have its own model and endpoint. */
 export const AGENT_ROLES = [
@@ -40,33 +41,37 @@ export const AgentHeaders = z.record(
 )
 export type AgentHeaders = z.infer<typeof AgentHeaders>
 
-export const AgentSettings = z.object({
-  backend: z.enum(['auto', 'mock', 'openai', 'workers-ai']).default('auto'),
-  model: z.string().min(1).max(200).default('mock-heuristic-1'),
-  base_url: z.url({ protocol: /^https?$/ }).optional(),
-  api_key_env: SecretName.optional(),
-  headers: AgentHeaders.optional(),
-  temperature: z.number().min(0).max(2).default(0),
-  max_tokens: z.number().int().positive().max(32_768).default(1_024),
-  seed: z.number().int().optional(),
-  timeout_ms: z.number().int().positive().max(300_000).default(60_000),
-  max_attempts: z.number().int().min(1).max(10).default(4),
-  /** Highest number of this role's calls in flight at once within one Worker invocation. */
-  concurrency: z.number().int().min(1).max(64).default(4),
-})
+export const AgentSettings = z
+  .object({
+    backend: z.enum(['auto', 'mock', 'openai', 'workers-ai']).default('auto'),
+    model: z.string().min(1).max(200).default('mock-heuristic-1'),
+    base_url: z.url({ protocol: /^https?$/ }).optional(),
+    api_key_env: SecretName.optional(),
+    headers: AgentHeaders.optional(),
+    temperature: z.number().min(0).max(2).default(0),
+    max_tokens: z.number().int().positive().max(32_768).default(1_024),
+    seed: z.number().int().optional(),
+    timeout_ms: z.number().int().positive().max(300_000).default(60_000),
+    max_attempts: z.number().int().min(1).max(10).default(4),
+    /** Highest number of this role's calls in flight at once within one Worker invocation. */
+    concurrency: z.number().int().min(1).max(64).default(4),
+  })
+  .apply(strict)
 export type AgentSettings = z.infer<typeof AgentSettings>
 
 /** A role's overrides: every field optional and without defaults, so only what is set overrides `agents.default`. */
-const PartialAgentSettings = z.object(
-  Object.fromEntries(
-    Object.entries(AgentSettings.shape).map(([key, field]) => [
-      key,
-      (field instanceof z.ZodDefault ? field.unwrap() : field).optional(),
-    ]),
-  ) as unknown as {
-    [K in keyof typeof AgentSettings.shape]: z.ZodOptional<z.ZodType<z.infer<typeof AgentSettings>[K]>>
-  },
-)
+const PartialAgentSettings = z
+  .object(
+    Object.fromEntries(
+      Object.entries(AgentSettings.shape).map(([key, field]) => [
+        key,
+        (field instanceof z.ZodDefault ? field.unwrap() : field).optional(),
+      ]),
+    ) as unknown as {
+      [K in keyof typeof AgentSettings.shape]: z.ZodOptional<z.ZodType<z.infer<typeof AgentSettings>[K]>>
+    },
+  )
+  .apply(strict)
 export type PartialAgentSettings = z.infer<typeof PartialAgentSettings>
 
 /**
@@ -75,6 +80,8 @@ export type PartialAgentSettings = z.infer<typeof PartialAgentSettings>
  */
 export const RunConfig = z
   .object({
+    /** A note for people reading the file (JSON has no comments); the harness ignores it. */
+    $comment: z.string().max(4_000).optional(),
     mode: z.enum(['async', 'sync']).default('async'),
     rubrics_mode: z.enum(['global', 'per_instance']).default('global'),
     anchor_rubrics: z.array(RubricSeed).max(50).default([]),
@@ -119,7 +126,10 @@ export const RunConfig = z
      * prompt): the step's mean absolute difference and rank correlation between judge and auditor warn of judge drift
      * and of hacking one judge cannot see in itself. 0: no audit.
      */
-    audit: z.object({ sample: z.number().min(0).max(1).default(0) }).default({ sample: 0 }),
+    audit: z
+      .object({ sample: z.number().min(0).max(1).default(0) })
+      .apply(strict)
+      .default({ sample: 0 }),
     /** Most adaptive criteria in force after an update; above it the least discriminating are retired. null: no cap. */
     max_active_rubrics: z.number().int().min(1).max(50).nullable().default(null),
     chunk_size: z.number().int().positive().max(1_000).default(16),
@@ -149,6 +159,7 @@ export const RunConfig = z
          */
         max_suspicious_per_step: z.number().int().min(0).max(1_000).nullable().default(null),
       })
+      .apply(strict)
       .default({ max_per_step: null, max_suspicious_per_step: null }),
     /** Static memory: the last N batch summaries always shown to the updater. */
     static_memory_steps: z.number().int().min(0).max(50).default(3),
@@ -165,6 +176,7 @@ export const RunConfig = z
           [K in AgentRole]: z.ZodOptional<typeof PartialAgentSettings>
         }),
       })
+      .apply(strict)
       .default({ default: AgentSettings.parse({}) }),
     /** Highest number of LLM calls in flight at once, all roles together, within one Worker invocation. */
     max_concurrent_llm_calls: z.number().int().min(1).max(6).default(6),
@@ -180,6 +192,7 @@ export const RunConfig = z
     /** Requests per caller: `standard` (the RATE_LIMITER binding), `high` (RATE_LIMITER_HIGH) or `off` (no limit). */
     rate_limit: z.enum(['standard', 'high', 'off']).default('standard'),
   })
+  .apply(strict)
   .superRefine((config, ctx) => {
     for (const [key, template] of Object.entries(config.prompts)) {
       const bundled = bundledTemplate(key)
@@ -251,15 +264,17 @@ export function analysisBudgetOf(config: RunConfig): { coverage: number; suspici
  * @example CreateRunRequest.parse({ run_id: 'grpo-0412', config: { mode: 'sync', anchor_rubrics: [{ text: 'Correct.' }]
  *   } })
  */
-export const CreateRunRequest = z.object({
-  run_id: z
-    .string()
-    .min(1)
-    .max(64)
-    .regex(/^[a-z0-9][a-z0-9_-]*$/, 'lower-case letters, digits, _ and - only')
-    .optional(),
-  config: RunConfig,
-})
+export const CreateRunRequest = z
+  .object({
+    run_id: z
+      .string()
+      .min(1)
+      .max(64)
+      .regex(/^[a-z0-9][a-z0-9_-]*$/, 'lower-case letters, digits, _ and - only')
+      .optional(),
+    config: RunConfig,
+  })
+  .apply(strict)
 export type CreateRunRequest = z.infer<typeof CreateRunRequest>
 
 /**

@@ -112,7 +112,7 @@ afterAll(async () => {
 async function createRun(label: string, extra: Record<string, unknown>): Promise<Run> {
   const created = await callJson(`${dev.baseUrl}/runs`, {
     token: dev.adminToken,
-    body: { config: { anchor_rubrics: ANCHORS, adaptive_rubrics: ADAPTIVE, analysis_deadline_s: 20, ...extra } },
+    body: { config: { anchor_rubrics: ANCHORS, adaptive_rubrics: ADAPTIVE, ...extra } },
   })
   expect(created.status, JSON.stringify(created.body)).toBe(201)
   return { runId: created.body.run_id, token: created.body.token, label }

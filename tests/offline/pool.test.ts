@@ -186,7 +186,7 @@ describe('endpoint configuration', () => {
     expect(message).toContain(file)
     expect(message).toMatch(/endpoints\[1\]\.base_url: an http\(s\) URL/)
     expect(message).toMatch(/endpoints\[1\]\.max_concurrency: at least 1/)
-    expect(message).toMatch(/endpoints\[1\]: Unrecognized key: "colour"/)
+    expect(message).toMatch(/endpoints\[1\]: unknown key "colour"; the keys are name, base_url/)
     await writeFile(file, JSON.stringify([{ base_url: 'http://gpu-1:8000/v1' }]))
     await expect(loadEndpointsFile(file)).rejects.toThrow(/\[0\]\.max_concurrency: a positive integer/)
     await writeFile(

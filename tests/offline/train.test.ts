@@ -330,6 +330,31 @@ describe('train prepare', () => {
     expect(requests.filter((request) => request.method === 'POST')).toEqual([])
   })
 
+  it('exits 2 for an --online-run file with a misspelt key: the key and the key it meant, no request', async () => {
+    const rubrics = { anchor_rubrics: [{ text: 'The final answer is correct.' }] }
+    const cases = [
+      [
+        { ...rubrics, rubric_mode: 'per_instance', rollout_per_step: 8 },
+        '(root): unknown keys "rubric_mode" (did ' +
+          'you mean rubrics_mode?), "rollout_per_step" (did you mean rollouts_per_step?)',
+      ],
+      [
+        { config: { ...rubrics, agents: { scorer: { modle: 'judge' } } } },
+        'config.agents.scorer: unknown key ' + '"modle" (did you mean model?)',
+      ],
+      [{ run_id: 'k-2', confg: rubrics }, '(root): unknown key "confg" (did you mean config?)'],
+    ] as const
+    for (const [index, [content, message]] of cases.entries()) {
+      const config = file(`misspelt-${index}.json`, JSON.stringify(content))
+      const refused = await prepare(`k-${index}`, '--online-run', config)
+      expect(refused.code, message).toBe(2)
+      expect(refused.err).toContain(`--online-run ${config}: `)
+      expect(refused.err).toContain(message)
+      expect(existsSync(envPath(`k-${index}`))).toBe(false)
+    }
+    expect(requests.filter((request) => request.method === 'POST')).toEqual([])
+  })
+
   it('exits 1 when the edge cannot be reached', async () => {
     const closed = createServer()
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve))

@@ -12,6 +12,7 @@
 import { z } from 'zod'
 import { artifactOrigin, TargetName, type AnyRmArtifact, type DeployRecord } from '../../src/schemas/artifact.ts'
 import { AppError } from '../../src/errors/index.ts'
+import { strict } from '../../src/schemas/strict.ts'
 import type { Env } from '../env.ts'
 import { randomHex } from '../runs/store.ts'
 import { DeploymentLlm, resolveEndpoint } from './llm.ts'
@@ -24,11 +25,13 @@ const DEPLOY_ATTEMPTS = 5
  * The body of `POST /admin/targets/<target>/deployments`.
  * @example DeployRequest.parse({ artifact_id: 'rm_3fa1', deployed_by: 'al', llm: { base_url: 'http://gpu:8000/v1' } })
  */
-export const DeployRequest = z.object({
-  artifact_id: z.string().min(1).max(200),
-  deployed_by: z.string().min(1).max(200).optional(),
-  llm: DeploymentLlm.optional(),
-})
+export const DeployRequest = z
+  .object({
+    artifact_id: z.string().min(1).max(200),
+    deployed_by: z.string().min(1).max(200).optional(),
+    llm: DeploymentLlm.optional(),
+  })
+  .apply(strict)
 export type DeployRequest = z.infer<typeof DeployRequest>
 
 /**

@@ -9,6 +9,7 @@ import { AppError } from '../../src/errors/index.ts'
 import { z } from 'zod'
 import { MockChatModel, OpenAIChatModel, resolveHeaders, type ChatModel } from '../../src/llm/index.ts'
 import { AgentHeaders } from '../../src/schemas/run-config.ts'
+import { strict } from '../../src/schemas/strict.ts'
 import { canonicalJson } from '../../src/hash/index.ts'
 import type { AnyRmArtifact } from '../../src/schemas/artifact.ts'
 import { checkKeyName, judgeSecrets } from '../scoring/secrets.ts'
@@ -22,16 +23,18 @@ const RM_LLM_TIMEOUT_MS = 60_000
  * key (never the key itself); without it `RM_LLM_API_KEY` is used.
  * @example DeploymentLlm.parse({ base_url: 'http://gpu-1:8000/v1', model: 'Qwen/Qwen3-8B', api_key_env: 'VLLM_KEY' })
  */
-export const DeploymentLlm = z.object({
-  base_url: z.url({ protocol: /^https?$/, message: 'base_url must be an http(s) URL such as http://gpu-1:8000/v1' }),
-  model: z.string().min(1).max(200).optional(),
-  api_key_env: z
-    .string()
-    .regex(/^[A-Z_][A-Z0-9_]*$/, 'an environment variable name such as VLLM_API_KEY')
-    .optional(),
-  /** Extra headers on every call (e.g. Cloudflare Access service-token headers), a literal or `{secret: NAME}`. */
-  headers: AgentHeaders.optional(),
-})
+export const DeploymentLlm = z
+  .object({
+    base_url: z.url({ protocol: /^https?$/, message: 'base_url must be an http(s) URL such as http://gpu-1:8000/v1' }),
+    model: z.string().min(1).max(200).optional(),
+    api_key_env: z
+      .string()
+      .regex(/^[A-Z_][A-Z0-9_]*$/, 'an environment variable name such as VLLM_API_KEY')
+      .optional(),
+    /** Extra headers on every call (e.g. Cloudflare Access service-token headers), a literal or `{secret: NAME}`. */
+    headers: AgentHeaders.optional(),
+  })
+  .apply(strict)
 export type DeploymentLlm = z.infer<typeof DeploymentLlm>
 
 /** The OpenAI-compatible settings an artifact is served with, once resolved. */

@@ -12,6 +12,7 @@ import { memoryDocuments, rmArtifacts, rmDeployments, runs } from '../../src/db/
 import type { Analysis } from '../../src/schemas/agents.ts'
 import type { MemoryDocument, MemoryKind } from '../../src/schemas/memory.ts'
 import { RunConfig } from '../../src/schemas/run-config.ts'
+import { parseStored } from '../../src/schemas/strict.ts'
 import type { RubricStatus } from '../../src/schemas/status.ts'
 import type { Env, Principal } from '../env.ts'
 import { listDeployments } from '../artifacts/store.ts'
@@ -69,7 +70,7 @@ export async function visibleRuns(env: Env, viewer: Principal): Promise<RunSumma
   const listed: { id: string; created_at: string | null; config: RunConfig }[] = created.map((row) => ({
     id: row.id,
     created_at: row.createdAt,
-    config: RunConfig.parse(row.config),
+    config: parseStored(RunConfig, row.config),
   }))
   const defaultConfig = (await loadRunConfig(env.DB, DEFAULT_RUN_ID))!
   const seesDefault =

@@ -5,6 +5,7 @@ import defaultRunJson from '../../config/default-run.json'
 import { runs, runTokens, tokenAudit } from '../../src/db/schema.ts'
 import { sha256Hex, toHex } from '../../src/hash/index.ts'
 import { RunConfig } from '../../src/schemas/run-config.ts'
+import { parseStored } from '../../src/schemas/strict.ts'
 
 export const DEFAULT_RUN_ID = 'default'
 
@@ -22,7 +23,8 @@ export async function loadRunConfig(db: D1Database, runId: string): Promise<RunC
   if (cached) return cached
   const row = await drizzle(db).select({ config: runs.config }).from(runs).where(eq(runs.id, runId)).get()
   if (!row) return undefined
-  const config = RunConfig.parse(row.config)
+  // Stored by any earlier version: a key since removed must not lock the run out.
+  const config = parseStored(RunConfig, row.config)
   cache.set(runId, config)
   return config
 }
