@@ -1,7 +1,7 @@
 import { createApp } from './app.ts'
 import type { Env } from './env.ts'
 import { handleQueueBatch } from './queues/consumer.ts'
-import type { StepJob } from './queues/messages.ts'
+import type { StepJob } from '../durable-objects/contracts.ts'
 
 export { LedgerShard } from '../durable-objects/ledger-shard/index.ts'
 export { MemoryIndex } from '../durable-objects/memory-index/index.ts'

@@ -4,8 +4,7 @@ import { addLlmStats } from '../../src/llm/stats.ts'
 import type { ArchivedRollout } from '../../src/schemas/archive.ts'
 import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
 import { addScore, emptyTally, type ScoreTally } from '../../src/scoring/tally.ts'
-import type { Env } from '../../workers/env.ts'
-import { loadRunConfig } from '../../workers/runs/store.ts'
+import { loadRunConfig } from '../run-config.ts'
 import type {
   CloseNotice,
   CoordinatorReply,
@@ -109,7 +108,7 @@ type EntryRow = {
  * `ledger_retention_steps` later updates have committed (archived to R2 first when the run says `archive`), then
  * deleted.
  */
-export class LedgerShard extends DurableObject<Env> {
+export class LedgerShard extends DurableObject<Cloudflare.Env> {
   private readonly sql: SqlStorage
   private readonly meta: MetaStore
   /** The current step's scores, kept in memory (rebuilt from the ledger on wake): what a report sends. */
@@ -134,7 +133,7 @@ export class LedgerShard extends DurableObject<Env> {
   /** Sync-mode `/score` requests waiting for a step's update, released by `stepUpdated`. */
   private readonly waiters = new Waiters<number, RubricSnapshot | undefined>()
 
-  constructor(ctx: DurableObjectState, env: Env) {
+  constructor(ctx: DurableObjectState, env: Cloudflare.Env) {
     super(ctx, env)
     this.sql = ctx.storage.sql
     this.meta = new MetaStore(this.sql)

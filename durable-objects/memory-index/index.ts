@@ -1,7 +1,6 @@
 import { DurableObject } from 'cloudflare:workers'
 import { ExactVectorIndex, storedVectorRow, type StoredVectorRow } from '../../src/memory/exact-vector-index.ts'
 import type { VectorEntry, VectorMatch, VectorQueryOptions } from '../../src/memory/vector-index.ts'
-import type { Env } from '../../workers/env.ts'
 import { MetaStore } from '../meta-store.ts'
 import { applySchema } from '../schema.ts'
 
@@ -10,12 +9,12 @@ import { applySchema } from '../schema.ts'
  * (Vectorize has no local simulator). Rows persist in SQLite; the index is rebuilt in memory on start,
  * so a query is an in-memory scan (int8, one byte per dimension).
  */
-export class MemoryIndex extends DurableObject<Env> {
+export class MemoryIndex extends DurableObject<Cloudflare.Env> {
   private readonly sql: SqlStorage
   private readonly meta: MetaStore
   private index: ExactVectorIndex | undefined
 
-  constructor(ctx: DurableObjectState, env: Env) {
+  constructor(ctx: DurableObjectState, env: Cloudflare.Env) {
     super(ctx, env)
     this.sql = ctx.storage.sql
     this.meta = new MetaStore(this.sql)

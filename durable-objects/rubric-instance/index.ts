@@ -3,8 +3,7 @@ import { initialRubrics } from '../../src/rubrics/index.ts'
 import type { Rubric, RubricSnapshot } from '../../src/schemas/rubric.ts'
 import type { CriterionStepHealth } from '../../src/scoring/health.ts'
 import type { StepUpdateOutcome } from '../../src/schemas/status.ts'
-import type { Env } from '../../workers/env.ts'
-import { loadRunConfig } from '../../workers/runs/store.ts'
+import { loadRunConfig } from '../run-config.ts'
 import type { InstanceAddress } from '../contracts.ts'
 import { applySchema, type TableSchema } from '../schema.ts'
 
@@ -84,12 +83,12 @@ const INSTANCE_TABLES: Record<string, TableSchema> = {
  * immutable: a commit adds one, compare-and-set on the version the update read, once per step. Off the `/score`
  * path: the ledger shards keep a copy of the rubrics in force, and the Worker's isolates one of theirs.
  */
-export class RubricInstance extends DurableObject<Env> {
+export class RubricInstance extends DurableObject<Cloudflare.Env> {
   private readonly sql: SqlStorage
   /** The newest version, parsed once; versions are immutable, so only a new version replaces it. */
   private cachedSnapshot: RubricSnapshot | undefined
 
-  constructor(ctx: DurableObjectState, env: Env) {
+  constructor(ctx: DurableObjectState, env: Cloudflare.Env) {
     super(ctx, env)
     this.sql = ctx.storage.sql
     applySchema(this.sql, INSTANCE_TABLES)

@@ -3,10 +3,8 @@ import { pLimit } from '../../src/llm/index.ts'
 import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { RubricStatus, StepStatus, StepUpdateOutcome } from '../../src/schemas/status.ts'
 import { emptyTally, mergeTallies, type ScoreTally } from '../../src/scoring/tally.ts'
-import type { Env } from '../../workers/env.ts'
-import type { StepJob } from '../../workers/queues/messages.ts'
-import { loadRunConfig } from '../../workers/runs/store.ts'
-import type { CloseNotice, CoordinatorReply, LlmStat, ShardReport } from '../contracts.ts'
+import { loadRunConfig } from '../run-config.ts'
+import type { CloseNotice, CoordinatorReply, LlmStat, ShardReport, StepJob } from '../contracts.ts'
 import { MetaStore } from '../meta-store.ts'
 import { ledgerName } from '../names.ts'
 import { applySchema, type TableSchema } from '../schema.ts'
@@ -163,7 +161,7 @@ export type CloseReason = NonNullable<RubricStatus['closed_by']>
  * its share of the first N and moves the rest on), the per-step aggregates the dashboard draws, and the waiters of
  * `/rubric_status/wait`. A closed step's updates run from an alarm, never inside a request.
  */
-export class RunCoordinator extends DurableObject<Env> {
+export class RunCoordinator extends DurableObject<Cloudflare.Env> {
   private readonly sql: SqlStorage
   private readonly meta: MetaStore
   /** `/rubric_status/wait` requests, by the step they wait for. */
@@ -180,7 +178,7 @@ export class RunCoordinator extends DurableObject<Env> {
    */
   private alarmRun: { setFor: number | undefined } | undefined
 
-  constructor(ctx: DurableObjectState, env: Env) {
+  constructor(ctx: DurableObjectState, env: Cloudflare.Env) {
     super(ctx, env)
     this.sql = ctx.storage.sql
     this.meta = new MetaStore(this.sql)

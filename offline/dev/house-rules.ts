@@ -1,10 +1,12 @@
 /**
- * `npm run check` runs this after Biome and knip: the two house rules those tools do not check. No line over
- * {@link MAX_LINE} characters in a tracked source file (Biome wraps code, not comments or strings), and no function in
- * `src/` or `offline/` over {@link MAX_FUNCTION_LINES} lines. Prints each finding as `file:line` and exits 1 on any.
+ * `npm run check` runs this after Biome and knip: the house rules those tools do not check. No line over
+ * {@link MAX_LINE} characters in a tracked source file (Biome wraps code, not comments or strings), no function in
+ * {@link FUNCTION_ROOTS} over {@link MAX_FUNCTION_LINES} lines, and no import from a lower layer into a higher one
+ * ({@link LAYERS}). Prints each finding as `file:line` and exits 1 on any.
  */
 import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
+import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import ts from 'typescript'
 
@@ -16,6 +18,11 @@ const SOURCE = /\.(ts|tsx|js|mjs|py|sh)$/
 /** Generated files and copied third-party data are not ours to wrap. */
 const NOT_OURS = [/^worker-configuration\.d\.ts$/, /^prompts\/index\.ts$/, /(^|\/)fixtures\//]
 const FUNCTION_ROOTS = ['src/', 'offline/']
+/**
+ * The layers, lowest first: a file may import from its own layer and the ones below it. The core at the bottom, the
+ * Durable Objects above it, the Worker above its objects, and the CLI and the benches on top.
+ */
+export const LAYERS = ['src/', 'durable-objects/', 'workers/', 'offline/', 'bench/'] as const
 
 /** One broken rule, as `file:line: what`. */
 export interface Finding {
@@ -57,6 +64,39 @@ export function longFunctions(file: string, text: string): Finding[] {
   return findings
 }
 
+/**
+ * Imports of a TypeScript source that reach into a higher layer than the file's own, by the path they name.
+ * @example layerViolations('src/schemas/a.ts', "import { x } from '../scoring/x.ts'") // one finding
+ */
+export function layerViolations(file: string, text: string): Finding[] {
+  const own = layerOf(file)
+  if (own === undefined) return []
+  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true)
+  const findings: Finding[] = []
+  for (const statement of source.statements) {
+    const specifier =
+      (ts.isImportDeclaration(statement) || ts.isExportDeclaration(statement)) &&
+      statement.moduleSpecifier &&
+      ts.isStringLiteral(statement.moduleSpecifier)
+        ? statement.moduleSpecifier.text
+        : undefined
+    if (!specifier?.startsWith('.')) continue
+    const target = path.posix.normalize(path.posix.join(path.posix.dirname(file), specifier))
+    const layer = layerOf(target)
+    if (layer !== undefined && layer > own) {
+      const line = source.getLineAndCharacterOfPosition(statement.getStart(source)).line + 1
+      findings.push({ file, line, message: `imports ${target}, above its own layer` })
+    }
+  }
+  return findings
+}
+
+function layerOf(file: string): number | undefined {
+  // The longest prefix names the layer; anything else (tests, config) has none.
+  const matching = LAYERS.filter((prefix) => file.startsWith(prefix)).sort((a, b) => b.length - a.length)[0]
+  return matching === undefined ? undefined : LAYERS.indexOf(matching)
+}
+
 function functionName(node: ts.SignatureDeclaration): string {
   if (node.name && ts.isIdentifier(node.name)) return node.name.text
   const parent = node.parent
@@ -75,11 +115,10 @@ export function houseRuleFindings(root: string): Finding[] {
     .filter((file) => SOURCE.test(file) && !NOT_OURS.some((pattern) => pattern.test(file)))
   return files.flatMap((file) => {
     const text = readFileSync(`${root}/${file}`, 'utf8')
+    const typescript = /\.tsx?$/.test(file) && !file.endsWith('.d.ts')
     const functions =
-      /\.tsx?$/.test(file) && FUNCTION_ROOTS.some((prefix) => file.startsWith(prefix)) && !file.endsWith('.d.ts')
-        ? longFunctions(file, text)
-        : []
-    return [...longLines(file, text), ...functions]
+      typescript && FUNCTION_ROOTS.some((prefix) => file.startsWith(prefix)) ? longFunctions(file, text) : []
+    return [...longLines(file, text), ...functions, ...(typescript ? layerViolations(file, text) : [])]
   })
 }
 
@@ -89,7 +128,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   if (findings.length > 0) {
     console.error(
       `${findings.length} house-rule finding(s): lines ≤ ${MAX_LINE} characters, functions ≤ ${MAX_FUNCTION_LINES} ` +
-        `lines`,
+        `lines, imports only from the same or a lower layer (${LAYERS.join(' < ')})`,
     )
     process.exit(1)
   }

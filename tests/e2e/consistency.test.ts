@@ -74,7 +74,7 @@ describe("OpenRLHF's requests alone", () => {
       const { rewards, extraLogs } = await openRlhfLegacy(
         [url, url],
         query,
-        query.map((q) => q.split(' A: ')[0]! + ' A:'),
+        query.map((q) => `${q.split(' A: ')[0]!} A:`),
         query.map((_, i) => String(2 * i)),
       )
       expect(rewards).toHaveLength(16)
@@ -97,7 +97,7 @@ describe("OpenRLHF's requests alone", () => {
 })
 
 describe('four trainers at once', () => {
-  it('3 steps of 64 rollouts in groups of 8 each: one version per group and step; archive = what they got', async () => {
+  it('3 steps of 64 rollouts in groups of 8: one version per group and step; the archive = what they got', async () => {
     const trainers = await Promise.all(Array.from({ length: 4 }, () => createRun({ archive: true })))
     const received = await Promise.all(trainers.map((run, t) => trainLoop(run, t)))
     for (const [t, run] of trainers.entries()) {

@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest'
 import { coordinatorName, instanceName, ledgerName } from '../../durable-objects/names.ts'
 import { RunCoordinator } from '../../durable-objects/run-coordinator/index.ts'
 import { handleQueueBatch } from '../../workers/queues/consumer.ts'
-import type { StepJob } from '../../workers/queues/messages.ts'
+import type { StepJob } from '../../durable-objects/contracts.ts'
 import {
   METADATA,
   call,

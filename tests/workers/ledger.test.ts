@@ -7,6 +7,7 @@ import { createExecutionContext, runInDurableObject } from 'cloudflare:test'
 import { env } from 'cloudflare:workers'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { LEDGER_SQL } from '../../durable-objects/ledger-shard/index.ts'
+import { COORDINATOR_SQL } from '../../durable-objects/run-coordinator/index.ts'
 import { coordinatorName, ledgerName, ledgerShardOf } from '../../durable-objects/names.ts'
 import { RewardClient } from '../../src/client/index.ts'
 import { createApp } from '../../workers/app.ts'
@@ -77,6 +78,29 @@ describe("the ledger's statements", () => {
           `${name}: ${details.join(' | ')}`,
         ).toBe(true)
     }
+  })
+})
+
+describe("the coordinator's named statements", () => {
+  it('each go by a primary key: none scans a table', async () => {
+    const run = await createRun(RUBRICS)
+    expect((await score(run, 'plan-c')).status).toBe(200)
+    const plans = await runInDurableObject(env.RUN_COORDINATOR.getByName(coordinatorName(run.runId)), (_o, state) =>
+      Object.entries(COORDINATOR_SQL).map(([name, sql]) => {
+        const params = Array.from({ length: (sql.match(/\?/g) ?? []).length }, () => 0)
+        const details = state.storage.sql
+          .exec<{ detail: string }>(`EXPLAIN QUERY PLAN ${sql}`, ...params)
+          .toArray()
+          .map((row) => row.detail)
+        return { name, details }
+      }),
+    )
+    expect(plans.map((plan) => plan.name)).toEqual(Object.keys(COORDINATOR_SQL))
+    for (const { name, details } of plans)
+      expect(
+        details.filter((detail) => /\bSCAN (step_shards|instances|steps)\b/.test(detail)),
+        `${name}: ${details.join(' | ')}`,
+      ).toEqual([])
   })
 })
 

@@ -17,7 +17,7 @@ import type { RubricStatus } from '../../src/schemas/status.ts'
 import type { Env, Principal } from '../env.ts'
 import { listDeployments } from '../artifacts/store.ts'
 import { memoryFor } from '../memory/backends.ts'
-import { DEFAULT_RUN_ID, loadRunConfig } from '../runs/store.ts'
+import { DEFAULT_RUN_ID, loadRunConfig } from '../../durable-objects/run-config.ts'
 import { objects } from '../objects/call.ts'
 
 /** Runs the index lists at most (newest first). */

@@ -2,7 +2,7 @@ import type { MiddlewareHandler } from 'hono'
 import { AppError } from '../../src/errors/index.ts'
 import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { AppEnv, Env } from '../env.ts'
-import { DEFAULT_RUN_ID, loadRunConfig } from '../runs/store.ts'
+import { DEFAULT_RUN_ID, loadRunConfig } from '../../durable-objects/run-config.ts'
 
 /** The window of the rate-limit bindings when `RATE_LIMIT_PERIOD_S` does not say (the bindings offer 10 or 60 s). */
 const DEFAULT_RATE_LIMIT_PERIOD_S = 10

@@ -4,7 +4,7 @@ import { AppError } from '../../src/errors/index.ts'
 import type { Env } from '../env.ts'
 
 /** Seconds a caller is told to wait after an overload: long enough for a queue of requests to drain. */
-export const OVERLOAD_RETRY_AFTER_S = 1
+const OVERLOAD_RETRY_AFTER_S = 1
 
 /**
  * Whether a Durable Object or D1 call failed because the object or database had more requests than it could queue.
@@ -37,7 +37,7 @@ export function isObjectReset(error: unknown): boolean {
  * `overloaded` with `Retry-After`, which every client retries: neither is a fault of the caller's request.
  * @example const status = await callObject(env.RUN_COORDINATOR, coordinatorName(run.id), (run) => run.status(id))
  */
-export async function callObject<T extends Rpc.DurableObjectBranded | undefined, R>(
+async function callObject<T extends Rpc.DurableObjectBranded | undefined, R>(
   namespace: DurableObjectNamespace<T>,
   name: string,
   call: (stub: DurableObjectStub<T>) => PromiseLike<R>,

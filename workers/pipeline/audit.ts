@@ -5,7 +5,7 @@ import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { StepUpdateOutcome } from '../../src/schemas/status.ts'
 import { mean, rankCorrelation } from '../../src/stats/index.ts'
 import type { Env } from '../env.ts'
-import type { StepJob } from '../queues/messages.ts'
+import type { StepJob } from '../../durable-objects/contracts.ts'
 import type { requestModels } from '../scoring/models.ts'
 import { recordedRollouts } from './recorded.ts'
 

@@ -2,7 +2,7 @@ import type { RecordedRollout, StepRollout } from '../../durable-objects/contrac
 import { groupBy } from '../../src/collections/index.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'
 import type { Env } from '../env.ts'
-import type { StepJob } from '../queues/messages.ts'
+import type { StepJob } from '../../durable-objects/contracts.ts'
 import { objects } from '../objects/call.ts'
 
 /**

@@ -1,6 +1,6 @@
 import type { Env } from '../env.ts'
 import { abandonInstanceStep, updateInstanceStep } from '../pipeline/update-step.ts'
-import type { StepJob } from './messages.ts'
+import type { StepJob } from '../../durable-objects/contracts.ts'
 
 /** Attempts a step job gets before its last one commits "no change" (matches max_retries = 5 in wrangler.toml). */
 const STEP_MAX_ATTEMPTS = 6

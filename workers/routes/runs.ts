@@ -5,15 +5,8 @@ import type { AppEnv } from '../env.ts'
 import { forgetRunToken, requireAdmin } from '../middleware/auth.ts'
 import { jsonBody } from '../middleware/json-body.ts'
 import { checkRunSecrets } from '../scoring/models.ts'
-import {
-  createRun,
-  DEFAULT_RUN_ID,
-  issueToken,
-  listTokens,
-  loadRunConfig,
-  randomHex,
-  revokeToken,
-} from '../runs/store.ts'
+import { createRun, issueToken, listTokens, randomHex, revokeToken } from '../runs/store.ts'
+import { DEFAULT_RUN_ID, loadRunConfig } from '../../durable-objects/run-config.ts'
 
 /**
  * `POST /runs` (admin) — create a run; the answer carries its bearer token, shown this once.

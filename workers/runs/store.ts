@@ -1,33 +1,9 @@
-import { LRUCache } from 'lru-cache'
 import { and, eq, isNull } from 'drizzle-orm'
 import { drizzle } from 'drizzle-orm/d1'
-import defaultRunJson from '../../config/default-run.json'
 import { runs, runTokens, tokenAudit } from '../../src/db/schema.ts'
 import { sha256Hex, toHex } from '../../src/hash/index.ts'
-import { RunConfig } from '../../src/schemas/run-config.ts'
-import { parseStored } from '../../src/schemas/strict.ts'
-
-export const DEFAULT_RUN_ID = 'default'
-
-let defaultRun: RunConfig | undefined
-/** Run configs never change after creation, so an isolate may keep them. */
-const cache = new LRUCache<string, RunConfig>({ max: 1_000 })
-
-/**
- * A run's config: the checked-in default run, or a run created through `POST /runs`.
- * @example const config = await loadRunConfig(env.DB, 'default')
- */
-export async function loadRunConfig(db: D1Database, runId: string): Promise<RunConfig | undefined> {
-  if (runId === DEFAULT_RUN_ID) return (defaultRun ??= RunConfig.parse(defaultRunJson))
-  const cached = cache.get(runId)
-  if (cached) return cached
-  const row = await drizzle(db).select({ config: runs.config }).from(runs).where(eq(runs.id, runId)).get()
-  if (!row) return undefined
-  // Stored by any earlier version: a key since removed must not lock the run out.
-  const config = parseStored(RunConfig, row.config)
-  cache.set(runId, config)
-  return config
-}
+import type { RunConfig } from '../../src/schemas/run-config.ts'
+import { rememberRunConfig } from '../../durable-objects/run-config.ts'
 
 /**
  * Stores a new run and a fresh bearer token scoped to it; returns the token (shown once, stored hashed).
@@ -48,7 +24,7 @@ export async function createRun(
       return { exists: true }
     throw error
   }
-  cache.set(runId, config)
+  rememberRunConfig(runId, config)
   return { token: issued.token }
 }
 
