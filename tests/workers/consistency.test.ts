@@ -261,7 +261,7 @@ describe('idle closes with nobody watching', () => {
     expect(await stepRow(run, 0)).toMatchObject({ closed_by: 'idle' })
   })
 
-  it('a step left unread for twice the idle gap, its coordinator evicted again and again, closes by alarm', async () => {
+  it('a step unread for twice the idle gap, its coordinator evicted again and again, closes by alarm', async () => {
     const run = await createRun({ ...RUBRICS, close_after_idle_s: 1 })
     await scoreAll(run, idsOverShards('evicted', 8, 8))
     const coordinator = () => env.RUN_COORDINATOR.getByName(coordinatorName(run.runId))
