@@ -1,5 +1,5 @@
 import { fnv1a, mix32 } from '../src/hash/index.ts'
-import type { ShardAddress } from './contracts.ts'
+import type { InstanceAddress, ShardAddress } from './contracts.ts'
 
 /**
  * The one place Durable Object names are built: every name carries its run id, so runs never share state.
@@ -61,4 +61,35 @@ export function archivePrefix(runId: string): string {
 export function archiveKeyParts(key: string): { step: number; instanceId: string; shard: number } | undefined {
   const match = /\/steps\/(\d{6,})\/(.+)\.(\d+)\.ndjson$/.exec(key)
   return match ? { step: Number(match[1]), instanceId: match[2]!, shard: Number(match[3]) } : undefined
+}
+
+/**
+ * The run an object's name belongs to (`ctx.id.name` inside the object): the inverse of the name builders above. Run
+ * ids hold no `:`, so the run is the name's second part whatever follows it.
+ * @example runIdOf('run:grpo-1:inst:global:ledger:3') // 'grpo-1'
+ */
+export function runIdOf(name: string | undefined): string {
+  const match = /^run:([^:]+)/.exec(name ?? '')
+  if (!match) throw new Error(`"${name}" is not a run's object name`)
+  return match[1]!
+}
+
+/**
+ * The run and instance a RubricInstance's name says.
+ * @example instanceAddressOf('run:grpo-1:inst:q.7') // { runId: 'grpo-1', instanceId: 'q.7' }
+ */
+export function instanceAddressOf(name: string | undefined): InstanceAddress {
+  const match = /^run:([^:]+):inst:(.+)$/.exec(name ?? '')
+  if (!match) throw new Error(`"${name}" is not a rubric instance's name`)
+  return { runId: match[1]!, instanceId: match[2]! }
+}
+
+/**
+ * The run, instance and shard a LedgerShard's name says (an instance id may hold `:`; the shard ends the name).
+ * @example ledgerAddressOf('run:grpo-1:inst:global:ledger:3') // { runId: 'grpo-1', instanceId: 'global', shard: 3 }
+ */
+export function ledgerAddressOf(name: string | undefined): ShardAddress {
+  const match = /^run:([^:]+):inst:(.+):ledger:(\d+)$/.exec(name ?? '')
+  if (!match) throw new Error(`"${name}" is not a ledger shard's name`)
+  return { runId: match[1]!, instanceId: match[2]!, shard: Number(match[3]) }
 }

@@ -20,7 +20,8 @@ import type {
   Submission,
 } from '../contracts.ts'
 import { MetaStore } from '../meta-store.ts'
-import { archiveKey, coordinatorName, instanceName } from '../names.ts'
+import { objectName } from '../identity.ts'
+import { archiveKey, coordinatorName, instanceName, ledgerAddressOf, ledgerName } from '../names.ts'
 import { applySchema, type TableSchema } from '../schema.ts'
 import { Waiters } from '../waiters.ts'
 
@@ -149,13 +150,11 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
    * arrives after its step closed, and is the same rollout).
    */
   async record(
-    address: ShardAddress,
     submissions: readonly Submission[],
     knownVersion: number,
     llm: readonly LlmStat[] = [],
     earlierSteps = 0,
   ): Promise<RecordReply> {
-    this.bind(address)
     addLlmStats(this.llm, llm)
     const snapshot = await this.currentSnapshot()
     // A close may land while the announce waits; the step a rollout is written in must be one the coordinator knows
@@ -205,13 +204,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
    * (`awaitUpdate`). The first settle of a rollout is kept and every later one answers it, as does a duplicate
    * request; once the step is archived its rows are final as they stand. Undefined when the row is gone.
    */
-  async settle(
-    address: ShardAddress,
-    step: number,
-    rolloutId: string,
-    judged: Judged,
-  ): Promise<LedgerEntry | undefined> {
-    this.bind(address)
+  async settle(step: number, rolloutId: string, judged: Judged): Promise<LedgerEntry | undefined> {
     const row = this.entry(step, rolloutId)
     if (!row || row.rubric_version === judged.rubricVersion) return row
     if (step <= this.meta.number('archived_through', -1) || judged.rubricVersion !== this.updateVersion(step))
@@ -234,11 +227,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
    * The coordinator closed `step`: rows of it past the first `keep` (by arrival) move to the next step, and rollouts
    * from now on belong to the next step. Idempotent. Answers with this shard's tally of its new step.
    */
-  async closeStep(
-    address: ShardAddress,
-    notice: CloseNotice,
-  ): Promise<{ closed: ScoreTally; current: { step: number; tally: ScoreTally } }> {
-    this.bind(address)
+  async closeStep(notice: CloseNotice): Promise<{ closed: ScoreTally; current: { step: number; tally: ScoreTally } }> {
     this.applyCloses([notice])
     return { closed: this.tallyOf(notice.step), current: { step: this.epoch()!, tally: this.currentTally() } }
   }
@@ -247,8 +236,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
    * The rollouts of a closed step in this shard, small: what the step update selects its analyses from. Applies the
    * close first (a shard that missed the notice must not hand over rollouts the step does not keep).
    */
-  async stepRollouts(address: ShardAddress, close: CloseNotice): Promise<StepRollout[]> {
-    this.bind(address)
+  async stepRollouts(close: CloseNotice): Promise<StepRollout[]> {
     this.applyCloses([close])
     const { step } = close
     return this.sql
@@ -265,7 +253,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
       }>(LEDGER_SQL.stepRollouts, step)
       .toArray()
       .map((row) => ({
-        shard: address.shard,
+        shard: this.address.shard,
         rollout_id: row.rollout_id,
         step,
         rubric_version: row.rubric_version,
@@ -285,8 +273,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
   }
 
   /** Recorded rollouts in full, for their analyses; ids no longer (or never) in the ledger are left out. */
-  async rollouts(address: ShardAddress, step: number, rolloutIds: readonly string[]): Promise<RecordedRollout[]> {
-    this.bind(address)
+  async rollouts(step: number, rolloutIds: readonly string[]): Promise<RecordedRollout[]> {
     return rolloutIds.flatMap((rolloutId) => {
       const row = this.sql
         .exec<EntryRow & { rollout: string; metadata: string }>(LEDGER_SQL.rollout, step, rolloutId)
@@ -297,11 +284,9 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
 
   /** Keeps how each rollout's analysis ended on its row; a repeat changes nothing. Returns how many rows changed. */
   async recordAnalyses(
-    address: ShardAddress,
     step: number,
     outcomes: readonly { rollout_id: string; analysis: RolloutAnalysis }[],
   ): Promise<number> {
-    this.bind(address)
     let changed = 0
     this.ctx.storage.transactionSync(() => {
       for (const { rollout_id, analysis } of outcomes) {
@@ -315,8 +300,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
    * A step's update committed: its rows may go once `retention` more updates have, and `snapshot` (the rubrics now in
    * force) replaces this shard's copy when newer.
    */
-  async stepUpdated(address: ShardAddress, step: number, snapshot: RubricSnapshot): Promise<void> {
-    this.bind(address)
+  async stepUpdated(step: number, snapshot: RubricSnapshot): Promise<void> {
     if (step > this.meta.number('updated_through', -1)) this.meta.set('updated_through', step)
     if (this.updateVersion(step) === undefined) this.noteUpdate(step, snapshot.version)
     if (snapshot.version > (this.snapshotCache?.version ?? this.storedSnapshot()?.version ?? 0)) {
@@ -333,8 +317,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
    * after `timeoutMs`. The sync-mode release: the snapshot travels with the wake-up, so waiters spread over the
    * shards cost no call when they are released.
    */
-  async awaitUpdate(address: ShardAddress, step: number, timeoutMs: number): Promise<RubricSnapshot | undefined> {
-    this.bind(address)
+  async awaitUpdate(step: number, timeoutMs: number): Promise<RubricSnapshot | undefined> {
     if (this.meta.number('updated_through', -1) >= step) return this.settleSnapshot(step)
     return this.waiters.wait(step, timeoutMs, undefined)
   }
@@ -342,8 +325,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
   /** Reports to the coordinator, writes closed steps to the archive, deletes steps past their retention. */
   override async alarm(): Promise<void> {
     this.alarmAt = undefined
-    const address = this.boundAddress()
-    if (!address) return
+    const address = this.address
     if (this.dirty) {
       try {
         await this.report(address)
@@ -367,7 +349,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
     this.llm = new Map()
     this.dirty = false
     try {
-      const reply = await this.coordinator(address).report(address.runId, {
+      const reply = await this.coordinator(address).report({
         instanceId: address.instanceId,
         shard: address.shard,
         step,
@@ -398,7 +380,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
           await this.scheduleAlarm(settling - Date.now())
           break
         }
-        await this.archive(address, closed)
+        await this.archive(closed)
         this.meta.set('archived_through', (archivedThrough = closed))
       }
     }
@@ -412,7 +394,8 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
     }
   }
 
-  private async archive(address: ShardAddress, step: number): Promise<void> {
+  private async archive(step: number): Promise<void> {
+    const address = this.address
     if (!this.env.ARCHIVE) throw new Error('the run archives its rollouts, but this Worker has no ARCHIVE bucket')
     const rows = this.sql
       .exec<EntryRow & { rollout: string; metadata: string; judge_model: string; created_at: number }>(
@@ -492,11 +475,10 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
    * is in, which a rollout past the step's trainer step may have just closed).
    */
   private async announce(trainerStep: number): Promise<void> {
-    const address = this.boundAddress()!
+    const address = this.address
     this.announcing ??= (async () => {
       try {
         const reply = await this.coordinator(address).announce(
-          address.runId,
           address.instanceId,
           address.shard,
           this.epoch() ?? -1,
@@ -575,11 +557,8 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
     if (this.snapshotCache) return this.snapshotCache
     const stored = this.storedSnapshot()
     if (stored) return (this.snapshotCache = stored)
-    const address = this.boundAddress()!
-    const fetched = await this.env.RUBRIC_INSTANCE.getByName(instanceName(address.runId, address.instanceId)).snapshot({
-      runId: address.runId,
-      instanceId: address.instanceId,
-    })
+    const address = this.address
+    const fetched = await this.env.RUBRIC_INSTANCE.getByName(instanceName(address.runId, address.instanceId)).snapshot()
     // Another call may have stored a newer one while this one waited.
     const again = this.storedSnapshot()
     if (again && again.version >= fetched.version) return (this.snapshotCache = again)
@@ -641,11 +620,10 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
     if (current.version === version) return current
     const held = this.olderSnapshots.get(version)
     if (held) return held
-    const address = this.boundAddress()!
-    const found = await this.env.RUBRIC_INSTANCE.getByName(instanceName(address.runId, address.instanceId)).versions(
-      { runId: address.runId, instanceId: address.instanceId },
-      [version],
-    )
+    const address = this.address
+    const found = await this.env.RUBRIC_INSTANCE.getByName(instanceName(address.runId, address.instanceId)).versions([
+      version,
+    ])
     const rubrics = found[version]
     if (!rubrics) throw new Error(`instance ${address.instanceId} has no rubric version ${version}`)
     const snapshot = { instance_id: address.instanceId, version, rubrics }
@@ -691,18 +669,14 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
     this.tally = undefined
   }
 
-  private bind(address: ShardAddress): void {
-    if (this.meta.get('run_id') === undefined) {
-      this.meta.set('run_id', address.runId)
-      this.meta.set('instance_id', address.instanceId)
-      this.meta.set('shard', address.shard)
-    }
-  }
-
-  private boundAddress(): ShardAddress | undefined {
-    const runId = this.meta.get('run_id')
-    if (runId === undefined) return undefined
-    return { runId, instanceId: this.meta.get('instance_id')!, shard: this.meta.number('shard', 0) }
+  /** Which run, instance and shard this is: the name it was reached by. */
+  private get address(): ShardAddress {
+    return ledgerAddressOf(
+      objectName(this.ctx, this.meta, () => {
+        const runId = this.meta.get('run_id')
+        return runId && ledgerName(runId, this.meta.get('instance_id')!, this.meta.number('shard', 0))
+      }),
+    )
   }
 
   private coordinator(address: ShardAddress) {

@@ -5,6 +5,7 @@ import type { CriterionStepHealth } from '../../src/scoring/health.ts'
 import type { StepUpdateOutcome } from '../../src/schemas/status.ts'
 import { loadRunConfig } from '../run-config.ts'
 import type { InstanceAddress } from '../contracts.ts'
+import { instanceAddressOf } from '../names.ts'
 import { applySchema, type TableSchema } from '../schema.ts'
 
 export interface RubricVersionRecord {
@@ -95,13 +96,13 @@ export class RubricInstance extends DurableObject<Cloudflare.Env> {
   }
 
   /** The rubrics in force now. */
-  async snapshot(address: InstanceAddress): Promise<RubricSnapshot> {
-    return this.ensureRubrics(address)
+  async snapshot(): Promise<RubricSnapshot> {
+    return this.ensureRubrics()
   }
 
   /** Every rubric version, oldest first. */
-  async history(address: InstanceAddress): Promise<RubricVersionRecord[]> {
-    await this.ensureRubrics(address)
+  async history(): Promise<RubricVersionRecord[]> {
+    await this.ensureRubrics()
     return this.sql
       .exec<{
         version: number
@@ -124,8 +125,8 @@ export class RubricInstance extends DurableObject<Cloudflare.Env> {
   }
 
   /** The rubrics of the given versions (those that exist), by version. */
-  async versions(address: InstanceAddress, versions: readonly number[]): Promise<Record<number, Rubric[]>> {
-    await this.ensureRubrics(address)
+  async versions(versions: readonly number[]): Promise<Record<number, Rubric[]>> {
+    await this.ensureRubrics()
     const found: Record<number, Rubric[]> = {}
     for (const version of new Set(versions)) {
       const row = this.sql
@@ -169,8 +170,8 @@ export class RubricInstance extends DurableObject<Cloudflare.Env> {
    * when the rubrics changed and no other version landed since `baseVersion` (else `stale`: the caller plans again
    * on the newer rubrics), and the outcome counts. A repeat answers the first commit.
    */
-  async commitStepUpdate(address: InstanceAddress, step: number, commit: StepUpdateCommit): Promise<CommitResult> {
-    const snapshot = await this.ensureRubrics(address)
+  async commitStepUpdate(step: number, commit: StepUpdateCommit): Promise<CommitResult> {
+    const snapshot = await this.ensureRubrics()
     const earlier = await this.stepOutcome(step)
     if (earlier) return { state: 'committed', outcome: earlier, snapshot }
     const changed = commit.rubrics !== undefined && JSON.stringify(commit.rubrics) !== JSON.stringify(snapshot.rubrics)
@@ -203,7 +204,7 @@ export class RubricInstance extends DurableObject<Cloudflare.Env> {
       this.sql.exec('INSERT INTO step_updates (step, outcome) VALUES (?, ?)', step, JSON.stringify(outcome))
       this.recordHealth(step, commit.health ?? [])
     })
-    if (changed) this.cachedSnapshot = { instance_id: address.instanceId, version, rubrics: commit.rubrics! }
+    if (changed) this.cachedSnapshot = { instance_id: this.address.instanceId, version, rubrics: commit.rubrics! }
     return { state: 'committed', outcome, snapshot: this.cachedSnapshot ?? snapshot }
   }
 
@@ -224,7 +225,13 @@ export class RubricInstance extends DurableObject<Cloudflare.Env> {
     if (health.length > 0) this.sql.exec('DELETE FROM criterion_health WHERE step <= ?', step - HEALTH_STEPS_KEPT)
   }
 
-  private async ensureRubrics(address: InstanceAddress): Promise<RubricSnapshot> {
+  /** Which run and instance this is: the name it was reached by (every call comes through `getByName`). */
+  private get address(): InstanceAddress {
+    return instanceAddressOf(this.ctx.id.name)
+  }
+
+  private async ensureRubrics(): Promise<RubricSnapshot> {
+    const address = this.address
     const current = this.currentSnapshot(address.instanceId)
     if (current) return current
     const config = await loadRunConfig(this.env.DB, address.runId)

@@ -6,7 +6,8 @@ import { emptyTally, mergeTallies, type ScoreTally } from '../../src/scoring/tal
 import { loadRunConfig } from '../run-config.ts'
 import type { CloseNotice, CoordinatorReply, LlmStat, ShardReport, StepJob } from '../contracts.ts'
 import { MetaStore } from '../meta-store.ts'
-import { ledgerName } from '../names.ts'
+import { objectName } from '../identity.ts'
+import { coordinatorName, ledgerName, runIdOf } from '../names.ts'
 import { applySchema, type TableSchema } from '../schema.ts'
 import { Waiters } from '../waiters.ts'
 
@@ -192,14 +193,13 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
    * (`close_on_step_advance`), and answers with the collecting step and any close the shard has missed.
    */
   async announce(
-    runId: string,
     instanceId: string,
     shard: number,
     shardStep: number,
     trainerStep?: number,
     newestVersion = 1,
   ): Promise<CoordinatorReply> {
-    const config = await this.runConfig(runId)
+    const config = await this.runConfig()
     this.closeIfIdle(config)
     let step = this.openCollectingStep()
     if (trainerStep !== undefined && config.rollouts_per_step === null && config.close_on_step_advance) {
@@ -227,8 +227,8 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
    * A shard's batch: its current step's tally (absolute) and the LLM calls since its last report. Closes the step
    * when the shards' counts reach `rollouts_per_step`. Answers with the collecting step and the closes to apply.
    */
-  async report(runId: string, report: ShardReport): Promise<CoordinatorReply> {
-    const config = await this.runConfig(runId)
+  async report(report: ShardReport): Promise<CoordinatorReply> {
+    const config = await this.runConfig()
     this.closeIfIdle(config)
     const collecting = this.openCollectingStep()
     this.addLlmStats(report.step, report.llm)
@@ -251,20 +251,20 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
   }
 
   /** The trainer's "step done": closes the collecting step, or `noop` when the run closes steps by count. */
-  async complete(runId: string): Promise<{ status: 'complete' | 'noop'; step: number; closed: boolean }> {
-    const config = await this.runConfig(runId)
+  async complete(): Promise<{ status: 'complete' | 'noop'; step: number; closed: boolean }> {
+    const config = await this.runConfig()
     const step = this.collectingStep()
     if (config.rollouts_per_step !== null) return { status: 'noop', step, closed: false }
     if (!this.hasShards(step)) return { status: 'complete', step, closed: false }
     this.closeStep(step, 'complete')
     // Every shard learns of the close before the answer, so a rollout sent after /complete belongs to the next step.
-    await this.tellShards(runId)
+    await this.tellShards()
     return { status: 'complete', step, closed: true }
   }
 
   /** Where the run stands (or where `step` stands), without waiting. */
-  async status(runId: string, step?: number): Promise<RubricStatus> {
-    const config = await this.runConfig(runId)
+  async status(step?: number): Promise<RubricStatus> {
+    const config = await this.runConfig()
     this.closeIfIdle(config)
     // An idle close and an unfinished step's next look are due by the alarm; a read re-arms it should it ever have been
     // lost (no write when one is set).
@@ -284,7 +284,7 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
     const rollouts = reported ? this.stepTally(reported).rollouts : 0
     const status = reported ? publicStatus(reported.status) : 'idle'
     return {
-      run_id: runId,
+      run_id: this.runId,
       step: reported?.step ?? this.collectingStep(),
       status,
       rubric_version: this.meta.number('max_version', 1),
@@ -383,7 +383,7 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
    * Waits until the step the trainer is waiting on has finished updating: the oldest closed step not yet updated,
    * else the collecting step if any shard has taken rollouts in it. Returns at once when nothing is pending.
    */
-  async waitForUpdate(runId: string, timeoutMs: number): Promise<{ done: boolean; status: RubricStatus }> {
+  async waitForUpdate(timeoutMs: number): Promise<{ done: boolean; status: RubricStatus }> {
     const updating = this.sql
       .exec<{ step: number }>(`SELECT step FROM steps WHERE status IN ('closing', 'updating') ORDER BY step LIMIT 1`)
       .toArray()[0]
@@ -391,7 +391,7 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
     const target = updating?.step ?? (this.hasShards(collecting) ? collecting : undefined)
     const done = target === undefined ? true : await this.waitForStep(target, timeoutMs)
     // Once done, the step waited on is the one to describe, though another may be collecting by now.
-    return { done, status: await this.status(runId, done ? target : undefined) }
+    return { done, status: await this.status(done ? target : undefined) }
   }
 
   /** Resolves true once `step` is updated, false when `timeoutMs` passes first. */
@@ -415,11 +415,9 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
   }
 
   private async runAlarm(): Promise<void> {
-    const runId = this.meta.get('run_id')
-    if (!runId) return
-    const config = await this.runConfig(runId)
+    const config = await this.runConfig()
     this.closeIfIdle(config)
-    await this.tellShards(runId)
+    await this.tellShards()
     const now = Date.now()
     const pending = this.sql
       .exec<{ step: number; instance_id: string; enqueued_at: number | null; status: string }>(
@@ -438,7 +436,7 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
       )
       .map((row) => ({
         type: 'step',
-        runId,
+        runId: this.runId,
         instanceId: row.instance_id,
         step: row.step,
         shards: this.closedShards(row.step, row.instance_id),
@@ -574,13 +572,12 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
    * An instance reports its step update done, with its LLM calls; the step is updated when every touched instance has.
    */
   async instanceUpdated(
-    runId: string,
     step: number,
     instanceId: string,
     outcome: StepUpdateOutcome,
     llm: readonly LlmStat[] = [],
   ): Promise<{ stepUpdated: boolean }> {
-    await this.runConfig(runId)
+    await this.runConfig()
     const changed = this.sql.exec(
       'UPDATE step_instances SET updated = 1, rubric_version = ?, outcome = ? ' +
         'WHERE step = ? AND instance_id = ? AND updated = 0',
@@ -683,7 +680,8 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
   }
 
   /** Tells every shard of a closing step that has not confirmed yet; a step whose shards all know starts updating. */
-  private async tellShards(runId: string): Promise<void> {
+  private async tellShards(): Promise<void> {
+    const runId = this.runId
     const closing = this.sql
       .exec<{ step: number }>(`SELECT step FROM steps WHERE status = 'closing' ORDER BY step`)
       .toArray()
@@ -698,11 +696,10 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
         unacked.map((row) =>
           limit(async () => {
             try {
-              const address = { runId, instanceId: row.instance_id, shard: row.shard }
-              const reply = await this.env.LEDGER.getByName(ledgerName(runId, row.instance_id, row.shard)).closeStep(
-                address,
-                { step, keep: row.keep },
-              )
+              const reply = await this.env.LEDGER.getByName(ledgerName(runId, row.instance_id, row.shard)).closeStep({
+                step,
+                keep: row.keep,
+              })
               this.sql.exec(
                 'UPDATE step_shards SET acked = 1, keep = ?, tally = ? ' +
                   'WHERE step = ? AND instance_id = ? AND shard = ?',
@@ -732,7 +729,7 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
       this.startUpdates(step)
     }
     // Rollouts moved into the collecting step by a close may fill it on their own.
-    const config = await this.runConfig(runId)
+    const config = await this.runConfig()
     if (config.rollouts_per_step !== null) this.closeByCount(config.rollouts_per_step)
   }
 
@@ -949,12 +946,21 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
     if (version > this.meta.number('max_version', 1)) this.meta.set('max_version', version)
   }
 
-  private async runConfig(runId: string): Promise<RunConfig> {
+  private async runConfig(): Promise<RunConfig> {
     if (this.config) return this.config
-    const config = await loadRunConfig(this.env.DB, runId)
-    if (!config) throw new Error(`run "${runId}" does not exist`)
-    if (!this.meta.get('run_id')) this.meta.set('run_id', runId)
+    const config = await loadRunConfig(this.env.DB, this.runId)
+    if (!config) throw new Error(`run "${this.runId}" does not exist`)
     return (this.config = config)
+  }
+
+  /** The run this coordinates: the name it was reached by. */
+  private get runId(): string {
+    return runIdOf(
+      objectName(this.ctx, this.meta, () => {
+        const runId = this.meta.get('run_id')
+        return runId && coordinatorName(runId)
+      }),
+    )
   }
 }
 

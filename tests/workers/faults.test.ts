@@ -282,7 +282,10 @@ describe('a Durable Object reset in the middle of a step', () => {
       return analysisReply
     })
     const run = await createRun({ ...RUBRICS, agents: { analyzer: fakeRole('long-poll') } })
-    const waitsOfRun = () => coordinatorWaits.mock.calls.filter(([runId]) => runId === run.runId).length
+    const waitsOfRun = () =>
+      coordinatorWaits.mock.contexts.filter(
+        (object) => (object as unknown as { ctx: DurableObjectState }).ctx.id.name === coordinatorName(run.runId),
+      ).length
     for (const id of ['lp-1', 'lp-2']) await scoreOk(run, id)
     expect((await call('POST', '/complete', { token: run.token })).json).toMatchObject({ closed: true })
     const waiting = call('GET', '/rubric_status/wait?timeout_s=60', { token: run.token })

@@ -171,7 +171,7 @@ export async function loadRunDashboard(
   options: { instance?: string; memory: MemoryRequest },
 ): Promise<RunDashboard> {
   const [status, timeline, instances, calls] = await Promise.all([
-    objects.coordinator(env, run.id, (coordinator) => coordinator.status(run.id)),
+    objects.coordinator(env, run.id, (coordinator) => coordinator.status()),
     objects.coordinator(env, run.id, (coordinator) => coordinator.timeline()),
     objects.coordinator(env, run.id, (coordinator) => coordinator.instances()),
     objects.coordinator(env, run.id, (coordinator) => coordinator.llmCalls()),
@@ -185,9 +185,7 @@ export async function loadRunDashboard(
   const history: Promise<RubricVersionRecord[]> =
     instanceId === null
       ? Promise.resolve([])
-      : objects.instance(env, { runId: run.id, instanceId }, (instance) =>
-          instance.history({ runId: run.id, instanceId }),
-        )
+      : objects.instance(env, { runId: run.id, instanceId }, (instance) => instance.history())
   const health: Promise<StepHealthRecord[]> =
     instanceId === null
       ? Promise.resolve([])

@@ -21,14 +21,12 @@ export async function recordedRollouts(
   const recorded = (
     await Promise.all(
       [...byShard].map(([shard, selected]) =>
-        objects.ledger(env, { ...address, shard }, (ledger) =>
-          ledger.rollouts({ ...address, shard }, job.step, selected),
-        ),
+        objects.ledger(env, { ...address, shard }, (ledger) => ledger.rollouts(job.step, selected)),
       ),
     )
   ).flat() as RecordedRollout[]
   const versions = await objects.instance(env, address, (instance) =>
-    instance.versions(address, [...new Set(recorded.map((rollout) => rollout.entry.rubric_version))]),
+    instance.versions([...new Set(recorded.map((rollout) => rollout.entry.rubric_version))]),
   )
   return { full: new Map(recorded.map((rollout) => [rollout.entry.rollout_id, rollout])), versions }
 }

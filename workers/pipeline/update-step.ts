@@ -57,10 +57,9 @@ export async function updateInstanceStep(
 ): Promise<StepUpdateOutcome> {
   const config = await loadRunConfig(env.DB, job.runId)
   if (!config) throw new Error(`run "${job.runId}" does not exist`)
-  const address = { runId: job.runId, instanceId: job.instanceId }
   const instance = env.RUBRIC_INSTANCE.getByName(instanceName(job.runId, job.instanceId))
   const earlier = await instance.stepOutcome(job.step)
-  if (earlier) return finish(env, config, job, earlier, await instance.snapshot(address), [])
+  if (earlier) return finish(env, config, job, earlier, await instance.snapshot(), [])
   const models = requestModels(env, config)
   const rollouts = await readStep(env, job)
   const health = criterionHealth(rollouts, config.grade_max)
@@ -70,7 +69,7 @@ export async function updateInstanceStep(
   const measured = [...groupBy(pastHealth, (row) => row.step).values(), health]
   const counts: Counts = { rollouts: rollouts.length, analysed: 0, failed: 0, reasons: {}, hacking_flags: 0 }
   let commit: StepUpdateCommit | undefined
-  let snapshot: RubricSnapshot = await instance.snapshot(address)
+  let snapshot: RubricSnapshot = await instance.snapshot()
   try {
     const [analyses, audit] = await Promise.all([
       analyseStep(env, config, job, rollouts, models, options),
@@ -83,7 +82,7 @@ export async function updateInstanceStep(
       const planned = await planUpdate(env, config, job, kept, analyses, counts, models, health)
       const retiring = withRetirements(planned, kept, retired)
       commit = withHealth(capActive(retiring, kept, config, measured), health)
-      const result = await instance.commitStepUpdate(address, job.step, commit)
+      const result = await instance.commitStepUpdate(job.step, commit)
       if (result.state === 'committed') return finish(env, config, job, result.outcome, result.snapshot, models.calls)
       // Another step's update landed while this one was planned: plan again on the rubrics it left.
       if (plans + 1 >= MAX_REPLANS)
@@ -93,7 +92,6 @@ export async function updateInstanceStep(
   } catch (error) {
     if (!options.lastAttempt) throw error
     const result = await instance.commitStepUpdate(
-      address,
       job.step,
       withHealth(
         noChange(
@@ -123,12 +121,10 @@ export async function updateInstanceStep(
 export async function abandonInstanceStep(env: Env, job: StepJob, reason: string): Promise<void> {
   const config = await loadRunConfig(env.DB, job.runId)
   if (!config) return
-  const address = { runId: job.runId, instanceId: job.instanceId }
   const instance = env.RUBRIC_INSTANCE.getByName(instanceName(job.runId, job.instanceId))
-  const snapshot = await instance.snapshot(address)
+  const snapshot = await instance.snapshot()
   const counts: Counts = { rollouts: 0, analysed: 0, failed: 0, reasons: {}, hacking_flags: 0 }
   const result = await instance.commitStepUpdate(
-    address,
     job.step,
     noChange(snapshot, `update abandoned: ${reason}`, counts, reason),
   )
@@ -140,7 +136,7 @@ async function readStep(env: Env, job: StepJob): Promise<StepRollout[]> {
   const parts = await Promise.all(
     job.shards.map(({ shard, keep }) => {
       const address: ShardAddress = { runId: job.runId, instanceId: job.instanceId, shard }
-      return objects.ledger(env, address, (ledger) => ledger.stepRollouts(address, { step: job.step, keep }))
+      return objects.ledger(env, address, (ledger) => ledger.stepRollouts({ step: job.step, keep }))
     }),
   )
   return parts.flat()
@@ -298,7 +294,7 @@ async function recordOnShards(
   await Promise.all(
     [...byShard].map(([shard, outcomes]) =>
       objects.ledger(env, { runId: job.runId, instanceId: job.instanceId, shard }, (ledger) =>
-        ledger.recordAnalyses({ runId: job.runId, instanceId: job.instanceId, shard }, job.step, outcomes),
+        ledger.recordAnalyses(job.step, outcomes),
       ),
     ),
   )
@@ -404,12 +400,12 @@ async function finish(
   await Promise.all(
     Array.from({ length: ledgerShardsOf(config) }, (_, shard) =>
       objects.ledger(env, { runId: job.runId, instanceId: job.instanceId, shard }, (ledger) =>
-        ledger.stepUpdated({ runId: job.runId, instanceId: job.instanceId, shard }, job.step, snapshot),
+        ledger.stepUpdated(job.step, snapshot),
       ),
     ),
   )
   await objects.coordinator(env, job.runId, (coordinator) =>
-    coordinator.instanceUpdated(job.runId, job.step, job.instanceId, outcome, llmStats(calls)),
+    coordinator.instanceUpdated(job.step, job.instanceId, outcome, llmStats(calls)),
   )
   return outcome
 }

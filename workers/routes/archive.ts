@@ -115,7 +115,7 @@ async function* archiveLines(
     if (missing.length > 0) {
       const address = { runId: run.id, instanceId }
       const found: Record<number, Rubric[]> = await objects.instance(env, address, (instance) =>
-        instance.versions(address, missing),
+        instance.versions(missing),
       )
       for (const version of missing) {
         sent.add(`${instanceId}\u0000${version}`)

@@ -23,7 +23,7 @@ export const rubricRoutes = new Hono<AppEnv>()
     const steps = stepsParameter(c.req.query('steps'))
     const address = { runId: run.id, instanceId }
     const [snapshot, rows]: [RubricSnapshot, StepHealthRecord[]] = await Promise.all([
-      objects.instance(c.env, address, (instance) => instance.snapshot(address)),
+      objects.instance(c.env, address, (instance) => instance.snapshot()),
       objects.instance(c.env, address, (instance) => instance.health(steps)),
     ])
     const active = new Set(snapshot.rubrics.map((rubric) => rubric.id))
@@ -31,7 +31,7 @@ export const rubricRoutes = new Hono<AppEnv>()
     // A criterion retired since keeps its text: the newest version that had it says what it was.
     if (rows.some((row) => !active.has(row.rubric_id)))
       for (const record of (await objects.instance(c.env, address, (instance) =>
-        instance.history(address),
+        instance.history(),
       )) as RubricVersionRecord[])
         for (const rubric of record.rubrics as Rubric[]) if (!active.has(rubric.id)) known.set(rubric.id, rubric)
     return c.json({
@@ -46,9 +46,7 @@ export const rubricRoutes = new Hono<AppEnv>()
     const run = c.get('run')
     const instanceId = resolveInstance(run, c.req.query('instance_id'))
     const address = { runId: run.id, instanceId }
-    const versions: RubricVersionRecord[] = await objects.instance(c.env, address, (instance) =>
-      instance.history(address),
-    )
+    const versions: RubricVersionRecord[] = await objects.instance(c.env, address, (instance) => instance.history())
     return c.json({
       run_id: run.id,
       instance_id: instanceId,
@@ -74,7 +72,7 @@ export const rubricRoutes = new Hono<AppEnv>()
     }
     const instanceId = resolveInstance(run, requested)
     const address = { runId: run.id, instanceId }
-    const snapshot: RubricSnapshot = await objects.instance(c.env, address, (instance) => instance.snapshot(address))
+    const snapshot: RubricSnapshot = await objects.instance(c.env, address, (instance) => instance.snapshot())
     return c.json({
       run_id: run.id,
       instance_id: instanceId,
@@ -82,7 +80,7 @@ export const rubricRoutes = new Hono<AppEnv>()
       anchor_rubrics: snapshot.rubrics.filter((rubric) => rubric.is_anchor),
       adaptive_rubrics: snapshot.rubrics.filter((rubric) => !rubric.is_anchor),
       ...(c.req.query('history')
-        ? { history: await objects.instance(c.env, address, (instance) => instance.history(address)) }
+        ? { history: await objects.instance(c.env, address, (instance) => instance.history()) }
         : {}),
     })
   })

@@ -14,11 +14,11 @@ const DEFAULT_WAIT_S = 30
 export const stepRoutes = new Hono<AppEnv>()
   .post('/complete', async (c) => {
     const run = c.get('run')
-    return c.json(await objects.coordinator(c.env, run.id, (coordinator) => coordinator.complete(run.id)))
+    return c.json(await objects.coordinator(c.env, run.id, (coordinator) => coordinator.complete()))
   })
   .get('/rubric_status', async (c) => {
     const run = c.get('run')
-    return c.json(await objects.coordinator(c.env, run.id, (coordinator) => coordinator.status(run.id)))
+    return c.json(await objects.coordinator(c.env, run.id, (coordinator) => coordinator.status()))
   })
   .get('/llm_calls', async (c) => {
     const run = c.get('run')
@@ -45,7 +45,7 @@ export const stepRoutes = new Hono<AppEnv>()
     // A reset of the coordinator (a deploy) drops its waiters: the call is made again on a fresh object for what is
     // left of the time.
     const { done, status } = await objects.coordinator(c.env, run.id, (coordinator) =>
-      coordinator.waitForUpdate(run.id, Math.max(0, deadline - Date.now())),
+      coordinator.waitForUpdate(Math.max(0, deadline - Date.now())),
     )
     if (done) return c.json({ ...status, status: 'updated' as const, mode: run.config.mode, waited_s_max: timeoutS })
     return c.json({ ...status, mode: run.config.mode, waited_s_max: timeoutS, timed_out: true }, 202)

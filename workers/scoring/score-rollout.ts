@@ -172,9 +172,7 @@ async function recordOnShard(
   try {
     // Sync mode: a retry of a rollout whose step closed while its trainer waited is still that rollout.
     const earlierSteps = run.config.mode === 'sync' ? 1 : 0
-    reply = await objects.ledger(env, address, (ledger) =>
-      ledger.record(address, submissions, known, stats, earlierSteps),
-    )
+    reply = await objects.ledger(env, address, (ledger) => ledger.record(submissions, known, stats, earlierSteps))
   } catch (error) {
     const refused =
       error instanceof AppError ? error : new AppError('internal', 'the ledger could not record the rollout')
@@ -207,7 +205,7 @@ async function sendStatsOnly(
 ): Promise<void> {
   const known = rubricCache.get(ctx.run.id, address.instanceId)?.version ?? 0
   try {
-    await objects.ledger(ctx.env, address, (ledger) => ledger.record(address, [], known, stats))
+    await objects.ledger(ctx.env, address, (ledger) => ledger.record([], known, stats))
   } catch (error) {
     console.error(`[${ctx.requestId}] could not hand the scorer's LLM calls to the ledger`, error)
   }
@@ -325,7 +323,7 @@ async function settleSync(ctx: ScoreContext, item: Item, result: ScoreResult): P
   const { address } = item
   // A reset of the shard drops its waiters: the call is made again, on a fresh object, for what is left of the time.
   const released = await objects.ledger(env, address, (ledger) =>
-    ledger.awaitUpdate(address, result.step, Math.max(0, deadline - Date.now())),
+    ledger.awaitUpdate(result.step, Math.max(0, deadline - Date.now())),
   )
   if (!released) return { ok: true, result: { ...result, update_pending: true } }
   rubricCache.offer(run.id, address.instanceId, released, item.request.metadata.current_step)
@@ -335,7 +333,7 @@ async function settleSync(ctx: ScoreContext, item: Item, result: ScoreResult): P
     const judgement = cached ?? (await judgeOnRubrics(ctx.scorer, run.config, released, item.request))
     if (!cached) judgementCache.set(run.id, address.instanceId, released.version, item.key, judgement)
     const settled = await objects.ledger(env, address, (ledger) =>
-      ledger.settle(address, result.step, item.request.rollout.id, {
+      ledger.settle(result.step, item.request.rollout.id, {
         rubricVersion: released.version,
         score: judgement.score,
         criteria: judgement.criteria,
