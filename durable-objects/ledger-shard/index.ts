@@ -20,6 +20,7 @@ import type {
   Submission,
 } from '../contracts.ts'
 import { MetaStore } from '../meta-store.ts'
+import { Alarm } from '../alarm.ts'
 import { objectName } from '../identity.ts'
 import { archiveKey, coordinatorName, instanceName, ledgerAddressOf, ledgerName } from '../names.ts'
 import { applySchema, type TableSchema } from '../schema.ts'
@@ -127,7 +128,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
   private lastSeq = 0
   /** Something a report may not have carried yet: true after a restart, since the last report is not remembered. */
   private dirty = true
-  private alarmAt: number | undefined
+  private readonly wakeUp: Alarm
   private snapshotCache: RubricSnapshot | undefined
   /** Older rubric versions this shard was asked to score a step on, by version (rare: read from the instance). */
   private readonly olderSnapshots = new Map<number, RubricSnapshot>()
@@ -138,6 +139,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
     super(ctx, env)
     this.sql = ctx.storage.sql
     this.meta = new MetaStore(this.sql)
+    this.wakeUp = new Alarm(ctx.storage)
     applySchema(this.sql, LEDGER_TABLES)
   }
 
@@ -324,7 +326,10 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
 
   /** Reports to the coordinator, writes closed steps to the archive, deletes steps past their retention. */
   override async alarm(): Promise<void> {
-    this.alarmAt = undefined
+    await this.wakeUp.handle(() => this.runAlarm())
+  }
+
+  private async runAlarm(): Promise<void> {
     const address = this.address
     if (this.dirty) {
       try {
@@ -640,12 +645,8 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
     void this.scheduleAlarm(this.reportIntervalMs())
   }
 
-  /** At most one alarm pending, and no earlier one pushed back: each setAlarm is a billed row write. */
   private async scheduleAlarm(delayMs: number): Promise<void> {
-    const at = Date.now() + delayMs
-    if (this.alarmAt !== undefined && this.alarmAt <= at) return
-    this.alarmAt = at
-    await this.ctx.storage.setAlarm(at)
+    await this.wakeUp.by(Date.now() + delayMs)
   }
 
   private reportIntervalMs(): number {

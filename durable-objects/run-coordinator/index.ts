@@ -6,6 +6,7 @@ import { emptyTally, mergeTallies, type ScoreTally } from '../../src/scoring/tal
 import { loadRunConfig } from '../run-config.ts'
 import type { CloseNotice, CoordinatorReply, LlmStat, ShardReport, StepJob } from '../contracts.ts'
 import { MetaStore } from '../meta-store.ts'
+import { Alarm } from '../alarm.ts'
 import { objectName } from '../identity.ts'
 import { coordinatorName, ledgerName, runIdOf } from '../names.ts'
 import { applySchema, type TableSchema } from '../schema.ts'
@@ -13,8 +14,6 @@ import { Waiters } from '../waiters.ts'
 
 /** How often the alarm looks for closes not yet applied and step jobs that never reported back. */
 const STEP_WATCHDOG_MS = 15_000
-/** How long past its time a stored alarm may be before a re-arm stops trusting it. */
-const STALE_ALARM_MS = 5_000
 /** A step job silent this long is sent again. */
 const STEP_RESEND_AFTER_MS = 180_000
 /** Shards told of a close at once, at most (each is a subrequest of this invocation). */
@@ -173,16 +172,13 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
    * an eviction), then kept here as the shards bring more.
    */
   private lastRolloutAt: number | undefined
-  /**
-   * While the alarm handler runs: the alarm set since it began, if any. Storage still reports the running alarm then,
-   * and that one is gone once the handler returns, so it must not count as pending.
-   */
-  private alarmRun: { setFor: number | undefined } | undefined
+  private readonly wakeUp: Alarm
 
   constructor(ctx: DurableObjectState, env: Cloudflare.Env) {
     super(ctx, env)
     this.sql = ctx.storage.sql
     this.meta = new MetaStore(this.sql)
+    this.wakeUp = new Alarm(ctx.storage)
     applySchema(this.sql, COORDINATOR_TABLES)
   }
 
@@ -269,9 +265,9 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
     // An idle close and an unfinished step's next look are due by the alarm; a read re-arms it should it ever have been
     // lost (no write when one is set).
     const idleDeadline = this.idleDeadline(config)
-    if (idleDeadline !== undefined) await this.alarmBy(idleDeadline)
+    if (idleDeadline !== undefined) await this.wakeUp.by(idleDeadline)
     if (this.sql.exec(`SELECT 1 FROM steps WHERE status IN ('closing', 'updating') LIMIT 1`).toArray().length > 0)
-      await this.alarmBy(Date.now() + STEP_WATCHDOG_MS)
+      await this.wakeUp.by(Date.now() + STEP_WATCHDOG_MS)
     const reported = step === undefined ? this.reportedStep() : this.stepRow(step)
     const instances = reported ? this.stepInstances(reported) : []
     const outcomes = instances.flatMap((instance) => (instance.update ? [instance.update] : []))
@@ -406,12 +402,7 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
    * again: closes and step jobs are idempotent.
    */
   override async alarm(): Promise<void> {
-    this.alarmRun = { setFor: undefined }
-    try {
-      await this.runAlarm()
-    } finally {
-      this.alarmRun = undefined
-    }
+    await this.wakeUp.handle(() => this.runAlarm())
   }
 
   private async runAlarm(): Promise<void> {
@@ -458,7 +449,7 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
       .one().n
     const next = Math.min(unfinished > 0 ? now + STEP_WATCHDOG_MS : Infinity, this.idleDeadline(config) ?? Infinity)
     // A close during this run has set an earlier alarm: the watchdog must not push it back.
-    if (next !== Infinity) await this.alarmBy(next)
+    if (next !== Infinity) await this.wakeUp.by(next)
   }
 
   /**
@@ -468,18 +459,7 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
   private async noteRollouts(config: RunConfig, at: number): Promise<void> {
     this.lastRolloutAt = Math.max(at, this.lastRolloutAt ?? 0)
     const deadline = this.idleDeadline(config)
-    if (deadline !== undefined) await this.alarmBy(deadline)
-  }
-
-  /** An alarm at `at` unless one is already set for then or sooner (each setAlarm is a billed row write). */
-  private async alarmBy(at: number): Promise<void> {
-    const run = this.alarmRun
-    const pending = run ? run.setFor : await this.ctx.storage.getAlarm()
-    // A stored alarm long past its time without running is not one to rely on: set it again.
-    const stale = !run && pending !== null && pending !== undefined && pending < Date.now() - STALE_ALARM_MS
-    if (pending !== undefined && pending !== null && pending <= at && !stale) return
-    if (run) run.setFor = at
-    await this.ctx.storage.setAlarm(at)
+    if (deadline !== undefined) await this.wakeUp.by(deadline)
   }
 
   /**
@@ -607,7 +587,7 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
       )
       .one().n
     // The instance's next step update was held back for this one: send it now, not at the watchdog.
-    if (changed > 0 && next > 0) await this.alarmBy(Date.now())
+    if (changed > 0 && next > 0) await this.wakeUp.by(Date.now())
     const remaining = this.sql
       .exec<{ n: number }>('SELECT count(*) AS n FROM step_instances WHERE step = ? AND updated = 0', step)
       .one().n
@@ -676,7 +656,7 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
       this.openCollectingStep()
     })
     this.lastRolloutAt = undefined
-    void this.alarmBy(Date.now())
+    void this.wakeUp.by(Date.now())
   }
 
   /** Tells every shard of a closing step that has not confirmed yet; a step whose shards all know starts updating. */
@@ -723,7 +703,7 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
       if (this.shardRows(step).some((row) => row.acked === 0)) {
         if (budget > 0) continue
         // The rest in the next alarm, at once.
-        await this.alarmBy(Date.now())
+        await this.wakeUp.by(Date.now())
         break
       }
       this.startUpdates(step)
