@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { groupBy } from '../../src/collections/index.ts'
 import { agentOf, startLlmStub, type LlmStub } from '../support/llm-stub.ts'
-import { callJson, METADATA } from './support/http.ts'
+import { callJson, callJsonRetrying, METADATA } from './support/http.ts'
 import { openRlhfLegacy } from './support/trainers.ts'
 import { startWranglerDev, type WranglerDev } from './support/wrangler-dev.ts'
 
@@ -169,28 +169,17 @@ async function trainLoop(run: { token: string }, trainer: number): Promise<Recei
         output: `${(i % 8) * 2}, sample ${Math.floor(i / 8)}`,
         supplemental_context: String((i % 8) * 2),
       }
-      const answer = await scoreWithRetries(run.token, { rollout, metadata: { ...METADATA, current_step: step } })
+      const answer = await callJsonRetrying(`${dev.baseUrl}/score`, {
+        token: run.token,
+        body: { rollout, metadata: { ...METADATA, current_step: step } },
+      })
+      expect(answer.status, JSON.stringify(answer.body)).toBe(200)
       const { rollout_id, step: ledgerStep, score, rubric_version } = answer.body
       received.push({ rollout_id, step: ledgerStep, score, rubric_version, trainerStep: step, group })
     })
     await Promise.all(sends)
   }
   return received
-}
-
-/**
- * `POST /score` as every trainer's client sends it: a 503 is tried again after its Retry-After (wrangler dev's proxy
- * answers one for a request it lost under load; an overloaded object answers one too), the same rollout id each time.
- */
-async function scoreWithRetries(token: string, body: unknown) {
-  for (let attempt = 1; ; attempt++) {
-    const answer = await callJson(`${dev.baseUrl}/score`, { token, body })
-    if (answer.status !== 503 || attempt === 5) {
-      expect(answer.status, JSON.stringify(answer.body)).toBe(200)
-      return answer
-    }
-    await delay(Number(answer.headers.get('retry-after') ?? 0) * 1_000 + 100)
-  }
 }
 
 /** Every archived rollout of the run: its step, score and version, by rollout id. */

@@ -5,7 +5,7 @@
  * shards the new rubrics (counted per call in `npm run bench:step`).
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
-import { callJson, METADATA } from './support/http.ts'
+import { callJson, callJsonRetrying, METADATA } from './support/http.ts'
 import { startWranglerDev, type WranglerDev } from './support/wrangler-dev.ts'
 
 const WAITERS = 1_000
@@ -42,7 +42,7 @@ describe('sync mode', () => {
         output: `It is ${i + 1}.`,
         supplemental_context: String(i + 1),
       }
-      return callJson(`${dev.baseUrl}/score`, {
+      return callJsonRetrying(`${dev.baseUrl}/score`, {
         token,
         body: { rollout, metadata: METADATA },
         timeoutMs: 120_000,

@@ -37,6 +37,23 @@ export async function callJson<T = any>(
 }
 
 /**
+ * `callJson` as every trainer's client sends a request: a 503 is sent again after its Retry-After (wrangler dev's
+ * proxy answers one for a request it lost under load, an overloaded object one of its own), up to `attempts` times.
+ * @example const answer = await callJsonRetrying(`${base}/score`, { token, body })
+ */
+export async function callJsonRetrying<T = any>(
+  url: string,
+  init: Parameters<typeof callJson>[1] = {},
+  attempts = 5,
+): Promise<JsonAnswer<T>> {
+  for (let attempt = 1; ; attempt++) {
+    const answer = await callJson<T>(url, init)
+    if (answer.status !== 503 || attempt === attempts) return answer
+    await new Promise((resolve) => setTimeout(resolve, Number(answer.headers.get('retry-after') ?? 0) * 1_000 + 100))
+  }
+}
+
+/**
  * Training metadata the e2e tests send with every rollout.
  * @example await callJson(`${base}/score`, { body: { rollout, metadata: METADATA } })
  */
