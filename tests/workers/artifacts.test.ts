@@ -632,7 +632,11 @@ describe('who may call', () => {
     }
     expectError(await send(`/rm/${target}/healthz`), 401, 'unauthorized')
     expectError(await send(`/rm/${target}/healthz`, run.token), 403, 'forbidden')
-    expectError(await send(`/rm/${target}/healthz`, 'not-the-rm-token'), 401, 'unauthorized')
+    const wrong = await send(`/rm/${target}/healthz`, 'not-the-rm-token')
+    expectError(wrong, 401, 'unauthorized')
+    // /rm takes no run tokens, so the refusal does not talk about runs; it says which tokens would do.
+    expect(wrong.json.error.message).not.toMatch(/any run/)
+    expect(wrong.json.error.message).toContain('RM token')
     expect((await send(`/rm/${target}/healthz`, 'rm-secret-token')).status).toBe(200)
     expect((await send(`/rm/${target}/healthz`, ADMIN_TOKEN)).status).toBe(200)
     // The RM token opens /rm/* only.
