@@ -113,7 +113,8 @@ const MEANINGS: Record<string, Record<string, string>> = {
     weight: 'Its weight in the score.',
     kind:
       '`penalty`: the judge grades how much the response does the bad thing the text names, and the grade lowers ' +
-      'the score ([the formula](api.md#how-a-score-is-computed)); absent or `criterion`: graded for how well it is met.',
+      'the score ([the formula](api.md#how-a-score-is-computed)); absent or `criterion`: graded for how well it is ' +
+      'met.',
     metadata: 'Flat key → string, number, boolean or null; kept with the rubric.',
   },
   agent: {
@@ -137,6 +138,25 @@ const MEANINGS: Record<string, Record<string, string>> = {
     run_id: 'The new run’s id (generated when absent).',
   },
 }
+
+/** A judge for the scorer role, written out once: what most runs change first. */
+const EXAMPLE = [
+  '## Example: a vLLM judge with its key in a secret',
+  '',
+  '```json',
+  '{"agents": {"scorer": {"backend": "openai", "base_url": "https://judge.example.com/v1", "model": "Qwen/Qwen3-8B",',
+  '                       "api_key_env": "VLLM_KEY"}}}',
+  '```',
+  '',
+  ...wrap(
+    'then `wrangler secret put VLLM_KEY --env production` (or a `VLLM_KEY=…` line in `.dev.vars` locally), with ' +
+      '`VLLM_KEY` listed in the var `JUDGE_KEY_NAMES`. A Worker reaches public HTTPS hosts only, so a GPU server ' +
+      'on a ' +
+      'private name needs a Tunnel ([deploy.md](deploy.md#8-a-judge-the-worker-can-reach)).',
+    '',
+  ),
+  '',
+]
 
 /** One documented key: its path and what the schema says of it. */
 interface KeyDoc {
@@ -170,7 +190,12 @@ export function typeOf(node: JsonNode): string {
   const type = Array.isArray(node.type) ? node.type.join(' │ ') : (node.type ?? 'any')
   if (type === 'integer' || type === 'number') {
     const above = node.exclusiveMinimum
-    const low = node.minimum ?? (above !== undefined && type === 'integer' ? above + 1 : undefined)
+    const low =
+      node.minimum !== undefined && node.minimum > Number.MIN_SAFE_INTEGER
+        ? node.minimum
+        : above !== undefined && type === 'integer'
+          ? above + 1
+          : undefined
     const high = node.maximum === undefined || node.maximum >= Number.MAX_SAFE_INTEGER ? undefined : node.maximum
     if (low === undefined)
       return `${type}${above === undefined ? '' : ` > ${above}`}${high === undefined ? '' : `, at most ${high}`}`
@@ -267,6 +292,7 @@ export function renderConfigDocs(): string {
       'The request body that creates a run.',
       schema(z.object({ run_id: CreateRunRequest.shape.run_id })),
     ),
+    ...EXAMPLE,
   ].join('\n')
 }
 

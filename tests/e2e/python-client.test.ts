@@ -148,7 +148,7 @@ print(json.dumps(out))
     expect(out.group.run_id).toBe('default')
   })
 
-  it("runs the module docstring's verl compute_score and its TRL recipe (recipes/trl_reward.py) as written", async () => {
+  it("runs the module docstring's verl compute_score and its TRL recipe (recipes/trl_reward.py)", async () => {
     const code = `
 import json, os, sys, textwrap
 import reward_harness_client

@@ -135,7 +135,8 @@ async function identifyToken(env: AppEnv['Bindings'], token: string): Promise<Pr
   if (env.RM_TOKEN && digestsEqual(presented, await secretDigest(env.RM_TOKEN)))
     return { kind: 'anonymous', rmTokenHash: tokenHash }
   const runId = await runForTokenHash(env.DB, tokenHash)
-  if (!runId) throw new AppError(
+  if (!runId)
+    throw new AppError(
       'unauthorized',
       'the token is not the admin token, the RM token or a live run token (unknown, or revoked)',
     )
