@@ -3,8 +3,8 @@
  * every relative link and `#anchor` of README.md and docs/*.md resolves, and docs/configuration.md is what the schemas
  * give now. Then it starts `npm start` on the embedded defaults, checks it says at most {@link MAX_START_LINES}
  * lines before "Serving on", and runs every shell block of README.md and docs/*.md in one shell (variables carry over,
- * as in a terminal): the files in {@link DOC_ORDER} first, in that order, then any other doc alphabetically; top to bottom
- * within a file. A block preceded by `<!-- docs-check: skip (why) -->` is left out (the two commands themselves,
+ * as in a terminal): the files in {@link DOC_ORDER} first, in that order, then any other doc alphabetically; top to
+ * bottom within a file. A block preceded by `<!-- docs-check: skip (why) -->` is left out (the two commands themselves,
  * trainer recipes that need a GPU, commands that need a Cloudflare account). Stops at the first failing block and
  * names it by file and line. Run it in a fresh clone (it creates runs, targets and files as the docs say).
  * `--links` runs the static checks alone.
