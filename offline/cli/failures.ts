@@ -8,6 +8,7 @@ import { CommanderError } from 'commander'
 import { DatasetError } from '../../src/datasets/index.ts'
 import { USAGE_EXIT_CODE, UsageError } from '../../src/usage-error/index.ts'
 import { EdgeHttpError, EdgeNetworkError, EdgeProtocolError } from '../deploy/client.ts'
+import { ADMIN_TOKEN_ENV, unreachableHint } from '../edge/index.ts'
 import { EXIT_HANDSHAKE_REFUSED, HandshakeRefusedError } from '../train/errors.ts'
 
 export const EXIT_OK = 0
@@ -95,7 +96,7 @@ function datasetFailure(error: DatasetError): CliFailure {
   }
 }
 
-const ADMIN_HINT = 'is REWARD_HARNESS_ADMIN_TOKEN the ADMIN_TOKEN of this edge?'
+const ADMIN_HINT = `is the token (${ADMIN_TOKEN_ENV}, or ADMIN_TOKEN in .dev.vars for a server on this machine) this edge's ADMIN_TOKEN?`
 
 /** An edge error of the admin client: refused (4xx, exit 2) or failed (unreachable, 5xx, off-contract, exit 1). */
 function edgeFailure(error: unknown): Omit<CliFailure, 'text'> | undefined {
@@ -122,7 +123,11 @@ function edgeFailure(error: unknown): Omit<CliFailure, 'text'> | undefined {
   if (error instanceof EdgeNetworkError)
     return {
       exitCode: EXIT_FAILURE,
-      json: { kind: 'failure', code: 'network_error', message: `cannot reach the edge: ${error.message}` },
+      json: {
+        kind: 'failure',
+        code: 'network_error',
+        message: `cannot reach the edge at ${error.baseUrl} (${error.message}). ${unreachableHint(error.baseUrl)}`,
+      },
     }
   if (error instanceof EdgeProtocolError)
     return { exitCode: EXIT_FAILURE, json: { kind: 'failure', code: 'protocol_error', message: error.message } }
