@@ -11,6 +11,8 @@ import { UsageError } from '../../src/usage-error/index.ts'
 /** The environment variable the admin token is read from (never a flag: flags show up in process lists). */
 export const ADMIN_TOKEN_ENV = 'REWARD_HARNESS_ADMIN_TOKEN'
 const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url))
+/** Names the one `.dev.vars` file to read instead (a project in another folder; tests). */
+const DEV_VARS_ENV = 'REWARD_HARNESS_DEV_VARS'
 /** Where `.dev.vars` is looked for: the current directory, then this checkout's root. */
 const DEV_VARS_DIRS = [process.cwd(), REPO_ROOT]
 
@@ -29,17 +31,20 @@ export function isLoopbackUrl(url: string): boolean {
 }
 
 /**
- * The ADMIN_TOKEN line of the first `.dev.vars` found in `dirs`, with the file it came from.
- * @example devVarsAdminToken(['/repo']) // { token: 'rh_admin_…', file: '/repo/.dev.vars' }
+ * The `.dev.vars` files the CLI may read, in order: the one REWARD_HARNESS_DEV_VARS names, else one in each of `dirs`.
+ * @example devVarsFiles({}, ['/repo']) // ['/repo/.dev.vars']
  */
-export function devVarsAdminToken(
-  dirs: readonly string[] = DEV_VARS_DIRS,
-): { token: string; file: string } | undefined {
-  for (const dir of dirs) {
-    const file = join(dir, '.dev.vars')
+function devVarsFiles(env: Record<string, string | undefined>, dirs: readonly string[]): string[] {
+  const named = env[DEV_VARS_ENV]?.trim()
+  return named ? [named] : [...new Set(dirs.map((dir) => join(dir, '.dev.vars')))]
+}
+
+/** The ADMIN_TOKEN line of the first of `files` that has one. */
+function devVarsAdminToken(files: readonly string[]): string | undefined {
+  for (const file of files) {
     if (!existsSync(file)) continue
     const token = readFileSync(file, 'utf8').match(/^\s*ADMIN_TOKEN\s*=\s*"?([^"\n]+?)"?\s*$/m)?.[1]
-    if (token) return { token, file }
+    if (token) return token
   }
   return undefined
 }
@@ -55,7 +60,7 @@ export function adminTokenFor(
 ): string | undefined {
   const fromEnv = env[ADMIN_TOKEN_ENV]?.trim()
   if (fromEnv) return fromEnv
-  return isLoopbackUrl(url) ? devVarsAdminToken(dirs)?.token : undefined
+  return isLoopbackUrl(url) ? devVarsAdminToken(devVarsFiles(env, dirs)) : undefined
 }
 
 /**
@@ -71,8 +76,8 @@ export function requireAdminToken(
   if (token) return token
   if (isLoopbackUrl(url))
     throw new UsageError(
-      `the admin token is missing: ${ADMIN_TOKEN_ENV} is unset and no .dev.vars with ADMIN_TOKEN is in ` +
-        `${[...new Set(dirs)].join(' or ')}. Start the server once with \`npm start\` (it writes one), or set ` +
+      `the admin token is missing: ${ADMIN_TOKEN_ENV} is unset and no ADMIN_TOKEN is in ` +
+        `${devVarsFiles(env, dirs).join(' or ')}. Start the server once with \`npm start\` (it writes one), or set ` +
         `${ADMIN_TOKEN_ENV}`,
     )
   throw new UsageError(
