@@ -392,11 +392,11 @@ describe('the created run and the CLI', () => {
 })
 
 describe('an unreachable server', () => {
-  it('exits 1 saying nothing answers at the URL and how to start or point at the server', async () => {
+  it('exits 1 saying the URL cannot be reached and how to start or point at the server', async () => {
     const result = await runCli('simulate', '--url', 'http://127.0.0.1:59998', '--steps', '1')
     expect(result.code).toBe(1)
     expect(result.err).toMatch(
-      /nothing answers at http:\/\/127\.0\.0\.1:59998 \(ECONNREFUSED\)\. Start the server with `npm start`.*--url/,
+      /cannot reach the edge at http:\/\/127\.0\.0\.1:59998 \(ECONNREFUSED\)\. Start the server with `npm start`.*--url/,
     )
   })
 })
