@@ -449,6 +449,25 @@ describe('deployments and the RM surface', () => {
     expect((await rollback(target)).json.artifact_id).toBe(first.artifact_id)
   })
 
+  it('rolls back to the previous deployment: the same artifact redeployed with a bad judge goes back to its judge', async () => {
+    const target = freshTarget()
+    const artifact = await uploaded({ note: 'bad-judge' })
+    await deploy(target, { artifact_id: artifact.artifact_id })
+    const badJudge = { base_url: 'http://127.0.0.1:9/v1', model: 'bad-judge' }
+    expect((await deploy(target, { artifact_id: artifact.artifact_id, llm: badJudge })).status).toBe(201)
+    expect((await healthz(target)).json.judge).toMatchObject({ backend: 'openai', model: 'bad-judge' })
+    expectError(await score(target, 'p_math'), 503, 'llm_unavailable')
+
+    const back = await rollback(target)
+    expect(back.status, JSON.stringify(back.json)).toBe(201)
+    expect(back.json).toMatchObject({ artifact_id: artifact.artifact_id, action: 'rollback' })
+    expect((await healthz(target)).json.judge.backend).toBe('mock')
+    expect((await score(target, 'p_math')).status).toBe(200)
+    // And a second rollback undoes it: the bad judge again.
+    expect((await rollback(target)).status).toBe(201)
+    expect((await healthz(target)).json.judge).toMatchObject({ model: 'bad-judge' })
+  })
+
   it('409 nothing_to_roll_back on a fresh target and after a first deployment, changing nothing', async () => {
     const target = freshTarget()
     expectError(await rollback(target), 409, 'nothing_to_roll_back')
