@@ -238,7 +238,7 @@ async function handshake(
   })
   if (list.deployments.length === 0) throw unknown('it has no deployments')
   const health = await client.health(target).catch((error: unknown) => {
-    throw error instanceof EdgeHttpError && (error.status === 404 || error.code === 'no_active_artifact')
+    throw error instanceof EdgeHttpError && error.status === 404
       ? unknown(`${error.method} ${error.path} → ${error.status} ${error.code}`)
       : error
   })

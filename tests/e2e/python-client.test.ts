@@ -104,7 +104,7 @@ print(json.dumps(out))
     expect(good).toMatchObject({ index: 0, ok: true, rubric_id: 'r_math', score: out.math.score })
     expect(bad).toMatchObject({ index: 1, ok: false, prompt_id: 'p_math', error_code: 'invalid_request' })
     expect(fallback).toMatchObject({ index: 2, ok: true, fallback_rubric: true })
-    expect(out.undeployed).toEqual({ status: 503, code: 'no_active_artifact' })
+    expect(out.undeployed).toEqual({ status: 404, code: 'target_not_found' })
   })
 })
 

@@ -210,7 +210,9 @@ describe('deployments and the RM surface', () => {
   it('deploys: 201 DeployRecord, and healthz names the artifact as the reference server does', async () => {
     const target = freshTarget()
     const artifact = await uploaded({ note: 'health' })
-    expectError(await healthz(target), 503, 'no_active_artifact')
+    const unknown = await healthz(target)
+    expectError(unknown, 404, 'target_not_found')
+    expect(unknown.json.error.message).toContain(`reward-harness deploy --artifact <file> --target ${target}`)
     const res = await deploy(target, { artifact_id: artifact.artifact_id, deployed_by: 'alice' })
     expect(res.status).toBe(201)
     expect(DeployRecord.parse(res.json)).toEqual(res.json)
