@@ -96,7 +96,9 @@ function datasetFailure(error: DatasetError): CliFailure {
   }
 }
 
-const ADMIN_HINT = `is the token (${ADMIN_TOKEN_ENV}, or ADMIN_TOKEN in .dev.vars for a server on this machine) this edge's ADMIN_TOKEN?`
+const ADMIN_HINT =
+  `is the token (${ADMIN_TOKEN_ENV}, or ADMIN_TOKEN in .dev.vars for a server on this machine) ` +
+  "this edge's ADMIN_TOKEN?"
 
 /**
  * The CLI flags that do what an edge error asks for, for the errors a CLI user meets (the edge's own message names

@@ -45,12 +45,13 @@ describe('the admin token for an edge', () => {
     const empty = join(dir, 'empty')
     expect(() => requireAdminToken('http://127.0.0.1:8787', {}, [empty])).toThrow(
       new UsageError(
-        `the admin token is missing: REWARD_HARNESS_ADMIN_TOKEN is unset and no ADMIN_TOKEN is in ${empty}/.dev.vars. ` +
-          'Start the server once with `npm start` (it writes one), or set REWARD_HARNESS_ADMIN_TOKEN',
+        'the admin token is missing: REWARD_HARNESS_ADMIN_TOKEN is unset and no ADMIN_TOKEN is in ' +
+          `${empty}/.dev.vars. Start the server once with \`npm start\` (it writes one), ` +
+          'or set REWARD_HARNESS_ADMIN_TOKEN',
       ),
     )
     expect(() => requireAdminToken('https://rm.example.com', {}, [dir])).toThrow(
-      /set REWARD_HARNESS_ADMIN_TOKEN to the ADMIN_TOKEN of https:\/\/rm\.example\.com \(\.dev\.vars is read for a server/,
+      /set REWARD_HARNESS_ADMIN_TOKEN to the ADMIN_TOKEN of https:\/\/rm\.example\.com \(\.dev\.vars is read for/,
     )
   })
 })

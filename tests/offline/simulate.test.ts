@@ -395,8 +395,7 @@ describe('an unreachable server', () => {
   it('exits 1 saying the URL cannot be reached and how to start or point at the server', async () => {
     const result = await runCli('simulate', '--url', 'http://127.0.0.1:59998', '--steps', '1')
     expect(result.code).toBe(1)
-    expect(result.err).toMatch(
-      /cannot reach the edge at http:\/\/127\.0\.0\.1:59998 \(ECONNREFUSED\)\. Start the server with `npm start`.*--url/,
-    )
+    expect(result.err).toContain('cannot reach the edge at http://127.0.0.1:59998 (ECONNREFUSED). Start the server')
+    expect(result.err).toMatch(/`npm start`.*--url/)
   })
 })

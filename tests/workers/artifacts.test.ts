@@ -451,7 +451,7 @@ describe('deployments and the RM surface', () => {
     expect((await rollback(target)).json.artifact_id).toBe(first.artifact_id)
   })
 
-  it('rolls back to the previous deployment: the same artifact redeployed with a bad judge goes back to its judge', async () => {
+  it('rolls back to the previous deployment: a redeploy with a bad judge goes back to the judge before', async () => {
     const target = freshTarget()
     const artifact = await uploaded({ note: 'bad-judge' })
     await deploy(target, { artifact_id: artifact.artifact_id })
