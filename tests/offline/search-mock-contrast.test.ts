@@ -65,7 +65,7 @@ describe('the mock search on examples/demo.json', () => {
     }
   }
 
-  it('raises the objective over generations, and seeds 1, 2 and 3 find at least two different rubric sets', async () => {
+  it('raises the objective over generations; seeds 1, 2 and 3 find at least two different rubric sets', async () => {
     const outputs = [await search(1), await search(2), await search(3)]
     for (const output of outputs) {
       const first = output.best_rubrics.reduce((sum, best) => sum + best.history[0]!, 0)
