@@ -5,7 +5,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { plural } from '../../src/text/index.ts'
-import { UsageError } from '../../src/usage-error/index.ts'
 import { runSimulation, type SimulationResult } from './loop.ts'
 import type { SimulateOptions } from './options.ts'
 import { networkReason, requireAdminToken, unreachableHint } from '../edge/index.ts'

@@ -14,7 +14,7 @@ const RUN_PREFIX = /^\/runs\/[^/]+(?=\/)/
  * the nearest, and a runner-up at most one edit further, when they are within a few edits.
  * @example nearestRoutes('GET', '/rubric_stats') // ['GET /rubric_status', 'GET /rubrics/stats']
  */
-export function nearestRoutes(method: string, path: string): string[] {
+function nearestRoutes(method: string, path: string): string[] {
   const prefix = path.match(RUN_PREFIX)?.[0] ?? ''
   const candidates = [
     ...SERVICE_INDEX.run_endpoints.map((route) => ({ route, under: prefix })),
