@@ -284,7 +284,7 @@ describe('a token in the path (/t/<token>/…), for clients that send no headers
       'invalid_request',
     )
     // The RM surface takes the admin token in the path too; an unknown route under it is a 404 that names no token.
-    expect((await call('GET', `/t/${ADMIN_TOKEN}/rm/none/healthz`)).status).toBe(503)
+    expect((await call('GET', `/t/${ADMIN_TOKEN}/rm/none/healthz`)).status).toBe(404)
     const missing = await call('GET', `/t/${run.token}/no-such-route`)
     expectError(missing, 404, 'not_found')
     expect(missing.text).not.toContain(run.token)
