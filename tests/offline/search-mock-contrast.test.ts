@@ -3,7 +3,7 @@
  * (never the prompt's own words), so on the bundled example data the objective rises over generations and different
  * seeds find different rubrics. What it cannot show is in docs/offline-cli.md ("The mock backend").
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -76,5 +76,35 @@ describe('the mock search on examples/demo.json', () => {
       JSON.stringify(output.best_rubrics.map((best) => [best.prompt_id, best.rubric.criteria])),
     )
     expect(new Set(rubricSets).size).toBeGreaterThanOrEqual(2)
+  }, 60_000)
+})
+
+describe('a plainly wrong answer that echoes the question', () => {
+  it('wins under the first rubric, and loses to the right answer under the searched artifact', async () => {
+    const dataset = join(work, 'pairs.jsonl')
+    const pairs = [
+      { prompt, chosen: 'Canberra.', rejected: 'Sydney is the capital of Australia.' },
+      { prompt: 'Which planet is closest to the Sun?', chosen: 'Mercury.', rejected: 'Venus is closest to the Sun.' },
+      {
+        prompt: 'Who wrote Pride and Prejudice?',
+        chosen: 'Jane Austen.',
+        rejected: 'Pride and Prejudice was by Dickens.',
+      },
+    ]
+    writeFileSync(dataset, pairs.map((pair) => JSON.stringify(pair)).join('\n'))
+    const output = join(work, 'pairs', 'best.json')
+    const artifact = join(work, 'pairs', 'rm.json')
+    expect(
+      (await runCli('search', '--dataset', dataset, '--backend', 'mock', '--output', output, '--no-cache')).code,
+    ).toBe(0)
+    expect((await runCli('export', '--search-output', output, '--out', artifact)).code).toBe(0)
+    // Pairwise accuracy: the share of pairs where the right answer (Canberra, Mercury, Austen) scores higher.
+    const accuracyOf = async (scorer: string) => {
+      const bench = await runCli('bench', '--dataset', dataset, '--scorer', scorer, '--json')
+      return (JSON.parse(bench.out) as { overall: { pairwise: { ab: { accuracy: number } } } }).overall.pairwise.ab
+        .accuracy
+    }
+    expect(await accuracyOf('mock')).toBe(0)
+    expect(await accuracyOf(`artifact:${artifact}`)).toBe(1)
   }, 60_000)
 })
