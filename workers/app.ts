@@ -4,6 +4,7 @@ import type { AppEnv } from './env.ts'
 import { identifyCaller, resolveRun } from './middleware/auth.ts'
 import { drainUnreadBodies, limitBodies } from './middleware/body-limit.ts'
 import { routedPath } from './middleware/path-token.ts'
+import { notFound } from './routes/not-found.ts'
 import { rateLimit } from './middleware/rate-limit.ts'
 import { renderError } from './middleware/errors.ts'
 import { dashboardRoutes } from './dashboard/index.ts'
@@ -57,15 +58,7 @@ export function createApp() {
       .route('/rm/:target', rmRoutes)
       .route('/runs/:runId', runApi)
       .route('/', runApi)
-      .notFound((c) =>
-        c.json(
-          {
-            error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` },
-            request_id: c.get('requestId'),
-          },
-          404,
-        ),
-      )
+      .notFound(notFound)
       .onError(renderError)
   )
 }

@@ -37,25 +37,17 @@ the response only, so the prompt and its id travel in ``extra_info`` (an id the 
         )
         return {"score": result["score"], "fallback_rubric": float(result["fallback_rubric"])}
 
-From TRL (``GRPOTrainer(reward_funcs=[rubric_reward], ...)``): TRL calls once per batch with ``num_generations``
-consecutive completions per prompt, so score each run of equal prompts as one group (a run's online rubrics)::
+From TRL (``GRPOTrainer(reward_funcs=[rubric_reward], ...)``): use the maintained recipe, which scores the prompt
+groups of a batch concurrently (one ``/score/group`` each) and sends TRL's step, rather than a loop of your own::
 
-    def rubric_reward(prompts, completions, **kwargs):
-        texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
-        asked = [p if isinstance(p, str) else "\\n\\n".join(m["content"] for m in p) for p in prompts]
-        rewards, start = [], 0
-        while start < len(texts):
-            end = start
-            while end < len(texts) and asked[end] == asked[start]:
-                end += 1
-            rewards += _client.score_group(asked[start], texts[start:end])["scores"]
-            start = end
-        return rewards
+    import sys
+    sys.path.insert(0, "clients/python/recipes")   # or copy recipes/trl_reward.py next to your script
+    from trl_reward import rubric_reward
 
 Mirrors the TypeScript client (src/client/index.ts): 429 and 503 are retried honouring Retry-After,
 every other non-2xx answer raises RewardHarnessError carrying the server's error code.
 
-The two recipes above are the short forms; recipes/ holds the maintained ones, each a file to point the trainer at:
+The verl recipe above is the short form; recipes/ holds the maintained ones, each a file to point the trainer at:
 recipes/verl_online.py (verl over a run's online rubrics), recipes/verl_artifact.py (verl over a deployed artifact),
 recipes/trl_reward.py (TRL, groups scored concurrently) and recipes/autosr_client.py (autosr's RMScoringClient).
 """

@@ -98,6 +98,7 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
       count: failed.length,
       items: new Set(failed.map((failure) => failure.prompt_id)).size,
       examples: failed.slice(0, 20),
+      by_error: countErrors(failed),
     },
     scores: items.map((item) => ({
       prompt_id: item.item_id,
@@ -191,11 +192,23 @@ export function formatReport(report: BenchReport): string {
     }
   }
   if (report.failures.count > 0) {
-    lines.push('', 'failures (first ones):')
-    for (const failure of report.failures.examples.slice(0, 5))
-      lines.push(`  ${failure.prompt_id} / ${failure.candidate_id}: ${failure.error}`)
+    // One line per distinct error with its count: a target that cannot be read fails every candidate the same way.
+    const byError = report.failures.by_error ?? countErrors(report.failures.examples)
+    lines.push('', `failures (${report.failures.count}, by error):`)
+    for (const { error, count } of byError.slice(0, 5)) {
+      const first = report.failures.examples.find((failure) => failure.error === error)
+      lines.push(`  ${count}× ${error}${first ? ` (first: ${first.prompt_id} / ${first.candidate_id})` : ''}`)
+    }
+    if (byError.length > 5) lines.push(`  … and ${byError.length - 5} other errors`)
   }
   return lines.join('\n')
+}
+
+/** Each distinct error of `failed` with its count, most frequent first. */
+function countErrors(failed: readonly { error: string }[]): { error: string; count: number }[] {
+  const counts = new Map<string, number>()
+  for (const { error } of failed) counts.set(error, (counts.get(error) ?? 0) + 1)
+  return [...counts].map(([error, count]) => ({ error, count })).sort((a, b) => b.count - a.count)
 }
 
 function pct(value: number): string {

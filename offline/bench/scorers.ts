@@ -417,7 +417,8 @@ function chunkBodies(
 
 /**
  * The kind of the target's active artifact from its `/healthz`: undefined when it does not say (an edge from before
- * library artifacts, or no such route: 404), an error to report for every candidate when the target cannot be read.
+ * library artifacts, or no such route: 404), an error to report for every candidate when the target cannot be read
+ * (nothing deployed there: 404 `target_not_found`).
  */
 async function artifactKind(
   doFetch: typeof fetch,
@@ -437,8 +438,9 @@ async function artifactKind(
         `${timedOut(error) ? `no answer within ${HEALTHZ_TIMEOUT_MS / 1_000} s` : messageOf(error)}`,
     }
   }
-  if (response.status === 404) return undefined
   const text = await response.text().catch(() => '')
+  // A 404 from an edge without the route says nothing; a 404 for the target itself means nothing serves there.
+  if (response.status === 404 && !text.includes('"target_not_found"')) return undefined
   if (!response.ok) return { error: `${root}/healthz: HTTP ${response.status}: ${text.slice(0, 200)}` }
   try {
     const body = JSON.parse(text) as { artifact_kind?: unknown }

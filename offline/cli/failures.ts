@@ -8,6 +8,7 @@ import { CommanderError } from 'commander'
 import { DatasetError } from '../../src/datasets/index.ts'
 import { USAGE_EXIT_CODE, UsageError } from '../../src/usage-error/index.ts'
 import { EdgeHttpError, EdgeNetworkError, EdgeProtocolError } from '../deploy/client.ts'
+import { ADMIN_TOKEN_ENV, unreachableHint } from '../edge/index.ts'
 import { EXIT_HANDSHAKE_REFUSED, HandshakeRefusedError } from '../train/errors.ts'
 
 export const EXIT_OK = 0
@@ -95,7 +96,23 @@ function datasetFailure(error: DatasetError): CliFailure {
   }
 }
 
-const ADMIN_HINT = 'is REWARD_HARNESS_ADMIN_TOKEN the ADMIN_TOKEN of this edge?'
+const ADMIN_HINT =
+  `is the token (${ADMIN_TOKEN_ENV}, or ADMIN_TOKEN in .dev.vars for a server on this machine) ` +
+  "this edge's ADMIN_TOKEN?"
+
+/**
+ * The CLI flags that do what an edge error asks for, for the errors a CLI user meets (the edge's own message names
+ * its API fields).
+ */
+const CLI_EQUIVALENTS: Record<string, string> = {
+  llm_not_configured:
+    'with the CLI, name the judge at deploy: --llm-base-url <OpenAI-compatible /v1 URL> --llm-model <model> ' +
+    "[--llm-api-key-env VAR]. An artifact's own base_url is recorded, not used: a URL that served the search " +
+    'rarely answers from the edge',
+  nothing_to_roll_back: 'reward-harness deployments --target <target> --url <edge> lists what the target has served',
+  target_not_found: 'deploy an artifact there first: reward-harness deploy --artifact <file> --target <target>',
+  artifact_not_found: 'reward-harness deploy --artifact <file> uploads the artifact before it activates it',
+}
 
 /** An edge error of the admin client: refused (4xx, exit 2) or failed (unreachable, 5xx, off-contract, exit 1). */
 function edgeFailure(error: unknown): Omit<CliFailure, 'text'> | undefined {
@@ -114,7 +131,8 @@ function edgeFailure(error: unknown): Omit<CliFailure, 'text'> | undefined {
         status: error.status,
         message:
           `${what}: ${error.method} ${error.path} → ${error.status} ` +
-          `${error.code}${error.edgeMessage ? `: ${error.edgeMessage}` : ''}`,
+          `${error.code}${error.edgeMessage ? `: ${error.edgeMessage}` : ''}` +
+          `${CLI_EQUIVALENTS[error.code] ? `\n  hint: ${CLI_EQUIVALENTS[error.code]}` : ''}`,
         ...(error.details === undefined ? {} : { details: error.details }),
       },
     }
@@ -122,7 +140,11 @@ function edgeFailure(error: unknown): Omit<CliFailure, 'text'> | undefined {
   if (error instanceof EdgeNetworkError)
     return {
       exitCode: EXIT_FAILURE,
-      json: { kind: 'failure', code: 'network_error', message: `cannot reach the edge: ${error.message}` },
+      json: {
+        kind: 'failure',
+        code: 'network_error',
+        message: `cannot reach the edge at ${error.baseUrl} (${error.message}). ${unreachableHint(error.baseUrl)}`,
+      },
     }
   if (error instanceof EdgeProtocolError)
     return { exitCode: EXIT_FAILURE, json: { kind: 'failure', code: 'protocol_error', message: error.message } }

@@ -17,6 +17,7 @@
 import { z } from 'zod'
 import { parseRetryAfter, RetryableAnswer, retry, type RetryPolicy } from '../../src/llm/retry.ts'
 import { DeployRecord, type AnyRmArtifact } from '../../src/schemas/artifact.ts'
+import { networkReason } from '../edge/index.ts'
 
 /** What `POST /admin/artifacts` answers. */
 export const UploadResult = z.object({ artifact_id: z.string(), stored: z.boolean() })
@@ -97,11 +98,13 @@ export class EdgeHttpError extends Error {
  */
 export class EdgeNetworkError extends Error {
   override name = 'EdgeNetworkError'
-  /** @example new EdgeNetworkError('GET', '/x', 'timeout').message // 'GET /x: timeout' */
+  /** @example new EdgeNetworkError('GET', '/x', 'timeout', 'http://127.0.0.1:8787').message // 'GET /x: timeout' */
   constructor(
     readonly method: string,
     readonly path: string,
     reason: string,
+    /** The edge's base URL, which the CLI's message names with what to do. */
+    readonly baseUrl: string,
   ) {
     super(`${method} ${path}: ${reason}`)
   }
@@ -216,7 +219,7 @@ export class AdminClient {
         })
         text = await response.text()
       } catch (error) {
-        throw new EdgeNetworkError(method, path, networkReason(error, timeoutMs))
+        throw new EdgeNetworkError(method, path, networkReason(error, timeoutMs), this.baseUrl)
       }
       if ((response.status === 429 || response.status === 503) && attempt < this.retry.maxAttempts)
         throw new RetryableAnswer(response.status, parseRetryAfter(response.headers.get('retry-after')))
@@ -267,14 +270,6 @@ export class AdminClient {
       )
     return parsed.data
   }
-}
-
-function networkReason(error: unknown, timeoutMs: number): string {
-  if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError'))
-    return `no answer within ${timeoutMs} ms`
-  const cause = error instanceof Error && error.cause instanceof Error ? error.cause.message : undefined
-  const message = error instanceof Error ? error.message : String(error)
-  return cause ? `${message} (${cause})` : message
 }
 
 function parseJson(text: string): unknown {

@@ -13,9 +13,7 @@ import {
   type UploadResult,
 } from './client.ts'
 import { UsageError } from '../../src/usage-error/index.ts'
-
-/** The environment variable the admin token is read from (never a flag: flags show up in process lists). */
-export const ADMIN_TOKEN_ENV = 'REWARD_HARNESS_ADMIN_TOKEN'
+import { requireAdminToken } from '../edge/index.ts'
 
 /** Where the admin API is and who is calling it. */
 export interface EdgeConnection {
@@ -35,13 +33,13 @@ export interface DeployOutcome {
 }
 
 /**
- * The admin client for a URL, with the token from {@link ADMIN_TOKEN_ENV}; UsageError when either is unusable.
+ * The admin client for a URL, with the token `requireAdminToken` finds (the environment, or `.dev.vars` for a server
+ * on this machine); UsageError when either is unusable.
  * @example const client = connect({ url: 'http://127.0.0.1:8787', env: process.env })
  */
 export function connect(connection: EdgeConnection): AdminClient {
-  const token = connection.env[ADMIN_TOKEN_ENV]?.trim()
-  if (!token) throw new UsageError(`the admin token is missing: set ${ADMIN_TOKEN_ENV} to the edge's ADMIN_TOKEN`)
-  return new AdminClient({ ...connection.client, baseUrl: checkUrl(connection.url, '--url'), token })
+  const baseUrl = checkUrl(connection.url, '--url')
+  return new AdminClient({ ...connection.client, baseUrl, token: requireAdminToken(baseUrl, connection.env) })
 }
 
 /**

@@ -11,6 +11,9 @@ import { fileURLToPath } from 'node:url'
 import ts from 'typescript'
 
 export const MAX_LINE = 120
+/** README.md and docs/ are read on a screen: prose may run longer than code, tables and commands not much. */
+const MAX_DOC_LINE = 160
+const DOCS = /^(README\.md|docs\/.*\.md)$/
 export const MAX_FUNCTION_LINES = 80
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
@@ -35,11 +38,11 @@ export interface Finding {
  * Lines of `text` longer than {@link MAX_LINE} characters.
  * @example longLines('a.ts', 'x'.repeat(121)) // [{ file: 'a.ts', line: 1, message: 'line of 121 characters' }]
  */
-export function longLines(file: string, text: string): Finding[] {
+export function longLines(file: string, text: string, limit = MAX_LINE): Finding[] {
   return text
     .split('\n')
     .flatMap((line, index) =>
-      line.length > MAX_LINE ? [{ file, line: index + 1, message: `line of ${line.length} characters` }] : [],
+      line.length > limit ? [{ file, line: index + 1, message: `line of ${line.length} characters` }] : [],
     )
 }
 
@@ -112,9 +115,10 @@ function functionName(node: ts.SignatureDeclaration): string {
 export function houseRuleFindings(root: string): Finding[] {
   const files = execFileSync('git', ['ls-files', '-z'], { cwd: root, encoding: 'utf8' })
     .split('\0')
-    .filter((file) => SOURCE.test(file) && !NOT_OURS.some((pattern) => pattern.test(file)))
+    .filter((file) => (SOURCE.test(file) || DOCS.test(file)) && !NOT_OURS.some((pattern) => pattern.test(file)))
   return files.flatMap((file) => {
     const text = readFileSync(`${root}/${file}`, 'utf8')
+    if (DOCS.test(file)) return longLines(file, text, MAX_DOC_LINE)
     const typescript = /\.tsx?$/.test(file) && !file.endsWith('.d.ts')
     const functions =
       typescript && FUNCTION_ROOTS.some((prefix) => file.startsWith(prefix)) ? longFunctions(file, text) : []
@@ -127,8 +131,9 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   for (const { file, line, message } of findings) console.log(`${file}:${line}: ${message}`)
   if (findings.length > 0) {
     console.error(
-      `${findings.length} house-rule finding(s): lines ≤ ${MAX_LINE} characters, functions ≤ ${MAX_FUNCTION_LINES} ` +
-        `lines, imports only from the same or a lower layer (${LAYERS.join(' < ')})`,
+      `${findings.length} house-rule finding(s): lines ≤ ${MAX_LINE} characters (${MAX_DOC_LINE} in README.md and ` +
+        `docs/), functions ≤ ${MAX_FUNCTION_LINES} lines, imports only from the same or a lower layer ` +
+        `(${LAYERS.join(' < ')})`,
     )
     process.exit(1)
   }

@@ -1,11 +1,14 @@
 /**
  * `npm start`: serve the Worker locally on embedded defaults (mock LLM, local D1 and Durable Objects,
  * the default run open). Writes a random ADMIN_TOKEN to .dev.vars on first start, applies the D1
- * migrations, then runs `wrangler dev --local` on 127.0.0.1:$PORT (8787 unless set).
+ * migrations, then runs `wrangler dev --local` on 127.0.0.1:$PORT (8787 unless set). It says one line per thing that
+ * matters: wrangler's banner, update check and binding table are silenced (WRANGLER_HIDE_BANNER, WRANGLER_LOG=info
+ * keeps its request log and its warnings), and the migrations' tables become one count.
  */
 import { spawn, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
 
@@ -13,6 +16,8 @@ const root = fileURLToPath(new URL('../../', import.meta.url))
 const port = process.env.PORT ?? '8787'
 /** The environment wrangler runs in here: no telemetry, no fetch of Cloudflare's request metadata. */
 export const WRANGLER_ENV = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false' }
+/** What `npm start` adds: no banner or update check, and wrangler's `log` level (binding tables, type hints) off. */
+const QUIET_WRANGLER_ENV = { ...WRANGLER_ENV, WRANGLER_HIDE_BANNER: 'true', WRANGLER_LOG: 'info' }
 
 /**
  * Returns the local admin token, creating .dev.vars with a fresh one when it has none.
@@ -35,8 +40,10 @@ export function ensureAdminToken(path: string): { token: string; created: boolea
  */
 export function localAdminToken(): string {
   const { token, created } = ensureAdminToken(`${root}.dev.vars`)
+  // The token itself stays in the file: a console is often shared or recorded.
   console.log(
-    created ? `Wrote a new local admin token to .dev.vars: ${token}` : `Local admin token (from .dev.vars): ${token}`,
+    `${created ? 'A new local admin token was written to' : 'The local admin token is in'} .dev.vars ` +
+      `(read it with: sed -n 's/^ADMIN_TOKEN=//p' .dev.vars)`,
   )
   return token
 }
@@ -67,7 +74,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
       // `npm start -- --inspector-port 9230` and the like reach wrangler dev.
       ...process.argv.slice(2),
     ],
-    { cwd: root, env: WRANGLER_ENV, stdio: 'inherit' },
+    { cwd: root, env: QUIET_WRANGLER_ENV, stdio: 'inherit' },
   )
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => dev.kill(signal))
   dev.on('exit', (code) => process.exit(code ?? 0))
@@ -80,21 +87,40 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   )
     await new Promise((resolve) => setTimeout(resolve, 250))
   console.log(`Serving on http://127.0.0.1:${port} (mock LLM, default run open). Ctrl-C stops.`)
+  console.log(`Dashboard at http://127.0.0.1:${port}/ (try \`npm run simulate -- --steps 3\` first)`)
 }
 
 /**
- * Applies the D1 migrations to the local database (`.wrangler/state` unless `persistTo` names another); exits the
- * process when wrangler fails.
+ * Applies the D1 migrations to the local database (`.wrangler/state` unless `persistTo` names another) in one wrangler
+ * call, said as one line (`Migrations applied: N`); prints wrangler's output and exits the process when it fails.
  * @example applyLocalMigrations()
  */
 export function applyLocalMigrations(persistTo?: string): void {
   const where = persistTo ? ['--persist-to', persistTo] : []
   const migrate = spawnSync('npx', ['wrangler', 'd1', 'migrations', 'apply', 'reward-harness', '--local', ...where], {
     cwd: root,
-    env: WRANGLER_ENV,
-    stdio: ['ignore', 'inherit', 'inherit'],
+    env: { ...QUIET_WRANGLER_ENV, WRANGLER_LOG: 'log', NO_COLOR: '1' },
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'pipe'],
   })
-  if (migrate.status !== 0) process.exit(migrate.status ?? 1)
+  if (migrate.status !== 0) {
+    process.stderr.write(`${migrate.stdout}${migrate.stderr}`)
+    console.error(`npm start: the local D1 migrations failed (wrangler exited with ${migrate.status})`)
+    process.exit(migrate.status ?? 1)
+  }
+  console.log(`Migrations applied: ${appliedMigrations(migrate.stdout)} (${migrationCount()} in migrations/)`)
+}
+
+/**
+ * How many migrations a `wrangler d1 migrations apply` run applied, read from its output.
+ * @example appliedMigrations('? About to apply 7 migration(s)\n…') // 7
+ */
+export function appliedMigrations(output: string): number {
+  return Number(output.match(/About to apply (\d+) migration/)?.[1] ?? 0)
+}
+
+function migrationCount(): number {
+  return readdirSync(join(root, 'migrations')).filter((name) => name.endsWith('.sql')).length
 }
 
 /**

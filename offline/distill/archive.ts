@@ -10,6 +10,8 @@ import type { z } from 'zod'
 import { ArchivedRollout, ArchiveLine, type ArchiveRunLine } from '../../src/schemas/archive.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'
 import { UsageError } from '../../src/usage-error/index.ts'
+import { EdgeNetworkError } from '../deploy/client.ts'
+import { networkReason } from '../edge/index.ts'
 
 /** What an archive holds, in the order it came. */
 export interface ArchiveContents {
@@ -64,9 +66,14 @@ export async function readArchive(source: ArchiveSource): Promise<ArchiveContent
     if (source.fromStep !== undefined) url.searchParams.set('from_step', String(source.fromStep))
     if (source.toStep !== undefined) url.searchParams.set('to_step', String(source.toStep))
     if (after) url.searchParams.set('after', after)
-    const response = await (source.fetch ?? fetch)(url, {
-      headers: { authorization: `Bearer ${source.token}`, accept: 'application/x-ndjson' },
-    })
+    let response: Response
+    try {
+      response = await (source.fetch ?? fetch)(url, {
+        headers: { authorization: `Bearer ${source.token}`, accept: 'application/x-ndjson' },
+      })
+    } catch (error) {
+      throw new EdgeNetworkError('GET', url.pathname, networkReason(error), source.url.replace(/\/+$/, ''))
+    }
     if (!response.ok || !response.body) throw await edgeError(response, source.runId)
     after = await collect(
       createInterface({

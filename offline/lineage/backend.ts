@@ -5,7 +5,7 @@
  * uses this stays cheap.
  */
 import type { Command } from 'commander'
-import type { LineageBackend } from '../../src/lineage/compare.ts'
+import { type LineageBackend, RUN_NOT_RECORDED } from '../../src/lineage/compare.ts'
 import { UsageError } from '../../src/usage-error/index.ts'
 
 /** Where the store is: `db` a SQLite file, `url` an edge (never both). */
@@ -32,10 +32,9 @@ export async function withBackend<T>(
     let backend: LineageBackend
     if (flags.url) {
       if (flags.db) throw new UsageError(`give --db or ${urlFlag}, not both`)
-      const token = process.env.REWARD_HARNESS_ADMIN_TOKEN
-      if (!token) throw new UsageError(`${urlFlag} needs the admin token in REWARD_HARNESS_ADMIN_TOKEN`)
+      const { requireAdminToken } = await import('../edge/index.ts')
       const { edgeLineage } = await import('./http.ts')
-      backend = edgeLineage(flags.url, token)
+      backend = edgeLineage(flags.url, requireAdminToken(flags.url, process.env))
     } else {
       const { openLocalLineage } = await import('./local.ts')
       const opened = openLocalLineage(flags.db)
@@ -51,10 +50,29 @@ export async function withBackend<T>(
     }
     if (error instanceof EdgeLineageError && error.status >= 400 && error.status < 500)
       throw new UsageError(error.message)
+    if (error instanceof UsageError && error.code === RUN_NOT_RECORDED)
+      throw new UsageError(`${error.message} in ${await storeName(flags)}; ${otherStores(urlFlag)}`, {
+        code: error.code,
+      })
     throw error
   } finally {
     close()
   }
+}
+
+/** The store the flags name, in words: the database file's absolute path, or the edge. */
+async function storeName(flags: StoreFlags): Promise<string> {
+  if (flags.url) return `the lineage of the edge at ${flags.url}`
+  const { DEFAULT_LINEAGE_DB } = await import('./local.ts')
+  const { resolve } = await import('node:path')
+  return `the lineage database ${resolve(flags.db ?? DEFAULT_LINEAGE_DB)}`
+}
+
+/** How the command chooses another store (`train` commands also take the env file, which names its database). */
+function otherStores(urlFlag: string): string {
+  return urlFlag === '--lineage-url'
+    ? 'choose another with --db <file>, --env-path <env file> (its recorded database) or --lineage-url <edge>'
+    : 'choose another with --db <file> or --url <edge>'
 }
 
 /**
@@ -84,5 +102,5 @@ export async function readJsonFile(file: string): Promise<unknown> {
 export function storeOptions(command: Command, urlFlag: '--url' | '--lineage-url' = '--url'): Command {
   return command
     .option('--db <file>', 'the local lineage SQLite file (default .reward-harness/lineage.sqlite)')
-    .option(`${urlFlag} <edge>`, "use the edge's /lineage API instead (admin token from REWARD_HARNESS_ADMIN_TOKEN)")
+    .option(`${urlFlag} <edge>`, "use the edge's /lineage API instead (admin token: REWARD_HARNESS_ADMIN_TOKEN)")
 }

@@ -2,6 +2,8 @@
 import type { LineageBackend } from '../../src/lineage/compare.ts'
 import type { LineageChain, RunFilter, RunSummary } from '../../src/lineage/schemas.ts'
 import type { RecordOutcome } from '../../src/lineage/store.ts'
+import { EdgeNetworkError } from '../deploy/client.ts'
+import { networkReason } from '../edge/index.ts'
 
 /** An edge answer other than 2xx: `status` 4xx is refused input (exit 2), anything else a failure (exit 1). */
 export class EdgeLineageError extends Error {
@@ -21,14 +23,19 @@ export class EdgeLineageError extends Error {
 export function edgeLineage(url: string, token: string, fetchImpl: typeof fetch = fetch): LineageBackend {
   const base = url.replace(/\/+$/, '')
   async function request<T>(method: string, path: string, body?: unknown, allow404 = false): Promise<T | undefined> {
-    const response = await fetchImpl(`${base}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${token}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    })
+    let response: Response
+    try {
+      response = await fetchImpl(`${base}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${token}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      })
+    } catch (error) {
+      throw new EdgeNetworkError(method, path, networkReason(error), base)
+    }
     const text = await response.text()
     if (allow404 && response.status === 404) return undefined
     if (!response.ok) {

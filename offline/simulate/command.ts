@@ -5,9 +5,9 @@
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { plural } from '../../src/text/index.ts'
-import { UsageError } from '../../src/usage-error/index.ts'
 import { runSimulation, type SimulationResult } from './loop.ts'
-import { type SimulateOptions, resolveAdminToken } from './options.ts'
+import type { SimulateOptions } from './options.ts'
+import { networkReason, requireAdminToken, unreachableHint } from '../edge/index.ts'
 import { formatStepRow, formatSummary, formatTableHeader, type SimulationSummary, summarize } from './report.ts'
 import { type JudgeSettings, simulationRunConfig } from './scenario.ts'
 
@@ -59,11 +59,7 @@ export async function simulate(
 /** Fails with how to start or point at the server when `url` does not answer `GET /healthz`. */
 async function requireServer(url: string): Promise<void> {
   const unreachable = await reachability(url)
-  if (unreachable)
-    throw new Error(
-      `nothing answers at ${url} (${unreachable}). Start the server with \`npm start\` (it serves on PORT, 8787 by ` +
-        `default) or pass --url http://127.0.0.1:<port>.`,
-    )
+  if (unreachable) throw new Error(`cannot reach the edge at ${url} (${unreachable}). ${unreachableHint(url)}`)
 }
 
 /** Why `url` does not answer `GET /healthz` (undefined when it does). */
@@ -72,8 +68,7 @@ async function reachability(url: string): Promise<string | undefined> {
     const response = await fetch(`${url.replace(/\/+$/, '')}/healthz`, { signal: AbortSignal.timeout(10_000) })
     return response.ok ? undefined : `GET /healthz answered ${response.status}`
   } catch (error) {
-    const cause = (error as { cause?: { code?: string; message?: string } }).cause
-    return cause?.code ?? cause?.message ?? (error as Error).message
+    return networkReason(error)
   }
 }
 
@@ -83,12 +78,7 @@ async function createRunFor(
   io: SimulateIo,
   env: Record<string, string | undefined>,
 ): Promise<{ runId: string; token: string }> {
-  const adminToken = resolveAdminToken(options.adminToken, env)
-  if (!adminToken)
-    throw new UsageError(
-      '--create-run needs the admin token: --admin-token, REWARD_HARNESS_ADMIN_TOKEN, or ADMIN_TOKEN in .dev.vars ' +
-        '(written by npm start)',
-    )
+  const adminToken = options.adminToken ?? requireAdminToken(options.url, env)
   const created = await createSimulationRun(options.url, adminToken, {
     runId: options.runId ?? `sim-${options.seed}-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`,
     judge: options.judge,

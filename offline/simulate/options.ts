@@ -2,13 +2,8 @@
  * The options of `reward-harness simulate`, validated from the flags commander parsed, and where the admin token
  * for `--create-run` comes from.
  */
-import { existsSync, readFileSync } from 'node:fs'
-import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { UsageError } from '../../src/usage-error/index.ts'
 import type { JudgeSettings } from './scenario.ts'
-
-const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url))
 
 /** Validated options of one simulation. */
 export interface SimulateOptions {
@@ -91,25 +86,4 @@ function checkRunCreationFlags(createRun: boolean, judge: JudgeSettings, archive
   if (Object.keys(judge).length > 0)
     throw new UsageError('--judge-* flags configure the run created by --create-run; add --create-run')
   if (archive) throw new UsageError('--archive configures the run created by --create-run; add --create-run')
-}
-
-/**
- * The admin token for `--create-run`: the flag, else REWARD_HARNESS_ADMIN_TOKEN, else ADMIN_TOKEN from
- * `.dev.vars` in the current directory or the repository root (what `npm start` writes).
- * @example resolveAdminToken(undefined, process.env) // 'a1b2…' from .dev.vars
- */
-export function resolveAdminToken(
-  flag: string | undefined,
-  env: Record<string, string | undefined>,
-  searchDirs: readonly string[] = [process.cwd(), REPO_ROOT],
-): string | undefined {
-  if (flag) return flag
-  if (env.REWARD_HARNESS_ADMIN_TOKEN) return env.REWARD_HARNESS_ADMIN_TOKEN
-  for (const dir of searchDirs) {
-    const file = join(dir, '.dev.vars')
-    if (!existsSync(file)) continue
-    const token = readFileSync(file, 'utf8').match(/^\s*ADMIN_TOKEN\s*=\s*"?([^"\n]+?)"?\s*$/m)?.[1]
-    if (token) return token
-  }
-  return undefined
 }

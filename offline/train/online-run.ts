@@ -5,6 +5,7 @@
 import { z } from 'zod'
 import { CreateRunRequest } from '../../src/schemas/run-config.ts'
 import { EdgeHttpError, EdgeNetworkError, EdgeProtocolError } from '../deploy/client.ts'
+import { networkReason } from '../edge/index.ts'
 import { readJsonFile } from '../lineage/backend.ts'
 import { UsageError } from '../../src/usage-error/index.ts'
 
@@ -73,7 +74,7 @@ export async function createOnlineRun(
     })
     text = await response.text()
   } catch (error) {
-    throw new EdgeNetworkError('POST', '/runs', error instanceof Error ? error.message : String(error))
+    throw new EdgeNetworkError('POST', '/runs', networkReason(error, 30_000), baseUrl)
   }
   let json: unknown
   try {

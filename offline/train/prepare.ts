@@ -8,7 +8,8 @@ import path from 'node:path'
 import { LINEAGE_SCHEMA_VERSION, LineageId, TrainingRunManifest } from '../../src/lineage/schemas.ts'
 import type { DeployRecord } from '../../src/schemas/artifact.ts'
 import { type AdminClient, type AdminClientOptions, EdgeHttpError, type RmHealth } from '../deploy/client.ts'
-import { ADMIN_TOKEN_ENV, checkTarget, checkUrl, connect } from '../deploy/run.ts'
+import { checkTarget, checkUrl, connect } from '../deploy/run.ts'
+import { requireAdminToken } from '../edge/index.ts'
 import { withBackend } from '../lineage/backend.ts'
 import { ENV, stageEnvFile } from './env-file.ts'
 import { HandshakeRefusedError } from './errors.ts'
@@ -77,14 +78,12 @@ function parseDatasetRef(text: string | undefined): { id: string; version: strin
  */
 export async function prepareTraining(options: PrepareOptions): Promise<PrepareOutcome> {
   const checked = await checkPrepareInputs(options)
-  const { target, edgeUrl, store, envFile, request } = checked
+  const { target, edgeUrl, store, envFile, request, adminToken } = checked
   const client = connect({ url: edgeUrl, env: options.env, ...(options.client ? { client: options.client } : {}) })
   const { health, deployment } = await handshake(client, target, options.expectArtifact)
   await refuseRecordedRun(store, options.name)
   checkWritable(envFile, options.envFile)
-  const online = request
-    ? await createOnlineRun(edgeUrl, options.env[ADMIN_TOKEN_ENV]!.trim(), request, options.client?.fetch)
-    : undefined
+  const online = request ? await createOnlineRun(edgeUrl, adminToken, request, options.client?.fetch) : undefined
   const rmToken = options.env.RM_TOKEN?.trim() || undefined
   const manifest = trainingManifest(options, checked, health, deployment, online)
   const pending = stageEnvFile(envFile, {
@@ -124,6 +123,7 @@ interface CheckedPrepare {
   store: ReturnType<typeof resolveStore>
   envFile: string
   request: Awaited<ReturnType<typeof readOnlineRunRequest>> | undefined
+  adminToken: string
 }
 
 /** Checks every flag (and reads the online run's config) so a mistake is refused before any request. */
@@ -132,8 +132,7 @@ async function checkPrepareInputs(options: PrepareOptions): Promise<CheckedPrepa
   if (!name.success) throw new UsageError(`--name "${options.name}": ${name.error.issues[0]?.message}`)
   const target = checkTarget(options.target)
   const edgeUrl = checkEdgeUrl(options.url)
-  if (!options.env[ADMIN_TOKEN_ENV]?.trim())
-    throw new UsageError(`the admin token is missing: set ${ADMIN_TOKEN_ENV} to the edge's ADMIN_TOKEN`)
+  const adminToken = requireAdminToken(edgeUrl, options.env)
   const dataset = parseDatasetRef(options.dataset)
   const trainer = nonEmpty(options.trainer, '--trainer')
   const model = nonEmpty(options.model, '--model')
@@ -141,7 +140,7 @@ async function checkPrepareInputs(options: PrepareOptions): Promise<CheckedPrepa
   const envFile = path.resolve(options.envFile)
   const request =
     options.onlineRun === undefined ? undefined : await readOnlineRunRequest(options.onlineRun, options.name)
-  return { target, edgeUrl, dataset, trainer, model, store, envFile, request }
+  return { target, edgeUrl, dataset, trainer, model, store, envFile, request, adminToken }
 }
 
 /** A training run id is recorded once: a second prepare under the same name is refused. */
@@ -239,7 +238,7 @@ async function handshake(
   })
   if (list.deployments.length === 0) throw unknown('it has no deployments')
   const health = await client.health(target).catch((error: unknown) => {
-    throw error instanceof EdgeHttpError && (error.status === 404 || error.code === 'no_active_artifact')
+    throw error instanceof EdgeHttpError && error.status === 404
       ? unknown(`${error.method} ${error.path} → ${error.status} ${error.code}`)
       : error
   })

@@ -2,7 +2,7 @@
  * `train show`: a training run's chain (artifact → deployment → training run → result → evals) from lineage, plus
  * what the state file knows of its trainer when the env file is given (a run not finalized yet shows there).
  */
-import { resolveRunRef } from '../../src/lineage/compare.ts'
+import { resolveRunRef, RUN_NOT_RECORDED } from '../../src/lineage/compare.ts'
 import type { LineageChain } from '../../src/lineage/schemas.ts'
 import { withBackend } from '../lineage/backend.ts'
 import { ENV, readEnvFile, type TrainEnv } from './env-file.ts'
@@ -36,7 +36,7 @@ export async function showTraining(options: ShowOptions): Promise<ShowOutcome> {
     async (backend) => {
       if (ref !== 'latest') return resolveRunRef(backend, ref)
       const [newest] = await backend.listRuns({ limit: 1 })
-      if (!newest) throw new UsageError('"latest": no training run is recorded in this store')
+      if (!newest) throw new UsageError('"latest": no training run is recorded', { code: RUN_NOT_RECORDED })
       return resolveRunRef(backend, newest.run_id)
     },
     '--lineage-url',

@@ -24,8 +24,8 @@ const ERROR_STATUS = {
   deployment_conflict: 409,
   /** An openai-backend artifact without a usable endpoint (deployment `llm` or `RM_LLM_BASE_URL`). */
   llm_not_configured: 400,
-  /** `/rm/<target>/…` on a target with no active artifact. */
-  no_active_artifact: 503,
+  /** `/rm/<target>/…` on a target nothing was ever deployed to. */
+  target_not_found: 404,
   /** The artifact has neither a rubric for the prompt id nor a `__default__` one. */
   prompt_not_found: 404,
   /**

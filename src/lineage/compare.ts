@@ -170,6 +170,9 @@ export function checkRegression(
   }
 }
 
+/** The code of the UsageError for a run the store does not hold; the CLI adds which store it read. */
+export const RUN_NOT_RECORDED = 'run_not_recorded'
+
 /**
  * Resolves a run reference: an id, or `latest` = the run started last in time (not the last id in string order),
  * among runs with at least one eval, skipping `exclude` (the other side of a comparison).
@@ -178,7 +181,7 @@ export function checkRegression(
 export async function resolveRunRef(backend: LineageBackend, ref: string, exclude?: string): Promise<LineageChain> {
   if (ref !== 'latest') {
     const chain = await backend.chain(ref)
-    if (!chain) throw new UsageError(`no training run "${ref}" is recorded`)
+    if (!chain) throw new UsageError(`no training run "${ref}" is recorded`, { code: RUN_NOT_RECORDED })
     return chain
   }
   for (const run of await backend.listRuns({ limit: 1000 })) {
@@ -186,7 +189,9 @@ export async function resolveRunRef(backend: LineageBackend, ref: string, exclud
     const chain = await backend.chain(run.run_id)
     if (chain && chain.evals.length > 0) return chain
   }
-  throw new UsageError(`"latest": no recorded run with evals${exclude ? ` other than "${exclude}"` : ''}`)
+  throw new UsageError(`"latest": no recorded run with evals${exclude ? ` other than "${exclude}"` : ''}`, {
+    code: RUN_NOT_RECORDED,
+  })
 }
 
 /** Per artifact: its latest succeeded run (by time) and that run's latest eval per benchmark. */

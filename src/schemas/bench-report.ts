@@ -63,7 +63,13 @@ export const BenchReport = z.object({
   bootstrap: z.number(),
   overall: BenchMetrics,
   groups: z.record(z.string(), BenchMetrics),
-  failures: z.object({ count: z.number(), items: z.number(), examples: z.array(BenchFailure) }),
+  failures: z.object({
+    count: z.number(),
+    items: z.number(),
+    examples: z.array(BenchFailure),
+    /** Each distinct error once with how many candidates it failed, most first (absent in older reports). */
+    by_error: z.array(z.object({ error: z.string(), count: z.number() })).optional(),
+  }),
   scores: z.array(
     z.object({
       prompt_id: z.string(),

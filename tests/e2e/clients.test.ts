@@ -18,14 +18,18 @@ const ROOT = path.join(import.meta.dirname, '../..')
 const PYTHON_DIR = path.join(ROOT, 'clients/python')
 
 /**
- * The README's curl example for `POST /score` on the default run, and the answer it documents on the next line.
- * Read from README.md so the test fails when the README drifts from what the Worker does.
+ * The README's curl example for `POST /score` on the default run (its lines up to the `# →` line), and the answer it
+ * documents on that line. Read from README.md so the test fails when the README drifts from what the Worker does.
  */
 async function readmeScoreExample(): Promise<{ command: string; documented: string }> {
   const lines = (await readFile(path.join(ROOT, 'README.md'), 'utf8')).split('\n')
-  const index = lines.findIndex((line) => /^curl\b.*\/score\b.*-d '\{/.test(line) && !/authorization/i.test(line))
-  expect(index, "README.md has a `curl … /score … -d '{…}'` example for the default run").toBeGreaterThanOrEqual(0)
-  return { command: lines[index]!, documented: lines[index + 1]?.match(/^#\s*→\s*(.*)$/)?.[1] ?? '' }
+  const index = lines.findIndex((line) => /^curl\b.*\/score\b/.test(line) && !/authorization/i.test(line))
+  expect(index, 'README.md has a `curl … /score …` example for the default run').toBeGreaterThanOrEqual(0)
+  const answer = lines.findIndex((line, at) => at > index && /^#\s*→/.test(line))
+  return {
+    command: lines.slice(index, answer).join('\n'),
+    documented: lines[answer]?.match(/^#\s*→\s*(.*)$/)?.[1] ?? '',
+  }
 }
 
 let dev: WranglerDev
@@ -66,7 +70,7 @@ describe('curl', () => {
       .replaceAll('127.0.0.1:8787', new URL(dev.baseUrl).host)
     const { stdout } = await run('sh', ['-c', local], { timeout: 30_000 })
     const result = JSON.parse(stdout)
-    const sent = JSON.parse(command.match(/-d '(\{.*\})'/)![1]!)
+    const sent = JSON.parse(command.match(/-d '(\{[\s\S]*\})'/)![1]!)
     expect(result.score).toBeGreaterThanOrEqual(0)
     expect(result.score).toBeLessThanOrEqual(1)
     expect(Number.isInteger(result.rubric_version) && result.rubric_version >= 1).toBe(true)

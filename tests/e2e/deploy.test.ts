@@ -246,6 +246,8 @@ describe('search → export → deploy → score, rollback, history (wrangler de
     const unconfigured = await cli(['deploy', '--artifact', openaiFile, '--target', TARGET, '--url', dev.baseUrl])
     expect(unconfigured.code, unconfigured.err).toBe(2)
     expect(unconfigured.err).toContain('400 llm_not_configured')
+    // The edge's message names its API field; the CLI adds the flags that do the same.
+    expect(unconfigured.err).toContain('hint: with the CLI, name the judge at deploy: --llm-base-url')
 
     const rollback = await cli(['rollback', '--target', 'empty-target', '--url', dev.baseUrl])
     expect(rollback.code).toBe(2)

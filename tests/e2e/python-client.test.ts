@@ -104,7 +104,7 @@ print(json.dumps(out))
     expect(good).toMatchObject({ index: 0, ok: true, rubric_id: 'r_math', score: out.math.score })
     expect(bad).toMatchObject({ index: 1, ok: false, prompt_id: 'p_math', error_code: 'invalid_request' })
     expect(fallback).toMatchObject({ index: 2, ok: true, fallback_rubric: true })
-    expect(out.undeployed).toEqual({ status: 503, code: 'no_active_artifact' })
+    expect(out.undeployed).toEqual({ status: 404, code: 'target_not_found' })
   })
 })
 
@@ -148,7 +148,7 @@ print(json.dumps(out))
     expect(out.group.run_id).toBe('default')
   })
 
-  it("runs the module docstring's verl compute_score and TRL reward function as written", async () => {
+  it("runs the module docstring's verl compute_score and its TRL recipe (recipes/trl_reward.py)", async () => {
     const code = `
 import json, os, sys, textwrap
 import reward_harness_client
@@ -166,7 +166,9 @@ while i < len(lines):
         i += 1
 scope = {}
 exec(next(b for b in blocks if "def compute_score" in b), scope)
-exec(next(b for b in blocks if "def rubric_reward" in b), scope)
+exec(next(b for b in blocks if "import rubric_reward" in b), scope)
+# The one TRL recipe: the docstring points at recipes/trl_reward.py (groups scored concurrently), not a copy.
+assert scope["rubric_reward"].__module__ == "trl_reward", scope["rubric_reward"].__module__
 verl = [
     scope["compute_score"]("math", "2 + 2 = 4", "4", {"prompt_id": "p_math", "question": "What is 2+2?", "index": 3}),
     scope["compute_score"]("math", "blue", "blue", {"question": "Name a colour."}),

@@ -55,7 +55,7 @@ describe('npm run serve', () => {
     })
     expect(scored.status, JSON.stringify(scored.body)).toBe(200)
     expect(scored.body.score).toBeGreaterThanOrEqual(0)
-    expect((await callJson(`${baseUrl}/rm/serve/healthz`)).body.error.code).toBe('no_active_artifact')
+    expect((await callJson(`${baseUrl}/rm/serve/healthz`)).body.error.code).toBe('target_not_found')
 
     const cli = (args: string[]) =>
       runRewardHarness(args, { REWARD_HARNESS_ADMIN_TOKEN: ADMIN_TOKEN, USER: 'e2e' }, 60_000)

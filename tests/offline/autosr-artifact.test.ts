@@ -609,6 +609,8 @@ describe('deploy of an autosr file', () => {
     expect((await readDeployableArtifact(rmFile)).converted_from).toBeUndefined()
 
     vi.stubEnv('REWARD_HARNESS_ADMIN_TOKEN', '')
+    // A loopback URL would read this checkout's .dev.vars: name one that does not exist.
+    vi.stubEnv('REWARD_HARNESS_DEV_VARS', join(tmpdir(), 'rh-no-such-dir', '.dev.vars'))
     try {
       const deploy = ['deploy', '--target', 'prod', '--url', 'http://127.0.0.1:9', '--artifact']
       const converted = await runCli(...deploy, file)

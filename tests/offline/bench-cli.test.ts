@@ -193,7 +193,7 @@ describe('reward-harness bench', () => {
               .writeHead(200, { 'content-type': 'application/json' })
               .end(JSON.stringify({ status: 'ok', artifact_kind: 'library' }))
           else if (request.url === '/rm/broken/healthz')
-            response.writeHead(503).end('{"error":{"code":"no_active_artifact"}}')
+            response.writeHead(404).end('{"error":{"code":"target_not_found","message":"no target"}}')
           else response.writeHead(404).end('{}')
           return
         }
@@ -373,11 +373,14 @@ describe('reward-harness bench', () => {
       )
       expect(requests.length).toBe(before)
       expect(report.failures.count).toBe(8)
-      expect(report.failures.examples[0]!.error).toMatch(/\/rm\/broken\/healthz: HTTP 503/)
+      expect(report.failures.examples[0]!.error).toMatch(/\/rm\/broken\/healthz: HTTP 404: .*target_not_found/)
       const plain = await run('bench', '--dataset', `${FIXTURES}/llmbar.json`, '--scorer', `url:${base}#broken`)
       expect(plain.code).toBe(3)
+      // Eight candidates failed the same way: one line with the count, not eight copies.
+      expect(plain.out).toContain('failures (8, by error):\n  8× ')
+      expect(plain.out.match(/\/rm\/broken\/healthz/g)).toHaveLength(1)
       expect(plain.err).toMatch(
-        /^bench: none of the 8 candidates could be scored; the first failure: .*\/rm\/broken\/healthz: HTTP 503.*\n$/,
+        /^bench: none of the 8 candidates could be scored; the first failure: .*\/rm\/broken\/healthz: HTTP 404.*\n$/,
       )
     })
 

@@ -52,6 +52,10 @@ describe('reward-harness (in process)', () => {
       expect(help.out).toContain(`Usage: reward-harness ${path.join(' ')}`)
     }
     expect((await run('help', 'datasets')).out).toContain('Usage: reward-harness datasets')
+    // Which way the labels go, where a data person looks first.
+    expect((await run('datasets', '--help')).out).toContain(
+      'Labels: rank 1 is the best candidate of its prompt (2 the next best, and so on); a higher quality is better.',
+    )
     expect(await run('--version')).toMatchObject({ code: 0, out: `${VERSION}\n` })
   })
 

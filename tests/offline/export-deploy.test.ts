@@ -316,11 +316,16 @@ describe('deploy, rollback, deployments against a stub edge', () => {
   }, 30_000)
 
   it('needs the admin token (exit 2), reports a refused token (exit 2) and an unreachable edge (exit 1)', async () => {
+    const noDevVars = join(mkdtempSync(join(tmpdir(), 'rh-devvars-')), '.dev.vars')
     const missing = await cli(['deployments', '--target', 'prod', '--url', stub.url], {
       REWARD_HARNESS_ADMIN_TOKEN: undefined,
+      REWARD_HARNESS_DEV_VARS: noDevVars,
     })
     expect(missing.code).toBe(2)
-    expect(missing.err).toContain('the admin token is missing: set REWARD_HARNESS_ADMIN_TOKEN')
+    // A server on this machine: it names the .dev.vars it looked in and how to get one.
+    expect(missing.err).toContain(`the admin token is missing: REWARD_HARNESS_ADMIN_TOKEN is unset and no ADMIN_TOKEN`)
+    expect(missing.err).toContain(noDevVars)
+    expect(missing.err).toContain('npm start')
     const wrong = await cli(['deployments', '--target', 'prod', '--url', stub.url], {
       REWARD_HARNESS_ADMIN_TOKEN: 'nope',
     })
@@ -345,7 +350,7 @@ describe('deploy, rollback, deployments against a stub edge', () => {
     expect(JSON.parse(down.err).error).toMatchObject({
       kind: 'failure',
       code: 'network_error',
-      message: expect.stringContaining('cannot reach the edge: POST /admin/artifacts'),
+      message: expect.stringContaining(`cannot reach the edge at http://127.0.0.1:${port} (POST /admin/artifacts`),
     })
     for (const args of [
       ['deployments', '--target', 'Prod!', '--url', stub.url],
@@ -371,6 +376,29 @@ describe('deploy, rollback, deployments against a stub edge', () => {
     }
     expect(stub.requests).toEqual([])
   }, 60_000)
+
+  it('takes the admin token from .dev.vars for a server on this machine, never for a remote one', async () => {
+    const devVars = join(mkdtempSync(join(tmpdir(), 'rh-devvars-')), '.dev.vars')
+    writeFileSync(devVars, `OTHER=1\nADMIN_TOKEN=${TOKEN}\n`)
+    const local = await cli(['deployments', '--target', 'prod', '--url', stub.url], {
+      REWARD_HARNESS_ADMIN_TOKEN: undefined,
+      REWARD_HARNESS_DEV_VARS: devVars,
+    })
+    expect(local.code, local.err).toBe(0)
+    expect(stub.requests.map((request) => request.auth)).toEqual([`Bearer ${TOKEN}`])
+    const remote = await cli(['deployments', '--target', 'prod', '--url', 'https://rm.example.invalid'], {
+      REWARD_HARNESS_ADMIN_TOKEN: undefined,
+      REWARD_HARNESS_DEV_VARS: devVars,
+    })
+    expect(remote.code).toBe(2)
+    expect(remote.err).toContain('set REWARD_HARNESS_ADMIN_TOKEN to the ADMIN_TOKEN of https://rm.example.invalid')
+    // The environment wins over the file.
+    const refused = await cli(['deployments', '--target', 'prod', '--url', stub.url], {
+      REWARD_HARNESS_ADMIN_TOKEN: 'from-env',
+      REWARD_HARNESS_DEV_VARS: devVars,
+    })
+    expect(refused.err).toContain('the edge refused the admin token')
+  }, 30_000)
 
   it('retries 429 and 503 (with a note), never a 500', async () => {
     stub.faults.set('/admin/artifacts', [{ status: 429, retryAfter: '0' }, { status: 503 }])

@@ -210,7 +210,9 @@ describe('deployments and the RM surface', () => {
   it('deploys: 201 DeployRecord, and healthz names the artifact as the reference server does', async () => {
     const target = freshTarget()
     const artifact = await uploaded({ note: 'health' })
-    expectError(await healthz(target), 503, 'no_active_artifact')
+    const unknown = await healthz(target)
+    expectError(unknown, 404, 'target_not_found')
+    expect(unknown.json.error.message).toContain(`reward-harness deploy --artifact <file> --target ${target}`)
     const res = await deploy(target, { artifact_id: artifact.artifact_id, deployed_by: 'alice' })
     expect(res.status).toBe(201)
     expect(DeployRecord.parse(res.json)).toEqual(res.json)
@@ -449,6 +451,25 @@ describe('deployments and the RM surface', () => {
     expect((await rollback(target)).json.artifact_id).toBe(first.artifact_id)
   })
 
+  it('rolls back to the previous deployment: a redeploy with a bad judge goes back to the judge before', async () => {
+    const target = freshTarget()
+    const artifact = await uploaded({ note: 'bad-judge' })
+    await deploy(target, { artifact_id: artifact.artifact_id })
+    const badJudge = { base_url: 'http://127.0.0.1:9/v1', model: 'bad-judge' }
+    expect((await deploy(target, { artifact_id: artifact.artifact_id, llm: badJudge })).status).toBe(201)
+    expect((await healthz(target)).json.judge).toMatchObject({ backend: 'openai', model: 'bad-judge' })
+    expectError(await score(target, 'p_math'), 503, 'llm_unavailable')
+
+    const back = await rollback(target)
+    expect(back.status, JSON.stringify(back.json)).toBe(201)
+    expect(back.json).toMatchObject({ artifact_id: artifact.artifact_id, action: 'rollback' })
+    expect((await healthz(target)).json.judge.backend).toBe('mock')
+    expect((await score(target, 'p_math')).status).toBe(200)
+    // And a second rollback undoes it: the bad judge again.
+    expect((await rollback(target)).status).toBe(201)
+    expect((await healthz(target)).json.judge).toMatchObject({ model: 'bad-judge' })
+  })
+
   it('409 nothing_to_roll_back on a fresh target and after a first deployment, changing nothing', async () => {
     const target = freshTarget()
     expectError(await rollback(target), 409, 'nothing_to_roll_back')
@@ -632,7 +653,11 @@ describe('who may call', () => {
     }
     expectError(await send(`/rm/${target}/healthz`), 401, 'unauthorized')
     expectError(await send(`/rm/${target}/healthz`, run.token), 403, 'forbidden')
-    expectError(await send(`/rm/${target}/healthz`, 'not-the-rm-token'), 401, 'unauthorized')
+    const wrong = await send(`/rm/${target}/healthz`, 'not-the-rm-token')
+    expectError(wrong, 401, 'unauthorized')
+    // /rm takes no run tokens, so the refusal does not talk about runs; it says which tokens would do.
+    expect(wrong.json.error.message).not.toMatch(/any run/)
+    expect(wrong.json.error.message).toContain('RM token')
     expect((await send(`/rm/${target}/healthz`, 'rm-secret-token')).status).toBe(200)
     expect((await send(`/rm/${target}/healthz`, ADMIN_TOKEN)).status).toBe(200)
     // The RM token opens /rm/* only.

@@ -249,7 +249,7 @@ const ROUTES: RouteRow[] = [
     path: '/rm/:target/healthz',
     auth: 'rm: open locally, else admin or RM_TOKEN',
     note:
-      'a well-formed target with nothing deployed is 503 no_active_artifact: ' +
+      'a well-formed target with nothing deployed is 404 target_not_found: ' +
       'a health check must fail when nothing serves',
   },
   {
@@ -825,8 +825,8 @@ describe('ids that look like paths never reach anything', () => {
           expect(res.status, path).toBe(200)
           expect(res.json.deployments).toEqual([])
         } else if (row.path === '/rm/:target/healthz' && TargetName.safeParse(decoded).success) {
-          expect(res.status, path).toBe(503)
-          expect(res.json.error.code).toBe('no_active_artifact')
+          expect(res.status, path).toBe(404)
+          expect(res.json.error.code).toBe('target_not_found')
         } else {
           expectClientError(res, `GET ${path}`)
         }

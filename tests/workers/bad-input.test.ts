@@ -100,6 +100,23 @@ describe('bad input gets a clear 4xx and changes nothing', () => {
     expectError(await call('GET', '/nope'), 404, 'not_found')
   })
 
+  it('suggests the nearest route on a 404 when one is a few edits away, and none when nothing is close', async () => {
+    const cases: Array<[method: 'GET' | 'POST', path: string, suggestion: string | undefined]> = [
+      ['GET', '/rubric_stats', 'GET /rubric_status or GET /rubrics/stats\\?'],
+      ['GET', '/runs/default/rubricstats', 'GET /runs/default/rubrics/stats'],
+      ['GET', '/rubric_statsu', 'GET /rubric_status'],
+      ['GET', '/score', 'POST /score'],
+      ['GET', '/rm/prod/health', 'GET /rm/prod/healthz'],
+      ['GET', '/nothing-like-any-route-here', undefined],
+    ]
+    for (const [method, path, suggestion] of cases) {
+      const res = await call(method, path, method === 'POST' ? { body: {} } : {})
+      expectError(res, 404, 'not_found')
+      if (suggestion) expect(res.json.error.message, path).toMatch(new RegExp(`; did you mean (.* or )?${suggestion}`))
+      else expect(res.json.error.message, path).not.toContain('did you mean')
+    }
+  })
+
   it('refuses a run config that would not work, naming the field', async () => {
     const empty = await call('POST', '/runs', { token: ADMIN_TOKEN, body: { config: {} } })
     expectError(empty, 400, 'invalid_request')

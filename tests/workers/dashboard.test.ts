@@ -66,6 +66,9 @@ function expectLoginPage(result: Page) {
   expect(result.status).toBe(401)
   expect(result.headers.get('content-type')).toMatch(/text\/html/)
   expect(result.html).toContain('action="/dashboard/login"')
+  // It says what the cookie holds: a session id, not the token.
+  expect(result.html).toContain('this browser gets only a session id')
+  expect(result.html).not.toContain('The token stays in this browser')
   expect(result.html).not.toContain('data-run-title')
   expect(result.html).not.toContain('data-chart')
 }

@@ -6,8 +6,9 @@
  * - Deploy: `previous_artifact_id` = the active artifact, or null on a fresh target. Re-deploying the active artifact
  *   (say, to point it at another endpoint) keeps the active deployment's `previous_artifact_id`, so it never names
  *   itself and a rollback still has somewhere to go.
- * - Rollback: re-activates the active deployment's `previous_artifact_id` with the endpoint it was last deployed
- *   with; its record's `previous_artifact_id` is the artifact rolled back from, so a second rollback undoes the first.
+ * - Rollback: re-activates the previous *deployment*, artifact and judge together: the newest earlier record that
+ *   served something else, so a redeploy of the same artifact with a bad judge can be rolled back. Its record's
+ *   `previous_artifact_id` is the artifact rolled back from, and a second rollback undoes the first.
  */
 import { z } from 'zod'
 import { artifactOrigin, TargetName, type AnyRmArtifact, type DeployRecord } from '../../src/schemas/artifact.ts'
@@ -16,7 +17,7 @@ import { strict } from '../../src/schemas/strict.ts'
 import type { Env } from '../env.ts'
 import { randomHex } from '../runs/store.ts'
 import { DeploymentLlm, resolveEndpoint } from './llm.ts'
-import { activeDeployment, appendDeployment, lastLlmOf, loadArtifact, type StoredDeployment } from './store.ts'
+import { activeDeployment, appendDeployment, loadArtifact, previousDeployment, type StoredDeployment } from './store.ts'
 
 /** Reads of the active deployment before giving up on a target that other deploys keep changing. */
 const DEPLOY_ATTEMPTS = 5
@@ -81,29 +82,31 @@ export async function deployArtifact(env: Env, target: string, request: DeployRe
 }
 
 /**
- * Re-activates the artifact the target's active deployment replaced; 409 `nothing_to_roll_back` when there is none.
+ * Re-activates the deployment (artifact and judge) before the target's active one; 409 `nothing_to_roll_back` when
+ * there is none.
  * @example const record = await rollbackTarget(env, 'prod', { deployed_by: 'alice' }) // record.action === 'rollback'
  */
 export async function rollbackTarget(env: Env, target: string, request: RollbackRequest): Promise<DeployRecord> {
   for (let attempt = 1; attempt <= DEPLOY_ATTEMPTS; attempt++) {
     const active = await activeDeployment(env.DB, target)
     if (!active) throw new AppError('nothing_to_roll_back', `target "${target}" has never been deployed`)
-    const previousId = active.previous_artifact_id
-    if (previousId === null)
+    const previous = await previousDeployment(env.DB, active)
+    if (!previous)
       throw new AppError(
         'nothing_to_roll_back',
-        `the active deployment of "${target}" (${active.artifact_id}) has no previous artifact`,
+        `target "${target}" has served only its active deployment (${active.artifact_id} with this judge): ` +
+          'there is no earlier one to go back to',
       )
-    const artifact = await loadArtifact(env.DB, previousId)
-    if (!artifact) throw new AppError('artifact_not_found', `the previous artifact "${previousId}" is no longer stored`)
-    const llm = await lastLlmOf(env.DB, target, previousId)
-    resolveEndpoint(env, artifact, llm)
+    const artifact = await loadArtifact(env.DB, previous.artifact_id)
+    if (!artifact)
+      throw new AppError('artifact_not_found', `the previous artifact "${previous.artifact_id}" is no longer stored`)
+    resolveEndpoint(env, artifact, previous.llm)
     const record: DeployRecord = {
       ...recordBase(target, artifact, request.deployed_by),
       action: 'rollback',
       previous_artifact_id: active.artifact_id,
     }
-    if (await appendDeployment(env.DB, record, llm, active.seq)) return record
+    if (await appendDeployment(env.DB, record, previous.llm, active.seq)) return record
   }
   throw conflict(target)
 }

@@ -8,7 +8,7 @@
  *   so two concurrent deploys cannot both claim the same `previous_artifact_id`, and a failure changes nothing.
  */
 import { LRUCache } from 'lru-cache'
-import { and, desc, eq } from 'drizzle-orm'
+import { and, desc, eq, lt } from 'drizzle-orm'
 import { drizzle } from 'drizzle-orm/d1'
 import { rmArtifactRubrics, rmArtifacts, rmDeployments } from '../../src/db/schema.ts'
 import { AnyRmArtifact, artifactOrigin, verifyArtifactId, type DeployRecord } from '../../src/schemas/artifact.ts'
@@ -149,6 +149,9 @@ export async function servingDeployment(db: D1Database, target: string): Promise
   return deployment ?? undefined
 }
 
+/** Earlier records a rollback looks through for one that served something else (redeploys of the same pair). */
+const PREVIOUS_SCAN = 100
+
 /**
  * A target's active deployment (its newest record), or undefined when nothing was ever deployed there.
  * One indexed D1 read, never cached: what deploy, rollback and the admin routes read.
@@ -181,18 +184,23 @@ export async function listDeployments(db: D1Database, target: string, limit: num
 }
 
 /**
- * The endpoint the newest deployment of `artifactId` on `target` used, so a rollback serves it the same way.
- * @example const llm = await lastLlmOf(env.DB, 'prod', previousId)
+ * The deployment a rollback of `active` returns to: the newest earlier record of the target that served something
+ * else (another artifact, or the same artifact with another judge), or undefined when there is none.
+ * @example const previous = await previousDeployment(env.DB, active)
  */
-export async function lastLlmOf(db: D1Database, target: string, artifactId: string): Promise<DeploymentLlm | null> {
-  const row = await drizzle(db)
-    .select({ llm: rmDeployments.llm })
+export async function previousDeployment(
+  db: D1Database,
+  active: StoredDeployment,
+): Promise<StoredDeployment | undefined> {
+  const rows = await drizzle(db)
+    .select()
     .from(rmDeployments)
-    .where(and(eq(rmDeployments.target, target), eq(rmDeployments.artifactId, artifactId)))
+    .where(and(eq(rmDeployments.target, active.target), lt(rmDeployments.seq, active.seq)))
     .orderBy(desc(rmDeployments.seq))
-    .limit(1)
-    .get()
-  return (row?.llm as DeploymentLlm | null | undefined) ?? null
+    .limit(PREVIOUS_SCAN)
+    .all()
+  const serving = JSON.stringify(active.llm)
+  return rows.map(toStored).find((row) => row.artifact_id !== active.artifact_id || JSON.stringify(row.llm) !== serving)
 }
 
 /**

@@ -79,7 +79,7 @@ function bearerToken(header: string | undefined): string | undefined {
 
 /**
  * The token of an `Authorization: Basic …` header value: its password, else its user name. Python's requests and
- * aiohttp send one for a URL with credentials (`https://:<token>@host/…`), which keeps the token out of the path.
+ * aiohttp send one for a URL with credentials (`https://x:<token>@host/…`), which keeps the token out of the path.
  * @example basicToken(`Basic ${btoa(':rh_abc')}`) // 'rh_abc'
  */
 function basicToken(header: string | undefined): string | undefined {
@@ -136,7 +136,11 @@ async function identifyToken(env: AppEnv['Bindings'], token: string): Promise<Pr
   if (env.RM_TOKEN && digestsEqual(presented, await secretDigest(env.RM_TOKEN)))
     return { kind: 'anonymous', rmTokenHash: tokenHash }
   const runId = await runForTokenHash(env.DB, tokenHash)
-  if (!runId) throw new AppError('unauthorized', 'the bearer token is not valid for any run (unknown, or revoked)')
+  if (!runId)
+    throw new AppError(
+      'unauthorized',
+      'the token is not the admin token, the RM token or a live run token (unknown, or revoked)',
+    )
   return { kind: 'run', runId, tokenHash }
 }
 

@@ -31,7 +31,7 @@ export const RmBatchRequest = z.object({ items: z.array(z.unknown()).max(MAX_BAT
  * `SERVING_DEPLOYMENT_TTL_MS` (2 s), so a deploy or rollback applies within seconds everywhere and at once through the
  * isolate that made it; the parsed artifact, its judge and its model are resolved once per deployment.
  * - `GET /rm/<target>/healthz` → `{status: "ok", artifact_id, source_session_id, schema_version, rm_api_version,
- *   target, deploy_id}`; 503 `no_active_artifact` before any deployment.
+ *   target, deploy_id}`; 404 `target_not_found` before any deployment.
  * - `POST /rm/<target>/score` `{prompt_id, prompt, candidate: {candidate_id, text, source?, metadata?}}` →
  *   `{request_id, artifact_id, prompt_id, candidate_id, score, rubric_id, fallback_rubric, grade_max, criteria,
  *   majority_grades, vote_scores, per_vote_grades, variance, all_na, latency_ms}`; 404 `prompt_not_found` only when
@@ -167,15 +167,17 @@ const servings = new WeakMap<StoredDeployment, Serving>()
 
 /**
  * The target's active deployment (cached per isolate for seconds: `servingDeployment`) with its artifact, judge and
- * model resolved once; 503 `no_active_artifact` when nothing is deployed there.
+ * model resolved once; 404 `target_not_found` when nothing was ever deployed there.
  */
 async function servingArtifact(env: Env, rawTarget: string | undefined): Promise<Serving> {
   const target = parseTarget(rawTarget)
   const deployment = await servingDeployment(env.DB, target)
   if (!deployment) {
     throw new AppError(
-      'no_active_artifact',
-      `target "${target}" has no active artifact: deploy one with POST /admin/targets/${target}/deployments`,
+      'target_not_found',
+      `no target "${target}": nothing was ever deployed there. Deploy an artifact to it with ` +
+        `\`reward-harness deploy --artifact <file> --target ${target} --url <this edge>\` ` +
+        `(or POST /admin/targets/${target}/deployments)`,
     )
   }
   const known = servings.get(deployment)

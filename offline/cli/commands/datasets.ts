@@ -40,7 +40,8 @@ quality?}}]}]}
   LLMBar      [{input, output_1, output_2, label: 1 | 2}]
   JudgeBench  {pair_id?, source?, question, response_A, response_B, label: "A>B" | "B>A"} per line, or an array
   pairs       {id?, prompt, chosen, rejected} per line, or an array
-Pairs become prompts with two candidates "<id>-a" and "<id>-b", ranked 1 and 2.`,
+Labels: rank 1 is the best candidate of its prompt (2 the next best, and so on); a higher quality is better.
+Pairs become prompts with two candidates "<id>-a" and "<id>-b", ranked 1 (the chosen or labelled-better one) and 2.`,
     )
 
   withInputOptions(

@@ -9,13 +9,15 @@ import { finiteNumber, integer } from '../../search/options.ts'
 import type { CliContext } from '../program.ts'
 import type { JudgeSpec } from '../../distill/judges.ts'
 import { UsageError } from '../../../src/usage-error/index.ts'
+import { adminTokenFor } from '../../edge/index.ts'
 
 const HELP_AFTER = `
 Input (one of):
   --archive <file.ndjson>        a local archive: the lines GET /runs/<id>/archive answers (a "run" line, "rubrics"
                                  lines, one line per scored rollout)
   --url <edge> --run-id <id>     fetch the run's archive from the edge (the run needs "archive": true); the token is
-                                 --token, else REWARD_HARNESS_TOKEN (the run's), else REWARD_HARNESS_ADMIN_TOKEN
+                                 --token, else REWARD_HARNESS_TOKEN (the run's), else REWARD_HARNESS_ADMIN_TOKEN,
+                                 else (a server on this machine) ADMIN_TOKEN from .dev.vars
 
 Denoising: each rollout of a prompt with at least two distinct responses (identical responses merge) is judged
 --repeats times by every --judge (repeat r samples with seed --seed + r), with the run's own rubric version, scale,
@@ -82,10 +84,7 @@ export function register(program: Command, cli: CliContext): void {
     .option('--archive <file>', 'a local archive (NDJSON)')
     .option('--url <edge>', 'fetch the archive from this edge')
     .option('--run-id <id>', 'the run whose archive --url fetches')
-    .option(
-      '--token <token>',
-      'bearer token for --url (default: REWARD_HARNESS_TOKEN, else REWARD_HARNESS_ADMIN_TOKEN)',
-    )
+    .option('--token <token>', 'bearer token for --url (default: REWARD_HARNESS_TOKEN, else the admin token)')
     .addOption(new Option('--from-step <n>', 'first step to read (--url)').argParser(integer(0)))
     .addOption(new Option('--to-step <n>', 'last step to read (--url)').argParser(integer(0)))
     .requiredOption('--out <dir>', 'where the data files and summary.json go')
@@ -176,9 +175,12 @@ function sourceOf(flags: DistillFlags) {
   if (!flags.url) throw new UsageError('give the archive: --archive <file> or --url <edge> --run-id <id>')
   if (!/^https?:\/\//.test(flags.url)) throw new UsageError(`--url: expected an http(s) URL, got "${flags.url}"`)
   if (!flags.runId) throw new UsageError('--url needs --run-id <id>')
-  const token = flags.token ?? process.env.REWARD_HARNESS_TOKEN ?? process.env.REWARD_HARNESS_ADMIN_TOKEN
+  const token = flags.token ?? process.env.REWARD_HARNESS_TOKEN ?? adminTokenFor(flags.url, process.env)
   if (!token)
-    throw new UsageError("--url needs a token: --token, REWARD_HARNESS_TOKEN (the run's) or REWARD_HARNESS_ADMIN_TOKEN")
+    throw new UsageError(
+      "--url needs a token: --token, REWARD_HARNESS_TOKEN (the run's) or REWARD_HARNESS_ADMIN_TOKEN " +
+        '(.dev.vars is read for a server on this machine only)',
+    )
   if (flags.fromStep !== undefined && flags.toStep !== undefined && flags.toStep < flags.fromStep)
     throw new UsageError(`--to-step ${flags.toStep} is before --from-step ${flags.fromStep}`)
   return {

@@ -8,6 +8,7 @@ import type { Criterion, MutationMode } from '../types.ts'
 import { hex8, seededRandom } from '../../hash/index.ts'
 import { MAX_CRITERIA } from './rubric.ts'
 import { normalisedWeights } from './score.ts'
+import { contentWords } from '../../agents/mock-heuristics/words.ts'
 
 /** What the mock initializer reads: a first rubric for one prompt, from up to 4 unlabelled sample answers. */
 export interface SearchInitializeInput {
@@ -135,13 +136,19 @@ const COUNTER_CHECKS = ['however', 'limit', 'trade-off', 'risk', 'edge case']
  *   `<base>_d<n>` with half the weight each (40%: "example" becomes a check point of the first half);
  *   at the criteria cap it falls back to weight_perturb;
  * - factual_focus: factual and reasoning criteria ×1.25, the others ×0.9 (a factual criterion is added when
- *   that changes nothing);
+ *   that changes nothing); with the two answers given, the heaviest factual criterion is then pointed at what
+ *   separates them (`focusOnContrast`);
  * - anti_fluff: adds `anti_fluff_<n>` with negative examples, or strengthens the existing one;
  * - counterexample_trigger: adds `counterexample_<n>` (limitations, trade-offs, risks), or strengthens it;
  * - weight_perturb: each weight × (1 + U[−0.15, 0.2]), at least 0.01; texts and ids unchanged.
  * @example mutateCriteria(rubric.criteria, 'decompose', seededRandom('propose', 7))
  */
-export function mutateCriteria(criteria: readonly Criterion[], mode: MutationMode, random: () => number): Criterion[] {
+export function mutateCriteria(
+  criteria: readonly Criterion[],
+  mode: MutationMode,
+  random: () => number,
+  answers?: ContrastedAnswers,
+): Criterion[] {
   let out: Criterion[] = structuredClone([...criteria])
   switch (mode) {
     case 'raise_bar':
@@ -152,6 +159,7 @@ export function mutateCriteria(criteria: readonly Criterion[], mode: MutationMod
       break
     case 'factual_focus':
       out = factualFocus(out)
+      if (answers) out = focusOnContrast(out, answers, random)
       break
     case 'anti_fluff':
       out = strengthenOrAdd(out, 'anti_fluff', FLUFF_NEGATIVES, 'negative_examples', () =>
@@ -186,6 +194,71 @@ export function mutateCriteria(criteria: readonly Criterion[], mode: MutationMod
   }
   const weights = normalisedWeights(out.map((item) => item.weight))
   return out.map((item, index) => ({ ...item, weight: weights[index]! }))
+}
+
+/** The two answers a proposer contrasts (the current rubric's top and runner-up, not ground truth) and the prompt. */
+export interface ContrastedAnswers {
+  prompt: string
+  top: string
+  runner_up: string
+}
+
+/** Most check points a contrast criterion names: enough to be specific, few enough that half of them decides. */
+const CONTRAST_TERMS = 3
+
+/**
+ * The terms of `text` a criterion could check for: distinct lower-cased content words of 3+ characters (or with a
+ * digit) that the prompt does not already contain, so an answer that only echoes the question earns nothing.
+ * @example contentTerms('Sydney is the capital of Australia.', 'What is the capital of Australia?') // ['sydney']
+ */
+export function contentTerms(text: string, prompt: string): string[] {
+  const asked = contentWords(prompt)
+  return [...contentWords(text)].filter((word) => (word.length >= 3 || /\d/.test(word)) && !asked.has(word))
+}
+
+/**
+ * What a model asked to focus on facts would do with two answers: name the content one has and the other lacks. The
+ * side is drawn (the proposer is not told which answer is right; the search's objective keeps the side that ranks
+ * the labels), then up to {@link CONTRAST_TERMS} of its terms; the heaviest factual criterion is rewritten to check
+ * for them. Nothing changes when neither answer has a term of its own.
+ */
+function focusOnContrast(criteria: Criterion[], answers: ContrastedAnswers, random: () => number): Criterion[] {
+  const top = contentTerms(answers.top, answers.prompt)
+  const runnerUp = contentTerms(answers.runner_up, answers.prompt)
+  const onlyTop = top.filter((term) => !runnerUp.includes(term))
+  const onlyRunnerUp = runnerUp.filter((term) => !top.includes(term))
+  const [first, second] = random() < 0.5 ? [onlyTop, onlyRunnerUp] : [onlyRunnerUp, onlyTop]
+  const pool = first.length > 0 ? first : second
+  if (pool.length === 0) return criteria
+  // The most specific terms first (numbers, then longer words), a few of them drawn: what a fact check would name.
+  const specific = [...pool].sort((a, b) => specificity(b) - specificity(a)).slice(0, 2 * CONTRAST_TERMS)
+  const terms = shuffled(specific, random).slice(0, CONTRAST_TERMS)
+  const factual = [...criteria.keys()]
+    .filter((index) => criteria[index]!.criterion_type === 'factual')
+    .sort((a, b) => criteria[b]!.weight - criteria[a]!.weight || a - b)[0]
+  if (factual === undefined) return criteria
+  const target = criteria[factual]!
+  criteria[factual] = {
+    ...target,
+    text: `The answer gets right and states the specific points this question turns on: ${terms.join(', ')}.`,
+    check_points: terms,
+  }
+  return criteria
+}
+
+/** How specific a term is: a number beats a word, a longer word a shorter one. */
+function specificity(term: string): number {
+  return (/\d/.test(term) ? 20 : 0) + term.length
+}
+
+/** A copy of `items` in an order drawn from `random` (Fisher–Yates). */
+function shuffled<T>(items: readonly T[], random: () => number): T[] {
+  const out = [...items]
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1))
+    ;[out[i], out[j]] = [out[j]!, out[i]!]
+  }
+  return out
 }
 
 function raiseBar(criteria: Criterion[]): Criterion[] {
@@ -306,7 +379,7 @@ function freeId(criteria: readonly Criterion[], prefix: string): string {
 export function answerSearchPropose(task: SearchProposeInput): unknown {
   return {
     rubric: {
-      criteria: mutateCriteria(task.criteria, task.mode, seededRandom('search-propose', task.seed, task.mode)),
+      criteria: mutateCriteria(task.criteria, task.mode, seededRandom('search-propose', task.seed, task.mode), task),
     },
   }
 }

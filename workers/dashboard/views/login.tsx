@@ -2,7 +2,8 @@ import type { FC } from 'hono/jsx'
 import { Layout } from './layout.tsx'
 
 /**
- * The login form: the token is posted once, kept in an HttpOnly cookie, and never written back into a page.
+ * The login form: the token is posted once and never kept by the browser nor written back into a page; the cookie
+ * holds a signed session id.
  * @example c.html(<LoginPage next="/dashboard/runs/grpo-1" message="Log in to see this run." />, 401)
  */
 export const LoginPage: FC<{ next: string; message?: string; error?: string }> = ({ next, message, error }) => (
@@ -22,8 +23,9 @@ export const LoginPage: FC<{ next: string; message?: string; error?: string }> =
         <button type="submit">Open the dashboard</button>
       </form>
       <p class="note">
-        The token stays in this browser as an HttpOnly, SameSite=Strict cookie until you log out. A run token shows its
-        own run; the admin token shows every run, the artifacts and the deployments.
+        The token is checked once and not kept: this browser gets only a session id, in an HttpOnly, SameSite=Strict
+        cookie, for 8 hours or until you log out. A run token shows its own run; the admin token shows every run, the
+        artifacts and the deployments.
       </p>
     </section>
   </Layout>

@@ -1,0 +1,80 @@
+/**
+ * The answer to a path no route serves: 404 `not_found`, with the nearest route this Worker has when one is close
+ * (`GET /rubric_stats` → "did you mean GET /rubrics/stats?"), so a typo costs one look at the message, not the docs.
+ */
+import type { Context } from 'hono'
+import type { AppEnv } from '../env.ts'
+import { SERVICE_INDEX } from './service-index.ts'
+
+/** A run's routes are served at `/` and under this prefix. */
+const RUN_PREFIX = /^\/runs\/[^/]+(?=\/)/
+
+/**
+ * The routes most like `path` (`METHOD /path`, run routes under the path's own `/runs/<id>` prefix when it has one):
+ * the nearest, and a runner-up at most one edit further, when they are within a few edits.
+ * @example nearestRoutes('GET', '/rubric_stats') // ['GET /rubric_status', 'GET /rubrics/stats']
+ */
+function nearestRoutes(method: string, path: string): string[] {
+  const prefix = path.match(RUN_PREFIX)?.[0] ?? ''
+  const candidates = [
+    ...SERVICE_INDEX.run_endpoints.map((route) => ({ route, under: prefix })),
+    ...(prefix ? [] : SERVICE_INDEX.endpoints.map((route) => ({ route, under: '' }))),
+  ]
+  const asked = path.slice(prefix.length)
+  // Close enough to be a typo: a few characters, and well under the path's own length.
+  const limit = Math.min(4, Math.ceil(asked.length / 3))
+  const scored = candidates
+    .map(({ route, under }) => {
+      const [verb, pattern] = route.split(' ') as [string, string]
+      const filled = concrete(pattern, asked)
+      return { route: `${verb} ${under}${filled}`, distance: editDistance(asked, filled) + (verb === method ? 0 : 1) }
+    })
+    .filter(({ distance }) => distance > 0 && distance <= limit)
+    .sort((a, b) => a.distance - b.distance)
+  const best = scored[0]?.distance ?? 0
+  return scored
+    .filter(({ distance }) => distance <= best + 1)
+    .slice(0, 2)
+    .map(({ route }) => route)
+}
+
+/** A route pattern with its `:params` filled from the asked path's segments, so `/rm/prod/healthz` compares whole. */
+function concrete(pattern: string, asked: string): string {
+  const segments = asked.split('/')
+  return pattern
+    .split('/')
+    .map((segment, index) => (segment.startsWith(':') ? (segments[index] ?? segment) : segment))
+    .join('/')
+}
+
+/** Levenshtein distance (insertions, deletions, substitutions), two rows at a time. */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, index) => index)
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i]
+    for (let j = 1; j <= b.length; j++)
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1))
+    previous = current
+  }
+  return previous[b.length]!
+}
+
+/**
+ * The app's `notFound` handler.
+ * @example app.notFound(notFound)
+ */
+export function notFound(c: Context<AppEnv>): Response {
+  const suggestions = nearestRoutes(c.req.method, c.req.path)
+  return c.json(
+    {
+      error: {
+        code: 'not_found',
+        message:
+          `no route for ${c.req.method} ${c.req.path}` +
+          (suggestions.length > 0 ? `; did you mean ${suggestions.join(' or ')}?` : ''),
+      },
+      request_id: c.get('requestId'),
+    },
+    404,
+  )
+}
