@@ -5,10 +5,13 @@
  * the pattern forever runs in a child process with a timeout, so the test fails (never hangs) where the pattern would
  * stall.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { readDeployableArtifact } from '../../offline/artifacts/autosr-import.ts'
+import { isCredentialName, looksLikeCredential } from '../../src/credentials/index.ts'
+import { artifactId, type RmArtifact, verifyArtifactId } from '../../src/schemas/artifact.ts'
 import { linearPatternProblem, parseExtraction } from '../../src/search/roles/extraction.ts'
 import { autosrFixture } from '../support/autosr-fixture.ts'
 import { runChild, runRewardHarness } from '../support/child.ts'
@@ -100,5 +103,89 @@ describe('patterns from files we did not write', () => {
     const refused = await runCli('import', '--from', 'autosr', writeJson('backref.json', fixture), '--out', 'x.json')
     expect(refused.code).toBe(2)
     expect(refused.err).toMatch(/runtime_snapshot\.extraction\.pattern: uses backreferences/)
+  })
+})
+
+/** The seven credentials of the issue, each where a careless export or a hand edit could leave it. */
+const PLANTED = {
+  authToken: 'planted-auth-token-7f3a9c',
+  authorization: 'Bearer planted-bearer-41d2e8b7',
+  password: 'planted-password-hunter2',
+  openaiKey: 'planted-openai-key-99af',
+  secret: 'planted-secret-c0ffee',
+  userInfo: 'sk-planted-userinfo-0123456789abcdef',
+  queryKey: 'sk-planted-query-fedcba9876543210',
+} as const
+
+/** The autosr fixture with the seven planted credentials. */
+function plantedAutosr(): any {
+  const fixture = autosrFixture()
+  fixture.auth_token = PLANTED.authToken
+  fixture.runtime_snapshot.llm.headers = { Authorization: PLANTED.authorization, 'X-Trace': 'kept' }
+  fixture.rubric.p_trains.metadata.password = PLANTED.password
+  fixture.rubric.p_trains.metadata.env = { OPENAI_KEY: PLANTED.openaiKey, REGION: 'eu' }
+  fixture.rubric.p_brief.metadata.secret = PLANTED.secret
+  fixture.runtime_snapshot.llm.base_url = `https://user:${PLANTED.userInfo}@judge.example.com:8443/v1?key=${PLANTED.queryKey}&region=eu`
+  return fixture
+}
+
+function expectNoPlanted(text: string): void {
+  for (const value of Object.values(PLANTED)) expect(text).not.toContain(value)
+}
+
+describe('credentials in files we did not write', () => {
+  it('import --from autosr drops all seven planted credentials, lists where, prints none', async () => {
+    const out = join(work, 'planted-rm.json')
+    const run = await runCli('import', '--from', 'autosr', writeJson('planted.json', plantedAutosr()), '--out', out)
+    expect(run.code, run.err).toBe(0)
+    const text = readFileSync(out, 'utf8')
+    expectNoPlanted(text + run.out + run.err)
+    const artifact = JSON.parse(text)
+    expect(artifact.runtime.base_url).toBe('https://judge.example.com:8443/v1')
+    expect(artifact.rubrics.p_trains.metadata.env).toEqual({ REGION: 'eu' })
+    for (const path of [
+      'auth_token',
+      'runtime_snapshot.llm.headers.Authorization',
+      'rubric.p_trains.metadata.password',
+      'rubric.p_trains.metadata.env.OPENAI_KEY',
+      'rubric.p_brief.metadata.secret',
+      'runtime_snapshot.llm.base_url (user-info)',
+      'runtime_snapshot.llm.base_url (query key)',
+    ])
+      expect(run.out).toContain(path)
+    expect(await verifyArtifactId(artifact)).toBe(true)
+  })
+
+  it('deploy reads an autosr file or one of our own artifacts without a credential, re-addressed', async () => {
+    const converted = await readDeployableArtifact(writeJson('planted-deploy.json', plantedAutosr()))
+    expectNoPlanted(JSON.stringify(converted.artifact))
+    // The seven, and the fixture's own three api keys.
+    expect(converted.dropped_credentials).toHaveLength(7 + 3)
+
+    // One of our own artifacts, hand-edited: a credential in its rubric metadata and a key-shaped check point.
+    const { artifact: own } = await readDeployableArtifact(join(work, 'redos-rm.json'))
+    const { artifact_id: _id, ...body } = structuredClone(own) as RmArtifact
+    body.rubrics.p_trains!.metadata.password = PLANTED.password
+    body.rubrics.p_trains!.criteria[0]!.check_points.push(PLANTED.userInfo)
+    const edited = writeJson('own-planted.json', { artifact_id: await artifactId(body), ...body })
+    const read = await readDeployableArtifact(edited)
+    expectNoPlanted(JSON.stringify(read.artifact))
+    expect(read.dropped_credentials).toEqual([
+      'rubrics.p_trains.criteria[0].check_points[3]',
+      'rubrics.p_trains.metadata.password',
+    ])
+    expect(await verifyArtifactId(read.artifact)).toBe(true)
+    expect(read.artifact.artifact_id).toBe(own.artifact_id)
+  })
+
+  it('recognises credentials by name and by shape, not harmless names and values', () => {
+    for (const name of ['api_key', 'apiKey', 'OPENAI_KEY', 'auth_token', 'Authorization', 'set-cookie', 'aws_secret'])
+      expect(isCredentialName(name), name).toBe(true)
+    for (const name of ['max_tokens', 'score_key', 'keywords', 'monkey', 'author', 'tokenizer'])
+      expect(isCredentialName(name), name).toBe(false)
+    for (const value of ['sk-proj-abcdefghijklmnop1234', 'ghp_abcdefghijklmnopqrstuvwxyz', 'AKIAABCDEFGHIJKLMNOP'])
+      expect(looksLikeCredential(value), value).toBe(true)
+    for (const value of ['qwen/qwen3-8b', 'Bearer', 'sk-short', 'First, … Second, …'])
+      expect(looksLikeCredential(value), value).toBe(false)
   })
 })
