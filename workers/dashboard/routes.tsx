@@ -155,7 +155,8 @@ function renderPageError(error: Error, c: Context<DashboardEnv>): Response | Pro
   const viewer = c.get('viewer')
   const url = new URL(c.req.url)
   if (error instanceof AppError && error.code === 'unauthorized') {
-    const next = c.req.method === 'GET' ? safeNext(c.req.path + url.search) : '/'
+    // The routed path is decoded (and has no /t/<token>); encoded again, a run id with a space still comes back.
+    const next = c.req.method === 'GET' ? safeNext(encodeURI(c.req.path) + url.search) : '/'
     return c.html(<LoginPage next={next} message={error.message} />, 401)
   }
   if (error instanceof AppError)
