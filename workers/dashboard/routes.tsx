@@ -5,6 +5,7 @@ import { HTTPException } from 'hono/http-exception'
 import { AppError } from '../../src/errors/index.ts'
 import { MemoryKind } from '../../src/schemas/memory.ts'
 import { principalFor, resolveRun } from '../middleware/auth.ts'
+import { countRefusedCredential } from '../middleware/rate-limit.ts'
 import { checkInstanceId } from '../routes/rubrics.ts'
 import { loadRunDashboard, loadTargets, visibleRuns } from './data.ts'
 import { dashboardViewer, logOut, pageHeaders, safeNext, startSession, type DashboardEnv } from './session.ts'
@@ -82,6 +83,8 @@ const pages = new Hono<DashboardEnv>()
     })
     // The RM token is valid for /rm/* only: it names no run, so it opens nothing here.
     if (principal === undefined || principal.kind === 'anonymous') {
+      // A wrong token here is a guess like one in a header: it counts against the address's refused-credential budget.
+      if (principal === undefined) await countRefusedCredential(c.env, c.req.header('cf-connecting-ip'))
       return c.html(<LoginPage next={next} error="That token is neither the admin token nor a run token." />, 401)
     }
     await startSession(c, token, principal)

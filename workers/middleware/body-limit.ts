@@ -2,6 +2,7 @@ import type { MiddlewareHandler } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
 import { AppError } from '../../src/errors/index.ts'
 import type { AppEnv } from '../env.ts'
+import { isHealthPath } from './rate-limit.ts'
 
 const MIB = 1024 * 1024
 
@@ -62,15 +63,42 @@ export function limitBodies(): MiddlewareHandler<AppEnv> {
 }
 
 /**
- * Reads what is left of a request body its answer did not need (a refusal, an unknown route) before the answer goes
- * out: a body left unread closes the connection under it, and a keep-alive client loses its next request on it. An
- * oversized body (413) is never read; any other is bounded by its route's limit ({@link limitBodies}).
+ * The most of an unread body an answer still reads so that a keep-alive client keeps its connection: a request with a
+ * small body to an unknown route, or one answered before its handler needed the body. Larger (or unannounced and
+ * longer) bodies are left unread and the connection is closed.
+ */
+export const MAX_DRAINED_BYTES = 128 * 1024
+
+/**
+ * Answers about the caller itself (no or a wrong credential, a valid one for something else, a spent budget, a body
+ * over the limit): their body is never read, whatever its size, and the connection is closed.
+ */
+const REFUSALS = new Set([401, 403, 413, 429])
+
+/**
+ * What happens to a request body the answer did not read. A body left unread closes the connection under it, and a
+ * keep-alive client that was not told loses its next request on it. So:
+ * - a refusal ({@link REFUSALS}) and a health probe read nothing: the body is cancelled and the answer says
+ *   `Connection: close`, so the client opens a fresh connection for its next request;
+ * - any other answer reads what is left when the body announces at most {@link MAX_DRAINED_BYTES}
+ *   (`content-length`), and keeps the connection; a larger or unannounced (chunked) body is cancelled unread, with
+ *   `Connection: close`.
  * @example app.use('*', drainUnreadBodies()).use('*', limitBodies())
  */
 export function drainUnreadBodies(): MiddlewareHandler<AppEnv> {
   return async function drainUnreadBody(c, next) {
     await next()
-    if (c.res.status !== 413 && c.req.raw.body && !c.req.raw.bodyUsed)
+    const { body } = c.req.raw
+    if (!body || c.req.raw.bodyUsed) return
+    const refusal = REFUSALS.has(c.res.status) || isHealthPath(c.req.path)
+    const announced = Number(c.req.header('content-length') ?? Number.NaN)
+    // The runtime holds the body to its announced length, so reading it reads at most MAX_DRAINED_BYTES.
+    if (!refusal && announced <= MAX_DRAINED_BYTES) {
       await c.req.raw.arrayBuffer().catch(() => undefined)
+      return
+    }
+    await body.cancel().catch(() => undefined)
+    c.res = new Response(c.res.body, c.res)
+    c.res.headers.set('connection', 'close')
   }
 }
