@@ -63,26 +63,19 @@ export function limitBodies(): MiddlewareHandler<AppEnv> {
 }
 
 /**
- * The most of an unread body an answer still reads so that a keep-alive client keeps its connection: a request with a
- * small body to an unknown route, or one answered before its handler needed the body. Larger (or unannounced and
- * longer) bodies are left unread and the connection is closed.
+ * The most of an unread body an answer still reads, after it was decided without the body, so that a keep-alive
+ * client keeps its connection: a small request refused, sent to an unknown route, or answered before its handler
+ * needed the body. A larger (or unannounced) body is never read; the runtime then closes the connection under it.
  */
 export const MAX_DRAINED_BYTES = 128 * 1024
 
 /**
- * Answers about the caller itself (no or a wrong credential, a valid one for something else, a spent budget, a body
- * over the limit): their body is never read, whatever its size, and the connection is closed.
- */
-const REFUSALS = new Set([401, 403, 413, 429])
-
-/**
- * What happens to a request body the answer did not read. A body left unread closes the connection under it, and a
- * keep-alive client that was not told loses its next request on it. So:
- * - a refusal ({@link REFUSALS}) and a health probe read nothing: the body is cancelled and the answer says
- *   `Connection: close`, so the client opens a fresh connection for its next request;
- * - any other answer reads what is left when the body announces at most {@link MAX_DRAINED_BYTES}
- *   (`content-length`), and keeps the connection; a larger or unannounced (chunked) body is cancelled unread, with
- *   `Connection: close`.
+ * What happens to a request body the answer did not read. Every refusal (no or a wrong credential, 413, 429) is
+ * decided before any byte of it is read. Then a body that announces at most {@link MAX_DRAINED_BYTES}
+ * (`content-length`) is read to its end, because a body left unread spoils the connection under it (workerd answers
+ * the keep-alive client's next request on it with an error); a larger or unannounced (chunked) body is cancelled
+ * unread, and the runtime closes the connection (the client's next request goes out on a new one). A health probe
+ * reads nothing at all.
  * @example app.use('*', drainUnreadBodies()).use('*', limitBodies())
  */
 export function drainUnreadBodies(): MiddlewareHandler<AppEnv> {
@@ -90,15 +83,10 @@ export function drainUnreadBodies(): MiddlewareHandler<AppEnv> {
     await next()
     const { body } = c.req.raw
     if (!body || c.req.raw.bodyUsed) return
-    const refusal = REFUSALS.has(c.res.status) || isHealthPath(c.req.path)
     const announced = Number(c.req.header('content-length') ?? Number.NaN)
-    // The runtime holds the body to its announced length, so reading it reads at most MAX_DRAINED_BYTES.
-    if (!refusal && announced <= MAX_DRAINED_BYTES) {
+    // The runtime holds a body to its announced length, so this reads at most MAX_DRAINED_BYTES.
+    if (announced <= MAX_DRAINED_BYTES && c.res.status !== 413 && !isHealthPath(c.req.path))
       await c.req.raw.arrayBuffer().catch(() => undefined)
-      return
-    }
-    await body.cancel().catch(() => undefined)
-    c.res = new Response(c.res.body, c.res)
-    c.res.headers.set('connection', 'close')
+    else await body.cancel().catch(() => undefined)
   }
 }
