@@ -15,6 +15,8 @@ import { request as httpRequest } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
+import { artifactId, RmArtifactBody } from '../src/schemas/artifact.ts'
+import { buildArtifact } from '../tests/e2e/support/artifact.ts'
 import { buildBundles, cpuSecondsOf, onInterrupt, ROOT, run, startBench, workerdPids } from './harness.ts'
 
 const { values } = parseArgs({
@@ -22,10 +24,12 @@ const { values } = parseArgs({
     before: { type: 'string', default: '848d401' },
     bodies: { type: 'string', default: '8' },
     mib: { type: 'string', default: '16' },
+    'redos-timeout-s': { type: 'string', default: '10' },
   },
 })
 const BODIES = Number(values.bodies)
 const BODY_BYTES = Number(values.mib) * 1024 * 1024
+const REDOS_TIMEOUT_MS = Number(values['redos-timeout-s']) * 1_000
 
 /** The metered Worker of the tree at `root`, built into `outDir`. */
 async function buildMeteredReads(root: string, outDir: string): Promise<string> {
@@ -132,9 +136,49 @@ async function measureTree(label: string, workerScript: string, bundles: Awaited
         `answers after ${times[0]!.toFixed(0)}–${times.at(-1)!.toFixed(0)} ms; ` +
         `client had sent ${mib(Math.min(...sent))}–${mib(Math.max(...sent))} MiB of each body by then`,
     )
+    await measureRedos(label, server.url, server.adminToken)
   } finally {
     await server.dispose()
   }
+}
+
+/** The milliseconds `request` took to answer, or `timeout` when it had not answered within REDOS_TIMEOUT_MS. */
+async function timed(request: (signal: AbortSignal) => Promise<Response>): Promise<string> {
+  const started = performance.now()
+  try {
+    const response = await request(AbortSignal.timeout(REDOS_TIMEOUT_MS))
+    await response.text()
+    return `${response.status} after ${(performance.now() - started).toFixed(0)} ms`
+  } catch {
+    return `no answer within ${REDOS_TIMEOUT_MS / 1_000} s`
+  }
+}
+
+async function measureRedos(label: string, url: string, adminToken: string) {
+  const { artifact_id: _id, ...base } = await buildArtifact()
+  const body = RmArtifactBody.parse({
+    ...base,
+    runtime: { ...base.runtime, extraction: { prompt: { kind: 'regex', pattern: '^(a+)+$' } } },
+  })
+  const headers = { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' }
+  const artifact = { ...body, artifact_id: await artifactId(body) }
+  await fetch(`${url}/admin/artifacts`, { method: 'POST', headers, body: JSON.stringify(artifact) })
+  await fetch(`${url}/admin/targets/redos/deployments`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ artifact_id: artifact.artifact_id }),
+  })
+  const request = {
+    prompt_id: 'p_math',
+    prompt: `${'a'.repeat(10_000)}!`,
+    candidate: { candidate_id: 'c1', text: 'The answer is 4.', source: 'verl', metadata: {} },
+  }
+  const score = timed((signal) =>
+    fetch(`${url}/rm/redos/score`, { method: 'POST', headers, body: JSON.stringify(request), signal }),
+  )
+  await new Promise((resolve) => setTimeout(resolve, 50))
+  const health = await timed((signal) => fetch(`${url}/healthz`, { signal }))
+  console.log(`${label}: /rm score of ^(a+)+$ on 10,000 a + '!': ${await score}; /healthz sent 50 ms later: ${health}`)
 }
 
 const tmp = mkdtempSync(join(tmpdir(), 'rh-bench-refusal-'))
