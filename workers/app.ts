@@ -3,7 +3,7 @@ import { requestId } from 'hono/request-id'
 import type { AppEnv } from './env.ts'
 import { identifyCaller, resolveRun } from './middleware/auth.ts'
 import { drainUnreadBodies, limitBodies } from './middleware/body-limit.ts'
-import { routedPath } from './middleware/path-token.ts'
+import { pathForDisplay, routedPath } from './middleware/path-token.ts'
 import { rateLimit } from './middleware/rate-limit.ts'
 import { renderError } from './middleware/errors.ts'
 import { dashboardRoutes } from './dashboard/index.ts'
@@ -60,7 +60,7 @@ export function createApp() {
       .notFound((c) =>
         c.json(
           {
-            error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` },
+            error: { code: 'not_found', message: `no route for ${c.req.method} ${pathForDisplay(c.req.path)}` },
             request_id: c.get('requestId'),
           },
           404,

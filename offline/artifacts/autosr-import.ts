@@ -39,7 +39,7 @@ import type { SearchRubric } from '../../src/search/types.ts'
 import { writeFileAtomic } from '../search/atomic.ts'
 import { rubricsFromAutosr } from './autosr-rubrics.ts'
 import { runtimeFromSnapshot } from './autosr-runtime.ts'
-import { ArtifactInputError } from './errors.ts'
+import { ArtifactInputError, checkJsonSafety } from './errors.ts'
 import { formatArtifact, readArtifactFile } from './export.ts'
 import { issuesOf, pathText } from './issues.ts'
 
@@ -210,6 +210,7 @@ function parseJson(text: string, name: string): unknown {
   }
   if (typeof document !== 'object' || document === null || Array.isArray(document))
     throw new ArtifactInputError('invalid_autosr_artifact', `${name}: expected an autosr RM artifact (a JSON object)`)
+  checkJsonSafety(document, name)
   return document
 }
 

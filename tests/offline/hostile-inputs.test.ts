@@ -11,6 +11,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { readDeployableArtifact } from '../../offline/artifacts/autosr-import.ts'
 import { isCredentialName, looksLikeCredential } from '../../src/credentials/index.ts'
+import { MAX_JSON_DEPTH } from '../../src/json-hazard/index.ts'
 import { artifactId, type RmArtifact, verifyArtifactId } from '../../src/schemas/artifact.ts'
 import { linearPatternProblem, parseExtraction } from '../../src/search/roles/extraction.ts'
 import { autosrFixture } from '../support/autosr-fixture.ts'
@@ -187,5 +188,18 @@ describe('credentials in files we did not write', () => {
       expect(looksLikeCredential(value), value).toBe(true)
     for (const value of ['qwen/qwen3-8b', 'Bearer', 'sk-short', 'First, … Second, …'])
       expect(looksLikeCredential(value), value).toBe(false)
+  })
+})
+
+describe('deeply nested files', () => {
+  it('import and deploy of a 5,000-deep file exit 2 naming the depth limit, never a RangeError', async () => {
+    const file = join(work, 'deep.json')
+    writeFileSync(file, `{"schema_version":"1.0","nested":${'{"a":'.repeat(5_000)}1${'}'.repeat(5_000)}}`)
+    const imported = await runCli('import', '--from', 'autosr', file, '--out', join(work, 'deep-out.json'))
+    expect(imported.code).toBe(2)
+    expect(imported.err).toContain(`deeper than ${MAX_JSON_DEPTH} levels`)
+    const deployed = await runCli('deploy', '--artifact', file, '--target', 't', '--url', 'http://127.0.0.1:9')
+    expect(deployed.code).toBe(2)
+    expect(deployed.err).toContain(`deeper than ${MAX_JSON_DEPTH} levels`)
   })
 })
