@@ -8,9 +8,11 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { readDeployableArtifact } from '../../offline/artifacts/autosr-import.ts'
-import { isCredentialName, looksLikeCredential } from '../../src/credentials/index.ts'
+import { ArtifactInputError } from '../../offline/artifacts/errors.ts'
+import { isCredentialName, looksLikeCredential, withoutCredentials } from '../../src/credentials/index.ts'
 import { MAX_JSON_DEPTH } from '../../src/json-hazard/index.ts'
 import { artifactId, type RmArtifact, verifyArtifactId } from '../../src/schemas/artifact.ts'
 import { linearPatternProblem, parseExtraction } from '../../src/search/roles/extraction.ts'
@@ -201,5 +203,97 @@ describe('deeply nested files', () => {
     const deployed = await runCli('deploy', '--artifact', file, '--target', 't', '--url', 'http://127.0.0.1:9')
     expect(deployed.code).toBe(2)
     expect(deployed.err).toContain(`deeper than ${MAX_JSON_DEPTH} levels`)
+  })
+})
+
+describe('fuzz: import and deploy of hostile files (fixed seed)', () => {
+  /** Where a mutation lands in the autosr fixture: fields the importer reads, and places nothing reads. */
+  const PLACES = [
+    ['runtime_snapshot', 'extraction', 'pattern'],
+    ['runtime_snapshot', 'extraction', 'strategy'],
+    ['runtime_snapshot', 'llm', 'base_url'],
+    ['runtime_snapshot', 'llm', 'prompt_language'],
+    ['runtime_snapshot', 'seed'],
+    ['rubric', 'p_trains', 'criteria', 0, 'text'],
+    ['rubric', 'p_trains', 'criteria', 0, 'weight'],
+    ['rubric', 'p_trains', 'grading_protocol', 'num_votes'],
+    ['rubric', 'p_trains', 'metadata', 'extra'],
+    ['rubric', 'p_brief', 'criteria', 1, 'negative_examples'],
+    ['scoring_policy', 'objective'],
+    ['artifact_id'],
+  ] as const
+  const SECRETS = [
+    'sk-fuzz-planted-0123456789abcdef',
+    'Bearer fuzz-planted-bearer-99',
+    'ghp_fuzzplantedfuzzplantedfuzz12',
+  ]
+  const CREDENTIAL_KEYS = [
+    'password',
+    'api_key',
+    'X-Auth-Token',
+    'client_secret',
+    'Cookie',
+    'credentials',
+    'OPENAI_KEY',
+  ]
+  const hostileValue = fc.oneof(
+    fc.jsonValue({ maxDepth: 3 }),
+    fc.constantFrom('^(a+)+$', '(a|a)*b', '(\\w+) \\1', '(?<=x)y', '(?P<q>\\w+)', '[', '\\u00e9', ''),
+    fc.string({ unit: 'binary', maxLength: 30 }),
+    fc.constantFrom(...SECRETS),
+    fc.constantFrom(...SECRETS).map((secret) => `https://u:${secret}@h.example/v1?token=${secret}`),
+    fc.integer({ min: 1, max: 200 }).map((depth) => JSON.parse(`${'['.repeat(depth)}1${']'.repeat(depth)}`)),
+    fc
+      .constantFrom(...CREDENTIAL_KEYS)
+      .chain((key) => fc.constantFrom(...SECRETS).map((secret) => ({ [key]: secret }))),
+  )
+  const mutation = fc.tuple(fc.constantFrom(...PLACES), hostileValue)
+
+  function mutated(mutations: (readonly [readonly (string | number)[], unknown])[]): any {
+    const fixture = autosrFixture()
+    for (const [path, value] of mutations) {
+      let at = fixture
+      for (const key of path.slice(0, -1)) at = at[key] ??= {}
+      at[path.at(-1)!] = value
+    }
+    return fixture
+  }
+
+  it('import exits 0 or 2, never prints a planted secret, and what it writes is addressed and credential-free', async () => {
+    let runs = 0
+    await fc.assert(
+      fc.asyncProperty(fc.array(mutation, { minLength: 1, maxLength: 3 }), async (mutations) => {
+        const file = writeJson(`fuzz-${runs++}.json`, mutated(mutations))
+        const out = join(work, 'fuzz-out.json')
+        rmSync(out, { force: true })
+        const run = await runCli('import', '--from', 'autosr', file, '--out', out)
+        expect([0, 2]).toContain(run.code)
+        for (const secret of SECRETS) expect(run.out + run.err).not.toContain(secret.replace(/^Bearer /, ''))
+        if (run.code !== 0) return
+        const text = readFileSync(out, 'utf8')
+        for (const secret of SECRETS) expect(text).not.toContain(secret.replace(/^Bearer /, ''))
+        expect(await verifyArtifactId(JSON.parse(text))).toBe(true)
+      }),
+      { seed: 31, numRuns: 120 },
+    )
+  })
+
+  it('deploy reads a hostile file into a credential-free artifact or refuses it (ArtifactInputError), nothing else', async () => {
+    let runs = 0
+    await fc.assert(
+      fc.asyncProperty(fc.array(mutation, { minLength: 1, maxLength: 3 }), async (mutations) => {
+        const file = writeJson(`fuzz-deploy-${runs++}.json`, mutated(mutations))
+        const read = await readDeployableArtifact(file).catch((error: unknown) => error)
+        if (read instanceof ArtifactInputError) {
+          for (const secret of SECRETS) expect(read.message + read.issues.join()).not.toContain(secret)
+          return
+        }
+        expect(read).not.toBeInstanceOf(Error)
+        const { artifact } = read as Awaited<ReturnType<typeof readDeployableArtifact>>
+        expect(withoutCredentials(artifact).dropped).toEqual([])
+        expect(await verifyArtifactId(artifact)).toBe(true)
+      }),
+      { seed: 31, numRuns: 120 },
+    )
   })
 })
