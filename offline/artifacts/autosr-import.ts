@@ -125,7 +125,8 @@ export async function importAutosrFile(options: { file: string; out: string }): 
 /**
  * An artifact file as deploy uploads it: this project's artifact, checked (schema and content address), without the
  * credentials a hand edit may have left in it (then under the id of what is left); or an autosr artifact, converted
- * exactly as `import --from autosr` converts it. `dropped_credentials` lists where credentials were (never their values).
+ * exactly as `import --from autosr` converts it. `dropped_credentials` lists where credentials were (never their
+ * values).
  * @example const { artifact, converted_from } = await readDeployableArtifact('rm_autosr.json')
  */
 export async function readDeployableArtifact(path: string): Promise<{

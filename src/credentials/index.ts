@@ -71,7 +71,7 @@ export function looksLikeCredential(value: string): boolean {
  * @example withoutUrlCredentials('https://u:p@h/v1?key=x&a=1') // { url: 'https://h/v1?a=1', dropped: ['user-info',
  *   'query key'] }
  */
-export function withoutUrlCredentials(text: string): { url: string; dropped: string[] } | undefined {
+function withoutUrlCredentials(text: string): { url: string; dropped: string[] } | undefined {
   if (!/^https?:\/\//i.test(text.trim())) return undefined
   let url: URL
   try {

@@ -1,6 +1,7 @@
 /**
  * What makes a parsed JSON document unsafe to hand to recursive code (zod, hashing, the credential scrub): nesting past
- * MAX_JSON_DEPTH, prototype keys, lone surrogates. The Worker checks request bodies with it, the CLI the files it reads.
+ * MAX_JSON_DEPTH, prototype keys, lone surrogates. The Worker checks request bodies with it, the CLI the files it
+ * reads.
  */
 /** Deepest nesting of arrays and objects a JSON body may have; deeper input overflows recursive code downstream. */
 export const MAX_JSON_DEPTH = 64

@@ -128,7 +128,8 @@ function plantedAutosr(): any {
   fixture.rubric.p_trains.metadata.password = PLANTED.password
   fixture.rubric.p_trains.metadata.env = { OPENAI_KEY: PLANTED.openaiKey, REGION: 'eu' }
   fixture.rubric.p_brief.metadata.secret = PLANTED.secret
-  fixture.runtime_snapshot.llm.base_url = `https://user:${PLANTED.userInfo}@judge.example.com:8443/v1?key=${PLANTED.queryKey}&region=eu`
+  const query = `?key=${PLANTED.queryKey}&region=eu`
+  fixture.runtime_snapshot.llm.base_url = `https://user:${PLANTED.userInfo}@judge.example.com:8443/v1${query}`
   return fixture
 }
 
@@ -259,7 +260,7 @@ describe('fuzz: import and deploy of hostile files (fixed seed)', () => {
     return fixture
   }
 
-  it('import exits 0 or 2, never prints a planted secret, and what it writes is addressed and credential-free', async () => {
+  it('import exits 0 or 2, prints no planted secret, and writes an addressed, credential-free artifact', async () => {
     let runs = 0
     await fc.assert(
       fc.asyncProperty(fc.array(mutation, { minLength: 1, maxLength: 3 }), async (mutations) => {
@@ -278,7 +279,7 @@ describe('fuzz: import and deploy of hostile files (fixed seed)', () => {
     )
   })
 
-  it('deploy reads a hostile file into a credential-free artifact or refuses it (ArtifactInputError), nothing else', async () => {
+  it('deploy reads a hostile file into a credential-free artifact or refuses it with ArtifactInputError', async () => {
     let runs = 0
     await fc.assert(
       fc.asyncProperty(fc.array(mutation, { minLength: 1, maxLength: 3 }), async (mutations) => {

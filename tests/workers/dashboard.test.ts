@@ -281,7 +281,7 @@ describe('who may see what', () => {
     expect(kept.headers.get('location')).toBe('/dashboard/runs/a%20b?q=x')
   })
 
-  it('fuzz: whatever next a login form carries, the answer is a 303 that a browser resolves to this origin', async () => {
+  it('fuzz: whatever next a login form carries, the answer is a 303 a browser resolves to this origin', async () => {
     // Browser-style resolution is WHATWG URL parsing: tabs and newlines dropped, a backslash read as a slash.
     const tricky = fc.constantFrom('/', '//', '/\\', '\\', '/\t/', '/\n/', '/\r', 'https:', 'javascript:', '/%2F/')
     const next = fc.oneof(

@@ -113,7 +113,7 @@ describe('rate limiting per caller', () => {
     expect((await send('GET', '/rubric_status', { ip: '203.0.113.8' })).status).toBe(200)
   })
 
-  it('throttles guessed tokens per IP with a tighter budget of their own: 401 until it is spent, then 429', async () => {
+  it('throttles guessed tokens per IP with a tighter budget of their own: 401 until spent, then 429', async () => {
     await clearOfWindowEdge()
     for (let i = 1; i <= LIMIT.refused; i++) {
       const res = await send('GET', '/rubric_status', { token: `rh_guess-${i}`, ip: '203.0.113.20' })

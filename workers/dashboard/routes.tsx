@@ -161,8 +161,9 @@ function asksForJson(accept: string | undefined): boolean {
 }
 
 /**
- * Errors as pages (JSON for a client that asks for JSON): 401 is the login form (it returns to the page asked for), anything else an error page with the
- * code and the request id. Unknown errors are a 500 that reveals nothing and is logged, as in the API.
+ * Errors as pages (JSON for a client that asks for JSON): 401 is the login form (it returns to the page asked for),
+ * anything else an error page with the code and the request id. Unknown errors are a 500 that reveals nothing and is
+ * logged, as in the API.
  * @example pages.onError(renderPageError)
  */
 function renderPageError(error: Error, c: Context<DashboardEnv>): Response | Promise<Response> {

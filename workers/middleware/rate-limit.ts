@@ -73,7 +73,8 @@ function runInPath(path: string): string | undefined {
 /**
  * Counts a refused credential against its IP in `REFUSED_CREDENTIAL_LIMITER`, a budget of its own and tighter than any
  * tier, so guessing tokens is throttled without spending the address's budget for real traffic (the rate limiter proper
- * runs after `identifyCaller`, which refuses unknown tokens first). Throws `rate_limited` once the IP's budget is spent.
+ * runs after `identifyCaller`, which refuses unknown tokens first). Throws `rate_limited` once the IP's budget is
+ * spent.
  * Unbound (an older wrangler.toml), it falls back to the standard limiter under its own key.
  * @example if (!runId) { await countRefusedCredential(c.env, c.req.header('cf-connecting-ip')); throw unauthorized }
  */
