@@ -65,7 +65,7 @@ export function limitBodies(): MiddlewareHandler<AppEnv> {
 /**
  * The most of an unread body an answer still reads, after it was decided without the body, so that a keep-alive
  * client keeps its connection: a small request refused, sent to an unknown route, or answered before its handler
- * needed the body. A larger (or unannounced) body is never read; the runtime closes the connection after the answer.
+ * needed the body. A larger (or unannounced) body is never read by the Worker.
  */
 export const MAX_DRAINED_BYTES = 128 * 1024
 
@@ -74,8 +74,8 @@ export const MAX_DRAINED_BYTES = 128 * 1024
  * decided before any byte of it is read. Then a body that announces at most {@link MAX_DRAINED_BYTES}
  * (`content-length`) is read to its end, because a body left unread spoils the connection under it (workerd answers
  * the keep-alive client's next request on it with an error); a larger or unannounced (chunked) body is left unread,
- * and the runtime closes the connection after the answer (the client's next request goes out on a new one). A health
- * probe reads nothing at all.
+ * to the runtime (wrangler dev takes it in itself and keeps the connection; workerd alone closes the connection after
+ * the answer: see docs/security.md). A health probe reads nothing at all.
  * @example app.use('*', drainUnreadBodies()).use('*', limitBodies())
  */
 export function drainUnreadBodies(): MiddlewareHandler<AppEnv> {
@@ -84,8 +84,8 @@ export function drainUnreadBodies(): MiddlewareHandler<AppEnv> {
     if (!c.req.raw.body || c.req.raw.bodyUsed) return
     const announced = Number(c.req.header('content-length') ?? Number.NaN)
     // The runtime holds a body to its announced length, so this reads at most MAX_DRAINED_BYTES.
-    // A larger one is left alone: cancelling it would close the connection before a client still sending has read
-    // the answer (a reset, or a 503 from wrangler dev's proxy); unread, the runtime answers at once and closes it.
+    // A larger one is left alone: cancelling it closed the connection before a client still sending had read the
+    // answer (a reset, or a 503 from wrangler dev's proxy).
     if (announced <= MAX_DRAINED_BYTES && c.res.status !== 413 && !isHealthPath(c.req.path))
       await c.req.raw.arrayBuffer().catch(() => undefined)
   }
