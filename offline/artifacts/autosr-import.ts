@@ -14,20 +14,24 @@
  * - Provenance: source run and session ids, dataset and config hashes as autosr recorded them; `settings_hash` is the
  *   sha256 of the runtime snapshot's canonical JSON (API keys removed), `search_output_sha256` and
  *   `imported.file_sha256` the sha256 of the imported file, `imported.artifact_id` autosr's artifact id.
- * - API keys: any key named like `api_key` (at any depth) is removed before anything is read, so it is never copied
- *   and never printed; the report lists where one was found.
+ * - Credentials: any field whose name says key, token, secret, password, authorization, cookie or credential, any
+ *   value shaped like a bearer token or a provider key, and any URL's user-info and credential query values (see
+ *   src/credentials) are removed before anything is read, so they are never copied and never printed; the report
+ *   lists where one was found. The recorded `base_url` keeps scheme, host, port and path only.
  */
 import { createHash } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
+import { withoutCredentials } from '../../src/credentials/index.ts'
 import { canonicalJson, sha256Hex } from '../../src/hash/index.ts'
 import {
   ARTIFACT_SCHEMA_VERSION,
-  type AnyRmArtifact,
   artifactId,
   DEFAULT_RUBRIC_KEY,
   RM_API_VERSION,
   RmArtifact,
   RmArtifactBody,
+  LibraryArtifactBody,
+  AnyRmArtifact,
   type ArtifactProvenance,
 } from '../../src/schemas/artifact.ts'
 import { AutosrRmArtifact, looksLikeAutosrArtifact } from '../../src/schemas/autosr-artifact.ts'
@@ -35,12 +39,9 @@ import type { SearchRubric } from '../../src/search/types.ts'
 import { writeFileAtomic } from '../search/atomic.ts'
 import { rubricsFromAutosr } from './autosr-rubrics.ts'
 import { runtimeFromSnapshot } from './autosr-runtime.ts'
-import { ArtifactInputError } from './errors.ts'
+import { ArtifactInputError, checkJsonSafety } from './errors.ts'
 import { formatArtifact, readArtifactFile } from './export.ts'
 import { issuesOf, pathText } from './issues.ts'
-
-/** A key whose value may be a credential: never copied, never printed. */
-const API_KEY_NAME = /api[_-]?key/i
 
 /** An autosr artifact converted, and what the conversion had to decide. */
 export interface ImportedArtifact {
@@ -49,7 +50,7 @@ export interface ImportedArtifact {
   text: string
   /** autosr's own artifact id. */
   source_artifact_id: string
-  /** Where keys named like `api_key` were found and removed (paths only, never values). */
+  /** Where credentials were found and removed (paths only, never values). */
   dropped_keys: string[]
   /** Decisions worth knowing (a default model, an unknown criterion type, the `__default__` rubric). */
   notes: string[]
@@ -62,7 +63,7 @@ export interface ImportedArtifact {
  */
 async function importAutosrArtifact(text: string, options: { name: string }): Promise<ImportedArtifact> {
   const { name } = options
-  const { value: document, dropped } = withoutApiKeys(parseJson(text, name))
+  const { value: document, dropped } = withoutCredentials(parseJson(text, name))
   const parsed = AutosrRmArtifact.safeParse(document)
   if (!parsed.success)
     throw refused(
@@ -122,13 +123,17 @@ export async function importAutosrFile(options: { file: string; out: string }): 
 }
 
 /**
- * An artifact file as deploy uploads it: this project's artifact, checked (schema and content address); or an autosr
- * artifact, converted exactly as `import --from autosr` converts it.
+ * An artifact file as deploy uploads it: this project's artifact, checked (schema and content address), without the
+ * credentials a hand edit may have left in it (then under the id of what is left); or an autosr artifact, converted
+ * exactly as `import --from autosr` converts it. `dropped_credentials` lists where credentials were (never their
+ * values).
  * @example const { artifact, converted_from } = await readDeployableArtifact('rm_autosr.json')
  */
-export async function readDeployableArtifact(
-  path: string,
-): Promise<{ artifact: AnyRmArtifact; converted_from?: { format: 'autosr'; artifact_id: string } }> {
+export async function readDeployableArtifact(path: string): Promise<{
+  artifact: AnyRmArtifact
+  dropped_credentials: string[]
+  converted_from?: { format: 'autosr'; artifact_id: string }
+}> {
   let text: string
   let document: unknown
   try {
@@ -136,39 +141,27 @@ export async function readDeployableArtifact(
     document = JSON.parse(stripBom(text))
   } catch {
     // Unreadable or not JSON: this project's reader says so in its own words.
-    return { artifact: await readArtifactFile(path) }
+    return withoutArtifactCredentials(await readArtifactFile(path))
   }
-  if (!looksLikeAutosrArtifact(document)) return { artifact: await readArtifactFile(path) }
+  if (!looksLikeAutosrArtifact(document)) return withoutArtifactCredentials(await readArtifactFile(path))
   const imported = await importAutosrArtifact(text, { name: path })
   return {
     artifact: imported.artifact,
+    dropped_credentials: imported.dropped_keys,
     converted_from: { format: 'autosr', artifact_id: imported.source_artifact_id },
   }
 }
 
-/**
- * `value` without any property named like `api_key`, at any depth, and the paths where one was.
- * @example withoutApiKeys({ llm: { api_key: 'sk-…', base_url: 'u' } }) // { value: { llm: { base_url: 'u' } },
- *   dropped: ['llm.api_key'] }
- */
-function withoutApiKeys(value: unknown, path: PropertyKey[] = []): { value: unknown; dropped: string[] } {
-  if (Array.isArray(value)) {
-    const items = value.map((item, index) => withoutApiKeys(item, [...path, index]))
-    return { value: items.map((item) => item.value), dropped: items.flatMap((item) => item.dropped) }
-  }
-  if (typeof value !== 'object' || value === null) return { value, dropped: [] }
-  const kept: Record<string, unknown> = {}
-  const dropped: string[] = []
-  for (const [key, item] of Object.entries(value)) {
-    if (API_KEY_NAME.test(key)) {
-      dropped.push(pathText([...path, key]))
-      continue
-    }
-    const inner = withoutApiKeys(item, [...path, key])
-    kept[key] = inner.value
-    dropped.push(...inner.dropped)
-  }
-  return { value: kept, dropped }
+/** A checked artifact without its credentials, re-addressed when any went (its content changed). */
+async function withoutArtifactCredentials(
+  artifact: AnyRmArtifact,
+): Promise<{ artifact: AnyRmArtifact; dropped_credentials: string[] }> {
+  const { artifact_id: _id, ...body } = artifact
+  const { value, dropped } = withoutCredentials(body)
+  if (dropped.length === 0) return { artifact, dropped_credentials: [] }
+  const cleanBody = (body.kind === 'library' ? LibraryArtifactBody : RmArtifactBody).parse(value)
+  const artifact_id = await artifactId(cleanBody)
+  return { artifact: AnyRmArtifact.parse({ artifact_id, ...cleanBody }), dropped_credentials: dropped }
 }
 
 async function provenanceOf(
@@ -218,6 +211,7 @@ function parseJson(text: string, name: string): unknown {
   }
   if (typeof document !== 'object' || document === null || Array.isArray(document))
     throw new ArtifactInputError('invalid_autosr_artifact', `${name}: expected an autosr RM artifact (a JSON object)`)
+  checkJsonSafety(document, name)
   return document
 }
 

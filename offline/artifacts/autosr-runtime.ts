@@ -11,6 +11,7 @@ import type { ArtifactRuntime } from '../../src/schemas/artifact.ts'
 import type { AutosrRuntimeSnapshot } from '../../src/schemas/autosr-artifact.ts'
 import { type ContentExtraction, PromptExtraction } from '../../src/search/roles/extraction.ts'
 import { issuesOf, pathText } from './issues.ts'
+import { endpointOnly } from '../../src/credentials/index.ts'
 
 /** autosr's RM server runs its verifier at temperature 0 (it does not record the search's). */
 const AUTOSR_SERVER_TEMPERATURE = 0
@@ -61,7 +62,7 @@ export function runtimeFromSnapshot(snapshot: AutosrRuntimeSnapshot): {
     runtime: {
       backend: 'openai',
       verifier_model: verifierModel,
-      base_url: baseUrl,
+      base_url: endpointOnly(baseUrl),
       temperature: AUTOSR_SERVER_TEMPERATURE,
       max_tokens: IMPORTED_MAX_TOKENS,
       seed: snapshot.seed,

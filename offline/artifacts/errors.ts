@@ -2,12 +2,15 @@
  * The one error of the artifact tools: an input that cannot become (or is not) a valid RM artifact. The CLI turns
  * it into exit code 2, with every problem listed.
  */
+import { jsonHazard } from '../../src/json-hazard/index.ts'
 import { UsageError } from '../../src/usage-error/index.ts'
 
 /** What went wrong, as a stable code a script can branch on. */
 export type ArtifactErrorCode =
   | 'unreadable_file'
   | 'invalid_json'
+  /** Nested past MAX_JSON_DEPTH, or holding a prototype key or a lone surrogate: refused before anything reads it. */
+  | 'unsafe_json'
   | 'invalid_search_output'
   | 'missing_manifest'
   | 'invalid_manifest'
@@ -33,4 +36,14 @@ export class ArtifactInputError extends UsageError {
   constructor(code: ArtifactErrorCode, message: string, issues: readonly string[] = []) {
     super(message, { code, issues })
   }
+}
+
+/**
+ * Throws `unsafe_json` for a parsed file that recursive code must not walk (nesting past MAX_JSON_DEPTH, a prototype
+ * key, a lone surrogate), naming the file and the limit.
+ * @example checkJsonSafety(JSON.parse(text), 'rm_autosr.json')
+ */
+export function checkJsonSafety(document: unknown, name: string): void {
+  const hazard = jsonHazard(document, true, name)
+  if (hazard) throw new ArtifactInputError('unsafe_json', hazard)
 }

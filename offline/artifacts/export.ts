@@ -41,7 +41,7 @@ import {
   type DefaultRubricReport,
   type SearchedRubric,
 } from './default-rubric.ts'
-import { ArtifactInputError } from './errors.ts'
+import { ArtifactInputError, checkJsonSafety } from './errors.ts'
 import { issuesOf, pathText } from './issues.ts'
 
 /** The runtime's temperature when the search ran on the mock backend (no sampling): the search CLI's default. */
@@ -273,6 +273,7 @@ export async function readArtifactFile(path: string): Promise<AnyRmArtifact> {
       `--artifact ${path}: not a JSON file (${error instanceof Error ? error.message : String(error)})`,
     )
   }
+  checkJsonSafety(document, `--artifact ${path}`)
   return checkArtifact(document, path)
 }
 

@@ -37,6 +37,7 @@ export function formatRecord(record: DeployRecord, heading: string): string {
 export function formatDeploy(outcome: {
   artifact_path: string
   converted_from?: { format: 'autosr'; artifact_id: string }
+  dropped_credentials?: string[]
   upload: UploadResult
   deployment: DeployRecord
 }): string {
@@ -46,7 +47,12 @@ export function formatDeploy(outcome: {
     ? `, converted from autosr artifact ${outcome.converted_from.artifact_id}`
     : ''
   const source = `${outcome.artifact_path}${converted}, ${stored}`
-  return formatRecord(deployment, `deployed ${deployment.artifact_id} (${source}) to target ${deployment.target}`)
+  const dropped = outcome.dropped_credentials?.length
+    ? `\n  credentials  removed before the upload, not sent: ${outcome.dropped_credentials.join(', ')}`
+    : ''
+  return (
+    formatRecord(deployment, `deployed ${deployment.artifact_id} (${source}) to target ${deployment.target}`) + dropped
+  )
 }
 
 /**

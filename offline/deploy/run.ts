@@ -28,6 +28,8 @@ export interface DeployOutcome {
   artifact_path: string
   /** Set when the file was an autosr artifact, converted as `import --from autosr` converts it before the upload. */
   converted_from?: { format: 'autosr'; artifact_id: string }
+  /** Where credentials were removed before the upload (paths, never values). */
+  dropped_credentials: string[]
   upload: UploadResult
   deployment: DeployRecord
 }
@@ -131,7 +133,7 @@ export async function deployArtifact(
   options: EdgeConnection & { artifact: string; target: string; deployedBy?: string; llm?: DeployLlm },
 ): Promise<DeployOutcome> {
   const target = checkTarget(options.target)
-  const { artifact, converted_from } = await readDeployableArtifact(options.artifact)
+  const { artifact, converted_from, dropped_credentials } = await readDeployableArtifact(options.artifact)
   const client = connect(options)
   const upload = await client.uploadArtifact(artifact)
   const deployment = await client.deploy(target, {
@@ -139,7 +141,13 @@ export async function deployArtifact(
     ...(options.deployedBy === undefined ? {} : { deployed_by: options.deployedBy }),
     ...(options.llm === undefined ? {} : { llm: options.llm }),
   })
-  return { artifact_path: options.artifact, ...(converted_from ? { converted_from } : {}), upload, deployment }
+  return {
+    artifact_path: options.artifact,
+    ...(converted_from ? { converted_from } : {}),
+    dropped_credentials,
+    upload,
+    deployment,
+  }
 }
 
 /**

@@ -20,8 +20,11 @@ export function nearestName(name: string, candidates: readonly string[]): string
   return best && best.distance <= Math.max(2, Math.floor(name.length / 4)) ? best.candidate : undefined
 }
 
-/** Levenshtein distance: the fewest single-character insertions, deletions and substitutions from `a` to `b`. */
-function editDistance(a: string, b: string): number {
+/**
+ * Levenshtein distance: the fewest single-character insertions, deletions and substitutions from `a` to `b`.
+ * @example editDistance('rubric_stats', 'rubrics/stats') // 2
+ */
+export function editDistance(a: string, b: string): number {
   let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
   for (let i = 1; i <= a.length; i++) {
     const current = [i]

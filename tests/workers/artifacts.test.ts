@@ -3,7 +3,7 @@ import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test'
 import { describe, expect, it, vi } from 'vitest'
 import { artifactId, DeployRecord, RmArtifactBody, type RmArtifact } from '../../src/schemas/artifact.ts'
 import { createApp } from '../../workers/app.ts'
-import { SERVING_DEPLOYMENT_TTL_MS } from '../../workers/artifacts/store.ts'
+import { SERVING_DEPLOYMENT_TTL_MS, storeArtifact } from '../../workers/artifacts/store.ts'
 import { ADMIN_TOKEN, call, createRun } from './helpers.ts'
 
 /** A rubric with the given criterion ids (all defaults spelled out, so the uploaded JSON is what the id hashes). */
@@ -721,5 +721,34 @@ describe('who may call', () => {
       401,
       'unauthorized',
     )
+  })
+})
+
+describe('credentials in uploaded artifacts', () => {
+  const PLANTED = ['planted-password-hunter2', 'Bearer planted-bearer-41d2e8b7', 'sk-planted-userinfo-0123456789abcdef']
+  const plant = (body: any) => {
+    body.rubrics.p_math.metadata = { password: PLANTED[0], headers: { Authorization: PLANTED[1] } }
+    body.runtime.base_url = `https://user:${PLANTED[2]}@judge.example.com/v1`
+  }
+
+  it('refuses an artifact carrying credentials, naming where and echoing none', async () => {
+    const res = await upload(await makeArtifact({ note: 'planted', body: plant }))
+    expectError(res, 400, 'invalid_artifact')
+    expect(res.json.error.details.map((problem: { path: string }) => problem.path)).toEqual([
+      'rubrics.p_math.metadata.password',
+      'rubrics.p_math.metadata.headers.Authorization',
+      'runtime.base_url (user-info)',
+    ])
+    for (const value of PLANTED) expect(res.text).not.toContain(value)
+  })
+
+  it('the admin view never serves a credential an older Worker stored', async () => {
+    const artifact = await makeArtifact({ note: 'stored-before', body: plant })
+    await storeArtifact(env.DB, artifact)
+    const res = await call('GET', `/admin/artifacts/${artifact.artifact_id}`, { token: ADMIN_TOKEN })
+    expect(res.status).toBe(200)
+    expect(res.json.rubrics.p_math.rubric_id).toBe('r_math')
+    expect(res.json.runtime.base_url).toBe('https://judge.example.com/v1')
+    for (const value of PLANTED) expect(res.text).not.toContain(value)
   })
 })

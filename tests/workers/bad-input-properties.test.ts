@@ -24,7 +24,7 @@ import { DeployRequest, RollbackRequest } from '../../workers/artifacts/deploy.t
 import { RmScoreRequest } from '../../workers/artifacts/score.ts'
 import { verifyArtifactId } from '../../src/schemas/artifact.ts'
 import { BODY_LIMITS, bodyLimitKind } from '../../workers/middleware/body-limit.ts'
-import { MAX_JSON_DEPTH } from '../../workers/middleware/json-body.ts'
+import { MAX_JSON_DEPTH } from '../../src/json-hazard/index.ts'
 import { GroupRequest, OpenRlhfRequest, SlimeRequest } from '../../workers/routes/compat.ts'
 import { ScoreBatchRequest } from '../../workers/routes/score.ts'
 import { RmBatchRequest } from '../../workers/routes/rm.ts'

@@ -2,7 +2,7 @@ import { env } from 'cloudflare:workers'
 import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test'
 import { describe, expect, it } from 'vitest'
 import { createApp } from '../../workers/app.ts'
-import { MAX_JSON_DEPTH } from '../../workers/middleware/json-body.ts'
+import { MAX_JSON_DEPTH } from '../../src/json-hazard/index.ts'
 import { ADMIN_TOKEN, METADATA, call, createRun, ledgerRows, rollout } from './helpers.ts'
 
 const RUBRICS = { anchor_rubrics: [{ text: 'The final answer is correct.' }] }

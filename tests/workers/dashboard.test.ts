@@ -271,6 +271,41 @@ describe('who may see what', () => {
     expect(offsite.headers.get('location')).toBe('/')
   })
 
+  it('sends a login only to a same-origin path: a tab, a newline or a backslash in next falls back to /', async () => {
+    for (const next of ['/\t/evil.example/x', '/\n/evil.example', '/x\r\nSet-Cookie: a=b', '/\\evil.example', '/é']) {
+      const login = await page('/dashboard/login', { deployment: 'production', form: { token: ADMIN_TOKEN, next } })
+      expect(login.status, JSON.stringify(next)).toBe(303)
+      expect(login.headers.get('location')).toBe('/')
+    }
+    const kept = await page('/dashboard/login', {
+      deployment: 'production',
+      form: { token: ADMIN_TOKEN, next: '/dashboard/runs/a%20b?q=x' },
+    })
+    expect(kept.headers.get('location')).toBe('/dashboard/runs/a%20b?q=x')
+  })
+
+  it('fuzz: whatever next a login form carries, the answer is a 303 a browser resolves to this origin', async () => {
+    // Browser-style resolution is WHATWG URL parsing: tabs and newlines dropped, a backslash read as a slash.
+    const tricky = fc.constantFrom('/', '//', '/\\', '\\', '/\t/', '/\n/', '/\r', 'https:', 'javascript:', '/%2F/')
+    const next = fc.oneof(
+      fc.string({ unit: 'binary', maxLength: 40 }),
+      fc.tuple(tricky, fc.string({ unit: 'grapheme-ascii', maxLength: 20 })).map(([head, tail]) => head + tail),
+    )
+    await fc.assert(
+      fc.asyncProperty(next, async (candidate) => {
+        const login = await page('/dashboard/login', {
+          deployment: 'production',
+          form: { token: ADMIN_TOKEN, next: candidate },
+        })
+        expect(login.status).toBe(303)
+        const location = login.headers.get('location')!
+        expect(new URL(location, ORIGIN).origin).toBe(ORIGIN)
+        expect(location === '/' || location === candidate).toBe(true)
+      }),
+      { seed: 31, numRuns: 150 },
+    )
+  })
+
   it('shows the admin every run, and the artifacts and deployments per target', async () => {
     const run = await createRun({ anchor_rubrics: [{ text: 'Correct.' }] })
     const artifact = await makeArtifact()

@@ -11,7 +11,7 @@ import { createApp } from '../../workers/app.ts'
 import { secondsToWindowEnd } from '../../workers/middleware/rate-limit.ts'
 import { ADMIN_TOKEN, METADATA, createRun, ledgerRows, rollout } from './helpers.ts'
 
-const LIMIT = { standard: 3, high: 6, admin: 5 }
+const LIMIT = { standard: 3, high: 6, admin: 5, refused: 2 }
 /** The TEST_* bindings' window. */
 const PERIOD_S = 10
 
@@ -19,12 +19,14 @@ const testBindings = env as unknown as {
   TEST_RATE_LIMITER: RateLimit
   TEST_RATE_LIMITER_HIGH: RateLimit
   TEST_ADMIN_RATE_LIMITER: RateLimit
+  TEST_REFUSED_CREDENTIAL_LIMITER: RateLimit
 }
 const limitedEnv = {
   ...env,
   RATE_LIMITER: testBindings.TEST_RATE_LIMITER,
   RATE_LIMITER_HIGH: testBindings.TEST_RATE_LIMITER_HIGH,
   ADMIN_RATE_LIMITER: testBindings.TEST_ADMIN_RATE_LIMITER,
+  REFUSED_CREDENTIAL_LIMITER: testBindings.TEST_REFUSED_CREDENTIAL_LIMITER,
   RATE_LIMIT_PERIOD_S: String(PERIOD_S),
 }
 const app = createApp()
@@ -111,9 +113,9 @@ describe('rate limiting per caller', () => {
     expect((await send('GET', '/rubric_status', { ip: '203.0.113.8' })).status).toBe(200)
   })
 
-  it('throttles guessed tokens per IP: unknown tokens are 401 until the budget is spent, then 429', async () => {
+  it('throttles guessed tokens per IP with a tighter budget of their own: 401 until spent, then 429', async () => {
     await clearOfWindowEdge()
-    for (let i = 1; i <= LIMIT.standard; i++) {
+    for (let i = 1; i <= LIMIT.refused; i++) {
       const res = await send('GET', '/rubric_status', { token: `rh_guess-${i}`, ip: '203.0.113.20' })
       expect(res.status).toBe(401)
       expect(res.json.error.code).toBe('unauthorized')
@@ -123,6 +125,8 @@ describe('rate limiting per caller', () => {
     expect((await send('GET', '/rubric_status', { token: 'rh_guess-other', ip: '203.0.113.21' })).status).toBe(401)
     const run = await createRun(RUBRICS)
     expect((await send('GET', '/rubric_status', { token: run.token, ip: '203.0.113.20' })).status).toBe(200)
+    // The guesses spent none of the address's budget for real traffic (the standard tier, 3).
+    await exhaust(LIMIT.standard, () => send('GET', '/rubric_status', { ip: '203.0.113.20' }))
   })
 
   it('never limits /healthz, not even for a caller over its limit', async () => {

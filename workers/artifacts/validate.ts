@@ -1,9 +1,12 @@
-import { AppError } from '../../src/errors/index.ts'
 /**
  * Upload validation of an RM artifact (rubric or library kind): the schema (`AnyRmArtifact`), the content address
  * (`verifyArtifactId`), and what serving needs beyond the schema (an RM API version this Worker speaks, unique
- * criterion ids per rubric). Every problem is named by its path, so the exporter (or a person) knows what to fix.
+ * criterion ids per rubric), and no credential anywhere in it (src/credentials: by name and by shape; `deploy` drops
+ * them before uploading). Every problem is named by its path, so the exporter (or a person) knows what to fix; a
+ * credential's value is never echoed.
  */
+import { withoutCredentials } from '../../src/credentials/index.ts'
+import { AppError } from '../../src/errors/index.ts'
 import { AnyRmArtifact, artifactId, RM_API_VERSION } from '../../src/schemas/artifact.ts'
 
 /** One problem with an uploaded artifact: where (`rubrics.p1.criteria.0.weight`) and what. */
@@ -28,6 +31,11 @@ export async function parseArtifactUpload(raw: unknown): Promise<AnyRmArtifact> 
   }
   const artifact = parsed.data
   const problems = servingProblems(artifact)
+  for (const path of withoutCredentials(artifact).dropped)
+    problems.push({
+      path,
+      message: 'looks like a credential, which an artifact must not carry: remove it (reward-harness deploy does)',
+    })
   const { artifact_id: claimed, ...body } = artifact
   const actual = await artifactId(body)
   if (claimed !== actual) {

@@ -281,7 +281,7 @@ async function memoryPage(
   if (request.q)
     return memory.search({
       run_id: runId,
-      text: request.q.slice(0, 2_000),
+      text: request.q,
       top_k: MEMORY_PAGE,
       ...(request.kind ? { kinds: [request.kind] } : {}),
     })

@@ -5,6 +5,10 @@ import { HTTPException } from 'hono/http-exception'
 import { AppError } from '../../src/errors/index.ts'
 import { MemoryKind } from '../../src/schemas/memory.ts'
 import { principalFor, resolveRun } from '../middleware/auth.ts'
+import { renderError } from '../middleware/errors.ts'
+import { pathForDisplay } from '../middleware/path-token.ts'
+import { countRefusedCredential } from '../middleware/rate-limit.ts'
+import { checkMemoryQuery } from '../memory/store.ts'
 import { checkInstanceId } from '../routes/rubrics.ts'
 import { loadRunDashboard, loadTargets, visibleRuns } from './data.ts'
 import { dashboardViewer, logOut, pageHeaders, safeNext, startSession, type DashboardEnv } from './session.ts'
@@ -35,6 +39,8 @@ const pages = new Hono<DashboardEnv>()
     })
     // The RM token is valid for /rm/* only: it names no run, so it opens nothing here.
     if (principal === undefined || principal.kind === 'anonymous') {
+      // A wrong token here is a guess like one in a header: it counts against the address's refused-credential budget.
+      if (principal === undefined) await countRefusedCredential(c.env, c.req.header('cf-connecting-ip'))
       return c.html(<LoginPage next={next} error="That token is neither the admin token nor a run token." />, 401)
     }
     await startSession(c, token, principal)
@@ -62,6 +68,7 @@ const pages = new Hono<DashboardEnv>()
       throw new AppError('invalid_request', `kind must be one of ${MemoryKind.options.join(', ')}`)
     }
     checkInstanceId(instance === '' ? undefined : instance)
+    if (q !== undefined) checkMemoryQuery(q)
     const data = await loadRunDashboard(c.env, c.get('run'), {
       ...(instance ? { instance } : {}),
       memory: { ...(q?.trim() ? { q: q.trim() } : {}), ...(kind ? { kind: kind as MemoryKind } : {}) },
@@ -69,7 +76,7 @@ const pages = new Hono<DashboardEnv>()
     return c.html(<RunPage viewer={c.get('viewer')} data={data} />)
   })
   .all('*', (c) => {
-    throw new AppError('not_found', `There is no dashboard page at ${c.req.path}.`)
+    throw new AppError('not_found', `There is no dashboard page at ${pathForDisplay(c.req.path)}.`)
   })
   .onError(renderPageError)
 
@@ -99,16 +106,28 @@ export const dashboardRoutes = new Hono<DashboardEnv>()
   .onError(renderPageError)
 
 /**
- * Errors as pages: 401 is the login form (it returns to the page asked for), anything else an error page with the
- * code and the request id. Unknown errors are a 500 that reveals nothing and is logged, as in the API.
+ * True when an Accept header asks for JSON and not for HTML.
+ * @example asksForJson('application/json') // true; asksForJson('text/html,application/json;q=0.9') // false
+ */
+function asksForJson(accept: string | undefined): boolean {
+  return /\bapplication\/(?:[\w.+-]+\+)?json\b/i.test(accept ?? '') && !/\btext\/html\b/i.test(accept ?? '')
+}
+
+/**
+ * Errors as pages (JSON for a client that asks for JSON): 401 is the login form (it returns to the page asked for),
+ * anything else an error page with the code and the request id. Unknown errors are a 500 that reveals nothing and is
+ * logged, as in the API.
  * @example pages.onError(renderPageError)
  */
 function renderPageError(error: Error, c: Context<DashboardEnv>): Response | Promise<Response> {
+  // A client that asks for JSON (and not for a page) gets the API's JSON error, as from every other route.
+  if (asksForJson(c.req.header('accept'))) return renderError(error, c)
   const requestId = c.get('requestId') ?? 'unknown'
   const viewer = c.get('viewer')
   const url = new URL(c.req.url)
   if (error instanceof AppError && error.code === 'unauthorized') {
-    const next = c.req.method === 'GET' ? safeNext(c.req.path + url.search) : '/'
+    // The routed path is decoded (and has no /t/<token>); encoded again, a run id with a space still comes back.
+    const next = c.req.method === 'GET' ? safeNext(encodeURI(c.req.path) + url.search) : '/'
     return c.html(<LoginPage next={next} message={error.message} />, 401)
   }
   if (error instanceof AppError && error.retryAfterSeconds !== undefined)

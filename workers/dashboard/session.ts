@@ -164,20 +164,20 @@ function isHttps(c: Context): boolean {
 }
 
 /**
- * A redirect target after login: a path on this origin, else `/` (never `//evil.example` or an absolute URL).
- * @example safeNext('/dashboard/runs/a?q=x') // '/dashboard/runs/a?q=x'
+ * A redirect target after login: a path on this origin, else `/`. It must start with a single `/` and hold printable
+ * ASCII only: no second `/` or backslash at its start (`//evil.example`, `/\evil.example`), no backslash anywhere, no
+ * control character (a browser drops a tab or newline from a URL, so `/<TAB>/evil.example` would be `//evil.example`;
+ * a newline or a non-ASCII character cannot go in a Location header at all). Paths the dashboard builds are
+ * percent-encoded, so they pass.
+ * @example safeNext('/dashboard/runs/a?q=x') // '/dashboard/runs/a?q=x'; safeNext('/\t/evil.example') // '/'
  */
 export function safeNext(raw: unknown): string {
-  if (
-    typeof raw !== 'string' ||
-    raw.length > 2_000 ||
-    !raw.startsWith('/') ||
-    raw.startsWith('//') ||
-    raw.includes('\\')
-  )
-    return '/'
+  if (typeof raw !== 'string' || raw.length > 2_000 || !SAME_ORIGIN_PATH.test(raw)) return '/'
   return raw
 }
+
+/** `/`, then anything but `/` or a backslash, then printable ASCII without a backslash; or `/` alone. */
+const SAME_ORIGIN_PATH = /^\/(?:[\x21-\x2e\x30-\x5b\x5d-\x7e][\x21-\x5b\x5d-\x7e]*)?$/
 
 /** The dashboard's header policy; the other headers `secureHeaders` knows are left unset, as before. */
 const PAGE_SECURITY_HEADERS = secureHeaders({

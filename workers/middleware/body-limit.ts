@@ -2,6 +2,7 @@ import type { MiddlewareHandler } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
 import { AppError } from '../../src/errors/index.ts'
 import type { AppEnv } from '../env.ts'
+import { isHealthPath } from './rate-limit.ts'
 
 const MIB = 1024 * 1024
 
@@ -62,15 +63,30 @@ export function limitBodies(): MiddlewareHandler<AppEnv> {
 }
 
 /**
- * Reads what is left of a request body its answer did not need (a refusal, an unknown route) before the answer goes
- * out: a body left unread closes the connection under it, and a keep-alive client loses its next request on it. An
- * oversized body (413) is never read; any other is bounded by its route's limit ({@link limitBodies}).
+ * The most of an unread body an answer still reads, after it was decided without the body, so that a keep-alive
+ * client keeps its connection: a small request refused, sent to an unknown route, or answered before its handler
+ * needed the body. A larger (or unannounced) body is never read by the Worker.
+ */
+export const MAX_DRAINED_BYTES = 128 * 1024
+
+/**
+ * What happens to a request body the answer did not read. Every refusal (no or a wrong credential, 413, 429) is
+ * decided before any byte of it is read. Then a body that announces at most {@link MAX_DRAINED_BYTES}
+ * (`content-length`) is read to its end, because a body left unread spoils the connection under it (workerd answers
+ * the keep-alive client's next request on it with an error); a larger or unannounced (chunked) body is left unread,
+ * to the runtime (wrangler dev takes it in itself and keeps the connection; workerd alone closes the connection after
+ * the answer: see docs/security.md). A health probe reads nothing at all.
  * @example app.use('*', drainUnreadBodies()).use('*', limitBodies())
  */
 export function drainUnreadBodies(): MiddlewareHandler<AppEnv> {
   return async function drainUnreadBody(c, next) {
     await next()
-    if (c.res.status !== 413 && c.req.raw.body && !c.req.raw.bodyUsed)
+    if (!c.req.raw.body || c.req.raw.bodyUsed) return
+    const announced = Number(c.req.header('content-length') ?? Number.NaN)
+    // The runtime holds a body to its announced length, so this reads at most MAX_DRAINED_BYTES.
+    // A larger one is left alone: cancelling it closed the connection before a client still sending had read the
+    // answer (a reset, or a 503 from wrangler dev's proxy).
+    if (announced <= MAX_DRAINED_BYTES && c.res.status !== 413 && !isHealthPath(c.req.path))
       await c.req.raw.arrayBuffer().catch(() => undefined)
   }
 }

@@ -9,7 +9,7 @@ import { isObjectReset, isOverloaded, overloaded } from '../objects/call.ts'
  * Unknown errors are a 500 `internal` whose message reveals nothing; they are logged with the request id.
  * @example app.onError(renderError)
  */
-export function renderError(error: Error, c: Context<AppEnv>): Response {
+export function renderError<E extends AppEnv>(error: Error, c: Context<E>): Response {
   const requestId = c.get('requestId') ?? 'unknown'
   const appError = toAppError(error)
   if (appError.status >= 500 && appError.code === 'internal') console.error(`[${requestId}]`, error)

@@ -29,3 +29,12 @@ export function pathToken(request: Request): string | undefined {
     return raw
   }
 }
+
+/**
+ * A routed path as it may be echoed in a message: every `t/<segment>` masked, since a path may carry a second token
+ * (`/t/<A>/t/<B>/…` routes as `/t/<B>/…`), and a message must never carry one.
+ * @example pathForDisplay('/t/rh_secret/score') // '/t/<token>/score'
+ */
+export function pathForDisplay(path: string): string {
+  return path.replace(/(^|\/)t\/[^/]+/g, '$1t/<token>')
+}

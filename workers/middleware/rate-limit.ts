@@ -8,7 +8,15 @@ import { DEFAULT_RUN_ID, loadRunConfig } from '../../durable-objects/run-config.
 const DEFAULT_RATE_LIMIT_PERIOD_S = 10
 
 /** Health probes are never limited: a load balancer must always see whether the Worker is up. */
-const UNLIMITED_PATHS = /^(\/rm\/[^/]+)?\/healthz\/?$/
+const HEALTH_PATH = /^(\/rm\/[^/]+)?\/healthz\/?$/
+
+/**
+ * True for `/healthz` and `/rm/<target>/healthz`: never rate limited, and their bodies are never read.
+ * @example isHealthPath('/rm/prod/healthz') // true
+ */
+export function isHealthPath(path: string): boolean {
+  return HEALTH_PATH.test(path)
+}
 
 /**
  * Limits requests per caller with the Workers rate-limiting bindings (no Durable Object round trip on the hot path):
@@ -23,7 +31,7 @@ const UNLIMITED_PATHS = /^(\/rm\/[^/]+)?\/healthz\/?$/
  */
 export function rateLimit(): MiddlewareHandler<AppEnv> {
   return async function limitRate(c, next) {
-    if (UNLIMITED_PATHS.test(c.req.path)) return next()
+    if (isHealthPath(c.req.path)) return next()
     const principal = c.get('principal')
     let limiter: RateLimit | undefined
     let key: string
@@ -63,13 +71,15 @@ function runInPath(path: string): string | undefined {
 }
 
 /**
- * Counts a refused credential against its IP in the standard limiter, so guessing tokens is throttled like any other
- * traffic (the rate limiter proper runs after `identifyCaller`, which refuses unknown tokens first). Throws
- * `rate_limited` once the IP's budget is spent.
+ * Counts a refused credential against its IP in `REFUSED_CREDENTIAL_LIMITER`, a budget of its own and tighter than any
+ * tier, so guessing tokens is throttled without spending the address's budget for real traffic (the rate limiter proper
+ * runs after `identifyCaller`, which refuses unknown tokens first). Throws `rate_limited` once the IP's budget is
+ * spent.
+ * Unbound (an older wrangler.toml), it falls back to the standard limiter under its own key.
  * @example if (!runId) { await countRefusedCredential(c.env, c.req.header('cf-connecting-ip')); throw unauthorized }
  */
 export async function countRefusedCredential(env: Env, ip: string | undefined): Promise<void> {
-  const limiter = env.RATE_LIMITER
+  const limiter = (env.REFUSED_CREDENTIAL_LIMITER as RateLimit | undefined) ?? env.RATE_LIMITER
   if (!limiter || (await limiter.limit({ key: `refused:${ip ?? 'unknown'}` })).success) return
   throw rateLimited(env, 'too many refused credentials from this address')
 }

@@ -1,4 +1,5 @@
 import { Hono } from 'hono'
+import { withoutCredentials } from '../../src/credentials/index.ts'
 import { z } from 'zod'
 import { AppError } from '../../src/errors/index.ts'
 import { optionalJsonBody } from '../artifacts/body.ts'
@@ -17,7 +18,7 @@ const DEFAULT_HISTORY = 100
  * The admin API of RM artifacts (admin token only; a run token gets 403):
  * - `POST /admin/artifacts` (body: an RmArtifact) → 201 `{artifact_id, stored: true}`, 200 `{…, stored: false}` when
  *   already stored, 400 `invalid_artifact` whose `details` are `[{path, message}]`.
- * - `GET /admin/artifacts/:artifactId` → the stored artifact (as uploaded, after schema defaults).
+ * - `GET /admin/artifacts/:artifactId` → the stored artifact (as uploaded, after schema defaults; never a credential).
  * - `POST /admin/targets/:target/deployments` `{artifact_id, deployed_by?, llm?: {base_url, model?, api_key_env?}}`
  *   → 201 DeployRecord; 404 `artifact_not_found`; 400 `llm_not_configured`.
  * - `POST /admin/targets/:target/rollback` `{deployed_by?}` → 201 DeployRecord (`action: "rollback"`);
@@ -36,7 +37,8 @@ export const artifactAdminRoutes = new Hono<AppEnv>()
     const id = c.req.param('artifactId')
     const artifact = /^rm_[0-9a-f]{64}$/.test(id) ? await loadArtifact(c.env.DB, id) : undefined
     if (!artifact) throw new AppError('artifact_not_found', `no artifact "${id}" is stored here`)
-    return c.json(artifact)
+    // An artifact stored before uploads were checked for credentials may hold one: it is never served.
+    return c.json(withoutCredentials(artifact).value as typeof artifact)
   })
   .post('/admin/targets/:target/deployments', jsonBody(DeployRequest), async (c) => {
     const target = parseTarget(c.req.param('target'))

@@ -17,11 +17,13 @@ import { jsonBody } from '../middleware/json-body.ts'
 import { integerQuery } from './query.ts'
 import { objects } from '../objects/call.ts'
 
+const NEEDS_TOKEN = '/lineage needs a bearer token: the admin token or a run token'
+
 /** Admin passes; a run token only for training runs whose manifest names its run (`harness_run_id`); nobody else. */
 async function requireRunAccess(db: D1Database, principal: Principal, runId: string): Promise<void> {
   if (principal.kind === 'admin') return
-  if (principal.kind === 'anonymous')
-    throw new AppError('unauthorized', '/lineage needs a bearer token: the admin token or a run token')
+  // Refused before the body by lineageNeedsToken already; said again for the type.
+  if (principal.kind === 'anonymous') throw new AppError('unauthorized', NEEDS_TOKEN)
   const owner = (await harnessRunsOf(drizzle(db), [runId])).get(runId)
   if (owner === undefined) throw new AppError('not_found', `no training run "${runId}" is recorded`)
   if (owner !== principal.runId)
@@ -50,11 +52,14 @@ function asAppError(error: unknown): never {
  * @example app.route('/', lineageRoutes) // before the run API
  */
 export const lineageRoutes = new Hono<AppEnv>()
+  // Before any body is read: a caller without a token is refused unread.
+  .use('/lineage/*', async function lineageNeedsToken(c, next) {
+    if (c.get('principal').kind === 'anonymous') throw new AppError('unauthorized', NEEDS_TOKEN)
+    await next()
+  })
   .post('/lineage/manifests', jsonBody(TrainingRunManifest), async (c) => {
     const principal = c.get('principal')
     let manifest = c.get('body')
-    if (principal.kind === 'anonymous')
-      throw new AppError('unauthorized', '/lineage needs a bearer token: the admin token or a run token')
     if (principal.kind === 'run') {
       if (manifest.harness_run_id !== undefined && manifest.harness_run_id !== principal.runId) {
         throw new AppError(

@@ -4,13 +4,15 @@ import { MemoryKind } from '../../src/schemas/memory.ts'
 import { checkInstanceId } from './rubrics.ts'
 import type { AppEnv } from '../env.ts'
 import { memoryFor } from '../memory/backends.ts'
+import { checkMemoryQuery } from '../memory/store.ts'
 import { integerQuery } from './query.ts'
 
 const MAX_DOCUMENTS = 200
 
 /**
- * `GET /memory?kind=&step=&instance_id=&q=&limit=` — the run's long-term memory; `q` makes it a
- * semantic search (best first, with `similarity`), otherwise newest step first.
+ * `GET /memory?kind=&step=&instance_id=&q=&limit=` — the run's long-term memory; `q` (at most
+ * MAX_MEMORY_QUERY_CHARS characters, else 400) makes it a semantic search (best first, with `similarity`), otherwise
+ * newest step first.
  */
 export const memoryRoutes = new Hono<AppEnv>().get('/memory', async (c) => {
   const run = c.get('run')
@@ -21,11 +23,12 @@ export const memoryRoutes = new Hono<AppEnv>().get('/memory', async (c) => {
   const stepNumber = integerQuery(step, 'step', { fallback: undefined, min: 0 })
   const count = integerQuery(limit, 'limit', { fallback: 50, min: 1, max: MAX_DOCUMENTS })
   checkInstanceId(instanceId)
+  if (q !== undefined) checkMemoryQuery(q)
   const memory = memoryFor(c.env, run.id)
   if (q !== undefined && q.trim() !== '') {
     const hits = await memory.search({
       run_id: run.id,
-      text: q.slice(0, 2_000),
+      text: q,
       top_k: count,
       ...(instanceId ? { instance_id: instanceId } : {}),
       ...(kind ? { kinds: [kind as MemoryKind] } : {}),

@@ -4,6 +4,8 @@
  */
 import type { Context } from 'hono'
 import type { AppEnv } from '../env.ts'
+import { editDistance } from '../../src/text/index.ts'
+import { pathForDisplay } from '../middleware/path-token.ts'
 import { SERVICE_INDEX } from './service-index.ts'
 
 /** A run's routes are served at `/` and under this prefix. */
@@ -47,18 +49,6 @@ function concrete(pattern: string, asked: string): string {
     .join('/')
 }
 
-/** Levenshtein distance (insertions, deletions, substitutions), two rows at a time. */
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, index) => index)
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i]
-    for (let j = 1; j <= b.length; j++)
-      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1))
-    previous = current
-  }
-  return previous[b.length]!
-}
-
 /**
  * The app's `notFound` handler.
  * @example app.notFound(notFound)
@@ -70,7 +60,7 @@ export function notFound(c: Context<AppEnv>): Response {
       error: {
         code: 'not_found',
         message:
-          `no route for ${c.req.method} ${c.req.path}` +
+          `no route for ${c.req.method} ${pathForDisplay(c.req.path)}` +
           (suggestions.length > 0 ? `; did you mean ${suggestions.join(' or ')}?` : ''),
       },
       request_id: c.get('requestId'),

@@ -15,8 +15,10 @@ What is read from the autosr artifact (autosr's RM artifact, schema_version "1.0
   grading_protocol num_votes and allow_na: one value for the whole artifact here, so rubrics must agree
   grade scale      grade_max 5, the 0–5 scale of autosr's verifier (an artifact written by export --format autosr
                    keeps the scale it was searched on: metadata.reward_harness.grade_max)
-  runtime_snapshot seed; extraction (identity, tag, xml, regex — a pattern must also be a JavaScript regex) and
-                   candidate_extraction (answer, identity); llm: base_url (recorded as runtime.base_url), verifier_model
+  runtime_snapshot seed; extraction (identity, tag, xml, regex — a pattern must be a JavaScript regex that RE2 runs:
+                   no backreferences, no lookaround; it is matched in linear time) and
+                   candidate_extraction (answer, identity); llm: base_url (recorded as runtime.base_url: scheme, host,
+                   port and path only), verifier_model
                    (else default_model), prompt_language (en, zh; null = autosr's built-in English prompts). Backend
                    openai, temperature 0 (as autosr's RM server grades), max_tokens 2048 (autosr sends none). autosr's
                    client settings (timeout, retries, fail_soft) have no equivalent and are not kept.
@@ -25,8 +27,10 @@ What is read from the autosr artifact (autosr's RM artifact, schema_version "1.0
                    imported = {format "autosr", artifact_id (autosr's), file_sha256}
   created_at_utc   autosr's, so the same FILE always gives a byte-identical artifact (and the same artifact_id)
 
-API keys: any key named like api_key, at any depth, is removed before anything is read: never copied, never printed
-(--json lists where one was found, as dropped_keys).
+Credentials are removed before anything is read, at any depth: never copied, never printed (--json lists where
+one was found, as dropped_keys; see docs/security.md): a field whose name says key, token, secret, password,
+authorization, cookie or credential; a value shaped like a bearer token or a provider key (sk-…, ghp_…, AKIA…);
+a URL's user-info and its credential query values.
 
 Refused with exit code 2, every problem listed with its field (e.g. rubric.p2.grading_protocol.num_votes):
   what autosr's loader refuses (schema_version not "1.0"; a blank artifact_id, source_run_id, dataset_hash or
@@ -100,7 +104,7 @@ export function register(program: Command, cli: CliContext): void {
             ],
             ['dataset', artifact.provenance.dataset_sha256],
             ...(result.dropped_keys.length
-              ? [['api keys', `removed, not copied: ${result.dropped_keys.join(', ')}`] as [string, string]]
+              ? [['credentials', `removed, not copied: ${result.dropped_keys.join(', ')}`] as [string, string]]
               : []),
             ...result.notes.map((note): [string, string] => ['note', note]),
           ]

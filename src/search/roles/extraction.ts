@@ -8,7 +8,15 @@
  *   original text.
  * - Candidate: `answer` (default: the `<answer>` segments, else the text without `<think>` blocks,
  *   else the original) or `identity`.
+ *
+ * A `regex` pattern comes from a file someone else may have written (an autosr artifact, a config file): it runs in
+ * RE2 (`re2js`), whose matching time is linear in the text, so no pattern can stall the scorer (`^(a+)+$` against
+ * 10,000 `a`s and a `!` backtracks for ever in JavaScript's engine). A pattern must be valid in both dialects, and one
+ * that needs backtracking (backreferences, lookaround) is refused naming the feature. The built-in patterns below keep
+ * JavaScript's engine: they are ours and do not backtrack.
  */
+import { LRUCache } from 'lru-cache'
+import { RE2JS } from 're2js'
 import { z } from 'zod'
 
 const DEFAULT_JOIN = '\n\n'
@@ -25,7 +33,14 @@ export const PromptExtraction = z.preprocess(
     }),
     z.object({
       kind: z.literal('regex'),
-      pattern: z.string().min(1).refine(isValidPattern, 'not a valid regular expression'),
+      pattern: z
+        .string()
+        .min(1)
+        .refine(isValidPattern, 'not a valid regular expression')
+        .superRefine((pattern, context) => {
+          const problem = linearPatternProblem(pattern)
+          if (problem !== undefined) context.addIssue({ code: 'custom', message: problem })
+        }),
       join: z.string().default(DEFAULT_JOIN),
     }),
   ]),
@@ -59,6 +74,40 @@ function isValidPattern(pattern: string): boolean {
   }
 }
 
+/** What RE2 cannot run, by the syntax that asks for it: each needs a backtracking engine. */
+const BACKTRACKING_FEATURES: [RegExp, string][] = [
+  [/\\[1-9]|\\k</, 'backreferences (\\1, \\k<name>)'],
+  [/\(\?<?[=!]/, 'lookahead and lookbehind ((?=, (?!, (?<=, (?<!)'],
+]
+
+/**
+ * Why a pattern (valid in JavaScript) cannot run in the linear-time engine, naming the feature; undefined when it
+ * can. Nested repetition such as `^(a+)+$` is fine: RE2 runs it in linear time.
+ * @example linearPatternProblem('(a)\\1') // 'uses backreferences (\\1, \\k<name>), which …'
+ */
+export function linearPatternProblem(pattern: string): string | undefined {
+  try {
+    compileLinear(pattern)
+    return undefined
+  } catch (error) {
+    const feature = BACKTRACKING_FEATURES.find(([syntax]) => syntax.test(pattern))?.[1]
+    const reason = error instanceof Error ? error.message.replace(/^error parsing regexp: /, '') : String(error)
+    return feature
+      ? `uses ${feature}, which the linear-time regex engine (RE2) does not run: rewrite the pattern without them`
+      : `the linear-time regex engine (RE2) cannot run this pattern (${reason})`
+  }
+}
+
+/** Compiled patterns: a scorer runs one artifact's pattern on every rollout. */
+const compiledPatterns = new LRUCache<string, RE2JS>({ max: 64 })
+
+/** The pattern compiled dot-all by RE2; throws on syntax RE2 does not have. */
+function compileLinear(pattern: string): RE2JS {
+  let compiled = compiledPatterns.get(pattern)
+  if (!compiled) compiledPatterns.set(pattern, (compiled = RE2JS.compile(pattern, RE2JS.DOTALL)))
+  return compiled
+}
+
 /**
  * The trimmed, non-empty `<tag>…</tag>` segments of `text` (case-insensitive, across lines, non-greedy), joined;
  * the original text when there are none.
@@ -74,17 +123,16 @@ export function extractTag(text: string, tag = 'content', join = DEFAULT_JOIN): 
 }
 
 /**
- * Every match of `pattern` (compiled dot-all; group 1 when the pattern has a group), trimmed, non-empty, joined;
- * the original text when nothing matches.
+ * Every match of `pattern` (compiled dot-all, matched in linear time by RE2; group 1 when the pattern has a group),
+ * trimmed, non-empty, joined; the original text when nothing matches.
  * @example extractRegex('Q: one\nQ: two', 'Q: (\\w+)', ',') // 'one,two'
  */
 export function extractRegex(text: string, pattern: string, join = DEFAULT_JOIN): string {
-  const regex = new RegExp(pattern, 'gs')
+  const regex = compileLinear(pattern)
+  const hasGroup = regex.groupCount() > 0
+  const matcher = regex.matcher(text)
   const segments: string[] = []
-  for (const match of text.matchAll(regex)) {
-    segments.push(match.length > 1 ? (match[1] ?? '') : match[0])
-    if (match[0] === '') regex.lastIndex++
-  }
+  while (matcher.find()) segments.push((hasGroup ? matcher.group(1) : matcher.group(0)) ?? '')
   return joined(segments, join) ?? text
 }
 
