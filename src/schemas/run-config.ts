@@ -201,11 +201,12 @@ export const RunConfig = z
             `unknown placeholders ${unknown.map((n) => `{{${n}}}`).join(', ')}; "${key}" offers ` +
             `${[...allowed].map((n) => `{{${n}}}`).join(', ')}`,
         })
-      if (allowed.has('boundary') && !template.includes('{{boundary}}'))
+      const dropped = [...allowed].filter((name) => name.endsWith('boundary') && !template.includes(`{{${name}}}`))
+      if (dropped.length > 0)
         ctx.addIssue({
           code: 'custom',
           path: ['prompts', key],
-          message: `"${key}" must keep the {{boundary}} data markers around untrusted text`,
+          message: `"${key}" must keep the ${dropped.map((n) => `{{${n}}}`).join(', ')} data markers around untrusted text`,
         })
     }
     const seeds = [config.anchor_rubrics, config.adaptive_rubrics, ...Object.values(config.instance_rubrics)]

@@ -51,15 +51,17 @@ export async function buildVerifierRequest(
   const prompt = extractPrompt(item.prompt, extraction.prompt)
   const answer = extractCandidate(visibleCandidate(input.candidate).text, extraction.candidate)
   const { grade_max: gradeMax, allow_na: allowNa } = rubric.grading_protocol
-  const boundary = await dataBoundary(prompt, answer)
+  // Each block is tagged with a hash of its own text: the prompt's block is the same for every candidate of a prompt.
+  const [promptBoundary, boundary] = await Promise.all([dataBoundary(prompt), dataBoundary(answer)])
   const user = renderPrompt(
     locale,
     'search-verifier.user',
     {
       criteria: criteriaLines(rubric.criteria, locale),
       na_rule: searchLabels(locale).naRule(allowNa),
-      boundary,
+      prompt_boundary: promptBoundary,
       prompt,
+      boundary,
       answer,
       vote,
       seed,
