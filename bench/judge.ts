@@ -114,7 +114,10 @@ function formatReply(body: ChatCompletionBody): string {
     const labels = [...user.matchAll(/^Answer (A\d+):/gm)].map((match) => match[1]!)
     if (system.includes('"answers"'))
       return JSON.stringify({
-        answers: labels.map((label) => ({ label, grades: ids.map((rubric_id, i) => ({ rubric_id, grade: grade(i) })) })),
+        answers: labels.map((label) => ({
+          label,
+          grades: ids.map((rubric_id, i) => ({ rubric_id, grade: grade(i) })),
+        })),
       })
     return JSON.stringify(Object.fromEntries(labels.map((label) => [label, gradeMap(ids, grade)])))
   }
@@ -349,7 +352,15 @@ const PATHS: Path[] = [
         calls.push(call(group, [group.answers[answer]!, criteria.map((c) => `${c.rubric_id}: ${c.reason}`).join('\n')]))
         await m.runAnalyzer(
           model,
-          { rollout: rollout(group, answer), metadata: METADATA, rubrics: rubrics(), score: 0.6, criteria, gradeMax: 10, locale: 'en' },
+          {
+            rollout: rollout(group, answer),
+            metadata: METADATA,
+            rubrics: rubrics(),
+            score: 0.6,
+            criteria,
+            gradeMax: 10,
+            locale: 'en',
+          },
           { maxAttempts: 1 },
         )
       }

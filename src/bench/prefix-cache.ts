@@ -54,7 +54,11 @@ export class PrefixCache {
  * Leading tokens two token lists share, rounded down to whole cache blocks: what a request can reuse of another one.
  * @example sharedBlockTokens([1, 2, 3], [1, 2, 4], 1) // 2
  */
-export function sharedBlockTokens(a: readonly number[], b: readonly number[], blockTokens = CACHE_BLOCK_TOKENS): number {
+export function sharedBlockTokens(
+  a: readonly number[],
+  b: readonly number[],
+  blockTokens = CACHE_BLOCK_TOKENS,
+): number {
   let shared = 0
   const limit = Math.min(a.length, b.length)
   while (shared < limit && a[shared] === b[shared]) shared++

@@ -41,7 +41,7 @@ export function createChatModel(settings: AgentSettings, deps: ChatModelDeps): C
         ...(settings.headers ? { headers: resolveHeaders(settings.headers, deps.secrets) } : {}),
         model: settings.model,
         temperature: settings.temperature,
-        maxTokens: settings.max_tokens,
+        ...(settings.max_tokens === undefined ? {} : { maxTokens: settings.max_tokens }),
         timeoutMs: settings.timeout_ms,
         ...(settings.seed === undefined ? {} : { seed: settings.seed }),
       })

@@ -54,6 +54,11 @@ export interface ChatRequest {
   json: boolean
   /** Sampling seed: the same request with another seed is another draw (a repeat), and caches key on it. */
   seed?: number
+  /**
+   * The most tokens the reply can need, when the caller knows it (a judge: from its rubric count). Sent as
+   * `max_tokens` when the role's settings set none; a role's own `max_tokens` wins.
+   */
+  maxTokens?: number
   signal?: AbortSignal
   /** The reply of the offline mock backend; real backends ignore it. */
   mock?: MockReply

@@ -54,7 +54,12 @@ function recordingModel(): ChatModel & { requests: ChatRequest[] } {
   }
 }
 
-const rollout = (output: string, input = PROMPT) => ({ id: output.slice(0, 8), input, output, supplemental_context: REFERENCE })
+const rollout = (output: string, input = PROMPT) => ({
+  id: output.slice(0, 8),
+  input,
+  output,
+  supplemental_context: REFERENCE,
+})
 const candidate = (text: string, id = 'answer') => Candidate.parse({ candidate_id: id, text })
 const item = (prompt: string) =>
   PromptItem.parse({ prompt_id: 'p', prompt, candidates: [candidate('a', 'a'), candidate('b', 'b')] })
@@ -78,7 +83,7 @@ const PATHS: Record<string, (model: ChatModel, answer: string, prompt: string) =
       locale: 'en',
       seed: 1,
     }),
-  'analyzer': (model, answer, prompt) =>
+  analyzer: (model, answer, prompt) =>
     runAnalyzer(model, {
       rollout: rollout(answer, prompt),
       metadata: METADATA,

@@ -14,7 +14,7 @@ import type { CriterionGrade } from '../../schemas/score.ts'
 import { rewardFromGrades } from '../../scoring/index.ts'
 import { dataBoundary, parseLenientJson, runAgent } from '../run-agent.ts'
 import { mockScorerAnswer } from '../scorer/mock.ts'
-import { groupBlockTags, rubricLine, trainingVars, type Judgement } from '../scorer/index.ts'
+import { gradesReplyTokens, groupBlockTags, rubricLine, trainingVars, type Judgement } from '../scorer/index.ts'
 
 export interface GroupScorerInput {
   prompts?: PromptOverrides
@@ -108,6 +108,7 @@ export async function buildGroupScorerRequest(
         })),
       }),
     json: true,
+    maxTokens: gradesReplyTokens(rubrics.length, 'none', rollouts.length),
   }
   return { request, labels }
 }

@@ -93,7 +93,17 @@ export async function buildScorerRequest(input: ScorerInput): Promise<ChatReques
     task: 'score',
     mock: mockScorerReply({ rubrics, rollout, gradeMax }),
     json: true,
+    maxTokens: gradesReplyTokens(rubrics.length, input.reasons ?? 'none'),
   }
+}
+
+/**
+ * The most tokens a grades reply can need: per criterion its id, grade and punctuation (a reason too when asked), with
+ * room for a long id; a reply cut short fails the call, so this errs on the long side.
+ * @example gradesReplyTokens(5, 'none') // 192
+ */
+export function gradesReplyTokens(criteria: number, reasons: ScorerReasons, answers = 1): number {
+  return 64 + answers * (8 + criteria * (reasons === 'short' ? 80 : 24))
 }
 
 /**
