@@ -25,7 +25,7 @@ import { OpenAIChatModel } from '../../src/llm/openai.ts'
 import { retry, retryDelayMs } from '../../src/llm/retry.ts'
 import { LlmError, type ChatModel, type ChatRequest, type ChatResponse, type LlmFailure } from '../../src/llm/types.ts'
 import { parseEndpoints, type EndpointConfig, type EndpointConfigInput } from './endpoints.ts'
-import { responseFormatFor, type JsonSchemaFormat } from './response-format.ts'
+import { responseFormatFor } from '../../src/llm/response-format.ts'
 
 /**
  * A `ChatRequest` with the pool's optional extras. Plain `ChatRequest`s are accepted as they are.
@@ -33,10 +33,6 @@ import { responseFormatFor, type JsonSchemaFormat } from './response-format.ts'
  *   }
  */
 export interface PoolRequest extends ChatRequest {
-  /**
-   * Structured output: `json_schema` on endpoints flagged `structured_output: 'json_schema'`, `json_object` elsewhere.
-   */
-  jsonSchema?: JsonSchemaFormat
   /** The name this call is accounted under in `usage()`; defaults to the request's `role`. */
   account?: string
 }

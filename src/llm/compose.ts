@@ -42,6 +42,7 @@ export function createChatModel(settings: AgentSettings, deps: ChatModelDeps): C
         model: settings.model,
         temperature: settings.temperature,
         ...(settings.max_tokens === undefined ? {} : { maxTokens: settings.max_tokens }),
+        structuredOutput: settings.structured_output,
         timeoutMs: settings.timeout_ms,
         ...(settings.seed === undefined ? {} : { seed: settings.seed }),
       })

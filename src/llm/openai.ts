@@ -1,3 +1,4 @@
+import { responseFormatFor } from './response-format.ts'
 import { parseRetryAfter } from './retry.ts'
 import { LlmError, type ChatMessage, type ChatModel, type ChatRequest, type ChatResponse } from './types.ts'
 
@@ -27,6 +28,8 @@ export interface OpenAIChatSettings {
   temperature: number
   /** Unset: each request's own `maxTokens`, else {@link DEFAULT_MAX_TOKENS}. */
   maxTokens?: number
+  /** `json_schema`: the server enforces a request's `jsonSchema` (vLLM's guided decoding); default `json_object`. */
+  structuredOutput?: 'json_object' | 'json_schema'
   timeoutMs: number
   seed?: number
 }
@@ -70,7 +73,8 @@ export class OpenAIChatModel implements ChatModel {
     const timeout = AbortSignal.timeout(this.settings.timeoutMs)
     const signal = request.signal ? AbortSignal.any([request.signal, timeout]) : timeout
     const seed = extras.seed ?? this.settings.seed
-    const responseFormat = extras.responseFormat ?? (request.json ? { type: 'json_object' as const } : undefined)
+    const responseFormat =
+      extras.responseFormat ?? responseFormatFor(request, this.settings.structuredOutput ?? 'json_object')
     const maxTokens = this.settings.maxTokens ?? request.maxTokens ?? DEFAULT_MAX_TOKENS
     const body = JSON.stringify({
       model: this.settings.model,

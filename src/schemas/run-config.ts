@@ -52,6 +52,12 @@ export const AgentSettings = z.object({
    * 1,024); set it for a model that thinks before it answers.
    */
   max_tokens: z.number().int().positive().max(32_768).optional(),
+  /**
+   * `json_schema` when the endpoint enforces a JSON schema on its reply (vLLM, SGLang, OpenAI): judges then send the
+   * exact schema of their reply (rubric ids, the grade range), so a reply never needs a repair call. Default
+   * `json_object`, which every OpenAI-compatible server takes.
+   */
+  structured_output: z.enum(['json_object', 'json_schema']).default('json_object'),
   seed: z.number().int().optional(),
   timeout_ms: z.number().int().positive().max(300_000).default(60_000),
   max_attempts: z.number().int().min(1).max(10).default(4),

@@ -14,6 +14,7 @@ import type { CriterionGrade } from '../../schemas/score.ts'
 import { rewardFromGrades } from '../../scoring/index.ts'
 import { dataBoundary, parseLenientJson, runAgent } from '../run-agent.ts'
 import { mockScorerAnswer } from '../scorer/mock.ts'
+import { keyedBy } from '../../llm/response-format.ts'
 import { gradesReplyTokens, groupBlockTags, rubricLine, trainingVars, type Judgement } from '../scorer/index.ts'
 
 export interface GroupScorerInput {
@@ -109,6 +110,17 @@ export async function buildGroupScorerRequest(
       }),
     json: true,
     maxTokens: gradesReplyTokens(rubrics.length, 'none', rollouts.length),
+    // Every label once, and in each every rubric id once with an integer grade on the scale.
+    jsonSchema: {
+      name: 'group_grades',
+      schema: keyedBy(
+        labels,
+        keyedBy(
+          rubrics.map((rubric) => rubric.id),
+          { type: 'integer', minimum: 0, maximum: gradeMax },
+        ),
+      ),
+    },
   }
   return { request, labels }
 }

@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { canonicalJson, sha256Hex } from '../../hash/index.ts'
 import type { RetryPolicy } from '../../llm/retry.ts'
+import { closedObject, keyedBy, type JsonObjectSchema } from '../../llm/response-format.ts'
 import { LlmError, type ChatModel, type ChatRequest } from '../../llm/types.ts'
 import { promptTemplate, renderPrompt, type Locale, type PromptOverrides } from '../../prompts/index.ts'
 import type { Rollout, TrainingMetadata } from '../../schemas/rollout.ts'
@@ -94,7 +95,27 @@ export async function buildScorerRequest(input: ScorerInput): Promise<ChatReques
     mock: mockScorerReply({ rubrics, rollout, gradeMax }),
     json: true,
     maxTokens: gradesReplyTokens(rubrics.length, input.reasons ?? 'none'),
+    jsonSchema: {
+      name: 'grades',
+      schema: gradesSchema(
+        rubrics.map((rubric) => rubric.id),
+        gradeMax,
+        input.reasons ?? 'none',
+      ),
+    },
   }
+}
+
+/**
+ * The exact JSON schema of a grades reply: every rubric id once, no other key, each grade an integer in 0..gradeMax,
+ * and a string reason per id when reasons are asked for. A server that enforces it cannot send a reply the parser
+ * refuses.
+ * @example gradesSchema(['a1', 'd1'], 10, 'none').required // ['grades']
+ */
+export function gradesSchema(ids: readonly string[], gradeMax: number, reasons: ScorerReasons): JsonObjectSchema {
+  const grades = keyedBy(ids, { type: 'integer', minimum: 0, maximum: gradeMax })
+  if (reasons === 'none') return closedObject({ grades })
+  return closedObject({ grades, reasons: keyedBy(ids, { type: 'string', maxLength: 300 }) })
 }
 
 /**

@@ -21,6 +21,7 @@ import { searchLabels, type SearchRoleOptions } from './common.ts'
 import { DEFAULT_EXTRACTION, extractCandidate, extractPrompt, type ContentExtraction } from './extraction.ts'
 import { criteriaLines, isRecord } from './rubric.ts'
 import { jsonMockReply } from '../../llm/mock.ts'
+import { keyedBy } from '../../llm/response-format.ts'
 import { answerSearchVerify } from './mock.ts'
 
 export interface VerifierOptions extends SearchRoleOptions {
@@ -80,6 +81,19 @@ export async function buildVerifierRequest(
     ],
     task: 'search_verify',
     json: true,
+    // Every criterion id once, an integer on the scale (or null where N/A is allowed), nothing else.
+    jsonSchema: {
+      name: 'verifier_grades',
+      schema: keyedBy(
+        ['grades'],
+        keyedBy(
+          rubric.criteria.map((criterion) => criterion.criterion_id),
+          allowNa
+            ? { anyOf: [{ type: 'integer', minimum: 0, maximum: gradeMax }, { type: 'null' }] }
+            : { type: 'integer', minimum: 0, maximum: gradeMax },
+        ),
+      ),
+    },
     seed,
     mock: jsonMockReply(answerSearchVerify, {
       prompt,
