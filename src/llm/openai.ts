@@ -1,17 +1,9 @@
-import { responseFormatFor } from './response-format.ts'
+import { responseFormatFor, type ResponseFormat } from './response-format.ts'
 import { parseRetryAfter } from './retry.ts'
 import { LlmError, type ChatMessage, type ChatModel, type ChatRequest, type ChatResponse } from './types.ts'
 
 /** `max_tokens` of a request when neither the role's settings nor the request say how long its reply may be. */
 export const DEFAULT_MAX_TOKENS = 1_024
-
-/** A `response_format` an OpenAI-compatible server takes. */
-export type ResponseFormat =
-  | { type: 'json_object' }
-  | {
-      type: 'json_schema'
-      json_schema: { name: string; schema: Record<string, unknown>; strict: boolean; description?: string }
-    }
 
 /** Per-request options beyond `ChatRequest`; unset fields fall back to the model's settings. */
 export interface RequestExtras {

@@ -1,4 +1,10 @@
-import type { ResponseFormat } from './openai.ts'
+/** A `response_format` an OpenAI-compatible server takes. */
+export type ResponseFormat =
+  | { type: 'json_object' }
+  | {
+      type: 'json_schema'
+      json_schema: { name: string; schema: Record<string, unknown>; strict: boolean; description?: string }
+    }
 
 /** A JSON schema for structured output, as OpenAI-compatible servers take it. */
 export interface JsonSchemaFormat {

@@ -156,7 +156,7 @@ const linesOf = (output: string) =>
 function expectDelimited(rollout: Scored) {
   const { body, tag } = scorerRequestOf(rollout)
   const user = userOf(body)
-  expect(user.slice(0, user.indexOf(`<<<DATA-${tag}\n`))).toContain(`tagged ${tag}`)
+  expect(user.slice(0, user.indexOf(`<<<DATA-${tag}\n`))).toContain(tag)
   expect(rollout.output).not.toContain(tag)
   // Exactly the template's three blocks, the answer's once: nothing in the rollout opened or closed one.
   expect(dataBlocks(user)).toHaveLength(3)
