@@ -204,17 +204,20 @@ interface Modules {
   Candidate: { parse(value: unknown): unknown }
   PromptItem: { parse(value: unknown): unknown }
   OpenAIChatModel: new (settings: unknown) => unknown
+  /** The revision's default max_tokens of a role (1,024 before this issue; unset, so per request, after). */
+  defaultMaxTokens: number | undefined
 }
 
 async function loadModules(root: string): Promise<Modules> {
   const load = (path: string) => import(pathToFileURL(join(root, path)).href)
-  const [scorer, group, analyzer, roles, types, openai] = await Promise.all([
+  const [scorer, group, analyzer, roles, types, openai, runConfig] = await Promise.all([
     load('src/agents/scorer/index.ts'),
     load('src/agents/group-scorer/index.ts'),
     load('src/agents/analyzer/index.ts'),
     load('src/search/roles/index.ts'),
     load('src/search/types.ts'),
     load('src/llm/openai.ts'),
+    load('src/schemas/run-config.ts'),
   ])
   return {
     judgeRollout: scorer.judgeRollout,
@@ -226,6 +229,7 @@ async function loadModules(root: string): Promise<Modules> {
     Candidate: types.Candidate,
     PromptItem: types.PromptItem,
     OpenAIChatModel: openai.OpenAIChatModel,
+    defaultMaxTokens: runConfig.AgentSettings.parse({}).max_tokens,
   }
 }
 
@@ -386,6 +390,8 @@ interface Measured {
   completionPerJudgement: number
   /** Replies longer than their request's max_tokens (calls that fail on a real server). */
   overMaxTokens: number
+  /** The max_tokens the first request asked for. */
+  maxTokens: number | undefined
 }
 
 const tokens = (text: string) => encode(text, { allowedSpecial: 'all' }).length
@@ -425,6 +431,7 @@ function measure(recorded: Recorded[], calls: Call[], judgementsPerCall: number)
     oracleShare: oracle / prompt,
     completionPerJudgement: completion / (recorded.length * judgementsPerCall),
     overMaxTokens: recorded.filter((entry) => entry.overMaxTokens).length,
+    maxTokens: recorded[0]?.body.max_tokens as number | undefined,
   }
 }
 
@@ -439,7 +446,7 @@ async function measureRevision(root: string, label: string): Promise<Map<string,
         apiKey: 'bench',
         model: 'judge',
         temperature: 0,
-        maxTokens: 1_024,
+        ...(modules.defaultMaxTokens === undefined ? {} : { maxTokens: modules.defaultMaxTokens }),
         timeoutMs: 30_000,
       })
       const calls: Call[] = []
@@ -492,6 +499,7 @@ async function main() {
     'oracle',
     'hit ÷ oracle',
     'completion tok/judgement',
+    'max_tokens',
     'over max_tokens',
   ]
   const rows: string[][] = []
@@ -508,6 +516,7 @@ async function main() {
       pair((m) => pct(m.oracleShare)),
       pair((m) => (m.oracleShare > 0 ? (m.hitShare / m.oracleShare).toFixed(2) : '–')),
       pair((m) => m.completionPerJudgement.toFixed(1)),
+      pair((m) => String(m.maxTokens ?? '–')),
       pair((m) => String(m.overMaxTokens)),
     ])
   }

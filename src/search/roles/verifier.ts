@@ -22,6 +22,7 @@ import { DEFAULT_EXTRACTION, extractCandidate, extractPrompt, type ContentExtrac
 import { criteriaLines, isRecord } from './rubric.ts'
 import { jsonMockReply } from '../../llm/mock.ts'
 import { keyedBy } from '../../llm/response-format.ts'
+import { gradesReplyTokens } from '../../agents/scorer/index.ts'
 import { answerSearchVerify } from './mock.ts'
 
 export interface VerifierOptions extends SearchRoleOptions {
@@ -81,6 +82,7 @@ export async function buildVerifierRequest(
     ],
     task: 'search_verify',
     json: true,
+    maxTokens: gradesReplyTokens(rubric.criteria.length, 'none'),
     // Every criterion id once, an integer on the scale (or null where N/A is allowed), nothing else.
     jsonSchema: {
       name: 'verifier_grades',
