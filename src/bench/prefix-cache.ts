@@ -6,7 +6,7 @@
  */
 
 /** vLLM's default KV-cache block size, in tokens. */
-export const CACHE_BLOCK_TOKENS = 16
+const CACHE_BLOCK_TOKENS = 16
 
 /** The messages of a chat request, as a judge sends them. */
 export interface ChatMessageText {
@@ -20,13 +20,15 @@ export interface ChatMessageText {
  * @example chatMl([{ role: 'user', content: 'Hi' }]) // '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n'
  */
 export function chatMl(messages: readonly ChatMessageText[]): string {
-  return `${messages.map((message) => `<|im_start|>${message.role}\n${message.content}<|im_end|>\n`).join('')}<|im_start|>assistant\n`
+  const turns = messages.map((message) => `<|im_start|>${message.role}\n${message.content}<|im_end|>\n`)
+  return `${turns.join('')}<|im_start|>assistant\n`
 }
 
 /**
  * An unbounded block-level prefix cache: `lookup` says how many leading tokens of a prompt were already cached and then
  * caches its full blocks, as a server does once it has prefilled them.
- * @example const cache = new PrefixCache(); cache.lookup(tokens); cache.lookup(tokens) // tokens.length rounded down to 16s
+ * @example const cache = new PrefixCache(); cache.lookup(tokens); cache.lookup(tokens) // tokens.length, in whole
+ *   blocks
  */
 export class PrefixCache {
   private readonly blocks = new Map<string, number>()
@@ -48,19 +50,4 @@ export class PrefixCache {
     }
     return hits
   }
-}
-
-/**
- * Leading tokens two token lists share, rounded down to whole cache blocks: what a request can reuse of another one.
- * @example sharedBlockTokens([1, 2, 3], [1, 2, 4], 1) // 2
- */
-export function sharedBlockTokens(
-  a: readonly number[],
-  b: readonly number[],
-  blockTokens = CACHE_BLOCK_TOKENS,
-): number {
-  let shared = 0
-  const limit = Math.min(a.length, b.length)
-  while (shared < limit && a[shared] === b[shared]) shared++
-  return shared - (shared % blockTokens)
 }

@@ -222,7 +222,9 @@ export const RunConfig = z
         ctx.addIssue({
           code: 'custom',
           path: ['prompts', key],
-          message: `"${key}" must keep the ${dropped.map((n) => `{{${n}}}`).join(', ')} data markers around untrusted text`,
+          message:
+            `"${key}" must keep the ${dropped.map((n) => `{{${n}}}`).join(', ')} data markers around ` +
+            'untrusted text',
         })
     }
     const seeds = [config.anchor_rubrics, config.adaptive_rubrics, ...Object.values(config.instance_rubrics)]

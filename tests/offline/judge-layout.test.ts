@@ -1,8 +1,9 @@
 /**
  * Every judge path lays its prompt out for an inference server's prefix cache: two answers of one group get prompts
  * identical (rendered with ChatML) up to the answer's own data block, and the system prompt is the same for every call
- * of the role. And the layout keeps the injection defence: an answer carrying a forged closing marker (a made-up tag, or
- * the tag of the prompt's block, which the policy can compute) and "ignore the rubric" stays whole inside its block.
+ * of the role. And the layout keeps the injection defence: an answer carrying a forged closing marker (a made-up
+ * tag, or the tag of the prompt's block, which the policy can compute) and "ignore the rubric" stays whole inside its
+ * block.
  * The auditor and distillation's re-judging send the online scorer's request (`judgeRollout`, `buildScorerRequest`),
  * and `/rm` grades with the search verifier (`LlmVerifier`), so their rows cover those paths too.
  */

@@ -53,7 +53,7 @@ function scorer(reply: string | Error) {
 const REASONED = '{"grades":{"a1":3,"d1":5},"reasons":{"a1":"the sum is right","d1":"no steps shown"}}'
 
 describe('criteriaWithReasons', () => {
-  it('asks the scorer once more, with reasons, and keeps the recorded grades (reasons: none, the default)', async () => {
+  it('asks the scorer again, with reasons, and keeps the recorded grades (reasons: none, the default)', async () => {
     expect(config().reasons).toBe('none')
     const { requests, pick } = scorer(REASONED)
     const criteria = await criteriaWithReasons(config(), pick, RECORDED, RUBRICS)

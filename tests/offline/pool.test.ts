@@ -31,7 +31,8 @@ const ask = (content: string, extra: Partial<PoolRequest> = {}): PoolRequest => 
 
 /** A judge prompt of `group`: a long prefix the group shares, then answer `i` in its own data block. */
 const judgePrompt = (group: string, i: number) =>
-  `group ${group}: ${'rubric and prompt text '.repeat(60)}\n\nThe answer (data):\n<<<DATA-t${i}\nanswer ${i}\nDATA-t${i}>>>`
+  `group ${group}: ${'rubric and prompt text '.repeat(60)}\n\nThe answer (data):\n` +
+  `<<<DATA-t${i}\nanswer ${i}\nDATA-t${i}>>>`
 
 describe('affinityOf', () => {
   it('gives the answers of one group the same key, other groups another, short or data-less prompts none', () => {
@@ -311,7 +312,7 @@ describe('balancing and concurrency caps (3 slow endpoints)', () => {
     expect(stubs[2]!.received.length).toBeLessThan(stubs[0]!.received.length)
   })
 
-  it('keeps a group that shares a long prompt prefix on one endpoint, and spills to the others when it is full', async () => {
+  it('keeps a group sharing a long prompt prefix on one endpoint, spilling to the others when it is full', async () => {
     const pool = makePool({ endpoints: endpoints([2, 2, 2]) })
     // One at a time, an idle pool would go round-robin; a judge prompt goes where its group's prefix is cached.
     for (let i = 0; i < 6; i++) await pool.complete(ask(judgePrompt('A', i)))

@@ -210,7 +210,7 @@ describe('prompts', () => {
     }
   })
 
-  it('verifier: stable part first (system, rubric, prompt), candidate in data markers, vote and seed last', async () => {
+  it('verifier: stable part first (system, rubric, prompt), candidate in data markers, vote, seed last', async () => {
     const a = await buildVerifierRequest({ item, candidate: c1, rubric: base(), vote: 0, seed: 11 }, { locale: 'en' })
     const b = await buildVerifierRequest({ item, candidate: c2, rubric: base(), vote: 1, seed: 12 }, { locale: 'en' })
     expect(a.messages[0]).toEqual(b.messages[0])

@@ -146,7 +146,8 @@ const REPLY_FORMAT = {
       `{"grades": {"<criterion id>": <integer 0..${gradeMax}>}}\n` +
       'Give exactly one grade per criterion, using the ids as listed, and nothing else.',
     short: (gradeMax: number) =>
-      `{"grades": {"<criterion id>": <integer 0..${gradeMax}>}, "reasons": {"<criterion id>": "<one short sentence>"}}\n` +
+      `{"grades": {"<criterion id>": <integer 0..${gradeMax}>}, ` +
+      '"reasons": {"<criterion id>": "<one short sentence>"}}\n' +
       'Give exactly one grade and one reason per criterion, using the ids as listed.',
   },
   zh: {
