@@ -112,7 +112,7 @@ export async function buildScorerRequest(input: ScorerInput): Promise<ChatReques
  * refuses.
  * @example gradesSchema(['a1', 'd1'], 10, 'none').required // ['grades']
  */
-export function gradesSchema(ids: readonly string[], gradeMax: number, reasons: ScorerReasons): JsonObjectSchema {
+function gradesSchema(ids: readonly string[], gradeMax: number, reasons: ScorerReasons): JsonObjectSchema {
   const grades = keyedBy(ids, { type: 'integer', minimum: 0, maximum: gradeMax })
   if (reasons === 'none') return closedObject({ grades })
   return closedObject({ grades, reasons: keyedBy(ids, { type: 'string', maxLength: 300 }) })
