@@ -73,6 +73,19 @@ describe('hashing', () => {
   })
 })
 
+describe('judge efficiency settings', () => {
+  it('defaults to grades without reasons, json_object, and no fixed max_tokens; refuses other values by name', () => {
+    const config = RunConfig.parse({ anchor_rubrics: [{ text: 'x' }] })
+    expect(config.reasons).toBe('none')
+    expect(config.agents.default.structured_output).toBe('json_object')
+    expect(config.agents.default.max_tokens).toBeUndefined()
+    const paths = (extra: Record<string, unknown>) =>
+      RunConfig.safeParse({ anchor_rubrics: [{ text: 'x' }], ...extra }).error?.issues.map((i) => i.path.join('.'))
+    expect(paths({ reasons: 'long' })).toEqual(['reasons'])
+    expect(paths({ agents: { scorer: { structured_output: 'xml' } } })).toEqual(['agents.scorer.structured_output'])
+  })
+})
+
 describe('prompt overrides', () => {
   it('accepts an override that uses the bundled placeholders and renders it', async () => {
     const config = RunConfig.parse({
