@@ -24,7 +24,7 @@ export interface ScorerInput {
   metadata: TrainingMetadata
   gradeMax: number
   locale: Locale
-  /** What the judge writes per criterion besides its grade (RunConfig.scorer_reasons); default `none`. */
+  /** What the judge writes per criterion besides its grade (RunConfig.reasons); default `none`. */
   reasons?: ScorerReasons
 }
 
