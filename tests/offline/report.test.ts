@@ -60,7 +60,7 @@ describe('reward-harness report', () => {
     let best: {
       best_rubrics: Array<{ prompt_id: string; history: number[]; rubric: { criteria: Array<{ text: string }> } }>
       run_manifest: { run_id: string; seed: number }
-      usage: { total: { calls: number } }
+      usage: { total: { requests: number; cache_hits: number; calls: number } }
     }
     beforeAll(async () => {
       outputDir = join(directory, 'search')
