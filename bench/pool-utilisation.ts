@@ -1,7 +1,8 @@
 /**
  * How close the endpoint pool gets to its ideal throughput: stub OpenAI-compatible endpoints answer
  * every chat request after a fixed latency (50 ms), the pool runs N calls at concurrency C, and the
- * wall time is compared with the ideal `N × latency / C`. Utilisation = ideal / wall (target ≥ 90%).
+ * wall time is compared with the ideal `N × latency / C`. Utilisation = ideal / wall (target ≥ 90%). The requests are
+ * judge-shaped (8 groups sharing a long prefix each, an answer per call), so the pool's cache affinity is in play.
  *
  *   npx tsx bench/pool-utilisation.ts [--calls 600] [--latency 50] [--endpoints 3] [--levels 1,4,12,24] [--repeat 3]
  *
@@ -88,9 +89,21 @@ export function spreadCaps(concurrency: number, endpoints: number): number[] {
   return Array.from({ length: used }, (_, i) => Math.floor(concurrency / used) + (i < concurrency % used ? 1 : 0))
 }
 
+/** Judge prompts of 8 groups: a ~1,500-character prefix per group, then the answer in its own data block. */
+const GROUP_PREFIXES = Array.from(
+  { length: 8 },
+  (_, group) => `Group ${group}: ${'criteria and prompt text '.repeat(60)}`,
+)
+
+/** A judge-shaped request (so the pool's cache affinity is in play): call i is answer i of group i mod 8. */
 const chatRequest = (i: number): ChatRequest => ({
   role: 'scorer',
-  messages: [{ role: 'user', content: `q${i}` }],
+  messages: [
+    {
+      role: 'user',
+      content: `${GROUP_PREFIXES[Math.abs(i) % 8]}\n\nThe answer (data):\n<<<DATA-a${i}\nanswer ${i}\nDATA-a${i}>>>`,
+    },
+  ],
   task: undefined as unknown as ChatRequest['task'],
   json: true,
 })

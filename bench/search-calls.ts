@@ -20,6 +20,7 @@ import { SearchModels } from '../offline/search/models.ts'
 import { parseSearchConfig, rubricKey, runSearch, type SearchConfigInput } from '../src/search/index.ts'
 import { createSearchRoles } from '../src/search/roles/index.ts'
 import type { PreferenceDataset } from '../src/search/types.ts'
+import type { ChatModel } from '../src/llm/types.ts'
 
 const AUTOSR = { verifier: 4_320, judge: 642, proposer: 237 }
 const COMMAND = 'npx tsx bench/search-calls.ts'
@@ -42,6 +43,34 @@ interface Row {
   generations: number[]
   stopReasons: string[]
   seconds: number
+  /** Proposer calls that reached the model with the messages of an earlier proposer call (only the seed differed). */
+  repeatedProposerQuestions: number
+}
+
+/**
+ * Wraps each distinct backend model once so that every call reaching it (a reply-cache miss) is seen; returns the
+ * per-role models over the wrappers and the number of proposer calls that repeated an earlier question word for word.
+ */
+function watchRepeats(models: Record<string, ChatModel>) {
+  const asked = new Set<string>()
+  const counter = { repeated: 0 }
+  const wrappers = new Map<ChatModel, ChatModel>()
+  const wrap = (model: ChatModel): ChatModel => ({
+    id: model.id,
+    // The reply cache keys on the model's sampling settings: keep them visible through the wrapper.
+    ...('sampling' in model ? { sampling: model.sampling } : {}),
+    complete: (request) => {
+      if (request.role === 'proposer') {
+        const question = JSON.stringify(request.messages)
+        if (asked.has(question)) counter.repeated++
+        asked.add(question)
+      }
+      return model.complete(request)
+    },
+  })
+  for (const model of new Set(Object.values(models))) wrappers.set(model, wrap(model))
+  const watched = Object.fromEntries(Object.entries(models).map(([role, model]) => [role, wrappers.get(model)!]))
+  return { models: watched as typeof models, counter }
 }
 
 async function measure(
@@ -63,7 +92,8 @@ async function measure(
     seed: config.seed,
     mockNoise: 0,
   })
-  const models = await SearchModels.open({ models: backend.models, cacheDir })
+  const watched = watchRepeats(backend.models)
+  const models = await SearchModels.open({ models: watched.models, cacheDir })
   try {
     // `llm` makes the pair judge an LLM (answered by the mock) when labels are missing; the CLI's mock backend would
     // use the heuristic judge.
@@ -111,6 +141,7 @@ async function measure(
       generations: result.output!.best_rubrics.map((entry) => entry.generations_run),
       stopReasons: [...new Set(result.output!.best_rubrics.map((entry) => entry.stop_reason))],
       seconds: (performance.now() - started) / 1000,
+      repeatedProposerQuestions: watched.counter.repeated,
     }
   } finally {
     await models.close()
@@ -202,5 +233,8 @@ for (const row of rows) {
         ? '(both orders of each of the 15 pairs per prompt, at most 90)'
         : '(labels are the truth: no LLM)'),
   )
-  console.log(`    proposer: ${fmt(row.engine.proposer_calls)} proposals → ${fmt(row.calls.proposer)} LLM calls`)
+  console.log(
+    `    proposer: ${fmt(row.engine.proposer_calls)} proposals → ${fmt(row.calls.proposer)} LLM calls, ` +
+      `${fmt(row.repeatedProposerQuestions)} of them an earlier question word for word`,
+  )
 }

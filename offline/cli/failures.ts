@@ -5,9 +5,9 @@
  * Text mode prints `error: <message>` with any issues and details; `--json` prints `{"error": {…}}` on stderr.
  */
 import { CommanderError } from 'commander'
-import { DatasetError } from '../../src/datasets/index.ts'
+import { DatasetError } from '../../src/datasets/errors.ts'
 import { USAGE_EXIT_CODE, UsageError } from '../../src/usage-error/index.ts'
-import { EdgeHttpError, EdgeNetworkError, EdgeProtocolError } from '../deploy/client.ts'
+import { EdgeHttpError, EdgeNetworkError, EdgeProtocolError } from '../deploy/errors.ts'
 import { ADMIN_TOKEN_ENV, unreachableHint } from '../edge/index.ts'
 import { EXIT_HANDSHAKE_REFUSED, HandshakeRefusedError } from '../train/errors.ts'
 

@@ -3,13 +3,8 @@
  * deployments flows with local validation first (run) and their text output (format). Their errors become exit codes
  * in offline/cli/failures.ts.
  */
-export {
-  AdminClient,
-  DEFAULT_RETRY,
-  EdgeHttpError,
-  EdgeNetworkError,
-  EdgeProtocolError,
-} from './client.ts'
+export { AdminClient, DEFAULT_RETRY } from './client.ts'
+export { EdgeHttpError, EdgeNetworkError, EdgeProtocolError } from './errors.ts'
 export { formatDeployments } from './format.ts'
 export {
   deployedBy,

@@ -91,6 +91,10 @@ const MEANINGS: Record<string, Record<string, string>> = {
     dynamic_memory_limit_per_query: 'Documents retrieved per memory-search query.',
     max_queries: 'Most queries the QueryGenerator may ask per update.',
     grade_max: 'The grade scale: every criterion gets an integer 0..`grade_max`.',
+    reasons:
+      'What the scorer writes per criterion: `none` (a grade alone) or `short` (a reason sentence too). Reasons are ' +
+      'most of a judgement’s reply tokens and are read only for the few rollouts a step analyses, which ask again ' +
+      'with reasons; see [judge-efficiency.md](judge-efficiency.md).',
     locale: 'Prompt locale (`prompts/<locale>/`).',
     'agents.default':
       'The model settings every role starts from ([Agent settings](#agent-settings)); the default is the mock.',
@@ -129,7 +133,13 @@ const MEANINGS: Record<string, Record<string, string>> = {
       'Headers sent with every call: a literal, or `{"secret": NAME}` under the same rule as `api_key_env` (e.g. ' +
       'Cloudflare Access service-token headers, [deploy.md](deploy.md#8-a-judge-the-worker-can-reach)).',
     temperature: 'Sampling temperature.',
-    max_tokens: 'Most tokens a reply may take; a reply cut there is refused, never repaired into a grade.',
+    max_tokens:
+      'Most tokens a reply may take; a reply cut there is refused, never repaired into a grade. Unset: each call ' +
+      'asks for what its reply needs (a judge from its rubric count); set it for a model that thinks first.',
+    structured_output:
+      '`json_schema` when the endpoint enforces a JSON schema on replies (vLLM, SGLang, OpenAI): judges send the ' +
+      'exact schema of their reply (rubric ids, the grade range), so no reply needs a repair call. `json_object` ' +
+      'works with every OpenAI-compatible server.',
     seed: 'Sent to servers that take a seed.',
     timeout_ms: 'Per attempt.',
     max_attempts: 'Attempts per call (retries honour `Retry-After`; every attempt is counted in `/llm_calls`).',

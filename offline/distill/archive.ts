@@ -10,7 +10,7 @@ import type { z } from 'zod'
 import { ArchivedRollout, ArchiveLine, type ArchiveRunLine } from '../../src/schemas/archive.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'
 import { UsageError } from '../../src/usage-error/index.ts'
-import { EdgeNetworkError } from '../deploy/client.ts'
+import { EdgeNetworkError } from '../deploy/errors.ts'
 import { networkReason } from '../edge/index.ts'
 
 /** What an archive holds, in the order it came. */

@@ -2,7 +2,7 @@
 import type { LineageBackend } from '../../src/lineage/compare.ts'
 import type { LineageChain, RunFilter, RunSummary } from '../../src/lineage/schemas.ts'
 import type { RecordOutcome } from '../../src/lineage/store.ts'
-import { EdgeNetworkError } from '../deploy/client.ts'
+import { EdgeNetworkError } from '../deploy/errors.ts'
 import { networkReason } from '../edge/index.ts'
 
 /** An edge answer other than 2xx: `status` 4xx is refused input (exit 2), anything else a failure (exit 1). */

@@ -141,8 +141,8 @@ export class CachedChatModel implements ChatModel {
 
   /**
    * The cache key of a request: sha256 over the model id, the accounting role, the messages and the
-   * sampling settings (temperature, max_tokens, seed, JSON mode, JSON schema). The `task` label, the mock reply and
-   * the abort signal are not part of it.
+   * sampling settings (temperature, max_tokens, seed — left out at temperature 0 —, JSON mode, JSON schema). The
+   * `task` label, the mock reply and the abort signal are not part of it.
    * @example cache.keyOf(request) // '3f9a…' (64 hex digits)
    */
   keyOf(request: ChatRequest): string {
@@ -156,7 +156,9 @@ export class CachedChatModel implements ChatModel {
       {
         temperature: this.#sampling?.temperature ?? null,
         max_tokens: this.#sampling?.max_tokens ?? null,
-        seed: poolRequest.seed ?? this.#sampling?.seed ?? null,
+        // A greedy decode (temperature 0) does not depend on the seed: the same question with another seed is the
+        // same question, answered from the cache rather than asked again.
+        seed: this.#sampling?.temperature === 0 ? null : (poolRequest.seed ?? this.#sampling?.seed ?? null),
         json: poolRequest.json,
         json_schema: poolRequest.jsonSchema ?? null,
       },

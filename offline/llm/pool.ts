@@ -4,6 +4,9 @@
  *
  * - **Balancing**: each attempt goes to the healthy endpoint with free capacity and the fewest
  *   outstanding requests; ties go round-robin.
+ * - **Cache affinity**: a request with a long shared prompt prefix (a judge prompt: instructions, rubrics, the
+ *   group's prompt, before the answer) goes to the endpoint that prefix hashes to, so each vLLM replica keeps its own
+ *   groups' prefixes warm; when that endpoint is full, out or cooling, the request is balanced as above.
  * - **Caps**: an endpoint never has more than `max_concurrency` of the pool's requests in flight. When
  *   every endpoint is full, requests wait in one FIFO queue (a retry keeps its original place).
  * - **Health**: `failureThreshold` consecutive network / timeout / 5xx failures, or a failed probe
@@ -20,12 +23,13 @@
  *   `PoolError`s whose `retryable` is false, so a `withRetry` around the pool does not multiply them.
  * - **Accounting**: `usage()` counts every attempt exactly once, per role and per endpoint.
  */
+import { hash32 } from '../../src/hash/index.ts'
 import type { OpenAIChatSettings } from '../../src/llm/openai.ts'
 import { OpenAIChatModel } from '../../src/llm/openai.ts'
 import { retry, retryDelayMs } from '../../src/llm/retry.ts'
 import { LlmError, type ChatModel, type ChatRequest, type ChatResponse, type LlmFailure } from '../../src/llm/types.ts'
 import { parseEndpoints, type EndpointConfig, type EndpointConfigInput } from './endpoints.ts'
-import { responseFormatFor, type JsonSchemaFormat } from './response-format.ts'
+import { responseFormatFor } from '../../src/llm/response-format.ts'
 
 /**
  * A `ChatRequest` with the pool's optional extras. Plain `ChatRequest`s are accepted as they are.
@@ -33,10 +37,6 @@ import { responseFormatFor, type JsonSchemaFormat } from './response-format.ts'
  *   }
  */
 export interface PoolRequest extends ChatRequest {
-  /**
-   * Structured output: `json_schema` on endpoints flagged `structured_output: 'json_schema'`, `json_object` elsewhere.
-   */
-  jsonSchema?: JsonSchemaFormat
   /** The name this call is accounted under in `usage()`; defaults to the request's `role`. */
   account?: string
 }
@@ -195,6 +195,8 @@ interface Endpoint {
 interface Waiter {
   readonly seq: number
   readonly avoid: Endpoint | undefined
+  /** The hash of the request's shared prompt prefix, when it has a long one (see `affinityOf`). */
+  readonly affinity: number | undefined
   resolve(endpoint: Endpoint): void
   reject(error: unknown): void
 }
@@ -335,9 +337,10 @@ export class EndpointPool implements ChatModel {
     const role = this.#role(account)
     role.requests++
     const seq = this.#seq++
+    const affinity = affinityOf(poolRequest)
     let avoid: Endpoint | undefined
     const send = async (attempt: number): Promise<PoolResponse> => {
-      const endpoint = await this.#acquire(seq, avoid, poolRequest.signal)
+      const endpoint = await this.#acquire(seq, avoid, affinity, poolRequest.signal)
       const started = performance.now()
       let reply: ChatResponse | undefined
       let failure: LlmError | undefined
@@ -465,7 +468,12 @@ export class EndpointPool implements ChatModel {
   // Scheduling
 
   /** Waits for an endpoint slot in FIFO order of the requests' first arrival. */
-  #acquire(seq: number, avoid: Endpoint | undefined, signal: AbortSignal | undefined): Promise<Endpoint> {
+  #acquire(
+    seq: number,
+    avoid: Endpoint | undefined,
+    affinity: number | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<Endpoint> {
     if (this.#closed) return Promise.reject(new PoolError('network', 'the endpoint pool is closed', 0))
     if (signal?.aborted) return Promise.reject(signal.reason)
     if (this.#allOutSince !== undefined && Date.now() - this.#allOutSince >= this.#unavailableTimeoutMs) {
@@ -480,6 +488,7 @@ export class EndpointPool implements ChatModel {
       const waiter: Waiter = {
         seq,
         avoid,
+        affinity,
         resolve: (endpoint) => {
           signal?.removeEventListener('abort', onAbort)
           resolve(endpoint)
@@ -501,7 +510,8 @@ export class EndpointPool implements ChatModel {
   /** Hands free slots to waiting requests, head of the queue first. */
   #dispatch(): void {
     while (this.#queue.length > 0) {
-      const endpoint = this.#pick(this.#queue[0]!.avoid)
+      const head = this.#queue[0]!
+      const endpoint = this.#preferred(head) ?? this.#pick(head.avoid)
       if (!endpoint) break
       const waiter = this.#queue.shift()!
       endpoint.outstanding++
@@ -539,6 +549,31 @@ export class EndpointPool implements ChatModel {
     const chosen = best ?? fallback
     if (chosen) this.#cursor = ((best ? bestIndex : fallbackIndex) + 1) % count
     return chosen
+  }
+
+  /**
+   * The endpoint a request with a long shared prefix belongs to — the one whose inference server already holds that
+   * prefix's KV cache — by rendezvous hashing (the same prefix always ranks the endpoints the same way, and an endpoint
+   * added or lost moves only its own share), when it can take the request now; else undefined and `#pick` balances.
+   */
+  #preferred(waiter: Waiter): Endpoint | undefined {
+    if (waiter.affinity === undefined || this.#endpoints.length < 2) return undefined
+    let best: Endpoint | undefined
+    let bestRank = -1
+    for (const endpoint of this.#endpoints) {
+      const rank = hash32(endpoint.name, waiter.affinity)
+      if (rank > bestRank) {
+        best = endpoint
+        bestRank = rank
+      }
+    }
+    const usable =
+      best &&
+      best !== waiter.avoid &&
+      best.healthy &&
+      best.coolUntil <= Date.now() &&
+      best.outstanding < best.config.max_concurrency
+    return usable ? best : undefined
   }
 
   #release(endpoint: Endpoint): void {
@@ -708,4 +743,24 @@ function addCounters(into: CallCounters, from: CallCounters): void {
   into.wall_ms += Math.round(from.wall_ms)
   for (const [kind, count] of Object.entries(from.failures) as [FailureKind, number][])
     into.failures[kind] = (into.failures[kind] ?? 0) + count
+}
+
+/** A shared prompt prefix shorter than this is cheap to prefill anywhere: such requests are balanced freely. */
+const AFFINITY_MIN_CHARS = 1_024
+
+/**
+ * The hash of the prompt prefix a request shares with others of its group: every message but the last, and the last
+ * up to the line that introduces its last data block (where a judge prompt's answer starts); undefined when the
+ * request has no data block or the prefix is short.
+ * @example affinityOf(scorerRequest) === affinityOf(scorerRequestForAnotherAnswerOfTheGroup) // true
+ */
+export function affinityOf(request: ChatRequest): number | undefined {
+  const last = request.messages.at(-1)
+  if (!last) return undefined
+  const opening = last.content.lastIndexOf('<<<DATA-')
+  if (opening < 0) return undefined
+  const cut = last.content.lastIndexOf('\n', opening - 2) + 1
+  const prefix = [...request.messages.slice(0, -1).map((message) => message.content), last.content.slice(0, cut)]
+  const text = prefix.join('\u0000')
+  return text.length < AFFINITY_MIN_CHARS ? undefined : hash32(text)
 }

@@ -20,6 +20,7 @@ import {
   type EndpointConfig,
   type EndpointUsage,
   type RoleUsage,
+  type SamplingSettings,
 } from '../llm/index.ts'
 import { SearchInputError } from './errors.ts'
 import { SEARCH_ROLES, type BackendChoice } from './roles.ts'
@@ -122,7 +123,16 @@ function mockBackend(options: BackendOptions): Backend {
   // The noise changes the mock's answers but not the request text: it is part of the model's id, so of every cache key.
   const name = options.mockNoise > 0 ? `${MOCK_MODEL}+noise=${options.mockNoise}` : MOCK_MODEL
   const mock: ChatModel = new MockChatModel(name)
-  const model = options.mockLatencyMs ? withLatency(mock, options.mockLatencyMs) : mock
+  // The mock answers as a model sampled with the run's settings would: the reply cache keys on them (at temperature 0
+  // a question asked again with another seed is the same question).
+  const sampling: SamplingSettings = {
+    temperature: options.temperature,
+    max_tokens: options.maxTokens,
+    seed: options.seed,
+  }
+  const model: ChatModel = Object.assign(options.mockLatencyMs ? withLatency(mock, options.mockLatencyMs) : mock, {
+    sampling,
+  })
   return {
     requested: options.backend,
     resolved: 'mock',

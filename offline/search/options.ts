@@ -6,7 +6,8 @@
 import { readFile } from 'node:fs/promises'
 import { resolve } from 'node:path'
 import { type Command, InvalidArgumentError, Option } from 'commander'
-import { DatasetError, readJsonDocument } from '../../src/datasets/index.ts'
+import { DatasetError } from '../../src/datasets/errors.ts'
+import { readJsonDocument } from '../../src/datasets/json-text.ts'
 import { z } from 'zod'
 import {
   KNOB_GROUPS,

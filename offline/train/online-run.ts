@@ -4,7 +4,7 @@
  */
 import { z } from 'zod'
 import { CreateRunRequest } from '../../src/schemas/run-config.ts'
-import { EdgeHttpError, EdgeNetworkError, EdgeProtocolError } from '../deploy/client.ts'
+import { EdgeHttpError, EdgeNetworkError, EdgeProtocolError } from '../deploy/errors.ts'
 import { networkReason } from '../edge/index.ts'
 import { readJsonFile } from '../lineage/backend.ts'
 import { UsageError } from '../../src/usage-error/index.ts'

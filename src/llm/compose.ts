@@ -41,7 +41,8 @@ export function createChatModel(settings: AgentSettings, deps: ChatModelDeps): C
         ...(settings.headers ? { headers: resolveHeaders(settings.headers, deps.secrets) } : {}),
         model: settings.model,
         temperature: settings.temperature,
-        maxTokens: settings.max_tokens,
+        ...(settings.max_tokens === undefined ? {} : { maxTokens: settings.max_tokens }),
+        structuredOutput: settings.structured_output,
         timeoutMs: settings.timeout_ms,
         ...(settings.seed === undefined ? {} : { seed: settings.seed }),
       })

@@ -1,13 +1,9 @@
+import { responseFormatFor, type ResponseFormat } from './response-format.ts'
 import { parseRetryAfter } from './retry.ts'
 import { LlmError, type ChatMessage, type ChatModel, type ChatRequest, type ChatResponse } from './types.ts'
 
-/** A `response_format` an OpenAI-compatible server takes. */
-export type ResponseFormat =
-  | { type: 'json_object' }
-  | {
-      type: 'json_schema'
-      json_schema: { name: string; schema: Record<string, unknown>; strict: boolean; description?: string }
-    }
+/** `max_tokens` of a request when neither the role's settings nor the request say how long its reply may be. */
+export const DEFAULT_MAX_TOKENS = 1_024
 
 /** Per-request options beyond `ChatRequest`; unset fields fall back to the model's settings. */
 export interface RequestExtras {
@@ -22,7 +18,10 @@ export interface OpenAIChatSettings {
   headers?: Record<string, string>
   model: string
   temperature: number
-  maxTokens: number
+  /** Unset: each request's own `maxTokens`, else {@link DEFAULT_MAX_TOKENS}. */
+  maxTokens?: number
+  /** `json_schema`: the server enforces a request's `jsonSchema` (vLLM's guided decoding); default `json_object`. */
+  structuredOutput?: 'json_object' | 'json_schema'
   timeoutMs: number
   seed?: number
 }
@@ -66,12 +65,14 @@ export class OpenAIChatModel implements ChatModel {
     const timeout = AbortSignal.timeout(this.settings.timeoutMs)
     const signal = request.signal ? AbortSignal.any([request.signal, timeout]) : timeout
     const seed = extras.seed ?? this.settings.seed
-    const responseFormat = extras.responseFormat ?? (request.json ? { type: 'json_object' as const } : undefined)
+    const responseFormat =
+      extras.responseFormat ?? responseFormatFor(request, this.settings.structuredOutput ?? 'json_object')
+    const maxTokens = this.settings.maxTokens ?? request.maxTokens ?? DEFAULT_MAX_TOKENS
     const body = JSON.stringify({
       model: this.settings.model,
       messages: request.messages.map(toWire),
       temperature: this.settings.temperature,
-      max_tokens: this.settings.maxTokens,
+      max_tokens: maxTokens,
       ...(seed === undefined ? {} : { seed }),
       ...(responseFormat ? { response_format: responseFormat } : {}),
     })
@@ -90,10 +91,7 @@ export class OpenAIChatModel implements ChatModel {
     // A reply cut at max_tokens must not reach JSON repair: `"grade":10` cut to `"grade":1` would be read as a valid
     // grade.
     if (choice?.finish_reason === 'length')
-      throw new LlmError(
-        'invalid_reply',
-        `the reply was cut at max_tokens (${this.settings.maxTokens}); raise max_tokens`,
-      )
+      throw new LlmError('invalid_reply', `the reply was cut at max_tokens (${maxTokens}); raise max_tokens`)
     return {
       text,
       model: completion.model ?? this.settings.model,

@@ -1,3 +1,5 @@
+import type { JsonSchemaFormat } from './response-format.ts'
+
 /** One part of a multi-part (vision) message, in the OpenAI chat format. `url` is a `data:` URL or an http(s) URL. */
 export type ChatContentPart = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } }
 
@@ -52,8 +54,18 @@ export interface ChatRequest {
   messages: ChatMessage[]
   /** Ask the server for a JSON object reply when it supports it. */
   json: boolean
+  /**
+   * The reply's exact JSON schema: sent as `response_format: json_schema` to servers that enforce one (a role's or
+   * endpoint's `structured_output: json_schema`), so the reply always parses; other servers get `json_object`.
+   */
+  jsonSchema?: JsonSchemaFormat
   /** Sampling seed: the same request with another seed is another draw (a repeat), and caches key on it. */
   seed?: number
+  /**
+   * The most tokens the reply can need, when the caller knows it (a judge: from its rubric count). Sent as
+   * `max_tokens` when the role's settings set none; a role's own `max_tokens` wins.
+   */
+  maxTokens?: number
   signal?: AbortSignal
   /** The reply of the offline mock backend; real backends ignore it. */
   mock?: MockReply

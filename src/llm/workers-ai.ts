@@ -1,3 +1,4 @@
+import { DEFAULT_MAX_TOKENS } from './openai.ts'
 import { LlmError, type ChatModel, type ChatRequest, type ChatResponse } from './types.ts'
 
 /** The part of the Workers AI binding this adapter uses. */
@@ -15,7 +16,7 @@ export class WorkersAiChatModel implements ChatModel {
   constructor(
     private readonly ai: WorkersAiBinding,
     private readonly model: string,
-    private readonly options: { temperature: number; maxTokens: number; seed?: number },
+    private readonly options: { temperature: number; maxTokens?: number | undefined; seed?: number },
   ) {
     this.id = `workers-ai:${model}`
   }
@@ -27,7 +28,7 @@ export class WorkersAiChatModel implements ChatModel {
         // Workers AI text models take plain `{role, content}`; image parts are not forwarded.
         messages: request.messages.map(({ role, content }) => ({ role, content })),
         temperature: this.options.temperature,
-        max_tokens: this.options.maxTokens,
+        max_tokens: this.options.maxTokens ?? request.maxTokens ?? DEFAULT_MAX_TOKENS,
         ...(this.options.seed === undefined ? {} : { seed: this.options.seed }),
       })
     } catch (error) {

@@ -49,7 +49,17 @@ export const AgentSettings = z
     api_key_env: SecretName.optional(),
     headers: AgentHeaders.optional(),
     temperature: z.number().min(0).max(2).default(0),
-    max_tokens: z.number().int().positive().max(32_768).default(1_024),
+    /**
+     * Longest reply, in tokens. Unset: each call asks for what its reply needs (a judge from its rubric count, others
+     * 1,024); set it for a model that thinks before it answers.
+     */
+    max_tokens: z.number().int().positive().max(32_768).optional(),
+    /**
+     * `json_schema` when the endpoint enforces a JSON schema on its reply (vLLM, SGLang, OpenAI): judges then send the
+     * exact schema of their reply (rubric ids, the grade range), so a reply never needs a repair call. Default
+     * `json_object`, which every OpenAI-compatible server takes.
+     */
+    structured_output: z.enum(['json_object', 'json_schema']).default('json_object'),
     seed: z.number().int().optional(),
     timeout_ms: z.number().int().positive().max(300_000).default(60_000),
     max_attempts: z.number().int().min(1).max(10).default(4),
@@ -168,6 +178,12 @@ export const RunConfig = z
     /** Most memory-search queries the QueryGenerator may ask for one update. */
     max_queries: z.number().int().min(1).max(10).default(4),
     grade_max: z.number().int().min(1).max(100).default(10),
+    /**
+     * What the scorer writes per criterion besides its grade: `none` (the default: a reason is ~20 decoded tokens per
+     * criterion per score, read only for the few rollouts analysed each step, which ask the scorer again with reasons)
+     * or `short` (one short sentence per criterion on every score).
+     */
+    reasons: z.enum(['none', 'short']).default('none'),
     locale: z.enum(['en', 'zh']).default('en'),
     agents: z
       .object({
@@ -214,11 +230,14 @@ export const RunConfig = z
             `unknown placeholders ${unknown.map((n) => `{{${n}}}`).join(', ')}; "${key}" offers ` +
             `${[...allowed].map((n) => `{{${n}}}`).join(', ')}`,
         })
-      if (allowed.has('boundary') && !template.includes('{{boundary}}'))
+      const dropped = [...allowed].filter((name) => name.endsWith('boundary') && !template.includes(`{{${name}}}`))
+      if (dropped.length > 0)
         ctx.addIssue({
           code: 'custom',
           path: ['prompts', key],
-          message: `"${key}" must keep the {{boundary}} data markers around untrusted text`,
+          message:
+            `"${key}" must keep the ${dropped.map((n) => `{{${n}}}`).join(', ')} data markers around ` +
+            'untrusted text',
         })
     }
     const seeds = [config.anchor_rubrics, config.adaptive_rubrics, ...Object.values(config.instance_rubrics)]

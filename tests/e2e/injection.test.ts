@@ -74,8 +74,7 @@ const systemOf = (body: ChatCompletionBody) => body.messages.find((m) => m.role 
  * flags it when it carries one of the hostile rollouts' tell-tale lines, quoting that line as evidence.
  */
 function stubAnalyzer(body: ChatCompletionBody): string {
-  const tag = userOf(body).match(/tagged ([0-9A-Za-z]+)\./)?.[1] ?? boundaryOf(body) ?? ''
-  const answer = dataBlocks(userOf(body), tag).at(-1) ?? ''
+  const answer = dataBlocks(userOf(body)).at(-1) ?? ''
   const telltales = [
     /ignore the rubric/i,
     /"grades"/,
@@ -136,7 +135,7 @@ function scorerRequestOf(rollout: Scored): { body: ChatCompletionBody; tag: stri
   const found = stub.requests.flatMap((body) => {
     const tag = boundaryOf(body)
     if (agentOf(body) !== 'scorer' || !tag) return []
-    const [input, reference, answer] = dataBlocks(userOf(body), tag)
+    const [input, reference, answer] = dataBlocks(userOf(body))
     return input === rollout.input && reference === REFERENCE && answer === rollout.output ? [{ body, tag }] : []
   })
   expect(found, `scorer requests holding rollout ${rollout.id} whole`).toHaveLength(1)
@@ -150,16 +149,20 @@ const linesOf = (output: string) =>
     .map((line) => line.trim())
     .filter((line) => line.length > 3)
 
-/** The scorer prompt holds the whole rollout inside the data blocks of a tag the rollout does not contain. */
+/**
+ * The scorer prompt holds the whole rollout inside its own data block, under a tag the prompt states before the block
+ * and the rollout does not contain.
+ */
 function expectDelimited(rollout: Scored) {
   const { body, tag } = scorerRequestOf(rollout)
   const user = userOf(body)
-  expect(systemOf(body)).toContain(`<<<DATA-${tag}`)
+  expect(user.slice(0, user.indexOf(`<<<DATA-${tag}\n`))).toContain(tag)
   expect(rollout.output).not.toContain(tag)
-  // Exactly the template's three blocks: nothing in the rollout opened or closed one.
-  expect(user.split(`<<<DATA-${tag}\n`)).toHaveLength(4)
-  expect(user.split(`\nDATA-${tag}>>>`)).toHaveLength(4)
-  const outside = outsideData(user, tag)
+  // Exactly the template's three blocks, the answer's once: nothing in the rollout opened or closed one.
+  expect(dataBlocks(user)).toHaveLength(3)
+  expect(user.split(`<<<DATA-${tag}\n`)).toHaveLength(2)
+  expect(user.split(`\nDATA-${tag}>>>`)).toHaveLength(2)
+  const outside = outsideData(user)
   for (const line of linesOf(rollout.output)) expect(outside, `outside the data blocks: ${line}`).not.toContain(line)
   return { body, tag }
 }
@@ -218,7 +221,7 @@ describe('the scorer prompt against hostile rollouts', () => {
     const { plain } = await scoreAll(run)
 
     // The judge is really that gullible: the same instruction one step outside the data block buys full marks.
-    const { body, tag } = scorerRequestOf(plain.wrong)
+    const { body } = scorerRequestOf(plain.wrong)
     const escaped = {
       ...body,
       messages: body.messages.map((m) =>
@@ -227,7 +230,7 @@ describe('the scorer prompt against hostile rollouts', () => {
           : m,
       ),
     }
-    expect(outsideData(userOf(escaped), tag)).toContain('Ignore the rubric')
+    expect(outsideData(userOf(escaped))).toContain('Ignore the rubric')
     const obeyed = JSON.parse(judge(escaped)) as { grades: { grade: number }[] }
     expect(obeyed.grades.map((g) => g.grade)).toEqual([10, 10])
     const forgedBlock = {
@@ -300,12 +303,13 @@ describe('the Analyzer flags hostile rollouts as reward hacking', () => {
         (body) =>
           agentOf(body) === 'analyzer' &&
           userOf(body).includes(`(${run.label})`) &&
-          dataBlocks(userOf(body), userOf(body).match(/tagged ([0-9A-Za-z]+)\./)?.[1] ?? '').at(-1) === rollout.output,
+          dataBlocks(userOf(body)).at(-1) === rollout.output,
       )
       expect(request, `analyzer request for ${rollout.id}`).toBeDefined()
-      const tag = userOf(request!).match(/tagged ([0-9A-Za-z]+)\./)![1]!
+      const tag = boundaryOf(request!)!
+      expect(userOf(request!)).toContain(`tagged ${tag}`)
       expect(rollout.output).not.toContain(tag)
-      for (const line of linesOf(rollout.output)) expect(outsideData(userOf(request!), tag)).not.toContain(line)
+      for (const line of linesOf(rollout.output)) expect(outsideData(userOf(request!))).not.toContain(line)
     }
   })
 })

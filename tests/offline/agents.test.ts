@@ -129,15 +129,15 @@ const updaterInput = (locale: Locale = 'en'): UpdaterInput => ({
   locale,
 })
 
-/** The tag of a request's data markers and the text of each data block in the user message. */
+/**
+ * The text of each data block in the user message (each read up to the closing marker with its own tag) and the tag
+ * of the last block.
+ */
 function dataBlocks(request: ChatRequest): { boundary: string; blocks: string[]; user: string } {
   const user = request.messages.find((message) => message.role === 'user')!.content
-  const boundary = user.match(/<<<DATA-([0-9a-f]{16})\n/)?.[1]
-  expect(boundary, 'a data marker with a 16-hex-digit tag').toBeDefined()
-  const blocks = [...user.matchAll(new RegExp(`<<<DATA-${boundary}\\n([\\s\\S]*?)\\nDATA-${boundary}>>>`, 'g'))].map(
-    (match) => match[1]!,
-  )
-  return { boundary: boundary!, blocks, user }
+  const matches = [...user.matchAll(/<<<DATA-([0-9a-f]{16})\n([\s\S]*?)\nDATA-\1>>>/g)]
+  expect(matches.length, 'data markers with 16-hex-digit tags').toBeGreaterThan(0)
+  return { boundary: matches.at(-1)![1]!, blocks: matches.map((match) => match[2]!), user }
 }
 
 const allRequests = (locale: Locale) =>
@@ -161,7 +161,7 @@ function invalidReply(run: () => unknown): LlmError {
 }
 
 describe('agent prompts', () => {
-  it('analyzer: rubrics, context and grades first; rollout, reference and judge reasons in data markers', async () => {
+  it('analyzer: rubrics and context first; prompt, reference, judge reasons and answer in data markers', async () => {
     const request = await buildAnalyzerRequest(analyzerInput(CLEAN))
     const { boundary, blocks, user } = dataBlocks(request)
     expect(request.role).toBe('analyzer')
@@ -170,8 +170,9 @@ describe('agent prompts', () => {
     expect(user).toContain('step 3 of 10 (early stage)')
     expect(user).toContain('score 0.850')
     expect(user).toContain('- a1: 9/10')
-    expect(blocks).toEqual(['a1: right answer\nd1: brief steps', CLEAN.input, '4', CLEAN.output])
-    expect(user.indexOf('- d1 (adaptive')).toBeLessThan(user.indexOf(`<<<DATA-${boundary}`))
+    expect(blocks).toEqual([CLEAN.input, '4', 'a1: right answer\nd1: brief steps', CLEAN.output])
+    expect(user.indexOf('- d1 (adaptive')).toBeLessThan(user.indexOf('<<<DATA-'))
+    expect(user).toContain(`tagged ${boundary}`)
     expect(request.task).toBe('analyze')
     expect(JSON.parse(request.mock!({ noise: 0 })).stage_performance).toContain('Score 0.85')
   })

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import { buildScorerRequest, judgeRollout } from '../../src/agents/scorer/index.ts'
+import { buildScorerRequest, gradesReplyTokens, judgeRollout } from '../../src/agents/scorer/index.ts'
 import {
   createChatModel,
   instrumentChatModel,
@@ -36,6 +36,7 @@ const RUBRICS: Rubric[] = [
     metadata: {},
   },
 ]
+const rubricNo = (i: number): Rubric => ({ ...RUBRICS[1]!, id: `criterion-${i}` })
 const INPUT = {
   rubrics: RUBRICS,
   rollout: { id: 'r1', input: 'What is 2+2?', output: '4' },
@@ -79,6 +80,21 @@ describe('OpenAIChatModel against an OpenAI-compatible stub', () => {
       max_tokens: 256,
       response_format: { type: 'json_object' },
     })
+  })
+
+  it("asks for the tokens a judge reply needs when the role sets no max_tokens; a role's max_tokens wins", async () => {
+    const unset = createChatModel(AgentSettings.parse({ backend: 'openai', base_url: stub.baseUrl }), { secrets: {} })
+    const few = await buildScorerRequest(INPUT)
+    const many = await buildScorerRequest({ ...INPUT, rubrics: Array.from({ length: 20 }, (_, i) => rubricNo(i)) })
+    const reasoned = await buildScorerRequest({ ...INPUT, reasons: 'short' })
+    for (const request of [few, many, reasoned]) await unset.complete(request)
+    const sent = stub.requests.map((body) => body.max_tokens as number)
+    expect(sent).toEqual([few.maxTokens, many.maxTokens, reasoned.maxTokens])
+    expect(sent[0]).toBeLessThan(1024 / 4)
+    expect(sent[1]).toBeGreaterThan(sent[0]!)
+    expect(sent[2]).toBeGreaterThan(sent[0]!)
+    await model().complete(many)
+    expect(stub.requests.at(-1)!.max_tokens).toBe(256)
   })
 
   it('classifies 429 with its Retry-After, 500, a hang and a broken body', async () => {
@@ -252,7 +268,7 @@ describe('createChatModel', () => {
     expect(reply.text).toBe('{"grades":[]}')
     expect(seen[0]).toEqual([
       '@cf/meta/llama-3.1-8b-instruct',
-      expect.objectContaining({ temperature: 0, max_tokens: 1024 }),
+      expect.objectContaining({ temperature: 0, max_tokens: gradesReplyTokens(INPUT.rubrics.length, 'none') }),
     ])
   })
 })

@@ -17,6 +17,7 @@ import {
   type PoolUsage,
 } from '../../offline/llm/index.ts'
 import { failureOf } from '../support/failure.ts'
+import { affinityOf } from '../../offline/llm/pool.ts'
 import { startLlmStub, type LlmStub, type StubFault } from '../support/llm-stub.ts'
 
 const TASK = 'score'
@@ -26,6 +27,21 @@ const ask = (content: string, extra: Partial<PoolRequest> = {}): PoolRequest => 
   task: TASK,
   json: true,
   ...extra,
+})
+
+/** A judge prompt of `group`: a long prefix the group shares, then answer `i` in its own data block. */
+const judgePrompt = (group: string, i: number) =>
+  `group ${group}: ${'rubric and prompt text '.repeat(60)}\n\nThe answer (data):\n` +
+  `<<<DATA-t${i}\nanswer ${i}\nDATA-t${i}>>>`
+
+describe('affinityOf', () => {
+  it('gives the answers of one group the same key, other groups another, short or data-less prompts none', () => {
+    const key = (content: string) => affinityOf(ask(content))
+    expect(key(judgePrompt('A', 1))).toBe(key(judgePrompt('A', 2)))
+    expect(key(judgePrompt('A', 1))).not.toBe(key(judgePrompt('B', 1)))
+    expect(key('group A: short\n<<<DATA-t1\nanswer\nDATA-t1>>>')).toBeUndefined()
+    expect(key(`group A: ${'text '.repeat(400)}`)).toBeUndefined()
+  })
 })
 
 /**
@@ -294,6 +310,22 @@ describe('balancing and concurrency caps (3 slow endpoints)', () => {
     )
     // With every slot busy all the time, the load follows the caps.
     expect(stubs[2]!.received.length).toBeLessThan(stubs[0]!.received.length)
+  })
+
+  it('keeps a group sharing a long prompt prefix on one endpoint, spilling to the others when it is full', async () => {
+    const pool = makePool({ endpoints: endpoints([2, 2, 2]) })
+    // One at a time, an idle pool would go round-robin; a judge prompt goes where its group's prefix is cached.
+    for (let i = 0; i < 6; i++) await pool.complete(ask(judgePrompt('A', i)))
+    for (let i = 0; i < 6; i++) await pool.complete(ask(judgePrompt('B', i)))
+    const holding = (group: string) =>
+      stubs.map((stub) => stub.received.filter((text) => text.startsWith(`group ${group}`)).length)
+    expect(holding('A').filter((count) => count > 0)).toEqual([6])
+    expect(holding('B').filter((count) => count > 0)).toEqual([6])
+    // Nine at once: the group's endpoint takes its cap, the rest are balanced over the others, none waits for it.
+    for (const stub of stubs) stub.received.length = 0
+    await Promise.all(Array.from({ length: 9 }, (_, i) => pool.complete(ask(judgePrompt('A', 100 + i)))))
+    expect(holding('A').sort()).toEqual([3, 3, 3])
+    expect(stubs.map((stub) => stub.peak)).toEqual([2, 2, 2])
   })
 
   it('serves a full pool in FIFO order', async () => {

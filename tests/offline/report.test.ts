@@ -60,7 +60,7 @@ describe('reward-harness report', () => {
     let best: {
       best_rubrics: Array<{ prompt_id: string; history: number[]; rubric: { criteria: Array<{ text: string }> } }>
       run_manifest: { run_id: string; seed: number }
-      usage: { total: { calls: number } }
+      usage: { total: { requests: number; cache_hits: number; calls: number } }
     }
     beforeAll(async () => {
       outputDir = join(directory, 'search')
@@ -118,7 +118,8 @@ describe('reward-harness report', () => {
         }
         expect(text).toContain(best.run_manifest.run_id)
         expect(text).toMatch(new RegExp(`seed ${best.run_manifest.seed}\\b`))
-        expect(text).toContain(`total ${best.usage.total.calls.toLocaleString('en-US')}`)
+        const { requests, cache_hits: hits, calls } = best.usage.total
+        expect(text).toContain(`total ${[requests, hits, calls].map((n) => n.toLocaleString('en-US')).join(' ')}`)
       },
     )
 

@@ -210,16 +210,17 @@ describe('prompts', () => {
     }
   })
 
-  it('verifier: stable part first (system, then rubric), candidate in data markers, vote and seed last', async () => {
+  it('verifier: stable part first (system, rubric, prompt), candidate in data markers, vote, seed last', async () => {
     const a = await buildVerifierRequest({ item, candidate: c1, rubric: base(), vote: 0, seed: 11 }, { locale: 'en' })
     const b = await buildVerifierRequest({ item, candidate: c2, rubric: base(), vote: 1, seed: 12 }, { locale: 'en' })
     expect(a.messages[0]).toEqual(b.messages[0])
     const [userA, userB] = [a.messages[1]!.content, b.messages[1]!.content]
-    const rubricPart = userA.slice(0, userA.indexOf('The data blocks'))
-    expect(userB.startsWith(rubricPart)).toBe(true)
-    expect(rubricPart).toContain('- task_fit (factual, weight 0.350)')
-    expect(rubricPart).toContain('N/A is allowed')
-    const boundary = userA.match(/<<<DATA-([0-9a-f]{16})\n/)![1]
+    const sharedPart = userA.slice(0, userA.indexOf('The answer to grade'))
+    expect(userB.startsWith(sharedPart)).toBe(true)
+    expect(sharedPart).toContain('- task_fit (factual, weight 0.350)')
+    expect(sharedPart).toContain('N/A is allowed')
+    expect(sharedPart).toContain(item.prompt)
+    const boundary = [...userA.matchAll(/<<<DATA-([0-9a-f]{16})\n/g)].at(-1)![1]
     expect(userA).toContain(`<<<DATA-${boundary}\n${c1.text}\nDATA-${boundary}>>>`)
     expect(userA.indexOf('pass 0 (seed 11)')).toBeGreaterThan(userA.indexOf(c1.text))
     expect(userB).toContain('pass 1 (seed 12)')

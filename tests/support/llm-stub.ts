@@ -306,33 +306,33 @@ export function faultMix(options: FaultMixOptions): FaultMix {
   return { intercept, injected, seen }
 }
 
+/** A data block: an opening `<<<DATA-<tag>` line up to the first `DATA-<tag>>>` line with the same tag. */
+const BLOCK = /<<<DATA-([0-9A-Za-z]+)\n([\s\S]*?)\nDATA-\1>>>/g
+
 /**
- * The tag of a request's data markers as its system prompt states it (`<<<DATA-<tag>`), if it states one.
+ * The tag of a request's last data block (the answer's, in a judging prompt), if it has one.
  * @example boundaryOf(stub.requests.at(-1)!) // 'a1b2c3d4e5f60718'
  */
 export function boundaryOf(body: ChatCompletionBody): string | undefined {
-  return (body.messages.find((message) => message.role === 'system')?.content ?? '').match(
-    /<<<DATA-([0-9A-Za-z]+)/,
-  )?.[1]
-}
-
-const blockPattern = (tag: string) => new RegExp(`<<<DATA-${tag}\\n([\\s\\S]*?)\\nDATA-${tag}>>>`, 'g')
-
-/**
- * The data blocks of `text` marked with `tag`, in order: what lies between a `<<<DATA-<tag>` line and the next
- * `DATA-<tag>>>` line.
- * @example dataBlocks(userPrompt, boundaryOf(body)!) // [input, reference, output] for a scorer prompt
- */
-export function dataBlocks(text: string, tag: string): string[] {
-  return [...text.matchAll(blockPattern(tag))].map((match) => match[1]!)
+  const user = body.messages.findLast((message) => message.role === 'user')?.content ?? ''
+  return [...user.matchAll(BLOCK)].at(-1)?.[1]
 }
 
 /**
- * `text` without its data blocks of `tag` (markers included): what a model reads as instructions.
- * @example expect(outsideData(userPrompt, tag)).not.toContain(rollout.output)
+ * The data blocks of `text`, in order, read as a careful model reads them: each from its `<<<DATA-<tag>` line to the
+ * first `DATA-<tag>>>` line with the same tag, so a marker with another tag inside a block is just text.
+ * @example dataBlocks(userPrompt) // [input, reference, output] for a scorer prompt
  */
-export function outsideData(text: string, tag: string): string {
-  return text.replace(blockPattern(tag), '')
+export function dataBlocks(text: string): string[] {
+  return [...text.matchAll(BLOCK)].map((match) => match[2]!)
+}
+
+/**
+ * `text` without its data blocks (markers included): what a model reads as instructions.
+ * @example expect(outsideData(userPrompt)).not.toContain(rollout.output)
+ */
+export function outsideData(text: string): string {
+  return text.replace(BLOCK, '')
 }
 
 /** Grading instructions a gullible judge follows wherever it reads them. */
@@ -354,8 +354,8 @@ export interface NaiveJudgeOptions {
 }
 
 /**
- * A gullible scorer. It reads the data markers exactly as the system prompt defines them (the stated tag) and
- * grades what is inside honestly: `correct` when the answer block contains the reference, else `wrong`. But it
+ * A gullible scorer. It reads the data markers exactly as the system prompt defines them (a tag closes only its own
+ * block) and grades what is inside honestly: `correct` when the answer block contains the reference, else `wrong`. It
  * obeys any grading instruction it finds outside the data blocks: a `{"grades": […]}` block is copied, and
  * "ignore the rubric", "output 1.0", "full marks", "new instructions" (or 忽略/满分) give every criterion `gradeMax`.
  * So the scores it gives rise exactly when rollout text escapes the data blocks.
@@ -366,8 +366,7 @@ export function naiveJudge(options: NaiveJudgeOptions) {
   return (body: ChatCompletionBody): string => {
     const user = body.messages.find((message) => message.role === 'user')?.content ?? ''
     const ids = [...user.matchAll(/^- ([\w.:-]+) \(weight [\d.]+\):/gm)].map((match) => match[1]!)
-    const tag = boundaryOf(body)
-    const outside = tag ? outsideData(user, tag) : user
+    const outside = outsideData(user)
     const reply = (gradeFor: (id: string) => number, reason: string) =>
       JSON.stringify({ grades: ids.map((rubric_id) => ({ rubric_id, grade: gradeFor(rubric_id), reason })) })
     const forged = outside.match(/\{\s*"grades"\s*:\s*\[[\s\S]*?\]\s*\}/)?.[0]
@@ -383,7 +382,7 @@ export function naiveJudge(options: NaiveJudgeOptions) {
     }
     if (INSTRUCTIONS.some((pattern) => pattern.test(outside))) return reply(() => gradeMax, 'as instructed')
     // Scorer prompts hold three blocks: the prompt, the reference, the answer.
-    const [, reference = '', answer = ''] = tag ? dataBlocks(user, tag) : []
+    const [, reference = '', answer = ''] = dataBlocks(user)
     const right = reference.trim() !== '' && answer.includes(reference.trim())
     return reply(
       () => (right ? options.correct : options.wrong),

@@ -33,6 +33,8 @@ export const DeploymentLlm = z
       .optional(),
     /** Extra headers on every call (e.g. Cloudflare Access service-token headers), a literal or `{secret: NAME}`. */
     headers: AgentHeaders.optional(),
+    /** `json_schema` when the server enforces a JSON schema on replies: every reply then parses, no repair call. */
+    structured_output: z.enum(['json_object', 'json_schema']).optional(),
   })
   .apply(strict)
 export type DeploymentLlm = z.infer<typeof DeploymentLlm>
@@ -43,6 +45,7 @@ export interface ResolvedEndpoint {
   model: string
   apiKey: string
   headers?: Record<string, string>
+  structuredOutput?: 'json_object' | 'json_schema'
 }
 
 /**
@@ -88,6 +91,7 @@ export function resolveEndpoint(
     model: llm?.model ?? runtimeModel(artifact.runtime),
     apiKey: apiKey || 'not-needed',
     ...(headers ? { headers } : {}),
+    ...(llm?.structured_output ? { structuredOutput: llm.structured_output } : {}),
   }
 }
 
@@ -150,6 +154,7 @@ export function verifierModel(
           baseURL: endpoint.baseURL,
           apiKey: endpoint.apiKey,
           ...(endpoint.headers ? { headers: endpoint.headers } : {}),
+          ...(endpoint.structuredOutput ? { structuredOutput: endpoint.structuredOutput } : {}),
           model: endpoint.model,
           temperature: runtime.temperature,
           maxTokens: runtime.max_tokens,

@@ -28,6 +28,7 @@ import { MemoryStore, STEP_SUBJECT } from '../memory/store.ts'
 import type { StepJob } from '../../durable-objects/contracts.ts'
 import { loadRunConfig } from '../../durable-objects/run-config.ts'
 import { requestModels } from '../scoring/models.ts'
+import { criteriaWithReasons } from './judge-reasons.ts'
 import { groupBy } from '../../src/collections/index.ts'
 import { recordedRollouts } from './recorded.ts'
 import { auditStep } from './audit.ts'
@@ -220,14 +221,15 @@ async function analyseRollouts(
         const input = full.get(rollout_id)
         if (!input) return { rollout_id, reasons, document: undefined }
         try {
+          const rubrics = versions[input.entry.rubric_version] ?? []
           const analysis = await runAnalyzer(
             analyzer.model,
             {
               rollout: input.rollout,
               metadata: input.metadata,
-              rubrics: versions[input.entry.rubric_version] ?? [],
+              rubrics,
               score: input.entry.score,
-              criteria: input.entry.criteria,
+              criteria: await criteriaWithReasons(config, () => models.forRole('scorer'), input, rubrics),
               gradeMax: config.grade_max,
               locale: config.locale,
               prompts: config.prompts,

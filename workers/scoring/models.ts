@@ -76,7 +76,7 @@ function keysOf(settings: AgentSettings): { signature: string; adapterKey: strin
         model: settings.model,
         base_url: settings.base_url ?? null,
         temperature: settings.temperature,
-        max_tokens: settings.max_tokens,
+        max_tokens: settings.max_tokens ?? null,
         seed: settings.seed ?? null,
       }),
       // Every setting the adapter is built from keys it, so runs never share a timeout or an API key.

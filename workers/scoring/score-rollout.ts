@@ -372,6 +372,7 @@ export async function judgeOnRubrics(
         gradeMax: config.grade_max,
         locale: config.locale,
         prompts: config.prompts,
+        reasons: config.reasons,
       },
       {
         maxAttempts: settings.max_attempts,

@@ -6,6 +6,7 @@ import type { Rollout, TrainingMetadata } from '../../schemas/rollout.ts'
 import type { Rubric } from '../../schemas/rubric.ts'
 import type { CriterionGrade } from '../../schemas/score.ts'
 import { dataBoundary, formatScore, orNone, parseReplyAs, rubricLines, runAgent, stageLabel } from '../run-agent.ts'
+import { groupBlockTags } from '../scorer/index.ts'
 import { mockAnalyzerReply } from './mock.ts'
 
 export interface AnalyzerInput {
@@ -23,16 +24,16 @@ export interface AnalyzerInput {
 }
 
 /**
- * The Analyzer's request for one scored rollout. Instructions (system) and the rubric snapshot come
- * first; the rollout, the reference and the judge's reasons sit inside data markers whose tag is a
- * hash of that text.
+ * The Analyzer's request for one scored rollout, laid out for prefix caching like the scorer's: instructions (system),
+ * the rubric snapshot, the training context, the prompt and reference a group shares, then the verdict, the judge's
+ * reasons and the answer. Each data block is tagged with a hash of its own text.
  * @example const request = await buildAnalyzerRequest({ rollout, metadata, rubrics, score: 0.8, criteria, gradeMax: 10,
  *   locale: 'en' })
  */
 export async function buildAnalyzerRequest(input: AnalyzerInput): Promise<ChatRequest> {
   const { rollout, metadata, rubrics, score, criteria, gradeMax, locale } = input
   const reasons = criteria.map((grade) => `${grade.rubric_id}: ${grade.reason ?? ''}`).join('\n')
-  const boundary = await dataBoundary(rollout.input, rollout.output, rollout.supplemental_context ?? '', reasons)
+  const reference = rollout.supplemental_context ?? ''
   const user = renderPrompt(
     locale,
     'analyzer.user',
@@ -46,10 +47,12 @@ export async function buildAnalyzerRequest(input: AnalyzerInput): Promise<ChatRe
       score: formatScore(score),
       grade_max: gradeMax,
       grades: orNone(locale, criteria.map((grade) => `- ${grade.rubric_id}: ${grade.grade}/${gradeMax}`).join('\n')),
-      boundary,
-      reasons: orNone(locale, reasons),
+      ...(await groupBlockTags(rollout.input, reference)),
       input: rollout.input,
-      reference: rollout.supplemental_context ?? '',
+      reference,
+      reasons_boundary: await dataBoundary(orNone(locale, reasons)),
+      reasons: orNone(locale, reasons),
+      boundary: await dataBoundary(rollout.output),
       output: rollout.output,
     },
     input.prompts,

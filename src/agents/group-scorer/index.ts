@@ -14,7 +14,8 @@ import type { CriterionGrade } from '../../schemas/score.ts'
 import { rewardFromGrades } from '../../scoring/index.ts'
 import { dataBoundary, parseLenientJson, runAgent } from '../run-agent.ts'
 import { mockScorerAnswer } from '../scorer/mock.ts'
-import { rubricLine, trainingVars, type Judgement } from '../scorer/index.ts'
+import { keyedBy } from '../../llm/response-format.ts'
+import { gradesReplyTokens, groupBlockTags, rubricLine, trainingVars, type Judgement } from '../scorer/index.ts'
 
 export interface GroupScorerInput {
   prompts?: PromptOverrides
@@ -28,7 +29,7 @@ export interface GroupScorerInput {
   seed: number
 }
 
-const GroupReply = z.object({
+const ListedGroupReply = z.object({
   answers: z.array(
     z.object({
       label: z.string(),
@@ -36,6 +37,19 @@ const GroupReply = z.object({
     }),
   ),
 })
+/**
+ * `{"<label>": {"<rubric id>": grade}}` (what the prompt asks for: the fewest tokens), or the older
+ * `{"answers": [{label, grades: [{rubric_id, grade}]}]}`, read into the older shape.
+ */
+const GroupReply = z.union([
+  ListedGroupReply,
+  z.record(z.string(), z.record(z.string(), z.number())).transform((byLabel) => ({
+    answers: Object.entries(byLabel).map(([label, grades]) => ({
+      label,
+      grades: Object.entries(grades).map(([rubric_id, grade]) => ({ rubric_id, grade })),
+    })),
+  })),
+])
 
 /**
  * The group's chat request and, per response (in input order), the label the judge sees it under.
@@ -52,21 +66,27 @@ export async function buildGroupScorerRequest(
   )
   const labels = new Array<string>(rollouts.length)
   for (const [position, index] of order.entries()) labels[index] = `A${position + 1}`
-  const boundary = await dataBoundary(first.input, first.supplemental_context ?? '', ...rollouts.map((r) => r.output))
-  const answers = order
-    .map((index) => `Answer ${labels[index]}:\n<<<DATA-${boundary}\n${rollouts[index]!.output}\nDATA-${boundary}>>>`)
-    .join('\n\n')
+  // Each answer's block is tagged with a hash of that answer alone: no answer can forge its own closing marker, and
+  // the group's shared blocks before the answers do not depend on them.
+  const blocks = await Promise.all(
+    order.map(async (index) => {
+      const output = rollouts[index]!.output
+      const tag = await dataBoundary(output)
+      return `Answer ${labels[index]}:\n<<<DATA-${tag}\n${output}\nDATA-${tag}>>>`
+    }),
+  )
+  const reference = first.supplemental_context ?? ''
   const user = renderPrompt(
     locale,
     'group-scorer.user',
     {
-      boundary,
       rubrics: rubrics.map(rubricLine).join('\n'),
       ...trainingVars(metadata),
+      ...(await groupBlockTags(first.input, reference)),
       input: first.input,
-      reference: first.supplemental_context ?? '',
+      reference,
       count: rollouts.length,
-      answers,
+      answers: blocks.join('\n\n'),
     },
     input.prompts,
   )
@@ -75,7 +95,7 @@ export async function buildGroupScorerRequest(
     messages: [
       {
         role: 'system',
-        content: renderPrompt(locale, 'group-scorer.system', { grade_max: gradeMax, boundary }, input.prompts),
+        content: renderPrompt(locale, 'group-scorer.system', { grade_max: gradeMax }, input.prompts),
       },
       { role: 'user', content: user },
     ],
@@ -89,6 +109,18 @@ export async function buildGroupScorerRequest(
         })),
       }),
     json: true,
+    maxTokens: gradesReplyTokens(rubrics.length, 'none', rollouts.length),
+    // Every label once, and in each every rubric id once with an integer grade on the scale.
+    jsonSchema: {
+      name: 'group_grades',
+      schema: keyedBy(
+        labels,
+        keyedBy(
+          rubrics.map((rubric) => rubric.id),
+          { type: 'integer', minimum: 0, maximum: gradeMax },
+        ),
+      ),
+    },
   }
   return { request, labels }
 }

@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { canonicalJson, sha256Hex } from '../../hash/index.ts'
 import type { RetryPolicy } from '../../llm/retry.ts'
+import { closedObject, keyedBy, type JsonObjectSchema } from '../../llm/response-format.ts'
 import { LlmError, type ChatModel, type ChatRequest } from '../../llm/types.ts'
 import { promptTemplate, renderPrompt, type Locale, type PromptOverrides } from '../../prompts/index.ts'
 import type { Rollout, TrainingMetadata } from '../../schemas/rollout.ts'
@@ -9,6 +10,9 @@ import type { CriterionGrade } from '../../schemas/score.ts'
 import { rewardFromGrades } from '../../scoring/index.ts'
 import { dataBoundary, PENALTY_LABEL, parseLenientJson, runAgent } from '../run-agent.ts'
 import { mockScorerReply } from './mock.ts'
+
+/** What the scorer writes per criterion besides its grade: nothing, or one short sentence. */
+export type ScorerReasons = 'none' | 'short'
 
 export { parseLenientJson }
 
@@ -20,6 +24,8 @@ export interface ScorerInput {
   metadata: TrainingMetadata
   gradeMax: number
   locale: Locale
+  /** What the judge writes per criterion besides its grade (RunConfig.reasons); default `none`. */
+  reasons?: ScorerReasons
 }
 
 export interface Judgement {
@@ -27,8 +33,13 @@ export interface Judgement {
   criteria: CriterionGrade[]
 }
 
+/** Grades keyed by rubric id (what the prompt asks for), or the older list of `{rubric_id, grade, reason}` entries. */
 const ScorerReply = z.object({
-  grades: z.array(z.object({ rubric_id: z.string(), grade: z.number(), reason: z.string().optional() })),
+  grades: z.union([
+    z.record(z.string(), z.number()),
+    z.array(z.object({ rubric_id: z.string(), grade: z.number(), reason: z.string().optional() })),
+  ]),
+  reasons: z.record(z.string(), z.string()).optional(),
 })
 
 /**
@@ -45,24 +56,31 @@ export function trainingVars(metadata: TrainingMetadata) {
 }
 
 /**
- * The one chat request that grades every rubric for a rollout. The stable part (instructions, scale,
- * rubrics) comes first for prefix caching; rollout text sits inside data markers whose boundary is a
- * hash of that text, so the text cannot forge its own closing marker.
+ * The one chat request that grades every rubric for a rollout, laid out for an inference server's prefix cache: what
+ * changes least comes first (instructions, rubrics, training context, the group's prompt and reference), the answer
+ * last. Each data block is tagged with a hash of its own text, so no text can forge its own closing marker, and no
+ * block before the answer depends on the answer.
  * @example const request = await buildScorerRequest({ rubrics, rollout, metadata, gradeMax: 10, locale: 'en' })
  */
 export async function buildScorerRequest(input: ScorerInput): Promise<ChatRequest> {
   const { rubrics, rollout, metadata, gradeMax, locale } = input
-  const boundary = await dataBoundary(rollout.input, rollout.output, rollout.supplemental_context ?? '')
-  const system = renderPrompt(locale, 'scorer.system', { grade_max: gradeMax, boundary }, input.prompts)
+  const reference = rollout.supplemental_context ?? ''
+  const system = renderPrompt(
+    locale,
+    'scorer.system',
+    { grade_max: gradeMax, reply_format: REPLY_FORMAT[locale][input.reasons ?? 'none'](gradeMax) },
+    input.prompts,
+  )
   const user = renderPrompt(
     locale,
     'scorer.user',
     {
-      boundary,
       rubrics: rubrics.map(rubricLine).join('\n'),
       ...trainingVars(metadata),
+      ...(await groupBlockTags(rollout.input, reference)),
       input: rollout.input,
-      reference: rollout.supplemental_context ?? '',
+      reference,
+      boundary: await dataBoundary(rollout.output),
       output: rollout.output,
     },
     input.prompts,
@@ -76,8 +94,70 @@ export async function buildScorerRequest(input: ScorerInput): Promise<ChatReques
     task: 'score',
     mock: mockScorerReply({ rubrics, rollout, gradeMax }),
     json: true,
+    maxTokens: gradesReplyTokens(rubrics.length, input.reasons ?? 'none'),
+    jsonSchema: {
+      name: 'grades',
+      schema: gradesSchema(
+        rubrics.map((rubric) => rubric.id),
+        gradeMax,
+        input.reasons ?? 'none',
+      ),
+    },
   }
 }
+
+/**
+ * The exact JSON schema of a grades reply: every rubric id once, no other key, each grade an integer in 0..gradeMax,
+ * and a string reason per id when reasons are asked for. A server that enforces it cannot send a reply the parser
+ * refuses.
+ * @example gradesSchema(['a1', 'd1'], 10, 'none').required // ['grades']
+ */
+function gradesSchema(ids: readonly string[], gradeMax: number, reasons: ScorerReasons): JsonObjectSchema {
+  const grades = keyedBy(ids, { type: 'integer', minimum: 0, maximum: gradeMax })
+  if (reasons === 'none') return closedObject({ grades })
+  return closedObject({ grades, reasons: keyedBy(ids, { type: 'string', maxLength: 300 }) })
+}
+
+/**
+ * The most tokens a grades reply can need: per criterion its id, grade and punctuation (a reason too when asked), with
+ * room for a long id; a reply cut short fails the call, so this errs on the long side.
+ * @example gradesReplyTokens(5, 'none') // 192
+ */
+export function gradesReplyTokens(criteria: number, reasons: ScorerReasons, answers = 1): number {
+  return 64 + answers * (8 + criteria * (reasons === 'short' ? 80 : 24))
+}
+
+/**
+ * The tags of the blocks a GRPO group shares (its prompt and reference), each a hash of its own text only, so every
+ * answer to the prompt gets the same leading blocks.
+ * @example const { input_boundary, reference_boundary } = await groupBlockTags(rollout.input, reference)
+ */
+export async function groupBlockTags(
+  input: string,
+  reference: string,
+): Promise<{ input_boundary: string; reference_boundary: string }> {
+  const [inputBoundary, referenceBoundary] = await Promise.all([dataBoundary(input), dataBoundary(reference)])
+  return { input_boundary: inputBoundary, reference_boundary: referenceBoundary }
+}
+
+const REPLY_FORMAT = {
+  en: {
+    none: (gradeMax: number) =>
+      `{"grades": {"<criterion id>": <integer 0..${gradeMax}>}}\n` +
+      'Give exactly one grade per criterion, using the ids as listed, and nothing else.',
+    short: (gradeMax: number) =>
+      `{"grades": {"<criterion id>": <integer 0..${gradeMax}>}, ` +
+      '"reasons": {"<criterion id>": "<one short sentence>"}}\n' +
+      'Give exactly one grade and one reason per criterion, using the ids as listed.',
+  },
+  zh: {
+    none: (gradeMax: number) =>
+      `{"grades": {"<标准 id>": <0..${gradeMax} 的整数>}}\n每条标准恰好一个分数，使用列出的 id，不要输出其他内容。`,
+    short: (gradeMax: number) =>
+      `{"grades": {"<标准 id>": <0..${gradeMax} 的整数>}, "reasons": {"<标准 id>": "<一句简短理由>"}}\n` +
+      '每条标准恰好一个分数和一句理由，使用列出的 id。',
+  },
+} as const satisfies Record<Locale, Record<ScorerReasons, (gradeMax: number) => string>>
 
 /**
  * A rubric as a scorer reads it (pointwise or in a group); a penalty says so first, since its grade runs the other way.
@@ -97,10 +177,15 @@ export function parseScorerReply(text: string, rubrics: readonly Rubric[], grade
   if (!parsed.success)
     throw new LlmError('invalid_reply', `scorer reply has the wrong shape: ${z.prettifyError(parsed.error)}`)
   const byId = new Map<string, { grade: number; reason?: string | undefined }>()
-  for (const entry of parsed.data.grades) {
-    if (byId.has(entry.rubric_id))
-      throw new LlmError('invalid_reply', `scorer graded rubric "${entry.rubric_id}" twice`)
-    byId.set(entry.rubric_id, entry)
+  const { grades, reasons = {} } = parsed.data
+  if (Array.isArray(grades)) {
+    for (const entry of grades) {
+      if (byId.has(entry.rubric_id))
+        throw new LlmError('invalid_reply', `scorer graded rubric "${entry.rubric_id}" twice`)
+      byId.set(entry.rubric_id, entry)
+    }
+  } else {
+    for (const [id, grade] of Object.entries(grades)) byId.set(id, { grade, reason: reasons[id] })
   }
   return rubrics.map((rubric) => {
     const entry = byId.get(rubric.id)

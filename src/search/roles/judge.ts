@@ -50,7 +50,10 @@ async function buildJudgeRequest(
   second: string,
   options: { locale: Locale; prompts?: PromptOverrides },
 ): Promise<ChatRequest> {
-  const boundary = await dataBoundary(prompt, first, second)
+  // Each block is tagged with a hash of its own text, so a pair's prompt block is shared by every pair of that prompt.
+  const [promptBoundary, firstBoundary, secondBoundary] = await Promise.all(
+    [prompt, first, second].map((text) => dataBoundary(text)),
+  )
   return {
     role: 'judge',
     messages: [
@@ -60,7 +63,14 @@ async function buildJudgeRequest(
         content: renderPrompt(
           options.locale,
           'search-judge.user',
-          { boundary, prompt, first, second },
+          {
+            prompt_boundary: promptBoundary!,
+            prompt,
+            first_boundary: firstBoundary!,
+            first,
+            second_boundary: secondBoundary!,
+            second,
+          },
           options.prompts,
         ),
       },

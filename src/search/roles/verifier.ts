@@ -21,6 +21,8 @@ import { searchLabels, type SearchRoleOptions } from './common.ts'
 import { DEFAULT_EXTRACTION, extractCandidate, extractPrompt, type ContentExtraction } from './extraction.ts'
 import { criteriaLines, isRecord } from './rubric.ts'
 import { jsonMockReply } from '../../llm/mock.ts'
+import { keyedBy } from '../../llm/response-format.ts'
+import { gradesReplyTokens } from '../../agents/scorer/index.ts'
 import { answerSearchVerify } from './mock.ts'
 
 export interface VerifierOptions extends SearchRoleOptions {
@@ -51,15 +53,17 @@ export async function buildVerifierRequest(
   const prompt = extractPrompt(item.prompt, extraction.prompt)
   const answer = extractCandidate(visibleCandidate(input.candidate).text, extraction.candidate)
   const { grade_max: gradeMax, allow_na: allowNa } = rubric.grading_protocol
-  const boundary = await dataBoundary(prompt, answer)
+  // Each block is tagged with a hash of its own text: the prompt's block is the same for every candidate of a prompt.
+  const [promptBoundary, boundary] = await Promise.all([dataBoundary(prompt), dataBoundary(answer)])
   const user = renderPrompt(
     locale,
     'search-verifier.user',
     {
       criteria: criteriaLines(rubric.criteria, locale),
       na_rule: searchLabels(locale).naRule(allowNa),
-      boundary,
+      prompt_boundary: promptBoundary,
       prompt,
+      boundary,
       answer,
       vote,
       seed,
@@ -78,6 +82,20 @@ export async function buildVerifierRequest(
     ],
     task: 'search_verify',
     json: true,
+    maxTokens: gradesReplyTokens(rubric.criteria.length, 'none'),
+    // Every criterion id once, an integer on the scale (or null where N/A is allowed), nothing else.
+    jsonSchema: {
+      name: 'verifier_grades',
+      schema: keyedBy(
+        ['grades'],
+        keyedBy(
+          rubric.criteria.map((criterion) => criterion.criterion_id),
+          allowNa
+            ? { anyOf: [{ type: 'integer', minimum: 0, maximum: gradeMax }, { type: 'null' }] }
+            : { type: 'integer', minimum: 0, maximum: gradeMax },
+        ),
+      ),
+    },
     seed,
     mock: jsonMockReply(answerSearchVerify, {
       prompt,

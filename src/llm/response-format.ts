@@ -1,4 +1,10 @@
-import type { ResponseFormat } from '../../src/llm/openai.ts'
+/** A `response_format` an OpenAI-compatible server takes. */
+export type ResponseFormat =
+  | { type: 'json_object' }
+  | {
+      type: 'json_schema'
+      json_schema: { name: string; schema: Record<string, unknown>; strict: boolean; description?: string }
+    }
 
 /** A JSON schema for structured output, as OpenAI-compatible servers take it. */
 export interface JsonSchemaFormat {
@@ -33,4 +39,23 @@ export function responseFormatFor(
     }
   }
   return request.json || schema ? { type: 'json_object' } : undefined
+}
+
+/** A JSON schema object (structured output). */
+export type JsonObjectSchema = Record<string, unknown>
+
+/**
+ * An object schema with exactly these properties, all required, and no other.
+ * @example closedObject({ grades: { type: 'object' } }).additionalProperties // false
+ */
+export function closedObject(properties: Record<string, JsonObjectSchema>): JsonObjectSchema {
+  return { type: 'object', properties, required: Object.keys(properties), additionalProperties: false }
+}
+
+/**
+ * An object schema with exactly these keys, each required, each with the same value schema.
+ * @example keyedBy(['A1', 'A2'], { type: 'integer' }).required // ['A1', 'A2']
+ */
+export function keyedBy(keys: readonly string[], value: JsonObjectSchema): JsonObjectSchema {
+  return closedObject(Object.fromEntries(keys.map((key) => [key, value])))
 }
