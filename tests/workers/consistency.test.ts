@@ -89,6 +89,20 @@ function stepRow(run: Run, step: number) {
   )
 }
 
+/** Waits until the shards have reported `rollouts` rollouts of step 0 to the coordinator (read from its storage). */
+async function waitReported(run: Run, rollouts: number): Promise<void> {
+  const coordinator = env.RUN_COORDINATOR.getByName(coordinatorName(run.runId))
+  const reported = () =>
+    runInDurableObject(coordinator, (_o, state) =>
+      state.storage.sql
+        .exec<{ n: number }>(
+          "SELECT coalesce(sum(json_extract(tally, '$.rollouts')), 0) AS n FROM step_shards WHERE step = 0",
+        )
+        .one(),
+    )
+  await vi.waitFor(async () => expect(await reported()).toEqual({ n: rollouts }), { timeout: 5_000, interval: 50 })
+}
+
 async function versionsOf(run: Run, instanceId: string): Promise<number[]> {
   return runInDurableObject(env.RUBRIC_INSTANCE.getByName(instanceName(run.runId, instanceId)), (_object, state) =>
     state.storage.sql
@@ -240,19 +254,7 @@ describe('idle closes with nobody watching', () => {
     )!
     expect((await scoreAll(run, [firstId]))[0]).toMatchObject({ step: 0 })
     const coordinator = () => env.RUN_COORDINATOR.getByName(coordinatorName(run.runId))
-    await vi.waitFor(
-      async () =>
-        expect(
-          await runInDurableObject(coordinator(), (_o, state) =>
-            state.storage.sql
-              .exec<{ n: number }>(
-                "SELECT coalesce(sum(json_extract(tally, '$.rollouts')), 0) AS n FROM step_shards WHERE step = 0",
-              )
-              .one(),
-          ),
-        ).toEqual({ n: 1 }),
-      { timeout: 5_000, interval: 50 },
-    )
+    await waitReported(run, 1)
     // The shard's report armed the idle alarm; then the alarm is lost.
     await runInDurableObject(coordinator(), (_o, state) => state.storage.deleteAlarm())
     // The idle gap itself is the behaviour under test: wait past it.
@@ -265,19 +267,7 @@ describe('idle closes with nobody watching', () => {
     const run = await createRun({ ...RUBRICS, close_after_idle_s: 1 })
     await scoreAll(run, idsOverShards('evicted', 8, 8))
     const coordinator = () => env.RUN_COORDINATOR.getByName(coordinatorName(run.runId))
-    await vi.waitFor(
-      async () =>
-        expect(
-          await runInDurableObject(coordinator(), (_o, state) =>
-            state.storage.sql
-              .exec<{ n: number }>(
-                "SELECT coalesce(sum(json_extract(tally, '$.rollouts')), 0) AS n FROM step_shards WHERE step = 0",
-              )
-              .one(),
-          ),
-        ).toEqual({ n: 8 }),
-      { timeout: 5_000, interval: 50 },
-    )
+    await waitReported(run, 8)
     // Evicted over and over, as an idle object is in production: memory gone each time, storage and the alarm kept.
     const evict = () =>
       runInDurableObject(coordinator(), (_o, state) => state.abort('evicted by the test')).catch((error: Error) => {
