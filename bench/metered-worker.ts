@@ -329,7 +329,8 @@ function metered<T extends new (...args: any[]) => any>(Base: T, binding: string
     }
   }
   for (const name of Object.getOwnPropertyNames(Base.prototype)) {
-    const method = Base.prototype[name]
+    // Methods only: reading an accessor (an object's `address`) off the prototype would run it with no object.
+    const method = Object.getOwnPropertyDescriptor(Base.prototype, name)?.value
     if (name === 'constructor' || name === 'alarm' || typeof method !== 'function') continue
     Object.defineProperty(Metered.prototype, name, {
       value(this: object, ...args: unknown[]) {
@@ -359,7 +360,8 @@ function meteredEntrypoint<T extends new (...args: any[]) => any>(Base: T, bindi
     }
   }
   for (const name of Object.getOwnPropertyNames(Base.prototype)) {
-    const method = Base.prototype[name]
+    // Methods only: reading an accessor (an object's `address`) off the prototype would run it with no object.
+    const method = Object.getOwnPropertyDescriptor(Base.prototype, name)?.value
     if (name === 'constructor' || typeof method !== 'function') continue
     Object.defineProperty(Metered.prototype, name, {
       value(this: object, ...args: unknown[]) {
