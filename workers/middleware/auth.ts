@@ -12,8 +12,9 @@ import { countRefusedCredential } from './rate-limit.ts'
 
 const MAX_KNOWN_TOKENS = 1_000
 /**
- * Tokens this isolate has already identified. Run tokens are never revoked in place and the Worker's secrets do not
- * change while an isolate lives, so a known token skips its SHA-256 (a tenth of a /score's CPU) and the D1 lookup.
+ * Tokens this isolate has already identified. A run token is trusted for {@link RUN_TOKEN_RECHECK_MS} after its check
+ * (a revocation reaches every isolate within that window) and the Worker's secrets do not change while an isolate
+ * lives, so a known token skips its SHA-256 (a tenth of a /score's CPU) and the D1 lookup.
  * Only valid tokens enter (a stranger cannot fill it); an entry counts only under the secrets it was checked with.
  * A token string is the key: the lookup hashes it, and strings are compared only on a hash match.
  */

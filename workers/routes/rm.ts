@@ -223,7 +223,7 @@ function judgeOf(env: Env, artifact: AnyRmArtifact, deployment: StoredDeployment
 }
 
 function itemError(error: unknown, requestId: string): { code: string; message: string } {
-  if (error instanceof AppError || error instanceof AppError) return { code: error.code, message: error.message }
+  if (error instanceof AppError) return { code: error.code, message: error.message }
   console.error(`[${requestId}] batch_score item failed`, error)
   return { code: 'internal', message: 'internal error; the request id identifies it in the logs' }
 }
