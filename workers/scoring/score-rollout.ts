@@ -121,19 +121,15 @@ export async function scoreRollouts(
     reported = ctx.calls.length
     await Promise.all(groups.map((group, position) => recordOnShard(ctx, group, true, position === 0 ? stats : [])))
   }
-  for (const item of items)
-    item.outcome ??= {
-      ok: false,
-      error: new AppError('overloaded', 'the rubrics changed while the rollout was judged; retry after the delay', {
-        retryAfterSeconds: 1,
-      }),
-    }
   if (ctx.calls.length > reported) await sendStatsOnly(ctx, items[0]!.address, llmStats(ctx.calls.slice(reported)))
+  // Every item is recorded or refused by now, except one whose step's rubrics kept changing under it.
   const outcomes = items.map(
-    (item) =>
+    (item): ItemOutcome =>
       item.outcome ?? {
-        ok: false as const,
-        error: new AppError('internal', `rollout ${item.request.rollout.id} was neither recorded nor refused`),
+        ok: false,
+        error: new AppError('overloaded', 'the rubrics changed while the rollout was judged; retry after the delay', {
+          retryAfterSeconds: 1,
+        }),
       },
   )
   if (run.config.mode !== 'sync') return outcomes
