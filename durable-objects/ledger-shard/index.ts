@@ -492,8 +492,9 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
         )
         this.applyReply(reply)
         this.announced = { step: reply.step, version: reply.version ?? (await this.currentSnapshot()).version }
-        // Kept for lookups after a restart, which have no announce of their own.
-        this.meta.set('pinned', `${reply.step}:${this.announced.version}`)
+        // Kept for lookups after a restart, which have no announce of their own; a repeated announce writes nothing.
+        const pinned = `${reply.step}:${this.announced.version}`
+        if (this.meta.get('pinned') !== pinned) this.meta.set('pinned', pinned)
         if (trainerStep > this.trainerStep()) this.meta.set('trainer_step', `${reply.step}:${trainerStep}`)
       } finally {
         this.announcing = undefined
