@@ -227,11 +227,16 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
 
   /**
    * The coordinator closed `step`: rows of it past the first `keep` (by arrival) move to the next step, and rollouts
-   * from now on belong to the next step. Idempotent. Answers with this shard's tally of its new step.
+   * from now on belong to the next step. Idempotent. Answers with this shard's tally of its new step and the LLM calls
+   * it has not reported yet, so the closed step's judge calls are counted before its update starts.
    */
-  async closeStep(notice: CloseNotice): Promise<{ closed: ScoreTally; current: { step: number; tally: ScoreTally } }> {
+  async closeStep(
+    notice: CloseNotice,
+  ): Promise<{ closed: ScoreTally; current: { step: number; tally: ScoreTally }; llm: LlmStat[] }> {
     this.applyCloses([notice])
-    return { closed: this.tallyOf(notice.step), current: { step: this.epoch()!, tally: this.currentTally() } }
+    const llm = [...this.llm.values()]
+    this.llm = new Map()
+    return { closed: this.tallyOf(notice.step), current: { step: this.epoch()!, tally: this.currentTally() }, llm }
   }
 
   /**

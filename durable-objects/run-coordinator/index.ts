@@ -689,6 +689,7 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
                 row.instance_id,
                 row.shard,
               )
+              this.addLlmStats(step, reply.llm)
               // Rollouts the shard moved on count in the collecting step; moved into a step that has closed since, they
               // were counted nowhere, and the shard's next report learns they move on again (a close that keeps none).
               if (reply.current.tally.rollouts > 0 && reply.current.step === this.collectingStep())
