@@ -676,7 +676,7 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
         unacked.map((row) =>
           limit(async () => {
             try {
-              const reply = await this.env.LEDGER.getByName(ledgerName(runId, row.instance_id, row.shard)).closeStep({
+              const reply = await this.env.LEDGER.getByName(ledgerName(runId, row.instance_id, row.shard)).learnClose({
                 step,
                 keep: row.keep,
               })
