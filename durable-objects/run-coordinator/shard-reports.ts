@@ -6,7 +6,7 @@ import type { StepLifecycle } from './lifecycle.ts'
 import type { LlmStats } from './llm-stats.ts'
 import type { StepRows } from './step-rows.ts'
 
-/** A shard's announce: it is about to record a rollout of a step it has not taken part in, or of a later trainer step. */
+/** A shard is about to record a rollout of a step it has not taken part in, or of a later trainer step. */
 export interface Announce {
   instanceId: string
   shard: number
