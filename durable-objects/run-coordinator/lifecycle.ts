@@ -20,15 +20,15 @@ type ShardKeep = { instanceId: string; shard: number; keep: number }
  * @example lifecycle.closeIfIdle(config); lifecycle.close(rows.collecting(), 'complete')
  */
 export class StepLifecycle {
+  private readonly sql: SqlStorage
+
   constructor(
     private readonly storage: DurableObjectStorage,
     private readonly meta: MetaStore,
     private readonly rows: StepRows,
     private readonly parts: { idle: IdleGap; llm: LlmStats; waiters: UpdateWaiters; wakeUp: Alarm },
-  ) {}
-
-  private get sql(): SqlStorage {
-    return this.storage.sql
+  ) {
+    this.sql = storage.sql
   }
 
   /**
