@@ -26,6 +26,7 @@ import { Watchdog } from './watchdog.ts'
  * its share of the first N and moves the rest on), the per-step aggregates the dashboard draws, and the waiters of
  * `/rubric_status/wait`. A closed step's updates run from an alarm, never inside a request. The class is the object's
  * one RPC surface; each concern is a module of this folder that it composes over the same storage.
+ * @example const status = await env.RUN_COORDINATOR.getByName(coordinatorName(runId)).status()
  */
 export class RunCoordinator extends DurableObject<Cloudflare.Env> {
   private readonly wakeUp: Alarm
