@@ -30,10 +30,7 @@ export class ShardReports {
     private readonly parts: { lifecycle: StepLifecycle; idle: IdleGap; llm: LlmStats },
   ) {}
 
-  /**
-   * Registers the shard in the collecting step, closing that step first when `trainerStep` is past every one it holds
-   * (`close_on_step_advance`), and answers with the collecting step and any close the shard has missed.
-   */
+  /** Registers the shard in the collecting step, closing that step first on a later trainer step. */
   async announce(config: RunConfig, announce: Announce): Promise<CoordinatorReply> {
     const { instanceId, shard, shardStep, trainerStep, newestVersion } = announce
     this.parts.lifecycle.closeIfIdle(config)
@@ -54,10 +51,7 @@ export class ShardReports {
     return { step, closes, version, ...this.parts.idle.hint(config) }
   }
 
-  /**
-   * A shard's batch: its current step's tally (absolute) and the LLM calls since its last report. Closes the step
-   * when the shards' counts reach `rollouts_per_step`. Answers with the collecting step and the closes to apply.
-   */
+  /** Takes a shard's batch; the step closes once the shards' counts reach `rollouts_per_step`. */
   async report(config: RunConfig, report: ShardReport): Promise<CoordinatorReply> {
     this.parts.lifecycle.closeIfIdle(config)
     const collecting = this.rows.openCollecting()
