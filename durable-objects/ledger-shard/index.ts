@@ -226,11 +226,11 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
   }
 
   /**
-   * The coordinator closed `step`: rows of it past the first `keep` (by arrival) move to the next step, and rollouts
-   * from now on belong to the next step. Idempotent. Answers with this shard's tally of its new step and the LLM calls
-   * it has not reported yet, so the closed step's judge calls are counted before its update starts.
+   * The shard learns that the coordinator closed `step`: rows of it past the first `keep` (by arrival) move to the next
+   * step, and rollouts from now on belong to the next step. Idempotent. Answers with this shard's tally of its new step
+   * and the LLM calls it has not reported yet, so the closed step's judge calls are counted before its update starts.
    */
-  async closeStep(
+  async learnClose(
     notice: CloseNotice,
   ): Promise<{ closed: ScoreTally; current: { step: number; tally: ScoreTally }; llm: LlmStat[] }> {
     this.applyCloses([notice])

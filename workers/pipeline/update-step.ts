@@ -19,7 +19,7 @@ import { analysisBudgetOf, ledgerShardsOf, type RunConfig } from '../../src/sche
 import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
 import { criterionHealth, retirements, type CriterionStepHealth, type Retirement } from '../../src/scoring/health.ts'
 import type { StepUpdateOutcome } from '../../src/schemas/status.ts'
-import type { RolloutAnalysis, ShardAddress, StepRollout } from '../../durable-objects/contracts.ts'
+import type { RecordedRollout, RolloutAnalysis, ShardAddress, StepRollout } from '../../durable-objects/contracts.ts'
 import { instanceName } from '../../durable-objects/names.ts'
 import type { StepUpdateCommit } from '../../durable-objects/rubric-instance/index.ts'
 import type { Env } from '../env.ts'
@@ -236,35 +236,7 @@ async function analyseRollouts(
             },
             { maxAttempts: analyzer.settings.max_attempts },
           )
-          const document: MemoryDocument = {
-            id: await MemoryStore.documentId('analysis', job.runId, job.instanceId, job.step, rollout_id),
-            run_id: job.runId,
-            instance_id: job.instanceId,
-            kind: 'analysis',
-            step: job.step,
-            text: analysisText(rollout_id, input.entry.score, analysis),
-            data: {
-              subject: rollout_id,
-              rollout_id,
-              score: input.entry.score,
-              metadata: input.metadata,
-              analysis,
-              reasons,
-              // A flagged rollout keeps an excerpt as evidence: the ledger deletes the rollout itself a few steps
-              // later.
-              ...(analysis.reward_hacking.flag
-                ? {
-                    rollout: {
-                      input: input.rollout.input.slice(0, EXCERPT_CHARS),
-                      output: input.rollout.output.slice(0, EXCERPT_CHARS),
-                      truncated: input.rollout.output.length > EXCERPT_CHARS,
-                    },
-                  }
-                : {}),
-            },
-            created_at: now,
-          }
-          return { rollout_id, reasons, document }
+          return { rollout_id, reasons, document: await analysisDocument(job, input, analysis, reasons, now) }
         } catch (error) {
           console.warn(`[${job.runId}/${job.instanceId} step ${job.step}] analysis of ${rollout_id} failed`, error)
           return { rollout_id, reasons, document: undefined }
@@ -284,6 +256,44 @@ async function analyseRollouts(
         }
       : { status: 'failed', reasons },
   }))
+}
+
+/** A rollout's analysis as the memory keeps it: what the summariser reads and the dashboard shows as evidence. */
+async function analysisDocument(
+  job: StepJob,
+  input: RecordedRollout,
+  analysis: Analysis,
+  reasons: AnalysisReason[],
+  createdAt: string,
+): Promise<MemoryDocument> {
+  const rolloutId = input.entry.rollout_id
+  return {
+    id: await MemoryStore.documentId('analysis', job.runId, job.instanceId, job.step, rolloutId),
+    run_id: job.runId,
+    instance_id: job.instanceId,
+    kind: 'analysis',
+    step: job.step,
+    text: analysisText(rolloutId, input.entry.score, analysis),
+    data: {
+      subject: rolloutId,
+      rollout_id: rolloutId,
+      score: input.entry.score,
+      metadata: input.metadata,
+      analysis,
+      reasons,
+      // A flagged rollout keeps an excerpt as evidence: the ledger deletes the rollout itself a few steps later.
+      ...(analysis.reward_hacking.flag
+        ? {
+            rollout: {
+              input: input.rollout.input.slice(0, EXCERPT_CHARS),
+              output: input.rollout.output.slice(0, EXCERPT_CHARS),
+              truncated: input.rollout.output.length > EXCERPT_CHARS,
+            },
+          }
+        : {}),
+    },
+    created_at: createdAt,
+  }
 }
 
 async function recordOnShards(
@@ -322,22 +332,7 @@ async function planUpdate(
   if (job.step % config.rubric_update_frequency !== 0)
     return noChange(snapshot, 'summary only: not an update step', counts)
 
-  const queryGenerator = models.forRole('query_generator')
-  const queries = await runQueryGenerator(
-    queryGenerator.model,
-    { summary, rubrics, maxQueries: config.max_queries, locale: config.locale, prompts: config.prompts },
-    { maxAttempts: queryGenerator.settings.max_attempts },
-  )
-  const instanceScope = config.rubrics_mode === 'per_instance' ? job.instanceId : undefined
-  const retrieved = await retrieveMemories({
-    static: await memory.recentSummaries(job.runId, job.instanceId, job.step - 1, config.static_memory_steps),
-    queries,
-    scope: { run_id: job.runId, ...(instanceScope ? { instance_id: instanceScope } : {}) },
-    limitPerQuery: config.dynamic_memory_limit_per_query,
-    embedder: embedderFor(env),
-    index: vectorIndexFor(env, job.runId),
-    loadDocuments: (ids) => memory.get(ids),
-  })
+  const { queries, retrieved } = await consultMemory(env, config, job, memory, models, { summary, rubrics })
   const latest = analyses.latest
   const updater = models.forRole('updater')
   const update = await runUpdater(
@@ -385,6 +380,37 @@ async function planUpdate(
       : `${update.strategy}: no change${applied.accepted ? '' : ' (proposal refused)'}`,
     counts,
   }
+}
+
+/**
+ * What the updater reads from memory: the summaries of the last `static_memory_steps` steps, and the documents the
+ * queries generated from this step's summary find (in the instance's own memory when each instance has its rubrics).
+ */
+async function consultMemory(
+  env: Env,
+  config: RunConfig,
+  job: StepJob,
+  memory: MemoryStore,
+  models: ReturnType<typeof requestModels>,
+  step: { summary: BatchSummary; rubrics: RubricSnapshot['rubrics'] },
+): Promise<{ queries: string[]; retrieved: Awaited<ReturnType<typeof retrieveMemories>> }> {
+  const queryGenerator = models.forRole('query_generator')
+  const queries = await runQueryGenerator(
+    queryGenerator.model,
+    { ...step, maxQueries: config.max_queries, locale: config.locale, prompts: config.prompts },
+    { maxAttempts: queryGenerator.settings.max_attempts },
+  )
+  const instanceScope = config.rubrics_mode === 'per_instance' ? job.instanceId : undefined
+  const retrieved = await retrieveMemories({
+    static: await memory.recentSummaries(job.runId, job.instanceId, job.step - 1, config.static_memory_steps),
+    queries,
+    scope: { run_id: job.runId, ...(instanceScope ? { instance_id: instanceScope } : {}) },
+    limitPerQuery: config.dynamic_memory_limit_per_query,
+    embedder: embedderFor(env),
+    index: vectorIndexFor(env, job.runId),
+    loadDocuments: (ids) => memory.get(ids),
+  })
+  return { queries, retrieved }
 }
 
 /**

@@ -171,66 +171,73 @@ const TimelineSection: FC<{
           </tr>
         </thead>
         <tbody>
-          {[...timeline].reverse().map((step) => {
-            const updates = step.instances.flatMap((instance) => (instance.update ? [instance.update] : []))
-            const sum = (key: 'hacking_flags' | 'analysed' | 'failed') =>
-              updates.reduce((total, update) => total + update[key], 0)
-            const reasons = reasonCounts(updates)
-            const score = scores.get(step.step)
-            const strategies = [...new Set(updates.flatMap((update) => (update.strategy ? [update.strategy] : [])))]
-            const errors = updates.flatMap((update) => (update.error ? [update.error] : []))
-            const changed = updates.some((update) => update.changed)
-            const after = updates.length ? Math.max(...updates.map((update) => update.rubric_version)) : null
-            return (
-              <tr data-step={step.step}>
-                <td class="num">{step.step}</td>
-                <td>
-                  <span class={`pill ${statusTone(step.status)}`}>{step.status}</span>
-                </td>
-                <td class="num">{step.rollouts}</td>
-                <td class="num">{formatScore(score?.mean)}</td>
-                <td>
-                  {score
-                    ? score.min_version === score.max_version
-                      ? `v${score.min_version}`
-                      : `v${score.min_version}–v${score.max_version}`
-                    : '—'}
-                </td>
-                <td>
-                  {after === null ? '—' : `v${after}`} {changed && <span class="pill ok">new</span>}
-                </td>
-                <td>
-                  {strategies.join(', ') || '—'}
-                  {errors.length > 0 && (
-                    <div class="refused" title={errors.join('\n')}>
-                      update error
-                    </div>
-                  )}
-                </td>
-                <td class="num">{updates.length ? sum('hacking_flags') : '—'}</td>
-                <td data-low-spread>{lowSpread.get(step.step)?.join(', ') || '—'}</td>
-                <td data-audit>{auditSummary(updates)}</td>
-                <td>
-                  {updates.length
-                    ? `${sum('analysed')} of ${step.rollouts} analysed` +
-                      (sum('failed') ? ` · ${sum('failed')} failed` : '')
-                    : '—'}
-                  {reasons && (
-                    <div class="muted" title="why the analysed rollouts were chosen">
-                      {reasons}
-                    </div>
-                  )}
-                </td>
-                <td>{formatTime(step.opened_at)}</td>
-                <td>{formatDuration(step.closed_at, step.updated_at)}</td>
-              </tr>
-            )
-          })}
+          {[...timeline].reverse().map((step) => (
+            <TimelineRow step={step} score={scores.get(step.step)} lowSpread={lowSpread.get(step.step)} />
+          ))}
         </tbody>
       </table>
     )}
   </Section>
 )
+
+/** One step of the timeline: its scores, what its updates made of it, and how long they took. */
+const TimelineRow: FC<{ step: StepTimelineEntry; score: StepScores | undefined; lowSpread: string[] | undefined }> = ({
+  step,
+  score,
+  lowSpread,
+}) => {
+  const updates = step.instances.flatMap((instance) => (instance.update ? [instance.update] : []))
+  const sum = (key: 'hacking_flags' | 'analysed' | 'failed') =>
+    updates.reduce((total, update) => total + update[key], 0)
+  const reasons = reasonCounts(updates)
+  const strategies = [...new Set(updates.flatMap((update) => (update.strategy ? [update.strategy] : [])))]
+  const errors = updates.flatMap((update) => (update.error ? [update.error] : []))
+  const changed = updates.some((update) => update.changed)
+  const after = updates.length ? Math.max(...updates.map((update) => update.rubric_version)) : null
+  const failed = sum('failed') ? ` · ${sum('failed')} failed` : ''
+  const analyses = updates.length ? `${sum('analysed')} of ${step.rollouts} analysed${failed}` : '—'
+  return (
+    <tr data-step={step.step}>
+      <td class="num">{step.step}</td>
+      <td>
+        <span class={`pill ${statusTone(step.status)}`}>{step.status}</span>
+      </td>
+      <td class="num">{step.rollouts}</td>
+      <td class="num">{formatScore(score?.mean)}</td>
+      <td>
+        {score
+          ? score.min_version === score.max_version
+            ? `v${score.min_version}`
+            : `v${score.min_version}–v${score.max_version}`
+          : '—'}
+      </td>
+      <td>
+        {after === null ? '—' : `v${after}`} {changed && <span class="pill ok">new</span>}
+      </td>
+      <td>
+        {strategies.join(', ') || '—'}
+        {errors.length > 0 && (
+          <div class="refused" title={errors.join('\n')}>
+            update error
+          </div>
+        )}
+      </td>
+      <td class="num">{updates.length ? sum('hacking_flags') : '—'}</td>
+      <td data-low-spread>{lowSpread?.join(', ') || '—'}</td>
+      <td data-audit>{auditSummary(updates)}</td>
+      <td>
+        {analyses}
+        {reasons && (
+          <div class="muted" title="why the analysed rollouts were chosen">
+            {reasons}
+          </div>
+        )}
+      </td>
+      <td>{formatTime(step.opened_at)}</td>
+      <td>{formatDuration(step.closed_at, step.updated_at)}</td>
+    </tr>
+  )
+}
 
 /** A step's audits: mean |judge − auditor| and rank correlation, with how many scores the auditor graded. */
 function auditSummary(updates: readonly StepUpdateOutcome[]): string {
@@ -256,9 +263,6 @@ function lowSpreadByStep(data: RunDashboard): Map<number, string[]> {
 /** Each criterion's newest health figures in a table, then its spread and mean per step as a small chart. */
 const HealthSection: FC<{ data: RunDashboard }> = ({ data }) => {
   const byRubric = groupBy(data.health, (row) => row.rubric_id)
-  const current = new Map((data.history.at(-1)?.rubrics ?? []).map((rubric) => [rubric.id, rubric]))
-  const percent = (share: number) => `${Math.round(share * 100)}%`
-  const fixed = (value: number | null, digits: number) => (value === null ? '—' : value.toFixed(digits))
   return (
     <Section
       id="health"
@@ -272,74 +276,91 @@ const HealthSection: FC<{ data: RunDashboard }> = ({ data }) => {
         <p class="empty">No closed step has been measured yet.</p>
       ) : (
         <>
-          <table>
-            <thead>
-              <tr>
-                <th>Criterion</th>
-                <th>Kind</th>
-                <th class="num">Step</th>
-                <th class="num">Spread</th>
-                <th class="num">Mean</th>
-                <th class="num">At top</th>
-                <th class="num">At 0</th>
-                <th class="num">Corr. with score</th>
-                <th class="num">n</th>
-              </tr>
-            </thead>
-            <tbody>
-              {[...byRubric].map(([rubricId, steps]) => {
-                const last = steps.at(-1)!
-                const rubric = current.get(rubricId)
-                return (
-                  <tr data-criterion={rubricId}>
-                    <td title={rubric?.text}>{rubricId}</td>
-                    <td>
-                      {rubric ? (
-                        <span class="pill info">{rubric.is_anchor ? 'anchor' : 'adaptive'}</span>
-                      ) : (
-                        <span class="pill warn">retired</span>
-                      )}
-                    </td>
-                    <td class="num">{last.step}</td>
-                    <td class="num">{fixed(last.within_group_std, 3)}</td>
-                    <td class="num">{fixed(last.mean, 2)}</td>
-                    <td class="num">{percent(last.share_max)}</td>
-                    <td class="num">{percent(last.share_min)}</td>
-                    <td class="num">{fixed(last.corr_with_score, 2)}</td>
-                    <td class="num">{last.n}</td>
-                  </tr>
-                )
-              })}
-            </tbody>
-          </table>
-          <div class="charts">
-            {[...byRubric].map(([rubricId, steps]) => (
-              <Chart
-                svg={lineChart({
-                  title: rubricId,
-                  width: 360,
-                  height: 220,
-                  xLabel: 'step',
-                  yLabel: '0–1',
-                  yDomain: [0, 1],
-                  series: [
-                    {
-                      name: 'spread',
-                      points: steps.flatMap((row) =>
-                        row.within_group_std === null ? [] : [{ x: row.step, y: row.within_group_std }],
-                      ),
-                    },
-                    { name: 'mean', points: steps.map((row) => ({ x: row.step, y: row.mean })) },
-                  ],
-                })}
-              />
-            ))}
-          </div>
+          <HealthTable byRubric={byRubric} current={data.history.at(-1)?.rubrics ?? []} />
+          <HealthCharts byRubric={byRubric} />
         </>
       )}
     </Section>
   )
 }
+
+type HealthRow = RunDashboard['health'][number]
+
+/** Each criterion's figures at the newest step it was measured in, and whether it is still in the rubric set. */
+const HealthTable: FC<{ byRubric: Map<string, HealthRow[]>; current: readonly Rubric[] }> = ({ byRubric, current }) => {
+  const inSet = new Map(current.map((rubric) => [rubric.id, rubric]))
+  const percent = (share: number) => `${Math.round(share * 100)}%`
+  const fixed = (value: number | null, digits: number) => (value === null ? '—' : value.toFixed(digits))
+  return (
+    <table>
+      <thead>
+        <tr>
+          <th>Criterion</th>
+          <th>Kind</th>
+          <th class="num">Step</th>
+          <th class="num">Spread</th>
+          <th class="num">Mean</th>
+          <th class="num">At top</th>
+          <th class="num">At 0</th>
+          <th class="num">Corr. with score</th>
+          <th class="num">n</th>
+        </tr>
+      </thead>
+      <tbody>
+        {[...byRubric].map(([rubricId, steps]) => {
+          const last = steps.at(-1)!
+          const rubric = inSet.get(rubricId)
+          return (
+            <tr data-criterion={rubricId}>
+              <td title={rubric?.text}>{rubricId}</td>
+              <td>
+                {rubric ? (
+                  <span class="pill info">{rubric.is_anchor ? 'anchor' : 'adaptive'}</span>
+                ) : (
+                  <span class="pill warn">retired</span>
+                )}
+              </td>
+              <td class="num">{last.step}</td>
+              <td class="num">{fixed(last.within_group_std, 3)}</td>
+              <td class="num">{fixed(last.mean, 2)}</td>
+              <td class="num">{percent(last.share_max)}</td>
+              <td class="num">{percent(last.share_min)}</td>
+              <td class="num">{fixed(last.corr_with_score, 2)}</td>
+              <td class="num">{last.n}</td>
+            </tr>
+          )
+        })}
+      </tbody>
+    </table>
+  )
+}
+
+/** Per criterion, its spread and mean at each step it was measured in. */
+const HealthCharts: FC<{ byRubric: Map<string, HealthRow[]> }> = ({ byRubric }) => (
+  <div class="charts">
+    {[...byRubric].map(([rubricId, steps]) => (
+      <Chart
+        svg={lineChart({
+          title: rubricId,
+          width: 360,
+          height: 220,
+          xLabel: 'step',
+          yLabel: '0–1',
+          yDomain: [0, 1],
+          series: [
+            {
+              name: 'spread',
+              points: steps.flatMap((row) =>
+                row.within_group_std === null ? [] : [{ x: row.step, y: row.within_group_std }],
+              ),
+            },
+            { name: 'mean', points: steps.map((row) => ({ x: row.step, y: row.mean })) },
+          ],
+        })}
+      />
+    ))}
+  </div>
+)
 
 const RubricsSection: FC<{ data: RunDashboard }> = ({ data }) => {
   const { history, instanceId, instances, run } = data

@@ -1,0 +1,209 @@
+import type { RunConfig } from '../../src/schemas/run-config.ts'
+import type { StepUpdateOutcome } from '../../src/schemas/status.ts'
+import { emptyTally } from '../../src/scoring/tally.ts'
+import type { Alarm } from '../alarm.ts'
+import type { LlmStat } from '../contracts.ts'
+import type { MetaStore } from '../meta-store.ts'
+import type { IdleGap } from './idle-gap.ts'
+import type { LlmStats } from './llm-stats.ts'
+import type { StepRows } from './step-rows.ts'
+import { type CloseReason, DETAILED_STEPS, type ShardRow, tallyOf } from './tables.ts'
+import type { UpdateWaiters } from './update-waiters.ts'
+
+/** What one shard keeps of a step closed by count. */
+type ShardKeep = { instanceId: string; shard: number; keep: number }
+
+/**
+ * A step's way through the run: `collecting` rollouts, `closing` (it takes no more; its shards are being told),
+ * `updating` (each touched instance's update runs), `updated`. Every move is one transaction of the coordinator's
+ * storage; telling the shards and sending the updates are `CloseNotices`' and `StepJobs`'.
+ * @example lifecycle.closeIfIdle(config); lifecycle.close(rows.collecting(), 'complete')
+ */
+export class StepLifecycle {
+  private readonly sql: SqlStorage
+
+  constructor(
+    private readonly storage: DurableObjectStorage,
+    private readonly meta: MetaStore,
+    private readonly rows: StepRows,
+    private readonly parts: { idle: IdleGap; llm: LlmStats; waiters: UpdateWaiters; wakeUp: Alarm },
+  ) {
+    this.sql = storage.sql
+  }
+
+  /**
+   * Stops `step` taking rollouts: after a count close each shard keeps its share (`keeps`); after `/complete`,
+   * everything it holds. The shards are told by the alarm (or by `/complete` itself).
+   */
+  close(step: number, reason: CloseReason, keeps?: readonly ShardKeep[]): void {
+    const now = new Date().toISOString()
+    this.storage.transactionSync(() => {
+      this.sql.exec(
+        `UPDATE steps SET status = 'closing', closed_at = ?, closed_by = ? WHERE step = ? AND status = 'collecting'`,
+        now,
+        reason,
+        step,
+      )
+      for (const { instanceId, shard, keep } of keeps ?? []) {
+        this.sql.exec(
+          'UPDATE step_shards SET keep = ? WHERE step = ? AND instance_id = ? AND shard = ?',
+          keep,
+          step,
+          instanceId,
+          shard,
+        )
+      }
+      this.meta.set('collecting_step', step + 1)
+      this.rows.openCollecting()
+    })
+    this.parts.idle.restart()
+    void this.parts.wakeUp.by(Date.now())
+  }
+
+  /**
+   * Closes the collecting step when its idle gap has passed. The alarm does it on time; every report, announce and
+   * status read does it too, so a late or lost alarm can neither hold a finished step open nor let the next burst's
+   * rollouts join it.
+   */
+  closeIfIdle(config: RunConfig): void {
+    const deadline = this.parts.idle.deadline(config)
+    if (deadline !== undefined && Date.now() >= deadline) this.close(this.rows.collecting(), 'idle')
+  }
+
+  /**
+   * Closes the collecting step once the shards' counts reach `n`. The step keeps exactly `n` rollouts: each shard
+   * what it had reported before the shard that filled the step (`last`), which keeps what is left; what any shard
+   * holds past its share opens the next step (and may fill it too).
+   */
+  closeByCount(n: number, last?: { instanceId: string; shard: number }): void {
+    for (;;) {
+      const step = this.rows.collecting()
+      const rows = this.rows.shards(step)
+      if (rows.reduce((sum, row) => sum + tallyOf(row).rollouts, 0) < n) return
+      const isLast = (row: ShardRow) => row.instance_id === last?.instanceId && row.shard === last?.shard
+      const ordered = [...rows.filter((row) => !isLast(row)), ...rows.filter(isLast)]
+      let remaining = n
+      const keeps = ordered.map((row) => {
+        const keep = Math.min(tallyOf(row).rollouts, remaining)
+        remaining -= keep
+        return { row, keep }
+      })
+      this.close(
+        step,
+        'count',
+        keeps.map(({ row, keep }) => ({ instanceId: row.instance_id, shard: row.shard, keep })),
+      )
+      for (const { row, keep } of keeps) {
+        const over = tallyOf(row).rollouts - keep
+        if (over === 0) continue
+        this.rows.upsertShard(step + 1, row.instance_id, row.shard, { ...emptyTally(), rollouts: over }, row.last_at)
+      }
+    }
+  }
+
+  /** Every shard of `step` knows it closed: each instance it touched gets its update (none touched: it is done). */
+  startUpdates(step: number): void {
+    const byInstance = new Map<string, { rollouts: number; version: number }>()
+    for (const row of this.rows.shards(step)) {
+      const tally = tallyOf(row)
+      const sum = byInstance.get(row.instance_id) ?? { rollouts: 0, version: 1 }
+      byInstance.set(row.instance_id, {
+        rollouts: sum.rollouts + tally.rollouts,
+        version: Math.max(sum.version, tally.max_version ?? 1),
+      })
+    }
+    const touched = [...byInstance].filter(([, sum]) => sum.rollouts > 0)
+    this.storage.transactionSync(() => {
+      this.sql.exec(`UPDATE steps SET status = 'updating' WHERE step = ? AND status = 'closing'`, step)
+      for (const [instanceId, { rollouts, version }] of touched) {
+        this.sql.exec(
+          'INSERT OR IGNORE INTO step_instances (step, instance_id, rubric_version, rollouts) VALUES (?, ?, ?, ?)',
+          step,
+          instanceId,
+          version,
+          rollouts,
+        )
+        this.rows.noteVersion(version)
+      }
+    })
+    if (touched.length === 0) this.finish(step)
+  }
+
+  /**
+   * An instance's update of `step` is done, with its LLM calls; the step is updated when every touched instance's is.
+   */
+  async instanceUpdated(
+    step: number,
+    instanceId: string,
+    outcome: StepUpdateOutcome,
+    llm: readonly LlmStat[],
+  ): Promise<{ stepUpdated: boolean }> {
+    const changed = this.sql.exec(
+      'UPDATE step_instances SET updated = 1, rubric_version = ?, outcome = ? ' +
+        'WHERE step = ? AND instance_id = ? AND updated = 0',
+      outcome.rubric_version,
+      JSON.stringify(outcome),
+      step,
+      instanceId,
+    ).rowsWritten
+    if (changed > 0) {
+      this.parts.llm.add(step, llm)
+      this.sql.exec(
+        `INSERT INTO instances (instance_id, rubric_version, rollouts, last_step) VALUES (?, ?, ?, ?)
+         ON CONFLICT (instance_id) DO UPDATE SET rubric_version = max(rubric_version, excluded.rubric_version),
+           rollouts = rollouts + excluded.rollouts, last_step = max(last_step, excluded.last_step)`,
+        instanceId,
+        outcome.rubric_version,
+        outcome.rollouts,
+        step,
+      )
+    }
+    this.rows.noteVersion(outcome.rubric_version)
+    const next = this.sql
+      .exec<{ n: number }>(
+        'SELECT count(*) AS n FROM step_instances WHERE instance_id = ? AND step > ? AND updated = 0',
+        instanceId,
+        step,
+      )
+      .one().n
+    // The instance's next step update was held back for this one: send it now, not at the watchdog.
+    if (changed > 0 && next > 0) await this.parts.wakeUp.by(Date.now())
+    const remaining = this.sql
+      .exec<{ n: number }>('SELECT count(*) AS n FROM step_instances WHERE step = ? AND updated = 0', step)
+      .one().n
+    if (remaining === 0) this.finish(step)
+    return { stepUpdated: remaining === 0 }
+  }
+
+  /** `step` is updated: its tally is summed once and kept, and its waiters answer. */
+  private finish(step: number): void {
+    const row = this.rows.step(step)
+    if (!row || row.status === 'updated') return
+    const tally = this.rows.tally(row)
+    this.storage.transactionSync(() => {
+      this.sql.exec(
+        `UPDATE steps SET status = 'updated', updated_at = coalesce(updated_at, ?), tally = ? WHERE step = ?`,
+        new Date().toISOString(),
+        JSON.stringify(tally),
+        step,
+      )
+      this.meta.set('updated_rollouts', this.rows.updatedRollouts() + tally.rollouts)
+    })
+    this.forgetOldDetail(step)
+    this.parts.waiters.release(step)
+  }
+
+  /** Old steps keep their summary row: their shard and instance rows, and their per-step LLM sums, are folded away. */
+  private forgetOldDetail(step: number): void {
+    const oldest = step - DETAILED_STEPS
+    if (oldest < 0) return
+    this.storage.transactionSync(() => {
+      this.sql.exec(
+        `DELETE FROM step_shards WHERE step <= ? AND step IN (SELECT step FROM steps WHERE status = 'updated')`,
+        oldest,
+      )
+      this.sql.exec('DELETE FROM step_instances WHERE step <= ? AND updated = 1', oldest)
+      this.parts.llm.foldThrough(oldest)
+    })
+  }
+}

@@ -1,0 +1,70 @@
+import type { StepJob } from '../contracts.ts'
+
+/** A step job silent this long is sent again. */
+const STEP_RESEND_AFTER_MS = 180_000
+/** Messages per `sendBatch`: the queue's limit. */
+const QUEUE_BATCH = 100
+
+type PendingUpdate = { step: number; instance_id: string; enqueued_at: number | null; status: string }
+
+/**
+ * The instances' step updates, sent as jobs on the step queue: one at a time per instance, in step order, and sent
+ * again when one has not reported back well past its time (a lost message or a reset must not stall a step).
+ * @example await jobs.sendDue(Date.now())
+ */
+export class StepJobs {
+  constructor(
+    private readonly sql: SqlStorage,
+    private readonly env: Cloudflare.Env,
+    private readonly runId: () => string,
+  ) {}
+
+  /** Sends each instance's oldest update that is due: never sent, or sent and silent too long. */
+  async sendDue(now: number): Promise<void> {
+    const pending = this.sql
+      .exec<PendingUpdate>(
+        `SELECT si.step, si.instance_id, si.enqueued_at, s.status
+         FROM steps s JOIN step_instances si ON si.step = s.step
+         WHERE s.status IN ('closing', 'updating') AND si.updated = 0 ORDER BY si.step, si.instance_id`,
+      )
+      .toArray()
+    // One update at a time per instance, in step order: a later step's job waits for the earlier one's commit.
+    const oldest = new Map<string, PendingUpdate>()
+    for (const row of pending) if (!oldest.has(row.instance_id)) oldest.set(row.instance_id, row)
+    const jobs: StepJob[] = [...oldest.values()]
+      .filter(
+        (row) =>
+          row.status === 'updating' && (row.enqueued_at === null || now >= row.enqueued_at + STEP_RESEND_AFTER_MS),
+      )
+      .map((row) => ({
+        type: 'step',
+        runId: this.runId(),
+        instanceId: row.instance_id,
+        step: row.step,
+        shards: this.closedShards(row.step, row.instance_id),
+      }))
+    for (let start = 0; start < jobs.length; start += QUEUE_BATCH) {
+      const batch = jobs.slice(start, start + QUEUE_BATCH)
+      await this.env.STEP_QUEUE.sendBatch(batch.map((body) => ({ body })))
+      // Marked only once sent: a failed send throws, and the alarm's retry sends the job again.
+      for (const job of batch)
+        this.sql.exec(
+          'UPDATE step_instances SET enqueued_at = ? WHERE step = ? AND instance_id = ?',
+          now,
+          job.step,
+          job.instanceId,
+        )
+    }
+  }
+
+  /** The shards of an instance that took part in a closed step, with what each keeps: what its update reads. */
+  private closedShards(step: number, instanceId: string): StepJob['shards'] {
+    return this.sql
+      .exec<{ shard: number; keep: number | null }>(
+        'SELECT shard, keep FROM step_shards WHERE step = ? AND instance_id = ? ORDER BY shard',
+        step,
+        instanceId,
+      )
+      .toArray()
+  }
+}

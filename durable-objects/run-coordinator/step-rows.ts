@@ -1,0 +1,212 @@
+import type { StepUpdateOutcome } from '../../src/schemas/status.ts'
+import { emptyTally, mergeTallies, type ScoreTally } from '../../src/scoring/tally.ts'
+import type { MetaStore } from '../meta-store.ts'
+import { COORDINATOR_SQL, type ShardRow, type StepRow, tallyOf } from './tables.ts'
+
+/** One instance a step touched, with its update's outcome once it has one. */
+export interface StepInstance {
+  instance_id: string
+  rubric_version: number
+  rollouts: number
+  update?: StepUpdateOutcome
+}
+
+/**
+ * The coordinator's rows of steps and of the shards that took part in them: which step collects, what each shard
+ * reported, and the rubric version an instance's rollouts of a step are scored on. Reads and single-row writes; how a
+ * step moves from collecting to updated is `StepLifecycle`'s.
+ * @example const rows = new StepRows(ctx.storage.sql, meta); const step = rows.openCollecting()
+ */
+export class StepRows {
+  constructor(
+    private readonly sql: SqlStorage,
+    private readonly meta: MetaStore,
+  ) {}
+
+  /** The step the run is collecting. */
+  collecting(): number {
+    return this.meta.number('collecting_step', 0)
+  }
+
+  /** The collecting step, its row written when it has none yet. */
+  openCollecting(): number {
+    const step = this.collecting()
+    this.sql.exec(
+      `INSERT OR IGNORE INTO steps (step, status, opened_at) VALUES (?, 'collecting', ?)`,
+      step,
+      new Date().toISOString(),
+    )
+    return step
+  }
+
+  step(step: number): StepRow | undefined {
+    return this.sql.exec<StepRow>('SELECT * FROM steps WHERE step = ?', step).toArray()[0]
+  }
+
+  /** The oldest step that has closed and is not updated yet. */
+  oldestUnfinished(): StepRow | undefined {
+    return this.sql
+      .exec<StepRow>(`SELECT * FROM steps WHERE status IN ('closing', 'updating') ORDER BY step LIMIT 1`)
+      .toArray()[0]
+  }
+
+  /** The steps that stopped taking rollouts and whose shards are being told, oldest first. */
+  closing(): number[] {
+    return this.sql
+      .exec<{ step: number }>(`SELECT step FROM steps WHERE status = 'closing' ORDER BY step`)
+      .toArray()
+      .map((row) => row.step)
+  }
+
+  /**
+   * The step `/rubric_status` describes: a closed one not yet updated first, then the collecting one if it has
+   * rollouts, then the last updated.
+   */
+  reported(): StepRow | undefined {
+    const updating = this.oldestUnfinished()
+    if (updating) return updating
+    const collecting = this.step(this.collecting())
+    if (collecting && this.hasShards(collecting.step)) return collecting
+    return this.sql
+      .exec<StepRow>(`SELECT * FROM steps WHERE status = 'updated' ORDER BY step DESC LIMIT 1`)
+      .toArray()[0]
+  }
+
+  shards(step: number): ShardRow[] {
+    return this.sql.exec<ShardRow>('SELECT * FROM step_shards WHERE step = ?', step).toArray()
+  }
+
+  /** What one shard keeps of each closed step from `fromStep` to before `toStep` that it took part in. */
+  shardKeeps(
+    instanceId: string,
+    shard: number,
+    fromStep: number,
+    toStep: number,
+  ): { step: number; keep: number | null }[] {
+    return this.sql
+      .exec<{ step: number; keep: number | null }>(
+        'SELECT step, keep FROM step_shards WHERE instance_id = ? AND shard = ? AND step >= ? AND step < ?',
+        instanceId,
+        shard,
+        fromStep,
+        toStep,
+      )
+      .toArray()
+  }
+
+  /** Whether any shard has taken part in `step`: one row read, where the steps' hot paths ask it. */
+  hasShards(step: number): boolean {
+    return this.sql.exec('SELECT 1 FROM step_shards WHERE step = ? LIMIT 1', step).toArray().length > 0
+  }
+
+  shard(step: number, instanceId: string, shard: number): ShardRow | undefined {
+    return this.sql
+      .exec<ShardRow>(
+        'SELECT * FROM step_shards WHERE step = ? AND instance_id = ? AND shard = ?',
+        step,
+        instanceId,
+        shard,
+      )
+      .toArray()[0]
+  }
+
+  /** A step's scores: its stored sum once updated, else the sum of its shards' reports. */
+  tally(row: StepRow): ScoreTally {
+    if (row.tally) return JSON.parse(row.tally) as ScoreTally
+    return mergeTallies(this.shards(row.step).map(tallyOf))
+  }
+
+  /** The instances a step touched: from its shards' reports while it is open or closing, else from its updates. */
+  instances(row: StepRow): StepInstance[] {
+    if (row.status === 'collecting' || row.status === 'closing') {
+      const byInstance = new Map<string, ScoreTally[]>()
+      for (const shardRow of this.shards(row.step))
+        byInstance.set(shardRow.instance_id, [...(byInstance.get(shardRow.instance_id) ?? []), tallyOf(shardRow)])
+      return [...byInstance]
+        .map(([instance_id, tallies]) => {
+          const tally = mergeTallies(tallies)
+          return { instance_id, rubric_version: tally.max_version ?? 1, rollouts: tally.rollouts }
+        })
+        .sort((a, b) => (a.instance_id < b.instance_id ? -1 : 1))
+    }
+    return this.sql
+      .exec<{ instance_id: string; rubric_version: number; rollouts: number; outcome: string | null }>(
+        'SELECT instance_id, rubric_version, rollouts, outcome FROM step_instances WHERE step = ? ORDER BY instance_id',
+        row.step,
+      )
+      .toArray()
+      .map(({ outcome, ...instance }) => ({
+        ...instance,
+        ...(outcome ? { update: JSON.parse(outcome) as StepUpdateOutcome } : {}),
+      }))
+  }
+
+  /**
+   * The rubric version every rollout of `step` for the instance is scored on: the one the step's first row for the
+   * instance was given, else the newest committed one, as the instance's updates reported it or as the announcing
+   * shard has it (`newestVersion`; an update tells the shards before the coordinator). An update that commits while a
+   * step collects so takes effect from the instance's next step.
+   */
+  pinnedVersion(step: number, instanceId: string, newestVersion = 1): number {
+    const pinned = this.sql.exec<{ version: number }>(COORDINATOR_SQL.pinnedVersion, step, instanceId).toArray()[0]
+    if (pinned) return pinned.version
+    const committed = this.sql
+      .exec<{ rubric_version: number }>(COORDINATOR_SQL.committedVersion, instanceId)
+      .toArray()[0]
+    return Math.max(committed?.rubric_version ?? 1, newestVersion)
+  }
+
+  /** A shard's tally of `step` (absolute), registering the shard there; a confirmed close's row stays as confirmed. */
+  upsertShard(step: number, instanceId: string, shard: number, tally: ScoreTally, arrivedAt: number): void {
+    this.sql.exec(
+      COORDINATOR_SQL.upsertShard,
+      step,
+      instanceId,
+      shard,
+      JSON.stringify(tally),
+      this.pinnedVersion(step, instanceId),
+      arrivedAt,
+    )
+  }
+
+  /** A shard about to take rollouts in `step`: registered with an empty tally, or its arrival time moved on. */
+  announceShard(step: number, instanceId: string, shard: number, version: number, at: number): void {
+    this.sql.exec(COORDINATOR_SQL.announceShard, step, instanceId, shard, JSON.stringify(emptyTally()), version, at)
+  }
+
+  /** The shard confirmed the close of `step`: what it keeps of it (`closed`) is final. */
+  confirmClose(step: number, instanceId: string, shard: number, closed: ScoreTally): void {
+    this.sql.exec(
+      'UPDATE step_shards SET acked = 1, keep = ?, tally = ? WHERE step = ? AND instance_id = ? AND shard = ?',
+      closed.rollouts,
+      JSON.stringify(closed),
+      step,
+      instanceId,
+      shard,
+    )
+  }
+
+  /** The highest `metadata.current_step` a rollout of `step` carried. */
+  noteTrainerStep(step: number, trainerStep: number): void {
+    this.sql.exec(
+      'UPDATE steps SET trainer_step = max(coalesce(trainer_step, ?), ?) WHERE step = ?',
+      trainerStep,
+      trainerStep,
+      step,
+    )
+  }
+
+  /** The newest rubric version any instance of the run has. */
+  maxVersion(): number {
+    return this.meta.number('max_version', 1)
+  }
+
+  /** Rollouts of the steps already updated, summed as each finished. */
+  updatedRollouts(): number {
+    return this.meta.number('updated_rollouts', 0)
+  }
+
+  noteVersion(version: number): void {
+    if (version > this.maxVersion()) this.meta.set('max_version', version)
+  }
+}
