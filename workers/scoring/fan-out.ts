@@ -52,15 +52,21 @@ export type JudgeFn = (
 ) => Promise<Judgement>
 
 /**
- * Splits `items` into at most {@link MAX_CHUNKS} chunks of near-equal size, none smaller than
+ * Splits `items` into at most {@link MAX_CHUNKS} chunks whose sizes differ by at most one, none smaller than
  * {@link LOCAL_JUDGEMENTS} unless there are fewer items.
  * @example chunksOf(Array.from({ length: 1024 }, (_, i) => i)).length // 30
  */
 function chunksOf<T>(items: readonly T[]): T[][] {
   const count = Math.max(1, Math.min(MAX_CHUNKS, Math.floor(items.length / LOCAL_JUDGEMENTS)))
-  const size = Math.ceil(items.length / count)
+  // The first `items.length % count` chunks take one item more, so sizes differ by at most one.
+  const size = Math.floor(items.length / count)
+  const larger = items.length % count
   const chunks: T[][] = []
-  for (let start = 0; start < items.length; start += size) chunks.push(items.slice(start, start + size))
+  for (let index = 0, start = 0; index < count; index++) {
+    const end = start + size + (index < larger ? 1 : 0)
+    chunks.push(items.slice(start, end))
+    start = end
+  }
   return chunks
 }
 
