@@ -13,7 +13,8 @@ export const MAX_BATCH_ITEMS = 8_192
 const LOCAL_JUDGEMENTS = 24
 /**
  * Most chunks one request hands out: a request may reach at most 32 Worker invocations through service bindings
- * (itself included), so 1,024 judgements go out as 30 chunks of 35, each judged `max_concurrent_llm_calls` at a time.
+ * (itself included), so 1,024 judgements go out as 30 chunks of 34 or 35, each judged as many at a time as the
+ * scorer's `concurrency` and `max_concurrent_llm_calls` allow (4 by default).
  */
 const MAX_CHUNKS = 30
 
