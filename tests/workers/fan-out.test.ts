@@ -52,7 +52,7 @@ describe('handOut', () => {
     { items: 1_024, chunks: [...Array(4).fill(35), ...Array(26).fill(34)] },
     { items: 8_192, chunks: [...Array(2).fill(274), ...Array(28).fill(273)] },
   ])(
-    'hands $items items out as $chunks.length chunks, none here, results in input order',
+    'hands $items items out as $chunks.length chunk(s), none here, results in input order',
     async ({ items, chunks }) => {
       const { results, handedOut, judgedHere } = await split(items)
       expect(sizes(handedOut)).toEqual(chunks)
