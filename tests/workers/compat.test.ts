@@ -114,9 +114,11 @@ describe('POST /compat/openrlhf', () => {
     expect(scorerCalls()).toBe(250)
     // 250 distinct contents, 24 judged per invocation: 10 chunks of 25, every one judged by another invocation.
     expect(chunks.mock.calls.map(([chunk]) => chunk.items.length)).toEqual(Array(10).fill(25))
-    expect(chunks.mock.calls.flatMap(([chunk]) => chunk.items.map((item) => item.request.rollout.output))).toEqual(
-      distinct.map((s) => s.response),
-    )
+    // Chunks arrive in any order; together they are the distinct contents, each a run of 25 in input order.
+    const handedOut = chunks.mock.calls.map(([chunk]) => chunk.items.map((item) => item.request.rollout.output))
+    const position = new Map(distinct.map((s, i) => [s.response, i]))
+    handedOut.sort((a, b) => position.get(a[0]!)! - position.get(b[0]!)!)
+    expect(handedOut.flat()).toEqual(distinct.map((s) => s.response))
     expect(res.json.rewards.slice(250)).toEqual(res.json.rewards.slice(0, 50))
     // A repeat in the batch is the same rollout (same id): recorded once, answered as a duplicate.
     expect(res.json.extra_logs.duplicate.filter((d: number) => d === 1)).toHaveLength(50)
