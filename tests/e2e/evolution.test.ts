@@ -578,7 +578,7 @@ describe('rubric versions from Updater replies', () => {
 })
 
 describe('the Analyzer at step close', () => {
-  it('answers /score without asking the analyzer, analyses nothing until the step closes, then counts each', async () => {
+  it('answers /score without the analyzer, analyses nothing until the step closes, then counts each', async () => {
     const run = await createRun()
     const from = stub.requests.length
     const markers = ['slowalpha', 'slowbravo', 'slowcharlie', 'slowdelta']

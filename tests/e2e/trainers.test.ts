@@ -131,7 +131,7 @@ describe('OpenRLHF ≤ 0.9 (--remote_rm_url: the whole batch, split over the URL
     })
   })
 
-  it('1,024 samples of 4 KB in one request, 1 s judge: 1,024 rewards, judged by 30 invocations side by side', async () => {
+  it('1,024 samples of 4 KB in one request, 1 s judge: 1,024 rewards from 30 invocations side by side', async () => {
     const batch = Array.from({ length: 1_024 }, () => sample('big', 4_096))
     judgeLatencyMs = 1_000
     maxInFlight = 0

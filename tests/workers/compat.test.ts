@@ -152,7 +152,7 @@ describe('POST /compat/openrlhf', () => {
     expect(calls.filter((c) => c.role === 'scorer').reduce((sum, c) => sum + c.calls, 0)).toBe(250)
   })
 
-  it('judges here, once, a chunk whose invocation failed: every reward answered as without the fault, calls counted', async () => {
+  it('judges here, once, a chunk whose invocation failed: rewards as without the fault, calls counted', async () => {
     const samples = Array.from({ length: 100 }, (_, i) => ({
       prompt: `<|user|>What is ${i}*2?<|assistant|>`,
       response: i % 3 ? `${i}*2 = ${i * 2}` : 'I do not know',
