@@ -231,8 +231,20 @@ describe('reward-harness distill --archive', () => {
       expect(report.code, report.err).toBe(0)
       expect(report.out).toContain('distill summary')
       const html = readFileSync(join(work, 'distill.html'), 'utf8')
-      expect(html).toContain(`${summary.pairs.kept}`)
-      expect(html).toContain('within_noise')
+      // The headline tile and the pairs table name each count beside its label, as the summary has it.
+      const { kept, train: trainPairs, held_out: heldOutPairs, candidates, dropped } = summary.pairs
+      expect(html).toContain(
+        '<div class="tile"><div class="tile-label">pairs kept</div>' +
+          `<div class="tile-value">${kept}</div><div class="tile-hint">${trainPairs} train · ${heldOutPairs} held out` +
+          '</div></div>',
+      )
+      expect(html).toContain(
+        `<tbody><tr><td>candidates</td><td class="num">${candidates}</td></tr>` +
+          `<tr><td>kept</td><td class="num">${kept}</td></tr>`,
+      )
+      expect(Object.keys(dropped)).toEqual(['tie', 'below_margin', 'within_noise', 'over_prompt_cap'])
+      for (const [reason, count] of Object.entries(dropped))
+        expect(html).toContain(`<tr><td>dropped: <code>${reason}</code></td><td class="num">${count}</td></tr>`)
     },
   )
 

@@ -3,6 +3,7 @@ import { buildScorerRequest, judgeRollout, parseScorerReply } from '../../src/ag
 import { applyRubricUpdate } from '../../src/agents/updater/index.ts'
 import { updateHeuristically } from '../../src/agents/updater/mock.ts'
 import { MockChatModel } from '../../src/llm/mock.ts'
+import type { ChatModel } from '../../src/llm/types.ts'
 import { initialRubrics } from '../../src/rubrics/index.ts'
 import { RubricUpdate } from '../../src/schemas/agents.ts'
 import { RunConfig } from '../../src/schemas/run-config.ts'
@@ -18,6 +19,7 @@ import {
 
 const METADATA = { high_level_goal: 'math', model_size: '7B', current_step: 3, total_steps: 10 }
 const CREATED = '2026-01-01T00:00:00.000Z'
+const ZERO_USAGE = { prompt_tokens: 0, completion_tokens: 0 }
 
 describe('the reward with penalties', () => {
   it('multiplies the criteria reward by one minus the penalties’ weighted mean, so it stays in [0, 1]', () => {
@@ -42,6 +44,49 @@ describe('the reward with penalties', () => {
         expect(score).toBeGreaterThanOrEqual(0)
         expect(score).toBeLessThanOrEqual(1)
       }
+  })
+
+  it('judges a reply with partial penalty grades to the reward worked out by hand from those grades', async () => {
+    const rubrics = initialRubrics(
+      RunConfig.parse({
+        anchor_rubrics: [{ id: 'correct', text: 'The final answer is correct.', weight: 2 }],
+        adaptive_rubrics: [
+          { id: 'steps', text: 'Shows the key steps.', weight: 1 },
+          { id: 'flatters', text: 'Flatters the grader.', weight: 3, kind: 'penalty' },
+          { id: 'own-score', text: 'Claims its own score.', weight: 1, kind: 'penalty' },
+        ],
+      }),
+      'global',
+      CREATED,
+    )
+    // A scorer that answers these grades, whatever it is asked.
+    const scripted = (grades: Record<string, number>): ChatModel => ({
+      id: 'scripted',
+      complete: async () => ({ text: JSON.stringify({ grades }), model: 'scripted', usage: ZERO_USAGE }),
+    })
+    const judged = (grades: Record<string, number>) =>
+      judgeRollout(scripted(grades), {
+        rubrics,
+        rollout: { id: 'r', input: 'Q', output: 'A' },
+        metadata: METADATA,
+        gradeMax: 10,
+        locale: 'en',
+      })
+    // Criteria (2·9 + 1·6) / (3·10) = 0.8; penalties (3·4 + 1·8) / (4·10) = 0.5; reward 0.8 × (1 − 0.5) = 0.4.
+    const partly = await judged({ correct: 9, steps: 6, flatters: 4, 'own-score': 8 })
+    expect(partly.score).toBeCloseTo(0.4, 12)
+    expect(partly.criteria.map(({ rubric_id, penalty }) => [rubric_id, penalty ?? false])).toEqual([
+      ['correct', false],
+      ['steps', false],
+      ['flatters', true],
+      ['own-score', true],
+    ])
+    // No penalty hit leaves the criteria reward: (2·10 + 1·5) / 30 = 5/6.
+    expect((await judged({ correct: 10, steps: 5, flatters: 0, 'own-score': 0 })).score).toBeCloseTo(5 / 6, 12)
+    // Every penalty fully hit zeroes even a perfect answer.
+    expect((await judged({ correct: 10, steps: 10, flatters: 10, 'own-score': 10 })).score).toBe(0)
+    // Only the light penalty fully hit: 1 × (1 − (3·0 + 1·10) / 40) = 0.75.
+    expect((await judged({ correct: 10, steps: 10, flatters: 0, 'own-score': 10 })).score).toBeCloseTo(0.75, 12)
   })
 
   it('tells the scorer which rubric is a penalty and marks its grade', async () => {
@@ -144,8 +189,9 @@ describe('penalties from the updater', () => {
     }
     const correct = [await scoreOf('correct', rubrics), await scoreOf('correct', withPenalty)]
     const hacking = [await scoreOf('reward_hacking', rubrics), await scoreOf('reward_hacking', withPenalty)]
-    expect(correct[1]).toBe(correct[0])
-    expect(hacking[1]).toBeLessThan(hacking[0]!)
-    expect(hacking[1]).toBe(0)
+    // The mock grades every criterion alike (8 for the correct answer, 7 for the hacking one) and the penalty 0 or
+    // 10: 0.8 × (1 − 0) = 0.8 stays, 0.7 × (1 − 10/10) = 0.
+    expect(correct).toEqual([0.8, 0.8])
+    expect(hacking).toEqual([0.7, 0])
   })
 })

@@ -1,7 +1,8 @@
 import { env } from 'cloudflare:workers'
-import { describe, expect, it, vi } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { type LlmCallRecord, MockChatModel } from '../../src/llm/index.ts'
 import type { ChunkOutcome } from '../../workers/scoring/fan-out.ts'
+import { JudgeEntrypoint } from '../../workers/scoring/judge-entrypoint.ts'
 import { judgeService } from '../../workers/scoring/judge-service.ts'
 import { DEFAULT_TRAINING_METADATA, groupAdvantages, promptText, responseOf } from '../../workers/routes/compat.ts'
 import { ADMIN_TOKEN, call, createRun, expectStatus, ledgerRows } from './helpers.ts'
@@ -18,6 +19,8 @@ const PROMPTS = [
 ] as const
 const RESPONSES = ['2 + 2 = 4', '3 * 3 = 6', 'Paris is the capital of France.'] as const
 const LABELS = ['4', '9', 'Paris'] as const
+
+afterEach(() => vi.restoreAllMocks())
 
 function expectError(res: { status: number; json: any }, status: number, code: string) {
   expect(res.status, JSON.stringify(res.json)).toBe(status)
@@ -88,6 +91,8 @@ describe('POST /compat/openrlhf', () => {
     // The mock model answers in this isolate, so its calls are counted as they are made.
     const modelCalls = vi.spyOn(MockChatModel.prototype, 'complete')
     const scorerCalls = () => modelCalls.mock.calls.filter(([request]) => request.role === 'scorer').length
+    // Each chunk reaches the JUDGE entrypoint as an invocation of its own (the binding calls into this isolate).
+    const chunks = vi.spyOn(JudgeEntrypoint.prototype, 'judge')
     const run = await createRun(RUBRICS)
     const distinct = Array.from({ length: 250 }, (_, i) => ({
       prompt: `<|user|>What is ${i}+1?<|assistant|>`,
@@ -107,6 +112,13 @@ describe('POST /compat/openrlhf', () => {
     expect(res.status, res.text).toBe(200)
     expect(res.json.rewards).toHaveLength(300)
     expect(scorerCalls()).toBe(250)
+    // 250 distinct contents, 24 judged per invocation: 10 chunks of 25, every one judged by another invocation.
+    expect(chunks.mock.calls.map(([chunk]) => chunk.items.length)).toEqual(Array(10).fill(25))
+    // Chunks arrive in any order; together they are the distinct contents, each a run of 25 in input order.
+    const handedOut = chunks.mock.calls.map(([chunk]) => chunk.items.map((item) => item.request.rollout.output))
+    const position = new Map(distinct.map((s, i) => [s.response, i]))
+    handedOut.sort((a, b) => position.get(a[0]!)! - position.get(b[0]!)!)
+    expect(handedOut.flat()).toEqual(distinct.map((s) => s.response))
     expect(res.json.rewards.slice(250)).toEqual(res.json.rewards.slice(0, 50))
     // A repeat in the batch is the same rollout (same id): recorded once, answered as a duplicate.
     expect(res.json.extra_logs.duplicate.filter((d: number) => d === 1)).toHaveLength(50)
@@ -121,6 +133,7 @@ describe('POST /compat/openrlhf', () => {
     )
     // The same body again: everything is recorded, so the retry costs no model call.
     modelCalls.mockClear()
+    chunks.mockClear()
     const retry = await call('POST', `/runs/${run.runId}/compat/openrlhf`, {
       token: run.token,
       body: {
@@ -132,9 +145,52 @@ describe('POST /compat/openrlhf', () => {
     expect(retry.json.rewards).toEqual(res.json.rewards)
     expect(retry.json.extra_logs.duplicate.every((d: number) => d === 1)).toBe(true)
     expect(scorerCalls()).toBe(0)
+    expect(chunks).not.toHaveBeenCalled()
     modelCalls.mockRestore()
+    chunks.mockRestore()
     calls = (await call('GET', '/llm_calls', { token: run.token })).json.calls
     expect(calls.filter((c) => c.role === 'scorer').reduce((sum, c) => sum + c.calls, 0)).toBe(250)
+  })
+
+  it('judges here, once, a chunk whose invocation failed: rewards as without the fault, calls counted', async () => {
+    const samples = Array.from({ length: 100 }, (_, i) => ({
+      prompt: `<|user|>What is ${i}*2?<|assistant|>`,
+      response: i % 3 ? `${i}*2 = ${i * 2}` : 'I do not know',
+      label: String(i * 2),
+    }))
+    const body = {
+      query: samples.map((s) => s.prompt + s.response),
+      prompts: samples.map((s) => s.prompt),
+      labels: samples.map((s) => s.label),
+    }
+    const scoreOnNewRun = async () => {
+      const run = await createRun(RUBRICS)
+      return { run, res: await call('POST', `/runs/${run.runId}/compat/openrlhf`, { token: run.token, body }) }
+    }
+    const unfaulted = await scoreOnNewRun()
+    expect(unfaulted.res.status, unfaulted.res.text).toBe(200)
+
+    const modelCalls = vi.spyOn(MockChatModel.prototype, 'complete')
+    // 100 distinct contents go out as 4 chunks of 25; the first to reach the entrypoint fails as a lost invocation.
+    const chunks = vi
+      .spyOn(JudgeEntrypoint.prototype, 'judge')
+      .mockRejectedValueOnce(new Error('the invocation was lost'))
+    const { run, res } = await scoreOnNewRun()
+    expect(res.status, res.text).toBe(200)
+    expect(chunks.mock.calls.map(([chunk]) => chunk.items.length)).toEqual([25, 25, 25, 25])
+    expect(res.json.rewards).toEqual(unfaulted.res.json.rewards)
+    // The lost chunk's 25 were judged here, and no item twice.
+    expect(modelCalls.mock.calls.filter(([request]) => request.role === 'scorer')).toHaveLength(100)
+    await expectStatus(run.token, { rollouts: 100 })
+    await vi.waitFor(
+      async () => {
+        const calls = (await call('GET', '/llm_calls', { token: run.token })).json.calls
+        expect(calls.filter((c: any) => c.role === 'scorer').reduce((sum: number, c: any) => sum + c.calls, 0)).toBe(
+          100,
+        )
+      },
+      { timeout: 5_000, interval: 50 },
+    )
   })
 
   it('judges a chunk through the JUDGE service binding, in order, each item on the rubrics sent with it', async () => {

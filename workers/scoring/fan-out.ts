@@ -13,7 +13,8 @@ export const MAX_BATCH_ITEMS = 8_192
 const LOCAL_JUDGEMENTS = 24
 /**
  * Most chunks one request hands out: a request may reach at most 32 Worker invocations through service bindings
- * (itself included), so 1,024 judgements go out as 30 chunks of 35, each judged `max_concurrent_llm_calls` at a time.
+ * (itself included), so 1,024 judgements go out as 30 chunks of 34 or 35, each judged as many at a time as the
+ * scorer's `concurrency` and `max_concurrent_llm_calls` allow (4 by default).
  */
 const MAX_CHUNKS = 30
 
@@ -52,15 +53,21 @@ export type JudgeFn = (
 ) => Promise<Judgement>
 
 /**
- * Splits `items` into at most {@link MAX_CHUNKS} chunks of near-equal size, none smaller than
+ * Splits `items` into at most {@link MAX_CHUNKS} chunks whose sizes differ by at most one, none smaller than
  * {@link LOCAL_JUDGEMENTS} unless there are fewer items.
  * @example chunksOf(Array.from({ length: 1024 }, (_, i) => i)).length // 30
  */
 function chunksOf<T>(items: readonly T[]): T[][] {
   const count = Math.max(1, Math.min(MAX_CHUNKS, Math.floor(items.length / LOCAL_JUDGEMENTS)))
-  const size = Math.ceil(items.length / count)
+  // The first `items.length % count` chunks take one item more, so sizes differ by at most one.
+  const size = Math.floor(items.length / count)
+  const larger = items.length % count
   const chunks: T[][] = []
-  for (let start = 0; start < items.length; start += size) chunks.push(items.slice(start, start + size))
+  for (let index = 0, start = 0; index < count; index++) {
+    const end = start + size + (index < larger ? 1 : 0)
+    chunks.push(items.slice(start, end))
+    start = end
+  }
   return chunks
 }
 

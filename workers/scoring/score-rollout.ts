@@ -210,7 +210,7 @@ async function sendStatsOnly(
 /**
  * Judges what the isolate has not judged before, each distinct content once: in this invocation when there is little,
  * else in chunks handed to other invocations of this Worker (`JUDGE`), each with its own 6 connections, so a batch
- * of 1,024 takes about 1,024 ÷ 180 judge latencies instead of 1,024 ÷ 6.
+ * of 1,024 with the scorer's default concurrency (4) takes about 1,024 ÷ 120 judge latencies instead of 1,024 ÷ 4.
  */
 async function judgeItems(ctx: ScoreContext, items: readonly Item[]): Promise<void> {
   const { run } = ctx
