@@ -7,7 +7,7 @@ import type { ScoreResult } from '../../src/schemas/score.ts'
 import type { AppEnv, Env } from '../env.ts'
 import { jsonBody } from '../middleware/json-body.ts'
 import { requestModels } from '../scoring/models.ts'
-import { MAX_BATCH_ITEMS } from '../scoring/fan-out.ts'
+import { MAX_ROLLOUTS_PER_BATCH } from '../scoring/fan-out.ts'
 import { scoreRollouts } from '../scoring/score-rollout.ts'
 import { recordTelemetry } from '../telemetry/index.ts'
 import type { RunConfig } from '../../src/schemas/run-config.ts'
@@ -17,7 +17,7 @@ import { mean as meanOf, sampleStd } from '../../src/stats/index.ts'
 /** Most responses one group may carry. */
 const MAX_GROUP_SIZE = 1_024
 const SPLIT_OVER_URLS = 'give OpenRLHF more reward URLs (the batch is split over them)'
-const TOO_MANY_SAMPLES = `at most ${MAX_BATCH_ITEMS} samples per request: ${SPLIT_OVER_URLS}`
+const TOO_MANY_SAMPLES = `at most ${MAX_ROLLOUTS_PER_BATCH} samples per request: ${SPLIT_OVER_URLS}`
 
 /**
  * Training metadata for trainers that send none: OpenRLHF, slime and group callers have no such field. A request
@@ -52,9 +52,9 @@ const PromptInput = z.union([
  * @example OpenRlhfRequest.parse({ query: ['Q: 2+2? A: 4'], prompts: ['Q: 2+2? A:'], labels: ['4'] })
  */
 export const OpenRlhfRequest = z.object({
-  query: z.array(Text).max(MAX_BATCH_ITEMS, TOO_MANY_SAMPLES),
-  prompts: z.array(Text).max(MAX_BATCH_ITEMS, TOO_MANY_SAMPLES).nullish(),
-  labels: z.array(Label).max(MAX_BATCH_ITEMS, TOO_MANY_SAMPLES).nullish(),
+  query: z.array(Text).max(MAX_ROLLOUTS_PER_BATCH, TOO_MANY_SAMPLES),
+  prompts: z.array(Text).max(MAX_ROLLOUTS_PER_BATCH, TOO_MANY_SAMPLES).nullish(),
+  labels: z.array(Label).max(MAX_ROLLOUTS_PER_BATCH, TOO_MANY_SAMPLES).nullish(),
   metadata: PartialMetadata,
 })
 

@@ -5,7 +5,7 @@ import type { ScoreResult } from '../../src/schemas/score.ts'
 import type { AppEnv } from '../env.ts'
 import { jsonBody } from '../middleware/json-body.ts'
 import { requestModels } from '../scoring/models.ts'
-import { MAX_BATCH_ITEMS } from '../scoring/fan-out.ts'
+import { MAX_ROLLOUTS_PER_BATCH } from '../scoring/fan-out.ts'
 import { scoreRollout, scoreRollouts } from '../scoring/score-rollout.ts'
 import { recordTelemetry } from '../telemetry/index.ts'
 
@@ -16,7 +16,7 @@ import { recordTelemetry } from '../telemetry/index.ts'
 export const ScoreBatchRequest = z.object({
   items: z
     .array(ScoreRequest)
-    .max(MAX_BATCH_ITEMS, `at most ${MAX_BATCH_ITEMS} items per request: send the rest in another`),
+    .max(MAX_ROLLOUTS_PER_BATCH, `at most ${MAX_ROLLOUTS_PER_BATCH} items per request: send the rest in another`),
 })
 
 /**
