@@ -7,7 +7,8 @@ import { MemoryKind } from '../../src/schemas/memory.ts'
 import { principalFor, resolveRun } from '../middleware/auth.ts'
 import { renderError } from '../middleware/errors.ts'
 import { pathForDisplay } from '../middleware/path-token.ts'
-import { countRefusedCredential } from '../middleware/rate-limit.ts'
+import { limitBody } from '../middleware/body-limit.ts'
+import { countRefusedCredential, rateLimit } from '../middleware/rate-limit.ts'
 import { checkMemoryQuery } from '../memory/store.ts'
 import { checkInstanceId } from '../routes/rubrics.ts'
 import { loadRunDashboard, loadTargets, visibleRuns } from './data.ts'
@@ -25,10 +26,10 @@ import { SERVICE_INDEX } from '../routes/service-index.ts'
  * Errors render as pages; a missing or invalid token is the login form (401), never data.
  */
 const pages = new Hono<DashboardEnv>()
-  .use('*', pageHeaders(), dashboardViewer())
+  .use('*', rateLimit(), pageHeaders(), dashboardViewer())
   .get('/', (c) => c.redirect('/', 302))
   .get('/login', (c) => c.html(<LoginPage next={safeNext(c.req.query('next'))} />))
-  .post('/login', csrf(), async (c) => {
+  .post('/login', csrf(), limitBody('other'), async (c) => {
     const form = await c.req.parseBody()
     const next = safeNext(form.next)
     const token = typeof form.token === 'string' ? form.token.trim() : ''
@@ -46,7 +47,7 @@ const pages = new Hono<DashboardEnv>()
     await startSession(c, token, principal)
     return c.redirect(next, 303)
   })
-  .post('/logout', csrf(), async (c) => {
+  .post('/logout', csrf(), limitBody('other'), async (c) => {
     await logOut(c)
     return c.redirect('/dashboard/login', 303)
   })
@@ -88,6 +89,7 @@ const pages = new Hono<DashboardEnv>()
 export const dashboardRoutes = new Hono<DashboardEnv>()
   .get(
     '/',
+    rateLimit(),
     // Content negotiation: only a client asking for HTML gets the dashboard; API clients keep getting JSON.
     async (c, next) =>
       /\btext\/html\b/i.test(c.req.header('accept') ?? '')

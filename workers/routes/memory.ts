@@ -1,27 +1,31 @@
 import { Hono } from 'hono'
-import { AppError } from '../../src/errors/index.ts'
+import { z } from 'zod'
 import { MemoryKind } from '../../src/schemas/memory.ts'
 import { checkInstanceId } from './rubrics.ts'
 import type { AppEnv } from '../env.ts'
 import { memoryFor } from '../memory/backends.ts'
 import { checkMemoryQuery } from '../memory/store.ts'
-import { integerQuery } from './query.ts'
+import { integerParam, validQuery } from '../middleware/query.ts'
 
 const MAX_DOCUMENTS = 200
+
+/** The query of `GET /memory`; `instance_id` and `q` are checked as the dashboard checks them. */
+const MemoryQuery = z.object({
+  kind: z.enum(MemoryKind.options, { error: `must be one of ${MemoryKind.options.join(', ')}` }).optional(),
+  step: integerParam({ min: 0 }).optional(),
+  instance_id: z.string().optional(),
+  q: z.string().optional(),
+  limit: integerParam({ min: 1, max: MAX_DOCUMENTS }).default(50),
+})
 
 /**
  * `GET /memory?kind=&step=&instance_id=&q=&limit=` — the run's long-term memory; `q` (at most
  * MAX_MEMORY_QUERY_CHARS characters, else 400) makes it a semantic search (best first, with `similarity`), otherwise
  * newest step first.
  */
-export const memoryRoutes = new Hono<AppEnv>().get('/memory', async (c) => {
+export const memoryRoutes = new Hono<AppEnv>().get('/memory', validQuery(MemoryQuery), async (c) => {
   const run = c.get('run')
-  const { kind, step, instance_id: instanceId, q, limit } = c.req.query()
-  if (kind !== undefined && !MemoryKind.safeParse(kind).success) {
-    throw new AppError('invalid_request', `kind must be one of ${MemoryKind.options.join(', ')} (got "${kind}")`)
-  }
-  const stepNumber = integerQuery(step, 'step', { fallback: undefined, min: 0 })
-  const count = integerQuery(limit, 'limit', { fallback: 50, min: 1, max: MAX_DOCUMENTS })
+  const { kind, step: stepNumber, instance_id: instanceId, q, limit: count } = c.req.valid('query')
   checkInstanceId(instanceId)
   if (q !== undefined) checkMemoryQuery(q)
   const memory = memoryFor(c.env, run.id)
@@ -31,7 +35,7 @@ export const memoryRoutes = new Hono<AppEnv>().get('/memory', async (c) => {
       text: q,
       top_k: count,
       ...(instanceId ? { instance_id: instanceId } : {}),
-      ...(kind ? { kinds: [kind as MemoryKind] } : {}),
+      ...(kind ? { kinds: [kind] } : {}),
     })
     const documents = stepNumber === undefined ? hits : hits.filter((doc) => doc.step === stepNumber)
     return c.json({ run_id: run.id, query: q, documents })
@@ -40,7 +44,7 @@ export const memoryRoutes = new Hono<AppEnv>().get('/memory', async (c) => {
     run_id: run.id,
     limit: count,
     ...(instanceId ? { instance_id: instanceId } : {}),
-    ...(kind ? { kind: kind as MemoryKind } : {}),
+    ...(kind ? { kind } : {}),
     ...(stepNumber === undefined ? {} : { step: stepNumber }),
   })
   return c.json({ run_id: run.id, documents })

@@ -5,7 +5,9 @@ import { RmScoreRequest } from '../artifacts/score.ts'
 import { elapsed, scoreRmBatch, servingArtifact } from '../artifacts/serving.ts'
 import type { AppEnv } from '../env.ts'
 import { requireRmAccess } from '../middleware/auth.ts'
+import { leaveBodyUnread, limitBody } from '../middleware/body-limit.ts'
 import { jsonBody } from '../middleware/json-body.ts'
+import { rateLimit } from '../middleware/rate-limit.ts'
 
 /**
  * Most items one `/rm/<target>/batch_score` request may carry. Smaller than a trainer's batch
@@ -54,7 +56,7 @@ export const RmBatchRequest = z.object({
  */
 export const rmRoutes = new Hono<AppEnv>()
   .use('*', requireRmAccess())
-  .get('/healthz', async (c) => {
+  .get('/healthz', leaveBodyUnread(), async (c) => {
     const { deployment, artifact, judge } = await servingArtifact(c.env, c.req.param('target'))
     return c.json({
       status: 'ok',
@@ -68,7 +70,7 @@ export const rmRoutes = new Hono<AppEnv>()
       judge,
     })
   })
-  .post('/score', jsonBody(RmScoreRequest), async (c) => {
+  .post('/score', rateLimit(), limitBody('other'), jsonBody(RmScoreRequest), async (c) => {
     const started = Date.now()
     const { scorer, judge } = await servingArtifact(c.env, c.req.param('target'))
     const score = await scorer().score(c.get('body'))
@@ -79,7 +81,7 @@ export const rmRoutes = new Hono<AppEnv>()
       latency_ms: elapsed(started),
     })
   })
-  .post('/batch_score', jsonBody(RmBatchRequest), async (c) => {
+  .post('/batch_score', rateLimit(), limitBody('batch'), jsonBody(RmBatchRequest), async (c) => {
     const started = Date.now()
     const serving = await servingArtifact(c.env, c.req.param('target'))
     const requestId = c.get('requestId')
