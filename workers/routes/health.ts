@@ -5,8 +5,9 @@ import { leaveBodyUnread } from '../middleware/body-limit.ts'
 import { rateLimit } from '../middleware/rate-limit.ts'
 
 /**
- * `GET /healthz` — liveness: answers from the isolate alone (no D1, no Durable Object), so probing it costs nothing and
- * it is never rate limited (it declares no `rateLimit`) and never reads a body. `GET /healthz/deep` (admin) adds a D1 round trip, so a broken binding shows there first.
+ * `GET /healthz` — liveness: answers from the isolate alone (no D1, no Durable Object), so probing it costs nothing:
+ * it declares no `rateLimit` (never limited) and leaves its body unread. `GET /healthz/deep` (admin) adds a D1 round
+ * trip, so a broken binding shows there first.
  */
 export const healthRoutes = new Hono<AppEnv>()
   .get('/healthz', leaveBodyUnread(), (c) =>
