@@ -1,7 +1,7 @@
 import { Hono } from 'hono'
 import { z } from 'zod'
 import { MemoryKind } from '../../src/schemas/memory.ts'
-import { checkInstanceId } from './rubrics.ts'
+import { InstanceIdParam } from './rubrics.ts'
 import type { AppEnv } from '../env.ts'
 import { memoryFor } from '../memory/backends.ts'
 import { checkMemoryQuery } from '../memory/store.ts'
@@ -9,11 +9,17 @@ import { integerParam, validQuery } from '../middleware/query.ts'
 
 const MAX_DOCUMENTS = 200
 
-/** The query of `GET /memory`; `instance_id` and `q` are checked as the dashboard checks them. */
+/**
+ * A `kind` query parameter: one of the memory kinds.
+ * @example z.object({ kind: MemoryKindParam.optional() })
+ */
+export const MemoryKindParam = z.enum(MemoryKind.options, { error: `must be one of ${MemoryKind.options.join(', ')}` })
+
+/** The query of `GET /memory`; `q`'s length is checked by `checkMemoryQuery`, as the memory store checks it. */
 const MemoryQuery = z.object({
-  kind: z.enum(MemoryKind.options, { error: `must be one of ${MemoryKind.options.join(', ')}` }).optional(),
+  kind: MemoryKindParam.optional(),
   step: integerParam({ min: 0 }).optional(),
-  instance_id: z.string().optional(),
+  instance_id: InstanceIdParam.optional(),
   q: z.string().optional(),
   limit: integerParam({ min: 1, max: MAX_DOCUMENTS }).default(50),
 })
@@ -26,7 +32,6 @@ const MemoryQuery = z.object({
 export const memoryRoutes = new Hono<AppEnv>().get('/memory', validQuery(MemoryQuery), async (c) => {
   const run = c.get('run')
   const { kind, step: stepNumber, instance_id: instanceId, q, limit: count } = c.req.valid('query')
-  checkInstanceId(instanceId)
   if (q !== undefined) checkMemoryQuery(q)
   const memory = memoryFor(c.env, run.id)
   if (q !== undefined && q.trim() !== '') {
