@@ -49,7 +49,7 @@ export function limitBody(kind: BodyLimitKind): MiddlewareHandler<AppEnv> {
 /**
  * Marks a route whose request body is never read, not even drained after the answer: a health probe, which must cost
  * the isolate nothing whatever it carries.
- * @example healthRoutes.get('/healthz', leaveBodyUnread(), (c) => c.json({ status: 'ok' }))
+ * @example healthRoutes.use('/healthz', leaveBodyUnread()).get('/healthz', (c) => c.json({ status: 'ok' }))
  */
 export function leaveBodyUnread(): MiddlewareHandler<AppEnv> {
   return async function markBodyUnread(c, next) {

@@ -10,7 +10,9 @@ import { rateLimit } from '../middleware/rate-limit.ts'
  * trip, so a broken binding shows there first.
  */
 export const healthRoutes = new Hono<AppEnv>()
-  .get('/healthz', leaveBodyUnread(), (c) =>
+  // Whatever the method: a probe's body is never read.
+  .use('/healthz', leaveBodyUnread())
+  .get('/healthz', (c) =>
     c.json({ status: 'ok', deployment: c.env.DEPLOYMENT === 'local' ? 'local' : 'production' }),
   )
   .get('/healthz/deep', rateLimit(), requireAdmin(), async (c) => {

@@ -56,7 +56,9 @@ export const RmBatchRequest = z.object({
  */
 export const rmRoutes = new Hono<AppEnv>()
   .use('*', requireRmAccess())
-  .get('/healthz', leaveBodyUnread(), async (c) => {
+  // Whatever the method: a probe's body is never read.
+  .use('/healthz', leaveBodyUnread())
+  .get('/healthz', async (c) => {
     const { deployment, artifact, judge } = await servingArtifact(c.env, c.req.param('target'))
     return c.json({
       status: 'ok',
