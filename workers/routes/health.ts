@@ -12,9 +12,7 @@ import { rateLimit } from '../middleware/rate-limit.ts'
 export const healthRoutes = new Hono<AppEnv>()
   // Whatever the method: a probe's body is never read.
   .use('/healthz', leaveBodyUnread())
-  .get('/healthz', (c) =>
-    c.json({ status: 'ok', deployment: c.env.DEPLOYMENT === 'local' ? 'local' : 'production' }),
-  )
+  .get('/healthz', (c) => c.json({ status: 'ok', deployment: c.env.DEPLOYMENT === 'local' ? 'local' : 'production' }))
   .get('/healthz/deep', rateLimit(), requireAdmin(), async (c) => {
     const started = Date.now()
     await c.env.DB.prepare('SELECT 1').first()
