@@ -170,6 +170,14 @@ describe('rate limiting per caller', () => {
     expect((await send('GET', '/rubric_status', { ip: '203.0.113.30' })).status).toBe(200)
   })
 
+  it('counts a request once, even one that passes the run API mounted twice (an unknown path under /runs/<id>)', async () => {
+    const open = await createRun({ ...RUBRICS, access: 'open' })
+    await clearOfWindowEdge()
+    for (let i = 1; i <= LIMIT.standard; i++)
+      expect((await send('GET', `/runs/${open.runId}/no-such-route`, { ip: '203.0.113.31' })).status, `${i}`).toBe(404)
+    expectRateLimited(await send('GET', `/runs/${open.runId}/no-such-route`, { ip: '203.0.113.31' }))
+  })
+
   it('refuses an unknown rate_limit in a run config', async () => {
     const res = await send('POST', '/runs', {
       token: ADMIN_TOKEN,
