@@ -170,7 +170,7 @@ describe('rate limiting per caller', () => {
     expect((await send('GET', '/rubric_status', { ip: '203.0.113.30' })).status).toBe(200)
   })
 
-  it('counts a request once, even one that passes the run API mounted twice (an unknown path under /runs/<id>)', async () => {
+  it('counts a request once, even one through the run API mounted twice (unknown path under /runs/<id>)', async () => {
     const open = await createRun({ ...RUBRICS, access: 'open' })
     await clearOfWindowEdge()
     for (let i = 1; i <= LIMIT.standard; i++)
