@@ -2,7 +2,7 @@ import { Hono } from 'hono'
 import { requestId } from 'hono/request-id'
 import type { AppEnv } from './env.ts'
 import { identifyCaller, resolveRun } from './middleware/auth.ts'
-import { drainUnreadBodies, limitBodies } from './middleware/body-limit.ts'
+import { drainUnreadBodies } from './middleware/body-limit.ts'
 import { routedPath } from './middleware/path-token.ts'
 import { notFound } from './routes/not-found.ts'
 import { rateLimit } from './middleware/rate-limit.ts'
@@ -22,10 +22,11 @@ import { stepRoutes } from './routes/steps.ts'
 
 /**
  * The routes every run serves, mounted twice: at `/` (the run of the caller's token, else the
- * default run — what an AMARIS-style client expects) and at `/runs/:runId/`.
+ * default run — what an AMARIS-style client expects) and at `/runs/:runId/`. Each counts against the resolved run's
+ * rate-limit tier; each route that takes a body declares its limit (`limitBody`).
  */
 const runApi = new Hono<AppEnv>()
-  .use('*', resolveRun())
+  .use('*', resolveRun(), rateLimit())
   .route('/', scoreRoute)
   .route('/', stepRoutes)
   .route('/', rubricRoutes)
@@ -43,9 +44,7 @@ export function createApp() {
     new Hono<AppEnv>({ getPath: routedPath })
       .use('*', requestId())
       .use('*', drainUnreadBodies())
-      .use('*', limitBodies())
       .use('*', identifyCaller())
-      .use('*', rateLimit())
       .route('/', healthRoutes)
       .route('/', runAdminRoutes)
       .route('/', runTokenRoutes)

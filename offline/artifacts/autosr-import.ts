@@ -35,7 +35,7 @@ import {
   type ArtifactProvenance,
 } from '../../src/schemas/artifact.ts'
 import { AutosrRmArtifact, looksLikeAutosrArtifact } from '../../src/schemas/autosr-artifact.ts'
-import type { SearchRubric } from '../../src/search/types.ts'
+import type { SearchRubric } from '../../src/schemas/search-rubric.ts'
 import { writeFileAtomic } from '../search/atomic.ts'
 import { rubricsFromAutosr } from './autosr-rubrics.ts'
 import { runtimeFromSnapshot } from './autosr-runtime.ts'

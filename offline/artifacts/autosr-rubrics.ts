@@ -10,7 +10,7 @@
  */
 import { DEFAULT_RUBRIC_KEY } from '../../src/schemas/artifact.ts'
 import type { AutosrRmArtifact, AutosrRubric } from '../../src/schemas/autosr-artifact.ts'
-import { CRITERION_TYPES, Criterion, type SearchRubric } from '../../src/search/types.ts'
+import { CRITERION_TYPES, Criterion, type SearchRubric } from '../../src/schemas/search-rubric.ts'
 import { issuesOf, pathText } from './issues.ts'
 
 /** The scale autosr's verifier prompt states (`grade_scale_max`). */

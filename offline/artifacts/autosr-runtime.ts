@@ -9,7 +9,7 @@
  */
 import type { ArtifactRuntime } from '../../src/schemas/artifact.ts'
 import type { AutosrRuntimeSnapshot } from '../../src/schemas/autosr-artifact.ts'
-import { type ContentExtraction, PromptExtraction } from '../../src/search/roles/extraction.ts'
+import { type ContentExtraction, PromptExtraction } from '../../src/schemas/extraction.ts'
 import { issuesOf, pathText } from './issues.ts'
 import { endpointOnly } from '../../src/credentials/index.ts'
 

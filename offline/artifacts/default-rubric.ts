@@ -20,7 +20,7 @@ import { readFile } from 'node:fs/promises'
 import { readJsonDocument } from '../../src/datasets/index.ts'
 import { DEFAULT_RUBRIC_KEY } from '../../src/schemas/artifact.ts'
 import { parsePresetRubrics } from '../../src/search/roles/index.ts'
-import type { Criterion, SearchRubric } from '../../src/search/types.ts'
+import type { Criterion, SearchRubric } from '../../src/schemas/search-rubric.ts'
 import { ArtifactInputError } from './errors.ts'
 
 /** How `--default-rubric` chose: the keyword, a prompt id of the search output, or a file. */

@@ -31,8 +31,8 @@ import {
 import { looksLikeAutosrArtifact } from '../../src/schemas/autosr-artifact.ts'
 import { configHash, SearchConfig } from '../../src/search/index.ts'
 import { settingsHash } from '../search/records.ts'
-import { ContentExtraction } from '../../src/search/roles/extraction.ts'
-import { SearchRubric } from '../../src/search/types.ts'
+import { ContentExtraction } from '../../src/schemas/extraction.ts'
+import { SearchRubric } from '../../src/schemas/search-rubric.ts'
 import { loadDataset } from '../datasets/load.ts'
 import { writeFileAtomic } from '../search/atomic.ts'
 import {

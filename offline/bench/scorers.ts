@@ -17,7 +17,8 @@ import {
   rubricScore,
 } from '../../src/search/roles/index.ts'
 import { seededRandom, shuffle } from '../../src/hash/index.ts'
-import type { Candidate, CriterionGrades, PromptItem, SearchRubric, Verifier } from '../../src/search/types.ts'
+import type { Candidate, CriterionGrades, PromptItem, Verifier } from '../../src/search/types.ts'
+import type { SearchRubric } from '../../src/schemas/search-rubric.ts'
 import { UsageError } from '../../src/usage-error/index.ts'
 
 /** What a scorer gives for one candidate. */

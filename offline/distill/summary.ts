@@ -1,5 +1,5 @@
 /** The text form of a distillation's summary (its schema is src/schemas/distill-summary.ts) and its noise bound. */
-import { DROP_REASONS } from '../../src/distill/index.ts'
+import { DROP_REASONS } from '../../src/schemas/distill-summary.ts'
 import type { DistillSummary } from '../../src/schemas/index.ts'
 
 export type { DistillSummary } from '../../src/schemas/index.ts'

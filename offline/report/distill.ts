@@ -3,7 +3,7 @@
  * how well the repeated judgements agreed, the settings and bound, and the files written.
  */
 import { barChart } from '../../src/charts/index.ts'
-import { DROP_REASONS } from '../../src/distill/index.ts'
+import { DROP_REASONS } from '../../src/schemas/distill-summary.ts'
 import type { DistillSummary } from '../../src/schemas/index.ts'
 import { html } from 'hono/html'
 import { CHART_SIZE, figure, keyValues, type Markup, num, pct, type ReportBody, table } from './parts.ts'

@@ -17,7 +17,7 @@ import {
   type SearchConfigInput,
 } from '../../src/search/config.ts'
 import { unknownKeysMessage } from '../../src/schemas/strict.ts'
-import { ContentExtraction } from '../../src/search/roles/extraction.ts'
+import { ContentExtraction } from '../../src/schemas/extraction.ts'
 import type { SearchRoleName } from '../../src/search/roles/rubric.ts'
 import { SearchInputError } from './errors.ts'
 import type { BackendOptions } from './backend.ts'

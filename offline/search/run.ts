@@ -22,7 +22,7 @@ import {
   parsePresetRubrics,
   type SearchRoleName,
 } from '../../src/search/roles/index.ts'
-import type { SearchRubric } from '../../src/search/types.ts'
+import type { SearchRubric } from '../../src/schemas/search-rubric.ts'
 import { loadDataset } from '../datasets/load.ts'
 import { writeFileAtomic } from './atomic.ts'
 import { type Backend, type BackendOptions, createBackend } from './backend.ts'

@@ -1,5 +1,6 @@
 import { groupBy } from '../collections/index.ts'
 import { mean, median, populationStd } from '../stats/index.ts'
+import { ANALYSIS_REASONS } from '../schemas/status.ts'
 /** What the selection knows of one scored rollout of a closed step: small, so a whole step of them fits one read. */
 export interface AnalysisCandidate {
   rollout_id: string
@@ -15,16 +16,6 @@ export interface AnalysisCandidate {
   tactics: string[]
 }
 
-/** Why a rollout was chosen for a deep analysis. Suspicious reasons come first, then coverage. */
-export const ANALYSIS_REASONS = [
-  'injection',
-  'short_high_score',
-  'templated',
-  'unusual_grade',
-  'group_best',
-  'group_worst',
-  'score_range',
-] as const
 export type AnalysisReason = (typeof ANALYSIS_REASONS)[number]
 
 export interface AnalysisBudget {

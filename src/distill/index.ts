@@ -11,6 +11,7 @@
 import { groupBy } from '../collections/index.ts'
 import { fnv1a, mix32 } from '../hash/index.ts'
 import { mean, sampleStd } from '../stats/index.ts'
+import { type DISTILL_FORMATS, DROP_REASONS } from '../schemas/distill-summary.ts'
 
 /** One distinct response to one prompt, with every judgement it got (failed judgements left out). */
 export interface JudgedResponse {
@@ -40,8 +41,6 @@ export interface PairingOptions {
   pairsPerPrompt: number
 }
 
-/** Why a candidate pair was not kept. */
-export const DROP_REASONS = ['tie', 'below_margin', 'within_noise', 'over_prompt_cap'] as const
 type DropReason = (typeof DROP_REASONS)[number]
 
 /** A kept pair: chosen and rejected responses of one prompt, with their statistics and the bound they cleared. */
@@ -213,8 +212,6 @@ export function repeatAgreement(
   return { mean_spread: mean(spreads), pairwise: compared === 0 ? null : agree / compared, online: mean(onlineVotes) }
 }
 
-/** The row formats trainers read. */
-export const DISTILL_FORMATS = ['trl', 'openrlhf', 'pointwise'] as const
 export type DistillFormat = (typeof DISTILL_FORMATS)[number]
 
 type Message = { role: 'user' | 'assistant'; content: string }

@@ -5,28 +5,6 @@ export type PromptName = keyof (typeof PROMPT_TEMPLATES)['en']
 /** A run's replacements for bundled templates, keyed `<locale>/<name>`, e.g. `en/scorer.system`. */
 export type PromptOverrides = Partial<Record<string, string>>
 
-/** Every `<locale>/<name>` a run may override. */
-export const PROMPT_KEYS: string[] = Object.entries(PROMPT_TEMPLATES).flatMap(([locale, templates]) =>
-  Object.keys(templates).map((name) => `${locale}/${name}`),
-)
-
-/**
- * The `{{placeholders}}` a template uses.
- * @example placeholdersOf('Hi {{name}}') // ['name']
- */
-export function placeholdersOf(template: string): string[] {
-  return [...new Set([...template.matchAll(/\{\{(\w+)\}\}/g)].map((match) => match[1]!))]
-}
-
-/**
- * The bundled template of a `<locale>/<name>` key, or undefined when there is none.
- * @example bundledTemplate('en/scorer.system')?.includes('{{grade_max}}') // true
- */
-export function bundledTemplate(key: string): string | undefined {
-  const [locale, name] = key.split('/') as [Locale, PromptName]
-  return (PROMPT_TEMPLATES[locale] as Record<string, string> | undefined)?.[name]
-}
-
 /**
  * Fills a prompt template's `{{name}}` placeholders. A placeholder without a value is an error,
  * never an empty string. `overrides` (a run's own prompts) win over the bundled templates.

@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { canonicalJson, sha256Hex } from '../hash/index.ts'
-import { ContentExtraction } from '../search/roles/extraction.ts'
-import { SearchRubric } from '../search/types.ts'
+import { ContentExtraction } from './extraction.ts'
+import { SearchRubric } from './search-rubric.ts'
 
 export const ARTIFACT_SCHEMA_VERSION = '1.0'
 export const RM_API_VERSION = '1.0'

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { bundledTemplate, placeholdersOf, PROMPT_KEYS } from '../prompts/index.ts'
+import { bundledTemplate, placeholdersOf, PROMPT_KEYS } from './prompt-templates.ts'
 import { RubricSeed } from './rubric.ts'
 import { strict } from './strict.ts'
 

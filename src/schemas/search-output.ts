@@ -4,7 +4,7 @@
  * dropped on parse. The writer, `buildSearchOutput` in src/search/output.ts, is type-checked against it.
  */
 import { z } from 'zod'
-import { SearchRubric } from '../search/types.ts'
+import { SearchRubric } from './search-rubric.ts'
 
 const Counts = z.record(z.string(), z.unknown())
 

@@ -1,5 +1,15 @@
 import { z } from 'zod'
-import { ANALYSIS_REASONS } from '../analysis/select.ts'
+
+/** Why a rollout was chosen for a deep analysis. Suspicious reasons come first, then coverage. */
+export const ANALYSIS_REASONS = [
+  'injection',
+  'short_high_score',
+  'templated',
+  'unusual_grade',
+  'group_best',
+  'group_worst',
+  'score_range',
+] as const
 
 /** Where a run's current step is: no rollouts yet, taking rollouts, running its update, or done. */
 export const StepStatus = z.enum(['idle', 'collecting', 'updating', 'updated'])

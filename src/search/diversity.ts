@@ -4,7 +4,7 @@
  * text and check points), each criterion carrying its normalised weight; the distance between two rubrics is
  * one minus the weighted Jaccard similarity of their bags: 0 for the same content, 1 for nothing in common.
  */
-import type { SearchRubric } from './types.ts'
+import type { SearchRubric } from '../schemas/search-rubric.ts'
 import { mean } from '../stats/index.ts'
 
 type Profile = Map<string, number>

@@ -7,7 +7,8 @@
 import { canonicalJson } from '../hash/index.ts'
 import type { Limiter } from './algorithms/concurrency.ts'
 import { derivedSeed, hashHex } from '../hash/index.ts'
-import type { Candidate, CriterionGrades, PromptItem, SearchRubric, Verifier } from './types.ts'
+import type { Candidate, CriterionGrades, PromptItem, Verifier } from './types.ts'
+import type { SearchRubric } from '../schemas/search-rubric.ts'
 import { mean, populationVariance } from '../stats/index.ts'
 
 /** One candidate's result under one rubric. */

@@ -8,7 +8,7 @@ import type { ScheduleDiagnostics } from './algorithms/mutation-schedule.ts'
 import type { PromptResult, StopReason } from './algorithms/state.ts'
 import type { SearchConfig } from './config.ts'
 import type { ObjectiveResult } from './objective.ts'
-import type { SearchRubric } from './types.ts'
+import type { SearchRubric } from '../schemas/search-rubric.ts'
 import { mean } from '../stats/index.ts'
 
 /** One prompt's entry in `best_rubrics`. */

@@ -4,6 +4,7 @@
  * only; each role has a mock (deterministic heuristics) and an LLM implementation.
  */
 import { z } from 'zod'
+import type { SearchRubric } from '../schemas/search-rubric.ts'
 
 // ---------------------------------------------------------------------------------------------
 // Dataset
@@ -46,37 +47,6 @@ export type PreferenceDataset = z.infer<typeof PreferenceDataset>
 export function visibleCandidate(candidate: Candidate): { candidate_id: string; text: string } {
   return { candidate_id: candidate.candidate_id, text: candidate.text }
 }
-
-// ---------------------------------------------------------------------------------------------
-// Rubric under search
-
-export const CRITERION_TYPES = ['factual', 'format', 'reasoning', 'safety', 'style'] as const
-
-export const Criterion = z.object({
-  criterion_id: z.string().min(1).max(128),
-  text: z.string().min(1).max(4_000),
-  weight: z.number().min(0).max(1_000).default(1),
-  criterion_type: z.enum(CRITERION_TYPES).nullable().default(null),
-  check_points: z.array(z.string()).default([]),
-  positive_examples: z.array(z.string()).default([]),
-  negative_examples: z.array(z.string()).default([]),
-})
-export type Criterion = z.infer<typeof Criterion>
-
-/** Grades are integers 0..grade_max, stated in every verifier prompt (fixes autosr §8.1). */
-const GradingProtocol = z.object({
-  grade_max: z.number().int().min(1).max(100).default(10),
-  allow_na: z.boolean().default(true),
-  num_votes: z.number().int().min(1).max(15).default(1),
-})
-
-export const SearchRubric = z.object({
-  rubric_id: z.string().min(1),
-  criteria: z.array(Criterion).min(1),
-  grading_protocol: GradingProtocol.default({ grade_max: 10, allow_na: true, num_votes: 1 }),
-  metadata: z.record(z.string(), z.unknown()).default({}),
-})
-export type SearchRubric = z.infer<typeof SearchRubric>
 
 export const MUTATION_MODES = [
   'raise_bar',

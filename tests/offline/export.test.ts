@@ -21,7 +21,7 @@ import {
   type SearchedRubric,
 } from '../../offline/artifacts/index.ts'
 import { DEFAULT_RUBRIC_KEY, RmArtifact, verifyArtifactId } from '../../src/schemas/artifact.ts'
-import { SearchRubric } from '../../src/search/types.ts'
+import { SearchRubric } from '../../src/schemas/search-rubric.ts'
 
 const ROOT = join(import.meta.dirname, '../..')
 const BIN = join(ROOT, 'offline/cli/bin.js')

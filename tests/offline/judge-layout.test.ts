@@ -17,7 +17,8 @@ import { MockChatModel } from '../../src/llm/mock.ts'
 import type { ChatModel, ChatRequest } from '../../src/llm/types.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'
 import { LlmPairJudge, LlmVerifier } from '../../src/search/roles/index.ts'
-import { Candidate, PromptItem, SearchRubric } from '../../src/search/types.ts'
+import { Candidate, PromptItem } from '../../src/search/types.ts'
+import { SearchRubric } from '../../src/schemas/search-rubric.ts'
 
 const rubric = (id: string, text: string): Rubric => ({
   id,

@@ -16,7 +16,7 @@ import {
   heuristicGrades,
 } from '../../src/search/roles/mock.ts'
 import { seededRandom } from '../../src/hash/index.ts'
-import type { Criterion } from '../../src/search/types.ts'
+import type { Criterion } from '../../src/schemas/search-rubric.ts'
 
 const criterion = (criterion_id: string, fields: Partial<Criterion> = {}): Criterion => ({
   criterion_id,

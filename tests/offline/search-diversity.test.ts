@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { populationDiversity, rubricDistance } from '../../src/search/index.ts'
-import type { SearchRubric } from '../../src/search/types.ts'
+import type { SearchRubric } from '../../src/schemas/search-rubric.ts'
 
 const rubric = (id: string, texts: Array<string | [string, number]>): SearchRubric => ({
   rubric_id: id,

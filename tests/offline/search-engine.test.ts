@@ -12,7 +12,8 @@ import {
   type SearchProgress,
   type SearchState,
 } from '../../src/search/index.ts'
-import type { Criterion, PreferenceDataset, PromptItem, SearchRoles, SearchRubric } from '../../src/search/types.ts'
+import type { PreferenceDataset, PromptItem, SearchRoles } from '../../src/search/types.ts'
+import type { Criterion, SearchRubric } from '../../src/schemas/search-rubric.ts'
 
 // A toy world: candidates are bags of keywords; good keywords make a better answer, fluff makes it worse.
 // The verifier grades a criterion "Rewards <word>" (or "Avoids <word>") by keyword presence, the judge reads the

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { createLimiter, Evaluator, GradeMemo, rubricKey } from '../../src/search/index.ts'
-import type { CriterionGrades, PromptItem, SearchRubric, Verifier } from '../../src/search/types.ts'
+import type { CriterionGrades, PromptItem, Verifier } from '../../src/search/types.ts'
+import type { SearchRubric } from '../../src/schemas/search-rubric.ts'
 
 const rubric = (overrides: Partial<SearchRubric> = {}): SearchRubric => ({
   rubric_id: 'r1',

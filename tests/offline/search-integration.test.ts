@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import { runSearch, type SearchState } from '../../src/search/index.ts'
 import { createSearchRoles } from '../../src/search/roles/index.ts'
-import { PreferenceDataset, SearchRubric } from '../../src/search/types.ts'
+import { PreferenceDataset } from '../../src/search/types.ts'
+import { SearchRubric } from '../../src/schemas/search-rubric.ts'
 
 // The engine against the real roles on the mock backend (MockChatModel answering through the LLM request path).
 const dataset = PreferenceDataset.parse({

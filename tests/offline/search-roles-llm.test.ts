@@ -12,13 +12,8 @@ import {
   LlmVerifier,
   PresetInitializer,
 } from '../../src/search/roles/index.ts'
-import {
-  MUTATION_MODES,
-  PreferenceDataset,
-  SearchRubric,
-  type Candidate,
-  type PromptItem,
-} from '../../src/search/types.ts'
+import { MUTATION_MODES, PreferenceDataset, type Candidate, type PromptItem } from '../../src/search/types.ts'
+import { SearchRubric } from '../../src/schemas/search-rubric.ts'
 import { startLlmStub, type ChatCompletionBody, type LlmStub } from '../support/llm-stub.ts'
 
 /** Distinctive label values: none may ever reach a message an LLM reads. */

@@ -36,11 +36,11 @@ import { seededRandom } from '../../src/hash/index.ts'
 import {
   MUTATION_MODES,
   PromptItem,
-  SearchRubric,
   type Candidate,
   type MutationMode,
   type PreferenceJudge,
 } from '../../src/search/types.ts'
+import { SearchRubric } from '../../src/schemas/search-rubric.ts'
 import { failureOf } from '../support/failure.ts'
 
 const item = PromptItem.parse({

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { Rng, selectParents, type Ranked, type SelectionOptions } from '../../src/search/index.ts'
-import type { SearchRubric } from '../../src/search/types.ts'
+import type { SearchRubric } from '../../src/schemas/search-rubric.ts'
 
 const rubric = (text: string): SearchRubric => ({
   rubric_id: text,

@@ -96,6 +96,13 @@ describe('bad input gets a clear 4xx and changes nothing', () => {
     expectError(await call('GET', '/rubric_status/wait?timeout_s=soon'), 400, 'invalid_request')
     expectError(await call('GET', '/rubric_status/wait?timeout_s=-1'), 400, 'invalid_request')
     expectError(await call('GET', '/rubrics?instance_id=../../etc'), 400, 'invalid_request')
+    // Digits only, as every integer query parameter: Number() would read '0x10' as 16 and ' 5' as 5.
+    for (const steps of ['0x10', ' 5', '1e1', '0', '201'])
+      expectError(await call('GET', `/rubrics/stats?steps=${encodeURIComponent(steps)}`), 400, 'invalid_request')
+    expect((await call('GET', '/rubrics/stats?steps=5')).status).toBe(200)
+    // A parameter sent twice counts once, with its first value (as c.req.query reads it).
+    expect((await call('GET', '/memory?limit=5&limit=nope')).status).toBe(200)
+    expectError(await call('GET', '/memory?limit=nope&limit=5'), 400, 'invalid_request')
     expectError(await call('GET', '/rubrics?instance_id=other'), 404, 'not_found')
     expectError(await call('GET', '/nope'), 404, 'not_found')
   })

@@ -161,6 +161,23 @@ describe('rate limiting per caller', () => {
     expect((await send('GET', '/run', { token: off.token })).json.config.rate_limit).toBe('off')
   })
 
+  it('counts a caller without a token against the tier of the run it addresses, resolved from /runs/<id>', async () => {
+    const open = await createRun({ ...RUBRICS, access: 'open', rate_limit: 'high' })
+    await clearOfWindowEdge()
+    // The high tier (6), not the default run's standard tier (3): the limiter uses the run resolveRun resolved.
+    await exhaust(LIMIT.high, () => send('GET', `/runs/${open.runId}/rubric_status`, { ip: '203.0.113.30' }))
+    // The same address still has its own budget on the default run.
+    expect((await send('GET', '/rubric_status', { ip: '203.0.113.30' })).status).toBe(200)
+  })
+
+  it('counts a request once, even one through the run API mounted twice (unknown path under /runs/<id>)', async () => {
+    const open = await createRun({ ...RUBRICS, access: 'open' })
+    await clearOfWindowEdge()
+    for (let i = 1; i <= LIMIT.standard; i++)
+      expect((await send('GET', `/runs/${open.runId}/no-such-route`, { ip: '203.0.113.31' })).status, `${i}`).toBe(404)
+    expectRateLimited(await send('GET', `/runs/${open.runId}/no-such-route`, { ip: '203.0.113.31' }))
+  })
+
   it('refuses an unknown rate_limit in a run config', async () => {
     const res = await send('POST', '/runs', {
       token: ADMIN_TOKEN,

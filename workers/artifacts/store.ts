@@ -12,7 +12,7 @@ import { and, desc, eq, lt } from 'drizzle-orm'
 import { drizzle } from 'drizzle-orm/d1'
 import { rmArtifactRubrics, rmArtifacts, rmDeployments } from '../../src/db/schema.ts'
 import { AnyRmArtifact, artifactOrigin, verifyArtifactId, type DeployRecord } from '../../src/schemas/artifact.ts'
-import type { SearchRubric } from '../../src/search/types.ts'
+import type { SearchRubric } from '../../src/schemas/search-rubric.ts'
 import type { DeploymentLlm } from './llm.ts'
 
 /** D1 binds at most 100 parameters per statement; a rubric row binds 3. */

@@ -1,15 +1,18 @@
 import type { Context } from 'hono'
 import { Hono } from 'hono'
+import { z } from 'zod'
 import { csrf } from 'hono/csrf'
 import { HTTPException } from 'hono/http-exception'
 import { AppError } from '../../src/errors/index.ts'
-import { MemoryKind } from '../../src/schemas/memory.ts'
 import { principalFor, resolveRun } from '../middleware/auth.ts'
 import { renderError } from '../middleware/errors.ts'
 import { pathForDisplay } from '../middleware/path-token.ts'
-import { countRefusedCredential } from '../middleware/rate-limit.ts'
+import { limitBody } from '../middleware/body-limit.ts'
+import { countRefusedCredential, rateLimit } from '../middleware/rate-limit.ts'
 import { checkMemoryQuery } from '../memory/store.ts'
-import { checkInstanceId } from '../routes/rubrics.ts'
+import { MemoryKindParam } from '../routes/memory.ts'
+import { InstanceIdParam } from '../routes/rubrics.ts'
+import { validQuery } from '../middleware/query.ts'
 import { loadRunDashboard, loadTargets, visibleRuns } from './data.ts'
 import { dashboardViewer, logOut, pageHeaders, safeNext, startSession, type DashboardEnv } from './session.ts'
 import { ErrorPage } from './views/error.tsx'
@@ -20,15 +23,25 @@ import { RunPage } from './views/run.tsx'
 import { TargetsPage } from './views/targets.tsx'
 import { SERVICE_INDEX } from '../routes/service-index.ts'
 
+/** An empty form field counts as absent. */
+const blankAsAbsent = (value: unknown) => (value === '' ? undefined : value)
+
+/** The query of a run's page: its memory search and instance, from a form (an empty field is sent as ''). */
+const RunPageQuery = z.object({
+  q: z.string().optional(),
+  kind: z.preprocess(blankAsAbsent, MemoryKindParam.optional()),
+  instance: z.preprocess(blankAsAbsent, InstanceIdParam.optional()),
+})
+
 /**
  * The pages under `/dashboard/`: login and logout, a run's page, and the artifacts and deployments of every target.
  * Errors render as pages; a missing or invalid token is the login form (401), never data.
  */
 const pages = new Hono<DashboardEnv>()
-  .use('*', pageHeaders(), dashboardViewer())
+  .use('*', rateLimit(), pageHeaders(), dashboardViewer())
   .get('/', (c) => c.redirect('/', 302))
   .get('/login', (c) => c.html(<LoginPage next={safeNext(c.req.query('next'))} />))
-  .post('/login', csrf(), async (c) => {
+  .post('/login', csrf(), limitBody('other'), async (c) => {
     const form = await c.req.parseBody()
     const next = safeNext(form.next)
     const token = typeof form.token === 'string' ? form.token.trim() : ''
@@ -46,7 +59,7 @@ const pages = new Hono<DashboardEnv>()
     await startSession(c, token, principal)
     return c.redirect(next, 303)
   })
-  .post('/logout', csrf(), async (c) => {
+  .post('/logout', csrf(), limitBody('other'), async (c) => {
     await logOut(c)
     return c.redirect('/dashboard/login', 303)
   })
@@ -62,16 +75,12 @@ const pages = new Hono<DashboardEnv>()
     }
     return c.html(<TargetsPage viewer={viewer} {...(await loadTargets(c.env.DB))} />)
   })
-  .get('/runs/:runId', resolveRun(), async (c) => {
-    const { q, kind, instance } = c.req.query()
-    if (kind !== undefined && kind !== '' && !MemoryKind.safeParse(kind).success) {
-      throw new AppError('invalid_request', `kind must be one of ${MemoryKind.options.join(', ')}`)
-    }
-    checkInstanceId(instance === '' ? undefined : instance)
+  .get('/runs/:runId', resolveRun(), validQuery(RunPageQuery), async (c) => {
+    const { q, kind, instance } = c.req.valid('query')
     if (q !== undefined) checkMemoryQuery(q)
     const data = await loadRunDashboard(c.env, c.get('run'), {
       ...(instance ? { instance } : {}),
-      memory: { ...(q?.trim() ? { q: q.trim() } : {}), ...(kind ? { kind: kind as MemoryKind } : {}) },
+      memory: { ...(q?.trim() ? { q: q.trim() } : {}), ...(kind ? { kind } : {}) },
     })
     return c.html(<RunPage viewer={c.get('viewer')} data={data} />)
   })
@@ -88,6 +97,7 @@ const pages = new Hono<DashboardEnv>()
 export const dashboardRoutes = new Hono<DashboardEnv>()
   .get(
     '/',
+    rateLimit(),
     // Content negotiation: only a client asking for HTML gets the dashboard; API clients keep getting JSON.
     async (c, next) =>
       /\btext\/html\b/i.test(c.req.header('accept') ?? '')

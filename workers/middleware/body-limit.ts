@@ -2,7 +2,6 @@ import type { MiddlewareHandler } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
 import { AppError } from '../../src/errors/index.ts'
 import type { AppEnv } from '../env.ts'
-import { isHealthPath } from './rate-limit.ts'
 
 const MIB = 1024 * 1024
 
@@ -14,51 +13,48 @@ const MIB = 1024 * 1024
 export const BODY_LIMITS = { batch: 16 * MIB, rollout: 4 * MIB, other: MIB } as const
 export type BodyLimitKind = keyof typeof BODY_LIMITS
 
-const BATCH_ROUTE = /(?:^|\/)(?:compat\/openrlhf|score\/batch|score\/group|batch_score)\/?$/
-const ROLLOUT_ROUTE = /(?:^|\/)(?:score|compat\/slime)\/?$/
-
-/**
- * Which limit a path falls under.
- * @example bodyLimitKind('/runs/grpo-1/compat/openrlhf') // 'batch'
- */
-export function bodyLimitKind(pathname: string): BodyLimitKind {
-  if (BATCH_ROUTE.test(pathname)) return 'batch'
-  if (ROLLOUT_ROUTE.test(pathname) && !pathname.startsWith('/rm/')) return 'rollout'
-  return 'other'
-}
-
 const HOW_TO_SPLIT: Record<BodyLimitKind, string> = {
   batch: 'send the batch in several requests (OpenRLHF: more reward URLs; /score/batch: fewer items per call)',
   rollout: 'shorten the texts, or send large images by url',
   other: 'send rollouts to POST /score/batch, which takes up to 16 MiB',
 }
 
+const limiters = Object.fromEntries(
+  (Object.keys(BODY_LIMITS) as BodyLimitKind[]).map((kind) => [
+    kind,
+    bodyLimit({
+      maxSize: BODY_LIMITS[kind],
+      onError: () => {
+        throw new AppError(
+          'payload_too_large',
+          `the request body is larger than ${BODY_LIMITS[kind] / MIB} MiB, the limit of this route: ` +
+            HOW_TO_SPLIT[kind],
+          { details: { limit_bytes: BODY_LIMITS[kind], kind } },
+        )
+      },
+    }),
+  ]),
+) as Record<BodyLimitKind, MiddlewareHandler<AppEnv>>
+
 /**
- * Refuses a body over its route's limit ({@link BODY_LIMITS}) with 413 `payload_too_large`, saying which limit was hit
- * and how to split; announced (`content-length`) or streamed.
- * @example app.use('*', limitBodies())
+ * Hono's `bodyLimit` at the limit of a kind of route ({@link BODY_LIMITS}), declared on each route that takes a body:
+ * a body over it is refused with 413 `payload_too_large`, saying which limit was hit and how to split; announced
+ * (`content-length`, refused unread) or streamed (refused once the stream passes the limit).
+ * @example scoreRoute.post('/score/batch', limitBody('batch'), jsonBody(ScoreBatchRequest), handler)
  */
-export function limitBodies(): MiddlewareHandler<AppEnv> {
-  const limiters = Object.fromEntries(
-    (Object.keys(BODY_LIMITS) as BodyLimitKind[]).map((kind) => [
-      kind,
-      bodyLimit({
-        maxSize: BODY_LIMITS[kind],
-        onError: () => {
-          throw new AppError(
-            'payload_too_large',
-            `the request body is larger than ${BODY_LIMITS[kind] / MIB} MiB, the limit of this route: ` +
-              HOW_TO_SPLIT[kind],
-            {
-              details: { limit_bytes: BODY_LIMITS[kind], kind },
-            },
-          )
-        },
-      }),
-    ]),
-  ) as Record<BodyLimitKind, MiddlewareHandler>
-  return function limitBody(c, next) {
-    return limiters[bodyLimitKind(c.req.path)](c, next)
+export function limitBody(kind: BodyLimitKind): MiddlewareHandler<AppEnv> {
+  return limiters[kind]
+}
+
+/**
+ * Marks a route whose request body is never read, not even drained after the answer: a health probe, which must cost
+ * the isolate nothing whatever it carries.
+ * @example healthRoutes.use('/healthz', leaveBodyUnread()).get('/healthz', (c) => c.json({ status: 'ok' }))
+ */
+export function leaveBodyUnread(): MiddlewareHandler<AppEnv> {
+  return async function markBodyUnread(c, next) {
+    c.set('leaveBodyUnread', true)
+    await next()
   }
 }
 
@@ -75,8 +71,8 @@ export const MAX_DRAINED_BYTES = 128 * 1024
  * (`content-length`) is read to its end, because a body left unread spoils the connection under it (workerd answers
  * the keep-alive client's next request on it with an error); a larger or unannounced (chunked) body is left unread,
  * to the runtime (wrangler dev takes it in itself and keeps the connection; workerd alone closes the connection after
- * the answer: see docs/security.md). A health probe reads nothing at all.
- * @example app.use('*', drainUnreadBodies()).use('*', limitBodies())
+ * the answer: see docs/security.md). A route marked with {@link leaveBodyUnread} (a health probe) reads nothing at all.
+ * @example app.use('*', drainUnreadBodies())
  */
 export function drainUnreadBodies(): MiddlewareHandler<AppEnv> {
   return async function drainUnreadBody(c, next) {
@@ -86,7 +82,7 @@ export function drainUnreadBodies(): MiddlewareHandler<AppEnv> {
     // The runtime holds a body to its announced length, so this reads at most MAX_DRAINED_BYTES.
     // A larger one is left alone: cancelling it closed the connection before a client still sending had read the
     // answer (a reset, or a 503 from wrangler dev's proxy).
-    if (announced <= MAX_DRAINED_BYTES && c.res.status !== 413 && !isHealthPath(c.req.path))
+    if (announced <= MAX_DRAINED_BYTES && c.res.status !== 413 && !c.get('leaveBodyUnread'))
       await c.req.raw.arrayBuffer().catch(() => undefined)
   }
 }

@@ -1,4 +1,4 @@
-import type { MiddlewareHandler } from 'hono'
+import type { Context, MiddlewareHandler } from 'hono'
 import { AppError } from '../../src/errors/index.ts'
 import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { AppEnv, Env } from '../env.ts'
@@ -7,31 +7,24 @@ import { DEFAULT_RUN_ID, loadRunConfig } from '../../durable-objects/run-config.
 /** The window of the rate-limit bindings when `RATE_LIMIT_PERIOD_S` does not say (the bindings offer 10 or 60 s). */
 const DEFAULT_RATE_LIMIT_PERIOD_S = 10
 
-/** Health probes are never limited: a load balancer must always see whether the Worker is up. */
-const HEALTH_PATH = /^(\/rm\/[^/]+)?\/healthz\/?$/
-
 /**
- * True for `/healthz` and `/rm/<target>/healthz`: never rate limited, and their bodies are never read.
- * @example isHealthPath('/rm/prod/healthz') // true
- */
-export function isHealthPath(path: string): boolean {
-  return HEALTH_PATH.test(path)
-}
-
-/**
- * Limits requests per caller with the Workers rate-limiting bindings (no Durable Object round trip on the hot path):
+ * Limits requests per caller with the Workers rate-limiting bindings (no Durable Object round trip on the hot path),
+ * declared on the routes it guards (a health probe declares none, so it is never limited):
  * - the admin token counts against `ADMIN_RATE_LIMITER`, apart from everyone else;
  * - a run token (or the RM token) against its run's tier, keyed by the SHA-256 of the token;
- * - a caller without a token against the tier of the run it addresses (`/runs/<id>/…`, else the default run), keyed
- *   by its IP (`CF-Connecting-IP`).
+ * - a caller without a token against the tier of the run it addresses (the run `resolveRun` resolved, else the route's
+ *   `:runId`, else the default run), keyed by its IP (`CF-Connecting-IP`).
  * A run's `rate_limit` picks the tier: `standard` (`RATE_LIMITER`), `high` (`RATE_LIMITER_HIGH`) or `off`. An
  * unbound tier is not limited. Over the limit: 429 `rate_limited` with `Retry-After` (seconds to the window's end).
- * `/healthz` and `/rm/<target>/healthz` are never limited. Runs after `identifyCaller`, which sets the principal.
- * @example app.use('*', identifyCaller()).use('*', rateLimit())
+ * Runs after `identifyCaller`, which sets the principal, and on the run API after `resolveRun`, whose run it uses.
+ * @example runApi.use('*', resolveRun(), rateLimit()); admin.post('/runs', rateLimit(), requireAdmin(), handler)
  */
 export function rateLimit(): MiddlewareHandler<AppEnv> {
   return async function limitRate(c, next) {
-    if (isHealthPath(c.req.path)) return next()
+    // Once per request: a path under `/runs/<id>/` that no route answers passes the run API's middleware twice (it is
+    // mounted at `/runs/:runId` and at `/`).
+    if (c.get('rateCounted')) return next()
+    c.set('rateCounted', true)
     const principal = c.get('principal')
     let limiter: RateLimit | undefined
     let key: string
@@ -39,8 +32,7 @@ export function rateLimit(): MiddlewareHandler<AppEnv> {
       limiter = c.env.ADMIN_RATE_LIMITER
       key = 'admin'
     } else {
-      const runId = principal.kind === 'run' ? principal.runId : (runInPath(c.req.path) ?? DEFAULT_RUN_ID)
-      limiter = limiterFor(c.env, await loadRunConfig(c.env.DB, runId).catch(() => undefined))
+      limiter = limiterFor(c.env, await callerRunConfig(c))
       if (!limiter) return next()
       // A hash (taken by identifyCaller), so no token is ever handed to the limiter; anonymous callers share their IP's
       // budget.
@@ -53,21 +45,24 @@ export function rateLimit(): MiddlewareHandler<AppEnv> {
   }
 }
 
+/**
+ * The config of the run whose tier a caller other than the admin counts against: the run `resolveRun` resolved (the
+ * run API), else the run of the caller's token, else the run the route names (`:runId`), else the default run;
+ * undefined for a run that does not exist (the standard tier).
+ */
+async function callerRunConfig(c: Context<AppEnv>): Promise<RunConfig | undefined> {
+  const resolved = c.get('run') as AppEnv['Variables']['run'] | undefined
+  if (resolved) return resolved.config
+  const principal = c.get('principal')
+  const runId = principal.kind === 'run' ? principal.runId : (c.req.param('runId') ?? DEFAULT_RUN_ID)
+  return loadRunConfig(c.env.DB, runId).catch(() => undefined)
+}
+
 /** The binding of a run's tier; undefined for `off` or an unbound tier. An unknown run gets the standard tier. */
 function limiterFor(env: Env, config: RunConfig | undefined): RateLimit | undefined {
   const tier = config?.rate_limit ?? 'standard'
   if (tier === 'off') return undefined
   return tier === 'high' ? env.RATE_LIMITER_HIGH : env.RATE_LIMITER
-}
-
-function runInPath(path: string): string | undefined {
-  const segment = path.match(/^\/runs\/([^/]+)/)?.[1]
-  if (segment === undefined) return undefined
-  try {
-    return decodeURIComponent(segment)
-  } catch {
-    return undefined
-  }
 }
 
 /**

@@ -8,11 +8,15 @@ import { listDeployments, loadArtifact, publicRecord, storeArtifact } from '../a
 import { parseArtifactUpload } from '../artifacts/validate.ts'
 import type { AppEnv } from '../env.ts'
 import { requireAdmin } from '../middleware/auth.ts'
+import { limitBody } from '../middleware/body-limit.ts'
 import { jsonBody } from '../middleware/json-body.ts'
-import { integerQuery } from './query.ts'
+import { rateLimit } from '../middleware/rate-limit.ts'
+import { integerParam, validQuery } from '../middleware/query.ts'
 
 /** Deploy records `GET …/deployments` returns unless `?limit=` says otherwise (at most 1000). */
 const DEFAULT_HISTORY = 100
+/** The query of a target's deployment history. */
+const HistoryQuery = z.object({ limit: integerParam({ min: 1, max: 1_000 }).default(DEFAULT_HISTORY) })
 
 /**
  * The admin API of RM artifacts (admin token only; a run token gets 403):
@@ -27,8 +31,8 @@ const DEFAULT_HISTORY = 100
  * @example app.route('/', artifactAdminRoutes) // before the run API, whose run resolution matches every path
  */
 export const artifactAdminRoutes = new Hono<AppEnv>()
-  .use('/admin/*', requireAdmin())
-  .post('/admin/artifacts', jsonBody(z.unknown()), async (c) => {
+  .use('/admin/*', rateLimit(), requireAdmin())
+  .post('/admin/artifacts', limitBody('other'), jsonBody(z.unknown()), async (c) => {
     const artifact = await parseArtifactUpload(c.get('body'))
     const { stored } = await storeArtifact(c.env.DB, artifact)
     return c.json({ artifact_id: artifact.artifact_id, stored }, stored ? 201 : 200)
@@ -40,17 +44,17 @@ export const artifactAdminRoutes = new Hono<AppEnv>()
     // An artifact stored before uploads were checked for credentials may hold one: it is never served.
     return c.json(withoutCredentials(artifact).value as typeof artifact)
   })
-  .post('/admin/targets/:target/deployments', jsonBody(DeployRequest), async (c) => {
+  .post('/admin/targets/:target/deployments', limitBody('other'), jsonBody(DeployRequest), async (c) => {
     const target = parseTarget(c.req.param('target'))
     return c.json(await deployArtifact(c.env, target, c.get('body')), 201)
   })
-  .post('/admin/targets/:target/rollback', optionalJsonBody(RollbackRequest), async (c) => {
+  .post('/admin/targets/:target/rollback', limitBody('other'), optionalJsonBody(RollbackRequest), async (c) => {
     const target = parseTarget(c.req.param('target'))
     return c.json(await rollbackTarget(c.env, target, c.get('body')), 201)
   })
-  .get('/admin/targets/:target/deployments', async (c) => {
+  .get('/admin/targets/:target/deployments', validQuery(HistoryQuery), async (c) => {
     const target = parseTarget(c.req.param('target'))
-    const limit = integerQuery(c.req.query('limit'), 'limit', { fallback: DEFAULT_HISTORY, min: 1, max: 1_000 })
+    const { limit } = c.req.valid('query')
     const history = await listDeployments(c.env.DB, target, limit)
     // The newest record is the active deployment (see workers/artifacts/store.ts).
     return c.json({

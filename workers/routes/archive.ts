@@ -1,10 +1,11 @@
 import { Hono } from 'hono'
+import { z } from 'zod'
 import { AppError } from '../../src/errors/index.ts'
 import type { ArchivedRollout, ArchiveLine } from '../../src/schemas/archive.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'
 import { archiveKeyParts, archivePrefix } from '../../durable-objects/names.ts'
 import type { AppEnv, Env } from '../env.ts'
-import { integerQuery } from './query.ts'
+import { integerParam, validQuery } from '../middleware/query.ts'
 import { objects } from '../objects/call.ts'
 
 /**
@@ -13,6 +14,19 @@ import { objects } from '../objects/call.ts'
  * may make, whatever the run's size; a longer read ends with a `more` line.
  */
 const ARCHIVE_OBJECTS_PER_RESPONSE = 300
+
+/** The query of `GET /archive`: a step range, a page size and where the last page ended. */
+const ArchiveQuery = z
+  .object({
+    from_step: integerParam({ min: 0 }).default(0),
+    to_step: integerParam({ min: 0 }).optional(),
+    limit: integerParam({ min: 1, max: ARCHIVE_OBJECTS_PER_RESPONSE }).default(ARCHIVE_OBJECTS_PER_RESPONSE),
+    after: z.string().optional(),
+  })
+  .superRefine((query, ctx) => {
+    if (query.to_step !== undefined && query.to_step < query.from_step)
+      ctx.addIssue({ code: 'custom', path: ['to_step'], message: `must be an integer ≥ ${query.from_step}` })
+  })
 
 type Run = AppEnv['Variables']['run']
 
@@ -25,16 +39,9 @@ type Run = AppEnv['Variables']['run']
  * `archive: true` is a 409.
  * @example runApi.route('/', archiveRoutes) // GET /runs/grpo-1/archive?from_step=0&to_step=9
  */
-export const archiveRoutes = new Hono<AppEnv>().get('/archive', async (c) => {
+export const archiveRoutes = new Hono<AppEnv>().get('/archive', validQuery(ArchiveQuery), async (c) => {
   const run = c.get('run')
-  const fromStep = integerQuery(c.req.query('from_step'), 'from_step', { fallback: 0, min: 0 })
-  const toStep = integerQuery(c.req.query('to_step'), 'to_step', { fallback: undefined, min: fromStep })
-  const limit = integerQuery(c.req.query('limit'), 'limit', {
-    fallback: ARCHIVE_OBJECTS_PER_RESPONSE,
-    min: 1,
-    max: ARCHIVE_OBJECTS_PER_RESPONSE,
-  })
-  const after = c.req.query('after')
+  const { from_step: fromStep, to_step: toStep, limit, after } = c.req.valid('query')
   const prefix = archivePrefix(run.id)
   if (after !== undefined && !after.startsWith(prefix))
     throw new AppError('invalid_request', `after must be a key this archive gave (it starts with "${prefix}")`)

@@ -5,9 +5,10 @@ import { sha256Hex } from '../../src/hash/index.ts'
 import { ScoreRequest, TrainingMetadata } from '../../src/schemas/rollout.ts'
 import type { ScoreResult } from '../../src/schemas/score.ts'
 import type { AppEnv, Env } from '../env.ts'
+import { limitBody } from '../middleware/body-limit.ts'
 import { jsonBody } from '../middleware/json-body.ts'
 import { requestModels } from '../scoring/models.ts'
-import { MAX_BATCH_ITEMS } from '../scoring/fan-out.ts'
+import { MAX_ROLLOUTS_PER_BATCH } from '../scoring/fan-out.ts'
 import { scoreRollouts } from '../scoring/score-rollout.ts'
 import { recordTelemetry } from '../telemetry/index.ts'
 import type { RunConfig } from '../../src/schemas/run-config.ts'
@@ -17,7 +18,7 @@ import { mean as meanOf, sampleStd } from '../../src/stats/index.ts'
 /** Most responses one group may carry. */
 const MAX_GROUP_SIZE = 1_024
 const SPLIT_OVER_URLS = 'give OpenRLHF more reward URLs (the batch is split over them)'
-const TOO_MANY_SAMPLES = `at most ${MAX_BATCH_ITEMS} samples per request: ${SPLIT_OVER_URLS}`
+const TOO_MANY_SAMPLES = `at most ${MAX_ROLLOUTS_PER_BATCH} samples per request: ${SPLIT_OVER_URLS}`
 
 /**
  * Training metadata for trainers that send none: OpenRLHF, slime and group callers have no such field. A request
@@ -52,9 +53,9 @@ const PromptInput = z.union([
  * @example OpenRlhfRequest.parse({ query: ['Q: 2+2? A: 4'], prompts: ['Q: 2+2? A:'], labels: ['4'] })
  */
 export const OpenRlhfRequest = z.object({
-  query: z.array(Text).max(MAX_BATCH_ITEMS, TOO_MANY_SAMPLES),
-  prompts: z.array(Text).max(MAX_BATCH_ITEMS, TOO_MANY_SAMPLES).nullish(),
-  labels: z.array(Label).max(MAX_BATCH_ITEMS, TOO_MANY_SAMPLES).nullish(),
+  query: z.array(Text).max(MAX_ROLLOUTS_PER_BATCH, TOO_MANY_SAMPLES),
+  prompts: z.array(Text).max(MAX_ROLLOUTS_PER_BATCH, TOO_MANY_SAMPLES).nullish(),
+  labels: z.array(Label).max(MAX_ROLLOUTS_PER_BATCH, TOO_MANY_SAMPLES).nullish(),
   metadata: PartialMetadata,
 })
 
@@ -109,7 +110,7 @@ export const GroupRequest = z.object({
  * @example runApi.route('/', compatRoutes) // also serves /runs/<id>/compat/openrlhf
  */
 export const compatRoutes = new Hono<AppEnv>()
-  .post('/compat/openrlhf', jsonBody(OpenRlhfRequest), async (c) => {
+  .post('/compat/openrlhf', limitBody('batch'), jsonBody(OpenRlhfRequest), async (c) => {
     const { query, prompts, labels, metadata } = c.get('body')
     // OpenRLHF up to 0.9 merges extra_logs by the first server's keys: an empty shard keeps every key.
     if (query.length === 0 && (prompts ?? []).length === 0 && (labels ?? []).length === 0)
@@ -155,7 +156,7 @@ export const compatRoutes = new Hono<AppEnv>()
       },
     })
   })
-  .post('/compat/slime', jsonBody(SlimeRequest), async (c) => {
+  .post('/compat/slime', limitBody('rollout'), jsonBody(SlimeRequest), async (c) => {
     const { prompt, response, label, metadata } = c.get('body')
     const input = promptText(prompt)
     const request = scoreRequest(
@@ -168,7 +169,7 @@ export const compatRoutes = new Hono<AppEnv>()
     const [result] = await scoreAll(scoringScope(c), [request])
     return c.json(result!)
   })
-  .post('/score/group', jsonBody(GroupRequest), async (c) => {
+  .post('/score/group', limitBody('batch'), jsonBody(GroupRequest), async (c) => {
     const { prompt, responses, reference, metadata, instance_id: instanceId, seed } = c.get('body')
     const input = promptText(prompt)
     const requests = await Promise.all(

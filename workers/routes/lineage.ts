@@ -1,5 +1,6 @@
 import { drizzle } from 'drizzle-orm/d1'
 import { Hono } from 'hono'
+import { z } from 'zod'
 import { AppError } from '../../src/errors/index.ts'
 import { EvalReport, LineageId, TrainingRunManifest, TrainingRunResult } from '../../src/lineage/schemas.ts'
 import {
@@ -13,11 +14,22 @@ import {
 } from '../../src/lineage/store.ts'
 import type { AppEnv, Env, Principal } from '../env.ts'
 import type { StepTimelineEntry } from '../../durable-objects/run-coordinator/index.ts'
+import { requireAdmin } from '../middleware/auth.ts'
+import { limitBody } from '../middleware/body-limit.ts'
 import { jsonBody } from '../middleware/json-body.ts'
-import { integerQuery } from './query.ts'
+import { rateLimit } from '../middleware/rate-limit.ts'
+import { integerParam, validQuery } from '../middleware/query.ts'
 import { objects } from '../objects/call.ts'
 
 const NEEDS_TOKEN = '/lineage needs a bearer token: the admin token or a run token'
+
+/** The query of `GET /lineage/runs`. */
+const RunListQuery = z.object({
+  status: z.enum(['succeeded', 'failed', 'canceled'], { error: 'must be succeeded, failed or canceled' }).optional(),
+  limit: integerParam({ min: 1, max: 1_000 }).default(100),
+  artifact_id: z.string().optional(),
+  dataset_version: z.string().optional(),
+})
 
 /** Admin passes; a run token only for training runs whose manifest names its run (`harness_run_id`); nobody else. */
 async function requireRunAccess(db: D1Database, principal: Principal, runId: string): Promise<void> {
@@ -53,11 +65,11 @@ function asAppError(error: unknown): never {
  */
 export const lineageRoutes = new Hono<AppEnv>()
   // Before any body is read: a caller without a token is refused unread.
-  .use('/lineage/*', async function lineageNeedsToken(c, next) {
+  .use('/lineage/*', rateLimit(), async function lineageNeedsToken(c, next) {
     if (c.get('principal').kind === 'anonymous') throw new AppError('unauthorized', NEEDS_TOKEN)
     await next()
   })
-  .post('/lineage/manifests', jsonBody(TrainingRunManifest), async (c) => {
+  .post('/lineage/manifests', limitBody('other'), jsonBody(TrainingRunManifest), async (c) => {
     const principal = c.get('principal')
     let manifest = c.get('body')
     if (principal.kind === 'run') {
@@ -72,13 +84,13 @@ export const lineageRoutes = new Hono<AppEnv>()
     const outcome = await recordManifest(drizzle(c.env.DB), manifest).catch(asAppError)
     return c.json(outcome, outcome.stored ? 201 : 200)
   })
-  .post('/lineage/results', jsonBody(TrainingRunResult), async (c) => {
+  .post('/lineage/results', limitBody('other'), jsonBody(TrainingRunResult), async (c) => {
     const result = c.get('body')
     await requireRunAccess(c.env.DB, c.get('principal'), result.run_id)
     const outcome = await recordResult(drizzle(c.env.DB), result).catch(asAppError)
     return c.json(outcome, outcome.stored ? 201 : 200)
   })
-  .post('/lineage/evals', jsonBody(EvalReport), async (c) => {
+  .post('/lineage/evals', limitBody('other'), jsonBody(EvalReport), async (c) => {
     const report = c.get('body')
     await requireRunAccess(c.env.DB, c.get('principal'), report.run_id)
     const outcome = await recordEval(drizzle(c.env.DB), report).catch(asAppError)
@@ -94,24 +106,13 @@ export const lineageRoutes = new Hono<AppEnv>()
     const harness = chain.manifest.harness_run_id
     return c.json(harness ? { ...chain, judge_audit: await judgeAudit(c.env, harness) } : chain)
   })
-  .get('/lineage/runs', async (c) => {
-    const principal = c.get('principal')
-    if (principal.kind !== 'admin')
-      throw new AppError(
-        principal.kind === 'run' ? 'forbidden' : 'unauthorized',
-        'listing training runs needs the admin token',
-      )
-    const status = c.req.query('status')
-    if (status !== undefined && !['succeeded', 'failed', 'canceled'].includes(status))
-      throw new AppError('invalid_request', 'status: must be succeeded, failed or canceled')
-    const limit = integerQuery(c.req.query('limit'), 'limit', { fallback: 100, min: 1, max: 1_000 })
-    const artifactId = c.req.query('artifact_id')
-    const datasetVersion = c.req.query('dataset_version')
+  .get('/lineage/runs', requireAdmin(), validQuery(RunListQuery), async (c) => {
+    const { status, limit, artifact_id: artifactId, dataset_version: datasetVersion } = c.req.valid('query')
     const runs = await listRuns(drizzle(c.env.DB), {
       limit,
       ...(artifactId === undefined ? {} : { artifact_id: artifactId }),
       ...(datasetVersion === undefined ? {} : { dataset_version: datasetVersion }),
-      ...(status === undefined ? {} : { status: status as 'succeeded' }),
+      ...(status === undefined ? {} : { status }),
     })
     return c.json({ runs })
   })

@@ -1,28 +1,37 @@
 import { Hono } from 'hono'
-import { AppError } from '../../src/errors/index.ts'
+import { z } from 'zod'
 import { MemoryKind } from '../../src/schemas/memory.ts'
-import { checkInstanceId } from './rubrics.ts'
+import { InstanceIdParam } from './rubrics.ts'
 import type { AppEnv } from '../env.ts'
 import { memoryFor } from '../memory/backends.ts'
 import { checkMemoryQuery } from '../memory/store.ts'
-import { integerQuery } from './query.ts'
+import { integerParam, validQuery } from '../middleware/query.ts'
 
 const MAX_DOCUMENTS = 200
+
+/**
+ * A `kind` query parameter: one of the memory kinds.
+ * @example z.object({ kind: MemoryKindParam.optional() })
+ */
+export const MemoryKindParam = z.enum(MemoryKind.options, { error: `must be one of ${MemoryKind.options.join(', ')}` })
+
+/** The query of `GET /memory`; `q`'s length is checked by `checkMemoryQuery`, as the memory store checks it. */
+const MemoryQuery = z.object({
+  kind: MemoryKindParam.optional(),
+  step: integerParam({ min: 0 }).optional(),
+  instance_id: InstanceIdParam.optional(),
+  q: z.string().optional(),
+  limit: integerParam({ min: 1, max: MAX_DOCUMENTS }).default(50),
+})
 
 /**
  * `GET /memory?kind=&step=&instance_id=&q=&limit=` — the run's long-term memory; `q` (at most
  * MAX_MEMORY_QUERY_CHARS characters, else 400) makes it a semantic search (best first, with `similarity`), otherwise
  * newest step first.
  */
-export const memoryRoutes = new Hono<AppEnv>().get('/memory', async (c) => {
+export const memoryRoutes = new Hono<AppEnv>().get('/memory', validQuery(MemoryQuery), async (c) => {
   const run = c.get('run')
-  const { kind, step, instance_id: instanceId, q, limit } = c.req.query()
-  if (kind !== undefined && !MemoryKind.safeParse(kind).success) {
-    throw new AppError('invalid_request', `kind must be one of ${MemoryKind.options.join(', ')} (got "${kind}")`)
-  }
-  const stepNumber = integerQuery(step, 'step', { fallback: undefined, min: 0 })
-  const count = integerQuery(limit, 'limit', { fallback: 50, min: 1, max: MAX_DOCUMENTS })
-  checkInstanceId(instanceId)
+  const { kind, step: stepNumber, instance_id: instanceId, q, limit: count } = c.req.valid('query')
   if (q !== undefined) checkMemoryQuery(q)
   const memory = memoryFor(c.env, run.id)
   if (q !== undefined && q.trim() !== '') {
@@ -31,7 +40,7 @@ export const memoryRoutes = new Hono<AppEnv>().get('/memory', async (c) => {
       text: q,
       top_k: count,
       ...(instanceId ? { instance_id: instanceId } : {}),
-      ...(kind ? { kinds: [kind as MemoryKind] } : {}),
+      ...(kind ? { kinds: [kind] } : {}),
     })
     const documents = stepNumber === undefined ? hits : hits.filter((doc) => doc.step === stepNumber)
     return c.json({ run_id: run.id, query: q, documents })
@@ -40,7 +49,7 @@ export const memoryRoutes = new Hono<AppEnv>().get('/memory', async (c) => {
     run_id: run.id,
     limit: count,
     ...(instanceId ? { instance_id: instanceId } : {}),
-    ...(kind ? { kind: kind as MemoryKind } : {}),
+    ...(kind ? { kind } : {}),
     ...(stepNumber === undefined ? {} : { step: stepNumber }),
   })
   return c.json({ run_id: run.id, documents })

@@ -1,4 +1,5 @@
 import { Hono } from 'hono'
+import { z } from 'zod'
 import { groupBy } from '../../src/collections/index.ts'
 import { AppError } from '../../src/errors/index.ts'
 import { InstanceId } from '../../src/schemas/rollout.ts'
@@ -6,10 +7,25 @@ import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
 import type { RubricVersionRecord, StepHealthRecord } from '../../durable-objects/rubric-instance/index.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'
 import type { AppEnv } from '../env.ts'
+import { integerParam, validQuery } from '../middleware/query.ts'
 import { objects } from '../objects/call.ts'
 
 /** Steps `GET /rubrics/stats` returns without `steps=`, and the most it returns. */
 const STATS_STEPS = { default: 20, max: 200 }
+
+/**
+ * An `instance_id` query parameter: refused where the `/score` body would refuse it too (one rule: `InstanceId`).
+ * @example z.object({ instance_id: InstanceIdParam.optional() })
+ */
+export const InstanceIdParam = z.string().refine((value) => InstanceId.safeParse(value).success, {
+  error: 'may hold letters, digits, and . _ : - only (at most 128)',
+})
+
+const InstanceQuery = z.object({ instance_id: InstanceIdParam.optional() })
+const StatsQuery = InstanceQuery.extend({
+  steps: integerParam({ min: 1, max: STATS_STEPS.max }).default(STATS_STEPS.default),
+})
+const RubricsQuery = InstanceQuery.extend({ history: z.string().optional() })
 
 /**
  * `GET /rubrics[?instance_id=][&history=1]` — an instance's anchor and adaptive rubrics with versions.
@@ -17,10 +33,10 @@ const STATS_STEPS = { default: 20, max: 200 }
  * `GET /rubrics/stats[?instance_id=][&steps=N]` — each criterion's health over the newest N closed steps.
  */
 export const rubricRoutes = new Hono<AppEnv>()
-  .get('/rubrics/stats', async (c) => {
+  .get('/rubrics/stats', validQuery(StatsQuery), async (c) => {
     const run = c.get('run')
-    const instanceId = resolveInstance(run, c.req.query('instance_id'))
-    const steps = stepsParameter(c.req.query('steps'))
+    const { instance_id: requested, steps } = c.req.valid('query')
+    const instanceId = resolveInstance(run, requested)
     const address = { runId: run.id, instanceId }
     const [snapshot, rows]: [RubricSnapshot, StepHealthRecord[]] = await Promise.all([
       objects.instance(c.env, address, (instance) => instance.snapshot()),
@@ -42,9 +58,9 @@ export const rubricRoutes = new Hono<AppEnv>()
       criteria: criteriaStats(rows, known, active),
     })
   })
-  .get('/rubrics/history', async (c) => {
+  .get('/rubrics/history', validQuery(InstanceQuery), async (c) => {
     const run = c.get('run')
-    const instanceId = resolveInstance(run, c.req.query('instance_id'))
+    const instanceId = resolveInstance(run, c.req.valid('query').instance_id)
     const address = { runId: run.id, instanceId }
     const versions: RubricVersionRecord[] = await objects.instance(c.env, address, (instance) => instance.history())
     return c.json({
@@ -63,9 +79,9 @@ export const rubricRoutes = new Hono<AppEnv>()
       })),
     })
   })
-  .get('/rubrics', async (c) => {
+  .get('/rubrics', validQuery(RubricsQuery), async (c) => {
     const run = c.get('run')
-    const requested = c.req.query('instance_id')
+    const { instance_id: requested, history } = c.req.valid('query')
     if (run.config.rubrics_mode === 'per_instance' && requested === undefined) {
       const instances = await objects.coordinator(c.env, run.id, (coordinator) => coordinator.instances())
       return c.json({ run_id: run.id, rubrics_mode: run.config.rubrics_mode, instances })
@@ -79,15 +95,12 @@ export const rubricRoutes = new Hono<AppEnv>()
       rubric_version: snapshot.version,
       anchor_rubrics: snapshot.rubrics.filter((rubric) => rubric.is_anchor),
       adaptive_rubrics: snapshot.rubrics.filter((rubric) => !rubric.is_anchor),
-      ...(c.req.query('history')
-        ? { history: await objects.instance(c.env, address, (instance) => instance.history()) }
-        : {}),
+      ...(history ? { history: await objects.instance(c.env, address, (instance) => instance.history()) } : {}),
     })
   })
 
 /** The instance a rubric read addresses: `global` in global mode; the given id in per_instance mode. */
 function resolveInstance(run: AppEnv['Variables']['run'], requested: string | undefined): string {
-  checkInstanceId(requested)
   if (run.config.rubrics_mode === 'global') {
     if (requested !== undefined && requested !== 'global')
       throw new AppError('not_found', `run "${run.id}" is in global mode: its only instance is "global"`)
@@ -95,24 +108,6 @@ function resolveInstance(run: AppEnv['Variables']['run'], requested: string | un
   }
   if (requested === undefined) throw new AppError('invalid_request', 'instance_id is required in per_instance mode')
   return requested
-}
-
-/**
- * Refuses an `instance_id` query that the `/score` body would refuse too (one rule: `InstanceId`).
- * @example checkInstanceId(c.req.query('instance_id'))
- */
-export function checkInstanceId(instanceId: string | undefined): void {
-  if (instanceId !== undefined && !InstanceId.safeParse(instanceId).success) {
-    throw new AppError('invalid_request', 'instance_id may hold letters, digits, and . _ : - only (at most 128)')
-  }
-}
-
-function stepsParameter(value: string | undefined): number {
-  if (value === undefined) return STATS_STEPS.default
-  const steps = Number(value)
-  if (!Number.isInteger(steps) || steps < 1 || steps > STATS_STEPS.max)
-    throw new AppError('invalid_request', `steps must be a whole number from 1 to ${STATS_STEPS.max}, got "${value}"`)
-  return steps
 }
 
 /** One entry per criterion that has health rows, rubrics in force first; each with its steps oldest first. */

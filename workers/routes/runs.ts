@@ -3,7 +3,9 @@ import { AppError } from '../../src/errors/index.ts'
 import { CreateRunRequest } from '../../src/schemas/run-config.ts'
 import type { AppEnv } from '../env.ts'
 import { forgetRunToken, requireAdmin } from '../middleware/auth.ts'
+import { limitBody } from '../middleware/body-limit.ts'
 import { jsonBody } from '../middleware/json-body.ts'
+import { rateLimit } from '../middleware/rate-limit.ts'
 import { checkRunSecrets } from '../scoring/models.ts'
 import { createRun, issueToken, listTokens, randomHex, revokeToken } from '../runs/store.ts'
 import { DEFAULT_RUN_ID, loadRunConfig } from '../../durable-objects/run-config.ts'
@@ -13,7 +15,9 @@ import { DEFAULT_RUN_ID, loadRunConfig } from '../../durable-objects/run-config.
  */
 export const runAdminRoutes = new Hono<AppEnv>().post(
   '/runs',
+  rateLimit(),
   requireAdmin(),
+  limitBody('other'),
   jsonBody(CreateRunRequest),
   async (c) => {
     const { run_id: requested, config } = c.get('body')
@@ -34,9 +38,9 @@ export const runAdminRoutes = new Hono<AppEnv>().post(
  * RUN_TOKEN_RECHECK_MS in every other.
  */
 export const runTokenRoutes = new Hono<AppEnv>()
-  .use('/runs/:runId/tokens', requireAdmin())
-  .use('/runs/:runId/tokens/*', requireAdmin())
-  .post('/runs/:runId/tokens', async (c) => {
+  // `/*` matches the bare `/runs/:runId/tokens` too.
+  .use('/runs/:runId/tokens/*', rateLimit(), requireAdmin())
+  .post('/runs/:runId/tokens', limitBody('other'), async (c) => {
     const runId = await existingRun(c.env, c.req.param('runId'))
     const issued = await issueToken(c.env.DB, runId, 'admin')
     return c.json({ run_id: runId, ...issued }, 201)
@@ -45,7 +49,7 @@ export const runTokenRoutes = new Hono<AppEnv>()
     const runId = await existingRun(c.env, c.req.param('runId'))
     return c.json({ run_id: runId, tokens: await listTokens(c.env.DB, runId) })
   })
-  .delete('/runs/:runId/tokens/:ref', async (c) => {
+  .delete('/runs/:runId/tokens/:ref', limitBody('other'), async (c) => {
     const runId = await existingRun(c.env, c.req.param('runId'))
     const reference = c.req.param('ref')
     if (!/^(rh_[0-9a-f]{8}|[0-9a-f]{8,64})$/i.test(reference))

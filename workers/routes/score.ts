@@ -3,9 +3,10 @@ import { z } from 'zod'
 import { ScoreRequest } from '../../src/schemas/rollout.ts'
 import type { ScoreResult } from '../../src/schemas/score.ts'
 import type { AppEnv } from '../env.ts'
+import { limitBody } from '../middleware/body-limit.ts'
 import { jsonBody } from '../middleware/json-body.ts'
 import { requestModels } from '../scoring/models.ts'
-import { MAX_BATCH_ITEMS } from '../scoring/fan-out.ts'
+import { MAX_ROLLOUTS_PER_BATCH } from '../scoring/fan-out.ts'
 import { scoreRollout, scoreRollouts } from '../scoring/score-rollout.ts'
 import { recordTelemetry } from '../telemetry/index.ts'
 
@@ -16,7 +17,7 @@ import { recordTelemetry } from '../telemetry/index.ts'
 export const ScoreBatchRequest = z.object({
   items: z
     .array(ScoreRequest)
-    .max(MAX_BATCH_ITEMS, `at most ${MAX_BATCH_ITEMS} items per request: send the rest in another`),
+    .max(MAX_ROLLOUTS_PER_BATCH, `at most ${MAX_ROLLOUTS_PER_BATCH} items per request: send the rest in another`),
 })
 
 /**
@@ -26,7 +27,7 @@ export const ScoreBatchRequest = z.object({
  * looks the batch up (what was already recorded costs no model call) and one records it.
  */
 export const scoreRoute = new Hono<AppEnv>()
-  .post('/score', jsonBody(ScoreRequest), async (c) => {
+  .post('/score', limitBody('rollout'), jsonBody(ScoreRequest), async (c) => {
     const run = c.get('run')
     const requestId = c.get('requestId')
     const models = requestModels(c.env, run.config)
@@ -41,7 +42,7 @@ export const scoreRoute = new Hono<AppEnv>()
       recordTelemetry(c.env, { runId: run.id, requestId, calls: models.calls, ...(score ? { scores: [score] } : {}) })
     }
   })
-  .post('/score/batch', jsonBody(ScoreBatchRequest), async (c) => {
+  .post('/score/batch', limitBody('batch'), jsonBody(ScoreBatchRequest), async (c) => {
     const run = c.get('run')
     const requestId = c.get('requestId')
     if (c.get('body').items.length === 0) return c.json({ results: [], request_id: requestId })

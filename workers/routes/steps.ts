@@ -1,10 +1,15 @@
 import { Hono } from 'hono'
-import { AppError } from '../../src/errors/index.ts'
+import { z } from 'zod'
 import type { AppEnv } from '../env.ts'
+import { limitBody } from '../middleware/body-limit.ts'
+import { secondsParam, validQuery } from '../middleware/query.ts'
 import { objects } from '../objects/call.ts'
 
 /** Used when `/rubric_status/wait` names no timeout. */
 const DEFAULT_WAIT_S = 30
+
+/** The query of `/rubric_status/wait`. */
+const WaitQuery = z.object({ timeout_s: secondsParam().default(DEFAULT_WAIT_S) })
 
 /**
  * Step control: `POST /complete`, `GET /rubric_status`, `GET /rubric_status/wait?timeout_s=N`, and `GET /llm_calls`
@@ -12,7 +17,7 @@ const DEFAULT_WAIT_S = 30
  * `max_wait_s` (300 s unless configured); on timeout it answers 202.
  */
 export const stepRoutes = new Hono<AppEnv>()
-  .post('/complete', async (c) => {
+  .post('/complete', limitBody('other'), async (c) => {
     const run = c.get('run')
     return c.json(await objects.coordinator(c.env, run.id, (coordinator) => coordinator.complete()))
   })
@@ -31,16 +36,9 @@ export const stepRoutes = new Hono<AppEnv>()
       })),
     })
   })
-  .get('/rubric_status/wait', async (c) => {
+  .get('/rubric_status/wait', validQuery(WaitQuery), async (c) => {
     const run = c.get('run')
-    const raw = c.req.query('timeout_s')
-    // A decimal number (exponent allowed: Python may send 1e-05); Number() alone would read '', ' ' and '0x10'.
-    const requested =
-      raw === undefined ? DEFAULT_WAIT_S : /^\+?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i.test(raw) ? Number(raw) : NaN
-    if (!Number.isFinite(requested) || requested < 0) {
-      throw new AppError('invalid_request', `timeout_s must be a number of seconds ≥ 0 (got "${raw}")`)
-    }
-    const timeoutS = Math.min(requested, run.config.max_wait_s)
+    const timeoutS = Math.min(c.req.valid('query').timeout_s, run.config.max_wait_s)
     const deadline = Date.now() + timeoutS * 1_000
     // A reset of the coordinator (a deploy) drops its waiters: the call is made again on a fresh object for what is
     // left of the time.

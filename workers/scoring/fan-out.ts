@@ -7,8 +7,12 @@ import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
 import type { Env } from '../env.ts'
 import { requestModels, type RoleModel } from './models.ts'
 
-/** Most items one batch request may carry (`/score/batch`, `/compat/openrlhf`): a GRPO step of 8,192 rollouts. */
-export const MAX_BATCH_ITEMS = 8_192
+/**
+ * Most rollouts one batch request may carry (`/score/batch`, `/compat/openrlhf`): a trainer sends a GRPO step's whole
+ * batch in one request, and 8,192 rollouts is the largest step we serve (spread over {@link MAX_CHUNKS} chunks, about
+ * 274 one-call judgements each). A bigger step is split by the trainer (OpenRLHF: more reward URLs).
+ */
+export const MAX_ROLLOUTS_PER_BATCH = 8_192
 /** Judgements a request makes in its own invocation; more are handed out in chunks (6 connections each). */
 const LOCAL_JUDGEMENTS = 24
 /**

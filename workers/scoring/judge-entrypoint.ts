@@ -2,7 +2,7 @@ import { WorkerEntrypoint } from 'cloudflare:workers'
 import type { LlmCallRecord } from '../../src/llm/index.ts'
 import type { Env } from '../env.ts'
 import { judgeChunk, type ChunkOutcome, type JudgeChunk } from './fan-out.ts'
-import { scoreRmChunk } from '../routes/rm.ts'
+import { scoreRmChunk } from '../artifacts/serving.ts'
 import type { JudgeService, RmChunk } from './judge-service.ts'
 import { judgeOnRubrics } from './score-rollout.ts'
 

@@ -4,7 +4,8 @@
  * train and held-out by prompt. The work is in offline/distill and src/distill, loaded only when the command runs.
  */
 import { Option, type Command } from 'commander'
-import { DISTILL_FORMATS, type DistillFormat } from '../../../src/distill/index.ts'
+import type { DistillFormat } from '../../../src/distill/index.ts'
+import { DISTILL_FORMATS } from '../../../src/schemas/distill-summary.ts'
 import { finiteNumber, integer } from '../../search/options.ts'
 import type { CliContext } from '../program.ts'
 import type { JudgeSpec } from '../../distill/judges.ts'

@@ -5,7 +5,8 @@
 import type { SearchConfig } from '../config.ts'
 import { Evaluator, rubricKey, type RubricEvaluation } from '../evaluator.ts'
 import { computeObjective, JudgeMemo, type ObjectiveResult } from '../objective.ts'
-import { type Candidate, SearchRubric, type MutationMode, type PromptItem, type SearchRoles } from '../types.ts'
+import type { Candidate, MutationMode, PromptItem, SearchRoles } from '../types.ts'
+import { SearchRubric } from '../../schemas/search-rubric.ts'
 import { createLimiter, type Limiter } from './concurrency.ts'
 import type { Ranked } from './selection.ts'
 

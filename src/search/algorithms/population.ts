@@ -13,7 +13,8 @@
 import { rubricKey } from '../evaluator.ts'
 import type { ObjectiveResult } from '../objective.ts'
 import { derivedSeed, type Rng } from '../../hash/index.ts'
-import { MUTATION_MODES, type MutationMode, type PromptItem, type SearchRubric } from '../types.ts'
+import { MUTATION_MODES, type MutationMode, type PromptItem } from '../types.ts'
+import type { SearchRubric } from '../../schemas/search-rubric.ts'
 import {
   fullFidelity,
   proposeRubric,

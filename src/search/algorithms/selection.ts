@@ -5,7 +5,7 @@
 import type { SelectionStrategy } from '../config.ts'
 import { meanDistanceTo } from '../diversity.ts'
 import type { Rng } from '../../hash/index.ts'
-import type { SearchRubric } from '../types.ts'
+import type { SearchRubric } from '../../schemas/search-rubric.ts'
 
 /** A population member as selection sees it: its rubric, content key and objective total. */
 export interface Ranked {

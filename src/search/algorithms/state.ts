@@ -6,7 +6,8 @@
 import type { IterationScope, SearchMode } from '../config.ts'
 import type { ObjectiveResult } from '../objective.ts'
 import type { RngState } from '../../hash/index.ts'
-import type { CriterionGrades, Preference, SearchRubric } from '../types.ts'
+import type { CriterionGrades, Preference } from '../types.ts'
+import type { SearchRubric } from '../../schemas/search-rubric.ts'
 import type { ScheduleDiagnostics, SchedulerState } from './mutation-schedule.ts'
 
 export const SEARCH_STATE_VERSION = 1

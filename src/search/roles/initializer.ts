@@ -8,14 +8,8 @@ import { z } from 'zod'
 import { dataBoundary, parseReplyAs, runAgent } from '../../agents/run-agent.ts'
 import type { ChatModel, ChatRequest } from '../../llm/types.ts'
 import { renderPrompt, type Locale, type PromptOverrides } from '../../prompts/index.ts'
-import {
-  CRITERION_TYPES,
-  SearchRubric,
-  visibleCandidate,
-  type Criterion,
-  type PromptItem,
-  type RubricInitializer,
-} from '../types.ts'
+import { visibleCandidate, type PromptItem, type RubricInitializer } from '../types.ts'
+import { CRITERION_TYPES, SearchRubric, type Criterion } from '../../schemas/search-rubric.ts'
 import { dataBlock, searchLabels, type SearchRoleOptions } from './common.ts'
 import { seededRandom, shuffle } from '../../hash/index.ts'
 import { criteriaFromReply, isRecord, RubricReply, validateCriteria } from './rubric.ts'

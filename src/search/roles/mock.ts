@@ -4,7 +4,8 @@
  * through each role's request (`ChatRequest.mock`), so the roles parse a mock reply exactly as a real one.
  * They read only what a model would see: texts, never candidate ids, sources or labels.
  */
-import type { Criterion, MutationMode } from '../types.ts'
+import type { MutationMode } from '../types.ts'
+import type { Criterion } from '../../schemas/search-rubric.ts'
 import { hex8, seededRandom } from '../../hash/index.ts'
 import { MAX_CRITERIA } from './rubric.ts'
 import { normalisedWeights } from './score.ts'

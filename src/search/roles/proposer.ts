@@ -12,15 +12,8 @@ import { dataBoundary, parseReplyAs, runAgent } from '../../agents/run-agent.ts'
 import type { ChatModel, ChatRequest } from '../../llm/types.ts'
 import { LlmError } from '../../llm/types.ts'
 import { renderPrompt, type Locale, type PromptOverrides } from '../../prompts/index.ts'
-import {
-  SearchRubric,
-  visibleCandidate,
-  type Candidate,
-  type Criterion,
-  type MutationMode,
-  type PromptItem,
-  type RubricProposer,
-} from '../types.ts'
+import { visibleCandidate, type Candidate, type MutationMode, type PromptItem, type RubricProposer } from '../types.ts'
+import { SearchRubric, type Criterion } from '../../schemas/search-rubric.ts'
 import type { SearchRoleOptions } from './common.ts'
 import { normalisedWeights } from './score.ts'
 import {

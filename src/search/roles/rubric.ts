@@ -7,7 +7,7 @@ import { z } from 'zod'
 import { canonicalJson, sha256Hex } from '../../hash/index.ts'
 import { LlmError } from '../../llm/types.ts'
 import type { Locale } from '../../prompts/index.ts'
-import { Criterion, CRITERION_TYPES, type SearchRubric } from '../types.ts'
+import { Criterion, CRITERION_TYPES, type SearchRubric } from '../../schemas/search-rubric.ts'
 import { normalisedWeights } from './score.ts'
 
 /** The most criteria a rubric under search may have: mutations add criteria, and a rubric must stay gradeable. */

@@ -2,7 +2,8 @@
  * Rubric score from per-criterion grades on the rubric's explicit scale 0..grade_max (fixes autosr §8.1:
  * no guessing whether a grade is on a 0–1 or 0–5 scale; a grade is always divided by grade_max).
  */
-import type { CriterionGrades, SearchRubric } from '../types.ts'
+import type { CriterionGrades } from '../types.ts'
+import type { SearchRubric } from '../../schemas/search-rubric.ts'
 import { mean } from '../../stats/index.ts'
 
 export interface RubricScore {

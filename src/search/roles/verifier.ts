@@ -9,16 +9,11 @@ import { z } from 'zod'
 import { dataBoundary, parseReplyAs, runAgent } from '../../agents/run-agent.ts'
 import { LlmError, type ChatModel, type ChatRequest } from '../../llm/types.ts'
 import { renderPrompt, type Locale, type PromptOverrides } from '../../prompts/index.ts'
-import {
-  visibleCandidate,
-  type Candidate,
-  type CriterionGrades,
-  type PromptItem,
-  type SearchRubric,
-  type Verifier,
-} from '../types.ts'
+import { visibleCandidate, type Candidate, type CriterionGrades, type PromptItem, type Verifier } from '../types.ts'
+import type { SearchRubric } from '../../schemas/search-rubric.ts'
 import { searchLabels, type SearchRoleOptions } from './common.ts'
-import { DEFAULT_EXTRACTION, extractCandidate, extractPrompt, type ContentExtraction } from './extraction.ts'
+import { type ContentExtraction, DEFAULT_EXTRACTION } from '../../schemas/extraction.ts'
+import { extractCandidate, extractPrompt } from './extraction.ts'
 import { criteriaLines, isRecord } from './rubric.ts'
 import { jsonMockReply } from '../../llm/mock.ts'
 import { keyedBy } from '../../llm/response-format.ts'
