@@ -10,7 +10,7 @@
  * (prompt ~1,200 characters, reference ~400, 5 rubrics, answers ~1,200), sent answer-major as trainer workers
  * interleave them. The stub answers exactly what the prompt's reply format asks for (reasons included when asked).
  * Every recorded request is rendered with ChatML, tokenised with gpt-tokenizer (o200k_base), cut into 16-token blocks
- * keyed by everything before them and replayed in arrival order against an unbounded cache (src/bench/prefix-cache.ts):
+ * keyed by everything before them and replayed in arrival order against an unbounded cache (bench/prefix-cache.ts):
  * hit share = reused prompt tokens ÷ prompt tokens. The oracle reuses everything but the answers once one request of
  * the group was seen, and everything but the group's prompt, reference and answers before that.
  * A revision given by `--before` is checked out with `git worktree add` into a temporary folder that shares this
@@ -25,7 +25,7 @@ import { pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
 import { encode } from 'gpt-tokenizer'
 import { seededRandom } from '../src/hash/index.ts'
-import { chatMl, PrefixCache } from '../src/bench/prefix-cache.ts'
+import { chatMl, PrefixCache } from './prefix-cache.ts'
 import { chatCompletion, type ChatCompletionBody } from '../tests/support/llm-stub.ts'
 
 const PROMPTS = 8

@@ -14,7 +14,10 @@ import { loadavg } from 'node:os'
 import { parseArgs } from 'node:util'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
-import { ExactVectorIndex, HashedNgramEmbedder, type VectorEntry, type MemoryKind } from '../src/memory/index.ts'
+import { ExactVectorIndex } from '../src/memory/exact-vector-index.ts'
+import { HashedNgramEmbedder } from '../src/memory/hashed-ngram-embedder.ts'
+import type { VectorEntry } from '../src/memory/vector-index.ts'
+import type { MemoryKind } from '../src/schemas/memory.ts'
 
 const TARGET_P50_MS_AT_10K = 50
 const RUN = 'bench-run'

@@ -61,6 +61,7 @@ const LEDGER_TABLES: Record<string, TableSchema> = {
 
 /**
  * Every statement the ledger runs, by name: each goes by a prefix of the primary key (a test reads their query plans).
+ * @internal
  */
 export const LEDGER_SQL = {
   entry:

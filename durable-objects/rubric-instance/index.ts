@@ -44,7 +44,7 @@ export interface StepHealthRecord extends CriterionStepHealth {
 /** Steps of criterion health an instance keeps: enough for the dashboard and for retiring; older rows go. */
 const HEALTH_STEPS_KEPT = 200
 
-export type CommitResult =
+type CommitResult =
   | { state: 'committed'; outcome: StepUpdateOutcome; snapshot: RubricSnapshot }
   | { state: 'stale'; snapshot: RubricSnapshot }
 

@@ -3,5 +3,5 @@
  * its named statements (checked by a query-plan test).
  */
 export { RunCoordinator } from './coordinator.ts'
+
 export type { StepTimelineEntry } from './readings.ts'
-export { COORDINATOR_SQL } from './tables.ts'

@@ -70,6 +70,7 @@ export function parseDefaultRubricChoice(value: string | undefined, promptIds: r
 /**
  * The text a criterion is compared by across prompts: lower case, single spaces, no trailing punctuation.
  * @example criterionKey({ text: 'Is  Direct.' } as Criterion) // 'is direct'
+ * @internal
  */
 export function criterionKey(criterion: Pick<Criterion, 'text'>): string {
   return criterion.text
@@ -97,6 +98,7 @@ function criterionSupport(entry: SearchedRubric, all: readonly SearchedRubric[])
 /**
  * A rubric's generality: the weighted mean support of its criteria (uniform weights when they sum to 0).
  * @example generality(entries[0], entries) // 0.525
+ * @internal
  */
 export function generality(entry: SearchedRubric, all: readonly SearchedRubric[]): number {
   const support = criterionSupport(entry, all)
@@ -112,6 +114,7 @@ export function generality(entry: SearchedRubric, all: readonly SearchedRubric[]
  * comment). Deterministic: the same entries always give the same rubric.
  * @example const { rubric, report } = bestDefaultRubric(entries); rubric.metadata.default_rubric.source_prompt_id //
  *   'p_debug_undefined'
+ * @internal
  */
 export function bestDefaultRubric(entries: readonly SearchedRubric[]): {
   rubric: SearchRubric

@@ -178,7 +178,10 @@ export async function createScorer(spec: ScorerSpec, options: ScorerOptions): Pr
   }
 }
 
-/** A `library:<dir>` scorer: the scorer plus the judgments that failed (counted apart, never read as ties). */
+/**
+ * A `library:<dir>` scorer: the scorer plus the judgments that failed (counted apart, never read as ties).
+ * @internal
+ */
 export interface LibraryBenchScorer extends BenchScorer {
   readonly stats: { judgments: number; failures: number }
 }
@@ -189,6 +192,7 @@ export interface LibraryBenchScorer extends BenchScorer {
  * is its win rate over the judged orders of all its pairs (win 1, tie 0.5, loss 0). A failed judgment is counted in
  * `stats.failures` and left out — never a tie; a candidate none of whose judgments succeeded gets an error.
  * @example const scorer = await libraryScorer('runs/a/checkpoints/best', { concurrency: 4, seed: 0 })
+ * @internal
  */
 export async function libraryScorer(dir: string, options: ScorerOptions): Promise<LibraryBenchScorer> {
   const { loadLibrary } = await import('../library/index.ts')

@@ -71,6 +71,7 @@ function createProgram(io: CliIo, options: { version: string; jsonErrors: boolea
  * to check every command's help.
  * @example buildProgram([datasets], processIo, { version: '0.1.0' }).commands.map((command) => command.name()) //
  *   ['datasets', …]
+ * @internal
  */
 export function buildProgram(
   modules: readonly CliCommandModule[],

@@ -49,7 +49,10 @@ export interface DeployLlm {
   api_key_env?: string
 }
 
-/** How 429/503 answers are retried. */
+/**
+ * How 429/503 answers are retried.
+ * @internal
+ */
 export const DEFAULT_RETRY: RetryPolicy = { maxAttempts: 5, baseDelayMs: 500, maxDelayMs: 8_000 }
 const DEFAULT_TIMEOUT_MS = 30_000
 

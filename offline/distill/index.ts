@@ -1,6 +1,6 @@
 /** `reward-harness distill`: archived judged rollouts → denoised classifier-RM training data (see run.ts). */
-export { readArchive } from './archive.ts'
 export { parseJudgeSpec } from './judges.ts'
+
 export { runDistill } from './run.ts'
 
 export { formatDistillSummary } from './summary.ts'

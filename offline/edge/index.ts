@@ -19,6 +19,7 @@ const DEV_VARS_DIRS = [process.cwd(), REPO_ROOT]
 /**
  * Whether a URL names this machine (127.0.0.0/8, ::1, localhost): the only edge whose `.dev.vars` the CLI may read.
  * @example isLoopbackUrl('http://127.0.0.1:8787') // true
+ * @internal
  */
 export function isLoopbackUrl(url: string): boolean {
   let host: string

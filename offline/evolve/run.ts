@@ -82,7 +82,6 @@ export interface EvolveOptions {
   showProgress?: boolean
 }
 
-export type { EvolutionLogEntry } from '../../src/schemas/index.ts'
 /** How items were judged: verdicts, order disagreements and failures. */
 interface JudgingCounts {
   judged: number
@@ -539,6 +538,7 @@ class EvolutionRun {
  * The entries of an evolution log; a torn last line (a crash mid-write) is ignored, a line of another shape is an
  * EvolveInputError naming the line and field.
  * @example (await readLog('runs/a/evolution-log.jsonl')).at(-1)?.best_val_accuracy
+ * @internal
  */
 export async function readLog(path: string): Promise<EvolutionLogEntry[]> {
   let text: string

@@ -6,16 +6,12 @@
 import { readFile, readdir, rm } from 'node:fs/promises'
 import { basename, join, resolve } from 'node:path'
 import {
-  addEntry,
   buildRegistry,
-  deleteEntry,
   emptyLibrary,
   entryHash,
   entryPath,
   type Library,
   LibraryError,
-  type LibraryEntry,
-  modifyEntry,
   parseRegistry,
   parseSkillMd,
   renderSkillMd,
@@ -61,6 +57,7 @@ export async function loadLibrary(dir: string): Promise<Library> {
  * Writes `library` to `dir` exactly: every document, then registry.json, then removes the documents of
  * entries not in the library.
  * @example await saveLibrary(lib, 'my-lib')
+ * @internal
  */
 export async function saveLibrary(library: Library, dir: string): Promise<void> {
   for (const entry of Object.values(library.entries))
@@ -89,38 +86,4 @@ export async function saveLibrary(library: Library, dir: string): Promise<void> 
 export async function checkpoint(library: Library, dir: string): Promise<void> {
   await rm(dir, { recursive: true, force: true })
   await saveLibrary(library, dir)
-}
-
-/**
- * Adds an entry to the library in `dir` and saves it.
- * @example await addToLibrary('my-lib', { name: 'be-concise', kind: 'skill', description: 'd', body: 'b' })
- */
-export async function addToLibrary(dir: string, entry: LibraryEntry): Promise<Library> {
-  const next = addEntry(await loadLibrary(dir), entry)
-  await saveLibrary(next, dir)
-  return next
-}
-
-/**
- * Changes an entry of the library in `dir` and saves it.
- * @example await modifyInLibrary('my-lib', 'be-concise', { body: 'new rubric' })
- */
-export async function modifyInLibrary(
-  dir: string,
-  name: string,
-  change: Parameters<typeof modifyEntry>[2],
-): Promise<Library> {
-  const next = modifyEntry(await loadLibrary(dir), name, change)
-  await saveLibrary(next, dir)
-  return next
-}
-
-/**
- * Deletes an entry of the library in `dir` (document and registry line) and saves it.
- * @example await deleteFromLibrary('my-lib', 'be-concise')
- */
-export async function deleteFromLibrary(dir: string, name: string): Promise<Library> {
-  const next = deleteEntry(await loadLibrary(dir), name)
-  await saveLibrary(next, dir)
-  return next
 }

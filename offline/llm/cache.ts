@@ -18,7 +18,10 @@ import Database from 'better-sqlite3'
 import type { ChatModel, ChatRequest, ChatResponse } from '../../src/llm/types.ts'
 import type { PoolRequest, SamplingSettings } from './pool.ts'
 
-/** The file name inside the cache directory. */
+/**
+ * The file name inside the cache directory.
+ * @internal
+ */
 export const CACHE_FILE = 'llm-cache.sqlite'
 /** Bump when the key derivation changes: old entries then simply stop matching. */
 const KEY_VERSION = 1

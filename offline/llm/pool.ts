@@ -753,6 +753,7 @@ const AFFINITY_MIN_CHARS = 1_024
  * up to the line that introduces its last data block (where a judge prompt's answer starts); undefined when the
  * request has no data block or the prefix is short.
  * @example affinityOf(scorerRequest) === affinityOf(scorerRequestForAnotherAnswerOfTheGroup) // true
+ * @internal
  */
 export function affinityOf(request: ChatRequest): number | undefined {
   const last = request.messages.at(-1)

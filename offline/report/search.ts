@@ -23,6 +23,7 @@ const NO_MANIFEST =
  * (distinguished or stagnant) keeps its last value in later generations, so the mean stays over all prompts.
  * @example objectiveByGeneration([[0.5, 0.7], [0.4]]) // { best: [{x:0,y:0.5},{x:1,y:0.7}], mean:
  *   [{x:0,y:0.45},{x:1,y:0.55}] }
+ * @internal
  */
 export function objectiveByGeneration(histories: number[][]): {
   best: Array<{ x: number; y: number }>

@@ -44,6 +44,7 @@ function checkpointName(sequence: number): string {
  * The checkpoints of a session directory, ascending by their parsed number (temp and other files ignored).
  * @example (await listCheckpoints('out/checkpoints/20260101_120000_000000')).at(-1) // { sequence: 9, file:
  *   '…/state-0009.json' }
+ * @internal
  */
 export async function listCheckpoints(directory: string): Promise<Array<{ sequence: number; file: string }>> {
   let names: string[]

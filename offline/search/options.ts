@@ -25,7 +25,10 @@ import { type BackendChoice, SEARCH_ROLES } from './roles.ts'
 
 type KnobKind = 'int' | 'number' | 'boolean' | 'enum' | 'nullable-int' | 'nullable-number'
 
-/** One `SearchConfig` knob as a flag: its kind from the zod type, its section and help from the schema's metadata. */
+/**
+ * One `SearchConfig` knob as a flag: its kind from the zod type, its section and help from the schema's metadata.
+ * @internal
+ */
 export interface KnobSpec extends KnobMeta {
   key: keyof SearchConfig
   kind: KnobKind
@@ -56,7 +59,10 @@ function knobOf(key: keyof SearchConfig): KnobSpec {
 
 const GROUP_ORDER = Object.keys(KNOB_GROUPS)
 
-/** Every `SearchConfig` knob as a flag, grouped as `--help` lists them (schema order within a group). */
+/**
+ * Every `SearchConfig` knob as a flag, grouped as `--help` lists them (schema order within a group).
+ * @internal
+ */
 export const CONFIG_KNOBS: readonly KnobSpec[] = (Object.keys(SearchConfig.shape) as Array<keyof SearchConfig>)
   .map(knobOf)
   .sort((a, b) => GROUP_ORDER.indexOf(a.group) - GROUP_ORDER.indexOf(b.group))
@@ -64,6 +70,7 @@ export const CONFIG_KNOBS: readonly KnobSpec[] = (Object.keys(SearchConfig.shape
 /**
  * The flag of a config knob.
  * @example flagOf('population_size') // '--population-size'
+ * @internal
  */
 export function flagOf(key: string): string {
   return `--${key.replace(/_/g, '-')}`

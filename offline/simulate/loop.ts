@@ -388,6 +388,7 @@ async function backfillUpdates(
  * status. One `/rubric_status/wait` is not enough after steps closed without waiting: it answers once
  * the oldest updating step is done, so this waits again while a later one is still updating.
  * @example const status = await settle(client, 300) // status.status === 'updated' unless it timed out
+ * @internal
  */
 export async function settle(client: RewardClient, timeoutS: number): Promise<RubricStatus> {
   const deadline = Date.now() + timeoutS * 1_000

@@ -17,13 +17,17 @@ export type Behaviour = (typeof BEHAVIOURS)[number]
 const HACKING_TACTICS = ['claims_score', 'addresses_grader', 'ignore_rubric', 'keyword_stuffing'] as const
 type HackingTactic = (typeof HACKING_TACTICS)[number]
 
-/** Share of each behaviour in a step: non-negative, summing to 1. */
+/**
+ * Share of each behaviour in a step: non-negative, summing to 1.
+ * @internal
+ */
 export type BehaviourMix = Record<Behaviour, number>
 
 /**
  * The policy's behaviour mix per training stage (thirds of the run, as the server's `trainingStage`):
  * early on more wrong and verbose answers; later more correct ones, and more reward hacking as the
  * policy discovers that it pays.
+ * @internal
  */
 export const STAGE_MIXES: Readonly<Record<TrainingStage, BehaviourMix>> = {
   early: { correct: 0.2, wrong: 0.35, verbose: 0.25, sycophantic: 0.1, reward_hacking: 0.1 },
@@ -39,6 +43,7 @@ const MODEL_SIZE = '7B'
 /**
  * The rubrics of a run created by `--create-run`: math anchors that never change, and two adaptive
  * rubrics for evolution to build on.
+ * @internal
  */
 export const SIMULATION_RUBRICS: { anchor_rubrics: RubricSeed[]; adaptive_rubrics: RubricSeed[] } = {
   anchor_rubrics: [
@@ -84,13 +89,17 @@ export function simulationRunConfig(judge: JudgeSettings = {}): Record<string, u
 // ---------------------------------------------------------------------------------------------
 // seeded randomness
 
-/** A deterministic source of numbers in [0, 1). */
+/**
+ * A deterministic source of numbers in [0, 1).
+ * @internal
+ */
 export type Rng = () => number
 
 /**
  * A seeded generator keyed by any parts: `rngFor(7, 'step', 3)` always yields the same sequence, and differs from
  * `rngFor(7, 'step', 4)`.
  * @example const rng = rngFor(42, 'question', 0, 5); rng() // the same number every time
+ * @internal
  */
 export function rngFor(...parts: (string | number)[]): Rng {
   return seededRandom(...parts)
@@ -105,6 +114,7 @@ const pick = <T>(rng: Rng, items: readonly T[]): T => items[Math.floor(rng() * i
 /**
  * One arithmetic word problem: the prompt, its ground truth, and the working of a right and of a typical wrong
  * solution.
+ * @internal
  */
 export interface Question {
   id: string
@@ -186,6 +196,7 @@ const TEMPLATES: Template[] = [
  * The question of rollout `index` at `step`, from the seed alone.
  * @example generateQuestion(1, 0, 0).prompt // 'A baker bakes 6 trays of 15 cookies and gives away 88 cookies. How many
  *   cookies are left?'
+ * @internal
  */
 export function generateQuestion(seed: number, step: number, index: number): Question {
   const rng = rngFor(seed, 'question', step, index)
@@ -205,6 +216,7 @@ export function generateQuestion(seed: number, step: number, index: number): Que
 /**
  * The behaviour mix of `step` out of `totalSteps`: the mix of its training stage.
  * @example behaviourMix(0, 10).wrong // 0.35 (early)
+ * @internal
  */
 export function behaviourMix(step: number, totalSteps: number): BehaviourMix {
   return STAGE_MIXES[trainingStage(step, totalSteps)]
@@ -215,6 +227,7 @@ export function behaviourMix(step: number, totalSteps: number): BehaviourMix {
  * to the earlier behaviour in BEHAVIOURS), so the counts always sum to `k`.
  * @example allocateBehaviours(STAGE_MIXES.early, 8) // { correct: 1, wrong: 3, verbose: 2, sycophantic: 1,
  *   reward_hacking: 1 }
+ * @internal
  */
 export function allocateBehaviours(mix: BehaviourMix, k: number): Record<Behaviour, number> {
   const total = BEHAVIOURS.reduce((sum, behaviour) => sum + mix[behaviour], 0)
@@ -238,7 +251,10 @@ export function allocateBehaviours(mix: BehaviourMix, k: number): Record<Behavio
 // ---------------------------------------------------------------------------------------------
 // answers
 
-/** An answer the simulated policy wrote, with what it was meant to be. */
+/**
+ * An answer the simulated policy wrote, with what it was meant to be.
+ * @internal
+ */
 export interface Answer {
   output: string
   /** Whether the final number is the ground truth. */
@@ -282,6 +298,7 @@ const STOP_WORDS = new Set(
 /**
  * The distinct content words of rubric texts, in first-seen order: what a keyword-stuffing policy repeats.
  * @example rubricVocabulary(['The final answer is correct.']) // ['final', 'answer', 'correct']
+ * @internal
  */
 export function rubricVocabulary(rubricTexts: readonly string[]): string[] {
   const words = rubricTexts.flatMap((text) => text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [])
@@ -294,6 +311,7 @@ export function rubricVocabulary(rubricTexts: readonly string[]): string[] {
  * rubrics), often on top of a normal attempt, and may stuff the rubrics' own words.
  * @example writeAnswer(generateQuestion(1, 0, 0), 'correct', rngFor(1, 'answer', 0, 0), []).output
  * // 'First, 6 × 15 = 90, and 90 − 88 = 2. So the answer is 2.'
+ * @internal
  */
 export function writeAnswer(
   question: Question,

@@ -35,6 +35,7 @@ function shellQuote(value: string): string {
 /**
  * The file's text: a comment line, then one `KEY='value'` line per defined value, in the given order.
  * @example formatEnvFile({ REWARD_HARNESS_TARGET: 'prod' }) // "# written by …\nREWARD_HARNESS_TARGET='prod'\n"
+ * @internal
  */
 export function formatEnvFile(env: Record<string, string | undefined>): string {
   const lines = ['# written by `reward-harness train prepare`; it may hold a run token: keep it private (mode 600)']
@@ -52,6 +53,7 @@ export function formatEnvFile(env: Record<string, string | undefined>): string {
  * Parses `KEY=value` lines (an optional `export `, `#` comments, values bare, '…' or "…" quoted, as a shell reads
  * them), so a file a user edited by hand still reads as their shell would.
  * @example parseEnvFile("A='x'\\''y'\nexport B=2") // { A: "x'y", B: '2' }
+ * @internal
  */
 export function parseEnvFile(text: string, file = 'env file'): TrainEnv {
   const env: TrainEnv = {}

@@ -17,7 +17,10 @@ export type { BenchMetrics, TiePolicy }
 /** An accuracy with its counts and Wilson 95% interval (the bench report's shape). */
 export type Accuracy = BenchAccuracy
 
-/** One candidate as the metrics see it: its ground truth and what the scorer gave. */
+/**
+ * One candidate as the metrics see it: its ground truth and what the scorer gave.
+ * @internal
+ */
 export interface ScoredCandidate {
   candidate_id: string
   /** Higher is better: `-rank` or `quality`; undefined when the candidate has no label. */
@@ -36,13 +39,17 @@ export interface ScoredItem {
   reversed?: ScoredCandidate[]
 }
 
-/** The outcome of one comparison. */
+/**
+ * The outcome of one comparison.
+ * @internal
+ */
 export type Outcome = 'correct' | 'wrong' | 'tie' | 'failure'
 
 /**
  * The Wilson score interval of `successes` out of `n` (successes may be fractional, e.g. half ties).
  * @example wilsonInterval(8, 10) // [0.4902, 0.9433] (rounded)
  * @example wilsonInterval(0, 0) // null
+ * @internal
  */
 export function wilsonInterval(successes: number, n: number, z = 1.959963984540054): [number, number] | null {
   if (n <= 0) return null
@@ -69,6 +76,7 @@ export function truthOf(label: { rank?: number | undefined; quality?: number | u
  * Compares the scores of a better and a worse candidate.
  * @example compareScores({ score: 0.9 }, { score: 0.2 }) // 'correct'
  * @example compareScores({ score: 0.5 }, { score: null }) // 'failure'
+ * @internal
  */
 export function compareScores(better: Pick<ScoredCandidate, 'score'>, worse: Pick<ScoredCandidate, 'score'>): Outcome {
   if (better.score === null || worse.score === null || !Number.isFinite(better.score) || !Number.isFinite(worse.score))
@@ -81,6 +89,7 @@ export function compareScores(better: Pick<ScoredCandidate, 'score'>, worse: Pic
 /**
  * An accuracy from outcomes: failures are excluded from n and reported, ties count per `ties`.
  * @example accuracyOf(['correct', 'tie', 'wrong', 'failure'], 'half').accuracy // 0.5
+ * @internal
  */
 export function accuracyOf(outcomes: readonly Outcome[], ties: TiePolicy): Accuracy {
   const count = (kind: Outcome) => outcomes.filter((outcome) => outcome === kind).length
@@ -114,7 +123,10 @@ function orderedPair(candidates: readonly ScoredCandidate[]): { better: number; 
   return a.truth > b.truth ? { better: 0, worse: 1 } : { better: 1, worse: 0 }
 }
 
-/** Outcomes of one 2-candidate item in both presentation orders. */
+/**
+ * Outcomes of one 2-candidate item in both presentation orders.
+ * @internal
+ */
 export interface PairOutcome {
   item_id: string
   group: string
@@ -130,6 +142,7 @@ export interface PairOutcome {
  * scores.
  * @example pairOutcome({ item_id: 'p', group: 'g', candidates: [{ candidate_id: 'a', truth: -1, score: 1 }, {
  *   candidate_id: 'b', truth: -2, score: 1 }] })?.swap // 'wrong' (a tie is never swap-consistent)
+ * @internal
  */
 export function pairOutcome(item: ScoredItem): PairOutcome | undefined {
   if (item.candidates.length !== 2) return undefined
@@ -150,6 +163,7 @@ export function pairOutcome(item: ScoredItem): PairOutcome | undefined {
  * label. Any candidate's failure makes the item a failure.
  * @example kWayOutcome({ item_id: 'p', group: 'g', candidates: [{ candidate_id: 'a', truth: -1, score: 0.9 }, {
  *   candidate_id: 'b', truth: -2, score: 0.5 }, { candidate_id: 'c', truth: -3, score: 0.1 }] }) // 'correct'
+ * @internal
  */
 export function kWayOutcome(item: ScoredItem): Outcome | undefined {
   if (item.candidates.length <= 2) return undefined
@@ -172,6 +186,7 @@ export function kWayOutcome(item: ScoredItem): Outcome | undefined {
  * Outcomes of every labelled-ordered pair among the top 25% (by label, at least 2) of an item with more than 2
  * candidates.
  * @example tailOutcomes(item4).length // 1: the top 25% of 4 candidates is 2 candidates, one pair
+ * @internal
  */
 export function tailOutcomes(item: ScoredItem, share = 0.25): Outcome[] {
   if (item.candidates.length <= 2 || item.candidates.some((candidate) => candidate.truth === undefined)) return []

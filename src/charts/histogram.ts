@@ -20,6 +20,7 @@ const DEFAULT_BINS = 10
  * Counts `values` into `bins` equal bins (d3's `bin`) over `domain` (the last bin includes its upper edge).
  * Values outside the domain or not finite are returned as `skipped`, not forced into an edge bin.
  * @example binValues([0, 0.5, 1], 2, [0, 1]) // { counts: [1, 2], skipped: 0 }
+ * @internal
  */
 export function binValues(
   values: number[],

@@ -5,7 +5,7 @@
  * XML-escaped, and a readable "No data" state for empty input.
  */
 export { barChart } from './bar.ts'
-export { escapeXml } from './escape.ts'
 
 export { histogram } from './histogram.ts'
+
 export { lineChart } from './line.ts'

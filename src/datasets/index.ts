@@ -4,19 +4,10 @@
  * write them back. Pure: no I/O (see offline/datasets for files).
  */
 export { DatasetError } from './errors.ts'
-export {
-  locateJsonError,
-  readJsonDocument,
-  type DatasetFormat,
-} from './json-text.ts'
-export {
-  parseDataset,
-  parseDatasetText,
-  type DatasetShape,
-} from './parse.ts'
+
+export { readJsonDocument, type DatasetFormat } from './json-text.ts'
+export { parseDatasetText, type DatasetShape } from './parse.ts'
 
 export { datasetHash, datasetSummary, type DatasetSummary } from './summary.ts'
-export {
-  formatAutosrJson,
-  toAutosrJson,
-} from './serialize.ts'
+
+export { formatAutosrJson } from './serialize.ts'

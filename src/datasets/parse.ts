@@ -41,6 +41,7 @@ const EXPECTED =
  * const dataset = parseDataset('{"question":"2+2?","response_A":"4","response_B":"5","label":"A>B"}\n', { name:
  * 'pairs.jsonl' }) dataset.prompts[0]?.candidates.map((c) => [c.candidate_id, c.label.rank]) // [['item-0000-a', 1],
  * ['item-0000-b', 2]]
+ * @internal
  */
 export function parseDataset(text: string, options: ParseDatasetOptions = {}): PreferenceDataset {
   return parseDatasetText(text, options).dataset

@@ -18,6 +18,7 @@ interface AutosrPromptJson {
   metadata: Record<string, unknown>
 }
 
+/** @internal */
 export interface AutosrDatasetJson {
   prompts: AutosrPromptJson[]
 }
@@ -26,6 +27,7 @@ export interface AutosrDatasetJson {
  * The dataset in the autosr shape: labels go back into each candidate's `metadata`.
  * @example toAutosrJson(dataset).prompts[0]?.candidates[0] // { candidate_id: 'c1', text: '…', source: 'strong',
  *   metadata: { rank: 1 } }
+ * @internal
  */
 export function toAutosrJson(dataset: PreferenceDataset): AutosrDatasetJson {
   return {

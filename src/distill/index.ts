@@ -25,7 +25,10 @@ export interface JudgedResponse {
   online_score: number
 }
 
-/** The mean, spread (sample standard deviation, 0 below two samples) and count of a rollout's judgements. */
+/**
+ * The mean, spread (sample standard deviation, 0 below two samples) and count of a rollout's judgements.
+ * @internal
+ */
 export interface SampleStats {
   mean: number
   spread: number
@@ -67,6 +70,7 @@ export interface Pairing {
 /**
  * Mean, sample standard deviation and count.
  * @example sampleStats([0.6, 0.8]) // { mean: 0.7, spread: 0.1414…, n: 2 }
+ * @internal
  */
 export function sampleStats(samples: readonly number[]): SampleStats {
   return { mean: mean(samples) ?? 0, spread: sampleStd(samples) ?? 0, n: samples.length }
@@ -75,6 +79,7 @@ export function sampleStats(samples: readonly number[]): SampleStats {
 /**
  * The noise bound a gap between two rollouts' means must exceed: z · √(var_a/n_a + var_b/n_b).
  * @example noiseBound({ mean: 0.8, spread: 0.1, n: 3 }, { mean: 0.5, spread: 0.1, n: 3 }, 1.96) // 0.16
+ * @internal
  */
 export function noiseBound(a: SampleStats, b: SampleStats, z: number): number {
   const term = (stats: SampleStats) => (stats.n === 0 ? 0 : stats.spread ** 2 / stats.n)

@@ -154,6 +154,7 @@ function predictionText(prediction: string | null): string {
  * At most `max` chains for the analyzer: every incorrect one first (in order), then correct ones, so one call
  * stays bounded on a large training set while no error goes unseen unless there are more than `max` of them.
  * @example selectChains(results, 60).length <= 60 // true
+ * @internal
  */
 export function selectChains(results: readonly LibraryChainResult[], max: number): LibraryChainResult[] {
   const wrong = results.filter((result) => !result.correct)

@@ -34,7 +34,10 @@ export interface ImageResolver {
 /** Reads a `path` image's bytes (offline: relative to the dataset file). */
 export type ReadImageFile = (path: string) => Promise<Uint8Array>
 
-/** An image that cannot be used: unknown handle, unreadable file, not an image. */
+/**
+ * An image that cannot be used: unknown handle, unreadable file, not an image.
+ * @internal
+ */
 export class ImageError extends UsageError {
   constructor(message: string) {
     super(message)
@@ -131,6 +134,7 @@ export class ImageRegistry implements ImageResolver {
 /**
  * The MIME type of image bytes from their signature (PNG, JPEG, GIF, WebP), or undefined.
  * @example imageType(new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])) // 'image/png'
+ * @internal
  */
 export function imageType(bytes: Uint8Array): string | undefined {
   const starts = (...signature: number[]) => signature.every((byte, index) => bytes[index] === byte)

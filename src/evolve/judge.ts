@@ -190,6 +190,7 @@ type TurnReply = z.infer<typeof TurnReply>
 /**
  * Reads one Sub-Agent turn: `{think, answer: {preference, reason}}` or `{think, tool: {name, query}}`.
  * @example parseTurn('{"answer": {"preference": "B", "reason": "r"}}') // { answer: { preference: 'B', reason: 'r' } }
+ * @internal
  */
 export function parseTurn(text: string): TurnReply {
   return parseReplyAs(TurnReply, text, 'library sub-agent')

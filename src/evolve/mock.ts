@@ -67,6 +67,7 @@ function words(text: string): Set<string> {
 /**
  * Share of the instruction's content words that appear in `text` (0 when the instruction has none).
  * @example instructionCoverage('name three rivers', 'The Nile, the Amazon and the Danube are rivers.') // 0.5
+ * @internal
  */
 export function instructionCoverage(instruction: string, text: string): number {
   const wanted = words(instruction)

@@ -6,6 +6,7 @@
  */
 import type { ChatModel, ChatRequest, ChatResponse } from '../llm/types.ts'
 
+/** @internal */
 export const LIBRARY_ROLES = ['router', 'sub_agent', 'tool', 'chain_analyzer', 'evolver'] as const
 export type LibraryRole = (typeof LIBRARY_ROLES)[number]
 
@@ -142,6 +143,7 @@ export class RoleMeter {
 /**
  * Field-wise sum of role counters.
  * @example sumUsage([a, b]).calls === a.calls + b.calls // true
+ * @internal
  */
 export function sumUsage(list: readonly RoleUsage[]): RoleUsage {
   const total = empty()

@@ -51,6 +51,7 @@ const NAME = /^[a-z0-9]+(-[a-z0-9]+)*$/
  * True for a lowercase kebab-case name (`^[a-z0-9]+(-[a-z0-9]+)*$`): no dots, slashes or spaces, so a name is
  * always a safe directory name.
  * @example isEntryName('length-bias-check') // true; isEntryName('../x') // false
+ * @internal
  */
 export function isEntryName(name: string): boolean {
   return NAME.test(name)

@@ -37,6 +37,7 @@ export function vectorCodes(bytes: Uint8Array | ArrayBuffer): Int8Array {
 /**
  * A stored vector back as a unit float vector (for re-indexing elsewhere, e.g. into Vectorize).
  * @example const vector = deserializeVector(serializeVector([3, 4])) // ≈ Float32Array [0.6, 0.8]
+ * @internal
  */
 export function deserializeVector(bytes: Uint8Array | ArrayBuffer): Float32Array {
   const codes = vectorCodes(bytes)

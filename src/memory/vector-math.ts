@@ -22,6 +22,7 @@ export function normalizeInPlace(vector: Float32Array): Float32Array {
 /**
  * The dot product of two equally long vectors: their cosine similarity when both are unit length.
  * @example dotProduct([0.6, 0.8], [1, 0]) // 0.6
+ * @internal
  */
 export function dotProduct(a: ArrayLike<number>, b: ArrayLike<number>): number {
   if (a.length !== b.length) throw new RangeError(`vectors differ in length: ${a.length} and ${b.length}`)

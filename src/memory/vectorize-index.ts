@@ -104,6 +104,7 @@ function vectorizeFilter(filter: VectorFilter): VectorizeFilter {
  * sharing a prefix would match each other. Longer values become their first ≤24 bytes plus a 128-bit hash (57 bytes at
  * most).
  * @example indexedValue('global') // 'global'
+ * @internal
  */
 export function indexedValue(value: string): string {
   if (encoder.encode(value).length <= VECTORIZE_LIMITS.indexedBytes) return value

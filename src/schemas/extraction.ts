@@ -75,6 +75,7 @@ const BACKTRACKING_FEATURES: [RegExp, string][] = [
  * Why a pattern (valid in JavaScript) cannot run in the linear-time engine, naming the feature; undefined when it
  * can. Nested repetition such as `^(a+)+$` is fine: RE2 runs it in linear time.
  * @example linearPatternProblem('(a)\\1') // 'uses backreferences (\\1, \\k<name>), which …'
+ * @internal
  */
 export function linearPatternProblem(pattern: string): string | undefined {
   try {

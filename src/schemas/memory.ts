@@ -39,6 +39,7 @@ export type MemoryScope = z.infer<typeof MemoryScope>
 /**
  * One semantic search over a run's memory.
  * @example MemoryQuery.parse({ run_id: 'grpo-1', text: 'answers that skip verification', top_k: 5 })
+ * @internal
  */
 export const MemoryQuery = MemoryScope.extend({
   text: z.string().min(1).max(10_000),

@@ -64,6 +64,7 @@ export function criterionHealth(rollouts: readonly GradedRollout[], gradeMax: nu
  * The within-group standard deviation pooled over groups of two or more: √(Σ squared deviations from each group's
  * mean ÷ Σ (group size − 1)).
  * @example pooledWithinGroupStd([[1, 1], [0, 1]]) // 0.7071…
+ * @internal
  */
 export function pooledWithinGroupStd(groups: readonly number[][]): number | null {
   let squares = 0

@@ -45,6 +45,7 @@ function contentProfile(rubric: SearchRubric): ReadonlyMap<string, number> {
 /**
  * 1 − weighted Jaccard similarity of two rubrics' content profiles, in [0, 1].
  * @example rubricDistance(rubric, { ...rubric, rubric_id: 'copy' }) // 0
+ * @internal
  */
 export function rubricDistance(a: SearchRubric, b: SearchRubric): number {
   if (a === b) return 0

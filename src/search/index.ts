@@ -30,32 +30,13 @@ import { hashHex } from '../hash/index.ts'
 import { PreferenceDataset, type SearchRoles } from './types.ts'
 
 export type { SearchProgress, SearchStats } from './algorithms/context.ts'
+
 export type { SearchState } from './algorithms/state.ts'
 
-export { MutationScheduler, roulette } from './algorithms/mutation-schedule.ts'
-export { selectParents, type Ranked, type SelectionOptions } from './algorithms/selection.ts'
-export { createLimiter, mapConcurrent } from './algorithms/concurrency.ts'
-
 export * from './config.ts'
-export {
-  Evaluator,
-  GradeMemo,
-  rubricKey,
-  type RubricEvaluation,
-} from './evaluator.ts'
-export {
-  computeObjective,
-  groundTruthValues,
-  JudgeMemo,
-  kendallTau,
-  ndcg,
-  tailSize,
-  type PairJudge,
-} from './objective.ts'
-export { populationDiversity, rubricDistance } from './diversity.ts'
 export type { SearchOutput } from './output.ts'
 
-export { derivedSeed, hash32, hashHex, Rng } from '../hash/index.ts'
+export { hashHex } from '../hash/index.ts'
 
 export interface RunSearchOptions {
   onProgress?: (event: SearchProgress) => void

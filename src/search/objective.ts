@@ -128,6 +128,7 @@ export class JudgeMemo {
  * How many of the top candidates form the tail: ⌈n·tail_fraction⌉ (at least 2), grown until the tail holds
  * `min_tail_pairs` unordered pairs or every candidate.
  * @example tailSize(6, 0.25, 3) // 3 (autosr would use 2, i.e. a single pair)
+ * @internal
  */
 export function tailSize(candidates: number, tailFraction: number, minTailPairs: number): number {
   let size = Math.min(candidates, Math.max(2, Math.ceil(candidates * tailFraction)))
@@ -139,6 +140,7 @@ export function tailSize(candidates: number, tailFraction: number, minTailPairs:
  * Ground-truth quality per candidate (higher is better): from `rank` when every candidate has one, else from
  * `quality` when every candidate has one, else null.
  * @example groundTruthValues(item) // [-1, -3, -2] for ranks 1, 3, 2
+ * @internal
  */
 export function groundTruthValues(item: PromptItem): number[] | null {
   const { candidates } = item
@@ -152,6 +154,7 @@ export function groundTruthValues(item: PromptItem): number[] | null {
 /**
  * Kendall's tau-b between two score vectors (ties count for neither side); null when either is constant.
  * @example kendallTau([3, 2, 1], [30, 20, 10]) // 1
+ * @internal
  */
 export function kendallTau(predicted: readonly number[], truth: readonly number[], tieTolerance = 0): number | null {
   let concordant = 0
@@ -177,6 +180,7 @@ export function kendallTau(predicted: readonly number[], truth: readonly number[
  * NDCG of the order given by `predicted` (descending; ties broken against the truth, so a flat rubric earns no
  * credit) with gains = truth rescaled to [0, 1]; null when the truth is constant.
  * @example ndcg([0.9, 0.5, 0.1], [3, 2, 1]) // 1
+ * @internal
  */
 export function ndcg(predicted: readonly number[], truth: readonly number[], tieTolerance = 0): number | null {
   const low = Math.min(...truth)

@@ -26,12 +26,13 @@ import {
 import {
   applyRubricUpdate,
   buildUpdaterRequest,
-  MAX_ADAPTIVE_RUBRICS,
   parseUpdaterReply,
   runUpdater,
   type UpdaterInput,
 } from '../../src/agents/updater/index.ts'
-import { LlmError, OpenAIChatModel, type ChatModel, type ChatRequest } from '../../src/llm/index.ts'
+import { MAX_ADAPTIVE_RUBRICS } from '../../src/agents/updater/apply.ts'
+import { LlmError, OpenAIChatModel, type ChatModel } from '../../src/llm/index.ts'
+import type { ChatRequest } from '../../src/llm/types.ts'
 import { MockChatModel } from '../../src/llm/mock.ts'
 import type { Locale } from '../../src/prompts/index.ts'
 import type { Analysis, AnalysisRecord, BatchSummary, RubricUpdate } from '../../src/schemas/agents.ts'

@@ -1,6 +1,7 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { barChart, escapeXml, histogram, lineChart } from '../../src/charts/index.ts'
+import { barChart, histogram, lineChart } from '../../src/charts/index.ts'
+import { escapeXml } from '../../src/charts/escape.ts'
 import { binValues } from '../../src/charts/histogram.ts'
 import { niceDomain } from '../../src/charts/scale.ts'
 

@@ -6,7 +6,7 @@ import type { Command } from 'commander'
 import { afterAll, describe, expect, it } from 'vitest'
 import { loadCommands, VERSION } from '../../offline/cli/index.ts'
 import { buildProgram } from '../../offline/cli/program.ts'
-import { parseDataset } from '../../src/datasets/index.ts'
+import { parseDataset } from '../../src/datasets/parse.ts'
 import { runCli } from '../support/cli.ts'
 
 const ROOT = join(import.meta.dirname, '../..')

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import defaultRun from '../../config/default-run.json'
-import { renderPromptModule } from '../../offline/prompts/bundle-prompts.ts'
+import { renderPromptModule } from '../../offline/dev/bundle-prompts.ts'
 import { canonicalJson, instanceIdForInput } from '../../src/hash/index.ts'
 import { renderPrompt } from '../../src/prompts/index.ts'
 import { initialRubrics } from '../../src/rubrics/index.ts'

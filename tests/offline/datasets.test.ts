@@ -11,11 +11,11 @@ import {
   datasetHash,
   datasetSummary,
   formatAutosrJson,
-  locateJsonError,
-  parseDataset,
   parseDatasetText,
-  toAutosrJson,
 } from '../../src/datasets/index.ts'
+import { locateJsonError } from '../../src/datasets/json-text.ts'
+import { parseDataset } from '../../src/datasets/parse.ts'
+import { toAutosrJson } from '../../src/datasets/serialize.ts'
 import { type PreferenceDataset, visibleCandidate } from '../../src/search/types.ts'
 
 const FIXTURES = join(import.meta.dirname, 'fixtures/datasets')

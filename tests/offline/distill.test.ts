@@ -328,7 +328,7 @@ describe("reading the edge's archive", () => {
         headers: { 'content-type': 'application/x-ndjson' },
       })
     }) as typeof fetch
-    const { readArchive } = await import('../../offline/distill/index.ts')
+    const { readArchive } = await import('../../offline/distill/archive.ts')
     const read = await readArchive({
       kind: 'edge',
       url: 'http://edge.test/',

@@ -10,17 +10,11 @@ import type { AddressInfo } from 'node:net'
 import { tmpdir, userInfo } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import { buildArtifact } from '../../offline/artifacts/index.ts'
-import {
-  AdminClient,
-  DEFAULT_RETRY,
-  deployedBy,
-  EdgeHttpError,
-  EdgeNetworkError,
-  EdgeProtocolError,
-  formatDeployments,
-  llmOf,
-} from '../../offline/deploy/index.ts'
+import { buildArtifact } from '../../offline/artifacts/export.ts'
+import { AdminClient, DEFAULT_RETRY } from '../../offline/deploy/client.ts'
+import { deployedBy, llmOf } from '../../offline/deploy/run.ts'
+import { EdgeHttpError, EdgeNetworkError, EdgeProtocolError } from '../../offline/deploy/errors.ts'
+import { formatDeployments } from '../../offline/deploy/format.ts'
 import { parseRetryAfter, retryDelayMs } from '../../src/llm/retry.ts'
 import { artifactId, RmArtifact, type DeployRecord } from '../../src/schemas/artifact.ts'
 import { runRewardHarness } from '../support/child.ts'

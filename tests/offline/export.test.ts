@@ -11,15 +11,15 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { ArtifactInputError } from '../../offline/artifacts/errors.ts'
 import {
-  ArtifactInputError,
   bestDefaultRubric,
-  buildArtifact,
   criterionKey,
   generality,
   parseDefaultRubricChoice,
   type SearchedRubric,
-} from '../../offline/artifacts/index.ts'
+} from '../../offline/artifacts/default-rubric.ts'
+import { buildArtifact } from '../../offline/artifacts/export.ts'
 import { DEFAULT_RUBRIC_KEY, RmArtifact, verifyArtifactId } from '../../src/schemas/artifact.ts'
 import { SearchRubric } from '../../src/schemas/search-rubric.ts'
 

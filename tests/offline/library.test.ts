@@ -2,16 +2,11 @@ import { mkdtemp, readFile, readdir, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import {
-  addToLibrary,
-  checkpoint,
-  deleteFromLibrary,
-  loadLibrary,
-  modifyInLibrary,
-  saveLibrary,
-} from '../../offline/library/index.ts'
+import { checkpoint, loadLibrary, saveLibrary } from '../../offline/library/index.ts'
 import {
   addEntry,
+  deleteEntry,
+  modifyEntry,
   emptyLibrary,
   isEntryName,
   LibraryError,
@@ -52,8 +47,7 @@ describe('library model', () => {
 describe('library on disk', () => {
   it('saves registry v2 with hashes, loads, adds, modifies, deletes, checkpoints', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'lib-'))
-    await addToLibrary(dir, skill)
-    await addToLibrary(dir, tool)
+    await saveLibrary(addEntry(addEntry(emptyLibrary(), skill), tool), dir)
     const registry = JSON.parse(await readFile(join(dir, 'registry.json'), 'utf8'))
     expect(registry.schema_version).toBe(2)
     expect(registry.library.status).toBe('active')
@@ -63,7 +57,8 @@ describe('library on disk', () => {
       /^---\nname: coverage-check\nkind: tool\n/,
     )
 
-    const changed = await modifyInLibrary(dir, 'be-specific', { body: 'New rubric.' })
+    const changed = modifyEntry(await loadLibrary(dir), 'be-specific', { body: 'New rubric.' })
+    await saveLibrary(changed, dir)
     expect(changed.entries['be-specific']?.body).toBe('New rubric.\n')
     expect((await loadLibrary(dir)).entries['be-specific']?.body).toBe('New rubric.\n')
 
@@ -71,7 +66,7 @@ describe('library on disk', () => {
     await checkpoint(await loadLibrary(dir), copy)
     expect(Object.keys((await loadLibrary(copy)).entries).sort()).toEqual(['be-specific', 'coverage-check'])
 
-    await deleteFromLibrary(dir, 'coverage-check')
+    await saveLibrary(deleteEntry(await loadLibrary(dir), 'coverage-check'), dir)
     expect(await readdir(join(dir, 'tools'))).toEqual([])
     expect(Object.keys((await loadLibrary(dir)).entries)).toEqual(['be-specific'])
     expect(Object.keys((await loadLibrary(copy)).entries)).toHaveLength(2)

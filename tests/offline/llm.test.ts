@@ -5,11 +5,11 @@ import {
   instrumentChatModel,
   LlmError,
   OpenAIChatModel,
-  parseRetryAfter,
   pLimit,
   withRetry,
   type LlmCallRecord,
 } from '../../src/llm/index.ts'
+import { parseRetryAfter } from '../../src/llm/retry.ts'
 import { retry } from '../../src/llm/retry.ts'
 import { AgentSettings } from '../../src/schemas/run-config.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'

@@ -2,7 +2,10 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { LlmError, withRetry } from '../../src/llm/index.ts'
-import { dotProduct, HashedNgramEmbedder, OpenAIEmbedder, WorkersAiEmbedder } from '../../src/memory/index.ts'
+import { dotProduct } from '../../src/memory/vector-math.ts'
+import { HashedNgramEmbedder } from '../../src/memory/hashed-ngram-embedder.ts'
+import { OpenAIEmbedder } from '../../src/memory/openai-embedder.ts'
+import { WorkersAiEmbedder } from '../../src/memory/workers-ai-embedder.ts'
 import { failureOf } from '../support/failure.ts'
 
 const norm = (vector: Float32Array) => Math.sqrt(dotProduct(vector, vector))

@@ -1,20 +1,11 @@
 import { describe, expect, it } from 'vitest'
-import {
-  deserializeVector,
-  dotProduct,
-  ExactVectorIndex,
-  indexedValue,
-  MemoryKind,
-  normalizeVector,
-  quantizeVector,
-  serializeVector,
-  storedVectorRow,
-  TopK,
-  VectorizeIndex,
-  type VectorEntry,
-  type VectorizeBinding,
-  type VectorMetadata,
-} from '../../src/memory/index.ts'
+import { deserializeVector, quantizeVector, serializeVector } from '../../src/memory/vector-codec.ts'
+import { dotProduct, normalizeVector } from '../../src/memory/vector-math.ts'
+import { ExactVectorIndex, storedVectorRow } from '../../src/memory/exact-vector-index.ts'
+import { indexedValue, VectorizeIndex, type VectorizeBinding } from '../../src/memory/vectorize-index.ts'
+import { MemoryKind } from '../../src/schemas/memory.ts'
+import { TopK } from '../../src/memory/top-k.ts'
+import type { VectorEntry, VectorMetadata } from '../../src/memory/vector-index.ts'
 
 /** mulberry32: a seeded PRNG, so random data is the same on every run. */
 function random(seed: number) {

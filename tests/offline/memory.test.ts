@@ -1,15 +1,10 @@
 import { describe, expect, it } from 'vitest'
-import {
-  ExactVectorIndex,
-  formatMemoriesForPrompt,
-  HashedNgramEmbedder,
-  MemoryDocument,
-  MemoryQuery,
-  retrieveMemories,
-  type MemoryKind,
-  type RetrieveMemoriesInput,
-  type VectorIndex,
-} from '../../src/memory/index.ts'
+import { ExactVectorIndex } from '../../src/memory/exact-vector-index.ts'
+import { formatMemoriesForPrompt } from '../../src/memory/format-memories.ts'
+import { HashedNgramEmbedder } from '../../src/memory/hashed-ngram-embedder.ts'
+import { MemoryDocument, MemoryQuery, type MemoryKind } from '../../src/schemas/memory.ts'
+import { retrieveMemories, type RetrieveMemoriesInput } from '../../src/memory/retrieval.ts'
+import type { VectorIndex } from '../../src/memory/vector-index.ts'
 
 const TOPICS = [
   'skipped the verification step before the final answer',

@@ -10,14 +10,16 @@ import {
   endpointsFromFlags,
   loadEndpointsFile,
   parseEndpointFlag,
+  type PoolRequest,
+} from '../../offline/llm/index.ts'
+import {
+  affinityOf,
   PoolError,
   type EndpointPoolOptions,
   type PoolEvent,
-  type PoolRequest,
   type PoolUsage,
-} from '../../offline/llm/index.ts'
+} from '../../offline/llm/pool.ts'
 import { failureOf } from '../support/failure.ts'
-import { affinityOf } from '../../offline/llm/pool.ts'
 import { startLlmStub, type LlmStub, type StubFault } from '../support/llm-stub.ts'
 
 const TASK = 'score'

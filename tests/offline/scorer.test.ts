@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { buildScorerRequest, judgementKey, parseLenientJson, parseScorerReply } from '../../src/agents/scorer/index.ts'
+import { parseLenientJson } from '../../src/agents/run-agent.ts'
+import { buildScorerRequest, judgementKey, parseScorerReply } from '../../src/agents/scorer/index.ts'
 import { LlmError } from '../../src/llm/index.ts'
 import { MockChatModel } from '../../src/llm/mock.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'

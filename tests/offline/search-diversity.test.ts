@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { populationDiversity, rubricDistance } from '../../src/search/index.ts'
+import { populationDiversity, rubricDistance } from '../../src/search/diversity.ts'
 import type { SearchRubric } from '../../src/schemas/search-rubric.ts'
 
 const rubric = (id: string, texts: Array<string | [string, number]>): SearchRubric => ({

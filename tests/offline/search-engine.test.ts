@@ -5,13 +5,13 @@ import { scheduleOptions } from '../../src/search/algorithms/evolutionary.ts'
 import { executeEvolution, planEvolution } from '../../src/search/algorithms/population.ts'
 import {
   parseSearchConfig,
-  Rng,
   runSearch,
-  rubricKey,
   type SearchConfigInput,
   type SearchProgress,
   type SearchState,
 } from '../../src/search/index.ts'
+import { Rng } from '../../src/hash/index.ts'
+import { rubricKey } from '../../src/search/evaluator.ts'
 import type { PreferenceDataset, PromptItem, SearchRoles } from '../../src/search/types.ts'
 import type { Criterion, SearchRubric } from '../../src/schemas/search-rubric.ts'
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { createLimiter, Evaluator, GradeMemo, rubricKey } from '../../src/search/index.ts'
+import { createLimiter } from '../../src/search/algorithms/concurrency.ts'
+import { Evaluator, GradeMemo, rubricKey } from '../../src/search/evaluator.ts'
 import type { CriterionGrades, PromptItem, Verifier } from '../../src/search/types.ts'
 import type { SearchRubric } from '../../src/schemas/search-rubric.ts'
 

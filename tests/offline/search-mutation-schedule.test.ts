@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { MutationScheduler, Rng, roulette } from '../../src/search/index.ts'
+import { MutationScheduler, roulette } from '../../src/search/algorithms/mutation-schedule.ts'
+import { Rng } from '../../src/hash/index.ts'
 import { MUTATION_MODES } from '../../src/search/types.ts'
 import type { AdaptiveMutation } from '../../src/search/config.ts'
 

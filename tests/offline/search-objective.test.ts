@@ -1,16 +1,16 @@
 import { describe, expect, it } from 'vitest'
+import { parseSearchConfig } from '../../src/search/index.ts'
 import {
   computeObjective,
-  createLimiter,
   groundTruthValues,
   JudgeMemo,
   kendallTau,
   ndcg,
-  parseSearchConfig,
   tailSize,
   type PairJudge,
-  type RubricEvaluation,
-} from '../../src/search/index.ts'
+} from '../../src/search/objective.ts'
+import { createLimiter } from '../../src/search/algorithms/concurrency.ts'
+import type { RubricEvaluation } from '../../src/search/evaluator.ts'
 import type { Candidate, Preference, PromptItem } from '../../src/search/types.ts'
 
 const candidate = (id: string, rank: number, source = 'base'): Candidate => ({

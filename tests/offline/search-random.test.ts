@@ -1,5 +1,7 @@
 import { describe, expect, it, vi } from 'vitest'
-import { createLimiter, derivedSeed, hash32, hashHex, mapConcurrent, Rng } from '../../src/search/index.ts'
+import { hashHex } from '../../src/search/index.ts'
+import { createLimiter, mapConcurrent } from '../../src/search/algorithms/concurrency.ts'
+import { derivedSeed, hash32, Rng } from '../../src/hash/index.ts'
 
 describe('Rng', () => {
   it('gives the same sequence for the same seed and a different one for another seed', () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { Rng, selectParents, type Ranked, type SelectionOptions } from '../../src/search/index.ts'
+import { Rng } from '../../src/hash/index.ts'
+import { selectParents, type Ranked, type SelectionOptions } from '../../src/search/algorithms/selection.ts'
 import type { SearchRubric } from '../../src/schemas/search-rubric.ts'
 
 const rubric = (text: string): SearchRubric => ({

@@ -11,7 +11,7 @@ import { beforeAll, describe, expect, it } from 'vitest'
 import { artifactId, RmArtifactBody } from '../../src/schemas/artifact.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'
 import { createApp } from '../../workers/app.ts'
-import { diffRubricVersions, diffWords, type DiffPart } from '../../workers/dashboard/index.ts'
+import { diffRubricVersions, diffWords, type DiffPart } from '../../workers/dashboard/rubric-diff.ts'
 import { makeLibraryArtifact } from '../support/library-artifact.ts'
 import { ADMIN_TOKEN, METADATA, call, createRun, rollout } from './helpers.ts'
 

@@ -125,6 +125,7 @@ async function readArtifact(db: D1Database, artifactId: string): Promise<AnyRmAr
 /**
  * How long an isolate serves a target's active deployment before reading D1 again: a deploy or rollback through
  * another isolate (another location) takes effect within this; through this isolate, at once.
+ * @internal
  */
 export const SERVING_DEPLOYMENT_TTL_MS = 2_000
 

@@ -5,4 +5,3 @@
  * HttpOnly cookie.
  */
 export { dashboardRoutes } from './routes.tsx'
-export { diffRubricVersions, diffWords, type DiffPart } from './rubric-diff.ts'

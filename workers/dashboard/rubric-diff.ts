@@ -33,6 +33,7 @@ const MAX_EDIT_LENGTH = 500
 /**
  * A word-level diff (jsdiff over words and the spaces between them), adjacent runs merged.
  * @example diffWords('Shows the steps.', 'Shows all key steps.') // 'Shows ', -'the', +'all key', ' steps.'
+ * @internal
  */
 export function diffWords(before: string, after: string): DiffPart[] {
   const changes = diffWordsWithSpace(before, after, { maxEditLength: MAX_EDIT_LENGTH })

@@ -21,7 +21,10 @@ export const STEP_SUBJECT = 'step'
 /** D1 binds at most 100 parameters per statement; a memory row binds 9. */
 const ROWS_PER_INSERT = 10
 
-/** The longest memory search text a client may send: a query is a phrase, and embedding a book costs the Worker. */
+/**
+ * The longest memory search text a client may send: a query is a phrase, and embedding a book costs the Worker.
+ * @internal
+ */
 export const MAX_MEMORY_QUERY_CHARS = 2_000
 
 /**

@@ -25,6 +25,7 @@ const knownTokens = new LRUCache<
 /**
  * How long an isolate trusts a run token it checked before asking D1 again: a token revoked in another isolate is
  * refused everywhere within this time (in the isolate that revoked it, at once).
+ * @internal
  */
 export const RUN_TOKEN_RECHECK_MS = 10_000
 

@@ -9,6 +9,7 @@ const MIB = 1024 * 1024
  * The largest body each kind of route takes. Batch routes carry a trainer's whole rollout batch (OpenRLHF up to 0.9
  * sends one per reward URL: 2–16 MB is usual); a single rollout may hold 200,000-character texts that clients send
  * `\u`-escaped (6 bytes a character); everything else is small.
+ * @internal
  */
 export const BODY_LIMITS = { batch: 16 * MIB, rollout: 4 * MIB, other: MIB } as const
 export type BodyLimitKind = keyof typeof BODY_LIMITS
@@ -62,6 +63,7 @@ export function leaveBodyUnread(): MiddlewareHandler<AppEnv> {
  * The most of an unread body an answer still reads, after it was decided without the body, so that a keep-alive
  * client keeps its connection: a small request refused, sent to an unknown route, or answered before its handler
  * needed the body. A larger (or unannounced) body is never read by the Worker.
+ * @internal
  */
 export const MAX_DRAINED_BYTES = 128 * 1024
 

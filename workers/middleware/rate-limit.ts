@@ -96,6 +96,7 @@ function periodOf(env: Env): number {
  * Whole seconds until the current fixed window of `periodS` seconds ends (at least 1): when the caller's budget is
  * back.
  * @example secondsToWindowEnd(10, 1_700_000_003_500) // 7
+ * @internal
  */
 export function secondsToWindowEnd(periodS: number, now = Date.now()): number {
   return Math.max(1, Math.ceil((periodS * 1_000 - (now % (periodS * 1_000))) / 1_000))

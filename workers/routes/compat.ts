@@ -23,6 +23,7 @@ const TOO_MANY_SAMPLES = `at most ${MAX_ROLLOUTS_PER_BATCH} samples per request:
 /**
  * Training metadata for trainers that send none: OpenRLHF, slime and group callers have no such field. A request
  * may still send a (partial) `metadata` object; what it leaves out comes from here.
+ * @internal
  */
 export const DEFAULT_TRAINING_METADATA: TrainingMetadata = {
   high_level_goal: 'general',
@@ -51,6 +52,7 @@ const PromptInput = z.union([
  * The body of `POST /compat/openrlhf` (OpenRLHF `--reward.remote_url` / `--remote_rm_url`): `query` is the decoded
  * prompt+response, `prompts` the prompt, `labels` the dataset label, all parallel.
  * @example OpenRlhfRequest.parse({ query: ['Q: 2+2? A: 4'], prompts: ['Q: 2+2? A:'], labels: ['4'] })
+ * @internal
  */
 export const OpenRlhfRequest = z.object({
   query: z.array(Text).max(MAX_ROLLOUTS_PER_BATCH, TOO_MANY_SAMPLES),
@@ -62,6 +64,7 @@ export const OpenRlhfRequest = z.object({
 /**
  * The body of `POST /compat/slime` (slime `--rm-type remote_rm --rm-url`).
  * @example SlimeRequest.parse({ prompt: 'What is 2+2?', response: '4', label: '4' })
+ * @internal
  */
 export const SlimeRequest = z.object({
   prompt: PromptInput,
@@ -73,6 +76,7 @@ export const SlimeRequest = z.object({
 /**
  * The body of `POST /score/group`: the responses of one GRPO group to one prompt.
  * @example GroupRequest.parse({ prompt: 'What is 2+2?', responses: ['4', '5'], reference: '4' })
+ * @internal
  */
 export const GroupRequest = z.object({
   prompt: PromptInput,
@@ -223,6 +227,7 @@ const TRAILING_SPECIAL_TOKENS = new RegExp(String.raw`(?:\s*(?:${END_OF_TURN_TOK
  * or, when tokenisation or left truncation changed the prompt's head, after the prompt's last 256 characters; the
  * whole query when neither is found. Trailing end-of-turn tokens are dropped.
  * @example responseOf('<|user|>2+2?<|assistant|>4<|im_end|>', '<|user|>2+2?<|assistant|>') // '4'
+ * @internal
  */
 export function responseOf(query: string, prompt: string): string {
   let response = query
@@ -241,6 +246,7 @@ export function responseOf(query: string, prompt: string): string {
  * GRPO advantages within one group: (s − mean) / (std + 1e-6), with the sample standard deviation (n − 1, as
  * `torch.std` in TRL and verl); all zeros when the scores do not vary (or the group has one member).
  * @example groupAdvantages([1, 0]) // [0.7071…, -0.7071…]
+ * @internal
  */
 export function groupAdvantages(scores: readonly number[]): number[] {
   const n = scores.length
@@ -258,6 +264,7 @@ export function groupAdvantages(scores: readonly number[]): number[] {
  * @example
  * promptText([{ role: 'user', content: [{ type: 'text', text: 'What is shown?' }, { type: 'image_url' }] }])
  * // 'user: What is shown?\n[image]'
+ * @internal
  */
 export function promptText(prompt: z.infer<typeof PromptInput>): string {
   if (typeof prompt === 'string') return prompt

@@ -21,6 +21,7 @@ const MAX_RM_BATCH_ITEMS = 1_000
  * @example
  * const item = { prompt_id: 'p1', prompt: 'Q?', candidate: { candidate_id: 'c1', text: 'A.' } }
  * RmBatchRequest.parse({ items: [item] })
+ * @internal
  */
 export const RmBatchRequest = z.object({
   items: z

@@ -13,6 +13,7 @@ import { recordTelemetry } from '../telemetry/index.ts'
 /**
  * The body of `POST /score/batch`: `/score` bodies, scored together.
  * @example ScoreBatchRequest.parse({ items: [{ rollout: { id: 'r1', input: 'Q', output: 'A' }, metadata }] })
+ * @internal
  */
 export const ScoreBatchRequest = z.object({
   items: z

@@ -29,6 +29,7 @@ export interface AnalyzerInput {
  * reasons and the answer. Each data block is tagged with a hash of its own text.
  * @example const request = await buildAnalyzerRequest({ rollout, metadata, rubrics, score: 0.8, criteria, gradeMax: 10,
  *   locale: 'en' })
+ * @internal
  */
 export async function buildAnalyzerRequest(input: AnalyzerInput): Promise<ChatRequest> {
   const { rollout, metadata, rubrics, score, criteria, gradeMax, locale } = input
@@ -73,6 +74,7 @@ export async function buildAnalyzerRequest(input: AnalyzerInput): Promise<ChatRe
  * Reads an Analyzer reply: repaired JSON validated as `Analysis` (an unflagged verdict gets severity
  * `none`); anything else is an `invalid_reply`.
  * @example parseAnalyzerReply('```json\n{"overall_assessment": "ok", …}\n```')
+ * @internal
  */
 export function parseAnalyzerReply(text: string): Analysis {
   return parseReplyAs(Analysis, text, 'analyzer')

@@ -80,6 +80,7 @@ export function mockAnalyzerReply(input: AnalyzerMockInput): MockReply {
 /**
  * The analyzer mock's analysis as an object.
  * @example analyzeHeuristically(input).reward_hacking.flag // true for an answer that addresses the grader
+ * @internal
  */
 export function analyzeHeuristically(input: AnalyzerMockInput): Analysis {
   const { score, metadata } = input

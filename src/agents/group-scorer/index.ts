@@ -54,6 +54,7 @@ const GroupReply = z.union([
 /**
  * The group's chat request and, per response (in input order), the label the judge sees it under.
  * @example const { request, labels } = await buildGroupScorerRequest(input); labels[0] // 'A3'
+ * @internal
  */
 export async function buildGroupScorerRequest(
   input: GroupScorerInput,
@@ -131,6 +132,7 @@ export async function buildGroupScorerRequest(
  * input order.
  * @example parseGroupScorerReply('{"answers":[{"label":"A1","grades":[{"rubric_id":"a","grade":7}]}]}', ['A1'], [a],
  *   10)
+ * @internal
  */
 export function parseGroupScorerReply(
   text: string,

@@ -8,6 +8,7 @@ import { dataBoundary, parseReplyAs, rubricLines, runAgent } from '../run-agent.
 import { runSummarizer, statsValues, withStats } from '../summarizer/index.ts'
 import { mockMetaSummarizerReply } from './mock.ts'
 
+/** @internal */
 export interface MetaSummarizerInput {
   /** The run's prompt overrides, keyed `<locale>/<name>` (see RunConfig.prompts). */
   prompts?: PromptOverrides
@@ -41,6 +42,7 @@ function mergeStats(parts: readonly ScoreStats[]): ScoreStats {
  * The MetaSummarizer's request: rubrics and the step's combined numbers first, then the chunk
  * summaries (model-written text) inside data markers, one JSON object per line.
  * @example const request = await buildMetaSummarizerRequest({ summaries, rubrics, step: 3, locale: 'en' })
+ * @internal
  */
 export async function buildMetaSummarizerRequest(input: MetaSummarizerInput): Promise<ChatRequest> {
   const { summaries, rubrics, step, locale } = input
@@ -75,6 +77,7 @@ export async function buildMetaSummarizerRequest(input: MetaSummarizerInput): Pr
  * Reads a MetaSummarizer reply into a `BatchSummary` with the chunks' merged stats; example ids are
  * kept only when they are among `knownIds` (default: the chunks' own examples).
  * @example parseMetaSummarizerReply(reply.text, summaries)
+ * @internal
  */
 export function parseMetaSummarizerReply(
   text: string,
@@ -92,6 +95,7 @@ export function parseMetaSummarizerReply(
 /**
  * Consolidates chunk summaries into one: one call, retried on transport failures and invalid replies.
  * @example const summary = await runMetaSummarizer(model, { summaries, rubrics, step: 3, locale: 'en' })
+ * @internal
  */
 export async function runMetaSummarizer(
   model: ChatModel,

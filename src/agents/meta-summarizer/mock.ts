@@ -15,6 +15,7 @@ export function mockMetaSummarizerReply(summaries: BatchSummary[], step: number)
 /**
  * The meta-summarizer mock's consolidation of chunk summaries, as an object.
  * @example consolidateHeuristically(summaries, 3).reward_hacking.count // the chunks' counts added
+ * @internal
  */
 export function consolidateHeuristically(summaries: BatchSummary[], step: number): BatchSummaryReply {
   const total = summaries.reduce((sum, summary) => sum + summary.stats.rollouts, 0)

@@ -21,6 +21,7 @@ export interface QueryGeneratorInput {
  * The QueryGenerator's request: rubrics, the step's numbers and the cap first, then the step summary
  * (model-written text) inside data markers.
  * @example const request = await buildQueryGeneratorRequest({ summary, rubrics, maxQueries: 5, locale: 'en' })
+ * @internal
  */
 export async function buildQueryGeneratorRequest(input: QueryGeneratorInput): Promise<ChatRequest> {
   const { summary, rubrics, maxQueries, locale } = input
@@ -56,6 +57,7 @@ export async function buildQueryGeneratorRequest(input: QueryGeneratorInput): Pr
  * Reads a QueryGenerator reply: non-empty queries, de-duplicated (case, spacing and end punctuation
  * ignored), capped at `maxQueries`. No query at all is an `invalid_reply`.
  * @example parseQueryReply('{"queries": ["keyword stuffing", "Keyword stuffing.", ""]}', 5) // ['keyword stuffing']
+ * @internal
  */
 export function parseQueryReply(text: string, maxQueries: number): string[] {
   const seen = new Set<string>()

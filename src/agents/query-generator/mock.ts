@@ -14,6 +14,7 @@ export function mockQueryGeneratorReply(summary: BatchSummary, maxQueries: numbe
 /**
  * The query generator mock's queries, as an object: at least one, at most `maxQueries`.
  * @example queriesHeuristically(summary, 2).queries.length // ≤ 2
+ * @internal
  */
 export function queriesHeuristically(summary: BatchSummary, maxQueries: number): QueryList {
   const queries: string[] = []

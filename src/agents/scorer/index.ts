@@ -14,8 +14,6 @@ import { mockScorerReply } from './mock.ts'
 /** What the scorer writes per criterion besides its grade: nothing, or one short sentence. */
 export type ScorerReasons = 'none' | 'short'
 
-export { parseLenientJson }
-
 export interface ScorerInput {
   /** The run's prompt overrides, keyed `<locale>/<name>` (see RunConfig.prompts). */
   prompts?: PromptOverrides

@@ -20,6 +20,7 @@ export interface SummarizerInput {
 /**
  * The harness's own numbers about a batch of analyses (count, score range, flagged), never asked of a model.
  * @example scoreStats([{ rollout_id: 'r1', score: 0.5, analysis }]) // { rollouts: 1, mean_score: 0.5, … }
+ * @internal
  */
 export function scoreStats(analyses: readonly AnalysisRecord[]): ScoreStats {
   if (analyses.length === 0) return { rollouts: 0, mean_score: 0, min_score: 0, max_score: 0, flagged: 0 }
@@ -37,6 +38,7 @@ export function scoreStats(analyses: readonly AnalysisRecord[]): ScoreStats {
  * The Summarizer's request for one step of one instance. Instructions, rubrics and the numbers come
  * first; the analyses (which quote rollout text) sit inside data markers, one JSON object per line.
  * @example const request = await buildSummarizerRequest({ analyses, rubrics, step: 3, locale: 'en' })
+ * @internal
  */
 export async function buildSummarizerRequest(input: SummarizerInput): Promise<ChatRequest> {
   const { analyses, rubrics, step, locale } = input
@@ -75,6 +77,7 @@ export async function buildSummarizerRequest(input: SummarizerInput): Promise<Ch
  * Reads a Summarizer reply into a `BatchSummary`: validated, example ids kept only when they name an
  * analysed rollout, the hacking count held to the number of rollouts, and the harness's stats attached.
  * @example parseSummarizerReply(reply.text, analyses)
+ * @internal
  */
 export function parseSummarizerReply(text: string, analyses: readonly AnalysisRecord[]): BatchSummary {
   return withStats(

@@ -19,6 +19,7 @@ export function mockSummarizerReply(records: AnalysisRecord[], step: number): Mo
 /**
  * The summarizer mock's summary of one step's analyses, as an object.
  * @example summarizeHeuristically(analyses, 3).reward_hacking.count // 2
+ * @internal
  */
 export function summarizeHeuristically(records: AnalysisRecord[], step: number): BatchSummaryReply {
   const total = records.length

@@ -4,7 +4,10 @@ import { RubricUpdate } from '../../schemas/agents.ts'
 import type { Rubric } from '../../schemas/rubric.ts'
 import { PENALTY_LABEL } from '../run-agent.ts'
 
-/** The most adaptive rubrics one instance may hold. */
+/**
+ * The most adaptive rubrics one instance may hold.
+ * @internal
+ */
 export const MAX_ADAPTIVE_RUBRICS = 50
 /** Bounds of an adaptive rubric's weight; proposals outside are brought inside and logged. */
 const MIN_RUBRIC_WEIGHT = 0.1

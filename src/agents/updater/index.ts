@@ -8,7 +8,7 @@ import { dataBoundary, orNone, parseReplyAs, rubricLines, runAgent, stageLabel }
 import { statsValues, summaryForPrompt } from '../summarizer/index.ts'
 import { mockUpdaterReply } from './mock.ts'
 
-export { applyRubricUpdate, MAX_ADAPTIVE_RUBRICS } from './apply.ts'
+export { applyRubricUpdate } from './apply.ts'
 export type { RubricDiff } from './apply.ts'
 
 export interface UpdaterInput {
@@ -33,6 +33,7 @@ export interface UpdaterInput {
  * first; the step summary and the memories block (model-written text) inside data markers.
  * @example const request = await buildUpdaterRequest({ rubrics, summary, memories, step: 4, stage: 'early', locale:
  *   'en' })
+ * @internal
  */
 export async function buildUpdaterRequest(input: UpdaterInput): Promise<ChatRequest> {
   const { rubrics, summary, memories, step, stage, goal = '', locale } = input
@@ -100,6 +101,7 @@ function healthLines(adaptive: readonly Rubric[], health: readonly CriterionStep
  * Whether its items may be applied is `applyRubricUpdate`'s decision, item by item.
  * @example parseUpdaterReply('{"strategy": "corrective", "consulted_memories": [], "rationale": "…", "modifications":
  *   [], "final_adaptive": []}')
+ * @internal
  */
 export function parseUpdaterReply(text: string): RubricUpdate {
   return parseReplyAs(RubricUpdate, text, 'updater')

@@ -64,6 +64,7 @@ class Proposal {
 /**
  * The updater mock's proposal, as an object.
  * @example updateHeuristically({ rubrics, summary, memories: '', stage: 'early' }).strategy // 'CORRECTIVE'
+ * @internal
  */
 export function updateHeuristically({ rubrics, summary, memories, stage }: UpdaterMockInput): RubricUpdate {
   const proposal = new Proposal(rubrics.filter((rubric) => !rubric.is_anchor))

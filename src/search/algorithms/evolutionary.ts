@@ -27,6 +27,7 @@ import type { GlobalBatchState, PromptResult, StopReason } from './state.ts'
 /**
  * The schedule options a search configuration implies.
  * @example new MutationScheduler(scheduleOptions(config))
+ * @internal
  */
 export function scheduleOptions(config: SearchConfig): ScheduleOptions {
   return {

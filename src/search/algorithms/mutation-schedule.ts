@@ -55,6 +55,7 @@ const perMode = <T>(value: (mode: MutationMode) => T) =>
 /**
  * The mode whose cumulative probability first exceeds r ∈ [0, 1) (the last mode as a fallback).
  * @example roulette({ raise_bar: 1, decompose: 0, … }, 0.5) // 'raise_bar'
+ * @internal
  */
 export function roulette(probabilities: Record<MutationMode, number>, r: number): MutationMode {
   let cumulative = 0

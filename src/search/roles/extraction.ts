@@ -28,6 +28,7 @@ import {
  * The trimmed, non-empty `<tag>…</tag>` segments of `text` (case-insensitive, across lines, non-greedy), joined;
  * the original text when there are none.
  * @example extractTag('a <content> x </content> b <CONTENT>y</CONTENT>', 'content', ' | ') // 'x | y'
+ * @internal
  */
 export function extractTag(text: string, tag = 'content', join = DEFAULT_JOIN): string {
   if (!TAG_NAME.test(tag)) throw new RangeError(`extractTag: "${tag}" is not a tag name`)
@@ -42,6 +43,7 @@ export function extractTag(text: string, tag = 'content', join = DEFAULT_JOIN): 
  * Every match of `pattern` (compiled dot-all, matched in linear time by RE2; group 1 when the pattern has a group),
  * trimmed, non-empty, joined; the original text when nothing matches.
  * @example extractRegex('Q: one\nQ: two', 'Q: (\\w+)', ',') // 'one,two'
+ * @internal
  */
 export function extractRegex(text: string, pattern: string, join = DEFAULT_JOIN): string {
   const regex = compileLinear(pattern)
@@ -57,6 +59,7 @@ export function extractRegex(text: string, pattern: string, join = DEFAULT_JOIN)
  * blocks (and without everything up to a stray `</think>` whose opening tag was in the chat template), trimmed;
  * the original text when that leaves nothing.
  * @example extractAnswer('<think>hmm</think> The answer is 4.') // 'The answer is 4.'
+ * @internal
  */
 export function extractAnswer(text: string): string {
   const answers = joined(

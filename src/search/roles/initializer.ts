@@ -43,6 +43,7 @@ interface RequestOptions {
  * The initializer's request: instructions and the grade scale (system), then the prompt and up to 4 sample answer
  * texts inside data markers, picked and ordered by a PRNG seeded from `seed`. No candidate id, source or label.
  * @example const request = await buildInitializerRequest(item, { seed: 7, locale: 'en', gradeMax: 10 })
+ * @internal
  */
 export async function buildInitializerRequest(item: PromptItem, options: RequestOptions): Promise<ChatRequest> {
   const { seed, locale, gradeMax } = options
@@ -83,6 +84,7 @@ export async function buildInitializerRequest(item: PromptItem, options: Request
  * unique ids and positive weights, renormalised to sum 1. Anything else is an `invalid_reply`.
  * @example parseInitializerReply('{"rubric": {"criteria": ["Correct.", "Clear.", "Cites sources."]}}') // 3 criteria,
  *   weights 1/3
+ * @internal
  */
 export function parseInitializerReply(text: string): Criterion[] {
   const payload = parseReplyAs(RubricReply, text, 'initializer')

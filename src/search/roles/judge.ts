@@ -134,6 +134,7 @@ const JudgeReply = z.preprocess(
 /**
  * Reads one judge reply: 1 when answer A is better, -1 when B is, 0 for a tie.
  * @example parseJudgeReply('```json\n{"winner": "b"}\n```') // -1
+ * @internal
  */
 export function parseJudgeReply(text: string): Preference {
   const { winner } = parseReplyAs(JudgeReply, text, 'judge')
@@ -161,6 +162,7 @@ export interface JudgeStats {
  * Reconciles the two orders of a pair: `forward` judged (left=A, right=B), `backward` judged (right=A, left=B).
  * Agreement keeps the verdict; disagreement is a tie.
  * @example reconcile(1, -1) // 1: left won in both positions
+ * @internal
  */
 export function reconcile(forward: Preference, backward: Preference): Preference {
   return forward === flip(backward) ? forward : 0
@@ -267,6 +269,7 @@ export class LlmPairJudge implements PreferenceJudge {
  * Rank judge: the lower rank wins (1 = best), equal ranks tie; when either rank is missing, `fallback` decides
  * (0 without one). Reads labels, so it is never an LLM.
  * @example await new RankJudge(new HeuristicJudge()).compare({ item, left, right })
+ * @internal
  */
 export class RankJudge implements PreferenceJudge {
   readonly kind = 'rank' as const
@@ -288,6 +291,7 @@ export class RankJudge implements PreferenceJudge {
  * Quality judge: the higher quality wins, a difference under 1e-9 ties; when either quality is missing, `fallback`
  * decides (0 without one). Reads labels, so it is never an LLM.
  * @example await new QualityJudge().compare({ item, left, right })
+ * @internal
  */
 export class QualityJudge implements PreferenceJudge {
   readonly kind = 'quality' as const
@@ -309,6 +313,7 @@ export class QualityJudge implements PreferenceJudge {
  * The mock backend's judge (autosr's HeuristicPreferenceJudge without the source bonus): quality when both
  * candidates have one, else `textStructureScore` of the texts (length and structure). Never reads `source`.
  * @example await new HeuristicJudge().compare({ item, left, right })
+ * @internal
  */
 export class HeuristicJudge implements PreferenceJudge {
   readonly kind = 'heuristic' as const

@@ -55,6 +55,7 @@ export interface SearchJudgeInput {
  * The prompt's keywords: runs of 4+ ASCII letters in the lower-cased prompt, most frequent first, ties
  * alphabetically; at most `limit`. A prompt without any (e.g. Chinese) gets the 8-hex-digit hash of its text.
  * @example promptKeywords('Write a haiku about autumn leaves, autumn rain.') // ['autumn', 'about', 'haiku', 'leaves']
+ * @internal
  */
 export function promptKeywords(prompt: string, limit = 4): string[] {
   const counts = new Map<string, number>()
@@ -79,6 +80,7 @@ const criterion = (fields: Partial<Criterion> & Pick<Criterion, 'criterion_id' |
  * weights 0.35/0.25/0.25/0.15.
  * @example heuristicCriteria('Explain recursion.').map((c) => c.criterion_id) // ['task_fit', 'structure',
  *   'specificity', 'safety_style']
+ * @internal
  */
 export function heuristicCriteria(prompt: string): Criterion[] {
   const keywords = promptKeywords(prompt)
@@ -143,6 +145,7 @@ const COUNTER_CHECKS = ['however', 'limit', 'trade-off', 'risk', 'edge case']
  * - counterexample_trigger: adds `counterexample_<n>` (limitations, trade-offs, risks), or strengthens it;
  * - weight_perturb: each weight × (1 + U[−0.15, 0.2]), at least 0.01; texts and ids unchanged.
  * @example mutateCriteria(rubric.criteria, 'decompose', seededRandom('propose', 7))
+ * @internal
  */
 export function mutateCriteria(
   criteria: readonly Criterion[],
@@ -197,7 +200,10 @@ export function mutateCriteria(
   return out.map((item, index) => ({ ...item, weight: weights[index]! }))
 }
 
-/** The two answers a proposer contrasts (the current rubric's top and runner-up, not ground truth) and the prompt. */
+/**
+ * The two answers a proposer contrasts (the current rubric's top and runner-up, not ground truth) and the prompt.
+ * @internal
+ */
 export interface ContrastedAnswers {
   prompt: string
   top: string
@@ -211,6 +217,7 @@ const CONTRAST_TERMS = 3
  * The terms of `text` a criterion could check for: distinct lower-cased content words of 3+ characters (or with a
  * digit) that the prompt does not already contain, so an answer that only echoes the question earns nothing.
  * @example contentTerms('Sydney is the capital of Australia.', 'What is the capital of Australia?') // ['sydney']
+ * @internal
  */
 export function contentTerms(text: string, prompt: string): string[] {
   const asked = contentWords(prompt)
@@ -395,6 +402,7 @@ export function answerSearchPropose(task: SearchProposeInput): unknown {
  * `noise` flips the grade (g → gradeMax − g); noise 0 is fully deterministic.
  * @example heuristicGrades('First, because…', criteria, 10, seededRandom('v', 7, 0), 0) // { task_fit: 5, structure: 5,
  *   … }
+ * @internal
  */
 export function heuristicGrades(
   answer: string,

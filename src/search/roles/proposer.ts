@@ -49,6 +49,7 @@ export interface ProposalInput {
  * the current criteria as JSON, and the prompt and the two answer texts inside data markers.
  * @example const request = await buildProposerRequest({ item, rubric, mode: 'decompose', top, runnerUp, seed: 7 }, {
  *   locale: 'en' })
+ * @internal
  */
 export async function buildProposerRequest(
   input: ProposalInput,
@@ -106,6 +107,7 @@ export async function buildProposerRequest(
  * anti_fluff: a new or changed criterion with negative examples. weight_perturb: the same ids and texts, in order.
  * @example modeContractViolation(parent.criteria, child.criteria, 'weight_perturb') // 'weight_perturb changed the text
  *   of "c1"'
+ * @internal
  */
 export function modeContractViolation(
   parent: readonly Criterion[],
@@ -164,6 +166,7 @@ function contentKey(criterion: Criterion): string {
  * positive weights, 1..MAX_CRITERIA, renormalised) and, unless disabled, the mode contract. Anything else is an
  * `invalid_reply`.
  * @example parseProposerReply(replyText, parent, 'anti_fluff')
+ * @internal
  */
 export function parseProposerReply(
   text: string,

@@ -142,6 +142,7 @@ export function validateCriteria(
 /**
  * A rubric id without the `_m<hash8>` suffixes mutations add: the base every descendant's id starts from.
  * @example rubricBaseId('p1_r0_m3fa9c012') // 'p1_r0'
+ * @internal
  */
 export function rubricBaseId(rubricId: string): string {
   return rubricId.replace(/(?:_m[0-9a-f]{8})+$/, '') || rubricId

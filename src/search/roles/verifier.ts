@@ -38,6 +38,7 @@ export interface GradeInput {
 /**
  * The verifier's request for one vote on one candidate.
  * @example const request = await buildVerifierRequest({ item, candidate, rubric, vote: 0, seed: 7 }, { locale: 'en' })
+ * @internal
  */
 export async function buildVerifierRequest(
   input: GradeInput,
@@ -138,6 +139,7 @@ const NA_WORDS = new Set(['n/a', 'na', 'null', 'none', 'not applicable', '-'])
  * unknown ids in a `grades` map. Anything else is an `invalid_reply`, never a silent 0.
  * @example parseVerifierReply('{"grades": {"task_fit": 8, "structure": "n/a"}}', rubric) // { task_fit: 8, structure:
  *   null }
+ * @internal
  */
 export function parseVerifierReply(text: string, rubric: SearchRubric): CriterionGrades {
   const { grade_max: gradeMax, allow_na: allowNa } = rubric.grading_protocol
