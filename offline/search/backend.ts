@@ -130,9 +130,15 @@ function mockBackend(options: BackendOptions): Backend {
     max_tokens: options.maxTokens,
     seed: options.seed,
   }
-  const model: ChatModel = Object.assign(options.mockLatencyMs ? withLatency(mock, options.mockLatencyMs) : mock, {
-    sampling,
-  })
+  // Its proposer samples: each request's seed draws what it proposes, and the reply cache (which leaves the seed out of
+  // its key at temperature 0) keeps the first answer to a question asked again in the run. The run's seed decides
+  // which answer that is, so it is part of the id (as the noise is, not of the recorded model name): runs with other
+  // seeds never take each other's answers from one cache.
+  const runSeeded: ChatModel = { id: `${mock.id}+seed=${options.seed}`, complete: (request) => mock.complete(request) }
+  const model: ChatModel = Object.assign(
+    options.mockLatencyMs ? withLatency(runSeeded, options.mockLatencyMs) : runSeeded,
+    { sampling },
+  )
   return {
     requested: options.backend,
     resolved: 'mock',
