@@ -395,8 +395,8 @@ export function answerSearchPropose(task: SearchProposeInput): unknown {
  * autosr's HeuristicVerifier on the integer scale 0..gradeMax, per criterion: a negative example present → 0; else
  * with check points, gradeMax × (hits ÷ half the check points, rounded up), capped at gradeMax; else gradeMax ×
  * words/50, capped. Rounded to integers. A check point or negative example counts only where the answer states it
- * whole (`mentions`: "20" is not in "2006", "1." not in "1.67"), as a judge reading the criterion would. Then, per criterion in order, a draw below
- * `noise` flips the grade (g → gradeMax − g); noise 0 is fully deterministic.
+ * whole (`mentions`: "20" is not in "2006", "1." not in "1.67"), as a judge reading the criterion would. Then, per
+ * criterion in order, a draw below `noise` flips the grade (g → gradeMax − g); noise 0 is fully deterministic.
  * @example heuristicGrades('First, because…', criteria, 10, seededRandom('v', 7, 0), 0) // { task_fit: 5, structure: 5,
  *   … }
  */
