@@ -118,17 +118,20 @@ describe('the mock search on examples/demo.json', () => {
     const seeds = [1, 2, 3, 7]
     const runs = []
     for (const seed of seeds) runs.push(await search(seed))
-    const objective = (output: SearchOutput, at: 0 | -1) =>
-      output.best_rubrics.reduce((sum, best) => sum + best.history.at(at)!, 0)
-    // Seed 1 keeps the best of its first generation (its objective stays flat); the others improve on theirs.
-    for (const index of [1, 2, 3]) {
-      const { output } = runs[index]!
-      expect(objective(output, -1), `seed ${seeds[index]}`).toBeGreaterThan(objective(output, 0))
+    for (const [index, { output }] of runs.entries()) {
+      const first = output.best_rubrics.reduce((sum, best) => sum + best.history[0]!, 0)
+      const last = output.best_rubrics.reduce((sum, best) => sum + best.history.at(-1)!, 0)
+      expect(last, `seed ${seeds[index]}`).toBeGreaterThan(first)
     }
     const sets = runs.map(({ output }) => rubricSet(output))
-    expect(new Set(sets.slice(0, 3)).size).toBe(3)
+    expect(new Set(sets.slice(0, 3)).size).toBeGreaterThanOrEqual(2)
     // docs/artifacts.md deploys seed 7's artifact, then seed 2's, then rolls back: two different rubric sets.
     expect(sets[1]).not.toBe(sets[3])
+    // The mock samples by each request's seed, and the reply cache keys on it: without the cache, the same rubrics.
+    const uncached = join(work, 'uncached', 'best-1.json')
+    const args = ['--dataset', 'examples/demo.json', '--backend', 'mock', '--seed', '1', '--no-cache']
+    expect((await runCli('search', ...args, '--output', uncached)).code).toBe(0)
+    expect(rubricSet(JSON.parse(readFileSync(uncached, 'utf8')) as SearchOutput)).toBe(sets[0])
 
     // `bench --scorer mock` grades with the search initializer's rubric: the first rubric of every search above.
     const initial = await heldOut('mock')
@@ -137,7 +140,7 @@ describe('the mock search on examples/demo.json', () => {
       expect((await runCli('export', '--search-output', file, '--out', artifact)).code).toBe(0)
       const searched = await heldOut(`artifact:${artifact}`)
       expect(searched.pairs, `seed ${seeds[index]}`).toBeGreaterThan(initial.pairs)
-      expect(searched.kway, `seed ${seeds[index]}`).toBeGreaterThanOrEqual(initial.kway)
+      expect(searched.kway, `seed ${seeds[index]}`).toBeGreaterThan(initial.kway)
     }
   }, 120_000)
 })
