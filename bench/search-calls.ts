@@ -21,7 +21,7 @@ import { parseSearchConfig, runSearch, type SearchConfigInput } from '../src/sea
 import { rubricKey } from '../src/search/evaluator.ts'
 import { createSearchRoles } from '../src/search/roles/index.ts'
 import type { PreferenceDataset } from '../src/search/types.ts'
-import type { ChatModel } from '../src/llm/types.ts'
+import type { ChatModel, ChatRequest } from '../src/llm/types.ts'
 
 const AUTOSR = { verifier: 4_320, judge: 642, proposer: 237 }
 const COMMAND = 'npx tsx bench/search-calls.ts'
@@ -56,19 +56,24 @@ function watchRepeats(models: Record<string, ChatModel>) {
   const asked = new Set<string>()
   const counter = { repeated: 0 }
   const wrappers = new Map<ChatModel, ChatModel>()
-  const wrap = (model: ChatModel): ChatModel => ({
-    id: model.id,
-    // The reply cache keys on the model's sampling settings: keep them visible through the wrapper.
-    ...('sampling' in model ? { sampling: model.sampling } : {}),
-    complete: (request) => {
-      if (request.role === 'proposer') {
-        const question = JSON.stringify(request.messages)
-        if (asked.has(question)) counter.repeated++
-        asked.add(question)
-      }
-      return model.complete(request)
-    },
-  })
+  // Counted as for a real model at temperature 0 (a question asked again is answered from the cache, whatever the
+  // seed), though the mock, which samples by the seed, declares no sampling settings of its own.
+  const sampling = (model: ChatModel) => ('sampling' in model ? model.sampling : { temperature: 0, max_tokens: 2048 })
+  const wrap = (model: ChatModel): ChatModel =>
+    Object.assign(
+      {
+        id: model.id,
+        complete: (request: ChatRequest) => {
+          if (request.role === 'proposer') {
+            const question = JSON.stringify(request.messages)
+            if (asked.has(question)) counter.repeated++
+            asked.add(question)
+          }
+          return model.complete(request)
+        },
+      },
+      { sampling: sampling(model) },
+    )
   for (const model of new Set(Object.values(models))) wrappers.set(model, wrap(model))
   const watched = Object.fromEntries(Object.entries(models).map(([role, model]) => [role, wrappers.get(model)!]))
   return { models: watched as typeof models, counter }

@@ -20,7 +20,6 @@ import {
   type EndpointConfig,
   type EndpointUsage,
   type RoleUsage,
-  type SamplingSettings,
 } from '../llm/index.ts'
 import { SearchInputError } from './errors.ts'
 import { SEARCH_ROLES, type BackendChoice } from './roles.ts'
@@ -123,16 +122,11 @@ function mockBackend(options: BackendOptions): Backend {
   // The noise changes the mock's answers but not the request text: it is part of the model's id, so of every cache key.
   const name = options.mockNoise > 0 ? `${MOCK_MODEL}+noise=${options.mockNoise}` : MOCK_MODEL
   const mock: ChatModel = new MockChatModel(name)
-  // The mock answers as a model sampled with the run's settings would: the reply cache keys on them (at temperature 0
-  // a question asked again with another seed is the same question).
-  const sampling: SamplingSettings = {
-    temperature: options.temperature,
-    max_tokens: options.maxTokens,
-    seed: options.seed,
-  }
-  const model: ChatModel = Object.assign(options.mockLatencyMs ? withLatency(mock, options.mockLatencyMs) : mock, {
-    sampling,
-  })
+  // The mock samples: its proposer draws what it proposes from each request's seed, as a model above temperature 0
+  // would. It declares no sampling settings, so the reply cache keys on that seed (a greedy model's cache would answer
+  // a question asked again from its first answer, whatever the seed): a run finds the same rubrics with the cache or
+  // without, and runs with other seeds never take each other's proposals from one cache.
+  const model: ChatModel = options.mockLatencyMs ? withLatency(mock, options.mockLatencyMs) : mock
   return {
     requested: options.backend,
     resolved: 'mock',

@@ -29,6 +29,30 @@ export function contentTokens(text: string): string[] {
 }
 
 /**
+ * The distinct lower-cased content words of a text with each number kept whole across its decimal points and clock
+ * colons ("177.8", "11:13:20", not "177" and "8"), stop words dropped: the terms a fact check would name.
+ * @example wordsAndNumbers('They meet at 11:13, about 177.8 km out.') // Set { 'they', 'meet', '11:13', 'about',
+ *   '177.8', 'km', 'out' }
+ */
+export function wordsAndNumbers(text: string): Set<string> {
+  const terms = text.toLowerCase().match(/[\p{L}\p{N}]+(?:[.:]\p{N}+)*/gu) ?? []
+  return new Set(terms.filter((term) => !STOP_WORDS.has(term)))
+}
+
+/**
+ * Whether `text` states `phrase` as a whole (case-insensitive): not inside a longer word or number, so "20" is not
+ * found in "2006", "13" not in "133" and the list marker "1." not in "1.67". An empty phrase is never found.
+ * @example mentions('Stockholm cut traffic by 20%.', '20') // true
+ * @example mentions('The scheme began in 2006.', '20') // false
+ */
+export function mentions(text: string, phrase: string): boolean {
+  const wanted = phrase.trim().toLowerCase()
+  if (wanted === '') return false
+  const escaped = wanted.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+  return new RegExp(`(?<![\\p{L}\\p{N}])${escaped}(?![\\p{L}\\p{N}])`, 'u').test(text.toLowerCase())
+}
+
+/**
  * Words of any kind, stop words included.
  * @example wordCount('The cat sat.') // 3
  */

@@ -9,7 +9,7 @@ import type { Criterion } from '../../schemas/search-rubric.ts'
 import { hex8, seededRandom } from '../../hash/index.ts'
 import { MAX_CRITERIA } from './rubric.ts'
 import { normalisedWeights } from './score.ts'
-import { contentWords } from '../../agents/mock-heuristics/words.ts'
+import { mentions, wordsAndNumbers } from '../../agents/mock-heuristics/words.ts'
 
 /** What the mock initializer reads: a first rubric for one prompt, from up to 4 unlabelled sample answers. */
 export interface SearchInitializeInput {
@@ -214,14 +214,18 @@ export interface ContrastedAnswers {
 const CONTRAST_TERMS = 3
 
 /**
- * The terms of `text` a criterion could check for: distinct lower-cased content words of 3+ characters (or with a
- * digit) that the prompt does not already contain, so an answer that only echoes the question earns nothing.
+ * The terms of `text` a criterion could check for: distinct lower-cased content words of 3+ characters and numbers
+ * of 2+, each number whole ("177.8", "11:13": a fact, where "177" or "13" would also be found in wrong answers), that
+ * the prompt does not already contain, so an answer that only echoes the question earns nothing.
  * @example contentTerms('Sydney is the capital of Australia.', 'What is the capital of Australia?') // ['sydney']
+ * @example contentTerms('They meet at 11:13, 177.8 km from A.', 'When do they meet?') // ['11:13', '177.8']
  * @internal
  */
 export function contentTerms(text: string, prompt: string): string[] {
-  const asked = contentWords(prompt)
-  return [...contentWords(text)].filter((word) => (word.length >= 3 || /\d/.test(word)) && !asked.has(word))
+  const asked = wordsAndNumbers(prompt)
+  return [...wordsAndNumbers(text)].filter(
+    (term) => (term.length >= 3 || (term.length >= 2 && /\d/.test(term))) && !asked.has(term),
+  )
 }
 
 /**
@@ -396,10 +400,11 @@ export function answerSearchPropose(task: SearchProposeInput): unknown {
 // verifier
 
 /**
- * autosr's HeuristicVerifier on the integer scale 0..gradeMax, per criterion on the lower-cased answer: a negative
- * example present → 0; else with check points, gradeMax × (hits ÷ half the check points, rounded up), capped at
- * gradeMax; else gradeMax × words/50, capped. Rounded to integers. Then, per criterion in order, a draw below
- * `noise` flips the grade (g → gradeMax − g); noise 0 is fully deterministic.
+ * autosr's HeuristicVerifier on the integer scale 0..gradeMax, per criterion: a negative example present → 0; else
+ * with check points, gradeMax × (hits ÷ half the check points, rounded up), capped at gradeMax; else gradeMax ×
+ * words/50, capped. Rounded to integers. A check point or negative example counts only where the answer states it
+ * whole (`mentions`: "20" is not in "2006", "1." not in "1.67"), as a judge reading the criterion would. Then, per
+ * criterion in order, a draw below `noise` flips the grade (g → gradeMax − g); noise 0 is fully deterministic.
  * @example heuristicGrades('First, because…', criteria, 10, seededRandom('v', 7, 0), 0) // { task_fit: 5, structure: 5,
  *   … }
  * @internal
@@ -416,10 +421,9 @@ export function heuristicGrades(
   const grades: Record<string, number> = {}
   for (const item of criteria) {
     let fraction: number
-    if (item.negative_examples.some((example) => example.trim() !== '' && text.includes(example.toLowerCase())))
-      fraction = 0
+    if (item.negative_examples.some((example) => mentions(text, example))) fraction = 0
     else if (item.check_points.length > 0) {
-      const hits = item.check_points.filter((point) => point.trim() !== '' && text.includes(point.toLowerCase())).length
+      const hits = item.check_points.filter((point) => mentions(text, point)).length
       fraction = Math.min(1, hits / Math.ceil(item.check_points.length / 2))
     } else fraction = Math.min(1, words / 50)
     let grade = Math.round(fraction * gradeMax)
