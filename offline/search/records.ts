@@ -5,12 +5,13 @@
  */
 import { execFile } from 'node:child_process'
 import { basename, dirname, extname, join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { canonicalJson } from '../../src/hash/index.ts'
 import { hashHex } from '../../src/search/index.ts'
 import { writeFileAtomic } from './atomic.ts'
 
 /** The repository root: where the replay script `cd`s to before `npx reward-harness`. */
-export const REPO_ROOT = resolve(import.meta.dirname, '../..')
+export const REPO_ROOT = resolve(fileURLToPath(import.meta.url), '../../..')
 
 /** Flags whose value is a path: made absolute in the normalised argv. */
 const PATH_FLAGS = [
