@@ -2,9 +2,10 @@
  * An OpenAI-compatible chat server in its own Node process: the Worker reaches it over loopback HTTP as it would
  * reach a vLLM server, and its CPU is not workerd's. `STUB_LATENCY_MS` (0) delays every answer as a judge would;
  * `STUB_PORT` fixes its port (else any free one); `STUB_REPLY` picks the reply: `scorer` (default, the /score
- * scorer's grade list) or `verifier` (a grade per criterion id, as the /rm verifier, the floor Worker of bench/rm.ts
- * and autosr's verifier read it) or `search` (every role of the rubric search, tests/support/search-stub.ts). Prints `{"port":n}` on stdout once listening; `GET /calls` answers how many
- * completions it served and `GET /bytes` the request bytes it read; exits when its stdin closes (the bench ended).
+ * scorer's grade list), `verifier` (a grade per criterion id, as the /rm verifier, the floor Worker of bench/rm.ts
+ * and autosr's verifier read it) or `search` (every role of the rubric search, tests/support/search-stub.ts). Prints
+ * `{"port":n}` on stdout once listening; `GET /calls` answers how many completions it served and `GET /bytes` the
+ * request bytes it read; exits when its stdin closes (the bench ended).
  * @example STUB_LATENCY_MS=20 STUB_REPLY=verifier node --import tsx bench/loopback-llm-stub.ts
  */
 import { createServer } from 'node:http'

@@ -12,7 +12,7 @@ const ROOT = fileURLToPath(new URL('../', import.meta.url))
 
 /**
  * A detached `git worktree` of `rev` in a temporary folder, sharing this checkout's node_modules, and how to remove it.
- * @example const before = checkoutRevision('5cf592e', 'bench-search-'); try { … before.root … } finally { before.remove() }
+ * @example const before = checkoutRevision('5cf592e', 'bench-search-') // then before.root; finally before.remove()
  */
 export function checkoutRevision(rev: string, prefix: string): { root: string; remove: () => void } {
   const root = mkdtempSync(join(tmpdir(), prefix))

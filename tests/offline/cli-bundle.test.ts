@@ -15,7 +15,9 @@ const ROOT = join(import.meta.dirname, '../..')
 
 /** Runs `main(argv)` of the bundle at `entry` in a child node (no tsx), from the repository root. */
 function runBundle(entry: URL, argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  const script = `const { main } = await import(${JSON.stringify(entry.href)}); process.exitCode = await main(${JSON.stringify(argv)})`
+  const script =
+    `const { main } = await import(${JSON.stringify(entry.href)}); ` +
+    `process.exitCode = await main(${JSON.stringify(argv)})`
   return new Promise((resolve) => {
     execFile(process.execPath, ['--input-type=module', '-e', script], { cwd: ROOT }, (error, out, err) =>
       resolve({ code: error ? Number(error.code ?? 1) : 0, out, err }),
