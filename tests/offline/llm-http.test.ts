@@ -46,7 +46,13 @@ describe('nodeHttpFetch', () => {
       fetch: nodeHttpFetch,
     })
     stub.script({ kind: 'status', status: 429, retryAfterSeconds: 3 })
-    const refused = await model.complete({ messages: [{ role: 'user', content: 'x' }] }).catch((error) => error)
+    const request = {
+      role: 'verifier',
+      task: 'search_verify',
+      json: true,
+      messages: [{ role: 'user' as const, content: 'x' }],
+    }
+    const refused = await model.complete(request).catch((error) => error)
     expect(refused).toBeInstanceOf(LlmError)
     expect(refused).toMatchObject({ kind: 'rate_limited', retryAfterSeconds: 3 })
   })
