@@ -3,7 +3,10 @@ export { Rng, type RngState, seededRandom, shuffle } from './random.ts'
 
 const encoder = new TextEncoder()
 
-/** `node:crypto`'s createHash where the runtime hands it out synchronously (`process.getBuiltinModule`). */
+/**
+ * `node:crypto`'s createHash where the runtime hands it out synchronously (`process.getBuiltinModule`: Node, and workerd
+ * under `nodejs_compat`); the digest is the same.
+ */
 type CreateHash = (algorithm: 'sha256') => { update(text: string): { digest(encoding: 'hex'): string } }
 const createHash = (
   globalThis as { process?: { getBuiltinModule?: (id: string) => { createHash?: CreateHash } | undefined } }
@@ -11,7 +14,7 @@ const createHash = (
 
 /**
  * Hex SHA-256 of a string: in place with `node:crypto` where the runtime offers it (Node's Web Crypto digest goes
- * through the thread pool, several times the CPU of the hash itself for a prompt-sized text), else with Web Crypto.
+ * through the libuv thread pool: about 4× the CPU of the hash itself for a prompt-sized text), else with Web Crypto.
  * @example await sha256Hex('abc') // 'ba7816bf…'
  */
 export async function sha256Hex(text: string): Promise<string> {
