@@ -4,8 +4,8 @@ export { Rng, type RngState, seededRandom, shuffle } from './random.ts'
 const encoder = new TextEncoder()
 
 /**
- * `node:crypto`'s createHash where the runtime hands it out synchronously (`process.getBuiltinModule`: Node, and workerd
- * under `nodejs_compat`); the digest is the same.
+ * `node:crypto`'s createHash where the runtime hands it out synchronously (`process.getBuiltinModule`: Node, and
+ * workerd under `nodejs_compat`); the digest is the same.
  */
 type CreateHash = (algorithm: 'sha256') => { update(text: string): { digest(encoding: 'hex'): string } }
 const createHash = (
