@@ -16,10 +16,7 @@
  * A revision given by `--before` is checked out with `git worktree add` into a temporary folder that shares this
  * tree's node_modules, and its modules are imported from there.
  */
-import { execFileSync } from 'node:child_process'
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
-import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
@@ -27,6 +24,7 @@ import { encode } from 'gpt-tokenizer'
 import { seededRandom } from '../src/hash/index.ts'
 import { chatMl, PrefixCache } from './prefix-cache.ts'
 import { chatCompletion, type ChatCompletionBody } from '../tests/support/llm-stub.ts'
+import { checkoutRevision } from './worktree.ts'
 
 const PROMPTS = 8
 const GROUP = 16
@@ -461,20 +459,6 @@ async function measureRevision(root: string, label: string): Promise<Map<string,
   return results
 }
 
-function checkout(rev: string): { root: string; remove: () => void } {
-  const repo = resolve(import.meta.dirname, '..')
-  const root = mkdtempSync(join(tmpdir(), 'bench-judge-'))
-  execFileSync('git', ['-C', repo, 'worktree', 'add', '--detach', '--quiet', root, rev], { stdio: 'inherit' })
-  symlinkSync(join(repo, 'node_modules'), join(root, 'node_modules'), 'dir')
-  return {
-    root,
-    remove: () => {
-      execFileSync('git', ['-C', repo, 'worktree', 'remove', '--force', root])
-      rmSync(root, { recursive: true, force: true })
-    },
-  }
-}
-
 const pct = (value: number) => `${(value * 100).toFixed(1)} %`
 
 async function main() {
@@ -482,7 +466,7 @@ async function main() {
   const after = await measureRevision(resolve(import.meta.dirname, '..'), 'this tree')
   let before: Map<string, Measured> | undefined
   if (values.before) {
-    const checkedOut = checkout(values.before)
+    const checkedOut = checkoutRevision(values.before, 'bench-judge-')
     try {
       before = await measureRevision(checkedOut.root, values.before)
     } finally {

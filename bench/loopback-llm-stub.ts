@@ -2,17 +2,20 @@
  * An OpenAI-compatible chat server in its own Node process: the Worker reaches it over loopback HTTP as it would
  * reach a vLLM server, and its CPU is not workerd's. `STUB_LATENCY_MS` (0) delays every answer as a judge would;
  * `STUB_PORT` fixes its port (else any free one); `STUB_REPLY` picks the reply: `scorer` (default, the /score
- * scorer's grade list) or `verifier` (a grade per criterion id, as the /rm verifier, the floor Worker of bench/rm.ts
- * and autosr's verifier read it). Prints `{"port":n}` on stdout once listening; `GET /calls` answers how many
- * completions it served and `GET /bytes` the request bytes it read; exits when its stdin closes (the bench ended).
+ * scorer's grade list), `verifier` (a grade per criterion id, as the /rm verifier, the floor Worker of bench/rm.ts
+ * and autosr's verifier read it) or `search` (every role of the rubric search, tests/support/search-stub.ts). Prints
+ * `{"port":n}` on stdout once listening; `GET /calls` answers how many completions it served and `GET /bytes` the
+ * request bytes it read; exits when its stdin closes (the bench ended).
  * @example STUB_LATENCY_MS=20 STUB_REPLY=verifier node --import tsx bench/loopback-llm-stub.ts
  */
 import { createServer } from 'node:http'
 import { chatCompletion, contentText, gradeAllRubrics, type ChatCompletionBody } from '../tests/support/llm-stub.ts'
+import { searchResponder } from '../tests/support/search-stub.ts'
 
 const latencyMs = Number(process.env.STUB_LATENCY_MS ?? 0)
 const grade = Number(process.env.STUB_GRADE ?? 7)
-const reply = process.env.STUB_REPLY === 'verifier' ? gradeEachCriterion : gradeAllRubrics(grade)
+const REPLIES = { verifier: gradeEachCriterion, search: searchResponder } as const
+const reply = REPLIES[process.env.STUB_REPLY as keyof typeof REPLIES] ?? gradeAllRubrics(grade)
 let calls = 0
 let bytes = 0
 
@@ -29,6 +32,9 @@ function gradeEachCriterion(body: ChatCompletionBody): string {
 const server = createServer(async (req, res) => {
   if (req.method === 'GET' && req.url === '/calls') return void res.end(String(calls))
   if (req.method === 'GET' && req.url === '/bytes') return void res.end(String(bytes))
+  // The search's endpoint pool probes its endpoints before it sends work.
+  if (req.method === 'GET' && req.url?.endsWith('/models'))
+    return void res.end(JSON.stringify({ object: 'list', data: [{ id: 'stub-model', object: 'model' }] }))
   const chunks: Buffer[] = []
   for await (const chunk of req) chunks.push(chunk as Buffer)
   const raw = Buffer.concat(chunks)

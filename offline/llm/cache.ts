@@ -102,6 +102,11 @@ export class CachedChatModel implements ChatModel {
   readonly #model: ChatModel
   readonly #sampling: SamplingSettings | undefined
   readonly #db: Database.Database
+  /** Prepared once: compiling the statement per lookup cost more than the lookup. */
+  readonly #select: Database.Statement<
+    [string],
+    { text: string; model: string; prompt_tokens: number; completion_tokens: number }
+  >
   readonly #inFlight = new Map<string, Promise<ChatResponse>>()
   readonly #flushIntervalMs: number
   readonly #stats: Omit<CacheStats, 'entries' | 'pending_writes'>
@@ -117,6 +122,7 @@ export class CachedChatModel implements ChatModel {
     this.id = options.model.id
     this.file = file
     this.#db = db
+    this.#select = db.prepare('SELECT text, model, prompt_tokens, completion_tokens FROM replies WHERE key = ?')
     this.#sampling = options.sampling ?? (options.model as { sampling?: SamplingSettings }).sampling
     this.#flushIntervalMs = options.flushIntervalMs ?? 50
     this.#entries = (db.prepare('SELECT count(*) AS n FROM replies').get() as { n: number }).n
@@ -273,9 +279,7 @@ export class CachedChatModel implements ChatModel {
   #lookup(key: string): StoredReply | undefined {
     const pending = this.#pending.get(key)
     if (pending) return pending.row?.reply
-    const row = this.#db
-      .prepare('SELECT text, model, prompt_tokens, completion_tokens FROM replies WHERE key = ?')
-      .get(key) as { text: string; model: string; prompt_tokens: number; completion_tokens: number } | undefined
+    const row = this.#select.get(key)
     return row
       ? {
           text: row.text,

@@ -29,6 +29,7 @@ import { OpenAIChatModel } from '../../src/llm/openai.ts'
 import { retry, retryDelayMs } from '../../src/llm/retry.ts'
 import { LlmError, type ChatModel, type ChatRequest, type ChatResponse, type LlmFailure } from '../../src/llm/types.ts'
 import { parseEndpoints, type EndpointConfig, type EndpointConfigInput } from './endpoints.ts'
+import { nodeHttpFetch } from './http.ts'
 import { responseFormatFor } from '../../src/llm/response-format.ts'
 
 /**
@@ -266,6 +267,7 @@ export class EndpointPool implements ChatModel {
         temperature: this.sampling.temperature,
         maxTokens: this.sampling.max_tokens,
         timeoutMs,
+        fetch: nodeHttpFetch,
         ...(this.sampling.seed === undefined ? {} : { seed: this.sampling.seed }),
       }
       return {
@@ -624,11 +626,10 @@ export class EndpointPool implements ChatModel {
   async #probe(endpoint: Endpoint): Promise<string | undefined> {
     endpoint.usage.probes++
     try {
-      const response = await fetch(`${endpoint.config.base_url.replace(/\/+$/, '')}/models`, {
+      const response = await nodeHttpFetch(`${endpoint.config.base_url.replace(/\/+$/, '')}/models`, {
         headers: { authorization: `Bearer ${endpoint.settings.apiKey}` },
         signal: AbortSignal.timeout(this.#probeTimeoutMs),
       })
-      await response.arrayBuffer().catch(() => undefined)
       if (!response.ok) throw new Error(`HTTP ${response.status}`)
       return undefined
     } catch (error) {

@@ -3,7 +3,10 @@
  * stderr; otherwise plain lines, one every `intervalMs` and one at the end, so a log or CI shows a long run moving
  * (a run shorter than one interval prints none).
  */
-import { Presets, SingleBar } from 'cli-progress'
+import { createRequire } from 'node:module'
+
+/** cli-progress, loaded only when a bar is drawn: a run whose stderr is no terminal never pays for it. */
+const loadCliProgress = () => createRequire(import.meta.url)('cli-progress') as typeof import('cli-progress')
 
 /** A running progress display. */
 export interface Progress {
@@ -30,6 +33,7 @@ export interface ProgressOptions {
 export function startProgress(options: ProgressOptions): Progress {
   const stream = options.stream ?? process.stderr
   if (stream.isTTY) {
+    const { Presets, SingleBar } = loadCliProgress()
     const bar = new SingleBar(
       {
         format: `${options.label} [{bar}] {percentage}% {value}/{total} {detail} · {duration_formatted}`,

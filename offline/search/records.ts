@@ -5,12 +5,13 @@
  */
 import { execFile } from 'node:child_process'
 import { basename, dirname, extname, join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { canonicalJson } from '../../src/hash/index.ts'
 import { hashHex } from '../../src/search/index.ts'
 import { writeFileAtomic } from './atomic.ts'
 
 /** The repository root: where the replay script `cd`s to before `npx reward-harness`. */
-export const REPO_ROOT = resolve(import.meta.dirname, '../..')
+export const REPO_ROOT = resolve(fileURLToPath(import.meta.url), '../../..')
 
 /** Flags whose value is a path: made absolute in the normalised argv. */
 const PATH_FLAGS = [
@@ -94,10 +95,12 @@ export async function gitSnapshot(root: string = REPO_ROOT): Promise<{ commit: s
         done(error ? null : stdout),
       )
     })
-  const commit = (await git(['rev-parse', 'HEAD']))?.trim()
+  // One git process for both answers (`# branch.oid <commit>`, then a line per change): each spawn costs the CLI more
+  // CPU than the command itself.
+  const status = await git(['status', '--porcelain=v2', '--branch', '--untracked-files=no'])
+  const commit = status ? /^# branch\.oid ([0-9a-f]{40,64})$/m.exec(status)?.[1] : undefined
   if (!commit) return null
-  const status = await git(['status', '--porcelain', '--untracked-files=no'])
-  return { commit, dirty: status === null ? true : status.trim() !== '' }
+  return { commit, dirty: status!.split('\n').some((line) => line !== '' && !line.startsWith('#')) }
 }
 
 /**

@@ -11,6 +11,21 @@ export interface RequestExtras {
   seed?: number
 }
 
+/** What the adapter reads of an HTTP answer: a `Response` has it all. */
+export interface HttpReply {
+  ok: boolean
+  status: number
+  headers: { get(name: string): string | null }
+  text(): Promise<string>
+  json(): Promise<unknown>
+}
+
+/** The part of `fetch` the adapter uses; a runtime with a cheaper HTTP client passes its own (offline/llm/http.ts). */
+export type HttpFetch = (
+  url: string,
+  init?: { method?: string; headers?: Record<string, string>; body?: string; signal?: AbortSignal },
+) => Promise<HttpReply>
+
 export interface OpenAIChatSettings {
   baseURL: string
   apiKey: string
@@ -24,6 +39,8 @@ export interface OpenAIChatSettings {
   structuredOutput?: 'json_object' | 'json_schema'
   timeoutMs: number
   seed?: number
+  /** How requests are sent; default the global `fetch`. */
+  fetch?: HttpFetch
 }
 
 /** The parts of an OpenAI chat completion this adapter reads. */
@@ -78,7 +95,8 @@ export class OpenAIChatModel implements ChatModel {
     })
     let completion: ChatCompletion
     try {
-      const response = await fetch(this.#url, { method: 'POST', headers: this.#headers, body, signal })
+      const send = this.settings.fetch ?? fetch
+      const response = await send(this.#url, { method: 'POST', headers: this.#headers, body, signal })
       if (!response.ok) throw await refusal(response)
       completion = (await response.json()) as ChatCompletion
     } catch (error) {
@@ -109,7 +127,7 @@ function toWire(message: ChatMessage): { role: string; content: unknown } {
 }
 
 /** A non-2xx answer as an LlmError: its status, Retry-After and the server's own message when it sent one. */
-async function refusal(response: Response): Promise<LlmError> {
+async function refusal(response: HttpReply): Promise<LlmError> {
   const text = await response.text().catch(() => '')
   let message = text.slice(0, 500)
   try {

@@ -37,3 +37,14 @@ describe('startProgress off a terminal', () => {
     expect(lines[0]).toMatch(/ · \d+\.\d s\n$/)
   })
 })
+
+describe('startProgress on a terminal', () => {
+  it('draws a bar with the label and the count', () => {
+    const { stream, lines } = capture()
+    Object.assign(stream, { isTTY: true, columns: 100, cursorTo: () => true, clearLine: () => true })
+    const progress = startProgress({ label: 'judging', total: 4, stream })
+    progress.update(2, 'half')
+    progress.stop()
+    expect(lines.join('')).toMatch(/judging \[.*\] 50% 2\/4 half/)
+  })
+})

@@ -1,0 +1,157 @@
+/**
+ * The search's own CPU per LLM call, and what `reward-harness search --help` costs, as a user runs them.
+ *
+ *   npx tsx bench/search-cpu.ts                        # this working tree
+ *   npx tsx bench/search-cpu.ts --before 5cf592e       # and a git revision, side by side, in the same run
+ *
+ * Each tree's CLI (offline/cli/bin.js: the prebuilt bundle when it is up to date, tsx otherwise; this tree's bundle is
+ * rebuilt first when stale) runs, as a child process under `/usr/bin/time`, (1) `search --help` and (2) a search of
+ * autosr's demo configuration (examples/demo.json, defaults, a fresh reply cache) with the openai backend against
+ * bench/loopback-llm-stub.ts (`STUB_REPLY=search`: valid answers for every role, zero latency, in its own process so
+ * its CPU is not counted), at `max_concurrency=8`. CPU is user + system of the CLI process; the LLM calls are the
+ * requests the stub served. Per call: the search's CPU over its calls, and the same less the `--help` run's CPU (the
+ * start-up both pay). Runs alternate between the trees (`--rounds`, 3), the median is printed.
+ */
+import { execFileSync, spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { parseArgs } from 'node:util'
+import { buildCliBundle, CLI_BUNDLE_DIR } from '../offline/cli/bundle.ts'
+import { freshBundleEntry } from '../offline/cli/fresh-bundle.js'
+import { ROOT, startLoopbackStub } from './harness.ts'
+import { checkoutRevision } from './worktree.ts'
+
+const TIME = '/usr/bin/time'
+
+interface ProcessCost {
+  cpuS: number
+  maxRssMb: number
+}
+
+interface TreeRound {
+  help: ProcessCost
+  search: ProcessCost
+  calls: number
+}
+
+/** Runs `node <root>/offline/cli/bin.js …args` under /usr/bin/time from `root`; its CPU seconds and peak memory. */
+function timed(root: string, args: string[], scratch: string): Promise<ProcessCost> {
+  const report = join(scratch, 'time.txt')
+  const argv = ['-f', '%U %S %M', '-o', report, process.execPath, join(root, 'offline/cli/bin.js'), ...args]
+  return new Promise((resolve, reject) => {
+    const child = spawn(TIME, argv, { cwd: root, stdio: ['ignore', 'ignore', 'pipe'] })
+    let err = ''
+    child.stderr.on('data', (chunk: Buffer) => void (err += chunk.toString('utf8')))
+    child.once('error', reject)
+    child.once('exit', (code) => {
+      if (code !== 0) return reject(new Error(`reward-harness ${args[0]} exited with ${code}: ${err.slice(-2000)}`))
+      const [user, system, rssKb] = readFileSync(report, 'utf8').trim().split('\n').at(-1)!.split(' ').map(Number)
+      resolve({ cpuS: user! + system!, maxRssMb: rssKb! / 1024 })
+    })
+  })
+}
+
+async function measureTree(root: string, stub: Awaited<ReturnType<typeof startLoopbackStub>>): Promise<TreeRound> {
+  const scratch = mkdtempSync(join(tmpdir(), 'bench-search-cpu-'))
+  try {
+    const help = await timed(root, ['search', '--help'], scratch)
+    const before = await stub.calls()
+    const search = await timed(
+      root,
+      [
+        'search',
+        '--dataset',
+        join(root, 'examples/demo.json'),
+        '--backend',
+        'openai',
+        '--endpoint',
+        `${stub.baseUrl},max_concurrency=8`,
+        '--model',
+        'stub-model',
+        '--output',
+        join(scratch, 'out/best.json'),
+        '--json',
+      ],
+      scratch,
+    )
+    return { help, search, calls: (await stub.calls()) - before }
+  } finally {
+    rmSync(scratch, { recursive: true, force: true })
+  }
+}
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.floor(sorted.length / 2)]!
+}
+
+/** The medians of a tree's rounds, per call. */
+function summarise(rounds: TreeRound[]) {
+  const calls = median(rounds.map((round) => round.calls))
+  const helpCpu = median(rounds.map((round) => round.help.cpuS))
+  const searchCpu = median(rounds.map((round) => round.search.cpuS))
+  return {
+    calls,
+    helpCpu,
+    helpRss: median(rounds.map((round) => round.help.maxRssMb)),
+    searchCpu,
+    searchRss: median(rounds.map((round) => round.search.maxRssMb)),
+    perCallMs: median(rounds.map((round) => (round.search.cpuS / round.calls) * 1000)),
+    perCallLessStartMs: median(rounds.map((round) => ((round.search.cpuS - round.help.cpuS) / round.calls) * 1000)),
+  }
+}
+
+async function main() {
+  const { values } = parseArgs({ options: { before: { type: 'string' }, rounds: { type: 'string', default: '3' } } })
+  if (!existsSync(TIME)) throw new Error(`${TIME} is needed to measure a child process's CPU and memory`)
+  if (!freshBundleEntry(pathToFileURL(`${CLI_BUNDLE_DIR}/`))) await buildCliBundle()
+  const trees: { label: string; root: string }[] = [{ label: 'this tree', root: ROOT }]
+  const checkedOut = values.before ? checkoutRevision(values.before, 'bench-search-cpu-') : undefined
+  if (checkedOut) trees.unshift({ label: values.before!, root: checkedOut.root })
+  const stub = await startLoopbackStub({ STUB_REPLY: 'search' })
+  const rounds = new Map(trees.map((tree) => [tree.label, [] as TreeRound[]]))
+  try {
+    for (let round = 0; round < Number(values.rounds); round++) {
+      for (const tree of trees) rounds.get(tree.label)!.push(await measureTree(tree.root, stub))
+    }
+  } finally {
+    stub.stop()
+    checkedOut?.remove()
+  }
+  const git = execFileSync('git', ['-C', ROOT, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim()
+  console.log(
+    `search CPU per LLM call and search --help (median of ${values.rounds} alternating rounds; this tree at ${git})`,
+  )
+  const table = [
+    ['tree', 'help CPU s', 'help RSS MB', 'search CPU s', 'RSS MB', 'LLM calls', 'CPU/call ms', 'less start-up ms'],
+  ]
+  const summaries = trees.map((tree) => ({ label: tree.label, ...summarise(rounds.get(tree.label)!) }))
+  for (const s of summaries) {
+    table.push([
+      s.label,
+      s.helpCpu.toFixed(2),
+      s.helpRss.toFixed(0),
+      s.searchCpu.toFixed(2),
+      s.searchRss.toFixed(0),
+      String(s.calls),
+      s.perCallMs.toFixed(2),
+      s.perCallLessStartMs.toFixed(2),
+    ])
+  }
+  const widths = table[0]!.map((_, column) => Math.max(...table.map((line) => line[column]!.length)))
+  for (const line of table) console.log(line.map((cell, column) => cell.padStart(widths[column]!)).join('  '))
+  if (summaries.length === 2) {
+    const [then, now] = summaries as [(typeof summaries)[0], (typeof summaries)[0]]
+    const ratio = (after: number, before: number) => (after / before).toFixed(2)
+    console.log(
+      `\nafter ÷ before: help CPU ${ratio(now.helpCpu, then.helpCpu)}, help RSS ${ratio(now.helpRss, then.helpRss)}, ` +
+        `CPU per call ${ratio(now.perCallMs, then.perCallMs)}, ` +
+        `less start-up ${ratio(now.perCallLessStartMs, then.perCallLessStartMs)}, ` +
+        `search RSS ${ratio(now.searchRss, then.searchRss)}`,
+    )
+  }
+}
+
+await main()

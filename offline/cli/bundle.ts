@@ -1,0 +1,92 @@
+/**
+ * The CLI's prebuilt bundle: `offline/cli/index.ts` and everything it imports from this repository, compiled by
+ * esbuild into `dist/cli/` (dependencies stay in node_modules), so `reward-harness` starts without tsx's compile hooks
+ * (about half of `--help`'s CPU). `npm ci` builds it (the `prepare` script); `npm run build:cli` rebuilds it.
+ * offline/cli/bin.js runs it only while every source it was built from is unchanged (same mtime and size, listed in
+ * `dist/cli/sources.json`), and the sources through tsx otherwise: an edited source is never shadowed by a stale
+ * bundle, it only starts slower until the next build.
+ */
+import { mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { dirname, join, relative, resolve } from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import { build, type Plugin } from 'esbuild'
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+/** Where bin.js looks for the bundle (its entry `index.js` and `sources.json`). */
+export const CLI_BUNDLE_DIR = join(ROOT, 'dist/cli')
+/** Files that shape the build without being imported: a change to them makes the bundle stale too. */
+const BUILD_INPUTS = ['offline/cli/bundle.ts', 'tsconfig.json', 'package.json']
+
+/** What `sources.json` records per source file (paths relative to the repository root). */
+export type BundleSources = Record<string, { mtimeMs: number; size: number }>
+
+/**
+ * Keeps `import.meta.url` meaning the source file's own URL inside the bundle (the CLI finds the repository root,
+ * its migrations and its prompts from it): the URL is rewritten relative to the bundle's file, which sits in
+ * `outdir` like every chunk. `import.meta.dirname`/`filename` have no such rewrite: the build refuses them.
+ */
+function sourceUrls(outdir: string): Plugin {
+  return {
+    name: 'source-import-meta-url',
+    setup(builder) {
+      builder.onLoad({ filter: /\.ts$/ }, (args) => {
+        const text = readFileSync(args.path, 'utf8')
+        if (/import\.meta\.(dirname|filename)\b/.test(text)) {
+          return { errors: [{ text: `${relative(ROOT, args.path)}: use import.meta.url (the bundle rewrites it)` }] }
+        }
+        const fromBundle = relative(outdir, args.path).split('\\').join('/')
+        const url = `new URL(${JSON.stringify(fromBundle)}, import.meta.url).href`
+        return { contents: text.replaceAll(/\bimport\.meta\.url\b/g, url), loader: 'ts' }
+      })
+    },
+  }
+}
+
+/**
+ * Builds the bundle into a fresh folder and swaps it in, so a CLI started meanwhile sees the old bundle or none (and
+ * runs the sources), never a half-written one. Returns the sources it was built from.
+ * @example await buildCliBundle() // dist/cli/index.js and dist/cli/sources.json
+ */
+export async function buildCliBundle(outdir: string = CLI_BUNDLE_DIR): Promise<BundleSources> {
+  const staging = `${outdir}.${process.pid}.tmp`
+  rmSync(staging, { recursive: true, force: true })
+  // The same folder depth as the final one: URLs in the bundle are relative to it.
+  mkdirSync(dirname(staging), { recursive: true })
+  const result = await build({
+    absWorkingDir: ROOT,
+    entryPoints: ['offline/cli/index.ts'],
+    bundle: true,
+    // One chunk per lazily imported module: `--help` parses only the command modules' option definitions.
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    packages: 'external',
+    outdir: staging,
+    chunkNames: 'chunk-[hash]',
+    metafile: true,
+    logLevel: 'warning',
+    plugins: [sourceUrls(outdir)],
+  })
+  const sources: BundleSources = {}
+  for (const path of [...Object.keys(result.metafile.inputs), ...BUILD_INPUTS]) {
+    const { mtimeMs, size } = statSync(resolve(ROOT, path))
+    sources[path] = { mtimeMs, size }
+  }
+  const root = `${relative(outdir, ROOT).split('\\').join('/')}/`
+  writeFileSync(join(staging, 'sources.json'), `${JSON.stringify({ root, sources }, null, 1)}\n`)
+  const old = `${outdir}.${process.pid}.old`
+  try {
+    renameSync(outdir, old)
+  } catch {
+    // No earlier bundle.
+  }
+  renameSync(staging, outdir)
+  rmSync(old, { recursive: true, force: true })
+  return sources
+}
+
+if (process.argv[1] && pathToFileURL(process.argv[1]).href === import.meta.url) {
+  const sources = await buildCliBundle()
+  console.log(`dist/cli: the CLI bundled from ${Object.keys(sources).length} files`)
+}

@@ -1,0 +1,2 @@
+/** See fresh-bundle.js. */
+export declare function freshBundleEntry(bundleDir: URL): URL | undefined
