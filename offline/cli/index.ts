@@ -30,7 +30,6 @@ const COMMANDS = {
 /**
  * The command modules a command line needs: the one it names, or all of them (for help, or an unknown command).
  * @example (await loadCommands(['datasets', 'validate', 'x.json'])).length // 1
- * @internal
  */
 export async function loadCommands(argv: readonly string[] = []): Promise<CliCommandModule[]> {
   const requested = argv.find((arg) => Object.hasOwn(COMMANDS, arg)) as keyof typeof COMMANDS | undefined
@@ -38,10 +37,7 @@ export async function loadCommands(argv: readonly string[] = []): Promise<CliCom
   return Promise.all(loaders.map((load) => load()))
 }
 
-/**
- * The version `--version` prints.
- * @internal
- */
+/** The version `--version` prints. */
 export const VERSION: string = packageJson.version
 
 /**

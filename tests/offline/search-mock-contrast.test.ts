@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { seededRandom } from '../../src/hash/index.ts'
 import { contentTerms, heuristicCriteria, heuristicGrades, mutateCriteria } from '../../src/search/roles/mock.ts'
-import type { Criterion } from '../../src/search/types.ts'
+import type { Criterion } from '../../src/schemas/search-rubric.ts'
 import { runCli } from '../support/cli.ts'
 
 const work = mkdtempSync(join(tmpdir(), 'rh-mock-search-'))
