@@ -60,6 +60,22 @@ const LEDGER_TABLES: Record<string, TableSchema> = {
 }
 
 /**
+ * A row of `LEDGER_SQL.stepRollouts`: what a closed step's update reads of each rollout.
+ * @internal
+ */
+export interface StepRolloutRow extends Record<string, SqlStorageValue> {
+  rollout_id: string
+  rubric_version: number
+  score: number
+  grp: string
+  output_chars: number
+  output_hash: string
+  criteria: string
+  tactics: string | null
+  analysis: string | null
+}
+
+/**
  * Every statement the ledger runs, by name: each goes by a prefix of the primary key (a test reads their query plans).
  * @internal
  */
@@ -248,17 +264,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
     this.applyCloses([close])
     const { step } = close
     return this.sql
-      .exec<{
-        rollout_id: string
-        rubric_version: number
-        score: number
-        grp: string
-        output_chars: number
-        output_hash: string
-        criteria: string
-        tactics: string | null
-        analysis: string | null
-      }>(LEDGER_SQL.stepRollouts, step)
+      .exec<StepRolloutRow>(LEDGER_SQL.stepRollouts, step)
       .toArray()
       .map((row) => ({
         shard: this.address.shard,

@@ -6,7 +6,7 @@
 import { createExecutionContext, runInDurableObject } from 'cloudflare:test'
 import { env } from 'cloudflare:workers'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { LEDGER_SQL } from '../../durable-objects/ledger-shard/index.ts'
+import { LEDGER_SQL, type StepRolloutRow } from '../../durable-objects/ledger-shard/index.ts'
 import { COORDINATOR_SQL } from '../../durable-objects/run-coordinator/tables.ts'
 import { coordinatorName, ledgerName, ledgerShardOf } from '../../durable-objects/names.ts'
 import { type AnalysisCandidate, selectForAnalysis } from '../../src/analysis/select.ts'
@@ -50,17 +50,7 @@ async function stepCandidates(runId: string, step: number): Promise<AnalysisCand
   const candidates: AnalysisCandidate[] = []
   for (let shard = 0; shard < 8; shard++) {
     const rows = await runInDurableObject(env.LEDGER.getByName(ledgerName(runId, 'global', shard)), (_object, state) =>
-      state.storage.sql
-        .exec<{
-          rollout_id: string
-          score: number
-          grp: string
-          output_chars: number
-          output_hash: string
-          criteria: string
-          tactics: string | null
-        }>(LEDGER_SQL.stepRollouts, step)
-        .toArray(),
+      state.storage.sql.exec<StepRolloutRow>(LEDGER_SQL.stepRollouts, step).toArray(),
     )
     for (const row of rows)
       candidates.push({
