@@ -7,7 +7,7 @@ import type { MetaStore } from '../meta-store.ts'
 import type { IdleGap } from './idle-gap.ts'
 import type { LlmStats } from './llm-stats.ts'
 import type { StepRows } from './step-rows.ts'
-import { type CloseReason, DETAILED_STEPS, type ShardRow, tallyOf } from './tables.ts'
+import { type CloseReason, COORDINATOR_SQL, DETAILED_STEPS, type ShardRow, tallyOf } from './tables.ts'
 import type { UpdateWaiters } from './update-waiters.ts'
 
 /** What one shard keeps of a step closed by count. */
@@ -38,20 +38,9 @@ export class StepLifecycle {
   close(step: number, reason: CloseReason, keeps?: readonly ShardKeep[]): void {
     const now = new Date().toISOString()
     this.storage.transactionSync(() => {
-      this.sql.exec(
-        `UPDATE steps SET status = 'closing', closed_at = ?, closed_by = ? WHERE step = ? AND status = 'collecting'`,
-        now,
-        reason,
-        step,
-      )
+      this.sql.exec(COORDINATOR_SQL.closeStep, now, reason, step)
       for (const { instanceId, shard, keep } of keeps ?? []) {
-        this.sql.exec(
-          'UPDATE step_shards SET keep = ? WHERE step = ? AND instance_id = ? AND shard = ?',
-          keep,
-          step,
-          instanceId,
-          shard,
-        )
+        this.sql.exec(COORDINATOR_SQL.setShardKeep, keep, step, instanceId, shard)
       }
       this.meta.set('collecting_step', step + 1)
       this.rows.openCollecting()
@@ -114,15 +103,9 @@ export class StepLifecycle {
     }
     const touched = [...byInstance].filter(([, sum]) => sum.rollouts > 0)
     this.storage.transactionSync(() => {
-      this.sql.exec(`UPDATE steps SET status = 'updating' WHERE step = ? AND status = 'closing'`, step)
+      this.sql.exec(COORDINATOR_SQL.markUpdating, step)
       for (const [instanceId, { rollouts, version }] of touched) {
-        this.sql.exec(
-          'INSERT OR IGNORE INTO step_instances (step, instance_id, rubric_version, rollouts) VALUES (?, ?, ?, ?)',
-          step,
-          instanceId,
-          version,
-          rollouts,
-        )
+        this.sql.exec(COORDINATOR_SQL.addStepInstance, step, instanceId, version, rollouts)
         this.rows.noteVersion(version)
       }
     })
@@ -139,8 +122,7 @@ export class StepLifecycle {
     llm: readonly LlmStat[],
   ): Promise<{ stepUpdated: boolean }> {
     const changed = this.sql.exec(
-      'UPDATE step_instances SET updated = 1, rubric_version = ?, outcome = ? ' +
-        'WHERE step = ? AND instance_id = ? AND updated = 0',
+      COORDINATOR_SQL.markInstanceUpdated,
       outcome.rubric_version,
       JSON.stringify(outcome),
       step,
@@ -148,29 +130,13 @@ export class StepLifecycle {
     ).rowsWritten
     if (changed > 0) {
       this.parts.llm.add(step, llm)
-      this.sql.exec(
-        `INSERT INTO instances (instance_id, rubric_version, rollouts, last_step) VALUES (?, ?, ?, ?)
-         ON CONFLICT (instance_id) DO UPDATE SET rubric_version = max(rubric_version, excluded.rubric_version),
-           rollouts = rollouts + excluded.rollouts, last_step = max(last_step, excluded.last_step)`,
-        instanceId,
-        outcome.rubric_version,
-        outcome.rollouts,
-        step,
-      )
+      this.sql.exec(COORDINATOR_SQL.commitInstance, instanceId, outcome.rubric_version, outcome.rollouts, step)
     }
     this.rows.noteVersion(outcome.rubric_version)
-    const next = this.sql
-      .exec<{ n: number }>(
-        'SELECT count(*) AS n FROM step_instances WHERE instance_id = ? AND step > ? AND updated = 0',
-        instanceId,
-        step,
-      )
-      .one().n
+    const next = this.sql.exec<{ n: number }>(COORDINATOR_SQL.laterPending, instanceId, step).one().n
     // The instance's next step update was held back for this one: send it now, not at the watchdog.
     if (changed > 0 && next > 0) await this.parts.wakeUp.by(Date.now())
-    const remaining = this.sql
-      .exec<{ n: number }>('SELECT count(*) AS n FROM step_instances WHERE step = ? AND updated = 0', step)
-      .one().n
+    const remaining = this.sql.exec<{ n: number }>(COORDINATOR_SQL.stepPending, step).one().n
     if (remaining === 0) this.finish(step)
     return { stepUpdated: remaining === 0 }
   }
@@ -181,12 +147,7 @@ export class StepLifecycle {
     if (!row || row.status === 'updated') return
     const tally = this.rows.tally(row)
     this.storage.transactionSync(() => {
-      this.sql.exec(
-        `UPDATE steps SET status = 'updated', updated_at = coalesce(updated_at, ?), tally = ? WHERE step = ?`,
-        new Date().toISOString(),
-        JSON.stringify(tally),
-        step,
-      )
+      this.sql.exec(COORDINATOR_SQL.markUpdated, new Date().toISOString(), JSON.stringify(tally), step)
       this.meta.set('updated_rollouts', this.rows.updatedRollouts() + tally.rollouts)
     })
     this.forgetOldDetail(step)
@@ -198,11 +159,8 @@ export class StepLifecycle {
     const oldest = step - DETAILED_STEPS
     if (oldest < 0) return
     this.storage.transactionSync(() => {
-      this.sql.exec(
-        `DELETE FROM step_shards WHERE step <= ? AND step IN (SELECT step FROM steps WHERE status = 'updated')`,
-        oldest,
-      )
-      this.sql.exec('DELETE FROM step_instances WHERE step <= ? AND updated = 1', oldest)
+      this.sql.exec(COORDINATOR_SQL.forgetShardsThrough, oldest)
+      this.sql.exec(COORDINATOR_SQL.forgetInstancesThrough, oldest)
       this.parts.llm.foldThrough(oldest)
     })
   }

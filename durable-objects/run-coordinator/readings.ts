@@ -3,7 +3,7 @@ import type { RubricStatus, StepStatus, StepUpdateOutcome } from '../../src/sche
 import type { ScoreTally } from '../../src/scoring/tally.ts'
 import type { IdleGap } from './idle-gap.ts'
 import type { StepInstance, StepRows } from './step-rows.ts'
-import { DETAILED_STEPS, publicStatus, type ShardRow, type StepRow, tallyOf } from './tables.ts'
+import { COORDINATOR_SQL, DETAILED_STEPS, publicStatus, type ShardRow, type StepRow, tallyOf } from './tables.ts'
 
 /** One step as the dashboard's timeline and charts show it. */
 export interface StepTimelineEntry {
@@ -64,7 +64,7 @@ export class RunReadings {
    * tally and each touched instance's rollouts and update outcome.
    */
   timeline(limit = DETAILED_STEPS): StepTimelineEntry[] {
-    const steps = this.sql.exec<StepRow>('SELECT * FROM steps ORDER BY step DESC LIMIT ?', limit).toArray().reverse()
+    const steps = this.sql.exec<StepRow>(COORDINATOR_SQL.latestSteps, limit).toArray().reverse()
     // The step opened by the last close has nothing to show until a shard reports a rollout in it.
     const shown = steps.filter((row) => row.status !== 'collecting' || this.rows.hasShards(row.step))
     return shown.map((row) => {
@@ -86,14 +86,12 @@ export class RunReadings {
   instances(): InstanceSummary[] {
     const known = new Map(
       this.sql
-        .exec<InstanceSummary>('SELECT instance_id, rubric_version, rollouts FROM instances')
+        .exec<InstanceSummary>(COORDINATOR_SQL.allInstances)
         .toArray()
         .map((row) => [row.instance_id, row]),
     )
     // Steps not yet updated count from their shards' reports.
-    for (const row of this.sql.exec<ShardRow>(
-      `SELECT * FROM step_shards WHERE step IN (SELECT step FROM steps WHERE status != 'updated')`,
-    )) {
+    for (const row of this.sql.exec<ShardRow>(COORDINATOR_SQL.liveShards)) {
       const tally = tallyOf(row)
       const instance = known.get(row.instance_id) ?? { instance_id: row.instance_id, rubric_version: 1, rollouts: 0 }
       known.set(row.instance_id, {
@@ -108,14 +106,12 @@ export class RunReadings {
   /** Rollouts scored (distinct per step) and the last step with any, for the runs index. */
   activity(): { scores: number; last_step: number | null } {
     const live = this.sql
-      .exec<StepRow>(`SELECT * FROM steps WHERE status != 'updated' ORDER BY step`)
+      .exec<StepRow>(COORDINATOR_SQL.liveSteps)
       .toArray()
       .map((row) => ({ step: row.step, rollouts: this.rows.tally(row).rollouts }))
     const scores = this.rows.updatedRollouts() + live.reduce((sum, row) => sum + row.rollouts, 0)
     const lastLive = live.filter((row) => row.rollouts > 0).at(-1)?.step
-    const lastUpdated = this.sql
-      .exec<{ step: number | null }>(`SELECT max(step) AS step FROM steps WHERE status = 'updated'`)
-      .one().step
+    const lastUpdated = this.sql.exec<{ step: number | null }>(COORDINATOR_SQL.lastUpdatedStep).one().step
     return { scores, last_step: lastLive ?? lastUpdated ?? null }
   }
 

@@ -1,4 +1,5 @@
 import type { StepJob } from '../contracts.ts'
+import { COORDINATOR_SQL } from './tables.ts'
 
 /** A step job silent this long is sent again. */
 const STEP_RESEND_AFTER_MS = 180_000
@@ -21,13 +22,7 @@ export class StepJobs {
 
   /** Sends each instance's oldest update that is due: never sent, or sent and silent too long. */
   async sendDue(now: number): Promise<void> {
-    const pending = this.sql
-      .exec<PendingUpdate>(
-        `SELECT si.step, si.instance_id, si.enqueued_at, s.status
-         FROM steps s JOIN step_instances si ON si.step = s.step
-         WHERE s.status IN ('closing', 'updating') AND si.updated = 0 ORDER BY si.step, si.instance_id`,
-      )
-      .toArray()
+    const pending = this.sql.exec<PendingUpdate>(COORDINATOR_SQL.pendingUpdates).toArray()
     // One update at a time per instance, in step order: a later step's job waits for the earlier one's commit.
     const oldest = new Map<string, PendingUpdate>()
     for (const row of pending) if (!oldest.has(row.instance_id)) oldest.set(row.instance_id, row)
@@ -47,24 +42,14 @@ export class StepJobs {
       const batch = jobs.slice(start, start + QUEUE_BATCH)
       await this.env.STEP_QUEUE.sendBatch(batch.map((body) => ({ body })))
       // Marked only once sent: a failed send throws, and the alarm's retry sends the job again.
-      for (const job of batch)
-        this.sql.exec(
-          'UPDATE step_instances SET enqueued_at = ? WHERE step = ? AND instance_id = ?',
-          now,
-          job.step,
-          job.instanceId,
-        )
+      for (const job of batch) this.sql.exec(COORDINATOR_SQL.markEnqueued, now, job.step, job.instanceId)
     }
   }
 
   /** The shards of an instance that took part in a closed step, with what each keeps: what its update reads. */
   private closedShards(step: number, instanceId: string): StepJob['shards'] {
     return this.sql
-      .exec<{ shard: number; keep: number | null }>(
-        'SELECT shard, keep FROM step_shards WHERE step = ? AND instance_id = ? ORDER BY shard',
-        step,
-        instanceId,
-      )
+      .exec<{ shard: number; keep: number | null }>(COORDINATOR_SQL.closedShards, step, instanceId)
       .toArray()
   }
 }

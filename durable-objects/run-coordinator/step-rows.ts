@@ -31,29 +31,23 @@ export class StepRows {
   /** The collecting step, its row written when it has none yet. */
   openCollecting(): number {
     const step = this.collecting()
-    this.sql.exec(
-      `INSERT OR IGNORE INTO steps (step, status, opened_at) VALUES (?, 'collecting', ?)`,
-      step,
-      new Date().toISOString(),
-    )
+    this.sql.exec(COORDINATOR_SQL.openStep, step, new Date().toISOString())
     return step
   }
 
   step(step: number): StepRow | undefined {
-    return this.sql.exec<StepRow>('SELECT * FROM steps WHERE step = ?', step).toArray()[0]
+    return this.sql.exec<StepRow>(COORDINATOR_SQL.step, step).toArray()[0]
   }
 
   /** The oldest step that has closed and is not updated yet. */
   oldestUnfinished(): StepRow | undefined {
-    return this.sql
-      .exec<StepRow>(`SELECT * FROM steps WHERE status IN ('closing', 'updating') ORDER BY step LIMIT 1`)
-      .toArray()[0]
+    return this.sql.exec<StepRow>(COORDINATOR_SQL.oldestUnfinished).toArray()[0]
   }
 
   /** The steps that stopped taking rollouts and whose shards are being told, oldest first. */
   closing(): number[] {
     return this.sql
-      .exec<{ step: number }>(`SELECT step FROM steps WHERE status = 'closing' ORDER BY step`)
+      .exec<{ step: number }>(COORDINATOR_SQL.closingSteps)
       .toArray()
       .map((row) => row.step)
   }
@@ -67,13 +61,11 @@ export class StepRows {
     if (updating) return updating
     const collecting = this.step(this.collecting())
     if (collecting && this.hasShards(collecting.step)) return collecting
-    return this.sql
-      .exec<StepRow>(`SELECT * FROM steps WHERE status = 'updated' ORDER BY step DESC LIMIT 1`)
-      .toArray()[0]
+    return this.sql.exec<StepRow>(COORDINATOR_SQL.lastUpdated).toArray()[0]
   }
 
   shards(step: number): ShardRow[] {
-    return this.sql.exec<ShardRow>('SELECT * FROM step_shards WHERE step = ?', step).toArray()
+    return this.sql.exec<ShardRow>(COORDINATOR_SQL.stepShards, step).toArray()
   }
 
   /** What one shard keeps of each closed step from `fromStep` to before `toStep` that it took part in. */
@@ -84,30 +76,17 @@ export class StepRows {
     toStep: number,
   ): { step: number; keep: number | null }[] {
     return this.sql
-      .exec<{ step: number; keep: number | null }>(
-        'SELECT step, keep FROM step_shards WHERE instance_id = ? AND shard = ? AND step >= ? AND step < ?',
-        instanceId,
-        shard,
-        fromStep,
-        toStep,
-      )
+      .exec<{ step: number; keep: number | null }>(COORDINATOR_SQL.shardKeeps, instanceId, shard, fromStep, toStep)
       .toArray()
   }
 
   /** Whether any shard has taken part in `step`: one row read, where the steps' hot paths ask it. */
   hasShards(step: number): boolean {
-    return this.sql.exec('SELECT 1 FROM step_shards WHERE step = ? LIMIT 1', step).toArray().length > 0
+    return this.sql.exec(COORDINATOR_SQL.hasShards, step).toArray().length > 0
   }
 
   shard(step: number, instanceId: string, shard: number): ShardRow | undefined {
-    return this.sql
-      .exec<ShardRow>(
-        'SELECT * FROM step_shards WHERE step = ? AND instance_id = ? AND shard = ?',
-        step,
-        instanceId,
-        shard,
-      )
-      .toArray()[0]
+    return this.sql.exec<ShardRow>(COORDINATOR_SQL.shard, step, instanceId, shard).toArray()[0]
   }
 
   /** A step's scores: its stored sum once updated, else the sum of its shards' reports. */
@@ -131,7 +110,7 @@ export class StepRows {
     }
     return this.sql
       .exec<{ instance_id: string; rubric_version: number; rollouts: number; outcome: string | null }>(
-        'SELECT instance_id, rubric_version, rollouts, outcome FROM step_instances WHERE step = ? ORDER BY instance_id',
+        COORDINATOR_SQL.stepInstances,
         row.step,
       )
       .toArray()
@@ -176,24 +155,12 @@ export class StepRows {
 
   /** The shard confirmed the close of `step`: what it keeps of it (`closed`) is final. */
   confirmClose(step: number, instanceId: string, shard: number, closed: ScoreTally): void {
-    this.sql.exec(
-      'UPDATE step_shards SET acked = 1, keep = ?, tally = ? WHERE step = ? AND instance_id = ? AND shard = ?',
-      closed.rollouts,
-      JSON.stringify(closed),
-      step,
-      instanceId,
-      shard,
-    )
+    this.sql.exec(COORDINATOR_SQL.confirmClose, closed.rollouts, JSON.stringify(closed), step, instanceId, shard)
   }
 
   /** The highest `metadata.current_step` a rollout of `step` carried. */
   noteTrainerStep(step: number, trainerStep: number): void {
-    this.sql.exec(
-      'UPDATE steps SET trainer_step = max(coalesce(trainer_step, ?), ?) WHERE step = ?',
-      trainerStep,
-      trainerStep,
-      step,
-    )
+    this.sql.exec(COORDINATOR_SQL.noteTrainerStep, trainerStep, trainerStep, step)
   }
 
   /** The newest rubric version any instance of the run has. */
