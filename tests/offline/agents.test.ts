@@ -39,18 +39,10 @@ import type { Analysis, AnalysisRecord, BatchSummary, RubricUpdate } from '../..
 import type { Rollout } from '../../src/schemas/rollout.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'
 import { startLlmStub, type LlmStub } from '../support/llm-stub.ts'
+import { rubric } from '../support/rubrics.ts'
 
 const CREATED = '2026-01-01T00:00:00.000Z'
-const rubric = (id: string, text: string, weight = 1, isAnchor = false): Rubric => ({
-  id,
-  text,
-  weight,
-  is_anchor: isAnchor,
-  version: 1,
-  created_at: CREATED,
-  metadata: {},
-})
-const ANCHOR = rubric('a1', 'The final answer is correct.', 2, true)
+const ANCHOR = rubric('a1', 'The final answer is correct.', { weight: 2, is_anchor: true })
 const ADAPTIVE = rubric('d1', 'Shows the key steps.')
 const RUBRICS = [ANCHOR, ADAPTIVE]
 const METADATA = { high_level_goal: 'grade-school math', model_size: '7B', current_step: 3, total_steps: 10 }
@@ -469,7 +461,7 @@ describe('applyRubricUpdate', () => {
     expect(result.accepted).toBe(true)
     expect(result.rubrics[0]).toBe(ANCHOR)
     expect(JSON.stringify(result.rubrics[0])).toBe(
-      JSON.stringify(rubric('a1', 'The final answer is correct.', 2, true)),
+      JSON.stringify(rubric('a1', 'The final answer is correct.', { weight: 2, is_anchor: true })),
     )
     expect(result.rubrics[1]).toBe(ADAPTIVE)
     const added = result.rubrics[2]!
@@ -570,7 +562,7 @@ describe('applyRubricUpdate', () => {
   })
 
   it('bounds weights, drops repeated texts, renames reused ids and reports removals and modifications', () => {
-    const current = [...RUBRICS, rubric('d2', 'Uses units.', 1)]
+    const current = [...RUBRICS, rubric('d2', 'Uses units.')]
     const result = apply(
       {
         ...base,

@@ -15,21 +15,15 @@ import { judgeRollout } from '../../src/agents/scorer/index.ts'
 import { chatMl } from '../../bench/prefix-cache.ts'
 import { MockChatModel } from '../../src/llm/mock.ts'
 import type { ChatModel, ChatRequest } from '../../src/llm/types.ts'
-import type { Rubric } from '../../src/schemas/rubric.ts'
 import { LlmPairJudge, LlmVerifier } from '../../src/search/roles/index.ts'
 import { Candidate, PromptItem } from '../../src/search/types.ts'
 import { SearchRubric } from '../../src/schemas/search-rubric.ts'
+import { rubric } from '../support/rubrics.ts'
 
-const rubric = (id: string, text: string): Rubric => ({
-  id,
-  text,
-  weight: 1,
-  is_anchor: true,
-  version: 1,
-  created_at: '2026-01-01T00:00:00.000Z',
-  metadata: {},
-})
-const RUBRICS = [rubric('correct', 'The final answer is correct.'), rubric('steps', 'Shows the key steps.')]
+const RUBRICS = [
+  rubric('correct', 'The final answer is correct.', { is_anchor: true }),
+  rubric('steps', 'Shows the key steps.', { is_anchor: true }),
+]
 const METADATA = { high_level_goal: 'math', model_size: '7B', current_step: 3, total_steps: 10 }
 const PROMPT = 'Compute 17 * 23 and explain each step.'
 const REFERENCE = '391'

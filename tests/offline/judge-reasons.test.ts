@@ -6,19 +6,10 @@ import { describe, expect, it } from 'vitest'
 import type { RecordedRollout } from '../../durable-objects/contracts.ts'
 import type { ChatRequest } from '../../src/llm/types.ts'
 import { AgentSettings, RunConfig } from '../../src/schemas/run-config.ts'
-import type { Rubric } from '../../src/schemas/rubric.ts'
 import { criteriaWithReasons } from '../../workers/pipeline/judge-reasons.ts'
+import { rubric } from '../support/rubrics.ts'
 
-const rubric = (id: string): Rubric => ({
-  id,
-  text: `Criterion ${id}.`,
-  weight: 1,
-  is_anchor: true,
-  version: 1,
-  created_at: '2026-01-01T00:00:00.000Z',
-  metadata: {},
-})
-const RUBRICS = [rubric('a1'), rubric('d1')]
+const RUBRICS = [rubric('a1', undefined, { is_anchor: true }), rubric('d1', undefined, { is_anchor: true })]
 const RECORDED: RecordedRollout = {
   entry: {
     rollout_id: 'r1',

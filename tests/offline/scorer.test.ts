@@ -3,19 +3,13 @@ import { parseLenientJson } from '../../src/agents/run-agent.ts'
 import { buildScorerRequest, judgementKey, parseScorerReply } from '../../src/agents/scorer/index.ts'
 import { LlmError } from '../../src/llm/index.ts'
 import { MockChatModel } from '../../src/llm/mock.ts'
-import type { Rubric } from '../../src/schemas/rubric.ts'
 import { rewardFromGrades } from '../../src/scoring/index.ts'
+import { rubric } from '../support/rubrics.ts'
 
-const rubric = (id: string, text: string, weight = 1, isAnchor = false): Rubric => ({
-  id,
-  text,
-  weight,
-  is_anchor: isAnchor,
-  version: 1,
-  created_at: '2026-01-01T00:00:00.000Z',
-  metadata: {},
-})
-const RUBRICS = [rubric('a1', 'The final answer is correct.', 2, true), rubric('d1', 'Shows the key steps.')]
+const RUBRICS = [
+  rubric('a1', 'The final answer is correct.', { weight: 2, is_anchor: true }),
+  rubric('d1', 'Shows the key steps.'),
+]
 const METADATA = { high_level_goal: 'math', model_size: '7B', current_step: 3, total_steps: 10 }
 const ROLLOUT = { id: 'r1', input: 'What is 2+2?', output: '4', supplemental_context: '4' }
 

@@ -12,7 +12,6 @@ import { buildScorerRequest, judgeRollout } from '../../src/agents/scorer/index.
 import { createChatModel } from '../../src/llm/index.ts'
 import type { ChatModel, ChatRequest } from '../../src/llm/types.ts'
 import { AgentSettings } from '../../src/schemas/run-config.ts'
-import type { Rubric } from '../../src/schemas/rubric.ts'
 import { buildVerifierRequest, LlmVerifier } from '../../src/search/roles/index.ts'
 import { Candidate, PromptItem } from '../../src/search/types.ts'
 import { SearchRubric } from '../../src/schemas/search-rubric.ts'
@@ -20,17 +19,9 @@ import { verifierModel } from '../../workers/artifacts/llm.ts'
 import type { Env } from '../../workers/env.ts'
 import { startLlmStub, type ChatCompletionBody, type LlmStub } from '../support/llm-stub.ts'
 import { failureOf } from '../support/failure.ts'
+import { rubric } from '../support/rubrics.ts'
 
-const rubric = (id: string): Rubric => ({
-  id,
-  text: `Criterion ${id}.`,
-  weight: 1,
-  is_anchor: true,
-  version: 1,
-  created_at: '2026-01-01T00:00:00.000Z',
-  metadata: {},
-})
-const RUBRICS = [rubric('a1'), rubric('d1')]
+const RUBRICS = [rubric('a1', undefined, { is_anchor: true }), rubric('d1', undefined, { is_anchor: true })]
 const METADATA = { high_level_goal: 'math', model_size: '7B', current_step: 0, total_steps: 10 }
 const ROLLOUTS = ['4', 'five'].map((output, i) => ({ id: `r${i}`, input: 'What is 2+2?', output }))
 const SCORER_INPUT = {

@@ -1,0 +1,18 @@
+import type { Rubric } from '../../src/schemas/rubric.ts'
+
+/**
+ * A rubric as the edge stores it, version 1 of 2026-01-01, weight 1, adaptive unless `extra` says otherwise.
+ * @example rubric('a1', 'The final answer is correct.', { weight: 2, is_anchor: true })
+ */
+export function rubric(id: string, text = `Criterion ${id}.`, extra: Partial<Rubric> = {}): Rubric {
+  return {
+    id,
+    text,
+    weight: 1,
+    is_anchor: false,
+    version: 1,
+    created_at: '2026-01-01T00:00:00.000Z',
+    metadata: {},
+    ...extra,
+  }
+}
