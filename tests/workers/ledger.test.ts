@@ -305,11 +305,11 @@ async function coordinatorSteps(runId: string, table: 'steps' | 'step_shards'): 
 }
 
 describe("the coordinator's steps", () => {
-  it('keep the last DETAILED_STEPS updated ones and the live ones; a late report of a gone step writes nothing', async () => {
+  it('keep the last DETAILED_STEPS updated and the live ones; a late report of a gone step writes none', async () => {
     const run = await createRun(RUBRICS)
     const coordinator = env.RUN_COORDINATOR.getByName(coordinatorName(run.runId))
     const steps = DETAILED_STEPS + 20
-    // Steps a shard took part in without a rollout: each closes by /complete and is updated at once (nothing to update).
+    // Steps a shard took part in without a rollout: each closes by /complete and is updated at once (none to update).
     for (let step = 0; step < steps; step++) {
       expect((await coordinator.announce('global', 0, -1)).step).toBe(step)
       expect(await coordinator.complete()).toMatchObject({ closed: true, step })
