@@ -154,14 +154,21 @@ export class StepLifecycle {
     this.parts.waiters.release(step)
   }
 
-  /** Old steps keep their summary row: their shard and instance rows, and their per-step LLM sums, are folded away. */
+  /**
+   * Updated steps `DETAILED_STEPS` before `step` leave the coordinator: their shard and instance rows, their per-step
+   * LLM sums (folded into step -1's) and then their own row, so `steps` stays bounded however long the run. Nothing
+   * reads them: readers want the newest steps, and a late report or announce of such a step writes only to the
+   * collecting one. A step not yet updated keeps its row whatever its age.
+   */
   private forgetOldDetail(step: number): void {
     const oldest = step - DETAILED_STEPS
     if (oldest < 0) return
     this.storage.transactionSync(() => {
+      // Before the steps' rows: it finds the updated steps by them.
       this.sql.exec(COORDINATOR_SQL.forgetShardsThrough, oldest)
       this.sql.exec(COORDINATOR_SQL.forgetInstancesThrough, oldest)
       this.parts.llm.foldThrough(oldest)
+      this.sql.exec(COORDINATOR_SQL.forgetStepsThrough, oldest)
     })
   }
 }

@@ -6,7 +6,11 @@ import type { RubricStatus, StepStatus } from '../../src/schemas/status.ts'
 import type { ScoreTally } from '../../src/scoring/tally.ts'
 import type { TableSchema } from '../schema.ts'
 
-/** Steps whose per-shard and per-instance rows are kept; older steps keep their summary row only. */
+/**
+ * Updated steps kept, counted back from the newest updated one: older updated steps leave every table (their rollouts
+ * stay summed in meta `updated_rollouts`, their LLM calls in step -1's sums), so `steps` holds at most this many
+ * updated rows plus the steps not yet updated.
+ */
 export const DETAILED_STEPS = 200
 
 /** `closing` is internal: the step stopped taking rollouts and its shards are being told; readers see `updating`. */
@@ -70,7 +74,7 @@ export const COORDINATOR_TABLES: Record<string, TableSchema> = {
     },
     withoutRowid: true,
   },
-  // Step -1 holds the sums of steps older than DETAILED_STEPS.
+  // Step -1 holds the sums of the steps older than the last DETAILED_STEPS.
   llm_stats: {
     columns: {
       step: 'INTEGER NOT NULL',
@@ -118,6 +122,8 @@ export const COORDINATOR_SQL = {
   markUpdating: `UPDATE steps SET status = 'updating' WHERE step = ? AND status = 'closing'`,
   /** Every instance of the step is updated: its tally summed once, kept on its row. */
   markUpdated: `UPDATE steps SET status = 'updated', updated_at = coalesce(updated_at, ?), tally = ? WHERE step = ?`,
+  /** The rows of updated steps up to a step, once their detail has gone: a step not yet updated stays. */
+  forgetStepsThrough: `DELETE FROM steps WHERE step <= ? AND status = 'updated'`,
 
   // step_shards
   /** A shard's tally of a step (absolute), registering it there; a confirmed close's row is left as confirmed. */

@@ -7,10 +7,11 @@ import { createExecutionContext, runInDurableObject } from 'cloudflare:test'
 import { env } from 'cloudflare:workers'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { LEDGER_SQL, type StepRolloutRow } from '../../durable-objects/ledger-shard/index.ts'
-import { COORDINATOR_SQL } from '../../durable-objects/run-coordinator/tables.ts'
+import { COORDINATOR_SQL, DETAILED_STEPS } from '../../durable-objects/run-coordinator/tables.ts'
 import { coordinatorName, ledgerName, ledgerShardOf } from '../../durable-objects/names.ts'
 import { type AnalysisCandidate, selectForAnalysis } from '../../src/analysis/select.ts'
 import { RewardClient } from '../../src/client/index.ts'
+import { emptyTally } from '../../src/scoring/tally.ts'
 import { createApp } from '../../workers/app.ts'
 import type { Env } from '../../workers/env.ts'
 import { METADATA, call, createRun, expectStatus, ledgerRows, rollout } from './helpers.ts'
@@ -105,14 +106,17 @@ describe("the ledger's statements", () => {
   })
 })
 
-/** `steps` keeps one row per step for the run's life: `StepLifecycle.forgetOldDetail` drops only detail rows. */
-const EVERY_STEP = 'reads every row of steps (one per step of the run, never trimmed)'
+/**
+ * `steps` holds the last DETAILED_STEPS (200) updated steps and the steps not yet updated:
+ * `StepLifecycle.forgetOldDetail` deletes older updated rows as each step is updated ("the coordinator's steps").
+ */
+const EVERY_STEP = 'reads every row of steps (at most DETAILED_STEPS, 200, updated ones plus the live steps)'
 /** Steps keep their shard, instance and LLM rows for DETAILED_STEPS (200) steps: `StepLifecycle.forgetOldDetail`. */
 const DETAILED = 'DETAILED_STEPS (200) steps, trimmed by StepLifecycle.forgetOldDetail'
 
 /**
  * The coordinator's statements that read a table in key order or whole instead of by a key, and why each may.
- * A scan of every step reads one row per step of the run: 10,000 rows read at 10,000 steps, about $0.00001.
+ * A scan of every step reads the live steps and at most 200 updated ones however long the run (not 10,000 at 10,000).
  */
 const COORDINATOR_SCANS: Partial<Record<keyof typeof COORDINATOR_SQL, string>> = {
   latestSteps: 'walks the primary key down and stops at its LIMIT (DETAILED_STEPS, 200, for the timeline)',
@@ -288,6 +292,67 @@ describe('bounded storage', () => {
     for (const object of listed.objects)
       expect(object.key).toMatch(new RegExp(`^runs/${run.runId}/steps/00000[0-3]/global\\.[0-7]\\.ndjson$`))
   })
+})
+
+/** The coordinator's rows of `table` by step (`steps`, `step_shards`), read from its storage. */
+async function coordinatorSteps(runId: string, table: 'steps' | 'step_shards'): Promise<number[]> {
+  return runInDurableObject(env.RUN_COORDINATOR.getByName(coordinatorName(runId)), (_object, state) =>
+    state.storage.sql
+      .exec<{ step: number }>(`SELECT step FROM ${table} ORDER BY step`)
+      .toArray()
+      .map((row) => row.step),
+  )
+}
+
+describe("the coordinator's steps", () => {
+  it('keep the last DETAILED_STEPS updated and the live ones; a late report of a gone step writes none', async () => {
+    const run = await createRun(RUBRICS)
+    const coordinator = env.RUN_COORDINATOR.getByName(coordinatorName(run.runId))
+    const steps = DETAILED_STEPS + 20
+    // Steps a shard took part in without a rollout: each closes by /complete and is updated at once (none to update).
+    for (let step = 0; step < steps; step++) {
+      expect((await coordinator.announce('global', 0, -1)).step).toBe(step)
+      expect(await coordinator.complete()).toMatchObject({ closed: true, step })
+    }
+    // The last step has a scored rollout, updated as any step is.
+    expect((await score(run, 'after-many')).status).toBe(200)
+    expect((await call('POST', '/complete', { token: run.token })).json).toMatchObject({ closed: true, step: steps })
+    expect((await call('GET', '/rubric_status/wait?timeout_s=30', { token: run.token })).json).toMatchObject({
+      step: steps,
+      status: 'updated',
+      rollouts: 1,
+    })
+    // Kept: the DETAILED_STEPS updated steps up to the last one, and the collecting step its close opened.
+    const kept = Array.from({ length: DETAILED_STEPS + 1 }, (_, i) => steps - DETAILED_STEPS + 1 + i)
+    expect(await coordinatorSteps(run.runId, 'steps')).toEqual(kept)
+    expect(Math.min(...(await coordinatorSteps(run.runId, 'step_shards')))).toBeGreaterThan(steps - DETAILED_STEPS)
+    await expectStatus(run.token, { step: steps, status: 'updated', rollouts: 1, pending: 0 })
+    const timeline = await coordinator.timeline()
+    // The timeline's newest DETAILED_STEPS steps, less the collecting one that has no rollout yet.
+    expect(timeline.map((entry) => entry.step)).toEqual(kept.slice(1, -1))
+    expect(timeline.at(-1)).toMatchObject({ step: steps, status: 'updated', rollouts: 1 })
+    expect(timeline.slice(0, -1).every((entry) => entry.status === 'updated' && entry.rollouts === 0)).toBe(true)
+    expect(await coordinator.activity()).toEqual({ scores: 1, last_step: steps })
+
+    // A shard that slept through the steps reports and announces one that is gone: told the collecting step and the
+    // closes it missed, it does not bring the step back; the announce registers it in the collecting step.
+    const late = await coordinator.report({
+      instanceId: 'global',
+      shard: 5,
+      step: 3,
+      tally: { ...emptyTally(), rollouts: 2 },
+      llm: [],
+    })
+    expect(late.step).toBe(steps + 1)
+    expect(late.closes[0]).toEqual({ step: 3, keep: 0 })
+    expect(late.closes.length).toBe(steps + 1 - 3)
+    const announced = await coordinator.announce('global', 6, 3)
+    expect(announced.step).toBe(steps + 1)
+    expect(announced.closes[0]).toEqual({ step: 3, keep: 0 })
+    expect(await coordinatorSteps(run.runId, 'steps')).toEqual(kept)
+    expect(Math.min(...(await coordinatorSteps(run.runId, 'step_shards')))).toBeGreaterThan(steps - DETAILED_STEPS)
+    await expectStatus(run.token, { step: steps + 1, status: 'collecting', rollouts: 0 })
+  }, 60_000)
 })
 
 describe('steps without /complete', () => {
