@@ -6,6 +6,7 @@
 import { env } from 'cloudflare:workers'
 import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test'
 import { afterEach, describe, expect, it, vi } from 'vitest'
+import { pLimit } from '../../src/llm/index.ts'
 import type { MemoryDocument } from '../../src/schemas/memory.ts'
 import { createApp } from '../../workers/app.ts'
 import { embedderFor, memoryFor } from '../../workers/memory/backends.ts'
@@ -135,6 +136,20 @@ describe('EMBEDDER=openai', () => {
     const found = await search(run.token, 'grader', deployment)
     expect(found.status, found.text).toBe(200)
     expect(found.json.documents).toMatchObject([{ text: 'The grader.' }])
+  })
+
+  it("waits for a slot of the invocation's LLM cap before it sends a request", async () => {
+    const stub = embeddingsStub('embed-cap')
+    const cap = pLimit(1)
+    let release!: () => void
+    const held = cap(() => new Promise<void>((resolve) => (release = resolve)))
+    const embedding = embedderFor(openaiEnv('embed-cap'), { limit: cap }).embed(['grader'])
+    await vi.waitFor(() => expect(cap.pendingCount).toBe(1))
+    expect(stub.calls()).toBe(0)
+    release()
+    await held
+    expect((await embedding).map((vector) => Array.from(vector))).toEqual([[1, 0, 0, 0]])
+    expect(stub.calls()).toBe(1)
   })
 
   it('refuses to start without its base URL, model or dimensions, naming what is missing', async () => {
