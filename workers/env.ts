@@ -25,6 +25,16 @@ declare global {
       RM_LLM_BASE_URL?: string
       /** That endpoint's API key (a secret), unless the deployment names its own `api_key_env`. */
       RM_LLM_API_KEY?: string
+      /** `EMBEDDER=openai`: the OpenAI-compatible API up to its version segment, e.g. `https://api.openai.com/v1`. */
+      EMBEDDINGS_BASE_URL?: string
+      /** `EMBEDDER=openai`: the embedding model, e.g. `text-embedding-3-small`. */
+      EMBEDDINGS_MODEL?: string
+      /** `EMBEDDER=openai`: the model's vector length; the vector index must have the same. */
+      EMBEDDINGS_DIMENSIONS?: string
+      /** `EMBEDDER=openai`: "true" asks the server to shorten vectors to the dimensions (text-embedding-3-*). */
+      EMBEDDINGS_REQUEST_DIMENSIONS?: string
+      /** `EMBEDDER=openai`: the API key, sent as a bearer token (a secret); local servers usually need none. */
+      EMBEDDINGS_API_KEY?: string
     }
   }
 }

@@ -116,15 +116,15 @@ export async function ledgerRows(runId: string, instanceId = 'global', shards = 
 
 /**
  * Routes the Worker's requests to `http://llm.test/<tag>/…` (a role's base_url) to `answer`; the Worker runs in this
- * isolate, so its `fetch` is this one. Everything else goes to the real fetch. `answer` gives the reply's content, or
- * a Response of its own (an HTTP error).
+ * isolate, so its `fetch` is this one. Everything else goes to the real fetch. `answer` sees the request and gives the
+ * reply's content, or a Response of its own (an HTTP error, another API's answer).
  * @example const judge = fakeEndpoint('slow', async () => { await held; return reply })
  */
-export function fakeEndpoint(tag: string, answer: (callIndex: number) => Promise<string | Response>) {
+export function fakeEndpoint(tag: string, answer: (callIndex: number, request: Request) => Promise<string | Response>) {
   let calls = 0
   const realFetch = (fakeFetches.real ??= globalThis.fetch)
-  fakeFetches.routes.set(`http://llm.test/${tag}/`, async () => {
-    const content = await answer(calls++)
+  fakeFetches.routes.set(`http://llm.test/${tag}/`, async (request) => {
+    const content = await answer(calls++, request)
     if (content instanceof Response) return content
     const completion = {
       id: `c-${calls}`,
@@ -139,12 +139,14 @@ export function fakeEndpoint(tag: string, answer: (callIndex: number) => Promise
     vi.spyOn(globalThis, 'fetch').mockImplementation(async (input: RequestInfo | URL, init?: RequestInit) => {
       const url = input instanceof Request ? input.url : String(input)
       const route = [...fakeFetches.routes].find(([prefix]) => url.startsWith(prefix))
-      return route ? route[1]() : realFetch(input, init)
+      return route ? route[1](new Request(input, init)) : realFetch(input, init)
     })
   }
   return { calls: () => calls }
 }
-const fakeFetches: { real?: typeof fetch; routes: Map<string, () => Promise<Response>> } = { routes: new Map() }
+const fakeFetches: { real?: typeof fetch; routes: Map<string, (request: Request) => Promise<Response>> } = {
+  routes: new Map(),
+}
 
 /**
  * Forgets every fake endpoint: call it after each test that made one.

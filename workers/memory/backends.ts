@@ -1,5 +1,8 @@
+import type { LimitFunction } from 'p-limit'
+import { withRetry } from '../../src/llm/index.ts'
 import { HashedNgramEmbedder } from '../../src/memory/hashed-ngram-embedder.ts'
 import type { Embedder } from '../../src/memory/embedder.ts'
+import { OpenAIEmbedder } from '../../src/memory/openai-embedder.ts'
 import type { VectorIndex } from '../../src/memory/vector-index.ts'
 import { VectorizeIndex } from '../../src/memory/vectorize-index.ts'
 import { WorkersAiEmbedder } from '../../src/memory/workers-ai-embedder.ts'
@@ -7,17 +10,54 @@ import { memoryIndexName } from '../../durable-objects/names.ts'
 import type { Env } from '../env.ts'
 import { MemoryStore } from './store.ts'
 
+/** What the Worker's embedder may share with the invocation's LLM calls. */
+export interface EmbedderOptions {
+  /** The invocation's cap on LLM connections (`requestModels(…).limit`): an embeddings request takes one slot. */
+  limit?: LimitFunction
+}
+
+/** The vars `EMBEDDER=openai` reads; the API key is the secret `EMBEDDINGS_API_KEY`. */
+const OPENAI_EMBEDDER_VARS = ['EMBEDDINGS_BASE_URL', 'EMBEDDINGS_MODEL', 'EMBEDDINGS_DIMENSIONS'] as const
+
 /**
- * The embedder the deployment is configured for: `EMBEDDER=workers-ai` in production, else the
- * deterministic hashed n-gram embedder (no network, no account).
- * @example const embedder = embedderFor(env)
+ * The embedder the deployment is configured for: `EMBEDDER=workers-ai` (the AI binding), `EMBEDDER=openai` (an
+ * OpenAI-compatible `/embeddings`, retried on 429 and 5xx as its Retry-After asks), else the deterministic hashed
+ * n-gram embedder (no network, no account). A remote embedder missing its binding or vars throws, naming them.
+ * @example const embedder = embedderFor(env, { limit: models.limit })
  */
-export function embedderFor(env: Env): Embedder {
+export function embedderFor(env: Env, options: EmbedderOptions = {}): Embedder {
   if (env.EMBEDDER === 'workers-ai') {
     if (!env.AI) throw new Error('EMBEDDER=workers-ai needs the AI binding')
     return new WorkersAiEmbedder(env.AI)
   }
+  if (env.EMBEDDER === 'openai') return retrying(openAIEmbedderOf(env), options.limit)
   return new HashedNgramEmbedder()
+}
+
+function openAIEmbedderOf(env: Env): OpenAIEmbedder {
+  const missing = OPENAI_EMBEDDER_VARS.filter((name) => !env[name]?.trim())
+  if (missing.length > 0)
+    throw new Error(`EMBEDDER=openai needs the var${missing.length > 1 ? 's' : ''} ${missing.join(', ')}`)
+  const dimensions = Number(env.EMBEDDINGS_DIMENSIONS)
+  if (!Number.isInteger(dimensions) || dimensions < 1)
+    throw new Error(`EMBEDDINGS_DIMENSIONS must be a positive integer, got "${env.EMBEDDINGS_DIMENSIONS}"`)
+  return new OpenAIEmbedder({
+    baseURL: env.EMBEDDINGS_BASE_URL!.trim(),
+    model: env.EMBEDDINGS_MODEL!.trim(),
+    dimensions,
+    requestDimensions: env.EMBEDDINGS_REQUEST_DIMENSIONS === 'true',
+    ...(env.EMBEDDINGS_API_KEY ? { apiKey: env.EMBEDDINGS_API_KEY } : {}),
+  })
+}
+
+/** Each attempt holds one of the invocation's LLM slots, released while `withRetry` waits. */
+function retrying(embedder: Embedder, limit?: LimitFunction): Embedder {
+  const attempt = (texts: string[]) => (limit ? limit(() => embedder.embed(texts)) : embedder.embed(texts))
+  return {
+    id: embedder.id,
+    dimensions: embedder.dimensions,
+    embed: (texts) => withRetry(() => attempt(texts)),
+  }
 }
 
 /**
@@ -41,6 +81,6 @@ export function vectorIndexFor(env: Env, runId: string): VectorIndex {
  * The memory of one run, wired to this deployment's D1, embedder and index.
  * @example await memoryFor(env, 'grpo-1').search({ run_id: 'grpo-1', text: 'hacking', top_k: 5 })
  */
-export function memoryFor(env: Env, runId: string): MemoryStore {
-  return new MemoryStore(env.DB, embedderFor(env), vectorIndexFor(env, runId))
+export function memoryFor(env: Env, runId: string, options: EmbedderOptions = {}): MemoryStore {
+  return new MemoryStore(env.DB, embedderFor(env, options), vectorIndexFor(env, runId))
 }

@@ -161,7 +161,7 @@ async function analyseStep(
   const reasons: Partial<Record<AnalysisReason, number>> = {}
   for (const { reasons: why } of selected) for (const reason of why) reasons[reason] = (reasons[reason] ?? 0) + 1
   const todo = selected.filter(({ rollout_id }) => byId.get(rollout_id)!.analysis?.status !== 'done')
-  const memory = memoryFor(env, job.runId)
+  const memory = memoryFor(env, job.runId, { limit: models.limit })
   const fresh = await analyseRollouts(env, config, job, todo, byId, memory, models)
   if (todo.length > 0 && fresh.every((result) => result.analysis.status === 'failed') && !options.lastAttempt) {
     throw new Error(`step ${job.step}: all ${todo.length} analyses failed`)
@@ -323,7 +323,7 @@ async function planUpdate(
   health: readonly CriterionStepHealth[],
 ): Promise<StepUpdateCommit> {
   if (analyses.records.length === 0) return noChange(snapshot, 'no analysed rollouts in this step', counts)
-  const memory = memoryFor(env, job.runId)
+  const memory = memoryFor(env, job.runId, { limit: models.limit })
   const rubrics = snapshot.rubrics
   // A redelivered job reuses the summary it already remembered, so the updater works from that one.
   const summary =
@@ -406,7 +406,7 @@ async function consultMemory(
     queries,
     scope: { run_id: job.runId, ...(instanceScope ? { instance_id: instanceScope } : {}) },
     limitPerQuery: config.dynamic_memory_limit_per_query,
-    embedder: embedderFor(env),
+    embedder: embedderFor(env, { limit: models.limit }),
     index: vectorIndexFor(env, job.runId),
     loadDocuments: (ids) => memory.get(ids),
   })

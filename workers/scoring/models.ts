@@ -33,7 +33,8 @@ export interface RoleModel {
 
 /**
  * The models one request may use, wrapped with the run's concurrency caps and a call log that the
- * request persists afterwards. Built per invocation because the 6-connection limit is per invocation.
+ * request persists afterwards. Built per invocation because the 6-connection limit is per invocation; `limit` is the
+ * run's cap on the invocation's LLM calls, for other calls to the same kind of server (embeddings) to share.
  * @example const { forRole, calls } = requestModels(env, config); const scorer = forRole('scorer')
  */
 export function requestModels(env: Env, config: RunConfig) {
@@ -61,7 +62,7 @@ export function requestModels(env: Env, config: RunConfig) {
     })
     return { model, settings, signature: `${adapter.id}|${signature}`, label: adapter.id }
   }
-  return { forRole, calls }
+  return { forRole, calls, limit: totalLimit }
 }
 
 /** Settings objects are memoized per run config (agentSettingsFor), so their keys are worked out once. */
