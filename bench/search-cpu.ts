@@ -7,11 +7,11 @@
  * Each tree's CLI (offline/cli/bin.js: the prebuilt bundle when it is up to date, tsx otherwise; this tree's bundle is
  * rebuilt first when stale, a `--before` revision's built when it has offline/cli/bundle.ts) runs, as a child process
  * under `/usr/bin/time`, (1) `search --help` and (2) a search of autosr's demo configuration (examples/demo.json,
- * defaults, a fresh reply cache) with the openai backend against bench/loopback-llm-stub.ts (`STUB_REPLY=search`:
- * valid answers for every role, zero latency, in its own process so
- * its CPU is not counted), at `max_concurrency=8`. CPU is user + system of the CLI process; the LLM calls are the
- * requests the stub served. Per call: the search's CPU over its calls, and the same less the `--help` run's CPU (the
- * start-up both pay). Runs alternate between the trees (`--rounds`, 3), the median is printed.
+ * defaults, a fresh reply cache) with the openai backend against bench/loopback-llm-stub.ts (`STUB_REPLY=search`: valid
+ * answers for every role, zero latency, in its own process so its CPU is not counted), at `max_concurrency=8`. CPU is
+ * user + system of the CLI process; the LLM calls are the requests the stub served. Per call: the search's CPU over its
+ * calls, and the same less the `--help` run's CPU (the start-up both pay). Runs alternate between the trees
+ * (`--rounds`, 3), the median is printed.
  */
 import { execFileSync, spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'

@@ -1,10 +1,10 @@
 /**
  * The CLI's prebuilt bundle: `offline/cli/index.ts`, everything it imports from this repository and the few pure-ESM
  * packages every command loads (BUNDLED_PACKAGES; the others stay in node_modules), compiled by esbuild into
- * `dist/cli/`, so `reward-harness` starts without tsx's compile hooks (about half of `--help`'s CPU). `npm ci` builds it (the `prepare` script); `npm run build:cli` rebuilds it.
- * offline/cli/bin.js runs it only while every source it was built from is unchanged (same mtime and size, listed in
- * `dist/cli/sources.json`), and the sources through tsx otherwise: an edited source is never shadowed by a stale
- * bundle, it only starts slower until the next build.
+ * `dist/cli/`, so `reward-harness` starts without tsx's compile hooks (about half of `--help`'s CPU). `npm ci` builds
+ * it (the `prepare` script); `npm run build:cli` rebuilds it. offline/cli/bin.js runs it only while every source it was
+ * built from is unchanged (same mtime and size, listed in `dist/cli/sources.json`), and the sources through tsx
+ * otherwise: an edited source is never shadowed by a stale bundle, it only starts slower until the next build.
  */
 import { mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join, relative, resolve } from 'node:path'

@@ -67,7 +67,7 @@ describe('hashing', () => {
     expect(canonicalJson({ b: 1, a: [2, { d: 3, c: 4 }] })).toBe('{"a":[2,{"c":4,"d":3}],"b":1}')
   })
 
-  it('canonicalJson writes what JSON.stringify writes, keys sorted: toJSON first, undefined left out, index keys first', () => {
+  it('canonicalJson writes what JSON.stringify writes, keys sorted (toJSON first, integer keys first)', () => {
     const value = {
       z: { toJSON: () => ({ y: new Date(0), x: undefined }) },
       list: [undefined, () => 1, Number.NaN, { b: 'é"\\', a: null }],
