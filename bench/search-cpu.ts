@@ -5,12 +5,13 @@
  *   npx tsx bench/search-cpu.ts --before 5cf592e       # and a git revision, side by side, in the same run
  *
  * Each tree's CLI (offline/cli/bin.js: the prebuilt bundle when it is up to date, tsx otherwise; this tree's bundle is
- * rebuilt first when stale) runs, as a child process under `/usr/bin/time`, (1) `search --help` and (2) a search of
- * autosr's demo configuration (examples/demo.json, defaults, a fresh reply cache) with the openai backend against
- * bench/loopback-llm-stub.ts (`STUB_REPLY=search`: valid answers for every role, zero latency, in its own process so
- * its CPU is not counted), at `max_concurrency=8`. CPU is user + system of the CLI process; the LLM calls are the
- * requests the stub served. Per call: the search's CPU over its calls, and the same less the `--help` run's CPU (the
- * start-up both pay). Runs alternate between the trees (`--rounds`, 3), the median is printed.
+ * rebuilt first when stale, a `--before` revision's built when it has offline/cli/bundle.ts) runs, as a child process
+ * under `/usr/bin/time`, (1) `search --help` and (2) a search of autosr's demo configuration (examples/demo.json,
+ * defaults, a fresh reply cache) with the openai backend against bench/loopback-llm-stub.ts (`STUB_REPLY=search`: valid
+ * answers for every role, zero latency, in its own process so its CPU is not counted), at `max_concurrency=8`. CPU is
+ * user + system of the CLI process; the LLM calls are the requests the stub served. Per call: the search's CPU over its
+ * calls, and the same less the `--help` run's CPU (the start-up both pay). Runs alternate between the trees
+ * (`--rounds`, 3), the median is printed.
  */
 import { execFileSync, spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -82,6 +83,15 @@ async function measureTree(root: string, stub: Awaited<ReturnType<typeof startLo
   }
 }
 
+/**
+ * Builds a checked-out revision's CLI bundle when it has one (offline/cli/bundle.ts), so both trees run as `npm ci`
+ * leaves them; a revision without one runs its sources through tsx, as it did then.
+ */
+function buildRevisionBundle(root: string): void {
+  if (!existsSync(join(root, 'offline/cli/bundle.ts'))) return
+  execFileSync(process.execPath, ['--import', 'tsx', 'offline/cli/bundle.ts'], { cwd: root, stdio: 'ignore' })
+}
+
 const median = (values: number[]) => {
   const sorted = [...values].sort((a, b) => a - b)
   return sorted[Math.floor(sorted.length / 2)]!
@@ -109,7 +119,10 @@ async function main() {
   if (!freshBundleEntry(pathToFileURL(`${CLI_BUNDLE_DIR}/`))) await buildCliBundle()
   const trees: { label: string; root: string }[] = [{ label: 'this tree', root: ROOT }]
   const checkedOut = values.before ? checkoutRevision(values.before, 'bench-search-cpu-') : undefined
-  if (checkedOut) trees.unshift({ label: values.before!, root: checkedOut.root })
+  if (checkedOut) {
+    buildRevisionBundle(checkedOut.root)
+    trees.unshift({ label: values.before!, root: checkedOut.root })
+  }
   const stub = await startLoopbackStub({ STUB_REPLY: 'search' })
   const rounds = new Map(trees.map((tree) => [tree.label, [] as TreeRound[]]))
   try {

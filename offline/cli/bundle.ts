@@ -1,10 +1,10 @@
 /**
- * The CLI's prebuilt bundle: `offline/cli/index.ts` and everything it imports from this repository, compiled by
- * esbuild into `dist/cli/` (dependencies stay in node_modules), so `reward-harness` starts without tsx's compile hooks
- * (about half of `--help`'s CPU). `npm ci` builds it (the `prepare` script); `npm run build:cli` rebuilds it.
- * offline/cli/bin.js runs it only while every source it was built from is unchanged (same mtime and size, listed in
- * `dist/cli/sources.json`), and the sources through tsx otherwise: an edited source is never shadowed by a stale
- * bundle, it only starts slower until the next build.
+ * The CLI's prebuilt bundle: `offline/cli/index.ts`, everything it imports from this repository and the few pure-ESM
+ * packages every command loads (BUNDLED_PACKAGES; the others stay in node_modules), compiled by esbuild into
+ * `dist/cli/`, so `reward-harness` starts without tsx's compile hooks (about half of `--help`'s CPU). `npm ci` builds
+ * it (the `prepare` script); `npm run build:cli` rebuilds it. offline/cli/bin.js runs it only while every source it was
+ * built from is unchanged (same mtime and size, listed in `dist/cli/sources.json`), and the sources through tsx
+ * otherwise: an edited source is never shadowed by a stale bundle, it only starts slower until the next build.
  */
 import { mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join, relative, resolve } from 'node:path'
@@ -14,8 +14,11 @@ import { build, type Plugin } from 'esbuild'
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 /** Where bin.js looks for the bundle (its entry `index.js` and `sources.json`). */
 export const CLI_BUNDLE_DIR = join(ROOT, 'dist/cli')
-/** Files that shape the build without being imported: a change to them makes the bundle stale too. */
-const BUILD_INPUTS = ['offline/cli/bundle.ts', 'tsconfig.json', 'package.json']
+/**
+ * Files that shape the build without being imported: a change to them makes the bundle stale too. The lockfile stands
+ * for the packages compiled into the bundle (BUNDLED_PACKAGES): an install that changes one changes it.
+ */
+const BUILD_INPUTS = ['offline/cli/bundle.ts', 'tsconfig.json', 'package.json', 'package-lock.json']
 
 /** What `sources.json` records per source file (paths relative to the repository root). */
 export type BundleSources = Record<string, { mtimeMs: number; size: number }>
@@ -42,6 +45,22 @@ function sourceUrls(outdir: string): Plugin {
   }
 }
 
+/** Dependencies compiled into the bundle: zod's ~95 files each cost a resolve, a read and a link at every start. */
+const BUNDLED_PACKAGES =
+  /^(zod|jsonrepair|simple-statistics|d3-array|lru-cache|p-limit|yocto-queue|p-retry|is-network-error)(\/|$)/
+
+/** Every other bare import stays in node_modules (native addons, packages that find files beside their own). */
+function dependenciesExternal(): Plugin {
+  return {
+    name: 'dependencies-external',
+    setup(builder) {
+      builder.onResolve({ filter: /^[^./]/ }, (args) =>
+        BUNDLED_PACKAGES.test(args.path) ? undefined : { path: args.path, external: true },
+      )
+    },
+  }
+}
+
 /**
  * Builds the bundle into a fresh folder and swaps it in, so a CLI started meanwhile sees the old bundle or none (and
  * runs the sources), never a half-written one. Returns the sources it was built from.
@@ -61,15 +80,15 @@ export async function buildCliBundle(outdir: string = CLI_BUNDLE_DIR): Promise<B
     format: 'esm',
     platform: 'node',
     target: 'node20',
-    packages: 'external',
+    plugins: [sourceUrls(outdir), dependenciesExternal()],
     outdir: staging,
     chunkNames: 'chunk-[hash]',
     metafile: true,
     logLevel: 'warning',
-    plugins: [sourceUrls(outdir)],
   })
   const sources: BundleSources = {}
-  for (const path of [...Object.keys(result.metafile.inputs), ...BUILD_INPUTS]) {
+  const ownInputs = Object.keys(result.metafile.inputs).filter((path) => !path.startsWith('node_modules/'))
+  for (const path of [...ownInputs, ...BUILD_INPUTS]) {
     const { mtimeMs, size } = statSync(resolve(ROOT, path))
     sources[path] = { mtimeMs, size }
   }

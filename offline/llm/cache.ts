@@ -295,7 +295,9 @@ export class CachedChatModel implements ChatModel {
       model: reply.model,
       usage: { prompt_tokens: reply.usage.prompt_tokens, completion_tokens: reply.usage.completion_tokens },
     }
-    if (!this.#lookup(key)) this.#entries++
+    // Only a miss is stored, and single-flight keeps a second call for its key from starting: the key is in neither
+    // the file nor the pending writes, so it adds an entry (no second lookup to find that out).
+    this.#entries++
     const poolRequest = request as PoolRequest
     this.#write({
       key,

@@ -39,13 +39,26 @@ const HEX_OF_BYTE = Array.from({ length: 256 }, (_, byte) => byte.toString(16).p
  * @example canonicalJson({ b: 1, a: [2, { d: 3, c: 4 }] }) // '{"a":[2,{"c":4,"d":3}],"b":1}'
  */
 export function canonicalJson(value: unknown): string {
-  return JSON.stringify(value, (_key, item: unknown) =>
-    item && typeof item === 'object' && !Array.isArray(item)
-      ? Object.fromEntries(
-          Object.entries(item as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
-        )
-      : item,
-  )
+  return JSON.stringify(withSortedKeys(value, ''))
+}
+
+const byKey = ([a]: [string, unknown], [b]: [string, unknown]) => (a < b ? -1 : a > b ? 1 : 0)
+
+/**
+ * A copy of `value` whose objects have their keys in sorted order (`toJSON` applied first, as JSON.stringify does),
+ * for one native JSON.stringify: a replacer would be a JavaScript call for every string and number of the value.
+ */
+function withSortedKeys(value: unknown, key: string): unknown {
+  const toJSON =
+    value !== null && (typeof value === 'object' || typeof value === 'function')
+      ? (value as { toJSON?: unknown }).toJSON
+      : undefined
+  const plain: unknown = typeof toJSON === 'function' ? toJSON.call(value, key) : value
+  if (plain === null || typeof plain !== 'object') return plain
+  if (Array.isArray(plain)) return plain.map((item, index) => withSortedKeys(item, String(index)))
+  const entries = Object.entries(plain as Record<string, unknown>).sort(byKey)
+  for (const entry of entries) entry[1] = withSortedKeys(entry[1], entry[0])
+  return Object.fromEntries(entries)
 }
 
 /**

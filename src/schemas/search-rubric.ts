@@ -31,3 +31,25 @@ export const SearchRubric = z.object({
   metadata: z.record(z.string(), z.unknown()).default({}),
 })
 export type SearchRubric = z.infer<typeof SearchRubric>
+
+/** Rubrics `parseSearchRubric` returned: zod's output is final, so validating the same object again can be skipped. */
+const parsedRubrics = new WeakSet<SearchRubric>()
+
+/**
+ * `SearchRubric.parse`, remembering its output so `isParsedSearchRubric` spares a second parse of the same object
+ * (the search validates every role's rubric; its own roles already return parsed ones).
+ * @example const rubric = parseSearchRubric({ rubric_id: 'p1_r0', criteria: [{ criterion_id: 'c1', text: 'Cites' }] })
+ */
+export function parseSearchRubric(value: unknown): SearchRubric {
+  const rubric = SearchRubric.parse(value)
+  parsedRubrics.add(rubric)
+  return rubric
+}
+
+/**
+ * Whether `value` is a rubric `parseSearchRubric` returned (and so already valid).
+ * @example isParsedSearchRubric(parseSearchRubric(raw)) // true
+ */
+export function isParsedSearchRubric(value: unknown): value is SearchRubric {
+  return typeof value === 'object' && value !== null && parsedRubrics.has(value as SearchRubric)
+}

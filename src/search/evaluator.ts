@@ -101,6 +101,14 @@ export class GradeMemo {
   private readonly inflight = new Map<string, Promise<CriterionGrades>>()
 
   /**
+   * The stored grades of a settled entry, or undefined (none yet, or its call is still running).
+   * @example memo.get(key)?.accuracy // 4
+   */
+  get(key: string): CriterionGrades | undefined {
+    return this.settled.get(key)
+  }
+
+  /**
    * The stored grades, or a call of `produce` shared by every concurrent caller; `hit` says which.
    * @example await memo.getOrCreate(key, () => verifier.grade(input))
    */
@@ -207,22 +215,7 @@ export class Evaluator {
   ): Promise<CandidateEvaluation> {
     const key = rubricKey(rubric)
     const voteGrades = await Promise.all(
-      Array.from({ length: votes }, (_, vote) => {
-        const memoKey = [item.prompt_id, candidate.candidate_id, textKey(candidate), key, vote].join('\u0000')
-        const seed = derivedSeed(this.seed, 'grade', item.prompt_id, candidate.candidate_id, key, vote)
-        return this.memo
-          .getOrCreate(memoKey, async () => {
-            const raw = await this.limit(() => {
-              this.stats.verifier_calls++
-              return this.verifier.grade({ item, candidate, rubric, vote, seed })
-            })
-            return this.sanitize(rubric, raw)
-          })
-          .then(({ grades, hit }) => {
-            if (hit) this.stats.grade_memo_hits++
-            return grades
-          })
-      }),
+      Array.from({ length: votes }, (_, vote) => this.gradesOfVote(item, candidate, rubric, key, vote)),
     )
     const voteScores = voteGrades.map((grades) => rubricScore(rubric, grades))
     const grades: Record<string, number | null> = {}
@@ -241,6 +234,38 @@ export class Evaluator {
       vote_scores: voteScores,
       grades,
     }
+  }
+
+  /**
+   * One vote's grades: from the memo without a promise when it holds them (most of a search's evaluations), else
+   * the verifier's call, shared with every concurrent caller.
+   */
+  private gradesOfVote(
+    item: PromptItem,
+    candidate: Candidate,
+    rubric: SearchRubric,
+    key: string,
+    vote: number,
+  ): CriterionGrades | Promise<CriterionGrades> {
+    const memoKey = [item.prompt_id, candidate.candidate_id, textKey(candidate), key, vote].join('\u0000')
+    const known = this.memo.get(memoKey)
+    if (known) {
+      this.stats.grade_memo_hits++
+      return known
+    }
+    return this.memo
+      .getOrCreate(memoKey, async () => {
+        const seed = derivedSeed(this.seed, 'grade', item.prompt_id, candidate.candidate_id, key, vote)
+        const raw = await this.limit(() => {
+          this.stats.verifier_calls++
+          return this.verifier.grade({ item, candidate, rubric, vote, seed })
+        })
+        return this.sanitize(rubric, raw)
+      })
+      .then(({ grades, hit }) => {
+        if (hit) this.stats.grade_memo_hits++
+        return grades
+      })
   }
 
   /** Keeps only the rubric's criteria; non-finite → N/A; others rounded and clamped to 0..grade_max (and counted). */

@@ -67,6 +67,22 @@ describe('hashing', () => {
     expect(canonicalJson({ b: 1, a: [2, { d: 3, c: 4 }] })).toBe('{"a":[2,{"c":4,"d":3}],"b":1}')
   })
 
+  it('canonicalJson writes what JSON.stringify writes, keys sorted (toJSON first, integer keys first)', () => {
+    const value = {
+      z: { toJSON: () => ({ y: new Date(0), x: undefined }) },
+      list: [undefined, () => 1, Number.NaN, { b: 'é"\\', a: null }],
+      '10': 'ten',
+      '9': 'nine',
+      B: true,
+      '': -0,
+    }
+    expect(canonicalJson(value)).toBe(
+      '{"9":"nine","10":"ten","":0,"B":true,"list":[null,null,null,{"a":null,"b":"é\\"\\\\"}],' +
+        '"z":{"y":"1970-01-01T00:00:00.000Z"}}',
+    )
+    expect(canonicalJson(undefined)).toBeUndefined()
+  })
+
   it('maps the same input to the same instance id, and different inputs apart', async () => {
     expect(await instanceIdForInput('What is 2+2?')).toBe(await instanceIdForInput('What is 2+2?'))
     expect(await instanceIdForInput('What is 2+2?')).not.toBe(await instanceIdForInput('What is 3+3?'))

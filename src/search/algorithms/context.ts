@@ -6,7 +6,7 @@ import type { SearchConfig } from '../config.ts'
 import { Evaluator, rubricKey, type RubricEvaluation } from '../evaluator.ts'
 import { computeObjective, JudgeMemo, type ObjectiveResult } from '../objective.ts'
 import type { Candidate, MutationMode, PromptItem, SearchRoles } from '../types.ts'
-import { SearchRubric } from '../../schemas/search-rubric.ts'
+import { isParsedSearchRubric, SearchRubric } from '../../schemas/search-rubric.ts'
 import { createLimiter, type Limiter } from './concurrency.ts'
 import type { Ranked } from './selection.ts'
 
@@ -180,6 +180,7 @@ export async function proposeRubric(
 }
 
 function validated(rubric: unknown, origin: string): SearchRubric {
+  if (isParsedSearchRubric(rubric)) return rubric
   const parsed = SearchRubric.safeParse(rubric)
   if (parsed.success) return parsed.data
   const problems = parsed.error.issues

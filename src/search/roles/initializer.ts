@@ -9,7 +9,7 @@ import { dataBoundary, parseReplyAs, runAgent } from '../../agents/run-agent.ts'
 import type { ChatModel, ChatRequest } from '../../llm/types.ts'
 import { renderPrompt, type Locale, type PromptOverrides } from '../../prompts/index.ts'
 import { visibleCandidate, type PromptItem, type RubricInitializer } from '../types.ts'
-import { CRITERION_TYPES, SearchRubric, type Criterion } from '../../schemas/search-rubric.ts'
+import { CRITERION_TYPES, parseSearchRubric, SearchRubric, type Criterion } from '../../schemas/search-rubric.ts'
 import { dataBlock, searchLabels, type SearchRoleOptions } from './common.ts'
 import { seededRandom, shuffle } from '../../hash/index.ts'
 import { criteriaFromReply, isRecord, RubricReply, validateCriteria } from './rubric.ts'
@@ -124,7 +124,7 @@ export class LlmRubricInitializer implements RubricInitializer {
       ...(prompts ? { prompts } : {}),
     })
     const criteria = await runAgent(this.model, request, parseInitializerReply, retry)
-    return SearchRubric.parse({
+    return parseSearchRubric({
       rubric_id: `${item.prompt_id}_r0`,
       criteria,
       grading_protocol: { grade_max: gradeMax, allow_na: allowNa, num_votes: numVotes },
