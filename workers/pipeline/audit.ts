@@ -1,5 +1,4 @@
 import type { StepRollout } from '../../durable-objects/contracts.ts'
-import { judgeRollout } from '../../src/agents/scorer/index.ts'
 import { hash32 } from '../../src/hash/index.ts'
 import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { StepUpdateOutcome } from '../../src/schemas/status.ts'
@@ -7,7 +6,7 @@ import { mean, rankCorrelation } from '../../src/stats/index.ts'
 import type { Env } from '../env.ts'
 import type { StepJob } from '../../durable-objects/contracts.ts'
 import type { requestModels } from '../scoring/models.ts'
-import { recordedRollouts } from './recorded.ts'
+import { judgeRecorded, recordedRollouts } from './recorded.ts'
 
 type Audit = NonNullable<StepUpdateOutcome['audit']>
 
@@ -50,18 +49,7 @@ export async function auditStep(
       const rubrics = recorded ? versions[recorded.entry.rubric_version] : undefined
       if (!recorded || !rubrics) return undefined
       try {
-        const judged = await judgeRollout(
-          auditor.model,
-          {
-            rubrics,
-            rollout: recorded.rollout,
-            metadata: recorded.metadata,
-            gradeMax: config.grade_max,
-            locale: config.locale,
-            prompts: config.prompts,
-          },
-          { maxAttempts: auditor.settings.max_attempts },
-        )
+        const judged = await judgeRecorded(auditor, config, recorded, rubrics)
         return { judge: score, auditor: judged.score }
       } catch (error) {
         console.warn(`[${job.runId}/${job.instanceId} step ${job.step}] audit of ${rollout_id} failed:`, error)

@@ -1,9 +1,9 @@
 import type { RecordedRollout } from '../../durable-objects/contracts.ts'
-import { judgeRollout } from '../../src/agents/scorer/index.ts'
 import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'
 import type { CriterionGrade } from '../../src/schemas/score.ts'
 import type { RoleModel } from '../scoring/models.ts'
+import { judgeRecorded } from './recorded.ts'
 
 /**
  * A recorded rollout's grades with the judge's reasons, for its analysis. A run that scores without reasons
@@ -21,20 +21,7 @@ export async function criteriaWithReasons(
   const criteria = recorded.entry.criteria
   if (config.reasons !== 'none' || criteria.some((grade) => grade.reason)) return criteria
   try {
-    const scorer = scorerModel()
-    const judged = await judgeRollout(
-      scorer.model,
-      {
-        rubrics,
-        rollout: recorded.rollout,
-        metadata: recorded.metadata,
-        gradeMax: config.grade_max,
-        locale: config.locale,
-        prompts: config.prompts,
-        reasons: 'short',
-      },
-      { maxAttempts: scorer.settings.max_attempts },
-    )
+    const judged = await judgeRecorded(scorerModel(), config, recorded, rubrics, 'short')
     const reasons = new Map(judged.criteria.map((grade) => [grade.rubric_id, grade.reason]))
     return criteria.map((grade) => {
       const reason = reasons.get(grade.rubric_id)

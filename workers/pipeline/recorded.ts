@@ -1,9 +1,12 @@
 import type { RecordedRollout, StepRollout } from '../../durable-objects/contracts.ts'
+import { judgeRollout, type Judgement, type ScorerReasons } from '../../src/agents/scorer/index.ts'
 import { groupBy } from '../../src/collections/index.ts'
+import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'
 import type { Env } from '../env.ts'
 import type { StepJob } from '../../durable-objects/contracts.ts'
 import { objects } from '../objects/call.ts'
+import type { RoleModel } from '../scoring/models.ts'
 
 /**
  * Chosen rollouts of a closed step in full (from the ledger shards that hold them, one call per shard) with the rubric
@@ -29,4 +32,31 @@ export async function recordedRollouts(
     instance.versions([...new Set(recorded.map((rollout) => rollout.entry.rubric_version))]),
   )
   return { full: new Map(recorded.map((rollout) => [rollout.entry.rollout_id, rollout])), versions }
+}
+
+/**
+ * A recorded rollout judged again on `rubrics` with the run's grading settings, by `judge`'s model (the auditor, or the
+ * scorer asked for its reasons).
+ * @example const { score } = await judgeRecorded(models.forRole('auditor'), config, recorded, rubrics)
+ */
+export function judgeRecorded(
+  judge: Pick<RoleModel, 'model' | 'settings'>,
+  config: RunConfig,
+  recorded: RecordedRollout,
+  rubrics: Rubric[],
+  reasons?: ScorerReasons,
+): Promise<Judgement> {
+  return judgeRollout(
+    judge.model,
+    {
+      rubrics,
+      rollout: recorded.rollout,
+      metadata: recorded.metadata,
+      gradeMax: config.grade_max,
+      locale: config.locale,
+      prompts: config.prompts,
+      ...(reasons ? { reasons } : {}),
+    },
+    { maxAttempts: judge.settings.max_attempts },
+  )
 }
