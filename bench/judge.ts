@@ -217,13 +217,15 @@ async function loadModules(root: string): Promise<Modules> {
     load('src/llm/openai.ts'),
     load('src/schemas/run-config.ts'),
   ])
+  // The search rubric's schema lives in src/schemas now; older revisions have it in src/search/types.ts only.
+  const searchRubric = types.SearchRubric ?? (await load('src/schemas/search-rubric.ts')).SearchRubric
   return {
     judgeRollout: scorer.judgeRollout,
     judgeGroup: group.judgeGroup,
     runAnalyzer: analyzer.runAnalyzer,
     LlmVerifier: roles.LlmVerifier,
     LlmPairJudge: roles.LlmPairJudge,
-    SearchRubric: types.SearchRubric,
+    SearchRubric: searchRubric,
     Candidate: types.Candidate,
     PromptItem: types.PromptItem,
     OpenAIChatModel: openai.OpenAIChatModel,
