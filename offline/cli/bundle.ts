@@ -1,10 +1,12 @@
 /**
  * The CLI's prebuilt bundle: `offline/cli/index.ts`, everything it imports from this repository and the few pure-ESM
- * packages every command loads (BUNDLED_PACKAGES; the others stay in node_modules), compiled by esbuild into
- * `dist/cli/`, so `reward-harness` starts without tsx's compile hooks (about half of `--help`'s CPU). `npm ci` builds
- * it (the `prepare` script); `npm run build:cli` rebuilds it. offline/cli/bin.js runs it only while every source it was
- * built from is unchanged (same mtime and size, listed in `dist/cli/sources.json`), and the sources through tsx
- * otherwise: an edited source is never shadowed by a stale bundle, it only starts slower until the next build.
+ * packages every command loads (BUNDLED_PACKAGES; the others stay in node_modules), compiled by esbuild into one
+ * CommonJS file, `dist/cli/index.cjs`, so `reward-harness` starts without tsx's compile hooks, and with V8's code
+ * cache (offline/cli/code-cache.js: node:vm takes a code cache for a script, not for an ES module). Modules the CLI
+ * imports lazily stay lazy: esbuild runs their top level at the first `import()`. `npm ci` builds it (the `prepare`
+ * script); `npm run build:cli` rebuilds it. offline/cli/bin.js runs it only while every source it was built from is
+ * unchanged (same mtime and size, listed in `dist/cli/sources.json`), and the sources through tsx otherwise: an edited
+ * source is never shadowed by a stale bundle, it only starts slower until the next build.
  */
 import { mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join, relative, resolve } from 'node:path'
@@ -12,7 +14,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url'
 import { build, type Plugin } from 'esbuild'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
-/** Where bin.js looks for the bundle (its entry `index.js` and `sources.json`). */
+/** Where bin.js looks for the bundle (its entry `index.cjs` and `sources.json`). */
 export const CLI_BUNDLE_DIR = join(ROOT, 'dist/cli')
 /**
  * Files that shape the build without being imported: a change to them makes the bundle stale too. The lockfile stands
@@ -25,8 +27,9 @@ export type BundleSources = Record<string, { mtimeMs: number; size: number }>
 
 /**
  * Keeps `import.meta.url` meaning the source file's own URL inside the bundle (the CLI finds the repository root,
- * its migrations and its prompts from it): the URL is rewritten relative to the bundle's file, which sits in
- * `outdir` like every chunk. `import.meta.dirname`/`filename` have no such rewrite: the build refuses them.
+ * its migrations and its prompts from it): the URL is rebuilt from the bundle's own folder (`__dirname`, which sits
+ * in `outdir`) and the source's path relative to it. `import.meta.dirname`/`filename` have no such rewrite: the build
+ * refuses them.
  */
 function sourceUrls(outdir: string): Plugin {
   return {
@@ -38,7 +41,8 @@ function sourceUrls(outdir: string): Plugin {
           return { errors: [{ text: `${relative(ROOT, args.path)}: use import.meta.url (the bundle rewrites it)` }] }
         }
         const fromBundle = relative(outdir, args.path).split('\\').join('/')
-        const url = `new URL(${JSON.stringify(fromBundle)}, import.meta.url).href`
+        const path = `require('node:path').join(__dirname, ${JSON.stringify(fromBundle)})`
+        const url = `require('node:url').pathToFileURL(${path}).href`
         return { contents: text.replaceAll(/\bimport\.meta\.url\b/g, url), loader: 'ts' }
       })
     },
@@ -64,7 +68,7 @@ function dependenciesExternal(): Plugin {
 /**
  * Builds the bundle into a fresh folder and swaps it in, so a CLI started meanwhile sees the old bundle or none (and
  * runs the sources), never a half-written one. Returns the sources it was built from.
- * @example await buildCliBundle() // dist/cli/index.js and dist/cli/sources.json
+ * @example await buildCliBundle() // dist/cli/index.cjs and dist/cli/sources.json
  */
 export async function buildCliBundle(outdir: string = CLI_BUNDLE_DIR): Promise<BundleSources> {
   const staging = `${outdir}.${process.pid}.tmp`
@@ -75,14 +79,12 @@ export async function buildCliBundle(outdir: string = CLI_BUNDLE_DIR): Promise<B
     absWorkingDir: ROOT,
     entryPoints: ['offline/cli/index.ts'],
     bundle: true,
-    // One chunk per lazily imported module: `--help` parses only the command modules' option definitions.
-    splitting: true,
-    format: 'esm',
+    format: 'cjs',
     platform: 'node',
     target: 'node20',
     plugins: [sourceUrls(outdir), dependenciesExternal()],
     outdir: staging,
-    chunkNames: 'chunk-[hash]',
+    outExtension: { '.js': '.cjs' },
     metafile: true,
     logLevel: 'warning',
   })

@@ -17,7 +17,7 @@ export function freshBundleEntry(bundleDir) {
       const now = statSync(new URL(path, rootUrl))
       if (now.mtimeMs !== built.mtimeMs || now.size !== built.size) return undefined
     }
-    return new URL('index.js', bundleDir)
+    return new URL('index.cjs', bundleDir)
   } catch {
     return undefined
   }

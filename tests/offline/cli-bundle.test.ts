@@ -3,12 +3,13 @@
  * (offline/cli/fresh-bundle.js): built into a temporary folder, so the repository's own dist/cli is left alone.
  */
 import { execFile } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type BundleSources, buildCliBundle } from '../../offline/cli/bundle.ts'
+import { codeCacheFile } from '../../offline/cli/code-cache.js'
 import { freshBundleEntry } from '../../offline/cli/fresh-bundle.js'
 
 const ROOT = join(import.meta.dirname, '../..')
@@ -21,6 +22,21 @@ function runBundle(entry: URL, argv: string[]): Promise<{ code: number; out: str
   return new Promise((resolve) => {
     execFile(process.execPath, ['--input-type=module', '-e', script], { cwd: ROOT }, (error, out, err) =>
       resolve({ code: error ? Number(error.code ?? 1) : 0, out, err }),
+    )
+  })
+}
+
+/** Runs the bundle at `entry` as bin.js does (offline/cli/code-cache.js); says whether a code cache was used. */
+function runWithCodeCache(entry: URL, argv: string[]): Promise<{ code: number; out: string; cached: boolean }> {
+  const loader = pathToFileURL(join(ROOT, 'offline/cli/code-cache.js')).href
+  const script =
+    `const { codeCacheFile, loadWithCodeCache } = await import(${JSON.stringify(loader)}); ` +
+    `const entry = new URL(${JSON.stringify(entry.href)}); const argv = ${JSON.stringify(argv)}; ` +
+    'const cli = loadWithCodeCache(entry, codeCacheFile(entry, argv)); ' +
+    'process.exitCode = await cli.exports.main(argv); cli.save(); process.stderr.write(String(cli.cached))'
+  return new Promise((resolve) => {
+    execFile(process.execPath, ['--input-type=module', '-e', script], { cwd: ROOT }, (error, out, err) =>
+      resolve({ code: error ? Number(error.code ?? 1) : 0, out, cached: err.endsWith('true') }),
     )
   })
 }
@@ -62,7 +78,7 @@ describe('the CLI bundle', () => {
   it('runs a command the way the sources do, and finds the repository from where its sources are', async () => {
     recordSources(() => {})
     const entry = freshBundleEntry(bundleDir)
-    expect(entry?.href).toBe(new URL('index.js', bundleDir).href)
+    expect(entry?.href).toBe(new URL('index.cjs', bundleDir).href)
     const output = join(directory, 'search', 'best.json')
     const args = ['search', '--dataset', 'examples/demo.json', '--backend', 'mock', '--output', output, '--json']
     const result = await runBundle(entry!, args)
@@ -88,5 +104,29 @@ describe('the CLI bundle', () => {
     expect(freshBundleEntry(bundleDir)).toBeUndefined()
     rmSync(join(outdir, 'sources.json'))
     expect(freshBundleEntry(bundleDir)).toBeUndefined()
+  })
+
+  it("runs with the code cache its command's first run made, and makes it again when V8 refuses it", async () => {
+    const entry = new URL('index.cjs', bundleDir)
+    const argv = ['search', '--help']
+    const cacheFile = codeCacheFile(entry, argv)
+    rmSync(cacheFile, { force: true })
+    const first = await runWithCodeCache(entry, argv)
+    expect(first).toMatchObject({ code: 0, cached: false })
+    expect(existsSync(cacheFile)).toBe(true)
+    const second = await runWithCodeCache(entry, argv)
+    expect(second).toEqual({ ...first, cached: true })
+    writeFileSync(cacheFile, 'not a code cache')
+    expect(await runWithCodeCache(entry, argv)).toEqual({ ...first, cached: false })
+    expect(await runWithCodeCache(entry, argv)).toEqual({ ...first, cached: true })
+  }, 60_000)
+
+  it('keeps one code cache per command inside its own folder, whatever the arguments say', () => {
+    const entry = new URL('index.cjs', bundleDir)
+    const folder = join(outdir, 'code-cache')
+    expect(codeCacheFile(entry, ['search', '--dataset', 'x.json'])).toBe(join(folder, 'search.bin'))
+    expect(codeCacheFile(entry, ['search', '--help'])).toBe(join(folder, 'search-help.bin'))
+    expect(codeCacheFile(entry, [])).toBe(join(folder, 'none-help.bin'))
+    expect(codeCacheFile(entry, ['../../etc/passwd'])).toBe(join(folder, 'other.bin'))
   })
 })
