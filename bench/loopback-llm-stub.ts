@@ -5,15 +5,18 @@
  * scorer's grade list), `verifier` (a grade per criterion id, as the /rm verifier, the floor Worker of bench/rm.ts
  * and autosr's verifier read it) or `search` (every role of the rubric search, tests/support/search-stub.ts). Prints
  * `{"port":n}` on stdout once listening; `GET /calls` answers how many completions it served and `GET /bytes` the
- * request bytes it read; exits when its stdin closes (the bench ended).
+ * request bytes it read; `STUB_RECORD=<file>` appends each completion request's body to the file, one per line (as
+ * bench/llm-call-floor.mjs replays them); exits when its stdin closes (the bench ended).
  * @example STUB_LATENCY_MS=20 STUB_REPLY=verifier node --import tsx bench/loopback-llm-stub.ts
  */
+import { appendFileSync } from 'node:fs'
 import { createServer } from 'node:http'
 import { chatCompletion, contentText, gradeAllRubrics, type ChatCompletionBody } from '../tests/support/llm-stub.ts'
 import { searchResponder } from '../tests/support/search-stub.ts'
 
 const latencyMs = Number(process.env.STUB_LATENCY_MS ?? 0)
 const grade = Number(process.env.STUB_GRADE ?? 7)
+const record = process.env.STUB_RECORD
 const REPLIES = { verifier: gradeEachCriterion, search: searchResponder } as const
 const reply = REPLIES[process.env.STUB_REPLY as keyof typeof REPLIES] ?? gradeAllRubrics(grade)
 let calls = 0
@@ -41,6 +44,7 @@ const server = createServer(async (req, res) => {
   const body = JSON.parse(raw.toString('utf8')) as ChatCompletionBody
   calls++
   bytes += raw.length
+  if (record) appendFileSync(record, `${JSON.stringify(body)}\n`)
   const answer = JSON.stringify(chatCompletion(body, reply(body), calls))
   const send = () => {
     res.writeHead(200, { 'content-type': 'application/json' })

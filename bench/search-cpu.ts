@@ -11,10 +11,12 @@
  * answers for every role, zero latency, in its own process so its CPU is not counted), at `max_concurrency=8`. CPU is
  * user + system of the CLI process; the LLM calls are the requests the stub served. Per call: the search's CPU over its
  * calls, and the same less the `--help` run's CPU (the start-up both pay). Runs alternate between the trees
- * (`--rounds`, 3), the median is printed.
+ * (`--rounds`, 3), the median is printed. Last, the floor: this tree's search runs once more against a stub that
+ * records every request, and bench/llm-call-floor.mjs (plain Node, node:http, nothing else) sends the same requests,
+ * at the same concurrency, under /usr/bin/time: the least CPU any Node program spends on those calls.
  */
 import { execFileSync, spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
@@ -39,46 +41,80 @@ interface TreeRound {
 
 /** Runs `node <root>/offline/cli/bin.js …args` under /usr/bin/time from `root`; its CPU seconds and peak memory. */
 function timed(root: string, args: string[], scratch: string): Promise<ProcessCost> {
+  return timedNode(root, [join(root, 'offline/cli/bin.js'), ...args], scratch)
+}
+
+/** Runs `node …args` under /usr/bin/time from `root`; its CPU seconds and peak memory. */
+function timedNode(root: string, args: string[], scratch: string): Promise<ProcessCost> {
   const report = join(scratch, 'time.txt')
-  const argv = ['-f', '%U %S %M', '-o', report, process.execPath, join(root, 'offline/cli/bin.js'), ...args]
+  const argv = ['-f', '%U %S %M', '-o', report, process.execPath, ...args]
   return new Promise((resolve, reject) => {
     const child = spawn(TIME, argv, { cwd: root, stdio: ['ignore', 'ignore', 'pipe'] })
     let err = ''
     child.stderr.on('data', (chunk: Buffer) => void (err += chunk.toString('utf8')))
     child.once('error', reject)
     child.once('exit', (code) => {
-      if (code !== 0) return reject(new Error(`reward-harness ${args[0]} exited with ${code}: ${err.slice(-2000)}`))
+      if (code !== 0) return reject(new Error(`node ${args.join(' ')} exited with ${code}: ${err.slice(-2000)}`))
       const [user, system, rssKb] = readFileSync(report, 'utf8').trim().split('\n').at(-1)!.split(' ').map(Number)
       resolve({ cpuS: user! + system!, maxRssMb: rssKb! / 1024 })
     })
   })
 }
 
+const CONCURRENCY = 8
+
+/** The search the bench measures: autosr's demo configuration against the stub at `baseUrl`. */
+const searchArgs = (root: string, baseUrl: string, scratch: string) => [
+  'search',
+  '--dataset',
+  join(root, 'examples/demo.json'),
+  '--backend',
+  'openai',
+  '--endpoint',
+  `${baseUrl},max_concurrency=${CONCURRENCY}`,
+  '--model',
+  'stub-model',
+  '--output',
+  join(scratch, 'out/best.json'),
+  '--json',
+]
+
 async function measureTree(root: string, stub: Awaited<ReturnType<typeof startLoopbackStub>>): Promise<TreeRound> {
   const scratch = mkdtempSync(join(tmpdir(), 'bench-search-cpu-'))
   try {
     const help = await timed(root, ['search', '--help'], scratch)
     const before = await stub.calls()
-    const search = await timed(
-      root,
-      [
-        'search',
-        '--dataset',
-        join(root, 'examples/demo.json'),
-        '--backend',
-        'openai',
-        '--endpoint',
-        `${stub.baseUrl},max_concurrency=8`,
-        '--model',
-        'stub-model',
-        '--output',
-        join(scratch, 'out/best.json'),
-        '--json',
-      ],
-      scratch,
-    )
+    const search = await timed(root, searchArgs(root, stub.baseUrl, scratch), scratch)
     return { help, search, calls: (await stub.calls()) - before }
   } finally {
+    rmSync(scratch, { recursive: true, force: true })
+  }
+}
+
+/**
+ * The floor: the requests this tree's search sends, recorded by the stub, sent again by bench/llm-call-floor.mjs;
+ * its median CPU over `rounds` and the number of calls.
+ */
+async function measureFloor(rounds: number): Promise<{ cpuS: number; calls: number }> {
+  const scratch = mkdtempSync(join(tmpdir(), 'bench-search-floor-'))
+  const requests = join(scratch, 'requests.jsonl')
+  writeFileSync(requests, '')
+  const stub = await startLoopbackStub({ STUB_REPLY: 'search', STUB_RECORD: requests })
+  try {
+    await timed(ROOT, searchArgs(ROOT, stub.baseUrl, scratch), scratch)
+    // The stub goes on recording what the floor sends: the floor replays a copy of the search's requests.
+    const searchRequests = join(scratch, 'search-requests.jsonl')
+    const recorded = readFileSync(requests, 'utf8')
+    writeFileSync(searchRequests, recorded)
+    const calls = recorded.split('\n').filter(Boolean).length
+    const floor = join(ROOT, 'bench/llm-call-floor.mjs')
+    const cpu: number[] = []
+    for (let round = 0; round < rounds; round++) {
+      cpu.push((await timedNode(ROOT, [floor, searchRequests, stub.baseUrl, String(CONCURRENCY)], scratch)).cpuS)
+    }
+    return { cpuS: median(cpu), calls }
+  } finally {
+    stub.stop()
     rmSync(scratch, { recursive: true, force: true })
   }
 }
@@ -133,6 +169,7 @@ async function main() {
     stub.stop()
     checkedOut?.remove()
   }
+  const floor = await measureFloor(Number(values.rounds))
   const git = execFileSync('git', ['-C', ROOT, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim()
   console.log(
     `search CPU per LLM call and search --help (median of ${values.rounds} alternating rounds; this tree at ${git})`,
@@ -153,6 +190,16 @@ async function main() {
       s.perCallLessStartMs.toFixed(2),
     ])
   }
+  table.push([
+    'floor: bare node:http, same calls',
+    '',
+    '',
+    floor.cpuS.toFixed(2),
+    '',
+    String(floor.calls),
+    ((floor.cpuS / floor.calls) * 1000).toFixed(2),
+    '',
+  ])
   const widths = table[0]!.map((_, column) => Math.max(...table.map((line) => line[column]!.length)))
   for (const line of table) console.log(line.map((cell, column) => cell.padStart(widths[column]!)).join('  '))
   if (summaries.length === 2) {
@@ -165,6 +212,12 @@ async function main() {
         `search RSS ${ratio(now.searchRss, then.searchRss)}`,
     )
   }
+  const now = summaries.at(-1)!
+  const aboveFloorMs = ((now.searchCpu - floor.cpuS) / now.calls) * 1000
+  console.log(
+    `this tree ÷ floor: CPU per call ${(now.perCallMs / ((floor.cpuS / floor.calls) * 1000)).toFixed(2)}; ` +
+      `the search's own CPU above the floor: ${aboveFloorMs.toFixed(2)} ms per call`,
+  )
 }
 
 await main()

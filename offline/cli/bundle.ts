@@ -49,9 +49,18 @@ function sourceUrls(outdir: string): Plugin {
   }
 }
 
-/** Dependencies compiled into the bundle: zod's ~95 files each cost a resolve, a read and a link at every start. */
-const BUNDLED_PACKAGES =
-  /^(zod|jsonrepair|simple-statistics|d3-array|lru-cache|p-limit|yocto-queue|p-retry|is-network-error)(\/|$)/
+/**
+ * Dependencies compiled into the bundle, and so into its code cache: each package left in node_modules costs a
+ * resolve, a read and a compile at every start (zod's ~95 files, commander's 7). Packages with a native addon, or that
+ * find files beside their own, stay out.
+ */
+const BUNDLED_PACKAGES = new RegExp(
+  `^(${[
+    ...['zod', 'jsonrepair', 'simple-statistics', 'd3-array', 'lru-cache', 're2js', 'commander'],
+    ...['p-limit', 'yocto-queue', 'p-retry', 'is-network-error', 'retry'],
+    ...['write-file-atomic', 'signal-exit', 'imurmurhash'],
+  ].join('|')})(/|$)`,
+)
 
 /** Every other bare import stays in node_modules (native addons, packages that find files beside their own). */
 function dependenciesExternal(): Plugin {

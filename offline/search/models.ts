@@ -15,6 +15,7 @@
  */
 import { createHash } from 'node:crypto'
 import { join } from 'node:path'
+import { abortScope } from '../../src/llm/abort.ts'
 import type { ChatModel, ChatRequest, ChatResponse } from '../../src/llm/types.ts'
 import type { SearchRoleName } from '../../src/search/roles/rubric.ts'
 import { CachedChatModel, type CacheStats, type PoolRequest, type SamplingSettings } from '../llm/index.ts'
@@ -287,9 +288,7 @@ class CountingModel implements ChatModel {
     this.inFlight++
     try {
       this.onCall()
-      const signal =
-        this.signal && request.signal ? AbortSignal.any([this.signal, request.signal]) : (this.signal ?? request.signal)
-      const reply = await this.model.complete(signal ? { ...request, signal } : request)
+      const reply = await this.#completeCancelledWithRun(request)
       if (counters) {
         counters.prompt_tokens += reply.usage.prompt_tokens
         counters.completion_tokens += reply.usage.completion_tokens
@@ -300,6 +299,17 @@ class CountingModel implements ChatModel {
       throw error
     } finally {
       this.inFlight--
+    }
+  }
+
+  async #completeCancelledWithRun(request: ChatRequest): Promise<ChatResponse> {
+    if (!this.signal) return this.model.complete(request)
+    if (!request.signal) return this.model.complete({ ...request, signal: this.signal })
+    const scope = abortScope([this.signal, request.signal])
+    try {
+      return await this.model.complete({ ...request, signal: scope.signal })
+    } finally {
+      scope.release()
     }
   }
 }

@@ -1,4 +1,5 @@
 import { jsonrepair } from 'jsonrepair'
+import { LRUCache } from 'lru-cache'
 import { z } from 'zod'
 import { sha256Hex } from '../hash/index.ts'
 import { withRetry, type RetryPolicy } from '../llm/retry.ts'
@@ -88,8 +89,24 @@ export async function runAgent<T>(
  * @example const boundary = await dataBoundary(rollout.input, rollout.output)
  */
 export async function dataBoundary(...parts: string[]): Promise<string> {
-  return (await sha256Hex(parts.join('\u0000'))).slice(0, 16)
+  if (parts.length !== 1) return (await sha256Hex(parts.join('\u0000'))).slice(0, 16)
+  const text = parts[0]!
+  let boundary = recentBoundaries.get(text)
+  if (boundary === undefined) {
+    boundary = (await sha256Hex(text)).slice(0, 16)
+    recentBoundaries.set(text, boundary)
+  }
+  return boundary
 }
+
+/**
+ * Boundaries of single blocks hashed lately: a prompt's block recurs for every answer of its group, an answer's for
+ * every rubric that grades it. Bounded by the characters it keeps alive.
+ */
+const recentBoundaries = new LRUCache<string, string>({
+  maxSize: 2_000_000,
+  sizeCalculation: (_, text) => text.length + 1,
+})
 
 const LABELS = {
   en: { anchor: 'anchor', adaptive: 'adaptive', none: '(none)', early: 'early', middle: 'middle', late: 'late' },

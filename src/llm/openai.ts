@@ -1,3 +1,4 @@
+import { abortScope } from './abort.ts'
 import { responseFormatFor, type ResponseFormat } from './response-format.ts'
 import { parseRetryAfter } from './retry.ts'
 import { LlmError, type ChatMessage, type ChatModel, type ChatRequest, type ChatResponse } from './types.ts'
@@ -79,8 +80,7 @@ export class OpenAIChatModel implements ChatModel {
    * @example const reply = await model.complete(request, { seed: 3 })
    */
   async complete(request: ChatRequest, extras: RequestExtras = {}): Promise<ChatResponse> {
-    const timeout = AbortSignal.timeout(this.settings.timeoutMs)
-    const signal = request.signal ? AbortSignal.any([request.signal, timeout]) : timeout
+    const scope = abortScope([request.signal], this.settings.timeoutMs)
     const seed = extras.seed ?? this.settings.seed
     const responseFormat =
       extras.responseFormat ?? responseFormatFor(request, this.settings.structuredOutput ?? 'json_object')
@@ -96,11 +96,13 @@ export class OpenAIChatModel implements ChatModel {
     let completion: ChatCompletion
     try {
       const send = this.settings.fetch ?? fetch
-      const response = await send(this.#url, { method: 'POST', headers: this.#headers, body, signal })
+      const response = await send(this.#url, { method: 'POST', headers: this.#headers, body, signal: scope.signal })
       if (!response.ok) throw await refusal(response)
       completion = (await response.json()) as ChatCompletion
     } catch (error) {
-      throw classify(error, timeout.aborted)
+      throw classify(error, scope.timedOut())
+    } finally {
+      scope.release()
     }
     const choice = completion.choices?.[0]
     const text = choice?.message?.content

@@ -47,7 +47,19 @@ export function parseSearchRubric(value: unknown): SearchRubric {
 }
 
 /**
- * Whether `value` is a rubric `parseSearchRubric` returned (and so already valid).
+ * A rubric built from parts zod already produced (each criterion from `Criterion`, at least one; a parsed rubric's
+ * grading protocol), taken as parsed without validating them all again: the search builds one per proposal.
+ * @example const child = rubricFromParsedParts({ rubric_id: 'p1_r0_m1', criteria, grading_protocol, metadata: {} })
+ */
+export function rubricFromParsedParts(rubric: SearchRubric): SearchRubric {
+  if (rubric.rubric_id === '' || rubric.criteria.length === 0)
+    throw new RangeError('a rubric needs an id and at least one criterion')
+  parsedRubrics.add(rubric)
+  return rubric
+}
+
+/**
+ * Whether `value` is a rubric `parseSearchRubric` or `rubricFromParsedParts` returned (and so already valid).
  * @example isParsedSearchRubric(parseSearchRubric(raw)) // true
  */
 export function isParsedSearchRubric(value: unknown): value is SearchRubric {

@@ -40,7 +40,13 @@ import {
   type MutationMode,
   type PreferenceJudge,
 } from '../../src/search/types.ts'
-import { SearchRubric } from '../../src/schemas/search-rubric.ts'
+import {
+  type Criterion,
+  isParsedSearchRubric,
+  rubricFromParsedParts,
+  SearchRubric,
+} from '../../src/schemas/search-rubric.ts'
+import { sameCriteria } from '../../src/search/roles/rubric.ts'
 import { failureOf } from '../support/failure.ts'
 
 const item = PromptItem.parse({
@@ -338,6 +344,35 @@ describe('parsers repair what they can and refuse the rest', () => {
       }),
     ).toHaveLength(1)
     expect(modeContractViolation(parent.criteria, parent.criteria, 'factual_focus')).toMatch(/unchanged/)
+  })
+
+  it('sameCriteria: the same criteria at any weight scale; any changed field, weight share or order is a change', () => {
+    const criteria = base().criteria
+    const scaled = criteria.map((criterion) => ({ ...criterion, weight: criterion.weight * 7 }))
+    expect(sameCriteria(criteria, scaled)).toBe(true)
+    const changes: Partial<Criterion>[] = [
+      { criterion_id: 'other' },
+      { text: 'Other text.' },
+      { criterion_type: criteria[0]!.criterion_type === 'format' ? 'style' : 'format' },
+      { check_points: [...criteria[0]!.check_points, 'one more'] },
+      { positive_examples: ['a good answer'] },
+      { negative_examples: ['a bad answer'] },
+      { weight: criteria[0]!.weight * 2 },
+    ]
+    for (const change of changes) {
+      const changed = criteria.map((criterion, index) => (index === 0 ? { ...criterion, ...change } : criterion))
+      expect(sameCriteria(criteria, changed), JSON.stringify(change)).toBe(false)
+    }
+    expect(sameCriteria(criteria, [...criteria].reverse())).toBe(false)
+    expect(sameCriteria(criteria, criteria.slice(1))).toBe(false)
+  })
+
+  it('a proposer child is taken as parsed; a rubric without an id or criteria is refused', () => {
+    const { criteria, grading_protocol } = base()
+    const child = rubricFromParsedParts({ rubric_id: 'p1_r0_m1', criteria, grading_protocol, metadata: {} })
+    expect(isParsedSearchRubric(child)).toBe(true)
+    expect(() => rubricFromParsedParts({ ...child, rubric_id: '' })).toThrow(RangeError)
+    expect(() => rubricFromParsedParts({ ...child, criteria: [] })).toThrow(RangeError)
   })
 
   it(

@@ -13,7 +13,7 @@ import type { ChatModel, ChatRequest } from '../../llm/types.ts'
 import { LlmError } from '../../llm/types.ts'
 import { renderPrompt, type Locale, type PromptOverrides } from '../../prompts/index.ts'
 import { visibleCandidate, type Candidate, type MutationMode, type PromptItem, type RubricProposer } from '../types.ts'
-import { parseSearchRubric, type SearchRubric, type Criterion } from '../../schemas/search-rubric.ts'
+import { rubricFromParsedParts, type SearchRubric, type Criterion } from '../../schemas/search-rubric.ts'
 import type { SearchRoleOptions } from './common.ts'
 import { normalisedWeights } from './score.ts'
 import {
@@ -217,7 +217,8 @@ export class LlmRubricProposer implements RubricProposer {
       retry,
     )
     const grading_protocol = structuredClone(input.rubric.grading_protocol)
-    return parseSearchRubric({
+    // The criteria passed `Criterion` one by one in parseProposerReply; the protocol is the parsed parent's.
+    return rubricFromParsedParts({
       rubric_id: await mutatedRubricId(input.rubric.rubric_id, { criteria, grading_protocol }),
       criteria,
       grading_protocol,

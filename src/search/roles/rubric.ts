@@ -203,18 +203,40 @@ export function criteriaJson(criteria: readonly Criterion[]): string {
 }
 
 /**
- * The content of a rubric that matters for grading, for equality checks: criteria with weights normalised and
- * rounded, and the protocol.
+ * Whether two criteria lists grade alike: the same criteria in the same order, field for field, with weights equal
+ * once normalised (to 6 decimal places).
  * @example sameCriteria(parent.criteria, child.criteria) // false after any real mutation
  */
 export function sameCriteria(a: readonly Criterion[], b: readonly Criterion[]): boolean {
-  const key = (criteria: readonly Criterion[]) => {
-    const weights = normalisedWeights(criteria.map((criterion) => criterion.weight))
-    return canonicalJson(
-      criteria.map((criterion, index) => ({ ...criterion, weight: Math.round(weights[index]! * 1e6) })),
-    )
-  }
-  return key(a) === key(b)
+  if (a.length !== b.length) return false
+  const weightsA = normalisedWeights(a.map((criterion) => criterion.weight))
+  const weightsB = normalisedWeights(b.map((criterion) => criterion.weight))
+  return a.every(
+    (criterion, index) =>
+      Math.round(weightsA[index]! * 1e6) === Math.round(weightsB[index]! * 1e6) &&
+      sameCriterionContent(criterion, b[index]!),
+  )
+}
+
+const sameValue = <T>(a: T, b: T) => a === b
+const sameStrings = (a: readonly string[], b: readonly string[]) =>
+  a.length === b.length && a.every((item, index) => item === b[index])
+
+/** How each field but the weight is compared: a field added to Criterion does not compile until it is listed. */
+const SAME_FIELD: {
+  [Field in Exclude<keyof Criterion, 'weight'>]: (a: Criterion[Field], b: Criterion[Field]) => boolean
+} = {
+  criterion_id: sameValue,
+  text: sameValue,
+  criterion_type: sameValue,
+  check_points: sameStrings,
+  positive_examples: sameStrings,
+  negative_examples: sameStrings,
+}
+const CONTENT_FIELDS = Object.keys(SAME_FIELD) as (keyof typeof SAME_FIELD)[]
+
+function sameCriterionContent(a: Criterion, b: Criterion): boolean {
+  return CONTENT_FIELDS.every((field) => (SAME_FIELD[field] as (x: unknown, y: unknown) => boolean)(a[field], b[field]))
 }
 
 function oneLine(text: string): string {
