@@ -346,7 +346,7 @@ describe('parsers repair what they can and refuse the rest', () => {
     expect(modeContractViolation(parent.criteria, parent.criteria, 'factual_focus')).toMatch(/unchanged/)
   })
 
-  it('sameCriteria: the same criteria at any weight scale; any changed field, weight share or order is a change', () => {
+  it('sameCriteria: the same criteria at any weight scale; a changed field, weight share or order is a change', () => {
     const criteria = base().criteria
     const scaled = criteria.map((criterion) => ({ ...criterion, weight: criterion.weight * 7 }))
     expect(sameCriteria(criteria, scaled)).toBe(true)
