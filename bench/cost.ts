@@ -432,8 +432,8 @@ function printStatements(variants: Variant[]): void {
   if (rows.length === 0) return
   console.log(`\nrows written per /score by statement, rows (calls) (${variants.map((v) => v.label).join(' | ')}):`)
   for (const key of rows) {
-    const cells = variants.map(
-      (v) => `${fmt(perScore(v, key, 'rowsWritten'), 4)} (${fmt(perScore(v, key, 'calls'), 4)})`.padStart(18),
+    const cells = variants.map((v) =>
+      `${fmt(perScore(v, key, 'rowsWritten'), 4)} (${fmt(perScore(v, key, 'calls'), 4)})`.padStart(18),
     )
     // Long statements are cut in the middle: the start names the table, a `meta` write's key is at the end.
     console.log(`  ${cells.join('')}  ${key.length > 110 ? `${key.slice(0, 80)}…${key.slice(-29)}` : key}`)
