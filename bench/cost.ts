@@ -282,8 +282,15 @@ async function measureVariant(
       ledger_retention_steps: 0,
     })
     const total = o.perStep * o.steps
-    const steps = Array.from({ length: o.steps }, () =>
-      Array.from({ length: o.perStep }, () => nextScoreBody(shape, 1_200)),
+    // Paced, each step's rollouts say their trainer step, as a trainer's do; streamed, they all say the same one.
+    const steps = Array.from({ length: o.steps }, (_, step) =>
+      Array.from({ length: o.perStep }, () => {
+        const body = nextScoreBody(shape, 1_200)
+        if (o.stream) return body
+        const parsed = JSON.parse(body) as { metadata: { current_step: number } }
+        parsed.metadata.current_step = step
+        return JSON.stringify(parsed)
+      }),
     )
     const path = shape === 'score' ? `/runs/${runId}/score` : `/runs/${runId}/compat/openrlhf`
     const concurrency = shape === 'score' ? o.concurrency : Math.max(1, Math.floor(o.concurrency / 8))

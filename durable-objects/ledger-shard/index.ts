@@ -506,8 +506,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
         this.announced = { step: reply.step, version: reply.version ?? (await this.currentSnapshot()).version }
         // Kept for lookups after a restart, which have no announce of their own: the step's pin and the highest trainer
         // step announced in it, in one row; a repeated announce writes nothing.
-        const held = this.trainerStep()
-        const pinned = `${reply.step}:${this.announced.version}:${trainerStep > held ? trainerStep : held}`
+        const pinned = `${reply.step}:${this.announced.version}:${Math.max(trainerStep, this.trainerStep())}`
         if (this.meta.get('pinned') !== pinned) this.meta.set('pinned', pinned)
       } finally {
         this.announcing = undefined
