@@ -1,17 +1,22 @@
 /**
- * `npm run bench:cost [-- --per-step 500 --steps 6 --concurrency 32 --batch 64 --before <git rev>]`
+ * `npm run bench:cost [-- --per-step 500 --steps 6 --concurrency 32 --batch 64 --before <git rev> --stream]`
  *
  * What one `/score` costs on Cloudflare, counted on the local stack and priced with Cloudflare's published prices.
  * It builds the Worker behind bench/metered-worker.ts (a meter on every billed operation: Durable Object requests per
  * object, SQLite rows written by workerd's own cursor counters and each setAlarm, D1 `meta.rows_written`, queue
  * messages, Analytics Engine points, R2 writes, Worker invocations), serves it in Miniflare with a zero-latency stub
  * judge, and drives a `global` async run with `rollouts_per_step` through `--steps` whole steps of fresh rollouts:
- * one `/score` per rollout, then the same through `/compat/openrlhf` in batches of `--batch`. It waits until every
+ * one `/score` per rollout, then the same through `/compat/openrlhf` in batches of `--batch`. Like a trainer on one
+ * step at a time, it sends a step's rollouts once the step before has closed, so no rollout lands past a step's cut
+ * and the counts do not hang on timing; `--stream` sends every step's rollouts back to back instead (an off-policy
+ * trainer's stream: each step's overshoot, about the arrival rate × the shards' 1 s report interval, is moved to the
+ * next step, one row written per moved row, and varies run to run with the timing). It waits until every
  * step's update has committed and the ledger has deleted the steps' rows (the runs set `ledger_retention_steps: 0`:
  * retention only delays the deletion, the rows a rollout writes over its life are the same), so each rollout's whole
  * life is in the counts. `--before <rev>` measures a git revision the same way, in the same run, for comparison.
  * The last line reads: `cost per million /score (excl. LLM): $X; DO requests per /score: Y; rows written per
- * /score: Z; busiest object: W of /score rate`.
+ * /score: Z; busiest object: W of /score rate`; above it, the rows written per /score by each statement (and
+ * each key of a `meta` table), which tells a changed statement from run-to-run spread.
  */
 import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs'
@@ -115,6 +120,7 @@ interface Meter {
   queueMessages: number
   analyticsPoints: number
   r2Writes: number
+  statements?: Record<string, { calls: number; rowsWritten: number }>
 }
 
 interface Variant {
@@ -135,6 +141,7 @@ function options() {
       concurrency: { type: 'string', default: '32' },
       batch: { type: 'string', default: '64' },
       before: { type: 'string' },
+      stream: { type: 'boolean', default: false },
     },
   })
   return {
@@ -143,6 +150,7 @@ function options() {
     concurrency: Number(values.concurrency),
     batch: Number(values.batch),
     before: values.before,
+    stream: values.stream,
   }
 }
 
@@ -223,6 +231,34 @@ async function settle(
   }
 }
 
+/** The requests that carry `scoreBodies`: one each through /score, or OpenRLHF batches of `batch`. */
+function requestBodies(shape: 'score' | 'openrlhf', scoreBodies: string[], batch: number): string[] {
+  if (shape === 'score') return scoreBodies
+  return Array.from({ length: Math.ceil(scoreBodies.length / batch) }, (_, index) => {
+    const items = scoreBodies
+      .slice(index * batch, (index + 1) * batch)
+      .map((body) => JSON.parse(body) as { rollout: { input: string; output: string; supplemental_context: string } })
+    return JSON.stringify({
+      query: items.map((item) => item.rollout.input + item.rollout.output),
+      prompts: items.map((item) => item.rollout.input),
+      labels: items.map((item) => item.rollout.supplemental_context),
+    })
+  })
+}
+
+/** Waits until the run's `step` has closed (a trainer on one step at a time sends the next step's rollouts then). */
+async function stepClosed(server: BenchServer, runId: string, token: string, step: number, timeoutMs = 120_000) {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const status = (await (
+      await fetch(`${server.url}/runs/${runId}/rubric_status`, { headers: { authorization: `Bearer ${token}` } })
+    ).json()) as { step: number; status: string }
+    if (status.step > step || (status.step === step && status.status !== 'collecting')) return
+    if (Date.now() > deadline) throw new Error(`step ${step} of run ${runId} did not close: ${JSON.stringify(status)}`)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+}
+
 /** Drives one run on a fresh server: `steps` × `perStep` rollouts by /score, or by /compat/openrlhf in batches. */
 async function measureVariant(
   bundles: Bundles,
@@ -246,34 +282,29 @@ async function measureVariant(
       ledger_retention_steps: 0,
     })
     const total = o.perStep * o.steps
-    const scoreBodies = Array.from({ length: total }, () => nextScoreBody(shape, 1_200))
-    const bodies =
-      shape === 'score'
-        ? scoreBodies
-        : Array.from({ length: Math.ceil(total / o.batch) }, (_, index) => {
-            const items = scoreBodies
-              .slice(index * o.batch, (index + 1) * o.batch)
-              .map(
-                (body) =>
-                  JSON.parse(body) as { rollout: { input: string; output: string; supplemental_context: string } },
-              )
-            return JSON.stringify({
-              query: items.map((item) => item.rollout.input + item.rollout.output),
-              prompts: items.map((item) => item.rollout.input),
-              labels: items.map((item) => item.rollout.supplemental_context),
-            })
-          })
+    // Paced, each step's rollouts say their trainer step, as a trainer's do; streamed, they all say the same one.
+    const steps = Array.from({ length: o.steps }, (_, step) =>
+      Array.from({ length: o.perStep }, () => {
+        const body = nextScoreBody(shape, 1_200)
+        if (o.stream) return body
+        const parsed = JSON.parse(body) as { metadata: { current_step: number } }
+        parsed.metadata.current_step = step
+        return JSON.stringify(parsed)
+      }),
+    )
+    const path = shape === 'score' ? `/runs/${runId}/score` : `/runs/${runId}/compat/openrlhf`
+    const concurrency = shape === 'score' ? o.concurrency : Math.max(1, Math.floor(o.concurrency / 8))
     const pids = workerdPids()
     const cpuBefore = cpuSecondsOf(pids)
     const callsBefore = await server.stubCalls()
     const started = performance.now()
-    await drive(
-      server,
-      shape === 'score' ? `/runs/${runId}/score` : `/runs/${runId}/compat/openrlhf`,
-      token,
-      bodies,
-      shape === 'score' ? o.concurrency : Math.max(1, Math.floor(o.concurrency / 8)),
-    )
+    if (o.stream) await drive(server, path, token, requestBodies(shape, steps.flat(), o.batch), concurrency)
+    else {
+      for (const [step, scoreBodies] of steps.entries()) {
+        await drive(server, path, token, requestBodies(shape, scoreBodies, o.batch), concurrency)
+        await stepClosed(server, runId, token, step)
+      }
+    }
     await settle(server, runId, token, o.steps)
     const wallS = (performance.now() - started) / 1_000
     const db = await server.mf.getD1Database('DB', 'app')
@@ -386,9 +417,33 @@ function printTable(variants: Variant[]): void {
         )
         .join('; '),
   )
+  printStatements(variants)
   console.log(`\n$ per million /score by item (${variants.map((v) => v.label).join(' | ')}):`)
   for (const key of Object.keys(costs[0]!.usd) as (keyof ReturnType<typeof costOf>['usd'])[]) {
     console.log(`  ${key.padEnd(20)} ${costs.map((c) => `$${(c.usd[key] * 1e6).toFixed(3)}`.padStart(10)).join('')}`)
+  }
+}
+
+/** Rows written per /score by each statement that writes (a `<binding>|<SQL>` key), the largest first. */
+function printStatements(variants: Variant[]): void {
+  const keys = new Set(variants.flatMap((variant) => Object.keys(variant.meter.statements ?? {})))
+  const perScore = (variant: Variant, key: string, field: 'calls' | 'rowsWritten') =>
+    (variant.meter.statements?.[key]?.[field] ?? 0) / variant.scores
+  const rows = [...keys]
+    .filter((key) => variants.some((variant) => perScore(variant, key, 'rowsWritten') > 0))
+    .sort(
+      (a, b) =>
+        Math.max(...variants.map((v) => perScore(v, b, 'rowsWritten'))) -
+        Math.max(...variants.map((v) => perScore(v, a, 'rowsWritten'))),
+    )
+  if (rows.length === 0) return
+  console.log(`\nrows written per /score by statement, rows (calls) (${variants.map((v) => v.label).join(' | ')}):`)
+  for (const key of rows) {
+    const cells = variants.map((v) =>
+      `${fmt(perScore(v, key, 'rowsWritten'), 4)} (${fmt(perScore(v, key, 'calls'), 4)})`.padStart(18),
+    )
+    // Long statements are cut in the middle: the start names the table, a `meta` write's key is at the end.
+    console.log(`  ${cells.join('')}  ${key.length > 110 ? `${key.slice(0, 80)}…${key.slice(-29)}` : key}`)
   }
 }
 
@@ -415,11 +470,11 @@ async function main(): Promise<void> {
     variants.push(await measureVariant(bundles, now, `openrlhf ×${o.batch} (this tree)`, 'openrlhf', o))
     console.log(
       `npm run bench:cost -- --per-step ${o.perStep} --steps ${o.steps} --concurrency ${o.concurrency} --batch ` +
-        `${o.batch}${o.before ? ` --before ${o.before}` : ''}`,
+        `${o.batch}${o.before ? ` --before ${o.before}` : ''}${o.stream ? ' --stream' : ''}`,
     )
     console.log(
       `a global async run, rollouts_per_step ${o.perStep}, ${o.steps} steps of fresh rollouts (~1.2 KB ` +
-        `outputs), stub ` +
+        `outputs, ${o.stream ? 'streamed back to back' : 'each step sent once the one before closed'}), stub ` +
         `judge; every step's update committed and its rows deleted before counting`,
     )
     for (const variant of variants)

@@ -25,6 +25,14 @@ const usage = {
   queueMessages: 0,
   analyticsPoints: 0,
   r2Writes: 0,
+  /** Rows written per statement: `<binding>|<SQL, whitespace folded>` (a setAlarm is `<binding>|setAlarm`). */
+  statements: {} as Record<string, { calls: number; rowsWritten: number }>,
+}
+
+/** The statement's entry in `usage.statements`, keyed by the object's binding and its SQL text. */
+function statementUsage(binding: string, query: string): { calls: number; rowsWritten: number } {
+  const key = `${binding}|${query.replace(/\s+/g, ' ').trim()}`
+  return (usage.statements[key] ??= { calls: 0, rowsWritten: 0 })
 }
 
 /** The subrequests of one invocation as it runs. */
@@ -163,21 +171,26 @@ function meteredNamespace(namespace: Any, binding: string): Any {
   })
 }
 
-function meteredResult<T>(result: T): T {
+function meteredResult<T>(result: T, query: string): T {
   const meta = (result as { meta?: { rows_written?: number; rows_read?: number } } | null)?.meta
   usage.d1.queries++
   usage.d1.rowsWritten += meta?.rows_written ?? 0
   usage.d1.rowsRead += meta?.rows_read ?? 0
+  const statement = statementUsage('D1', query)
+  statement.calls++
+  statement.rowsWritten += meta?.rows_written ?? 0
   return result
 }
 
-function meteredStatement(statement: Any): Any {
+function meteredStatement(statement: Any, query: string): Any {
   return new Proxy(statement, {
     get(target, property) {
       if (property === '__target') return target
-      if (property === 'bind') return (...args: unknown[]) => meteredStatement(target.bind(...args))
+      if (property === '__query') return query
+      if (property === 'bind') return (...args: unknown[]) => meteredStatement(target.bind(...args), query)
       if (property === 'run' || property === 'all')
-        return async (...args: unknown[]) => meteredResult(await subrequest(() => target[property](...args), true))
+        return async (...args: unknown[]) =>
+          meteredResult(await subrequest(() => target[property](...args), true), query)
       if (property === 'first' || property === 'raw')
         return (...args: unknown[]) => subrequest(() => target[property](...args), true)
       return bound(target, property)
@@ -188,11 +201,13 @@ function meteredStatement(statement: Any): Any {
 function meteredD1(db: Any): Any {
   return new Proxy(db, {
     get(target, property) {
-      if (property === 'prepare') return (sql: string) => meteredStatement(target.prepare(sql))
+      if (property === 'prepare') return (sql: string) => meteredStatement(target.prepare(sql), sql)
       // Statements in a batch are the proxies above: unwrap them for the native call.
       if (property === 'batch')
         return async (statements: Any[]) =>
-          (await subrequest(() => target.batch(statements.map((s) => s.__target ?? s)), true)).map(meteredResult)
+          (await subrequest(() => target.batch(statements.map((s) => s.__target ?? s)), true)).map(
+            (result: unknown, index: number) => meteredResult(result, statements[index]?.__query ?? '(unknown)'),
+          )
       return bound(target, property)
     },
   })
@@ -286,13 +301,21 @@ function meteredEnv(env: Any): Any {
 function meterState(state: Any, key: string): void {
   const sql = state.storage.sql
   const exec = sql.exec
+  const binding = key.slice(0, key.indexOf(':'))
   sql.exec = (query: string, ...bindings: unknown[]) => {
     const cursor: Any = Reflect.apply(exec, sql, [query, ...bindings])
     const counted = objectUsage(key)
+    // A key/value table's writes are told apart by key (the first binding): each key is its own reason to write.
+    const statement = statementUsage(
+      binding,
+      /^\s*INSERT INTO meta\b/.test(query) ? `${query} [key ${String(bindings[0])}]` : query,
+    )
     // Writes run when exec returns; a SELECT's rows are read as they are iterated, and counted as they are.
     const seen = { written: cursor.rowsWritten, read: cursor.rowsRead }
     counted.rowsWritten += seen.written
     counted.rowsRead += seen.read
+    statement.calls++
+    statement.rowsWritten += seen.written
     return new Proxy(cursor, {
       get(inner, name) {
         const value = inner[name]
@@ -301,6 +324,7 @@ function meterState(state: Any, key: string): void {
           const result = Reflect.apply(value, inner, args)
           counted.rowsRead += inner.rowsRead - seen.read
           counted.rowsWritten += inner.rowsWritten - seen.written
+          statement.rowsWritten += inner.rowsWritten - seen.written
           seen.read = inner.rowsRead
           seen.written = inner.rowsWritten
           return result
@@ -312,6 +336,9 @@ function meterState(state: Any, key: string): void {
   const setAlarm = storage.setAlarm
   storage.setAlarm = (...args: unknown[]) => {
     objectUsage(key).rowsWritten += 1
+    const statement = statementUsage(binding, 'setAlarm')
+    statement.calls++
+    statement.rowsWritten++
     return Reflect.apply(setAlarm, storage, args)
   }
 }

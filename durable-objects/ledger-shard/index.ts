@@ -315,7 +315,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
    * force) replaces this shard's copy when newer.
    */
   async stepUpdated(step: number, snapshot: RubricSnapshot): Promise<void> {
-    if (step > this.meta.number('updated_through', -1)) this.meta.set('updated_through', step)
+    // The note of the update is also what says how far updates have committed (`updatedThrough`): one row written.
     if (this.updateVersion(step) === undefined) this.noteUpdate(step, snapshot.version)
     if (snapshot.version > (this.snapshotCache?.version ?? this.storedSnapshot()?.version ?? 0)) {
       this.meta.set('snapshot', JSON.stringify(snapshot))
@@ -332,7 +332,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
    * shards cost no call when they are released.
    */
   async awaitUpdate(step: number, timeoutMs: number): Promise<RubricSnapshot | undefined> {
-    if (this.meta.number('updated_through', -1) >= step) return this.settleSnapshot(step)
+    if (this.updatedThrough() >= step) return this.settleSnapshot(step)
     return this.waiters.wait(step, timeoutMs, undefined)
   }
 
@@ -383,7 +383,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
 
   private async keepStorageBounded(address: ShardAddress): Promise<void> {
     const step = this.epoch()
-    const updatedThrough = this.meta.number('updated_through', -1)
+    const updatedThrough = this.updatedThrough()
     if (step === undefined || updatedThrough < 0) return
     const config = await loadRunConfig(this.env.DB, address.runId)
     if (!config) return
@@ -504,10 +504,10 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
         )
         this.applyReply(reply)
         this.announced = { step: reply.step, version: reply.version ?? (await this.currentSnapshot()).version }
-        // Kept for lookups after a restart, which have no announce of their own; a repeated announce writes nothing.
-        const pinned = `${reply.step}:${this.announced.version}`
+        // Kept for lookups after a restart, which have no announce of their own: the step's pin and the highest trainer
+        // step announced in it, in one row; a repeated announce writes nothing.
+        const pinned = `${reply.step}:${this.announced.version}:${Math.max(trainerStep, this.trainerStep())}`
         if (this.meta.get('pinned') !== pinned) this.meta.set('pinned', pinned)
-        if (trainerStep > this.trainerStep()) this.meta.set('trainer_step', `${reply.step}:${trainerStep}`)
       } finally {
         this.announcing = undefined
       }
@@ -606,8 +606,28 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
   /** The rubric version `step` is scored on, once the coordinator has told this shard. */
   private pinnedVersion(step: number): number | undefined {
     if (this.announced?.step === step) return this.announced.version
-    const [pinnedStep, version] = (this.meta.get('pinned') ?? '-1:0').split(':').map(Number)
-    return pinnedStep === step ? version : undefined
+    const pinned = this.storedPin()
+    return pinned.step === step ? pinned.version : undefined
+  }
+
+  /**
+   * What the shard's last announce left in storage (`step:version:trainerStep`): the step, the rubric version it is
+   * scored on and the highest trainer step announced in it. A shard from before the trainer step joined the pin keeps
+   * it under `trainer_step` (`step:trainerStep`).
+   */
+  private storedPin(): { step: number; version: number; trainerStep: number } {
+    const [step = -1, version = 0, trainerStep] = (this.meta.get('pinned') ?? '-1:0').split(':').map(Number)
+    if (trainerStep !== undefined) return { step, version, trainerStep }
+    const [legacyStep, legacyTrainerStep] = (this.meta.get('trainer_step') ?? '-1:-1').split(':').map(Number)
+    return { step, version, trainerStep: legacyStep === step ? legacyTrainerStep! : -1 }
+  }
+
+  /**
+   * The newest step whose update has committed here (-1 before any): the newest noted update, which `noteUpdate`
+   * always keeps, or what a shard from before the notes kept under `updated_through`.
+   */
+  private updatedThrough(): number {
+    return Math.max(this.meta.number('updated_through', -1), ...Object.keys(this.updates()).map(Number))
   }
 
   /** The rubric version a step's update left (what sync mode settles the step's rollouts on), once it committed. */
@@ -622,7 +642,11 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
 
   private noteUpdate(step: number, version: number): void {
     const deleted = this.meta.number('deleted_through', -1)
-    const kept = Object.entries(this.updates()).filter(([updated]) => Number(updated) > deleted)
+    const newest = this.updatedThrough()
+    // The newest note stays with its rows gone: it is what says how far updates have committed.
+    const kept = Object.entries(this.updates()).filter(
+      ([updated]) => Number(updated) > deleted || Number(updated) === newest,
+    )
     this.meta.set('updates', JSON.stringify(Object.fromEntries([...kept, [step, [version, Date.now()]]])))
   }
 
@@ -669,8 +693,8 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
 
   /** The highest `metadata.current_step` this shard has announced in its current step (-1 before any). */
   private trainerStep(): number {
-    const [step, trainerStep] = (this.meta.get('trainer_step') ?? '-1:-1').split(':').map(Number)
-    return step === this.epoch() ? trainerStep! : -1
+    const pinned = this.storedPin()
+    return pinned.step === this.epoch() ? pinned.trainerStep : -1
   }
 
   private epoch(): number | undefined {

@@ -8,7 +8,7 @@ import { env } from 'cloudflare:workers'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { LEDGER_SQL, type StepRolloutRow } from '../../durable-objects/ledger-shard/index.ts'
 import { COORDINATOR_SQL, DETAILED_STEPS } from '../../durable-objects/run-coordinator/tables.ts'
-import { coordinatorName, ledgerName, ledgerShardOf } from '../../durable-objects/names.ts'
+import { coordinatorName, instanceName, ledgerName, ledgerShardOf } from '../../durable-objects/names.ts'
 import { type AnalysisCandidate, selectForAnalysis } from '../../src/analysis/select.ts'
 import { RewardClient } from '../../src/client/index.ts'
 import { emptyTally } from '../../src/scoring/tally.ts'
@@ -291,6 +291,50 @@ describe('bounded storage', () => {
     expect(lines[0].criteria.length).toBe(2)
     for (const object of listed.objects)
       expect(object.key).toMatch(new RegExp(`^runs/${run.runId}/steps/00000[0-3]/global\\.[0-7]\\.ndjson$`))
+  })
+})
+
+describe("a shard's own state", () => {
+  it('costs one row per step for its announce and one for the committed update, each a row of its meta', async () => {
+    const run = await createRun({ ...RUBRICS, ledger_shards: 1, ledger_retention_steps: 0 })
+    const shard = env.LEDGER.getByName(ledgerName(run.runId, 'global', 0))
+    const shardRows = (step: number) =>
+      runInDurableObject(
+        shard,
+        (_object, state) =>
+          state.storage.sql.exec<{ n: number }>('SELECT count(*) AS n FROM ledger WHERE step = ?', step).one().n,
+      )
+    const playStep = async (step: number) => {
+      for (const i of [0, 1]) expect((await score(run, `own-${step}-${i}`)).status).toBe(200)
+      expect((await call('POST', '/complete', { token: run.token })).json).toMatchObject({ closed: true, step })
+      expect((await call('GET', '/rubric_status/wait?timeout_s=30', { token: run.token })).json).toMatchObject({
+        status: 'updated',
+        step,
+      })
+      // Retention 0: the step's rows go once its update has committed.
+      await vi.waitFor(async () => expect(await shardRows(step)).toBe(0), { timeout: 5_000, interval: 50 })
+    }
+    await playStep(0)
+    const versionBefore = (await call('GET', '/rubric_status', { token: run.token })).json.rubric_version as number
+    let metaRowsWritten = 0
+    await runInDurableObject(shard, (_object, state) => {
+      const sql = state.storage.sql
+      const exec = sql.exec.bind(sql)
+      sql.exec = ((query: string, ...bindings: SqlStorageValue[]) => {
+        const cursor = exec(query, ...bindings)
+        if (/^INSERT INTO meta\b/.test(query)) metaRowsWritten += cursor.rowsWritten
+        return cursor
+      }) as typeof sql.exec
+    })
+    await playStep(1)
+    const versionAfter = (await call('GET', '/rubric_status', { token: run.token })).json.rubric_version as number
+    // Step 1, by hand: its announce pins the step's version and notes the trainer step (1 row), the close moves the
+    // shard's step on (1), the committed update is noted (1) with the rubrics it left when they are new (0 or 1),
+    // and the deletion of the step's rows is noted (1).
+    expect(metaRowsWritten).toBe(4 + (versionAfter > versionBefore ? 1 : 0))
+    // A late notice of an update of a step already gone does not hide the newest update.
+    await shard.stepUpdated(0, await env.RUBRIC_INSTANCE.getByName(instanceName(run.runId, 'global')).snapshot())
+    expect(await shard.awaitUpdate(1, 1)).toMatchObject({ version: versionAfter })
   })
 })
 
