@@ -42,10 +42,10 @@ export interface RunSearchOptions {
   onProgress?: (event: SearchProgress) => void
   /**
    * Called with a JSON-safe copy of the state at every boundary (generation for global_batch, prompt otherwise) and
-   * once at the end. Answering 'stop' (or a promise of it) ends the run cleanly right after this checkpoint; any other
-   * answer is ignored.
+   * once at the end: the copy a stopped run returns as its `state`, so it is read, not changed. Answering 'stop' (or a
+   * promise of it) ends the run cleanly right after this checkpoint; any other answer is ignored.
    */
-  onCheckpoint?: (state: SearchState) => unknown
+  onCheckpoint?: (state: Readonly<SearchState>) => unknown
   /** A state from `onCheckpoint` (or a previous result) to continue from. */
   resumeFrom?: SearchState
   /** Aborting rejects the run with the signal's reason; the last checkpoint stays valid for a resume. */
@@ -120,7 +120,7 @@ export async function runSearch(
   let last: SearchState | null = resume ? clone(resume) : null
   const checkpoint: Checkpoint = async (parts) => {
     last = snapshot(parts)
-    return (await options.onCheckpoint?.(clone(last))) === 'stop'
+    return (await options.onCheckpoint?.(last)) === 'stop'
   }
   const stopped = (): SearchRunResult => ({ status: 'stopped', output: null, state: last!, stats: statsOf(ctx) })
 

@@ -35,6 +35,16 @@ export interface GradeInput {
   seed: number
 }
 
+/** Each rubric's criteria as prompt lines, per locale: the search grades every candidate under each rubric it keeps. */
+const criteriaTexts = new WeakMap<SearchRubric, Partial<Record<Locale, string>>>()
+
+/** `criteriaLines` of a rubric, rendered once: the search never changes a rubric it has built. */
+function renderedCriteria(rubric: SearchRubric, locale: Locale): string {
+  let texts = criteriaTexts.get(rubric)
+  if (!texts) criteriaTexts.set(rubric, (texts = {}))
+  return (texts[locale] ??= criteriaLines(rubric.criteria, locale))
+}
+
 /**
  * The verifier's request for one vote on one candidate.
  * @example const request = await buildVerifierRequest({ item, candidate, rubric, vote: 0, seed: 7 }, { locale: 'en' })
@@ -55,7 +65,7 @@ export async function buildVerifierRequest(
     locale,
     'search-verifier.user',
     {
-      criteria: criteriaLines(rubric.criteria, locale),
+      criteria: renderedCriteria(rubric, locale),
       na_rule: searchLabels(locale).naRule(allowNa),
       prompt_boundary: promptBoundary,
       prompt,
