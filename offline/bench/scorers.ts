@@ -3,7 +3,8 @@
  * Scorers only ever see blind items (`blindItem`): prompt id and text, candidate texts under opaque ids; no labels,
  * sources or metadata. Add a scorer kind by adding a case to `parseScorerSpec` and `createScorer`.
  */
-import { readFile } from 'node:fs/promises'
+import { readFile, stat } from 'node:fs/promises'
+import { join } from 'node:path'
 import { MockChatModel } from '../../src/llm/mock.ts'
 import type { ChatModel } from '../../src/llm/types.ts'
 import { RmArtifact, rubricForPrompt } from '../../src/schemas/artifact.ts'
@@ -199,8 +200,6 @@ export async function libraryScorer(dir: string, options: ScorerOptions): Promis
   const { judgeWithLibrary, LibraryRouter, OUTCOME_VALUE } = await import('../../src/evolve/judge.ts')
   const { ImageRegistry, itemImages } = await import('../../src/evolve/images.ts')
   const { datasetImageRegistry } = await import('../evolve/images.ts')
-  const { stat } = await import('node:fs/promises')
-  const { join } = await import('node:path')
   const hasRegistry = await stat(join(dir, 'registry.json')).then(
     (s) => s.isFile(),
     () => false,

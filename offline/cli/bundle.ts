@@ -11,7 +11,7 @@
 import { mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join, relative, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
-import { build, type Plugin } from 'esbuild'
+import { build, type Metafile, type Plugin } from 'esbuild'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 /** Where bin.js looks for the bundle (its entry `index.cjs` and `sources.json`). */
@@ -75,6 +75,21 @@ function dependenciesExternal(): Plugin {
 }
 
 /**
+ * Fails the build on an `import()` left in the bundle (one of a module esbuild does not bundle: a `node:` builtin or a
+ * package outside BUNDLED_PACKAGES). Under Node 20, code compiled from a V8 code cache through `node:vm` has no
+ * dynamic-import callback: such an `import()` would work on a command's first run and throw on every later one.
+ * @example refuseDynamicImports(result.metafile) // throws on `await import('node:path')` in a CLI module
+ * @internal
+ */
+export function refuseDynamicImports(metafile: Metafile): void {
+  const dynamic = Object.values(metafile.outputs).flatMap((output) =>
+    output.imports.filter((entry) => entry.kind === 'dynamic-import').map((entry) => entry.path),
+  )
+  if (dynamic.length > 0)
+    throw new Error(`the CLI bundle keeps import() of ${dynamic.join(', ')}: import them statically instead`)
+}
+
+/**
  * Builds the bundle into a fresh folder and swaps it in, so a CLI started meanwhile sees the old bundle or none (and
  * runs the sources), never a half-written one. Returns the sources it was built from.
  * @example await buildCliBundle() // dist/cli/index.cjs and dist/cli/sources.json
@@ -97,6 +112,7 @@ export async function buildCliBundle(outdir: string = CLI_BUNDLE_DIR): Promise<B
     metafile: true,
     logLevel: 'warning',
   })
+  refuseDynamicImports(result.metafile)
   const sources: BundleSources = {}
   const ownInputs = Object.keys(result.metafile.inputs).filter((path) => !path.startsWith('node_modules/'))
   for (const path of [...ownInputs, ...BUILD_INPUTS]) {

@@ -5,7 +5,7 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { constants, Script } from 'node:vm'
+import { Script } from 'node:vm'
 
 /**
  * The code cache a run of `argv` uses and makes: one per command (and one for its help), since a cache holds the
@@ -42,10 +42,10 @@ export function loadWithCodeCache(bundle, cacheFile) {
     // No cache yet.
   }
   const source = readFileSync(filename, 'utf8')
+  // No dynamic-import callback: under Node 20 one is lost with the code cache, so the build refuses any `import()`.
   const script = new Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, {
     filename,
     cachedData,
-    importModuleDynamically: constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
   })
   const module = { exports: {} }
   script.runInThisContext()(module.exports, createRequire(filename), module, filename, dirname(filename))

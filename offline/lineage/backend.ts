@@ -4,6 +4,8 @@
  * the store's refusals become exit code 2. Heavy modules load only when a command runs, so registering a command that
  * uses this stays cheap.
  */
+import { readFile } from 'node:fs/promises'
+import { resolve } from 'node:path'
 import type { Command } from 'commander'
 import { type LineageBackend, RUN_NOT_RECORDED } from '../../src/lineage/compare.ts'
 import { UsageError } from '../../src/usage-error/index.ts'
@@ -64,7 +66,6 @@ export async function withBackend<T>(
 async function storeName(flags: StoreFlags): Promise<string> {
   if (flags.url) return `the lineage of the edge at ${flags.url}`
   const { DEFAULT_LINEAGE_DB } = await import('./local.ts')
-  const { resolve } = await import('node:path')
   return `the lineage database ${resolve(flags.db ?? DEFAULT_LINEAGE_DB)}`
 }
 
@@ -80,7 +81,6 @@ function otherStores(urlFlag: string): string {
  * @example const raw = await readJsonFile('runs/grpo-7/manifest.json')
  */
 export async function readJsonFile(file: string): Promise<unknown> {
-  const { readFile } = await import('node:fs/promises')
   let text: string
   try {
     text = await readFile(file, 'utf8')

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type BundleSources, buildCliBundle } from '../../offline/cli/bundle.ts'
+import { type BundleSources, buildCliBundle, refuseDynamicImports } from '../../offline/cli/bundle.ts'
 import { codeCacheFile } from '../../offline/cli/code-cache.js'
 import { freshBundleEntry } from '../../offline/cli/fresh-bundle.js'
 
@@ -128,5 +128,13 @@ describe('the CLI bundle', () => {
     expect(codeCacheFile(entry, ['search', '--help'])).toBe(join(folder, 'search-help.bin'))
     expect(codeCacheFile(entry, [])).toBe(join(folder, 'none-help.bin'))
     expect(codeCacheFile(entry, ['../../etc/passwd'])).toBe(join(folder, 'other.bin'))
+  })
+
+  it('refuses to build a bundle that keeps an import(): code run from a code cache cannot import', () => {
+    const output = (kind: 'dynamic-import' | 'require-call') => ({
+      outputs: { 'index.cjs': { imports: [{ path: 'node:fs/promises', kind, external: true }] } },
+    })
+    expect(() => refuseDynamicImports(output('dynamic-import') as never)).toThrow(/import\(\) of node:fs\/promises/)
+    expect(() => refuseDynamicImports(output('require-call') as never)).not.toThrow()
   })
 })
