@@ -1,9 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import { PROMPT_TEMPLATES } from '../../prompts/index.ts'
 import { MockChatModel } from '../../src/llm/mock.ts'
 import { OpenAIChatModel } from '../../src/llm/openai.ts'
 import type { ChatModel, ChatRequest } from '../../src/llm/types.ts'
-import type { Locale } from '../../src/prompts/index.ts'
 import {
   createSearchRoles,
   LlmPairJudge,
@@ -15,6 +13,7 @@ import {
 import { MUTATION_MODES, PreferenceDataset, type Candidate, type PromptItem } from '../../src/search/types.ts'
 import { SearchRubric } from '../../src/schemas/search-rubric.ts'
 import { startLlmStub, type ChatCompletionBody, type LlmStub } from '../support/llm-stub.ts'
+import { roleOf, userOf } from '../support/search-stub.ts'
 
 /** Distinctive label values: none may ever reach a message an LLM reads. */
 const PLANTED = {
@@ -155,19 +154,6 @@ describe('no LLM-visible payload carries a source, rank, quality or label', () =
 
 // ---------------------------------------------------------------------------------------------
 // A cooperative OpenAI-compatible model for the stub: it tells the four roles apart by their system prompts.
-
-type SearchRole = 'initializer' | 'proposer' | 'verifier' | 'judge'
-const OPENINGS: [SearchRole, string][] = (Object.keys(PROMPT_TEMPLATES) as Locale[]).flatMap((locale) =>
-  (['initializer', 'proposer', 'verifier', 'judge'] as const).map((role): [SearchRole, string] => [
-    role,
-    PROMPT_TEMPLATES[locale][`search-${role}.system`].split('{{')[0]!.slice(0, 60),
-  ]),
-)
-function roleOf(body: ChatCompletionBody): SearchRole | undefined {
-  const system = body.messages.find((message) => message.role === 'system')?.content ?? ''
-  return OPENINGS.find(([, opening]) => system.startsWith(opening))?.[0]
-}
-const userOf = (body: ChatCompletionBody) => body.messages.find((message) => message.role === 'user')?.content ?? ''
 
 /** Answers each search role as a well-behaved model would; the judge prefers the answer that says "rollback plan". */
 function cooperative(body: ChatCompletionBody): string {

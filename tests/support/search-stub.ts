@@ -1,34 +1,30 @@
 /**
- * An OpenAI-compatible stub's answers to the rubric search's four roles (prompts/en/search-*.system.txt): valid,
- * deterministic replies computed from each request, as a cooperative model would write them. Used by
- * tests/offline/search-cli.test.ts and bench/search-cpu.ts (through bench/loopback-llm-stub.ts).
+ * An OpenAI-compatible stub's answers to the rubric search's four roles (prompts/<locale>/search-*.system.txt), and
+ * how it tells them apart (`roleOf`): valid, deterministic replies computed from each request, as a cooperative model
+ * would write them. Used by tests/offline/search-cli.test.ts, tests/offline/search-roles-llm.test.ts and
+ * bench/search-cpu.ts (through bench/loopback-llm-stub.ts).
  */
-import { readFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { PROMPT_TEMPLATES } from '../../prompts/index.ts'
+import type { Locale } from '../../src/prompts/index.ts'
 import type { ChatCompletionBody } from './llm-stub.ts'
 
-const ROOT = join(import.meta.dirname, '../..')
-
-const SEARCH_PROMPTS = {
-  initializer: 'search-initializer',
-  proposer: 'search-proposer',
-  verifier: 'search-verifier',
-  judge: 'search-judge',
-} as const
-type Role = keyof typeof SEARCH_PROMPTS
-const openings = (Object.entries(SEARCH_PROMPTS) as [Role, string][]).map(([role, file]): [Role, string] => [
-  role,
-  readFileSync(join(ROOT, 'prompts/en', `${file}.system.txt`), 'utf8')
-    .split('{{')[0]!
-    .trim()
-    .slice(0, 80),
-])
+export type SearchRole = 'initializer' | 'proposer' | 'verifier' | 'judge'
+const SEARCH_ROLES = ['initializer', 'proposer', 'verifier', 'judge'] as const satisfies readonly SearchRole[]
+/** The opening of each role's system prompt, in every locale: what tells the roles apart. */
+const openings = (Object.keys(PROMPT_TEMPLATES) as Locale[]).flatMap((locale) =>
+  SEARCH_ROLES.map((role): [SearchRole, string] => [
+    role,
+    PROMPT_TEMPLATES[locale][`search-${role}.system`].split('{{')[0]!.trim().slice(0, 60),
+  ]),
+)
 /** Which search role sent a request, by the opening of its system prompt. */
-export const roleOf = (body: ChatCompletionBody): Role | undefined => {
+export const roleOf = (body: ChatCompletionBody): SearchRole | undefined => {
   const system = body.messages.find((message) => message.role === 'system')?.content ?? ''
   return openings.find(([, opening]) => system.startsWith(opening))?.[0]
 }
-const userOf = (body: ChatCompletionBody) => body.messages.find((message) => message.role === 'user')?.content ?? ''
+/** The text of a request's user message. */
+export const userOf = (body: ChatCompletionBody) =>
+  body.messages.find((message) => message.role === 'user')?.content ?? ''
 
 interface StubCriterion {
   criterion_id: string
