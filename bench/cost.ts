@@ -35,6 +35,7 @@ import {
   stubRunConfig,
   workerdPids,
   type BenchServer,
+  waitForStatus,
   type Bundles,
 } from './harness.ts'
 
@@ -210,14 +211,14 @@ async function settle(
   timeoutMs = 300_000,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const status = (await (
-      await fetch(`${server.url}/runs/${runId}/rubric_status`, { headers: { authorization: `Bearer ${token}` } })
-    ).json()) as { step: number; status: string }
-    if (status.step >= steps - 1 && (status.status === 'updated' || status.step >= steps)) break
-    if (Date.now() > deadline) throw new Error(`run ${runId} did not update ${steps} steps: ${JSON.stringify(status)}`)
-    await new Promise((resolve) => setTimeout(resolve, 250))
-  }
+  await waitForStatus(
+    server,
+    runId,
+    token,
+    (status) => status.step >= steps - 1 && (status.status === 'updated' || status.step >= steps),
+    `${steps} steps updated`,
+    { timeoutMs },
+  )
   let last = JSON.stringify(await meter(server))
   let stableSince = Date.now()
   while (Date.now() - stableSince < quietMs) {
@@ -247,17 +248,15 @@ function requestBodies(shape: 'score' | 'openrlhf', scoreBodies: string[], batch
 }
 
 /** Waits until the run's `step` has closed (a trainer on one step at a time sends the next step's rollouts then). */
-async function stepClosed(server: BenchServer, runId: string, token: string, step: number, timeoutMs = 120_000) {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const status = (await (
-      await fetch(`${server.url}/runs/${runId}/rubric_status`, { headers: { authorization: `Bearer ${token}` } })
-    ).json()) as { step: number; status: string }
-    if (status.step > step || (status.step === step && status.status !== 'collecting')) return
-    if (Date.now() > deadline) throw new Error(`step ${step} of run ${runId} did not close: ${JSON.stringify(status)}`)
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
-}
+const stepClosed = (server: BenchServer, runId: string, token: string, step: number) =>
+  waitForStatus(
+    server,
+    runId,
+    token,
+    (status) => status.step > step || (status.step === step && status.status !== 'collecting'),
+    `step ${step} to close`,
+    { timeoutMs: 120_000, intervalMs: 50 },
+  )
 
 /** Drives one run on a fresh server: `steps` × `perStep` rollouts by /score, or by /compat/openrlhf in batches. */
 async function measureVariant(

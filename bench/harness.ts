@@ -446,6 +446,37 @@ export async function createRun(server: BenchServer, runId: string, config: Reco
   return body.token
 }
 
+/** What `GET /runs/<id>/rubric_status` says of a run's step, as far as the benches read it. */
+export interface StepStatus {
+  step: number
+  status: string
+}
+
+/**
+ * Reads the run's `/rubric_status` every `intervalMs` until `reached` holds; throws after `timeoutMs`, saying what it
+ * waited for and the last status.
+ * @example await waitForStatus(server, runId, token, (s) => s.step > 2, 'step 2 to close', { timeoutMs: 120_000 })
+ */
+export async function waitForStatus(
+  server: BenchServer,
+  runId: string,
+  token: string,
+  reached: (status: StepStatus) => boolean,
+  what: string,
+  { timeoutMs = 180_000, intervalMs = 250 }: { timeoutMs?: number; intervalMs?: number } = {},
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const status = (await (
+      await fetch(`${server.url}/runs/${runId}/rubric_status`, { headers: { authorization: `Bearer ${token}` } })
+    ).json()) as StepStatus
+    if (reached(status)) return
+    if (Date.now() > deadline)
+      throw new Error(`run ${runId}: waited ${timeoutMs / 1_000} s for ${what}; last ${JSON.stringify(status)}`)
+    await new Promise((resolve) => setTimeout(resolve, intervalMs))
+  }
+}
+
 const WORDS = (
   'the answer follows from the definition so we compute each term carefully then add them and check the result ' +
   'against the reference value'

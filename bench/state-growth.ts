@@ -25,6 +25,7 @@ import {
   storageRoot,
   stubRunConfig,
   type BenchServer,
+  waitForStatus,
 } from './harness.ts'
 
 function bytesUnder(dir: string): number {
@@ -53,16 +54,14 @@ function filesUnder(dir: string): [string, number][] {
   })
 }
 
-async function waitUpdated(server: BenchServer, runId: string, token: string, step: number): Promise<void> {
-  for (const deadline = Date.now() + 180_000; Date.now() < deadline; ) {
-    const status = (await (
-      await fetch(`${server.url}/runs/${runId}/rubric_status`, { headers: { authorization: `Bearer ${token}` } })
-    ).json()) as { step: number; status: string }
-    if (status.step > step || (status.step === step && status.status === 'updated')) return
-    await new Promise((resolve) => setTimeout(resolve, 250))
-  }
-  throw new Error(`step ${step} was not updated in 180 s`)
-}
+const waitUpdated = (server: BenchServer, runId: string, token: string, step: number) =>
+  waitForStatus(
+    server,
+    runId,
+    token,
+    (status) => status.step > step || (status.step === step && status.status === 'updated'),
+    `step ${step} to be updated`,
+  )
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
