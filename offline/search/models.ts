@@ -304,7 +304,6 @@ class CountingModel implements ChatModel {
 
   async #completeCancelledWithRun(request: ChatRequest): Promise<ChatResponse> {
     if (!this.signal) return this.model.complete(request)
-    if (!request.signal) return this.model.complete({ ...request, signal: this.signal })
     const scope = abortScope([this.signal, request.signal])
     try {
       return await this.model.complete({ ...request, signal: scope.signal })

@@ -15,9 +15,11 @@ export interface AbortScope {
  *   try { return await fetch(url, { signal: scope.signal }) } finally { scope.release() }
  */
 export function abortScope(signals: readonly (AbortSignal | undefined)[], timeoutMs?: number): AbortScope {
+  const linked = signals.filter((signal): signal is AbortSignal => signal !== undefined)
+  // A lone signal and no deadline: that signal is the scope, and there is nothing to release.
+  if (timeoutMs === undefined && linked.length === 1) return { signal: linked[0]!, timedOut: () => false, release() {} }
   const controller = new AbortController()
   let timedOut = false
-  const linked = signals.filter((signal): signal is AbortSignal => signal !== undefined)
   const forward = (event: Event) => controller.abort((event.target as AbortSignal).reason)
   const release = () => {
     clearTimeout(timer)

@@ -26,6 +26,16 @@ describe('abortScope', () => {
     expect(scope.timedOut()).toBe(false)
   })
 
+  it('is the lone signal itself when there is no deadline to add', () => {
+    const run = new AbortController()
+    const scope = abortScope([undefined, run.signal])
+    expect(scope.signal).toBe(run.signal)
+    scope.release()
+    run.abort(new Error('stopped'))
+    expect((scope.signal.reason as Error).message).toBe('stopped')
+    expect(scope.timedOut()).toBe(false)
+  })
+
   it('starts aborted when a linked signal already is', () => {
     const scope = abortScope([AbortSignal.abort(new Error('stopped before'))], 1_000)
     expect((scope.signal.reason as Error).message).toBe('stopped before')
