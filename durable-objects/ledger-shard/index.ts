@@ -626,8 +626,8 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
    * The newest step whose update has committed here (-1 before any): the newest noted update, which `noteUpdate`
    * always keeps, or what a shard from before the notes kept under `updated_through`.
    */
-  private updatedThrough(): number {
-    return Math.max(this.meta.number('updated_through', -1), ...Object.keys(this.updates()).map(Number))
+  private updatedThrough(updates = this.updates()): number {
+    return Math.max(this.meta.number('updated_through', -1), ...Object.keys(updates).map(Number))
   }
 
   /** The rubric version a step's update left (what sync mode settles the step's rollouts on), once it committed. */
@@ -642,11 +642,10 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
 
   private noteUpdate(step: number, version: number): void {
     const deleted = this.meta.number('deleted_through', -1)
-    const newest = this.updatedThrough()
+    const updates = this.updates()
+    const newest = this.updatedThrough(updates)
     // The newest note stays with its rows gone: it is what says how far updates have committed.
-    const kept = Object.entries(this.updates()).filter(
-      ([updated]) => Number(updated) > deleted || Number(updated) === newest,
-    )
+    const kept = Object.entries(updates).filter(([updated]) => Number(updated) > deleted || Number(updated) === newest)
     this.meta.set('updates', JSON.stringify(Object.fromEntries([...kept, [step, [version, Date.now()]]])))
   }
 

@@ -1,5 +1,5 @@
 /**
- * The CLI's prebuilt bundle: `offline/cli/index.ts`, everything it imports from this repository and the few pure-ESM
+ * The CLI's prebuilt bundle: `offline/cli/index.ts`, everything it imports from this repository and the pure-JavaScript
  * packages every command loads (BUNDLED_PACKAGES; the others stay in node_modules), compiled by esbuild into one
  * CommonJS file, `dist/cli/index.cjs`, so `reward-harness` starts without tsx's compile hooks, and with V8's code
  * cache (offline/cli/code-cache.js: node:vm takes a code cache for a script, not for an ES module). Modules the CLI
