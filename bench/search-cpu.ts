@@ -23,6 +23,7 @@ import { pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
 import { buildCliBundle, CLI_BUNDLE_DIR } from '../offline/cli/bundle.ts'
 import { freshBundleEntry } from '../offline/cli/fresh-bundle.js'
+import { median } from '../src/stats/index.ts'
 import { ROOT, startLoopbackStub } from './harness.ts'
 import { checkoutRevision } from './worktree.ts'
 
@@ -112,7 +113,7 @@ async function measureFloor(rounds: number): Promise<{ cpuS: number; calls: numb
     for (let round = 0; round < rounds; round++) {
       cpu.push((await timedNode(ROOT, [floor, searchRequests, stub.baseUrl, String(CONCURRENCY)], scratch)).cpuS)
     }
-    return { cpuS: median(cpu), calls }
+    return { cpuS: median(cpu)!, calls }
   } finally {
     stub.stop()
     rmSync(scratch, { recursive: true, force: true })
@@ -128,24 +129,19 @@ function buildRevisionBundle(root: string): void {
   execFileSync(process.execPath, ['--import', 'tsx', 'offline/cli/bundle.ts'], { cwd: root, stdio: 'ignore' })
 }
 
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.floor(sorted.length / 2)]!
-}
-
 /** The medians of a tree's rounds, per call. */
 function summarise(rounds: TreeRound[]) {
-  const calls = median(rounds.map((round) => round.calls))
-  const helpCpu = median(rounds.map((round) => round.help.cpuS))
-  const searchCpu = median(rounds.map((round) => round.search.cpuS))
+  const calls = median(rounds.map((round) => round.calls))!
+  const helpCpu = median(rounds.map((round) => round.help.cpuS))!
+  const searchCpu = median(rounds.map((round) => round.search.cpuS))!
   return {
     calls,
     helpCpu,
-    helpRss: median(rounds.map((round) => round.help.maxRssMb)),
+    helpRss: median(rounds.map((round) => round.help.maxRssMb))!,
     searchCpu,
-    searchRss: median(rounds.map((round) => round.search.maxRssMb)),
-    perCallMs: median(rounds.map((round) => (round.search.cpuS / round.calls) * 1000)),
-    perCallLessStartMs: median(rounds.map((round) => ((round.search.cpuS - round.help.cpuS) / round.calls) * 1000)),
+    searchRss: median(rounds.map((round) => round.search.maxRssMb))!,
+    perCallMs: median(rounds.map((round) => (round.search.cpuS / round.calls) * 1000))!,
+    perCallLessStartMs: median(rounds.map((round) => ((round.search.cpuS - round.help.cpuS) / round.calls) * 1000))!,
   }
 }
 
