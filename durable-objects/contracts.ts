@@ -6,7 +6,6 @@ import type { AnalysisReason } from '../src/analysis/index.ts'
 import type { Rollout, TrainingMetadata } from '../src/schemas/rollout.ts'
 import type { RubricSnapshot } from '../src/schemas/rubric.ts'
 import type { CriterionGrade } from '../src/schemas/score.ts'
-import type { LlmStat } from '../src/llm/stats.ts'
 import type { ScoreTally } from '../src/scoring/tally.ts'
 
 /** One ledger shard: a slice, by rollout-id hash, of one run × instance's step ledger. */
@@ -67,25 +66,34 @@ export interface RecordReply {
 
 export type { LlmStat } from '../src/llm/stats.ts'
 
-/**
- * A shard's report to its run's coordinator: its current step's tally (absolute, so a repeat changes nothing) and LLM
- * calls since the last report.
- */
+/** A shard's report to its run's coordinator: its current step's tally (absolute, so a repeat changes nothing). */
 export interface ShardReport {
   instanceId: string
   shard: number
   step: number
   tally: ScoreTally
-  llm: LlmStat[]
+}
+
+/** The coordinator closed `step`: rollouts from now on belong to a later step. */
+export interface CloseNotice {
+  step: number
 }
 
 /**
- * The coordinator closed `step`; the shard keeps its first `keep` rollouts of it (by arrival), or all when null, and
- * moves the rest to the next step.
+ * A shard is about to record rollouts: its first of its step, rollouts of a later trainer step, or (counted steps)
+ * any new ones, which take seats in the collecting step.
  */
-export interface CloseNotice {
-  step: number
-  keep: number | null
+export interface Announce {
+  instanceId: string
+  shard: number
+  /** The shard's current step, -1 when it has none. */
+  shardStep: number
+  /** The highest `metadata.current_step` of the rollouts it is about to record, when they carry one. */
+  trainerStep?: number
+  /** The newest rubric version the shard knows of. */
+  newestVersion: number
+  /** The rubric version each rollout about to be recorded was judged on, in order: one seat asked for each. */
+  versions?: number[]
 }
 
 export interface CoordinatorReply {
@@ -100,6 +108,13 @@ export interface CoordinatorReply {
   version?: number
   /** When the collecting step closes by idle gap if no rollout arrives before (ms); none when it does not. */
   idleDeadline?: number
+  /**
+   * For each of the announce's `versions`: the step its rollout is recorded in, or null when that step is scored on
+   * another version (`version`: judge it again on that one).
+   */
+  seats?: (number | null)[]
+  /** The run closes steps by count: every new rollout asks for its seat. */
+  counted?: boolean
 }
 
 /** What the step update reads of one rollout of a closed step. */
@@ -135,9 +150,6 @@ export interface StepJob {
   runId: string
   instanceId: string
   step: number
-  /**
-   * The instance's ledger shards that took part in the step, each with how many of its rollouts the step keeps (null:
-   * all).
-   */
-  shards: { shard: number; keep: number | null }[]
+  /** The instance's ledger shards that took part in the step. */
+  shards: { shard: number }[]
 }

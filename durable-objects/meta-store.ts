@@ -36,6 +36,11 @@ export class MetaStore {
     this.remembered.set(key, String(value))
   }
 
+  delete(key: string): void {
+    this.sql.exec('DELETE FROM meta WHERE key = ?', key)
+    this.remembered.set(key, undefined)
+  }
+
   /** Drops what is remembered: call it when a transaction that may have set values rolled back. */
   forget(): void {
     this.remembered.clear()

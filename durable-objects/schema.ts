@@ -14,16 +14,18 @@ export interface TableSchema {
  * keeps its rows across an upgrade instead of failing on its first INSERT (`table ledger has no column named …`).
  * Additive only: a column added after a table's first release needs a DEFAULT (or to be nullable) for the old rows.
  * Storage remembers the definition it was last brought up to, so a wake whose code declares the same tables costs one
- * read instead of a `CREATE` and a column listing per table.
+ * read instead of a `CREATE` and a column listing per table. `upgrade` runs once per change of the definition, after
+ * the tables are up to it: the one place where rows kept in an older format are rewritten into the new one.
  * @example applySchema(ctx.storage.sql, { meta: { columns: { key: 'TEXT PRIMARY KEY', value: 'TEXT NOT NULL' } } })
  */
-export function applySchema(sql: SqlStorage, tables: Record<string, TableSchema>): void {
+export function applySchema(sql: SqlStorage, tables: Record<string, TableSchema>, upgrade?: () => void): void {
   const names = Object.keys(tables).sort().join(',')
   const definition = JSON.stringify(tables)
   sql.exec('CREATE TABLE IF NOT EXISTS applied_schemas (tables TEXT PRIMARY KEY, definition TEXT NOT NULL)')
   const applied = sql.exec<{ definition: string }>('SELECT definition FROM applied_schemas WHERE tables = ?', names)
   if (applied.toArray()[0]?.definition === definition) return
   for (const [table, schema] of Object.entries(tables)) createOrExtend(sql, table, schema)
+  upgrade?.()
   sql.exec('INSERT OR REPLACE INTO applied_schemas (tables, definition) VALUES (?, ?)', names, definition)
 }
 

@@ -1,9 +1,7 @@
 import { pLimit } from '../../src/llm/index.ts'
-import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { Alarm } from '../alarm.ts'
 import { ledgerName } from '../names.ts'
 import type { StepLifecycle } from './lifecycle.ts'
-import type { LlmStats } from './llm-stats.ts'
 import type { StepRows } from './step-rows.ts'
 import type { ShardRow } from './tables.ts'
 
@@ -16,20 +14,20 @@ const CLOSE_FAN_OUT = 32
 const CLOSE_CALLS_PER_ALARM = 400
 
 /**
- * Tells the ledger shards of closed steps (`LedgerShard.learnClose`), records what each keeps, and starts a step's
+ * Tells the ledger shards of closed steps (`LedgerShard.learnClose`), records what each holds, and starts a step's
  * updates once all of its shards know. Run by `/complete` and by the alarm; safe to run again.
- * @example await notices.tellShards(config)
+ * @example await notices.tellShards()
  */
 export class CloseNotices {
   constructor(
     private readonly env: Cloudflare.Env,
     private readonly runId: () => string,
     private readonly rows: StepRows,
-    private readonly parts: { lifecycle: StepLifecycle; llm: LlmStats; wakeUp: Alarm },
+    private readonly parts: { lifecycle: StepLifecycle; wakeUp: Alarm },
   ) {}
 
   /** Tells every shard of a closing step that has not confirmed yet; a step whose shards all know starts updating. */
-  async tellShards(config: RunConfig): Promise<void> {
+  async tellShards(): Promise<void> {
     const runId = this.runId()
     const closing = this.rows.closing()
     const limit = pLimit(CLOSE_FAN_OUT)
@@ -49,20 +47,13 @@ export class CloseNotices {
       }
       this.parts.lifecycle.startUpdates(step)
     }
-    // Rollouts moved into the collecting step by a close may fill it on their own.
-    if (config.rollouts_per_step !== null) this.parts.lifecycle.closeByCount(config.rollouts_per_step)
   }
 
   private async tellShard(runId: string, step: number, row: ShardRow): Promise<void> {
     try {
-      const reply = await this.env.LEDGER.getByName(ledgerName(runId, row.instance_id, row.shard)).learnClose({
-        step,
-        keep: row.keep,
-      })
+      const reply = await this.env.LEDGER.getByName(ledgerName(runId, row.instance_id, row.shard)).learnClose({ step })
       this.rows.confirmClose(step, row.instance_id, row.shard, reply.closed)
-      this.parts.llm.add(step, reply.llm)
-      // Rollouts the shard moved on count in the collecting step; moved into a step that has closed since, they
-      // were counted nowhere, and the shard's next report learns they move on again (a close that keeps none).
+      // The shard's tally of the step it moved on to, when that is the collecting one.
       if (reply.current.tally.rollouts > 0 && reply.current.step === this.rows.collecting())
         this.rows.upsertShard(reply.current.step, row.instance_id, row.shard, reply.current.tally, row.last_at)
     } catch (error) {

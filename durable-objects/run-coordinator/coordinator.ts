@@ -2,7 +2,7 @@ import { DurableObject } from 'cloudflare:workers'
 import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { RubricStatus, StepUpdateOutcome } from '../../src/schemas/status.ts'
 import { Alarm } from '../alarm.ts'
-import type { CoordinatorReply, LlmStat, ShardReport } from '../contracts.ts'
+import type { Announce, CoordinatorReply, LlmStat, ShardReport } from '../contracts.ts'
 import { objectName } from '../identity.ts'
 import { MetaStore } from '../meta-store.ts'
 import { coordinatorName, runIdOf } from '../names.ts'
@@ -13,6 +13,7 @@ import { IdleGap } from './idle-gap.ts'
 import { StepLifecycle } from './lifecycle.ts'
 import { LlmStats } from './llm-stats.ts'
 import { RunReadings, type StepTimelineEntry } from './readings.ts'
+import { Seats } from './seats.ts'
 import { ShardReports } from './shard-reports.ts'
 import { StepJobs } from './step-jobs.ts'
 import { StepRows } from './step-rows.ts'
@@ -53,34 +54,25 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
     const llm = (this.llm = new LlmStats(sql))
     const waiters = (this.waiters = new UpdateWaiters(rows))
     const lifecycle = (this.lifecycle = new StepLifecycle(ctx.storage, this.meta, rows, { idle, llm, waiters, wakeUp }))
-    this.reports = new ShardReports(rows, { lifecycle, idle, llm })
-    const notices = (this.notices = new CloseNotices(env, runId, rows, { lifecycle, llm, wakeUp }))
+    const seats = new Seats(env, runId, rows, lifecycle)
+    this.reports = new ShardReports(rows, { lifecycle, idle, seats })
+    const notices = (this.notices = new CloseNotices(env, runId, rows, { lifecycle, wakeUp }))
     const jobs = new StepJobs(sql, env, runId)
     this.watchdog = new Watchdog(rows, { idle, lifecycle, notices, jobs, wakeUp })
     this.readings = new RunReadings(sql, rows, idle)
   }
 
   /**
-   * A ledger shard is about to record its first rollout of its step (`shardStep`, -1 when it has none), or rollouts of
-   * a later trainer step (`trainerStep`, their highest `metadata.current_step`) than it has seen in it: registers it in
-   * the collecting step, closing that step first when `trainerStep` is past every one it holds
-   * (`close_on_step_advance`), and answers with the collecting step and any close the shard has missed.
+   * A ledger shard is about to record rollouts: its first of its step, rollouts of a later trainer step than it has
+   * seen in it (closing the collecting step first when that is past every one it holds, `close_on_step_advance`), or,
+   * when steps close by count, any new ones. Registers it in the collecting step and answers with the step each
+   * rollout is recorded in (`seats`), the collecting step, its rubric version and any close the shard has missed.
    */
-  async announce(
-    instanceId: string,
-    shard: number,
-    shardStep: number,
-    trainerStep?: number,
-    newestVersion = 1,
-  ): Promise<CoordinatorReply> {
-    const config = await this.runConfig()
-    return this.reports.announce(config, { instanceId, shard, shardStep, trainerStep, newestVersion })
+  async announce(announce: Announce): Promise<CoordinatorReply> {
+    return this.reports.announce(await this.runConfig(), announce)
   }
 
-  /**
-   * A shard's batch: its current step's tally (absolute) and the LLM calls since its last report. Closes the step
-   * when the shards' counts reach `rollouts_per_step`. Answers with the collecting step and the closes to apply.
-   */
+  /** A shard's batch: its current step's tally (absolute). Answers with the collecting step and the closes to apply. */
   async report(report: ShardReport): Promise<CoordinatorReply> {
     return this.reports.report(await this.runConfig(), report)
   }
@@ -93,7 +85,7 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
     if (!this.rows.hasShards(step)) return { status: 'complete', step, closed: false }
     this.lifecycle.close(step, 'complete')
     // Every shard learns of the close before the answer, so a rollout sent after /complete belongs to the next step.
-    await this.notices.tellShards(config)
+    await this.notices.tellShards()
     return { status: 'complete', step, closed: true }
   }
 
@@ -116,6 +108,18 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
   /** LLM calls of the run by role, model and outcome, summed over its steps. */
   async llmCalls(): Promise<LlmStat[]> {
     return this.llm.totals()
+  }
+
+  /**
+   * LLM calls the Worker's isolates made for the run, summed per step (null: the step the run is collecting), as their
+   * telemetry hands them over in batches.
+   */
+  async addLlmCalls(batches: readonly { step: number | null; stats: readonly LlmStat[] }[]): Promise<void> {
+    await this.runConfig()
+    const collecting = this.rows.collecting()
+    this.ctx.storage.transactionSync(() => {
+      for (const { step, stats } of batches) this.llm.add(step ?? collecting, stats)
+    })
   }
 
   /** Every instance that has taken part in the run, with its newest known rubric version. */

@@ -1,16 +1,15 @@
 import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { StepUpdateOutcome } from '../../src/schemas/status.ts'
-import { emptyTally } from '../../src/scoring/tally.ts'
 import type { Alarm } from '../alarm.ts'
 import type { LlmStat } from '../contracts.ts'
 import type { MetaStore } from '../meta-store.ts'
 import type { IdleGap } from './idle-gap.ts'
 import type { LlmStats } from './llm-stats.ts'
 import type { StepRows } from './step-rows.ts'
-import { type CloseReason, COORDINATOR_SQL, DETAILED_STEPS, type ShardRow, tallyOf } from './tables.ts'
+import { type CloseReason, COORDINATOR_SQL, DETAILED_STEPS, tallyOf } from './tables.ts'
 import type { UpdateWaiters } from './update-waiters.ts'
 
-/** What one shard keeps of a step closed by count. */
+/** The seats one shard holds in a step closed by count. */
 type ShardKeep = { instanceId: string; shard: number; keep: number }
 
 /**
@@ -32,8 +31,8 @@ export class StepLifecycle {
   }
 
   /**
-   * Stops `step` taking rollouts: after a count close each shard keeps its share (`keeps`); after `/complete`,
-   * everything it holds. The shards are told by the alarm (or by `/complete` itself).
+   * Stops `step` taking rollouts; after a count close `keeps` says how many seats each shard holds in it. The shards
+   * are told by the alarm (or by `/complete` itself).
    */
   close(step: number, reason: CloseReason, keeps?: readonly ShardKeep[]): void {
     const now = new Date().toISOString()
@@ -57,37 +56,6 @@ export class StepLifecycle {
   closeIfIdle(config: RunConfig): void {
     const deadline = this.parts.idle.deadline(config)
     if (deadline !== undefined && Date.now() >= deadline) this.close(this.rows.collecting(), 'idle')
-  }
-
-  /**
-   * Closes the collecting step once the shards' counts reach `n`. The step keeps exactly `n` rollouts: each shard
-   * what it had reported before the shard that filled the step (`last`), which keeps what is left; what any shard
-   * holds past its share opens the next step (and may fill it too).
-   */
-  closeByCount(n: number, last?: { instanceId: string; shard: number }): void {
-    for (;;) {
-      const step = this.rows.collecting()
-      const rows = this.rows.shards(step)
-      if (rows.reduce((sum, row) => sum + tallyOf(row).rollouts, 0) < n) return
-      const isLast = (row: ShardRow) => row.instance_id === last?.instanceId && row.shard === last?.shard
-      const ordered = [...rows.filter((row) => !isLast(row)), ...rows.filter(isLast)]
-      let remaining = n
-      const keeps = ordered.map((row) => {
-        const keep = Math.min(tallyOf(row).rollouts, remaining)
-        remaining -= keep
-        return { row, keep }
-      })
-      this.close(
-        step,
-        'count',
-        keeps.map(({ row, keep }) => ({ instanceId: row.instance_id, shard: row.shard, keep })),
-      )
-      for (const { row, keep } of keeps) {
-        const over = tallyOf(row).rollouts - keep
-        if (over === 0) continue
-        this.rows.upsertShard(step + 1, row.instance_id, row.shard, { ...emptyTally(), rollouts: over }, row.last_at)
-      }
-    }
   }
 
   /** Every shard of `step` knows it closed: each instance it touched gets its update (none touched: it is done). */

@@ -1,41 +1,35 @@
 import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { ScoreTally } from '../../src/scoring/tally.ts'
-import type { CloseNotice, CoordinatorReply, ShardReport } from '../contracts.ts'
+import type { Announce, CloseNotice, CoordinatorReply, ShardReport } from '../contracts.ts'
 import type { IdleGap } from './idle-gap.ts'
 import type { StepLifecycle } from './lifecycle.ts'
-import type { LlmStats } from './llm-stats.ts'
+import type { Seats } from './seats.ts'
 import type { StepRows } from './step-rows.ts'
 
-/** A shard is about to record a rollout of a step it has not taken part in, or of a later trainer step. */
-export interface Announce {
-  instanceId: string
-  shard: number
-  /** The shard's current step, -1 when it has none. */
-  shardStep: number
-  /** The highest `metadata.current_step` of the rollouts it is about to record, when they carry one. */
-  trainerStep?: number
-  /** The newest rubric version the shard knows of. */
-  newestVersion: number
-}
-
 /**
- * What the ledger shards tell the coordinator (announces and batched reports of their tallies and LLM calls), and
- * what it answers: the collecting step, the closes a shard has missed, and the idle gap's deadline. A report that
- * brings the step to `rollouts_per_step`, or an announce of a later trainer step, closes it.
- * @example const reply = await reports.report(config, { instanceId: 'global', shard: 3, step: 0, tally, llm: [] })
+ * What the ledger shards tell the coordinator (announces, which place rollouts, and batched reports of their tallies),
+ * and what it answers: the collecting step, the closes a shard has missed, and the idle gap's deadline. An announce of
+ * a later trainer step closes the step; with `rollouts_per_step`, the seat that fills it does (`Seats`).
+ * @example const reply = await reports.report(config, { instanceId: 'global', shard: 3, step: 0, tally })
  */
 export class ShardReports {
   constructor(
     private readonly rows: StepRows,
-    private readonly parts: { lifecycle: StepLifecycle; idle: IdleGap; llm: LlmStats },
+    private readonly parts: { lifecycle: StepLifecycle; idle: IdleGap; seats: Seats },
   ) {}
 
-  /** Registers the shard in the collecting step, closing that step first on a later trainer step. */
+  /**
+   * Registers the shard in the collecting step (closing that step first on a later trainer step) and places the
+   * rollouts it announces: with `rollouts_per_step`, each takes a seat; else each judged on the step's version is
+   * recorded there.
+   */
   async announce(config: RunConfig, announce: Announce): Promise<CoordinatorReply> {
-    const { instanceId, shard, shardStep, trainerStep, newestVersion } = announce
+    const { instanceId, shard, shardStep, trainerStep, newestVersion, versions = [] } = announce
+    const counted = config.rollouts_per_step !== null
+    const seats = counted ? await this.parts.seats.take(config.rollouts_per_step!, announce) : undefined
     this.parts.lifecycle.closeIfIdle(config)
     let step = this.rows.openCollecting()
-    if (trainerStep !== undefined && config.rollouts_per_step === null && config.close_on_step_advance) {
+    if (trainerStep !== undefined && !counted && config.close_on_step_advance) {
       const held = this.rows.step(step)?.trainer_step ?? null
       if (held !== null && trainerStep > held && this.rows.hasShards(step)) {
         this.parts.lifecycle.close(step, 'step_advance')
@@ -46,16 +40,24 @@ export class ShardReports {
     const closes = shardStep < 0 ? [] : this.missedCloses(instanceId, shard, shardStep)
     const now = Date.now()
     const version = this.rows.pinnedVersion(step, instanceId, newestVersion)
-    this.rows.announceShard(step, instanceId, shard, version, now)
-    await this.parts.idle.noteRollouts(config, now)
-    return { step, closes, version, ...this.parts.idle.hint(config) }
+    if (!counted) {
+      this.rows.announceShard(step, instanceId, shard, version, now)
+      await this.parts.idle.noteRollouts(config, now)
+    }
+    return {
+      step,
+      closes,
+      version,
+      seats: seats ?? versions.map((judged) => (judged === version ? step : null)),
+      counted,
+      ...this.parts.idle.hint(config),
+    }
   }
 
-  /** Takes a shard's batch; the step closes once the shards' counts reach `rollouts_per_step`. */
+  /** Takes a shard's tally of its current step: what the timeline draws and the idle gap is measured from. */
   async report(config: RunConfig, report: ShardReport): Promise<CoordinatorReply> {
     this.parts.lifecycle.closeIfIdle(config)
     const collecting = this.rows.openCollecting()
-    this.parts.llm.add(report.step, report.llm)
     // A shard takes part in a step by announcing itself or by reporting rollouts in it, never by reporting none.
     const known = report.step === collecting ? this.rows.shard(report.step, report.instanceId, report.shard) : undefined
     if (report.step === collecting && (report.tally.rollouts > 0 || known)) {
@@ -64,11 +66,6 @@ export class ShardReports {
       const arrived = report.tally.rollouts > before ? Date.now() : 0
       this.rows.upsertShard(report.step, report.instanceId, report.shard, report.tally, arrived)
       if (arrived) await this.parts.idle.noteRollouts(config, arrived)
-      if (config.rollouts_per_step !== null)
-        this.parts.lifecycle.closeByCount(config.rollouts_per_step, {
-          instanceId: report.instanceId,
-          shard: report.shard,
-        })
     }
     return {
       step: this.rows.collecting(),
@@ -77,20 +74,11 @@ export class ShardReports {
     }
   }
 
-  /**
-   * Closed steps from `fromStep` (the shard's step) on: each with what the shard keeps of it. A shard ignores a close
-   * it has applied; a step the coordinator never saw the shard in keeps none of its rollouts (they were not counted
-   * there, so they move on).
-   */
+  /** Closed steps from `fromStep` (the shard's step) on: a shard ignores a close it has applied. */
   private missedCloses(instanceId: string, shard: number, fromStep: number): CloseNotice[] {
     const collecting = this.rows.collecting()
-    if (fromStep >= collecting) return []
-    const keeps = new Map(
-      this.rows.shardKeeps(instanceId, shard, fromStep, collecting).map((row) => [row.step, row.keep]),
-    )
     const notices: CloseNotice[] = []
-    for (let step = fromStep; step < collecting; step++)
-      notices.push({ step, keep: keeps.has(step) ? keeps.get(step)! : 0 })
+    for (let step = Math.max(0, fromStep); step < collecting; step++) notices.push({ step })
     return notices
   }
 }

@@ -46,10 +46,8 @@ export class StepJobs {
     }
   }
 
-  /** The shards of an instance that took part in a closed step, with what each keeps: what its update reads. */
+  /** The shards of an instance that took part in a closed step: what its update reads. */
   private closedShards(step: number, instanceId: string): StepJob['shards'] {
-    return this.sql
-      .exec<{ shard: number; keep: number | null }>(COORDINATOR_SQL.closedShards, step, instanceId)
-      .toArray()
+    return this.sql.exec<{ shard: number }>(COORDINATOR_SQL.closedShards, step, instanceId).toArray()
   }
 }

@@ -68,18 +68,6 @@ export class StepRows {
     return this.sql.exec<ShardRow>(COORDINATOR_SQL.stepShards, step).toArray()
   }
 
-  /** What one shard keeps of each closed step from `fromStep` to before `toStep` that it took part in. */
-  shardKeeps(
-    instanceId: string,
-    shard: number,
-    fromStep: number,
-    toStep: number,
-  ): { step: number; keep: number | null }[] {
-    return this.sql
-      .exec<{ step: number; keep: number | null }>(COORDINATOR_SQL.shardKeeps, instanceId, shard, fromStep, toStep)
-      .toArray()
-  }
-
   /** Whether any shard has taken part in `step`: one row read, where the steps' hot paths ask it. */
   hasShards(step: number): boolean {
     return this.sql.exec(COORDINATOR_SQL.hasShards, step).toArray().length > 0
@@ -146,6 +134,11 @@ export class StepRows {
       this.pinnedVersion(step, instanceId),
       arrivedAt,
     )
+  }
+
+  /** A shard taking seats in a counted `step`: registered once, with the step's version for its instance. */
+  registerShard(step: number, instanceId: string, shard: number, version: number): void {
+    this.sql.exec(COORDINATOR_SQL.registerShard, step, instanceId, shard, JSON.stringify(emptyTally()), version)
   }
 
   /** A shard about to take rollouts in `step`: registered with an empty tally, or its arrival time moved on. */

@@ -34,7 +34,7 @@ export const COORDINATOR_TABLES: Record<string, TableSchema> = {
     },
   },
   // A shard's tally of a step (as it last reported it) and, once the step closed, how many of its rollouts the step
-  // keeps.
+  // holds (for a step closed by count, the seats the shard took).
   step_shards: {
     columns: {
       step: 'INTEGER NOT NULL',
@@ -143,15 +143,16 @@ export const COORDINATOR_SQL = {
   shard: 'SELECT * FROM step_shards WHERE step = ? AND instance_id = ? AND shard = ?',
   /** Whether any shard has taken part in the step: one row read. */
   hasShards: 'SELECT 1 FROM step_shards WHERE step = ? LIMIT 1',
-  /** What one shard keeps of each closed step in a range of steps that it took part in. */
-  shardKeeps: 'SELECT step, keep FROM step_shards WHERE instance_id = ? AND shard = ? AND step >= ? AND step < ?',
-  /** The shards of an instance that took part in a closed step, with what each keeps: what its update reads. */
-  closedShards: 'SELECT shard, keep FROM step_shards WHERE step = ? AND instance_id = ? ORDER BY shard',
+  /** A shard taking part in a counted step: registered once with an empty tally and the step's version. */
+  registerShard: `INSERT INTO step_shards (step, instance_id, shard, tally, version) VALUES (?, ?, ?, ?, ?)
+    ON CONFLICT (step, instance_id, shard) DO NOTHING`,
+  /** The shards of an instance that took part in a closed step: what its update reads. */
+  closedShards: 'SELECT shard FROM step_shards WHERE step = ? AND instance_id = ? ORDER BY shard',
   /** The shard rows of the steps not yet updated. */
   liveShards: `SELECT * FROM step_shards WHERE step IN (SELECT step FROM steps WHERE status != 'updated')`,
-  /** What a shard keeps of a step closed by count. */
+  /** The seats a shard holds in a step closed by count. */
   setShardKeep: 'UPDATE step_shards SET keep = ? WHERE step = ? AND instance_id = ? AND shard = ?',
-  /** The shard confirmed the close of a step: what it keeps of it is final. */
+  /** The shard confirmed the close of a step: what it holds of it is final. */
   confirmClose:
     'UPDATE step_shards SET acked = 1, keep = ?, tally = ? WHERE step = ? AND instance_id = ? AND shard = ?',
   /** The shard rows of updated steps up to a step, folded away (their step's row keeps the summed tally). */

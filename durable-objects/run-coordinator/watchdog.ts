@@ -29,7 +29,7 @@ export class Watchdog {
 
   async run(config: RunConfig): Promise<void> {
     this.parts.lifecycle.closeIfIdle(config)
-    await this.parts.notices.tellShards(config)
+    await this.parts.notices.tellShards()
     const now = Date.now()
     await this.parts.jobs.sendDue(now)
     const unfinished = this.rows.oldestUnfinished() !== undefined

@@ -94,12 +94,14 @@ describe("the ledger's statements", () => {
     expect(plans.map((plan) => plan.name)).toEqual(Object.keys(LEDGER_SQL))
     for (const { name, details } of plans) {
       expect(
-        details.filter((detail) => /\bSCAN ledger\b/.test(detail)),
+        details.filter((detail) => /\bSCAN (ledger|shard_steps)\b/.test(detail)),
         `${name}: ${details.join(' | ')}`,
       ).toEqual([])
       if (name !== 'insert')
         expect(
-          details.some((detail) => /SEARCH ledger USING PRIMARY KEY \(step[=<]/.test(detail)),
+          details.some((detail) =>
+            /SEARCH ledger USING PRIMARY KEY \(step[=<]|SEARCH shard_steps USING INTEGER PRIMARY KEY/.test(detail),
+          ),
           `${name}: ${details.join(' | ')}`,
         ).toBe(true)
     }
@@ -295,7 +297,7 @@ describe('bounded storage', () => {
 })
 
 describe("a shard's own state", () => {
-  it('costs one row per step for its announce and one for the committed update, each a row of its meta', async () => {
+  it('costs a row per step for its announce, one for the committed update, two when its rows go', async () => {
     const run = await createRun({ ...RUBRICS, ledger_shards: 1, ledger_retention_steps: 0 })
     const shard = env.LEDGER.getByName(ledgerName(run.runId, 'global', 0))
     const shardRows = (step: number) =>
@@ -316,22 +318,24 @@ describe("a shard's own state", () => {
     }
     await playStep(0)
     const versionBefore = (await call('GET', '/rubric_status', { token: run.token })).json.rubric_version as number
-    let metaRowsWritten = 0
+    let stateRowsWritten = 0
     await runInDurableObject(shard, (_object, state) => {
       const sql = state.storage.sql
       const exec = sql.exec.bind(sql)
       sql.exec = ((query: string, ...bindings: SqlStorageValue[]) => {
         const cursor = exec(query, ...bindings)
-        if (/^INSERT INTO meta\b/.test(query)) metaRowsWritten += cursor.rowsWritten
+        if (/^(INSERT INTO (meta|shard_steps)|DELETE FROM shard_steps)\b/.test(query))
+          stateRowsWritten += cursor.rowsWritten
         return cursor
       }) as typeof sql.exec
     })
     await playStep(1)
     const versionAfter = (await call('GET', '/rubric_status', { token: run.token })).json.rubric_version as number
-    // Step 1, by hand: its announce pins the step's version and notes the trainer step (1 row), the close moves the
-    // shard's step on (1), the committed update is noted (1) with the rubrics it left when they are new (0 or 1),
-    // and the deletion of the step's rows is noted (1).
-    expect(metaRowsWritten).toBe(4 + (versionAfter > versionBefore ? 1 : 0))
+    // Step 1, by hand: its announce pins the step's version and notes the trainer step (1 row of shard_steps), the
+    // close moves the shard's step on (1 of meta), the committed update is noted on the step's row (1) with the
+    // rubrics it left when they are new (0 or 1 of meta), and the deletion of the step's rows is noted (1 of meta)
+    // and takes step 0's row of shard_steps with it (1).
+    expect(stateRowsWritten).toBe(5 + (versionAfter > versionBefore ? 1 : 0))
     // A late notice of an update of a step already gone does not hide the newest update.
     await shard.stepUpdated(0, await env.RUBRIC_INSTANCE.getByName(instanceName(run.runId, 'global')).snapshot())
     expect(await shard.awaitUpdate(1, 1)).toMatchObject({ version: versionAfter })
@@ -355,7 +359,9 @@ describe("the coordinator's steps", () => {
     const steps = DETAILED_STEPS + 20
     // Steps a shard took part in without a rollout: each closes by /complete and is updated at once (none to update).
     for (let step = 0; step < steps; step++) {
-      expect((await coordinator.announce('global', 0, -1)).step).toBe(step)
+      expect(
+        (await coordinator.announce({ instanceId: 'global', shard: 0, shardStep: -1, newestVersion: 1 })).step,
+      ).toBe(step)
       expect(await coordinator.complete()).toMatchObject({ closed: true, step })
     }
     // The last step has a scored rollout, updated as any step is.
@@ -385,14 +391,13 @@ describe("the coordinator's steps", () => {
       shard: 5,
       step: 3,
       tally: { ...emptyTally(), rollouts: 2 },
-      llm: [],
     })
     expect(late.step).toBe(steps + 1)
-    expect(late.closes[0]).toEqual({ step: 3, keep: 0 })
+    expect(late.closes[0]).toEqual({ step: 3 })
     expect(late.closes.length).toBe(steps + 1 - 3)
-    const announced = await coordinator.announce('global', 6, 3)
+    const announced = await coordinator.announce({ instanceId: 'global', shard: 6, shardStep: 3, newestVersion: 1 })
     expect(announced.step).toBe(steps + 1)
-    expect(announced.closes[0]).toEqual({ step: 3, keep: 0 })
+    expect(announced.closes[0]).toEqual({ step: 3 })
     expect(await coordinatorSteps(run.runId, 'steps')).toEqual(kept)
     expect(Math.min(...(await coordinatorSteps(run.runId, 'step_shards')))).toBeGreaterThan(steps - DETAILED_STEPS)
     await expectStatus(run.token, { step: steps + 1, status: 'collecting', rollouts: 0 })

@@ -110,10 +110,10 @@ describe('steps', () => {
     const waited = await call('GET', '/rubric_status/wait?timeout_s=10', { token: run.token })
     expect(waited.status).toBe(200)
     expect(waited.json).toMatchObject({ status: 'updated', mode: 'async', step: 0, pending: 0 })
-    // The next score opens step 1; the same rollout id is a new rollout there.
+    // The next score opens step 1.
     const next = await call('POST', '/score', {
       token: run.token,
-      body: { rollout: rollout('s1'), metadata: { ...METADATA, current_step: 1 } },
+      body: { rollout: rollout('s3'), metadata: { ...METADATA, current_step: 1 } },
     })
     expect(next.json).toMatchObject({ step: 1, duplicate: false })
     await expectStatus(run.token, { status: 'collecting', step: 1, rollouts: 1 })
@@ -309,7 +309,7 @@ describe('per-step aggregates', () => {
 })
 
 describe('step boundaries', () => {
-  it('treats a rollout id reused right after /complete as a new rollout of the next step, per instance', async () => {
+  it('answers a rollout id sent again right after /complete with its first answer, per instance', async () => {
     const run = await createRun({ ...BASE_RUBRICS, rubrics_mode: 'per_instance' })
     const send = (id: string, input: string) =>
       call('POST', '/score', { token: run.token, body: { rollout: rollout(id, { input }), metadata: METADATA } })
@@ -317,7 +317,8 @@ describe('step boundaries', () => {
     await send('1', 'What is 3+3?')
     await call('POST', '/complete', { token: run.token })
     const [again0, again1] = await Promise.all([send('0', 'What is 2+2?'), send('1', 'What is 3+3?')])
-    expect(again0.json).toMatchObject({ step: 1, duplicate: false })
-    expect(again1.json).toMatchObject({ step: 1, duplicate: false })
+    expect(again0.json).toMatchObject({ step: 0, duplicate: true })
+    expect(again1.json).toMatchObject({ step: 0, duplicate: true })
+    expect(again0.json.instance_id).not.toBe(again1.json.instance_id)
   })
 })

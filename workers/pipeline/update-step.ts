@@ -135,9 +135,9 @@ export async function abandonInstanceStep(env: Env, job: StepJob, reason: string
 /** The step's rollouts from each shard that took part, after making sure the shard applied the close. */
 async function readStep(env: Env, job: StepJob): Promise<StepRollout[]> {
   const parts = await Promise.all(
-    job.shards.map(({ shard, keep }) => {
+    job.shards.map(({ shard }) => {
       const address: ShardAddress = { runId: job.runId, instanceId: job.instanceId, shard }
-      return objects.ledger(env, address, (ledger) => ledger.stepRollouts({ step: job.step, keep }))
+      return objects.ledger(env, address, (ledger) => ledger.stepRollouts({ step: job.step }))
     }),
   )
   return parts.flat()

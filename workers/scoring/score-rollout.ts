@@ -166,9 +166,7 @@ async function recordOnShard(
   }))
   let reply: RecordReply
   try {
-    // Sync mode: a retry of a rollout whose step closed while its trainer waited is still that rollout.
-    const earlierSteps = run.config.mode === 'sync' ? 1 : 0
-    reply = await objects.ledger(env, address, (ledger) => ledger.record(submissions, known, stats, earlierSteps))
+    reply = await objects.ledger(env, address, (ledger) => ledger.record(submissions, known))
   } catch (error) {
     const refused =
       error instanceof AppError ? error : new AppError('internal', 'the ledger could not record the rollout')
@@ -201,7 +199,7 @@ async function sendStatsOnly(
 ): Promise<void> {
   const known = rubricCache.get(ctx.run.id, address.instanceId)?.version ?? 0
   try {
-    await objects.ledger(ctx.env, address, (ledger) => ledger.record([], known, stats))
+    await objects.ledger(ctx.env, address, (ledger) => ledger.record([], known))
   } catch (error) {
     console.error(`[${ctx.requestId}] could not hand the scorer's LLM calls to the ledger`, error)
   }

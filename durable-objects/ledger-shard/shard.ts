@@ -1,0 +1,335 @@
+import { DurableObject } from 'cloudflare:workers'
+import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
+import { addScore, emptyTally, type ScoreTally } from '../../src/scoring/tally.ts'
+import { Alarm } from '../alarm.ts'
+import type {
+  CloseNotice,
+  CoordinatorReply,
+  Judged,
+  LedgerEntry,
+  RecordedRollout,
+  RecordReply,
+  RolloutAnalysis,
+  ShardAddress,
+  ShardAnswer,
+  StepRollout,
+  Submission,
+} from '../contracts.ts'
+import { objectName } from '../identity.ts'
+import { MetaStore } from '../meta-store.ts'
+import { coordinatorName, instanceName, ledgerAddressOf, ledgerName } from '../names.ts'
+import { loadRunConfig } from '../run-config.ts'
+import { applySchema } from '../schema.ts'
+import { Waiters } from '../waiters.ts'
+import { Retention } from './retention.ts'
+import { LedgerRows } from './rows.ts'
+import { ShardSnapshots } from './snapshots.ts'
+import { ShardSteps, upgradeStepState } from './steps.ts'
+import { LEDGER_TABLES } from './tables.ts'
+
+/**
+ * How long a shard collects rollouts before it reports its tally to the run's coordinator (`LEDGER_REPORT_MS`
+ * overrides).
+ */
+const REPORT_INTERVAL_MS = 1_000
+
+type Fresh = Submission & { judged: Judged }
+
+/**
+ * One slice of a run × instance's step ledger: the rollouts whose id hashes here (`ledgerShardOf`). It is the only
+ * Durable Object a `/score` touches: one call records each judged rollout once (a rollout id already recorded in this
+ * step or the `LATE_RETRY_STEPS` before it gets its first answer back) and answers with the rubrics in force when the
+ * caller's copy is older. The coordinator places new rollouts: once per step for a run whose steps close on
+ * `/complete`, a trainer step or an idle gap, and seat by seat when steps close by count, so every answer names the
+ * step its rollout stays in. Tallies go to the coordinator in batches (an alarm every `REPORT_INTERVAL_MS`).
+ * @example const reply = await env.LEDGER.getByName(ledgerName(runId, 'global', 3)).record(submissions, 1)
+ */
+export class LedgerShard extends DurableObject<Cloudflare.Env> {
+  private readonly meta: MetaStore
+  private readonly rows: LedgerRows
+  private readonly steps: ShardSteps
+  private readonly snapshots: ShardSnapshots
+  private readonly retention: Retention
+  private readonly wakeUp: Alarm
+  /** Sync-mode `/score` requests waiting for a step's update, released by `stepUpdated`. */
+  private readonly waiters = new Waiters<number, RubricSnapshot | undefined>()
+  /** Records between their placement and their rows: a close waits for them, so its tally has every row. */
+  private readonly recording = new Set<Promise<unknown>>()
+  /** The step the coordinator knows this shard in, since this wake (an announce after each wake). */
+  private announcedIn: number | undefined
+  /** Whether the run closes steps by count, as the coordinator's last answer said (undefined before one). */
+  private counted: boolean | undefined
+  /** When the coordinator closes the step by idle gap unless rollouts arrive first: past it, a write asks again. */
+  private idleDeadline: number | undefined
+  /** The current step's tally (rebuilt from the ledger on wake): what a report sends. */
+  private tally: ScoreTally | undefined
+  /** Something a report may not have carried yet: true after a wake, since the last report is not remembered. */
+  private dirty = true
+
+  constructor(ctx: DurableObjectState, env: Cloudflare.Env) {
+    super(ctx, env)
+    const sql = ctx.storage.sql
+    this.meta = new MetaStore(sql)
+    this.rows = new LedgerRows(sql)
+    this.steps = new ShardSteps(sql, this.meta)
+    applySchema(sql, LEDGER_TABLES, () => upgradeStepState(sql, this.meta))
+    const instance = () => env.RUBRIC_INSTANCE.getByName(instanceName(this.address.runId, this.address.instanceId))
+    this.snapshots = new ShardSnapshots(this.meta, instance, () => this.address.instanceId)
+    this.retention = new Retention(sql, this.meta, this.steps, this.rows, () => env.ARCHIVE)
+    this.wakeUp = new Alarm(ctx.storage)
+  }
+
+  /**
+   * Records judged rollouts: a rollout id recorded in this step or the `LATE_RETRY_STEPS` before it gets its first
+   * entry back as a duplicate (nothing written, nothing announced); a new one is recorded in the step the coordinator
+   * places it in, when it was judged on that step's rubric version, and is answered `judge` (with those rubrics in the
+   * reply) when not. A submission without a judgement is a lookup. `knownVersion` is the caller's rubric version: the
+   * reply carries the snapshot when it is older.
+   */
+  async record(submissions: readonly Submission[], knownVersion: number): Promise<RecordReply> {
+    const work = this.recordNow(submissions, knownVersion)
+    this.recording.add(work)
+    try {
+      return await work
+    } finally {
+      this.recording.delete(work)
+    }
+  }
+
+  /**
+   * Sync mode: the final score of a rollout of a closed step, judged on the rubrics its step's update left
+   * (`awaitUpdate`). The first settle of a rollout is kept and every later one answers it, as does a duplicate
+   * request; once the step is archived its rows are final as they stand. Undefined when the row is gone.
+   */
+  async settle(step: number, rolloutId: string, judged: Judged): Promise<LedgerEntry | undefined> {
+    const row = this.rows.entry(step, rolloutId)
+    if (!row || row.rubric_version === judged.rubricVersion) return row
+    if (this.retention.isArchived(step) || judged.rubricVersion !== this.steps.update(step)?.version) return row
+    this.rows.settle(step, rolloutId, judged)
+    if (step === this.steps.current()) this.tally = undefined
+    return this.rows.entry(step, rolloutId)
+  }
+
+  /**
+   * The coordinator closed `notice.step`: rollouts from now on belong to a later step. Waits for the records already
+   * placed, then answers this shard's tally of the closed step and of its current one. Idempotent.
+   */
+  async learnClose(notice: CloseNotice): Promise<{ closed: ScoreTally; current: { step: number; tally: ScoreTally } }> {
+    await this.applyCloses([notice], { waitForRecords: true })
+    return {
+      closed: this.rows.tally(notice.step),
+      current: { step: this.steps.current()!, tally: this.currentTally() },
+    }
+  }
+
+  /** The rollouts of a closed step in this shard, small: what the step's update selects its analyses from. */
+  async stepRollouts(close: CloseNotice): Promise<StepRollout[]> {
+    await this.applyCloses([close], { waitForRecords: true })
+    return this.rows.stepRollouts(close.step, this.address.shard)
+  }
+
+  /** How many rollouts `step` holds here: what a coordinator that lost its seat counts asks. */
+  async heldIn(step: number): Promise<number> {
+    return this.rows.count(step)
+  }
+
+  /** Recorded rollouts in full, for their analyses; ids no longer (or never) in the ledger are left out. */
+  async rollouts(step: number, rolloutIds: readonly string[]): Promise<RecordedRollout[]> {
+    return this.rows.rollouts(step, rolloutIds)
+  }
+
+  /** Keeps how each rollout's analysis ended on its row; a repeat changes nothing. Returns how many rows changed. */
+  async recordAnalyses(step: number, outcomes: readonly { rollout_id: string; analysis: RolloutAnalysis }[]) {
+    let changed = 0
+    this.ctx.storage.transactionSync(() => {
+      for (const { rollout_id, analysis } of outcomes) changed += this.rows.recordAnalysis(step, rollout_id, analysis)
+    })
+    return changed
+  }
+
+  /**
+   * A step's update committed: its rows may go once `retention` more updates have, and `snapshot` (the rubrics now in
+   * force) replaces this shard's copy when newer.
+   */
+  async stepUpdated(step: number, snapshot: RubricSnapshot): Promise<void> {
+    this.steps.noteUpdate(step, snapshot.version)
+    this.snapshots.offer(snapshot)
+    for (const waited of this.waiters.keys())
+      if (waited <= step) this.waiters.release((key) => key === waited, await this.settleSnapshot(waited))
+    await this.wakeUp.by(Date.now())
+  }
+
+  /**
+   * Waits until the instance's update of `step` has committed and answers the rubrics then in force, or `undefined`
+   * after `timeoutMs`. The sync-mode release: the snapshot travels with the wake-up, so waiters spread over the
+   * shards cost no call when they are released.
+   */
+  async awaitUpdate(step: number, timeoutMs: number): Promise<RubricSnapshot | undefined> {
+    if (this.steps.updatedThrough() >= step) return this.settleSnapshot(step)
+    return this.waiters.wait(step, timeoutMs, undefined)
+  }
+
+  /** Reports to the coordinator, writes closed steps to the archive, deletes steps past their retention. */
+  override async alarm(): Promise<void> {
+    await this.wakeUp.handle(async () => {
+      const address = this.address
+      const retry = Date.now() + this.reportIntervalMs()
+      if (this.dirty) {
+        try {
+          await this.report(address)
+        } catch (error) {
+          console.error(`[${address.runId}/${address.instanceId}#${address.shard}] report failed; retrying`, error)
+          return this.wakeUp.by(retry)
+        }
+      }
+      const config = () => loadRunConfig(this.env.DB, address.runId)
+      const again = await this.retention.run(address, config, this.reportIntervalMs())
+      if (again !== undefined) await this.wakeUp.by(again)
+    })
+  }
+
+  private async recordNow(submissions: readonly Submission[], knownVersion: number): Promise<RecordReply> {
+    const recorded = (submission: Submission) => {
+      const current = this.steps.current()
+      return current === undefined ? undefined : this.rows.entryNear(current, submission.rollout.id)
+    }
+    const fresh = submissions.filter((submission): submission is Fresh => !!submission.judged && !recorded(submission))
+    const seats = fresh.length > 0 ? await this.place(fresh) : new Map<Fresh, number | null>()
+    const answers: ShardAnswer[] = []
+    this.ctx.storage.transactionSync(() => {
+      for (const submission of submissions) {
+        // Looked up again: a record of the same id may have landed while this one was placed.
+        const earlier = recorded(submission)
+        const step = seats.get(submission as Fresh)
+        if (earlier) answers.push({ kind: 'recorded', entry: earlier, duplicate: true })
+        else if (step === undefined || step === null) answers.push({ kind: 'judge' })
+        else answers.push({ kind: 'recorded', entry: this.insert(step, submission as Fresh), duplicate: false })
+      }
+    })
+    const current = this.steps.current()
+    const pinned = current === undefined ? undefined : this.steps.pinned(current)
+    const target = pinned === undefined ? await this.snapshots.current() : await this.snapshots.of(pinned)
+    const needsSnapshot = knownVersion !== target.version || answers.some((answer) => answer.kind === 'judge')
+    return {
+      answers,
+      ...(needsSnapshot ? { snapshot: target, ...(pinned === undefined ? {} : { pinned: true }) } : {}),
+    }
+  }
+
+  /**
+   * The step each new rollout is recorded in (null: judge it again on the step's version). Asks the coordinator when
+   * the run counts seats, when the shard has not announced itself in its step since this wake, when the rollouts
+   * carry a later trainer step, or past the idle deadline (the step may have closed); else the step it announced in.
+   */
+  private async place(fresh: readonly Fresh[]): Promise<Map<Fresh, number | null>> {
+    const trainerStep = Math.max(...fresh.map((submission) => submission.metadata.current_step))
+    const current = this.steps.current()
+    const overdue = this.idleDeadline !== undefined && Date.now() >= this.idleDeadline
+    const announced = current !== undefined && this.announcedIn === current && this.counted === false
+    if (announced && trainerStep <= this.steps.trainerStep(current) && !overdue) {
+      const pinned = this.steps.pinned(current)
+      return new Map(
+        fresh.map((submission) => [submission, submission.judged.rubricVersion === pinned ? current : null]),
+      )
+    }
+    const address = this.address
+    const versions = fresh.map((submission) => submission.judged.rubricVersion)
+    const reply = await this.coordinator(address).announce({
+      instanceId: address.instanceId,
+      shard: address.shard,
+      shardStep: current ?? -1,
+      trainerStep,
+      newestVersion: (await this.snapshots.current()).version,
+      versions,
+    })
+    this.counted = reply.counted === true
+    this.applyReply(reply)
+    this.announcedIn = reply.step
+    const seats = reply.seats ?? versions.map(() => null)
+    // Kept for lookups after a wake: each step's version, and the highest trainer step announced in it.
+    if (reply.version !== undefined) this.steps.pin(reply.step, reply.version, this.counted ? -1 : trainerStep)
+    seats.forEach((step, index) => {
+      if (step !== null && step !== reply.step) this.steps.pin(step, versions[index]!, -1)
+    })
+    return new Map(fresh.map((submission, index) => [submission, seats[index] ?? null]))
+  }
+
+  private async report(address: ShardAddress): Promise<void> {
+    const step = this.steps.current()
+    this.dirty = false
+    if (step === undefined) return
+    try {
+      const reply = await this.coordinator(address).report({
+        instanceId: address.instanceId,
+        shard: address.shard,
+        step,
+        tally: this.currentTally(),
+      })
+      this.applyReply(reply)
+    } catch (error) {
+      this.dirty = true
+      throw error
+    }
+  }
+
+  private applyReply(reply: CoordinatorReply): void {
+    this.idleDeadline = reply.idleDeadline
+    void this.applyCloses(reply.closes, { waitForRecords: false })
+    this.advanceTo(reply.step)
+  }
+
+  /**
+   * Moves past the closed steps; for a reader of their rows (the coordinator's close, the step's update), then waits
+   * for the records already placed in them, so it reads every row.
+   */
+  private async applyCloses(notices: readonly CloseNotice[], { waitForRecords }: { waitForRecords: boolean }) {
+    if (notices.length === 0) return
+    this.advanceTo(Math.max(...notices.map((notice) => notice.step)) + 1)
+    if (waitForRecords) await Promise.allSettled([...this.recording])
+  }
+
+  private insert(step: number, submission: Fresh): LedgerEntry {
+    const entry = this.rows.insert(step, submission)
+    if (step === this.steps.current() && this.tally) addScore(this.tally, entry.score, entry.rubric_version)
+    this.dirty = true
+    void this.wakeUp.by(Date.now() + this.reportIntervalMs())
+    return entry
+  }
+
+  private advanceTo(step: number): void {
+    const current = this.steps.current()
+    if (current !== undefined && current >= step) return
+    this.steps.advanceTo(step)
+    this.tally = undefined
+  }
+
+  private currentTally(): ScoreTally {
+    const step = this.steps.current()
+    return (this.tally ??= step === undefined ? emptyTally() : this.rows.tally(step))
+  }
+
+  /** The rubrics sync-mode rollouts of an updated step are settled on. */
+  private async settleSnapshot(step: number): Promise<RubricSnapshot> {
+    const version = this.steps.update(step)?.version
+    return version ? this.snapshots.of(version) : this.snapshots.current()
+  }
+
+  private reportIntervalMs(): number {
+    const configured = Number(this.env.LEDGER_REPORT_MS)
+    return Number.isFinite(configured) && configured > 0 ? configured : REPORT_INTERVAL_MS
+  }
+
+  /** Which run, instance and shard this is: the name it was reached by. */
+  private get address(): ShardAddress {
+    return ledgerAddressOf(
+      objectName(this.ctx, this.meta, () => {
+        const runId = this.meta.get('run_id')
+        return runId && ledgerName(runId, this.meta.get('instance_id')!, this.meta.number('shard', 0))
+      }),
+    )
+  }
+
+  private coordinator(address: ShardAddress) {
+    return this.env.RUN_COORDINATOR.getByName(coordinatorName(address.runId))
+  }
+}
