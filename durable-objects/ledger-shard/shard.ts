@@ -21,6 +21,7 @@ import { coordinatorName, instanceName, ledgerAddressOf, ledgerName } from '../n
 import { loadRunConfig } from '../run-config.ts'
 import { applySchema } from '../schema.ts'
 import { Waiters } from '../waiters.ts'
+import { type Fresh, Placement } from './placement.ts'
 import { Retention } from './retention.ts'
 import { LedgerRows } from './rows.ts'
 import { ShardSnapshots } from './snapshots.ts'
@@ -32,8 +33,6 @@ import { LEDGER_TABLES } from './tables.ts'
  * overrides).
  */
 const REPORT_INTERVAL_MS = 1_000
-
-type Fresh = Submission & { judged: Judged }
 
 /**
  * One slice of a run × instance's step ledger: the rollouts whose id hashes here (`ledgerShardOf`). It is the only
@@ -50,17 +49,12 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
   private readonly steps: ShardSteps
   private readonly snapshots: ShardSnapshots
   private readonly retention: Retention
+  private readonly placement: Placement
   private readonly wakeUp: Alarm
   /** Sync-mode `/score` requests waiting for a step's update, released by `stepUpdated`. */
   private readonly waiters = new Waiters<number, RubricSnapshot | undefined>()
   /** Records between their placement and their rows: a close waits for them, so its tally has every row. */
   private readonly recording = new Set<Promise<unknown>>()
-  /** The step the coordinator knows this shard in, since this wake (an announce after each wake). */
-  private announcedIn: number | undefined
-  /** Whether the run closes steps by count, as the coordinator's last answer said (undefined before one). */
-  private counted: boolean | undefined
-  /** When the coordinator closes the step by idle gap unless rollouts arrive first: past it, a write asks again. */
-  private idleDeadline: number | undefined
   /** The current step's tally (rebuilt from the ledger on wake): what a report sends. */
   private tally: ScoreTally | undefined
   /** Something a report may not have carried yet: true after a wake, since the last report is not remembered. */
@@ -77,6 +71,12 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
     this.snapshots = new ShardSnapshots(this.meta, instance, () => this.address.instanceId)
     this.retention = new Retention(sql, this.meta, this.steps, this.rows, () => env.ARCHIVE)
     this.wakeUp = new Alarm(ctx.storage)
+    this.placement = new Placement(this.steps, {
+      newestVersion: async () => (await this.snapshots.current()).version,
+      announce: (announce) => this.coordinator(this.address).announce(announce),
+      address: () => this.address,
+      applyReply: (reply) => this.applyReply(reply),
+    })
   }
 
   /**
@@ -194,7 +194,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
       return current === undefined ? undefined : this.rows.entryNear(current, submission.rollout.id)
     }
     const fresh = submissions.filter((submission): submission is Fresh => !!submission.judged && !recorded(submission))
-    const seats = fresh.length > 0 ? await this.place(fresh) : new Map<Fresh, number | null>()
+    const seats = fresh.length > 0 ? await this.placement.place(fresh) : new Map<Fresh, number | null>()
     const answers: ShardAnswer[] = []
     this.ctx.storage.transactionSync(() => {
       for (const submission of submissions) {
@@ -216,44 +216,6 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
     }
   }
 
-  /**
-   * The step each new rollout is recorded in (null: judge it again on the step's version). Asks the coordinator when
-   * the run counts seats, when the shard has not announced itself in its step since this wake, when the rollouts
-   * carry a later trainer step, or past the idle deadline (the step may have closed); else the step it announced in.
-   */
-  private async place(fresh: readonly Fresh[]): Promise<Map<Fresh, number | null>> {
-    const trainerStep = Math.max(...fresh.map((submission) => submission.metadata.current_step))
-    const current = this.steps.current()
-    const overdue = this.idleDeadline !== undefined && Date.now() >= this.idleDeadline
-    const announced = current !== undefined && this.announcedIn === current && this.counted === false
-    if (announced && trainerStep <= this.steps.trainerStep(current) && !overdue) {
-      const pinned = this.steps.pinned(current)
-      return new Map(
-        fresh.map((submission) => [submission, submission.judged.rubricVersion === pinned ? current : null]),
-      )
-    }
-    const address = this.address
-    const versions = fresh.map((submission) => submission.judged.rubricVersion)
-    const reply = await this.coordinator(address).announce({
-      instanceId: address.instanceId,
-      shard: address.shard,
-      shardStep: current ?? -1,
-      trainerStep,
-      newestVersion: (await this.snapshots.current()).version,
-      versions,
-    })
-    this.counted = reply.counted === true
-    this.applyReply(reply)
-    this.announcedIn = reply.step
-    const seats = reply.seats ?? versions.map(() => null)
-    // Kept for lookups after a wake: each step's version, and the highest trainer step announced in it.
-    if (reply.version !== undefined) this.steps.pin(reply.step, reply.version, this.counted ? -1 : trainerStep)
-    seats.forEach((step, index) => {
-      if (step !== null && step !== reply.step) this.steps.pin(step, versions[index]!, -1)
-    })
-    return new Map(fresh.map((submission, index) => [submission, seats[index] ?? null]))
-  }
-
   private async report(address: ShardAddress): Promise<void> {
     const step = this.steps.current()
     this.dirty = false
@@ -273,7 +235,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
   }
 
   private applyReply(reply: CoordinatorReply): void {
-    this.idleDeadline = reply.idleDeadline
+    this.placement.heard(reply)
     void this.applyCloses(reply.closes, { waitForRecords: false })
     this.advanceTo(reply.step)
   }

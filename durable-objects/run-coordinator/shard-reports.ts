@@ -37,7 +37,7 @@ export class ShardReports {
       }
       this.rows.noteTrainerStep(step, trainerStep)
     }
-    const closes = shardStep < 0 ? [] : this.missedCloses(instanceId, shard, shardStep)
+    const closes = shardStep < 0 ? [] : this.missedCloses(shardStep)
     const now = Date.now()
     const version = this.rows.pinnedVersion(step, instanceId, newestVersion)
     if (!counted) {
@@ -69,13 +69,13 @@ export class ShardReports {
     }
     return {
       step: this.rows.collecting(),
-      closes: this.missedCloses(report.instanceId, report.shard, report.step),
+      closes: this.missedCloses(report.step),
       ...this.parts.idle.hint(config),
     }
   }
 
   /** Closed steps from `fromStep` (the shard's step) on: a shard ignores a close it has applied. */
-  private missedCloses(instanceId: string, shard: number, fromStep: number): CloseNotice[] {
+  private missedCloses(fromStep: number): CloseNotice[] {
     const collecting = this.rows.collecting()
     const notices: CloseNotice[] = []
     for (let step = Math.max(0, fromStep); step < collecting; step++) notices.push({ step })

@@ -136,7 +136,7 @@ describe('counted steps (rollouts_per_step)', () => {
     // was open when it committed keeps its version, and the rollouts past its count are judged on the next step's.
     await Promise.all([send(0), send(1)])
     const waited = await call('GET', '/rubric_status/wait?timeout_s=30', { token: run.token })
-    console.log('WAITED', JSON.stringify(waited.json))
+    expect(waited.json).toMatchObject({ step: 0, status: 'updated', rubric_version: 2 })
     await Promise.all([2, 4, 6].map(async (first) => (await send(first), await send(first + 1))))
     const kept = await ledgerOf(run.runId, 8)
     expect(kept.size).toBe(48)
@@ -144,8 +144,9 @@ describe('counted steps (rollouts_per_step)', () => {
     const versionsByStep = new Map<number, Set<number>>()
     for (const { step, rubric_version } of answered.values())
       versionsByStep.set(step, (versionsByStep.get(step) ?? new Set()).add(rubric_version))
-    console.log('VERSIONS', JSON.stringify([...versionsByStep].map(([s, v]) => [s, [...v]])))
     expect([...versionsByStep].filter(([, versions]) => versions.size > 1)).toEqual([])
     expect([...versionsByStep.keys()].sort()).toEqual([0, 1, 2, 3, 4, 5])
+    // Step 1 opened on version 1 before the update committed; step 2, which its overflow opened, on version 2.
+    expect([1, 2].map((step) => [...versionsByStep.get(step)!])).toEqual([[1], [2]])
   })
 })

@@ -1,0 +1,75 @@
+import type { Announce, CoordinatorReply, Judged, ShardAddress, Submission } from '../contracts.ts'
+import type { ShardSteps } from './steps.ts'
+
+/** A submission about to be recorded: new to the shard, with its judgement. */
+export type Fresh = Submission & { judged: Judged }
+
+/**
+ * Which step each new rollout of a shard is recorded in. The coordinator decides: once per step for a run whose steps
+ * close on `/complete`, a trainer step or an idle gap (the shard then places on its own while it stays announced in
+ * its step), and seat by seat when steps close by count. A rollout judged on another version than its step's is
+ * placed nowhere (null): its caller judges it again on that step's rubrics.
+ * @example const steps = await placement.place(fresh) // Map { submission → 3, other → null }
+ */
+export class Placement {
+  /** The step the coordinator knows this shard in, since this wake (an announce after each wake). */
+  private announcedIn: number | undefined
+  /** Whether the run closes steps by count, as the coordinator's last answer said (undefined before one). */
+  private counted: boolean | undefined
+  /** When the coordinator closes the step by idle gap unless rollouts arrive first: past it, a write asks again. */
+  private idleDeadline: number | undefined
+
+  constructor(
+    private readonly steps: ShardSteps,
+    private readonly parts: {
+      address: () => ShardAddress
+      newestVersion: () => Promise<number>
+      announce: (announce: Announce) => Promise<CoordinatorReply>
+      /** The shard applies the reply's closes and step. */
+      applyReply: (reply: CoordinatorReply) => void
+    },
+  ) {}
+
+  /** Keeps what a coordinator's reply says of the idle gap. */
+  heard(reply: CoordinatorReply): void {
+    this.idleDeadline = reply.idleDeadline
+  }
+
+  /**
+   * The step each new rollout is recorded in (null: judge it again on the step's version). Asks the coordinator when
+   * the run counts seats, when the shard has not announced itself in its step since this wake, when the rollouts
+   * carry a later trainer step, or past the idle deadline (the step may have closed); else the step it announced in.
+   */
+  async place(fresh: readonly Fresh[]): Promise<Map<Fresh, number | null>> {
+    const trainerStep = Math.max(...fresh.map((submission) => submission.metadata.current_step))
+    const current = this.steps.current()
+    const overdue = this.idleDeadline !== undefined && Date.now() >= this.idleDeadline
+    const announced = current !== undefined && this.announcedIn === current && this.counted === false
+    if (announced && trainerStep <= this.steps.trainerStep(current) && !overdue) {
+      const pinned = this.steps.pinned(current)
+      return new Map(
+        fresh.map((submission) => [submission, submission.judged.rubricVersion === pinned ? current : null]),
+      )
+    }
+    const address = this.parts.address()
+    const versions = fresh.map((submission) => submission.judged.rubricVersion)
+    const reply = await this.parts.announce({
+      instanceId: address.instanceId,
+      shard: address.shard,
+      shardStep: current ?? -1,
+      trainerStep,
+      newestVersion: await this.parts.newestVersion(),
+      versions,
+    })
+    this.counted = reply.counted === true
+    this.parts.applyReply(reply)
+    this.announcedIn = reply.step
+    const seats = reply.seats ?? versions.map(() => null)
+    // Kept for lookups after a wake: each step's version, and the highest trainer step announced in it.
+    if (reply.version !== undefined) this.steps.pin(reply.step, reply.version, this.counted ? -1 : trainerStep)
+    seats.forEach((step, index) => {
+      if (step !== null && step !== reply.step) this.steps.pin(step, versions[index]!, -1)
+    })
+    return new Map(fresh.map((submission, index) => [submission, seats[index] ?? null]))
+  }
+}
