@@ -33,8 +33,9 @@ import { chatCompletion, gradeAllRubrics, type ChatCompletionBody } from '../tes
 
 export const ROOT = fileURLToPath(new URL('../', import.meta.url))
 
-/** Host names the Miniflare router sends to the two auxiliary workers (the Worker under test is the default). */
+/** Host names the Miniflare router sends to the auxiliary workers (the Worker under test is the default). */
 export const BARE_HOST = 'bare.bench'
+export const FLOOR_HOST = 'floor.bench'
 /** The stub LLM's base URL as the scorer agent sees it; every outbound fetch of the Worker lands in the stub. */
 const STUB_BASE_URL = 'http://llm.stub/v1'
 /** The grade the stub gives every rubric. */
@@ -63,6 +64,8 @@ export interface Bundles {
   workerScript: string
   /** The bare Hono reference worker. */
   bareScript: string
+  /** The floor Worker (bench/floor-worker.ts), when asked for: served on Host `floor.bench`. */
+  floorScript?: string
   compatibilityDate: string
   compatibilityFlags: string[]
   /**
@@ -70,7 +73,7 @@ export interface Bundles {
    * bundle was built with, so a config edited mid-run cannot disagree with the bundle. Never holds .dev.vars.
    */
   workerOptions: WorkerOptions
-  /** Wall time of both builds (they run in parallel). */
+  /** Wall time of the builds (they run in parallel). */
   buildMs: number
 }
 
@@ -100,10 +103,11 @@ export function run(
 }
 
 /**
- * Builds the Worker (wrangler.toml) and the bare reference worker into `outDir`, offline, in parallel.
- * @example const bundles = await buildBundles('/tmp/bench-build')
+ * Builds the Worker (wrangler.toml) and the bare reference worker into `outDir`, offline, in parallel; with `floor`,
+ * the floor Worker too (only `npm run bench` serves it).
+ * @example const bundles = await buildBundles('/tmp/bench-build', { floor: true })
  */
-export async function buildBundles(outDir: string): Promise<Bundles> {
+export async function buildBundles(outDir: string, options: { floor?: boolean } = {}): Promise<Bundles> {
   // A copy outside the project: wrangler finds no .dev.vars (secrets) next to it.
   const configCopy = join(outDir, 'wrangler.toml')
   copyFileSync(join(ROOT, 'wrangler.toml'), configCopy)
@@ -118,8 +122,7 @@ export async function buildBundles(outDir: string): Promise<Bundles> {
     NO_UPDATE_NOTIFIER: '1',
   }
   const started = performance.now()
-  await Promise.all([
-    run('npx', ['wrangler', 'deploy', '--dry-run', '--outdir', join(outDir, 'worker')], { cwd: ROOT, env }),
+  const auxiliary = (name: string) =>
     run(
       'npx',
       [
@@ -127,18 +130,23 @@ export async function buildBundles(outDir: string): Promise<Bundles> {
         'deploy',
         '--dry-run',
         '--outdir',
-        join(outDir, 'bare'),
+        join(outDir, name),
         '--config',
-        join(ROOT, 'bench/bare-worker.wrangler.toml'),
+        join(ROOT, `bench/${name}-worker.wrangler.toml`),
         '--compatibility-date',
         compatibilityDate,
       ],
       { cwd: ROOT, env },
-    ),
+    )
+  await Promise.all([
+    run('npx', ['wrangler', 'deploy', '--dry-run', '--outdir', join(outDir, 'worker')], { cwd: ROOT, env }),
+    auxiliary('bare'),
+    ...(options.floor ? [auxiliary('floor')] : []),
   ])
   return {
     workerScript: join(outDir, 'worker', 'index.js'),
     bareScript: join(outDir, 'bare', 'bare-worker.js'),
+    ...(options.floor ? { floorScript: join(outDir, 'floor', 'floor-worker.js') } : {}),
     compatibilityDate,
     compatibilityFlags,
     workerOptions: workerOptions as WorkerOptions,
@@ -233,7 +241,8 @@ export interface BenchServer {
 
 /**
  * Starts one Miniflare (one workerd process) on 127.0.0.1 serving the Worker under test with its Durable
- * Objects (SQLite-backed) and D1 (migrations applied), plus the bare worker on Host `bare.bench`.
+ * Objects (SQLite-backed) and D1 (migrations applied), plus the bare worker on Host `bare.bench` and, when built,
+ * the floor Worker on Host `floor.bench`, whose judge calls go where the Worker's go.
  * `stub: 'node'` answers the Worker's outbound fetches with a Node function (Miniflare `outboundService`);
  * `stub: 'worker'` answers them from a second worker inside workerd; `stub: 'process'` is an HTTP server on
  * loopback in a child Node process, which the Worker fetches directly (no outboundService). `storage` picks where the
@@ -276,6 +285,10 @@ export async function startBench(
     calls++
     return MiniflareResponse.json(chatCompletion(body, judge(body), calls))
   }
+  // The stub LLM: a loopback server is fetched directly; the others answer as the outbound service.
+  const outbound = loopback
+    ? {}
+    : { outboundService: options.stub === 'node' ? (options.outbound ?? nodeStub) : 'llm-stub' }
   const common = {
     modules: true,
     compatibilityDate: bundles.compatibilityDate,
@@ -313,7 +326,7 @@ export async function startBench(
             { simple: { limit: 1_000_000_000, period: 10 } },
           ]),
         ),
-        ...(loopback ? {} : { outboundService: options.stub === 'node' ? (options.outbound ?? nodeStub) : 'llm-stub' }),
+        ...outbound,
       },
       {
         ...common,
@@ -323,6 +336,20 @@ export async function startBench(
         routes: [`${BARE_HOST}/*`],
       },
       { ...common, name: 'llm-stub', script: IN_WORKERD_STUB },
+      ...(bundles.floorScript
+        ? [
+            {
+              ...common,
+              name: 'floor',
+              scriptPath: bundles.floorScript,
+              modulesRoot: dirname(bundles.floorScript),
+              routes: [`${FLOOR_HOST}/*`],
+              durableObjects: { FLOOR_LEDGER: { className: 'FloorLedger', useSQLite: true } },
+              bindings: { JUDGE_URL: loopback?.baseUrl ?? STUB_BASE_URL },
+              ...outbound,
+            },
+          ]
+        : []),
     ],
   })
   let url: string

@@ -5,7 +5,9 @@
  * with its Durable Objects and D1, next to a bare Hono worker that only parses the same JSON body, then
  * loads both with autocannon from this process — every request a distinct rollout id and output text.
  * Measures req/s at 64 connections and latency at 1 connection for the bare handler, /score with a
- * zero-latency stub LLM (Miniflare outboundService) and /score on the default run's mock backend.
+ * zero-latency stub LLM (Miniflare outboundService) and /score on the default run's mock backend; and req/s at 64
+ * connections of the floor Worker (bench/floor-worker.ts: the least a /score must do, one judge call to the same stub
+ * and one Durable Object call), the baseline of the last line: /score with the stub LLM ÷ the floor.
  * The stub runs by default as a worker inside workerd (`--stub worker`); `--stub node` answers from a Node
  * function instead, which Miniflare serves over its loopback HTTP server: a socket hop into this busy process.
  *
@@ -24,6 +26,7 @@ import { parseArgs } from 'node:util'
 import {
   BARE_HOST,
   buildBundles,
+  FLOOR_HOST,
   createRun,
   measure,
   nextScoreBody,
@@ -162,8 +165,8 @@ async function main(): Promise<void> {
 
   let server: BenchServer | undefined
   try {
-    log(`building the Worker and the bare reference worker into ${buildDir}`)
-    const bundles = await buildBundles(buildDir)
+    log(`building the Worker, the bare reference worker and the floor Worker into ${buildDir}`)
+    const bundles = await buildBundles(buildDir, { floor: true })
     log(
       `built in ${(bundles.buildMs / 1_000).toFixed(1)} s; starting Miniflare (stub LLM: ` +
         `${STUB_DESCRIPTIONS[options.stub]})`,
@@ -180,6 +183,12 @@ async function main(): Promise<void> {
         prefix: 'stub',
       },
       mock: { label: '/score, default run, mock backend', path: '/score', prefix: 'mock' },
+      floor: {
+        label: 'floor: 1 DO call + 1 judge call',
+        path: '/score',
+        headers: { host: FLOOR_HOST },
+        prefix: 'floor',
+      },
     } satisfies Record<string, LoadTarget>
 
     // Sanity: each target answers, the stub run really goes through the stub LLM, nothing comes from a cache.
@@ -195,6 +204,10 @@ async function main(): Promise<void> {
     if (mockCheck.cached !== false || mockCheck.duplicate !== false)
       throw new Error(`the mock run answered from a cache: ${JSON.stringify(mockCheck)}`)
     await scoreOnce(server.url, targets.bare, options.outputChars)
+    const floorCheck = await scoreOnce(server.url, targets.floor, options.outputChars)
+    const floorCriteria = floorCheck.criteria as { grade: number }[]
+    if (floorCheck.duplicate !== false || !floorCriteria.length || !floorCriteria.every((c) => c.grade === STUB_GRADE))
+      throw new Error(`the floor Worker did not score through the stub LLM: ${JSON.stringify(floorCheck)}`)
     log(`Miniflare at ${server.url}; sanity checks passed`)
 
     const budget: IdleBudget = { remainingS: options.idleWaitS }
@@ -229,10 +242,15 @@ async function main(): Promise<void> {
     const latency: Measurement[] = []
     for (const target of [targets.bare, targets.stub, targets.mock])
       latency.push(await load(target, 1, options.latencyDurationS))
+    // The floor before the /score rows: they leave background work (ledger reports, analyses) behind, it leaves none.
     const throughput: Measurement[] = []
-    for (const target of [targets.bare, targets.stub, targets.mock])
+    let floorCalls = 0
+    for (const target of [targets.bare, targets.floor, targets.stub, targets.mock]) {
+      const callsBefore = await server.stubCalls()
       throughput.push(await load(target, options.connections, options.durationS))
-    const stubCalls = (await server.stubCalls()) - stubCallsAtStart
+      if (target === targets.floor) floorCalls = (await server.stubCalls()) - callsBefore
+    }
+    const stubCalls = (await server.stubCalls()) - stubCallsAtStart - floorCalls
 
     // The ledger shards hand the scorer's calls to the run's coordinator within a second: one per /score means no cache
     // hits.
@@ -244,9 +262,15 @@ async function main(): Promise<void> {
     ).calls
     const scorerCalls = summed.filter((group) => group.role === 'scorer').reduce((sum, group) => sum + group.calls, 0)
 
-    const [bareT, stubT, mockT] = throughput as [Measurement, Measurement, Measurement]
+    const [bareT, floorT, stubT, mockT] = throughput as [Measurement, Measurement, Measurement, Measurement]
     const [bareL, stubL, mockL] = latency as [Measurement, Measurement, Measurement]
-    const ratio = { stub: stubT.rps / bareT.rps, mock: mockT.rps / bareT.rps }
+    const ratio = {
+      stub: stubT.rps / bareT.rps,
+      mock: mockT.rps / bareT.rps,
+      floor: stubT.rps / floorT.rps,
+      // The same ratio read from workerd's side, CPU per request: steadier when neighbours take cores.
+      floorCpu: floorT.workerdCpuMsPerRequest.window / stubT.workerdCpuMsPerRequest.window,
+    }
     const added = {
       stub: { p50: stubL.latency.p50 - bareL.latency.p50, p99: stubL.latency.p99 - bareL.latency.p99 },
       mock: { p50: mockL.latency.p50 - bareL.latency.p50, p99: mockL.latency.p99 - bareL.latency.p99 },
@@ -304,6 +328,12 @@ async function main(): Promise<void> {
       )
     if (failed.length) console.log(`WARNING: non-2xx or errors in: ${failed.map(describeFailures).join('; ')}`)
     console.log(`\nrun time ${runS.toFixed(1)} s; JSON: ${relative(process.cwd(), options.out)}`)
+    const [floorCpu, stubCpu] = [floorT.workerdCpuMsPerRequest.window, stubT.workerdCpuMsPerRequest.window]
+    console.log(
+      `/score (stub LLM) ÷ floor Worker (1 DO call + 1 judge call), ${options.connections} connections: ` +
+        `${f1(stubT.rps)} ÷ ${f1(floorT.rps)} req/s = ${f2(ratio.floor)} (workerd CPU per request, floor ÷ /score: ` +
+        `${f2(floorCpu)} ÷ ${f2(stubCpu)} ms = ${f2(ratio.floorCpu)})`,
+    )
 
     mkdirSync(dirname(options.out), { recursive: true })
     writeFileSync(
