@@ -5,7 +5,7 @@
 import { env } from 'cloudflare:workers'
 import { runInDurableObject } from 'cloudflare:test'
 import { describe, expect, it } from 'vitest'
-import { instanceName } from '../../durable-objects/names.ts'
+import { instanceName, ledgerName } from '../../durable-objects/names.ts'
 import { METADATA, call, createRun, rollout } from './helpers.ts'
 
 const RUBRICS = {
@@ -109,6 +109,45 @@ describe('Durable Object storage from an earlier release', () => {
       // Brought up to date once: the next wake compares one stored definition instead of listing every table.
       const applied = state.storage.sql.exec<{ tables: string }>('SELECT tables FROM applied_schemas').toArray()
       expect(applied.map((row) => row.tables)).toEqual(['criterion_health,rubric_versions,step_updates'])
+    })
+  })
+
+  it("a ledger shard's per-step state in meta keys is moved to shard_steps once, and the step goes on", async () => {
+    const run = await createRun({ ...RUBRICS, ledger_shards: 1, ledger_retention_steps: 5 })
+    const shard = () => env.LEDGER.getByName(ledgerName(run.runId, 'global', 0))
+    const first = await call('POST', '/score', {
+      token: run.token,
+      body: { rollout: rollout('old-1'), metadata: METADATA },
+    })
+    expect(first.json).toMatchObject({ step: 0, duplicate: false })
+    // The format before shard_steps: the step's pin and trainer step in one meta row, updates in a JSON map.
+    await runInDurableObject(shard(), (_object, state) => {
+      const sql = state.storage.sql
+      sql.exec('DROP TABLE shard_steps')
+      sql.exec('DELETE FROM applied_schemas')
+      sql.exec("INSERT OR REPLACE INTO meta (key, value) VALUES ('pinned', '0:1:0'), ('updates', '{}')")
+    })
+    await resetObject(shard())
+    const retried = await call('POST', '/score', {
+      token: run.token,
+      body: { rollout: rollout('old-1'), metadata: METADATA },
+    })
+    expect(retried.json).toMatchObject({ step: 0, rubric_version: 1, duplicate: true })
+    const second = await call('POST', '/score', {
+      token: run.token,
+      body: { rollout: rollout('old-2'), metadata: METADATA },
+    })
+    expect(second.json).toMatchObject({ step: 0, rubric_version: 1, duplicate: false })
+    await runInDurableObject(shard(), (_object, state) => {
+      const sql = state.storage.sql
+      expect(sql.exec('SELECT step, version, trainer_step FROM shard_steps').toArray()).toEqual([
+        { step: 0, version: 1, trainer_step: 0 },
+      ])
+      expect(
+        sql
+          .exec("SELECT key FROM meta WHERE key IN ('pinned', 'trainer_step', 'updates', 'updated_through')")
+          .toArray(),
+      ).toEqual([])
     })
   })
 })
