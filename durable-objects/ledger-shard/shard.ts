@@ -206,6 +206,8 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
         else answers.push({ kind: 'recorded', entry: this.insert(step, submission as Fresh), duplicate: false })
       }
     })
+    // One alarm for the request's rows: a report of them within the interval.
+    if (this.dirty) await this.wakeUp.by(Date.now() + this.reportIntervalMs())
     const current = this.steps.current()
     const pinned = current === undefined ? undefined : this.steps.pinned(current)
     const target = pinned === undefined ? await this.snapshots.current() : await this.snapshots.of(pinned)
@@ -254,7 +256,6 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
     const entry = this.rows.insert(step, submission)
     if (step === this.steps.current() && this.tally) addScore(this.tally, entry.score, entry.rubric_version)
     this.dirty = true
-    void this.wakeUp.by(Date.now() + this.reportIntervalMs())
     return entry
   }
 
