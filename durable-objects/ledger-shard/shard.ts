@@ -207,7 +207,8 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
       }
     })
     // One alarm for the request's rows: a report of them within the interval.
-    if (this.dirty) await this.wakeUp.by(Date.now() + this.reportIntervalMs())
+    if (answers.some((answer) => answer.kind === 'recorded' && !answer.duplicate))
+      await this.wakeUp.by(Date.now() + this.reportIntervalMs())
     const current = this.steps.current()
     const pinned = current === undefined ? undefined : this.steps.pinned(current)
     const target = pinned === undefined ? await this.snapshots.current() : await this.snapshots.of(pinned)
