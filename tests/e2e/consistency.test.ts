@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { groupBy } from '../../src/collections/index.ts'
-import { agentOf, startLlmStub, type LlmStub } from '../support/llm-stub.ts'
+import { addRubricOnEveryUpdate, startLlmStub, type LlmStub } from '../support/llm-stub.ts'
 import { callJson, callJsonRetrying, METADATA } from './support/http.ts'
 import { openRlhfLegacy } from './support/trainers.ts'
 import { startWranglerDev, type WranglerDev } from './support/wrangler-dev.ts'
@@ -21,29 +21,11 @@ const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 
 let dev: WranglerDev
 let stub: LlmStub
-let updates = 0
 
 beforeAll(async () => {
   stub = await startLlmStub()
   // Every update adds a rubric (so each makes a new version), and takes a while: the next step collects meanwhile.
-  stub.intercept(async (body) => {
-    if (agentOf(body) !== 'updater') return undefined
-    await delay(1_500)
-    const text = `Names the unit (update ${++updates}).`
-    return {
-      kind: 'content',
-      text: JSON.stringify({
-        strategy: 'ADVANCEMENT',
-        consulted_memories: [],
-        rationale: 'Ask for more.',
-        modifications: [{ op: 'add', text, weight: 1, reason: 'next step' }],
-        final_adaptive: [
-          { id: 'd-steps', text: 'Shows the key steps.', weight: 1 },
-          { text, weight: 1 },
-        ],
-      }),
-    }
-  })
+  addRubricOnEveryUpdate(stub, 1_500)
   dev = await startWranglerDev()
 })
 

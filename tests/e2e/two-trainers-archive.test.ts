@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { groupBy } from '../../src/collections/index.ts'
 import { sha256Hex } from '../../src/hash/index.ts'
-import { agentOf, startLlmStub, type LlmStub } from '../support/llm-stub.ts'
+import { addRubricOnEveryUpdate, startLlmStub, type LlmStub } from '../support/llm-stub.ts'
 import { callJson, callJsonRetrying, METADATA } from './support/http.ts'
 import { openRlhfLegacy } from './support/trainers.ts'
 import { startWranglerDev, type WranglerDev } from './support/wrangler-dev.ts'
@@ -30,7 +30,6 @@ const QUICK = { retryWaitMs: 20 }
 
 let dev: WranglerDev
 let stub: LlmStub
-let updates = 0
 
 /** One 5xx a client saw: where, and whether it was this project's JSON 503 with a Retry-After of at least 1 s. */
 interface ServerError {
@@ -91,24 +90,7 @@ function isOwnRetryable(error: ServerError): boolean {
 beforeAll(async () => {
   stub = await startLlmStub()
   // Every update adds a rubric, so each closed step makes a new version; the scorer stays the embedded mock.
-  stub.intercept(async (body) => {
-    if (agentOf(body) !== 'updater') return undefined
-    await new Promise((resolve) => setTimeout(resolve, UPDATE_MS))
-    const text = `Names the unit (update ${++updates}).`
-    return {
-      kind: 'content',
-      text: JSON.stringify({
-        strategy: 'ADVANCEMENT',
-        consulted_memories: [],
-        rationale: 'Ask for more.',
-        modifications: [{ op: 'add', text, weight: 1, reason: 'next step' }],
-        final_adaptive: [
-          { id: 'd-steps', text: 'Shows the key steps.', weight: 1 },
-          { text, weight: 1 },
-        ],
-      }),
-    }
-  })
+  addRubricOnEveryUpdate(stub, UPDATE_MS)
   dev = await startWranglerDev()
   observeFetch()
 })

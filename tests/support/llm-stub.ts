@@ -395,3 +395,31 @@ function sendJson(res: ServerResponse, status: number, body: unknown, headers: R
   res.writeHead(status, { 'content-type': 'application/json', ...headers })
   res.end(JSON.stringify(body))
 }
+
+/**
+ * Makes every step update add one rubric after `delayMs` (so each closed step makes a new rubric version, committed
+ * while the next step collects); every other agent stays as it was. Answers how many updates it has made so far.
+ * @example const updates = addRubricOnEveryUpdate(stub, 300); updates() // 0
+ */
+export function addRubricOnEveryUpdate(stub: LlmStub, delayMs: number): () => number {
+  let updates = 0
+  stub.intercept(async (body) => {
+    if (agentOf(body) !== 'updater') return undefined
+    await new Promise((resolve) => setTimeout(resolve, delayMs))
+    const text = `Names the unit (update ${++updates}).`
+    return {
+      kind: 'content',
+      text: JSON.stringify({
+        strategy: 'ADVANCEMENT',
+        consulted_memories: [],
+        rationale: 'Ask for more.',
+        modifications: [{ op: 'add', text, weight: 1, reason: 'next step' }],
+        final_adaptive: [
+          { id: 'd-steps', text: 'Shows the key steps.', weight: 1 },
+          { text, weight: 1 },
+        ],
+      }),
+    }
+  })
+  return () => updates
+}
