@@ -42,7 +42,7 @@ export async function judgeOutcome(
  * AppError (503 with Retry-After when it may heal, 502 when the model answered but never validly).
  * @example const judgement = await judgeOnRubrics(models.forRole('scorer'), run.config, snapshot, request)
  */
-export async function judgeOnRubrics(
+async function judgeOnRubrics(
   scorer: RoleModel,
   config: RunConfig,
   snapshot: RubricSnapshot,

@@ -11,7 +11,7 @@ import { ledgerShardOf } from '../../durable-objects/names.ts'
 import { objects } from '../objects/call.ts'
 import { judgementCache, rubricCache } from './caches.ts'
 import { judgeItems, type ItemOutcome, type JudgedItem, type ScoreContext } from './judge.ts'
-import { judgeOnRubrics } from './judgement.ts'
+import { judgeUnits } from './fan-out.ts'
 
 export type { ItemOutcome, ScoreContext } from './judge.ts'
 
@@ -205,8 +205,16 @@ async function settleSync(ctx: ScoreContext, item: Item, result: ScoreResult): P
   if (released.version === result.rubric_version) return { ok: true, result }
   try {
     const cached = judgementCache.get(run.id, address.instanceId, released.version, item.key)
-    const judgement = cached ?? (await judgeOnRubrics(ctx.scorer, run.config, released, item.request))
-    if (!cached) judgementCache.set(run.id, address.instanceId, released.version, item.key, judgement)
+    let judgement = cached
+    if (!judgement) {
+      // Through the judge step's own way of judging (one unit is judged here), not a second one.
+      const [outcome] = await judgeUnits(ctx, [
+        { instanceId: address.instanceId, snapshot: released, request: item.request },
+      ])
+      if (!outcome!.ok) return outcome!
+      judgement = outcome!.judgement
+      judgementCache.set(run.id, address.instanceId, released.version, item.key, judgement)
+    }
     const settled = await objects.ledger(env, address, (ledger) =>
       ledger.settle(result.step, item.request.rollout.id, {
         rubricVersion: released.version,
