@@ -21,9 +21,10 @@ import { scoreRoute } from './routes/score.ts'
 import { stepRoutes } from './routes/steps.ts'
 
 /**
- * The routes every run serves, mounted twice: at `/` (the run of the caller's token, else the
- * default run — what an AMARIS-style client expects) and at `/runs/:runId/`. Each counts against the resolved run's
- * rate-limit tier; each route that takes a body declares its limit (`limitBody`).
+ * The routes every run serves, mounted once, at `/`: a request addresses the run of the caller's token, else the
+ * default run (what an AMARIS-style client expects), or the run its `/runs/<id>/` prefix names (the app routes on the
+ * path without it, `routedPath`; `resolveRun` reads it). Each counts against the resolved run's rate-limit tier; each
+ * route that takes a body declares its limit (`limitBody`).
  */
 const runApi = new Hono<AppEnv>()
   .use('*', resolveRun(), rateLimit())
@@ -48,14 +49,14 @@ export function createApp() {
       .route('/', healthRoutes)
       .route('/', runAdminRoutes)
       .route('/', runTokenRoutes)
-      // Before the run API, whose run resolution matches every path: artifacts and RM targets belong to no run.
+      // Before the run API, whose run resolution matches every path: artifacts and RM targets belong to no run. Each
+      // group that owns a prefix answers its unknown paths itself, so none passes the run API's rate limiter too.
       .route('/', artifactAdminRoutes)
       .route('/', lineageRoutes)
       // `GET /` serves a browser the dashboard (API clients get JSON) and `/dashboard/*` its pages; before the run API
       // too.
       .route('/', dashboardRoutes)
       .route('/rm/:target', rmRoutes)
-      .route('/runs/:runId', runApi)
       .route('/', runApi)
       .notFound(notFound)
       .onError(renderError)

@@ -48,8 +48,6 @@ export interface AppEnv {
     principal: Principal
     /** Set by the run middleware: the run this request addresses. */
     run: { id: string; config: RunConfig }
-    /** Set by `rateLimit` once it counted the request, so no second declaration counts it again. */
-    rateCounted?: true
     /** Set by `leaveBodyUnread` on a route whose body is never read, not even drained after the answer. */
     leaveBodyUnread?: true
   }

@@ -1,7 +1,7 @@
 import { env } from 'cloudflare:workers'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { type LlmCallRecord, MockChatModel } from '../../src/llm/index.ts'
-import type { ChunkOutcome } from '../../workers/scoring/fan-out.ts'
+import type { ChunkOutcome } from '../../workers/scoring/judgement.ts'
 import { JudgeEntrypoint } from '../../workers/scoring/judge-entrypoint.ts'
 import { judgeService } from '../../workers/scoring/judge-service.ts'
 import { DEFAULT_TRAINING_METADATA, groupAdvantages, promptText, responseOf } from '../../workers/routes/compat.ts'

@@ -7,7 +7,7 @@
 import { env } from 'cloudflare:workers'
 import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test'
 import fc from 'fast-check'
-import { beforeAll, describe, expect, it } from 'vitest'
+import { beforeAll, describe, expect, it, vi } from 'vitest'
 import { artifactId, RmArtifactBody } from '../../src/schemas/artifact.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'
 import { createApp } from '../../workers/app.ts'
@@ -396,6 +396,14 @@ describe('a run page after a real step on the mock backend', () => {
     expect((await call('POST', '/complete', { token: run.token })).json.status).toBe('complete')
     const waited = await call('GET', '/rubric_status/wait?timeout_s=60', { token: run.token })
     expect(waited.status, waited.text).toBe(200)
+    // The scorer's calls reach the coordinator from the isolate's once-a-second flush (countLlmCalls).
+    await vi.waitFor(
+      async () => {
+        const { calls } = (await call('GET', '/llm_calls', { token: run.token })).json
+        expect(calls.some((group: { role: string }) => group.role === 'scorer')).toBe(true)
+      },
+      { timeout: 5_000, interval: 50 },
+    )
     const result = await page(`/dashboard/runs/${run.runId}`, { bearer: run.token })
     expect(result.status, result.html.slice(0, 500)).toBe(200)
     html = result.html

@@ -4,7 +4,7 @@
  * for JSON with the API's JSON error, and no echoed path carries a token.
  */
 import { describe, expect, it } from 'vitest'
-import { MAX_MEMORY_QUERY_CHARS } from '../../workers/memory/store.ts'
+import { MAX_MEMORY_QUERY_CHARS } from '../../workers/routes/memory.ts'
 import { ADMIN_TOKEN, call, createRun } from './helpers.ts'
 
 const JSON_CLIENT = { accept: 'application/json' }

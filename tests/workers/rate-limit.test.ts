@@ -76,6 +76,12 @@ function expectRateLimited(res: Awaited<ReturnType<typeof send>>) {
   expect(retryAfter).toBeLessThanOrEqual(PERIOD_S)
 }
 
+/** `count` requests that no route answers (404, not 429), then one that must be refused. */
+async function exhaustWith404(count: number, request: () => Promise<Awaited<ReturnType<typeof send>>>) {
+  for (let i = 1; i <= count; i++) expect((await request()).status, `request ${i} of ${count}`).toBe(404)
+  expectRateLimited(await request())
+}
+
 /** `count` requests that must all pass, then one that must be refused. */
 async function exhaust(count: number, request: () => Promise<Awaited<ReturnType<typeof send>>>) {
   for (let i = 1; i <= count; i++) {
@@ -170,12 +176,18 @@ describe('rate limiting per caller', () => {
     expect((await send('GET', '/rubric_status', { ip: '203.0.113.30' })).status).toBe(200)
   })
 
-  it('counts a request once, even one through the run API mounted twice (unknown path under /runs/<id>)', async () => {
+  it('counts a request no route answers once (unknown path under /runs/<id>)', async () => {
     const open = await createRun({ ...RUBRICS, access: 'open' })
     await clearOfWindowEdge()
     for (let i = 1; i <= LIMIT.standard; i++)
       expect((await send('GET', `/runs/${open.runId}/no-such-route`, { ip: '203.0.113.31' })).status, `${i}`).toBe(404)
     expectRateLimited(await send('GET', `/runs/${open.runId}/no-such-route`, { ip: '203.0.113.31' }))
+  })
+
+  it('counts an unknown path under a prefix another group owns once, not again in the run API', async () => {
+    const run = await createRun(RUBRICS)
+    await clearOfWindowEdge()
+    await exhaustWith404(LIMIT.standard, () => send('GET', '/lineage/no-such-route', { token: run.token }))
   })
 
   it('refuses an unknown rate_limit in a run config', async () => {

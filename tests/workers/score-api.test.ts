@@ -292,19 +292,23 @@ describe('per-step aggregates', () => {
     })
     await call('POST', '/score', { token: run.token, body: { rollout: rollout('agg-1'), metadata: METADATA } })
     const coordinator = env.RUN_COORDINATOR.getByName(coordinatorName(run.runId))
-    await vi.waitFor(async () => {
-      const [step] = await coordinator.timeline()
-      expect(step).toMatchObject({
-        step: 0,
-        status: 'collecting',
-        rollouts: 1,
-        tally: { rollouts: 1, score_sum: res.json.score, min_version: 1, max_version: 1 },
-      })
-      expect(step!.tally.bins.reduce((sum, count) => sum + count, 0)).toBe(1)
-      expect(await coordinator.llmCalls()).toEqual([
-        expect.objectContaining({ role: 'scorer', outcome: 'ok', model: 'mock:mock-heuristic-1', calls: 1 }),
-      ])
-    })
+    await vi.waitFor(
+      async () => {
+        const [step] = await coordinator.timeline()
+        expect(step).toMatchObject({
+          step: 0,
+          status: 'collecting',
+          rollouts: 1,
+          tally: { rollouts: 1, score_sum: res.json.score, min_version: 1, max_version: 1 },
+        })
+        expect(step!.tally.bins.reduce((sum, count) => sum + count, 0)).toBe(1)
+        expect(await coordinator.llmCalls()).toEqual([
+          expect.objectContaining({ role: 'scorer', outcome: 'ok', model: 'mock:mock-heuristic-1', calls: 1 }),
+        ])
+        // The calls reach the coordinator from the isolate's once-a-second flush (countLlmCalls).
+      },
+      { timeout: 5_000, interval: 50 },
+    )
   })
 })
 

@@ -9,8 +9,7 @@ import { renderError } from '../middleware/errors.ts'
 import { pathForDisplay } from '../middleware/path-token.ts'
 import { limitBody } from '../middleware/body-limit.ts'
 import { countRefusedCredential, rateLimit } from '../middleware/rate-limit.ts'
-import { checkMemoryQuery } from '../memory/store.ts'
-import { MemoryKindParam } from '../routes/memory.ts'
+import { MemoryKindParam, MemorySearchParam } from '../routes/memory.ts'
 import { InstanceIdParam } from '../routes/rubrics.ts'
 import { validQuery } from '../middleware/query.ts'
 import { loadRunDashboard, loadTargets, visibleRuns } from './data.ts'
@@ -28,7 +27,7 @@ const blankAsAbsent = (value: unknown) => (value === '' ? undefined : value)
 
 /** The query of a run's page: its memory search and instance, from a form (an empty field is sent as ''). */
 const RunPageQuery = z.object({
-  q: z.string().optional(),
+  q: MemorySearchParam.optional(),
   kind: z.preprocess(blankAsAbsent, MemoryKindParam.optional()),
   instance: z.preprocess(blankAsAbsent, InstanceIdParam.optional()),
 })
@@ -77,7 +76,6 @@ const pages = new Hono<DashboardEnv>()
   })
   .get('/runs/:runId', resolveRun(), validQuery(RunPageQuery), async (c) => {
     const { q, kind, instance } = c.req.valid('query')
-    if (q !== undefined) checkMemoryQuery(q)
     const data = await loadRunDashboard(c.env, c.get('run'), {
       ...(instance ? { instance } : {}),
       memory: { ...(q?.trim() ? { q: q.trim() } : {}), ...(kind ? { kind } : {}) },

@@ -1,7 +1,6 @@
 import { and, desc, eq, inArray, lte, type SQL } from 'drizzle-orm'
 import { drizzle } from 'drizzle-orm/d1'
 import { memoryDocuments } from '../../src/db/schema.ts'
-import { AppError } from '../../src/errors/index.ts'
 import { sha256Hex } from '../../src/hash/index.ts'
 import type { Embedder } from '../../src/memory/embedder.ts'
 import type { VectorIndex } from '../../src/memory/vector-index.ts'
@@ -20,25 +19,6 @@ export const STEP_SUBJECT = 'step'
 
 /** D1 binds at most 100 parameters per statement; a memory row binds 9. */
 const ROWS_PER_INSERT = 10
-
-/**
- * The longest memory search text a client may send: a query is a phrase, and embedding a book costs the Worker.
- * @internal
- */
-export const MAX_MEMORY_QUERY_CHARS = 2_000
-
-/**
- * Refuses a memory search text longer than {@link MAX_MEMORY_QUERY_CHARS} with 400 `invalid_request` naming the limit.
- * @example checkMemoryQuery(c.req.query('q') ?? '')
- */
-export function checkMemoryQuery(text: string, name = 'q'): void {
-  if (text.length > MAX_MEMORY_QUERY_CHARS)
-    throw new AppError(
-      'invalid_request',
-      `${name} is ${text.length} characters long; a memory search takes at most ${MAX_MEMORY_QUERY_CHARS}`,
-      { details: { limit_chars: MAX_MEMORY_QUERY_CHARS } },
-    )
-}
 
 /**
  * Long-term memory: documents in D1 (the source of truth) mirrored as vectors in the index for search.
@@ -163,8 +143,8 @@ export class MemoryStore {
   }
 
   /**
-   * Semantic search within a run (and an instance), best first, with similarity scores. A query text over
-   * {@link MAX_MEMORY_QUERY_CHARS} is refused (`invalid_request`) before it is embedded.
+   * Semantic search within a run (and an instance), best first, with similarity scores. The routes bound the text's
+   * length (`MemorySearchParam`) before it reaches here.
    */
   async search(query: {
     run_id: string
@@ -173,7 +153,6 @@ export class MemoryStore {
     text: string
     top_k: number
   }): Promise<(MemoryDocument & { similarity: number })[]> {
-    checkMemoryQuery(query.text)
     const [vector] = await this.embedder.embed([query.text])
     const matches = await this.index.query(vector!, {
       topK: Math.min(query.top_k, this.index.maxTopK ?? query.top_k),

@@ -7,7 +7,7 @@ import { agentSettingsFor } from '../../src/schemas/run-config.ts'
 import type { AppEnv, Principal } from '../env.ts'
 import { runForTokenHash } from '../runs/store.ts'
 import { DEFAULT_RUN_ID, loadRunConfig } from '../../durable-objects/run-config.ts'
-import { pathToken } from './path-token.ts'
+import { pathToken, runInPath } from './path-token.ts'
 import { countRefusedCredential } from './rate-limit.ts'
 
 const MAX_KNOWN_TOKENS = 1_000
@@ -147,14 +147,15 @@ async function identifyToken(env: AppEnv['Bindings'], token: string): Promise<Pr
 }
 
 /**
- * Resolves the run a request addresses — the `/runs/:runId` prefix, else the run of the caller's token,
+ * Resolves the run a request addresses — the `/runs/<id>` prefix, else the run of the caller's token,
  * else the default run — and checks the caller may use it.
  * @example api.use('*', resolveRun())
  */
 export function resolveRun(): MiddlewareHandler<AppEnv> {
   return async function resolve(c, next) {
     const principal = c.get('principal')
-    const pathRunId = c.req.param('runId')
+    // A route's own `:runId` (the dashboard's run page), else the run API's `/runs/<id>` prefix (see routedPath).
+    const pathRunId = c.req.param('runId') ?? runInPath(c.req.raw)
     const runId = pathRunId ?? (principal.kind === 'run' ? principal.runId : DEFAULT_RUN_ID)
     if (principal.kind === 'run' && principal.runId !== runId) {
       throw new AppError('forbidden', `this token belongs to run "${principal.runId}", not "${runId}"`)

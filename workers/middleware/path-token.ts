@@ -7,13 +7,37 @@ import { getPath } from 'hono/utils/url'
 const PATH_TOKEN = /^\/t\/([^/]+)(?=\/|$)/
 
 /**
- * The path the app routes on: the request's path without a leading `/t/<token>`, so every route is also served
- * under `/t/<token>/…`. The app's `getPath`.
+ * `/runs/<id>` before a run API path: the run it addresses. Not before `tokens` (the admin's `/runs/:runId/tokens`
+ * routes), nor alone or before a bare `/` (no run API route is `/`).
+ */
+const RUN_PREFIX = /^\/runs\/([^/]+)(?=\/(?!tokens(?:\/|$))[^/])/
+
+/**
+ * The path a request asked for, without a leading `/t/<token>`: what messages about the path echo (with
+ * {@link pathForDisplay}).
+ * @example requestedPath(new Request('http://x/t/rh_abc/runs/grpo-1/score')) // '/runs/grpo-1/score'
+ */
+export function requestedPath(request: Request): string {
+  return getPath(request).replace(PATH_TOKEN, '') || '/'
+}
+
+/**
+ * The path the app routes on: the request's path without a leading `/t/<token>`, and without a `/runs/<id>` prefix,
+ * so every route is also served under `/t/<token>/…` and the run API (mounted once, at `/`) under `/runs/<id>/…`,
+ * whose run `resolveRun` takes from {@link runInPath}. The app's `getPath`.
  * @example routedPath(new Request('http://x/t/rh_abc/compat/openrlhf')) // '/compat/openrlhf'
+ * @example routedPath(new Request('http://x/runs/grpo-1/score')) // '/score'
  */
 export function routedPath(request: Request): string {
-  const path = getPath(request)
-  return path.replace(PATH_TOKEN, '') || '/'
+  return requestedPath(request).replace(RUN_PREFIX, '')
+}
+
+/**
+ * The run a request's `/runs/<id>/…` prefix names (decoded, as a route parameter would be), or undefined.
+ * @example runInPath(new Request('http://x/runs/grpo-1/score')) // 'grpo-1'
+ */
+export function runInPath(request: Request): string | undefined {
+  return decoded(RUN_PREFIX.exec(requestedPath(request))?.[1])
 }
 
 /**
@@ -21,7 +45,10 @@ export function routedPath(request: Request): string {
  * @example pathToken(new Request('http://x/t/rh_abc/score')) // 'rh_abc'
  */
 export function pathToken(request: Request): string | undefined {
-  const raw = PATH_TOKEN.exec(getPath(request))?.[1]
+  return decoded(PATH_TOKEN.exec(getPath(request))?.[1])
+}
+
+function decoded(raw: string | undefined): string | undefined {
   if (raw === undefined) return undefined
   try {
     return decodeURIComponent(raw)

@@ -2,6 +2,9 @@ import { validator } from 'hono/validator'
 import { z } from 'zod'
 import { AppError } from '../../src/errors/index.ts'
 
+/** The longest sent value a refusal repeats. */
+const MAX_ECHOED_CHARS = 200
+
 /**
  * Validates a request's query parameters against a zod object schema, as `jsonBody` does a body, with Hono's
  * `validator('query')`; the handler reads the parsed values with `c.req.valid('query')`. A parameter sent twice counts
@@ -18,7 +21,10 @@ export function validQuery<T extends z.ZodObject>(schema: T) {
     if (parsed.success) return parsed.data as z.output<T>
     const issue = parsed.error.issues[0]!
     const name = String(issue.path[0] ?? '(query)')
-    throw new AppError('invalid_request', `${name} ${issue.message} (got "${firstValues[name]}")`)
+    const sent = String(firstValues[name])
+    // A value too long to read back (a pasted document as `q`) is not echoed: its schema's message says its length.
+    const echo = sent.length <= MAX_ECHOED_CHARS ? ` (got "${sent}")` : ''
+    throw new AppError('invalid_request', `${name} ${issue.message}${echo}`)
   })
 }
 

@@ -21,10 +21,6 @@ const DEFAULT_RATE_LIMIT_PERIOD_S = 10
  */
 export function rateLimit(): MiddlewareHandler<AppEnv> {
   return async function limitRate(c, next) {
-    // Once per request: a path under `/runs/<id>/` that no route answers passes the run API's middleware twice (it is
-    // mounted at `/runs/:runId` and at `/`).
-    if (c.get('rateCounted')) return next()
-    c.set('rateCounted', true)
     const principal = c.get('principal')
     let limiter: RateLimit | undefined
     let key: string

@@ -7,6 +7,7 @@ import { deployArtifact, DeployRequest, parseTarget, rollbackTarget, RollbackReq
 import { listDeployments, loadArtifact, publicRecord, storeArtifact } from '../artifacts/store.ts'
 import { parseArtifactUpload } from '../artifacts/validate.ts'
 import type { AppEnv } from '../env.ts'
+import { notFound } from './not-found.ts'
 import { requireAdmin } from '../middleware/auth.ts'
 import { limitBody } from '../middleware/body-limit.ts'
 import { jsonBody } from '../middleware/json-body.ts'
@@ -63,3 +64,4 @@ export const artifactAdminRoutes = new Hono<AppEnv>()
       deployments: history.map(publicRecord),
     })
   })
+  .all('/admin/*', notFound)

@@ -9,7 +9,7 @@ import { limitBody } from '../middleware/body-limit.ts'
 import { jsonBody } from '../middleware/json-body.ts'
 import { requestModels } from '../scoring/models.ts'
 import { MAX_ROLLOUTS_PER_BATCH } from '../scoring/fan-out.ts'
-import { scoreRollouts } from '../scoring/score-rollout.ts'
+import { scoreRollouts, type ItemOutcome } from '../scoring/score-rollout.ts'
 import { recordTelemetry } from '../telemetry/index.ts'
 import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { RelativeScoring } from '../scoring/relative.ts'
@@ -317,14 +317,17 @@ interface ScoringScope {
   env: Env
   run: AppEnv['Variables']['run']
   requestId: string
+  /** The request's `waitUntil`, on which its LLM calls reach the run's counts (`recordTelemetry`). */
+  context: Pick<ExecutionContext, 'waitUntil'>
 }
 
 function scoringScope(c: {
   env: Env
+  executionCtx: Pick<ExecutionContext, 'waitUntil'>
   get(key: 'run'): AppEnv['Variables']['run']
   get(key: 'requestId'): string
 }): ScoringScope {
-  return { env: c.env, run: c.get('run'), requestId: c.get('requestId') }
+  return { env: c.env, run: c.get('run'), requestId: c.get('requestId'), context: c.executionCtx }
 }
 
 /**
@@ -339,13 +342,19 @@ async function scoreAll(
 ): Promise<ScoreResult[]> {
   const { env, run, requestId } = scope
   const models = requestModels(env, run.config)
-  const outcomes = await scoreRollouts(
-    { env, run, scorer: models.forRole('scorer'), calls: models.calls, requestId, ...(relative ? { relative } : {}) },
-    requests,
-    { lookupFirst: true },
-  )
-  const scores = outcomes.flatMap((outcome) => (outcome.ok ? [outcome.result] : []))
-  recordTelemetry(env, { runId: run.id, requestId, scores, calls: models.calls })
+  let scores: ScoreResult[] = []
+  let outcomes: ItemOutcome[]
+  try {
+    outcomes = await scoreRollouts(
+      { env, run, scorer: models.forRole('scorer'), calls: models.calls, requestId, ...(relative ? { relative } : {}) },
+      requests,
+      { lookupFirst: true },
+    )
+    scores = outcomes.flatMap((outcome) => (outcome.ok ? [outcome.result] : []))
+  } finally {
+    // Calls made before a failure were made all the same.
+    recordTelemetry(env, { runId: run.id, requestId, scores, calls: models.calls }, scope.context)
+  }
   const failure = outcomes.find((outcome) => !outcome.ok)
   if (failure && !failure.ok) throw failure.error
   return scores

@@ -13,6 +13,7 @@ import {
   recordResult,
 } from '../../src/lineage/store.ts'
 import type { AppEnv, Env, Principal } from '../env.ts'
+import { notFound } from './not-found.ts'
 import type { StepTimelineEntry } from '../../durable-objects/run-coordinator/index.ts'
 import { requireAdmin } from '../middleware/auth.ts'
 import { limitBody } from '../middleware/body-limit.ts'
@@ -116,6 +117,7 @@ export const lineageRoutes = new Hono<AppEnv>()
     })
     return c.json({ runs })
   })
+  .all('/lineage/*', notFound)
 
 /**
  * The audits of the harness run's steps (run config `audit`): per step and instance, how far a second model's scores

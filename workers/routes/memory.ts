@@ -4,7 +4,6 @@ import { MemoryKind } from '../../src/schemas/memory.ts'
 import { InstanceIdParam } from './rubrics.ts'
 import type { AppEnv } from '../env.ts'
 import { memoryFor } from '../memory/backends.ts'
-import { checkMemoryQuery } from '../memory/store.ts'
 import { integerParam, validQuery } from '../middleware/query.ts'
 
 const MAX_DOCUMENTS = 200
@@ -15,12 +14,28 @@ const MAX_DOCUMENTS = 200
  */
 export const MemoryKindParam = z.enum(MemoryKind.options, { error: `must be one of ${MemoryKind.options.join(', ')}` })
 
-/** The query of `GET /memory`; `q`'s length is checked by `checkMemoryQuery`, as the memory store checks it. */
+/**
+ * The longest memory search text a client may send: a query is a phrase, and embedding a book costs the Worker.
+ * @internal
+ */
+export const MAX_MEMORY_QUERY_CHARS = 2_000
+
+/**
+ * A memory search text (`q` of `GET /memory` and of a run's dashboard page): at most {@link MAX_MEMORY_QUERY_CHARS}
+ * characters, so a longer one is refused (400 `invalid_request` naming the limit) before anything embeds it.
+ * @example z.object({ q: MemorySearchParam.optional() })
+ */
+export const MemorySearchParam = z.string().max(MAX_MEMORY_QUERY_CHARS, {
+  error: (issue) =>
+    `is ${String(issue.input).length} characters long; a memory search takes at most ${MAX_MEMORY_QUERY_CHARS}`,
+})
+
+/** The query of `GET /memory`. */
 const MemoryQuery = z.object({
   kind: MemoryKindParam.optional(),
   step: integerParam({ min: 0 }).optional(),
   instance_id: InstanceIdParam.optional(),
-  q: z.string().optional(),
+  q: MemorySearchParam.optional(),
   limit: integerParam({ min: 1, max: MAX_DOCUMENTS }).default(50),
 })
 
@@ -32,7 +47,6 @@ const MemoryQuery = z.object({
 export const memoryRoutes = new Hono<AppEnv>().get('/memory', validQuery(MemoryQuery), async (c) => {
   const run = c.get('run')
   const { kind, step: stepNumber, instance_id: instanceId, q, limit: count } = c.req.valid('query')
-  if (q !== undefined) checkMemoryQuery(q)
   const memory = memoryFor(c.env, run.id)
   if (q !== undefined && q.trim() !== '') {
     const hits = await memory.search({

@@ -5,7 +5,7 @@
 import type { Context } from 'hono'
 import type { AppEnv } from '../env.ts'
 import { editDistance } from '../../src/text/index.ts'
-import { pathForDisplay } from '../middleware/path-token.ts'
+import { pathForDisplay, requestedPath } from '../middleware/path-token.ts'
 import { SERVICE_INDEX } from './service-index.ts'
 
 /** A run's routes are served at `/` and under this prefix. */
@@ -50,17 +50,21 @@ function concrete(pattern: string, asked: string): string {
 }
 
 /**
- * The app's `notFound` handler.
+ * The app's `notFound` handler, and the end of a route group that owns a prefix (`/admin/*`), so a path under it that
+ * no route serves is answered there, past that group's middleware only.
  * @example app.notFound(notFound)
+ * @example admin.use('/admin/*', rateLimit()).post('/admin/artifacts', upload).all('/admin/*', notFound)
  */
 export function notFound(c: Context<AppEnv>): Response {
-  const suggestions = nearestRoutes(c.req.method, c.req.path)
+  // The path as asked, run prefix included: the routed one (`c.req.path`) has none.
+  const path = requestedPath(c.req.raw)
+  const suggestions = nearestRoutes(c.req.method, path)
   return c.json(
     {
       error: {
         code: 'not_found',
         message:
-          `no route for ${c.req.method} ${pathForDisplay(c.req.path)}` +
+          `no route for ${c.req.method} ${pathForDisplay(path)}` +
           (suggestions.length > 0 ? `; did you mean ${suggestions.join(' or ')}?` : ''),
       },
       request_id: c.get('requestId'),

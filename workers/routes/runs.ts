@@ -2,6 +2,7 @@ import { Hono } from 'hono'
 import { AppError } from '../../src/errors/index.ts'
 import { CreateRunRequest } from '../../src/schemas/run-config.ts'
 import type { AppEnv } from '../env.ts'
+import { notFound } from './not-found.ts'
 import { forgetRunToken, requireAdmin } from '../middleware/auth.ts'
 import { limitBody } from '../middleware/body-limit.ts'
 import { jsonBody } from '../middleware/json-body.ts'
@@ -69,6 +70,7 @@ export const runTokenRoutes = new Hono<AppEnv>()
     forgetRunToken(tokenHash)
     return c.json({ run_id: runId, revoked })
   })
+  .all('/runs/:runId/tokens/*', notFound)
 
 async function existingRun(env: AppEnv['Bindings'], runId: string): Promise<string> {
   if (runId === DEFAULT_RUN_ID)

@@ -7,7 +7,7 @@ import { limitBody } from '../middleware/body-limit.ts'
 import { jsonBody } from '../middleware/json-body.ts'
 import { requestModels } from '../scoring/models.ts'
 import { MAX_ROLLOUTS_PER_BATCH } from '../scoring/fan-out.ts'
-import { scoreRollout, scoreRollouts } from '../scoring/score-rollout.ts'
+import { scoreRollout, scoreRollouts, type ItemOutcome } from '../scoring/score-rollout.ts'
 import { recordTelemetry } from '../telemetry/index.ts'
 
 /**
@@ -40,7 +40,11 @@ export const scoreRoute = new Hono<AppEnv>()
       )
       return c.json(score)
     } finally {
-      recordTelemetry(c.env, { runId: run.id, requestId, calls: models.calls, ...(score ? { scores: [score] } : {}) })
+      recordTelemetry(
+        c.env,
+        { runId: run.id, requestId, calls: models.calls, ...(score ? { scores: [score] } : {}) },
+        c.executionCtx,
+      )
     }
   })
   .post('/score/batch', limitBody('batch'), jsonBody(ScoreBatchRequest), async (c) => {
@@ -48,13 +52,19 @@ export const scoreRoute = new Hono<AppEnv>()
     const requestId = c.get('requestId')
     if (c.get('body').items.length === 0) return c.json({ results: [], request_id: requestId })
     const models = requestModels(c.env, run.config)
-    const outcomes = await scoreRollouts(
-      { env: c.env, run, scorer: models.forRole('scorer'), calls: models.calls, requestId },
-      c.get('body').items,
-      { lookupFirst: true },
-    )
-    const scores = outcomes.flatMap((outcome) => (outcome.ok ? [outcome.result] : []))
-    recordTelemetry(c.env, { runId: run.id, requestId, calls: models.calls, scores })
+    let scores: ScoreResult[] = []
+    let outcomes: ItemOutcome[]
+    try {
+      outcomes = await scoreRollouts(
+        { env: c.env, run, scorer: models.forRole('scorer'), calls: models.calls, requestId },
+        c.get('body').items,
+        { lookupFirst: true },
+      )
+      scores = outcomes.flatMap((outcome) => (outcome.ok ? [outcome.result] : []))
+    } finally {
+      // Calls made before a failure were made all the same.
+      recordTelemetry(c.env, { runId: run.id, requestId, calls: models.calls, scores }, c.executionCtx)
+    }
     return c.json({
       results: outcomes.map((outcome) =>
         outcome.ok ? outcome.result : { error: { code: outcome.error.code, message: outcome.error.message } },

@@ -1,11 +1,13 @@
 import type { Judgement } from '../../src/agents/scorer/index.ts'
-import { AppError, type ErrorCode } from '../../src/errors/index.ts'
-import type { LlmCallRecord } from '../../src/llm/index.ts'
+import { AppError } from '../../src/errors/index.ts'
+import { pLimit, type LlmCallRecord } from '../../src/llm/index.ts'
 import type { ScoreRequest } from '../../src/schemas/rollout.ts'
 import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
 import type { Env } from '../env.ts'
-import { requestModels, type RoleModel } from './models.ts'
+import { judgeOutcome, type ChunkOutcome, type WireError } from './judgement.ts'
+import { judgeService } from './judge-service.ts'
+import type { RoleModel } from './models.ts'
 
 /**
  * Most rollouts one batch request may carry (`/score/batch`, `/compat/openrlhf`): a trainer sends a GRPO step's whole
@@ -21,40 +23,6 @@ const LOCAL_JUDGEMENTS = 24
  * scorer's `concurrency` and `max_concurrent_llm_calls` allow (4 by default).
  */
 const MAX_CHUNKS = 30
-
-/** One judgement to make: the request and the rubrics (by instance) to judge it on. */
-interface ChunkItem {
-  instanceId: string
-  request: ScoreRequest
-}
-
-/** What a chunk carries to the invocation that judges it: everything, so it reads nothing. */
-export interface JudgeChunk {
-  runId: string
-  config: RunConfig
-  requestId: string
-  snapshots: Record<string, RubricSnapshot>
-  items: ChunkItem[]
-}
-
-/** An AppError as it crosses an RPC boundary. */
-export interface WireError {
-  code: ErrorCode
-  message: string
-  status: number
-  details?: unknown
-  retryAfterSeconds?: number
-}
-
-export type ChunkOutcome = { ok: true; judgement: Judgement } | { ok: false; error: WireError }
-
-/** How a chunk's items are judged where it lands (scoring's `judge`, given the invocation's own models). */
-export type JudgeFn = (
-  scorer: RoleModel,
-  config: RunConfig,
-  snapshot: RubricSnapshot,
-  request: ScoreRequest,
-) => Promise<Judgement>
 
 /**
  * Splits `items` into at most {@link MAX_CHUNKS} chunks whose sizes differ by at most one, none smaller than
@@ -101,74 +69,71 @@ export async function handOut<T, R>(
   return parts.flat()
 }
 
-/**
- * One judgement as a chunk reports it: the judgement, or the model's failure (an AppError) as a wire error; any
- * other error is thrown.
- * @example const outcome = await judgeOutcome(judge, scorer, config, snapshot, request)
- */
-export async function judgeOutcome(
-  judge: JudgeFn,
-  scorer: RoleModel,
-  config: RunConfig,
-  snapshot: RubricSnapshot,
-  request: ScoreRequest,
-): Promise<ChunkOutcome> {
-  try {
-    return { ok: true, judgement: await judge(scorer, config, snapshot, request) }
-  } catch (error) {
-    if (error instanceof AppError) return { ok: false, error: toWire(error) }
-    throw error
-  }
+/** Judgements one invocation makes at once; LLM calls are capped separately by the run's `max_concurrent_llm_calls`. */
+const ITEM_CONCURRENCY = 16
+
+/** What judging needs of the request: its run, its scorer, where its LLM calls are counted. */
+export interface JudgingScope {
+  env: Env
+  run: { id: string; config: RunConfig }
+  scorer: RoleModel
+  /** The request's LLM calls: a handed-out chunk's calls are added when its reply comes back. */
+  calls: LlmCallRecord[]
+  requestId: string
 }
 
+/** One distinct judgement to make: a request and the rubrics (of its instance) to judge it on. */
+export interface JudgeUnit {
+  instanceId: string
+  snapshot: RubricSnapshot
+  request: ScoreRequest
+}
+
+/** A unit's judgement, or the error (a model's failure) that kept it from one. */
+export type UnitOutcome = { ok: true; judgement: Judgement } | { ok: false; error: AppError }
+
 /**
- * Judges a chunk in this invocation, with its own models (so its own 6 connections), in order; an item whose model
- * fails carries its error. Answers the LLM calls made, for the caller's accounting.
- * @example const { outcomes, calls } = await judgeChunk(env, chunk, judge)
+ * Judges each unit once, in order: in this invocation when there are few (or the Worker has no `JUDGE` binding), else
+ * in chunks handed to other invocations of this Worker, each with its own 6 connections, so a batch of 1,024 with
+ * the scorer's default concurrency (4) takes about 1,024 ÷ 120 judge latencies instead of 1,024 ÷ 4. A model's
+ * failure is that unit's outcome; the others still count.
+ * @example const outcomes = await judgeUnits(scope, [{ instanceId: 'global', snapshot, request }])
  */
-export async function judgeChunk(
-  env: Env,
-  chunk: JudgeChunk,
-  judge: JudgeFn,
-): Promise<{ outcomes: ChunkOutcome[]; calls: LlmCallRecord[] }> {
-  const models = requestModels(env, chunk.config)
-  const scorer = models.forRole('scorer')
-  const outcomes = await Promise.all(
-    chunk.items.map(async (item): Promise<ChunkOutcome> => {
-      const snapshot = chunk.snapshots[item.instanceId]
-      if (!snapshot)
-        return {
-          ok: false,
-          error: toWire(new AppError('internal', `no rubrics were sent for instance ${item.instanceId}`)),
-        }
-      try {
-        return await judgeOutcome(judge, scorer, chunk.config, snapshot, item.request)
-      } catch (error) {
-        console.error(`[${chunk.requestId}] a judgement of a handed-out chunk failed`, error)
-        return { ok: false, error: toWire(new AppError('internal', 'the judgement failed')) }
-      }
-    }),
+export async function judgeUnits(scope: JudgingScope, units: readonly JudgeUnit[]): Promise<UnitOutcome[]> {
+  const judge = judgeService(scope.env)
+  const outcomes = await handOut(
+    units,
+    (part) => judgeHere(scope, part),
+    judge &&
+      (async (part) => {
+        // The RPC stub's inferred type loses the reply's shape; JudgeService says what it is.
+        const reply: { outcomes: ChunkOutcome[]; calls: LlmCallRecord[] } = await judge.judge({
+          runId: scope.run.id,
+          config: scope.run.config,
+          requestId: scope.requestId,
+          snapshots: Object.fromEntries(part.map((unit) => [unit.instanceId, unit.snapshot])),
+          items: part.map(({ instanceId, request }) => ({ instanceId, request })),
+        })
+        scope.calls.push(...reply.calls)
+        return reply.outcomes
+      }),
+    scope.requestId,
   )
-  return { outcomes, calls: models.calls }
+  return outcomes.map((outcome) => (outcome.ok ? outcome : { ok: false, error: fromWire(outcome.error) }))
 }
 
-/**
- * @example toWire(new AppError('llm_unavailable', 'down', { retryAfterSeconds: 5 }))
- */
-function toWire(error: AppError): WireError {
-  return {
-    code: error.code,
-    message: error.message,
-    status: error.status,
-    ...(error.details === undefined ? {} : { details: error.details }),
-    ...(error.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: error.retryAfterSeconds }),
-  }
+/** Judges units in this invocation, {@link ITEM_CONCURRENCY} at a time, with the request's own scorer. */
+function judgeHere(scope: JudgingScope, units: readonly JudgeUnit[]): Promise<ChunkOutcome[]> {
+  const limit = pLimit(ITEM_CONCURRENCY)
+  return Promise.all(
+    units.map((unit) => limit(() => judgeOutcome(scope.scorer, scope.run.config, unit.snapshot, unit.request))),
+  )
 }
 
 /**
  * @example fromWire({ code: 'llm_unavailable', message: 'down', status: 503 }) instanceof AppError // true
  */
-export function fromWire(error: WireError): AppError {
+function fromWire(error: WireError): AppError {
   return new AppError(error.code, error.message, {
     status: error.status,
     ...(error.details === undefined ? {} : { details: error.details }),

@@ -1,7 +1,25 @@
 import type { LlmCallRecord } from '../../src/llm/index.ts'
 import type { StoredDeployment } from '../artifacts/store.ts'
 import type { Env } from '../env.ts'
-import type { ChunkOutcome, JudgeChunk } from './fan-out.ts'
+import type { ChunkOutcome } from './judgement.ts'
+import type { ScoreRequest } from '../../src/schemas/rollout.ts'
+import type { RunConfig } from '../../src/schemas/run-config.ts'
+import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
+
+/** One judgement to make: the request and the rubrics (by instance) to judge it on. */
+interface ChunkItem {
+  instanceId: string
+  request: ScoreRequest
+}
+
+/** What a chunk carries to the invocation that judges it: everything, so it reads nothing. */
+export interface JudgeChunk {
+  runId: string
+  config: RunConfig
+  requestId: string
+  snapshots: Record<string, RubricSnapshot>
+  items: ChunkItem[]
+}
 
 /** Items of one `batch_score`, with the deployment that serves them: what a handed-out chunk carries. */
 export interface RmChunk {

@@ -1,0 +1,81 @@
+/**
+ * LLM calls counted where they happen (issue 37 item 4): the calls a scoring request made reach the run's coordinator
+ * from the Worker, summed per isolate and flushed on the request's `waitUntil`, not through the ledger's step
+ * protocol. Each test waits on the request's execution context (the flush is part of it), not on time.
+ */
+import { env } from 'cloudflare:workers'
+import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test'
+import { afterEach, describe, expect, it } from 'vitest'
+import { createApp } from '../../workers/app.ts'
+import {
+  answerOf,
+  clearFakeEndpoints,
+  createRun,
+  fakeEndpoint,
+  fakeRole,
+  METADATA,
+  requestOf,
+  rollout,
+} from './helpers.ts'
+
+const RUBRICS = { anchor_rubrics: [{ text: 'The final answer is correct.' }] }
+const app = createApp()
+
+/** One request through the app, answered once everything it left on `waitUntil` (the flush) has run. */
+async function send(method: string, path: string, options: { token: string; body?: unknown; env?: object }) {
+  const ctx = createExecutionContext()
+  const response = await app.fetch(requestOf(method, path, options), options.env ?? env, ctx)
+  const answer = await answerOf(response)
+  await waitOnExecutionContext(ctx)
+  return answer
+}
+
+/** The run's scorer calls by outcome, as `GET /llm_calls` sums them. */
+async function scorerCalls(token: string): Promise<Record<string, number>> {
+  const { json } = await send('GET', '/llm_calls', { token })
+  const byOutcome: Record<string, number> = {}
+  for (const group of json.calls.filter((group: { role: string }) => group.role === 'scorer'))
+    byOutcome[group.outcome] = (byOutcome[group.outcome] ?? 0) + group.calls
+  return byOutcome
+}
+
+afterEach(() => clearFakeEndpoints())
+
+describe('LLM calls of a scoring request', () => {
+  it("counts the scorer's calls of a /score in /llm_calls, a failed judgement's included", async () => {
+    const endpoint = fakeEndpoint('llm-counts-down', async () => new Response('down', { status: 500 }))
+    const run = await createRun({ ...RUBRICS, agents: { scorer: fakeRole('llm-counts-down') } })
+    const res = await send('POST', '/score', {
+      token: run.token,
+      body: { rollout: rollout('counted-1'), metadata: METADATA },
+    })
+    expect(res.json.error.code).toBe('llm_unavailable')
+    expect(endpoint.calls()).toBeGreaterThan(0)
+    const counted = await scorerCalls(run.token)
+    expect(Object.values(counted).reduce((sum, calls) => sum + calls, 0)).toBe(endpoint.calls())
+    expect(counted.ok ?? 0).toBe(0)
+  })
+
+  it('keeps the counts of a flush that failed, and hands them over with the next', async () => {
+    const endpoint = fakeEndpoint('llm-counts-flaky', async () => new Response('down', { status: 500 }))
+    const run = await createRun({ ...RUBRICS, agents: { scorer: fakeRole('llm-counts-flaky') } })
+    const unreachable = {
+      ...env,
+      RUN_COORDINATOR: {
+        getByName: () => ({ addLlmCalls: () => Promise.reject(new Error('the coordinator is unreachable')) }),
+      },
+    }
+    await send('POST', '/score', {
+      token: run.token,
+      body: { rollout: rollout('kept-1'), metadata: METADATA },
+      env: unreachable,
+    })
+    const first = endpoint.calls()
+    expect(first).toBeGreaterThan(0)
+    expect(await scorerCalls(run.token)).toEqual({})
+    await send('POST', '/score', { token: run.token, body: { rollout: rollout('kept-2'), metadata: METADATA } })
+    expect(endpoint.calls()).toBeGreaterThan(first)
+    const counted = await scorerCalls(run.token)
+    expect(Object.values(counted).reduce((sum, calls) => sum + calls, 0)).toBe(endpoint.calls())
+  })
+})

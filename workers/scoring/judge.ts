@@ -1,0 +1,105 @@
+import { groupBy } from '../../src/collections/index.ts'
+import { AppError } from '../../src/errors/index.ts'
+import type { Judgement } from '../../src/agents/scorer/index.ts'
+import type { ScoreRequest } from '../../src/schemas/rollout.ts'
+import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
+import type { ScoreResult } from '../../src/schemas/score.ts'
+import { judgementCache, rubricCache } from './caches.ts'
+import { judgeUnits, type JudgingScope } from './fan-out.ts'
+import { judgeRelatively, type RelativeScoring } from './relative.ts'
+
+/** A request's scoring: its run and scorer, where its LLM calls are counted, and how groups are judged. */
+export interface ScoreContext extends JudgingScope {
+  /** Set when the run judges groups relatively and the request carries groups (see `judgeRelatively`). */
+  relative?: RelativeScoring
+}
+
+/** One item's outcome in a batch: its result, or the error that kept it from being scored. */
+export type ItemOutcome = { ok: true; result: ScoreResult } | { ok: false; error: AppError }
+
+/** What the judge step reads of an item of `scoreRollouts`, and what it sets. */
+export interface JudgedItem {
+  request: ScoreRequest
+  address: { instanceId: string }
+  /** Its content's judgement key (`judgementKey`): identical content is judged once. */
+  key: string
+  /** The rubrics its shard says its step is scored on, when they differ from the isolate's copy. */
+  snapshot?: RubricSnapshot
+  judged?: { version: number; judgement: Judgement; cached: boolean }
+  outcome?: ItemOutcome
+}
+
+/** An item to judge and the rubrics it is judged on. */
+type Pending = { item: JudgedItem; snapshot: RubricSnapshot }
+
+/**
+ * The judge step of `scoreRollouts`: judges what the isolate has not judged before, each distinct content once (the
+ * first copy pays for it), on the rubrics its shard named (else the isolate's copy); groups listwise first when the
+ * run judges relatively, the rest one by one through `judgeUnits` (here, or handed out). Sets each item's `judged`,
+ * or its `outcome` when it cannot be judged.
+ * @example await judgeItems(ctx, pending)
+ */
+export async function judgeItems(ctx: ScoreContext, items: readonly JudgedItem[]): Promise<void> {
+  const { run } = ctx
+  const toJudge: Pending[] = []
+  for (const item of items) {
+    const snapshot = item.snapshot ?? rubricCache.get(run.id, item.address.instanceId)
+    if (!snapshot) {
+      item.outcome = {
+        ok: false,
+        error: new AppError('internal', 'no rubrics for the instance after the ledger lookup'),
+      }
+      continue
+    }
+    // Relative judging caches per group (judgeRelatively): a pointwise judgement of the same response is not reused.
+    const cached = ctx.relative
+      ? undefined
+      : judgementCache.get(run.id, item.address.instanceId, snapshot.version, item.key)
+    if (cached) item.judged = { version: snapshot.version, judgement: cached, cached: true }
+    else toJudge.push({ item, snapshot })
+  }
+  let groups = [
+    ...groupBy(
+      toJudge,
+      ({ item, snapshot }) => `${item.address.instanceId}\u0000${snapshot.version}\u0000${item.key}`,
+    ).values(),
+  ]
+  if (ctx.relative) groups = await judgeGroupsRelatively(ctx, groups)
+  const outcomes = await judgeUnits(
+    ctx,
+    groups.map((same) => unitOf(same[0]!)),
+  )
+  groups.forEach((same, index) => {
+    const outcome = outcomes[index]!
+    const { item, snapshot } = same[0]!
+    if (outcome.ok) judgementCache.set(run.id, item.address.instanceId, snapshot.version, item.key, outcome.judgement)
+    same.forEach(({ item: copy }, position) => {
+      if (outcome.ok) copy.judged = { version: snapshot.version, judgement: outcome.judgement, cached: position > 0 }
+      else copy.outcome = { ok: false, error: outcome.error }
+    })
+  })
+}
+
+/**
+ * Judges the distinct responses listwise, per prompt, and hands their judgements to every copy; answers with the
+ * groups still to judge pointwise (single responses, and groups whose relative call failed).
+ */
+async function judgeGroupsRelatively(ctx: ScoreContext, groups: Pending[][]): Promise<Pending[][]> {
+  const units = groups.map((same) => ({ ...unitOf(same[0]!), key: same[0]!.item.key }))
+  const judged = await judgeRelatively(ctx.scorer, ctx.run, units, ctx.relative!)
+  return groups.filter((same, index) => {
+    const outcome = judged.get(units[index]!)
+    if (!outcome) return true
+    for (const [position, { item }] of same.entries())
+      item.judged = {
+        version: units[index]!.snapshot.version,
+        judgement: outcome.judgement,
+        cached: outcome.cached || position > 0,
+      }
+    return false
+  })
+}
+
+function unitOf({ item, snapshot }: Pending) {
+  return { instanceId: item.address.instanceId, snapshot, request: item.request }
+}

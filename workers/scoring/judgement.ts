@@ -1,0 +1,98 @@
+import { judgeRollout, type Judgement } from '../../src/agents/scorer/index.ts'
+import { AppError, type ErrorCode } from '../../src/errors/index.ts'
+import { LlmError } from '../../src/llm/index.ts'
+import type { ScoreRequest } from '../../src/schemas/rollout.ts'
+import type { RunConfig } from '../../src/schemas/run-config.ts'
+import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
+import type { RoleModel } from './models.ts'
+
+/** An AppError as it crosses an RPC boundary. */
+export interface WireError {
+  code: ErrorCode
+  message: string
+  status: number
+  details?: unknown
+  retryAfterSeconds?: number
+}
+
+/** One judgement as it crosses an RPC boundary: the judgement, or the model's failure. */
+export type ChunkOutcome = { ok: true; judgement: Judgement } | { ok: false; error: WireError }
+
+/**
+ * One judgement as both ends of the fan-out report it (judged here, or in a handed-out chunk): the judgement, or the
+ * model's failure (an AppError) as a wire error; any other error is thrown.
+ * @example const outcome = await judgeOutcome(scorer, config, snapshot, request)
+ */
+export async function judgeOutcome(
+  scorer: RoleModel,
+  config: RunConfig,
+  snapshot: RubricSnapshot,
+  request: ScoreRequest,
+): Promise<ChunkOutcome> {
+  try {
+    return { ok: true, judgement: await judgeOnRubrics(scorer, config, snapshot, request) }
+  } catch (error) {
+    if (error instanceof AppError) return { ok: false, error: toWire(error) }
+    throw error
+  }
+}
+
+/**
+ * One judgement of a rollout on a rubric snapshot with the given scorer; a model failure is an `llm_unavailable`
+ * AppError (503 with Retry-After when it may heal, 502 when the model answered but never validly).
+ * @example const judgement = await judgeOnRubrics(models.forRole('scorer'), run.config, snapshot, request)
+ */
+async function judgeOnRubrics(
+  scorer: RoleModel,
+  config: RunConfig,
+  snapshot: RubricSnapshot,
+  request: ScoreRequest,
+): Promise<Judgement> {
+  const { settings, model } = scorer
+  let attempts = 1
+  try {
+    return await judgeRollout(
+      model,
+      {
+        rubrics: snapshot.rubrics,
+        rollout: request.rollout,
+        metadata: request.metadata,
+        gradeMax: config.grade_max,
+        locale: config.locale,
+        prompts: config.prompts,
+        reasons: config.reasons,
+      },
+      {
+        maxAttempts: settings.max_attempts,
+        maxDelayMs: Math.min(8_000, settings.timeout_ms),
+        onRetry: () => void attempts++,
+      },
+    )
+  } catch (error) {
+    if (!(error instanceof LlmError)) throw error
+    // A refused request (bad key, unknown model) will not heal on retry: no Retry-After for it.
+    const transient = error.kind !== 'invalid_reply' && error.kind !== 'bad_request'
+    throw new AppError(
+      'llm_unavailable',
+      `the scoring model failed after ${attempts} attempt${attempts === 1 ? '' : 's'}: ${error.message}`,
+      {
+        status: transient ? 503 : 502,
+        details: { failure: error.kind, attempts },
+        ...(transient ? { retryAfterSeconds: error.retryAfterSeconds ?? 5 } : {}),
+      },
+    )
+  }
+}
+
+/**
+ * @example toWire(new AppError('llm_unavailable', 'down', { retryAfterSeconds: 5 }))
+ */
+function toWire(error: AppError): WireError {
+  return {
+    code: error.code,
+    message: error.message,
+    status: error.status,
+    ...(error.details === undefined ? {} : { details: error.details }),
+    ...(error.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: error.retryAfterSeconds }),
+  }
+}
