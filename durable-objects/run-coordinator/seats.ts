@@ -27,7 +27,7 @@ export class Seats {
     private readonly lifecycle: StepLifecycle,
   ) {}
 
-  /** A seat for each of `announce.versions`, in order: the step it is in, or null when that step is on another version. */
+  /** A seat for each of `announce.versions`, in order: its step, or null when that step is on another version. */
   async take(perStep: number, announce: Announce): Promise<(number | null)[]> {
     let given = await this.collecting()
     const key = `${announce.instanceId}\u0000${announce.shard}`

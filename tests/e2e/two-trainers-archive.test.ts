@@ -173,8 +173,9 @@ describe('two trainers at once, rollouts_per_step 8, rubrics changing every step
       `two trainers: ${answered.length} rollouts answered in ${seconds} s; 5xx seen ${serverErrors.length} ` +
         `(not this project's JSON 503: ${foreign.length}: ${summarise(foreign)}); connection errors ` +
         `${transportErrors.length}; archived ${archive.rollouts.size} rollouts over ${steps} steps; answers ≠ ` +
-        `archive: ${mismatches.length} (missing ${mismatches.filter((m) => !m.archived).length}, step ${differing('step')}, ` +
-        `version ${differing('rubric_version')}, score ${differing('score')}); archived steps with more than one rubric version: ${mixedSteps.length}`,
+        `archive: ${mismatches.length} (missing ${mismatches.filter((m) => !m.archived).length}, ` +
+        `step ${differing('step')}, version ${differing('rubric_version')}, score ${differing('score')}); ` +
+        `archived steps with more than one rubric version: ${mixedSteps.length}`,
     )
 
     expect(new Set(answered.map((answer) => answer.rollout_id)).size).toBe(ROUNDS * REQUESTS_PER_ROUND * BATCH * 2)

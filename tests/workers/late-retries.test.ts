@@ -119,7 +119,7 @@ describe('counted steps (rollouts_per_step)', () => {
     expect(perStep).toEqual([8, 8, 2])
   })
 
-  it('a step holds one rubric version while updates commit between steps; past the count it is judged anew', async () => {
+  it('holds one rubric version a step while updates commit; past the count, judged on the next step', async () => {
     const run = await createRun({ ...RUBRICS, rollouts_per_step: 8 })
     const answered = new Map<string, Kept>()
     const send = async (batch: number) => {
