@@ -8,7 +8,7 @@ const LEGACY_KEYS = ['pinned', 'trainer_step', 'updates', 'updated_through'] as 
  * The shard's per-step state, one `shard_steps` row a step: the step it collects in (`current`), the rubric version a
  * step is scored on and its highest trainer step (fixed by the coordinator's answer to the shard's announce), and the
  * version a step's update left. Reads are remembered: the object is the only writer of its storage.
- * @example const steps = new ShardSteps(sql, meta); steps.pin(3, 2, 17); steps.of(3) // { version: 2, trainer_step: 17, … }
+ * @example const steps = new ShardSteps(sql, meta); steps.pin(3, 2, 17); steps.pinned(3) // 2
  */
 export class ShardSteps {
   private readonly rows = new Map<number, ShardStepRow | undefined>()
