@@ -18,6 +18,14 @@ export class Placement {
   private counted: boolean | undefined
   /** When the coordinator closes the step by idle gap unless rollouts arrive first: past it, a write asks again. */
   private idleDeadline: number | undefined
+  /** Requests waiting for the coordinator's seats, asked together once the ask in flight returns. */
+  private readonly waiting: {
+    versions: number[]
+    trainerStep: number
+    resolve: (seats: (number | null)[]) => void
+    reject: (error: unknown) => void
+  }[] = []
+  private asking = false
 
   constructor(
     private readonly steps: ShardSteps,
@@ -51,8 +59,45 @@ export class Placement {
         fresh.map((submission) => [submission, submission.judged.rubricVersion === pinned ? current : null]),
       )
     }
+    const seats = await this.ask(
+      fresh.map((submission) => submission.judged.rubricVersion),
+      trainerStep,
+    )
+    return new Map(fresh.map((submission, index) => [submission, seats[index] ?? null]))
+  }
+
+  /**
+   * The coordinator's seats for `versions`. Requests that need it while an ask is in flight go together in the next
+   * one: under load a shard makes one call per round trip, not one per request.
+   */
+  private ask(versions: number[], trainerStep: number): Promise<(number | null)[]> {
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ versions, trainerStep, resolve, reject })
+      if (this.waiting.length === 1 && !this.asking) void this.askWaiting()
+    })
+  }
+
+  private async askWaiting(): Promise<void> {
+    this.asking = true
+    while (this.waiting.length > 0) {
+      const asks = this.waiting.splice(0)
+      try {
+        const seats = await this.announce(
+          asks.flatMap((one) => one.versions),
+          Math.max(...asks.map((one) => one.trainerStep)),
+        )
+        let next = 0
+        for (const one of asks) one.resolve(seats.slice(next, (next += one.versions.length)))
+      } catch (error) {
+        for (const one of asks) one.reject(error)
+      }
+    }
+    this.asking = false
+  }
+
+  private async announce(versions: number[], trainerStep: number): Promise<(number | null)[]> {
     const address = this.parts.address()
-    const versions = fresh.map((submission) => submission.judged.rubricVersion)
+    const current = this.steps.current()
     const reply = await this.parts.announce({
       instanceId: address.instanceId,
       shard: address.shard,
@@ -70,6 +115,6 @@ export class Placement {
     seats.forEach((step, index) => {
       if (step !== null && step !== reply.step) this.steps.pin(step, versions[index]!, -1)
     })
-    return new Map(fresh.map((submission, index) => [submission, seats[index] ?? null]))
+    return seats
   }
 }
