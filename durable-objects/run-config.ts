@@ -42,8 +42,8 @@ interface LocalJudgeVars {
 /**
  * The checked-in default run; its agents use the local judge when `npm start -- --judge local` named one. Honoured
  * only where DEPLOYMENT is local, so a stray var can never point a deployment's default run at loopback. One call at a
- * time: the local server decodes one request at a time anyway (docs/local-judge.md), and a queue of four would spend
- * the later calls' timeouts waiting.
+ * time, and the longest timeout: the local server decodes one request at a time (docs/local-judge.md), a call it has
+ * queued spends its timeout waiting, and on two shared cores one JSON reply took 9 s to 2 min.
  * @example defaultRunConfig({ DEPLOYMENT: 'local', LOCAL_JUDGE_URL: 'http://127.0.0.1:8090/v1',
  *   LOCAL_JUDGE_MODEL: 'smollm2-135m' }).agents.default.backend // 'openai'
  * @internal
@@ -55,6 +55,7 @@ export function defaultRunConfig(vars: LocalJudgeVars): RunConfig {
     base_url: vars.LOCAL_JUDGE_URL,
     model: vars.LOCAL_JUDGE_MODEL || 'local',
     concurrency: 1,
+    timeout_ms: 300_000,
   }
   return RunConfig.parse({ ...defaultRunJson, agents: { default: judge } })
 }

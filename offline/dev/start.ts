@@ -70,7 +70,10 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   // Loaded only when asked for: the judge's install checks are no part of a plain npm start.
   const local = judge
     ? await import('../judge-local/index.ts').then(({ startLocalJudge }) =>
-        startLocalJudge({ port: Number(process.env.JUDGE_PORT || 8090) }),
+        startLocalJudge({ port: Number(process.env.JUDGE_PORT || 8090) }).catch((error: Error) => {
+          console.error(`npm start: ${error.message}`)
+          process.exit(1)
+        }),
       )
     : undefined
   if (local) console.log(`local judge: ${local.url} model ${local.model}`)
