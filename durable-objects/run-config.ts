@@ -1,3 +1,4 @@
+import { env } from 'cloudflare:workers'
 import { eq } from 'drizzle-orm'
 import { drizzle } from 'drizzle-orm/d1'
 import { LRUCache } from 'lru-cache'
@@ -17,7 +18,7 @@ const cache = new LRUCache<string, RunConfig>({ max: 1_000 })
  * @example const config = await loadRunConfig(env.DB, 'default')
  */
 export async function loadRunConfig(db: D1Database, runId: string): Promise<RunConfig | undefined> {
-  if (runId === DEFAULT_RUN_ID) return (defaultRun ??= RunConfig.parse(defaultRunJson))
+  if (runId === DEFAULT_RUN_ID) return (defaultRun ??= defaultRunConfig(env))
   const cached = cache.get(runId)
   if (cached) return cached
   const row = await drizzle(db).select({ config: runs.config }).from(runs).where(eq(runs.id, runId)).get()
@@ -26,6 +27,37 @@ export async function loadRunConfig(db: D1Database, runId: string): Promise<RunC
   const config = parseStored(RunConfig, row.config)
   cache.set(runId, config)
   return config
+}
+
+/**
+ * Vars that only `npm start -- --judge local` sets (`wrangler dev --var`), so wrangler.toml and the generated Env type
+ * do not declare them: the base URL and model id of the local judge (`npm run judge:local`).
+ */
+interface LocalJudgeVars {
+  DEPLOYMENT?: string
+  LOCAL_JUDGE_URL?: string
+  LOCAL_JUDGE_MODEL?: string
+}
+
+/**
+ * The checked-in default run; its agents use the local judge when `npm start -- --judge local` named one. Honoured
+ * only where DEPLOYMENT is local, so a stray var can never point a deployment's default run at loopback. One call at a
+ * time, and the longest timeout: the local server decodes one request at a time (docs/local-judge.md), a call it has
+ * queued spends its timeout waiting, and on two shared cores one JSON reply took 9 s to 2 min.
+ * @example defaultRunConfig({ DEPLOYMENT: 'local', LOCAL_JUDGE_URL: 'http://127.0.0.1:8090/v1',
+ *   LOCAL_JUDGE_MODEL: 'smollm2-135m' }).agents.default.backend // 'openai'
+ * @internal
+ */
+export function defaultRunConfig(vars: LocalJudgeVars): RunConfig {
+  if (vars.DEPLOYMENT !== 'local' || !vars.LOCAL_JUDGE_URL) return RunConfig.parse(defaultRunJson)
+  const judge = {
+    backend: 'openai',
+    base_url: vars.LOCAL_JUDGE_URL,
+    model: vars.LOCAL_JUDGE_MODEL || 'local',
+    concurrency: 1,
+    timeout_ms: 300_000,
+  }
+  return RunConfig.parse({ ...defaultRunJson, agents: { default: judge } })
 }
 
 /**

@@ -4,6 +4,10 @@
  * migrations, then runs `wrangler dev --local` on 127.0.0.1:$PORT (8787 unless set). It says one line per thing that
  * matters: wrangler's banner, update check and binding table are silenced (WRANGLER_HIDE_BANNER, WRANGLER_LOG=info
  * keeps its request log and its warnings), and the migrations' tables become one count.
+ *
+ * `npm start -- --judge local` first starts `npm run judge:local` (a real small model on 127.0.0.1:$JUDGE_PORT,
+ * docs/local-judge.md) and points the default run's agents at it; the mock stays the default. Other arguments go to
+ * wrangler dev.
  */
 import { spawn, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
@@ -49,6 +53,11 @@ export function localAdminToken(): string {
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const { judge, rest } = judgeFlag(process.argv.slice(2))
+  if (judge !== undefined && judge !== 'local') {
+    console.error(`npm start: --judge takes \`local\` (npm run judge:local); without it the default run uses the mock`)
+    process.exit(1)
+  }
   localAdminToken()
   applyLocalMigrations()
   if (!(await portIsFree(port))) {
@@ -58,6 +67,17 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     )
     process.exit(1)
   }
+  // Loaded only when asked for: the judge's install checks are no part of a plain npm start.
+  const local = judge
+    ? await import('../judge-local/index.ts').then(({ startLocalJudge }) =>
+        startLocalJudge({ port: Number(process.env.JUDGE_PORT || 8090) }).catch((error: Error) => {
+          console.error(`npm start: ${error.message}`)
+          process.exit(1)
+        }),
+      )
+    : undefined
+  if (local) console.log(`local judge: ${local.url} model ${local.model}`)
+  const judgeVars = local ? ['--var', `LOCAL_JUDGE_URL:${local.url}`, '--var', `LOCAL_JUDGE_MODEL:${local.model}`] : []
   const dev = spawn(
     'npx',
     [
@@ -71,13 +91,21 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
       '--var',
       'DEPLOYMENT:local',
       '--show-interactive-dev-session=false',
+      ...judgeVars,
       // `npm start -- --inspector-port 9230` and the like reach wrangler dev.
-      ...process.argv.slice(2),
+      ...rest,
     ],
     { cwd: root, env: QUIET_WRANGLER_ENV, stdio: 'inherit' },
   )
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => dev.kill(signal))
-  dev.on('exit', (code) => process.exit(code ?? 0))
+  for (const signal of ['SIGINT', 'SIGTERM'] as const)
+    process.on(signal, () => {
+      dev.kill(signal)
+      local?.server.kill(signal)
+    })
+  dev.on('exit', (code) => {
+    local?.server.kill('SIGTERM')
+    process.exit(code ?? 0)
+  })
   // Said once it is true: the Worker answers on the port.
   while (
     !(await fetch(`http://127.0.0.1:${port}/healthz`).then(
@@ -86,8 +114,26 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     ))
   )
     await new Promise((resolve) => setTimeout(resolve, 250))
-  console.log(`Serving on http://127.0.0.1:${port} (mock LLM, default run open). Ctrl-C stops.`)
+  const llm = local ? `local judge ${local.model}` : 'mock LLM'
+  console.log(`Serving on http://127.0.0.1:${port} (${llm}, default run open). Ctrl-C stops.`)
   console.log(`Dashboard at http://127.0.0.1:${port}/ (try \`npm run simulate -- --steps 3\` first)`)
+}
+
+/**
+ * Takes `--judge <where>` (or `--judge=<where>`) out of npm start's arguments; the rest go to wrangler dev.
+ * @example judgeFlag(['--judge', 'local', '--inspector-port', '9230']) // { judge: 'local', rest: ['--inspector-port',
+ *   '9230'] }
+ */
+export function judgeFlag(args: readonly string[]): { judge: string | undefined; rest: string[] } {
+  const rest: string[] = []
+  let judge: string | undefined
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!
+    if (arg === '--judge') judge = args[++i] ?? ''
+    else if (arg.startsWith('--judge=')) judge = arg.slice('--judge='.length)
+    else rest.push(arg)
+  }
+  return { judge, rest }
 }
 
 /**
