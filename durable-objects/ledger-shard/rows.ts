@@ -8,6 +8,7 @@ import { type EntryRow, LEDGER_SQL, type StepRolloutRow } from './tables.ts'
  * arrives after its step closed (a trainer's timeout, another trainer's rollouts closing the step under it) is the
  * same rollout. Two covers a retry that crosses two closes; a step's rows are kept `ledger_retention_steps` (default
  * 2) updates after it, so older ones may be gone anyway.
+ * @internal
  */
 export const LATE_RETRY_STEPS = 2
 

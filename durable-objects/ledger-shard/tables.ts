@@ -43,7 +43,6 @@ export const LEDGER_TABLES: Record<string, TableSchema> = {
 
 /**
  * A row of `LEDGER_SQL.stepRollouts`: what a closed step's update reads of each rollout.
- * @internal
  */
 export interface StepRolloutRow extends Record<string, SqlStorageValue> {
   rollout_id: string
@@ -78,7 +77,6 @@ export type ShardStepRow = {
 
 /**
  * Every statement the ledger runs, by name: each goes by a prefix of a primary key (a test reads their query plans).
- * @internal
  */
 export const LEDGER_SQL = {
   entry:

@@ -7,7 +7,7 @@
 import { runInDurableObject } from 'cloudflare:test'
 import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
-import { LATE_RETRY_STEPS } from '../../durable-objects/ledger-shard/index.ts'
+import { LATE_RETRY_STEPS } from '../../durable-objects/ledger-shard/rows.ts'
 import { ledgerName } from '../../durable-objects/names.ts'
 import { METADATA, call, createRun, rollout } from './helpers.ts'
 
@@ -137,7 +137,12 @@ describe('counted steps (rollouts_per_step)', () => {
     await Promise.all([send(0), send(1)])
     const waited = await call('GET', '/rubric_status/wait?timeout_s=30', { token: run.token })
     expect(waited.json).toMatchObject({ step: 0, status: 'updated', rubric_version: 2 })
-    await Promise.all([2, 4, 6].map(async (first) => (await send(first), await send(first + 1))))
+    await Promise.all(
+      [2, 4, 6].map(async (first) => {
+        await send(first)
+        await send(first + 1)
+      }),
+    )
     const kept = await ledgerOf(run.runId, 8)
     expect(kept.size).toBe(48)
     for (const [id, answer] of answered) expect(kept.get(id), id).toEqual([answer])

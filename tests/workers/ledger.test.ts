@@ -6,7 +6,7 @@
 import { createExecutionContext, runInDurableObject } from 'cloudflare:test'
 import { env } from 'cloudflare:workers'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { LEDGER_SQL, type StepRolloutRow } from '../../durable-objects/ledger-shard/index.ts'
+import { LEDGER_SQL, type StepRolloutRow } from '../../durable-objects/ledger-shard/tables.ts'
 import { COORDINATOR_SQL, DETAILED_STEPS } from '../../durable-objects/run-coordinator/tables.ts'
 import { coordinatorName, instanceName, ledgerName, ledgerShardOf } from '../../durable-objects/names.ts'
 import { type AnalysisCandidate, selectForAnalysis } from '../../src/analysis/select.ts'
