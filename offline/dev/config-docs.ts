@@ -138,8 +138,9 @@ const MEANINGS: Record<string, Record<string, string>> = {
       'asks for what its reply needs (a judge from its rubric count); set it for a model that thinks first.',
     structured_output:
       '`json_schema` when the endpoint enforces a JSON schema on replies (vLLM, SGLang, OpenAI): judges send the ' +
-      'exact schema of their reply (rubric ids, the grade range), so no reply needs a repair call. `json_object` ' +
-      'works with every OpenAI-compatible server.',
+      'exact schema of their reply (rubric ids, the grade range), so no reply needs a repair call. ' +
+      '`json_object_schema` sends it as `{"type": "json_object", "schema": …}` (llama-cpp-python, whose refusal of ' +
+      '`json_schema` also switches to it). `json_object` works with every OpenAI-compatible server.',
     seed: 'Sent to servers that take a seed.',
     timeout_ms: 'Per attempt.',
     max_attempts: 'Attempts per call (retries honour `Retry-After`; every attempt is counted in `/llm_calls`).',

@@ -5,6 +5,7 @@
 import { readFile } from 'node:fs/promises'
 import { z } from 'zod'
 import { strict } from '../../src/schemas/strict.ts'
+import { STRUCTURED_OUTPUTS } from '../../src/schemas/run-config.ts'
 
 /**
  * One OpenAI-compatible server of the pool. `api_key_env` names an environment variable; keys are
@@ -29,7 +30,7 @@ export const EndpointConfig = z
       .int('a positive integer')
       .min(1, 'at least 1')
       .max(1_024),
-    structured_output: z.enum(['json_object', 'json_schema']).default('json_object'),
+    structured_output: z.enum(STRUCTURED_OUTPUTS).default('json_object'),
   })
   .apply(strict)
 export type EndpointConfig = z.infer<typeof EndpointConfig>

@@ -2,7 +2,7 @@ import { jsonrepair } from 'jsonrepair'
 import { LRUCache } from 'lru-cache'
 import { z } from 'zod'
 import { sha256Hex } from '../hash/index.ts'
-import { withRetry, type RetryPolicy } from '../llm/retry.ts'
+import { retry, type RetryPolicy } from '../llm/retry.ts'
 import { LlmError, type ChatModel, type ChatRequest } from '../llm/types.ts'
 import type { Locale } from '../prompts/index.ts'
 import type { TrainingStage } from '../schemas/agents.ts'
@@ -71,16 +71,32 @@ const isObject = (value: unknown): boolean => typeof value === 'object' && value
 
 /**
  * One agent call: complete → parse (repair + validate) → retry invalid replies and transport
- * failures with backoff. The request is built once; every attempt sends the same prompt.
+ * failures with backoff. The request is built once; every attempt sends the same prompt. A reply cut at `max_tokens`
+ * is asked again once at once with twice the room (a role's own `max_tokens` still wins), and refused if cut again:
+ * the same room would only cut it again, and a cut reply is never parsed into a grade.
  * @example const analysis = await runAgent(model, request, parseAnalyzerReply, { maxAttempts: 3 })
  */
 export async function runAgent<T>(
   model: ChatModel,
   request: ChatRequest,
   parse: (text: string) => T,
-  retry: Partial<RetryPolicy> = {},
+  policy: Partial<RetryPolicy> = {},
 ): Promise<T> {
-  return withRetry(async () => parse((await model.complete(request)).text), retry)
+  let current = request
+  return retry(
+    async () => parse((await model.complete(current)).text),
+    (error) => {
+      const failure =
+        error instanceof LlmError ? error : new LlmError('network', String((error as Error)?.message ?? error))
+      const cutAt = failure.details.cutAtMaxTokens
+      if (cutAt === undefined)
+        return { error: failure, retryable: failure.retryable, retryAfterSeconds: failure.retryAfterSeconds }
+      if (current !== request) return { error: failure, retryable: false }
+      current = { ...request, maxTokens: cutAt * 2 }
+      return { error: failure, retryable: true, delayMs: 0 }
+    },
+    policy,
+  )
 }
 
 /**

@@ -12,6 +12,8 @@ const ERROR_STATUS = {
   rate_limited: 429,
   unsupported_media_type: 415,
   llm_unavailable: 503,
+  /** The rollout's judging prompt does not fit the judge model's context window; `details.context_limit` names it. */
+  context_length_exceeded: 413,
   /** A Durable Object or D1 had more requests than it could queue; `Retry-After` says when to come back. */
   overloaded: 503,
   /** The uploaded artifact fails the schema, its content address, or a serving check. */
@@ -64,4 +66,17 @@ export class AppError extends Error {
     this.details = options.details
     this.retryAfterSeconds = options.retryAfterSeconds
   }
+}
+
+/**
+ * A prompt over a model's context window as the caller sees it: a 413 naming the limit, never retried, since only a
+ * shorter rollout (or a judge with a longer window) can be judged.
+ * @example throw contextLengthExceeded('scoring', error.message, 8192)
+ */
+export function contextLengthExceeded(model: string, reason: string, limit: number | undefined): AppError {
+  return new AppError(
+    'context_length_exceeded',
+    `the rollout does not fit the ${model} model's context window${limit ? ` of ${limit} tokens` : ''}: ${reason}`,
+    { details: { failure: 'context_length', ...(limit ? { context_limit: limit } : {}) } },
+  )
 }

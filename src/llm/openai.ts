@@ -1,5 +1,6 @@
 import { abortScope } from './abort.ts'
-import { responseFormatFor, type ResponseFormat } from './response-format.ts'
+import { asJsonObjectSchema, refusesJsonSchema, responseFormatFor, type ResponseFormat } from './response-format.ts'
+import type { StructuredOutput } from '../schemas/run-config.ts'
 import { parseRetryAfter } from './retry.ts'
 import { LlmError, type ChatMessage, type ChatModel, type ChatRequest, type ChatResponse } from './types.ts'
 
@@ -36,8 +37,11 @@ export interface OpenAIChatSettings {
   temperature: number
   /** Unset: each request's own `maxTokens`, else {@link DEFAULT_MAX_TOKENS}. */
   maxTokens?: number
-  /** `json_schema`: the server enforces a request's `jsonSchema` (vLLM's guided decoding); default `json_object`. */
-  structuredOutput?: 'json_object' | 'json_schema'
+  /**
+   * How the server takes a request's `jsonSchema` ({@link StructuredOutput}); default `json_object` (no schema
+   * sent). A server that refuses `json_schema`, taking only `text` and `json_object`, gets `json_object_schema`.
+   */
+  structuredOutput?: StructuredOutput
   timeoutMs: number
   seed?: number
   /** How requests are sent; default the global `fetch`. */
@@ -52,10 +56,17 @@ interface ChatCompletion {
 }
 
 /**
- * Any OpenAI-compatible chat server (OpenAI, vLLM, Ollama, OpenRouter): one call is one `fetch` of
- * `POST {baseURL}/chat/completions`, so `withRetry` counts every attempt. Plain `fetch` rather than the openai SDK:
- * the SDK's request building and response handling cost about 15% of the Worker's CPU per `/rm` score (bench:rm
- * `--profile`), for one JSON request this adapter's error classification already covers.
+ * Chat endpoints that refused OpenAI's `json_schema` shape and took llama-cpp-python's instead: learnt once per
+ * endpoint and isolate, so only the first schema request to such a server pays the refused round trip.
+ */
+const takesJsonObjectSchema = new Set<string>()
+
+/**
+ * Any OpenAI-compatible chat server (OpenAI, vLLM, Ollama, OpenRouter, llama-cpp-python): one call is one `fetch` of
+ * `POST {baseURL}/chat/completions`, so `withRetry` counts every attempt; the one exception is a server's first
+ * refusal of OpenAI's `json_schema` shape, answered at once with the schema in its own shape. Plain `fetch` rather than
+ * the openai SDK: the SDK's request building and response handling cost about 15% of the Worker's CPU per `/rm` score
+ * (bench:rm `--profile`), for one JSON request this adapter's error classification already covers.
  * @example const model = new OpenAIChatModel({ baseURL: 'http://127.0.0.1:8000/v1', apiKey: 'x', model:
  *   'Qwen/Qwen3-8B', temperature: 0, maxTokens: 1024, timeoutMs: 60000 })
  */
@@ -76,14 +87,31 @@ export class OpenAIChatModel implements ChatModel {
   }
 
   /**
-   * One chat completion: exactly one HTTP request. `extras` sets a per-request JSON schema or seed.
+   * One chat completion: one HTTP request (two the first time a server refuses the `json_schema` shape). `extras` sets
+   * a per-request JSON schema or seed. A reply cut at `max_tokens` and a prompt over the context window are failures
+   * that say so (`details.cutAtMaxTokens`, kind `context_length`), never a reply.
    * @example const reply = await model.complete(request, { seed: 3 })
    */
   async complete(request: ChatRequest, extras: RequestExtras = {}): Promise<ChatResponse> {
+    let format = extras.responseFormat ?? responseFormatFor(request, this.settings.structuredOutput ?? 'json_object')
+    if (format && takesJsonObjectSchema.has(this.#url)) format = asJsonObjectSchema(format)
+    try {
+      return await this.#send(request, format, extras.seed)
+    } catch (error) {
+      const refused = error instanceof LlmError && error.kind === 'bad_request' && refusesJsonSchema(error.message)
+      if (!refused || format?.type !== 'json_schema') throw error
+      takesJsonObjectSchema.add(this.#url)
+      return this.#send(request, asJsonObjectSchema(format), extras.seed)
+    }
+  }
+
+  async #send(
+    request: ChatRequest,
+    responseFormat: ResponseFormat | undefined,
+    requestSeed: number | undefined,
+  ): Promise<ChatResponse> {
     const scope = abortScope([request.signal], this.settings.timeoutMs)
-    const seed = extras.seed ?? this.settings.seed
-    const responseFormat =
-      extras.responseFormat ?? responseFormatFor(request, this.settings.structuredOutput ?? 'json_object')
+    const seed = requestSeed ?? this.settings.seed
     const maxTokens = this.settings.maxTokens ?? request.maxTokens ?? DEFAULT_MAX_TOKENS
     const body = JSON.stringify({
       model: this.settings.model,
@@ -106,12 +134,19 @@ export class OpenAIChatModel implements ChatModel {
     }
     const choice = completion.choices?.[0]
     const text = choice?.message?.content
+    // A reply cut at max_tokens must not reach JSON repair: `"grade":10` cut to `"grade":1` would be read as a valid
+    // grade. Checked before the content, since a cut reply may be empty.
+    if (choice?.finish_reason === 'length')
+      throw new LlmError(
+        'invalid_reply',
+        `the reply was cut at max_tokens (${maxTokens}); raise max_tokens`,
+        undefined,
+        {
+          cutAtMaxTokens: maxTokens,
+        },
+      )
     if (typeof text !== 'string' || text.trim() === '')
       throw new LlmError('invalid_reply', 'the model returned no message content')
-    // A reply cut at max_tokens must not reach JSON repair: `"grade":10` cut to `"grade":1` would be read as a valid
-    // grade.
-    if (choice?.finish_reason === 'length')
-      throw new LlmError('invalid_reply', `the reply was cut at max_tokens (${maxTokens}); raise max_tokens`)
     return {
       text,
       model: completion.model ?? this.settings.model,
@@ -128,18 +163,38 @@ function toWire(message: ChatMessage): { role: string; content: unknown } {
   return { role: message.role, content: message.parts ?? message.content }
 }
 
-/** A non-2xx answer as an LlmError: its status, Retry-After and the server's own message when it sent one. */
+/**
+ * A non-2xx answer as an LlmError: its status, Retry-After and the server's own message when it sent one. A prompt
+ * over the context window (OpenAI's `context_length_exceeded`, or its message, which vLLM and llama.cpp copy) is a
+ * `context_length` failure naming the limit; a refusal of the `json_schema` shape is a `bad_request` whatever its
+ * status (llama-cpp-python reports it as a 500), so it is never retried as it stands.
+ */
 async function refusal(response: HttpReply): Promise<LlmError> {
   const text = await response.text().catch(() => '')
   let message = text.slice(0, 500)
+  let code: unknown
   try {
-    const parsed = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown }
+    const parsed = JSON.parse(text) as { error?: { message?: unknown; code?: unknown } | string; message?: unknown }
     const said = typeof parsed.error === 'string' ? parsed.error : (parsed.error?.message ?? parsed.message)
     if (typeof said === 'string') message = said
+    if (typeof parsed.error === 'object') code = parsed.error.code
   } catch {
     // not JSON: the text itself is the message
   }
   const status = response.status
+  const limit = message.match(/maximum context length is (\d+)/)
+  if (status < 500 && (code === 'context_length_exceeded' || limit)) {
+    const window = limit ? Number(limit[1]) : undefined
+    return new LlmError(
+      'context_length',
+      `the prompt does not fit the model's context window${window ? ` of ${window} tokens` : ''} (HTTP ${status}): ` +
+        message.slice(0, 300),
+      undefined,
+      window ? { contextLimit: window } : {},
+    )
+  }
+  if (refusesJsonSchema(message))
+    return new LlmError('bad_request', `the model server refused the response_format (HTTP ${status}): ${message}`)
   const retryAfter = parseRetryAfter(response.headers.get('retry-after'))
   if (status === 429) return new LlmError('rate_limited', 'the model server is rate limiting (HTTP 429)', retryAfter)
   if (status === 408 || status >= 500)

@@ -1,6 +1,8 @@
+import type { StructuredOutput } from '../schemas/run-config.ts'
+
 /** A `response_format` an OpenAI-compatible server takes. */
 export type ResponseFormat =
-  | { type: 'json_object' }
+  | { type: 'json_object'; schema?: Record<string, unknown> }
   | {
       type: 'json_schema'
       json_schema: { name: string; schema: Record<string, unknown>; strict: boolean; description?: string }
@@ -17,14 +19,14 @@ export interface JsonSchemaFormat {
 }
 
 /**
- * The `response_format` for a request: `json_schema` where the endpoint supports it and the request
- * carries a schema, else `json_object` when the request wants JSON (or carries a schema), else none.
+ * The `response_format` for a request: the schema in the endpoint's shape where the endpoint enforces one and the
+ * request carries a schema, else `json_object` when the request wants JSON (or carries a schema), else none.
  * @example responseFormatFor({ json: true, jsonSchema: { name: 'grades', schema } }, 'json_schema').type //
  *   'json_schema'
  */
 export function responseFormatFor(
   request: { json: boolean; jsonSchema?: JsonSchemaFormat | undefined },
-  support: 'json_object' | 'json_schema',
+  support: StructuredOutput,
 ): ResponseFormat | undefined {
   const schema = request.jsonSchema
   if (schema && support === 'json_schema') {
@@ -38,7 +40,26 @@ export function responseFormatFor(
       },
     }
   }
+  if (schema && support === 'json_object_schema') return { type: 'json_object', schema: schema.schema }
   return request.json || schema ? { type: 'json_object' } : undefined
+}
+
+/**
+ * The same schema in llama-cpp-python's shape, for a server that refused OpenAI's; other formats as they are.
+ * @example asJsonObjectSchema({ type: 'json_schema', json_schema: { name: 'g', schema, strict: true } }) //
+ *   { type: 'json_object', schema }
+ */
+export function asJsonObjectSchema(format: ResponseFormat): ResponseFormat {
+  return format.type === 'json_schema' ? { type: 'json_object', schema: format.json_schema.schema } : format
+}
+
+/**
+ * Whether a server's refusal says it takes only `text` and `json_object` as `response_format` types: pydantic's
+ * words in llama-cpp-python ("Input should be 'text' or 'json_object'"), which it reports as an HTTP 500.
+ * @example refusesJsonSchema("Input should be 'text' or 'json_object'") // true
+ */
+export function refusesJsonSchema(message: string): boolean {
+  return /'text' or 'json_object'/.test(message)
 }
 
 /** A JSON schema object (structured output). */

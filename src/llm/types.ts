@@ -89,7 +89,26 @@ export interface ChatModel {
   complete(request: ChatRequest): Promise<ChatResponse>
 }
 
-export type LlmFailure = 'rate_limited' | 'server_error' | 'timeout' | 'network' | 'bad_request' | 'invalid_reply'
+/**
+ * Why an LLM call failed. `context_length`: the prompt does not fit the model's context window (the server said so);
+ * no retry can change that.
+ */
+export type LlmFailure =
+  | 'rate_limited'
+  | 'server_error'
+  | 'timeout'
+  | 'network'
+  | 'bad_request'
+  | 'invalid_reply'
+  | 'context_length'
+
+/** What a failure knows beyond its kind. */
+export interface LlmErrorDetails {
+  /** The reply was cut at this `max_tokens` (`finish_reason: "length"`): a retry needs more room, not the same. */
+  cutAtMaxTokens?: number
+  /** The model's context window in tokens, as the server named it. */
+  contextLimit?: number
+}
 
 /**
  * A failed LLM call, classified so retry policy never has to read message strings.
@@ -100,12 +119,20 @@ export class LlmError extends Error {
     readonly kind: LlmFailure,
     message: string,
     readonly retryAfterSeconds?: number,
+    readonly details: LlmErrorDetails = {},
   ) {
     super(message)
     this.name = 'LlmError'
   }
 
   get retryable(): boolean {
-    return this.kind !== 'bad_request'
+    return this.kind !== 'bad_request' && this.kind !== 'context_length'
+  }
+
+  /** The server may heal (busy, down, slow): worth a 503 with Retry-After, unlike a refusal or a bad reply. */
+  get transient(): boolean {
+    return (
+      this.kind === 'rate_limited' || this.kind === 'server_error' || this.kind === 'timeout' || this.kind === 'network'
+    )
   }
 }

@@ -41,6 +41,15 @@ export const AgentHeaders = z.record(
 )
 export type AgentHeaders = z.infer<typeof AgentHeaders>
 
+/**
+ * How an endpoint takes a reply's JSON schema. `json_schema`: OpenAI's shape, `{type: 'json_schema', json_schema:
+ * {name, schema, strict}}` (OpenAI, vLLM, SGLang). `json_object_schema`: `{type: 'json_object', schema}`, the shape
+ * llama-cpp-python's server enforces (it refuses OpenAI's). `json_object`: JSON with no shape, which every
+ * OpenAI-compatible server takes.
+ */
+export const STRUCTURED_OUTPUTS = ['json_object', 'json_schema', 'json_object_schema'] as const
+export type StructuredOutput = (typeof STRUCTURED_OUTPUTS)[number]
+
 export const AgentSettings = z
   .object({
     backend: z.enum(['auto', 'mock', 'openai', 'workers-ai']).default('auto'),
@@ -56,10 +65,11 @@ export const AgentSettings = z
     max_tokens: z.number().int().positive().max(32_768).optional(),
     /**
      * `json_schema` when the endpoint enforces a JSON schema on its reply (vLLM, SGLang, OpenAI): judges then send the
-     * exact schema of their reply (rubric ids, the grade range), so a reply never needs a repair call. Default
-     * `json_object`, which every OpenAI-compatible server takes.
+     * exact schema of their reply (rubric ids, the grade range), so a reply never needs a repair call;
+     * `json_object_schema` sends it as `{type: 'json_object', schema}` (llama-cpp-python). Default `json_object`, which
+     * every OpenAI-compatible server takes.
      */
-    structured_output: z.enum(['json_object', 'json_schema']).default('json_object'),
+    structured_output: z.enum(STRUCTURED_OUTPUTS).default('json_object'),
     seed: z.number().int().optional(),
     timeout_ms: z.number().int().positive().max(300_000).default(60_000),
     max_attempts: z.number().int().min(1).max(10).default(4),

@@ -7,6 +7,8 @@ import { seededRandom } from '../../src/hash/index.ts'
 /** One scripted answer of the stub, consumed in order before the default responder applies. */
 export type StubFault =
   | { kind: 'status'; status: number; retryAfterSeconds?: number }
+  /** An error answer with exactly this JSON body, as a real server words it. */
+  | { kind: 'error'; status: number; body: unknown }
   /** Never answers; the client's timeout must fire. */
   | { kind: 'hang' }
   /** A well-formed completion whose message content is the given text (non-JSON, truncated JSON, …). */
@@ -205,6 +207,7 @@ export async function startLlmStub(): Promise<LlmStub> {
         fault.retryAfterSeconds === undefined ? {} : { 'retry-after': String(fault.retryAfterSeconds) }
       return sendJson(res, fault.status, { error: { message: `stub fault ${fault.status}`, type: 'stub' } }, headers)
     }
+    if (fault?.kind === 'error') return sendJson(res, fault.status, fault.body)
     if (fault?.kind === 'broken-body') {
       res.writeHead(200, { 'content-type': 'application/json' })
       return res.end('{"id": "chatcmpl-stub", "choices": [')
@@ -233,6 +236,58 @@ export async function startLlmStub(): Promise<LlmStub> {
         server.closeAllConnections()
         server.close(() => resolve())
       }),
+  }
+}
+
+/**
+ * llama-cpp-python 0.3.36's answer to OpenAI's `response_format: {type: 'json_schema', …}`, as measured: a pydantic
+ * validation error reported as an HTTP 500.
+ */
+export const LLAMA_CPP_JSON_SCHEMA_REFUSAL: StubFault = {
+  kind: 'error',
+  status: 500,
+  body: {
+    error: {
+      message:
+        "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), " +
+        "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', " +
+        "'ctx': {'expected': \"'text' or 'json_object'\"}}",
+      type: 'internal_server_error',
+      param: null,
+      code: null,
+    },
+  },
+}
+
+/**
+ * Refuses every request whose `response_format` is OpenAI's `json_schema` shape, as llama-cpp-python does; answers the
+ * rest with the responder.
+ * @example stub.intercept(llamaCppFormats)
+ */
+export function llamaCppFormats(body: ChatCompletionBody): StubFault | undefined {
+  const format = body.response_format as { type?: string } | undefined
+  return format?.type === 'json_schema' ? LLAMA_CPP_JSON_SCHEMA_REFUSAL : undefined
+}
+
+/**
+ * llama-cpp-python's answer to a prompt over its `n_ctx` (OpenAI's own wording and code), as measured.
+ * @example stub.script(contextLengthExceeded(8192, 9031, 5))
+ */
+export function contextLengthExceeded(limit: number, promptTokens: number, maxTokens: number): StubFault {
+  return {
+    kind: 'error',
+    status: 400,
+    body: {
+      error: {
+        message:
+          `This model's maximum context length is ${limit} tokens. However, you requested ` +
+          `${promptTokens + maxTokens} tokens (${promptTokens} in the messages, ${maxTokens} in the completion). ` +
+          'Please reduce the length of the messages or completion.',
+        type: 'invalid_request_error',
+        param: 'messages',
+        code: 'context_length_exceeded',
+      },
+    },
   }
 }
 

@@ -79,3 +79,37 @@ describe('LLM calls of a scoring request', () => {
     expect(Object.values(counted).reduce((sum, calls) => sum + calls, 0)).toBe(endpoint.calls())
   })
 })
+
+describe('a rollout over the judge model context window', () => {
+  it('is a 413 naming the limit after one call, never retried and never a score', async () => {
+    const endpoint = fakeEndpoint('llm-counts-context', async () =>
+      Response.json(
+        {
+          error: {
+            message:
+              "This model's maximum context length is 8192 tokens. However, you requested 9036 tokens (9031 in the " +
+              'messages, 5 in the completion). Please reduce the length of the messages or completion.',
+            type: 'invalid_request_error',
+            param: 'messages',
+            code: 'context_length_exceeded',
+          },
+        },
+        { status: 400 },
+      ),
+    )
+    const run = await createRun({
+      ...RUBRICS,
+      agents: { scorer: { ...fakeRole('llm-counts-context'), max_attempts: 4 } },
+    })
+    const res = await send('POST', '/score', {
+      token: run.token,
+      body: { rollout: rollout('too-long-1'), metadata: METADATA },
+    })
+    expect(res.status).toBe(413)
+    expect(res.json.error).toMatchObject({ code: 'context_length_exceeded', details: { context_limit: 8192 } })
+    expect(res.json.error.message).toContain('8192 tokens')
+    expect(res.json).not.toHaveProperty('score')
+    expect(endpoint.calls()).toBe(1)
+    expect(await scorerCalls(run.token)).toEqual({ context_length: 1 })
+  })
+})

@@ -272,6 +272,7 @@ export class LibraryArtifactScorer {
       const transient = kinds.some(
         (kind) =>
           kind !== 'invalid_reply' &&
+          kind !== 'context_length' &&
           kind !== 'bad_request' &&
           kind !== 'tool_limit' &&
           kind !== 'image' &&

@@ -10,6 +10,7 @@ import { z } from 'zod'
 import { MockChatModel, OpenAIChatModel, resolveHeaders, type ChatModel } from '../../src/llm/index.ts'
 import { AgentHeaders } from '../../src/schemas/run-config.ts'
 import { strict } from '../../src/schemas/strict.ts'
+import { STRUCTURED_OUTPUTS, type StructuredOutput } from '../../src/schemas/run-config.ts'
 import { canonicalJson } from '../../src/hash/index.ts'
 import type { AnyRmArtifact } from '../../src/schemas/artifact.ts'
 import { checkKeyName, judgeSecrets } from '../scoring/secrets.ts'
@@ -34,7 +35,7 @@ export const DeploymentLlm = z
     /** Extra headers on every call (e.g. Cloudflare Access service-token headers), a literal or `{secret: NAME}`. */
     headers: AgentHeaders.optional(),
     /** `json_schema` when the server enforces a JSON schema on replies: every reply then parses, no repair call. */
-    structured_output: z.enum(['json_object', 'json_schema']).optional(),
+    structured_output: z.enum(STRUCTURED_OUTPUTS).optional(),
   })
   .apply(strict)
 export type DeploymentLlm = z.infer<typeof DeploymentLlm>
@@ -45,7 +46,7 @@ export interface ResolvedEndpoint {
   model: string
   apiKey: string
   headers?: Record<string, string>
-  structuredOutput?: 'json_object' | 'json_schema'
+  structuredOutput?: StructuredOutput
 }
 
 /**

@@ -6,7 +6,7 @@
  * criteria were searched on. A failed model call is an error (`llm_unavailable`), never a silent 0.
  */
 import { z } from 'zod'
-import { AppError } from '../../src/errors/index.ts'
+import { AppError, contextLengthExceeded } from '../../src/errors/index.ts'
 import { LlmError, type ChatModel } from '../../src/llm/index.ts'
 import { rubricForPrompt, type RmArtifact } from '../../src/schemas/artifact.ts'
 import { createLimiter, type Limiter } from '../../src/search/algorithms/concurrency.ts'
@@ -184,7 +184,9 @@ export class ArtifactScorer {
  */
 function asLlmUnavailable(error: unknown): unknown {
   if (!(error instanceof LlmError)) return error
-  const transient = error.kind !== 'invalid_reply' && error.kind !== 'bad_request'
+  if (error.kind === 'context_length')
+    return contextLengthExceeded('verifier', error.message, error.details.contextLimit)
+  const transient = error.transient
   return new AppError(
     'llm_unavailable',
     `the verifier model failed (${error.kind}${error.retryable ? ` after up to ${RM_LLM_ATTEMPTS} attempts` : ''}): ` +

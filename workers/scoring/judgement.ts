@@ -1,5 +1,5 @@
 import { judgeRollout, type Judgement } from '../../src/agents/scorer/index.ts'
-import { AppError, type ErrorCode } from '../../src/errors/index.ts'
+import { AppError, contextLengthExceeded, type ErrorCode } from '../../src/errors/index.ts'
 import { LlmError } from '../../src/llm/index.ts'
 import type { ScoreRequest } from '../../src/schemas/rollout.ts'
 import type { RunConfig } from '../../src/schemas/run-config.ts'
@@ -70,8 +70,10 @@ async function judgeOnRubrics(
     )
   } catch (error) {
     if (!(error instanceof LlmError)) throw error
+    if (error.kind === 'context_length')
+      throw contextLengthExceeded('scoring', error.message, error.details.contextLimit)
     // A refused request (bad key, unknown model) will not heal on retry: no Retry-After for it.
-    const transient = error.kind !== 'invalid_reply' && error.kind !== 'bad_request'
+    const transient = error.transient
     throw new AppError(
       'llm_unavailable',
       `the scoring model failed after ${attempts} attempt${attempts === 1 ? '' : 's'}: ${error.message}`,
