@@ -79,14 +79,19 @@ async function artifactWith(extractionPattern: string) {
   return { ...body, artifact_id: await artifactId(body) }
 }
 
-async function post(url: string, body: unknown): Promise<{ status: number; json: any }> {
+/** The parts of an answer this bench reads. */
+interface Answer {
+  error?: unknown
+}
+
+async function post(url: string, body: unknown): Promise<{ status: number; json: Answer | undefined }> {
   const res = await fetch(url, {
     method: 'POST',
     headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
     body: JSON.stringify(body),
     signal: AbortSignal.timeout(timeoutMs),
   })
-  return { status: res.status, json: await res.json().catch(() => undefined) }
+  return { status: res.status, json: (await res.json().catch(() => undefined)) as Answer | undefined }
 }
 
 const state = mkdtempSync(join(tmpdir(), 'rh-regex-bench-'))
