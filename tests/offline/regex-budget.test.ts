@@ -46,7 +46,7 @@ describe('a regex budget', () => {
     expect(refused.err).toMatch(/runtime_snapshot\.extraction\.pattern: compiles to \d+ RE2 instructions/)
   })
 
-  it('reads at most MAX_EXTRACTION_WORK instruction-characters: the worst accepted pattern on 100 KB in < 1 s', async () => {
+  it('reads at most MAX_EXTRACTION_WORK instruction-characters: the worst accepted pattern, 100 KB, <1 s', async () => {
     const size = compileLinear(WORST_ACCEPTED).programSize()
     expect(size).toBeLessThanOrEqual(MAX_PATTERN_INSTRUCTIONS)
     expect(readableChars(compileLinear(WORST_ACCEPTED))).toBe(Math.floor(MAX_EXTRACTION_WORK / size))

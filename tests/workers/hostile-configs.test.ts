@@ -1,10 +1,18 @@
 /**
  * Hostile inputs, round 4 (issue 39), in workerd: an extraction pattern past the regex budget is refused at upload
- * naming its field.
+ * naming its field; literal credentials are refused in run configs, deployments, artifacts and lineage manifests, and
+ * what is shown of a URL is redacted, configs stored before included.
  */
-import { describe, expect, it } from 'vitest'
+import { env } from 'cloudflare:workers'
+import { describe, expect, it, vi } from 'vitest'
+import { withoutCredentials } from '../../src/credentials/index.ts'
+import { OpenAIChatModel } from '../../src/llm/index.ts'
 import { artifactId, RmArtifactBody } from '../../src/schemas/artifact.ts'
 import { ADMIN_TOKEN, call } from './helpers.ts'
+
+/** This project's own run token shape, planted where a URL may carry it. */
+const RH_TOKEN = `rh_${'ab12'.repeat(12)}`
+const SK = 'sk-planted0123456789abcdef'
 
 /** A valid mock-backend artifact whose prompt extraction is `pattern`. */
 async function artifactWithPattern(pattern: string) {
@@ -59,5 +67,160 @@ describe('the regex budget at upload', () => {
       body: await artifactWithPattern('(.*a){19}'),
     })
     expect([200, 201]).toContain(accepted.status)
+  })
+})
+
+const RUBRICS = { anchor_rubrics: [{ text: 'Correct.' }] }
+
+describe('literal credentials in a run config', () => {
+  it.each([
+    [
+      'a credential-named header',
+      { headers: { 'x-api-key': 'plain-value-123' } },
+      'config.agents.scorer.headers.x-api-key',
+    ],
+    ['URL user-info', { base_url: `http://u:${SK}@judge.example/v1` }, 'config.agents.scorer.base_url'],
+    ['a ?key= query', { base_url: 'http://judge.example/v1?key=abc' }, 'config.agents.scorer.base_url'],
+    [
+      'an rh_ token in the path',
+      { base_url: `http://judge.example/t/${RH_TOKEN}/v1` },
+      'config.agents.scorer.base_url',
+    ],
+  ])('refuses %s with 400 naming the field and the way instead', async (_what, scorer, path) => {
+    const res = await call('POST', '/runs', {
+      token: ADMIN_TOKEN,
+      body: { config: { ...RUBRICS, agents: { scorer: { backend: 'openai', ...scorer } } } },
+    })
+    expect(res.status).toBe(400)
+    expect(res.json.error.code).toBe('invalid_request')
+    expect(res.json.error.details.map((d: { path: string }) => d.path)).toContain(path)
+    expect(res.json.error.message).toMatch(/api_key_env.*\{"secret": "NAME"\}/)
+    expect(res.text).not.toContain(SK)
+    expect(res.text).not.toContain(RH_TOKEN)
+  })
+
+  it('takes secrets by name: api_key_env and headers {secret: NAME}', async () => {
+    const res = await call('POST', '/runs', {
+      token: ADMIN_TOKEN,
+      body: {
+        config: {
+          ...RUBRICS,
+          agents: { scorer: { api_key_env: 'TEST_JUDGE_KEY', headers: { 'x-api-key': { secret: 'TEST_JUDGE_KEY' } } } },
+        },
+      },
+    })
+    expect(res.status, res.text).toBe(201)
+  })
+
+  it('a config stored before the rule loads redacted and says so once in the log', async () => {
+    const runId = `stored-creds-${Date.now().toString(36)}`
+    const config = {
+      ...RUBRICS,
+      agents: {
+        scorer: {
+          base_url: `http://u:${SK}@judge.example/v1?key=${SK}`,
+          headers: { 'x-api-key': 'plain-value-123' },
+        },
+      },
+    }
+    await env.DB.prepare('INSERT INTO runs (id, config, created_at) VALUES (?, ?, ?)')
+      .bind(runId, JSON.stringify(config), new Date().toISOString())
+      .run()
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {})
+    try {
+      const issued = await call('POST', `/runs/${runId}/tokens`, { token: ADMIN_TOKEN })
+      expect(issued.status).toBe(201)
+      const shown = await call('GET', `/runs/${runId}/run`, { token: issued.json.token })
+      expect(shown.status).toBe(200)
+      expect(shown.text).not.toContain(SK)
+      expect(shown.text).not.toContain('plain-value-123')
+      expect(shown.json.config.agents.scorer.base_url).toBe('http://[redacted]@judge.example/v1?key=[redacted]')
+      await call('GET', `/runs/${runId}/run`, { token: issued.json.token })
+      const said = warn.mock.calls.filter(([line]) => String(line).includes(runId))
+      expect(said).toHaveLength(1)
+      expect(String(said[0]![0])).toContain('agents.scorer.base_url')
+      expect(String(said[0]![0])).not.toContain(SK)
+    } finally {
+      warn.mockRestore()
+    }
+  })
+
+  it('a model label (what /llm_calls and the dashboard show) carries no URL credential', () => {
+    const model = new OpenAIChatModel({
+      baseURL: `http://u:${SK}@judge.example/t/${RH_TOKEN}/v1`,
+      apiKey: 'x',
+      model: 'm',
+      temperature: 0,
+      maxTokens: 16,
+      timeoutMs: 1_000,
+    })
+    expect(model.id).not.toContain(SK)
+    expect(model.id).not.toContain(RH_TOKEN)
+    expect(model.id).toContain('judge.example')
+  })
+})
+
+describe('literal credentials elsewhere', () => {
+  it('a deployment whose llm.base_url carries user-info and ?key= is refused naming llm.base_url', async () => {
+    const artifact = await artifactWithPattern('x')
+    expect([200, 201]).toContain(
+      (await call('POST', '/admin/artifacts', { token: ADMIN_TOKEN, body: artifact })).status,
+    )
+    const res = await call('POST', '/admin/targets/creds/deployments', {
+      token: ADMIN_TOKEN,
+      body: { artifact_id: artifact.artifact_id, llm: { base_url: `http://u:${SK}@host.example/v1?key=${SK}` } },
+    })
+    expect(res.status).toBe(400)
+    expect(res.json.error.details.map((d: { path: string }) => d.path)).toEqual(['llm.base_url'])
+    expect(res.text).not.toContain(SK)
+  })
+
+  it('an artifact with an rh_ token in runtime.base_url or a key in rubric text is refused', async () => {
+    const raw = structuredClone(await artifactWithPattern('x'))
+    raw.runtime.base_url = `http://judge.example/t/${RH_TOKEN}/v1`
+    raw.rubrics.__default__!.criteria[0]!.text = 'Answers the question. glpat-abcdefghij0123456789'
+    const { artifact_id: _old, ...body } = raw
+    const res = await call('POST', '/admin/artifacts', {
+      token: ADMIN_TOKEN,
+      body: { ...body, artifact_id: await artifactId(body) },
+    })
+    expect(res.status).toBe(400)
+    const paths = res.json.error.details.map((d: { path: string }) => d.path)
+    expect(paths).toContain('runtime.base_url (path)')
+    expect(paths).toContain('rubrics.__default__.criteria[0].text (inside the text)')
+    expect(res.text).not.toContain(RH_TOKEN)
+  })
+
+  it('a lineage manifest with a credential in its config is refused naming the field', async () => {
+    const res = await call('POST', '/lineage/manifests', {
+      token: ADMIN_TOKEN,
+      body: {
+        schema_version: '1.0',
+        run_id: 'creds-manifest',
+        trainer: { name: 'verl' },
+        model: { name: 'qwen' },
+        dataset: { id: 'math', version: 'v1' },
+        artifact_id: 'rm_x',
+        started_at: '2026-01-01T00:00:00Z',
+        config: { judge_url: `https://u:${SK}@judge.example/v1`, openai_api_key: SK },
+      },
+    })
+    expect(res.status).toBe(400)
+    const paths = res.json.error.details.map((d: { path: string }) => d.path)
+    expect(paths).toEqual(expect.arrayContaining(['config.judge_url', 'config.openai_api_key']))
+    expect(res.text).not.toContain(SK)
+  })
+
+  it('credential shapes and names import used to keep are dropped', () => {
+    const { dropped } = withoutCredentials({
+      gitlab: 'glpat-abcdefghij0123456789',
+      stripe: 'sk_live_abcdefghij0123456789',
+      groq: 'gsk_abcdefghij0123456789abcd',
+      pwd: 'hunter2',
+      private: 'x',
+      rubric: 'Grade it. sk-abcdefghij0123456789 is the key.',
+      url: `http://judge.example/t/${RH_TOKEN}/v1`,
+    })
+    expect(dropped).toEqual(['gitlab', 'stripe', 'groq', 'pwd', 'private', 'rubric (inside the text)', 'url (path)'])
   })
 })

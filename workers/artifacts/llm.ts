@@ -1,4 +1,5 @@
 import { LRUCache } from 'lru-cache'
+import { redactUrl } from '../../src/credentials/index.ts'
 import { AppError } from '../../src/errors/index.ts'
 /**
  * Which model grades for a deployed artifact: the deployment's `llm` when it names one (whatever model the artifact
@@ -110,7 +111,7 @@ export function servingJudge(
   llm: DeploymentLlm | null | undefined,
 ): ServingJudge {
   const endpoint = resolveEndpoint(env, artifact, llm)
-  if (endpoint) return { backend: 'openai', model: endpoint.model, base_url: endpoint.baseURL }
+  if (endpoint) return { backend: 'openai', model: endpoint.model, base_url: redactUrl(endpoint.baseURL) }
   return {
     backend: 'mock',
     model: runtimeModel(artifact.runtime),

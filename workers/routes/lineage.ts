@@ -1,6 +1,7 @@
 import { drizzle } from 'drizzle-orm/d1'
 import { Hono } from 'hono'
 import { z } from 'zod'
+import { refuseLiteralCredentials } from '../../src/credentials/literal.ts'
 import { AppError } from '../../src/errors/index.ts'
 import { EvalReport, LineageId, TrainingRunManifest, TrainingRunResult } from '../../src/lineage/schemas.ts'
 import {
@@ -87,6 +88,7 @@ export const lineageRoutes = new Hono<AppEnv>()
   .post('/lineage/manifests', limitBody('other'), jsonBody(TrainingRunManifest), async (c) => {
     const principal = c.get('principal')
     let manifest = c.get('body')
+    refuseLiteralCredentials(manifest, '')
     if (principal.kind === 'run') {
       if (manifest.harness_run_id !== undefined && manifest.harness_run_id !== principal.runId) {
         throw new AppError(

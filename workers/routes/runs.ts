@@ -1,4 +1,5 @@
 import { Hono } from 'hono'
+import { redactConfig, refuseLiteralCredentials } from '../../src/credentials/literal.ts'
 import { AppError } from '../../src/errors/index.ts'
 import { CreateRunRequest } from '../../src/schemas/run-config.ts'
 import type { AppEnv } from '../env.ts'
@@ -22,6 +23,7 @@ export const runAdminRoutes = new Hono<AppEnv>().post(
   async (c) => {
     const { run_id: requested, config } = c.get('body')
     const runId = requested ?? `run-${randomHex(6)}`
+    refuseLiteralCredentials(config, 'config')
     checkRunSecrets(c.env, config)
     if (runId === DEFAULT_RUN_ID)
       throw new AppError('run_exists', 'the default run is configured in config/default-run.json')
@@ -77,8 +79,8 @@ async function existingRun(env: AppEnv['Bindings'], runId: string): Promise<stri
   return runId
 }
 
-/** `GET /run` — the addressed run's config (no secrets live in it). */
+/** `GET /run` — the addressed run's config (no secrets live in it; one stored before that rule is shown redacted). */
 export const runInfoRoutes = new Hono<AppEnv>().get('/run', (c) => {
   const run = c.get('run')
-  return c.json({ run_id: run.id, config: run.config })
+  return c.json({ run_id: run.id, config: redactConfig(run.config).value })
 })
