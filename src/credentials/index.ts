@@ -221,3 +221,12 @@ export function withoutCredentials(value: unknown, path = ''): { value: unknown;
   }
   return { value: clean(value, path).value, dropped }
 }
+
+/**
+ * `text` with every http(s) URL in it redacted ({@link redactUrl}) and every other credential shape replaced: for a
+ * message that may quote a URL someone typed (an error, a report line).
+ * @example redactUrlsIn('cannot reach http://u:p@h/v1: refused') // 'cannot reach http://[redacted]@h/v1: refused'
+ */
+export function redactUrlsIn(text: string): string {
+  return redactEmbedded(text.replace(/https?:\/\/[^\s"'<>`]+/gi, (url) => redactUrl(url))).text
+}
