@@ -21,7 +21,7 @@ beforeAll(() => {
 afterAll(() => rmSync(work, { recursive: true, force: true }))
 
 describe('the admin token over plain http', () => {
-  it('an admin command (rollback) to http:// on another host exits 2 before sending, naming https:// and the flag', async () => {
+  it('an admin command to http:// on another host exits 2 before sending, naming https:// and the flag', async () => {
     const env = { REWARD_HARNESS_ADMIN_TOKEN: 'admin-token-never-sent' }
     const refused = await runCliWithEnv(env, 'rollback', '--target', 't', '--url', 'http://rm.example.invalid')
     expect(refused.code).toBe(2)

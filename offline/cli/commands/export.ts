@@ -197,8 +197,8 @@ async function exportAutosr(options: ExportFlags, command: Command, cli: CliCont
       [
         `wrote autosr artifact ${result.artifact.artifact_id} to ${result.out}`,
         `  ${'rubrics'.padEnd(12)}${prompts.length} prompt${prompts.length === 1 ? '' : 's'}: ${prompts.join(', ')}`,
-        `  ${'judge'.padEnd(12)}${String(snapshot.llm.verifier_model)} at ${redactUrl(String(snapshot.llm.base_url))}, ` +
-          `seed ${snapshot.seed}, ${String(snapshot.llm.prompt_language)}`,
+        `  ${'judge'.padEnd(12)}${String(snapshot.llm.verifier_model)} at ` +
+          `${redactUrl(String(snapshot.llm.base_url))}, seed ${snapshot.seed}, ${String(snapshot.llm.prompt_language)}`,
         `  ${'grades'.padEnd(12)}searched on 0–${result.artifact.runtime.grade_max}; autosr's verifier grades 0–5`,
         ...result.notes.map((note) => `  ${'note'.padEnd(12)}${note}`),
       ].join('\n'),
