@@ -1,14 +1,17 @@
 /**
  * Hostile inputs, round 4 (issue 39), in workerd: an extraction pattern past the regex budget is refused at upload
  * naming its field; literal credentials are refused in run configs, deployments, artifacts and lineage manifests, and
- * what is shown of a URL is redacted, configs stored before included.
+ * what is shown of a URL is redacted, configs stored before included; in production the server sends its keys to no
+ * internal address the operator did not list.
  */
+import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test'
 import { env } from 'cloudflare:workers'
 import { describe, expect, it, vi } from 'vitest'
 import { withoutCredentials } from '../../src/credentials/index.ts'
 import { OpenAIChatModel } from '../../src/llm/index.ts'
 import { artifactId, RmArtifactBody } from '../../src/schemas/artifact.ts'
-import { ADMIN_TOKEN, call } from './helpers.ts'
+import { createApp } from '../../workers/app.ts'
+import { ADMIN_TOKEN, answerOf, call, requestOf } from './helpers.ts'
 
 /** This project's own run token shape, planted where a URL may carry it. */
 const RH_TOKEN = `rh_${'ab12'.repeat(12)}`
@@ -222,5 +225,62 @@ describe('literal credentials elsewhere', () => {
       url: `http://judge.example/t/${RH_TOKEN}/v1`,
     })
     expect(dropped).toEqual(['gitlab', 'stripe', 'groq', 'pwd', 'private', 'rubric (inside the text)', 'url (path)'])
+  })
+})
+
+describe('where the server may send its keys (production)', () => {
+  const app = createApp()
+  const send = async (vars: Record<string, string>, method: string, path: string, body: unknown) => {
+    const ctx = createExecutionContext()
+    const response = await app.fetch(requestOf(method, path, { token: ADMIN_TOKEN, body }), { ...env, ...vars }, ctx)
+    await waitOnExecutionContext(ctx)
+    return answerOf(response)
+  }
+  const production = { DEPLOYMENT: 'production' }
+  const runWith = (baseUrl: string) => ({
+    config: { ...RUBRICS, agents: { scorer: { backend: 'openai', model: 'm', base_url: baseUrl } } },
+  })
+
+  it.each([
+    'http://127.0.0.1:9/v1',
+    'http://0x7f000001/v1',
+    'http://2130706433/v1',
+    'http://169.254.169.254/latest',
+    'http://[::1]:8000/v1',
+    'http://10.1.2.3/v1',
+    'http://192.168.0.10/v1',
+    'http://[::ffff:127.0.0.1]/v1',
+    'http://localhost:8000/v1',
+  ])('refuses a run whose judge is %s with 400 llm_host_not_allowed naming the field', async (url) => {
+    const res = await send(production, 'POST', '/runs', runWith(url))
+    expect(res.status, res.text).toBe(400)
+    expect(res.json.error.code).toBe('llm_host_not_allowed')
+    expect(res.json.error.message).toMatch(/^config\.agents\.scorer\.base_url: .*LLM_HOST_ALLOWLIST/)
+  })
+
+  it('takes an internal host the operator listed, and only listed hosts once the list is set', async () => {
+    const listed = { ...production, LLM_HOST_ALLOWLIST: '127.0.0.1:9, *.judges.example' }
+    expect((await send(listed, 'POST', '/runs', runWith('http://127.0.0.1:9/v1'))).status).toBe(201)
+    expect((await send(listed, 'POST', '/runs', runWith('https://a.judges.example/v1'))).status).toBe(201)
+    const off = await send(listed, 'POST', '/runs', runWith('https://api.elsewhere.example/v1'))
+    expect([off.status, off.json.error.code]).toEqual([400, 'llm_host_not_allowed'])
+    expect(off.json.error.message).toContain('not on this server')
+    expect((await send(production, 'POST', '/runs', runWith('https://api.openai.com/v1'))).status).toBe(201)
+  })
+
+  it('refuses a deployment to the metadata address in production; local development takes loopback', async () => {
+    const artifact = await artifactWithPattern('y')
+    expect([200, 201]).toContain(
+      (await call('POST', '/admin/artifacts', { token: ADMIN_TOKEN, body: artifact })).status,
+    )
+    const body = { artifact_id: artifact.artifact_id, llm: { base_url: 'http://169.254.169.254/v1', model: 'm' } }
+    const refused = await send(production, 'POST', '/admin/targets/hosts/deployments', body)
+    expect([refused.status, refused.json.error.code]).toEqual([400, 'llm_host_not_allowed'])
+    expect(refused.json.error.message).toMatch(/^llm\.base_url: 169\.254\.169\.254/)
+    const local = await call('POST', '/admin/targets/hosts/deployments', {
+      token: ADMIN_TOKEN,
+      body: { ...body, llm: { base_url: 'http://127.0.0.1:9/v1', model: 'm' } },
+    })
+    expect(local.status).toBe(201)
   })
 })

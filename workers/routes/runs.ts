@@ -1,7 +1,8 @@
 import { Hono } from 'hono'
 import { redactConfig, refuseLiteralCredentials } from '../../src/credentials/literal.ts'
 import { AppError } from '../../src/errors/index.ts'
-import { CreateRunRequest } from '../../src/schemas/run-config.ts'
+import { refuseLlmHost } from '../../src/llm/hosts.ts'
+import { AGENT_ROLES, CreateRunRequest } from '../../src/schemas/run-config.ts'
 import type { AppEnv } from '../env.ts'
 import { forgetRunToken, requireAdmin } from '../middleware/auth.ts'
 import { limitBody } from '../middleware/body-limit.ts'
@@ -24,6 +25,8 @@ export const runAdminRoutes = new Hono<AppEnv>().post(
     const { run_id: requested, config } = c.get('body')
     const runId = requested ?? `run-${randomHex(6)}`
     refuseLiteralCredentials(config, 'config')
+    for (const role of ['default', ...AGENT_ROLES] as const)
+      refuseLlmHost(c.env, config.agents[role]?.base_url, `config.agents.${role}.base_url`)
     checkRunSecrets(c.env, config)
     if (runId === DEFAULT_RUN_ID)
       throw new AppError('run_exists', 'the default run is configured in config/default-run.json')
