@@ -41,6 +41,7 @@ export function buildWorker(): string {
  * admin token, and in production the host allow-list and RM token from `env` when set.
  * @example serveBindings({ adminToken: 't', production: true }, { LLM_HOST_ALLOWLIST: 'judge.lan' })
  *   // { DEPLOYMENT: 'production', ADMIN_TOKEN: 't', LLM_HOST_ALLOWLIST: 'judge.lan' }
+ * @internal
  */
 export function serveBindings(
   { adminToken, production = false }: { adminToken: string; production?: boolean },

@@ -11,7 +11,7 @@ import { UsageError } from '../../src/usage-error/index.ts'
 /** The environment variable the admin token is read from (never a flag: flags show up in process lists). */
 export const ADMIN_TOKEN_ENV = 'REWARD_HARNESS_ADMIN_TOKEN'
 /** Set to 1 (or pass `--allow-insecure-http`) to send the admin token over plain http:// to another machine. */
-export const ALLOW_INSECURE_HTTP_ENV = 'REWARD_HARNESS_ALLOW_INSECURE_HTTP'
+const ALLOW_INSECURE_HTTP_ENV = 'REWARD_HARNESS_ALLOW_INSECURE_HTTP'
 const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url))
 /** Names the one `.dev.vars` file to read instead (a project in another folder; tests). */
 const DEV_VARS_ENV = 'REWARD_HARNESS_DEV_VARS'
@@ -127,7 +127,7 @@ export function allowInsecureHttp(allowed: boolean): void {
  * reads it, unless `--allow-insecure-http` (REWARD_HARNESS_ALLOW_INSECURE_HTTP=1) says so.
  * @example refuseInsecureTransport('http://rm.example.com', {}) // throws a UsageError naming https:// and the flag
  */
-export function refuseInsecureTransport(url: string, env: Record<string, string | undefined>): void {
+function refuseInsecureTransport(url: string, env: Record<string, string | undefined>): void {
   let parsed: URL
   try {
     parsed = new URL(url)

@@ -89,7 +89,6 @@ export function redactEmbedded(text: string): { text: string; count: number } {
  * True when a field of this name holds a credential: one of its words (split at `_`, `-`, `.`, spaces and camelCase)
  * is key, token, secret, password, authorization, cookie or credential.
  * @example isCredentialName('OPENAI_KEY') // true; isCredentialName('max_tokens') // false
- * @internal
  */
 export function isCredentialName(name: string): boolean {
   if (HARMLESS_NAMES.has(name)) return false
@@ -103,7 +102,6 @@ export function isCredentialName(name: string): boolean {
 /**
  * True when a whole string looks like a credential: an authorization value or a provider key.
  * @example looksLikeCredential('Bearer sk-abcdefghijklmnop') // true; looksLikeCredential('qwen/qwen3-8b') // false
- * @internal
  */
 export function looksLikeCredential(value: string): boolean {
   const trimmed = value.trim()

@@ -8,7 +8,7 @@ import { AppError } from '../errors/index.ts'
 import { isCredentialName, looksLikeCredential, REDACTED, redactEmbedded, redactUrl } from './index.ts'
 
 /** One literal credential: where, and what to do instead (its value is never repeated). */
-export interface CredentialProblem {
+interface CredentialProblem {
   path: string
   message: string
 }
@@ -50,7 +50,7 @@ function carried(text: string): string | undefined {
  * @example literalCredentialProblems({ headers: { 'x-api-key': 'sk-…' } }, 'agents.scorer') // [{ path:
  *   'agents.scorer.headers.x-api-key', message: '…' }]
  */
-export function literalCredentialProblems(value: unknown, path = ''): CredentialProblem[] {
+function literalCredentialProblems(value: unknown, path = ''): CredentialProblem[] {
   const problems: CredentialProblem[] = []
   const visit = (item: unknown, at: string, key: string): void => {
     if (typeof item === 'string') {

@@ -36,9 +36,10 @@ function ipv4Number(host: string): number | undefined {
 /**
  * True for a loopback, link-local, private or unspecified address, or a `localhost` name (hostnames as `new URL`
  * gives them: IPv6 in brackets).
- * @example isInternalHost('169.254.169.254') // true; isInternalHost('[::1]') // true; isInternalHost('api.openai.com') // false
+ * @example isInternalHost('169.254.169.254') // true; isInternalHost('[::1]') // true
+ *   isInternalHost('api.openai.com') // false
  */
-export function isInternalHost(hostname: string): boolean {
+function isInternalHost(hostname: string): boolean {
   const host = hostname.toLowerCase()
   if (host === 'localhost' || host.endsWith('.localhost')) return true
   const v4 = ipv4Number(host)
@@ -72,7 +73,7 @@ function listed(url: URL, allowList: string): boolean {
  * every host may be reached.
  * @example llmHostProblem('http://169.254.169.254/v1', 'llm.base_url', { DEPLOYMENT: 'production' }) // '…internal…'
  */
-export function llmHostProblem(text: string, field: string, policy: HostPolicy): string | undefined {
+function llmHostProblem(text: string, field: string, policy: HostPolicy): string | undefined {
   if (policy.DEPLOYMENT === 'local') return undefined
   let url: URL
   try {

@@ -96,6 +96,7 @@ export function linearPatternProblem(pattern: string): string | undefined {
  * The largest compiled program (RE2 instructions) a pattern from someone else's file may have: RE2 steps every live
  * instruction once per character, so this bounds the time per character. Tag and field patterns compile to 10–40;
  * `(.*a){20}` to 102.
+ * @internal
  */
 export const MAX_PATTERN_INSTRUCTIONS = 100
 
@@ -103,6 +104,7 @@ export const MAX_PATTERN_INSTRUCTIONS = 100
  * The most work one regex extraction may do, in compiled instructions × characters read: about 25 ms at RE2's slowest
  * (~120 ns per instruction-character on a busy machine, `(.*a){20}` on text full of `a`), the time a Worker isolate
  * may be kept from its other requests (the match cannot yield). A 20-instruction pattern reads 10,000 characters.
+ * @internal
  */
 export const MAX_EXTRACTION_WORK = 200_000
 

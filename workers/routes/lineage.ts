@@ -49,7 +49,7 @@ async function requireRunAccess(db: D1Database, principal: Principal, runId: str
  * could otherwise beat to it (the admin would then get 409 `run_exists`).
  * @example checkRunTokenLineageId('grpo-7.seed-1', 'grpo-7') // passes; ('prod-final', 'grpo-7') throws 403
  */
-export function checkRunTokenLineageId(trainingRunId: string, harnessRunId: string): void {
+function checkRunTokenLineageId(trainingRunId: string, harnessRunId: string): void {
   if (trainingRunId === harnessRunId || trainingRunId.startsWith(`${harnessRunId}.`)) return
   throw new AppError(
     'forbidden',
