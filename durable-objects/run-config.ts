@@ -3,6 +3,7 @@ import { eq } from 'drizzle-orm'
 import { drizzle } from 'drizzle-orm/d1'
 import { LRUCache } from 'lru-cache'
 import defaultRunJson from '../config/default-run.json'
+import { redactStored } from '../src/credentials/literal.ts'
 import { runs } from '../src/db/schema.ts'
 import { RunConfig } from '../src/schemas/run-config.ts'
 import { parseStored } from '../src/schemas/strict.ts'
@@ -24,7 +25,7 @@ export async function loadRunConfig(db: D1Database, runId: string): Promise<RunC
   const row = await drizzle(db).select({ config: runs.config }).from(runs).where(eq(runs.id, runId)).get()
   if (!row) return undefined
   // Stored by any earlier version: a key since removed must not lock the run out.
-  const config = parseStored(RunConfig, row.config)
+  const config = parseStored(RunConfig, redactStored('run', runId, row.config))
   cache.set(runId, config)
   return config
 }

@@ -21,6 +21,11 @@ declare global {
       RM_TOKEN?: string
       /** The bindings' period in seconds (10 unless set), for `Retry-After`. */
       RATE_LIMIT_PERIOD_S?: string
+      /**
+       * Outside `DEPLOYMENT=local`: the judge and embedder hosts the Worker may send its keys to, comma-separated
+       * `host`, `host:port` or `*.domain`. Unset: any public host; an internal address only when listed.
+       */
+      LLM_HOST_ALLOWLIST?: string
       /** The OpenAI-compatible endpoint of openai-backend artifacts whose deployment names none. */
       RM_LLM_BASE_URL?: string
       /** That endpoint's API key (a secret), unless the deployment names its own `api_key_env`. */

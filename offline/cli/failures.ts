@@ -4,6 +4,7 @@
  * training handshake, a command's own code for CliExit, 1 for everything else (the edge unreachable, a 5xx, a bug).
  * Text mode prints `error: <message>` with any issues and details; `--json` prints `{"error": {…}}` on stderr.
  */
+import { redactUrlsIn } from '../../src/credentials/index.ts'
 import { CommanderError } from 'commander'
 import { DatasetError } from '../../src/datasets/errors.ts'
 import { USAGE_EXIT_CODE, UsageError } from '../../src/usage-error/index.ts'
@@ -207,7 +208,8 @@ function indent(text: string): string {
  */
 export function reportFailure(error: unknown, err: (text: string) => void, jsonMode: boolean): number {
   const failure = describeFailure(error)
-  if (jsonMode && failure.json) err(`${JSON.stringify({ error: failure.json })}\n`)
-  if (!jsonMode && failure.text !== undefined) err(`${failure.text}\n`)
+  // A message may quote a URL as it was typed (--base-url, --url): its credentials are never printed.
+  if (jsonMode && failure.json) err(`${redactUrlsIn(JSON.stringify({ error: failure.json }))}\n`)
+  if (!jsonMode && failure.text !== undefined) err(`${redactUrlsIn(failure.text)}\n`)
   return failure.exitCode
 }

@@ -2,6 +2,7 @@
  * The CLI's framework: the root program with its global options, what a command module provides,
  * and how output is printed (text, or JSON under `--json`); failures become exit codes in ./failures.ts.
  */
+import { allowInsecureHttp } from '../edge/index.ts'
 import { Command, CommanderError } from 'commander'
 import { nearestName } from '../../src/text/index.ts'
 import { EXIT_OK, reportFailure } from './failures.ts'
@@ -55,6 +56,11 @@ function createProgram(io: CliIo, options: { version: string; jsonErrors: boolea
     .description('Reward Harness: rubric search, benchmarks and artifacts for rubric-based reward models.')
     .version(options.version, '-V, --version', 'print the version')
     .option('--json', 'print machine-readable JSON on stdout (errors as JSON on stderr)')
+    .option(
+      '--allow-insecure-http',
+      'send the admin token over plain http:// to a host that is not this machine (anyone on the path can read it)',
+    )
+    .hook('preAction', (_program, action) => allowInsecureHttp(action.optsWithGlobals().allowInsecureHttp === true))
     .helpCommand('help [command]', 'show help for a command')
     .showHelpAfterError(!options.jsonErrors && '(add --help for usage)')
     .exitOverride()

@@ -125,13 +125,21 @@ const MEANINGS: Record<string, Record<string, string>> = {
   agent: {
     backend: '`auto` = `openai` when `base_url` is set, else `mock`.',
     model: 'The model name sent to the server (the mock’s own name by default).',
-    base_url: 'Any OpenAI-compatible server (OpenAI, vLLM, Ollama, OpenRouter), ending in `/v1`.',
+    base_url:
+      'Any OpenAI-compatible server (OpenAI, vLLM, Ollama, OpenRouter), ending in `/v1`. No credential in it: a URL ' +
+      'with user-info (`u:p@`), a credential query value (`key`, `api_key`, `token`, `access_token`, `password`, ' +
+      '`pwd`, `private`, `secret`…) or a key or `rh_` token anywhere in it is refused (400 naming the field); the ' +
+      'key goes in `api_key_env`.',
     api_key_env:
-      'The *name* of the secret holding the API key (keys never live in config); it must be listed in the var ' +
+      'The *name* of the secret holding the API key (keys never live in config: a run config, a deployment’s `llm` ' +
+      'or a lineage manifest with a literal credential is refused naming the field); it must be listed in the var ' +
       '`JUDGE_KEY_NAMES`.',
     headers:
       'Headers sent with every call: a literal, or `{"secret": NAME}` under the same rule as `api_key_env` (e.g. ' +
-      'Cloudflare Access service-token headers, [deploy.md](deploy.md#8-a-judge-the-worker-can-reach)).',
+      'Cloudflare Access service-token headers, [deploy.md](deploy.md#8-a-judge-the-worker-can-reach)). A header ' +
+      'whose name says key, token, secret, password, auth or cookie (`x-api-key`, `CF-Access-Client-Secret`) must ' +
+      'be `{"secret": NAME}`; a literal one is refused. Configs stored before this rule load with such values ' +
+      'redacted (so they are not sent), said once in the log.',
     temperature: 'Sampling temperature.',
     max_tokens:
       'Most tokens a reply may take; a reply cut there is refused, never repaired into a grade. Unset: each call ' +

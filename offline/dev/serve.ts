@@ -6,7 +6,9 @@
  * pooled connection to the Worker and workerd's 5 s keep-alive close race; it answers 503 "Your worker restarted
  * mid-request" though nothing restarted: workers-sdk#14641) and caps throughput; bench:rm measures both.
  * `--persist-to <dir>` keeps the state elsewhere, as with wrangler; `ADMIN_TOKEN` in the environment replaces the one
- * in `.dev.vars`.
+ * in `.dev.vars`. `--production` serves as a self-hosted production server: `DEPLOYMENT=production` (the default run
+ * behind its token, `/rm` behind the admin or RM token, judge and embedder hosts under the production rules) with
+ * `LLM_HOST_ALLOWLIST` and `RM_TOKEN` taken from the environment when set.
  */
 import { spawnSync } from 'node:child_process'
 import { join, resolve } from 'node:path'
@@ -35,13 +37,37 @@ export function buildWorker(): string {
 }
 
 /**
- * Serves the built Worker with wrangler.toml's bindings, `.dev.vars` and `DEPLOYMENT=local`, on the local state.
+ * The vars `serveWorker` sets over wrangler.toml's: `DEPLOYMENT` (`local`, or `production` for `--production`), the
+ * admin token, and in production the host allow-list and RM token from `env` when set.
+ * @example serveBindings({ adminToken: 't', production: true }, { LLM_HOST_ALLOWLIST: 'judge.lan' })
+ *   // { DEPLOYMENT: 'production', ADMIN_TOKEN: 't', LLM_HOST_ALLOWLIST: 'judge.lan' }
+ * @internal
+ */
+export function serveBindings(
+  { adminToken, production = false }: { adminToken: string; production?: boolean },
+  env: Record<string, string | undefined> = process.env,
+): Record<string, string> {
+  const bindings: Record<string, string> = { DEPLOYMENT: production ? 'production' : 'local', ADMIN_TOKEN: adminToken }
+  if (!production) return bindings
+  for (const name of ['LLM_HOST_ALLOWLIST', 'RM_TOKEN'] as const) {
+    const value = env[name]?.trim()
+    if (value) bindings[name] = value
+  }
+  return bindings
+}
+
+/**
+ * Serves the built Worker with wrangler.toml's bindings, `.dev.vars` and {@link serveBindings}, on the local state.
  * @example const mf = await serveWorker(buildWorker(), 8787, { adminToken }); await mf.dispose()
  */
 export async function serveWorker(
   scriptPath: string,
   listenPort: number,
-  { persistTo, adminToken }: { persistTo?: string | undefined; adminToken: string },
+  {
+    persistTo,
+    adminToken,
+    production = false,
+  }: { persistTo?: string | undefined; adminToken: string; production?: boolean },
 ): Promise<Miniflare> {
   const { workerOptions } = unstable_getMiniflareWorkerOptions(join(root, 'wrangler.toml'))
   const mf = new Miniflare({
@@ -59,7 +85,7 @@ export async function serveWorker(
         modules: true,
         scriptPath,
         modulesRoot: join(scriptPath, '..'),
-        bindings: { ...workerOptions.bindings, DEPLOYMENT: 'local', ADMIN_TOKEN: adminToken },
+        bindings: { ...workerOptions.bindings, ...serveBindings({ adminToken, production }) },
       },
     ],
   })
@@ -68,7 +94,9 @@ export async function serveWorker(
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  const persistTo = parseArgs({ options: { 'persist-to': { type: 'string' } } }).values['persist-to']
+  const { values } = parseArgs({ options: { 'persist-to': { type: 'string' }, production: { type: 'boolean' } } })
+  const persistTo = values['persist-to']
+  const production = values.production === true
   // ADMIN_TOKEN in the environment wins and leaves .dev.vars alone (a wrangler dev running beside would reload on it).
   const token = process.env.ADMIN_TOKEN ?? localAdminToken()
   applyLocalMigrations(persistTo)
@@ -76,8 +104,11 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     console.error(`npm run serve: port ${port} on 127.0.0.1 is taken. Serve elsewhere: PORT=${port + 1} npm run serve`)
     process.exit(1)
   }
-  const mf = await serveWorker(buildWorker(), port, { persistTo, adminToken: token })
+  const mf = await serveWorker(buildWorker(), port, { persistTo, adminToken: token, production })
   for (const signal of ['SIGINT', 'SIGTERM'] as const)
     process.on(signal, () => void mf.dispose().finally(() => process.exit(0)))
-  console.log(`Serving the built Worker on http://127.0.0.1:${port} (Miniflare alone, local state). Ctrl-C stops.`)
+  const mode = production ? 'DEPLOYMENT=production' : 'DEPLOYMENT=local'
+  console.log(
+    `Serving the built Worker on http://127.0.0.1:${port} (Miniflare alone, local state, ${mode}). Ctrl-C stops.`,
+  )
 }

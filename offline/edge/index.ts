@@ -10,6 +10,8 @@ import { UsageError } from '../../src/usage-error/index.ts'
 
 /** The environment variable the admin token is read from (never a flag: flags show up in process lists). */
 export const ADMIN_TOKEN_ENV = 'REWARD_HARNESS_ADMIN_TOKEN'
+/** Set to 1 (or pass `--allow-insecure-http`) to send the admin token over plain http:// to another machine. */
+const ALLOW_INSECURE_HTTP_ENV = 'REWARD_HARNESS_ALLOW_INSECURE_HTTP'
 const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url))
 /** Names the one `.dev.vars` file to read instead (a project in another folder; tests). */
 const DEV_VARS_ENV = 'REWARD_HARNESS_DEV_VARS'
@@ -73,6 +75,7 @@ export function requireAdminToken(
   env: Record<string, string | undefined>,
   dirs: readonly string[] = DEV_VARS_DIRS,
 ): string {
+  refuseInsecureTransport(url, env)
   const token = adminTokenFor(url, env, dirs)
   if (token) return token
   if (isLoopbackUrl(url))
@@ -106,4 +109,36 @@ export function networkReason(error: unknown, timeoutMs?: number): string {
     return timeoutMs === undefined ? 'no answer in time' : `no answer within ${timeoutMs} ms`
   const cause = error instanceof Error ? (error.cause as { code?: string; message?: string } | undefined) : undefined
   return cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error))
+}
+
+/** Set for one command line by `--allow-insecure-http` (every command line sets it again). */
+let insecureHttpAllowed = false
+
+/**
+ * What `--allow-insecure-http` said on this command line.
+ * @example allowInsecureHttp(command.optsWithGlobals().allowInsecureHttp === true)
+ */
+export function allowInsecureHttp(allowed: boolean): void {
+  insecureHttpAllowed = allowed
+}
+
+/**
+ * Refuses to send the admin token over plain http:// to a host that is not this machine, where anyone on the path
+ * reads it, unless `--allow-insecure-http` (REWARD_HARNESS_ALLOW_INSECURE_HTTP=1) says so.
+ * @example refuseInsecureTransport('http://rm.example.com', {}) // throws a UsageError naming https:// and the flag
+ */
+function refuseInsecureTransport(url: string, env: Record<string, string | undefined>): void {
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    return
+  }
+  if (parsed.protocol !== 'http:' || isLoopbackUrl(url) || insecureHttpAllowed || env[ALLOW_INSECURE_HTTP_ENV] === '1')
+    return
+  throw new UsageError(
+    `refusing to send the admin token over plain http:// to ${parsed.host}, which is not this machine: anyone on ` +
+      'the path could read it. Use https://, or pass --allow-insecure-http (or set ' +
+      `${ALLOW_INSECURE_HTTP_ENV}=1) for a network you trust`,
+  )
 }

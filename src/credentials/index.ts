@@ -5,7 +5,9 @@
  *   `OPENAI_KEY`, `auth_token`, `headers.Authorization`; not `max_tokens` or `score_key`, which hold none);
  * - a string that looks like one: a bearer or basic authorization value, a provider key (`sk-…`, `ghp_…`, `AKIA…`,
  *   `AIza…`, `xox…-`, `hf_…`, a JWT);
- * - a URL's user-info, and its query values under such a name or of such a shape.
+ * - a URL's user-info, its query values under such a name or of such a shape, and such a shape in its path (this
+ *   project's own `rh_` tokens in `/t/<token>/…`);
+ * - such a shape inside a longer text (a key pasted into a rubric), which is replaced by `[redacted]`.
  * Paths are reported, values never.
  */
 
@@ -25,6 +27,8 @@ const CREDENTIAL_WORDS = new Set([
   'cookies',
   'credential',
   'credentials',
+  'pwd',
+  'private',
 ])
 /** Names that say "key" or "token" and hold no credential, in the formats this project reads. */
 const HARMLESS_NAMES = new Set(['score_key'])
@@ -40,13 +44,51 @@ const CREDENTIAL_SHAPES: readonly RegExp[] = [
   /^hf_[A-Za-z0-9]{30,}$/,
   /^eyJ[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]{8,}$/,
   /^rh_[\w-]{16,}$/,
+  /^sk_(?:live|test)_\w{16,}$/,
+  /^glpat-[\w-]{20,}$/,
+  /^gsk_\w{20,}$/,
 ]
+
+/**
+ * Credential shapes found inside a longer text (a key pasted into a rubric, a token in a URL path): distinctive
+ * prefixes only, bounded by non-word characters, so prose never matches.
+ */
+const EMBEDDED_SHAPES = new RegExp(
+  `(?<![\\w-])(?:${[
+    'sk-[\\w-]{16,}',
+    'sk_(?:live|test)_\\w{16,}',
+    'glpat-[\\w-]{20,}',
+    'gsk_\\w{20,}',
+    '(?:gh[pousr]_|github_pat_)\\w{20,}',
+    'xox[abposr]-[\\w-]{10,}',
+    'hf_[A-Za-z0-9]{30,}',
+    'AKIA[0-9A-Z]{16}',
+    'AIza[\\w-]{30,}',
+    'rh_[0-9a-f]{48}',
+  ].join('|')})(?![\\w-])`,
+  'g',
+)
+
+/** What replaces a credential in a redacted text. */
+export const REDACTED = '[redacted]'
+
+/**
+ * `text` with every credential shape inside it replaced by {@link REDACTED}, and how many went.
+ * @example redactEmbedded('use sk-abcdefghijklmnop1234 here') // { text: 'use [redacted] here', count: 1 }
+ */
+export function redactEmbedded(text: string): { text: string; count: number } {
+  let count = 0
+  const redacted = text.replace(EMBEDDED_SHAPES, () => {
+    count++
+    return REDACTED
+  })
+  return { text: count === 0 ? text : redacted, count }
+}
 
 /**
  * True when a field of this name holds a credential: one of its words (split at `_`, `-`, `.`, spaces and camelCase)
  * is key, token, secret, password, authorization, cookie or credential.
  * @example isCredentialName('OPENAI_KEY') // true; isCredentialName('max_tokens') // false
- * @internal
  */
 export function isCredentialName(name: string): boolean {
   if (HARMLESS_NAMES.has(name)) return false
@@ -60,7 +102,6 @@ export function isCredentialName(name: string): boolean {
 /**
  * True when a whole string looks like a credential: an authorization value or a provider key.
  * @example looksLikeCredential('Bearer sk-abcdefghijklmnop') // true; looksLikeCredential('qwen/qwen3-8b') // false
- * @internal
  */
 export function looksLikeCredential(value: string): boolean {
   const trimmed = value.trim()
@@ -92,7 +133,37 @@ function withoutUrlCredentials(text: string): { url: string; dropped: string[] }
     url.searchParams.delete(name)
     dropped.push(`query ${name}`)
   }
+  const path = redactEmbedded(url.pathname)
+  if (path.count > 0) {
+    url.pathname = path.text
+    dropped.push('path')
+  }
   return { url: dropped.length === 0 ? text : url.toString(), dropped }
+}
+
+/**
+ * A URL as it may be shown or logged: user-info, credential query values and credential shapes anywhere in it
+ * replaced by {@link REDACTED}; a text that is no URL only loses its embedded credential shapes.
+ * @example redactUrl('http://u:p@h/t/rh_…/v1?key=x&a=1') // 'http://[redacted]@h/t/[redacted]/v1?key=[redacted]&a=1'
+ */
+export function redactUrl(text: string): string {
+  let url: URL
+  try {
+    url = new URL(text)
+  } catch {
+    return redactEmbedded(text).text
+  }
+  const userInfo = url.username !== '' || url.password !== ''
+  let query = ''
+  let hiddenQuery = false
+  for (const [name, value] of url.searchParams) {
+    const hidden = isCredentialName(name) || looksLikeCredential(value) || redactEmbedded(value).count > 0
+    hiddenQuery ||= hidden
+    query += `${query === '' ? '?' : '&'}${encodeURIComponent(name)}=${hidden ? REDACTED : encodeURIComponent(value)}`
+  }
+  if (!userInfo && !hiddenQuery) return redactEmbedded(text).text
+  const shown = `${url.protocol}//${userInfo ? `${REDACTED}@` : ''}${url.host}${url.pathname}${query}${url.hash}`
+  return redactEmbedded(shown).text
 }
 
 /**
@@ -120,7 +191,10 @@ export function withoutCredentials(value: unknown, path = ''): { value: unknown;
       }
       const url = withoutUrlCredentials(item)
       dropped.push(...(url?.dropped ?? []).map((part) => `${at} (${part})`))
-      return { keep: true, value: url?.url ?? item }
+      if (url) return { keep: true, value: url.url }
+      const embedded = redactEmbedded(item)
+      if (embedded.count > 0) dropped.push(`${at} (inside the text)`)
+      return { keep: true, value: embedded.text }
     }
     if (Array.isArray(item)) {
       const kept: unknown[] = []
@@ -144,4 +218,13 @@ export function withoutCredentials(value: unknown, path = ''): { value: unknown;
     return { keep: true, value: kept }
   }
   return { value: clean(value, path).value, dropped }
+}
+
+/**
+ * `text` with every http(s) URL in it redacted ({@link redactUrl}) and every other credential shape replaced: for a
+ * message that may quote a URL someone typed (an error, a report line).
+ * @example redactUrlsIn('cannot reach http://u:p@h/v1: refused') // 'cannot reach http://[redacted]@h/v1: refused'
+ */
+export function redactUrlsIn(text: string): string {
+  return redactEmbedded(text.replace(/https?:\/\/[^\s"'<>`]+/gi, (url) => redactUrl(url))).text
 }

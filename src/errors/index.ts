@@ -34,6 +34,11 @@ const ERROR_STATUS = {
    * The run keeps no archive of its scored rollouts (its config lacks `archive: true`, or the Worker has no bucket).
    */
   archive_disabled: 409,
+  /**
+   * A judge or embedder endpoint this server may not send its keys to in production: an internal address not on the
+   * operator's `LLM_HOST_ALLOWLIST`, or any host off that list when it is set.
+   */
+  llm_host_not_allowed: 400,
   /** Production's default run has no judge configured (it would grade with the mock heuristic). */
   no_judge_configured: 503,
   internal: 500,

@@ -1,3 +1,4 @@
+import { redactUrl } from '../credentials/index.ts'
 import { abortScope } from './abort.ts'
 import { asJsonObjectSchema, refusesJsonSchema, responseFormatFor, type ResponseFormat } from './response-format.ts'
 import type { StructuredOutput } from '../schemas/run-config.ts'
@@ -76,7 +77,8 @@ export class OpenAIChatModel implements ChatModel {
   readonly #headers: Record<string, string>
 
   constructor(private readonly settings: OpenAIChatSettings) {
-    this.id = `openai:${settings.baseURL}#${settings.model}`
+    // The id names the model in call logs and archives: a URL credential must not travel with it.
+    this.id = `openai:${redactUrl(settings.baseURL)}#${settings.model}`
     this.#url = `${settings.baseURL.replace(/\/+$/, '')}/chat/completions`
     this.#headers = {
       ...settings.headers,

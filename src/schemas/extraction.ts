@@ -2,7 +2,9 @@
  * The content-extraction settings (autosr §3.5) as zod schemas: what part of the prompt and of a candidate the
  * verifier grades (src/search/roles/extraction.ts runs them). A `regex` pattern must run in RE2 (`re2js`), whose
  * matching time is linear in the text; one that needs backtracking (backreferences, lookaround) is refused naming the
- * feature.
+ * feature. Linear is not cheap: RE2's time per character grows with the compiled program (`(.*a){1000}` compiles to
+ * 5,002 instructions and took 48 s on 100 KB), so a pattern is refused past {@link MAX_PATTERN_INSTRUCTIONS}, and one
+ * extraction reads at most {@link MAX_EXTRACTION_WORK} instruction-characters of text ({@link readableChars}).
  */
 import { LRUCache } from 'lru-cache'
 import { RE2JS } from 're2js'
@@ -29,7 +31,7 @@ export const PromptExtraction = z.preprocess(
         .min(1)
         .refine(isValidPattern, 'not a valid regular expression')
         .superRefine((pattern, context) => {
-          const problem = linearPatternProblem(pattern)
+          const problem = linearPatternProblem(pattern) ?? patternSizeProblem(pattern)
           if (problem !== undefined) context.addIssue({ code: 'custom', message: problem })
         }),
       join: z.string().default(DEFAULT_JOIN),
@@ -88,6 +90,46 @@ export function linearPatternProblem(pattern: string): string | undefined {
       ? `uses ${feature}, which the linear-time regex engine (RE2) does not run: rewrite the pattern without them`
       : `the linear-time regex engine (RE2) cannot run this pattern (${reason})`
   }
+}
+
+/**
+ * The largest compiled program (RE2 instructions) a pattern from someone else's file may have: RE2 steps every live
+ * instruction once per character, so this bounds the time per character. Tag and field patterns compile to 10–40;
+ * `(.*a){20}` to 102.
+ * @internal
+ */
+export const MAX_PATTERN_INSTRUCTIONS = 100
+
+/**
+ * The most work one regex extraction may do, in compiled instructions × characters read: about 25 ms at RE2's slowest
+ * (~120 ns per instruction-character on a busy machine, `(.*a){20}` on text full of `a`), the time a Worker isolate
+ * may be kept from its other requests (the match cannot yield). A 20-instruction pattern reads 10,000 characters.
+ * @internal
+ */
+export const MAX_EXTRACTION_WORK = 200_000
+
+/**
+ * Why a pattern RE2 can run is too costly, naming its size and the limit; undefined when it is within
+ * {@link MAX_PATTERN_INSTRUCTIONS}.
+ * @example patternSizeProblem('(.*a){1000}') // 'compiles to 5002 RE2 instructions; at most 100 …'
+ * @internal
+ */
+export function patternSizeProblem(pattern: string): string | undefined {
+  const size = compileLinear(pattern).programSize()
+  if (size <= MAX_PATTERN_INSTRUCTIONS) return undefined
+  return (
+    `compiles to ${size} RE2 instructions; at most ${MAX_PATTERN_INSTRUCTIONS} are allowed, since matching time ` +
+    'grows with them: drop large counted repeats such as {1000} and long alternations'
+  )
+}
+
+/**
+ * How many characters of a text one extraction with this compiled pattern reads: {@link MAX_EXTRACTION_WORK} over
+ * its program size, so a stored pattern from before the size limit is bounded too.
+ * @example readableChars(compileLinear('Q: (\\w+)')) // 22222 (9 instructions)
+ */
+export function readableChars(regex: RE2JS): number {
+  return Math.floor(MAX_EXTRACTION_WORK / Math.max(1, regex.programSize()))
 }
 
 /** Compiled patterns: a scorer runs one artifact's pattern on every rollout. */

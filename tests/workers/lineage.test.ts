@@ -100,12 +100,13 @@ describe('/lineage', () => {
   it('scopes run tokens to the training runs of their run', async () => {
     const mine = await createRun({ anchor_rubrics: [{ text: 'Correct.' }] })
     const other = await createRun({ anchor_rubrics: [{ text: 'Correct.' }] })
-    const recorded = await call('POST', '/lineage/manifests', { token: mine.token, body: manifest('edge-mine') })
+    const edgeMine = `${mine.runId}.edge-mine`
+    const recorded = await call('POST', '/lineage/manifests', { token: mine.token, body: manifest(edgeMine) })
     expect(recorded.status).toBe(201)
-    const chain = await call('GET', '/lineage/runs/edge-mine', { token: mine.token })
+    const chain = await call('GET', `/lineage/runs/${edgeMine}`, { token: mine.token })
     expect(chain.status).toBe(200)
     expect(chain.json.manifest.harness_run_id).toBe(mine.runId)
-    expect((await call('GET', '/lineage/runs/edge-mine', { token: other.token })).status).toBe(403)
+    expect((await call('GET', `/lineage/runs/${edgeMine}`, { token: other.token })).status).toBe(403)
     expect(
       (
         await call('POST', '/lineage/evals', {
@@ -113,7 +114,7 @@ describe('/lineage', () => {
           body: {
             schema_version: '1.0',
             eval_id: 'x',
-            run_id: 'edge-mine',
+            run_id: edgeMine,
             benchmark: 'b',
             metrics: { a: 1 },
             created_at: '2026-01-04T00:00:00Z',
@@ -129,8 +130,23 @@ describe('/lineage', () => {
         })
       ).status,
     ).toBe(403)
-    expect((await call('GET', '/lineage/runs/edge-mine')).status).toBe(401)
+    expect((await call('GET', `/lineage/runs/${edgeMine}`)).status).toBe(401)
     expect((await call('GET', '/lineage/runs', { token: mine.token })).status).toBe(403)
+  })
+
+  it('lets a run token take only ids under its own run id, so it cannot squat one the admin wants', async () => {
+    const run = await createRun({ anchor_rubrics: [{ text: 'Correct.' }] })
+    const wanted = `admin-wants-${run.runId}`
+    const squat = await call('POST', '/lineage/manifests', { token: run.token, body: manifest(wanted) })
+    expect(squat.status).toBe(403)
+    expect(squat.json.error.code).toBe('forbidden')
+    expect(squat.json.error.message).toContain(`"${run.runId}.<name>"`)
+    // A run id that merely starts with this one's is another run's namespace.
+    const neighbour = await call('POST', '/lineage/manifests', { token: run.token, body: manifest(`${run.runId}-2.x`) })
+    expect(neighbour.status).toBe(403)
+    expect((await call('POST', '/lineage/manifests', { token: ADMIN_TOKEN, body: manifest(wanted) })).status).toBe(201)
+    for (const own of [run.runId, `${run.runId}.seed-1`])
+      expect((await call('POST', '/lineage/manifests', { token: run.token, body: manifest(own) })).status).toBe(201)
   })
 
   it('answers bad input with 400 naming the field', async () => {

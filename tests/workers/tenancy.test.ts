@@ -261,7 +261,7 @@ describe('admin-only, lineage and artifact routes', () => {
   it("keep a training run to the run that recorded it: B can neither read nor extend A's", async () => {
     const manifest = {
       schema_version: '1.0',
-      run_id: 'tenancy-train-a',
+      run_id: `${a.runId}.train`,
       trainer: { name: 'verl' },
       model: { name: 'qwen' },
       dataset: { id: 'math', version: 'v1' },
@@ -269,16 +269,16 @@ describe('admin-only, lineage and artifact routes', () => {
       started_at: '2026-01-01T00:00:00Z',
     }
     expect((await call('POST', '/lineage/manifests', { token: a.token, body: manifest })).status).toBe(201)
-    expect((await call('GET', '/lineage/runs/tenancy-train-a', { token: a.token })).status).toBe(200)
+    expect((await call('GET', `/lineage/runs/${a.runId}.train`, { token: a.token })).status).toBe(200)
     const refusals = [
-      ['read the chain', await call('GET', '/lineage/runs/tenancy-train-a', { token: b.token }), 403],
+      ['read the chain', await call('GET', `/lineage/runs/${a.runId}.train`, { token: b.token }), 403],
       [
         'record a result',
         await call('POST', '/lineage/results', {
           token: b.token,
           body: {
             schema_version: '1.0',
-            run_id: 'tenancy-train-a',
+            run_id: `${a.runId}.train`,
             status: 'succeeded',
             metrics: { reward: 1 },
             finished_at: '2026-01-02T00:00:00Z',
@@ -293,7 +293,7 @@ describe('admin-only, lineage and artifact routes', () => {
           body: {
             schema_version: '1.0',
             eval_id: 'tenancy-eval',
-            run_id: 'tenancy-train-a',
+            run_id: `${a.runId}.train`,
             benchmark: 'b',
             metrics: { a: 1 },
             created_at: '2026-01-02T00:00:00Z',
@@ -309,13 +309,13 @@ describe('admin-only, lineage and artifact routes', () => {
         }),
         403,
       ],
-      ['read anonymously', await call('GET', '/lineage/runs/tenancy-train-a'), 401],
+      ['read anonymously', await call('GET', `/lineage/runs/${a.runId}.train`), 401],
     ] as const
     for (const [what, res, status] of refusals) {
       expectRefusal(res, [status], `B tries to ${what}`)
       expect(res.text).not.toContain('verl')
     }
-    const chain = await call('GET', '/lineage/runs/tenancy-train-a', { token: ADMIN_TOKEN })
+    const chain = await call('GET', `/lineage/runs/${a.runId}.train`, { token: ADMIN_TOKEN })
     expect(chain.json.result).toBeNull()
     expect(chain.json.evals).toEqual([])
   })

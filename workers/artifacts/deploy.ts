@@ -12,6 +12,7 @@
  */
 import { z } from 'zod'
 import { artifactOrigin, TargetName, type AnyRmArtifact, type DeployRecord } from '../../src/schemas/artifact.ts'
+import { refuseLiteralCredentials } from '../../src/credentials/literal.ts'
 import { AppError } from '../../src/errors/index.ts'
 import { strict } from '../../src/schemas/strict.ts'
 import type { Env } from '../env.ts'
@@ -61,6 +62,7 @@ export function parseTarget(raw: string | undefined): string {
  * @example const record = await deployArtifact(env, 'prod', { artifact_id: 'rm_3fa1…' })
  */
 export async function deployArtifact(env: Env, target: string, request: DeployRequest): Promise<DeployRecord> {
+  refuseLiteralCredentials(request.llm, 'llm')
   const artifact = await loadArtifact(env.DB, request.artifact_id)
   if (!artifact)
     throw new AppError(

@@ -1,4 +1,5 @@
 import { LRUCache } from 'lru-cache'
+import { redactUrl } from '../../src/credentials/index.ts'
 import { AppError } from '../../src/errors/index.ts'
 /**
  * Which model grades for a deployed artifact: the deployment's `llm` when it names one (whatever model the artifact
@@ -7,6 +8,7 @@ import { AppError } from '../../src/errors/index.ts'
  * then names as such. Always with the artifact's temperature, max tokens and seed.
  */
 import { z } from 'zod'
+import { refuseLlmHost } from '../../src/llm/hosts.ts'
 import { MockChatModel, OpenAIChatModel, resolveHeaders, type ChatModel } from '../../src/llm/index.ts'
 import { AgentHeaders } from '../../src/schemas/run-config.ts'
 import { strict } from '../../src/schemas/strict.ts'
@@ -76,7 +78,8 @@ export function resolveEndpoint(
     )
   }
   if (!/^https?:\/\//.test(baseURL))
-    throw new AppError('llm_not_configured', `RM_LLM_BASE_URL must be an http(s) URL (got "${baseURL}")`)
+    throw new AppError('llm_not_configured', `RM_LLM_BASE_URL must be an http(s) URL (got "${redactUrl(baseURL)}")`)
+  refuseLlmHost(env, baseURL, llm?.base_url ? 'llm.base_url' : 'RM_LLM_BASE_URL')
   let apiKey = vars.RM_LLM_API_KEY
   if (llm?.api_key_env) {
     checkKeyName(env, llm.api_key_env, "the deployment's llm.api_key_env", 'llm_not_configured')
@@ -111,7 +114,7 @@ export function servingJudge(
   llm: DeploymentLlm | null | undefined,
 ): ServingJudge {
   const endpoint = resolveEndpoint(env, artifact, llm)
-  if (endpoint) return { backend: 'openai', model: endpoint.model, base_url: endpoint.baseURL }
+  if (endpoint) return { backend: 'openai', model: endpoint.model, base_url: redactUrl(endpoint.baseURL) }
   return {
     backend: 'mock',
     model: runtimeModel(artifact.runtime),

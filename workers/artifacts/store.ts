@@ -8,6 +8,7 @@
  *   so two concurrent deploys cannot both claim the same `previous_artifact_id`, and a failure changes nothing.
  */
 import { LRUCache } from 'lru-cache'
+import { redactStored } from '../../src/credentials/literal.ts'
 import { and, desc, eq, lt } from 'drizzle-orm'
 import { drizzle } from 'drizzle-orm/d1'
 import { rmArtifactRubrics, rmArtifacts, rmDeployments } from '../../src/db/schema.ts'
@@ -252,7 +253,8 @@ function toStored(row: typeof rmDeployments.$inferSelect): StoredDeployment {
     action: row.action === 'rollback' ? 'rollback' : 'deploy',
     dataset_sha256: row.datasetSha256,
     config_hash: row.configHash,
-    llm: (row.llm as DeploymentLlm | null) ?? null,
+    // Stored before literal credentials were refused, a deployment's llm is read back without them.
+    llm: redactStored('deployment', `${row.target}#${row.seq}`, (row.llm as DeploymentLlm | null) ?? null),
   }
 }
 

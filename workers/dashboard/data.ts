@@ -3,6 +3,7 @@
  * Objects' own read methods (status, the per-step aggregates of the timeline, LLM call sums, rubric history).
  * Nothing here writes.
  */
+import { redactUrl } from '../../src/credentials/index.ts'
 import { and, desc, eq, sql } from 'drizzle-orm'
 import { drizzle } from 'drizzle-orm/d1'
 import type { RubricVersionRecord, StepHealthRecord } from '../../durable-objects/rubric-instance/index.ts'
@@ -198,6 +199,7 @@ export async function loadRunDashboard(
   ])
   const llmCalls = calls.map(({ latency_ms, ...group }) => ({
     ...group,
+    model: redactUrl(group.model),
     mean_latency_ms: group.calls ? latency_ms / group.calls : 0,
   }))
   return {

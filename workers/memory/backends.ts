@@ -1,4 +1,5 @@
 import type { LimitFunction } from 'p-limit'
+import { refuseLlmHost } from '../../src/llm/hosts.ts'
 import { withRetry } from '../../src/llm/index.ts'
 import { HashedNgramEmbedder } from '../../src/memory/hashed-ngram-embedder.ts'
 import type { Embedder } from '../../src/memory/embedder.ts'
@@ -41,6 +42,7 @@ function openAIEmbedderOf(env: Env): OpenAIEmbedder {
   const dimensions = Number(env.EMBEDDINGS_DIMENSIONS)
   if (!Number.isInteger(dimensions) || dimensions < 1)
     throw new Error(`EMBEDDINGS_DIMENSIONS must be a positive integer, got "${env.EMBEDDINGS_DIMENSIONS}"`)
+  refuseLlmHost(env, env.EMBEDDINGS_BASE_URL!.trim(), 'EMBEDDINGS_BASE_URL')
   return new OpenAIEmbedder({
     baseURL: env.EMBEDDINGS_BASE_URL!.trim(),
     model: env.EMBEDDINGS_MODEL!.trim(),

@@ -1,6 +1,7 @@
 import { drizzle } from 'drizzle-orm/d1'
 import { Hono } from 'hono'
 import { z } from 'zod'
+import { refuseLiteralCredentials } from '../../src/credentials/literal.ts'
 import { AppError } from '../../src/errors/index.ts'
 import { EvalReport, LineageId, TrainingRunManifest, TrainingRunResult } from '../../src/lineage/schemas.ts'
 import {
@@ -43,6 +44,21 @@ async function requireRunAccess(db: D1Database, principal: Principal, runId: str
     throw new AppError('forbidden', `training run "${runId}" does not belong to run "${principal.runId}"`)
 }
 
+/**
+ * Refuses a training-run id a run token may not take: only its run's id, or that id, a `.` and more. Harness run ids
+ * have no `.`, so `<run id>.…` belongs to one run alone, and every other id stays free for the admin, whom a run token
+ * could otherwise beat to it (the admin would then get 409 `run_exists`).
+ * @example checkRunTokenLineageId('grpo-7.seed-1', 'grpo-7') // passes; ('prod-final', 'grpo-7') throws 403
+ */
+function checkRunTokenLineageId(trainingRunId: string, harnessRunId: string): void {
+  if (trainingRunId === harnessRunId || trainingRunId.startsWith(`${harnessRunId}.`)) return
+  throw new AppError(
+    'forbidden',
+    `run_id "${trainingRunId}": a run token records training runs only under its own run's id: use ` +
+      `"${harnessRunId}" or "${harnessRunId}.<name>", or record it with the admin token`,
+  )
+}
+
 function asAppError(error: unknown): never {
   if (error instanceof LineageError) {
     throw error.kind === 'conflict'
@@ -56,7 +72,7 @@ function asAppError(error: unknown): never {
  * The lineage API (admin token, or the token of the harness run a training run names as `harness_run_id`):
  * - `POST /lineage/manifests` (TrainingRunManifest) → 201 `{run_id, stored: true}`, 200 `{…, stored: false}` when
  *   identical; 409 `run_exists` for a different manifest. A run token's manifest belongs to its run (harness_run_id
- *   defaults to it; another value is 403).
+ *   defaults to it; another value is 403), and its `run_id` is the run's id or starts with it and a `.` (else 403).
  * - `POST /lineage/results` (TrainingRunResult), `POST /lineage/evals` (EvalReport): same answers; 404 without the
  * manifest.
  * - `GET /lineage/runs/:id` → the chain (LineageChain), the deployment joined from rm_deployments when recorded.
@@ -73,6 +89,7 @@ export const lineageRoutes = new Hono<AppEnv>()
   .post('/lineage/manifests', limitBody('other'), jsonBody(TrainingRunManifest), async (c) => {
     const principal = c.get('principal')
     let manifest = c.get('body')
+    refuseLiteralCredentials(manifest, '')
     if (principal.kind === 'run') {
       if (manifest.harness_run_id !== undefined && manifest.harness_run_id !== principal.runId) {
         throw new AppError(
@@ -80,6 +97,7 @@ export const lineageRoutes = new Hono<AppEnv>()
           `harness_run_id "${manifest.harness_run_id}" is not this token's run "${principal.runId}"`,
         )
       }
+      checkRunTokenLineageId(manifest.run_id, principal.runId)
       manifest = { ...manifest, harness_run_id: principal.runId }
     }
     const outcome = await recordManifest(drizzle(c.env.DB), manifest).catch(asAppError)

@@ -1,6 +1,8 @@
 import { Hono } from 'hono'
+import { redactConfig, refuseLiteralCredentials } from '../../src/credentials/literal.ts'
 import { AppError } from '../../src/errors/index.ts'
-import { CreateRunRequest } from '../../src/schemas/run-config.ts'
+import { refuseLlmHost } from '../../src/llm/hosts.ts'
+import { AGENT_ROLES, CreateRunRequest } from '../../src/schemas/run-config.ts'
 import type { AppEnv } from '../env.ts'
 import { notFound } from './not-found.ts'
 import { forgetRunToken, requireAdmin } from '../middleware/auth.ts'
@@ -23,6 +25,9 @@ export const runAdminRoutes = new Hono<AppEnv>().post(
   async (c) => {
     const { run_id: requested, config } = c.get('body')
     const runId = requested ?? `run-${randomHex(6)}`
+    refuseLiteralCredentials(config, 'config')
+    for (const role of ['default', ...AGENT_ROLES] as const)
+      refuseLlmHost(c.env, config.agents[role]?.base_url, `config.agents.${role}.base_url`)
     checkRunSecrets(c.env, config)
     if (runId === DEFAULT_RUN_ID)
       throw new AppError('run_exists', 'the default run is configured in config/default-run.json')
@@ -79,8 +84,8 @@ async function existingRun(env: AppEnv['Bindings'], runId: string): Promise<stri
   return runId
 }
 
-/** `GET /run` — the addressed run's config (no secrets live in it). */
+/** `GET /run` — the addressed run's config (no secrets live in it; one stored before that rule is shown redacted). */
 export const runInfoRoutes = new Hono<AppEnv>().get('/run', (c) => {
   const run = c.get('run')
-  return c.json({ run_id: run.id, config: run.config })
+  return c.json({ run_id: run.id, config: redactConfig(run.config).value })
 })

@@ -1,5 +1,6 @@
 import { Hono } from 'hono'
 import { z } from 'zod'
+import { redactUrl } from '../../src/credentials/index.ts'
 import type { AppEnv } from '../env.ts'
 import { limitBody } from '../middleware/body-limit.ts'
 import { secondsParam, validQuery } from '../middleware/query.ts'
@@ -32,6 +33,8 @@ export const stepRoutes = new Hono<AppEnv>()
       run_id: run.id,
       calls: groups.map(({ latency_ms, ...group }) => ({
         ...group,
+        // Labels logged before model ids were redacted may carry a URL's credentials.
+        model: redactUrl(group.model),
         mean_latency_ms: group.calls ? Math.round(latency_ms / group.calls) : 0,
       })),
     })

@@ -3,6 +3,7 @@
  * (`--library <dir>`) a judge-library checkpoint becomes a library artifact, or (`--format autosr`) a search output or
  * an artifact file becomes an autosr RM artifact. The work is in offline/artifacts (loaded only when the command runs).
  */
+import { redactUrl, withoutCredentials } from '../../../src/credentials/index.ts'
 import type { Command } from 'commander'
 import type { CliContext } from '../program.ts'
 
@@ -173,7 +174,8 @@ async function exportAutosr(options: ExportFlags, command: Command, cli: CliCont
     ...pick('searchOutput'),
     ...pick('artifact'),
     ...pick('defaultRubric'),
-    ...pick('llmBaseUrl'),
+    // The URL is written into the artifact and printed: it goes without its credentials (the key is autosr's env).
+    ...(options.llmBaseUrl === undefined ? {} : { llmBaseUrl: withoutCredentials(options.llmBaseUrl).value as string }),
     ...pick('llmModel'),
     checkDatasetFile: options.datasetCheck,
   })
@@ -195,8 +197,8 @@ async function exportAutosr(options: ExportFlags, command: Command, cli: CliCont
       [
         `wrote autosr artifact ${result.artifact.artifact_id} to ${result.out}`,
         `  ${'rubrics'.padEnd(12)}${prompts.length} prompt${prompts.length === 1 ? '' : 's'}: ${prompts.join(', ')}`,
-        `  ${'judge'.padEnd(12)}${String(snapshot.llm.verifier_model)} at ${String(snapshot.llm.base_url)}, seed ` +
-          `${snapshot.seed}, ${String(snapshot.llm.prompt_language)}`,
+        `  ${'judge'.padEnd(12)}${String(snapshot.llm.verifier_model)} at ` +
+          `${redactUrl(String(snapshot.llm.base_url))}, seed ${snapshot.seed}, ${String(snapshot.llm.prompt_language)}`,
         `  ${'grades'.padEnd(12)}searched on 0–${result.artifact.runtime.grade_max}; autosr's verifier grades 0–5`,
         ...result.notes.map((note) => `  ${'note'.padEnd(12)}${note}`),
       ].join('\n'),

@@ -12,8 +12,10 @@
  * A `regex` pattern comes from a file someone else may have written (an autosr artifact, a config file): it runs in
  * RE2 (`re2js`), whose matching time is linear in the text, so no pattern can stall the scorer (`^(a+)+$` against
  * 10,000 `a`s and a `!` backtracks for ever in JavaScript's engine). A pattern must be valid in both dialects, and one
- * that needs backtracking (backreferences, lookaround) is refused naming the feature. The built-in patterns below keep
- * JavaScript's engine: they are ours and do not backtrack.
+ * that needs backtracking (backreferences, lookaround) is refused naming the feature. RE2's cost also grows with the
+ * compiled pattern, so one extraction reads only the first `readableChars` characters of the text (MAX_EXTRACTION_WORK
+ * over the program size: 10,000 for a 20-instruction pattern); a match past them is not seen, and a text without a
+ * match there is kept whole. The built-in patterns below keep JavaScript's engine: they are ours and do not backtrack.
  */
 import {
   type CandidateExtraction,
@@ -21,6 +23,7 @@ import {
   ContentExtraction,
   DEFAULT_JOIN,
   type PromptExtraction,
+  readableChars,
   TAG_NAME,
 } from '../../schemas/extraction.ts'
 
@@ -40,15 +43,17 @@ export function extractTag(text: string, tag = 'content', join = DEFAULT_JOIN): 
 }
 
 /**
- * Every match of `pattern` (compiled dot-all, matched in linear time by RE2; group 1 when the pattern has a group),
- * trimmed, non-empty, joined; the original text when nothing matches.
+ * Every match of `pattern` (compiled dot-all, matched in linear time by RE2; group 1 when the pattern has a group) in
+ * the first `readableChars(pattern)` characters of `text`, trimmed, non-empty, joined; the original text when nothing
+ * matches there.
  * @example extractRegex('Q: one\nQ: two', 'Q: (\\w+)', ',') // 'one,two'
  * @internal
  */
 export function extractRegex(text: string, pattern: string, join = DEFAULT_JOIN): string {
   const regex = compileLinear(pattern)
   const hasGroup = regex.groupCount() > 0
-  const matcher = regex.matcher(text)
+  const limit = readableChars(regex)
+  const matcher = regex.matcher(text.length > limit ? text.slice(0, limit) : text)
   const segments: string[] = []
   while (matcher.find()) segments.push((hasGroup ? matcher.group(1) : matcher.group(0)) ?? '')
   return joined(segments, join) ?? text
