@@ -1,4 +1,5 @@
 /** Text renderings of the train commands' outcomes for the CLI (never a token: none reaches these values). */
+import { cliCommand } from '../cli/command.ts'
 import { formatChain } from '../lineage/format.ts'
 import type { FinalizeOutcome } from './finalize.ts'
 import type { PrepareOutcome } from './prepare.ts'
@@ -24,7 +25,7 @@ export function formatPrepare(outcome: PrepareOutcome): string {
       `${outcome.manifest.dataset.id}@${outcome.manifest.dataset.version}`,
     `  env file    ${outcome.env_file} (mode 600; token: ${token})`,
     `  lineage     ${outcome.lineage}`,
-    `next: npx reward-harness train run --env-path ${outcome.env_file} -- <trainer command>`,
+    `next: ${cliCommand()} train run --env-path ${outcome.env_file} -- <trainer command>`,
   ].join('\n')
 }
 
