@@ -2,8 +2,10 @@
  * Builds the CLI that the `reward-harness` bin runs: `offline/cli/main.ts`, our code and the pure-JavaScript
  * packages every command loads, compiled by esbuild into ES modules in `dist/cli/` (`main.js` and the chunks that
  * commands load when they run), with `build.json` recording what it was built from (./build-record.ts). npm's
- * `prepack` builds it for the package, `prepare` after `npm install` in a clone, and `npm run build:cli` by hand;
- * `--if-stale` builds only when the record no longer matches the sources.
+ * `prepack` builds it for the package; in a clone, the `dependencies` script after `npm install` or `npm ci` changed
+ * node_modules (not `prepare`: npm 11 lists a tarball's `prepare` among the install scripts a user must approve,
+ * though it never runs it there), and `npm run build:cli` by hand. `--if-stale` builds only when the record no longer
+ * matches the sources.
  */
 import { mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'

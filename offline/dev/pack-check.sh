@@ -20,8 +20,18 @@ if grep -q '^package/offline/' <<<"$listing"; then
   exit 1
 fi
 
-npm install -g --prefix "$work/prefix" --allow-scripts=better-sqlite3 --prefer-offline --no-audit --no-fund \
-  --loglevel=error "$tarball"
+if ! npm install -g --prefix "$work/prefix" --allow-scripts=better-sqlite3 --prefer-offline --no-audit --no-fund \
+  "$tarball" >"$work/install.txt" 2>&1; then
+  cat "$work/install.txt" >&2
+  echo 'pack-check: npm install -g of the tarball failed (above)' >&2
+  exit 1
+fi
+grep -E '^(added|npm warn)' "$work/install.txt" || true
+# Approving better-sqlite3 must be all a user does: no other install script for npm's policy to ask about.
+if grep -q 'install-scripts' "$work/install.txt"; then
+  echo 'pack-check: npm asks to approve install scripts beyond better-sqlite3 (above)' >&2
+  exit 1
+fi
 installed="$work/prefix/lib/node_modules/reward-harness"
 for dev in tsx esbuild typescript; do
   if [ -e "$installed/node_modules/$dev" ] || [ -e "$work/prefix/lib/node_modules/$dev" ]; then
