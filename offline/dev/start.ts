@@ -58,24 +58,11 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     )
     process.exit(1)
   }
-  const dev = spawn(
-    'npx',
-    [
-      'wrangler',
-      'dev',
-      '--local',
-      '--ip',
-      '127.0.0.1',
-      '--port',
-      port,
-      '--var',
-      'DEPLOYMENT:local',
-      '--show-interactive-dev-session=false',
-      // `npm start -- --inspector-port 9230` and the like reach wrangler dev.
-      ...process.argv.slice(2),
-    ],
-    { cwd: root, env: QUIET_WRANGLER_ENV, stdio: 'inherit' },
-  )
+  const dev = spawn('npx', wranglerDevArgs(port, process.argv.slice(2)), {
+    cwd: root,
+    env: QUIET_WRANGLER_ENV,
+    stdio: 'inherit',
+  })
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => dev.kill(signal))
   dev.on('exit', (code) => process.exit(code ?? 0))
   // Said once it is true: the Worker answers on the port.
@@ -88,6 +75,30 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     await new Promise((resolve) => setTimeout(resolve, 250))
   console.log(`Serving on http://127.0.0.1:${port} (mock LLM, default run open). Ctrl-C stops.`)
   console.log(`Dashboard at http://127.0.0.1:${port}/ (try \`npm run simulate -- --steps 3\` first)`)
+}
+
+/**
+ * The `wrangler dev` command line of `npm start`, with `extra` (what follows `npm start --`) at the end. wrangler's
+ * debugger (its inspector) listens on a port the system picks, unless `extra` names one: on its default, 9229, a
+ * second wrangler dev (another project, a running `npm test`) or a `node --inspect` would stop this one from starting.
+ * @example wranglerDevArgs('8787', ['--inspector-port', '9229']) // […, '--inspector-port', '9229'], no port 0
+ */
+export function wranglerDevArgs(port: string, extra: readonly string[]): string[] {
+  const inspector = extra.some((arg) => arg.split('=')[0] === '--inspector-port') ? [] : ['--inspector-port', '0']
+  return [
+    'wrangler',
+    'dev',
+    '--local',
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    port,
+    '--var',
+    'DEPLOYMENT:local',
+    '--show-interactive-dev-session=false',
+    ...inspector,
+    ...extra,
+  ]
 }
 
 /**
