@@ -176,10 +176,11 @@ describe('the built CLI', () => {
   it("turns on Node's compile cache where Node has one (22.1 and later)", async () => {
     // This Node may predate module.enableCompileCache: a preloaded stand-in shows whether the bin calls it.
     const standIn = join(work, 'compile-cache.mjs')
-    writeFileSync(
-      standIn,
-      "import module from 'node:module'\nmodule.enableCompileCache = () => process.stderr.write('compile cache on\\n')\n",
-    )
+    const standInText = [
+      "import module from 'node:module'",
+      "module.enableCompileCache = () => process.stderr.write('compile cache on\\n')",
+    ]
+    writeFileSync(standIn, `${standInText.join('\n')}\n`)
     const run = await node([join(installed, 'reward-harness'), '--version'], elsewhere, `--import ${standIn}`)
     expect(run).toEqual({ code: 0, out: '0.1.0\n', err: 'compile cache on\n' })
   }, 60_000)

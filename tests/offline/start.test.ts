@@ -1,7 +1,7 @@
 /**
  * `npm start` says one line for the migrations instead of wrangler's tables: the count comes from wrangler's own
- * output of the one `d1 migrations apply` call. Its debugger port is the system's pick unless given. (That the whole start stays within ten lines before "Serving on" is
- * checked by `npm run docs:check`, which starts it.)
+ * output of the one `d1 migrations apply` call. Its debugger port is the system's pick unless given. (That the whole
+ * start stays within ten lines before "Serving on" is checked by `npm run docs:check`, which starts it.)
  */
 import { describe, expect, it } from 'vitest'
 import { appliedMigrations, wranglerDevArgs } from '../../offline/dev/start.ts'
