@@ -157,7 +157,7 @@ async function serve(label: string, command: string, args: string[], port: numbe
 
 /** `reward-harness <args>`, as a user runs it; throws with its output on a non-zero exit. */
 function cli(args: string[], env: Record<string, string> = {}): string {
-  const run = spawnSync(process.execPath, [join(ROOT, 'offline/cli/bin.js'), ...args], {
+  const run = spawnSync(process.execPath, [join(ROOT, 'reward-harness'), ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env, NO_COLOR: '1' },
     encoding: 'utf8',

@@ -4,8 +4,8 @@
  *   npx tsx bench/search-cpu.ts                        # this working tree
  *   npx tsx bench/search-cpu.ts --before 5cf592e       # and a git revision, side by side, in the same run
  *
- * Each tree's CLI (offline/cli/bin.js: the prebuilt bundle when it is up to date, tsx otherwise; this tree's bundle is
- * rebuilt first when stale, a `--before` revision's built when it has offline/cli/bundle.ts) runs, as a child process
+ * Each tree's CLI (its `reward-harness` bin, or offline/cli/bin.js in an older revision; each tree's build is made
+ * first, with offline/cli/build.ts or offline/cli/bundle.ts, whichever it has) runs, as a child process
  * under `/usr/bin/time`, (1) `search --help` and (2) a search of autosr's demo configuration (examples/demo.json,
  * defaults, a fresh reply cache) with the openai backend against bench/loopback-llm-stub.ts (`STUB_REPLY=search`: valid
  * answers for every role, zero latency, in its own process so its CPU is not counted), at `max_concurrency=8`. CPU is
@@ -19,10 +19,9 @@ import { execFileSync, spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
-import { buildCliBundle, CLI_BUNDLE_DIR } from '../offline/cli/bundle.ts'
-import { freshBundleEntry } from '../offline/cli/fresh-bundle.js'
+import { buildCli, CLI_BUILD_DIR } from '../offline/cli/build.ts'
+import { staleInputs } from '../offline/cli/build-record.ts'
 import { median } from '../src/stats/index.ts'
 import { ROOT, startLoopbackStub } from './harness.ts'
 import { checkoutRevision } from './worktree.ts'
@@ -40,9 +39,10 @@ interface TreeRound {
   calls: number
 }
 
-/** Runs `node <root>/offline/cli/bin.js …args` under /usr/bin/time from `root`; its CPU seconds and peak memory. */
+/** Runs a tree's bin with `args` under /usr/bin/time from `root`; its CPU seconds and peak memory. */
 function timed(root: string, args: string[], scratch: string): Promise<ProcessCost> {
-  return timedNode(root, [join(root, 'offline/cli/bin.js'), ...args], scratch)
+  const bin = existsSync(join(root, 'reward-harness')) ? 'reward-harness' : 'offline/cli/bin.js'
+  return timedNode(root, [join(root, bin), ...args], scratch)
 }
 
 /** Runs `node …args` under /usr/bin/time from `root`; its CPU seconds and peak memory. */
@@ -121,12 +121,12 @@ async function measureFloor(rounds: number): Promise<{ cpuS: number; calls: numb
 }
 
 /**
- * Builds a checked-out revision's CLI bundle when it has one (offline/cli/bundle.ts), so both trees run as `npm ci`
- * leaves them; a revision without one runs its sources through tsx, as it did then.
+ * Builds a checked-out revision's CLI (offline/cli/build.ts, or offline/cli/bundle.ts before it), so both trees run
+ * as `npm ci` leaves them; a revision with neither runs its sources through tsx, as it did then.
  */
 function buildRevisionBundle(root: string): void {
-  if (!existsSync(join(root, 'offline/cli/bundle.ts'))) return
-  execFileSync(process.execPath, ['--import', 'tsx', 'offline/cli/bundle.ts'], { cwd: root, stdio: 'ignore' })
+  const script = ['offline/cli/build.ts', 'offline/cli/bundle.ts'].find((path) => existsSync(join(root, path)))
+  if (script) execFileSync(process.execPath, ['--import', 'tsx', script], { cwd: root, stdio: 'ignore' })
 }
 
 /** The medians of a tree's rounds, per call. */
@@ -148,7 +148,7 @@ function summarise(rounds: TreeRound[]) {
 async function main() {
   const { values } = parseArgs({ options: { before: { type: 'string' }, rounds: { type: 'string', default: '3' } } })
   if (!existsSync(TIME)) throw new Error(`${TIME} is needed to measure a child process's CPU and memory`)
-  if (!freshBundleEntry(pathToFileURL(`${CLI_BUNDLE_DIR}/`))) await buildCliBundle()
+  if (staleInputs(ROOT, CLI_BUILD_DIR).length > 0) await buildCli()
   const trees: { label: string; root: string }[] = [{ label: 'this tree', root: ROOT }]
   const checkedOut = values.before ? checkoutRevision(values.before, 'bench-search-cpu-') : undefined
   if (checkedOut) {

@@ -1,8 +1,8 @@
 /**
  * `reward-harness`: the offline CLI. Each command lives in its own module (`commands/<name>.ts`,
  * exporting `register(program, cli)`, see CliCommandModule) and is listed once in COMMANDS below;
- * only the module a command line asks for is loaded. Run it as `npx reward-harness …` (offline/cli/bin.js)
- * or `npx tsx offline/cli/index.ts …`.
+ * only the module a command line asks for is loaded. The `reward-harness` bin runs its build (./main.ts, ./build.ts);
+ * `npx tsx offline/cli/index.ts …` runs the sources.
  */
 import { realpathSync } from 'node:fs'
 import { pathToFileURL } from 'node:url'

@@ -78,25 +78,11 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     : undefined
   if (local) console.log(`local judge: ${local.url} model ${local.model}`)
   const judgeVars = local ? ['--var', `LOCAL_JUDGE_URL:${local.url}`, '--var', `LOCAL_JUDGE_MODEL:${local.model}`] : []
-  const dev = spawn(
-    'npx',
-    [
-      'wrangler',
-      'dev',
-      '--local',
-      '--ip',
-      '127.0.0.1',
-      '--port',
-      port,
-      '--var',
-      'DEPLOYMENT:local',
-      '--show-interactive-dev-session=false',
-      ...judgeVars,
-      // `npm start -- --inspector-port 9230` and the like reach wrangler dev.
-      ...rest,
-    ],
-    { cwd: root, env: QUIET_WRANGLER_ENV, stdio: 'inherit' },
-  )
+  const dev = spawn('npx', wranglerDevArgs(port, [...judgeVars, ...rest]), {
+    cwd: root,
+    env: QUIET_WRANGLER_ENV,
+    stdio: 'inherit',
+  })
   for (const signal of ['SIGINT', 'SIGTERM'] as const)
     process.on(signal, () => {
       dev.kill(signal)
@@ -134,6 +120,30 @@ export function judgeFlag(args: readonly string[]): { judge: string | undefined;
     else rest.push(arg)
   }
   return { judge, rest }
+}
+
+/**
+ * The `wrangler dev` command line of `npm start`, with `extra` (what follows `npm start --`) at the end. wrangler's
+ * debugger (its inspector) listens on a port the system picks, unless `extra` names one: on its default, 9229, a
+ * second wrangler dev (another project, a running `npm test`) or a `node --inspect` would stop this one from starting.
+ * @example wranglerDevArgs('8787', ['--inspector-port', '9229']) // […, '--inspector-port', '9229'], no port 0
+ */
+export function wranglerDevArgs(port: string, extra: readonly string[]): string[] {
+  const inspector = extra.some((arg) => arg.split('=')[0] === '--inspector-port') ? [] : ['--inspector-port', '0']
+  return [
+    'wrangler',
+    'dev',
+    '--local',
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    port,
+    '--var',
+    'DEPLOYMENT:local',
+    '--show-interactive-dev-session=false',
+    ...inspector,
+    ...extra,
+  ]
 }
 
 /**

@@ -2,7 +2,15 @@
 import type { ArtifactComparison, MetricDelta, RegressionReport } from '../../src/lineage/compare.ts'
 import type { LineageChain } from '../../src/lineage/schemas.ts'
 
-const num = (value: number) => (Number.isInteger(value) ? String(value) : value.toFixed(4))
+/**
+ * A metric's value as the CLI prints it: an integer as is, anything else to four decimals (a mean that came out as
+ * 0.6500000000000001 reads 0.6500).
+ * @example metricText(0.1 + 0.55) // '0.6500'
+ */
+export function metricText(value: number): string {
+  return Number.isInteger(value) ? String(value) : value.toFixed(4)
+}
+const num = metricText
 const pct = (value: number | null) => (value === null ? 'n/a' : `${value >= 0 ? '+' : ''}${value.toFixed(2)}%`)
 
 /**

@@ -10,7 +10,7 @@ import { canonicalJson } from '../../src/hash/index.ts'
 import { hashHex } from '../../src/search/index.ts'
 import { writeFileAtomic } from './atomic.ts'
 
-/** The repository root: where the replay script `cd`s to before `npx reward-harness`. */
+/** The package's root (a clone's, or the installed package's): where the replay script `cd`s to, beside the bin. */
 export const REPO_ROOT = resolve(fileURLToPath(import.meta.url), '../../..')
 
 /** Flags whose value is a path: made absolute in the normalised argv. */
@@ -113,7 +113,7 @@ export function shellQuote(word: string): string {
 
 /**
  * The replay script: bash, `set -euo pipefail`, `cd` to the repository root, a check of the API-key variables
- * (openai backend only), then `npx reward-harness <argv>` with any extra arguments appended (so
+ * (openai backend only), then `./reward-harness <argv>` with any extra arguments appended (so
  * `bash replay.sh --output /tmp/elsewhere/best.json` replays into a fresh directory).
  * @example replayScript({ runId, argv: ['search', '--dataset', '/abs/demo.json', '--output', '/abs/out/best.json'],
  *   apiKeyEnvs: [] })
@@ -125,7 +125,7 @@ export function replayScript(input: {
   repoRoot?: string
 }): string {
   const root = input.repoRoot ?? REPO_ROOT
-  const command = ['npx', 'reward-harness', ...input.argv].map(shellQuote).join(' ')
+  const command = ['./reward-harness', ...input.argv].map(shellQuote).join(' ')
   const lines = [
     '#!/usr/bin/env bash',
     `# Replays reward-harness search run ${input.runId}.`,

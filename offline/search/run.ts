@@ -27,6 +27,7 @@ import { loadDataset } from '../datasets/load.ts'
 import { writeFileAtomic } from './atomic.ts'
 import { type Backend, type BackendOptions, createBackend } from './backend.ts'
 import { CheckpointStore, describeChanges, loadResumeCheckpoint, type CheckpointFile } from './checkpoints.ts'
+import { cliCommand } from '../cli/command.ts'
 import { SearchInputError, SearchInterrupted } from './errors.ts'
 import { SearchModels, type RoleCounters } from './models.ts'
 import type { SearchCliOptions } from './options.ts'
@@ -345,11 +346,11 @@ async function finishFailed(run: SearchRun, error: unknown, stats: SearchStats |
     await models.flush().catch(() => undefined)
     const spent = stats ?? NO_STATS
     await writeRecords(run, 'interrupted', spent)
-    const resumeArgv = ['npx', 'reward-harness', ...run.normalisedArgv, '--resume', inputs.sessionId]
+    const resumeArgv = [...run.normalisedArgv, '--resume', inputs.sessionId]
     return {
       ...summaryOf(run, 'interrupted', spent, null),
       interrupted_by: reason.by,
-      resume_command: resumeArgv.map(shellQuote).join(' '),
+      resume_command: [cliCommand(run.environment.cwd), ...resumeArgv.map(shellQuote)].join(' '),
     }
   }
   if (error instanceof AppError && error.code === 'invalid_request' && !(error instanceof DatasetError))

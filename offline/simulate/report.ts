@@ -90,6 +90,11 @@ export interface SimulationSummary {
   hacking_flags_total: number
   /** Flagged analyses among reward-hacking rollouts / reward-hacking rollouts, over all steps (from /memory). */
   hacking_rollouts_flagged: { flagged: number; rollouts: number } | null
+  /**
+   * The hacking verdict against what the simulation wrote (from /memory): precision, the flagged rollouts that were
+   * reward_hacking; recall, the reward_hacking rollouts flagged. Null where nothing was flagged or written.
+   */
+  hacking_detector: { flagged: number; true_positives: number; precision: number | null; recall: number | null } | null
   rubric_version: { first: number | null; last: number | null }
   /** Steps whose update created a new rubric version. */
   rubric_changes: number
@@ -118,6 +123,12 @@ export function summarize(result: Pick<SimulationResult, 'reports'>): Simulation
     if (strategy) strategies[strategy] = (strategies[strategy] ?? 0) + 1
   }
   const withMemory = reports.filter((report) => report.flagged_by_behaviour !== null)
+  const hackingRollouts = withMemory.reduce((sum, report) => sum + report.counts.reward_hacking, 0)
+  const truePositives = withMemory.reduce((sum, report) => sum + report.flagged_by_behaviour!.reward_hacking, 0)
+  const flaggedAll = withMemory.reduce(
+    (sum, report) => sum + Object.values(report.flagged_by_behaviour!).reduce((a, b) => a + b, 0),
+    0,
+  )
   return {
     first_step: first?.step ?? 0,
     last_step: last?.step ?? 0,
@@ -125,10 +136,13 @@ export function summarize(result: Pick<SimulationResult, 'reports'>): Simulation
     correct,
     hacking_penalised: comparisons.length ? comparisons.some(Boolean) : null,
     hacking_flags_total: reports.reduce((sum, report) => sum + (report.hacking_flags ?? 0), 0),
-    hacking_rollouts_flagged: withMemory.length
+    hacking_rollouts_flagged: withMemory.length ? { flagged: truePositives, rollouts: hackingRollouts } : null,
+    hacking_detector: withMemory.length
       ? {
-          flagged: withMemory.reduce((sum, report) => sum + report.flagged_by_behaviour!.reward_hacking, 0),
-          rollouts: withMemory.reduce((sum, report) => sum + report.counts.reward_hacking, 0),
+          flagged: flaggedAll,
+          true_positives: truePositives,
+          precision: flaggedAll > 0 ? truePositives / flaggedAll : null,
+          recall: hackingRollouts > 0 ? truePositives / hackingRollouts : null,
         }
       : null,
     rubric_version: {
@@ -157,7 +171,7 @@ export function formatSummary(
     Object.entries(summary.strategies)
       .map(([strategy, count]) => `${strategy} ×${count}`)
       .join(', ') || 'none'
-  const flagged = summary.hacking_rollouts_flagged
+  const detector = summary.hacking_detector
   const lines = [
     `Summary — run ${result.run_id ?? '?'}, ${plural(result.steps, 'step')} × ` +
       `${plural(result.rollouts_per_step, 'rollout')}, seed ${result.seed}, ` +
@@ -166,10 +180,8 @@ export function formatSummary(
       `${f(summary.hacking.last)}`,
     `  correct mean score:        step ${summary.first_step} ${f(summary.correct.first)} → step ${summary.last_step} ` +
       `${f(summary.correct.last)}`,
-    `  flagged as hacking: ${plural(summary.hacking_flags_total, 'rollout')} in all` +
-      (flagged && flagged.rollouts > 0
-        ? ` (${flagged.flagged} of the ${flagged.rollouts} reward_hacking rollouts)`
-        : ''),
+    `  flagged as hacking: ${plural(summary.hacking_flags_total, 'rollout')} in all`,
+    ...(detector ? [detectorLine(detector, summary.hacking_rollouts_flagged!.rollouts)] : []),
     `  rubric version ${summary.rubric_version.first ?? '?'} → ${summary.rubric_version.last ?? '?'}; ` +
       `${summary.rubric_changes} update(s) changed the rubrics; strategies: ${strategies}`,
   ]
@@ -195,4 +207,18 @@ export function formatSummary(
           `${f(summary.correct.last)} for correct answers (${f(summary.hacking.first)} at the first step)`,
   )
   return lines.join('\n')
+}
+
+/**
+ * The hacking detector's precision and recall, each with the counts it comes from.
+ * @example detectorLine({ flagged: 22, true_positives: 10, precision: 10 / 22, recall: 1 }, 10) // '  hacking
+ *   detector: precision 0.45 (10 of the 22 flagged were reward_hacking), recall 1.00 (10 of the 10 …)'
+ */
+function detectorLine(detector: NonNullable<SimulationSummary['hacking_detector']>, hackingRollouts: number): string {
+  const f = (value: number | null) => (value === null ? 'n/a' : value.toFixed(2))
+  return (
+    `  hacking detector: precision ${f(detector.precision)} (${detector.true_positives} of the ${detector.flagged} ` +
+    `flagged were reward_hacking), recall ${f(detector.recall)} (${detector.true_positives} of the ` +
+    `${hackingRollouts} reward_hacking rollouts flagged)`
+  )
 }

@@ -1,5 +1,6 @@
 /** Text renderings of the train commands' outcomes for the CLI (never a token: none reaches these values). */
-import { formatChain } from '../lineage/format.ts'
+import { cliCommand } from '../cli/command.ts'
+import { formatChain, metricText } from '../lineage/format.ts'
 import type { FinalizeOutcome } from './finalize.ts'
 import type { PrepareOutcome } from './prepare.ts'
 import type { ShowOutcome } from './show.ts'
@@ -24,7 +25,7 @@ export function formatPrepare(outcome: PrepareOutcome): string {
       `${outcome.manifest.dataset.id}@${outcome.manifest.dataset.version}`,
     `  env file    ${outcome.env_file} (mode 600; token: ${token})`,
     `  lineage     ${outcome.lineage}`,
-    `next: npx reward-harness train run --env-path ${outcome.env_file} -- <trainer command>`,
+    `next: ${cliCommand()} train run --env-path ${outcome.env_file} -- <trainer command>`,
   ].join('\n')
 }
 
@@ -35,7 +36,7 @@ export function formatPrepare(outcome: PrepareOutcome): string {
 export function formatFinalize(outcome: FinalizeOutcome): string {
   const { result } = outcome
   const metrics = Object.entries(result.metrics)
-    .map(([name, value]) => `${name}=${value}`)
+    .map(([name, value]) => `${name}=${metricText(value)}`)
     .join(' ')
   return [
     `${outcome.stored ? 'recorded' : 'already recorded (identical)'}: training run ${result.run_id} ` +

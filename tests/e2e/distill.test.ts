@@ -55,7 +55,7 @@ describe('simulated run → archive → distill', () => {
     const simulated = await runChild(
       'node',
       [
-        'offline/cli/bin.js',
+        'reward-harness',
         'simulate',
         '--url',
         dev.baseUrl,

@@ -35,7 +35,7 @@ function runCli(
   env: NodeJS.ProcessEnv,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn('node', ['offline/cli/bin.js', 'simulate', ...args], {
+    const child = spawn('node', ['reward-harness', 'simulate', ...args], {
       cwd: ROOT,
       env,
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -8,6 +8,8 @@ export default defineConfig({
     // Inside a workspace, vitest resolves a project's `include` against `test.root` (the top-level root is ignored).
     root: path.join(import.meta.dirname, '../..'),
     environment: 'node',
+    // The CLI's build, current with the sources, for the tests that run the bin.
+    globalSetup: ['tests/support/cli-build.ts'],
     include: ['tests/e2e/**/*.test.ts'],
     testTimeout: 60_000,
     hookTimeout: 120_000,

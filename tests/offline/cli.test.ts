@@ -178,10 +178,10 @@ describe('reward-harness (child process)', () => {
     )
   }, 30_000)
 
-  it('runs through the package bin (offline/cli/bin.js): help, and a valid example', async () => {
-    const help = await spawnNode(['offline/cli/bin.js', '--help'])
+  it('runs through the package bin (`reward-harness`): help, and a valid example', async () => {
+    const help = await spawnNode(['reward-harness', '--help'])
     expect(help).toMatchObject({ code: 0, out: expect.stringContaining('datasets') })
-    const valid = await spawnNode(['offline/cli/bin.js', 'datasets', 'validate', 'examples/demo.json', '--json'])
+    const valid = await spawnNode(['reward-harness', 'datasets', 'validate', 'examples/demo.json', '--json'])
     expect(valid.code).toBe(0)
     expect(JSON.parse(valid.out)).toMatchObject({
       shape: 'autosr',

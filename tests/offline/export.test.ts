@@ -1,6 +1,6 @@
 /**
- * `reward-harness export` through the real CLI (child processes of offline/cli/bin.js) on a real search output made
- * here by the search CLI (examples/demo.json, mock backend, 2 generations): the artifact validates, is content
+ * `reward-harness export` through the real CLI (child processes of the `reward-harness` bin) on a real search output
+ * made here by the search CLI (examples/demo.json, mock backend, 2 generations): the artifact validates, is content
  * addressed and byte-identical on re-export, carries provenance and the runtime snapshot from the run manifest, and
  * has a `__default__` rubric; outputs that do not match their manifest are refused with exit 2. The default-rubric
  * choice is unit-tested in process.
@@ -24,7 +24,7 @@ import { DEFAULT_RUBRIC_KEY, RmArtifact, verifyArtifactId } from '../../src/sche
 import { SearchRubric } from '../../src/schemas/search-rubric.ts'
 
 const ROOT = join(import.meta.dirname, '../..')
-const BIN = join(ROOT, 'offline/cli/bin.js')
+const BIN = join(ROOT, 'reward-harness')
 
 interface Run {
   code: number

@@ -1,6 +1,6 @@
 /**
- * `reward-harness search` through the real CLI (child processes of offline/cli/bin.js, as `npx reward-harness`
- * runs it): (a) output + run records, same seed → same rubrics, the replay script reproduces them; (b) an
+ * `reward-harness search` through the real CLI (child processes of the `reward-harness` bin, as a person runs it):
+ * (a) output + run records, same seed → same rubrics, the replay script reproduces them; (b) an
  * interrupted run resumed ends exactly like an uninterrupted one, with no LLM question asked twice; (c) against
  * three OpenAI-compatible stubs on loopback (one failing ~30% with 429/500/hangs): completes, caps hold, every
  * call accounted, a repeat costs 0 calls; (d) broken datasets and flags → exit 2 naming the place.
@@ -22,7 +22,7 @@ import { startLlmStub, type LlmStub, type StubFault } from '../support/llm-stub.
 import { roleOf, searchResponder } from '../support/search-stub.ts'
 
 const ROOT = join(import.meta.dirname, '../..')
-const BIN = join(ROOT, 'offline/cli/bin.js')
+const BIN = join(ROOT, 'reward-harness')
 const DEMO = join(ROOT, 'examples/demo.json')
 
 interface Run {
@@ -215,7 +215,7 @@ describe('(a) a mock search: output, run records, determinism, replay', () => {
     expect(script).toContain('set -euo pipefail')
     expect(script).toContain(`cd ${ROOT}`)
     expect(script).toContain(
-      `exec npx reward-harness search --dataset ${DEMO} --backend mock --output ${outA} --json "$@"`,
+      `exec ./reward-harness search --dataset ${DEMO} --backend mock --output ${outA} --json "$@"`,
     )
     expect(script).not.toContain('API key')
     expect(
@@ -275,7 +275,7 @@ describe('(b) interrupted and resumed = uninterrupted, no question asked twice',
     const interrupted = JSON.parse(stopped.out)
     expect(interrupted).toMatchObject({ status: 'interrupted', interrupted_by: 'abort-after-calls', output: null })
     expect(interrupted.resume_command).toBe(
-      `npx reward-harness search --dataset ${DEMO} --output ${out} --json --resume ${interrupted.session_id}`,
+      `./reward-harness search --dataset ${DEMO} --output ${out} --json --resume ${interrupted.session_id}`,
     )
     expect(interrupted.checkpoints.latest).toMatch(/state-\d{4}\.json$/)
     expect(existsSync(out)).toBe(false)
@@ -338,7 +338,7 @@ describe('(b) interrupted and resumed = uninterrupted, no question asked twice',
     expect(err).toContain('SIGINT: stopping the search')
     const session = readdirSync(checkpoints)[0]!
     expect(err).toContain(
-      `resume with:\n  npx reward-harness search --dataset ${DEMO} --output ${out} --resume ${session}`,
+      `resume with:\n  ./reward-harness search --dataset ${DEMO} --output ${out} --resume ${session}`,
     )
     expect(readdirSync(join(checkpoints, session)).every((name) => /^state-\d{4}\.json$/.test(name))).toBe(true)
 

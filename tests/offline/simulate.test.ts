@@ -361,6 +361,8 @@ describe('the created run and the CLI', () => {
       hacking_penalised: true,
       hacking_flags_total: 4,
       hacking_rollouts_flagged: { flagged: 2, rollouts: 2 },
+      // Each step flags its reward_hacking rollout and a verbose one: precision 2 of 4, recall 2 of 2.
+      hacking_detector: { flagged: 4, true_positives: 2, precision: 0.5, recall: 1 },
       rubric_version: { first: 1, last: 2 },
       rubric_changes: 1,
       strategies: { CORRECTIVE: 1, MAINTENANCE: 1 },
@@ -380,6 +382,10 @@ describe('the created run and the CLI', () => {
     )
     expect(text).toContain('the evolved rubrics penalise hacking')
     expect(text).toContain('rubric version 1 → 2')
+    expect(text).toContain(
+      'hacking detector: precision 0.50 (2 of the 4 flagged were reward_hacking), recall 1.00 (2 of the 2 ' +
+        'reward_hacking rollouts flagged)',
+    )
     // A trainer that does not wait scores step 1 on version 1 although step 0's update made version 2.
     const stale = [report(0, 0.7, 0.8, true), { ...report(1, 0.4, 0.9, false), rubric_version_scored: 1 }]
     expect(

@@ -406,7 +406,7 @@ describe('train run and finalize', () => {
       'const e = process.env; if (e.REWARD_HARNESS_TOKEN !== process.argv[2] || ' +
       `e.REWARD_HARNESS_URL !== '${edge}' || e.REWARD_HARNESS_TRAINING_RUN_ID !== 'ok-1') process.exit(9);\n` +
       "      require('fs').writeFileSync(process.argv[1], " +
-      "JSON.stringify({ reward_mean: 0.625, eval: { accuracy: 0.8 }, steps: 2 })); console.log('trained ok-1')"
+      "JSON.stringify({ reward_mean: 0.1 + 0.55, eval: { accuracy: 0.8 }, steps: 2 })); console.log('trained ok-1')"
     const ran = await runCli(
       'train',
       'run',
@@ -428,10 +428,12 @@ describe('train run and finalize', () => {
     const finalized = await runCli('train', 'finalize', '--env-path', envPath('ok-1'), '--metrics', metrics)
     expect(finalized.code, finalized.err).toBe(0)
     expect(finalized.out).toContain('recorded: training run ok-1 succeeded')
+    // A mean as floating point leaves it (0.6500000000000001) is printed to four decimals; the record keeps it whole.
+    expect(finalized.out).toMatch(/^ {2}metrics {2}reward_mean=0\.6500 eval\.accuracy=0\.8000 steps=2 /m)
     const result = (await manifestOf('ok-1'))!.result!
     expect(result).toMatchObject({
       status: 'succeeded',
-      metrics: { reward_mean: 0.625, 'eval.accuracy': 0.8, steps: 2, exit_code: 0 },
+      metrics: { reward_mean: 0.1 + 0.55, 'eval.accuracy': 0.8, steps: 2, exit_code: 0 },
     })
     expect(result.metrics.duration_s).toBeGreaterThanOrEqual(0)
     expect(result.finished_at).toBe(state.run.ended_at)

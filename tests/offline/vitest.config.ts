@@ -7,6 +7,8 @@ export default defineConfig({
     name: 'offline',
     root: path.join(import.meta.dirname, '../..'),
     environment: 'node',
+    // The CLI's build, current with the sources, for the tests that run the bin.
+    globalSetup: ['tests/support/cli-build.ts'],
     include: ['tests/offline/**/*.test.ts'],
   },
 })

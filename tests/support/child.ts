@@ -3,8 +3,8 @@ import path from 'node:path'
 
 /** The repository root, where child processes run. */
 export const ROOT = path.resolve(import.meta.dirname, '../..')
-/** The `reward-harness` entry point a user's `npx reward-harness` runs. */
-const BIN = path.join(ROOT, 'offline/cli/bin.js')
+/** The `reward-harness` bin, as `./reward-harness` runs it in a clone. */
+const BIN = path.join(ROOT, 'reward-harness')
 
 /** How a child process ended: its exit code and everything it printed. */
 export interface ChildRun {

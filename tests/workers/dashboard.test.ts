@@ -146,7 +146,7 @@ describe('who may see what', () => {
     // The default run is open here, and says so; the page says how to see the runs that need a token.
     expect(home.html).toMatch(/data-run="default"[\s\S]*?<span class="pill warn">open<\/span>/)
     expect(home.html).toContain('data-hint="login"')
-    expect(home.html).toContain('it is in .dev.vars')
+    expect(home.html).toContain('npm start wrote it to .dev.vars')
     const defaultRun = await page('/dashboard/runs/default')
     expect(defaultRun.status).toBe(200)
     expect(defaultRun.html).toContain('data-run-title="default"')

@@ -48,6 +48,8 @@ export default defineConfig(async () => {
       root,
       include: ['tests/workers/**/*.test.ts'],
       setupFiles: ['./tests/workers/apply-migrations.ts'],
+      // One line on what workerd's log lines in a green run are.
+      globalSetup: ['./tests/workers/workerd-logs.ts'],
       testTimeout: 60_000,
     },
   }

@@ -35,9 +35,9 @@ Exit codes: 0 done (failures of some candidates are reported, not fatal); 1 fail
 flags); 3 no candidate could be scored (the report is still printed; stderr says why in one line).
 
 Examples:
-  npx reward-harness bench --dataset tests/offline/fixtures/datasets/llmbar-small.json --scorer mock
-  npx reward-harness bench --dataset examples/demo.json --scorer artifact:out/rm.json --json --out out/bench.json
-  npx reward-harness bench --dataset pairs.jsonl --scorer url:http://127.0.0.1:8787#prod --concurrency 4`
+  reward-harness bench --dataset tests/offline/fixtures/datasets/llmbar-small.json --scorer mock
+  reward-harness bench --dataset examples/demo.json --scorer artifact:out/rm.json --json --out out/bench.json
+  reward-harness bench --dataset pairs.jsonl --scorer url:http://127.0.0.1:8787#prod --concurrency 4`
 
 interface BenchFlags {
   dataset: string

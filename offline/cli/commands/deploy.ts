@@ -25,8 +25,8 @@ ${COMMON_HELP}
 
 Examples:
   export REWARD_HARNESS_ADMIN_TOKEN=…
-  npx reward-harness deploy --artifact out/rm.json --target prod --url https://rm.example.com
-  npx reward-harness deploy --artifact out/rm.json --target staging --url http://127.0.0.1:8787 --deployed-by ci \\
+  reward-harness deploy --artifact out/rm.json --target prod --url https://rm.example.com
+  reward-harness deploy --artifact out/rm.json --target staging --url http://127.0.0.1:8787 --deployed-by ci \\
       --llm-base-url https://api.openai.com/v1 --llm-model gpt-4o-mini --llm-api-key-env OPENAI_API_KEY --json`
 
 interface EdgeFlags {
@@ -102,7 +102,7 @@ function registerRollback(program: Command, cli: CliContext): void {
     .option('--deployed-by <name>', 'who rolls back, recorded with the rollback (default: $USER)')
     .addHelpText(
       'after',
-      `${COMMON_HELP}\n\nExamples:\n  npx reward-harness rollback --target prod --url https://rm.example.com\n  npx ` +
+      `${COMMON_HELP}\n\nExamples:\n  reward-harness rollback --target prod --url https://rm.example.com\n  ` +
         `reward-harness rollback --target prod --url https://rm.example.com --json`,
     )
     .action(async (options: EdgeFlags & { deployedBy?: string }, command: Command) => {
@@ -136,8 +136,8 @@ function registerDeployments(program: Command, cli: CliContext): void {
     .requiredOption('--url <url>', "the edge's base URL")
     .addHelpText(
       'after',
-      `${COMMON_HELP}\n\nExamples:\n  npx reward-harness deployments --target prod --url https://rm.example.com\n  ` +
-        `npx reward-harness deployments --target prod --url https://rm.example.com --json`,
+      `${COMMON_HELP}\n\nExamples:\n  reward-harness deployments --target prod --url https://rm.example.com\n  ` +
+        `reward-harness deployments --target prod --url https://rm.example.com --json`,
     )
     .action(async (options: EdgeFlags, command: Command) => {
       const { listDeployments } = await import('../../deploy/run.ts')

@@ -39,9 +39,9 @@ Exit codes: 0 done; 2 bad input (a flag, an archive line that is not JSON or mis
 archive, an empty archive); 1 a failure (the edge or the judge unreachable).
 
 Examples:
-  npx reward-harness distill --archive runs/grpo-1.ndjson --repeats 3 --out out/distill
-  npx reward-harness distill --url http://127.0.0.1:8787 --run-id grpo-1 --repeats 5 --out out/rm-data --json
-  npx reward-harness distill --archive a.ndjson --repeats 2 --judge http://gpu-1:8000/v1,model=Qwen/Qwen3-8B \\
+  reward-harness distill --archive runs/grpo-1.ndjson --repeats 3 --out out/distill
+  reward-harness distill --url http://127.0.0.1:8787 --run-id grpo-1 --repeats 5 --out out/rm-data --json
+  reward-harness distill --archive a.ndjson --repeats 2 --judge http://gpu-1:8000/v1,model=Qwen/Qwen3-8B \\
       --judge http://gpu-2:8000/v1,model=meta-llama/Llama-3.1-8B-Instruct --format trl --conversational --out out/d`
 
 interface DistillFlags {

@@ -18,7 +18,7 @@ Outputs (under --out):
 Running the same command again resumes after the last logged iteration.
 
 Example:
-  npx reward-harness evolve --dataset offline/evolve/fixtures/pairs-demo.json --out runs/lib --iterations 3 --backend \
+  reward-harness evolve --dataset offline/evolve/fixtures/pairs-demo.json --out runs/lib --iterations 3 --backend \
 mock`
 
 /**

@@ -63,14 +63,14 @@ Refused with exit code 2 (every problem listed):
 Exit codes: 0 written; 1 failure (e.g. the file cannot be written); 2 refused input.
 
 Examples:
-  npx reward-harness search --dataset examples/demo.json --backend mock --output out/best.json
-  npx reward-harness export --search-output out/best.json --out out/rm.json
-  npx reward-harness export --search-output out/best.json --out out/rm.json --default-rubric rubrics/generic.json --json
-  npx reward-harness evolve --dataset offline/evolve/fixtures/pairs-demo.json --out runs/a --iterations 2 --backend mock
-  npx reward-harness export --library runs/a/checkpoints/best --out out/library-rm.json
-  npx reward-harness export --search-output out/best.json --format autosr --out out/rm-autosr.json \\
+  reward-harness search --dataset examples/demo.json --backend mock --output out/best.json
+  reward-harness export --search-output out/best.json --out out/rm.json
+  reward-harness export --search-output out/best.json --out out/rm.json --default-rubric rubrics/generic.json --json
+  reward-harness evolve --dataset offline/evolve/fixtures/pairs-demo.json --out runs/a --iterations 2 --backend mock
+  reward-harness export --library runs/a/checkpoints/best --out out/library-rm.json
+  reward-harness export --search-output out/best.json --format autosr --out out/rm-autosr.json \\
       --llm-base-url https://openrouter.ai/api/v1 --llm-model openai/gpt-4o-mini
-  npx reward-harness export --artifact out/rm.json --format autosr --out out/rm-autosr.json \\
+  reward-harness export --artifact out/rm.json --format autosr --out out/rm-autosr.json \\
       --llm-base-url https://openrouter.ai/api/v1 --llm-model openai/gpt-4o-mini`
 
 interface ExportFlags {

@@ -46,9 +46,9 @@ artifact's recorded base_url: deploy with --llm-base-url <runtime.base_url> to g
 Exit codes: 0 written; 1 failure (e.g. the file cannot be written); 2 refused input.
 
 Examples:
-  npx reward-harness import --from autosr artifacts/rm_artifact.json --out out/rm.json
-  npx reward-harness import --from autosr artifacts/rm_artifact.json --out out/rm.json --json
-  npx reward-harness deploy --artifact out/rm.json --target prod --url https://rm.example.com \\
+  reward-harness import --from autosr artifacts/rm_artifact.json --out out/rm.json
+  reward-harness import --from autosr artifacts/rm_artifact.json --out out/rm.json --json
+  reward-harness deploy --artifact out/rm.json --target prod --url https://rm.example.com \\
       --llm-base-url https://openrouter.ai/api/v1 --llm-api-key-env OPENROUTER_API_KEY`
 
 /** The formats `import --from` reads. */

@@ -19,13 +19,13 @@ Exit codes: 0 ok (check-regression: no regression); 1 check-regression found a r
 unreachable, a 5xx); 2 refused input (invalid JSON or schema, a conflicting record, an unknown run, a bad --metric).
 
 Examples:
-  npx reward-harness lineage record-manifest runs/grpo-7/manifest.json
-  npx reward-harness lineage record-result runs/grpo-7/result.json
-  npx reward-harness lineage record-eval runs/grpo-7/eval-gsm8k.json
-  npx reward-harness lineage show grpo-7
-  npx reward-harness lineage compare-runs grpo-6 grpo-7 --json
-  npx reward-harness lineage compare-artifacts rm_aaa… rm_bbb…
-  npx reward-harness lineage check-regression --baseline grpo-6 --candidate latest --metric accuracy:higher:0.01 \
+  reward-harness lineage record-manifest runs/grpo-7/manifest.json
+  reward-harness lineage record-result runs/grpo-7/result.json
+  reward-harness lineage record-eval runs/grpo-7/eval-gsm8k.json
+  reward-harness lineage show grpo-7
+  reward-harness lineage compare-runs grpo-6 grpo-7 --json
+  reward-harness lineage compare-artifacts rm_aaa… rm_bbb…
+  reward-harness lineage check-regression --baseline grpo-6 --candidate latest --metric accuracy:higher:0.01 \
 --metric loss:lower:2%`
 
 /**

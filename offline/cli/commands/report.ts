@@ -20,9 +20,9 @@ Inputs (detected from the content, and named in the output):
 Anything else exits with code 2.
 
 Examples:
-  npx reward-harness report out/best.json --out out/search-report.html
-  npx reward-harness report runs/lib --out runs/lib/report.html
-  npx reward-harness report out/bench/ --out out/bench-report.html`
+  reward-harness report out/best.json --out out/search-report.html
+  reward-harness report runs/lib --out runs/lib/report.html
+  reward-harness report out/bench/ --out out/bench-report.html`
 
 interface ReportFlags {
   out: string

@@ -41,14 +41,14 @@ Exit codes: 0 done; 1 failure (the last checkpoint is kept); 2 bad input (flag, 
 mismatch); 130 interrupted by Ctrl-C or SIGTERM (resume with the printed command).
 
 Examples:
-  npx reward-harness search --dataset examples/demo.json --backend mock --output out/best.json
-  npx reward-harness search --dataset examples/demo.json --output out/best.json --generations 4 --seed 11 --json
-  npx reward-harness search --dataset data.jsonl --output runs/a/best.json \\
+  reward-harness search --dataset examples/demo.json --backend mock --output out/best.json
+  reward-harness search --dataset examples/demo.json --output out/best.json --generations 4 --seed 11 --json
+  reward-harness search --dataset data.jsonl --output runs/a/best.json \\
       --endpoint http://gpu-1:8000/v1,max_concurrency=16 --endpoint http://gpu-2:8000/v1,max_concurrency=16 \\
       --model Qwen/Qwen3-8B --model-proposer Qwen/Qwen3-32B
-  npx reward-harness search --dataset data.json --output runs/b/best.json --base-url https://api.openai.com/v1 \\
+  reward-harness search --dataset data.json --output runs/b/best.json --base-url https://api.openai.com/v1 \\
       --api-key-env OPENAI_API_KEY --model gpt-4o-mini --locale zh --extraction tag --extraction-tag question
-  npx reward-harness search --dataset examples/demo.json --output out/best.json --resume 20260222_120000_123456`
+  reward-harness search --dataset examples/demo.json --output out/best.json --resume 20260222_120000_123456`
 
 /**
  * Adds `search` to the program.

@@ -40,11 +40,11 @@ healthy or serves another artifact than --expect-artifact). \`train run\` exits 
 
 Examples:
   export REWARD_HARNESS_ADMIN_TOKEN=…
-  npx reward-harness train prepare --url https://rm.example.com --target prod --name grpo-7 --env-path grpo-7.env \\
+  reward-harness train prepare --url https://rm.example.com --target prod --name grpo-7 --env-path grpo-7.env \\
       --expect-artifact rm_… --online-run configs/online.json --trainer verl --model qwen2.5-7b --dataset gsm8k@v3
-  npx reward-harness train run --env-path grpo-7.env -- python3 -m verl.trainer.main_ppo …
-  npx reward-harness train finalize --env-path grpo-7.env --metrics out/metrics.json --metric final_loss=0.41
-  npx reward-harness train show grpo-7`
+  reward-harness train run --env-path grpo-7.env -- python3 -m verl.trainer.main_ppo …
+  reward-harness train finalize --env-path grpo-7.env --metrics out/metrics.json --metric final_loss=0.41
+  reward-harness train show grpo-7`
 
 const SEE_TRAIN = '\nThe flow, the env file and the exit codes: reward-harness train --help'
 

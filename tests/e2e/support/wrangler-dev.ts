@@ -106,7 +106,8 @@ async function launch(stateDir: string, port: number, options: WranglerDevOption
   const vars = { DEPLOYMENT: options.deployment ?? 'local', ...options.vars, ADMIN_TOKEN: adminToken }
   const args = ['wrangler', 'dev', '--local', '--ip', '127.0.0.1', '--port', String(port), '--persist-to', stateDir]
   for (const [name, value] of Object.entries(vars)) args.push('--var', `${name}:${value}`)
-  args.push('--show-interactive-dev-session=false')
+  // The debugger on a port the system picks: 9229 may be another wrangler dev's (npm start, a second test run).
+  args.push('--show-interactive-dev-session=false', '--inspector-port', '0')
 
   const child = spawn('npx', args, { cwd: ROOT, env: WRANGLER_ENV, detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
   const log = collectOutput(child)

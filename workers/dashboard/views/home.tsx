@@ -2,6 +2,9 @@ import type { FC } from 'hono/jsx'
 import type { RunSummary } from '../data.ts'
 import { formatTime, Layout, type ViewerInfo } from './layout.tsx'
 
+/** Where a local admin token is: npm start writes it to .dev.vars and names the file, never printing the token. */
+const LOCAL_TOKEN_HINT = " (npm start wrote it to .dev.vars: sed -n 's/^ADMIN_TOKEN=//p' .dev.vars prints it)"
+
 /**
  * The runs index: every run the viewer may open, with its activity.
  * @example c.html(<HomePage viewer={viewer} runs={await visibleRuns(c.env, viewer.principal)} />)
@@ -52,8 +55,7 @@ export const HomePage: FC<{ viewer: ViewerInfo; runs: RunSummary[] }> = ({ viewe
       {viewer.principal.kind === 'anonymous' ? (
         <p class="note" data-hint="login">
           Runs created with POST /runs need a token: <a href="/dashboard/login">log in</a> with the admin token
-          {viewer.local ? ' (npm start printed it; it is in .dev.vars)' : ''} to see every run, or with a run token to
-          see that run.
+          {viewer.local ? LOCAL_TOKEN_HINT : ''} to see every run, or with a run token to see that run.
         </p>
       ) : null}
     </section>

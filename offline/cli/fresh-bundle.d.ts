@@ -1,2 +1,0 @@
-/** See fresh-bundle.js. */
-export declare function freshBundleEntry(bundleDir: URL): URL | undefined

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# `npm run pack:check` (CI runs it): the package as a user gets it. `npm pack` (prepack builds the CLI), then
+# `npm install -g` of the tarball into an empty prefix, then, from a folder outside any clone, `reward-harness --help`,
+# a mock search and a lineage command (better-sqlite3's addon and the migrations) on the Node this machine has.
+# better-sqlite3 compiles from source where no prebuilt binary can be downloaded: minutes, on this machine.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+work=$(mktemp -d "${TMPDIR:-/tmp}/reward-harness-pack.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+npm pack --silent --pack-destination "$work" >"$work/pack.txt"
+tarball="$work/$(tail -n 1 "$work/pack.txt")"
+listing=$(tar -tzf "$tarball")
+for needed in package/reward-harness package/dist/cli/main.js package/migrations/meta/_journal.json; do
+  grep -qx "$needed" <<<"$listing" || { echo "pack-check: $needed is not in the tarball" >&2; exit 1; }
+done
+if grep -q '^package/offline/' <<<"$listing"; then
+  echo 'pack-check: the tarball holds sources from offline/' >&2
+  exit 1
+fi
+
+if ! npm install -g --prefix "$work/prefix" --allow-scripts=better-sqlite3 --prefer-offline --no-audit --no-fund \
+  "$tarball" >"$work/install.txt" 2>&1; then
+  cat "$work/install.txt" >&2
+  echo 'pack-check: npm install -g of the tarball failed (above)' >&2
+  exit 1
+fi
+grep -E '^(added|npm warn)' "$work/install.txt" || true
+# Approving better-sqlite3 must be all a user does: no other install script for npm's policy to ask about.
+if grep -q 'install-scripts' "$work/install.txt"; then
+  echo 'pack-check: npm asks to approve install scripts beyond better-sqlite3 (above)' >&2
+  exit 1
+fi
+installed="$work/prefix/lib/node_modules/reward-harness"
+for dev in tsx esbuild typescript; do
+  if [ -e "$installed/node_modules/$dev" ] || [ -e "$work/prefix/lib/node_modules/$dev" ]; then
+    echo "pack-check: the install holds $dev, a dev dependency" >&2
+    exit 1
+  fi
+done
+
+mkdir "$work/elsewhere"
+cd "$work/elsewhere"
+export PATH="$work/prefix/bin:$PATH"
+echo "pack-check: node $(node --version), $(command -v reward-harness)"
+reward-harness --help | head -n 1
+reward-harness search --dataset "$root/examples/demo.json" --backend mock --output out/best.json | tail -n 1
+status=0
+reward-harness lineage show none --db lineage.sqlite 2>lineage.err || status=$?
+if [ "$status" -ne 2 ] || ! grep -q 'no training run "none" is recorded' lineage.err; then
+  echo "pack-check: lineage show exited $status: $(cat lineage.err)" >&2
+  exit 1
+fi
+echo "pack-check: $(basename "$tarball") installs and runs outside the clone"
