@@ -243,7 +243,7 @@ export async function startLlmStub(): Promise<LlmStub> {
  * llama-cpp-python 0.3.36's answer to OpenAI's `response_format: {type: 'json_schema', …}`, as measured: a pydantic
  * validation error reported as an HTTP 500.
  */
-export const LLAMA_CPP_JSON_SCHEMA_REFUSAL: StubFault = {
+const LLAMA_CPP_JSON_SCHEMA_REFUSAL: StubFault = {
   kind: 'error',
   status: 500,
   body: {
