@@ -176,7 +176,7 @@ describe('/rm deployment', () => {
     const artifact = {
       runtime: { backend: 'openai', verifier_model: 'judge', temperature: 0, max_tokens: 256, seed: 1 },
     }
-    const model = verifierModel({} as Env, artifact as never, {
+    const model = verifierModel({ DEPLOYMENT: 'local' } as Env, artifact as never, {
       base_url: stub.baseUrl,
       model: 'judge',
       structured_output: 'json_schema',
