@@ -838,7 +838,7 @@ describe('the audit judge', () => {
       token: run.token,
       body: {
         schema_version: '1.0',
-        run_id: `grpo-${run.runId}`,
+        run_id: `${run.runId}.grpo`,
         trainer: { name: 'verl' },
         model: { name: 'qwen-7b' },
         dataset: { id: 'math', version: 'v1' },
@@ -847,7 +847,7 @@ describe('the audit judge', () => {
       },
     })
     expect(manifest.status, JSON.stringify(manifest.body)).toBe(201)
-    const chain = await callJson(`${dev.baseUrl}/lineage/runs/grpo-${run.runId}`, { token: run.token })
+    const chain = await callJson(`${dev.baseUrl}/lineage/runs/${run.runId}.grpo`, { token: run.token })
     expect(chain.status, JSON.stringify(chain.body)).toBe(200)
     expect(chain.body.judge_audit).toEqual([{ step: 0, instance_id: 'global', ...audit }])
   })
