@@ -2,7 +2,8 @@
 # `npm run pack:check` (CI runs it): the package as a user gets it. `npm pack` (prepack builds the CLI), then
 # `npm install -g` of the tarball into an empty prefix, then, from a folder outside any clone, `reward-harness --help`,
 # a mock search and a lineage command (better-sqlite3's addon and the migrations) on the Node this machine has.
-# better-sqlite3 compiles from source where no prebuilt binary can be downloaded: minutes, on this machine.
+# better-sqlite3 compiles from source where no prebuilt binary can be downloaded (minutes), unless
+# offline/dev/keep-native-build.ts kept the clone's compiled addon in npm's prebuild cache (CI does).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD

@@ -2,6 +2,7 @@ import { z } from 'zod'
 import { bundledTemplate, placeholdersOf, PROMPT_KEYS } from './prompt-templates.ts'
 import { RubricSeed } from './rubric.ts'
 import { strict } from './strict.ts'
+import { STRUCTURED_OUTPUTS } from '../llm/response-format.ts'
 
 /** Every LLM role in the system; each may have its own model and endpoint. */
 export const AGENT_ROLES = [
@@ -47,8 +48,6 @@ export type AgentHeaders = z.infer<typeof AgentHeaders>
  * llama-cpp-python's server enforces (it refuses OpenAI's). `json_object`: JSON with no shape, which every
  * OpenAI-compatible server takes.
  */
-export const STRUCTURED_OUTPUTS = ['json_object', 'json_schema', 'json_object_schema'] as const
-export type StructuredOutput = (typeof STRUCTURED_OUTPUTS)[number]
 
 export const AgentSettings = z
   .object({
