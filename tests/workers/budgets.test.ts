@@ -162,6 +162,27 @@ describe('budgets.judge_calls_per_rollout', () => {
     expect(endpoint.calls()).toBe(3)
   })
 
+  it("counts a relative group's attempts against each response, so the pointwise fallback gets what is left", async () => {
+    const endpoint = fakeEndpoint('budget-judge-group', async () => 'not a grade')
+    const run = await createRun({
+      ...RUBRICS,
+      group_scoring: 'relative',
+      agents: { scorer: { ...fakeRole('budget-judge-group'), max_attempts: 4, timeout_ms: 1_000 } },
+      budgets: { judge_calls_per_rollout: 5 },
+    })
+    const refused = await call('POST', '/score/group', {
+      token: run.token,
+      body: { prompt: 'What is 2+2?', responses: ['4', '5'], metadata: METADATA },
+    })
+    expect(refused.status, refused.text).toBe(429)
+    expect(refused.json.error).toMatchObject({
+      code: 'judge_budget_exceeded',
+      details: { budget: 'budgets.judge_calls_per_rollout' },
+    })
+    // The group's call, 4 attempts, then one pointwise call each (not 4 each): 6, where 12 were made before.
+    expect(endpoint.calls()).toBe(6)
+  })
+
   it("leaves a scorer's max_attempts below the budget as it was: its own failure, not the budget's", async () => {
     const endpoint = fakeEndpoint('budget-judge-within', async () => 'not a grade')
     const run = await createRun({
