@@ -1,4 +1,5 @@
 import { DurableObject } from 'cloudflare:workers'
+import type { BudgetRefusal } from '../../src/budgets/index.ts'
 import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
 import { addScore, emptyTally, type ScoreTally } from '../../src/scoring/tally.ts'
 import { Alarm } from '../alarm.ts'
@@ -21,7 +22,6 @@ import { coordinatorName, instanceName, ledgerAddressOf, ledgerName } from '../n
 import { loadRunConfig } from '../run-config.ts'
 import { applySchema } from '../schema.ts'
 import { Waiters } from '../waiters.ts'
-import type { BudgetRefusal } from '../../src/budgets/index.ts'
 import { type Fresh, Placement, PlacementRefused } from './placement.ts'
 import { Retention } from './retention.ts'
 import { LedgerRows } from './rows.ts'

@@ -162,7 +162,7 @@ describe('budgets.judge_calls_per_rollout', () => {
     expect(endpoint.calls()).toBe(3)
   })
 
-  it("counts a relative group's attempts against each response, so the pointwise fallback gets what is left", async () => {
+  it("counts a relative group's attempts against each response: the pointwise fallback gets the rest", async () => {
     const endpoint = fakeEndpoint('budget-judge-group', async () => 'not a grade')
     const run = await createRun({
       ...RUBRICS,
