@@ -88,5 +88,8 @@ export async function register(program: Command, cli: CliContext): Promise<void>
       }
       cli.print(self, summary, () => formatSummary(summary))
     })
-  if (!cli.listing) (await import('../../search/options.ts')).addConfigKnobs(command)
+  if (!cli.listing) {
+    const { addConfigKnobs } = await import('../../search/options.ts')
+    addConfigKnobs(command)
+  }
 }
