@@ -46,6 +46,9 @@ cd "$work/elsewhere"
 export PATH="$work/prefix/bin:$PATH"
 echo "pack-check: node $(node --version), $(command -v reward-harness)"
 reward-harness --help | head -n 1
+# The CPU of a --help as the user runs it (information: the target is under 0.3 s; the first start fills the cache).
+TIMEFORMAT='pack-check: reward-harness --help: %3U s user + %3S s sys, %3R s wall'
+for _ in 1 2 3; do time reward-harness --help >/dev/null; done
 reward-harness search --dataset "$root/examples/demo.json" --backend mock --output out/best.json | tail -n 1
 status=0
 reward-harness lineage show none --db lineage.sqlite 2>lineage.err || status=$?

@@ -5,8 +5,8 @@
  */
 import { Option, type Command } from 'commander'
 import type { DistillFormat } from '../../../src/distill/index.ts'
-import { DISTILL_FORMATS } from '../../../src/schemas/distill-summary.ts'
-import { finiteNumber, integer } from '../../search/options.ts'
+import { DISTILL_FORMATS } from '../../../src/schemas/distill-formats.ts'
+import { finiteNumber, integer } from '../../search/flags.ts'
 import type { CliContext } from '../program.ts'
 import type { JudgeSpec } from '../../distill/judges.ts'
 import { UsageError } from '../../../src/usage-error/index.ts'
