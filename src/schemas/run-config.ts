@@ -2,7 +2,7 @@ import { z } from 'zod'
 import { bundledTemplate, placeholdersOf, PROMPT_KEYS } from './prompt-templates.ts'
 import { RubricSeed } from './rubric.ts'
 import { strict } from './strict.ts'
-import { STRUCTURED_OUTPUTS } from '../llm/response-format.ts'
+import { STRUCTURED_OUTPUTS } from './structured-output.ts'
 
 /** Every LLM role in the system; each may have its own model and endpoint. */
 export const AGENT_ROLES = [

@@ -144,7 +144,7 @@ async function expectWholeVersions(
 }
 
 describe('the online loop on the real judge', () => {
-  it('async, json_schema: every rollout gets a score with no repair call; the step’s update runs on the model', async () => {
+  it('async, json_schema: each rollout gets a score, no repair call; the step’s update runs on the model', async () => {
     const token = await createRun({
       mode: 'async',
       rollouts_per_step: ROLLOUTS.length,

@@ -4,7 +4,7 @@
  * the command runs) and src/bench (the metrics).
  */
 import type { Command } from 'commander'
-import type { StructuredOutput } from '../../../src/llm/response-format.ts'
+import type { StructuredOutput } from '../../../src/schemas/structured-output.ts'
 import { structuredOutputOption } from '../llm-options.ts'
 import { CliExit, type CliContext } from '../program.ts'
 import { UsageError } from '../../../src/usage-error/index.ts'

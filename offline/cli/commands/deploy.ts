@@ -4,7 +4,7 @@
  * module registers all three commands (index.ts lists it under each name; registering twice is a no-op).
  */
 import type { Command } from 'commander'
-import type { StructuredOutput } from '../../../src/llm/response-format.ts'
+import type { StructuredOutput } from '../../../src/schemas/structured-output.ts'
 import { structuredOutputOption } from '../llm-options.ts'
 import type { CliContext } from '../program.ts'
 
