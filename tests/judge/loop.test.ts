@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { LocalJudge } from '../../offline/judge-local/index.ts'
 import { Rubric } from '../../src/schemas/rubric.ts'
 import { runRewardHarness } from '../support/child.ts'
-import { callJson, METADATA } from '../e2e/support/http.ts'
+import { callJson, callJsonRetrying, METADATA } from '../e2e/support/http.ts'
 import { startWranglerDev, type WranglerDev } from '../e2e/support/wrangler-dev.ts'
 import { type CallGroup, onJudge, startInstalledJudge } from './support.ts'
 
@@ -76,11 +76,18 @@ function agentsOn(structuredOutput: string): Record<string, unknown> {
   }
 }
 
-/** Rollouts sent as a trainer sends them: one `/score` each, all at once. */
+/**
+ * Rollouts sent as a trainer sends them: one `/score` each, all at once, a 503 sent again after its Retry-After (as
+ * wrangler dev's proxy answers a request it lost).
+ */
 function scoreAll(token: string, rollouts = ROLLOUTS) {
   return Promise.all(
     rollouts.map((rollout) =>
-      callJson(`${dev.baseUrl}/score`, { token, body: { rollout, metadata: METADATA }, timeoutMs: SCORE_TIMEOUT_MS }),
+      callJsonRetrying(`${dev.baseUrl}/score`, {
+        token,
+        body: { rollout, metadata: METADATA },
+        timeoutMs: SCORE_TIMEOUT_MS,
+      }),
     ),
   )
 }
@@ -230,7 +237,7 @@ describe('the online loop on the real judge', () => {
   it('a rollout over the server’s context window is a 413 naming its limit, read from the server', async () => {
     const token = await createRun({ agents: agentsOn('json_schema') })
     const output = Array.from({ length: 9_000 }, (_, index) => `word${index % 97}`).join(' ')
-    const scored = await callJson(`${dev.baseUrl}/score`, {
+    const scored = await callJsonRetrying(`${dev.baseUrl}/score`, {
       token,
       body: { rollout: { id: 'too-long', input: 'Write a long essay.', output }, metadata: METADATA },
       timeoutMs: 120_000,
@@ -260,7 +267,7 @@ describe('the online loop on the real judge', () => {
     const demo = JSON.parse(readFileSync('examples/demo.json', 'utf8'))
     const item = demo.prompts[0]
     const started = Date.now()
-    const scored = await callJson(`${dev.baseUrl}/rm/real/score`, {
+    const scored = await callJsonRetrying(`${dev.baseUrl}/rm/real/score`, {
       body: { prompt_id: item.prompt_id, prompt: item.prompt, candidate: item.candidates[0] },
       timeoutMs: 290_000,
     })
