@@ -225,6 +225,27 @@ describe('step jobs delivered again, or failing half way', () => {
   })
 })
 
+describe('an updater that answers, but never usably', () => {
+  it('commits no change with the reason at once: the old version stays, no redelivery asks again', async () => {
+    fakeEndpoint('prose-an', async () => analysisReply)
+    const updater = fakeEndpoint('prose-up', async () => 'The rubric is fine as it is: it covers the answer.')
+    const run = await createRun({
+      ...RUBRICS,
+      agents: { analyzer: fakeRole('prose-an'), updater: { ...fakeRole('prose-up'), max_attempts: 2 } },
+    })
+    for (const id of ['pr-1', 'pr-2']) await scoreOk(run, id)
+    const completed = await call('POST', '/complete', { token: run.token })
+    expect(completed.json).toMatchObject({ closed: true })
+    const waited = await call('GET', '/rubric_status/wait?timeout_s=60', { token: run.token })
+    expect(waited.json, waited.text).toMatchObject({ status: 'updated', rubric_version: 1 })
+    expect(waited.json.instances[0].update).toMatchObject({ changed: false, rubric_version: 1 })
+    expect(waited.json.instances[0].update.error).toMatch(/not JSON|invalid/i)
+    // The role's own two attempts, and no more: before, each of the queue's 6 deliveries asked twice again.
+    expect(updater.calls()).toBe(2)
+    expect((await history(run)).map((v) => v.version)).toEqual([1])
+  })
+})
+
 /** What the coordinator hands a step job: each shard of the instance that took part, with what it keeps. */
 async function closedShards(run: Run, step: number): Promise<StepJob['shards']> {
   return runInDurableObject(coordinatorOf(run), (_instance, state) =>

@@ -3,7 +3,7 @@ import { runAnalyzer } from '../../src/agents/analyzer/index.ts'
 import { summarizeStep } from '../../src/agents/meta-summarizer/index.ts'
 import { runQueryGenerator } from '../../src/agents/query-generator/index.ts'
 import { applyRubricUpdate, runUpdater, type RubricDiff } from '../../src/agents/updater/index.ts'
-import { llmStats, type LlmCallRecord } from '../../src/llm/index.ts'
+import { LlmError, llmStats, type LlmCallRecord } from '../../src/llm/index.ts'
 import { formatMemoriesForPrompt } from '../../src/memory/format-memories.ts'
 import { retrieveMemories } from '../../src/memory/retrieval.ts'
 import {
@@ -48,7 +48,8 @@ type Counts = StepUpdateCommit['counts']
  * (chunked) → on update steps, generate queries → retrieve memory → update the adaptive rubrics → commit the new
  * version (compare-and-set) → tell the shards and the coordinator. Every stage is idempotent: a redelivered or
  * retried job skips the analyses already made and repeats no committed work. On the job's last attempt a failure
- * commits "no change" with the error, so the step still completes.
+ * commits "no change" with the error, so the step still completes; so does, at once, a model that answered but never
+ * usably (a reply refused or cut after the role's own attempts): a redelivery would ask it the same question.
  * @example await updateInstanceStep(env, job, { lastAttempt: false })
  */
 export async function updateInstanceStep(
@@ -92,7 +93,8 @@ export async function updateInstanceStep(
       snapshot = result.snapshot
     }
   } catch (error) {
-    if (!options.lastAttempt) throw error
+    const modelsAnswer = error instanceof LlmError && !error.transient
+    if (!options.lastAttempt && !modelsAnswer) throw error
     const result = await instance.commitStepUpdate(
       job.step,
       withHealth(
