@@ -18,6 +18,7 @@ import { entryList, type Library, libraryHash } from '../library/index.ts'
 import { withRetry, type RetryPolicy } from '../llm/retry.ts'
 import { LlmError, type ChatMessage, type ChatModel, type ChatRequest, visionMessage } from '../llm/types.ts'
 import { jsonMockReply } from '../llm/mock.ts'
+import { closedObject } from '../llm/response-format.ts'
 import { answerLibraryJudge, answerLibraryRoute, answerLibraryTool, type LibraryJudgeInput } from './mock.ts'
 import type { LibraryEntrySummary } from './views.ts'
 import { renderPrompt, type Locale } from '../prompts/index.ts'
@@ -281,14 +282,31 @@ export async function judgeWithLibrary(
   }
 }
 
-/** One sub-agent turn's request: the conversation so far, and the mock's view of the same turn. */
+/**
+ * The reply of a turn that can only answer: `{answer: {preference, reason}}`. Sent as the turn's schema, so a server
+ * that enforces one (and a small model behind it) writes a verdict rather than any JSON.
+ */
+const ANSWER_SCHEMA = closedObject({
+  answer: closedObject({
+    preference: { type: 'string', enum: ['A', 'B', 'tie'] },
+    reason: { type: 'string', maxLength: 300 },
+  }),
+})
+
+/**
+ * One sub-agent turn's request: the conversation so far, and the mock's view of the same turn. A turn with no tool
+ * left to call carries the answer's schema; one that may call a tool carries none (a schema of either shape is not
+ * one that every server takes at its root).
+ */
 function turnRequest(messages: readonly ChatMessage[], turn: LibraryJudgeInput): ChatRequest {
+  const answerOnly = turn.tools.length === 0 || turn.max_tool_calls <= 0
   return {
     role: 'judge',
     messages: [...messages],
     task: 'library_judge',
     json: true,
     mock: jsonMockReply(answerLibraryJudge, turn),
+    ...(answerOnly ? { jsonSchema: { name: 'library_verdict', schema: ANSWER_SCHEMA } } : {}),
   }
 }
 
