@@ -225,6 +225,22 @@ describe('step jobs delivered again, or failing half way', () => {
   })
 })
 
+describe('an analyzer that answers, but never usably', () => {
+  it('the update goes on without the analyses on the first delivery, and says they failed', async () => {
+    const analyzer = fakeEndpoint('prose-an2', async () => 'This answer looks fine to me.')
+    fakeEndpoint('prose-up2', async () => updaterReply)
+    const run = await createRun({
+      ...RUBRICS,
+      agents: { analyzer: fakeRole('prose-an2'), updater: fakeRole('prose-up2') },
+    })
+    for (const id of ['pa-1', 'pa-2']) await scoreOk(run, id)
+    const done = await completeAndWait(run)
+    expect(done).toMatchObject({ analyses: { analysed: 0, failed: 2 } })
+    // One attempt per rollout (the role's max_attempts), and no redelivery to ask again.
+    expect(analyzer.calls()).toBe(2)
+  })
+})
+
 describe('an updater that answers, but never usably', () => {
   it('commits no change with the reason at once: the old version stays, no redelivery asks again', async () => {
     fakeEndpoint('prose-an', async () => analysisReply)

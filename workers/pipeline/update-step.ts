@@ -188,7 +188,10 @@ async function analyseStep(
   const todo = selected.filter(({ rollout_id }) => byId.get(rollout_id)!.analysis?.status !== 'done')
   const memory = memoryFor(env, job.runId, { limit: models.limit })
   const fresh = await analyseRollouts(env, config, job, todo, byId, memory, models)
-  if (todo.length > 0 && fresh.every((result) => result.analysis.status === 'failed') && !options.lastAttempt) {
+  // A redelivery is worth it only for a failure that may heal (a server down or busy); a model that answered but never
+  // usably answers the same again, so the update goes on without those analyses.
+  const allFailed = todo.length > 0 && fresh.every((result) => result.analysis.status === 'failed')
+  if (allFailed && fresh.some((result) => result.transient) && !options.lastAttempt) {
     throw new Error(`step ${job.step}: all ${todo.length} analyses failed`)
   }
   await recordOnShards(env, job, fresh, byId)
@@ -227,7 +230,7 @@ async function analyseRollouts(
   byId: ReadonlyMap<string, StepRollout>,
   memory: MemoryStore,
   models: ReturnType<typeof requestModels>,
-): Promise<{ rollout_id: string; analysis: RolloutAnalysis }[]> {
+): Promise<{ rollout_id: string; analysis: RolloutAnalysis; transient: boolean }[]> {
   if (todo.length === 0) return []
   const { full, versions } = await recordedRollouts(
     env,
@@ -242,9 +245,14 @@ async function analyseRollouts(
       async ({
         rollout_id,
         reasons,
-      }): Promise<{ rollout_id: string; reasons: AnalysisReason[]; document: MemoryDocument | undefined }> => {
+      }): Promise<{
+        rollout_id: string
+        reasons: AnalysisReason[]
+        document: MemoryDocument | undefined
+        transient: boolean
+      }> => {
         const input = full.get(rollout_id)
-        if (!input) return { rollout_id, reasons, document: undefined }
+        if (!input) return { rollout_id, reasons, document: undefined, transient: true }
         try {
           const rubrics = versions[input.entry.rubric_version] ?? []
           const analysis = await runAnalyzer(
@@ -261,17 +269,24 @@ async function analyseRollouts(
             },
             { maxAttempts: analyzer.settings.max_attempts },
           )
-          return { rollout_id, reasons, document: await analysisDocument(job, input, analysis, reasons, now) }
+          const document = await analysisDocument(job, input, analysis, reasons, now)
+          return { rollout_id, reasons, document, transient: false }
         } catch (error) {
           console.warn(`[${job.runId}/${job.instanceId} step ${job.step}] analysis of ${rollout_id} failed`, error)
-          return { rollout_id, reasons, document: undefined }
+          return {
+            rollout_id,
+            reasons,
+            document: undefined,
+            transient: !(error instanceof LlmError && !error.transient),
+          }
         }
       },
     ),
   )
   await memory.put(results.flatMap(({ document }) => (document ? [document] : [])))
-  return results.map(({ rollout_id, reasons, document }) => ({
+  return results.map(({ rollout_id, reasons, document, transient }) => ({
     rollout_id,
+    transient,
     analysis: document
       ? {
           status: 'done',
