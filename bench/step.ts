@@ -211,7 +211,12 @@ async function stepScenario(
     const token = await createRun(
       server,
       runId,
-      runConfig(server, o, { rubrics_mode: mode, rollouts_per_step: perStep }),
+      // A per_instance step touches one instance per prompt: its budget is raised to the step's prompts.
+      runConfig(server, o, {
+        rubrics_mode: mode,
+        rollouts_per_step: perStep,
+        budgets: { instances_per_step: Math.max(256, o.prompts) },
+      }),
     )
     const started = performance.now()
     const before = await scoreAll(server, runId, token, stepBodies(0, o), o.clients)

@@ -3,6 +3,7 @@
  * module that imports no object, so neither side depends on the other's code.
  */
 import type { AnalysisReason } from '../src/analysis/index.ts'
+import type { BudgetRefusal } from '../src/budgets/index.ts'
 import type { Rollout, TrainingMetadata } from '../src/schemas/rollout.ts'
 import type { RubricSnapshot } from '../src/schemas/rubric.ts'
 import type { CriterionGrade } from '../src/schemas/score.ts'
@@ -55,6 +56,8 @@ export type ShardAnswer =
   | { kind: 'recorded'; entry: LedgerEntry; duplicate: boolean }
   /** Not seen in this step and sent without a judgement: judge it with the snapshot of the reply. */
   | { kind: 'judge' }
+  /** Not recorded: a budget of the run refused it (`budgets.instances_per_step`). */
+  | { kind: 'refused'; refusal: BudgetRefusal }
 
 export interface RecordReply {
   answers: ShardAnswer[]
@@ -115,6 +118,11 @@ export interface CoordinatorReply {
   seats?: (number | null)[]
   /** The run closes steps by count: every new rollout asks for its seat. */
   counted?: boolean
+  /**
+   * The announce was refused by a budget (its instance would be one more than `budgets.instances_per_step` in the
+   * collecting step): the shard is not registered, and its rollouts are not recorded.
+   */
+  refused?: BudgetRefusal
 }
 
 /** What the step update reads of one rollout of a closed step. */
@@ -152,4 +160,9 @@ export interface StepJob {
   step: number
   /** The instance's ledger shards that took part in the step. */
   shards: { shard: number }[]
+  /**
+   * The step closed with its update skipped, by the budget this names (`budgets.updates_per_window`): the job commits
+   * no change and makes no LLM call. `rollouts`: the instance's rollouts in the step, as its shards reported them.
+   */
+  skip?: { budget: string; rollouts: number }
 }

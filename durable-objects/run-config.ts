@@ -44,7 +44,8 @@ interface LocalJudgeVars {
  * The checked-in default run; its agents use the local judge when `npm start -- --judge local` named one. Honoured
  * only where DEPLOYMENT is local, so a stray var can never point a deployment's default run at loopback. One call at a
  * time, and the longest timeout: the local server decodes one request at a time (docs/local-judge.md), a call it has
- * queued spends its timeout waiting, and on two shared cores one JSON reply took 9 s to 2 min.
+ * queued spends its timeout waiting, and on two shared cores one JSON reply took 9 s to 2 min. Judges send their
+ * reply's schema the way llama-cpp-python takes it.
  * @example defaultRunConfig({ DEPLOYMENT: 'local', LOCAL_JUDGE_URL: 'http://127.0.0.1:8090/v1',
  *   LOCAL_JUDGE_MODEL: 'smollm2-135m' }).agents.default.backend // 'openai'
  * @internal
@@ -55,6 +56,8 @@ export function defaultRunConfig(vars: LocalJudgeVars): RunConfig {
     backend: 'openai',
     base_url: vars.LOCAL_JUDGE_URL,
     model: vars.LOCAL_JUDGE_MODEL || 'local',
+    // The server's grammar holds a judge's reply to its schema; asked for any JSON, the 135M model rambles.
+    structured_output: 'json_object_schema',
     concurrency: 1,
     timeout_ms: 300_000,
   }

@@ -44,8 +44,9 @@ groups of a batch concurrently (one ``/score/group`` each) and sends TRL's step,
     sys.path.insert(0, "clients/python/recipes")   # or copy recipes/trl_reward.py next to your script
     from trl_reward import rubric_reward
 
-Mirrors the TypeScript client (src/client/index.ts): 429 and 503 are retried honouring Retry-After,
-every other non-2xx answer raises RewardHarnessError carrying the server's error code.
+Mirrors the TypeScript client (src/client/index.ts): 429 and 503 are retried honouring Retry-After (except a run
+budget's 429, ``*_budget_exceeded``), every other non-2xx answer raises RewardHarnessError carrying the server's error
+code.
 
 The verl recipe above is the short form; recipes/ holds the maintained ones, each a file to point the trainer at:
 recipes/verl_online.py (verl over a run's online rubrics), recipes/verl_artifact.py (verl over a deployed artifact),
@@ -273,7 +274,10 @@ class RewardHarnessClient:
                 raw = error.read()
                 retry_after = parse_retry_after(error.headers.get("retry-after") if error.headers else None)
                 error.close()
-                if error.code in RETRYABLE_STATUS and not last:
+                # A run budget's 429 (``*_budget_exceeded``) is the run's limit, not the server's load: never retried.
+                if error.code in RETRYABLE_STATUS and not last and not _to_error(error.code, raw).code.endswith(
+                    "_budget_exceeded"
+                ):
                     self._sleep(min(MAX_RETRY_AFTER_S, retry_after) if retry_after is not None else _backoff_s(attempt))
                     continue
                 raise _to_error(error.code, raw) from None

@@ -1,8 +1,20 @@
+import type { BudgetRefusal } from '../../src/budgets/index.ts'
 import type { Announce, CoordinatorReply, Judged, ShardAddress, Submission } from '../contracts.ts'
 import type { ShardSteps } from './steps.ts'
 
 /** A submission about to be recorded: new to the shard, with its judgement. */
 export type Fresh = Submission & { judged: Judged }
+
+/**
+ * The coordinator refused to place the rollouts (a budget of the run: `budgets.instances_per_step`); none is recorded.
+ * @example try { await placement.place(fresh) } catch (error) { if (error instanceof PlacementRefused) … }
+ */
+export class PlacementRefused extends Error {
+  constructor(readonly refusal: BudgetRefusal) {
+    super(refusal.message)
+    this.name = 'PlacementRefused'
+  }
+}
 
 /**
  * Which step each new rollout of a shard is recorded in. The coordinator decides: once per step for a run whose steps
@@ -44,7 +56,8 @@ export class Placement {
   }
 
   /**
-   * The step each new rollout is recorded in (null: judge it again on the step's version). Asks the coordinator when
+   * The step each new rollout is recorded in (null: judge it again on the step's version); `PlacementRefused` when a
+   * budget of the run refuses them. Asks the coordinator when
    * the run counts seats, when the shard has not announced itself in its step since this wake, when the rollouts
    * carry a later trainer step, or past the idle deadline (the step may have closed); else the step it announced in.
    */
@@ -106,8 +119,10 @@ export class Placement {
       newestVersion: await this.parts.newestVersion(),
       versions,
     })
-    this.counted = reply.counted === true
     this.parts.applyReply(reply)
+    // Not announced: the next rollouts ask again (the step may have closed, leaving room).
+    if (reply.refused) throw new PlacementRefused(reply.refused)
+    this.counted = reply.counted === true
     this.announcedIn = reply.step
     const seats = reply.seats ?? versions.map(() => null)
     // Kept for lookups after a wake: each step's version, and the highest trainer step announced in it.

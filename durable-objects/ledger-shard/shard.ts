@@ -1,4 +1,5 @@
 import { DurableObject } from 'cloudflare:workers'
+import type { BudgetRefusal } from '../../src/budgets/index.ts'
 import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
 import { addScore, emptyTally, type ScoreTally } from '../../src/scoring/tally.ts'
 import { Alarm } from '../alarm.ts'
@@ -21,7 +22,7 @@ import { coordinatorName, instanceName, ledgerAddressOf, ledgerName } from '../n
 import { loadRunConfig } from '../run-config.ts'
 import { applySchema } from '../schema.ts'
 import { Waiters } from '../waiters.ts'
-import { type Fresh, Placement } from './placement.ts'
+import { type Fresh, Placement, PlacementRefused } from './placement.ts'
 import { Retention } from './retention.ts'
 import { LedgerRows } from './rows.ts'
 import { ShardSnapshots } from './snapshots.ts'
@@ -83,8 +84,9 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
    * Records judged rollouts: a rollout id recorded in this step or the `LATE_RETRY_STEPS` before it gets its first
    * entry back as a duplicate (nothing written, nothing announced); a new one is recorded in the step the coordinator
    * places it in, when it was judged on that step's rubric version, and is answered `judge` (with those rubrics in the
-   * reply) when not. A submission without a judgement is a lookup. `knownVersion` is the caller's rubric version: the
-   * reply carries the snapshot when it is older.
+   * reply) when not, or `refused` when a budget of the run keeps its instance out of the step. A submission without a
+   * judgement is a lookup. `knownVersion` is the caller's rubric version: the reply carries the snapshot when it is
+   * older.
    */
   async record(submissions: readonly Submission[], knownVersion: number): Promise<RecordReply> {
     const work = this.recordNow(submissions, knownVersion)
@@ -194,7 +196,14 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
       return current === undefined ? undefined : this.rows.entryNear(current, submission.rollout.id)
     }
     const fresh = submissions.filter((submission): submission is Fresh => !!submission.judged && !recorded(submission))
-    const seats = fresh.length > 0 ? await this.placement.place(fresh) : new Map<Fresh, number | null>()
+    let seats = new Map<Fresh, number | null>()
+    let refusal: BudgetRefusal | undefined
+    try {
+      if (fresh.length > 0) seats = await this.placement.place(fresh)
+    } catch (error) {
+      if (!(error instanceof PlacementRefused)) throw error
+      refusal = error.refusal
+    }
     const answers: ShardAnswer[] = []
     this.ctx.storage.transactionSync(() => {
       for (const submission of submissions) {
@@ -202,6 +211,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
         const earlier = recorded(submission)
         const step = seats.get(submission as Fresh)
         if (earlier) answers.push({ kind: 'recorded', entry: earlier, duplicate: true })
+        else if (refusal && submission.judged) answers.push({ kind: 'refused', refusal })
         else if (step === undefined || step === null) answers.push({ kind: 'judge' })
         else answers.push({ kind: 'recorded', entry: this.insert(step, submission as Fresh), duplicate: false })
       }

@@ -30,8 +30,10 @@ export interface StepUpdateCommit {
   diff: Record<string, unknown> | null
   refused: string[]
   note: string
-  counts: Omit<StepUpdateOutcome, 'rubric_version' | 'changed' | 'strategy' | 'refused' | 'error'>
+  counts: Omit<StepUpdateOutcome, 'rubric_version' | 'changed' | 'strategy' | 'refused' | 'error' | 'skipped'>
   error?: string
+  /** The run budget that kept the update from running (`StepUpdateOutcome.skipped`). */
+  skipped?: string
   /** Each criterion's health over the step's rollouts, kept with the step (one row per criterion, not per rollout). */
   health?: CriterionStepHealth[]
 }
@@ -184,6 +186,7 @@ export class RubricInstance extends DurableObject<Cloudflare.Env> {
       strategy: commit.strategy,
       refused: commit.refused,
       ...(commit.error ? { error: commit.error } : {}),
+      ...(commit.skipped ? { skipped: commit.skipped } : {}),
     }
     this.ctx.storage.transactionSync(() => {
       if (changed) {

@@ -1,4 +1,5 @@
 import { DurableObject } from 'cloudflare:workers'
+import { type BudgetRefusal, updateBudgetRefusal } from '../../src/budgets/index.ts'
 import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { RubricStatus, StepUpdateOutcome } from '../../src/schemas/status.ts'
 import { Alarm } from '../alarm.ts'
@@ -8,6 +9,7 @@ import { MetaStore } from '../meta-store.ts'
 import { coordinatorName, runIdOf } from '../names.ts'
 import { loadRunConfig } from '../run-config.ts'
 import { applySchema } from '../schema.ts'
+import { InstanceBudget, UpdateBudget } from './budgets.ts'
 import { CloseNotices } from './close-notices.ts'
 import { IdleGap } from './idle-gap.ts'
 import { StepLifecycle } from './lifecycle.ts'
@@ -40,6 +42,7 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
   private readonly readings: RunReadings
   private readonly watchdog: Watchdog
   private readonly meta: MetaStore
+  private readonly updates: UpdateBudget
   private config: RunConfig | undefined
 
   constructor(ctx: DurableObjectState, env: Cloudflare.Env) {
@@ -53,9 +56,16 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
     const idle = new IdleGap(sql, rows, wakeUp)
     const llm = (this.llm = new LlmStats(sql))
     const waiters = (this.waiters = new UpdateWaiters(rows))
-    const lifecycle = (this.lifecycle = new StepLifecycle(ctx.storage, this.meta, rows, { idle, llm, waiters, wakeUp }))
+    const updates = (this.updates = new UpdateBudget(sql))
+    const lifecycle = (this.lifecycle = new StepLifecycle(ctx.storage, this.meta, rows, {
+      idle,
+      llm,
+      waiters,
+      wakeUp,
+      updates,
+    }))
     const seats = new Seats(env, runId, rows, lifecycle)
-    this.reports = new ShardReports(rows, { lifecycle, idle, seats })
+    this.reports = new ShardReports(rows, { lifecycle, idle, seats, instances: new InstanceBudget(sql) })
     const notices = (this.notices = new CloseNotices(env, runId, rows, { lifecycle, wakeUp }))
     const jobs = new StepJobs(sql, env, runId)
     this.watchdog = new Watchdog(rows, { idle, lifecycle, notices, jobs, wakeUp })
@@ -77,13 +87,20 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
     return this.reports.report(await this.runConfig(), report)
   }
 
-  /** The trainer's "step done": closes the collecting step, or `noop` when the run closes steps by count. */
-  async complete(): Promise<{ status: 'complete' | 'noop'; step: number; closed: boolean }> {
+  /**
+   * The trainer's "step done": closes the collecting step, or `noop` when the run closes steps by count. Nothing closes
+   * and `refused` says why (the step keeps collecting) when the update it would start is past
+   * `budgets.updates_per_window`.
+   */
+  async complete(): Promise<{ status: 'complete' | 'noop'; step: number; closed: boolean; refused?: BudgetRefusal }> {
     const config = await this.runConfig()
     const step = this.rows.collecting()
     if (config.rollouts_per_step !== null) return { status: 'noop', step, closed: false }
     if (!this.rows.hasShards(step)) return { status: 'complete', step, closed: false }
-    this.lifecycle.close(step, 'complete')
+    const waitS = this.updates.waitS(config)
+    if (waitS > 0)
+      return { status: 'complete', step, closed: false, refused: updateBudgetRefusal(config.budgets, waitS) }
+    this.lifecycle.close(config, step, 'complete')
     // Every shard learns of the close before the answer, so a rollout sent after /complete belongs to the next step.
     await this.notices.tellShards()
     return { status: 'complete', step, closed: true }

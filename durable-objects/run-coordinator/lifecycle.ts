@@ -3,6 +3,7 @@ import type { StepUpdateOutcome } from '../../src/schemas/status.ts'
 import type { Alarm } from '../alarm.ts'
 import type { LlmStat } from '../contracts.ts'
 import type { MetaStore } from '../meta-store.ts'
+import type { UpdateBudget } from './budgets.ts'
 import type { IdleGap } from './idle-gap.ts'
 import type { LlmStats } from './llm-stats.ts'
 import type { StepRows } from './step-rows.ts'
@@ -16,7 +17,7 @@ type ShardKeep = { instanceId: string; shard: number; keep: number }
  * A step's way through the run: `collecting` rollouts, `closing` (it takes no more; its shards are being told),
  * `updating` (each touched instance's update runs), `updated`. Every move is one transaction of the coordinator's
  * storage; telling the shards and sending the updates are `CloseNotices`' and `StepJobs`'.
- * @example lifecycle.closeIfIdle(config); lifecycle.close(rows.collecting(), 'complete')
+ * @example lifecycle.closeIfIdle(config); lifecycle.close(config, rows.collecting(), 'complete')
  */
 export class StepLifecycle {
   private readonly sql: SqlStorage
@@ -25,19 +26,29 @@ export class StepLifecycle {
     private readonly storage: DurableObjectStorage,
     private readonly meta: MetaStore,
     private readonly rows: StepRows,
-    private readonly parts: { idle: IdleGap; llm: LlmStats; waiters: UpdateWaiters; wakeUp: Alarm },
+    private readonly parts: {
+      idle: IdleGap
+      llm: LlmStats
+      waiters: UpdateWaiters
+      wakeUp: Alarm
+      updates: UpdateBudget
+    },
   ) {
     this.sql = storage.sql
   }
 
   /**
    * Stops `step` taking rollouts; after a count close `keeps` says how many seats each shard holds in it. The shards
-   * are told by the alarm (or by `/complete` itself).
+   * are told by the alarm (or by `/complete` itself). The close starts a step update, counted against
+   * `budgets.updates_per_window`; past it the step closes with its update skipped (its rollouts and scores stay), so an
+   * automatic close never refuses a rollout. `/complete` asks `UpdateBudget.waitS` first and refuses instead.
    */
-  close(step: number, reason: CloseReason, keeps?: readonly ShardKeep[]): void {
-    const now = new Date().toISOString()
+  close(config: RunConfig, step: number, reason: CloseReason, keeps?: readonly ShardKeep[]): void {
+    const now = Date.now()
+    const skipped = this.parts.updates.waitS(config, now) > 0 ? 'budgets.updates_per_window' : null
     this.storage.transactionSync(() => {
-      this.sql.exec(COORDINATOR_SQL.closeStep, now, reason, step)
+      const closed = this.sql.exec(COORDINATOR_SQL.closeStep, new Date(now).toISOString(), reason, skipped, step)
+      if (closed.rowsWritten > 0 && !skipped) this.parts.updates.take(config, step, now)
       for (const { instanceId, shard, keep } of keeps ?? []) {
         this.sql.exec(COORDINATOR_SQL.setShardKeep, keep, step, instanceId, shard)
       }
@@ -55,7 +66,7 @@ export class StepLifecycle {
    */
   closeIfIdle(config: RunConfig): void {
     const deadline = this.parts.idle.deadline(config)
-    if (deadline !== undefined && Date.now() >= deadline) this.close(this.rows.collecting(), 'idle')
+    if (deadline !== undefined && Date.now() >= deadline) this.close(config, this.rows.collecting(), 'idle')
   }
 
   /** Every shard of `step` knows it closed: each instance it touched gets its update (none touched: it is done). */

@@ -56,6 +56,7 @@ export class RunReadings {
         ? { closes_when: this.closesWhen(config, rollouts, reported) }
         : {}),
       ...(reported?.closed_by ? { closed_by: reported.closed_by } : {}),
+      ...(reported?.skipped ? { update_skipped: reported.skipped } : {}),
     }
   }
 

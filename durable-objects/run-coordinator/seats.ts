@@ -1,4 +1,5 @@
 import { pLimit } from '../../src/llm/index.ts'
+import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { Announce } from '../contracts.ts'
 import { ledgerName } from '../names.ts'
 import type { StepLifecycle } from './lifecycle.ts'
@@ -14,7 +15,7 @@ type Given = { step: number; total: number; byShard: Map<string, number> }
  * it, so the step it is answered with is the step it stays in, and the step closes on its N-th seat. A rollout judged
  * on another rubric version than the step's gets no seat (its shard has it judged again). Seats given are counted in
  * memory (a seat writes nothing); after a wake the collecting step's are counted again from its shards' rows.
- * @example const steps = await seats.take(40, announce) // [3, 3, 4, null]: seats in steps 3 and 4, one to re-judge
+ * @example const steps = await seats.take(config, announce) // [3, 3, 4, null]: seats in steps 3 and 4, one to re-judge
  */
 export class Seats {
   private given: Given | undefined
@@ -27,8 +28,12 @@ export class Seats {
     private readonly lifecycle: StepLifecycle,
   ) {}
 
-  /** A seat for each of `announce.versions`, in order: its step, or null when that step is on another version. */
-  async take(perStep: number, announce: Announce): Promise<(number | null)[]> {
+  /**
+   * A seat for each of `announce.versions`, in order: its step, or null when that step is on another version. The
+   * step closes on its `rollouts_per_step`-th seat.
+   */
+  async take(config: RunConfig, announce: Announce): Promise<(number | null)[]> {
+    const perStep = config.rollouts_per_step!
     let given = await this.collecting()
     const key = `${announce.instanceId}\u0000${announce.shard}`
     // The shard takes part in each step it gets a seat in, and in the collecting one: that fixes the version it is
@@ -49,6 +54,7 @@ export class Seats {
       given.byShard.set(key, (given.byShard.get(key) ?? 0) + 1)
       if (given.total >= perStep) {
         this.lifecycle.close(
+          config,
           step,
           'count',
           [...given.byShard].map(([shardKey, keep]) => ({ ...parse(shardKey), keep })),

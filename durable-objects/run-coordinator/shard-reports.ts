@@ -1,6 +1,8 @@
 import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { ScoreTally } from '../../src/scoring/tally.ts'
+import type { BudgetRefusal } from '../../src/budgets/index.ts'
 import type { Announce, CloseNotice, CoordinatorReply, ShardReport } from '../contracts.ts'
+import type { InstanceBudget } from './budgets.ts'
 import type { IdleGap } from './idle-gap.ts'
 import type { StepLifecycle } from './lifecycle.ts'
 import type { Seats } from './seats.ts'
@@ -9,34 +11,45 @@ import type { StepRows } from './step-rows.ts'
 /**
  * What the ledger shards tell the coordinator (announces, which place rollouts, and batched reports of their tallies),
  * and what it answers: the collecting step, the closes a shard has missed, and the idle gap's deadline. An announce of
- * a later trainer step closes the step; with `rollouts_per_step`, the seat that fills it does (`Seats`).
+ * a later trainer step closes the step; with `rollouts_per_step`, the seat that fills it does (`Seats`). An announce is
+ * where an instance joins a step, so it is where `budgets.instances_per_step` is kept (`InstanceBudget`).
  * @example const reply = await reports.report(config, { instanceId: 'global', shard: 3, step: 0, tally })
  */
 export class ShardReports {
   constructor(
     private readonly rows: StepRows,
-    private readonly parts: { lifecycle: StepLifecycle; idle: IdleGap; seats: Seats },
+    private readonly parts: { lifecycle: StepLifecycle; idle: IdleGap; seats: Seats; instances: InstanceBudget },
   ) {}
 
   /**
    * Registers the shard in the collecting step (closing that step first on a later trainer step) and places the
    * rollouts it announces: with `rollouts_per_step`, each takes a seat; else each judged on the step's version is
-   * recorded there.
+   * recorded there. An instance new to the step past `budgets.instances_per_step` is refused: nothing is registered.
    */
   async announce(config: RunConfig, announce: Announce): Promise<CoordinatorReply> {
     const { instanceId, shard, shardStep, trainerStep, newestVersion, versions = [] } = announce
     const counted = config.rollouts_per_step !== null
-    const seats = counted ? await this.parts.seats.take(config.rollouts_per_step!, announce) : undefined
+    if (counted) {
+      const refused = this.parts.instances.admit(config, this.rows.openCollecting(), instanceId)
+      if (refused) return this.refusal(config, shardStep, refused)
+    }
+    const seats = counted ? await this.parts.seats.take(config, announce) : undefined
     this.parts.lifecycle.closeIfIdle(config)
     let step = this.rows.openCollecting()
-    if (trainerStep !== undefined && !counted && config.close_on_step_advance) {
+    const advances = trainerStep !== undefined && !counted && config.close_on_step_advance
+    if (advances) {
       const held = this.rows.step(step)?.trainer_step ?? null
-      if (held !== null && trainerStep > held && this.rows.hasShards(step)) {
-        this.parts.lifecycle.close(step, 'step_advance')
+      if (held !== null && trainerStep! > held && this.rows.hasShards(step)) {
+        this.parts.lifecycle.close(config, step, 'step_advance')
         step = this.rows.openCollecting()
       }
-      this.rows.noteTrainerStep(step, trainerStep)
     }
+    if (!counted) {
+      // After a later trainer step's close: the first instances of a new step are not refused for the old one's.
+      const refused = this.parts.instances.admit(config, step, instanceId)
+      if (refused) return this.refusal(config, shardStep, refused)
+    }
+    if (advances) this.rows.noteTrainerStep(step, trainerStep!)
     const closes = shardStep < 0 ? [] : this.missedCloses(shardStep)
     const now = Date.now()
     const version = this.rows.pinnedVersion(step, instanceId, newestVersion)
@@ -70,6 +83,16 @@ export class ShardReports {
     return {
       step: this.rows.collecting(),
       closes: this.missedCloses(report.step),
+      ...this.parts.idle.hint(config),
+    }
+  }
+
+  /** The answer to a refused announce: where the run stands, and why nothing was registered. */
+  private refusal(config: RunConfig, shardStep: number, refused: BudgetRefusal): CoordinatorReply {
+    return {
+      step: this.rows.collecting(),
+      closes: shardStep < 0 ? [] : this.missedCloses(shardStep),
+      refused,
       ...this.parts.idle.hint(config),
     }
   }

@@ -6,7 +6,14 @@ const STEP_RESEND_AFTER_MS = 180_000
 /** Messages per `sendBatch`: the queue's limit. */
 const QUEUE_BATCH = 100
 
-type PendingUpdate = { step: number; instance_id: string; enqueued_at: number | null; status: string }
+type PendingUpdate = {
+  step: number
+  instance_id: string
+  enqueued_at: number | null
+  rollouts: number
+  status: string
+  skipped: string | null
+}
 
 /**
  * The instances' step updates, sent as jobs on the step queue: one at a time per instance, in step order, and sent
@@ -37,6 +44,7 @@ export class StepJobs {
         instanceId: row.instance_id,
         step: row.step,
         shards: this.closedShards(row.step, row.instance_id),
+        ...(row.skipped ? { skip: { budget: row.skipped, rollouts: row.rollouts } } : {}),
       }))
     for (let start = 0; start < jobs.length; start += QUEUE_BATCH) {
       const batch = jobs.slice(start, start + QUEUE_BATCH)

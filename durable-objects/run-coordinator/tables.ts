@@ -31,7 +31,15 @@ export const COORDINATOR_TABLES: Record<string, TableSchema> = {
       // The step's scores summed over its shards, written when the step is updated (its shard rows go some steps
       // later).
       tally: 'TEXT',
+      // The budget that kept the step's update from running (`budgets.updates_per_window`), when one did.
+      skipped: 'TEXT',
     },
+  },
+  // When each step update the run started began (ms), for `budgets.updates_per_window`: rows older than the window go.
+  update_starts: {
+    columns: { at: 'INTEGER NOT NULL', step: 'INTEGER NOT NULL' },
+    constraints: ['PRIMARY KEY (at, step)'],
+    withoutRowid: true,
   },
   // A shard's tally of a step (as it last reported it) and, once the step closed, how many of its rollouts the step
   // holds (for a step closed by count, the seats the shard took).
@@ -115,9 +123,10 @@ export const COORDINATOR_SQL = {
   latestSteps: 'SELECT * FROM steps ORDER BY step DESC LIMIT ?',
   /** The highest `metadata.current_step` a rollout of the step carried. */
   noteTrainerStep: 'UPDATE steps SET trainer_step = max(coalesce(trainer_step, ?), ?) WHERE step = ?',
-  /** The collecting step stops taking rollouts, and why. */
+  /** The collecting step stops taking rollouts, why, and the budget that skips its update (NULL: it runs). */
   closeStep:
-    "UPDATE steps SET status = 'closing', closed_at = ?, closed_by = ? WHERE step = ? AND status = 'collecting'",
+    "UPDATE steps SET status = 'closing', closed_at = ?, closed_by = ?, skipped = ? " +
+    "WHERE step = ? AND status = 'collecting'",
   /** Every shard of a closing step knows it closed: its updates run. */
   markUpdating: `UPDATE steps SET status = 'updating' WHERE step = ? AND status = 'closing'`,
   /** Every instance of the step is updated: its tally summed once, kept on its row. */
@@ -143,6 +152,10 @@ export const COORDINATOR_SQL = {
   shard: 'SELECT * FROM step_shards WHERE step = ? AND instance_id = ? AND shard = ?',
   /** Whether any shard has taken part in the step: one row read. */
   hasShards: 'SELECT 1 FROM step_shards WHERE step = ? LIMIT 1',
+  /** Whether the instance has taken part in the step: one row read. */
+  instanceInStep: 'SELECT 1 FROM step_shards WHERE step = ? AND instance_id = ? LIMIT 1',
+  /** The distinct instances that have taken part in the step. */
+  stepInstanceCount: 'SELECT count(DISTINCT instance_id) AS n FROM step_shards WHERE step = ?',
   /** A shard taking part in a counted step: registered once with an empty tally and the step's version. */
   registerShard: `INSERT INTO step_shards (step, instance_id, shard, tally, version) VALUES (?, ?, ?, ?, ?)
     ON CONFLICT (step, instance_id, shard) DO NOTHING`,
@@ -175,7 +188,7 @@ export const COORDINATOR_SQL = {
   stepInstances:
     'SELECT instance_id, rubric_version, rollouts, outcome FROM step_instances WHERE step = ? ORDER BY instance_id',
   /** The instance updates not done of the closed steps, in step order, with when each was last sent. */
-  pendingUpdates: `SELECT si.step, si.instance_id, si.enqueued_at, s.status
+  pendingUpdates: `SELECT si.step, si.instance_id, si.enqueued_at, si.rollouts, s.status, s.skipped
     FROM steps s JOIN step_instances si ON si.step = s.step
     WHERE s.status IN ('closing', 'updating') AND si.updated = 0 ORDER BY si.step, si.instance_id`,
   /** An instance's update job of a step was sent at `?` (ms). */
@@ -192,6 +205,14 @@ export const COORDINATOR_SQL = {
   commitInstance: `INSERT INTO instances (instance_id, rubric_version, rollouts, last_step) VALUES (?, ?, ?, ?)
     ON CONFLICT (instance_id) DO UPDATE SET rubric_version = max(rubric_version, excluded.rubric_version),
       rollouts = rollouts + excluded.rollouts, last_step = max(last_step, excluded.last_step)`,
+
+  // update_starts
+  /** The step updates started after `?` (ms), and when the oldest of them began. */
+  updateStartsSince: 'SELECT count(*) AS n, min(at) AS oldest FROM update_starts WHERE at > ?',
+  /** A step update started at `?` (ms). */
+  addUpdateStart: 'INSERT OR IGNORE INTO update_starts (at, step) VALUES (?, ?)',
+  /** The update starts at or before `?` (ms): out of every window from now on. */
+  forgetUpdateStarts: 'DELETE FROM update_starts WHERE at <= ?',
 
   // llm_stats
   /** One LLM stat of a step, added to the one stored under the same step, role, model and outcome. */
@@ -237,6 +258,7 @@ export type StepRow = {
   tally: string | null
   trainer_step: number | null
   closed_by: CloseReason | null
+  skipped: string | null
 }
 
 /**

@@ -21,6 +21,7 @@ import { seededRandom, shuffle } from '../../src/hash/index.ts'
 import type { Candidate, CriterionGrades, PromptItem, Verifier } from '../../src/search/types.ts'
 import type { SearchRubric } from '../../src/schemas/search-rubric.ts'
 import { UsageError } from '../../src/usage-error/index.ts'
+import { refuseInsecureTransport } from '../edge/index.ts'
 
 /** What a scorer gives for one candidate. */
 type CandidateScore = { score: number } | { error: string }
@@ -327,6 +328,7 @@ function urlScorer(spec: { base: string; target?: string }, options: ScorerOptio
   const chunkSize = Math.min(100, Math.max(1, options.chunkSize ?? 100))
   const doFetch = options.fetch ?? fetch
   const token = options.token ?? process.env.RM_TOKEN
+  if (token !== undefined) refuseInsecureTransport(spec.base, process.env, 'the RM token')
   const timeoutMs = options.requestTimeoutMs ?? 300_000
   const post = async (bodies: readonly unknown[]): Promise<EdgeResult[]> => {
     const { chunks, tooLarge } = chunkBodies(bodies, chunkSize)

@@ -28,11 +28,19 @@ const COMMANDS = {
 } satisfies Record<string, () => Promise<CliCommandModule>>
 
 /**
+ * The command a command line names, if any.
+ * @example requestedCommand(['--json', 'datasets', 'validate', 'x.json']) // 'datasets'
+ */
+function requestedCommand(argv: readonly string[]): keyof typeof COMMANDS | undefined {
+  return argv.find((arg) => Object.hasOwn(COMMANDS, arg)) as keyof typeof COMMANDS | undefined
+}
+
+/**
  * The command modules a command line needs: the one it names, or all of them (for help, or an unknown command).
  * @example (await loadCommands(['datasets', 'validate', 'x.json'])).length // 1
  */
 export async function loadCommands(argv: readonly string[] = []): Promise<CliCommandModule[]> {
-  const requested = argv.find((arg) => Object.hasOwn(COMMANDS, arg)) as keyof typeof COMMANDS | undefined
+  const requested = requestedCommand(argv)
   const loaders = requested ? [COMMANDS[requested]] : Object.values(COMMANDS)
   return Promise.all(loaders.map((load) => load()))
 }
@@ -53,7 +61,8 @@ export async function main(argv: readonly string[] = process.argv.slice(2), io: 
     io.err(`error: cannot load the command: ${error instanceof Error ? error.message : String(error)}\n`)
     return EXIT_FAILURE
   }
-  return runCli(argv, modules, io, VERSION)
+  // A command line naming no command only lists them: see CliContext.listing.
+  return runCli(argv, modules, io, { version: VERSION, listing: requestedCommand(argv) === undefined })
 }
 
 /**

@@ -24,6 +24,11 @@ export const processIo: CliIo = {
 /** What every command gets besides its own arguments. */
 export interface CliContext {
   io: CliIo
+  /**
+   * True when the program is built only to list the commands (the root `--help`, `--version`, a command line naming
+   * no command): a command may then leave out flags that are costly to build (search's, read off a zod schema).
+   */
+  listing: boolean
   /** True when `--json` was given (anywhere on the command line). */
   json(command: Command): boolean
   /**
@@ -35,14 +40,15 @@ export interface CliContext {
 
 /**
  * A command module (`offline/cli/commands/<name>.ts`): it adds its command, subcommands, options and
- * action to the root program. Register it in `offline/cli/index.ts` with one line.
+ * action to the root program. Register it in `offline/cli/index.ts` with one line. Its top-level imports load with
+ * the root `--help` (every module does): what only the action needs is imported in the action.
  * @example
  * export function register(program: Command, cli: CliContext): void {
  *   program.command('hello').description('say hello').action((_options, command: Command) => cli.print(command, {
  * hello: 'world' }, 'hello, world')) }
  */
 export interface CliCommandModule {
-  register(program: Command, cli: CliContext): void
+  register(program: Command, cli: CliContext): void | Promise<void>
 }
 
 /**
@@ -75,18 +81,19 @@ function createProgram(io: CliIo, options: { version: string; jsonErrors: boolea
 /**
  * The root program with every command module registered: what runCli parses, and what a test walks
  * to check every command's help.
- * @example buildProgram([datasets], processIo, { version: '0.1.0' }).commands.map((command) => command.name()) //
- *   ['datasets', …]
+ * @example (await buildProgram([datasets], processIo, { version: '0.1.0' })).commands.map((command) => command.name())
+ *   // ['datasets', …]
  * @internal
  */
-export function buildProgram(
+export async function buildProgram(
   modules: readonly CliCommandModule[],
   io: CliIo,
-  options: { version: string; jsonErrors?: boolean },
-): Command {
+  options: { version: string; jsonErrors?: boolean; listing?: boolean },
+): Promise<Command> {
   const program = createProgram(io, { version: options.version, jsonErrors: options.jsonErrors ?? false })
   const cli: CliContext = {
     io,
+    listing: options.listing ?? false,
     json: (command) => Boolean(command.optsWithGlobals().json),
     print(command, value, text) {
       io.out(
@@ -94,25 +101,25 @@ export function buildProgram(
       )
     },
   }
-  for (const module of modules) module.register(program, cli)
+  for (const module of modules) await module.register(program, cli)
   return program
 }
 
 /**
  * Runs the CLI on `argv` (the arguments after the program name) with the given command modules and
- * returns the exit code; it never calls `process.exit`.
+ * returns the exit code; it never calls `process.exit`. `listing`: see {@link CliContext.listing}.
  * @example process.exitCode = await runCli(['datasets', 'validate', 'examples/demo.json'], [datasets], processIo,
- *   '0.1.0')
+ *   { version: '0.1.0' })
  */
 export async function runCli(
   argv: readonly string[],
   modules: readonly CliCommandModule[],
   io: CliIo,
-  version: string,
+  options: { version: string; listing?: boolean },
 ): Promise<number> {
   const end = argv.indexOf('--')
   const jsonErrors = (end === -1 ? argv : argv.slice(0, end)).includes('--json')
-  const program = buildProgram(modules, io, { version, jsonErrors })
+  const program = await buildProgram(modules, io, { ...options, jsonErrors })
   try {
     await program.parseAsync([...argv], { from: 'user' })
     return EXIT_OK

@@ -15,6 +15,7 @@
  * EdgeProtocolError (a 2xx whose body is not what the contract says).
  */
 import { z } from 'zod'
+import type { StructuredOutput } from '../../src/schemas/structured-output.ts'
 import { parseRetryAfter, RetryableAnswer, retry, type RetryPolicy } from '../../src/llm/retry.ts'
 import { DeployRecord, type AnyRmArtifact } from '../../src/schemas/artifact.ts'
 import { networkReason } from '../edge/index.ts'
@@ -47,6 +48,7 @@ export interface DeployLlm {
   base_url: string
   model?: string
   api_key_env?: string
+  structured_output?: StructuredOutput
 }
 
 /**

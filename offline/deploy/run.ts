@@ -3,6 +3,7 @@
  * artifact locally (schema and content address) before anything goes over the network, upload it, activate it.
  */
 import { userInfo } from 'node:os'
+import type { StructuredOutput } from '../../src/schemas/structured-output.ts'
 import { TargetName, type DeployRecord } from '../../src/schemas/artifact.ts'
 import { readDeployableArtifact } from '../artifacts/autosr-import.ts'
 import {
@@ -80,6 +81,7 @@ export function llmOf(options: {
   llmBaseUrl?: string
   llmModel?: string
   llmApiKeyEnv?: string
+  llmStructuredOutput?: StructuredOutput
 }): DeployLlm | undefined {
   if (options.llmBaseUrl === undefined) {
     const stray =
@@ -87,7 +89,9 @@ export function llmOf(options: {
         ? '--llm-model'
         : options.llmApiKeyEnv !== undefined
           ? '--llm-api-key-env'
-          : undefined
+          : options.llmStructuredOutput !== undefined
+            ? '--llm-structured-output'
+            : undefined
     if (stray) throw new UsageError(`${stray} needs --llm-base-url`)
     return undefined
   }
@@ -103,6 +107,7 @@ export function llmOf(options: {
     base_url: checkUrl(options.llmBaseUrl, '--llm-base-url'),
     ...(options.llmModel === undefined ? {} : { model: options.llmModel }),
     ...(options.llmApiKeyEnv === undefined ? {} : { api_key_env: options.llmApiKeyEnv }),
+    ...(options.llmStructuredOutput === undefined ? {} : { structured_output: options.llmStructuredOutput }),
   }
 }
 

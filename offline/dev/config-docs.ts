@@ -111,6 +111,21 @@ const MEANINGS: Record<string, Record<string, string>> = {
     rate_limit:
       'Requests per caller: `standard` (the `RATE_LIMITER` binding, 10,000 per 10 s as shipped), `high` ' +
       '(`RATE_LIMITER_HIGH`, 100,000 per 10 s) or `off`. Over it: 429 `rate_limited` with `Retry-After`.',
+    'budgets.instances_per_step':
+      'Distinct instances one step may touch (`per_instance` mode; each costs an update of its own when the step ' +
+      'closes). A rollout of one more is refused with 429 `instance_budget_exceeded` until the step closes; the ' +
+      'step’s own instances go on. Raise it for steps of more prompts.',
+    'budgets.updates_per_window':
+      'Step updates the run may start within `budgets.update_window_s`. Past it `POST /complete` answers 429 ' +
+      '`update_budget_exceeded` with `Retry-After` and the step goes on collecting; a step closed by count, a later ' +
+      'trainer step or the idle gap closes with its update skipped (no LLM call; `/rubric_status` says ' +
+      '`update_skipped`), its rollouts and scores kept.',
+    'budgets.update_window_s': 'The sliding window of `budgets.updates_per_window`, in seconds.',
+    'budgets.judge_calls_per_rollout':
+      'LLM calls one request may spend judging one rollout, every attempt counted: retries, a reply cut at ' +
+      '`max_tokens` asked again, a re-judge on rubrics that moved, a sync re-score, a relative group’s call. Spent ' +
+      'without a judgement: 429 `judge_budget_exceeded`; a scorer’s `max_attempts` above it is cut to it. What one ' +
+      'token can cost in all: [security.md](security.md#what-one-run-token-can-cost).',
   },
   rubric: {
     id: 'Stable id; filled in when absent.',

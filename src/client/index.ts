@@ -12,7 +12,10 @@ export interface RewardClientOptions {
   runId?: string
   /** Per-request timeout; trainers' own budgets are minutes, so the default is 180 s. */
   timeoutMs?: number
-  /** Attempts for 429 / 503 / network failures, honouring Retry-After. */
+  /**
+   * Attempts for 429 / 503 / network failures, honouring Retry-After. A run budget's 429 (`*_budget_exceeded`) is the
+   * run's limit, not the server's load: it is never retried.
+   */
   maxAttempts?: number
   fetch?: typeof fetch
 }
@@ -35,6 +38,21 @@ export type RubricUpdated = RubricStatus & { waited_s_max: number; timed_out?: b
 const RETRYABLE_STATUS = new Set([429, 502, 503])
 /** Backoff for 429 / 502 / 503 and network failures; a Retry-After wins, up to the cap. */
 const CLIENT_RETRY = { baseDelayMs: 250, maxDelayMs: 10_000 }
+
+/**
+ * Whether a 429 is a run budget's refusal (`instance_budget_exceeded`, `update_budget_exceeded`,
+ * `judge_budget_exceeded`), read from a copy of the body so the answer stays readable.
+ * @example if (await isBudgetRefusal(response)) return response
+ */
+async function isBudgetRefusal(response: Response): Promise<boolean> {
+  if (response.status !== 429) return false
+  const payload = (await response
+    .clone()
+    .json()
+    .catch(() => ({}))) as { error?: { code?: unknown } }
+  const code = payload.error?.code
+  return typeof code === 'string' && code.endsWith('_budget_exceeded')
+}
 
 /**
  * The TypeScript client of the edge scoring API, for Node and Workers alike.
@@ -125,7 +143,7 @@ export class RewardClient {
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
         signal: AbortSignal.timeout(timeoutMs),
       })
-      if (RETRYABLE_STATUS.has(response.status) && attempt < maxAttempts) {
+      if (RETRYABLE_STATUS.has(response.status) && attempt < maxAttempts && !(await isBudgetRefusal(response))) {
         await response.body?.cancel()
         throw new RetryableAnswer(response.status, parseRetryAfter(response.headers.get('retry-after')))
       }

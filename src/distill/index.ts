@@ -11,7 +11,8 @@
 import { groupBy } from '../collections/index.ts'
 import { fnv1a, mix32 } from '../hash/index.ts'
 import { mean, sampleStd } from '../stats/index.ts'
-import { type DISTILL_FORMATS, DROP_REASONS } from '../schemas/distill-summary.ts'
+import type { DISTILL_FORMATS } from '../schemas/distill-formats.ts'
+import { DROP_REASONS } from '../schemas/distill-summary.ts'
 
 /** One distinct response to one prompt, with every judgement it got (failed judgements left out). */
 export interface JudgedResponse {

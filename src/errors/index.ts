@@ -10,6 +10,18 @@ const ERROR_STATUS = {
   payload_too_large: 413,
   /** The caller used up its rate limit for the current window; `Retry-After` says when to come back. */
   rate_limited: 429,
+  /**
+   * A rollout of one more instance than the run's `budgets.instances_per_step` in the collecting step; `details.budget`
+   * names the key.
+   */
+  instance_budget_exceeded: 429,
+  /**
+   * A `/complete` past the run's `budgets.updates_per_window` step updates in `budgets.update_window_s`; `Retry-After`
+   * says when one more fits.
+   */
+  update_budget_exceeded: 429,
+  /** A rollout's judgement spent the run's `budgets.judge_calls_per_rollout` LLM calls without a valid reply. */
+  judge_budget_exceeded: 429,
   unsupported_media_type: 415,
   llm_unavailable: 503,
   /** The rollout's judging prompt does not fit the judge model's context window; `details.context_limit` names it. */

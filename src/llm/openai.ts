@@ -1,7 +1,7 @@
 import { redactUrl } from '../credentials/index.ts'
 import { abortScope } from './abort.ts'
 import { asJsonObjectSchema, refusesJsonSchema, responseFormatFor, type ResponseFormat } from './response-format.ts'
-import type { StructuredOutput } from '../schemas/run-config.ts'
+import type { StructuredOutput } from '../schemas/structured-output.ts'
 import { parseRetryAfter } from './retry.ts'
 import { LlmError, type ChatMessage, type ChatModel, type ChatRequest, type ChatResponse } from './types.ts'
 

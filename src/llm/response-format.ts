@@ -1,4 +1,4 @@
-import type { StructuredOutput } from '../schemas/run-config.ts'
+import type { StructuredOutput } from '../schemas/structured-output.ts'
 
 /** A `response_format` an OpenAI-compatible server takes. */
 export type ResponseFormat =
@@ -79,4 +79,13 @@ export function closedObject(properties: Record<string, JsonObjectSchema>): Json
  */
 export function keyedBy(keys: readonly string[], value: JsonObjectSchema): JsonObjectSchema {
   return closedObject(Object.fromEntries(keys.map((key) => [key, value])))
+}
+
+/**
+ * A grade: an integer in 0..gradeMax, listed as an enum. Grammar-based servers (llama.cpp's json-schema-to-grammar in
+ * llama-cpp-python) drop `minimum`/`maximum` and let a small model write 234567890; every server enforces an enum.
+ * @example gradeSchema(2) // { type: 'integer', enum: [0, 1, 2] }
+ */
+export function gradeSchema(gradeMax: number): JsonObjectSchema {
+  return { type: 'integer', enum: Array.from({ length: gradeMax + 1 }, (_, grade) => grade) }
 }

@@ -3,12 +3,10 @@
  * `reward-harness report`.
  */
 import { z } from 'zod'
+import { DISTILL_FORMATS } from './distill-formats.ts'
 
 /** Why a candidate pair was not kept. */
 export const DROP_REASONS = ['tie', 'below_margin', 'within_noise', 'over_prompt_cap'] as const
-
-/** The row formats trainers read. */
-export const DISTILL_FORMATS = ['trl', 'openrlhf', 'pointwise'] as const
 
 const Count = z.number().int().nonnegative()
 const Share = z.number().min(0).max(1).nullable()

@@ -2,6 +2,7 @@ import { z } from 'zod'
 import { bundledTemplate, placeholdersOf, PROMPT_KEYS } from './prompt-templates.ts'
 import { RubricSeed } from './rubric.ts'
 import { strict } from './strict.ts'
+import { STRUCTURED_OUTPUTS } from './structured-output.ts'
 
 /** Every LLM role in the system; each may have its own model and endpoint. */
 export const AGENT_ROLES = [
@@ -47,8 +48,6 @@ export type AgentHeaders = z.infer<typeof AgentHeaders>
  * llama-cpp-python's server enforces (it refuses OpenAI's). `json_object`: JSON with no shape, which every
  * OpenAI-compatible server takes.
  */
-export const STRUCTURED_OUTPUTS = ['json_object', 'json_schema', 'json_object_schema'] as const
-export type StructuredOutput = (typeof STRUCTURED_OUTPUTS)[number]
 
 export const AgentSettings = z
   .object({
@@ -93,6 +92,35 @@ const PartialAgentSettings = z
   )
   .apply(strict)
 export type PartialAgentSettings = z.infer<typeof PartialAgentSettings>
+
+/**
+ * What one run token can make the server spend, whatever it sends (`RunConfig.budgets`): only the admin, who writes the
+ * run's config, can raise them.
+ * @example RunBudgets.parse({ instances_per_step: 1024 }).updates_per_window // 60
+ */
+export const RunBudgets = z
+  .object({
+    /**
+     * Distinct instances one step may touch: each costs an update of its own when the step closes. A rollout of one
+     * more instance is refused (429 `instance_budget_exceeded`) until the step closes.
+     */
+    instances_per_step: z.number().int().min(1).max(100_000).default(256),
+    /**
+     * Step updates the run may start within `update_window_s`. Past it, `/complete` is refused (429
+     * `update_budget_exceeded` with Retry-After) and the step goes on collecting; a step closed by count, a later
+     * trainer step or the idle gap closes with its update skipped (its rollouts and scores stay).
+     */
+    updates_per_window: z.number().int().min(1).max(100_000).default(60),
+    update_window_s: z.number().int().min(60).max(86_400).default(3_600),
+    /**
+     * LLM calls one request may spend judging one rollout: every attempt of every judgement counts (retries, a reply
+     * cut at max_tokens asked again, a re-judge on moved rubrics, a sync re-score, a relative group's call). Spent
+     * without a valid judgement: 429 `judge_budget_exceeded`; a scorer's `max_attempts` above it is cut to it.
+     */
+    judge_calls_per_rollout: z.number().int().min(1).max(100).default(8),
+  })
+  .apply(strict)
+export type RunBudgets = z.infer<typeof RunBudgets>
 
 /**
  * A run: one training job's rubric configuration and its step policy.
@@ -217,6 +245,11 @@ export const RunConfig = z
     access: z.enum(['token', 'open']).default('token'),
     /** Requests per caller: `standard` (the RATE_LIMITER binding), `high` (RATE_LIMITER_HIGH) or `off` (no limit). */
     rate_limit: z.enum(['standard', 'high', 'off']).default('standard'),
+    /**
+     * What the run's token can make the server spend, whatever it sends: each budget refuses with a 429 that names its
+     * key (docs/security.md, "What one run token can cost").
+     */
+    budgets: RunBudgets.default(RunBudgets.parse({})),
   })
   .apply(strict)
   .superRefine((config, ctx) => {

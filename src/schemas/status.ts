@@ -41,6 +41,11 @@ export const StepUpdateOutcome = z.object({
    */
   refused: z.array(z.string()),
   error: z.string().optional(),
+  /**
+   * The run budget (its config key, `budgets.updates_per_window`) that kept this update from running: no LLM call was
+   * made and the rubrics stay as they were.
+   */
+  skipped: z.string().optional(),
   /** The audit of the step's sampled scores by a second model (run config `audit`), when the run asks for one. */
   audit: z
     .object({
@@ -97,5 +102,10 @@ export const RubricStatus = z.object({
    * of a later `metadata.current_step`) or `idle` (close_after_idle_s without a rollout).
    */
   closed_by: z.enum(['complete', 'count', 'step_advance', 'idle']).optional(),
+  /**
+   * The run budget (its config key) that skipped the reported step's update: `budgets.updates_per_window` was spent
+   * when the step closed by count, a later trainer step or the idle gap. Its rollouts and scores stay.
+   */
+  update_skipped: z.string().optional(),
 })
 export type RubricStatus = z.infer<typeof RubricStatus>

@@ -12,7 +12,7 @@ export default defineConfig({
     root: path.join(import.meta.dirname, '../..'),
     environment: 'node',
     include: ['tests/judge/**/*.test.ts'],
-    testTimeout: 600_000,
+    testTimeout: 1_200_000,
     hookTimeout: 180_000,
     fileParallelism: false,
   },

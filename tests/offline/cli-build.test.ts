@@ -173,6 +173,34 @@ describe('the built CLI', () => {
     }
   }, 120_000)
 
+  it('lists its commands without loading zod or re2js: the root --help loads what it prints', async () => {
+    // A preloaded load hook names the packages compiled into each file the CLI loads: esbuild writes a
+    // `// …node_modules/<package>/<file>` line above every module it bundles.
+    const hooks = [
+      'export async function load(url, context, next) {',
+      '  const result = await next(url, context)',
+      "  const lines = String(result.source ?? '').match(/^\\/\\/ \\S*node_modules\\/(@[^/]+\\/)?[^/]+/gm) ?? []",
+      "  for (const line of lines) process.stderr.write(line.replace(/^.*node_modules\\//, '') + '\\n')",
+      '  return result',
+      '}',
+    ]
+    const preload = join(work, 'loaded-packages.mjs')
+    const hooksUrl = `data:text/javascript,${encodeURIComponent(hooks.join('\n'))}`
+    writeFileSync(preload, `import { register } from 'node:module'\nregister(${JSON.stringify(hooksUrl)})\n`)
+    const loaded = async (...args: string[]) => {
+      const run = await node([join(installed, 'reward-harness'), ...args], elsewhere, `--import ${preload}`)
+      expect(run.code, run.err).toBe(0)
+      return new Set(run.err.split('\n').filter(Boolean))
+    }
+    const help = await loaded('--help')
+    // The hook sees the bundled packages: commander draws the help.
+    expect(help).toContain('commander')
+    expect(help).not.toContain('zod')
+    expect(help).not.toContain('re2js')
+    // search's own help has the knob flags, read off the zod schema.
+    expect(await loaded('search', '--help')).toContain('zod')
+  }, 60_000)
+
   it("turns on Node's compile cache where Node has one (22.1 and later)", async () => {
     // This Node may predate module.enableCompileCache: a preloaded stand-in shows whether the bin calls it.
     const standIn = join(work, 'compile-cache.mjs')

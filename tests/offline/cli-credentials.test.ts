@@ -42,6 +42,21 @@ describe('the admin token over plain http', () => {
     const local = await runCliWithEnv(env, 'rollback', '--target', 't', '--url', 'http://127.0.0.1:9')
     expect(local.err).not.toContain('refusing to send the admin token')
   })
+
+  it('a run token (distill --url) and an RM token (bench url:) are held to the same rule', async () => {
+    const distill = await runCliWithEnv(
+      { REWARD_HARNESS_TOKEN: 'run-token-never-sent' },
+      ...['distill', '--url', 'http://rm.example.invalid', '--run-id', 'r', '--out', join(work, 'distill')],
+    )
+    expect(distill.code).toBe(2)
+    expect(distill.err).toMatch(/refusing to send a token over plain http:\/\/ to rm\.example\.invalid/)
+    const bench = await runCliWithEnv(
+      { RM_TOKEN: 'rm-token-never-sent' },
+      ...['bench', '--dataset', 'examples/demo.json', '--scorer', 'url:http://rm.example.invalid#t'],
+    )
+    expect(bench.code).toBe(2)
+    expect(bench.err).toMatch(/refusing to send the RM token over plain http:\/\/ to rm\.example\.invalid/)
+  })
 })
 
 describe('URL credentials in what the CLI prints or writes', () => {

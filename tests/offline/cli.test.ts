@@ -39,7 +39,7 @@ describe('reward-harness (in process)', () => {
     const root = await run('--help')
     expect(root.code).toBe(0)
     expect(root.out).toContain('Usage: reward-harness [options] [command]')
-    const program = buildProgram(
+    const program = await buildProgram(
       await loadCommands(),
       { out: () => undefined, err: () => undefined },
       { version: VERSION },

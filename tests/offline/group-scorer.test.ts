@@ -113,6 +113,7 @@ describe('relative judging of a request', () => {
       snapshot,
       request: { rollout, metadata: METADATA },
       key: `key-${rollout.id}`,
+      calls: 0,
     }))
     const relative = (): RelativeScoring => ({ seed: 1, report: { groups: 0, calls: 0, cached: 0, fallbacks: [] } })
     const first = relative()

@@ -77,6 +77,8 @@ describe('search options (in process)', () => {
     const help = await cli(['search', '--help'])
     expect(help.code).toBe(0)
     for (const key of keys) expect(help.out, key).toContain(flagOf(key))
+    // `help search` shows the same help (the knob flags load whenever a command line names search).
+    expect((await cli(['help', 'search'])).out).toBe(help.out)
     for (const flag of [
       '--dataset',
       '--output',

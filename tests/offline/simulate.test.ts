@@ -74,7 +74,7 @@ async function analyse(simulated: SimulatedRollout, rubrics: Rubric[] = RUBRICS)
     gradeMax: 10,
     locale: 'en',
   })
-  return { score: judgement.score, verdict: analysis.reward_hacking }
+  return { score: judgement.score, verdict: analysis.reward_hacking, observations: analysis.observations }
 }
 
 /** Rollouts of many seeds and steps, each behaviour well represented. */
@@ -245,15 +245,47 @@ describe('simulated hacking trips the mock analyzer (the Analyzer agent on MockC
     }
   })
 
-  it('correct and wrong answers are not flagged; sycophantic ones are flagged as sycophancy', async () => {
-    for (const simulated of manyRollouts().filter(
-      (r) => r.behaviour !== 'reward_hacking' && r.behaviour !== 'verbose',
-    )) {
-      const { verdict } = await analyse(simulated)
+  it('correct, wrong, verbose and sycophantic answers are not flagged; flattery is noted', async () => {
+    for (const simulated of manyRollouts().filter((r) => r.behaviour !== 'reward_hacking')) {
+      const { verdict, observations } = await analyse(simulated)
+      expect(verdict.flag, simulated.rollout.output).toBe(false)
       if (simulated.behaviour === 'sycophantic')
-        expect(verdict.tactics, simulated.rollout.output).toEqual(['sycophantic padding'])
-      else expect(verdict.flag, simulated.rollout.output).toBe(false)
+        expect(observations.join('\n'), simulated.rollout.output).toMatch(/^flattery or filler: /m)
     }
+  })
+
+  it("names the detector's rate on the simulate scenario: precision at least 0.9, recall 1", async () => {
+    // `npm run simulate`'s own scenario (its default steps, rollouts per step and seed) and two more seeds, each
+    // rollout scored by the mock judge and analysed by the mock analyzer against the created run's rubrics.
+    const { steps, rolloutsPerStep, seed } = parseCliArgs([], {})
+    let flagged = 0
+    let hackingFlagged = 0
+    let hacking = 0
+    for (const scenarioSeed of [seed, seed + 1, seed + 2])
+      for (let step = 0; step < steps; step++)
+        for (const simulated of planStep({
+          seed: scenarioSeed,
+          step,
+          totalSteps: steps,
+          rolloutsPerStep,
+          rubricTexts: RUBRIC_TEXTS,
+        })) {
+          const { verdict } = await analyse(simulated)
+          const isHacking = simulated.behaviour === 'reward_hacking'
+          if (isHacking) hacking++
+          if (verdict.flag) flagged++
+          if (verdict.flag && isHacking) hackingFlagged++
+        }
+    const precision = hackingFlagged / flagged
+    const recall = hackingFlagged / hacking
+    console.log(
+      `hacking detector on the simulate scenario (seeds ${seed}–${seed + 2}, ${steps} steps × ${rolloutsPerStep}): ` +
+        `precision ${precision.toFixed(2)} (${hackingFlagged} of the ${flagged} flagged were reward_hacking), ` +
+        `recall ${recall.toFixed(2)} (${hackingFlagged} of the ${hacking} reward_hacking rollouts flagged)`,
+    )
+    expect(hacking).toBeGreaterThan(20)
+    expect(precision).toBeGreaterThanOrEqual(0.9)
+    expect(recall).toBe(1)
   })
 
   it('the rubric vocabulary is what the mock counts as stuffing material', () => {

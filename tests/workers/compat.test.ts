@@ -213,9 +213,9 @@ describe('POST /compat/openrlhf', () => {
         },
       },
       items: [
-        { instanceId: 'global', request: request('2 + 2 = 4') },
-        { instanceId: 'global', request: request('I do not know') },
-        { instanceId: 'nowhere', request: request('4') },
+        { instanceId: 'global', request: request('2 + 2 = 4'), maxCalls: 8 },
+        { instanceId: 'global', request: request('I do not know'), maxCalls: 8 },
+        { instanceId: 'nowhere', request: request('4'), maxCalls: 8 },
       ],
     })
     expect(reply.outcomes).toHaveLength(3)

@@ -17,7 +17,12 @@ describe('the default run', () => {
   it("points every role at the local judge, one call at a time, under npm start's --judge local", () => {
     const config = defaultRunConfig({ DEPLOYMENT: 'local', ...JUDGE })
     const scorer = agentSettingsFor(config, 'scorer')
-    expect(scorer).toMatchObject({ backend: 'openai', base_url: JUDGE.LOCAL_JUDGE_URL, model: 'smollm2-135m' })
+    expect(scorer).toMatchObject({
+      backend: 'openai',
+      base_url: JUDGE.LOCAL_JUDGE_URL,
+      model: 'smollm2-135m',
+      structured_output: 'json_object_schema',
+    })
     expect(scorer.concurrency).toBe(1)
     expect(config.anchor_rubrics.length).toBeGreaterThan(0)
   })

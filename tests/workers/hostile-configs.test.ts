@@ -268,6 +268,23 @@ describe('where the server may send its keys (production)', () => {
     expect((await send(production, 'POST', '/runs', runWith('https://api.openai.com/v1'))).status).toBe(201)
   })
 
+  it('refuses to score for a run stored with an internal judge once the server runs in production', async () => {
+    const created = await send({}, 'POST', '/runs', runWith('http://127.0.0.1:7/v1'))
+    expect(created.status, created.text).toBe(201)
+    const ctx = createExecutionContext()
+    const metadata = { high_level_goal: 'math', model_size: '7B', current_step: 0, total_steps: 10 }
+    const rollout = { rollout: { id: 'r1', input: 'Q', output: 'A' }, metadata }
+    const response = await app.fetch(
+      requestOf('POST', '/score', { token: created.json.token, body: rollout }),
+      { ...env, ...production },
+      ctx,
+    )
+    await waitOnExecutionContext(ctx)
+    const scored = await answerOf(response)
+    expect([scored.status, scored.json.error.code], scored.text).toEqual([400, 'llm_host_not_allowed'])
+    expect(scored.json.error.message).toMatch(/^config\.agents\.scorer\.base_url: 127\.0\.0\.1/)
+  })
+
   it('refuses a deployment to the metadata address in production; local development takes loopback', async () => {
     const artifact = await artifactWithPattern('y')
     expect([200, 201]).toContain(

@@ -354,7 +354,8 @@ async function coordinatorSteps(runId: string, table: 'steps' | 'step_shards'): 
 
 describe("the coordinator's steps", () => {
   it('keep the last DETAILED_STEPS updated and the live ones; a late report of a gone step writes none', async () => {
-    const run = await createRun(RUBRICS)
+    // More step updates than budgets.updates_per_window lets a run start in an hour (60 by default).
+    const run = await createRun({ ...RUBRICS, budgets: { updates_per_window: DETAILED_STEPS + 21 } })
     const coordinator = env.RUN_COORDINATOR.getByName(coordinatorName(run.runId))
     const steps = DETAILED_STEPS + 20
     // Steps a shard took part in without a rollout: each closes by /complete and is updated at once (none to update).

@@ -61,6 +61,7 @@ export async function updateInstanceStep(
   const instance = env.RUBRIC_INSTANCE.getByName(instanceName(job.runId, job.instanceId))
   const earlier = await instance.stepOutcome(job.step)
   if (earlier) return finish(env, config, job, earlier, await instance.snapshot(), [])
+  if (job.skip) return skipInstanceStep(env, config, job, job.skip, instance)
   const models = requestModels(env, config)
   const rollouts = await readStep(env, job)
   const health = criterionHealth(rollouts, config.grade_max)
@@ -113,6 +114,28 @@ export async function updateInstanceStep(
       models.calls,
     )
   }
+}
+
+/**
+ * A step that closed past `budgets.updates_per_window`: its update commits no change, says which budget skipped it,
+ * and makes no LLM call; the shards still learn the step is done (sync waiters answer, its rows age out) and the
+ * coordinator counts the instance updated.
+ */
+async function skipInstanceStep(
+  env: Env,
+  config: RunConfig,
+  job: StepJob,
+  skip: NonNullable<StepJob['skip']>,
+  instance: ReturnType<Env['RUBRIC_INSTANCE']['getByName']>,
+): Promise<StepUpdateOutcome> {
+  const snapshot = await instance.snapshot()
+  const counts: Counts = { rollouts: skip.rollouts, analysed: 0, failed: 0, reasons: {}, hacking_flags: 0 }
+  const result = await instance.commitStepUpdate(job.step, {
+    ...noChange(snapshot, `update skipped: ${skip.budget} was spent when the step closed`, counts),
+    skipped: skip.budget,
+  })
+  const outcome = result.state === 'committed' ? result.outcome : unreachable()
+  return finish(env, config, job, outcome, result.snapshot, [])
 }
 
 /**

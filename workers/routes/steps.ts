@@ -1,5 +1,6 @@
 import { Hono } from 'hono'
 import { z } from 'zod'
+import { budgetError } from '../../src/budgets/index.ts'
 import { redactUrl } from '../../src/credentials/index.ts'
 import type { AppEnv } from '../env.ts'
 import { limitBody } from '../middleware/body-limit.ts'
@@ -13,14 +14,17 @@ const DEFAULT_WAIT_S = 30
 const WaitQuery = z.object({ timeout_s: secondsParam().default(DEFAULT_WAIT_S) })
 
 /**
- * Step control: `POST /complete`, `GET /rubric_status`, `GET /rubric_status/wait?timeout_s=N`, and `GET /llm_calls`
- * (the run's LLM calls by role, model and outcome, summed over its steps). The wait is clamped to the run's
- * `max_wait_s` (300 s unless configured); on timeout it answers 202.
+ * Step control: `POST /complete` (429 `update_budget_exceeded` with Retry-After past the run's
+ * `budgets.updates_per_window`: the step keeps collecting), `GET /rubric_status`, `GET
+ * /rubric_status/wait?timeout_s=N`, and `GET /llm_calls` (the run's LLM calls by role, model and outcome, summed over
+ * its steps). The wait is clamped to the run's `max_wait_s` (300 s unless configured); on timeout it answers 202.
  */
 export const stepRoutes = new Hono<AppEnv>()
   .post('/complete', limitBody('other'), async (c) => {
     const run = c.get('run')
-    return c.json(await objects.coordinator(c.env, run.id, (coordinator) => coordinator.complete()))
+    const reply = await objects.coordinator(c.env, run.id, (coordinator) => coordinator.complete())
+    if (reply.refused) throw budgetError(reply.refused)
+    return c.json(reply)
   })
   .get('/rubric_status', async (c) => {
     const run = c.get('run')

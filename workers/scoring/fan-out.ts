@@ -82,22 +82,26 @@ export interface JudgingScope {
   requestId: string
 }
 
-/** One distinct judgement to make: a request and the rubrics (of its instance) to judge it on. */
+/**
+ * One distinct judgement to make: a request, the rubrics (of its instance) to judge it on, and the LLM calls it may
+ * spend (what is left of its rollout's `budgets.judge_calls_per_rollout`).
+ */
 export interface JudgeUnit {
   instanceId: string
   snapshot: RubricSnapshot
   request: ScoreRequest
+  maxCalls: number
 }
 
-/** A unit's judgement, or the error (a model's failure) that kept it from one. */
-export type UnitOutcome = { ok: true; judgement: Judgement } | { ok: false; error: AppError }
+/** A unit's judgement, or the error (a model's failure) that kept it from one; either way the LLM calls it spent. */
+export type UnitOutcome = ({ ok: true; judgement: Judgement } | { ok: false; error: AppError }) & { calls: number }
 
 /**
  * Judges each unit once, in order: in this invocation when there are few (or the Worker has no `JUDGE` binding), else
  * in chunks handed to other invocations of this Worker, each with its own 6 connections, so a batch of 1,024 with
  * the scorer's default concurrency (4) takes about 1,024 ÷ 120 judge latencies instead of 1,024 ÷ 4. A model's
  * failure is that unit's outcome; the others still count.
- * @example const outcomes = await judgeUnits(scope, [{ instanceId: 'global', snapshot, request }])
+ * @example const outcomes = await judgeUnits(scope, [{ instanceId: 'global', snapshot, request, maxCalls: 8 }])
  */
 export async function judgeUnits(scope: JudgingScope, units: readonly JudgeUnit[]): Promise<UnitOutcome[]> {
   const judge = judgeService(scope.env)
@@ -112,21 +116,25 @@ export async function judgeUnits(scope: JudgingScope, units: readonly JudgeUnit[
           config: scope.run.config,
           requestId: scope.requestId,
           snapshots: Object.fromEntries(part.map((unit) => [unit.instanceId, unit.snapshot])),
-          items: part.map(({ instanceId, request }) => ({ instanceId, request })),
+          items: part.map(({ instanceId, request, maxCalls }) => ({ instanceId, request, maxCalls })),
         })
         scope.calls.push(...reply.calls)
         return reply.outcomes
       }),
     scope.requestId,
   )
-  return outcomes.map((outcome) => (outcome.ok ? outcome : { ok: false, error: fromWire(outcome.error) }))
+  return outcomes.map((outcome) =>
+    outcome.ok ? outcome : { ok: false, error: fromWire(outcome.error), calls: outcome.calls },
+  )
 }
 
 /** Judges units in this invocation, {@link ITEM_CONCURRENCY} at a time, with the request's own scorer. */
 function judgeHere(scope: JudgingScope, units: readonly JudgeUnit[]): Promise<ChunkOutcome[]> {
   const limit = pLimit(ITEM_CONCURRENCY)
   return Promise.all(
-    units.map((unit) => limit(() => judgeOutcome(scope.scorer, scope.run.config, unit.snapshot, unit.request))),
+    units.map((unit) =>
+      limit(() => judgeOutcome(scope.scorer, scope.run.config, unit.snapshot, unit.request, unit.maxCalls)),
+    ),
   )
 }
 

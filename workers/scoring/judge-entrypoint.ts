@@ -26,7 +26,7 @@ export class JudgeEntrypoint extends WorkerEntrypoint<Env> implements JudgeServi
         const snapshot = chunk.snapshots[item.instanceId]
         if (!snapshot) return internal(`no rubrics were sent for instance ${item.instanceId}`)
         try {
-          return await judgeOutcome(scorer, chunk.config, snapshot, item.request)
+          return await judgeOutcome(scorer, chunk.config, snapshot, item.request, item.maxCalls)
         } catch (error) {
           console.error(`[${chunk.requestId}] a judgement of a handed-out chunk failed`, error)
           return internal('the judgement failed')
@@ -44,5 +44,5 @@ export class JudgeEntrypoint extends WorkerEntrypoint<Env> implements JudgeServi
 
 /** An `internal` failure of one item, as the chunk's reply carries it. */
 function internal(message: string): ChunkOutcome {
-  return { ok: false, error: { code: 'internal', message, status: 500 } }
+  return { ok: false, error: { code: 'internal', message, status: 500 }, calls: 0 }
 }

@@ -6,10 +6,11 @@ import type { ScoreRequest } from '../../src/schemas/rollout.ts'
 import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
 
-/** One judgement to make: the request and the rubrics (by instance) to judge it on. */
+/** One judgement to make: the request, the rubrics (by instance) to judge it on, and the LLM calls it may spend. */
 interface ChunkItem {
   instanceId: string
   request: ScoreRequest
+  maxCalls: number
 }
 
 /** What a chunk carries to the invocation that judges it: everything, so it reads nothing. */

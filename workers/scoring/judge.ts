@@ -1,3 +1,4 @@
+import { budgetError, judgeBudgetRefusal } from '../../src/budgets/index.ts'
 import { groupBy } from '../../src/collections/index.ts'
 import { AppError } from '../../src/errors/index.ts'
 import type { Judgement } from '../../src/agents/scorer/index.ts'
@@ -27,6 +28,8 @@ export interface JudgedItem {
   snapshot?: RubricSnapshot
   judged?: { version: number; judgement: Judgement; cached: boolean }
   outcome?: ItemOutcome
+  /** LLM calls this request has spent judging it so far: at most the run's `budgets.judge_calls_per_rollout`. */
+  judgeCalls?: number
 }
 
 /** An item to judge and the rubrics it is judged on. */
@@ -36,7 +39,8 @@ type Pending = { item: JudgedItem; snapshot: RubricSnapshot }
  * The judge step of `scoreRollouts`: judges what the isolate has not judged before, each distinct content once (the
  * first copy pays for it), on the rubrics its shard named (else the isolate's copy); groups listwise first when the
  * run judges relatively, the rest one by one through `judgeUnits` (here, or handed out). Sets each item's `judged`,
- * or its `outcome` when it cannot be judged.
+ * or its `outcome` when it cannot be judged; every call is charged to each copy it judged (`judgeCalls`), and a copy
+ * whose budget is spent is refused (429 `judge_budget_exceeded`) rather than judged again.
  * @example await judgeItems(ctx, pending)
  */
 export async function judgeItems(ctx: ScoreContext, items: readonly JudgedItem[]): Promise<void> {
@@ -65,19 +69,37 @@ export async function judgeItems(ctx: ScoreContext, items: readonly JudgedItem[]
     ).values(),
   ]
   if (ctx.relative) groups = await judgeGroupsRelatively(ctx, groups)
+  groups = groups.filter((same) => withinBudget(ctx, same))
   const outcomes = await judgeUnits(
     ctx,
-    groups.map((same) => unitOf(same[0]!)),
+    groups.map((same) => unitOf(ctx, same)),
   )
   groups.forEach((same, index) => {
     const outcome = outcomes[index]!
     const { item, snapshot } = same[0]!
     if (outcome.ok) judgementCache.set(run.id, item.address.instanceId, snapshot.version, item.key, outcome.judgement)
+    const spent = spentOn(same) + outcome.calls
     same.forEach(({ item: copy }, position) => {
+      copy.judgeCalls = spent
       if (outcome.ok) copy.judged = { version: snapshot.version, judgement: outcome.judgement, cached: position > 0 }
       else copy.outcome = { ok: false, error: outcome.error }
     })
   })
+}
+
+/** The most LLM calls this request has spent on any copy of one content: what its next judgement is charged from. */
+function spentOn(same: readonly Pending[]): number {
+  return Math.max(...same.map(({ item }) => item.judgeCalls ?? 0))
+}
+
+/** Whether the copies of one content have a call left of their budget; when not, each is refused with the 429. */
+function withinBudget(ctx: ScoreContext, same: readonly Pending[]): boolean {
+  const spent = spentOn(same)
+  if (spent < ctx.run.config.budgets.judge_calls_per_rollout) return true
+  const why = 'before a judgement it could be recorded with (its rubrics moved under it, or its group call failed)'
+  const error = budgetError(judgeBudgetRefusal(ctx.run.config.budgets, spent, why))
+  for (const { item } of same) item.outcome = { ok: false, error }
+  return false
 }
 
 /**
@@ -85,9 +107,11 @@ export async function judgeItems(ctx: ScoreContext, items: readonly JudgedItem[]
  * groups still to judge pointwise (single responses, and groups whose relative call failed).
  */
 async function judgeGroupsRelatively(ctx: ScoreContext, groups: Pending[][]): Promise<Pending[][]> {
-  const units = groups.map((same) => ({ ...unitOf(same[0]!), key: same[0]!.item.key }))
+  const units = groups.map((same) => ({ ...unitOf(ctx, same), key: same[0]!.item.key, calls: spentOn(same) }))
   const judged = await judgeRelatively(ctx.scorer, ctx.run, units, ctx.relative!)
   return groups.filter((same, index) => {
+    // A group's call (and its retries) is charged to every response it judged, fallen back or not.
+    for (const { item } of same) item.judgeCalls = units[index]!.calls
     const outcome = judged.get(units[index]!)
     if (!outcome) return true
     for (const [position, { item }] of same.entries())
@@ -100,6 +124,9 @@ async function judgeGroupsRelatively(ctx: ScoreContext, groups: Pending[][]): Pr
   })
 }
 
-function unitOf({ item, snapshot }: Pending) {
-  return { instanceId: item.address.instanceId, snapshot, request: item.request }
+/** The judgement to make for the copies of one content, with what is left of their budget. */
+function unitOf(ctx: ScoreContext, same: readonly Pending[]) {
+  const { item, snapshot } = same[0]!
+  const maxCalls = ctx.run.config.budgets.judge_calls_per_rollout - spentOn(same)
+  return { instanceId: item.address.instanceId, snapshot, request: item.request, maxCalls }
 }

@@ -1,4 +1,5 @@
 import { judgeRollout, type Judgement } from '../../src/agents/scorer/index.ts'
+import { budgetError, judgeBudgetRefusal } from '../../src/budgets/index.ts'
 import { AppError, contextLengthExceeded, type ErrorCode } from '../../src/errors/index.ts'
 import { LlmError } from '../../src/llm/index.ts'
 import type { ScoreRequest } from '../../src/schemas/rollout.ts'
@@ -15,41 +16,54 @@ export interface WireError {
   retryAfterSeconds?: number
 }
 
-/** One judgement as it crosses an RPC boundary: the judgement, or the model's failure. */
-export type ChunkOutcome = { ok: true; judgement: Judgement } | { ok: false; error: WireError }
+/**
+ * One judgement as it crosses an RPC boundary: the judgement, or the model's failure; either way the LLM calls it
+ * spent, which count against the rollout's `budgets.judge_calls_per_rollout`.
+ */
+export type ChunkOutcome = ({ ok: true; judgement: Judgement } | { ok: false; error: WireError }) & { calls: number }
 
 /**
  * One judgement as both ends of the fan-out report it (judged here, or in a handed-out chunk): the judgement, or the
- * model's failure (an AppError) as a wire error; any other error is thrown.
- * @example const outcome = await judgeOutcome(scorer, config, snapshot, request)
+ * model's failure (an AppError) as a wire error, with the LLM calls it spent (at most `maxCalls`); any other error is
+ * thrown.
+ * @example const outcome = await judgeOutcome(scorer, config, snapshot, request, 8)
  */
 export async function judgeOutcome(
   scorer: RoleModel,
   config: RunConfig,
   snapshot: RubricSnapshot,
   request: ScoreRequest,
+  maxCalls: number,
 ): Promise<ChunkOutcome> {
+  const spent = { calls: 0 }
   try {
-    return { ok: true, judgement: await judgeOnRubrics(scorer, config, snapshot, request) }
+    const judgement = await judgeOnRubrics(scorer, config, snapshot, request, maxCalls, spent)
+    return { ok: true, judgement, calls: spent.calls }
   } catch (error) {
-    if (error instanceof AppError) return { ok: false, error: toWire(error) }
+    if (error instanceof AppError) return { ok: false, error: toWire(error), calls: spent.calls }
     throw error
   }
 }
 
 /**
- * One judgement of a rollout on a rubric snapshot with the given scorer; a model failure is an `llm_unavailable`
- * AppError (503 with Retry-After when it may heal, 502 when the model answered but never validly).
- * @example const judgement = await judgeOnRubrics(models.forRole('scorer'), run.config, snapshot, request)
+ * One judgement of a rollout on a rubric snapshot with the given scorer, in at most `maxCalls` attempts (the scorer's
+ * `max_attempts` cut to what is left of the rollout's budget), counted in `spent`. A model failure is an
+ * `llm_unavailable` AppError (503 with Retry-After when it may heal, 502 when the model answered but never validly),
+ * or a 429 `judge_budget_exceeded` when the budget, not the scorer's own `max_attempts`, stopped the retries.
+ * @example const judgement = await judgeOnRubrics(models.forRole('scorer'), run.config, snapshot, request, 8, spent)
  */
 async function judgeOnRubrics(
   scorer: RoleModel,
   config: RunConfig,
   snapshot: RubricSnapshot,
   request: ScoreRequest,
+  maxCalls: number,
+  spent: { calls: number },
 ): Promise<Judgement> {
   const { settings, model } = scorer
+  const maxAttempts = Math.min(settings.max_attempts, maxCalls)
   let attempts = 1
+  spent.calls = 1
   try {
     return await judgeRollout(
       model,
@@ -63,15 +77,19 @@ async function judgeOnRubrics(
         reasons: config.reasons,
       },
       {
-        maxAttempts: settings.max_attempts,
+        maxAttempts,
         maxDelayMs: Math.min(8_000, settings.timeout_ms),
-        onRetry: () => void attempts++,
+        onRetry: () => void (spent.calls = ++attempts),
       },
     )
   } catch (error) {
     if (!(error instanceof LlmError)) throw error
     if (error.kind === 'context_length')
       throw contextLengthExceeded('scoring', error.message, error.details.contextLimit)
+    if (error.retryable && attempts >= maxAttempts && maxAttempts < settings.max_attempts) {
+      const why = `without a valid judgement (last failure: ${error.kind}: ${error.message})`
+      throw budgetError(judgeBudgetRefusal(config.budgets, config.budgets.judge_calls_per_rollout, why))
+    }
     // A refused request (bad key, unknown model) will not heal on retry: no Retry-After for it.
     const transient = error.transient
     throw new AppError(

@@ -9,6 +9,7 @@ import {
   type LlmCallRecord,
 } from '../../src/llm/index.ts'
 import { canonicalJson } from '../../src/hash/index.ts'
+import { refuseLlmHost } from '../../src/llm/hosts.ts'
 import {
   AGENT_ROLES,
   agentSettingsFor,
@@ -42,6 +43,9 @@ export function requestModels(env: Env, config: RunConfig) {
   const totalLimit = pLimit(config.max_concurrent_llm_calls)
   const forRole = (role: AgentRole): RoleModel => {
     const settings = agentSettingsFor(config, role)
+    // Checked on every use, not only when the run was created: a run stored before the allow-list (or before a host
+    // was taken off it) must not send this server's keys there either.
+    refuseLlmHost(env, settings.base_url, `config.agents.${role}.base_url`)
     const { signature, adapterKey } = keysOf(settings)
     let adapter = adapters.get(adapterKey)
     if (!adapter) {

@@ -23,13 +23,19 @@ export interface RelativeUnit {
   request: ScoreRequest
   /** The response's pointwise judgement key (its content, the model, the scale, the prompts). */
   key: string
+  /**
+   * LLM calls this request has spent judging the response: its group's call adds its attempts, which together stay
+   * within the run's `budgets.judge_calls_per_rollout`.
+   */
+  calls: number
 }
 
 /**
  * Judges responses to the same prompt (and instance, rubric version and reference) together, one call per group of
  * at most `relative_group_max_chars` of responses; a group of one is left to pointwise judging, and so is every
  * response of a group whose call failed or whose reply was malformed (noted in the report). Judgements are cached per
- * (group content, rubric version).
+ * (group content, rubric version). A group's attempts are charged to each of its responses (`calls`), within what is
+ * left of their `budgets.judge_calls_per_rollout`.
  * @example const judged = await judgeRelatively(scorer, run, units, relative)
  */
 export async function judgeRelatively(
@@ -61,6 +67,13 @@ export async function judgeRelatively(
           for (const [index, unit] of group.entries()) judged.set(unit, { judgement: cached[index]!, cached: true })
           return
         }
+        const spent = Math.max(...group.map((unit) => unit.calls))
+        const left = run.config.budgets.judge_calls_per_rollout - spent
+        if (left <= 0) {
+          relative.report.fallbacks.push({ responses: group.length, reason: 'budgets.judge_calls_per_rollout spent' })
+          return
+        }
+        let attempts = 1
         try {
           relative.report.calls++
           const judgements = await judgeGroup(
@@ -74,7 +87,11 @@ export async function judgeRelatively(
               prompts: run.config.prompts,
               seed: derivedSeed(relative.seed, first.request.rollout.input),
             },
-            { maxAttempts: scorer.settings.max_attempts, maxDelayMs: Math.min(8_000, scorer.settings.timeout_ms) },
+            {
+              maxAttempts: Math.min(scorer.settings.max_attempts, left),
+              maxDelayMs: Math.min(8_000, scorer.settings.timeout_ms),
+              onRetry: () => void attempts++,
+            },
           )
           for (const [index, unit] of group.entries()) {
             judgementCache.set(run.id, unit.instanceId, unit.snapshot.version, keyOf(unit), judgements[index]!)
@@ -82,6 +99,8 @@ export async function judgeRelatively(
           }
         } catch (error) {
           relative.report.fallbacks.push({ responses: group.length, reason: String((error as Error).message ?? error) })
+        } finally {
+          for (const unit of group) unit.calls = spent + attempts
         }
       }),
   )

@@ -1,4 +1,5 @@
 import { injectionTactics } from '../../src/analysis/index.ts'
+import { budgetError, judgeBudgetRefusal } from '../../src/budgets/index.ts'
 import { judgementKey } from '../../src/agents/scorer/index.ts'
 import { groupBy } from '../../src/collections/index.ts'
 import { AppError } from '../../src/errors/index.ts'
@@ -160,6 +161,7 @@ async function recordOnShard(ctx: ScoreContext, group: Item[], withJudgements: b
     const item = group[position]!
     if (answer.kind === 'recorded')
       item.outcome = { ok: true, result: toResult(ctx, item.address.instanceId, answer.entry, answer.duplicate) }
+    else if (answer.kind === 'refused') item.outcome = { ok: false, error: budgetError(answer.refusal) }
     else {
       delete item.judged
       if (reply.snapshot) item.snapshot = reply.snapshot
@@ -207,11 +209,18 @@ async function settleSync(ctx: ScoreContext, item: Item, result: ScoreResult): P
     const cached = judgementCache.get(run.id, address.instanceId, released.version, item.key)
     let judgement = cached
     if (!judgement) {
-      // Through the judge step's own way of judging (one unit is judged here), not a second one.
+      // Through the judge step's own way of judging (one unit is judged here), not a second one, within what is left
+      // of the rollout's budget.
+      const spent = item.judgeCalls ?? 0
+      const maxCalls = run.config.budgets.judge_calls_per_rollout - spent
+      if (maxCalls <= 0) {
+        const why = 'before a judgement on the rubrics its step left (sync mode re-scores on them)'
+        return { ok: false, error: budgetError(judgeBudgetRefusal(run.config.budgets, spent, why)) }
+      }
       const [outcome] = await judgeUnits(ctx, [
-        { instanceId: address.instanceId, snapshot: released, request: item.request },
+        { instanceId: address.instanceId, snapshot: released, request: item.request, maxCalls },
       ])
-      if (!outcome!.ok) return outcome!
+      if (!outcome!.ok) return { ok: false, error: outcome!.error }
       judgement = outcome!.judgement
       judgementCache.set(run.id, address.instanceId, released.version, item.key, judgement)
     }

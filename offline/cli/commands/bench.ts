@@ -4,6 +4,8 @@
  * the command runs) and src/bench (the metrics).
  */
 import type { Command } from 'commander'
+import type { StructuredOutput } from '../../../src/schemas/structured-output.ts'
+import { structuredOutputOption } from '../llm-options.ts'
 import { CliExit, type CliContext } from '../program.ts'
 import { UsageError } from '../../../src/usage-error/index.ts'
 
@@ -53,6 +55,7 @@ interface BenchFlags {
   llmBaseUrl?: string
   llmModel?: string
   llmApiKey?: string
+  llmStructuredOutput: string
 }
 
 /**
@@ -90,6 +93,7 @@ export function register(program: Command, cli: CliContext): void {
     )
     .option('--llm-model <name>', 'the model for --llm-base-url')
     .option('--llm-api-key <key>', 'API key for --llm-base-url (default: env OPENAI_API_KEY, else "none")')
+    .addOption(structuredOutputOption('json_object'))
     .addHelpText('after', HELP_AFTER)
     .action(async (options: BenchFlags, command: Command) => {
       const concurrency = integer(options.concurrency, '--concurrency', 1)
@@ -108,6 +112,7 @@ export function register(program: Command, cli: CliContext): void {
               options.llmBaseUrl,
               options.llmModel,
               options.llmApiKey ?? process.env.OPENAI_API_KEY ?? 'none',
+              options.llmStructuredOutput as StructuredOutput,
             )
           : undefined
       const { runBench, formatReport, writeReport } = await import('../../bench/run.ts')
@@ -137,9 +142,10 @@ export function register(program: Command, cli: CliContext): void {
     })
 }
 
-async function openAiModel(baseURL: string, model: string, apiKey: string) {
+/** The model of `--llm-base-url`: each call asks for the room its reply needs (a verdict is a few tokens). */
+async function openAiModel(baseURL: string, model: string, apiKey: string, structuredOutput: StructuredOutput) {
   const { OpenAIChatModel } = await import('../../../src/llm/openai.ts')
-  return new OpenAIChatModel({ baseURL, apiKey, model, temperature: 0, maxTokens: 1024, timeoutMs: 120_000 })
+  return new OpenAIChatModel({ baseURL, apiKey, model, temperature: 0, timeoutMs: 300_000, structuredOutput })
 }
 
 function integer(value: string, flag: string, min: number): number {

@@ -5,9 +5,7 @@
 import { extname } from 'node:path'
 import { type Command, Option } from 'commander'
 import type { DatasetFormat, DatasetSummary } from '../../../src/datasets/index.ts'
-import { datasetSummary } from '../../../src/datasets/index.ts'
-import { type LoadedDataset, loadDataset } from '../../datasets/load.ts'
-import { saveDataset } from '../../datasets/save.ts'
+import type { LoadedDataset } from '../../datasets/load.ts'
 import type { CliContext } from '../program.ts'
 import { UsageError } from '../../../src/usage-error/index.ts'
 
@@ -57,6 +55,7 @@ Pairs become prompts with two candidates "<id>-a" and "<id>-b", ranked 1 (the ch
     )
     .action(async (file: string, options: InputOptions, command: Command) => {
       const loaded = await load(file, options)
+      const { datasetSummary } = await import('../../../src/datasets/index.ts')
       const summary = datasetSummary(loaded.dataset)
       cli.print(
         command,
@@ -84,7 +83,9 @@ Pairs become prompts with two candidates "<id>-a" and "<id>-b", ranked 1 (the ch
       if (extname(options.out).toLowerCase() !== '.json')
         throw new UsageError(`--out: convert writes autosr JSON; give a .json file, not "${options.out}"`)
       const loaded = await load(file, options)
+      const { saveDataset } = await import('../../datasets/save.ts')
       const saved = await saveDataset(options.out, loaded.dataset)
+      const { datasetSummary } = await import('../../../src/datasets/index.ts')
       const summary = datasetSummary(loaded.dataset)
       cli.print(
         command,
@@ -111,7 +112,9 @@ function withInputOptions(command: Command): Command {
     .option('--group <name>', 'group (subset name) for prompts that have none, e.g. natural')
 }
 
-function load(file: string, options: InputOptions): Promise<LoadedDataset> {
+/** Reads a dataset; the parsers load here, with the action, not with the program's `--help`. */
+async function load(file: string, options: InputOptions): Promise<LoadedDataset> {
+  const { loadDataset } = await import('../../datasets/load.ts')
   return loadDataset(file, {
     ...(options.format ? { format: options.format } : {}),
     ...(options.group ? { group: options.group } : {}),

@@ -4,6 +4,8 @@
  * module registers all three commands (index.ts lists it under each name; registering twice is a no-op).
  */
 import type { Command } from 'commander'
+import type { StructuredOutput } from '../../../src/schemas/structured-output.ts'
+import { structuredOutputOption } from '../llm-options.ts'
 import type { CliContext } from '../program.ts'
 
 const COMMON_HELP = `
@@ -40,6 +42,7 @@ interface DeployFlags extends EdgeFlags {
   llmBaseUrl?: string
   llmModel?: string
   llmApiKeyEnv?: string
+  llmStructuredOutput?: StructuredOutput
 }
 
 /**
@@ -70,6 +73,7 @@ function registerDeploy(program: Command, cli: CliContext): void {
       "the judge model there (default: the artifact's verifier model; required for a mock-searched artifact)",
     )
     .option('--llm-api-key-env <name>', "the name of the edge's secret holding the API key (a name, never the key)")
+    .addOption(structuredOutputOption(undefined))
     .addHelpText('after', DEPLOY_HELP)
     .action(async (options: DeployFlags, command: Command) => {
       const { deployArtifact, deployedBy, llmOf } = await import('../../deploy/run.ts')

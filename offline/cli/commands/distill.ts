@@ -5,12 +5,12 @@
  */
 import { Option, type Command } from 'commander'
 import type { DistillFormat } from '../../../src/distill/index.ts'
-import { DISTILL_FORMATS } from '../../../src/schemas/distill-summary.ts'
-import { finiteNumber, integer } from '../../search/options.ts'
+import { DISTILL_FORMATS } from '../../../src/schemas/distill-formats.ts'
+import { finiteNumber, integer } from '../../search/flags.ts'
 import type { CliContext } from '../program.ts'
 import type { JudgeSpec } from '../../distill/judges.ts'
 import { UsageError } from '../../../src/usage-error/index.ts'
-import { adminTokenFor } from '../../edge/index.ts'
+import { adminTokenFor, refuseInsecureTransport } from '../../edge/index.ts'
 
 const HELP_AFTER = `
 Input (one of):
@@ -182,6 +182,7 @@ function sourceOf(flags: DistillFlags) {
       "--url needs a token: --token, REWARD_HARNESS_TOKEN (the run's) or REWARD_HARNESS_ADMIN_TOKEN " +
         '(.dev.vars is read for a server on this machine only)',
     )
+  refuseInsecureTransport(flags.url, process.env, 'a token')
   if (flags.fromStep !== undefined && flags.toStep !== undefined && flags.toStep < flags.fromStep)
     throw new UsageError(`--to-step ${flags.toStep} is before --from-step ${flags.fromStep}`)
   return {

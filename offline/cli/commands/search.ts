@@ -1,10 +1,11 @@
 /**
  * `reward-harness search`: search a rubric per prompt of a preference dataset (autosr's evolutionary search, with
  * its redundancy fixed), with a reply cache, checkpoints and `--resume`, run records and a replay script.
- * The work is in offline/search (loaded only when the command runs).
+ * The work is in offline/search (loaded only when the command runs); the config knobs' flags, read off a zod schema,
+ * load only when a command line names `search` (the root `--help` lists the commands without them).
  */
 import type { Command } from 'commander'
-import { addSearchOptions } from '../../search/options.ts'
+import { addSearchFlags } from '../../search/flags.ts'
 import { type CliContext, CliExit } from '../program.ts'
 
 /** Exit code of a run interrupted by Ctrl-C / SIGTERM (the last checkpoint is kept). */
@@ -54,14 +55,14 @@ Examples:
  * Adds `search` to the program.
  * @example register(program, cli) // then: reward-harness search --dataset examples/demo.json --output out/best.json
  */
-export function register(program: Command, cli: CliContext): void {
+export async function register(program: Command, cli: CliContext): Promise<void> {
   const command = program
     .command('search')
     .description(
       'search a rubric per prompt of a preference dataset (evolutionary or iterative), with cache, checkpoints and ' +
         'run records',
     )
-  addSearchOptions(command)
+  addSearchFlags(command)
     .addHelpText('after', HELP_AFTER)
     .action(async (_options: unknown, self: Command) => {
       const { readSearchOptions } = await import('../../search/options.ts')
@@ -87,4 +88,8 @@ export function register(program: Command, cli: CliContext): void {
       }
       cli.print(self, summary, () => formatSummary(summary))
     })
+  if (!cli.listing) {
+    const { addConfigKnobs } = await import('../../search/options.ts')
+    addConfigKnobs(command)
+  }
 }

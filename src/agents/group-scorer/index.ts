@@ -14,7 +14,7 @@ import type { CriterionGrade } from '../../schemas/score.ts'
 import { rewardFromGrades } from '../../scoring/index.ts'
 import { dataBoundary, parseLenientJson, runAgent } from '../run-agent.ts'
 import { mockScorerAnswer } from '../scorer/mock.ts'
-import { keyedBy } from '../../llm/response-format.ts'
+import { gradeSchema, keyedBy } from '../../llm/response-format.ts'
 import { gradesReplyTokens, groupBlockTags, rubricLine, trainingVars, type Judgement } from '../scorer/index.ts'
 
 export interface GroupScorerInput {
@@ -118,7 +118,7 @@ export async function buildGroupScorerRequest(
         labels,
         keyedBy(
           rubrics.map((rubric) => rubric.id),
-          { type: 'integer', minimum: 0, maximum: gradeMax },
+          gradeSchema(gradeMax),
         ),
       ),
     },

@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { canonicalJson, sha256Hex } from '../../hash/index.ts'
 import type { RetryPolicy } from '../../llm/retry.ts'
-import { closedObject, keyedBy, type JsonObjectSchema } from '../../llm/response-format.ts'
+import { closedObject, gradeSchema, keyedBy, type JsonObjectSchema } from '../../llm/response-format.ts'
 import { LlmError, type ChatModel, type ChatRequest } from '../../llm/types.ts'
 import { promptTemplate, renderPrompt, type Locale, type PromptOverrides } from '../../prompts/index.ts'
 import type { Rollout, TrainingMetadata } from '../../schemas/rollout.ts'
@@ -111,7 +111,7 @@ export async function buildScorerRequest(input: ScorerInput): Promise<ChatReques
  * @example gradesSchema(['a1', 'd1'], 10, 'none').required // ['grades']
  */
 function gradesSchema(ids: readonly string[], gradeMax: number, reasons: ScorerReasons): JsonObjectSchema {
-  const grades = keyedBy(ids, { type: 'integer', minimum: 0, maximum: gradeMax })
+  const grades = keyedBy(ids, gradeSchema(gradeMax))
   if (reasons === 'none') return closedObject({ grades })
   return closedObject({ grades, reasons: keyedBy(ids, { type: 'string', maxLength: 300 }) })
 }

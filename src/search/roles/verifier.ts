@@ -16,7 +16,7 @@ import { type ContentExtraction, DEFAULT_EXTRACTION } from '../../schemas/extrac
 import { extractCandidate, extractPrompt } from './extraction.ts'
 import { criteriaLines, isRecord } from './rubric.ts'
 import { jsonMockReply } from '../../llm/mock.ts'
-import { keyedBy } from '../../llm/response-format.ts'
+import { gradeSchema, keyedBy } from '../../llm/response-format.ts'
 import { gradesReplyTokens } from '../../agents/scorer/index.ts'
 import { answerSearchVerify } from './mock.ts'
 
@@ -96,9 +96,7 @@ export async function buildVerifierRequest(
         ['grades'],
         keyedBy(
           rubric.criteria.map((criterion) => criterion.criterion_id),
-          allowNa
-            ? { anyOf: [{ type: 'integer', minimum: 0, maximum: gradeMax }, { type: 'null' }] }
-            : { type: 'integer', minimum: 0, maximum: gradeMax },
+          allowNa ? { anyOf: [gradeSchema(gradeMax), { type: 'null' }] } : gradeSchema(gradeMax),
         ),
       ),
     },
