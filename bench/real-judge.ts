@@ -533,7 +533,7 @@ async function quality(judge: Judge): Promise<void> {
   const searchOut = join(dir, 'search', 'best.json')
   const searched = await cli([
     ...['search', '--dataset', data.search, '--output', searchOut, '--backend', 'openai'],
-    ...['--base-url', judge.url, '--model', judge.model, '--max-concurrency', '1'],
+    ...['--base-url', judge.url, '--model', judge.model, '--max-concurrency', '1', '--timeout-ms', '300000'],
     ...['--generations', flags.generations, '--population-size', '3', '--mutations-per-round', '2'],
     ...['--mutation-parent-count', '1', '--batch-size', '2'],
   ]).then(
