@@ -18,7 +18,7 @@
  */
 import { createServer, type Server } from 'node:http'
 import { join, resolve } from 'node:path'
-import { pathToFileURL } from 'node:url'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
 import { encode } from 'gpt-tokenizer'
 import { seededRandom } from '../src/hash/index.ts'
@@ -61,7 +61,7 @@ interface Group {
   answers: string[]
 }
 
-const GROUPS: Group[] = Array.from({ length: PROMPTS }, (_, p) => ({
+export const GROUPS: Group[] = Array.from({ length: PROMPTS }, (_, p) => ({
   id: `p${p}`,
   prompt: `Task ${p}: ${text(`prompt-${p}`, 1_200)}`,
   reference: text(`reference-${p}`, 400),
@@ -79,7 +79,7 @@ const RUBRIC_IDS = ['correct', 'steps', 'assumptions', 'concise', 'no-grader']
 const METADATA = { high_level_goal: 'competition math', model_size: '7B', current_step: 12, total_steps: 200 }
 
 /** Answer-major: answer j of every prompt before answer j + 1, as trainer workers send a step's rollouts. */
-const interleaved = (): { group: Group; answer: number }[] =>
+export const interleaved = (): { group: Group; answer: number }[] =>
   Array.from({ length: GROUP }, (_, answer) => GROUPS.map((group) => ({ group, answer }))).flat()
 
 // ------------------------------------------------------------------------------------------------
@@ -154,7 +154,7 @@ interface Recorded {
   overMaxTokens: boolean
 }
 
-async function startRecordingStub(): Promise<{ url: string; recorded: Recorded[]; server: Server }> {
+export async function startRecordingStub(): Promise<{ url: string; recorded: Recorded[]; server: Server }> {
   const recorded: Recorded[] = []
   const server = createServer(async (req, res) => {
     const chunks: Buffer[] = []
@@ -192,7 +192,7 @@ type Path = {
   judgementsPerCall: number
 }
 
-interface Modules {
+export interface Modules {
   judgeRollout: (model: unknown, input: unknown, retry?: unknown) => Promise<unknown>
   judgeGroup: (model: unknown, input: unknown, retry?: unknown) => Promise<unknown>
   runAnalyzer: (model: unknown, input: unknown, retry?: unknown) => Promise<unknown>
@@ -206,7 +206,7 @@ interface Modules {
   defaultMaxTokens: number | undefined
 }
 
-async function loadModules(root: string): Promise<Modules> {
+export async function loadModules(root: string): Promise<Modules> {
   const load = (path: string) => import(pathToFileURL(join(root, path)).href)
   const [scorer, group, analyzer, roles, types, openai, runConfig] = await Promise.all([
     load('src/agents/scorer/index.ts'),
@@ -250,7 +250,7 @@ const rollout = (group: Group, answer: number) => ({
   output: group.answers[answer]!,
   supplemental_context: group.reference,
 })
-const scorerInput = (group: Group, answer: number, extra: Record<string, unknown> = {}) => ({
+export const scorerInput = (group: Group, answer: number, extra: Record<string, unknown> = {}) => ({
   rubrics: rubrics(),
   rollout: rollout(group, answer),
   metadata: METADATA,
@@ -514,4 +514,6 @@ async function main() {
   if (before) console.log(`\nbefore → after: ${values.before} → this tree`)
 }
 
-await main()
+// bench/real-judge.ts imports the load and the recording stub without running this bench.
+const isMain = process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)
+if (isMain) await main()
