@@ -96,7 +96,7 @@ describe('reward-harness bench', () => {
     }
     const text = await run('bench', '--dataset', 'examples/demo.json', '--scorer', `artifact:${rm}`)
     expect(text.out).toMatch(/K-way accuracy \(>2 cands\)\s+\d+\.\d% \[95% CI/)
-  })
+  }, 30_000)
 
   it('exits 2 on bad input: a library: that is not a library, unknown scorers, missing files, bad flags', async () => {
     const library = await run('bench', '--dataset', 'examples/demo.json', '--scorer', 'library:lib')

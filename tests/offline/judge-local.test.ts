@@ -32,8 +32,9 @@ describe('judge:local', () => {
     )
   })
 
-  it('keeps its files in REWARD_HARNESS_JUDGE_HOME when set, else .judge in the repository', () => {
+  it('keeps its files in REWARD_HARNESS_JUDGE_HOME when set, else in the user cache every clone shares', () => {
     expect(judgeHome({ REWARD_HARNESS_JUDGE_HOME: '/var/cache/judge' })).toBe('/var/cache/judge')
-    expect(judgeHome({})).toMatch(/\/\.judge$/)
+    expect(judgeHome({ HOME: '/home/me' })).toBe('/home/me/.cache/reward-harness/judge')
+    expect(judgeHome({ HOME: '/home/me', XDG_CACHE_HOME: '/cache' })).toBe('/cache/reward-harness/judge')
   })
 })

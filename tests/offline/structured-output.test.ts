@@ -101,12 +101,19 @@ type Schema = {
   anyOf?: Schema[]
   minimum?: number
   maximum?: number
+  enum?: unknown[]
   maxLength?: number
 }
 
 /** What a server that decodes under `schema` writes when the model leans towards `wanted`. */
 function guided(schema: Schema, wanted: unknown): unknown {
   if (schema.anyOf) return guided(schema.anyOf[0]!, wanted)
+  // An enum (a grade scale): the allowed value nearest to what the model leans to.
+  if (schema.enum) {
+    const number = typeof wanted === 'number' ? wanted : 0
+    const values = schema.enum as number[]
+    return values.reduce((best, value) => (Math.abs(value - number) < Math.abs(best - number) ? value : best))
+  }
   switch (schema.type) {
     case 'object': {
       const record = (typeof wanted === 'object' && wanted !== null ? wanted : {}) as Record<string, unknown>

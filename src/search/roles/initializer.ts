@@ -12,7 +12,7 @@ import { visibleCandidate, type PromptItem, type RubricInitializer } from '../ty
 import { CRITERION_TYPES, parseSearchRubric, SearchRubric, type Criterion } from '../../schemas/search-rubric.ts'
 import { dataBlock, searchLabels, type SearchRoleOptions } from './common.ts'
 import { seededRandom, shuffle } from '../../hash/index.ts'
-import { criteriaFromReply, isRecord, RubricReply, validateCriteria } from './rubric.ts'
+import { criteriaFromReply, isRecord, RubricReply, rubricReplySchema, validateCriteria } from './rubric.ts'
 import { jsonMockReply } from '../../llm/mock.ts'
 import { answerSearchInitialize } from './mock.ts'
 
@@ -74,6 +74,7 @@ export async function buildInitializerRequest(item: PromptItem, options: Request
     ],
     task: 'search_initialize',
     json: true,
+    jsonSchema: { name: 'rubric', schema: rubricReplySchema(INITIAL_CRITERIA.min, INITIAL_CRITERIA.max) },
     seed,
     mock: jsonMockReply(answerSearchInitialize, { prompt: item.prompt, samples, grade_max: gradeMax, seed }),
   }

@@ -22,6 +22,7 @@ import {
   MAX_CRITERIA,
   mutatedRubricId,
   RubricReply,
+  rubricReplySchema,
   sameCriteria,
   validateCriteria,
 } from './rubric.ts'
@@ -88,6 +89,7 @@ export async function buildProposerRequest(
     ],
     task: 'search_propose',
     json: true,
+    jsonSchema: { name: 'rubric', schema: rubricReplySchema(1, MAX_CRITERIA) },
     seed,
     mock: jsonMockReply(answerSearchPropose, {
       prompt: item.prompt,

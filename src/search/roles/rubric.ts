@@ -5,6 +5,7 @@
  */
 import { z } from 'zod'
 import { canonicalJson, sha256Hex } from '../../hash/index.ts'
+import { closedObject, type JsonObjectSchema } from '../../llm/response-format.ts'
 import { LlmError } from '../../llm/types.ts'
 import type { Locale } from '../../prompts/index.ts'
 import { Criterion, CRITERION_TYPES, type SearchRubric } from '../../schemas/search-rubric.ts'
@@ -26,6 +27,23 @@ export type SearchRoleName = 'initializer' | 'proposer' | 'verifier' | 'judge'
  * the criteria themselves are read leniently by {@link criteriaFromReply}.
  */
 export const RubricReply = z.record(z.string(), z.unknown())
+
+/**
+ * The schema a rubric-writing role sends with its request, for servers that enforce one: `{"rubric": {"criteria":
+ * [{criterion_id, text, weight}…]}}` with `min`..`max` criteria, the fields the lenient reader needs (the optional
+ * ones the prompt shows keep their defaults). A small model held to it writes a rubric rather than any JSON.
+ * @example rubricReplySchema(3, 6).required // ['rubric']
+ */
+export function rubricReplySchema(min: number, max: number): JsonObjectSchema {
+  const criterion = closedObject({
+    criterion_id: { type: 'string', maxLength: 64 },
+    text: { type: 'string', maxLength: 300 },
+    weight: { type: 'number' },
+  })
+  return closedObject({
+    rubric: closedObject({ criteria: { type: 'array', minItems: min, maxItems: max, items: criterion } }),
+  })
+}
 
 /**
  * Reads the criteria of a rubric a model wrote, leniently: `payload.rubric` or the payload itself; `criteria`
