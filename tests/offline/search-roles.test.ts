@@ -299,7 +299,9 @@ describe('parsers repair what they can and refuse the rest', () => {
     expect(refused('Let me think about this.')).toMatch(/not JSON|wrong shape/)
     expect(refused('{"criteria": ["A", "B"]}')).toMatch(/2 criteria; expected 3 to 6/)
     expect(refused(JSON.stringify({ criteria: ['a', 'b', 'c', 'd', 'e', 'f', 'g'] }))).toMatch(/7 criteria/)
-    expect(refused('{"criteria": [{"id": "a", "text": "A"}, {"id": "a", "text": "B"}, "C"]}')).toMatch(/"a" twice/)
+    // A new rubric's repeated id is told apart, not refused: it has no parent whose ids it must match.
+    const told = parseInitializerReply('{"criteria": [{"id": "a", "text": "A"}, {"id": "a", "text": "B"}, "C"]}')
+    expect(told.map((criterion) => criterion.criterion_id).slice(0, 2)).toEqual(['a', 'a_2'])
     expect(refused('{"criteria": [{"text": "A", "weight": 0}, "B", "C"]}')).toMatch(/weight/)
     expect(refused('{"criteria": [{"text": "A", "weight": "heavy"}, "B", "C"]}')).toMatch(/weight/)
     expect(refused('{"rubric": {}}')).toMatch(/no criteria/)

@@ -82,14 +82,30 @@ export async function buildInitializerRequest(item: PromptItem, options: Request
 
 /**
  * Reads an initializer reply: lenient JSON and lenient criteria (see `criteriaFromReply`), then 3–6 criteria with
- * unique ids and positive weights, renormalised to sum 1. Anything else is an `invalid_reply`.
+ * unique ids and positive weights, renormalised to sum 1. Anything else is an `invalid_reply`. A new rubric has no
+ * parent whose ids its own must match, so an id written twice is told apart (`clear`, `clear_2`) rather than refused.
  * @example parseInitializerReply('{"rubric": {"criteria": ["Correct.", "Clear.", "Cites sources."]}}') // 3 criteria,
  *   weights 1/3
  * @internal
  */
 export function parseInitializerReply(text: string): Criterion[] {
   const payload = parseReplyAs(RubricReply, text, 'initializer')
-  return validateCriteria(criteriaFromReply(payload, 'initializer'), { ...INITIAL_CRITERIA, agent: 'initializer' })
+  const criteria = distinctIds(criteriaFromReply(payload, 'initializer'))
+  return validateCriteria(criteria, { ...INITIAL_CRITERIA, agent: 'initializer' })
+}
+
+/** Criteria whose repeated ids get a suffix: the second `clear` becomes `clear_2`. */
+function distinctIds(criteria: readonly Criterion[]): Criterion[] {
+  const taken = new Set(criteria.map((criterion) => criterion.criterion_id))
+  const seen = new Set<string>()
+  return criteria.map((criterion) => {
+    let id = criterion.criterion_id
+    for (let n = 2; seen.has(id); n++)
+      if (!taken.has(`${criterion.criterion_id}_${n}`)) id = `${criterion.criterion_id}_${n}`
+    seen.add(id)
+    taken.add(id)
+    return id === criterion.criterion_id ? criterion : { ...criterion, criterion_id: id }
+  })
 }
 
 /**

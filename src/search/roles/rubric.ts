@@ -35,10 +35,12 @@ export const RubricReply = z.record(z.string(), z.unknown())
  * @example rubricReplySchema(3, 6).required // ['rubric']
  */
 export function rubricReplySchema(min: number, max: number): JsonObjectSchema {
+  // Weights as a small enum and lengths as bounds: grammar-based servers drop `minimum`, and a weight of 0 or an empty
+  // text is refused.
   const criterion = closedObject({
-    criterion_id: { type: 'string', maxLength: 64 },
-    text: { type: 'string', maxLength: 300 },
-    weight: { type: 'number' },
+    criterion_id: { type: 'string', minLength: 1, maxLength: 64 },
+    text: { type: 'string', minLength: 1, maxLength: 300 },
+    weight: { type: 'integer', enum: [1, 2, 3, 4, 5] },
   })
   return closedObject({
     rubric: closedObject({ criteria: { type: 'array', minItems: min, maxItems: max, items: criterion } }),
