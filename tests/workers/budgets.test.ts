@@ -34,12 +34,27 @@ function score(run: Run, id: string, options: { instance?: string; step?: number
 }
 
 /** The run's LLM calls by role, as `GET /llm_calls` sums them. */
-async function callsByRole(run: Run): Promise<Record<string, number>> {
+async function readCallsByRole(run: Run): Promise<Record<string, number>> {
   const { json } = await call('GET', '/llm_calls', { token: run.token })
   const byRole: Record<string, number> = {}
   for (const group of json.calls as { role: string; calls: number }[])
     byRole[group.role] = (byRole[group.role] ?? 0) + group.calls
   return byRole
+}
+
+/**
+ * `/llm_calls` by role once every isolate's counts have reached the run: they are handed over at most once a second
+ * after the request that made them has answered, so the read is taken again until two reads 1.5 s apart agree.
+ */
+async function callsByRole(run: Run): Promise<Record<string, number>> {
+  let last = await readCallsByRole(run)
+  for (let read = 0; read < 20; read++) {
+    await new Promise((resolve) => setTimeout(resolve, 1_500))
+    const next = await readCallsByRole(run)
+    if (JSON.stringify(next) === JSON.stringify(last)) return next
+    last = next
+  }
+  return last
 }
 
 const total = (byRole: Record<string, number>, except = '') =>
