@@ -435,20 +435,28 @@ function measure(recorded: Recorded[], calls: Call[], judgementsPerCall: number)
   }
 }
 
+/**
+ * The revision's own OpenAI adapter pointed at a recording stub, as every judge path of the bench sends through it.
+ * @example const model = recordingModel(await loadModules(root), (await startRecordingStub()).url)
+ */
+export function recordingModel(modules: Modules, url: string) {
+  return new modules.OpenAIChatModel({
+    baseURL: url,
+    apiKey: 'bench',
+    model: 'judge',
+    temperature: 0,
+    ...(modules.defaultMaxTokens === undefined ? {} : { maxTokens: modules.defaultMaxTokens }),
+    timeoutMs: 30_000,
+  })
+}
+
 async function measureRevision(root: string, label: string): Promise<Map<string, Measured>> {
   const modules = await loadModules(root)
   const results = new Map<string, Measured>()
   for (const path of PATHS) {
     const stub = await startRecordingStub()
     try {
-      const model = new modules.OpenAIChatModel({
-        baseURL: stub.url,
-        apiKey: 'bench',
-        model: 'judge',
-        temperature: 0,
-        ...(modules.defaultMaxTokens === undefined ? {} : { maxTokens: modules.defaultMaxTokens }),
-        timeoutMs: 30_000,
-      })
+      const model = recordingModel(modules, stub.url)
       const calls: Call[] = []
       await path.run(modules, model, calls)
       results.set(path.name, measure(stub.recorded, calls, path.judgementsPerCall))

@@ -41,7 +41,7 @@ import { judgeRollout } from '../src/agents/scorer/index.ts'
 import { type HttpFetch, OpenAIChatModel } from '../src/llm/openai.ts'
 import { callJson, METADATA } from '../tests/e2e/support/http.ts'
 import { startWranglerDev } from '../tests/e2e/support/wrangler-dev.ts'
-import { interleaved, loadModules, scorerInput, startRecordingStub } from './judge.ts'
+import { interleaved, loadModules, recordingModel, scorerInput, startRecordingStub } from './judge.ts'
 import { checkoutRevision } from './worktree.ts'
 
 const ROOT = resolve(import.meta.dirname, '..')
@@ -364,13 +364,8 @@ async function recordScorerRequests(root: string): Promise<Record<string, unknow
   const modules = await loadModules(root)
   const stub = await startRecordingStub()
   try {
-    const model = new modules.OpenAIChatModel({
-      baseURL: stub.url,
-      apiKey: 'bench',
-      model: 'judge',
-      temperature: 0,
-      timeoutMs: 30_000,
-    })
+    // The replay sets its own max_tokens: the recorded bodies are read for their messages.
+    const model = recordingModel(modules, stub.url)
     const answers = int('prefix-answers')
     for (const { group, answer } of interleaved().filter(({ answer }) => answer < answers))
       await modules.judgeRollout(model, scorerInput(group, answer), { maxAttempts: 1 })
