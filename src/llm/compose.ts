@@ -99,7 +99,8 @@ export function instrumentChatModel(
             record('ok', response.usage)
             return response
           } catch (error) {
-            record(error instanceof LlmError ? error.kind : 'network')
+            if (error instanceof LlmError) record(error.kind, error.details.usage)
+            else record('network')
             throw error
           }
         }),

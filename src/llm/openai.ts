@@ -1,12 +1,15 @@
 import { redactUrl } from '../credentials/index.ts'
 import { abortScope } from './abort.ts'
-import { asJsonObjectSchema, refusesJsonSchema, responseFormatFor, type ResponseFormat } from './response-format.ts'
+import {
+  asJsonObjectSchema,
+  DEFAULT_MAX_TOKENS,
+  refusesJsonSchema,
+  responseFormatFor,
+  type ResponseFormat,
+} from './response-format.ts'
 import type { StructuredOutput } from '../schemas/structured-output.ts'
 import { parseRetryAfter } from './retry.ts'
 import { LlmError, type ChatMessage, type ChatModel, type ChatRequest, type ChatResponse } from './types.ts'
-
-/** `max_tokens` of a request when neither the role's settings nor the request say how long its reply may be. */
-export const DEFAULT_MAX_TOKENS = 1_024
 
 /** Per-request options beyond `ChatRequest`; unset fields fall back to the model's settings. */
 export interface RequestExtras {
@@ -136,6 +139,10 @@ export class OpenAIChatModel implements ChatModel {
     }
     const choice = completion.choices?.[0]
     const text = choice?.message?.content
+    const usage = {
+      prompt_tokens: completion.usage?.prompt_tokens ?? 0,
+      completion_tokens: completion.usage?.completion_tokens ?? 0,
+    }
     // A reply cut at max_tokens must not reach JSON repair: `"grade":10` cut to `"grade":1` would be read as a valid
     // grade. Checked before the content, since a cut reply may be empty.
     if (choice?.finish_reason === 'length')
@@ -143,20 +150,11 @@ export class OpenAIChatModel implements ChatModel {
         'invalid_reply',
         `the reply was cut at max_tokens (${maxTokens}); raise max_tokens`,
         undefined,
-        {
-          cutAtMaxTokens: maxTokens,
-        },
+        { cutAtMaxTokens: maxTokens, usage },
       )
     if (typeof text !== 'string' || text.trim() === '')
-      throw new LlmError('invalid_reply', 'the model returned no message content')
-    return {
-      text,
-      model: completion.model ?? this.settings.model,
-      usage: {
-        prompt_tokens: completion.usage?.prompt_tokens ?? 0,
-        completion_tokens: completion.usage?.completion_tokens ?? 0,
-      },
-    }
+      throw new LlmError('invalid_reply', 'the model returned no message content', undefined, { usage })
+    return { text, model: completion.model ?? this.settings.model, usage }
   }
 }
 

@@ -1,5 +1,8 @@
 import type { StructuredOutput } from '../schemas/structured-output.ts'
 
+/** `max_tokens` of a request when neither the role's settings nor the request say how long its reply may be. */
+export const DEFAULT_MAX_TOKENS = 1_024
+
 /** A `response_format` an OpenAI-compatible server takes. */
 export type ResponseFormat =
   | { type: 'json_object'; schema?: Record<string, unknown> }
@@ -66,11 +69,19 @@ export function refusesJsonSchema(message: string): boolean {
 export type JsonObjectSchema = Record<string, unknown>
 
 /**
- * An object schema with exactly these properties, all required, and no other.
+ * An object schema with exactly these properties, the `required` ones required, and no other.
  * @example closedObject({ grades: { type: 'object' } }).additionalProperties // false
  */
-export function closedObject(properties: Record<string, JsonObjectSchema>): JsonObjectSchema {
-  return { type: 'object', properties, required: Object.keys(properties), additionalProperties: false }
+export function closedObject(
+  required: Record<string, JsonObjectSchema>,
+  optional: Record<string, JsonObjectSchema> = {},
+): JsonObjectSchema {
+  return {
+    type: 'object',
+    properties: { ...required, ...optional },
+    required: Object.keys(required),
+    additionalProperties: false,
+  }
 }
 
 /**
@@ -88,4 +99,47 @@ export function keyedBy(keys: readonly string[], value: JsonObjectSchema): JsonO
  */
 export function gradeSchema(gradeMax: number): JsonObjectSchema {
   return { type: 'integer', enum: Array.from({ length: gradeMax + 1 }, (_, grade) => grade) }
+}
+
+/**
+ * The part of a request that asks for a reply under `schema`: the schema, and room for its longest reply.
+ * @example const request = { role: 'analyzer', messages, json: true, ...withReplySchema('analysis', schema) }
+ */
+export function withReplySchema(
+  name: string,
+  schema: JsonObjectSchema,
+): { jsonSchema: { name: string; schema: JsonObjectSchema }; maxTokens: number } {
+  return { jsonSchema: { name, schema }, maxTokens: replyTokens(schema) }
+}
+
+/** Characters a model writes per token at the least, for the room a bounded reply needs (JSON keys, short words). */
+const CHARS_PER_TOKEN = 3
+
+/**
+ * The `max_tokens` a reply under `schema` needs at the most: its longest serialisation (every string and list at its
+ * bound) at {@link CHARS_PER_TOKEN} characters a token, never under `floor` (the room an agent had without a schema).
+ * A reply held to the schema then finishes rather than being cut.
+ * @example replyTokens(closedObject({ verdict: { type: 'string', enum: ['A', 'B'] } })) // 1024
+ */
+export function replyTokens(schema: JsonObjectSchema, floor = DEFAULT_MAX_TOKENS): number {
+  return Math.max(floor, Math.ceil(longestReply(schema) / CHARS_PER_TOKEN))
+}
+
+/** The most characters a value under `schema` serialises to; an unbounded part counts as nothing. */
+function longestReply(schema: JsonObjectSchema): number {
+  if (Array.isArray(schema.enum)) return Math.max(...schema.enum.map((value) => JSON.stringify(value).length))
+  switch (schema.type) {
+    case 'object': {
+      const properties = Object.entries((schema.properties ?? {}) as Record<string, JsonObjectSchema>)
+      return 2 + properties.reduce((sum, [key, value]) => sum + key.length + 4 + longestReply(value), 0)
+    }
+    case 'array':
+      return 2 + Number(schema.maxItems ?? 0) * (2 + longestReply(schema.items as JsonObjectSchema))
+    case 'string':
+      return 2 + Number(schema.maxLength ?? 0)
+    case 'boolean':
+      return 5
+    default:
+      return 0
+  }
 }

@@ -108,6 +108,8 @@ export interface LlmErrorDetails {
   cutAtMaxTokens?: number
   /** The model's context window in tokens, as the server named it. */
   contextLimit?: number
+  /** What the server said the failed call used (a cut reply's tokens are spent all the same). */
+  usage?: ChatUsage
 }
 
 /**

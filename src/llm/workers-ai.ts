@@ -1,4 +1,4 @@
-import { DEFAULT_MAX_TOKENS } from './openai.ts'
+import { DEFAULT_MAX_TOKENS } from './response-format.ts'
 import { LlmError, type ChatModel, type ChatRequest, type ChatResponse } from './types.ts'
 
 /** The part of the Workers AI binding this adapter uses. */

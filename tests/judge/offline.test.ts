@@ -1,8 +1,8 @@
 /**
  * The offline commands on a real model: `search`, `bench` and `evolve` against SmolLM2-135M on llama-cpp-python's
  * server (what `npm run judge:local` serves), each run as a user runs it (the `reward-harness` bin, the flags the
- * commands already have), on the four shortest pairs of the LLMBar fixtures (a 135M model on two cores writes about
- * 30 tokens a second).
+ * commands already have), on the shortest pairs of the LLMBar fixtures (a 135M model on two cores reads about 90
+ * prompt tokens a second and writes about 40).
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -17,7 +17,8 @@ const COMMAND_TIMEOUT_MS = 900_000
 
 let judge: LocalJudge
 let work: string
-let dataset: string
+/** The `count` shortest pairs, as a dataset file: two for search and bench, three for evolve (two train, one val). */
+let pairsOf: (count: number) => string
 
 interface LlmBarPair {
   input: string
@@ -31,8 +32,12 @@ beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'judge-offline-'))
   const pairs: LlmBarPair[] = JSON.parse(readFileSync(join(LLMBAR_FIXTURES, 'natural.json'), 'utf8'))
   const size = (pair: LlmBarPair) => pair.input.length + pair.output_1.length + pair.output_2.length
-  dataset = join(work, 'llmbar-slice.json')
-  writeFileSync(dataset, JSON.stringify([...pairs].sort((a, b) => size(a) - size(b)).slice(0, 4)))
+  const shortest = [...pairs].sort((a, b) => size(a) - size(b))
+  pairsOf = (count) => {
+    const path = join(work, `llmbar-${count}.json`)
+    writeFileSync(path, JSON.stringify(shortest.slice(0, count)))
+    return path
+  }
 }, 180_000)
 
 afterAll(() => {
@@ -44,13 +49,14 @@ const cli = (args: string[]) => runRewardHarness([...args, '--json'], {}, COMMAN
 
 describe('the offline commands on the real judge', () => {
   it('search writes a rubric per prompt, and bench grades with it on the model: n and an interval', async () => {
+    const dataset = pairsOf(2)
     const output = join(work, 'search', 'best.json')
     const searched = await cli([
       'search',
       ...['--dataset', dataset, '--output', output],
       ...['--endpoint', `${judge.url},max_concurrency=1,structured_output=json_schema`, '--model', judge.model],
       ...['--generations', '1', '--population-size', '2', '--mutations-per-round', '1', '--mutation-parent-count', '1'],
-      ...['--grade-max', '4', '--max-tokens', '256', '--role-attempts', '2', '--max-attempts', '2'],
+      ...['--grade-max', '4', '--role-attempts', '2', '--max-attempts', '2'],
       ...['--timeout-ms', '300000'],
     ])
     expect(searched.code, searched.err).toBe(0)
@@ -67,7 +73,7 @@ describe('the offline commands on the real judge', () => {
     expect(benched.code, benched.err).toBe(0)
     const report = JSON.parse(benched.out)
     console.log('bench on the searched rubric:', JSON.stringify(report.overall.pairwise))
-    // Each of the 4 pairs judged in both orders; the interval is an honest Wilson one around a 135M model's guess.
+    // Each pair judged in both orders; the interval is an honest Wilson one around a 135M model's guess.
     expect(report.overall.pairwise.n).toBeGreaterThan(0)
     expect(report.overall.pairwise.ci95).toHaveLength(2)
     expect(report.overall.pairwise.failures).toBeLessThan(report.overall.pairwise.n)
@@ -77,7 +83,8 @@ describe('the offline commands on the real judge', () => {
     const out = join(work, 'evolve')
     const evolved = await cli([
       'evolve',
-      ...['--dataset', dataset, '--out', out, '--iterations', '1', '--concurrency', '1'],
+      ...['--dataset', pairsOf(3), '--out', out, '--iterations', '1', '--concurrency', '1'],
+      ...['--orders', 'one', '--tool-check', '0'],
       ...['--backend', 'openai', '--endpoint', `${judge.url},max_concurrency=1,structured_output=json_schema`],
       ...['--model', judge.model],
     ])

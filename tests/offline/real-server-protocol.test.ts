@@ -149,4 +149,25 @@ describe('token counts', () => {
       { prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens, outcome: 'ok' },
     ])
   })
+
+  it('count a cut reply’s tokens too: the server spent them', async () => {
+    const calls: LlmCallRecord[] = []
+    stub.script({ kind: 'truncated' })
+    const model = instrumentChatModel(
+      new OpenAIChatModel({ baseURL: stub.baseUrl, apiKey: 'x', model: 'm', temperature: 0, timeoutMs: 5_000 }),
+      { role: 'scorer', log: calls, roleLimit: pLimit(1), totalLimit: pLimit(1) },
+    )
+    const cut = model.complete({
+      role: 'scorer',
+      task: 'score',
+      messages: [{ role: 'user', content: 'hi' }],
+      json: true,
+    })
+    expect(await failureOf(cut)).toMatchObject({ kind: 'invalid_reply' })
+    const usage = chatCompletion({ model: 'm', messages: [] }, '', 0).usage
+    expect(usage.prompt_tokens).toBeGreaterThan(0)
+    expect(calls).toMatchObject([
+      { prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens, outcome: 'invalid_reply' },
+    ])
+  })
 })

@@ -6,6 +6,8 @@ import type { Rollout, TrainingMetadata } from '../../schemas/rollout.ts'
 import type { Rubric } from '../../schemas/rubric.ts'
 import type { CriterionGrade } from '../../schemas/score.ts'
 import { dataBoundary, formatScore, orNone, parseReplyAs, rubricLines, runAgent, stageLabel } from '../run-agent.ts'
+import { analysisReplySchema } from '../reply-schemas.ts'
+import { withReplySchema } from '../../llm/response-format.ts'
 import { groupBlockTags } from '../scorer/index.ts'
 import { mockAnalyzerReply } from './mock.ts'
 
@@ -67,6 +69,7 @@ export async function buildAnalyzerRequest(input: AnalyzerInput): Promise<ChatRe
     task: 'analyze',
     mock: mockAnalyzerReply({ rollout, metadata, rubrics, score, criteria, gradeMax }),
     json: true,
+    ...withReplySchema('analysis', analysisReplySchema()),
   }
 }
 

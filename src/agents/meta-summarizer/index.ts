@@ -6,6 +6,8 @@ import { BatchSummaryReply, type AnalysisRecord, type BatchSummary, type ScoreSt
 import type { Rubric } from '../../schemas/rubric.ts'
 import { dataBoundary, parseReplyAs, rubricLines, runAgent } from '../run-agent.ts'
 import { runSummarizer, statsValues, withStats } from '../summarizer/index.ts'
+import { batchSummaryReplySchema } from '../reply-schemas.ts'
+import { withReplySchema } from '../../llm/response-format.ts'
 import { mockMetaSummarizerReply } from './mock.ts'
 
 /** @internal */
@@ -46,6 +48,7 @@ function mergeStats(parts: readonly ScoreStats[]): ScoreStats {
  */
 export async function buildMetaSummarizerRequest(input: MetaSummarizerInput): Promise<ChatRequest> {
   const { summaries, rubrics, step, locale } = input
+  const stats = mergeStats(summaries.map((summary) => summary.stats))
   const lines = summaries.map((summary, index) => JSON.stringify({ chunk: index + 1, ...summary })).join('\n')
   const boundary = await dataBoundary(lines)
   const user = renderPrompt(
@@ -55,7 +58,7 @@ export async function buildMetaSummarizerRequest(input: MetaSummarizerInput): Pr
       rubrics: rubricLines(rubrics, locale),
       step,
       chunks: summaries.length,
-      ...statsValues(mergeStats(summaries.map((summary) => summary.stats))),
+      ...statsValues(stats),
       boundary,
       summaries: lines,
     },
@@ -70,6 +73,7 @@ export async function buildMetaSummarizerRequest(input: MetaSummarizerInput): Pr
     task: 'meta_summarize',
     mock: mockMetaSummarizerReply(summaries, step),
     json: true,
+    ...withReplySchema('batch_summary', batchSummaryReplySchema(stats.rollouts)),
   }
 }
 

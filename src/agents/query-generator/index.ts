@@ -5,6 +5,8 @@ import { QueryList, type BatchSummary } from '../../schemas/agents.ts'
 import type { Rubric } from '../../schemas/rubric.ts'
 import { dataBoundary, formatScore, parseReplyAs, rubricLines, runAgent } from '../run-agent.ts'
 import { summaryForPrompt } from '../summarizer/index.ts'
+import { queryListReplySchema } from '../reply-schemas.ts'
+import { withReplySchema } from '../../llm/response-format.ts'
 import { mockQueryGeneratorReply } from './mock.ts'
 
 export interface QueryGeneratorInput {
@@ -50,6 +52,7 @@ export async function buildQueryGeneratorRequest(input: QueryGeneratorInput): Pr
     task: 'generate_queries',
     mock: mockQueryGeneratorReply(summary, maxQueries),
     json: true,
+    ...withReplySchema('queries', queryListReplySchema(maxQueries)),
   }
 }
 

@@ -4,6 +4,8 @@ import { renderPrompt, type Locale, type PromptOverrides } from '../../prompts/i
 import { BatchSummaryReply, type AnalysisRecord, type BatchSummary, type ScoreStats } from '../../schemas/agents.ts'
 import type { Rubric } from '../../schemas/rubric.ts'
 import { dataBoundary, formatScore, parseReplyAs, rubricLines, runAgent } from '../run-agent.ts'
+import { batchSummaryReplySchema } from '../reply-schemas.ts'
+import { withReplySchema } from '../../llm/response-format.ts'
 import { mockSummarizerReply } from './mock.ts'
 import { mean } from '../../stats/index.ts'
 
@@ -70,6 +72,7 @@ export async function buildSummarizerRequest(input: SummarizerInput): Promise<Ch
     task: 'summarize',
     mock: mockSummarizerReply(analyses, step),
     json: true,
+    ...withReplySchema('batch_summary', batchSummaryReplySchema(analyses.length)),
   }
 }
 

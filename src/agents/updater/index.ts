@@ -6,6 +6,9 @@ import type { Rubric } from '../../schemas/rubric.ts'
 import type { CriterionStepHealth } from '../../scoring/health.ts'
 import { dataBoundary, orNone, parseReplyAs, rubricLines, runAgent, stageLabel } from '../run-agent.ts'
 import { statsValues, summaryForPrompt } from '../summarizer/index.ts'
+import { rubricUpdateReplySchema } from '../reply-schemas.ts'
+import { withReplySchema } from '../../llm/response-format.ts'
+import { MAX_ADAPTIVE_RUBRICS } from './apply.ts'
 import { mockUpdaterReply } from './mock.ts'
 
 export { applyRubricUpdate } from './apply.ts'
@@ -75,6 +78,13 @@ export async function buildUpdaterRequest(input: UpdaterInput): Promise<ChatRequ
     task: 'update_rubrics',
     mock: mockUpdaterReply({ rubrics, summary, memories, stage }),
     json: true,
+    ...withReplySchema(
+      'rubric_update',
+      rubricUpdateReplySchema(
+        rubrics.filter((rubric) => !rubric.is_anchor).map((rubric) => rubric.weight),
+        MAX_ADAPTIVE_RUBRICS,
+      ),
+    ),
   }
 }
 

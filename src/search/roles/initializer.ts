@@ -15,6 +15,7 @@ import { seededRandom, shuffle } from '../../hash/index.ts'
 import { criteriaFromReply, isRecord, RubricReply, rubricReplySchema, validateCriteria } from './rubric.ts'
 import { jsonMockReply } from '../../llm/mock.ts'
 import { answerSearchInitialize } from './mock.ts'
+import { withReplySchema } from '../../llm/response-format.ts'
 
 /** The key of the preset that applies to any prompt without its own (autosr §1.3). */
 export const DEFAULT_PRESET_KEY = '__default__'
@@ -74,7 +75,7 @@ export async function buildInitializerRequest(item: PromptItem, options: Request
     ],
     task: 'search_initialize',
     json: true,
-    jsonSchema: { name: 'rubric', schema: rubricReplySchema(INITIAL_CRITERIA.min, INITIAL_CRITERIA.max) },
+    ...withReplySchema('rubric', rubricReplySchema(INITIAL_CRITERIA.min, INITIAL_CRITERIA.max)),
     seed,
     mock: jsonMockReply(answerSearchInitialize, { prompt: item.prompt, samples, grade_max: gradeMax, seed }),
   }

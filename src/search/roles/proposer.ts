@@ -28,6 +28,7 @@ import {
 } from './rubric.ts'
 import { jsonMockReply } from '../../llm/mock.ts'
 import { answerSearchPropose } from './mock.ts'
+import { withReplySchema } from '../../llm/response-format.ts'
 
 export interface ProposerOptions extends SearchRoleOptions {
   /** Refuse a child that breaks its mode's checkable contract (see `modeContractViolation`); default true. */
@@ -89,7 +90,7 @@ export async function buildProposerRequest(
     ],
     task: 'search_propose',
     json: true,
-    jsonSchema: { name: 'rubric', schema: rubricReplySchema(1, MAX_CRITERIA) },
+    ...withReplySchema('rubric', rubricReplySchema(1, MAX_CRITERIA)),
     seed,
     mock: jsonMockReply(answerSearchPropose, {
       prompt: item.prompt,
