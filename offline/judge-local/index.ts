@@ -9,6 +9,7 @@
  *
  * `--install-only` installs and exits (CI caches `<home>`, REWARD_HARNESS_JUDGE_HOME, between runs); any other
  * argument goes to `python -m llama_cpp.server` after ours (it wins: `-- --n_ctx 4096`, `-- --embedding true`).
+ * REWARD_HARNESS_JUDGE_THREADS sets the threads it computes on (default: the machine's cores; 1 where it shares them).
  * docs/local-judge.md says what the server does with judge requests.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
@@ -19,9 +20,11 @@ import {
   existsSync,
   mkdirSync,
   openSync,
+  readdirSync,
   readFileSync,
   renameSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from 'node:fs'
 import { availableParallelism, homedir } from 'node:os'
@@ -297,7 +300,7 @@ export async function startLocalJudge(options: {
   // answer /v1/models makes ours exit: "address already in use", said with the log's tail).
   if (await answers(`${url}/models`))
     throw new Error(`${url} answers already (another judge:local?). Serve elsewhere: JUDGE_PORT=8091`)
-  const threads = String(availableParallelism())
+  const threads = process.env.REWARD_HARNESS_JUDGE_THREADS || String(availableParallelism())
   const args = [
     ...['-m', 'llama_cpp.server', '--model', gguf, '--model_alias', LOCAL_JUDGE_MODEL.id],
     ...['--host', '127.0.0.1', '--port', String(options.port)],
@@ -305,6 +308,7 @@ export async function startLocalJudge(options: {
     ...(options.extraArgs ?? []),
   ]
   const logPath = join(home, `server-${options.port}.log`)
+  pruneServerLogs(home, SERVER_LOGS_KEPT - 1)
   const logFd = openSync(logPath, 'w')
   // llama_cpp.server lets HOST, PORT and CONFIG_FILE in its environment override its command line, and npm start
   // sets PORT for the Worker: without this the judge would take the Worker's port.
@@ -326,6 +330,23 @@ export async function startLocalJudge(options: {
     }
   }
   return { url, model: LOCAL_JUDGE_MODEL.id, server }
+}
+
+/** How many `server-<port>.log` files the judge home keeps: each start on a new port writes one. */
+const SERVER_LOGS_KEPT = 8
+
+/**
+ * Deletes all but the `keep` newest server logs of a judge home, so that starts on ever new ports (each test file
+ * takes a free one) do not fill it.
+ * @example pruneServerLogs(judgeHome(), 7)
+ * @internal
+ */
+export function pruneServerLogs(home: string, keep: number): void {
+  const logs = readdirSync(home)
+    .filter((name) => /^server-\d+\.log$/.test(name))
+    .map((name) => ({ path: join(home, name), at: statSync(join(home, name)).mtimeMs }))
+    .sort((a, b) => b.at - a.at)
+  for (const { path } of logs.slice(keep)) rmSync(path, { force: true })
 }
 
 function answers(url: string): Promise<boolean> {

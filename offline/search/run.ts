@@ -369,6 +369,7 @@ const NO_STATS: SearchStats = {
   judge_calls: 0,
   judge_memo_hits: 0,
   proposer_calls: 0,
+  proposer_refused: 0,
   initializer_calls: 0,
 }
 

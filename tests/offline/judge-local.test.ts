@@ -3,8 +3,11 @@
  * sees, and where it keeps its files. (The install and the server themselves take minutes and a compiler: probed by
  * hand, docs/local-judge.md.)
  */
+import { mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { BuildProgress, installKey, judgeHome } from '../../offline/judge-local/index.ts'
+import { BuildProgress, installKey, judgeHome, pruneServerLogs } from '../../offline/judge-local/index.ts'
 
 describe('judge:local', () => {
   it('reinstalls when the requirements or the CMake arguments change, not otherwise', () => {
@@ -36,5 +39,19 @@ describe('judge:local', () => {
     expect(judgeHome({ REWARD_HARNESS_JUDGE_HOME: '/var/cache/judge' })).toBe('/var/cache/judge')
     expect(judgeHome({ HOME: '/home/me' })).toBe('/home/me/.cache/reward-harness/judge')
     expect(judgeHome({ HOME: '/home/me', XDG_CACHE_HOME: '/cache' })).toBe('/cache/reward-harness/judge')
+  })
+
+  it('keeps only the newest server logs, and every other file of its home', () => {
+    const home = mkdtempSync(join(tmpdir(), 'judge-home-'))
+    try {
+      for (const [index, name] of ['server-1.log', 'server-2.log', 'server-3.log', 'install.log'].entries()) {
+        writeFileSync(join(home, name), name)
+        utimesSync(join(home, name), 1_000 + index, 1_000 + index)
+      }
+      pruneServerLogs(home, 2)
+      expect(readdirSync(home).sort()).toEqual(['install.log', 'server-2.log', 'server-3.log'])
+    } finally {
+      rmSync(home, { recursive: true, force: true })
+    }
   })
 })

@@ -11,6 +11,7 @@ import {
   type SearchState,
 } from '../../src/search/index.ts'
 import { Rng } from '../../src/hash/index.ts'
+import { LlmError } from '../../src/llm/types.ts'
 import { rubricKey } from '../../src/search/evaluator.ts'
 import type { PreferenceDataset, PromptItem, SearchRoles } from '../../src/search/types.ts'
 import type { Criterion, SearchRubric } from '../../src/schemas/search-rubric.ts'
@@ -274,6 +275,28 @@ describe('runSearch: evolutionary', () => {
     })
     // The initial population proposes one child; the first generation six, one per mode.
     expect(new Set(seen.slice(-6)).size).toBe(6)
+  })
+
+  it('drops a mutation whose proposer replies stay unusable, counts it, and searches on with the others', async () => {
+    const { roles } = fakeRoles()
+    const propose = roles.proposer.propose.bind(roles.proposer)
+    let call = 0
+    // Every other proposal breaks its mode's contract through all its retries, as a small model's did.
+    roles.proposer.propose = (input) =>
+      call++ % 2 === 0
+        ? Promise.reject(new LlmError('invalid_reply', 'proposer reply breaks the raise_bar contract'))
+        : propose(input)
+    const { output, status, stats } = await runSearch(toyDataset(1), roles, { ...SMALL, generations: 2 })
+    expect(status).toBe('completed')
+    expect(output!.best_rubrics).toHaveLength(1)
+    expect(stats.proposer_refused).toBe(Math.ceil(stats.proposer_calls / 2))
+    expect(stats.proposer_refused).toBeGreaterThan(0)
+  })
+
+  it('fails the search when the proposer cannot be reached at all: that is not a bad mutation', async () => {
+    const { roles } = fakeRoles()
+    roles.proposer.propose = () => Promise.reject(new LlmError('network', 'connection refused'))
+    await expect(runSearch(toyDataset(1), roles, SMALL)).rejects.toThrow('connection refused')
   })
 
   it('mutates the initial population using the top two candidates under the base rubric', async () => {

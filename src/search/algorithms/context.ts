@@ -7,6 +7,7 @@ import { Evaluator, rubricKey, type RubricEvaluation } from '../evaluator.ts'
 import { computeObjective, JudgeMemo, type ObjectiveResult } from '../objective.ts'
 import type { Candidate, MutationMode, PromptItem, SearchRoles } from '../types.ts'
 import { isParsedSearchRubric, SearchRubric } from '../../schemas/search-rubric.ts'
+import { LlmError } from '../../llm/types.ts'
 import { createLimiter, type Limiter } from './concurrency.ts'
 import type { Ranked } from './selection.ts'
 
@@ -28,6 +29,8 @@ export interface SearchStats {
   judge_calls: number
   judge_memo_hits: number
   proposer_calls: number
+  /** Proposals dropped because the proposer's replies stayed unusable (invalid or breaking their mode's contract). */
+  proposer_refused: number
   initializer_calls: number
 }
 
@@ -50,7 +53,7 @@ export interface SearchContext {
   readonly evaluator: Evaluator
   readonly judges: JudgeMemo
   readonly signal: AbortSignal | undefined
-  readonly counters: { proposer_calls: number; initializer_calls: number }
+  readonly counters: { proposer_calls: number; proposer_refused: number; initializer_calls: number }
   progress(event: SearchProgress): void
 }
 
@@ -71,7 +74,7 @@ export function createContext(
     evaluator: new Evaluator({ verifier: roles.verifier, limit, seed: config.seed }),
     judges: new JudgeMemo(roles.judge, limit),
     signal: options.signal,
-    counters: { proposer_calls: 0, initializer_calls: 0 },
+    counters: { proposer_calls: 0, proposer_refused: 0, initializer_calls: 0 },
     progress: (event) => options.onProgress?.(event),
   }
 }
@@ -158,7 +161,9 @@ export async function initializeRubric(ctx: SearchContext, item: PromptItem, see
 }
 
 /**
- * A proposer's mutation, validated (defaults applied), through the limiter.
+ * A proposer's mutation, validated (defaults applied), through the limiter; undefined when the proposer's replies
+ * stayed unusable through its retries (a model that cannot write the mode's rubric): that mutation is dropped and
+ * counted, and the search goes on without it. Any other failure (an endpoint down, an abort) fails the search.
  * @example const child = await proposeRubric(ctx, { item, rubric: parent, mode: 'anti_fluff', top, runnerUp, seed })
  */
 export async function proposeRubric(
@@ -171,12 +176,18 @@ export async function proposeRubric(
     runnerUp: Candidate
     seed: number
   },
-): Promise<SearchRubric> {
-  const rubric = await ctx.limit(() => {
-    ctx.counters.proposer_calls++
-    return ctx.roles.proposer.propose(input)
-  })
-  return validated(rubric, `proposer (prompt ${input.item.prompt_id}, mode ${input.mode})`)
+): Promise<SearchRubric | undefined> {
+  const rubric = await ctx
+    .limit(() => {
+      ctx.counters.proposer_calls++
+      return ctx.roles.proposer.propose(input)
+    })
+    .catch((error: unknown) => {
+      if (!(error instanceof LlmError) || error.kind !== 'invalid_reply') throw error
+      ctx.counters.proposer_refused++
+      return undefined
+    })
+  return rubric && validated(rubric, `proposer (prompt ${input.item.prompt_id}, mode ${input.mode})`)
 }
 
 function validated(rubric: unknown, origin: string): SearchRubric {

@@ -33,9 +33,11 @@ export async function searchPromptIterative(ctx: SearchContext, item: PromptItem
       runnerUp,
       seed: derivedSeed(config.seed, 'iterate', item.prompt_id, step),
     })
-    const scored = await scoreRubric(ctx, item, proposal)
-    if (scored.total > best.total + config.tie_tolerance) best = scored
-    if (scored.total >= current.total) current = scored
+    if (proposal) {
+      const scored = await scoreRubric(ctx, item, proposal)
+      if (scored.total > best.total + config.tie_tolerance) best = scored
+      if (scored.total >= current.total) current = scored
+    }
     ctx.progress({
       phase: 'prompt',
       prompt_id: item.prompt_id,

@@ -63,6 +63,7 @@ export async function initialPopulation(
       ),
     )
     for (const child of children) {
+      if (!child) continue
       const key = rubricKey(child)
       if (keys.has(key) || population.length >= size) continue
       keys.add(key)
@@ -196,10 +197,13 @@ export async function executeEvolution(ctx: SearchContext, plan: EvolutionPlan):
   }
 }
 
-/** Proposes one child per planned mode, concurrently, each from its parent (parents taken in turn). */
-function proposeChildren(ctx: SearchContext, plan: EvolutionPlan): Promise<ChildRecord[]> {
+/**
+ * Proposes one child per planned mode, concurrently, each from its parent (parents taken in turn); a mode whose
+ * proposal was dropped has no child.
+ */
+async function proposeChildren(ctx: SearchContext, plan: EvolutionPlan): Promise<ChildRecord[]> {
   const { item, parents, modes, generation } = plan
-  return Promise.all(
+  const children = await Promise.all(
     modes.map(async (mode, index) => {
       const parent = parents[index % parents.length]!
       const [top, runnerUp] = topTwo(item, parent)
@@ -211,9 +215,11 @@ function proposeChildren(ctx: SearchContext, plan: EvolutionPlan): Promise<Child
         runnerUp,
         seed: derivedSeed(ctx.config.seed, 'propose', item.prompt_id, generation, index),
       })
+      if (!rubric) return undefined
       return { index, parent, rubric, key: rubricKey(rubric), stage: null, parentAtStage: null }
     }),
   )
+  return children.filter((child) => child !== undefined)
 }
 
 /**
