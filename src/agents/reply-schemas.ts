@@ -77,8 +77,8 @@ export function queryListReplySchema(maxQueries: number): JsonObjectSchema {
 
 /**
  * The Updater's reply: a `RubricUpdate` whose adaptive set may grow by at most three rubrics from the `adaptive`
- * weights in force (and stays within `limit`). A weight is one of 1..5 or a weight in force, listed (an unbounded number
- * lets a small model write digits until it is cut). Every field is required, a removal's text included (an empty
+ * weights in force (and stays within `limit`). A weight is one of 1..5 or a weight in force, listed (an unbounded
+ * number lets a small model write digits until it is cut). Every field is required, a removal's text included (an empty
  * string), since a grammar with optional keys lets a small model leave out the ones that matter; but a proposal's
  * `kind`, which left out keeps a kept rubric's own.
  * @example rubricUpdateReplySchema([1, 1.5], 50).properties.final_adaptive.maxItems // 5

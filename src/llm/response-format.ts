@@ -121,7 +121,7 @@ const CHARS_PER_TOKEN = 3
  * A reply held to the schema then finishes rather than being cut.
  * @example replyTokens(closedObject({ verdict: { type: 'string', enum: ['A', 'B'] } })) // 1024
  */
-export function replyTokens(schema: JsonObjectSchema, floor = DEFAULT_MAX_TOKENS): number {
+function replyTokens(schema: JsonObjectSchema, floor = DEFAULT_MAX_TOKENS): number {
   return Math.max(floor, Math.ceil(longestReply(schema) / CHARS_PER_TOKEN))
 }
 

@@ -105,7 +105,7 @@ function extremeReply(schema: JsonObjectSchema, extreme: Extreme, index = 0): un
   }
 }
 
-/** Where a schema lets a model write without end: a string with no maxLength, a list with no maxItems, a free number. */
+/** Where a schema lets a model write without end: a string without maxLength, a list without maxItems, any number. */
 function unbounded(schema: JsonObjectSchema, path = '$'): string[] {
   if (Array.isArray(schema.enum)) return []
   switch (schema.type) {
@@ -154,7 +154,7 @@ describe.each(Object.entries(AGENTS))('the %s’s reply schema', (_agent, { requ
 })
 
 describe('the schemas’ limits', () => {
-  it('hold a hacking count to the rollouts analysed, and the updater’s weights to 1..5 and those in force', async () => {
+  it('hold a hacking count to the rollouts analysed, and the updater’s weights to 1..5 and those in use', async () => {
     const summarizer = (await AGENTS.summarizer!.request()).jsonSchema!.schema
     const count = extremeReply(summarizer, 'longest') as { reward_hacking: { count: number } }
     expect(count.reward_hacking.count).toBe(RECORDS.length)

@@ -6,7 +6,6 @@ import { PENALTY_LABEL } from '../run-agent.ts'
 
 /**
  * The most adaptive rubrics one instance may hold.
- * @internal
  */
 export const MAX_ADAPTIVE_RUBRICS = 50
 /** Bounds of an adaptive rubric's weight; proposals outside are brought inside and logged. */
