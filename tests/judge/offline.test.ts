@@ -17,7 +17,7 @@ const COMMAND_TIMEOUT_MS = 900_000
 
 let judge: LocalJudge
 let work: string
-/** The `count` shortest pairs, as a dataset file: two for search and bench, three for evolve (two train, one val). */
+/** The `count` shortest pairs, as a dataset file: one for search and bench, three for evolve (two train, one val). */
 let pairsOf: (count: number) => string
 
 interface LlmBarPair {
@@ -49,7 +49,8 @@ const cli = (args: string[]) => runRewardHarness([...args, '--json'], {}, COMMAN
 
 describe('the offline commands on the real judge', () => {
   it('search writes a rubric per prompt, and bench grades with it on the model: n and an interval', async () => {
-    const dataset = pairsOf(2)
+    // One pair: a search's ~12 calls a prompt take ~10 s each here (800-token prompts at ~80 tokens a second).
+    const dataset = pairsOf(1)
     const output = join(work, 'search', 'best.json')
     const searched = await cli([
       'search',
@@ -73,7 +74,7 @@ describe('the offline commands on the real judge', () => {
     expect(benched.code, benched.err).toBe(0)
     const report = JSON.parse(benched.out)
     console.log('bench on the searched rubric:', JSON.stringify(report.overall.pairwise))
-    // Each pair judged in both orders; the interval is an honest Wilson one around a 135M model's guess.
+    // The pair judged in both orders; the interval is an honest Wilson one around a 135M model's guess.
     expect(report.overall.pairwise.n).toBeGreaterThan(0)
     expect(report.overall.pairwise.ci95).toHaveLength(2)
     expect(report.overall.pairwise.failures).toBeLessThan(report.overall.pairwise.n)
