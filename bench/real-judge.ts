@@ -527,8 +527,8 @@ async function quality(judge: Judge): Promise<void> {
   await bench('initial rubric', 'mock', llm)
   const searchOut = join(dir, 'search', 'best.json')
   const searched = await cli([
-    ...['search', '--dataset', data.search, '--output', searchOut, '--backend', 'openai'],
-    ...['--base-url', judge.url, '--model', judge.model, '--max-concurrency', '1', '--timeout-ms', '300000'],
+    ...['search', '--dataset', data.search, '--output', searchOut],
+    ...['--endpoint', endpoint, '--model', judge.model, '--timeout-ms', '300000'],
     ...['--generations', flags.generations, '--population-size', '3', '--mutations-per-round', '2'],
     ...['--mutation-parent-count', '1', '--batch-size', '2'],
   ]).then(
@@ -565,7 +565,9 @@ async function simulate(judge: Judge): Promise<void> {
     const out = join(RESULTS, `real-judge-simulate-${process.pid}.json`)
     await cli([
       ...['simulate', '--url', dev.baseUrl, '--create-run', '--admin-token', dev.adminToken],
-      ...['--judge-base-url', judge.url, '--judge-model', judge.model, '--concurrency', '1'],
+      ...['--judge-base-url', judge.url, '--judge-model', judge.model, '--judge-structured-output', 'json_schema'],
+      '--concurrency',
+      '1',
       ...['--steps', flags['simulate-steps'], '--rollouts-per-step', flags['simulate-rollouts'], '--out', out],
     ]).then(
       (stdout) => console.log(stdout),

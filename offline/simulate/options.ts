@@ -3,6 +3,7 @@
  * for `--create-run` comes from.
  */
 import { UsageError } from '../../src/usage-error/index.ts'
+import type { StructuredOutput } from '../../src/schemas/structured-output.ts'
 import type { JudgeSettings } from './scenario.ts'
 
 /** Validated options of one simulation. */
@@ -43,7 +44,12 @@ export function simulateOptions(flags: SimulateFlags, env: Record<string, string
   if (runId !== undefined && !/^[a-z0-9][a-z0-9_-]{0,63}$/.test(runId))
     throw new UsageError('--run-id may hold lower-case letters, digits, _ and - (at most 64)')
   const createRun = flags.createRun === true
-  const judge = judgeSettings(text('judgeBaseUrl'), text('judgeModel'), text('judgeApiKeyEnv'))
+  const judge = judgeSettings(
+    text('judgeBaseUrl'),
+    text('judgeModel'),
+    text('judgeApiKeyEnv'),
+    text('judgeStructuredOutput') as StructuredOutput | undefined,
+  )
   checkRunCreationFlags(createRun, judge, flags.archive === true)
   if (judge.baseUrl && !/^https?:\/\/[^/]/.test(judge.baseUrl))
     throw new UsageError('--judge-base-url must be an http(s) URL')
@@ -76,8 +82,18 @@ function integerFlag(raw: string | undefined, flag: string, fallback: number, mi
   return value
 }
 
-function judgeSettings(baseUrl?: string, model?: string, apiKeyEnv?: string): JudgeSettings {
-  return { ...(baseUrl ? { baseUrl } : {}), ...(model ? { model } : {}), ...(apiKeyEnv ? { apiKeyEnv } : {}) }
+function judgeSettings(
+  baseUrl?: string,
+  model?: string,
+  apiKeyEnv?: string,
+  structuredOutput?: StructuredOutput,
+): JudgeSettings {
+  return {
+    ...(baseUrl ? { baseUrl } : {}),
+    ...(model ? { model } : {}),
+    ...(apiKeyEnv ? { apiKeyEnv } : {}),
+    ...(structuredOutput ? { structuredOutput } : {}),
+  }
 }
 
 /** The judge and archive flags configure the created run, so they make no sense without `--create-run`. */

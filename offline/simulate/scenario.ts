@@ -8,6 +8,7 @@ import { seededRandom } from '../../src/hash/index.ts'
 import { trainingStage, type TrainingStage } from '../../src/schemas/agents.ts'
 import type { Rollout, TrainingMetadata } from '../../src/schemas/rollout.ts'
 import type { RubricSeed } from '../../src/schemas/rubric.ts'
+import type { StructuredOutput } from '../../src/schemas/structured-output.ts'
 
 export const BEHAVIOURS = ['correct', 'wrong', 'verbose', 'sycophantic', 'reward_hacking'] as const
 /** How one simulated rollout answers its question. */
@@ -62,6 +63,8 @@ export interface JudgeSettings {
   model?: string
   /** Name of the Worker secret that holds the endpoint's API key (never the key itself). */
   apiKeyEnv?: string
+  /** How the endpoint is asked for JSON (`structured_output`); unset, the run's default. */
+  structuredOutput?: StructuredOutput
 }
 
 /**
@@ -75,6 +78,7 @@ export function simulationRunConfig(judge: JudgeSettings = {}): Record<string, u
     ...(judge.baseUrl ? { backend: 'openai', base_url: judge.baseUrl } : {}),
     ...(judge.model ? { model: judge.model } : {}),
     ...(judge.apiKeyEnv ? { api_key_env: judge.apiKeyEnv } : {}),
+    ...(judge.structuredOutput ? { structured_output: judge.structuredOutput } : {}),
   }
   return {
     mode: 'async',

@@ -315,6 +315,10 @@ describe('the created run and the CLI', () => {
       api_key_env: 'VLLM_KEY',
     })
     expect(RunConfig.parse(simulationRunConfig()).agents.default.backend).toBe('auto')
+    const local = ['--create-run', '--judge-base-url', 'http://127.0.0.1:8090/v1', '--judge-model', 'smollm2-135m']
+    const schemaJudge = parseCliArgs([...local, '--judge-structured-output', 'json_schema'], {}).judge
+    expect(RunConfig.parse(simulationRunConfig(schemaJudge)).agents.default.structured_output).toBe('json_schema')
+    expect(() => parseCliArgs([...local, '--judge-structured-output', 'xml'], {})).toThrow(UsageError)
   })
 
   it('parses flags with defaults, and refuses what is wrong', () => {

@@ -6,6 +6,7 @@ import { Command, CommanderError } from 'commander'
 import { UsageError } from '../../../src/usage-error/index.ts'
 import { type SimulateOptions, simulateOptions } from '../../simulate/options.ts'
 import type { CliContext } from '../program.ts'
+import { structuredOutputOption } from '../llm-options.ts'
 
 const HELP_AFTER = `
 Each step scores K arithmetic word-problem rollouts concurrently (correct, wrong, verbose, sycophantic
@@ -43,6 +44,7 @@ export function defineSimulateFlags(command: Command): Command {
     .option('--judge-base-url <url>', 'with --create-run: an OpenAI-compatible endpoint for every agent')
     .option('--judge-model <model>', 'with --create-run: the model name at that endpoint')
     .option('--judge-api-key-env <name>', "with --create-run: name of the Worker secret holding the endpoint's key")
+    .addOption(structuredOutputOption(undefined, { flag: '--judge-structured-output', endpoint: '--judge-base-url' }))
     .option('--archive', 'with --create-run: the run archives every scored rollout to R2 (what distill reads)')
     .option('--steps <n>', 'training steps (default 5)')
     .option('--rollouts-per-step <k>', 'rollouts scored per step (default 16)')
