@@ -9,7 +9,7 @@
  *
  * `--install-only` installs and exits (CI caches `<home>`, REWARD_HARNESS_JUDGE_HOME, between runs); any other
  * argument goes to `python -m llama_cpp.server` after ours (it wins: `-- --n_ctx 4096`, `-- --embedding true`).
- * REWARD_HARNESS_JUDGE_THREADS sets the threads it computes on (default: the machine's cores; 1 where it shares them).
+ * REWARD_HARNESS_JUDGE_THREADS sets the threads it computes on (default: the machine's cores).
  * docs/local-judge.md says what the server does with judge requests.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
