@@ -13,6 +13,8 @@ declare global {
       LEDGER_REPORT_MS?: string
       /** Delay of a failed queue job's first retry, in seconds (default 2; doubles per attempt). */
       QUEUE_RETRY_BASE_S?: string
+      /** Seconds between a running step job's "still working" notes to its coordinator (60 unless set). */
+      STEP_HEARTBEAT_S?: string
       /** The HMAC key of dashboard session cookies (a secret); without it, a key derived from ADMIN_TOKEN. */
       SESSION_SECRET?: string
       /** Bearer token for admin routes; a secret. */

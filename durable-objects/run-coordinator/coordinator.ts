@@ -41,6 +41,7 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
   private readonly llm: LlmStats
   private readonly readings: RunReadings
   private readonly watchdog: Watchdog
+  private readonly jobs: StepJobs
   private readonly meta: MetaStore
   private readonly updates: UpdateBudget
   private config: RunConfig | undefined
@@ -67,7 +68,7 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
     const seats = new Seats(env, runId, rows, lifecycle)
     this.reports = new ShardReports(rows, { lifecycle, idle, seats, instances: new InstanceBudget(sql) })
     const notices = (this.notices = new CloseNotices(env, runId, rows, { lifecycle, wakeUp }))
-    const jobs = new StepJobs(sql, env, runId)
+    const jobs = (this.jobs = new StepJobs(sql, env, runId))
     this.watchdog = new Watchdog(rows, { idle, lifecycle, notices, jobs, wakeUp })
     this.readings = new RunReadings(sql, rows, idle)
   }
@@ -158,6 +159,14 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
     const done = target === undefined ? true : await this.waiters.wait(target, timeoutMs)
     // Once done, the step waited on is the one to describe, though another may be collecting by now.
     return { done, status: await this.status(done ? target : undefined) }
+  }
+
+  /**
+   * A running step job says it is still working on `instanceId`'s update of `step`, so it is not sent again meanwhile.
+   * @example await coordinator.stepJobAlive(3, 'global')
+   */
+  async stepJobAlive(step: number, instanceId: string): Promise<void> {
+    this.jobs.alive(step, instanceId, Date.now())
   }
 
   /**

@@ -1,7 +1,10 @@
 import type { StepJob } from '../contracts.ts'
 import { COORDINATOR_SQL } from './tables.ts'
 
-/** A step job silent this long is sent again. */
+/**
+ * A step job silent this long is sent again. A running job says it is alive once a minute (`alive`), so only a lost
+ * message or a job whose Worker died goes quiet this long, never a slow update (a real judge on a CPU takes minutes).
+ */
 const STEP_RESEND_AFTER_MS = 180_000
 /** Messages per `sendBatch`: the queue's limit. */
 const QUEUE_BATCH = 100
@@ -52,6 +55,14 @@ export class StepJobs {
       // Marked only once sent: a failed send throws, and the alarm's retry sends the job again.
       for (const job of batch) this.sql.exec(COORDINATOR_SQL.markEnqueued, now, job.step, job.instanceId)
     }
+  }
+
+  /**
+   * A running job's note that it is still working: its silence counts from now. Only a job that was sent and whose
+   * step is still updating counts (a late note from a finished job changes nothing).
+   */
+  alive(step: number, instanceId: string, now: number): void {
+    this.sql.exec(COORDINATOR_SQL.markAlive, now, step, instanceId)
   }
 
   /** The shards of an instance that took part in a closed step: what its update reads. */

@@ -193,6 +193,9 @@ export const COORDINATOR_SQL = {
     WHERE s.status IN ('closing', 'updating') AND si.updated = 0 ORDER BY si.step, si.instance_id`,
   /** An instance's update job of a step was sent at `?` (ms). */
   markEnqueued: 'UPDATE step_instances SET enqueued_at = ? WHERE step = ? AND instance_id = ?',
+  /** A sent job whose instance is not updated yet says at `?` (ms) that it is still working. */
+  markAlive: `UPDATE step_instances SET enqueued_at = ?
+    WHERE step = ? AND instance_id = ? AND enqueued_at IS NOT NULL AND updated = 0`,
   /** The updated instance rows of steps up to a step, folded away. */
   forgetInstancesThrough: 'DELETE FROM step_instances WHERE step <= ? AND updated = 1',
 

@@ -23,6 +23,7 @@ export default defineConfig(async () => {
             ADMIN_TOKEN: 'test-admin-token',
             DEPLOYMENT: 'local',
             QUEUE_RETRY_BASE_S: '0',
+            STEP_HEARTBEAT_S: '1',
             LEDGER_REPORT_MS: '100',
             JUDGE_KEY_NAMES: 'VLLM_KEY,SCORER_KEY,ADMIN_TOKEN,TEST_JUDGE_KEY',
             TEST_JUDGE_KEY: 'sk-test-judge',

@@ -1,0 +1,80 @@
+/**
+ * A step update slower than the coordinator's resend window (a real judge on a CPU takes minutes) is not sent again
+ * and run twice: the running job tells the coordinator it is alive every `STEP_HEARTBEAT_S` (1 s in these tests).
+ */
+import { runInDurableObject } from 'cloudflare:test'
+import { env } from 'cloudflare:workers'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { coordinatorName } from '../../durable-objects/names.ts'
+import { METADATA, call, clearFakeEndpoints, createRun, fakeEndpoint, fakeRole, rollout } from './helpers.ts'
+
+const RUBRICS = {
+  anchor_rubrics: [{ id: 'a-correct', text: 'The final answer is correct.', weight: 2 }],
+  adaptive_rubrics: [{ id: 'd-steps', text: 'Shows the key steps.' }],
+}
+const UPDATE = JSON.stringify({
+  strategy: 'ADVANCEMENT',
+  consulted_memories: [],
+  rationale: 'Ask for units.',
+  modifications: [{ op: 'add', text: 'Names the unit.', weight: 1, reason: 'next step' }],
+  final_adaptive: [
+    { id: 'd-steps', text: 'Shows the key steps.', weight: 1 },
+    { text: 'Names the unit.', weight: 1 },
+  ],
+})
+
+let release: (() => void) | undefined
+afterEach(() => {
+  release?.()
+  clearFakeEndpoints()
+})
+
+/** When the coordinator last heard of step 0's job for the global instance (sent, or said alive), from its storage. */
+function lastHeard(runId: string): Promise<number | null | undefined> {
+  return runInDurableObject(
+    env.RUN_COORDINATOR.getByName(coordinatorName(runId)),
+    (_object, state) =>
+      state.storage.sql
+        .exec<{ enqueued_at: number | null }>(
+          "SELECT enqueued_at FROM step_instances WHERE step = 0 AND instance_id = 'global'",
+        )
+        .toArray()
+        .at(0)?.enqueued_at,
+  )
+}
+
+describe('a running step job', () => {
+  it('says it is alive while its update is held, and runs once', async () => {
+    const held = new Promise<void>((resolve) => (release = resolve))
+    const updater = fakeEndpoint('heartbeat', async () => {
+      await held
+      return UPDATE
+    })
+    const run = await createRun({ ...RUBRICS, agents: { updater: fakeRole('heartbeat') } })
+    for (const id of ['r1', 'r2']) {
+      const scored = await call('POST', '/score', {
+        token: run.token,
+        body: { rollout: rollout(id), metadata: METADATA },
+      })
+      expect(scored.status, scored.text).toBe(200)
+    }
+    expect((await call('POST', '/complete', { token: run.token })).json).toMatchObject({ closed: true, step: 0 })
+    await vi.waitFor(() => expect(updater.calls()).toBe(1), { timeout: 20_000, interval: 50 })
+    const sent = await lastHeard(run.runId)
+    expect(sent).toBeTypeOf('number')
+    // Held for several heartbeats: each moves the time the resend counts from.
+    await vi.waitFor(async () => expect(await lastHeard(run.runId)).toBeGreaterThan(sent!), {
+      timeout: 10_000,
+      interval: 100,
+    })
+    release!()
+    await vi.waitFor(
+      async () => {
+        const status = await call('GET', '/rubric_status', { token: run.token })
+        expect(status.json.rubric_version).toBe(2)
+      },
+      { timeout: 20_000, interval: 100 },
+    )
+    expect(updater.calls()).toBe(1)
+  })
+})
