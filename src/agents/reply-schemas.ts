@@ -1,4 +1,4 @@
-import { closedObject, type JsonObjectSchema } from '../llm/response-format.ts'
+import { boundedText, closedObject, integerEnum, type JsonObjectSchema } from '../llm/response-format.ts'
 
 /*
  * The JSON schemas the rubric-evolution agents (analyzer, summarizers, query generator, updater) send for their
@@ -9,22 +9,13 @@ import { closedObject, type JsonObjectSchema } from '../llm/response-format.ts'
  * loses nothing it would have kept.
  */
 
-/** A string of 1..max characters (an empty one where `optional`). */
-const text = (max: number, optional = false): JsonObjectSchema => ({
-  type: 'string',
-  minLength: optional ? 0 : 1,
-  maxLength: max,
-})
+/** A text of up to `max` characters; an empty one where `optional`. */
+const text = (max: number, optional = false): JsonObjectSchema => boundedText(max, optional ? 0 : 1)
 /** A list of at most `max` short strings. */
 const list = (max: number, chars: number): JsonObjectSchema => ({
   type: 'array',
   maxItems: max,
-  items: text(chars),
-})
-/** An integer listed as an enum: grammar-based servers drop `minimum` and `maximum` (see `gradeSchema`). */
-const upTo = (max: number, from = 0): JsonObjectSchema => ({
-  type: 'integer',
-  enum: Array.from({ length: max - from + 1 }, (_, index) => from + index),
+  items: boundedText(chars),
 })
 
 /**
@@ -57,7 +48,7 @@ export function batchSummaryReplySchema(rollouts: number): JsonObjectSchema {
     executive_summary: text(500),
     systemic_patterns: list(4, 200),
     reward_hacking: closedObject({
-      count: upTo(Math.min(rollouts, 64)),
+      count: integerEnum(0, Math.min(rollouts, 64)),
       tactics: list(4, 80),
       examples: list(4, 64),
     }),

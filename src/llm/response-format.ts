@@ -98,7 +98,24 @@ export function keyedBy(keys: readonly string[], value: JsonObjectSchema): JsonO
  * @example gradeSchema(2) // { type: 'integer', enum: [0, 1, 2] }
  */
 export function gradeSchema(gradeMax: number): JsonObjectSchema {
-  return { type: 'integer', enum: Array.from({ length: gradeMax + 1 }, (_, grade) => grade) }
+  return integerEnum(0, gradeMax)
+}
+
+/**
+ * An integer in `from`..`to`, listed as an enum: grammar-based servers drop `minimum` and `maximum` (see
+ * {@link gradeSchema}).
+ * @example integerEnum(1, 3) // { type: 'integer', enum: [1, 2, 3] }
+ */
+export function integerEnum(from: number, to: number): JsonObjectSchema {
+  return { type: 'integer', enum: Array.from({ length: to - from + 1 }, (_, index) => from + index) }
+}
+
+/**
+ * A string of `minLength`..`maxLength` characters: a bound a grammar-constrained model has to close its string by.
+ * @example boundedText(300) // { type: 'string', minLength: 1, maxLength: 300 }
+ */
+export function boundedText(maxLength: number, minLength = 1): JsonObjectSchema {
+  return { type: 'string', minLength, maxLength }
 }
 
 /**

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod'
 import { canonicalJson, sha256Hex } from '../../hash/index.ts'
-import { closedObject, type JsonObjectSchema } from '../../llm/response-format.ts'
+import { boundedText, closedObject, integerEnum, type JsonObjectSchema } from '../../llm/response-format.ts'
 import { LlmError } from '../../llm/types.ts'
 import type { Locale } from '../../prompts/index.ts'
 import { Criterion, CRITERION_TYPES, type SearchRubric } from '../../schemas/search-rubric.ts'
@@ -38,9 +38,9 @@ export function rubricReplySchema(min: number, max: number): JsonObjectSchema {
   // Weights as a small enum and lengths as bounds: grammar-based servers drop `minimum`, and a weight of 0 or an empty
   // text is refused.
   const criterion = closedObject({
-    criterion_id: { type: 'string', minLength: 1, maxLength: 64 },
-    text: { type: 'string', minLength: 1, maxLength: 300 },
-    weight: { type: 'integer', enum: [1, 2, 3, 4, 5] },
+    criterion_id: boundedText(64),
+    text: boundedText(300),
+    weight: integerEnum(1, 5),
   })
   return closedObject({
     rubric: closedObject({ criteria: { type: 'array', minItems: min, maxItems: max, items: criterion } }),
