@@ -13,9 +13,9 @@ import { InstanceBudget, UpdateBudget } from './budgets.ts'
 import { CloseNotices } from './close-notices.ts'
 import { IdleGap } from './idle-gap.ts'
 import { StepLifecycle } from './lifecycle.ts'
+import { Leases } from './leases.ts'
 import { LlmStats } from './llm-stats.ts'
 import { RunReadings, type StepTimelineEntry } from './readings.ts'
-import { Seats } from './seats.ts'
 import { ShardReports } from './shard-reports.ts'
 import { StepJobs } from './step-jobs.ts'
 import { StepRows } from './step-rows.ts'
@@ -65,8 +65,9 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
       wakeUp,
       updates,
     }))
-    const seats = new Seats(env, runId, rows, lifecycle)
-    this.reports = new ShardReports(rows, { lifecycle, idle, seats, instances: new InstanceBudget(sql) })
+    const instances = new InstanceBudget(sql)
+    const leases = new Leases(env, runId, rows, { lifecycle, instances })
+    this.reports = new ShardReports(rows, { lifecycle, idle, leases, instances })
     const notices = (this.notices = new CloseNotices(env, runId, rows, { lifecycle, wakeUp }))
     const jobs = (this.jobs = new StepJobs(sql, env, runId))
     this.watchdog = new Watchdog(rows, { idle, lifecycle, notices, jobs, wakeUp })
@@ -76,8 +77,8 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
   /**
    * A ledger shard is about to record rollouts: its first of its step, rollouts of a later trainer step than it has
    * seen in it (closing the collecting step first when that is past every one it holds, `close_on_step_advance`), or,
-   * when steps close by count, any new ones. Registers it in the collecting step and answers with the step each
-   * rollout is recorded in (`seats`), the collecting step, its rubric version and any close the shard has missed.
+   * when steps close by count, more than the seats it leased. Registers it in the collecting step and answers with
+   * that step, its rubric version, the shard's lease of seats (counted steps) and any close the shard has missed.
    */
   async announce(announce: Announce): Promise<CoordinatorReply> {
     return this.reports.announce(await this.runConfig(), announce)

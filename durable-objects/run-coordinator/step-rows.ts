@@ -141,6 +141,34 @@ export class StepRows {
     this.sql.exec(COORDINATOR_SQL.registerShard, step, instanceId, shard, JSON.stringify(emptyTally()), version)
   }
 
+  /** The seats of counted `step` leased to its shards. */
+  leasedIn(step: number): number {
+    return this.sql.exec<{ n: number }>(COORDINATOR_SQL.leasedInStep, step).one().n
+  }
+
+  /** How many shards take part in `step` (none for a step no longer kept). */
+  shardCount(step: number): number {
+    return step < 0 ? 0 : this.sql.exec<{ n: number }>(COORDINATOR_SQL.shardCount, step).one().n
+  }
+
+  /** The shards of counted `step` that may hold free seats, those that may hold most first. */
+  untakenShards(step: number): ShardRow[] {
+    return this.sql
+      .exec<ShardRow>(COORDINATOR_SQL.untakenShards, step)
+      .toArray()
+      .sort((a, b) => b.leased - b.taken - (a.leased - a.taken))
+  }
+
+  /** A shard's lease of counted `step` (absolute) and the seats of it taken. */
+  setLease(step: number, instanceId: string, shard: number, leased: number, taken: number): void {
+    this.sql.exec(COORDINATOR_SQL.setLease, leased, taken, step, instanceId, shard)
+  }
+
+  /** The seats of counted `step` a shard has taken (its rows), as it says: never more than its lease. */
+  noteTaken(step: number, instanceId: string, shard: number, taken: number): void {
+    this.sql.exec(COORDINATOR_SQL.noteTaken, taken, step, instanceId, shard, taken)
+  }
+
   /** A shard about to take rollouts in `step`: registered with an empty tally, or its arrival time moved on. */
   announceShard(step: number, instanceId: string, shard: number, version: number, at: number): void {
     this.sql.exec(COORDINATOR_SQL.announceShard, step, instanceId, shard, JSON.stringify(emptyTally()), version, at)

@@ -42,7 +42,7 @@ export const COORDINATOR_TABLES: Record<string, TableSchema> = {
     withoutRowid: true,
   },
   // A shard's tally of a step (as it last reported it) and, once the step closed, how many of its rollouts the step
-  // holds (for a step closed by count, the seats the shard took).
+  // holds; for a counted step, the seats it leased there and how many of them it has taken (its rows).
   step_shards: {
     columns: {
       step: 'INTEGER NOT NULL',
@@ -56,6 +56,8 @@ export const COORDINATOR_TABLES: Record<string, TableSchema> = {
       version: 'INTEGER',
       // When the shard last brought new rollouts of the step (ms): the idle gap is measured from the newest.
       last_at: 'INTEGER NOT NULL DEFAULT 0',
+      leased: 'INTEGER NOT NULL DEFAULT 0',
+      taken: 'INTEGER NOT NULL DEFAULT 0',
     },
     constraints: ['PRIMARY KEY (step, instance_id, shard)'],
     withoutRowid: true,
@@ -165,6 +167,18 @@ export const COORDINATOR_SQL = {
   liveShards: `SELECT * FROM step_shards WHERE step IN (SELECT step FROM steps WHERE status != 'updated')`,
   /** The seats a shard holds in a step closed by count. */
   setShardKeep: 'UPDATE step_shards SET keep = ? WHERE step = ? AND instance_id = ? AND shard = ?',
+  /** The seats of a counted step leased to all its shards. */
+  leasedInStep: 'SELECT coalesce(sum(leased), 0) AS n FROM step_shards WHERE step = ?',
+  /** How many shards take part in a step. */
+  shardCount: 'SELECT count(*) AS n FROM step_shards WHERE step = ?',
+  /** The shards of a counted step that may hold free seats: more leased than they have said they took. */
+  untakenShards: 'SELECT * FROM step_shards WHERE step = ? AND leased > taken',
+  /** A shard's lease of a counted step, and the seats of it taken. */
+  setLease: 'UPDATE step_shards SET leased = ?, taken = ? WHERE step = ? AND instance_id = ? AND shard = ?',
+  /** The seats a shard has taken of its lease (its rows), as it says. */
+  noteTaken:
+    'UPDATE step_shards SET taken = min(?, leased) WHERE step = ? AND instance_id = ? AND shard = ? ' +
+    'AND taken != min(?, leased)',
   /** The shard confirmed the close of a step: what it holds of it is final. */
   confirmClose:
     'UPDATE step_shards SET acked = 1, keep = ?, tally = ? WHERE step = ? AND instance_id = ? AND shard = ?',
@@ -249,6 +263,8 @@ export type ShardRow = {
   acked: number
   version: number | null
   last_at: number
+  leased: number
+  taken: number
 }
 
 /** A step's row (`steps`). */
