@@ -129,11 +129,7 @@ export interface CoordinatorReply {
   counted?: boolean
   /** Counted steps: the seats of `step` this shard holds (absolute): its lease, those it has taken included. */
   leased?: number
-  /**
-   * Counted steps: no seat of `step` is left to lease, so the step closes once every lease is taken: a shard that
-   * takes its last seat says so at once.
-   */
-  lastSeats?: boolean
+
   /**
    * The announce was refused by a budget (its instance would be one more than `budgets.instances_per_step` in the
    * collecting step): the shard is not registered, and its rollouts are not recorded.

@@ -164,6 +164,6 @@ export class Placement {
     this.announcedIn = reply.step
     // Kept for lookups after a wake: each step's version, and the highest trainer step announced in it.
     if (reply.version !== undefined) this.steps.pin(reply.step, reply.version, this.counted ? -1 : trainerStep)
-    if (reply.leased !== undefined) this.lease.heard(reply.step, reply.leased, reply.lastSeats === true)
+    if (reply.leased !== undefined) this.lease.heard(reply.step, reply.leased)
   }
 }

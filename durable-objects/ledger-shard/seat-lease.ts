@@ -13,8 +13,6 @@ export class SeatLease {
   private readonly reserved = new Map<number, number>()
   /** Rows of each step, counted once per wake and then kept as rows are written. */
   private readonly usedCount = new Map<number, number>()
-  /** Steps whose last lease emptied the coordinator's pool: taking the last seat closes them. */
-  private readonly lastLeases = new Set<number>()
 
   constructor(
     private readonly steps: ShardSteps,
@@ -26,11 +24,9 @@ export class SeatLease {
     return this.steps.leased(step)
   }
 
-  /** The coordinator's answer: this shard holds `seats` of `step`; `last`: none is left to lease there. */
-  heard(step: number, seats: number, last: boolean): void {
+  /** The coordinator's answer: this shard holds `seats` of `step`. */
+  heard(step: number, seats: number): void {
     this.steps.setLeased(step, seats)
-    if (last) this.lastLeases.add(step)
-    else this.lastLeases.delete(step)
   }
 
   /** Takes a free seat of `step` for a record in flight; false when none is free. */
@@ -64,11 +60,6 @@ export class SeatLease {
     const taken = this.taken(step)
     if (this.leased(step) > taken) this.steps.setLeased(step, taken)
     return this.leased(step)
-  }
-
-  /** Whether the coordinator must hear now that every seat of `step` is taken: the step is full once it does. */
-  lastTaken(step: number): boolean {
-    return this.lastLeases.has(step) && this.free(step) === 0
   }
 
   private free(step: number): number {

@@ -35,6 +35,9 @@ import { LEDGER_TABLES } from './tables.ts'
  */
 const REPORT_INTERVAL_MS = 1_000
 
+/** How many report intervals a shard of a counted run waits between reports. */
+const COUNTED_REPORT_SLOWER = 5
+
 /**
  * One slice of a run × instance's step ledger: the rollouts whose id hashes here (`ledgerShardOf`). It is the only
  * Durable Object a `/score` touches: one call records each judged rollout once (a rollout id already recorded in this
@@ -210,27 +213,18 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
   private async recordNow(submissions: readonly Submission[], knownVersion: number): Promise<RecordReply> {
     const answers = await this.recorder.record(submissions)
     const current = this.steps.current()
-    // The coordinator hears at once that this shard took the last seat of the step: the step is full.
-    if (current !== undefined && this.lease.lastTaken(current)) await this.reportNow()
-    // One alarm for the request's rows: a report of them within the interval.
-    else if (answers.some((answer) => answer.kind === 'recorded' && !answer.duplicate))
-      await this.wakeUp.by(Date.now() + this.reportIntervalMs())
+    // One alarm for the request's rows: a report of them within the interval. A counted step's coordinator hears of
+    // its seats at every ask for more, so its shards report less often.
+    if (answers.some((answer) => answer.kind === 'recorded' && !answer.duplicate))
+      await this.wakeUp.by(
+        Date.now() + this.reportIntervalMs() * (this.placement.isCounted() ? COUNTED_REPORT_SLOWER : 1),
+      )
     const pinned = current === undefined ? undefined : this.steps.pinned(current)
     const target = pinned === undefined ? await this.snapshots.current() : await this.snapshots.of(pinned)
     const needsSnapshot = knownVersion !== target.version || answers.some((answer) => answer.kind === 'judge')
     return {
       answers,
       ...(needsSnapshot ? { snapshot: target, ...(pinned === undefined ? {} : { pinned: true }) } : {}),
-    }
-  }
-
-  /** A report now, or by the alarm should it fail. */
-  private async reportNow(): Promise<void> {
-    try {
-      await this.report(this.address)
-    } catch (error) {
-      console.error(`[${this.address.runId}] report failed; the alarm retries`, error)
-      await this.wakeUp.by(Date.now())
     }
   }
 

@@ -66,11 +66,11 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
       updates,
     }))
     const instances = new InstanceBudget(sql)
-    const leases = new Leases(env, runId, rows, { lifecycle, instances })
+    const leases = new Leases(env, runId, rows, { lifecycle, instances, meta: this.meta, wakeUp })
     this.reports = new ShardReports(rows, { lifecycle, idle, leases, instances })
     const notices = (this.notices = new CloseNotices(env, runId, rows, { lifecycle, wakeUp }))
     const jobs = (this.jobs = new StepJobs(sql, env, runId))
-    this.watchdog = new Watchdog(rows, { idle, lifecycle, notices, jobs, wakeUp })
+    this.watchdog = new Watchdog(rows, { idle, lifecycle, notices, jobs, leases, wakeUp })
     this.readings = new RunReadings(sql, rows, idle)
   }
 

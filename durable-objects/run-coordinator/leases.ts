@@ -1,29 +1,33 @@
 import type { BudgetRefusal } from '../../src/budgets/index.ts'
-import { pLimit } from '../../src/llm/index.ts'
 import { ledgerShardsOf, type RunConfig } from '../../src/schemas/run-config.ts'
+import type { Alarm } from '../alarm.ts'
 import type { Announce } from '../contracts.ts'
+import type { MetaStore } from '../meta-store.ts'
 import { ledgerName } from '../names.ts'
 import type { InstanceBudget } from './budgets.ts'
 import type { StepLifecycle } from './lifecycle.ts'
 import type { StepRows } from './step-rows.ts'
 
-/** Shards asked at once to give back their free seats. */
-const RECALL_FAN_OUT = 32
-/** Shards one ask may call back seats from: with the close's fan-out this keeps an invocation under its subrequests. */
-const RECALLS_PER_ASK = 128
+/** Shards one call-back may ask for their free seats: with the close's fan-out this keeps an invocation bounded. */
+const RECALLS_PER_CALL_BACK = 128
 /**
- * The share of what is left of a step's seats, split over its shards, that a lease adds to what the shard needs now:
- * early leases are large (few asks), the last ones small (few seats held idle where no rollout comes).
+ * What a lease adds to the seats a shard needs now, as a share of the seats left split over the step's shards: early
+ * leases are large (few asks), the last ones small (few seats held idle where no rollout comes, to be called back).
  */
-const PREFETCH_SHARE = 0.5
+const PREFETCH_SHARE = 1
+/** The share of a shard's lease of the step before that its first lease of a step is. */
+const HISTORY_SHARE = 0.9
+/**
+ * How long after the last seat of a step is leased the coordinator calls back the free ones (ms): by then the last
+ * rollouts of a trainer that sent the step whole are recorded, and the step closes on them.
+ */
+const SWEEP_AFTER_MS = 250
 
-/** The answer to a shard's ask for seats: the step and its version, the seats the shard holds there, and more. */
+/** The answer to a shard's ask for seats: the step and its version, and the seats the shard holds there. */
 export interface Lease {
   step: number
   version: number
   leased: number
-  /** No seat of `step` is left to lease. */
-  last: boolean
   refused?: BudgetRefusal
 }
 
@@ -31,11 +35,11 @@ export interface Lease {
  * Counted steps (`rollouts_per_step`), kept off the hot path: each ledger shard leases a block of the collecting
  * step's seats and records into them on its own, asking again only when they run out. The coordinator leases no more
  * than `rollouts_per_step` seats in a step; when they are all leased and a shard needs one, it calls back the free
- * seats of the others (`LedgerShard.yieldSeats`); once every seat is taken the step closes, holding exactly that many
- * rollouts, and the asking shard leases from the next. Leases are stored on both sides (the coordinator's
- * `step_shards.leased`, the shard's `shard_steps.leased`), so a wake of either loses none; an ask or a call-back sent
- * again answers the lease as it stands. Asks and call-backs run one at a time.
- * @example const lease = await leases.ask(config, announce) // { step: 3, version: 2, leased: 40, last: false }
+ * seats of the others (`LedgerShard.yieldSeats`), as it does on its own shortly after the last seat was leased
+ * (`sweep`). Once every seat is taken the step closes, holding exactly that many rollouts. Leases are stored on both
+ * sides (the coordinator's `step_shards.leased`, the shard's `shard_steps.leased`), so a wake of either loses none;
+ * an ask or a call-back sent again answers the lease as it stands. Asks and call-backs run one at a time.
+ * @example const lease = await leases.ask(config, announce) // { step: 3, version: 2, leased: 40 }
  */
 export class Leases {
   private turn: Promise<unknown> = Promise.resolve()
@@ -44,13 +48,14 @@ export class Leases {
     private readonly env: Cloudflare.Env,
     private readonly runId: () => string,
     private readonly rows: StepRows,
-    private readonly parts: { lifecycle: StepLifecycle; instances: InstanceBudget },
+    private readonly parts: { lifecycle: StepLifecycle; instances: InstanceBudget; meta: MetaStore; wakeUp: Alarm },
   ) {}
 
   /**
-   * Seats for the rollouts of `announce.versions` judged on the collecting step's version, the shard's lease (which
-   * it says is all taken) grown by them and a share of what is left; a lease the shard has not heard of is answered
-   * as it is. Closes the step when every seat is taken, then leases from the next.
+   * Seats for the rollouts of `announce.versions` judged on the collecting step's version: the shard's lease (all
+   * taken, or it would not ask) grown by them and a share of what is left; a lease with free seats (one the shard has
+   * not heard of, or left unused since a wake) is answered as it is. With no seat left to lease, the others' free
+   * ones are called back; a step whose every seat is taken closes, and the shard leases from the next.
    */
   ask(config: RunConfig, announce: Announce): Promise<Lease> {
     return this.inTurn(() => this.lease(config, announce))
@@ -65,31 +70,60 @@ export class Leases {
     })
   }
 
+  /**
+   * The alarm's part: once every seat of the collecting step has been leased for `SWEEP_AFTER_MS`, the free ones are
+   * called back, and the step closes if none was.
+   */
+  sweep(config: RunConfig): Promise<void> {
+    return this.inTurn(async () => {
+      const step = this.rows.collecting()
+      const due = this.parts.meta.number('lease_sweep_at', 0)
+      if (config.rollouts_per_step === null || due === 0 || this.parts.meta.number('lease_sweep_step', -1) !== step)
+        return
+      if (Date.now() < due) return void (await this.parts.wakeUp.by(due))
+      this.parts.meta.delete('lease_sweep_at')
+      await this.callBack(step, Infinity)
+      this.closeIfFull(config, step)
+    })
+  }
+
   private async lease(config: RunConfig, announce: Announce): Promise<Lease> {
     const { instanceId, shard } = announce
     let step = this.rows.openCollecting()
     const held = this.rows.shard(step, instanceId, shard)
     const taken = announce.shardStep === step ? (announce.taken ?? 0) : 0
     let version = this.rows.pinnedVersion(step, instanceId, announce.newestVersion)
-    if (held) this.rows.noteTaken(step, instanceId, shard, taken)
     // The shard has free seats (a lease it has not heard of, or one it did not use since a wake): no new ones.
-    if (held && held.leased > taken) return { step, version, leased: held.leased, last: this.free(config, step) === 0 }
-    let need = (announce.versions ?? []).filter((judged) => judged === version).length
+    if (held && held.leased > taken) {
+      this.rows.noteTaken(step, instanceId, shard, taken)
+      return { step, version, leased: held.leased }
+    }
+    const needOf = (pinned: number) => (announce.versions ?? []).filter((judged) => judged === pinned).length
+    let need = needOf(version)
     let free = this.free(config, step)
-    if (need > free) free += await this.recall(step, need - free, announce)
-    if (need > 0 && free === 0 && this.closeIfFull(config, step)) {
-      step = this.rows.openCollecting()
-      version = this.rows.pinnedVersion(step, instanceId, announce.newestVersion)
-      need = (announce.versions ?? []).filter((judged) => judged === version).length
-      free = this.free(config, step)
+    if (need > free) free += await this.callBack(step, need - free, announce)
+    if (free === 0) {
+      // Every seat of the asker is taken: with the others' taken too, the step is full.
+      if (held) this.rows.noteTaken(step, instanceId, shard, taken)
+      if (this.closeIfFull(config, step)) {
+        step = this.rows.openCollecting()
+        version = this.rows.pinnedVersion(step, instanceId, announce.newestVersion)
+        need = needOf(version)
+        free = this.free(config, step)
+      }
     }
     const refused = this.parts.instances.admit(config, step, instanceId)
-    if (refused) return { step, version, leased: 0, last: false, refused }
-    const mine = this.rows.shard(step, instanceId, shard)?.leased ?? 0
-    const grant = need === 0 ? 0 : Math.min(free, need + this.prefetch(config, step, free - need))
-    this.rows.registerShard(step, instanceId, shard, version)
-    if (grant > 0) this.rows.setLease(step, instanceId, shard, mine + grant, mine)
-    return { step, version, leased: mine + grant, last: free - grant === 0 }
+    if (refused) return { step, version, leased: 0, refused }
+    const mine = this.rows.shard(step, instanceId, shard)
+    const leased = mine?.leased ?? 0
+    const grant = Math.min(free, need + this.prefetch(config, step, free - need, mine ? undefined : announce))
+    // One row written an ask: the lease grown with the seats the shard says it took, or its first lease of the step.
+    const takenHere = step === announce.shardStep ? Math.min(taken, leased) : 0
+    if (!mine) this.rows.registerShard(step, instanceId, shard, version, grant)
+    else if (grant > 0) this.rows.setLease(step, instanceId, shard, leased + grant, takenHere)
+    else this.rows.noteTaken(step, instanceId, shard, takenHere)
+    if (grant > 0 && free === grant) await this.sweepSoon(step)
+    return { step, version, leased: leased + grant }
   }
 
   /** Seats of `step` not leased to any shard. */
@@ -98,42 +132,50 @@ export class Leases {
   }
 
   /**
-   * What a lease adds beyond the seats needed now: `PREFETCH_SHARE` of the seats left, split over the shards the step
+   * What a lease adds beyond the seats needed now: a shard's first lease of a step (`first`) is `HISTORY_SHARE` of
+   * what it held in the step before (a trainer's load moves little from one step to the next, so most steps cost a
+   * shard one ask and a few small ones); otherwise `PREFETCH_SHARE` of the seats left, split over the shards the step
    * is expected to have (those it has, the step before's, and the run's shards per instance, whichever is most).
    */
-  private prefetch(config: RunConfig, step: number, left: number): number {
+  private prefetch(config: RunConfig, step: number, left: number, first?: Announce): number {
+    const before = first && step > 0 ? (this.rows.shard(step - 1, first.instanceId, first.shard)?.leased ?? 0) : 0
+    if (before > 0) return Math.max(0, Math.min(left, Math.floor(before * HISTORY_SHARE)))
     const shards = Math.max(this.rows.shardCount(step), this.rows.shardCount(step - 1), ledgerShardsOf(config))
     return Math.floor((left * PREFETCH_SHARE) / shards)
   }
 
   /**
-   * Calls back the free seats of the step's other shards, those that may hold most first, until `wanted` are back
-   * (or `RECALLS_PER_ASK` were asked); answers how many came back. A shard that cannot be reached keeps its lease.
+   * Calls back the free seats of the step's shards (the asker's aside), one shard at a time, those that may hold most
+   * first, until `wanted` are back (or `RECALLS_PER_CALL_BACK` were asked); answers how many came back. A shard that
+   * cannot be reached keeps its lease (and the step stays open until it is reached).
    */
-  private async recall(step: number, wanted: number, asker: Announce): Promise<number> {
+  private async callBack(step: number, wanted: number, asker?: Announce): Promise<number> {
     const holders = this.rows
       .untakenShards(step)
-      .filter((row) => row.instance_id !== asker.instanceId || row.shard !== asker.shard)
-      .slice(0, RECALLS_PER_ASK)
-    const limit = pLimit(RECALL_FAN_OUT)
-    let back = 0
+      .filter((row) => row.instance_id !== asker?.instanceId || row.shard !== asker?.shard)
+      .slice(0, RECALLS_PER_CALL_BACK)
     const runId = this.runId()
-    await Promise.all(
-      holders.map((row) =>
-        limit(async () => {
-          if (back >= wanted) return
-          try {
-            const ledger = this.env.LEDGER.getByName(ledgerName(runId, row.instance_id, row.shard))
-            const { leased } = await ledger.yieldSeats(step)
-            back += row.leased - leased
-            this.rows.setLease(step, row.instance_id, row.shard, leased, leased)
-          } catch (error) {
-            console.error(`[${runId}] could not call back the seats of ${row.instance_id}#${row.shard}`, error)
-          }
-        }),
-      ),
-    )
+    let back = 0
+    for (const row of holders) {
+      if (back >= wanted) break
+      try {
+        const ledger = this.env.LEDGER.getByName(ledgerName(runId, row.instance_id, row.shard))
+        const { leased } = await ledger.yieldSeats(step)
+        back += row.leased - leased
+        this.rows.setLease(step, row.instance_id, row.shard, leased, leased)
+      } catch (error) {
+        console.error(`[${runId}] could not call back the seats of ${row.instance_id}#${row.shard}`, error)
+      }
+    }
     return back
+  }
+
+  /** Every seat of `step` is leased: the free ones are called back shortly, by the alarm (`sweep`). */
+  private async sweepSoon(step: number): Promise<void> {
+    const at = Date.now() + SWEEP_AFTER_MS
+    this.parts.meta.set('lease_sweep_step', step)
+    this.parts.meta.set('lease_sweep_at', at)
+    await this.parts.wakeUp.by(at)
   }
 
   /** Closes `step` when all its seats are leased and taken; true when it did. */

@@ -77,8 +77,8 @@ export class ShardReports {
   private async lease(config: RunConfig, announce: Announce): Promise<CoordinatorReply> {
     const lease = await this.parts.leases.ask(config, announce)
     if (lease.refused) return this.refusal(config, announce.shardStep, lease.refused)
-    const { step, version, leased, last } = lease
-    return { step, closes: this.missedCloses(announce.shardStep), version, leased, lastSeats: last, counted: true }
+    const { step, version, leased } = lease
+    return { step, closes: this.missedCloses(announce.shardStep), version, leased, counted: true }
   }
 
   /** The answer to a refused announce: where the run stands, and why nothing was registered. */

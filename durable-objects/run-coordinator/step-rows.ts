@@ -136,9 +136,12 @@ export class StepRows {
     )
   }
 
-  /** A shard taking seats in a counted `step`: registered once, with the step's version for its instance. */
-  registerShard(step: number, instanceId: string, shard: number, version: number): void {
-    this.sql.exec(COORDINATOR_SQL.registerShard, step, instanceId, shard, JSON.stringify(emptyTally()), version)
+  /**
+   * A shard leasing seats in a counted `step`: registered once, with the step's version for its instance and its
+   * first lease.
+   */
+  registerShard(step: number, instanceId: string, shard: number, version: number, leased: number): void {
+    this.sql.exec(COORDINATOR_SQL.registerShard, step, instanceId, shard, JSON.stringify(emptyTally()), version, leased)
   }
 
   /** The seats of counted `step` leased to its shards. */

@@ -158,8 +158,8 @@ export const COORDINATOR_SQL = {
   instanceInStep: 'SELECT 1 FROM step_shards WHERE step = ? AND instance_id = ? LIMIT 1',
   /** The distinct instances that have taken part in the step. */
   stepInstanceCount: 'SELECT count(DISTINCT instance_id) AS n FROM step_shards WHERE step = ?',
-  /** A shard taking part in a counted step: registered once with an empty tally and the step's version. */
-  registerShard: `INSERT INTO step_shards (step, instance_id, shard, tally, version) VALUES (?, ?, ?, ?, ?)
+  /** A shard taking part in a counted step: registered once with an empty tally, the step's version, its lease. */
+  registerShard: `INSERT INTO step_shards (step, instance_id, shard, tally, version, leased) VALUES (?, ?, ?, ?, ?, ?)
     ON CONFLICT (step, instance_id, shard) DO NOTHING`,
   /** The shards of an instance that took part in a closed step: what its update reads. */
   closedShards: 'SELECT shard FROM step_shards WHERE step = ? AND instance_id = ? ORDER BY shard',
