@@ -173,6 +173,12 @@ export interface StepJob {
   /** The instance's ledger shards that took part in the step. */
   shards: { shard: number }[]
   /**
+   * How many times the coordinator sent this job before (a lost message, a queue backlog, a job gone silent): such a
+   * job, or one that waited long in the queue, first claims its update (`RunCoordinator.claimStepJob`), so two runs of
+   * one update never work at once.
+   */
+  resends?: number
+  /**
    * The step closed with its update skipped, by the budget this names (`budgets.updates_per_window`): the job commits
    * no change and makes no LLM call. `rollouts`: the instance's rollouts in the step, as its shards reported them.
    */

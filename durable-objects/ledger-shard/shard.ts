@@ -36,7 +36,7 @@ import { LEDGER_TABLES } from './tables.ts'
 const REPORT_INTERVAL_MS = 1_000
 
 /** How many report intervals a shard of a counted run waits between reports. */
-const COUNTED_REPORT_SLOWER = 5
+const COUNTED_REPORT_SLOWER = 10
 
 /**
  * One slice of a run × instance's step ledger: the rollouts whose id hashes here (`ledgerShardOf`). It is the only

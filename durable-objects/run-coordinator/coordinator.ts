@@ -108,6 +108,11 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
     return { status: 'complete', step, closed: true }
   }
 
+  /** Where `step` stands, without waiting: null when the run keeps no such step. */
+  async statusOf(step: number): Promise<RubricStatus | null> {
+    return this.rows.step(step) ? this.status(step) : null
+  }
+
   /** Where the run stands (or where `step` stands), without waiting. */
   async status(step?: number): Promise<RubricStatus> {
     const config = await this.runConfig()
@@ -131,13 +136,14 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
 
   /**
    * LLM calls the Worker's isolates made for the run, summed per step (null: the step the run is collecting), as their
-   * telemetry hands them over in batches.
+   * telemetry hands them over in batches. A batch id seen before (a batch sent again) adds nothing.
    */
-  async addLlmCalls(batches: readonly { step: number | null; stats: readonly LlmStat[] }[]): Promise<void> {
+  async addLlmCalls(batchId: string, steps: readonly { step: number | null; stats: readonly LlmStat[] }[]) {
     await this.runConfig()
     const collecting = this.rows.collecting()
     this.ctx.storage.transactionSync(() => {
-      for (const { step, stats } of batches) this.llm.add(step ?? collecting, stats)
+      if (!this.llm.claimBatch(batchId)) return
+      for (const { step, stats } of steps) this.llm.add(step ?? collecting, stats)
     })
   }
 
@@ -168,6 +174,16 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
    */
   async stepJobAlive(step: number, instanceId: string): Promise<void> {
     this.jobs.alive(step, instanceId, Date.now())
+  }
+
+  /**
+   * A step job that may have a twin at work (it was sent again, or waited long in the queue) asks whether to run:
+   * false when the instance's update of `step` is done or another message's run of it said it is at work lately.
+   * `messageId`: the queue message, whose own retries may go on.
+   * @example if (!(await coordinator.claimStepJob(3, 'global', message.id))) return // a twin is at work
+   */
+  async claimStepJob(step: number, instanceId: string, messageId: string): Promise<boolean> {
+    return this.jobs.claim(step, instanceId, messageId, Date.now())
   }
 
   /**

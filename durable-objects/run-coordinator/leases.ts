@@ -16,7 +16,7 @@ const RECALLS_PER_CALL_BACK = 128
  */
 const PREFETCH_SHARE = 1
 /** The share of a shard's lease of the step before that its first lease of a step is. */
-const HISTORY_SHARE = 0.9
+const HISTORY_SHARE = 0.95
 /**
  * How long after the last seat of a step is leased the coordinator calls back the free ones (ms): by then the last
  * rollouts of a trainer that sent the step whole are recorded, and the step closes on them.

@@ -53,15 +53,19 @@ export class StepRows {
   }
 
   /**
-   * The step `/rubric_status` describes: a closed one not yet updated first, then the collecting one if it has
-   * rollouts, then the last updated.
+   * The step `/rubric_status` describes: a closed one not yet updated first, then the collecting one once it holds a
+   * rollout (as its shards reported or took seats), then the last updated: a step's update, analyses and flags stay in
+   * view until the next step has something to show.
    */
   reported(): StepRow | undefined {
     const updating = this.oldestUnfinished()
     if (updating) return updating
     const collecting = this.step(this.collecting())
-    if (collecting && this.hasShards(collecting.step)) return collecting
-    return this.sql.exec<StepRow>(COORDINATOR_SQL.lastUpdated).toArray()[0]
+    const held = collecting
+      ? this.shards(collecting.step).some((row) => row.taken > 0 || tallyOf(row).rollouts > 0)
+      : false
+    if (collecting && held) return collecting
+    return this.sql.exec<StepRow>(COORDINATOR_SQL.lastUpdated).toArray()[0] ?? collecting
   }
 
   shards(step: number): ShardRow[] {

@@ -71,6 +71,11 @@ export const COORDINATOR_TABLES: Record<string, TableSchema> = {
       updated: 'INTEGER NOT NULL DEFAULT 0',
       enqueued_at: 'INTEGER',
       outcome: 'TEXT',
+      // How many times the job was sent, when a run of it last said it is at work (ms), and which queue message's run
+      // claimed it (a job that may have a twin claims it first).
+      sends: 'INTEGER NOT NULL DEFAULT 0',
+      alive_at: 'INTEGER',
+      claimed_by: 'TEXT',
     },
     constraints: ['PRIMARY KEY (step, instance_id)'],
     withoutRowid: true,
@@ -82,6 +87,12 @@ export const COORDINATOR_TABLES: Record<string, TableSchema> = {
       rollouts: 'INTEGER NOT NULL',
       last_step: 'INTEGER NOT NULL',
     },
+    withoutRowid: true,
+  },
+  // The batches of LLM calls taken from the Worker's isolates in the last hour, by id (time first): a batch sent
+  // again is not added twice.
+  llm_batches: {
+    columns: { id: 'TEXT PRIMARY KEY' },
     withoutRowid: true,
   },
   // Step -1 holds the sums of the steps older than the last DETAILED_STEPS.
@@ -202,14 +213,19 @@ export const COORDINATOR_SQL = {
   stepInstances:
     'SELECT instance_id, rubric_version, rollouts, outcome FROM step_instances WHERE step = ? ORDER BY instance_id',
   /** The instance updates not done of the closed steps, in step order, with when each was last sent. */
-  pendingUpdates: `SELECT si.step, si.instance_id, si.enqueued_at, si.rollouts, s.status, s.skipped
+  pendingUpdates: `SELECT si.step, si.instance_id, si.enqueued_at, si.sends, si.alive_at, si.rollouts, s.status,
+      s.skipped
     FROM steps s JOIN step_instances si ON si.step = s.step
     WHERE s.status IN ('closing', 'updating') AND si.updated = 0 ORDER BY si.step, si.instance_id`,
   /** An instance's update job of a step was sent at `?` (ms). */
-  markEnqueued: 'UPDATE step_instances SET enqueued_at = ? WHERE step = ? AND instance_id = ?',
+  markEnqueued: 'UPDATE step_instances SET enqueued_at = ?, sends = sends + 1 WHERE step = ? AND instance_id = ?',
   /** A sent job whose instance is not updated yet says at `?` (ms) that it is still working. */
-  markAlive: `UPDATE step_instances SET enqueued_at = ?
+  markAlive: `UPDATE step_instances SET alive_at = ?
     WHERE step = ? AND instance_id = ? AND enqueued_at IS NOT NULL AND updated = 0`,
+  /** One instance's update of a step: whether it is done, and when a run of its job last said it is at work. */
+  stepInstance: 'SELECT updated, alive_at, claimed_by FROM step_instances WHERE step = ? AND instance_id = ?',
+  /** The queue message `?` claimed the instance's update of the step at `?` (ms). */
+  claimJob: 'UPDATE step_instances SET alive_at = ?, claimed_by = ? WHERE step = ? AND instance_id = ?',
   /** The updated instance rows of steps up to a step, folded away. */
   forgetInstancesThrough: 'DELETE FROM step_instances WHERE step <= ? AND updated = 1',
 
@@ -230,6 +246,12 @@ export const COORDINATOR_SQL = {
   addUpdateStart: 'INSERT OR IGNORE INTO update_starts (at, step) VALUES (?, ?)',
   /** The update starts at or before `?` (ms): out of every window from now on. */
   forgetUpdateStarts: 'DELETE FROM update_starts WHERE at <= ?',
+
+  // llm_batches
+  /** A batch of LLM calls taken: no row written when its id was taken before. */
+  claimLlmBatch: 'INSERT OR IGNORE INTO llm_batches (id) VALUES (?)',
+  /** The batch ids older than `?` (their time prefix): no isolate sends such a batch again. */
+  forgetLlmBatches: 'DELETE FROM llm_batches WHERE id < ?',
 
   // llm_stats
   /** One LLM stat of a step, added to the one stored under the same step, role, model and outcome. */
