@@ -401,7 +401,13 @@ describe("the coordinator's steps", () => {
     expect(announced.closes[0]).toEqual({ step: 3 })
     expect(await coordinatorSteps(run.runId, 'steps')).toEqual(kept)
     expect(Math.min(...(await coordinatorSteps(run.runId, 'step_shards')))).toBeGreaterThan(steps - DETAILED_STEPS)
-    await expectStatus(run.token, { step: steps + 1, status: 'collecting', rollouts: 0 })
+    // The announce brought no rollout: the newest updated step stays in view, the collecting one is read by number.
+    await expectStatus(run.token, { step: steps, status: 'updated' })
+    expect((await call('GET', `/rubric_status?step=${steps + 1}`, { token: run.token })).json).toMatchObject({
+      step: steps + 1,
+      status: 'collecting',
+      rollouts: 0,
+    })
   }, 60_000)
 })
 
