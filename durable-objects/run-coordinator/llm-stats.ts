@@ -1,7 +1,7 @@
 import type { LlmStat } from '../contracts.ts'
-import { COORDINATOR_SQL } from './tables.ts'
+import { COORDINATOR_SQL } from './statements.ts'
 
-/** How long the coordinator remembers a batch of LLM calls it took (ms): longer than any isolate keeps one to resend. */
+/** How long the coordinator remembers a batch of LLM calls it took (ms): longer than an isolate keeps one to resend. */
 export const LLM_BATCH_MEMORY_MS = 60 * 60_000
 
 /**

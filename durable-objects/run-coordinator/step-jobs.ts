@@ -1,5 +1,5 @@
 import type { StepJob } from '../contracts.ts'
-import { COORDINATOR_SQL } from './tables.ts'
+import { COORDINATOR_SQL } from './statements.ts'
 
 /**
  * A running step job silent this long is sent again. A running job says it is alive once a minute (`alive`), so only a

@@ -1,7 +1,8 @@
 import type { StepUpdateOutcome } from '../../src/schemas/status.ts'
 import { emptyTally, mergeTallies, type ScoreTally } from '../../src/scoring/tally.ts'
 import type { MetaStore } from '../meta-store.ts'
-import { COORDINATOR_SQL, type ShardRow, type StepRow, tallyOf } from './tables.ts'
+import { COORDINATOR_SQL } from './statements.ts'
+import { type ShardRow, type StepRow, tallyOf } from './tables.ts'
 
 /** One instance a step touched, with its update's outcome once it has one. */
 export interface StepInstance {

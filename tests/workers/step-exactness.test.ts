@@ -115,7 +115,7 @@ describe('a counted step', () => {
     ).toEqual(['a', 'b', 'c'])
   })
 
-  it('refuses a rollout too large to store alone (413 naming the limit); its neighbours and the step are whole', async () => {
+  it('refuses a rollout too large to store alone (413 naming the limit); the rest and the step are whole', async () => {
     const run = await countedRun(2, { ledger_shards: 1 })
     // 200,000 control characters pass the schema's character limits, and take 1.2 MB each once JSON-escaped.
     const huge = '\u0001'.repeat(200_000)
@@ -211,7 +211,7 @@ describe('in sync mode', () => {
 })
 
 describe('/rubric_status after a counted step updated', () => {
-  it('shows that step, its update and analyses, until the next holds a rollout; ?step=N reads any kept step', async () => {
+  it('shows that step and its update until the next holds a rollout; ?step=N reads any kept step', async () => {
     const run = await countedRun(4)
     for (let i = 0; i < 4; i++) {
       const scored = await call('POST', '/score', {

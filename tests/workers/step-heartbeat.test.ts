@@ -37,7 +37,8 @@ function lastHeard(runId: string): Promise<number | null | undefined> {
     (_object, state) =>
       state.storage.sql
         .exec<{ heard: number | null }>(
-          "SELECT max(enqueued_at, coalesce(alive_at, 0)) AS heard FROM step_instances WHERE step = 0 AND instance_id = 'global'",
+          'SELECT max(enqueued_at, coalesce(alive_at, 0)) AS heard FROM step_instances ' +
+            "WHERE step = 0 AND instance_id = 'global'",
         )
         .toArray()
         .at(0)?.heard,
