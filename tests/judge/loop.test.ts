@@ -1,5 +1,5 @@
 /**
- * The online loop on a real model: SmolLM2-135M on llama-cpp-python's server (what `npm run judge:local` serves),
+ * The online loop on a real model: SmolLM2-135M on llama.cpp's server (xllamacpp) (what `npm run judge:local` serves),
  * started here on a free port, behind a real `wrangler dev`. Each run's agents are all that model. What a trainer sends
  * is all the tests send, apart from the reads a user makes afterwards (`/llm_calls`, `/rubrics/history`).
  */
@@ -29,7 +29,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await dev?.stop()
-  judge?.server.kill('SIGINT')
+  judge?.stop()
   if (work) rmSync(work, { recursive: true, force: true })
 })
 

@@ -14,16 +14,16 @@ describe('the default run', () => {
     expect(backendOf(agentSettingsFor(defaultRunConfig({ DEPLOYMENT: 'local' }), 'scorer'))).toBe('mock')
   })
 
-  it("points every role at the local judge, one call at a time, under npm start's --judge local", () => {
+  it("points every role at the local judge, two calls at a time (its slots), under npm start's --judge local", () => {
     const config = defaultRunConfig({ DEPLOYMENT: 'local', ...JUDGE })
     const scorer = agentSettingsFor(config, 'scorer')
     expect(scorer).toMatchObject({
       backend: 'openai',
       base_url: JUDGE.LOCAL_JUDGE_URL,
       model: 'smollm2-135m',
-      structured_output: 'json_object_schema',
+      structured_output: 'json_schema',
     })
-    expect(scorer.concurrency).toBe(1)
+    expect(scorer.concurrency).toBe(2)
     expect(config.anchor_rubrics.length).toBeGreaterThan(0)
   })
 
