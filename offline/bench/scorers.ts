@@ -636,7 +636,14 @@ export function blindItem(item: PromptItem, seed: number): PromptItem {
     label: {},
     metadata: imagesOnly(candidate.metadata),
   }))
-  return { prompt_id: item.prompt_id, prompt: item.prompt, candidates, metadata: imagesOnly(item.metadata) }
+  return {
+    prompt_id: item.prompt_id,
+    prompt: item.prompt,
+    candidates,
+    // What the judge is shown beside the prompt, like /score's supplemental_context: part of the question, no label.
+    ...(item.reference === undefined ? {} : { reference: item.reference }),
+    metadata: imagesOnly(item.metadata),
+  }
 }
 
 /** Images are part of what is judged, not a label: the only metadata a blind item keeps. */
