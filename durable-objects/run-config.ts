@@ -63,14 +63,18 @@ export function localJudgeAgents(vars: LocalJudgeVars): RunConfig['agents'] | un
 }
 
 /**
- * The checked-in default run; its agents are {@link localJudgeAgents} when there is a local judge.
+ * The checked-in default run; its agents are {@link localJudgeAgents} when there is a local judge, and then its idle
+ * gap is the judge's timeout: on two cores one rollout's judgement takes 7–36 s, so a 30 s gap counted from the last
+ * arrival closed a step while its rollouts were still being judged.
  * @example defaultRunConfig({ DEPLOYMENT: 'local', LOCAL_JUDGE_URL: 'http://127.0.0.1:8090/v1',
  *   LOCAL_JUDGE_MODEL: 'smollm2-135m' }).agents.default.backend // 'openai'
  * @internal
  */
 export function defaultRunConfig(vars: LocalJudgeVars): RunConfig {
   const agents = localJudgeAgents(vars)
-  return RunConfig.parse(agents ? { ...defaultRunJson, agents } : defaultRunJson)
+  if (!agents) return RunConfig.parse(defaultRunJson)
+  const idle = Math.ceil(agents.default.timeout_ms / 1_000)
+  return RunConfig.parse({ ...defaultRunJson, agents, close_after_idle_s: idle })
 }
 
 /**

@@ -29,6 +29,9 @@ describe('the default run', () => {
       structured_output: 'json_schema',
     })
     expect(scorer.concurrency).toBe(2)
+    // A step stays open as long as one judgement may take, not the mock's 30 s.
+    expect(config.close_after_idle_s).toBe(300)
+    expect(defaultRunConfig({ DEPLOYMENT: 'local' }).close_after_idle_s).toBe(30)
     expect(config.anchor_rubrics.length).toBeGreaterThan(0)
   })
 
