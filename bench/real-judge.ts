@@ -311,7 +311,7 @@ const YARDSTICK_ANSWER =
  * `--parts request`: the yardstick request recorded as this tree's scorer sends it, then sent `--requests` times to
  * the judge, each with a different first line in its system message so that no prompt token is reused: wall time,
  * the server's token counts and, where it reports them (llama.cpp), its own prefill and decode timings.
- * `--request-format json_object_schema` sends the schema in llama-cpp-python's shape (its server refuses the OpenAI one).
+ * `--request-format json_object_schema` sends the schema in llama-cpp-python's shape (its server refuses OpenAI's).
  */
 async function request(judge: Judge): Promise<void> {
   const stub = await startRecordingStub()

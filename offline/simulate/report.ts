@@ -213,7 +213,8 @@ export function formatSummary(
   const padded = summary.verbose.last
   if (padded !== null && summary.correct.last !== null && padded >= summary.correct.last)
     lines.push(
-      `  padding is rewarded: verbose answers (right, but padded) score ${f(padded)} against ${f(summary.correct.last)} ` +
+      `  padding is rewarded: verbose answers (right, but padded) score ${f(padded)} against ` +
+        `${f(summary.correct.last)} ` +
         'for concise right ones at the last step, and the updates do not fix it: they answer what the analyses flag ' +
         '(hacking), and none flagged padding. On the mock backend this is its heuristic, not a judgement: it grades ' +
         'overlap with the reference, the rubric and the prompt, and the padding restates the prompt. A real judge ' +

@@ -166,8 +166,8 @@ function toWire(message: ChatMessage): { role: string; content: unknown } {
 /**
  * A non-2xx answer as an LlmError: its status, Retry-After and the server's own message when it sent one. A prompt
  * over the context window (OpenAI's `context_length_exceeded` or its message, which vLLM copies, or llama.cpp's
- * `exceed_context_size_error`) is a `context_length` failure naming the limit; a refusal of the `json_schema` shape is a `bad_request` whatever its
- * status (llama-cpp-python reports it as a 500), so it is never retried as it stands.
+ * `exceed_context_size_error`) is a `context_length` failure naming the limit; a refusal of the `json_schema` shape is
+ * a `bad_request` whatever its status (llama-cpp-python reports it as a 500), so it is never retried as it stands.
  */
 async function refusal(response: HttpReply): Promise<LlmError> {
   const text = await response.text().catch(() => '')

@@ -140,7 +140,7 @@ const precision = (ranked: Record<string, string[]>) => {
 }
 
 describe('the memory on real vectors', () => {
-  it('ranks the analyses of the behaviour a query names above every other, on MiniLM through the embedder', async () => {
+  it('ranks the analyses of the behaviour a query names above every other, on MiniLM via the embedder', async () => {
     const embedder = new OpenAIEmbedder({
       baseURL: judge.embedder.url,
       model: judge.embedder.model,

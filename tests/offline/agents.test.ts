@@ -849,7 +849,7 @@ describe("a reply that copies its prompt's placeholders", () => {
     },
   ]
 
-  it('is refused as invalid (every attempt), wherever the copy sits; the same reply in its own words passes', async () => {
+  it('is refused as invalid (every attempt), wherever the copy sits; the reply in its own words passes', async () => {
     const cases = await Promise.all(
       AGENTS.map(async (agent) => {
         const system = (await agent.request()).messages.find((message) => message.role === 'system')!.content

@@ -464,7 +464,7 @@ describe("a prompt's reference answer", () => {
     rejected: 'A: 4',
   })
 
-  it('is read from chosen/rejected and autosr records, shown to the verifier as data, kept blind and round-tripped', async () => {
+  it('is read from pairs and autosr records, shown to the verifier as data, kept blind, round-tripped', async () => {
     await fc.assert(
       fc.asyncProperty(reference, async (ref) => {
         const fromPairs = parseDataset(JSON.stringify([pair('q1', ref)]))

@@ -1,6 +1,7 @@
 /**
  * What a real OpenAI-compatible server (llama-cpp-python 0.3.36, measured against the first `npm run judge:local`; and
- * llama.cpp's own server, which it serves now) does that a cooperative stub does not, reproduced on the loopback stub: its refusal of OpenAI's `json_schema` shape (an HTTP 500)
+ * llama.cpp's own server, which it serves now) does that a cooperative stub does not, reproduced on the loopback stub:
+ * its refusal of OpenAI's `json_schema` shape (an HTTP 500)
  * and its own `{type: 'json_object', schema}`, a prompt over its context window, a reply cut at `max_tokens`, and
  * token counts in `usage`.
  */

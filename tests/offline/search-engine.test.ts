@@ -590,7 +590,7 @@ describe('runSearch: a prompt whose model replies stay unusable', () => {
     )
   })
 
-  it('fails the search, naming each reason, only when every prompt is dropped; an endpoint down still fails it', async () => {
+  it('fails the search, naming each reason, only when all prompts are dropped; a server down fails it', async () => {
     const { roles } = fakeRoles()
     roles.initializer.initialize = async () => {
       throw new LlmError('invalid_reply', 'the reply was cut at max_tokens (1024)')

@@ -303,7 +303,9 @@ export function llamaCppContextExceeded(limit: number, promptTokens: number): St
     body: {
       error: {
         code: 400,
-        message: `request (${promptTokens} tokens) exceeds the available context size (${limit} tokens), try increasing it`,
+        message:
+          `request (${promptTokens} tokens) exceeds the available context size (${limit} tokens), ` +
+          'try increasing it',
         type: 'exceed_context_size_error',
         n_prompt_tokens: promptTokens,
         n_ctx: limit,

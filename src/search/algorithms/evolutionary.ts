@@ -66,7 +66,10 @@ export async function initializeGlobalBatch(
     const begun = await unlessDropped(ctx, item, async () => {
       const base = await initializeRubric(ctx, item, derivedSeed(config.seed, 'initialize', item.prompt_id))
       const scoredBase = await scoreRubric(ctx, item, base)
-      return { population: await initialPopulation(ctx, item, scoredBase), margin: scoredBase.objective.signed_top_margin }
+      return {
+        population: await initialPopulation(ctx, item, scoredBase),
+        margin: scoredBase.objective.signed_top_margin,
+      }
     })
     ctx.progress({ phase: 'initialize', prompt_id: item.prompt_id, generation: 0, done: ++done, total: prompts.length })
     return begun && { item, ...begun }
