@@ -5,7 +5,7 @@
  * be sent and answers as a cosine index does, so the test reads the vectors as Vectorize stores them.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { LocalJudge } from '../../offline/judge-local/index.ts'
+import { type LocalJudge, startLocalJudge } from '../../offline/judge-local/index.ts'
 import type { Embedder } from '../../src/memory/embedder.ts'
 import { HashedNgramEmbedder } from '../../src/memory/hashed-ngram-embedder.ts'
 import { OpenAIEmbedder } from '../../src/memory/openai-embedder.ts'
@@ -174,5 +174,19 @@ describe('the memory on real vectors', () => {
     const [first, , again] = await embedder.embed([text, ANALYSES.d2!.text, text])
     for (const vector of [first!, again!])
       expect(vector.reduce((sum, value, i) => sum + value * alone![i]!, 0)).toBeCloseTo(1, 4)
+  })
+
+  it('a second judge:local on the same ports uses the one serving there, and leaves it running when it stops', async () => {
+    const port = (url: string) => Number(new URL(url).port)
+    const ports = { port: port(judge.url), embedderPort: port(judge.embedder.url) }
+    const again = await startLocalJudge(ports)
+    expect(again).toMatchObject({ reused: true, url: judge.url, embedder: judge.embedder })
+    again.stop()
+    const models = await fetch(`${judge.url}/models`)
+    expect(models.status).toBe(200)
+    // Another model asked for on that port is an error naming what serves there, never a silent reuse.
+    await expect(startLocalJudge({ ...ports, model: 'qwen2.5-coder-1.5b' })).rejects.toThrow(
+      /serves smollm2-135m, not qwen2\.5-coder-1\.5b\. Serve elsewhere: JUDGE_PORT=/,
+    )
   })
 })
