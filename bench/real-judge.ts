@@ -1,23 +1,27 @@
 /**
- * The real local judge (issue 38, items 4 and 5): SmolLM2-135M on llama-cpp-python's server, started here by the
+ * The real local judge (issues 38 and 47): SmolLM2-135M on llama.cpp's own server (xllamacpp), started here by the
  * project's own `startLocalJudge` (what `npm run judge:local` runs; install it first with
  * `npm run judge:local -- --install-only`). Run by hand, never in tests:
  *
  *   npm run bench:real-judge                                    # parts prefix,latency,score
  *   npm run bench:real-judge -- --parts latency --judgements 24 --levels 1,2,4
  *   npm run bench:real-judge -- --parts quality --test-pairs 30
+ *   npm run bench:real-judge -- --parts request --requests 5    # the 814-token yardstick request
  *
  * Parts:
+ * - `request`: the yardstick, one scorer request of ~810 prompt tokens sent `--requests` times with nothing reused
+ *   (`--request-format json_object_schema` for llama-cpp-python); wall time, tokens and the server's own timings.
  * - `latency`: judgements through the Worker's own scorer path (`judgeRollout`, src/agents/scorer, on
  *   `OpenAIChatModel` with `structuredOutput: 'json_schema'`, so the server's refusal and the schema-in-its-own-shape
  *   fallback are on the path), a rubric of 3 criteria, short prompts and answers, at client concurrency 1, 2 and 4:
- *   p50/p99 latency, prompt and completion tokens per judgement from the server's `usage`. The server has one slot,
- *   so concurrency shows its queue.
+ *   p50/p99 latency, prompt and completion tokens per judgement from the server's `usage`. The server has two slots:
+ *   concurrency past two shows its queue.
  * - `score`: a real `wrangler dev` with a run whose scorer is the judge; `/score` sent one at a time, p50/p99.
  * - `prefix`: the scorer requests of bench/judge.ts's load (8 prompts × `--prefix-answers` answers, answer-major),
  *   recorded from this tree and from `--before` (848d401) through a recording stub, then replayed one at a time to
- *   the real server with `max_tokens` 4; the prompt tokens the server evaluated per request are read from its log
- *   (`N prefix-match hit, remaining M prompt tokens to eval`; without that line the whole prompt was evaluated).
+ *   the real server with `max_tokens` 4; the prompt tokens the server evaluated per request are its reply's
+ *   `timings.prompt_n` (llama.cpp), else read from llama-cpp-python's log (`N prefix-match hit, remaining M prompt
+ *   tokens to eval`; without that line the whole prompt was evaluated).
  * - `quality`: pairwise accuracy with Wilson 95% intervals on a held-out LLMBar slice, through the CLI: the model
  *   judging directly (one generic criterion; and evolve's baseline, an empty library), the initial rubric
  *   (`bench --scorer mock` with the model as initializer and verifier), the searched rubric (`search` on a training
@@ -25,9 +29,9 @@
  * - `simulate`: `reward-harness simulate --create-run` against a real `wrangler dev` with every agent on the judge.
  *
  * The judge home is REWARD_HARNESS_JUDGE_HOME, else judgeHome(), else ~/.cache/reward-harness/judge when that one
- * is installed. `--server-args="--cache true"` passes arguments to the server. `--judge-url <base> --judge-model
- * <id>` measures a server already running instead (a vLLM on a GPU: every part but `prefix`, which reads
- * llama-cpp-python's log, `--judge-log`). Two runs at once need two judge homes, or one log holds both servers.
+ * is installed. `--server-args="--n_parallel 4"` sets the judge's llama.cpp parameters. `--judge-url <base>
+ * --judge-model <id>` measures a server already running instead (a vLLM on a GPU; `prefix` needs llama.cpp's
+ * `timings` or llama-cpp-python's log, `--judge-log`).
  * Results go to bench/results/real-judge-*.json.
  */
 import { execFile } from 'node:child_process'
