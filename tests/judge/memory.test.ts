@@ -176,7 +176,7 @@ describe('the memory on real vectors', () => {
       expect(vector.reduce((sum, value, i) => sum + value * alone![i]!, 0)).toBeCloseTo(1, 4)
   })
 
-  it('a second judge:local on the same ports uses the one serving there, and leaves it running when it stops', async () => {
+  it('a second judge:local on the same ports uses the one serving there, and leaves it running', async () => {
     const port = (url: string) => Number(new URL(url).port)
     const ports = { port: port(judge.url), embedderPort: port(judge.embedder.url) }
     const again = await startLocalJudge(ports)
