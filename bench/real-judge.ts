@@ -1,23 +1,27 @@
 /**
- * The real local judge (issue 38, items 4 and 5): SmolLM2-135M on llama-cpp-python's server, started here by the
+ * The real local judge (issues 38 and 47): SmolLM2-135M on llama.cpp's own server (xllamacpp), started here by the
  * project's own `startLocalJudge` (what `npm run judge:local` runs; install it first with
  * `npm run judge:local -- --install-only`). Run by hand, never in tests:
  *
  *   npm run bench:real-judge                                    # parts prefix,latency,score
  *   npm run bench:real-judge -- --parts latency --judgements 24 --levels 1,2,4
  *   npm run bench:real-judge -- --parts quality --test-pairs 30
+ *   npm run bench:real-judge -- --parts request --requests 5    # the 814-token yardstick request
  *
  * Parts:
+ * - `request`: the yardstick, one scorer request of ~810 prompt tokens sent `--requests` times with nothing reused
+ *   (`--request-format json_object_schema` for llama-cpp-python); wall time, tokens and the server's own timings.
  * - `latency`: judgements through the Worker's own scorer path (`judgeRollout`, src/agents/scorer, on
  *   `OpenAIChatModel` with `structuredOutput: 'json_schema'`, so the server's refusal and the schema-in-its-own-shape
  *   fallback are on the path), a rubric of 3 criteria, short prompts and answers, at client concurrency 1, 2 and 4:
- *   p50/p99 latency, prompt and completion tokens per judgement from the server's `usage`. The server has one slot,
- *   so concurrency shows its queue.
+ *   p50/p99 latency, prompt and completion tokens per judgement from the server's `usage`. The server has two slots:
+ *   concurrency past two shows its queue.
  * - `score`: a real `wrangler dev` with a run whose scorer is the judge; `/score` sent one at a time, p50/p99.
  * - `prefix`: the scorer requests of bench/judge.ts's load (8 prompts × `--prefix-answers` answers, answer-major),
  *   recorded from this tree and from `--before` (848d401) through a recording stub, then replayed one at a time to
- *   the real server with `max_tokens` 4; the prompt tokens the server evaluated per request are read from its log
- *   (`N prefix-match hit, remaining M prompt tokens to eval`; without that line the whole prompt was evaluated).
+ *   the real server with `max_tokens` 4; the prompt tokens the server evaluated per request are its reply's
+ *   `timings.prompt_n` (llama.cpp), else read from llama-cpp-python's log (`N prefix-match hit, remaining M prompt
+ *   tokens to eval`; without that line the whole prompt was evaluated).
  * - `quality`: pairwise accuracy with Wilson 95% intervals on a held-out LLMBar slice, through the CLI: the model
  *   judging directly (one generic criterion; and evolve's baseline, an empty library), the initial rubric
  *   (`bench --scorer mock` with the model as initializer and verifier), the searched rubric (`search` on a training
@@ -25,9 +29,9 @@
  * - `simulate`: `reward-harness simulate --create-run` against a real `wrangler dev` with every agent on the judge.
  *
  * The judge home is REWARD_HARNESS_JUDGE_HOME, else judgeHome(), else ~/.cache/reward-harness/judge when that one
- * is installed. `--server-args="--cache true"` passes arguments to the server. `--judge-url <base> --judge-model
- * <id>` measures a server already running instead (a vLLM on a GPU: every part but `prefix`, which reads
- * llama-cpp-python's log, `--judge-log`). Two runs at once need two judge homes, or one log holds both servers.
+ * is installed. `--server-args="--n_parallel 4"` sets the judge's llama.cpp parameters. `--judge-url <base>
+ * --judge-model <id>` measures a server already running instead (a vLLM on a GPU; `prefix` needs llama.cpp's
+ * `timings` or llama-cpp-python's log, `--judge-log`).
  * Results go to bench/results/real-judge-*.json.
  */
 import { execFile } from 'node:child_process'
@@ -69,6 +73,8 @@ const { values: flags } = parseArgs({
     'judge-url': { type: 'string' },
     'judge-model': { type: 'string', default: 'smollm2-135m' },
     'judge-log': { type: 'string' },
+    requests: { type: 'string', default: '5' },
+    'request-format': { type: 'string', default: 'json_schema' },
   },
 })
 const parts = new Set(flags.parts.split(','))
@@ -293,6 +299,85 @@ async function latency(judge: Judge): Promise<number | undefined> {
   return p50AtOne
 }
 
+/**
+ * The yardstick: one scorer request of the Worker's (3 criteria, `json_schema`) on a question with a worked answer,
+ * 814 prompt tokens on SmolLM2's tokenizer.
+ */
+const YARDSTICK_ANSWER =
+  'The shirt costs $20 before the discount. A discount of 25% means we take away a quarter of the price. ' +
+  'One quarter of 20 is 20 / 4 = 5, so the discount is $5. The price after the discount is 20 - 5 = 15. ' +
+  'Another way to see it is to ' +
+  'multiply the price by what is left after the discount: 20 × (1 - 0.25) = 20 × 0.75 = 15. Both ways agree. ' +
+  'A common mistake is to answer with the discount itself ($5) instead of the new price. ' +
+  'So the final answer is that the shirt costs $15 after the 25% discount.'
+
+/**
+ * `--parts request`: the yardstick request recorded as this tree's scorer sends it, then sent `--requests` times to
+ * the judge, each with a different first line in its system message so that no prompt token is reused: wall time,
+ * the server's token counts and, where it reports them (llama.cpp), its own prefill and decode timings.
+ * `--request-format json_object_schema` sends the schema in llama-cpp-python's shape (its server refuses OpenAI's).
+ */
+async function request(judge: Judge): Promise<void> {
+  const stub = await startRecordingStub()
+  try {
+    const model = new OpenAIChatModel({
+      baseURL: stub.url,
+      apiKey: 'bench',
+      model: judge.model,
+      temperature: 0,
+      structuredOutput: 'json_schema',
+      timeoutMs: 30_000,
+    })
+    const [input] = judgeInputs(1)
+    await judgeRollout(model, { ...input!, rollout: { ...input!.rollout, input: QA[7]![0], output: YARDSTICK_ANSWER } })
+  } finally {
+    stub.server.close()
+  }
+  const recorded = stub.recorded[0]!.body as unknown as { messages: { role: string; content: string }[] } & Record<
+    string,
+    unknown
+  >
+  const format = recorded.response_format as { json_schema?: { schema?: unknown } }
+  const responseFormat =
+    flags['request-format'] === 'json_object_schema'
+      ? { type: 'json_object', schema: format.json_schema?.schema }
+      : recorded.response_format
+  const rows: Record<string, unknown>[] = []
+  for (let index = 0; index < int('requests'); index++) {
+    const [system, ...rest] = recorded.messages
+    const messages = [
+      { ...system!, content: `Bench ${Math.random().toString(36).slice(2, 8)}.\n${system!.content}` },
+      ...rest,
+    ]
+    const started = Date.now()
+    const reply = (await chat(judge, {
+      ...recorded,
+      model: judge.model,
+      messages,
+      response_format: responseFormat,
+    })) as {
+      usage?: { prompt_tokens?: number; completion_tokens?: number }
+      timings?: { cache_n?: number; prompt_n?: number; prompt_ms?: number; predicted_n?: number; predicted_ms?: number }
+    }
+    const row = { ms: Date.now() - started, usage: reply.usage, timings: reply.timings ?? null, load: load() }
+    rows.push(row)
+    console.log(
+      `request ${index + 1}: ${seconds(row.ms)}, ${reply.usage?.prompt_tokens} prompt + ` +
+        `${reply.usage?.completion_tokens} completion tokens` +
+        (reply.timings
+          ? `; prefill ${reply.timings.prompt_n} tokens in ${seconds(reply.timings.prompt_ms ?? 0)}, ` +
+            `decode ${reply.timings.predicted_n} in ${seconds(reply.timings.predicted_ms ?? 0)}`
+          : '') +
+        ` (load ${row.load})`,
+    )
+  }
+  const times = rows.map((row) => row.ms as number)
+  console.log(
+    `p50 ${seconds(quantile(times, 0.5))}, min ${seconds(Math.min(...times))}, max ${seconds(Math.max(...times))}`,
+  )
+  note('request', { format: flags['request-format'], rows, p50_ms: quantile(times, 0.5) })
+}
+
 async function score(judge: Judge, directP50: number | undefined): Promise<void> {
   const dev = await startWranglerDev()
   try {
@@ -377,14 +462,17 @@ async function recordScorerRequests(root: string): Promise<Record<string, unknow
 
 async function replay(judge: Judge, log: ServerLog, label: string, bodies: Record<string, unknown>[]) {
   // An unrelated request first, so the first replayed one shares no more with the one before than chance.
-  await chat(judge, { messages: [{ role: 'user', content: 'Hello.' }], max_tokens: 1 })
-  await log.next()
+  const hello = await chat(judge, { messages: [{ role: 'user', content: 'Hello.' }], max_tokens: 1 })
+  if (!hello.timings) await log.next()
   const rows: { prompt: number; evaluated: number; reused: number }[] = []
   for (const [index, recorded] of bodies.entries()) {
     const { response_format: _format, ...body } = recorded
     const started = Date.now()
     const reply = await chat(judge, { ...body, model: judge.model, max_tokens: 4, temperature: 0 })
-    const seen = await log.next()
+    // llama.cpp's server says what it evaluated in the reply (`timings`); llama-cpp-python only in its log.
+    const seen = reply.timings
+      ? { reused: reply.timings.cache_n ?? 0, evaluated: reply.timings.prompt_n }
+      : await log.next()
     const prompt = reply.usage?.prompt_tokens ?? 0
     const evaluated = seen.evaluated ?? prompt
     rows.push({ prompt, evaluated, reused: seen.reused })
@@ -414,7 +502,10 @@ async function chat(judge: Judge, body: Record<string, unknown>) {
     signal: AbortSignal.timeout(600_000),
   })
   if (!response.ok) throw new Error(`chat/completions: ${response.status} ${await response.text()}`)
-  return (await response.json()) as { usage?: { prompt_tokens?: number } }
+  return (await response.json()) as {
+    usage?: { prompt_tokens?: number }
+    timings?: { cache_n?: number; prompt_n?: number }
+  }
 }
 
 async function prefix(judge: Judge, logPath: string): Promise<void> {
@@ -593,7 +684,7 @@ async function main() {
     const extraArgs = flags['server-args'].split(' ').filter(Boolean)
     const local = await startLocalJudge({ port, home, extraArgs })
     judge = local
-    stop = () => local.server.kill('SIGINT')
+    stop = () => local.stop()
     const perPort = join(home, `server-${port}.log`)
     logPath = existsSync(perPort) ? perPort : join(home, 'server.log')
   }
@@ -605,6 +696,7 @@ async function main() {
       if (logPath) await prefix(judge, logPath)
       else console.error('prefix: needs the server log of llama-cpp-python (--judge-log with --judge-url)')
     }
+    if (parts.has('request')) await request(judge)
     let directP50: number | undefined
     if (parts.has('latency')) directP50 = await latency(judge)
     if (parts.has('score')) await score(judge, directP50)

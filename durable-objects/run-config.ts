@@ -5,7 +5,7 @@ import { LRUCache } from 'lru-cache'
 import defaultRunJson from '../config/default-run.json'
 import { redactStored } from '../src/credentials/literal.ts'
 import { runs } from '../src/db/schema.ts'
-import { RunConfig } from '../src/schemas/run-config.ts'
+import { AgentSettings, RunConfig } from '../src/schemas/run-config.ts'
 import { parseStored } from '../src/schemas/strict.ts'
 
 export const DEFAULT_RUN_ID = 'default'
@@ -41,27 +41,40 @@ interface LocalJudgeVars {
 }
 
 /**
- * The checked-in default run; its agents use the local judge when `npm start -- --judge local` named one. Honoured
- * only where DEPLOYMENT is local, so a stray var can never point a deployment's default run at loopback. One call at a
- * time, and the longest timeout: the local server decodes one request at a time (docs/local-judge.md), a call it has
- * queued spends its timeout waiting, and on two shared cores one JSON reply took 9 s to 2 min. Judges send their
- * reply's schema the way llama-cpp-python takes it.
+ * The agents of a run on the local judge, when `npm start -- --judge local` named one: every role on it, two calls
+ * at a time (its two slots) and the longest timeout (on two shared cores a judgement takes seconds to a minute, and a
+ * call the server has queued spends its timeout waiting). Honoured only where DEPLOYMENT is local, so a stray var can
+ * never point a deployment's runs at loopback.
+ * @example localJudgeAgents({ DEPLOYMENT: 'local', LOCAL_JUDGE_URL: 'http://127.0.0.1:8090/v1' })?.default.backend
+ *   // 'openai'
+ */
+export function localJudgeAgents(vars: LocalJudgeVars): RunConfig['agents'] | undefined {
+  if (vars.DEPLOYMENT !== 'local' || !vars.LOCAL_JUDGE_URL) return undefined
+  const judge = {
+    backend: 'openai',
+    base_url: vars.LOCAL_JUDGE_URL,
+    model: vars.LOCAL_JUDGE_MODEL || 'local',
+    // The server's grammar holds a judge's reply to its schema; asked for any JSON, a 135M model rambles.
+    structured_output: 'json_schema',
+    concurrency: 2,
+    timeout_ms: 300_000,
+  }
+  return { default: AgentSettings.parse(judge) }
+}
+
+/**
+ * The checked-in default run; its agents are {@link localJudgeAgents} when there is a local judge, and then its idle
+ * gap is the judge's timeout: on two cores one rollout's judgement takes 7–36 s, so a 30 s gap counted from the last
+ * arrival closed a step while its rollouts were still being judged.
  * @example defaultRunConfig({ DEPLOYMENT: 'local', LOCAL_JUDGE_URL: 'http://127.0.0.1:8090/v1',
  *   LOCAL_JUDGE_MODEL: 'smollm2-135m' }).agents.default.backend // 'openai'
  * @internal
  */
 export function defaultRunConfig(vars: LocalJudgeVars): RunConfig {
-  if (vars.DEPLOYMENT !== 'local' || !vars.LOCAL_JUDGE_URL) return RunConfig.parse(defaultRunJson)
-  const judge = {
-    backend: 'openai',
-    base_url: vars.LOCAL_JUDGE_URL,
-    model: vars.LOCAL_JUDGE_MODEL || 'local',
-    // The server's grammar holds a judge's reply to its schema; asked for any JSON, the 135M model rambles.
-    structured_output: 'json_object_schema',
-    concurrency: 1,
-    timeout_ms: 300_000,
-  }
-  return RunConfig.parse({ ...defaultRunJson, agents: { default: judge } })
+  const agents = localJudgeAgents(vars)
+  if (!agents) return RunConfig.parse(defaultRunJson)
+  const idle = Math.ceil(agents.default.timeout_ms / 1_000)
+  return RunConfig.parse({ ...defaultRunJson, agents, close_after_idle_s: idle })
 }
 
 /**

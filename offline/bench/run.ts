@@ -88,6 +88,9 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
       candidates: prompts.reduce((sum, item) => sum + item.candidates.length, 0),
     },
     scorer: scorer.name,
+    ...(scorer.ownRubricItems
+      ? { in_sample: { items: scorer.ownRubricItems(prompts).length, of: prompts.length } }
+      : {}),
     model: options.model?.id ?? 'mock:mock-heuristic-1',
     seed,
     ties,
@@ -164,6 +167,13 @@ export function formatReport(report: BenchReport): string {
     `ties count as ${report.ties === 'half' ? 'half correct' : 'wrong'}; failures are excluded from n and reported ` +
       `apart`,
   ]
+  const inSample = report.in_sample
+  if (inSample && inSample.items > 0)
+    lines.push(
+      `IN-SAMPLE: ${inSample.items} of ${inSample.of} items are graded with a rubric searched on that very prompt: ` +
+        'their accuracy says how well the search fit its data, not how it does on new prompts (bench a held-out ' +
+        'dataset with `export --default-rubric best` for that)',
+    )
   if (o.pairwise) {
     lines.push(`  pairwise accuracy (A/B)     ${formatAccuracy(o.pairwise.ab)}`)
     lines.push(`  pairwise accuracy (B/A)     ${formatAccuracy(o.pairwise.ba)}`)

@@ -31,6 +31,8 @@ export interface BenchScorer {
   /** e.g. `mock`, `rubric:out/best.json`. */
   readonly name: string
   scoreAll(items: readonly PromptItem[]): Promise<CandidateScore[][]>
+  /** The items it grades with a rubric made for that very prompt (the search's own data), when it keys by prompt. */
+  ownRubricItems?(items: readonly PromptItem[]): PromptItem[]
 }
 
 /** A parsed `--scorer` value. */
@@ -134,6 +136,8 @@ export async function createScorer(spec: ScorerSpec, options: ScorerOptions): Pr
       const verifier = new LlmVerifier(options.model ?? new MockChatModel(), { locale: 'en' })
       return {
         name: `rubric:${spec.file}`,
+        ownRubricItems: (items) =>
+          items.filter((item) => item.prompt_id !== '__default__' && rubrics.has(item.prompt_id)),
         scoreAll: (items) =>
           verifierScores(
             items,
@@ -159,6 +163,8 @@ export async function createScorer(spec: ScorerSpec, options: ScorerOptions): Pr
       })
       return {
         name: `artifact:${spec.file}`,
+        ownRubricItems: (items) =>
+          items.filter((item) => rubricForPrompt(artifact, item.prompt_id)?.fallback === false),
         scoreAll: (items) =>
           verifierScores(
             items,
@@ -630,7 +636,14 @@ export function blindItem(item: PromptItem, seed: number): PromptItem {
     label: {},
     metadata: imagesOnly(candidate.metadata),
   }))
-  return { prompt_id: item.prompt_id, prompt: item.prompt, candidates, metadata: imagesOnly(item.metadata) }
+  return {
+    prompt_id: item.prompt_id,
+    prompt: item.prompt,
+    candidates,
+    // What the judge is shown beside the prompt, like /score's supplemental_context: part of the question, no label.
+    ...(item.reference === undefined ? {} : { reference: item.reference }),
+    metadata: imagesOnly(item.metadata),
+  }
 }
 
 /** Images are part of what is judged, not a label: the only metadata a blind item keeps. */

@@ -5,9 +5,10 @@
  * matters: wrangler's banner, update check and binding table are silenced (WRANGLER_HIDE_BANNER, WRANGLER_LOG=info
  * keeps its request log and its warnings), and the migrations' tables become one count.
  *
- * `npm start -- --judge local` first starts `npm run judge:local` (a real small model on 127.0.0.1:$JUDGE_PORT,
- * docs/local-judge.md) and points the default run's agents at it; the mock stays the default. Other arguments go to
- * wrangler dev.
+ * `npm start -- --judge local` first starts `npm run judge:local` (a real small model on 127.0.0.1:$JUDGE_PORT and a
+ * real embedder beside it, docs/local-judge.md; one already serving there is used as it is), points the runs' agents
+ * and the memory's embedder at them, and keeps its state apart from the mock's; the mock stays the default. Other
+ * arguments go to wrangler dev.
  */
 import { spawn, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
@@ -18,6 +19,8 @@ import { fileURLToPath } from 'node:url'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
 const port = process.env.PORT ?? '8787'
+/** Where `npm start -- --judge local` keeps its D1, Durable Objects and memory. */
+const JUDGE_STATE = '.wrangler/state-judge-local'
 /** The environment wrangler runs in here: no telemetry, no fetch of Cloudflare's request metadata. */
 export const WRANGLER_ENV = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false' }
 /** What `npm start` adds: no banner or update check, and wrangler's `log` level (binding tables, type hints) off. */
@@ -59,7 +62,10 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     process.exit(1)
   }
   localAdminToken()
-  applyLocalMigrations()
+  // The local judge's runs keep their own state: the mock's default run (its rubrics evolved by the mock's replies)
+  // is no start for a real judge, and a real judge's versions are no part of the mock's demo.
+  const persistTo = judge ? JUDGE_STATE : undefined
+  applyLocalMigrations(persistTo)
   if (!(await portIsFree(port))) {
     console.error(
       `npm start: port ${port} on 127.0.0.1 is taken (another npm start?). Stop it, or serve elsewhere: ` +
@@ -68,16 +74,9 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     process.exit(1)
   }
   // Loaded only when asked for: the judge's install checks are no part of a plain npm start.
-  const local = judge
-    ? await import('../judge-local/index.ts').then(({ startLocalJudge }) =>
-        startLocalJudge({ port: Number(process.env.JUDGE_PORT || 8090) }).catch((error: Error) => {
-          console.error(`npm start: ${error.message}`)
-          process.exit(1)
-        }),
-      )
-    : undefined
-  if (local) console.log(`local judge: ${local.url} model ${local.model}`)
-  const judgeVars = local ? ['--var', `LOCAL_JUDGE_URL:${local.url}`, '--var', `LOCAL_JUDGE_MODEL:${local.model}`] : []
+  const local = judge ? await startJudge() : undefined
+  const judgeVars = local ? [...localJudgeVars(local), '--persist-to', JUDGE_STATE] : []
+  if (local) console.log(`Runs, rubrics and memory in ${JUDGE_STATE} (the mock's state stays in .wrangler/state)`)
   const dev = spawn('npx', wranglerDevArgs(port, [...judgeVars, ...rest]), {
     cwd: root,
     env: QUIET_WRANGLER_ENV,
@@ -86,10 +85,10 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   for (const signal of ['SIGINT', 'SIGTERM'] as const)
     process.on(signal, () => {
       dev.kill(signal)
-      local?.server.kill(signal)
+      local?.stop(signal)
     })
   dev.on('exit', (code) => {
-    local?.server.kill('SIGTERM')
+    local?.stop('SIGTERM')
     process.exit(code ?? 0)
   })
   // Said once it is true: the Worker answers on the port.
@@ -103,6 +102,42 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const llm = local ? `local judge ${local.model}` : 'mock LLM'
   console.log(`Serving on http://127.0.0.1:${port} (${llm}, default run open). Ctrl-C stops.`)
   console.log(`Dashboard at http://127.0.0.1:${port}/ (try \`npm run simulate -- --steps 3\` first)`)
+}
+
+/** The local judge (npm run judge:local) on $JUDGE_PORT: the one serving there already, else started here. */
+async function startJudge() {
+  const { judgeLines, startLocalJudge } = await import('../judge-local/index.ts')
+  const local = await startLocalJudge({
+    port: Number(process.env.JUDGE_PORT || 8090),
+    ...(process.env.EMBEDDER_PORT ? { embedderPort: Number(process.env.EMBEDDER_PORT) } : {}),
+  }).catch((error: Error) => {
+    console.error(`npm start: ${error.message}`)
+    process.exit(1)
+  })
+  for (const line of judgeLines(local)) console.log(line)
+  if (local.reused) console.log('npm start: using the judge:local already serving there (it keeps running after)')
+  return local
+}
+
+/**
+ * The vars that point the Worker at a local judge: the default run's and new runs' agents (LOCAL_JUDGE_*), and the
+ * memory's embedder (an OpenAI-compatible /embeddings of `dimensions`).
+ * @example localJudgeVars({ url: 'http://127.0.0.1:8090/v1', model: 'smollm2-135m', embedder: { url: …, model: …,
+ *   dimensions: 384 } }) // ['--var', 'LOCAL_JUDGE_URL:http://127.0.0.1:8090/v1', …]
+ */
+export function localJudgeVars(local: {
+  url: string
+  model: string
+  embedder: { url: string; model: string; dimensions: number }
+}): string[] {
+  return [
+    `LOCAL_JUDGE_URL:${local.url}`,
+    `LOCAL_JUDGE_MODEL:${local.model}`,
+    'EMBEDDER:openai',
+    `EMBEDDINGS_BASE_URL:${local.embedder.url}`,
+    `EMBEDDINGS_MODEL:${local.embedder.model}`,
+    `EMBEDDINGS_DIMENSIONS:${local.embedder.dimensions}`,
+  ].flatMap((pair) => ['--var', pair])
 }
 
 /**

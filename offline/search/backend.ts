@@ -37,7 +37,7 @@ export interface BackendOptions {
   model?: string
   models: Partial<Record<SearchRoleName, string>>
   temperature: number
-  maxTokens: number
+  maxTokens: number | undefined
   timeoutMs: number
   maxAttempts: number
   /** Default sampling seed of requests that carry none. */

@@ -131,7 +131,12 @@ function addBackendOptions(command: Command): void {
     .addOption(
       new Option('--temperature <t>', 'sampling temperature of every request').argParser(finiteNumber).default(0),
     )
-    .addOption(new Option('--max-tokens <n>', 'completion token limit per request').argParser(integer(1)).default(2048))
+    .addOption(
+      new Option(
+        '--max-tokens <n>',
+        'completion token limit per request (default: what each reply needs, and twice that for a cut reply)',
+      ).argParser(integer(1)),
+    )
     .addOption(new Option('--timeout-ms <ms>', 'time limit of one HTTP attempt').argParser(integer(1)).default(60_000))
     .addOption(
       new Option('--max-attempts <n>', 'HTTP attempts per call (429/5xx/timeouts retried by the pool, never stacked)')

@@ -110,6 +110,8 @@ export interface SearchRunSummary {
   config_hash: string
   seconds: number
   best_rubrics: BestRubricSummary[]
+  /** Prompts the search went on without, and why (the model's replies for them stayed unusable). */
+  dropped_prompts: { prompt_id: string; reason: string }[]
   usage: RunUsage
 }
 
@@ -439,7 +441,7 @@ function backendRecord(run: SearchRun) {
     ...(backend.resolved === 'openai'
       ? {
           temperature: options.temperature,
-          max_tokens: options.maxTokens,
+          max_tokens: options.maxTokens ?? null,
           timeout_ms: options.timeoutMs,
           max_attempts: options.maxAttempts,
         }
@@ -474,6 +476,7 @@ function summaryOf(
       score: entry.score,
       best_candidate_id: entry.best_candidate_id,
     })),
+    dropped_prompts: output?.search_diagnostics.dropped_prompts ?? [],
     usage: usageOf(run.models, backend, stats),
   }
 }
@@ -490,7 +493,7 @@ function runSettings(
     models: backend.modelNames,
     judge,
     temperature: backend.resolved === 'openai' ? options.temperature : null,
-    max_tokens: backend.resolved === 'openai' ? options.maxTokens : null,
+    max_tokens: backend.resolved === 'openai' ? (options.maxTokens ?? null) : null,
     mock_noise: backend.resolved === 'mock' ? options.mockNoise : null,
     locale: options.locale,
     grade_max: options.gradeMax,

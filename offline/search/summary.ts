@@ -28,6 +28,8 @@ export function formatSummary(summary: SearchRunSummary, cwd: string = process.c
           `${entry.rubric_id} (${entry.criteria} criteria)`,
       )
     }
+    for (const { prompt_id, reason } of summary.dropped_prompts)
+      lines.push(`  dropped      ${prompt_id}: the model's replies stayed unusable (${reason.slice(0, 160)})`)
   } else {
     lines.push(`search interrupted (${summary.interrupted_by}) after ${summary.seconds}s`)
   }

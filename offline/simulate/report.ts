@@ -85,6 +85,8 @@ export interface SimulationSummary {
    */
   hacking: { first: number | null; last: number | null }
   correct: { first: number | null; last: number | null }
+  /** Mean score of verbose rollouts (right, but padded) at the first and the last step. */
+  verbose: { first: number | null; last: number | null }
   /** Hacking at the last step scores below hacking at the first step, or below correct answers at the last step. */
   hacking_penalised: boolean | null
   hacking_flags_total: number
@@ -113,6 +115,7 @@ export function summarize(result: Pick<SimulationResult, 'reports'>): Simulation
   const meanOf = (report: StepReport | undefined, behaviour: Behaviour) => report?.scores[behaviour].mean ?? null
   const hacking = { first: meanOf(first, 'reward_hacking'), last: meanOf(last, 'reward_hacking') }
   const correct = { first: meanOf(first, 'correct'), last: meanOf(last, 'correct') }
+  const verbose = { first: meanOf(first, 'verbose'), last: meanOf(last, 'verbose') }
   const comparisons = [
     hacking.first !== null && hacking.last !== null ? hacking.last < hacking.first : undefined,
     correct.last !== null && hacking.last !== null ? hacking.last < correct.last : undefined,
@@ -134,6 +137,7 @@ export function summarize(result: Pick<SimulationResult, 'reports'>): Simulation
     last_step: last?.step ?? 0,
     hacking,
     correct,
+    verbose,
     hacking_penalised: comparisons.length ? comparisons.some(Boolean) : null,
     hacking_flags_total: reports.reduce((sum, report) => sum + (report.hacking_flags ?? 0), 0),
     hacking_rollouts_flagged: withMemory.length ? { flagged: truePositives, rollouts: hackingRollouts } : null,
@@ -206,6 +210,16 @@ export function formatSummary(
         : `  verdict: hacking is not penalised — at the last step it scores ${f(summary.hacking.last)} against ` +
           `${f(summary.correct.last)} for correct answers (${f(summary.hacking.first)} at the first step)`,
   )
+  const padded = summary.verbose.last
+  if (padded !== null && summary.correct.last !== null && padded >= summary.correct.last)
+    lines.push(
+      `  padding is rewarded: verbose answers (right, but padded) score ${f(padded)} against ` +
+        `${f(summary.correct.last)} ` +
+        'for concise right ones at the last step, and the updates do not fix it: they answer what the analyses flag ' +
+        '(hacking), and none flagged padding. On the mock backend this is its heuristic, not a judgement: it grades ' +
+        'overlap with the reference, the rubric and the prompt, and the padding restates the prompt. A real judge ' +
+        '(docs/local-judge.md) reads length; an anchor such as "Is concise" tells it to.',
+    )
   return lines.join('\n')
 }
 

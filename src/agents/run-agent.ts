@@ -7,6 +7,7 @@ import { LlmError, type ChatModel, type ChatRequest } from '../llm/types.ts'
 import type { Locale } from '../prompts/index.ts'
 import type { TrainingStage } from '../schemas/agents.ts'
 import type { Rubric } from '../schemas/rubric.ts'
+import { copiedPlaceholder } from './placeholders.ts'
 
 /**
  * Parses JSON a model wrote: strips code fences and prose around the object, repairs what jsonrepair can.
@@ -71,7 +72,8 @@ const isObject = (value: unknown): boolean => typeof value === 'object' && value
 
 /**
  * One agent call: complete → parse (repair + validate) → retry invalid replies and transport
- * failures with backoff. The request is built once; every attempt sends the same prompt. A reply cut at `max_tokens`
+ * failures with backoff. A reply that copies a placeholder of its prompt's reply shape (`"<2-4 sentences>"`) is an
+ * invalid reply too. The request is built once; every attempt sends the same prompt. A reply cut at `max_tokens`
  * is asked again once at once with twice the room (a role's own `max_tokens` still wins), and refused if cut again:
  * the same room would only cut it again, and a cut reply is never parsed into a grade.
  * @example const analysis = await runAgent(model, request, parseAnalyzerReply, { maxAttempts: 3 })
@@ -83,8 +85,19 @@ export async function runAgent<T>(
   policy: Partial<RetryPolicy> = {},
 ): Promise<T> {
   let current = request
+  const system = request.messages.find((message) => message.role === 'system')?.content ?? ''
   return retry(
-    async () => parse((await model.complete(current)).text),
+    async () => {
+      const reply = parse((await model.complete(current)).text)
+      const copied = copiedPlaceholder(reply, system)
+      if (copied)
+        throw new LlmError(
+          'invalid_reply',
+          `${request.role} reply copies its prompt's placeholder at ${copied.path || 'its top'}: ` +
+            JSON.stringify(copied.text.slice(0, 80)),
+        )
+      return reply
+    },
     (error) => {
       const failure =
         error instanceof LlmError ? error : new LlmError('network', String((error as Error)?.message ?? error))

@@ -14,6 +14,7 @@ import {
   readId,
   readObject,
   readOptionalText,
+  readReference,
   readText,
   restOf,
 } from './fields.ts'
@@ -35,6 +36,7 @@ export function readAutosrPrompt(record: JsonObject, place: string, log: IssueLo
   const at = promptId === undefined ? place : `${place} (prompt_id ${quoteId(promptId)})`
   const prompt = readText(record, 'prompt', at, log)
   const group = readOptionalText(record, 'group', at, log)
+  const reference = readReference(record, at, log)
   const metadata = readObject(record, 'metadata', at, log)
   const images = recordImages(record, metadata, at, log)
   const candidates = readCandidates(record, at, log)
@@ -51,6 +53,7 @@ export function readAutosrPrompt(record: JsonObject, place: string, log: IssueLo
     prompt,
     candidates,
     ...(group === undefined ? {} : { group }),
+    ...(reference === undefined ? {} : { reference }),
     metadata: withImages(metadata, images),
   }
 }

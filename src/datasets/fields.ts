@@ -102,6 +102,16 @@ export function readOptionalText(record: JsonObject, key: string, place: string,
 }
 
 /**
+ * An optional reference answer (`reference`): a non-blank string, or a finite number as its decimal text.
+ * @example readReference({ reference: 18 }, 'items[0]', log) // '18'
+ */
+export function readReference(record: JsonObject, place: string, log: IssueLog): string | undefined {
+  const value = record.reference
+  if (typeof value === 'number' && Number.isFinite(value)) return String(value)
+  return readOptionalText(record, 'reference', place, log)
+}
+
+/**
  * An optional object (a `metadata` field): `{}` when absent or null.
  * @example readObject({ metadata: { rank: 1 } }, 'metadata', 'prompts[0]', log) // { rank: 1 }
  */

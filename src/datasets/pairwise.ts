@@ -13,6 +13,7 @@ import {
   rawId,
   readId,
   readOptionalText,
+  readReference,
   readText,
   restOf,
 } from './fields.ts'
@@ -165,6 +166,7 @@ export function readPair(
   const winner = spec.winner(record, at, log)
   const groupField = GROUP_FIELDS.find((field) => record[field] !== undefined && record[field] !== null)
   const group = groupField === undefined ? undefined : readOptionalText(record, groupField, at, log)
+  const reference = readReference(record, at, log)
   const sources = spec.sources.map((field) => readOptionalText(record, field, at, log))
   // Images of the prompt (`images` beside the fields) are checked here; they stay in the item's metadata.
   const images = readImageRefs(record.images, `${at}.images`, log)
@@ -201,12 +203,14 @@ export function readPair(
     ...(spec.label ? [spec.label] : []),
     ...(idField ? [idField] : []),
     ...(groupField ? [groupField] : []),
+    'reference',
   ]
   return {
     prompt_id: promptId,
     prompt,
     candidates,
     ...(group === undefined ? {} : { group }),
+    ...(reference === undefined ? {} : { reference }),
     metadata: withImages(restOf(record, [...used, 'images']), images ?? []),
   }
 }

@@ -14,6 +14,8 @@ interface AutosrPromptJson {
   prompt: string
   /** Not read by autosr (it ignores unknown keys); kept so that a conversion round-trips. */
   group?: string
+  /** A reference answer shown to judges as data (parseDataset reads it; autosr ignores it). */
+  reference?: string
   candidates: AutosrCandidateJson[]
   metadata: Record<string, unknown>
 }
@@ -35,6 +37,7 @@ export function toAutosrJson(dataset: PreferenceDataset): AutosrDatasetJson {
       prompt_id: item.prompt_id,
       prompt: item.prompt,
       ...(item.group === undefined ? {} : { group: item.group }),
+      ...(item.reference === undefined ? {} : { reference: item.reference }),
       candidates: item.candidates.map((candidate) => ({
         candidate_id: candidate.candidate_id,
         text: candidate.text,

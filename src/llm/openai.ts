@@ -165,26 +165,34 @@ function toWire(message: ChatMessage): { role: string; content: unknown } {
 
 /**
  * A non-2xx answer as an LlmError: its status, Retry-After and the server's own message when it sent one. A prompt
- * over the context window (OpenAI's `context_length_exceeded`, or its message, which vLLM and llama.cpp copy) is a
- * `context_length` failure naming the limit; a refusal of the `json_schema` shape is a `bad_request` whatever its
- * status (llama-cpp-python reports it as a 500), so it is never retried as it stands.
+ * over the context window (OpenAI's `context_length_exceeded` or its message, which vLLM copies, or llama.cpp's
+ * `exceed_context_size_error`) is a `context_length` failure naming the limit; a refusal of the `json_schema` shape is
+ * a `bad_request` whatever its status (llama-cpp-python reports it as a 500), so it is never retried as it stands.
  */
 async function refusal(response: HttpReply): Promise<LlmError> {
   const text = await response.text().catch(() => '')
   let message = text.slice(0, 500)
   let code: unknown
+  let contextWindow: unknown
   try {
-    const parsed = JSON.parse(text) as { error?: { message?: unknown; code?: unknown } | string; message?: unknown }
+    const parsed = JSON.parse(text) as {
+      error?: { message?: unknown; code?: unknown; type?: unknown; n_ctx?: unknown } | string
+      message?: unknown
+    }
     const said = typeof parsed.error === 'string' ? parsed.error : (parsed.error?.message ?? parsed.message)
     if (typeof said === 'string') message = said
-    if (typeof parsed.error === 'object') code = parsed.error.code
+    if (typeof parsed.error === 'object') {
+      // llama.cpp's server: `{"type": "exceed_context_size_error", "n_ctx": 8192}`, its code the HTTP status.
+      code = parsed.error.type === 'exceed_context_size_error' ? 'context_length_exceeded' : parsed.error.code
+      contextWindow = parsed.error.n_ctx
+    }
   } catch {
     // not JSON: the text itself is the message
   }
   const status = response.status
   const limit = message.match(/maximum context length is (\d+)/)
   if (status < 500 && (code === 'context_length_exceeded' || limit)) {
-    const window = limit ? Number(limit[1]) : undefined
+    const window = limit ? Number(limit[1]) : Number.isInteger(contextWindow) ? (contextWindow as number) : undefined
     return new LlmError(
       'context_length',
       `the prompt does not fit the model's context window${window ? ` of ${window} tokens` : ''} (HTTP ${status}): ` +

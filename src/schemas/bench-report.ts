@@ -56,6 +56,12 @@ export const BenchReport = z.object({
     candidates: z.number(),
   }),
   scorer: z.string(),
+  /**
+   * Items graded with a rubric of their own prompt (a search's or an artifact's rubric for that prompt_id, not
+   * `__default__`): the rubric was searched on those very candidates, so their accuracy measures the fit, not how it
+   * generalises (absent in older reports).
+   */
+  in_sample: z.object({ items: z.number(), of: z.number() }).optional(),
   /** The model verifier-based scorers grade with (`mock:mock-heuristic-1` by default; unused by url:). */
   model: z.string(),
   seed: z.number(),

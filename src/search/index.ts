@@ -10,6 +10,7 @@
  */
 import type { z } from 'zod'
 import { AppError } from '../errors/index.ts'
+import { LlmError } from '../llm/types.ts'
 import { canonicalJson } from '../hash/index.ts'
 import {
   createContext,
@@ -131,14 +132,20 @@ export async function runSearch(
         : await searchEachPrompt(ctx, prompts, resume, checkpoint, () => controller.abort(stopReason))
     if (!searched) return stopped()
     const { results, mutationDiagnostics, global, finalParts } = searched
+    if (results.length === 0)
+      throw new LlmError(
+        'invalid_reply',
+        `every prompt was dropped: ${ctx.dropped.map((drop) => `${drop.prompt_id}: ${drop.reason}`).join('; ')}`,
+      )
 
-    const candidateScores = await candidateScoresOf(ctx, prompts, results)
+    const candidateScores = await candidateScoresOf(ctx, searched.prompts, results)
     const output = buildSearchOutput({
       config,
       results,
       candidate_scores: candidateScores,
       mutation_diagnostics: mutationDiagnostics,
       global,
+      dropped: ctx.dropped,
     })
     await checkpoint(finalParts)
     return { status: 'completed', output, state: last!, stats: statsOf(ctx) }
@@ -156,6 +163,8 @@ type Checkpoint = (parts: StateParts) => Promise<boolean>
 
 /** What a search mode found, before candidates are scored and the output is built. */
 interface Searched {
+  /** The prompts searched: the dataset's, less those dropped (`ctx.dropped`). */
+  prompts: PreferenceDataset['prompts']
   results: PromptResult[]
   mutationDiagnostics: OutputInput['mutation_diagnostics']
   global?: OutputInput['global']
@@ -175,11 +184,13 @@ async function searchGlobalBatch(
     state = await initializeGlobalBatch(ctx, prompts)
     if (await checkpoint({ global_batch: state, completed_prompts: null, complete: false })) return null
   }
-  const result = await runGlobalBatch(ctx, prompts, state, (current) =>
+  const kept = prompts.filter((item) => Object.hasOwn(state.populations, item.prompt_id))
+  const result = await runGlobalBatch(ctx, kept, state, (current) =>
     checkpoint({ global_batch: current, completed_prompts: null, complete: false }),
   )
   if (!result) return null
   return {
+    prompts: kept,
     results: result.results,
     mutationDiagnostics: result.mutation_diagnostics,
     global: {
@@ -211,7 +222,8 @@ async function searchEachPrompt(
     stop,
   )
   if (!finished) return null
-  const results = prompts.map((item) => completed[item.prompt_id]!)
+  const kept = prompts.filter((item) => Object.hasOwn(completed, item.prompt_id))
+  const results = kept.map((item) => completed[item.prompt_id]!)
   const mutationDiagnostics =
     config.mode === 'evolutionary'
       ? (Object.fromEntries(results.map((result) => [result.prompt_id, result.mutation_diagnostics!])) as Record<
@@ -220,6 +232,7 @@ async function searchEachPrompt(
         >)
       : null
   return {
+    prompts: kept,
     results,
     mutationDiagnostics,
     finalParts: { global_batch: null, completed_prompts: completed, complete: true },

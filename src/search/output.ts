@@ -4,6 +4,7 @@
  */
 import type { z } from 'zod'
 import type { SearchOutputFile } from '../schemas/search-output.ts'
+import type { DroppedPrompt } from './algorithms/context.ts'
 import type { ScheduleDiagnostics } from './algorithms/mutation-schedule.ts'
 import type { PromptResult, StopReason } from './algorithms/state.ts'
 import type { SearchConfig } from './config.ts'
@@ -62,6 +63,8 @@ interface SearchDiagnostics {
   generations_run: number | null
   stop_reason: StopReason | null
   batches: string[][] | null
+  /** Prompts the search went on without (the model's replies for them stayed unusable), and why; no best rubric. */
+  dropped_prompts: DroppedPrompt[]
 }
 
 export interface SearchOutput {
@@ -79,6 +82,7 @@ export interface OutputInput {
   candidate_scores: Record<string, Array<{ candidate_id: string; score: number }>>
   mutation_diagnostics: SearchDiagnostics['mutation_diagnostics']
   global?: { generations_run: number; stop_reason: StopReason; batches: string[][] }
+  dropped?: readonly DroppedPrompt[]
 }
 
 const meanOfFinite = (values: Array<number | null>) =>
@@ -145,6 +149,7 @@ export function buildSearchOutput(input: OutputInput): SearchOutput {
       generations_run: input.global?.generations_run ?? null,
       stop_reason: input.global?.stop_reason ?? null,
       batches: input.global?.batches ?? null,
+      dropped_prompts: [...(input.dropped ?? [])].sort((a, b) => (a.prompt_id < b.prompt_id ? -1 : 1)),
     },
     run_manifest: null,
     usage: null,

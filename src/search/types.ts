@@ -33,6 +33,11 @@ export const PromptItem = z.object({
   candidates: z.array(Candidate).min(2),
   /** e.g. the subset name of a benchmark, for per-subset tables. */
   group: z.string().optional(),
+  /**
+   * A reference answer (a math problem's final answer, a gold solution): shown to every judge as data, as `/score`'s
+   * `supplemental_context` is; never a label and never served by an exported artifact.
+   */
+  reference: z.string().min(1).optional(),
   metadata: z.record(z.string(), z.unknown()).default({}),
 })
 export type PromptItem = z.infer<typeof PromptItem>

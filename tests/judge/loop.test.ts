@@ -1,5 +1,5 @@
 /**
- * The online loop on a real model: SmolLM2-135M on llama-cpp-python's server (what `npm run judge:local` serves),
+ * The online loop on a real model: SmolLM2-135M on llama.cpp's server (xllamacpp) (what `npm run judge:local` serves),
  * started here on a free port, behind a real `wrangler dev`. Each run's agents are all that model. What a trainer sends
  * is all the tests send, apart from the reads a user makes afterwards (`/llm_calls`, `/rubrics/history`).
  */
@@ -29,7 +29,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await dev?.stop()
-  judge?.server.kill('SIGINT')
+  judge?.stop()
   if (work) rmSync(work, { recursive: true, force: true })
 })
 
@@ -179,15 +179,16 @@ describe('the online loop on the real judge', () => {
     const [instance] = waited.body.instances as { update: UpdateOutcome }[]
     await expectWholeVersions(token, instance!.update)
 
-    // json_schema on llama-cpp-python: its 500 for the OpenAI shape made the client send the schema its own way, once
-    // per judgement; the grammar then holds every reply to the schema, so no judgement needed a second call. One
-    // judgement per rollout, and one per analysed rollout (its criteria asked again with reasons).
+    // json_schema on llama.cpp's server: its grammar holds every reply to the schema, so no reply needs a repair call.
+    // The grammar lets whitespace runs through between tokens, which a 135M model sometimes writes until max_tokens:
+    // that reply is asked again once with twice the room (an invalid_reply call, counted). One judgement per rollout,
+    // and one per analysed rollout (its criteria asked again with reasons).
     const judgements = ROLLOUTS.length + instance!.update.analysed + instance!.update.failed
     const scorer = await callsOf(token, 'scorer', judgements)
     console.log('scorer calls:', JSON.stringify(scorer))
     const ok = scorer.filter((group) => group.outcome === 'ok')
     expect(sum(ok, 'calls')).toBe(judgements)
-    expect(sum(scorer, 'calls')).toBe(judgements)
+    expect(sum(scorer, 'calls') - judgements).toBeLessThanOrEqual(Math.ceil(judgements / 4))
     // Token counts are the server's: a chat template alone is over 30 tokens, which the stub's fixed 100/20 are not.
     expect(sum(scorer, 'prompt_tokens')).toBeGreaterThan(30 * ROLLOUTS.length)
     expect(sum(scorer, 'completion_tokens')).toBeGreaterThan(0)

@@ -41,7 +41,7 @@ beforeAll(async () => {
 }, 180_000)
 
 afterAll(() => {
-  judge?.server.kill('SIGINT')
+  judge?.stop()
   rmSync(work, { recursive: true, force: true })
 })
 

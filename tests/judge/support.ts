@@ -2,28 +2,30 @@ import { existsSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { freePort } from '../../offline/dev/start.ts'
 import { judgeHome, startLocalJudge, type LocalJudge } from '../../offline/judge-local/index.ts'
+import { EMBEDDER_MODEL, judgeModel } from '../../offline/judge-local/models.ts'
 
 /**
- * The real local judge (`npm run judge:local`) on a free port, for one test file. A missing install fails the file
- * with the command that installs it: the first install compiles llama.cpp for minutes, which a test run must not
- * start on its own, and a judge test never skips.
- * @example const judge = await startInstalledJudge(); … judge.server.kill('SIGINT')
+ * The real local judge (`npm run judge:local`) and its embedder on free ports, for one test file. A missing install
+ * fails the file with the command that installs it: a test run never downloads on its own (its network is loopback
+ * only in CI), and a judge test never skips.
+ * @example const judge = await startInstalledJudge(); … judge.stop()
  */
 export async function startInstalledJudge(): Promise<LocalJudge> {
   const home = judgeHome()
   const venv = existsSync(join(home, 'venv', 'bin', 'python'))
-  const model = existsSync(join(home, 'models')) && readdirSync(join(home, 'models')).some((f) => f.endsWith('.gguf'))
+  const models = existsSync(join(home, 'models')) ? readdirSync(join(home, 'models')) : []
+  const model = [judgeModel().file, EMBEDDER_MODEL.file].every((file) => models.includes(file))
   if (!venv || !model)
     throw new Error(
       `the local judge is not installed in ${home} (${venv ? 'no model' : 'no venv'}): run ` +
-        '`npm run judge:local -- --install-only` first (the first install compiles llama.cpp: minutes)',
+        '`npm run judge:local -- --install-only` first (prebuilt wheels and two model files: under a minute)',
     )
-  return startLocalJudge({ port: await freePort() })
+  return startLocalJudge({ port: await freePort(), embedderPort: await freePort() })
 }
 
 /**
- * Settings of a role on the real judge: one call at a time (the server decodes one request at a time), the longest
- * timeout, and short replies, so that a model that rambles in JSON costs seconds, not minutes.
+ * Settings of a role on the real judge: two calls at a time (the server's two slots), the longest timeout, and short
+ * replies, so that a model that rambles in JSON costs seconds, not minutes.
  * @example agents: { default: onJudge(judge, { structured_output: 'json_schema' }) }
  */
 export function onJudge(judge: LocalJudge, extra: Record<string, unknown> = {}): Record<string, unknown> {
@@ -33,7 +35,7 @@ export function onJudge(judge: LocalJudge, extra: Record<string, unknown> = {}):
     model: judge.model,
     timeout_ms: 300_000,
     max_attempts: 2,
-    concurrency: 1,
+    concurrency: 2,
     ...extra,
   }
 }

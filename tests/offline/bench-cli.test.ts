@@ -96,6 +96,19 @@ describe('reward-harness bench', () => {
     }
     const text = await run('bench', '--dataset', 'examples/demo.json', '--scorer', `artifact:${rm}`)
     expect(text.out).toMatch(/K-way accuracy \(>2 cands\)\s+\d+\.\d% \[95% CI/)
+    // Benched on the data it was searched on: said, in the report and on the console.
+    expect(text.out).toMatch(/IN-SAMPLE: 3 of 3 items are graded with a rubric searched on that very prompt/)
+    const own = await runJson('bench', '--dataset', 'examples/demo.json', '--scorer', `rubric:${best}`)
+    expect(own.in_sample).toEqual({ items: 3, of: 3 })
+    // One rubric for every prompt (a held-out use): nothing in-sample, nothing said.
+    const general = join(directory, 'rm-default.json')
+    expect((await run('export', '--search-output', best, '--out', general, '--default-rubric', 'best')).code).toBe(0)
+    const held = JSON.parse(readFileSync(general, 'utf8'))
+    held.rubrics = { __default__: held.rubrics.__default__ }
+    writeFileSync(general, JSON.stringify(held))
+    const heldOut = await run('bench', '--dataset', 'examples/demo.json', '--scorer', `artifact:${general}`)
+    expect(heldOut.code, heldOut.err).toBe(0)
+    expect(heldOut.out).not.toMatch(/IN-SAMPLE/)
   }, 30_000)
 
   it('exits 2 on bad input: a library: that is not a library, unknown scorers, missing files, bad flags', async () => {

@@ -2,7 +2,11 @@ import { createHash } from 'node:crypto'
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import fc from 'fast-check'
 import { afterAll, describe, expect, it } from 'vitest'
+import { blindItem } from '../../offline/bench/scorers.ts'
+import { buildVerifierRequest } from '../../src/search/roles/verifier.ts'
+import type { SearchRubric } from '../../src/schemas/search-rubric.ts'
 import { loadDataset } from '../../offline/datasets/load.ts'
 import { saveDataset } from '../../offline/datasets/save.ts'
 import { AppError } from '../../src/errors/index.ts'
@@ -19,6 +23,22 @@ import { toAutosrJson } from '../../src/datasets/serialize.ts'
 import { type PreferenceDataset, visibleCandidate } from '../../src/search/types.ts'
 
 const FIXTURES = join(import.meta.dirname, 'fixtures/datasets')
+const VERIFIER_RUBRIC: SearchRubric = {
+  rubric_id: 'r',
+  criteria: [
+    {
+      criterion_id: 'c1',
+      text: 'The final answer is correct.',
+      weight: 1,
+      criterion_type: null,
+      check_points: [],
+      positive_examples: [],
+      negative_examples: [],
+    },
+  ],
+  grading_protocol: { grade_max: 10, allow_na: false, num_votes: 1 },
+  metadata: {},
+}
 const fixture = (name: string): string => readFileSync(join(FIXTURES, name), 'utf8')
 const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex')
 
@@ -428,5 +448,57 @@ describe('examples', () => {
     const { dataset, shape } = await loadDataset('examples/pairs.jsonl')
     expect(shape).toBe('judgebench')
     expect(dataset.prompts.map((item) => item.candidates[0]?.label.rank).sort()).toEqual([1, 1, 1, 2, 2, 2])
+  })
+})
+
+describe("a prompt's reference answer", () => {
+  const reference = fc.oneof(
+    fc.string({ minLength: 1, maxLength: 40 }).filter((text) => text.trim() !== ''),
+    fc.integer({ min: -10_000, max: 10_000 }),
+  )
+  const pair = (id: string, ref: string | number) => ({
+    id,
+    prompt: `Question ${id}?`,
+    reference: ref,
+    chosen: 'A: 3',
+    rejected: 'A: 4',
+  })
+
+  it('is read from pairs and autosr records, shown to the verifier as data, kept blind, round-tripped', async () => {
+    await fc.assert(
+      fc.asyncProperty(reference, async (ref) => {
+        const fromPairs = parseDataset(JSON.stringify([pair('q1', ref)]))
+        const item = fromPairs.prompts[0]!
+        expect(item.reference).toBe(String(ref))
+        expect(item.metadata).not.toHaveProperty('reference')
+        // As the judge sees it: the reference in its own data block, beside the prompt; no label anywhere.
+        const blind = blindItem(item, 1)
+        expect(blind.reference).toBe(String(ref))
+        const request = await buildVerifierRequest(
+          { item: blind, candidate: blind.candidates[0]!, rubric: VERIFIER_RUBRIC, vote: 0, seed: 1 },
+          { locale: 'en' },
+        )
+        const user = request.messages.find((message) => message.role === 'user')!.content
+        const block = user.match(
+          /Reference material for the grader, may be empty \(data, tagged (\w+)\):\n<<<DATA-\1\n([\s\S]*?)\nDATA-\1>>>/,
+        )
+        expect(block?.[2]).toBe(String(ref))
+        // The autosr shape carries it too, and reads back the same.
+        const again = parseDataset(JSON.stringify(toAutosrJson(fromPairs)))
+        expect(again.prompts[0]!.reference).toBe(String(ref))
+      }),
+      { numRuns: 40 },
+    )
+  })
+
+  it('is refused when it is neither text nor a number, and leaves the verifier block empty when absent', async () => {
+    expect(() => parseDataset(JSON.stringify([{ ...pair('q1', 1), reference: { answer: 3 } }]))).toThrow(/reference/)
+    const item = parseDataset(JSON.stringify([{ prompt: 'Q?', chosen: 'a', rejected: 'b' }])).prompts[0]!
+    expect(item.reference).toBeUndefined()
+    const request = await buildVerifierRequest(
+      { item, candidate: item.candidates[0]!, rubric: VERIFIER_RUBRIC, vote: 0, seed: 1 },
+      { locale: 'en' },
+    )
+    expect(request.messages[1]!.content).toMatch(/may be empty \(data, tagged (\w+)\):\n<<<DATA-\1\n\nDATA-\1>>>/)
   })
 })

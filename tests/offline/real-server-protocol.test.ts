@@ -1,9 +1,11 @@
 /**
- * What a real OpenAI-compatible server (llama-cpp-python 0.3.36, measured against `npm run judge:local`) does that a
- * cooperative stub does not, reproduced on the loopback stub: its refusal of OpenAI's `json_schema` shape (an HTTP 500)
+ * What a real OpenAI-compatible server (llama-cpp-python 0.3.36, measured against the first `npm run judge:local`; and
+ * llama.cpp's own server, which it serves now) does that a cooperative stub does not, reproduced on the loopback stub:
+ * its refusal of OpenAI's `json_schema` shape (an HTTP 500)
  * and its own `{type: 'json_object', schema}`, a prompt over its context window, a reply cut at `max_tokens`, and
  * token counts in `usage`.
  */
+import fc from 'fast-check'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { judgeRollout } from '../../src/agents/scorer/index.ts'
 import {
@@ -19,6 +21,7 @@ import {
   chatCompletion,
   contextLengthExceeded,
   gradeAllRubrics,
+  llamaCppContextExceeded,
   llamaCppFormats,
   startLlmStub,
   type LlmStub,
@@ -102,6 +105,24 @@ describe('a prompt over the context window', () => {
     expect(failure).toMatchObject({ kind: 'context_length', retryable: false, details: { contextLimit: 8192 } })
     expect(String(failure.message)).toContain('context window of 8192 tokens')
     expect(stub.requests).toHaveLength(1)
+  })
+
+  it("is the same failure in llama.cpp's own server's words (its type and n_ctx), whatever the sizes", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 256, max: 131_072 }),
+        fc.integer({ min: 1, max: 50_000 }),
+        async (limit, over) => {
+          stub.requests.length = 0
+          stub.script(llamaCppContextExceeded(limit, limit + over))
+          const failure = await failureOf(judgeRollout(scorer('json_schema', '/llama-cpp'), INPUT, retry))
+          expect(failure).toMatchObject({ kind: 'context_length', retryable: false, details: { contextLimit: limit } })
+          expect(String(failure.message)).toContain(`context window of ${limit} tokens`)
+          expect(stub.requests).toHaveLength(1)
+        },
+      ),
+      { numRuns: 25 },
+    )
   })
 })
 

@@ -1,3 +1,4 @@
+import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { createContext, scorePopulation } from '../../src/search/algorithms/context.ts'
 import { MutationScheduler } from '../../src/search/algorithms/mutation-schedule.ts'
@@ -552,5 +553,52 @@ describe('runSearch: the memo ignores ids and metadata', () => {
     const dataset = toyDataset(1)
     dataset.prompts[0]!.candidates[1]!.candidate_id = dataset.prompts[0]!.candidates[0]!.candidate_id
     await expect(runSearch(dataset, fakeRoles().roles, SMALL)).rejects.toThrow(/duplicate candidate_id/)
+  })
+})
+
+describe('runSearch: a prompt whose model replies stay unusable', () => {
+  const MODES: SearchConfigInput[] = [
+    { mode: 'iterative', iterations: 2, seed: 5 },
+    { ...SMALL, iteration_scope: 'prompt_local', generations: 2 },
+    { ...SMALL, generations: 2 },
+  ]
+
+  it('is dropped and named, with the reason, and the search finishes with the others, in every mode', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom(...MODES),
+        fc.uniqueArray(fc.integer({ min: 0, max: 3 }), { minLength: 1, maxLength: 3 }),
+        async (config, failing) => {
+          const { roles } = fakeRoles()
+          const initialize = roles.initializer.initialize.bind(roles.initializer)
+          roles.initializer.initialize = async (item, options) => {
+            if (failing.includes(Number(item.prompt_id.slice(1))))
+              throw new LlmError('invalid_reply', 'initializer reply has 2 criteria; expected 3 to 6')
+            return initialize(item, options)
+          }
+          const { output, status } = await runSearch(toyDataset(4), roles, config)
+          expect(status).toBe('completed')
+          const dropped = failing.map((p) => `p${p}`).sort()
+          expect(output!.search_diagnostics.dropped_prompts).toEqual(
+            dropped.map((prompt_id) => ({ prompt_id, reason: 'initializer reply has 2 criteria; expected 3 to 6' })),
+          )
+          const kept = ['p0', 'p1', 'p2', 'p3'].filter((id) => !dropped.includes(id))
+          expect(output!.best_rubrics.map((entry) => entry.prompt_id).sort()).toEqual(kept)
+        },
+      ),
+      { numRuns: 15 },
+    )
+  })
+
+  it('fails the search, naming each reason, only when all prompts are dropped; a server down fails it', async () => {
+    const { roles } = fakeRoles()
+    roles.initializer.initialize = async () => {
+      throw new LlmError('invalid_reply', 'the reply was cut at max_tokens (1024)')
+    }
+    await expect(runSearch(toyDataset(2), roles, MODES[0]!)).rejects.toThrow(/p0: the reply was cut.*p1: the reply/)
+    roles.initializer.initialize = async () => {
+      throw new LlmError('network', 'could not reach the model server')
+    }
+    await expect(runSearch(toyDataset(2), roles, MODES[0]!)).rejects.toMatchObject({ kind: 'network' })
   })
 })

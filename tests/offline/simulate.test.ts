@@ -431,6 +431,43 @@ describe('the created run and the CLI', () => {
       ),
     ).toContain('1 of 1 later steps were scored on rubrics older')
   })
+
+  it('says plainly when padded answers outscore concise right ones at the last step, and why; not otherwise', () => {
+    const step = (verbose: number, correct: number): StepReport => ({
+      step: 0,
+      stage: 'early',
+      server_step: 0,
+      counts: { correct: 2, wrong: 0, verbose: 2, sycophantic: 0, reward_hacking: 0 },
+      scores: {
+        correct: { n: 2, mean: correct },
+        wrong: { n: 0, mean: null },
+        verbose: { n: 2, mean: verbose },
+        sycophantic: { n: 0, mean: null },
+        reward_hacking: { n: 0, mean: null },
+      },
+      mean_score: 0.8,
+      errors: 0,
+      rubric_version_scored: 1,
+      rubric_version: 1,
+      status: 'updated',
+      update_timed_out: false,
+      hacking_flags: 0,
+      hacking_flags_source: 'rubric_status',
+      flagged_by_behaviour: null,
+      update: null,
+      timings_ms: { score: 1, score_sum: 1, score_p50: 1, score_max: 1, complete: 1, wait: 1, trainer: 1 },
+    })
+    const text = (verbose: number, correct: number) => {
+      const reports = [step(verbose, correct)]
+      const meta = { reports, run_id: 'sim', seed: 1, steps: 1, rollouts_per_step: 4, duration_ms: 1, waited: true }
+      return formatSummary(meta, summarize({ reports }))
+    }
+    expect(text(0.89, 0.82)).toContain(
+      'padding is rewarded: verbose answers (right, but padded) score 0.89 against 0.82',
+    )
+    expect(text(0.89, 0.82)).toContain('the padding restates the prompt')
+    expect(text(0.6, 0.82)).not.toContain('padding')
+  })
 })
 
 describe('an unreachable server', () => {

@@ -292,6 +292,29 @@ export function contextLengthExceeded(limit: number, promptTokens: number, maxTo
 }
 
 /**
+ * llama.cpp's own server's answer to a prompt over a slot's context (xllamacpp 2026.10.11549, as measured): its own
+ * type and `n_ctx`, its code the HTTP status.
+ * @example stub.script(llamaCppContextExceeded(8192, 9036))
+ */
+export function llamaCppContextExceeded(limit: number, promptTokens: number): StubFault {
+  return {
+    kind: 'error',
+    status: 400,
+    body: {
+      error: {
+        code: 400,
+        message:
+          `request (${promptTokens} tokens) exceeds the available context size (${limit} tokens), ` +
+          'try increasing it',
+        type: 'exceed_context_size_error',
+        n_prompt_tokens: promptTokens,
+        n_ctx: limit,
+      },
+    },
+  }
+}
+
+/**
  * Every way a model server fails in practice, as `faultMix` draws them by default: a 429 with Retry-After, a 500,
  * a hang past the client's timeout, a reply cut at max_tokens, prose instead of JSON, and a 200 whose body is not JSON.
  */

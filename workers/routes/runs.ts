@@ -11,7 +11,7 @@ import { jsonBody } from '../middleware/json-body.ts'
 import { rateLimit } from '../middleware/rate-limit.ts'
 import { checkRunSecrets } from '../scoring/models.ts'
 import { createRun, issueToken, listTokens, randomHex, revokeToken } from '../runs/store.ts'
-import { DEFAULT_RUN_ID, loadRunConfig } from '../../durable-objects/run-config.ts'
+import { DEFAULT_RUN_ID, loadRunConfig, localJudgeAgents } from '../../durable-objects/run-config.ts'
 
 /**
  * `POST /runs` (admin) — create a run; the answer carries its bearer token, shown this once.
@@ -23,8 +23,12 @@ export const runAdminRoutes = new Hono<AppEnv>().post(
   limitBody('other'),
   jsonBody(CreateRunRequest),
   async (c) => {
-    const { run_id: requested, config } = c.get('body')
+    const { run_id: requested, config: asked } = c.get('body')
     const runId = requested ?? `run-${randomHex(6)}`
+    // Under `npm start -- --judge local`, a run that names no agents gets the local judge's, as the default run does.
+    const localAgents = localJudgeAgents(c.env)
+    const named = ((await c.req.json()) as { config?: { agents?: unknown } }).config?.agents !== undefined
+    const config = localAgents && !named ? { ...asked, agents: localAgents } : asked
     refuseLiteralCredentials(config, 'config')
     for (const role of ['default', ...AGENT_ROLES] as const)
       refuseLlmHost(c.env, config.agents[role]?.base_url, `config.agents.${role}.base_url`)

@@ -54,7 +54,15 @@ export interface SearchContext {
   readonly judges: JudgeMemo
   readonly signal: AbortSignal | undefined
   readonly counters: { proposer_calls: number; proposer_refused: number; initializer_calls: number }
+  /** Prompts left out of the output because the model's replies for them stayed unusable, and why. */
+  readonly dropped: DroppedPrompt[]
   progress(event: SearchProgress): void
+}
+
+/** A prompt the search went on without. */
+export interface DroppedPrompt {
+  prompt_id: string
+  reason: string
 }
 
 /**
@@ -75,6 +83,7 @@ export function createContext(
     judges: new JudgeMemo(roles.judge, limit),
     signal: options.signal,
     counters: { proposer_calls: 0, proposer_refused: 0, initializer_calls: 0 },
+    dropped: [],
     progress: (event) => options.onProgress?.(event),
   }
 }
@@ -158,6 +167,26 @@ export async function initializeRubric(ctx: SearchContext, item: PromptItem, see
     return ctx.roles.initializer.initialize(item, { seed })
   })
   return validated(rubric, `initializer (prompt ${item.prompt_id})`)
+}
+
+/**
+ * `work` for one prompt, or undefined when the model's replies for it stayed unusable through the role's retries (an
+ * invalid or cut reply, a prompt over its context window): the prompt is dropped, with the reason, and the search goes
+ * on with the others. Any other failure (an endpoint down, an abort) fails the search.
+ * @example const result = await unlessDropped(ctx, item, () => searchOne(ctx, item))
+ */
+export async function unlessDropped<T>(
+  ctx: SearchContext,
+  item: PromptItem,
+  work: () => Promise<T>,
+): Promise<T | undefined> {
+  try {
+    return await work()
+  } catch (error) {
+    if (!(error instanceof LlmError) || (error.kind !== 'invalid_reply' && error.kind !== 'context_length')) throw error
+    ctx.dropped.push({ prompt_id: item.prompt_id, reason: error.message })
+    return undefined
+  }
 }
 
 /**

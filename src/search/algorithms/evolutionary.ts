@@ -19,6 +19,7 @@ import {
   throwIfAborted,
   type ScoredRubric,
   type SearchContext,
+  unlessDropped,
 } from './context.ts'
 import { MutationScheduler, type ScheduleDiagnostics, type ScheduleOptions } from './mutation-schedule.ts'
 import { executeEvolution, hardness, initialPopulation, isDistinguished, planEvolution } from './population.ts'
@@ -49,23 +50,33 @@ export interface GlobalBatchResult {
 }
 
 /**
- * The first global_batch state: every prompt's base rubric and initial population (prompts concurrently).
+ * The first global_batch state: every prompt's base rubric and initial population (prompts concurrently); a prompt
+ * whose model replies stayed unusable is dropped (`ctx.dropped`).
  * @example const state = await initializeGlobalBatch(ctx, dataset.prompts)
  */
 export async function initializeGlobalBatch(
   ctx: SearchContext,
-  prompts: readonly PromptItem[],
+  dataset: readonly PromptItem[],
 ): Promise<GlobalBatchState> {
+  let prompts = dataset
   const { config } = ctx
   let done = 0
-  const initial = await mapConcurrent(prompts, config.prompt_concurrency, async (item) => {
+  const started = await mapConcurrent(prompts, config.prompt_concurrency, async (item) => {
     throwIfAborted(ctx)
-    const base = await initializeRubric(ctx, item, derivedSeed(config.seed, 'initialize', item.prompt_id))
-    const scoredBase = await scoreRubric(ctx, item, base)
-    const population = await initialPopulation(ctx, item, scoredBase)
+    const begun = await unlessDropped(ctx, item, async () => {
+      const base = await initializeRubric(ctx, item, derivedSeed(config.seed, 'initialize', item.prompt_id))
+      const scoredBase = await scoreRubric(ctx, item, base)
+      return {
+        population: await initialPopulation(ctx, item, scoredBase),
+        margin: scoredBase.objective.signed_top_margin,
+      }
+    })
     ctx.progress({ phase: 'initialize', prompt_id: item.prompt_id, generation: 0, done: ++done, total: prompts.length })
-    return { population, margin: scoredBase.objective.signed_top_margin }
+    return begun && { item, ...begun }
   })
+  // A prompt dropped here is no part of the batch: the state, and so a resumed run, holds only the others.
+  const initial = started.filter((entry) => entry !== undefined)
+  prompts = initial.map((entry) => entry.item)
   return {
     generation: 0,
     rng: Rng.fromSeed(derivedSeed(config.seed, 'global_batch')).state(),

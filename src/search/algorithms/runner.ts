@@ -6,11 +6,12 @@
  */
 import type { PromptItem } from '../types.ts'
 import { mapConcurrent } from './concurrency.ts'
-import type { SearchContext } from './context.ts'
+import { type SearchContext, unlessDropped } from './context.ts'
 import type { PromptResult } from './state.ts'
 
 /**
- * Searches every prompt not yet in `completed` (which is filled in place). Returns false when a checkpoint asked
+ * Searches every prompt not yet in `completed` (which is filled in place); a prompt whose model replies stayed
+ * unusable is dropped (`ctx.dropped`) and the others go on. Returns false when a checkpoint asked
  * to stop; `stop()` must abort the context's signal so prompts still running end early.
  * @example const finished = await runPerPrompt(ctx, prompts, {}, searchPromptLocal, checkpoint, stop)
  */
@@ -28,7 +29,8 @@ export async function runPerPrompt(
   try {
     await mapConcurrent(todo, ctx.config.prompt_concurrency, async (item) => {
       if (stopping) return
-      const result = await searchOne(ctx, item)
+      const result = await unlessDropped(ctx, item, () => searchOne(ctx, item))
+      if (!result) return
       boundary = boundary.then(async () => {
         if (stopping) return
         completed[item.prompt_id] = result

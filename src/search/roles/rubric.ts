@@ -129,8 +129,8 @@ function readType(value: unknown): Criterion['criterion_type'] {
 }
 
 /**
- * Checks a model's rubric and puts it in canonical form: `min`..`max` criteria, unique ids, positive weights,
- * weights renormalised to sum 1. Anything else is an `invalid_reply`.
+ * Checks a model's rubric and puts it in canonical form: at least `min` criteria and the first `max` of more, unique
+ * ids, positive weights, weights renormalised to sum 1. Anything else is an `invalid_reply` (asked again).
  * @example validateCriteria(criteria, { min: 3, max: 6, agent: 'initializer' })
  */
 export function validateCriteria(
@@ -138,12 +138,14 @@ export function validateCriteria(
   options: { min?: number; max?: number; agent: string },
 ): Criterion[] {
   const { min = 1, max = MAX_CRITERIA, agent } = options
-  if (criteria.length < min || criteria.length > max) {
+  if (criteria.length < min) {
     throw new LlmError(
       'invalid_reply',
       `${agent} reply has ${criteria.length} criteria; expected ${min === max ? min : `${min} to ${max}`}`,
     )
   }
+  // More than asked for: the reply is taken as far as it is valid (a server's grammar may not hold maxItems).
+  if (criteria.length > max) criteria = criteria.slice(0, max)
   const seen = new Set<string>()
   for (const criterion of criteria) {
     if (seen.has(criterion.criterion_id))

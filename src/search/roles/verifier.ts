@@ -60,7 +60,12 @@ export async function buildVerifierRequest(
   const answer = extractCandidate(visibleCandidate(input.candidate).text, extraction.candidate)
   const { grade_max: gradeMax, allow_na: allowNa } = rubric.grading_protocol
   // Each block is tagged with a hash of its own text: the prompt's block is the same for every candidate of a prompt.
-  const [promptBoundary, boundary] = await Promise.all([dataBoundary(prompt), dataBoundary(answer)])
+  const reference = item.reference ?? ''
+  const [promptBoundary, referenceBoundary, boundary] = await Promise.all([
+    dataBoundary(prompt),
+    dataBoundary(reference),
+    dataBoundary(answer),
+  ])
   const user = renderPrompt(
     locale,
     'search-verifier.user',
@@ -69,6 +74,8 @@ export async function buildVerifierRequest(
       na_rule: searchLabels(locale).naRule(allowNa),
       prompt_boundary: promptBoundary,
       prompt,
+      reference_boundary: referenceBoundary,
+      reference,
       boundary,
       answer,
       vote,

@@ -1,0 +1,38 @@
+/** A bracketed slot of a reply shape: `<2-4 sentences>`, `<criterion>`, `<memory id or short reference>`. */
+const SLOT = /<[^<>\n]{1,60}>/g
+/** A value that opens with a slot-shaped tag of words joined by hyphens or spaces (`<referee-name>This is…`). */
+const OPENING_SLOT = /^\s*<[a-z0-9]+(?:[- ][a-z0-9]+)+>/i
+/** Fields that quote the policy's answer, where a tag may open the quote. */
+const QUOTES = new Set(['evidence', 'examples'])
+
+/**
+ * The first string of an agent's reply that copies its prompt's reply shape instead of answering: one that holds a
+ * slot the system prompt shows (a small model writes `"rationale": "<2-4 sentences>"` or `Patterns: <pattern>`), or
+ * one that opens with a slot-shaped tag (`<referee-name>…`) outside the fields that quote an answer. Its path and
+ * text, or undefined.
+ * @example copiedPlaceholder({ rationale: '<2-4 sentences>' }, '… "rationale": "<2-4 sentences>" …')
+ *   // { path: 'rationale', text: '<2-4 sentences>' }
+ */
+export function copiedPlaceholder(reply: unknown, systemPrompt: string): { path: string; text: string } | undefined {
+  const slots = new Set([...systemPrompt.matchAll(SLOT)].map((match) => match[0].toLowerCase()))
+  const visit = (value: unknown, path: string, quoted: boolean): { path: string; text: string } | undefined => {
+    if (typeof value === 'string') {
+      const copied = [...value.matchAll(SLOT)].some((match) => slots.has(match[0].toLowerCase()))
+      return copied || (!quoted && OPENING_SLOT.test(value)) ? { path, text: value } : undefined
+    }
+    if (Array.isArray(value)) {
+      for (const [index, item] of value.entries()) {
+        const found = visit(item, `${path}[${index}]`, quoted)
+        if (found) return found
+      }
+      return undefined
+    }
+    if (typeof value !== 'object' || value === null) return undefined
+    for (const [key, item] of Object.entries(value)) {
+      const found = visit(item, path ? `${path}.${key}` : key, quoted || QUOTES.has(key))
+      if (found) return found
+    }
+    return undefined
+  }
+  return visit(reply, '', false)
+}
