@@ -83,7 +83,8 @@ export class Leases {
       if (Date.now() < due) return void (await this.parts.wakeUp.by(due))
       this.parts.meta.delete('lease_sweep_at')
       await this.callBack(step, Infinity)
-      this.closeIfFull(config, step)
+      // A shard that could not be reached keeps the step open: it is called again shortly.
+      if (!this.closeIfFull(config, step) && this.free(config, step) === 0) await this.sweepSoon(step)
     })
   }
 

@@ -4,7 +4,7 @@
  * scoring route (`/score`, `/score/batch` with repeated ids, `/score/group` with identical answers,
  * `/compat/openrlhf`, `/compat/slime`), late and concurrent retries, rollouts too large to store, `/complete`, and
  * resets of the run's objects. After each run every unanswered rollout is sent again, as a trainer would, and the
- * ledger must hold exactly what the trainers were told. A failing run prints its seed and path: `npm run test:model
+ * ledger and the archive of its closed steps must hold exactly what the trainers were told. A failing run prints its seed and path: `npm run test:model
  * -- --seed <seed> --path <path>` replays it; `--runs N` runs more (MODEL_RUNS, MODEL_SEED and MODEL_PATH are the
  * bindings it sets).
  */
@@ -103,6 +103,7 @@ async function runScenario(drawn: Scenario): Promise<string[]> {
     max_wait_s: 1,
     ledger_shards: SHARDS,
     ledger_retention_steps: 100,
+    archive: true,
   })
   const model = new StepModel({ perStep, lateRetrySteps: LATE_RETRY_STEPS, sync: drawn.sync })
   const sent: Sent = { ids: [], resend: new Map() }
@@ -114,10 +115,17 @@ async function runScenario(drawn: Scenario): Promise<string[]> {
   }
   LONGEST.rounds = Math.max(LONGEST.rounds, drawn.rounds.length)
   LONGEST.requests = Math.max(LONGEST.requests, model.count)
+  // The trainer is done: a run closed by /complete closes its last step.
+  if (perStep === null) await call('POST', '/complete', { token: run.token })
   const rows = await ledgerRows(run.runId)
   // A full step closes on its own shortly after its last seat was leased (the coordinator's sweep), unread.
-  const collecting = perStep === null ? undefined : await closedThrough(run.runId, Math.floor(rows.length / perStep))
-  return [...model.violations(rows, collecting), ...stillUnanswered(model)]
+  const expected = perStep === null ? undefined : Math.floor(rows.length / perStep)
+  const collecting = await closedThrough(run.runId, expected)
+  return [
+    ...model.violations(rows, perStep === null ? undefined : collecting),
+    ...stillUnanswered(model),
+    ...(await archiveViolations(run.runId, rows, collecting)),
+  ]
 }
 
 function stillUnanswered(model: StepModel): string[] {
@@ -331,14 +339,55 @@ async function ledgerRows(runId: string): Promise<Row[]> {
   return rows
 }
 
-/** The step the run collects once it is `expected` (or after 5 s, whatever it is then). */
-async function closedThrough(runId: string, expected: number): Promise<number> {
+/** The step the run collects once it is `expected` (or after 5 s, whatever it is then; at once with none). */
+async function closedThrough(runId: string, expected: number | undefined): Promise<number> {
   let collecting = await collectingStep(runId)
-  for (const deadline = Date.now() + 5_000; collecting !== expected && Date.now() < deadline; ) {
+  for (
+    const deadline = Date.now() + 5_000;
+    expected !== undefined && collecting !== expected && Date.now() < deadline;
+  ) {
     await new Promise((resolve) => setTimeout(resolve, 100))
     collecting = await collectingStep(runId)
   }
   return collecting
+}
+
+/**
+ * The archive of the closed steps must hold what the ledger holds, row for row (and so what the trainers were told):
+ * each shard writes a closed step once its update has committed, so this waits for it (10 s at most).
+ */
+async function archiveViolations(runId: string, rows: readonly Row[], collecting: number): Promise<string[]> {
+  const key = (row: Row) => `${row.step} ${row.rolloutId} v${row.version} ${row.score}`
+  const expected = rows
+    .filter((row) => row.step < collecting)
+    .map(key)
+    .sort()
+  let archived: string[] = []
+  for (const deadline = Date.now() + 10_000; Date.now() < deadline; ) {
+    archived = (await archivedRows(runId)).map(key).sort()
+    if (JSON.stringify(archived) === JSON.stringify(expected)) return []
+    await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+  const missing = expected.filter((row) => !archived.includes(row))
+  const extra = archived.filter((row) => !expected.includes(row))
+  return [`the archive of steps before ${collecting} lacks [${missing.join('; ')}] and has [${extra.join('; ')}]`]
+}
+
+async function archivedRows(runId: string): Promise<Row[]> {
+  const listed = await env.ARCHIVE!.list({ prefix: `runs/${runId}/steps/` })
+  const texts = await Promise.all(listed.objects.map(async (object) => (await env.ARCHIVE!.get(object.key))!.text()))
+  return texts
+    .join('')
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => JSON.parse(line))
+    .map((line) => ({
+      instanceId: line.instance_id,
+      rolloutId: line.rollout_id,
+      step: line.step,
+      version: line.rubric_version,
+      score: line.score,
+    }))
 }
 
 async function collectingStep(runId: string): Promise<number> {
