@@ -19,6 +19,7 @@ import {
   expectStatus,
   fakeEndpoint,
   fakeRole,
+  resetObject,
   rollout,
 } from './helpers.ts'
 
@@ -89,17 +90,6 @@ async function deliver(queue: string, bodies: StepJob[], tag: string) {
   const ctx = createExecutionContext()
   await handleQueueBatch(batch, env)
   return getQueueResult(batch, ctx)
-}
-
-/**
- * Resets a Durable Object the way a deploy or an eviction does: in-memory state and open calls are dropped, storage
- * stays.
- */
-async function resetObject(stub: DurableObjectStub): Promise<void> {
-  await runInDurableObject(stub, (_instance, state) => state.abort('reset by the fault test')).catch((error: Error) => {
-    // abort() throws inside the object by design; anything else is a real failure.
-    if (!/reset by the fault test/.test(String(error))) throw error
-  })
 }
 
 const coordinatorOf = (run: Run) => env.RUN_COORDINATOR.getByName(coordinatorName(run.runId))

@@ -167,3 +167,15 @@ export const fakeRole = (tag: string) => ({
   timeout_ms: 20_000,
   max_attempts: 1,
 })
+
+/**
+ * Resets a Durable Object the way a deploy or an eviction does: in-memory state and open calls are dropped, storage
+ * stays.
+ * @example await resetObject(env.RUN_COORDINATOR.getByName(coordinatorName(run.runId)))
+ */
+export async function resetObject(stub: DurableObjectStub): Promise<void> {
+  await runInDurableObject(stub, (_object, state) => state.abort('reset by the test')).catch((error: Error) => {
+    // abort() throws inside the object by design; anything else is a real failure.
+    if (!/reset by the test/.test(String(error))) throw error
+  })
+}

@@ -8,7 +8,7 @@
 import { runInDurableObject } from 'cloudflare:test'
 import { env } from 'cloudflare:workers'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { ledgerName } from '../../durable-objects/names.ts'
+import { coordinatorName, ledgerName } from '../../durable-objects/names.ts'
 import { ArchivedRollout } from '../../src/schemas/archive.ts'
 import {
   METADATA,
@@ -18,6 +18,7 @@ import {
   expectStatus,
   fakeEndpoint,
   fakeRole,
+  resetObject,
   rollout,
 } from './helpers.ts'
 
@@ -71,6 +72,30 @@ describe('a counted step', () => {
     })
     expect(again.json.scores).toEqual(group.json.scores)
     expect(again.json.rollout_ids).toEqual(group.json.rollout_ids)
+  })
+
+  it('of 6 keeps its seats across resets of the coordinator and of every shard between its rollouts', async () => {
+    const run = await countedRun(6, { ledger_shards: 2 })
+    const objects = [
+      env.RUN_COORDINATOR.getByName(coordinatorName(run.runId)),
+      env.LEDGER.getByName(ledgerName(run.runId, 'global', 0)),
+      env.LEDGER.getByName(ledgerName(run.runId, 'global', 1)),
+    ]
+    for (let i = 0; i < 9; i++) {
+      const scored = await call('POST', '/score', {
+        token: run.token,
+        body: { rollout: rollout(`wake-${i}`, { output: `The answer is ${i}.` }), metadata: METADATA },
+      })
+      expect(scored.json, scored.text).toMatchObject({ step: i < 6 ? 0 : 1, duplicate: false })
+      for (const object of objects) await resetObject(object)
+    }
+    const archived = await archivedSteps(run, 1, 6)
+    expect(
+      archived
+        .get(0)!
+        .map((line) => line.rollout_id)
+        .sort(),
+    ).toEqual(Array.from({ length: 6 }, (_, i) => `wake-${i}`))
   })
 
   it('of 4 holds 4 distinct rollouts when a /score/batch repeats ids: a copy is its rollout, not a seat', async () => {

@@ -17,7 +17,7 @@ import { coordinatorName, ledgerName } from '../../durable-objects/names.ts'
 import { sha256Hex } from '../../src/hash/index.ts'
 import { occurrences } from '../../workers/routes/compat.ts'
 import { type Answer, type Row, StepModel } from '../support/step-model.ts'
-import { METADATA, call, createRun } from './helpers.ts'
+import { METADATA, call, createRun, resetObject } from './helpers.ts'
 
 const SHARDS = 2
 const RUBRICS = { anchor_rubrics: [{ id: 'a-correct', text: 'The final answer is correct.', weight: 2 }] }
@@ -396,12 +396,5 @@ async function collectingStep(runId: string): Promise<number> {
       .exec<{ value: string }>(`SELECT value FROM meta WHERE key = 'collecting_step'`)
       .toArray()[0]
     return row ? Number(row.value) : 0
-  })
-}
-
-/** Resets a Durable Object as a deploy or an eviction does: memory and open calls go, storage stays. */
-async function resetObject(stub: DurableObjectStub): Promise<void> {
-  await runInDurableObject(stub, (_object, state) => state.abort('reset by the model test')).catch((error: Error) => {
-    if (!/reset by the model test/.test(String(error))) throw error
   })
 }
