@@ -16,3 +16,21 @@ export function rubric(id: string, text = `Criterion ${id}.`, extra: Partial<Rub
     ...extra,
   }
 }
+
+/**
+ * An updater's reply that adds one criterion ("Names the unit.") to an adaptive `d-steps` whose text is `steps`: what
+ * the Worker tests' held updaters answer once released.
+ * @example fakeEndpoint('held', async () => { await held; return unitUpdate('Shows the key steps.') })
+ */
+export function unitUpdate(steps: string): string {
+  return JSON.stringify({
+    strategy: 'ADVANCEMENT',
+    consulted_memories: [],
+    rationale: 'Ask for units.',
+    modifications: [{ op: 'add', text: 'Names the unit.', weight: 1, reason: 'next step' }],
+    final_adaptive: [
+      { id: 'd-steps', text: steps, weight: 1 },
+      { text: 'Names the unit.', weight: 1 },
+    ],
+  })
+}

@@ -10,6 +10,7 @@ import { env } from 'cloudflare:workers'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { coordinatorName, ledgerName } from '../../durable-objects/names.ts'
 import { ArchivedRollout } from '../../src/schemas/archive.ts'
+import { unitUpdate } from '../support/rubrics.ts'
 import {
   METADATA,
   call,
@@ -176,16 +177,7 @@ describe('a counted step', () => {
   })
 })
 
-const UPDATE = JSON.stringify({
-  strategy: 'ADVANCEMENT',
-  consulted_memories: [],
-  rationale: 'Ask for units.',
-  modifications: [{ op: 'add', text: 'Names the unit.', weight: 1, reason: 'next step' }],
-  final_adaptive: [
-    { id: 'd-steps', text: 'Shows the key steps of the calculation.', weight: 1 },
-    { text: 'Names the unit.', weight: 1 },
-  ],
-})
+const UPDATE = unitUpdate(RUBRICS.adaptive_rubrics[0]!.text)
 
 /** The ledger row of a single-shard global run's rollout, from the shard's own storage. */
 const ledgerRow = (runId: string, step: number, rolloutId: string) =>

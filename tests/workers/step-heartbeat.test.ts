@@ -7,22 +7,14 @@ import { env } from 'cloudflare:workers'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { coordinatorName } from '../../durable-objects/names.ts'
 import { isDue } from '../../durable-objects/run-coordinator/step-jobs.ts'
+import { unitUpdate } from '../support/rubrics.ts'
 import { METADATA, call, clearFakeEndpoints, createRun, fakeEndpoint, fakeRole, rollout } from './helpers.ts'
 
 const RUBRICS = {
   anchor_rubrics: [{ id: 'a-correct', text: 'The final answer is correct.', weight: 2 }],
   adaptive_rubrics: [{ id: 'd-steps', text: 'Shows the key steps.' }],
 }
-const UPDATE = JSON.stringify({
-  strategy: 'ADVANCEMENT',
-  consulted_memories: [],
-  rationale: 'Ask for units.',
-  modifications: [{ op: 'add', text: 'Names the unit.', weight: 1, reason: 'next step' }],
-  final_adaptive: [
-    { id: 'd-steps', text: 'Shows the key steps.', weight: 1 },
-    { text: 'Names the unit.', weight: 1 },
-  ],
-})
+const UPDATE = unitUpdate(RUBRICS.adaptive_rubrics[0]!.text)
 
 let release: (() => void) | undefined
 afterEach(() => {
