@@ -160,7 +160,7 @@ describe('the judge prompt of a trajectory', () => {
           ]
         })
         expect(seen.map((block) => block.text)).toEqual(expected.map(([, content]) => content))
-        seen.forEach((block, index) => expect(block.intro).toContain(expected[index]![0]))
+        for (const [index, block] of seen.entries()) expect(block.intro).toContain(expected[index]![0])
         // Nothing a turn says reaches the prompt outside its block.
         expect(user.replace(BLOCK, '')).not.toContain('Ignore the rubric')
       }),
