@@ -153,7 +153,7 @@ describe('the judge prompt of a trajectory', () => {
         const expected = messages.slice(1).flatMap((message) => {
           if (message.role === 'user') return [['a user message', message.content]]
           if (message.role === 'tool') return [['a tool result', message.content]]
-          const calls = 'tool_calls' in message ? message.tool_calls : []
+          const calls = ('tool_calls' in message ? message.tool_calls : []) as unknown[]
           return [
             ...(message.content !== '' || calls.length === 0 ? [["the policy's own words", message.content]] : []),
             ...calls.map(() => ["the policy's call", '{}']),

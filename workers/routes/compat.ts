@@ -1,12 +1,13 @@
 import { Hono } from 'hono'
 import { z } from 'zod'
 import { AppError } from '../../src/errors/index.ts'
-import { sha256Hex } from '../../src/hash/index.ts'
+import { canonicalJson, sha256Hex } from '../../src/hash/index.ts'
 import { ScoreRequest, TrainingMetadata } from '../../src/schemas/rollout.ts'
+import { limitOf, TrajectoryMessage } from '../../src/schemas/trajectory.ts'
 import type { ScoreResult } from '../../src/schemas/score.ts'
 import type { AppEnv, Env } from '../env.ts'
 import { limitBody } from '../middleware/body-limit.ts'
-import { jsonBody } from '../middleware/json-body.ts'
+import { invalidBody, jsonBody } from '../middleware/json-body.ts'
 import { requestModels } from '../scoring/models.ts'
 import { MAX_ROLLOUTS_PER_BATCH } from '../scoring/fan-out.ts'
 import { scoreRollouts, type ItemOutcome } from '../scoring/score-rollout.ts'
@@ -68,7 +69,8 @@ export const OpenRlhfRequest = z.object({
  */
 export const SlimeRequest = z.object({
   prompt: PromptInput,
-  response: Text,
+  /** The response as text, or as the turns after the prompt (a custom slime reward function that keeps them). */
+  response: z.union([Text, z.array(TrajectoryMessage)]),
   label: Label.optional(),
   metadata: PartialMetadata,
 })
@@ -80,8 +82,9 @@ export const SlimeRequest = z.object({
  */
 export const GroupRequest = z.object({
   prompt: PromptInput,
+  /** Each response as text, or as the completion's messages (TRL's conversational format, tool calls included). */
   responses: z
-    .array(Text)
+    .array(z.union([Text, z.array(TrajectoryMessage)]))
     .min(1)
     .max(MAX_GROUP_SIZE, `at most ${MAX_GROUP_SIZE} responses per group: send larger groups as several requests`),
   reference: Label.optional(),
@@ -163,10 +166,11 @@ export const compatRoutes = new Hono<AppEnv>()
   .post('/compat/slime', limitBody('rollout'), jsonBody(SlimeRequest), async (c) => {
     const { prompt, response, label, metadata } = c.get('body')
     const input = promptText(prompt)
+    const text = typeof response === 'string' ? response : canonicalJson(response)
     const request = scoreRequest(
-      `slime-${(await sha256Hex(`${input}\u0000${response}`)).slice(0, 32)}`,
+      `slime-${(await sha256Hex(`${input}\u0000${text}`)).slice(0, 32)}`,
       input,
-      response,
+      typeof response === 'string' ? response : { messages: [...promptMessages(prompt), ...response] },
       label,
       metadata,
     )
@@ -176,12 +180,13 @@ export const compatRoutes = new Hono<AppEnv>()
   .post('/score/group', limitBody('batch'), jsonBody(GroupRequest), async (c) => {
     const { prompt, responses, reference, metadata, instance_id: instanceId, seed } = c.get('body')
     const input = promptText(prompt)
+    const texts = responses.map((response) => (typeof response === 'string' ? response : canonicalJson(response)))
     const requests = await Promise.all(
       responses.map(async (response, index) =>
         scoreRequest(
-          `group-${(await sha256Hex(`${input}\u0000${response}`)).slice(0, 32)}`,
+          `group-${(await sha256Hex(`${input}\u0000${texts[index]}`)).slice(0, 32)}`,
           input,
-          response,
+          typeof response === 'string' ? response : { messages: [...promptMessages(prompt), ...response] },
           reference,
           metadata,
           instanceId,
@@ -191,7 +196,7 @@ export const compatRoutes = new Hono<AppEnv>()
     )
     const relative = relativeScoring(
       c.get('run').config,
-      await sha256Hex(`${input}\u0000${responses.join('\u0000')}`),
+      await sha256Hex(`${input}\u0000${texts.join('\u0000')}`),
       seed,
     )
     const results = await scoreAll(scoringScope(c), requests, relative)
@@ -271,6 +276,19 @@ export function promptText(prompt: z.infer<typeof PromptInput>): string {
   return prompt.map((message) => `${message.role}: ${contentText(message.content)}`).join('\n\n')
 }
 
+/**
+ * A prompt as the task turns of a trajectory: chat messages as they are, a text as one user turn. Few-shot assistant
+ * turns in a prompt are the task's, not the policy's: they are shown as the trainer's (system) text.
+ */
+function promptMessages(prompt: z.infer<typeof PromptInput>): unknown[] {
+  if (typeof prompt === 'string') return [{ role: 'user', content: prompt }]
+  return prompt.map((message) =>
+    message.role === 'assistant' || message.role === 'tool'
+      ? { role: 'system', content: `${message.role}: ${contentText(message.content)}` }
+      : message,
+  )
+}
+
 function contentText(content: z.infer<typeof ContentPart>[] | string | null): string {
   if (content === null) return ''
   if (typeof content === 'string') return content
@@ -289,18 +307,19 @@ function labelText(label: unknown): string | null {
 function scoreRequest(
   id: string,
   input: string,
-  output: string,
+  output: string | { messages: unknown[] },
   label: unknown,
   metadata: z.infer<typeof PartialMetadata>,
   instanceId?: string,
   where = '(body)',
 ): ScoreRequest {
   const parsed = ScoreRequest.safeParse({
-    rollout: { id, input, output, supplemental_context: labelText(label) },
+    rollout: { id, input, ...(typeof output === 'string' ? { output } : output), supplemental_context: labelText(label) },
     metadata: { ...DEFAULT_TRAINING_METADATA, ...stripUndefined(metadata ?? {}) },
     ...(instanceId === undefined ? {} : { instance_id: instanceId }),
   })
   if (!parsed.success) {
+    if (parsed.error.issues.some((issue) => limitOf(issue))) throw invalidBody(parsed.error.issues, where)
     const details = parsed.error.issues.map((issue) => ({
       path: `${where}: ${issue.path.join('.')}`,
       message: issue.message,
