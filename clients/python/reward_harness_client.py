@@ -67,11 +67,47 @@ import urllib.parse
 import urllib.request
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-__all__ = ["RewardHarnessClient", "RewardHarnessError", "parse_retry_after"]
+__all__ = [
+    "RewardHarnessClient",
+    "RewardHarnessError",
+    "judge_is_down",
+    "parse_retry_after",
+    "reward_components",
+]
 
 RETRYABLE_STATUS = (429, 503)
 # A Retry-After longer than this is capped: a trainer step should not stall on one header.
 MAX_RETRY_AFTER_S = 60.0
+
+
+# The answers that mean "the judge is down past its budget", after the client's own retries: a trainer that abstains
+# (``REWARD_HARNESS_ABSTAIN=1`` in the recipes) gets "no reward" for them instead of an exception. Anything else (a
+# malformed request, a wrong token, a body over a limit) is the caller's to fix and always raises.
+JUDGE_DOWN_CODES = ("llm_unavailable", "overloaded", "judge_budget_exceeded", "network", "rate_limited")
+
+
+def judge_is_down(error: BaseException) -> bool:
+    """Whether ``error`` says the judge could not give a reward now (its budget spent, unreachable, overloaded).
+
+    Example: ``except RewardHarnessError as e: reward = None if judge_is_down(e) else raise_it(e)``
+    """
+    return isinstance(error, RewardHarnessError) and error.code in JUDGE_DOWN_CODES
+
+
+def reward_components(criteria: List[Dict[str, Any]], anchor_ids: List[str], grade_max: int) -> Dict[str, float]:
+    """Per-criterion components of one answer: ``{"rubric/<id>": grade / grade_max}`` for each anchor rubric.
+
+    Anchors come from the run's config and never change, so every sample of a run gets the same keys, as verl's
+    ``reward_extra_info`` and TRL's logged columns need; an anchor an answer lacks is NaN. The dict is also what
+    NeMo-RL's environment metrics take.
+    Example: ``reward_components(result["criteria"], ["a-correct"], result["grade_max"])["rubric/a-correct"]``
+    """
+    grades = {c.get("rubric_id"): c.get("grade") for c in criteria if isinstance(c, dict)}
+    out: Dict[str, float] = {}
+    for rubric_id in anchor_ids:
+        grade = grades.get(rubric_id)
+        out[f"rubric/{rubric_id}"] = float(grade) / grade_max if isinstance(grade, (int, float)) else math.nan
+    return out
 
 
 class RewardHarnessError(Exception):
@@ -139,6 +175,7 @@ class RewardHarnessClient:
         self.timeout = timeout
         self.max_attempts = max(1, max_attempts)
         self._sleep = sleep
+        self._anchor_ids: Optional[List[str]] = None
 
     def score_async(
         self, rollout: Dict[str, Any], metadata: Dict[str, Any], instance_id: Optional[str] = None
@@ -186,6 +223,16 @@ class RewardHarnessClient:
         """
         query = f"?instance_id={urllib.parse.quote(instance_id, safe='')}" if instance_id else ""
         return self._request("GET", f"/rubrics{query}")[1]
+
+    def anchor_ids(self, instance_id: Optional[str] = None) -> List[str]:
+        """The ids of the run's anchor rubrics (read once per client: anchors never change).
+
+        Example: ``client.anchor_ids()  # ['a-correct']``
+        """
+        if self._anchor_ids is None:
+            answer = self.rubrics(instance_id)
+            self._anchor_ids = [str(r["id"]) for r in answer.get("anchor_rubrics", []) if isinstance(r, dict)]
+        return self._anchor_ids
 
     # -- deployed RM artifacts: /rm/<target>/... (not run-scoped) -------------------------------------------
 
@@ -245,9 +292,11 @@ class RewardHarnessClient:
     ) -> Dict[str, Any]:
         """Scores a GRPO group (responses to one prompt): ``scores`` and ``advantages`` ((s - mean) / (std + 1e-6)).
 
+        A response is a text, or the completion's messages (assistant turns with ``tool_calls``, ``tool`` results).
+
         Example: ``client.score_group("What is 2+2?", ["4", "5"], reference="4")["advantages"]``
         """
-        body: Dict[str, Any] = {"prompt": prompt, "responses": list(responses)}
+        body: Dict[str, Any] = {"prompt": prompt, "responses": list(responses)}  # texts, or each a list of messages
         if reference is not None:
             body["reference"] = reference
         if metadata is not None:

@@ -249,7 +249,8 @@ export function trlRow(
 ): { prompt: Turns; chosen: Turns; rejected: Turns } {
   if (!conversational) return { prompt: pair.prompt, chosen: pair.chosen, rejected: pair.rejected }
   // Trajectories keep their turns, tool calls and results included: the trainer's chat template renders them.
-  if (pair.messages) return { prompt: pair.messages.task, chosen: pair.messages.chosen, rejected: pair.messages.rejected }
+  if (pair.messages)
+    return { prompt: pair.messages.task, chosen: pair.messages.chosen, rejected: pair.messages.rejected }
   return {
     prompt: [{ role: 'user', content: pair.prompt }],
     chosen: [{ role: 'assistant', content: pair.chosen }],

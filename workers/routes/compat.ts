@@ -14,6 +14,7 @@ import { scoreRollouts, type ItemOutcome } from '../scoring/score-rollout.ts'
 import { recordTelemetry } from '../telemetry/index.ts'
 import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { RelativeScoring } from '../scoring/relative.ts'
+import { chatMlTurns } from '../../src/transcripts/index.ts'
 import { mean as meanOf, sampleStd } from '../../src/stats/index.ts'
 
 /** Most responses one group may carry. */
@@ -108,8 +109,9 @@ export const GroupRequest = z.object({
  *   are answered at once with empty lists; lists of different lengths are a 400.
  * - `POST /compat/slime` `{prompt, response, label?}` → the `/score` result (`{score, rubric_version, criteria, …}`).
  * - `POST /score/group` `{prompt, responses[], reference?, metadata?, instance_id?}` → `{scores[], advantages[],
- *   rubric_version (the oldest any response was scored on), rubric_versions[], rollout_ids[], instance_id, run_id,
- *   request_id}` with GRPO advantages; identical responses share one rollout id (and so one score).
+ *   rubric_version (the oldest any response was scored on), rubric_versions[], rollout_ids[], criteria[][] (each
+ *   response's grades), grade_max, instance_id, run_id, request_id}` with GRPO advantages; identical responses share
+ *   one rollout id (and so one score). A response may be the completion's messages (tool calls and results).
  * Every route takes an optional partial `metadata`; the rest comes from {@link DEFAULT_TRAINING_METADATA}.
  * OpenRLHF and slime send no Authorization header: they carry the run token in the path
  * (`/t/<token>/runs/<id>/compat/…`). None of them sends a step: their steps close by the run's idle gap
@@ -141,7 +143,7 @@ export const compatRoutes = new Hono<AppEnv>()
         return scoreRequest(
           `orlhf-${(await sha256Hex(full)).slice(0, 32)}`,
           prompt,
-          output,
+          multiTurn(prompt, output),
           labels?.[index],
           metadata,
           undefined,
@@ -170,7 +172,9 @@ export const compatRoutes = new Hono<AppEnv>()
     const request = scoreRequest(
       `slime-${(await sha256Hex(`${input}\u0000${text}`)).slice(0, 32)}`,
       input,
-      typeof response === 'string' ? response : { messages: [...promptMessages(prompt), ...response] },
+      typeof response === 'string'
+        ? multiTurn(prompt, response)
+        : { messages: [...promptMessages(prompt), ...response] },
       label,
       metadata,
     )
@@ -208,6 +212,8 @@ export const compatRoutes = new Hono<AppEnv>()
       rubric_version: Math.min(...versions),
       rubric_versions: versions,
       rollout_ids: results.map((result) => result.rollout_id),
+      criteria: results.map((result) => result.criteria),
+      grade_max: c.get('run').config.grade_max,
       instance_id: results[0]!.instance_id,
       run_id: c.get('run').id,
       request_id: c.get('requestId'),
@@ -277,6 +283,15 @@ export function promptText(prompt: z.infer<typeof PromptInput>): string {
 }
 
 /**
+ * A decoded response with ChatML turns in it (special tokens kept, as OpenRLHF and slime decode) as a trajectory
+ * after its prompt; any other text as it is.
+ */
+function multiTurn(prompt: z.infer<typeof PromptInput>, response: string): string | { messages: unknown[] } {
+  const turns = chatMlTurns(response)
+  return turns ? { messages: [...promptMessages(prompt), ...turns] } : response
+}
+
+/**
  * A prompt as the task turns of a trajectory: chat messages as they are, a text as one user turn. Few-shot assistant
  * turns in a prompt are the task's, not the policy's: they are shown as the trainer's (system) text.
  */
@@ -314,7 +329,12 @@ function scoreRequest(
   where = '(body)',
 ): ScoreRequest {
   const parsed = ScoreRequest.safeParse({
-    rollout: { id, input, ...(typeof output === 'string' ? { output } : output), supplemental_context: labelText(label) },
+    rollout: {
+      id,
+      input,
+      ...(typeof output === 'string' ? { output } : output),
+      supplemental_context: labelText(label),
+    },
     metadata: { ...DEFAULT_TRAINING_METADATA, ...stripUndefined(metadata ?? {}) },
     ...(instanceId === undefined ? {} : { instance_id: instanceId }),
   })
