@@ -539,3 +539,18 @@ describe('multi-turn trajectories, as each trainer sends them (the judge reads w
     expectJudgeSaw(toolOutput, words)
   })
 })
+
+describe('errors as trainers log them', () => {
+  it("OpenRLHF's log (aiohttp: status and reason) names the limit a 413 broke: the reason phrase carries it", async () => {
+    const prompt = `<|im_start|>user\norlhf-big #${++serial}: go on<|im_end|>\n<|im_start|>assistant\n`
+    const turn = 'more<|im_end|>\n<|im_start|>user\nagain<|im_end|>\n<|im_start|>assistant\n'
+    const logs: string[] = []
+    const result = await openRlhfSample([`${base}/compat/openrlhf`], prompt + turn.repeat(200), prompt, 'x', {
+      ...QUICK,
+      tries: 1,
+      log: (line) => logs.push(line),
+    })
+    expect(result).toBeNull()
+    expect(logs.join('\n')).toMatch(/413, message='Payload Too Large \(payload_too_large: .*max_trajectory_messages/)
+  })
+})
