@@ -82,7 +82,8 @@ export async function buildExports(): Promise<void> {
   } finally {
     rmSync(work, { recursive: true, force: true })
   }
-  for (const name of Object.keys(EXPORTS)) console.log(`dist/${name}: ${readdirSync(join(ROOT, 'dist', name)).join(', ')}`)
+  for (const name of Object.keys(EXPORTS))
+    console.log(`dist/${name}: ${readdirSync(join(ROOT, 'dist', name)).join(', ')}`)
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) await buildExports()
