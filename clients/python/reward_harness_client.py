@@ -58,6 +58,7 @@ from __future__ import annotations
 import email.utils
 import json
 import math
+import os
 import random
 import re
 import socket
@@ -68,6 +69,8 @@ import urllib.request
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 __all__ = [
+    "RMHealthzError",
+    "RMScoringClient",
     "RewardHarnessClient",
     "RewardHarnessError",
     "judge_is_down",
@@ -336,6 +339,88 @@ class RewardHarnessClient:
                     raise RewardHarnessError(0, "network", _redact(f"{method} {url} failed: {reason}")) from error
                 self._sleep(_backoff_s(attempt))
         raise AssertionError("unreachable")
+
+
+class RMHealthzError(Exception):
+    """autosr's healthz failure, raised by :class:`RMScoringClient` (the token never in its message).
+
+    Example: ``except RMHealthzError as e: print(e)``
+    """
+
+
+class RMScoringClient:
+    """A drop-in for autosr's verl ``RMScoringClient`` that keeps the RM token out of URLs and error messages.
+
+    autosr's own client sends no header, so its endpoint must carry the token in the path (``/t/<token>/rm/<target>``)
+    and every error it raises prints that URL. This one has the same constructor and methods (``healthz_check``,
+    ``score``, ``batch_score``, the same checks of ``/healthz``) but sends the token as a header (``token=`` or
+    ``REWARD_HARNESS_TOKEN``) and raises :class:`RewardHarnessError` (a ``/t/<token>`` left in an endpoint shows as
+    ``/t/***``) or :class:`RMHealthzError`. Swap the import; the endpoint loses its ``/t/<token>``.
+    Example: ``RMScoringClient("https://<worker>/rm/prod", token=os.environ["RM_TOKEN"]).score(prompt_id="p1", …)``
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        expected_artifact_id: str = "",
+        expected_source_session_id: str = "",
+        expected_schema_version: str = "1.0",
+        expected_rm_api_version: str = "1.0",
+        timeout_seconds: float = 30.0,
+        token: Optional[str] = None,
+    ) -> None:
+        base, _, target = endpoint.rstrip("/").rpartition("/rm/")
+        if not base or not target:
+            raise ValueError(_redact(f"the endpoint is <base>/rm/<target>: {endpoint!r}"))
+        self.target = urllib.parse.unquote(target)
+        self.expected = {
+            "artifact_id": expected_artifact_id,
+            "source_session_id": expected_source_session_id,
+            "schema_version": expected_schema_version,
+            "rm_api_version": expected_rm_api_version,
+        }
+        self._client = RewardHarnessClient(
+            base, token=token or os.environ.get("REWARD_HARNESS_TOKEN") or None, timeout=timeout_seconds, max_attempts=1
+        )
+
+    def healthz_check(self) -> Dict[str, Any]:
+        """``/healthz``, checked as autosr checks it: status ok, the expected artifact, session and API versions.
+
+        Example: ``RMScoringClient(url, token=t, expected_artifact_id="rm_...").healthz_check()["status"]``
+        """
+        data = self._client.rm_healthz(self.target)
+        if str(data.get("status", "")).strip() != "ok":
+            raise RMHealthzError(f"healthz status is not ok: {data.get('status')!r}")
+        for field, expected in self.expected.items():
+            actual = str(data.get(field, "")).strip()
+            if expected and actual != expected:
+                raise RMHealthzError(f"{field} mismatch: expected {expected!r}, got {actual!r}")
+        return data
+
+    def score(
+        self,
+        *,
+        prompt_id: str,
+        prompt: str,
+        candidate_id: str,
+        text: str,
+        source: str = "verl",
+        metadata: Optional[Dict[str, Any]] = None,
+    ) -> Dict[str, Any]:
+        """Scores one candidate, as autosr's client does; callers read ``["score"]``.
+
+        Example: ``client.score(prompt_id="p1", prompt="What is 2+2?", candidate_id="c1", text="4")["score"]``
+        """
+        candidate = {"candidate_id": candidate_id, "text": text, "source": source, "metadata": metadata or {}}
+        return self._client.rm_score(self.target, prompt_id, prompt, candidate)
+
+    def batch_score(self, items: List[Dict[str, Any]]) -> Dict[str, Any]:
+        """Scores ``{prompt_id, prompt, candidate}`` items in one request; callers read ``["results"][i]``.
+
+        Example: ``client.batch_score([item])["results"][0]["score"]``
+        """
+        return self._client.rm_batch_score(self.target, items)
 
 
 # A token carried in the base URL (``http://host/t/<token>``, for trainers that cannot send headers) must not
