@@ -71,7 +71,8 @@ fi
 cat >consumer.mjs <<'JS'
 import { RewardClient } from 'reward-harness/client'
 import { Rollout, ScoreRequest } from 'reward-harness/schemas'
-const rollout = Rollout.parse({ id: 'r1', messages: [{ role: 'user', content: 'Q?' }, { role: 'assistant', content: 'A.' }] })
+const messages = [{ role: 'user', content: 'Q?' }, { role: 'assistant', content: 'A.' }]
+const rollout = Rollout.parse({ id: 'r1', messages })
 const client = new RewardClient({ baseUrl: 'http://127.0.0.1:9' })
 if (typeof client.scoreAsync !== 'function' || rollout.input !== 'user: Q?' || !ScoreRequest.safeParse({}).error)
   throw new Error('the exports do not behave')
@@ -89,11 +90,12 @@ node consumer.mjs
   --types node --typeRoots "$root/node_modules/@types" consumer.ts
 echo 'pack-check: tsc type-checks a consumer of the exports (moduleResolution nodenext)'
 for major in 22 24; do
-  if npm install --prefix "$work/node$major" --prefer-offline --no-audit --no-fund "node@$major" >"$work/node$major.txt" 2>&1 &&
+  log="$work/node$major.txt"
+  if npm install --prefix "$work/node$major" --prefer-offline --no-audit --no-fund "node@$major" >"$log" 2>&1 &&
     [ -x "$work/node$major/node_modules/.bin/node" ]; then
     "$work/node$major/node_modules/.bin/node" consumer.mjs
   else
-    echo "pack-check: node $major is not to be had from the registry here (skipped): $(tail -n 1 "$work/node$major.txt")"
+    echo "pack-check: node $major is not to be had from the registry here (skipped): $(tail -n 1 "$log")"
   fi
 done
 

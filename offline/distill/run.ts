@@ -163,7 +163,8 @@ interface MergedResponse {
 function mergeResponses(rollouts: readonly ArchivedRollout[]): MergedResponse[] {
   const merged = new Map<string, MergedResponse>()
   for (const rollout of rollouts) {
-    const key = `${rollout.input}\u0000${rollout.output}\u0000${rollout.messages ? canonicalJson(rollout.messages) : ''}`
+    const turns = rollout.messages ? canonicalJson(rollout.messages) : ''
+    const key = `${rollout.input}\u0000${rollout.output}\u0000${turns}`
     const known = merged.get(key)
     if (known) known.judged.rollout_ids.push(rollout.rollout_id)
     else

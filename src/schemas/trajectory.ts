@@ -103,7 +103,7 @@ function limitIssue(limit: string, max: number, actual: number, message: string)
  * A conversation the policy took part in, whole: the task's system and user turns, then the policy's turns, the tools
  * it called and what they returned (and any later user turns). At most {@link MAX_TRAJECTORY_MESSAGES} messages and
  * {@link MAX_TRAJECTORY_CHARS} characters (a 413 naming the limit), with at least one policy turn.
- * @example Trajectory.parse([{ role: 'user', content: 'Capital of France?' }, { role: 'assistant', content: 'Paris.' }])
+ * @example Trajectory.parse([{ role: 'user', content: 'Capital?' }, { role: 'assistant', content: 'Paris.' }])
  */
 export const Trajectory = z.array(TrajectoryMessage).superRefine((messages, ctx) => {
   if (messages.length > MAX_TRAJECTORY_MESSAGES) {

@@ -27,7 +27,7 @@ const TOOL_NAME = /^[\w.:-]{1,64}$/
 /**
  * The turns of a decoded multi-turn response (what follows the prompt, which ends where the policy's first turn
  * starts), as chat messages; undefined when the text holds no ChatML turn boundary (a single turn: judged as text).
- * @example chatMlTurns('Let me check.<tool_call>{"name":"f","arguments":{}}</tool_call><|im_end|>\n<|im_start|>user\n…')
+ * @example chatMlTurns('Checking.<tool_call>{"name":"f","arguments":{}}</tool_call><|im_end|>\n<|im_start|>user\n…')
  */
 export function chatMlTurns(response: string): TurnMessage[] | undefined {
   const starts = [...response.matchAll(TURN)]

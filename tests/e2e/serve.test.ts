@@ -103,7 +103,7 @@ describe('npm run serve', () => {
     agent.destroy()
   })
 
-  it('answers a body over its limit with 413 naming the limit, not a reset, however fast the client sends', async () => {
+  it('answers a body over its limit with 413 naming the limit, not a reset, when a client writes it all', async () => {
     // What a trainer's HTTP client does: announce the length, write the whole body, then read the answer.
     const post = (body: Buffer) =>
       new Promise<{ status: number; text: string }>((resolve, reject) => {

@@ -19,7 +19,7 @@ const JUDGE_PROMPT =
   '2+2?\n```\n\nGround truth answer:\n```\n4\n```\n\nResponse:\n```\n4\n```\n\nRespond either "yes" or "no" only.'
 
 describe('POST /runs/<id>/v1/chat/completions', () => {
-  it("answers verifiers' JudgeRubric call with the run's judge, caches the same prompt, and counts the call", async () => {
+  it("answers verifiers' JudgeRubric call with the run's judge, caches the same prompt, counts the call", async () => {
     const seen: unknown[] = []
     const judge = fakeEndpoint('proxy-verifiers', async (_, request) => {
       seen.push(await request.json())

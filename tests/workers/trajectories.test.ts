@@ -115,7 +115,7 @@ describe('POST /score with rollout.messages', () => {
 })
 
 describe('the compat routes with messages', () => {
-  it('/score/group takes TRL conversational completions with tool calls: the made call scores above the claimed', async () => {
+  it('/score/group takes TRL conversational completions with tool calls: a made call above a claimed one', async () => {
     const run = await createRun(RUBRICS)
     const answer = await call('POST', '/score/group', {
       token: run.token,

@@ -49,7 +49,7 @@ const REASONS: Record<number, string> = {
  * The HTTP reason phrase with the error's code and the start of its message: trainers log an HTTP error by its status
  * line (OpenRLHF's `413 Client Error: <reason> for url`, slime's aiohttp `message='<reason>'`), not its body. Visible
  * ASCII only, as a status line allows.
- * @example reasonPhrase(413, error) // 'Payload Too Large (payload_too_large: a trajectory holds at most 256 messages…)'
+ * @example reasonPhrase(413, error) // 'Payload Too Large (payload_too_large: a trajectory holds at most 256…)'
  */
 function reasonPhrase(status: number, error: AppError): string {
   const detail = `${error.code}: ${error.message}`.replace(/[^\x20-\x7e]+/g, ' ').slice(0, 160)
