@@ -7,6 +7,10 @@ import { env } from 'cloudflare:workers'
 import { describe, expect, it, vi } from 'vitest'
 import { ArchiveLine } from '../../src/schemas/archive.ts'
 import { MAX_TRAJECTORY_CHARS, MAX_TRAJECTORY_MESSAGES } from '../../src/schemas/trajectory.ts'
+import { MockChatModel } from '../../src/llm/index.ts'
+import type { ChatModel, ChatRequest } from '../../src/llm/types.ts'
+import { RmArtifactBody } from '../../src/schemas/artifact.ts'
+import { ArtifactScorer, RmScoreRequest } from '../../workers/artifacts/score.ts'
 import { call, createRun, METADATA } from './helpers.ts'
 
 const RUBRICS = {
@@ -139,5 +143,74 @@ describe('the compat routes with messages', () => {
     })
     expect(answer.status, answer.text).toBe(200)
     expect(answer.json.criteria.find((c: { rubric_id: string }) => c.rubric_id === 'searched').grade).toBe(10)
+  })
+})
+
+describe('/rm/<target>/score with candidate.messages', () => {
+  it("shows a rubric artifact's verifier each turn under its speaker, the tool's output as what the policy received", async () => {
+    const criterion = (id: string, text: string) => ({
+      criterion_id: id,
+      text,
+      weight: 1,
+      criterion_type: null,
+      check_points: [],
+      positive_examples: [],
+      negative_examples: [],
+    })
+    const artifact = RmArtifactBody.parse({
+      schema_version: '1.0',
+      kind: 'rubric',
+      created_at_utc: '2026-11-22T08:00:00.000Z',
+      provenance: {
+        source_run_id: 'search-traj',
+        source_session_id: 'session-traj',
+        dataset_sha256: 'a'.repeat(64),
+        config_hash: 'b'.repeat(64),
+        settings_hash: 'c'.repeat(64),
+        search_output_sha256: 'd'.repeat(64),
+      },
+      rubrics: {
+        __default__: {
+          rubric_id: 'r_default',
+          criteria: [criterion('searched', 'Calls the search tool before answering.')],
+          grading_protocol: { grade_max: 10, allow_na: true, num_votes: 1 },
+          metadata: {},
+        },
+      },
+      runtime: {
+        backend: 'mock',
+        verifier_model: 'mock-heuristic-1',
+        temperature: 0,
+        max_tokens: 1024,
+        seed: 7,
+        locale: 'en',
+        extraction: { prompt: { kind: 'identity' }, candidate: { kind: 'answer' } },
+        grade_max: 10,
+        allow_na: true,
+        num_votes: 1,
+      },
+      scoring_policy: { score: 'weighted_mean_of_grades', normalization: { method: 'identity', range: [0, 1] } },
+      compatibility: { artifact_type: 'rm', min_rm_api_version: '1.0' },
+    })
+    const requests: ChatRequest[] = []
+    const mock = new MockChatModel()
+    const model: ChatModel = {
+      id: 'recording',
+      complete: (request) => (requests.push(request), mock.complete(request)),
+    }
+    const scorer = new ArtifactScorer({ ...artifact, artifact_id: `rm_${'0'.repeat(64)}` }, model)
+    const request = RmScoreRequest.parse({
+      prompt_id: 'unseen',
+      prompt: 'What is the capital of Australia?',
+      candidate: { candidate_id: 'c1', messages: REAL_TURNS },
+    })
+    expect(request.candidate.text).toContain('[tool call search]')
+    const scored = await scorer.score(request)
+    expect(scored.score).toBeGreaterThanOrEqual(0)
+    const user = requests[0]!.messages.at(-1)!.content
+    expect(user).toContain('Tool use, counted by the grading harness: the policy made 1 tool call (search ×1)')
+    expect(user).toMatch(
+      /a tool result the policy received \(not its words\)[^\n]*\n<<<DATA-(\w+)\nCanberra is the capital/,
+    )
   })
 })

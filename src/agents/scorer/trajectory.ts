@@ -124,3 +124,14 @@ export async function renderTrajectoryTurns(
   )
   return { turns: rendered.join('\n\n'), toolSummary: lines.summary(calls, results, orphans) }
 }
+
+/**
+ * A trajectory as one candidate text for a verifier that reads an answer as one block (`/rm/<target>/score`): the
+ * harness's count of tool use, then each turn in its own inner block under its speaker, which no turn can close.
+ * @example candidate.text = await trajectoryForVerifier(request.candidate.messages, 'en')
+ */
+export async function trajectoryForVerifier(messages: readonly TrajectoryMessage[], locale: Locale): Promise<string> {
+  const { turns, toolSummary } = await renderTrajectoryTurns(messages, locale)
+  const heading = locale === 'zh' ? '由评分系统统计的工具使用情况：' : 'Tool use, counted by the grading harness: '
+  return `${heading}${toolSummary}.\n\n${turns}`
+}
