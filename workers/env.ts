@@ -22,8 +22,8 @@ declare global {
       /** A bearer token that may call `/rm/*` in production, besides the admin token; a secret. */
       RM_TOKEN?: string
       /**
-       * Bytes of an unread (refused) body the Worker still reads and drops before answering, where no runtime in
-       * front takes it in (`npm run serve` sets it): unset, only small bodies are drained.
+       * Bytes of a body refused as too large (413) that the Worker still reads and drops before answering, where no
+       * runtime in front takes it in (`npm run serve` sets it): unset, only small bodies are drained.
        */
       DRAIN_REFUSED_BODY_BYTES?: string
       /** The bindings' period in seconds (10 unless set), for `Retry-After`. */

@@ -312,7 +312,12 @@ describe('the Python recipes, called as verl and TRL call them', () => {
     const out = await harness('verl-naive', 'verl_online.py', samples, base)
     expect(out.ok, JSON.stringify(out)).not.toBe(false)
     expect(out.rewards).toEqual([0.7, 0.7, 0.7, 0.7])
-    expect(Object.keys(out.reward_extra_info).sort()).toEqual(['rubric_version', 'score'])
+    expect(Object.keys(out.reward_extra_info).sort()).toEqual([
+      'abstained',
+      'rubric/a-correct',
+      'rubric_version',
+      'score',
+    ])
   })
 
   it('TRL: 32 completions in 4 groups, 1 s judge, scored at once; trainer_state.global_step is the step', async () => {
