@@ -196,7 +196,10 @@ describe('/rm/<target>/score with candidate.messages', () => {
     const mock = new MockChatModel()
     const model: ChatModel = {
       id: 'recording',
-      complete: (request) => (requests.push(request), mock.complete(request)),
+      complete: (request) => {
+        requests.push(request)
+        return mock.complete(request)
+      },
     }
     const scorer = new ArtifactScorer({ ...artifact, artifact_id: `rm_${'0'.repeat(64)}` }, model)
     const request = RmScoreRequest.parse({
