@@ -147,7 +147,7 @@ describe('the compat routes with messages', () => {
 })
 
 describe('/rm/<target>/score with candidate.messages', () => {
-  it("shows a rubric artifact's verifier each turn under its speaker, the tool's output as what the policy received", async () => {
+  it("shows a rubric artifact's verifier each turn under its speaker, a tool's output as received", async () => {
     const criterion = (id: string, text: string) => ({
       criterion_id: id,
       text,
