@@ -122,6 +122,7 @@ interface Meter {
   analyticsPoints: number
   r2Writes: number
   statements?: Record<string, { calls: number; rowsWritten: number }>
+  methods?: Record<string, number>
 }
 
 interface Variant {
@@ -417,10 +418,23 @@ function printTable(variants: Variant[]): void {
         .join('; '),
   )
   printStatements(variants)
+  printMethods(variants)
   console.log(`\n$ per million /score by item (${variants.map((v) => v.label).join(' | ')}):`)
   for (const key of Object.keys(costs[0]!.usd) as (keyof ReturnType<typeof costOf>['usd'])[]) {
     console.log(`  ${key.padEnd(20)} ${costs.map((c) => `$${(c.usd[key] * 1e6).toFixed(3)}`.padStart(10)).join('')}`)
   }
+}
+
+/** Durable Object requests per /score by the method called (alarms included), the most called first. */
+function printMethods(variants: Variant[]): void {
+  const perScore = (variant: Variant, method: string) => (variant.meter.methods?.[method] ?? 0) / variant.scores
+  const methods = [...new Set(variants.flatMap((variant) => Object.keys(variant.meter.methods ?? {})))]
+    .filter((method) => !method.startsWith(LOCAL_VECTOR_INDEX.slice(0, -1)))
+    .sort((a, b) => Math.max(...variants.map((v) => perScore(v, b))) - Math.max(...variants.map((v) => perScore(v, a))))
+  if (methods.length === 0) return
+  console.log(`\nDurable Object requests per /score by method (${variants.map((v) => v.label).join(' | ')}):`)
+  for (const method of methods)
+    console.log(`  ${variants.map((v) => fmt(perScore(v, method), 4).padStart(10)).join('')}  ${method}`)
 }
 
 /** Rows written per /score by each statement that writes (a `<binding>|<SQL>` key), the largest first. */

@@ -27,6 +27,8 @@ const usage = {
   r2Writes: 0,
   /** Rows written per statement: `<binding>|<SQL, whitespace folded>` (a setAlarm is `<binding>|setAlarm`). */
   statements: {} as Record<string, { calls: number; rowsWritten: number }>,
+  /** Durable Object requests by `<binding>.<method>` (an alarm is `<binding>.alarm`). */
+  methods: {} as Record<string, number>,
 }
 
 /** The statement's entry in `usage.statements`, keyed by the object's binding and its SQL text. */
@@ -154,6 +156,8 @@ function meteredStub(stub: Any, key: string): Any {
         return bound(target, property)
       return (...args: unknown[]) => {
         objectUsage(key).requests++
+        const method = `${key.slice(0, key.indexOf(':'))}.${property}`
+        usage.methods[method] = (usage.methods[method] ?? 0) + 1
         // Not value.apply(): on an RPC stub every property, `apply` included, is a remote method.
         return subrequest(() => target[property](...args), false)
       }
@@ -371,6 +375,7 @@ function metered<T extends new (...args: any[]) => any>(Base: T, binding: string
         const usageOf = objectUsage(`${binding}:${this.ctx.id.name ?? this.ctx.id.toString()}`)
         usageOf.alarms++
         usageOf.requests++
+        usage.methods[`${binding}.alarm`] = (usage.methods[`${binding}.alarm`] ?? 0) + 1
         return asInvocation(`${binding}.alarm`, () => Base.prototype.alarm.apply(this, args), this)
       },
     })

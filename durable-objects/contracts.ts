@@ -58,6 +58,11 @@ export type ShardAnswer =
   | { kind: 'judge' }
   /** Not recorded: a budget of the run refused it (`budgets.instances_per_step`). */
   | { kind: 'refused'; refusal: BudgetRefusal }
+  /**
+   * Not recorded, and nothing else in the request changed: `payload_too_large` (its stored form would pass what a row
+   * holds), `overloaded` (no seat of a counted step could be had now: retry), or `internal` (its row failed).
+   */
+  | { kind: 'failed'; code: 'payload_too_large' | 'overloaded' | 'internal'; message: string }
 
 export interface RecordReply {
   answers: ShardAnswer[]
@@ -75,6 +80,8 @@ export interface ShardReport {
   shard: number
   step: number
   tally: ScoreTally
+  /** Counted steps: the seats of `step` the shard has taken (its rows there). */
+  taken?: number
 }
 
 /** The coordinator closed `step`: rollouts from now on belong to a later step. */
@@ -84,7 +91,7 @@ export interface CloseNotice {
 
 /**
  * A shard is about to record rollouts: its first of its step, rollouts of a later trainer step, or (counted steps)
- * any new ones, which take seats in the collecting step.
+ * more than the seats it holds, which it asks to lease from the collecting step.
  */
 export interface Announce {
   instanceId: string
@@ -97,6 +104,13 @@ export interface Announce {
   newestVersion: number
   /** The rubric version each rollout about to be recorded was judged on, in order: one seat asked for each. */
   versions?: number[]
+  /**
+   * Counted steps: the seats of `shardStep` the shard holds, as it knows them (its lease). A coordinator that leased
+   * it more answers that lease again instead of a new one, so an ask sent again is harmless.
+   */
+  leased?: number
+  /** Counted steps: the seats of `shardStep` the shard has taken (its rows there). */
+  taken?: number
 }
 
 export interface CoordinatorReply {
@@ -111,13 +125,11 @@ export interface CoordinatorReply {
   version?: number
   /** When the collecting step closes by idle gap if no rollout arrives before (ms); none when it does not. */
   idleDeadline?: number
-  /**
-   * For each of the announce's `versions`: the step its rollout is recorded in, or null when that step is scored on
-   * another version (`version`: judge it again on that one).
-   */
-  seats?: (number | null)[]
-  /** The run closes steps by count: every new rollout asks for its seat. */
+  /** The run closes steps by count: a shard records new rollouts only in the seats it leased. */
   counted?: boolean
+  /** Counted steps: the seats of `step` this shard holds (absolute): its lease, those it has taken included. */
+  leased?: number
+
   /**
    * The announce was refused by a budget (its instance would be one more than `budgets.instances_per_step` in the
    * collecting step): the shard is not registered, and its rollouts are not recorded.
@@ -160,6 +172,12 @@ export interface StepJob {
   step: number
   /** The instance's ledger shards that took part in the step. */
   shards: { shard: number }[]
+  /**
+   * How many times the coordinator sent this job before (a lost message, a queue backlog, a job gone silent): such a
+   * job, or one that waited long in the queue, first claims its update (`RunCoordinator.claimStepJob`), so two runs of
+   * one update never work at once.
+   */
+  resends?: number
   /**
    * The step closed with its update skipped, by the budget this names (`budgets.updates_per_window`): the job commits
    * no change and makes no LLM call. `rollouts`: the instance's rollouts in the step, as its shards reported them.

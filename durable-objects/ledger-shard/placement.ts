@@ -1,5 +1,6 @@
 import type { BudgetRefusal } from '../../src/budgets/index.ts'
 import type { Announce, CoordinatorReply, Judged, ShardAddress, Submission } from '../contracts.ts'
+import type { SeatLease } from './seat-lease.ts'
 import type { ShardSteps } from './steps.ts'
 
 /** A submission about to be recorded: new to the shard, with its judgement. */
@@ -16,11 +17,14 @@ export class PlacementRefused extends Error {
   }
 }
 
+/** Times one ask is sent when it fails (the coordinator reset under it): an ask sent again is harmless. */
+const ASK_ATTEMPTS = 3
+
 /**
- * Which step each new rollout of a shard is recorded in. The coordinator decides: once per step for a run whose steps
- * close on `/complete`, a trainer step or an idle gap (the shard then places on its own while it stays announced in
- * its step), and seat by seat when steps close by count. A rollout judged on another version than its step's is
- * placed nowhere (null): its caller judges it again on that step's rubrics.
+ * Which step each new rollout of a shard is recorded in. The shard announces itself to the coordinator once per step
+ * (and again on a later trainer step, or past the idle deadline) and places the rest on its own; when steps close by
+ * count, each new rollout takes one of the seats the shard leased (`SeatLease`), and the coordinator is asked only
+ * when they run out. A rollout judged on another version than its step's is placed nowhere (null).
  * @example const steps = await placement.place(fresh) // Map { submission → 3, other → null }
  */
 export class Placement {
@@ -30,17 +34,13 @@ export class Placement {
   private counted: boolean | undefined
   /** When the coordinator closes the step by idle gap unless rollouts arrive first: past it, a write asks again. */
   private idleDeadline: number | undefined
-  /** Requests waiting for the coordinator's seats, asked together once the ask in flight returns. */
-  private readonly waiting: {
-    versions: number[]
-    trainerStep: number
-    resolve: (seats: (number | null)[]) => void
-    reject: (error: unknown) => void
-  }[] = []
+  /** Requests waiting to ask the coordinator, asked together once the ask in flight returns. */
+  private readonly waiting: { versions: number[]; trainerStep: number; done: (error?: unknown) => void }[] = []
   private asking = false
 
   constructor(
     private readonly steps: ShardSteps,
+    private readonly lease: SeatLease,
     private readonly parts: {
       address: () => ShardAddress
       newestVersion: () => Promise<number>
@@ -55,37 +55,66 @@ export class Placement {
     this.idleDeadline = reply.idleDeadline
   }
 
-  /**
-   * The step each new rollout is recorded in (null: judge it again on the step's version); `PlacementRefused` when a
-   * budget of the run refuses them. Asks the coordinator when
-   * the run counts seats, when the shard has not announced itself in its step since this wake, when the rollouts
-   * carry a later trainer step, or past the idle deadline (the step may have closed); else the step it announced in.
-   */
-  async place(fresh: readonly Fresh[]): Promise<Map<Fresh, number | null>> {
-    const trainerStep = Math.max(...fresh.map((submission) => submission.metadata.current_step))
-    const current = this.steps.current()
-    const overdue = this.idleDeadline !== undefined && Date.now() >= this.idleDeadline
-    const announced = current !== undefined && this.announcedIn === current && this.counted === false
-    if (announced && trainerStep <= this.steps.trainerStep(current) && !overdue) {
-      const pinned = this.steps.pinned(current)
-      return new Map(
-        fresh.map((submission) => [submission, submission.judged.rubricVersion === pinned ? current : null]),
-      )
-    }
-    const seats = await this.ask(
-      fresh.map((submission) => submission.judged.rubricVersion),
-      trainerStep,
-    )
-    return new Map(fresh.map((submission, index) => [submission, seats[index] ?? null]))
+  /** Whether the run closes steps by count, as far as this shard has heard. */
+  isCounted(): boolean {
+    return this.counted === true
   }
 
   /**
-   * The coordinator's seats for `versions`. Requests that need it while an ask is in flight go together in the next
-   * one: under load a shard makes one call per round trip, not one per request.
+   * Places what this shard can without the coordinator: each placed rollout's step (a seat of a counted step is
+   * reserved for it: the caller writes its row at once, then `SeatLease.use` or `giveBack`), or null (judge it again),
+   * and the rest, which need `ask` first. `asked`: the coordinator has just answered, so its step stands whatever the
+   * trainer step or the idle deadline says.
    */
-  private ask(versions: number[], trainerStep: number): Promise<(number | null)[]> {
+  placeHere(fresh: readonly Fresh[], asked = false): { placed: Map<Fresh, number | null>; pending: Fresh[] } {
+    const placed = new Map<Fresh, number | null>()
+    const current = this.steps.current()
+    if (current === undefined || this.announcedIn !== current || this.counted === undefined)
+      return { placed, pending: [...fresh] }
+    const pinned = this.steps.pinned(current)
+    if (!this.counted) {
+      const trainerStep = Math.max(...fresh.map((submission) => submission.metadata.current_step))
+      const overdue = this.idleDeadline !== undefined && Date.now() >= this.idleDeadline
+      if (!asked && (trainerStep > this.steps.trainerStep(current) || overdue)) return { placed, pending: [...fresh] }
+      for (const submission of fresh)
+        placed.set(submission, submission.judged.rubricVersion === pinned ? current : null)
+      return { placed, pending: [] }
+    }
+    const pending: Fresh[] = []
+    for (const submission of fresh) {
+      if (submission.judged.rubricVersion !== pinned) placed.set(submission, null)
+      else if (this.lease.reserve(current)) placed.set(submission, current)
+      else pending.push(submission)
+    }
+    return { placed, pending }
+  }
+
+  /**
+   * Asks the coordinator where `pending` go (an announce; a lease of seats when steps close by count), so that
+   * `placeHere` can place them. `PlacementRefused` when a budget of the run refuses them; false when the coordinator
+   * could not be asked (`ASK_ATTEMPTS` times).
+   */
+  async ask(pending: readonly Fresh[]): Promise<boolean> {
+    try {
+      await this.askTogether(
+        pending.map((submission) => submission.judged.rubricVersion),
+        Math.max(...pending.map((submission) => submission.metadata.current_step)),
+      )
+      return true
+    } catch (error) {
+      if (error instanceof PlacementRefused) throw error
+      console.error(`[${this.parts.address().runId}] the coordinator could not be asked for a place`, error)
+      return false
+    }
+  }
+
+  /**
+   * One ask of the coordinator for these rollouts. Requests that need it while an ask is in flight go together in the
+   * next one: under load a shard makes one call per round trip, not one per request.
+   */
+  private askTogether(versions: number[], trainerStep: number): Promise<void> {
     return new Promise((resolve, reject) => {
-      this.waiting.push({ versions, trainerStep, resolve, reject })
+      this.waiting.push({ versions, trainerStep, done: (error) => (error ? reject(error) : resolve()) })
       if (this.waiting.length === 1 && !this.asking) void this.askWaiting()
     })
   }
@@ -94,42 +123,47 @@ export class Placement {
     this.asking = true
     while (this.waiting.length > 0) {
       const asks = this.waiting.splice(0)
+      let failure: unknown
       try {
-        const seats = await this.announce(
+        await this.announce(
           asks.flatMap((one) => one.versions),
           Math.max(...asks.map((one) => one.trainerStep)),
         )
-        let next = 0
-        for (const one of asks) one.resolve(seats.slice(next, (next += one.versions.length)))
       } catch (error) {
-        for (const one of asks) one.reject(error)
+        failure = error
       }
+      for (const one of asks) one.done(failure)
     }
     this.asking = false
   }
 
-  private async announce(versions: number[], trainerStep: number): Promise<(number | null)[]> {
+  private async announce(versions: number[], trainerStep: number): Promise<void> {
     const address = this.parts.address()
-    const current = this.steps.current()
-    const reply = await this.parts.announce({
-      instanceId: address.instanceId,
-      shard: address.shard,
-      shardStep: current ?? -1,
-      trainerStep,
-      newestVersion: await this.parts.newestVersion(),
-      versions,
-    })
+    let reply: CoordinatorReply | undefined
+    for (let attempt = 1; !reply; attempt++) {
+      const current = this.steps.current()
+      const ask: Announce = {
+        instanceId: address.instanceId,
+        shard: address.shard,
+        shardStep: current ?? -1,
+        trainerStep,
+        newestVersion: await this.parts.newestVersion(),
+        versions,
+        ...(current === undefined ? {} : { leased: this.lease.leased(current), taken: this.lease.taken(current) }),
+      }
+      try {
+        reply = await this.parts.announce(ask)
+      } catch (error) {
+        if (attempt >= ASK_ATTEMPTS) throw error
+      }
+    }
     this.parts.applyReply(reply)
     // Not announced: the next rollouts ask again (the step may have closed, leaving room).
     if (reply.refused) throw new PlacementRefused(reply.refused)
     this.counted = reply.counted === true
     this.announcedIn = reply.step
-    const seats = reply.seats ?? versions.map(() => null)
     // Kept for lookups after a wake: each step's version, and the highest trainer step announced in it.
     if (reply.version !== undefined) this.steps.pin(reply.step, reply.version, this.counted ? -1 : trainerStep)
-    seats.forEach((step, index) => {
-      if (step !== null && step !== reply.step) this.steps.pin(step, versions[index]!, -1)
-    })
-    return seats
+    if (reply.leased !== undefined) this.lease.heard(reply.step, reply.leased)
   }
 }

@@ -69,7 +69,20 @@ export class LedgerRows {
     }
   }
 
-  /** Replaces a rollout's score with its judgement on the rubrics its step's update left (sync mode). */
+  /** Whether sync mode has fixed the rollout's row for good (`settle` or `finalize`). */
+  isFinal(step: number, rolloutId: string): boolean {
+    return this.sql.exec<EntryRow>(LEDGER_SQL.entry, step, rolloutId).toArray()[0]?.final === 1
+  }
+
+  /** Sync mode: the row keeps the score it was first answered with, for good. */
+  finalize(step: number, rolloutId: string): void {
+    this.sql.exec(LEDGER_SQL.finalize, step, rolloutId)
+  }
+
+  /**
+   * Replaces a rollout's score with its judgement on the rubrics its step's update left (sync mode), for good; a row
+   * already final is left as it is.
+   */
   settle(step: number, rolloutId: string, judged: Judged): void {
     this.sql.exec(
       LEDGER_SQL.settle,
@@ -83,7 +96,7 @@ export class LedgerRows {
     )
   }
 
-  /** How many of `step`'s rows are on another version than `version`. */
+  /** How many of `step`'s rows are on another version than `version` and not final yet. */
   unsettled(step: number, version: number): number {
     return this.sql.exec<{ n: number }>(LEDGER_SQL.unsettled, step, version).one().n
   }

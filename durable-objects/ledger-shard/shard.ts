@@ -1,5 +1,4 @@
 import { DurableObject } from 'cloudflare:workers'
-import type { BudgetRefusal } from '../../src/budgets/index.ts'
 import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
 import { addScore, emptyTally, type ScoreTally } from '../../src/scoring/tally.ts'
 import { Alarm } from '../alarm.ts'
@@ -12,7 +11,6 @@ import type {
   RecordReply,
   RolloutAnalysis,
   ShardAddress,
-  ShardAnswer,
   StepRollout,
   Submission,
 } from '../contracts.ts'
@@ -21,10 +19,12 @@ import { MetaStore } from '../meta-store.ts'
 import { coordinatorName, instanceName, ledgerAddressOf, ledgerName } from '../names.ts'
 import { loadRunConfig } from '../run-config.ts'
 import { applySchema } from '../schema.ts'
-import { Waiters } from '../waiters.ts'
-import { type Fresh, Placement, PlacementRefused } from './placement.ts'
+import { Placement } from './placement.ts'
+import { Recorder } from './recorder.ts'
 import { Retention } from './retention.ts'
 import { LedgerRows } from './rows.ts'
+import { SeatLease } from './seat-lease.ts'
+import { Settlement } from './settlement.ts'
 import { ShardSnapshots } from './snapshots.ts'
 import { ShardSteps, upgradeStepState } from './steps.ts'
 import { LEDGER_TABLES } from './tables.ts'
@@ -34,6 +34,9 @@ import { LEDGER_TABLES } from './tables.ts'
  * overrides).
  */
 const REPORT_INTERVAL_MS = 1_000
+
+/** How many report intervals a shard of a counted run waits between reports. */
+const COUNTED_REPORT_SLOWER = 10
 
 /**
  * One slice of a run × instance's step ledger: the rollouts whose id hashes here (`ledgerShardOf`). It is the only
@@ -51,9 +54,10 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
   private readonly snapshots: ShardSnapshots
   private readonly retention: Retention
   private readonly placement: Placement
+  private readonly lease: SeatLease
+  private readonly recorder: Recorder
+  private readonly settlement: Settlement
   private readonly wakeUp: Alarm
-  /** Sync-mode `/score` requests waiting for a step's update, released by `stepUpdated`. */
-  private readonly waiters = new Waiters<number, RubricSnapshot | undefined>()
   /** Records between their placement and their rows: a close waits for them, so its tally has every row. */
   private readonly recording = new Set<Promise<unknown>>()
   /** The current step's tally (rebuilt from the ledger on wake): what a report sends. */
@@ -72,21 +76,32 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
     this.snapshots = new ShardSnapshots(this.meta, instance, () => this.address.instanceId)
     this.retention = new Retention(sql, this.meta, this.steps, this.rows, () => env.ARCHIVE)
     this.wakeUp = new Alarm(ctx.storage)
-    this.placement = new Placement(this.steps, {
+    this.lease = new SeatLease(this.steps, this.rows)
+    this.placement = new Placement(this.steps, this.lease, {
       newestVersion: async () => (await this.snapshots.current()).version,
       announce: (announce) => this.coordinator(this.address).announce(announce),
       address: () => this.address,
       applyReply: (reply) => this.applyReply(reply),
     })
+    this.recorder = new Recorder(ctx.storage, this.rows, this.steps, this.placement, this.lease, (entry) => {
+      if (entry.step === this.steps.current() && this.tally) addScore(this.tally, entry.score, entry.rubric_version)
+      this.dirty = true
+    })
+    const changed = (step: number) => {
+      if (step === this.steps.current()) this.tally = undefined
+    }
+    const archived = (step: number) => this.retention.isArchived(step)
+    this.settlement = new Settlement(this.rows, this.steps, this.snapshots, archived, changed)
   }
 
   /**
    * Records judged rollouts: a rollout id recorded in this step or the `LATE_RETRY_STEPS` before it gets its first
-   * entry back as a duplicate (nothing written, nothing announced); a new one is recorded in the step the coordinator
-   * places it in, when it was judged on that step's rubric version, and is answered `judge` (with those rubrics in the
-   * reply) when not, or `refused` when a budget of the run keeps its instance out of the step. A submission without a
-   * judgement is a lookup. `knownVersion` is the caller's rubric version: the reply carries the snapshot when it is
-   * older.
+   * entry back as a duplicate (nothing written, nothing announced), as do the other copies of an id in the request and
+   * a request that overlaps one in flight; a new one is recorded in the step the coordinator places it in, when it was
+   * judged on that step's rubric version, and is answered `judge` (with those rubrics in the reply) when not,
+   * `refused` when a budget of the run keeps its instance out of the step, or `failed` on its own (too large to store,
+   * no seat to be had now, a row that failed). A submission without a judgement is a lookup. `knownVersion` is the
+   * caller's rubric version: the reply carries the snapshot when it is older.
    */
   async record(submissions: readonly Submission[], knownVersion: number): Promise<RecordReply> {
     const work = this.recordNow(submissions, knownVersion)
@@ -100,16 +115,20 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
 
   /**
    * Sync mode: the final score of a rollout of a closed step, judged on the rubrics its step's update left
-   * (`awaitUpdate`). The first settle of a rollout is kept and every later one answers it, as does a duplicate
-   * request; once the step is archived its rows are final as they stand. Undefined when the row is gone.
+   * (`awaitUpdate`), kept for good; a row already final stays as it is. Undefined when the row is gone.
    */
   async settle(step: number, rolloutId: string, judged: Judged): Promise<LedgerEntry | undefined> {
-    const row = this.rows.entry(step, rolloutId)
-    if (!row || row.rubric_version === judged.rubricVersion) return row
-    if (this.retention.isArchived(step) || judged.rubricVersion !== this.steps.update(step)?.version) return row
-    this.rows.settle(step, rolloutId, judged)
-    if (step === this.steps.current()) this.tally = undefined
-    return this.rows.entry(step, rolloutId)
+    return this.settlement.settle(step, rolloutId, judged)
+  }
+
+  /** Sync mode: the rollout keeps the score it was first answered with (its wait for the update ran out). */
+  async finalize(step: number, rolloutId: string): Promise<LedgerEntry | undefined> {
+    return this.settlement.finalize(step, rolloutId)
+  }
+
+  /** Sync mode, a retry: the rollout's row once its first request has made it final (never judged again). */
+  async awaitFinal(step: number, rolloutId: string, timeoutMs: number): Promise<LedgerEntry | undefined> {
+    return this.settlement.awaitFinal(step, rolloutId, timeoutMs)
   }
 
   /**
@@ -130,9 +149,12 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
     return this.rows.stepRollouts(close.step, this.address.shard)
   }
 
-  /** How many rollouts `step` holds here: what a coordinator that lost its seat counts asks. */
-  async heldIn(step: number): Promise<number> {
-    return this.rows.count(step)
+  /**
+   * The coordinator calls back the free seats this shard leased in counted `step` (another shard needs them): the
+   * lease shrinks to the seats taken, and the answer is that lease. Sent again, it answers the same.
+   */
+  async yieldSeats(step: number): Promise<{ leased: number }> {
+    return { leased: this.lease.yieldFree(step) }
   }
 
   /** Recorded rollouts in full, for their analyses; ids no longer (or never) in the ledger are left out. */
@@ -156,8 +178,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
   async stepUpdated(step: number, snapshot: RubricSnapshot): Promise<void> {
     this.steps.noteUpdate(step, snapshot.version)
     this.snapshots.offer(snapshot)
-    for (const waited of this.waiters.keys())
-      if (waited <= step) this.waiters.release((key) => key === waited, await this.settleSnapshot(waited))
+    await this.settlement.stepUpdated(step)
     await this.wakeUp.by(Date.now())
   }
 
@@ -167,8 +188,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
    * shards cost no call when they are released.
    */
   async awaitUpdate(step: number, timeoutMs: number): Promise<RubricSnapshot | undefined> {
-    if (this.steps.updatedThrough() >= step) return this.settleSnapshot(step)
-    return this.waiters.wait(step, timeoutMs, undefined)
+    return this.settlement.awaitUpdate(step, timeoutMs)
   }
 
   /** Reports to the coordinator, writes closed steps to the archive, deletes steps past their retention. */
@@ -191,35 +211,14 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
   }
 
   private async recordNow(submissions: readonly Submission[], knownVersion: number): Promise<RecordReply> {
-    const recorded = (submission: Submission) => {
-      const current = this.steps.current()
-      return current === undefined ? undefined : this.rows.entryNear(current, submission.rollout.id)
-    }
-    const fresh = submissions.filter((submission): submission is Fresh => !!submission.judged && !recorded(submission))
-    let seats = new Map<Fresh, number | null>()
-    let refusal: BudgetRefusal | undefined
-    try {
-      if (fresh.length > 0) seats = await this.placement.place(fresh)
-    } catch (error) {
-      if (!(error instanceof PlacementRefused)) throw error
-      refusal = error.refusal
-    }
-    const answers: ShardAnswer[] = []
-    this.ctx.storage.transactionSync(() => {
-      for (const submission of submissions) {
-        // Looked up again: a record of the same id may have landed while this one was placed.
-        const earlier = recorded(submission)
-        const step = seats.get(submission as Fresh)
-        if (earlier) answers.push({ kind: 'recorded', entry: earlier, duplicate: true })
-        else if (refusal && submission.judged) answers.push({ kind: 'refused', refusal })
-        else if (step === undefined || step === null) answers.push({ kind: 'judge' })
-        else answers.push({ kind: 'recorded', entry: this.insert(step, submission as Fresh), duplicate: false })
-      }
-    })
-    // One alarm for the request's rows: a report of them within the interval.
-    if (answers.some((answer) => answer.kind === 'recorded' && !answer.duplicate))
-      await this.wakeUp.by(Date.now() + this.reportIntervalMs())
+    const answers = await this.recorder.record(submissions)
     const current = this.steps.current()
+    // One alarm for the request's rows: a report of them within the interval. A counted step's coordinator hears of
+    // its seats at every ask for more, so its shards report less often.
+    if (answers.some((answer) => answer.kind === 'recorded' && !answer.duplicate))
+      await this.wakeUp.by(
+        Date.now() + this.reportIntervalMs() * (this.placement.isCounted() ? COUNTED_REPORT_SLOWER : 1),
+      )
     const pinned = current === undefined ? undefined : this.steps.pinned(current)
     const target = pinned === undefined ? await this.snapshots.current() : await this.snapshots.of(pinned)
     const needsSnapshot = knownVersion !== target.version || answers.some((answer) => answer.kind === 'judge')
@@ -239,6 +238,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
         shard: address.shard,
         step,
         tally: this.currentTally(),
+        ...(this.placement.isCounted() ? { taken: this.lease.taken(step) } : {}),
       })
       this.applyReply(reply)
     } catch (error) {
@@ -263,13 +263,6 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
     if (waitForRecords) await Promise.allSettled([...this.recording])
   }
 
-  private insert(step: number, submission: Fresh): LedgerEntry {
-    const entry = this.rows.insert(step, submission)
-    if (step === this.steps.current() && this.tally) addScore(this.tally, entry.score, entry.rubric_version)
-    this.dirty = true
-    return entry
-  }
-
   private advanceTo(step: number): void {
     const current = this.steps.current()
     if (current !== undefined && current >= step) return
@@ -280,12 +273,6 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
   private currentTally(): ScoreTally {
     const step = this.steps.current()
     return (this.tally ??= step === undefined ? emptyTally() : this.rows.tally(step))
-  }
-
-  /** The rubrics sync-mode rollouts of an updated step are settled on. */
-  private async settleSnapshot(step: number): Promise<RubricSnapshot> {
-    const version = this.steps.update(step)?.version
-    return version ? this.snapshots.of(version) : this.snapshots.current()
   }
 
   private reportIntervalMs(): number {

@@ -52,12 +52,24 @@ export class ShardSteps {
     if (row?.version === version && row.trainer_step >= trainerStep) return
     this.sql.exec(LEDGER_SQL.pinStep, step, version, trainerStep)
     this.rows.set(step, {
-      step,
+      ...emptyRow(step),
+      ...row,
       version: row?.version ?? version,
       trainer_step: Math.max(trainerStep, row?.trainer_step ?? -1),
-      updated_version: row?.updated_version ?? null,
-      updated_at: row?.updated_at ?? null,
     })
+  }
+
+  /** The seats of counted `step` this shard holds (0 before it leased any). */
+  leased(step: number): number {
+    return this.of(step)?.leased ?? 0
+  }
+
+  /** The shard's lease of counted `step` is now `seats` (absolute). */
+  setLeased(step: number, seats: number): void {
+    const row = this.of(step)
+    if ((row?.leased ?? 0) === seats) return
+    this.sql.exec(LEDGER_SQL.setLeased, step, seats)
+    this.rows.set(step, { ...emptyRow(step), ...row, leased: seats })
   }
 
   /** The update of `step` committed, leaving `version`; the first note stands. */
@@ -65,8 +77,7 @@ export class ShardSteps {
     const row = this.of(step)
     if (row?.updated_version != null) return
     this.sql.exec(LEDGER_SQL.noteUpdate, step, version, at)
-    const { version: pinned = null, trainer_step = -1 } = row ?? {}
-    this.rows.set(step, { step, version: pinned, trainer_step, updated_version: version, updated_at: at })
+    this.rows.set(step, { ...emptyRow(step), ...row, updated_version: version, updated_at: at })
     this.newestUpdated = Math.max(this.updatedThrough(), step)
   }
 
@@ -87,6 +98,10 @@ export class ShardSteps {
     this.sql.exec(LEDGER_SQL.forgetStepsThrough, step, this.updatedThrough())
     this.rows.clear()
   }
+}
+
+function emptyRow(step: number): ShardStepRow {
+  return { step, version: null, trainer_step: -1, updated_version: null, updated_at: null, leased: 0 }
 }
 
 /**

@@ -24,12 +24,15 @@ export const LEDGER_TABLES: Record<string, TableSchema> = {
       criteria: 'TEXT NOT NULL',
       metadata: 'TEXT NOT NULL',
       rollout: 'TEXT NOT NULL',
+      // Sync mode: the row's score is the one every answer gives from now on (settled, or kept as first answered).
+      final: 'INTEGER NOT NULL DEFAULT 0',
     },
     constraints: ['PRIMARY KEY (step, rollout_id)'],
     withoutRowid: true,
   },
   // One row per step the shard took part in or learned the update of: the rubric version its rollouts are scored on
-  // (null when it took none), the highest trainer step announced in it, and the version its update left.
+  // (null when it took none), the highest trainer step announced in it, the version its update left, and (counted
+  // steps) the seats it leased there.
   shard_steps: {
     columns: {
       step: 'INTEGER PRIMARY KEY',
@@ -37,6 +40,7 @@ export const LEDGER_TABLES: Record<string, TableSchema> = {
       trainer_step: 'INTEGER NOT NULL DEFAULT -1',
       updated_version: 'INTEGER',
       updated_at: 'INTEGER',
+      leased: 'INTEGER NOT NULL DEFAULT 0',
     },
   },
 }
@@ -64,6 +68,7 @@ export type EntryRow = {
   score: number
   criteria: string
   cached: number
+  final: number
 }
 
 /** A row of `shard_steps`. */
@@ -73,6 +78,7 @@ export type ShardStepRow = {
   trainer_step: number
   updated_version: number | null
   updated_at: number | null
+  leased: number
 }
 
 /**
@@ -80,7 +86,8 @@ export type ShardStepRow = {
  */
 export const LEDGER_SQL = {
   entry:
-    'SELECT step, rollout_id, rubric_version, score, criteria, cached FROM ledger WHERE step = ? AND rollout_id = ?',
+    'SELECT step, rollout_id, rubric_version, score, criteria, cached, final FROM ledger ' +
+    'WHERE step = ? AND rollout_id = ?',
   insert: `INSERT INTO ledger (step, rollout_id, seq, rubric_version, score, cached, grp, output_chars, output_hash,
       tactics, analysis, created_at, judge_model, criteria, metadata, rollout)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?)`,
@@ -89,19 +96,22 @@ export const LEDGER_SQL = {
     'SELECT rollout_id, rubric_version, score, grp, output_chars, output_hash, criteria, tactics, analysis ' +
     'FROM ledger WHERE step = ?',
   rollout:
-    'SELECT step, rollout_id, rubric_version, score, criteria, cached, rollout, metadata ' +
+    'SELECT step, rollout_id, rubric_version, score, criteria, cached, final, rollout, metadata ' +
     'FROM ledger WHERE step = ? AND rollout_id = ?',
   recordAnalysis:
     'UPDATE ledger SET analysis = ? WHERE step = ? AND rollout_id = ? ' +
     "AND (analysis IS NULL OR json_extract(analysis, '$.status') != 'done')",
   archiveStep:
-    'SELECT step, rollout_id, rubric_version, score, criteria, cached, rollout, metadata, judge_model, created_at ' +
-    'FROM ledger WHERE step = ? ORDER BY seq',
+    'SELECT step, rollout_id, rubric_version, score, criteria, cached, final, rollout, metadata, judge_model, ' +
+    'created_at FROM ledger WHERE step = ? ORDER BY seq',
   deleteThrough: 'DELETE FROM ledger WHERE step <= ?',
+  /** Sync mode: a row's score on the rubrics its step's update left, once; a final row is left as it is. */
   settle:
-    'UPDATE ledger SET rubric_version = ?, score = ?, criteria = ?, cached = ?, judge_model = ? ' +
-    'WHERE step = ? AND rollout_id = ?',
-  unsettled: 'SELECT count(*) AS n FROM ledger WHERE step = ? AND rubric_version != ?',
+    'UPDATE ledger SET rubric_version = ?, score = ?, criteria = ?, cached = ?, judge_model = ?, final = 1 ' +
+    'WHERE step = ? AND rollout_id = ? AND final = 0',
+  /** Sync mode: a row keeps the score it was first answered with. */
+  finalize: 'UPDATE ledger SET final = 1 WHERE step = ? AND rollout_id = ? AND final = 0',
+  unsettled: 'SELECT count(*) AS n FROM ledger WHERE step = ? AND rubric_version != ? AND final = 0',
   stepCount: 'SELECT count(*) AS n FROM ledger WHERE step = ?',
 
   /** A step's row of `shard_steps`. */
@@ -115,6 +125,9 @@ export const LEDGER_SQL = {
   noteUpdate: `INSERT INTO shard_steps (step, updated_version, updated_at) VALUES (?, ?, ?)
     ON CONFLICT (step) DO UPDATE SET updated_version = excluded.updated_version, updated_at = excluded.updated_at
     WHERE updated_version IS NULL`,
+  /** The seats of a counted step the shard holds (its lease, absolute). */
+  setLeased: `INSERT INTO shard_steps (step, leased) VALUES (?, ?)
+    ON CONFLICT (step) DO UPDATE SET leased = excluded.leased WHERE leased != excluded.leased`,
   /** The newest step whose update committed: walks the key down from the newest step. */
   updatedThrough:
     'SELECT step FROM shard_steps WHERE step >= 0 AND updated_version IS NOT NULL ORDER BY step DESC LIMIT 1',

@@ -1,6 +1,6 @@
 import { type BudgetRefusal, instanceBudgetRefusal } from '../../src/budgets/index.ts'
 import type { RunConfig } from '../../src/schemas/run-config.ts'
-import { COORDINATOR_SQL } from './tables.ts'
+import { COORDINATOR_SQL } from './statements.ts'
 
 /**
  * `budgets.instances_per_step`: an instance new to a step is admitted while the step holds fewer instances than the

@@ -13,9 +13,9 @@ import { InstanceBudget, UpdateBudget } from './budgets.ts'
 import { CloseNotices } from './close-notices.ts'
 import { IdleGap } from './idle-gap.ts'
 import { StepLifecycle } from './lifecycle.ts'
+import { Leases } from './leases.ts'
 import { LlmStats } from './llm-stats.ts'
 import { RunReadings, type StepTimelineEntry } from './readings.ts'
-import { Seats } from './seats.ts'
 import { ShardReports } from './shard-reports.ts'
 import { StepJobs } from './step-jobs.ts'
 import { StepRows } from './step-rows.ts'
@@ -65,19 +65,20 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
       wakeUp,
       updates,
     }))
-    const seats = new Seats(env, runId, rows, lifecycle)
-    this.reports = new ShardReports(rows, { lifecycle, idle, seats, instances: new InstanceBudget(sql) })
+    const instances = new InstanceBudget(sql)
+    const leases = new Leases(env, runId, rows, { lifecycle, instances, meta: this.meta, wakeUp })
+    this.reports = new ShardReports(rows, { lifecycle, idle, leases, instances })
     const notices = (this.notices = new CloseNotices(env, runId, rows, { lifecycle, wakeUp }))
     const jobs = (this.jobs = new StepJobs(sql, env, runId))
-    this.watchdog = new Watchdog(rows, { idle, lifecycle, notices, jobs, wakeUp })
+    this.watchdog = new Watchdog(rows, { idle, lifecycle, notices, jobs, leases, wakeUp })
     this.readings = new RunReadings(sql, rows, idle)
   }
 
   /**
    * A ledger shard is about to record rollouts: its first of its step, rollouts of a later trainer step than it has
    * seen in it (closing the collecting step first when that is past every one it holds, `close_on_step_advance`), or,
-   * when steps close by count, any new ones. Registers it in the collecting step and answers with the step each
-   * rollout is recorded in (`seats`), the collecting step, its rubric version and any close the shard has missed.
+   * when steps close by count, more than the seats it leased. Registers it in the collecting step and answers with
+   * that step, its rubric version, the shard's lease of seats (counted steps) and any close the shard has missed.
    */
   async announce(announce: Announce): Promise<CoordinatorReply> {
     return this.reports.announce(await this.runConfig(), announce)
@@ -107,6 +108,11 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
     return { status: 'complete', step, closed: true }
   }
 
+  /** Where `step` stands, without waiting: null when the run keeps no such step. */
+  async statusOf(step: number): Promise<RubricStatus | null> {
+    return this.rows.step(step) ? this.status(step) : null
+  }
+
   /** Where the run stands (or where `step` stands), without waiting. */
   async status(step?: number): Promise<RubricStatus> {
     const config = await this.runConfig()
@@ -130,13 +136,14 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
 
   /**
    * LLM calls the Worker's isolates made for the run, summed per step (null: the step the run is collecting), as their
-   * telemetry hands them over in batches.
+   * telemetry hands them over in batches. A batch id seen before (a batch sent again) adds nothing.
    */
-  async addLlmCalls(batches: readonly { step: number | null; stats: readonly LlmStat[] }[]): Promise<void> {
+  async addLlmCalls(batchId: string, steps: readonly { step: number | null; stats: readonly LlmStat[] }[]) {
     await this.runConfig()
     const collecting = this.rows.collecting()
     this.ctx.storage.transactionSync(() => {
-      for (const { step, stats } of batches) this.llm.add(step ?? collecting, stats)
+      if (!this.llm.claimBatch(batchId)) return
+      for (const { step, stats } of steps) this.llm.add(step ?? collecting, stats)
     })
   }
 
@@ -167,6 +174,16 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
    */
   async stepJobAlive(step: number, instanceId: string): Promise<void> {
     this.jobs.alive(step, instanceId, Date.now())
+  }
+
+  /**
+   * A step job that may have a twin at work (it was sent again, or waited long in the queue) asks whether to run:
+   * false when the instance's update of `step` is done or another message's run of it said it is at work lately.
+   * `messageId`: the queue message, whose own retries may go on.
+   * @example if (!(await coordinator.claimStepJob(3, 'global', message.id))) return // a twin is at work
+   */
+  async claimStepJob(step: number, instanceId: string, messageId: string): Promise<boolean> {
+    return this.jobs.claim(step, instanceId, messageId, Date.now())
   }
 
   /**

@@ -1,7 +1,7 @@
 import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { Alarm } from '../alarm.ts'
 import type { StepRows } from './step-rows.ts'
-import { COORDINATOR_SQL } from './tables.ts'
+import { COORDINATOR_SQL } from './statements.ts'
 
 /**
  * The collecting step's idle gap (`close_after_idle_s`): when its rollouts last arrived and when it closes for want of

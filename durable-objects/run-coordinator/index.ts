@@ -5,3 +5,4 @@
 export { RunCoordinator } from './coordinator.ts'
 
 export type { StepTimelineEntry } from './readings.ts'
+export { DETAILED_STEPS } from './tables.ts'

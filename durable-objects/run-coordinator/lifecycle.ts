@@ -7,7 +7,8 @@ import type { UpdateBudget } from './budgets.ts'
 import type { IdleGap } from './idle-gap.ts'
 import type { LlmStats } from './llm-stats.ts'
 import type { StepRows } from './step-rows.ts'
-import { type CloseReason, COORDINATOR_SQL, DETAILED_STEPS, tallyOf } from './tables.ts'
+import { COORDINATOR_SQL } from './statements.ts'
+import { type CloseReason, DETAILED_STEPS, tallyOf } from './tables.ts'
 import type { UpdateWaiters } from './update-waiters.ts'
 
 /** The seats one shard holds in a step closed by count. */

@@ -3,7 +3,8 @@ import type { RubricStatus, StepStatus, StepUpdateOutcome } from '../../src/sche
 import type { ScoreTally } from '../../src/scoring/tally.ts'
 import type { IdleGap } from './idle-gap.ts'
 import type { StepInstance, StepRows } from './step-rows.ts'
-import { COORDINATOR_SQL, DETAILED_STEPS, publicStatus, type ShardRow, type StepRow, tallyOf } from './tables.ts'
+import { COORDINATOR_SQL } from './statements.ts'
+import { DETAILED_STEPS, publicStatus, type ShardRow, type StepRow, tallyOf } from './tables.ts'
 
 /** One step as the dashboard's timeline and charts show it. */
 export interface StepTimelineEntry {

@@ -5,71 +5,57 @@ import type { Announce, CloseNotice, CoordinatorReply, ShardReport } from '../co
 import type { InstanceBudget } from './budgets.ts'
 import type { IdleGap } from './idle-gap.ts'
 import type { StepLifecycle } from './lifecycle.ts'
-import type { Seats } from './seats.ts'
+import type { Leases } from './leases.ts'
 import type { StepRows } from './step-rows.ts'
 
 /**
  * What the ledger shards tell the coordinator (announces, which place rollouts, and batched reports of their tallies),
  * and what it answers: the collecting step, the closes a shard has missed, and the idle gap's deadline. An announce of
- * a later trainer step closes the step; with `rollouts_per_step`, the seat that fills it does (`Seats`). An announce is
- * where an instance joins a step, so it is where `budgets.instances_per_step` is kept (`InstanceBudget`).
+ * a later trainer step closes the step; with `rollouts_per_step`, an announce asks for a lease of seats and the last
+ * seat taken closes the step (`Leases`). An announce is where an instance joins a step, so it is where
+ * `budgets.instances_per_step` is kept (`InstanceBudget`).
  * @example const reply = await reports.report(config, { instanceId: 'global', shard: 3, step: 0, tally })
  */
 export class ShardReports {
   constructor(
     private readonly rows: StepRows,
-    private readonly parts: { lifecycle: StepLifecycle; idle: IdleGap; seats: Seats; instances: InstanceBudget },
+    private readonly parts: { lifecycle: StepLifecycle; idle: IdleGap; leases: Leases; instances: InstanceBudget },
   ) {}
 
   /**
-   * Registers the shard in the collecting step (closing that step first on a later trainer step) and places the
-   * rollouts it announces: with `rollouts_per_step`, each takes a seat; else each judged on the step's version is
-   * recorded there. An instance new to the step past `budgets.instances_per_step` is refused: nothing is registered.
+   * Registers the shard in the collecting step (closing that step first on a later trainer step) and answers its
+   * rubric version: each rollout judged on it is recorded there. With `rollouts_per_step` the shard leases seats
+   * instead (`Leases`). An instance new to the step past `budgets.instances_per_step` is refused: nothing is
+   * registered.
    */
   async announce(config: RunConfig, announce: Announce): Promise<CoordinatorReply> {
-    const { instanceId, shard, shardStep, trainerStep, newestVersion, versions = [] } = announce
-    const counted = config.rollouts_per_step !== null
-    if (counted) {
-      const refused = this.parts.instances.admit(config, this.rows.openCollecting(), instanceId)
-      if (refused) return this.refusal(config, shardStep, refused)
-    }
-    const seats = counted ? await this.parts.seats.take(config, announce) : undefined
+    const { instanceId, shard, shardStep, trainerStep, newestVersion } = announce
+    if (config.rollouts_per_step !== null) return this.lease(config, announce)
     this.parts.lifecycle.closeIfIdle(config)
     let step = this.rows.openCollecting()
-    const advances = trainerStep !== undefined && !counted && config.close_on_step_advance
-    if (advances) {
+    if (trainerStep !== undefined && config.close_on_step_advance) {
       const held = this.rows.step(step)?.trainer_step ?? null
-      if (held !== null && trainerStep! > held && this.rows.hasShards(step)) {
+      if (held !== null && trainerStep > held && this.rows.hasShards(step)) {
         this.parts.lifecycle.close(config, step, 'step_advance')
         step = this.rows.openCollecting()
       }
     }
-    if (!counted) {
-      // After a later trainer step's close: the first instances of a new step are not refused for the old one's.
-      const refused = this.parts.instances.admit(config, step, instanceId)
-      if (refused) return this.refusal(config, shardStep, refused)
-    }
-    if (advances) this.rows.noteTrainerStep(step, trainerStep!)
-    const closes = shardStep < 0 ? [] : this.missedCloses(shardStep)
+    // After a later trainer step's close: the first instances of a new step are not refused for the old one's.
+    const refused = this.parts.instances.admit(config, step, instanceId)
+    if (refused) return this.refusal(config, shardStep, refused)
+    if (trainerStep !== undefined && config.close_on_step_advance) this.rows.noteTrainerStep(step, trainerStep)
     const now = Date.now()
     const version = this.rows.pinnedVersion(step, instanceId, newestVersion)
-    if (!counted) {
-      this.rows.announceShard(step, instanceId, shard, version, now)
-      await this.parts.idle.noteRollouts(config, now)
-    }
-    return {
-      step,
-      closes,
-      version,
-      seats: seats ?? versions.map((judged) => (judged === version ? step : null)),
-      counted,
-      ...this.parts.idle.hint(config),
-    }
+    this.rows.announceShard(step, instanceId, shard, version, now)
+    await this.parts.idle.noteRollouts(config, now)
+    return { step, closes: this.missedCloses(shardStep), version, counted: false, ...this.parts.idle.hint(config) }
   }
 
   /** Takes a shard's tally of its current step: what the timeline draws and the idle gap is measured from. */
   async report(config: RunConfig, report: ShardReport): Promise<CoordinatorReply> {
     this.parts.lifecycle.closeIfIdle(config)
+    if (report.taken !== undefined && config.rollouts_per_step !== null)
+      await this.parts.leases.noteTaken(config, report.step, report.instanceId, report.shard, report.taken)
     const collecting = this.rows.openCollecting()
     // A shard takes part in a step by announcing itself or by reporting rollouts in it, never by reporting none.
     const known = report.step === collecting ? this.rows.shard(report.step, report.instanceId, report.shard) : undefined
@@ -87,18 +73,27 @@ export class ShardReports {
     }
   }
 
+  /** A counted step's answer to an announce: the shard's lease of seats (`Leases.ask`). */
+  private async lease(config: RunConfig, announce: Announce): Promise<CoordinatorReply> {
+    const lease = await this.parts.leases.ask(config, announce)
+    if (lease.refused) return this.refusal(config, announce.shardStep, lease.refused)
+    const { step, version, leased } = lease
+    return { step, closes: this.missedCloses(announce.shardStep), version, leased, counted: true }
+  }
+
   /** The answer to a refused announce: where the run stands, and why nothing was registered. */
   private refusal(config: RunConfig, shardStep: number, refused: BudgetRefusal): CoordinatorReply {
     return {
       step: this.rows.collecting(),
-      closes: shardStep < 0 ? [] : this.missedCloses(shardStep),
+      closes: this.missedCloses(shardStep),
       refused,
       ...this.parts.idle.hint(config),
     }
   }
 
-  /** Closed steps from `fromStep` (the shard's step) on: a shard ignores a close it has applied. */
+  /** Closed steps from `fromStep` (the shard's step; -1: it has none) on: a shard ignores a close it has applied. */
   private missedCloses(fromStep: number): CloseNotice[] {
+    if (fromStep < 0) return []
     const collecting = this.rows.collecting()
     const notices: CloseNotice[] = []
     for (let step = Math.max(0, fromStep); step < collecting; step++) notices.push({ step })

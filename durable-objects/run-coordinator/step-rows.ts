@@ -1,7 +1,8 @@
 import type { StepUpdateOutcome } from '../../src/schemas/status.ts'
 import { emptyTally, mergeTallies, type ScoreTally } from '../../src/scoring/tally.ts'
 import type { MetaStore } from '../meta-store.ts'
-import { COORDINATOR_SQL, type ShardRow, type StepRow, tallyOf } from './tables.ts'
+import { COORDINATOR_SQL } from './statements.ts'
+import { type ShardRow, type StepRow, tallyOf } from './tables.ts'
 
 /** One instance a step touched, with its update's outcome once it has one. */
 export interface StepInstance {
@@ -53,15 +54,19 @@ export class StepRows {
   }
 
   /**
-   * The step `/rubric_status` describes: a closed one not yet updated first, then the collecting one if it has
-   * rollouts, then the last updated.
+   * The step `/rubric_status` describes: a closed one not yet updated first, then the collecting one once it holds a
+   * rollout (as its shards reported or took seats), then the last updated: a step's update, analyses and flags stay in
+   * view until the next step has something to show.
    */
   reported(): StepRow | undefined {
     const updating = this.oldestUnfinished()
     if (updating) return updating
     const collecting = this.step(this.collecting())
-    if (collecting && this.hasShards(collecting.step)) return collecting
-    return this.sql.exec<StepRow>(COORDINATOR_SQL.lastUpdated).toArray()[0]
+    const held = collecting
+      ? this.shards(collecting.step).some((row) => row.taken > 0 || tallyOf(row).rollouts > 0)
+      : false
+    if (collecting && held) return collecting
+    return this.sql.exec<StepRow>(COORDINATOR_SQL.lastUpdated).toArray()[0] ?? collecting
   }
 
   shards(step: number): ShardRow[] {
@@ -136,9 +141,40 @@ export class StepRows {
     )
   }
 
-  /** A shard taking seats in a counted `step`: registered once, with the step's version for its instance. */
-  registerShard(step: number, instanceId: string, shard: number, version: number): void {
-    this.sql.exec(COORDINATOR_SQL.registerShard, step, instanceId, shard, JSON.stringify(emptyTally()), version)
+  /**
+   * A shard leasing seats in a counted `step`: registered once, with the step's version for its instance and its
+   * first lease.
+   */
+  registerShard(step: number, instanceId: string, shard: number, version: number, leased: number): void {
+    this.sql.exec(COORDINATOR_SQL.registerShard, step, instanceId, shard, JSON.stringify(emptyTally()), version, leased)
+  }
+
+  /** The seats of counted `step` leased to its shards. */
+  leasedIn(step: number): number {
+    return this.sql.exec<{ n: number }>(COORDINATOR_SQL.leasedInStep, step).one().n
+  }
+
+  /** How many shards take part in `step` (none for a step no longer kept). */
+  shardCount(step: number): number {
+    return step < 0 ? 0 : this.sql.exec<{ n: number }>(COORDINATOR_SQL.shardCount, step).one().n
+  }
+
+  /** The shards of counted `step` that may hold free seats, those that may hold most first. */
+  untakenShards(step: number): ShardRow[] {
+    return this.sql
+      .exec<ShardRow>(COORDINATOR_SQL.untakenShards, step)
+      .toArray()
+      .sort((a, b) => b.leased - b.taken - (a.leased - a.taken))
+  }
+
+  /** A shard's lease of counted `step` (absolute) and the seats of it taken. */
+  setLease(step: number, instanceId: string, shard: number, leased: number, taken: number): void {
+    this.sql.exec(COORDINATOR_SQL.setLease, leased, taken, step, instanceId, shard)
+  }
+
+  /** The seats of counted `step` a shard has taken (its rows), as it says: never more than its lease. */
+  noteTaken(step: number, instanceId: string, shard: number, taken: number): void {
+    this.sql.exec(COORDINATOR_SQL.noteTaken, taken, step, instanceId, shard, taken)
   }
 
   /** A shard about to take rollouts in `step`: registered with an empty tally, or its arrival time moved on. */

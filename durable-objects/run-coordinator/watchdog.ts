@@ -2,6 +2,7 @@ import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { Alarm } from '../alarm.ts'
 import type { CloseNotices } from './close-notices.ts'
 import type { IdleGap } from './idle-gap.ts'
+import type { Leases } from './leases.ts'
 import type { StepLifecycle } from './lifecycle.ts'
 import type { StepJobs } from './step-jobs.ts'
 import type { StepRows } from './step-rows.ts'
@@ -10,8 +11,9 @@ import type { StepRows } from './step-rows.ts'
 const STEP_WATCHDOG_MS = 15_000
 
 /**
- * What the coordinator's alarm does: closes an idle step on time, tells the shards of closing steps, starts and
- * re-sends the instances' updates, and sets the next alarm while any step is unfinished. Safe to run again: closes
+ * What the coordinator's alarm does: closes an idle step on time, calls back the free seats of a counted step whose
+ * every seat is leased (closing it when all are taken), tells the shards of closing steps, starts and re-sends the
+ * instances' updates, and sets the next alarm while any step is unfinished. Safe to run again: closes
  * and step jobs are idempotent.
  * @example override async alarm() { await this.wakeUp.handle(async () => this.watchdog.run(await this.runConfig())) }
  */
@@ -23,12 +25,14 @@ export class Watchdog {
       lifecycle: StepLifecycle
       notices: CloseNotices
       jobs: StepJobs
+      leases: Leases
       wakeUp: Alarm
     },
   ) {}
 
   async run(config: RunConfig): Promise<void> {
     this.parts.lifecycle.closeIfIdle(config)
+    await this.parts.leases.sweep(config)
     await this.parts.notices.tellShards()
     const now = Date.now()
     await this.parts.jobs.sendDue(now)

@@ -15,6 +15,12 @@ export const MAX_LINE = 120
 const MAX_DOC_LINE = 160
 const DOCS = /^(README\.md|docs\/.*\.md)$/
 export const MAX_FUNCTION_LINES = 80
+/**
+ * A Durable Object's file is held in one's head whole (STYLE.md: each concern of an object a module of its folder):
+ * none in durable-objects/ is longer.
+ */
+export const MAX_OBJECT_FILE_LINES = 300
+const OBJECT_FILES = /^durable-objects\/.*\.ts$/
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const SOURCE = /\.(ts|tsx|js|mjs|py|sh)$/
@@ -125,6 +131,16 @@ function functionName(node: ts.SignatureDeclaration): string {
 }
 
 /**
+ * A file longer than `limit` lines, as one finding at its first line past it.
+ * @example longFile('durable-objects/a.ts', 'x\n'.repeat(301), 300) // [{ file, line: 301, message: '302 lines' }]
+ */
+export function longFile(file: string, text: string, limit = MAX_OBJECT_FILE_LINES): Finding[] {
+  const lines = text.split('\n').length
+  if (lines <= limit) return []
+  return [{ file, line: limit + 1, message: `${lines} lines (at most ${limit} in durable-objects/)` }]
+}
+
+/**
  * Every finding in the tracked files of the checkout at `root`.
  * @example houseRuleFindings(process.cwd()).length // 0 on main
  */
@@ -138,7 +154,8 @@ export function houseRuleFindings(root: string): Finding[] {
     const typescript = /\.tsx?$/.test(file) && !file.endsWith('.d.ts')
     const functions =
       typescript && FUNCTION_ROOTS.some((prefix) => file.startsWith(prefix)) ? longFunctions(file, text) : []
-    return [...longLines(file, text), ...functions, ...(typescript ? layerViolations(file, text) : [])]
+    const length = OBJECT_FILES.test(file) ? longFile(file, text) : []
+    return [...longLines(file, text), ...functions, ...length, ...(typescript ? layerViolations(file, text) : [])]
   })
 }
 
@@ -148,7 +165,9 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   if (findings.length > 0) {
     console.error(
       `${findings.length} house-rule finding(s): lines ≤ ${MAX_LINE} characters (${MAX_DOC_LINE} in README.md and ` +
-        `docs/), functions ≤ ${MAX_FUNCTION_LINES} lines, imports only from the same or a lower layer ` +
+        `docs/), functions ≤ ${MAX_FUNCTION_LINES} lines, files in durable-objects/ ≤ ${MAX_OBJECT_FILE_LINES} ` +
+        'lines, ' +
+        'imports only from the same or a lower layer ' +
         `(${LAYERS.map((prefixes) => prefixes.join(' ')).join(' < ')})`,
     )
     process.exit(1)

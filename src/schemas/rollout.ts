@@ -36,6 +36,26 @@ export type Rollout = z.infer<typeof Rollout>
 export type RolloutInput = z.input<typeof Rollout>
 
 /**
+ * Most bytes a rollout and its training metadata may take as the ledger stores them (JSON, UTF-8, escapes included):
+ * a Durable Object's SQLite row holds 2 MB, and the rest of the row (its grades, hashes, model) needs room. The
+ * schema's character limits allow more once control characters are escaped (one becomes six bytes), so this is
+ * checked on its own: a rollout over it is a 413 that names it, and nothing of it is judged or recorded.
+ */
+export const STORED_ROLLOUT_MAX_BYTES = 1_500_000
+
+/**
+ * The bytes a rollout and its metadata take as the ledger stores them: what {@link STORED_ROLLOUT_MAX_BYTES} bounds.
+ * @example storedRolloutBytes({ rollout: { id: 'r', input: '', output: '\u0001' }, metadata }) // 81 (`\u0001` is 6)
+ */
+export function storedRolloutBytes(request: { rollout: Rollout; metadata: unknown }): number {
+  const encoder = new TextEncoder()
+  return (
+    encoder.encode(JSON.stringify(request.rollout)).byteLength +
+    encoder.encode(JSON.stringify(request.metadata)).byteLength
+  )
+}
+
+/**
  * Where the trainer is: the judge weighs an answer differently at step 5 of 1000 than at step 900.
  * @example TrainingMetadata.parse({ high_level_goal: 'math', model_size: '7B', current_step: 0, total_steps: 10 })
  */

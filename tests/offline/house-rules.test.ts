@@ -7,7 +7,13 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { houseRuleFindings, longFunctions, MAX_FUNCTION_LINES } from '../../offline/dev/house-rules.ts'
+import {
+  houseRuleFindings,
+  longFile,
+  longFunctions,
+  MAX_FUNCTION_LINES,
+  MAX_OBJECT_FILE_LINES,
+} from '../../offline/dev/house-rules.ts'
 
 /**
  * A Hono JSX component of exactly `lines` lines: its list items hold `=>` and `{'…'}` in text, which a parser that
@@ -30,6 +36,23 @@ function component(lines: number): string {
 
 const scratch = mkdtempSync(join(tmpdir(), 'rh-house-rules-'))
 afterAll(() => rmSync(scratch, { recursive: true, force: true }))
+
+describe('the file-length rule', () => {
+  it(`holds files in durable-objects/ to ${MAX_OBJECT_FILE_LINES} lines`, () => {
+    const lines = (n: number) => Array.from({ length: n }, (_, i) => `const v${i} = ${i}`).join('\n')
+    expect(longFile('durable-objects/run-coordinator/a.ts', lines(MAX_OBJECT_FILE_LINES))).toEqual([])
+    expect(longFile('durable-objects/run-coordinator/a.ts', lines(MAX_OBJECT_FILE_LINES + 1))).toEqual([
+      {
+        file: 'durable-objects/run-coordinator/a.ts',
+        line: 301,
+        message: '301 lines (at most 300 in durable-objects/)',
+      },
+    ])
+    expect(houseRuleFindings(process.cwd()).filter((finding) => finding.file.startsWith('durable-objects/'))).toEqual(
+      [],
+    )
+  })
+})
 
 describe('the function-length rule', () => {
   it('counts a .tsx component from its first line to its closing brace', () => {

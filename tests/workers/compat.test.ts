@@ -120,9 +120,10 @@ describe('POST /compat/openrlhf', () => {
     handedOut.sort((a, b) => position.get(a[0]!)! - position.get(b[0]!)!)
     expect(handedOut.flat()).toEqual(distinct.map((s) => s.response))
     expect(res.json.rewards.slice(250)).toEqual(res.json.rewards.slice(0, 50))
-    // A repeat in the batch is the same rollout (same id): recorded once, answered as a duplicate.
-    expect(res.json.extra_logs.duplicate.filter((d: number) => d === 1)).toHaveLength(50)
-    await expectStatus(run.token, { rollouts: 250 })
+    // A repeat in the batch is a sample of its own (a GRPO group at low temperature): judged once, recorded as one more
+    // rollout of the step.
+    expect(res.json.extra_logs.duplicate.filter((d: number) => d === 1)).toHaveLength(0)
+    await expectStatus(run.token, { rollouts: 300 })
     let calls: any[] = []
     await vi.waitFor(
       async () => {
@@ -152,7 +153,7 @@ describe('POST /compat/openrlhf', () => {
     expect(calls.filter((c) => c.role === 'scorer').reduce((sum, c) => sum + c.calls, 0)).toBe(250)
   })
 
-  it('judges here, once, a chunk whose invocation failed: rewards as without the fault, calls counted', async () => {
+  it('answers 503 for a chunk whose invocation failed, never judging it twice; the retry completes it', async () => {
     const samples = Array.from({ length: 100 }, (_, i) => ({
       prompt: `<|user|>What is ${i}*2?<|assistant|>`,
       response: i % 3 ? `${i}*2 = ${i * 2}` : 'I do not know',
@@ -163,34 +164,37 @@ describe('POST /compat/openrlhf', () => {
       prompts: samples.map((s) => s.prompt),
       labels: samples.map((s) => s.label),
     }
-    const scoreOnNewRun = async () => {
-      const run = await createRun(RUBRICS)
-      return { run, res: await call('POST', `/runs/${run.runId}/compat/openrlhf`, { token: run.token, body }) }
-    }
-    const unfaulted = await scoreOnNewRun()
-    expect(unfaulted.res.status, unfaulted.res.text).toBe(200)
+    const unfaultedRun = await createRun(RUBRICS)
+    const unfaulted = await call('POST', `/runs/${unfaultedRun.runId}/compat/openrlhf`, {
+      token: unfaultedRun.token,
+      body,
+    })
+    expect(unfaulted.status, unfaulted.text).toBe(200)
 
     const modelCalls = vi.spyOn(MockChatModel.prototype, 'complete')
-    // 100 distinct contents go out as 4 chunks of 25; the first to reach the entrypoint fails as a lost invocation.
+    const scorerCalls = () => modelCalls.mock.calls.filter(([request]) => request.role === 'scorer').length
+    // 100 distinct contents go out as 4 chunks of 25; the first to reach the entrypoint fails as a lost invocation
+    // (which may have spent its items' judge calls before it failed).
     const chunks = vi
       .spyOn(JudgeEntrypoint.prototype, 'judge')
       .mockRejectedValueOnce(new Error('the invocation was lost'))
-    const { run, res } = await scoreOnNewRun()
-    expect(res.status, res.text).toBe(200)
+    const run = await createRun(RUBRICS)
+    const res = await call('POST', `/runs/${run.runId}/compat/openrlhf`, { token: run.token, body })
+    expect(res.status).toBe(503)
+    expect(res.headers.get('retry-after')).toBe('1')
+    expect(res.json.error.code).toBe('overloaded')
     expect(chunks.mock.calls.map(([chunk]) => chunk.items.length)).toEqual([25, 25, 25, 25])
-    expect(res.json.rewards).toEqual(unfaulted.res.json.rewards)
-    // The lost chunk's 25 were judged here, and no item twice.
-    expect(modelCalls.mock.calls.filter(([request]) => request.role === 'scorer')).toHaveLength(100)
+    // The lost chunk's 25 were not judged here: 75 calls, each item once.
+    expect(scorerCalls()).toBe(75)
+    await expectStatus(run.token, { rollouts: 75 })
+    // OpenRLHF retries the request: only the 25 lost are judged, and the rewards are as without the fault.
+    const retry = await call('POST', `/runs/${run.runId}/compat/openrlhf`, { token: run.token, body })
+    expect(retry.status, retry.text).toBe(200)
+    expect(retry.json.rewards).toEqual(unfaulted.json.rewards)
+    expect(scorerCalls()).toBe(100)
     await expectStatus(run.token, { rollouts: 100 })
-    await vi.waitFor(
-      async () => {
-        const calls = (await call('GET', '/llm_calls', { token: run.token })).json.calls
-        expect(calls.filter((c: any) => c.role === 'scorer').reduce((sum: number, c: any) => sum + c.calls, 0)).toBe(
-          100,
-        )
-      },
-      { timeout: 5_000, interval: 50 },
-    )
+    modelCalls.mockRestore()
+    chunks.mockRestore()
   })
 
   it('judges a chunk through the JUDGE service binding, in order, each item on the rubrics sent with it', async () => {

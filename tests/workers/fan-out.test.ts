@@ -10,14 +10,18 @@ const numbers = (count: number) => Array.from({ length: count }, (_, i) => i)
 const doubled = async (part: readonly number[]) => part.map((n) => n * 2)
 
 /** Runs `handOut` on `count` items with both sides recorded; answers the results and the parts each side got. */
-async function split(count: number, failing: (part: number[], index: number) => boolean = () => false) {
+async function split(
+  count: number,
+  failing: (part: number[], index: number) => boolean = () => false,
+  lost?: (item: number) => number,
+) {
   const here = vi.fn(doubled)
   let handed = 0
   const away = vi.fn(async (part: number[]) => {
     if (failing(part, handed++)) throw new Error('the invocation was lost')
     return doubled(part)
   })
-  const results = await handOut(numbers(count), here, away, 'test')
+  const results = await handOut(numbers(count), here, away, 'test', lost)
   return {
     results,
     handedOut: away.mock.calls.map(([part]) => part),
@@ -68,6 +72,16 @@ describe('handOut', () => {
     expect(sizes(handedOut)).toEqual([25, 25, 25, 25])
     expect(judgedHere).toEqual([numbers(100).slice(25, 50)])
     expect(results).toEqual(numbers(100).map((n) => n * 2))
+  })
+
+  it('answers `lost` for the items of a failed chunk when given one, judging none of them here', async () => {
+    const { results, judgedHere } = await split(
+      100,
+      (_, index) => index === 1,
+      () => -1,
+    )
+    expect(judgedHere).toEqual([])
+    expect(results).toEqual(numbers(100).map((n) => (n >= 25 && n < 50 ? -1 : n * 2)))
   })
 
   it('judges everything here when every invocation fails', async () => {

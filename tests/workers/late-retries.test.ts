@@ -81,6 +81,20 @@ describe('a late retry', () => {
     expect((await score(run, 'next-3', 1)).json).toMatchObject({ step: 1, duplicate: false })
   })
 
+  // The window as docs/trainers.md promises it, in steps, not the constant: a retry that crosses two closes (a
+  // trainer's timeout, another trainer filling the step) is the same rollout.
+  it('two closes after its step gets its first answer, and is recorded once', async () => {
+    const run = await createRun({ ...RUBRICS, ledger_shards: 1, ledger_retention_steps: 10 })
+    const first = await score(run, 'two-closes', 0)
+    for (const step of [0, 1]) {
+      if (step > 0) expect((await score(run, `between-${step}`, step)).json).toMatchObject({ step })
+      expect((await call('POST', '/complete', { token: run.token })).json).toMatchObject({ closed: true, step })
+    }
+    const retry = await score(run, 'two-closes', 2)
+    expect(retry.json).toMatchObject({ ...answerOf(first.json), duplicate: true })
+    expect((await ledgerOf(run.runId, 1)).get('two-closes')).toEqual([answerOf(first.json)])
+  })
+
   it(`older than LATE_RETRY_STEPS (${LATE_RETRY_STEPS}) steps is a new rollout of the current step`, async () => {
     const run = await createRun({ ...RUBRICS, ledger_shards: 1, ledger_retention_steps: 10 })
     const first = await score(run, 'old-4', 0)

@@ -7,7 +7,8 @@ import { createExecutionContext, runInDurableObject } from 'cloudflare:test'
 import { env } from 'cloudflare:workers'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { LEDGER_SQL, type StepRolloutRow } from '../../durable-objects/ledger-shard/tables.ts'
-import { COORDINATOR_SQL, DETAILED_STEPS } from '../../durable-objects/run-coordinator/tables.ts'
+import { COORDINATOR_SQL } from '../../durable-objects/run-coordinator/statements.ts'
+import { DETAILED_STEPS } from '../../durable-objects/run-coordinator/tables.ts'
 import { coordinatorName, instanceName, ledgerName, ledgerShardOf } from '../../durable-objects/names.ts'
 import { type AnalysisCandidate, selectForAnalysis } from '../../src/analysis/select.ts'
 import { RewardClient } from '../../src/client/index.ts'
@@ -401,7 +402,13 @@ describe("the coordinator's steps", () => {
     expect(announced.closes[0]).toEqual({ step: 3 })
     expect(await coordinatorSteps(run.runId, 'steps')).toEqual(kept)
     expect(Math.min(...(await coordinatorSteps(run.runId, 'step_shards')))).toBeGreaterThan(steps - DETAILED_STEPS)
-    await expectStatus(run.token, { step: steps + 1, status: 'collecting', rollouts: 0 })
+    // The announce brought no rollout: the newest updated step stays in view, the collecting one is read by number.
+    await expectStatus(run.token, { step: steps, status: 'updated' })
+    expect((await call('GET', `/rubric_status?step=${steps + 1}`, { token: run.token })).json).toMatchObject({
+      step: steps + 1,
+      status: 'collecting',
+      rollouts: 0,
+    })
   }, 60_000)
 })
 

@@ -80,6 +80,60 @@ describe('LLM calls of a scoring request', () => {
   })
 })
 
+/** The Worker's env with its coordinators' `addLlmCalls` wrapped by `wrap` (the real call is `real`). */
+function withAddLlmCalls(wrap: (real: () => Promise<void>, attempt: number) => Promise<void>) {
+  let attempts = 0
+  return {
+    ...env,
+    RUN_COORDINATOR: {
+      getByName: (name: string) => {
+        const stub = env.RUN_COORDINATOR.getByName(name)
+        return new Proxy(stub, {
+          get: (target, property) =>
+            property === 'addLlmCalls'
+              ? (...args: Parameters<typeof stub.addLlmCalls>) => wrap(() => target.addLlmCalls(...args), ++attempts)
+              : Reflect.get(target, property),
+        })
+      },
+    },
+  }
+}
+
+describe('LLM call counts handed to the coordinator', () => {
+  it('are counted once when a batch is sent again after a reset lost the reply', async () => {
+    const endpoint = fakeEndpoint('llm-counts-twice', async () => new Response('down', { status: 500 }))
+    const run = await createRun({ ...RUBRICS, agents: { scorer: fakeRole('llm-counts-twice') } })
+    // The first send lands, then its reply is lost to a reset: callObject sends the same batch again.
+    const lostReply = withAddLlmCalls(async (real, attempt) => {
+      await real()
+      if (attempt === 1) throw Object.assign(new Error('the object was reset'), { durableObjectReset: true })
+    })
+    await send('POST', '/score', {
+      token: run.token,
+      body: { rollout: rollout('twice-1'), metadata: METADATA },
+      env: lostReply,
+    })
+    const counted = await scorerCalls(run.token)
+    expect(Object.values(counted).reduce((sum, calls) => sum + calls, 0)).toBe(endpoint.calls())
+  })
+
+  it('are sent again on a timer when a send fails, with no request after it', async () => {
+    const endpoint = fakeEndpoint('llm-counts-timer', async () => new Response('down', { status: 500 }))
+    const run = await createRun({ ...RUBRICS, agents: { scorer: fakeRole('llm-counts-timer') } })
+    const failsOnce = withAddLlmCalls(async (real, attempt) => {
+      if (attempt === 1) throw new Error('the coordinator is unreachable')
+      await real()
+    })
+    await send('POST', '/score', {
+      token: run.token,
+      body: { rollout: rollout('timer-1'), metadata: METADATA },
+      env: failsOnce,
+    })
+    const counted = await scorerCalls(run.token)
+    expect(Object.values(counted).reduce((sum, calls) => sum + calls, 0)).toBe(endpoint.calls())
+  })
+})
+
 describe('a rollout over the judge model context window', () => {
   it('is a 413 naming the limit after one call, never retried and never a score', async () => {
     const endpoint = fakeEndpoint('llm-counts-context', async () =>

@@ -6,6 +6,7 @@ import { runInDurableObject } from 'cloudflare:test'
 import { env } from 'cloudflare:workers'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { coordinatorName } from '../../durable-objects/names.ts'
+import { isDue } from '../../durable-objects/run-coordinator/step-jobs.ts'
 import { METADATA, call, clearFakeEndpoints, createRun, fakeEndpoint, fakeRole, rollout } from './helpers.ts'
 
 const RUBRICS = {
@@ -35,11 +36,12 @@ function lastHeard(runId: string): Promise<number | null | undefined> {
     env.RUN_COORDINATOR.getByName(coordinatorName(runId)),
     (_object, state) =>
       state.storage.sql
-        .exec<{ enqueued_at: number | null }>(
-          "SELECT enqueued_at FROM step_instances WHERE step = 0 AND instance_id = 'global'",
+        .exec<{ heard: number | null }>(
+          'SELECT max(enqueued_at, coalesce(alive_at, 0)) AS heard FROM step_instances ' +
+            "WHERE step = 0 AND instance_id = 'global'",
         )
         .toArray()
-        .at(0)?.enqueued_at,
+        .at(0)?.heard,
   )
 }
 
@@ -67,6 +69,10 @@ describe('a running step job', () => {
       timeout: 10_000,
       interval: 100,
     })
+    // A copy of the job sent meanwhile (a queue backlog, a resend) finds it at work and stays out; the running
+    // message's own retry may go on.
+    const coordinator = env.RUN_COORDINATOR.getByName(coordinatorName(run.runId))
+    expect(await coordinator.claimStepJob(0, 'global', 'a-copy')).toBe(false)
     release!()
     await vi.waitFor(
       async () => {
@@ -76,5 +82,26 @@ describe('a running step job', () => {
       { timeout: 20_000, interval: 100 },
     )
     expect(updater.calls()).toBe(1)
+    // Once the update is done, no copy runs at all.
+    expect(await coordinator.claimStepJob(0, 'global', 'a-later-copy')).toBe(false)
+  })
+})
+
+describe('a step job not heard from', () => {
+  const row = { enqueued_at: 0, sends: 1, alive_at: null as number | null }
+  it('waiting in a queue backlog is sent again after 180 s, then each time twice as long, at most an hour', () => {
+    expect(isDue({ ...row, enqueued_at: null as unknown as number, sends: 0 }, 0)).toBe(true)
+    expect(isDue(row, 179_999)).toBe(false)
+    expect(isDue(row, 180_000)).toBe(true)
+    expect(isDue({ ...row, sends: 2 }, 359_999)).toBe(false)
+    expect(isDue({ ...row, sends: 2 }, 360_000)).toBe(true)
+    expect(isDue({ ...row, sends: 9 }, 3_599_999)).toBe(false)
+    expect(isDue({ ...row, sends: 9 }, 3_600_000)).toBe(true)
+  })
+
+  it('once at work, is sent again only when it has been silent for 180 s', () => {
+    const atWork = { ...row, sends: 4, alive_at: 1_000_000 }
+    expect(isDue(atWork, 1_179_999)).toBe(false)
+    expect(isDue(atWork, 1_180_000)).toBe(true)
   })
 })

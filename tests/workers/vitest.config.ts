@@ -20,6 +20,9 @@ export default defineConfig(async () => {
           // JUDGE_KEY_NAMES lists ADMIN_TOKEN on purpose: the Worker's own secrets are refused whatever the list says.
           bindings: {
             TEST_MIGRATIONS: migrations,
+            MODEL_RUNS: process.env.MODEL_RUNS ?? '',
+            MODEL_SEED: process.env.MODEL_SEED ?? '',
+            MODEL_PATH: process.env.MODEL_PATH ?? '',
             ADMIN_TOKEN: 'test-admin-token',
             DEPLOYMENT: 'local',
             QUEUE_RETRY_BASE_S: '0',

@@ -18,16 +18,36 @@ export async function handleQueueBatch(batch: MessageBatch<StepJob>, env: Env): 
       try {
         if (deadLetters)
           await abandonInstanceStep(env, message.body, `dead-lettered after ${message.attempts} deliveries`)
-        else
-          await whileAlive(env, message.body, () =>
-            updateInstanceStep(env, message.body, { lastAttempt: message.attempts >= STEP_MAX_ATTEMPTS }),
+        else if (mayHaveTwin(message)) {
+          const job = message.body
+          const claimed = await objects.coordinator(env, job.runId, (run) =>
+            run.claimStepJob(job.step, job.instanceId, message.id),
           )
+          if (claimed) await runStepJob(env, message)
+        } else await runStepJob(env, message)
         message.ack()
       } catch (error) {
         console.error(`[queue ${batch.queue}] step job failed (attempt ${message.attempts})`, error)
         message.retry({ delaySeconds: Math.min(30, retryBaseSeconds(env) * 2 ** (message.attempts - 1)) })
       }
     }),
+  )
+}
+
+/**
+ * A job waiting this long in the queue may have been sent again meanwhile (the coordinator resends one it has not
+ * heard from in 180 s): it claims its update before it runs.
+ */
+const TWIN_RISK_MS = 60_000
+
+/** Whether another run of the message's job may be at work: it was sent again, or it waited long in the queue. */
+function mayHaveTwin(message: Message<StepJob>): boolean {
+  return (message.body.resends ?? 0) > 0 || Date.now() - message.timestamp.getTime() >= TWIN_RISK_MS
+}
+
+function runStepJob(env: Env, message: Message<StepJob>): Promise<unknown> {
+  return whileAlive(env, message.body, () =>
+    updateInstanceStep(env, message.body, { lastAttempt: message.attempts >= STEP_MAX_ATTEMPTS }),
   )
 }
 

@@ -102,16 +102,18 @@ export const GroupRequest = z.object({
 
 /**
  * Trainer protocols over the run's online scoring core (`scoreRollout`), in the run API: the run is addressed as
- * everywhere else (its token, the `/runs/<id>/` prefix, or the default run). Rollout ids are stable content hashes,
- * so a trainer's retry is counted once per step.
+ * everywhere else (its token, the `/runs/<id>/` prefix, or the default run). Rollout ids are stable content hashes
+ * (the k-th copy of one content in a request hashed with `#k`: `occurrences`), so a trainer's retry is counted once
+ * per step and identical samples of one batch each count.
  * - `POST /compat/openrlhf` `{query[], prompts[], labels[]}` → `{rewards[], scores[], extra_logs: {rubric_version[],
  *   cached[], duplicate[]}}`. The response is `query` minus its prompt prefix (when it starts with it); empty lists
  *   are answered at once with empty lists; lists of different lengths are a 400.
  * - `POST /compat/slime` `{prompt, response, label?}` → the `/score` result (`{score, rubric_version, criteria, …}`).
  * - `POST /score/group` `{prompt, responses[], reference?, metadata?, instance_id?}` → `{scores[], advantages[],
  *   rubric_version (the oldest any response was scored on), rubric_versions[], rollout_ids[], criteria[][] (each
- *   response's grades), grade_max, instance_id, run_id, request_id}` with GRPO advantages; identical responses share
- *   one rollout id (and so one score). A response may be the completion's messages (tool calls and results).
+ *   response's grades), grade_max, instance_id, run_id, request_id}` with GRPO advantages; identical responses are
+ *   judged once, and each is a rollout of its own. A response may be the completion's messages (tool calls and
+ *   results).
  * Every route takes an optional partial `metadata`; the rest comes from {@link DEFAULT_TRAINING_METADATA}.
  * OpenRLHF and slime send no Authorization header: they carry the run token in the path
  * (`/t/<token>/runs/<id>/compat/…`). None of them sends a step: their steps close by the run's idle gap
@@ -136,12 +138,13 @@ export const compatRoutes = new Hono<AppEnv>()
         )
       }
     }
+    const contents = occurrences(query)
     const requests = await Promise.all(
       query.map(async (full, index) => {
         const prompt = prompts?.[index] ?? ''
         const output = responseOf(full, prompt)
         return scoreRequest(
-          `orlhf-${(await sha256Hex(full)).slice(0, 32)}`,
+          `orlhf-${(await sha256Hex(contents[index]!)).slice(0, 32)}`,
           prompt,
           multiTurn(prompt, output),
           labels?.[index],
@@ -185,10 +188,11 @@ export const compatRoutes = new Hono<AppEnv>()
     const { prompt, responses, reference, metadata, instance_id: instanceId, seed } = c.get('body')
     const input = promptText(prompt)
     const texts = responses.map((response) => (typeof response === 'string' ? response : canonicalJson(response)))
+    const contents = occurrences(texts.map((text) => `${input}\u0000${text}`))
     const requests = await Promise.all(
       responses.map(async (response, index) =>
         scoreRequest(
-          `group-${(await sha256Hex(`${input}\u0000${texts[index]}`)).slice(0, 32)}`,
+          `group-${(await sha256Hex(contents[index]!)).slice(0, 32)}`,
           input,
           typeof response === 'string' ? response : { messages: [...promptMessages(prompt), ...response] },
           reference,
@@ -220,6 +224,22 @@ export const compatRoutes = new Hono<AppEnv>()
       ...(relative ? { judging: judgingReport(relative) } : {}),
     })
   })
+
+/**
+ * What names each sample of a batch: its content, and for the k-th copy of the same content in the request (k ≥ 1)
+ * that content with `#k`. Identical answers in one batch (a GRPO group at low temperature) are so distinct rollouts,
+ * each counted in its step, while the same batch sent again names the same rollouts and gets their first answers.
+ * @example occurrences(['C', 'C', 'D']) // ['C', 'C\u0000#1', 'D']
+ * @internal
+ */
+export function occurrences(contents: readonly string[]): string[] {
+  const seen = new Map<string, number>()
+  return contents.map((content) => {
+    const copies = seen.get(content) ?? 0
+    seen.set(content, copies + 1)
+    return copies === 0 ? content : `${content}\u0000#${copies}`
+  })
+}
 
 /**
  * End-of-turn tokens OpenRLHF leaves in `query` (it decodes with special tokens kept): not part of the answer judged.

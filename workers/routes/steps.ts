@@ -1,21 +1,26 @@
 import { Hono } from 'hono'
 import { z } from 'zod'
+import { DETAILED_STEPS } from '../../durable-objects/run-coordinator/index.ts'
 import { budgetError } from '../../src/budgets/index.ts'
+import { AppError } from '../../src/errors/index.ts'
 import { redactUrl } from '../../src/credentials/index.ts'
 import type { AppEnv } from '../env.ts'
 import { limitBody } from '../middleware/body-limit.ts'
-import { secondsParam, validQuery } from '../middleware/query.ts'
+import { integerParam, secondsParam, validQuery } from '../middleware/query.ts'
 import { objects } from '../objects/call.ts'
 
 /** Used when `/rubric_status/wait` names no timeout. */
 const DEFAULT_WAIT_S = 30
+
+/** The query of `/rubric_status`: `step` names a step still kept (else the step the trainer is told about). */
+const StatusQuery = z.object({ step: integerParam({ min: 0 }).optional() })
 
 /** The query of `/rubric_status/wait`. */
 const WaitQuery = z.object({ timeout_s: secondsParam().default(DEFAULT_WAIT_S) })
 
 /**
  * Step control: `POST /complete` (429 `update_budget_exceeded` with Retry-After past the run's
- * `budgets.updates_per_window`: the step keeps collecting), `GET /rubric_status`, `GET
+ * `budgets.updates_per_window`: the step keeps collecting), `GET /rubric_status[?step=N]`, `GET
  * /rubric_status/wait?timeout_s=N`, and `GET /llm_calls` (the run's LLM calls by role, model and outcome, summed over
  * its steps). The wait is clamped to the run's `max_wait_s` (300 s unless configured); on timeout it answers 202.
  */
@@ -26,9 +31,20 @@ export const stepRoutes = new Hono<AppEnv>()
     if (reply.refused) throw budgetError(reply.refused)
     return c.json(reply)
   })
-  .get('/rubric_status', async (c) => {
+  .get('/rubric_status', validQuery(StatusQuery), async (c) => {
     const run = c.get('run')
-    return c.json(await objects.coordinator(c.env, run.id, (coordinator) => coordinator.status()))
+    const { step } = c.req.valid('query')
+    if (step === undefined)
+      return c.json(await objects.coordinator(c.env, run.id, (coordinator) => coordinator.status()))
+    const status = await objects.coordinator(c.env, run.id, (coordinator) => coordinator.statusOf(step))
+    if (!status) {
+      throw new AppError(
+        'not_found',
+        `run "${run.id}" keeps no step ${step}: it has not opened yet, or it is older than the newest ` +
+          `${DETAILED_STEPS} updated steps`,
+      )
+    }
+    return c.json(status)
   })
   .get('/llm_calls', async (c) => {
     const run = c.get('run')

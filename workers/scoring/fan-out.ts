@@ -46,14 +46,17 @@ function chunksOf<T>(items: readonly T[]): T[][] {
 /**
  * Runs `items` in this invocation (`here`) when they are few or nothing can take chunks (`away` undefined: the
  * Worker has no `JUDGE` binding), else in chunks ({@link chunksOf}) each handed `away` to another invocation, with
- * its own 6 connections; a chunk whose invocation fails runs `here`, slower but not lost. Results in input order.
- * @example const outcomes = await handOut(groups, judgeHere, (part) => env.JUDGE!.judge(chunkOf(part)), requestId)
+ * its own 6 connections. A chunk whose invocation fails runs `here`, slower but not lost; or, given `lost`, answers
+ * that for its items: a budget of calls per item (`budgets.judge_calls_per_rollout`) may have been spent by the chunk
+ * before it failed, and judging them again here would spend it twice. Results in input order.
+ * @example const outcomes = await handOut(units, judgeHere, (part) => judge.judge(chunkOf(part)), requestId, lost)
  */
 export async function handOut<T, R>(
   items: readonly T[],
   here: (part: readonly T[]) => Promise<R[]>,
   away: ((part: T[]) => Promise<R[]>) | undefined,
   requestId: string,
+  lost?: (item: T) => R,
 ): Promise<R[]> {
   if (!away || items.length <= LOCAL_JUDGEMENTS) return here(items)
   const parts = await Promise.all(
@@ -61,12 +64,19 @@ export async function handOut<T, R>(
       try {
         return await away(part)
       } catch (error) {
-        console.error(`[${requestId}] a handed-out chunk of ${part.length} failed; running it here`, error)
-        return here(part)
+        console.error(`[${requestId}] a handed-out chunk of ${part.length} failed`, error)
+        return lost ? part.map(lost) : here(part)
       }
     }),
   )
   return parts.flat()
+}
+
+/** What a rollout of a handed-out chunk that failed is answered: retry after the delay. */
+const LOST_CHUNK = {
+  code: 'overloaded' as const,
+  message: 'the invocation judging this item failed; retry after the delay (what was recorded is not judged again)',
+  retryAfterSeconds: 1,
 }
 
 /** Judgements one invocation makes at once; LLM calls are capped separately by the run's `max_concurrent_llm_calls`. */
@@ -122,6 +132,8 @@ export async function judgeUnits(scope: JudgingScope, units: readonly JudgeUnit[
         return reply.outcomes
       }),
     scope.requestId,
+    // Its calls may be spent already: the trainer's retry judges it afresh, and what was recorded costs it nothing.
+    (): ChunkOutcome => ({ ok: false, error: { ...LOST_CHUNK, status: 503 }, calls: 0 }),
   )
   return outcomes.map((outcome) =>
     outcome.ok ? outcome : { ok: false, error: fromWire(outcome.error), calls: outcome.calls },

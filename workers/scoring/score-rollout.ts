@@ -4,10 +4,18 @@ import { judgementKey } from '../../src/agents/scorer/index.ts'
 import { groupBy } from '../../src/collections/index.ts'
 import { AppError } from '../../src/errors/index.ts'
 import { instanceIdForInput } from '../../src/hash/index.ts'
-import type { ScoreRequest } from '../../src/schemas/rollout.ts'
+import { STORED_ROLLOUT_MAX_BYTES, type ScoreRequest, storedRolloutBytes } from '../../src/schemas/rollout.ts'
 import { ledgerShardsOf, type RunConfig } from '../../src/schemas/run-config.ts'
+import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
 import type { ScoreResult } from '../../src/schemas/score.ts'
-import type { LedgerEntry, RecordReply, ShardAddress, Submission } from '../../durable-objects/contracts.ts'
+import type {
+  Judged,
+  LedgerEntry,
+  RecordReply,
+  ShardAddress,
+  ShardAnswer,
+  Submission,
+} from '../../durable-objects/contracts.ts'
 import { ledgerShardOf } from '../../durable-objects/names.ts'
 import { objects } from '../objects/call.ts'
 import { judgementCache, rubricCache } from './caches.ts'
@@ -100,11 +108,16 @@ async function resolveItems(
       }
     }),
   )
+  for (const item of items) {
+    const tooLarge = tooLargeToStore(item.request)
+    if (tooLarge) item.outcome = { ok: false, error: tooLarge }
+  }
   const lookups = byShard(
     items.filter(
       (item) =>
-        options.lookupFirst ||
-        !rubricCache.current(run.id, item.address.instanceId, item.request.metadata.current_step),
+        !item.outcome &&
+        (options.lookupFirst ||
+          !rubricCache.current(run.id, item.address.instanceId, item.request.metadata.current_step)),
     ),
   )
   await Promise.all([...lookups.values()].map((group) => recordOnShard(ctx, group, false)))
@@ -162,6 +175,7 @@ async function recordOnShard(ctx: ScoreContext, group: Item[], withJudgements: b
     if (answer.kind === 'recorded')
       item.outcome = { ok: true, result: toResult(ctx, item.address.instanceId, answer.entry, answer.duplicate) }
     else if (answer.kind === 'refused') item.outcome = { ok: false, error: budgetError(answer.refusal) }
+    else if (answer.kind === 'failed') item.outcome = { ok: false, error: failedError(answer) }
     else {
       delete item.judged
       if (reply.snapshot) item.snapshot = reply.snapshot
@@ -185,60 +199,98 @@ async function answer(ctx: ScoreContext, items: readonly Item[]): Promise<ItemOu
   )
   if (ctx.run.config.mode !== 'sync') return outcomes
   return Promise.all(
-    outcomes.map((outcome, index) => (outcome.ok ? settleSync(ctx, items[index]!, outcome.result) : outcome)),
+    outcomes.map(async (outcome, index) => {
+      if (!outcome.ok) return outcome
+      try {
+        return await settleSync(ctx, items[index]!, outcome.result)
+      } catch (error) {
+        if (error instanceof AppError) return { ok: false, error }
+        throw error
+      }
+    }),
   )
 }
 
 /**
  * Sync mode: waits for the step's update, then makes the rollout's final score the one on the rubrics that update
- * left, in the ledger first (`LedgerShard.settle`: the first settle stands), and answers what the ledger holds, so a
- * retried request, the step's tallies and the archive say what this answer says.
+ * left, in the ledger first (`LedgerShard.settle`: once, for good), and answers what the ledger holds, so a retried
+ * request, the step's tallies and the archive say what this answer says. A wait that runs out keeps the first score
+ * for good (`finalize`); a retry is never judged again: it answers the row once its first request has made it final.
  */
 async function settleSync(ctx: ScoreContext, item: Item, result: ScoreResult): Promise<ItemOutcome> {
   const { env, run } = ctx
   const deadline = Date.now() + run.config.max_wait_s * 1_000
   const { address } = item
+  const { step, rollout_id: rolloutId } = result
+  const left = () => Math.max(0, deadline - Date.now())
+  if (result.duplicate) {
+    const final = await objects.ledger(env, address, (ledger) => ledger.awaitFinal(step, rolloutId, left()))
+    return { ok: true, result: final ? toResult(ctx, address.instanceId, final, true) : result }
+  }
   // A reset of the shard drops its waiters: the call is made again, on a fresh object, for what is left of the time.
-  const released = await objects.ledger(env, address, (ledger) =>
-    ledger.awaitUpdate(result.step, Math.max(0, deadline - Date.now())),
-  )
-  if (!released) return { ok: true, result: { ...result, update_pending: true } }
+  const released = await objects.ledger(env, address, (ledger) => ledger.awaitUpdate(step, left()))
+  if (!released) {
+    await objects.ledger(env, address, (ledger) => ledger.finalize(step, rolloutId))
+    return { ok: true, result: { ...result, update_pending: true } }
+  }
   rubricCache.offer(run.id, address.instanceId, released, item.request.metadata.current_step)
   if (released.version === result.rubric_version) return { ok: true, result }
-  try {
-    const cached = judgementCache.get(run.id, address.instanceId, released.version, item.key)
-    let judgement = cached
-    if (!judgement) {
-      // Through the judge step's own way of judging (one unit is judged here), not a second one, within what is left
-      // of the rollout's budget.
-      const spent = item.judgeCalls ?? 0
-      const maxCalls = run.config.budgets.judge_calls_per_rollout - spent
-      if (maxCalls <= 0) {
-        const why = 'before a judgement on the rubrics its step left (sync mode re-scores on them)'
-        return { ok: false, error: budgetError(judgeBudgetRefusal(run.config.budgets, spent, why)) }
-      }
-      const [outcome] = await judgeUnits(ctx, [
-        { instanceId: address.instanceId, snapshot: released, request: item.request, maxCalls },
-      ])
-      if (!outcome!.ok) return { ok: false, error: outcome!.error }
-      judgement = outcome!.judgement
-      judgementCache.set(run.id, address.instanceId, released.version, item.key, judgement)
-    }
-    const settled = await objects.ledger(env, address, (ledger) =>
-      ledger.settle(result.step, item.request.rollout.id, {
-        rubricVersion: released.version,
-        score: judgement.score,
-        criteria: judgement.criteria,
-        cached: Boolean(cached),
-        judgeModel: ctx.scorer.label,
-      }),
-    )
-    if (!settled) return { ok: true, result }
-    return { ok: true, result: toResult(ctx, address.instanceId, settled, result.duplicate) }
-  } catch (error) {
-    if (error instanceof AppError) return { ok: false, error }
-    throw error
+  const judged = await judgeOnUpdate(ctx, item, released)
+  if (!judged.ok) {
+    await objects.ledger(env, address, (ledger) => ledger.finalize(step, rolloutId))
+    return judged
   }
+  const settled = await objects.ledger(env, address, (ledger) => ledger.settle(step, rolloutId, judged.judged))
+  return { ok: true, result: settled ? toResult(ctx, address.instanceId, settled, false) : result }
+}
+
+/**
+ * A sync rollout's judgement on the rubrics its step's update left: from the judgement cache, else through the judge
+ * step's own way of judging (one unit, here) within what is left of the rollout's budget.
+ */
+async function judgeOnUpdate(
+  ctx: ScoreContext,
+  item: Item,
+  released: RubricSnapshot,
+): Promise<{ ok: true; judged: Judged } | { ok: false; error: AppError }> {
+  const { run } = ctx
+  const { instanceId } = item.address
+  const cached = judgementCache.get(run.id, instanceId, released.version, item.key)
+  let judgement = cached
+  if (!judgement) {
+    const spent = item.judgeCalls ?? 0
+    const maxCalls = run.config.budgets.judge_calls_per_rollout - spent
+    if (maxCalls <= 0) {
+      const why = 'before a judgement on the rubrics its step left (sync mode re-scores on them)'
+      return { ok: false, error: budgetError(judgeBudgetRefusal(run.config.budgets, spent, why)) }
+    }
+    const [outcome] = await judgeUnits(ctx, [{ instanceId, snapshot: released, request: item.request, maxCalls }])
+    if (!outcome!.ok) return { ok: false, error: outcome!.error }
+    judgement = outcome!.judgement
+    judgementCache.set(run.id, instanceId, released.version, item.key, judgement)
+  }
+  const { score, criteria } = judgement
+  return {
+    ok: true,
+    judged: { rubricVersion: released.version, score, criteria, cached: Boolean(cached), judgeModel: ctx.scorer.label },
+  }
+}
+
+/** A shard's `failed` answer as the error its item gets: an overload says when to retry. */
+function failedError(answer: Extract<ShardAnswer, { kind: 'failed' }>): AppError {
+  return new AppError(answer.code, answer.message, answer.code === 'overloaded' ? { retryAfterSeconds: 1 } : {})
+}
+
+/** A rollout too large to store is refused alone, before anything is judged or recorded. */
+function tooLargeToStore(request: ScoreRequest): AppError | undefined {
+  const bytes = storedRolloutBytes(request)
+  if (bytes <= STORED_ROLLOUT_MAX_BYTES) return undefined
+  return new AppError(
+    'payload_too_large',
+    `the rollout takes ${bytes} bytes as the ledger stores it (JSON, UTF-8, escapes included): at most ` +
+      `${STORED_ROLLOUT_MAX_BYTES} fit; send a shorter output, input or supplemental_context`,
+    { details: { limit: STORED_ROLLOUT_MAX_BYTES, bytes } },
+  )
 }
 
 async function resolveInstanceId(config: RunConfig, request: ScoreRequest): Promise<string> {
