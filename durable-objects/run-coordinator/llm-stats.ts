@@ -2,7 +2,7 @@ import type { LlmStat } from '../contracts.ts'
 import { COORDINATOR_SQL } from './statements.ts'
 
 /** How long the coordinator remembers a batch of LLM calls it took (ms): longer than an isolate keeps one to resend. */
-export const LLM_BATCH_MEMORY_MS = 60 * 60_000
+const LLM_BATCH_MEMORY_MS = 60 * 60_000
 
 /**
  * The run's LLM calls by step, role, model and outcome (`llm_stats`), as the shards and the instances' updates report

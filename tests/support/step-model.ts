@@ -116,7 +116,7 @@ export class StepModel {
  * some order. Answers say the step of each; together they are this multiset.
  * @example expectSteps(5, 2) // [0, 0, 1, 1, 2]
  */
-export function expectSteps(rows: number, perStep: number): number[] {
+function expectSteps(rows: number, perStep: number): number[] {
   return Array.from({ length: rows }, (_, seat) => Math.floor(seat / perStep))
 }
 
