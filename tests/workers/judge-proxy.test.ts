@@ -4,7 +4,8 @@
  * (LiteLLM: a `json_schema` response format) call it, on real workerd with a fake judge endpoint.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { call, clearFakeEndpoints, createRun, fakeEndpoint, fakeRole } from './helpers.ts'
+import { artifactId, RmArtifactBody } from '../../src/schemas/artifact.ts'
+import { ADMIN_TOKEN, call, clearFakeEndpoints, createRun, fakeEndpoint, fakeRole } from './helpers.ts'
 
 const RUBRICS = { anchor_rubrics: [{ id: 'a-correct', text: 'The final answer is correct.' }] }
 
@@ -108,7 +109,76 @@ describe('POST /runs/<id>/v1/chat/completions', () => {
   })
 })
 
+/** A content-addressed rubric artifact on the mock backend, deployed to a target of its own. */
+async function deployedMockArtifact(target: string): Promise<void> {
+  const body = RmArtifactBody.parse({
+    schema_version: '1.0',
+    kind: 'rubric',
+    created_at_utc: '2026-11-22T08:00:00.000Z',
+    provenance: {
+      source_run_id: 'search-proxy',
+      source_session_id: 'session-proxy',
+      dataset_sha256: 'a'.repeat(64),
+      config_hash: 'b'.repeat(64),
+      settings_hash: 'c'.repeat(64),
+      search_output_sha256: 'd'.repeat(64),
+    },
+    rubrics: {
+      __default__: {
+        rubric_id: 'r_default',
+        criteria: [
+          {
+            criterion_id: 'relevant',
+            text: 'Answers the question asked.',
+            weight: 1,
+            criterion_type: null,
+            check_points: [],
+            positive_examples: [],
+            negative_examples: [],
+          },
+        ],
+        grading_protocol: { grade_max: 10, allow_na: true, num_votes: 1 },
+        metadata: {},
+      },
+    },
+    runtime: {
+      backend: 'mock',
+      verifier_model: 'mock-heuristic-1',
+      temperature: 0,
+      max_tokens: 1024,
+      seed: 7,
+      locale: 'en',
+      extraction: { prompt: { kind: 'identity' }, candidate: { kind: 'answer' } },
+      grade_max: 10,
+      allow_na: true,
+      num_votes: 1,
+    },
+    scoring_policy: { score: 'weighted_mean_of_grades', normalization: { method: 'identity', range: [0, 1] } },
+    compatibility: { artifact_type: 'rm', min_rm_api_version: '1.0' },
+  })
+  const artifact = { ...body, artifact_id: await artifactId(body) }
+  expect([200, 201]).toContain((await call('POST', '/admin/artifacts', { token: ADMIN_TOKEN, body: artifact })).status)
+  const deployed = await call('POST', `/admin/targets/${target}/deployments`, {
+    token: ADMIN_TOKEN,
+    body: { artifact_id: artifact.artifact_id },
+  })
+  expect(deployed.status, deployed.text).toBe(201)
+}
+
 describe('/rm/<target>/v1', () => {
+  it("answers with the target's judge (here the mock, named as such) and caches the same request", async () => {
+    const target = `proxy-${Date.now().toString(36)}`
+    await deployedMockArtifact(target)
+    const models = await call('GET', `/rm/${target}/v1/models`, {})
+    expect(models.json.data).toEqual([{ id: 'mock-heuristic-1', object: 'model', owned_by: 'reward-harness' }])
+    const body = { model: 'any', messages: [{ role: 'user', content: `${JUDGE_PROMPT} (${target})` }] }
+    const first = await call('POST', `/rm/${target}/v1/chat/completions`, { body })
+    expect(first.status, first.text).toBe(200)
+    expect(first.json).toMatchObject({ model: 'mock-heuristic-1', choices: [{ message: { content: 'yes' } }] })
+    const again = await call('POST', `/rm/${target}/v1/chat/completions`, { body })
+    expect(again.headers.get('x-reward-harness-cached')).toBe('1')
+  })
+
   it('names a target nothing was deployed to', async () => {
     const answer = await call('GET', '/rm/never-deployed/v1/models', {})
     expect([answer.status, answer.json.error.code]).toEqual([404, 'target_not_found'])
