@@ -4,7 +4,7 @@
  * (LiteLLM: a `json_schema` response format) call it, on real workerd with a fake judge endpoint.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { artifactId, RmArtifactBody } from '../../src/schemas/artifact.ts'
+import { makeRubricArtifact } from '../support/rubric-artifact.ts'
 import { ADMIN_TOKEN, call, clearFakeEndpoints, createRun, fakeEndpoint, fakeRole } from './helpers.ts'
 
 const RUBRICS = { anchor_rubrics: [{ id: 'a-correct', text: 'The final answer is correct.' }] }
@@ -111,52 +111,7 @@ describe('POST /runs/<id>/v1/chat/completions', () => {
 
 /** A content-addressed rubric artifact on the mock backend, deployed to a target of its own. */
 async function deployedMockArtifact(target: string): Promise<void> {
-  const body = RmArtifactBody.parse({
-    schema_version: '1.0',
-    kind: 'rubric',
-    created_at_utc: '2026-11-22T08:00:00.000Z',
-    provenance: {
-      source_run_id: 'search-proxy',
-      source_session_id: 'session-proxy',
-      dataset_sha256: 'a'.repeat(64),
-      config_hash: 'b'.repeat(64),
-      settings_hash: 'c'.repeat(64),
-      search_output_sha256: 'd'.repeat(64),
-    },
-    rubrics: {
-      __default__: {
-        rubric_id: 'r_default',
-        criteria: [
-          {
-            criterion_id: 'relevant',
-            text: 'Answers the question asked.',
-            weight: 1,
-            criterion_type: null,
-            check_points: [],
-            positive_examples: [],
-            negative_examples: [],
-          },
-        ],
-        grading_protocol: { grade_max: 10, allow_na: true, num_votes: 1 },
-        metadata: {},
-      },
-    },
-    runtime: {
-      backend: 'mock',
-      verifier_model: 'mock-heuristic-1',
-      temperature: 0,
-      max_tokens: 1024,
-      seed: 7,
-      locale: 'en',
-      extraction: { prompt: { kind: 'identity' }, candidate: { kind: 'answer' } },
-      grade_max: 10,
-      allow_na: true,
-      num_votes: 1,
-    },
-    scoring_policy: { score: 'weighted_mean_of_grades', normalization: { method: 'identity', range: [0, 1] } },
-    compatibility: { artifact_type: 'rm', min_rm_api_version: '1.0' },
-  })
-  const artifact = { ...body, artifact_id: await artifactId(body) }
+  const artifact = await makeRubricArtifact([['relevant', 'Answers the question asked.']], 'proxy')
   expect([200, 201]).toContain((await call('POST', '/admin/artifacts', { token: ADMIN_TOKEN, body: artifact })).status)
   const deployed = await call('POST', `/admin/targets/${target}/deployments`, {
     token: ADMIN_TOKEN,

@@ -9,7 +9,7 @@ import { ArchiveLine } from '../../src/schemas/archive.ts'
 import { MAX_TRAJECTORY_CHARS, MAX_TRAJECTORY_MESSAGES } from '../../src/schemas/trajectory.ts'
 import { MockChatModel } from '../../src/llm/index.ts'
 import type { ChatModel, ChatRequest } from '../../src/llm/types.ts'
-import { RmArtifactBody } from '../../src/schemas/artifact.ts'
+import { makeRubricArtifact } from '../support/rubric-artifact.ts'
 import { ArtifactScorer, RmScoreRequest } from '../../workers/artifacts/score.ts'
 import { call, createRun, METADATA } from './helpers.ts'
 
@@ -148,50 +148,7 @@ describe('the compat routes with messages', () => {
 
 describe('/rm/<target>/score with candidate.messages', () => {
   it("shows a rubric artifact's verifier each turn under its speaker, a tool's output as received", async () => {
-    const criterion = (id: string, text: string) => ({
-      criterion_id: id,
-      text,
-      weight: 1,
-      criterion_type: null,
-      check_points: [],
-      positive_examples: [],
-      negative_examples: [],
-    })
-    const artifact = RmArtifactBody.parse({
-      schema_version: '1.0',
-      kind: 'rubric',
-      created_at_utc: '2026-11-22T08:00:00.000Z',
-      provenance: {
-        source_run_id: 'search-traj',
-        source_session_id: 'session-traj',
-        dataset_sha256: 'a'.repeat(64),
-        config_hash: 'b'.repeat(64),
-        settings_hash: 'c'.repeat(64),
-        search_output_sha256: 'd'.repeat(64),
-      },
-      rubrics: {
-        __default__: {
-          rubric_id: 'r_default',
-          criteria: [criterion('searched', 'Calls the search tool before answering.')],
-          grading_protocol: { grade_max: 10, allow_na: true, num_votes: 1 },
-          metadata: {},
-        },
-      },
-      runtime: {
-        backend: 'mock',
-        verifier_model: 'mock-heuristic-1',
-        temperature: 0,
-        max_tokens: 1024,
-        seed: 7,
-        locale: 'en',
-        extraction: { prompt: { kind: 'identity' }, candidate: { kind: 'answer' } },
-        grade_max: 10,
-        allow_na: true,
-        num_votes: 1,
-      },
-      scoring_policy: { score: 'weighted_mean_of_grades', normalization: { method: 'identity', range: [0, 1] } },
-      compatibility: { artifact_type: 'rm', min_rm_api_version: '1.0' },
-    })
+    const artifact = await makeRubricArtifact([['searched', 'Calls the search tool before answering.']], 'traj')
     const requests: ChatRequest[] = []
     const mock = new MockChatModel()
     const model: ChatModel = {
@@ -201,7 +158,7 @@ describe('/rm/<target>/score with candidate.messages', () => {
         return mock.complete(request)
       },
     }
-    const scorer = new ArtifactScorer({ ...artifact, artifact_id: `rm_${'0'.repeat(64)}` }, model)
+    const scorer = new ArtifactScorer(artifact, model)
     const request = RmScoreRequest.parse({
       prompt_id: 'unseen',
       prompt: 'What is the capital of Australia?',
