@@ -250,6 +250,25 @@ const rollout = (group: Group, answer: number) => ({
   output: group.answers[answer]!,
   supplemental_context: group.reference,
 })
+/**
+ * An answer as an agent's trajectory: the task, a search call, the tool's result, then the answer (`rollout.messages`,
+ * with the input/output text a parsed rollout derives from it).
+ */
+function trajectory(group: Group, answer: number) {
+  const args = JSON.stringify({ q: group.answers[answer]!.slice(0, 60) })
+  const result = text(`tool-${group.id}-${answer}`, 400)
+  const messages = [
+    { role: 'user', content: group.prompt },
+    {
+      role: 'assistant',
+      content: '',
+      tool_calls: [{ id: 'c1', type: 'function', function: { name: 'search', arguments: args } }],
+    },
+    { role: 'tool', tool_call_id: 'c1', content: result },
+    { role: 'assistant', content: group.answers[answer]! },
+  ]
+  return { args, result, rollout: { ...rollout(group, answer), input: `user: ${group.prompt}`, messages } }
+}
 export const scorerInput = (group: Group, answer: number, extra: Record<string, unknown> = {}) => ({
   rubrics: rubrics(),
   rollout: rollout(group, answer),
@@ -268,6 +287,17 @@ const PATHS: Path[] = [
       for (const { group, answer } of interleaved()) {
         calls.push(call(group, [group.answers[answer]!]))
         await m.judgeRollout(model, scorerInput(group, answer), { maxAttempts: 1 })
+      }
+    },
+  },
+  {
+    name: 'online scorer, trajectory (call, result, answer)',
+    judgementsPerCall: 1,
+    run: async (m, model, calls) => {
+      for (const { group, answer } of interleaved()) {
+        const turns = trajectory(group, answer)
+        calls.push(call(group, [turns.args, turns.result, group.answers[answer]!]))
+        await m.judgeRollout(model, scorerInput(group, answer, { rollout: turns.rollout }), { maxAttempts: 1 })
       }
     },
   },

@@ -18,6 +18,7 @@ import { rubricRoutes } from './routes/rubrics.ts'
 import { rmRoutes } from './routes/rm.ts'
 import { runAdminRoutes, runInfoRoutes, runTokenRoutes } from './routes/runs.ts'
 import { scoreRoute } from './routes/score.ts'
+import { runJudgeRoutes } from './routes/judge-proxy.ts'
 import { stepRoutes } from './routes/steps.ts'
 
 /**
@@ -35,6 +36,7 @@ const runApi = new Hono<AppEnv>()
   .route('/', runInfoRoutes)
   .route('/', compatRoutes)
   .route('/', archiveRoutes)
+  .route('/v1', runJudgeRoutes)
 
 /**
  * Builds the Worker's Hono app.

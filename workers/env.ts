@@ -21,6 +21,11 @@ declare global {
       ADMIN_TOKEN?: string
       /** A bearer token that may call `/rm/*` in production, besides the admin token; a secret. */
       RM_TOKEN?: string
+      /**
+       * Bytes of a body refused as too large (413) that the Worker still reads and drops before answering, where no
+       * runtime in front takes it in (`npm run serve` sets it): unset, only small bodies are drained.
+       */
+      DRAIN_REFUSED_BODY_BYTES?: string
       /** The bindings' period in seconds (10 unless set), for `Retry-After`. */
       RATE_LIMIT_PERIOD_S?: string
       /**

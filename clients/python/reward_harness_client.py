@@ -58,6 +58,7 @@ from __future__ import annotations
 import email.utils
 import json
 import math
+import os
 import random
 import re
 import socket
@@ -67,11 +68,49 @@ import urllib.parse
 import urllib.request
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-__all__ = ["RewardHarnessClient", "RewardHarnessError", "parse_retry_after"]
+__all__ = [
+    "RMHealthzError",
+    "RMScoringClient",
+    "RewardHarnessClient",
+    "RewardHarnessError",
+    "judge_is_down",
+    "parse_retry_after",
+    "reward_components",
+]
 
 RETRYABLE_STATUS = (429, 503)
 # A Retry-After longer than this is capped: a trainer step should not stall on one header.
 MAX_RETRY_AFTER_S = 60.0
+
+
+# The answers that mean "the judge is down past its budget", after the client's own retries: a trainer that abstains
+# (``REWARD_HARNESS_ABSTAIN=1`` in the recipes) gets "no reward" for them instead of an exception. Anything else (a
+# malformed request, a wrong token, a body over a limit) is the caller's to fix and always raises.
+JUDGE_DOWN_CODES = ("llm_unavailable", "overloaded", "judge_budget_exceeded", "network", "rate_limited")
+
+
+def judge_is_down(error: BaseException) -> bool:
+    """Whether ``error`` says the judge could not give a reward now (its budget spent, unreachable, overloaded).
+
+    Example: ``except RewardHarnessError as e: reward = None if judge_is_down(e) else raise_it(e)``
+    """
+    return isinstance(error, RewardHarnessError) and error.code in JUDGE_DOWN_CODES
+
+
+def reward_components(criteria: List[Dict[str, Any]], anchor_ids: List[str], grade_max: int) -> Dict[str, float]:
+    """Per-criterion components of one answer: ``{"rubric/<id>": grade / grade_max}`` for each anchor rubric.
+
+    Anchors come from the run's config and never change, so every sample of a run gets the same keys, as verl's
+    ``reward_extra_info`` and TRL's logged columns need; an anchor an answer lacks is NaN. The dict is also what
+    NeMo-RL's environment metrics take.
+    Example: ``reward_components(result["criteria"], ["a-correct"], result["grade_max"])["rubric/a-correct"]``
+    """
+    grades = {c.get("rubric_id"): c.get("grade") for c in criteria if isinstance(c, dict)}
+    out: Dict[str, float] = {}
+    for rubric_id in anchor_ids:
+        grade = grades.get(rubric_id)
+        out[f"rubric/{rubric_id}"] = float(grade) / grade_max if isinstance(grade, (int, float)) else math.nan
+    return out
 
 
 class RewardHarnessError(Exception):
@@ -139,6 +178,7 @@ class RewardHarnessClient:
         self.timeout = timeout
         self.max_attempts = max(1, max_attempts)
         self._sleep = sleep
+        self._anchor_ids: Optional[List[str]] = None
 
     def score_async(
         self, rollout: Dict[str, Any], metadata: Dict[str, Any], instance_id: Optional[str] = None
@@ -186,6 +226,16 @@ class RewardHarnessClient:
         """
         query = f"?instance_id={urllib.parse.quote(instance_id, safe='')}" if instance_id else ""
         return self._request("GET", f"/rubrics{query}")[1]
+
+    def anchor_ids(self, instance_id: Optional[str] = None) -> List[str]:
+        """The ids of the run's anchor rubrics (read once per client: anchors never change).
+
+        Example: ``client.anchor_ids()  # ['a-correct']``
+        """
+        if self._anchor_ids is None:
+            answer = self.rubrics(instance_id)
+            self._anchor_ids = [str(r["id"]) for r in answer.get("anchor_rubrics", []) if isinstance(r, dict)]
+        return self._anchor_ids
 
     # -- deployed RM artifacts: /rm/<target>/... (not run-scoped) -------------------------------------------
 
@@ -245,9 +295,11 @@ class RewardHarnessClient:
     ) -> Dict[str, Any]:
         """Scores a GRPO group (responses to one prompt): ``scores`` and ``advantages`` ((s - mean) / (std + 1e-6)).
 
+        A response is a text, or the completion's messages (assistant turns with ``tool_calls``, ``tool`` results).
+
         Example: ``client.score_group("What is 2+2?", ["4", "5"], reference="4")["advantages"]``
         """
-        body: Dict[str, Any] = {"prompt": prompt, "responses": list(responses)}
+        body: Dict[str, Any] = {"prompt": prompt, "responses": list(responses)}  # texts, or each a list of messages
         if reference is not None:
             body["reference"] = reference
         if metadata is not None:
@@ -287,6 +339,88 @@ class RewardHarnessClient:
                     raise RewardHarnessError(0, "network", _redact(f"{method} {url} failed: {reason}")) from error
                 self._sleep(_backoff_s(attempt))
         raise AssertionError("unreachable")
+
+
+class RMHealthzError(Exception):
+    """autosr's healthz failure, raised by :class:`RMScoringClient` (the token never in its message).
+
+    Example: ``except RMHealthzError as e: print(e)``
+    """
+
+
+class RMScoringClient:
+    """A drop-in for autosr's verl ``RMScoringClient`` that keeps the RM token out of URLs and error messages.
+
+    autosr's own client sends no header, so its endpoint must carry the token in the path (``/t/<token>/rm/<target>``)
+    and every error it raises prints that URL. This one has the same constructor and methods (``healthz_check``,
+    ``score``, ``batch_score``, the same checks of ``/healthz``) but sends the token as a header (``token=`` or
+    ``REWARD_HARNESS_TOKEN``) and raises :class:`RewardHarnessError` (a ``/t/<token>`` left in an endpoint shows as
+    ``/t/***``) or :class:`RMHealthzError`. Swap the import; the endpoint loses its ``/t/<token>``.
+    Example: ``RMScoringClient("https://<worker>/rm/prod", token=os.environ["RM_TOKEN"]).score(prompt_id="p1", …)``
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        expected_artifact_id: str = "",
+        expected_source_session_id: str = "",
+        expected_schema_version: str = "1.0",
+        expected_rm_api_version: str = "1.0",
+        timeout_seconds: float = 30.0,
+        token: Optional[str] = None,
+    ) -> None:
+        base, _, target = endpoint.rstrip("/").rpartition("/rm/")
+        if not base or not target:
+            raise ValueError(_redact(f"the endpoint is <base>/rm/<target>: {endpoint!r}"))
+        self.target = urllib.parse.unquote(target)
+        self.expected = {
+            "artifact_id": expected_artifact_id,
+            "source_session_id": expected_source_session_id,
+            "schema_version": expected_schema_version,
+            "rm_api_version": expected_rm_api_version,
+        }
+        self._client = RewardHarnessClient(
+            base, token=token or os.environ.get("REWARD_HARNESS_TOKEN") or None, timeout=timeout_seconds, max_attempts=1
+        )
+
+    def healthz_check(self) -> Dict[str, Any]:
+        """``/healthz``, checked as autosr checks it: status ok, the expected artifact, session and API versions.
+
+        Example: ``RMScoringClient(url, token=t, expected_artifact_id="rm_...").healthz_check()["status"]``
+        """
+        data = self._client.rm_healthz(self.target)
+        if str(data.get("status", "")).strip() != "ok":
+            raise RMHealthzError(f"healthz status is not ok: {data.get('status')!r}")
+        for field, expected in self.expected.items():
+            actual = str(data.get(field, "")).strip()
+            if expected and actual != expected:
+                raise RMHealthzError(f"{field} mismatch: expected {expected!r}, got {actual!r}")
+        return data
+
+    def score(
+        self,
+        *,
+        prompt_id: str,
+        prompt: str,
+        candidate_id: str,
+        text: str,
+        source: str = "verl",
+        metadata: Optional[Dict[str, Any]] = None,
+    ) -> Dict[str, Any]:
+        """Scores one candidate, as autosr's client does; callers read ``["score"]``.
+
+        Example: ``client.score(prompt_id="p1", prompt="What is 2+2?", candidate_id="c1", text="4")["score"]``
+        """
+        candidate = {"candidate_id": candidate_id, "text": text, "source": source, "metadata": metadata or {}}
+        return self._client.rm_score(self.target, prompt_id, prompt, candidate)
+
+    def batch_score(self, items: List[Dict[str, Any]]) -> Dict[str, Any]:
+        """Scores ``{prompt_id, prompt, candidate}`` items in one request; callers read ``["results"][i]``.
+
+        Example: ``client.batch_score([item])["results"][0]["score"]``
+        """
+        return self._client.rm_batch_score(self.target, items)
 
 
 # A token carried in the base URL (``http://host/t/<token>``, for trainers that cannot send headers) must not

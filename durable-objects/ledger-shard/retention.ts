@@ -1,4 +1,5 @@
 import type { ArchivedRollout } from '../../src/schemas/archive.ts'
+import type { Rollout } from '../../src/schemas/rollout.ts'
 import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { ShardAddress } from '../contracts.ts'
 import type { MetaStore } from '../meta-store.ts'
@@ -87,7 +88,7 @@ export class Retention {
 }
 
 function archived(address: ShardAddress, row: ArchiveRow): ArchivedRollout {
-  const rollout = JSON.parse(row.rollout) as { input: string; output: string; supplemental_context?: string | null }
+  const rollout = JSON.parse(row.rollout) as Pick<Rollout, 'input' | 'output' | 'supplemental_context' | 'messages'>
   return {
     run_id: address.runId,
     instance_id: address.instanceId,
@@ -97,6 +98,7 @@ function archived(address: ShardAddress, row: ArchiveRow): ArchivedRollout {
     input: rollout.input,
     output: rollout.output,
     reference: rollout.supplemental_context ?? null,
+    ...(rollout.messages ? { messages: rollout.messages } : {}),
     metadata: JSON.parse(row.metadata),
     score: row.score,
     criteria: JSON.parse(row.criteria),

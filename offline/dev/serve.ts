@@ -20,6 +20,8 @@ import { applyLocalMigrations, localAdminToken, portIsFree, WRANGLER_ENV } from 
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
 const port = Number(process.env.PORT ?? '8787')
+/** Past the largest route limit (16 MiB) with room: what a trainer sends over a limit is read, then refused. */
+const REFUSED_BODY_DRAIN_BYTES = 64 * 1024 * 1024
 
 /**
  * Builds the Worker as `wrangler deploy` would (offline, into `.wrangler/serve`) and returns the script's path.
@@ -85,7 +87,13 @@ export async function serveWorker(
         modules: true,
         scriptPath,
         modulesRoot: join(scriptPath, '..'),
-        bindings: { ...workerOptions.bindings, ...serveBindings({ adminToken, production }) },
+        bindings: {
+          ...workerOptions.bindings,
+          ...serveBindings({ adminToken, production }),
+          // Miniflare alone has no proxy that takes in a body the Worker refused: without this, a client still
+          // writing it gets a reset instead of the 413.
+          DRAIN_REFUSED_BODY_BYTES: String(REFUSED_BODY_DRAIN_BYTES),
+        },
       },
     ],
   })

@@ -7,6 +7,7 @@ import { mkdir, writeFile } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { buildScorerRequest, parseScorerReply } from '../../src/agents/scorer/index.ts'
 import { groupBy } from '../../src/collections/index.ts'
+import { canonicalJson } from '../../src/hash/index.ts'
 import {
   heldOutPrompts,
   openRlhfRow,
@@ -19,6 +20,7 @@ import {
 } from '../../src/distill/index.ts'
 import { pLimit, withRetry } from '../../src/llm/index.ts'
 import type { ArchivedRollout } from '../../src/schemas/archive.ts'
+import { taskLength, type Trajectory } from '../../src/schemas/trajectory.ts'
 import { rewardFromGrades } from '../../src/scoring/index.ts'
 import { UsageError } from '../../src/usage-error/index.ts'
 import { startProgress } from '../progress/index.ts'
@@ -161,7 +163,8 @@ interface MergedResponse {
 function mergeResponses(rollouts: readonly ArchivedRollout[]): MergedResponse[] {
   const merged = new Map<string, MergedResponse>()
   for (const rollout of rollouts) {
-    const key = `${rollout.input}\u0000${rollout.output}`
+    const turns = rollout.messages ? canonicalJson(rollout.messages) : ''
+    const key = `${rollout.input}\u0000${rollout.output}\u0000${turns}`
     const known = merged.get(key)
     if (known) known.judged.rollout_ids.push(rollout.rollout_id)
     else
@@ -170,6 +173,7 @@ function mergeResponses(rollouts: readonly ArchivedRollout[]): MergedResponse[] 
         judged: {
           prompt: rollout.input,
           response: rollout.output,
+          ...(rollout.messages ? { messages: splitTrajectory(rollout.messages) } : {}),
           rollout_ids: [rollout.rollout_id],
           samples: [],
           online_score: rollout.score,
@@ -177,6 +181,12 @@ function mergeResponses(rollouts: readonly ArchivedRollout[]): MergedResponse[] 
       })
   }
   return [...merged.values()]
+}
+
+/** A trajectory's task turns and the turns after them. */
+function splitTrajectory(messages: Trajectory): { task: Trajectory; completion: Trajectory } {
+  const at = taskLength(messages)
+  return { task: messages.slice(0, at), completion: messages.slice(at) }
 }
 
 /** Every judge judges every selected response `repeats` times (seeds seed … seed + repeats − 1). */
@@ -297,6 +307,7 @@ async function judgeOnce(
         input: rollout.input,
         output: rollout.output,
         supplemental_context: rollout.reference,
+        ...(rollout.messages ? { messages: rollout.messages } : {}),
       },
     })),
     seed,

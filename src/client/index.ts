@@ -1,5 +1,5 @@
 import { parseRetryAfter, RetryableAnswer, retry } from '../llm/retry.ts'
-import type { Rollout, TrainingMetadata } from '../schemas/rollout.ts'
+import type { RolloutInput, TrainingMetadata } from '../schemas/rollout.ts'
 import type { ScoreResult } from '../schemas/score.ts'
 import type { RubricStatus } from '../schemas/status.ts'
 
@@ -73,7 +73,7 @@ export class RewardClient {
   }
 
   /** Scores one rollout; in a sync-mode run this returns after the step's rubric update. */
-  scoreAsync(rollout: Rollout, metadata: TrainingMetadata, instanceId?: string): Promise<ScoreResult> {
+  scoreAsync(rollout: RolloutInput, metadata: TrainingMetadata, instanceId?: string): Promise<ScoreResult> {
     return this.request('POST', '/score', { rollout, metadata, ...(instanceId ? { instance_id: instanceId } : {}) })
   }
 

@@ -12,12 +12,15 @@ import { groupBy } from '../collections/index.ts'
 import { fnv1a, mix32 } from '../hash/index.ts'
 import { mean, sampleStd } from '../stats/index.ts'
 import type { DISTILL_FORMATS } from '../schemas/distill-formats.ts'
+import type { TrajectoryMessage } from '../schemas/trajectory.ts'
 import { DROP_REASONS } from '../schemas/distill-summary.ts'
 
 /** One distinct response to one prompt, with every judgement it got (failed judgements left out). */
 export interface JudgedResponse {
   prompt: string
   response: string
+  /** The task turns and the turns after them, when the rollout was a trajectory: conversational rows keep them. */
+  messages?: { task: TrajectoryMessage[]; completion: TrajectoryMessage[] }
   /** The archived rollouts that gave this exact text (identical responses merge into one). */
   rollout_ids: string[]
   /** The repeated judgements, in repeat order (one per judge × repeat that succeeded). */
@@ -52,6 +55,8 @@ export interface PreferencePair {
   prompt: string
   chosen: string
   rejected: string
+  /** The trajectories' turns, when the responses were trajectories (see `JudgedResponse.messages`). */
+  messages?: { task: TrajectoryMessage[]; chosen: TrajectoryMessage[]; rejected: TrajectoryMessage[] }
   chosen_stats: SampleStats
   rejected_stats: SampleStats
   /** mean_chosen − mean_rejected. */
@@ -141,6 +146,15 @@ export function pairResponses(responses: readonly JudgedResponse[], options: Pai
         prompt: chosen.response.prompt,
         chosen: chosen.response.response,
         rejected: rejected.response.response,
+        ...(chosen.response.messages && rejected.response.messages
+          ? {
+              messages: {
+                task: chosen.response.messages.task,
+                chosen: chosen.response.messages.completion,
+                rejected: rejected.response.messages.completion,
+              },
+            }
+          : {}),
         chosen_stats: chosen.stats,
         rejected_stats: rejected.stats,
         gap,
@@ -221,6 +235,8 @@ export function repeatAgreement(
 export type DistillFormat = (typeof DISTILL_FORMATS)[number]
 
 type Message = { role: 'user' | 'assistant'; content: string }
+/** A row's prompt or response: text, or chat turns. */
+type Turns = string | Message[] | TrajectoryMessage[]
 
 /**
  * A TRL `RewardTrainer` row (explicit prompt): plain strings, or the conversational form whose chat template the
@@ -230,8 +246,11 @@ type Message = { role: 'user' | 'assistant'; content: string }
 export function trlRow(
   pair: PreferencePair,
   conversational: boolean,
-): { prompt: string | Message[]; chosen: string | Message[]; rejected: string | Message[] } {
+): { prompt: Turns; chosen: Turns; rejected: Turns } {
   if (!conversational) return { prompt: pair.prompt, chosen: pair.chosen, rejected: pair.rejected }
+  // Trajectories keep their turns, tool calls and results included: the trainer's chat template renders them.
+  if (pair.messages)
+    return { prompt: pair.messages.task, chosen: pair.messages.chosen, rejected: pair.messages.rejected }
   return {
     prompt: [{ role: 'user', content: pair.prompt }],
     chosen: [{ role: 'assistant', content: pair.chosen }],

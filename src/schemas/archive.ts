@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { TrainingMetadata } from './rollout.ts'
+import { Trajectory } from './trajectory.ts'
 import { Rubric } from './rubric.ts'
 import { CriterionGrade } from './score.ts'
 
@@ -20,6 +21,8 @@ export const ArchivedRollout = z.object({
   input: z.string(),
   output: z.string(),
   reference: z.string().nullable(),
+  /** The trajectory, when the rollout was sent as one (`rollout.messages`): `input`/`output` are its text. */
+  messages: Trajectory.optional(),
   metadata: TrainingMetadata,
   score: z.number().min(0).max(1),
   criteria: z.array(CriterionGrade),

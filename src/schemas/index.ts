@@ -1,4 +1,6 @@
 export { InstanceId, Rollout, TrainingMetadata, ScoreRequest } from './rollout.ts'
+export type { RolloutInput } from './rollout.ts'
+export { Trajectory, TrajectoryMessage, MAX_TRAJECTORY_CHARS, MAX_TRAJECTORY_MESSAGES } from './trajectory.ts'
 export { Rubric, RubricSeed, RubricSnapshot } from './rubric.ts'
 export { CriterionGrade, ScoreResult, gradeScale } from './score.ts'
 export { AGENT_ROLES, AgentSettings, RunConfig, CreateRunRequest, agentSettingsFor } from './run-config.ts'

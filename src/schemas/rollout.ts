@@ -1,18 +1,39 @@
 import { z } from 'zod'
+import { Trajectory, taskText, trajectoryText } from './trajectory.ts'
 
-/**
- * One policy sample to be judged: the prompt it answered and the answer it gave.
- * @example Rollout.parse({ id: 'r1', input: 'What is 2+2?', output: '4', supplemental_context: '4' })
- */
-export const Rollout = z.object({
+const RolloutFields = z.object({
   id: z.string().min(1).max(256),
-  input: z.string().max(200_000),
-  output: z.string().max(200_000),
+  input: z.string().max(200_000).optional(),
+  output: z.string().max(200_000).optional(),
   /** Reference answer or grading notes; shown to the judge as data, never as instructions. */
   supplemental_context: z.string().max(200_000).nullish(),
   metadata: z.record(z.string(), z.unknown()).nullish(),
+  /**
+   * The whole conversation, OpenAI-style (tool calls, tool results, reasoning): the judge reads who said what. Without
+   * `input`/`output`, they are derived from it: the task turns, and the rest as text (`trajectoryText`).
+   */
+  messages: Trajectory.optional(),
 })
+
+/**
+ * One policy sample to be judged: the prompt it answered and the answer it gave (`input`, `output`), or the whole
+ * trajectory (`messages`), or both.
+ * @example Rollout.parse({ id: 'r1', input: 'What is 2+2?', output: '4', supplemental_context: '4' })
+ */
+export const Rollout = RolloutFields.superRefine((rollout, ctx) => {
+  if (rollout.messages) return
+  for (const field of ['input', 'output'] as const)
+    if (rollout[field] === undefined)
+      ctx.addIssue({ code: 'custom', path: [field], message: `${field} is required unless the rollout has messages` })
+}).transform(({ input, output, messages, ...rest }) => ({
+  ...rest,
+  input: input ?? taskText(messages ?? []),
+  output: output ?? trajectoryText(messages ?? []),
+  ...(messages ? { messages } : {}),
+}))
 export type Rollout = z.infer<typeof Rollout>
+/** A rollout as a client sends it: `input`/`output`, `messages`, or both. */
+export type RolloutInput = z.input<typeof Rollout>
 
 /**
  * Most bytes a rollout and its training metadata may take as the ledger stores them (JSON, UTF-8, escapes included):

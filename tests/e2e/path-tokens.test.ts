@@ -121,6 +121,42 @@ describe('a token in the path, in production', () => {
     expect(wrong.stdout).not.toContain(WRONG_TOKEN)
   })
 
+  it("the client's RMScoringClient, autosr's drop-in, sends the RM token as a header and prints none", async () => {
+    const code = `
+import json, sys
+sys.path.insert(0, "clients/python"); sys.path.insert(0, "clients/python/recipes")
+from reward_harness_client import RMScoringClient, RewardHarnessError
+import autosr_client
+base, good, wrong = sys.argv[1:4]
+out = {}
+client = RMScoringClient(base + "/rm/prod", token=good)
+out["status"] = client.healthz_check()["status"]
+out["score"] = client.score(prompt_id="p_math", prompt="What is 2+2?", candidate_id="c1", text="2 + 2 = 4")["score"]
+for name, make in (
+    ("drop_in", lambda: RMScoringClient(base + "/rm/prod", token=wrong)),
+    ("drop_in_path", lambda: RMScoringClient(base + "/t/" + wrong + "/rm/prod")),
+    ("autosr", lambda: autosr_client.RMScoringClient(base + "/t/" + wrong + "/rm/prod")),
+):
+    try:
+        make().score(prompt_id="p", prompt="Q", candidate_id="c", text="A")
+    except Exception as error:
+        out[name] = str(error)
+print(json.dumps(out))
+`
+    const { stdout } = await run('python3', ['-c', code, dev.baseUrl, RM_TOKEN, WRONG_TOKEN], {
+      cwd: ROOT,
+      timeout: 60_000,
+      env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', REWARD_HARNESS_TOKEN: '' },
+    })
+    const out = JSON.parse(stdout.trim().split('\n').at(-1)!)
+    expect(out).toMatchObject({ status: 'ok', score: expect.any(Number) })
+    expect(out.drop_in).toMatch(/unauthorized \(HTTP 401\)/)
+    expect(out.drop_in_path).toMatch(/HTTP 401/)
+    for (const message of [out.drop_in, out.drop_in_path]) expect(message).not.toContain(WRONG_TOKEN)
+    // What it replaces: autosr's own client puts the path's token in its message.
+    expect(out.autosr).toContain(WRONG_TOKEN)
+  })
+
   it('verl with the deployed-artifact recipe, RM token in REWARD_HARNESS_URL: one /rm score per sample', async () => {
     const samplesFile = path.join(await mkdtemp(path.join(tmpdir(), 'rh-verl-')), 'samples.jsonl')
     const samples = [

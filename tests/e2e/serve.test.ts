@@ -102,4 +102,28 @@ describe('npm run serve', () => {
     expect(next).toEqual({ status: 404, reused: true })
     agent.destroy()
   })
+
+  it('answers a body over its limit with 413 naming the limit, not a reset, when a client writes it all', async () => {
+    // What a trainer's HTTP client does: announce the length, write the whole body, then read the answer.
+    const post = (body: Buffer) =>
+      new Promise<{ status: number; text: string }>((resolve, reject) => {
+        const req = httpRequest(`${baseUrl}/score/batch`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'content-length': body.length },
+        })
+        req.on('response', (res) => {
+          const chunks: Buffer[] = []
+          res.on('data', (chunk: Buffer) => chunks.push(chunk))
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }))
+        })
+        req.on('error', reject)
+        req.end(body)
+      })
+    const over = Buffer.alloc(17 * 1024 * 1024, 0x20)
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const answer = await post(over)
+      expect(answer.status).toBe(413)
+      expect(JSON.parse(answer.text).error).toMatchObject({ code: 'payload_too_large', details: { kind: 'batch' } })
+    }
+  }, 60_000)
 })

@@ -17,6 +17,7 @@ import { MockChatModel } from '../../src/llm/mock.ts'
 import type { ChatModel, ChatRequest } from '../../src/llm/types.ts'
 import { LlmPairJudge, LlmVerifier } from '../../src/search/roles/index.ts'
 import { Candidate, PromptItem } from '../../src/search/types.ts'
+import { Rollout } from '../../src/schemas/rollout.ts'
 import { SearchRubric } from '../../src/schemas/search-rubric.ts'
 import { rubric } from '../support/rubrics.ts'
 
@@ -66,6 +67,23 @@ const PATHS: Record<string, (model: ChatModel, answer: string, prompt: string) =
     judgeRollout(model, {
       rubrics: RUBRICS,
       rollout: rollout(answer, prompt),
+      metadata: METADATA,
+      gradeMax: 10,
+      locale: 'en',
+    }),
+  'online scorer, a trajectory with a tool call': (model, answer, prompt) =>
+    judgeRollout(model, {
+      rubrics: RUBRICS,
+      rollout: Rollout.parse({
+        id: 't',
+        supplemental_context: REFERENCE,
+        messages: [
+          { role: 'user', content: prompt },
+          { role: 'assistant', content: '', tool_calls: [{ id: 'c', function: { name: 'calc', arguments: '17*23' } }] },
+          { role: 'tool', tool_call_id: 'c', content: '391' },
+          { role: 'assistant', content: answer },
+        ],
+      }),
       metadata: METADATA,
       gradeMax: 10,
       locale: 'en',

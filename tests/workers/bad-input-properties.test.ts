@@ -17,6 +17,7 @@ import { beforeAll, describe, expect, it } from 'vitest'
 import type { z } from 'zod'
 import { EvalReport, TrainingRunManifest, TrainingRunResult } from '../../src/lineage/schemas.ts'
 import { AnyRmArtifact, artifactId, RmArtifactBody, TargetName } from '../../src/schemas/artifact.ts'
+import { ChatCompletionRequest } from '../../src/judge-proxy/index.ts'
 import { ScoreRequest } from '../../src/schemas/rollout.ts'
 import { CreateRunRequest } from '../../src/schemas/run-config.ts'
 import { createApp } from '../../workers/app.ts'
@@ -278,7 +279,42 @@ const ROUTES: RouteRow[] = [
       sample: () => ({ items: [{ prompt_id: 'p1', prompt: 'Q?', candidate: { candidate_id: 'c1', text: 'A.' } }] }),
     },
   },
+  {
+    method: 'GET',
+    path: '/rm/:target/v1/models',
+    auth: 'rm: open locally, else admin or RM_TOKEN',
+    note: 'a well-formed target with nothing deployed is 404 target_not_found',
+  },
+  {
+    method: 'POST',
+    path: '/rm/:target/v1/chat/completions',
+    bodyLimit: 'rollout',
+    auth: 'rm: open locally, else admin or RM_TOKEN',
+    body: {
+      schema: ChatCompletionRequest,
+      sample: () => ({ model: 'judge', messages: [{ role: 'user', content: 'Is 4 right? yes or no' }] }),
+    },
+  },
   // The run API, served at `/` (the token's run, else the default run) and at `/runs/:runId/`.
+  { method: 'GET', path: '/v1/models', auth: 'run' },
+  {
+    method: 'POST',
+    path: '/v1/chat/completions',
+    bodyLimit: 'rollout',
+    auth: 'run',
+    body: {
+      schema: ChatCompletionRequest,
+      sample: () => ({
+        model: 'judge',
+        messages: [
+          { role: 'system', content: 'Grade the trajectories.' },
+          { role: 'user', content: [{ type: 'text', text: 'Trajectory 1: …' }] },
+        ],
+        response_format: { type: 'json_object' },
+        seed: 7,
+      }),
+    },
+  },
   {
     method: 'POST',
     path: '/score',

@@ -16,6 +16,8 @@ import { LlmVerifier, meanGrades, rubricScore } from '../../src/search/roles/ind
 import type { Candidate, CriterionGrades, PromptItem } from '../../src/search/types.ts'
 import { imagesOfRequest, RequestImages } from './images.ts'
 import { populationVariance } from '../../src/stats/index.ts'
+import { trajectoryForVerifier } from '../../src/agents/scorer/trajectory.ts'
+import { Trajectory, trajectoryText } from '../../src/schemas/trajectory.ts'
 
 /** Verifier calls in flight at once per request: the Worker's 6 simultaneous connections. */
 const RM_LLM_CONCURRENCY = 6
@@ -36,13 +38,24 @@ export const RmScoreRequest = z.object({
   images: RequestImages.optional(),
   /** The reference response's images (library artifacts). */
   reference_images: RequestImages.optional(),
-  candidate: z.object({
-    candidate_id: z.string().max(256),
-    text: z.string().max(200_000),
-    source: z.string().max(256).optional(),
-    metadata: z.record(z.string(), z.unknown()).optional(),
-    images: RequestImages.optional(),
-  }),
+  candidate: z
+    .object({
+      candidate_id: z.string().max(256),
+      text: z.string().max(200_000).optional(),
+      /**
+       * The candidate as a trajectory (its turns after the prompt, OpenAI-style): a rubric artifact's verifier reads
+       * each turn under its speaker; `text` is then optional (derived: `trajectoryText`).
+       */
+      messages: Trajectory.optional(),
+      source: z.string().max(256).optional(),
+      metadata: z.record(z.string(), z.unknown()).optional(),
+      images: RequestImages.optional(),
+    })
+    .refine((candidate) => candidate.text !== undefined || candidate.messages !== undefined, {
+      message: 'a candidate has text or messages',
+      path: ['text'],
+    })
+    .transform(({ text, ...candidate }) => ({ ...candidate, text: text ?? trajectoryText(candidate.messages ?? []) })),
 })
 export type RmScoreRequest = z.infer<typeof RmScoreRequest>
 
@@ -127,7 +140,9 @@ export class ArtifactScorer {
     const item: PromptItem = { prompt_id: request.prompt_id, prompt: request.prompt, candidates: [], metadata: {} }
     const candidate: Candidate = {
       candidate_id: request.candidate.candidate_id,
-      text: request.candidate.text,
+      text: request.candidate.messages
+        ? await trajectoryForVerifier(request.candidate.messages, artifact.runtime.locale)
+        : request.candidate.text,
       source: request.candidate.source ?? 'unknown',
       label: {},
       metadata: request.candidate.metadata ?? {},

@@ -84,7 +84,11 @@ export function drainUnreadBodies(): MiddlewareHandler<AppEnv> {
     // The runtime holds a body to its announced length, so this reads at most MAX_DRAINED_BYTES.
     // A larger one is left alone: cancelling it closed the connection before a client still sending had read the
     // answer (a reset, or a 503 from wrangler dev's proxy).
-    if (announced <= MAX_DRAINED_BYTES && c.res.status !== 413 && !c.get('leaveBodyUnread'))
-      await c.req.raw.arrayBuffer().catch(() => undefined)
+    if (c.get('leaveBodyUnread')) return
+    if (announced <= MAX_DRAINED_BYTES && c.res.status !== 413) await c.req.raw.arrayBuffer().catch(() => undefined)
+    else if (c.res.status === 413 && announced <= Number(c.env.DRAIN_REFUSED_BODY_BYTES ?? 0))
+      // Read and dropped chunk by chunk, never held: the client gets its 413 instead of a reset. Only a 413: it comes
+      // after the caller's credential was accepted, so an anonymous caller never makes the Worker read its body.
+      await c.req.raw.body.pipeTo(new WritableStream()).catch(() => undefined)
   }
 }

@@ -22,7 +22,38 @@ export function renderError<E extends AppEnv>(error: Error, c: Context<E>): Resp
     },
     request_id: requestId,
   }
-  return c.json(body, appError.status as 400)
+  const response = c.json(body, appError.status as 400)
+  return new Response(response.body, {
+    status: response.status,
+    statusText: reasonPhrase(response.status, appError),
+    headers: response.headers,
+  })
+}
+
+/** The standard reason phrases of the statuses this Worker answers with. */
+const REASONS: Record<number, string> = {
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  409: 'Conflict',
+  413: 'Payload Too Large',
+  415: 'Unsupported Media Type',
+  429: 'Too Many Requests',
+  500: 'Internal Server Error',
+  502: 'Bad Gateway',
+  503: 'Service Unavailable',
+}
+
+/**
+ * The HTTP reason phrase with the error's code and the start of its message: trainers log an HTTP error by its status
+ * line (OpenRLHF's `413 Client Error: <reason> for url`, slime's aiohttp `message='<reason>'`), not its body. Visible
+ * ASCII only, as a status line allows.
+ * @example reasonPhrase(413, error) // 'Payload Too Large (payload_too_large: a trajectory holds at most 256…)'
+ */
+function reasonPhrase(status: number, error: AppError): string {
+  const detail = `${error.code}: ${error.message}`.replace(/[^\x20-\x7e]+/g, ' ').slice(0, 160)
+  return `${REASONS[status] ?? 'Error'} (${detail})`
 }
 
 function toAppError(error: Error): AppError {

@@ -1,18 +1,20 @@
 import { Hono } from 'hono'
 import { z } from 'zod'
 import { AppError } from '../../src/errors/index.ts'
-import { sha256Hex } from '../../src/hash/index.ts'
+import { canonicalJson, sha256Hex } from '../../src/hash/index.ts'
 import { ScoreRequest, TrainingMetadata } from '../../src/schemas/rollout.ts'
+import { limitOf, TrajectoryMessage } from '../../src/schemas/trajectory.ts'
 import type { ScoreResult } from '../../src/schemas/score.ts'
 import type { AppEnv, Env } from '../env.ts'
 import { limitBody } from '../middleware/body-limit.ts'
-import { jsonBody } from '../middleware/json-body.ts'
+import { invalidBody, jsonBody } from '../middleware/json-body.ts'
 import { requestModels } from '../scoring/models.ts'
 import { MAX_ROLLOUTS_PER_BATCH } from '../scoring/fan-out.ts'
 import { scoreRollouts, type ItemOutcome } from '../scoring/score-rollout.ts'
 import { recordTelemetry } from '../telemetry/index.ts'
 import type { RunConfig } from '../../src/schemas/run-config.ts'
 import type { RelativeScoring } from '../scoring/relative.ts'
+import { chatMlTurns } from '../../src/transcripts/index.ts'
 import { mean as meanOf, sampleStd } from '../../src/stats/index.ts'
 
 /** Most responses one group may carry. */
@@ -68,7 +70,8 @@ export const OpenRlhfRequest = z.object({
  */
 export const SlimeRequest = z.object({
   prompt: PromptInput,
-  response: Text,
+  /** The response as text, or as the turns after the prompt (a custom slime reward function that keeps them). */
+  response: z.union([Text, z.array(TrajectoryMessage)]),
   label: Label.optional(),
   metadata: PartialMetadata,
 })
@@ -80,8 +83,9 @@ export const SlimeRequest = z.object({
  */
 export const GroupRequest = z.object({
   prompt: PromptInput,
+  /** Each response as text, or as the completion's messages (TRL's conversational format, tool calls included). */
   responses: z
-    .array(Text)
+    .array(z.union([Text, z.array(TrajectoryMessage)]))
     .min(1)
     .max(MAX_GROUP_SIZE, `at most ${MAX_GROUP_SIZE} responses per group: send larger groups as several requests`),
   reference: Label.optional(),
@@ -106,8 +110,10 @@ export const GroupRequest = z.object({
  *   are answered at once with empty lists; lists of different lengths are a 400.
  * - `POST /compat/slime` `{prompt, response, label?}` → the `/score` result (`{score, rubric_version, criteria, …}`).
  * - `POST /score/group` `{prompt, responses[], reference?, metadata?, instance_id?}` → `{scores[], advantages[],
- *   rubric_version (the oldest any response was scored on), rubric_versions[], rollout_ids[], instance_id, run_id,
- *   request_id}` with GRPO advantages; identical responses are judged once, and each is a rollout of its own.
+ *   rubric_version (the oldest any response was scored on), rubric_versions[], rollout_ids[], criteria[][] (each
+ *   response's grades), grade_max, instance_id, run_id, request_id}` with GRPO advantages; identical responses are
+ *   judged once, and each is a rollout of its own. A response may be the completion's messages (tool calls and
+ *   results).
  * Every route takes an optional partial `metadata`; the rest comes from {@link DEFAULT_TRAINING_METADATA}.
  * OpenRLHF and slime send no Authorization header: they carry the run token in the path
  * (`/t/<token>/runs/<id>/compat/…`). None of them sends a step: their steps close by the run's idle gap
@@ -140,7 +146,7 @@ export const compatRoutes = new Hono<AppEnv>()
         return scoreRequest(
           `orlhf-${(await sha256Hex(contents[index]!)).slice(0, 32)}`,
           prompt,
-          output,
+          multiTurn(prompt, output),
           labels?.[index],
           metadata,
           undefined,
@@ -165,10 +171,13 @@ export const compatRoutes = new Hono<AppEnv>()
   .post('/compat/slime', limitBody('rollout'), jsonBody(SlimeRequest), async (c) => {
     const { prompt, response, label, metadata } = c.get('body')
     const input = promptText(prompt)
+    const text = typeof response === 'string' ? response : canonicalJson(response)
     const request = scoreRequest(
-      `slime-${(await sha256Hex(`${input}\u0000${response}`)).slice(0, 32)}`,
+      `slime-${(await sha256Hex(`${input}\u0000${text}`)).slice(0, 32)}`,
       input,
-      response,
+      typeof response === 'string'
+        ? multiTurn(prompt, response)
+        : { messages: [...promptMessages(prompt), ...response] },
       label,
       metadata,
     )
@@ -178,13 +187,14 @@ export const compatRoutes = new Hono<AppEnv>()
   .post('/score/group', limitBody('batch'), jsonBody(GroupRequest), async (c) => {
     const { prompt, responses, reference, metadata, instance_id: instanceId, seed } = c.get('body')
     const input = promptText(prompt)
-    const contents = occurrences(responses.map((response) => `${input}\u0000${response}`))
+    const texts = responses.map((response) => (typeof response === 'string' ? response : canonicalJson(response)))
+    const contents = occurrences(texts.map((text) => `${input}\u0000${text}`))
     const requests = await Promise.all(
       responses.map(async (response, index) =>
         scoreRequest(
           `group-${(await sha256Hex(contents[index]!)).slice(0, 32)}`,
           input,
-          response,
+          typeof response === 'string' ? response : { messages: [...promptMessages(prompt), ...response] },
           reference,
           metadata,
           instanceId,
@@ -194,7 +204,7 @@ export const compatRoutes = new Hono<AppEnv>()
     )
     const relative = relativeScoring(
       c.get('run').config,
-      await sha256Hex(`${input}\u0000${responses.join('\u0000')}`),
+      await sha256Hex(`${input}\u0000${texts.join('\u0000')}`),
       seed,
     )
     const results = await scoreAll(scoringScope(c), requests, relative)
@@ -206,6 +216,8 @@ export const compatRoutes = new Hono<AppEnv>()
       rubric_version: Math.min(...versions),
       rubric_versions: versions,
       rollout_ids: results.map((result) => result.rollout_id),
+      criteria: results.map((result) => result.criteria),
+      grade_max: c.get('run').config.grade_max,
       instance_id: results[0]!.instance_id,
       run_id: c.get('run').id,
       request_id: c.get('requestId'),
@@ -290,6 +302,28 @@ export function promptText(prompt: z.infer<typeof PromptInput>): string {
   return prompt.map((message) => `${message.role}: ${contentText(message.content)}`).join('\n\n')
 }
 
+/**
+ * A decoded response with ChatML turns in it (special tokens kept, as OpenRLHF and slime decode) as a trajectory
+ * after its prompt; any other text as it is.
+ */
+function multiTurn(prompt: z.infer<typeof PromptInput>, response: string): string | { messages: unknown[] } {
+  const turns = chatMlTurns(response)
+  return turns ? { messages: [...promptMessages(prompt), ...turns] } : response
+}
+
+/**
+ * A prompt as the task turns of a trajectory: chat messages as they are, a text as one user turn. Few-shot assistant
+ * turns in a prompt are the task's, not the policy's: they are shown as the trainer's (system) text.
+ */
+function promptMessages(prompt: z.infer<typeof PromptInput>): unknown[] {
+  if (typeof prompt === 'string') return [{ role: 'user', content: prompt }]
+  return prompt.map((message) =>
+    message.role === 'assistant' || message.role === 'tool'
+      ? { role: 'system', content: `${message.role}: ${contentText(message.content)}` }
+      : message,
+  )
+}
+
 function contentText(content: z.infer<typeof ContentPart>[] | string | null): string {
   if (content === null) return ''
   if (typeof content === 'string') return content
@@ -308,18 +342,24 @@ function labelText(label: unknown): string | null {
 function scoreRequest(
   id: string,
   input: string,
-  output: string,
+  output: string | { messages: unknown[] },
   label: unknown,
   metadata: z.infer<typeof PartialMetadata>,
   instanceId?: string,
   where = '(body)',
 ): ScoreRequest {
   const parsed = ScoreRequest.safeParse({
-    rollout: { id, input, output, supplemental_context: labelText(label) },
+    rollout: {
+      id,
+      input,
+      ...(typeof output === 'string' ? { output } : output),
+      supplemental_context: labelText(label),
+    },
     metadata: { ...DEFAULT_TRAINING_METADATA, ...stripUndefined(metadata ?? {}) },
     ...(instanceId === undefined ? {} : { instance_id: instanceId }),
   })
   if (!parsed.success) {
+    if (parsed.error.issues.some((issue) => limitOf(issue))) throw invalidBody(parsed.error.issues, where)
     const details = parsed.error.issues.map((issue) => ({
       path: `${where}: ${issue.path.join('.')}`,
       message: issue.message,

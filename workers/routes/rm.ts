@@ -8,6 +8,7 @@ import { requireRmAccess } from '../middleware/auth.ts'
 import { leaveBodyUnread, limitBody } from '../middleware/body-limit.ts'
 import { jsonBody } from '../middleware/json-body.ts'
 import { rateLimit } from '../middleware/rate-limit.ts'
+import { rmJudgeRoutes } from './judge-proxy.ts'
 
 /**
  * Most items one `/rm/<target>/batch_score` request may carry. Smaller than a trainer's batch
@@ -98,3 +99,4 @@ export const rmRoutes = new Hono<AppEnv>()
       latency_ms: elapsed(started),
     })
   })
+  .route('/v1', rmJudgeRoutes)

@@ -23,6 +23,8 @@ export const SERVICE_INDEX = {
     'GET /archive',
     'POST /compat/openrlhf',
     'POST /compat/slime',
+    'GET /v1/models',
+    'POST /v1/chat/completions',
   ],
   endpoints: [
     'GET /healthz',
@@ -44,5 +46,7 @@ export const SERVICE_INDEX = {
     'GET /rm/:target/healthz',
     'POST /rm/:target/score',
     'POST /rm/:target/batch_score',
+    'GET /rm/:target/v1/models',
+    'POST /rm/:target/v1/chat/completions',
   ],
 }

@@ -45,7 +45,10 @@ export async function judgeRelatively(
   relative: RelativeScoring,
 ): Promise<Map<RelativeUnit, { judgement: Judgement; cached: boolean }>> {
   const judged = new Map<RelativeUnit, { judgement: Judgement; cached: boolean }>()
-  const byPrompt = groupBy(units, (unit) =>
+  // A trajectory is judged pointwise, where each of its turns is shown under its speaker; the listwise prompt shows an
+  // answer as one text.
+  const listwise = units.filter((unit) => !unit.request.rollout.messages)
+  const byPrompt = groupBy(listwise, (unit) =>
     [unit.instanceId, unit.snapshot.version, unit.request.rollout.input, unit.request.rollout.supplemental_context]
       .map(String)
       .join('\u0000'),

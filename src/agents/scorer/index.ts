@@ -5,11 +5,13 @@ import { closedObject, gradeSchema, keyedBy, type JsonObjectSchema } from '../..
 import { LlmError, type ChatModel, type ChatRequest } from '../../llm/types.ts'
 import { promptTemplate, renderPrompt, type Locale, type PromptOverrides } from '../../prompts/index.ts'
 import type { Rollout, TrainingMetadata } from '../../schemas/rollout.ts'
+import { taskLength, taskText, type Trajectory } from '../../schemas/trajectory.ts'
 import type { Rubric } from '../../schemas/rubric.ts'
 import type { CriterionGrade } from '../../schemas/score.ts'
 import { rewardFromGrades } from '../../scoring/index.ts'
 import { dataBoundary, PENALTY_LABEL, parseLenientJson, runAgent } from '../run-agent.ts'
 import { mockScorerReply } from './mock.ts'
+import { renderTrajectoryTurns } from './trajectory.ts'
 
 /** What the scorer writes per criterion besides its grade: nothing, or one short sentence. */
 export type ScorerReasons = 'none' | 'short'
@@ -69,20 +71,22 @@ export async function buildScorerRequest(input: ScorerInput): Promise<ChatReques
     { grade_max: gradeMax, reply_format: REPLY_FORMAT[locale][input.reasons ?? 'none'](gradeMax) },
     input.prompts,
   )
-  const user = renderPrompt(
-    locale,
-    'scorer.user',
-    {
-      rubrics: rubrics.map(rubricLine).join('\n'),
-      ...trainingVars(metadata),
-      ...(await groupBlockTags(rollout.input, reference)),
-      input: rollout.input,
-      reference,
-      boundary: await dataBoundary(rollout.output),
-      output: rollout.output,
-    },
-    input.prompts,
-  )
+  const user = rollout.messages
+    ? await trajectoryPrompt(input, rollout.messages, reference)
+    : renderPrompt(
+        locale,
+        'scorer.user',
+        {
+          rubrics: rubrics.map(rubricLine).join('\n'),
+          ...trainingVars(metadata),
+          ...(await groupBlockTags(rollout.input, reference)),
+          input: rollout.input,
+          reference,
+          boundary: await dataBoundary(rollout.output),
+          output: rollout.output,
+        },
+        input.prompts,
+      )
   return {
     role: 'scorer',
     messages: [
@@ -102,6 +106,29 @@ export async function buildScorerRequest(input: ScorerInput): Promise<ChatReques
       ),
     },
   }
+}
+
+/**
+ * The user message for a trajectory: the same leading blocks as a plain answer's (rubrics, training context, the task
+ * and the reference, which a GRPO group shares), then each turn after the task in its own block.
+ */
+async function trajectoryPrompt(input: ScorerInput, messages: Trajectory, reference: string): Promise<string> {
+  const task = taskLength(messages) > 0 ? taskText(messages) : input.rollout.input
+  const { turns, toolSummary } = await renderTrajectoryTurns(messages, input.locale)
+  return renderPrompt(
+    input.locale,
+    'scorer-trajectory.user',
+    {
+      rubrics: input.rubrics.map(rubricLine).join('\n'),
+      ...trainingVars(input.metadata),
+      ...(await groupBlockTags(task, reference)),
+      input: task,
+      reference,
+      tool_summary: toolSummary,
+      turns,
+    },
+    input.prompts,
+  )
 }
 
 /**
@@ -238,18 +265,21 @@ export async function judgementKey(
   metadata: TrainingMetadata,
   prompts: PromptOverrides = {},
 ): Promise<string> {
+  const userPrompt = rollout.messages ? 'scorer-trajectory.user' : 'scorer.user'
   return sha256Hex(
     canonicalJson({
       model: modelId,
       prompts: [
         prompts[`${locale}/scorer.system`] ?? promptTemplate(locale, 'scorer.system'),
-        prompts[`${locale}/scorer.user`] ?? promptTemplate(locale, 'scorer.user'),
+        prompts[`${locale}/${userPrompt}`] ?? promptTemplate(locale, userPrompt),
       ],
       grade_max: gradeMax,
       rollout: {
         input: rollout.input,
         output: rollout.output,
         supplemental_context: rollout.supplemental_context ?? '',
+        // A trajectory is judged by its structure: the same text with a made call or a claimed one is another rollout.
+        ...(rollout.messages ? { messages: rollout.messages } : {}),
       },
       metadata,
     }),

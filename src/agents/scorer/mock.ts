@@ -7,6 +7,7 @@
 import type { MockReply, MockSampling } from '../../llm/types.ts'
 import { GRADER_PATTERNS } from '../../analysis/suspicion.ts'
 import type { Rollout } from '../../schemas/rollout.ts'
+import { contentText, taskLength, type TrajectoryMessage } from '../../schemas/trajectory.ts'
 import type { Rubric } from '../../schemas/rubric.ts'
 import { seededRandom } from '../../hash/index.ts'
 import { keywordStuffing, penalisesGaming } from '../mock-heuristics/gaming.ts'
@@ -43,7 +44,9 @@ export function mockScorerAnswer(input: ScorerMockInput, sampling: MockSampling)
         ? gradePenalty(rubric.text, rollout, rubrics, gradeMax)
         : penalisesGaming(rubric.text)
           ? gradeGamingGuard(rollout.output, rubrics, gradeMax)
-          : gradeHeuristically(rubric.text, rollout, gradeMax)),
+          : rollout.messages && asksForToolUse(rubric.text)
+            ? gradeToolUse(rubric.text, rollout.messages, gradeMax)
+            : gradeHeuristically(rubric.text, policyView(rollout), gradeMax)),
     })),
   }
   if (sampling.noise > 0 && sampling.seed !== undefined) sampleGrades(answer, input, sampling.seed, sampling.noise)
@@ -67,6 +70,42 @@ function gradeHeuristically(
       ? 0.6 * overlap(reference, output) + 0.2 * rubricHit + 0.2 * lengthAdequacy
       : 0.4 * rubricHit + 0.3 * overlap(promptWords, output) + 0.3 * lengthAdequacy
   return { grade: Math.round(quality * gradeMax), reason: `heuristic overlap ${quality.toFixed(2)}` }
+}
+
+/** A criterion about calling tools ("Calls the search tool before answering"). */
+const TOOL_USE = /\b(?:tools?|function calls?|calls? (?:the|a|an) \w+)\b/i
+
+function asksForToolUse(rubricText: string): boolean {
+  return TOOL_USE.test(rubricText)
+}
+
+/**
+ * A tool-use criterion is met in full when the trajectory holds a real call of a tool the criterion names (of any
+ * tool when it names none of those called), and not at all otherwise: a call the policy only claims in its words is
+ * no call.
+ */
+function gradeToolUse(rubricText: string, messages: readonly TrajectoryMessage[], gradeMax: number) {
+  const called = messages.flatMap((message) =>
+    message.role === 'assistant' ? (message.tool_calls ?? []).map((call) => call.function.name) : [],
+  )
+  const text = rubricText.toLowerCase()
+  const named = called.filter((name) => text.includes(name.toLowerCase()))
+  const met = named.length > 0 || (called.length > 0 && !/"[^"]+"|\bthe \w+ tool\b/i.test(rubricText))
+  return met
+    ? { grade: gradeMax, reason: `called ${(named.length ? named : called).join(', ')}` }
+    : { grade: 0, reason: called.length ? 'called other tools' : 'no tool call in the trajectory' }
+}
+
+/**
+ * The rollout as the mock grades it: a trajectory's policy words only (a tool's output is not the policy's answer),
+ * with its task as the prompt.
+ */
+function policyView(rollout: Rollout): Rollout {
+  if (!rollout.messages) return rollout
+  const words = rollout.messages
+    .slice(taskLength(rollout.messages))
+    .flatMap((message) => (message.role === 'assistant' ? [contentText(message.content)] : []))
+  return { ...rollout, output: words.join('\n\n') }
 }
 
 /** Moves each grade one point with probability `noise`, from a PRNG keyed by the seed, the rollout and the rubric. */

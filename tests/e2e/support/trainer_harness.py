@@ -4,6 +4,8 @@ Usage (prints one JSON line: the results and ``wall_s``; on failure ``{"ok": fal
 exit status 1)::
 
     trainer_harness.py verl-naive <recipe.py> <samples.jsonl> [--name compute_score]
+    trainer_harness.py verl-loop <recipe.py> <samples.jsonl> [--name compute_score_async]
+    trainer_harness.py verl-limited <recipe.py> <samples.jsonl> [--name compute_score_async]
     trainer_harness.py trl <recipe.py> <batch.json> [--name rubric_reward]
     trainer_harness.py autosr <endpoint> <items.json>
 
@@ -17,6 +19,17 @@ reward from ``["score"]`` (KeyError if missing) and appends every key to ``rewar
 number (verl writes it into a float tensor). A key missing from some samples leaves its column short, which verl's
 ``DataProto`` rejects ("key … length … is not equal to batch size …"): so does this. Prints ``{"rewards",
 "reward_extra_info", "wall_s"}``.
+
+``verl-loop``: the reward loop's ``NaiveRewardManager.run_single`` (verl-project/verl HEAD 1dda039,
+``verl/experimental/reward_loop/reward_manager/naive.py``), every sample of the file at once (``asyncio.gather``, as
+``RewardLoopWorker.compute_score_batch`` fans them out). A line may add ``"tool_extra_fields"`` (merged into
+``extra_info``: verl's agent loop puts ``raw_prompt``, ``turn_scores`` and ``tool_rewards`` there) and
+``"num_turns"``; ``extra_info`` gains ``num_turns`` and ``rollout_reward_scores``; an ``async def`` is awaited, a sync
+one run on the loop's default executor; ``reward_router_address`` and ``reward_model_tokenizer`` are passed when
+``REWARD_ROUTER_ADDRESS`` is set. A dict result's keys go to ``reward_extra_info``; a float gives ``acc``.
+``verl-limited``: the same through ``RateLimitedRewardManager.run_single`` (``limited.py``): an exception becomes
+reward 0.0 with ``reward_extra_info`` ``{"error": str(e), "acc": 0.0}`` (its timeout path is not reproduced).
+Prints ``{"rewards", "reward_extra_info" (one list per key, None where a sample lacks it), "wall_s"}``.
 
 ``trl``: TRL's ``GRPOTrainer._calculate_rewards`` (huggingface/trl HEAD f2cd577, ``trl/trainer/grpo_trainer.py``).
 The JSON file is ``{"prompts", "completions", "completion_ids"?, "columns"?: {name: [one per completion]},
@@ -112,6 +125,58 @@ def run_verl_naive(recipe: str, samples_path: str, name: str) -> Dict[str, Any]:
     return {"rewards": rewards, "reward_extra_info": extra}
 
 
+async def _verl_loop_single(compute_score: Callable[..., Any], sample: Dict[str, Any], limited: bool) -> Dict[str, Any]:
+    extra_info = dict(sample.get("extra_info") or {})
+    extra_info.update((sample.get("tool_extra_fields") or {}).items())
+    extra_info["num_turns"] = sample.get("num_turns")
+    extra_info["rollout_reward_scores"] = {}
+    extra: Dict[str, Any] = {}
+    if os.environ.get("REWARD_ROUTER_ADDRESS"):
+        extra = {"reward_router_address": os.environ["REWARD_ROUTER_ADDRESS"], "reward_model_tokenizer": None}
+    kwargs = dict(
+        data_source=sample["data_source"],
+        solution_str=sample["solution_str"],
+        ground_truth=sample.get("ground_truth"),
+        extra_info=extra_info,
+        **extra,
+    )
+    info: Dict[str, Any] = {}
+    try:
+        if inspect.iscoroutinefunction(compute_score):
+            result = await compute_score(**kwargs)
+        else:
+            result = await asyncio.get_running_loop().run_in_executor(None, lambda: compute_score(**kwargs))
+    except Exception as error:
+        if not limited:
+            raise
+        return {"reward_score": 0.0, "reward_extra_info": {"error": str(error), "acc": 0.0}}
+    if isinstance(result, dict):
+        score = result["score"]
+        info.update(result)
+    else:
+        score = result
+        info["acc"] = score
+    return {"reward_score": _as_float(score), "reward_extra_info": info}
+
+
+def run_verl_loop(recipe: str, samples_path: str, name: str, limited: bool) -> Dict[str, Any]:
+    """verl's reward loop over the samples, all at once: ``{"rewards", "reward_extra_info"}``.
+
+    Example: ``run_verl_loop("clients/python/recipes/verl_online.py", "s.jsonl", "compute_score_async", False)``
+    """
+    compute_score = load_function(recipe, name)
+    with open(samples_path, encoding="utf-8") as handle:
+        samples = [json.loads(line) for line in handle if line.strip()]
+
+    async def batch() -> List[Dict[str, Any]]:
+        return await asyncio.gather(*(_verl_loop_single(compute_score, s, limited) for s in samples))
+
+    results = asyncio.run(batch())
+    keys = sorted({key for r in results for key in r["reward_extra_info"]})
+    extra = {key: [r["reward_extra_info"].get(key) for r in results] for key in keys}
+    return {"rewards": [r["reward_score"] for r in results], "reward_extra_info": extra}
+
+
 def run_trl(recipe: str, batch_path: str, name: str) -> Dict[str, Any]:
     """TRL's ``_calculate_rewards`` for one reward function: ``{"rewards", "log_extra", "log_metric"}``.
 
@@ -188,13 +253,24 @@ def _text_of(completion: Any) -> str:
     return "".join(str(m.get("content") or "") for m in completion if isinstance(m, dict))
 
 
+def _without_nan(value: Any) -> Any:
+    """NaN as null: the test reads the line with JSON.parse, which has no NaN."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _without_nan(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_nan(v) for v in value]
+    return value
+
+
 def main(argv: List[str]) -> int:
     args, name = list(argv), None
     if "--name" in args:
         at = args.index("--name")
         name = args[at + 1]
         del args[at : at + 2]
-    if len(args) != 3 or args[0] not in ("verl-naive", "trl", "autosr"):
+    if len(args) != 3 or args[0] not in ("verl-naive", "verl-loop", "verl-limited", "trl", "autosr"):
         print(__doc__, file=sys.stderr)
         return 2
     mode, target, data = args
@@ -202,6 +278,8 @@ def main(argv: List[str]) -> int:
     try:
         if mode == "verl-naive":
             result = run_verl_naive(target, data, name or "compute_score")
+        elif mode in ("verl-loop", "verl-limited"):
+            result = run_verl_loop(target, data, name or "compute_score_async", mode == "verl-limited")
         elif mode == "trl":
             result = run_trl(target, data, name or "rubric_reward")
         else:
@@ -211,7 +289,8 @@ def main(argv: List[str]) -> int:
         wall_s = round(time.monotonic() - started, 3)
         print(json.dumps({"ok": False, "error_type": type(error).__name__, "error": message, "wall_s": wall_s}))
         return 1
-    print(json.dumps({"ok": True, "mode": mode, **result, "wall_s": round(time.monotonic() - started, 3)}, default=str))
+    out = {"ok": True, "mode": mode, **result, "wall_s": round(time.monotonic() - started, 3)}
+    print(json.dumps(_without_nan(out), default=str))
     return 0
 
 
