@@ -8,6 +8,7 @@ declare global {
       MODEL_RUNS: string
       MODEL_SEED: string
       MODEL_PATH: string
+      __STRYKER_ACTIVE_MUTANT__: string
     }
   }
 }

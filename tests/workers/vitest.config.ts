@@ -23,6 +23,8 @@ export default defineConfig(async () => {
             MODEL_RUNS: process.env.MODEL_RUNS ?? '',
             MODEL_SEED: process.env.MODEL_SEED ?? '',
             MODEL_PATH: process.env.MODEL_PATH ?? '',
+            // Stryker's mutant switch (npm run test:mutants): the instrumented code reads it from process.env.
+            __STRYKER_ACTIVE_MUTANT__: process.env.__STRYKER_ACTIVE_MUTANT__ ?? '',
             ADMIN_TOKEN: 'test-admin-token',
             DEPLOYMENT: 'local',
             QUEUE_RETRY_BASE_S: '0',
