@@ -118,6 +118,12 @@ export const RunBudgets = z
      * without a valid judgement: 429 `judge_budget_exceeded`; a scorer's `max_attempts` above it is cut to it.
      */
     judge_calls_per_rollout: z.number().int().min(1).max(100).default(8),
+    /**
+     * Memory searches (`GET /memory?q=`, the dashboard's search) the run's tokens may make per clock hour: each embeds
+     * its query, unless the same text was searched lately (then its vector is reused and nothing is spent). Past it:
+     * 429 `memory_search_budget_exceeded` with Retry-After; listing memory without `q` costs nothing and goes on.
+     */
+    memory_searches_per_hour: z.number().int().min(1).max(100_000).default(600),
   })
   .apply(strict)
 export type RunBudgets = z.infer<typeof RunBudgets>
