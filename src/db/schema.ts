@@ -26,9 +26,9 @@ export const runTokens = sqliteTable(
 )
 
 /**
- * What a run has spent of a budget counted in the Worker, per window (a clock hour of `budgets.memory_searches_per_hour`
- * as the epoch hour): one row per run, budget and window, its count raised in place; rows of past windows are deleted
- * as the next window's first spend writes.
+ * What a run has spent of a budget counted in the Worker, per window (a clock hour of
+ * `budgets.memory_searches_per_hour`, as the epoch hour): one row per run, budget and window, its count raised in
+ * place; rows of past windows are deleted as the next window's first spend writes.
  */
 export const budgetSpend = sqliteTable(
   'budget_spend',

@@ -38,7 +38,17 @@ export const AgentHeaders = z.record(
       (name) => !/^(authorization|content-type|content-length|host)$/i.test(name),
       'set by the client itself (the API key goes in api_key_env)',
     ),
-  z.union([z.string().max(4_096), z.object({ secret: SecretName })]),
+  z.union([
+    z
+      .string()
+      .max(4_096)
+      // What `fetch` can send: a line break would end the header (and every call with it), past U+00FF throws.
+      .regex(
+        /^[\t\x20-\x7e\x80-\xff]*$/,
+        'a header value: no line breaks, control characters or characters past U+00FF',
+      ),
+    z.object({ secret: SecretName }),
+  ]),
 )
 export type AgentHeaders = z.infer<typeof AgentHeaders>
 

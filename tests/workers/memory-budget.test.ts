@@ -107,7 +107,7 @@ describe('memory searches', () => {
     )
   })
 
-  it('that the embedder refuses are llm_unavailable (JSON on the API, a page on the dashboard), never a 500', async () => {
+  it('that the embedder refuses are llm_unavailable (JSON on the API, a page on the dashboard), not 500', async () => {
     const { deployment } = embeddingDeployment(
       'budget-refused',
       () => new Response('{"error":{"message":"input too long"}}', { status: 400 }),
