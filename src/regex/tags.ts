@@ -1,9 +1,9 @@
 /**
  * `<tag …>…</tag>` segments found in one pass: what `/<tag(?:\s[^>]*)?>([\s\S]*?)<\/tag\s*>/gi` finds with
  * `matchAll`, without its cost. JavaScript's engine tries every `<tag` as a start and scans to the end of the text
- * for a closing tag each time, so 200 KB of `<answer>` (or of `<think `) took seconds. Here the text is scanned forward once: an
- * opening tag ends at the first `>` after it, its segment at the first closing tag after that, and once no closing tag
- * follows an opening one, none follows a later one either.
+ * for a closing tag each time, so 200 KB of `<answer>` (or of `<think `) took seconds. Here the text is scanned
+ * forward once: an opening tag ends at the first `>` after it, its segment at the first closing tag after that, and
+ * once no closing tag follows an opening one, none follows a later one either.
  */
 
 /** One segment: the whole `<tag>…</tag>` span and its content, as UTF-16 offsets. */
