@@ -135,7 +135,7 @@ const INTERNAL_V4_RANGES: [number, number][] = [
 ]
 
 /** An IPv4 address in an internal range, as a number. */
-export function internalV4(): fc.Arbitrary<number> {
+function internalV4(): fc.Arbitrary<number> {
   return fc
     .tuple(fc.constantFrom(...INTERNAL_V4_RANGES), fc.nat())
     .map(([[base, bits], noise]) => (base + (noise % 2 ** (32 - bits))) >>> 0)

@@ -17,7 +17,7 @@ const MEMORY_SEARCHES = 'memory_searches'
  * count once each; the run's rows of past hours go in the same batch.
  * @example await spendMemorySearch(c.env.DB, c.get('run'))
  */
-export async function spendMemorySearch(
+async function spendMemorySearch(
   db: D1Database,
   run: { id: string; config: RunConfig },
   now = Date.now(),
