@@ -8,9 +8,10 @@
 import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test'
 import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
-import { artifactId, RmArtifactBody } from '../../src/schemas/artifact.ts'
+import { artifactId } from '../../src/schemas/artifact.ts'
 import { createApp } from '../../workers/app.ts'
 import { RequestImage } from '../../workers/artifacts/images.ts'
+import { buildArtifact } from '../e2e/support/artifact.ts'
 import { ADMIN_TOKEN, answerOf, call, requestOf } from './helpers.ts'
 
 const app = createApp()
@@ -33,35 +34,9 @@ async function send(method: string, path: string, body?: unknown, vars: Record<s
 const pathsOf = (answer: { json: { error: { details?: { path: string }[] } } }) =>
   (answer.json.error.details ?? []).map((detail) => detail.path)
 
+/** The e2e suite's small artifact, edited by `edit` and addressed anew. */
 async function uploadedArtifact(edit: (body: Record<string, any>) => void = () => {}) {
-  const body: Record<string, any> = RmArtifactBody.parse({
-    schema_version: '1.0',
-    kind: 'rubric',
-    created_at_utc: '2026-11-22T08:00:00.000Z',
-    provenance: {
-      source_run_id: 'held',
-      source_session_id: 'held',
-      dataset_sha256: 'a'.repeat(64),
-      config_hash: 'b'.repeat(64),
-      settings_hash: 'c'.repeat(64),
-      search_output_sha256: 'd'.repeat(64),
-    },
-    rubrics: { __default__: { rubric_id: 'r', criteria: [{ criterion_id: 'c', text: 'Answers the question.' }] } },
-    runtime: {
-      backend: 'mock',
-      verifier_model: 'mock-heuristic-1',
-      temperature: 0,
-      max_tokens: 1024,
-      seed: 7,
-      locale: 'en',
-      extraction: { prompt: { kind: 'identity' }, candidate: { kind: 'answer' } },
-      grade_max: 10,
-      allow_na: true,
-      num_votes: 1,
-    },
-    scoring_policy: { score: 'weighted_mean_of_grades', normalization: { method: 'identity', range: [0, 1] } },
-    compatibility: { artifact_type: 'rm', min_rm_api_version: '1.0' },
-  })
+  const { artifact_id: _id, ...body } = structuredClone(await buildArtifact()) as Record<string, any>
   edit(body)
   return { ...body, artifact_id: await artifactId(body as never) }
 }
