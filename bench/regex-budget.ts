@@ -1,5 +1,5 @@
 /**
- * `npx tsx bench/regex-budget.ts [--pattern '(.*a){19}'] [--fill 'a '] [--chars 100000] [--timeout-s 120]`
+ * `npx tsx bench/regex-budget.ts [--pattern '(.*a){19}'] [--fill 'a '] [--chars 100000] [--warmup 5] [--timeout-s 120]`
  * `npx tsx bench/regex-budget.ts --search 300 [--search-chars 10000]`
  *
  * The cost of a third-party extraction pattern at the edge (issues 39 and 46, item 1): the built Worker on Miniflare
@@ -33,6 +33,7 @@ const { values } = parseArgs({
     pattern: { type: 'string', default: '(.*a){19}' },
     fill: { type: 'string', default: 'a ' },
     chars: { type: 'string', default: '100000' },
+    warmup: { type: 'string', default: '5' },
     search: { type: 'string' },
     'search-chars': { type: 'string', default: '10000' },
     'timeout-s': { type: 'string', default: '120' },
@@ -40,6 +41,7 @@ const { values } = parseArgs({
 })
 const pattern = values.pattern
 const chars = Number(values.chars)
+const warmups = Math.max(1, Number(values.warmup))
 const timeoutMs = Number(values['timeout-s']) * 1_000
 
 /** The slowest accepted patterns of `count` drawn, each on its busiest text of `searchChars`. */
@@ -140,12 +142,14 @@ try {
     const deployed = await post(`${base}/admin/targets/${TARGET}/deployments`, { artifact_id: artifact.artifact_id })
     if (deployed.status !== 201) throw new Error(`deploy: ${deployed.status} ${JSON.stringify(deployed.json)}`)
     const prompt = values.fill.repeat(Math.ceil(chars / values.fill.length)).slice(0, chars)
-    // A first score warms the isolate (the deployment read, the artifact parsed, the pattern compiled).
-    await post(`${base}/rm/${TARGET}/score`, {
-      prompt_id: 'p0',
-      prompt: 'a a',
-      candidate: { candidate_id: 'c0', text: '4' },
-    })
+    // `--warmup` scores of a 10 KB prompt of the same fill first (the deployment read, the artifact parsed, the
+    // pattern compiled, its code optimised), as a serving isolate has them behind it; 1 is a cold isolate.
+    for (let warm = 0; warm < warmups; warm++)
+      await post(`${base}/rm/${TARGET}/score`, {
+        prompt_id: 'p0',
+        prompt: prompt.slice(0, 10_000),
+        candidate: { candidate_id: `warm-${warm}`, text: '4' },
+      })
     let scoring = true
     let slowestHealthzMs = 0
     let probes = 0
@@ -179,6 +183,7 @@ try {
         accepted: true,
         fill: values.fill,
         chars,
+        warmups,
         score_status: scored.status,
         score_ms: Math.round(scoreMs),
         slowest_healthz_ms: Math.round(slowestHealthzMs),

@@ -78,6 +78,12 @@ interface Plan {
 const plans = new WeakMap<RE2JS, Plan>()
 
 /**
+ * The backward pass's table, kept between searches and grown as needed: a fresh one of up to 200 KB per extraction
+ * was most of the garbage collector's work. A search is synchronous, so no two share it at once.
+ */
+let table = new Uint8Array(0)
+
+/**
  * All matches of `regex` in `text`, as RE2 finds them one after another (after an empty match the next search starts
  * one character on), with `work.steps` counting the instruction visits.
  * @example allMatches(RE2JS.compile('Q: (\\w+)'), 'Q: one Q: two').map((match) => match.groups[1]) // ['one', 'two']
@@ -100,11 +106,11 @@ export function allMatches(regex: RE2JS, text: string, work: SearchWork = { step
       start += widthAt(text, start)
     }
     const caps = walker.walk(start)
-    const groups: (string | undefined)[] = []
-    for (let group = 0; 2 * group < caps.length; group++) {
+    const groups = new Array<string | undefined>(caps.length / 2)
+    for (let group = 0; group < groups.length; group++) {
       const begin = caps[2 * group]!
       const end = caps[2 * group + 1]!
-      groups.push(begin < 0 || end < 0 ? undefined : text.slice(begin, end))
+      groups[group] = begin < 0 || end < 0 ? undefined : text.slice(begin, end)
     }
     matches.push({ start, end: caps[1]!, groups })
     from = caps[1]!
@@ -160,7 +166,10 @@ function planOf(regex: RE2JS): Plan {
 function completable(plan: Plan, text: string, work: SearchWork): Uint8Array {
   const { ops, outs, args, runePcs, matchPcs, predecessors } = plan
   const size = ops.length
-  const viable = new Uint8Array((text.length + 1) * size)
+  const cells = (text.length + 1) * size
+  if (table.length < cells) table = new Uint8Array(Math.max(cells, 2 * table.length))
+  const viable = table
+  viable.fill(0, 0, cells)
   const pending = new Int32Array(size)
   for (let pos = text.length; pos >= 0; pos--) {
     const base = pos * size
@@ -204,7 +213,10 @@ function completable(plan: Plan, text: string, work: SearchWork): Uint8Array {
 class PathWalker {
   readonly #stamp: Int32Array
   #generation = 0
-  readonly #stack: number[] = []
+  /** Alternatives and captures to restore: at most two entries of each kind per instruction and position. */
+  readonly #stack: Int32Array
+  /** The captures of the match being walked, written in place. */
+  readonly #caps: Int32Array
 
   constructor(
     private readonly plan: Plan,
@@ -213,11 +225,13 @@ class PathWalker {
     private readonly work: SearchWork,
   ) {
     this.#stamp = new Int32Array(plan.ops.length)
+    this.#stack = new Int32Array(4 * plan.ops.length + 4)
+    this.#caps = new Int32Array(plan.numCap)
   }
 
   /** The capture positions of the match that starts at `start` (which the backward pass found can start one). */
-  walk(start: number): number[] {
-    const caps = new Array<number>(this.plan.numCap).fill(-1)
+  walk(start: number): Int32Array {
+    const caps = this.#caps.fill(-1)
     caps[0] = start
     let pos = start
     let pc = this.plan.start
@@ -236,12 +250,12 @@ class PathWalker {
    * The first instruction that matches or takes the character at `pos` and can complete, in RE2's order from `pc`;
    * the captures on the way to it are written into `caps`.
    */
-  #settle(from: number, pos: number, caps: number[]): number {
+  #settle(from: number, pos: number, caps: Int32Array): number {
     const { ops, outs, args, numCap } = this.plan
     const base = pos * ops.length
     const context = contextAt(this.text, pos)
     const stack = this.#stack
-    stack.length = 0
+    let top = 0
     const generation = ++this.#generation
     let pc = from
     for (;;) {
@@ -252,21 +266,23 @@ class PathWalker {
         const op = ops[pc]!
         if (op === MATCH || op >= RUNE) return pc
         if (op === ALT || op === ALT_MATCH) {
-          stack.push(args[pc]!, 0)
+          stack[top++] = args[pc]!
+          stack[top++] = 0
           pc = outs[pc]!
         } else if (op === CAPTURE) {
           const slot = args[pc]!
           if (slot < numCap) {
-            stack.push(-slot - 1, caps[slot]!)
+            stack[top++] = -slot - 1
+            stack[top++] = caps[slot]!
             caps[slot] = pos
           }
           pc = outs[pc]!
         } else if (op === EMPTY_WIDTH) pc = (args[pc]! & ~context) === 0 ? outs[pc]! : 0
         else pc = op === NOP ? outs[pc]! : 0
       }
-      if (stack.length === 0) throw new Error('allMatches: no completable path from a completable instruction')
-      const restore = stack.pop()!
-      const entry = stack.pop()!
+      if (top === 0) throw new Error('allMatches: no completable path from a completable instruction')
+      const restore = stack[--top]!
+      const entry = stack[--top]!
       if (entry < 0) {
         caps[-entry - 1] = restore
         pc = 0
