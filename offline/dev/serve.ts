@@ -67,7 +67,14 @@ export async function serveWorker(
     persistTo,
     adminToken,
     production = false,
-  }: { persistTo?: string | undefined; adminToken: string; production?: boolean },
+    vars = {},
+  }: {
+    persistTo?: string | undefined
+    adminToken: string
+    production?: boolean
+    /** More vars for the Worker (a bench's embedder settings), over wrangler.toml's. */
+    vars?: Record<string, string>
+  },
 ): Promise<Miniflare> {
   const { workerOptions } = unstable_getMiniflareWorkerOptions(join(root, 'wrangler.toml'))
   const mf = new Miniflare({
@@ -85,7 +92,7 @@ export async function serveWorker(
         modules: true,
         scriptPath,
         modulesRoot: join(scriptPath, '..'),
-        bindings: { ...workerOptions.bindings, ...serveBindings({ adminToken, production }) },
+        bindings: { ...workerOptions.bindings, ...vars, ...serveBindings({ adminToken, production }) },
       },
     ],
   })
