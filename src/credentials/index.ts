@@ -79,7 +79,7 @@ const CREDENTIAL_SUFFIX = new RegExp(
 )
 /** The last word of a longer name that says what the value opens: `X-Session`, `X-Access`, `x-amz-signature`. */
 const CREDENTIAL_LAST_WORDS = new Set(['session', 'access', 'signature', 'sig'])
-/** The same, run together with what comes before it: `xsession`, `upstreamaccess`. */
+/** The same, run together into one word with what comes before it: `xsession`, `upstreamaccess`. */
 const CREDENTIAL_LAST_SUFFIX = /.(?:session|access|signature)$/
 /** Query parameter names that carry a credential in a URL: signed URLs' `sig`, OAuth's `code`. */
 const CREDENTIAL_QUERY_NAMES = new Set(['sig', 'signature', 'code', 'sas', 'signed'])
@@ -184,8 +184,7 @@ export function isCredentialName(name: string): boolean {
   const last = words.at(-1) ?? ''
   return (
     words.some((word) => CREDENTIAL_WORDS.has(word) || CREDENTIAL_SUFFIX.test(word)) ||
-    (words.length > 1 && CREDENTIAL_LAST_WORDS.has(last)) ||
-    CREDENTIAL_LAST_SUFFIX.test(last)
+    (words.length > 1 ? CREDENTIAL_LAST_WORDS.has(last) : CREDENTIAL_LAST_SUFFIX.test(last))
   )
 }
 
