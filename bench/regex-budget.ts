@@ -1,18 +1,27 @@
 /**
- * `npx tsx bench/regex-budget.ts [--pattern '(.*a){19}'] [--chars 100000] [--timeout-s 120]`
+ * `npx tsx bench/regex-budget.ts [--pattern '(.*a){19}'] [--fill 'a '] [--chars 100000] [--warmup 5] [--timeout-s 120]`
+ * `npx tsx bench/regex-budget.ts --search 300 [--search-chars 10000]`
  *
- * The cost of a third-party extraction pattern at the edge (issue 39 item 1): the built Worker on Miniflare alone
- * (`npm run serve`'s server, on a fresh state in a temporary directory), an artifact whose `runtime.extraction` is a
- * regex (mock backend, one vote) uploaded and deployed, then one `/rm/<target>/score` of a `--chars` prompt made of
- * `a`s and spaces (what a pattern of `.*a` repeats works hardest on), while `/healthz` is asked every 10 ms. Prints one
- * JSON line: whether the upload was accepted, the score's time, and the slowest `/healthz`. The default pattern is the
- * costliest shape the budget accepts (`MAX_PATTERN_INSTRUCTIONS`); pass `--pattern '(.*a){1000}'` for the issue's.
+ * The cost of a third-party extraction pattern at the edge (issues 39 and 46, item 1): the built Worker on Miniflare
+ * alone (`npm run serve`'s server, on a fresh state in a temporary directory), an artifact whose `runtime.extraction`
+ * is a regex (mock backend, one vote) uploaded and deployed, then one `/rm/<target>/score` of a `--chars` prompt made
+ * of `--fill` repeated (`a ` by default: what a pattern of `.*a` repeats works hardest on; `x` for `x(.*y)?`), while
+ * `/healthz` is asked every 10 ms. Prints one JSON line: whether the upload was accepted, the score's time, and the
+ * slowest `/healthz`. The default pattern is the costliest shape the budget accepts (`MAX_PATTERN_INSTRUCTIONS`); pass
+ * `--pattern '(.*a){1000}'` for issue 39's.
+ *
+ * `--search N` looks for the worst pattern instead, in this process: N patterns the import accepts, drawn by fast-check
+ * (tests/support/patterns.ts), each extracted from every text of `--search-chars` made to keep it busy (its literal
+ * characters repeated, English prose); prints the five slowest with their texts, one JSON line each.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
+import fc from 'fast-check'
 import { artifactId, RmArtifactBody } from '../src/schemas/artifact.ts'
+import { extractRegex } from '../src/search/roles/extraction.ts'
+import { acceptedPattern, adversarialTexts } from '../tests/support/patterns.ts'
 import { buildWorker, serveWorker } from '../offline/dev/serve.ts'
 import { applyLocalMigrations, freePort } from '../offline/dev/start.ts'
 
@@ -22,13 +31,38 @@ const TARGET = 'bench-regex'
 const { values } = parseArgs({
   options: {
     pattern: { type: 'string', default: '(.*a){19}' },
+    fill: { type: 'string', default: 'a ' },
     chars: { type: 'string', default: '100000' },
+    warmup: { type: 'string', default: '5' },
+    search: { type: 'string' },
+    'search-chars': { type: 'string', default: '10000' },
     'timeout-s': { type: 'string', default: '120' },
   },
 })
 const pattern = values.pattern
 const chars = Number(values.chars)
+const warmups = Math.max(1, Number(values.warmup))
 const timeoutMs = Number(values['timeout-s']) * 1_000
+
+/** The slowest accepted patterns of `count` drawn, each on its busiest text of `searchChars`. */
+function searchWorst(count: number, searchChars: number): void {
+  const timed: { pattern: string; fill: string; ms: number }[] = []
+  for (const candidate of fc.sample(acceptedPattern(), { numRuns: count, seed: 46 })) {
+    for (const text of adversarialTexts(candidate, searchChars)) {
+      const started = performance.now()
+      extractRegex(text, candidate)
+      timed.push({ pattern: candidate, fill: text.slice(0, 12), ms: performance.now() - started })
+    }
+  }
+  timed.sort((a, b) => b.ms - a.ms)
+  for (const { pattern: worst, fill, ms } of timed.slice(0, 5))
+    console.log(JSON.stringify({ pattern: worst, fill, chars: searchChars, extract_ms: Math.round(ms) }))
+}
+
+if (values.search !== undefined) {
+  searchWorst(Number(values.search), Number(values['search-chars']))
+  process.exit(0)
+}
 
 /** A mock-backend artifact that extracts the prompt with `pattern`. */
 async function artifactWith(extractionPattern: string) {
@@ -107,13 +141,15 @@ try {
   } else {
     const deployed = await post(`${base}/admin/targets/${TARGET}/deployments`, { artifact_id: artifact.artifact_id })
     if (deployed.status !== 201) throw new Error(`deploy: ${deployed.status} ${JSON.stringify(deployed.json)}`)
-    const prompt = 'a '.repeat(Math.ceil(chars / 2)).slice(0, chars)
-    // A first score warms the isolate (the deployment read, the artifact parsed, the pattern compiled).
-    await post(`${base}/rm/${TARGET}/score`, {
-      prompt_id: 'p0',
-      prompt: 'a a',
-      candidate: { candidate_id: 'c0', text: '4' },
-    })
+    const prompt = values.fill.repeat(Math.ceil(chars / values.fill.length)).slice(0, chars)
+    // `--warmup` scores of a 10 KB prompt of the same fill first (the deployment read, the artifact parsed, the
+    // pattern compiled, its code optimised), as a serving isolate has them behind it; 1 is a cold isolate.
+    for (let warm = 0; warm < warmups; warm++)
+      await post(`${base}/rm/${TARGET}/score`, {
+        prompt_id: 'p0',
+        prompt: prompt.slice(0, 10_000),
+        candidate: { candidate_id: `warm-${warm}`, text: '4' },
+      })
     let scoring = true
     let slowestHealthzMs = 0
     let probes = 0
@@ -145,7 +181,9 @@ try {
       JSON.stringify({
         pattern,
         accepted: true,
+        fill: values.fill,
         chars,
+        warmups,
         score_status: scored.status,
         score_ms: Math.round(scoreMs),
         slowest_healthz_ms: Math.round(slowestHealthzMs),

@@ -126,6 +126,11 @@ const MEANINGS: Record<string, Record<string, string>> = {
       '`max_tokens` asked again, a re-judge on rubrics that moved, a sync re-score, a relative group’s call. Spent ' +
       'without a judgement: 429 `judge_budget_exceeded`; a scorer’s `max_attempts` above it is cut to it. What one ' +
       'token can cost in all: [security.md](security.md#what-one-run-token-can-cost).',
+    'budgets.memory_searches_per_hour':
+      'Memory searches (`GET /memory?q=`, the dashboard’s search) the run’s tokens may make per clock hour, each one ' +
+      'embedding its query; a text searched lately reuses its vector and spends nothing, and the admin is not ' +
+      'counted. Past it: 429 `memory_search_budget_exceeded` with `Retry-After` (the hour’s end); listing memory ' +
+      'without `q` goes on.',
   },
   rubric: {
     id: 'Stable id; filled in when absent.',

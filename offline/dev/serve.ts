@@ -69,7 +69,14 @@ export async function serveWorker(
     persistTo,
     adminToken,
     production = false,
-  }: { persistTo?: string | undefined; adminToken: string; production?: boolean },
+    vars = {},
+  }: {
+    persistTo?: string | undefined
+    adminToken: string
+    production?: boolean
+    /** More vars for the Worker (a bench's embedder settings), over wrangler.toml's. */
+    vars?: Record<string, string>
+  },
 ): Promise<Miniflare> {
   const { workerOptions } = unstable_getMiniflareWorkerOptions(join(root, 'wrangler.toml'))
   const mf = new Miniflare({
@@ -87,6 +94,7 @@ export async function serveWorker(
         modules: true,
         scriptPath,
         modulesRoot: join(scriptPath, '..'),
+<<<<<<< HEAD
         bindings: {
           ...workerOptions.bindings,
           ...serveBindings({ adminToken, production }),
@@ -94,6 +102,9 @@ export async function serveWorker(
           // writing it gets a reset instead of the 413.
           DRAIN_REFUSED_BODY_BYTES: String(REFUSED_BODY_DRAIN_BYTES),
         },
+=======
+        bindings: { ...workerOptions.bindings, ...vars, ...serveBindings({ adminToken, production }) },
+>>>>>>> issue-46
       },
     ],
   })

@@ -8,7 +8,11 @@ import type { RunBudgets } from '../schemas/run-config.ts'
 
 /** A budget refusal as it crosses a Durable Object's RPC boundary: plain data, made an `AppError` by `budgetError`. */
 export interface BudgetRefusal {
-  code: 'instance_budget_exceeded' | 'update_budget_exceeded' | 'judge_budget_exceeded'
+  code:
+    | 'instance_budget_exceeded'
+    | 'update_budget_exceeded'
+    | 'judge_budget_exceeded'
+    | 'memory_search_budget_exceeded'
   /** The config key of the budget, e.g. `budgets.instances_per_step`. */
   budget: `budgets.${keyof RunBudgets}`
   limit: number
@@ -72,6 +76,24 @@ export function judgeBudgetRefusal(budgets: RunBudgets, calls: number, failure: 
       `judgement (last failure: ${failure}); it was not scored: send it again, or have the run's admin raise ` +
       'budgets.judge_calls_per_rollout',
     details: { calls },
+  }
+}
+
+/**
+ * A memory search (an embedding of its query) past `budgets.memory_searches_per_hour` in the current clock hour.
+ * @example memorySearchBudgetRefusal(config.budgets, 1200).retryAfterSeconds // 1200
+ */
+export function memorySearchBudgetRefusal(budgets: RunBudgets, retryAfterSeconds: number): BudgetRefusal {
+  const limit = budgets.memory_searches_per_hour
+  return {
+    code: 'memory_search_budget_exceeded',
+    budget: 'budgets.memory_searches_per_hour',
+    limit,
+    message:
+      `this run has made ${limit} memory searches this hour, its budgets.memory_searches_per_hour: each embeds its ` +
+      `query, so the next one waits ${retryAfterSeconds} s (a query searched lately, and listing memory without q, ` +
+      "cost nothing and still answer; the run's admin can raise budgets.memory_searches_per_hour)",
+    retryAfterSeconds,
   }
 }
 

@@ -5,7 +5,17 @@
  * {"secret": NAME}}` for a header. Configs stored before this rule are read back redacted ({@link redactConfig}).
  */
 import { AppError } from '../errors/index.ts'
-import { isCredentialName, looksLikeCredential, REDACTED, redactEmbedded, redactUrl } from './index.ts'
+import {
+  type HeldSecrets,
+  heldSecretIn,
+  isCredentialKey,
+  isCredentialName,
+  isCredentialQueryName,
+  looksLikeCredential,
+  REDACTED,
+  redactEmbedded,
+  redactUrl,
+} from './index.ts'
 
 /** One literal credential: where, and what to do instead (its value is never repeated). */
 interface CredentialProblem {
@@ -25,7 +35,9 @@ function namesSecret(key: string, value: string): boolean {
 }
 
 /** What a string carries, as the words of a problem; undefined when it carries nothing. */
-function carried(text: string): string | undefined {
+function carried(text: string, held: HeldSecrets): string | undefined {
+  const secret = heldSecretIn(text, held)
+  if (secret !== undefined) return `the value of ${secret}, a secret of this server`
   if (looksLikeCredential(text)) return 'a value shaped like a credential'
   let url: URL | undefined
   try {
@@ -36,9 +48,9 @@ function carried(text: string): string | undefined {
   if (url) {
     if (url.username !== '' || url.password !== '') return 'user-info (user:password@) in the URL'
     const name = [...url.searchParams].find(
-      ([param, value]) => isCredentialName(param) || looksLikeCredential(value) || redactEmbedded(value).count > 0,
+      ([param, value]) => isCredentialQueryName(param) || looksLikeCredential(value) || redactEmbedded(value).count > 0,
     )?.[0]
-    if (name !== undefined) return `a credential in the URL's query ("${name}")`
+    if (name !== undefined) return `a credential in the URL's query ("${isCredentialKey(name) ? REDACTED : name}")`
   }
   return redactEmbedded(text).count > 0 ? 'a credential (a key or token shape) inside the text' : undefined
 }
@@ -50,19 +62,25 @@ function carried(text: string): string | undefined {
  * @example literalCredentialProblems({ headers: { 'x-api-key': 'sk-…' } }, 'agents.scorer') // [{ path:
  *   'agents.scorer.headers.x-api-key', message: '…' }]
  */
-function literalCredentialProblems(value: unknown, path = ''): CredentialProblem[] {
+function literalCredentialProblems(value: unknown, path = '', held: HeldSecrets = {}): CredentialProblem[] {
   const problems: CredentialProblem[] = []
+  const problem = (at: string, what: string) =>
+    problems.push({ path: at, message: `${what}; credentials never live in a config: ${INSTEAD}` })
   const visit = (item: unknown, at: string, key: string): void => {
     if (typeof item === 'string') {
-      if (namesSecret(key, item) || item === '') return
-      const what = isCredentialName(key) ? 'a literal value in a credential-named field' : carried(item)
-      if (what) problems.push({ path: at, message: `${what}; credentials never live in a config: ${INSTEAD}` })
+      if (item === '' || (namesSecret(key, item) && heldSecretIn(item, held) === undefined)) return
+      const what = isCredentialName(key) ? 'a literal value in a credential-named field' : carried(item, held)
+      if (what) problem(at, what)
       return
     }
     if (Array.isArray(item)) {
       for (const [index, element] of item.entries()) visit(element, `${at}[${index}]`, key)
     } else if (typeof item === 'object' && item !== null)
-      for (const [name, field] of Object.entries(item)) visit(field, at === '' ? name : `${at}.${name}`, name)
+      for (const [name, field] of Object.entries(item)) {
+        const fieldPath = at === '' ? name : `${at}.${name}`
+        if (isCredentialKey(name, held)) problem(at === '' ? REDACTED : `${at}.${REDACTED}`, 'a credential as a key')
+        else visit(field, fieldPath, name)
+      }
   }
   visit(value, path, '')
   return problems
@@ -73,18 +91,22 @@ function literalCredentialProblems(value: unknown, path = ''): CredentialProblem
  * paths replaced: how a config stored before the rule is read back and shown.
  * @example redactConfig({ base_url: 'http://u:p@h/v1' }).value // { base_url: 'http://[redacted]@h/v1' }
  */
-export function redactConfig<T>(value: T): { value: T; redacted: string[] } {
-  const problems = literalCredentialProblems(value)
+export function redactConfig<T>(value: T, held: HeldSecrets = {}): { value: T; redacted: string[] } {
+  const problems = literalCredentialProblems(value, '', held)
   if (problems.length === 0) return { value, redacted: [] }
   const redact = (item: unknown, key: string): unknown => {
     if (typeof item === 'string') {
-      if (namesSecret(key, item) || item === '') return item
-      if (isCredentialName(key) || looksLikeCredential(item)) return REDACTED
+      if (item === '' || (namesSecret(key, item) && heldSecretIn(item, held) === undefined)) return item
+      if (isCredentialName(key) || looksLikeCredential(item) || heldSecretIn(item, held) !== undefined) return REDACTED
       return redactUrl(item)
     }
     if (Array.isArray(item)) return item.map((element) => redact(element, key))
     if (typeof item === 'object' && item !== null)
-      return Object.fromEntries(Object.entries(item).map(([name, field]) => [name, redact(field, name)]))
+      return Object.fromEntries(
+        Object.entries(item).flatMap(([name, field]) =>
+          isCredentialKey(name, held) ? [] : [[name, redact(field, name)]],
+        ),
+      )
     return item
   }
   return { value: redact(value, '') as T, redacted: problems.map((problem) => problem.path) }
@@ -95,8 +117,8 @@ export function redactConfig<T>(value: T): { value: T; redacted: string[] } {
  * configuration without one passes.
  * @example refuseLiteralCredentials(body.config, 'config') // throws for config.agents.default.base_url 'http://u:p@h'
  */
-export function refuseLiteralCredentials(value: unknown, path: string): void {
-  const problems = literalCredentialProblems(value, path)
+export function refuseLiteralCredentials(value: unknown, path: string, held: HeldSecrets = {}): void {
+  const problems = literalCredentialProblems(value, path, held)
   if (problems.length === 0) return
   const summary = problems
     .slice(0, 3)
@@ -117,8 +139,8 @@ const reported = new Set<string>()
  * before they were refused; says so once per isolate in the log (paths only, never values).
  * @example const config = parseStored(RunConfig, redactStored('run', runId, row.config))
  */
-export function redactStored<T>(kind: string, id: string, value: T): T {
-  const { value: clean, redacted } = redactConfig(value)
+export function redactStored<T>(kind: string, id: string, value: T, held: HeldSecrets = {}): T {
+  const { value: clean, redacted } = redactConfig(value, held)
   if (redacted.length > 0 && !reported.has(`${kind}:${id}`)) {
     reported.add(`${kind}:${id}`)
     console.warn(

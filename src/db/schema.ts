@@ -26,6 +26,22 @@ export const runTokens = sqliteTable(
 )
 
 /**
+ * What a run has spent of a budget counted in the Worker, per window (a clock hour of
+ * `budgets.memory_searches_per_hour`, as the epoch hour): one row per run, budget and window, its count raised in
+ * place; rows of past windows are deleted as the next window's first spend writes.
+ */
+export const budgetSpend = sqliteTable(
+  'budget_spend',
+  {
+    runId: text('run_id').notNull(),
+    budget: text('budget').notNull(),
+    windowIndex: integer('window_index').notNull(),
+    spent: integer('spent').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.runId, t.budget, t.windowIndex] })],
+)
+
+/**
  * Dashboard logins: the cookie carries only the id, signed; the row says whom it stands for (the SHA-256 of the token
  * logged in with, re-checked on every page so a revoked token or a rotated admin token ends the session), until when,
  * and whether it was logged out.

@@ -22,6 +22,11 @@ const ERROR_STATUS = {
   update_budget_exceeded: 429,
   /** A rollout's judgement spent the run's `budgets.judge_calls_per_rollout` LLM calls without a valid reply. */
   judge_budget_exceeded: 429,
+  /**
+   * A memory search past the run's `budgets.memory_searches_per_hour` (each embeds its query); `Retry-After` says when
+   * one more fits.
+   */
+  memory_search_budget_exceeded: 429,
   unsupported_media_type: 415,
   llm_unavailable: 503,
   /** The rollout's judging prompt does not fit the judge model's context window; `details.context_limit` names it. */

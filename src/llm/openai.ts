@@ -8,6 +8,7 @@ import {
   type ResponseFormat,
 } from './response-format.ts'
 import type { StructuredOutput } from '../schemas/structured-output.ts'
+import { type OutgoingRequest, sendWithinOrigin } from './redirects.ts'
 import { parseRetryAfter } from './retry.ts'
 import { LlmError, type ChatMessage, type ChatModel, type ChatRequest, type ChatResponse } from './types.ts'
 
@@ -27,10 +28,7 @@ export interface HttpReply {
 }
 
 /** The part of `fetch` the adapter uses; a runtime with a cheaper HTTP client passes its own (offline/llm/http.ts). */
-export type HttpFetch = (
-  url: string,
-  init?: { method?: string; headers?: Record<string, string>; body?: string; signal?: AbortSignal },
-) => Promise<HttpReply>
+export type HttpFetch = (url: string, init?: OutgoingRequest) => Promise<HttpReply>
 
 export interface OpenAIChatSettings {
   baseURL: string
@@ -129,7 +127,8 @@ export class OpenAIChatModel implements ChatModel {
     let completion: ChatCompletion
     try {
       const send = this.settings.fetch ?? fetch
-      const response = await send(this.#url, { method: 'POST', headers: this.#headers, body, signal: scope.signal })
+      const init = { method: 'POST', headers: this.#headers, body, signal: scope.signal }
+      const response = await sendWithinOrigin(send, this.#url, init, 'the model server')
       if (!response.ok) throw await refusal(response)
       completion = (await response.json()) as ChatCompletion
     } catch (error) {

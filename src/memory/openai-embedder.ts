@@ -1,3 +1,4 @@
+import { sendWithinOrigin } from '../llm/redirects.ts'
 import { parseRetryAfter } from '../llm/retry.ts'
 import { LlmError } from '../llm/types.ts'
 import { chunk } from './chunk.ts'
@@ -45,12 +46,14 @@ export class OpenAIEmbedder implements Embedder {
     const timeout = AbortSignal.timeout(timeoutMs)
     let body: string
     try {
-      const response = await fetch(`${baseURL.replace(/\/+$/, '')}/embeddings`, {
+      const init = {
         method: 'POST',
         headers: { 'content-type': 'application/json', ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
         body: JSON.stringify({ model, input, ...(requestDimensions ? { dimensions } : {}) }),
         signal: timeout,
-      })
+      }
+      const url = `${baseURL.replace(/\/+$/, '')}/embeddings`
+      const response = await sendWithinOrigin(fetch, url, init, 'the embeddings server')
       body = await response.text()
       if (!response.ok) throw failureOf(response, body)
     } catch (error) {

@@ -38,7 +38,17 @@ export const AgentHeaders = z.record(
       (name) => !/^(authorization|content-type|content-length|host)$/i.test(name),
       'set by the client itself (the API key goes in api_key_env)',
     ),
-  z.union([z.string().max(4_096), z.object({ secret: SecretName })]),
+  z.union([
+    z
+      .string()
+      .max(4_096)
+      // What `fetch` can send: a line break would end the header (and every call with it), past U+00FF throws.
+      .regex(
+        /^[\t\x20-\x7e\x80-\xff]*$/,
+        'a header value: no line breaks, control characters or characters past U+00FF',
+      ),
+    z.object({ secret: SecretName }),
+  ]),
 )
 export type AgentHeaders = z.infer<typeof AgentHeaders>
 
@@ -118,6 +128,12 @@ export const RunBudgets = z
      * without a valid judgement: 429 `judge_budget_exceeded`; a scorer's `max_attempts` above it is cut to it.
      */
     judge_calls_per_rollout: z.number().int().min(1).max(100).default(8),
+    /**
+     * Memory searches (`GET /memory?q=`, the dashboard's search) the run's tokens may make per clock hour: each embeds
+     * its query, unless the same text was searched lately (then its vector is reused and nothing is spent). Past it:
+     * 429 `memory_search_budget_exceeded` with Retry-After; listing memory without `q` costs nothing and goes on.
+     */
+    memory_searches_per_hour: z.number().int().min(1).max(100_000).default(600),
   })
   .apply(strict)
 export type RunBudgets = z.infer<typeof RunBudgets>

@@ -265,7 +265,11 @@ describe('where the server may send its keys (production)', () => {
     const off = await send(listed, 'POST', '/runs', runWith('https://api.elsewhere.example/v1'))
     expect([off.status, off.json.error.code]).toEqual([400, 'llm_host_not_allowed'])
     expect(off.json.error.message).toContain('not on this server')
-    expect((await send(production, 'POST', '/runs', runWith('https://api.openai.com/v1'))).status).toBe(201)
+    // Without a list, a public address is taken, and a name is not: a resolver may point it anywhere (issue 46).
+    expect((await send(production, 'POST', '/runs', runWith('https://1.1.1.1/v1'))).status).toBe(201)
+    const named = await send(production, 'POST', '/runs', runWith('https://api.openai.com/v1'))
+    expect([named.status, named.json.error.code]).toEqual([400, 'llm_host_not_allowed'])
+    expect(named.json.error.message).toMatch(/api\.openai\.com is a host name.*LLM_HOST_ALLOWLIST lists it/)
   })
 
   it('refuses to score for a run stored with an internal judge once the server runs in production', async () => {

@@ -17,6 +17,7 @@ import { AppError } from '../../src/errors/index.ts'
 import { strict } from '../../src/schemas/strict.ts'
 import type { Env } from '../env.ts'
 import { randomHex } from '../runs/store.ts'
+import { heldSecrets } from '../scoring/secrets.ts'
 import { DeploymentLlm, resolveEndpoint } from './llm.ts'
 import { activeDeployment, appendDeployment, loadArtifact, previousDeployment, type StoredDeployment } from './store.ts'
 
@@ -62,7 +63,7 @@ export function parseTarget(raw: string | undefined): string {
  * @example const record = await deployArtifact(env, 'prod', { artifact_id: 'rm_3fa1…' })
  */
 export async function deployArtifact(env: Env, target: string, request: DeployRequest): Promise<DeployRecord> {
-  refuseLiteralCredentials(request.llm, 'llm')
+  refuseLiteralCredentials(request.llm, 'llm', heldSecrets(env))
   const artifact = await loadArtifact(env.DB, request.artifact_id)
   if (!artifact)
     throw new AppError(

@@ -5,6 +5,7 @@
  */
 import { z } from 'zod'
 import { dataUrlBytes } from '../../src/evolve/images.ts'
+import { isLocalName } from '../../src/llm/hosts.ts'
 
 const DATA_URL = /^data:image\/[a-z0-9.+-]+;base64,[A-Za-z0-9+/=]+$/i
 /** Images per list: a judge prompt with more is unlikely to be read well, and each is sent in both orders. */
@@ -12,7 +13,8 @@ const MAX_REQUEST_IMAGES = 8
 
 /**
  * True for an https URL on a public DNS name. The model server fetches `url` images itself, so a caller must not be
- * able to point it at the operator's own network: IP literals, single-label names and local suffixes are refused.
+ * able to point it at the operator's own network: IP literals, single-label names and local suffixes (trailing dots
+ * and all: `localhost.`, `kubernetes.default.svc.`) are refused.
  * @example isPublicHttpsUrl('https://images.example.org/a.png') // true; 'http://169.254.169.254/' → false
  */
 function isPublicHttpsUrl(text: string): boolean {
@@ -23,8 +25,8 @@ function isPublicHttpsUrl(text: string): boolean {
     return false
   }
   const host = url.hostname.toLowerCase()
-  if (url.protocol !== 'https:' || host.startsWith('[') || /^[\d.]+$/.test(host) || !host.includes('.')) return false
-  return !/\.(localhost|local|internal|home\.arpa)\.?$/.test(host)
+  if (url.protocol !== 'https:' || host.startsWith('[') || /^[\d.]+$/.test(host)) return false
+  return !isLocalName(host)
 }
 
 function decodes(dataUrl: string): boolean {

@@ -5,7 +5,7 @@
  * them before uploading). Every problem is named by its path, so the exporter (or a person) knows what to fix; a
  * credential's value is never echoed.
  */
-import { withoutCredentials } from '../../src/credentials/index.ts'
+import { type HeldSecrets, withoutCredentials } from '../../src/credentials/index.ts'
 import { AppError } from '../../src/errors/index.ts'
 import { AnyRmArtifact, artifactId, RM_API_VERSION } from '../../src/schemas/artifact.ts'
 
@@ -17,9 +17,9 @@ interface ArtifactProblem {
 
 /**
  * Parses and checks an uploaded artifact; throws `AppError('invalid_artifact')` whose details list every problem.
- * @example const artifact = await parseArtifactUpload(await c.req.json())
+ * @example const artifact = await parseArtifactUpload(await c.req.json(), heldSecrets(c.env))
  */
-export async function parseArtifactUpload(raw: unknown): Promise<AnyRmArtifact> {
+export async function parseArtifactUpload(raw: unknown, held: HeldSecrets = {}): Promise<AnyRmArtifact> {
   const parsed = AnyRmArtifact.safeParse(raw)
   if (!parsed.success) {
     throw invalid(
@@ -31,7 +31,7 @@ export async function parseArtifactUpload(raw: unknown): Promise<AnyRmArtifact> 
   }
   const artifact = parsed.data
   const problems = servingProblems(artifact)
-  for (const path of withoutCredentials(artifact).dropped)
+  for (const path of withoutCredentials(artifact, '', held).dropped)
     problems.push({
       path,
       message: 'looks like a credential, which an artifact must not carry: remove it (reward-harness deploy does)',

@@ -169,7 +169,7 @@ export interface RunDashboard {
 export async function loadRunDashboard(
   env: Env,
   run: { id: string; config: RunConfig },
-  options: { instance?: string; memory: MemoryRequest },
+  options: { instance?: string; memory: MemoryRequest; spendSearch?: () => Promise<void> },
 ): Promise<RunDashboard> {
   const [status, timeline, instances, calls] = await Promise.all([
     objects.coordinator(env, run.id, (coordinator) => coordinator.status()),
@@ -195,7 +195,7 @@ export async function loadRunDashboard(
     history,
     health,
     hackingFlags(env, run.id),
-    memoryPage(env, run.id, options.memory),
+    memoryPage(env, run.id, options.memory, options.spendSearch),
   ])
   const llmCalls = calls.map(({ latency_ms, ...group }) => ({
     ...group,
@@ -273,20 +273,22 @@ async function hackingFlags(env: Env, runId: string): Promise<HackingFlag[]> {
   })
 }
 
-/** The same reads as `GET /memory`, run-wide: a semantic search when there is a query, else the newest documents. */
+/**
+ * The same reads as `GET /memory`, run-wide: a semantic search when there is a query (spending what `GET /memory?q=`
+ * spends), else the newest documents.
+ */
 async function memoryPage(
   env: Env,
   runId: string,
   request: MemoryRequest,
+  spendSearch?: () => Promise<void>,
 ): Promise<(MemoryDocument & { similarity?: number })[]> {
   const memory = memoryFor(env, runId)
   if (request.q)
-    return memory.search({
-      run_id: runId,
-      text: request.q,
-      top_k: MEMORY_PAGE,
-      ...(request.kind ? { kinds: [request.kind] } : {}),
-    })
+    return memory.search(
+      { run_id: runId, text: request.q, top_k: MEMORY_PAGE, ...(request.kind ? { kinds: [request.kind] } : {}) },
+      spendSearch,
+    )
   return memory.list({ run_id: runId, limit: MEMORY_PAGE, ...(request.kind ? { kind: request.kind } : {}) })
 }
 

@@ -4,11 +4,13 @@ import { z } from 'zod'
 import { csrf } from 'hono/csrf'
 import { HTTPException } from 'hono/http-exception'
 import { AppError } from '../../src/errors/index.ts'
+import { LlmError } from '../../src/llm/index.ts'
 import { principalFor, resolveRun } from '../middleware/auth.ts'
-import { renderError } from '../middleware/errors.ts'
+import { renderError, toAppError } from '../middleware/errors.ts'
 import { pathForDisplay } from '../middleware/path-token.ts'
 import { limitBody } from '../middleware/body-limit.ts'
 import { countRefusedCredential, rateLimit } from '../middleware/rate-limit.ts'
+import { searchSpend } from '../memory/search-budget.ts'
 import { MemoryKindParam, MemorySearchParam } from '../routes/memory.ts'
 import { InstanceIdParam } from '../routes/rubrics.ts'
 import { validQuery } from '../middleware/query.ts'
@@ -44,7 +46,12 @@ const pages = new Hono<DashboardEnv>()
     const form = await c.req.parseBody()
     const next = safeNext(form.next)
     const token = typeof form.token === 'string' ? form.token.trim() : ''
-    if (token === '') return c.html(<LoginPage next={next} error="Enter the admin token or a run token." />, 400)
+    // A JSON client gets the API's JSON error (renderPageError), a browser the form again.
+    const refuse = (code: 'invalid_request' | 'unauthorized', message: string) => {
+      if (wantsJson(c)) throw new AppError(code, `${message} The login takes a form field "token".`)
+      return c.html(<LoginPage next={next} error={message} />, code === 'unauthorized' ? 401 : 400)
+    }
+    if (token === '') return refuse('invalid_request', 'Enter the admin token or a run token.')
     const principal = await principalFor(c.env, `Bearer ${token}`).catch((error: unknown) => {
       if (error instanceof AppError && error.code === 'unauthorized') return undefined
       throw error
@@ -53,7 +60,7 @@ const pages = new Hono<DashboardEnv>()
     if (principal === undefined || principal.kind === 'anonymous') {
       // A wrong token here is a guess like one in a header: it counts against the address's refused-credential budget.
       if (principal === undefined) await countRefusedCredential(c.env, c.req.header('cf-connecting-ip'))
-      return c.html(<LoginPage next={next} error="That token is neither the admin token nor a run token." />, 401)
+      return refuse('unauthorized', 'That token is neither the admin token nor a run token.')
     }
     await startSession(c, token, principal)
     return c.redirect(next, 303)
@@ -79,6 +86,7 @@ const pages = new Hono<DashboardEnv>()
     const data = await loadRunDashboard(c.env, c.get('run'), {
       ...(instance ? { instance } : {}),
       memory: { ...(q?.trim() ? { q: q.trim() } : {}), ...(kind ? { kind } : {}) },
+      spendSearch: searchSpend(c.env.DB, c.get('viewer').principal, c.get('run')),
     })
     return c.html(<RunPage viewer={c.get('viewer')} data={data} />)
   })
@@ -114,11 +122,15 @@ export const dashboardRoutes = new Hono<DashboardEnv>()
   .onError(renderPageError)
 
 /**
- * True when an Accept header asks for JSON and not for HTML.
- * @example asksForJson('application/json') // true; asksForJson('text/html,application/json;q=0.9') // false
+ * True when a request is a JSON client's: its Accept asks for JSON and not for HTML, or it sends a JSON body and does
+ * not ask for HTML.
+ * @example wantsJson(c) // true for `Accept: application/json`, and for a JSON POST with `Accept: *\/*`
  */
-function asksForJson(accept: string | undefined): boolean {
-  return /\bapplication\/(?:[\w.+-]+\+)?json\b/i.test(accept ?? '') && !/\btext\/html\b/i.test(accept ?? '')
+function wantsJson(c: Context): boolean {
+  const json = /\bapplication\/(?:[\w.+-]+\+)?json\b/i
+  const accept = c.req.header('accept') ?? ''
+  if (/\btext\/html\b/i.test(accept)) return false
+  return json.test(accept) || json.test(c.req.header('content-type') ?? '')
 }
 
 /**
@@ -127,9 +139,11 @@ function asksForJson(accept: string | undefined): boolean {
  * logged, as in the API.
  * @example pages.onError(renderPageError)
  */
-function renderPageError(error: Error, c: Context<DashboardEnv>): Response | Promise<Response> {
+function renderPageError(caught: Error, c: Context<DashboardEnv>): Response | Promise<Response> {
   // A client that asks for JSON (and not for a page) gets the API's JSON error, as from every other route.
-  if (asksForJson(c.req.header('accept'))) return renderError(error, c)
+  if (wantsJson(c)) return renderError(caught, c)
+  // An upstream model's failure is the API's llm_unavailable here too, not an internal error.
+  const error = caught instanceof LlmError ? toAppError(caught) : caught
   const requestId = c.get('requestId') ?? 'unknown'
   const viewer = c.get('viewer')
   const url = new URL(c.req.url)

@@ -1,5 +1,6 @@
 import { and, desc, eq, inArray, lte, type SQL } from 'drizzle-orm'
 import { drizzle } from 'drizzle-orm/d1'
+import { LRUCache } from 'lru-cache'
 import { memoryDocuments } from '../../src/db/schema.ts'
 import { sha256Hex } from '../../src/hash/index.ts'
 import type { Embedder } from '../../src/memory/embedder.ts'
@@ -16,6 +17,13 @@ export interface MemoryFilter {
 
 /** The subject of a step-level document (a step's summary or rubric update), as opposed to a rollout or a chunk. */
 export const STEP_SUBJECT = 'step'
+
+/**
+ * Query vectors already embedded, by embedder and text: the same search asked again (a dashboard reload, a client's
+ * retry, a token repeating itself) embeds nothing and spends no budget. Resolved vectors only, so no request waits on
+ * another's embedding call; at most 2,000 characters a key (MemorySearchParam), so 512 of them stay a few MB.
+ */
+const queryVectors = new LRUCache<string, Float32Array>({ max: 512 })
 
 /** D1 binds at most 100 parameters per statement; a memory row binds 9. */
 const ROWS_PER_INSERT = 10
@@ -144,16 +152,26 @@ export class MemoryStore {
 
   /**
    * Semantic search within a run (and an instance), best first, with similarity scores. The routes bound the text's
-   * length (`MemorySearchParam`) before it reaches here.
+   * length (`MemorySearchParam`) before it reaches here. A text searched lately reuses its vector; otherwise `spend`
+   * runs first (the caller's budget, which may refuse) and the text is embedded.
    */
-  async search(query: {
-    run_id: string
-    instance_id?: string
-    kinds?: MemoryKind[]
-    text: string
-    top_k: number
-  }): Promise<(MemoryDocument & { similarity: number })[]> {
-    const [vector] = await this.embedder.embed([query.text])
+  async search(
+    query: {
+      run_id: string
+      instance_id?: string
+      kinds?: MemoryKind[]
+      text: string
+      top_k: number
+    },
+    spend: () => Promise<void> = async () => {},
+  ): Promise<(MemoryDocument & { similarity: number })[]> {
+    const key = `${this.embedder.id}\u0000${query.text}`
+    let vector = queryVectors.get(key)
+    if (!vector) {
+      await spend()
+      ;[vector] = await this.embedder.embed([query.text])
+      queryVectors.set(key, vector!)
+    }
     const matches = await this.index.query(vector!, {
       topK: Math.min(query.top_k, this.index.maxTopK ?? query.top_k),
       filter: {

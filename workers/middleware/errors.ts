@@ -1,11 +1,15 @@
 import type { Context } from 'hono'
 import { HTTPException } from 'hono/http-exception'
+import { redactUrlsIn } from '../../src/credentials/index.ts'
 import { AppError } from '../../src/errors/index.ts'
+import { LlmError } from '../../src/llm/index.ts'
 import type { AppEnv } from '../env.ts'
 import { isObjectReset, isOverloaded, overloaded } from '../objects/call.ts'
 
 /**
  * The one place errors become HTTP: `{error: {code, message, details?}, request_id}` with the code's status.
+ * An upstream model or embeddings server's failure that no route translated (an embedder's 400 on `GET /memory?q=`)
+ * is `llm_unavailable`: 503 with Retry-After when it may heal, else 502, never a 500.
  * Unknown errors are a 500 `internal` whose message reveals nothing; they are logged with the request id.
  * @example app.onError(renderError)
  */
@@ -56,7 +60,11 @@ function reasonPhrase(status: number, error: AppError): string {
   return `${REASONS[status] ?? 'Error'} (${detail})`
 }
 
-function toAppError(error: Error): AppError {
+/**
+ * The AppError an error is answered as (see renderError).
+ * @example toAppError(new LlmError('bad_request', 'HTTP 400')).code // 'llm_unavailable'
+ */
+export function toAppError(error: Error): AppError {
   if (error instanceof AppError) return error
   if (error instanceof HTTPException) {
     if (error.status === 413)
@@ -64,6 +72,18 @@ function toAppError(error: Error): AppError {
     return new AppError(error.status === 404 ? 'not_found' : 'invalid_request', error.message || 'bad request', {
       status: error.status,
     })
+  }
+  if (error instanceof LlmError) {
+    const transient = error.transient
+    return new AppError(
+      'llm_unavailable',
+      `an upstream model server failed (${error.kind}): ${redactUrlsIn(error.message)}`,
+      {
+        status: transient ? 503 : 502,
+        details: { failure: error.kind },
+        ...(transient ? { retryAfterSeconds: error.retryAfterSeconds ?? 5 } : {}),
+      },
+    )
   }
   if (isOverloaded(error) || isObjectReset(error)) return overloaded()
   return new AppError('internal', 'internal error; the request id identifies it in the logs')

@@ -12,6 +12,7 @@ import { requireAdmin } from '../middleware/auth.ts'
 import { limitBody } from '../middleware/body-limit.ts'
 import { jsonBody } from '../middleware/json-body.ts'
 import { rateLimit } from '../middleware/rate-limit.ts'
+import { heldSecrets } from '../scoring/secrets.ts'
 import { integerParam, validQuery } from '../middleware/query.ts'
 
 /** Deploy records `GET …/deployments` returns unless `?limit=` says otherwise (at most 1000). */
@@ -34,7 +35,7 @@ const HistoryQuery = z.object({ limit: integerParam({ min: 1, max: 1_000 }).defa
 export const artifactAdminRoutes = new Hono<AppEnv>()
   .use('/admin/*', rateLimit(), requireAdmin())
   .post('/admin/artifacts', limitBody('other'), jsonBody(z.unknown()), async (c) => {
-    const artifact = await parseArtifactUpload(c.get('body'))
+    const artifact = await parseArtifactUpload(c.get('body'), heldSecrets(c.env))
     const { stored } = await storeArtifact(c.env.DB, artifact)
     return c.json({ artifact_id: artifact.artifact_id, stored }, stored ? 201 : 200)
   })
@@ -43,7 +44,7 @@ export const artifactAdminRoutes = new Hono<AppEnv>()
     const artifact = /^rm_[0-9a-f]{64}$/.test(id) ? await loadArtifact(c.env.DB, id) : undefined
     if (!artifact) throw new AppError('artifact_not_found', `no artifact "${id}" is stored here`)
     // An artifact stored before uploads were checked for credentials may hold one: it is never served.
-    return c.json(withoutCredentials(artifact).value as typeof artifact)
+    return c.json(withoutCredentials(artifact, '', heldSecrets(c.env)).value as typeof artifact)
   })
   .post('/admin/targets/:target/deployments', limitBody('other'), jsonBody(DeployRequest), async (c) => {
     const target = parseTarget(c.req.param('target'))

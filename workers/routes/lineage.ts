@@ -20,6 +20,7 @@ import { requireAdmin } from '../middleware/auth.ts'
 import { limitBody } from '../middleware/body-limit.ts'
 import { jsonBody } from '../middleware/json-body.ts'
 import { rateLimit } from '../middleware/rate-limit.ts'
+import { heldSecrets } from '../scoring/secrets.ts'
 import { integerParam, validQuery } from '../middleware/query.ts'
 import { objects } from '../objects/call.ts'
 
@@ -89,7 +90,7 @@ export const lineageRoutes = new Hono<AppEnv>()
   .post('/lineage/manifests', limitBody('other'), jsonBody(TrainingRunManifest), async (c) => {
     const principal = c.get('principal')
     let manifest = c.get('body')
-    refuseLiteralCredentials(manifest, '')
+    refuseLiteralCredentials(manifest, '', heldSecrets(c.env))
     if (principal.kind === 'run') {
       if (manifest.harness_run_id !== undefined && manifest.harness_run_id !== principal.runId) {
         throw new AppError(
@@ -105,12 +106,14 @@ export const lineageRoutes = new Hono<AppEnv>()
   })
   .post('/lineage/results', limitBody('other'), jsonBody(TrainingRunResult), async (c) => {
     const result = c.get('body')
+    refuseLiteralCredentials(result, '', heldSecrets(c.env))
     await requireRunAccess(c.env.DB, c.get('principal'), result.run_id)
     const outcome = await recordResult(drizzle(c.env.DB), result).catch(asAppError)
     return c.json(outcome, outcome.stored ? 201 : 200)
   })
   .post('/lineage/evals', limitBody('other'), jsonBody(EvalReport), async (c) => {
     const report = c.get('body')
+    refuseLiteralCredentials(report, '', heldSecrets(c.env))
     await requireRunAccess(c.env.DB, c.get('principal'), report.run_id)
     const outcome = await recordEval(drizzle(c.env.DB), report).catch(asAppError)
     return c.json(outcome, outcome.stored ? 201 : 200)

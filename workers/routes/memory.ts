@@ -4,6 +4,7 @@ import { MemoryKind } from '../../src/schemas/memory.ts'
 import { InstanceIdParam } from './rubrics.ts'
 import type { AppEnv } from '../env.ts'
 import { memoryFor } from '../memory/backends.ts'
+import { searchSpend } from '../memory/search-budget.ts'
 import { integerParam, validQuery } from '../middleware/query.ts'
 
 const MAX_DOCUMENTS = 200
@@ -42,20 +43,24 @@ const MemoryQuery = z.object({
 /**
  * `GET /memory?kind=&step=&instance_id=&q=&limit=` — the run's long-term memory; `q` (at most
  * MAX_MEMORY_QUERY_CHARS characters, else 400) makes it a semantic search (best first, with `similarity`), otherwise
- * newest step first.
+ * newest step first. A search embeds its query, counted against `budgets.memory_searches_per_hour` (429 past it) unless
+ * the same text was searched lately.
  */
 export const memoryRoutes = new Hono<AppEnv>().get('/memory', validQuery(MemoryQuery), async (c) => {
   const run = c.get('run')
   const { kind, step: stepNumber, instance_id: instanceId, q, limit: count } = c.req.valid('query')
   const memory = memoryFor(c.env, run.id)
   if (q !== undefined && q.trim() !== '') {
-    const hits = await memory.search({
-      run_id: run.id,
-      text: q,
-      top_k: count,
-      ...(instanceId ? { instance_id: instanceId } : {}),
-      ...(kind ? { kinds: [kind] } : {}),
-    })
+    const hits = await memory.search(
+      {
+        run_id: run.id,
+        text: q,
+        top_k: count,
+        ...(instanceId ? { instance_id: instanceId } : {}),
+        ...(kind ? { kinds: [kind] } : {}),
+      },
+      searchSpend(c.env.DB, c.get('principal'), run),
+    )
     const documents = stepNumber === undefined ? hits : hits.filter((doc) => doc.step === stepNumber)
     return c.json({ run_id: run.id, query: q, documents })
   }

@@ -10,6 +10,7 @@ import { limitBody } from '../middleware/body-limit.ts'
 import { jsonBody } from '../middleware/json-body.ts'
 import { rateLimit } from '../middleware/rate-limit.ts'
 import { checkRunSecrets } from '../scoring/models.ts'
+import { heldSecrets } from '../scoring/secrets.ts'
 import { createRun, issueToken, listTokens, randomHex, revokeToken } from '../runs/store.ts'
 import { DEFAULT_RUN_ID, loadRunConfig, localJudgeAgents } from '../../durable-objects/run-config.ts'
 
@@ -29,7 +30,7 @@ export const runAdminRoutes = new Hono<AppEnv>().post(
     const localAgents = localJudgeAgents(c.env)
     const named = ((await c.req.json()) as { config?: { agents?: unknown } }).config?.agents !== undefined
     const config = localAgents && !named ? { ...asked, agents: localAgents } : asked
-    refuseLiteralCredentials(config, 'config')
+    refuseLiteralCredentials(config, 'config', heldSecrets(c.env))
     for (const role of ['default', ...AGENT_ROLES] as const)
       refuseLlmHost(c.env, config.agents[role]?.base_url, `config.agents.${role}.base_url`)
     checkRunSecrets(c.env, config)
@@ -91,5 +92,5 @@ async function existingRun(env: AppEnv['Bindings'], runId: string): Promise<stri
 /** `GET /run` — the addressed run's config (no secrets live in it; one stored before that rule is shown redacted). */
 export const runInfoRoutes = new Hono<AppEnv>().get('/run', (c) => {
   const run = c.get('run')
-  return c.json({ run_id: run.id, config: redactConfig(run.config).value })
+  return c.json({ run_id: run.id, config: redactConfig(run.config, heldSecrets(c.env)).value })
 })

@@ -1,3 +1,4 @@
+import type { HeldSecrets } from '../../src/credentials/index.ts'
 import { AppError } from '../../src/errors/index.ts'
 import type { Env } from '../env.ts'
 
@@ -61,4 +62,22 @@ export function judgeSecrets(env: Env): Record<string, string> {
     if (typeof value === 'string') secrets[name] = value
   }
   return secrets
+}
+
+/** The secrets this Worker holds besides the judge keys a config may name: none may appear in what it stores. */
+const HELD_SECRET_NAMES = ['ADMIN_TOKEN', 'RM_TOKEN', 'SESSION_SECRET', 'RM_LLM_API_KEY', 'EMBEDDINGS_API_KEY'] as const
+
+/**
+ * Every secret this Worker holds, by name: its own tokens and keys and the judge keys of `JUDGE_KEY_NAMES`. A config,
+ * artifact or lineage record that carries one of these values (a run's `base_url` with the admin token in its path,
+ * the RM token pasted into a rubric) is refused naming the field (src/credentials).
+ * @example refuseLiteralCredentials(body.config, 'config', heldSecrets(env))
+ */
+export function heldSecrets(env: Env): HeldSecrets {
+  const held: Record<string, string> = { ...judgeSecrets(env) }
+  for (const name of HELD_SECRET_NAMES) {
+    const value = env[name]
+    if (typeof value === 'string' && value.trim() !== '') held[name] = value.trim()
+  }
+  return held
 }

@@ -9,14 +9,18 @@
  * - Candidate: `answer` (default: the `<answer>` segments, else the text without `<think>` blocks,
  *   else the original) or `identity`.
  *
- * A `regex` pattern comes from a file someone else may have written (an autosr artifact, a config file): it runs in
- * RE2 (`re2js`), whose matching time is linear in the text, so no pattern can stall the scorer (`^(a+)+$` against
- * 10,000 `a`s and a `!` backtracks for ever in JavaScript's engine). A pattern must be valid in both dialects, and one
- * that needs backtracking (backreferences, lookaround) is refused naming the feature. RE2's cost also grows with the
- * compiled pattern, so one extraction reads only the first `readableChars` characters of the text (MAX_EXTRACTION_WORK
- * over the program size: 10,000 for a 20-instruction pattern); a match past them is not seen, and a text without a
- * match there is kept whole. The built-in patterns below keep JavaScript's engine: they are ours and do not backtrack.
+ * A `regex` pattern comes from a file someone else may have written (an autosr artifact, a config file): it runs on
+ * RE2's compiled program (`re2js`) in one backward and one forward pass (src/regex), so all its matches together cost
+ * time linear in the text: no pattern can stall the scorer, neither by backtracking (`^(a+)+$` against 10,000 `a`s and
+ * a `!`) nor by matches that each rescan the rest of the text (`x(.*y)?` on a text of `x`s). A pattern must be valid in
+ * both dialects, and one that needs backtracking (backreferences, lookaround) is refused naming the feature. The cost
+ * also grows with the compiled pattern, so one extraction reads only the first `readableChars` characters of the text
+ * (MAX_EXTRACTION_WORK over the program size: 10,000 for a 20-instruction pattern); a match past them is not seen, and
+ * a text without a match there is kept whole. Tags (`<content>`, `<answer>`, `<think>`) are found in one forward scan
+ * too, and a prompt's extraction is kept for the next vote and candidate of the same prompt.
  */
+import { LRUCache } from 'lru-cache'
+import { allMatches, lastClosingTagEnd, type SearchWork, tagSegments } from '../../regex/index.ts'
 import {
   type CandidateExtraction,
   compileLinear,
@@ -35,28 +39,28 @@ import {
  */
 export function extractTag(text: string, tag = 'content', join = DEFAULT_JOIN): string {
   if (!TAG_NAME.test(tag)) throw new RangeError(`extractTag: "${tag}" is not a tag name`)
-  const name = tag.replace(/[.]/g, '\\.')
-  const segments = [...text.matchAll(new RegExp(`<${name}(?:\\s[^>]*)?>([\\s\\S]*?)</${name}\\s*>`, 'gi'))].map(
-    (match) => match[1]!,
-  )
+  const segments = tagSegments(text, tag).map((segment) => text.slice(segment.contentStart, segment.contentEnd))
   return joined(segments, join) ?? text
 }
 
 /**
  * Every match of `pattern` (compiled dot-all, matched in linear time by RE2; group 1 when the pattern has a group) in
  * the first `readableChars(pattern)` characters of `text`, trimmed, non-empty, joined; the original text when nothing
- * matches there.
+ * matches there. `work.steps` counts what it cost (instruction visits, all matches together).
  * @example extractRegex('Q: one\nQ: two', 'Q: (\\w+)', ',') // 'one,two'
  * @internal
  */
-export function extractRegex(text: string, pattern: string, join = DEFAULT_JOIN): string {
+export function extractRegex(text: string, pattern: string, join = DEFAULT_JOIN, work?: SearchWork): string {
   const regex = compileLinear(pattern)
   const hasGroup = regex.groupCount() > 0
   const limit = readableChars(regex)
-  const matcher = regex.matcher(text.length > limit ? text.slice(0, limit) : text)
-  const segments: string[] = []
-  while (matcher.find()) segments.push((hasGroup ? matcher.group(1) : matcher.group(0)) ?? '')
-  return joined(segments, join) ?? text
+  const matches = allMatches(regex, text.length > limit ? text.slice(0, limit) : text, work)
+  return (
+    joined(
+      matches.map((match) => match.groups[hasGroup ? 1 : 0] ?? ''),
+      join,
+    ) ?? text
+  )
 }
 
 /**
@@ -67,17 +71,27 @@ export function extractRegex(text: string, pattern: string, join = DEFAULT_JOIN)
  * @internal
  */
 export function extractAnswer(text: string): string {
-  const answers = joined(
-    [...text.matchAll(/<answer(?:\s[^>]*)?>([\s\S]*?)<\/answer\s*>/gi)].map((match) => match[1]!),
-    DEFAULT_JOIN,
-  )
-  if (answers !== undefined) return answers
-  let rest = text.replace(/<think(?:\s[^>]*)?>[\s\S]*?<\/think\s*>/gi, '')
-  const stray = rest.search(/<\/think\s*>(?![\s\S]*<\/think\s*>)/i)
-  if (stray >= 0) rest = rest.slice(stray).replace(/^<\/think\s*>/i, '')
+  const answers = tagSegments(text, 'answer').map((segment) => text.slice(segment.contentStart, segment.contentEnd))
+  const answer = joined(answers, DEFAULT_JOIN)
+  if (answer !== undefined) return answer
+  let rest = ''
+  let kept = 0
+  for (const block of tagSegments(text, 'think')) {
+    rest += text.slice(kept, block.start)
+    kept = block.end
+  }
+  rest += text.slice(kept)
+  const stray = lastClosingTagEnd(rest, 'think')
+  if (stray >= 0) rest = rest.slice(stray)
   rest = rest.trim()
   return rest === '' ? text : rest
 }
+
+/** Prompt extractions already made, by extraction and text: every vote on every candidate of a prompt asks again. */
+const extractedPrompts = new LRUCache<string, string>({
+  maxSize: 4_000_000,
+  sizeCalculation: (value, key) => value.length + key.length,
+})
 
 /**
  * The part of a prompt the verifier sees.
@@ -90,8 +104,13 @@ export function extractPrompt(text: string, extraction: PromptExtraction): strin
       return text
     case 'tag':
       return extractTag(text, extraction.tag, extraction.join)
-    case 'regex':
-      return extractRegex(text, extraction.pattern, extraction.join)
+    case 'regex': {
+      const key = `${extraction.pattern}\u0000${extraction.join}\u0000${text}`
+      let extracted = extractedPrompts.get(key)
+      if (extracted === undefined)
+        extractedPrompts.set(key, (extracted = extractRegex(text, extraction.pattern, extraction.join)))
+      return extracted
+    }
   }
 }
 
