@@ -94,17 +94,14 @@ export async function serveWorker(
         modules: true,
         scriptPath,
         modulesRoot: join(scriptPath, '..'),
-<<<<<<< HEAD
         bindings: {
           ...workerOptions.bindings,
+          ...vars,
           ...serveBindings({ adminToken, production }),
           // Miniflare alone has no proxy that takes in a body the Worker refused: without this, a client still
           // writing it gets a reset instead of the 413.
           DRAIN_REFUSED_BODY_BYTES: String(REFUSED_BODY_DRAIN_BYTES),
         },
-=======
-        bindings: { ...workerOptions.bindings, ...vars, ...serveBindings({ adminToken, production }) },
->>>>>>> issue-46
       },
     ],
   })
