@@ -45,7 +45,7 @@ export const STORED_ROLLOUT_MAX_BYTES = 1_500_000
 
 /**
  * The bytes a rollout and its metadata take as the ledger stores them: what {@link STORED_ROLLOUT_MAX_BYTES} bounds.
- * @example storedRolloutBytes({ rollout: { id: 'r', input: '', output: '\u0001' }, metadata: {} }) // 41: the escape is 6
+ * @example storedRolloutBytes({ rollout: { id: 'r', input: '', output: '\u0001' }, metadata: {} }) // 41 (escape: 6)
  */
 export function storedRolloutBytes(request: { rollout: Rollout; metadata: unknown }): number {
   const encoder = new TextEncoder()

@@ -4,9 +4,9 @@
  * scoring route (`/score`, `/score/batch` with repeated ids, `/score/group` with identical answers,
  * `/compat/openrlhf`, `/compat/slime`), late and concurrent retries, rollouts too large to store, `/complete`, and
  * resets of the run's objects. After each run every unanswered rollout is sent again, as a trainer would, and the
- * ledger and the archive of its closed steps must hold exactly what the trainers were told. A failing run prints its seed and path: `npm run test:model
- * -- --seed <seed> --path <path>` replays it; `--runs N` runs more (MODEL_RUNS, MODEL_SEED and MODEL_PATH are the
- * bindings it sets).
+ * ledger and the archive of its closed steps must hold exactly what the trainers were told. A failing run prints its
+ * seed and path: `npm run test:model -- --seed <seed> --path <path>` replays it; `--runs N` runs more (MODEL_RUNS,
+ * MODEL_SEED and MODEL_PATH are the bindings it sets).
  */
 import { runInDurableObject } from 'cloudflare:test'
 import { env } from 'cloudflare:workers'
