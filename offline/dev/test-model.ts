@@ -1,6 +1,6 @@
 /**
  * `npm run test:model [-- --runs N --seed S --path P]`: the step protocol's model-based test
- * (`tests/workers/step-model.test.ts`) with more runs than `npm test` gives it (8), or one failing run replayed from
+ * (`tests/workers/step-model.test.ts`) with more runs than `npm test` gives it (20), or one failing run replayed from
  * the seed and path fast-check printed. Runs in the workers pool like every Worker test.
  */
 import { spawnSync } from 'node:child_process'

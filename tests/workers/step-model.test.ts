@@ -20,7 +20,11 @@ import { type Answer, type Row, StepModel } from '../support/step-model.ts'
 import { METADATA, call, createRun, resetObject } from './helpers.ts'
 
 const SHARDS = 2
-const RUBRICS = { anchor_rubrics: [{ id: 'a-correct', text: 'The final answer is correct.', weight: 2 }] }
+// An adaptive rubric too, so the mock's updates move the version step by step (rollouts judged on the old one).
+const RUBRICS = {
+  anchor_rubrics: [{ id: 'a-correct', text: 'The final answer is correct.', weight: 2 }],
+  adaptive_rubrics: [{ id: 'd-steps', text: 'Shows the key steps of the calculation.' }],
+}
 /** Short answers, so identical ones are common (a GRPO group at low temperature). */
 const RESPONSES = ['4', 'The answer is 4.', 'It is 5.', '4, because 2+2=4.']
 const PROMPT = 'What is 2+2?'
@@ -80,7 +84,7 @@ const LONGEST = { rounds: 0, requests: 0 }
 
 describe('the step protocol, against its model', () => {
   it('holds for random interleavings of every scoring route, retries, large items and resets', async () => {
-    const runs = Number(env.MODEL_RUNS || 8)
+    const runs = Number(env.MODEL_RUNS || 20)
     const seed = env.MODEL_SEED ? Number(env.MODEL_SEED) : undefined
     const path = env.MODEL_PATH || undefined
     await fc.assert(
