@@ -7,6 +7,7 @@
  *   npm run bench:real-judge -- --parts latency --judgements 24 --levels 1,2,4
  *   npm run bench:real-judge -- --parts quality --test-pairs 30
  *   npm run bench:real-judge -- --parts request --requests 5    # the 814-token yardstick request
+ *   npm run bench:real-judge -- --parts gsm8k --gsm8k-pairs 60   # reward quality on gsm8k-solutions
  *
  * Parts:
  * - `request`: the yardstick, one scorer request of ~810 prompt tokens sent `--requests` times with nothing reused
@@ -26,10 +27,11 @@
  *   judging directly (one generic criterion; and evolve's baseline, an empty library), the initial rubric
  *   (`bench --scorer mock` with the model as initializer and verifier), the searched rubric (`search` on a training
  *   slice, `export --default-rubric best`, `bench --scorer artifact:`), and the library after `evolve`.
+ * - `gsm8k`: pairwise accuracy on held-out gsm8k-solutions pairs, with the reference and without (bench/gsm8k-quality.ts).
  * - `simulate`: `reward-harness simulate --create-run` against a real `wrangler dev` with every agent on the judge.
  *
  * The judge home is REWARD_HARNESS_JUDGE_HOME, else judgeHome(), else ~/.cache/reward-harness/judge when that one
- * is installed. `--server-args="--n_parallel 4"` sets the judge's llama.cpp parameters. `--judge-url <base>
+ * is installed. `--model qwen2.5-coder-1.5b` starts that judge instead of SmolLM2. `--server-args="--n_parallel 4"` sets the judge's llama.cpp parameters. `--judge-url <base>
  * --judge-model <id>` measures a server already running instead (a vLLM on a GPU; `prefix` needs llama.cpp's
  * `timings` or llama-cpp-python's log, `--judge-log`).
  * Results go to bench/results/real-judge-*.json.
@@ -45,6 +47,7 @@ import { judgeRollout } from '../src/agents/scorer/index.ts'
 import { type HttpFetch, OpenAIChatModel } from '../src/llm/openai.ts'
 import { callJson, METADATA } from '../tests/e2e/support/http.ts'
 import { startWranglerDev } from '../tests/e2e/support/wrangler-dev.ts'
+import { GSM8K, gsm8kQuality } from './gsm8k-quality.ts'
 import { interleaved, loadModules, recordingModel, scorerInput, startRecordingStub } from './judge.ts'
 import { checkoutRevision } from './worktree.ts'
 
@@ -75,6 +78,13 @@ const { values: flags } = parseArgs({
     'judge-log': { type: 'string' },
     requests: { type: 'string', default: '5' },
     'request-format': { type: 'string', default: 'json_schema' },
+    gsm8k: { type: 'string', default: GSM8K },
+    'gsm8k-rows': { type: 'string', default: 'minimal,rubric,score' },
+    'gsm8k-pairs': { type: 'string', default: '60' },
+    'gsm8k-train-pairs': { type: 'string', default: '4' },
+    'gsm8k-evolve-pairs': { type: 'string', default: '6' },
+    concurrency: { type: 'string', default: '2' },
+    model: { type: 'string' },
   },
 })
 const parts = new Set(flags.parts.split(','))
@@ -682,7 +692,7 @@ async function main() {
     process.env.REWARD_HARNESS_JUDGE_HOME = home
     const port = await freePort()
     const extraArgs = flags['server-args'].split(' ').filter(Boolean)
-    const local = await startLocalJudge({ port, home, extraArgs })
+    const local = await startLocalJudge({ port, home, extraArgs, ...(flags.model ? { model: flags.model } : {}) })
     judge = local
     stop = () => local.stop()
     const perPort = join(home, `server-${port}.log`)
@@ -702,6 +712,18 @@ async function main() {
     if (parts.has('score')) await score(judge, directP50)
     if (parts.has('quality')) await quality(judge)
     if (parts.has('simulate')) await simulate(judge)
+    if (parts.has('gsm8k'))
+      await gsm8kQuality(judge, {
+        dataset: flags.gsm8k,
+        dir: join(RESULTS, `real-judge-gsm8k-${process.pid}`),
+        rows: flags['gsm8k-rows'].split(','),
+        testPairs: int('gsm8k-pairs'),
+        trainPairs: int('gsm8k-train-pairs'),
+        evolvePairs: int('gsm8k-evolve-pairs'),
+        concurrency: int('concurrency'),
+        note: (figures) => note('gsm8k', figures),
+        log: (line) => console.log(line),
+      })
   } finally {
     stop()
   }
