@@ -238,7 +238,9 @@ async function benchRow(
     options.log,
   )
   const result = JSON.parse(readFileSync(out, 'utf8')) as {
-    overall: { pairwise: { ab: { n: number; accuracy: number | null; ci95: [number, number] | null; failures: number } } }
+    overall: {
+      pairwise: { ab: { n: number; accuracy: number | null; ci95: [number, number] | null; failures: number } }
+    }
   }
   const { ab } = result.overall.pairwise
   const ms = Date.now() - started
@@ -375,7 +377,15 @@ export async function gsm8kQuality(judge: Judge, options: Gsm8kOptions): Promise
       if (row === 'minimal') await attempt(row, reference, () => minimal(judge, data.test, reference, options))
       if (row === 'rubric')
         await attempt(row, reference, () =>
-          benchRow(`rubric: "${CORRECTNESS}"`, `rubric:${criterion}`, test, data.test.length, reference, judge, options),
+          benchRow(
+            `rubric: "${CORRECTNESS}"`,
+            `rubric:${criterion}`,
+            test,
+            data.test.length,
+            reference,
+            judge,
+            options,
+          ),
         )
       if (row === 'score') await attempt(row, reference, () => scoreRow(judge, data.test, reference, options))
       if (row === 'search')

@@ -27,6 +27,7 @@
  *   judging directly (one generic criterion; and evolve's baseline, an empty library), the initial rubric
  *   (`bench --scorer mock` with the model as initializer and verifier), the searched rubric (`search` on a training
  *   slice, `export --default-rubric best`, `bench --scorer artifact:`), and the library after `evolve`.
+ * - `tools`: a made tool call against a claimed one, 8 tasks, through the scorer (bench/tool-calls-judge.ts).
  * - `gsm8k`: pairwise accuracy on held-out gsm8k-solutions pairs, with the reference and without (bench/gsm8k-quality.ts).
  * - `simulate`: `reward-harness simulate --create-run` against a real `wrangler dev` with every agent on the judge.
  *
@@ -48,6 +49,7 @@ import { type HttpFetch, OpenAIChatModel } from '../src/llm/openai.ts'
 import { callJson, METADATA } from '../tests/e2e/support/http.ts'
 import { startWranglerDev } from '../tests/e2e/support/wrangler-dev.ts'
 import { GSM8K, gsm8kQuality } from './gsm8k-quality.ts'
+import { madeAgainstClaimed } from './tool-calls-judge.ts'
 import { interleaved, loadModules, recordingModel, scorerInput, startRecordingStub } from './judge.ts'
 import { checkoutRevision } from './worktree.ts'
 
@@ -712,6 +714,16 @@ async function main() {
     if (parts.has('score')) await score(judge, directP50)
     if (parts.has('quality')) await quality(judge)
     if (parts.has('simulate')) await simulate(judge)
+    if (parts.has('tools')) {
+      const figures = await madeAgainstClaimed(
+        countingModel(judge.url, judge.model, { calls: 0, prompt: 0, completion: 0 }),
+      )
+      console.log(
+        `made above claimed: ${figures.made_above_claimed} ${JSON.stringify(figures.ci95)} of n = ${figures.n}; ` +
+          `tool criterion ${JSON.stringify(figures.tool_grade_mean)}`,
+      )
+      note('tools', figures)
+    }
     if (parts.has('gsm8k'))
       await gsm8kQuality(judge, {
         dataset: flags.gsm8k,
