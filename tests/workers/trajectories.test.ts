@@ -174,3 +174,33 @@ describe('/rm/<target>/score with candidate.messages', () => {
     )
   })
 })
+
+describe('/rm/<target>/score with a reference', () => {
+  it("shows a rubric artifact's verifier the reference answer, and never reuses a grade across references", async () => {
+    const artifact = await makeRubricArtifact([['correct', 'The final answer is correct.']], 'ref')
+    const requests: ChatRequest[] = []
+    const mock = new MockChatModel()
+    const model: ChatModel = {
+      id: 'recording',
+      complete: (request) => {
+        requests.push(request)
+        return mock.complete(request)
+      },
+    }
+    const scorer = new ArtifactScorer(artifact, model)
+    const request = (reference?: string) =>
+      RmScoreRequest.parse({
+        prompt_id: 'unseen',
+        prompt: 'What is 6 × 7?',
+        ...(reference === undefined ? {} : { reference }),
+        candidate: { candidate_id: 'c1', text: 'It is 42.' },
+      })
+    await scorer.score(request('42'))
+    await scorer.score(request('41'))
+    await scorer.score(request())
+    expect(requests).toHaveLength(3 * artifact.runtime.num_votes)
+    const users = requests.map((sent) => sent.messages.at(-1)!.content)
+    expect(users[0]).toMatch(/<<<DATA-\w+\n42\n/)
+    expect(users.at(-1)).not.toMatch(/<<<DATA-\w+\n4[12]\n/)
+  })
+})

@@ -32,7 +32,10 @@ const RM_LLM_ATTEMPTS = 3
 export const RmScoreRequest = z.object({
   prompt_id: z.string().max(256),
   prompt: z.string().max(200_000),
-  /** A reference response: library artifacts score the candidate against it (rubric artifacts ignore it). */
+  /**
+   * A reference: library artifacts score the candidate against it; rubric artifacts show it to the verifier as the
+   * prompt's reference answer (data, as search and bench show a dataset's `reference`).
+   */
   reference: z.string().max(200_000).optional(),
   /** The prompt's images. */
   images: RequestImages.optional(),
@@ -137,7 +140,13 @@ export class ArtifactScorer {
           'send them to a library artifact, or leave them out',
       )
     }
-    const item: PromptItem = { prompt_id: request.prompt_id, prompt: request.prompt, candidates: [], metadata: {} }
+    const item: PromptItem = {
+      prompt_id: request.prompt_id,
+      prompt: request.prompt,
+      candidates: [],
+      ...(request.reference ? { reference: request.reference } : {}),
+      metadata: {},
+    }
     const candidate: Candidate = {
       candidate_id: request.candidate.candidate_id,
       text: request.candidate.messages
@@ -149,7 +158,14 @@ export class ArtifactScorer {
     }
     const key = rubricKey(rubric)
     // The texts themselves, not a hash of them: the Map hashes a key natively, far faster than hashing it here.
-    const contentKey = [request.prompt, candidate.text, request.prompt_id, candidate.candidate_id, key].join('\u0000')
+    const contentKey = [
+      request.prompt,
+      request.reference ?? '',
+      candidate.text,
+      request.prompt_id,
+      candidate.candidate_id,
+      key,
+    ].join('\u0000')
     let votes: CriterionGrades[]
     try {
       votes = await Promise.all(
