@@ -268,30 +268,42 @@ function defaultRubrics() {
   return { anchor_rubrics: config.anchor_rubrics, adaptive_rubrics: config.adaptive_rubrics }
 }
 
-async function scoreRow(judge: Judge, pairs: Gsm8kPair[], reference: boolean, options: Gsm8kOptions): Promise<Row> {
-  const dev = await startWranglerDev()
-  try {
-    const created = await callJson(`${dev.baseUrl}/runs`, {
-      token: dev.adminToken,
-      body: {
-        config: {
-          ...defaultRubrics(),
-          close_after_idle_s: null,
-          agents: {
-            scorer: {
-              backend: 'openai',
-              base_url: judge.url,
-              model: judge.model,
-              structured_output: 'json_schema',
-              concurrency: options.concurrency,
-              timeout_ms: 300_000,
-            },
+/**
+ * Creates a run on `dev` whose scorer is `judge` and from which no step closes by itself; its run token.
+ * @example const token = await createJudgedRun(dev, judge, { anchor_rubrics: [{ text: 'Correct.' }], concurrency: 1 })
+ */
+export async function createJudgedRun(
+  dev: { baseUrl: string; adminToken: string },
+  judge: Judge,
+  { concurrency, ...config }: Record<string, unknown> & { concurrency: number },
+): Promise<string> {
+  const created = await callJson(`${dev.baseUrl}/runs`, {
+    token: dev.adminToken,
+    body: {
+      config: {
+        ...config,
+        close_after_idle_s: null,
+        agents: {
+          scorer: {
+            backend: 'openai',
+            base_url: judge.url,
+            model: judge.model,
+            structured_output: 'json_schema',
+            concurrency,
+            timeout_ms: 300_000,
           },
         },
       },
-    })
-    if (created.status !== 201) throw new Error(`POST /runs: ${created.status} ${JSON.stringify(created.body)}`)
-    const token = created.body.token as string
+    },
+  })
+  if (created.status !== 201) throw new Error(`POST /runs: ${created.status} ${JSON.stringify(created.body)}`)
+  return created.body.token as string
+}
+
+async function scoreRow(judge: Judge, pairs: Gsm8kPair[], reference: boolean, options: Gsm8kOptions): Promise<Row> {
+  const dev = await startWranglerDev()
+  try {
+    const token = await createJudgedRun(dev, judge, { ...defaultRubrics(), concurrency: options.concurrency })
     const started = Date.now()
     const statuses: Record<number, number> = {}
     const scoreOne = async (pair: Gsm8kPair, side: 'chosen' | 'rejected') => {

@@ -48,7 +48,7 @@ import { judgeRollout } from '../src/agents/scorer/index.ts'
 import { type HttpFetch, OpenAIChatModel } from '../src/llm/openai.ts'
 import { callJson, METADATA } from '../tests/e2e/support/http.ts'
 import { startWranglerDev } from '../tests/e2e/support/wrangler-dev.ts'
-import { GSM8K, gsm8kQuality } from './gsm8k-quality.ts'
+import { createJudgedRun, GSM8K, gsm8kQuality } from './gsm8k-quality.ts'
 import { madeAgainstClaimed } from './tool-calls-judge.ts'
 import { interleaved, loadModules, recordingModel, scorerInput, startRecordingStub } from './judge.ts'
 import { checkoutRevision } from './worktree.ts'
@@ -393,29 +393,12 @@ async function request(judge: Judge): Promise<void> {
 async function score(judge: Judge, directP50: number | undefined): Promise<void> {
   const dev = await startWranglerDev()
   try {
-    const created = await callJson(`${dev.baseUrl}/runs`, {
-      token: dev.adminToken,
-      body: {
-        config: {
-          anchor_rubrics: CRITERIA.map((text) => ({ text })),
-          grade_max: 10,
-          reasons: 'none',
-          close_after_idle_s: null,
-          agents: {
-            scorer: {
-              backend: 'openai',
-              base_url: judge.url,
-              model: judge.model,
-              structured_output: 'json_schema',
-              concurrency: 1,
-              timeout_ms: 300_000,
-            },
-          },
-        },
-      },
+    const token = await createJudgedRun(dev, judge, {
+      anchor_rubrics: CRITERIA.map((text) => ({ text })),
+      grade_max: 10,
+      reasons: 'none',
+      concurrency: 1,
     })
-    if (created.status !== 201) throw new Error(`POST /runs: ${created.status} ${JSON.stringify(created.body)}`)
-    const token = created.body.token as string
     const inputs = judgeInputs(int('scores') + 1)
     const times: number[] = []
     const okTimes: number[] = []

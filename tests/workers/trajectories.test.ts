@@ -149,16 +149,7 @@ describe('the compat routes with messages', () => {
 describe('/rm/<target>/score with candidate.messages', () => {
   it("shows a rubric artifact's verifier each turn under its speaker, a tool's output as received", async () => {
     const artifact = await makeRubricArtifact([['searched', 'Calls the search tool before answering.']], 'traj')
-    const requests: ChatRequest[] = []
-    const mock = new MockChatModel()
-    const model: ChatModel = {
-      id: 'recording',
-      complete: (request) => {
-        requests.push(request)
-        return mock.complete(request)
-      },
-    }
-    const scorer = new ArtifactScorer(artifact, model)
+    const { requests, scorer } = recordingScorer(artifact)
     const request = RmScoreRequest.parse({
       prompt_id: 'unseen',
       prompt: 'What is the capital of Australia?',
@@ -178,16 +169,7 @@ describe('/rm/<target>/score with candidate.messages', () => {
 describe('/rm/<target>/score with a reference', () => {
   it("shows a rubric artifact's verifier the reference answer, and never reuses a grade across references", async () => {
     const artifact = await makeRubricArtifact([['correct', 'The final answer is correct.']], 'ref')
-    const requests: ChatRequest[] = []
-    const mock = new MockChatModel()
-    const model: ChatModel = {
-      id: 'recording',
-      complete: (request) => {
-        requests.push(request)
-        return mock.complete(request)
-      },
-    }
-    const scorer = new ArtifactScorer(artifact, model)
+    const { requests, scorer } = recordingScorer(artifact)
     const request = (reference?: string) =>
       RmScoreRequest.parse({
         prompt_id: 'unseen',
@@ -204,3 +186,17 @@ describe('/rm/<target>/score with a reference', () => {
     expect(users.at(-1)).not.toMatch(/<<<DATA-\w+\n4[12]\n/)
   })
 })
+
+/** An artifact's scorer on the mock model, with every request it sends. */
+function recordingScorer(artifact: ConstructorParameters<typeof ArtifactScorer>[0]) {
+  const requests: ChatRequest[] = []
+  const mock = new MockChatModel()
+  const model: ChatModel = {
+    id: 'recording',
+    complete: (request) => {
+      requests.push(request)
+      return mock.complete(request)
+    },
+  }
+  return { requests, scorer: new ArtifactScorer(artifact, model) }
+}
