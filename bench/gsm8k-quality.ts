@@ -75,22 +75,29 @@ interface Row {
 const CORRECTNESS = 'The final answer is correct.'
 
 /**
- * The held-out slices: the shortest pairs, round-robin into test, search and evolve (disjoint).
- * @example slices(pairs, 60, 4, 4).test.length // 60
+ * The shortest items dealt round-robin into slices of the sizes asked (disjoint), so every slice has the same mix of
+ * lengths; ties in size by id.
+ * @example dealShortest(pairs, (pair) => pair.prompt.length, [60, 4, 4])[0].length // 60
  */
-export function slices(pairs: Gsm8kPair[], test: number, search: number, evolve: number) {
-  const size = (pair: Gsm8kPair) => pair.prompt.length + pair.chosen.length + pair.rejected.length
-  const shortest = [...pairs].sort((a, b) => size(a) - size(b) || a.id.localeCompare(b.id))
-  const want = [test, search, evolve]
-  const out: Gsm8kPair[][] = [[], [], []]
+export function dealShortest<T>(items: T[], size: (item: T) => number, want: number[]): T[][] {
+  const shortest = [...items].sort((a, b) => size(a) - size(b))
+  const out: T[][] = want.map(() => [])
   let slot = 0
-  for (const pair of shortest) {
+  for (const item of shortest) {
     if (out.every((slice, i) => slice.length >= want[i]!)) break
-    while (out[slot]!.length >= want[slot]!) slot = (slot + 1) % 3
-    out[slot]!.push(pair)
-    slot = (slot + 1) % 3
+    while (out[slot]!.length >= want[slot]!) slot = (slot + 1) % want.length
+    out[slot]!.push(item)
+    slot = (slot + 1) % want.length
   }
-  return { test: out[0]!, search: out[1]!, evolve: out[2]! }
+  return out
+}
+
+/** The held-out slices of gsm8k pairs: test, search and evolve. */
+function slices(pairs: Gsm8kPair[], test: number, search: number, evolve: number) {
+  const byId = [...pairs].sort((a, b) => a.id.localeCompare(b.id))
+  const size = (pair: Gsm8kPair) => pair.prompt.length + pair.chosen.length + pair.rejected.length
+  const [testSlice, searchSlice, evolveSlice] = dealShortest(byId, size, [test, search, evolve])
+  return { test: testSlice!, search: searchSlice!, evolve: evolveSlice! }
 }
 
 function tally(row: string, reference: boolean, scores: [number | null, number | null][], started: number, extra = {}) {

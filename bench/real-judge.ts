@@ -48,7 +48,7 @@ import { judgeRollout } from '../src/agents/scorer/index.ts'
 import { type HttpFetch, OpenAIChatModel } from '../src/llm/openai.ts'
 import { callJson, METADATA } from '../tests/e2e/support/http.ts'
 import { startWranglerDev } from '../tests/e2e/support/wrangler-dev.ts'
-import { createJudgedRun, GSM8K, gsm8kQuality } from './gsm8k-quality.ts'
+import { createJudgedRun, dealShortest, GSM8K, gsm8kQuality } from './gsm8k-quality.ts'
 import { madeAgainstClaimed } from './tool-calls-judge.ts'
 import { interleaved, loadModules, recordingModel, scorerInput, startRecordingStub } from './judge.ts'
 import { checkoutRevision } from './worktree.ts'
@@ -557,18 +557,7 @@ function slices(dir: string): { test: string; search: string; evolve: string } {
     (file) => JSON.parse(readFileSync(join(flags.llmbar, `${file}.json`), 'utf8')) as LlmBarPair[],
   )
   const size = (pair: LlmBarPair) => pair.input.length + pair.output_1.length + pair.output_2.length
-  const shortest = pairs.sort((a, b) => size(a) - size(b))
-  // Round-robin over the shortest, so every slice has the same mix of lengths.
-  const [test, search, evolve] = [int('test-pairs'), int('train-pairs'), int('evolve-pairs')]
-  const out: LlmBarPair[][] = [[], [], []]
-  const want = [test, search, evolve]
-  let slot = 0
-  for (const pair of shortest) {
-    if (out.every((slice, i) => slice.length >= want[i]!)) break
-    while (out[slot]!.length >= want[slot]!) slot = (slot + 1) % 3
-    out[slot]!.push(pair)
-    slot = (slot + 1) % 3
-  }
+  const out = dealShortest(pairs, size, [int('test-pairs'), int('train-pairs'), int('evolve-pairs')])
   mkdirSync(dir, { recursive: true })
   const write = (name: string, slice: LlmBarPair[]) => {
     const path = join(dir, `${name}.json`)
