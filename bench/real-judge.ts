@@ -28,13 +28,14 @@
  *   (`bench --scorer mock` with the model as initializer and verifier), the searched rubric (`search` on a training
  *   slice, `export --default-rubric best`, `bench --scorer artifact:`), and the library after `evolve`.
  * - `tools`: a made tool call against a claimed one, 8 tasks, through the scorer (bench/tool-calls-judge.ts).
- * - `gsm8k`: pairwise accuracy on held-out gsm8k-solutions pairs, with the reference and without (bench/gsm8k-quality.ts).
+ * - `gsm8k`: pairwise accuracy on held-out gsm8k-solutions pairs, with the reference and without
+ *   (bench/gsm8k-quality.ts).
  * - `simulate`: `reward-harness simulate --create-run` against a real `wrangler dev` with every agent on the judge.
  *
  * The judge home is REWARD_HARNESS_JUDGE_HOME, else judgeHome(), else ~/.cache/reward-harness/judge when that one
- * is installed. `--model qwen2.5-coder-1.5b` starts that judge instead of SmolLM2. `--server-args="--n_parallel 4"` sets the judge's llama.cpp parameters. `--judge-url <base>
- * --judge-model <id>` measures a server already running instead (a vLLM on a GPU; `prefix` needs llama.cpp's
- * `timings` or llama-cpp-python's log, `--judge-log`).
+ * is installed. `--model qwen2.5-coder-1.5b` starts that judge instead of SmolLM2. `--server-args="--n_parallel 4"`
+ * sets the judge's llama.cpp parameters. `--judge-url <base> --judge-model <id>` measures a server already running
+ * instead (a vLLM on a GPU; `prefix` needs llama.cpp's `timings` or llama-cpp-python's log, `--judge-log`).
  * Results go to bench/results/real-judge-*.json.
  */
 import { execFile } from 'node:child_process'

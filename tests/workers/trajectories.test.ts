@@ -167,7 +167,7 @@ describe('/rm/<target>/score with candidate.messages', () => {
 })
 
 describe('/rm/<target>/score with a reference', () => {
-  it("shows a rubric artifact's verifier the reference answer, and never reuses a grade across references", async () => {
+  it("shows a rubric artifact's verifier the reference, and keeps grades of other references apart", async () => {
     const artifact = await makeRubricArtifact([['correct', 'The final answer is correct.']], 'ref')
     const { requests, scorer } = recordingScorer(artifact)
     const request = (reference?: string) =>

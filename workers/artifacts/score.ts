@@ -140,22 +140,7 @@ export class ArtifactScorer {
           'send them to a library artifact, or leave them out',
       )
     }
-    const item: PromptItem = {
-      prompt_id: request.prompt_id,
-      prompt: request.prompt,
-      candidates: [],
-      ...(request.reference ? { reference: request.reference } : {}),
-      metadata: {},
-    }
-    const candidate: Candidate = {
-      candidate_id: request.candidate.candidate_id,
-      text: request.candidate.messages
-        ? await trajectoryForVerifier(request.candidate.messages, artifact.runtime.locale)
-        : request.candidate.text,
-      source: request.candidate.source ?? 'unknown',
-      label: {},
-      metadata: request.candidate.metadata ?? {},
-    }
+    const { item, candidate } = await verifierInputs(request, artifact.runtime.locale)
     const key = rubricKey(rubric)
     // The texts themselves, not a hash of them: the Map hashes a key natively, far faster than hashing it here.
     const contentKey = [
@@ -228,4 +213,28 @@ function asLlmUnavailable(error: unknown): unknown {
       ...(transient ? { retryAfterSeconds: error.retryAfterSeconds ?? 5 } : {}),
     },
   )
+}
+
+/** The prompt item (with its reference) and the candidate a rubric artifact's verifier grades. */
+async function verifierInputs(
+  request: RmScoreRequest,
+  locale: RmArtifact['runtime']['locale'],
+): Promise<{ item: PromptItem; candidate: Candidate }> {
+  const item: PromptItem = {
+    prompt_id: request.prompt_id,
+    prompt: request.prompt,
+    candidates: [],
+    ...(request.reference ? { reference: request.reference } : {}),
+    metadata: {},
+  }
+  const candidate: Candidate = {
+    candidate_id: request.candidate.candidate_id,
+    text: request.candidate.messages
+      ? await trajectoryForVerifier(request.candidate.messages, locale)
+      : request.candidate.text,
+    source: request.candidate.source ?? 'unknown',
+    label: {},
+    metadata: request.candidate.metadata ?? {},
+  }
+  return { item, candidate }
 }
