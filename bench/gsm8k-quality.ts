@@ -45,6 +45,8 @@ export interface Gsm8kOptions {
   trainPairs: number
   evolvePairs: number
   concurrency: number
+  /** Which variants run: with the reference shown, without it, or both (in that order). */
+  references: boolean[]
   /** Writes the figures so far (the bench's report). */
   note: (figures: Record<string, unknown>) => void
   log: (line: string) => void
@@ -390,7 +392,7 @@ export async function gsm8kQuality(judge: Judge, options: Gsm8kOptions): Promise
       },
     }),
   )
-  for (const reference of [true, false]) {
+  for (const reference of options.references) {
     const test = file('test', data.test, reference)
     for (const row of options.rows) {
       if (row === 'minimal') await attempt(row, reference, () => minimal(judge, data.test, reference, options))

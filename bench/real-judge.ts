@@ -84,6 +84,7 @@ const { values: flags } = parseArgs({
     gsm8k: { type: 'string', default: GSM8K },
     'gsm8k-rows': { type: 'string', default: 'minimal,rubric,score' },
     'gsm8k-pairs': { type: 'string', default: '60' },
+    'gsm8k-reference': { type: 'string', default: 'both' },
     'gsm8k-train-pairs': { type: 'string', default: '4' },
     'gsm8k-evolve-pairs': { type: 'string', default: '6' },
     concurrency: { type: 'string', default: '2' },
@@ -706,6 +707,7 @@ async function main() {
         trainPairs: int('gsm8k-train-pairs'),
         evolvePairs: int('gsm8k-evolve-pairs'),
         concurrency: int('concurrency'),
+        references: { both: [true, false], with: [true], without: [false] }[flags['gsm8k-reference']] ?? [true, false],
         note: (figures) => note('gsm8k', figures),
         log: (line) => console.log(line),
       })
