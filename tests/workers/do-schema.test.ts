@@ -5,6 +5,8 @@
 import { env } from 'cloudflare:workers'
 import { runInDurableObject } from 'cloudflare:test'
 import { describe, expect, it } from 'vitest'
+import { ShardSteps, upgradeStepState } from '../../durable-objects/ledger-shard/steps.ts'
+import { MetaStore } from '../../durable-objects/meta-store.ts'
 import { instanceName, ledgerName } from '../../durable-objects/names.ts'
 import { METADATA, call, createRun, rollout } from './helpers.ts'
 
@@ -109,6 +111,31 @@ describe('Durable Object storage from an earlier release', () => {
       // Brought up to date once: the next wake compares one stored definition instead of listing every table.
       const applied = state.storage.sql.exec<{ tables: string }>('SELECT tables FROM applied_schemas').toArray()
       expect(applied.map((row) => row.tables)).toEqual(['criterion_health,rubric_versions,step_updates'])
+    })
+  })
+
+  it("the oldest format's trainer step (its own meta row) is kept only for the step it names", async () => {
+    const run = await createRun({ ...RUBRICS, ledger_shards: 1 })
+    const shard = env.LEDGER.getByName(ledgerName(run.runId, 'global', 0))
+    await runInDurableObject(shard, (_object, state) => {
+      const sql = state.storage.sql
+      const upgraded = (trainerStep: string) => {
+        sql.exec('DELETE FROM shard_steps')
+        sql.exec(
+          "INSERT OR REPLACE INTO meta (key, value) VALUES ('pinned', '3:2'), ('trainer_step', ?), " +
+            `('updates', '{"2":[2,1000]}'), ('updated_through', '2')`,
+          trainerStep,
+        )
+        const meta = new MetaStore(sql)
+        upgradeStepState(sql, meta)
+        const steps = new ShardSteps(sql, new MetaStore(sql))
+        const left = ['pinned', 'trainer_step', 'updates', 'updated_through'].filter(
+          (key) => meta.get(key) !== undefined,
+        )
+        return { version: steps.pinned(3), trainerStep: steps.trainerStep(3), update: steps.update(2), left }
+      }
+      expect(upgraded('3:17')).toEqual({ version: 2, trainerStep: 17, update: { version: 2, at: 1000 }, left: [] })
+      expect(upgraded('4:9')).toMatchObject({ version: 2, trainerStep: -1 })
     })
   })
 
