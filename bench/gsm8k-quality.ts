@@ -248,7 +248,16 @@ async function benchRow(
   )
   const result = JSON.parse(readFileSync(out, 'utf8')) as {
     overall: {
-      pairwise: { ab: { n: number; accuracy: number | null; ci95: [number, number] | null; failures: number } }
+      pairwise: {
+        ab: {
+          n: number
+          correct: number
+          ties: number
+          accuracy: number | null
+          ci95: [number, number] | null
+          failures: number
+        }
+      }
     }
   }
   const { ab } = result.overall.pairwise
@@ -257,8 +266,8 @@ async function benchRow(
     row: name,
     reference,
     n: ab.n,
-    correct: Math.round((ab.accuracy ?? 0) * ab.n),
-    ties: 0,
+    correct: ab.correct,
+    ties: ab.ties,
     failures: ab.failures,
     accuracy: ab.accuracy,
     ci95: ab.ci95,
