@@ -11,6 +11,8 @@
  * - `score`: the Worker's own `/score` on a real `wrangler dev`, on a run with the default rubric
  *   (config/default-run.json's anchors and adaptives) and the judge as its scorer, the reference as
  *   `supplemental_context`; no step closes, so the rubric stays the same for every pair.
+ * - `verdicts`: the same `/score` run with `judging: "verdicts"`: each criterion asked as Yes or No, its grade the
+ *   judge's probability of Yes.
  * - `search`: `search` on a disjoint training slice, `export --default-rubric best`, `bench --scorer artifact:`.
  * - `evolve`: `evolve` on a disjoint slice, `bench --scorer library:` (pairwise, both orders).
  *
@@ -20,6 +22,7 @@
 import { execFile } from 'node:child_process'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
+import { yesShare } from '../src/agents/scorer/verdict.ts'
 import { wilsonInterval } from '../src/bench/metrics.ts'
 import { callJson, METADATA } from '../tests/e2e/support/http.ts'
 import { startWranglerDev } from '../tests/e2e/support/wrangler-dev.ts'
@@ -153,18 +156,6 @@ export function minimalPrompt(pair: Pick<Gsm8kPair, 'prompt' | 'reference'>, sol
     `Proposed solution:\n${solution}\n\n` +
     `Is the final answer of the proposed solution correct? Answer Yes or No.`
   )
-}
-
-/** P(Yes) against P(No) among the first token's top log-probabilities; null when neither is there. */
-export function yesShare(top: { token: string; logprob: number }[]): number | null {
-  let yes = 0
-  let no = 0
-  for (const { token, logprob } of top) {
-    const word = token.trim().toLowerCase()
-    if (word === 'yes') yes += Math.exp(logprob)
-    else if (word === 'no') no += Math.exp(logprob)
-  }
-  return yes + no > 0 ? yes / (yes + no) : null
 }
 
 async function minimal(judge: Judge, pairs: Gsm8kPair[], reference: boolean, options: Gsm8kOptions): Promise<Row> {
@@ -318,10 +309,20 @@ export async function createJudgedRun(
   return created.body.token as string
 }
 
-async function scoreRow(judge: Judge, pairs: Gsm8kPair[], reference: boolean, options: Gsm8kOptions): Promise<Row> {
+async function scoreRow(
+  judge: Judge,
+  pairs: Gsm8kPair[],
+  reference: boolean,
+  options: Gsm8kOptions,
+  judging: 'grades' | 'verdicts',
+): Promise<Row> {
   const dev = await startWranglerDev()
   try {
-    const token = await createJudgedRun(dev, judge, { ...defaultRubrics(), concurrency: options.concurrency })
+    const token = await createJudgedRun(dev, judge, {
+      ...defaultRubrics(),
+      judging,
+      concurrency: options.concurrency,
+    })
     const started = Date.now()
     const statuses: Record<number, number> = {}
     const scoreOne = async (pair: Gsm8kPair, side: 'chosen' | 'rejected') => {
@@ -341,7 +342,7 @@ async function scoreRow(judge: Judge, pairs: Gsm8kPair[], reference: boolean, op
       })
       statuses[answer.status] = (statuses[answer.status] ?? 0) + 1
       if (answer.status !== 200) {
-        options.log(`/score ${answer.status}: ${JSON.stringify(answer.body).slice(0, 300)}`)
+        options.log(`/score ${answer.status}: ${String(JSON.stringify(answer.body)).slice(0, 300)}`)
         return null
       }
       return answer.body.score as number
@@ -350,7 +351,8 @@ async function scoreRow(judge: Judge, pairs: Gsm8kPair[], reference: boolean, op
       pairs.map((pair) => async () => [await scoreOne(pair, 'chosen'), await scoreOne(pair, 'rejected')] as const),
       options.concurrency,
     )
-    return tally('/score, default rubric', reference, scores as [number | null, number | null][], started, {
+    const name = `/score, default rubric${judging === 'verdicts' ? ', judging: verdicts' : ''}`
+    return tally(name, reference, scores as [number | null, number | null][], started, {
       statuses,
     })
   } finally {
@@ -417,7 +419,9 @@ export async function gsm8kQuality(judge: Judge, options: Gsm8kOptions): Promise
             options,
           ),
         )
-      if (row === 'score') await attempt(row, reference, () => scoreRow(judge, data.test, reference, options))
+      if (row === 'score') await attempt(row, reference, () => scoreRow(judge, data.test, reference, options, 'grades'))
+      if (row === 'verdicts')
+        await attempt(row, reference, () => scoreRow(judge, data.test, reference, options, 'verdicts'))
       if (row === 'search')
         await attempt(row, reference, async () => {
           const out = join(options.dir, `search-${reference ? 'ref' : 'noref'}`, 'best.json')

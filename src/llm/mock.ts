@@ -37,10 +37,12 @@ export class MockChatModel implements ChatModel {
   async complete(request: ChatRequest): Promise<ChatResponse> {
     if (!request.mock)
       throw new LlmError('bad_request', `the mock backend has no reply for a '${request.task}' request`)
-    const text = request.mock({
+    const reply = request.mock({
       noise: this.#scoreNoise,
       ...(request.seed === undefined ? {} : { seed: request.seed }),
     })
+    const { text, firstTokenLogprobs } =
+      typeof reply === 'string' ? { text: reply, firstTokenLogprobs: undefined } : reply
     // Vision messages: the mock reads the text (`content`) and counts each image part as a fixed token cost.
     const promptChars = request.messages.reduce((sum, message) => sum + message.content.length, 0)
     const images = request.messages.reduce(
@@ -54,6 +56,7 @@ export class MockChatModel implements ChatModel {
         prompt_tokens: Math.ceil(promptChars / 4) + IMAGE_TOKENS * images,
         completion_tokens: Math.ceil(text.length / 4),
       },
+      ...(firstTokenLogprobs && request.firstTokenAlternatives ? { firstTokenLogprobs } : {}),
     }
   }
 }

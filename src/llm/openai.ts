@@ -10,7 +10,14 @@ import {
 import type { StructuredOutput } from '../schemas/structured-output.ts'
 import { type OutgoingRequest, sendWithinOrigin } from './redirects.ts'
 import { parseRetryAfter } from './retry.ts'
-import { LlmError, type ChatMessage, type ChatModel, type ChatRequest, type ChatResponse } from './types.ts'
+import {
+  LlmError,
+  type ChatMessage,
+  type ChatModel,
+  type ChatRequest,
+  type ChatResponse,
+  type TokenLogprob,
+} from './types.ts'
 
 /** Per-request options beyond `ChatRequest`; unset fields fall back to the model's settings. */
 export interface RequestExtras {
@@ -53,7 +60,11 @@ export interface OpenAIChatSettings {
 /** The parts of an OpenAI chat completion this adapter reads. */
 interface ChatCompletion {
   model?: string
-  choices?: { finish_reason?: string; message?: { content?: unknown } }[]
+  choices?: {
+    finish_reason?: string
+    message?: { content?: unknown }
+    logprobs?: { content?: { top_logprobs?: unknown }[] | null } | null
+  }[]
   usage?: { prompt_tokens?: number; completion_tokens?: number }
 }
 
@@ -123,6 +134,7 @@ export class OpenAIChatModel implements ChatModel {
       max_tokens: maxTokens,
       ...(seed === undefined ? {} : { seed }),
       ...(responseFormat ? { response_format: responseFormat } : {}),
+      ...(request.firstTokenAlternatives ? { logprobs: true, top_logprobs: request.firstTokenAlternatives } : {}),
     })
     let completion: ChatCompletion
     try {
@@ -144,7 +156,8 @@ export class OpenAIChatModel implements ChatModel {
     }
     // A reply cut at max_tokens must not reach JSON repair: `"grade":10` cut to `"grade":1` would be read as a valid
     // grade. Checked before the content, since a cut reply may be empty.
-    if (choice?.finish_reason === 'length')
+    const firstTokenLogprobs = request.firstTokenAlternatives ? topLogprobsOf(choice?.logprobs) : undefined
+    if (choice?.finish_reason === 'length' && !(request.firstTokenAlternatives && typeof text === 'string' && text))
       throw new LlmError(
         'invalid_reply',
         `the reply was cut at max_tokens (${maxTokens}); raise max_tokens`,
@@ -153,8 +166,25 @@ export class OpenAIChatModel implements ChatModel {
       )
     if (typeof text !== 'string' || text.trim() === '')
       throw new LlmError('invalid_reply', 'the model returned no message content', undefined, { usage })
-    return { text, model: completion.model ?? this.settings.model, usage }
+    return {
+      text,
+      model: completion.model ?? this.settings.model,
+      usage,
+      ...(firstTokenLogprobs ? { firstTokenLogprobs } : {}),
+    }
   }
+}
+
+/** The first reply token's alternatives as the server sent them; entries of another shape are left out. */
+function topLogprobsOf(
+  logprobs: NonNullable<ChatCompletion['choices']>[number]['logprobs'],
+): TokenLogprob[] | undefined {
+  const top = logprobs?.content?.[0]?.top_logprobs
+  if (!Array.isArray(top)) return undefined
+  return top.filter(
+    (entry): entry is TokenLogprob =>
+      typeof entry?.token === 'string' && typeof entry?.logprob === 'number' && Number.isFinite(entry.logprob),
+  )
 }
 
 /** A message as the server gets it: its parts when it has any (text + images), else its text. */

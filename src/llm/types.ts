@@ -41,7 +41,7 @@ export interface MockSampling {
  * The reply text the offline mock backend gives a request. The asking agent builds it from its own structured
  * inputs, so the mock never parses prompt text and this port knows no agent.
  */
-export type MockReply = (sampling: MockSampling) => string
+export type MockReply = (sampling: MockSampling) => string | { text: string; firstTokenLogprobs: TokenLogprob[] }
 
 export interface ChatRequest {
   /** Who asks (an online agent, a search role, …). Accounting, caches and call logs key on it. */
@@ -66,6 +66,12 @@ export interface ChatRequest {
    * `max_tokens` when the role's settings set none; a role's own `max_tokens` wins.
    */
   maxTokens?: number
+  /**
+   * Ask for the N most likely first tokens of the reply with their log-probabilities (OpenAI's `logprobs` and
+   * `top_logprobs`; vLLM and llama.cpp's server answer them too). The reply is read from its first token, so a reply
+   * cut after it is whole. A server that sends none leaves `ChatResponse.firstTokenLogprobs` unset.
+   */
+  firstTokenAlternatives?: number
   signal?: AbortSignal
   /** The reply of the offline mock backend; real backends ignore it. */
   mock?: MockReply
@@ -76,10 +82,18 @@ interface ChatUsage {
   completion_tokens: number
 }
 
+/** One candidate token and its natural-log probability. */
+export interface TokenLogprob {
+  token: string
+  logprob: number
+}
+
 export interface ChatResponse {
   text: string
   model: string
   usage: ChatUsage
+  /** The first reply token's most likely alternatives, when the request asked for them and the server sent them. */
+  firstTokenLogprobs?: TokenLogprob[]
 }
 
 /** The LLM port. Adapters: mock (heuristic), openai (any OpenAI-compatible server), workers-ai. */

@@ -238,6 +238,14 @@ export const RunConfig = z
      * or `short` (one short sentence per criterion on every score).
      */
     reasons: z.enum(['none', 'short']).default('none'),
+    /**
+     * How the scorer judges a plain answer: `grades` (the default: one call grades every criterion 0..grade_max) or
+     * `verdicts` (one call per criterion asks Yes or No, its grade the judge's probability of Yes from the server's
+     * `top_logprobs`; a server without them gives Yes 1, No 0). Verdicts cost one call per criterion, mostly a prefix
+     * the server has cached, and keep a small judge's signal that its grades lose (BENCHMARKS.md, gsm8k). A trajectory
+     * (`rollout.messages`) is always graded in one call. Each verdict counts against `budgets.judge_calls_per_rollout`.
+     */
+    judging: z.enum(['grades', 'verdicts']).default('grades'),
     locale: z.enum(['en', 'zh']).default('en'),
     agents: z
       .object({

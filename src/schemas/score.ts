@@ -17,6 +17,11 @@ export const CriterionGrade = z.object({
   /** True for a penalty rubric: the grade says how much the response does the bad thing. */
   penalty: z.boolean().optional(),
   reason: z.string().optional(),
+  /**
+   * Verdict judging (`judging: "verdicts"`): the judge's probability that the criterion is met (for a penalty, that
+   * the answer does it). The reward reads it in place of `grade`, which is its nearest point on the scale.
+   */
+  probability: z.number().min(0).max(1).optional(),
 })
 export type CriterionGrade = z.infer<typeof CriterionGrade>
 

@@ -168,7 +168,7 @@ describe('agent prompts', () => {
     expect(user.indexOf('- d1 (adaptive')).toBeLessThan(user.indexOf('<<<DATA-'))
     expect(user).toContain(`tagged ${boundary}`)
     expect(request.task).toBe('analyze')
-    expect(JSON.parse(request.mock!({ noise: 0 })).stage_performance).toContain('Score 0.85')
+    expect(JSON.parse(request.mock!({ noise: 0 }) as string).stage_performance).toContain('Score 0.85')
   })
 
   it('analyzer: the system prompt is the same for every rollout (prefix caching), the tag is not', async () => {

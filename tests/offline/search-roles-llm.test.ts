@@ -126,7 +126,7 @@ describe('no LLM-visible payload carries a source, rank, quality or label', () =
       const kinds = new Set(model.requests.map((request) => request.task))
       expect([...kinds].sort()).toEqual(['search_initialize', 'search_judge', 'search_propose', 'search_verify'])
       expectNoLabels(model.requests.flatMap((request) => request.messages.map((message) => message.content)))
-      expectNoLabels(model.requests.map((request) => request.mock?.({ noise: 0 }) ?? ''))
+      expectNoLabels(model.requests.map((request) => String(request.mock?.({ noise: 0 }) ?? '')))
       expectNoLabels(rubrics.map((rubric) => JSON.stringify(rubric)))
     })
   }

@@ -13,6 +13,8 @@ export type StubFault =
   | { kind: 'hang' }
   /** A well-formed completion whose message content is the given text (non-JSON, truncated JSON, …). */
   | { kind: 'content'; text: string }
+  /** An HTTP 200 with exactly this completion body (log-probabilities, extra fields). */
+  | { kind: 'completion'; body: unknown }
   /** An HTTP 200 whose body is not JSON at all. */
   | { kind: 'broken-body' }
   /**
@@ -90,6 +92,7 @@ type StubInterceptor = (body: ChatCompletionBody) => StubFault | undefined | Pro
 /** The agents of the harness, as their requests can be told apart by their system prompts. */
 export type StubAgent =
   | 'scorer'
+  | 'scorer_verdict'
   | 'group_scorer'
   | 'analyzer'
   | 'summarizer'
@@ -99,6 +102,7 @@ export type StubAgent =
 
 const PROMPT_FILES: Record<StubAgent, string> = {
   scorer: 'scorer.system.txt',
+  scorer_verdict: 'scorer-verdict.system.txt',
   group_scorer: 'group-scorer.system.txt',
   analyzer: 'analyzer.system.txt',
   summarizer: 'summarizer.system.txt',
@@ -208,6 +212,7 @@ export async function startLlmStub(): Promise<LlmStub> {
       return sendJson(res, fault.status, { error: { message: `stub fault ${fault.status}`, type: 'stub' } }, headers)
     }
     if (fault?.kind === 'error') return sendJson(res, fault.status, fault.body)
+    if (fault?.kind === 'completion') return sendJson(res, 200, fault.body)
     if (fault?.kind === 'broken-body') {
       res.writeHead(200, { 'content-type': 'application/json' })
       return res.end('{"id": "chatcmpl-stub", "choices": [')

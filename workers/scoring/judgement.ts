@@ -1,4 +1,4 @@
-import { judgeRollout, type Judgement } from '../../src/agents/scorer/index.ts'
+import { byVerdicts, judgeRollout, type Judgement, type ScorerInput } from '../../src/agents/scorer/index.ts'
 import { budgetError, judgeBudgetRefusal } from '../../src/budgets/index.ts'
 import { AppError, contextLengthExceeded, type ErrorCode } from '../../src/errors/index.ts'
 import { LlmError } from '../../src/llm/index.ts'
@@ -61,32 +61,52 @@ async function judgeOnRubrics(
   spent: { calls: number },
 ): Promise<Judgement> {
   const { settings, model } = scorer
-  const maxAttempts = Math.min(settings.max_attempts, maxCalls)
+  const input: ScorerInput = {
+    rubrics: snapshot.rubrics,
+    rollout: request.rollout,
+    metadata: request.metadata,
+    gradeMax: config.grade_max,
+    locale: config.locale,
+    prompts: config.prompts,
+    reasons: config.reasons,
+    judging: config.judging,
+  }
+  // Verdicts: one call per criterion, each retried within the scorer's max_attempts, all within the budget.
+  const verdicts = byVerdicts(input)
+  const firstCalls = verdicts ? snapshot.rubrics.length : 1
+  if (firstCalls > maxCalls)
+    throw budgetError(
+      judgeBudgetRefusal(
+        config.budgets,
+        config.budgets.judge_calls_per_rollout,
+        `before judging: ${firstCalls} criteria need ${firstCalls} verdict calls`,
+      ),
+    )
+  const maxAttempts = verdicts ? settings.max_attempts : Math.min(settings.max_attempts, maxCalls)
   let attempts = 1
-  spent.calls = 1
+  spent.calls = firstCalls
   try {
     return await judgeRollout(
       model,
-      {
-        rubrics: snapshot.rubrics,
-        rollout: request.rollout,
-        metadata: request.metadata,
-        gradeMax: config.grade_max,
-        locale: config.locale,
-        prompts: config.prompts,
-        reasons: config.reasons,
-      },
+      input,
       {
         maxAttempts,
         maxDelayMs: Math.min(8_000, settings.timeout_ms),
-        onRetry: () => void (spent.calls = ++attempts),
+        onRetry: () => {
+          attempts++
+          spent.calls++
+        },
       },
+      maxCalls,
     )
   } catch (error) {
     if (!(error instanceof LlmError)) throw error
     if (error.kind === 'context_length')
       throw contextLengthExceeded('scoring', error.message, error.details.contextLimit)
-    if (error.retryable && attempts >= maxAttempts && maxAttempts < settings.max_attempts) {
+    const budgetSpent = verdicts
+      ? spent.calls >= maxCalls
+      : attempts >= maxAttempts && maxAttempts < settings.max_attempts
+    if (error.retryable && budgetSpent) {
       const why = `without a valid judgement (last failure: ${error.kind}: ${error.message})`
       throw budgetError(judgeBudgetRefusal(config.budgets, config.budgets.judge_calls_per_rollout, why))
     }

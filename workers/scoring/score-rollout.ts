@@ -103,6 +103,7 @@ async function resolveItems(
           request.rollout,
           request.metadata,
           run.config.prompts,
+          run.config.judging,
         ),
         tactics: injectionTactics(request.rollout.output),
       }

@@ -12,26 +12,11 @@ import { rewardFromGrades } from '../../scoring/index.ts'
 import { dataBoundary, PENALTY_LABEL, parseLenientJson, runAgent } from '../run-agent.ts'
 import { mockScorerReply } from './mock.ts'
 import { renderTrajectoryTurns } from './trajectory.ts'
+import type { Judgement, ScorerInput, ScorerReasons } from './types.ts'
+import { byVerdicts, judgeByVerdicts } from './verdict.ts'
 
-/** What the scorer writes per criterion besides its grade: nothing, or one short sentence. */
-export type ScorerReasons = 'none' | 'short'
-
-export interface ScorerInput {
-  /** The run's prompt overrides, keyed `<locale>/<name>` (see RunConfig.prompts). */
-  prompts?: PromptOverrides
-  rubrics: Rubric[]
-  rollout: Rollout
-  metadata: TrainingMetadata
-  gradeMax: number
-  locale: Locale
-  /** What the judge writes per criterion besides its grade (RunConfig.reasons); default `none`. */
-  reasons?: ScorerReasons
-}
-
-export interface Judgement {
-  score: number
-  criteria: CriterionGrade[]
-}
+export type { Judgement, ScorerInput, ScorerReasons } from './types.ts'
+export { byVerdicts } from './verdict.ts'
 
 /** Grades keyed by rubric id (what the prompt asks for), or the older list of `{rubric_id, grade, reason}` entries. */
 const ScorerReply = z.object({
@@ -232,14 +217,17 @@ export function parseScorerReply(text: string, rubrics: readonly Rubric[], grade
 }
 
 /**
- * Grades a rollout: one call, parsed and validated, retried with backoff on transport failures and invalid replies.
+ * Grades a rollout: one call, parsed and validated, retried with backoff on transport failures and invalid replies;
+ * or, under `judging: "verdicts"`, one call per criterion ({@link judgeByVerdicts}, at most `maxCalls` in all).
  * @example const { score, criteria } = await judgeRollout(model, input, { maxAttempts: 4 })
  */
 export async function judgeRollout(
   model: ChatModel,
   input: ScorerInput,
   retry: Partial<RetryPolicy> = {},
+  maxCalls?: number,
 ): Promise<Judgement> {
+  if (byVerdicts(input)) return judgeByVerdicts(model, input, retry, maxCalls)
   const request = await buildScorerRequest(input)
   return runAgent(
     model,
@@ -264,15 +252,20 @@ export async function judgementKey(
   rollout: Rollout,
   metadata: TrainingMetadata,
   prompts: PromptOverrides = {},
+  judging: ScorerInput['judging'] = 'grades',
 ): Promise<string> {
-  const userPrompt = rollout.messages ? 'scorer-trajectory.user' : 'scorer.user'
+  const verdicts = byVerdicts({ judging, rollout })
+  const [systemPrompt, userPrompt] = verdicts
+    ? (['scorer-verdict.system', 'scorer-verdict.user'] as const)
+    : (['scorer.system', rollout.messages ? 'scorer-trajectory.user' : 'scorer.user'] as const)
   return sha256Hex(
     canonicalJson({
       model: modelId,
       prompts: [
-        prompts[`${locale}/scorer.system`] ?? promptTemplate(locale, 'scorer.system'),
+        prompts[`${locale}/${systemPrompt}`] ?? promptTemplate(locale, systemPrompt),
         prompts[`${locale}/${userPrompt}`] ?? promptTemplate(locale, userPrompt),
       ],
+      ...(verdicts ? { judging } : {}),
       grade_max: gradeMax,
       rollout: {
         input: rollout.input,

@@ -4,7 +4,7 @@
  * answer and not at all by a gamed one. With sampling noise and a seed, grades move like a model's above
  * temperature 0.
  */
-import type { MockReply, MockSampling } from '../../llm/types.ts'
+import type { MockSampling } from '../../llm/types.ts'
 import { GRADER_PATTERNS } from '../../analysis/suspicion.ts'
 import type { Rollout } from '../../schemas/rollout.ts'
 import { contentText, taskLength, type TrajectoryMessage } from '../../schemas/trajectory.ts'
@@ -26,7 +26,7 @@ type ScoreAnswer = { grades: Array<{ rubric_id: string; grade: number; reason: s
  * The scorer's reply on the mock backend: one grade per rubric, in the JSON the scorer prompt asks for.
  * @example const request = { ...scorerRequest, mock: mockScorerReply({ rubrics, rollout, gradeMax: 10 }) }
  */
-export function mockScorerReply(input: ScorerMockInput): MockReply {
+export function mockScorerReply(input: ScorerMockInput): (sampling: MockSampling) => string {
   return (sampling) => JSON.stringify(mockScorerAnswer(input, sampling))
 }
 

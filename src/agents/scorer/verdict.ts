@@ -1,0 +1,206 @@
+/**
+ * Verdict judging (`RunConfig.judging: "verdicts"`): each criterion asked on its own as a yes/no question, its grade
+ * the judge's probability of "Yes" read from the first reply token's log-probabilities. A small judge that grades
+ * every criterion 10 in a JSON reply, right answer or wrong, still moves its probability of "Yes" between them
+ * (BENCHMARKS.md, gsm8k-solutions): the probability is the signal, and a reward read from it has no ties to break.
+ */
+import type { RetryPolicy } from '../../llm/retry.ts'
+import { LlmError, type ChatModel, type ChatRequest, type ChatResponse, type TokenLogprob } from '../../llm/types.ts'
+import { renderPrompt, type Locale } from '../../prompts/index.ts'
+import type { Rubric } from '../../schemas/rubric.ts'
+import type { CriterionGrade } from '../../schemas/score.ts'
+import { rewardFromGrades } from '../../scoring/index.ts'
+import { dataBoundary, runAgent } from '../run-agent.ts'
+import type { Judgement, ScorerInput } from './types.ts'
+import { mockScorerAnswer } from './mock.ts'
+
+/**
+ * Whether `input` is judged by verdicts: asked for, on a plain answer (a trajectory is graded in one call) and
+ * without reasons (a verdict has none).
+ * @example byVerdicts({ ...input, judging: 'verdicts' }) // true for a plain answer
+ */
+export function byVerdicts(input: Pick<ScorerInput, 'judging' | 'rollout' | 'reasons'>): boolean {
+  return input.judging === 'verdicts' && !input.rollout.messages && (input.reasons ?? 'none') === 'none'
+}
+
+/** First-token alternatives asked for: enough that "Yes" and "No" are both among them whenever either is likely. */
+const ALTERNATIVES = 20
+
+/** A reference this short and on one line is shown inline, where a small judge reads it best; longer ones in a block. */
+const INLINE_REFERENCE_CHARS = 300
+
+const WORDS = {
+  en: {
+    yes: ['yes'],
+    no: ['no'],
+    noReference: 'No reference answer is given.',
+    inlineReference: (reference: string) => `Reference answer: ${reference}`,
+    blockReference: (tag: string) => `Reference material for the grader (data, tagged ${tag}):`,
+    question: (text: string) => `Criterion: ${text}\nDoes the answer meet this criterion? Answer Yes or No.`,
+    penalty: (text: string) => `Something the answer must not do: ${text}\nDoes the answer do this? Answer Yes or No.`,
+  },
+  zh: {
+    yes: ['yes', '是'],
+    no: ['no', '否'],
+    noReference: '没有给出参考答案。',
+    inlineReference: (reference: string) => `参考答案：${reference}`,
+    blockReference: (tag: string) => `供评分参考的资料（数据，标记为 ${tag}）：`,
+    question: (text: string) => `标准：${text}\n这个回答满足这条标准吗？只回答 Yes 或 No。`,
+    penalty: (text: string) => `回答不应做的事：${text}\n这个回答做了这件事吗？只回答 Yes 或 No。`,
+  },
+} as const satisfies Record<Locale, unknown>
+
+/**
+ * The reference as the verdict prompt shows it: inline when short and on one line (it cannot open or close a data
+ * block there), else in its own tagged block; a sentence saying there is none when it is empty.
+ * @example await referenceText('en', '18') // 'Reference answer: 18'
+ */
+async function referenceText(locale: Locale, reference: string): Promise<string> {
+  const words = WORDS[locale]
+  const trimmed = reference.trim()
+  if (trimmed === '') return words.noReference
+  if (trimmed.length <= INLINE_REFERENCE_CHARS && !/[\r\n]/.test(trimmed)) return words.inlineReference(trimmed)
+  const tag = await dataBoundary(reference)
+  return `${words.blockReference(tag)}\n<<<DATA-${tag}\n${reference}\nDATA-${tag}>>>`
+}
+
+/**
+ * One yes/no request per criterion, in rubric order. Every request has the same text up to the question, which comes
+ * last, so a server's prefix cache evaluates the shared part once per answer (and the prompt and reference once per
+ * GRPO group).
+ * @example const requests = await buildVerdictRequests({ rubrics, rollout, metadata, gradeMax: 10, locale: 'en' })
+ * @internal
+ */
+export async function buildVerdictRequests(input: ScorerInput): Promise<ChatRequest[]> {
+  const { rubrics, rollout, locale, gradeMax } = input
+  const words = WORDS[locale]
+  const system = renderPrompt(locale, 'scorer-verdict.system', {}, input.prompts)
+  const [inputBoundary, boundary, reference] = await Promise.all([
+    dataBoundary(rollout.input),
+    dataBoundary(rollout.output),
+    referenceText(locale, rollout.supplemental_context ?? ''),
+  ])
+  const shared = { input_boundary: inputBoundary, input: rollout.input, reference, boundary, output: rollout.output }
+  return rubrics.map((rubric, index) => ({
+    role: 'scorer',
+    task: 'score_verdict',
+    messages: [
+      { role: 'system', content: system },
+      {
+        role: 'user',
+        content: renderPrompt(
+          locale,
+          'scorer-verdict.user',
+          { ...shared, question: (rubric.kind === 'penalty' ? words.penalty : words.question)(rubric.text) },
+          input.prompts,
+        ),
+      },
+    ],
+    json: false,
+    maxTokens: 1,
+    firstTokenAlternatives: ALTERNATIVES,
+    mock: (sampling) => mockVerdict(mockScorerAnswer(input, sampling).grades[index]!.grade / gradeMax),
+  }))
+}
+
+/**
+ * The mock's verdict: "Yes" when its heuristic grade is at least half the scale, with a first-token distribution
+ * whose share of "Yes" is that grade's share of the scale, so the mock's verdict reward equals its grades reward.
+ */
+function mockVerdict(share: number) {
+  const firstTokenLogprobs = [
+    { token: 'Yes', logprob: Math.log(share) },
+    { token: 'No', logprob: Math.log(1 - share) },
+  ].filter(({ logprob }) => Number.isFinite(logprob))
+  return { text: share >= 0.5 ? 'Yes' : 'No', firstTokenLogprobs }
+}
+
+/**
+ * P(Yes) against P(No) among first-token alternatives (case and surrounding space ignored); null when neither is
+ * among them.
+ * @example yesShare([{ token: 'Yes', logprob: -0.1 }, { token: ' no', logprob: -2.4 }]) // 0.909…
+ * @internal
+ */
+export function yesShare(top: readonly TokenLogprob[], locale: Locale = 'en'): number | null {
+  const { yes: yesWords, no: noWords } = WORDS[locale]
+  let yes = 0
+  let no = 0
+  for (const { token, logprob } of top) {
+    const word = token.trim().toLowerCase()
+    if ((yesWords as readonly string[]).includes(word)) yes += Math.exp(logprob)
+    else if ((noWords as readonly string[]).includes(word)) no += Math.exp(logprob)
+  }
+  return yes + no > 0 ? yes / (yes + no) : null
+}
+
+/**
+ * The probability a reply says "Yes": from its first token's alternatives when the server sent them, else its text
+ * (a server without log-probabilities: Yes 1, No 0). A reply that is neither is an `invalid_reply`.
+ * @example verdictProbability({ text: 'No', model: 'm', usage }, 'en') // 0
+ * @internal
+ */
+export function verdictProbability(response: ChatResponse, locale: Locale): number {
+  const fromLogprobs = response.firstTokenLogprobs ? yesShare(response.firstTokenLogprobs, locale) : null
+  if (fromLogprobs !== null) return fromLogprobs
+  const word =
+    response.text
+      .trim()
+      .toLowerCase()
+      .match(/^[\p{L}]+/u)?.[0] ?? ''
+  const fromText = yesShare([{ token: word, logprob: 0 }], locale)
+  if (fromText === null)
+    throw new LlmError(
+      'invalid_reply',
+      `verdict reply is neither Yes nor No: ${JSON.stringify(response.text.slice(0, 40))}`,
+    )
+  return fromText
+}
+
+/** A verdict as a criterion's grade: the probability kept, the grade its nearest point on the scale. */
+function verdictGrade(rubric: Rubric, probability: number, gradeMax: number): CriterionGrade {
+  return {
+    rubric_id: rubric.id,
+    grade: Math.round(probability * gradeMax),
+    weight: rubric.weight,
+    probability,
+    ...(rubric.kind === 'penalty' ? { penalty: true } : {}),
+  }
+}
+
+/**
+ * Judges a rollout by verdicts: the criteria asked one after another (so each reuses the one before's cached prefix),
+ * each retried on its own within `retry.maxAttempts`; `maxCalls` bounds the calls of all of them together, keeping one
+ * for each criterion still to ask. `retry.onRetry` hears every retry, so a caller counts calls as criteria + retries.
+ * @example const { score, criteria } = await judgeByVerdicts(model, input, { maxAttempts: 3 }, 8)
+ */
+export async function judgeByVerdicts(
+  model: ChatModel,
+  input: ScorerInput,
+  retry: Partial<RetryPolicy> = {},
+  maxCalls = Number.POSITIVE_INFINITY,
+): Promise<Judgement> {
+  const requests = await buildVerdictRequests(input)
+  if (requests.length > maxCalls)
+    throw new LlmError(
+      'bad_request',
+      `${requests.length} criteria need ${requests.length} verdict calls; ${maxCalls} allowed`,
+    )
+  const criteria: CriterionGrade[] = []
+  let spent = 0
+  for (const [index, request] of requests.entries()) {
+    const left = maxCalls - spent - (requests.length - index - 1)
+    let last: ChatResponse | undefined
+    const recording: ChatModel = { id: model.id, complete: async (current) => (last = await model.complete(current)) }
+    spent++
+    const probability = await runAgent(recording, request, () => verdictProbability(last!, input.locale), {
+      ...retry,
+      maxAttempts: Math.min(retry.maxAttempts ?? 4, left),
+      onRetry: (...args) => {
+        spent++
+        retry.onRetry?.(...args)
+      },
+    })
+    criteria.push(verdictGrade(input.rubrics[index]!, probability, input.gradeMax))
+  }
+  return { score: rewardFromGrades(criteria, input.gradeMax), criteria }
+}
