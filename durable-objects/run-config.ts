@@ -63,7 +63,14 @@ export function localJudgeAgents(vars: LocalJudgeVars): RunConfig['agents'] | un
 }
 
 /**
- * The checked-in default run; its agents are {@link localJudgeAgents} when there is a local judge, and then its idle
+ * How runs on the local judge judge, unless they say: llama.cpp's server sends `top_logprobs`, and a small model's
+ * probability of Yes keeps the signal its JSON grades lose (BENCHMARKS.md, gsm8k: 95 % against 55 % through `/score`).
+ */
+export const LOCAL_JUDGING = 'verdicts' as const
+
+/**
+ * The checked-in default run; its agents are {@link localJudgeAgents} when there is a local judge, and then it judges
+ * by verdicts ({@link LOCAL_JUDGING}) and its idle
  * gap is the judge's timeout: on two cores one rollout's judgement takes 7–36 s, so a 30 s gap counted from the last
  * arrival closed a step while its rollouts were still being judged.
  * @example defaultRunConfig({ DEPLOYMENT: 'local', LOCAL_JUDGE_URL: 'http://127.0.0.1:8090/v1',
@@ -74,7 +81,7 @@ export function defaultRunConfig(vars: LocalJudgeVars): RunConfig {
   const agents = localJudgeAgents(vars)
   if (!agents) return RunConfig.parse(defaultRunJson)
   const idle = Math.ceil(agents.default.timeout_ms / 1_000)
-  return RunConfig.parse({ ...defaultRunJson, agents, close_after_idle_s: idle })
+  return RunConfig.parse({ ...defaultRunJson, agents, close_after_idle_s: idle, judging: LOCAL_JUDGING })
 }
 
 /**

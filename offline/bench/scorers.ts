@@ -194,19 +194,9 @@ export interface LibraryBenchScorer extends BenchScorer {
   readonly stats: { judgments: number; failures: number }
 }
 
-/**
- * `library:<dir>`: the judge library in `dir` (offline/library; e.g. `<evolve out>/checkpoints/best`) judges every
- * pair of candidates of an item with its Router + Sub-Agent (src/evolve/judge.ts) in BOTH orders. A candidate's score
- * is its win rate over the judged orders of all its pairs (win 1, tie 0.5, loss 0). A failed judgment is counted in
- * `stats.failures` and left out — never a tie; a candidate none of whose judgments succeeded gets an error.
- * @example const scorer = await libraryScorer('runs/a/checkpoints/best', { concurrency: 4, seed: 0 })
- * @internal
- */
-export async function libraryScorer(dir: string, options: ScorerOptions): Promise<LibraryBenchScorer> {
+/** The judge library in `dir`, or a usage error saying how to make one. */
+async function openJudgeLibrary(dir: string) {
   const { loadLibrary } = await import('../library/index.ts')
-  const { judgeWithLibrary, LibraryRouter, OUTCOME_VALUE } = await import('../../src/evolve/judge.ts')
-  const { ImageRegistry, itemImages } = await import('../../src/evolve/images.ts')
-  const { datasetImageRegistry } = await import('../evolve/images.ts')
   const hasRegistry = await stat(join(dir, 'registry.json')).then(
     (s) => s.isFile(),
     () => false,
@@ -217,12 +207,26 @@ export async function libraryScorer(dir: string, options: ScorerOptions): Promis
         'run `reward-harness evolve --out <run>` and use library:<run>/checkpoints/best',
     )
   }
-  let library: Awaited<ReturnType<typeof loadLibrary>>
   try {
-    library = await loadLibrary(dir)
+    return await loadLibrary(dir)
   } catch (error) {
     throw new UsageError(`--scorer library:${dir}: ${messageOf(error)}`)
   }
+}
+
+/**
+ * `library:<dir>`: the judge library in `dir` (offline/library; e.g. `<evolve out>/checkpoints/best`) judges every
+ * pair of candidates of an item with its Router + Sub-Agent (src/evolve/judge.ts) in BOTH orders. A candidate's score
+ * is its win rate over the judged orders of all its pairs (win 1, tie 0.5, loss 0). A failed judgment is counted in
+ * `stats.failures` and left out — never a tie; a candidate none of whose judgments succeeded gets an error.
+ * @example const scorer = await libraryScorer('runs/a/checkpoints/best', { concurrency: 4, seed: 0 })
+ * @internal
+ */
+export async function libraryScorer(dir: string, options: ScorerOptions): Promise<LibraryBenchScorer> {
+  const { judgeWithLibrary, LibraryRouter, OUTCOME_VALUE } = await import('../../src/evolve/judge.ts')
+  const { ImageRegistry, itemImages } = await import('../../src/evolve/images.ts')
+  const { datasetImageRegistry } = await import('../evolve/images.ts')
+  const library = await openJudgeLibrary(dir)
   const model = options.model ?? new MockChatModel()
   const router = new LibraryRouter(model)
   const stats = { judgments: 0, failures: 0 }
@@ -246,6 +250,10 @@ export async function libraryScorer(dir: string, options: ScorerOptions): Promis
           } catch {
             routed = []
           }
+          const shared = {
+            instruction: item.prompt,
+            ...(item.reference === undefined ? {} : { reference: item.reference }),
+          }
           const jobs: Array<[number, number]> = []
           for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) if (i !== j) jobs.push([i, j])
           await Promise.all(
@@ -257,7 +265,7 @@ export async function libraryScorer(dir: string, options: ScorerOptions): Promis
                   model,
                   library,
                   routed,
-                  { instruction: item.prompt, first: first.text, second: second.text, ...(images ? { images } : {}) },
+                  { ...shared, first: first.text, second: second.text, ...(images ? { images } : {}) },
                   { images: registry },
                 )
                 stats.judgments++

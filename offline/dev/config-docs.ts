@@ -95,6 +95,15 @@ const MEANINGS: Record<string, Record<string, string>> = {
       'What the scorer writes per criterion: `none` (a grade alone) or `short` (a reason sentence too). Reasons are ' +
       'most of a judgement’s reply tokens and are read only for the few rollouts a step analyses, which ask again ' +
       'with reasons; see [judge-efficiency.md](judge-efficiency.md).',
+    judging:
+      'How the scorer judges a plain answer: `grades` (one call grades every criterion 0..`grade_max`) or ' +
+      '`verdicts` (one call per criterion asks Yes or No; the grade is the judge’s probability of Yes from the ' +
+      'server’s `top_logprobs`, Yes 1 / No 0 from a server without them; the reward reads the probability ' +
+      'unrounded). ' +
+      'Verdicts cost a call per criterion, mostly a prefix the server has cached, and each counts against ' +
+      '`budgets.judge_calls_per_rollout`, which must cover the criteria. A small judge keeps its signal as verdicts ' +
+      'where its grades lose it (Qwen2.5-Coder-1.5B on gsm8k through `/score`: 95 % against 55 %, BENCHMARKS.md). A ' +
+      'trajectory is graded in one call. Runs on `npm start -- --judge local` judge by verdicts unless they say.',
     locale: 'Prompt locale (`prompts/<locale>/`).',
     'agents.default':
       'The model settings every role starts from ([Agent settings](#agent-settings)); the default is the mock.',

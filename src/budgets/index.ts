@@ -80,6 +80,25 @@ export function judgeBudgetRefusal(budgets: RunBudgets, calls: number, failure: 
 }
 
 /**
+ * A rollout judged by verdicts (`judging: "verdicts"`, one call per criterion) whose rubric has more criteria than the
+ * calls `budgets.judge_calls_per_rollout` leaves it: refused before any call.
+ * @example verdictBudgetRefusal(config.budgets, 9, 8).details // { criteria: 9, calls: 0 }
+ */
+export function verdictBudgetRefusal(budgets: RunBudgets, criteria: number, left: number): BudgetRefusal {
+  const limit = budgets.judge_calls_per_rollout
+  return {
+    code: 'judge_budget_exceeded',
+    budget: 'budgets.judge_calls_per_rollout',
+    limit,
+    message:
+      `judging by verdicts asks each of the rubric's ${criteria} criteria in its own call, and ${left} of this run's ` +
+      `budgets.judge_calls_per_rollout (${limit}) are left for the rollout; it was not judged: have the run's admin ` +
+      'raise budgets.judge_calls_per_rollout above the number of criteria',
+    details: { criteria, calls: 0 },
+  }
+}
+
+/**
  * A memory search (an embedding of its query) past `budgets.memory_searches_per_hour` in the current clock hour.
  * @example memorySearchBudgetRefusal(config.budgets, 1200).retryAfterSeconds // 1200
  */

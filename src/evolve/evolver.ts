@@ -40,6 +40,7 @@ export function pairItems(dataset: PreferenceDataset, images: ImageRegistry = ne
       second: b.text,
       label,
       ...(handles ? { images: handles } : {}),
+      ...(prompt.reference === undefined ? {} : { reference: prompt.reference }),
     })
   }
   return items

@@ -42,10 +42,12 @@ export interface PairItem {
   label: PairLabel
   /** Image handles of the instruction and of each answer (see images.ts); resolved with `JudgeOptions.images`. */
   images?: ItemImages
+  /** The dataset's reference answer for the instruction, shown to the judge as data; never a label. */
+  reference?: string
 }
 
 /** What a judgment sees of an item: the texts, and the image handles if any. */
-export type JudgedItem = Pick<PairItem, 'instruction' | 'first' | 'second' | 'images'>
+export type JudgedItem = Pick<PairItem, 'instruction' | 'first' | 'second' | 'images' | 'reference'>
 
 export interface JudgeOptions {
   locale?: Locale
@@ -346,10 +348,11 @@ async function openingMessages(
 ): Promise<ChatMessage[]> {
   const { skills, tools, images, locale } = context
   const none = locale === 'zh' ? '（无）' : '(none)'
-  const boundary = await dataBoundary(item.instruction, item.first, item.second)
+  const boundary = await dataBoundary(item.instruction, item.reference ?? '', item.first, item.second)
   const userText = renderPrompt(locale, 'library-judge.user', {
     boundary,
     instruction: item.instruction,
+    reference: item.reference ?? '',
     first: item.first,
     second: item.second,
   })
@@ -520,6 +523,7 @@ export async function judgeBothOrders(
     first: item.second,
     second: item.first,
     ...(item.images ? { images: swapImages(item.images)! } : {}),
+    ...(item.reference === undefined ? {} : { reference: item.reference }),
   }
   const ba = await judgeWithLibrary(model, library, routed, swapped, options)
   const orders = { ab: ab.ok ? ab.preference : null, ba: ba.ok ? FLIP[ba.preference] : null }

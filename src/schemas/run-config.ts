@@ -318,6 +318,20 @@ export const RunConfig = z
         message: 'a run needs at least one anchor or adaptive rubric',
       })
     }
+    if (config.judging === 'verdicts') {
+      const criteria = Math.max(
+        config.anchor_rubrics.length + config.adaptive_rubrics.length,
+        ...Object.values(config.instance_rubrics).map((list) => config.anchor_rubrics.length + list.length),
+      )
+      if (criteria > config.budgets.judge_calls_per_rollout)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['budgets', 'judge_calls_per_rollout'],
+          message:
+            `judging: verdicts asks each criterion in its own call: ${criteria} criteria need ` +
+            `budgets.judge_calls_per_rollout of at least ${criteria} (it is ${config.budgets.judge_calls_per_rollout})`,
+        })
+    }
     for (const list of seeds) {
       const ids = list.map((seed) => seed.id).filter((id): id is string => id !== undefined)
       const repeated = ids.find((id, index) => ids.indexOf(id) !== index)

@@ -6,6 +6,9 @@ import { loadDataset } from '../../offline/datasets/load.ts'
 import { runEvolveCommand } from '../../offline/evolve/cli.ts'
 import { readLog, runEvolve } from '../../offline/evolve/run.ts'
 import { LIBRARY_ROLES, RoleMeter, sumUsage } from '../../src/evolve/index.ts'
+import { pairItems } from '../../src/evolve/evolver.ts'
+import { judgeBothOrders } from '../../src/evolve/judge.ts'
+import { emptyLibrary } from '../../src/library/index.ts'
 import { answerLibraryRoute } from '../../src/evolve/mock.ts'
 import { jsonMockReply, MockChatModel } from '../../src/llm/mock.ts'
 import { LlmError, type ChatModel } from '../../src/llm/types.ts'
@@ -387,5 +390,44 @@ describe('per-role call accounting', () => {
         })
       },
     )
+  })
+})
+
+describe('a dataset reference in the library judge', () => {
+  it('is shown to the sub-agent in both orders, as data, and an item without one shows an empty block', async () => {
+    const dataset = {
+      prompts: [
+        {
+          prompt_id: 'gsm-1',
+          prompt: 'Tom has 3 apples and buys 15 more. How many?',
+          reference: '18',
+          metadata: {},
+          candidates: [
+            { text: 'He has 18.', label: { rank: 1 }, metadata: {} },
+            { text: 'He has 45.', label: { rank: 2 }, metadata: {} },
+          ],
+        },
+      ],
+    }
+    const [item] = pairItems(dataset as Parameters<typeof pairItems>[0])
+    expect(item).toMatchObject({ reference: '18', label: 'A' })
+    const seen: string[] = []
+    const model: ChatModel = {
+      id: 'recording',
+      complete: async (request) => {
+        seen.push(request.messages.find((message) => message.role === 'user')!.content)
+        return {
+          text: '{"answer": {"preference": "A", "reason": "r"}}',
+          model: 'm',
+          usage: { prompt_tokens: 1, completion_tokens: 1 },
+        }
+      },
+    }
+    await judgeBothOrders(model, emptyLibrary(), [], item!)
+    expect(seen).toHaveLength(2)
+    for (const text of seen) expect(block(text, 'Reference answer for the grader, may be empty')).toBe('18')
+    const { reference: _dropped, ...without } = item!
+    await judgeBothOrders(model, emptyLibrary(), [], without)
+    expect(block(seen.at(-1)!, 'Reference answer for the grader, may be empty')).toBe('')
   })
 })

@@ -123,7 +123,7 @@ describe('yesShare and verdictProbability', () => {
 })
 
 describe('judgeByVerdicts', () => {
-  it('on the mock backend, scores what the mock grades score (its verdicts are its grades as probabilities)', async () => {
+  it('on the mock backend, scores what its grades score (its verdicts are its grades as probabilities)', async () => {
     const model = new MockChatModel()
     await fc.assert(
       fc.asyncProperty(
@@ -141,7 +141,7 @@ describe('judgeByVerdicts', () => {
     )
   })
 
-  it('scores from the probabilities, unrounded, and keeps each as the criterion’s grade rounded to the scale', async () => {
+  it('scores the probabilities unrounded, each kept beside its grade, the nearest point on the scale', async () => {
     const shares = [0.84, 0.31, 0.12]
     let call = 0
     const model: ChatModel = {
@@ -207,7 +207,7 @@ describe('OpenAIChatModel with firstTokenAlternatives, on a loopback server', ()
   })
   afterAll(() => stub.close())
 
-  it('asks for logprobs and top_logprobs and reads the first token’s alternatives, even from a reply cut after it', async () => {
+  it('asks for top_logprobs and reads the first token’s alternatives, even from a reply cut after it', async () => {
     const model = new OpenAIChatModel({
       baseURL: stub.baseUrl,
       apiKey: 'k',

@@ -33,6 +33,9 @@ describe('the default run', () => {
     expect(config.close_after_idle_s).toBe(300)
     expect(defaultRunConfig({ DEPLOYMENT: 'local' }).close_after_idle_s).toBe(30)
     expect(config.anchor_rubrics.length).toBeGreaterThan(0)
+    // llama.cpp's server sends top_logprobs: a small judge keeps its signal as verdicts (BENCHMARKS.md, gsm8k).
+    expect(config.judging).toBe('verdicts')
+    expect(defaultRunConfig({ DEPLOYMENT: 'local' }).judging).toBe('grades')
   })
 
   it('ignores a local judge where DEPLOYMENT is not local', () => {
@@ -75,6 +78,17 @@ describe('a run created under npm start -- --judge local', () => {
       }),
       { numRuns: 12 },
     )
+  })
+
+  it('judges by verdicts unless it names its judging, or its budget has too few calls for its criteria', async () => {
+    const local = { DEPLOYMENT: 'local', ...JUDGE }
+    expect((await createUnder(local, {})).json.config.judging).toBe('verdicts')
+    expect((await createUnder(local, { judging: 'grades' })).json.config.judging).toBe('grades')
+    const many = { adaptive_rubrics: [{ text: 'Shows steps.' }, { text: 'Names units.' }] }
+    const tight = await createUnder(local, { ...many, budgets: { judge_calls_per_rollout: 2 } })
+    expect(tight.status, tight.text).toBe(201)
+    expect(tight.json.config.judging).toBe('grades')
+    expect((await createUnder({ DEPLOYMENT: 'local' }, {})).json.config.judging).toBe('grades')
   })
 
   it('gets the mock where no local judge is named', async () => {

@@ -2,7 +2,7 @@ import { Hono } from 'hono'
 import { redactConfig, refuseLiteralCredentials } from '../../src/credentials/literal.ts'
 import { AppError } from '../../src/errors/index.ts'
 import { refuseLlmHost } from '../../src/llm/hosts.ts'
-import { AGENT_ROLES, CreateRunRequest } from '../../src/schemas/run-config.ts'
+import { AGENT_ROLES, CreateRunRequest, RunConfig } from '../../src/schemas/run-config.ts'
 import type { AppEnv } from '../env.ts'
 import { notFound } from './not-found.ts'
 import { forgetRunToken, requireAdmin } from '../middleware/auth.ts'
@@ -12,7 +12,7 @@ import { rateLimit } from '../middleware/rate-limit.ts'
 import { checkRunSecrets } from '../scoring/models.ts'
 import { heldSecrets } from '../scoring/secrets.ts'
 import { createRun, issueToken, listTokens, randomHex, revokeToken } from '../runs/store.ts'
-import { DEFAULT_RUN_ID, loadRunConfig, localJudgeAgents } from '../../durable-objects/run-config.ts'
+import { DEFAULT_RUN_ID, LOCAL_JUDGING, loadRunConfig, localJudgeAgents } from '../../durable-objects/run-config.ts'
 
 /**
  * `POST /runs` (admin) — create a run; the answer carries its bearer token, shown this once.
@@ -26,10 +26,15 @@ export const runAdminRoutes = new Hono<AppEnv>().post(
   async (c) => {
     const { run_id: requested, config: asked } = c.get('body')
     const runId = requested ?? `run-${randomHex(6)}`
-    // Under `npm start -- --judge local`, a run that names no agents gets the local judge's, as the default run does.
+    // Under `npm start -- --judge local`, a run that names no agents gets the local judge's, and one that names no
+    // judging gets verdicts, as the default run does.
     const localAgents = localJudgeAgents(c.env)
-    const named = ((await c.req.json()) as { config?: { agents?: unknown } }).config?.agents !== undefined
-    const config = localAgents && !named ? { ...asked, agents: localAgents } : asked
+    const raw = ((await c.req.json()) as { config?: { agents?: unknown; judging?: unknown } }).config ?? {}
+    const withAgents = localAgents && raw.agents === undefined ? { ...asked, agents: localAgents } : asked
+    // Verdicts only where the run's budget has a call for each of its criteria; else it keeps grades.
+    const verdicts =
+      localAgents && raw.judging === undefined ? RunConfig.safeParse({ ...withAgents, judging: LOCAL_JUDGING }) : null
+    const config = verdicts?.success ? verdicts.data : withAgents
     refuseLiteralCredentials(config, 'config', heldSecrets(c.env))
     for (const role of ['default', ...AGENT_ROLES] as const)
       refuseLlmHost(c.env, config.agents[role]?.base_url, `config.agents.${role}.base_url`)

@@ -1,5 +1,5 @@
 import { byVerdicts, judgeRollout, type Judgement, type ScorerInput } from '../../src/agents/scorer/index.ts'
-import { budgetError, judgeBudgetRefusal } from '../../src/budgets/index.ts'
+import { budgetError, judgeBudgetRefusal, verdictBudgetRefusal } from '../../src/budgets/index.ts'
 import { AppError, contextLengthExceeded, type ErrorCode } from '../../src/errors/index.ts'
 import { LlmError } from '../../src/llm/index.ts'
 import type { ScoreRequest } from '../../src/schemas/rollout.ts'
@@ -74,14 +74,7 @@ async function judgeOnRubrics(
   // Verdicts: one call per criterion, each retried within the scorer's max_attempts, all within the budget.
   const verdicts = byVerdicts(input)
   const firstCalls = verdicts ? snapshot.rubrics.length : 1
-  if (firstCalls > maxCalls)
-    throw budgetError(
-      judgeBudgetRefusal(
-        config.budgets,
-        config.budgets.judge_calls_per_rollout,
-        `before judging: ${firstCalls} criteria need ${firstCalls} verdict calls`,
-      ),
-    )
+  if (firstCalls > maxCalls) throw budgetError(verdictBudgetRefusal(config.budgets, firstCalls, maxCalls))
   const maxAttempts = verdicts ? settings.max_attempts : Math.min(settings.max_attempts, maxCalls)
   let attempts = 1
   spent.calls = firstCalls

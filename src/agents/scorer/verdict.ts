@@ -26,7 +26,7 @@ export function byVerdicts(input: Pick<ScorerInput, 'judging' | 'rollout' | 'rea
 /** First-token alternatives asked for: enough that "Yes" and "No" are both among them whenever either is likely. */
 const ALTERNATIVES = 20
 
-/** A reference this short and on one line is shown inline, where a small judge reads it best; longer ones in a block. */
+/** A reference this short and on one line is shown inline, where a small judge reads it best; others in a block. */
 const INLINE_REFERENCE_CHARS = 300
 
 const WORDS = {

@@ -1,0 +1,163 @@
+/**
+ * `judging: "verdicts"` in workerd: a `/score` asks its scorer one Yes/No question per criterion on an
+ * OpenAI-compatible endpoint, reads the probability of Yes from the first token's `top_logprobs`, and answers the
+ * reward from those probabilities; every call counts, in `/llm_calls` and against `budgets.judge_calls_per_rollout`.
+ */
+import { env } from 'cloudflare:workers'
+import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test'
+import { afterEach, describe, expect, it } from 'vitest'
+import { createApp } from '../../workers/app.ts'
+import {
+  answerOf,
+  call,
+  clearFakeEndpoints,
+  createRun,
+  fakeEndpoint,
+  fakeRole,
+  METADATA,
+  requestOf,
+  rollout,
+} from './helpers.ts'
+
+const RUBRICS = {
+  anchor_rubrics: [{ id: 'a-correct', text: 'The final answer is correct.', weight: 2 }],
+  adaptive_rubrics: [{ id: 'd-steps', text: 'Shows the key steps of the calculation.' }],
+}
+/** P(Yes) the fake judge gives each criterion, told apart by the question that ends its prompt. */
+const SHARES: Record<string, number> = {
+  'The final answer is correct.': 0.9,
+  'Shows the key steps of the calculation.': 0.25,
+}
+const app = createApp()
+
+/** An OpenAI chat completion of one token whose first-token alternatives give Yes the share `yes`. */
+function verdictCompletion(yes: number): Response {
+  const top = [
+    { token: 'Yes', logprob: Math.log(yes) },
+    { token: 'No', logprob: Math.log(1 - yes) },
+  ]
+  const completion = {
+    id: 'c',
+    object: 'chat.completion',
+    created: 0,
+    model: 'fake',
+    choices: [
+      {
+        index: 0,
+        finish_reason: 'length',
+        message: { role: 'assistant', content: yes >= 0.5 ? 'Yes' : 'No' },
+        logprobs: { content: [{ token: 'Yes', logprob: top[0]!.logprob, top_logprobs: top }] },
+      },
+    ],
+  }
+  return new Response(JSON.stringify(completion), { headers: { 'content-type': 'application/json' } })
+}
+
+/** A fake judge answering each verdict request by the criterion it asks; the bodies it got, in order. */
+function verdictJudge(tag: string) {
+  const bodies: Record<string, unknown>[] = []
+  const endpoint = fakeEndpoint(tag, async (_index, request) => {
+    const body = (await request.json()) as { messages: { content: string }[] } & Record<string, unknown>
+    bodies.push(body)
+    const question = body.messages.at(-1)!.content
+    const criterion = Object.keys(SHARES).find((text) => question.includes(`Criterion: ${text}`))
+    return criterion ? verdictCompletion(SHARES[criterion]!) : new Response('not a verdict request', { status: 400 })
+  })
+  return { endpoint, bodies }
+}
+
+async function send(method: string, path: string, options: { token: string; body?: unknown }) {
+  const ctx = createExecutionContext()
+  const answer = await answerOf(await app.fetch(requestOf(method, path, options), env, ctx))
+  await waitOnExecutionContext(ctx)
+  return answer
+}
+
+afterEach(() => clearFakeEndpoints())
+
+describe('POST /score with judging: verdicts', () => {
+  it('asks each criterion as Yes or No and scores the probabilities, unrounded; each call is counted', async () => {
+    const judge = verdictJudge('verdicts-probabilities')
+    const run = await createRun({
+      ...RUBRICS,
+      judging: 'verdicts',
+      agents: { scorer: fakeRole('verdicts-probabilities') },
+    })
+    const scored = await send('POST', '/score', {
+      token: run.token,
+      body: { rollout: rollout('v-1'), metadata: METADATA },
+    })
+    expect(scored.status, scored.text).toBe(200)
+    expect(scored.json.criteria).toEqual([
+      expect.objectContaining({ rubric_id: 'a-correct', grade: 9, probability: expect.closeTo(0.9, 12) }),
+      expect.objectContaining({ rubric_id: 'd-steps', grade: 3, probability: expect.closeTo(0.25, 12) }),
+    ])
+    expect(scored.json.score).toBeCloseTo((2 * 0.9 + 0.25) / 3, 12)
+    expect(judge.endpoint.calls()).toBe(2)
+    for (const body of judge.bodies) expect(body).toMatchObject({ logprobs: true, top_logprobs: 20, max_tokens: 1 })
+    expect(judge.bodies.every((body) => body.response_format === undefined)).toBe(true)
+    const { json } = await send('GET', '/llm_calls', { token: run.token })
+    const scorerCalls = json.calls
+      .filter((group: { role: string }) => group.role === 'scorer')
+      .reduce((sum: number, group: { calls: number }) => sum + group.calls, 0)
+    expect(scorerCalls).toBe(2)
+  })
+
+  it("keeps a criterion's retries within judge_calls_per_rollout, a call left for each criterion still to ask", async () => {
+    let failures = 0
+    const endpoint = fakeEndpoint('verdicts-budget', async () => {
+      failures++
+      return new Response('down', { status: 500 })
+    })
+    const run = await createRun({
+      ...RUBRICS,
+      judging: 'verdicts',
+      agents: { scorer: { ...fakeRole('verdicts-budget'), max_attempts: 5, timeout_ms: 1_000 } },
+      budgets: { judge_calls_per_rollout: 3 },
+    })
+    const refused = await call('POST', '/score', {
+      token: run.token,
+      body: { rollout: rollout('v-2'), metadata: METADATA },
+    })
+    expect(refused.status, refused.text).toBe(429)
+    expect(refused.json.error).toMatchObject({
+      code: 'judge_budget_exceeded',
+      details: { budget: 'budgets.judge_calls_per_rollout', limit: 3 },
+    })
+    // The first criterion may take 2 of the 3 calls, since the second criterion still needs one; both failed.
+    expect(endpoint.calls()).toBe(2)
+    expect(failures).toBe(2)
+  })
+
+  it('refuses a run whose first rubrics need more verdict calls than judge_calls_per_rollout allows', async () => {
+    const created = await call('POST', '/runs', {
+      token: env.ADMIN_TOKEN,
+      body: { config: { ...RUBRICS, judging: 'verdicts', budgets: { judge_calls_per_rollout: 1 } } },
+    })
+    expect(created.status, created.text).toBe(400)
+    expect(created.json.error.message).toContain('judge_calls_per_rollout')
+  })
+
+  it('grades a trajectory in one call, as judging: grades does', async () => {
+    const endpoint = fakeEndpoint('verdicts-trajectory', async () =>
+      JSON.stringify({ grades: { 'a-correct': 8, 'd-steps': 6 } }),
+    )
+    const run = await createRun({
+      ...RUBRICS,
+      judging: 'verdicts',
+      agents: { scorer: fakeRole('verdicts-trajectory') },
+    })
+    const messages = [
+      { role: 'user', content: 'What is 2+2?' },
+      { role: 'assistant', content: '2+2 is 4.' },
+    ]
+    const scored = await call('POST', '/score', {
+      token: run.token,
+      body: { rollout: { id: 'v-3', messages }, metadata: METADATA },
+    })
+    expect(scored.status, scored.text).toBe(200)
+    expect(endpoint.calls()).toBe(1)
+    expect(scored.json.criteria.map((criterion: { grade: number }) => criterion.grade)).toEqual([8, 6])
+    expect(scored.json.criteria[0].probability).toBeUndefined()
+  })
+})
