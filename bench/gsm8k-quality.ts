@@ -11,6 +11,7 @@
  * - `score`: the Worker's own `/score` on a real `wrangler dev`, on a run with the default rubric
  *   (config/default-run.json's anchors and adaptives) and the judge as its scorer, the reference as
  *   `supplemental_context`; no step closes, so the rubric stays the same for every pair.
+ * - `rubric-verdicts`: the same with `bench --judging verdicts`: the criterion asked as Yes or No.
  * - `verdicts`: the same `/score` run with `judging: "verdicts"`: each criterion asked as Yes or No, its grade the
  *   judge's probability of Yes.
  * - `search`: `search` on a disjoint training slice, `export --default-rubric best`, `bench --scorer artifact:`.
@@ -226,6 +227,7 @@ async function benchRow(
   reference: boolean,
   judge: Judge,
   options: Gsm8kOptions,
+  extra: string[] = [],
 ): Promise<Row> {
   const started = Date.now()
   const out = join(options.dir, `bench-${name.replace(/\W+/g, '-')}-${reference ? 'ref' : 'noref'}.json`)
@@ -234,6 +236,7 @@ async function benchRow(
       ...['bench', '--dataset', dataset, '--scorer', scorer, '--concurrency', String(options.concurrency)],
       ...['--llm-base-url', judge.url, '--llm-model', judge.model, '--llm-structured-output', 'json_schema'],
       ...['--out', out],
+      ...extra,
     ],
     options.log,
   )
@@ -417,6 +420,19 @@ export async function gsm8kQuality(judge: Judge, options: Gsm8kOptions): Promise
             reference,
             judge,
             options,
+          ),
+        )
+      if (row === 'rubric-verdicts')
+        await attempt(row, reference, () =>
+          benchRow(
+            `rubric: "${CORRECTNESS}", judging: verdicts`,
+            `rubric:${criterion}`,
+            test,
+            data.test.length,
+            reference,
+            judge,
+            options,
+            ['--judging', 'verdicts'],
           ),
         )
       if (row === 'score') await attempt(row, reference, () => scoreRow(judge, data.test, reference, options, 'grades'))

@@ -124,6 +124,7 @@ function pick(options: BenchOptions): Partial<ScorerOptions> {
     ...(options.chunkSize ? { chunkSize: options.chunkSize } : {}),
     ...(options.requestTimeoutMs ? { requestTimeoutMs: options.requestTimeoutMs } : {}),
     ...(options.fetch ? { fetch: options.fetch } : {}),
+    ...(options.judging ? { judging: options.judging } : {}),
   }
 }
 

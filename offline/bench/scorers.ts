@@ -97,9 +97,14 @@ export interface ScorerOptions {
   fetch?: typeof fetch
   /** The dataset file: `path` images of its items are read relative to it (`library:` judges with images). */
   datasetPath?: string
+  /** How `rubric:` and `artifact:` grade: one call per candidate, or one Yes/No call per criterion. */
+  judging?: 'grades' | 'verdicts'
   /** Told each time candidates have their score (or their failure): how many more. */
   onScored?: (candidates: number) => void
 }
+
+/** The verifier's judging, when the options name one. */
+const judgingOf = (options: ScorerOptions) => (options.judging ? { judging: options.judging } : {})
 
 /**
  * The scorer a spec names (`library:<dir>`: see `libraryScorer`).
@@ -133,7 +138,7 @@ export async function createScorer(spec: ScorerSpec, options: ScorerOptions): Pr
         throw new UsageError(`--scorer rubric: ${spec.file}: ${error instanceof Error ? error.message : String(error)}`)
       }
       if (rubrics.size === 0) throw new UsageError(`--scorer rubric: ${spec.file} has no rubric`)
-      const verifier = new LlmVerifier(options.model ?? new MockChatModel(), { locale: 'en' })
+      const verifier = new LlmVerifier(options.model ?? new MockChatModel(), { locale: 'en', ...judgingOf(options) })
       return {
         name: `rubric:${spec.file}`,
         ownRubricItems: (items) =>
@@ -150,35 +155,8 @@ export async function createScorer(spec: ScorerSpec, options: ScorerOptions): Pr
           ),
       }
     }
-    case 'artifact': {
-      const parsed = RmArtifact.safeParse(await readJson(spec.file, '--scorer artifact'))
-      if (!parsed.success)
-        throw new UsageError(
-          `--scorer artifact: ${spec.file} is not an RM artifact: ${parsed.error.issues[0]?.message ?? ''}`,
-        )
-      const artifact = parsed.data
-      const verifier = new LlmVerifier(options.model ?? new MockChatModel(), {
-        locale: artifact.runtime.locale,
-        extraction: parseExtraction(artifact.runtime.extraction),
-      })
-      return {
-        name: `artifact:${spec.file}`,
-        ownRubricItems: (items) =>
-          items.filter((item) => rubricForPrompt(artifact, item.prompt_id)?.fallback === false),
-        scoreAll: (items) =>
-          verifierScores(
-            items,
-            verifier,
-            async (item) => {
-              const found = rubricForPrompt(artifact, item.prompt_id)
-              return found
-                ? { rubric: found.rubric }
-                : { error: `the artifact has no rubric for prompt "${item.prompt_id}" and no __default__` }
-            },
-            options,
-          ),
-      }
-    }
+    case 'artifact':
+      return artifactScorer(spec.file, options)
     case 'url':
       return urlScorer(spec, options)
     case 'library':
@@ -211,6 +189,35 @@ async function openJudgeLibrary(dir: string) {
     return await loadLibrary(dir)
   } catch (error) {
     throw new UsageError(`--scorer library:${dir}: ${messageOf(error)}`)
+  }
+}
+
+/** `artifact:<file>`: the RM artifact's rubric for each prompt (its `__default__` where it has none). */
+async function artifactScorer(file: string, options: ScorerOptions): Promise<BenchScorer> {
+  const parsed = RmArtifact.safeParse(await readJson(file, '--scorer artifact'))
+  if (!parsed.success)
+    throw new UsageError(`--scorer artifact: ${file} is not an RM artifact: ${parsed.error.issues[0]?.message ?? ''}`)
+  const artifact = parsed.data
+  const verifier = new LlmVerifier(options.model ?? new MockChatModel(), {
+    locale: artifact.runtime.locale,
+    extraction: parseExtraction(artifact.runtime.extraction),
+    ...judgingOf(options),
+  })
+  return {
+    name: `artifact:${file}`,
+    ownRubricItems: (items) => items.filter((item) => rubricForPrompt(artifact, item.prompt_id)?.fallback === false),
+    scoreAll: (items) =>
+      verifierScores(
+        items,
+        verifier,
+        async (item) => {
+          const found = rubricForPrompt(artifact, item.prompt_id)
+          return found
+            ? { rubric: found.rubric }
+            : { error: `the artifact has no rubric for prompt "${item.prompt_id}" and no __default__` }
+        },
+        options,
+      ),
   }
 }
 

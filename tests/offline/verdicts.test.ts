@@ -14,6 +14,8 @@ import { OpenAIChatModel } from '../../src/llm/openai.ts'
 import { rewardFromGrades } from '../../src/scoring/index.ts'
 import { chatCompletion, startLlmStub, type LlmStub } from '../support/llm-stub.ts'
 import { rubric } from '../support/rubrics.ts'
+import { LlmVerifier } from '../../src/search/roles/verifier.ts'
+import { SearchRubric } from '../../src/schemas/search-rubric.ts'
 
 const METADATA = { high_level_goal: 'math', model_size: '7B', current_step: 3, total_steps: 10 }
 const RUBRICS = [
@@ -253,5 +255,59 @@ describe('OpenAIChatModel with firstTokenAlternatives, on a loopback server', ()
     // A JSON reply cut at max_tokens is still a failure: only a first-token request reads a cut reply.
     stub.script({ kind: 'truncated' })
     await expect(judgeRollout(model, input('4'), { maxAttempts: 1 })).rejects.toThrow('cut at max_tokens')
+  })
+})
+
+describe('LlmVerifier with judging: verdicts (bench --judging verdicts)', () => {
+  const searchRubric = SearchRubric.parse({
+    rubric_id: 'r0',
+    criteria: [
+      { criterion_id: 'correct', text: 'The final answer is correct.', weight: 2 },
+      { criterion_id: 'steps', text: 'Shows the key steps.' },
+    ],
+    grading_protocol: { grade_max: 10, allow_na: false, num_votes: 1 },
+  })
+  const item = {
+    prompt_id: 'p1',
+    prompt: 'What is 2+2?',
+    reference: '4',
+    metadata: {},
+    candidates: [{ candidate_id: 'c1', text: '2+2 is 4.', label: {}, metadata: {} }],
+  }
+  const grade = (model: ChatModel, judging?: 'grades' | 'verdicts') =>
+    new LlmVerifier(model, judging ? { judging } : {}).grade({
+      item: item as never,
+      candidate: item.candidates[0] as never,
+      rubric: searchRubric,
+      vote: 0,
+      seed: 1,
+    })
+
+  it('on the mock backend, grades what its grades mode grades', async () => {
+    const [verdicts, grades] = [await grade(new MockChatModel(), 'verdicts'), await grade(new MockChatModel())]
+    expect(Object.keys(verdicts)).toEqual(Object.keys(grades))
+    for (const [id, value] of Object.entries(grades)) expect(verdicts[id]).toBeCloseTo(value!, 9)
+  })
+
+  it('asks each criterion as Yes or No, the reference inline, its grade P(Yes) on the scale', async () => {
+    const asked: ChatRequest[] = []
+    const model: ChatModel = {
+      id: 'scripted',
+      complete: async (request) => {
+        asked.push(request)
+        const share = asked.length === 1 ? 0.8 : 0.4
+        const firstTokenLogprobs = [
+          { token: 'Yes', logprob: Math.log(share) },
+          { token: 'No', logprob: Math.log(1 - share) },
+        ]
+        return { text: 'Yes', model: 'm', usage, firstTokenLogprobs }
+      },
+    }
+    const grades = await grade(model, 'verdicts')
+    expect(grades.correct).toBeCloseTo(8, 12)
+    expect(grades.steps).toBeCloseTo(4, 12)
+    expect(asked.map((request) => request.firstTokenAlternatives)).toEqual([20, 20])
+    expect(text(asked[0]!)).toContain('Reference answer: 4')
+    expect(text(asked[1]!)).toMatch(/Criterion: Shows the key steps\.\n/)
   })
 })

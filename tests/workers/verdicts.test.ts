@@ -103,12 +103,8 @@ describe('POST /score with judging: verdicts', () => {
     expect(scorerCalls).toBe(2)
   })
 
-  it("keeps a criterion's retries within judge_calls_per_rollout, a call left for each criterion still to ask", async () => {
-    let failures = 0
-    const endpoint = fakeEndpoint('verdicts-budget', async () => {
-      failures++
-      return new Response('down', { status: 500 })
-    })
+  it("keeps a criterion's retries in judge_calls_per_rollout, a call left for each criterion to ask", async () => {
+    const endpoint = fakeEndpoint('verdicts-budget', async () => new Response('down', { status: 500 }))
     const run = await createRun({
       ...RUBRICS,
       judging: 'verdicts',
@@ -126,7 +122,6 @@ describe('POST /score with judging: verdicts', () => {
     })
     // The first criterion may take 2 of the 3 calls, since the second criterion still needs one; both failed.
     expect(endpoint.calls()).toBe(2)
-    expect(failures).toBe(2)
   })
 
   it('refuses a run whose first rubrics need more verdict calls than judge_calls_per_rollout allows', async () => {

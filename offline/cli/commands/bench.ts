@@ -56,6 +56,20 @@ interface BenchFlags {
   llmModel?: string
   llmApiKey?: string
   llmStructuredOutput: string
+  judging: string
+}
+
+const LLM_URL_HELP =
+  'grade mock/rubric/artifact with an OpenAI-compatible model at this base URL (with --llm-model) instead of the ' +
+  'mock model'
+const JUDGING_HELP =
+  'rubric/artifact: one call grades every criterion, or one Yes/No call per criterion scored by its probability of ' +
+  'Yes (the server must send top_logprobs; see docs/configuration.md, judging)'
+
+/** `--judging`'s value, or a usage error. */
+function judgingFlag(value: string): 'grades' | 'verdicts' {
+  if (value === 'grades' || value === 'verdicts') return value
+  throw new UsageError(`--judging: expected grades or verdicts, got "${value}"`)
 }
 
 /**
@@ -86,14 +100,11 @@ export function register(program: Command, cli: CliContext): void {
       'url: seconds to wait for each batch_score answer before its items count as failures',
       '300',
     )
-    .option(
-      '--llm-base-url <url>',
-      'grade mock/rubric/artifact with an OpenAI-compatible model at this base URL (with --llm-model) instead of the ' +
-        'mock model',
-    )
+    .option('--llm-base-url <url>', LLM_URL_HELP)
     .option('--llm-model <name>', 'the model for --llm-base-url')
     .option('--llm-api-key <key>', 'API key for --llm-base-url (default: env OPENAI_API_KEY, else "none")')
     .addOption(structuredOutputOption('json_object'))
+    .option('--judging <grades|verdicts>', JUDGING_HELP, 'grades')
     .addHelpText('after', HELP_AFTER)
     .action(async (options: BenchFlags, command: Command) => {
       const concurrency = integer(options.concurrency, '--concurrency', 1)
@@ -126,6 +137,7 @@ export function register(program: Command, cli: CliContext): void {
         ...(options.group ? { group: options.group } : {}),
         ...(options.token ? { token: options.token } : {}),
         requestTimeoutMs: Math.ceil(requestTimeoutS * 1_000),
+        judging: judgingFlag(options.judging),
         showProgress: !cli.json(command),
         ...(model ? { model } : {}),
       })

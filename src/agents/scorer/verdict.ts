@@ -5,8 +5,15 @@
  * (BENCHMARKS.md, gsm8k-solutions): the probability is the signal, and a reward read from it has no ties to break.
  */
 import type { RetryPolicy } from '../../llm/retry.ts'
-import { LlmError, type ChatModel, type ChatRequest, type ChatResponse, type TokenLogprob } from '../../llm/types.ts'
-import { renderPrompt, type Locale } from '../../prompts/index.ts'
+import {
+  LlmError,
+  type ChatModel,
+  type ChatRequest,
+  type ChatResponse,
+  type MockSampling,
+  type TokenLogprob,
+} from '../../llm/types.ts'
+import { renderPrompt, type Locale, type PromptOverrides } from '../../prompts/index.ts'
 import type { Rubric } from '../../schemas/rubric.ts'
 import type { CriterionGrade } from '../../schemas/score.ts'
 import { rewardFromGrades } from '../../scoring/index.ts'
@@ -64,26 +71,45 @@ async function referenceText(locale: Locale, reference: string): Promise<string>
   return `${words.blockReference(tag)}\n<<<DATA-${tag}\n${reference}\nDATA-${tag}>>>`
 }
 
+/** What a verdict asks of one answer: the criteria, the prompt, the reference and the answer. */
+export interface VerdictQuestions {
+  role: string
+  task: string
+  criteria: readonly { text: string; penalty?: boolean }[]
+  input: string
+  output: string
+  reference: string
+  locale: Locale
+  prompts?: PromptOverrides | undefined
+  /** The mock backend's share of Yes for each criterion, from its heuristic grades. */
+  mockShares: (sampling: MockSampling) => number[]
+}
+
 /**
- * One yes/no request per criterion, in rubric order. Every request has the same text up to the question, which comes
- * last, so a server's prefix cache evaluates the shared part once per answer (and the prompt and reference once per
- * GRPO group).
- * @example const requests = await buildVerdictRequests({ rubrics, rollout, metadata, gradeMax: 10, locale: 'en' })
- * @internal
+ * One yes/no request per criterion, in order. Every request has the same text up to the question, which comes last,
+ * so a server's prefix cache evaluates the shared part once per answer (and the prompt and reference once per GRPO
+ * group).
+ * @example const requests = await verdictRequests({ role: 'verifier', task: 'search_verify', criteria, … })
  */
-export async function buildVerdictRequests(input: ScorerInput): Promise<ChatRequest[]> {
-  const { rubrics, rollout, locale, gradeMax } = input
+export async function verdictRequests(questions: VerdictQuestions): Promise<ChatRequest[]> {
+  const { locale, prompts } = questions
   const words = WORDS[locale]
-  const system = renderPrompt(locale, 'scorer-verdict.system', {}, input.prompts)
+  const system = renderPrompt(locale, 'scorer-verdict.system', {}, prompts)
   const [inputBoundary, boundary, reference] = await Promise.all([
-    dataBoundary(rollout.input),
-    dataBoundary(rollout.output),
-    referenceText(locale, rollout.supplemental_context ?? ''),
+    dataBoundary(questions.input),
+    dataBoundary(questions.output),
+    referenceText(locale, questions.reference),
   ])
-  const shared = { input_boundary: inputBoundary, input: rollout.input, reference, boundary, output: rollout.output }
-  return rubrics.map((rubric, index) => ({
-    role: 'scorer',
-    task: 'score_verdict',
+  const shared = {
+    input_boundary: inputBoundary,
+    input: questions.input,
+    reference,
+    boundary,
+    output: questions.output,
+  }
+  return questions.criteria.map((criterion, index) => ({
+    role: questions.role,
+    task: questions.task,
     messages: [
       { role: 'system', content: system },
       {
@@ -91,16 +117,75 @@ export async function buildVerdictRequests(input: ScorerInput): Promise<ChatRequ
         content: renderPrompt(
           locale,
           'scorer-verdict.user',
-          { ...shared, question: (rubric.kind === 'penalty' ? words.penalty : words.question)(rubric.text) },
-          input.prompts,
+          { ...shared, question: (criterion.penalty ? words.penalty : words.question)(criterion.text) },
+          prompts,
         ),
       },
     ],
     json: false,
     maxTokens: 1,
     firstTokenAlternatives: ALTERNATIVES,
-    mock: (sampling) => mockVerdict(mockScorerAnswer(input, sampling).grades[index]!.grade / gradeMax),
+    mock: (sampling) => mockVerdict(questions.mockShares(sampling)[index]!),
   }))
+}
+
+/**
+ * The scorer's verdict requests: one per rubric, in rubric order ({@link verdictRequests}).
+ * @example const requests = await buildVerdictRequests({ rubrics, rollout, metadata, gradeMax: 10, locale: 'en' })
+ * @internal
+ */
+export function buildVerdictRequests(input: ScorerInput): Promise<ChatRequest[]> {
+  const { rubrics, rollout, gradeMax } = input
+  return verdictRequests({
+    role: 'scorer',
+    task: 'score_verdict',
+    criteria: rubrics.map((rubric) => ({ text: rubric.text, penalty: rubric.kind === 'penalty' })),
+    input: rollout.input,
+    output: rollout.output,
+    reference: rollout.supplemental_context ?? '',
+    locale: input.locale,
+    prompts: input.prompts,
+    mockShares: (sampling) => mockScorerAnswer(input, sampling).grades.map(({ grade }) => grade / gradeMax),
+  })
+}
+
+/**
+ * Asks `requests` one after another, each retried on its own within `retry.maxAttempts`, all within `maxCalls`
+ * (keeping one call for each request still to ask); each answer's probability of Yes, in order. `retry.onRetry`
+ * hears every retry.
+ * @example const shares = await askVerdicts(model, requests, 'en', { maxAttempts: 3 }, 8)
+ */
+export async function askVerdicts(
+  model: ChatModel,
+  requests: readonly ChatRequest[],
+  locale: Locale,
+  retry: Partial<RetryPolicy> = {},
+  maxCalls = Number.POSITIVE_INFINITY,
+): Promise<number[]> {
+  if (requests.length > maxCalls)
+    throw new LlmError(
+      'bad_request',
+      `${requests.length} criteria need ${requests.length} verdict calls; ${maxCalls} allowed`,
+    )
+  const shares: number[] = []
+  let spent = 0
+  for (const [index, request] of requests.entries()) {
+    const left = maxCalls - spent - (requests.length - index - 1)
+    let last: ChatResponse | undefined
+    const recording: ChatModel = { id: model.id, complete: async (current) => (last = await model.complete(current)) }
+    spent++
+    shares.push(
+      await runAgent(recording, request, () => verdictProbability(last!, locale), {
+        ...retry,
+        maxAttempts: Math.min(retry.maxAttempts ?? 4, left),
+        onRetry: (...args) => {
+          spent++
+          retry.onRetry?.(...args)
+        },
+      }),
+    )
+  }
+  return shares
 }
 
 /**
@@ -169,8 +254,7 @@ function verdictGrade(rubric: Rubric, probability: number, gradeMax: number): Cr
 
 /**
  * Judges a rollout by verdicts: the criteria asked one after another (so each reuses the one before's cached prefix),
- * each retried on its own within `retry.maxAttempts`; `maxCalls` bounds the calls of all of them together, keeping one
- * for each criterion still to ask. `retry.onRetry` hears every retry, so a caller counts calls as criteria + retries.
+ * within `retry` and `maxCalls` ({@link askVerdicts}).
  * @example const { score, criteria } = await judgeByVerdicts(model, input, { maxAttempts: 3 }, 8)
  */
 export async function judgeByVerdicts(
@@ -179,28 +263,7 @@ export async function judgeByVerdicts(
   retry: Partial<RetryPolicy> = {},
   maxCalls = Number.POSITIVE_INFINITY,
 ): Promise<Judgement> {
-  const requests = await buildVerdictRequests(input)
-  if (requests.length > maxCalls)
-    throw new LlmError(
-      'bad_request',
-      `${requests.length} criteria need ${requests.length} verdict calls; ${maxCalls} allowed`,
-    )
-  const criteria: CriterionGrade[] = []
-  let spent = 0
-  for (const [index, request] of requests.entries()) {
-    const left = maxCalls - spent - (requests.length - index - 1)
-    let last: ChatResponse | undefined
-    const recording: ChatModel = { id: model.id, complete: async (current) => (last = await model.complete(current)) }
-    spent++
-    const probability = await runAgent(recording, request, () => verdictProbability(last!, input.locale), {
-      ...retry,
-      maxAttempts: Math.min(retry.maxAttempts ?? 4, left),
-      onRetry: (...args) => {
-        spent++
-        retry.onRetry?.(...args)
-      },
-    })
-    criteria.push(verdictGrade(input.rubrics[index]!, probability, input.gradeMax))
-  }
+  const shares = await askVerdicts(model, await buildVerdictRequests(input), input.locale, retry, maxCalls)
+  const criteria = input.rubrics.map((rubric, index) => verdictGrade(rubric, shares[index]!, input.gradeMax))
   return { score: rewardFromGrades(criteria, input.gradeMax), criteria }
 }

@@ -407,7 +407,6 @@ export function answerSearchPropose(task: SearchProposeInput): unknown {
  * criterion in order, a draw below `noise` flips the grade (g → gradeMax − g); noise 0 is fully deterministic.
  * @example heuristicGrades('First, because…', criteria, 10, seededRandom('v', 7, 0), 0) // { task_fit: 5, structure: 5,
  *   … }
- * @internal
  */
 export function heuristicGrades(
   answer: string,

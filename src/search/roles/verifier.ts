@@ -18,13 +18,20 @@ import { criteriaLines, isRecord } from './rubric.ts'
 import { jsonMockReply } from '../../llm/mock.ts'
 import { gradeSchema, keyedBy } from '../../llm/response-format.ts'
 import { gradesReplyTokens } from '../../agents/scorer/index.ts'
-import { answerSearchVerify } from './mock.ts'
+import { answerSearchVerify, heuristicGrades } from './mock.ts'
+import { askVerdicts, verdictRequests } from '../../agents/scorer/verdict.ts'
+import { seededRandom } from '../../hash/index.ts'
 
 export interface VerifierOptions extends SearchRoleOptions {
   /** What of the prompt and the candidate is graded; default the whole prompt and the candidate's answer part. */
   extraction?: ContentExtraction
   /** Mock backend only: the share of grades the heuristic flips, drawn from the vote's seed; default 0. */
   mockNoise?: number
+  /**
+   * `grades` (the default: one call grades every criterion) or `verdicts` (one Yes/No call per criterion, its grade
+   * the judge's probability of Yes on the scale, unrounded; never N/A): see RunConfig.judging.
+   */
+  judging?: 'grades' | 'verdicts'
 }
 
 export interface GradeInput {
@@ -244,6 +251,7 @@ export class LlmVerifier implements Verifier {
    */
   async grade(input: GradeInput): Promise<CriterionGrades> {
     const { locale = 'en', extraction, prompts, retry, mockNoise } = this.options
+    if (this.options.judging === 'verdicts') return this.#verdicts(input)
     const request = await buildVerifierRequest(input, {
       locale,
       ...(extraction ? { extraction } : {}),
@@ -251,5 +259,32 @@ export class LlmVerifier implements Verifier {
       ...(mockNoise === undefined ? {} : { mockNoise }),
     })
     return runAgent(this.model, request, (text) => parseVerifierReply(text, input.rubric), retry)
+  }
+
+  /** One Yes/No call per criterion on the extracted prompt and answer; each grade P(Yes) × grade_max. */
+  async #verdicts(input: GradeInput): Promise<CriterionGrades> {
+    const { locale = 'en', extraction = DEFAULT_EXTRACTION, prompts, retry, mockNoise = 0 } = this.options
+    const { criteria, grading_protocol: protocol } = input.rubric
+    const prompt = extractPrompt(input.item.prompt, extraction.prompt)
+    const answer = extractCandidate(visibleCandidate(input.candidate).text, extraction.candidate)
+    const requests = await verdictRequests({
+      role: 'verifier',
+      task: 'search_verify',
+      criteria,
+      input: prompt,
+      output: answer,
+      reference: input.item.reference ?? '',
+      locale,
+      prompts,
+      mockShares: () => {
+        const random = seededRandom('search-verify', input.seed, input.vote)
+        const grades = heuristicGrades(answer, criteria, protocol.grade_max, random, mockNoise)
+        return criteria.map((criterion) => (grades[criterion.criterion_id] ?? 0) / protocol.grade_max)
+      },
+    })
+    const shares = await askVerdicts(this.model, requests, locale, retry)
+    return Object.fromEntries(
+      criteria.map((criterion, index) => [criterion.criterion_id, shares[index]! * protocol.grade_max]),
+    )
   }
 }
