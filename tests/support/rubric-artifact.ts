@@ -1,12 +1,15 @@
 import { artifactId, RmArtifactBody, type RmArtifact } from '../../src/schemas/artifact.ts'
 
+/** One criterion of the artifact's `__default__` rubric: id, text, and any field to set beside them. */
+type CriterionSpec = [id: string, text: string, extra?: Record<string, unknown>]
+
 /**
- * A rubric artifact as `export` writes it, content-addressed, on the mock backend, whose `__default__` rubric holds one
- * criterion per `[id, text]`; `note` makes otherwise equal artifacts distinct.
- * @example const artifact = await makeRubricArtifact([['searched', 'Calls the search tool before answering.']])
+ * A rubric artifact's body as `export` writes it, unparsed, on the mock backend, whose `__default__` rubric holds one
+ * criterion per `[id, text, extra?]`; `note` makes otherwise equal artifacts distinct.
+ * @example const body = rubricArtifactBody([['relevant', 'Answers the question asked.']], 'bad-input')
  */
-export async function makeRubricArtifact(criteria: [string, string][], note = 'base'): Promise<RmArtifact> {
-  const body = RmArtifactBody.parse({
+export function rubricArtifactBody(criteria: CriterionSpec[], note = 'base') {
+  return {
     schema_version: '1.0',
     kind: 'rubric',
     created_at_utc: '2026-11-22T08:00:00.000Z',
@@ -21,7 +24,7 @@ export async function makeRubricArtifact(criteria: [string, string][], note = 'b
     rubrics: {
       __default__: {
         rubric_id: 'r_default',
-        criteria: criteria.map(([criterion_id, text]) => ({
+        criteria: criteria.map(([criterion_id, text, extra]) => ({
           criterion_id,
           text,
           weight: 1,
@@ -29,6 +32,7 @@ export async function makeRubricArtifact(criteria: [string, string][], note = 'b
           check_points: [],
           positive_examples: [],
           negative_examples: [],
+          ...extra,
         })),
         grading_protocol: { grade_max: 10, allow_na: true, num_votes: 1 },
         metadata: {},
@@ -48,6 +52,14 @@ export async function makeRubricArtifact(criteria: [string, string][], note = 'b
     },
     scoring_policy: { score: 'weighted_mean_of_grades', normalization: { method: 'identity', range: [0, 1] } },
     compatibility: { artifact_type: 'rm', min_rm_api_version: '1.0' },
-  })
+  }
+}
+
+/**
+ * A rubric artifact as `export` writes it, content-addressed ({@link rubricArtifactBody}).
+ * @example const artifact = await makeRubricArtifact([['searched', 'Calls the search tool before answering.']])
+ */
+export async function makeRubricArtifact(criteria: CriterionSpec[], note = 'base'): Promise<RmArtifact> {
+  const body = RmArtifactBody.parse(rubricArtifactBody(criteria, note))
   return { ...body, artifact_id: await artifactId(body) } as RmArtifact
 }

@@ -39,6 +39,7 @@ import {
   rollout,
   type CallOptions,
 } from './helpers.ts'
+import { rubricArtifactBody } from '../support/rubric-artifact.ts'
 
 /**
  * Fixed so CI is reproducible; change it (or pass fast-check's printed seed/path to fc.assert) to explore or replay.
@@ -81,51 +82,7 @@ interface RouteRow {
   bodyLimit?: BodyLimitKind
 }
 
-const ARTIFACT_SAMPLE = {
-  schema_version: '1.0',
-  kind: 'rubric',
-  created_at_utc: '2026-11-22T08:00:00.000Z',
-  provenance: {
-    source_run_id: 'search-bad-input',
-    source_session_id: 'session-bad-input',
-    dataset_sha256: 'a'.repeat(64),
-    config_hash: 'b'.repeat(64),
-    settings_hash: 'c'.repeat(64),
-    search_output_sha256: 'd'.repeat(64),
-  },
-  rubrics: {
-    __default__: {
-      rubric_id: 'r_default',
-      criteria: [
-        {
-          criterion_id: 'relevant',
-          text: 'Answers the question asked.',
-          weight: 1,
-          criterion_type: null,
-          check_points: [],
-          positive_examples: [],
-          negative_examples: [],
-        },
-      ],
-      grading_protocol: { grade_max: 10, allow_na: true, num_votes: 1 },
-      metadata: {},
-    },
-  },
-  runtime: {
-    backend: 'mock',
-    verifier_model: 'mock-heuristic-1',
-    temperature: 0,
-    max_tokens: 1024,
-    seed: 7,
-    locale: 'en',
-    extraction: { prompt: { kind: 'identity' }, candidate: { kind: 'answer' } },
-    grade_max: 10,
-    allow_na: true,
-    num_votes: 1,
-  },
-  scoring_policy: { score: 'weighted_mean_of_grades', normalization: { method: 'identity', range: [0, 1] } },
-  compatibility: { artifact_type: 'rm', min_rm_api_version: '1.0' },
-}
+const ARTIFACT_SAMPLE = rubricArtifactBody([['relevant', 'Answers the question asked.']], 'bad-input')
 let artifactSample: unknown
 
 const MANIFEST = {

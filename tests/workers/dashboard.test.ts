@@ -8,12 +8,12 @@ import { env } from 'cloudflare:workers'
 import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test'
 import fc from 'fast-check'
 import { beforeAll, describe, expect, it, vi } from 'vitest'
-import { artifactId, RmArtifactBody } from '../../src/schemas/artifact.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'
 import { createApp } from '../../workers/app.ts'
 import { diffRubricVersions, diffWords, type DiffPart } from '../../workers/dashboard/rubric-diff.ts'
 import { makeLibraryArtifact } from '../support/library-artifact.ts'
 import { ADMIN_TOKEN, METADATA, call, createRun, rollout } from './helpers.ts'
+import { makeRubricArtifact } from '../support/rubric-artifact.ts'
 
 const app = createApp()
 const ORIGIN = 'http://worker.test'
@@ -589,42 +589,5 @@ function escapeHtml(text: string): string {
 }
 
 /** A small valid rubric artifact (mock backend), content-addressed. */
-async function makeArtifact() {
-  const criterion = { criterion_type: null, check_points: ['4'], positive_examples: [], negative_examples: [] }
-  const body = RmArtifactBody.parse({
-    schema_version: '1.0',
-    kind: 'rubric',
-    created_at_utc: '2026-11-22T08:00:00.000Z',
-    provenance: {
-      source_run_id: `dashboard-${Date.now()}`,
-      source_session_id: 'session-dashboard',
-      dataset_sha256: 'a'.repeat(64),
-      config_hash: 'b'.repeat(64),
-      settings_hash: 'c'.repeat(64),
-      search_output_sha256: 'd'.repeat(64),
-    },
-    rubrics: {
-      __default__: {
-        rubric_id: 'r_default',
-        criteria: [{ criterion_id: 'answer', text: 'States the answer 4.', weight: 1, ...criterion }],
-        grading_protocol: { grade_max: 10, allow_na: true, num_votes: 1 },
-        metadata: {},
-      },
-    },
-    runtime: {
-      backend: 'mock',
-      verifier_model: 'mock-heuristic-1',
-      temperature: 0,
-      max_tokens: 1024,
-      seed: 7,
-      locale: 'en',
-      extraction: { prompt: { kind: 'identity' }, candidate: { kind: 'answer' } },
-      grade_max: 10,
-      allow_na: true,
-      num_votes: 1,
-    },
-    scoring_policy: { score: 'weighted_mean_of_grades', normalization: { method: 'identity', range: [0, 1] } },
-    compatibility: { artifact_type: 'rm', min_rm_api_version: '1.0' },
-  })
-  return { ...body, artifact_id: await artifactId(body) }
-}
+const makeArtifact = () =>
+  makeRubricArtifact([['answer', 'States the answer 4.', { check_points: ['4'] }]], `dashboard-${Date.now()}`)
