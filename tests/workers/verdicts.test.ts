@@ -133,6 +133,28 @@ describe('POST /score with judging: verdicts', () => {
     expect(created.json.error.message).toContain('judge_calls_per_rollout')
   })
 
+  it('refuses, before any call and any record, a batch whose verdicts would pass a full batch of first calls', async () => {
+    const judge = verdictJudge('verdicts-batch')
+    const run = await createRun({ ...RUBRICS, judging: 'verdicts', agents: { scorer: fakeRole('verdicts-batch') } })
+    // 2 criteria each: 4,097 rollouts need 8,194 first calls, past the 8,192 of a full batch of one-call judgements.
+    const items = Array.from({ length: 4_097 }, (_, index) => ({
+      rollout: rollout(`b-${index}`, { output: `The answer is ${index}.` }),
+      metadata: METADATA,
+    }))
+    const refused = await call('POST', '/score/batch', { token: run.token, body: { items } })
+    expect(refused.status, refused.text.slice(0, 300)).toBe(200)
+    const errors = new Set(refused.json.results.map((result: { error?: { code: string } }) => result.error?.code))
+    expect([...errors]).toEqual(['payload_too_large'])
+    expect(refused.json.results[0].error.message).toContain('need 8194 calls, at most 8192 per request')
+    expect(judge.endpoint.calls()).toBe(0)
+    const fits = await call('POST', '/score/batch', { token: run.token, body: { items: items.slice(0, 3) } })
+    expect(fits.json.results.map((result: { score?: number }) => result.score)).toEqual([
+      expect.closeTo((2 * 0.9 + 0.25) / 3, 12),
+      expect.closeTo((2 * 0.9 + 0.25) / 3, 12),
+      expect.closeTo((2 * 0.9 + 0.25) / 3, 12),
+    ])
+  })
+
   it('grades a trajectory in one call, as judging: grades does', async () => {
     const endpoint = fakeEndpoint('verdicts-trajectory', async () =>
       JSON.stringify({ grades: { 'a-correct': 8, 'd-steps': 6 } }),

@@ -1,12 +1,12 @@
 import { budgetError, judgeBudgetRefusal } from '../../src/budgets/index.ts'
 import { groupBy } from '../../src/collections/index.ts'
 import { AppError } from '../../src/errors/index.ts'
-import type { Judgement } from '../../src/agents/scorer/index.ts'
+import { byVerdicts, type Judgement } from '../../src/agents/scorer/index.ts'
 import type { ScoreRequest } from '../../src/schemas/rollout.ts'
 import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
 import type { ScoreResult } from '../../src/schemas/score.ts'
 import { judgementCache, rubricCache } from './caches.ts'
-import { judgeUnits, type JudgingScope } from './fan-out.ts'
+import { judgeUnits, MAX_ROLLOUTS_PER_BATCH, type JudgingScope } from './fan-out.ts'
 import { judgeRelatively, type RelativeScoring } from './relative.ts'
 
 /** A request's scoring: its run and scorer, where its LLM calls are counted, and how groups are judged. */
@@ -70,6 +70,7 @@ export async function judgeItems(ctx: ScoreContext, items: readonly JudgedItem[]
   ]
   if (ctx.relative) groups = await judgeGroupsRelatively(ctx, groups)
   groups = groups.filter((same) => withinBudget(ctx, same))
+  if (tooManyFirstCalls(ctx, groups)) return
   const outcomes = await judgeUnits(
     ctx,
     groups.map((same) => unitOf(ctx, same)),
@@ -85,6 +86,35 @@ export async function judgeItems(ctx: ScoreContext, items: readonly JudgedItem[]
       else copy.outcome = { ok: false, error: outcome.error }
     })
   })
+}
+
+/**
+ * First LLM calls one request may make: a full batch of one-call judgements, {@link MAX_ROLLOUTS_PER_BATCH}, spread
+ * over the handed-out chunks within each invocation's 1,000 subrequests. Verdicts (a call per criterion) reach it with
+ * fewer rollouts.
+ */
+const MAX_FIRST_CALLS = MAX_ROLLOUTS_PER_BATCH
+
+/**
+ * Whether judging `groups` would make more than {@link MAX_FIRST_CALLS} first calls; if so, every item to judge is
+ * answered 413 `payload_too_large` before any call (nothing of the request is recorded yet).
+ */
+function tooManyFirstCalls(ctx: ScoreContext, groups: readonly Pending[][]): boolean {
+  const { config } = ctx.run
+  const calls = groups.reduce((sum, same) => {
+    const { item, snapshot } = same[0]!
+    const verdicts = byVerdicts({ judging: config.judging, reasons: config.reasons, rollout: item.request.rollout })
+    return sum + (verdicts ? snapshot.rubrics.length : 1)
+  }, 0)
+  if (calls <= MAX_FIRST_CALLS) return false
+  const error = new AppError(
+    'payload_too_large',
+    `judging: verdicts asks each criterion in its own call: these rollouts need ${calls} calls, at most ` +
+      `${MAX_FIRST_CALLS} per request; send fewer rollouts per request`,
+    { details: { limit: MAX_FIRST_CALLS, calls } },
+  )
+  for (const same of groups) for (const { item } of same) item.outcome = { ok: false, error }
+  return true
 }
 
 /** The most LLM calls this request has spent on any copy of one content: what its next judgement is charged from. */
