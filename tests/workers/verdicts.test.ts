@@ -133,7 +133,7 @@ describe('POST /score with judging: verdicts', () => {
     expect(created.json.error.message).toContain('judge_calls_per_rollout')
   })
 
-  it('refuses, before any call and any record, a batch whose verdicts would pass a full batch of first calls', async () => {
+  it('refuses, before any call or record, a batch whose verdicts pass a full batch of first calls', async () => {
     const judge = verdictJudge('verdicts-batch')
     const run = await createRun({ ...RUBRICS, judging: 'verdicts', agents: { scorer: fakeRole('verdicts-batch') } })
     // 2 criteria each: 4,097 rollouts need 8,194 first calls, past the 8,192 of a full batch of one-call judgements.
