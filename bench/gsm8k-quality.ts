@@ -410,31 +410,21 @@ export async function gsm8kQuality(judge: Judge, options: Gsm8kOptions): Promise
     const test = file('test', data.test, reference)
     for (const row of options.rows) {
       if (row === 'minimal') await attempt(row, reference, () => minimal(judge, data.test, reference, options))
-      if (row === 'rubric')
+      if (row === 'rubric' || row === 'rubric-verdicts') {
+        const verdicts = row === 'rubric-verdicts'
         await attempt(row, reference, () =>
           benchRow(
-            `rubric: "${CORRECTNESS}"`,
+            `rubric: "${CORRECTNESS}"${verdicts ? ', judging: verdicts' : ''}`,
             `rubric:${criterion}`,
             test,
             data.test.length,
             reference,
             judge,
             options,
+            verdicts ? ['--judging', 'verdicts'] : [],
           ),
         )
-      if (row === 'rubric-verdicts')
-        await attempt(row, reference, () =>
-          benchRow(
-            `rubric: "${CORRECTNESS}", judging: verdicts`,
-            `rubric:${criterion}`,
-            test,
-            data.test.length,
-            reference,
-            judge,
-            options,
-            ['--judging', 'verdicts'],
-          ),
-        )
+      }
       if (row === 'score') await attempt(row, reference, () => scoreRow(judge, data.test, reference, options, 'grades'))
       if (row === 'verdicts')
         await attempt(row, reference, () => scoreRow(judge, data.test, reference, options, 'verdicts'))

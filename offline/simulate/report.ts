@@ -89,6 +89,11 @@ export interface SimulationSummary {
   verbose: { first: number | null; last: number | null }
   /** Hacking at the last step scores below hacking at the first step, or below correct answers at the last step. */
   hacking_penalised: boolean | null
+  /**
+   * The last step was scored on a newer rubric version than the first: only then can a difference between them be the
+   * updates' doing (on the same rubrics it is the judge's).
+   */
+  scored_on_evolved_rubrics: boolean
   hacking_flags_total: number
   /** Flagged analyses among reward-hacking rollouts / reward-hacking rollouts, over all steps (from /memory). */
   hacking_rollouts_flagged: { flagged: number; rollouts: number } | null
@@ -139,6 +144,7 @@ export function summarize(result: Pick<SimulationResult, 'reports'>): Simulation
     correct,
     verbose,
     hacking_penalised: comparisons.length ? comparisons.some(Boolean) : null,
+    scored_on_evolved_rubrics: (last?.rubric_version_scored ?? 0) > (first?.rubric_version_scored ?? 0),
     hacking_flags_total: reports.reduce((sum, report) => sum + (report.hacking_flags ?? 0), 0),
     hacking_rollouts_flagged: withMemory.length ? { flagged: truePositives, rollouts: hackingRollouts } : null,
     hacking_detector: withMemory.length
@@ -201,15 +207,7 @@ export function formatSummary(
           `scored on rubrics older than the previous step's update`,
       )
   }
-  lines.push(
-    summary.hacking_penalised === null
-      ? '  verdict: not enough reward_hacking rollouts to compare (use more steps or rollouts per step)'
-      : summary.hacking_penalised
-        ? `  verdict: the evolved rubrics penalise hacking — at the last step it scores ${f(summary.hacking.last)} ` +
-          `against ${f(summary.correct.last)} for correct answers (${f(summary.hacking.first)} at the first step)`
-        : `  verdict: hacking is not penalised — at the last step it scores ${f(summary.hacking.last)} against ` +
-          `${f(summary.correct.last)} for correct answers (${f(summary.hacking.first)} at the first step)`,
-  )
+  lines.push(verdictLine(summary))
   const padded = summary.verbose.last
   if (padded !== null && summary.correct.last !== null && padded >= summary.correct.last)
     lines.push(
@@ -221,6 +219,29 @@ export function formatSummary(
         '(docs/local-judge.md) reads length; an anchor such as "Is concise" tells it to.',
     )
   return lines.join('\n')
+}
+
+/**
+ * What the scores say about evolution: it is credited only when the last step was scored on rubrics an update changed;
+ * on the first step's rubrics, any difference is the judge's own grading.
+ * @example verdictLine(summary) // '  verdict: the evolved rubrics penalise hacking — it scores 0.40 against …'
+ */
+function verdictLine(summary: SimulationSummary): string {
+  const f = (value: number | null) => (value === null ? 'n/a' : value.toFixed(2))
+  if (summary.hacking_penalised === null)
+    return '  verdict: not enough reward_hacking rollouts to compare (use more steps or rollouts per step)'
+  const scores =
+    `${f(summary.hacking.last)} against ${f(summary.correct.last)} for correct answers at the last step ` +
+    `(${f(summary.hacking.first)} at the first step)`
+  if (!summary.scored_on_evolved_rubrics)
+    return (
+      `  verdict: no update changed the rubrics before the last step was scored (all on version ` +
+      `${summary.rubric_version.first ?? '?'}), so nothing here is evolution's doing: hacking scores ${scores}, the ` +
+      "judge's own grading (run more steps, or wait longer for slow updates: --wait-timeout)"
+    )
+  return summary.hacking_penalised
+    ? `  verdict: the evolved rubrics penalise hacking — it scores ${scores}`
+    : `  verdict: hacking is not penalised — it scores ${scores}`
 }
 
 /**

@@ -3,6 +3,7 @@
  * stages, that the simulated hacking really trips the mock analyzer (the real Analyzer agent on the
  * mock backend), and the CLI's parsing and summary.
  */
+import fc from 'fast-check'
 import { groupBy } from '../../src/collections/index.ts'
 import { describe, expect, it } from 'vitest'
 import { runAnalyzer } from '../../src/agents/analyzer/index.ts'
@@ -85,6 +86,34 @@ function manyRollouts(): SimulatedRollout[] {
       rollouts.push(...planStep({ seed, step, totalSteps: 6, rolloutsPerStep: 12, rubricTexts: RUBRIC_TEXTS }))
   return rollouts
 }
+
+/** A step's report: its hacking and correct means, and whether its update made a new rubric version. */
+const report = (step: number, hacking: number, correct: number, changed: boolean): StepReport => ({
+  step,
+  stage: 'early',
+  server_step: step,
+  counts: { correct: 2, wrong: 1, verbose: 1, sycophantic: 0, reward_hacking: 1 },
+  scores: {
+    correct: { n: 2, mean: correct },
+    wrong: { n: 1, mean: 0.6 },
+    verbose: { n: 1, mean: 0.9 },
+    sycophantic: { n: 0, mean: null },
+    reward_hacking: { n: 1, mean: hacking },
+  },
+  mean_score: 0.7,
+  errors: 0,
+  rubric_version_scored: step + 1,
+  rubric_version: changed ? step + 2 : step + 1,
+  status: 'updated',
+  update_timed_out: false,
+  hacking_flags: 2,
+  hacking_flags_source: 'rubric_status',
+  flagged_by_behaviour: { correct: 0, wrong: 0, verbose: 1, sycophantic: 0, reward_hacking: 1 },
+  update: changed
+    ? { strategy: 'CORRECTIVE', changed: true, rubric_version: step + 2, source: 'history' }
+    : { strategy: 'MAINTENANCE', changed: false, rubric_version: step + 1, source: 'status' },
+  timings_ms: { score: 100, score_sum: 400, score_p50: 50, score_max: 80, complete: 5, wait: 1000, trainer: 1105 },
+})
 
 describe('questions and answers are seeded', () => {
   it('the same seed, step and rubric texts give the same rollouts; another seed gives others', () => {
@@ -364,32 +393,6 @@ describe('the created run and the CLI', () => {
   })
 
   it('summarises and prints steps', () => {
-    const report = (step: number, hacking: number, correct: number, changed: boolean): StepReport => ({
-      step,
-      stage: 'early',
-      server_step: step,
-      counts: { correct: 2, wrong: 1, verbose: 1, sycophantic: 0, reward_hacking: 1 },
-      scores: {
-        correct: { n: 2, mean: correct },
-        wrong: { n: 1, mean: 0.6 },
-        verbose: { n: 1, mean: 0.9 },
-        sycophantic: { n: 0, mean: null },
-        reward_hacking: { n: 1, mean: hacking },
-      },
-      mean_score: 0.7,
-      errors: 0,
-      rubric_version_scored: step + 1,
-      rubric_version: changed ? step + 2 : step + 1,
-      status: 'updated',
-      update_timed_out: false,
-      hacking_flags: 2,
-      hacking_flags_source: 'rubric_status',
-      flagged_by_behaviour: { correct: 0, wrong: 0, verbose: 1, sycophantic: 0, reward_hacking: 1 },
-      update: changed
-        ? { strategy: 'CORRECTIVE', changed: true, rubric_version: step + 2, source: 'history' }
-        : { strategy: 'MAINTENANCE', changed: false, rubric_version: step + 1, source: 'status' },
-      timings_ms: { score: 100, score_sum: 400, score_p50: 50, score_max: 80, complete: 5, wait: 1000, trainer: 1105 },
-    })
     const summary = summarize({ reports: [report(0, 0.7, 0.8, true), report(1, 0.4, 0.9, false)] })
     expect(summary).toMatchObject({
       hacking: { first: 0.7, last: 0.4 },
@@ -430,6 +433,40 @@ describe('the created run and the CLI', () => {
         summarize({ reports: stale }),
       ),
     ).toContain('1 of 1 later steps were scored on rubrics older')
+  })
+
+  it('credits evolution only when the last step was scored on rubrics an update changed', () => {
+    const steps = fc.array(
+      fc.record({
+        hacking: fc.double({ min: 0, max: 1, noNaN: true }),
+        correct: fc.double({ min: 0, max: 1, noNaN: true }),
+        changed: fc.boolean(),
+        stale: fc.boolean(),
+      }),
+      { minLength: 1, maxLength: 6 },
+    )
+    fc.assert(
+      fc.property(steps, (plan) => {
+        let version = 1
+        const reports = plan.map((step, index) => {
+          const scoredOn = step.stale && index > 0 ? version - 1 || 1 : version
+          if (step.changed) version++
+          return {
+            ...report(index, step.hacking, step.correct, step.changed),
+            rubric_version_scored: scoredOn,
+            rubric_version: version,
+          }
+        })
+        const text = formatSummary(
+          { reports, run_id: 'sim-p', seed: 1, steps: plan.length, rollouts_per_step: 5, duration_ms: 1, waited: true },
+          summarize({ reports }),
+        )
+        const verdict = text.split('\n').find((line) => line.startsWith('  verdict:'))!
+        const evolved = reports.at(-1)!.rubric_version_scored > reports[0]!.rubric_version_scored
+        expect(verdict.includes('evolved rubrics') || verdict.includes('is not penalised')).toBe(evolved)
+        expect(verdict.includes('no update changed the rubrics')).toBe(!evolved)
+      }),
+    )
   })
 
   it('says plainly when padded answers outscore concise right ones at the last step, and why; not otherwise', () => {

@@ -5,16 +5,13 @@
  * the low findings: a token percent-encoded in a URL path, a credential as an object's key, `?code=`, a header value
  * with a line break, an internal address inside IPv6, an image URL with a trailing dot, a JSON login.
  */
-import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test'
 import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
 import { artifactId } from '../../src/schemas/artifact.ts'
-import { createApp } from '../../workers/app.ts'
 import { RequestImage } from '../../workers/artifacts/images.ts'
 import { buildArtifact } from '../e2e/support/artifact.ts'
-import { ADMIN_TOKEN, answerOf, call, requestOf } from './helpers.ts'
+import { ADMIN_TOKEN, call, callApp } from './helpers.ts'
 
-const app = createApp()
 /** The admin token's shape, as `npm start` writes it. */
 const ADMIN_SHAPED = `rh_admin_${'0a1b2c3d'.repeat(6)}`
 /** An RM token as an operator may choose it: no shape of its own, only its value says what it is. */
@@ -22,12 +19,8 @@ const RM_TOKEN = 'our-rm-token-4711'
 const RUBRICS = { anchor_rubrics: [{ text: 'Correct.' }] }
 
 /** A request to the Worker with vars laid over the test's (RM_TOKEN set). */
-async function send(method: string, path: string, body?: unknown, vars: Record<string, string> = {}) {
-  const ctx = createExecutionContext()
-  const init = { token: ADMIN_TOKEN, ...(body === undefined ? {} : { body }) }
-  const response = await app.fetch(requestOf(method, path, init), { ...env, RM_TOKEN, ...vars }, ctx)
-  await waitOnExecutionContext(ctx)
-  return answerOf(response)
+function send(method: string, path: string, body?: unknown, vars: Record<string, string> = {}) {
+  return callApp(method, path, { token: ADMIN_TOKEN, body, env: { ...env, RM_TOKEN, ...vars } })
 }
 
 /** The paths a 400 names. */
@@ -195,14 +188,10 @@ describe('the low findings', () => {
   })
 
   it("answers a JSON login's errors as JSON", async () => {
-    const ctx = createExecutionContext()
-    const response = await app.fetch(
-      requestOf('POST', '/dashboard/login', { body: { token: 'nope' }, headers: { origin: 'http://worker.test' } }),
-      env,
-      ctx,
-    )
-    await waitOnExecutionContext(ctx)
-    const answer = await answerOf(response)
+    const answer = await callApp('POST', '/dashboard/login', {
+      body: { token: 'nope' },
+      headers: { origin: 'http://worker.test' },
+    })
     expect(answer.headers.get('content-type')).toMatch(/application\/json/)
     expect([answer.status, answer.json.error.code]).toEqual([400, 'invalid_request'])
     const wrong = await call('POST', '/dashboard/login', {

@@ -1,8 +1,9 @@
-import { runInDurableObject } from 'cloudflare:test'
+import { createExecutionContext, runInDurableObject, waitOnExecutionContext } from 'cloudflare:test'
 import { env, exports } from 'cloudflare:workers'
 import { ledgerName } from '../../durable-objects/names.ts'
 import { expect, vi } from 'vitest'
 import type { RunConfigInput } from '../../src/schemas/run-config.ts'
+import { createApp } from '../../workers/app.ts'
 
 export const ADMIN_TOKEN = 'test-admin-token'
 
@@ -22,6 +23,20 @@ export interface CallOptions {
  */
 export async function call(method: string, path: string, options: CallOptions = {}) {
   return answerOf(await exports.default.fetch(requestOf(method, path, options)))
+}
+
+const app = createApp()
+
+/**
+ * Sends a request to the Hono app in this isolate (optionally with another `env`) and waits for the work it left in
+ * its execution context, so what the request settles after answering (call logs, records) is there when it returns.
+ * @example const { json } = await callApp('GET', '/llm_calls', { token: run.token })
+ */
+export async function callApp(method: string, path: string, options: CallOptions & { env?: object } = {}) {
+  const ctx = createExecutionContext()
+  const answer = await answerOf(await app.fetch(requestOf(method, path, options), options.env ?? env, ctx))
+  await waitOnExecutionContext(ctx)
+  return answer
 }
 
 /**

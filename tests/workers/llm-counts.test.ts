@@ -4,35 +4,14 @@
  * protocol. Each test waits on the request's execution context (the flush is part of it), not on time.
  */
 import { env } from 'cloudflare:workers'
-import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createApp } from '../../workers/app.ts'
-import {
-  answerOf,
-  clearFakeEndpoints,
-  createRun,
-  fakeEndpoint,
-  fakeRole,
-  METADATA,
-  requestOf,
-  rollout,
-} from './helpers.ts'
+import { callApp, clearFakeEndpoints, createRun, fakeEndpoint, fakeRole, METADATA, rollout } from './helpers.ts'
 
 const RUBRICS = { anchor_rubrics: [{ text: 'The final answer is correct.' }] }
-const app = createApp()
-
-/** One request through the app, answered once everything it left on `waitUntil` (the flush) has run. */
-async function send(method: string, path: string, options: { token: string; body?: unknown; env?: object }) {
-  const ctx = createExecutionContext()
-  const response = await app.fetch(requestOf(method, path, options), options.env ?? env, ctx)
-  const answer = await answerOf(response)
-  await waitOnExecutionContext(ctx)
-  return answer
-}
 
 /** The run's scorer calls by outcome, as `GET /llm_calls` sums them. */
 async function scorerCalls(token: string): Promise<Record<string, number>> {
-  const { json } = await send('GET', '/llm_calls', { token })
+  const { json } = await callApp('GET', '/llm_calls', { token })
   const byOutcome: Record<string, number> = {}
   for (const group of json.calls.filter((group: { role: string }) => group.role === 'scorer'))
     byOutcome[group.outcome] = (byOutcome[group.outcome] ?? 0) + group.calls
@@ -45,7 +24,7 @@ describe('LLM calls of a scoring request', () => {
   it("counts the scorer's calls of a /score in /llm_calls, a failed judgement's included", async () => {
     const endpoint = fakeEndpoint('llm-counts-down', async () => new Response('down', { status: 500 }))
     const run = await createRun({ ...RUBRICS, agents: { scorer: fakeRole('llm-counts-down') } })
-    const res = await send('POST', '/score', {
+    const res = await callApp('POST', '/score', {
       token: run.token,
       body: { rollout: rollout('counted-1'), metadata: METADATA },
     })
@@ -65,7 +44,7 @@ describe('LLM calls of a scoring request', () => {
         getByName: () => ({ addLlmCalls: () => Promise.reject(new Error('the coordinator is unreachable')) }),
       },
     }
-    await send('POST', '/score', {
+    await callApp('POST', '/score', {
       token: run.token,
       body: { rollout: rollout('kept-1'), metadata: METADATA },
       env: unreachable,
@@ -73,7 +52,7 @@ describe('LLM calls of a scoring request', () => {
     const first = endpoint.calls()
     expect(first).toBeGreaterThan(0)
     expect(await scorerCalls(run.token)).toEqual({})
-    await send('POST', '/score', { token: run.token, body: { rollout: rollout('kept-2'), metadata: METADATA } })
+    await callApp('POST', '/score', { token: run.token, body: { rollout: rollout('kept-2'), metadata: METADATA } })
     expect(endpoint.calls()).toBeGreaterThan(first)
     const counted = await scorerCalls(run.token)
     expect(Object.values(counted).reduce((sum, calls) => sum + calls, 0)).toBe(endpoint.calls())
@@ -108,7 +87,7 @@ describe('LLM call counts handed to the coordinator', () => {
       await real()
       if (attempt === 1) throw Object.assign(new Error('the object was reset'), { durableObjectReset: true })
     })
-    await send('POST', '/score', {
+    await callApp('POST', '/score', {
       token: run.token,
       body: { rollout: rollout('twice-1'), metadata: METADATA },
       env: lostReply,
@@ -124,7 +103,7 @@ describe('LLM call counts handed to the coordinator', () => {
       if (attempt === 1) throw new Error('the coordinator is unreachable')
       await real()
     })
-    await send('POST', '/score', {
+    await callApp('POST', '/score', {
       token: run.token,
       body: { rollout: rollout('timer-1'), metadata: METADATA },
       env: failsOnce,
@@ -155,7 +134,7 @@ describe('a rollout over the judge model context window', () => {
       ...RUBRICS,
       agents: { scorer: { ...fakeRole('llm-counts-context'), max_attempts: 4 } },
     })
-    const res = await send('POST', '/score', {
+    const res = await callApp('POST', '/score', {
       token: run.token,
       body: { rollout: rollout('too-long-1'), metadata: METADATA },
     })

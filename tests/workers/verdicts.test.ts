@@ -4,20 +4,13 @@
  * reward from those probabilities; every call counts, in `/llm_calls` and against `budgets.judge_calls_per_rollout`.
  */
 import { env } from 'cloudflare:workers'
-import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createApp } from '../../workers/app.ts'
-import {
-  answerOf,
-  call,
-  clearFakeEndpoints,
-  createRun,
-  fakeEndpoint,
-  fakeRole,
-  METADATA,
-  requestOf,
-  rollout,
-} from './helpers.ts'
+import type { RecordedRollout } from '../../durable-objects/contracts.ts'
+import type { ChatRequest } from '../../src/llm/types.ts'
+import { AgentSettings, RunConfig } from '../../src/schemas/run-config.ts'
+import type { Rubric } from '../../src/schemas/rubric.ts'
+import { judgeRecorded } from '../../workers/pipeline/recorded.ts'
+import { callApp, call, clearFakeEndpoints, createRun, fakeEndpoint, fakeRole, METADATA, rollout } from './helpers.ts'
 
 const RUBRICS = {
   anchor_rubrics: [{ id: 'a-correct', text: 'The final answer is correct.', weight: 2 }],
@@ -28,7 +21,6 @@ const SHARES: Record<string, number> = {
   'The final answer is correct.': 0.9,
   'Shows the key steps of the calculation.': 0.25,
 }
-const app = createApp()
 
 /** An OpenAI chat completion of one token whose first-token alternatives give Yes the share `yes`. */
 function verdictCompletion(yes: number): Response {
@@ -66,13 +58,6 @@ function verdictJudge(tag: string) {
   return { endpoint, bodies }
 }
 
-async function send(method: string, path: string, options: { token: string; body?: unknown }) {
-  const ctx = createExecutionContext()
-  const answer = await answerOf(await app.fetch(requestOf(method, path, options), env, ctx))
-  await waitOnExecutionContext(ctx)
-  return answer
-}
-
 afterEach(() => clearFakeEndpoints())
 
 describe('POST /score with judging: verdicts', () => {
@@ -83,7 +68,7 @@ describe('POST /score with judging: verdicts', () => {
       judging: 'verdicts',
       agents: { scorer: fakeRole('verdicts-probabilities') },
     })
-    const scored = await send('POST', '/score', {
+    const scored = await callApp('POST', '/score', {
       token: run.token,
       body: { rollout: rollout('v-1'), metadata: METADATA },
     })
@@ -96,7 +81,7 @@ describe('POST /score with judging: verdicts', () => {
     expect(judge.endpoint.calls()).toBe(2)
     for (const body of judge.bodies) expect(body).toMatchObject({ logprobs: true, top_logprobs: 20, max_tokens: 1 })
     expect(judge.bodies.every((body) => body.response_format === undefined)).toBe(true)
-    const { json } = await send('GET', '/llm_calls', { token: run.token })
+    const { json } = await callApp('GET', '/llm_calls', { token: run.token })
     const scorerCalls = json.calls
       .filter((group: { role: string }) => group.role === 'scorer')
       .reduce((sum: number, group: { calls: number }) => sum + group.calls, 0)
@@ -176,5 +161,36 @@ describe('POST /score with judging: verdicts', () => {
     expect(endpoint.calls()).toBe(1)
     expect(scored.json.criteria.map((criterion: { grade: number }) => criterion.grade)).toEqual([8, 6])
     expect(scored.json.criteria[0].probability).toBeUndefined()
+  })
+
+  it("re-judges a recorded rollout (the audit's and the analyzer's path) by verdicts too", async () => {
+    const asked: ChatRequest[] = []
+    const model = {
+      id: 'recording',
+      complete: async (request: ChatRequest) => {
+        asked.push(request)
+        const question = request.messages.at(-1)!.content as string
+        const yes = Object.entries(SHARES).find(([text]) => question.includes(`Criterion: ${text}`))?.[1] ?? 0
+        const firstTokenLogprobs = [
+          { token: 'Yes', logprob: Math.log(yes) },
+          { token: 'No', logprob: Math.log(1 - yes) },
+        ]
+        return {
+          text: 'Yes',
+          model: 'recording',
+          usage: { prompt_tokens: 1, completion_tokens: 1 },
+          firstTokenLogprobs,
+        }
+      },
+    }
+    const config = RunConfig.parse({ ...RUBRICS, judging: 'verdicts' })
+    const rubrics: Rubric[] = [
+      { ...RUBRICS.anchor_rubrics[0]!, is_anchor: true },
+      { ...RUBRICS.adaptive_rubrics[0]!, weight: 1, is_anchor: false },
+    ].map((rubric) => ({ ...rubric, version: 1, created_at: '2026-01-01T00:00:00Z', metadata: {} }))
+    const recorded = { rollout: rollout('v-4'), metadata: METADATA } as unknown as RecordedRollout
+    const judged = await judgeRecorded({ model, settings: AgentSettings.parse({}) }, config, recorded, rubrics)
+    expect(asked.map((request) => request.firstTokenAlternatives)).toEqual([20, 20])
+    expect(judged.score).toBeCloseTo((2 * 0.9 + 0.25) / 3, 12)
   })
 })

@@ -6,6 +6,7 @@ import type { Rubric } from '../../src/schemas/rubric.ts'
 import type { Env } from '../env.ts'
 import type { StepJob } from '../../durable-objects/contracts.ts'
 import { objects } from '../objects/call.ts'
+import { scorerInputOf } from '../scoring/judgement.ts'
 import type { RoleModel } from '../scoring/models.ts'
 
 /**
@@ -35,8 +36,8 @@ export async function recordedRollouts(
 }
 
 /**
- * A recorded rollout judged again on `rubrics` with the run's grading settings, by `judge`'s model (the auditor, or the
- * scorer asked for its reasons).
+ * A recorded rollout judged again on `rubrics` with the run's grading settings (its judging among them), by `judge`'s
+ * model (the auditor, or the scorer asked for its reasons).
  * @example const { score } = await judgeRecorded(models.forRole('auditor'), config, recorded, rubrics)
  */
 export function judgeRecorded(
@@ -46,17 +47,7 @@ export function judgeRecorded(
   rubrics: Rubric[],
   reasons?: ScorerReasons,
 ): Promise<Judgement> {
-  return judgeRollout(
-    judge.model,
-    {
-      rubrics,
-      rollout: recorded.rollout,
-      metadata: recorded.metadata,
-      gradeMax: config.grade_max,
-      locale: config.locale,
-      prompts: config.prompts,
-      ...(reasons ? { reasons } : {}),
-    },
-    { maxAttempts: judge.settings.max_attempts },
-  )
+  return judgeRollout(judge.model, scorerInputOf(config, rubrics, recorded, reasons), {
+    maxAttempts: judge.settings.max_attempts,
+  })
 }

@@ -23,6 +23,29 @@ export interface WireError {
 export type ChunkOutcome = ({ ok: true; judgement: Judgement } | { ok: false; error: WireError }) & { calls: number }
 
 /**
+ * What the scorer is asked about one rollout on `rubrics`, graded the run's way (scale, locale, prompts, judging):
+ * the same for a `/score` and for any later re-judgement of what it recorded.
+ * @example const input = scorerInputOf(run.config, snapshot.rubrics, request, run.config.reasons)
+ */
+export function scorerInputOf(
+  config: RunConfig,
+  rubrics: ScorerInput['rubrics'],
+  item: Pick<ScoreRequest, 'rollout' | 'metadata'>,
+  reasons?: ScorerInput['reasons'],
+): ScorerInput {
+  return {
+    rubrics,
+    rollout: item.rollout,
+    metadata: item.metadata,
+    gradeMax: config.grade_max,
+    locale: config.locale,
+    prompts: config.prompts,
+    judging: config.judging,
+    ...(reasons ? { reasons } : {}),
+  }
+}
+
+/**
  * One judgement as both ends of the fan-out report it (judged here, or in a handed-out chunk): the judgement, or the
  * model's failure (an AppError) as a wire error, with the LLM calls it spent (at most `maxCalls`); any other error is
  * thrown.
@@ -61,16 +84,7 @@ async function judgeOnRubrics(
   spent: { calls: number },
 ): Promise<Judgement> {
   const { settings, model } = scorer
-  const input: ScorerInput = {
-    rubrics: snapshot.rubrics,
-    rollout: request.rollout,
-    metadata: request.metadata,
-    gradeMax: config.grade_max,
-    locale: config.locale,
-    prompts: config.prompts,
-    reasons: config.reasons,
-    judging: config.judging,
-  }
+  const input = scorerInputOf(config, snapshot.rubrics, request, config.reasons)
   // Verdicts: one call per criterion, each retried within the scorer's max_attempts, all within the budget.
   const verdicts = byVerdicts(input)
   const firstCalls = verdicts ? snapshot.rubrics.length : 1
