@@ -49,6 +49,8 @@ export interface Submission {
   judged?: Judged
   /** Injection tactics the cheap check found in the output (`injectionTactics`). */
   tactics?: string[]
+  /** How long the rollout took from its request's arrival to this record, in ms: the idle gap allows for it. */
+  judgedInMs?: number
 }
 
 export type ShardAnswer =

@@ -23,7 +23,7 @@ export class Recorder {
     private readonly placement: Placement,
     private readonly lease: SeatLease,
     /** A row was written in `step`: the shard's tally and report hear of it. */
-    private readonly inserted: (entry: LedgerEntry) => void,
+    private readonly inserted: (entry: LedgerEntry, submission: Submission) => void,
   ) {}
 
   /** Records the judged submissions that are new, answers the rest; see the class. */
@@ -93,7 +93,7 @@ export class Recorder {
     try {
       const entry = this.rows.insert(step, submission)
       if (counted) this.lease.use(step)
-      this.inserted(entry)
+      this.inserted(entry, submission)
       return { kind: 'recorded', entry, duplicate: false }
     } catch (error) {
       if (counted) this.lease.giveBack(step)

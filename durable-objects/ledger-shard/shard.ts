@@ -21,6 +21,7 @@ import { loadRunConfig } from '../run-config.ts'
 import { applySchema } from '../schema.ts'
 import { Placement } from './placement.ts'
 import { Recorder } from './recorder.ts'
+import { reportIntervalMs } from './report-interval.ts'
 import { Retention } from './retention.ts'
 import { LedgerRows } from './rows.ts'
 import { SeatLease } from './seat-lease.ts'
@@ -30,21 +31,12 @@ import { ShardSteps, upgradeStepState } from './steps.ts'
 import { LEDGER_TABLES } from './tables.ts'
 
 /**
- * How long a shard collects rollouts before it reports its tally to the run's coordinator (`LEDGER_REPORT_MS`
- * overrides).
- */
-const REPORT_INTERVAL_MS = 1_000
-
-/** How many report intervals a shard of a counted run waits between reports. */
-const COUNTED_REPORT_SLOWER = 10
-
-/**
  * One slice of a run × instance's step ledger: the rollouts whose id hashes here (`ledgerShardOf`). It is the only
  * Durable Object a `/score` touches: one call records each judged rollout once (a rollout id already recorded in this
  * step or the `LATE_RETRY_STEPS` before it gets its first answer back) and answers with the rubrics in force when the
  * caller's copy is older. The coordinator places new rollouts: once per step for a run whose steps close on
  * `/complete`, a trainer step or an idle gap, and seat by seat when steps close by count, so every answer names the
- * step its rollout stays in. Tallies go to the coordinator in batches (an alarm every `REPORT_INTERVAL_MS`).
+ * step its rollout stays in. Tallies go to the coordinator in batches (an alarm every `reportIntervalMs`).
  * @example const reply = await env.LEDGER.getByName(ledgerName(runId, 'global', 3)).record(submissions, 1)
  */
 export class LedgerShard extends DurableObject<Cloudflare.Env> {
@@ -64,6 +56,8 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
   private tally: ScoreTally | undefined
   /** Something a report may not have carried yet: true after a wake, since the last report is not remembered. */
   private dirty = true
+  /** The current step's longest `judgedInMs` recorded here since the wake (a report's `longest_judgement_ms`). */
+  private longestJudgementMs = 0
 
   constructor(ctx: DurableObjectState, env: Cloudflare.Env) {
     super(ctx, env)
@@ -83,9 +77,11 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
       address: () => this.address,
       applyReply: (reply) => this.applyReply(reply),
     })
-    this.recorder = new Recorder(ctx.storage, this.rows, this.steps, this.placement, this.lease, (entry) => {
-      if (entry.step === this.steps.current() && this.tally) addScore(this.tally, entry.score, entry.rubric_version)
+    this.recorder = new Recorder(ctx.storage, this.rows, this.steps, this.placement, this.lease, (entry, submitted) => {
       this.dirty = true
+      if (entry.step !== this.steps.current()) return
+      if (this.tally) addScore(this.tally, entry.score, entry.rubric_version)
+      this.longestJudgementMs = Math.max(this.longestJudgementMs, submitted.judgedInMs ?? 0)
     })
     const changed = (step: number) => {
       if (step === this.steps.current()) this.tally = undefined
@@ -195,7 +191,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
   override async alarm(): Promise<void> {
     await this.wakeUp.handle(async () => {
       const address = this.address
-      const retry = Date.now() + this.reportIntervalMs()
+      const retry = Date.now() + reportIntervalMs(this.env, { counted: false })
       if (this.dirty) {
         try {
           await this.report(address)
@@ -205,7 +201,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
         }
       }
       const config = () => loadRunConfig(this.env.DB, address.runId)
-      const again = await this.retention.run(address, config, this.reportIntervalMs())
+      const again = await this.retention.run(address, config, reportIntervalMs(this.env, { counted: false }))
       if (again !== undefined) await this.wakeUp.by(again)
     })
   }
@@ -216,9 +212,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
     // One alarm for the request's rows: a report of them within the interval. A counted step's coordinator hears of
     // its seats at every ask for more, so its shards report less often.
     if (answers.some((answer) => answer.kind === 'recorded' && !answer.duplicate))
-      await this.wakeUp.by(
-        Date.now() + this.reportIntervalMs() * (this.placement.isCounted() ? COUNTED_REPORT_SLOWER : 1),
-      )
+      await this.wakeUp.by(Date.now() + reportIntervalMs(this.env, { counted: this.placement.isCounted() }))
     const pinned = current === undefined ? undefined : this.steps.pinned(current)
     const target = pinned === undefined ? await this.snapshots.current() : await this.snapshots.of(pinned)
     const needsSnapshot = knownVersion !== target.version || answers.some((answer) => answer.kind === 'judge')
@@ -237,7 +231,10 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
         instanceId: address.instanceId,
         shard: address.shard,
         step,
-        tally: this.currentTally(),
+        tally: {
+          ...this.currentTally(),
+          ...(this.longestJudgementMs ? { longest_judgement_ms: this.longestJudgementMs } : {}),
+        },
         ...(this.placement.isCounted() ? { taken: this.lease.taken(step) } : {}),
       })
       this.applyReply(reply)
@@ -268,16 +265,12 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
     if (current !== undefined && current >= step) return
     this.steps.advanceTo(step)
     this.tally = undefined
+    this.longestJudgementMs = 0
   }
 
   private currentTally(): ScoreTally {
     const step = this.steps.current()
     return (this.tally ??= step === undefined ? emptyTally() : this.rows.tally(step))
-  }
-
-  private reportIntervalMs(): number {
-    const configured = Number(this.env.LEDGER_REPORT_MS)
-    return Number.isFinite(configured) && configured > 0 ? configured : REPORT_INTERVAL_MS
   }
 
   /** Which run, instance and shard this is: the name it was reached by. */

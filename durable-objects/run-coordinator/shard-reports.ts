@@ -65,6 +65,7 @@ export class ShardReports {
       const arrived = report.tally.rollouts > before ? Date.now() : 0
       this.rows.upsertShard(report.step, report.instanceId, report.shard, report.tally, arrived)
       if (arrived) await this.parts.idle.noteRollouts(config, arrived)
+      await this.parts.idle.noteJudgement(config, report.tally.longest_judgement_ms)
     }
     return {
       step: this.rows.collecting(),

@@ -48,6 +48,8 @@ export const COORDINATOR_SQL = {
   pinnedVersion: 'SELECT version FROM step_shards WHERE step = ? AND instance_id = ? AND version IS NOT NULL LIMIT 1',
   /** When rollouts of the step last arrived at any of its shards (ms). */
   lastRolloutAt: 'SELECT max(last_at) AS at FROM step_shards WHERE step = ?',
+  /** The longest a rollout of the step took from its request to its record, over the shards' tallies. */
+  longestJudgement: "SELECT max(json_extract(tally, '$.longest_judgement_ms')) AS ms FROM step_shards WHERE step = ?",
   /** Every shard row of a step. */
   stepShards: 'SELECT * FROM step_shards WHERE step = ?',
   /** One shard's row of a step. */

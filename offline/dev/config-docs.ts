@@ -52,8 +52,11 @@ const MEANINGS: Record<string, Record<string, string>> = {
     close_on_step_advance:
       'Close the collecting step when a rollout’s `metadata.current_step` is past the highest the step holds.',
     close_after_idle_s:
-      'Close the collecting step after this many seconds without a new rollout (`null`: never). What closes the ' +
-      'steps of trainers that send neither `/complete` nor a step (OpenRLHF, slime, verl).',
+      'Close the collecting step after this many seconds without a new rollout (`null`: never), counted from when a ' +
+      'rollout sent just after the last one would have been judged: the gap adds the longest a rollout of this step ' +
+      'or the one before took from its request to its record (at most 600 s), so a slow judge does not push a ' +
+      'rollout it is still judging into the next step. What closes the steps of trainers that send neither ' +
+      '`/complete` nor a step (OpenRLHF, slime, verl).',
     rubric_update_frequency: 'Rubrics are updated on steps 0, N, 2N, …',
     retire_after_steps:
       'An adaptive criterion whose within-group spread stays below `retire_below_spread` for this many consecutive ' +

@@ -164,8 +164,9 @@ export const RunConfig = z
     close_on_step_advance: z.boolean().default(true),
     /**
      * Without `rollouts_per_step`: close the collecting step once no rollout has arrived for this many seconds (the gap
-     * while the trainer trains between two reward bursts); null: never. What closes steps of trainers that send neither
-     * /complete nor a step (OpenRLHF, slime, verl).
+     * while the trainer trains between two reward bursts), counted from when a rollout sent just after the last would
+     * have been judged (the step's slowest judgement is added); null: never. What closes steps of trainers that send
+     * neither /complete nor a step (OpenRLHF, slime, verl).
      */
     close_after_idle_s: z.number().int().min(1).max(86_400).nullable().default(30),
     /** Rubrics are updated on steps 0, N, 2N, … */

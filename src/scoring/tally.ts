@@ -10,6 +10,11 @@ export interface ScoreTally {
   bins: number[]
   min_version: number | null
   max_version: number | null
+  /**
+   * The longest time one rollout of the step took from its request's arrival to its record, in ms (its judgement,
+   * mostly): how long a rollout may still be in flight after the last one was recorded. Absent: none measured.
+   */
+  longest_judgement_ms?: number
 }
 
 /**
@@ -56,6 +61,8 @@ export function mergeTallies(tallies: readonly ScoreTally[]): ScoreTally {
     for (const [bin, count] of tally.bins.entries()) merged.bins[bin]! += count
     merged.min_version = minOf(merged.min_version, tally.min_version)
     merged.max_version = maxOf(merged.max_version, tally.max_version)
+    const longest = maxOf(merged.longest_judgement_ms ?? null, tally.longest_judgement_ms ?? null)
+    if (longest !== null) merged.longest_judgement_ms = longest
   }
   return merged
 }

@@ -263,6 +263,53 @@ describe('idle closes with nobody watching', () => {
     expect(await stepRow(run, 0)).toMatchObject({ closed_by: 'idle' })
   })
 
+  it.each([
+    { name: 'on one shard', same: true, evict: false },
+    { name: 'on different shards', same: false, evict: false },
+    { name: 'its coordinator evicted between them', same: false, evict: true },
+  ])(
+    '$name: a rollout sent at once after the last is judged slower than the gap, and still joins its step',
+    async ({ same, evict }) => {
+      // The judge takes 1.5 s a rollout, the gap is 1 s: a trainer sending one rollout after another leaves no 1 s
+      // pause, yet each record comes 1.5 s after the one before.
+      const judgeMs = 1_500
+      fakeEndpoint('slow-idle-judge', async () => {
+        await new Promise((resolve) => setTimeout(resolve, judgeMs))
+        return JSON.stringify({ grades: { 'a-correct': 8, 'd-steps': 6 } })
+      })
+      const run = await createRun({
+        ...RUBRICS,
+        close_after_idle_s: 1,
+        agents: { scorer: fakeRole('slow-idle-judge') },
+      })
+      const firstId = `slow-first-${same}-${evict}`
+      const shard = ledgerShardOf(firstId, 8)
+      const others = Array.from({ length: 64 }, (_, i) => `slow-next-${same}-${evict}-${i}`).filter(
+        (id) => (ledgerShardOf(id, 8) === shard) === same,
+      )
+      expect((await scoreAll(run, [firstId]))[0]).toMatchObject({ step: 0 })
+      if (evict) {
+        // What the coordinator heard of the first judgement is in its storage, not only in its memory.
+        await waitReported(run, 1)
+        const coordinator = env.RUN_COORDINATOR.getByName(coordinatorName(run.runId))
+        await runInDurableObject(coordinator, (_o, state) => state.abort('evicted by the test')).catch(
+          (error: Error) => {
+            if (!/evicted by the test/.test(String(error))) throw error
+          },
+        )
+      }
+      expect((await scoreAll(run, [others[0]!]))[0]).toMatchObject({ step: 0 })
+      expect((await scoreAll(run, [others[1]!]))[0]).toMatchObject({ step: 0 })
+      // With nothing more sent the step closes by the gap, holding all three.
+      await vi.waitFor(async () => expect(await stepRow(run, 0)).toMatchObject({ closed_by: 'idle' }), {
+        timeout: 15_000,
+        interval: 200,
+      })
+      const status = await call('GET', '/rubric_status', { token: run.token })
+      expect(status.json).toMatchObject({ step: 0, closed_by: 'idle', rollouts: 3 })
+    },
+  )
+
   it('a step unread for twice the idle gap, its coordinator evicted again and again, closes by alarm', async () => {
     const run = await createRun({ ...RUBRICS, close_after_idle_s: 1 })
     await scoreAll(run, idsOverShards('evicted', 8, 8))

@@ -65,6 +65,7 @@ export async function scoreRollouts(
   requests: readonly ScoreRequest[],
   options: { lookupFirst: boolean },
 ): Promise<ItemOutcome[]> {
+  const arrivedAt = Date.now()
   const items = await resolveItems(ctx, requests, options)
   for (let round = 0; round <= REJUDGE_ROUNDS; round++) {
     const pending = items.filter((item) => !item.outcome)
@@ -72,7 +73,7 @@ export async function scoreRollouts(
     await judgeItems(ctx, pending)
     // An item the judge step could not judge has its outcome already: only the judged are recorded.
     const judged = pending.filter((item) => !item.outcome)
-    await recordItems(ctx, judged)
+    await recordItems(ctx, judged, arrivedAt)
   }
   return answer(ctx, items)
 }
@@ -121,7 +122,7 @@ async function resolveItems(
           !rubricCache.current(run.id, item.address.instanceId, item.request.metadata.current_step)),
     ),
   )
-  await Promise.all([...lookups.values()].map((group) => recordOnShard(ctx, group, false)))
+  await Promise.all([...lookups.values()].map((group) => recordOnShard(ctx, group)))
   return items
 }
 
@@ -129,12 +130,16 @@ async function resolveItems(
  * Records the judged items, one ledger call per shard: each is recorded (or found recorded) and gets its outcome, or
  * is handed the rubrics its step is scored on, to be judged again.
  */
-async function recordItems(ctx: ScoreContext, items: readonly Item[]): Promise<void> {
-  await Promise.all([...byShard(items).values()].map((group) => recordOnShard(ctx, group, true)))
+async function recordItems(ctx: ScoreContext, items: readonly Item[], arrivedAt: number): Promise<void> {
+  await Promise.all([...byShard(items).values()].map((group) => recordOnShard(ctx, group, arrivedAt)))
 }
 
-/** One ledger call for items of one shard: a lookup (no judgements) or the record of their judgements. */
-async function recordOnShard(ctx: ScoreContext, group: Item[], withJudgements: boolean): Promise<void> {
+/**
+ * One ledger call for items of one shard: a lookup (no `arrivedAt`: no judgements) or the record of their judgements,
+ * each with how long it took since the request arrived at `arrivedAt`.
+ */
+async function recordOnShard(ctx: ScoreContext, group: Item[], arrivedAt?: number): Promise<void> {
+  const withJudgements = arrivedAt !== undefined
   const { env, run } = ctx
   const address = group[0]!.address
   const known = rubricCache.get(run.id, address.instanceId)?.version ?? 0
@@ -151,6 +156,7 @@ async function recordOnShard(ctx: ScoreContext, group: Item[], withJudgements: b
             cached: item.judged.cached,
             judgeModel: ctx.scorer.label,
           },
+          judgedInMs: Date.now() - arrivedAt,
         }
       : {}),
   }))
