@@ -1,7 +1,7 @@
 import { DurableObject } from 'cloudflare:workers'
 import { type BudgetRefusal, updateBudgetRefusal } from '../../src/budgets/index.ts'
 import type { RunConfig } from '../../src/schemas/run-config.ts'
-import type { RubricStatus, StepUpdateOutcome } from '../../src/schemas/status.ts'
+import type { RubricStatus, StepUpdateOutcome, UpdateProgress } from '../../src/schemas/status.ts'
 import { Alarm } from '../alarm.ts'
 import type { Announce, CoordinatorReply, LlmStat, ShardReport } from '../contracts.ts'
 import { objectName } from '../identity.ts'
@@ -169,11 +169,12 @@ export class RunCoordinator extends DurableObject<Cloudflare.Env> {
   }
 
   /**
-   * A running step job says it is still working on `instanceId`'s update of `step`, so it is not sent again meanwhile.
-   * @example await coordinator.stepJobAlive(3, 'global')
+   * A running step job says it is still working on `instanceId`'s update of `step`, so it is not sent again meanwhile,
+   * and how far it has got (what `/rubric_status` shows until the update is done).
+   * @example await coordinator.stepJobAlive(3, 'global', { phase: 'analysing', analyses: { selected: 8, done: 2, … } })
    */
-  async stepJobAlive(step: number, instanceId: string): Promise<void> {
-    this.jobs.alive(step, instanceId, Date.now())
+  async stepJobAlive(step: number, instanceId: string, progress?: UpdateProgress): Promise<void> {
+    this.jobs.alive(step, instanceId, Date.now(), progress)
   }
 
   /**

@@ -64,9 +64,13 @@ export class IdleGap {
   deadline(config: RunConfig): number | undefined {
     if (config.rollouts_per_step !== null || config.close_after_idle_s === null) return undefined
     if (!this.rows.hasShards(this.rows.collecting())) return undefined
+    return this.lastRolloutTime() + config.close_after_idle_s * 1_000 + this.allowanceMs()
+  }
+
+  /** What the gap adds for a rollout still being judged: the longest judgement of this step or the one before. */
+  allowanceMs(): number {
     const { collecting, before } = this.longestJudgements()
-    const allowance = Math.min(JUDGEMENT_ALLOWANCE_MAX_MS, Math.max(collecting, before))
-    return this.lastRolloutTime() + config.close_after_idle_s * 1_000 + allowance
+    return Math.min(JUDGEMENT_ALLOWANCE_MAX_MS, Math.max(collecting, before))
   }
 
   /**

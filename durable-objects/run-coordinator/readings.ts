@@ -43,11 +43,11 @@ export class RunReadings {
       step: reported?.step ?? this.rows.collecting(),
       status,
       rubric_version: this.rows.maxVersion(),
-      instances: instances.map(({ instance_id, rubric_version, rollouts: count, update }) => ({
+      instances: instances.map(({ instance_id, rubric_version, rollouts: count, update, progress }) => ({
         instance_id,
         rubric_version,
         rollouts: count,
-        ...(update ? { update } : {}),
+        ...(update ? { update } : progress ? { progress } : {}),
       })),
       ...summariseUpdates(instances),
       pending: status === 'updating' ? instances.filter((instance) => !instance.update).length : 0,
@@ -133,11 +133,15 @@ export class RunReadings {
       )
     }
     if (config.close_after_idle_s !== null) {
-      const idle =
+      const allowance = Math.round(this.idle.allowanceMs() / 1_000)
+      const since =
         rollouts > 0
-          ? ` (the last rollout came ${Math.round((Date.now() - this.idle.lastRolloutTime()) / 1_000)} s ago)`
-          : ''
-      ways.push(`after ${config.close_after_idle_s} s without a new rollout${idle}`)
+          ? [`the last rollout came ${Math.round((Date.now() - this.idle.lastRolloutTime()) / 1_000)} s ago`]
+          : []
+      const notes = [...since, ...(allowance > 0 ? [`${allowance} s more for the slowest judgement`] : [])]
+      ways.push(
+        `after ${config.close_after_idle_s} s without a new rollout${notes.length ? ` (${notes.join('; ')})` : ''}`,
+      )
     }
     return ways.length === 1 ? ways[0]! : `${ways.slice(0, -1).join(', ')} or ${ways.at(-1)}`
   }

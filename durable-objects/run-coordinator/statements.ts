@@ -101,8 +101,8 @@ export const COORDINATOR_SQL = {
   /** How many of the step's instance updates are still to do. */
   stepPending: 'SELECT count(*) AS n FROM step_instances WHERE step = ? AND updated = 0',
   /** The instances a step touched, with their updates' outcomes. */
-  stepInstances:
-    'SELECT instance_id, rubric_version, rollouts, outcome FROM step_instances WHERE step = ? ORDER BY instance_id',
+  stepInstances: `SELECT instance_id, rubric_version, rollouts, outcome, progress FROM step_instances WHERE step = ?
+    ORDER BY instance_id`,
   /** The instance updates not done of the closed steps, in step order, with when each was last sent. */
   pendingUpdates: `SELECT si.step, si.instance_id, si.enqueued_at, si.sends, si.alive_at, si.rollouts, s.status,
       s.skipped
@@ -111,7 +111,7 @@ export const COORDINATOR_SQL = {
   /** An instance's update job of a step was sent at `?` (ms). */
   markEnqueued: 'UPDATE step_instances SET enqueued_at = ?, sends = sends + 1 WHERE step = ? AND instance_id = ?',
   /** A sent job whose instance is not updated yet says at `?` (ms) that it is still working. */
-  markAlive: `UPDATE step_instances SET alive_at = ?
+  markAlive: `UPDATE step_instances SET alive_at = ?, progress = coalesce(?, progress)
     WHERE step = ? AND instance_id = ? AND enqueued_at IS NOT NULL AND updated = 0`,
   /** One instance's update of a step: whether it is done, and when a run of its job last said it is at work. */
   stepInstance: 'SELECT updated, alive_at, claimed_by FROM step_instances WHERE step = ? AND instance_id = ?',

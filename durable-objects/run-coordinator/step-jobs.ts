@@ -1,8 +1,9 @@
+import type { UpdateProgress } from '../../src/schemas/status.ts'
 import type { StepJob } from '../contracts.ts'
 import { COORDINATOR_SQL } from './statements.ts'
 
 /**
- * A running step job silent this long is sent again. A running job says it is alive once a minute (`alive`), so only a
+ * A running step job silent this long is sent again. A running job says it is alive every 15 s (`alive`), so only a
  * job whose Worker died goes quiet this long, never a slow update (a real judge on a CPU takes minutes). A job never
  * heard from may be waiting in a queue backlog: it is sent again after this, then twice as long each time, up to
  * `STEP_RESEND_MAX_MS`, and a copy that finds another run of it at work does nothing (`claim`).
@@ -61,11 +62,11 @@ export class StepJobs {
   }
 
   /**
-   * A running job's note that it is still working: its silence counts from now. Only a job that was sent and whose
-   * step is still updating counts (a late note from a finished job changes nothing).
+   * A running job's note that it is still working, with how far it has got: its silence counts from now. Only a job
+   * that was sent and whose step is still updating counts (a late note from a finished job changes nothing).
    */
-  alive(step: number, instanceId: string, now: number): void {
-    this.sql.exec(COORDINATOR_SQL.markAlive, now, step, instanceId)
+  alive(step: number, instanceId: string, now: number, progress?: UpdateProgress): void {
+    this.sql.exec(COORDINATOR_SQL.markAlive, now, progress ? JSON.stringify(progress) : null, step, instanceId)
   }
 
   /**

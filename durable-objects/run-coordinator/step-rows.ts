@@ -1,15 +1,16 @@
-import type { StepUpdateOutcome } from '../../src/schemas/status.ts'
+import type { StepUpdateOutcome, UpdateProgress } from '../../src/schemas/status.ts'
 import { emptyTally, mergeTallies, type ScoreTally } from '../../src/scoring/tally.ts'
 import type { MetaStore } from '../meta-store.ts'
 import { COORDINATOR_SQL } from './statements.ts'
 import { type ShardRow, type StepRow, tallyOf } from './tables.ts'
 
-/** One instance a step touched, with its update's outcome once it has one. */
+/** One instance a step touched, with its update's outcome once it has one (and how far it has got until then). */
 export interface StepInstance {
   instance_id: string
   rubric_version: number
   rollouts: number
   update?: StepUpdateOutcome
+  progress?: UpdateProgress
 }
 
 /**
@@ -102,14 +103,21 @@ export class StepRows {
         .sort((a, b) => (a.instance_id < b.instance_id ? -1 : 1))
     }
     return this.sql
-      .exec<{ instance_id: string; rubric_version: number; rollouts: number; outcome: string | null }>(
-        COORDINATOR_SQL.stepInstances,
-        row.step,
-      )
+      .exec<{
+        instance_id: string
+        rubric_version: number
+        rollouts: number
+        outcome: string | null
+        progress: string | null
+      }>(COORDINATOR_SQL.stepInstances, row.step)
       .toArray()
-      .map(({ outcome, ...instance }) => ({
+      .map(({ outcome, progress, ...instance }) => ({
         ...instance,
-        ...(outcome ? { update: JSON.parse(outcome) as StepUpdateOutcome } : {}),
+        ...(outcome
+          ? { update: JSON.parse(outcome) as StepUpdateOutcome }
+          : progress
+            ? { progress: JSON.parse(progress) as UpdateProgress }
+            : {}),
       }))
   }
 

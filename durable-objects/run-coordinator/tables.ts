@@ -76,6 +76,8 @@ export const COORDINATOR_TABLES: Record<string, TableSchema> = {
       sends: 'INTEGER NOT NULL DEFAULT 0',
       alive_at: 'INTEGER',
       claimed_by: 'TEXT',
+      // How far the running update has got (`UpdateProgress` JSON), as its last heartbeat said.
+      progress: 'TEXT',
     },
     constraints: ['PRIMARY KEY (step, instance_id)'],
     withoutRowid: true,

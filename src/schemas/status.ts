@@ -64,6 +64,19 @@ export const StepUpdateOutcome = z.object({
 export type StepUpdateOutcome = z.infer<typeof StepUpdateOutcome>
 
 /**
+ * How far a running step update has got, as its job last said (its heartbeat, every `STEP_HEARTBEAT_S`): the phase it
+ * is in and the deep analyses chosen, done and failed so far.
+ * @example UpdateProgress.parse({ phase: 'analysing', analyses: { selected: 8, done: 3, failed: 0 }, at: '…' })
+ */
+export const UpdateProgress = z.object({
+  phase: z.enum(['reading', 'analysing', 'summarising', 'updating']),
+  analyses: z.object({ selected: z.number().int(), done: z.number().int(), failed: z.number().int() }),
+  /** When the job said so (ISO 8601). */
+  at: z.string(),
+})
+export type UpdateProgress = z.infer<typeof UpdateProgress>
+
+/**
  * What `GET /rubric_status` answers.
  * @example const s: RubricStatus = { run_id: 'default', step: 0, status: 'idle', rubric_version: 1, instances: [],
  *   pending: 0, rollouts: 0, mode: 'async', analyses: { analysed: 0, failed: 0, reasons: {} }, hacking_flags: 0 }
@@ -82,6 +95,8 @@ export const RubricStatus = z.object({
       rollouts: z.number().int(),
       /** Present once the instance's update for this step is done. */
       update: StepUpdateOutcome.optional(),
+      /** While the instance's update runs: how far it has got, as of its job's last heartbeat. */
+      progress: UpdateProgress.optional(),
     }),
   ),
   /**

@@ -300,6 +300,11 @@ describe('idle closes with nobody watching', () => {
       }
       expect((await scoreAll(run, [others[0]!]))[0]).toMatchObject({ step: 0 })
       expect((await scoreAll(run, [others[1]!]))[0]).toMatchObject({ step: 0 })
+      // A person watching is told the gap waits for the judge too.
+      const watched = await call('GET', '/rubric_status', { token: run.token })
+      expect(watched.json.closes_when).toMatch(
+        /after 1 s without a new rollout \(.*; [12] s more for the slowest judgement\)/,
+      )
       // With nothing more sent the step closes by the gap, holding all three.
       await vi.waitFor(async () => expect(await stepRow(run, 0)).toMatchObject({ closed_by: 'idle' }), {
         timeout: 15_000,

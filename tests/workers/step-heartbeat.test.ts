@@ -1,6 +1,7 @@
 /**
  * A step update slower than the coordinator's resend window (a real judge on a CPU takes minutes) is not sent again
- * and run twice: the running job tells the coordinator it is alive every `STEP_HEARTBEAT_S` (1 s in these tests).
+ * and run twice: the running job tells the coordinator it is alive every `STEP_HEARTBEAT_S` (1 s in these tests), and
+ * how far it has got, which `/rubric_status` shows until the update is done.
  */
 import { runInDurableObject } from 'cloudflare:test'
 import { env } from 'cloudflare:workers'
@@ -76,6 +77,60 @@ describe('a running step job', () => {
     expect(updater.calls()).toBe(1)
     // Once the update is done, no copy runs at all.
     expect(await coordinator.claimStepJob(0, 'global', 'a-later-copy')).toBe(false)
+  })
+
+  it('shows in /rubric_status how far a slow update has got, as its heartbeat says', async () => {
+    const held = new Promise<void>((resolve) => (release = resolve))
+    const analysis = JSON.stringify({
+      overall_assessment: 'A plain answer.',
+      stage_performance: 'as expected',
+      advancement_strategy: 'keep going',
+      rubric_effectiveness: 'fine',
+      observations: ['plain'],
+      reward_hacking: { flag: false, evidence: [], severity: 'none', tactics: [] },
+    })
+    // The first analysis answers at once, every other one waits for the test.
+    fakeEndpoint('progress-analyzer', async (index) => {
+      if (index > 0) await held
+      return analysis
+    })
+    fakeEndpoint('progress-updater', async () => UPDATE)
+    const run = await createRun({
+      ...RUBRICS,
+      agents: { analyzer: fakeRole('progress-analyzer'), updater: fakeRole('progress-updater') },
+    })
+    for (const [id, output] of [
+      ['p1', 'The answer is 4.'],
+      ['p2', 'It is 5.'],
+      ['p3', 'Four.'],
+    ]) {
+      const scored = await call('POST', '/score', {
+        token: run.token,
+        body: { rollout: rollout(id!, { output: output! }), metadata: METADATA },
+      })
+      expect(scored.status, scored.text).toBe(200)
+    }
+    expect((await call('POST', '/complete', { token: run.token })).json).toMatchObject({ closed: true, step: 0 })
+    const progressOf = async () => (await call('GET', '/rubric_status', { token: run.token })).json
+    await vi.waitFor(
+      async () => {
+        const status = await progressOf()
+        expect(status.status).toBe('updating')
+        expect(status.instances[0].progress).toMatchObject({ phase: 'analysing', analyses: { done: 1, failed: 0 } })
+      },
+      { timeout: 20_000, interval: 200 },
+    )
+    const { progress } = (await progressOf()).instances[0]
+    expect(progress.analyses.selected).toBeGreaterThan(1)
+    expect(Date.parse(progress.at)).toBeGreaterThan(0)
+    release!()
+    await vi.waitFor(async () => expect((await progressOf()).rubric_version).toBe(2), {
+      timeout: 20_000,
+      interval: 100,
+    })
+    const done = (await progressOf()).instances[0]
+    expect(done.progress).toBeUndefined()
+    expect(done.update).toMatchObject({ analysed: progress.analyses.selected, failed: 0 })
   })
 })
 

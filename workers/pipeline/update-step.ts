@@ -18,7 +18,7 @@ import type { TrainingMetadata } from '../../src/schemas/rollout.ts'
 import { analysisBudgetOf, ledgerShardsOf, type RunConfig } from '../../src/schemas/run-config.ts'
 import type { RubricSnapshot } from '../../src/schemas/rubric.ts'
 import { criterionHealth, retirements, type CriterionStepHealth, type Retirement } from '../../src/scoring/health.ts'
-import type { StepUpdateOutcome } from '../../src/schemas/status.ts'
+import type { StepUpdateOutcome, UpdateProgress } from '../../src/schemas/status.ts'
 import type { RecordedRollout, RolloutAnalysis, ShardAddress, StepRollout } from '../../durable-objects/contracts.ts'
 import { instanceName } from '../../durable-objects/names.ts'
 import type { StepUpdateCommit } from '../../durable-objects/rubric-instance/index.ts'
@@ -43,6 +43,24 @@ const MAX_REPLANS = 3
 type Counts = StepUpdateCommit['counts']
 
 /**
+ * A step update's progress before it has read anything: what its job's heartbeat sends until the update moves on.
+ * @example const progress = startProgress(); await updateInstanceStep(env, job, { lastAttempt: false, progress })
+ */
+export function startProgress(): UpdateProgress {
+  return { phase: 'reading', analyses: { selected: 0, done: 0, failed: 0 }, at: new Date().toISOString() }
+}
+
+/** The update moved on to `phase` (with the analyses it chose, once it has). */
+function noteProgress(
+  progress: UpdateProgress,
+  phase: UpdateProgress['phase'],
+  analyses?: Pick<UpdateProgress['analyses'], 'selected' | 'done'>,
+): void {
+  progress.phase = phase
+  if (analyses) Object.assign(progress.analyses, analyses)
+}
+
+/**
  * One instance's update for a closed step: read the step's rollouts from its ledger shards → choose the rollouts to
  * analyse within the run's budget (suspicious ones, group extremes, the score range) → analyse them → summarise
  * (chunked) → on update steps, generate queries → retrieve memory → update the adaptive rubrics → commit the new
@@ -55,8 +73,9 @@ type Counts = StepUpdateCommit['counts']
 export async function updateInstanceStep(
   env: Env,
   job: StepJob,
-  options: { lastAttempt: boolean },
+  options: { lastAttempt: boolean; progress?: UpdateProgress },
 ): Promise<StepUpdateOutcome> {
+  const progress = options.progress ?? startProgress()
   const config = await loadRunConfig(env.DB, job.runId)
   if (!config) throw new Error(`run "${job.runId}" does not exist`)
   const instance = env.RUBRIC_INSTANCE.getByName(instanceName(job.runId, job.instanceId))
@@ -75,14 +94,14 @@ export async function updateInstanceStep(
   let snapshot: RubricSnapshot = await instance.snapshot()
   try {
     const [analyses, audit] = await Promise.all([
-      analyseStep(env, config, job, rollouts, models, options),
+      analyseStep(env, config, job, rollouts, models, { ...options, progress }),
       auditStep(env, config, job, rollouts, models),
     ])
     Object.assign(counts, analyses.counts, audit ? { audit } : {})
     for (let plans = 0; ; plans++) {
       const retired = retirements(snapshot.rubrics, measured, retirementPolicy(config))
       const kept = { ...snapshot, rubrics: snapshot.rubrics.filter((rubric) => !isRetired(rubric.id, retired)) }
-      const planned = await planUpdate(env, config, job, kept, analyses, counts, models, health)
+      const planned = await planUpdate(env, config, job, kept, analyses, counts, models, health, progress)
       const retiring = withRetirements(planned, kept, retired)
       commit = withHealth(capActive(retiring, kept, config, measured), health)
       const result = await instance.commitStepUpdate(job.step, commit)
@@ -179,7 +198,7 @@ async function analyseStep(
   job: StepJob,
   rollouts: readonly StepRollout[],
   models: ReturnType<typeof requestModels>,
-  options: { lastAttempt: boolean },
+  options: { lastAttempt: boolean; progress: UpdateProgress },
 ): Promise<{ records: AnalysisRecord[]; latest?: TrainingMetadata; counts: Omit<Counts, 'rollouts'> }> {
   const selected = selectForAnalysis(rollouts, analysisBudgetOf(config))
   const byId = new Map(rollouts.map((rollout) => [rollout.rollout_id, rollout]))
@@ -187,7 +206,8 @@ async function analyseStep(
   for (const { reasons: why } of selected) for (const reason of why) reasons[reason] = (reasons[reason] ?? 0) + 1
   const todo = selected.filter(({ rollout_id }) => byId.get(rollout_id)!.analysis?.status !== 'done')
   const memory = memoryFor(env, job.runId, { limit: models.limit })
-  const fresh = await analyseRollouts(env, config, job, todo, byId, memory, models)
+  noteProgress(options.progress, 'analysing', { selected: selected.length, done: selected.length - todo.length })
+  const fresh = await analyseRollouts(env, config, job, todo, byId, memory, models, options.progress)
   // A redelivery is worth it only for a failure that may heal (a server down or busy); a model that answered but never
   // usably answers the same again, so the update goes on without those analyses.
   const allFailed = todo.length > 0 && fresh.every((result) => result.analysis.status === 'failed')
@@ -230,6 +250,7 @@ async function analyseRollouts(
   byId: ReadonlyMap<string, StepRollout>,
   memory: MemoryStore,
   models: ReturnType<typeof requestModels>,
+  progress: UpdateProgress,
 ): Promise<{ rollout_id: string; analysis: RolloutAnalysis; transient: boolean }[]> {
   if (todo.length === 0) return []
   const { full, versions } = await recordedRollouts(
@@ -270,8 +291,10 @@ async function analyseRollouts(
             { maxAttempts: analyzer.settings.max_attempts },
           )
           const document = await analysisDocument(job, input, analysis, reasons, now)
+          progress.analyses.done++
           return { rollout_id, reasons, document, transient: false }
         } catch (error) {
+          progress.analyses.failed++
           console.warn(`[${job.runId}/${job.instanceId} step ${job.step}] analysis of ${rollout_id} failed`, error)
           return {
             rollout_id,
@@ -361,10 +384,12 @@ async function planUpdate(
   counts: Counts,
   models: ReturnType<typeof requestModels>,
   health: readonly CriterionStepHealth[],
+  progress: UpdateProgress,
 ): Promise<StepUpdateCommit> {
   if (analyses.records.length === 0) return noChange(snapshot, 'no analysed rollouts in this step', counts)
   const memory = memoryFor(env, job.runId, { limit: models.limit })
   const rubrics = snapshot.rubrics
+  noteProgress(progress, 'summarising')
   // A redelivered job reuses the summary it already remembered, so the updater works from that one.
   const summary =
     (await storedStepSummary(memory, job)) ??
@@ -372,6 +397,7 @@ async function planUpdate(
   if (job.step % config.rubric_update_frequency !== 0)
     return noChange(snapshot, 'summary only: not an update step', counts)
 
+  noteProgress(progress, 'updating')
   const { queries, retrieved } = await consultMemory(env, config, job, memory, models, { summary, rubrics })
   const latest = analyses.latest
   const updater = models.forRole('updater')

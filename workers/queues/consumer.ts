@@ -1,7 +1,8 @@
 import type { Env } from '../env.ts'
 import { objects } from '../objects/call.ts'
-import { abandonInstanceStep, updateInstanceStep } from '../pipeline/update-step.ts'
+import { abandonInstanceStep, startProgress, updateInstanceStep } from '../pipeline/update-step.ts'
 import type { StepJob } from '../../durable-objects/contracts.ts'
+import type { UpdateProgress } from '../../src/schemas/status.ts'
 
 /** Attempts a step job gets before its last one commits "no change" (matches max_retries = 5 in wrangler.toml). */
 const STEP_MAX_ATTEMPTS = 6
@@ -46,28 +47,30 @@ function mayHaveTwin(message: Message<StepJob>): boolean {
 }
 
 function runStepJob(env: Env, message: Message<StepJob>): Promise<unknown> {
-  return whileAlive(env, message.body, () =>
-    updateInstanceStep(env, message.body, { lastAttempt: message.attempts >= STEP_MAX_ATTEMPTS }),
+  return whileAlive(env, message.body, (progress) =>
+    updateInstanceStep(env, message.body, { lastAttempt: message.attempts >= STEP_MAX_ATTEMPTS, progress }),
   )
 }
 
 /**
- * Runs a step job's update, telling its coordinator every `STEP_HEARTBEAT_S` (60 unless set) that it is still working,
- * so that an update slower than the coordinator's resend window (a real judge on a CPU) is not sent again and run
- * twice. A note that fails only risks that resend.
+ * Runs a step job's update, telling its coordinator every `STEP_HEARTBEAT_S` (15 unless set) that it is still working
+ * and how far it has got (`/rubric_status` shows it), so that an update slower than the coordinator's resend window (a
+ * real judge on a CPU) is not sent again and run twice. A note that fails only risks that resend.
  */
-async function whileAlive<T>(env: Env, job: StepJob, update: () => Promise<T>): Promise<T> {
-  const everyS = Number(env.STEP_HEARTBEAT_S ?? 60)
+async function whileAlive<T>(env: Env, job: StepJob, update: (progress: UpdateProgress) => Promise<T>): Promise<T> {
+  const everyS = Number(env.STEP_HEARTBEAT_S ?? 15)
+  const progress = startProgress()
   const beat = setInterval(
     () => {
+      const now = { ...progress, analyses: { ...progress.analyses }, at: new Date().toISOString() }
       objects
-        .coordinator(env, job.runId, (coordinator) => coordinator.stepJobAlive(job.step, job.instanceId))
+        .coordinator(env, job.runId, (coordinator) => coordinator.stepJobAlive(job.step, job.instanceId, now))
         .catch((error: unknown) => console.warn(`[queue] step ${job.step} heartbeat failed`, error))
     },
-    (Number.isFinite(everyS) && everyS > 0 ? everyS : 60) * 1_000,
+    (Number.isFinite(everyS) && everyS > 0 ? everyS : 15) * 1_000,
   )
   try {
-    return await update()
+    return await update(progress)
   } finally {
     clearInterval(beat)
   }
