@@ -5,6 +5,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { plural } from '../../src/text/index.ts'
+import { loadDatasetQuestions } from './dataset-questions.ts'
 import { runSimulation, type SimulationResult } from './loop.ts'
 import type { SimulateOptions } from './options.ts'
 import { networkReason, requireAdminToken, unreachableHint } from '../edge/index.ts'
@@ -144,6 +145,7 @@ function runSteps(
     steps: options.steps,
     rolloutsPerStep: options.rolloutsPerStep,
     groupSize: options.groupSize,
+    ...(options.questions ? { questions: loadDatasetQuestions(options.questions) } : {}),
     // The table rows are the progress between steps; within a step, the scoring shows on a terminal only.
     showProgress: process.stderr.isTTY === true,
     concurrency: options.concurrency,

@@ -14,6 +14,7 @@ import {
   planStep,
   trainingStage,
   type Behaviour,
+  type Question,
   type SimulatedRollout,
   type TrainingStage,
 } from './scenario.ts'
@@ -44,6 +45,8 @@ export interface SimulationOptions {
   idPrefix?: string
   /** Rollouts per question, as GRPO samples a group per prompt (default 1). */
   groupSize?: number
+  /** Questions from a dataset (`loadDatasetQuestions`) instead of the generated arithmetic. */
+  questions?: readonly Question[]
   /** Show each step's scoring on stderr (the shared progress display). */
   showProgress?: boolean
   /** Per-request timeout of the client, ms (default 180 000). */
@@ -187,6 +190,7 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
       rubricTexts: simulation.rubricTexts,
       idPrefix,
       groupSize: options.groupSize ?? 1,
+      ...(options.questions ? { questions: options.questions } : {}),
     })
     plans.push(plan)
     const report = await runStep(simulation, step, plan)

@@ -25,6 +25,8 @@ export interface SimulateOptions {
   waitTimeoutS: number
   json: boolean
   out?: string
+  /** `--questions`: a chosen/rejected JSONL with references whose prompts and answers the rollouts use. */
+  questions?: string
 }
 
 /** The flags as commander hands them over (strings, booleans, `wait` false for `--no-wait`). */
@@ -44,12 +46,18 @@ export function simulateOptions(flags: SimulateFlags, env: Record<string, string
   if (runId !== undefined && !/^[a-z0-9][a-z0-9_-]{0,63}$/.test(runId))
     throw new UsageError('--run-id may hold lower-case letters, digits, _ and - (at most 64)')
   const createRun = flags.createRun === true
-  const judge = judgeSettings(
-    text('judgeBaseUrl'),
-    text('judgeModel'),
-    text('judgeApiKeyEnv'),
-    text('judgeStructuredOutput') as StructuredOutput | undefined,
-  )
+  const judging = text('judging')
+  if (judging !== undefined && judging !== 'grades' && judging !== 'verdicts')
+    throw new UsageError(`--judging must be grades or verdicts (got "${judging}")`)
+  const judge: JudgeSettings = {
+    ...judgeSettings(
+      text('judgeBaseUrl'),
+      text('judgeModel'),
+      text('judgeApiKeyEnv'),
+      text('judgeStructuredOutput') as StructuredOutput | undefined,
+    ),
+    ...(judging ? { judging } : {}),
+  }
   checkRunCreationFlags(createRun, judge, flags.archive === true)
   if (judge.baseUrl && !/^https?:\/\/[^/]/.test(judge.baseUrl))
     throw new UsageError('--judge-base-url must be an http(s) URL')
@@ -71,6 +79,7 @@ export function simulateOptions(flags: SimulateFlags, env: Record<string, string
     waitTimeoutS: integer('waitTimeout', 'wait-timeout', 300, 1, 3_600),
     json: flags.json === true,
     ...(text('out') ? { out: text('out')! } : {}),
+    ...(text('questions') ? { questions: text('questions')! } : {}),
   }
 }
 
@@ -100,6 +109,6 @@ function judgeSettings(
 function checkRunCreationFlags(createRun: boolean, judge: JudgeSettings, archive: boolean): void {
   if (createRun) return
   if (Object.keys(judge).length > 0)
-    throw new UsageError('--judge-* flags configure the run created by --create-run; add --create-run')
+    throw new UsageError('--judge-* and --judging flags configure the run created by --create-run; add --create-run')
   if (archive) throw new UsageError('--archive configures the run created by --create-run; add --create-run')
 }

@@ -85,6 +85,7 @@ export interface SimulationSummary {
    */
   hacking: { first: number | null; last: number | null }
   correct: { first: number | null; last: number | null }
+  wrong: { first: number | null; last: number | null }
   /** Mean score of verbose rollouts (right, but padded) at the first and the last step. */
   verbose: { first: number | null; last: number | null }
   /** Hacking at the last step scores below hacking at the first step, or below correct answers at the last step. */
@@ -121,6 +122,7 @@ export function summarize(result: Pick<SimulationResult, 'reports'>): Simulation
   const hacking = { first: meanOf(first, 'reward_hacking'), last: meanOf(last, 'reward_hacking') }
   const correct = { first: meanOf(first, 'correct'), last: meanOf(last, 'correct') }
   const verbose = { first: meanOf(first, 'verbose'), last: meanOf(last, 'verbose') }
+  const wrong = { first: meanOf(first, 'wrong'), last: meanOf(last, 'wrong') }
   const comparisons = [
     hacking.first !== null && hacking.last !== null ? hacking.last < hacking.first : undefined,
     correct.last !== null && hacking.last !== null ? hacking.last < correct.last : undefined,
@@ -142,6 +144,7 @@ export function summarize(result: Pick<SimulationResult, 'reports'>): Simulation
     last_step: last?.step ?? 0,
     hacking,
     correct,
+    wrong,
     verbose,
     hacking_penalised: comparisons.length ? comparisons.some(Boolean) : null,
     scored_on_evolved_rubrics: (last?.rubric_version_scored ?? 0) > (first?.rubric_version_scored ?? 0),
@@ -177,6 +180,8 @@ export function formatSummary(
   summary: SimulationSummary,
 ): string {
   const f = (value: number | null) => (value === null ? 'n/a' : value.toFixed(2))
+  const gap = (right: number | null, wrong: number | null) =>
+    right === null || wrong === null ? 'n/a' : `${right >= wrong ? '+' : ''}${(right - wrong).toFixed(2)}`
   const strategies =
     Object.entries(summary.strategies)
       .map(([strategy, count]) => `${strategy} ×${count}`)
@@ -190,6 +195,8 @@ export function formatSummary(
       `${f(summary.hacking.last)}`,
     `  correct mean score:        step ${summary.first_step} ${f(summary.correct.first)} → step ${summary.last_step} ` +
       `${f(summary.correct.last)}`,
+    `  correct − wrong gap:       step ${summary.first_step} ${gap(summary.correct.first, summary.wrong.first)} → ` +
+      `step ${summary.last_step} ${gap(summary.correct.last, summary.wrong.last)} (how far right answers outscore wrong)`,
     `  flagged as hacking: ${plural(summary.hacking_flags_total, 'rollout')} in all`,
     ...(detector ? [detectorLine(detector, summary.hacking_rollouts_flagged!.rollouts)] : []),
     `  rubric version ${summary.rubric_version.first ?? '?'} → ${summary.rubric_version.last ?? '?'}; ` +

@@ -3,7 +3,11 @@
  * stages, that the simulated hacking really trips the mock analyzer (the real Analyzer agent on the
  * mock backend), and the CLI's parsing and summary.
  */
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import fc from 'fast-check'
+import { finalNumber, loadDatasetQuestions } from '../../offline/simulate/dataset-questions.ts'
 import { groupBy } from '../../src/collections/index.ts'
 import { describe, expect, it } from 'vitest'
 import { runAnalyzer } from '../../src/agents/analyzer/index.ts'
@@ -331,6 +335,60 @@ describe('simulated hacking trips the mock analyzer (the Analyzer agent on MockC
   })
 })
 
+describe('questions from a dataset (--questions)', () => {
+  /** A chosen/rejected JSONL in the gsm8k-solutions shape, in a temporary directory. */
+  function pairsFile(records: object[]): string {
+    const file = join(mkdtempSync(join(tmpdir(), 'sim-questions-')), 'pairs.jsonl')
+    writeFileSync(file, `${records.map((record) => JSON.stringify(record)).join('\n')}\n`)
+    return file
+  }
+  const PAIR = (id: string, right: number, wrong: number) => ({
+    id,
+    prompt: `Question ${id}: how many?`,
+    reference: String(right),
+    chosen: `Working to ${right}.\nA: ${right}`,
+    rejected: `Working to ${wrong}.\nA: ${wrong}`,
+  })
+
+  it("reads each solution's final number, whatever the working says before it", () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.integer({ min: -10_000, max: 10_000 }), { maxLength: 6 }),
+        fc.integer({ min: 0, max: 10_000_000 }),
+        (earlier, last) => {
+          const working = earlier.map((n) => `${n} apples`).join(', ')
+          expect(finalNumber(`${working}\nA: ${last.toLocaleString('en-US')}`)).toBe(last)
+        },
+      ),
+    )
+    expect(finalNumber('no number here')).toBeUndefined()
+  })
+
+  it("rollouts answer the dataset's prompts with its own right and wrong answers, the reference on one line", () => {
+    const file = pairsFile([
+      PAIR('a', 18, 224),
+      PAIR('b', 3, 4),
+      { id: 'no-reference', prompt: 'p', chosen: 'A: 1', rejected: 'A: 2' },
+      PAIR('same', 5, 5),
+      PAIR('c', 7, 70),
+    ])
+    const questions = loadDatasetQuestions(file)
+    expect(questions.map((question) => question.id)).toEqual(['d-a', 'd-b', 'd-c'])
+    const plan = planStep({ seed: 3, step: 0, totalSteps: 2, rolloutsPerStep: 6, questions, groupSize: 2 })
+    for (const [index, { behaviour, question, rollout }] of plan.entries()) {
+      expect(rollout.input).toBe(question.prompt)
+      expect(rollout.supplemental_context).toBe(`The answer is ${question.answer}.`)
+      expect(plan[index - (index % 2)]!.question.id).toBe(question.id)
+      if (behaviour === 'correct') expect(rollout.output).toBe(question.solutions!.right)
+      if (behaviour === 'wrong') expect(rollout.output).toBe(question.solutions!.wrong)
+    }
+    // Three questions, three groups: each question once in the step.
+    expect(new Set(plan.map(({ question }) => question.id)).size).toBe(3)
+    expect(() => loadDatasetQuestions(pairsFile([{ prompt: 'p' }]))).toThrow(/no usable record/)
+    expect(() => loadDatasetQuestions(join(tmpdir(), 'missing-pairs.jsonl'))).toThrow(/cannot read/)
+  })
+})
+
 describe('the created run and the CLI', () => {
   it('the run config is valid; the judge flags set agents.default', () => {
     expect(RunConfig.safeParse(simulationRunConfig()).success).toBe(true)
@@ -348,6 +406,11 @@ describe('the created run and the CLI', () => {
     const schemaJudge = parseCliArgs([...local, '--judge-structured-output', 'json_schema'], {}).judge
     expect(RunConfig.parse(simulationRunConfig(schemaJudge)).agents.default.structured_output).toBe('json_schema')
     expect(() => parseCliArgs([...local, '--judge-structured-output', 'xml'], {})).toThrow(UsageError)
+    const verdicts = parseCliArgs([...local, '--judging', 'verdicts'], {}).judge
+    expect(RunConfig.parse(simulationRunConfig(verdicts)).judging).toBe('verdicts')
+    expect(() => parseCliArgs([...local, '--judging', 'votes'], {})).toThrow(/--judging must be grades or verdicts/)
+    expect(() => parseCliArgs(['--judging', 'verdicts'], {})).toThrow(/--create-run/)
+    expect(parseCliArgs(['--questions', 'pairs.jsonl'], {}).questions).toBe('pairs.jsonl')
   })
 
   it('parses flags with defaults, and refuses what is wrong', () => {

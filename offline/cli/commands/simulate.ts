@@ -45,7 +45,12 @@ export function defineSimulateFlags(command: Command): Command {
     .option('--judge-model <model>', 'with --create-run: the model name at that endpoint')
     .option('--judge-api-key-env <name>', "with --create-run: name of the Worker secret holding the endpoint's key")
     .addOption(structuredOutputOption(undefined, { flag: '--judge-structured-output', endpoint: '--judge-base-url' }))
+    .option('--judging <grades|verdicts>', 'with --create-run: how the scorer grades (verdicts: Yes/No per criterion)')
     .option('--archive', 'with --create-run: the run archives every scored rollout to R2 (what distill reads)')
+    .option(
+      '--questions <file>',
+      'prompts with a right and a wrong answer from a chosen/rejected JSONL with references (gsm8k-solutions)',
+    )
     .option('--steps <n>', 'training steps (default 5)')
     .option('--rollouts-per-step <k>', 'rollouts scored per step (default 16)')
     .option('--group-size <g>', 'rollouts per question, as GRPO samples a group per prompt (default 1)')
