@@ -30,7 +30,9 @@
  * - `tools`: a made tool call against a claimed one, 8 tasks, through the scorer (bench/tool-calls-judge.ts).
  * - `gsm8k`: pairwise accuracy on held-out gsm8k-solutions pairs, with the reference and without
  *   (bench/gsm8k-quality.ts).
- * - `simulate`: `reward-harness simulate --create-run` against a real `wrangler dev` with every agent on the judge.
+ * - `simulate`: `reward-harness simulate --create-run` against a real `wrangler dev` with every agent on the judge,
+ *   its rollouts gsm8k-solutions' right and wrong answers (`--simulate-questions generated`: simulate's arithmetic),
+ *   judged by verdicts (`--simulate-judging`), each step's update waited for up to 900 s (`--simulate-wait-timeout`).
  *
  * The judge home is REWARD_HARNESS_JUDGE_HOME, else judgeHome(), else ~/.cache/reward-harness/judge when that one
  * is installed. `--model qwen2.5-coder-1.5b` starts that judge instead of SmolLM2. `--server-args="--n_parallel 4"`
@@ -75,6 +77,10 @@ const { values: flags } = parseArgs({
     iterations: { type: 'string', default: '1' },
     'simulate-steps': { type: 'string', default: '2' },
     'simulate-rollouts': { type: 'string', default: '8' },
+    /** A chosen/rejected JSONL whose prompts and answers the rollouts use, or `generated` for simulate's arithmetic. */
+    'simulate-questions': { type: 'string', default: join(GSM8K, 'pairs.jsonl') },
+    'simulate-judging': { type: 'string', default: 'verdicts' },
+    'simulate-wait-timeout': { type: 'string', default: '900' },
     llmbar: { type: 'string', default: LLMBAR },
     'judge-url': { type: 'string' },
     'judge-model': { type: 'string', default: 'smollm2-135m' },
@@ -646,6 +652,8 @@ async function simulate(judge: Judge): Promise<void> {
       '--concurrency',
       '1',
       ...['--steps', flags['simulate-steps'], '--rollouts-per-step', flags['simulate-rollouts'], '--out', out],
+      ...['--judging', flags['simulate-judging'], '--wait-timeout', flags['simulate-wait-timeout']],
+      ...(flags['simulate-questions'] === 'generated' ? [] : ['--questions', flags['simulate-questions']]),
     ]).then(
       (stdout) => console.log(stdout),
       (error: Error) => console.error(error.message),

@@ -81,6 +81,7 @@ const RuntimeSettings = z.looseObject({
   grade_max: z.number().int().min(1).max(100),
   allow_na: z.boolean(),
   rubric_votes: z.number().int().min(1).max(15),
+  judging: z.enum(['grades', 'verdicts']).optional(),
   extraction: ContentExtraction,
 })
 
@@ -397,6 +398,7 @@ function runtimeOf(manifest: ManifestCore, name: string): ArtifactRuntime {
     allow_na: s.allow_na,
     // The votes the search's evaluator used: the config's override, else the rubrics' default.
     num_votes: typeof configVotes === 'number' ? configVotes : s.rubric_votes,
+    ...(s.judging === 'verdicts' ? { judging: 'verdicts' } : {}),
   })
   if (!runtime.success)
     throw new ArtifactInputError(

@@ -201,6 +201,8 @@ async function artifactScorer(file: string, options: ScorerOptions): Promise<Ben
   const verifier = new LlmVerifier(options.model ?? new MockChatModel(), {
     locale: artifact.runtime.locale,
     extraction: parseExtraction(artifact.runtime.extraction),
+    // The artifact's own judging unless --judging says otherwise: it scores as /rm serves it.
+    ...(artifact.runtime.judging ? { judging: artifact.runtime.judging } : {}),
     ...judgingOf(options),
   })
   return {

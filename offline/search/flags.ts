@@ -164,6 +164,15 @@ function addRubricOptions(command: Command): void {
     )
     .option('--no-allow-na', 'new rubrics do not allow N/A grades')
     .addOption(
+      new Option(
+        '--judging <kind>',
+        'how the verifier grades: one call for all criteria, or verdicts (each criterion Yes/No, the grade its ' +
+          'probability; the server must send top_logprobs); the exported artifact grades the same way',
+      )
+        .choices(['grades', 'verdicts'])
+        .default('grades'),
+    )
+    .addOption(
       new Option('--rubric-votes <n>', 'verifier votes recorded in new rubrics (see --num-votes for an override)')
         .argParser(integer(1))
         .default(1),

@@ -139,6 +139,8 @@ export interface SearchCliOptions extends Omit<BackendOptions, 'seed'> {
   gradeMax: number
   allowNa: boolean
   rubricVotes: number
+  /** How the verifier grades (RunConfig.judging); travels into the exported artifact's runtime. */
+  judging: 'grades' | 'verdicts'
   extraction: ContentExtraction
   presetRubrics?: string
   presetStrict: boolean
@@ -220,6 +222,7 @@ export async function readSearchOptions(
     gradeMax,
     allowNa: raw.allowNa !== false,
     rubricVotes,
+    judging: raw.judging === 'verdicts' ? 'verdicts' : 'grades',
     extraction,
     ...(str('presetRubrics') ? { presetRubrics: abs(str('presetRubrics'))! } : {}),
     presetStrict: raw.presetStrict === true,

@@ -256,6 +256,7 @@ async function prepareRun(
     gradeMax: options.gradeMax,
     allowNa: options.allowNa,
     numVotes: options.rubricVotes,
+    judging: options.judging,
     extraction: options.extraction,
     retry: { maxAttempts: options.roleAttempts },
     ...(presets ? { presets: { rubrics: presets.rubrics, strict: options.presetStrict } } : {}),
@@ -499,6 +500,8 @@ function runSettings(
     grade_max: options.gradeMax,
     allow_na: options.allowNa,
     rubric_votes: options.rubricVotes,
+    // Only when it differs from the default, so the settings hash of a search before verdicts stays its own.
+    ...(options.judging === 'verdicts' ? { judging: 'verdicts' } : {}),
     extraction: options.extraction,
     preset_rubrics: presetsSha256 === null ? null : { sha256: presetsSha256, strict: options.presetStrict },
   }

@@ -19,6 +19,7 @@ interface PairRecord {
 /**
  * The last number a solution states: its final answer (gsm8k solutions end with `A: 18`).
  * @example finalNumber('… so 2 * 9 = $18 per day\nA: 18') // 18
+ * @internal
  */
 export function finalNumber(text: string): number | undefined {
   const numbers = text.replace(/(\d),(?=\d{3}(?!\d))/g, '$1').match(/-?\d+(?:\.\d+)?/g)

@@ -196,7 +196,7 @@ export function formatSummary(
     `  correct mean score:        step ${summary.first_step} ${f(summary.correct.first)} → step ${summary.last_step} ` +
       `${f(summary.correct.last)}`,
     `  correct − wrong gap:       step ${summary.first_step} ${gap(summary.correct.first, summary.wrong.first)} → ` +
-      `step ${summary.last_step} ${gap(summary.correct.last, summary.wrong.last)} (how far right answers outscore wrong)`,
+      `step ${summary.last_step} ${gap(summary.correct.last, summary.wrong.last)} (right answers' lead over wrong)`,
     `  flagged as hacking: ${plural(summary.hacking_flags_total, 'rollout')} in all`,
     ...(detector ? [detectorLine(detector, summary.hacking_rollouts_flagged!.rollouts)] : []),
     `  rubric version ${summary.rubric_version.first ?? '?'} → ${summary.rubric_version.last ?? '?'}; ` +

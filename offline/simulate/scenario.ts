@@ -131,7 +131,6 @@ const pick = <T>(rng: Rng, items: readonly T[]): T => items[Math.floor(rng() * i
 /**
  * One arithmetic word problem: the prompt, its ground truth, and the working of a right and of a typical wrong
  * solution.
- * @internal
  */
 export interface Question {
   id: string
@@ -233,9 +232,8 @@ export function generateQuestion(seed: number, step: number, index: number): Que
  * The dataset question of rollout `index` at `step`: a seeded order of the whole file, dealt step by step, so a run
  * meets every question once before any repeats.
  * @example datasetQuestion(questions, 1, 0, 0, 8).id // the same id for the same seed, step and index
- * @internal
  */
-export function datasetQuestion(
+function datasetQuestion(
   questions: readonly Question[],
   seed: number,
   step: number,

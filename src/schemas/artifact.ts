@@ -51,6 +51,11 @@ export const ArtifactRuntime = z.object({
   grade_max: z.number().int().min(1).max(100),
   allow_na: z.boolean(),
   num_votes: z.number().int().min(1).max(15),
+  /**
+   * How the verifier grades (RunConfig.judging): `verdicts` asks each criterion as Yes or No, the grade its
+   * probability, as the search that made the artifact did; absent: `grades`, one call for every criterion.
+   */
+  judging: z.enum(['grades', 'verdicts']).optional(),
 })
 export type ArtifactRuntime = z.infer<typeof ArtifactRuntime>
 

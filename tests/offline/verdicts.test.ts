@@ -4,6 +4,9 @@
  * from text when a server sends none), the call budget, the mock's verdicts agreeing with its grades, and the real
  * OpenAI adapter against a loopback server.
  */
+import { mkdtempSync, readFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { judgeRollout } from '../../src/agents/scorer/index.ts'
@@ -13,6 +16,7 @@ import { MockChatModel } from '../../src/llm/mock.ts'
 import { OpenAIChatModel } from '../../src/llm/openai.ts'
 import { rewardFromGrades } from '../../src/scoring/index.ts'
 import { chatCompletion, startLlmStub, type LlmStub } from '../support/llm-stub.ts'
+import { runCli } from '../support/cli.ts'
 import { rubric } from '../support/rubrics.ts'
 import { LlmVerifier } from '../../src/search/roles/verifier.ts'
 import { SearchRubric } from '../../src/schemas/search-rubric.ts'
@@ -310,4 +314,43 @@ describe('LlmVerifier with judging: verdicts (bench --judging verdicts)', () => 
     expect(text(asked[0]!)).toContain('Reference answer: 4')
     expect(text(asked[1]!)).toMatch(/Criterion: Shows the key steps\.\n/)
   })
+})
+
+describe('search --judging verdicts: the exported artifact grades the same way', () => {
+  let stub: LlmStub
+  let directory: string
+  beforeAll(async () => {
+    stub = await startLlmStub()
+    directory = mkdtempSync(join(tmpdir(), 'search-verdicts-'))
+  })
+  afterAll(() => stub.close())
+
+  it("is kept in the search's settings and the artifact's runtime, and bench asks by verdicts", async () => {
+    const exported = async (name: string, flags: string[]) => {
+      const best = join(directory, `${name}.json`)
+      const search = await runCli('search', '--dataset', 'examples/demo.json', '--backend', 'mock', ...flags)
+      expect(search.code, search.err).toBe(0)
+      const rm = join(directory, `${name}-rm.json`)
+      const exportRun = await runCli('export', '--search-output', best, '--out', rm)
+      expect(exportRun.code, exportRun.err).toBe(0)
+      return { best, rm, artifact: JSON.parse(readFileSync(rm, 'utf8')) }
+    }
+    const verdicts = await exported('verdicts', ['--judging', 'verdicts', '--output', join(directory, 'verdicts.json')])
+    expect(verdicts.artifact.runtime.judging).toBe('verdicts')
+    expect(JSON.parse(readFileSync(verdicts.best, 'utf8')).run_manifest.settings.judging).toBe('verdicts')
+    const grades = await exported('grades', ['--output', join(directory, 'grades.json')])
+    expect(grades.artifact.runtime.judging).toBeUndefined()
+
+    // A server that sends no log-probabilities is read from its text: every criterion met.
+    stub.respondWith(() => 'Yes')
+    const from = stub.requests.length
+    const bench = await runCli(
+      ...['bench', '--dataset', 'examples/demo.json', '--scorer', `artifact:${verdicts.rm}`],
+      ...['--llm-base-url', stub.baseUrl, '--llm-model', 'stub-model', '--json'],
+    )
+    expect(bench.code, bench.err).toBe(0)
+    const asked = stub.requests.slice(from)
+    expect(asked.length).toBeGreaterThan(0)
+    for (const body of asked) expect(body).toMatchObject({ max_tokens: 1, logprobs: true, top_logprobs: 20 })
+  }, 60_000)
 })

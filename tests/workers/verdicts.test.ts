@@ -9,7 +9,9 @@ import type { RecordedRollout } from '../../durable-objects/contracts.ts'
 import type { ChatRequest } from '../../src/llm/types.ts'
 import { AgentSettings, RunConfig } from '../../src/schemas/run-config.ts'
 import type { Rubric } from '../../src/schemas/rubric.ts'
+import { ArtifactScorer, RmScoreRequest } from '../../workers/artifacts/score.ts'
 import { judgeRecorded } from '../../workers/pipeline/recorded.ts'
+import { makeRubricArtifact } from '../support/rubric-artifact.ts'
 import { callApp, call, clearFakeEndpoints, createRun, fakeEndpoint, fakeRole, METADATA, rollout } from './helpers.ts'
 
 const RUBRICS = {
@@ -43,6 +45,17 @@ function verdictCompletion(yes: number): Response {
     ],
   }
   return new Response(JSON.stringify(completion), { headers: { 'content-type': 'application/json' } })
+}
+
+/** A model's reply to a verdict request: Yes with the share `SHARES` gives the criterion it asks. */
+function verdictReply(request: ChatRequest) {
+  const question = request.messages.at(-1)!.content as string
+  const yes = Object.entries(SHARES).find(([text]) => question.includes(`Criterion: ${text}`))?.[1] ?? 0
+  const firstTokenLogprobs = [
+    { token: 'Yes', logprob: Math.log(yes) },
+    { token: 'No', logprob: Math.log(1 - yes) },
+  ]
+  return { text: 'Yes', model: 'recording', usage: { prompt_tokens: 1, completion_tokens: 1 }, firstTokenLogprobs }
 }
 
 /** A fake judge answering each verdict request by the criterion it asks; the bodies it got, in order. */
@@ -192,5 +205,30 @@ describe('POST /score with judging: verdicts', () => {
     const judged = await judgeRecorded({ model, settings: AgentSettings.parse({}) }, config, recorded, rubrics)
     expect(asked.map((request) => request.firstTokenAlternatives)).toEqual([20, 20])
     expect(judged.score).toBeCloseTo((2 * 0.9 + 0.25) / 3, 12)
+  })
+
+  it('/rm grades by verdicts an artifact whose runtime says so (searched with --judging verdicts)', async () => {
+    const asked: ChatRequest[] = []
+    const model = {
+      id: 'recording',
+      complete: async (request: ChatRequest) => {
+        asked.push(request)
+        return verdictReply(request)
+      },
+    }
+    const artifact = await makeRubricArtifact([
+      ['correct', 'The final answer is correct.'],
+      ['steps', 'Shows the key steps of the calculation.'],
+    ])
+    const scorer = new ArtifactScorer({ ...artifact, runtime: { ...artifact.runtime, judging: 'verdicts' } }, model)
+    const scored = await scorer.score(
+      RmScoreRequest.parse({
+        prompt_id: 'unseen',
+        prompt: 'What is 6 × 7?',
+        candidate: { candidate_id: 'c', text: '42' },
+      }),
+    )
+    expect(asked.map((request) => request.firstTokenAlternatives)).toEqual([20, 20])
+    expect(scored.criteria.map((criterion) => criterion.grade)).toEqual([expect.closeTo(9, 9), expect.closeTo(2.5, 9)])
   })
 })

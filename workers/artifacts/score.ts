@@ -112,6 +112,7 @@ export class ArtifactScorer {
     this.verifier = new LlmVerifier(model, {
       locale: artifact.runtime.locale,
       extraction: artifact.runtime.extraction,
+      ...(artifact.runtime.judging ? { judging: artifact.runtime.judging } : {}),
       retry: { maxAttempts: RM_LLM_ATTEMPTS, maxDelayMs: 4_000 },
     })
     this.limit = createLimiter(options.concurrency ?? RM_LLM_CONCURRENCY)

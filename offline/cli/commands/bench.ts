@@ -56,15 +56,15 @@ interface BenchFlags {
   llmModel?: string
   llmApiKey?: string
   llmStructuredOutput: string
-  judging: string
+  judging?: string
 }
 
 const LLM_URL_HELP =
   'grade mock/rubric/artifact with an OpenAI-compatible model at this base URL (with --llm-model) instead of the ' +
   'mock model'
 const JUDGING_HELP =
-  'rubric/artifact: one call grades every criterion, or one Yes/No call per criterion scored by its probability of ' +
-  'Yes (the server must send top_logprobs; see docs/configuration.md, judging)'
+  'rubric/artifact: one call grades every criterion (default; an artifact: as its runtime says), or one Yes/No call ' +
+  'per criterion scored by its probability of Yes (the server must send top_logprobs; docs/configuration.md, judging)'
 
 /** `--judging`'s value, or a usage error. */
 function judgingFlag(value: string): 'grades' | 'verdicts' {
@@ -104,7 +104,7 @@ export function register(program: Command, cli: CliContext): void {
     .option('--llm-model <name>', 'the model for --llm-base-url')
     .option('--llm-api-key <key>', 'API key for --llm-base-url (default: env OPENAI_API_KEY, else "none")')
     .addOption(structuredOutputOption('json_object'))
-    .option('--judging <grades|verdicts>', JUDGING_HELP, 'grades')
+    .option('--judging <grades|verdicts>', JUDGING_HELP)
     .addHelpText('after', HELP_AFTER)
     .action(async (options: BenchFlags, command: Command) => {
       const concurrency = integer(options.concurrency, '--concurrency', 1)
@@ -137,7 +137,7 @@ export function register(program: Command, cli: CliContext): void {
         ...(options.group ? { group: options.group } : {}),
         ...(options.token ? { token: options.token } : {}),
         requestTimeoutMs: Math.ceil(requestTimeoutS * 1_000),
-        judging: judgingFlag(options.judging),
+        ...(options.judging === undefined ? {} : { judging: judgingFlag(options.judging) }),
         showProgress: !cli.json(command),
         ...(model ? { model } : {}),
       })

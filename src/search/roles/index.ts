@@ -49,6 +49,8 @@ export interface CreateSearchRolesOptions extends Pick<SearchRoleOptions, 'retry
   presets?: { rubrics: ReadonlyMap<string, SearchRubric> | unknown; strict?: boolean }
   /** Mock backend only: the share of verifier grades the heuristic flips; default 0. */
   mockNoise?: number
+  /** How the verifier grades: `verdicts` asks each criterion as Yes or No (see RunConfig.judging). */
+  judging?: 'grades' | 'verdicts'
 }
 
 /**
@@ -94,6 +96,7 @@ export function createSearchRoles(options: CreateSearchRolesOptions): SearchRole
     verifier: new LlmVerifier(modelFor('verifier'), {
       ...common,
       extraction: parseExtraction(options.extraction ?? {}),
+      ...(options.judging ? { judging: options.judging } : {}),
       ...(options.mockNoise === undefined ? {} : { mockNoise: options.mockNoise }),
     }),
     judge: judgeChoice.judge,
