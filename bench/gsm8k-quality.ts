@@ -15,6 +15,7 @@
  * - `verdicts`: the same `/score` run with `judging: "verdicts"`: each criterion asked as Yes or No, its grade the
  *   judge's probability of Yes.
  * - `search`: `search` on a disjoint training slice, `export --default-rubric best`, `bench --scorer artifact:`.
+ * - `search-verdicts`: the same with `search --judging verdicts` (the artifact is benched the way it was searched).
  * - `evolve`: `evolve` on a disjoint slice, `bench --scorer library:` (pairwise, both orders).
  *
  * Fidelity is `score` (and `rubric`) against `minimal` on the same pairs. Slices are the shortest pairs, dealt
@@ -428,22 +429,25 @@ export async function gsm8kQuality(judge: Judge, options: Gsm8kOptions): Promise
       if (row === 'score') await attempt(row, reference, () => scoreRow(judge, data.test, reference, options, 'grades'))
       if (row === 'verdicts')
         await attempt(row, reference, () => scoreRow(judge, data.test, reference, options, 'verdicts'))
-      if (row === 'search')
+      if (row === 'search' || row === 'search-verdicts')
         await attempt(row, reference, async () => {
-          const out = join(options.dir, `search-${reference ? 'ref' : 'noref'}`, 'best.json')
+          const judging = row === 'search' ? 'grades' : 'verdicts'
+          const out = join(options.dir, `${row}-${reference ? 'ref' : 'noref'}`, 'best.json')
           const endpoint = `${judge.url},max_concurrency=${options.concurrency},structured_output=json_schema`
           await cli(
             [
               ...['search', '--dataset', file('search', data.search, reference), '--output', out],
               ...['--endpoint', endpoint, '--model', judge.model, '--timeout-ms', '300000'],
               ...['--generations', '1', '--population-size', '3', '--mutations-per-round', '2'],
-              ...['--mutation-parent-count', '1', '--batch-size', '2'],
+              ...['--mutation-parent-count', '1', '--batch-size', '2', '--judging', judging],
             ],
             options.log,
           )
-          const artifact = join(options.dir, `rm-${reference ? 'ref' : 'noref'}.json`)
+          const artifact = join(options.dir, `rm-${row}-${reference ? 'ref' : 'noref'}.json`)
           await cli(['export', '--search-output', out, '--out', artifact, '--default-rubric', 'best'], options.log)
-          return benchRow('searched rubric', `artifact:${artifact}`, test, data.test.length, reference, judge, options)
+          // The artifact grades as it was searched (its runtime's judging).
+          const name = `searched rubric, judging: ${judging}`
+          return benchRow(name, `artifact:${artifact}`, test, data.test.length, reference, judge, options)
         })
       if (row === 'evolve')
         await attempt(row, reference, async () => {

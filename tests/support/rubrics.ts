@@ -34,3 +34,13 @@ export function unitUpdate(steps: string): string {
     ],
   })
 }
+
+/** An analyzer's reply that flags nothing: a plain answer, no reward hacking. */
+export const PLAIN_ANALYSIS = JSON.stringify({
+  overall_assessment: 'A plain answer.',
+  stage_performance: 'as expected',
+  advancement_strategy: 'keep going',
+  rubric_effectiveness: 'fine',
+  observations: ['plain'],
+  reward_hacking: { flag: false, evidence: [], severity: 'none', tactics: [] },
+})

@@ -10,6 +10,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest'
 import { coordinatorName, instanceName, ledgerName } from '../../durable-objects/names.ts'
 import { RunCoordinator } from '../../durable-objects/run-coordinator/index.ts'
 import { handleQueueBatch } from '../../workers/queues/consumer.ts'
+import { PLAIN_ANALYSIS } from '../support/rubrics.ts'
 import type { StepJob } from '../../durable-objects/contracts.ts'
 import {
   METADATA,
@@ -104,15 +105,6 @@ const objectsOf = (run: Run) => [
 
 const fakeScorerEndpoint = (tag: string, answer: (callIndex: number) => Promise<string>) => fakeEndpoint(tag, answer)
 
-/** An analyzer reply that flags nothing. */
-const analysisReply = JSON.stringify({
-  overall_assessment: 'A plain answer.',
-  stage_performance: 'as expected',
-  advancement_strategy: 'keep going',
-  rubric_effectiveness: 'fine',
-  observations: ['plain'],
-  reward_hacking: { flag: false, evidence: [], severity: 'none', tactics: [] },
-})
 /** An updater reply that adds one adaptive rubric: a new version. */
 const updaterReply = JSON.stringify({
   strategy: 'ADVANCEMENT',
@@ -193,7 +185,7 @@ describe('step jobs delivered again, or failing half way', () => {
   })
 
   it('resumes a job whose updater failed from its analyses: no analyzer call, the version rises by 1', async () => {
-    const analyzer = fakeEndpoint('resume-an', async () => analysisReply)
+    const analyzer = fakeEndpoint('resume-an', async () => PLAIN_ANALYSIS)
     const updater = fakeEndpoint('resume-up', async (call) =>
       call === 0 ? new Response('{"error":{"message":"overloaded"}}', { status: 500 }) : updaterReply,
     )
@@ -233,7 +225,7 @@ describe('an analyzer that answers, but never usably', () => {
 
 describe('an updater that answers, but never usably', () => {
   it('commits no change with the reason at once: the old version stays, no redelivery asks again', async () => {
-    fakeEndpoint('prose-an', async () => analysisReply)
+    fakeEndpoint('prose-an', async () => PLAIN_ANALYSIS)
     const updater = fakeEndpoint('prose-up', async () => 'The rubric is fine as it is: it covers the answer.')
     const run = await createRun({
       ...RUBRICS,
@@ -306,7 +298,7 @@ describe('a Durable Object reset in the middle of a step', () => {
     const analysisHeld = new Promise<void>((resolve) => (release = resolve))
     const analyzer = fakeEndpoint('long-poll', async () => {
       await analysisHeld
-      return analysisReply
+      return PLAIN_ANALYSIS
     })
     const run = await createRun({ ...RUBRICS, agents: { analyzer: fakeRole('long-poll') } })
     const waitsOfRun = () =>

@@ -8,7 +8,7 @@ import { env } from 'cloudflare:workers'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { coordinatorName } from '../../durable-objects/names.ts'
 import { isDue } from '../../durable-objects/run-coordinator/step-jobs.ts'
-import { unitUpdate } from '../support/rubrics.ts'
+import { PLAIN_ANALYSIS, unitUpdate } from '../support/rubrics.ts'
 import { METADATA, call, clearFakeEndpoints, createRun, fakeEndpoint, fakeRole, rollout } from './helpers.ts'
 
 const RUBRICS = {
@@ -81,18 +81,10 @@ describe('a running step job', () => {
 
   it('shows in /rubric_status how far a slow update has got, as its heartbeat says', async () => {
     const held = new Promise<void>((resolve) => (release = resolve))
-    const analysis = JSON.stringify({
-      overall_assessment: 'A plain answer.',
-      stage_performance: 'as expected',
-      advancement_strategy: 'keep going',
-      rubric_effectiveness: 'fine',
-      observations: ['plain'],
-      reward_hacking: { flag: false, evidence: [], severity: 'none', tactics: [] },
-    })
     // The first analysis answers at once, every other one waits for the test.
     fakeEndpoint('progress-analyzer', async (index) => {
       if (index > 0) await held
-      return analysis
+      return PLAIN_ANALYSIS
     })
     fakeEndpoint('progress-updater', async () => UPDATE)
     const run = await createRun({
