@@ -7,7 +7,7 @@
 import { startProgress } from '../progress/index.ts'
 import pLimit from 'p-limit'
 import { RewardClient } from '../../src/client/index.ts'
-import type { RubricStatus } from '../../src/schemas/status.ts'
+import type { RubricStatus, UpdateProgress } from '../../src/schemas/status.ts'
 import { mean, quantile } from '../../src/stats/index.ts'
 import {
   BEHAVIOURS,
@@ -110,6 +110,8 @@ export interface StepReport {
   status: string | null
   /** True when the wait for the update timed out. */
   update_timed_out: boolean
+  /** Where a timed-out update had got, as `/rubric_status` said after the wait (its job's last heartbeat). */
+  update_progress?: UpdateProgress
   /** Rollouts the analyzer flagged as reward hacking: `hacking_flags` of `/rubric_status` (after the wait). */
   hacking_flags: number | null
   hacking_flags_source: 'rubric_status' | 'memory' | null
@@ -356,6 +358,8 @@ async function observeStep(simulation: Simulation, report: StepReport, plan: Sim
   if (texts.length > 0) simulation.rubricTexts = texts
   report.status = status.status
   report.rubric_version = versionOf(rubrics) ?? status.rubric_version
+  const progress = status.instances.find((instance) => instance.progress)?.progress
+  if (report.update_timed_out && progress) report.update_progress = progress
   if (!wait || report.server_step === null) return
   if (status.step === report.server_step) {
     report.hacking_flags = status.hacking_flags

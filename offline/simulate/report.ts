@@ -65,7 +65,15 @@ export function formatStepRow(report: StepReport): string {
 
 function describeUpdate(report: StepReport): string {
   const notes: string[] = []
-  if (report.update_timed_out) notes.push('update still running (wait timed out)')
+  const progress = report.update_progress
+  const failed = progress?.analyses.failed ? `, ${progress.analyses.failed} failed` : ''
+  if (report.update_timed_out)
+    notes.push(
+      progress
+        ? `update still running (wait timed out; ${progress.phase}, ${progress.analyses.done} of ` +
+            `${progress.analyses.selected} analyses done${failed})`
+        : 'update still running (wait timed out)',
+    )
   else if (!report.update) notes.push(report.status && report.status !== 'updated' ? `(${report.status})` : '–')
   else
     notes.push(

@@ -473,6 +473,13 @@ describe('the created run and the CLI', () => {
       false,
     )
     const row = formatStepRow(report(0, 0.7, 0.8, true))
+    const slow = formatStepRow({
+      ...report(1, 0.4, 0.9, false),
+      update: null,
+      update_timed_out: true,
+      update_progress: { phase: 'analysing', analyses: { selected: 8, done: 3, failed: 1 }, at: '2026-12-02T08:00Z' },
+    })
+    expect(slow).toContain('update still running (wait timed out; analysing, 3 of 8 analyses done, 1 failed)')
     expect(row).toContain('CORRECTIVE → v2')
     expect(row).toContain('2/5')
     expect(row).toContain('1→2')
