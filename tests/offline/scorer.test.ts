@@ -1,3 +1,4 @@
+import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { parseLenientJson } from '../../src/agents/run-agent.ts'
 import { buildScorerRequest, judgementKey, parseScorerReply } from '../../src/agents/scorer/index.ts'
@@ -12,6 +13,14 @@ const RUBRICS = [
 ]
 const METADATA = { high_level_goal: 'math', model_size: '7B', current_step: 3, total_steps: 10 }
 const ROLLOUT = { id: 'r1', input: 'What is 2+2?', output: '4', supplemental_context: '4' }
+/** A scorer input on `rubrics` for the rollout above. */
+const INPUT_OF = (rubrics: ReturnType<typeof rubric>[]) => ({
+  rubrics,
+  rollout: ROLLOUT,
+  metadata: METADATA,
+  gradeMax: 10,
+  locale: 'en' as const,
+})
 
 describe('rewardFromGrades', () => {
   it('is the weight-normalised mean on the explicit scale', () => {
@@ -140,6 +149,29 @@ describe('buildScorerRequest', () => {
     // The prompt a group shares is the same either way: only the reply format differs.
     expect(reasoned.messages[1]).toEqual(plain.messages[1])
     expect(plain.maxTokens).toBeLessThan(reasoned.maxTokens!)
+  })
+
+  it('leaves room for any reply its schema allows: ids of up to 40 characters, reasons at their longest', async () => {
+    const word = fc.stringMatching(/^[a-z]{1,12}$/)
+    // Reasons at the schema's longest (300 characters of words), where a cap too small would cut the reply.
+    const reason = fc
+      .array(word, { minLength: 1, maxLength: 60 })
+      .map((words) => words.join(' ').padEnd(300, ' etc').slice(0, 300))
+    const id = fc.stringMatching(/^[a-z][a-z0-9-]{0,39}$/)
+    const mode = fc.constantFrom<'none' | 'short'>('none', 'short')
+    await fc.assert(
+      fc.asyncProperty(fc.uniqueArray(id, { minLength: 1, maxLength: 12 }), reason, mode, async (ids, why, reasons) => {
+        const request = await buildScorerRequest({ ...INPUT_OF(ids.map((each) => rubric(each))), reasons })
+        const reply = {
+          grades: Object.fromEntries(ids.map((each) => [each, 10])),
+          ...(reasons === 'short' ? { reasons: Object.fromEntries(ids.map((each) => [each, why])) } : {}),
+        }
+        // As the prompt's format writes it: a space after each colon and comma; 2.5 characters a token at the least.
+        const written = JSON.stringify(reply).replace(/":/g, '": ').replace(/,"/g, ', "')
+        expect(written.length / 2.5).toBeLessThanOrEqual(request.maxTokens!)
+      }),
+      { numRuns: 80 },
+    )
   })
 
   it('does not expand placeholders that appear inside rollout text', async () => {

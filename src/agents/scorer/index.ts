@@ -116,6 +116,11 @@ async function trajectoryPrompt(input: ScorerInput, messages: Trajectory, refere
   )
 }
 
+/** The longest reason a grades reply may give a criterion (its JSON schema's `maxLength`). */
+const REASON_MAX_CHARS = 300
+/** The tokens a reason of `REASON_MAX_CHARS` characters may take (2.5 characters a token, rounded up). */
+const REASON_MAX_TOKENS = Math.ceil(REASON_MAX_CHARS / 2.5)
+
 /**
  * The exact JSON schema of a grades reply: every rubric id once, no other key, each grade an integer in 0..gradeMax,
  * and a string reason per id when reasons are asked for. A server that enforces it cannot send a reply the parser
@@ -125,17 +130,22 @@ async function trajectoryPrompt(input: ScorerInput, messages: Trajectory, refere
 function gradesSchema(ids: readonly string[], gradeMax: number, reasons: ScorerReasons): JsonObjectSchema {
   const grades = keyedBy(ids, gradeSchema(gradeMax))
   if (reasons === 'none') return closedObject({ grades })
-  return closedObject({ grades, reasons: keyedBy(ids, { type: 'string', maxLength: 300 }) })
+  return closedObject({ grades, reasons: keyedBy(ids, { type: 'string', maxLength: REASON_MAX_CHARS }) })
 }
 
 /**
- * The most tokens a grades reply can need: per criterion its id, grade and punctuation (a reason too when asked), with
- * room for a long id; a reply cut short fails the call, so this errs on the long side.
+ * The most tokens a grades reply can need, at 2.5 characters a token: per criterion an entry (its id of up to 40
+ * characters, grade and punctuation), and when reasons are asked a second entry with a reason as long as the schema
+ * allows; a reply cut short fails the call, so this errs on the long side.
  * @example gradesReplyTokens(5, 'none') // 192
  */
 export function gradesReplyTokens(criteria: number, reasons: ScorerReasons, answers = 1): number {
-  return 64 + answers * (8 + criteria * (reasons === 'short' ? 80 : 24))
+  const perCriterion = reasons === 'short' ? 2 * ENTRY_TOKENS + REASON_MAX_TOKENS : ENTRY_TOKENS
+  return 64 + answers * (8 + criteria * perCriterion)
 }
+
+/** The tokens of one criterion's entry in a reply: `"<id of up to 40 characters>": <grade>, ` at 2.5 a token. */
+const ENTRY_TOKENS = 24
 
 /**
  * The tags of the blocks a GRPO group shares (its prompt and reference), each a hash of its own text only, so every
