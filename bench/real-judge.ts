@@ -653,6 +653,8 @@ async function simulate(judge: Judge): Promise<void> {
       '1',
       ...['--steps', flags['simulate-steps'], '--rollouts-per-step', flags['simulate-rollouts'], '--out', out],
       ...['--judging', flags['simulate-judging'], '--wait-timeout', flags['simulate-wait-timeout']],
+      // As `npm start -- --judge local` sets its runs: two calls at a time (the server's slots), a queued call's wait.
+      ...['--judge-concurrency', '2', '--judge-timeout-ms', '300000'],
       ...(flags['simulate-questions'] === 'generated' ? [] : ['--questions', flags['simulate-questions']]),
     ]).then(
       (stdout) => console.log(stdout),

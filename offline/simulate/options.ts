@@ -57,6 +57,10 @@ export function simulateOptions(flags: SimulateFlags, env: Record<string, string
       text('judgeStructuredOutput') as StructuredOutput | undefined,
     ),
     ...(judging ? { judging } : {}),
+    ...(text('judgeConcurrency') ? { concurrency: integer('judgeConcurrency', 'judge-concurrency', 1, 1, 64) } : {}),
+    ...(text('judgeTimeoutMs')
+      ? { timeoutMs: integer('judgeTimeoutMs', 'judge-timeout-ms', 60_000, 1_000, 600_000) }
+      : {}),
   }
   checkRunCreationFlags(createRun, judge, flags.archive === true)
   if (judge.baseUrl && !/^https?:\/\/[^/]/.test(judge.baseUrl))

@@ -77,6 +77,10 @@ export interface JudgeSettings {
   structuredOutput?: StructuredOutput
   /** RunConfig.judging: `verdicts` asks each criterion as Yes or No (a local llama.cpp judge); unset, `grades`. */
   judging?: 'grades' | 'verdicts'
+  /** Calls at a time per role (a llama.cpp server's slots); unset, the run's default. */
+  concurrency?: number
+  /** Each call's timeout, ms (a queued call spends it waiting: a slow judge needs minutes); unset, the default. */
+  timeoutMs?: number
 }
 
 /**
@@ -91,6 +95,8 @@ export function simulationRunConfig(judge: JudgeSettings = {}): Record<string, u
     ...(judge.model ? { model: judge.model } : {}),
     ...(judge.apiKeyEnv ? { api_key_env: judge.apiKeyEnv } : {}),
     ...(judge.structuredOutput ? { structured_output: judge.structuredOutput } : {}),
+    ...(judge.concurrency ? { concurrency: judge.concurrency } : {}),
+    ...(judge.timeoutMs ? { timeout_ms: judge.timeoutMs } : {}),
   }
   return {
     mode: 'async',

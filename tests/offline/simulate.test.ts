@@ -408,6 +408,12 @@ describe('the created run and the CLI', () => {
     expect(() => parseCliArgs([...local, '--judge-structured-output', 'xml'], {})).toThrow(UsageError)
     const verdicts = parseCliArgs([...local, '--judging', 'verdicts'], {}).judge
     expect(RunConfig.parse(simulationRunConfig(verdicts)).judging).toBe('verdicts')
+    const slow = parseCliArgs([...local, '--judge-concurrency', '2', '--judge-timeout-ms', '300000'], {}).judge
+    expect(RunConfig.parse(simulationRunConfig(slow)).agents.default).toMatchObject({
+      concurrency: 2,
+      timeout_ms: 300_000,
+    })
+    expect(() => parseCliArgs([...local, '--judge-timeout-ms', '10'], {})).toThrow(/--judge-timeout-ms/)
     expect(() => parseCliArgs([...local, '--judging', 'votes'], {})).toThrow(/--judging must be grades or verdicts/)
     expect(() => parseCliArgs(['--judging', 'verdicts'], {})).toThrow(/--create-run/)
     expect(parseCliArgs(['--questions', 'pairs.jsonl'], {}).questions).toBe('pairs.jsonl')

@@ -45,6 +45,11 @@ export function defineSimulateFlags(command: Command): Command {
     .option('--judge-model <model>', 'with --create-run: the model name at that endpoint')
     .option('--judge-api-key-env <name>', "with --create-run: name of the Worker secret holding the endpoint's key")
     .addOption(structuredOutputOption(undefined, { flag: '--judge-structured-output', endpoint: '--judge-base-url' }))
+    .option('--judge-concurrency <n>', "with --create-run: each role's calls at a time (a llama.cpp server's slots)")
+    .option(
+      '--judge-timeout-ms <ms>',
+      'with --create-run: timeout of each call (a queued call waits in it; default 60000)',
+    )
     .option('--judging <grades|verdicts>', 'with --create-run: how the scorer grades (verdicts: Yes/No per criterion)')
     .option('--archive', 'with --create-run: the run archives every scored rollout to R2 (what distill reads)')
     .option(
