@@ -58,6 +58,19 @@ function verdictReply(request: ChatRequest) {
   return { text: 'Yes', model: 'recording', usage: { prompt_tokens: 1, completion_tokens: 1 }, firstTokenLogprobs }
 }
 
+/** A model that answers every verdict request as {@link verdictReply} does; the requests it got, in order. */
+function recordingVerdictModel() {
+  const asked: ChatRequest[] = []
+  const model = {
+    id: 'recording',
+    complete: async (request: ChatRequest) => {
+      asked.push(request)
+      return verdictReply(request)
+    },
+  }
+  return { model, asked }
+}
+
 /** A fake judge answering each verdict request by the criterion it asks; the bodies it got, in order. */
 function verdictJudge(tag: string) {
   const bodies: Record<string, unknown>[] = []
@@ -177,25 +190,7 @@ describe('POST /score with judging: verdicts', () => {
   })
 
   it("re-judges a recorded rollout (the audit's and the analyzer's path) by verdicts too", async () => {
-    const asked: ChatRequest[] = []
-    const model = {
-      id: 'recording',
-      complete: async (request: ChatRequest) => {
-        asked.push(request)
-        const question = request.messages.at(-1)!.content as string
-        const yes = Object.entries(SHARES).find(([text]) => question.includes(`Criterion: ${text}`))?.[1] ?? 0
-        const firstTokenLogprobs = [
-          { token: 'Yes', logprob: Math.log(yes) },
-          { token: 'No', logprob: Math.log(1 - yes) },
-        ]
-        return {
-          text: 'Yes',
-          model: 'recording',
-          usage: { prompt_tokens: 1, completion_tokens: 1 },
-          firstTokenLogprobs,
-        }
-      },
-    }
+    const { model, asked } = recordingVerdictModel()
     const config = RunConfig.parse({ ...RUBRICS, judging: 'verdicts' })
     const rubrics: Rubric[] = [
       { ...RUBRICS.anchor_rubrics[0]!, is_anchor: true },
@@ -208,14 +203,7 @@ describe('POST /score with judging: verdicts', () => {
   })
 
   it('/rm grades by verdicts an artifact whose runtime says so (searched with --judging verdicts)', async () => {
-    const asked: ChatRequest[] = []
-    const model = {
-      id: 'recording',
-      complete: async (request: ChatRequest) => {
-        asked.push(request)
-        return verdictReply(request)
-      },
-    }
+    const { model, asked } = recordingVerdictModel()
     const artifact = await makeRubricArtifact([
       ['correct', 'The final answer is correct.'],
       ['steps', 'Shows the key steps of the calculation.'],
