@@ -58,6 +58,7 @@ export class LedgerRows {
       JSON.stringify(judged.criteria),
       JSON.stringify(metadata),
       JSON.stringify(rollout),
+      Math.max(0, Math.round(submission.judgedInMs ?? 0)),
     )
     return {
       rollout_id: rollout.id,
@@ -106,10 +107,12 @@ export class LedgerRows {
     return this.sql.exec<{ n: number }>(LEDGER_SQL.stepCount, step).one().n
   }
 
+  /** The tally of `step`'s rows, the longest judgement among them included. */
   tally(step: number): ScoreTally {
     const tally = emptyTally()
-    for (const row of this.sql.exec<{ score: number; rubric_version: number }>(LEDGER_SQL.stepScores, step)) {
-      addScore(tally, row.score, row.rubric_version)
+    type ScoreRow = { score: number; rubric_version: number; judged_in_ms: number }
+    for (const row of this.sql.exec<ScoreRow>(LEDGER_SQL.stepScores, step)) {
+      addScore(tally, row.score, row.rubric_version, row.judged_in_ms)
     }
     return tally
   }

@@ -56,8 +56,6 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
   private tally: ScoreTally | undefined
   /** Something a report may not have carried yet: true after a wake, since the last report is not remembered. */
   private dirty = true
-  /** The current step's longest `judgedInMs` recorded here since the wake (a report's `longest_judgement_ms`). */
-  private longestJudgementMs = 0
 
   constructor(ctx: DurableObjectState, env: Cloudflare.Env) {
     super(ctx, env)
@@ -80,8 +78,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
     this.recorder = new Recorder(ctx.storage, this.rows, this.steps, this.placement, this.lease, (entry, submitted) => {
       this.dirty = true
       if (entry.step !== this.steps.current()) return
-      if (this.tally) addScore(this.tally, entry.score, entry.rubric_version)
-      this.longestJudgementMs = Math.max(this.longestJudgementMs, submitted.judgedInMs ?? 0)
+      if (this.tally) addScore(this.tally, entry.score, entry.rubric_version, submitted.judgedInMs)
     })
     const changed = (step: number) => {
       if (step === this.steps.current()) this.tally = undefined
@@ -231,10 +228,7 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
         instanceId: address.instanceId,
         shard: address.shard,
         step,
-        tally: {
-          ...this.currentTally(),
-          ...(this.longestJudgementMs ? { longest_judgement_ms: this.longestJudgementMs } : {}),
-        },
+        tally: this.currentTally(),
         ...(this.placement.isCounted() ? { taken: this.lease.taken(step) } : {}),
       })
       this.applyReply(reply)
@@ -265,7 +259,6 @@ export class LedgerShard extends DurableObject<Cloudflare.Env> {
     if (current !== undefined && current >= step) return
     this.steps.advanceTo(step)
     this.tally = undefined
-    this.longestJudgementMs = 0
   }
 
   private currentTally(): ScoreTally {

@@ -26,6 +26,8 @@ export const LEDGER_TABLES: Record<string, TableSchema> = {
       rollout: 'TEXT NOT NULL',
       // Sync mode: the row's score is the one every answer gives from now on (settled, or kept as first answered).
       final: 'INTEGER NOT NULL DEFAULT 0',
+      // From the request's arrival to the record (the judgement, mostly): a step's tally carries its longest.
+      judged_in_ms: 'INTEGER NOT NULL DEFAULT 0',
     },
     constraints: ['PRIMARY KEY (step, rollout_id)'],
     withoutRowid: true,
@@ -89,9 +91,9 @@ export const LEDGER_SQL = {
     'SELECT step, rollout_id, rubric_version, score, criteria, cached, final FROM ledger ' +
     'WHERE step = ? AND rollout_id = ?',
   insert: `INSERT INTO ledger (step, rollout_id, seq, rubric_version, score, cached, grp, output_chars, output_hash,
-      tactics, analysis, created_at, judge_model, criteria, metadata, rollout)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?)`,
-  stepScores: 'SELECT score, rubric_version FROM ledger WHERE step = ?',
+      tactics, analysis, created_at, judge_model, criteria, metadata, rollout, judged_in_ms)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)`,
+  stepScores: 'SELECT score, rubric_version, judged_in_ms FROM ledger WHERE step = ?',
   stepRollouts:
     'SELECT rollout_id, rubric_version, score, grp, output_chars, output_hash, criteria, tactics, analysis ' +
     'FROM ledger WHERE step = ?',

@@ -34,10 +34,10 @@ export function emptyTally(): ScoreTally {
 }
 
 /**
- * Counts one score, scored on rubric version `version`, into `tally` (in place).
- * @example const tally = emptyTally(); addScore(tally, 0.8, 1); tally.bins[8] // 1
+ * Counts one score, scored on rubric version `version` in `judgedInMs` (0: not measured), into `tally` (in place).
+ * @example const tally = emptyTally(); addScore(tally, 0.8, 1, 1_500); tally.bins[8] // 1
  */
-export function addScore(tally: ScoreTally, score: number, version: number): void {
+export function addScore(tally: ScoreTally, score: number, version: number, judgedInMs = 0): void {
   tally.rollouts++
   tally.score_sum += score
   tally.score_min = tally.score_min === null ? score : Math.min(tally.score_min, score)
@@ -45,6 +45,7 @@ export function addScore(tally: ScoreTally, score: number, version: number): voi
   tally.bins[Math.min(SCORE_BINS - 1, Math.max(0, Math.floor(score * SCORE_BINS)))]!++
   tally.min_version = tally.min_version === null ? version : Math.min(tally.min_version, version)
   tally.max_version = tally.max_version === null ? version : Math.max(tally.max_version, version)
+  if (judgedInMs > 0) tally.longest_judgement_ms = Math.max(tally.longest_judgement_ms ?? 0, judgedInMs)
 }
 
 /**

@@ -78,6 +78,13 @@ async function scoreAll(run: Run, ids: readonly string[], input = 'What is 2+2?'
   )
 }
 
+/** Evicts a Durable Object as production does to an idle one: its memory goes, its storage and alarm stay. */
+async function evict(stub: DurableObjectStub): Promise<void> {
+  await runInDurableObject(stub, (_o, state) => state.abort('evicted by the test')).catch((error: Error) => {
+    if (!/evicted by the test/.test(String(error))) throw error
+  })
+}
+
 /** A step's row in the coordinator's own storage: read without going through the Worker (no close on read). */
 function stepRow(run: Run, step: number) {
   return runInDurableObject(
@@ -264,12 +271,12 @@ describe('idle closes with nobody watching', () => {
   })
 
   it.each([
-    { name: 'on one shard', same: true, evict: false },
-    { name: 'on different shards', same: false, evict: false },
-    { name: 'its coordinator evicted between them', same: false, evict: true },
+    { name: 'on one shard', same: true, evicted: false },
+    { name: 'on different shards', same: false, evicted: false },
+    { name: 'its coordinator evicted between them', same: false, evicted: true },
   ])(
     '$name: a rollout sent at once after the last is judged slower than the gap, and still joins its step',
-    async ({ same, evict }) => {
+    async ({ same, evicted }) => {
       // The judge takes 1.5 s a rollout, the gap is 1 s: a trainer sending one rollout after another leaves no 1 s
       // pause, yet each record comes 1.5 s after the one before.
       const judgeMs = 1_500
@@ -282,21 +289,16 @@ describe('idle closes with nobody watching', () => {
         close_after_idle_s: 1,
         agents: { scorer: fakeRole('slow-idle-judge') },
       })
-      const firstId = `slow-first-${same}-${evict}`
+      const firstId = `slow-first-${same}-${evicted}`
       const shard = ledgerShardOf(firstId, 8)
-      const others = Array.from({ length: 64 }, (_, i) => `slow-next-${same}-${evict}-${i}`).filter(
+      const others = Array.from({ length: 64 }, (_, i) => `slow-next-${same}-${evicted}-${i}`).filter(
         (id) => (ledgerShardOf(id, 8) === shard) === same,
       )
       expect((await scoreAll(run, [firstId]))[0]).toMatchObject({ step: 0 })
-      if (evict) {
+      if (evicted) {
         // What the coordinator heard of the first judgement is in its storage, not only in its memory.
         await waitReported(run, 1)
-        const coordinator = env.RUN_COORDINATOR.getByName(coordinatorName(run.runId))
-        await runInDurableObject(coordinator, (_o, state) => state.abort('evicted by the test')).catch(
-          (error: Error) => {
-            if (!/evicted by the test/.test(String(error))) throw error
-          },
-        )
+        await evict(env.RUN_COORDINATOR.getByName(coordinatorName(run.runId)))
       }
       expect((await scoreAll(run, [others[0]!]))[0]).toMatchObject({ step: 0 })
       expect((await scoreAll(run, [others[1]!]))[0]).toMatchObject({ step: 0 })
@@ -315,19 +317,42 @@ describe('idle closes with nobody watching', () => {
     },
   )
 
+  it('a slow judgement still counts after its shard wakes and records a quick one, coordinator evicted', async () => {
+    // A GRPO group's repeated answer is a cache hit, judged at once; the other answers take 1.5 s.
+    fakeEndpoint('slow-unless-quick', async (_index, request) => {
+      if (!(await request.text()).includes('quick')) await new Promise((resolve) => setTimeout(resolve, 1_500))
+      return JSON.stringify({ grades: { 'a-correct': 8, 'd-steps': 6 } })
+    })
+    const run = await createRun({
+      ...RUBRICS,
+      close_after_idle_s: 1,
+      agents: { scorer: fakeRole('slow-unless-quick') },
+    })
+    const slowId = 'woken-slow'
+    const shard = ledgerShardOf(slowId, 8)
+    const ids = Array.from({ length: 64 }, (_, i) => `woken-${i}`)
+    const quickId = ids.map((id) => `${id}-quick`).find((id) => ledgerShardOf(id, 8) === shard)!
+    const lastId = ids.find((id) => ledgerShardOf(id, 8) !== shard)!
+    const instanceId = (await scoreAll(run, [slowId]))[0]!.instance_id
+    await waitReported(run, 1)
+    // The shard forgets what it held in memory, then records a quick judgement and reports the step again.
+    await evict(env.LEDGER.getByName(ledgerName(run.runId, instanceId, shard)))
+    expect((await scoreAll(run, [quickId]))[0]).toMatchObject({ step: 0 })
+    await waitReported(run, 2)
+    await evict(env.RUN_COORDINATOR.getByName(coordinatorName(run.runId)))
+    // The next slow rollout comes 1.5 s after the last record, more than the gap: the first one's judgement covers it.
+    expect((await scoreAll(run, [lastId]))[0]).toMatchObject({ step: 0 })
+  })
+
   it('a step unread for twice the idle gap, its coordinator evicted again and again, closes by alarm', async () => {
     const run = await createRun({ ...RUBRICS, close_after_idle_s: 1 })
     await scoreAll(run, idsOverShards('evicted', 8, 8))
     const coordinator = () => env.RUN_COORDINATOR.getByName(coordinatorName(run.runId))
     await waitReported(run, 8)
-    // Evicted over and over, as an idle object is in production: memory gone each time, storage and the alarm kept.
-    const evict = () =>
-      runInDurableObject(coordinator(), (_o, state) => state.abort('evicted by the test')).catch((error: Error) => {
-        if (!/evicted by the test/.test(String(error))) throw error
-      })
+    // Evicted over and over, as an idle object is in production.
     await vi.waitFor(
       async () => {
-        await evict()
+        await evict(coordinator())
         expect((await stepRow(run, 0))?.status).not.toBe('collecting')
       },
       { timeout: 10_000, interval: 300 },
