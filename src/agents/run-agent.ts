@@ -75,7 +75,8 @@ const isObject = (value: unknown): boolean => typeof value === 'object' && value
  * failures with backoff. A reply that copies a placeholder of its prompt's reply shape (`"<2-4 sentences>"`) is an
  * invalid reply too. The request is built once; every attempt sends the same prompt. A reply cut at `max_tokens`
  * is asked again once at once with twice the room (a role's own `max_tokens` still wins), and refused if cut again:
- * the same room would only cut it again, and a cut reply is never parsed into a grade.
+ * the same room would only cut it again, and a cut reply is never parsed into a grade. A refused reply is a failed call
+ * in the call log (`invalid_reply`), though the server answered it.
  * @example const analysis = await runAgent(model, request, parseAnalyzerReply, { maxAttempts: 3 })
  */
 export async function runAgent<T>(
@@ -88,15 +89,22 @@ export async function runAgent<T>(
   const system = request.messages.find((message) => message.role === 'system')?.content ?? ''
   return retry(
     async () => {
-      const reply = parse((await model.complete(current)).text)
-      const copied = copiedPlaceholder(reply, system)
-      if (copied)
-        throw new LlmError(
-          'invalid_reply',
-          `${request.role} reply copies its prompt's placeholder at ${copied.path || 'its top'}: ` +
-            JSON.stringify(copied.text.slice(0, 80)),
-        )
-      return reply
+      const response = await model.complete(current)
+      try {
+        const reply = parse(response.text)
+        const copied = copiedPlaceholder(reply, system)
+        if (copied)
+          throw new LlmError(
+            'invalid_reply',
+            `${request.role} reply copies its prompt's placeholder at ${copied.path || 'its top'}: ` +
+              JSON.stringify(copied.text.slice(0, 80)),
+          )
+        return reply
+      } catch (error) {
+        // The server answered, but the answer is of no use: the call log counts it failed.
+        if (error instanceof LlmError) response.refuse?.(error.kind)
+        throw error
+      }
     },
     (error) => {
       const failure =

@@ -70,7 +70,8 @@ export interface LlmCallRecord {
 }
 
 /**
- * Wraps a model so each call is counted into `log` and held to a per-role and a shared concurrency cap.
+ * Wraps a model so each call is counted into `log` (a reply its reader refuses as the failure it names) and held to
+ * a per-role and a shared concurrency cap.
  * @example const scorer = instrumentChatModel(model, { role: 'scorer', log, roleLimit: pLimit(4), totalLimit })
  */
 export function instrumentChatModel(
@@ -84,8 +85,8 @@ export function instrumentChatModel(
       options.roleLimit(() =>
         options.totalLimit(async (): Promise<ChatResponse> => {
           const started = Date.now()
-          const record = (outcome: LlmCallRecord['outcome'], usage = { prompt_tokens: 0, completion_tokens: 0 }) =>
-            options.log.push({
+          const record = (outcome: LlmCallRecord['outcome'], usage = { prompt_tokens: 0, completion_tokens: 0 }) => {
+            const entry: LlmCallRecord = {
               role: options.role,
               model: model.id,
               outcome,
@@ -93,11 +94,14 @@ export function instrumentChatModel(
               ...usage,
               attempt: ++attempt,
               at: new Date(started).toISOString(),
-            })
+            }
+            options.log.push(entry)
+            return entry
+          }
           try {
             const response = await model.complete(request)
-            record('ok', response.usage)
-            return response
+            const entry = record('ok', response.usage)
+            return { ...response, refuse: (kind) => (entry.outcome = kind) }
           } catch (error) {
             if (error instanceof LlmError) record(error.kind, error.details.usage)
             else record('network')

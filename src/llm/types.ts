@@ -94,6 +94,11 @@ export interface ChatResponse {
   usage: ChatUsage
   /** The first reply token's most likely alternatives, when the request asked for them and the server sent them. */
   firstTokenLogprobs?: TokenLogprob[]
+  /**
+   * Tells the call log that the reader refused this reply (the wrong shape, a copied placeholder): the call counts
+   * under `kind`, as a cut reply does, not as `ok`. Set by the call log's wrapper; absent elsewhere.
+   */
+  refuse?: (kind: LlmError['kind']) => void
 }
 
 /** The LLM port. Adapters: mock (heuristic), openai (any OpenAI-compatible server), workers-ai. */

@@ -1,8 +1,10 @@
+import fc from 'fast-check'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { buildScorerRequest, gradesReplyTokens, judgeRollout } from '../../src/agents/scorer/index.ts'
 import {
   createChatModel,
   instrumentChatModel,
+  type ChatModel,
   LlmError,
   OpenAIChatModel,
   pLimit,
@@ -156,6 +158,52 @@ describe('judgeRollout with retries', () => {
     expect(waits).toEqual([2_000, 30_000])
     expect(log.map((call) => call.outcome)).toEqual(['rate_limited', 'rate_limited', 'ok'])
     expect(log[2]).toMatchObject({ role: 'scorer', prompt_tokens: 100, completion_tokens: 20 })
+  })
+})
+
+describe('the call log of an agent call', () => {
+  /** What the server answers to one attempt; `text` kinds come back with HTTP 200. */
+  const REPLIES = {
+    usable: { text: JSON.stringify({ grades: { a1: 7, d1: 4 } }), outcome: 'ok' },
+    'not JSON': { text: 'Sure! The answer looks right.', outcome: 'invalid_reply' },
+    'a rubric left out': { text: JSON.stringify({ grades: { a1: 7 } }), outcome: 'invalid_reply' },
+    'a grade out of range': { text: JSON.stringify({ grades: { a1: 70, d1: 4 } }), outcome: 'invalid_reply' },
+    'server error': { text: undefined, outcome: 'server_error' },
+  } as const
+  type Reply = keyof typeof REPLIES
+
+  const scripted = (replies: readonly Reply[]): ChatModel => {
+    let next = 0
+    return {
+      id: 'scripted',
+      complete: async () => {
+        const { text } = REPLIES[replies[next++]!]
+        if (text === undefined) throw new LlmError('server_error', 'HTTP 500')
+        return { text, model: 'scripted', usage: { prompt_tokens: 10, completion_tokens: 5 } }
+      },
+    }
+  }
+
+  it('counts each attempt as what became of its reply: a reply the scorer refused is a failed call', async () => {
+    const replies = fc.array(fc.constantFrom(...(Object.keys(REPLIES) as Reply[])), { minLength: 1, maxLength: 5 })
+    await fc.assert(
+      fc.asyncProperty(replies, async (script) => {
+        const log: LlmCallRecord[] = []
+        const counted = instrumentChatModel(scripted(script), {
+          role: 'scorer',
+          log,
+          roleLimit: pLimit(2),
+          totalLimit: pLimit(6),
+        })
+        const judged = await judgeRollout(counted, INPUT, { maxAttempts: script.length, sleep: noSleep }).then(
+          () => true,
+          () => false,
+        )
+        const used = script.includes('usable') ? script.indexOf('usable') + 1 : script.length
+        expect(judged).toBe(script.includes('usable'))
+        expect(log.map((call) => call.outcome)).toEqual(script.slice(0, used).map((reply) => REPLIES[reply].outcome))
+      }),
+    )
   })
 })
 
