@@ -36,3 +36,33 @@ export function copiedPlaceholder(reply: unknown, systemPrompt: string): { path:
   }
   return visit(reply, '', false)
 }
+
+/**
+ * An agent's reply text with each list entry that is nothing but a slot of the system prompt left out: the entry is
+ * empty (a small model fills a list it has nothing for with the shape's own `"observations": ["<short note>"]`), so
+ * the rest of the reply stands, and the list's bounds still apply. Text that is not a JSON object is answered as it
+ * is; so is a reply with no such entry.
+ * @example withoutEmptyEntries('{"observations": ["<short note>"]}', '… ["<short note>"] …') // '{"observations":[]}'
+ */
+export function withoutEmptyEntries(text: string, systemPrompt: string, parse: (text: string) => unknown): string {
+  const slots = new Set([...systemPrompt.matchAll(SLOT)].map((match) => match[0].toLowerCase()))
+  let value: unknown
+  try {
+    value = parse(text)
+  } catch {
+    return text
+  }
+  let dropped = 0
+  const isEmptyEntry = (item: unknown) => typeof item === 'string' && slots.has(item.trim().toLowerCase())
+  const visit = (item: unknown): unknown => {
+    if (Array.isArray(item)) {
+      const kept = item.filter((entry) => !isEmptyEntry(entry))
+      dropped += item.length - kept.length
+      return kept.map(visit)
+    }
+    if (typeof item !== 'object' || item === null) return item
+    return Object.fromEntries(Object.entries(item).map(([key, entry]) => [key, visit(entry)]))
+  }
+  const cleaned = visit(value)
+  return dropped > 0 ? JSON.stringify(cleaned) : text
+}

@@ -1,4 +1,4 @@
-import { boundedText, closedObject, integerEnum, type JsonObjectSchema } from '../llm/response-format.ts'
+import { boundedText, closedObject, integerEnum, type JsonObjectSchema, proseText } from '../llm/response-format.ts'
 
 /*
  * The JSON schemas the rubric-evolution agents (analyzer, summarizers, query generator, updater) send for their
@@ -9,13 +9,13 @@ import { boundedText, closedObject, integerEnum, type JsonObjectSchema } from '.
  * loses nothing it would have kept.
  */
 
-/** A text of up to `max` characters; an empty one where `optional`. */
-const text = (max: number, optional = false): JsonObjectSchema => boundedText(max, optional ? 0 : 1)
-/** A list of at most `max` short strings. */
-const list = (max: number, chars: number): JsonObjectSchema => ({
+/** A text the model writes, up to `max` characters, never opening with a copied `<placeholder>`; empty where `optional`. */
+const text = (max: number, optional = false): JsonObjectSchema => proseText(max, optional ? 0 : 1)
+/** A list of at most `max` short texts the model writes, or quotes (`quoted`: an answer's own words, any opening). */
+const list = (max: number, chars: number, quoted = false): JsonObjectSchema => ({
   type: 'array',
   maxItems: max,
-  items: boundedText(chars),
+  items: quoted ? boundedText(chars) : proseText(chars),
 })
 
 /**
@@ -28,7 +28,7 @@ export function analysisReplySchema(): JsonObjectSchema {
     stage_performance: text(240, true),
     reward_hacking: closedObject({
       flag: { type: 'boolean' },
-      evidence: list(3, 200),
+      evidence: list(3, 200, true),
       severity: { type: 'string', enum: ['none', 'low', 'medium', 'high'] },
       tactics: list(3, 80),
     }),
@@ -50,7 +50,7 @@ export function batchSummaryReplySchema(rollouts: number): JsonObjectSchema {
     reward_hacking: closedObject({
       count: integerEnum(0, Math.min(rollouts, 64)),
       tactics: list(4, 80),
-      examples: list(4, 64),
+      examples: list(4, 64, true),
     }),
     rubric_meta_evaluation: text(400, true),
     evolution_plan: text(400, true),

@@ -7,7 +7,7 @@ import { LlmError, type ChatModel, type ChatRequest } from '../llm/types.ts'
 import type { Locale } from '../prompts/index.ts'
 import type { TrainingStage } from '../schemas/agents.ts'
 import type { Rubric } from '../schemas/rubric.ts'
-import { copiedPlaceholder } from './placeholders.ts'
+import { copiedPlaceholder, withoutEmptyEntries } from './placeholders.ts'
 
 /**
  * Parses JSON a model wrote: strips code fences and prose around the object, repairs what jsonrepair can.
@@ -73,10 +73,11 @@ const isObject = (value: unknown): boolean => typeof value === 'object' && value
 /**
  * One agent call: complete → parse (repair + validate) → retry invalid replies and transport
  * failures with backoff. A reply that copies a placeholder of its prompt's reply shape (`"<2-4 sentences>"`) is an
- * invalid reply too. The request is built once; every attempt sends the same prompt. A reply cut at `max_tokens`
- * is asked again once at once with twice the room (a role's own `max_tokens` still wins), and refused if cut again:
- * the same room would only cut it again, and a cut reply is never parsed into a grade. A refused reply is a failed call
- * in the call log (`invalid_reply`), though the server answered it.
+ * invalid reply too, but for a list entry that is only a placeholder: that entry is left out, as empty; the attempt
+ * after a copy is shown its reply and told what it copied. Every other attempt sends the same prompt. A reply cut at
+ * `max_tokens` is asked again once at once with twice the room (a role's own `max_tokens` still wins), and refused if
+ * cut again: the same room would only cut it again, and a cut reply is never parsed into a grade. A refused reply is
+ * a failed call in the call log (`invalid_reply`), though the server answered it.
  * @example const analysis = await runAgent(model, request, parseAnalyzerReply, { maxAttempts: 3 })
  */
 export async function runAgent<T>(
@@ -86,19 +87,24 @@ export async function runAgent<T>(
   policy: Partial<RetryPolicy> = {},
 ): Promise<T> {
   let current = request
+  let widened = false
   const system = request.messages.find((message) => message.role === 'system')?.content ?? ''
   return retry(
     async () => {
       const response = await model.complete(current)
       try {
-        const reply = parse(response.text)
+        const reply = parse(withoutEmptyEntries(response.text, system, parseLenientJson))
         const copied = copiedPlaceholder(reply, system)
-        if (copied)
+        if (copied) {
+          // Asked the same at temperature 0, a model copies the same placeholder again: the next attempt shows it
+          // its reply and says what was wrong (the prompt only grows, so the server still reuses its prefix).
+          current = { ...current, messages: [...request.messages, ...reask(response.text, copied)] }
           throw new LlmError(
             'invalid_reply',
             `${request.role} reply copies its prompt's placeholder at ${copied.path || 'its top'}: ` +
               JSON.stringify(copied.text.slice(0, 80)),
           )
+        }
         return reply
       } catch (error) {
         // The server answered, but the answer is of no use: the call log counts it failed.
@@ -112,12 +118,27 @@ export async function runAgent<T>(
       const cutAt = failure.details.cutAtMaxTokens
       if (cutAt === undefined)
         return { error: failure, retryable: failure.retryable, retryAfterSeconds: failure.retryAfterSeconds }
-      if (current !== request) return { error: failure, retryable: false }
-      current = { ...request, maxTokens: cutAt * 2 }
+      if (widened) return { error: failure, retryable: false }
+      widened = true
+      current = { ...current, maxTokens: cutAt * 2 }
       return { error: failure, retryable: true, delayMs: 0 }
     },
     policy,
   )
+}
+
+/** The turns that ask again after a reply that copied its prompt's placeholder instead of answering. */
+function reask(reply: string, copied: { path: string; text: string }): ChatRequest['messages'] {
+  const where = copied.path ? `at ${copied.path}` : 'as the whole reply'
+  return [
+    { role: 'assistant', content: reply },
+    {
+      role: 'user',
+      content:
+        `That reply copied the reply shape's placeholder ${JSON.stringify(copied.text.slice(0, 80))} ${where} ` +
+        'instead of answering. Reply again with the whole JSON object, every field in your own words.',
+    },
+  ]
 }
 
 /**

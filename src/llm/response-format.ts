@@ -119,6 +119,20 @@ export function boundedText(maxLength: number, minLength = 1): JsonObjectSchema 
 }
 
 /**
+ * Free text a model writes itself, of `minLength`..`maxLength` characters, that cannot open with `<`: a model held to
+ * it by a grammar cannot copy its prompt's `"<2-4 sentences>"` back, and writes words instead. The bound is inside the
+ * `pattern` too, since llama.cpp's grammar drops `maxLength` beside a `pattern`; prose needs no quote, backslash or
+ * line break, which the pattern leaves out (a JSON escape would need them).
+ * @example proseText(300).pattern // '^[^<"\\\n][^"\\\n]{0,299}$'
+ */
+export function proseText(maxLength: number, minLength = 1): JsonObjectSchema {
+  const opening = '[^<"\\\\\\n]'
+  const rest = `[^"\\\\\\n]{${Math.max(0, minLength - 1)},${maxLength - 1}}`
+  const pattern = minLength > 0 ? `^${opening}${rest}$` : `^(${opening}${rest})?$`
+  return { type: 'string', minLength, maxLength, pattern }
+}
+
+/**
  * The part of a request that asks for a reply under `schema`: the schema, and room for its longest reply.
  * @example const request = { role: 'analyzer', messages, json: true, ...withReplySchema('analysis', schema) }
  */

@@ -849,7 +849,7 @@ describe("a reply that copies its prompt's placeholders", () => {
     },
   ]
 
-  it('is refused as invalid (every attempt), wherever the copy sits; the reply in its own words passes', async () => {
+  it('is refused as invalid (every attempt) wherever the copy sits, but an entry that is only a copy', async () => {
     const cases = await Promise.all(
       AGENTS.map(async (agent) => {
         const system = (await agent.request()).messages.find((message) => message.role === 'system')!.content
@@ -880,17 +880,64 @@ describe("a reply that copies its prompt's placeholders", () => {
         ),
         async ({ agent, path, slot, before }) => {
           const model = answering(replacedAt(agent.good, path, `${before}${slot}`))
-          const failure = await agent.run(model).then(
-            () => undefined,
-            (error: LlmError) => error,
+          const outcome = await agent.run(model).then(
+            (reply) => ({ reply }),
+            (error: LlmError) => ({ failure: error }),
           )
-          expect(failure?.kind, `${agent.name} ${path.join('.')} = ${before}${slot}`).toBe('invalid_reply')
+          const where = `${agent.name} ${path.join('.')} = ${before}${slot}`
+          if (before === '' && typeof path.at(-1) === 'number') {
+            // A list entry that is only the placeholder is an empty entry: left out, the rest of the reply kept
+            // (refused only when the list is then too short).
+            if ('reply' in outcome) expect(JSON.stringify(outcome.reply), where).not.toContain(slot)
+            else expect(outcome.failure.kind, where).toBe('invalid_reply')
+            return
+          }
+          const failure = 'failure' in outcome ? outcome.failure : undefined
+          expect(failure?.kind, where).toBe('invalid_reply')
           expect(failure?.message).toContain('placeholder')
           expect(model.calls).toBe(retry.maxAttempts)
         },
       ),
       { numRuns: 60 },
     )
+  })
+
+  it("keeps SmolLM2's analysis whose lists hold only the shape's placeholder, emptied, in one call", async () => {
+    // The reply SmolLM2-135M wrote to the real-judge loop test's analysis, both times it was asked.
+    const copied = { ...ANALYSIS, observations: ['<short note>'] }
+    copied.reward_hacking = { flag: false, evidence: ['<short note>'], severity: 'none', tactics: ['<short note>'] }
+    const model = answering(copied)
+    const analysis = await runAnalyzer(model, analyzerInput(CLEAN), retry)
+    expect(analysis).toMatchObject({ observations: [], reward_hacking: { evidence: [], tactics: [] } })
+    expect(analysis.overall_assessment).toBe(ANALYSIS.overall_assessment)
+    expect(model.calls).toBe(1)
+    const written = answering({ ...ANALYSIS, observations: ['Observations: <short note>'] })
+    await expect(runAnalyzer(written, analyzerInput(CLEAN), retry)).rejects.toMatchObject({ kind: 'invalid_reply' })
+  })
+
+  it('asks again showing the copy, so a model that copies at temperature 0 is not asked the same twice', async () => {
+    const copied = { ...ANALYSIS, overall_assessment: '<2-4 sentences>' }
+    const requests: ChatRequest[] = []
+    const model: ChatModel = {
+      id: 'copies-until-told',
+      complete: async (request) => {
+        requests.push(request)
+        const told = /copied the reply shape's placeholder "<2-4 sentences>" at overall_assessment/.test(
+          request.messages.at(-1)!.content as string,
+        )
+        return {
+          text: JSON.stringify(told ? ANALYSIS : copied),
+          model: 'm',
+          usage: { prompt_tokens: 1, completion_tokens: 1 },
+        }
+      },
+    }
+    const analysis = await runAnalyzer(model, analyzerInput(CLEAN), retry)
+    expect(analysis.overall_assessment).toBe(ANALYSIS.overall_assessment)
+    expect(requests).toHaveLength(2)
+    // The second request is the first one grown by the reply and the note: the server reuses the whole first prompt.
+    expect(requests[1]!.messages.slice(0, requests[0]!.messages.length)).toEqual(requests[0]!.messages)
+    expect(requests[1]!.messages.at(-2)).toEqual({ role: 'assistant', content: JSON.stringify(copied) })
   })
 
   it('refuses a rubric that opens with a tag-shaped slot, but not an answer quoted as evidence', async () => {

@@ -127,7 +127,30 @@ function unbounded(schema: JsonObjectSchema, path = '$'): string[] {
   }
 }
 
+/** The string schemas under `schema` that carry a pattern (the texts a model writes itself). */
+function patterned(schema: JsonObjectSchema): JsonObjectSchema[] {
+  if (schema.type === 'string') return typeof schema.pattern === 'string' ? [schema] : []
+  if (schema.type === 'array') return patterned(schema.items as JsonObjectSchema)
+  if (schema.type !== 'object') return []
+  return Object.values(schema.properties as Record<string, JsonObjectSchema>).flatMap(patterned)
+}
+
 describe.each(Object.entries(AGENTS))('the %s’s reply schema', (_agent, { request, parse }) => {
+  it('holds each text the model writes to its bound inside its pattern, none opening with a copied <slot>', async () => {
+    const { jsonSchema } = await request()
+    const texts = patterned(jsonSchema!.schema)
+    expect(texts.length).toBeGreaterThan(0)
+    for (const text of texts) {
+      // llama.cpp's grammar keeps a pattern and drops maxLength beside it: the pattern itself must bound the text.
+      const pattern = new RegExp(text.pattern as string)
+      const max = Number(text.maxLength)
+      expect(pattern.test('a'.repeat(max))).toBe(true)
+      expect(pattern.test('a'.repeat(max + 1))).toBe(false)
+      expect(pattern.test('<2-4 sentences>')).toBe(false)
+      expect(pattern.test('')).toBe(Number(text.minLength) === 0)
+    }
+  })
+
   it('bounds every string, list and number, and closes every object', async () => {
     const { jsonSchema } = await request()
     expect(jsonSchema, 'a schema is sent').toBeDefined()
