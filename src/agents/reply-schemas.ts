@@ -9,7 +9,7 @@ import { boundedText, closedObject, integerEnum, type JsonObjectSchema, proseTex
  * loses nothing it would have kept.
  */
 
-/** A text the model writes, up to `max` characters, never opening with a copied `<placeholder>`; empty where `optional`. */
+/** A text the model writes, up to `max` characters, never opening with a copied `<slot>`; empty where `optional`. */
 const text = (max: number, optional = false): JsonObjectSchema => proseText(max, optional ? 0 : 1)
 /** A list of at most `max` short texts the model writes, or quotes (`quoted`: an answer's own words, any opening). */
 const list = (max: number, chars: number, quoted = false): JsonObjectSchema => ({

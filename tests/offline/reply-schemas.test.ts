@@ -136,7 +136,7 @@ function patterned(schema: JsonObjectSchema): JsonObjectSchema[] {
 }
 
 describe.each(Object.entries(AGENTS))('the %s’s reply schema', (_agent, { request, parse }) => {
-  it('holds each text the model writes to its bound inside its pattern, none opening with a copied <slot>', async () => {
+  it('bounds each text the model writes inside its pattern, none opening with a copied <slot>', async () => {
     const { jsonSchema } = await request()
     const texts = patterned(jsonSchema!.schema)
     expect(texts.length).toBeGreaterThan(0)
