@@ -175,12 +175,16 @@ describe('the built CLI', () => {
 
   it('lists its commands without loading zod or re2js: the root --help loads what it prints', async () => {
     // A preloaded load hook names the packages compiled into each file the CLI loads: esbuild writes a
-    // `// …node_modules/<package>/<file>` line above every module it bundles.
+    // `// …node_modules/<package>/<file>` line above every module it bundles. The hook runs on its own thread, whose
+    // writes to stderr can be lost when the process exits first: it appends to a file, synchronously.
+    const record = join(work, 'loaded-packages.txt')
     const hooks = [
+      "import { appendFileSync } from 'node:fs'",
       'export async function load(url, context, next) {',
       '  const result = await next(url, context)',
       "  const lines = String(result.source ?? '').match(/^\\/\\/ \\S*node_modules\\/(@[^/]+\\/)?[^/]+/gm) ?? []",
-      "  for (const line of lines) process.stderr.write(line.replace(/^.*node_modules\\//, '') + '\\n')",
+      "  const names = lines.map((line) => line.replace(/^.*node_modules\\//, '') + '\\n').join('')",
+      `  if (names) appendFileSync(${JSON.stringify(record)}, names)`,
       '  return result',
       '}',
     ]
@@ -188,9 +192,10 @@ describe('the built CLI', () => {
     const hooksUrl = `data:text/javascript,${encodeURIComponent(hooks.join('\n'))}`
     writeFileSync(preload, `import { register } from 'node:module'\nregister(${JSON.stringify(hooksUrl)})\n`)
     const loaded = async (...args: string[]) => {
+      writeFileSync(record, '')
       const run = await node([join(installed, 'reward-harness'), ...args], elsewhere, `--import ${preload}`)
       expect(run.code, run.err).toBe(0)
-      return new Set(run.err.split('\n').filter(Boolean))
+      return new Set(readFileSync(record, 'utf8').split('\n').filter(Boolean))
     }
     const help = await loaded('--help')
     // The hook sees the bundled packages: commander draws the help.
