@@ -45,6 +45,8 @@ export function copiedPlaceholder(reply: unknown, systemPrompt: string): { path:
  * @example withoutEmptyEntries('{"observations": ["<short note>"]}', '… ["<short note>"] …') // '{"observations":[]}'
  */
 export function withoutEmptyEntries(text: string, systemPrompt: string, parse: (text: string) => unknown): string {
+  // Most replies (every grade a scorer sends on /score) hold no `<` at all: nothing to leave out, nothing parsed twice.
+  if (!text.includes('<')) return text
   const slots = new Set([...systemPrompt.matchAll(SLOT)].map((match) => match[0].toLowerCase()))
   let value: unknown
   try {
