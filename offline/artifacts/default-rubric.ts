@@ -3,20 +3,23 @@
  *
  * `best` (the default) picks the searched rubric whose criteria generalise best and keeps only its general part:
  *
- * - A criterion **generalises** when the search found the same criterion text (compared case- and
- *   whitespace-insensitively, without trailing punctuation) in the best rubric of at least one *other* prompt: the
- *   search arrived at it independently of the prompt. Its support is the share of the other prompts that have it.
+ * - A criterion **generalises** when the search found the same criterion ({@link sameCriterion}: most of its words,
+ *   and exactly its numbers) in the best rubric of at least one *other* prompt: the search arrived at it independently
+ *   of the prompt. Its support is the share of the other prompts that have it.
  * - A rubric's **generality** is the weighted mean support of its criteria (weights as searched).
  * - The rubric with the highest generality is chosen; ties go to the higher objective score, then to the first
- *   prompt id. Its criteria without support (prompt-specific ones, e.g. a criterion naming the prompt's keywords)
- *   are dropped; check points and examples of the kept criteria stay. When no criterion of any rubric has support
- *   (a single prompt, or rubrics with nothing in common), the rubric with the best objective score is used whole.
+ *   prompt id. Its criteria without support (prompt-specific ones, e.g. a criterion naming the prompt's keywords or
+ *   its reference's numbers) are dropped; check points and examples of the kept criteria stay.
+ * - When no criterion of any rubric has support (a single prompt, or rubrics with nothing in common), nothing the
+ *   search found is known to hold beyond its prompt, so the default is the default run's rubric
+ *   (config/default-run.json's anchors and adaptives), not one prompt's.
  *
  * `<prompt_id>` uses that prompt's rubric whole; a file uses a rubric given by hand (a bare rubric, or a preset file
  * `{best_rubrics|rubrics: [{prompt_id, rubric}]}` / `{<prompt_id>: rubric}` whose `__default__` entry is taken);
  * `none` leaves the artifact without a default (unseen prompts are then refused by the edge).
  */
 import { readFile } from 'node:fs/promises'
+import defaultRun from '../../config/default-run.json'
 import { readJsonDocument } from '../../src/datasets/index.ts'
 import { DEFAULT_RUBRIC_KEY } from '../../src/schemas/artifact.ts'
 import { parsePresetRubrics } from '../../src/search/roles/index.ts'
@@ -40,7 +43,8 @@ export interface SearchedRubric {
 
 /** What the chosen default is and how it was made (also recorded in the rubric's metadata, so it is in the hash). */
 export interface DefaultRubricReport {
-  strategy: 'best' | 'prompt' | 'file'
+  /** `generic`: `best` found no criterion shared across prompts and fell back to the default run's rubric. */
+  strategy: 'best' | 'generic' | 'prompt' | 'file'
   /** The prompt whose rubric it came from (best, prompt). */
   source_prompt_id: string | null
   /** The id of the rubric it came from (best, prompt; a file's rubric keeps its own id). */
@@ -67,31 +71,45 @@ export function parseDefaultRubricChoice(value: string | undefined, promptIds: r
   return { kind: 'file', path: value }
 }
 
-/**
- * The text a criterion is compared by across prompts: lower case, single spaces, no trailing punctuation.
- * @example criterionKey({ text: 'Is  Direct.' } as Criterion) // 'is direct'
- * @internal
- */
-export function criterionKey(criterion: Pick<Criterion, 'text'>): string {
-  return criterion.text
-    .toLowerCase()
-    .replace(/\s+/g, ' ')
-    .trim()
-    .replace(/[\s.;:!,]+$/, '')
+/** Words too common to say whether two criteria ask the same thing. */
+const STOP_WORDS = new Set('a an and are as at be by for from in is it its of on or that the this to with'.split(' '))
+
+/** A criterion's words as compared across prompts: lower-case letter and digit runs, stop words left out. */
+function contentWords(text: string): Set<string> {
+  return new Set((text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? []).filter((word) => !STOP_WORDS.has(word)))
 }
 
 /**
- * The share of the other prompts whose best rubric has each criterion (by {@link criterionKey}) of `entry`'s rubric.
+ * Whether two criteria ask the same thing: more than half of their words in common (Jaccard over
+ * {@link contentWords}) and the same numbers, so "The final answer is 10800." never matches "… is 42.".
+ * @example sameCriterion({ text: 'The final answer is correct.' }, { text: 'The response gives the correct final
+ *   answer' }) // true
+ * @internal
+ */
+export function sameCriterion(a: Pick<Criterion, 'text'>, b: Pick<Criterion, 'text'>): boolean {
+  const left = contentWords(a.text)
+  const right = contentWords(b.text)
+  const numbers = (words: Set<string>) =>
+    [...words]
+      .filter((word) => /\d/.test(word))
+      .sort()
+      .join(' ')
+  if (numbers(left) !== numbers(right)) return false
+  const shared = [...left].filter((word) => right.has(word)).length
+  const union = left.size + right.size - shared
+  return union > 0 && shared / union > 0.5
+}
+
+/**
+ * The share of the other prompts whose best rubric has each criterion (by {@link sameCriterion}) of `entry`'s rubric.
  * @example criterionSupport(entries[0], entries) // [1, 0.5, 0, …] (one per criterion)
  */
 function criterionSupport(entry: SearchedRubric, all: readonly SearchedRubric[]): number[] {
-  const others = all
-    .filter((other) => other.prompt_id !== entry.prompt_id)
-    .map((other) => new Set(other.rubric.criteria.map(criterionKey)))
+  const others = all.filter((other) => other.prompt_id !== entry.prompt_id)
   return entry.rubric.criteria.map((criterion) => {
     if (others.length === 0) return 0
-    const key = criterionKey(criterion)
-    return others.filter((keys) => keys.has(key)).length / others.length
+    const found = others.filter((other) => other.rubric.criteria.some((theirs) => sameCriterion(criterion, theirs)))
+    return found.length / others.length
   })
 }
 
@@ -132,12 +150,8 @@ export function bestDefaultRubric(entries: readonly SearchedRubric[]): {
     )
   const { entry, generality: chosenGenerality } = ranked[0]!
   const support = criterionSupport(entry, entries)
-  const general = chosenGenerality > 0
-  const kept = general
-    ? entry.rubric.criteria.filter((criterion, index) => support[index]! > 0 && criterion.weight > 0)
-    : entry.rubric.criteria
-  // Dropping must leave a usable scorer; if only zero-weight general criteria remain, keep the rubric whole.
-  const criteria = kept.length > 0 ? kept : entry.rubric.criteria
+  const criteria = entry.rubric.criteria.filter((criterion, index) => support[index]! > 0 && criterion.weight > 0)
+  if (criteria.length === 0) return genericDefaultRubric(entry.rubric.grading_protocol)
   const dropped = entry.rubric.criteria
     .filter((criterion) => !criteria.includes(criterion))
     .map((criterion) => criterion.criterion_id)
@@ -151,6 +165,38 @@ export function bestDefaultRubric(entries: readonly SearchedRubric[]): {
     criteria: criteria.map((criterion) => criterion.criterion_id),
   }
   return { rubric: withDefaultMetadata({ ...entry.rubric, criteria }, report), report }
+}
+
+/**
+ * The default run's rubric (config/default-run.json's anchors, then adaptives) on the search's grading protocol: the
+ * `best` default when no searched criterion is known to hold beyond its own prompt.
+ * @example genericDefaultRubric({ grade_max: 10, allow_na: true, num_votes: 1 }).report.criteria[0] //
+ *   'anchor-correctness'
+ */
+function genericDefaultRubric(protocol: SearchRubric['grading_protocol']): {
+  rubric: SearchRubric
+  report: DefaultRubricReport
+} {
+  const criteria: Criterion[] = [...defaultRun.anchor_rubrics, ...defaultRun.adaptive_rubrics].map((item) => ({
+    criterion_id: item.id,
+    text: item.text,
+    weight: item.weight,
+    criterion_type: null,
+    check_points: [],
+    positive_examples: [],
+    negative_examples: [],
+  }))
+  const report: DefaultRubricReport = {
+    strategy: 'generic',
+    source_prompt_id: null,
+    source_rubric_id: null,
+    source_file: null,
+    generality: 0,
+    dropped_criteria: [],
+    criteria: criteria.map((criterion) => criterion.criterion_id),
+  }
+  const rubric = { rubric_id: DEFAULT_RUBRIC_KEY, criteria, grading_protocol: protocol, metadata: {} }
+  return { rubric: withDefaultMetadata(rubric, report), report }
 }
 
 /**

@@ -10,12 +10,14 @@ import { createHash } from 'node:crypto'
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import defaultRun from '../../config/default-run.json'
 import { ArtifactInputError } from '../../offline/artifacts/errors.ts'
 import {
   bestDefaultRubric,
-  criterionKey,
   generality,
+  sameCriterion,
   parseDefaultRubricChoice,
   type SearchedRubric,
 } from '../../offline/artifacts/default-rubric.ts'
@@ -401,7 +403,7 @@ describe('the best default rubric (in process)', () => {
       ]),
       entry('p3', 0.8, [criterion('fit', 'Covers the policy.', 0.6), criterion('steps', 'Shows steps.', 0.4)]),
     ]
-    expect(criterionKey({ text: 'The answer is  CLEAR.' })).toBe('the answer is clear')
+    expect(sameCriterion({ text: 'The answer is  CLEAR.' }, { text: 'the answer is clear' })).toBe(true)
     expect(generality(entries[0]!, entries)).toBeCloseTo(0.25, 10)
     expect(generality(entries[1]!, entries)).toBeCloseTo(0.3, 10)
     expect(generality(entries[2]!, entries)).toBe(0)
@@ -424,20 +426,69 @@ describe('the best default rubric (in process)', () => {
     })
   })
 
-  it('uses the best-scoring rubric whole when nothing is shared, and breaks ties by score, then prompt id', () => {
+  it("falls back to the default run's rubric when nothing is shared, and breaks ties by score, then prompt id", () => {
+    const generic = [...defaultRun.anchor_rubrics, ...defaultRun.adaptive_rubrics].map((item) => item.id)
     const lone = [entry('b', 0.5, [criterion('x', 'X.', 1)]), entry('a', 0.9, [criterion('y', 'Y.', 1)])]
-    expect(bestDefaultRubric(lone).report).toMatchObject({
-      source_prompt_id: 'a',
-      dropped_criteria: [],
-      criteria: ['y'],
-      generality: 0,
-    })
+    const { rubric, report } = bestDefaultRubric(lone)
+    expect(report).toMatchObject({ strategy: 'generic', source_prompt_id: null, criteria: generic })
+    expect(rubric.criteria.map((c) => c.text)).toEqual(
+      [...defaultRun.anchor_rubrics, ...defaultRun.adaptive_rubrics].map((item) => item.text),
+    )
+    expect(rubric.metadata.default_rubric).toEqual({ strategy: 'generic', generality: 0 })
+    expect(bestDefaultRubric([entry('only', 0.1, [criterion('z', 'Z.', 1)])]).report.strategy).toBe('generic')
+    // A criterion shared only at weight 0 leaves nothing to score with: generic too.
+    const weightless = [
+      entry('b', 0.5, [criterion('x', 'X.', 0)]),
+      entry('a', 0.5, [criterion('x', 'X.', 0), criterion('y', 'Y.', 1)]),
+    ]
+    expect(bestDefaultRubric(weightless).report.strategy).toBe('generic')
     const tied = [entry('b', 0.5, [criterion('x', 'X.', 1)]), entry('a', 0.5, [criterion('x', 'X.', 1)])]
     expect(bestDefaultRubric(tied).report.source_prompt_id).toBe('a')
-    expect(
-      bestDefaultRubric([entry('only', 0.1, [criterion('z', 'Z.', 1)])]).rubric.criteria.map((c) => c.criterion_id),
-    ).toEqual(['z'])
     expect(() => bestDefaultRubric([])).toThrow(ArtifactInputError)
+  })
+
+  it('matches criteria by most of their words and exactly their numbers', () => {
+    expect(
+      sameCriterion({ text: 'The final answer is correct.' }, { text: 'The response gives the correct final answer' }),
+    ).toBe(true)
+    expect(sameCriterion({ text: 'The final answer is 10800.' }, { text: 'The final answer is 42.' })).toBe(false)
+    expect(
+      sameCriterion(
+        { text: 'States the final answer, 10800, clearly' },
+        { text: 'states the final answer 42 clearly' },
+      ),
+    ).toBe(false)
+    expect(sameCriterion({ text: 'Covers trains and speeds.' }, { text: 'Covers the bug.' })).toBe(false)
+    expect(sameCriterion({ text: '.' }, { text: '!' })).toBe(false)
+  })
+
+  // A rubric searched for one prompt copies that prompt (its entities, its reference's numbers): the default an unseen
+  // prompt is scored with must hold only what the search found on more than one prompt.
+  it('never serves a criterion the search found for one prompt only (property)', () => {
+    const general = ['The final answer is correct.', 'Each step of the working follows from the last.', 'No padding.']
+    const specific = (prompt: number, n: number) => `The working counts ${prompt * 100 + n} apples in the basket.`
+    const rubricOf = fc.tuple(fc.subarray(general), fc.uniqueArray(fc.integer({ min: 1, max: 50 }), { maxLength: 3 }))
+    fc.assert(
+      fc.property(
+        fc.array(rubricOf, { minLength: 1, maxLength: 5 }),
+        fc.array(fc.double({ min: 0, max: 1 })),
+        (rubrics, scores) => {
+          const entries = rubrics
+            .map(([shared, own], index) =>
+              entry(`p${index}`, scores[index] ?? 0, [
+                ...shared.map((text, k) => criterion(`g${k}`, text, 1)),
+                ...own.map((n) => criterion(`s${n}`, specific(index, n), 1)),
+              ]),
+            )
+            .filter((candidate) => candidate.rubric.criteria.length > 0)
+          fc.pre(entries.length > 0)
+          const { rubric, report } = bestDefaultRubric(entries)
+          if (report.strategy === 'generic') return
+          // Criteria a prompt's own numbers make unique, however alike their words, never reach the default.
+          expect(rubric.criteria.map((kept) => kept.text).filter((text) => !general.includes(text))).toEqual([])
+        },
+      ),
+    )
   })
 
   it('reads --default-rubric: keywords first, then prompt ids, else a file', () => {

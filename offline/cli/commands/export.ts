@@ -18,10 +18,10 @@ The artifact (src/schemas/artifact.ts):
 
 --default-rubric (the "__default__" rubric):
   best (default)   the searched rubric whose criteria generalise best: a criterion generalises when the search found
-                   the same criterion text for other prompts too; the rubric with the highest weighted share of such
-                   criteria wins (ties: higher objective score, then prompt id), and its prompt-specific criteria are
-                   dropped. With nothing shared (one prompt; rubrics with nothing in common) the rubric with the best
-                   objective score is used whole.
+                   the same criterion (most of its words, exactly its numbers) for other prompts too; the rubric with
+                   the highest weighted share of such criteria wins (ties: higher objective score, then prompt id),
+                   and its prompt-specific criteria are dropped. With nothing shared (one prompt; rubrics with
+                   nothing in common) it is the default run's rubric (config/default-run.json), not one prompt's.
   <prompt_id>      that prompt's rubric, whole
   <file.json>      a rubric given by hand: a bare rubric {"criteria": [...]}, or a preset file whose "__default__" is \
 used
@@ -240,9 +240,12 @@ async function exportSearchOutput(
         : def.strategy === 'best'
           ? `best: ${def.criteria.join(', ')} from ${def.source_prompt_id} (generality ` +
             `${def.generality}${def.dropped_criteria.length ? `; dropped ${def.dropped_criteria.join(', ')}` : ''})`
-          : def.strategy === 'prompt'
-            ? `the rubric of ${def.source_prompt_id}`
-            : `from ${def.source_file} (${def.criteria.join(', ')})`
+          : def.strategy === 'generic'
+            ? `generic: the default run's rubric (${def.criteria.join(', ')}); no searched criterion recurs across ` +
+              'prompts, so none is known to hold for an unseen one'
+            : def.strategy === 'prompt'
+              ? `the rubric of ${def.source_prompt_id}`
+              : `from ${def.source_file} (${def.criteria.join(', ')})`
       const r = artifact.runtime
       const rows: Array<[string, string]> = [
         ['source run', `${artifact.provenance.source_run_id} (session ${artifact.provenance.source_session_id})`],
