@@ -520,7 +520,8 @@ describe('faults, retries and accounting (3 llm stubs)', () => {
     expect(answeredAt - started).toBeGreaterThanOrEqual(390)
     expect(reply.attempts).toBe(2)
     expect(pool.usage().total).toMatchObject({ calls: 2, ok: 1, retries: 1, failures: { rate_limited: 1 } })
-  })
+    // It waits 0.4 s; the budget leaves room for a loaded machine.
+  }, 20_000)
 
   it('moves the retry of a 429 to another endpoint at once, and keeps the limited one cool', async () => {
     const [limited, other] = stubs
