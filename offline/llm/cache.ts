@@ -164,7 +164,7 @@ export class CachedChatModel implements ChatModel {
       poolRequest.messages.map((message) => [message.role, message.content, ...(message.parts ? [message.parts] : [])]),
       {
         temperature: this.#sampling?.temperature ?? null,
-        max_tokens: this.#sampling?.max_tokens ?? null,
+        max_tokens: this.#sampling?.max_tokens ?? poolRequest.maxTokens ?? null,
         // A greedy decode (temperature 0) does not depend on the seed: the same question with another seed is the
         // same question, answered from the cache rather than asked again.
         seed: this.#sampling?.temperature === 0 ? null : (poolRequest.seed ?? this.#sampling?.seed ?? null),

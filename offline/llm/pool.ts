@@ -48,10 +48,13 @@ export interface PoolResponse extends ChatResponse {
   attempts: number
 }
 
-/** The sampling settings every request of the pool is sent with (part of any cache key). */
+/**
+ * The sampling settings every request of the pool is sent with (part of any cache key). Without `max_tokens`, each
+ * request's own `maxTokens` holds (what its reply needs, twice that when asked again after a cut reply).
+ */
 export interface SamplingSettings {
   temperature: number
-  max_tokens: number
+  max_tokens?: number
   seed?: number
 }
 
@@ -243,7 +246,7 @@ export class EndpointPool implements ChatModel {
     const timeoutMs = options.timeoutMs ?? 60_000
     this.sampling = {
       temperature: options.temperature ?? 0,
-      max_tokens: options.maxTokens ?? 1_024,
+      ...(options.maxTokens === undefined ? {} : { max_tokens: options.maxTokens }),
       ...(options.seed === undefined ? {} : { seed: options.seed }),
     }
     this.#endpoints = configs.map((config): Endpoint => {
@@ -265,7 +268,7 @@ export class EndpointPool implements ChatModel {
         apiKey,
         model,
         temperature: this.sampling.temperature,
-        maxTokens: this.sampling.max_tokens,
+        ...(this.sampling.max_tokens === undefined ? {} : { maxTokens: this.sampling.max_tokens }),
         timeoutMs,
         fetch: nodeHttpFetch,
         ...(this.sampling.seed === undefined ? {} : { seed: this.sampling.seed }),

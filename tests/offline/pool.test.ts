@@ -4,7 +4,9 @@ import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, onTestFinished, vi } from 'vitest'
+import fc from 'fast-check'
 import { LlmError, withRetry } from '../../src/llm/index.ts'
+import { DEFAULT_MAX_TOKENS } from '../../src/llm/response-format.ts'
 import {
   EndpointPool,
   endpointsFromFlags,
@@ -619,5 +621,22 @@ describe('faults, retries and accounting (3 llm stubs)', () => {
     expect(strict!.requests[1]).not.toHaveProperty('response_format')
     expect(loose!.requests[1]).toMatchObject({ seed: 3, response_format: { type: 'json_object' } })
     expect(pool.id).toBe('pool:stub-model')
+  })
+
+  it("sends each request's own max_tokens (the default where it has none) unless the pool sets one", async () => {
+    const [stub] = stubs
+    const endpoints = [{ base_url: stub!.baseUrl, max_concurrency: 1 }]
+    const open = makePool({ endpoints })
+    const capped = makePool({ endpoints, maxTokens: 300 })
+    await fc.assert(
+      fc.asyncProperty(fc.option(fc.integer({ min: 1, max: 8_192 }), { nil: undefined }), async (maxTokens) => {
+        stub!.requests.length = 0
+        const request = ask('room', maxTokens === undefined ? {} : { maxTokens })
+        await open.complete(request)
+        await capped.complete(request)
+        expect(stub!.requests.map((body) => body.max_tokens)).toEqual([maxTokens ?? DEFAULT_MAX_TOKENS, 300])
+      }),
+      { numRuns: 25 },
+    )
   })
 })
