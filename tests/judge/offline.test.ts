@@ -49,7 +49,9 @@ const cli = (args: string[]) => runRewardHarness([...args, '--json'], {}, COMMAN
 
 describe('the offline commands on the real judge', () => {
   it('search writes a rubric per prompt, and bench grades with it on the model: n and an interval', async () => {
-    // One pair: a search's ~12 calls a prompt take ~10 s each here (800-token prompts at ~80 tokens a second).
+    // One pair: a search's ~12 calls a prompt take ~10 s each here (800-token prompts at ~80 tokens a second). A
+    // 135M model under a JSON grammar can fill a proposal's every string to its bound (1,618 tokens, 100 s under
+    // CI's load), so the replies are capped as a user on a slow model would cap them.
     const dataset = pairsOf(1)
     const output = join(work, 'search', 'best.json')
     const searched = await cli([
@@ -58,7 +60,7 @@ describe('the offline commands on the real judge', () => {
       ...['--endpoint', `${judge.url},max_concurrency=1,structured_output=json_schema`, '--model', judge.model],
       ...['--generations', '1', '--population-size', '2', '--mutations-per-round', '1', '--mutation-parent-count', '1'],
       ...['--grade-max', '4', '--role-attempts', '2', '--max-attempts', '2'],
-      ...['--timeout-ms', '300000'],
+      ...['--timeout-ms', '300000', '--max-tokens', '512'],
     ])
     expect(searched.code, searched.err).toBe(0)
     const best = JSON.parse(readFileSync(output, 'utf8'))
