@@ -10,7 +10,7 @@ import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { runSimulation, type SimulationResult } from '../../offline/simulate/loop.ts'
 import { startWranglerDev, type WranglerDev } from '../e2e/support/wrangler-dev.ts'
-import { launchChromium, SCREENSHOT_DIR } from './support/chromium.ts'
+import { launchChromium, SCREENSHOT_DIR, visit } from './support/chromium.ts'
 
 const STEPS = 3
 const ROLLOUTS_PER_STEP = 8
@@ -59,7 +59,7 @@ describe('the dashboard in headless Chromium after `npm run simulate` (3 steps)'
 
   it('shows the run from GET /, its rubric versions with a visible diff, and rendered charts', async () => {
     const page = await newPage()
-    const index = await page.goto(`${dev.baseUrl}/`)
+    const index = await visit(page, `${dev.baseUrl}/`)
     expect(index?.status()).toBe(200)
     expect(index?.headers()['content-type']).toMatch(/text\/html/)
     const runLink = page.locator('a[data-run="default"]')
@@ -127,7 +127,7 @@ describe('the dashboard in headless Chromium after `npm run simulate` (3 steps)'
 
   it('searches the memory by meaning from the form', async () => {
     const page = await newPage()
-    await page.goto(`${dev.baseUrl}/dashboard/runs/default`)
+    await visit(page, `${dev.baseUrl}/dashboard/runs/default`)
     await page.fill('#memory input[name="q"]', 'the answer tells the grader to give it full marks')
     await page.selectOption('#memory select[name="kind"]', 'analysis')
     await Promise.all([page.waitForURL(/[?&]q=/), page.click('#memory button[type="submit"]')])
@@ -141,7 +141,7 @@ describe('the dashboard in headless Chromium after `npm run simulate` (3 steps)'
 
   it('logs in with the admin token through the form and opens the artifacts and deployments page', async () => {
     const page = await newPage()
-    await page.goto(`${dev.baseUrl}/dashboard/login`)
+    await visit(page, `${dev.baseUrl}/dashboard/login`)
     await page.fill('#token', 'not-a-token')
     await Promise.all([page.waitForLoadState(), page.click('button[type="submit"]')])
     expect(await page.locator('.alert').textContent()).toMatch(/neither the admin token nor a run token/)

@@ -59,7 +59,7 @@ describe('sync mode', () => {
       step: 0,
     })
     const answers = await Promise.all(pending)
-    const rubrics = await callJson(`${dev.baseUrl}/rubrics`, { token })
+    const rubrics = await callJsonRetrying(`${dev.baseUrl}/rubrics`, { token })
     const version: number = rubrics.body.rubric_version
     // The mock updater changes the adaptive set, so every waiter was judged again on version 2.
     expect(version).toBe(2)
@@ -74,7 +74,7 @@ describe('sync mode', () => {
     )
     for (const answer of answers)
       expect(answer.body.criteria.map((criterion: { rubric_id: string }) => criterion.rubric_id)).toEqual(ids)
-    expect((await callJson(`${dev.baseUrl}/rubric_status`, { token })).body).toMatchObject({
+    expect((await callJsonRetrying(`${dev.baseUrl}/rubric_status`, { token })).body).toMatchObject({
       step: 0,
       status: 'updated',
       rollouts: WAITERS,

@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync } from 'node:fs'
 import path from 'node:path'
-import { chromium, type Browser } from 'playwright-core'
+import { chromium, errors, type Browser, type Page, type Response } from 'playwright-core'
 
 /** Debian's package `chromium` installs the browser here; we never download one of our own. */
 const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
@@ -38,4 +38,19 @@ export async function launchChromium(): Promise<Browser> {
   }
   mkdirSync(SCREENSHOT_DIR, { recursive: true })
   return chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: FLAGS })
+}
+
+/**
+ * `page.goto` as a person at a browser does it: a page that has not loaded within playwright's 30 s is asked for once
+ * more (wrangler dev's proxy has held a read unanswered on a loaded machine), with a warning on stderr.
+ * @example const response = await visit(page, `${dev.baseUrl}/`)
+ */
+export async function visit(page: Page, url: string): Promise<Response | null> {
+  try {
+    return await page.goto(url)
+  } catch (error) {
+    if (!(error instanceof errors.TimeoutError)) throw error
+    console.warn(`GET ${url}: the page had not loaded within playwright's timeout; loaded once more`)
+    return page.goto(url)
+  }
 }

@@ -37,8 +37,10 @@ export async function callJson<T = any>(
 }
 
 /**
- * `callJson` as every trainer's client sends a request: a 503 is sent again after its Retry-After (wrangler dev's
- * proxy answers one for a request it lost under load, an overloaded object one of its own), up to `attempts` times.
+ * `callJson` as every trainer's client sends a request, up to `attempts` times: a 503 is sent again after its
+ * Retry-After (wrangler dev's proxy answers one for a write it lost under load, an overloaded object one of its own),
+ * and a read (GET or HEAD) left unanswered past its timeout is sent again at once, with a warning on stderr (the
+ * proxy has held a read unanswered on a loaded machine; a client's timeout and retry of an idempotent read ends it).
  * @example const answer = await callJsonRetrying(`${base}/score`, { token, body })
  */
 export async function callJsonRetrying<T = any>(
@@ -46,8 +48,18 @@ export async function callJsonRetrying<T = any>(
   init: Parameters<typeof callJson>[1] = {},
   attempts = 5,
 ): Promise<JsonAnswer<T>> {
+  const method = init.method ?? (init.body === undefined ? 'GET' : 'POST')
   for (let attempt = 1; ; attempt++) {
-    const answer = await callJson<T>(url, init)
+    let answer: JsonAnswer<T>
+    try {
+      answer = await callJson<T>(url, init)
+    } catch (error) {
+      const read = method === 'GET' || method === 'HEAD'
+      const unansweredRead = read && error instanceof DOMException && error.name === 'TimeoutError'
+      if (!unansweredRead || attempt === attempts) throw error
+      console.warn(`${method} ${url}: no answer within its timeout (try ${attempt}); sent again`)
+      continue
+    }
     if (answer.status !== 503 || attempt === attempts) return answer
     await new Promise((resolve) => setTimeout(resolve, Number(answer.headers.get('retry-after') ?? 0) * 1_000 + 100))
   }
