@@ -678,7 +678,15 @@ async function main() {
     process.env.REWARD_HARNESS_JUDGE_HOME = home
     const port = await freePort()
     const extraArgs = flags['server-args'].split(' ').filter(Boolean)
-    const local = await startLocalJudge({ port, home, extraArgs, ...(flags.model ? { model: flags.model } : {}) })
+    // Both ports free: the embedder's default, the judge's port + 1, may be another server's.
+    const embedderPort = await freePort()
+    const local = await startLocalJudge({
+      port,
+      embedderPort,
+      home,
+      extraArgs,
+      ...(flags.model ? { model: flags.model } : {}),
+    })
     judge = local
     stop = () => local.stop()
     const perPort = join(home, `server-${port}.log`)
