@@ -141,11 +141,12 @@ export function longFile(file: string, text: string, limit = MAX_OBJECT_FILE_LIN
 }
 
 /**
- * Every finding in the tracked files of the checkout at `root`.
+ * Every finding in the tracked files of the checkout at `root`, or in those under the folders `paths` names.
  * @example houseRuleFindings(process.cwd()).length // 0 on main
+ * @example houseRuleFindings(process.cwd(), ['durable-objects/']) // the objects' findings only
  */
-export function houseRuleFindings(root: string): Finding[] {
-  const files = execFileSync('git', ['ls-files', '-z'], { cwd: root, encoding: 'utf8' })
+export function houseRuleFindings(root: string, paths: readonly string[] = []): Finding[] {
+  const files = execFileSync('git', ['ls-files', '-z', '--', ...paths], { cwd: root, encoding: 'utf8' })
     .split('\0')
     .filter((file) => (SOURCE.test(file) || DOCS.test(file)) && !NOT_OURS.some((pattern) => pattern.test(file)))
   return files.flatMap((file) => {

@@ -48,10 +48,9 @@ describe('the file-length rule', () => {
         message: '301 lines (at most 300 in durable-objects/)',
       },
     ])
-    expect(houseRuleFindings(process.cwd()).filter((finding) => finding.file.startsWith('durable-objects/'))).toEqual(
-      [],
-    )
-  })
+    expect(houseRuleFindings(process.cwd(), ['durable-objects/'])).toEqual([])
+    // Parsing the objects' sources takes seconds on a loaded 2-core machine.
+  }, 30_000)
 })
 
 describe('the function-length rule', () => {
