@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest'
 import { createContext, scorePopulation } from '../../src/search/algorithms/context.ts'
 import { MutationScheduler } from '../../src/search/algorithms/mutation-schedule.ts'
 import { scheduleOptions } from '../../src/search/algorithms/evolutionary.ts'
-import { executeEvolution, planEvolution } from '../../src/search/algorithms/population.ts'
+import { distinctPerParent, executeEvolution, planEvolution } from '../../src/search/algorithms/population.ts'
 import {
   parseSearchConfig,
   runSearch,
@@ -14,7 +14,7 @@ import {
 import { Rng } from '../../src/hash/index.ts'
 import { LlmError } from '../../src/llm/types.ts'
 import { rubricKey } from '../../src/search/evaluator.ts'
-import type { PreferenceDataset, PromptItem, SearchRoles } from '../../src/search/types.ts'
+import { MUTATION_MODES, type PreferenceDataset, type PromptItem, type SearchRoles } from '../../src/search/types.ts'
 import type { Criterion, SearchRubric } from '../../src/schemas/search-rubric.ts'
 
 // A toy world: candidates are bags of keywords; good keywords make a better answer, fluff makes it worse.
@@ -320,6 +320,52 @@ describe('one round of evolution', () => {
     rubric_id: id,
     criteria: words.map((w) => criterion('Rewards', w)),
   })
+
+  it('gives no parent the same mode twice in a round while one is free, and keeps every mode drawn once', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.constantFrom(...MUTATION_MODES), { minLength: 1, maxLength: 12 }),
+        fc.integer({ min: 1, max: 4 }),
+        (drawn, parentCount) => {
+          const modes = distinctPerParent(drawn, parentCount)
+          expect(modes).toHaveLength(drawn.length)
+          for (let parent = 0; parent < parentCount; parent++) {
+            const children = modes.filter((_, index) => index % parentCount === parent)
+            // A repeat only once the parent has had every mode.
+            expect(new Set(children).size).toBe(Math.min(children.length, MUTATION_MODES.length))
+            const firsts = drawn.filter(
+              (mode, index) =>
+                index % parentCount === parent &&
+                drawn.findIndex((other, at) => other === mode && at % parentCount === parent) === index,
+            )
+            for (const mode of firsts) expect(children).toContain(mode)
+          }
+        },
+      ),
+    )
+  })
+
+  it.each(['success_feedback', 'exploration_decay', 'diversity_driven'] as const)(
+    'plans rounds whose children of one parent are asked in different modes (%s draws modes at random)',
+    async (adaptive_mutation) => {
+      const item = toyPrompt(0)
+      const { roles } = fakeRoles()
+      const config = parseSearchConfig({
+        population_size: 4,
+        mutations_per_round: 4,
+        mutation_parent_count: 1,
+        adaptive_mutation,
+      })
+      const ctx = createContext(config, roles)
+      const population = await scorePopulation(ctx, item, [rubricOf('p1', ['delve']), rubricOf('p2', ['filler'])])
+      for (let seed = 1; seed <= 20; seed++) {
+        const scheduler = new MutationScheduler(scheduleOptions(config))
+        const plan = planEvolution(ctx, item, population, scheduler, Rng.fromSeed(seed), 0, null)
+        const requests = plan.modes.map((mode, index) => `${plan.parents[index % plan.parents.length]!.key} ${mode}`)
+        expect(new Set(requests).size, `seed ${seed}`).toBe(requests.length)
+      }
+    },
+  )
 
   it('keeps the elites and admits every child better than the worst, once per content', async () => {
     const item = toyPrompt(0)

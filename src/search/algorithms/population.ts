@@ -105,8 +105,28 @@ export function planEvolution(
     rng,
   })
   const parents = uniqueByKey([population[0]!, ...selected])
-  const modes = Array.from({ length: config.mutations_per_round }, () => scheduler.select(rng, diversity))
-  return { item, generation, population, parents, modes }
+  const drawn = Array.from({ length: config.mutations_per_round }, () => scheduler.select(rng, diversity))
+  return { item, generation, population, parents, modes: distinctPerParent(drawn, parents.length) }
+}
+
+/**
+ * The drawn modes with no parent given the same mode twice while a mode it has not been given is left: two children
+ * of one parent in one mode are the same proposal request, and a judge at temperature 0 writes the same child twice.
+ * A repeat takes the next mode in `MUTATION_MODES` order that its parent has not had this round.
+ * @example distinctPerParent(['decompose', 'decompose'], 1) // ['decompose', 'factual_focus']
+ */
+export function distinctPerParent(modes: readonly MutationMode[], parentCount: number): MutationMode[] {
+  const given = Array.from({ length: parentCount }, () => new Set<MutationMode>())
+  return modes.map((mode, index) => {
+    const had = given[index % parentCount]!
+    const start = MUTATION_MODES.indexOf(mode)
+    const free = MUTATION_MODES.map((_, step) => MUTATION_MODES[(start + step) % MUTATION_MODES.length]!).find(
+      (candidate) => !had.has(candidate),
+    )
+    const chosen = free ?? mode
+    had.add(chosen)
+    return chosen
+  })
 }
 
 /** What a round produced. */
