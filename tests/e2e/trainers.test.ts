@@ -518,6 +518,7 @@ describe('multi-turn trajectories, as each trainer sends them (the judge reads w
       const abstained = await harness('trl', 'trl_reward.py', { ...batch, prompts: again }, base, {
         REWARD_HARNESS_ABSTAIN: '1',
       })
+      expect(abstained.ok, JSON.stringify(abstained)).not.toBe(false)
       expect(abstained.rewards).toEqual([null, null, null, null])
       expect(abstained.log_metric['reward_harness/abstained']).toEqual([1])
     } finally {
