@@ -114,6 +114,7 @@ export function planEvolution(
  * of one parent in one mode are the same proposal request, and a judge at temperature 0 writes the same child twice.
  * A repeat takes the next mode in `MUTATION_MODES` order that its parent has not had this round.
  * @example distinctPerParent(['decompose', 'decompose'], 1) // ['decompose', 'factual_focus']
+ * @internal
  */
 export function distinctPerParent(modes: readonly MutationMode[], parentCount: number): MutationMode[] {
   const given = Array.from({ length: parentCount }, () => new Set<MutationMode>())
