@@ -17,7 +17,7 @@ export async function callJson<T = any>(
   init: { method?: string; token?: string; body?: unknown; timeoutMs?: number } = {},
 ): Promise<JsonAnswer<T>> {
   const response = await fetch(url, {
-    method: init.method ?? (init.body === undefined ? 'GET' : 'POST'),
+    method: methodOf(init),
     headers: {
       accept: 'application/json',
       ...(init.body === undefined ? {} : { 'content-type': 'application/json' }),
@@ -48,7 +48,7 @@ export async function callJsonRetrying<T = any>(
   init: Parameters<typeof callJson>[1] = {},
   attempts = 5,
 ): Promise<JsonAnswer<T>> {
-  const method = init.method ?? (init.body === undefined ? 'GET' : 'POST')
+  const method = methodOf(init)
   for (let attempt = 1; ; attempt++) {
     let answer: JsonAnswer<T>
     try {
@@ -63,6 +63,11 @@ export async function callJsonRetrying<T = any>(
     if (answer.status !== 503 || attempt === attempts) return answer
     await new Promise((resolve) => setTimeout(resolve, Number(answer.headers.get('retry-after') ?? 0) * 1_000 + 100))
   }
+}
+
+/** The method a request goes out with: the one given, else GET without a body and POST with one. */
+function methodOf(init: { method?: string; body?: unknown }): string {
+  return init.method ?? (init.body === undefined ? 'GET' : 'POST')
 }
 
 /**
