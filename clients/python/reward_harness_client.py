@@ -44,7 +44,7 @@ groups of a batch concurrently (one ``/score/group`` each) and sends TRL's step,
     sys.path.insert(0, "clients/python/recipes")   # or copy recipes/trl_reward.py next to your script
     from trl_reward import rubric_reward
 
-Mirrors the TypeScript client (src/client/index.ts): 429 and 503 are retried honouring Retry-After (except a run
+Mirrors the TypeScript client (src/client/index.ts): 429, 502 and 503 are retried honouring Retry-After (except a run
 budget's 429, ``*_budget_exceeded``), every other non-2xx answer raises RewardHarnessError carrying the server's error
 code.
 
@@ -78,7 +78,7 @@ __all__ = [
     "reward_components",
 ]
 
-RETRYABLE_STATUS = (429, 503)
+RETRYABLE_STATUS = (429, 502, 503)
 # A Retry-After longer than this is capped: a trainer step should not stall on one header.
 MAX_RETRY_AFTER_S = 60.0
 
@@ -87,6 +87,9 @@ MAX_RETRY_AFTER_S = 60.0
 # (``REWARD_HARNESS_ABSTAIN=1`` in the recipes) gets "no reward" for them instead of an exception. Anything else (a
 # malformed request, a wrong token, a body over a limit) is the caller's to fix and always raises.
 JUDGE_DOWN_CODES = ("llm_unavailable", "overloaded", "judge_budget_exceeded", "network", "rate_limited")
+# A gateway's own 502/503/504 (no JSON error of the harness's: a proxy, a load balancer, a dev server restarting the
+# worker) says the judge could not be reached, as a network failure does.
+GATEWAY_STATUS = (502, 503, 504)
 
 
 def judge_is_down(error: BaseException) -> bool:
@@ -94,7 +97,9 @@ def judge_is_down(error: BaseException) -> bool:
 
     Example: ``except RewardHarnessError as e: reward = None if judge_is_down(e) else raise_it(e)``
     """
-    return isinstance(error, RewardHarnessError) and error.code in JUDGE_DOWN_CODES
+    if not isinstance(error, RewardHarnessError):
+        return False
+    return error.code in JUDGE_DOWN_CODES or (error.code == "http_error" and error.status in GATEWAY_STATUS)
 
 
 def reward_components(criteria: List[Dict[str, Any]], anchor_ids: List[str], grade_max: int) -> Dict[str, float]:
@@ -159,7 +164,7 @@ class RewardHarnessClient:
     base_url: e.g. ``http://127.0.0.1:8787``, or ``http://host/t/<token>`` to carry the token in the path (routes
     are appended to it; error messages show it as ``/t/***``); token: a run token or the admin token (omit for the
     local default run); run_id: address a run by path (``/runs/<id>``) instead of by token; timeout: seconds per
-    request; max_attempts: attempts for 429 / 503 / network failures.
+    request; max_attempts: attempts for 429 / 502 / 503 / network failures.
     """
 
     def __init__(
