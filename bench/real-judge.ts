@@ -676,13 +676,11 @@ async function main() {
   else {
     const home = installedHome()
     process.env.REWARD_HARNESS_JUDGE_HOME = home
-    const port = await freePort()
     const extraArgs = flags['server-args'].split(' ').filter(Boolean)
-    // Both ports free: the embedder's default, the judge's port + 1, may be another server's.
-    const embedderPort = await freePort()
+    const port = await freePort()
     const local = await startLocalJudge({
       port,
-      embedderPort,
+      embedderPort: await freePort(),
       home,
       extraArgs,
       ...(flags.model ? { model: flags.model } : {}),

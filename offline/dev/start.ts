@@ -106,11 +106,8 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
 
 /** The local judge (npm run judge:local) on $JUDGE_PORT: the one serving there already, else started here. */
 async function startJudge() {
-  const { judgeLines, startLocalJudge } = await import('../judge-local/index.ts')
-  const local = await startLocalJudge({
-    port: Number(process.env.JUDGE_PORT || 8090),
-    ...(process.env.EMBEDDER_PORT ? { embedderPort: Number(process.env.EMBEDDER_PORT) } : {}),
-  }).catch((error: Error) => {
+  const { judgeLines, localJudgePorts, startLocalJudge } = await import('../judge-local/index.ts')
+  const local = await startLocalJudge(localJudgePorts()).catch((error: Error) => {
     console.error(`npm start: ${error.message}`)
     process.exit(1)
   })

@@ -50,8 +50,8 @@ export interface LocalJudge {
 /** Options of {@link startLocalJudge}. */
 export interface LocalJudgeOptions {
   port: number
-  /** The embedder's port: `port` + 1 unless set. */
-  embedderPort?: number
+  /** The embedder's own port (a caller that picks `port` free picks this one free too). */
+  embedderPort: number
   /** A judge model id of models.ts; the first one unless set. */
   model?: string
   home?: string
@@ -64,12 +64,12 @@ export interface LocalJudgeOptions {
  * `/v1/models`; a port that already serves the model asked for is reused, one that answers with another model is an
  * error naming it. The server's output goes to `<home>/server-<port>.log` (one per port: a test's judge and yours do
  * not share one).
- * @example const judge = await startLocalJudge({ port: 8090 }); console.log(judge.url); judge.stop()
+ * @example const judge = await startLocalJudge(localJudgePorts()); console.log(judge.url); judge.stop()
  */
 export async function startLocalJudge(options: LocalJudgeOptions): Promise<LocalJudge> {
   const home = options.home ?? judgeHome()
   const model = judgeModel(options.model)
-  const embedderPort = options.embedderPort ?? options.port + 1
+  const { embedderPort } = options
   const url = `http://127.0.0.1:${options.port}/v1`
   const embedderUrl = `http://127.0.0.1:${embedderPort}/v1`
   const described = {
@@ -243,6 +243,15 @@ export function judgeLines(judge: LocalJudge): string[] {
   ]
 }
 
+/**
+ * The ports the commands serve on: `JUDGE_PORT` (8090) and `EMBEDDER_PORT` (the judge's + 1), as the docs say.
+ * @example startLocalJudge({ ...localJudgePorts(), model: 'qwen2.5-coder-1.5b' })
+ */
+export function localJudgePorts(env: NodeJS.ProcessEnv = process.env): { port: number; embedderPort: number } {
+  const port = Number(env.JUDGE_PORT || 8090)
+  return { port, embedderPort: env.EMBEDDER_PORT ? Number(env.EMBEDDER_PORT) : port + 1 }
+}
+
 async function main(args: readonly string[]): Promise<void> {
   const { model, installOnly, rest } = cliArgs(args)
   if (installOnly) {
@@ -253,11 +262,8 @@ async function main(args: readonly string[]): Promise<void> {
     console.log(`judge:local: installed in ${home}`)
     return
   }
-  const port = Number(process.env.JUDGE_PORT || 8090)
-  const embedderPort = process.env.EMBEDDER_PORT ? Number(process.env.EMBEDDER_PORT) : undefined
   const judge = await startLocalJudge({
-    port,
-    ...(embedderPort === undefined ? {} : { embedderPort }),
+    ...localJudgePorts(),
     ...(model === undefined ? {} : { model }),
     extraArgs: rest,
   }).catch((error: Error) => {
