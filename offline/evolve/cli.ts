@@ -28,6 +28,10 @@ export interface EvolveCliOptions {
   library?: string
   locale: string
   concurrency: string
+  /** Completion token limit of every model call (default 2048). */
+  maxTokens?: string
+  /** Time limit of one HTTP attempt in ms (default 120000); a slow local judge needs more. */
+  timeoutMs?: string
   /** `both` (default) or `one`: judge each item in both presentation orders, or A/B only. */
   orders?: string
   /** Sample size of the tool-prompt check (default 4; 0 = off). */
@@ -101,7 +105,20 @@ function readSettings(options: EvolveCliOptions) {
   if (orders !== 'both' && orders !== 'one')
     throw new EvolveInputError(`--orders must be both or one, not ${JSON.stringify(orders)}`)
   const toolCheckSample = number('tool-check', options.toolCheck ?? '4', integerAtLeast(0), 'an integer ≥ 0')
-  return { iterations, seed, valFraction, exploreMargin, pruneEvery, concurrency, orders, toolCheckSample } as const
+  const maxTokens = number('max-tokens', options.maxTokens ?? '2048', integerAtLeast(1), 'an integer ≥ 1')
+  const timeoutMs = number('timeout-ms', options.timeoutMs ?? '120000', integerAtLeast(1), 'an integer ≥ 1')
+  return {
+    iterations,
+    seed,
+    valFraction,
+    exploreMargin,
+    pruneEvery,
+    concurrency,
+    orders,
+    toolCheckSample,
+    maxTokens,
+    timeoutMs,
+  } as const
 }
 
 /** The dataset and its images: registered as handles now, files checked now, read only when a request needs them. */
@@ -121,7 +138,7 @@ async function loadPairDataset(path: string) {
 /** The judge model: the mock, or an OpenAI-compatible endpoint pool (auto: openai when endpoints are given). */
 async function openModel(
   options: EvolveCliOptions,
-  settings: { concurrency: number; seed: number },
+  settings: { concurrency: number; seed: number; maxTokens: number; timeoutMs: number },
 ): Promise<{ model: ChatModel; close: () => Promise<void> }> {
   const endpoints = options.endpoint ?? []
   if (options.backend === 'mock' || (options.backend === 'auto' && endpoints.length === 0))
@@ -134,8 +151,8 @@ async function openModel(
     ...(options.model ? { model: options.model } : {}),
     models: {},
     temperature: 0,
-    maxTokens: 2048,
-    timeoutMs: 120_000,
+    maxTokens: settings.maxTokens,
+    timeoutMs: settings.timeoutMs,
     maxAttempts: 3,
     seed: settings.seed,
     mockNoise: 0,

@@ -90,7 +90,7 @@ describe('the offline commands on the real judge', () => {
     const evolved = await cli([
       'evolve',
       ...['--dataset', pairsOf(3), '--out', out, '--iterations', '1', '--concurrency', '1'],
-      ...['--orders', 'one', '--tool-check', '0'],
+      ...['--orders', 'one', '--tool-check', '0', '--max-tokens', '512', '--timeout-ms', '300000'],
       ...['--backend', 'openai', '--endpoint', `${judge.url},max_concurrency=1,structured_output=json_schema`],
       ...['--model', judge.model],
     ])

@@ -415,6 +415,59 @@ describe('evolve against an OpenAI-compatible stub', () => {
     }
   })
 
+  it('--max-tokens bounds every call; --timeout-ms abandons an attempt slower than it, tried again', async () => {
+    stub = await startLlmStub()
+    stub.respondWith((body) => {
+      const sys = system(body)
+      if (sys.startsWith('You are the library router')) return JSON.stringify({ entries: [] })
+      if (sys.startsWith('You are the chain analyzer'))
+        return JSON.stringify({ signals: [{ kind: 'other', suggestion: 'none' }], summary: 'stub analysis' })
+      if (sys.startsWith('You are the evolver'))
+        return JSON.stringify({
+          op: 'add',
+          entry: { name: 'check', kind: 'skill', description: 'Checks the answer', body: 'Check the answer.' },
+          rationale: 'stub',
+        })
+      return JSON.stringify({ think: 'stub', answer: { preference: 'A', reason: 'stub' } })
+    })
+    let stalled = false
+    stub.intercept(async (body) => {
+      if (stalled || !system(body).startsWith('You are the library sub-agent')) return undefined
+      stalled = true
+      await new Promise((resolve) => setTimeout(resolve, 1_000))
+      return undefined
+    })
+    const options = {
+      dataset: FIXTURE,
+      out: await mkdtemp(join(tmpdir(), 'evolve-')),
+      iterations: '1',
+      backend: 'openai',
+      endpoint: [stub.baseUrl],
+      model: 'stub-model',
+      seed: '42',
+      valFraction: '0.34',
+      exploreMargin: '0.1',
+      pruneEvery: '0',
+      locale: 'en',
+      concurrency: '1',
+      maxTokens: '300',
+      timeoutMs: '250',
+    }
+    const summary = await runEvolveCommand(options, () => {})
+    expect(summary.iterations_done).toBe(1)
+    const log = await readLog(join(options.out, 'evolution-log.jsonl'))
+    expect(log[0]!.failures).toEqual({ train: 0, val: 0 })
+    const first = JSON.stringify(stub.requests.find((body) => system(body).startsWith('You are the library sub-agent')))
+    expect(stub.requests.filter((body) => JSON.stringify(body) === first)).toHaveLength(2)
+    expect(new Set(stub.requests.map((body) => body.max_tokens))).toEqual(new Set([300]))
+    await expect(runEvolveCommand({ ...options, maxTokens: '0' }, () => {})).rejects.toThrow(
+      '--max-tokens must be an integer ≥ 1, not "0"',
+    )
+    await expect(runEvolveCommand({ ...options, timeoutMs: '1.5' }, () => {})).rejects.toThrow(
+      '--timeout-ms must be an integer ≥ 1, not "1.5"',
+    )
+  })
+
   it('rolls back a change that lowers validation accuracy beyond the margin, and the log says so', async () => {
     const dataset = JSON.parse(await readFile(FIXTURE, 'utf8')) as {
       prompts: { candidates: { text: string; metadata: { rank: number } }[] }[]

@@ -44,6 +44,8 @@ export function register(program: Command, cli: CliContext): void {
     .option('--library <dir>', 'library to start from (default: empty)')
     .option('--locale <locale>', 'prompt language: en or zh', 'en')
     .option('--concurrency <n>', 'judgments in flight', '4')
+    .option('--max-tokens <n>', 'completion token limit of every model call', '2048')
+    .option('--timeout-ms <ms>', 'time limit of one HTTP attempt (3 attempts a call)', '120000')
     .addOption(
       new Option('--orders <orders>', 'both: judge A/B and B/A, a verdict only when they agree; one: A/B only')
         .choices(['both', 'one'])
