@@ -12,9 +12,8 @@ import { emptyLibrary } from '../../src/library/index.ts'
 import { answerLibraryRoute } from '../../src/evolve/mock.ts'
 import { jsonMockReply, MockChatModel } from '../../src/llm/mock.ts'
 import { LlmError, type ChatModel } from '../../src/llm/types.ts'
+import { EVOLVE_FIXTURE, evolveAgainst } from '../support/evolve-options.ts'
 import { type ChatCompletionBody, type LlmStub, startLlmStub } from '../support/llm-stub.ts'
-
-const FIXTURE = 'offline/evolve/fixtures/pairs-demo.json'
 
 const system = (body: ChatCompletionBody) => body.messages.find((message) => message.role === 'system')?.content ?? ''
 const user = (body: ChatCompletionBody) => body.messages.find((message) => message.role === 'user')?.content ?? ''
@@ -32,7 +31,7 @@ function roleOf(body: ChatCompletionBody): string {
 }
 
 async function goodAnswers(): Promise<Set<string>> {
-  const dataset = JSON.parse(await readFile(FIXTURE, 'utf8')) as {
+  const dataset = JSON.parse(await readFile(EVOLVE_FIXTURE, 'utf8')) as {
     prompts: { candidates: { text: string; metadata: { rank: number } }[] }[]
   }
   return new Set(
@@ -60,7 +59,7 @@ function positionBiased(): ChatModel {
 
 describe('evolve judges in both orders', () => {
   it('counts order disagreements as inconsistent (wrong, never a tie) in the log, results and summary', async () => {
-    const { dataset, sha256 } = await loadDataset(FIXTURE)
+    const { dataset, sha256 } = await loadDataset(EVOLVE_FIXTURE)
     const out = await mkdtemp(join(tmpdir(), 'evolve-orders-'))
     const seen: string[] = []
     const base = positionBiased()
@@ -103,7 +102,7 @@ describe('evolve judges in both orders', () => {
   it('with --orders one judges A/B only, on swap-augmented train, and a resumed run cannot switch orders', async () => {
     const out = await mkdtemp(join(tmpdir(), 'evolve-orders-'))
     const base = {
-      dataset: FIXTURE,
+      dataset: EVOLVE_FIXTURE,
       out,
       iterations: '0',
       backend: 'mock',
@@ -252,25 +251,8 @@ describe('per-role call accounting', () => {
             }
           }
         })
-        const out = await mkdtemp(join(tmpdir(), 'evolve-usage-'))
-        const summary = await runEvolveCommand(
-          {
-            dataset: FIXTURE,
-            out,
-            iterations: '1',
-            backend: 'openai',
-            endpoint: [stub.baseUrl],
-            model: 'stub-model',
-            seed: '42',
-            valFraction: '0.34',
-            exploreMargin: '0.1',
-            pruneEvery: '0',
-            locale: 'en',
-            concurrency: '2',
-            cache: false,
-          },
-          () => {},
-        )
+        const options = await evolveAgainst(stub.baseUrl, { cache: false })
+        const summary = await runEvolveCommand(options, () => {})
         const received: Record<string, number> = {}
         for (const body of stub.requests) received[roleOf(body)] = (received[roleOf(body)] ?? 0) + 1
         for (const role of LIBRARY_ROLES) {
@@ -285,7 +267,7 @@ describe('per-role call accounting', () => {
         expect(summary.usage.tool.calls).toBeGreaterThan(0)
         expect(summary.usage.chain_analyzer.calls).toBe(1)
         expect(summary.usage.evolver.calls).toBe(1)
-        const log = await readLog(join(out, 'evolution-log.jsonl'))
+        const log = await readLog(join(options.out, 'evolution-log.jsonl'))
         expect(log[0]!.failures.train + log[0]!.failures.val).toBe(1)
         expect(log[0]!.usage.sub_agent.failures).toBe(1)
         expect(sumUsage(log.map((entry) => entry.usage.total))).toEqual(summary.usage.total)
@@ -344,26 +326,9 @@ describe('per-role call accounting', () => {
               })
           }
         })
-        const out = await mkdtemp(join(tmpdir(), 'evolve-toolcheck-'))
-        await runEvolveCommand(
-          {
-            dataset: FIXTURE,
-            out,
-            iterations: '2',
-            backend: 'openai',
-            endpoint: [stub.baseUrl],
-            model: 'stub-model',
-            seed: '42',
-            valFraction: '0.34',
-            exploreMargin: '0.1',
-            pruneEvery: '0',
-            locale: 'en',
-            concurrency: '2',
-            toolCheck: '4',
-          },
-          () => {},
-        )
-        const log = await readLog(join(out, 'evolution-log.jsonl'))
+        const options = await evolveAgainst(stub.baseUrl, { iterations: '2', toolCheck: '4' })
+        await runEvolveCommand(options, () => {})
+        const log = await readLog(join(options.out, 'evolution-log.jsonl'))
         expect(log[1]).toMatchObject({
           decision: 'rejected',
           change: { key: 'add chatty-tool' },

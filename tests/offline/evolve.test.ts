@@ -20,10 +20,10 @@ import {
 import { addEntry, emptyLibrary, type Library } from '../../src/library/index.ts'
 import { MockChatModel } from '../../src/llm/mock.ts'
 import type { ChatModel } from '../../src/llm/types.ts'
+import { EVOLVE_FIXTURE, evolveAgainst } from '../support/evolve-options.ts'
 import { type ChatCompletionBody, type LlmStub, startLlmStub } from '../support/llm-stub.ts'
 import { runCli } from '../support/cli.ts'
 
-const FIXTURE = 'offline/evolve/fixtures/pairs-demo.json'
 const FAST = { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 2 }
 
 const item = {
@@ -43,7 +43,7 @@ const run = runCli
 
 describe('evolve data helpers', () => {
   it('reads pairwise items, splits them with a seed and swaps A/B with flipped labels', async () => {
-    const { dataset } = await loadDataset(FIXTURE)
+    const { dataset } = await loadDataset(EVOLVE_FIXTURE)
     const items = pairItems(dataset)
     expect(items).toHaveLength(12)
     const a = splitItems(items, 7, 0.34)
@@ -163,7 +163,7 @@ describe('reward-harness evolve (mock backend)', () => {
     const first = await run(
       'evolve',
       '--dataset',
-      FIXTURE,
+      EVOLVE_FIXTURE,
       '--out',
       out,
       '--iterations',
@@ -190,7 +190,7 @@ describe('reward-harness evolve (mock backend)', () => {
     const resumed = await run(
       'evolve',
       '--dataset',
-      FIXTURE,
+      EVOLVE_FIXTURE,
       '--out',
       out,
       '--iterations',
@@ -210,13 +210,13 @@ describe('reward-harness evolve (mock backend)', () => {
       best_val_accuracy: log[1]!.val_accuracy,
     })
     expect((await readLog(join(out, 'evolution-log.jsonl'))).map((entry) => entry.iteration)).toEqual([0, 1, 2, 3])
-    const bad = await run('evolve', '--dataset', FIXTURE, '--out', out, '--val-fraction', '2')
+    const bad = await run('evolve', '--dataset', EVOLVE_FIXTURE, '--out', out, '--val-fraction', '2')
     expect(bad.code).toBe(2)
     expect(bad.err).toMatch(/--val-fraction must be in \(0, 1\)/)
     const mismatch = await run(
       'evolve',
       '--dataset',
-      FIXTURE,
+      EVOLVE_FIXTURE,
       '--out',
       out,
       '--iterations',
@@ -235,7 +235,7 @@ describe('reward-harness evolve (mock backend)', () => {
     const first = await run(
       'evolve',
       '--dataset',
-      FIXTURE,
+      EVOLVE_FIXTURE,
       '--out',
       await mkdtemp(join(tmpdir(), 'evolve-')),
       '--iterations',
@@ -249,7 +249,7 @@ describe('reward-harness evolve (mock backend)', () => {
     const again = await run(
       'evolve',
       '--dataset',
-      FIXTURE,
+      EVOLVE_FIXTURE,
       '--out',
       await mkdtemp(join(tmpdir(), 'evolve-')),
       '--iterations',
@@ -265,7 +265,7 @@ describe('reward-harness evolve (mock backend)', () => {
     const none = await run(
       'evolve',
       '--dataset',
-      FIXTURE,
+      EVOLVE_FIXTURE,
       '--out',
       await mkdtemp(join(tmpdir(), 'evolve-')),
       '--iterations',
@@ -291,7 +291,7 @@ describe('reward-harness evolve (mock backend)', () => {
     const result = await run(
       'evolve',
       '--dataset',
-      FIXTURE,
+      EVOLVE_FIXTURE,
       '--out',
       out,
       '--iterations',
@@ -321,7 +321,7 @@ describe('reward-harness evolve (mock backend)', () => {
           ? { text: 'no idea', model: 'x', usage: { prompt_tokens: 0, completion_tokens: 0 } }
           : mock.complete(request),
     }
-    const { dataset, sha256 } = await loadDataset(FIXTURE)
+    const { dataset, sha256 } = await loadDataset(EVOLVE_FIXTURE)
     const out = await mkdtemp(join(tmpdir(), 'evolve-'))
     await runEvolve({
       model: flaky,
@@ -437,22 +437,7 @@ describe('evolve against an OpenAI-compatible stub', () => {
       await new Promise((resolve) => setTimeout(resolve, 1_000))
       return undefined
     })
-    const options = {
-      dataset: FIXTURE,
-      out: await mkdtemp(join(tmpdir(), 'evolve-')),
-      iterations: '1',
-      backend: 'openai',
-      endpoint: [stub.baseUrl],
-      model: 'stub-model',
-      seed: '42',
-      valFraction: '0.34',
-      exploreMargin: '0.1',
-      pruneEvery: '0',
-      locale: 'en',
-      concurrency: '1',
-      maxTokens: '300',
-      timeoutMs: '250',
-    }
+    const options = await evolveAgainst(stub.baseUrl, { concurrency: '1', maxTokens: '300', timeoutMs: '250' })
     const summary = await runEvolveCommand(options, () => {})
     expect(summary.iterations_done).toBe(1)
     const log = await readLog(join(options.out, 'evolution-log.jsonl'))
@@ -469,7 +454,7 @@ describe('evolve against an OpenAI-compatible stub', () => {
   })
 
   it('rolls back a change that lowers validation accuracy beyond the margin, and the log says so', async () => {
-    const dataset = JSON.parse(await readFile(FIXTURE, 'utf8')) as {
+    const dataset = JSON.parse(await readFile(EVOLVE_FIXTURE, 'utf8')) as {
       prompts: { candidates: { text: string; metadata: { rank: number } }[] }[]
     }
     const good = new Set(
@@ -500,24 +485,9 @@ describe('evolve against an OpenAI-compatible stub', () => {
       const misled = sys.includes('## Skill: bad-skill')
       return JSON.stringify({ think: 'stub', answer: { preference: aIsGood !== misled ? 'A' : 'B', reason: 'stub' } })
     })
-    const out = await mkdtemp(join(tmpdir(), 'evolve-'))
-    const summary = await runEvolveCommand(
-      {
-        dataset: FIXTURE,
-        out,
-        iterations: '2',
-        backend: 'openai',
-        endpoint: [stub.baseUrl],
-        model: 'stub-model',
-        seed: '42',
-        valFraction: '0.34',
-        exploreMargin: '0.1',
-        pruneEvery: '0',
-        locale: 'en',
-        concurrency: '2',
-      },
-      () => {},
-    )
+    const options = await evolveAgainst(stub.baseUrl, { iterations: '2' })
+    const out = options.out
+    const summary = await runEvolveCommand(options, () => {})
     const log = await readLog(join(out, 'evolution-log.jsonl'))
     expect(log[0]).toMatchObject({ decision: 'baseline', val_accuracy: 1, train_accuracy: 1 })
     expect(log[1]).toMatchObject({

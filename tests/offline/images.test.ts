@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { loadDataset } from '../../offline/datasets/load.ts'
 import { runBench } from '../../offline/bench/run.ts'
 import { runEvolveCommand } from '../../offline/evolve/cli.ts'
+import { evolveAgainst } from '../support/evolve-options.ts'
 import { saveLibrary } from '../../offline/library/index.ts'
 import { datasetImageRegistry } from '../../offline/evolve/images.ts'
 import { readLog } from '../../offline/evolve/run.ts'
@@ -375,26 +376,9 @@ describe('images through an OpenAI-compatible vision stub', () => {
           answer: { preference: good.has(urls[1]!) ? 'A' : 'B', reason: 'stub' },
         })
       })
-      const out = await mkdtemp(join(tmpdir(), 'evolve-images-'))
-      const summary = await runEvolveCommand(
-        {
-          dataset: file,
-          out,
-          iterations: '1',
-          backend: 'openai',
-          endpoint: [stub.baseUrl],
-          model: 'stub-vlm',
-          seed: '42',
-          valFraction: '0.34',
-          exploreMargin: '0.1',
-          pruneEvery: '0',
-          locale: 'en',
-          concurrency: '2',
-          toolCheck: '3',
-        },
-        () => {},
-      )
-      const log = await readLog(join(out, 'evolution-log.jsonl'))
+      const options = await evolveAgainst(stub.baseUrl, { dataset: file, model: 'stub-vlm', toolCheck: '3' })
+      const summary = await runEvolveCommand(options, () => {})
+      const log = await readLog(join(options.out, 'evolution-log.jsonl'))
       expect(log[0]).toMatchObject({
         train_accuracy: 1,
         val_accuracy: 1,
@@ -418,7 +402,7 @@ describe('images through an OpenAI-compatible vision stub', () => {
       for (const call of stub.requests.filter(isSubAgent)) expect(imageUrls(userMessage(call))).toHaveLength(3)
       expect(summary.usage.tool.calls).toBe(toolCalls.length)
       // Per-item results keep handles' labels out of the data: the chains name images by label only.
-      expect(await readFile(join(out, 'results', 'iter-0.val.jsonl'), 'utf8')).not.toContain('base64')
+      expect(await readFile(join(options.out, 'results', 'iter-0.val.jsonl'), 'utf8')).not.toContain('base64')
     },
   )
 
@@ -462,20 +446,13 @@ describe('images through an OpenAI-compatible vision stub', () => {
     stub = await startLlmStub()
     await expect(
       runEvolveCommand(
-        {
+        await evolveAgainst(stub.baseUrl, {
           dataset: file,
-          out: await mkdtemp(join(tmpdir(), 'evolve-images-')),
           iterations: '0',
-          backend: 'openai',
-          endpoint: [stub.baseUrl],
           model: 'm',
           seed: '1',
           valFraction: '0.5',
-          exploreMargin: '0.1',
-          pruneEvery: '0',
-          locale: 'en',
-          concurrency: '1',
-        },
+        }),
         () => {},
       ),
     ).rejects.toThrow(/1 image file not found \(paths are relative to the dataset file\): img\/typo\.png: no such file/)
