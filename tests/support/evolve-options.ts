@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { EvolveCliOptions } from '../../offline/evolve/cli.ts'
 
-/** The evolve demo dataset: 6 pairs, split 4/2 by the default seed and validation share. */
+/** The evolve demo dataset (offline/evolve/fixtures). */
 export const EVOLVE_FIXTURE = 'offline/evolve/fixtures/pairs-demo.json'
 
 /**
