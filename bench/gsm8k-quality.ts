@@ -438,8 +438,10 @@ export async function gsm8kQuality(judge: Judge, options: Gsm8kOptions): Promise
             [
               ...['search', '--dataset', file('search', data.search, reference), '--output', out],
               ...['--endpoint', endpoint, '--model', judge.model, '--timeout-ms', '300000'],
-              ...['--generations', '1', '--population-size', '3', '--mutations-per-round', '2'],
-              ...['--mutation-parent-count', '1', '--batch-size', '2', '--judging', judging],
+              // The smallest evolutionary search (one child for the hardest prompt): the initializer's and
+              // proposer's replies of ~1,000 tokens are most of its time on a CPU judge.
+              ...['--generations', '1', '--population-size', '2', '--mutations-per-round', '1'],
+              ...['--mutation-parent-count', '1', '--batch-size', '1', '--judging', judging],
             ],
             options.log,
           )
