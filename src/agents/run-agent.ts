@@ -73,8 +73,9 @@ const isObject = (value: unknown): boolean => typeof value === 'object' && value
 /**
  * One agent call: complete → parse (repair + validate) → retry invalid replies and transport
  * failures with backoff. A reply that copies a placeholder of its prompt's reply shape (`"<2-4 sentences>"`) is an
- * invalid reply too, but for a list entry that is only a placeholder: that entry is left out, as empty; the attempt
- * after a copy is shown its reply and told what it copied. Every other attempt sends the same prompt. A reply cut at
+ * invalid reply too, but for a list entry that is only a placeholder: that entry is left out, as empty. The attempt
+ * after an invalid reply is the one before it grown by that reply and what was wrong with it (a copied placeholder,
+ * a shape or a contract it broke); an attempt after a transport failure sends the same prompt again. A reply cut at
  * `max_tokens` is asked again once at once with twice the room (a role's own `max_tokens` still wins), and refused if
  * cut again: the same room would only cut it again, and a cut reply is never parsed into a grade. A refused reply is
  * a failed call in the call log (`invalid_reply`), though the server answered it.
@@ -92,23 +93,26 @@ export async function runAgent<T>(
   return retry(
     async () => {
       const response = await model.complete(current)
+      let copied: ReturnType<typeof copiedPlaceholder>
       try {
         const reply = parse(withoutEmptyEntries(response.text, system, parseLenientJson))
-        const copied = copiedPlaceholder(reply, system)
-        if (copied) {
-          // Asked the same at temperature 0, a model copies the same placeholder again: the next attempt shows it
-          // its reply and says what was wrong (the prompt only grows, so the server still reuses its prefix).
-          current = { ...current, messages: [...request.messages, ...reask(response.text, copied)] }
+        copied = copiedPlaceholder(reply, system)
+        if (copied)
           throw new LlmError(
             'invalid_reply',
             `${request.role} reply copies its prompt's placeholder at ${copied.path || 'its top'}: ` +
               JSON.stringify(copied.text.slice(0, 80)),
           )
-        }
         return reply
       } catch (error) {
+        if (!(error instanceof LlmError)) throw error
         // The server answered, but the answer is of no use: the call log counts it failed.
-        if (error instanceof LlmError) response.refuse?.(error.kind)
+        response.refuse?.(error.kind)
+        // Asked the same at temperature 0, a model writes the same reply again (a search's proposer returned its
+        // parent unchanged four times over): the next attempt is this one grown by the reply and what was wrong
+        // with it, so no attempt repeats an earlier prompt, and the server still reuses its prefix.
+        if (error.kind === 'invalid_reply')
+          current = { ...current, messages: [...current.messages, ...reask(response.text, error, copied)] }
         throw error
       }
     },
@@ -127,17 +131,20 @@ export async function runAgent<T>(
   )
 }
 
-/** The turns that ask again after a reply that copied its prompt's placeholder instead of answering. */
-function reask(reply: string, copied: { path: string; text: string }): ChatRequest['messages'] {
-  const where = copied.path ? `at ${copied.path}` : 'as the whole reply'
+/** The turns that ask again after an invalid reply: the reply, then what was wrong with it. */
+function reask(
+  reply: string,
+  refusal: LlmError,
+  copied: ReturnType<typeof copiedPlaceholder>,
+): ChatRequest['messages'] {
+  const wrong = copied
+    ? `That reply copied the reply shape's placeholder ${JSON.stringify(copied.text.slice(0, 80))} ` +
+      `${copied.path ? `at ${copied.path}` : 'as the whole reply'} instead of answering. Reply again with the whole ` +
+      'JSON object, every field in your own words.'
+    : `That reply was refused: ${refusal.message.slice(0, 600)}. Reply again with the whole JSON object, corrected.`
   return [
     { role: 'assistant', content: reply },
-    {
-      role: 'user',
-      content:
-        `That reply copied the reply shape's placeholder ${JSON.stringify(copied.text.slice(0, 80))} ${where} ` +
-        'instead of answering. Reply again with the whole JSON object, every field in your own words.',
-    },
+    { role: 'user', content: wrong },
   ]
 }
 

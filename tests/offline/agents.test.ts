@@ -403,7 +403,11 @@ describe('agents against an OpenAI-compatible stub: a non-JSON reply, then a goo
     answerTwice(ANALYSIS)
     expect(await runAnalyzer(model(), analyzerInput(CLEAN), retry)).toEqual(ANALYSIS)
     expect(stub.requests).toHaveLength(2)
-    expect(stub.requests[1]!.messages).toEqual(stub.requests[0]!.messages)
+    expect(stub.requests[1]!.messages).toEqual([
+      ...stub.requests[0]!.messages,
+      { role: 'assistant', content: 'Sure! Let me think about this carefully.' },
+      { role: 'user', content: expect.stringMatching(/^That reply was refused: analyzer reply .*Reply again/) },
+    ])
   })
 
   it('summarizer', async () => {
@@ -790,19 +794,115 @@ describe('summarizeStep', () => {
   })
 })
 
-describe("a reply that copies its prompt's placeholders", () => {
-  /** A model that answers every request with `reply`, counting the calls. */
-  const answering = (reply: unknown) => {
-    const model = {
-      id: 'fixed',
-      calls: 0,
-      complete: async () => {
-        model.calls++
-        return { text: JSON.stringify(reply), model: 'fixed', usage: { prompt_tokens: 1, completion_tokens: 1 } }
+/** A model that answers every request with `reply`, counting the calls. */
+const answering = (reply: unknown) => {
+  const model = {
+    id: 'fixed',
+    calls: 0,
+    complete: async () => {
+      model.calls++
+      return { text: JSON.stringify(reply), model: 'fixed', usage: { prompt_tokens: 1, completion_tokens: 1 } }
+    },
+  }
+  return model
+}
+const AGENTS = [
+  {
+    name: 'summarizer',
+    good: SUMMARY_REPLY,
+    request: () => buildSummarizerRequest({ analyses: RECORDS, rubrics: RUBRICS, step: 3, locale: 'en' }),
+    run: (model: ChatModel) =>
+      runSummarizer(model, { analyses: RECORDS, rubrics: RUBRICS, step: 3, locale: 'en' }, retry),
+  },
+  {
+    name: 'meta-summarizer',
+    good: SUMMARY_REPLY,
+    request: () =>
+      buildMetaSummarizerRequest({ summaries: [SUMMARY, SUMMARY], rubrics: RUBRICS, step: 3, locale: 'en' }),
+    run: (model: ChatModel) =>
+      runMetaSummarizer(model, { summaries: [SUMMARY, SUMMARY], rubrics: RUBRICS, step: 3, locale: 'en' }, retry),
+  },
+  {
+    name: 'updater',
+    good: UPDATE,
+    request: () => buildUpdaterRequest(updaterInput()),
+    run: (model: ChatModel) => runUpdater(model, updaterInput(), retry),
+  },
+  {
+    name: 'analyzer',
+    good: ANALYSIS,
+    request: () => buildAnalyzerRequest(analyzerInput(CLEAN)),
+    run: (model: ChatModel) => runAnalyzer(model, analyzerInput(CLEAN), retry),
+  },
+]
+
+describe('an invalid reply is asked again, shown back', () => {
+  it('each attempt after one is the last grown by its reply and what was wrong: no prompt is sent twice', async () => {
+    const INVALID = [
+      'Sure! Let me think about this carefully.',
+      '[]',
+      '{}',
+      '{"result": "done"}',
+      `{"overall_assessment": "<2-4 sentences>"}`,
+    ]
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom(...AGENTS),
+        fc.array(fc.constantFrom(...INVALID), { minLength: 1, maxLength: retry.maxAttempts }),
+        async (agent, invalid) => {
+          // Writes its invalid replies in turn, as a model at temperature 0 would, then the good one.
+          const requests: ChatRequest[] = []
+          const model: ChatModel = {
+            id: 'told',
+            complete: async (request) => {
+              requests.push(request)
+              const text = invalid[requests.length - 1] ?? JSON.stringify(agent.good)
+              return { text, model: 'm', usage: { prompt_tokens: 1, completion_tokens: 1 } }
+            },
+          }
+          const outcome = await agent.run(model).then(
+            () => 'answered',
+            (error: LlmError) => error.kind,
+          )
+          const where = `${agent.name} after ${JSON.stringify(invalid)}`
+          expect(outcome, where).toBe(invalid.length < retry.maxAttempts ? 'answered' : 'invalid_reply')
+          expect(requests, where).toHaveLength(Math.min(invalid.length + 1, retry.maxAttempts))
+          for (const [index, request] of requests.entries()) {
+            if (index === 0) continue
+            expect(request.messages, where).toEqual([
+              ...requests[index - 1]!.messages,
+              { role: 'assistant', content: invalid[index - 1] },
+              {
+                role: 'user',
+                content: expect.stringMatching(/^That reply (was refused: .+|copied .+ placeholder .+)\. Reply again/s),
+              },
+            ])
+          }
+          const prompts = requests.map((request) => JSON.stringify(request.messages))
+          expect(new Set(prompts).size, where).toBe(prompts.length)
+        },
+      ),
+      { numRuns: 80 },
+    )
+  })
+
+  it('an attempt after a transport failure sends the same prompt again', async () => {
+    const requests: ChatRequest[] = []
+    const model: ChatModel = {
+      id: 'flaky',
+      complete: async (request) => {
+        requests.push(request)
+        if (requests.length === 1) throw new LlmError('server_error', 'HTTP 503')
+        return { text: JSON.stringify(ANALYSIS), model: 'm', usage: { prompt_tokens: 1, completion_tokens: 1 } }
       },
     }
-    return model
-  }
+    expect(await runAnalyzer(model, analyzerInput(CLEAN), retry)).toEqual(ANALYSIS)
+    expect(requests).toHaveLength(2)
+    expect(requests[1]!.messages).toEqual(requests[0]!.messages)
+  })
+})
+
+describe("a reply that copies its prompt's placeholders", () => {
   /** Every string of a value, by path. */
   const strings = (value: unknown, path: (string | number)[] = []): (string | number)[][] =>
     typeof value === 'string'
@@ -819,35 +919,6 @@ describe("a reply that copies its prompt's placeholders", () => {
     target[path.at(-1)!] = text
     return copy
   }
-  const AGENTS = [
-    {
-      name: 'summarizer',
-      good: SUMMARY_REPLY,
-      request: () => buildSummarizerRequest({ analyses: RECORDS, rubrics: RUBRICS, step: 3, locale: 'en' }),
-      run: (model: ChatModel) =>
-        runSummarizer(model, { analyses: RECORDS, rubrics: RUBRICS, step: 3, locale: 'en' }, retry),
-    },
-    {
-      name: 'meta-summarizer',
-      good: SUMMARY_REPLY,
-      request: () =>
-        buildMetaSummarizerRequest({ summaries: [SUMMARY, SUMMARY], rubrics: RUBRICS, step: 3, locale: 'en' }),
-      run: (model: ChatModel) =>
-        runMetaSummarizer(model, { summaries: [SUMMARY, SUMMARY], rubrics: RUBRICS, step: 3, locale: 'en' }, retry),
-    },
-    {
-      name: 'updater',
-      good: UPDATE,
-      request: () => buildUpdaterRequest(updaterInput()),
-      run: (model: ChatModel) => runUpdater(model, updaterInput(), retry),
-    },
-    {
-      name: 'analyzer',
-      good: ANALYSIS,
-      request: () => buildAnalyzerRequest(analyzerInput(CLEAN)),
-      run: (model: ChatModel) => runAnalyzer(model, analyzerInput(CLEAN), retry),
-    },
-  ]
 
   it('is refused as invalid (every attempt) wherever the copy sits, but an entry that is only a copy', async () => {
     const cases = await Promise.all(

@@ -245,8 +245,32 @@ describe('each role against an OpenAI-compatible stub: a non-JSON reply, then a 
       ['safe', 0.25],
     ])
     expect(stub.requests).toHaveLength(2)
-    expect(stub.requests[1]!.messages).toEqual(stub.requests[0]!.messages)
+    expect(stub.requests[1]!.messages.slice(0, -2)).toEqual(stub.requests[0]!.messages)
+    expect(stub.requests[1]!.messages.at(-1)!.content).toMatch(/^That reply was refused: initializer reply /)
     expect(stub.requests[0]!.response_format).toEqual({ type: 'json_object' })
+  })
+
+  it('proposer: a child equal to its parent is shown back with what was wrong, and not asked the same again', async () => {
+    // What Qwen2.5-Coder-1.5B did at temperature 0 in a search: the parent, unchanged, every time it was asked the
+    // same; this stub answers the same until the request says so.
+    const parent = JSON.stringify({ rubric: { criteria: rubric.criteria } })
+    stub.script({ kind: 'content', text: parent })
+    stub.respondWith((body) =>
+      /returned the rubric unchanged/.test(body.messages.at(-1)!.content) ? cooperative(body) : parent,
+    )
+    const child = await new LlmRubricProposer(model(), { retry }).propose({
+      item,
+      rubric,
+      mode: 'raise_bar',
+      top: c1,
+      runnerUp: c2,
+      seed: 1,
+    })
+    expect(child.criteria).not.toEqual(rubric.criteria)
+    // The prose reply, then the unchanged parent, then the child: each request the last one grown by two turns.
+    expect(stub.requests).toHaveLength(3)
+    expect(stub.requests[2]!.messages.slice(0, -2)).toEqual(stub.requests[1]!.messages)
+    expect(stub.requests[2]!.messages.at(-2)).toEqual({ role: 'assistant', content: parent })
   })
 
   it('proposer', async () => {
