@@ -8,8 +8,8 @@
  *   resumed run, or by a rerun — costs no call.
  * - Requests carry their role's seed (`seed`) as the sampling seed: two proposals that differ only by seed are
  *   different questions (and get different answers from a sampling model).
- * - A role's retry after an unusable reply sends the very same request object again (`runAgent`); the RoleModel
- *   sees that and evicts the cached reply first, so the retry asks the model instead of replaying the bad answer.
+ * - A reply the role's parser refuses (`runAgent` calls the response's `refuse`) is counted and evicted from the
+ *   cache, so no later run is served it; a request object sent again after an unusable reply evicts it too.
  * - Counted per role: requests, cache hits, backend calls (misses that reached the model), failures, retries after
  *   unusable replies, and the tokens of real calls (cached answers cost none).
  */
@@ -31,7 +31,7 @@ export interface RoleCounters {
   calls: number
   /** Backend calls that failed. */
   failed_calls: number
-  /** Retries after an unusable reply (the cached reply was evicted first). */
+  /** Replies the role could not use (each evicted from the cache), each asked again while attempts last. */
   invalid_replies: number
   prompt_tokens: number
   completion_tokens: number
@@ -260,7 +260,16 @@ class RoleModel implements ChatModel {
     const reply = await this.model.complete(prepared)
     if ((reply as { cached?: boolean }).cached) this.counters.cache_hits++
     this.#answered.set(request, reply.text)
-    return reply
+    return {
+      ...reply,
+      refuse: (kind) => {
+        reply.refuse?.(kind)
+        if (kind !== 'invalid_reply' || this.#answered.get(request) !== reply.text) return
+        this.#answered.delete(request)
+        this.counters.invalid_replies++
+        this.cache?.forget(prepared, { text: reply.text })
+      },
+    }
   }
 }
 

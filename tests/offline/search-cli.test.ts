@@ -544,6 +544,48 @@ describe('(c) three OpenAI-compatible stubs, one failing ~30%', () => {
   }, 60_000)
 })
 
+describe('(c2) a proposer that returns its parent unchanged until told', () => {
+  let stub: LlmStub
+  afterAll(() => stub?.close())
+
+  it('counts each refused reply, keeps none in the cache, and a rerun asks only those questions again', async () => {
+    stub = await startLlmStub()
+    // What a small model at temperature 0 writes as the proposer: the current rubric, verbatim, until the request
+    // says the reply was refused.
+    let unchanged = 0
+    stub.respondWith((body) => {
+      const user = String(body.messages.find((message) => message.role === 'user')?.content ?? '')
+      if (roleOf(body) !== 'proposer' || /^That reply was refused/.test(String(body.messages.at(-1)!.content)))
+        return searchResponder(body)
+      unchanged++
+      const current = user.slice(user.indexOf('The current rubric:\n') + 20, user.indexOf('\n\nThe data blocks below'))
+      return JSON.stringify({ rubric: JSON.parse(current) })
+    })
+    const out = join(work, 'c2/out/best.json')
+    const args = [
+      ...['search', '--dataset', DEMO, '--output', out, '--json', '--endpoint', stub.baseUrl, '--model', 'stub'],
+      ...['--generations', '1', '--population-size', '2', '--mutations-per-round', '1', '--batch-size', '1'],
+      ...['--mutation-parent-count', '1'],
+    ]
+    const first = await cli(args)
+    expect(first.code, first.err).toBe(0)
+    const usage = readJson(out).usage
+    expect(unchanged).toBeGreaterThan(0)
+    expect(usage.roles.proposer.invalid_replies).toBe(unchanged)
+    expect(usage.total.invalid_replies).toBe(unchanged)
+    // Every proposal came through: each refused question was followed by its correction.
+    expect(readJson(out).search_diagnostics.dropped_prompts).toEqual([])
+
+    const refused = unchanged
+    const second = await cli(args)
+    expect(second.code, second.err).toBe(0)
+    // The refused replies were evicted: those questions reach the model again (and are refused again); every other
+    // answer, the corrections included, comes from the cache.
+    expect(JSON.parse(second.out).usage.total.calls).toBe(refused)
+    expect(unchanged).toBe(2 * refused)
+  }, 60_000)
+})
+
 describe('(d) bad input: exit code 2 and the place named', () => {
   it('refuses broken datasets, naming the place', async () => {
     const demo = readFileSync(DEMO, 'utf8')
