@@ -250,7 +250,7 @@ describe('each role against an OpenAI-compatible stub: a non-JSON reply, then a 
     expect(stub.requests[0]!.response_format).toEqual({ type: 'json_object' })
   })
 
-  it('proposer: a child equal to its parent is shown back with what was wrong, and not asked the same again', async () => {
+  it('proposer: a child equal to its parent is shown back with what was wrong, not asked the same again', async () => {
     // What Qwen2.5-Coder-1.5B did at temperature 0 in a search: the parent, unchanged, every time it was asked the
     // same; this stub answers the same until the request says so.
     const parent = JSON.stringify({ rubric: { criteria: rubric.criteria } })
