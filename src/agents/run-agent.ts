@@ -112,7 +112,10 @@ export async function runAgent<T>(
         // parent unchanged four times over): the next attempt is this one grown by the reply and what was wrong
         // with it, so no attempt repeats an earlier prompt, and the server still reuses its prefix.
         if (error.kind === 'invalid_reply')
-          current = { ...current, messages: [...current.messages, ...reask(response.text, error, copied)] }
+          current = {
+            ...current,
+            messages: [...current.messages, ...reask(response.text, error, copied, request.json)],
+          }
         throw error
       }
     },
@@ -131,17 +134,19 @@ export async function runAgent<T>(
   )
 }
 
-/** The turns that ask again after an invalid reply: the reply, then what was wrong with it. */
+/** The turns that ask again after an invalid reply: the reply, then what was wrong with it (a verdict is no JSON). */
 function reask(
   reply: string,
   refusal: LlmError,
   copied: ReturnType<typeof copiedPlaceholder>,
+  json: boolean,
 ): ChatRequest['messages'] {
+  const whole = json ? ' with the whole JSON object' : ''
   const wrong = copied
     ? `That reply copied the reply shape's placeholder ${JSON.stringify(copied.text.slice(0, 80))} ` +
-      `${copied.path ? `at ${copied.path}` : 'as the whole reply'} instead of answering. Reply again with the whole ` +
-      'JSON object, every field in your own words.'
-    : `That reply was refused: ${refusal.message.slice(0, 600)}. Reply again with the whole JSON object, corrected.`
+      `${copied.path ? `at ${copied.path}` : 'as the whole reply'} instead of answering. Reply again${whole}, ` +
+      'every field in your own words.'
+    : `That reply was refused: ${refusal.message.slice(0, 600)}. Reply again${whole}, corrected.`
   return [
     { role: 'assistant', content: reply },
     { role: 'user', content: wrong },

@@ -314,6 +314,26 @@ describe('LlmVerifier with judging: verdicts (bench --judging verdicts)', () => 
     expect(text(asked[0]!)).toContain('Reference answer: 4')
     expect(text(asked[1]!)).toMatch(/Criterion: Shows the key steps\.\n/)
   })
+  it('asks a verdict that is neither Yes nor No again, shown back, and never for a JSON object', async () => {
+    const asked: ChatRequest[] = []
+    const model: ChatModel = {
+      id: 'unsure-once',
+      complete: async (request) => {
+        asked.push(request)
+        return { text: asked.length === 1 ? 'Maybe' : 'Yes', model: 'm', usage }
+      },
+    }
+    const grades = await grade(model, 'verdicts')
+    expect(grades.correct).toBe(10)
+    expect(asked).toHaveLength(3)
+    expect(asked[1]!.messages.slice(0, -2)).toEqual(asked[0]!.messages)
+    expect(asked[1]!.messages.at(-2)).toEqual({ role: 'assistant', content: 'Maybe' })
+    const note = String(asked[1]!.messages.at(-1)!.content)
+    expect(note).toMatch(
+      /^That reply was refused: verdict reply is neither Yes nor No: "Maybe"\. Reply again, corrected\.$/,
+    )
+    expect(note).not.toContain('JSON')
+  })
 })
 
 describe('search --judging verdicts: the exported artifact grades the same way', () => {
